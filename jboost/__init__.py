@@ -1,0 +1,32 @@
+"""jboost: boosting and bagging of oblivious trees in JAX, with losses as pure functions."""
+
+from jboost import binning
+from jboost import boosting
+from jboost import derivatives
+from jboost import histograms
+from jboost import losses
+from jboost import refit
+from jboost import splits
+from jboost import tree
+from jboost.api import Booster
+from jboost.api import feature_importance
+from jboost.api import fit
+from jboost.api import predict
+from jboost.api import predict_class
+from jboost.api import predict_mean
+from jboost.api import predict_proba
+from jboost.binning import bin_features
+from jboost.binning import compute_borders
+from jboost.boosting import BoostConfig
+from jboost.boosting import Hyperparams
+from jboost.derivatives import grad_hess
+from jboost.losses import Loss
+from jboost.tree import ObliviousTrees
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Booster", "BoostConfig", "Hyperparams", "Loss", "ObliviousTrees",
+    "bin_features", "compute_borders", "feature_importance", "fit", "grad_hess",
+    "predict", "predict_class", "predict_mean", "predict_proba",
+]

@@ -1,0 +1,151 @@
+"""Quantile binning of features into ``uint8`` bins with a reserved missing-value bin.
+
+The pipeline follows scikit-learn's histogram GBDT: borders are computed once from the
+training data on the host (NumPy), and a jit-compiled transform maps floats to bins.
+
+Bin rule (for one feature with ``m`` borders ``b[0] < b[1] < ... < b[m-1]``)::
+
+    x is mapped to bin i  iff  b[i-1] < x <= b[i]      (with b[-1] = -inf, b[m] = +inf)
+    NaN is mapped to the missing bin, ``n_bins - 1``.
+
+So a finite or infinite ``x`` lands in one of the bins ``0 .. m`` (``m <= n_bins - 2``) and
+``+-inf`` are ordinary extreme values. Borders are stored padded with ``+inf`` to a common
+width of ``n_bins - 1`` (the extra ``+inf`` column is the float threshold of the "everything
+non-missing goes left" split), so that bin ``t`` and border column ``t`` satisfy::
+
+    bin(x) > t   iff   x > borders[f, t]     (for non-missing x)
+
+which is what lets trees fitted on bins predict directly on raw floats.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+X_BINNED_DTYPE = jnp.uint8
+MAX_BINS = 256
+# Rows used to compute borders when the data is larger (a seeded subsample, as in
+# scikit-learn's `subsample=2e5`); binning all rows then uses these borders.
+DEFAULT_BORDER_SAMPLE = 200_000
+
+
+def missing_bin(n_bins: int) -> int:
+    """Index of the bin reserved for missing values (NaN)."""
+    return n_bins - 1
+
+
+def _weighted_quantile_values(values: np.ndarray, weights: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """Smallest sorted value whose cumulative weight reaches ``level * total`` (inverted CDF)."""
+    order = np.argsort(values, kind="stable")
+    v, w = values[order], weights[order]
+    cw = np.cumsum(w, dtype=np.float64)
+    idx = np.searchsorted(cw, levels * cw[-1], side="left")
+    return v[np.clip(idx, 0, len(v) - 1)]
+
+
+def _feature_borders(col: np.ndarray, weights: np.ndarray | None, max_bins: int) -> np.ndarray:
+    """Borders for one float32 column (NaN already removed), at most ``max_bins - 1`` of them."""
+    if col.size == 0:
+        return np.zeros((0,), np.float32)
+    if weights is None:
+        distinct = np.unique(col)
+    else:
+        keep = weights > 0
+        col, weights = col[keep], weights[keep]
+        if col.size == 0:
+            return np.zeros((0,), np.float32)
+        distinct = np.unique(col)
+    if distinct.size <= max_bins:
+        # Exact borders: one bin per distinct value.
+        lower, upper = distinct[:-1], distinct[1:]
+    else:
+        levels = np.arange(1, max_bins, dtype=np.float64) / max_bins
+        w = np.ones_like(col, dtype=np.float64) if weights is None else weights.astype(np.float64)
+        q = np.unique(_weighted_quantile_values(col, w, levels))
+        # A border equal to the maximum would leave the last bin empty.
+        q = q[q < distinct[-1]]
+        lower = q
+        upper = distinct[np.searchsorted(distinct, q, side="right")]
+    # Midpoints between a border value and the next distinct value, in float32; fall back to the
+    # lower value when rounding would reach the upper one (keeps every bin non-empty).
+    with np.errstate(over="ignore", invalid="ignore"):
+        mid = (lower.astype(np.float64) + upper.astype(np.float64)) / 2.0
+        mid32 = mid.astype(np.float32)
+    bad = ~(mid32 < upper) | ~(mid32 >= lower) | ~np.isfinite(mid32)
+    return np.where(bad, lower, mid32).astype(np.float32)
+
+
+def compute_borders(
+    X,
+    n_bins: int = MAX_BINS,
+    sample_weight=None,
+    *,
+    max_rows: int | None = DEFAULT_BORDER_SAMPLE,
+    seed: int = 0,
+) -> np.ndarray:
+    """Per-feature quantile borders, padded with ``+inf`` to shape ``(n_features, n_bins - 1)``.
+
+    Args:
+      X: ``(n_samples, n_features)`` array; NaN means missing.
+      n_bins: total number of bins including the missing bin (``3 <= n_bins <= 256``). At most
+        ``n_bins - 1`` bins hold non-missing values. Features with at most that many distinct
+        values get exact borders (one bin per value, midpoints between values).
+      sample_weight: optional non-negative weights; borders are weighted quantiles.
+      max_rows: borders are computed from a seeded subsample of this many rows when the data is
+        larger (``None``: always all rows).
+      seed: seed of that subsample.
+
+    Returns:
+      float32 ``(n_features, n_bins - 1)``; row ``f`` holds its ``m_f`` increasing borders
+      followed by ``+inf``.
+    """
+    if not 3 <= int(n_bins) <= MAX_BINS:
+        raise ValueError(f"n_bins={n_bins} must be in [3, {MAX_BINS}].")
+    X = np.asarray(X, dtype=np.float32)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}.")
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if max_rows is not None and X.shape[0] > max_rows:
+        rows = np.sort(np.random.default_rng(seed).choice(X.shape[0], max_rows, replace=False))
+        X = X[rows]
+        w = None if w is None else w[rows]
+    max_bins = n_bins - 1
+    out = np.full((X.shape[1], n_bins - 1), np.inf, dtype=np.float32)
+    for f in range(X.shape[1]):  # host-side, once per fit; not a hot path
+        col = X[:, f]
+        ok = ~np.isnan(col)
+        b = _feature_borders(col[ok], None if w is None else w[ok], max_bins)
+        out[f, : b.size] = b
+    return out
+
+
+@functools.partial(jax.jit, static_argnames=("n_bins",))
+def _bin_transposed(X, borders, n_bins: int):
+    search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left", method="scan_unrolled"))
+    bins = search(borders[:, :-1], X.T)
+    bins = jnp.where(jnp.isnan(X.T), missing_bin(n_bins), bins)
+    return bins.astype(X_BINNED_DTYPE)
+
+
+def bin_features(X, borders) -> jax.Array:
+    """Map floats to bins with the rule of this module; returns feature-major ``(n_features, n)``.
+
+    The transposed layout puts each feature's bins in one contiguous row, which is what the
+    histogram builder reads.
+    """
+    borders = jnp.asarray(borders, jnp.float32)
+    X = jnp.asarray(X, jnp.float32)
+    if X.ndim != 2 or X.shape[1] != borders.shape[0]:
+        raise ValueError(
+            f"X has shape {X.shape} but the borders are for {borders.shape[0]} features."
+        )
+    return _bin_transposed(X, borders, n_bins=borders.shape[1] + 1)
+
+
+def n_bins_of(borders) -> int:
+    """Total number of bins (including the missing bin) that ``borders`` were made for."""
+    return borders.shape[-1] + 1

@@ -1,0 +1,162 @@
+"""Forward-stagewise gradient boosting of oblivious trees as one ``lax.scan`` over rounds.
+
+ESL Algorithm 10.3 with second-order (Newton) trees as in XGBoost: per round, gradients and
+hessians of the loss by autodiff, optional row subsampling (Bernoulli weights: shapes stay
+fixed) and column subsampling (per tree or per level), one oblivious tree (or K, one per
+output), an optional exact leaf refit, shrinkage by the learning rate.
+
+Static (shape-setting) settings live in :class:`BoostConfig`; every continuous hyperparameter is
+a traced array in :class:`Hyperparams`, so ``jax.vmap`` over them is one compiled program.
+Randomness: round ``m`` uses ``fold_in(key, m)``, so the same key and data give bitwise the same
+model, and round ``m`` does not depend on how many rounds follow.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jboost import derivatives
+from jboost import losses as losses_lib
+from jboost import refit
+from jboost import tree as tree_lib
+
+
+class BoostConfig(NamedTuple):
+    """Static settings: each distinct value is a separate compilation."""
+
+    n_rounds: int
+    depth: int
+    n_bins: int
+    per_output_trees: bool = False   # K trees per round (ESL Alg. 10.4) instead of vector leaves
+    colsample_by: str = "tree"        # "tree" or "level"
+    learning_rate_schedule: Optional[Callable] = None  # round -> multiplier (e.g. an optax schedule)
+
+
+class Hyperparams(NamedTuple):
+    """Continuous hyperparameters: traced, so they can be vmapped over."""
+
+    learning_rate: jax.Array
+    l2: jax.Array
+    min_split_gain: jax.Array
+    min_child_weight: jax.Array
+    subsample: jax.Array
+    colsample: jax.Array
+
+    @classmethod
+    def create(cls, learning_rate=0.1, l2=1.0, min_split_gain=0.0, min_child_weight=1.0,
+               subsample=1.0, colsample=1.0) -> "Hyperparams":
+        f = lambda v: jnp.asarray(v, jnp.float32)
+        return cls(f(learning_rate), f(l2), f(min_split_gain), f(min_child_weight), f(subsample),
+                   f(colsample))
+
+
+class BoostState(NamedTuple):
+    """What one round carries to the next."""
+
+    raw: jax.Array        # (n, K) current raw scores of the training rows
+    raw_valid: jax.Array  # (m, K) current raw scores of the validation rows (m may be 0)
+    loss: losses_lib.Loss  # the loss with this round's parameters (adaptive Huber delta)
+
+
+class BoostOutput(NamedTuple):
+    trees: tree_lib.ObliviousTrees  # leading axes (n_rounds, trees_per_round)
+    train_loss: jax.Array           # (n_rounds,) weighted mean training loss after each round
+    valid_loss: jax.Array           # (n_rounds,) mean validation loss after each round (NaN: none)
+    final_loss: losses_lib.Loss     # the loss with its last-round parameters
+
+
+def feature_mask(key, n_features: int, rate):
+    """Exactly ``clip(round(rate * F), 1, F)`` randomly chosen features (traced ``rate``)."""
+    n_keep = jnp.clip(jnp.round(rate * n_features), 1, n_features)
+    rank = jnp.argsort(jnp.argsort(jax.random.uniform(key, (n_features,))))
+    return rank < n_keep
+
+
+def column_masks(key, n_features: int, depth: int, rate, by: str):
+    """``(depth, F)`` eligible features per level: one draw per tree or one per level."""
+    if by == "tree":
+        return jnp.broadcast_to(feature_mask(key, n_features, rate), (depth, n_features))
+    if by == "level":
+        return jax.vmap(lambda k: feature_mask(k, n_features, rate))(jax.random.split(key, depth))
+    raise ValueError(f"colsample_by={by!r} must be 'tree' or 'level'.")
+
+
+def _mean_loss(loss, y, raw, w):
+    total = jnp.sum(w)
+    return jnp.where(total > 0, jnp.sum(w * losses_lib.per_sample_losses(loss, y, raw)) / total, jnp.nan)
+
+
+def _fit_round_trees(config: BoostConfig, hyper: Hyperparams, loss, X_binned, y, raw, w, g, h, masks):
+    """Fit this round's tree(s); returns trees with a leading ``trees_per_round`` axis,
+    unshrunk leaf values, and each training row's leaf per tree ``(T, n)``."""
+    fit = functools.partial(tree_lib.fit_tree, X_binned, depth=config.depth, n_bins=config.n_bins,
+                            l2=hyper.l2, min_split_gain=hyper.min_split_gain,
+                            min_child_weight=hyper.min_child_weight, feature_masks=masks)
+    gw, hw = g * w[:, None], h * w[:, None]
+    n_leaves = 2**config.depth
+    if not config.per_output_trees:
+        tree, leaf = fit(gw, hw)
+        values = refit.refit_leaf_values(loss, y, raw, w, leaf, n_leaves, tree.leaf_values)
+        tree = tree._replace(leaf_values=values)
+        return jax.tree_util.tree_map(lambda a: a[None], tree), leaf[None]
+    k = g.shape[-1]
+    trees, leaves = jax.vmap(lambda gk, hk: fit(gk[:, None], hk[:, None]), in_axes=(1, 1))(gw, hw)
+    # Output k's tree moves only raw score k: embed its scalar leaves as one-hot vectors.
+    values = trees.leaf_values[:, :, 0:1] * jnp.eye(k, dtype=jnp.float32)[:, None, :]
+    return trees._replace(leaf_values=values), leaves
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw,
+          X_valid_binned, y_valid, w_valid, *, config: BoostConfig) -> BoostOutput:
+    """Run ``config.n_rounds`` rounds of boosting from the constant raw score ``init_raw``.
+
+    Args:
+      X_binned: ``(F, n)`` uint8 training bins; y, w: ``(n,)`` labels and sample weights.
+      key: a ``jax.random`` key (typed or raw uint32).
+      hyper: traced :class:`Hyperparams`.
+      loss: a :class:`jboost.Loss` with ``n_outputs`` set.
+      init_raw: ``(K,)`` the baseline raw score.
+      X_valid_binned, y_valid, w_valid: validation set, ``(F, m)``, ``(m,)``, ``(m,)``; ``m`` may
+        be 0 (validation losses are then NaN).
+      config: static :class:`BoostConfig`.
+    """
+    n = y.shape[0]
+    k = init_raw.shape[0]
+    n_features = X_binned.shape[0]
+    raw0 = jnp.broadcast_to(init_raw.astype(jnp.float32), (n, k))
+    raw_valid0 = jnp.broadcast_to(init_raw.astype(jnp.float32), (y_valid.shape[0], k))
+    w = w.astype(jnp.float32)
+    w_valid = w_valid.astype(jnp.float32)
+
+    def step(state: BoostState, m):
+        key_m = jax.random.fold_in(key, m)
+        k_rows, k_cols = jax.random.split(key_m)
+        loss_m = state.loss
+        if loss_m.adaptive_huber_alpha:
+            # ESL 10.10.2: delta = alpha-quantile of |y - f_{m-1}|.
+            delta = losses_lib.weighted_quantile(jnp.abs(y - state.raw[:, 0]), w, loss_m.params["alpha"])
+            loss_m = loss_m.with_params(delta=jnp.maximum(delta, 1e-12))
+        g, h = derivatives.grad_hess(loss_m, y, state.raw)
+        w_m = w * (jax.random.uniform(k_rows, (n,)) < hyper.subsample)
+        masks = column_masks(k_cols, n_features, config.depth, hyper.colsample, config.colsample_by)
+        trees, leaves = _fit_round_trees(config, hyper, loss_m, X_binned, y, state.raw, w_m, g, h, masks)
+        lr = hyper.learning_rate
+        if config.learning_rate_schedule is not None:
+            lr = lr * config.learning_rate_schedule(m)
+        trees = trees._replace(leaf_values=trees.leaf_values * lr)
+        take = jax.vmap(lambda t, leaf: t.leaf_values[leaf])
+        raw = state.raw + jnp.sum(take(trees, leaves), axis=0)
+        leaves_valid = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, X_valid_binned, config.n_bins))(trees)
+        raw_valid = state.raw_valid + jnp.sum(take(trees, leaves_valid), axis=0)
+        out = (trees, _mean_loss(loss_m, y, raw, w), _mean_loss(loss_m, y_valid, raw_valid, w_valid))
+        return BoostState(raw, raw_valid, loss_m), out
+
+    state0 = BoostState(raw0, raw_valid0, loss)
+    state, (trees, train_loss, valid_loss) = lax.scan(step, state0, jnp.arange(config.n_rounds))
+    return BoostOutput(trees, train_loss, valid_loss, state.loss)

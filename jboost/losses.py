@@ -1,0 +1,426 @@
+"""Per-sample losses ``loss(y, raw) -> scalar``, their links and optimal constant baselines.
+
+A loss is written for ONE sample, rlax-style: ``y`` is that sample's label (a scalar) and
+``raw`` its raw score, a scalar for one-output losses and a ``(K,)`` vector for K-output losses.
+The library vmaps it over samples and takes gradients and hessians with autodiff
+(:mod:`jboost.derivatives`); no derivative code is ever written by hand.
+
+A :class:`Loss` bundles the function with what boosting needs around it: the number of outputs,
+the link (raw score -> prediction / probability), the optimal constant baseline, how labels are
+checked, and optionally an exact leaf refit. Its continuous parameters (Huber ``delta``, quantile
+level ``alpha``, ...) live in ``params`` and are pytree leaves, so they can be traced and vmapped;
+everything else is static metadata.
+
+Binary labels are ``{0, 1}`` for every binary loss (including the exponential loss, where the
+margin is ``(2y - 1) * raw``). Class labels for K-class losses are the integers ``0 .. K-1``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# Beyond this exponent, exponentials continue as their second-order Taylor expansion: values,
+# gradients and hessians stay finite and positive (no overflow at large margins).
+_EXP_CLIP = 30.0
+
+TASKS = ("regression", "binary", "multiclass", "count")
+
+
+def safe_exp(z):
+    """``exp(z)`` for ``z <= 30``; beyond, the quadratic continuation (C2, finite, increasing)."""
+    c = jnp.minimum(z, _EXP_CLIP)
+    d = jnp.maximum(z - _EXP_CLIP, 0.0)
+    return jnp.exp(c) * (1.0 + d + 0.5 * d * d)
+
+
+# --------------------------------------------------------------------------------------------
+# Per-sample loss functions (module level, so they are hashable static metadata).
+# --------------------------------------------------------------------------------------------
+
+
+def squared_error_fn(y, f):
+    """Half squared error ``(y - f)^2 / 2`` (ESL Table 10.2)."""
+    return 0.5 * (y - f) ** 2
+
+
+def absolute_error_fn(y, f):
+    """Absolute error ``|y - f|`` (least absolute deviation)."""
+    return jnp.abs(y - f)
+
+
+def huber_fn(y, f, delta):
+    """Huber loss (ESL eq. 10.23): ``r^2/2`` for ``|r| <= delta``, else ``delta (|r| - delta/2)``."""
+    r = jnp.abs(y - f)
+    return jnp.where(r <= delta, 0.5 * r * r, delta * (r - 0.5 * delta))
+
+
+def quantile_fn(y, f, alpha):
+    """Pinball loss at level ``alpha``: ``alpha * r`` if ``r >= 0`` else ``(alpha - 1) * r``."""
+    r = y - f
+    return jnp.maximum(alpha * r, (alpha - 1.0) * r)
+
+
+def binomial_deviance_fn(y, f):
+    """Binomial deviance / log loss with ``p = sigmoid(f)``: ``log(1 + e^f) - y f``, y in {0,1}."""
+    return jax.nn.softplus(f) - y * f
+
+
+def exponential_fn(y, f):
+    """AdaBoost's exponential loss ``exp(-y' f)`` with ``y' = 2y - 1`` (ESL eq. 10.8)."""
+    return safe_exp(-(2.0 * y - 1.0) * f)
+
+
+def multinomial_deviance_fn(y, f):
+    """Multinomial deviance ``logsumexp(f) - f[y]`` for integer label ``y`` (ESL eq. 10.22)."""
+    return jax.nn.logsumexp(f) - jnp.take(f, y.astype(jnp.int32))
+
+
+def samme_exponential_fn(y, f):
+    """K-class exponential loss ``exp(-y.f / K)`` with ESL/SAMME coding.
+
+    ``y_k = 1`` for the true class and ``-1/(K-1)`` otherwise (Zhu, Zou, Rosset, Hastie 2009).
+    """
+    k = f.shape[-1]
+    code = jnp.where(jnp.arange(k) == y.astype(jnp.int32), 1.0, -1.0 / (k - 1))
+    return safe_exp(-jnp.dot(code, f) / k)
+
+
+def poisson_fn(y, f):
+    """Poisson deviance up to a constant, log link: ``exp(f) - y f``."""
+    return safe_exp(f) - y * f
+
+
+# --------------------------------------------------------------------------------------------
+# Links: raw score -> prediction (regression) or class probabilities (classification).
+# --------------------------------------------------------------------------------------------
+
+
+def identity_link(raw, **params):
+    return raw
+
+
+def exp_link(raw, **params):
+    return jnp.exp(raw)
+
+
+def sigmoid_link(raw, **params):
+    p = jax.nn.sigmoid(raw)
+    return jnp.stack([1.0 - p, p], axis=-1)
+
+
+def adaboost_link(raw, **params):
+    """P(y=1|x) = 1 / (1 + exp(-2 f)) (Friedman, Hastie, Tibshirani 2000)."""
+    p = jax.nn.sigmoid(2.0 * raw)
+    return jnp.stack([1.0 - p, p], axis=-1)
+
+
+def softmax_link(raw, **params):
+    return jax.nn.softmax(raw, axis=-1)
+
+
+def samme_link(raw, **params):
+    """SAMME probabilities ``p_k ∝ exp(f_k / (K - 1))`` (Zhu et al. 2009, eq. 4 inverted)."""
+    k = raw.shape[-1]
+    return jax.nn.softmax(raw / (k - 1), axis=-1)
+
+
+# --------------------------------------------------------------------------------------------
+# Baselines: the optimal constant raw score, (n,) labels and (n,) weights -> (K,).
+# --------------------------------------------------------------------------------------------
+
+
+def weighted_quantile(values, weights, q):
+    """Smallest value whose cumulative weight reaches ``q`` of the total (jit-able, traced q)."""
+    order = jnp.argsort(values)
+    v, w = values[order], weights[order]
+    cw = jnp.cumsum(w)
+    idx = jnp.searchsorted(cw, q * cw[-1], side="left")
+    return v[jnp.clip(idx, 0, v.shape[0] - 1)]
+
+
+def _mean(y, w):
+    return jnp.sum(w * y) / jnp.sum(w)
+
+
+def _class_freq(y, w, k):
+    counts = jax.ops.segment_sum(w, y.astype(jnp.int32), num_segments=k)
+    return jnp.clip(counts / jnp.sum(w), 1e-12, 1.0)
+
+
+def mean_baseline(y, w, n_outputs, **params):
+    return _mean(y, w)[None]
+
+
+def median_baseline(y, w, n_outputs, **params):
+    return weighted_quantile(y, w, 0.5)[None]
+
+
+def quantile_baseline(y, w, n_outputs, alpha, **params):
+    return weighted_quantile(y, w, alpha)[None]
+
+
+def logit_baseline(y, w, n_outputs, **params):
+    p = jnp.clip(_mean(y, w), 1e-12, 1.0 - 1e-12)
+    return jnp.log(p / (1.0 - p))[None]
+
+
+def half_logit_baseline(y, w, n_outputs, **params):
+    return 0.5 * logit_baseline(y, w, n_outputs)
+
+
+def log_freq_baseline(y, w, n_outputs, **params):
+    logp = jnp.log(_class_freq(y, w, n_outputs))
+    return logp - jnp.mean(logp)
+
+
+def samme_baseline(y, w, n_outputs, **params):
+    """argmin_f sum_i w_i exp(-y_i.f/K) with sum_k f_k = 0: ``(K-1)(log p_k - mean log p)``."""
+    return (n_outputs - 1) * log_freq_baseline(y, w, n_outputs)
+
+
+def log_mean_baseline(y, w, n_outputs, **params):
+    return jnp.log(jnp.maximum(_mean(y, w), 1e-12))[None]
+
+
+def numeric_baseline(loss: "Loss", y, w, n_steps: int = 100):
+    """Optimal constant found numerically (L-BFGS from optax) for losses with no closed form."""
+    import optax
+
+    def objective(c):
+        return jnp.sum(w * per_sample_losses(loss, y, jnp.broadcast_to(c, (y.shape[0], c.shape[0])))) / jnp.sum(w)
+
+    c0 = jnp.zeros((loss.n_outputs,), jnp.float32)
+    opt = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(objective)
+
+    def body(_, carry):
+        c, state = carry
+        value, grad = value_and_grad(c, state=state)
+        updates, state = opt.update(grad, state, c, value=value, grad=grad, value_fn=objective)
+        return optax.apply_updates(c, updates), state
+
+    c, _ = jax.lax.fori_loop(0, n_steps, body, (c0, opt.init(c0)))
+    return c
+
+
+# --------------------------------------------------------------------------------------------
+# The Loss pytree.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Loss:
+    """A per-sample loss with everything boosting needs around it.
+
+    Attributes:
+      fn: ``fn(y, raw, **params) -> scalar`` for one sample; ``raw`` is a scalar when
+        ``n_outputs == 1`` and a ``(K,)`` vector otherwise.
+      params: continuous loss parameters (pytree leaves: traced, vmappable).
+      name: a label used in reprs and results.
+      n_outputs: K, the number of raw outputs (``None``: the number of classes, set at fit time).
+      task: ``"regression"``, ``"binary"`` (labels 0/1), ``"multiclass"`` (labels 0..K-1) or
+        ``"count"`` (labels >= 0); decides label checks and what ``predict_proba`` means.
+      link: ``link(raw, **params)`` -> prediction (regression) or ``(..., n_classes)`` probabilities.
+      baseline: ``baseline(y, w, n_outputs, **params) -> (K,)`` optimal constant, or ``None`` to
+        solve for it numerically.
+      hessian: ``"autodiff"`` (Newton trees) or ``"unit"``: tree structure fitted by least squares
+        to the negative gradient (ESL Algorithm 10.3), used where the hessian is zero or a poor
+        guide (absolute, quantile, Huber).
+      leaf_refit: ``None``, ``"quantile"`` (weighted alpha-quantile of residuals per leaf; alpha
+        from ``params['alpha']`` or 0.5), ``"huber"`` (ESL Algorithm 10.3 step 2(c)) or
+        ``"line_search"`` (Newton iterations on the true loss per leaf).
+      adaptive_huber_alpha: when set, ``params['delta']`` is recomputed every round as the
+        alpha-quantile of ``|y - f|`` (ESL section 10.10.2, the M-regression of Friedman 2001).
+    """
+
+    fn: Callable
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    name: str = "custom"
+    n_outputs: Optional[int] = 1
+    task: str = "regression"
+    link: Callable = identity_link
+    baseline: Optional[Callable] = None
+    hessian: str = "autodiff"
+    leaf_refit: Optional[str] = None
+    adaptive_huber_alpha: bool = False
+
+    def __post_init__(self):
+        if self.task not in TASKS:
+            raise ValueError(f"task={self.task!r} must be one of {TASKS}.")
+        if self.hessian not in ("autodiff", "unit"):
+            raise ValueError(f"hessian={self.hessian!r} must be 'autodiff' or 'unit'.")
+        if self.leaf_refit not in (None, "quantile", "huber", "line_search"):
+            raise ValueError(
+                f"leaf_refit={self.leaf_refit!r} must be None, 'quantile', 'huber' or 'line_search'."
+            )
+        if self.n_outputs is not None and int(self.n_outputs) < 1:
+            raise ValueError(f"n_outputs={self.n_outputs} must be >= 1.")
+        # Parameters are stored as float32 arrays so that pytrees of losses stack and vmap.
+        # (Tracers and placeholders used by pytree transformations are left untouched.)
+        object.__setattr__(
+            self,
+            "params",
+            {k: (jnp.asarray(v, jnp.float32) if isinstance(v, (int, float, np.ndarray, np.generic)) else v)
+             for k, v in dict(self.params).items()},
+        )
+
+    def __call__(self, y, raw):
+        """Per-sample loss with this loss's parameters."""
+        return self.fn(y, raw, **self.params)
+
+    def replace(self, **changes) -> "Loss":
+        return dataclasses.replace(self, **changes)
+
+    def with_params(self, **params) -> "Loss":
+        return dataclasses.replace(self, params={**self.params, **params})
+
+
+jax.tree_util.register_dataclass(
+    Loss,
+    data_fields=["params"],
+    meta_fields=["fn", "name", "n_outputs", "task", "link", "baseline", "hessian", "leaf_refit",
+                 "adaptive_huber_alpha"],
+)
+
+
+def vector_fn(loss: Loss):
+    """``(y, raw (K,), params) -> scalar``: the loss with its raw argument always a vector."""
+    if loss.n_outputs == 1:
+        return lambda y, raw, params: loss.fn(y, raw[0], **params)
+    return lambda y, raw, params: loss.fn(y, raw, **params)
+
+
+def per_sample_losses(loss: Loss, y, raw):
+    """Loss of every sample: ``y (n,)``, ``raw (n, K)`` -> ``(n,)``."""
+    f = vector_fn(loss)
+    return jax.vmap(f, in_axes=(0, 0, None))(y, raw, loss.params)
+
+
+def baseline(loss: Loss, y, w):
+    """Optimal constant raw score ``(K,)`` of ``loss`` on weighted labels."""
+    if loss.baseline is None:
+        return numeric_baseline(loss, y, w)
+    return jnp.asarray(loss.baseline(y, w, loss.n_outputs, **loss.params), jnp.float32).reshape(
+        (loss.n_outputs,)
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Constructors of the built-in losses.
+# --------------------------------------------------------------------------------------------
+
+
+def squared_error() -> Loss:
+    return Loss(squared_error_fn, name="squared_error", baseline=mean_baseline)
+
+
+def absolute_error() -> Loss:
+    return Loss(absolute_error_fn, name="absolute_error", baseline=median_baseline,
+                hessian="unit", leaf_refit="quantile")
+
+
+def huber(delta=1.0, alpha=None) -> Loss:
+    """Huber loss with fixed ``delta``, or ESL's adaptive delta when ``alpha`` is given.
+
+    With ``alpha`` (e.g. 0.9), delta is recomputed each round as the alpha-quantile of the
+    absolute residuals ``|y - f_{m-1}|`` (ESL section 10.10.2); ``delta`` is then only the value
+    used before the first round.
+    """
+    params = {"delta": delta}
+    if alpha is not None:
+        params["alpha"] = alpha
+    return Loss(huber_fn if alpha is None else _huber_adaptive_fn, params=params, name="huber",
+                baseline=median_baseline, hessian="unit", leaf_refit="huber",
+                adaptive_huber_alpha=alpha is not None)
+
+
+def _huber_adaptive_fn(y, f, delta, alpha):
+    return huber_fn(y, f, delta)
+
+
+def quantile(alpha=0.5) -> Loss:
+    return Loss(quantile_fn, params={"alpha": alpha}, name="quantile", baseline=quantile_baseline,
+                hessian="unit", leaf_refit="quantile")
+
+
+def binomial_deviance() -> Loss:
+    return Loss(binomial_deviance_fn, name="binomial_deviance", task="binary",
+                link=sigmoid_link, baseline=logit_baseline)
+
+
+def exponential() -> Loss:
+    return Loss(exponential_fn, name="exponential", task="binary", link=adaboost_link,
+                baseline=half_logit_baseline)
+
+
+def multinomial_deviance(n_classes=None) -> Loss:
+    return Loss(multinomial_deviance_fn, name="multinomial_deviance", n_outputs=n_classes,
+                task="multiclass", link=softmax_link, baseline=log_freq_baseline)
+
+
+def samme_exponential(n_classes=None) -> Loss:
+    return Loss(samme_exponential_fn, name="samme_exponential", n_outputs=n_classes,
+                task="multiclass", link=samme_link, baseline=samme_baseline)
+
+
+def poisson() -> Loss:
+    return Loss(poisson_fn, name="poisson", task="count", link=exp_link,
+                baseline=log_mean_baseline)
+
+
+_REGISTRY = {
+    "squared_error": squared_error,
+    "absolute_error": absolute_error,
+    "huber": huber,
+    "quantile": quantile,
+    "binomial_deviance": binomial_deviance,
+    "logistic": binomial_deviance,
+    "exponential": exponential,
+    "multinomial_deviance": multinomial_deviance,
+    "softmax": multinomial_deviance,
+    "samme_exponential": samme_exponential,
+    "poisson": poisson,
+}
+
+
+def get(loss, n_outputs: Optional[int] = None, task: Optional[str] = None) -> Loss:
+    """Resolve a loss given as a name, a :class:`Loss` or a plain function ``fn(y, raw)``."""
+    if isinstance(loss, Loss):
+        out = loss
+    elif isinstance(loss, str):
+        if loss not in _REGISTRY:
+            raise ValueError(f"loss={loss!r} is not a built-in loss; choose one of {sorted(_REGISTRY)}"
+                             " or pass a function loss(y, raw).")
+        out = _REGISTRY[loss]()
+    elif callable(loss):
+        out = Loss(loss, name=getattr(loss, "__name__", "custom"), n_outputs=n_outputs or 1,
+                   task=task or "regression",
+                   link=softmax_link if (n_outputs or 1) > 1 and task == "multiclass" else
+                   (sigmoid_link if task == "binary" else identity_link))
+    else:
+        raise TypeError(f"loss must be a name, a jboost.Loss or a function loss(y, raw); got {type(loss).__name__}.")
+    if n_outputs is not None and out.n_outputs != n_outputs:
+        out = out.replace(n_outputs=int(n_outputs))
+    return out
+
+
+def check_labels(loss: Loss, y: np.ndarray) -> None:
+    """Raise ``ValueError`` naming ``y`` when labels are not what ``loss`` expects (host side)."""
+    if loss.task == "binary":
+        bad = ~np.isin(y, (0, 1))
+        if bad.any():
+            raise ValueError(f"y must hold binary labels 0/1 for loss {loss.name!r}; got values such as "
+                             f"{np.unique(y[bad])[:5].tolist()}.")
+    elif loss.task == "multiclass":
+        k = loss.n_outputs
+        if np.any(y != np.round(y)) or np.any(y < 0) or (k is not None and np.any(y >= k)):
+            raise ValueError(f"y must hold integer class labels in [0, {k}) for loss {loss.name!r}; "
+                             f"got values in [{y.min()}, {y.max()}].")
+    elif loss.task == "count":
+        if np.any(y < 0):
+            raise ValueError(f"y must be non-negative for loss {loss.name!r}; got min {y.min()}.")

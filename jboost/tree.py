@@ -1,0 +1,198 @@
+"""Oblivious (symmetric) trees: arrays, the one leaf-index function, fitting and prediction.
+
+A depth-``D`` oblivious tree is ``D`` rules ``(feature_d, threshold_d, missing_right_d)``
+shared by all nodes of level ``d``, plus ``2**D`` leaf values. A row's leaf is the bits of its
+level comparisons (as in CatBoost's model format)::
+
+    leaf = sum_d  right_d << d,   right_d = missing_d ? missing_right_d : x[feature_d] > thr_d
+
+The same :func:`leaf_index` serves fitting (on bins, ``thr`` a bin index) and prediction (on raw
+floats, ``thr`` the border value): by the binning rule, ``bin(x) > t  iff  x > borders[f, t]``.
+Leading axes of :class:`ObliviousTrees` stack trees (rounds, trees per round, bags, ...).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jboost import binning
+from jboost import histograms
+from jboost import splits
+
+
+class ObliviousTrees(NamedTuple):
+    """One or many oblivious trees as arrays (leading axes index trees)."""
+
+    features: jax.Array       # int32 (..., D)
+    thresholds: jax.Array     # int32 (..., D) bin thresholds: right iff bin > threshold
+    borders: jax.Array        # float32 (..., D) float thresholds: right iff x > border
+    missing_right: jax.Array  # bool (..., D)
+    leaf_values: jax.Array    # float32 (..., 2**D, K)
+    gains: jax.Array          # float32 (..., D) split gain of each level (0: null split)
+
+    @property
+    def depth(self) -> int:
+        return self.features.shape[-1]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.leaf_values.shape[-1]
+
+
+def leaf_index(columns, thresholds, missing_right, is_missing):
+    """Leaf of each row from its level comparisons: ``sum_d right_d << d``.
+
+    Args:
+      columns: ``(D, n)`` the value of each level's feature for every row (bins or floats).
+      thresholds: ``(D,)`` each level's threshold, in the same units as ``columns``.
+      missing_right: ``(D,)`` bool, where missing values go.
+      is_missing: ``(D, n)`` bool.
+
+    Returns:
+      ``(n,)`` int32 in ``[0, 2**D)``.
+    """
+    right = jnp.where(is_missing, missing_right[:, None], columns > thresholds[:, None])
+    weights = jnp.left_shift(1, jnp.arange(columns.shape[0], dtype=jnp.int32))
+    return jnp.sum(right.astype(jnp.int32) * weights[:, None], axis=0)
+
+
+def leaf_index_binned(tree: ObliviousTrees, X_binned, n_bins: int):
+    """:func:`leaf_index` of one tree on feature-major bins ``(F, n)``."""
+    cols = X_binned[tree.features]
+    return leaf_index(cols.astype(jnp.int32), tree.thresholds, tree.missing_right,
+                      cols == binning.missing_bin(n_bins))
+
+
+def leaf_index_raw(tree: ObliviousTrees, X_t):
+    """:func:`leaf_index` of one tree on feature-major raw floats ``(F, n)`` (NaN = missing)."""
+    cols = X_t[tree.features]
+    return leaf_index(cols, tree.borders, tree.missing_right, jnp.isnan(cols))
+
+
+def node_sums(leaf_sums):
+    """Sums at every level from the ``(2**D, C)`` leaf sums: list ``[level 0 (1, C), ..., level D]``."""
+    depth = (leaf_sums.shape[0] - 1).bit_length()
+    out = [leaf_sums]
+    s = leaf_sums
+    for d in range(depth - 1, -1, -1):
+        s = s.reshape(2, 2**d, -1).sum(axis=0)  # node j of level d = children j and j + 2**d
+        out.append(s)
+    return out[::-1]
+
+
+def newton_leaf_values(G, H, l2, min_child_weight):
+    """Newton leaf values ``-G / (H + l2)`` with fallback to the parent's value.
+
+    A node whose hessian sum is zero (empty) or below ``min_child_weight`` keeps its parent's
+    value, recursively; so a level that was not split, or a leaf no training row reaches, gets a
+    sensible value for prediction.
+
+    Args:
+      G, H: ``(2**D, K)`` gradient and hessian sums per leaf.
+
+    Returns:
+      ``(2**D, K)`` leaf values.
+    """
+    k = G.shape[-1]
+    levels = node_sums(jnp.concatenate([G, H], axis=-1))
+
+    def newton(s):
+        g, h = s[:, :k], s[:, k:]
+        denom = h + l2
+        return jnp.where(denom > 0, -g / jnp.where(denom > 0, denom, 1.0), 0.0)
+
+    value = newton(levels[0])
+    for s in levels[1:]:
+        h_node = jnp.sum(s[:, k:], axis=-1, keepdims=True)
+        ok = (h_node > 0) & (h_node >= min_child_weight)
+        parent = jnp.tile(value, (2, 1))  # node c's parent is c mod 2**d
+        value = jnp.where(ok, newton(s), parent)
+    return value
+
+
+def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
+             feature_masks=None, axis_name: Optional[str] = None):
+    """Fit one oblivious tree of fixed depth to weighted gradients and hessians.
+
+    Args:
+      X_binned: ``(F, n)`` uint8 bins.
+      grad, hess: ``(n, K)`` gradients and hessians, already multiplied by sample weights
+        (a row with zero weight contributes nothing).
+      depth: static number of levels.
+      n_bins: static number of bins (missing bin included).
+      l2, min_split_gain, min_child_weight: traced regularisation.
+      feature_masks: optional ``(depth, F)`` bool: features eligible at each level.
+      axis_name: mapped axis over which rows are sharded (histograms are ``psum``-ed).
+
+    Returns:
+      ``(tree, leaf)``: an :class:`ObliviousTrees` with Newton leaf values (before shrinkage)
+      and ``(n,)`` the leaf of every training row.
+    """
+    k = grad.shape[-1]
+    payload = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
+    n = X_binned.shape[1]
+    leaf = jnp.zeros((n,), jnp.int32)
+    feats, thrs, miss, gains = [], [], [], []
+    for d in range(depth):  # static unroll over levels: the leaf count sets the shapes
+        hist = histograms.build_histogram(X_binned, payload, leaf, n_leaves=2**d, n_bins=n_bins,
+                                          axis_name=axis_name)
+        split = splits.best_split(hist, l2=l2, min_split_gain=min_split_gain,
+                                  min_child_weight=min_child_weight,
+                                  feature_mask=None if feature_masks is None else feature_masks[d])
+        col = X_binned[split.feature].astype(jnp.int32)
+        right = jnp.where(col == binning.missing_bin(n_bins), split.missing_right, col > split.threshold)
+        leaf = leaf + right.astype(jnp.int32) * (2**d)
+        feats.append(split.feature)
+        thrs.append(split.threshold)
+        miss.append(split.missing_right)
+        gains.append(split.gain)
+    sums = jax.ops.segment_sum(payload, leaf, num_segments=2**depth)
+    if axis_name is not None:
+        sums = lax.psum(sums, axis_name)
+    values = newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight)
+    tree = ObliviousTrees(
+        features=jnp.stack(feats) if depth else jnp.zeros((0,), jnp.int32),
+        thresholds=jnp.stack(thrs) if depth else jnp.zeros((0,), jnp.int32),
+        borders=jnp.zeros((depth,), jnp.float32),  # filled in by with_borders
+        missing_right=jnp.stack(miss) if depth else jnp.zeros((0,), bool),
+        leaf_values=values,
+        gains=jnp.stack(gains) if depth else jnp.zeros((0,), jnp.float32),
+    )
+    return tree, leaf
+
+
+def with_borders(tree: ObliviousTrees, borders) -> ObliviousTrees:
+    """Fill the float thresholds from the bin thresholds: ``border = borders[f, t]``."""
+    return tree._replace(borders=borders[tree.features, tree.thresholds])
+
+
+@jax.jit
+def predict_raw(trees: ObliviousTrees, X):
+    """Sum of the leaf values of every tree for raw-float rows ``X (n, F)`` -> ``(n, K)``.
+
+    ``trees`` may have any number of leading axes; all of them are summed over. One jit-compiled
+    ``lax.scan`` over trees; each step gathers the tree's feature rows of ``X.T``, compares them
+    to the borders and gathers the leaf values.
+    """
+    X_t = jnp.asarray(X, jnp.float32).T
+    k = trees.leaf_values.shape[-1]
+    flat = flatten_trees(trees)
+
+    def step(acc, tree):
+        leaf = leaf_index_raw(tree, X_t)
+        return acc + tree.leaf_values[leaf], None
+
+    acc0 = jnp.zeros((X_t.shape[1], k), jnp.float32)
+    out, _ = lax.scan(step, acc0, flat)
+    return out
+
+
+def flatten_trees(trees: ObliviousTrees) -> ObliviousTrees:
+    """Merge all leading (tree-indexing) axes into one."""
+    n_lead = trees.features.ndim - 1
+    return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[n_lead:]), trees)
