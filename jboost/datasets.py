@@ -1,0 +1,216 @@
+"""Synthetic generators (no files needed) and loaders of the benchmark datasets.
+
+Real datasets are read from a data directory holding the gzip CSVs documented in
+``shared/data/README.md``. The directory is, in order: the ``data_dir`` argument, the
+``JBOOST_DATA_DIR`` environment variable, then ``../shared/data`` and ``shared/data`` relative
+to the working directory and to the repository. A missing file raises ``FileNotFoundError``
+saying where to put it.
+
+All loaders return float32 features and float32 labels (integer-valued for classification:
+0/1 for binary, 0..K-1 for K classes), as ``(X_train, y_train, X_test, y_test)``.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import os
+from pathlib import Path
+from typing import Optional, Tuple
+
+import numpy as np
+
+ENV_VAR = "JBOOST_DATA_DIR"
+_REPO = Path(__file__).resolve().parent.parent
+
+Split = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+# --------------------------------------------------------------------------------------------
+# Synthetic data
+# --------------------------------------------------------------------------------------------
+
+
+# Median of the chi-square distribution with 10 degrees of freedom (ESL eq. 10.2).
+CHI2_10_MEDIAN = 9.341817765591966
+
+
+def nested_spheres(n: int, seed: int = 0, n_features: int = 10):
+    """ESL eq. (10.2): ``X ~ N(0, I_10)``, ``y = 1`` if ``sum_j X_j^2 > chi2_10(0.5)`` else 0.
+
+    (ESL codes the classes as -1/+1; jboost's binary losses take 0/1.) The classes are balanced
+    and the Bayes error is 0. Returns ``(X (n, 10) float32, y (n,) float32)``.
+    """
+    if n_features != 10:
+        raise ValueError(f"n_features={n_features}: eq. (10.2) is defined for 10 features.")
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, n_features))
+    y = (np.sum(X * X, axis=1) > CHI2_10_MEDIAN).astype(np.float32)
+    return X.astype(np.float32), y
+
+
+def samme_gaussian(n: int, seed: int = 0, n_features: int = 10, n_classes: int = 3):
+    """Zhu, Zou, Rosset and Hastie (2009) simulation, as in scikit-learn's SAMME example.
+
+    ``X ~ N(0, I_10)``; the classes cut the squared radius ``sum_j X_j^2`` at the quantiles of the
+    chi-square(10) distribution (estimated from a large seeded reference sample) into
+    ``n_classes`` classes of equal probability.
+    """
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, n_features))
+    r2 = np.sum(X * X, axis=1)
+    ref = np.sum(np.random.default_rng(12345).standard_normal((200_000, n_features)) ** 2, axis=1)
+    cuts = np.quantile(ref, np.arange(1, n_classes) / n_classes)
+    y = np.searchsorted(cuts, r2).astype(np.float32)
+    return X.astype(np.float32), y
+
+
+def make_classification(n: int, n_features: int = 50, n_informative: int = 20, seed: int = 0,
+                        flip: float = 0.01):
+    """Binary classification like scikit-learn's: ``n_informative`` Gaussian features drive a
+    random nonlinear score; the other features are noise; a fraction ``flip`` of labels flipped."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, n_features)).astype(np.float32)
+    inf = X[:, :n_informative]
+    w1 = rng.standard_normal((n_informative,))
+    w2 = rng.standard_normal((n_informative,))
+    score = inf @ w1 + 0.5 * np.sin(inf @ w2) * np.abs(inf[:, 0]) + 0.3 * inf[:, 1] * inf[:, 2]
+    y = (score > np.median(score)).astype(np.float32)
+    flips = rng.random(n) < flip
+    y[flips] = 1.0 - y[flips]
+    perm = rng.permutation(n_features)
+    return X[:, perm], y
+
+
+def make_regression(n: int, n_features: int = 50, n_informative: int = 20, seed: int = 0,
+                    noise: float = 0.5):
+    """Regression with a nonlinear signal in ``n_informative`` of ``n_features`` Gaussian features."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, n_features)).astype(np.float32)
+    inf = X[:, :n_informative]
+    w = rng.standard_normal((n_informative,))
+    y = inf @ w + 2.0 * np.sin(inf[:, 0] * inf[:, 1]) + np.abs(inf[:, 2]) + noise * rng.standard_normal(n)
+    return X, y.astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Real data
+# --------------------------------------------------------------------------------------------
+
+
+def data_dir(path: Optional[os.PathLike] = None) -> Path:
+    """The data directory (see the module docstring for the search order)."""
+    if path is not None:
+        return Path(path)
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR])
+    for cand in (Path.cwd() / "../shared/data", Path.cwd() / "shared/data",
+                 _REPO / "../shared/data", _REPO / "shared/data"):
+        if (cand / "spambase.csv.gz").exists():
+            return cand.resolve()
+    return (Path.cwd() / "../shared/data").resolve()
+
+
+def _file(name: str, path: Optional[os.PathLike]) -> Path:
+    f = data_dir(path) / name
+    if not f.exists():
+        raise FileNotFoundError(
+            f"dataset file {name!r} not found in {data_dir(path)}. Put the benchmark CSVs "
+            f"(spambase.csv.gz, california_housing.csv.gz, ...) in a directory and pass "
+            f"data_dir=... (or --data-dir), or set the environment variable {ENV_VAR}; by default "
+            f"jboost looks in ../shared/data."
+        )
+    return f
+
+
+def _numeric(name: str, path) -> Tuple[np.ndarray, np.ndarray, list]:
+    with gzip.open(_file(name, path), "rt", newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        data = np.array([[float(v) for v in row] for row in reader], dtype=np.float64)
+    if header[-1] != "target":
+        raise ValueError(f"{name}: the last column must be 'target', got {header[-1]!r}.")
+    return data[:, :-1].astype(np.float32), data[:, -1].astype(np.float32), header[:-1]
+
+
+def feature_names(name: str, data_dir: Optional[os.PathLike] = None) -> list:
+    """Column names (without the target) of a numeric dataset file."""
+    with gzip.open(_file(name, data_dir), "rt", newline="") as fh:
+        return next(csv.reader(fh))[:-1]
+
+
+def load_spam(data_dir: Optional[os.PathLike] = None) -> Split:
+    """Spambase with ESL's split: 3065 train / 1536 test rows, 57 features, 1 = spam."""
+    X, y, _ = _numeric("spambase.csv.gz", data_dir)
+    with gzip.open(_file("spambase_esl_split.csv.gz", data_dir), "rt") as fh:
+        next(fh)
+        is_test = np.array([int(float(line)) for line in fh], dtype=bool)
+    return X[~is_test], y[~is_test], X[is_test], y[is_test]
+
+
+def load_california(data_dir: Optional[os.PathLike] = None, seed: int = 0,
+                    test_fraction: float = 0.2) -> Split:
+    """California housing (20640 x 8; target in $100,000), a seeded random 80/20 split."""
+    X, y, _ = _numeric("california_housing.csv.gz", data_dir)
+    perm = np.random.default_rng(seed).permutation(len(y))
+    n_test = int(round(test_fraction * len(y)))
+    te, tr = perm[:n_test], perm[n_test:]
+    return X[tr], y[tr], X[te], y[te]
+
+
+def load_letter(data_dir: Optional[os.PathLike] = None) -> Split:
+    """Letter recognition, 26 classes: the standard first 16000 rows train, last 4000 test."""
+    X, y, _ = _numeric("letter.csv.gz", data_dir)
+    return X[:16000], y[:16000], X[16000:], y[16000:]
+
+
+def load_waveform(data_dir: Optional[os.PathLike] = None, n_train: int = 300) -> Split:
+    """Waveform (21 features, 3 classes): the first ``n_train`` rows train (CART's protocol of a
+    small training set), the remaining rows test."""
+    X, y, _ = _numeric("waveform.csv.gz", data_dir)
+    return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+
+
+def load_vowel(data_dir: Optional[os.PathLike] = None) -> Split:
+    """Vowel (10 features, 11 classes), ESL's 528 train / 462 test split."""
+    X, y, _ = _numeric("vowel_train.csv.gz", data_dir)
+    Xt, yt, _ = _numeric("vowel_test.csv.gz", data_dir)
+    return X, y, Xt, yt
+
+
+def load_segmentation(data_dir: Optional[os.PathLike] = None) -> Split:
+    """Image segmentation (19 features, 7 classes), the official 210 train / 2100 test split."""
+    X, y, _ = _numeric("segmentation_train.csv.gz", data_dir)
+    Xt, yt, _ = _numeric("segmentation_test.csv.gz", data_dir)
+    return X, y, Xt, yt
+
+
+def load_adult(data_dir: Optional[os.PathLike] = None) -> Split:
+    """Adult income (14 features, 1 = >50K), the official train/test split.
+
+    Categorical columns become integer codes (categories sorted, from the training file; a test
+    category unseen in training becomes missing); missing values are NaN.
+    """
+    def columns(name):
+        with gzip.open(_file(name, data_dir), "rt", newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader)
+            rows = list(reader)
+        return header, [[r[j] for r in rows] for j in range(len(header))]
+
+    header, train = columns("adult_train.csv.gz")
+    _, test = columns("adult_test.csv.gz")
+    Xs, Xts = [], []
+    for j, name in enumerate(header[:-1]):
+        col, colt = train[j], test[j]
+        try:
+            Xs.append(np.array([float(v) if v != "" else np.nan for v in col], np.float32))
+            Xts.append(np.array([float(v) if v != "" else np.nan for v in colt], np.float32))
+        except ValueError:
+            cats = sorted({v for v in col if v != ""})
+            code = {c: i for i, c in enumerate(cats)}
+            Xs.append(np.array([code.get(v, np.nan) for v in col], np.float32))
+            Xts.append(np.array([code.get(v, np.nan) for v in colt], np.float32))
+    y = np.array([float(v) for v in train[-1]], np.float32)
+    yt = np.array([float(v) for v in test[-1]], np.float32)
+    return np.stack(Xs, 1), y, np.stack(Xts, 1), yt
