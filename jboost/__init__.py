@@ -1,6 +1,7 @@
 """jboost: boosting and bagging of oblivious trees in JAX, with losses as pure functions."""
 
 from jboost import binning
+from jboost import datasets
 from jboost import boosting
 from jboost import derivatives
 from jboost import histograms

@@ -179,6 +179,7 @@ def fit(
     task: Optional[str] = None,
     per_output_trees: bool = False,
     borders=None,
+    devices=None,
 ) -> Booster:
     """Fit a boosted ensemble of oblivious trees (ESL Algorithm 10.3, Newton trees).
 
@@ -210,6 +211,10 @@ def fit(
         instead of one tree with vector leaves.
       borders: precomputed ``(n_features, n_bins - 1)`` borders (from :func:`jboost.compute_borders`)
         to reuse a binning.
+      devices: data-parallel training: ``"all"`` (every device of ``jax.devices()``), a list of
+        devices, or a ``jax.sharding.Mesh`` whose first axis the rows are sharded over; histograms
+        are summed across devices with ``psum`` (:func:`jboost.boosting.boost_sharded`).
+        ``None`` (default): one device.
 
     Returns:
       A :class:`Booster`.
@@ -271,12 +276,32 @@ def fit(
                                   learning_rate_schedule=schedule)
     y_j, w_j = jnp.asarray(y), jnp.asarray(w)
     init_raw = _baseline(loss_obj, y_j, w_j)
-    out = boosting.boost(X_binned, y_j, w_j, _as_key(key), hyper, loss_obj, init_raw,
-                         Xv_binned, jnp.asarray(yv), jnp.asarray(wv), config=config)
+    args = (X_binned, y_j, w_j, _as_key(key), hyper, loss_obj, init_raw, Xv_binned,
+            jnp.asarray(yv), jnp.asarray(wv))
+    mesh = _mesh(devices)
+    if mesh is None:
+        out = boosting.boost(*args, config=config)
+    else:
+        out = boosting.boost_sharded(mesh, *args, config=config)
     borders_j = jnp.asarray(borders)
     trees = tree_lib.with_borders(out.trees, borders_j)
     return Booster(trees=trees, borders=borders_j, baseline=init_raw, loss=out.final_loss,
                    train_loss=out.train_loss, valid_loss=out.valid_loss)
+
+
+def _mesh(devices):
+    if devices is None:
+        return None
+    if isinstance(devices, jax.sharding.Mesh):
+        return devices
+    if isinstance(devices, str):
+        if devices != "all":
+            raise ValueError(f"devices={devices!r} must be None, 'all', a list of devices or a Mesh.")
+        devices = jax.devices()
+    devices = list(devices)
+    if not devices:
+        raise ValueError("devices is empty.")
+    return jax.sharding.Mesh(np.array(devices), ("rows",))
 
 
 @jax.jit

@@ -35,6 +35,7 @@ class BoostConfig(NamedTuple):
     per_output_trees: bool = False   # K trees per round (ESL Alg. 10.4) instead of vector leaves
     colsample_by: str = "tree"        # "tree" or "level"
     learning_rate_schedule: Optional[Callable] = None  # round -> multiplier (e.g. an optax schedule)
+    axis_name: Optional[str] = None   # set by boost_sharded: rows are sharded over this mesh axis
 
 
 class Hyperparams(NamedTuple):
@@ -86,9 +87,16 @@ def column_masks(key, n_features: int, depth: int, rate, by: str):
     raise ValueError(f"colsample_by={by!r} must be 'tree' or 'level'.")
 
 
-def _mean_loss(loss, y, raw, w):
+def _mean_loss(loss, y, raw, w, axis_name=None):
     total = jnp.sum(w)
-    return jnp.where(total > 0, jnp.sum(w * losses_lib.per_sample_losses(loss, y, raw)) / total, jnp.nan)
+    s = jnp.sum(w * losses_lib.per_sample_losses(loss, y, raw))
+    if axis_name is not None:
+        total, s = lax.psum((total, s), axis_name)
+    return jnp.where(total > 0, s / total, jnp.nan)
+
+
+def _all_rows(x, axis_name):
+    return x if axis_name is None else lax.all_gather(x, axis_name, tiled=True)
 
 
 def _fit_round_trees(config: BoostConfig, hyper: Hyperparams, loss, X_binned, y, raw, w, g, h, masks):
@@ -96,12 +104,14 @@ def _fit_round_trees(config: BoostConfig, hyper: Hyperparams, loss, X_binned, y,
     unshrunk leaf values, and each training row's leaf per tree ``(T, n)``."""
     fit = functools.partial(tree_lib.fit_tree, X_binned, depth=config.depth, n_bins=config.n_bins,
                             l2=hyper.l2, min_split_gain=hyper.min_split_gain,
-                            min_child_weight=hyper.min_child_weight, feature_masks=masks)
+                            min_child_weight=hyper.min_child_weight, feature_masks=masks,
+                            axis_name=config.axis_name)
     gw, hw = g * w[:, None], h * w[:, None]
     n_leaves = 2**config.depth
     if not config.per_output_trees:
         tree, leaf = fit(gw, hw)
-        values = refit.refit_leaf_values(loss, y, raw, w, leaf, n_leaves, tree.leaf_values)
+        values = refit.refit_leaf_values(loss, y, raw, w, leaf, n_leaves, tree.leaf_values,
+                                         axis_name=config.axis_name)
         tree = tree._replace(leaf_values=values)
         return jax.tree_util.tree_map(lambda a: a[None], tree), leaf[None]
     k = g.shape[-1]
@@ -125,8 +135,15 @@ def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_r
       X_valid_binned, y_valid, w_valid: validation set, ``(F, m)``, ``(m,)``, ``(m,)``; ``m`` may
         be 0 (validation losses are then NaN).
       config: static :class:`BoostConfig`.
+
+    With ``config.axis_name`` set (inside ``shard_map``, see :func:`boost_sharded`), the training
+    rows are this device's shard; histograms and sums are ``psum``-ed so every device grows the
+    same trees; the validation set is replicated.
     """
+    axis = config.axis_name
     n = y.shape[0]
+    n_global = n if axis is None else n * lax.psum(1, axis)
+    row0 = 0 if axis is None else lax.axis_index(axis) * n
     k = init_raw.shape[0]
     n_features = X_binned.shape[0]
     raw0 = jnp.broadcast_to(init_raw.astype(jnp.float32), (n, k))
@@ -140,10 +157,14 @@ def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_r
         loss_m = state.loss
         if loss_m.adaptive_huber_alpha:
             # ESL 10.10.2: delta = alpha-quantile of |y - f_{m-1}|.
-            delta = losses_lib.weighted_quantile(jnp.abs(y - state.raw[:, 0]), w, loss_m.params["alpha"])
+            delta = losses_lib.weighted_quantile(_all_rows(jnp.abs(y - state.raw[:, 0]), axis),
+                                                 _all_rows(w, axis), loss_m.params["alpha"])
             loss_m = loss_m.with_params(delta=jnp.maximum(delta, 1e-12))
         g, h = derivatives.grad_hess(loss_m, y, state.raw)
-        w_m = w * (jax.random.uniform(k_rows, (n,)) < hyper.subsample)
+        # Draws for all rows, then this shard's slice: the same rows are kept whatever the sharding
+        # (threefry is partitionable, so a prefix of a longer draw equals a shorter draw).
+        u = lax.dynamic_slice_in_dim(jax.random.uniform(k_rows, (n_global,)), row0, n)
+        w_m = w * (u < hyper.subsample)
         masks = column_masks(k_cols, n_features, config.depth, hyper.colsample, config.colsample_by)
         trees, leaves = _fit_round_trees(config, hyper, loss_m, X_binned, y, state.raw, w_m, g, h, masks)
         lr = hyper.learning_rate
@@ -154,9 +175,48 @@ def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_r
         raw = state.raw + jnp.sum(take(trees, leaves), axis=0)
         leaves_valid = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, X_valid_binned, config.n_bins))(trees)
         raw_valid = state.raw_valid + jnp.sum(take(trees, leaves_valid), axis=0)
-        out = (trees, _mean_loss(loss_m, y, raw, w), _mean_loss(loss_m, y_valid, raw_valid, w_valid))
+        out = (trees, _mean_loss(loss_m, y, raw, w, axis), _mean_loss(loss_m, y_valid, raw_valid, w_valid))
         return BoostState(raw, raw_valid, loss_m), out
 
     state0 = BoostState(raw0, raw_valid0, loss)
     state, (trees, train_loss, valid_loss) = lax.scan(step, state0, jnp.arange(config.n_rounds))
     return BoostOutput(trees, train_loss, valid_loss, state.loss)
+
+
+def boost_sharded(mesh, X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw,
+                  X_valid_binned, y_valid, w_valid, *, config: BoostConfig) -> BoostOutput:
+    """:func:`boost` with the training rows sharded over the first axis of ``mesh``.
+
+    Data parallelism with JAX's own machinery: rows are padded with zero-weight rows to a
+    multiple of the number of devices and split across them (``shard_map``); each device builds
+    the histograms of its rows and a ``psum`` over the mesh axis gives every device the global
+    histograms, so all devices choose the same splits and hold the same trees. The same code
+    serves several XLA CPU devices (``--xla_force_host_platform_device_count``), several GPUs,
+    and several hosts after ``jax.distributed.initialize()`` (a mesh over ``jax.devices()``).
+    """
+    axis = mesh.axis_names[0]
+    n_dev = mesh.shape[axis]
+    n = y.shape[0]
+    pad = (-n) % n_dev
+    if pad:
+        X_binned = jnp.pad(X_binned, ((0, 0), (0, pad)))
+        y = jnp.pad(y, (0, pad))
+        w = jnp.pad(w, (0, pad))
+    fn = _sharded_boost(mesh, config._replace(axis_name=axis))
+    return fn(X_binned, y, w, key, hyper, loss, init_raw, X_valid_binned, y_valid, w_valid)
+
+
+@functools.lru_cache(maxsize=64)
+def _sharded_boost(mesh, config: BoostConfig):
+    from jax.sharding import PartitionSpec as P
+
+    axis = config.axis_name
+    rows, rep = P(axis), P()
+    fn = jax.shard_map(
+        functools.partial(boost.__wrapped__, config=config),
+        mesh=mesh,
+        in_specs=(P(None, axis), rows, rows, rep, rep, rep, rep, rep, rep, rep),
+        out_specs=rep,
+        check_vma=False,
+    )
+    return jax.jit(fn)

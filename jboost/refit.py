@@ -71,7 +71,7 @@ def huber_leaf_values(y, raw, w, leaf, n_leaves: int, delta, default):
 
 
 def line_search_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: int, init,
-                            n_steps: int = 5):
+                            n_steps: int = 5, axis_name=None):
     """``gamma_j = argmin_gamma sum_{i in leaf j} w_i L(y_i, f_i + gamma)`` by Newton iterations.
 
     Starts from ``init`` (``(L, K)``, e.g. the Newton step) and takes ``n_steps`` diagonal Newton
@@ -82,22 +82,33 @@ def line_search_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: in
         g, h = derivatives.grad_hess(loss.replace(hessian="autodiff"), y, raw + gamma[leaf])
         G = jax.ops.segment_sum(w[:, None] * g, leaf, num_segments=n_leaves)
         H = jax.ops.segment_sum(w[:, None] * h, leaf, num_segments=n_leaves)
+        if axis_name is not None:
+            G, H = lax.psum((G, H), axis_name)
         ok = H > 0
         return gamma - jnp.where(ok, G / jnp.where(ok, H, 1.0), 0.0)
 
     return lax.fori_loop(0, n_steps, body, init)
 
 
-def refit_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: int, newton_values):
+def refit_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: int, newton_values,
+                      axis_name=None):
     """Dispatch on ``loss.leaf_refit``; returns ``(L, K)`` leaf values (before shrinkage).
 
     The quantile and Huber refits give every leaf with weighted rows its exact value and an
     empty leaf 0; the line search starts from the Newton values (which fall back to the
     parent's value) and keeps them where a leaf has no hessian mass.
+
+    With rows sharded over ``axis_name``, the quantile refits gather the rows of all devices
+    (every device then computes the same values); the line search sums over devices.
     """
     kind = loss.leaf_refit
     if kind is None:
         return newton_values
+    if kind == "line_search":
+        return line_search_leaf_values(loss, y, raw, w, leaf, n_leaves, newton_values,
+                                       axis_name=axis_name)
+    if axis_name is not None:
+        y, raw, w, leaf = (lax.all_gather(a, axis_name, tiled=True) for a in (y, raw, w, leaf))
     # A leaf no weighted training row reaches gets 0 (the tree leaves such rows unchanged).
     empty = jnp.zeros_like(newton_values)
     if kind == "quantile":
@@ -105,6 +116,4 @@ def refit_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: int, new
         return quantile_leaf_values(y, raw, w, leaf, n_leaves, q, empty)
     if kind == "huber":
         return huber_leaf_values(y, raw, w, leaf, n_leaves, loss.params["delta"], empty)
-    if kind == "line_search":
-        return line_search_leaf_values(loss, y, raw, w, leaf, n_leaves, newton_values)
     raise ValueError(f"unknown leaf_refit={kind!r}.")
