@@ -125,7 +125,7 @@ def compute_borders(
 
 @functools.partial(jax.jit, static_argnames=("n_bins",))
 def _bin_transposed(X, borders, n_bins: int):
-    search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left", method="scan_unrolled"))
+    search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left"))
     bins = search(borders[:, :-1], X.T)
     bins = jnp.where(jnp.isnan(X.T), missing_bin(n_bins), bins)
     return bins.astype(X_BINNED_DTYPE)

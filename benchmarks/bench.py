@@ -1,0 +1,288 @@
+"""Train jboost and its peers side by side on the same data and settings; print one table.
+
+    pip install -e ".[bench]"
+    python benchmarks/bench.py --quick                 # smoke run, a minute or two
+    python benchmarks/bench.py                         # 100k and 1M binary, 1M regression
+    python benchmarks/bench.py --cases binary-100k --libs jboost xgboost --json out.json
+
+Every (case, library) pair runs in its own subprocess, so peak memory (max RSS) is that
+library's alone and no library's threads or caches leak into another's timing. Settings are the
+same for all: depth 6 (CatBoost SymmetricTree: the same oblivious trees; the others grow
+depth-wise trees of depth 6), 256 bins, learning rate 0.1, 200 rounds, all cores.
+
+Reported per library: binning time (data -> bins), compile time (jboost only: first fit minus
+the second), training time and ms per tree (the second, compiled fit for jboost), peak memory,
+test logloss and AUC (or RMSE), prediction time for the test rows, and jboost's time ratio to
+each peer (< 1 means jboost is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+CASES = {
+    "binary-100k": dict(task="binary", n_train=100_000, n_test=1_000_000, n_features=50),
+    "binary-1m": dict(task="binary", n_train=1_000_000, n_test=1_000_000, n_features=50),
+    "regression-1m": dict(task="regression", n_train=1_000_000, n_test=1_000_000, n_features=50),
+    "quick": dict(task="binary", n_train=20_000, n_test=100_000, n_features=50),
+}
+LIBS = ("jboost", "xgboost", "lightgbm", "catboost", "sklearn")
+
+
+def make_data(case: dict, seed: int = 0):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    from jboost import datasets
+
+    n = case["n_train"] + case["n_test"]
+    if case["task"] == "binary":
+        X, y = datasets.make_classification(n, case["n_features"], 20, seed=seed)
+    else:
+        X, y = datasets.make_regression(n, case["n_features"], 20, seed=seed)
+    nt = case["n_train"]
+    return X[:nt], y[:nt], X[nt:], y[nt:]
+
+
+def auc(y, p):
+    order = np.argsort(p, kind="stable")
+    ranks = np.empty(len(p), np.float64)
+    ranks[order] = np.arange(1, len(p) + 1)
+    pos = y == 1
+    n_pos, n_neg = pos.sum(), (~pos).sum()
+    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def metrics(task, y, pred):
+    if task == "binary":
+        p = np.clip(pred, 1e-7, 1 - 1e-7)
+        return {"logloss": float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))), "auc": auc(y, pred)}
+    return {"rmse": float(np.sqrt(np.mean((y - pred) ** 2)))}
+
+
+# ------------------------------------------------------------------------------------------
+# One library, one case (runs in a subprocess)
+# ------------------------------------------------------------------------------------------
+
+
+def run_jboost(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
+    import jax
+    import jboost
+
+    loss = "binomial_deviance" if case["task"] == "binary" else "squared_error"
+    devices = "all" if len(jax.devices()) > 1 else None
+    jax.block_until_ready(jboost.bin_features(Xtr[:1000], jboost.compute_borders(Xtr[:1000], n_bins)))
+    t0 = time.perf_counter()
+    borders = jboost.compute_borders(Xtr, n_bins)
+    jax.block_until_ready(jboost.bin_features(Xtr, borders))
+    t_bin = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    jax.block_until_ready(jboost.bin_features(Xtr, borders))
+    t_transform = time.perf_counter() - t0  # the binning that fit repeats with given borders
+    kw = dict(n_rounds=rounds, depth=depth, learning_rate=lr, l2=1.0, min_child_weight=1.0,
+              n_bins=n_bins, borders=borders, devices=devices)
+    t0 = time.perf_counter()
+    model = jboost.fit(Xtr, ytr, loss, **kw)
+    jax.block_until_ready(model.trees)
+    t_first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model = jboost.fit(Xtr, ytr, loss, **kw)
+    jax.block_until_ready(model.trees)
+    t_train = time.perf_counter() - t0
+    # fit bins X with the given borders: subtract that from the training time.
+    t_train_only = t_train - t_transform
+    jax.block_until_ready(jboost.predict(model, Xte))  # compile prediction for this shape
+    t0 = time.perf_counter()
+    pred = (jboost.predict_proba(model, Xte)[:, 1] if case["task"] == "binary" else jboost.predict(model, Xte))
+    pred = np.asarray(jax.block_until_ready(pred))
+    t_pred = time.perf_counter() - t0
+    return dict(bin_s=t_bin, compile_s=t_first - t_train, train_s=t_train_only, predict_s=t_pred,
+                devices=len(jax.devices())), pred
+
+
+def run_xgboost(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
+    import xgboost as xgb
+
+    t0 = time.perf_counter()
+    dtr = xgb.QuantileDMatrix(Xtr, ytr, max_bin=n_bins, nthread=threads)
+    t_bin = time.perf_counter() - t0
+    params = dict(tree_method="hist", max_depth=depth, eta=lr, max_bin=n_bins, nthread=threads,
+                  reg_lambda=1.0, min_child_weight=1.0,
+                  objective="binary:logistic" if case["task"] == "binary" else "reg:squarederror")
+    t0 = time.perf_counter()
+    booster = xgb.train(params, dtr, num_boost_round=rounds)
+    t_train = time.perf_counter() - t0
+    dte = xgb.DMatrix(Xte, nthread=threads)
+    t0 = time.perf_counter()
+    pred = booster.predict(dte)
+    t_pred = time.perf_counter() - t0
+    return dict(bin_s=t_bin, train_s=t_train, predict_s=t_pred), pred
+
+
+def run_lightgbm(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
+    import lightgbm as lgb
+
+    t0 = time.perf_counter()
+    dtr = lgb.Dataset(Xtr, ytr, params=dict(max_bin=n_bins - 1, verbose=-1,
+                                             feature_pre_filter=False)).construct()
+    t_bin = time.perf_counter() - t0
+    params = dict(objective="binary" if case["task"] == "binary" else "regression", max_depth=depth,
+                  num_leaves=2**depth, learning_rate=lr, num_threads=threads, lambda_l2=1.0,
+                  min_sum_hessian_in_leaf=1.0, min_data_in_leaf=1, verbose=-1, max_bin=n_bins - 1)
+    t0 = time.perf_counter()
+    booster = lgb.train(params, dtr, num_boost_round=rounds)
+    t_train = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    pred = booster.predict(Xte, num_threads=threads)
+    t_pred = time.perf_counter() - t0
+    return dict(bin_s=t_bin, train_s=t_train, predict_s=t_pred), pred
+
+
+def run_catboost(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
+    import catboost as cb
+
+    t0 = time.perf_counter()
+    pool = cb.Pool(Xtr, ytr)
+    pool.quantize(border_count=n_bins - 1)
+    t_bin = time.perf_counter() - t0
+    model = (cb.CatBoostClassifier if case["task"] == "binary" else cb.CatBoostRegressor)(
+        iterations=rounds, depth=depth, learning_rate=lr, l2_leaf_reg=1.0, thread_count=threads,
+        grow_policy="SymmetricTree", border_count=n_bins - 1, verbose=False, boosting_type="Plain",
+        bootstrap_type="No", random_strength=0.0)
+    t0 = time.perf_counter()
+    model.fit(pool)
+    t_train = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    pred = model.predict_proba(Xte)[:, 1] if case["task"] == "binary" else model.predict(Xte)
+    t_pred = time.perf_counter() - t0
+    return dict(bin_s=t_bin, train_s=t_train, predict_s=t_pred), pred
+
+
+def run_sklearn(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
+    cls = HistGradientBoostingClassifier if case["task"] == "binary" else HistGradientBoostingRegressor
+    model = cls(max_iter=rounds, max_depth=depth, max_leaf_nodes=2**depth, learning_rate=lr,
+                max_bins=n_bins - 1, l2_regularization=1.0, min_samples_leaf=1,
+                early_stopping=False)
+    t0 = time.perf_counter()
+    model.fit(Xtr, ytr)
+    t_train = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    pred = model.predict_proba(Xte)[:, 1] if case["task"] == "binary" else model.predict(Xte)
+    t_pred = time.perf_counter() - t0
+    return dict(bin_s=float("nan"), train_s=t_train, predict_s=t_pred), pred
+
+
+def child(args):
+    case = CASES[args.case]
+    if args.rounds:
+        rounds = args.rounds
+    else:
+        rounds = 20 if args.case == "quick" else 200
+    Xtr, ytr, Xte, yte = make_data(case)
+    fn = globals()[f"run_{args.lib}"]
+    out, pred = fn(case, Xtr, ytr, Xte, rounds, args.depth, args.n_bins, args.lr, args.threads)
+    out.update(metrics(case["task"], yte, np.asarray(pred, np.float64)))
+    out["ms_per_tree"] = 1000.0 * out["train_s"] / rounds
+    out["rounds"] = rounds
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+# ------------------------------------------------------------------------------------------
+# Driver
+# ------------------------------------------------------------------------------------------
+
+
+def run_one(case, lib, args):
+    env = dict(os.environ)
+    if lib == "jboost" and args.jax_devices > 1:
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                            f" --xla_force_host_platform_device_count={args.jax_devices}").strip()
+    cmd = [sys.executable, __file__, "--child", "--case", case, "--lib", lib, "--depth", str(args.depth),
+           "--n-bins", str(args.n_bins), "--lr", str(args.lr), "--threads", str(args.threads)]
+    if args.rounds:
+        cmd += ["--rounds", str(args.rounds)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]}
+
+
+def fmt(v, nd=3):
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "-"
+    return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cases", nargs="+", default=None, choices=sorted(CASES))
+    p.add_argument("--libs", nargs="+", default=list(LIBS), choices=LIBS)
+    p.add_argument("--quick", action="store_true", help="one small case (20k rows, 20 rounds)")
+    p.add_argument("--rounds", type=int, default=0)
+    p.add_argument("--depth", type=int, default=6)
+    p.add_argument("--n-bins", type=int, default=256)
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--jax-devices", type=int, default=os.cpu_count(),
+                   help="XLA host devices for jboost (rows sharded across them)")
+    p.add_argument("--repeats", type=int, default=1, help="runs per pair; the median is reported")
+    p.add_argument("--json", default=None, help="write the results as JSON here")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--case", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--lib", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        return child(args)
+    cases = args.cases or (["quick"] if args.quick else ["binary-100k", "binary-1m", "regression-1m"])
+    results = {}
+    for case in cases:
+        results[case] = {}
+        for lib in args.libs:
+            runs = [run_one(case, lib, args) for _ in range(args.repeats)]
+            ok = [r for r in runs if "error" not in r]
+            if not ok:
+                results[case][lib] = runs[0]
+            else:
+                ok.sort(key=lambda r: r["train_s"])
+                results[case][lib] = ok[len(ok) // 2]
+            print(f"[{case}] {lib}: {json.dumps(results[case][lib])}", file=sys.stderr, flush=True)
+    print_table(results)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"settings": vars(args), "results": results}, fh, indent=1)
+
+
+def print_table(results):
+    cols = ["lib", "bin_s", "compile_s", "train_s", "ms_per_tree", "predict_s", "peak_rss_mb",
+            "logloss", "auc", "rmse", "jboost/peer"]
+    for case, res in results.items():
+        print(f"\n## {case}")
+        print(" | ".join(cols))
+        print(" | ".join("---" for _ in cols))
+        jb = res.get("jboost", {})
+        for lib, r in res.items():
+            if "error" in r:
+                print(f"{lib} | error: {r['error']}")
+                continue
+            ratio = (jb["train_s"] / r["train_s"]) if ("train_s" in jb and lib != "jboost") else None
+            row = [lib] + [fmt(r.get(c), 1 if c in ("ms_per_tree", "peak_rss_mb") else 3) for c in cols[1:-1]]
+            row.append(fmt(ratio, 2))
+            print(" | ".join(row))
+        if "train_s" in jb:
+            pr = {lib: jb["predict_s"] / r["predict_s"] for lib, r in res.items()
+                  if lib != "jboost" and "predict_s" in r}
+            print("prediction time ratio jboost/peer: " + ", ".join(f"{k} {v:.2f}" for k, v in pr.items()))
+
+
+if __name__ == "__main__":
+    main()
