@@ -1,0 +1,92 @@
+"""Data-parallel fits over several XLA CPU devices give the model of the single-device fit.
+
+XLA's host device count is fixed when JAX starts, so the comparison runs in a subprocess started
+with ``--xla_force_host_platform_device_count``.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np, jax, jax.numpy as jnp
+    import jboost
+
+    assert len(jax.devices()) == int(sys.argv[1]), jax.devices()
+    rng = np.random.default_rng(0)
+    n = 1001  # not a multiple of the device count: exercises zero-weight padding rows
+    X = rng.normal(size=(n, 6)).astype(np.float32)
+    X[rng.random((n, 6)) < 0.1] = np.nan
+    signal = np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1]) ** 2
+    y_reg = (signal + 0.1 * rng.normal(size=n)).astype(np.float32)
+    y_bin = (signal > 0.5).astype(np.float32)
+    y_cls = np.digitize(signal, [0.0, 1.0]).astype(np.float32)
+    w = rng.integers(1, 4, n).astype(np.float32)
+    cases = {
+        "squared_error": (y_reg, "squared_error", {}),
+        "absolute_error": (y_reg, "absolute_error", {}),
+        "huber_adaptive": (y_reg, jboost.losses.huber(alpha=0.9), {}),
+        "binomial_deviance": (y_bin, "binomial_deviance", {"colsample": 0.5, "colsample_by": "level"}),
+        "multinomial_per_output": (y_cls, "multinomial_deviance", {"per_output_trees": True}),
+    }
+    out = {}
+    for name, (y, loss, extra) in cases.items():
+        kw = dict(n_rounds=8, depth=3, subsample=0.7, sample_weight=w, key=3,
+                  eval_set=(X[:200], y[:200]), **extra)
+        single = jboost.fit(X, y, loss, **kw)
+        multi = jboost.fit(X, y, loss, devices="all", **kw)
+        out[name] = {
+            "same_features": bool(jnp.array_equal(single.trees.features, multi.trees.features)),
+            "same_thresholds": bool(jnp.array_equal(single.trees.thresholds, multi.trees.thresholds)),
+            "same_missing": bool(jnp.array_equal(single.trees.missing_right, multi.trees.missing_right)),
+            "leaf_diff": float(jnp.max(jnp.abs(single.trees.leaf_values - multi.trees.leaf_values))),
+            "train_loss_diff": float(jnp.max(jnp.abs(single.train_loss - multi.train_loss))),
+            "valid_loss_diff": float(jnp.max(jnp.abs(single.valid_loss - multi.valid_loss))),
+            "pred_diff": float(jnp.max(jnp.abs(jboost.predict(single, X) - jboost.predict(multi, X)))),
+        }
+    print("RESULT " + json.dumps(out))
+    """
+)
+
+
+@pytest.fixture(scope="module", params=[2, 3])
+def sharded_results(request):
+    n_dev = request.param
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n_dev}"
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(n_dev)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    assert lines, proc.stderr[-3000:]
+    return json.loads(lines[0][len("RESULT "):])
+
+
+@pytest.mark.parametrize("case", ["squared_error", "absolute_error", "huber_adaptive",
+                                  "binomial_deviance", "multinomial_per_output"])
+def test_sharded_fit_equals_single_device_fit(sharded_results, case):
+    r = sharded_results[case]
+    # The same trees: every split identical; leaf values equal up to float summation order.
+    assert r["same_features"] and r["same_thresholds"] and r["same_missing"], r
+    assert r["leaf_diff"] < 1e-5, r
+    assert r["train_loss_diff"] < 1e-5, r
+    assert r["valid_loss_diff"] < 1e-5, r
+    assert r["pred_diff"] < 1e-4, r
+
+
+def test_devices_argument_is_checked():
+    import numpy as np
+    import jboost
+
+    X = np.zeros((10, 2), np.float32)
+    y = np.zeros((10,), np.float32)
+    with pytest.raises(ValueError, match="devices"):
+        jboost.fit(X, y, n_rounds=1, depth=1, devices="some")
+    with pytest.raises(ValueError, match="devices"):
+        jboost.fit(X, y, n_rounds=1, depth=1, devices=[])
