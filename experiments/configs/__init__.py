@@ -1,0 +1,88 @@
+"""Experiment configs (one module per experiment) and the small helpers they share.
+
+Each config module defines ``get_config(smoke: bool) -> dict`` and ``run(config, ctx) -> dict``
+(the contract is in :mod:`experiments.run`). The helpers here evaluate a fitted
+:class:`jboost.Booster` after every round in one compiled ``lax.scan`` (no Python loop of
+``predict`` calls) and time a fit with its compilation separated from the run.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+import jboost
+from jboost import tree as tree_lib
+
+
+def binary_error(y, raw):
+    """Misclassification rate of ``raw (n, 1)`` for 0/1 labels: class 1 iff ``raw > 0``.
+
+    This is ``jboost.predict_class`` for the binary losses (``p = 1/2`` at ``raw = 0`` goes to
+    class 0), written on raw scores so that it runs inside :func:`staged_metric`.
+    """
+    return jnp.mean((raw[:, 0] > 0) != (y > 0.5))
+
+
+def mean_absolute_error(y, raw):
+    """Average absolute error ``mean |y - f(x)|`` of one-output raw scores (ESL 10.14.1)."""
+    return jnp.mean(jnp.abs(y - raw[:, 0]))
+
+
+def staged_metric(model: jboost.Booster, X, y, metric: Callable):
+    """``metric(y, raw)`` after each boosting round, ``m = 1 .. n_rounds`` (ESL Figure 10.2).
+
+    One jit-compiled ``lax.scan`` over rounds carries the running sum of tree outputs, so the
+    cost is that of a single prediction. Round ``m`` sees ``baseline + sum of rounds 1..m``,
+    summed in the same order as :func:`jboost.predict` with ``n_rounds=m``.
+
+    Args:
+      model: a fitted :class:`jboost.Booster` (trees with leading axes ``(rounds, per_round)``).
+      X: ``(n, n_features)`` raw features (NaN = missing).
+      y: ``(n,)`` labels.
+      metric: ``metric(y (n,), raw (n, K)) -> pytree of arrays``; a module-level function (it
+        is a static argument of the compiled scan).
+
+    Returns:
+      The metric's outputs stacked along a leading ``(n_rounds,)`` axis, as NumPy arrays.
+    """
+    out = _staged_metric(model.trees, model.baseline, jnp.asarray(X, jnp.float32),
+                         jnp.asarray(y, jnp.float32), metric=metric)
+    return jax.tree_util.tree_map(np.asarray, out)
+
+
+@functools.partial(jax.jit, static_argnames=("metric",))
+def _staged_metric(trees, baseline, X, y, *, metric):
+    X_t = X.T
+    k = trees.leaf_values.shape[-1]
+
+    def step(acc, round_trees):  # round_trees: leading axis = trees of this round
+        leaves = jax.vmap(lambda t: tree_lib.leaf_index_raw(t, X_t))(round_trees)
+        values = jax.vmap(lambda t, leaf: t.leaf_values[leaf])(round_trees, leaves)
+        for p in range(values.shape[0]):  # static: trees per round (1, or K per-output trees)
+            acc = acc + values[p]
+        return acc, metric(y, baseline + acc)
+
+    acc0 = jnp.zeros((X.shape[0], k), jnp.float32)
+    _, out = lax.scan(step, acc0, trees)
+    return out
+
+
+def timed(fn: Callable, *args, **kwargs):
+    """Run ``fn`` and wait for its arrays; returns ``(result, wall seconds)``."""
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(fn(*args, **kwargs))
+    return out, time.perf_counter() - t0
+
+
+def r_squared(y, pred) -> float:
+    """Coefficient of determination ``1 - RSS / TSS`` (host NumPy, float64)."""
+    y = np.asarray(y, np.float64)
+    pred = np.asarray(pred, np.float64)
+    return float(1.0 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2))

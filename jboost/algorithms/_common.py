@@ -1,0 +1,300 @@
+"""What every algorithm of :mod:`jboost.algorithms` shares: the fitted result, the round status
+codes, host-side input checks and binning, one round's randomness, the weak-learner tree fit, and
+staged (round-by-round) evaluation of a fitted model.
+
+Every algorithm returns a :class:`Fitted`: its ``model`` is a :class:`jboost.Booster` (so
+``jboost.predict``, ``predict_proba`` and ``predict_class`` work on it) whose raw score is on the
+scale of the loss that the algorithm minimises in the forward-stagewise view (ESL Section 10.4;
+Friedman, Hastie and Tibshirani 2000), plus per-round diagnostics.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jboost import api
+from jboost import binning
+from jboost import boosting
+from jboost import losses as losses_lib
+from jboost import tree as tree_lib
+
+# Round status codes (``Fitted.status``).
+OK = 0        # the round's weak learner was added
+PERFECT = 1   # err_m == 0: added with the capped weight log((1 - err_floor) / err_floor) + log(K-1); model stops
+WEAK = 2      # err_m >= 1 - 1/K (no better than chance): nothing added; model stops
+STOPPED = 3   # a previous round was PERFECT or WEAK: nothing added
+STATUS_NAMES = ("ok", "perfect", "weak", "stopped")
+
+
+class Fitted(NamedTuple):
+    """A fitted ensemble and what each round did.
+
+    Attributes:
+      model: a :class:`jboost.Booster`; trees have leading axes ``(n_rounds, trees_per_round)`` and
+        leaf values that already include each round's coefficient and shrinkage.
+      coef: ``(n_rounds,)`` the round's coefficient: ``alpha_m`` of AdaBoost.M1 / SAMME (times the
+        learning rate), ``beta_m`` of forward stagewise modelling (times the learning rate), the
+        learning rate of the round otherwise; 0 for a round that added nothing.
+      err: ``(n_rounds,)`` weighted training error of the round's classifier (discrete and real
+        AdaBoost, SAMME, SAMME.R); NaN where the algorithm has none.
+      status: ``(n_rounds,)`` int32, one of :data:`OK`, :data:`PERFECT`, :data:`WEAK`,
+        :data:`STOPPED`.
+      weights: ``(n_samples,)`` observation weights after the last round, normalised to sum to
+        ``n_samples`` (AdaBoost family); the sample weights otherwise.
+    """
+
+    model: api.Booster
+    coef: jax.Array
+    err: jax.Array
+    status: jax.Array
+    weights: jax.Array
+
+
+class Data(NamedTuple):
+    """Training and validation arrays after host-side checks and binning."""
+
+    X_binned: jax.Array  # (F, n) uint8
+    y: jax.Array         # (n,) float32
+    w: jax.Array         # (n,) float32
+    X_valid: jax.Array   # (F, m) uint8 (m may be 0)
+    y_valid: jax.Array   # (m,)
+    w_valid: jax.Array   # (m,)
+
+
+# --------------------------------------------------------------------------------------------
+# Host side: checks, binning, settings.
+# --------------------------------------------------------------------------------------------
+
+
+def check_labels(y: np.ndarray, task: str, n_classes: Optional[int], name: str = "y") -> int:
+    """Check class labels (0/1 or 0..K-1) and return the number of classes K."""
+    if np.any(y != np.round(y)) or np.any(y < 0):
+        raise ValueError(f"{name} must hold integer class labels 0..K-1; got values in "
+                         f"[{y.min()}, {y.max()}].")
+    if task == "binary":
+        bad = ~np.isin(y, (0, 1))
+        if bad.any():
+            raise ValueError(f"{name} must hold binary labels 0/1; got values such as "
+                             f"{np.unique(y[bad])[:5].tolist()}.")
+        return 2
+    k = int(y.max()) + 1 if n_classes is None else int(n_classes)
+    if k < 2:
+        raise ValueError(f"n_classes={k}: need at least 2 classes.")
+    if np.any(y >= k):
+        raise ValueError(f"{name} must hold class labels in [0, {k}); got max {y.max()}.")
+    return k
+
+
+def prepare(X, y, *, sample_weight, eval_set, n_bins: int, borders,
+            label_check: Optional[Callable[[np.ndarray, str], Any]] = None):
+    """Check inputs (errors name the argument), compute borders and bin.
+
+    Returns ``(Data, borders (F, n_bins-1) jax array)``. ``label_check(y, name)`` validates labels.
+    """
+    X = api._as_matrix(X, "X")
+    n = X.shape[0]
+    y = api._as_vector(y, n, "y")
+    api._check_labels_finite(y)
+    if label_check is not None:
+        label_check(y, "y")
+    w = (np.ones((n,), np.float32) if sample_weight is None
+         else api._as_vector(sample_weight, n, "sample_weight"))
+    api._check_weights(w)
+    n_bins = api._check_int(n_bins, "n_bins", 3, binning.MAX_BINS)
+    if borders is None:
+        borders = binning.compute_borders(X, n_bins, sample_weight=w)
+    else:
+        borders = np.asarray(borders, np.float32)
+        if borders.shape != (X.shape[1], n_bins - 1):
+            raise ValueError(f"borders has shape {borders.shape}; expected {(X.shape[1], n_bins - 1)} "
+                             f"for {X.shape[1]} features and n_bins={n_bins}.")
+    X_binned = binning.bin_features(X, borders)
+    if eval_set is not None:
+        if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
+            raise TypeError("eval_set must be a tuple (X_valid, y_valid) or (X_valid, y_valid, w_valid).")
+        Xv = api._as_matrix(eval_set[0], "eval_set X")
+        if Xv.shape[1] != X.shape[1]:
+            raise ValueError(f"eval_set X has {Xv.shape[1]} features but X has {X.shape[1]}.")
+        yv = api._as_vector(eval_set[1], Xv.shape[0], "eval_set y", "eval_set X")
+        api._check_labels_finite(yv, "eval_set y")
+        if label_check is not None:
+            label_check(yv, "eval_set y")
+        wv = (np.ones((Xv.shape[0],), np.float32) if len(eval_set) == 2
+              else api._as_vector(eval_set[2], Xv.shape[0], "eval_set weights", "eval_set X"))
+        Xv_binned = binning.bin_features(Xv, borders)
+    else:
+        Xv_binned = jnp.zeros((X.shape[1], 0), binning.X_BINNED_DTYPE)
+        yv = np.zeros((0,), np.float32)
+        wv = np.zeros((0,), np.float32)
+    data = Data(X_binned, jnp.asarray(y), jnp.asarray(w), Xv_binned, jnp.asarray(yv), jnp.asarray(wv))
+    return data, jnp.asarray(borders)
+
+
+def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_child_weight,
+             subsample, colsample, colsample_by, per_output_trees=False):
+    """Check the common settings; returns ``(BoostConfig (static), Hyperparams (traced))``.
+
+    ``learning_rate`` may be a callable ``round -> rate`` (e.g. an optax schedule); it is then the
+    static ``learning_rate_schedule`` and the traced rate is 1.
+    """
+    n_rounds = api._check_int(n_rounds, "n_rounds", 1, 10**7)
+    depth = api._check_int(depth, "depth", 1, api.MAX_DEPTH)
+    n_bins = api._check_int(n_bins, "n_bins", 3, binning.MAX_BINS)
+    schedule = None
+    if callable(learning_rate):
+        schedule, learning_rate = learning_rate, 1.0
+    api._check_real(learning_rate, "learning_rate", 0.0, np.inf, lo_open=True)
+    api._check_real(l2, "l2", 0.0, np.inf)
+    api._check_real(min_split_gain, "min_split_gain", 0.0, np.inf)
+    api._check_real(min_child_weight, "min_child_weight", 0.0, np.inf)
+    api._check_real(subsample, "subsample", 0.0, 1.0, lo_open=True)
+    api._check_real(colsample, "colsample", 0.0, 1.0, lo_open=True)
+    if colsample_by not in ("tree", "level"):
+        raise ValueError(f"colsample_by={colsample_by!r} must be 'tree' or 'level'.")
+    config = boosting.BoostConfig(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+                                  per_output_trees=bool(per_output_trees), colsample_by=colsample_by,
+                                  learning_rate_schedule=schedule)
+    hyper = boosting.Hyperparams.create(learning_rate, l2, min_split_gain, min_child_weight,
+                                        subsample, colsample)
+    return config, hyper
+
+
+def as_key(key):
+    return api._as_key(key)
+
+
+def finish(trees: tree_lib.ObliviousTrees, borders, baseline, loss, train_loss, valid_loss) -> api.Booster:
+    """Wrap fitted trees (bin thresholds) as a :class:`jboost.Booster` (float thresholds filled)."""
+    return api.Booster(trees=tree_lib.with_borders(trees, borders), borders=borders,
+                       baseline=jnp.asarray(baseline, jnp.float32), loss=loss,
+                       train_loss=train_loss, valid_loss=valid_loss)
+
+
+# --------------------------------------------------------------------------------------------
+# Inside the scan.
+# --------------------------------------------------------------------------------------------
+
+
+def round_randomness(key, m, n: int, n_features: int, config: boosting.BoostConfig,
+                     hyper: boosting.Hyperparams):
+    """Round ``m``'s row mask ``(n,)`` float32 (Bernoulli(subsample)) and ``(depth, F)`` column masks.
+
+    Exactly the draws of :func:`jboost.boosting.boost` (``fold_in(key, m)`` then split), so a
+    round does not depend on how many rounds follow, and same key, same draws as ``jboost.fit``.
+    """
+    k_rows, k_cols = jax.random.split(jax.random.fold_in(key, m))
+    keep = (jax.random.uniform(k_rows, (n,)) < hyper.subsample).astype(jnp.float32)
+    masks = boosting.column_masks(k_cols, n_features, config.depth, hyper.colsample,
+                                  config.colsample_by)
+    return keep, masks
+
+
+def learning_rate(config: boosting.BoostConfig, hyper: boosting.Hyperparams, m):
+    """Shrinkage of round ``m``: ``learning_rate * schedule(m)`` (ESL Section 10.12.1)."""
+    lr = hyper.learning_rate
+    if config.learning_rate_schedule is not None:
+        lr = lr * jnp.asarray(config.learning_rate_schedule(m), jnp.float32)
+    return lr
+
+
+def fit_weak_tree(X_binned, grad, hess, masks, config: boosting.BoostConfig,
+                  hyper: boosting.Hyperparams):
+    """The shared oblivious-tree builder :func:`jboost.tree.fit_tree` with this fit's settings.
+
+    ``grad``, ``hess``: ``(n, K)`` already multiplied by the round's weights. With
+    ``grad = -w z`` and ``hess = w`` the tree is the weighted least-squares fit of ``z`` and its
+    leaf values are the weighted means of ``z`` (``l2 = 0``) with the parent's value in empty leaves.
+    Returns ``(tree, leaf (n,))``.
+    """
+    return tree_lib.fit_tree(X_binned, grad, hess, depth=config.depth, n_bins=config.n_bins,
+                             l2=hyper.l2, min_split_gain=hyper.min_split_gain,
+                             min_child_weight=hyper.min_child_weight, feature_masks=masks)
+
+
+def valid_leaf(tree: tree_lib.ObliviousTrees, X_valid, config: boosting.BoostConfig):
+    return tree_lib.leaf_index_binned(tree, X_valid, config.n_bins)
+
+
+def mean_loss(loss: losses_lib.Loss, y, raw, w):
+    """Weighted mean loss; NaN when there are no rows (an empty validation set)."""
+    total = jnp.sum(w)
+    s = jnp.sum(w * losses_lib.per_sample_losses(loss, y, raw))
+    return jnp.where(total > 0, s / jnp.where(total > 0, total, 1.0), jnp.nan)
+
+
+def normalise_log_weights(log_w):
+    """Log weights shifted so that the weights sum to ``n`` (ESL Alg. 10.1 renormalises; in log
+    space no weight overflows however many rounds pass)."""
+    n = log_w.shape[0]
+    return log_w - jax.nn.logsumexp(log_w) + jnp.log(jnp.float32(n))
+
+
+def weighted_error(w, miss):
+    """``err = sum_i w_i I(miss_i) / sum_i w_i`` (ESL Alg. 10.1, step 2(b))."""
+    return jnp.sum(w * miss.astype(jnp.float32)) / jnp.sum(w)
+
+
+# --------------------------------------------------------------------------------------------
+# Staged evaluation of a fitted model.
+# --------------------------------------------------------------------------------------------
+
+
+def _round_values(trees_m: tree_lib.ObliviousTrees, X_t):
+    """Sum over the trees of one round ``(T, ...)`` of their values at rows ``X_t (F, n)`` -> (n, K)."""
+    leaves = jax.vmap(lambda t: tree_lib.leaf_index_raw(t, X_t))(trees_m)
+    return jnp.sum(jax.vmap(lambda t, leaf: t.leaf_values[leaf])(trees_m, leaves), axis=0)
+
+
+@functools.partial(jax.jit, static_argnames=("fn",))
+def _staged(model: api.Booster, X, fn, args):
+    X_t = jnp.asarray(X, jnp.float32).T
+    n = X_t.shape[1]
+    raw0 = jnp.broadcast_to(model.baseline, (n, model.baseline.shape[-1]))
+
+    def step(raw, trees_m):
+        raw = raw + _round_values(trees_m, X_t)
+        return raw, fn(raw, *args)
+
+    _, out = lax.scan(step, raw0, model.trees)
+    return out
+
+
+def staged_metric(model: api.Booster, X, fn: Callable, *args):
+    """``fn(raw (n, K), *args)`` after each round, stacked: one jit-compiled scan over rounds.
+
+    ``fn`` is static (a module-level function); ``args`` are traced arrays/pytrees. Memory is one
+    ``(n, K)`` score matrix, however many rounds.
+    """
+    X = api._check_predict_X(model, X)
+    return _staged(model, jnp.asarray(X), fn, args)
+
+
+def classify(raw):
+    """Class of each row from raw scores ``(n, K)``: ``raw > 0`` for one output, else argmax."""
+    if raw.shape[-1] == 1:
+        return (raw[:, 0] > 0).astype(jnp.int32)
+    return jnp.argmax(raw, axis=-1).astype(jnp.int32)
+
+
+def _error(raw, y):
+    return jnp.mean((classify(raw) != y.astype(jnp.int32)).astype(jnp.float32))
+
+
+def staged_error(model: api.Booster, X, y):
+    """Misclassification rate after each round ``(n_rounds,)`` (class as in :func:`classify`)."""
+    return staged_metric(model, X, _error, jnp.asarray(np.asarray(y, np.float32)))
+
+
+def _loss(raw, loss, y):
+    return jnp.mean(losses_lib.per_sample_losses(loss, y, raw))
+
+
+def staged_loss(model: api.Booster, X, y):
+    """Mean of ``model.loss`` on ``(X, y)`` after each round ``(n_rounds,)`` (e.g. test deviance)."""
+    return staged_metric(model, X, _loss, model.loss, jnp.asarray(np.asarray(y, np.float32)))

@@ -1,0 +1,106 @@
+"""Shared fixtures of the test suite.
+
+Every distinct array shape or static setting is one more XLA compilation (seconds each on a
+2-core CPU), so the end-to-end tests share ONE set of shapes: ``N`` training rows, ``F``
+features, ``N_VALID`` validation rows, and the fit settings in :data:`FIT_KW`. Data sets are
+session-scoped, seeded and read-only (a test that wants to change one must copy it).
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+N = 200          # training rows of every end-to-end fit
+N_VALID = 100    # validation rows
+F = 5            # features
+N_CLASSES = 3
+# Static fit settings shared by the end-to-end tests (so that jit caches hit across files).
+FIT_KW = dict(n_rounds=6, depth=3, n_bins=32)
+
+
+def _frozen(*arrays):
+    for a in arrays:
+        a.setflags(write=False)
+    return arrays
+
+
+def _features(rng, n):
+    return rng.normal(size=(n, F)).astype(np.float32)
+
+
+def _regression_target(rng, X):
+    # A step, a linear and a quadratic term plus a little noise: trees of depth 3 have work to do.
+    f = 2.0 * (X[:, 0] > 0) + X[:, 1] + 0.5 * X[:, 2] ** 2
+    return (f + 0.1 * rng.normal(size=X.shape[0])).astype(np.float32)
+
+
+@pytest.fixture(scope="session")
+def fit_kw():
+    """The static settings every shared end-to-end fit uses (a fresh copy per test)."""
+    return dict(FIT_KW)
+
+
+@pytest.fixture(scope="session")
+def regression_data():
+    """``(X, y, X_valid, y_valid)``: float32, ``(N, F)``, ``(N,)``, ``(N_VALID, F)``, ``(N_VALID,)``."""
+    rng = np.random.default_rng(0)
+    X, Xv = _features(rng, N), _features(rng, N_VALID)
+    return _frozen(X, _regression_target(rng, X), Xv, _regression_target(rng, Xv))
+
+
+@pytest.fixture(scope="session")
+def binary_data():
+    """Labels 0/1 from a noisy linear rule: ``(X, y, X_valid, y_valid)``."""
+    rng = np.random.default_rng(1)
+    X, Xv = _features(rng, N), _features(rng, N_VALID)
+
+    def label(X):
+        score = X[:, 0] + 0.7 * X[:, 1] - 0.5 * X[:, 3] + 0.3 * rng.normal(size=X.shape[0])
+        return (score > 0).astype(np.float32)
+
+    return _frozen(X, label(X), Xv, label(Xv))
+
+
+@pytest.fixture(scope="session")
+def multiclass_data():
+    """Labels 0..N_CLASSES-1 from the argmax of three noisy linear scores."""
+    rng = np.random.default_rng(2)
+    X, Xv = _features(rng, N), _features(rng, N_VALID)
+    w = rng.normal(size=(F, N_CLASSES))
+
+    def label(X):
+        scores = X @ w + 0.3 * rng.normal(size=(X.shape[0], N_CLASSES))
+        return np.argmax(scores, axis=1).astype(np.float32)
+
+    return _frozen(X, label(X), Xv, label(Xv))
+
+
+def trees_equal(a, b) -> bool:
+    """Bitwise equality of two pytrees of arrays (same structure, shapes, dtypes and values)."""
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    if jax.tree_util.tree_structure(a) != jax.tree_util.tree_structure(b):
+        return False
+    return all(
+        np.shape(x) == np.shape(y) and np.asarray(x).dtype == np.asarray(y).dtype
+        and np.array_equal(np.asarray(x), np.asarray(y))
+        for x, y in zip(la, lb)
+    )
+
+
+@pytest.fixture(scope="session")
+def assert_trees_equal():
+    """``assert_trees_equal(a, b)``: fails naming the first differing field of two ObliviousTrees."""
+
+    def check(a, b):
+        fields = getattr(a, "_fields", None)
+        if fields is None:
+            assert trees_equal(a, b)
+            return
+        for name in fields:
+            x, y = np.asarray(getattr(a, name)), np.asarray(getattr(b, name))
+            assert x.shape == y.shape, f"{name}: shapes {x.shape} != {y.shape}"
+            np.testing.assert_array_equal(x, y, err_msg=f"field {name!r} differs")
+
+    return check

@@ -1,0 +1,260 @@
+"""Tests of the experiment runner, its configs and helpers, and of the docs that must run:
+the README's python blocks, the quickstart notebook and the CI script."""
+
+import contextlib
+import io
+import json
+import os
+import re
+import stat
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jboost
+from jboost import datasets
+from experiments import run as runner
+from experiments.configs import binary_error, mean_absolute_error, r_squared, staged_metric
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# --------------------------------------------------------------------------------------------
+# The runner, end to end (nested_spheres --smoke needs no data files)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory):
+    """Two in-process runs of ``nested_spheres --smoke`` into separate workdirs."""
+    out = []
+    for i in range(2):
+        workdir = tmp_path_factory.mktemp(f"smoke{i}") / "ns"
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            status = runner.main(["nested_spheres", "--smoke", "--workdir", str(workdir)])
+        out.append((status, workdir, stdout.getvalue()))
+    return out
+
+
+def _read(workdir):
+    config = json.loads((workdir / "config.json").read_text())
+    results = json.loads((workdir / "results.json").read_text())
+    lines = (workdir / "metrics.jsonl").read_text().splitlines()
+    return config, results, [json.loads(line) for line in lines]
+
+
+def test_smoke_run_writes_config_metrics_results(smoke_runs):
+    status, workdir, _ = smoke_runs[0]
+    assert status == 0
+    config, results, metrics = _read(workdir)
+    expected = runner.load_config_module("nested_spheres").get_config(True)
+    for key in ("experiment", "seed", "description", "smoke", "command", "git_commit", "jax_version",
+                "config"):
+        assert key in config, key
+    assert config["experiment"] == "nested_spheres" and config["smoke"] is True
+    assert config["seed"] == expected["seed"] and config["config"] == expected
+    assert config["jax_version"] == jax.__version__
+    assert config["command"] == f"python -m experiments.run nested_spheres --smoke --workdir {workdir}"
+    assert config["git_commit"] == "unknown" or re.fullmatch(r"[0-9a-f]{40}", config["git_commit"])
+    # One metrics line per round, steps 1..n_rounds, both losses' test errors in [0, 1].
+    assert [m["step"] for m in metrics] == list(range(1, expected["n_rounds"] + 1))
+    for m in metrics:
+        assert 0 <= m["test_error_exponential"] <= 1 and 0 <= m["test_error_deviance"] <= 1
+    table = results["table"]
+    assert len(table) == 4
+    for row in table:
+        assert set(row) >= {"quantity", "published", "ours"} and isinstance(row["ours"], float)
+    assert table[0]["published"] == 0.458 and table[1]["published"] == 0.247
+    # The table's boosted-stumps numbers are the last logged round; boosting beats one stump.
+    assert table[2]["ours"] == pytest.approx(metrics[-1]["test_error_exponential"])
+    assert table[3]["ours"] == pytest.approx(metrics[-1]["test_error_deviance"])
+    assert table[0]["ours"] == pytest.approx(metrics[0]["test_error_deviance"])
+    assert max(table[2]["ours"], table[3]["ours"]) < table[0]["ours"] - 0.1
+    assert results["checks"]["boosting_beats_single_stump"] is True
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert results["figures"] == []
+    else:
+        assert results["figures"] == ["test_error_vs_iterations.png"]
+        png = (workdir / "test_error_vs_iterations.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_two_runs_give_identical_numbers(smoke_runs):
+    (_, w1, _), (_, w2, _) = smoke_runs
+    _, r1, m1 = _read(w1)
+    _, r2, m2 = _read(w2)
+    assert r1["table"] == r2["table"]
+    assert m1 == m2
+    assert r1["min_test_error"] == r2["min_test_error"]
+
+
+def test_runner_prints_the_table(smoke_runs):
+    out = smoke_runs[0][2]
+    header = next(line for line in out.splitlines() if line.startswith("quantity"))
+    assert [c.strip() for c in header.split("|")] == ["quantity", "published", "ours"]
+    assert "single stump: test error" in out and "0.458" in out
+
+
+def test_unknown_experiment_lists_the_available_ones(capsys):
+    assert runner.main(["no_such_experiment"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_experiment" in err
+    for name in ("nested_spheres", "spam", "california_huber"):
+        assert name in err
+    with pytest.raises(ValueError, match="available experiments: .*nested_spheres"):
+        runner.load_config_module("no_such_experiment")
+
+
+def test_missing_data_is_reported_cleanly(tmp_path, capsys):
+    empty = tmp_path / "no_data_here"
+    empty.mkdir()
+    status = runner.main(["spam", "--smoke", "--data-dir", str(empty), "--workdir", str(tmp_path / "w")])
+    assert status == 1
+    captured = capsys.readouterr()
+    assert "JBOOST_DATA_DIR" in captured.err and "spambase.csv.gz" in captured.err
+    assert str(empty) in captured.err
+    assert "Traceback" not in captured.err + captured.out
+
+
+@pytest.mark.parametrize("name", runner.available_experiments())
+def test_every_config_follows_the_contract(name):
+    module = runner.load_config_module(name)
+    assert callable(module.run)
+    for smoke in (False, True):
+        config = module.get_config(smoke)
+        assert isinstance(config["seed"], int) and config["description"]
+        assert json.loads(json.dumps(config)) == config
+
+
+def test_format_and_check_table():
+    rows = [{"quantity": "a", "published": None, "ours": 0.12345},
+            {"quantity": "longer name", "published": 0.5, "ours": 2}]
+    lines = runner.format_table(rows).splitlines()
+    assert lines[0].split("|")[0].strip() == "quantity"
+    assert lines[2].split("|")[1].strip() == "-" and lines[2].split("|")[2].strip() == "0.1235"
+    assert len({len(line) for line in lines}) == 1  # aligned columns
+    with pytest.raises(ValueError, match="quantity, published, ours"):
+        runner.check_table([{"quantity": "a", "ours": 1.0}], "x")
+    with pytest.raises(ValueError, match="non-empty list"):
+        runner.check_table([], "x")
+
+
+def test_to_jsonable_converts_arrays_and_scalars():
+    obj = {"a": jnp.float32(0.5), "b": np.arange(3), "c": (np.int64(2), True, None), "d": Path("p")}
+    assert runner.to_jsonable(obj) == {"a": 0.5, "b": [0, 1, 2], "c": [2, True, None], "d": "p"}
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers: staged metrics against staged predict
+# --------------------------------------------------------------------------------------------
+
+
+def test_staged_metric_matches_predict():
+    # The shapes and static settings of nested_spheres --smoke: the compiled fit is reused.
+    X, y = datasets.nested_spheres(500, seed=5)
+    Xt, yt = datasets.nested_spheres(300, seed=6)
+    model = jboost.fit(X, y, "binomial_deviance", n_rounds=40, depth=1, learning_rate=0.5, l2=0.0,
+                       min_child_weight=0.0)
+    raws = staged_metric(model, Xt, yt, _raw_metric)
+    errors = staged_metric(model, Xt, yt, binary_error)
+    assert raws.shape == (40, 300, 1) and errors.shape == (40,)
+    for m in (1, 40):
+        ref = np.asarray(jboost.predict(model, Xt, n_rounds=m))
+        np.testing.assert_allclose(raws[m - 1, :, 0], ref, rtol=0, atol=1e-6)
+        ref_err = np.mean(np.asarray(jboost.predict_class(model, Xt, n_rounds=m)) != yt)
+        assert errors[m - 1] == pytest.approx(ref_err, abs=1e-7)
+    # The error curve is the error of the summed raw scores, round by round.
+    np.testing.assert_allclose(errors, np.mean((raws[:, :, 0] > 0) != (yt > 0.5), axis=1), atol=1e-7)
+    assert errors[-1] < errors[0] - 0.1
+
+
+def test_staged_metric_with_several_trees_per_round(multiclass_data, fit_kw):
+    # The suite's shared shapes (tests/conftest.py), so the compiled fit can be shared.
+    X, y, X_valid, y_valid = multiclass_data
+    model = jboost.fit(X, y, "multinomial_deviance", per_output_trees=True, **fit_kw)
+    n_rounds = fit_kw["n_rounds"]
+    assert model.trees.features.shape[:2] == (n_rounds, 3)
+    raws = staged_metric(model, X_valid, y_valid, _raw_metric)
+    assert raws.shape == (n_rounds, len(y_valid), 3)
+    for m in (1, n_rounds):
+        np.testing.assert_allclose(raws[m - 1], np.asarray(jboost.predict(model, X_valid, n_rounds=m)),
+                                   rtol=0, atol=1e-6)
+
+
+def _raw_metric(y, raw):
+    return raw
+
+
+def test_mean_absolute_error_and_r_squared_by_hand():
+    y = jnp.array([1.0, 2.0, 4.0])
+    raw = jnp.array([[1.5], [2.0], [3.0]])
+    assert float(mean_absolute_error(y, raw)) == pytest.approx((0.5 + 0 + 1) / 3)
+    # RSS = 0.25 + 0 + 1 = 1.25; TSS = sum (y - 7/3)^2 = 42/9.
+    assert r_squared(y, raw[:, 0]) == pytest.approx(1 - 1.25 / (42 / 9))
+
+
+# --------------------------------------------------------------------------------------------
+# Docs that must run: README, notebook, CI script
+# --------------------------------------------------------------------------------------------
+
+
+def _fenced_blocks(text, lang):
+    return re.findall(r"^```" + lang + r"\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def test_readme_opens_with_exactly_the_two_commands():
+    text = (REPO / "README.md").read_text()
+    first_block = re.search(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
+    assert first_block.group(1) == "bash"
+    before = text[: first_block.start()].strip().splitlines()
+    assert all(line.startswith("#") for line in before)  # only the title precedes it
+    commands = [c for c in first_block.group(2).splitlines() if c.strip()]
+    assert commands == [
+        'pip install -e ".[plots]" && python -m experiments.run nested_spheres',
+        'pip install -e ".[test]" && python -m pytest',
+    ]
+
+
+def test_readme_python_blocks_run():
+    blocks = _fenced_blocks((REPO / "README.md").read_text(), "python")
+    assert len(blocks) >= 3
+    namespace = {"__name__": "__readme__"}
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"README.md python block {i}", "exec"), namespace)
+    assert "log_cosh" in namespace and namespace["sweep"].valid_loss.shape == (3, 50)
+
+
+def test_quickstart_notebook_is_valid_and_runs():
+    nb = json.loads((REPO / "notebooks" / "quickstart.ipynb").read_text())
+    assert nb["nbformat"] == 4 and nb["nbformat_minor"] >= 4
+    assert "kernelspec" in nb["metadata"]
+    ids = [c["id"] for c in nb["cells"]]
+    assert len(set(ids)) == len(ids)
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert len(code) >= 4
+    for cell in nb["cells"]:
+        assert cell["cell_type"] in ("markdown", "code") and isinstance(cell["source"], list)
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None
+    namespace = {"__name__": "__notebook__"}
+    for i, cell in enumerate(code):
+        exec(compile("".join(cell["source"]), f"quickstart.ipynb code cell {i}", "exec"), namespace)
+    assert namespace["sweep"].valid_loss.shape == (3, 50)
+    assert "pseudo_huber" in namespace
+
+
+def test_ci_script_installs_and_runs_the_readme_test_command():
+    path = REPO / ".ci" / "run"
+    text = path.read_text()
+    assert text.startswith("#!/usr/bin/env bash\n")
+    assert "set -euo pipefail" in text
+    assert os.stat(path).st_mode & stat.S_IXUSR
+    lines = [line.strip() for line in text.splitlines()]
+    i = lines.index('python -m pip install -e ".[test]"')
+    assert lines.index("python -m pytest") > i

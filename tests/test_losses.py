@@ -1,0 +1,421 @@
+"""Losses, links, baselines (jboost/losses.py) and autodiff derivatives (jboost/derivatives.py).
+
+Derivatives are checked twice: against the closed forms of ESL Table 10.2 (float32, the dtype
+boosting uses) and against central finite differences of the loss values (float64). Baselines
+are checked against a brute-force 1-D minimisation of the weighted mean loss (golden-section
+search on NumPy reference losses), or by optimality (gradient ~ 0) for K-class losses.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jboost
+from jboost import losses
+
+K = 3  # classes of the K-class losses in this file
+
+# Jitted once per (loss, shape): eager evaluation would compile every primitive separately.
+grad_hess = jax.jit(jboost.grad_hess)
+per_sample_losses = jax.jit(losses.per_sample_losses)
+
+
+def _sigmoid(f):
+    return 1.0 / (1.0 + np.exp(-f))
+
+
+def _softmax(f):
+    e = np.exp(f - f.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _samme_code(y, k=K):
+    code = np.full((y.shape[0], k), -1.0 / (k - 1))
+    code[np.arange(y.shape[0]), y.astype(int)] = 1.0
+    return code
+
+
+# NumPy reference losses (float64): y (n,), f (n,) or (n, K) -> (n,).
+REF_LOSS = {
+    "squared_error": lambda y, f: 0.5 * (y - f) ** 2,
+    "absolute_error": lambda y, f: np.abs(y - f),
+    "huber": lambda y, f: np.where(np.abs(y - f) <= 1.0, 0.5 * (y - f) ** 2, np.abs(y - f) - 0.5),
+    "quantile": lambda y, f: np.where(y - f >= 0, 0.3 * (y - f), (0.3 - 1) * (y - f)),
+    "binomial_deviance": lambda y, f: np.logaddexp(0.0, f) - y * f,
+    "exponential": lambda y, f: np.exp(-(2 * y - 1) * f),
+    "poisson": lambda y, f: np.exp(f) - y * f,
+    "multinomial_deviance": lambda y, f: (np.log(np.exp(f).sum(-1)) - f[np.arange(len(y)), y.astype(int)]),
+    "samme_exponential": lambda y, f: np.exp(-np.sum(_samme_code(y) * f, -1) / K),
+}
+
+
+def make_loss(name):
+    """The built-in loss under test, with the parameters the references above use."""
+    return {
+        "squared_error": losses.squared_error,
+        "absolute_error": losses.absolute_error,
+        "huber": lambda: losses.huber(delta=1.0),
+        "huber_adaptive": lambda: losses.huber(delta=1.0, alpha=0.9),
+        "quantile": lambda: losses.quantile(alpha=0.3),
+        "binomial_deviance": losses.binomial_deviance,
+        "exponential": losses.exponential,
+        "poisson": losses.poisson,
+        "multinomial_deviance": lambda: losses.multinomial_deviance(K),
+        "samme_exponential": lambda: losses.samme_exponential(K),
+    }[name]()
+
+
+def closed_form(name, y, f):
+    """Closed-form gradient and (diagonal) hessian in the raw score; ``hessian='unit'`` losses: 1."""
+    one = np.ones_like(f)
+    if name == "squared_error":
+        return f - y, one
+    if name == "absolute_error":
+        return np.sign(f - y), one
+    if name in ("huber", "huber_adaptive"):
+        r = f - y
+        return np.where(np.abs(r) <= 1.0, r, np.sign(r)), one
+    if name == "quantile":
+        return np.where(y - f > 0, -0.3, 0.7), one
+    if name == "binomial_deviance":
+        p = _sigmoid(f)
+        return p - y, p * (1 - p)
+    if name == "exponential":
+        s = 2 * y - 1
+        e = np.exp(-s * f)
+        return -s * e, e
+    if name == "poisson":
+        return np.exp(f) - y, np.exp(f)
+    if name == "multinomial_deviance":
+        p = _softmax(f)
+        onehot = np.eye(K)[y.astype(int)]
+        return p - onehot, p * (1 - p)
+    if name == "samme_exponential":
+        c = _samme_code(y)
+        e = np.exp(-np.sum(c * f, -1, keepdims=True) / K)
+        return -c / K * e, (c / K) ** 2 * e
+    raise KeyError(name)
+
+
+def sample_points(name, n=24, seed=0):
+    """Labels and raw scores away from kinks (|y - f| not near 0 or delta), float64."""
+    rng = np.random.default_rng(seed)
+    if name in ("multinomial_deviance", "samme_exponential"):
+        return rng.integers(0, K, n).astype(np.float64), rng.normal(scale=2.0, size=(n, K))
+    if name in ("binomial_deviance", "exponential"):
+        return rng.integers(0, 2, n).astype(np.float64), rng.normal(scale=3.0, size=n)
+    if name == "poisson":
+        return rng.poisson(3.0, n).astype(np.float64), rng.normal(size=n)
+    y = rng.normal(size=n)
+    r = rng.choice([-1, 1], n) * np.where(rng.random(n) < 0.5, rng.uniform(0.1, 0.9, n), rng.uniform(1.1, 3, n))
+    return y, y + r
+
+
+ALL = ["squared_error", "absolute_error", "huber", "huber_adaptive", "quantile", "binomial_deviance",
+       "exponential", "poisson", "multinomial_deviance", "samme_exponential"]
+UNIT_HESSIAN = {"absolute_error", "huber", "huber_adaptive", "quantile"}
+
+
+def _raw2d(f):
+    return f if f.ndim == 2 else f[:, None]
+
+
+# --------------------------------------------------------------------------------------------
+# Derivatives
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_grad_hess_match_closed_form(name):
+    loss = make_loss(name)
+    y, f = sample_points(name)
+    g, h = grad_hess(loss, jnp.asarray(y, jnp.float32), jnp.asarray(_raw2d(f), jnp.float32))
+    assert g.shape == h.shape == _raw2d(f).shape and g.dtype == jnp.float32
+    # The closed forms at the float32-rounded inputs.
+    y32, f32 = y.astype(np.float32).astype(np.float64), f.astype(np.float32).astype(np.float64)
+    g_ref, h_ref = closed_form(name, y32, f32)
+    np.testing.assert_allclose(np.asarray(g), _raw2d(g_ref), rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(np.asarray(h), _raw2d(h_ref), rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_grad_hess_match_finite_differences_float64(name):
+    y, f = sample_points(name, seed=1)
+    raw = _raw2d(f)
+    with jax.enable_x64(True):
+        loss = make_loss(name)
+        yj, rj = jnp.asarray(y), jnp.asarray(raw)
+        g, h = grad_hess(loss, yj, rj)
+        assert g.dtype == jnp.float64
+        value = lambda r: np.asarray(per_sample_losses(loss, yj, jnp.asarray(r)))
+        np.testing.assert_allclose(value(raw), REF_LOSS[name.replace("_adaptive", "")](y, f), rtol=1e-6)
+        for k in range(raw.shape[1]):
+            e1, e2 = np.zeros_like(raw), np.zeros_like(raw)
+            e1[:, k], e2[:, k] = 1e-6, 1e-4
+            g_fd = (value(raw + e1) - value(raw - e1)) / 2e-6
+            np.testing.assert_allclose(np.asarray(g[:, k]), g_fd, rtol=1e-6, atol=1e-7)
+            if name in UNIT_HESSIAN:
+                np.testing.assert_array_equal(np.asarray(h[:, k]), 1.0)
+            else:
+                h_fd = (value(raw + e2) - 2 * value(raw) + value(raw - e2)) / 1e-8
+                np.testing.assert_allclose(np.asarray(h[:, k]), h_fd, rtol=1e-5, atol=1e-6)
+
+
+def test_k_class_hessian_is_the_diagonal_of_the_full_hessian():
+    loss = make_loss("multinomial_deviance")
+    y, f = sample_points("multinomial_deviance", n=5, seed=2)
+    yj, fj = jnp.asarray(y, jnp.float32), jnp.asarray(f, jnp.float32)
+    _, h = grad_hess(loss, yj, fj)
+    full = jax.jit(jax.vmap(jax.hessian(lambda yi, r: loss(yi, r), argnums=1)))(yj, fj)  # (5, K, K)
+    np.testing.assert_allclose(np.asarray(h), np.diagonal(np.asarray(full), axis1=1, axis2=2),
+                               rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["binomial_deviance", "exponential", "poisson", "multinomial_deviance",
+                                  "samme_exponential"])
+@pytest.mark.parametrize("margin", [1e3, 1e4])
+def test_no_overflow_at_large_margins(name, margin):
+    loss = make_loss(name)
+    if name in ("multinomial_deviance", "samme_exponential"):
+        y = np.repeat(np.arange(K), 4).astype(np.float32)
+        base = np.array([[1, -1, 0], [-1, 1, 0], [1, 1, -1], [-1, -1, 1]], np.float32)
+        raw = np.tile(base, (K, 1)) * margin
+    else:
+        labels = [0.0, 1.0] if name != "poisson" else [0.0, 5.0]
+        y = np.repeat(labels, 2).astype(np.float32)
+        raw = (np.array([1, -1] * 2, np.float32) * margin)[:, None]
+    yj, rj = jnp.asarray(y), jnp.asarray(raw)
+    value = np.asarray(per_sample_losses(loss, yj, rj))
+    g, h = (np.asarray(a) for a in grad_hess(loss, yj, rj))
+    for arr, what in ((value, "value"), (g, "grad"), (h, "hess")):
+        assert np.all(np.isfinite(arr)), f"{name} {what} not finite at margin {margin}: {arr}"
+    assert np.all(h >= 0), "hessians of convex losses are non-negative"
+    if name != "poisson":
+        assert np.all(value >= 0), "these losses are non-negative: a negative value is an overflow"
+
+
+def test_exponential_continuation_is_smooth_and_increasing():
+    # safe_exp continues exp beyond 30 by its second-order Taylor expansion: value, first and
+    # second derivative match at the junction and it keeps increasing.
+    z = jnp.array([29.999, 30.0, 30.001, 40.0, 1e4], jnp.float32)
+    v = np.asarray(losses.safe_exp(z), np.float64)
+    d1 = np.asarray(jax.vmap(jax.grad(losses.safe_exp))(z), np.float64)
+    d2 = np.asarray(jax.vmap(jax.grad(jax.grad(losses.safe_exp)))(z), np.float64)
+    e30 = np.exp(30.0)
+    np.testing.assert_allclose(v[:3], np.exp([29.999, 30.0, 30.001]), rtol=1e-5)
+    np.testing.assert_allclose(d1[:3], np.exp([29.999, 30.0, 30.001]), rtol=1e-5)
+    np.testing.assert_allclose(d2[:3], [np.exp(29.999), e30, e30], rtol=1e-5)
+    assert np.all(np.diff(v) > 0) and np.all(np.isfinite(v))
+
+
+# --------------------------------------------------------------------------------------------
+# Links
+# --------------------------------------------------------------------------------------------
+
+
+def test_links_hand_computed():
+    f = np.array([-2.0, 0.0, 0.7], np.float32)
+    p = _sigmoid(f.astype(np.float64))
+    np.testing.assert_allclose(losses.sigmoid_link(jnp.asarray(f)), np.stack([1 - p, p], -1), rtol=1e-6)
+    p2 = _sigmoid(2 * f.astype(np.float64))  # AdaBoost: P(y=1|x) = 1 / (1 + exp(-2f))
+    np.testing.assert_allclose(losses.adaboost_link(jnp.asarray(f)), np.stack([1 - p2, p2], -1), rtol=1e-6)
+    np.testing.assert_allclose(losses.exp_link(jnp.asarray(f)), np.exp(f), rtol=1e-6)
+    np.testing.assert_array_equal(losses.identity_link(jnp.asarray(f)), f)
+    F = np.array([[1.0, 2.0, -1.0], [0.0, 0.0, 0.0]], np.float32)
+    np.testing.assert_allclose(losses.softmax_link(jnp.asarray(F)), _softmax(F), rtol=1e-6)
+    np.testing.assert_allclose(losses.samme_link(jnp.asarray(F)), _softmax(F / (K - 1)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["binomial_deviance", "exponential", "multinomial_deviance",
+                                  "samme_exponential", "poisson", "squared_error"])
+def test_link_of_baseline_gives_weighted_class_frequencies(name):
+    # The baseline is the population minimiser of the loss, so the link must map it back to the
+    # (weighted) class frequencies / the mean: this ties each link to its loss.
+    rng = np.random.default_rng(3)
+    loss = make_loss(name)
+    y, _ = sample_points(name, n=300, seed=4)
+    w = rng.exponential(size=300)
+    c = losses.baseline(loss, jnp.asarray(y, jnp.float32), jnp.asarray(w, jnp.float32))
+    assert c.shape == (loss.n_outputs,)
+    out = np.asarray(loss.link(c, **loss.params))
+    if loss.task in ("binary", "multiclass"):
+        freq = np.bincount(y.astype(int), weights=w, minlength=out.shape[-1]) / w.sum()
+        np.testing.assert_allclose(out.reshape(-1), freq, rtol=1e-5)
+    else:
+        np.testing.assert_allclose(out, [np.sum(w * y) / w.sum()], rtol=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# Baselines
+# --------------------------------------------------------------------------------------------
+
+
+def golden_section(fun, lo, hi, tol=1e-10):
+    """Minimiser of a unimodal 1-D function (scipy-free)."""
+    inv_phi = (np.sqrt(5.0) - 1) / 2
+    a, b = lo, hi
+    c, d = b - inv_phi * (b - a), a + inv_phi * (b - a)
+    while b - a > tol:
+        if fun(c) < fun(d):
+            b, d = d, c
+            c = b - inv_phi * (b - a)
+        else:
+            a, c = c, d
+            d = a + inv_phi * (b - a)
+    return (a + b) / 2
+
+
+def _weighted_labels(name, seed):
+    rng = np.random.default_rng(seed)
+    y, _ = sample_points(name, n=101, seed=seed)
+    if name not in ("binomial_deviance", "exponential", "poisson"):
+        y = rng.standard_t(3, size=101)  # heavy tails separate mean, median and Huber's M-estimate
+    w = rng.exponential(size=101)
+    w[:10] = 0.0
+    return y, w
+
+
+@pytest.mark.parametrize("name", ["squared_error", "absolute_error", "quantile", "binomial_deviance",
+                                  "exponential", "poisson"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_one_output_baselines_minimise_the_weighted_mean_loss(name, seed):
+    y, w = _weighted_labels(name, seed)
+    objective = lambda c: np.sum(w * REF_LOSS[name](y, np.full_like(y, c))) / w.sum()
+    c_star = golden_section(objective, -10.0, 10.0)
+    c = float(losses.baseline(make_loss(name), jnp.asarray(y, jnp.float32), jnp.asarray(w, jnp.float32))[0])
+    # The baseline's weighted mean loss is the minimum (up to float32 rounding of c).
+    assert objective(c) <= objective(c_star) + 1e-6 * (1 + abs(objective(c_star)))
+    if name not in ("absolute_error", "quantile"):  # strictly convex: a unique minimiser
+        assert abs(c - c_star) < 1e-4 * (1 + abs(c_star))
+
+
+@pytest.mark.parametrize("name", ["huber", "huber_adaptive"])
+def test_huber_baseline_is_the_weighted_median(name):
+    # Friedman (2001), Algorithm 4 (M_TreeBoost), starts Huber boosting from the median, not from
+    # the Huber M-estimate of location (the brute-force argmin differs on heavy-tailed data).
+    y, w = _weighted_labels("huber", 0)
+    order = np.argsort(y)
+    cw = np.cumsum(w[order])
+    median = y[order][np.nonzero(cw >= 0.5 * cw[-1])[0][0]]
+    c = losses.baseline(make_loss(name), jnp.asarray(y, jnp.float32), jnp.asarray(w, jnp.float32))
+    assert float(c[0]) == np.float32(median)
+
+
+@pytest.mark.parametrize("name", ["multinomial_deviance", "samme_exponential"])
+def test_k_class_baselines_are_stationary(name):
+    rng = np.random.default_rng(7)
+    y = rng.choice(K, size=120, p=[0.6, 0.3, 0.1]).astype(np.float64)
+    w = rng.exponential(size=120)
+    c = np.asarray(losses.baseline(make_loss(name), jnp.asarray(y, jnp.float32),
+                                   jnp.asarray(w, jnp.float32)), np.float64)
+    objective = lambda c: np.sum(w * REF_LOSS[name](y, np.broadcast_to(c, (120, K)))) / w.sum()
+    if name == "multinomial_deviance":
+        grad = _softmax(c) - np.bincount(y.astype(int), weights=w, minlength=K) / w.sum()
+    else:
+        code = _samme_code(y)
+        grad = np.sum(w[:, None] * (-code / K) * np.exp(-code @ c / K)[:, None], 0) / w.sum()
+    np.testing.assert_allclose(grad, 0.0, atol=1e-5)
+    for delta in rng.normal(scale=0.05, size=(20, K)):
+        assert objective(c) <= objective(c + delta) + 1e-9
+
+
+def test_k_class_baseline_with_an_absent_class_is_finite():
+    y = jnp.asarray([0, 1, 1, 0, 1], jnp.float32)  # class 2 never occurs
+    for name in ("multinomial_deviance", "samme_exponential"):
+        loss = make_loss(name)
+        c = losses.baseline(loss, y, jnp.ones(5, jnp.float32))
+        assert np.all(np.isfinite(np.asarray(c)))
+        assert float(loss.link(c)[2]) < 1e-6
+
+
+def _logcosh(y, f):
+    r = f - y
+    return jnp.abs(r) + jax.nn.softplus(-2.0 * jnp.abs(r)) - jnp.log(2.0)
+
+
+def test_numeric_baseline_of_a_custom_loss():
+    y, w = _weighted_labels("huber", 3)
+    loss = jboost.Loss(_logcosh)
+    assert loss.baseline is None
+    c = float(losses.baseline(loss, jnp.asarray(y, jnp.float32), jnp.asarray(w, jnp.float32))[0])
+    objective = lambda c: np.sum(w * np.log(np.cosh(c - y))) / w.sum()
+    assert abs(c - golden_section(objective, -10.0, 10.0)) < 1e-4
+
+
+def test_numeric_baseline_of_a_two_output_custom_loss():
+    # L = (f0 - y)^2 / 2 + (f1 - 2y)^2 / 2: the optimal constant is (mean y, 2 mean y).
+    loss = jboost.Loss(lambda y, f: 0.5 * (f[0] - y) ** 2 + 0.5 * (f[1] - 2 * y) ** 2, n_outputs=2)
+    y = jnp.asarray([1.0, 2.0, 4.0, -1.0], jnp.float32)
+    w = jnp.asarray([1.0, 2.0, 1.0, 0.0], jnp.float32)
+    np.testing.assert_allclose(np.asarray(losses.baseline(loss, y, w)), [2.25, 4.5], rtol=1e-5)
+
+
+def test_weighted_quantile_matches_numpy_reference():
+    rng = np.random.default_rng(8)
+    v = rng.normal(size=57)
+    w = rng.exponential(size=57)
+    w[::5] = 0.0
+    order = np.argsort(v)
+    cw = np.cumsum(w[order])
+    for q in (0.01, 0.1, 0.25, 0.5, 0.77, 0.9, 1.0):
+        ref = v[order][np.nonzero(cw >= q * cw[-1])[0][0]]
+        got = losses.weighted_quantile(jnp.asarray(v, jnp.float32), jnp.asarray(w, jnp.float32), q)
+        assert float(got) == np.float32(ref), q
+
+
+# --------------------------------------------------------------------------------------------
+# Label checks, construction errors, pytree behaviour
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,labels,match", [
+    ("binomial_deviance", [0, 1, 2], "binary labels 0/1"),
+    ("exponential", [-1, 1], "binary labels 0/1"),
+    ("multinomial_deviance", [0, 1.5], r"integer class labels in \[0, 3\)"),
+    ("multinomial_deviance", [0, 3], r"integer class labels in \[0, 3\)"),
+    ("samme_exponential", [-1, 0], r"integer class labels in \[0, 3\)"),
+    ("poisson", [0, 2, -0.5], "non-negative"),
+])
+def test_label_checks_reject(name, labels, match):
+    with pytest.raises(ValueError, match="y must " + ".*" + match):
+        losses.check_labels(make_loss(name), np.asarray(labels, np.float32))
+
+
+@pytest.mark.parametrize("name,labels", [
+    ("binomial_deviance", [0, 1, 1]), ("exponential", [1, 0]), ("multinomial_deviance", [0, 1, 2]),
+    ("poisson", [0, 3.5, 7]), ("squared_error", [-1e6, 0.5, 3]), ("quantile", [-2, 2]),
+])
+def test_label_checks_accept(name, labels):
+    losses.check_labels(make_loss(name), np.asarray(labels, np.float32))
+
+
+def test_loss_construction_errors():
+    with pytest.raises(ValueError, match="task='ranking' must be one of"):
+        jboost.Loss(losses.squared_error_fn, task="ranking")
+    with pytest.raises(ValueError, match="hessian='exact' must be"):
+        jboost.Loss(losses.squared_error_fn, hessian="exact")
+    with pytest.raises(ValueError, match="leaf_refit='mean' must be"):
+        jboost.Loss(losses.squared_error_fn, leaf_refit="mean")
+    with pytest.raises(ValueError, match="n_outputs=0 must be >= 1"):
+        jboost.Loss(losses.squared_error_fn, n_outputs=0)
+    with pytest.raises(ValueError, match="loss='hinge' is not a built-in loss"):
+        losses.get("hinge")
+    with pytest.raises(TypeError, match="loss must be a name, a jboost.Loss or a function"):
+        losses.get(3)
+
+
+def test_loss_params_are_traced_leaves():
+    loss = losses.huber(delta=0.5)
+    leaves = jax.tree_util.tree_leaves(loss)
+    assert len(leaves) == 1 and leaves[0] is loss.params["delta"]
+    y = jnp.asarray([0.0, 0.0, 0.0], jnp.float32)
+    raw = jnp.asarray([[0.2], [1.0], [-3.0]], jnp.float32)
+    deltas = jnp.asarray([0.5, 2.0], jnp.float32)
+    batched = jax.vmap(lambda d: losses.per_sample_losses(loss.with_params(delta=d), y, raw))(deltas)
+    for i, d in enumerate([0.5, 2.0]):
+        np.testing.assert_allclose(np.asarray(batched[i]),
+                                   np.asarray(losses.per_sample_losses(losses.huber(delta=d), y, raw)))
+    np.testing.assert_allclose(np.asarray(batched[0]), [0.02, 0.375, 1.375], rtol=1e-6)

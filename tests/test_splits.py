@@ -1,0 +1,183 @@
+"""Oblivious split search (jboost/splits.py) against brute-force enumeration in NumPy.
+
+The reference enumerates every (feature f, threshold t, missing direction d) and applies the
+module's gain formula literally: for each leaf, left = bins <= t (+ the missing bin when d is
+"left"), right = the rest, ``S(G, H) = sum_k G_k^2 / (H_k + l2)`` (0 where ``H_k + l2 <= 0``);
+a leaf counts only if both children have hessian sum >= min_child_weight; the level's gain is the
+sum over leaves, and the split is taken only when ``max gain - min_split_gain > 0``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jboost import splits
+
+# Jitted once per shape: eager evaluation would compile every primitive separately.
+split_gains = jax.jit(splits.split_gains)
+best_split = jax.jit(splits.best_split)
+prefix_sum = jax.jit(splits.prefix_sum, static_argnums=1)
+
+
+def _score(G, H, l2):
+    denom = H + l2
+    return np.where(denom > 0, G * G / np.where(denom > 0, denom, 1.0), 0.0).sum(-1)
+
+
+def reference_gains(hist, l2, min_child_weight):
+    """``(F, B-1, 2)`` gains by explicit enumeration (float64)."""
+    hist = np.asarray(hist, np.float64)
+    n_features, n_leaves, n_bins, c = hist.shape
+    k = c // 2
+    out = np.zeros((n_features, n_bins - 1, 2))
+    for f in range(n_features):
+        for t in range(n_bins - 1):
+            for d in range(2):  # 0: missing goes left, 1: missing goes right
+                total_gain = 0.0
+                for leaf in range(n_leaves):
+                    h = hist[f, leaf]
+                    left = h[: t + 1].sum(0) + (h[n_bins - 1] if d == 0 else 0.0)
+                    right = h[t + 1 : n_bins - 1].sum(0) + (h[n_bins - 1] if d == 1 else 0.0)
+                    parent = h.sum(0)
+                    if left[k:].sum() >= min_child_weight and right[k:].sum() >= min_child_weight:
+                        total_gain += (_score(left[:k], left[k:], l2) + _score(right[:k], right[k:], l2)
+                                       - _score(parent[:k], parent[k:], l2))
+                out[f, t, d] = total_gain
+    return out
+
+
+def reference_best(hist, l2, min_split_gain, min_child_weight, feature_mask=None):
+    gains = reference_gains(hist, l2, min_child_weight)
+    if feature_mask is not None:
+        gains = np.where(np.asarray(feature_mask)[:, None, None], gains, -np.inf)
+    return gains, gains.max() - min_split_gain
+
+
+def random_hist(seed, n_features=3, n_leaves=2, n_bins=6, k=1, n=40):
+    """Histograms of real rows (so every feature sees the same per-leaf totals), with rows in the
+    missing bin and, at this size, some empty (leaf, bin) cells."""
+    rng = np.random.default_rng(seed)
+    X_binned = rng.integers(0, n_bins, size=(n_features, n))
+    leaf = rng.integers(0, n_leaves, size=n)
+    g = rng.normal(size=(n, k)) + 2.0 * (X_binned[seed % n_features] > n_bins // 2)[:, None]
+    h = rng.uniform(0.2, 2.0, size=(n, k))
+    payload = np.concatenate([g, h], -1)
+    hist = np.zeros((n_features, n_leaves, n_bins, 2 * k))
+    for f in range(n_features):
+        np.add.at(hist[f], (leaf, X_binned[f]), payload)
+    return hist.astype(np.float32)
+
+
+def _best(hist, **kw):
+    return best_split(jnp.asarray(hist), **kw)
+
+
+def test_prefix_sum_equals_cumsum():
+    rng = np.random.default_rng(0)
+    x = rng.integers(-9, 10, size=(3, 4, 255, 2)).astype(np.float32)
+    for axis in range(4):
+        np.testing.assert_array_equal(np.asarray(prefix_sum(jnp.asarray(x), axis)),
+                                      np.cumsum(x, axis=axis))
+    y = rng.normal(size=(2, 7, 31)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(prefix_sum(jnp.asarray(y), 2)), np.cumsum(y, 2),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n_leaves,k,l2,mcw", [(1, 1, 1.0, 0.0), (2, 1, 0.0, 0.0), (4, 1, 0.5, 1.5),
+                                               (2, 2, 1.0, 2.0), (4, 3, 0.1, 0.0)])
+def test_split_gains_equal_brute_force(n_leaves, k, l2, mcw):
+    hist = random_hist(n_leaves * 10 + k, n_leaves=n_leaves, k=k)
+    got = np.asarray(split_gains(jnp.asarray(hist), l2, mcw))
+    ref = reference_gains(hist, l2, mcw)
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3)
+    if mcw > 0:  # the rule excluded something, so it was exercised
+        assert np.any(reference_gains(hist, l2, 0.0) != ref)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_best_split_is_the_brute_force_argmax(seed):
+    hist = random_hist(seed, n_leaves=[1, 2, 4][seed % 3], k=1 + seed % 2)
+    l2, mcw = 1.0, 0.5
+    split = _best(hist, l2=l2, min_split_gain=0.0, min_child_weight=mcw)
+    gains, best_gain = reference_best(hist, l2, 0.0, mcw)
+    f, t, d = int(split.feature), int(split.threshold), int(split.missing_right)
+    assert best_gain > 0
+    # The chosen candidate is optimal under the reference (up to float32 rounding)...
+    assert gains[f, t, d] >= best_gain - 1e-4 * abs(best_gain)
+    np.testing.assert_allclose(float(split.gain), best_gain, rtol=1e-4)
+    # ...and when the reference optimum is clear (no near tie), it is THE optimum.
+    flat = np.sort(gains.reshape(-1))
+    if flat[-1] - flat[-2] > 1e-3 * abs(flat[-1]):
+        assert (f, t, d) == np.unravel_index(np.argmax(gains), gains.shape)
+
+
+def test_missing_direction_is_chosen_by_gain():
+    # One leaf, one feature, bins 0..3 + missing bin 4. Rows in bin 0 have g = -1, bins 1..3
+    # g = +1, missing g = -1 (like bin 0): the best split is t = 0 with missing LEFT. Flip the
+    # missing rows' gradient and missing must go RIGHT.
+    def hist(g_missing):
+        G = np.array([-4.0, 2.0, 1.0, 1.0, 4.0 * g_missing])
+        H = np.array([4.0, 2.0, 1.0, 1.0, 4.0])
+        return np.stack([G, H], -1)[None, None].astype(np.float32)
+
+    left = _best(hist(-1.0), l2=0.0, min_split_gain=0.0, min_child_weight=0.0)
+    right = _best(hist(+1.0), l2=0.0, min_split_gain=0.0, min_child_weight=0.0)
+    assert (int(left.threshold), bool(left.missing_right)) == (0, False)
+    assert (int(right.threshold), bool(right.missing_right)) == (0, True)
+    # Hand-computed gain (l2 = 0): left child G=-8, H=8; right G=4, H=4; parent G=-4, H=12.
+    np.testing.assert_allclose(float(left.gain), 64 / 8 + 16 / 4 - 16 / 12, rtol=1e-6)
+
+
+def _assert_null(split, n_bins):
+    assert int(split.feature) == 0
+    assert int(split.threshold) == n_bins - 2 == splits.null_threshold(n_bins)
+    assert not bool(split.missing_right)
+    assert float(split.gain) == 0.0
+
+
+def test_null_split_when_nothing_is_admissible():
+    hist = random_hist(11, n_leaves=2)
+    n_bins = hist.shape[2]
+    _, best_gain = reference_best(hist, 1.0, 0.0, 0.0)
+    # min_split_gain above the best gain.
+    _assert_null(_best(hist, l2=1.0, min_split_gain=best_gain + 1e-2, min_child_weight=0.0), n_bins)
+    # ...just below it: the split is taken, with gain reduced by min_split_gain.
+    split = _best(hist, l2=1.0, min_split_gain=best_gain - 1e-2, min_child_weight=0.0)
+    np.testing.assert_allclose(float(split.gain), 1e-2, rtol=0.05)
+    # min_child_weight larger than any child can be.
+    _assert_null(_best(hist, l2=1.0, min_split_gain=0.0, min_child_weight=1e6), n_bins)
+    # All gradients zero: no gain anywhere.
+    flat = hist.copy()
+    flat[..., :1] = 0.0
+    _assert_null(_best(flat, l2=1.0, min_split_gain=0.0, min_child_weight=0.0), n_bins)
+    # No eligible feature.
+    _assert_null(_best(hist, l2=1.0, min_split_gain=0.0, min_child_weight=0.0,
+                       feature_mask=jnp.zeros((3,), bool)), n_bins)
+
+
+def test_feature_mask_is_respected():
+    hist = random_hist(12, n_leaves=2)
+    unmasked = _best(hist, l2=1.0, min_split_gain=0.0, min_child_weight=0.0)
+    best_f = int(unmasked.feature)
+    mask = np.ones(3, bool)
+    mask[best_f] = False
+    split = _best(hist, l2=1.0, min_split_gain=0.0, min_child_weight=0.0, feature_mask=jnp.asarray(mask))
+    gains, best_gain = reference_best(hist, 1.0, 0.0, 0.0, mask)
+    assert int(split.feature) != best_f and mask[int(split.feature)]
+    np.testing.assert_allclose(float(split.gain), best_gain, rtol=1e-4)
+    only = np.zeros(3, bool)
+    only[(best_f + 1) % 3] = True
+    split = _best(hist, l2=1.0, min_split_gain=0.0, min_child_weight=0.0, feature_mask=jnp.asarray(only))
+    assert int(split.feature) == (best_f + 1) % 3
+
+
+def test_large_gradients_stay_finite():
+    # Exponential loss can produce huge gradient sums; G * (G / (H + l2)) must not overflow
+    # where G^2 alone would.
+    hist = random_hist(13, n_leaves=2) * np.float32(1e20)
+    gains = np.asarray(split_gains(jnp.asarray(hist), 1.0, 0.0))
+    assert np.all(np.isfinite(gains))

@@ -1,0 +1,383 @@
+"""Tests of jboost.sweep: every row is the model jboost.fit gives for that configuration, fold
+and seed; held-out labels never reach a row's trees; chunking, compilation count, folds, refit.
+
+Small data, depth 2, 16 bins: each distinct static setting costs one compilation, so the tests
+share a few sweeps through module-scoped fixtures.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import hypothesis
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jboost
+import jboost.sweep as sweep_lib
+from jboost import tree as tree_lib
+
+N, DEPTH, BINS, ROUNDS = 240, 2, 16, 12
+GRID_A = {"learning_rate": [0.3, 1.5], "subsample": [0.6, 1.0]}
+
+
+def _data(n=N, seed=1):
+    X, y = jboost.datasets.nested_spheres(n, seed=seed)
+    return X[:, :4], y
+
+
+def _sweep_a(X, y, **kw):
+    args = dict(grid=GRID_A, folds=3, seeds=2, n_rounds=ROUNDS, depth=DEPTH, n_bins=BINS, key=7,
+                keep_trees=True)
+    args.update(kw)
+    return sweep_lib.sweep(X, y, "binomial_deviance", **args)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return _data()
+
+
+@pytest.fixture(scope="module")
+def res_a(data):
+    return _sweep_a(*data)
+
+
+def _row_trees(res, i):
+    cfg = res.configs[res.config[i]]
+    trees = res.trees[(cfg["depth"], cfg["n_bins"])]
+    return jax.tree_util.tree_map(lambda a: a[res.model_of_row[i]], trees)
+
+
+def _assert_same_trees(a, b, where):
+    for name in ("features", "thresholds", "missing_right", "borders"):
+        np.testing.assert_array_equal(np.asarray(getattr(a, name)), np.asarray(getattr(b, name)),
+                                      err_msg=f"{where}: {name}")
+    np.testing.assert_allclose(np.asarray(a.leaf_values), np.asarray(b.leaf_values), rtol=1e-6,
+                               atol=1e-7, err_msg=f"{where}: leaf_values")
+
+
+def _check_rows_against_fits(res, X, y, rows):
+    for i in rows:
+        w_train, w_valid = res.fold_weights(i)
+        model = jboost.fit(X, y, **res.fit_kwargs(res.config[i]), sample_weight=w_train,
+                           eval_set=(X, y, w_valid), key=res.row_key(i))
+        _assert_same_trees(model.trees, _row_trees(res, i), f"row {i}")
+        r = res.configs[res.config[i]]["n_rounds"]
+        np.testing.assert_allclose(res.valid_curves[i, :r], np.asarray(model.valid_loss), rtol=2e-6,
+                                   err_msg=f"row {i} validation curve")
+        np.testing.assert_allclose(res.train_curves[i, :r], np.asarray(model.train_loss), rtol=2e-6,
+                                   err_msg=f"row {i} training curve")
+
+
+# --------------------------------------------------------------------------------------------
+# Every row is the separately fitted model.
+# --------------------------------------------------------------------------------------------
+
+
+def test_every_row_equals_its_separate_fit(res_a, data):
+    X, y = data
+    assert res_a.n_rows == 4 * 3 * 2 and res_a.n_configs == 4
+    # Seeds differ (subsample < 1 draws different rows), folds differ: the rows are not copies.
+    assert not np.array_equal(res_a.valid_curves[0], res_a.valid_curves[1])
+    _check_rows_against_fits(res_a, X, y, range(res_a.n_rows))
+
+
+def test_loss_parameter_sweep_with_sample_weights_equals_separate_fits():
+    X, y = jboost.datasets.make_regression(200, n_features=5, n_informative=3, seed=3)
+    w = np.random.default_rng(0).uniform(0.2, 2.0, size=200).astype(np.float32)
+    res = sweep_lib.sweep(X, y, "quantile", grid={"alpha": [0.1, 0.5, 0.9], "learning_rate": [0.2, 0.5]},
+                          folds=2, seeds=1, n_rounds=6, depth=DEPTH, n_bins=BINS, sample_weight=w,
+                          keep_trees=True, key=3)
+    assert res.swept == ("alpha", "learning_rate")
+    # The loss parameter reached the fits: higher alpha, higher baseline and predictions.
+    assert res.fit_kwargs(0)["loss"].params["alpha"] == pytest.approx(0.1)
+    _check_rows_against_fits(res, X, y, range(res.n_rows))
+    # Validation weights are the sample weights on the held-out fold only.
+    w_train, w_valid = res.fold_weights(0)
+    held = res.fold_table[0] == res.fold[0]
+    np.testing.assert_array_equal(w_valid, np.where(held, w, 0))
+    np.testing.assert_array_equal(w_train, np.where(held, 0, w))
+
+
+def test_multiclass_per_output_trees_rows_equal_separate_fits():
+    X, y = jboost.datasets.samme_gaussian(150, seed=0)
+    X = X[:, :4]
+    res = sweep_lib.sweep(X, y, "multinomial_deviance", grid={"l2": [0.5, 4.0]}, folds=2, seeds=1,
+                          n_rounds=4, depth=DEPTH, n_bins=BINS, per_output_trees=True, keep_trees=True)
+    assert res.trees[(DEPTH, BINS)].leaf_values.shape == (4, 4, 3, 2**DEPTH, 3)  # models, rounds, K trees
+    _check_rows_against_fits(res, X, y, range(res.n_rows))
+
+
+# --------------------------------------------------------------------------------------------
+# Folds do not leak.
+# --------------------------------------------------------------------------------------------
+
+
+def _held_out_error(trees, X, y, w_valid, baseline, m):
+    """Weighted error of sign(raw) after m rounds, computed with NumPy from the trees."""
+    first = jax.tree_util.tree_map(lambda a: a[:m], trees)
+    raw = baseline + np.asarray(tree_lib.predict_raw(first, X))[:, 0]
+    return np.sum(w_valid * ((raw > 0) != (y > 0.5))) / np.sum(w_valid)
+
+
+def _held_out_deviance(trees, X, y, w_valid, baseline, m):
+    first = jax.tree_util.tree_map(lambda a: a[:m], trees)
+    f = baseline + np.asarray(tree_lib.predict_raw(first, X), np.float64)[:, 0]
+    dev = np.logaddexp(0.0, f) - y * f
+    return np.sum(w_valid * dev) / np.sum(w_valid)
+
+
+def weighted_sign_error(y, raw, w):
+    """A custom metric: weighted error of the sign of the raw score."""
+    return jnp.sum(w * ((raw > 0) != (y > 0.5))) / jnp.sum(w)
+
+
+def test_validation_metric_is_computed_on_held_out_rows_only(res_a, data):
+    X, y = data
+    for i in (0, 7, 13, res_a.n_rows - 1):
+        w_train, w_valid = res_a.fold_weights(i)
+        p = np.sum(w_train * y) / np.sum(w_train)
+        baseline = np.log(p / (1 - p))  # hand-computed logit baseline of the training folds
+        trees = _row_trees(res_a, i)
+        for m in (1, 5, ROUNDS):
+            want = _held_out_deviance(trees, X, y, w_valid, baseline, m)
+            np.testing.assert_allclose(res_a.valid_curves[i, m - 1], want, rtol=1e-5, err_msg=f"row {i}")
+
+
+def test_held_out_labels_never_reach_the_rows_trees(res_a, data):
+    X, y = data
+    folds = res_a.fold_table[0]  # one explicit partition for both seeds
+    base = _sweep_a(X, y, folds=folds, metric=weighted_sign_error)
+    flipped = y.copy()
+    flipped[folds == 0] = 1.0 - flipped[folds == 0]
+    pert = _sweep_a(X, flipped, folds=folds, metric=weighted_sign_error)
+    assert base.metric == "weighted_sign_error"
+    for i in range(base.n_rows):
+        a, b = _row_trees(base, i), _row_trees(pert, i)
+        if base.fold[i] == 0:
+            # Trained without fold 0: identical trees; the metric on fold 0 sees the new labels.
+            _assert_same_trees(a, b, f"row {i}")
+            w_train, w_valid = base.fold_weights(i)
+            np.testing.assert_allclose(pert.valid_curves[i], 1.0 - base.valid_curves[i], atol=1e-6)
+            p = np.sum(w_train * y) / np.sum(w_train)
+            for m in (1, ROUNDS):
+                want = _held_out_error(a, X, y, w_valid, np.log(p / (1 - p)), m)
+                np.testing.assert_allclose(base.valid_curves[i, m - 1], want, atol=1e-6)
+        else:
+            # The flipped labels are training labels of the other folds: their trees change.
+            assert not np.array_equal(np.asarray(a.leaf_values), np.asarray(b.leaf_values)), i
+
+
+def test_builtin_metrics_match_numpy():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 50).astype(np.float32)
+    raw = rng.standard_normal(50).astype(np.float32)
+    w = rng.uniform(0, 1, 50).astype(np.float32)
+    loss = jboost.losses.binomial_deviance()
+    want = np.sum(w * ((raw > 0) != (y > 0.5))) / np.sum(w)
+    np.testing.assert_allclose(sweep_lib.error_rate(y, raw, w, loss), want, rtol=1e-6)
+    reg = jboost.losses.squared_error()
+    np.testing.assert_allclose(sweep_lib.squared_error(y, raw, w, reg), np.sum(w * (y - raw) ** 2) / np.sum(w), rtol=1e-6)
+    np.testing.assert_allclose(sweep_lib.absolute_error(y, raw, w, reg), np.sum(w * np.abs(y - raw)) / np.sum(w), rtol=1e-6)
+    k3 = jboost.losses.multinomial_deviance(3)
+    yk = rng.integers(0, 3, 50).astype(np.float32)
+    rk = rng.standard_normal((50, 3)).astype(np.float32)
+    np.testing.assert_allclose(sweep_lib.error_rate(yk, rk, w, k3),
+                               np.sum(w * (rk.argmax(1) != yk)) / np.sum(w), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# Chunking, compilation, static groups.
+# --------------------------------------------------------------------------------------------
+
+
+def test_chunked_and_unchunked_sweeps_give_the_same_table(res_a, data):
+    chunked = _sweep_a(*data, chunk_size=5)  # 24 models: 5 chunks, the last one padded
+    assert chunked.info["n_chunks"] == 5
+    assert res_a.info["n_chunks"] != 5
+    np.testing.assert_array_equal(chunked.valid_curves, res_a.valid_curves)
+    np.testing.assert_array_equal(chunked.train_curves, res_a.train_curves)
+    assert chunked.to_rows() == res_a.to_rows()
+    assert str(chunked) == str(res_a)
+
+
+def test_auto_chunk_size_follows_the_memory_budget():
+    cpu = jax.devices("cpu")[0]
+    mb = sweep_lib.model_bytes(3065, 57, 6, 256, 1, 100)
+    # Depth-6 histograms of spam: 57 features x 32 leaves x 256 bins x 2 channels x 4 bytes, x7.
+    assert mb > 7 * 57 * 32 * 256 * 2 * 4
+    assert sweep_lib.auto_chunk_size(mb, 1000, cpu, memory_budget=10 * mb) == min(
+        10, sweep_lib.DEFAULT_CPU_MODELS_PER_DEVICE)
+    assert sweep_lib.auto_chunk_size(mb, 1000, cpu, memory_budget=mb // 2) == 1
+    assert sweep_lib.auto_chunk_size(100, 3, cpu, memory_budget=10**9) == min(3, sweep_lib.DEFAULT_CPU_MODELS_PER_DEVICE)
+    assert sweep_lib.model_bytes(100, 5, 6, 256, 3, 10) > sweep_lib.model_bytes(100, 5, 6, 256, 1, 10)
+
+
+def test_one_compilation_per_static_combination_and_round_prefixes():
+    X, y = _data(n=211, seed=4)  # a size no other test uses: nothing is cached
+    kw = dict(grid={"learning_rate": [0.2, 0.6]}, folds=2, seeds=1, n_rounds=[3, 7],
+              depth=[1, DEPTH], n_bins=BINS, chunk_size=1)
+    before = sum(sweep_lib.trace_counts().values())
+    res = sweep_lib.sweep(X, y, "binomial_deviance", **kw)
+    assert res.info["n_compilations"] == 2  # depths 1 and 2; n_rounds 3 and 7 share the fits
+    assert sum(sweep_lib.trace_counts().values()) - before == 2
+    assert res.info["n_chunks"] == 2 * 4  # 4 models per depth, one per chunk
+    again = sweep_lib.sweep(X, y, "binomial_deviance", **kw)
+    assert again.info["n_compilations"] == 0
+    assert res.n_configs == 2 * 2 * 2 and res.swept == ("learning_rate", "n_rounds", "depth")
+    for c, cfg in enumerate(res.configs):
+        if cfg["n_rounds"] != 3:
+            continue
+        long = next(j for j, o in enumerate(res.configs) if o == {**cfg, "n_rounds": 7})
+        rows, long_rows = res.config == c, res.config == long
+        np.testing.assert_array_equal(res.valid_curves[rows, :3], res.valid_curves[long_rows, :3])
+        assert np.all(np.isnan(res.valid_curves[rows, 3:]))
+        assert res.best_rounds[c] <= 3
+    # Depth changes the models.
+    d1 = [c for c, cfg in enumerate(res.configs) if cfg["depth"] == 1 and cfg["n_rounds"] == 7][0]
+    d2 = [c for c, cfg in enumerate(res.configs) if cfg["depth"] == 2 and cfg["n_rounds"] == 7
+          and cfg["learning_rate"] == res.configs[d1]["learning_rate"]][0]
+    assert not np.allclose(res.mean_curves[d1], res.mean_curves[d2])
+
+
+# --------------------------------------------------------------------------------------------
+# Folds.
+# --------------------------------------------------------------------------------------------
+
+
+@hypothesis.settings(max_examples=25, deadline=None)
+@hypothesis.given(n=st.integers(10, 300), k=st.integers(2, 7), n_classes=st.integers(2, 5),
+                  seed=st.integers(0, 10**6))
+def test_stratified_folds_are_balanced(n, k, n_classes, seed):
+    hypothesis.assume(k <= n)
+    rng = np.random.default_rng(seed)
+    y = rng.choice(n_classes, size=n, p=rng.dirichlet(np.ones(n_classes))).astype(np.float32)
+    f = sweep_lib.fold_ids(y, k, seed=seed, stratified=True)
+    sizes = np.bincount(f, minlength=k)
+    assert sizes.max() - sizes.min() <= 1
+    for c in np.unique(y):
+        counts = np.bincount(f[y == c], minlength=k)
+        assert counts.max() - counts.min() <= 1, (c, counts)
+
+
+def test_folds_default_stratified_for_classification_and_new_partition_per_seed():
+    rng = np.random.default_rng(0)
+    y = (rng.random(100) < 0.1).astype(np.float32)  # 10% positives
+    plain = [sweep_lib.fold_ids(y, 5, seed=s) for s in range(20)]
+    strat = sweep_lib.fold_ids(y, 5, seed=0, stratified=True)
+    assert np.ptp(np.bincount(strat[y == 1], minlength=5)) <= 1
+    # Without stratification some partition is unbalanced in the positives.
+    assert max(np.ptp(np.bincount(p[y == 1], minlength=5)) for p in plain) > 1
+    assert not np.array_equal(sweep_lib.fold_ids(y, 5, seed=0), sweep_lib.fold_ids(y, 5, seed=1))
+
+
+def test_sweep_folds_stratified_and_repeated(res_a, data):
+    _, y = data
+    assert res_a.fold_table.shape == (2, N)
+    assert not np.array_equal(res_a.fold_table[0], res_a.fold_table[1])
+    for s in range(2):
+        for c in (0, 1):
+            assert np.ptp(np.bincount(res_a.fold_table[s][y == c], minlength=3)) <= 1
+
+
+# --------------------------------------------------------------------------------------------
+# Selection and refit.
+# --------------------------------------------------------------------------------------------
+
+
+def test_best_round_best_config_and_refit_match_numpy_and_a_direct_fit(res_a, data):
+    X, y = data
+    curves = res_a.valid_curves.reshape(4, 6, ROUNDS)
+    mean = curves.mean(1)
+    se = curves.std(1, ddof=1) / np.sqrt(6)
+    best_rounds = mean.argmin(1) + 1
+    np.testing.assert_array_equal(res_a.best_rounds, best_rounds)
+    assert best_rounds.min() < ROUNDS  # learning rate 1.5 overfits: early stopping matters
+    best = int(np.argmin(mean[np.arange(4), best_rounds - 1]))
+    assert res_a.best_index == best
+    assert res_a.best["mean"] == pytest.approx(mean[best, best_rounds[best] - 1])
+    assert res_a.best["se"] == pytest.approx(se[best, best_rounds[best] - 1])
+    cfg = res_a.configs[best]
+    model = sweep_lib.refit(res_a, X, y)
+    direct = jboost.fit(X, y, "binomial_deviance", n_rounds=int(best_rounds[best]), depth=DEPTH,
+                        n_bins=BINS, learning_rate=cfg["learning_rate"], subsample=cfg["subsample"],
+                        key=jnp.asarray(res_a.seed_keys[0]))
+    assert model.n_rounds == best_rounds[best]
+    _assert_same_trees(model.trees, direct.trees, "refit")
+    np.testing.assert_array_equal(np.asarray(model.baseline), np.asarray(direct.baseline))
+
+
+def test_table_rows_and_text(res_a):
+    rows = res_a.to_rows()
+    assert len(rows) == res_a.n_rows
+    r = rows[5]
+    assert set(GRID_A) <= set(r) and {"fold", "seed", "best_round", "valid_curve"} <= set(r)
+    assert r["valid_curve"] == res_a.valid_curves[5].tolist()
+    assert r["best"] == min(r["valid_curve"])
+    json.dumps(rows)
+    summary = res_a.summary()
+    assert [s["best_round"] for s in summary] == res_a.best_rounds.tolist()
+    text = str(res_a)
+    assert "<- best" in text and "learning_rate" in text and len(text.splitlines()) == 2 + 4
+
+
+# --------------------------------------------------------------------------------------------
+# Errors name the argument.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(grid={"learning_rat": [0.1]}), "learning_rat"),
+    (dict(grid={"learning_rate": [0.1, -1.0]}), "learning_rate"),
+    (dict(grid={"subsample": [1.5]}), "subsample"),
+    (dict(grid={"depth": [2, 3]}), "depth= argument"),
+    (dict(grid={"alpha": [0.5]}), "alpha"),
+    (dict(folds=1), "folds=1"),
+    (dict(folds=500), "folds=500"),
+    (dict(depth=[2, 2]), "depth"),
+    (dict(metric="mse_typo"), "metric="),
+    (dict(stratified=True, loss="squared_error"), "stratified"),
+    (dict(metric="error_rate", loss="squared_error"), "error_rate"),
+    (dict(learning_rate=0.0), "learning_rate"),
+])
+def test_errors_name_the_argument(data, kwargs, match):
+    X, y = data
+    kwargs = dict(kwargs)
+    loss = kwargs.pop("loss", "binomial_deviance")
+    with pytest.raises((ValueError, TypeError), match=match):
+        sweep_lib.sweep(X, y, loss, n_rounds=2, depth=1, n_bins=BINS, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# Several devices share the models.
+# --------------------------------------------------------------------------------------------
+
+_TWO_DEVICES = """
+import json, sys
+import jax
+sys.path.insert(0, {root!r})
+sys.path.insert(0, {tests!r})
+import test_sweep as t
+assert len(jax.devices()) == 2, jax.devices()
+X, y = t._data()
+res = t._sweep_a(X, y, keep_trees=False)
+print(json.dumps(dict(n_devices=res.info["n_devices"], curves=res.valid_curves.tolist(),
+                      chunk=list(res.info["chunk_size"].values())[0])))
+"""
+
+
+def test_two_host_devices_shard_the_models(res_a):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = _TWO_DEVICES.format(root=os.path.dirname(here), tests=here)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["n_devices"] == 2
+    np.testing.assert_allclose(np.asarray(got["curves"]), res_a.valid_curves, rtol=1e-6)

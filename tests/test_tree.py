@@ -1,0 +1,367 @@
+"""Oblivious trees (jboost/tree.py) and exact leaf refits (jboost/refit.py).
+
+``fit_tree`` is called outside ``jit`` here (as the core does not jit it on its own). Evaluated
+eagerly, every primitive of the split search and of the leaf values would be compiled separately
+for every shape, which at depth 12 costs tens of seconds; the ``_jit_tree_pieces`` fixture
+therefore swaps in jitted versions of ``splits.best_split`` and ``tree.newton_leaf_values`` for
+this module (same functions, same arguments, same results; restored afterwards).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jboost
+from jboost import losses
+from jboost import refit
+from jboost import splits
+from jboost import tree
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _jit_tree_pieces():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(splits, "best_split", jax.jit(splits.best_split))
+        mp.setattr(tree, "newton_leaf_values", jax.jit(tree.newton_leaf_values))
+        yield
+
+
+def fit(X_binned, g, h, *, depth, n_bins, l2=0.0, min_split_gain=0.0, min_child_weight=0.0, **kw):
+    g = jnp.asarray(g, jnp.float32).reshape(len(g), -1)
+    h = jnp.asarray(h, jnp.float32).reshape(len(h), -1)
+    return tree.fit_tree(jnp.asarray(X_binned), g, h, depth=depth, n_bins=n_bins, l2=l2,
+                         min_split_gain=min_split_gain, min_child_weight=min_child_weight, **kw)
+
+
+def numpy_leaf_index(features, borders, missing_right, X):
+    """Brute-force leaf of each raw row: bit d is set when row goes right at level d."""
+    leaf = np.zeros(X.shape[0], np.int64)
+    for d, (f, b, m) in enumerate(zip(features, borders, missing_right)):
+        x = X[:, f]
+        right = np.where(np.isnan(x), m, x > b)
+        leaf += right.astype(np.int64) << d
+    return leaf
+
+
+def newton_reference(G, H, l2, min_child_weight):
+    """Leaf values by the documented recursion: each node's Newton value -G/(H+l2) unless its
+    hessian sum is 0 or below min_child_weight, then its parent's value. Leaf c's ancestor at
+    level d is the node c mod 2**d (the low d bits of c: the first d split decisions)."""
+    n_leaves, k = G.shape
+    depth = n_leaves.bit_length() - 1
+    newton = lambda g, h: np.where(h + l2 > 0, -g / np.where(h + l2 > 0, h + l2, 1.0), 0.0)
+    value = {0: newton(G.sum(0), H.sum(0))}  # root
+    for d in range(1, depth + 1):
+        nxt = {}
+        for node in range(2**d):
+            members = [c for c in range(n_leaves) if c % 2**d == node]
+            g, h = G[members].sum(0), H[members].sum(0)
+            ok = h.sum() > 0 and h.sum() >= min_child_weight
+            nxt[node] = newton(g, h) if ok else value[node % 2 ** (d - 1)]
+        value = nxt
+    return np.stack([value[c] for c in range(n_leaves)])
+
+
+# --------------------------------------------------------------------------------------------
+# Leaf index
+# --------------------------------------------------------------------------------------------
+
+
+def test_leaf_index_hand_computed():
+    columns = jnp.asarray([[1, 3, 0], [2, 0, 7]])
+    thresholds = jnp.asarray([1, 1])
+    missing_right = jnp.asarray([False, True])
+    is_missing = jnp.asarray([[False, False, False], [False, False, True]])
+    # row 0: (1>1)=0, (2>1)=1 -> 2; row 1: 1, 0 -> 1; row 2: 0, missing->right -> 2.
+    np.testing.assert_array_equal(tree.leaf_index(columns, thresholds, missing_right, is_missing), [2, 1, 2])
+
+
+def test_known_rule_recovered_exactly_on_prebinned_data():
+    # y = 2 [x0 > 5] + [x2 > 9] on bins 0..14 of three features; squared error from raw 0:
+    # g = -y, h = 1. With l2 = 0 a depth-2 tree must find x0 > 5 first (larger gain), then
+    # x2 > 9, with leaf values the leaf means 0, 2, 1, 3 and gains the drops in the sum of squares.
+    rng = np.random.default_rng(0)
+    Xb = rng.integers(0, 15, size=(3, 400)).astype(np.uint8)
+    y = 2.0 * (Xb[0] > 5) + 1.0 * (Xb[2] > 9)
+    t, leaf = fit(Xb, -y, np.ones(400), depth=2, n_bins=16)
+    np.testing.assert_array_equal(t.features, [0, 2])
+    np.testing.assert_array_equal(t.thresholds, [5, 9])
+    np.testing.assert_array_equal(t.missing_right, [False, False])
+    np.testing.assert_allclose(np.asarray(t.leaf_values)[:, 0], [0.0, 2.0, 1.0, 3.0], atol=1e-6)
+    expected_leaf = (Xb[0] > 5) + 2 * (Xb[2] > 9)
+    np.testing.assert_array_equal(leaf, expected_leaf)
+    np.testing.assert_array_equal(tree.leaf_index_binned(t, jnp.asarray(Xb), 16), expected_leaf)
+    sse = lambda groups: sum(((y[groups == g] - y[groups == g].mean()) ** 2).sum() for g in np.unique(groups))
+    sse0, sse1 = sse(np.zeros(400)), sse((Xb[0] > 5).astype(int))
+    # With l2 = 0, G^2/H = n * mean^2 per node, so the gain is the drop in the sum of squares.
+    np.testing.assert_allclose(t.gains, [sse0 - sse1, sse1 - 0.0], rtol=1e-5)
+
+
+def test_vector_leaves_for_several_outputs():
+    # K = 2 outputs share one structure; each output's leaf value is its own Newton step.
+    rng = np.random.default_rng(1)
+    Xb = rng.integers(0, 7, size=(2, 300)).astype(np.uint8)
+    y = np.stack([3.0 * (Xb[1] > 2), -1.0 * (Xb[1] > 2) + 0.5 * (Xb[0] > 4)], -1)
+    t, leaf = fit(Xb, -y, np.ones_like(y), depth=2, n_bins=8, l2=0.0)
+    assert t.leaf_values.shape == (4, 2)
+    assert int(t.features[0]) == 1 and int(t.thresholds[0]) == 2
+    for c in range(4):
+        np.testing.assert_allclose(np.asarray(t.leaf_values)[c], y[np.asarray(leaf) == c].mean(0), atol=1e-5)
+
+
+def test_fit_binned_and_raw_leaf_indices_agree():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 4)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = np.where(np.isnan(X[:, 1]), 1.0, X[:, 1] > 0.3) + np.nan_to_num(X[:, 0])
+    borders = jboost.compute_borders(X, n_bins=16)
+    Xb = jboost.bin_features(X, borders)
+    t, leaf = fit(Xb, -y, np.ones(300), depth=4, n_bins=16, l2=1.0)
+    tr = tree.with_borders(t, jnp.asarray(borders))
+    np.testing.assert_array_equal(tr.borders, borders[np.asarray(t.features), np.asarray(t.thresholds)])
+    np.testing.assert_array_equal(tree.leaf_index_binned(t, Xb, 16), leaf)
+    np.testing.assert_array_equal(tree.leaf_index_raw(tr, jnp.asarray(X.T)), leaf)
+    np.testing.assert_array_equal(numpy_leaf_index(np.asarray(tr.features), np.asarray(tr.borders),
+                                                   np.asarray(tr.missing_right), X), leaf)
+    np.testing.assert_array_equal(tree.predict_raw(tr, X), np.asarray(tr.leaf_values)[np.asarray(leaf)])
+    # New rows, including values exactly on the used borders and +-inf: bins and raw floats agree.
+    Xn = rng.normal(size=(64, 4)).astype(np.float32)
+    Xn[:8, np.asarray(tr.features)] = np.asarray(tr.borders)[None, :]
+    Xn[8:12] = np.inf
+    Xn[12:16] = -np.inf
+    Xn[16:20] = np.nan
+    via_bins = tree.leaf_index_binned(t, jboost.bin_features(Xn, borders), 16)
+    np.testing.assert_array_equal(tree.leaf_index_raw(tr, jnp.asarray(Xn.T)), via_bins)
+
+
+def test_missing_values_follow_the_learned_direction():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(200, 2)).astype(np.float32)
+    nan_rows = rng.random(200) < 0.25
+    X[nan_rows, 0] = np.nan
+    borders = jboost.compute_borders(X, n_bins=16)
+    Xb = jboost.bin_features(X, borders)
+    for nan_target, expect_right in ((1.0, True), (-1.0, False)):
+        y = np.where(nan_rows, nan_target, np.where(X[:, 0] > 0.5, 1.0, -1.0))
+        t, leaf = fit(Xb, -y, np.ones(200), depth=1, n_bins=16)
+        assert int(t.features[0]) == 0
+        assert bool(t.missing_right[0]) is expect_right
+        tr = tree.with_borders(t, jnp.asarray(borders))
+        pred = np.asarray(tree.predict_raw(tr, X))[:, 0]
+        np.testing.assert_allclose(pred[nan_rows], nan_target, atol=1e-6)
+        np.testing.assert_array_equal(np.asarray(leaf)[nan_rows], int(expect_right))
+    # A feature never missing in training: missing values at prediction time go left (the tie
+    # between the two directions is broken towards "left").
+    Xc = np.nan_to_num(X, nan=0.1)
+    Xcb = jboost.bin_features(Xc, borders)
+    t, _ = fit(Xcb, -np.where(Xc[:, 0] > 0.5, 1.0, -1.0), np.ones(200), depth=1, n_bins=16)
+    assert not bool(t.missing_right[0])
+    tr = tree.with_borders(t, jnp.asarray(borders))
+    probe = np.array([[np.nan, 0.5]], np.float32)
+    assert float(tree.predict_raw(tr, probe)[0, 0]) == float(t.leaf_values[0, 0])
+
+
+def test_predict_raw_sums_all_trees_over_leading_axes():
+    rng = np.random.default_rng(4)
+    F, D, K = 4, 3, 2
+    shape = (2, 3)
+    trees = tree.ObliviousTrees(
+        features=jnp.asarray(rng.integers(0, F, size=shape + (D,)), jnp.int32),
+        thresholds=jnp.zeros(shape + (D,), jnp.int32),
+        borders=jnp.asarray(rng.normal(size=shape + (D,)), jnp.float32),
+        missing_right=jnp.asarray(rng.random(shape + (D,)) < 0.5),
+        leaf_values=jnp.asarray(rng.normal(size=shape + (2**D, K)), jnp.float32),
+        gains=jnp.zeros(shape + (D,), jnp.float32),
+    )
+    X = rng.normal(size=(50, F)).astype(np.float32)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    expected = np.zeros((50, K))
+    for i in range(2):
+        for j in range(3):
+            leaf = numpy_leaf_index(np.asarray(trees.features[i, j]), np.asarray(trees.borders[i, j]),
+                                    np.asarray(trees.missing_right[i, j]), X)
+            expected += np.asarray(trees.leaf_values[i, j])[leaf]
+    np.testing.assert_allclose(np.asarray(tree.predict_raw(trees, X)), expected, rtol=1e-5, atol=1e-5)
+    assert tree.flatten_trees(trees).features.shape == (6, D)
+
+
+# --------------------------------------------------------------------------------------------
+# Leaf values
+# --------------------------------------------------------------------------------------------
+
+
+def test_newton_leaf_values_hand_computed():
+    # Depth 2, l2 = 1. Leaf c's parent is node c mod 2 of level 1.
+    # min_child_weight = 2: leaf 0 (H=1) falls back to its parent node 0 = leaves {0, 2}:
+    # -(-8) / (5 + 1); leaves 1, 2, 3 keep -G/(H+1): 4/4, 6/5, -3/3.
+    G = jnp.asarray([[-2.0], [-4.0], [-6.0], [3.0]])
+    H = jnp.asarray([[1.0], [3.0], [4.0], [2.0]])
+    np.testing.assert_allclose(tree.newton_leaf_values(G, H, 1.0, 2.0)[:, 0], [8 / 6, 1.0, 1.2, -1.0], rtol=1e-6)
+    # Level-1 node 1 (leaves 1 and 3) is empty: both its leaves get the root's value -(-8)/(5+1).
+    G = jnp.asarray([[-2.0], [0.0], [-6.0], [0.0]])
+    H = jnp.asarray([[1.0], [0.0], [4.0], [0.0]])
+    np.testing.assert_allclose(tree.newton_leaf_values(G, H, 1.0, 0.0)[:, 0], [1.0, 8 / 6, 1.2, 8 / 6], rtol=1e-6)
+    # Nothing anywhere and l2 = 0: zeros, not NaN.
+    np.testing.assert_array_equal(tree.newton_leaf_values(jnp.zeros((4, 1)), jnp.zeros((4, 1)), 0.0, 0.0), 0.0)
+
+
+@pytest.mark.parametrize("mcw", [0.0, 1.0, 3.0])
+def test_newton_leaf_values_match_recursive_reference(mcw):
+    rng = np.random.default_rng(int(mcw * 10))
+    G = rng.normal(size=(16, 2)) * 3
+    H = rng.uniform(0.0, 2.0, size=(16, 2))
+    empty = rng.random(16) < 0.3
+    G[empty], H[empty] = 0.0, 0.0
+    got = tree.newton_leaf_values(jnp.asarray(G, jnp.float32), jnp.asarray(H, jnp.float32), 0.5, mcw)
+    np.testing.assert_allclose(np.asarray(got), newton_reference(G, H, 0.5, mcw), rtol=1e-5, atol=1e-6)
+
+
+def test_every_depth_from_1_to_12():
+    # Small data, so most leaves of deep trees are empty and take their ancestors' values.
+    rng = np.random.default_rng(5)
+    n, n_bins = 64, 8
+    Xb = rng.integers(0, n_bins, size=(3, n)).astype(np.uint8)
+    g = rng.normal(size=n) + 2.0 * (Xb[0] > 3)
+    h = rng.uniform(0.5, 1.5, size=n)
+    deepest = None
+    for depth in range(12, 0, -1):
+        t, leaf = fit(Xb, g, h, depth=depth, n_bins=n_bins, l2=1.0)
+        leaf = np.asarray(leaf)
+        assert t.features.shape == (depth,) and t.leaf_values.shape == (2**depth, 1)
+        assert leaf.min() >= 0 and leaf.max() < 2**depth
+        np.testing.assert_array_equal(tree.leaf_index_binned(t, jnp.asarray(Xb), n_bins), leaf)
+        values = np.asarray(t.leaf_values)[:, 0]
+        assert np.all(np.isfinite(values))
+        # A leaf holding training rows gets its own Newton value -G/(H + l2).
+        G = np.bincount(leaf, weights=g, minlength=2**depth)
+        H = np.bincount(leaf, weights=h, minlength=2**depth)
+        used = H > 0
+        np.testing.assert_allclose(values[used], -G[used] / (H[used] + 1.0), rtol=1e-5, atol=1e-6)
+        # A shallower tree is the first levels of a deeper one (a level's split never depends on
+        # the levels below it).
+        if deepest is None:
+            deepest = t
+        else:
+            for field in ("features", "thresholds", "missing_right"):
+                np.testing.assert_array_equal(getattr(t, field), getattr(deepest, field)[:depth])
+            np.testing.assert_allclose(t.gains, deepest.gains[:depth], rtol=1e-6)
+
+
+def test_zero_weight_rows_are_absent():
+    # grad and hess arrive multiplied by the weights: a zero-weight row must change nothing.
+    rng = np.random.default_rng(6)
+    Xb = rng.integers(0, 8, size=(3, 100)).astype(np.uint8)
+    g, h = rng.normal(size=100) + (Xb[1] > 4), np.ones(100)
+    keep = rng.random(100) < 0.7
+    t_all, _ = fit(Xb, g * keep, h * keep, depth=3, n_bins=8, l2=1.0, min_child_weight=1.0)
+    t_sub, _ = fit(Xb[:, keep], g[keep], h[keep], depth=3, n_bins=8, l2=1.0, min_child_weight=1.0)
+    for field in ("features", "thresholds", "missing_right"):
+        np.testing.assert_array_equal(getattr(t_all, field), getattr(t_sub, field))
+    np.testing.assert_allclose(t_all.leaf_values, t_sub.leaf_values, rtol=1e-5, atol=1e-6)
+
+
+def test_feature_masks_per_level():
+    rng = np.random.default_rng(7)
+    Xb = rng.integers(0, 8, size=(4, 200)).astype(np.uint8)
+    g = -(3.0 * (Xb[0] > 3) + 2.0 * (Xb[1] > 2) + 1.0 * (Xb[2] > 5) + 0.5 * (Xb[3] > 1))
+    masks = np.array([[False, False, True, False], [False, True, False, False], [True, False, False, True]])
+    t, _ = fit(Xb, g, np.ones(200), depth=3, n_bins=8, feature_masks=jnp.asarray(masks))
+    np.testing.assert_array_equal(t.features, [2, 1, 0])
+
+
+# --------------------------------------------------------------------------------------------
+# Exact refits (ESL Algorithm 10.3, step 2(c))
+# --------------------------------------------------------------------------------------------
+
+
+def weighted_quantile_ref(v, w, q):
+    keep = w > 0
+    v, w = v[keep], w[keep]
+    order = np.argsort(v)
+    cw = np.cumsum(w[order])
+    return v[order][np.nonzero(cw >= q * cw[-1])[0][0]]
+
+
+def _refit_data(seed, n=90, n_leaves=8):
+    rng = np.random.default_rng(seed)
+    y = rng.standard_t(3, size=n).astype(np.float32)
+    raw = rng.normal(scale=0.3, size=(n, 1)).astype(np.float32)
+    w = rng.exponential(size=n).astype(np.float32)
+    w[rng.random(n) < 0.15] = 0.0
+    leaf = rng.integers(0, n_leaves, size=n).astype(np.int32)
+    leaf[leaf == 5] = 4                  # leaf 5: no rows
+    w[leaf == 6] = 0.0                   # leaf 6: rows, but all with zero weight
+    return y, raw, w, leaf
+
+
+@pytest.mark.parametrize("q", [0.1, 0.5, 0.9])
+def test_quantile_refit_matches_numpy(q):
+    y, raw, w, leaf = _refit_data(8)
+    default = jnp.arange(8, dtype=jnp.float32)[:, None] + 100.0
+    fn = jax.jit(refit.quantile_leaf_values, static_argnums=4)
+    got = np.asarray(fn(jnp.asarray(y), jnp.asarray(raw), jnp.asarray(w), jnp.asarray(leaf), 8, q, default))
+    r = y - raw[:, 0]
+    for j in range(8):
+        sel = leaf == j
+        if np.sum(w[sel]) > 0:
+            assert got[j, 0] == weighted_quantile_ref(r[sel], w[sel], q), j
+        else:
+            assert got[j, 0] == 100.0 + j  # the default
+    assert 5 not in leaf and np.all(w[leaf == 6] == 0)
+
+
+def test_huber_refit_matches_numpy():
+    y, raw, w, leaf = _refit_data(9)
+    delta = 0.7
+    fn = jax.jit(refit.huber_leaf_values, static_argnums=4)
+    got = np.asarray(fn(jnp.asarray(y), jnp.asarray(raw), jnp.asarray(w), jnp.asarray(leaf), 8, delta,
+                        jnp.full((8, 1), -7.0)))
+    r = (y - raw[:, 0]).astype(np.float64)
+    for j in range(8):
+        sel = (leaf == j) & (w > 0)
+        if not sel.any():
+            assert got[j, 0] == -7.0
+            continue
+        med = weighted_quantile_ref(r[sel], w[sel], 0.5)
+        dev = r[sel] - med
+        expected = med + np.sum(w[sel] * np.sign(dev) * np.minimum(delta, np.abs(dev))) / np.sum(w[sel])
+        np.testing.assert_allclose(got[j, 0], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_refit_dispatch():
+    y, raw, w, leaf = _refit_data(10)
+    args = (jnp.asarray(y), jnp.asarray(raw), jnp.asarray(w), jnp.asarray(leaf), 8)
+    newton = jnp.full((8, 1), 0.25)
+    r = y - raw[:, 0]
+    dispatch = jax.jit(refit.refit_leaf_values, static_argnums=5)
+    # No refit: the Newton values unchanged.
+    np.testing.assert_array_equal(dispatch(losses.binomial_deviance(), *args, newton), newton)
+    for loss, q in ((losses.absolute_error(), 0.5), (losses.quantile(alpha=0.8), 0.8)):
+        got = np.asarray(dispatch(loss, *args, newton))
+        assert got[0, 0] == weighted_quantile_ref(r[leaf == 0], w[leaf == 0], q)
+        assert got[5, 0] == 0.0 and got[6, 0] == 0.0  # empty leaves: 0, not the Newton value
+    got = np.asarray(dispatch(losses.huber(delta=0.7), *args, newton))
+    direct = np.asarray(refit.huber_leaf_values(*args, 0.7, jnp.zeros((8, 1))))
+    np.testing.assert_allclose(got, direct, rtol=1e-6)
+
+
+def test_line_search_refit_minimises_the_loss_per_leaf():
+    rng = np.random.default_rng(11)
+    n = 120
+    y = (rng.random(n) < 0.6).astype(np.float32)
+    raw = rng.normal(size=(n, 1)).astype(np.float32)
+    w = rng.uniform(0.5, 2.0, size=n).astype(np.float32)
+    leaf = rng.integers(0, 4, size=n).astype(np.int32)
+    loss = losses.binomial_deviance().replace(leaf_refit="line_search")
+    init = jnp.zeros((4, 1), jnp.float32)
+    got = np.asarray(jax.jit(refit.refit_leaf_values, static_argnums=5)(
+        loss, jnp.asarray(y), jnp.asarray(raw), jnp.asarray(w), jnp.asarray(leaf), 4, init))
+    for j in range(4):
+        s = leaf == j
+        grad = lambda c: np.sum(w[s] * (1 / (1 + np.exp(-(raw[s, 0] + c))) - y[s]))
+        assert abs(grad(float(got[j, 0]))) < 1e-4 * np.sum(w[s])
