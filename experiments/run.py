@@ -56,6 +56,11 @@ def available_experiments() -> List[str]:
                   if not m.name.startswith("_"))
 
 
+def default_workdir(name: str, smoke: bool) -> Path:
+    """``runs/<name>`` or ``runs/<name>-smoke`` (relative to the working directory)."""
+    return Path("runs") / (name + ("-smoke" if smoke else ""))
+
+
 def git_commit() -> str:
     """``git rev-parse HEAD`` of the repository, or ``"unknown"`` outside a git checkout."""
     try:
@@ -199,7 +204,7 @@ def run_experiment(name: str, *, smoke: bool = False, workdir: Optional[os.PathL
     if missing:
         raise ValueError(f"experiment {name!r}: get_config() must define {missing}.")
     json.dumps(config)  # the config must be JSON-serialisable as it is
-    workdir = Path(workdir) if workdir is not None else Path("runs") / (name + ("-smoke" if smoke else ""))
+    workdir = Path(workdir) if workdir is not None else default_workdir(name, smoke)
     ctx = Context(workdir=workdir, data_dir=Path(data_dir) if data_dir is not None else None, smoke=smoke)
     commit = git_commit()
     meta = {
@@ -256,7 +261,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"error: unknown experiment {args.name!r}. Available experiments: "
               f"{', '.join(available_experiments())}.", file=sys.stderr)
         return 2
-    workdir = Path(args.workdir) if args.workdir else Path("runs") / (args.name + ("-smoke" if args.smoke else ""))
+    workdir = Path(args.workdir) if args.workdir else default_workdir(args.name, args.smoke)
     try:
         results = run_experiment(args.name, smoke=args.smoke, workdir=workdir, data_dir=args.data_dir,
                                  command=command)

@@ -22,14 +22,17 @@ only ``m = max_features`` randomly chosen features eligible for each split. Here
 * **Leaves.** Regression leaves hold the (bootstrap-weighted) mean: a Newton step of squared
   error with ``l2 = 0`` from a zero score. Classification trees are fitted to one-hot targets
   with squared error, so leaves hold class frequencies and the split gain
-  ``sum_k G_k^2 / H`` is the weighted decrease of the Gini index (ESL eq. 9.17). Forests
-  combine by averaged probabilities (or means) or by majority vote (ESL eq. 15.2 and below).
-* **Memory and chunking.** The deepest level's histogram is ``m * 2**(depth-1) * n_bins * 2K``
-  float32 per tree (spam, bagging: 57 * 2048 * 256 * 4 * 4 B = 478 MB at depth 12; forest with
-  m = 7: 59 MB) and the split search holds a few such arrays. Bags are therefore fitted in
-  chunks: ``lax.map(..., batch_size=chunk_size)`` runs a ``vmap`` over ``chunk_size`` bags at a
-  time, sequentially over chunks; :func:`chunk_size_for_budget` picks the chunk size from a
-  memory budget (or pass ``chunk_size``, or fewer ``n_bins``).
+  ``sum_k G_k^2 / H`` is the weighted decrease of the Gini index (ESL eq. 9.17). Two classes
+  are fitted as one 0/1 output (half the gain, the same splits, half the histogram) and the
+  leaves expanded to ``(1 - p, p)``. Forests combine by averaged probabilities (or means) or by
+  majority vote (ESL eq. 15.2 and below).
+* **Memory and chunking.** The deepest level's histogram is ``m * 2**(depth-1) * n_bins * C``
+  float32 per tree, ``C = 2K`` (``C = 2`` for two classes). On spam (``F = 57``) at depth 12
+  with 256 bins that is 57 * 2048 * 256 * 2 * 4 B = 239 MB for bagged trees and 29 MB for a
+  forest with ``m = 7``; the split search holds a few arrays of that size. Bags are therefore
+  fitted in chunks: ``lax.map`` over chunks, each chunk a ``vmap`` over ``chunk_size`` bags
+  (:func:`map_in_chunks`); :func:`chunk_size_for_budget` picks the chunk size from a memory
+  budget (or pass ``chunk_size``, or use fewer ``n_bins``).
 * **OOB** (ESL 15.3.1): each training row is scored only by the bags whose count for it is 0;
   the OOB error against the number of trees is one ``lax.scan`` over the bag axis that carries
   the running (cumulative) sums, so no ``(B, n, K)`` array is materialised.
@@ -254,12 +257,14 @@ def chunk_size_for_budget(n_eligible: int, depth: int, n_bins: int, n_outputs: i
                           budget_bytes: int = DEFAULT_MEMORY_BUDGET) -> int:
     """Number of bags to fit together so that their arrays fit in ``budget_bytes``.
 
-    Per tree: the deepest histogram ``n_eligible * 2**(depth-1) * n_bins * 2K * 4`` bytes times
-    an overhead factor for the split search's temporaries (measured, see ``_HIST_OVERHEAD``),
-    plus ``(n, 2K)`` payloads and ``(n,)`` weights and leaves. At least 1.
+    Per tree: the deepest histogram ``n_eligible * 2**(depth-1) * n_bins * 2K * 4`` bytes
+    (``K = 1`` for two classes, see :func:`fit_forest_binned`) times an overhead factor for the
+    split search's temporaries (measured, see ``_HIST_OVERHEAD``), plus ``(n, 2K)`` payloads and
+    ``(n,)`` weights and leaves. At least 1.
     """
-    hist = n_eligible * 2 ** max(depth - 1, 0) * n_bins * 2 * n_outputs * 4
-    rows = n_samples * (2 * n_outputs + 4) * 4
+    k = 1 if n_outputs == 2 else n_outputs
+    hist = n_eligible * 2 ** max(depth - 1, 0) * n_bins * 2 * k * 4
+    rows = n_samples * (2 * k + 4) * 4
     return max(1, int(budget_bytes // (_HIST_OVERHEAD * hist + rows)))
 
 
@@ -279,7 +284,10 @@ def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, *, config: 
       filled) and the ``(n_trees, n)`` bootstrap weights.
     """
     n_features, n = X_binned.shape
-    k = config.n_outputs
+    # Two classes: fit the 0/1 target with one output. Its gain sum_c n1_c^2/n_c - n1^2/n is
+    # exactly half the one-hot gain (n0 = n - n1), so the splits are the same at half the
+    # histogram size; the leaves p are expanded to (1 - p, p) below.
+    k = 1 if config.n_outputs == 2 else config.n_outputs
     g, h = tree_targets(y, k)
     # Hessians are summed over the K outputs, so K * (row count) is the child's hessian mass.
     mcw = hyper.min_child_weight * k
@@ -295,6 +303,10 @@ def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, *, config: 
         return tree, counts
 
     trees, counts = map_in_chunks(one_bag, config.n_trees, config.chunk_size)
+    if config.n_outputs == 2:
+        p = trees.leaf_values
+        trees = trees._replace(leaf_values=jnp.concatenate([1.0 - p, p], axis=-1),
+                               gains=2.0 * trees.gains)
     return trees, counts
 
 
@@ -311,7 +323,7 @@ def map_in_chunks(fn, n_items: int, chunk_size: int):
     return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:])[:n_items], out)
 
 
-def _resolve_max_features(max_features, n_features: int, task: str) -> int:
+def resolve_max_features(max_features, n_features: int) -> int:
     """``None``: all features (bagging); ``"sqrt"``/``"log2"``/``"third"``; an int; a fraction."""
     if max_features is None:
         return n_features
@@ -400,7 +412,8 @@ def fit_forest(
         ``"third"`` (ESL's regression default ``floor(p/3)``), ``"log2"``, an int or a fraction.
       min_child_weight: minimal (bootstrap-weighted) number of rows in each child (traced;
         ESL's minimum node size).
-      min_split_gain, l2: traced; ``l2 = 0`` keeps leaves at exact means/frequencies.
+      min_split_gain, l2: traced; ``l2 = 0`` keeps leaves at exact means/frequencies (with
+        ``l2 > 0`` two-class leaves are ``(1 - p, p)`` with ``p = n_1 / (n + l2)``).
       n_bins: bins per feature including the missing bin (static).
       bootstrap: ``"multinomial"``, ``"poisson"`` or ``"bayesian"`` (:func:`bootstrap_weights`).
       n_classes: K for classification (default ``max(y) + 1``).
@@ -432,7 +445,7 @@ def fit_forest(
             raise ValueError(f"y has labels up to {int(y.max())} but n_classes={k}.")
     else:
         k = 1
-    m = _resolve_max_features(max_features, n_features, task)
+    m = resolve_max_features(max_features, n_features)
     if chunk_size is None:
         chunk_size = chunk_size_for_budget(m, depth, n_bins, k, n, memory_budget_bytes)
     chunk_size = min(_check_int(chunk_size, "chunk_size", 1, 10**6), n_trees)
@@ -606,6 +619,18 @@ def forest_oob(forest: Forest, X_train, y_train) -> OOBResult:
         raise ValueError(f"X_train has {X_train.shape[0]} rows but the forest was fitted on "
                          f"{forest.bag_weights.shape[1]}.")
     return _forest_oob(forest.trees, forest.bag_weights, X_train, jnp.asarray(y_train, jnp.float32),
+                       classification=forest.is_classifier)
+
+
+def forest_staged(forest: Forest, X, y) -> OOBResult:
+    """Errors of the first ``b = 1..B`` trees on any rows ``(X, y)`` (e.g. a test set).
+
+    The OOB scan with every row out of every bag: ``error[b]`` is the error of the forest
+    truncated to ``b + 1`` trees (ESL Figure 15.1's curves), ``prediction`` the full average.
+    """
+    X = jnp.asarray(X, jnp.float32)
+    zeros = jnp.zeros((forest.n_trees, X.shape[0]), jnp.float32)
+    return _forest_oob(forest.trees, zeros, X, jnp.asarray(y, jnp.float32),
                        classification=forest.is_classifier)
 
 

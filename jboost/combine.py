@@ -410,6 +410,7 @@ def min_row_distance(code) -> jax.Array:
     return jnp.min(jnp.where(jnp.eye(k, dtype=bool), jnp.iinfo(jnp.int32).max, d))
 
 
+@functools.partial(jax.jit, static_argnames=("n_classes", "n_bits", "n_candidates"))
 def random_code(key, n_classes: int, n_bits: int, n_candidates: int = 200) -> jax.Array:
     """Random dense code ``(K, L)`` 0/1 int32: the best of ``n_candidates`` Bernoulli(1/2) draws.
 

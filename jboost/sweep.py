@@ -24,7 +24,7 @@ is sharded over them (``shard_map``), each device fitting its share.
 
 On CPU the work of a vmapped chunk is the sum of its models' work (the split search over
 ``features x leaves x bins`` dominates on small data and cannot be shared), and wide vmaps lose
-cache locality, so chunks hold few models per device (``DEFAULT_CPU_MODELS_PER_DEVICE``); what
+cache locality, so chunks hold one model per device (``DEFAULT_CPU_MODELS_PER_DEVICE``); what
 the fused sweep buys on CPU is one compilation, one binning and the use of every core when
 Python is started with ``XLA_FLAGS=--xla_force_host_platform_device_count=<cores>`` (each host
 device fits its share of the models). Accelerators take as many models per chunk as fit.
@@ -86,9 +86,11 @@ _LOSS_PREFIX = "loss."
 
 # Default memory budget of one chunk of models, per device (bytes).
 DEFAULT_CPU_BUDGET = 1 << 30
-# On CPU, wide vmaps lose cache locality (each model's histograms are megabytes), so a chunk
-# holds few models per device by default; accelerators take as many as the budget allows.
-DEFAULT_CPU_MODELS_PER_DEVICE = 2
+# On CPU a vmap of M models costs at least M times one model: measured on 2 cores (100k x 50,
+# depth-6 histograms) a vmap of 2 took ~21 ms per model per level vs ~13 ms for 1, and on spam
+# chunks of 4-8 models were 20-25% slower than 1-2. So a CPU chunk holds one model per device by
+# default; accelerators take as many as the memory budget allows.
+DEFAULT_CPU_MODELS_PER_DEVICE = 1
 
 # Number of times the chunk program was traced, per static key; see trace_counts().
 _TRACES: collections.Counter = collections.Counter()
@@ -161,7 +163,7 @@ def _metric_curve(metric, loss, trees, init_raw, X_binned, y, w_valid, n_bins: i
 # --------------------------------------------------------------------------------------------
 
 
-def fold_ids(y, n_folds: int, seed: int = 0, stratified: bool = False) -> np.ndarray:
+def fold_ids(y, n_folds: int, seed: Union[int, Sequence[int]] = 0, stratified: bool = False) -> np.ndarray:
     """A random partition of the rows into ``n_folds`` folds: ``(n,)`` int32 fold of each row.
 
     Unstratified: a random permutation dealt round-robin (fold sizes differ by at most one).
@@ -218,13 +220,17 @@ def _default_budget(device) -> int:
         return 4 << 30
 
 
-def auto_chunk_size(per_model_bytes: int, n_models: int, device, memory_budget: Optional[int] = None) -> int:
-    """Models per device in one chunk: as many as ``memory_budget`` holds (on CPU at most
-    ``DEFAULT_CPU_MODELS_PER_DEVICE``), at least one, at most ``n_models``."""
+def auto_chunk_size(per_model_bytes: int, n_models: int, device, memory_budget: Optional[int] = None,
+                    max_models: Optional[int] = None) -> int:
+    """Models per device in one chunk: as many as ``memory_budget`` holds, at most ``max_models``
+    (default: ``DEFAULT_CPU_MODELS_PER_DEVICE`` on CPU, no limit elsewhere) and ``n_models``,
+    at least one."""
     budget = _default_budget(device) if memory_budget is None else int(memory_budget)
     size = max(1, budget // max(per_model_bytes, 1))
-    if device.platform == "cpu":
-        size = min(size, DEFAULT_CPU_MODELS_PER_DEVICE)
+    if max_models is None and device.platform == "cpu":
+        max_models = DEFAULT_CPU_MODELS_PER_DEVICE
+    if max_models is not None:
+        size = min(size, int(max_models))
     return int(max(1, min(size, n_models)))
 
 
@@ -594,6 +600,55 @@ def _as_raw_key(key) -> np.ndarray:
     return key
 
 
+def _fold_table(y, sw, folds, seeds: int, base_key, stratified, repeat_folds: bool,
+                loss: losses_lib.Loss) -> Tuple[np.ndarray, int]:
+    """``(S, n)`` fold of every row under each seed, and the number of folds K."""
+    n = y.shape[0]
+    classification = loss.task in ("binary", "multiclass")
+    if isinstance(folds, numbers.Integral) and not isinstance(folds, bool):
+        if stratified is None:
+            stratified = classification
+        if stratified and not classification:
+            raise ValueError(f"stratified=True needs class labels; loss {loss.name!r} is {loss.task!r}.")
+        n_folds = api._check_int(folds, "folds", 2, n)
+        host_seed = [int(base_key[0]), int(base_key[1])]
+        table = np.stack([fold_ids(y, n_folds, seed=host_seed + [s if repeat_folds else 0],
+                                   stratified=bool(stratified)) for s in range(seeds)])
+    else:
+        explicit = np.asarray(folds)
+        if explicit.shape != (n,) or not np.issubdtype(explicit.dtype, np.integer):
+            raise ValueError(f"folds must be an int or an (n,) = ({n},) int array of fold ids; got "
+                             f"{explicit.dtype} array of shape {explicit.shape}.")
+        n_folds = int(explicit.max()) + 1
+        if explicit.min() < 0 or n_folds < 2 or len(np.unique(explicit)) != n_folds:
+            raise ValueError(f"folds ids must be 0..K-1 with every id used and K >= 2; got ids "
+                             f"{np.unique(explicit)[:10].tolist()}.")
+        table = np.broadcast_to(explicit.astype(np.int32), (seeds, n)).copy()
+    for s in range(seeds):
+        for f in range(n_folds):
+            held = table[s] == f
+            if not np.any(sw[held] > 0) or not np.any(sw[~held] > 0):
+                raise ValueError(f"fold {f} of seed {s} leaves no positively weighted row to "
+                                 "train or to validate on: use fewer folds or more samples.")
+    return table, n_folds
+
+
+def _select(valid_curves, configs, n_per_config: int, greater: bool):
+    """Mean and standard-error curves per configuration, its best round, and the best one."""
+    n_configs, r_max = len(configs), valid_curves.shape[1]
+    per_config = valid_curves.reshape(n_configs, n_per_config, r_max)
+    mean = per_config.mean(axis=1)
+    se = (per_config.std(axis=1, ddof=1) / np.sqrt(n_per_config) if n_per_config > 1
+          else np.full_like(mean, np.nan))
+    best_rounds = np.array([_best_index(mc[: cfg["n_rounds"]], greater) + 1
+                            for mc, cfg in zip(mean, configs)], np.int64)
+    best_scores = mean[np.arange(n_configs), best_rounds - 1]
+    best_ses = se[np.arange(n_configs), best_rounds - 1]
+    if np.all(np.isnan(best_scores)):
+        raise FloatingPointError("every configuration's validation metric is NaN.")
+    return mean, se, best_rounds, best_scores, best_ses, _best_index(best_scores, greater)
+
+
 # --------------------------------------------------------------------------------------------
 # The sweep.
 # --------------------------------------------------------------------------------------------
@@ -691,6 +746,8 @@ def sweep(
     depth_list = _static_list(depth, "depth", 1, api.MAX_DEPTH)
     bins_list = _static_list(n_bins, "n_bins", 3, binning.MAX_BINS)
     seeds = api._check_int(seeds, "seeds", 1, 10**6)
+    if chunk_size is not None:
+        chunk_size = api._check_int(chunk_size, "chunk_size", 1, 10**7)
     classification = loss_obj.task in ("binary", "multiclass")
     if metric is not None and not callable(metric):
         if metric not in METRICS:
@@ -708,33 +765,7 @@ def sweep(
 
     # Folds: (S, n) fold of every row for every seed.
     base_key = _as_raw_key(key)
-    if isinstance(folds, numbers.Integral) and not isinstance(folds, bool):
-        if stratified is None:
-            stratified = classification
-        if stratified and not classification:
-            raise ValueError(f"stratified=True needs class labels; loss {loss_obj.name!r} is "
-                             f"{loss_obj.task!r}.")
-        n_folds = api._check_int(folds, "folds", 2, n)
-        host_seed = [int(base_key[0]), int(base_key[1])]
-        tables = [fold_ids(y, n_folds, seed=host_seed + [s if repeat_folds else 0], stratified=stratified)
-                  for s in range(seeds)]
-        fold_table = np.stack(tables)
-    else:
-        explicit = np.asarray(folds)
-        if explicit.shape != (n,) or not np.issubdtype(explicit.dtype, np.integer):
-            raise ValueError(f"folds must be an int or an (n,) = ({n},) int array of fold ids; got "
-                             f"{explicit.dtype} array of shape {explicit.shape}.")
-        n_folds = int(explicit.max()) + 1
-        if explicit.min() < 0 or n_folds < 2 or len(np.unique(explicit)) != n_folds:
-            raise ValueError(f"folds ids must be 0..K-1 with every id used and K >= 2; got ids "
-                             f"{np.unique(explicit)[:10].tolist()}.")
-        fold_table = np.broadcast_to(explicit.astype(np.int32), (seeds, n)).copy()
-    for s in range(seeds):
-        for f in range(n_folds):
-            held = fold_table[s] == f
-            if not np.any(sw[held] > 0) or not np.any(sw[~held] > 0):
-                raise ValueError(f"fold {f} of seed {s} leaves no positively weighted row to "
-                                 "train or to validate on: use fewer folds or more samples.")
+    fold_table, n_folds = _fold_table(y, sw, folds, seeds, base_key, stratified, repeat_folds, loss_obj)
     seed_keys = np.stack([np.asarray(jax.random.fold_in(jnp.asarray(base_key), s)) for s in range(seeds)])
 
     # Configurations: static combination (outer) x grid point (inner).
@@ -778,8 +809,8 @@ def sweep(
                                           per_output_trees=bool(per_output_trees), colsample_by=colsample_by)
             mb = model_bytes(n, n_features, d, b, k, r_max, trees_per_round, keep_trees)
             per_model[(d, b)] = mb
-            size = (api._check_int(chunk_size, "chunk_size", 1, 10**7) if chunk_size is not None
-                    else auto_chunk_size(mb, math.ceil(models_per_group / n_dev), devices[0], memory_budget))
+            size = chunk_size or auto_chunk_size(mb, math.ceil(models_per_group / n_dev), devices[0],
+                                                 memory_budget)
             chunk_sizes[(d, b)] = size
             step = size * n_dev
             n_chunks = math.ceil(models_per_group / step)
@@ -830,17 +861,8 @@ def sweep(
         valid_curves[rows, :r] = group_valid[g][model_of_row[rows], :r]
         train_curves[rows, :r] = group_train[g][model_of_row[rows], :r]
 
-    per_config = valid_curves.reshape(n_configs, n_folds * seeds, r_max)
-    mean_curves = per_config.mean(axis=1)
-    m = n_folds * seeds
-    se_curves = (per_config.std(axis=1, ddof=1) / np.sqrt(m)) if m > 1 else np.full_like(mean_curves, np.nan)
-    best_rounds = np.array([_best_index(mc[: cfg["n_rounds"]], greater) + 1
-                            for mc, cfg in zip(mean_curves, configs)], np.int64)
-    best_scores = mean_curves[np.arange(n_configs), best_rounds - 1]
-    best_ses = se_curves[np.arange(n_configs), best_rounds - 1]
-    if np.all(np.isnan(best_scores)):
-        raise FloatingPointError("every configuration's validation metric is NaN.")
-    best_index = _best_index(best_scores, greater)
+    mean_curves, se_curves, best_rounds, best_scores, best_ses, best_index = _select(
+        valid_curves, configs, n_folds * seeds, greater)
 
     fixed = {h: float(fixed_hyper[h]) for h in HYPERPARAMETERS}
     fixed.update(colsample_by=colsample_by, per_output_trees=bool(per_output_trees))

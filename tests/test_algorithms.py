@@ -11,7 +11,6 @@ scan serves several tests).
 
 import importlib
 import pathlib
-import types
 
 import jax
 import jax.numpy as jnp

@@ -182,6 +182,22 @@ def test_per_level_features_are_in_that_levels_subset(forest):
     assert split_levels > forest.n_trees * DEPTH // 2
 
 
+def test_two_class_forest_equals_one_hot_gini_trees(forest, clf_data):
+    """The two-class fast path (one 0/1 output) gives the trees of the one-hot (Gini) fit."""
+    X, y, _, _ = clf_data
+    Xb = binning.bin_features(X, forest.borders)
+    g, h = bagging.tree_targets(jnp.asarray(y), 2)
+    for b in range(3):
+        k_boot, k_feat = bagging.bag_keys(jax.random.PRNGKey(3), b)
+        wb = np.asarray(forest.bag_weights[b])[:, None]
+        masks = bagging.subsets_to_masks(bagging.feature_subsets(k_feat, 8, DEPTH, 3), 8)
+        ref, _ = _core_fit(Xb, g * wb, h * wb, feature_masks=masks, min_child_weight=2.0)
+        np.testing.assert_array_equal(forest.trees.features[b], ref.features)
+        np.testing.assert_array_equal(forest.trees.thresholds[b], ref.thresholds)
+        np.testing.assert_allclose(forest.trees.leaf_values[b], ref.leaf_values, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(forest.trees.gains[b], ref.gains, rtol=1e-4, atol=1e-4)
+
+
 def test_classification_leaves_are_class_frequencies(forest, clf_data):
     X, y, _, _ = clf_data
     lv = np.asarray(forest.trees.leaf_values)
@@ -199,7 +215,9 @@ def test_forest_beats_a_single_tree_on_noisy_data(forest, clf_data):
     X, y, Xt, yt_clean = clf_data
     borders = jnp.asarray(binning.compute_borders(X, N_BINS))
     g, h = bagging.tree_targets(jnp.asarray(y), 2)
-    single, _ = _core_fit(binning.bin_features(X, borders), g, h, min_child_weight=2.0)
+    all_features = jnp.ones((DEPTH, X.shape[1]), bool)  # same program as the masked fits above
+    single, _ = _core_fit(binning.bin_features(X, borders), g, h, feature_masks=all_features,
+                          min_child_weight=2.0)
     single = tree_lib.with_borders(single, borders)
     single_err = np.mean(np.argmax(np.asarray(tree_lib.predict_raw(single, Xt)), 1) != yt_clean)
     forest_err = np.mean(np.asarray(bagging.forest_predict_class(forest, Xt)) != yt_clean)
@@ -217,6 +235,10 @@ def test_predictions_average_and_vote_over_trees(forest, clf_data):
                                rtol=1e-5, atol=1e-6)
     votes = np.stack([np.mean(outs.argmax(-1) == k, axis=0) for k in range(2)], -1)
     np.testing.assert_allclose(bagging.forest_vote(forest, Xs), votes, atol=1e-6)
+    staged = bagging.forest_staged(forest, Xs, np.zeros(50))
+    for b in (1, 5, 24):
+        err = np.mean(np.cumsum(outs, 0)[b - 1].argmax(-1) != 0)
+        np.testing.assert_allclose(staged.error[b - 1], err, atol=1e-6)
 
 
 # --------------------------------------------------------------------------------------------
@@ -272,6 +294,25 @@ def test_regression_oob_against_brute_force(reg_setup):
     assert np.all(np.isnan(oob.votes)) and np.all(np.isnan(oob.vote_error))
 
 
+def test_oob_hand_computed_case():
+    # Bag 0 leaves out rows 0 and 1, bag 1 rows 0 and 2... row 3 is never out of bag.
+    outs = np.array([[[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.5, 0.5]],
+                     [[0.3, 0.7], [0.1, 0.9], [0.4, 0.6], [0.0, 1.0]]], np.float32)
+    counts = np.array([[0, 0, 1, 2], [0, 3, 0, 1]], np.float32)
+    y = np.array([0, 1, 1, 0], np.float32)
+    oob = bagging.oob_from_outputs(outs, counts, y, classification=True)
+    np.testing.assert_array_equal(oob.n_oob, [2, 1, 1, 0])
+    np.testing.assert_allclose(oob.prediction[:3], [[0.6, 0.4], [0.2, 0.8], [0.4, 0.6]], atol=1e-6)
+    assert np.all(np.isnan(oob.prediction[3]))
+    np.testing.assert_allclose(oob.votes[0], [0.5, 0.5])
+    # After bag 0: rows 0, 1 covered, both right; after bag 1: rows 0, 1, 2, all right.
+    np.testing.assert_allclose(oob.error, [0.0, 0.0])
+    np.testing.assert_allclose(oob.coverage, [0.5, 0.75])
+    # Bayesian bootstrap weights are all positive: no row is ever out of bag.
+    bayes = bagging.oob_from_outputs(outs, counts + 0.5, y, classification=True)
+    assert np.all(np.isnan(bayes.prediction)) and np.all(bayes.coverage == 0)
+
+
 # --------------------------------------------------------------------------------------------
 # Bagging a boosted learner.
 # --------------------------------------------------------------------------------------------
@@ -325,12 +366,12 @@ def test_argument_errors_name_the_argument():
 
 
 def test_max_features_rules_and_chunk_size_budget():
-    assert bagging._resolve_max_features("sqrt", 57, "classification") == 7
-    assert bagging._resolve_max_features("third", 8, "regression") == 2
-    assert bagging._resolve_max_features(None, 8, "regression") == 8
-    assert bagging._resolve_max_features(0.5, 8, "regression") == 4
+    assert bagging.resolve_max_features("sqrt", 57) == 7
+    assert bagging.resolve_max_features("third", 8) == 2
+    assert bagging.resolve_max_features(None, 8) == 8
+    assert bagging.resolve_max_features(0.5, 8) == 4
     small = bagging.chunk_size_for_budget(7, 8, 64, 2, 3000, budget_bytes=1 << 30)
-    big = bagging.chunk_size_for_budget(57, 12, 256, 2, 3000, budget_bytes=1 << 30)
+    big = bagging.chunk_size_for_budget(57, 12, 256, 3, 3000, budget_bytes=1 << 30)
     assert big == 1 and small > 10
-    hist = 7 * 2**7 * 64 * 4 * 4
+    hist = 7 * 2**7 * 64 * 2 * 4
     assert small * hist * bagging._HIST_OVERHEAD <= 1 << 30

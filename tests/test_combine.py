@@ -130,6 +130,7 @@ def test_stacking_out_of_fold_predictions_never_see_their_row():
     # In sample, the flipped rows are (partly) memorised: the score follows the noisy label.
     agree_in = np.mean((insample[flipped] > 0) == (y[flipped] == 1))
     agree_oof = np.mean((oof[flipped] > 0) == (y[flipped] == 1))
+    print("agree in-sample", agree_in, "out-of-fold", agree_oof)
     assert agree_in > 0.6, agree_in
     assert agree_oof < 0.35, agree_oof
     # Each row's out-of-fold score is that of a fold model with zero weight on the row:

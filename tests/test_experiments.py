@@ -85,6 +85,20 @@ def test_smoke_run_writes_config_metrics_results(smoke_runs):
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_smoke_numbers_match_a_separate_fit(smoke_runs):
+    # Recompute the boosted-stumps row from the config with plain fit + predict_class.
+    _, workdir, _ = smoke_runs[0]
+    config, results, _ = _read(workdir)
+    cfg = config["config"]
+    X, y = datasets.nested_spheres(cfg["n_train"], seed=cfg["seed"])
+    Xt, yt = datasets.nested_spheres(cfg["n_test"], seed=cfg["seed"] + 1)
+    model = jboost.fit(X, y, "exponential", n_rounds=cfg["n_rounds"], depth=1,
+                       learning_rate=cfg["learning_rate"], l2=cfg["l2"],
+                       min_child_weight=cfg["min_child_weight"], key=cfg["seed"])
+    error = np.mean(np.asarray(jboost.predict_class(model, Xt)) != yt)
+    assert results["table"][2]["ours"] == pytest.approx(error, abs=1e-7)
+
+
 def test_two_runs_give_identical_numbers(smoke_runs):
     (_, w1, _), (_, w2, _) = smoke_runs
     _, r1, m1 = _read(w1)
@@ -132,6 +146,11 @@ def test_every_config_follows_the_contract(name):
         assert json.loads(json.dumps(config)) == config
 
 
+def test_default_workdir():
+    assert runner.default_workdir("spam", False) == Path("runs/spam")
+    assert runner.default_workdir("spam", True) == Path("runs/spam-smoke")
+
+
 def test_format_and_check_table():
     rows = [{"quantity": "a", "published": None, "ours": 0.12345},
             {"quantity": "longer name", "published": 0.5, "ours": 2}]
@@ -155,12 +174,18 @@ def test_to_jsonable_converts_arrays_and_scalars():
 # --------------------------------------------------------------------------------------------
 
 
-def test_staged_metric_matches_predict():
-    # The shapes and static settings of nested_spheres --smoke: the compiled fit is reused.
+@pytest.fixture(scope="module")
+def stump_model():
+    """Shapes and static settings of ``nested_spheres --smoke``, so its compiled fit is reused."""
     X, y = datasets.nested_spheres(500, seed=5)
     Xt, yt = datasets.nested_spheres(300, seed=6)
     model = jboost.fit(X, y, "binomial_deviance", n_rounds=40, depth=1, learning_rate=0.5, l2=0.0,
                        min_child_weight=0.0)
+    return model, Xt, yt
+
+
+def test_staged_metric_matches_predict(stump_model):
+    model, Xt, yt = stump_model
     raws = staged_metric(model, Xt, yt, _raw_metric)
     errors = staged_metric(model, Xt, yt, binary_error)
     assert raws.shape == (40, 300, 1) and errors.shape == (40,)
@@ -174,17 +199,18 @@ def test_staged_metric_matches_predict():
     assert errors[-1] < errors[0] - 0.1
 
 
-def test_staged_metric_with_several_trees_per_round(multiclass_data, fit_kw):
-    # The suite's shared shapes (tests/conftest.py), so the compiled fit can be shared.
-    X, y, X_valid, y_valid = multiclass_data
-    model = jboost.fit(X, y, "multinomial_deviance", per_output_trees=True, **fit_kw)
-    n_rounds = fit_kw["n_rounds"]
-    assert model.trees.features.shape[:2] == (n_rounds, 3)
-    raws = staged_metric(model, X_valid, y_valid, _raw_metric)
-    assert raws.shape == (n_rounds, len(y_valid), 3)
-    for m in (1, n_rounds):
-        np.testing.assert_allclose(raws[m - 1], np.asarray(jboost.predict(model, X_valid, n_rounds=m)),
-                                   rtol=0, atol=1e-6)
+def test_staged_metric_with_several_trees_per_round(stump_model):
+    # Regroup the 40 rounds of one tree as 10 rounds of 4 trees (as with per-output trees):
+    # staged round r must then be the first 4 r trees of the original model.
+    model, Xt, yt = stump_model
+    grouped = model._replace(trees=jax.tree_util.tree_map(
+        lambda a: a.reshape((10, 4) + a.shape[2:]), model.trees))
+    assert grouped.trees.leaf_values.shape[:2] == (10, 4)
+    raws = staged_metric(grouped, Xt, yt, _raw_metric)
+    assert raws.shape == (10, 300, 1)
+    flat = staged_metric(model, Xt, yt, _raw_metric)
+    np.testing.assert_allclose(raws, flat[3::4], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(raws[-1, :, 0], np.asarray(jboost.predict(grouped, Xt)), rtol=0, atol=1e-6)
 
 
 def _raw_metric(y, raw):

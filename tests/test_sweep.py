@@ -94,8 +94,9 @@ def test_loss_parameter_sweep_with_sample_weights_equals_separate_fits():
                           folds=2, seeds=1, n_rounds=6, depth=DEPTH, n_bins=BINS, sample_weight=w,
                           keep_trees=True, key=3)
     assert res.swept == ("alpha", "learning_rate")
-    # The loss parameter reached the fits: higher alpha, higher baseline and predictions.
     assert res.fit_kwargs(0)["loss"].params["alpha"] == pytest.approx(0.1)
+    # The loss parameter reached the fits: each level's held-out pinball loss is its own.
+    assert len({round(float(v), 6) for v in res.best_scores}) == res.n_configs
     _check_rows_against_fits(res, X, y, range(res.n_rows))
     # Validation weights are the sample weights on the held-out fold only.
     w_train, w_valid = res.fold_weights(0)
@@ -197,13 +198,16 @@ def test_builtin_metrics_match_numpy():
 
 
 def test_chunked_and_unchunked_sweeps_give_the_same_table(res_a, data):
-    chunked = _sweep_a(*data, chunk_size=5)  # 24 models: 5 chunks, the last one padded
-    assert chunked.info["n_chunks"] == 5
-    assert res_a.info["n_chunks"] != 5
-    np.testing.assert_array_equal(chunked.valid_curves, res_a.valid_curves)
-    np.testing.assert_array_equal(chunked.train_curves, res_a.train_curves)
-    assert chunked.to_rows() == res_a.to_rows()
-    assert str(chunked) == str(res_a)
+    assert res_a.info["n_chunks"] == 24  # automatic on CPU: one model per chunk
+    whole = _sweep_a(*data, chunk_size=24)  # all 24 models in one vmapped call
+    padded = _sweep_a(*data, chunk_size=5)  # 5 chunks, the last one padded with a repeated model
+    assert whole.info["n_chunks"] == 1 and padded.info["n_chunks"] == 5
+    for other in (whole, padded):
+        np.testing.assert_array_equal(other.valid_curves, res_a.valid_curves)
+        np.testing.assert_array_equal(other.train_curves, res_a.train_curves)
+        assert other.to_rows() == res_a.to_rows()
+        assert str(other) == str(res_a)
+        _assert_same_trees(other.trees[(DEPTH, BINS)], res_a.trees[(DEPTH, BINS)], "chunked trees")
 
 
 def test_auto_chunk_size_follows_the_memory_budget():
@@ -211,11 +215,27 @@ def test_auto_chunk_size_follows_the_memory_budget():
     mb = sweep_lib.model_bytes(3065, 57, 6, 256, 1, 100)
     # Depth-6 histograms of spam: 57 features x 32 leaves x 256 bins x 2 channels x 4 bytes, x7.
     assert mb > 7 * 57 * 32 * 256 * 2 * 4
-    assert sweep_lib.auto_chunk_size(mb, 1000, cpu, memory_budget=10 * mb) == min(
-        10, sweep_lib.DEFAULT_CPU_MODELS_PER_DEVICE)
-    assert sweep_lib.auto_chunk_size(mb, 1000, cpu, memory_budget=mb // 2) == 1
-    assert sweep_lib.auto_chunk_size(100, 3, cpu, memory_budget=10**9) == min(3, sweep_lib.DEFAULT_CPU_MODELS_PER_DEVICE)
+    assert sweep_lib.auto_chunk_size(mb, 1000, cpu, memory_budget=10 * mb, max_models=100) == 10
+    assert sweep_lib.auto_chunk_size(mb, 1000, cpu, memory_budget=10 * mb + mb // 2, max_models=100) == 10
+    assert sweep_lib.auto_chunk_size(mb, 1000, cpu, memory_budget=mb // 2, max_models=100) == 1
+    assert sweep_lib.auto_chunk_size(100, 3, cpu, memory_budget=10**9, max_models=100) == 3
+    assert sweep_lib.auto_chunk_size(100, 1000, cpu, memory_budget=10**9) == sweep_lib.DEFAULT_CPU_MODELS_PER_DEVICE
     assert sweep_lib.model_bytes(100, 5, 6, 256, 3, 10) > sweep_lib.model_bytes(100, 5, 6, 256, 1, 10)
+
+
+def test_memory_estimate_bounds_what_xla_allocates(data):
+    X, y = data
+    m, depth, n_bins = 2, 4, 64
+    X_binned = jboost.bin_features(X, jboost.compute_borders(X, n_bins))
+    config = jboost.BoostConfig(n_rounds=ROUNDS, depth=depth, n_bins=n_bins)
+    program = sweep_lib._program(config, None, False, tuple(jax.devices()[:1]))
+    hyper = jboost.Hyperparams(*(jnp.full((m,), v, jnp.float32) for v in (0.1, 1.0, 0.0, 1.0, 1.0, 1.0)))
+    args = (X_binned, jnp.asarray(y), jnp.ones(N), jnp.zeros((1, N), jnp.int32),
+            jax.random.PRNGKey(0)[None], hyper, jboost.losses.binomial_deviance(),
+            jnp.zeros(m, jnp.int32), jnp.zeros(m, jnp.int32))
+    temp = program.lower(*args).compile().memory_analysis().temp_size_in_bytes
+    estimate = m * sweep_lib.model_bytes(N, X.shape[1], depth, n_bins, 1, ROUNDS)
+    assert temp <= estimate <= 2 * temp, (temp, estimate)
 
 
 def test_one_compilation_per_static_combination_and_round_prefixes():

@@ -29,7 +29,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from jboost import api
@@ -65,7 +64,8 @@ def discrete_alpha(err, n_classes: int, err_floor, done):
     return alpha, status.astype(jnp.int32), done | weak | perfect
 
 
-def _record(state: _State, status, err):
+def _record(status, err):
+    """``err`` of a round, NaN for a STOPPED round (its tree was fitted but not used)."""
     return jnp.where(status == STOPPED, jnp.nan, err)
 
 
@@ -102,7 +102,7 @@ def _adaboost_m1(data: _common.Data, key, hyper: boosting.Hyperparams, err_floor
         tree = tree._replace(leaf_values=values, gains=jnp.where(alpha > 0, tree.gains, 0.0))
         raw = state.raw + values[leaf]
         raw_valid = state.raw_valid + values[_common.valid_leaf(tree, data.X_valid, config)]
-        out = (jax.tree_util.tree_map(lambda a: a[None], tree), alpha, _record(state, status, err),
+        out = (jax.tree_util.tree_map(lambda a: a[None], tree), alpha, _record(status, err),
                status, _common.mean_loss(loss, data.y, raw, data.w),
                _common.mean_loss(loss, data.y_valid, raw_valid, data.w_valid))
         return _State(log_w, raw, raw_valid, done), out
@@ -218,7 +218,7 @@ def _samme(data: _common.Data, key, hyper: boosting.Hyperparams, floor, *, confi
         tree = tree._replace(leaf_values=values, gains=gains)
         raw = state.raw + values[leaf]
         raw_valid = state.raw_valid + values[_common.valid_leaf(tree, data.X_valid, config)]
-        out = (jax.tree_util.tree_map(lambda a: a[None], tree), coef, _record(state, status, err),
+        out = (jax.tree_util.tree_map(lambda a: a[None], tree), coef, _record(status, err),
                status, _common.mean_loss(loss, data.y, raw, data.w),
                _common.mean_loss(loss, data.y_valid, raw_valid, data.w_valid))
         return _State(log_w, raw, raw_valid, done), out

@@ -1,0 +1,223 @@
+"""The user-facing API (jboost/api.py): input checks with errors naming the argument, input
+types, missing values, predictions.
+
+Error cases fail on the host before anything is compiled, so they are cheap; the fits that do
+run use the session data sets and settings shared with other test files.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jboost
+
+RNG = np.random.default_rng(0)
+X10 = RNG.normal(size=(10, 3)).astype(np.float32)
+Y10 = RNG.normal(size=10).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def reg_model(regression_data, fit_kw):
+    X, y, _, _ = regression_data
+    return jboost.fit(X, y, **fit_kw)
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    # Lengths of X, y, sample_weight.
+    (dict(y=Y10[:9]), ValueError, "y has 9 samples but X has 10"),
+    (dict(sample_weight=np.ones(11)), ValueError, "sample_weight has 11 samples but X has 10"),
+    # Labels.
+    (dict(y=np.where(np.arange(10) == 3, np.nan, Y10)), ValueError, "y must be finite"),
+    (dict(y=np.where(np.arange(10) == 3, np.inf, Y10)), ValueError, "y must be finite"),
+    (dict(y=np.arange(10) % 3, loss="binomial_deviance"), ValueError, "y must hold binary labels 0/1"),
+    (dict(y=np.where(np.arange(10) % 2, 1.0, -1.0), loss="exponential"), ValueError, "binary labels 0/1"),
+    (dict(y=np.arange(10) - 1.0, loss="poisson"), ValueError, "y must be non-negative"),
+    (dict(y=np.arange(10) % 3 + 0.5, loss="multinomial_deviance"), ValueError, "y must hold integer class labels"),
+    (dict(y=np.zeros(10), loss="multinomial_deviance"), ValueError, "y holds a single class"),
+    (dict(y=np.arange(10) % 4, loss="multinomial_deviance", n_outputs=3), ValueError,
+     r"integer class labels in \[0, 3\)"),
+    (dict(y=np.array(["a"] * 10)), TypeError, "y must be numeric"),
+    (dict(y=Y10[:, None]), ValueError, "y must be 1-D"),
+    # Weights.
+    (dict(sample_weight=-np.ones(10)), ValueError, "sample_weight must be non-negative"),
+    (dict(sample_weight=np.zeros(10)), ValueError, "sample_weight must have a positive sum"),
+    (dict(sample_weight=np.full(10, np.nan)), ValueError, "sample_weight must be finite"),
+    # Shape-setting settings.
+    (dict(depth=0), ValueError, r"depth=0 must be in \[1, 16\]"),
+    (dict(depth=17), ValueError, r"depth=17 must be in \[1, 16\]"),
+    (dict(depth=2.0), TypeError, "depth must be an int"),
+    (dict(depth=True), TypeError, "depth must be an int"),
+    (dict(n_bins=2), ValueError, r"n_bins=2 must be in \[3, 256\]"),
+    (dict(n_bins=257), ValueError, r"n_bins=257 must be in \[3, 256\]"),
+    (dict(n_rounds=0), ValueError, r"n_rounds=0 must be in \[1, "),
+    (dict(n_rounds=-5), ValueError, "n_rounds=-5 must be in"),
+    (dict(n_rounds=3.5), TypeError, "n_rounds must be an int"),
+    # Continuous hyperparameters.
+    (dict(learning_rate=0.0), ValueError, r"learning_rate=0.0 must be in \(0"),
+    (dict(learning_rate=-0.1), ValueError, "learning_rate=-0.1 must be in"),
+    (dict(l2=-1.0), ValueError, r"l2=-1.0 must be in \[0"),
+    (dict(min_split_gain=-1.0), ValueError, "min_split_gain=-1.0 must be in"),
+    (dict(min_child_weight=np.nan), ValueError, "min_child_weight=nan must be in"),
+    (dict(subsample=0.0), ValueError, r"subsample=0.0 must be in \(0.0, 1.0\]"),
+    (dict(subsample=1.5), ValueError, "subsample=1.5 must be in"),
+    (dict(colsample=0.0), ValueError, "colsample=0.0 must be in"),
+    (dict(learning_rate=np.array([0.1, 0.2])), ValueError, "learning_rate must be a scalar"),
+    (dict(colsample_by="node"), ValueError, "colsample_by='node' must be 'tree' or 'level'"),
+    # Loss and task.
+    (dict(loss="hinge"), ValueError, "loss='hinge' is not a built-in loss"),
+    (dict(loss=42), TypeError, "loss must be a name, a jboost.Loss or a function"),
+    (dict(task="ranking", loss=lambda y, f: (y - f) ** 2), ValueError, "task='ranking' must be one of"),
+    # Borders and eval_set.
+    (dict(borders=np.zeros((3, 10), np.float32)), ValueError, r"borders has shape \(3, 10\); expected \(3, 255\)"),
+    (dict(eval_set=(X10[:, :2], Y10)), ValueError, "eval_set X has 2 features but X has 3"),
+    (dict(eval_set=(X10, Y10[:4])), ValueError, "eval_set y has 4 samples but eval_set X has 10"),
+    (dict(eval_set=X10), TypeError, "eval_set must be a tuple"),
+    (dict(eval_set=(X10, np.full(10, np.nan))), ValueError, "eval_set y must be finite"),
+])
+def test_fit_rejects_bad_arguments(kwargs, error, match):
+    kwargs = dict(kwargs)
+    X = kwargs.pop("X", X10)
+    y = kwargs.pop("y", Y10)
+    with pytest.raises(error, match=match):
+        jboost.fit(X, y, **{"n_rounds": 2, "depth": 2, **kwargs})
+
+
+@pytest.mark.parametrize("X,error,match", [
+    (np.zeros((0, 3), np.float32), ValueError, r"X is empty: shape \(0, 3\)"),
+    (np.zeros((10, 0), np.float32), ValueError, r"X is empty: shape \(10, 0\)"),
+    (np.zeros(10, np.float32), ValueError, "X must be 2-D"),
+    (np.zeros((10, 3, 1), np.float32), ValueError, "X must be 2-D"),
+    (np.full((10, 3), "x"), TypeError, "X must be numeric"),
+    (np.full((10, 3), None), TypeError, "X must be numeric"),
+])
+def test_fit_rejects_bad_X(X, error, match):
+    y = np.zeros(X.shape[0], np.float32)
+    with pytest.raises(error, match=match):
+        jboost.fit(X, y, n_rounds=2, depth=2)
+
+
+def test_bad_eval_set_labels_are_named_as_eval_set():
+    # The labels of eval_set are checked against the loss; the error must name eval_set's labels
+    # (naming the training labels "y" would send the user to the wrong array).
+    with pytest.raises(ValueError, match="binary labels") as info:
+        jboost.fit(X10, np.arange(10) % 2, "binomial_deviance", n_rounds=2, depth=2,
+                   eval_set=(X10, np.arange(10) % 3))
+    assert "eval_set" in str(info.value), str(info.value)
+
+
+def test_traced_data_is_rejected_with_a_hint():
+    with pytest.raises(TypeError, match="X must be a concrete array"):
+        jax.vmap(lambda X: jboost.fit(X, Y10, n_rounds=2, depth=2).baseline)(jnp.stack([X10, X10]))
+
+
+def test_predict_checks_its_input(reg_model):
+    n_features = reg_model.n_features
+    with pytest.raises(ValueError, match=rf"X has {n_features - 1} features, but the model was fitted on {n_features}"):
+        jboost.predict(reg_model, np.zeros((4, n_features - 1), np.float32))
+    with pytest.raises(ValueError, match=rf"X has {n_features + 1} features"):
+        jboost.predict_mean(reg_model, np.zeros((4, n_features + 1), np.float32))
+    with pytest.raises(ValueError, match="X is empty"):
+        jboost.predict(reg_model, np.zeros((0, n_features), np.float32))
+    with pytest.raises(ValueError, match="predict_proba needs a classification loss"):
+        jboost.predict_proba(reg_model, np.zeros((4, n_features), np.float32))
+    with pytest.raises(ValueError, match=r"n_rounds=-1 must be in \[0, "):
+        jboost.predict(reg_model, np.zeros((4, n_features), np.float32), n_rounds=-1)
+
+
+# --------------------------------------------------------------------------------------------
+# Input types and missing values
+# --------------------------------------------------------------------------------------------
+
+
+def test_integer_boolean_float64_and_jax_inputs(regression_data, fit_kw, reg_model, assert_trees_equal):
+    X, y, _, _ = regression_data
+    # float64 / jax / list inputs are the same data: bitwise the same model as float32 NumPy.
+    for X_in, y_in in ((X.astype(np.float64), y.astype(np.float64)), (jnp.asarray(X), jnp.asarray(y)),
+                       (X.tolist(), y.tolist())):
+        m = jboost.fit(X_in, y_in, **fit_kw)
+        assert_trees_equal(m.trees, reg_model.trees)
+    # Integer and boolean features and labels: the same model as their float32 versions.
+    Xi = np.round(X * 3).astype(np.int64)
+    Xb = X > 0
+    yi = np.round(y).astype(np.int32)
+    for X_in in (Xi, Xb):
+        ref = jboost.fit(X_in.astype(np.float32), yi.astype(np.float32), **fit_kw)
+        got = jboost.fit(X_in, yi, **fit_kw)
+        assert_trees_equal(got.trees, ref.trees)
+        np.testing.assert_array_equal(jboost.predict(got, X_in), jboost.predict(ref, X_in.astype(np.float32)))
+    # Boolean labels for a binary loss.
+    yb = y > np.median(y)
+    got = jboost.fit(X, yb, "binomial_deviance", **fit_kw)
+    ref = jboost.fit(X, yb.astype(np.float32), "binomial_deviance", **fit_kw)
+    assert_trees_equal(got.trees, ref.trees)
+
+
+def test_nan_in_X_is_missing(regression_data, fit_kw):
+    X, y, Xv, _ = regression_data
+    X = X.copy()
+    nan = np.random.default_rng(1).random(X.shape) < 0.15
+    X[nan] = np.nan
+    m = jboost.fit(X, y, **fit_kw)
+    assert np.all(np.isfinite(np.asarray(m.train_loss)))
+    assert np.any(np.asarray(m.trees.missing_right)), "some level sends missing values right"
+    pred = np.asarray(jboost.predict(m, X))
+    assert np.all(np.isfinite(pred))
+    # A row with every value missing follows each level's learned missing direction.
+    t = jax.tree_util.tree_map(np.asarray, m.trees)
+    Xv = Xv.copy()
+    Xv[:, :] = np.nan
+    all_nan = np.asarray(jboost.predict(m, Xv))
+    depth = t.features.shape[-1]
+    leaf_of_nan = lambda r: int(np.sum(t.missing_right[r, 0].astype(int) << np.arange(depth)))
+    expected = float(m.baseline[0]) + sum(float(t.leaf_values[r, 0, leaf_of_nan(r), 0]) for r in range(m.n_rounds))
+    np.testing.assert_allclose(all_nan, expected, rtol=1e-5)
+
+
+def test_predictions_shapes_and_links(binary_data, multiclass_data, fit_kw):
+    X, y, Xv, _ = binary_data
+    m = jboost.fit(X, y, "binomial_deviance", **fit_kw)
+    raw = np.asarray(jboost.predict(m, Xv))
+    assert raw.shape == (Xv.shape[0],)
+    proba = np.asarray(jboost.predict_proba(m, Xv))
+    assert proba.shape == (Xv.shape[0], 2)
+    np.testing.assert_allclose(proba[:, 1], 1 / (1 + np.exp(-raw)), rtol=1e-5)
+    np.testing.assert_array_equal(np.asarray(jboost.predict_class(m, Xv)), (proba[:, 1] > proba[:, 0]).astype(int))
+    imp = np.asarray(jboost.feature_importance(m))
+    assert imp.shape == (X.shape[1],) and np.all(imp >= 0)
+    np.testing.assert_allclose(imp.sum(), 1.0, rtol=1e-5)
+    assert int(np.argmax(imp)) == 0  # the label is driven mostly by feature 0
+    # Importance is the normalised total gain per feature.
+    gains = np.asarray(m.trees.gains).reshape(-1)
+    feats = np.asarray(m.trees.features).reshape(-1)
+    np.testing.assert_allclose(imp, np.bincount(feats, weights=gains, minlength=X.shape[1]) / gains.sum(), rtol=1e-5)
+
+
+def test_poisson_predict_mean_is_exp_of_raw(regression_data, fit_kw):
+    X, _, Xv, _ = regression_data
+    y = np.random.default_rng(2).poisson(np.exp(0.5 * X[:, 0])).astype(np.float32)
+    m = jboost.fit(X, y, "poisson", **fit_kw)
+    np.testing.assert_allclose(float(m.baseline[0]), np.log(y.mean()), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(jboost.predict_mean(m, Xv)), np.exp(np.asarray(jboost.predict(m, Xv))),
+                               rtol=1e-5)
+    with pytest.raises(ValueError, match="predict_proba needs a classification loss"):
+        jboost.predict_proba(m, Xv)
+
+
+def test_precomputed_borders_are_used(regression_data, fit_kw, reg_model, assert_trees_equal):
+    X, y, _, _ = regression_data
+    borders = jboost.compute_borders(X, fit_kw["n_bins"])
+    m = jboost.fit(X, y, borders=borders, **fit_kw)
+    assert_trees_equal(m.trees, reg_model.trees)
+    coarse = np.full_like(borders, np.inf)
+    coarse[:, 0] = 0.0  # one border per feature: every split must be at 0
+    m = jboost.fit(X, y, borders=coarse, **fit_kw)
+    used = np.asarray(m.trees.gains) > 0
+    np.testing.assert_array_equal(np.asarray(m.trees.borders)[used], 0.0)
