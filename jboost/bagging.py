@@ -29,7 +29,8 @@ only ``m = max_features`` randomly chosen features eligible for each split. Here
 * **Memory and chunking.** The deepest level's histogram is ``m * 2**(depth-1) * n_bins * C``
   float32 per tree, ``C = 2K`` (``C = 2`` for two classes). On spam (``F = 57``) at depth 12
   with 256 bins that is 57 * 2048 * 256 * 2 * 4 B = 239 MB for bagged trees and 29 MB for a
-  forest with ``m = 7``; the split search holds a few arrays of that size. Bags are therefore
+  forest with ``m = 7``; the compiled fit's temporaries are about 5 times the deepest
+  histogram per tree (measured with XLA's memory analysis, see ``_HIST_OVERHEAD``). Bags are therefore
   fitted in chunks: ``lax.map`` over chunks, each chunk a ``vmap`` over ``chunk_size`` bags
   (:func:`map_in_chunks`); :func:`chunk_size_for_budget` picks the chunk size from a memory
   budget (or pass ``chunk_size``, or use fewer ``n_bins``).
@@ -65,10 +66,11 @@ TASKS = ("classification", "regression")
 MAX_DEPTH = 16
 # Default memory budget for the arrays of the bags fitted together (one chunk).
 DEFAULT_MEMORY_BUDGET = 1 << 30
-# Peak bytes of one tree's fit per byte of its deepest histogram, measured with
-# ``jax.jit(...).lower(...).compile().memory_analysis()`` on CPU (split search and histogram
-# temporaries); see :func:`chunk_size_for_budget`.
-_HIST_OVERHEAD = 6.0
+# Temporary bytes of one tree's fit per byte of its deepest histogram: ``temp_size_in_bytes``
+# of ``jax.jit(fit_forest_binned).lower(...).compile().memory_analysis()`` on CPU divided by
+# ``chunk_size * m * 2**(depth-1) * n_bins * C * 4`` was 4.99-5.04 for depths 10-14,
+# m = 7 or 57, 32 bins, chunks of 1 and 4 (spam's shapes, two classes).
+_HIST_OVERHEAD = 5.0
 
 
 # --------------------------------------------------------------------------------------------

@@ -419,14 +419,20 @@ class SweepResult:
         """Fit a configuration (default: the best) on all of ``X, y`` for its best round count.
 
         Same API as :func:`jboost.fit`; ``key`` defaults to the key of seed 0; ``overrides`` are
-        passed on (e.g. ``sample_weight``, ``eval_set``, or ``n_rounds``). Borders are recomputed
-        from ``X`` unless given.
+        passed on (e.g. ``eval_set``, or ``n_rounds``). Borders are recomputed from ``X`` unless
+        given. If the sweep had sample weights, they are used again (``X`` must then have the
+        sweep's rows) unless ``sample_weight`` is given.
         """
         c = self.best_index if config is None else int(config)
         kwargs = self.fit_kwargs(c)
         kwargs.pop("borders")
         kwargs["n_rounds"] = int(self.best_rounds[c])
         kwargs["key"] = jnp.asarray(self.seed_keys[0]) if key is None else key
+        if "sample_weight" not in overrides and np.any(self.sample_weight != 1.0):
+            if np.shape(X)[0] != self.sample_weight.shape[0]:
+                raise ValueError(f"the sweep used sample weights for {self.sample_weight.shape[0]} rows "
+                                 f"but X has {np.shape(X)[0]}: pass sample_weight= to refit.")
+            kwargs["sample_weight"] = self.sample_weight
         kwargs.update(overrides)
         return api.fit(X, y, **kwargs)
 

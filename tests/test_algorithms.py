@@ -357,6 +357,23 @@ def test_line_searches_minimise_the_true_loss(binary_fits):
     assert abs(phi_prime) < 1e-3 * len(y), phi_prime
 
 
+def test_clipped_leaf_line_search_stays_finite_on_a_saturated_leaf():
+    """Leaf 0: two class-1 rows at raw -40 (p ~ 4e-18: no curvature, the optimum is +inf);
+    leaf 1: one row of each class at raw 0 (optimum gamma = logit(1/2) = 0). Each Newton step
+    is clipped to max_step = 1, so leaf 0 moves by exactly 1 per step instead of ~1e17."""
+    from jboost.algorithms import gradient
+
+    loss = jboost.losses.binomial_deviance()
+    y = jnp.array([1.0, 1.0, 0.0, 1.0])
+    raw = jnp.array([[-40.0], [-40.0], [0.0], [0.0]])
+    leaf = jnp.array([0, 0, 1, 1])
+    gamma = gradient.line_search_leaf_values(loss, y, raw, jnp.ones(4), leaf, 2,
+                                             jnp.array([[1.0], [0.0]]), 5, 1.0)
+    np.testing.assert_allclose(gamma, [[6.0], [0.0]], atol=1e-6)
+    beta = gradient.line_search_coefficient(loss, y, raw, jnp.ones((4, 1)), jnp.ones(4), 5, 1.0)
+    assert np.isfinite(float(beta)) and abs(float(beta) - 1.0) <= 5.0
+
+
 # ------------------------------------------------------------------------------------------------
 # vmap, determinism, schedules, errors
 # ------------------------------------------------------------------------------------------------

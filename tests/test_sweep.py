@@ -103,6 +103,8 @@ def test_loss_parameter_sweep_with_sample_weights_equals_separate_fits():
     held = res.fold_table[0] == res.fold[0]
     np.testing.assert_array_equal(w_valid, np.where(held, w, 0))
     np.testing.assert_array_equal(w_train, np.where(held, 0, w))
+    with pytest.raises(ValueError, match="pass sample_weight"):
+        res.refit(X[:50], y[:50])  # the sweep's weights are for 200 rows
 
 
 def test_multiclass_per_output_trees_rows_equal_separate_fits():
@@ -203,11 +205,14 @@ def test_chunked_and_unchunked_sweeps_give_the_same_table(res_a, data):
     padded = _sweep_a(*data, chunk_size=5)  # 5 chunks, the last one padded with a repeated model
     assert whole.info["n_chunks"] == 1 and padded.info["n_chunks"] == 5
     for other in (whole, padded):
-        np.testing.assert_array_equal(other.valid_curves, res_a.valid_curves)
-        np.testing.assert_array_equal(other.train_curves, res_a.train_curves)
-        assert other.to_rows() == res_a.to_rows()
-        assert str(other) == str(res_a)
         _assert_same_trees(other.trees[(DEPTH, BINS)], res_a.trees[(DEPTH, BINS)], "chunked trees")
+        # The mean losses are sums over rows: the vmap width may change their rounding (1 ulp).
+        np.testing.assert_allclose(other.valid_curves, res_a.valid_curves, rtol=1e-6)
+        np.testing.assert_allclose(other.train_curves, res_a.train_curves, rtol=1e-6)
+        np.testing.assert_array_equal(other.best_rounds, res_a.best_rounds)
+        assert other.best_index == res_a.best_index
+        for a, b in zip(other.to_rows(curves=False), res_a.to_rows(curves=False)):
+            assert a == pytest.approx(b, rel=1e-6)
 
 
 def test_auto_chunk_size_follows_the_memory_budget():

@@ -4,10 +4,11 @@ scikit-learn's "Multi-class AdaBoosted Decision Trees" example.
 10-dimensional standard Gaussian inputs, three classes cut by the chi-square(10) quantiles of the
 squared radius (``jboost.datasets.samme_gaussian``); 3000 training / 10000 test rows; depth-2
 trees (ours oblivious: one split per level), 600 rounds; learning rate 1.5 for SAMME and 1 for
-SAMME.R as in the scikit-learn example. scikit-learn's plot (CART depth-2 trees) shows SAMME.R
-reaching about 12-13% test error, SAMME higher; that example's figure is the reference (no
-number is printed there). scikit-learn >= 1.6 no longer has SAMME.R; its SAMME is run on the
-same data as a peer.
+SAMME.R as in the scikit-learn example (which used 600 trees in older versions, 300 now).
+No test error is printed in that example; its test-error axis spans 0.18-0.62, so its curves
+lie above 0.18, and SAMME.R ends below SAMME. Peers on the same data: scikit-learn's SAMME with
+CART depth-2 trees, and (scikit-learn >= 1.6 no longer has SAMME.R) a NumPy SAMME.R of Zhu et al.
+Algorithm 4 with scikit-learn's CART depth-2 trees as the weak learner.
 
 Run::
 
@@ -54,6 +55,30 @@ def _sklearn_samme(X, y, Xt, yt, config):
     return [float(np.mean(p != yt)) for p in clf.staged_predict(Xt)]
 
 
+def _numpy_samme_r_cart(X, y, Xt, yt, config):
+    """SAMME.R (Zhu et al. Algorithm 4) in NumPy with CART trees, as scikit-learn < 1.6 did it."""
+    try:
+        from sklearn.tree import DecisionTreeClassifier
+    except ImportError:
+        return None
+    k = int(y.max()) + 1
+    y, yt = y.astype(int), yt.astype(int)
+    code = np.where(np.eye(k)[y] > 0, 1.0, -1.0 / (k - 1))
+    w = np.full(len(y), 1.0 / len(y))
+    F = np.zeros((len(yt), k))
+    errs = []
+    for m in range(config["n_rounds"]):
+        tree = DecisionTreeClassifier(max_depth=config["depth"], random_state=m)
+        tree.fit(X, y, sample_weight=w)
+        log_p = np.log(np.clip(tree.predict_proba(X), np.finfo(float).eps, None))
+        w = w * np.exp(-(k - 1) / k * np.sum(code * log_p, axis=1))
+        w = w / w.sum()
+        log_pt = np.log(np.clip(tree.predict_proba(Xt), np.finfo(float).eps, None))
+        F += (k - 1) * (log_pt - log_pt.mean(axis=1, keepdims=True))
+        errs.append(float(np.mean(F.argmax(axis=1) != yt)))
+    return errs
+
+
 def run(config: dict, ctx) -> dict:
     seed = config["seed"]
     X, y = jboost.datasets.samme_gaussian(config["n_train"], seed=seed)
@@ -76,6 +101,10 @@ def run(config: dict, ctx) -> dict:
         if sk is not None:
             peers["sklearn_samme_cart_depth2_test_error_final"] = sk[-1]
             peers["sklearn_samme_cart_depth2_test_error_min"] = min(sk)
+        nr = _numpy_samme_r_cart(X, y, Xt, yt, config)
+        if nr is not None:
+            peers["numpy_samme_r_cart_depth2_test_error_final"] = nr[-1]
+            peers["numpy_samme_r_cart_depth2_test_error_min"] = min(nr)
 
     try:
         import matplotlib
@@ -97,9 +126,9 @@ def run(config: dict, ctx) -> dict:
 
     n = config["n_rounds"]
     table = [
-        dict(quantity=f"SAMME.R test error after {n} rounds (sklearn example plot: ~0.12-0.13)",
-             published=0.125, ours=float(real_err[-1])),
-        dict(quantity=f"SAMME test error after {n} rounds (sklearn example: higher than SAMME.R)",
+        dict(quantity=f"SAMME.R test error after {n} rounds (sklearn example: curve above 0.18)",
+             published=None, ours=float(real_err[-1])),
+        dict(quantity=f"SAMME test error after {n} rounds (sklearn example: above SAMME.R)",
              published=None, ours=float(samme_err[-1])),
         dict(quantity="SAMME.R minimal test error over rounds", published=None,
              ours=float(real_err.min())),

@@ -48,7 +48,7 @@ def get_config(smoke: bool = False) -> dict:
         seed=0,
         n_train=2000,
         n_test=10000,
-        n_rounds=1000,
+        n_rounds=2000,
         panels=sorted(PANELS),
     )
     if smoke:

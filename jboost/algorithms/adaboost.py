@@ -97,7 +97,7 @@ def _adaboost_m1(data: _common.Data, key, hyper: boosting.Hyperparams, err_floor
         alpha = alpha * _common.learning_rate(config, hyper, m)
         # 2(d) w_i <- w_i exp(alpha_m I(y_i != G_m(x_i))), renormalised.
         log_w = _common.normalise_log_weights(state.log_w + alpha * miss)
-        # f_m = beta_m G_m with beta_m = alpha_m / 2 (ESL eq. 10.12): exponential-loss scale.
+        # f_m = beta_m G_m with beta_m = alpha_m / 2 (ESL Section 10.4): exponential-loss scale.
         values = 0.5 * alpha * vote
         tree = tree._replace(leaf_values=values, gains=jnp.where(alpha > 0, tree.gains, 0.0))
         raw = state.raw + values[leaf]
