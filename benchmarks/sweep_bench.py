@@ -9,7 +9,8 @@ and on synthetic 100k x 50 data (``jboost.datasets.make_classification``). Metho
 * ``jboost fused (1 dev)``: the same on one device (one core's worth of XLA CPU);
 * ``jboost separate``: ``jboost.fit`` once per configuration x fold on the fold's training rows
   with its held-out rows as ``eval_set``, timed on a sample of ``--sample`` fits after one
-  warm-up (compile) fit and extrapolated;
+  warm-up (compile) fit and extrapolated; with several devices also ``devices="all"`` (each
+  fit's rows sharded over them);
 * ``xgboost`` / ``catboost``: the same grid in a Python loop (depth 6; CatBoost's trees are
   oblivious; same rounds, 256 bins, Bernoulli row subsampling, 2 threads), fold matrices built
   once outside the timing, timed on the same sample of fits and extrapolated.
@@ -87,14 +88,16 @@ def _time_fused(X, y, configs, rounds, devices):
     return wall, first, res
 
 
-def _time_separate(X, y, configs, folds, pairs, rounds):
-    """What a user would write: fit on the training rows, validate on the held-out rows."""
+def _time_separate(X, y, configs, folds, pairs, rounds, devices=None):
+    """What a user would write: fit on the training rows, validate on the held-out rows
+    (``devices="all"``: each fit's rows sharded over the devices, jboost.fit's data parallelism)."""
     def one(c, f):
         cfg = configs[c]
         held = folds == f
         m = jboost.fit(X[~held], y[~held], "binomial_deviance", n_rounds=rounds, depth=DEPTH,
                        n_bins=N_BINS, learning_rate=cfg["learning_rate"], l2=cfg["l2"],
-                       subsample=cfg["subsample"], eval_set=(X[held], y[held]), key=0)
+                       subsample=cfg["subsample"], eval_set=(X[held], y[held]), key=0,
+                       devices=devices)
         jax.block_until_ready(m.valid_loss)
 
     t0 = time.perf_counter()
@@ -208,13 +211,17 @@ def main():
                   f"load {_load():.2f}", flush=True)
         folds = res.fold_table[0]
         pairs = _sample_pairs(len(configs), n_sample)
-        if "separate" not in skip:
-            compile_s, times = _time_separate(X, y, configs, folds, pairs, rounds)
+        separate = [(None, "jboost separate fits")]
+        if len(jax.devices()) > 1:
+            separate.append(("all", f"jboost separate ({len(jax.devices())} dev)"))
+        for devs, label in ([] if "separate" in skip else separate):
+            compile_s, times = _time_separate(X, y, configs, folds, pairs, rounds, devs)
             est = compile_s + np.mean(times) * n_total
-            _row(table, name, "jboost separate fits", n_total, est,
+            _row(table, name, label, n_total, est,
                  f"EXTRAPOLATED from {len(times)} fits: {np.mean(times):.2f}s/fit "
-                 f"(min {np.min(times):.2f}, max {np.max(times):.2f}) + compile {compile_s:.1f}s once")
-            print(f"separate: {times}; load {_load():.2f}", flush=True)
+                 f"(min {np.min(times):.2f}, max {np.max(times):.2f}) + compile {compile_s:.1f}s once"
+                 + ("; rows sharded over the devices" if devs else ""))
+            print(f"{label}: {times}; load {_load():.2f}", flush=True)
         for peer, fn in (("xgboost", _time_xgboost), ("catboost", _time_catboost)):
             if peer in skip:
                 continue

@@ -260,7 +260,7 @@ def fit(
             raise ValueError(f"eval_set X has {Xv.shape[1]} features but X has {X.shape[1]}.")
         yv = _as_vector(eval_set[1], Xv.shape[0], "eval_set y", "eval_set X")
         _check_labels_finite(yv, "eval_set y")
-        losses_lib.check_labels(loss_obj, yv)
+        losses_lib.check_labels(loss_obj, yv, "eval_set y")
         wv = (np.ones((Xv.shape[0],), np.float32) if len(eval_set) == 2
               else _as_vector(eval_set[2], Xv.shape[0], "eval_set weights", "eval_set X"))
         Xv_binned = binning.bin_features(Xv, borders)

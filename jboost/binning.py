@@ -16,6 +16,9 @@ non-missing goes left" split), so that bin ``t`` and border column ``t`` satisfy
     bin(x) > t   iff   x > borders[f, t]     (for non-missing x)
 
 which is what lets trees fitted on bins predict directly on raw floats.
+
+Subnormal float32 values are treated as 0 (XLA's CPU backend flushes them to zero in
+comparisons), and no border is ever subnormal.
 """
 
 from __future__ import annotations
@@ -75,8 +78,16 @@ def _feature_borders(col: np.ndarray, weights: np.ndarray | None, max_bins: int)
     with np.errstate(over="ignore", invalid="ignore"):
         mid = (lower.astype(np.float64) + upper.astype(np.float64)) / 2.0
         mid32 = mid.astype(np.float32)
-    bad = ~(mid32 < upper) | ~(mid32 >= lower) | ~np.isfinite(mid32)
+    # XLA on CPU flushes subnormals to zero, so a subnormal border would compare as 0.
+    bad = (~(mid32 < upper) | ~(mid32 >= lower) | ~np.isfinite(mid32)
+           | ((mid32 != 0) & (np.abs(mid32) < np.finfo(np.float32).tiny)))
     return np.where(bad, lower, mid32).astype(np.float32)
+
+
+def flush_subnormals(X: np.ndarray) -> np.ndarray:
+    """Subnormal float32 values -> 0 (what XLA's CPU backend does to them in comparisons)."""
+    tiny = np.finfo(np.float32).tiny
+    return np.where(np.abs(X) < tiny, np.float32(0), X)
 
 
 def compute_borders(
@@ -108,6 +119,7 @@ def compute_borders(
     X = np.asarray(X, dtype=np.float32)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}.")
+    X = flush_subnormals(X)
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     if max_rows is not None and X.shape[0] > max_rows:
         rows = np.sort(np.random.default_rng(seed).choice(X.shape[0], max_rows, replace=False))

@@ -164,6 +164,24 @@ def quantile_baseline(y, w, n_outputs, alpha, **params):
     return weighted_quantile(y, w, alpha)[None]
 
 
+def huber_baseline(y, w, n_outputs, delta, n_steps: int = 50, **params):
+    """Huber's M-estimate of location: ``argmin_c sum_i w_i huber(y_i - c; delta)``.
+
+    Newton iterations from the weighted median (the loss is convex; its hessian is the weight of
+    the rows with ``|y - c| <= delta``); a step with no such rows falls back to the median step.
+    """
+    c0 = weighted_quantile(y, w, 0.5)
+
+    def body(_, c):
+        r = y - c
+        inside = jnp.abs(r) <= delta
+        g = jnp.sum(w * jnp.clip(r, -delta, delta))
+        h = jnp.sum(w * inside)
+        return c + jnp.where(h > 0, g / jnp.where(h > 0, h, 1.0), 0.0)
+
+    return jax.lax.fori_loop(0, n_steps, body, c0)[None]
+
+
 def logit_baseline(y, w, n_outputs, **params):
     p = jnp.clip(_mean(y, w), 1e-12, 1.0 - 1e-12)
     return jnp.log(p / (1.0 - p))[None]
@@ -226,8 +244,9 @@ class Loss:
       task: ``"regression"``, ``"binary"`` (labels 0/1), ``"multiclass"`` (labels 0..K-1) or
         ``"count"`` (labels >= 0); decides label checks and what ``predict_proba`` means.
       link: ``link(raw, **params)`` -> prediction (regression) or ``(..., n_classes)`` probabilities.
-      baseline: ``baseline(y, w, n_outputs, **params) -> (K,)`` optimal constant, or ``None`` to
-        solve for it numerically.
+      baseline: ``baseline(y, w, n_outputs, **params) -> (K,)`` the optimal constant raw score
+        (the adaptive Huber loss starts from the median, as Friedman's Algorithm 4), or ``None``
+        to solve for it numerically (L-BFGS).
       hessian: ``"autodiff"`` (Newton trees) or ``"unit"``: tree structure fitted by least squares
         to the negative gradient (ESL Algorithm 10.3), used where the hessian is zero or a poor
         guide (absolute, quantile, Huber).
@@ -330,13 +349,16 @@ def huber(delta=1.0, alpha=None) -> Loss:
     With ``alpha`` (e.g. 0.9), delta is recomputed each round as the alpha-quantile of the
     absolute residuals ``|y - f_{m-1}|`` (ESL section 10.10.2); ``delta`` is then only the value
     used before the first round.
+
+    The baseline is the optimal constant (Huber's M-estimate of location) for a fixed delta, and
+    the weighted median with the adaptive delta, as in Friedman (2001), Algorithm 4.
     """
     params = {"delta": delta}
     if alpha is not None:
         params["alpha"] = alpha
     return Loss(huber_fn if alpha is None else _huber_adaptive_fn, params=params, name="huber",
-                baseline=median_baseline, hessian="unit", leaf_refit="huber",
-                adaptive_huber_alpha=alpha is not None)
+                baseline=huber_baseline if alpha is None else median_baseline, hessian="unit",
+                leaf_refit="huber", adaptive_huber_alpha=alpha is not None)
 
 
 def _huber_adaptive_fn(y, f, delta, alpha):
@@ -409,18 +431,18 @@ def get(loss, n_outputs: Optional[int] = None, task: Optional[str] = None) -> Lo
     return out
 
 
-def check_labels(loss: Loss, y: np.ndarray) -> None:
-    """Raise ``ValueError`` naming ``y`` when labels are not what ``loss`` expects (host side)."""
+def check_labels(loss: Loss, y: np.ndarray, name: str = "y") -> None:
+    """Raise ``ValueError`` naming the labels (``name``) when they are not what ``loss`` expects."""
     if loss.task == "binary":
         bad = ~np.isin(y, (0, 1))
         if bad.any():
-            raise ValueError(f"y must hold binary labels 0/1 for loss {loss.name!r}; got values such as "
-                             f"{np.unique(y[bad])[:5].tolist()}.")
+            raise ValueError(f"{name} must hold binary labels 0/1 for loss {loss.name!r}; got values "
+                             f"such as {np.unique(y[bad])[:5].tolist()}.")
     elif loss.task == "multiclass":
         k = loss.n_outputs
         if np.any(y != np.round(y)) or np.any(y < 0) or (k is not None and np.any(y >= k)):
-            raise ValueError(f"y must hold integer class labels in [0, {k}) for loss {loss.name!r}; "
-                             f"got values in [{y.min()}, {y.max()}].")
+            raise ValueError(f"{name} must hold integer class labels in [0, {k}) for loss "
+                             f"{loss.name!r}; got values in [{y.min()}, {y.max()}].")
     elif loss.task == "count":
         if np.any(y < 0):
-            raise ValueError(f"y must be non-negative for loss {loss.name!r}; got min {y.min()}.")
+            raise ValueError(f"{name} must be non-negative for loss {loss.name!r}; got min {y.min()}.")

@@ -115,6 +115,7 @@ def newton_leaf_values(G, H, l2, min_child_weight):
     return value
 
 
+@functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, axis_name: Optional[str] = None):
     """Fit one oblivious tree of fixed depth to weighted gradients and hessians.

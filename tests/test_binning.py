@@ -286,17 +286,24 @@ def test_bin_rule_property(data):
                 np.testing.assert_array_equal(bx > t, x > borders[f, t])
 
 
-@pytest.mark.parametrize("values", [[-_TINY, 0.0], [0.0, 1e-40]], ids=["normal", "subnormal"])
-def test_values_near_zero_keep_distinct_bins(values):
-    # Two distinct values must land in two bins. compute_borders (NumPy, on the host) puts the
-    # border at their float32 midpoint, which here is subnormal (-5.9e-39, 5e-41); bin_features
-    # (XLA on CPU flushes subnormals to zero) then compares against 0 and puts both values in
-    # bin 0, against the documented rule. Known core issue: fails until compute_borders avoids
-    # subnormal borders and flushes subnormal inputs (the device sees them as 0).
-    X = np.array(values, np.float32)[:, None]
+def test_values_near_zero_keep_distinct_bins():
+    # Two distinct normal values must land in two bins even when their float32 midpoint is
+    # subnormal (-5.9e-39): XLA on CPU flushes subnormals to zero, so such a border would compare
+    # as 0 and put both values in bin 0. compute_borders then uses the lower value as border.
+    X = np.array([-_TINY, 0.0], np.float32)[:, None]
     borders = jboost.compute_borders(X, n_bins=3)
     bins = np.asarray(jboost.bin_features(X, borders))
     np.testing.assert_array_equal(bins[0], [0, 1])
+
+
+def test_subnormal_values_are_binned_as_zero():
+    # XLA's CPU backend treats subnormal inputs as 0 in comparisons; binning says so explicitly:
+    # 0 and 1e-40 are one value (one bin, no empty bin), and predictions agree with the bins.
+    X = np.array([0.0, 1e-40, 1.0], np.float32)[:, None]
+    borders = jboost.compute_borders(X, n_bins=4)
+    assert np.isfinite(borders[0]).sum() == 1  # one border: {0, 1e-40} | {1}
+    bins = np.asarray(jboost.bin_features(X, borders))
+    np.testing.assert_array_equal(bins[0], [0, 0, 1])
 
 
 def test_binning_is_row_independent_and_reproducible():

@@ -339,3 +339,26 @@ def test_absolute_error_leaves_are_refitted_medians(regression_data, fit_kw):
     for j in np.unique(leaf):
         rs = np.sort(r[leaf == j])
         np.testing.assert_allclose(t0.leaf_values[j, 0], 0.5 * rs[(len(rs) - 1) // 2], rtol=1e-6)
+
+
+def test_adaptive_huber_delta_is_the_alpha_quantile_of_the_last_residuals(regression_data, fit_kw):
+    # ESL 10.10.2: each round, delta = alpha-quantile of |y - f_{m-1}|. After n rounds the model
+    # carries the delta of its last round, computed from the raw scores after n - 1 rounds.
+    X, y, _, _ = regression_data
+    kw = {k: v for k, v in fit_kw.items() if k != "n_rounds"}
+    loss = losses.huber(alpha=0.8)
+    model = jboost.fit(X, y, loss, n_rounds=4, **kw)
+    raw_before_last = np.asarray(jboost.predict(model, X, n_rounds=3))
+    r = np.sort(np.abs(y - raw_before_last))
+    expected = r[int(np.ceil(0.8 * len(r))) - 1]  # smallest value with cumulative weight >= 80%
+    np.testing.assert_allclose(float(model.loss.params["delta"]), expected, rtol=1e-5)
+    assert float(model.loss.params["alpha"]) == pytest.approx(0.8)
+
+
+def test_typed_and_raw_keys_give_the_same_model(regression_data, fit_kw, assert_trees_equal):
+    X, y, _, _ = regression_data
+    typed = jboost.fit(X, y, subsample=0.6, key=jax.random.key(5), **fit_kw)
+    raw = jboost.fit(X, y, subsample=0.6, key=jax.random.PRNGKey(5), **fit_kw)
+    seed = jboost.fit(X, y, subsample=0.6, key=5, **fit_kw)
+    assert_trees_equal(raw.trees, seed.trees)
+    assert_trees_equal(typed.trees, raw.trees)

@@ -278,8 +278,8 @@ def _weighted_labels(name, seed):
     return y, w
 
 
-@pytest.mark.parametrize("name", ["squared_error", "absolute_error", "quantile", "binomial_deviance",
-                                  "exponential", "poisson"])
+@pytest.mark.parametrize("name", ["squared_error", "absolute_error", "huber", "quantile",
+                                  "binomial_deviance", "exponential", "poisson"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_one_output_baselines_minimise_the_weighted_mean_loss(name, seed):
     y, w = _weighted_labels(name, seed)
@@ -292,10 +292,11 @@ def test_one_output_baselines_minimise_the_weighted_mean_loss(name, seed):
         assert abs(c - c_star) < 1e-4 * (1 + abs(c_star))
 
 
-@pytest.mark.parametrize("name", ["huber", "huber_adaptive"])
+@pytest.mark.parametrize("name", ["huber_adaptive"])
 def test_huber_baseline_is_the_weighted_median(name):
-    # Friedman (2001), Algorithm 4 (M_TreeBoost), starts Huber boosting from the median, not from
-    # the Huber M-estimate of location (the brute-force argmin differs on heavy-tailed data).
+    # With ESL's adaptive delta, Friedman (2001), Algorithm 4 (M_TreeBoost), starts from the median,
+    # not from the Huber M-estimate of location (the brute-force argmin differs on heavy tails).
+    # (A fixed delta starts from the M-estimate: see the minimisation test above.)
     y, w = _weighted_labels("huber", 0)
     order = np.argsort(y)
     cw = np.cumsum(w[order])
