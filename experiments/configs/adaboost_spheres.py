@@ -34,7 +34,8 @@ def get_config(smoke: bool = False) -> dict:
         peers=True,
     )
     if smoke:
-        config.update(n_train=300, n_test=1000, n_rounds=20, tree_depth=4, peers=False)
+        # The shapes of tests/test_algorithms.py's stump fits: their compiled scans are shared.
+        config.update(n_train=400, n_test=1000, n_rounds=30, tree_depth=4, peers=False)
     return config
 
 

@@ -22,6 +22,12 @@ Data: the 20,640 block groups, a seeded random 80/20 split
 (:func:`jboost.bagging.forest_staged`), boosting curves from
 :func:`experiments.configs.staged_metric`.
 
+What limits the forests here is the bias of oblivious trees, which averaging cannot remove: a
+depth-14 oblivious tree is a grid of 14 cuts over 8 features. On this split one such tree has a
+training absolute error of about 0.43 (CatBoost's oblivious tree of the same depth, 0.42),
+whereas a free CART tree with 1024 leaves reaches 0.24; the forests' training and test errors
+are then close to each other (about 0.40 and 0.41).
+
 Command: ``python -m experiments.run california_rf`` (several minutes on 2 CPU cores);
 ``--smoke`` is a seconds-long pipeline check.
 """
@@ -116,7 +122,7 @@ def run(config: dict, ctx) -> dict:
         for k, c in curves.items():
             colour, ls = styles[k]
             ax.plot(np.arange(1, len(c) + 1), c, color=colour, ls=ls, label=names[k])
-        ax.set_ylim(0.28, 0.5)
+        ax.set_ylim(0.25, 0.5)
         ax.set_xlabel("number of trees")
         ax.set_ylabel("test average absolute error")
         ax.set_title("California housing (cf. ESL Fig. 15.3)")

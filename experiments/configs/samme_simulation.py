@@ -39,7 +39,8 @@ def get_config(smoke: bool = False) -> dict:
         peers=True,
     )
     if smoke:
-        config.update(n_train=300, n_test=1000, n_rounds=20, peers=False)
+        # The shapes of tests/test_algorithms.py's three-class fits: their compiled scans are shared.
+        config.update(n_train=400, n_test=1000, n_rounds=30, peers=False)
     return config
 
 
