@@ -22,10 +22,10 @@ only ``m = max_features`` randomly chosen features eligible for each split. Here
 * **Leaves.** Regression leaves hold the (bootstrap-weighted) mean: a Newton step of squared
   error with ``l2 = 0`` from a zero score. Classification trees are fitted to one-hot targets
   with squared error, so leaves hold class frequencies and the split gain
-  ``sum_k G_k^2 / H`` is the weighted decrease of the Gini index (ESL eq. 9.17). Two classes
+  ``sum_k G_k^2 / H`` is the weighted decrease of the Gini index (ESL 9.2.3). Two classes
   are fitted as one 0/1 output (half the gain, the same splits, half the histogram) and the
   leaves expanded to ``(1 - p, p)``. Forests combine by averaged probabilities (or means) or by
-  majority vote (ESL eq. 15.2 and below).
+  majority vote (ESL Algorithm 15.1).
 * **Memory and chunking.** The deepest level's histogram is ``m * 2**(depth-1) * n_bins * C``
   float32 per tree, ``C = 2K`` (``C = 2`` for two classes). On spam (``F = 57``) at depth 12
   with 256 bins that is 57 * 2048 * 256 * 2 * 4 B = 239 MB for bagged trees and 29 MB for a
@@ -490,7 +490,7 @@ def _first(trees, n_trees):
 
 
 def forest_predict(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
-    """Average of the trees (ESL eq. 15.2): means ``(n,)`` or class probabilities ``(n, K)``."""
+    """Average of the trees (ESL Algorithm 15.1): means ``(n,)`` or class probabilities ``(n, K)``."""
     trees = _first(forest.trees, n_trees)
     avg = tree_lib.predict_raw(trees, jnp.asarray(X, jnp.float32)) / trees.features.shape[0]
     return avg if forest.is_classifier else avg[:, 0]
@@ -510,7 +510,7 @@ def _vote_fractions(trees, X):
 
 
 def forest_vote(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
-    """Fraction of trees voting for each class ``(n, K)`` (majority vote, ESL 15.2)."""
+    """Fraction of trees voting for each class ``(n, K)`` (majority vote, ESL Algorithm 15.1)."""
     if not forest.is_classifier:
         raise ValueError("forest_vote needs a classification forest (n_outputs >= 2).")
     return _vote_fractions(_first(forest.trees, n_trees), X)

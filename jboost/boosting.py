@@ -73,8 +73,8 @@ class BoostOutput(NamedTuple):
 
 def feature_mask(key, n_features: int, rate):
     """Exactly ``clip(round(rate * F), 1, F)`` randomly chosen features (traced ``rate``)."""
-    n_keep = jnp.clip(jnp.round(rate * n_features), 1, n_features)
-    rank = jnp.argsort(jnp.argsort(jax.random.uniform(key, (n_features,))))
+    n_keep = jnp.clip(jnp.round(rate * n_features), 1, n_features).astype(jnp.int32)
+    rank = jnp.argsort(jnp.argsort(jax.random.uniform(key, (n_features,)))).astype(jnp.int32)
     return rank < n_keep
 
 
@@ -164,7 +164,7 @@ def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_r
         # Draws for all rows, then this shard's slice: the same rows are kept whatever the sharding
         # (threefry is partitionable, so a prefix of a longer draw equals a shorter draw).
         u = lax.dynamic_slice_in_dim(jax.random.uniform(k_rows, (n_global,)), row0, n)
-        w_m = w * (u < hyper.subsample)
+        w_m = w * (u < hyper.subsample).astype(w.dtype)
         masks = column_masks(k_cols, n_features, config.depth, hyper.colsample, config.colsample_by)
         trees, leaves = _fit_round_trees(config, hyper, loss_m, X_binned, y, state.raw, w_m, g, h, masks)
         lr = hyper.learning_rate

@@ -7,13 +7,13 @@
 * :func:`fit_simplex_weights`: weights trained on a validation set with optax, parameterised
   as ``softmax(logits)`` so they stay on the simplex (Breiman 1996, "Stacked regressions":
   non-negative weights summing to one).
-* Stacking (Wolpert 1992; ESL eq. 8.59): a second-tier learner fitted on out-of-fold
+* Stacking (Wolpert 1992; Breiman 1996; ESL 8.8): a second-tier learner fitted on out-of-fold
   predictions. The folds are weight masks ``(n_folds, n)`` (0 = held out) and every base
   learner of every fold -- plus the final all-data fit -- is ONE vmapped call of
   :func:`jboost.boosting.boost` (:func:`cross_fit_boosters`). The second tier is a regularised
   linear / logistic / softmax model trained with optax L-BFGS (:func:`fit_linear`), or any
   jboost learner fitted on the out-of-fold features.
-* Error-correcting output codes (Dietterich and Bakiri 1995; ESL exercise 10.x / 18.3.3): a
+* Error-correcting output codes (Dietterich and Bakiri 1995): a
   ``(K, L)`` 0/1 code matrix, one binary learner per bit, all ``L`` fitted in one vmapped
   call with the per-bit labels as a traced ``(L, n)`` array, decoded by the nearest codeword
   (Hamming distance on signs, or L1 distance on probabilities; Allwein, Schapire and Singer
@@ -196,7 +196,7 @@ def fit_linear(Z, y, *, task: str, n_outputs: int = 1, l2=1e-3, n_steps: int = 2
     """Regularised linear (squared error), logistic or softmax regression by optax L-BFGS.
 
     Minimises ``sum_i w_i loss(y_i, z_i^T B + b) / sum_i w_i + l2/2 ||B||^2`` (intercept not
-    penalised): the convex second-tier model of stacking (ESL eq. 8.59 with a ridge penalty,
+    penalised): the convex second-tier model of stacking (ESL 8.8 with a ridge penalty,
     LeBlanc and Tibshirani 1996).
 
     Args:
@@ -322,7 +322,7 @@ def fit_stacked_boosters(
     stacker_steps: int = 200,
     key=0,
 ) -> StackedBoosters:
-    """Stacking (Wolpert 1992; ESL eq. 8.59) of ``M`` boosters differing in traced hyperparameters.
+    """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters.
 
     1. Fold masks ``(n_folds, n)`` plus one all-ones mask; ONE call of
        :func:`cross_fit_boosters` fits all ``(n_folds + 1) * M`` ensembles.

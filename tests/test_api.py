@@ -221,3 +221,15 @@ def test_precomputed_borders_are_used(regression_data, fit_kw, reg_model, assert
     m = jboost.fit(X, y, borders=coarse, **fit_kw)
     used = np.asarray(m.trees.gains) > 0
     np.testing.assert_array_equal(np.asarray(m.trees.borders)[used], 0.0)
+
+
+def test_fit_and_predict_run_under_strict_dtype_promotion():
+    # equinox-style strictness: no implicit dtype promotion anywhere on the fit/predict path.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(64, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.float32)
+    with jax.numpy_dtype_promotion("strict"):
+        model = jboost.fit(X, y, "binomial_deviance", n_rounds=2, depth=2, subsample=0.5,
+                           colsample=0.7, colsample_by="level")
+        p = jboost.predict_proba(model, X)
+    assert p.shape == (64, 2)

@@ -402,3 +402,27 @@ def test_line_search_refit_minimises_the_loss_per_leaf():
         s = leaf == j
         grad = lambda c: np.sum(w[s] * (1 / (1 + np.exp(-(raw[s, 0] + c))) - y[s]))
         assert abs(grad(float(got[j, 0]))) < 1e-4 * np.sum(w[s])
+
+
+def test_line_search_refit_stays_finite_and_never_raises_a_leaf_loss():
+    # Leaf 0 holds only positives at raw -40 under logistic loss: its minimiser is at +infinity.
+    # Damped, trust-region Newton moves it by at most n_steps * max_step and never increases any
+    # leaf's loss; leaf 1 (one positive, one negative at raw 0) has its exact minimiser 0.
+    from jboost import refit
+
+    loss = jboost.losses.binomial_deviance()
+    y = jnp.array([1.0, 1.0, 0.0, 1.0])
+    raw = jnp.array([[-40.0], [-40.0], [0.0], [0.0]])
+    w = jnp.ones(4)
+    leaf = jnp.array([0, 0, 1, 1])
+    init = jnp.array([[1.0], [0.5]])
+    out = np.asarray(refit.line_search_leaf_values(loss, y, raw, w, leaf, 2, init))
+    assert np.all(np.isfinite(out))
+    assert out[0, 0] <= 1.0 + 8 * 4.0 + 1e-5 and out[0, 0] > 1.0
+    assert abs(out[1, 0]) < 1e-4
+
+    def leaf_loss(gamma):
+        per_row = np.asarray(jboost.losses.per_sample_losses(loss, y, raw + jnp.asarray(gamma)[leaf]))
+        return np.array([per_row[:2].sum(), per_row[2:].sum()])
+
+    assert np.all(leaf_loss(out) <= leaf_loss(np.asarray(init)) + 1e-6)

@@ -20,6 +20,15 @@ between three jboost learners with matched settings, fixed before seeing test nu
 Boosting settings are shared by ECOC bits and the multinomial model: depth 5, shrinkage 0.1,
 300 rounds, ``l2 = 1``; 17 bins (the 16 feature values are then binned exactly).
 
+What the full run showed (see the report in ``results.json``): with these boosted bit learners
+the one-per-class code beat the random dense code (3.75% vs 7.65% test error, L1 decoding):
+a random dichotomy of the 26 letters is a much harder binary problem (5.9% mean bit error on
+the test set) than "this letter or not", and 300 rounds of depth-5 trees do not fit it, whereas
+Dietterich and Bakiri's bit learners were fully grown decision trees. The forest of oblivious
+trees is far behind both (about 17%). We attribute this to the bias of oblivious trees (a
+depth-12 oblivious tree is a grid of 12 cuts over 16 features), which averaging cannot remove;
+that bias was measured on California housing (see ``california_rf``), not separately here.
+
 Command: ``python -m experiments.run multiclass_ecoc`` (several minutes on 2 CPU cores);
 ``--smoke`` is a seconds-long pipeline check on a subsample.
 """
