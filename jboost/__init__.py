@@ -1,6 +1,9 @@
 """jboost: boosting and bagging of oblivious trees in JAX, with losses as pure functions."""
 
+from jboost import algorithms
+from jboost import bagging
 from jboost import binning
+from jboost import combine
 from jboost import datasets
 from jboost import boosting
 from jboost import derivatives

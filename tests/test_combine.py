@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import binning
 from jboost import combine
 
 # Boosting settings shared by every fit in this file (and by tests/test_bagging.py): one
@@ -130,7 +129,6 @@ def test_stacking_out_of_fold_predictions_never_see_their_row():
     # In sample, the flipped rows are (partly) memorised: the score follows the noisy label.
     agree_in = np.mean((insample[flipped] > 0) == (y[flipped] == 1))
     agree_oof = np.mean((oof[flipped] > 0) == (y[flipped] == 1))
-    print("agree in-sample", agree_in, "out-of-fold", agree_oof)
     assert agree_in > 0.6, agree_in
     assert agree_oof < 0.35, agree_oof
     # Each row's out-of-fold score is that of a fold model with zero weight on the row:
@@ -196,7 +194,7 @@ def test_decoding_on_a_known_code_matrix():
     raw[2, 5] *= -1                                # one wrong bit for class 2
     np.testing.assert_array_equal(combine.decode_hamming(raw, code), [0, 1, 2, 3])
     probs = np.array([[0.9, 0.8, 0.7, 0.9, 0.6, 0.8, 0.55],     # near class 0 (all ones)
-                      [0.1, 0.2, 0.3, 0.1, 0.2, 0.3, 0.45]])    # near class 1 (0001111)? no: L1
+                      [0.1, 0.2, 0.3, 0.1, 0.2, 0.3, 0.45]])    # far from every codeword
     d = np.abs(probs[:, None, :] - code[None]).sum(-1)
     np.testing.assert_array_equal(combine.decode_l1(probs, code), d.argmin(1))
     assert int(combine.decode_l1(probs, code)[0]) == 0
