@@ -11,6 +11,7 @@ from jboost import histograms
 from jboost import losses
 from jboost import refit
 from jboost import splits
+from jboost import sweep
 from jboost import tree
 from jboost.api import Booster
 from jboost.api import feature_importance
@@ -25,6 +26,7 @@ from jboost.boosting import BoostConfig
 from jboost.boosting import Hyperparams
 from jboost.derivatives import grad_hess
 from jboost.losses import Loss
+from jboost.sweep import SweepResult
 from jboost.tree import ObliviousTrees
 
 __version__ = "0.1.0"
@@ -32,5 +34,5 @@ __version__ = "0.1.0"
 __all__ = [
     "Booster", "BoostConfig", "Hyperparams", "Loss", "ObliviousTrees",
     "bin_features", "compute_borders", "feature_importance", "fit", "grad_hess",
-    "predict", "predict_class", "predict_mean", "predict_proba",
+    "predict", "predict_class", "predict_mean", "predict_proba", "SweepResult",
 ]

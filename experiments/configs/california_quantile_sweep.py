@@ -15,7 +15,7 @@ seeded 80/20 split. Outputs: ``coverage.png`` (test coverage against the nominal
 ``metrics.jsonl`` (per round, the CV pinball loss of each level's chosen configuration).
 
 Command: ``python -m experiments.run california_quantile_sweep`` (7 levels x 2 learning rates x
-5 folds, depth 6, 300 rounds: several minutes on 2 CPU cores); ``--smoke`` < 30 s.
+5 folds, depth 6, 200 rounds: about 3 minutes on a quiet 2-core CPU); ``--smoke`` < 30 s.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def get_config(smoke: bool = False) -> dict:
                        "test coverage of each level's chosen model vs the nominal level",
         "seed": 0,
         "alphas": [0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95], "learning_rates": [0.1, 0.3],
-        "folds": 5, "seeds": 1, "n_rounds": 300, "depth": 6, "n_bins": 256, "n_train": None,
+        "folds": 5, "seeds": 1, "n_rounds": 200, "depth": 6, "n_bins": 256, "n_train": None,
     }
 
 

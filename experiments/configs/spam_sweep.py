@@ -15,7 +15,7 @@ error, and ``cv_heatmap.png``: CV deviance at each configuration's best round, o
 subsample value (learning rate x l2).
 
 Command: ``python -m experiments.run spam_sweep`` (18 configurations x 5 folds of depth-3 trees,
-400 rounds: several minutes on 2 CPU cores); ``--smoke`` runs a small grid on a subset (< 30 s).
+400 rounds: about 3 minutes on a quiet 2-core CPU); ``--smoke`` runs a small grid on a subset (< 30 s).
 """
 
 from __future__ import annotations
