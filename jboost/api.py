@@ -243,31 +243,9 @@ def fit(
         raise ValueError(f"task={task!r} must be one of {losses_lib.TASKS}.")
     loss_obj = _resolve_loss(loss, y, n_outputs, task)
 
-    if borders is None:
-        borders = binning.compute_borders(X, n_bins, sample_weight=w)
-    else:
-        borders = np.asarray(borders, np.float32)
-        if borders.shape != (X.shape[1], n_bins - 1):
-            raise ValueError(f"borders has shape {borders.shape}; expected {(X.shape[1], n_bins - 1)} "
-                             f"for {X.shape[1]} features and n_bins={n_bins}.")
-    X_binned = binning.bin_features(X, borders)
-
-    if eval_set is not None:
-        if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
-            raise TypeError("eval_set must be a tuple (X_valid, y_valid) or (X_valid, y_valid, w_valid).")
-        Xv = _as_matrix(eval_set[0], "eval_set X")
-        if Xv.shape[1] != X.shape[1]:
-            raise ValueError(f"eval_set X has {Xv.shape[1]} features but X has {X.shape[1]}.")
-        yv = _as_vector(eval_set[1], Xv.shape[0], "eval_set y", "eval_set X")
-        _check_labels_finite(yv, "eval_set y")
-        losses_lib.check_labels(loss_obj, yv, "eval_set y")
-        wv = (np.ones((Xv.shape[0],), np.float32) if len(eval_set) == 2
-              else _as_vector(eval_set[2], Xv.shape[0], "eval_set weights", "eval_set X"))
-        Xv_binned = binning.bin_features(Xv, borders)
-    else:
-        Xv_binned = jnp.zeros((X.shape[1], 0), binning.X_BINNED_DTYPE)
-        yv = np.zeros((0,), np.float32)
-        wv = np.zeros((0,), np.float32)
+    borders, X_binned, Xv_binned, yv, wv = bin_inputs(
+        X, w, n_bins, borders, eval_set,
+        label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name))
 
     hyper = boosting.Hyperparams.create(learning_rate, l2, min_split_gain, min_child_weight,
                                         subsample, colsample)
@@ -302,6 +280,40 @@ def _mesh(devices):
     if not devices:
         raise ValueError("devices is empty.")
     return jax.sharding.Mesh(np.array(devices), ("rows",))
+
+
+def bin_inputs(X: np.ndarray, w: np.ndarray, n_bins: int, borders, eval_set,
+               label_check: Optional[Callable] = None):
+    """Borders (computed, or checked when given), binned ``X`` and the checked, binned eval set.
+
+    Shared by :func:`fit` and :mod:`jboost.algorithms`. ``X`` and ``w`` must already be checked
+    (``_as_matrix``, ``_check_weights``). ``label_check(y_valid, "eval_set y")`` validates the
+    eval-set labels. Returns ``(borders, X_binned, X_valid_binned, y_valid, w_valid)``; without
+    an eval set the validation arrays have 0 rows.
+    """
+    if borders is None:
+        borders = binning.compute_borders(X, n_bins, sample_weight=w)
+    else:
+        borders = np.asarray(borders, np.float32)
+        if borders.shape != (X.shape[1], n_bins - 1):
+            raise ValueError(f"borders has shape {borders.shape}; expected {(X.shape[1], n_bins - 1)} "
+                             f"for {X.shape[1]} features and n_bins={n_bins}.")
+    X_binned = binning.bin_features(X, borders)
+    if eval_set is None:
+        return (borders, X_binned, jnp.zeros((X.shape[1], 0), binning.X_BINNED_DTYPE),
+                np.zeros((0,), np.float32), np.zeros((0,), np.float32))
+    if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
+        raise TypeError("eval_set must be a tuple (X_valid, y_valid) or (X_valid, y_valid, w_valid).")
+    Xv = _as_matrix(eval_set[0], "eval_set X")
+    if Xv.shape[1] != X.shape[1]:
+        raise ValueError(f"eval_set X has {Xv.shape[1]} features but X has {X.shape[1]}.")
+    yv = _as_vector(eval_set[1], Xv.shape[0], "eval_set y", "eval_set X")
+    _check_labels_finite(yv, "eval_set y")
+    if label_check is not None:
+        label_check(yv, "eval_set y")
+    wv = (np.ones((Xv.shape[0],), np.float32) if len(eval_set) == 2
+          else _as_vector(eval_set[2], Xv.shape[0], "eval_set weights", "eval_set X"))
+    return borders, X_binned, binning.bin_features(Xv, borders), yv, wv
 
 
 @jax.jit

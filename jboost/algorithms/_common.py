@@ -107,31 +107,8 @@ def prepare(X, y, *, sample_weight, eval_set, n_bins: int, borders,
          else api._as_vector(sample_weight, n, "sample_weight"))
     api._check_weights(w)
     n_bins = api._check_int(n_bins, "n_bins", 3, binning.MAX_BINS)
-    if borders is None:
-        borders = binning.compute_borders(X, n_bins, sample_weight=w)
-    else:
-        borders = np.asarray(borders, np.float32)
-        if borders.shape != (X.shape[1], n_bins - 1):
-            raise ValueError(f"borders has shape {borders.shape}; expected {(X.shape[1], n_bins - 1)} "
-                             f"for {X.shape[1]} features and n_bins={n_bins}.")
-    X_binned = binning.bin_features(X, borders)
-    if eval_set is not None:
-        if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
-            raise TypeError("eval_set must be a tuple (X_valid, y_valid) or (X_valid, y_valid, w_valid).")
-        Xv = api._as_matrix(eval_set[0], "eval_set X")
-        if Xv.shape[1] != X.shape[1]:
-            raise ValueError(f"eval_set X has {Xv.shape[1]} features but X has {X.shape[1]}.")
-        yv = api._as_vector(eval_set[1], Xv.shape[0], "eval_set y", "eval_set X")
-        api._check_labels_finite(yv, "eval_set y")
-        if label_check is not None:
-            label_check(yv, "eval_set y")
-        wv = (np.ones((Xv.shape[0],), np.float32) if len(eval_set) == 2
-              else api._as_vector(eval_set[2], Xv.shape[0], "eval_set weights", "eval_set X"))
-        Xv_binned = binning.bin_features(Xv, borders)
-    else:
-        Xv_binned = jnp.zeros((X.shape[1], 0), binning.X_BINNED_DTYPE)
-        yv = np.zeros((0,), np.float32)
-        wv = np.zeros((0,), np.float32)
+    borders, X_binned, Xv_binned, yv, wv = api.bin_inputs(X, w, n_bins, borders, eval_set,
+                                                          label_check=label_check)
     data = Data(X_binned, jnp.asarray(y), jnp.asarray(w), Xv_binned, jnp.asarray(yv), jnp.asarray(wv))
     return data, jnp.asarray(borders)
 
