@@ -220,17 +220,7 @@ def fit_linear(Z, y, *, task: str, n_outputs: int = 1, l2=1e-3, n_steps: int = 2
         data = jnp.sum(w * jax.vmap(per)(y, raw)) / jnp.sum(w)
         return data + 0.5 * l2 * jnp.sum(params.coef ** 2)
 
-    opt = optax.lbfgs()
-    value_and_grad = optax.value_and_grad_from_state(objective)
-
-    def body(_, carry):
-        params, state = carry
-        value, grad = value_and_grad(params, state=state)
-        updates, state = opt.update(grad, state, params, value=value, grad=grad, value_fn=objective)
-        return optax.apply_updates(params, updates), state
-
-    params, _ = jax.lax.fori_loop(0, n_steps, body, (params0, opt.init(params0)))
-    return params
+    return losses_lib.lbfgs_minimize(objective, params0, n_steps)
 
 
 # --------------------------------------------------------------------------------------------

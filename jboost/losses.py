@@ -205,25 +205,33 @@ def log_mean_baseline(y, w, n_outputs, **params):
     return jnp.log(jnp.maximum(_mean(y, w), 1e-12))[None]
 
 
-def numeric_baseline(loss: "Loss", y, w, n_steps: int = 100):
-    """Optimal constant found numerically (L-BFGS from optax) for losses with no closed form."""
+def lbfgs_minimize(objective, params0, n_steps: int):
+    """``n_steps`` optax L-BFGS iterations (zoom line search) on ``objective`` from ``params0``.
+
+    A fixed iteration count in a ``fori_loop``: jit-able, vmappable, no host round trip.
+    """
     import optax
 
-    def objective(c):
-        return jnp.sum(w * per_sample_losses(loss, y, jnp.broadcast_to(c, (y.shape[0], c.shape[0])))) / jnp.sum(w)
-
-    c0 = jnp.zeros((loss.n_outputs,), jnp.float32)
     opt = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(objective)
 
     def body(_, carry):
-        c, state = carry
-        value, grad = value_and_grad(c, state=state)
-        updates, state = opt.update(grad, state, c, value=value, grad=grad, value_fn=objective)
-        return optax.apply_updates(c, updates), state
+        params, state = carry
+        value, grad = value_and_grad(params, state=state)
+        updates, state = opt.update(grad, state, params, value=value, grad=grad, value_fn=objective)
+        return optax.apply_updates(params, updates), state
 
-    c, _ = jax.lax.fori_loop(0, n_steps, body, (c0, opt.init(c0)))
-    return c
+    params, _ = jax.lax.fori_loop(0, n_steps, body, (params0, opt.init(params0)))
+    return params
+
+
+def numeric_baseline(loss: "Loss", y, w, n_steps: int = 100):
+    """Optimal constant found numerically (L-BFGS from optax) for losses with no closed form."""
+
+    def objective(c):
+        return jnp.sum(w * per_sample_losses(loss, y, jnp.broadcast_to(c, (y.shape[0], c.shape[0])))) / jnp.sum(w)
+
+    return lbfgs_minimize(objective, jnp.zeros((loss.n_outputs,), jnp.float32), n_steps)
 
 
 # --------------------------------------------------------------------------------------------

@@ -113,6 +113,20 @@ def prepare(X, y, *, sample_weight, eval_set, n_bins: int, borders,
     return data, jnp.asarray(borders)
 
 
+def prepare_classes(X, y, n_classes, *, sample_weight, eval_set, n_bins: int, borders):
+    """:func:`prepare` for K-class labels: K from ``n_classes`` or the training labels, and the
+    eval-set labels checked against that K. Returns ``(Data, borders, K)``."""
+    found = {}
+
+    def label_check(v, name):
+        k = check_labels(v, "multiclass", n_classes if name == "y" else found["k"], name)
+        found.setdefault("k", k)
+
+    data, borders = prepare(X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=n_bins,
+                            borders=borders, label_check=label_check)
+    return data, borders, found["k"]
+
+
 def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_child_weight,
              subsample, colsample, colsample_by, per_output_trees=False):
     """Check the common settings; returns ``(BoostConfig (static), Hyperparams (traced))``.

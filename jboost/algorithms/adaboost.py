@@ -236,15 +236,8 @@ def _fit_samme(X, y, *, real: bool, floor, floor_name: str, floor_hi: float, n_c
                                      min_child_weight=min_child_weight, subsample=subsample,
                                      colsample=colsample, colsample_by=colsample_by)
     api._check_real(floor, floor_name, 0.0, floor_hi, lo_open=True)
-    found = {}
-
-    def label_check(v, name):
-        k = _common.check_labels(v, "multiclass", n_classes if name == "y" else found["k"], name)
-        found.setdefault("k", k)
-
-    data, borders = _common.prepare(X, y, sample_weight=sample_weight, eval_set=eval_set,
-                                    n_bins=n_bins, borders=borders, label_check=label_check)
-    k = found["k"]
+    data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
+                                               eval_set=eval_set, n_bins=n_bins, borders=borders)
     state, (trees, coef, err, status, train_loss, valid_loss) = _samme(
         data, _common.as_key(key), hyper, jnp.asarray(floor, jnp.float32), config=config,
         n_classes=k, real=real)

@@ -282,15 +282,8 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
                                      learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                      min_child_weight=min_child_weight, subsample=subsample,
                                      colsample=colsample, colsample_by=colsample_by)
-    found = {}
-
-    def label_check(v, name):
-        k = _common.check_labels(v, "multiclass", n_classes if name == "y" else found["k"], name)
-        found.setdefault("k", k)
-
-    data, borders = _common.prepare(X, y, sample_weight=sample_weight, eval_set=eval_set,
-                                    n_bins=n_bins, borders=borders, label_check=label_check)
-    k = found["k"]
+    data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
+                                               eval_set=eval_set, n_bins=n_bins, borders=borders)
     if form == "two_class" and k != 2:
         raise ValueError(f"form='two_class' needs 2 classes; y has {k}.")
     z = jnp.asarray(z_max, jnp.float32)
