@@ -1,18 +1,34 @@
 """Gradient and hessian histograms per (feature, leaf, bin).
 
-The hot path of tree fitting. On CPU, a scatter-add per feature (``lax.map`` over features,
-one ``segment_sum`` of the whole payload per feature) beats vectorising over features, because
-each feature's bins and the payload stay in cache (see ``../shared/PERF-NOTES.md``). Pairs of
-float32 channels are packed into one complex64 payload so one scatter moves both.
+The hot path of tree fitting. Two implementations of the same sums:
+
+* **CPU kernel** (``jboost/_native/histogram.cc``, an XLA FFI custom call, used on CPU when it
+  was built at install time): rows are compacted once per level, then features are split across
+  threads; each feature's sums run in row order on one thread, so the result does not depend on
+  the thread count. It skips rows of zero weight (subsampled-out rows cost nothing) and, level
+  by level, builds only the smaller sibling of each pair (**histogram subtraction**: the larger
+  sibling is the parent's histogram minus the smaller one's).
+* **Pure JAX** (GPU, TPU, or CPU without the kernel): a scatter-add per feature (``lax.map``
+  over features, one ``segment_sum`` of the whole payload per feature), which on CPU beats
+  vectorising over features because each feature's bins and the payload stay in cache (see
+  ``../shared/PERF-NOTES.md``); pairs of float32 channels are packed into one complex64 payload so
+  one scatter moves both.
+
+``jax.lax.platform_dependent`` picks the implementation when the program is lowered, so the same
+jitted function runs everywhere.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
+
+from jboost import _native
 
 
 def _pack(payload):
@@ -27,6 +43,44 @@ def _unpack(hist, packed):
     if not packed:
         return hist
     return jnp.concatenate([jnp.real(hist), jnp.imag(hist)], axis=-1)
+
+
+def _xla_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int):
+    packed_payload, packed = _pack(payload)
+    base = leaf.astype(jnp.int32) * n_bins
+
+    def one_feature(col):
+        idx = base + col.astype(jnp.int32)
+        return jax.ops.segment_sum(packed_payload, idx, num_segments=n_leaves * n_bins)
+
+    hist = lax.map(one_feature, X_binned)
+    return _unpack(hist, packed).reshape(X_binned.shape[0], n_leaves, n_bins, payload.shape[-1])
+
+
+def _kernel_threads(axis_name) -> int:
+    """Threads per kernel call: the cores shared by the devices rows are sharded over."""
+    devices = 1 if axis_name is None else lax.axis_size(axis_name)
+    return max(1, _native.cpu_threads() // max(1, devices))
+
+
+def _native_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int, axis_name):
+    out = jax.ShapeDtypeStruct((X_binned.shape[0], n_leaves, n_bins, payload.shape[-1]), jnp.float32)
+    call = jax.ffi.ffi_call(_native.HISTOGRAM, out, vmap_method="sequential")
+    slot = jnp.arange(n_leaves, dtype=jnp.int32)
+    return call(X_binned.astype(jnp.uint8), payload, leaf.astype(jnp.int32), slot,
+                n_threads=np.int64(_kernel_threads(axis_name)))
+
+
+def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, axis_name):
+    out = (jax.ShapeDtypeStruct((X_binned.shape[0], n_slots, n_bins, payload.shape[-1]), jnp.float32),
+           jax.ShapeDtypeStruct((n_slots,), jnp.int32))
+    call = jax.ffi.ffi_call(_native.SMALLER_SIBLING, out, vmap_method="sequential")
+    return call(X_binned.astype(jnp.uint8), payload, leaf.astype(jnp.int32),
+                n_threads=np.int64(_kernel_threads(axis_name)))
+
+
+def _use_kernel(X_binned, n_bins: int) -> bool:
+    return _native.available() and X_binned.dtype == jnp.uint8 and n_bins <= 256
 
 
 @functools.partial(jax.jit, static_argnames=("n_leaves", "n_bins", "axis_name"))
@@ -44,15 +98,53 @@ def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis
     Returns:
       ``(n_features, n_leaves, n_bins, C)`` float32.
     """
-    packed_payload, packed = _pack(payload.astype(jnp.float32))
-    base = leaf.astype(jnp.int32) * n_bins
-
-    def one_feature(col):
-        idx = base + col.astype(jnp.int32)
-        return jax.ops.segment_sum(packed_payload, idx, num_segments=n_leaves * n_bins)
-
-    hist = lax.map(one_feature, X_binned)
-    hist = _unpack(hist, packed).reshape(X_binned.shape[0], n_leaves, n_bins, payload.shape[-1])
+    payload = payload.astype(jnp.float32)
+    xla = lambda: _xla_histogram(X_binned, payload, leaf, n_leaves, n_bins)
+    if _use_kernel(X_binned, n_bins):
+        native = lambda: _native_histogram(X_binned, payload, leaf, n_leaves, n_bins, axis_name)
+        hist = lax.platform_dependent(cpu=native, default=xla)
+    else:
+        hist = xla()
     if axis_name is not None:
         hist = lax.psum(hist, axis_name)
     return hist
+
+
+def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_bins: int,
+                     axis_name=None):
+    """Histograms of one level of an oblivious tree, by subtraction from the previous level's.
+
+    Leaves ``j`` and ``j + S`` (``S = 2**d`` at level ``d``) are the children of the previous
+    level's leaf ``j``. With the CPU kernel, only the sibling with fewer (non-zero-weight) rows is
+    built; the other is ``parent - sibling``. Elsewhere every leaf is built directly.
+
+    Args:
+      X_binned, payload, leaf: as in :func:`build_histogram`; ``leaf`` in ``[0, 2 * S)``.
+      parent: this device's ``(F, S, B, C)`` histograms of the previous level (before any
+        ``psum``), or ``None`` at the first level (one leaf).
+      n_bins: static number of bins.
+      axis_name: mapped axis rows are sharded over (the returned ``hist`` is ``psum``-ed).
+
+    Returns:
+      ``(hist, local)``: the level's ``(F, L, B, C)`` histograms summed over devices, and this
+      device's own (to pass as ``parent`` to the next level).
+    """
+    payload = payload.astype(jnp.float32)
+    n_leaves = 1 if parent is None else 2 * parent.shape[1]
+    xla = lambda: _xla_histogram(X_binned, payload, leaf, n_leaves, n_bins)
+    if not _use_kernel(X_binned, n_bins):
+        local = xla()
+    elif parent is None:
+        native = lambda: _native_histogram(X_binned, payload, leaf, n_leaves, n_bins, axis_name)
+        local = lax.platform_dependent(cpu=native, default=xla)
+    else:
+        def native():
+            small, right_smaller = _native_smaller_sibling(X_binned, payload, leaf, parent.shape[1],
+                                                           n_bins, axis_name)
+            other = parent - small
+            flip = (right_smaller == 1)[None, :, None, None]
+            return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)],
+                                   axis=1)
+        local = lax.platform_dependent(cpu=native, default=xla)
+    hist = local if axis_name is None else lax.psum(local, axis_name)
+    return hist, local

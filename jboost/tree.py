@@ -139,9 +139,10 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     n = X_binned.shape[1]
     leaf = jnp.zeros((n,), jnp.int32)
     feats, thrs, miss, gains = [], [], [], []
+    local = None  # this device's histograms of the previous level (for subtraction)
     for d in range(depth):  # static unroll over levels: the leaf count sets the shapes
-        hist = histograms.build_histogram(X_binned, payload, leaf, n_leaves=2**d, n_bins=n_bins,
-                                          axis_name=axis_name)
+        hist, local = histograms.level_histograms(X_binned, payload, leaf, local, n_bins=n_bins,
+                                                  axis_name=axis_name)
         split = splits.best_split(hist, l2=l2, min_split_gain=min_split_gain,
                                   min_child_weight=min_child_weight,
                                   feature_mask=None if feature_masks is None else feature_masks[d])

@@ -1,0 +1,58 @@
+"""jboost's compiled CPU kernels, registered with XLA as FFI custom calls (``jax.ffi``).
+
+``histogram.cc`` is built into ``_histogram*.so`` when the package is installed (``setup.py``;
+an optional extension: without a C++ compiler the install still succeeds). When the library is
+absent, or ``JBOOST_NATIVE=0`` is set, jboost uses its pure-JAX histogram path everywhere; on
+GPU and TPU it always does. Both paths compute the same sums; see ``jboost/histograms.py``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import os
+
+import jax
+
+HISTOGRAM = "jboost_histogram"
+SMALLER_SIBLING = "jboost_histogram_smaller_sibling"
+
+
+def library_path():
+    """Path of the compiled kernel library, or ``None`` when it was not built."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = sorted(glob.glob(os.path.join(here, "_histogram*.so")) +
+                   glob.glob(os.path.join(here, "_histogram*.pyd")) +
+                   glob.glob(os.path.join(here, "_histogram*.dylib")))
+    return paths[0] if paths else None
+
+
+@functools.lru_cache(maxsize=None)
+def _load() -> bool:
+    path = library_path()
+    if path is None:
+        return False
+    lib = ctypes.cdll.LoadLibrary(path)
+    jax.ffi.register_ffi_target(HISTOGRAM, jax.ffi.pycapsule(lib.JboostHistogram), platform="cpu")
+    jax.ffi.register_ffi_target(SMALLER_SIBLING, jax.ffi.pycapsule(lib.JboostHistogramSmallerSibling),
+                                platform="cpu")
+    return True
+
+
+def available() -> bool:
+    """Whether the CPU kernels are built, loaded and enabled (``JBOOST_NATIVE`` is not ``0``)."""
+    if os.environ.get("JBOOST_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    return _load()
+
+
+def cpu_threads() -> int:
+    """Cores this process may use (``JBOOST_NUM_THREADS`` overrides)."""
+    env = os.environ.get("JBOOST_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
