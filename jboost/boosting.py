@@ -163,8 +163,13 @@ def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_r
         g, h = derivatives.grad_hess(loss_m, y, state.raw)
         # Draws for all rows, then this shard's slice: the same rows are kept whatever the sharding
         # (threefry is partitionable, so a prefix of a longer draw equals a shorter draw).
-        u = lax.dynamic_slice_in_dim(jax.random.uniform(k_rows, (n_global,)), row0, n)
-        w_m = w * (u < hyper.subsample).astype(w.dtype)
+        def subsampled(w):
+            u = lax.dynamic_slice_in_dim(jax.random.uniform(k_rows, (n_global,)), row0, n)
+            return w * (u < hyper.subsample).astype(w.dtype)
+
+        # No draws at all when every row is kept (the common case; a cond, so under vmap over
+        # subsample rates both branches run and the result is the same).
+        w_m = lax.cond(hyper.subsample < 1.0, subsampled, lambda w: w, w)
         masks = column_masks(k_cols, n_features, config.depth, hyper.colsample, config.colsample_by)
         trees, leaves = _fit_round_trees(config, hyper, loss_m, X_binned, y, state.raw, w_m, g, h, masks)
         lr = hyper.learning_rate

@@ -63,12 +63,13 @@ def _kernel_threads(axis_name) -> int:
     return max(1, _native.cpu_threads() // max(1, devices))
 
 
-def _native_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int, axis_name):
+def _native_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int, axis_name,
+                      cumulative: bool = False):
     out = jax.ShapeDtypeStruct((X_binned.shape[0], n_leaves, n_bins, payload.shape[-1]), jnp.float32)
     call = jax.ffi.ffi_call(_native.HISTOGRAM, out, vmap_method="sequential")
     slot = jnp.arange(n_leaves, dtype=jnp.int32)
     return call(X_binned.astype(jnp.uint8), payload, leaf.astype(jnp.int32), slot,
-                n_threads=np.int64(_kernel_threads(axis_name)))
+                n_threads=np.int64(_kernel_threads(axis_name)), cumulative=cumulative)
 
 
 def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, axis_name):
@@ -76,7 +77,7 @@ def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, 
            jax.ShapeDtypeStruct((n_slots,), jnp.int32))
     call = jax.ffi.ffi_call(_native.SMALLER_SIBLING, out, vmap_method="sequential")
     return call(X_binned.astype(jnp.uint8), payload, leaf.astype(jnp.int32),
-                n_threads=np.int64(_kernel_threads(axis_name)))
+                n_threads=np.int64(_kernel_threads(axis_name)), cumulative=True)
 
 
 def _use_kernel(X_binned, n_bins: int) -> bool:
@@ -112,30 +113,36 @@ def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis
 
 def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_bins: int,
                      axis_name=None):
-    """Histograms of one level of an oblivious tree, by subtraction from the previous level's.
+    """Cumulative histograms of one level of an oblivious tree, by subtraction from the last level.
 
-    Leaves ``j`` and ``j + S`` (``S = 2**d`` at level ``d``) are the children of the previous
-    level's leaf ``j``. With the CPU kernel, only the sibling with fewer (non-zero-weight) rows is
-    built; the other is ``parent - sibling``. Elsewhere every leaf is built directly.
+    The result holds inclusive prefix sums over the bins (``cum[..., t, :]`` = sums of bins
+    ``<= t``), which is what :func:`jboost.splits.split_gains_cumulative` needs; prefix sums are
+    linear, so subtraction and ``psum`` apply to them unchanged. Leaves ``j`` and ``j + S``
+    (``S = 2**d`` at level ``d``) are the children of the previous level's leaf ``j``. With the CPU
+    kernel only the sibling with fewer rows of non-zero weight is built; the other is
+    ``parent - sibling``. Elsewhere every leaf is built directly.
 
     Args:
       X_binned, payload, leaf: as in :func:`build_histogram`; ``leaf`` in ``[0, 2 * S)``.
-      parent: this device's ``(F, S, B, C)`` histograms of the previous level (before any
-        ``psum``), or ``None`` at the first level (one leaf).
+      parent: this device's ``(F, S, B, C)`` cumulative histograms of the previous level (before
+        any ``psum``), or ``None`` at the first level (one leaf).
       n_bins: static number of bins.
       axis_name: mapped axis rows are sharded over (the returned ``hist`` is ``psum``-ed).
 
     Returns:
-      ``(hist, local)``: the level's ``(F, L, B, C)`` histograms summed over devices, and this
-      device's own (to pass as ``parent`` to the next level).
+      ``(hist, local)``: the level's ``(F, L, B, C)`` cumulative histograms summed over devices,
+      and this device's own (to pass as ``parent`` to the next level).
     """
+    from jboost import splits  # splits does not import this module; avoid a cycle at import
+
     payload = payload.astype(jnp.float32)
     n_leaves = 1 if parent is None else 2 * parent.shape[1]
-    xla = lambda: _xla_histogram(X_binned, payload, leaf, n_leaves, n_bins)
+    xla = lambda: splits.prefix_sum(_xla_histogram(X_binned, payload, leaf, n_leaves, n_bins), axis=2)
     if not _use_kernel(X_binned, n_bins):
         local = xla()
     elif parent is None:
-        native = lambda: _native_histogram(X_binned, payload, leaf, n_leaves, n_bins, axis_name)
+        native = lambda: _native_histogram(X_binned, payload, leaf, n_leaves, n_bins, axis_name,
+                                           cumulative=True)
         local = lax.platform_dependent(cpu=native, default=xla)
     else:
         def native():

@@ -69,28 +69,41 @@ def split_gains(hist, l2, min_child_weight):
     ``hist`` is ``(F, L, B, 2K)`` with gradient sums in ``[..., :K]`` and hessian sums in
     ``[..., K:]``; bin ``B-1`` is the missing bin.
     """
-    n_bins = hist.shape[2]
-    k = hist.shape[-1] // 2
-    present = hist[:, :, : n_bins - 1, :]
-    missing = hist[:, :, n_bins - 1 : n_bins, :]
-    cum = prefix_sum(present, axis=2)                    # (F, L, B-1, 2K)
-    total = cum[:, :, -1:, :] + missing                  # (F, L, 1, 2K)
-    # Direction 0: missing goes left; direction 1: missing goes right.
-    left = jnp.stack([cum + missing, cum], axis=3)       # (F, L, B-1, 2, 2K)
-    right = total[:, :, :, None, :] - left
-    total = total[:, :, :, None, :]
+    return split_gains_cumulative(prefix_sum(hist, axis=2), l2, min_child_weight)
+
+
+def split_gains_cumulative(cum, l2, min_child_weight):
+    """:func:`split_gains` from inclusive prefix sums of the histograms over all ``B`` bins.
+
+    ``cum[:, :, t]`` is then the left child of threshold ``t`` (missing rows excluded) and
+    ``cum[:, :, B-1]`` the leaf's total. Each missing direction is one elementwise expression
+    reduced over leaves, which XLA fuses into a single loop.
+    """
+    n_bins = cum.shape[2]
+    k = cum.shape[-1] // 2
+    present = cum[:, :, : n_bins - 1, :]                 # (F, L, B-1, 2K) left sums
+    total = cum[:, :, n_bins - 1 :, :]                   # (F, L, 1, 2K)
+    missing = total - cum[:, :, n_bins - 2 : n_bins - 1, :] if n_bins > 1 else total
 
     def score(s):
         return jnp.sum(_score(s[..., :k], s[..., k:], l2), axis=-1)
 
-    leaf_gain = score(left) + score(right) - score(total)   # (F, L, B-1, 2)
-    h_left = jnp.sum(left[..., k:], axis=-1)
-    h_right = jnp.sum(right[..., k:], axis=-1)
-    ok = (h_left >= min_child_weight) & (h_right >= min_child_weight)
-    return jnp.sum(jnp.where(ok, leaf_gain, 0.0), axis=1)  # (F, B-1, 2)
+    parent = score(total)                                # (F, L, 1)
+
+    def direction(left):
+        right = total - left
+        leaf_gain = score(left) + score(right) - parent  # (F, L, B-1)
+        h_left = jnp.sum(left[..., k:], axis=-1)
+        h_right = jnp.sum(right[..., k:], axis=-1)
+        ok = (h_left >= min_child_weight) & (h_right >= min_child_weight)
+        return jnp.sum(jnp.where(ok, leaf_gain, 0.0), axis=1)  # (F, B-1)
+
+    # Direction 0: missing goes left; direction 1: missing goes right.
+    return jnp.stack([direction(present + missing), direction(present)], axis=-1)
 
 
-def best_split(hist, *, l2, min_split_gain, min_child_weight, feature_mask=None) -> Split:
+def best_split(hist, *, l2, min_split_gain, min_child_weight, feature_mask=None,
+               cumulative: bool = False) -> Split:
     """The admissible split of maximal gain for one oblivious level, or a null split.
 
     Args:
@@ -99,9 +112,11 @@ def best_split(hist, *, l2, min_split_gain, min_child_weight, feature_mask=None)
       min_split_gain: the gain must exceed this (traced).
       min_child_weight: minimal hessian sum of a child for its leaf to count (traced).
       feature_mask: optional ``(F,)`` bool; only these features are eligible.
+      cumulative: ``hist`` already holds inclusive prefix sums over the bins (as built by
+        :func:`jboost.histograms.level_histograms`).
     """
     n_features, _, n_bins, _ = hist.shape
-    gains = split_gains(hist, l2, min_child_weight)
+    gains = (split_gains_cumulative if cumulative else split_gains)(hist, l2, min_child_weight)
     if feature_mask is not None:
         gains = jnp.where(feature_mask[:, None, None], gains, -jnp.inf)
     flat = gains.reshape(-1)

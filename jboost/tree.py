@@ -115,6 +115,18 @@ def newton_leaf_values(G, H, l2, min_child_weight):
     return value
 
 
+def _children_sums(cum, threshold, missing_right):
+    """``(2L, C)`` sums of the children of ``L`` leaves split at ``threshold``, from the leaves'
+    ``(L, B, C)`` cumulative histograms of the split feature: leaf ``j``'s left child is ``j``,
+    its right child ``j + L``."""
+    n_bins = cum.shape[1]
+    total = cum[:, n_bins - 1]
+    missing = total - cum[:, n_bins - 2]
+    # Right first: for a null split (threshold n_bins - 2, missing left) it is exactly zero.
+    right = cum[:, n_bins - 2] - cum[:, threshold] + jnp.where(missing_right, missing, 0.0)
+    return jnp.concatenate([total - right, right], axis=0)
+
+
 @functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, axis_name: Optional[str] = None):
@@ -144,7 +156,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         hist, local = histograms.level_histograms(X_binned, payload, leaf, local, n_bins=n_bins,
                                                   axis_name=axis_name)
         split = splits.best_split(hist, l2=l2, min_split_gain=min_split_gain,
-                                  min_child_weight=min_child_weight,
+                                  min_child_weight=min_child_weight, cumulative=True,
                                   feature_mask=None if feature_masks is None else feature_masks[d])
         col = X_binned[split.feature].astype(jnp.int32)
         right = jnp.where(col == binning.missing_bin(n_bins), split.missing_right, col > split.threshold)
@@ -153,9 +165,14 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         thrs.append(split.threshold)
         miss.append(split.missing_right)
         gains.append(split.gain)
-    sums = jax.ops.segment_sum(payload, leaf, num_segments=2**depth)
-    if axis_name is not None:
-        sums = lax.psum(sums, axis_name)
+    if depth:
+        # The leaves' sums are the last level's children, read off its (global, cumulative)
+        # histograms of the chosen feature: no pass over the rows.
+        sums = _children_sums(hist[split.feature], split.threshold, split.missing_right)
+    else:
+        sums = jnp.sum(payload, axis=0, keepdims=True)
+        if axis_name is not None:
+            sums = lax.psum(sums, axis_name)
     values = newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight)
     tree = ObliviousTrees(
         features=jnp.stack(feats) if depth else jnp.zeros((0,), jnp.int32),

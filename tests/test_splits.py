@@ -18,7 +18,7 @@ from jboost import splits
 
 # Jitted once per shape: eager evaluation would compile every primitive separately.
 split_gains = jax.jit(splits.split_gains)
-best_split = jax.jit(splits.best_split)
+best_split = jax.jit(splits.best_split, static_argnames="cumulative")
 prefix_sum = jax.jit(splits.prefix_sum, static_argnums=1)
 
 
