@@ -102,8 +102,38 @@ def run_jboost(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
     pred = (jboost.predict_proba(model, Xte)[:, 1] if case["task"] == "binary" else jboost.predict(model, Xte))
     pred = np.asarray(jax.block_until_ready(pred))
     t_pred = time.perf_counter() - t0
-    return dict(bin_s=t_bin, compile_s=t_first - t_train, train_s=t_train_only, predict_s=t_pred,
-                devices=len(jax.devices())), pred
+    out = dict(bin_s=t_bin, compile_s=t_first - t_train, train_s=t_train_only, predict_s=t_pred,
+               devices=len(jax.devices()), native_kernel=jboost.histograms._native.available())
+    if devices is None:
+        out.update(_jboost_memory(Xtr, ytr, loss, borders, rounds, depth, n_bins, lr))
+    return out, pred
+
+
+def _jboost_memory(Xtr, ytr, loss, borders, rounds, depth, n_bins, lr):
+    """XLA's own account of the training program's memory (single device): its arguments (the
+    binned data, labels, weights), its outputs (the trees) and its temporaries (histograms,
+    gradients, scores), beside the size of the binned data and of one level's histograms."""
+    import jax.numpy as jnp
+    import jboost
+    from jboost import api, boosting
+
+    Xb = jboost.bin_features(Xtr, borders)
+    y = jnp.asarray(ytr, jnp.float32)
+    w = jnp.ones_like(y)
+    loss_obj = api._resolve_loss(loss, np.asarray(ytr), None, None)
+    config = boosting.BoostConfig(n_rounds=rounds, depth=depth, n_bins=n_bins)
+    hyper = boosting.Hyperparams.create(learning_rate=lr, l2=1.0, min_child_weight=1.0)
+    args = (Xb, y, w, api._as_key(0), hyper, loss_obj, api._baseline(loss_obj, y, w),
+            jnp.zeros((Xb.shape[0], 0), jnp.uint8), jnp.zeros((0,), jnp.float32),
+            jnp.zeros((0,), jnp.float32))
+    ma = boosting.boost.lower(*args, config=config).compile().memory_analysis()
+    if ma is None:
+        return {}
+    hist_mb = Xb.shape[0] * 2 ** (depth - 1) * n_bins * 2 * 4 / 1e6
+    return dict(binned_mb=Xb.nbytes / 1e6, hist_mb=hist_mb,
+                xla_args_mb=ma.argument_size_in_bytes / 1e6,
+                xla_temp_mb=ma.temp_size_in_bytes / 1e6,
+                xla_out_mb=ma.output_size_in_bytes / 1e6)
 
 
 def run_xgboost(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
@@ -233,8 +263,9 @@ def main():
     p.add_argument("--n-bins", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--jax-devices", type=int, default=os.cpu_count(),
-                   help="XLA host devices for jboost (rows sharded across them)")
+    p.add_argument("--jax-devices", type=int, default=1,
+                   help="XLA host devices for jboost (rows sharded across them; default 1: the "
+                        "CPU kernel already uses every core)")
     p.add_argument("--repeats", type=int, default=1, help="runs per pair; the median is reported")
     p.add_argument("--json", default=None, help="write the results as JSON here")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -282,6 +313,10 @@ def print_table(results):
             pr = {lib: jb["predict_s"] / r["predict_s"] for lib, r in res.items()
                   if lib != "jboost" and "predict_s" in r}
             print("prediction time ratio jboost/peer: " + ", ".join(f"{k} {v:.2f}" for k, v in pr.items()))
+        if "xla_temp_mb" in jb:
+            print(f"jboost training program (XLA memory analysis): arguments {jb['xla_args_mb']:.1f} MB "
+                  f"(binned data {jb['binned_mb']:.1f} MB), temporaries {jb['xla_temp_mb']:.1f} MB, "
+                  f"outputs {jb['xla_out_mb']:.1f} MB; one deepest-level histogram {jb['hist_mb']:.1f} MB")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,10 @@ from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
+from jboost import _native
 from jboost import binning
 from jboost import histograms
 from jboost import splits
@@ -194,13 +196,23 @@ def with_borders(tree: ObliviousTrees, borders) -> ObliviousTrees:
 def predict_raw(trees: ObliviousTrees, X):
     """Sum of the leaf values of every tree for raw-float rows ``X (n, F)`` -> ``(n, K)``.
 
-    ``trees`` may have any number of leading axes; all of them are summed over. One jit-compiled
-    ``lax.scan`` over trees; each step gathers the tree's feature rows of ``X.T``, compares them
-    to the borders and gathers the leaf values.
+    ``trees`` may have any number of leading axes; all of them are summed over, in order. On CPU
+    with jboost's kernel, one pass over row blocks with every tree applied to each block
+    (threads split the rows); elsewhere one jit-compiled ``lax.scan`` over trees, each step
+    gathering the tree's feature rows of ``X.T``, comparing them to the borders and gathering the
+    leaf values. Both add the trees in the same order and agree bitwise.
     """
-    X_t = jnp.asarray(X, jnp.float32).T
-    k = trees.leaf_values.shape[-1]
+    X = jnp.asarray(X, jnp.float32)
     flat = flatten_trees(trees)
+    if _native.available() and X.ndim == 2:
+        native = lambda: _predict_native(flat, X)
+        return lax.platform_dependent(cpu=native, default=lambda: _predict_scan(flat, X))
+    return _predict_scan(flat, X)
+
+
+def _predict_scan(flat: ObliviousTrees, X):
+    X_t = X.T
+    k = flat.leaf_values.shape[-1]
 
     def step(acc, tree):
         leaf = leaf_index_raw(tree, X_t)
@@ -211,7 +223,17 @@ def predict_raw(trees: ObliviousTrees, X):
     return out
 
 
+def _predict_native(flat: ObliviousTrees, X):
+    k = flat.leaf_values.shape[-1]
+    out = jax.ShapeDtypeStruct((X.shape[0], k), jnp.float32)
+    call = jax.ffi.ffi_call(_native.PREDICT, out, vmap_method="sequential")
+    return call(X, flat.features.astype(jnp.int32), flat.borders.astype(jnp.float32),
+                flat.missing_right.astype(jnp.uint8), flat.leaf_values.astype(jnp.float32),
+                n_threads=np.int64(_native.cpu_threads()))
+
+
 def flatten_trees(trees: ObliviousTrees) -> ObliviousTrees:
     """Merge all leading (tree-indexing) axes into one."""
     n_lead = trees.features.ndim - 1
-    return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[n_lead:]), trees)
+    n_trees = int(np.prod(trees.features.shape[:n_lead], dtype=np.int64))
+    return jax.tree_util.tree_map(lambda a: a.reshape((n_trees,) + a.shape[n_lead:]), trees)
