@@ -80,7 +80,7 @@ def _as_matrix(X, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}.")
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {arr.shape}; need at least one sample and one feature.")
-    return arr.astype(np.float32)
+    return arr.astype(np.float32, copy=False)
 
 
 def _as_vector(v, n: int, name: str, x_name: str = "X") -> np.ndarray:
@@ -321,11 +321,26 @@ def _baseline(loss, y, w):
     return losses_lib.baseline(loss, y, w)
 
 
-def _check_predict_X(model: Booster, X) -> np.ndarray:
-    Xa = _as_matrix(X, "X") if not _is_traced(X) else X
+def _check_predict_X(model: Booster, X):
+    if isinstance(X, jax.Array):  # a device array (or a tracer): no round trip through the host
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D (n_samples, n_features); got shape {X.shape}.")
+        if not (jnp.issubdtype(X.dtype, jnp.number) or X.dtype == bool):
+            raise TypeError(f"X must be numeric (float, int or bool); got dtype {X.dtype}.")
+        Xa = X
+    else:
+        Xa = _as_matrix(X, "X")
     if Xa.shape[1] != model.n_features:
         raise ValueError(f"X has {Xa.shape[1]} features, but the model was fitted on {model.n_features}.")
     return Xa
+
+
+def _predict_raw(trees, X):
+    """Column-major host arrays (Fortran order, or row slices of one: each column contiguous) go
+    over feature-major with a copy of whole columns instead of a transposition."""
+    if isinstance(X, np.ndarray) and X.shape[0] > 1 and X.strides[0] == X.itemsize:
+        return tree_lib.predict_raw_feature_major(trees, jnp.asarray(np.ascontiguousarray(X.T)))
+    return tree_lib.predict_raw(trees, jnp.asarray(X))
 
 
 def predict(model: Booster, X, n_rounds: Optional[int] = None):
@@ -341,7 +356,7 @@ def predict(model: Booster, X, n_rounds: Optional[int] = None):
     if n_rounds is not None:
         n_rounds = _check_int(n_rounds, "n_rounds", 0, model.n_rounds)
         trees = jax.tree_util.tree_map(lambda a: a[:n_rounds], trees)
-    raw = model.baseline + tree_lib.predict_raw(trees, jnp.asarray(X))
+    raw = model.baseline + _predict_raw(trees, X)
     return raw[:, 0] if model.n_outputs == 1 else raw
 
 

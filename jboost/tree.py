@@ -21,7 +21,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jboost import _native
 from jboost import binning
 from jboost import histograms
 from jboost import splits
@@ -196,22 +195,24 @@ def with_borders(tree: ObliviousTrees, borders) -> ObliviousTrees:
 def predict_raw(trees: ObliviousTrees, X):
     """Sum of the leaf values of every tree for raw-float rows ``X (n, F)`` -> ``(n, K)``.
 
-    ``trees`` may have any number of leading axes; all of them are summed over, in order. On CPU
-    with jboost's kernel, one pass over row blocks with every tree applied to each block
-    (threads split the rows); elsewhere one jit-compiled ``lax.scan`` over trees, each step
-    gathering the tree's feature rows of ``X.T``, comparing them to the borders and gathering the
-    leaf values. Both add the trees in the same order and agree bitwise.
+    ``trees`` may have any number of leading axes; all of them are summed over, in order. One
+    jit-compiled ``lax.scan`` over trees on the feature-major ``X.T`` (see
+    :func:`predict_raw_feature_major`).
     """
-    X = jnp.asarray(X, jnp.float32)
+    return predict_raw_feature_major(trees, jnp.asarray(X, jnp.float32).T)
+
+
+@jax.jit
+def predict_raw_feature_major(trees: ObliviousTrees, X_t):
+    """:func:`predict_raw` on feature-major rows ``X_t (F, n)`` (no transposition needed).
+
+    Each scan step gathers the tree's feature rows of ``X_t`` (contiguous: the comparisons stream
+    and vectorise), compares them to the borders and gathers the leaf values. (A C++ kernel over
+    64-row blocks measured slower than this scan on the 2-core CPU: 0.58 s against 0.32 s for 1M
+    rows and 200 depth-6 trees.)
+    """
+    X_t = jnp.asarray(X_t, jnp.float32)
     flat = flatten_trees(trees)
-    if _native.available() and X.ndim == 2:
-        native = lambda: _predict_native(flat, X)
-        return lax.platform_dependent(cpu=native, default=lambda: _predict_scan(flat, X))
-    return _predict_scan(flat, X)
-
-
-def _predict_scan(flat: ObliviousTrees, X):
-    X_t = X.T
     k = flat.leaf_values.shape[-1]
 
     def step(acc, tree):
@@ -221,15 +222,6 @@ def _predict_scan(flat: ObliviousTrees, X):
     acc0 = jnp.zeros((X_t.shape[1], k), jnp.float32)
     out, _ = lax.scan(step, acc0, flat)
     return out
-
-
-def _predict_native(flat: ObliviousTrees, X):
-    k = flat.leaf_values.shape[-1]
-    out = jax.ShapeDtypeStruct((X.shape[0], k), jnp.float32)
-    call = jax.ffi.ffi_call(_native.PREDICT, out, vmap_method="sequential")
-    return call(X, flat.features.astype(jnp.int32), flat.borders.astype(jnp.float32),
-                flat.missing_right.astype(jnp.uint8), flat.leaf_values.astype(jnp.float32),
-                n_threads=np.int64(_native.cpu_threads()))
 
 
 def flatten_trees(trees: ObliviousTrees) -> ObliviousTrees:

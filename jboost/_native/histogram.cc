@@ -1,4 +1,4 @@
-// jboost's CPU kernels (histograms, and prediction at the end of the file), called from JAX as an XLA FFI custom call (see
+// jboost's CPU histogram kernel, called from JAX as an XLA FFI custom call (see
 // jboost/histograms.py). Semantics, for every row i whose leaf has a slot (slot[leaf[i]] >= 0),
 // every feature f and every channel c:
 //
@@ -268,91 +268,6 @@ ffi::Error SmallerSiblingImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> p
   return ffi::Error::Success();
 }
 
-// ---------------------------------------------------------------------------------------------
-// Prediction: out[i, :] = sum over trees t (in order) of leaf_values[t, leaf_t(i), :], where
-// leaf_t(i) = sum_d right_d << d and right_d = isnan(x) ? missing_right[t, d] : x > border[t, d]
-// with x = X[i, features[t, d]] -- jboost.tree.leaf_index on raw floats. Rows go in blocks of 64,
-// transposed into a small feature-major buffer so each level's comparisons are one contiguous
-// (vectorisable) loop; trees are summed in order, as the pure-JAX scan does, so the two agree
-// bitwise. Threads split the row blocks.
-
-constexpr int64_t kPredBlock = 64;
-
-void PredictRows(const float* X, int64_t n_features, int64_t row0, int64_t row1,
-                 const int32_t* features, const float* borders, const uint8_t* missing_right,
-                 const float* leaf_values, int64_t n_trees, int64_t depth, int64_t k, float* out) {
-  std::vector<float> xt(static_cast<size_t>(n_features) * kPredBlock);
-  std::vector<int32_t> idx(kPredBlock);
-  std::vector<float> acc(kPredBlock * k);
-  const int64_t n_leaves = int64_t{1} << depth;
-  for (int64_t r0 = row0; r0 < row1; r0 += kPredBlock) {
-    const int64_t m = std::min(kPredBlock, row1 - r0);
-    for (int64_t r = 0; r < m; ++r) {
-      const float* x = X + (r0 + r) * n_features;
-      for (int64_t f = 0; f < n_features; ++f) xt[f * kPredBlock + r] = x[f];
-    }
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t t = 0; t < n_trees; ++t) {
-      std::fill(idx.begin(), idx.begin() + m, 0);
-      for (int64_t d = 0; d < depth; ++d) {
-        const int64_t f = std::min<int64_t>(std::max<int32_t>(features[t * depth + d], 0),
-                                            n_features - 1);
-        const float* col = xt.data() + f * kPredBlock;
-        const float border = borders[t * depth + d];
-        const int32_t mr = missing_right[t * depth + d] ? 1 : 0;
-        for (int64_t r = 0; r < m; ++r) {
-          const float v = col[r];
-          const int32_t right = (v != v) ? mr : static_cast<int32_t>(v > border);
-          idx[r] |= right << d;
-        }
-      }
-      const float* lv = leaf_values + t * n_leaves * k;
-      if (k == 1) {
-        for (int64_t r = 0; r < m; ++r) acc[r] += lv[idx[r]];
-      } else {
-        for (int64_t r = 0; r < m; ++r) {
-          for (int64_t j = 0; j < k; ++j) acc[r * k + j] += lv[idx[r] * k + j];
-        }
-      }
-    }
-    std::copy(acc.begin(), acc.begin() + m * k, out + r0 * k);
-  }
-}
-
-ffi::Error PredictImpl(ffi::Buffer<ffi::F32> X, ffi::Buffer<ffi::S32> features,
-                       ffi::Buffer<ffi::F32> borders, ffi::Buffer<ffi::U8> missing_right,
-                       ffi::Buffer<ffi::F32> leaf_values, ffi::ResultBuffer<ffi::F32> out,
-                       int64_t n_threads) {
-  auto xd = X.dimensions();
-  auto fd = features.dimensions();
-  auto ld = leaf_values.dimensions();
-  auto od = out->dimensions();
-  if (xd.size() != 2 || fd.size() != 2 || ld.size() != 3 || od.size() != 2) {
-    return ffi::Error::InvalidArgument(
-        "jboost predict: X (n, F), features (T, D), leaf_values (T, 2**D, K), out (n, K)");
-  }
-  const int64_t n = xd[0], n_features = xd[1], n_trees = fd[0], depth = fd[1], k = ld[2];
-  if (depth > 30 || ld[0] != n_trees || ld[1] != (int64_t{1} << depth) || od[0] != n ||
-      od[1] != k || static_cast<int64_t>(borders.element_count()) != n_trees * depth ||
-      static_cast<int64_t>(missing_right.element_count()) != n_trees * depth ||
-      (n_features == 0 && depth > 0 && n_trees > 0)) {
-    return ffi::Error::InvalidArgument("jboost predict: inconsistent shapes");
-  }
-  float* o = out->typed_data();
-  if (n == 0) return ffi::Error::Success();
-  const int64_t n_blocks = (n + kPredBlock - 1) / kPredBlock;
-  const int64_t threads = std::max<int64_t>(
-      1, std::min<int64_t>(n_threads, (n * std::max<int64_t>(n_trees, 1)) >> 14));
-  const int64_t T = std::min(threads, n_blocks);
-  Parallel(T, [&](int64_t t) {
-    const int64_t b0 = n_blocks * t / T, b1 = n_blocks * (t + 1) / T;
-    PredictRows(X.typed_data(), n_features, b0 * kPredBlock, std::min(n, b1 * kPredBlock),
-                features.typed_data(), borders.typed_data(), missing_right.typed_data(),
-                leaf_values.typed_data(), n_trees, depth, k, o);
-  });
-  return ffi::Error::Success();
-}
-
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogram, HistogramImpl,
@@ -374,13 +289,3 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogramSmallerSibling, SmallerSiblingImpl,
                                   .Ret<ffi::Buffer<ffi::S32>>()  // right_smaller (S,)
                                   .Attr<int64_t>("n_threads")
                                   .Attr<bool>("cumulative"));
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostPredict, PredictImpl,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::F32>>()  // X (n, F)
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // features (T, D)
-                                  .Arg<ffi::Buffer<ffi::F32>>()  // borders (T, D)
-                                  .Arg<ffi::Buffer<ffi::U8>>()   // missing_right (T, D)
-                                  .Arg<ffi::Buffer<ffi::F32>>()  // leaf_values (T, 2**D, K)
-                                  .Ret<ffi::Buffer<ffi::F32>>()  // out (n, K)
-                                  .Attr<int64_t>("n_threads"));
