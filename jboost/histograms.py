@@ -65,6 +65,7 @@ def _kernel_threads(axis_name) -> int:
 
 def _native_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int, axis_name,
                       cumulative: bool = False):
+    _native.load()
     out = jax.ShapeDtypeStruct((X_binned.shape[0], n_leaves, n_bins, payload.shape[-1]), jnp.float32)
     call = jax.ffi.ffi_call(_native.HISTOGRAM, out, vmap_method="sequential")
     slot = jnp.arange(n_leaves, dtype=jnp.int32)
@@ -73,6 +74,7 @@ def _native_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int, axis_
 
 
 def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, axis_name):
+    _native.load()
     out = (jax.ShapeDtypeStruct((X_binned.shape[0], n_slots, n_bins, payload.shape[-1]), jnp.float32),
            jax.ShapeDtypeStruct((n_slots,), jnp.int32))
     call = jax.ffi.ffi_call(_native.SMALLER_SIBLING, out, vmap_method="sequential")

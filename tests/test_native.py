@@ -43,6 +43,7 @@ def _data(seed, n, n_features, n_bins, n_leaves, channels, zero_rows=0.0):
 
 
 def _kernel(X, payload, leaf, n_leaves, n_bins, threads, cumulative=False, slot=None):
+    _native.load()
     out = jax.ShapeDtypeStruct((X.shape[0], n_leaves if slot is None else int(max(slot)) + 1, n_bins,
                                 payload.shape[1]), jnp.float32)
     slot = jnp.arange(n_leaves, dtype=jnp.int32) if slot is None else jnp.asarray(slot, jnp.int32)

@@ -29,7 +29,8 @@ def library_path():
 
 
 @functools.lru_cache(maxsize=None)
-def _load() -> bool:
+def load() -> bool:
+    """Load the library and register its FFI targets with XLA (once); ``False`` if not built."""
     path = library_path()
     if path is None:
         return False
@@ -44,7 +45,7 @@ def available() -> bool:
     """Whether the CPU kernels are built, loaded and enabled (``JBOOST_NATIVE`` is not ``0``)."""
     if os.environ.get("JBOOST_NATIVE", "1").strip().lower() in ("0", "false", "no", "off"):
         return False
-    return _load()
+    return load()
 
 
 def cpu_threads() -> int:

@@ -250,12 +250,23 @@ ffi::Error SmallerSiblingImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> p
   const int64_t n_leaves = 2 * n_slots;
   const int32_t* l = leaf.typed_data();
   const float* p = payload.typed_data();
+  // Rows of non-zero payload per leaf, counted in parallel over row chunks (integer sums: the
+  // counts, hence the choice of siblings, do not depend on the number of threads).
+  const int64_t threads =
+      std::max<int64_t>(1, std::min<int64_t>(n_threads, n >> 16));
+  std::vector<int64_t> counts(threads * n_leaves, 0);
+  Parallel(threads, [&](int64_t t) {
+    int64_t* cnt = counts.data() + t * n_leaves;
+    for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
+      const uint32_t li = static_cast<uint32_t>(l[i]);
+      bool nonzero = false;
+      for (int64_t j = 0; j < c; ++j) nonzero |= p[i * c + j] != 0.0f;
+      if (li < static_cast<uint32_t>(n_leaves)) cnt[li] += nonzero;
+    }
+  });
   std::vector<int64_t> count(n_leaves, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t li = static_cast<uint32_t>(l[i]);
-    bool nonzero = false;
-    for (int64_t j = 0; j < c; ++j) nonzero |= p[i * c + j] != 0.0f;
-    if (li < static_cast<uint32_t>(n_leaves)) count[li] += nonzero;
+  for (int64_t t = 0; t < threads; ++t) {
+    for (int64_t j = 0; j < n_leaves; ++j) count[j] += counts[t * n_leaves + j];
   }
   std::vector<int32_t> slot(n_leaves, -1);
   int32_t* which = right_smaller->typed_data();
