@@ -67,7 +67,7 @@ def _native_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int, axis_
                       cumulative: bool = False):
     _native.load()
     out = jax.ShapeDtypeStruct((X_binned.shape[0], n_leaves, n_bins, payload.shape[-1]), jnp.float32)
-    call = jax.ffi.ffi_call(_native.HISTOGRAM, out, vmap_method="sequential")
+    call = jax.ffi.ffi_call(_native.HISTOGRAM, out, vmap_method="expand_dims")
     slot = jnp.arange(n_leaves, dtype=jnp.int32)
     return call(X_binned.astype(jnp.uint8), payload, leaf.astype(jnp.int32), slot,
                 n_threads=np.int64(_kernel_threads(axis_name)), cumulative=cumulative)
@@ -77,7 +77,7 @@ def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, 
     _native.load()
     out = (jax.ShapeDtypeStruct((X_binned.shape[0], n_slots, n_bins, payload.shape[-1]), jnp.float32),
            jax.ShapeDtypeStruct((n_slots,), jnp.int32))
-    call = jax.ffi.ffi_call(_native.SMALLER_SIBLING, out, vmap_method="sequential")
+    call = jax.ffi.ffi_call(_native.SMALLER_SIBLING, out, vmap_method="expand_dims")
     return call(X_binned.astype(jnp.uint8), payload, leaf.astype(jnp.int32),
                 n_threads=np.int64(_kernel_threads(axis_name)), cumulative=True)
 

@@ -175,6 +175,30 @@ def _random_trees(seed, n_trees, depth, n_features, k):
         gains=jnp.ones((n_trees, depth), jnp.float32))
 
 
+def test_nested_vmap_and_batched_bins_equal_separate_calls():
+    # expand_dims batching: operands batched over one, both or neither of two vmapped axes (the
+    # bins shared by every model, or one subset of features per model as in random forests).
+    X, payload, leaf = _data(8, 40_000, 6, 64, 4, 2, zero_rows=0.2)
+    payloads = jnp.stack([jnp.stack([payload * (1 + i + 3 * j) for j in range(3)]) for i in range(2)])
+    leaves = jnp.stack([leaf, (leaf + 1) % 4])  # batched over the outer axis only
+    Xs = jnp.stack([X, X[::-1]])                  # batched over the outer axis only
+
+    def one(Xb, p, l):
+        return histograms.build_histogram(Xb, p, l, n_leaves=4, n_bins=64)
+
+    got = jax.jit(jax.vmap(jax.vmap(one, in_axes=(None, 0, None)), in_axes=(0, 0, 0)))(Xs, payloads, leaves)
+    for i in range(2):
+        for j in range(3):
+            np.testing.assert_array_equal(np.asarray(got[i, j]), np.asarray(one(Xs[i], payloads[i, j], leaves[i])))
+
+    sib = jax.jit(jax.vmap(lambda p: histograms._native_smaller_sibling(X, p, leaf, 2, 64, None)))
+    small, which = sib(payloads[0])
+    for j in range(3):
+        s1, w1 = histograms._native_smaller_sibling(X, payloads[0, j], leaf, 2, 64, None)
+        np.testing.assert_array_equal(np.asarray(small[j]), np.asarray(s1))
+        np.testing.assert_array_equal(np.asarray(which[j]), np.asarray(w1))
+
+
 @pytest.mark.parametrize("k", [1, 3])
 @pytest.mark.parametrize("depth", [0, 1, 6])
 def test_predict_raw_equals_numpy_reference(k, depth):

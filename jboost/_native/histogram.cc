@@ -142,7 +142,7 @@ void Accumulate(const uint8_t* b, int64_t n_features, int64_t n, const float* p,
   for (int64_t i = 0; dense && i < n; ++i) dense = l[i] == 0;
 
   const int64_t threads =
-      std::max<int64_t>(1, std::min<int64_t>(n_threads, (n * n_features) >> 16));
+      std::max<int64_t>(1, std::min<int64_t>(n_threads, (n * n_features) >> 18));
   std::vector<Rows> chunks(threads);
   if (dense) {
     for (int64_t t = 0; t < threads; ++t) {
@@ -204,56 +204,124 @@ void Accumulate(const uint8_t* b, int64_t n_features, int64_t n, const float* p,
   });
 }
 
-ffi::Error CheckShapes(ffi::Buffer<ffi::U8>& bins, ffi::Buffer<ffi::F32>& payload,
-                       ffi::Buffer<ffi::S32>& leaf, ffi::ResultBuffer<ffi::F32>& out) {
-  auto bdims = bins.dimensions();
-  auto pdims = payload.dimensions();
-  auto odims = out->dimensions();
-  if (bdims.size() != 2 || pdims.size() != 2 || odims.size() != 4) {
-    return ffi::Error::InvalidArgument(
-        "jboost histogram: bins must be (F, n), payload (n, C) and the output (F, S, B, C)");
+// ---------------------------------------------------------------------------------------------
+// Batching. Under jax.vmap the calls use vmap_method="expand_dims": every operand gets the same
+// number of leading batch dimensions, each either the batch size or 1 (an unbatched operand,
+// broadcast: the binned data is shared by every model of a sweep, never copied). The models of
+// a batch are independent: threads take whole models, each built exactly as in an unbatched
+// call with one thread, so a batch gives bitwise the results of separate calls.
+
+// Element offsets of one operand for every model of the batch.
+bool BatchOffsets(ffi::Span<const int64_t> dims, size_t core_rank,
+                  const std::vector<int64_t>& batch_shape, std::vector<int64_t>* offsets) {
+  const size_t nb = batch_shape.size();
+  if (dims.size() != nb + core_rank) return false;
+  int64_t inner = 1;
+  for (size_t i = nb; i < dims.size(); ++i) inner *= dims[i];
+  std::vector<int64_t> stride(nb, 0);
+  int64_t s = inner;
+  for (size_t i = nb; i-- > 0;) {
+    if (dims[i] != batch_shape[i] && dims[i] != 1) return false;
+    stride[i] = dims[i] == 1 ? 0 : s;
+    s *= dims[i];
   }
-  if (pdims[0] != bdims[1] || static_cast<int64_t>(leaf.element_count()) != bdims[1] ||
-      odims[0] != bdims[0] || odims[3] != pdims[1] || odims[2] < 1 || odims[2] > 256) {
+  int64_t total = 1;
+  for (int64_t d : batch_shape) total *= d;
+  offsets->assign(total, 0);
+  for (int64_t m = 0; m < total; ++m) {
+    int64_t rem = m, off = 0;
+    for (size_t i = nb; i-- > 0;) {
+      off += (rem % batch_shape[i]) * stride[i];
+      rem /= batch_shape[i];
+    }
+    (*offsets)[m] = off;
+  }
+  return true;
+}
+
+// Runs fn(model, threads_for_that_model) for every model: one model uses every thread; several
+// share them out whole (model t, t + T, t + 2T, ... on thread t).
+template <typename Fn>
+void ForEachModel(int64_t n_models, int64_t n_threads, Fn fn) {
+  if (n_models == 1) {
+    fn(0, n_threads);
+    return;
+  }
+  const int64_t T = std::max<int64_t>(1, std::min(n_threads, n_models));
+  Parallel(T, [&](int64_t t) {
+    for (int64_t m = t; m < n_models; m += T) fn(m, 1);
+  });
+}
+
+struct Batch {
+  std::vector<int64_t> shape, bins, payload, leaf, out;
+  int64_t n_models = 1, n_features = 0, n = 0, c = 0, n_slots = 0, n_bins = 0;
+};
+
+ffi::Error MakeBatch(ffi::Buffer<ffi::U8>& bins, ffi::Buffer<ffi::F32>& payload,
+                     ffi::Buffer<ffi::S32>& leaf, ffi::ResultBuffer<ffi::F32>& out, Batch* b) {
+  auto od = out->dimensions();
+  if (od.size() < 4) {
+    return ffi::Error::InvalidArgument(
+        "jboost histogram: bins must be (..., F, n), payload (..., n, C), leaf (..., n) and the "
+        "output (..., F, S, B, C)");
+  }
+  const size_t nb = od.size() - 4;
+  b->shape.assign(od.begin(), od.begin() + nb);
+  b->n_models = 1;
+  for (int64_t d : b->shape) b->n_models *= d;
+  b->n_features = od[nb];
+  b->n_slots = od[nb + 1];
+  b->n_bins = od[nb + 2];
+  b->c = od[nb + 3];
+  auto bd = bins.dimensions();
+  auto pd = payload.dimensions();
+  auto ld = leaf.dimensions();
+  if (bd.size() != nb + 2 || pd.size() != nb + 2 || ld.size() != nb + 1) {
+    return ffi::Error::InvalidArgument("jboost histogram: operands disagree on the batch rank");
+  }
+  b->n = bd[nb + 1];
+  if (bd[nb] != b->n_features || pd[nb] != b->n || pd[nb + 1] != b->c || ld[nb] != b->n ||
+      b->n_bins < 1 || b->n_bins > 256) {
     return ffi::Error::InvalidArgument("jboost histogram: inconsistent shapes");
+  }
+  if (!BatchOffsets(bd, 2, b->shape, &b->bins) || !BatchOffsets(pd, 2, b->shape, &b->payload) ||
+      !BatchOffsets(ld, 1, b->shape, &b->leaf) || !BatchOffsets(od, 4, b->shape, &b->out)) {
+    return ffi::Error::InvalidArgument("jboost histogram: batch dimensions do not broadcast");
   }
   return ffi::Error::Success();
 }
 
-// The histogram of every slot: out (F, S, B, C); slot (L,) maps leaves to slots (-1: skip).
+// The histogram of every slot: out (..., F, S, B, C); slot (..., L) maps leaves to slots
+// (-1: skip).
 ffi::Error HistogramImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
                          ffi::Buffer<ffi::S32> leaf, ffi::Buffer<ffi::S32> slot,
                          ffi::ResultBuffer<ffi::F32> out, int64_t n_threads, bool cumulative) {
-  if (auto err = CheckShapes(bins, payload, leaf, out); !err.success()) return err;
-  auto odims = out->dimensions();
-  Accumulate(bins.typed_data(), odims[0], bins.dimensions()[1], payload.typed_data(), odims[3],
-             leaf.typed_data(), slot.typed_data(), static_cast<int64_t>(slot.element_count()),
-             odims[1], odims[2], out->typed_data(), n_threads, cumulative);
+  Batch b;
+  if (auto err = MakeBatch(bins, payload, leaf, out, &b); !err.success()) return err;
+  auto sd = slot.dimensions();
+  std::vector<int64_t> slot_off;
+  if (sd.size() != b.shape.size() + 1 || !BatchOffsets(sd, 1, b.shape, &slot_off)) {
+    return ffi::Error::InvalidArgument("jboost histogram: slot must be (..., L)");
+  }
+  const int64_t n_leaves = sd[sd.size() - 1];
+  ForEachModel(b.n_models, n_threads, [&](int64_t m, int64_t threads) {
+    Accumulate(bins.typed_data() + b.bins[m], b.n_features, b.n,
+               payload.typed_data() + b.payload[m], b.c, leaf.typed_data() + b.leaf[m],
+               slot.typed_data() + slot_off[m], n_leaves, b.n_slots, b.n_bins,
+               out->typed_data() + b.out[m], threads, cumulative);
+  });
   return ffi::Error::Success();
 }
 
-// For leaves in [0, 2S) where leaves j and j + S are siblings: the histogram of the sibling
-// with fewer rows of non-zero payload, in slot j, and right_smaller[j] = 1 when that sibling is
-// j + S (ties: j). The other sibling's histogram is the parent's minus this one.
-ffi::Error SmallerSiblingImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
-                              ffi::Buffer<ffi::S32> leaf, ffi::ResultBuffer<ffi::F32> out,
-                              ffi::ResultBuffer<ffi::S32> right_smaller, int64_t n_threads,
-                              bool cumulative) {
-  if (auto err = CheckShapes(bins, payload, leaf, out); !err.success()) return err;
-  auto odims = out->dimensions();
-  const int64_t n = bins.dimensions()[1];
-  const int64_t c = odims[3];
-  const int64_t n_slots = odims[1];
-  if (static_cast<int64_t>(right_smaller->element_count()) != n_slots) {
-    return ffi::Error::InvalidArgument("jboost histogram: right_smaller must have S elements");
-  }
+// One model of SmallerSiblingImpl.
+void SmallerSibling(const uint8_t* bins, const float* p, const int32_t* l, int64_t n_features,
+                    int64_t n, int64_t c, int64_t n_slots, int64_t n_bins, float* out,
+                    int32_t* which, int64_t n_threads, bool cumulative) {
   const int64_t n_leaves = 2 * n_slots;
-  const int32_t* l = leaf.typed_data();
-  const float* p = payload.typed_data();
   // Rows of non-zero payload per leaf, counted in parallel over row chunks (integer sums: the
   // counts, hence the choice of siblings, do not depend on the number of threads).
-  const int64_t threads =
-      std::max<int64_t>(1, std::min<int64_t>(n_threads, n >> 16));
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(n_threads, n >> 16));
   std::vector<int64_t> counts(threads * n_leaves, 0);
   Parallel(threads, [&](int64_t t) {
     int64_t* cnt = counts.data() + t * n_leaves;
@@ -269,13 +337,35 @@ ffi::Error SmallerSiblingImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> p
     for (int64_t j = 0; j < n_leaves; ++j) count[j] += counts[t * n_leaves + j];
   }
   std::vector<int32_t> slot(n_leaves, -1);
-  int32_t* which = right_smaller->typed_data();
   for (int64_t j = 0; j < n_slots; ++j) {
     which[j] = count[j + n_slots] < count[j] ? 1 : 0;
     slot[which[j] ? j + n_slots : j] = static_cast<int32_t>(j);
   }
-  Accumulate(bins.typed_data(), odims[0], n, p, c, l, slot.data(), n_leaves, n_slots, odims[2],
-             out->typed_data(), n_threads, cumulative);
+  Accumulate(bins, n_features, n, p, c, l, slot.data(), n_leaves, n_slots, n_bins, out, n_threads,
+             cumulative);
+}
+
+// For leaves in [0, 2S) where leaves j and j + S are siblings: the histogram of the sibling
+// with fewer rows of non-zero payload, in slot j, and right_smaller[j] = 1 when that sibling is
+// j + S (ties: j). The other sibling's histogram is the parent's minus this one.
+ffi::Error SmallerSiblingImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
+                              ffi::Buffer<ffi::S32> leaf, ffi::ResultBuffer<ffi::F32> out,
+                              ffi::ResultBuffer<ffi::S32> right_smaller, int64_t n_threads,
+                              bool cumulative) {
+  Batch b;
+  if (auto err = MakeBatch(bins, payload, leaf, out, &b); !err.success()) return err;
+  std::vector<int64_t> which_off;
+  auto wd = right_smaller->dimensions();
+  if (wd.size() != b.shape.size() + 1 || wd[wd.size() - 1] != b.n_slots ||
+      !BatchOffsets(wd, 1, b.shape, &which_off)) {
+    return ffi::Error::InvalidArgument("jboost histogram: right_smaller must be (..., S)");
+  }
+  ForEachModel(b.n_models, n_threads, [&](int64_t m, int64_t threads) {
+    SmallerSibling(bins.typed_data() + b.bins[m], payload.typed_data() + b.payload[m],
+                   leaf.typed_data() + b.leaf[m], b.n_features, b.n, b.c, b.n_slots, b.n_bins,
+                   out->typed_data() + b.out[m], right_smaller->typed_data() + which_off[m],
+                   threads, cumulative);
+  });
   return ffi::Error::Success();
 }
 
@@ -283,20 +373,20 @@ ffi::Error SmallerSiblingImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> p
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogram, HistogramImpl,
                               ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::U8>>()   // bins (F, n)
-                                  .Arg<ffi::Buffer<ffi::F32>>()  // payload (n, C)
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // leaf (n,)
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // slot (L,)
-                                  .Ret<ffi::Buffer<ffi::F32>>()  // out (F, S, B, C)
+                                  .Arg<ffi::Buffer<ffi::U8>>()   // bins (..., F, n)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // payload (..., n, C)
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // leaf (..., n)
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // slot (..., L)
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // out (..., F, S, B, C)
                                   .Attr<int64_t>("n_threads")
                                   .Attr<bool>("cumulative"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogramSmallerSibling, SmallerSiblingImpl,
                               ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::U8>>()   // bins (F, n)
-                                  .Arg<ffi::Buffer<ffi::F32>>()  // payload (n, C)
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // leaf (n,) in [0, 2S)
-                                  .Ret<ffi::Buffer<ffi::F32>>()  // out (F, S, B, C)
-                                  .Ret<ffi::Buffer<ffi::S32>>()  // right_smaller (S,)
+                                  .Arg<ffi::Buffer<ffi::U8>>()   // bins (..., F, n)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // payload (..., n, C)
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // leaf (..., n) in [0, 2S)
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // out (..., F, S, B, C)
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // right_smaller (..., S)
                                   .Attr<int64_t>("n_threads")
                                   .Attr<bool>("cumulative"));
