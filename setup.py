@@ -20,7 +20,7 @@ class BuildNative(build_ext):
     """A plain shared library loaded with ctypes (no Python module init function)."""
 
     def get_export_symbols(self, ext):
-        return ["JboostHistogram", "JboostHistogramSmallerSibling"]
+        return ["JboostHistogram", "JboostHistogramSmallerSibling", "JboostBin"]
 
 
 if sys.platform == "win32":

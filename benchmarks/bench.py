@@ -32,6 +32,8 @@ CASES = {
     "binary-100k": dict(task="binary", n_train=100_000, n_test=1_000_000, n_features=50),
     "binary-1m": dict(task="binary", n_train=1_000_000, n_test=1_000_000, n_features=50),
     "regression-1m": dict(task="regression", n_train=1_000_000, n_test=1_000_000, n_features=50),
+    # Scale: 10M training rows (about 2 GB of float32 features; run it alone, e.g. --rounds 50).
+    "binary-10m": dict(task="binary", n_train=10_000_000, n_test=1_000_000, n_features=50),
     "quick": dict(task="binary", n_train=20_000, n_test=100_000, n_features=50),
 }
 LIBS = ("jboost", "xgboost", "lightgbm", "catboost", "sklearn")

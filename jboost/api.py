@@ -251,7 +251,8 @@ def fit(
                                         subsample, colsample)
     config = boosting.BoostConfig(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                   per_output_trees=bool(per_output_trees), colsample_by=colsample_by,
-                                  learning_rate_schedule=schedule)
+                                  learning_rate_schedule=schedule,
+                                  missing=binning.has_missing(X_binned, n_bins))
     y_j, w_j = jnp.asarray(y), jnp.asarray(w)
     init_raw = _baseline(loss_obj, y_j, w_j)
     args = (X_binned, y_j, w_j, _as_key(key), hyper, loss_obj, init_raw, Xv_binned,

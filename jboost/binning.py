@@ -28,6 +28,9 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
+
+from jboost import _native
 
 X_BINNED_DTYPE = jnp.uint8
 MAX_BINS = 256
@@ -39,6 +42,12 @@ DEFAULT_BORDER_SAMPLE = 200_000
 def missing_bin(n_bins: int) -> int:
     """Index of the bin reserved for missing values (NaN)."""
     return n_bins - 1
+
+
+def has_missing(X_binned, n_bins: int) -> bool:
+    """Whether any row of the binned data is missing (a host-side bool, to set the static
+    ``BoostConfig.missing``: without missing values the split search does half the work)."""
+    return bool(jnp.any(jnp.asarray(X_binned) == missing_bin(n_bins)))
 
 
 def _weighted_quantile_values(values: np.ndarray, weights: np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -119,12 +128,12 @@ def compute_borders(
     X = np.asarray(X, dtype=np.float32)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}.")
-    X = flush_subnormals(X)
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     if max_rows is not None and X.shape[0] > max_rows:
         rows = np.sort(np.random.default_rng(seed).choice(X.shape[0], max_rows, replace=False))
         X = X[rows]
         w = None if w is None else w[rows]
+    X = flush_subnormals(X)  # after subsampling: no full-size temporaries for large X
     max_bins = n_bins - 1
     out = np.full((X.shape[1], n_bins - 1), np.inf, dtype=np.float32)
     for f in range(X.shape[1]):  # host-side, once per fit; not a hot path
@@ -137,10 +146,23 @@ def compute_borders(
 
 @functools.partial(jax.jit, static_argnames=("n_bins",))
 def _bin_transposed(X, borders, n_bins: int):
-    search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left"))
-    bins = search(borders[:, :-1], X.T)
-    bins = jnp.where(jnp.isnan(X.T), missing_bin(n_bins), bins)
-    return bins.astype(X_BINNED_DTYPE)
+    def xla():
+        search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left"))
+        bins = search(borders[:, :-1], X.T)
+        bins = jnp.where(jnp.isnan(X.T), missing_bin(n_bins), bins)
+        return bins.astype(X_BINNED_DTYPE)
+
+    if not (_native.available() and n_bins <= 256):
+        return xla()
+
+    def native():  # jboost/_native: a branch-free binary search per value, threads over rows
+        _native.load()
+        out = jax.ShapeDtypeStruct((X.shape[1], X.shape[0]), jnp.uint8)
+        call = jax.ffi.ffi_call(_native.BIN, out, vmap_method="sequential")
+        return call(X, borders[:, :-1], n_threads=np.int64(_native.cpu_threads()),
+                    missing_bin=np.int64(missing_bin(n_bins))).astype(X_BINNED_DTYPE)
+
+    return lax.platform_dependent(cpu=native, default=xla)
 
 
 def bin_features(X, borders) -> jax.Array:

@@ -36,6 +36,7 @@ class BoostConfig(NamedTuple):
     colsample_by: str = "tree"        # "tree" or "level"
     learning_rate_schedule: Optional[Callable] = None  # round -> multiplier (e.g. an optax schedule)
     axis_name: Optional[str] = None   # set by boost_sharded: rows are sharded over this mesh axis
+    missing: bool = True              # False: no training row has a missing value (half the split search)
 
 
 class Hyperparams(NamedTuple):
@@ -105,7 +106,7 @@ def _fit_round_trees(config: BoostConfig, hyper: Hyperparams, loss, X_binned, y,
     fit = functools.partial(tree_lib.fit_tree, X_binned, depth=config.depth, n_bins=config.n_bins,
                             l2=hyper.l2, min_split_gain=hyper.min_split_gain,
                             min_child_weight=hyper.min_child_weight, feature_masks=masks,
-                            axis_name=config.axis_name)
+                            axis_name=config.axis_name, missing=config.missing)
     gw, hw = g * w[:, None], h * w[:, None]
     n_leaves = 2**config.depth
     if not config.per_output_trees:

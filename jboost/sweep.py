@@ -811,9 +811,11 @@ def sweep(
     traces_before = sum(_TRACES.values())
     for b in bins_list:
         X_binned = put(binning.bin_features(X, borders_of[b]))  # one binned copy shared by all models
+        missing = binning.has_missing(X_binned, b)
         for d in depth_list:
             config = boosting.BoostConfig(n_rounds=r_max, depth=d, n_bins=b,
-                                          per_output_trees=bool(per_output_trees), colsample_by=colsample_by)
+                                          per_output_trees=bool(per_output_trees), colsample_by=colsample_by,
+                                          missing=missing)
             mb = model_bytes(n, n_features, d, b, k, r_max, trees_per_round, keep_trees)
             per_model[(d, b)] = mb
             size = chunk_size or auto_chunk_size(mb, math.ceil(models_per_group / n_dev), devices[0],

@@ -128,9 +128,9 @@ def _children_sums(cum, threshold, missing_right):
     return jnp.concatenate([total - right, right], axis=0)
 
 
-@functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name"))
+@functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name", "missing"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
-             feature_masks=None, axis_name: Optional[str] = None):
+             feature_masks=None, axis_name: Optional[str] = None, missing: bool = True):
     """Fit one oblivious tree of fixed depth to weighted gradients and hessians.
 
     Args:
@@ -142,6 +142,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
       l2, min_split_gain, min_child_weight: traced regularisation.
       feature_masks: optional ``(depth, F)`` bool: features eligible at each level.
       axis_name: mapped axis over which rows are sharded (histograms are ``psum``-ed).
+      missing: static; ``False`` promises that no row is in the missing bin (``n_bins - 1``), so
+        the split search skips the missing-goes-right direction (see :func:`jboost.splits.best_split`).
 
     Returns:
       ``(tree, leaf)``: an :class:`ObliviousTrees` with Newton leaf values (before shrinkage)
@@ -157,7 +159,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         hist, local = histograms.level_histograms(X_binned, payload, leaf, local, n_bins=n_bins,
                                                   axis_name=axis_name)
         split = splits.best_split(hist, l2=l2, min_split_gain=min_split_gain,
-                                  min_child_weight=min_child_weight, cumulative=True,
+                                  min_child_weight=min_child_weight, cumulative=True, missing=missing,
                                   feature_mask=None if feature_masks is None else feature_masks[d])
         col = X_binned[split.feature].astype(jnp.int32)
         right = jnp.where(col == binning.missing_bin(n_bins), split.missing_right, col > split.threshold)

@@ -219,3 +219,26 @@ def test_predict_raw_equals_numpy_reference(k, depth):
             leaf += right.astype(np.int64) << d
         ref += t.leaf_values[j][leaf]
     np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_binning_kernel_equals_pure_jax():
+    # Values on the borders (ties), between, outside, +-inf, NaN, subnormals and -0.0.
+    from jboost import binning
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(5000, 6)).astype(np.float32)
+    X[:, 1] = rng.integers(0, 4, 5000)                   # few distinct values: exact borders
+    borders = binning.compute_borders(X, 64)
+    X[:50, 0] = borders[0, :50]                           # exactly on a border
+    X[50:60, 2] = np.inf
+    X[60:70, 2] = -np.inf
+    X[70:90, 3] = np.nan
+    X[90:95, 4] = np.float32(1e-42)                       # subnormal: binned as 0
+    X[95:100, 4] = -0.0
+    got = binning.bin_features(X, borders)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_native, "available", lambda: False)
+        jax.clear_caches()
+        want = binning.bin_features(X, borders)
+    jax.clear_caches()
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert np.all(np.asarray(got)[3, 70:90] == 63)

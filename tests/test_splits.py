@@ -18,7 +18,7 @@ from jboost import splits
 
 # Jitted once per shape: eager evaluation would compile every primitive separately.
 split_gains = jax.jit(splits.split_gains)
-best_split = jax.jit(splits.best_split, static_argnames="cumulative")
+best_split = jax.jit(splits.best_split, static_argnames=("cumulative", "missing"))
 prefix_sum = jax.jit(splits.prefix_sum, static_argnums=1)
 
 
@@ -181,3 +181,19 @@ def test_large_gradients_stay_finite():
     hist = random_hist(13, n_leaves=2) * np.float32(1e20)
     gains = np.asarray(split_gains(jnp.asarray(hist), 1.0, 0.0))
     assert np.all(np.isfinite(gains))
+
+
+@pytest.mark.parametrize("n_leaves", [1, 4])
+def test_no_missing_shortcut_gives_the_same_split(n_leaves):
+    # With an empty missing bin both directions have equal gains; missing=False computes one.
+    hist = random_hist(11 + n_leaves, n_features=4, n_leaves=n_leaves, n_bins=9)
+    hist[:, :, -1, :] = 0.0
+    cum = splits.prefix_sum(jnp.asarray(hist), axis=2)
+    kw = dict(l2=1.0, min_split_gain=0.0, min_child_weight=0.5, cumulative=True)
+    full = best_split(cum, **kw)
+    short = best_split(cum, missing=False, **kw)
+    for a, b in zip(full, short):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    gains = np.asarray(jax.jit(splits.split_gains_cumulative, static_argnums=3)(cum, 1.0, 0.5, False))
+    np.testing.assert_allclose(gains[..., 0], reference_gains(hist, 1.0, 0.5)[..., 0], rtol=1e-4, atol=1e-4)
+    assert np.all(gains[..., 1] == -np.inf)

@@ -1,4 +1,4 @@
-"""jboost's compiled CPU kernels, registered with XLA as FFI custom calls (``jax.ffi``).
+"""jboost's compiled CPU kernels (histograms, binning), registered with XLA as FFI custom calls (``jax.ffi``).
 
 ``histogram.cc`` is built into ``_histogram*.so`` when the package is installed (``setup.py``;
 an optional extension: without a C++ compiler the install still succeeds). When the library is
@@ -17,6 +17,7 @@ import jax
 
 HISTOGRAM = "jboost_histogram"
 SMALLER_SIBLING = "jboost_histogram_smaller_sibling"
+BIN = "jboost_bin"
 
 
 def library_path():
@@ -38,6 +39,7 @@ def load() -> bool:
     jax.ffi.register_ffi_target(HISTOGRAM, jax.ffi.pycapsule(lib.JboostHistogram), platform="cpu")
     jax.ffi.register_ffi_target(SMALLER_SIBLING, jax.ffi.pycapsule(lib.JboostHistogramSmallerSibling),
                                 platform="cpu")
+    jax.ffi.register_ffi_target(BIN, jax.ffi.pycapsule(lib.JboostBin), platform="cpu")
     return True
 
 
