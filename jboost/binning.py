@@ -156,11 +156,10 @@ def _bin_transposed(X, borders, n_bins: int):
         return xla()
 
     def native():  # jboost/_native: a branch-free binary search per value, threads over rows
-        _native.load()
-        out = jax.ShapeDtypeStruct((X.shape[1], X.shape[0]), jnp.uint8)
+        out = jax.ShapeDtypeStruct((X.shape[1], X.shape[0]), X_BINNED_DTYPE)
         call = jax.ffi.ffi_call(_native.BIN, out, vmap_method="sequential")
         return call(X, borders[:, :-1], n_threads=np.int64(_native.cpu_threads()),
-                    missing_bin=np.int64(missing_bin(n_bins))).astype(X_BINNED_DTYPE)
+                    missing_bin=np.int64(missing_bin(n_bins)))
 
     return lax.platform_dependent(cpu=native, default=xla)
 

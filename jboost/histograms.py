@@ -29,6 +29,7 @@ import numpy as np
 from jax import lax
 
 from jboost import _native
+from jboost import splits
 
 
 def _pack(payload):
@@ -69,7 +70,7 @@ def _native_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int, axis_
     out = jax.ShapeDtypeStruct((X_binned.shape[0], n_leaves, n_bins, payload.shape[-1]), jnp.float32)
     call = jax.ffi.ffi_call(_native.HISTOGRAM, out, vmap_method="expand_dims")
     slot = jnp.arange(n_leaves, dtype=jnp.int32)
-    return call(X_binned.astype(jnp.uint8), payload, leaf.astype(jnp.int32), slot,
+    return call(X_binned, payload, leaf.astype(jnp.int32), slot,
                 n_threads=np.int64(_kernel_threads(axis_name)), cumulative=cumulative)
 
 
@@ -78,12 +79,16 @@ def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, 
     out = (jax.ShapeDtypeStruct((X_binned.shape[0], n_slots, n_bins, payload.shape[-1]), jnp.float32),
            jax.ShapeDtypeStruct((n_slots,), jnp.int32))
     call = jax.ffi.ffi_call(_native.SMALLER_SIBLING, out, vmap_method="expand_dims")
-    return call(X_binned.astype(jnp.uint8), payload, leaf.astype(jnp.int32),
+    return call(X_binned, payload, leaf.astype(jnp.int32),
                 n_threads=np.int64(_kernel_threads(axis_name)), cumulative=True)
 
 
-def _use_kernel(X_binned, n_bins: int) -> bool:
-    return _native.available() and X_binned.dtype == jnp.uint8 and n_bins <= 256
+def _dispatch(X_binned, n_bins: int, native, xla):
+    """``native()`` on CPU when the kernel is built and applies (uint8 bins), ``xla()`` elsewhere;
+    ``lax.platform_dependent`` chooses when the program is lowered."""
+    if not (_native.available() and X_binned.dtype == jnp.uint8 and n_bins <= 256):
+        return xla()
+    return lax.platform_dependent(cpu=native, default=xla)
 
 
 @functools.partial(jax.jit, static_argnames=("n_leaves", "n_bins", "axis_name"))
@@ -102,12 +107,9 @@ def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis
       ``(n_features, n_leaves, n_bins, C)`` float32.
     """
     payload = payload.astype(jnp.float32)
-    xla = lambda: _xla_histogram(X_binned, payload, leaf, n_leaves, n_bins)
-    if _use_kernel(X_binned, n_bins):
-        native = lambda: _native_histogram(X_binned, payload, leaf, n_leaves, n_bins, axis_name)
-        hist = lax.platform_dependent(cpu=native, default=xla)
-    else:
-        hist = xla()
+    hist = _dispatch(X_binned, n_bins,
+                     lambda: _native_histogram(X_binned, payload, leaf, n_leaves, n_bins, axis_name),
+                     lambda: _xla_histogram(X_binned, payload, leaf, n_leaves, n_bins))
     if axis_name is not None:
         hist = lax.psum(hist, axis_name)
     return hist
@@ -135,25 +137,20 @@ def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_
       ``(hist, local)``: the level's ``(F, L, B, C)`` cumulative histograms summed over devices,
       and this device's own (to pass as ``parent`` to the next level).
     """
-    from jboost import splits  # splits does not import this module; avoid a cycle at import
-
     payload = payload.astype(jnp.float32)
     n_leaves = 1 if parent is None else 2 * parent.shape[1]
+
+    def native():
+        if parent is None:
+            return _native_histogram(X_binned, payload, leaf, n_leaves, n_bins, axis_name,
+                                     cumulative=True)
+        small, right_smaller = _native_smaller_sibling(X_binned, payload, leaf, parent.shape[1],
+                                                       n_bins, axis_name)
+        other = parent - small
+        flip = (right_smaller == 1)[None, :, None, None]
+        return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)], axis=1)
+
     xla = lambda: splits.prefix_sum(_xla_histogram(X_binned, payload, leaf, n_leaves, n_bins), axis=2)
-    if not _use_kernel(X_binned, n_bins):
-        local = xla()
-    elif parent is None:
-        native = lambda: _native_histogram(X_binned, payload, leaf, n_leaves, n_bins, axis_name,
-                                           cumulative=True)
-        local = lax.platform_dependent(cpu=native, default=xla)
-    else:
-        def native():
-            small, right_smaller = _native_smaller_sibling(X_binned, payload, leaf, parent.shape[1],
-                                                           n_bins, axis_name)
-            other = parent - small
-            flip = (right_smaller == 1)[None, :, None, None]
-            return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)],
-                                   axis=1)
-        local = lax.platform_dependent(cpu=native, default=xla)
+    local = _dispatch(X_binned, n_bins, native, xla)
     hist = local if axis_name is None else lax.psum(local, axis_name)
     return hist, local

@@ -123,10 +123,8 @@ def best_split(hist, *, l2, min_split_gain, min_child_weight, feature_mask=None,
         sending missing values right, which then equal those of sending them left).
     """
     n_features, _, n_bins, _ = hist.shape
-    if cumulative:
-        gains = split_gains_cumulative(hist, l2, min_child_weight, missing)
-    else:
-        gains = split_gains_cumulative(prefix_sum(hist, axis=2), l2, min_child_weight, missing)
+    cum = hist if cumulative else prefix_sum(hist, axis=2)
+    gains = split_gains_cumulative(cum, l2, min_child_weight, missing)
     if feature_mask is not None:
         gains = jnp.where(feature_mask[:, None, None], gains, -jnp.inf)
     flat = gains.reshape(-1)

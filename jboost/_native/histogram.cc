@@ -54,11 +54,10 @@ struct Rows {
   int64_t row0;          // dense: the first row of the chunk
 };
 
-// Rows [r0, r1) of one chunk into the histograms of features [f_begin, f_end).
+// The rows of one chunk into the histograms of features [f_begin, f_end).
 template <int C, bool kDense>
-void RowBlock(const uint8_t* bins, int64_t n, const Rows& rs, int64_t r0, int64_t r1, float* out,
-              int64_t hist_size, int64_t c_dyn, uint32_t max_bin, int64_t f_begin,
-              int64_t f_end) {
+void ChunkInto(const uint8_t* bins, int64_t n, const Rows& rs, float* out, int64_t hist_size,
+               int64_t c_dyn, uint32_t max_bin, int64_t f_begin, int64_t f_end) {
   const int64_t c = C > 0 ? C : c_dyn;
   auto bin_of = [max_bin](uint8_t b) -> int64_t {
     return static_cast<int64_t>(std::min<uint32_t>(b, max_bin));
@@ -76,7 +75,7 @@ void RowBlock(const uint8_t* bins, int64_t n, const Rows& rs, int64_t r0, int64_
       float* h1 = h0 + hist_size;
       float* h2 = h1 + hist_size;
       float* h3 = h2 + hist_size;
-      for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t r = 0; r < rs.m; ++r) {
         const int64_t i = kDense ? rs.row0 + r : rs.ids[r];
         const int64_t o = kDense ? 0 : rs.base[r];
         const float g = rs.payload[2 * r], h = rs.payload[2 * r + 1];
@@ -94,7 +93,7 @@ void RowBlock(const uint8_t* bins, int64_t n, const Rows& rs, int64_t r0, int64_
   for (; f < f_end; ++f) {
     const uint8_t* col = bins + f * n;
     float* hist = out + f * hist_size;
-    for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t r = 0; r < rs.m; ++r) {
       const int64_t i = kDense ? rs.row0 + r : rs.ids[r];
       const int64_t o = kDense ? 0 : rs.base[r];
       float* dst = hist + o + bin_of(col[i]) * c;
@@ -112,8 +111,7 @@ void FeatureRange(const uint8_t* bins, int64_t n, const Rows* chunks, int64_t n_
                   float* out, int64_t hist_size, int64_t c_dyn, uint32_t max_bin,
                   int64_t f_begin, int64_t f_end) {
   for (int64_t k = 0; k < n_chunks; ++k) {
-    RowBlock<C, kDense>(bins, n, chunks[k], 0, chunks[k].m, out, hist_size, c_dyn, max_bin,
-                        f_begin, f_end);
+    ChunkInto<C, kDense>(bins, n, chunks[k], out, hist_size, c_dyn, max_bin, f_begin, f_end);
   }
 }
 
