@@ -54,19 +54,23 @@ def _kernel(X, payload, leaf, n_leaves, n_bins, threads, cumulative=False, slot=
 @pytest.mark.parametrize("channels", [1, 2, 3, 4, 6])
 @pytest.mark.parametrize("n_leaves", [1, 4, 32])
 def test_kernel_equals_pure_jax(channels, n_leaves):
-    # 20k rows x 9 features: large enough for the kernel's threaded path and its 4-feature blocks
-    # plus a remainder feature.
-    X, payload, leaf = _data(channels + n_leaves, 20_000, 9, 256, n_leaves, channels)
+    # 60k rows x 9 features: large enough for the kernel's threaded path (it takes a thread per
+    # 2**18 row-features) and its 4-feature blocks plus a remainder feature.
+    X, payload, leaf = _data(channels + n_leaves, 60_000, 9, 256, n_leaves, channels)
     got = jax.jit(_kernel, static_argnums=(3, 4, 5))(X, payload, leaf, n_leaves, 256, 2)
     want = histograms._xla_histogram(X, payload, leaf, n_leaves, 256)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-4)
 
 
 def test_kernel_bitwise_independent_of_threads():
-    X, payload, leaf = _data(1, 30_000, 11, 64, 8, 2, zero_rows=0.3)
-    outs = [np.asarray(_kernel(X, payload, leaf, 8, 64, t, cumulative=True)) for t in (1, 2, 3, 7)]
-    for o in outs[1:]:
-        np.testing.assert_array_equal(o, outs[0])
+    # 200k rows x 11 features: the kernel really uses up to 8 threads (one per 2**18 row-features),
+    # both for compacting rows and for the features; the one-leaf (dense) path too.
+    X, payload, leaf = _data(1, 200_000, 11, 64, 8, 2, zero_rows=0.3)
+    zeros = jnp.zeros_like(leaf)
+    for lf, n_leaves in ((leaf, 8), (zeros, 1)):
+        outs = [np.asarray(_kernel(X, payload, lf, n_leaves, 64, t, cumulative=True)) for t in (1, 2, 3, 7)]
+        for o in outs[1:]:
+            np.testing.assert_array_equal(o, outs[0])
 
 
 def test_kernel_small_bins_clamped_and_slots():
@@ -94,7 +98,7 @@ def test_kernel_cumulative_is_prefix_sum():
 def test_smaller_sibling_and_subtraction():
     # Leaves j and j + S are siblings. The kernel builds the one with fewer non-zero-weight rows;
     # level_histograms derives the other from the parent: all equal direct prefix sums.
-    n, S = 20_000, 4
+    n, S = 150_000, 4  # several threads for counting, compacting and the features
     X, payload, leaf = _data(4, n, 6, 128, 2 * S, 2, zero_rows=0.2)
     ln = np.asarray(leaf).copy()
     ln[ln == 1] = 1 + S          # sibling pair 1: every row on the right
@@ -164,17 +168,6 @@ def test_fit_same_model_with_and_without_kernel():
     np.testing.assert_allclose(jboost.predict(native, X), jboost.predict(pure, X), rtol=1e-4, atol=1e-4)
 
 
-def _random_trees(seed, n_trees, depth, n_features, k):
-    rng = np.random.default_rng(seed)
-    return tree.ObliviousTrees(
-        features=jnp.asarray(rng.integers(0, n_features, (n_trees, depth)), jnp.int32),
-        thresholds=jnp.zeros((n_trees, depth), jnp.int32),
-        borders=jnp.asarray(rng.normal(size=(n_trees, depth)), jnp.float32),
-        missing_right=jnp.asarray(rng.uniform(size=(n_trees, depth)) < 0.5),
-        leaf_values=jnp.asarray(rng.normal(size=(n_trees, 2**depth, k)), jnp.float32),
-        gains=jnp.ones((n_trees, depth), jnp.float32))
-
-
 def test_nested_vmap_and_batched_bins_equal_separate_calls():
     # expand_dims batching: operands batched over one, both or neither of two vmapped axes (the
     # bins shared by every model, or one subset of features per model as in random forests).
@@ -199,35 +192,15 @@ def test_nested_vmap_and_batched_bins_equal_separate_calls():
         np.testing.assert_array_equal(np.asarray(which[j]), np.asarray(w1))
 
 
-@pytest.mark.parametrize("k", [1, 3])
-@pytest.mark.parametrize("depth", [0, 1, 6])
-def test_predict_raw_equals_numpy_reference(k, depth):
-    # 1000 rows: several 64-row blocks and a ragged last block; NaNs follow missing_right.
-    rng = np.random.default_rng(depth * 10 + k)
-    X = rng.normal(size=(1000, 7)).astype(np.float32)
-    X[rng.uniform(size=X.shape) < 0.1] = np.nan
-    trees = _random_trees(depth + k, 37, depth, 7, k)
-    got = tree.predict_raw(trees, jnp.asarray(X))
-    # Reference in NumPy: leaf = sum_d right_d << d.
-    ref = np.zeros((1000, k), np.float32)
-    t = jax.tree_util.tree_map(np.asarray, trees)
-    for j in range(37):
-        leaf = np.zeros(1000, np.int64)
-        for d in range(depth):
-            x = X[:, t.features[j, d]]
-            right = np.where(np.isnan(x), t.missing_right[j, d], x > t.borders[j, d])
-            leaf += right.astype(np.int64) << d
-        ref += t.leaf_values[j][leaf]
-    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-5)
-
-
 def test_binning_kernel_equals_pure_jax():
     # Values on the borders (ties), between, outside, +-inf, NaN, subnormals and -0.0.
     from jboost import binning
     rng = np.random.default_rng(12)
     X = rng.normal(size=(5000, 6)).astype(np.float32)
     X[:, 1] = rng.integers(0, 4, 5000)                   # few distinct values: exact borders
+    X[:, 4] = rng.choice([-1.0, 1.0], 5000)              # exact borders: one of them is 0.0
     borders = binning.compute_borders(X, 64)
+    assert 0.0 in borders[4]
     X[:50, 0] = borders[0, :50]                           # exactly on a border
     X[50:60, 2] = np.inf
     X[60:70, 2] = -np.inf
@@ -242,3 +215,4 @@ def test_binning_kernel_equals_pure_jax():
     jax.clear_caches()
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     assert np.all(np.asarray(got)[3, 70:90] == 63)
+    assert np.all(np.asarray(got)[4, 90:100] == 0)        # subnormals and -0.0 bin as 0.0: not above 0
