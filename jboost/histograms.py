@@ -86,9 +86,99 @@ def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, 
 def _dispatch(X_binned, n_bins: int, native, xla):
     """``native()`` on CPU when the kernel is built and applies (uint8 bins), ``xla()`` elsewhere;
     ``lax.platform_dependent`` chooses when the program is lowered."""
-    if not (_native.available() and X_binned.dtype == jnp.uint8 and n_bins <= 256):
+    if X_binned is not None and not (X_binned.dtype == jnp.uint8 and n_bins <= 256):
+        return xla()
+    if not _native.available():
         return xla()
     return lax.platform_dependent(cpu=native, default=xla)
+
+
+#: Histogram subtraction at a level of ``L`` leaves pays when the rows outnumber the level's
+#: histogram cells per feature by this factor: it saves building about half the rows but reads
+#: the parent's and writes the level's ``L x B`` cells per feature (measured on the 2-core CPU:
+#: spam-sized data builds its deep levels directly, 100k rows and more subtract throughout).
+SUBTRACT_ROWS_PER_CELL = 2
+
+
+def subtraction_pays(n_rows: int, n_leaves: int, n_bins: int) -> bool:
+    """Whether a level of ``n_leaves`` leaves (``> 1``) is built by histogram subtraction."""
+    return n_leaves > 1 and n_rows >= SUBTRACT_ROWS_PER_CELL * n_leaves * n_bins
+
+
+def _scalar(x):
+    return jnp.asarray(x, jnp.float32).reshape(())
+
+
+def _native_level(X_binned, payload, leaf, parent, l2, min_child_weight, *, n_leaves: int,
+                  n_bins: int, missing: bool, keep_hist: bool, n_threads: Optional[int] = None):
+    _native.load()
+    n_features, c = X_binned.shape[0], payload.shape[-1]
+    out = (jax.ShapeDtypeStruct((n_features, n_bins - 1, 2), jnp.float32),
+           jax.ShapeDtypeStruct((n_features, n_leaves, n_bins, c) if keep_hist else (1,), jnp.float32))
+    call = jax.ffi.ffi_call(_native.LEVEL, out, vmap_method="expand_dims")
+    gains, hist = call(X_binned, payload, leaf.astype(jnp.int32),
+                       jnp.zeros((1,), jnp.float32) if parent is None else parent,
+                       _scalar(l2), _scalar(min_child_weight),
+                       n_threads=np.int64(n_threads or _kernel_threads(None)), n_leaves=np.int64(n_leaves),
+                       subtract=parent is not None, missing=missing, write_hist=keep_hist)
+    return gains, hist if keep_hist else None
+
+
+def level_gains(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_leaves: int, n_bins: int,
+                l2, min_child_weight, missing: bool = True, keep_hist: bool = False):
+    """Split gains of one level of an oblivious tree (rows on one device), fused on CPU.
+
+    On CPU with the kernel, one call per level does, feature by feature while its histograms are
+    in cache: the ``L`` leaves' histograms (with ``parent``, only the smaller sibling of each
+    pair from the rows and the other by subtraction), their prefix sums over bins and the gains of
+    every split; the level's histograms are written out only when ``keep_hist``. Elsewhere: the
+    pure-JAX histograms and :func:`jboost.splits.split_gains_cumulative`. Same sums both ways
+    (up to float rounding).
+
+    Args:
+      X_binned, payload, leaf: as in :func:`build_histogram`; ``leaf`` in ``[0, n_leaves)``.
+      parent: ``None``, or the previous level's ``(F, n_leaves // 2, B, C)`` cumulative histograms
+        (as returned with ``keep_hist``): then the level is built by subtraction on CPU.
+      n_leaves, n_bins: static sizes.
+      l2, min_child_weight: traced regularisation of the gains.
+      missing: static, as in :func:`jboost.splits.split_gains_cumulative`.
+      keep_hist: static; also return the level's ``(F, L, B, C)`` cumulative histograms.
+
+    Returns:
+      ``(gains, hist)``: ``(F, B - 1, 2)`` gains (as :func:`jboost.splits.split_gains_cumulative`)
+      and the cumulative histograms, or ``None`` without ``keep_hist``.
+    """
+    payload = payload.astype(jnp.float32)
+
+    def native():
+        return _native_level(X_binned, payload, leaf, parent, l2, min_child_weight,
+                             n_leaves=n_leaves, n_bins=n_bins, missing=missing, keep_hist=keep_hist)
+
+    def xla():
+        cum = splits.prefix_sum(_xla_histogram(X_binned, payload, leaf, n_leaves, n_bins), axis=2)
+        return splits.split_gains_cumulative(cum, l2, min_child_weight, missing), cum if keep_hist else None
+
+    if payload.shape[-1] % 2 or payload.shape[-1] > 16 or n_bins < 2:  # the kernel: K <= 8 outputs
+        return xla()
+    return _dispatch(X_binned, n_bins, native, xla)
+
+
+def cumulative_split_gains(cum, l2, min_child_weight, missing: bool = True, axis_name=None):
+    """:func:`jboost.splits.split_gains_cumulative`, by the CPU kernel when it is available (used
+    after the ``psum`` of sharded histograms)."""
+    c = cum.shape[-1]
+
+    def native():
+        _native.load()
+        out = jax.ShapeDtypeStruct((cum.shape[0], cum.shape[2] - 1, 2), jnp.float32)
+        call = jax.ffi.ffi_call(_native.SPLIT_GAINS, out, vmap_method="expand_dims")
+        return call(cum.astype(jnp.float32), _scalar(l2), _scalar(min_child_weight),
+                    n_threads=np.int64(_kernel_threads(axis_name)), missing=missing)
+
+    xla = lambda: splits.split_gains_cumulative(cum, l2, min_child_weight, missing)
+    if c % 2 or c > 16 or cum.shape[2] < 2:
+        return xla()
+    return _dispatch(None, cum.shape[2], native, xla)
 
 
 @functools.partial(jax.jit, static_argnames=("n_leaves", "n_bins", "axis_name"))

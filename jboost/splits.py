@@ -122,9 +122,15 @@ def best_split(hist, *, l2, min_split_gain, min_child_weight, feature_mask=None,
       missing: whether any training row may be missing (static; ``False`` skips the gains of
         sending missing values right, which then equal those of sending them left).
     """
-    n_features, _, n_bins, _ = hist.shape
     cum = hist if cumulative else prefix_sum(hist, axis=2)
     gains = split_gains_cumulative(cum, l2, min_child_weight, missing)
+    return best_split_of_gains(gains, min_split_gain=min_split_gain, feature_mask=feature_mask)
+
+
+def best_split_of_gains(gains, *, min_split_gain, feature_mask=None) -> Split:
+    """:func:`best_split` from the ``(F, B - 1, 2)`` gains of :func:`split_gains_cumulative`
+    (the first maximum in (feature, threshold, direction) order)."""
+    n_bins = gains.shape[1] + 1
     if feature_mask is not None:
         gains = jnp.where(feature_mask[:, None, None], gains, -jnp.inf)
     flat = gains.reshape(-1)

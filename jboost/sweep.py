@@ -66,7 +66,9 @@ from jax.sharding import PartitionSpec as P
 
 from jboost import api
 from jboost import binning
+from jboost import _native
 from jboost import boosting
+from jboost import histograms
 from jboost import losses as losses_lib
 from jboost import tree as tree_lib
 
@@ -192,23 +194,34 @@ def fold_ids(y, n_folds: int, seed: Union[int, Sequence[int]] = 0, stratified: b
 
 
 def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outputs: int = 1,
-                n_rounds: int = 100, trees_per_round: int = 1, keep_trees: bool = False) -> int:
+                n_rounds: int = 100, trees_per_round: int = 1, keep_trees: bool = False,
+                fused: bool = False) -> int:
     """Estimated peak device memory of ONE model of the sweep (bytes).
 
-    The largest live arrays are the last level's cumulative histograms, ``F x 2**(D-1) x B x 2K``
-    float32 (``jboost.histograms``), the previous level's (kept for histogram subtraction) and
-    the split search's fused temporaries: about three histograms' worth (XLA's memory analysis
-    of the compiled sweep measured 1.4-2.5 histograms plus the rows, with and without the CPU
-    kernel); then the per-row state (raw scores, gradients, hessians, weights, leaf indices) and
-    the outputs (validation/training curves, and the trees when kept).
+    The largest live arrays are the level histograms and the per-row state (raw scores,
+    gradients, hessians, weights, leaf indices), then the outputs (validation/training curves,
+    and the trees when kept). Pure JAX (``fused=False``: GPU, TPU, or CPU without the kernel)
+    materialises every level's cumulative histograms, ``F x L x B x 2K`` float32, and the split
+    search's fused temporaries: about three last-level histograms' worth (XLA's memory analysis
+    measured 1.4-2.5 plus the rows). The CPU kernel's fused levels (``fused=True``) only
+    materialise the split gains (``F x (B - 1) x 2``) and the histograms kept for histogram
+    subtraction (:func:`jboost.histograms.subtraction_pays`): the previous level's and this one's.
     """
     k = int(n_outputs)
-    leaves = 2 ** max(int(depth) - 1, 0)
-    hist = n_features * leaves * n_bins * 2 * k * 4
+    cell = n_features * n_bins * 2 * k * 4  # one leaf's histograms over all features, bytes
+    if fused:
+        subtract = [histograms.subtraction_pays(n_samples, 2**d, n_bins) for d in range(depth)]
+        live = []
+        for d in range(depth):
+            keep = subtract[d + 1] if d + 1 < depth else subtract[d]
+            live.append(cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract[d] else 0)))
+        hist = max(live, default=0) + n_features * n_bins * 2 * 4
+    else:
+        hist = 3 * cell * 2 ** max(int(depth) - 1, 0)
     rows = n_samples * (10 * k + 10) * 4
     tree = (4 * 4 * depth + 2**depth * k * 4) * trees_per_round
     out = 2 * n_rounds * 4 + (n_rounds * tree if keep_trees else 0)
-    return int(3 * hist + rows + out)
+    return int(hist + rows + out)
 
 
 def _default_budget(device) -> int:
@@ -816,7 +829,8 @@ def sweep(
             config = boosting.BoostConfig(n_rounds=r_max, depth=d, n_bins=b,
                                           per_output_trees=bool(per_output_trees), colsample_by=colsample_by,
                                           missing=missing)
-            mb = model_bytes(n, n_features, d, b, k, r_max, trees_per_round, keep_trees)
+            fused = devices[0].platform == "cpu" and _native.available() and b <= 256
+            mb = model_bytes(n, n_features, d, b, k, r_max, trees_per_round, keep_trees, fused)
             per_model[(d, b)] = mb
             size = chunk_size or auto_chunk_size(mb, math.ceil(models_per_group / n_dev), devices[0],
                                                  memory_budget)

@@ -154,13 +154,26 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     n = X_binned.shape[1]
     leaf = jnp.zeros((n,), jnp.int32)
     feats, thrs, miss, gains = [], [], [], []
-    local = None  # this device's histograms of the previous level (for subtraction)
+    # Static plan: which levels are built by histogram subtraction from the previous one.
+    subtract = [histograms.subtraction_pays(n, 2**d, n_bins) for d in range(depth)]
+    hist = local = None  # the level's (global) cumulative histograms; this device's own
     for d in range(depth):  # static unroll over levels: the leaf count sets the shapes
-        hist, local = histograms.level_histograms(X_binned, payload, leaf, local, n_bins=n_bins,
-                                                  axis_name=axis_name)
-        split = splits.best_split(hist, l2=l2, min_split_gain=min_split_gain,
-                                  min_child_weight=min_child_weight, cumulative=True, missing=missing,
-                                  feature_mask=None if feature_masks is None else feature_masks[d])
+        if axis_name is None:
+            # Last level: keep its histograms when they are cheap next to the rows (the leaf
+            # sums are then read off them); otherwise the leaf sums are summed over the rows.
+            keep = subtract[d + 1] if d + 1 < depth else subtract[d]
+            level_gains, hist = histograms.level_gains(
+                X_binned, payload, leaf, hist if subtract[d] else None, n_leaves=2**d,
+                n_bins=n_bins, l2=l2, min_child_weight=min_child_weight, missing=missing,
+                keep_hist=keep)
+        else:  # rows sharded: local histograms, psum, then the gains of the global sums
+            hist, local = histograms.level_histograms(X_binned, payload, leaf, local, n_bins=n_bins,
+                                                      axis_name=axis_name)
+            level_gains = histograms.cumulative_split_gains(hist, l2, min_child_weight, missing,
+                                                            axis_name=axis_name)
+        split = splits.best_split_of_gains(
+            level_gains, min_split_gain=min_split_gain,
+            feature_mask=None if feature_masks is None else feature_masks[d])
         col = X_binned[split.feature].astype(jnp.int32)
         right = jnp.where(col == binning.missing_bin(n_bins), split.missing_right, col > split.threshold)
         leaf = leaf + right.astype(jnp.int32) * (2**d)
@@ -168,12 +181,12 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         thrs.append(split.threshold)
         miss.append(split.missing_right)
         gains.append(split.gain)
-    if depth:
+    if depth and hist is not None:
         # The leaves' sums are the last level's children, read off its (global, cumulative)
         # histograms of the chosen feature: no pass over the rows.
         sums = _children_sums(hist[split.feature], split.threshold, split.missing_right)
     else:
-        sums = jnp.sum(payload, axis=0, keepdims=True)
+        sums = jax.ops.segment_sum(payload, leaf, num_segments=2**depth)
         if axis_name is not None:
             sums = lax.psum(sums, axis_name)
     values = newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight)

@@ -216,3 +216,114 @@ def test_binning_kernel_equals_pure_jax():
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     assert np.all(np.asarray(got)[3, 70:90] == 63)
     assert np.all(np.asarray(got)[4, 90:100] == 0)        # subnormals and -0.0 bin as 0.0: not above 0
+
+
+def _level_data(seed, n, n_features, n_bins, n_leaves, k, missing):
+    """Bins (with the missing bin when `missing`), gradients, positive hessians (30% zero-weight
+    rows) and skewed leaves: some leaves hold few rows, so min_child_weight bites."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, n_bins - 1, size=(n_features, n)).astype(np.uint8)
+    if missing:
+        X[:, rng.uniform(size=n) < 0.1] = n_bins - 1
+    g = rng.normal(size=(n, k)).astype(np.float32)
+    h = rng.uniform(0.1, 1.0, size=(n, k)).astype(np.float32)
+    zero = rng.uniform(size=n) < 0.3
+    g[zero], h[zero] = 0.0, 0.0
+    leaf = np.minimum(rng.geometric(0.35, size=n) - 1, max(n_leaves - 2, 0)).astype(np.int32)
+    leaf[rng.choice(n, 30, replace=False)] = n_leaves - 1  # a leaf of about 30 rows
+    return jnp.asarray(X), jnp.asarray(np.concatenate([g, h], axis=1)), jnp.asarray(leaf)
+
+
+def _assert_gains_close(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+    finite = np.isfinite(want)
+    scale = max(1.0, float(np.max(np.abs(want[finite]))))
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=2e-4 * scale)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("missing", [True, False])
+@pytest.mark.parametrize("subtract", [False, True])
+@pytest.mark.parametrize("l2,mcw", [(1.0, 1.0), (0.0, 0.0), (3.0, 40.0)])
+def test_level_kernel_equals_pure_jax(k, missing, subtract, l2, mcw):
+    # The fused level (histograms, optional subtraction, prefix sums, gains) against pure JAX:
+    # 60k rows x 9 features (threaded, 4-feature groups plus a remainder), 8 leaves.
+    n_bins, L = 64, 8
+    X, payload, leaf = _level_data(k + 2 * missing + 4 * subtract, 60_000, 9, n_bins, L, k, missing)
+    direct = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf, L, n_bins), axis=2)
+    parent = None
+    if subtract:
+        parent = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf % (L // 2), L // 2, n_bins),
+                                   axis=2)
+    gains, hist = jax.jit(
+        lambda X, p, lf, par: histograms._native_level(X, p, lf, par, l2, mcw, n_leaves=L, n_bins=n_bins,
+                                                       missing=missing, keep_hist=True, n_threads=2)
+    )(X, payload, leaf, parent)
+    np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=2e-3)
+    _assert_gains_close(gains, splits.split_gains_cumulative(direct, l2, mcw, missing))
+    if mcw > 1:  # the kernel skips a leaf below min_child_weight: there is one
+        h_leaf = np.asarray(direct)[0, :, -1, k:].sum(axis=-1)
+        assert np.any(h_leaf < mcw) and np.any(h_leaf >= mcw)
+    # The same call without writing the histograms gives bitwise the same gains.
+    gains2, none = histograms._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L, n_bins=n_bins,
+                                            missing=missing, keep_hist=False, n_threads=2)
+    assert none is None
+    np.testing.assert_array_equal(np.asarray(gains2), np.asarray(gains))
+
+
+def test_level_gains_dispatch_equals_pure_jax():
+    # The public function on CPU (kernel) and with the kernel off (pure JAX), one leaf (dense path).
+    X, payload, leaf = _level_data(20, 30_000, 6, 256, 1, 1, False)
+    kw = dict(n_leaves=1, n_bins=256, l2=1.0, min_child_weight=1.0, missing=False, keep_hist=True)
+    g1, h1 = histograms.level_gains(X, payload, leaf, None, **kw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_native, "available", lambda: False)
+        jax.clear_caches()
+        g0, h0 = histograms.level_gains(X, payload, leaf, None, **kw)
+    jax.clear_caches()
+    np.testing.assert_allclose(np.asarray(h1), np.asarray(h0), rtol=1e-5, atol=1e-3)
+    _assert_gains_close(g1, g0)
+
+
+def test_level_kernel_bitwise_independent_of_threads():
+    # 200k rows x 11 features: up to 8 threads for counting, compacting and the features.
+    X, payload, leaf = _level_data(21, 200_000, 11, 64, 8, 1, True)
+    parent = histograms._native_histogram(X, payload, leaf % 4, 4, 64, None, cumulative=True)
+    for par in (None, parent):
+        outs = [histograms._native_level(X, payload, leaf, par, 1.0, 1.0, n_leaves=8, n_bins=64,
+                                         missing=True, keep_hist=True, n_threads=t) for t in (1, 2, 3, 7)]
+        for g, h in outs[1:]:
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(outs[0][0]))
+            np.testing.assert_array_equal(np.asarray(h), np.asarray(outs[0][1]))
+
+
+def test_level_kernel_vmap_equals_separate_calls():
+    # Models batched over payloads and per-model l2 / min_child_weight (a sweep), the bins and
+    # the parent shared or batched: bitwise the separate calls.
+    X, payload, leaf = _level_data(22, 20_000, 5, 64, 4, 1, True)
+    payloads = jnp.stack([payload, 2 * payload, payload * jnp.array([1.0, 3.0])])
+    l2s, mcws = jnp.array([0.0, 1.0, 5.0]), jnp.array([0.0, 2.0, 30.0])
+    parents = jax.vmap(lambda p: histograms._native_histogram(X, p, leaf % 2, 2, 64, None, cumulative=True))(payloads)
+
+    def one(p, par, l2, mcw):
+        return histograms._native_level(X, p, leaf, par, l2, mcw, n_leaves=4, n_bins=64, missing=True,
+                                        keep_hist=True)
+
+    got = jax.jit(jax.vmap(one))(payloads, parents, l2s, mcws)
+    for b in range(3):
+        want = one(payloads[b], parents[b], l2s[b], mcws[b])
+        np.testing.assert_array_equal(np.asarray(got[0][b]), np.asarray(want[0]))
+        np.testing.assert_array_equal(np.asarray(got[1][b]), np.asarray(want[1]))
+    gains = jax.jit(jax.vmap(lambda h, l2, mcw: histograms.cumulative_split_gains(h, l2, mcw)))(got[1], l2s, mcws)
+    for b in range(3):
+        np.testing.assert_array_equal(np.asarray(gains[b]), np.asarray(got[0][b]))
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_split_gains_kernel_equals_pure_jax(k):
+    X, payload, leaf = _level_data(23 + k, 30_000, 7, 128, 16, k, True)
+    cum = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf, 16, 128), axis=2)
+    for missing in (True, False):
+        _assert_gains_close(histograms.cumulative_split_gains(cum, 0.5, 2.0, missing),
+                            splits.split_gains_cumulative(cum, 0.5, 2.0, missing))

@@ -18,6 +18,8 @@ import jax
 HISTOGRAM = "jboost_histogram"
 SMALLER_SIBLING = "jboost_histogram_smaller_sibling"
 BIN = "jboost_bin"
+LEVEL = "jboost_level"
+SPLIT_GAINS = "jboost_split_gains"
 
 
 def library_path():
@@ -40,6 +42,8 @@ def load() -> bool:
     jax.ffi.register_ffi_target(SMALLER_SIBLING, jax.ffi.pycapsule(lib.JboostHistogramSmallerSibling),
                                 platform="cpu")
     jax.ffi.register_ffi_target(BIN, jax.ffi.pycapsule(lib.JboostBin), platform="cpu")
+    jax.ffi.register_ffi_target(LEVEL, jax.ffi.pycapsule(lib.JboostLevel), platform="cpu")
+    jax.ffi.register_ffi_target(SPLIT_GAINS, jax.ffi.pycapsule(lib.JboostSplitGains), platform="cpu")
     return True
 
 

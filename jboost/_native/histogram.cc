@@ -30,6 +30,15 @@
 
 namespace ffi = xla::ffi;
 
+// The split-gain loop is bound by float divisions: on x86-64 Linux it is also compiled for AVX2
+// (8 lanes instead of SSE2's 4), picked at load time. The same IEEE operations per lane, no FMA
+// contraction (the avx2 target has no FMA): bitwise the same gains either way.
+#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+#define JBOOST_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define JBOOST_AVX2_CLONES
+#endif
+
 namespace {
 
 // Scratch memory reused across calls by the calling (XLA) thread: no allocation or page
@@ -55,9 +64,11 @@ struct Rows {
 };
 
 // The rows of one chunk into the histograms of features [f_begin, f_end).
+// Feature f's histograms start at out + (f - f_base) * hist_size.
 template <int C, bool kDense>
 void ChunkInto(const uint8_t* bins, int64_t n, const Rows& rs, float* out, int64_t hist_size,
-               int64_t c_dyn, uint32_t max_bin, int64_t f_begin, int64_t f_end) {
+               int64_t c_dyn, uint32_t max_bin, int64_t f_begin, int64_t f_end,
+               int64_t f_base = 0) {
   const int64_t c = C > 0 ? C : c_dyn;
   auto bin_of = [max_bin](uint8_t b) -> int64_t {
     return static_cast<int64_t>(std::min<uint32_t>(b, max_bin));
@@ -71,7 +82,7 @@ void ChunkInto(const uint8_t* bins, int64_t n, const Rows& rs, float* out, int64
       const uint8_t* c1 = c0 + n;
       const uint8_t* c2 = c1 + n;
       const uint8_t* c3 = c2 + n;
-      float* h0 = out + f * hist_size;
+      float* h0 = out + (f - f_base) * hist_size;
       float* h1 = h0 + hist_size;
       float* h2 = h1 + hist_size;
       float* h3 = h2 + hist_size;
@@ -92,7 +103,7 @@ void ChunkInto(const uint8_t* bins, int64_t n, const Rows& rs, float* out, int64
   }
   for (; f < f_end; ++f) {
     const uint8_t* col = bins + f * n;
-    float* hist = out + f * hist_size;
+    float* hist = out + (f - f_base) * hist_size;
     for (int64_t r = 0; r < rs.m; ++r) {
       const int64_t i = kDense ? rs.row0 + r : rs.ids[r];
       const int64_t o = kDense ? 0 : rs.base[r];
@@ -100,18 +111,6 @@ void ChunkInto(const uint8_t* bins, int64_t n, const Rows& rs, float* out, int64
       const float* p = rs.payload + r * c;
       for (int64_t j = 0; j < c; ++j) dst[j] += p[j];
     }
-  }
-}
-
-// Every chunk, in row order, into features [f_begin, f_end). (Blocking rows so that their ids
-// and payload stay in L1 across features measured slower: it interleaves many more column
-// streams and histograms.)
-template <int C, bool kDense>
-void FeatureRange(const uint8_t* bins, int64_t n, const Rows* chunks, int64_t n_chunks,
-                  float* out, int64_t hist_size, int64_t c_dyn, uint32_t max_bin,
-                  int64_t f_begin, int64_t f_end) {
-  for (int64_t k = 0; k < n_chunks; ++k) {
-    ChunkInto<C, kDense>(bins, n, chunks[k], out, hist_size, c_dyn, max_bin, f_begin, f_end);
   }
 }
 
@@ -128,6 +127,108 @@ void Parallel(int64_t n_threads, Fn fn) {
   for (auto& th : pool) th.join();
 }
 
+// The rows of a call, compacted: the rows whose leaf has a slot and whose payload is not all
+// zero, in row-order chunks (one per thread of the compaction).
+struct Compacted {
+  std::vector<Rows> chunks;
+  bool dense = false;
+};
+
+// Dense when there is one leaf, mapped to slot 0, that every row is in (the first level of a
+// tree): the rows need no compaction. Otherwise rows are compacted into `threads` chunks in
+// parallel (scratch memory of the calling thread).
+Compacted Compact(int64_t n, const float* p, int64_t c, const int32_t* l, const int32_t* s,
+                  int64_t n_leaves, int64_t n_slots, int64_t n_bins, int64_t threads) {
+  Compacted out;
+  bool dense = n_leaves == 1 && s[0] == 0;
+  for (int64_t i = 0; dense && i < n; ++i) dense = l[i] == 0;
+  out.dense = dense;
+  out.chunks.resize(threads);
+  if (dense) {
+    for (int64_t t = 0; t < threads; ++t) {
+      const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
+      out.chunks[t] = Rows{nullptr, nullptr, p + r0 * c, r1 - r0, r0};
+    }
+    return out;
+  }
+  static thread_local Scratch scratch;
+  char* mem = scratch.Get(static_cast<size_t>(n) * (2 * sizeof(int32_t) + c * sizeof(float)));
+  int32_t* ids = reinterpret_cast<int32_t*>(mem);
+  int32_t* base = ids + n;
+  float* cpay = reinterpret_cast<float*>(base + n);
+  Parallel(threads, [&](int64_t t) {
+    const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
+    int64_t m = r0;
+    for (int64_t i = r0; i < r1; ++i) {  // branch-free compaction
+      const int32_t li = l[i];
+      const bool in_range = static_cast<uint32_t>(li) < static_cast<uint32_t>(n_leaves);
+      const int32_t si = in_range ? s[in_range ? li : 0] : -1;
+      bool keep = static_cast<uint32_t>(si) < static_cast<uint32_t>(n_slots);
+      bool nonzero = false;
+      ids[m] = static_cast<int32_t>(i);
+      base[m] = static_cast<int32_t>((keep ? si : 0) * n_bins * c);
+      for (int64_t j = 0; j < c; ++j) {
+        const float v = p[i * c + j];
+        cpay[m * c + j] = v;
+        nonzero |= v != 0.0f;
+      }
+      m += keep && nonzero;
+    }
+    out.chunks[t] = Rows{ids + r0, base + r0, cpay + r0 * c, m - r0, r0};
+  });
+  return out;
+}
+
+// All chunks, in row order, into the histograms of features [f0, f1) (feature f at
+// out + (f - f_base) * hist_size). (Blocking rows so that their ids and payload stay in L1
+// across features measured slower: it interleaves many more column streams and histograms.)
+void ChunksInto(const uint8_t* b, int64_t n, const Compacted& rows, float* out, int64_t hist_size,
+                int64_t c, uint32_t max_bin, int64_t f0, int64_t f1, int64_t f_base) {
+  for (const Rows& rs : rows.chunks) {
+    if (c == 2) {
+      if (rows.dense) ChunkInto<2, true>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
+      else ChunkInto<2, false>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
+    } else {
+      if (rows.dense) ChunkInto<0, true>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
+      else ChunkInto<0, false>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
+    }
+  }
+}
+
+// Inclusive prefix sums over the bins of `q` consecutive (B, c) histograms. Each sum is a
+// chain of dependent adds: four histograms are walked together so that their 4c chains overlap.
+void PrefixSums(float* h, int64_t q, int64_t n_bins, int64_t c) {
+  const int64_t size = n_bins * c;
+  int64_t k = 0;
+  if (c == 2) {
+    for (; k + 4 <= q; k += 4) {
+      float* h0 = h + k * size;
+      float* h1 = h0 + size;
+      float* h2 = h1 + size;
+      float* h3 = h2 + size;
+      float a0 = h0[0], b0 = h0[1], a1 = h1[0], b1 = h1[1];
+      float a2 = h2[0], b2 = h2[1], a3 = h3[0], b3 = h3[1];
+      for (int64_t i = 2; i < size; i += 2) {
+        h0[i] = a0 += h0[i]; h0[i + 1] = b0 += h0[i + 1];
+        h1[i] = a1 += h1[i]; h1[i + 1] = b1 += h1[i + 1];
+        h2[i] = a2 += h2[i]; h2[i + 1] = b2 += h2[i + 1];
+        h3[i] = a3 += h3[i]; h3[i + 1] = b3 += h3[i + 1];
+      }
+    }
+  }
+  for (; k < q; ++k) {
+    float* hk = h + k * size;
+    for (int64_t bin = 1; bin < n_bins; ++bin) {
+      for (int64_t j = 0; j < c; ++j) hk[bin * c + j] += hk[(bin - 1) * c + j];
+    }
+  }
+}
+
+// Threads worth using for `work` elementary updates (one per 2**18).
+int64_t ThreadsFor(int64_t n_threads, int64_t work) {
+  return std::max<int64_t>(1, std::min<int64_t>(n_threads, work >> 18));
+}
+
 // out[f, slot[leaf[i]], bin, c] += payload[i, c]; rows with no slot, or an all-zero payload
 // (zero sample weight), are skipped. `out` must hold F * n_slots * n_bins * c floats.
 void Accumulate(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int64_t c,
@@ -137,70 +238,208 @@ void Accumulate(const uint8_t* b, int64_t n_features, int64_t n, const float* p,
   std::memset(o, 0, sizeof(float) * n_features * hist_size);
   if (n == 0 || n_features == 0 || c == 0 || n_slots == 0 || n_leaves == 0) return;
   const uint32_t max_bin = static_cast<uint32_t>(n_bins - 1);
-
-  // Dense: one leaf, mapped to slot 0, that every row is in (the first level of a tree): the
-  // rows need no compaction.
-  bool dense = n_leaves == 1 && s[0] == 0;
-  for (int64_t i = 0; dense && i < n; ++i) dense = l[i] == 0;
-
-  const int64_t threads =
-      std::max<int64_t>(1, std::min<int64_t>(n_threads, (n * n_features) >> 18));
-  std::vector<Rows> chunks(threads);
-  if (dense) {
-    for (int64_t t = 0; t < threads; ++t) {
-      const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
-      chunks[t] = Rows{nullptr, nullptr, p + r0 * c, r1 - r0, r0};
-    }
-  } else {
-    static thread_local Scratch scratch;
-    char* mem = scratch.Get(static_cast<size_t>(n) * (2 * sizeof(int32_t) + c * sizeof(float)));
-    int32_t* ids = reinterpret_cast<int32_t*>(mem);
-    int32_t* base = ids + n;
-    float* cpay = reinterpret_cast<float*>(base + n);
-    Parallel(threads, [&](int64_t t) {
-      const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
-      int64_t m = r0;
-      for (int64_t i = r0; i < r1; ++i) {  // branch-free compaction
-        const int32_t li = l[i];
-        const bool in_range = static_cast<uint32_t>(li) < static_cast<uint32_t>(n_leaves);
-        const int32_t si = in_range ? s[in_range ? li : 0] : -1;
-        bool keep = static_cast<uint32_t>(si) < static_cast<uint32_t>(n_slots);
-        bool nonzero = false;
-        ids[m] = static_cast<int32_t>(i);
-        base[m] = static_cast<int32_t>((keep ? si : 0) * n_bins * c);
-        for (int64_t j = 0; j < c; ++j) {
-          const float v = p[i * c + j];
-          cpay[m * c + j] = v;
-          nonzero |= v != 0.0f;
-        }
-        m += keep && nonzero;
-      }
-      chunks[t] = Rows{ids + r0, base + r0, cpay + r0 * c, m - r0, r0};
-    });
-  }
-
+  const int64_t threads = ThreadsFor(n_threads, n * n_features);
+  const Compacted rows = Compact(n, p, c, l, s, n_leaves, n_slots, n_bins, threads);
   const int64_t f_threads = std::min<int64_t>(threads, n_features);
   Parallel(f_threads, [&](int64_t t) {
     const int64_t f0 = n_features * t / f_threads, f1 = n_features * (t + 1) / f_threads;
-    if (c == 2) {
-      if (dense) {
-        FeatureRange<2, true>(b, n, chunks.data(), threads, o, hist_size, c, max_bin, f0, f1);
-      } else {
-        FeatureRange<2, false>(b, n, chunks.data(), threads, o, hist_size, c, max_bin, f0, f1);
-      }
-    } else {
-      if (dense) {
-        FeatureRange<0, true>(b, n, chunks.data(), threads, o, hist_size, c, max_bin, f0, f1);
-      } else {
-        FeatureRange<0, false>(b, n, chunks.data(), threads, o, hist_size, c, max_bin, f0, f1);
+    ChunksInto(b, n, rows, o, hist_size, c, max_bin, f0, f1, 0);
+    if (cumulative) PrefixSums(o + f0 * hist_size, (f1 - f0) * n_slots, n_bins, c);
+  });
+}
+
+// Counts each leaf's rows of non-zero payload (in parallel over row chunks; integer sums, so
+// independent of the thread count) and, for leaves [0, 2S) where j and j + S are siblings, maps
+// the sibling with fewer such rows to slot j (which[j] = 1 when that is j + S; ties: j) and the
+// other to -1.
+void SmallerSlots(const float* p, const int32_t* l, int64_t n, int64_t c, int64_t n_slots,
+                  int64_t n_threads, int32_t* slot, int32_t* which) {
+  const int64_t n_leaves = 2 * n_slots;
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(n_threads, n >> 16));
+  std::vector<int64_t> counts(threads * n_leaves, 0);
+  Parallel(threads, [&](int64_t t) {
+    int64_t* cnt = counts.data() + t * n_leaves;
+    for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
+      const uint32_t li = static_cast<uint32_t>(l[i]);
+      bool nonzero = false;
+      for (int64_t j = 0; j < c; ++j) nonzero |= p[i * c + j] != 0.0f;
+      if (li < static_cast<uint32_t>(n_leaves)) cnt[li] += nonzero;
+    }
+  });
+  std::vector<int64_t> count(n_leaves, 0);
+  for (int64_t t = 0; t < threads; ++t) {
+    for (int64_t j = 0; j < n_leaves; ++j) count[j] += counts[t * n_leaves + j];
+  }
+  for (int64_t j = 0; j < n_leaves; ++j) slot[j] = -1;
+  for (int64_t j = 0; j < n_slots; ++j) {
+    which[j] = count[j + n_slots] < count[j] ? 1 : 0;
+    slot[which[j] ? j + n_slots : j] = static_cast<int32_t>(j);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split gains (jboost.splits.split_gains_cumulative), from one feature's cumulative histograms
+// cum (L, B, C) of the level's L leaves (C = 2K: gradient sums, then hessian sums; bin B - 1 the
+// missing bin): out (B - 1, 2), out[t, d] = sum over leaves whose children both have hessian
+// sum >= min_child_weight of S(left) + S(right) - S(leaf), S(G, H) = sum_k G_k (G_k / (H_k + l2))
+// (0 where H_k + l2 <= 0); direction d = 0 sends missing rows left (left = cum[t] + missing),
+// d = 1 right (left = cum[t]); without missing rows (missing = false) d = 1 is -inf. The same
+// float expressions as the JAX function, summed over leaves in leaf order.
+template <int C>
+void FeatureGains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c_dyn, float l2,
+                  float mcw, bool missing, float* out, float* acc) {
+  const int64_t c = C > 0 ? C : c_dyn;
+  const int64_t k = c / 2;
+  const int64_t nt = n_bins - 1;
+  auto score = [l2](float g, float h) {
+    const float denom = h + l2;
+    return denom > 0.0f ? g * (g / denom) : 0.0f;
+  };
+  float* acc0 = acc;
+  float* acc1 = acc + nt;
+  for (int64_t t = 0; t < 2 * nt; ++t) acc[t] = 0.0f;
+  for (int64_t leaf = 0; leaf < n_leaves; ++leaf) {
+    const float* h = cum + leaf * n_bins * c;
+    const float* total = h + nt * c;
+    float miss[16], parent = 0.0f;
+    for (int64_t j = 0; j < c; ++j) miss[j] = nt > 0 ? total[j] - h[(nt - 1) * c + j] : total[j];
+    for (int64_t j = 0; j < k; ++j) parent += score(total[j], total[k + j]);
+    for (int64_t d = 0; d < (missing ? 2 : 1); ++d) {
+      float* a = d == 0 ? acc0 : acc1;
+      for (int64_t t = 0; t < nt; ++t) {
+        float sl = 0.0f, sr = 0.0f, hl = 0.0f, hr = 0.0f;
+        for (int64_t j = 0; j < k; ++j) {
+          const float gl = d == 0 ? h[t * c + j] + miss[j] : h[t * c + j];
+          const float xl = d == 0 ? h[t * c + k + j] + miss[k + j] : h[t * c + k + j];
+          const float gr = total[j] - gl, xr = total[k + j] - xl;
+          sl += score(gl, xl);
+          sr += score(gr, xr);
+          hl += xl;
+          hr += xr;
+        }
+        const float gain = sl + sr - parent;
+        a[t] += (hl >= mcw && hr >= mcw) ? gain : 0.0f;
       }
     }
-    if (cumulative) {  // inclusive prefix sums over the bins of every (feature, slot, channel)
-      for (int64_t q = f0 * n_slots; q < f1 * n_slots; ++q) {
-        float* h = o + q * n_bins * c;
-        for (int64_t bin = 1; bin < n_bins; ++bin) {
-          for (int64_t j = 0; j < c; ++j) h[bin * c + j] += h[(bin - 1) * c + j];
+  }
+  for (int64_t t = 0; t < nt; ++t) {
+    out[2 * t] = acc0[t];
+    out[2 * t + 1] = missing ? acc1[t] : -std::numeric_limits<float>::infinity();
+  }
+}
+
+// FeatureGains for one output (C = 2), written so that the loop over thresholds vectorises:
+// each leaf's sums are first split into gradient and hessian arrays. A leaf with hessian sum
+// below a positive min_child_weight has no admissible split (its children cannot both reach
+// it) and adds nothing: it is skipped.
+JBOOST_AVX2_CLONES
+void Gains1(const float* cum, int64_t n_leaves, int64_t n_bins, float l2, float mcw, bool missing,
+            float* out, float* acc) {
+  const int64_t nt = n_bins - 1;
+  float* __restrict a0 = acc;
+  float* __restrict a1 = acc + nt;
+  float* __restrict gs = acc + 2 * nt;
+  float* __restrict hs = acc + 3 * nt;
+  for (int64_t t = 0; t < 2 * nt; ++t) acc[t] = 0.0f;
+  for (int64_t leaf = 0; leaf < n_leaves; ++leaf) {
+    const float* h = cum + leaf * n_bins * 2;
+    const float G = h[2 * nt], H = h[2 * nt + 1];
+    if (mcw > 0.0f && !(H >= mcw)) continue;
+    for (int64_t t = 0; t < nt; ++t) {
+      gs[t] = h[2 * t];
+      hs[t] = h[2 * t + 1];
+    }
+    const float pd = H + l2;
+    const float parent = pd > 0.0f ? G * (G / pd) : 0.0f;
+    for (int d = 0; d < (missing ? 2 : 1); ++d) {
+      // Direction 0: missing rows go left (left = cum[t] + missing sums); 1: right.
+      const float mg = d == 0 ? G - h[2 * (nt - 1)] : 0.0f;
+      const float mh = d == 0 ? H - h[2 * (nt - 1) + 1] : 0.0f;
+      float* __restrict a = d == 0 ? a0 : a1;
+      for (int64_t t = 0; t < nt; ++t) {
+        const float gl = gs[t] + mg, xl = hs[t] + mh;
+        const float gr = G - gl, xr = H - xl;
+        const float dl = xl + l2, dr = xr + l2;
+        const bool okl = dl > 0.0f, okr = dr > 0.0f;
+        const float ql = gl / (okl ? dl : 1.0f), qr = gr / (okr ? dr : 1.0f);
+        const float sl = okl ? gl * ql : 0.0f;
+        const float sr = okr ? gr * qr : 0.0f;
+        const float gain = sl + sr - parent;
+        const bool ok = (xl >= mcw) & (xr >= mcw);
+        a[t] += ok ? gain : 0.0f;
+      }
+    }
+  }
+  for (int64_t t = 0; t < nt; ++t) {
+    out[2 * t] = a0[t];
+    out[2 * t + 1] = missing ? a1[t] : -std::numeric_limits<float>::infinity();
+  }
+}
+
+// `acc` holds 4 * n_bins floats.
+void Gains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c, float l2, float mcw,
+           bool missing, float* out, float* acc) {
+  if (c == 2) Gains1(cum, n_leaves, n_bins, l2, mcw, missing, out, acc);
+  else FeatureGains<0>(cum, n_leaves, n_bins, c, l2, mcw, missing, out, acc);
+}
+
+// One fused level of one model, feature by feature while its histograms are in cache: the
+// histograms of the level's L leaves (directly, or with `parent` (F, L/2, B, C) the previous
+// level's cumulative histograms: only the smaller sibling of each pair from the rows, the other
+// by subtraction), their prefix sums, the split gains (F, B - 1, 2); the cumulative histograms
+// are written to hist_out (F, L, B, C) only when it is not null.
+void Level(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int64_t c,
+           const int32_t* l, int64_t n_leaves, int64_t n_bins, const float* parent, float l2,
+           float mcw, bool missing, float* gains, float* hist_out, int64_t n_threads) {
+  const bool subtract = parent != nullptr;
+  const int64_t n_slots = subtract ? n_leaves / 2 : n_leaves;
+  const int64_t slot_size = n_bins * c;
+  const int64_t hist_size = n_slots * slot_size;   // one feature's built histograms
+  const int64_t full_size = n_leaves * slot_size;  // one feature's level histograms
+  const uint32_t max_bin = static_cast<uint32_t>(n_bins - 1);
+  if (c > 16) return;  // checked by the caller
+  std::vector<int32_t> slot(n_leaves), which(std::max<int64_t>(n_slots, 1), 0);
+  if (subtract) {
+    SmallerSlots(p, l, n, c, n_slots, n_threads, slot.data(), which.data());
+  } else {
+    for (int64_t j = 0; j < n_leaves; ++j) slot[j] = static_cast<int32_t>(j);
+  }
+  const int64_t threads =
+      ThreadsFor(n_threads, n * n_features + 4 * n_features * full_size / std::max<int64_t>(c, 1));
+  const Compacted rows = Compact(n, p, c, l, slot.data(), n_leaves, n_slots, n_bins, threads);
+  const int64_t f_threads = std::min<int64_t>(threads, n_features);
+  constexpr int64_t kGroup = 4;  // features built per pass over the rows
+  Parallel(f_threads, [&](int64_t t) {
+    static thread_local Scratch scratch;
+    float* loc = reinterpret_cast<float*>(scratch.Get(
+        sizeof(float) * (kGroup * hist_size + full_size + 4 * n_bins)));
+    float* full = loc + kGroup * hist_size;
+    float* acc = full + full_size;
+    const int64_t f0 = n_features * t / f_threads, f1 = n_features * (t + 1) / f_threads;
+    for (int64_t g0 = f0; g0 < f1; g0 += kGroup) {
+      const int64_t g1 = std::min(g0 + kGroup, f1);
+      std::memset(loc, 0, sizeof(float) * (g1 - g0) * hist_size);
+      ChunksInto(b, n, rows, loc, hist_size, c, max_bin, g0, g1, g0);
+      for (int64_t f = g0; f < g1; ++f) {
+        float* built = loc + (f - g0) * hist_size;
+        PrefixSums(built, n_slots, n_bins, c);
+        float* dst = hist_out != nullptr ? hist_out + f * full_size : (subtract ? full : built);
+        if (subtract) {
+          const float* par = parent + f * hist_size;
+          for (int64_t j = 0; j < n_slots; ++j) {
+            const float* small = built + j * slot_size;
+            const float* pj = par + j * slot_size;
+            float* ds = dst + (which[j] ? j + n_slots : j) * slot_size;
+            float* dl = dst + (which[j] ? j : j + n_slots) * slot_size;
+            for (int64_t e = 0; e < slot_size; ++e) {
+              ds[e] = small[e];
+              dl[e] = pj[e] - small[e];
+            }
+          }
+        } else if (dst != built) {
+          std::memcpy(dst, built, sizeof(float) * full_size);
         }
+        Gains(dst, n_leaves, n_bins, c, l2, mcw, missing, gains + f * 2 * (n_bins - 1), acc);
       }
     }
   });
@@ -320,31 +559,10 @@ ffi::Error HistogramImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payloa
 void SmallerSibling(const uint8_t* bins, const float* p, const int32_t* l, int64_t n_features,
                     int64_t n, int64_t c, int64_t n_slots, int64_t n_bins, float* out,
                     int32_t* which, int64_t n_threads, bool cumulative) {
-  const int64_t n_leaves = 2 * n_slots;
-  // Rows of non-zero payload per leaf, counted in parallel over row chunks (integer sums: the
-  // counts, hence the choice of siblings, do not depend on the number of threads).
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(n_threads, n >> 16));
-  std::vector<int64_t> counts(threads * n_leaves, 0);
-  Parallel(threads, [&](int64_t t) {
-    int64_t* cnt = counts.data() + t * n_leaves;
-    for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
-      const uint32_t li = static_cast<uint32_t>(l[i]);
-      bool nonzero = false;
-      for (int64_t j = 0; j < c; ++j) nonzero |= p[i * c + j] != 0.0f;
-      if (li < static_cast<uint32_t>(n_leaves)) cnt[li] += nonzero;
-    }
-  });
-  std::vector<int64_t> count(n_leaves, 0);
-  for (int64_t t = 0; t < threads; ++t) {
-    for (int64_t j = 0; j < n_leaves; ++j) count[j] += counts[t * n_leaves + j];
-  }
-  std::vector<int32_t> slot(n_leaves, -1);
-  for (int64_t j = 0; j < n_slots; ++j) {
-    which[j] = count[j + n_slots] < count[j] ? 1 : 0;
-    slot[which[j] ? j + n_slots : j] = static_cast<int32_t>(j);
-  }
-  Accumulate(bins, n_features, n, p, c, l, slot.data(), n_leaves, n_slots, n_bins, out, n_threads,
-             cumulative);
+  std::vector<int32_t> slot(2 * n_slots);
+  SmallerSlots(p, l, n, c, n_slots, n_threads, slot.data(), which);
+  Accumulate(bins, n_features, n, p, c, l, slot.data(), 2 * n_slots, n_slots, n_bins, out,
+             n_threads, cumulative);
 }
 
 // For leaves in [0, 2S) where leaves j and j + S are siblings: the histogram of the sibling
@@ -367,6 +585,102 @@ ffi::Error SmallerSiblingImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> p
                    leaf.typed_data() + b.leaf[m], b.n_features, b.n, b.c, b.n_slots, b.n_bins,
                    out->typed_data() + b.out[m], right_smaller->typed_data() + which_off[m],
                    threads, cumulative);
+  });
+  return ffi::Error::Success();
+}
+
+// Batch offsets of a per-model scalar operand (..., ) and of an operand that is either
+// (..., core dims) or a (..., 1) placeholder (then `present` is false).
+bool ScalarOffsets(ffi::Buffer<ffi::F32>& x, const std::vector<int64_t>& shape,
+                   std::vector<int64_t>* off) {
+  return BatchOffsets(x.dimensions(), 0, shape, off);
+}
+
+// One fused level per model (see Level). gains (..., F, B - 1, 2); hist (..., F, L, B, C) when
+// write_hist, else a (..., 1) placeholder; parent (..., F, L / 2, B, C) when subtract, else a
+// (..., 1) placeholder; l2 and min_child_weight (...) per model.
+ffi::Error LevelImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
+                     ffi::Buffer<ffi::S32> leaf, ffi::Buffer<ffi::F32> parent,
+                     ffi::Buffer<ffi::F32> l2, ffi::Buffer<ffi::F32> mcw,
+                     ffi::ResultBuffer<ffi::F32> gains, ffi::ResultBuffer<ffi::F32> hist,
+                     int64_t n_threads, int64_t n_leaves, bool subtract, bool missing,
+                     bool write_hist) {
+  auto gd = gains->dimensions();
+  if (gd.size() < 3 || gd[gd.size() - 1] != 2) {
+    return ffi::Error::InvalidArgument("jboost level: gains must be (..., F, B - 1, 2)");
+  }
+  const size_t nb = gd.size() - 3;
+  std::vector<int64_t> shape(gd.begin(), gd.begin() + nb);
+  int64_t n_models = 1;
+  for (int64_t d : shape) n_models *= d;
+  const int64_t n_features = gd[nb], n_bins = gd[nb + 1] + 1;
+  auto bd = bins.dimensions();
+  auto pd = payload.dimensions();
+  auto ld = leaf.dimensions();
+  if (bd.size() != nb + 2 || pd.size() != nb + 2 || ld.size() != nb + 1) {
+    return ffi::Error::InvalidArgument("jboost level: operands disagree on the batch rank");
+  }
+  const int64_t n = bd[nb + 1], c = pd[nb + 1];
+  if (bd[nb] != n_features || pd[nb] != n || ld[nb] != n || n_bins < 2 || n_bins > 256 ||
+      c < 2 || c > 16 || c % 2 != 0 || n_leaves < 1 || (subtract && n_leaves % 2 != 0)) {
+    return ffi::Error::InvalidArgument("jboost level: inconsistent shapes");
+  }
+  std::vector<int64_t> ob, op, ol, opar, ol2, omcw, og, oh;
+  const int64_t full = n_features * n_leaves * n_bins * c;
+  auto hd = hist->dimensions();
+  auto ad = parent.dimensions();
+  const bool ok =
+      BatchOffsets(bd, 2, shape, &ob) && BatchOffsets(pd, 2, shape, &op) &&
+      BatchOffsets(ld, 1, shape, &ol) && BatchOffsets(ad, subtract ? 4 : 1, shape, &opar) &&
+      ScalarOffsets(l2, shape, &ol2) && ScalarOffsets(mcw, shape, &omcw) &&
+      BatchOffsets(gd, 3, shape, &og) && BatchOffsets(hd, write_hist ? 4 : 1, shape, &oh) &&
+      (!subtract || (ad[nb] == n_features && ad[nb + 1] == n_leaves / 2 &&
+                     ad[nb + 2] == n_bins && ad[nb + 3] == c)) &&
+      (!write_hist || hist->element_count() == n_models * full);
+  if (!ok) return ffi::Error::InvalidArgument("jboost level: inconsistent operand shapes");
+  ForEachModel(n_models, n_threads, [&](int64_t m, int64_t threads) {
+    Level(bins.typed_data() + ob[m], n_features, n, payload.typed_data() + op[m], c,
+          leaf.typed_data() + ol[m], n_leaves, n_bins,
+          subtract ? parent.typed_data() + opar[m] : nullptr, l2.typed_data()[ol2[m]],
+          mcw.typed_data()[omcw[m]], missing, gains->typed_data() + og[m],
+          write_hist ? hist->typed_data() + oh[m] : nullptr, threads);
+  });
+  return ffi::Error::Success();
+}
+
+// Split gains (..., F, B - 1, 2) from cumulative histograms cum (..., F, L, B, C) (after a psum
+// over devices: see FeatureGains); threads over features.
+ffi::Error SplitGainsImpl(ffi::Buffer<ffi::F32> cum, ffi::Buffer<ffi::F32> l2,
+                          ffi::Buffer<ffi::F32> mcw, ffi::ResultBuffer<ffi::F32> gains,
+                          int64_t n_threads, bool missing) {
+  auto cd = cum.dimensions();
+  if (cd.size() < 4) {
+    return ffi::Error::InvalidArgument("jboost split gains: cum must be (..., F, L, B, C)");
+  }
+  const size_t nb = cd.size() - 4;
+  std::vector<int64_t> shape(cd.begin(), cd.begin() + nb);
+  int64_t n_models = 1;
+  for (int64_t d : shape) n_models *= d;
+  const int64_t n_features = cd[nb], n_leaves = cd[nb + 1], n_bins = cd[nb + 2], c = cd[nb + 3];
+  auto gd = gains->dimensions();
+  std::vector<int64_t> oc, ol2, omcw, og;
+  if (c < 2 || c > 16 || c % 2 != 0 || n_bins < 2 || gd.size() != nb + 3 ||
+      gd[nb] != n_features || gd[nb + 1] != n_bins - 1 || gd[nb + 2] != 2 ||
+      !BatchOffsets(cd, 4, shape, &oc) || !ScalarOffsets(l2, shape, &ol2) ||
+      !ScalarOffsets(mcw, shape, &omcw) || !BatchOffsets(gd, 3, shape, &og)) {
+    return ffi::Error::InvalidArgument("jboost split gains: inconsistent shapes");
+  }
+  const int64_t per_feature = n_leaves * n_bins * c;
+  ForEachModel(n_models, n_threads, [&](int64_t m, int64_t threads) {
+    const int64_t t_used = std::min(ThreadsFor(threads, 4 * n_features * per_feature / c), n_features);
+    Parallel(t_used, [&](int64_t t) {
+      std::vector<float> acc(4 * n_bins);
+      for (int64_t f = n_features * t / t_used; f < n_features * (t + 1) / t_used; ++f) {
+        Gains(cum.typed_data() + oc[m] + f * per_feature, n_leaves, n_bins, c,
+              l2.typed_data()[ol2[m]], mcw.typed_data()[omcw[m]], missing,
+              gains->typed_data() + og[m] + f * 2 * (n_bins - 1), acc.data());
+      }
+    });
   });
   return ffi::Error::Success();
 }
@@ -450,3 +764,28 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostBin, BinImpl,
                                   .Ret<ffi::Buffer<ffi::U8>>()   // out (F, n)
                                   .Attr<int64_t>("n_threads")
                                   .Attr<int64_t>("missing_bin"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostLevel, LevelImpl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::U8>>()   // bins (..., F, n)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // payload (..., n, C)
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // leaf (..., n) in [0, L)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // parent (..., F, L/2, B, C) or (..., 1)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // l2 (...)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // min_child_weight (...)
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // gains (..., F, B-1, 2)
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // hist (..., F, L, B, C) or (..., 1)
+                                  .Attr<int64_t>("n_threads")
+                                  .Attr<int64_t>("n_leaves")
+                                  .Attr<bool>("subtract")
+                                  .Attr<bool>("missing")
+                                  .Attr<bool>("write_hist"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostSplitGains, SplitGainsImpl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // cum (..., F, L, B, C)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // l2 (...)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // min_child_weight (...)
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // gains (..., F, B-1, 2)
+                                  .Attr<int64_t>("n_threads")
+                                  .Attr<bool>("missing"));
