@@ -200,11 +200,14 @@ def test_builtin_metrics_match_numpy():
 
 
 def test_chunked_and_unchunked_sweeps_give_the_same_table(res_a, data):
-    assert res_a.info["n_chunks"] == 24  # automatic on CPU: one model per chunk
+    # Automatic on CPU: DEFAULT_CPU_MODELS_PER_DEVICE models per device and chunk.
+    per_chunk = sweep_lib.DEFAULT_CPU_MODELS_PER_DEVICE * res_a.info["n_devices"]
+    assert res_a.info["n_chunks"] == -(-24 // per_chunk)
     whole = _sweep_a(*data, chunk_size=24)  # all 24 models in one vmapped call
     padded = _sweep_a(*data, chunk_size=5)  # 5 chunks, the last one padded with a repeated model
+    single = _sweep_a(*data, chunk_size=1)  # one model per call
     assert whole.info["n_chunks"] == 1 and padded.info["n_chunks"] == 5
-    for other in (whole, padded):
+    for other in (whole, padded, single):
         _assert_same_trees(other.trees[(DEPTH, BINS)], res_a.trees[(DEPTH, BINS)], "chunked trees")
         # The mean losses are sums over rows: the vmap width may change their rounding (1 ulp).
         np.testing.assert_allclose(other.valid_curves, res_a.valid_curves, rtol=1e-6)
