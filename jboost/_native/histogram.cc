@@ -195,9 +195,30 @@ void ChunksInto(const uint8_t* b, int64_t n, const Compacted& rows, float* out, 
   }
 }
 
+// 1 + the last non-missing bin (in [0, B - 2]) of a (B, c) histogram with a non-zero sum, or 0:
+// the bins from there to B - 2 are empty, so its prefix sums (and split gains) are constant there.
+int32_t UsedBins(const float* h, int64_t n_bins, int64_t c) {
+  if (c == 2) {  // one 64-bit test per bin ((g, h) pairs; a -0.0 counts as used: harmless)
+    for (int64_t t = n_bins - 2; t >= 0; --t) {
+      uint64_t w;
+      std::memcpy(&w, h + 2 * t, sizeof(w));
+      if (w & 0x7fffffff7fffffffULL) return static_cast<int32_t>(t + 1);
+    }
+    return 0;
+  }
+  for (int64_t t = n_bins - 2; t >= 0; --t) {
+    for (int64_t j = 0; j < c; ++j) {
+      if (h[t * c + j] != 0.0f) return static_cast<int32_t>(t + 1);
+    }
+  }
+  return 0;
+}
+
 // Inclusive prefix sums over the bins of `q` consecutive (B, c) histograms. Each sum is a
 // chain of dependent adds: four histograms are walked together so that their 4c chains overlap.
-void PrefixSums(float* h, int64_t q, int64_t n_bins, int64_t c) {
+// With `used` (per histogram, see UsedBins) the empty tail of bins is filled with the running sum
+// instead of adding zeros: the same values.
+void PrefixSums(float* h, int64_t q, int64_t n_bins, int64_t c, const int32_t* used = nullptr) {
   const int64_t size = n_bins * c;
   int64_t k = 0;
   if (c == 2) {
@@ -206,9 +227,27 @@ void PrefixSums(float* h, int64_t q, int64_t n_bins, int64_t c) {
       float* h1 = h0 + size;
       float* h2 = h1 + size;
       float* h3 = h2 + size;
+      int64_t u = n_bins - 1;
+      if (used != nullptr) {
+        u = std::max(std::max(used[k], used[k + 1]), std::max(used[k + 2], used[k + 3]));
+        u = std::max<int64_t>(u, 1);
+      }
       float a0 = h0[0], b0 = h0[1], a1 = h1[0], b1 = h1[1];
       float a2 = h2[0], b2 = h2[1], a3 = h3[0], b3 = h3[1];
-      for (int64_t i = 2; i < size; i += 2) {
+      for (int64_t i = 2; i < 2 * u; i += 2) {
+        h0[i] = a0 += h0[i]; h0[i + 1] = b0 += h0[i + 1];
+        h1[i] = a1 += h1[i]; h1[i + 1] = b1 += h1[i + 1];
+        h2[i] = a2 += h2[i]; h2[i + 1] = b2 += h2[i + 1];
+        h3[i] = a3 += h3[i]; h3[i + 1] = b3 += h3[i + 1];
+      }
+      for (int64_t i = 2 * u; i < size - 2; i += 2) {
+        h0[i] = a0; h0[i + 1] = b0;
+        h1[i] = a1; h1[i + 1] = b1;
+        h2[i] = a2; h2[i + 1] = b2;
+        h3[i] = a3; h3[i + 1] = b3;
+      }
+      if (size - 2 >= 2 * u) {  // the missing bin
+        const int64_t i = size - 2;
         h0[i] = a0 += h0[i]; h0[i + 1] = b0 += h0[i + 1];
         h1[i] = a1 += h1[i]; h1[i + 1] = b1 += h1[i + 1];
         h2[i] = a2 += h2[i]; h2[i + 1] = b2 += h2[i + 1];
@@ -331,10 +370,12 @@ void FeatureGains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c_
 // FeatureGains for one output (C = 2), written so that the loop over thresholds vectorises:
 // each leaf's sums are first split into gradient and hessian arrays. A leaf with hessian sum
 // below a positive min_child_weight has no admissible split (its children cannot both reach
-// it) and adds nothing: it is skipped.
+// it) and adds nothing: it is skipped. With `used` (per leaf, see UsedBins) the thresholds in a
+// leaf's empty tail [used, B - 2] all have the gain of threshold B - 2, computed once: the same
+// values as computing each.
 JBOOST_AVX2_CLONES
 void Gains1(const float* cum, int64_t n_leaves, int64_t n_bins, float l2, float mcw, bool missing,
-            float* out, float* acc) {
+            float* out, float* acc, const int32_t* used) {
   const int64_t nt = n_bins - 1;
   float* __restrict a0 = acc;
   float* __restrict a1 = acc + nt;
@@ -345,9 +386,16 @@ void Gains1(const float* cum, int64_t n_leaves, int64_t n_bins, float l2, float 
     const float* h = cum + leaf * n_bins * 2;
     const float G = h[2 * nt], H = h[2 * nt + 1];
     if (mcw > 0.0f && !(H >= mcw)) continue;
-    for (int64_t t = 0; t < nt; ++t) {
+    // Thresholds [0, u) one by one; [u, nt) share threshold nt - 1's gain.
+    const int64_t u = used == nullptr ? nt : std::min<int64_t>(used[leaf], nt - 1);
+    const int64_t m = std::min(u + 1, nt);  // u + 1: threshold nt - 1 is computed at index u
+    for (int64_t t = 0; t < u; ++t) {
       gs[t] = h[2 * t];
       hs[t] = h[2 * t + 1];
+    }
+    if (m > u) {
+      gs[u] = h[2 * (nt - 1)];
+      hs[u] = h[2 * (nt - 1) + 1];
     }
     const float pd = H + l2;
     const float parent = pd > 0.0f ? G * (G / pd) : 0.0f;
@@ -356,7 +404,8 @@ void Gains1(const float* cum, int64_t n_leaves, int64_t n_bins, float l2, float 
       const float mg = d == 0 ? G - h[2 * (nt - 1)] : 0.0f;
       const float mh = d == 0 ? H - h[2 * (nt - 1) + 1] : 0.0f;
       float* __restrict a = d == 0 ? a0 : a1;
-      for (int64_t t = 0; t < nt; ++t) {
+      float* __restrict q = hs + nt;  // the gains of [0, m), then added
+      for (int64_t t = 0; t < m; ++t) {
         const float gl = gs[t] + mg, xl = hs[t] + mh;
         const float gr = G - gl, xr = H - xl;
         const float dl = xl + l2, dr = xr + l2;
@@ -366,8 +415,10 @@ void Gains1(const float* cum, int64_t n_leaves, int64_t n_bins, float l2, float 
         const float sr = okr ? gr * qr : 0.0f;
         const float gain = sl + sr - parent;
         const bool ok = (xl >= mcw) & (xr >= mcw);
-        a[t] += ok ? gain : 0.0f;
+        q[t] = ok ? gain : 0.0f;
       }
+      for (int64_t t = 0; t < u; ++t) a[t] += q[t];
+      for (int64_t t = u; t < nt; ++t) a[t] += q[u];
     }
   }
   for (int64_t t = 0; t < nt; ++t) {
@@ -376,10 +427,10 @@ void Gains1(const float* cum, int64_t n_leaves, int64_t n_bins, float l2, float 
   }
 }
 
-// `acc` holds 4 * n_bins floats.
+// `acc` holds 5 * n_bins floats; `used`: optional, per leaf (see Gains1).
 void Gains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c, float l2, float mcw,
-           bool missing, float* out, float* acc) {
-  if (c == 2) Gains1(cum, n_leaves, n_bins, l2, mcw, missing, out, acc);
+           bool missing, float* out, float* acc, const int32_t* used = nullptr) {
+  if (c == 2) Gains1(cum, n_leaves, n_bins, l2, mcw, missing, out, acc, used);
   else FeatureGains<0>(cum, n_leaves, n_bins, c, l2, mcw, missing, out, acc);
 }
 
@@ -412,9 +463,10 @@ void Level(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int6
   Parallel(f_threads, [&](int64_t t) {
     static thread_local Scratch scratch;
     float* loc = reinterpret_cast<float*>(scratch.Get(
-        sizeof(float) * (kGroup * hist_size + full_size + 4 * n_bins)));
+        sizeof(float) * (kGroup * hist_size + full_size + 5 * n_bins) + sizeof(int32_t) * n_leaves));
     float* full = loc + kGroup * hist_size;
     float* acc = full + full_size;
+    int32_t* used = reinterpret_cast<int32_t*>(acc + 5 * n_bins);  // per leaf: see UsedBins
     const int64_t f0 = n_features * t / f_threads, f1 = n_features * (t + 1) / f_threads;
     for (int64_t g0 = f0; g0 < f1; g0 += kGroup) {
       const int64_t g1 = std::min(g0 + kGroup, f1);
@@ -422,7 +474,12 @@ void Level(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int6
       ChunksInto(b, n, rows, loc, hist_size, c, max_bin, g0, g1, g0);
       for (int64_t f = g0; f < g1; ++f) {
         float* built = loc + (f - g0) * hist_size;
-        PrefixSums(built, n_slots, n_bins, c);
+        // Built directly (no subtraction), each leaf's empty tail of bins is skipped.
+        const bool trim = !subtract && c == 2;
+        if (trim) {
+          for (int64_t j = 0; j < n_leaves; ++j) used[j] = UsedBins(built + j * slot_size, n_bins, c);
+        }
+        PrefixSums(built, n_slots, n_bins, c, trim ? used : nullptr);
         float* dst = hist_out != nullptr ? hist_out + f * full_size : (subtract ? full : built);
         if (subtract) {
           const float* par = parent + f * hist_size;
@@ -439,7 +496,8 @@ void Level(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int6
         } else if (dst != built) {
           std::memcpy(dst, built, sizeof(float) * full_size);
         }
-        Gains(dst, n_leaves, n_bins, c, l2, mcw, missing, gains + f * 2 * (n_bins - 1), acc);
+        Gains(dst, n_leaves, n_bins, c, l2, mcw, missing, gains + f * 2 * (n_bins - 1), acc,
+              trim ? used : nullptr);
       }
     }
   });
@@ -674,7 +732,7 @@ ffi::Error SplitGainsImpl(ffi::Buffer<ffi::F32> cum, ffi::Buffer<ffi::F32> l2,
   ForEachModel(n_models, n_threads, [&](int64_t m, int64_t threads) {
     const int64_t t_used = std::min(ThreadsFor(threads, 4 * n_features * per_feature / c), n_features);
     Parallel(t_used, [&](int64_t t) {
-      std::vector<float> acc(4 * n_bins);
+      std::vector<float> acc(5 * n_bins);
       for (int64_t f = n_features * t / t_used; f < n_features * (t + 1) / t_used; ++f) {
         Gains(cum.typed_data() + oc[m] + f * per_feature, n_leaves, n_bins, c,
               l2.typed_data()[ol2[m]], mcw.typed_data()[omcw[m]], missing,
