@@ -327,3 +327,25 @@ def test_split_gains_kernel_equals_pure_jax(k):
     for missing in (True, False):
         _assert_gains_close(histograms.cumulative_split_gains(cum, 0.5, 2.0, missing),
                             splits.split_gains_cumulative(cum, 0.5, 2.0, missing))
+
+
+@pytest.mark.parametrize("missing", [True, False])
+def test_level_kernel_empty_bin_tails(missing):
+    # Leaf l's rows only reach bins below 7 * l (leaf 0: bin 0 only), some rows are missing, one
+    # feature is all-missing: the kernel's shortcut for each leaf's empty tail of bins must give
+    # the gains and histograms of the full computation.
+    n_bins, L = 64, 8
+    X, payload, leaf = _level_data(30 + missing, 20_000, 6, n_bins, L, 1, missing)
+    Xn, ln = np.asarray(X).copy(), np.asarray(leaf)
+    for f in range(6):
+        present = Xn[f] < n_bins - 1
+        Xn[f, present] = Xn[f, present] % np.maximum(1, 7 * ln[present])
+    Xn[5] = n_bins - 1 if missing else 0
+    X = jnp.asarray(Xn)
+    direct = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf, L, n_bins), axis=2)
+    gains, hist = histograms._native_level(X, payload, leaf, None, 1.0, 0.5, n_leaves=L, n_bins=n_bins,
+                                           missing=missing, keep_hist=True, n_threads=1)
+    np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=1e-3)
+    _assert_gains_close(gains, splits.split_gains_cumulative(direct, 1.0, 0.5, missing))
+    g = np.asarray(gains)
+    assert np.all(g[:, 7 * (L - 1):, 0] == g[:, -1:, 0])  # above every leaf's bins: one gain
