@@ -105,6 +105,17 @@ def subtraction_pays(n_rows: int, n_leaves: int, n_bins: int) -> bool:
     return n_leaves > 1 and n_rows >= SUBTRACT_ROWS_PER_CELL * n_leaves * n_bins
 
 
+def level_plan(n_rows: int, depth: int, n_bins: int):
+    """Static plan of a tree's levels on one device: ``[(subtract, keep_hist), ...]`` per level.
+
+    Level ``d`` (``2**d`` leaves) is built by subtraction when :func:`subtraction_pays`; it keeps
+    its histograms when the next level subtracts from them, and the last level when they are
+    cheap next to the rows (the leaf sums are then read off them, else summed over the rows).
+    """
+    subtract = [subtraction_pays(n_rows, 2**d, n_bins) for d in range(depth)]
+    return [(subtract[d], subtract[d + 1] if d + 1 < depth else subtract[d]) for d in range(depth)]
+
+
 def _scalar(x):
     return jnp.asarray(x, jnp.float32).reshape(())
 

@@ -206,16 +206,13 @@ def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outp
     search's fused temporaries: about three last-level histograms' worth (XLA's memory analysis
     measured 1.4-2.5 plus the rows). The CPU kernel's fused levels (``fused=True``) only
     materialise the split gains (``F x (B - 1) x 2``) and the histograms kept for histogram
-    subtraction (:func:`jboost.histograms.subtraction_pays`): the previous level's and this one's.
+    subtraction (:func:`jboost.histograms.level_plan`): the previous level's and this one's.
     """
     k = int(n_outputs)
     cell = n_features * n_bins * 2 * k * 4  # one leaf's histograms over all features, bytes
     if fused:
-        subtract = [histograms.subtraction_pays(n_samples, 2**d, n_bins) for d in range(depth)]
-        live = []
-        for d in range(depth):
-            keep = subtract[d + 1] if d + 1 < depth else subtract[d]
-            live.append(cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract[d] else 0)))
+        live = [cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
+                for d, (subtract, keep) in enumerate(histograms.level_plan(n_samples, depth, n_bins))]
         hist = max(live, default=0) + n_features * n_bins * 2 * 4
     else:
         hist = 3 * cell * 2 ** max(int(depth) - 1, 0)

@@ -154,16 +154,13 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     n = X_binned.shape[1]
     leaf = jnp.zeros((n,), jnp.int32)
     feats, thrs, miss, gains = [], [], [], []
-    # Static plan: which levels are built by histogram subtraction from the previous one.
-    subtract = [histograms.subtraction_pays(n, 2**d, n_bins) for d in range(depth)]
+    plan = histograms.level_plan(n, depth, n_bins)  # static: (subtract, keep_hist) per level
     hist = local = None  # the level's (global) cumulative histograms; this device's own
     for d in range(depth):  # static unroll over levels: the leaf count sets the shapes
         if axis_name is None:
-            # Last level: keep its histograms when they are cheap next to the rows (the leaf
-            # sums are then read off them); otherwise the leaf sums are summed over the rows.
-            keep = subtract[d + 1] if d + 1 < depth else subtract[d]
+            subtract, keep = plan[d]
             level_gains, hist = histograms.level_gains(
-                X_binned, payload, leaf, hist if subtract[d] else None, n_leaves=2**d,
+                X_binned, payload, leaf, hist if subtract else None, n_leaves=2**d,
                 n_bins=n_bins, l2=l2, min_child_weight=min_child_weight, missing=missing,
                 keep_hist=keep)
         else:  # rows sharded: local histograms, psum, then the gains of the global sums

@@ -35,7 +35,7 @@ def library_path():
 def load() -> bool:
     """Load the library and register its FFI targets with XLA (once); ``False`` if not built."""
     path = library_path()
-    if path is None:
+    if path is None or not hasattr(jax, "ffi"):  # a jax without jax.ffi runs pure JAX
         return False
     lib = ctypes.cdll.LoadLibrary(path)
     jax.ffi.register_ffi_target(HISTOGRAM, jax.ffi.pycapsule(lib.JboostHistogram), platform="cpu")

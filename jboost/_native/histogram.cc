@@ -324,10 +324,9 @@ void SmallerSlots(const float* p, const int32_t* l, int64_t n, int64_t c, int64_
 // (0 where H_k + l2 <= 0); direction d = 0 sends missing rows left (left = cum[t] + missing),
 // d = 1 right (left = cum[t]); without missing rows (missing = false) d = 1 is -inf. The same
 // float expressions as the JAX function, summed over leaves in leaf order.
-template <int C>
-void FeatureGains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c_dyn, float l2,
+// (Any even C <= 16; Gains1 is the vectorised case C = 2.)
+void FeatureGains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c, float l2,
                   float mcw, bool missing, float* out, float* acc) {
-  const int64_t c = C > 0 ? C : c_dyn;
   const int64_t k = c / 2;
   const int64_t nt = n_bins - 1;
   auto score = [l2](float g, float h) {
@@ -431,7 +430,7 @@ void Gains1(const float* cum, int64_t n_leaves, int64_t n_bins, float l2, float 
 void Gains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c, float l2, float mcw,
            bool missing, float* out, float* acc, const int32_t* used = nullptr) {
   if (c == 2) Gains1(cum, n_leaves, n_bins, l2, mcw, missing, out, acc, used);
-  else FeatureGains<0>(cum, n_leaves, n_bins, c, l2, mcw, missing, out, acc);
+  else FeatureGains(cum, n_leaves, n_bins, c, l2, mcw, missing, out, acc);
 }
 
 // One fused level of one model, feature by feature while its histograms are in cache: the
@@ -647,13 +646,6 @@ ffi::Error SmallerSiblingImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> p
   return ffi::Error::Success();
 }
 
-// Batch offsets of a per-model scalar operand (..., ) and of an operand that is either
-// (..., core dims) or a (..., 1) placeholder (then `present` is false).
-bool ScalarOffsets(ffi::Buffer<ffi::F32>& x, const std::vector<int64_t>& shape,
-                   std::vector<int64_t>* off) {
-  return BatchOffsets(x.dimensions(), 0, shape, off);
-}
-
 // One fused level per model (see Level). gains (..., F, B - 1, 2); hist (..., F, L, B, C) when
 // write_hist, else a (..., 1) placeholder; parent (..., F, L / 2, B, C) when subtract, else a
 // (..., 1) placeholder; l2 and min_child_weight (...) per model.
@@ -690,7 +682,8 @@ ffi::Error LevelImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
   const bool ok =
       BatchOffsets(bd, 2, shape, &ob) && BatchOffsets(pd, 2, shape, &op) &&
       BatchOffsets(ld, 1, shape, &ol) && BatchOffsets(ad, subtract ? 4 : 1, shape, &opar) &&
-      ScalarOffsets(l2, shape, &ol2) && ScalarOffsets(mcw, shape, &omcw) &&
+      BatchOffsets(l2.dimensions(), 0, shape, &ol2) &&
+      BatchOffsets(mcw.dimensions(), 0, shape, &omcw) &&
       BatchOffsets(gd, 3, shape, &og) && BatchOffsets(hd, write_hist ? 4 : 1, shape, &oh) &&
       (!subtract || (ad[nb] == n_features && ad[nb + 1] == n_leaves / 2 &&
                      ad[nb + 2] == n_bins && ad[nb + 3] == c)) &&
@@ -724,8 +717,8 @@ ffi::Error SplitGainsImpl(ffi::Buffer<ffi::F32> cum, ffi::Buffer<ffi::F32> l2,
   std::vector<int64_t> oc, ol2, omcw, og;
   if (c < 2 || c > 16 || c % 2 != 0 || n_bins < 2 || gd.size() != nb + 3 ||
       gd[nb] != n_features || gd[nb + 1] != n_bins - 1 || gd[nb + 2] != 2 ||
-      !BatchOffsets(cd, 4, shape, &oc) || !ScalarOffsets(l2, shape, &ol2) ||
-      !ScalarOffsets(mcw, shape, &omcw) || !BatchOffsets(gd, 3, shape, &og)) {
+      !BatchOffsets(cd, 4, shape, &oc) || !BatchOffsets(l2.dimensions(), 0, shape, &ol2) ||
+      !BatchOffsets(mcw.dimensions(), 0, shape, &omcw) || !BatchOffsets(gd, 3, shape, &og)) {
     return ffi::Error::InvalidArgument("jboost split gains: inconsistent shapes");
   }
   const int64_t per_feature = n_leaves * n_bins * c;
