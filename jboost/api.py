@@ -337,11 +337,21 @@ def _check_predict_X(model: Booster, X):
 
 
 def _predict_raw(trees, X):
-    """Column-major host arrays (Fortran order, or row slices of one: each column contiguous) go
-    over feature-major with a copy of whole columns instead of a transposition."""
-    if isinstance(X, np.ndarray) and X.shape[0] > 1 and X.strides[0] == X.itemsize:
-        return tree_lib.predict_raw_feature_major(trees, jnp.asarray(np.ascontiguousarray(X.T)))
-    return tree_lib.predict_raw(trees, jnp.asarray(X))
+    """Host arrays go to one device with ``jax.device_put`` (on CPU it shares a suitably aligned
+    numpy buffer instead of copying it); a model fitted on several devices (replicated there) is
+    brought to that device too, rather than every device predicting every row. Column-major
+    arrays (Fortran order, or row slices of one: each column contiguous) go feature-major, as
+    whole columns instead of a transposition."""
+    if not isinstance(X, np.ndarray):
+        return tree_lib.predict_raw(trees, X)
+    leaves = trees.leaf_values
+    device = None
+    if isinstance(leaves, jax.Array) and not _is_traced(leaves) and len(leaves.sharding.device_set) > 1:
+        device = min(leaves.sharding.device_set, key=lambda d: d.id)
+        trees = jax.device_put(trees, device)
+    if X.shape[0] > 1 and X.strides[0] == X.itemsize:
+        return tree_lib.predict_raw_feature_major(trees, jax.device_put(np.ascontiguousarray(X.T), device))
+    return tree_lib.predict_raw(trees, jax.device_put(np.ascontiguousarray(X), device))
 
 
 def predict(model: Booster, X, n_rounds: Optional[int] = None):

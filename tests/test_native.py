@@ -349,3 +349,95 @@ def test_level_kernel_empty_bin_tails(missing):
     _assert_gains_close(gains, splits.split_gains_cumulative(direct, 1.0, 0.5, missing))
     g = np.asarray(gains)
     assert np.all(g[:, 7 * (L - 1):, 0] == g[:, -1:, 0])  # above every leaf's bins: one gain
+
+
+def _random_trees(rng, n_trees, depth, n_features, k, lead=()):
+    shape = lead + (n_trees,)
+    return tree.ObliviousTrees(
+        features=jnp.asarray(rng.integers(0, n_features, shape + (depth,)), jnp.int32),
+        thresholds=jnp.zeros(shape + (depth,), jnp.int32),
+        borders=jnp.asarray(rng.normal(size=shape + (depth,)).round(1), jnp.float32),
+        missing_right=jnp.asarray(rng.uniform(size=shape + (depth,)) < 0.5),
+        leaf_values=jnp.asarray(rng.normal(size=shape + (2**depth, k)), jnp.float32),
+        gains=jnp.zeros(shape + (depth,), jnp.float32))
+
+
+def _predict_data(rng, n, n_features):
+    X = rng.normal(size=(n, n_features)).round(1).astype(np.float32)  # many ties with the borders
+    X[rng.uniform(size=X.shape) < 0.05] = np.nan
+    X[rng.uniform(size=X.shape) < 0.01] = np.inf
+    X[rng.uniform(size=X.shape) < 0.01] = -np.inf
+    X[rng.uniform(size=X.shape) < 0.01] = 1e-40   # subnormal: compares as 0 on XLA's CPU
+    X[rng.uniform(size=X.shape) < 0.01] = -0.0
+    return X
+
+
+def _pure_jax(fn, *args):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_native, "available", lambda: False)
+        jax.clear_caches()
+        out = np.asarray(fn(*args))
+    jax.clear_caches()
+    return out
+
+
+@pytest.mark.parametrize("depth,k,n", [(0, 1, 300), (1, 1, 1), (4, 3, 1000), (6, 1, 5000), (6, 2, 777)])
+def test_predict_kernel_bitwise_equals_pure_jax(depth, k, n):
+    # Row counts below, at and off the kernel's 128-row blocks; a (2, 15)-stack of trees.
+    rng = np.random.default_rng(depth * 10 + k)
+    trees = _random_trees(rng, 15, depth, 7, k, lead=(2,))
+    trees = trees._replace(borders=trees.borders.at[0, 0].set(1e-40 if depth else 0.0))
+    X = _predict_data(rng, n, 7)
+    got = np.asarray(tree.predict_raw(trees, X))
+    np.testing.assert_array_equal(got, _pure_jax(tree.predict_raw, trees, X))
+    # Feature-major input: the same kernel reading columns.
+    np.testing.assert_array_equal(np.asarray(tree.predict_raw_feature_major(trees, X.T)), got)
+    # And the NumPy definition (float64 sums: equal up to rounding).
+    flat = tree.flatten_trees(trees)
+    ref = np.zeros((n, k))
+    Xf = np.where(np.abs(X) < np.finfo(np.float32).tiny, 0.0, X)
+    for t in range(flat.features.shape[0]):
+        leaf = np.zeros(n, np.int64)
+        for d in range(depth):
+            x = Xf[:, int(flat.features[t, d])]
+            b = float(flat.borders[t, d])
+            b = 0.0 if abs(b) < np.finfo(np.float32).tiny else b
+            right = np.where(np.isnan(x), bool(flat.missing_right[t, d]), x > b)
+            leaf += right.astype(np.int64) << d
+        ref += np.asarray(flat.leaf_values[t])[leaf]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_predict_kernel_bitwise_independent_of_threads_and_vmap():
+    rng = np.random.default_rng(21)
+    trees = _random_trees(rng, 40, 5, 9, 2)
+    X = jnp.asarray(_predict_data(rng, 3000, 9))
+    flat = tree.flatten_trees(trees)
+
+    def call(threads):
+        out = jax.ShapeDtypeStruct((X.shape[0], 2), jnp.float32)
+        fn = jax.ffi.ffi_call(_native.PREDICT, out, vmap_method="sequential")
+        return np.asarray(fn(X, flat.features, flat.borders, flat.missing_right.astype(jnp.uint8),
+                             flat.leaf_values, n_threads=np.int64(threads), feature_major=False))
+
+    one = call(1)
+    for threads in (2, 3, 7, 64):  # more threads than 128-row blocks too
+        np.testing.assert_array_equal(call(threads), one)
+    np.testing.assert_array_equal(np.asarray(tree.predict_raw(trees, X)), one)
+    # Batched models (as from jax.vmap(fit)): vmapped prediction == one call per model.
+    stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), trees, _random_trees(rng, 40, 5, 9, 2))
+    batched = np.asarray(jax.jit(jax.vmap(tree.predict_raw, in_axes=(0, None)))(stacked, X))
+    for m in range(2):
+        one_model = jax.tree_util.tree_map(lambda a: a[m], stacked)
+        np.testing.assert_array_equal(batched[m], np.asarray(tree.predict_raw(one_model, X)))
+
+
+def test_predict_kernel_rejects_bad_shapes():
+    rng = np.random.default_rng(22)
+    flat = _random_trees(rng, 3, 2, 4, 1)
+    out = jax.ShapeDtypeStruct((10, 1), jnp.float32)
+    fn = jax.ffi.ffi_call(_native.PREDICT, out, vmap_method="sequential")
+    with pytest.raises(Exception, match="jboost predict"):
+        # leaf_values for depth 3 while the trees have 2 levels
+        fn(jnp.zeros((10, 4)), flat.features, flat.borders, flat.missing_right.astype(jnp.uint8),
+           jnp.zeros((3, 8, 1)), n_threads=np.int64(1), feature_major=False)

@@ -1,4 +1,4 @@
-"""jboost's compiled CPU kernels (histograms, binning), registered with XLA as FFI custom calls (``jax.ffi``).
+"""jboost's compiled CPU kernels (histograms, binning, prediction), registered with XLA as FFI custom calls (``jax.ffi``).
 
 ``histogram.cc`` is built into ``_histogram*.so`` when the package is installed (``setup.py``;
 an optional extension: without a C++ compiler the install still succeeds). When the library is
@@ -20,6 +20,7 @@ SMALLER_SIBLING = "jboost_histogram_smaller_sibling"
 BIN = "jboost_bin"
 LEVEL = "jboost_level"
 SPLIT_GAINS = "jboost_split_gains"
+PREDICT = "jboost_predict"
 
 
 def library_path():
@@ -44,6 +45,7 @@ def load() -> bool:
     jax.ffi.register_ffi_target(BIN, jax.ffi.pycapsule(lib.JboostBin), platform="cpu")
     jax.ffi.register_ffi_target(LEVEL, jax.ffi.pycapsule(lib.JboostLevel), platform="cpu")
     jax.ffi.register_ffi_target(SPLIT_GAINS, jax.ffi.pycapsule(lib.JboostSplitGains), platform="cpu")
+    jax.ffi.register_ffi_target(PREDICT, jax.ffi.pycapsule(lib.JboostPredict), platform="cpu")
     return True
 
 
