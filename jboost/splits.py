@@ -130,13 +130,19 @@ def best_split(hist, *, l2, min_split_gain, min_child_weight, feature_mask=None,
 def best_split_of_gains(gains, *, min_split_gain, feature_mask=None) -> Split:
     """:func:`best_split` from the ``(F, B - 1, 2)`` gains of :func:`split_gains_cumulative`
     (the first maximum in (feature, threshold, direction) order)."""
-    n_bins = gains.shape[1] + 1
+    n_features, n_bins = gains.shape[0], gains.shape[1] + 1
+    # Two stages, the same first maximum as one argmax over the flattened gains: each feature's
+    # maximum (a plain max-reduction, which vectorises), the first feature reaching the largest,
+    # then the first (threshold, direction) of that feature's gains reaching it. (A single
+    # argmax is a (value, index) reduction that XLA's CPU backend runs one element at a time;
+    # NaN, which argmax takes as the maximum, propagates through max to the same choice.)
+    per_feature = jnp.max(gains.reshape(n_features, -1), axis=1)
     if feature_mask is not None:
-        gains = jnp.where(feature_mask[:, None, None], gains, -jnp.inf)
-    flat = gains.reshape(-1)
-    best = jnp.argmax(flat)
-    gain = flat[best] - min_split_gain
-    f, t, d = jnp.unravel_index(best, gains.shape)
+        per_feature = jnp.where(feature_mask, per_feature, -jnp.inf)
+    f = jnp.argmax(per_feature)
+    j = jnp.argmax(gains.reshape(n_features, -1)[f])
+    t, d = j // 2, j % 2
+    gain = per_feature[f] - min_split_gain
     admissible = gain > 0
     return Split(
         feature=jnp.where(admissible, f, 0).astype(jnp.int32),

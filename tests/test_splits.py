@@ -197,3 +197,29 @@ def test_no_missing_shortcut_gives_the_same_split(n_leaves):
     gains = np.asarray(jax.jit(splits.split_gains_cumulative, static_argnums=3)(cum, 1.0, 0.5, False))
     np.testing.assert_allclose(gains[..., 0], reference_gains(hist, 1.0, 0.5)[..., 0], rtol=1e-4, atol=1e-4)
     assert np.all(gains[..., 1] == -np.inf)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_best_split_of_gains_is_the_first_flat_maximum(seed):
+    # The two-stage search (per-feature max, then within the feature) against one argmax over
+    # the flattened gains: ties across and within features, -inf, NaN, masks (also all masked).
+    rng = np.random.default_rng(seed)
+    gains = rng.integers(-3, 4, size=(7, 15, 2)).astype(np.float32)  # many exact ties
+    gains[rng.uniform(size=gains.shape) < 0.2] = -np.inf
+    if seed % 3 == 1:
+        gains[rng.integers(7), rng.integers(15), rng.integers(2)] = np.nan
+    masks = [None, rng.uniform(size=7) < 0.5, np.zeros(7, bool)]
+    for mask in masks:
+        for msg in (0.0, 1.5, 10.0):
+            got = splits.best_split_of_gains(jnp.asarray(gains), min_split_gain=msg,
+                                             feature_mask=None if mask is None else jnp.asarray(mask))
+            g = gains if mask is None else np.where(mask[:, None, None], gains, -np.inf)
+            flat = g.reshape(-1)
+            nan = np.flatnonzero(np.isnan(flat))
+            best = int(nan[0]) if nan.size else int(np.argmax(flat))
+            f, t, d = np.unravel_index(best, g.shape)
+            ok = flat[best] - msg > 0
+            assert int(got.feature) == (f if ok else 0)
+            assert int(got.threshold) == (t if ok else splits.null_threshold(16))
+            assert bool(got.missing_right) == bool(ok and d == 1)
+            assert float(got.gain) == (float(flat[best] - msg) if ok else 0.0)
