@@ -441,3 +441,71 @@ def test_predict_kernel_rejects_bad_shapes():
         # leaf_values for depth 3 while the trees have 2 levels
         fn(jnp.zeros((10, 4)), flat.features, flat.borders, flat.missing_right.astype(jnp.uint8),
            jnp.zeros((3, 8, 1)), n_threads=np.int64(1), feature_major=False)
+
+
+def _sparse_level_data(seed, n, n_features, n_bins, n_leaves, missing):
+    # Few rows per (leaf, bin) cell and skewed features (most rows in one bin, as in word counts):
+    # the kernel's sparse level path.
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, n_bins - 1, size=(n_features, n)).astype(np.uint8)
+    X[rng.uniform(size=X.shape) < 0.7] = 0
+    X[1] = np.where(rng.uniform(size=n) < 0.5, n_bins - 2, X[1])  # the last threshold's bin
+    if missing:
+        X[:, rng.uniform(size=n) < 0.1] = n_bins - 1
+    g = rng.normal(size=(n, 1)).astype(np.float32)
+    h = rng.uniform(0.1, 1.0, size=(n, 1)).astype(np.float32)
+    zero = rng.uniform(size=n) < 0.3
+    g[zero], h[zero] = 0.0, 0.0
+    g[rng.uniform(size=n) < 0.05] = 0.0  # zero gradient, non-zero hessian
+    leaf = rng.integers(0, n_leaves, size=n).astype(np.int32)
+    leaf[leaf == n_leaves - 1] = 0  # an empty leaf
+    leaf[np.flatnonzero(leaf == n_leaves - 2)[8:]] = 1  # a leaf of 8 rows
+    return jnp.asarray(X), jnp.asarray(np.concatenate([g, h], axis=1)), jnp.asarray(leaf)
+
+
+@pytest.mark.parametrize("missing", [True, False])
+@pytest.mark.parametrize("l2,mcw", [(1.0, 1.0), (0.0, 0.0), (2.0, 6.0)])
+def test_sparse_level_bitwise_equals_dense_level(missing, l2, mcw):
+    # 900 rows over 16 leaves x 256 bins: the gains come from the sparse path (marked cells only)
+    # without keep_hist, from the dense path (prefix sums, change points of the cumulative
+    # histograms) with it, and from the split-gain kernel on those histograms: bitwise the same,
+    # and close to pure JAX.
+    n_bins, L = 256, 16
+    X, payload, leaf = _sparse_level_data(40 + missing, 900, 9, n_bins, L, missing)
+    kw = dict(n_leaves=L, n_bins=n_bins, missing=missing)
+    sparse, _ = histograms._native_level(X, payload, leaf, None, l2, mcw, keep_hist=False, n_threads=2, **kw)
+    dense, hist = histograms._native_level(X, payload, leaf, None, l2, mcw, keep_hist=True, n_threads=2, **kw)
+    np.testing.assert_array_equal(np.asarray(sparse), np.asarray(dense))
+    from_hist = histograms.cumulative_split_gains(hist, l2, mcw, missing)
+    np.testing.assert_array_equal(np.asarray(from_hist), np.asarray(sparse))
+    direct = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf, L, n_bins), axis=2)
+    np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=1e-4)
+    _assert_gains_close(sparse, splits.split_gains_cumulative(direct, l2, mcw, missing))
+    if mcw > 1:  # a leaf below min_child_weight is skipped on both paths
+        h_leaf = np.asarray(direct)[0, :, -1, 1]
+        assert np.any((h_leaf < mcw) & (h_leaf > 0)) and np.any(h_leaf >= mcw)
+    # Threads and repeated calls (the sparse path's buffer must be left all-zero): bitwise.
+    for threads in (1, 3):
+        again, _ = histograms._native_level(X, payload, leaf, None, l2, mcw, keep_hist=False,
+                                            n_threads=threads, **kw)
+        np.testing.assert_array_equal(np.asarray(again), np.asarray(sparse))
+
+
+def test_sparse_level_in_a_sweep_sized_batch():
+    # vmapped models (per-model payloads and leaves) on the sparse path == separate calls, and
+    # a dense-sized call in between does not disturb the sparse path's zeroed buffer.
+    n_bins, L = 64, 32
+    X, payload, leaf = _sparse_level_data(50, 1500, 6, n_bins, L, True)
+    payloads = jnp.stack([payload, payload * 2.0, payload[::-1]])
+    leaves = jnp.stack([leaf, (leaf + 3) % L, leaf[::-1]])
+
+    def one(p, lf):
+        return histograms._native_level(X, p, lf, None, 1.0, 0.5, n_leaves=L, n_bins=n_bins,
+                                        missing=True, keep_hist=False)[0]
+
+    got = jax.jit(jax.vmap(one))(payloads, leaves)
+    Xd, pd, ld = _level_data(51, 60_000, 6, n_bins, 4, 1, True)
+    histograms._native_level(Xd, pd, ld, None, 1.0, 0.5, n_leaves=4, n_bins=n_bins, missing=True,
+                             keep_hist=False)
+    for b in range(3):
+        np.testing.assert_array_equal(np.asarray(got[b]), np.asarray(one(payloads[b], leaves[b])))

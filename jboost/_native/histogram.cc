@@ -24,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "xla/ffi/api/ffi.h"
@@ -65,10 +66,12 @@ struct Rows {
 
 // The rows of one chunk into the histograms of features [f_begin, f_end).
 // Feature f's histograms start at out + (f - f_base) * hist_size.
-template <int C, bool kDense>
+// With kMark, every updated cell (slot, bin) of feature f also sets bit slot * B + bin of
+// bits + (f - f_base) * words (B = hist_size / (slots * c): the bit index is offset / c + bin).
+template <int C, bool kDense, bool kMark>
 void ChunkInto(const uint8_t* bins, int64_t n, const Rows& rs, float* out, int64_t hist_size,
                int64_t c_dyn, uint32_t max_bin, int64_t f_begin, int64_t f_end,
-               int64_t f_base = 0) {
+               int64_t f_base, uint64_t* bits, int64_t words) {
   const int64_t c = C > 0 ? C : c_dyn;
   auto bin_of = [max_bin](uint8_t b) -> int64_t {
     return static_cast<int64_t>(std::min<uint32_t>(b, max_bin));
@@ -86,30 +89,45 @@ void ChunkInto(const uint8_t* bins, int64_t n, const Rows& rs, float* out, int64
       float* h1 = h0 + hist_size;
       float* h2 = h1 + hist_size;
       float* h3 = h2 + hist_size;
+      uint64_t* m0 = kMark ? bits + (f - f_base) * words : nullptr;
       for (int64_t r = 0; r < rs.m; ++r) {
         const int64_t i = kDense ? rs.row0 + r : rs.ids[r];
         const int64_t o = kDense ? 0 : rs.base[r];
         const float g = rs.payload[2 * r], h = rs.payload[2 * r + 1];
-        float* d0 = h0 + o + 2 * bin_of(c0[i]);
-        float* d1 = h1 + o + 2 * bin_of(c1[i]);
-        float* d2 = h2 + o + 2 * bin_of(c2[i]);
-        float* d3 = h3 + o + 2 * bin_of(c3[i]);
+        const int64_t e0 = o + 2 * bin_of(c0[i]), e1 = o + 2 * bin_of(c1[i]);
+        const int64_t e2 = o + 2 * bin_of(c2[i]), e3 = o + 2 * bin_of(c3[i]);
+        float* d0 = h0 + e0;
+        float* d1 = h1 + e1;
+        float* d2 = h2 + e2;
+        float* d3 = h3 + e3;
         d0[0] += g; d0[1] += h;
         d1[0] += g; d1[1] += h;
         d2[0] += g; d2[1] += h;
         d3[0] += g; d3[1] += h;
+        if (kMark) {
+          m0[e0 >> 7] |= uint64_t{1} << ((e0 >> 1) & 63);
+          m0[words + (e1 >> 7)] |= uint64_t{1} << ((e1 >> 1) & 63);
+          m0[2 * words + (e2 >> 7)] |= uint64_t{1} << ((e2 >> 1) & 63);
+          m0[3 * words + (e3 >> 7)] |= uint64_t{1} << ((e3 >> 1) & 63);
+        }
       }
     }
   }
   for (; f < f_end; ++f) {
     const uint8_t* col = bins + f * n;
     float* hist = out + (f - f_base) * hist_size;
+    uint64_t* mk = kMark ? bits + (f - f_base) * words : nullptr;
     for (int64_t r = 0; r < rs.m; ++r) {
       const int64_t i = kDense ? rs.row0 + r : rs.ids[r];
       const int64_t o = kDense ? 0 : rs.base[r];
-      float* dst = hist + o + bin_of(col[i]) * c;
+      const int64_t e = o + bin_of(col[i]) * c;
+      float* dst = hist + e;
       const float* p = rs.payload + r * c;
       for (int64_t j = 0; j < c; ++j) dst[j] += p[j];
+      if (kMark) {
+        const int64_t cell = e / c;
+        mk[cell >> 6] |= uint64_t{1} << (cell & 63);
+      }
     }
   }
 }
@@ -135,13 +153,21 @@ struct Compacted {
 };
 
 // Dense when there is one leaf, mapped to slot 0, that every row is in (the first level of a
-// tree): the rows need no compaction. Otherwise rows are compacted into `threads` chunks in
-// parallel (scratch memory of the calling thread).
+// tree) and at most 1/4 of the rows have an all-zero payload: the rows need no compaction.
+// Otherwise rows are compacted into `threads` chunks in parallel (scratch memory of the calling
+// thread).
 Compacted Compact(int64_t n, const float* p, int64_t c, const int32_t* l, const int32_t* s,
                   int64_t n_leaves, int64_t n_slots, int64_t n_bins, int64_t threads) {
   Compacted out;
   bool dense = n_leaves == 1 && s[0] == 0;
-  for (int64_t i = 0; dense && i < n; ++i) dense = l[i] == 0;
+  int64_t zero_rows = 0;  // rows of all-zero payload (zero weight): worth compacting away
+  for (int64_t i = 0; dense && i < n; ++i) {
+    dense = l[i] == 0;
+    bool nonzero = false;
+    for (int64_t j = 0; j < c; ++j) nonzero |= p[i * c + j] != 0.0f;
+    zero_rows += !nonzero;
+  }
+  dense = dense && 4 * zero_rows <= n;
   out.dense = dense;
   out.chunks.resize(threads);
   if (dense) {
@@ -182,16 +208,23 @@ Compacted Compact(int64_t n, const float* p, int64_t c, const int32_t* l, const 
 // All chunks, in row order, into the histograms of features [f0, f1) (feature f at
 // out + (f - f_base) * hist_size). (Blocking rows so that their ids and payload stay in L1
 // across features measured slower: it interleaves many more column streams and histograms.)
+// With `bits` (kMark, see ChunkInto): the touched cells are marked too.
 void ChunksInto(const uint8_t* b, int64_t n, const Compacted& rows, float* out, int64_t hist_size,
-                int64_t c, uint32_t max_bin, int64_t f0, int64_t f1, int64_t f_base) {
+                int64_t c, uint32_t max_bin, int64_t f0, int64_t f1, int64_t f_base,
+                uint64_t* bits = nullptr, int64_t words = 0) {
   for (const Rows& rs : rows.chunks) {
-    if (c == 2) {
-      if (rows.dense) ChunkInto<2, true>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
-      else ChunkInto<2, false>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
-    } else {
-      if (rows.dense) ChunkInto<0, true>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
-      else ChunkInto<0, false>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
-    }
+    auto run = [&](auto mark) {
+      constexpr bool kMark = decltype(mark)::value;
+      if (c == 2) {
+        if (rows.dense) ChunkInto<2, true, kMark>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base, bits, words);
+        else ChunkInto<2, false, kMark>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base, bits, words);
+      } else {
+        if (rows.dense) ChunkInto<0, true, kMark>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base, bits, words);
+        else ChunkInto<0, false, kMark>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base, bits, words);
+      }
+    };
+    if (bits != nullptr) run(std::true_type{});
+    else run(std::false_type{});
   }
 }
 
@@ -366,71 +399,191 @@ void FeatureGains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c,
   }
 }
 
-// FeatureGains for one output (C = 2), written so that the loop over thresholds vectorises:
-// each leaf's sums are first split into gradient and hessian arrays. A leaf with hessian sum
-// below a positive min_child_weight has no admissible split (its children cannot both reach
-// it) and adds nothing: it is skipped. With `used` (per leaf, see UsedBins) the thresholds in a
-// leaf's empty tail [used, B - 2] all have the gain of threshold B - 2, computed once: the same
-// values as computing each.
+// FeatureGains for one output (C = 2), by change points. A leaf's left sums cum[t] only change
+// at the bins where its histogram is non-zero, and so does its gain: the gain is computed once
+// per change point (and once for an empty left side), vectorised over the change points, and
+// the leaf adds, at each change point t, the difference from its previous gain to an event
+// array; a feature's gains are then the running sums of the events over t. The differences of
+// float gains are exact in double and the sums run in double, rounded once to float. The result
+// does not depend on which superset of its change points a leaf reports (an unchanged gain adds
+// exactly 0): changes read off cumulative histograms (GainEvents::AddCumulative) and the
+// non-zero cells found while building them (the sparse level in Level) give bitwise the same
+// gains. Leaves are added in leaf order; a leaf with hessian sum below a positive
+// min_child_weight has no admissible split (its children cannot both reach it) and adds nothing.
+// (Floats per bin of scratch: kGainScratch.)
+constexpr int64_t kGainScratch = 10;
+
+// The gains of `m` change points of one leaf plus its empty left side (entry 0 of gs, hs: 0),
+// as events: base[d] += gain(empty), ev[d * nt + pos[i]] += gain(i) - gain(i - 1).
 JBOOST_AVX2_CLONES
-void Gains1(const float* cum, int64_t n_leaves, int64_t n_bins, float l2, float mcw, bool missing,
-            float* out, float* acc, const int32_t* used) {
-  const int64_t nt = n_bins - 1;
-  float* __restrict a0 = acc;
-  float* __restrict a1 = acc + nt;
-  float* __restrict gs = acc + 2 * nt;
-  float* __restrict hs = acc + 3 * nt;
-  for (int64_t t = 0; t < 2 * nt; ++t) acc[t] = 0.0f;
-  for (int64_t leaf = 0; leaf < n_leaves; ++leaf) {
-    const float* h = cum + leaf * n_bins * 2;
-    const float G = h[2 * nt], H = h[2 * nt + 1];
-    if (mcw > 0.0f && !(H >= mcw)) continue;
-    // Thresholds [0, u) one by one; [u, nt) share threshold nt - 1's gain.
-    const int64_t u = used == nullptr ? nt : std::min<int64_t>(used[leaf], nt - 1);
-    const int64_t m = std::min(u + 1, nt);  // u + 1: threshold nt - 1 is computed at index u
-    for (int64_t t = 0; t < u; ++t) {
-      gs[t] = h[2 * t];
-      hs[t] = h[2 * t + 1];
+void LeafEvents(int64_t m, const int32_t* pos, const float* gs, const float* hs, float G, float H,
+                float mg, float mh, float l2, float mcw, bool missing, int64_t nt, double* ev,
+                double* base, float* q) {
+  const float pd = H + l2;
+  const float parent = pd > 0.0f ? G * (G / pd) : 0.0f;
+  for (int d = 0; d < (missing ? 2 : 1); ++d) {
+    // Direction 0: missing rows go left (left = cum[t] + missing sums); 1: right.
+    const float ag = d == 0 ? mg : 0.0f, ah = d == 0 ? mh : 0.0f;
+    float* __restrict qq = q;
+    for (int64_t i = 0; i <= m; ++i) {
+      const float gl = gs[i] + ag, xl = hs[i] + ah;
+      const float gr = G - gl, xr = H - xl;
+      const float dl = xl + l2, dr = xr + l2;
+      const bool okl = dl > 0.0f, okr = dr > 0.0f;
+      const float ql = gl / (okl ? dl : 1.0f), qr = gr / (okr ? dr : 1.0f);
+      const float sl = okl ? gl * ql : 0.0f;
+      const float sr = okr ? gr * qr : 0.0f;
+      const float gain = sl + sr - parent;
+      const bool ok = (xl >= mcw) & (xr >= mcw);
+      qq[i] = ok ? gain : 0.0f;
     }
-    if (m > u) {
-      gs[u] = h[2 * (nt - 1)];
-      hs[u] = h[2 * (nt - 1) + 1];
+    double* e = ev + d * nt;
+    base[d] += static_cast<double>(qq[0]);
+    for (int64_t i = 1; i <= m; ++i) {
+      e[pos[i]] += static_cast<double>(qq[i]) - static_cast<double>(qq[i - 1]);
     }
-    const float pd = H + l2;
-    const float parent = pd > 0.0f ? G * (G / pd) : 0.0f;
-    for (int d = 0; d < (missing ? 2 : 1); ++d) {
-      // Direction 0: missing rows go left (left = cum[t] + missing sums); 1: right.
-      const float mg = d == 0 ? G - h[2 * (nt - 1)] : 0.0f;
-      const float mh = d == 0 ? H - h[2 * (nt - 1) + 1] : 0.0f;
-      float* __restrict a = d == 0 ? a0 : a1;
-      float* __restrict q = hs + nt;  // the gains of [0, m), then added
-      for (int64_t t = 0; t < m; ++t) {
-        const float gl = gs[t] + mg, xl = hs[t] + mh;
-        const float gr = G - gl, xr = H - xl;
-        const float dl = xl + l2, dr = xr + l2;
-        const bool okl = dl > 0.0f, okr = dr > 0.0f;
-        const float ql = gl / (okl ? dl : 1.0f), qr = gr / (okr ? dr : 1.0f);
-        const float sl = okl ? gl * ql : 0.0f;
-        const float sr = okr ? gr * qr : 0.0f;
-        const float gain = sl + sr - parent;
-        const bool ok = (xl >= mcw) & (xr >= mcw);
-        q[t] = ok ? gain : 0.0f;
-      }
-      for (int64_t t = 0; t < u; ++t) a[t] += q[t];
-      for (int64_t t = u; t < nt; ++t) a[t] += q[u];
-    }
-  }
-  for (int64_t t = 0; t < nt; ++t) {
-    out[2 * t] = a0[t];
-    out[2 * t + 1] = missing ? a1[t] : -std::numeric_limits<float>::infinity();
   }
 }
 
-// `acc` holds 5 * n_bins floats; `used`: optional, per leaf (see Gains1).
+// One feature's gain events, in kGainScratch * B floats of scratch (8-byte aligned).
+struct GainEvents {
+  int64_t nt;
+  double* ev;    // (2, nt)
+  double base[2] = {0.0, 0.0};
+  int32_t* pos;  // (nt + 1) change points of the current leaf (entry 0: the empty left side)
+  float* gs;     // (nt + 1) their cumulative gradient sums
+  float* hs;     // (nt + 1) and hessian sums
+  float* q;      // (nt + 1) gains
+
+  GainEvents(float* scratch, int64_t n_bins) : nt(n_bins - 1) {
+    ev = reinterpret_cast<double*>(scratch);
+    pos = reinterpret_cast<int32_t*>(ev + 2 * nt);
+    gs = reinterpret_cast<float*>(pos + nt + 1);
+    hs = gs + nt + 1;
+    q = hs + nt + 1;
+    std::memset(ev, 0, sizeof(double) * 2 * nt);
+    pos[0] = -1;
+    gs[0] = hs[0] = 0.0f;
+  }
+
+  // The leaf's m change points are in pos, gs, hs [1, m]; its totals G, H include the
+  // missing bin, whose sums are (mg, mh) (computed as G - cum[nt - 1], as the JAX function).
+  void AddLeaf(int64_t m, float G, float H, float mg, float mh, float l2, float mcw, bool missing) {
+    if (mcw > 0.0f && !(H >= mcw)) return;
+    LeafEvents(m, pos, gs, hs, G, H, mg, mh, l2, mcw, missing, nt, ev, base, q);
+  }
+
+  // A leaf's (B, 2) cumulative histogram: its change points are where cum[t] differs (in bits)
+  // from cum[t - 1] (t = 0: from 0).
+  void AddCumulative(const float* h, float l2, float mcw, bool missing) {
+    const float G = h[2 * nt], H = h[2 * nt + 1];
+    if (mcw > 0.0f && !(H >= mcw)) return;
+    uint64_t prev = 0;
+    int64_t m = 0;
+    for (int64_t t = 0; t < nt; ++t) {  // branch-free: written always, kept when changed
+      uint64_t w;
+      std::memcpy(&w, h + 2 * t, sizeof(w));
+      pos[m + 1] = static_cast<int32_t>(t);
+      gs[m + 1] = h[2 * t];
+      hs[m + 1] = h[2 * t + 1];
+      m += w != prev;
+      prev = w;
+    }
+    AddLeaf(m, G, H, G - h[2 * (nt - 1)], H - h[2 * (nt - 1) + 1], l2, mcw, missing);
+  }
+
+  // out (B - 1, 2): the running sums of the events, rounded to float.
+  void Write(float* out, bool missing) const {
+    double a0 = base[0], a1 = base[1];
+    const double* e1 = ev + nt;
+    for (int64_t t = 0; t < nt; ++t) {
+      a0 += ev[t];
+      out[2 * t] = static_cast<float>(a0);
+      if (missing) {
+        a1 += e1[t];
+        out[2 * t + 1] = static_cast<float>(a1);
+      } else {
+        out[2 * t + 1] = -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+};
+
+// `scratch` holds kGainScratch * n_bins floats (8-byte aligned).
 void Gains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c, float l2, float mcw,
-           bool missing, float* out, float* acc, const int32_t* used = nullptr) {
-  if (c == 2) Gains1(cum, n_leaves, n_bins, l2, mcw, missing, out, acc, used);
-  else FeatureGains(cum, n_leaves, n_bins, c, l2, mcw, missing, out, acc);
+           bool missing, float* out, float* scratch) {
+  if (c != 2) {
+    FeatureGains(cum, n_leaves, n_bins, c, l2, mcw, missing, out, scratch);
+    return;
+  }
+  GainEvents g(scratch, n_bins);
+  for (int64_t leaf = 0; leaf < n_leaves; ++leaf) g.AddCumulative(cum + leaf * n_bins * 2, l2, mcw, missing);
+  g.Write(out, missing);
+}
+
+// Zero-initialised scratch that its users return to all-zero after each use (the sparse level
+// clears the cells it read): no O(L * B) clearing per feature.
+struct ZeroScratch {
+  std::unique_ptr<float[]> data;
+  size_t size = 0;
+  float* Get(size_t n) {
+    if (n > size) {
+      data.reset(new float[n]());
+      size = n;
+    }
+    return data.get();
+  }
+};
+
+inline int CountTrailingZeros(uint64_t w) {
+#if defined(_MSC_VER)
+  unsigned long i;
+  _BitScanForward64(&i, w);
+  return static_cast<int>(i);
+#else
+  return __builtin_ctzll(w);
+#endif
+}
+
+// The sparse level of one feature (C = 2, leaves built directly): `raw` (L, B, 2) histograms
+// (all-zero outside the cells marked in `bits`, which are cleared here), to the gains out
+// (B - 1, 2). Each leaf's cumulative sums are accumulated over its marked cells only, in bin
+// order: the same float sums as the prefix sums over all bins (adding a zero changes nothing).
+void SparseFeatureGains(float* raw, const uint64_t* bits, int64_t n_leaves, int64_t n_bins,
+                        float l2, float mcw, bool missing, float* out, float* scratch) {
+  GainEvents g(scratch, n_bins);
+  const int64_t nt = n_bins - 1;
+  for (int64_t leaf = 0; leaf < n_leaves; ++leaf) {
+    const int64_t c0 = leaf * n_bins, c1 = c0 + n_bins;  // cells [c0, c1)
+    float cg = 0.0f, ch = 0.0f, xg = 0.0f, xh = 0.0f;  // non-missing sums; the missing bin's
+    int64_t m = 0;
+    for (int64_t w = c0 >> 6; w <= (c1 - 1) >> 6; ++w) {
+      uint64_t word = bits[w];
+      if (w == c0 >> 6) word &= ~uint64_t{0} << (c0 & 63);
+      if (w == (c1 - 1) >> 6) word &= ~uint64_t{0} >> (63 - ((c1 - 1) & 63));
+      while (word != 0) {
+        const int64_t cell = w * 64 + CountTrailingZeros(word);
+        word &= word - 1;
+        const int64_t t = cell - c0;
+        float* r = raw + 2 * cell;
+        if (t < nt) {
+          cg += r[0];
+          ch += r[1];
+          ++m;
+          g.pos[m] = static_cast<int32_t>(t);
+          g.gs[m] = cg;
+          g.hs[m] = ch;
+        } else {
+          xg = r[0];
+          xh = r[1];
+        }
+        r[0] = r[1] = 0.0f;
+      }
+    }
+    const float G = cg + xg, H = ch + xh;  // the prefix sum at the missing bin
+    g.AddLeaf(m, G, H, G - cg, H - ch, l2, mcw, missing);
+  }
+  g.Write(out, missing);
 }
 
 // One fused level of one model, feature by feature while its histograms are in cache: the
@@ -438,6 +591,15 @@ void Gains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c, float 
 // level's cumulative histograms: only the smaller sibling of each pair from the rows, the other
 // by subtraction), their prefix sums, the split gains (F, B - 1, 2); the cumulative histograms
 // are written to hist_out (F, L, B, C) only when it is not null.
+//
+// Sparse: when one output (C = 2) is built directly with no histograms to write and there are
+// fewer than kSparseRowsPerCell rows per (leaf, bin) cell, most cells stay empty (a deep level
+// of a small data set): the building marks the cells it touches in a bitmap and each leaf's sums
+// and gains are taken over its marked cells only (SparseFeatureGains), which are then cleared
+// (the histogram buffer stays all-zero between features: no clearing of L * B cells). The gains
+// are bitwise those of the dense path (see GainEvents).
+constexpr int64_t kSparseRowsPerCell = 2;
+
 void Level(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int64_t c,
            const int32_t* l, int64_t n_leaves, int64_t n_bins, const float* parent, float l2,
            float mcw, bool missing, float* gains, float* hist_out, int64_t n_threads) {
@@ -457,16 +619,39 @@ void Level(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int6
   const int64_t threads =
       ThreadsFor(n_threads, n * n_features + 4 * n_features * full_size / std::max<int64_t>(c, 1));
   const Compacted rows = Compact(n, p, c, l, slot.data(), n_leaves, n_slots, n_bins, threads);
+  int64_t n_rows = 0;
+  for (const Rows& rs : rows.chunks) n_rows += rs.m;
+  const bool sparse = c == 2 && !subtract && hist_out == nullptr &&
+                      n_rows < kSparseRowsPerCell * n_leaves * n_bins;
+  const int64_t words = (n_leaves * n_bins + 63) / 64;  // bitmap words per feature (sparse)
   const int64_t f_threads = std::min<int64_t>(threads, n_features);
   constexpr int64_t kGroup = 4;  // features built per pass over the rows
   Parallel(f_threads, [&](int64_t t) {
     static thread_local Scratch scratch;
-    float* loc = reinterpret_cast<float*>(scratch.Get(
-        sizeof(float) * (kGroup * hist_size + full_size + 5 * n_bins) + sizeof(int32_t) * n_leaves));
-    float* full = loc + kGroup * hist_size;
-    float* acc = full + full_size;
-    int32_t* used = reinterpret_cast<int32_t*>(acc + 5 * n_bins);  // per leaf: see UsedBins
     const int64_t f0 = n_features * t / f_threads, f1 = n_features * (t + 1) / f_threads;
+    if (sparse) {
+      static thread_local ZeroScratch zero;
+      float* loc = zero.Get(kGroup * hist_size);
+      float* acc = reinterpret_cast<float*>(
+          scratch.Get(sizeof(float) * kGainScratch * n_bins + sizeof(uint64_t) * kGroup * words));
+      uint64_t* bits = reinterpret_cast<uint64_t*>(acc + kGainScratch * n_bins);
+      for (int64_t g0 = f0; g0 < f1; g0 += kGroup) {
+        const int64_t g1 = std::min(g0 + kGroup, f1);
+        std::memset(bits, 0, sizeof(uint64_t) * (g1 - g0) * words);
+        ChunksInto(b, n, rows, loc, hist_size, c, max_bin, g0, g1, g0, bits, words);
+        for (int64_t f = g0; f < g1; ++f) {
+          SparseFeatureGains(loc + (f - g0) * hist_size, bits + (f - g0) * words, n_leaves, n_bins,
+                             l2, mcw, missing, gains + f * 2 * (n_bins - 1), acc);
+        }
+      }
+      return;
+    }
+    float* loc = reinterpret_cast<float*>(scratch.Get(
+        sizeof(float) * (kGroup * hist_size + full_size + kGainScratch * n_bins) +
+        sizeof(int32_t) * n_leaves));
+    float* full = loc + kGroup * hist_size;
+    float* acc = full + full_size;  // an even float offset: 8-byte aligned
+    int32_t* used = reinterpret_cast<int32_t*>(acc + kGainScratch * n_bins);  // see UsedBins
     for (int64_t g0 = f0; g0 < f1; g0 += kGroup) {
       const int64_t g1 = std::min(g0 + kGroup, f1);
       std::memset(loc, 0, sizeof(float) * (g1 - g0) * hist_size);
@@ -495,8 +680,7 @@ void Level(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int6
         } else if (dst != built) {
           std::memcpy(dst, built, sizeof(float) * full_size);
         }
-        Gains(dst, n_leaves, n_bins, c, l2, mcw, missing, gains + f * 2 * (n_bins - 1), acc,
-              trim ? used : nullptr);
+        Gains(dst, n_leaves, n_bins, c, l2, mcw, missing, gains + f * 2 * (n_bins - 1), acc);
       }
     }
   });
@@ -725,11 +909,12 @@ ffi::Error SplitGainsImpl(ffi::Buffer<ffi::F32> cum, ffi::Buffer<ffi::F32> l2,
   ForEachModel(n_models, n_threads, [&](int64_t m, int64_t threads) {
     const int64_t t_used = std::min(ThreadsFor(threads, 4 * n_features * per_feature / c), n_features);
     Parallel(t_used, [&](int64_t t) {
-      std::vector<float> acc(5 * n_bins);
+      std::vector<double> acc(kGainScratch * n_bins / 2 + 1);  // doubles: 8-byte aligned
       for (int64_t f = n_features * t / t_used; f < n_features * (t + 1) / t_used; ++f) {
         Gains(cum.typed_data() + oc[m] + f * per_feature, n_leaves, n_bins, c,
               l2.typed_data()[ol2[m]], mcw.typed_data()[omcw[m]], missing,
-              gains->typed_data() + og[m] + f * 2 * (n_bins - 1), acc.data());
+              gains->typed_data() + og[m] + f * 2 * (n_bins - 1),
+              reinterpret_cast<float*>(acc.data()));
       }
     });
   });
