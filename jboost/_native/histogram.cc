@@ -357,7 +357,7 @@ void SmallerSlots(const float* p, const int32_t* l, int64_t n, int64_t c, int64_
 // (0 where H_k + l2 <= 0); direction d = 0 sends missing rows left (left = cum[t] + missing),
 // d = 1 right (left = cum[t]); without missing rows (missing = false) d = 1 is -inf. The same
 // float expressions as the JAX function, summed over leaves in leaf order.
-// (Any even C <= 16; Gains1 is the vectorised case C = 2.)
+// (Any even C <= 16; C = 2 goes by change points: GainEvents.)
 void FeatureGains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c, float l2,
                   float mcw, bool missing, float* out, float* acc) {
   const int64_t k = c / 2;
@@ -658,7 +658,7 @@ void Level(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int6
       ChunksInto(b, n, rows, loc, hist_size, c, max_bin, g0, g1, g0);
       for (int64_t f = g0; f < g1; ++f) {
         float* built = loc + (f - g0) * hist_size;
-        // Built directly (no subtraction), each leaf's empty tail of bins is skipped.
+        // Built directly (no subtraction), the prefix sums skip each leaf's empty tail of bins.
         const bool trim = !subtract && c == 2;
         if (trim) {
           for (int64_t j = 0; j < n_leaves; ++j) used[j] = UsedBins(built + j * slot_size, n_bins, c);
