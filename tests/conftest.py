@@ -104,3 +104,57 @@ def assert_trees_equal():
             np.testing.assert_array_equal(x, y, err_msg=f"field {name!r} differs")
 
     return check
+
+
+# --------------------------------------------------------------------------------------------
+# Random oblivious trees and the NumPy definition of their prediction (jboost.tree.predict_raw),
+# shared by the prediction tests of test_tree.py (any backend) and test_native.py (the kernel).
+
+
+def _random_trees(rng, n_trees, depth, n_features, k, lead=(), decimals=None):
+    from jboost import tree
+
+    shape = tuple(lead) + (n_trees,)
+    borders = rng.normal(size=shape + (depth,))
+    return tree.ObliviousTrees(
+        features=jax.numpy.asarray(rng.integers(0, n_features, shape + (depth,)), np.int32),
+        thresholds=jax.numpy.zeros(shape + (depth,), np.int32),
+        borders=jax.numpy.asarray(borders if decimals is None else borders.round(decimals), np.float32),
+        missing_right=jax.numpy.asarray(rng.uniform(size=shape + (depth,)) < 0.5),
+        leaf_values=jax.numpy.asarray(rng.normal(size=shape + (2**depth, k)), np.float32),
+        gains=jax.numpy.ones(shape + (depth,), np.float32))
+
+
+def _predict_reference(trees, X):
+    """``(n, K)`` float64: every tree's leaf ``sum_d right_d << d`` (NaN follows missing_right;
+    subnormal values and borders compare as 0, as on XLA's CPU), leaf values summed over trees."""
+    from jboost import tree
+
+    tiny = np.finfo(np.float32).tiny
+    flat = jax.tree_util.tree_map(np.asarray, tree.flatten_trees(trees))
+    X = np.where(np.abs(X) < tiny, 0.0, X)
+    n, depth = X.shape[0], flat.features.shape[-1]
+    out = np.zeros((n, flat.leaf_values.shape[-1]))
+    for t in range(flat.features.shape[0]):
+        leaf = np.zeros(n, np.int64)
+        for d in range(depth):
+            x = X[:, flat.features[t, d]]
+            b = float(flat.borders[t, d])
+            b = 0.0 if abs(b) < tiny else b
+            right = np.where(np.isnan(x), bool(flat.missing_right[t, d]), x > b)
+            leaf += right.astype(np.int64) << d
+        out += flat.leaf_values[t][leaf]
+    return out
+
+
+@pytest.fixture(scope="session")
+def random_trees():
+    """``random_trees(rng, n_trees, depth, n_features, k, lead=(), decimals=None)``: an
+    :class:`jboost.tree.ObliviousTrees` stack of shape ``lead + (n_trees,)``."""
+    return _random_trees
+
+
+@pytest.fixture(scope="session")
+def predict_reference():
+    """``predict_reference(trees, X)``: the NumPy definition of ``tree.predict_raw``."""
+    return _predict_reference

@@ -51,6 +51,17 @@ def _kernel(X, payload, leaf, n_leaves, n_bins, threads, cumulative=False, slot=
     return call(X, payload, leaf, slot, n_threads=np.int64(threads), cumulative=cumulative)
 
 
+def _pure_jax(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with the kernels switched off (the pure-JAX path; compiled
+    anew, and the caches cleared again afterwards so later calls use the kernels)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_native, "available", lambda: False)
+        jax.clear_caches()
+        out = jax.block_until_ready(fn(*args, **kwargs))
+    jax.clear_caches()
+    return out
+
+
 @pytest.mark.parametrize("channels", [1, 2, 3, 4, 6])
 @pytest.mark.parametrize("n_leaves", [1, 4, 32])
 def test_kernel_equals_pure_jax(channels, n_leaves):
@@ -140,11 +151,7 @@ def test_fit_tree_same_splits_with_and_without_kernel():
     g[h == 0] = 0.0
     kw = dict(depth=6, n_bins=256, l2=1.0, min_split_gain=0.0, min_child_weight=1.0)
     native, native_leaf = tree.fit_tree(jnp.asarray(X), jnp.asarray(g), jnp.asarray(h), **kw)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_native, "available", lambda: False)
-        jax.clear_caches()
-        pure, pure_leaf = tree.fit_tree(jnp.asarray(X), jnp.asarray(g), jnp.asarray(h), **kw)
-    jax.clear_caches()
+    pure, pure_leaf = _pure_jax(tree.fit_tree, jnp.asarray(X), jnp.asarray(g), jnp.asarray(h), **kw)
     np.testing.assert_array_equal(native.features, pure.features)
     np.testing.assert_array_equal(native.thresholds, pure.thresholds)
     np.testing.assert_array_equal(native.missing_right, pure.missing_right)
@@ -158,11 +165,7 @@ def test_fit_same_model_with_and_without_kernel():
     kw = dict(loss="binomial_deviance", n_rounds=15, depth=4, learning_rate=0.3, subsample=0.7,
               key=jax.random.key(0))
     native = jboost.fit(X, y, **kw)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_native, "available", lambda: False)
-        jax.clear_caches()
-        pure = jboost.fit(X, y, **kw)
-    jax.clear_caches()
+    pure = _pure_jax(jboost.fit, X, y, **kw)
     np.testing.assert_array_equal(native.trees.features, pure.trees.features)
     np.testing.assert_array_equal(native.trees.thresholds, pure.trees.thresholds)
     np.testing.assert_allclose(jboost.predict(native, X), jboost.predict(pure, X), rtol=1e-4, atol=1e-4)
@@ -208,11 +211,7 @@ def test_binning_kernel_equals_pure_jax():
     X[90:95, 4] = np.float32(1e-42)                       # subnormal: binned as 0
     X[95:100, 4] = -0.0
     got = binning.bin_features(X, borders)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_native, "available", lambda: False)
-        jax.clear_caches()
-        want = binning.bin_features(X, borders)
-    jax.clear_caches()
+    want = _pure_jax(binning.bin_features, X, borders)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     assert np.all(np.asarray(got)[3, 70:90] == 63)
     assert np.all(np.asarray(got)[4, 90:100] == 0)        # subnormals and -0.0 bin as 0.0: not above 0
@@ -277,11 +276,7 @@ def test_level_gains_dispatch_equals_pure_jax():
     X, payload, leaf = _level_data(20, 30_000, 6, 256, 1, 1, False)
     kw = dict(n_leaves=1, n_bins=256, l2=1.0, min_child_weight=1.0, missing=False, keep_hist=True)
     g1, h1 = histograms.level_gains(X, payload, leaf, None, **kw)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_native, "available", lambda: False)
-        jax.clear_caches()
-        g0, h0 = histograms.level_gains(X, payload, leaf, None, **kw)
-    jax.clear_caches()
+    g0, h0 = _pure_jax(histograms.level_gains, X, payload, leaf, None, **kw)
     np.testing.assert_allclose(np.asarray(h1), np.asarray(h0), rtol=1e-5, atol=1e-3)
     _assert_gains_close(g1, g0)
 
@@ -351,17 +346,6 @@ def test_level_kernel_empty_bin_tails(missing):
     assert np.all(g[:, 7 * (L - 1):, 0] == g[:, -1:, 0])  # above every leaf's bins: one gain
 
 
-def _random_trees(rng, n_trees, depth, n_features, k, lead=()):
-    shape = lead + (n_trees,)
-    return tree.ObliviousTrees(
-        features=jnp.asarray(rng.integers(0, n_features, shape + (depth,)), jnp.int32),
-        thresholds=jnp.zeros(shape + (depth,), jnp.int32),
-        borders=jnp.asarray(rng.normal(size=shape + (depth,)).round(1), jnp.float32),
-        missing_right=jnp.asarray(rng.uniform(size=shape + (depth,)) < 0.5),
-        leaf_values=jnp.asarray(rng.normal(size=shape + (2**depth, k)), jnp.float32),
-        gains=jnp.zeros(shape + (depth,), jnp.float32))
-
-
 def _predict_data(rng, n, n_features):
     X = rng.normal(size=(n, n_features)).round(1).astype(np.float32)  # many ties with the borders
     X[rng.uniform(size=X.shape) < 0.05] = np.nan
@@ -372,45 +356,25 @@ def _predict_data(rng, n, n_features):
     return X
 
 
-def _pure_jax(fn, *args):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_native, "available", lambda: False)
-        jax.clear_caches()
-        out = np.asarray(fn(*args))
-    jax.clear_caches()
-    return out
-
-
 @pytest.mark.parametrize("depth,k,n", [(0, 1, 300), (1, 1, 1), (4, 3, 1000), (6, 1, 5000), (6, 2, 777)])
-def test_predict_kernel_bitwise_equals_pure_jax(depth, k, n):
+def test_predict_kernel_bitwise_equals_pure_jax(depth, k, n, random_trees, predict_reference):
     # Row counts below, at and off the kernel's 128-row blocks; a (2, 15)-stack of trees.
     rng = np.random.default_rng(depth * 10 + k)
-    trees = _random_trees(rng, 15, depth, 7, k, lead=(2,))
+    trees = random_trees(rng, 15, depth, 7, k, lead=(2,), decimals=1)  # ties with the data
     trees = trees._replace(borders=trees.borders.at[0, 0].set(1e-40 if depth else 0.0))
     X = _predict_data(rng, n, 7)
     got = np.asarray(tree.predict_raw(trees, X))
-    np.testing.assert_array_equal(got, _pure_jax(tree.predict_raw, trees, X))
+    np.testing.assert_array_equal(got, np.asarray(_pure_jax(tree.predict_raw, trees, X)))
     # Feature-major input: the same kernel reading columns.
     np.testing.assert_array_equal(np.asarray(tree.predict_raw_feature_major(trees, X.T)), got)
     # And the NumPy definition (float64 sums: equal up to rounding).
-    flat = tree.flatten_trees(trees)
-    ref = np.zeros((n, k))
-    Xf = np.where(np.abs(X) < np.finfo(np.float32).tiny, 0.0, X)
-    for t in range(flat.features.shape[0]):
-        leaf = np.zeros(n, np.int64)
-        for d in range(depth):
-            x = Xf[:, int(flat.features[t, d])]
-            b = float(flat.borders[t, d])
-            b = 0.0 if abs(b) < np.finfo(np.float32).tiny else b
-            right = np.where(np.isnan(x), bool(flat.missing_right[t, d]), x > b)
-            leaf += right.astype(np.int64) << d
-        ref += np.asarray(flat.leaf_values[t])[leaf]
+    ref = predict_reference(trees, X)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
-def test_predict_kernel_bitwise_independent_of_threads_and_vmap():
+def test_predict_kernel_bitwise_independent_of_threads_and_vmap(random_trees):
     rng = np.random.default_rng(21)
-    trees = _random_trees(rng, 40, 5, 9, 2)
+    trees = random_trees(rng, 40, 5, 9, 2, decimals=1)
     X = jnp.asarray(_predict_data(rng, 3000, 9))
     flat = tree.flatten_trees(trees)
 
@@ -425,16 +389,16 @@ def test_predict_kernel_bitwise_independent_of_threads_and_vmap():
         np.testing.assert_array_equal(call(threads), one)
     np.testing.assert_array_equal(np.asarray(tree.predict_raw(trees, X)), one)
     # Batched models (as from jax.vmap(fit)): vmapped prediction == one call per model.
-    stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), trees, _random_trees(rng, 40, 5, 9, 2))
+    stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), trees, random_trees(rng, 40, 5, 9, 2, decimals=1))
     batched = np.asarray(jax.jit(jax.vmap(tree.predict_raw, in_axes=(0, None)))(stacked, X))
     for m in range(2):
         one_model = jax.tree_util.tree_map(lambda a: a[m], stacked)
         np.testing.assert_array_equal(batched[m], np.asarray(tree.predict_raw(one_model, X)))
 
 
-def test_predict_kernel_rejects_bad_shapes():
+def test_predict_kernel_rejects_bad_shapes(random_trees):
     rng = np.random.default_rng(22)
-    flat = _random_trees(rng, 3, 2, 4, 1)
+    flat = random_trees(rng, 3, 2, 4, 1, decimals=1)
     out = jax.ShapeDtypeStruct((10, 1), jnp.float32)
     fn = jax.ffi.ffi_call(_native.PREDICT, out, vmap_method="sequential")
     with pytest.raises(Exception, match="jboost predict"):

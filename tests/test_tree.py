@@ -428,34 +428,14 @@ def test_line_search_refit_stays_finite_and_never_raises_a_leaf_loss():
     assert np.all(leaf_loss(out) <= leaf_loss(np.asarray(init)) + 1e-6)
 
 
-def _random_trees(seed, n_trees, depth, n_features, k):
-    rng = np.random.default_rng(seed)
-    return tree.ObliviousTrees(
-        features=jnp.asarray(rng.integers(0, n_features, (n_trees, depth)), jnp.int32),
-        thresholds=jnp.zeros((n_trees, depth), jnp.int32),
-        borders=jnp.asarray(rng.normal(size=(n_trees, depth)), jnp.float32),
-        missing_right=jnp.asarray(rng.uniform(size=(n_trees, depth)) < 0.5),
-        leaf_values=jnp.asarray(rng.normal(size=(n_trees, 2**depth, k)), jnp.float32),
-        gains=jnp.ones((n_trees, depth), jnp.float32))
-
-
 @pytest.mark.parametrize("k", [1, 3])
 @pytest.mark.parametrize("depth", [0, 1, 6])
-def test_predict_raw_equals_numpy_reference(k, depth):
-    # 1000 rows: several 64-row blocks and a ragged last block; NaNs follow missing_right.
+def test_predict_raw_equals_numpy_reference(k, depth, random_trees, predict_reference):
+    # 1000 rows: several 128-row blocks and a ragged last block; NaNs follow missing_right.
     rng = np.random.default_rng(depth * 10 + k)
     X = rng.normal(size=(1000, 7)).astype(np.float32)
     X[rng.uniform(size=X.shape) < 0.1] = np.nan
-    trees = _random_trees(depth + k, 37, depth, 7, k)
+    trees = random_trees(np.random.default_rng(depth + k), 37, depth, 7, k)
     got = tree.predict_raw(trees, jnp.asarray(X))
-    # Reference in NumPy: leaf = sum_d right_d << d.
-    ref = np.zeros((1000, k), np.float32)
-    t = jax.tree_util.tree_map(np.asarray, trees)
-    for j in range(37):
-        leaf = np.zeros(1000, np.int64)
-        for d in range(depth):
-            x = X[:, t.features[j, d]]
-            right = np.where(np.isnan(x), t.missing_right[j, d], x > t.borders[j, d])
-            leaf += right.astype(np.int64) << d
-        ref += t.leaf_values[j][leaf]
+    ref = predict_reference(trees, X)  # leaf = sum_d right_d << d
     np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-5)
