@@ -124,7 +124,7 @@ def _fit_round_trees(config: BoostConfig, hyper: Hyperparams, loss, X_binned, y,
 
 @functools.partial(jax.jit, static_argnames=("config",))
 def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw,
-          X_valid_binned, y_valid, w_valid, *, config: BoostConfig) -> BoostOutput:
+          X_valid_binned, y_valid, w_valid, holdout_weight=None, *, config: BoostConfig) -> BoostOutput:
     """Run ``config.n_rounds`` rounds of boosting from the constant raw score ``init_raw``.
 
     Args:
@@ -135,6 +135,10 @@ def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_r
       init_raw: ``(K,)`` the baseline raw score.
       X_valid_binned, y_valid, w_valid: validation set, ``(F, m)``, ``(m,)``, ``(m,)``; ``m`` may
         be 0 (validation losses are then NaN).
+      holdout_weight: optional ``(n,)`` weights of training rows held out of the fit (zero
+        training weight), e.g. a cross-validation fold: the validation loss is then their weighted
+        mean loss under the training raw scores, which already hold their predictions (no second
+        pass over the rows); the validation set must be empty.
       config: static :class:`BoostConfig`.
 
     With ``config.axis_name`` set (inside ``shard_map``, see :func:`boost_sharded`), the training
@@ -143,6 +147,9 @@ def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_r
     """
     axis = config.axis_name
     n = y.shape[0]
+    if holdout_weight is not None and y_valid.shape[0]:
+        raise ValueError("boost: holdout_weight reports held-out training rows; the validation set "
+                         f"must then be empty (got {y_valid.shape[0]} rows).")
     n_global = n if axis is None else n * lax.psum(1, axis)
     row0 = 0 if axis is None else lax.axis_index(axis) * n
     k = init_raw.shape[0]
@@ -181,7 +188,11 @@ def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_r
         raw = state.raw + jnp.sum(take(trees, leaves), axis=0)
         leaves_valid = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, X_valid_binned, config.n_bins))(trees)
         raw_valid = state.raw_valid + jnp.sum(take(trees, leaves_valid), axis=0)
-        out = (trees, _mean_loss(loss_m, y, raw, w, axis), _mean_loss(loss_m, y_valid, raw_valid, w_valid))
+        if holdout_weight is None:
+            valid_loss = _mean_loss(loss_m, y_valid, raw_valid, w_valid)
+        else:
+            valid_loss = _mean_loss(loss_m, y, raw, holdout_weight.astype(jnp.float32), axis)
+        out = (trees, _mean_loss(loss_m, y, raw, w, axis), valid_loss)
         return BoostState(raw, raw_valid, loss_m), out
 
     state0 = BoostState(raw0, raw_valid0, loss)
@@ -190,7 +201,7 @@ def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_r
 
 
 def boost_sharded(mesh, X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw,
-                  X_valid_binned, y_valid, w_valid, *, config: BoostConfig) -> BoostOutput:
+                  X_valid_binned, y_valid, w_valid, holdout_weight=None, *, config: BoostConfig) -> BoostOutput:
     """:func:`boost` with the training rows sharded over the first axis of ``mesh``.
 
     Data parallelism with JAX's own machinery: rows are padded with zero-weight rows to a

@@ -266,14 +266,12 @@ def _fit_models(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, 
         w_train = jnp.where(held_out, 0.0, sample_weight)
         w_valid = jnp.where(held_out, sample_weight, 0.0)
         init_raw = losses_lib.baseline(loss_i, y, w_train)
-        if metric is None:
-            # boost's own validation loss, with the held-out indicator as validation weights.
-            Xv, yv, wv = X_binned, y, w_valid
-        else:
-            Xv = jnp.zeros((X_binned.shape[0], 0), X_binned.dtype)
-            yv, wv = jnp.zeros((0,), y.dtype), jnp.zeros((0,), jnp.float32)
+        # No separate validation set: with the default metric, boost reports the held-out rows'
+        # loss from the training raw scores (every row is predicted as the trees grow).
+        Xv = jnp.zeros((X_binned.shape[0], 0), X_binned.dtype)
+        yv, wv = jnp.zeros((0,), y.dtype), jnp.zeros((0,), jnp.float32)
         out = boosting.boost(X_binned, y, w_train, seed_keys[s], hyper_i, loss_i, init_raw, Xv, yv, wv,
-                             config=config)
+                             w_valid if metric is None else None, config=config)
         if metric is None:
             valid = out.valid_loss
         else:

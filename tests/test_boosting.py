@@ -248,6 +248,26 @@ def test_eval_set_losses_and_staged_prediction(data, model):
         jboost.predict(model, Xv, n_rounds=R + 1)
 
 
+def test_holdout_weight_reports_the_held_out_rows_as_a_validation_set(data, fit_kw):
+    # Cross-validation by weight masks: the held-out rows' loss read off the training raw scores
+    # is bitwise the loss of the same rows passed as a validation set (same trees, same sums).
+    X, y, *_ = data
+    Xb = jnp.asarray(jboost.binning.bin_features(jnp.asarray(X), jboost.binning.compute_borders(X, 32)))
+    held = (np.arange(len(y)) % 4 == 1).astype(np.float32)
+    config = boosting.BoostConfig(n_rounds=5, depth=3, n_bins=32)
+    loss = losses.get("squared_error")
+    common = (Xb, jnp.asarray(y), jnp.asarray(1.0 - held), jax.random.key(3),
+              boosting.Hyperparams.create(learning_rate=0.3, subsample=0.7), loss, jnp.zeros((1,)))
+    empty = (jnp.zeros((X.shape[1], 0), jnp.uint8), jnp.zeros((0,)), jnp.zeros((0,)))
+    by_weight = boosting.boost(*common, *empty, jnp.asarray(held), config=config)
+    by_valid_set = boosting.boost(*common, Xb, jnp.asarray(y), jnp.asarray(held), config=config)
+    np.testing.assert_array_equal(by_weight.valid_loss, by_valid_set.valid_loss)
+    np.testing.assert_array_equal(by_weight.train_loss, by_valid_set.train_loss)
+    assert np.all(np.isfinite(by_weight.valid_loss))
+    with pytest.raises(ValueError, match="validation set must then be empty"):
+        boosting.boost(*common, Xb, jnp.asarray(y), jnp.asarray(held), jnp.asarray(held), config=config)
+
+
 def test_without_eval_set_valid_loss_is_nan(data, fit_kw):
     X, y, *_ = data
     m = jboost.fit(X[:197], y[:197], "squared_error", **fit_kw)  # same program as the compile test
