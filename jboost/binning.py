@@ -50,34 +50,39 @@ def has_missing(X_binned, n_bins: int) -> bool:
     return bool(jnp.any(jnp.asarray(X_binned) == missing_bin(n_bins)))
 
 
-def _weighted_quantile_values(values: np.ndarray, weights: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """Smallest sorted value whose cumulative weight reaches ``level * total`` (inverted CDF)."""
-    order = np.argsort(values, kind="stable")
-    v, w = values[order], weights[order]
-    cw = np.cumsum(w, dtype=np.float64)
+def _quantile_values(v: np.ndarray, cw: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """Smallest of the sorted values ``v`` whose cumulative weight ``cw`` reaches ``level * total``
+    (the inverted CDF)."""
     idx = np.searchsorted(cw, levels * cw[-1], side="left")
     return v[np.clip(idx, 0, len(v) - 1)]
 
 
 def _feature_borders(col: np.ndarray, weights: np.ndarray | None, max_bins: int) -> np.ndarray:
     """Borders for one float32 column (NaN already removed), at most ``max_bins - 1`` of them."""
-    if col.size == 0:
-        return np.zeros((0,), np.float32)
-    if weights is None:
-        distinct = np.unique(col)
-    else:
+    if weights is not None:
         keep = weights > 0
         col, weights = col[keep], weights[keep]
-        if col.size == 0:
-            return np.zeros((0,), np.float32)
-        distinct = np.unique(col)
+    if col.size == 0:
+        return np.zeros((0,), np.float32)
+    # One sort per column: the distinct values and the quantiles both come from it. Equal
+    # weights (sample_weight=None is passed as ones) need no argsort: the sorted weights are the same.
+    if weights is None or np.all(weights == weights[0]):
+        v = np.sort(col)
+    else:
+        order = np.argsort(col, kind="stable")
+        v, weights = col[order], weights[order]
+    first = np.empty(v.shape, bool)
+    first[0] = True
+    np.not_equal(v[1:], v[:-1], out=first[1:])
+    distinct = v[first]
     if distinct.size <= max_bins:
         # Exact borders: one bin per distinct value.
         lower, upper = distinct[:-1], distinct[1:]
     else:
         levels = np.arange(1, max_bins, dtype=np.float64) / max_bins
-        w = np.ones_like(col, dtype=np.float64) if weights is None else weights.astype(np.float64)
-        q = np.unique(_weighted_quantile_values(col, w, levels))
+        cw = (np.arange(1, v.size + 1, dtype=np.float64) if weights is None
+              else np.cumsum(weights, dtype=np.float64))
+        q = np.unique(_quantile_values(v, cw, levels))
         # A border equal to the maximum would leave the last bin empty.
         q = q[q < distinct[-1]]
         lower = q
