@@ -89,11 +89,12 @@ _LOSS_PREFIX = "loss."
 # Default memory budget of one chunk of models, per device (bytes).
 DEFAULT_CPU_BUDGET = 1 << 30
 # On CPU the kernels of a chunk's models run side by side (whole models spread over the kernel's
-# threads), so batching pays, up to a point: measured on 2 cores with the fused level kernel,
-# per-model time on spam (40 models, 100 rounds, depth 6) was 212 ms with 1 model per device,
-# 165 with 4 and 163 with 10; on 100k x 50 (10 rounds) 167 ms with 1, 143 with 4, 185 with 8.
-# Accelerators take as many models as the memory budget allows.
-DEFAULT_CPU_MODELS_PER_DEVICE = 4
+# threads, and the first level of a tree built for up to 8 models in one pass over the bins), so
+# batching pays, up to a point: measured on 2 cores (2 host devices, spam, 80 models, 100 rounds,
+# depth 6), 88-99 ms per model with 8 models per device, 105-115 with 4, 129-133 with 16; on
+# 100k x 50, 0.89-0.91 s per model with 4 or 8. Accelerators take as many models as the memory
+# budget allows.
+DEFAULT_CPU_MODELS_PER_DEVICE = 8
 
 # Number of times the chunk program was traced, per static key; see trace_counts().
 _TRACES: collections.Counter = collections.Counter()
@@ -236,14 +237,17 @@ def auto_chunk_size(per_model_bytes: int, n_models: int, device, memory_budget: 
                     max_models: Optional[int] = None) -> int:
     """Models per device in one chunk: as many as ``memory_budget`` holds, at most ``max_models``
     (default: ``DEFAULT_CPU_MODELS_PER_DEVICE`` on CPU, no limit elsewhere) and ``n_models``,
-    at least one."""
+    at least one; then evened out over the chunks that takes (20 models at most 8 per chunk:
+    chunks of 7, the last padded by one, rather than 8, 8 and 4 padded by 4)."""
     budget = _default_budget(device) if memory_budget is None else int(memory_budget)
     size = max(1, budget // max(per_model_bytes, 1))
     if max_models is None and device.platform == "cpu":
         max_models = DEFAULT_CPU_MODELS_PER_DEVICE
     if max_models is not None:
         size = min(size, int(max_models))
-    return int(max(1, min(size, n_models)))
+    size = int(max(1, min(size, n_models)))
+    n_chunks = -(-max(n_models, 1) // size)
+    return -(-max(n_models, 1) // n_chunks)
 
 
 # --------------------------------------------------------------------------------------------

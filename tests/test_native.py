@@ -315,6 +315,41 @@ def test_level_kernel_vmap_equals_separate_calls():
         np.testing.assert_array_equal(np.asarray(gains[b]), np.asarray(got[0][b]))
 
 
+@pytest.mark.parametrize("n_models", [2, 3, 5, 8, 17])
+@pytest.mark.parametrize("missing", [True, False])
+def test_first_level_batch_bitwise_equals_separate_calls(n_models, missing):
+    # The first level of models sharing their bins is built for groups of up to 8 models at once
+    # (payloads interleaved per row; groups padded to 1, 2, 4 or 8): bitwise the separate calls,
+    # with each model's own zero-weight rows, rows outside the leaf (skipped) and l2 / mcw.
+    X, payload, _ = _level_data(30 + n_models, 3_000, 6, 32, 1, 1, missing)
+    rng = np.random.default_rng(n_models)
+    scale = rng.uniform(0.5, 2.0, size=(n_models, 1, 2)).astype(np.float32)
+    keep = rng.uniform(size=(n_models, X.shape[1], 1)) < 0.7  # each model's own zero rows
+    payloads = jnp.asarray(np.asarray(payload)[None] * scale * keep)
+    leaves = jnp.asarray(np.where(rng.uniform(size=(n_models, X.shape[1])) < 0.1, 1, 0), jnp.int32)
+    leaves = leaves.at[0].set(0)
+    l2s = jnp.asarray(rng.uniform(0.0, 3.0, n_models), jnp.float32)
+    mcws = jnp.asarray(rng.choice([0.0, 1.0, 200.0], n_models), jnp.float32)
+
+    def one(p, lf, l2, mcw, keep_hist):
+        return histograms._native_level(X, p, lf, None, l2, mcw, n_leaves=1, n_bins=32, missing=missing,
+                                        keep_hist=keep_hist)
+
+    hists = None
+    for keep_hist in (True, False):
+        gains, hist = jax.jit(jax.vmap(lambda *a: one(*a, keep_hist)))(payloads, leaves, l2s, mcws)
+        for b in range(n_models):
+            want = one(payloads[b], leaves[b], l2s[b], mcws[b], keep_hist)
+            np.testing.assert_array_equal(np.asarray(gains[b]), np.asarray(want[0]))
+            if keep_hist:
+                np.testing.assert_array_equal(np.asarray(hist[b]), np.asarray(want[1]))
+        hists = hist if keep_hist else hists
+    # ... and they are the pure-JAX sums (rows of leaf 1 left out).
+    for b in (0, n_models - 1):
+        direct = splits.prefix_sum(histograms._xla_histogram(X, payloads[b], leaves[b], 2, 32), axis=2)
+        np.testing.assert_allclose(np.asarray(hists[b]), np.asarray(direct[:, :1]), rtol=1e-5, atol=1e-3)
+
+
 @pytest.mark.parametrize("k", [1, 3])
 def test_split_gains_kernel_equals_pure_jax(k):
     X, payload, leaf = _level_data(23 + k, 30_000, 7, 128, 16, k, True)

@@ -228,6 +228,10 @@ def test_auto_chunk_size_follows_the_memory_budget():
     assert sweep_lib.auto_chunk_size(mb, 1000, cpu, memory_budget=mb // 2, max_models=100) == 1
     assert sweep_lib.auto_chunk_size(100, 3, cpu, memory_budget=10**9, max_models=100) == 3
     assert sweep_lib.auto_chunk_size(100, 1000, cpu, memory_budget=10**9) == sweep_lib.DEFAULT_CPU_MODELS_PER_DEVICE
+    # Evened out: 20 models at most 8 per chunk -> 3 chunks of 7 (one padded model, not four).
+    assert sweep_lib.auto_chunk_size(100, 20, cpu, memory_budget=10**9, max_models=8) == 7
+    assert sweep_lib.auto_chunk_size(mb, 21, cpu, memory_budget=5 * mb, max_models=100) == 5
+    assert sweep_lib.auto_chunk_size(mb, 16, cpu, memory_budget=10**12, max_models=8) == 8
     assert sweep_lib.model_bytes(100, 5, 6, 256, 3, 10) > sweep_lib.model_bytes(100, 5, 6, 256, 1, 10)
 
 

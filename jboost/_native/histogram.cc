@@ -22,6 +22,7 @@
 #include <limits>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <type_traits>
@@ -833,6 +834,107 @@ ffi::Error SmallerSiblingImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> p
 // One fused level per model (see Level). gains (..., F, B - 1, 2); hist (..., F, L, B, C) when
 // write_hist, else a (..., 1) placeholder; parent (..., F, L / 2, B, C) when subtract, else a
 // (..., 1) placeholder; l2 and min_child_weight (...) per model.
+// The first level (one leaf, C = 2) of `n_models` models on the same bins (a vmapped fit:
+// sweeps, bagging): one pass over each feature's bins serves a group of up to kModelGroup
+// models. Their payloads are interleaved row by row (row r: g_0 h_0 g_1 h_1 ...; zero for a
+// model whose row has no leaf), so a row adds one contiguous run of 2 * MG floats to its bin's
+// cells (B, MG, 2) instead of MG scattered pairs. Each model's cells still sum its rows in row
+// order (a zero payload adds nothing): bitwise the histograms of separate calls, which then go
+// through the same prefix sums and gains as Level's dense path.
+constexpr int64_t kModelGroup = 8;
+
+template <int MG>
+void FirstLevelGroup(const uint8_t* b, int64_t n_features, const int32_t* rows, int64_t n_rows,
+                     int64_t n, const float* inter, int64_t n_bins, int64_t f0, int64_t f1,
+                     float* hist) {
+  const uint32_t max_bin = static_cast<uint32_t>(n_bins - 1);
+  for (int64_t f = f0; f < f1; ++f) {
+    float* h = hist + (f - f0) * n_bins * 2 * MG;
+    std::memset(h, 0, sizeof(float) * n_bins * 2 * MG);
+    const uint8_t* col = b + f * n;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const float* src = inter + r * 2 * MG;
+      float* dst = h + std::min<uint32_t>(col[rows[r]], max_bin) * 2 * MG;
+      float v[2 * MG];  // all loads, then all stores: vectorised (src and dst never overlap)
+      for (int j = 0; j < 2 * MG; ++j) v[j] = dst[j] + src[j];
+      for (int j = 0; j < 2 * MG; ++j) dst[j] = v[j];
+    }
+  }
+}
+
+void FirstLevelBatch(const uint8_t* b, int64_t n_features, int64_t n, int64_t n_models,
+                     const std::function<const float*(int64_t)>& payload,
+                     const std::function<const int32_t*(int64_t)>& leaf,
+                     const std::function<float(int64_t)>& l2, const std::function<float(int64_t)>& mcw,
+                     const std::function<float*(int64_t)>& gains,
+                     const std::function<float*(int64_t)>& hist_out, int64_t n_bins, bool missing,
+                     int64_t n_threads) {
+  const int64_t slot_size = n_bins * 2;
+  for (int64_t m0 = 0; m0 < n_models; m0 += kModelGroup) {
+    const int64_t mg = std::min(kModelGroup, n_models - m0);
+    const int64_t width = mg == 1 ? 1 : mg <= 2 ? 2 : mg <= 4 ? 4 : 8;  // padded group size
+    // The rows some model of the group uses, with the group's payloads interleaved.
+    static thread_local Scratch scratch;
+    char* mem = scratch.Get(static_cast<size_t>(n) * (sizeof(int32_t) + sizeof(float) * 2 * width));
+    int32_t* rows = reinterpret_cast<int32_t*>(mem);
+    float* inter = reinterpret_cast<float*>(rows + n);
+    int64_t n_rows = 0;
+    std::vector<const float*> p(mg);
+    std::vector<const int32_t*> l(mg);
+    for (int64_t j = 0; j < mg; ++j) {
+      p[j] = payload(m0 + j);
+      l[j] = leaf(m0 + j);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      float* dst = inter + n_rows * 2 * width;
+      bool any = false;
+      for (int64_t j = 0; j < width; ++j) {
+        const bool in = j < mg && l[j][i] == 0;
+        dst[2 * j] = in ? p[j][2 * i] : 0.0f;
+        dst[2 * j + 1] = in ? p[j][2 * i + 1] : 0.0f;
+        any = any || dst[2 * j] != 0.0f || dst[2 * j + 1] != 0.0f;
+      }
+      rows[n_rows] = static_cast<int32_t>(i);
+      n_rows += any;
+    }
+    const int64_t threads = std::min(ThreadsFor(n_threads, n_rows * n_features * width / 2), n_features);
+    Parallel(threads, [&](int64_t t) {
+      const int64_t f0 = n_features * t / threads, f1 = n_features * (t + 1) / threads;
+      static thread_local Scratch local;
+      float* hist = reinterpret_cast<float*>(local.Get(
+          sizeof(float) * (4 * slot_size * width + slot_size + kGainScratch * n_bins) + sizeof(int32_t)));
+      float* one = hist + 4 * slot_size * width;
+      float* acc = one + slot_size;
+      for (int64_t g0 = f0; g0 < f1; g0 += 4) {
+        const int64_t g1 = std::min(g0 + 4, f1);
+        switch (width) {
+          case 1: FirstLevelGroup<1>(b, n_features, rows, n_rows, n, inter, n_bins, g0, g1, hist); break;
+          case 2: FirstLevelGroup<2>(b, n_features, rows, n_rows, n, inter, n_bins, g0, g1, hist); break;
+          case 4: FirstLevelGroup<4>(b, n_features, rows, n_rows, n, inter, n_bins, g0, g1, hist); break;
+          default: FirstLevelGroup<8>(b, n_features, rows, n_rows, n, inter, n_bins, g0, g1, hist); break;
+        }
+        for (int64_t f = g0; f < g1; ++f) {
+          const float* hf = hist + (f - g0) * slot_size * width;
+          for (int64_t j = 0; j < mg; ++j) {
+            for (int64_t t2 = 0; t2 < n_bins; ++t2) {
+              one[2 * t2] = hf[(t2 * width + j) * 2];
+              one[2 * t2 + 1] = hf[(t2 * width + j) * 2 + 1];
+            }
+            // Level's dense path for one leaf: prefix sums over the used bins, then the gains.
+            int32_t used = UsedBins(one, n_bins, 2);
+            PrefixSums(one, 1, n_bins, 2, &used);
+            float* out = hist_out(m0 + j);
+            float* dst = out != nullptr ? out + f * slot_size : one;
+            if (dst != one) std::memcpy(dst, one, sizeof(float) * slot_size);
+            Gains(dst, 1, n_bins, 2, l2(m0 + j), mcw(m0 + j), missing,
+                  gains(m0 + j) + f * 2 * (n_bins - 1), acc);
+          }
+        }
+      }
+    });
+  }
+}
+
 ffi::Error LevelImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
                      ffi::Buffer<ffi::S32> leaf, ffi::Buffer<ffi::F32> parent,
                      ffi::Buffer<ffi::F32> l2, ffi::Buffer<ffi::F32> mcw,
@@ -873,6 +975,20 @@ ffi::Error LevelImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
                      ad[nb + 2] == n_bins && ad[nb + 3] == c)) &&
       (!write_hist || hist->element_count() == n_models * full);
   if (!ok) return ffi::Error::InvalidArgument("jboost level: inconsistent operand shapes");
+  bool shared_bins = n_models > 1;
+  for (int64_t m = 1; shared_bins && m < n_models; ++m) shared_bins = ob[m] == ob[0];
+  if (shared_bins && n_leaves == 1 && !subtract && c == 2) {
+    FirstLevelBatch(
+        bins.typed_data() + ob[0], n_features, n, n_models,
+        [&](int64_t m) { return payload.typed_data() + op[m]; },
+        [&](int64_t m) { return leaf.typed_data() + ol[m]; },
+        [&](int64_t m) { return l2.typed_data()[ol2[m]]; },
+        [&](int64_t m) { return mcw.typed_data()[omcw[m]]; },
+        [&](int64_t m) { return gains->typed_data() + og[m]; },
+        [&](int64_t m) { return write_hist ? hist->typed_data() + oh[m] : nullptr; }, n_bins,
+        missing, n_threads);
+    return ffi::Error::Success();
+  }
   ForEachModel(n_models, n_threads, [&](int64_t m, int64_t threads) {
     Level(bins.typed_data() + ob[m], n_features, n, payload.typed_data() + op[m], c,
           leaf.typed_data() + ol[m], n_leaves, n_bins,
