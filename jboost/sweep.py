@@ -23,8 +23,10 @@ of one model (:func:`model_bytes`) against a budget. With several devices the ch
 is sharded over them (``shard_map``), each device fitting its share.
 
 On CPU the work of a vmapped chunk is the sum of its models' work (each model has its own
-histograms and split search); the CPU kernels run a chunk's models side by side on their threads,
-so a few models per device (``DEFAULT_CPU_MODELS_PER_DEVICE``) beat one at a time. What the fused
+histograms and split search); the CPU kernels run a chunk's models side by side on their threads
+and build the first level of up to 8 models' trees in one pass over the shared bins, so a few
+models per device (``DEFAULT_CPU_MODELS_PER_DEVICE``) beat one at a time. The held-out fold's
+loss is read off the training raw scores (the fold's rows are predicted as the trees grow). What the fused
 sweep buys on CPU is one compilation, one binning, no per-fit overhead, and the use of every core
 (more so when Python is started with ``XLA_FLAGS=--xla_force_host_platform_device_count=<cores>``:
 each host device fits its share of the models). Accelerators take as many models per chunk as fit.
