@@ -93,8 +93,8 @@ DEFAULT_CPU_BUDGET = 1 << 30
 # On CPU the kernels of a chunk's models run side by side (whole models spread over the kernel's
 # threads, and the first level of a tree built for up to 8 models in one pass over the bins), so
 # batching pays, up to a point: measured on 2 cores (2 host devices, spam, 80 models, 100 rounds,
-# depth 6), 88-99 ms per model with 8 models per device, 105-115 with 4, 129-133 with 16; on
-# 100k x 50, 0.89-0.91 s per model with 4 or 8. Accelerators take as many models as the memory
+# depth 6), 88-99 ms per model with 8 models per device, 105-115 with 4 (129-133 with 16, whose
+# last chunk was half padding); on 100k x 50, 0.89-0.91 s per model with 4 or 8. Accelerators take as many models as the memory
 # budget allows.
 DEFAULT_CPU_MODELS_PER_DEVICE = 8
 
