@@ -178,7 +178,11 @@ def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_r
         # No draws at all when every row is kept (the common case; a cond, so under vmap over
         # subsample rates both branches run and the result is the same).
         w_m = lax.cond(hyper.subsample < 1.0, subsampled, lambda w: w, w)
-        masks = column_masks(k_cols, n_features, config.depth, hyper.colsample, config.colsample_by)
+        # Every feature when colsample = 1 (no draws; the drawn mask would keep all of them).
+        masks = lax.cond(hyper.colsample < 1.0,
+                         lambda k: column_masks(k, n_features, config.depth, hyper.colsample,
+                                                config.colsample_by),
+                         lambda k: jnp.ones((config.depth, n_features), bool), k_cols)
         trees, leaves = _fit_round_trees(config, hyper, loss_m, X_binned, y, state.raw, w_m, g, h, masks)
         lr = hyper.learning_rate
         if config.learning_rate_schedule is not None:
