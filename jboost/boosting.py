@@ -205,7 +205,7 @@ def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_r
 
 
 def boost_sharded(mesh, X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw,
-                  X_valid_binned, y_valid, w_valid, holdout_weight=None, *, config: BoostConfig) -> BoostOutput:
+                  X_valid_binned, y_valid, w_valid, *, config: BoostConfig) -> BoostOutput:
     """:func:`boost` with the training rows sharded over the first axis of ``mesh``.
 
     Data parallelism with JAX's own machinery: rows are padded with zero-weight rows to a

@@ -26,8 +26,8 @@ On CPU the work of a vmapped chunk is the sum of its models' work (each model ha
 histograms and split search); the CPU kernels run a chunk's models side by side on their threads
 and build the first level of up to 8 models' trees in one pass over the shared bins, so a few
 models per device (``DEFAULT_CPU_MODELS_PER_DEVICE``) beat one at a time. The held-out fold's
-loss is read off the training raw scores (the fold's rows are predicted as the trees grow). What the fused
-sweep buys on CPU is one compilation, one binning, no per-fit overhead, and the use of every core
+loss is read off the training raw scores (the fold's rows are predicted as the trees grow).
+What the fused sweep buys on CPU is one compilation, one binning, no per-fit overhead, and the use of every core
 (more so when Python is started with ``XLA_FLAGS=--xla_force_host_platform_device_count=<cores>``:
 each host device fits its share of the models). Accelerators take as many models per chunk as fit.
 
@@ -94,8 +94,8 @@ DEFAULT_CPU_BUDGET = 1 << 30
 # threads, and the first level of a tree built for up to 8 models in one pass over the bins), so
 # batching pays, up to a point: measured on 2 cores (2 host devices, spam, 80 models, 100 rounds,
 # depth 6), 88-99 ms per model with 8 models per device, 105-115 with 4 (129-133 with 16, whose
-# last chunk was half padding); on 100k x 50, 0.89-0.91 s per model with 4 or 8. Accelerators take as many models as the memory
-# budget allows.
+# last chunk was half padding); on 100k x 50, 0.89-0.91 s per model with 4 or 8. Accelerators
+# take as many models as the memory budget allows.
 DEFAULT_CPU_MODELS_PER_DEVICE = 8
 
 # Number of times the chunk program was traced, per static key; see trace_counts().

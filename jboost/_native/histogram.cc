@@ -22,7 +22,6 @@
 #include <limits>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <thread>
 #include <type_traits>
@@ -587,6 +586,41 @@ void SparseFeatureGains(float* raw, const uint64_t* bits, int64_t n_leaves, int6
   g.Write(out, missing);
 }
 
+// One feature of a dense level, after its rows were summed into `built` (the L leaves' (B, C)
+// histograms, or with `parent` (this feature's L/2 slots of the previous level) the smaller
+// sibling of each pair, which[j] = 1 when that is leaf j + L/2): prefix sums over the bins (built
+// directly, each leaf's empty tail of bins skipped: `used` holds L ints), the other siblings by
+// subtraction into `full` (L * B * C floats), the level's cumulative histograms copied to
+// `hist_out` when it is not null, and the split gains (B - 1, 2) into `gains`.
+void FinishFeature(float* built, const float* parent, const int32_t* which, int64_t n_leaves,
+                   int64_t n_bins, int64_t c, float* full, float* hist_out, int32_t* used, float l2,
+                   float mcw, bool missing, float* gains, float* acc) {
+  const bool subtract = parent != nullptr;
+  const int64_t n_slots = subtract ? n_leaves / 2 : n_leaves;
+  const int64_t slot_size = n_bins * c;
+  const bool trim = !subtract && c == 2;
+  if (trim) {
+    for (int64_t j = 0; j < n_leaves; ++j) used[j] = UsedBins(built + j * slot_size, n_bins, c);
+  }
+  PrefixSums(built, n_slots, n_bins, c, trim ? used : nullptr);
+  float* dst = hist_out != nullptr ? hist_out : (subtract ? full : built);
+  if (subtract) {
+    for (int64_t j = 0; j < n_slots; ++j) {
+      const float* small = built + j * slot_size;
+      const float* pj = parent + j * slot_size;
+      float* ds = dst + (which[j] ? j + n_slots : j) * slot_size;
+      float* dl = dst + (which[j] ? j : j + n_slots) * slot_size;
+      for (int64_t e = 0; e < slot_size; ++e) {
+        ds[e] = small[e];
+        dl[e] = pj[e] - small[e];
+      }
+    }
+  } else if (dst != built) {
+    std::memcpy(dst, built, sizeof(float) * n_leaves * slot_size);
+  }
+  Gains(dst, n_leaves, n_bins, c, l2, mcw, missing, gains, acc);
+}
+
 // One fused level of one model, feature by feature while its histograms are in cache: the
 // histograms of the level's L leaves (directly, or with `parent` (F, L/2, B, C) the previous
 // level's cumulative histograms: only the smaller sibling of each pair from the rows, the other
@@ -620,15 +654,15 @@ void Level(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int6
   // Work: the row updates, plus the prefix sums and gains over every cell unless the level is
   // likely sparse (below; then only the touched cells are read). A small level stays on one
   // thread: starting threads costs more than it saves (a spam-sized fit measured 20-35% faster).
-  const bool likely_sparse = c == 2 && !subtract && hist_out == nullptr &&
-                             n < kSparseRowsPerCell * n_leaves * n_bins;
+  const bool may_be_sparse = c == 2 && !subtract && hist_out == nullptr;
+  const int64_t sparse_rows = kSparseRowsPerCell * n_leaves * n_bins;
+  const bool likely_sparse = may_be_sparse && n < sparse_rows;
   const int64_t threads = ThreadsFor(
       n_threads, n * n_features + (likely_sparse ? 0 : 4 * n_features * full_size / std::max<int64_t>(c, 1)));
   const Compacted rows = Compact(n, p, c, l, slot.data(), n_leaves, n_slots, n_bins, threads);
   int64_t n_rows = 0;
   for (const Rows& rs : rows.chunks) n_rows += rs.m;
-  const bool sparse = c == 2 && !subtract && hist_out == nullptr &&
-                      n_rows < kSparseRowsPerCell * n_leaves * n_bins;
+  const bool sparse = may_be_sparse && n_rows < sparse_rows;
   const int64_t words = (n_leaves * n_bins + 63) / 64;  // bitmap words per feature (sparse)
   const int64_t f_threads = std::min<int64_t>(threads, n_features);
   constexpr int64_t kGroup = 4;  // features built per pass over the rows
@@ -663,30 +697,10 @@ void Level(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int6
       std::memset(loc, 0, sizeof(float) * (g1 - g0) * hist_size);
       ChunksInto(b, n, rows, loc, hist_size, c, max_bin, g0, g1, g0);
       for (int64_t f = g0; f < g1; ++f) {
-        float* built = loc + (f - g0) * hist_size;
-        // Built directly (no subtraction), the prefix sums skip each leaf's empty tail of bins.
-        const bool trim = !subtract && c == 2;
-        if (trim) {
-          for (int64_t j = 0; j < n_leaves; ++j) used[j] = UsedBins(built + j * slot_size, n_bins, c);
-        }
-        PrefixSums(built, n_slots, n_bins, c, trim ? used : nullptr);
-        float* dst = hist_out != nullptr ? hist_out + f * full_size : (subtract ? full : built);
-        if (subtract) {
-          const float* par = parent + f * hist_size;
-          for (int64_t j = 0; j < n_slots; ++j) {
-            const float* small = built + j * slot_size;
-            const float* pj = par + j * slot_size;
-            float* ds = dst + (which[j] ? j + n_slots : j) * slot_size;
-            float* dl = dst + (which[j] ? j : j + n_slots) * slot_size;
-            for (int64_t e = 0; e < slot_size; ++e) {
-              ds[e] = small[e];
-              dl[e] = pj[e] - small[e];
-            }
-          }
-        } else if (dst != built) {
-          std::memcpy(dst, built, sizeof(float) * full_size);
-        }
-        Gains(dst, n_leaves, n_bins, c, l2, mcw, missing, gains + f * 2 * (n_bins - 1), acc);
+        FinishFeature(loc + (f - g0) * hist_size, subtract ? parent + f * hist_size : nullptr,
+                      which.data(), n_leaves, n_bins, c, full,
+                      hist_out != nullptr ? hist_out + f * full_size : nullptr, used, l2, mcw,
+                      missing, gains + f * 2 * (n_bins - 1), acc);
       }
     }
   });
@@ -867,15 +881,22 @@ void FirstLevelGroup(const uint8_t* b, int64_t n_features, const int32_t* rows, 
   }
 }
 
-void FirstLevelBatch(const uint8_t* b, int64_t n_features, int64_t n, int64_t n_models,
-                     const std::function<const float*(int64_t)>& payload,
-                     const std::function<const int32_t*(int64_t)>& leaf,
-                     const std::function<float(int64_t)>& l2, const std::function<float(int64_t)>& mcw,
-                     const std::function<float*(int64_t)>& gains,
-                     const std::function<float*(int64_t)>& hist_out, int64_t n_bins, bool missing,
+// One model's operands and outputs of a level call (LevelImpl).
+struct LevelModel {
+  const float* payload;
+  const int32_t* leaf;
+  float l2, mcw;
+  float* gains;
+  float* hist_out;  // nullptr: not written
+};
+
+void FirstLevelBatch(const uint8_t* b, int64_t n_features, int64_t n,
+                     const std::vector<LevelModel>& models, int64_t n_bins, bool missing,
                      int64_t n_threads) {
   const int64_t slot_size = n_bins * 2;
+  const int64_t n_models = static_cast<int64_t>(models.size());
   for (int64_t m0 = 0; m0 < n_models; m0 += kModelGroup) {
+    const LevelModel* group = models.data() + m0;
     const int64_t mg = std::min(kModelGroup, n_models - m0);
     const int64_t width = mg == 1 ? 1 : mg <= 2 ? 2 : mg <= 4 ? 4 : 8;  // padded group size
     // The rows some model of the group uses, with the group's payloads interleaved.
@@ -884,19 +905,13 @@ void FirstLevelBatch(const uint8_t* b, int64_t n_features, int64_t n, int64_t n_
     int32_t* rows = reinterpret_cast<int32_t*>(mem);
     float* inter = reinterpret_cast<float*>(rows + n);
     int64_t n_rows = 0;
-    std::vector<const float*> p(mg);
-    std::vector<const int32_t*> l(mg);
-    for (int64_t j = 0; j < mg; ++j) {
-      p[j] = payload(m0 + j);
-      l[j] = leaf(m0 + j);
-    }
     for (int64_t i = 0; i < n; ++i) {
       float* dst = inter + n_rows * 2 * width;
       bool any = false;
       for (int64_t j = 0; j < width; ++j) {
-        const bool in = j < mg && l[j][i] == 0;
-        dst[2 * j] = in ? p[j][2 * i] : 0.0f;
-        dst[2 * j + 1] = in ? p[j][2 * i + 1] : 0.0f;
+        const bool in = j < mg && group[j].leaf[i] == 0;
+        dst[2 * j] = in ? group[j].payload[2 * i] : 0.0f;
+        dst[2 * j + 1] = in ? group[j].payload[2 * i + 1] : 0.0f;
         any = any || dst[2 * j] != 0.0f || dst[2 * j + 1] != 0.0f;
       }
       rows[n_rows] = static_cast<int32_t>(i);
@@ -909,7 +924,8 @@ void FirstLevelBatch(const uint8_t* b, int64_t n_features, int64_t n, int64_t n_
       float* hist = reinterpret_cast<float*>(local.Get(
           sizeof(float) * (4 * slot_size * width + slot_size + kGainScratch * n_bins) + sizeof(int32_t)));
       float* one = hist + 4 * slot_size * width;
-      float* acc = one + slot_size;
+      float* acc = one + slot_size;  // an even float offset: 8-byte aligned
+      int32_t* used = reinterpret_cast<int32_t*>(acc + kGainScratch * n_bins);
       for (int64_t g0 = f0; g0 < f1; g0 += 4) {
         const int64_t g1 = std::min(g0 + 4, f1);
         switch (width) {
@@ -925,14 +941,10 @@ void FirstLevelBatch(const uint8_t* b, int64_t n_features, int64_t n, int64_t n_
               one[2 * t2] = hf[(t2 * width + j) * 2];
               one[2 * t2 + 1] = hf[(t2 * width + j) * 2 + 1];
             }
-            // Level's dense path for one leaf: prefix sums over the used bins, then the gains.
-            int32_t used = UsedBins(one, n_bins, 2);
-            PrefixSums(one, 1, n_bins, 2, &used);
-            float* out = hist_out(m0 + j);
-            float* dst = out != nullptr ? out + f * slot_size : one;
-            if (dst != one) std::memcpy(dst, one, sizeof(float) * slot_size);
-            Gains(dst, 1, n_bins, 2, l2(m0 + j), mcw(m0 + j), missing,
-                  gains(m0 + j) + f * 2 * (n_bins - 1), acc);
+            const LevelModel& m = group[j];
+            FinishFeature(one, nullptr, nullptr, 1, n_bins, 2, nullptr,
+                          m.hist_out != nullptr ? m.hist_out + f * slot_size : nullptr, used, m.l2,
+                          m.mcw, missing, m.gains + f * 2 * (n_bins - 1), acc);
           }
         }
       }
@@ -980,26 +992,24 @@ ffi::Error LevelImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
                      ad[nb + 2] == n_bins && ad[nb + 3] == c)) &&
       (!write_hist || hist->element_count() == n_models * full);
   if (!ok) return ffi::Error::InvalidArgument("jboost level: inconsistent operand shapes");
+  std::vector<LevelModel> models(n_models);
   bool shared_bins = n_models > 1;
-  for (int64_t m = 1; shared_bins && m < n_models; ++m) shared_bins = ob[m] == ob[0];
+  for (int64_t m = 0; m < n_models; ++m) {
+    models[m] = LevelModel{payload.typed_data() + op[m], leaf.typed_data() + ol[m],
+                           l2.typed_data()[ol2[m]], mcw.typed_data()[omcw[m]],
+                           gains->typed_data() + og[m],
+                           write_hist ? hist->typed_data() + oh[m] : nullptr};
+    shared_bins = shared_bins && ob[m] == ob[0];
+  }
   if (shared_bins && n_leaves == 1 && !subtract && c == 2) {
-    FirstLevelBatch(
-        bins.typed_data() + ob[0], n_features, n, n_models,
-        [&](int64_t m) { return payload.typed_data() + op[m]; },
-        [&](int64_t m) { return leaf.typed_data() + ol[m]; },
-        [&](int64_t m) { return l2.typed_data()[ol2[m]]; },
-        [&](int64_t m) { return mcw.typed_data()[omcw[m]]; },
-        [&](int64_t m) { return gains->typed_data() + og[m]; },
-        [&](int64_t m) { return write_hist ? hist->typed_data() + oh[m] : nullptr; }, n_bins,
-        missing, n_threads);
+    FirstLevelBatch(bins.typed_data() + ob[0], n_features, n, models, n_bins, missing, n_threads);
     return ffi::Error::Success();
   }
   ForEachModel(n_models, n_threads, [&](int64_t m, int64_t threads) {
-    Level(bins.typed_data() + ob[m], n_features, n, payload.typed_data() + op[m], c,
-          leaf.typed_data() + ol[m], n_leaves, n_bins,
-          subtract ? parent.typed_data() + opar[m] : nullptr, l2.typed_data()[ol2[m]],
-          mcw.typed_data()[omcw[m]], missing, gains->typed_data() + og[m],
-          write_hist ? hist->typed_data() + oh[m] : nullptr, threads);
+    const LevelModel& a = models[m];
+    Level(bins.typed_data() + ob[m], n_features, n, a.payload, c, a.leaf, n_leaves, n_bins,
+          subtract ? parent.typed_data() + opar[m] : nullptr, a.l2, a.mcw, missing, a.gains,
+          a.hist_out, threads);
   });
   return ffi::Error::Success();
 }
