@@ -117,17 +117,16 @@ def _jboost_memory(Xtr, ytr, loss, borders, rounds, depth, n_bins, lr):
     gradients, scores), beside the size of the binned data and of one level's histograms."""
     import jax.numpy as jnp
     import jboost
-    from jboost import api, boosting
+    from jboost import _validation, api, boosting
 
     Xb = jboost.bin_features(Xtr, borders)
     y = jnp.asarray(ytr, jnp.float32)
     w = jnp.ones_like(y)
-    loss_obj = api._resolve_loss(loss, np.asarray(ytr), None, None)
+    loss_obj = _validation.resolve_loss(loss, np.asarray(ytr))
     config = boosting.BoostConfig(n_rounds=rounds, depth=depth, n_bins=n_bins)
     hyper = boosting.Hyperparams.create(learning_rate=lr, l2=1.0, min_child_weight=1.0)
-    args = (Xb, y, w, api._as_key(0), hyper, loss_obj, api._baseline(loss_obj, y, w),
-            jnp.zeros((Xb.shape[0], 0), jnp.uint8), jnp.zeros((0,), jnp.float32),
-            jnp.zeros((0,), jnp.float32))
+    args = (boosting.Data.train_only(Xb, y, w), _validation.as_key(0), hyper, loss_obj,
+            jboost.losses.baseline(loss_obj, y, w))
     ma = boosting.boost.lower(*args, config=config).compile().memory_analysis()
     if ma is None:
         return {}

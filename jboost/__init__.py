@@ -9,17 +9,20 @@ from jboost import boosting
 from jboost import derivatives
 from jboost import histograms
 from jboost import losses
+from jboost import model
 from jboost import refit
+from jboost import samplers
 from jboost import splits
 from jboost import sweep
 from jboost import tree
-from jboost.api import Booster
-from jboost.api import feature_importance
 from jboost.api import fit
-from jboost.api import predict
-from jboost.api import predict_class
-from jboost.api import predict_mean
-from jboost.api import predict_proba
+from jboost.model import Booster
+from jboost.model import feature_importance
+from jboost.model import predict
+from jboost.model import predict_class
+from jboost.model import predict_mean
+from jboost.model import predict_proba
+from jboost.model import staged_predict
 from jboost.binning import bin_features
 from jboost.binning import compute_borders
 from jboost.boosting import BoostConfig
@@ -34,5 +37,5 @@ __version__ = "0.1.0"
 __all__ = [
     "Booster", "BoostConfig", "Hyperparams", "Loss", "ObliviousTrees",
     "bin_features", "compute_borders", "feature_importance", "fit", "grad_hess",
-    "predict", "predict_class", "predict_mean", "predict_proba", "SweepResult",
+    "predict", "predict_class", "predict_mean", "predict_proba", "staged_predict", "SweepResult",
 ]

@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jboost import _batching
 from jboost import binning
 from jboost import boosting
 from jboost import histograms
@@ -304,25 +305,12 @@ def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, *, config: 
                                       min_split_gain=hyper.min_split_gain, min_child_weight=mcw)
         return tree, counts
 
-    trees, counts = map_in_chunks(one_bag, config.n_trees, config.chunk_size)
+    trees, counts = _batching.map_in_chunks(one_bag, config.n_trees, config.chunk_size)
     if config.n_outputs == 2:
         p = trees.leaf_values
         trees = trees._replace(leaf_values=jnp.concatenate([1.0 - p, p], axis=-1),
                                gains=2.0 * trees.gains)
     return trees, counts
-
-
-def map_in_chunks(fn, n_items: int, chunk_size: int):
-    """``fn`` over ``arange(n_items)``: ``lax.map`` over chunks, each chunk one ``vmap``.
-
-    The items are padded up to a whole number of equal chunks (the extra items are computed
-    and dropped; fewer than the number of chunks), so only one chunk shape is compiled.
-    """
-    n_chunks = -(-n_items // chunk_size)
-    size = -(-n_items // n_chunks)
-    idx = jnp.arange(n_chunks * size).reshape(n_chunks, size)
-    out = lax.map(jax.vmap(fn), idx)
-    return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:])[:n_items], out)
 
 
 def resolve_max_features(max_features, n_features: int) -> int:
@@ -689,11 +677,10 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: los
         counts = bootstrap_weights(k_boot, n, bootstrap)
         wb = w * counts
         init = losses_lib.baseline(loss, y, wb)
-        out = boosting.boost(X_binned, y, wb, k_fit, hyper, loss, init, empty_X, empty, empty,
-                             config=config)
+        out = boosting.boost(boosting.Data.train_only(X_binned, y, wb), k_fit, hyper, loss, init, config=config)
         return out, init, counts
 
-    return map_in_chunks(one_bag, n_bags, chunk_size)
+    return _batching.map_in_chunks(one_bag, n_bags, chunk_size)
 
 
 def fit_bagged_boosters(
@@ -779,3 +766,6 @@ def bagged_oob(model: BaggedBoosters, X_train, y_train) -> OOBResult:
     fn = functools.partial(_bag_output, model.loss, X_train)
     return oob_scan(fn, (model.trees, model.baseline, model.loss.params), model.bag_weights,
                     jnp.asarray(y_train, jnp.float32), classification)
+
+
+map_in_chunks = _batching.map_in_chunks

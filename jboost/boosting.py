@@ -1,9 +1,24 @@
-"""Forward-stagewise gradient boosting of oblivious trees as one ``lax.scan`` over rounds.
+"""Boosting as a public ``init`` / ``step`` pair; :func:`boost` is a ``lax.scan`` of ``step``.
 
 ESL Algorithm 10.3 with second-order (Newton) trees as in XGBoost: per round, gradients and
-hessians of the loss by autodiff, optional row subsampling (Bernoulli weights: shapes stay
-fixed) and column subsampling (per tree or per level), one oblivious tree (or K, one per
-output), an optional exact leaf refit, shrinkage by the learning rate.
+hessians of the loss by autodiff, a row sampler (Bernoulli weights: shapes stay fixed) and a
+column sampler (per tree or per level), one oblivious tree (or K, one per output), an optional
+exact leaf refit, shrinkage by the learning rate.
+
+The scaffold (in the style of optax's ``init``/``update``):
+
+* :func:`init` ``(data, loss, init_raw, config) -> BoostState`` -- the raw scores start at the
+  baseline; the algorithm's own state (AdaBoost's observation weights, ...) starts from
+  ``config.algorithm.init``;
+* :func:`step` ``(state, m, data=, key=, hyper=, config=) -> (state, RoundOutput)`` -- round
+  ``m``: its key ``fold_in(key, m)``, the samplers' draws, then ``config.algorithm.round`` (which
+  grows the round's trees and gives their final leaf values), then the raw scores of the training
+  and validation rows and the round's losses;
+* :func:`boost` = ``lax.scan(step)`` over ``config.n_rounds`` rounds.
+
+A classical algorithm (:mod:`jboost.algorithms`) is an :class:`Algorithm`: one ``round``
+function from a :class:`Round` to a :class:`RoundResult` (and an optional ``init`` of its state);
+gradient boosting is :data:`NEWTON`. Samplers are plain functions (:mod:`jboost.samplers`).
 
 Static (shape-setting) settings live in :class:`BoostConfig`; every continuous hyperparameter is
 a traced array in :class:`Hyperparams`, so ``jax.vmap`` over them is one compiled program.
@@ -14,16 +29,116 @@ model, and round ``m`` does not depend on how many rounds follow.
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jboost import binning
 from jboost import derivatives
 from jboost import losses as losses_lib
 from jboost import refit
+from jboost import samplers
 from jboost import tree as tree_lib
+
+
+class Data(NamedTuple):
+    """The arrays a fit runs on: feature-major ``uint8`` bins, labels and weights of the training
+    rows and of a validation set (``m`` may be 0: validation losses are then NaN)."""
+
+    X_binned: jax.Array  # (F, n) uint8
+    y: jax.Array         # (n,)
+    w: jax.Array         # (n,) sample weights
+    X_valid: jax.Array   # (F, m) uint8
+    y_valid: jax.Array   # (m,)
+    w_valid: jax.Array   # (m,)
+
+    @classmethod
+    def train_only(cls, X_binned, y, w) -> "Data":
+        """Training rows only (an empty validation set)."""
+        f = X_binned.shape[0]
+        empty = jnp.zeros((0,), jnp.float32)
+        return cls(X_binned, y, w, jnp.zeros((f, 0), X_binned.dtype), empty, empty)
+
+
+def _no_state(data: Data, loss: losses_lib.Loss):
+    return ()
+
+
+class Round(NamedTuple):
+    """What an algorithm's ``round`` function sees in round ``m``."""
+
+    m: jax.Array                 # the round index (traced int32)
+    data: Data
+    raw: jax.Array               # (n, K) raw scores of the training rows before this round
+    loss: losses_lib.Loss        # the loss with this round's parameters
+    extra: Any                   # the algorithm's own state (a pytree)
+    sample: jax.Array            # (n,) the row sampler's multiplier of the sample weights
+    masks: jax.Array             # (depth, F) features eligible at each level
+    learning_rate: jax.Array     # this round's shrinkage (schedule applied)
+    hyper: "Hyperparams"
+    config: "BoostConfig"
+
+
+class RoundResult(NamedTuple):
+    """What an algorithm's ``round`` returns."""
+
+    trees: tree_lib.ObliviousTrees  # the round's T trees (leading axis T), final leaf values
+    leaves: jax.Array               # (T, n) the leaf of every training row in each tree
+    extra: Any = ()                 # the algorithm's new state
+    info: Mapping[str, jax.Array] = {}  # per-round diagnostics (scalars), stacked by the scan
+
+
+class Algorithm(NamedTuple):
+    """A boosting algorithm on the scaffold: ``round(Round) -> RoundResult`` and
+    ``init(data, loss) -> extra`` (its state before round 0). Both must be hashable (module-level
+    functions): the algorithm is part of the static :class:`BoostConfig`."""
+
+    round: Callable[[Round], RoundResult]
+    init: Callable[[Data, losses_lib.Loss], Any] = _no_state
+
+
+def grow_trees(r: Round, grad, hess):
+    """Grow one oblivious tree per round on weighted ``grad``, ``hess`` ``(n, K)`` with the fit's
+    settings (:func:`jboost.tree.fit_tree`); returns ``(tree, leaf (n,))``, Newton leaf values
+    ``-G / (H + l2)`` before shrinkage."""
+    c = r.config
+    return tree_lib.fit_tree(r.data.X_binned, grad, hess, depth=c.depth, n_bins=c.n_bins,
+                             l2=r.hyper.l2, min_split_gain=r.hyper.min_split_gain,
+                             min_child_weight=r.hyper.min_child_weight, feature_masks=r.masks,
+                             axis_name=c.axis_name, missing=c.missing)
+
+
+def one_tree(tree: tree_lib.ObliviousTrees, leaf) -> tuple:
+    """``(trees, leaves)`` with a leading trees-per-round axis of size 1."""
+    return jax.tree_util.tree_map(lambda a: a[None], tree), leaf[None]
+
+
+def newton_round(r: Round) -> RoundResult:
+    """Gradient boosting with Newton trees (ESL Algorithm 10.3; XGBoost's second-order step):
+    gradients and hessians by autodiff, one tree with vector leaves (or one tree per output,
+    ESL Algorithm 10.4), the loss's exact leaf refit if it has one, shrinkage."""
+    config, hyper = r.config, r.hyper
+    y, w = r.data.y, r.data.w * r.sample
+    g, h = derivatives.grad_hess(r.loss, y, r.raw)
+    gw, hw = g * w[:, None], h * w[:, None]
+    if not config.per_output_trees:
+        tree, leaf = grow_trees(r, gw, hw)
+        values = refit.refit_leaf_values(r.loss, y, r.raw, w, leaf, 2**config.depth,
+                                         tree.leaf_values, axis_name=config.axis_name)
+        trees, leaves = one_tree(tree._replace(leaf_values=values), leaf)
+    else:
+        k = g.shape[-1]
+        trees, leaves = jax.vmap(lambda gk, hk: grow_trees(r, gk[:, None], hk[:, None]),
+                                 in_axes=(1, 1))(gw, hw)
+        # Output k's tree moves only raw score k: embed its scalar leaves as one-hot vectors.
+        values = trees.leaf_values[:, :, 0:1] * jnp.eye(k, dtype=jnp.float32)[:, None, :]
+        trees = trees._replace(leaf_values=values)
+    return RoundResult(trees._replace(leaf_values=trees.leaf_values * r.learning_rate), leaves)
+
+
+NEWTON = Algorithm(newton_round)
 
 
 class BoostConfig(NamedTuple):
@@ -33,10 +148,22 @@ class BoostConfig(NamedTuple):
     depth: int
     n_bins: int
     per_output_trees: bool = False   # K trees per round (ESL Alg. 10.4) instead of vector leaves
-    colsample_by: str = "tree"        # "tree" or "level"
+    colsample_by: Union[str, Callable] = "tree"  # "tree", "level" or a column sampler (jboost.samplers)
     learning_rate_schedule: Optional[Callable] = None  # round -> multiplier (e.g. an optax schedule)
     axis_name: Optional[str] = None   # set by boost_sharded: rows are sharded over this mesh axis
     missing: bool = True              # False: no training row has a missing value (half the split search)
+    row_sampler: Union[str, Callable] = "bernoulli"  # "bernoulli", "poisson" or a row sampler
+    algorithm: Algorithm = NEWTON     # the round rule (jboost.algorithms define others)
+
+    @property
+    def column_sampler(self) -> Callable:
+        by = self.colsample_by
+        return samplers.COLUMN_SAMPLERS[by] if isinstance(by, str) else by
+
+    @property
+    def row_sampler_fn(self) -> Callable:
+        s = self.row_sampler
+        return samplers.ROW_SAMPLERS[s] if isinstance(s, str) else s
 
 
 class Hyperparams(NamedTuple):
@@ -63,6 +190,14 @@ class BoostState(NamedTuple):
     raw: jax.Array        # (n, K) current raw scores of the training rows
     raw_valid: jax.Array  # (m, K) current raw scores of the validation rows (m may be 0)
     loss: losses_lib.Loss  # the loss with this round's parameters (adaptive Huber delta)
+    extra: Any = ()       # the algorithm's own state
+
+
+class RoundOutput(NamedTuple):
+    trees: tree_lib.ObliviousTrees  # the round's trees, leading axis trees_per_round
+    train_loss: jax.Array           # weighted mean training loss after the round
+    valid_loss: jax.Array           # mean validation loss after the round (NaN: none)
+    info: Mapping[str, jax.Array]   # the algorithm's per-round diagnostics
 
 
 class BoostOutput(NamedTuple):
@@ -70,25 +205,12 @@ class BoostOutput(NamedTuple):
     train_loss: jax.Array           # (n_rounds,) weighted mean training loss after each round
     valid_loss: jax.Array           # (n_rounds,) mean validation loss after each round (NaN: none)
     final_loss: losses_lib.Loss     # the loss with its last-round parameters
+    info: Mapping[str, jax.Array] = {}  # the algorithm's diagnostics, each (n_rounds,)
+    extra: Any = ()                 # the algorithm's state after the last round
 
 
-def feature_mask(key, n_features: int, rate):
-    """Exactly ``clip(round(rate * F), 1, F)`` randomly chosen features (traced ``rate``)."""
-    n_keep = jnp.clip(jnp.round(rate * n_features), 1, n_features).astype(jnp.int32)
-    rank = jnp.argsort(jnp.argsort(jax.random.uniform(key, (n_features,)))).astype(jnp.int32)
-    return rank < n_keep
-
-
-def column_masks(key, n_features: int, depth: int, rate, by: str):
-    """``(depth, F)`` eligible features per level: one draw per tree or one per level."""
-    if by == "tree":
-        return jnp.broadcast_to(feature_mask(key, n_features, rate), (depth, n_features))
-    if by == "level":
-        return jax.vmap(lambda k: feature_mask(k, n_features, rate))(jax.random.split(key, depth))
-    raise ValueError(f"colsample_by={by!r} must be 'tree' or 'level'.")
-
-
-def _mean_loss(loss, y, raw, w, axis_name=None):
+def mean_loss(loss, y, raw, w, axis_name=None):
+    """Weighted mean loss of the rows; NaN when they have no weight (e.g. an empty set)."""
     total = jnp.sum(w)
     s = jnp.sum(w * losses_lib.per_sample_losses(loss, y, raw))
     if axis_name is not None:
@@ -100,112 +222,85 @@ def _all_rows(x, axis_name):
     return x if axis_name is None else lax.all_gather(x, axis_name, tiled=True)
 
 
-def _fit_round_trees(config: BoostConfig, hyper: Hyperparams, loss, X_binned, y, raw, w, g, h, masks):
-    """Fit this round's tree(s); returns trees with a leading ``trees_per_round`` axis,
-    unshrunk leaf values, and each training row's leaf per tree ``(T, n)``."""
-    fit = functools.partial(tree_lib.fit_tree, X_binned, depth=config.depth, n_bins=config.n_bins,
-                            l2=hyper.l2, min_split_gain=hyper.min_split_gain,
-                            min_child_weight=hyper.min_child_weight, feature_masks=masks,
-                            axis_name=config.axis_name, missing=config.missing)
-    gw, hw = g * w[:, None], h * w[:, None]
-    n_leaves = 2**config.depth
-    if not config.per_output_trees:
-        tree, leaf = fit(gw, hw)
-        values = refit.refit_leaf_values(loss, y, raw, w, leaf, n_leaves, tree.leaf_values,
-                                         axis_name=config.axis_name)
-        tree = tree._replace(leaf_values=values)
-        return jax.tree_util.tree_map(lambda a: a[None], tree), leaf[None]
-    k = g.shape[-1]
-    trees, leaves = jax.vmap(lambda gk, hk: fit(gk[:, None], hk[:, None]), in_axes=(1, 1))(gw, hw)
-    # Output k's tree moves only raw score k: embed its scalar leaves as one-hot vectors.
-    values = trees.leaf_values[:, :, 0:1] * jnp.eye(k, dtype=jnp.float32)[:, None, :]
-    return trees._replace(leaf_values=values), leaves
+def round_learning_rate(config: BoostConfig, hyper: Hyperparams, m):
+    """Shrinkage of round ``m``: ``learning_rate * schedule(m)`` (ESL Section 10.12.1)."""
+    lr = hyper.learning_rate
+    if config.learning_rate_schedule is not None:
+        lr = lr * jnp.asarray(config.learning_rate_schedule(m), jnp.float32)
+    return lr
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
-def boost(X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw,
-          X_valid_binned, y_valid, w_valid, holdout_weight=None, *, config: BoostConfig) -> BoostOutput:
-    """Run ``config.n_rounds`` rounds of boosting from the constant raw score ``init_raw``.
+def init(data: Data, loss: losses_lib.Loss, init_raw, config: BoostConfig) -> BoostState:
+    """The state before round 0: every row's raw score is ``init_raw`` ``(K,)``."""
+    k = init_raw.shape[0]
+    raw0 = jnp.broadcast_to(init_raw.astype(jnp.float32), (data.y.shape[0], k))
+    raw_valid0 = jnp.broadcast_to(init_raw.astype(jnp.float32), (data.y_valid.shape[0], k))
+    return BoostState(raw0, raw_valid0, loss, config.algorithm.init(data, loss))
 
-    Args:
-      X_binned: ``(F, n)`` uint8 training bins; y, w: ``(n,)`` labels and sample weights.
-      key: a ``jax.random`` key (typed or raw uint32).
-      hyper: traced :class:`Hyperparams`.
-      loss: a :class:`jboost.Loss` with ``n_outputs`` set.
-      init_raw: ``(K,)`` the baseline raw score.
-      X_valid_binned, y_valid, w_valid: validation set, ``(F, m)``, ``(m,)``, ``(m,)``; ``m`` may
-        be 0 (validation losses are then NaN).
-      holdout_weight: optional ``(n,)`` weights of training rows held out of the fit (zero
-        training weight), e.g. a cross-validation fold: the validation loss is then their weighted
-        mean loss under the training raw scores, which already hold their predictions (no second
-        pass over the rows); the validation set must be empty.
-      config: static :class:`BoostConfig`.
+
+def step(state: BoostState, m, *, data: Data, key, hyper: Hyperparams, config: BoostConfig):
+    """Round ``m`` of boosting: returns ``(state, RoundOutput)``.
 
     With ``config.axis_name`` set (inside ``shard_map``, see :func:`boost_sharded`), the training
     rows are this device's shard; histograms and sums are ``psum``-ed so every device grows the
     same trees; the validation set is replicated.
     """
     axis = config.axis_name
+    y = data.y
     n = y.shape[0]
-    if holdout_weight is not None and y_valid.shape[0]:
-        raise ValueError("boost: holdout_weight reports held-out training rows; the validation set "
-                         f"must then be empty (got {y_valid.shape[0]} rows).")
-    n_global = n if axis is None else n * lax.psum(1, axis)
-    row0 = 0 if axis is None else lax.axis_index(axis) * n
-    k = init_raw.shape[0]
-    n_features = X_binned.shape[0]
-    raw0 = jnp.broadcast_to(init_raw.astype(jnp.float32), (n, k))
-    raw_valid0 = jnp.broadcast_to(init_raw.astype(jnp.float32), (y_valid.shape[0], k))
-    w = w.astype(jnp.float32)
-    w_valid = w_valid.astype(jnp.float32)
-
-    def step(state: BoostState, m):
-        key_m = jax.random.fold_in(key, m)
-        k_rows, k_cols = jax.random.split(key_m)
-        loss_m = state.loss
-        if loss_m.adaptive_huber_alpha:
-            # ESL 10.10.2: delta = alpha-quantile of |y - f_{m-1}|.
-            delta = losses_lib.weighted_quantile(_all_rows(jnp.abs(y - state.raw[:, 0]), axis),
-                                                 _all_rows(w, axis), loss_m.params["alpha"])
-            loss_m = loss_m.with_params(delta=jnp.maximum(delta, 1e-12))
-        g, h = derivatives.grad_hess(loss_m, y, state.raw)
-        # Draws for all rows, then this shard's slice: the same rows are kept whatever the sharding
-        # (threefry is partitionable, so a prefix of a longer draw equals a shorter draw).
-        def subsampled(w):
-            u = lax.dynamic_slice_in_dim(jax.random.uniform(k_rows, (n_global,)), row0, n)
-            return w * (u < hyper.subsample).astype(w.dtype)
-
-        # No draws at all when every row is kept (the common case; a cond, so under vmap over
-        # subsample rates both branches run and the result is the same).
-        w_m = lax.cond(hyper.subsample < 1.0, subsampled, lambda w: w, w)
-        # Every feature when colsample = 1 (no draws; the drawn mask would keep all of them).
-        masks = lax.cond(hyper.colsample < 1.0,
-                         lambda k: column_masks(k, n_features, config.depth, hyper.colsample,
-                                                config.colsample_by),
-                         lambda k: jnp.ones((config.depth, n_features), bool), k_cols)
-        trees, leaves = _fit_round_trees(config, hyper, loss_m, X_binned, y, state.raw, w_m, g, h, masks)
-        lr = hyper.learning_rate
-        if config.learning_rate_schedule is not None:
-            lr = lr * config.learning_rate_schedule(m)
-        trees = trees._replace(leaf_values=trees.leaf_values * lr)
-        take = jax.vmap(lambda t, leaf: t.leaf_values[leaf])
-        raw = state.raw + jnp.sum(take(trees, leaves), axis=0)
-        leaves_valid = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, X_valid_binned, config.n_bins))(trees)
-        raw_valid = state.raw_valid + jnp.sum(take(trees, leaves_valid), axis=0)
-        if holdout_weight is None:
-            valid_loss = _mean_loss(loss_m, y_valid, raw_valid, w_valid)
-        else:
-            valid_loss = _mean_loss(loss_m, y, raw, holdout_weight.astype(jnp.float32), axis)
-        out = (trees, _mean_loss(loss_m, y, raw, w, axis), valid_loss)
-        return BoostState(raw, raw_valid, loss_m), out
-
-    state0 = BoostState(raw0, raw_valid0, loss)
-    state, (trees, train_loss, valid_loss) = lax.scan(step, state0, jnp.arange(config.n_rounds))
-    return BoostOutput(trees, train_loss, valid_loss, state.loss)
+    n_features = data.X_binned.shape[0]
+    w = data.w.astype(jnp.float32)
+    k_rows, k_cols = jax.random.split(jax.random.fold_in(key, m))
+    loss_m = state.loss
+    if loss_m.adaptive_huber_alpha:
+        # ESL 10.10.2: delta = alpha-quantile of |y - f_{m-1}|.
+        delta = losses_lib.weighted_quantile(_all_rows(jnp.abs(y - state.raw[:, 0]), axis),
+                                             _all_rows(w, axis), loss_m.params["alpha"])
+        loss_m = loss_m.with_params(delta=jnp.maximum(delta, 1e-12))
+    # Draws for all rows, then this shard's slice: the same rows are kept whatever the sharding
+    # (threefry is partitionable, so a prefix of a longer draw equals a shorter draw).
+    if axis is None:
+        sample = config.row_sampler_fn(k_rows, n, hyper.subsample)
+    else:
+        n_global = n * lax.psum(1, axis)
+        sample = lax.dynamic_slice_in_dim(config.row_sampler_fn(k_rows, n_global, hyper.subsample),
+                                          lax.axis_index(axis) * n, n)
+    masks = config.column_sampler(k_cols, n_features, config.depth, hyper.colsample)
+    lr = round_learning_rate(config, hyper, m)
+    r = Round(m, data._replace(w=w), state.raw, loss_m, state.extra, sample, masks, lr, hyper, config)
+    res = config.algorithm.round(r)
+    trees = res.trees
+    take = jax.vmap(lambda t, leaf: t.leaf_values[leaf])
+    raw = state.raw + jnp.sum(take(trees, res.leaves), axis=0)
+    leaves_valid = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, data.X_valid, config.n_bins))(trees)
+    raw_valid = state.raw_valid + jnp.sum(take(trees, leaves_valid), axis=0)
+    out = RoundOutput(trees, mean_loss(loss_m, y, raw, w, axis),
+                      mean_loss(loss_m, data.y_valid, raw_valid, data.w_valid.astype(jnp.float32)),
+                      dict(res.info))
+    return BoostState(raw, raw_valid, loss_m, res.extra), out
 
 
-def boost_sharded(mesh, X_binned, y, w, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw,
-                  X_valid_binned, y_valid, w_valid, *, config: BoostConfig) -> BoostOutput:
+@functools.partial(jax.jit, static_argnames=("config",))
+def boost(data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, *,
+          config: BoostConfig) -> BoostOutput:
+    """Run ``config.n_rounds`` rounds of boosting from the constant raw score ``init_raw``:
+    ``lax.scan`` of :func:`step` from :func:`init`.
+
+    Args:
+      data: :class:`Data` (training bins ``(F, n)``, labels, weights; validation set, maybe empty).
+      key: a ``jax.random`` key (typed or raw uint32).
+      hyper: traced :class:`Hyperparams`.
+      loss: a :class:`jboost.Loss` with ``n_outputs`` set.
+      init_raw: ``(K,)`` the baseline raw score.
+      config: static :class:`BoostConfig`.
+    """
+    body = functools.partial(step, data=data, key=key, hyper=hyper, config=config)
+    state, out = lax.scan(body, init(data, loss, init_raw, config), jnp.arange(config.n_rounds))
+    return BoostOutput(out.trees, out.train_loss, out.valid_loss, state.loss, out.info, state.extra)
+
+
+def boost_sharded(mesh, data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, *,
+                  config: BoostConfig) -> BoostOutput:
     """:func:`boost` with the training rows sharded over the first axis of ``mesh``.
 
     Data parallelism with JAX's own machinery: rows are padded with zero-weight rows to a
@@ -217,14 +312,12 @@ def boost_sharded(mesh, X_binned, y, w, key, hyper: Hyperparams, loss: losses_li
     """
     axis = mesh.axis_names[0]
     n_dev = mesh.shape[axis]
-    n = y.shape[0]
-    pad = (-n) % n_dev
+    pad = (-data.y.shape[0]) % n_dev
     if pad:
-        X_binned = jnp.pad(X_binned, ((0, 0), (0, pad)))
-        y = jnp.pad(y, (0, pad))
-        w = jnp.pad(w, (0, pad))
+        data = data._replace(X_binned=jnp.pad(data.X_binned, ((0, 0), (0, pad))),
+                             y=jnp.pad(data.y, (0, pad)), w=jnp.pad(data.w, (0, pad)))
     fn = _sharded_boost(mesh, config._replace(axis_name=axis))
-    return fn(X_binned, y, w, key, hyper, loss, init_raw, X_valid_binned, y_valid, w_valid)
+    return fn(data, key, hyper, loss, init_raw)
 
 
 @functools.lru_cache(maxsize=64)
@@ -233,10 +326,11 @@ def _sharded_boost(mesh, config: BoostConfig):
 
     axis = config.axis_name
     rows, rep = P(axis), P()
+    data_spec = Data(P(None, axis), rows, rows, rep, rep, rep)
     fn = jax.shard_map(
         functools.partial(boost.__wrapped__, config=config),
         mesh=mesh,
-        in_specs=(P(None, axis), rows, rows, rep, rep, rep, rep, rep, rep, rep),
+        in_specs=(data_spec, rep, rep, rep, rep),
         out_specs=rep,
         check_vma=False,
     )

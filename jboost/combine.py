@@ -32,6 +32,9 @@ import numpy as np
 import optax
 
 from jboost import bagging
+from jboost import _validation
+from jboost import cv
+from jboost import _batching
 from jboost import binning
 from jboost import boosting
 from jboost import losses as losses_lib
@@ -136,37 +139,6 @@ def fit_simplex_weights(predictions, y, *, objective: str = "squared_error", n_s
 # --------------------------------------------------------------------------------------------
 
 
-def fold_ids(key, n: int, n_folds: int) -> jax.Array:
-    """``(n,)`` int32 fold of each row: a random permutation dealt round-robin (sizes differ by <= 1)."""
-    perm = jax.random.permutation(key, n)
-    return jnp.zeros((n,), jnp.int32).at[perm].set(jnp.arange(n, dtype=jnp.int32) % n_folds)
-
-
-def fold_masks(key, n: int, n_folds: int) -> jax.Array:
-    """``(n_folds, n)`` float32 training weights: fold ``k`` is 0 on its held-out rows, 1 elsewhere."""
-    if n_folds < 2:
-        raise ValueError(f"n_folds={n_folds} must be >= 2.")
-    ids = fold_ids(key, n, n_folds)
-    return (ids[None, :] != jnp.arange(n_folds)[:, None]).astype(jnp.float32)
-
-
-def out_of_fold(per_fold, masks) -> jax.Array:
-    """Each row's prediction from the fold that held it out.
-
-    Args:
-      per_fold: ``(n_folds, n, ...)`` predictions of each fold's model on all rows.
-      masks: ``(n_folds, n)`` the training weights of those models; every row must be 0 in
-        exactly one fold.
-
-    Returns:
-      ``(n, ...)``: ``per_fold[k_i, i]`` where ``masks[k_i, i] == 0``.
-    """
-    held = jnp.argmin(jnp.asarray(masks), axis=0)  # the fold whose weight for the row is 0
-    per_fold = jnp.asarray(per_fold)
-    idx = held.reshape((1, -1) + (1,) * (per_fold.ndim - 2))
-    return jnp.take_along_axis(per_fold, idx, axis=0)[0]
-
-
 # --------------------------------------------------------------------------------------------
 # Second-tier linear models trained with optax.
 # --------------------------------------------------------------------------------------------
@@ -256,8 +228,7 @@ def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
     def one(mask, hyper, k):
         wm = w * mask
         init = losses_lib.baseline(loss, y, wm)
-        out = boosting.boost(X_binned, y, wm, k, hyper, loss, init, empty_X, empty, empty,
-                             config=config)
+        out = boosting.boost(boosting.Data.train_only(X_binned, y, wm), k, hyper, loss, init, config=config)
         return out.trees, init
 
     per_learner = jax.vmap(one, in_axes=(None, 0, 0))
@@ -339,7 +310,9 @@ def fit_stacked_boosters(
     losses_lib.check_labels(loss_obj, y)
     k_folds, k_fit = jax.random.split(bagging._as_key(key))
     n = X.shape[0]
-    masks = jnp.concatenate([fold_masks(k_folds, n, n_folds), jnp.ones((1, n), jnp.float32)])
+    ids = cv.fold_ids(y, n_folds, seed=[int(v) for v in _validation.as_raw_key(k_folds)],
+                      stratified=loss_obj.task in _validation.CLASSIFICATION)
+    masks = jnp.concatenate([cv.fold_masks(ids, n_folds), jnp.ones((1, n), jnp.float32)])
     borders = jnp.asarray(binning.compute_borders(X, n_bins))
     X_binned = binning.bin_features(X, borders)
     config = boosting.BoostConfig(n_rounds=n_rounds, depth=depth, n_bins=n_bins)
@@ -349,7 +322,7 @@ def fit_stacked_boosters(
     trees = tree_lib.with_borders(trees, borders)
     fold_trees = jax.tree_util.tree_map(lambda a: a[:-1], trees)
     raw = raw_scores(fold_trees, baselines[:-1], jnp.asarray(X), n_lead=2)  # (S, M, n, K)
-    oof = out_of_fold(jnp.swapaxes(raw, 1, 2), masks[:-1])                 # (n, M, K)
+    oof = cv.out_of_fold(jnp.swapaxes(raw, 1, 2), masks[:-1])                 # (n, M, K)
     task = _stack_task(loss_obj)
     k_out = loss_obj.n_outputs if task == "multiclass" else 1
     stacker = fit_linear(oof.reshape(n, -1), y_j, task=task, n_outputs=k_out, l2=stacker_l2,
@@ -484,11 +457,10 @@ def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, code, *,
     def one(l):
         yl = bits[l]
         init = losses_lib.baseline(loss, yl, w)
-        out = boosting.boost(X_binned, yl, w, jax.random.fold_in(key, l), hyper, loss, init,
-                             empty_X, empty, empty, config=config)
+        out = boosting.boost(boosting.Data.train_only(X_binned, yl, w), jax.random.fold_in(key, l), hyper, loss, init, config=config)
         return out.trees, init
 
-    return bagging.map_in_chunks(one, code.shape[1], chunk_size)
+    return _batching.map_in_chunks(one, code.shape[1], chunk_size)
 
 
 def fit_ecoc_boosters(X, y, code, *, n_rounds: int = 100, depth: int = 4, learning_rate=0.1,
@@ -538,3 +510,5 @@ def ecoc_predict(model: ECOCBoosters, X, decoding: str = "l1") -> jax.Array:
     if decoding == "hamming":
         return decode_hamming(raw, model.code)
     raise ValueError(f"decoding={decoding!r} must be 'l1' or 'hamming'.")
+
+out_of_fold = cv.out_of_fold

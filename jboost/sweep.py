@@ -66,7 +66,9 @@ from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from jboost import _batching
 from jboost import api
+from jboost import cv
 from jboost import binning
 from jboost import _native
 from jboost import boosting
@@ -88,15 +90,8 @@ _BOUNDS = {
 }
 _LOSS_PREFIX = "loss."
 
-# Default memory budget of one chunk of models, per device (bytes).
-DEFAULT_CPU_BUDGET = 1 << 30
-# On CPU the kernels of a chunk's models run side by side (whole models spread over the kernel's
-# threads, and the first level of a tree built for up to 8 models in one pass over the bins), so
-# batching pays, up to a point: measured on 2 cores (2 host devices, spam, 80 models, 100 rounds,
-# depth 6), 88-99 ms per model with 8 models per device, 105-115 with 4 (129-133 with 16, whose
-# last chunk was half padding); on 100k x 50, 0.89-0.91 s per model with 4 or 8. Accelerators
-# take as many models as the memory budget allows.
-DEFAULT_CPU_MODELS_PER_DEVICE = 8
+DEFAULT_CPU_BUDGET = _batching.DEFAULT_CPU_BUDGET
+DEFAULT_CPU_MODELS_PER_DEVICE = _batching.DEFAULT_CPU_MODELS_PER_DEVICE
 
 # Number of times the chunk program was traced, per static key; see trace_counts().
 _TRACES: collections.Counter = collections.Counter()
@@ -169,87 +164,9 @@ def _metric_curve(metric, loss, trees, init_raw, X_binned, y, w_valid, n_bins: i
 # --------------------------------------------------------------------------------------------
 
 
-def fold_ids(y, n_folds: int, seed: Union[int, Sequence[int]] = 0, stratified: bool = False) -> np.ndarray:
-    """A random partition of the rows into ``n_folds`` folds: ``(n,)`` int32 fold of each row.
-
-    Unstratified: a random permutation dealt round-robin (fold sizes differ by at most one).
-    Stratified (classification): rows are shuffled, grouped by class and dealt round-robin in
-    that order, so every class is split as evenly as possible (per-class counts differ by at most
-    one between folds) and the fold sizes still differ by at most one (as scikit-learn's
-    ``StratifiedKFold``; Kohavi 1995).
-    """
-    y = np.asarray(y)
-    n = y.shape[0]
-    n_folds = api._check_int(n_folds, "folds", 2, max(n, 2))
-    if n_folds > n:
-        raise ValueError(f"folds={n_folds} must not exceed the number of samples, {n}.")
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(n)
-    if stratified:
-        order = order[np.argsort(y[order], kind="stable")]
-    out = np.empty((n,), np.int32)
-    out[order] = np.arange(n) % n_folds
-    return out
-
-
 # --------------------------------------------------------------------------------------------
 # Memory estimate and chunking.
 # --------------------------------------------------------------------------------------------
-
-
-def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outputs: int = 1,
-                n_rounds: int = 100, trees_per_round: int = 1, keep_trees: bool = False,
-                fused: bool = False) -> int:
-    """Estimated peak device memory of ONE model of the sweep (bytes).
-
-    The largest live arrays are the level histograms and the per-row state (raw scores,
-    gradients, hessians, weights, leaf indices), then the outputs (validation/training curves,
-    and the trees when kept). Pure JAX (``fused=False``: GPU, TPU, or CPU without the kernel)
-    materialises every level's cumulative histograms, ``F x L x B x 2K`` float32, and the split
-    search's fused temporaries: about three last-level histograms' worth (XLA's memory analysis
-    measured 1.4-2.5 plus the rows). The CPU kernel's fused levels (``fused=True``) only
-    materialise the split gains (``F x (B - 1) x 2``) and the histograms kept for histogram
-    subtraction (:func:`jboost.histograms.level_plan`): the previous level's and this one's.
-    """
-    k = int(n_outputs)
-    cell = n_features * n_bins * 2 * k * 4  # one leaf's histograms over all features, bytes
-    if fused:
-        live = [cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
-                for d, (subtract, keep) in enumerate(histograms.level_plan(n_samples, depth, n_bins))]
-        hist = max(live, default=0) + n_features * n_bins * 2 * 4
-    else:
-        hist = 3 * cell * 2 ** max(int(depth) - 1, 0)
-    rows = n_samples * (10 * k + 10) * 4
-    tree = (4 * 4 * depth + 2**depth * k * 4) * trees_per_round
-    out = 2 * n_rounds * 4 + (n_rounds * tree if keep_trees else 0)
-    return int(hist + rows + out)
-
-
-def _default_budget(device) -> int:
-    if device.platform == "cpu":
-        return DEFAULT_CPU_BUDGET
-    try:
-        limit = device.memory_stats()["bytes_limit"]
-        return int(0.5 * limit)
-    except Exception:  # noqa: BLE001 - a backend without memory_stats
-        return 4 << 30
-
-
-def auto_chunk_size(per_model_bytes: int, n_models: int, device, memory_budget: Optional[int] = None,
-                    max_models: Optional[int] = None) -> int:
-    """Models per device in one chunk: as many as ``memory_budget`` holds, at most ``max_models``
-    (default: ``DEFAULT_CPU_MODELS_PER_DEVICE`` on CPU, no limit elsewhere) and ``n_models``,
-    at least one; then evened out over the chunks that takes (20 models at most 8 per chunk:
-    chunks of 7, the last padded by one, rather than 8, 8 and 4 padded by 4)."""
-    budget = _default_budget(device) if memory_budget is None else int(memory_budget)
-    size = max(1, budget // max(per_model_bytes, 1))
-    if max_models is None and device.platform == "cpu":
-        max_models = DEFAULT_CPU_MODELS_PER_DEVICE
-    if max_models is not None:
-        size = min(size, int(max_models))
-    size = int(max(1, min(size, n_models)))
-    n_chunks = -(-max(n_models, 1) // size)
-    return -(-max(n_models, 1) // n_chunks)
 
 
 # --------------------------------------------------------------------------------------------
@@ -272,18 +189,23 @@ def _fit_models(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, 
         w_train = jnp.where(held_out, 0.0, sample_weight)
         w_valid = jnp.where(held_out, sample_weight, 0.0)
         init_raw = losses_lib.baseline(loss_i, y, w_train)
-        # No separate validation set: with the default metric, boost reports the held-out rows'
-        # loss from the training raw scores (every row is predicted as the trees grow).
-        Xv = jnp.zeros((X_binned.shape[0], 0), X_binned.dtype)
-        yv, wv = jnp.zeros((0,), y.dtype), jnp.zeros((0,), jnp.float32)
-        out = boosting.boost(X_binned, y, w_train, seed_keys[s], hyper_i, loss_i, init_raw, Xv, yv, wv,
-                             w_valid if metric is None else None, config=config)
-        if metric is None:
-            valid = out.valid_loss
-        else:
-            valid = _metric_curve(metric, out.final_loss, out.trees, init_raw, X_binned, y, w_valid,
+        data = boosting.Data.train_only(X_binned, y, w_train)
+
+        def body(state, m):
+            state, out = boosting.step(state, m, data=data, key=seed_keys[s], hyper=hyper_i,
+                                       config=config)
+            # No separate validation set: with the default metric, the held-out rows' loss is
+            # read off the training raw scores (every row is predicted as the trees grow).
+            valid = (boosting.mean_loss(state.loss, y, state.raw, w_valid) if metric is None
+                     else jnp.float32(0.0))
+            return state, (out.trees, out.train_loss, valid)
+
+        state0 = boosting.init(data, loss_i, init_raw, config)
+        state, (trees, train_loss, valid) = lax.scan(body, state0, jnp.arange(config.n_rounds))
+        if metric is not None:
+            valid = _metric_curve(metric, state.loss, trees, init_raw, X_binned, y, w_valid,
                                   config.n_bins)
-        return _ChunkOut(valid, out.train_loss, out.trees if keep_trees else None)
+        return _ChunkOut(valid, train_loss, trees if keep_trees else None)
 
     return jax.vmap(one)(hyper, loss, fold, seed)
 
@@ -904,3 +826,9 @@ def sweep(
         fold_table=fold_table, seed_keys=seed_keys, sample_weight=sw, borders=borders_of,
         loss=loss_obj, fixed=fixed, trees=group_trees if keep_trees else None,
         model_of_row=model_of_row, info=info)
+
+
+# Moved: folds to jboost.cv, memory estimates and chunking to jboost._batching.
+fold_ids = cv.fold_ids
+model_bytes = _batching.model_bytes
+auto_chunk_size = _batching.auto_chunk_size

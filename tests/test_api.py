@@ -70,7 +70,7 @@ def reg_model(regression_data, fit_kw):
     (dict(subsample=1.5), ValueError, "subsample=1.5 must be in"),
     (dict(colsample=0.0), ValueError, "colsample=0.0 must be in"),
     (dict(learning_rate=np.array([0.1, 0.2])), ValueError, "learning_rate must be a scalar"),
-    (dict(colsample_by="node"), ValueError, "colsample_by='node' must be 'tree' or 'level'"),
+    (dict(colsample_by="node"), ValueError, "colsample_by='node' must be one of \\('tree', 'level'\\)"),
     # Loss and task.
     (dict(loss="hinge"), ValueError, "loss='hinge' is not a built-in loss"),
     (dict(loss=42), TypeError, "loss must be a name, a jboost.Loss or a function"),
@@ -126,7 +126,7 @@ def test_predict_checks_its_input(reg_model):
         jboost.predict_mean(reg_model, np.zeros((4, n_features + 1), np.float32))
     with pytest.raises(ValueError, match="X is empty"):
         jboost.predict(reg_model, np.zeros((0, n_features), np.float32))
-    with pytest.raises(ValueError, match="predict_proba needs a classification loss"):
+    with pytest.raises(ValueError, match="predict_proba needs a classification model"):
         jboost.predict_proba(reg_model, np.zeros((4, n_features), np.float32))
     with pytest.raises(ValueError, match=r"n_rounds=-1 must be in \[0, "):
         jboost.predict(reg_model, np.zeros((4, n_features), np.float32), n_rounds=-1)
@@ -207,7 +207,7 @@ def test_poisson_predict_mean_is_exp_of_raw(regression_data, fit_kw):
     np.testing.assert_allclose(float(m.baseline[0]), np.log(y.mean()), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(jboost.predict_mean(m, Xv)), np.exp(np.asarray(jboost.predict(m, Xv))),
                                rtol=1e-5)
-    with pytest.raises(ValueError, match="predict_proba needs a classification loss"):
+    with pytest.raises(ValueError, match="predict_proba needs a classification model"):
         jboost.predict_proba(m, Xv)
 
 

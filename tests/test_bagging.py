@@ -15,6 +15,7 @@ import jboost
 from jboost import bagging
 from jboost import binning
 from jboost import boosting
+from jboost import samplers
 from jboost import tree as tree_lib
 
 N_BINS = 16
@@ -128,7 +129,7 @@ def test_feature_subsets_are_the_column_mask_sets():
     sub = bagging.feature_subsets(key, 9, 5, 3)
     assert sub.shape == (5, 3)
     assert np.all(np.diff(np.asarray(sub), axis=1) > 0)  # sorted, distinct
-    masks = boosting.column_masks(key, 9, 5, 3 / 9, "level")
+    masks = samplers.column_masks(key, 9, 5, 3 / 9, "level")
     np.testing.assert_array_equal(bagging.subsets_to_masks(sub, 9), masks)
     np.testing.assert_array_equal(bagging.feature_subsets(key, 9, 5, 9), np.tile(np.arange(9), (5, 1)))
 

@@ -21,6 +21,7 @@ import jboost
 from jboost import boosting
 from jboost import derivatives
 from jboost import losses
+from jboost import samplers
 from jboost import tree
 
 # Jitted pieces for the hand replications (one compilation per shape).
@@ -165,7 +166,7 @@ def test_column_masks_have_exact_counts(by):
     n_features, depth = 7, 4
     rates = jnp.asarray([0.01, 0.2, 0.3, 0.5, 0.64, 0.9, 1.0], jnp.float32)
     keys = jax.random.split(jax.random.PRNGKey(3), 16)
-    masks = jax.jit(jax.vmap(jax.vmap(lambda k, r: boosting.column_masks(k, n_features, depth, r, by),
+    masks = jax.jit(jax.vmap(jax.vmap(lambda k, r: samplers.column_masks(k, n_features, depth, r, by),
                                       in_axes=(None, 0)), in_axes=(0, None)))(keys, rates)
     masks = np.asarray(masks)  # (keys, rates, depth, F)
     expected = np.clip(np.round(np.asarray(rates) * n_features), 1, n_features)
@@ -176,7 +177,7 @@ def test_column_masks_have_exact_counts(by):
     else:
         assert not same_per_level[:, 2].all(), "per-level masks must differ between levels"
     with pytest.raises(ValueError, match="colsample_by='node' must be 'tree' or 'level'"):
-        boosting.column_masks(keys[0], n_features, depth, 0.5, "node")
+        samplers.column_masks(keys[0], n_features, depth, 0.5, "node")
 
 
 def _used_levels(model):
@@ -190,7 +191,7 @@ def test_colsample_by_tree_uses_only_eligible_features(fit_main):
     assert split.all(), "every level splits on this data (the check below is not vacuous)"
     for m in range(feats.shape[0]):
         _, k_cols = round_keys(jax.random.PRNGKey(3), m)
-        mask = np.asarray(boosting.column_masks(k_cols, 5, feats.shape[1], 0.4, "tree"))
+        mask = np.asarray(samplers.column_masks(k_cols, 5, feats.shape[1], 0.4, "tree"))
         assert mask.sum(-1).tolist() == [2] * feats.shape[1]
         assert np.all(mask[np.arange(feats.shape[1]), feats[m]]), (m, feats[m], mask[0])
     assert max(len(set(f)) for f in feats) <= 2
@@ -201,7 +202,7 @@ def test_colsample_by_level_uses_only_eligible_features(fit_main):
     feats, split = _used_levels(model)
     for m in range(feats.shape[0]):
         _, k_cols = round_keys(jax.random.PRNGKey(4), m)
-        mask = np.asarray(boosting.column_masks(k_cols, 5, feats.shape[1], 0.2, "level"))
+        mask = np.asarray(samplers.column_masks(k_cols, 5, feats.shape[1], 0.2, "level"))
         for d in range(feats.shape[1]):
             if split[m, d]:
                 assert np.flatnonzero(mask[d]).tolist() == [feats[m, d]]
@@ -248,24 +249,35 @@ def test_eval_set_losses_and_staged_prediction(data, model):
         jboost.predict(model, Xv, n_rounds=R + 1)
 
 
-def test_holdout_weight_reports_the_held_out_rows_as_a_validation_set(data, fit_kw):
-    # Cross-validation by weight masks: the held-out rows' loss read off the training raw scores
-    # is bitwise the loss of the same rows passed as a validation set (same trees, same sums).
+def test_init_step_scan_is_boost_and_reads_held_out_rows_off_the_training_scores(data, fit_kw):
+    # boost is lax.scan of step from init; a caller's own scan over step (as the CV sweep does)
+    # can read the loss of zero-weight held-out rows off the training raw scores: the loss of
+    # the same rows passed as a validation set (same trees, same scores; the final weighted sum
+    # may be reduced in another order by XLA: equal to float rounding).
     X, y, *_ = data
     Xb = jnp.asarray(jboost.binning.bin_features(jnp.asarray(X), jboost.binning.compute_borders(X, 32)))
     held = (np.arange(len(y)) % 4 == 1).astype(np.float32)
     config = boosting.BoostConfig(n_rounds=5, depth=3, n_bins=32)
     loss = losses.get("squared_error")
-    common = (Xb, jnp.asarray(y), jnp.asarray(1.0 - held), jax.random.key(3),
-              boosting.Hyperparams.create(learning_rate=0.3, subsample=0.7), loss, jnp.zeros((1,)))
-    empty = (jnp.zeros((X.shape[1], 0), jnp.uint8), jnp.zeros((0,)), jnp.zeros((0,)))
-    by_weight = boosting.boost(*common, *empty, jnp.asarray(held), config=config)
-    by_valid_set = boosting.boost(*common, Xb, jnp.asarray(y), jnp.asarray(held), config=config)
-    np.testing.assert_array_equal(by_weight.valid_loss, by_valid_set.valid_loss)
-    np.testing.assert_array_equal(by_weight.train_loss, by_valid_set.train_loss)
-    assert np.all(np.isfinite(by_weight.valid_loss))
-    with pytest.raises(ValueError, match="validation set must then be empty"):
-        boosting.boost(*common, Xb, jnp.asarray(y), jnp.asarray(held), jnp.asarray(held), config=config)
+    key, hyper = jax.random.key(3), boosting.Hyperparams.create(learning_rate=0.3, subsample=0.7)
+    y_j, w_train, w_held = jnp.asarray(y), jnp.asarray(1.0 - held), jnp.asarray(held)
+    with_valid = boosting.Data(Xb, y_j, w_train, Xb, y_j, w_held)
+    by_valid_set = boosting.boost(with_valid, key, hyper, loss, jnp.zeros((1,)), config=config)
+
+    train_only = boosting.Data.train_only(Xb, y_j, w_train)
+
+    def body(state, m):
+        state, out = boosting.step(state, m, data=train_only, key=key, hyper=hyper, config=config)
+        return state, (out.trees, out.train_loss,
+                       boosting.mean_loss(state.loss, y_j, state.raw, w_held))
+
+    state0 = boosting.init(train_only, loss, jnp.zeros((1,)), config)
+    _, (trees, train_loss, held_loss) = jax.jit(
+        lambda s: jax.lax.scan(body, s, jnp.arange(config.n_rounds)))(state0)
+    np.testing.assert_allclose(held_loss, by_valid_set.valid_loss, rtol=1e-6)
+    np.testing.assert_array_equal(train_loss, by_valid_set.train_loss)
+    np.testing.assert_array_equal(trees.leaf_values, by_valid_set.trees.leaf_values)
+    assert np.all(np.isfinite(held_loss))
 
 
 def test_without_eval_set_valid_loss_is_nan(data, fit_kw):

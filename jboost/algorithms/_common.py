@@ -18,10 +18,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jboost import _validation
 from jboost import api
 from jboost import binning
 from jboost import boosting
 from jboost import losses as losses_lib
+from jboost import model as model_lib
+from jboost import samplers
 from jboost import tree as tree_lib
 
 # Round status codes (``Fitted.status``).
@@ -49,22 +52,14 @@ class Fitted(NamedTuple):
         ``n_samples`` (AdaBoost family); the sample weights otherwise.
     """
 
-    model: api.Booster
+    model: model_lib.Booster
     coef: jax.Array
     err: jax.Array
     status: jax.Array
     weights: jax.Array
 
 
-class Data(NamedTuple):
-    """Training and validation arrays after host-side checks and binning."""
-
-    X_binned: jax.Array  # (F, n) uint8
-    y: jax.Array         # (n,) float32
-    w: jax.Array         # (n,) float32
-    X_valid: jax.Array   # (F, m) uint8 (m may be 0)
-    y_valid: jax.Array   # (m,)
-    w_valid: jax.Array   # (m,)
+Data = boosting.Data
 
 
 # --------------------------------------------------------------------------------------------
@@ -74,21 +69,7 @@ class Data(NamedTuple):
 
 def check_labels(y: np.ndarray, task: str, n_classes: Optional[int], name: str = "y") -> int:
     """Check class labels (0/1 or 0..K-1) and return the number of classes K."""
-    if np.any(y != np.round(y)) or np.any(y < 0):
-        raise ValueError(f"{name} must hold integer class labels 0..K-1; got values in "
-                         f"[{y.min()}, {y.max()}].")
-    if task == "binary":
-        bad = ~np.isin(y, (0, 1))
-        if bad.any():
-            raise ValueError(f"{name} must hold binary labels 0/1; got values such as "
-                             f"{np.unique(y[bad])[:5].tolist()}.")
-        return 2
-    k = int(y.max()) + 1 if n_classes is None else int(n_classes)
-    if k < 2:
-        raise ValueError(f"n_classes={k}: need at least 2 classes.")
-    if np.any(y >= k):
-        raise ValueError(f"{name} must hold class labels in [0, {k}); got max {y.max()}.")
-    return k
+    return _validation.n_classes_of(y, n_classes, name, task)
 
 
 def prepare(X, y, *, sample_weight, eval_set, n_bins: int, borders,
@@ -97,20 +78,9 @@ def prepare(X, y, *, sample_weight, eval_set, n_bins: int, borders,
 
     Returns ``(Data, borders (F, n_bins-1) jax array)``. ``label_check(y, name)`` validates labels.
     """
-    X = api._as_matrix(X, "X")
-    n = X.shape[0]
-    y = api._as_vector(y, n, "y")
-    api._check_labels_finite(y)
-    if label_check is not None:
-        label_check(y, "y")
-    w = (np.ones((n,), np.float32) if sample_weight is None
-         else api._as_vector(sample_weight, n, "sample_weight"))
-    api._check_weights(w)
-    n_bins = api._check_int(n_bins, "n_bins", 3, binning.MAX_BINS)
-    borders, X_binned, Xv_binned, yv, wv = api.bin_inputs(X, w, n_bins, borders, eval_set,
-                                                          label_check=label_check)
-    data = Data(X_binned, jnp.asarray(y), jnp.asarray(w), Xv_binned, jnp.asarray(yv), jnp.asarray(wv))
-    return data, jnp.asarray(borders)
+    data = _validation.prepare(X, y, sample_weight=sample_weight, eval_set=eval_set,
+                               n_bins=n_bins, borders=borders, label_check=label_check)
+    return Data(*data[:6]), data.borders
 
 
 def prepare_classes(X, y, n_classes, *, sample_weight, eval_set, n_bins: int, borders):
@@ -127,42 +97,18 @@ def prepare_classes(X, y, n_classes, *, sample_weight, eval_set, n_bins: int, bo
     return data, borders, found["k"]
 
 
-def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_child_weight,
-             subsample, colsample, colsample_by, per_output_trees=False):
-    """Check the common settings; returns ``(BoostConfig (static), Hyperparams (traced))``.
-
-    ``learning_rate`` may be a callable ``round -> rate`` (e.g. an optax schedule); it is then the
-    static ``learning_rate_schedule`` and the traced rate is 1.
-    """
-    n_rounds = api._check_int(n_rounds, "n_rounds", 1, 10**7)
-    depth = api._check_int(depth, "depth", 1, api.MAX_DEPTH)
-    n_bins = api._check_int(n_bins, "n_bins", 3, binning.MAX_BINS)
-    schedule = None
-    if callable(learning_rate):
-        schedule, learning_rate = learning_rate, 1.0
-    api._check_real(learning_rate, "learning_rate", 0.0, np.inf, lo_open=True)
-    api._check_real(l2, "l2", 0.0, np.inf)
-    api._check_real(min_split_gain, "min_split_gain", 0.0, np.inf)
-    api._check_real(min_child_weight, "min_child_weight", 0.0, np.inf)
-    api._check_real(subsample, "subsample", 0.0, 1.0, lo_open=True)
-    api._check_real(colsample, "colsample", 0.0, 1.0, lo_open=True)
-    if colsample_by not in ("tree", "level"):
-        raise ValueError(f"colsample_by={colsample_by!r} must be 'tree' or 'level'.")
-    config = boosting.BoostConfig(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
-                                  per_output_trees=bool(per_output_trees), colsample_by=colsample_by,
-                                  learning_rate_schedule=schedule)
-    hyper = boosting.Hyperparams.create(learning_rate, l2, min_split_gain, min_child_weight,
-                                        subsample, colsample)
-    return config, hyper
+def settings(**kwargs):
+    """:func:`jboost.api.settings`: ``(BoostConfig, Hyperparams)`` from checked keyword arguments."""
+    return api.settings(**kwargs)
 
 
 def as_key(key):
-    return api._as_key(key)
+    return _validation.as_key(key)
 
 
-def finish(trees: tree_lib.ObliviousTrees, borders, baseline, loss, train_loss, valid_loss) -> api.Booster:
+def finish(trees: tree_lib.ObliviousTrees, borders, baseline, loss, train_loss, valid_loss) -> model_lib.Booster:
     """Wrap fitted trees (bin thresholds) as a :class:`jboost.Booster` (float thresholds filled)."""
-    return api.Booster(trees=tree_lib.with_borders(trees, borders), borders=borders,
+    return model_lib.Booster(trees=tree_lib.with_borders(trees, borders), borders=borders,
                        baseline=jnp.asarray(baseline, jnp.float32), loss=loss,
                        train_loss=train_loss, valid_loss=valid_loss)
 
@@ -181,7 +127,7 @@ def round_randomness(key, m, n: int, n_features: int, config: boosting.BoostConf
     """
     k_rows, k_cols = jax.random.split(jax.random.fold_in(key, m))
     keep = (jax.random.uniform(k_rows, (n,)) < hyper.subsample).astype(jnp.float32)
-    masks = boosting.column_masks(k_cols, n_features, config.depth, hyper.colsample,
+    masks = samplers.column_masks(k_cols, n_features, config.depth, hyper.colsample,
                                   config.colsample_by)
     return keep, masks
 
@@ -243,7 +189,7 @@ def _round_values(trees_m: tree_lib.ObliviousTrees, X_t):
 
 
 @functools.partial(jax.jit, static_argnames=("fn",))
-def _staged(model: api.Booster, X, fn, args):
+def _staged(model: model_lib.Booster, X, fn, args):
     X_t = jnp.asarray(X, jnp.float32).T
     n = X_t.shape[1]
     raw0 = jnp.broadcast_to(model.baseline, (n, model.baseline.shape[-1]))
@@ -256,13 +202,13 @@ def _staged(model: api.Booster, X, fn, args):
     return out
 
 
-def staged_metric(model: api.Booster, X, fn: Callable, *args):
+def staged_metric(model: model_lib.Booster, X, fn: Callable, *args):
     """``fn(raw (n, K), *args)`` after each round, stacked: one jit-compiled scan over rounds.
 
     ``fn`` is static (a module-level function); ``args`` are traced arrays/pytrees. Memory is one
     ``(n, K)`` score matrix, however many rounds.
     """
-    X = api._check_predict_X(model, X)
+    X = _validation.predict_matrix(X, model.n_features)
     return _staged(model, jnp.asarray(X), fn, args)
 
 
@@ -277,7 +223,7 @@ def _error(raw, y):
     return jnp.mean((classify(raw) != y.astype(jnp.int32)).astype(jnp.float32))
 
 
-def staged_error(model: api.Booster, X, y):
+def staged_error(model: model_lib.Booster, X, y):
     """Misclassification rate after each round ``(n_rounds,)`` (class as in :func:`classify`)."""
     return staged_metric(model, X, _error, jnp.asarray(np.asarray(y, np.float32)))
 
@@ -286,6 +232,6 @@ def _loss(raw, loss, y):
     return jnp.mean(losses_lib.per_sample_losses(loss, y, raw))
 
 
-def staged_loss(model: api.Booster, X, y):
+def staged_loss(model: model_lib.Booster, X, y):
     """Mean of ``model.loss`` on ``(X, y)`` after each round ``(n_rounds,)`` (e.g. test deviance)."""
     return staged_metric(model, X, _loss, model.loss, jnp.asarray(np.asarray(y, np.float32)))

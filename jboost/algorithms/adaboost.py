@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jboost import _validation
 from jboost import api
 from jboost import boosting
 from jboost import losses as losses_lib
@@ -147,7 +148,7 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
                                      learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                      min_child_weight=min_child_weight, subsample=subsample,
                                      colsample=colsample, colsample_by=colsample_by)
-    api._check_real(err_floor, "err_floor", 0.0, 0.5, lo_open=True)
+    _validation.check_real(err_floor, "err_floor", 0.0, 0.5, lo_open=True)
     data, borders = _common.prepare(
         X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=n_bins, borders=borders,
         label_check=lambda v, name: _common.check_labels(v, "binary", None, name))
@@ -235,7 +236,7 @@ def _fit_samme(X, y, *, real: bool, floor, floor_name: str, floor_hi: float, n_c
                                      learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                      min_child_weight=min_child_weight, subsample=subsample,
                                      colsample=colsample, colsample_by=colsample_by)
-    api._check_real(floor, floor_name, 0.0, floor_hi, lo_open=True)
+    _validation.check_real(floor, floor_name, 0.0, floor_hi, lo_open=True)
     data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
                                                eval_set=eval_set, n_bins=n_bins, borders=borders)
     state, (trees, coef, err, status, train_loss, valid_loss) = _samme(

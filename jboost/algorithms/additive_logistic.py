@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jboost import _validation
 from jboost import api
 from jboost import boosting
 from jboost import losses as losses_lib
@@ -129,7 +130,7 @@ def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.
       :class:`jboost.algorithms.Fitted`; the model's loss is the exponential loss; ``err`` is the
       weighted training error of ``sign(f_m)``.
     """
-    api._check_real(eps, "eps", 0.0, 0.5, lo_open=True)
+    _validation.check_real(eps, "eps", 0.0, 0.5, lo_open=True)
     return _fit_binary(_reweighting_boost, X, y, n_rounds=n_rounds, depth=depth,
                        learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                        min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
@@ -277,7 +278,7 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
     """
     if form not in ("auto", "two_class", "k_class"):
         raise ValueError(f"form={form!r} must be 'auto', 'two_class' or 'k_class'.")
-    api._check_real(z_max, "z_max", 0.0, float("inf"), lo_open=True)
+    _validation.check_real(z_max, "z_max", 0.0, float("inf"), lo_open=True)
     config, hyper = _common.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                      learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                      min_child_weight=min_child_weight, subsample=subsample,

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jboost import _validation
 from jboost import api
 from jboost import boosting
 from jboost import derivatives
@@ -157,15 +158,15 @@ def _fit(X, y, loss, *, stagewise, n_rounds, depth, learning_rate, subsample, co
                                      colsample=colsample, colsample_by=colsample_by)
     if leaf_refit not in LEAF_REFITS:
         raise ValueError(f"leaf_refit={leaf_refit!r} must be one of {LEAF_REFITS}.")
-    n_newton = api._check_int(n_newton, "n_newton", 0, 1000)
-    api._check_real(max_step, "max_step", 0.0, float("inf"), lo_open=True)
+    n_newton = _validation.check_int(n_newton, "n_newton", 0, 1000)
+    _validation.check_real(max_step, "max_step", 0.0, float("inf"), lo_open=True)
     if task is not None and task not in losses_lib.TASKS:
         raise ValueError(f"task={task!r} must be one of {losses_lib.TASKS}.")
     resolved = {}
 
     def label_check(v, name):
         if name == "y":
-            resolved["loss"] = api._resolve_loss(loss, v, n_outputs, task)
+            resolved["loss"] = _validation.resolve_loss(loss, v, n_outputs, task)
         else:
             losses_lib.check_labels(resolved["loss"], v)
 
@@ -175,7 +176,7 @@ def _fit(X, y, loss, *, stagewise, n_rounds, depth, learning_rate, subsample, co
     if loss_obj.adaptive_huber_alpha:
         raise ValueError("the adaptive Huber loss (huber(alpha=...)) is supported by jboost.fit; "
                          "pass losses.huber(delta=...) here.")
-    init_raw = api._baseline(loss_obj, data.y, data.w)
+    init_raw = losses_lib.baseline(loss_obj, data.y, data.w)
     _, (trees, coef, err, status, train_loss, valid_loss) = _gradient_boost(
         data, _common.as_key(key), hyper, loss_obj, init_raw, jnp.asarray(max_step, jnp.float32),
         config=config, leaf_refit=leaf_refit,

@@ -1,0 +1,386 @@
+"""The one settings and data layer: every entry point checks and bins its inputs here.
+
+Every public function of jboost that takes user data or settings (``fit``, the classical
+algorithms, forests, bagged boosters, stacking, ECOC, sweeps, ``predict``) validates through
+the functions below, so one mistake gets one message everywhere; each message names the
+argument and says what was expected. Values that may be JAX tracers (continuous
+hyperparameters under ``jax.vmap``) are checked only when they are concrete.
+
+The vocabulary (the README's glossary) and the shared defaults live here too:
+
+* ``n_outputs`` (K): the number of raw scores per row a loss (or a tree leaf) holds;
+* ``n_classes``: the number of classes of a classification problem (labels 0..K-1); for
+  ``multinomial_deviance`` ``n_outputs == n_classes``, for binary losses ``n_outputs == 1`` and
+  ``n_classes == 2``;
+* ``task``: one of :data:`TASKS` (``"regression"``, ``"binary"``, ``"multiclass"``,
+  ``"count"``); ``"classification"`` means binary or multiclass, K from the labels;
+* ``folds``: a number of folds K >= 2, or an ``(n,)`` int array of fold ids 0..K-1;
+* ``devices``: ``None`` (one device, the default), ``"all"`` (every device of ``jax.devices()``),
+  a list of devices, or a ``jax.sharding.Mesh``;
+* ``memory_budget``: bytes of device memory per chunk of models fitted together;
+* ``key``: an int seed or a ``jax.random`` key.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jboost import binning
+from jboost import losses as losses_lib
+
+MAX_DEPTH = 16
+MAX_ROUNDS = 10**7
+TASKS = losses_lib.TASKS
+CLASSIFICATION = ("binary", "multiclass")
+
+# Shared defaults of the boosting entry points (fit, sweep, bagged boosters, stacking, ECOC).
+# The classical algorithms (jboost.algorithms) and forests differ where their docstrings say why
+# (the published algorithms use stumps or small trees and no L2 penalty; forests grow deep,
+# unpenalised trees).
+DEFAULTS = dict(n_rounds=100, depth=6, learning_rate=0.1, l2=1.0, min_split_gain=0.0,
+                min_child_weight=1.0, subsample=1.0, colsample=1.0, colsample_by="tree",
+                n_bins=256)
+
+# name -> (low, high, low end open): the domain of every continuous hyperparameter.
+BOUNDS = {
+    "learning_rate": (0.0, np.inf, True),
+    "l2": (0.0, np.inf, False),
+    "min_split_gain": (0.0, np.inf, False),
+    "min_child_weight": (0.0, np.inf, False),
+    "subsample": (0.0, 1.0, True),
+    "colsample": (0.0, 1.0, True),
+}
+
+
+def is_traced(v) -> bool:
+    """Whether ``v`` is a JAX tracer (a value inside ``jit``/``vmap``): not checkable on the host."""
+    return isinstance(v, jax.core.Tracer)
+
+
+# --------------------------------------------------------------------------------------------
+# Arrays.
+# --------------------------------------------------------------------------------------------
+
+
+def _numeric(arr: np.ndarray, name: str) -> None:
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise TypeError(f"{name} must be numeric (float, int or bool); got dtype {arr.dtype}.")
+
+
+def as_matrix(X, name: str = "X") -> np.ndarray:
+    """``X`` as a float32 ``(n_samples, n_features)`` host array (NaN = missing)."""
+    if is_traced(X):
+        raise TypeError(f"{name} must be a concrete array (it is binned on the host); under "
+                        "jax.vmap/jit close over the data instead of passing it as a traced argument.")
+    arr = np.asarray(X)
+    _numeric(arr, name)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}.")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"{name} is empty: shape {arr.shape}; need at least one sample and one feature.")
+    return arr.astype(np.float32, copy=False)
+
+
+def as_vector(v, n: int, name: str, x_name: str = "X") -> np.ndarray:
+    """``v`` as a float32 ``(n,)`` host array."""
+    if is_traced(v):
+        raise TypeError(f"{name} must be a concrete array, not a traced value.")
+    arr = np.asarray(v)
+    _numeric(arr, name)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D; got shape {arr.shape}.")
+    if arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} samples but {x_name} has {n}: lengths must match.")
+    return arr.astype(np.float32)
+
+
+def as_labels(y, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
+    """Finite float32 ``(n,)`` labels."""
+    arr = as_vector(y, n, name, x_name)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite; found NaN or inf.")
+    return arr
+
+
+def as_weights(sample_weight, n: int, name: str = "sample_weight", x_name: str = "X") -> np.ndarray:
+    """Checked ``(n,)`` float32 weights: ones when ``None``; finite, non-negative, positive sum."""
+    if sample_weight is None:
+        return np.ones((n,), np.float32)
+    w = as_vector(sample_weight, n, name, x_name)
+    if not np.all(np.isfinite(w)):
+        raise ValueError(f"{name} must be finite; found NaN or inf.")
+    if np.any(w < 0):
+        raise ValueError(f"{name} must be non-negative; found {w.min()}.")
+    if not np.any(w > 0):
+        raise ValueError(f"{name} must have a positive sum; all weights are zero.")
+    return w
+
+
+def predict_matrix(X, n_features: int, name: str = "X"):
+    """Rows to predict: a device array is kept as it is (no round trip through the host, tracers
+    allowed); anything else becomes a float32 host array. The feature count must match."""
+    if isinstance(X, jax.Array):
+        if X.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}.")
+        if not (jnp.issubdtype(X.dtype, jnp.number) or X.dtype == bool):
+            raise TypeError(f"{name} must be numeric (float, int or bool); got dtype {X.dtype}.")
+        out = X
+    else:
+        out = as_matrix(X, name)
+    if out.shape[1] != n_features:
+        raise ValueError(f"{name} has {out.shape[1]} features, but the model was fitted on {n_features}.")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Settings.
+# --------------------------------------------------------------------------------------------
+
+
+def check_int(v, name: str, lo: int, hi: int) -> int:
+    """A Python int in ``[lo, hi]`` (static settings: they set array shapes)."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{name} must be an int (it sets array shapes); got {type(v).__name__}.")
+    if not lo <= int(v) <= hi:
+        raise ValueError(f"{name}={v} must be in [{lo}, {hi}].")
+    return int(v)
+
+
+def check_real(v, name: str, lo: float, hi: float, lo_open: bool = False) -> None:
+    """A concrete scalar in ``[lo, hi]`` (``(lo, hi]`` when ``lo_open``); tracers pass unchecked."""
+    if is_traced(v) or v is None:
+        return
+    arr = np.asarray(v)
+    if arr.size != 1:
+        raise ValueError(f"{name} must be a scalar; got shape {arr.shape} (use jax.vmap for sweeps).")
+    x = float(arr)
+    bad = (x <= lo if lo_open else x < lo) or x > hi or not np.isfinite(x)
+    if bad:
+        left = "(" if lo_open else "["
+        raise ValueError(f"{name}={x} must be in {left}{lo}, {hi}].")
+
+
+def check_hyperparameter(name: str, v) -> None:
+    """``v`` within the domain :data:`BOUNDS` of hyperparameter ``name``."""
+    lo, hi, lo_open = BOUNDS[name]
+    check_real(v, name, lo, hi, lo_open=lo_open)
+
+
+def check_choice(v, name: str, choices: Sequence[Any]) -> Any:
+    """``v`` must be one of ``choices``."""
+    if not isinstance(v, str) and not isinstance(v, (bool, int, type(None))):
+        raise TypeError(f"{name}={v!r} must be one of {tuple(choices)}.")
+    if v not in choices:
+        raise ValueError(f"{name}={v!r} must be one of {tuple(choices)}.")
+    return v
+
+
+def as_key(key):
+    """A ``jax.random`` key from an int seed or a key (typed, or raw ``uint32[2]``)."""
+    if isinstance(key, np.generic):
+        key = key.item()
+    if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+        return jax.random.PRNGKey(int(key))
+    if isinstance(key, (jax.Array, np.ndarray)):
+        if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or (key.dtype == np.uint32 and key.shape[-1:] == (2,)):
+            return key
+    raise TypeError(f"key must be an int seed or a jax.random key; got {type(key).__name__}"
+                    f"{'' if not hasattr(key, 'shape') else f' of shape {key.shape}'}.")
+
+
+def as_raw_key(key) -> np.ndarray:
+    """:func:`as_key` as a host ``uint32[2]`` array (typed keys unwrapped)."""
+    key = as_key(key)
+    if is_traced(key):
+        raise TypeError("key must be concrete here (an int seed or a jax.random key), not traced.")
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    key = np.asarray(key)
+    if key.shape != (2,):
+        raise TypeError(f"key must be a single jax.random key; got shape {key.shape}.")
+    return key
+
+
+def n_classes_of(y: np.ndarray, n_classes: Optional[int] = None, name: str = "y",
+                 task: str = "multiclass") -> int:
+    """Check class labels (0/1 for ``task="binary"``, 0..K-1 otherwise) and return K (>= 2).
+
+    ``n_classes`` (when given) fixes K; otherwise K is ``max(y) + 1``.
+    """
+    if np.any(y != np.round(y)) or np.any(y < 0):
+        raise ValueError(f"{name} must hold integer class labels 0..K-1; got values in "
+                         f"[{y.min()}, {y.max()}].")
+    if task == "binary":
+        bad = ~np.isin(y, (0, 1))
+        if bad.any():
+            raise ValueError(f"{name} must hold binary labels 0/1; got values such as "
+                             f"{np.unique(y[bad])[:5].tolist()}.")
+        return 2
+    if n_classes is None:
+        k = int(y.max()) + 1
+        if k < 2:
+            raise ValueError(f"{name} holds a single class (0); pass n_classes or labels of at least "
+                             "2 classes.")
+        return k
+    k = check_int(n_classes, "n_classes", 2, 1 << 20)
+    if np.any(y >= k):
+        raise ValueError(f"{name} must hold class labels in [0, {k}) for n_classes={k}; got max "
+                         f"{y.max()}.")
+    return k
+
+
+def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
+                 task: Optional[str] = None) -> losses_lib.Loss:
+    """The :class:`jboost.Loss` for ``loss`` (name, Loss or function) with ``n_outputs`` set
+    (K-class losses take K from the labels) and the labels ``y`` checked against it."""
+    if task is not None:
+        check_choice(task, "task", TASKS)
+    if n_outputs is not None:
+        n_outputs = check_int(n_outputs, "n_outputs", 1, 1 << 20)
+    resolved = losses_lib.get(loss, n_outputs=n_outputs, task=task)
+    if resolved.n_outputs is None:
+        if resolved.task != "multiclass":
+            raise ValueError(f"n_outputs must be given for loss {resolved.name!r}.")
+        if np.any(y != np.round(y)) or np.any(y < 0):
+            raise ValueError(f"y must hold integer class labels 0..K-1 for loss {resolved.name!r}.")
+        k = int(y.max()) + 1
+        if k < 2:
+            raise ValueError(f"y holds a single class; loss {resolved.name!r} needs at least 2.")
+        resolved = resolved.replace(n_outputs=k)
+    losses_lib.check_labels(resolved, y)
+    return resolved
+
+
+def check_folds(folds, n: int, name: str = "folds") -> Optional[np.ndarray]:
+    """``folds`` is an int K in ``[2, n]`` (returns ``None``) or ``(n,)`` fold ids 0..K-1, every id
+    used (returns them as int32)."""
+    if isinstance(folds, (numbers.Integral, np.integer)) and not isinstance(folds, bool):
+        check_int(folds, name, 2, max(n, 2))
+        if int(folds) > n:
+            raise ValueError(f"{name}={folds} must not exceed the number of samples, {n}.")
+        return None
+    explicit = np.asarray(folds)
+    if explicit.shape != (n,) or not np.issubdtype(explicit.dtype, np.integer):
+        raise ValueError(f"{name} must be an int or an (n,) = ({n},) int array of fold ids; got "
+                         f"{explicit.dtype} array of shape {explicit.shape}.")
+    k = int(explicit.max()) + 1
+    if explicit.min() < 0 or k < 2 or len(np.unique(explicit)) != k:
+        raise ValueError(f"{name} ids must be 0..K-1 with every id used and K >= 2; got ids "
+                         f"{np.unique(explicit)[:10].tolist()}.")
+    return explicit.astype(np.int32)
+
+
+def devices_of(devices) -> tuple:
+    """The devices named by ``devices``: ``None`` -> the default device; ``"all"``; a list; a Mesh."""
+    if devices is None:
+        return (jax.devices()[0],)
+    if isinstance(devices, jax.sharding.Mesh):
+        return tuple(devices.devices.flat)
+    if isinstance(devices, str):
+        if devices != "all":
+            raise ValueError(f"devices={devices!r} must be None, 'all', a list of devices or a Mesh.")
+        return tuple(jax.devices())
+    out = tuple(devices)
+    if not out:
+        raise ValueError("devices is empty.")
+    return out
+
+
+def mesh_of(devices) -> Optional[jax.sharding.Mesh]:
+    """A one-axis ``("rows",)`` mesh for data-parallel training, or ``None`` for one device."""
+    if devices is None:
+        return None
+    if isinstance(devices, jax.sharding.Mesh):
+        return devices
+    return jax.sharding.Mesh(np.array(devices_of(devices)), ("rows",))
+
+
+def check_memory_budget(memory_budget) -> Optional[int]:
+    if memory_budget is None:
+        return None
+    return check_int(memory_budget, "memory_budget", 1, 1 << 62)
+
+
+# --------------------------------------------------------------------------------------------
+# Data: checked, binned.
+# --------------------------------------------------------------------------------------------
+
+
+class Data(NamedTuple):
+    """Training and validation arrays after the host-side checks and binning.
+
+    ``X_binned`` and ``X_valid`` are feature-major ``uint8`` bins; without an eval set the
+    validation arrays have 0 rows. ``borders`` are the ``(F, n_bins - 1)`` float32 bin borders.
+    """
+
+    X_binned: jax.Array  # (F, n) uint8
+    y: jax.Array         # (n,) float32
+    w: jax.Array         # (n,) float32
+    X_valid: jax.Array   # (F, m) uint8
+    y_valid: jax.Array   # (m,)
+    w_valid: jax.Array   # (m,)
+    borders: jax.Array   # (F, n_bins - 1)
+
+    @property
+    def missing(self) -> bool:
+        """Whether any training row has a missing value (static: halves the split search when not)."""
+        return binning.has_missing(self.X_binned, self.borders.shape[1] + 1)
+
+
+def check_borders(borders, n_features: int, n_bins: int) -> np.ndarray:
+    borders = np.asarray(borders, np.float32)
+    if borders.shape != (n_features, n_bins - 1):
+        raise ValueError(f"borders has shape {borders.shape}; expected {(n_features, n_bins - 1)} "
+                         f"for {n_features} features and n_bins={n_bins}.")
+    return borders
+
+
+def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borders=None,
+            label_check: Optional[Callable[[np.ndarray, str], Any]] = None,
+            weighted_borders: bool = True) -> Data:
+    """Check ``X``, ``y``, ``sample_weight`` and ``eval_set`` (errors name the argument), compute
+    the bin borders (or check the given ones) and bin everything.
+
+    Args:
+      label_check: ``label_check(labels, name)`` validates the labels of ``y`` (``name="y"``) and
+        of the eval set (``name="eval_set y"``), e.g. against the loss.
+      weighted_borders: compute the borders from the sample-weighted quantiles (as ``fit``);
+        ``False``: unweighted (forests, whose weights are bootstrap counts).
+    """
+    X = as_matrix(X, "X")
+    n, n_features = X.shape
+    y = as_labels(y, n)
+    if label_check is not None:
+        label_check(y, "y")
+    w = as_weights(sample_weight, n)
+    n_bins = check_int(n_bins, "n_bins", 3, binning.MAX_BINS)
+    if borders is None:
+        borders = binning.compute_borders(X, n_bins, sample_weight=w if weighted_borders else None)
+    else:
+        borders = check_borders(borders, n_features, n_bins)
+    X_binned = binning.bin_features(X, borders)
+    if eval_set is None:
+        Xv = jnp.zeros((n_features, 0), binning.X_BINNED_DTYPE)
+        yv = wv = np.zeros((0,), np.float32)
+    else:
+        if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
+            raise TypeError("eval_set must be a tuple (X_valid, y_valid) or (X_valid, y_valid, w_valid).")
+        Xv_host = as_matrix(eval_set[0], "eval_set X")
+        if Xv_host.shape[1] != n_features:
+            raise ValueError(f"eval_set X has {Xv_host.shape[1]} features but X has {n_features}.")
+        m = Xv_host.shape[0]
+        yv = as_labels(eval_set[1], m, "eval_set y", "eval_set X")
+        if label_check is not None:
+            label_check(yv, "eval_set y")
+        wv = (np.ones((m,), np.float32) if len(eval_set) == 2
+              else as_vector(eval_set[2], m, "eval_set weights", "eval_set X"))
+        Xv = binning.bin_features(Xv_host, borders)
+    return Data(X_binned, jnp.asarray(y), jnp.asarray(w), Xv, jnp.asarray(yv), jnp.asarray(wv),
+                jnp.asarray(borders))

@@ -1,0 +1,62 @@
+"""Cross-validation folds: one partition of the rows, as fold ids and as weight masks.
+
+A fold is a pair of weight masks over one copy of the data (training weight 0 on the held-out
+rows), so every fold's model has the same shapes and a whole cross-validation is one ``vmap``.
+Used by :mod:`jboost.sweep` (hyperparameter sweeps) and :mod:`jboost.combine` (stacking).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import jax.numpy as jnp
+import numpy as np
+
+from jboost import _validation
+
+
+def fold_ids(y, n_folds: int, seed: Union[int, Sequence[int]] = 0, stratified: bool = False) -> np.ndarray:
+    """A random partition of the rows into ``n_folds`` folds: ``(n,)`` int32 fold of each row.
+
+    Unstratified: a random permutation dealt round-robin (fold sizes differ by at most one).
+    Stratified (classification): rows are shuffled, grouped by class and dealt round-robin in
+    that order, so every class is split as evenly as possible (per-class counts differ by at most
+    one between folds) and the fold sizes still differ by at most one (as scikit-learn's
+    ``StratifiedKFold``; Kohavi 1995).
+    """
+    y = np.asarray(y)
+    n = y.shape[0]
+    n_folds = _validation.check_int(n_folds, "folds", 2, max(n, 2))
+    if n_folds > n:
+        raise ValueError(f"folds={n_folds} must not exceed the number of samples, {n}.")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(n)
+    if stratified:
+        order = order[np.argsort(y[order], kind="stable")]
+    out = np.empty((n,), np.int32)
+    out[order] = np.arange(n) % n_folds
+    return out
+
+
+def fold_masks(fold_ids, n_folds: int) -> jnp.ndarray:
+    """``(n_folds, n)`` float32 training weights from ``(n,)`` fold ids: fold ``k``'s mask is 0
+    on its held-out rows and 1 elsewhere."""
+    ids = jnp.asarray(fold_ids, jnp.int32)
+    return (ids[None, :] != jnp.arange(n_folds)[:, None]).astype(jnp.float32)
+
+
+def out_of_fold(per_fold, masks) -> jnp.ndarray:
+    """Each row's prediction from the fold that held it out.
+
+    Args:
+      per_fold: ``(n_folds, n, ...)`` predictions of each fold's model on all rows.
+      masks: ``(n_folds, n)`` the training weights of those models; every row must be 0 in
+        exactly one fold.
+
+    Returns:
+      ``(n, ...)``: ``per_fold[k_i, i]`` where ``masks[k_i, i] == 0``.
+    """
+    held = jnp.argmin(jnp.asarray(masks), axis=0)  # the fold whose weight for the row is 0
+    per_fold = jnp.asarray(per_fold)
+    idx = held.reshape((1, -1) + (1,) * (per_fold.ndim - 2))
+    return jnp.take_along_axis(per_fold, idx, axis=0)[0]

@@ -1,0 +1,338 @@
+"""The one model protocol, and the functions every fitted ensemble works with.
+
+Every fitted ensemble of jboost -- a :class:`Booster` (from :func:`jboost.fit`, from every
+algorithm of :mod:`jboost.algorithms`, or ``jax.vmap`` of them), a forest, bagged boosters, a
+stacked or an ECOC ensemble -- is a pytree of arrays that implements :class:`Model`, so that
+
+* :func:`predict` gives **raw scores** ``(n,)`` or ``(n, K)`` (the scale the trees add up on:
+  log-odds, logits, the regression value; a forest's averaged leaf values);
+* :func:`predict_proba` gives **class probabilities** ``(n, n_classes)`` (classification);
+* :func:`predict_class` gives **class labels** ``(n,)``;
+* :func:`predict_mean` gives the loss's link of the raw score (the mean for Poisson);
+* :func:`feature_importance` gives the total split gain per feature, normalised;
+* :func:`staged_predict` evaluates a function of the raw scores after every stage (a boosting
+  round, or one more tree of a forest) in one compiled scan.
+
+A model with leading batch axes (``jax.vmap(jboost.fit)`` over a sweep: ``model.batch_shape ==
+(M,)``) predicts for every model at once, outputs ``(M, n, ...)``.
+
+To add a model type, implement the members of :class:`Model` (a structural protocol: no base
+class to inherit) and test it with ``tests/test_model.py``'s protocol test.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jboost import _validation
+from jboost import losses as losses_lib
+from jboost import tree as tree_lib
+
+CLASSIFICATION = ("binary", "multiclass")
+
+
+class Model(Protocol):
+    """What every fitted ensemble provides (see the module docstring)."""
+
+    trees: tree_lib.ObliviousTrees  # every tree, leading axes (batch..., stages, ...)
+
+    @property
+    def n_features(self) -> int: ...
+
+    @property
+    def task(self) -> str: ...            # "regression" | "binary" | "multiclass" | "count"
+
+    @property
+    def batch_shape(self) -> Tuple[int, ...]: ...   # () for one model
+
+    @property
+    def n_stages(self) -> int: ...        # boosting rounds, or trees of a forest
+
+    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        """``(n, K)`` raw scores of one (unbatched) model for checked rows ``X (n, F)``."""
+
+    def proba_from_raw(self, raw) -> jax.Array:
+        """``(n, n_classes)`` probabilities from ``(n, K)`` raw scores (classification)."""
+
+    def classes_from_raw(self, raw) -> jax.Array:
+        """``(n,)`` class labels from ``(n, K)`` raw scores."""
+
+    def staged(self, X, fn: Callable) -> Any:
+        """``fn(raw (n, K))`` after every stage, stacked on a leading ``(n_stages,)`` axis."""
+
+
+# --------------------------------------------------------------------------------------------
+# Sums of trees on host or device rows.
+# --------------------------------------------------------------------------------------------
+
+
+def sum_of_trees(trees: tree_lib.ObliviousTrees, X) -> jax.Array:
+    """Sum of every tree's leaf value for rows ``X (n, F)`` -> ``(n, K)`` (:func:`jboost.tree.predict_raw`).
+
+    Host arrays go to one device with ``jax.device_put`` (on CPU it shares a suitably aligned
+    numpy buffer instead of copying it); a model fitted on several devices (replicated there) is
+    brought to that device too, rather than every device predicting every row. Column-major
+    arrays (Fortran order, or row slices of one: each column contiguous) go feature-major, as
+    whole columns instead of a transposition.
+    """
+    if not isinstance(X, np.ndarray):
+        return tree_lib.predict_raw(trees, X)
+    leaves = trees.leaf_values
+    device = None
+    if (isinstance(leaves, jax.Array) and not _validation.is_traced(leaves)
+            and len(leaves.sharding.device_set) > 1):
+        device = min(leaves.sharding.device_set, key=lambda d: d.id)
+        trees = jax.device_put(trees, device)
+    if X.shape[0] > 1 and X.strides[0] == X.itemsize:
+        return tree_lib.predict_raw_feature_major(trees, jax.device_put(np.ascontiguousarray(X.T), device))
+    return tree_lib.predict_raw(trees, jax.device_put(np.ascontiguousarray(X), device))
+
+
+def first_stages(trees: tree_lib.ObliviousTrees, n_stages: Optional[int], total: int,
+                 name: str = "n_rounds") -> tree_lib.ObliviousTrees:
+    """The trees of the first ``n_stages`` stages (leading axis), checked against ``total``."""
+    if n_stages is None:
+        return trees
+    n_stages = _validation.check_int(n_stages, name, 0, total)
+    return jax.tree_util.tree_map(lambda a: a[:n_stages], trees)
+
+
+def _round_values(trees_m: tree_lib.ObliviousTrees, X_t):
+    """Sum over the trees of one round ``(T, ...)`` of their values at rows ``X_t (F, n)``, in
+    tree order -> ``(n, K)``."""
+    leaves = jax.vmap(lambda t: tree_lib.leaf_index_raw(t, X_t))(trees_m)
+    values = jax.vmap(lambda t, leaf: t.leaf_values[leaf])(trees_m, leaves)
+    acc = values[0]
+    for p in range(1, values.shape[0]):  # static: trees per round
+        acc = acc + values[p]
+    return acc
+
+
+@functools.partial(jax.jit, static_argnames=("fn",))
+def _staged_boosting(trees, baseline, X, fn, args):
+    X_t = jnp.asarray(X, jnp.float32).T
+    k = baseline.shape[-1]
+    acc0 = jnp.zeros((X_t.shape[1], k), jnp.float32)
+
+    def step(acc, trees_m):
+        # Summed from 0 and the baseline added last: the order of jboost.predict(n_rounds=m).
+        acc = acc + _round_values(trees_m, X_t)
+        return acc, fn(baseline + acc, *args)
+
+    _, out = lax.scan(step, acc0, trees)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The boosted model.
+# --------------------------------------------------------------------------------------------
+
+
+class Booster(NamedTuple):
+    """A fitted boosted ensemble: a pytree of arrays (the :class:`Model` of ``fit`` and of every
+    algorithm of :mod:`jboost.algorithms`).
+
+    Attributes:
+      trees: :class:`jboost.ObliviousTrees` with leading axes ``(n_rounds, trees_per_round)``;
+        leaf values already include the learning rate (and each round's coefficient).
+      borders: ``(n_features, n_bins - 1)`` float32 bin borders (``+inf`` padded).
+      baseline: ``(K,)`` the constant raw score the rounds start from.
+      loss: the :class:`jboost.Loss` (with its final parameters); ``predict_proba`` is its link.
+      train_loss: ``(n_rounds,)`` weighted mean training loss after each round.
+      valid_loss: ``(n_rounds,)`` mean loss on ``eval_set`` after each round (NaN without one).
+      info: the algorithm's per-round diagnostics, each ``(n_rounds,)`` (e.g. AdaBoost's
+        ``coef``, ``err``, ``status``), and its final observation ``weights`` ``(n_samples,)``;
+        empty for :func:`jboost.fit`.
+
+    ``jax.vmap(jboost.fit)`` gives a Booster whose every leaf has a leading model axis
+    (``batch_shape == (M,)``); :func:`predict` and friends then predict for every model.
+    """
+
+    trees: tree_lib.ObliviousTrees
+    borders: jax.Array
+    baseline: jax.Array
+    loss: losses_lib.Loss
+    train_loss: jax.Array
+    valid_loss: jax.Array
+    info: Mapping[str, jax.Array] = {}
+
+    @property
+    def n_features(self) -> int:
+        return self.borders.shape[-2]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.baseline.shape[-1]
+
+    @property
+    def n_rounds(self) -> int:
+        return self.trees.features.shape[-3]
+
+    @property
+    def depth(self) -> int:
+        return self.trees.features.shape[-1]
+
+    @property
+    def task(self) -> str:
+        return self.loss.task
+
+    @property
+    def batch_shape(self) -> Tuple[int, ...]:
+        return tuple(self.baseline.shape[:-1])
+
+    @property
+    def n_stages(self) -> int:
+        return self.n_rounds
+
+    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        trees = first_stages(self.trees, n_stages, self.n_rounds)
+        return self.baseline + sum_of_trees(trees, X)
+
+    def proba_from_raw(self, raw) -> jax.Array:
+        _require_classification(self, "predict_proba")
+        return self.loss.link(raw[..., 0] if self.n_outputs == 1 else raw, **self.loss.params)
+
+    def classes_from_raw(self, raw) -> jax.Array:
+        return jnp.argmax(self.proba_from_raw(raw), axis=-1)
+
+    def staged(self, X, fn: Callable, *args) -> Any:
+        return _staged_boosting(self.trees, self.baseline, X, fn, args)
+
+
+def _require_classification(model, what: str) -> None:
+    if model.task not in CLASSIFICATION:
+        name = getattr(getattr(model, "loss", None), "name", type(model).__name__)
+        raise ValueError(f"{what} needs a classification model; {name!r} is a {model.task!r} model "
+                         "(use jboost.predict for raw scores or jboost.predict_mean).")
+
+
+# --------------------------------------------------------------------------------------------
+# The functions of the protocol.
+# --------------------------------------------------------------------------------------------
+
+
+def _check_model(model) -> None:
+    for attr in ("raw_scores", "proba_from_raw", "batch_shape", "n_features"):
+        if not hasattr(model, attr):
+            raise TypeError(f"model must be a fitted jboost ensemble (a Booster, Forest, "
+                            f"BaggedBoosters, StackedBoosters or ECOCBoosters); got "
+                            f"{type(model).__name__}, which has no {attr!r}.")
+
+
+def _batched(model, fn):
+    """``fn(one_model)`` vmapped over the model's leading batch axes."""
+    for _ in model.batch_shape:
+        fn = jax.vmap(fn)
+    return fn(model)
+
+
+def _raw(model, X, n_rounds):
+    _check_model(model)
+    X = _validation.predict_matrix(X, model.n_features)
+    if X.shape[0] == 0:
+        return None, X
+    return _batched(model, lambda m: m.raw_scores(X, n_rounds)), X
+
+
+def _empty(model, trailing: Tuple[int, ...], dtype=jnp.float32):
+    return jnp.zeros(tuple(model.batch_shape) + (0,) + trailing, dtype)
+
+
+def predict(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
+    """Raw scores: ``(n,)`` for one-output models, ``(n, K)`` otherwise (with the model's batch
+    axes in front).
+
+    Args:
+      model: any fitted jboost ensemble (:class:`Model`).
+      X: ``(n, n_features)``; NaN is missing. A device array stays on its device.
+      n_rounds: use only the first ``n_rounds`` stages (boosting rounds; trees of a forest).
+    """
+    raw, X = _raw(model, X, n_rounds)
+    if raw is None:
+        k = _batched(model, lambda m: m.raw_scores(jnp.zeros((1, model.n_features)), n_rounds)).shape[-1]
+        return _empty(model, () if k == 1 else (k,))
+    return raw[..., 0] if raw.shape[-1] == 1 else raw
+
+
+def predict_proba(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
+    """Class probabilities ``(n, n_classes)`` (classification models)."""
+    _check_model(model)
+    _require_classification(model, "predict_proba")
+    raw, X = _raw(model, X, n_rounds)
+    if raw is None:
+        X = jnp.zeros((1, model.n_features), jnp.float32)
+        k = _batched(model, lambda m: m.proba_from_raw(m.raw_scores(X, n_rounds))).shape[-1]
+        return _empty(model, (k,))
+    return _batched_pair(model, raw, lambda m, r: m.proba_from_raw(r))
+
+
+def predict_class(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
+    """Class labels ``(n,)`` (argmax of the probabilities; ECOC: the nearest codeword)."""
+    _check_model(model)
+    _require_classification(model, "predict_class")
+    raw, X = _raw(model, X, n_rounds)
+    if raw is None:
+        return _empty(model, (), jnp.int32)
+    return _batched_pair(model, raw, lambda m, r: m.classes_from_raw(r))
+
+
+def predict_mean(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
+    """The loss's link of the raw score: the mean for Poisson, the value for regression,
+    probabilities for classification."""
+    raw, X = _raw(model, X, n_rounds)
+    if raw is None:
+        return predict(model, X, n_rounds)
+    loss = getattr(model, "loss", None)
+    if loss is None:
+        raise TypeError(f"predict_mean needs a model with a loss; {type(model).__name__} has none "
+                        "(use jboost.predict).")
+
+    def one(m, r):
+        return m.loss.link(r[..., 0] if r.shape[-1] == 1 else r, **m.loss.params)
+
+    return _batched_pair(model, raw, one)
+
+
+def _batched_pair(model, raw, fn):
+    f = fn
+    for _ in model.batch_shape:
+        f = jax.vmap(f)
+    return f(model, raw)
+
+
+def staged_predict(model: Model, X, fn: Optional[Callable] = None, *args):
+    """``fn(raw (n, K), *args)`` after every stage, stacked ``(n_stages, ...)``: one compiled
+    ``lax.scan`` over the stages (boosting rounds, or trees of a forest), whose memory is one
+    ``(n, K)`` score matrix however many stages. ``fn`` must be hashable (a module-level
+    function: it is static in the compiled scan); default: the raw scores themselves.
+    Stage ``m`` sees exactly ``jboost.predict(model, X, n_rounds=m)`` (``(n, K)``)."""
+    _check_model(model)
+    if model.batch_shape:
+        raise ValueError(f"staged_predict takes one model; this one has batch axes "
+                         f"{model.batch_shape}: index it first (jax.tree_util.tree_map(lambda a: a[i], model)).")
+    X = _validation.predict_matrix(X, model.n_features)
+    return model.staged(X, _identity if fn is None else fn, *args)
+
+
+def _identity(raw):
+    return raw
+
+
+def feature_importance(model: Model) -> jax.Array:
+    """Total split gain per feature over all trees, normalised to sum to 1 ``(n_features,)``
+    (with the model's batch axes in front)."""
+    _check_model(model)
+
+    def one(m):
+        gains = m.trees.gains.reshape(-1)
+        feats = m.trees.features.reshape(-1)
+        total = jax.ops.segment_sum(gains, feats, num_segments=m.n_features)
+        return total / jnp.maximum(jnp.sum(total), 1e-30)
+
+    return _batched(model, one)
