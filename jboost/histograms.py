@@ -7,7 +7,9 @@ The hot path of tree fitting. Two implementations of the same sums:
   threads; each feature's sums run in row order on one thread, so the result does not depend on
   the thread count. It skips rows of zero weight (subsampled-out rows cost nothing) and, level
   by level, builds only the smaller sibling of each pair (**histogram subtraction**: the larger
-  sibling is the parent's histogram minus the smaller one's).
+  sibling is the parent's histogram minus the smaller one's). Any number of outputs (payloads
+  of 2K channels); sizes it cannot index with 32-bit offsets (:func:`jboost._native.indexable`)
+  run in pure JAX.
 * **Pure JAX** (GPU, TPU, or CPU without the kernel): a scatter-add per feature (``lax.map``
   over features, one ``segment_sum`` of the whole payload per feature), which on CPU beats
   vectorising over features because each feature's bins and the payload stay in cache (see
@@ -66,6 +68,7 @@ def _kernel_threads(axis_name) -> int:
 
 def _native_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int, axis_name,
                       cumulative: bool = False):
+    _native.check_indexable(X_binned.shape[-1], n_leaves, n_bins, payload.shape[-1])
     _native.load()
     out = jax.ShapeDtypeStruct((X_binned.shape[0], n_leaves, n_bins, payload.shape[-1]), jnp.float32)
     call = jax.ffi.ffi_call(_native.HISTOGRAM, out, vmap_method="expand_dims")
@@ -75,6 +78,7 @@ def _native_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int, axis_
 
 
 def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, axis_name):
+    _native.check_indexable(X_binned.shape[-1], n_slots, n_bins, payload.shape[-1])
     _native.load()
     out = (jax.ShapeDtypeStruct((X_binned.shape[0], n_slots, n_bins, payload.shape[-1]), jnp.float32),
            jax.ShapeDtypeStruct((n_slots,), jnp.int32))
@@ -83,10 +87,13 @@ def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, 
                 n_threads=np.int64(_kernel_threads(axis_name)), cumulative=True)
 
 
-def _dispatch(X_binned, n_bins: int, native, xla):
-    """``native()`` on CPU when the kernel is built and applies (uint8 bins), ``xla()`` elsewhere;
-    ``lax.platform_dependent`` chooses when the program is lowered."""
+def _dispatch(X_binned, n_bins: int, native, xla, n_leaves: int = 1, channels: int = 0):
+    """``native()`` on CPU when the kernel is built and applies (uint8 bins, sizes it can index:
+    see :func:`jboost._native.indexable`), ``xla()`` elsewhere; ``lax.platform_dependent``
+    chooses when the program is lowered."""
     if X_binned is not None and not (X_binned.dtype == jnp.uint8 and n_bins <= 256):
+        return xla()
+    if X_binned is not None and not _native.indexable(X_binned.shape[-1], n_leaves, n_bins, channels):
         return xla()
     if not _native.available():
         return xla()
@@ -122,8 +129,9 @@ def _scalar(x):
 
 def _native_level(X_binned, payload, leaf, parent, l2, min_child_weight, *, n_leaves: int,
                   n_bins: int, missing: bool, keep_hist: bool, n_threads: Optional[int] = None):
+    n_features, c = X_binned.shape[-2], payload.shape[-1]
+    _native.check_indexable(X_binned.shape[-1], n_leaves, n_bins, c)
     _native.load()
-    n_features, c = X_binned.shape[0], payload.shape[-1]
     out = (jax.ShapeDtypeStruct((n_features, n_bins - 1, 2), jnp.float32),
            jax.ShapeDtypeStruct((n_features, n_leaves, n_bins, c) if keep_hist else (1,), jnp.float32))
     call = jax.ffi.ffi_call(_native.LEVEL, out, vmap_method="expand_dims")
@@ -169,9 +177,9 @@ def level_gains(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_leave
         cum = splits.prefix_sum(_xla_histogram(X_binned, payload, leaf, n_leaves, n_bins), axis=2)
         return splits.split_gains_cumulative(cum, l2, min_child_weight, missing), cum if keep_hist else None
 
-    if payload.shape[-1] % 2 or payload.shape[-1] > 16 or n_bins < 2:  # the kernel: K <= 8 outputs
+    if payload.shape[-1] % 2 or n_bins < 2:
         return xla()
-    return _dispatch(X_binned, n_bins, native, xla)
+    return _dispatch(X_binned, n_bins, native, xla, n_leaves, payload.shape[-1])
 
 
 def cumulative_split_gains(cum, l2, min_child_weight, missing: bool = True, axis_name=None):
@@ -187,7 +195,7 @@ def cumulative_split_gains(cum, l2, min_child_weight, missing: bool = True, axis
                     n_threads=np.int64(_kernel_threads(axis_name)), missing=missing)
 
     xla = lambda: splits.split_gains_cumulative(cum, l2, min_child_weight, missing)
-    if c % 2 or c > 16 or cum.shape[2] < 2:
+    if c % 2 or cum.shape[2] < 2:
         return xla()
     return _dispatch(None, cum.shape[2], native, xla)
 
@@ -210,7 +218,8 @@ def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis
     payload = payload.astype(jnp.float32)
     hist = _dispatch(X_binned, n_bins,
                      lambda: _native_histogram(X_binned, payload, leaf, n_leaves, n_bins, axis_name),
-                     lambda: _xla_histogram(X_binned, payload, leaf, n_leaves, n_bins))
+                     lambda: _xla_histogram(X_binned, payload, leaf, n_leaves, n_bins),
+                     n_leaves, payload.shape[-1])
     if axis_name is not None:
         hist = lax.psum(hist, axis_name)
     return hist
@@ -252,6 +261,6 @@ def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_
         return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)], axis=1)
 
     xla = lambda: splits.prefix_sum(_xla_histogram(X_binned, payload, leaf, n_leaves, n_bins), axis=2)
-    local = _dispatch(X_binned, n_bins, native, xla)
+    local = _dispatch(X_binned, n_bins, native, xla, n_leaves, payload.shape[-1])
     hist = local if axis_name is None else lax.psum(local, axis_name)
     return hist, local

@@ -508,3 +508,127 @@ def test_sparse_level_in_a_sweep_sized_batch():
                              keep_hist=False)
     for b in range(3):
         np.testing.assert_array_equal(np.asarray(got[b]), np.asarray(one(payloads[b], leaves[b])))
+
+
+# ---------------------------------------------------------------------------------------------
+# Wide payloads: 9 or more outputs (C = 2K > 16) take the kernel's wide paths (any K).
+
+
+@pytest.mark.parametrize("k", [9, 26, 100])
+@pytest.mark.parametrize("missing", [True, False])
+@pytest.mark.parametrize("subtract", [False, True])
+def test_wide_level_kernel_equals_pure_jax(k, missing, subtract):
+    # The fused level for K > 8 outputs against pure JAX: histograms (built directly or by
+    # subtraction), gains with l2 / min_child_weight (a leaf below it), with and without missing
+    # rows; a feature using only its first 10 bins (the wide path's used-bin trimming).
+    n_bins, L = 64, 8
+    X, payload, leaf = _level_data(40 + k + 2 * missing + 4 * subtract, 6_000, 5, n_bins, L, k, missing)
+    X = X.at[1].set(jnp.where(X[1] == n_bins - 1, X[1], X[1] % 10))
+    direct = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf, L, n_bins), axis=2)
+    parent = None
+    if subtract:
+        parent = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf % (L // 2), L // 2, n_bins),
+                                   axis=2)
+    for l2, mcw in ((1.0, 1.0), (0.0, 0.0), (3.0, 20.0 * k)):  # hessian sums add over K outputs
+        outs = [histograms._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L, n_bins=n_bins,
+                                         missing=missing, keep_hist=True, n_threads=t) for t in (1, 3)]
+        gains, hist = outs[0]
+        np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=5e-3)
+        _assert_gains_close(gains, splits.split_gains_cumulative(direct, l2, mcw, missing))
+        if mcw > 1:  # a leaf is below min_child_weight and another above it
+            h_leaf = np.asarray(direct)[0, :, -1, k:].sum(axis=-1)
+            assert np.any(h_leaf < mcw) and np.any(h_leaf >= mcw)
+        # Bitwise the same with 3 threads, and without writing the histograms.
+        np.testing.assert_array_equal(np.asarray(outs[1][0]), np.asarray(gains))
+        np.testing.assert_array_equal(np.asarray(outs[1][1]), np.asarray(hist))
+        gains2, none = histograms._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L,
+                                                n_bins=n_bins, missing=missing, keep_hist=False)
+        assert none is None
+        np.testing.assert_array_equal(np.asarray(gains2), np.asarray(gains))
+        # The split-gains kernel (sharded rows) on the same cumulative histograms.
+        _assert_gains_close(histograms.cumulative_split_gains(direct, l2, mcw, missing),
+                            splits.split_gains_cumulative(direct, l2, mcw, missing))
+
+
+@pytest.mark.parametrize("k", [9, 26])
+def test_wide_histogram_kernels_equal_pure_jax(k):
+    # The histogram and smaller-sibling kernels (sharded fits) for K > 8, threads 1 and 3.
+    X, payload, leaf = _data(50 + k, 20_000, 5, 32, 8, 2 * k, zero_rows=0.3)
+    want = histograms._xla_histogram(X, payload, leaf, 8, 32)
+    for t in (1, 3):
+        got = _kernel(X, payload, leaf, 8, 32, t)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-3)
+    parent = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf % 4, 4, 32), axis=2)
+    hist, _ = histograms.level_histograms(X, payload, leaf, parent, n_bins=32)
+    np.testing.assert_allclose(np.asarray(hist), np.asarray(splits.prefix_sum(want, axis=2)),
+                               rtol=1e-5, atol=5e-3)
+
+
+def test_wide_level_kernel_vmap_equals_separate_calls():
+    # K = 26 models batched over payloads and l2 / min_child_weight, the parent batched:
+    # bitwise the separate calls.
+    X, payload, leaf = _level_data(60, 5_000, 4, 32, 4, 26, True)
+    payloads = jnp.stack([payload, 2 * payload, 0.5 * payload])
+    l2s, mcws = jnp.array([0.0, 1.0, 5.0]), jnp.array([0.0, 2.0, 30.0])
+    parents = jax.vmap(lambda p: histograms._native_histogram(X, p, leaf % 2, 2, 32, None, cumulative=True))(payloads)
+
+    def one(p, par, l2, mcw):
+        return histograms._native_level(X, p, leaf, par, l2, mcw, n_leaves=4, n_bins=32, missing=True,
+                                        keep_hist=True)
+
+    got = jax.jit(jax.vmap(one))(payloads, parents, l2s, mcws)
+    for b in range(3):
+        want = one(payloads[b], parents[b], l2s[b], mcws[b])
+        np.testing.assert_array_equal(np.asarray(got[0][b]), np.asarray(want[0]))
+        np.testing.assert_array_equal(np.asarray(got[1][b]), np.asarray(want[1]))
+
+
+def test_wide_level_gains_dispatch_runs_the_kernel():
+    # level_gains takes the kernel for K > 8 on CPU (no pure-JAX fallback): its program holds
+    # the level custom call.
+    X, payload, leaf = _level_data(61, 2_000, 3, 16, 2, 12, True)
+    fn = lambda X, p, lf: histograms.level_gains(X, p, lf, None, n_leaves=2, n_bins=16, l2=1.0,
+                                                 min_child_weight=1.0)
+    assert _native.LEVEL in jax.jit(fn).lower(X, payload, leaf).as_text()
+    g1, _ = fn(X, payload, leaf)
+    g0, _ = _pure_jax(fn, X, payload, leaf)
+    _assert_gains_close(g1, g0)
+
+
+def test_multiclass_fit_same_model_with_and_without_kernel():
+    # 12 classes (K > 8): the kernel's trees are pure JAX's.
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(3000, 6)).astype(np.float32)
+    y = (np.digitize(X[:, 0] + 0.5 * X[:, 1], np.linspace(-2, 2, 11))).astype(np.int32)
+    kw = dict(loss="multinomial_deviance", n_rounds=5, depth=4, learning_rate=0.3)
+    native = jboost.fit(X, y, **kw)
+    pure = _pure_jax(jboost.fit, X, y, **kw)
+    np.testing.assert_array_equal(native.trees.features, pure.trees.features)
+    np.testing.assert_array_equal(native.trees.thresholds, pure.trees.thresholds)
+    np.testing.assert_allclose(jboost.predict(native, X), jboost.predict(pure, X), rtol=1e-4, atol=1e-4)
+
+
+def test_kernel_rejects_what_it_cannot_index():
+    # One feature's histogram cells past 2**31 - 1 (leaves x bins x channels): a ValueError naming
+    # the cause from the Python wrapper, an FFI error (not garbage, not a crash) from the kernel,
+    # and the pure-JAX path from the dispatcher.
+    n_leaves, n_bins, c = 2**14, 256, 1024
+    assert not _native.indexable(4, n_leaves, n_bins, c) and _native.indexable(4, 64, 256, 200)
+    assert not _native.indexable(2**31, 1, 256, 2)
+    X = jnp.zeros((2, 4), jnp.uint8)
+    payload = jnp.ones((4, c), jnp.float32)
+    leaf = jnp.zeros((4,), jnp.int32)
+    with pytest.raises(ValueError, match="32-bit"):
+        histograms._native_level(X, payload, leaf, None, 1.0, 1.0, n_leaves=n_leaves, n_bins=n_bins,
+                                 missing=True, keep_hist=False)
+    with pytest.raises(ValueError, match="rows"):
+        _native.check_indexable(2**31, 1, 256, 2)
+    out = (jax.ShapeDtypeStruct((2, n_bins - 1, 2), jnp.float32), jax.ShapeDtypeStruct((1,), jnp.float32))
+    call = jax.ffi.ffi_call(_native.LEVEL, out)
+    with pytest.raises(Exception, match="32-bit offsets"):
+        jax.block_until_ready(call(X, payload, leaf, jnp.zeros((1,), jnp.float32), jnp.float32(1.0),
+                                   jnp.float32(1.0), n_threads=np.int64(1), n_leaves=np.int64(n_leaves),
+                                   subtract=False, missing=True, write_hist=False))
+    lowered = jax.jit(lambda X, p, lf: histograms.level_gains(
+        X, p, lf, None, n_leaves=n_leaves, n_bins=n_bins, l2=1.0, min_child_weight=1.0)).lower(X, payload, leaf)
+    assert _native.LEVEL not in lowered.as_text()

@@ -23,6 +23,28 @@ SPLIT_GAINS = "jboost_split_gains"
 PREDICT = "jboost_predict"
 
 
+#: The kernels index rows, and the cells of one feature's histograms (leaves x bins x channels,
+#: 2 channels per output), with 32-bit ints: larger inputs are rejected (by the kernel with an
+#: FFI error, by :func:`check_indexable` with a ``ValueError``) and jboost runs them in pure JAX.
+MAX_INDEX = 2**31 - 1
+
+
+def indexable(n_rows: int, n_leaves: int, n_bins: int, channels: int) -> bool:
+    """Whether the kernels can index a call of these (static) sizes; see :data:`MAX_INDEX`."""
+    return n_rows <= MAX_INDEX and n_leaves * n_bins * channels <= MAX_INDEX
+
+
+def check_indexable(n_rows: int, n_leaves: int, n_bins: int, channels: int) -> None:
+    """``ValueError`` naming the cause when the kernels cannot index a call of these sizes."""
+    if n_rows > MAX_INDEX:
+        raise ValueError(f"jboost's CPU kernel indexes rows with 32-bit ints: {n_rows} rows is more "
+                         f"than {MAX_INDEX} (shard the rows over devices, or use the pure-JAX path)")
+    if n_leaves * n_bins * channels > MAX_INDEX:
+        raise ValueError(f"jboost's CPU kernel indexes one feature's histogram cells with 32-bit "
+                         f"ints: {n_leaves} leaves x {n_bins} bins x {channels} channels (2 per "
+                         f"output) is more than {MAX_INDEX}; use fewer outputs, leaves or bins")
+
+
 def library_path():
     """Path of the compiled kernel library, or ``None`` when it was not built."""
     here = os.path.dirname(os.path.abspath(__file__))

@@ -17,12 +17,17 @@
 // thread. Phase 2 splits the features across threads; each thread walks the chunks in row
 // order, so every sum is accumulated in row order by one thread: the result is bitwise the same
 // whatever the number of threads.
+//
+// Any number of outputs: payloads of up to 16 channels (K <= 8) take the paths below as they
+// were first written; wider ones take "wide" paths (ChunkIntoWide, LevelWide, WideGains),
+// vectorised over the channels and the bins, with the same sums in the same order per cell.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -41,6 +46,11 @@ namespace ffi = xla::ffi;
 #endif
 
 namespace {
+
+// Payloads of up to this many channels (C = 2K, K <= 8 outputs) take the kernels' original
+// paths; wider ones (any K) take the "wide" paths below, vectorised over the channels and the
+// bins. (The narrow paths are kept as they were: bitwise the same results as before.)
+constexpr int64_t kMaxNarrowChannels = 16;
 
 // Scratch memory reused across calls by the calling (XLA) thread: no allocation or page
 // faults on the hot path after the first call.
@@ -205,6 +215,44 @@ Compacted Compact(int64_t n, const float* p, int64_t c, const int32_t* l, const 
   return out;
 }
 
+// Wide payloads (C > 16: 9 or more outputs): one row adds a run of C floats, vectorised. Two
+// features per pass over the rows (each row's id, offset and payload loaded once for both).
+// Every cell still sums its rows in row order: the same floats as ChunkInto.
+inline void AddRun(float* __restrict dst, const float* __restrict src, int64_t c) {
+  for (int64_t j = 0; j < c; ++j) dst[j] += src[j];
+}
+
+template <bool kDense>
+void ChunkIntoWide(const uint8_t* bins, int64_t n, const Rows& rs, float* out, int64_t hist_size,
+                   int64_t c, uint32_t max_bin, int64_t f_begin, int64_t f_end, int64_t f_base) {
+  auto bin_of = [max_bin](uint8_t b) -> int64_t {
+    return static_cast<int64_t>(std::min<uint32_t>(b, max_bin));
+  };
+  int64_t f = f_begin;
+  for (; f + 2 <= f_end; f += 2) {
+    const uint8_t* c0 = bins + f * n;
+    const uint8_t* c1 = c0 + n;
+    float* h0 = out + (f - f_base) * hist_size;
+    float* h1 = h0 + hist_size;
+    for (int64_t r = 0; r < rs.m; ++r) {
+      const int64_t i = kDense ? rs.row0 + r : rs.ids[r];
+      const int64_t o = kDense ? 0 : rs.base[r];
+      const float* p = rs.payload + r * c;
+      AddRun(h0 + o + bin_of(c0[i]) * c, p, c);
+      AddRun(h1 + o + bin_of(c1[i]) * c, p, c);
+    }
+  }
+  for (; f < f_end; ++f) {
+    const uint8_t* col = bins + f * n;
+    float* hist = out + (f - f_base) * hist_size;
+    for (int64_t r = 0; r < rs.m; ++r) {
+      const int64_t i = kDense ? rs.row0 + r : rs.ids[r];
+      const int64_t o = kDense ? 0 : rs.base[r];
+      AddRun(hist + o + bin_of(col[i]) * c, rs.payload + r * c, c);
+    }
+  }
+}
+
 // All chunks, in row order, into the histograms of features [f0, f1) (feature f at
 // out + (f - f_base) * hist_size). (Blocking rows so that their ids and payload stay in L1
 // across features measured slower: it interleaves many more column streams and histograms.)
@@ -213,6 +261,11 @@ void ChunksInto(const uint8_t* b, int64_t n, const Compacted& rows, float* out, 
                 int64_t c, uint32_t max_bin, int64_t f0, int64_t f1, int64_t f_base,
                 uint64_t* bits = nullptr, int64_t words = 0) {
   for (const Rows& rs : rows.chunks) {
+    if (c > kMaxNarrowChannels && bits == nullptr) {
+      if (rows.dense) ChunkIntoWide<true>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
+      else ChunkIntoWide<false>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
+      continue;
+    }
     auto run = [&](auto mark) {
       constexpr bool kMark = decltype(mark)::value;
       if (c == 2) {
@@ -357,7 +410,7 @@ void SmallerSlots(const float* p, const int32_t* l, int64_t n, int64_t c, int64_
 // (0 where H_k + l2 <= 0); direction d = 0 sends missing rows left (left = cum[t] + missing),
 // d = 1 right (left = cum[t]); without missing rows (missing = false) d = 1 is -inf. The same
 // float expressions as the JAX function, summed over leaves in leaf order.
-// (Any even C <= 16; C = 2 goes by change points: GainEvents.)
+// (Any even C <= 16; C = 2 goes by change points: GainEvents; C > 16: WideGains.)
 void FeatureGains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c, float l2,
                   float mcw, bool missing, float* out, float* acc) {
   const int64_t k = c / 2;
@@ -509,9 +562,92 @@ struct GainEvents {
   }
 };
 
-// `scratch` holds kGainScratch * n_bins floats (8-byte aligned).
+// FeatureGains for wide payloads (C > 16), the same float expressions and the same order of
+// sums (outputs j = 0..K-1 per bin, leaves in order), vectorised over the bins: each leaf's
+// cumulative sums are transposed to (C, u) first, so that output j's sums over the bins are
+// contiguous. Only the bins [0, u) are computed (u >= 1): the caller knows that every leaf's
+// cumulative sums at bins [u, B - 1) are those of bin u - 1 (no row is there), so their gains are
+// those of bin u - 1 too; bin B - 1 holds the leaf's total. `scratch`: WideGainScratch floats.
+int64_t WideGainScratch(int64_t n_bins, int64_t c) { return (c + 8) * n_bins + 2 * c; }
+
+template <bool kMissingLeft>
+JBOOST_AVX2_CLONES void WideDirection(const float* tr, int64_t u, int64_t k, const float* total,
+                                      const float* miss, float l2, float* __restrict sl,
+                                      float* __restrict sr, float* __restrict hl,
+                                      float* __restrict hr) {
+  for (int64_t t = 0; t < u; ++t) sl[t] = sr[t] = hl[t] = hr[t] = 0.0f;
+  for (int64_t j = 0; j < k; ++j) {
+    const float* __restrict g = tr + j * u;
+    const float* __restrict x = tr + (k + j) * u;
+    const float G = total[j], H = total[k + j];
+    const float mg = kMissingLeft ? miss[j] : 0.0f, mh = kMissingLeft ? miss[k + j] : 0.0f;
+    for (int64_t t = 0; t < u; ++t) {
+      const float gl = kMissingLeft ? g[t] + mg : g[t];
+      const float xl = kMissingLeft ? x[t] + mh : x[t];
+      const float gr = G - gl, xr = H - xl;
+      const float dl = xl + l2, dr = xr + l2;
+      const bool okl = dl > 0.0f, okr = dr > 0.0f;
+      const float ql = gl / (okl ? dl : 1.0f), qr = gr / (okr ? dr : 1.0f);
+      sl[t] += okl ? gl * ql : 0.0f;
+      sr[t] += okr ? gr * qr : 0.0f;
+      hl[t] += xl;
+      hr[t] += xr;
+    }
+  }
+}
+
+void WideGains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c, int64_t u, float l2,
+               float mcw, bool missing, float* out, float* scratch) {
+  const int64_t k = c / 2;
+  const int64_t nt = n_bins - 1;
+  u = std::max<int64_t>(1, std::min(u, nt));
+  float* tr = scratch;           // (c, u)
+  float* sl = tr + c * u;        // (u) each
+  float* sr = sl + u;
+  float* hl = sr + u;
+  float* hr = hl + u;
+  float* acc0 = hr + u;
+  float* acc1 = acc0 + u;
+  float* miss = acc1 + u;        // (c)
+  auto score = [l2](float g, float h) {
+    const float denom = h + l2;
+    return denom > 0.0f ? g * (g / denom) : 0.0f;
+  };
+  for (int64_t t = 0; t < u; ++t) acc0[t] = acc1[t] = 0.0f;
+  for (int64_t leaf = 0; leaf < n_leaves; ++leaf) {
+    const float* h = cum + leaf * n_bins * c;
+    const float* total = h + nt * c;
+    const float* last = h + (u - 1) * c;  // = bin nt - 1
+    float parent = 0.0f;
+    for (int64_t j = 0; j < c; ++j) miss[j] = total[j] - last[j];
+    for (int64_t j = 0; j < k; ++j) parent += score(total[j], total[k + j]);
+    for (int64_t t = 0; t < u; ++t) {
+      for (int64_t j = 0; j < c; ++j) tr[j * u + t] = h[t * c + j];
+    }
+    for (int64_t d = 0; d < (missing ? 2 : 1); ++d) {
+      if (d == 0) WideDirection<true>(tr, u, k, total, miss, l2, sl, sr, hl, hr);
+      else WideDirection<false>(tr, u, k, total, miss, l2, sl, sr, hl, hr);
+      float* a = d == 0 ? acc0 : acc1;
+      for (int64_t t = 0; t < u; ++t) {
+        const float gain = sl[t] + sr[t] - parent;
+        a[t] += (hl[t] >= mcw && hr[t] >= mcw) ? gain : 0.0f;
+      }
+    }
+  }
+  for (int64_t t = 0; t < nt; ++t) {
+    const int64_t s = std::min(t, u - 1);
+    out[2 * t] = acc0[s];
+    out[2 * t + 1] = missing ? acc1[s] : -std::numeric_limits<float>::infinity();
+  }
+}
+
+// `scratch` holds kGainScratch * n_bins floats (8-byte aligned), WideGainScratch for C > 16.
 void Gains(const float* cum, int64_t n_leaves, int64_t n_bins, int64_t c, float l2, float mcw,
            bool missing, float* out, float* scratch) {
+  if (c > kMaxNarrowChannels) {
+    WideGains(cum, n_leaves, n_bins, c, n_bins - 1, l2, mcw, missing, out, scratch);
+    return;
+  }
   if (c != 2) {
     FeatureGains(cum, n_leaves, n_bins, c, l2, mcw, missing, out, scratch);
     return;
@@ -635,16 +771,123 @@ void FinishFeature(float* built, const float* parent, const int32_t* which, int6
 // are bitwise those of the dense path (see GainEvents).
 constexpr int64_t kSparseRowsPerCell = 2;
 
+// One feature of a wide level (C > 16), as FinishFeature, over the bins [0, u) and the missing
+// bin B - 1 only: no row of the level is in bins [u, B - 1), so their cumulative sums are those
+// of bin u - 1 (written out, filled, only into hist_out, the whole (L, B, C) histograms).
+void FinishFeatureWide(float* built, const float* parent, const int32_t* which, int64_t n_leaves,
+                       int64_t n_bins, int64_t c, int64_t u, float* full, float* hist_out, float l2,
+                       float mcw, bool missing, float* gains, float* scratch) {
+  const bool subtract = parent != nullptr;
+  const int64_t n_slots = subtract ? n_leaves / 2 : n_leaves;
+  const int64_t slot_size = n_bins * c;
+  const int64_t nt = n_bins - 1;
+  const bool whole = hist_out != nullptr;  // every bin, else [0, u) and nt
+  for (int64_t j = 0; j < n_slots; ++j) {
+    float* h = built + j * slot_size;
+    for (int64_t t = 1; t < u; ++t) AddRun(h + t * c, h + (t - 1) * c, c);
+    if (whole) {
+      for (int64_t t = u; t < nt; ++t) std::memcpy(h + t * c, h + (u - 1) * c, sizeof(float) * c);
+    }
+    AddRun(h + nt * c, h + (u - 1) * c, c);
+  }
+  float* dst = whole ? hist_out : (subtract ? full : built);
+  auto copy_bins = [&](float* to, const float* from, const float* minus) {
+    auto one = [&](int64_t t0, int64_t t1) {
+      for (int64_t e = t0 * c; e < t1 * c; ++e) to[e] = minus ? from[e] - minus[e] : from[e];
+    };
+    if (whole) {
+      one(0, n_bins);
+    } else {
+      one(0, u);
+      one(nt, n_bins);
+    }
+  };
+  if (subtract) {
+    for (int64_t j = 0; j < n_slots; ++j) {
+      const float* small = built + j * slot_size;
+      const float* pj = parent + j * slot_size;
+      copy_bins(dst + (which[j] ? j + n_slots : j) * slot_size, small, nullptr);
+      copy_bins(dst + (which[j] ? j : j + n_slots) * slot_size, pj, small);
+    }
+  } else if (dst != built) {
+    for (int64_t j = 0; j < n_leaves; ++j) copy_bins(dst + j * slot_size, built + j * slot_size, nullptr);
+  }
+  WideGains(dst, n_leaves, n_bins, c, u, l2, mcw, missing, gains, scratch);
+}
+
+// Level for wide payloads (C > 16, any number of outputs): the same steps as the dense path of
+// Level, two features per pass over the rows, and only over the bins some row is in (the
+// features' used bins, found by one pass over the bins: data with few distinct values per
+// feature costs its used bins, not B).
+void LevelWide(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int64_t c,
+               const int32_t* l, int64_t n_leaves, int64_t n_bins, const float* parent, float l2,
+               float mcw, bool missing, float* gains, float* hist_out, int64_t n_threads) {
+  const bool subtract = parent != nullptr;
+  const int64_t n_slots = subtract ? n_leaves / 2 : n_leaves;
+  const int64_t slot_size = n_bins * c;
+  const int64_t hist_size = n_slots * slot_size;
+  const int64_t full_size = n_leaves * slot_size;
+  const int64_t nt = n_bins - 1;
+  const uint32_t max_bin = static_cast<uint32_t>(nt);
+  std::vector<int32_t> slot(n_leaves), which(std::max<int64_t>(n_slots, 1), 0);
+  if (subtract) {
+    SmallerSlots(p, l, n, c, n_slots, n_threads, slot.data(), which.data());
+  } else {
+    for (int64_t j = 0; j < n_leaves; ++j) slot[j] = static_cast<int32_t>(j);
+  }
+  const int64_t threads = ThreadsFor(n_threads, (n * n_features + 4 * n_features * n_leaves * n_bins) * (c / 2));
+  const Compacted rows = Compact(n, p, c, l, slot.data(), n_leaves, n_slots, n_bins, threads);
+  const int64_t f_threads = std::min<int64_t>(threads, n_features);
+  constexpr int64_t kGroup = 2;  // features per pass over the rows (ChunkIntoWide)
+  Parallel(f_threads, [&](int64_t t) {
+    static thread_local Scratch scratch;
+    const int64_t f0 = n_features * t / f_threads, f1 = n_features * (t + 1) / f_threads;
+    float* loc = reinterpret_cast<float*>(scratch.Get(
+        sizeof(float) * (kGroup * hist_size + full_size + WideGainScratch(n_bins, c))));
+    float* full = loc + kGroup * hist_size;
+    float* gs = full + full_size;
+    int64_t used[kGroup];
+    for (int64_t g0 = f0; g0 < f1; g0 += kGroup) {
+      const int64_t g1 = std::min(g0 + kGroup, f1);
+      for (int64_t f = g0; f < g1; ++f) {
+        const uint8_t* col = b + f * n;
+        uint32_t top = 0;  // the last non-missing bin of any row (0 if none)
+        for (int64_t i = 0; i < n; ++i) {
+          const uint32_t v = col[i];
+          top = std::max(top, v < max_bin ? v : 0u);
+        }
+        const int64_t u = used[f - g0] = static_cast<int64_t>(top) + 1;
+        float* h = loc + (f - g0) * hist_size;
+        for (int64_t j = 0; j < n_slots; ++j) {
+          std::memset(h + j * slot_size, 0, sizeof(float) * u * c);
+          std::memset(h + j * slot_size + nt * c, 0, sizeof(float) * c);
+        }
+      }
+      ChunksInto(b, n, rows, loc, hist_size, c, max_bin, g0, g1, g0);
+      for (int64_t f = g0; f < g1; ++f) {
+        FinishFeatureWide(loc + (f - g0) * hist_size, subtract ? parent + f * hist_size : nullptr,
+                          which.data(), n_leaves, n_bins, c, used[f - g0], full,
+                          hist_out != nullptr ? hist_out + f * full_size : nullptr, l2, mcw,
+                          missing, gains + f * 2 * nt, gs);
+      }
+    }
+  });
+}
+
 void Level(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int64_t c,
            const int32_t* l, int64_t n_leaves, int64_t n_bins, const float* parent, float l2,
            float mcw, bool missing, float* gains, float* hist_out, int64_t n_threads) {
+  if (c > kMaxNarrowChannels) {
+    LevelWide(b, n_features, n, p, c, l, n_leaves, n_bins, parent, l2, mcw, missing, gains, hist_out,
+              n_threads);
+    return;
+  }
   const bool subtract = parent != nullptr;
   const int64_t n_slots = subtract ? n_leaves / 2 : n_leaves;
   const int64_t slot_size = n_bins * c;
   const int64_t hist_size = n_slots * slot_size;   // one feature's built histograms
   const int64_t full_size = n_leaves * slot_size;  // one feature's level histograms
   const uint32_t max_bin = static_cast<uint32_t>(n_bins - 1);
-  if (c > 16) return;  // checked by the caller
   std::vector<int32_t> slot(n_leaves), which(std::max<int64_t>(n_slots, 1), 0);
   if (subtract) {
     SmallerSlots(p, l, n, c, n_slots, n_threads, slot.data(), which.data());
@@ -712,6 +955,27 @@ void Level(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int6
 // broadcast: the binned data is shared by every model of a sweep, never copied). The models of
 // a batch are independent: threads take whole models, each built exactly as in an unbatched
 // call with one thread, so a batch gives bitwise the results of separate calls.
+
+// Rows are indexed, and one feature's histogram cells offset, with 32-bit ints (row ids and
+// cell offsets of the compacted rows): larger inputs are rejected, never wrapped around.
+constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
+
+ffi::Error CheckIndexable(const char* kernel, int64_t n_rows, int64_t n_slots, int64_t n_bins,
+                          int64_t c) {
+  if (n_rows > kMaxIndex) {
+    return ffi::Error::InvalidArgument(
+        std::string(kernel) + ": " + std::to_string(n_rows) +
+        " rows; the kernel indexes rows with 32-bit ints (at most 2**31 - 1 rows per call)");
+  }
+  if (n_slots > 0 && n_bins > 0 && c > 0 && n_slots * n_bins > kMaxIndex / c) {
+    return ffi::Error::InvalidArgument(
+        std::string(kernel) + ": one feature's histograms would hold " + std::to_string(n_slots) +
+        " leaves x " + std::to_string(n_bins) + " bins x " + std::to_string(c) +
+        " channels (2 per output), more cells than the kernel's 32-bit offsets index "
+        "(2**31 - 1): use fewer outputs, leaves or bins");
+  }
+  return ffi::Error::Success();
+}
 
 // Element offsets of one operand for every model of the batch.
 bool BatchOffsets(ffi::Span<const int64_t> dims, size_t core_rank,
@@ -786,6 +1050,10 @@ ffi::Error MakeBatch(ffi::Buffer<ffi::U8>& bins, ffi::Buffer<ffi::F32>& payload,
   if (bd[nb] != b->n_features || pd[nb] != b->n || pd[nb + 1] != b->c || ld[nb] != b->n ||
       b->n_bins < 1 || b->n_bins > 256) {
     return ffi::Error::InvalidArgument("jboost histogram: inconsistent shapes");
+  }
+  if (auto err = CheckIndexable("jboost histogram", b->n, b->n_slots, b->n_bins, b->c);
+      !err.success()) {
+    return err;
   }
   if (!BatchOffsets(bd, 2, b->shape, &b->bins) || !BatchOffsets(pd, 2, b->shape, &b->payload) ||
       !BatchOffsets(ld, 1, b->shape, &b->leaf) || !BatchOffsets(od, 4, b->shape, &b->out)) {
@@ -975,9 +1243,10 @@ ffi::Error LevelImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
   }
   const int64_t n = bd[nb + 1], c = pd[nb + 1];
   if (bd[nb] != n_features || pd[nb] != n || ld[nb] != n || n_bins < 2 || n_bins > 256 ||
-      c < 2 || c > 16 || c % 2 != 0 || n_leaves < 1 || (subtract && n_leaves % 2 != 0)) {
+      c < 2 || c % 2 != 0 || n_leaves < 1 || (subtract && n_leaves % 2 != 0)) {
     return ffi::Error::InvalidArgument("jboost level: inconsistent shapes");
   }
+  if (auto err = CheckIndexable("jboost level", n, n_leaves, n_bins, c); !err.success()) return err;
   std::vector<int64_t> ob, op, ol, opar, ol2, omcw, og, oh;
   const int64_t full = n_features * n_leaves * n_bins * c;
   auto hd = hist->dimensions();
@@ -1030,7 +1299,7 @@ ffi::Error SplitGainsImpl(ffi::Buffer<ffi::F32> cum, ffi::Buffer<ffi::F32> l2,
   const int64_t n_features = cd[nb], n_leaves = cd[nb + 1], n_bins = cd[nb + 2], c = cd[nb + 3];
   auto gd = gains->dimensions();
   std::vector<int64_t> oc, ol2, omcw, og;
-  if (c < 2 || c > 16 || c % 2 != 0 || n_bins < 2 || gd.size() != nb + 3 ||
+  if (c < 2 || c % 2 != 0 || n_bins < 2 || gd.size() != nb + 3 ||
       gd[nb] != n_features || gd[nb + 1] != n_bins - 1 || gd[nb + 2] != 2 ||
       !BatchOffsets(cd, 4, shape, &oc) || !BatchOffsets(l2.dimensions(), 0, shape, &ol2) ||
       !BatchOffsets(mcw.dimensions(), 0, shape, &omcw) || !BatchOffsets(gd, 3, shape, &og)) {
@@ -1040,7 +1309,7 @@ ffi::Error SplitGainsImpl(ffi::Buffer<ffi::F32> cum, ffi::Buffer<ffi::F32> l2,
   ForEachModel(n_models, n_threads, [&](int64_t m, int64_t threads) {
     const int64_t t_used = std::min(ThreadsFor(threads, 4 * n_features * per_feature / c), n_features);
     Parallel(t_used, [&](int64_t t) {
-      std::vector<double> acc(kGainScratch * n_bins / 2 + 1);  // doubles: 8-byte aligned
+      std::vector<double> acc(std::max(kGainScratch * n_bins, WideGainScratch(n_bins, c)) / 2 + 1);  // 8-byte aligned
       for (int64_t f = n_features * t / t_used; f < n_features * (t + 1) / t_used; ++f) {
         Gains(cum.typed_data() + oc[m] + f * per_feature, n_leaves, n_bins, c,
               l2.typed_data()[ol2[m]], mcw.typed_data()[omcw[m]], missing,
