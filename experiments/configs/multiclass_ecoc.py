@@ -7,10 +7,11 @@ codeword, one binary learner is fitted per bit, and a new case goes to the class
 is nearest to the predicted bits. No published number is put beside ours: the comparison is
 between three jboost learners with matched settings, fixed before seeing test numbers:
 
-* ECOC (:mod:`jboost.combine`): a random dense ``26 x 31`` code (the best of 200 draws by
+* ECOC (:mod:`jboost.combine.ecoc`): a random dense ``26 x 31`` code (the best of 200 draws by
   minimal row distance, all columns non-constant and distinct), 31 binary boosters
   (binomial deviance) fitted in one vmapped call with the per-bit labels as a traced array,
-  decoded by L1 distance on probabilities and by Hamming distance on signs; also the
+  decoded by L1 distance on probabilities (``jboost.predict_class``) and by Hamming distance on
+  signs (``combine.ecoc_predict(..., "hamming")``); also the
   one-per-class code (``26 x 26`` identity, one-vs-rest) as the no-error-correction baseline;
 * multinomial boosting (:func:`jboost.fit`, multinomial deviance, one tree with 26-vector
   leaves per round, ESL Algorithm 10.4 with vector leaves);
@@ -88,13 +89,13 @@ def run(config: dict, ctx) -> dict:
         model, t = timed(combine.fit_ecoc_boosters, X, y, code, n_rounds=b["n_rounds"], depth=b["depth"],
                          learning_rate=b["learning_rate"], l2=b["l2"], n_bins=config["n_bins"], key=k_fit)
         timings[f"ecoc_{name}_fit_s_incl_compile"] = t
-        raw = np.asarray(combine.ecoc_bit_scores(model, X_test))
+        raw = np.asarray(jboost.predict(model, X_test))   # the bits' log-odds (n, L)
         bits_true = code[y_test.astype(int)]
         info[f"ecoc_{name}_mean_bit_error"] = float(np.mean((raw > 0) != (bits_true == 1)))
         label = f"ECOC {name.replace('_', '-')} code ({code.shape[1]} bits)"
         table += [
             {"quantity": f"{label}, L1 decoding: test error", "published": None,
-             "ours": _error(combine.ecoc_predict(model, X_test, "l1"), y_test)},
+             "ours": _error(jboost.predict_class(model, X_test), y_test)},
             {"quantity": f"{label}, Hamming decoding: test error", "published": None,
              "ours": _error(combine.ecoc_predict(model, X_test, "hamming"), y_test)},
         ]

@@ -1,0 +1,59 @@
+"""Combining models: averaging, weighted averaging, stacking, error-correcting output codes.
+
+* :mod:`jboost.combine.weights`: committee averages (ESL 8.8), a-priori error weights, and
+  simplex weights learnt with optax (Breiman 1996, "Stacked regressions").
+* :mod:`jboost.combine.linear`: the regularised linear / logistic / softmax second tier of
+  stacking (optax L-BFGS; LeBlanc and Tibshirani 1996).
+* :mod:`jboost.combine.stacking`: stacking of boosted learners (Wolpert 1992; Breiman 1996;
+  ESL 8.8): every (fold, learner) fit in one vmapped call, folds from :mod:`jboost.cv`;
+  :class:`StackedBoosters`.
+* :mod:`jboost.combine.ecoc`: error-correcting output codes (Dietterich and Bakiri 1995) with
+  boosted bit learners, all bits in one vmapped call; :class:`ECOCBoosters`.
+
+:class:`StackedBoosters` and :class:`ECOCBoosters` implement :class:`jboost.model.Model`:
+``jboost.predict`` (raw scores), ``predict_proba``, ``predict_class``, ``feature_importance`` and
+``staged_predict`` work on them; :func:`stacked_predict`, :func:`ecoc_predict` and
+:func:`ecoc_bit_scores` are thin aliases of those.
+"""
+
+from jboost.combine.ecoc import DECODINGS
+from jboost.combine.ecoc import ECOCBoosters
+from jboost.combine.ecoc import check_code
+from jboost.combine.ecoc import decode
+from jboost.combine.ecoc import decode_hamming
+from jboost.combine.ecoc import decode_l1
+from jboost.combine.ecoc import ecoc_bit_scores
+from jboost.combine.ecoc import ecoc_predict
+from jboost.combine.ecoc import ecoc_targets
+from jboost.combine.ecoc import exhaustive_code
+from jboost.combine.ecoc import fit_ecoc_binned
+from jboost.combine.ecoc import fit_ecoc_boosters
+from jboost.combine.ecoc import min_row_distance
+from jboost.combine.ecoc import random_code
+from jboost.combine.linear import LINEAR_TASKS
+from jboost.combine.linear import LinearModel
+from jboost.combine.linear import fit_linear
+from jboost.combine.linear import linear_loss
+from jboost.combine.linear import linear_raw
+from jboost.combine.stacking import HYPERPARAMS
+from jboost.combine.stacking import StackedBoosters
+from jboost.combine.stacking import cross_fit_boosters
+from jboost.combine.stacking import fit_stacked_boosters
+from jboost.combine.stacking import stack_hyperparams
+from jboost.combine.stacking import stack_task
+from jboost.combine.stacking import stacked_predict
+from jboost.combine.weights import OBJECTIVES
+from jboost.combine.weights import SimplexWeights
+from jboost.combine.weights import average
+from jboost.combine.weights import error_weights
+from jboost.combine.weights import fit_simplex_weights
+from jboost.combine.weights import weighted_average
+
+__all__ = [
+    "DECODINGS", "ECOCBoosters", "HYPERPARAMS", "LINEAR_TASKS", "LinearModel", "OBJECTIVES",
+    "SimplexWeights", "StackedBoosters", "average", "check_code", "cross_fit_boosters", "decode",
+    "decode_hamming", "decode_l1", "ecoc_bit_scores", "ecoc_predict", "ecoc_targets",
+    "error_weights", "exhaustive_code", "fit_ecoc_binned", "fit_ecoc_boosters", "fit_linear",
+    "fit_simplex_weights", "linear_loss", "linear_raw", "min_row_distance", "random_code",
+    "stack_hyperparams", "stack_task", "stacked_predict", "weighted_average",
+]

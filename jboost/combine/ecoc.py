@@ -1,0 +1,320 @@
+"""Error-correcting output codes (Dietterich and Bakiri 1995) with boosted bit learners.
+
+A ``(K, L)`` 0/1 code matrix gives each of the ``K`` classes a codeword of ``L`` bits; one
+binary learner is fitted per bit, all ``L`` in one vmapped call with the per-bit labels as a
+traced ``(L, n)`` array (:func:`fit_ecoc_binned`), and a row goes to the class whose codeword is
+nearest to the predicted bits: L1 distance on the bits' probabilities (the default), or Hamming
+distance on their signs (Allwein, Schapire and Singer 2000 for loss-based decoding).
+
+* Codes: :func:`exhaustive_code` (every two-class split, ``3 <= K <= 11``), :func:`random_code`
+  (the best of many random dense codes), :func:`min_row_distance`.
+* Decoding: :func:`decode_l1`, :func:`decode_hamming`.
+* The model: :class:`ECOCBoosters`, a :class:`jboost.model.Model` whose raw scores are the bits'
+  log-odds ``(n, L)`` and whose classes are the nearest codewords (it has no class
+  probabilities); :func:`fit_ecoc_boosters`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jboost import _batching
+from jboost import _validation
+from jboost import api
+from jboost import boosting
+from jboost import losses as losses_lib
+from jboost import model as model_lib
+from jboost import tree as tree_lib
+from jboost.combine import _common
+
+DECODINGS = ("l1", "hamming")
+_D = _validation.DEFAULTS
+
+
+# --------------------------------------------------------------------------------------------
+# Codes.
+# --------------------------------------------------------------------------------------------
+
+
+def exhaustive_code(n_classes: int) -> np.ndarray:
+    """Dietterich and Bakiri's (1995) exhaustive code: ``(K, 2**(K-1) - 1)`` 0/1 int32.
+
+    Class 0 is all ones; class ``c >= 1`` alternates runs of ``2**(K-1-c)`` zeros and ones.
+    Every column is a distinct non-trivial two-class split and every pair of rows is
+    ``2**(K-2)`` apart (Hamming). Practical for ``3 <= K <= 11``.
+    """
+    k = _validation.check_int(n_classes, "n_classes", 3, 11)
+    j = np.arange(2 ** (k - 1) - 1)
+    rows = [np.ones_like(j)] + [(j >> (k - 1 - c)) & 1 for c in range(1, k)]
+    return np.stack(rows).astype(np.int32)
+
+
+def min_row_distance(code) -> jax.Array:
+    """Smallest Hamming distance between two codewords (rows) of ``code``."""
+    code = jnp.asarray(code, jnp.int32)
+    d = jnp.sum(code[:, None, :] != code[None, :, :], axis=-1)
+    k = code.shape[0]
+    return jnp.min(jnp.where(jnp.eye(k, dtype=bool), jnp.iinfo(jnp.int32).max, d))
+
+
+def random_code(key, n_classes: int, n_bits: int, n_candidates: int = 200) -> jax.Array:
+    """Random dense code ``(K, L)`` 0/1 int32: the best of ``n_candidates`` Bernoulli(1/2) draws.
+
+    A candidate is admissible when no column is constant (each bit is a real two-class
+    problem) and no two columns are equal or complementary; among admissible candidates the one
+    with the largest minimal row distance wins (Dietterich and Bakiri 1995, random codes;
+    Allwein et al. 2000 draw many and keep the best).
+    """
+    n_classes = _validation.check_int(n_classes, "n_classes", 2, 1 << 20)
+    n_bits = _validation.check_int(n_bits, "n_bits", 1, 1 << 20)
+    n_candidates = _validation.check_int(n_candidates, "n_candidates", 1, 1 << 20)
+    return _random_code(_validation.as_key(key), n_classes, n_bits, n_candidates)
+
+
+@functools.partial(jax.jit, static_argnames=("n_classes", "n_bits", "n_candidates"))
+def _random_code(key, n_classes: int, n_bits: int, n_candidates: int) -> jax.Array:
+    draws = jax.random.bernoulli(key, 0.5, (n_candidates, n_classes, n_bits)).astype(jnp.int32)
+
+    def score(c):
+        col_sum = jnp.sum(c, axis=0)
+        nonconstant = jnp.all((col_sum > 0) & (col_sum < n_classes))
+        same = jnp.all(c[:, :, None] == c[:, None, :], axis=0)
+        compl = jnp.all(c[:, :, None] != c[:, None, :], axis=0)
+        off = ~jnp.eye(n_bits, dtype=bool)
+        distinct = ~jnp.any((same | compl) & off)
+        return jnp.where(nonconstant & distinct, min_row_distance(c), -1)
+
+    scores = jax.vmap(score)(draws)
+    best = jnp.argmax(scores)
+    return draws[best]
+
+
+def check_code(code) -> np.ndarray:
+    """``code`` as a ``(n_classes >= 2, n_bits >= 1)`` 0/1 int32 host matrix."""
+    arr = np.asarray(code)
+    if arr.ndim != 2 or arr.shape[0] < 2 or arr.shape[1] < 1:
+        raise ValueError(f"code must be a (n_classes >= 2, n_bits >= 1) 0/1 matrix; got shape {arr.shape}.")
+    if not np.all(np.isin(arr, (0, 1))):
+        raise ValueError(f"code must hold only 0 and 1; got values such as "
+                         f"{np.unique(arr[~np.isin(arr, (0, 1))])[:5].tolist()}.")
+    return arr.astype(np.int32)
+
+
+def ecoc_targets(y, code) -> jax.Array:
+    """``(L, n)`` 0/1 labels of the binary problems: bit ``l`` of row ``i`` is ``code[y_i, l]``."""
+    return jnp.asarray(code, jnp.float32)[jnp.asarray(y).astype(jnp.int32)].T
+
+
+# --------------------------------------------------------------------------------------------
+# Decoding.
+# --------------------------------------------------------------------------------------------
+
+
+def decode_hamming(raw, code) -> jax.Array:
+    """Nearest codeword by Hamming distance between ``raw > 0`` and the codewords: ``(n,)``.
+
+    Args:
+      raw: ``(n, L)`` real scores of the bits (positive: bit 1).
+      code: ``(K, L)`` 0/1. Ties go to the lowest class index.
+    """
+    bits = (jnp.asarray(raw) > 0).astype(jnp.int32)
+    d = jnp.sum(bits[:, None, :] != jnp.asarray(code, jnp.int32)[None], axis=-1)
+    return jnp.argmin(d, axis=-1)
+
+
+def decode_l1(probs, code) -> jax.Array:
+    """Nearest codeword in L1 distance ``sum_l |p_l - code_kl|`` of bit probabilities: ``(n,)``."""
+    d = jnp.sum(jnp.abs(jnp.asarray(probs)[:, None, :] - jnp.asarray(code, jnp.float32)[None]), axis=-1)
+    return jnp.argmin(d, axis=-1)
+
+
+def decode(raw, code, decoding: str = "l1") -> jax.Array:
+    """Class labels ``(n,)`` from the bits' log-odds ``raw (n, L)``: :func:`decode_l1` on their
+    sigmoid probabilities (``"l1"``) or :func:`decode_hamming` on their signs (``"hamming"``)."""
+    _validation.check_choice(decoding, "decoding", DECODINGS)
+    if decoding == "l1":
+        return decode_l1(jax.nn.sigmoid(raw), code)
+    return decode_hamming(raw, code)
+
+
+# --------------------------------------------------------------------------------------------
+# The model.
+# --------------------------------------------------------------------------------------------
+
+
+class ECOCBoosters(NamedTuple):
+    """One boosted binary learner per code bit: a :class:`jboost.model.Model`.
+
+    Attributes:
+      trees: ObliviousTrees with leading axes ``(L, n_rounds, 1)``.
+      borders: ``(F, n_bins - 1)``.
+      baseline: ``(L, 1)`` each bit's constant log-odds.
+      code: ``(K, L)`` the 0/1 code matrix.
+
+    The model protocol: ``raw_scores`` are the bits' log-odds ``(n, L)`` (so ``jboost.predict``
+    gives them), ``classes_from_raw`` the nearest codeword by L1 distance on the bits'
+    probabilities (``jboost.predict_class``; :func:`ecoc_predict` also decodes by Hamming
+    distance), task ``"multiclass"``. ECOC has no calibrated class probabilities:
+    ``jboost.predict_proba`` raises a ``ValueError``. Stages are boosting rounds of every bit
+    learner (``n_rounds=m``: the first ``m`` rounds of each bit).
+    """
+
+    trees: tree_lib.ObliviousTrees
+    borders: jax.Array
+    baseline: jax.Array
+    code: jax.Array
+
+    @property
+    def n_features(self) -> int:
+        return self.borders.shape[-2]
+
+    @property
+    def n_classes(self) -> int:
+        return self.code.shape[-2]
+
+    @property
+    def n_bits(self) -> int:
+        return self.code.shape[-1]
+
+    @property
+    def n_rounds(self) -> int:
+        return self.trees.features.shape[-3]
+
+    @property
+    def task(self) -> str:
+        return "multiclass"
+
+    @property
+    def batch_shape(self) -> Tuple[int, ...]:
+        return tuple(self.baseline.shape[:-2])
+
+    @property
+    def n_stages(self) -> int:
+        return self.n_rounds
+
+    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        trees = self.trees
+        if n_stages is not None:
+            m = _validation.check_int(n_stages, "n_rounds", 0, self.n_rounds)
+            trees = jax.tree_util.tree_map(lambda a: a[:, :m], trees)
+        raw = _common.batched_raw_scores(trees, self.baseline, jnp.asarray(X, jnp.float32), n_lead=1)
+        return raw[:, :, 0].T                                                   # (L, n, 1) -> (n, L)
+
+    def proba_from_raw(self, raw) -> jax.Array:
+        raise ValueError("an ECOC ensemble has no calibrated class probabilities (its bits are "
+                         "decoded to the nearest codeword): use jboost.predict_class for labels, or "
+                         "jboost.predict for the bits' log-odds.")
+
+    def classes_from_raw(self, raw) -> jax.Array:
+        return decode(raw, self.code, "l1")
+
+    def staged(self, X, fn: Callable, *args) -> Any:
+        # The L bits as one L-output sum of trees: round r holds every bit's round-r tree, bit l's
+        # leaf values in output l and exact zeros elsewhere (so every bit's sum is unchanged).
+        n_bits = self.baseline.shape[-2]
+        trees = _common.rounds_first(self.trees)                                # (R, L, ...)
+        onehot = trees.leaf_values * jnp.eye(n_bits, dtype=jnp.float32)[:, None, :]
+        bits = _common.as_booster(trees._replace(leaf_values=onehot), self.borders,
+                                  self.baseline[:, 0], losses_lib.binomial_deviance())
+        return bits.staged(X, fn, *args)
+
+
+@functools.partial(jax.jit, static_argnames=("config", "chunk_size"))
+def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, code, *,
+                    config: boosting.BoostConfig, chunk_size: int):
+    """All ``L`` bit learners (binomial deviance boosting) in one call.
+
+    Bit ``l`` is :func:`jboost.boosting.boost` on labels ``code[y, l]`` (a row of the traced
+    ``(L, n)`` label array) with key ``fold_in(key, l)``; bits are vmapped in chunks of
+    ``chunk_size`` (:func:`jboost._batching.map_in_chunks`).
+
+    Returns ``(trees (L, ...), baselines (L, 1))``.
+    """
+    bits = ecoc_targets(y, code)
+    loss = losses_lib.binomial_deviance()
+
+    def one(l):
+        yl = bits[l]
+        init = losses_lib.baseline(loss, yl, w)
+        out = boosting.boost(boosting.Data.train_only(X_binned, yl, w), jax.random.fold_in(key, l),
+                             hyper, loss, init, config=config)
+        return out.trees, init
+
+    return _batching.map_in_chunks(one, code.shape[1], chunk_size)
+
+
+def fit_ecoc_boosters(
+    X,
+    y,
+    code,
+    *,
+    n_rounds: int = _D["n_rounds"],
+    depth: int = _D["depth"],
+    learning_rate=_D["learning_rate"],
+    l2=_D["l2"],
+    min_split_gain=_D["min_split_gain"],
+    min_child_weight=_D["min_child_weight"],
+    subsample=_D["subsample"],
+    colsample=_D["colsample"],
+    colsample_by=_D["colsample_by"],
+    n_bins: int = _D["n_bins"],
+    sample_weight=None,
+    key=0,
+    row_sampler="bernoulli",
+    chunk_size: Optional[int] = None,
+) -> ECOCBoosters:
+    """Fit an ECOC multiclass model (Dietterich and Bakiri 1995) with boosted bit learners.
+
+    Args:
+      X: ``(n, F)``; y: ``(n,)`` class labels ``0..K-1``.
+      code: ``(K, L)`` 0/1 code matrix (:func:`exhaustive_code`, :func:`random_code`, or
+        ``np.eye(K)`` for one-vs-rest).
+      chunk_size: bits fitted together per ``vmap`` (default: all ``L`` in one).
+      Other arguments and their defaults as in :func:`jboost.fit` (binomial deviance per bit).
+    """
+    code = check_code(code)
+    config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+                                 learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
+                                 min_child_weight=min_child_weight, subsample=subsample,
+                                 colsample=colsample, colsample_by=colsample_by,
+                                 row_sampler=row_sampler)
+    n_bits = code.shape[1]
+    chunk_size = n_bits if chunk_size is None else min(
+        _validation.check_int(chunk_size, "chunk_size", 1, 1 << 30), n_bits)
+    data = _validation.prepare(
+        X, y, sample_weight=sample_weight, n_bins=config.n_bins,
+        label_check=lambda v, name: _validation.n_classes_of(v, code.shape[0], name))
+    config = config._replace(missing=data.missing)
+    code_j = jnp.asarray(code, jnp.int32)
+    trees, init = fit_ecoc_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
+                                  code_j, config=config, chunk_size=chunk_size)
+    return ECOCBoosters(tree_lib.with_borders(trees, data.borders), data.borders, init, code_j)
+
+
+# --------------------------------------------------------------------------------------------
+# Aliases of the protocol functions.
+# --------------------------------------------------------------------------------------------
+
+
+def ecoc_bit_scores(model: ECOCBoosters, X) -> jax.Array:
+    """Alias of :func:`jboost.predict`: the bits' raw log-odds ``(n, L)`` (``(n,)`` for one bit)."""
+    return model_lib.predict(model, X)
+
+
+def ecoc_predict(model: ECOCBoosters, X, decoding: str = "l1") -> jax.Array:
+    """Class labels ``(n,)``: the nearest codeword, by ``"l1"`` distance on the bits'
+    probabilities (the default: an alias of :func:`jboost.predict_class`) or ``"hamming"``
+    distance on their signs (:func:`decode`)."""
+    _validation.check_choice(decoding, "decoding", DECODINGS)
+    if decoding == "l1":
+        return model_lib.predict_class(model, X)
+    raw = model_lib.predict(model, X)
+    fn = lambda m, r: decode(r.reshape(r.shape[0], -1), m.code, decoding)
+    for _ in model.batch_shape:
+        fn = jax.vmap(fn)
+    return fn(model, raw)

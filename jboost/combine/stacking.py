@@ -1,0 +1,268 @@
+"""Stacking of boosted learners (Wolpert 1992; Breiman 1996; ESL 8.8).
+
+A second-tier learner is fitted on out-of-fold predictions of the base learners. The folds are
+weight masks ``(n_folds, n)`` (0 = held out; :mod:`jboost.cv`) and every base learner of every
+fold -- plus the final all-data fit -- is ONE vmapped call of :func:`jboost.boosting.boost`
+(:func:`cross_fit_boosters`). The second tier is a regularised linear / logistic / softmax model
+on the base learners' raw scores (:func:`jboost.combine.fit_linear`).
+
+Because the second tier is linear in the base learners' raw scores, a stacked ensemble is itself
+a sum of trees: learner ``m``'s leaf values times its block of the stacker's coefficients, plus
+one constant (:meth:`StackedBoosters.as_booster`). It is a :class:`jboost.model.Model`:
+``jboost.predict`` gives the stacker's raw output, ``predict_proba`` its sigmoid / softmax.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+import jax
+import jax.numpy as jnp
+
+from jboost import _validation
+from jboost import api
+from jboost import boosting
+from jboost import cv
+from jboost import losses as losses_lib
+from jboost import model as model_lib
+from jboost import tree as tree_lib
+from jboost.combine import _common
+from jboost.combine import linear
+
+# Each base learner sets these (traced) settings; unset ones take jboost.fit's defaults.
+HYPERPARAMS = boosting.Hyperparams._fields
+HYPER_DEFAULTS = {name: _validation.DEFAULTS[name] for name in HYPERPARAMS}
+_D = _validation.DEFAULTS
+
+
+def _learner_settings(hypers, **static) -> Tuple[boosting.BoostConfig, boosting.Hyperparams]:
+    """Check every learner's settings with :func:`jboost.api.settings` (the messages of
+    ``jboost.fit``); returns the shared static config and ``(M,)``-stacked Hyperparams."""
+    if isinstance(hypers, Mapping) or not isinstance(hypers, Sequence) or len(hypers) == 0:
+        raise ValueError("hypers must be a non-empty list of dicts, one per base learner "
+                         f"(keys among {HYPERPARAMS}).")
+    configs, made = [], []
+    for i, h in enumerate(hypers):
+        if not isinstance(h, Mapping):
+            raise TypeError(f"hypers[{i}] must be a dict of settings (keys among {HYPERPARAMS}); "
+                            f"got {type(h).__name__}.")
+        unknown = sorted(set(h) - set(HYPERPARAMS))
+        if unknown:
+            raise ValueError(f"hypers[{i}] has unknown keys {unknown}; a base learner sets only "
+                             f"{HYPERPARAMS} (static settings are arguments of the fit).")
+        config, hyper = api.settings(**static, **{**HYPER_DEFAULTS, **h})
+        configs.append(config)
+        made.append(hyper)
+    if any(c != configs[0] for c in configs[1:]):
+        raise ValueError("the base learners' learning_rate schedules differ; a schedule is static, "
+                         "so the learners of one stacked fit share one (or give numbers).")
+    return configs[0], jax.tree_util.tree_map(lambda *a: jnp.stack(a), *made)
+
+
+def stack_hyperparams(hypers: Sequence[Mapping[str, Any]]) -> boosting.Hyperparams:
+    """``M`` dicts of :class:`jboost.Hyperparams` fields (unset ones: ``jboost.fit``'s defaults),
+    each checked as ``jboost.fit`` checks them -> one Hyperparams with ``(M,)`` leaves."""
+    static = {k: _D[k] for k in ("n_rounds", "depth", "n_bins")}
+    return _learner_settings(hypers, **static)[1]
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
+                       loss: losses_lib.Loss, *, config: boosting.BoostConfig):
+    """Every (fold, learner) boosting fit in one vmapped call.
+
+    Learner ``m`` of fold ``s`` is :func:`jboost.boosting.boost` with sample weights
+    ``w * masks[s]``, hyperparameters ``hypers[m]`` and key ``fold_in(key, m)`` (the same in
+    every fold), from the optimal constant on those weights.
+
+    Returns:
+      ``(trees, baselines)``: trees with leading axes ``(S, M, n_rounds, trees_per_round)``
+      (bin thresholds only) and ``(S, M, K)`` baselines.
+    """
+    n_learners = jax.tree_util.tree_leaves(hypers)[0].shape[0]
+    keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(n_learners))
+
+    def one(mask, hyper, k):
+        wm = w * mask
+        init = losses_lib.baseline(loss, y, wm)
+        out = boosting.boost(boosting.Data.train_only(X_binned, y, wm), k, hyper, loss, init, config=config)
+        return out.trees, init
+
+    per_learner = jax.vmap(one, in_axes=(None, 0, 0))
+    return jax.vmap(per_learner, in_axes=(0, None, None))(masks, hypers, keys)
+
+
+def stack_task(loss: losses_lib.Loss) -> str:
+    """The second tier's task for base learners of ``loss``: ``"binary"`` and ``"multiclass"``
+    stay; every other task (regression, count) is stacked by least squares: ``"regression"``."""
+    return loss.task if loss.task in _validation.CLASSIFICATION else "regression"
+
+
+class StackedBoosters(NamedTuple):
+    """Base boosters fitted on all rows plus a linear second tier on their raw scores: a
+    :class:`jboost.model.Model`.
+
+    Attributes:
+      trees: ObliviousTrees with leading axes ``(M, n_rounds, trees_per_round)``.
+      borders: ``(F, n_bins - 1)``.
+      baseline: ``(M, K)``.
+      stacker: :class:`jboost.combine.LinearModel` on the ``(n, M*K)`` raw scores.
+      oof_raw: ``(n_train, M, K)`` the out-of-fold raw scores the stacker was trained on.
+      base_loss: the base learners' :class:`jboost.Loss`.
+
+    The model protocol: ``raw_scores`` is the stacker's linear output ``(n, K_out)`` on the base
+    learners' raw scores (``K_out = 1`` for regression and binary, the number of classes for
+    multiclass); :attr:`loss` is the second tier's loss, whose link gives ``predict_proba``
+    (sigmoid / softmax) and ``predict_mean``; :attr:`task` is the second tier's
+    (:func:`stack_task`). Stages are boosting rounds of the base learners: ``n_rounds=m`` keeps the
+    first ``m`` rounds of every base learner under the same stacker (fitted on the full learners'
+    out-of-fold scores, not refitted), which is what ``staged_predict`` scans over.
+    ``feature_importance`` sums the split gains of every base learner's trees.
+    """
+
+    trees: tree_lib.ObliviousTrees
+    borders: jax.Array
+    baseline: jax.Array
+    stacker: linear.LinearModel
+    oof_raw: jax.Array
+    base_loss: losses_lib.Loss
+
+    @property
+    def n_features(self) -> int:
+        return self.borders.shape[-2]
+
+    @property
+    def n_learners(self) -> int:
+        return self.baseline.shape[-2]
+
+    @property
+    def n_rounds(self) -> int:
+        return self.trees.features.shape[-3]
+
+    @property
+    def task(self) -> str:
+        return stack_task(self.base_loss)
+
+    @property
+    def loss(self) -> losses_lib.Loss:
+        """The second tier's loss (squared error, binomial or multinomial deviance)."""
+        return linear.linear_loss(self.task, self.stacker.intercept.shape[-1])
+
+    @property
+    def batch_shape(self) -> Tuple[int, ...]:
+        return tuple(self.baseline.shape[:-2])
+
+    @property
+    def n_stages(self) -> int:
+        return self.n_rounds
+
+    def as_booster(self) -> model_lib.Booster:
+        """The stacked ensemble as one :class:`jboost.Booster` (of one unbatched model): round
+        ``r`` holds the ``M`` learners' round-``r`` trees, learner ``m``'s leaf values mapped by
+        its ``(K, K_out)`` block of the stacker's coefficients; the baseline is the intercept plus
+        the mapped baselines. The same function as the stacker on the learners' raw scores (up to
+        float rounding)."""
+        coef = self.stacker.coef.reshape(self.n_learners, self.baseline.shape[-1], -1)  # (M, K, K_out)
+        leaves = jnp.einsum("mrtlk,mko->mrtlo", self.trees.leaf_values, coef)
+        trees = _common.rounds_first(self.trees._replace(leaf_values=leaves))
+        baseline = self.stacker.intercept + jnp.einsum("mk,mko->o", self.baseline, coef)
+        return _common.as_booster(trees, self.borders, baseline, self.loss)
+
+    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        return self.as_booster().raw_scores(X, n_stages)
+
+    def proba_from_raw(self, raw) -> jax.Array:
+        if self.task not in _validation.CLASSIFICATION:
+            raise ValueError(f"predict_proba needs a classification model; this stacked model's "
+                             f"base loss {self.base_loss.name!r} makes it a {self.task!r} model "
+                             "(use jboost.predict).")
+        return self.loss.link(raw[..., 0] if raw.shape[-1] == 1 else raw, **self.loss.params)
+
+    def classes_from_raw(self, raw) -> jax.Array:
+        return jnp.argmax(self.proba_from_raw(raw), axis=-1)
+
+    def staged(self, X, fn: Callable, *args) -> Any:
+        return self.as_booster().staged(X, fn, *args)
+
+
+def fit_stacked_boosters(
+    X,
+    y,
+    loss="squared_error",
+    *,
+    hypers: Sequence[Mapping[str, Any]],
+    folds=5,
+    n_rounds: int = _D["n_rounds"],
+    depth: int = _D["depth"],
+    n_bins: int = _D["n_bins"],
+    colsample_by=_D["colsample_by"],
+    per_output_trees: bool = False,
+    row_sampler="bernoulli",
+    sample_weight=None,
+    n_outputs: Optional[int] = None,
+    task: Optional[str] = None,
+    stacker_l2=1e-3,
+    stacker_steps: int = 200,
+    key=0,
+) -> StackedBoosters:
+    """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters.
+
+    1. Fold masks ``(n_folds, n)`` (:func:`jboost.cv.fold_masks`; stratified folds for
+       classification) plus one all-ones mask; ONE call of :func:`cross_fit_boosters` fits all
+       ``(n_folds + 1) * M`` ensembles.
+    2. Out-of-fold raw scores ``(n, M, K)``: row ``i`` is scored by the fold models whose weight
+       for ``i`` is 0 (:func:`jboost.cv.out_of_fold`).
+    3. :func:`jboost.combine.fit_linear` on the flattened out-of-fold raw scores (logistic /
+       softmax / linear, :func:`stack_task`).
+    4. The final base learners are the all-data fits.
+
+    Args:
+      hypers: ``M`` dicts of :class:`jboost.Hyperparams` fields (learning_rate, l2,
+        min_split_gain, min_child_weight, subsample, colsample), one per base learner; unset
+        fields take ``jboost.fit``'s defaults, and every value is checked as ``jboost.fit`` does.
+      folds: the number of folds K >= 2, or ``(n,)`` int fold ids 0..K-1.
+      stacker_l2: the second tier's ridge penalty; stacker_steps: its L-BFGS iterations.
+      key: an int seed or a ``jax.random`` key, split into the folds' key and the fits' key.
+      Other arguments and their defaults as in :func:`jboost.fit` (static settings, shared by
+      every learner).
+    """
+    X = _validation.as_matrix(X, "X")
+    n = X.shape[0]
+    y = _validation.as_labels(y, n)
+    loss_obj = _validation.resolve_loss(loss, y, n_outputs, task)
+    config, hyper = _learner_settings(hypers, n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+                                      colsample_by=colsample_by, per_output_trees=per_output_trees,
+                                      row_sampler=row_sampler)
+    explicit = _validation.check_folds(folds, n)
+    _validation.check_real(stacker_l2, "stacker_l2", 0.0, float("inf"))
+    stacker_steps = _validation.check_int(stacker_steps, "stacker_steps", 1, _validation.MAX_ROUNDS)
+    data = _validation.prepare(X, y, sample_weight=sample_weight, n_bins=config.n_bins)
+    config = config._replace(missing=data.missing)
+    second = stack_task(loss_obj)
+    k_folds, k_fit = jax.random.split(_validation.as_key(key))
+    if explicit is None:
+        n_folds = int(folds)
+        ids = cv.fold_ids(y, n_folds, seed=[int(v) for v in _validation.as_raw_key(k_folds)],
+                          stratified=second in _validation.CLASSIFICATION)
+    else:
+        ids, n_folds = explicit, int(explicit.max()) + 1
+    masks = jnp.concatenate([cv.fold_masks(ids, n_folds), jnp.ones((1, n), jnp.float32)])
+    trees, baselines = cross_fit_boosters(data.X_binned, data.y, data.w, k_fit, masks, hyper,
+                                          loss_obj, config=config)
+    trees = tree_lib.with_borders(trees, data.borders)
+    fold_trees = jax.tree_util.tree_map(lambda a: a[:-1], trees)
+    raw = _common.batched_raw_scores(fold_trees, baselines[:-1], jnp.asarray(X), n_lead=2)  # (S, M, n, K)
+    oof = cv.out_of_fold(jnp.swapaxes(raw, 1, 2), masks[:-1])                                # (n, M, K)
+    k_out = loss_obj.n_outputs if second == "multiclass" else 1
+    stacker = linear.fit_linear(oof.reshape(n, -1), data.y, task=second, n_outputs=k_out,
+                                l2=stacker_l2, n_steps=stacker_steps, sample_weight=data.w)
+    final = jax.tree_util.tree_map(lambda a: a[-1], trees)
+    return StackedBoosters(final, data.borders, baselines[-1], stacker, oof, loss_obj)
+
+
+def stacked_predict(model: StackedBoosters, X) -> jax.Array:
+    """Alias of :func:`jboost.predict_mean`: class probabilities ``(n, n_classes)`` for
+    classification, predictions ``(n,)`` otherwise (``jboost.predict`` gives the stacker's raw
+    output, ``jboost.predict_proba`` the probabilities)."""
+    return model_lib.predict_mean(model, X)
