@@ -2,12 +2,13 @@
 
 A fold is a pair of weight masks over one copy of the data (training weight 0 on the held-out
 rows), so every fold's model has the same shapes and a whole cross-validation is one ``vmap``.
-Used by :mod:`jboost.sweep` (hyperparameter sweeps) and :mod:`jboost.combine` (stacking).
+Used by :mod:`jboost.sweep` (hyperparameter sweeps: repeated K-fold cross-validation, ESL
+section 7.10) and :mod:`jboost.combine` (stacking).
 """
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Sequence, Tuple, Union
 
 import jax.numpy as jnp
 import numpy as np
@@ -36,6 +37,44 @@ def fold_ids(y, n_folds: int, seed: Union[int, Sequence[int]] = 0, stratified: b
     out = np.empty((n,), np.int32)
     out[order] = np.arange(n) % n_folds
     return out
+
+
+def fold_table(y, sample_weight, folds, n_seeds: int, seed: Sequence[int] = (0,), *,
+               stratified: bool = False, repeat: bool = True) -> Tuple[np.ndarray, int]:
+    """The fold of every row under each of ``n_seeds`` seeds (repeated K-fold cross-validation).
+
+    Args:
+      y: ``(n,)`` labels (stratification groups rows by their value).
+      sample_weight: ``(n,)`` non-negative weights: every fold must leave a positively weighted
+        row on both sides (to train on and to validate on).
+      folds: the number of folds K (a new random partition per seed when ``repeat``: seed ``s``
+        draws with ``[*seed, s]``; one partition, that of ``s = 0``, otherwise), or ``(n,)`` fold
+        ids 0..K-1 (the same partition for every seed); see :func:`jboost._validation.check_folds`.
+      n_seeds: the number of seeds S.
+      seed: the integers every partition's random generator starts from.
+      stratified: stratified partitions (:func:`fold_ids`).
+
+    Returns:
+      ``(table, K)``: ``(S, n)`` int32 fold of every row under each seed, and the number of folds.
+    """
+    y = np.asarray(y)
+    n = y.shape[0]
+    explicit = _validation.check_folds(folds, n)
+    if explicit is None:
+        n_folds = int(folds)
+        table = np.stack([fold_ids(y, n_folds, seed=list(seed) + [s if repeat else 0],
+                                   stratified=bool(stratified)) for s in range(n_seeds)])
+    else:
+        n_folds = int(explicit.max()) + 1
+        table = np.broadcast_to(explicit, (n_seeds, n)).copy()
+    w = np.asarray(sample_weight)
+    for s in range(n_seeds):
+        for f in range(n_folds):
+            held = table[s] == f
+            if not np.any(w[held] > 0) or not np.any(w[~held] > 0):
+                raise ValueError(f"fold {f} of seed {s} leaves no positively weighted row to "
+                                 "train or to validate on: use fewer folds or more samples.")
+    return table, n_folds
 
 
 def fold_masks(fold_ids, n_folds: int) -> jnp.ndarray:

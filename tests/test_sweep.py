@@ -1,5 +1,7 @@
-"""Tests of jboost.sweep: every row is the model jboost.fit gives for that configuration, fold
-and seed; held-out labels never reach a row's trees; chunking, compilation count, folds, refit.
+"""Tests of jboost.sweep (the package: sweep(), its grid, metrics and compiled program): every
+row is the model jboost.fit gives for that configuration, fold and seed; held-out labels never
+reach a row's trees; chunking, one compilation per static combination, devices. The result
+(selection, table, refit, models) is tested in test_sweep_result.py, folds in test_cv.py.
 
 Small data, depth 2, 16 bins: each distinct static setting costs one compilation, so the tests
 share a few sweeps through module-scoped fixtures.
@@ -10,8 +12,7 @@ import os
 import subprocess
 import sys
 
-import hypothesis
-import hypothesis.strategies as st
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,6 +21,7 @@ import pytest
 import jboost
 import jboost.sweep as sweep_lib
 from jboost import tree as tree_lib
+from jboost.sweep import program as program_lib
 
 N, DEPTH, BINS, ROUNDS = 240, 2, 16, 12
 GRID_A = {"learning_rate": [0.3, 1.5], "subsample": [0.6, 1.0]}
@@ -105,6 +107,14 @@ def test_loss_parameter_sweep_with_sample_weights_equals_separate_fits():
     np.testing.assert_array_equal(w_train, np.where(held, 0, w))
     with pytest.raises(ValueError, match="pass sample_weight"):
         res.refit(X[:50], y[:50])  # the sweep's weights are for 200 rows
+    # The batched models carry each row's loss parameter (predict_mean is the loss's link).
+    rows = res.rows_of(4)  # alpha 0.9, learning rate 0.2
+    models = res.models(rows)
+    np.testing.assert_array_equal(np.asarray(models.loss.params["alpha"]), np.float32(0.9))
+    single = jboost.fit(X, y, **res.fit_kwargs(4), sample_weight=res.fold_weights(rows[1])[0],
+                        key=res.row_key(rows[1]))
+    np.testing.assert_allclose(np.asarray(jboost.predict_mean(models, X))[1],
+                               np.asarray(jboost.predict_mean(single, X)), rtol=1e-5, atol=1e-6)
 
 
 def test_multiclass_per_output_trees_rows_equal_separate_fits():
@@ -240,7 +250,7 @@ def test_memory_estimate_bounds_what_xla_allocates(data):
     m, depth, n_bins = 2, 4, 64
     X_binned = jboost.bin_features(X, jboost.compute_borders(X, n_bins))
     config = jboost.BoostConfig(n_rounds=ROUNDS, depth=depth, n_bins=n_bins)
-    program = sweep_lib._program(config, None, False, tuple(jax.devices()[:1]))
+    program = program_lib.chunk_program(config, None, False, tuple(jax.devices()[:1]))
     hyper = jboost.Hyperparams(*(jnp.full((m,), v, jnp.float32) for v in (0.1, 1.0, 0.0, 1.0, 1.0, 1.0)))
     args = (X_binned, jnp.asarray(y), jnp.ones(N), jnp.zeros((1, N), jnp.int32),
             jax.random.PRNGKey(0)[None], hyper, jboost.losses.binomial_deviance(),
@@ -251,14 +261,16 @@ def test_memory_estimate_bounds_what_xla_allocates(data):
     assert temp <= estimate <= 2 * temp, (temp, estimate)
 
 
-def test_one_compilation_per_static_combination_and_round_prefixes():
+def test_one_compilation_per_static_combination_and_round_prefixes(monkeypatch):
     X, y = _data(n=211, seed=4)  # a size no other test uses: nothing is cached
     kw = dict(grid={"learning_rate": [0.2, 0.6]}, folds=2, seeds=1, n_rounds=[3, 7],
               depth=[1, DEPTH], n_bins=BINS, chunk_size=1)
-    before = sum(sweep_lib.trace_counts().values())
+    # The chunk program's body may be traced twice in all (depths 1 and 2), whatever the number
+    # of chunks, of round counts and of sweeps: chex raises on a third trace.
+    chex.clear_trace_counter()
+    monkeypatch.setattr(program_lib, "fit_chunk", chex.assert_max_traces(program_lib.fit_chunk, n=2))
     res = sweep_lib.sweep(X, y, "binomial_deviance", **kw)
     assert res.info["n_compilations"] == 2  # depths 1 and 2; n_rounds 3 and 7 share the fits
-    assert sum(sweep_lib.trace_counts().values()) - before == 2
     assert res.info["n_chunks"] == 2 * 4  # 4 models per depth, one per chunk
     again = sweep_lib.sweep(X, y, "binomial_deviance", **kw)
     assert again.info["n_compilations"] == 0
@@ -283,32 +295,6 @@ def test_one_compilation_per_static_combination_and_round_prefixes():
 # --------------------------------------------------------------------------------------------
 
 
-@hypothesis.settings(max_examples=25, deadline=None)
-@hypothesis.given(n=st.integers(10, 300), k=st.integers(2, 7), n_classes=st.integers(2, 5),
-                  seed=st.integers(0, 10**6))
-def test_stratified_folds_are_balanced(n, k, n_classes, seed):
-    hypothesis.assume(k <= n)
-    rng = np.random.default_rng(seed)
-    y = rng.choice(n_classes, size=n, p=rng.dirichlet(np.ones(n_classes))).astype(np.float32)
-    f = sweep_lib.fold_ids(y, k, seed=seed, stratified=True)
-    sizes = np.bincount(f, minlength=k)
-    assert sizes.max() - sizes.min() <= 1
-    for c in np.unique(y):
-        counts = np.bincount(f[y == c], minlength=k)
-        assert counts.max() - counts.min() <= 1, (c, counts)
-
-
-def test_folds_default_stratified_for_classification_and_new_partition_per_seed():
-    rng = np.random.default_rng(0)
-    y = (rng.random(100) < 0.1).astype(np.float32)  # 10% positives
-    plain = [sweep_lib.fold_ids(y, 5, seed=s) for s in range(20)]
-    strat = sweep_lib.fold_ids(y, 5, seed=0, stratified=True)
-    assert np.ptp(np.bincount(strat[y == 1], minlength=5)) <= 1
-    # Without stratification some partition is unbalanced in the positives.
-    assert max(np.ptp(np.bincount(p[y == 1], minlength=5)) for p in plain) > 1
-    assert not np.array_equal(sweep_lib.fold_ids(y, 5, seed=0), sweep_lib.fold_ids(y, 5, seed=1))
-
-
 def test_sweep_folds_stratified_and_repeated(res_a, data):
     _, y = data
     assert res_a.fold_table.shape == (2, N)
@@ -316,47 +302,6 @@ def test_sweep_folds_stratified_and_repeated(res_a, data):
     for s in range(2):
         for c in (0, 1):
             assert np.ptp(np.bincount(res_a.fold_table[s][y == c], minlength=3)) <= 1
-
-
-# --------------------------------------------------------------------------------------------
-# Selection and refit.
-# --------------------------------------------------------------------------------------------
-
-
-def test_best_round_best_config_and_refit_match_numpy_and_a_direct_fit(res_a, data):
-    X, y = data
-    curves = res_a.valid_curves.reshape(4, 6, ROUNDS)
-    mean = curves.mean(1)
-    se = curves.std(1, ddof=1) / np.sqrt(6)
-    best_rounds = mean.argmin(1) + 1
-    np.testing.assert_array_equal(res_a.best_rounds, best_rounds)
-    assert best_rounds.min() < ROUNDS  # learning rate 1.5 overfits: early stopping matters
-    best = int(np.argmin(mean[np.arange(4), best_rounds - 1]))
-    assert res_a.best_index == best
-    assert res_a.best["mean"] == pytest.approx(mean[best, best_rounds[best] - 1])
-    assert res_a.best["se"] == pytest.approx(se[best, best_rounds[best] - 1])
-    cfg = res_a.configs[best]
-    model = sweep_lib.refit(res_a, X, y)
-    direct = jboost.fit(X, y, "binomial_deviance", n_rounds=int(best_rounds[best]), depth=DEPTH,
-                        n_bins=BINS, learning_rate=cfg["learning_rate"], subsample=cfg["subsample"],
-                        key=jnp.asarray(res_a.seed_keys[0]))
-    assert model.n_rounds == best_rounds[best]
-    _assert_same_trees(model.trees, direct.trees, "refit")
-    np.testing.assert_array_equal(np.asarray(model.baseline), np.asarray(direct.baseline))
-
-
-def test_table_rows_and_text(res_a):
-    rows = res_a.to_rows()
-    assert len(rows) == res_a.n_rows
-    r = rows[5]
-    assert set(GRID_A) <= set(r) and {"fold", "seed", "best_round", "valid_curve"} <= set(r)
-    assert r["valid_curve"] == res_a.valid_curves[5].tolist()
-    assert r["best"] == min(r["valid_curve"])
-    json.dumps(rows)
-    summary = res_a.summary()
-    assert [s["best_round"] for s in summary] == res_a.best_rounds.tolist()
-    text = str(res_a)
-    assert "<- best" in text and "learning_rate" in text and len(text.splitlines()) == 2 + 4
 
 
 # --------------------------------------------------------------------------------------------
@@ -372,18 +317,27 @@ def test_table_rows_and_text(res_a):
     (dict(grid={"alpha": [0.5]}), "alpha"),
     (dict(folds=1), "folds=1"),
     (dict(folds=500), "folds=500"),
-    (dict(depth=[2, 2]), "depth"),
+    (dict(depth=[2, 2]), "depth=\\[2, 2\\] holds a value twice"),
+    (dict(n_rounds=[0, 3]), "n_rounds=0"),
     (dict(metric="mse_typo"), "metric="),
     (dict(stratified=True, loss="squared_error"), "stratified"),
     (dict(metric="error_rate", loss="squared_error"), "error_rate"),
     (dict(learning_rate=0.0), "learning_rate"),
+    (dict(learning_rate=[0.1, 0.2]), "sweep it through grid"),
+    (dict(depth=[1, 17]), "depth=17"),
+    (dict(n_bins=300), "n_bins=300"),
+    (dict(devices="some"), "devices="),
+    (dict(memory_budget=0), "memory_budget=0"),
+    (dict(key="seven"), "key"),
+    (dict(seeds=0), "seeds=0"),
 ])
 def test_errors_name_the_argument(data, kwargs, match):
     X, y = data
     kwargs = dict(kwargs)
     loss = kwargs.pop("loss", "binomial_deviance")
+    args = {**dict(n_rounds=2, depth=1, n_bins=BINS), **kwargs}  # kwargs may replace the statics
     with pytest.raises((ValueError, TypeError), match=match):
-        sweep_lib.sweep(X, y, loss, n_rounds=2, depth=1, n_bins=BINS, **kwargs)
+        sweep_lib.sweep(X, y, loss, **args)
 
 
 # --------------------------------------------------------------------------------------------
@@ -397,10 +351,15 @@ sys.path.insert(0, {root!r})
 sys.path.insert(0, {tests!r})
 import test_sweep as t
 assert len(jax.devices()) == 2, jax.devices()
+import numpy as np
 X, y = t._data()
-res = t._sweep_a(X, y, keep_trees=False)
-print(json.dumps(dict(n_devices=res.info["n_devices"], curves=res.valid_curves.tolist(),
-                      chunk=list(res.info["chunk_size"].values())[0])))
+out = {{}}
+mesh = jax.sharding.Mesh(np.array(jax.devices()), ("d",))
+for name, devices in (("default", "all"), ("one", None), ("mesh", mesh)):
+    kw = {{}} if name == "default" else dict(devices=devices)
+    res = t._sweep_a(X, y, keep_trees=False, **kw)
+    out[name] = dict(n_devices=res.info["n_devices"], curves=res.valid_curves.tolist())
+print(json.dumps(out))
 """
 
 
@@ -412,5 +371,8 @@ def test_two_host_devices_shard_the_models(res_a):
                          timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["n_devices"] == 2
-    np.testing.assert_allclose(np.asarray(got["curves"]), res_a.valid_curves, rtol=1e-6)
+    # devices="all" by default (every device), None: one device, a Mesh: its devices.
+    assert [got[k]["n_devices"] for k in ("default", "one", "mesh")] == [2, 1, 2]
+    for k in ("default", "one", "mesh"):
+        np.testing.assert_allclose(np.asarray(got[k]["curves"]), res_a.valid_curves, rtol=1e-6,
+                                   err_msg=k)

@@ -1,0 +1,187 @@
+"""The compiled program of a sweep: a chunk of models, vmapped over ``boosting.init``/``step``.
+
+Every model of a ``(depth, n_bins)`` group shares the binned data; a model is a grid point, a
+fold and a seed, which are arrays with a leading model axis:
+
+* a fold is a pair of weight masks on the same rows: training weight 0 on the held-out fold,
+  held-out weight (the sample weight) only on it, so the shapes never change;
+* every continuous hyperparameter and every loss parameter is traced (:mod:`jboost.sweep.grid`);
+* a seed is the ``jax.random`` key of the fit (round ``m`` folds in ``m``).
+
+One model is :func:`jboost.boosting.boost` written as the scan of :func:`jboost.boosting.step`
+from :func:`jboost.boosting.init`, with no validation set: the held-out fold's mean loss after
+each round is read off the training raw scores (the fold's rows are predicted as the trees grow;
+no second pass over the rows). A named or custom metric is computed from the kept trees after
+the scan (:func:`jboost.sweep.metrics.metric_curve`).
+
+The models are fitted in chunks of a fixed size (the last one padded by repeating the last model)
+by a Python loop over the same compiled function: one compilation per static combination. With
+several devices the chunk's model axis is sharded over them (``shard_map``), each device fitting
+its share.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from typing import Callable, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
+
+from jboost import boosting
+from jboost import losses as losses_lib
+from jboost import tree as tree_lib
+from jboost.sweep import grid as grid_lib
+from jboost.sweep import metrics as metrics_lib
+
+
+class ChunkOut(NamedTuple):
+    """What the program returns for the ``M`` models of a chunk."""
+
+    valid: jax.Array   # (M, R) validation metric after each round
+    train: jax.Array   # (M, R) training loss after each round
+    baseline: Optional[jax.Array]  # (M, K) the constant raw score the rounds start from (kept trees)
+    trees: Optional[tree_lib.ObliviousTrees]  # (M, R, T, ...) when kept, else None
+
+
+def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed, *,
+              config: boosting.BoostConfig, metric, keep_trees: bool) -> ChunkOut:
+    """Fit the models of one chunk (leading axis of ``hyper``, ``loss``, ``fold``, ``seed``).
+
+    ``fold_table`` ``(S, n)`` is every row's fold under each seed, ``seed_keys`` ``(S, 2)`` the
+    raw key of each seed; ``fold`` and ``seed`` index them per model.
+    """
+
+    def one(hyper_i, loss_i, f, s):
+        held_out = fold_table[s] == f
+        w_train = jnp.where(held_out, 0.0, sample_weight)
+        w_valid = jnp.where(held_out, sample_weight, 0.0)
+        init_raw = losses_lib.baseline(loss_i, y, w_train)
+        data = boosting.Data.train_only(X_binned, y, w_train)
+
+        def body(state, m):
+            state, out = boosting.step(state, m, data=data, key=seed_keys[s], hyper=hyper_i,
+                                       config=config)
+            # No separate validation set: with the default metric, the held-out rows' loss is
+            # read off the training raw scores (every row is predicted as the trees grow).
+            valid = (boosting.mean_loss(state.loss, y, state.raw, w_valid) if metric is None
+                     else jnp.float32(0.0))
+            return state, (out.trees, out.train_loss, valid)
+
+        state0 = boosting.init(data, loss_i, init_raw, config)
+        state, (trees, train_loss, valid) = lax.scan(body, state0, jnp.arange(config.n_rounds))
+        if metric is not None:
+            valid = metrics_lib.metric_curve(metric, state.loss, trees, init_raw, X_binned, y,
+                                             w_valid, config.n_bins)
+        if not keep_trees:
+            return ChunkOut(valid, train_loss, None, None)
+        return ChunkOut(valid, train_loss, init_raw, trees)
+
+    return jax.vmap(one)(hyper, loss, fold, seed)
+
+
+@functools.lru_cache(maxsize=64)
+def chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, devices: Tuple) -> Callable:
+    """The jit-compiled :func:`fit_chunk` for one static combination (cached per combination):
+    ``program(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed)``."""
+
+    def body(*args):
+        return fit_chunk(*args, config=config, metric=metric, keep_trees=keep_trees)
+
+    if len(devices) == 1:
+        return jax.jit(body)
+    mesh = Mesh(np.asarray(devices), ("models",))
+    shared, per_model = P(), P("models")
+    # check_vma=False: the core mixes per-model (varying) and shared values in one op, which is
+    # what we want; every model's computation stays on its own device.
+    mapped = jax.shard_map(body, mesh=mesh, in_specs=(shared,) * 5 + (per_model,) * 4,
+                           out_specs=per_model, check_vma=False)
+    return jax.jit(mapped)
+
+
+def n_compiled(program: Callable) -> int:
+    """How many executables ``program`` (a :func:`chunk_program`) holds: one per compilation."""
+    return program._cache_size()  # noqa: SLF001 - jax.jit's own count of its compiled specialisations
+
+
+class Shared(NamedTuple):
+    """The inputs every model of a group shares (device arrays)."""
+
+    X_binned: jax.Array      # (F, n) bins
+    y: jax.Array             # (n,)
+    sample_weight: jax.Array  # (n,)
+    fold_table: jax.Array    # (S, n) int32
+    seed_keys: jax.Array     # (S, 2) uint32
+
+
+class Layout(NamedTuple):
+    """The models of a group, grid point x fold x seed (``(n_models,)`` each): model
+    ``(point * n_folds + fold) * n_seeds + seed``."""
+
+    point: np.ndarray
+    fold: np.ndarray
+    seed: np.ndarray
+
+    @classmethod
+    def of(cls, n_points: int, n_folds: int, n_seeds: int) -> "Layout":
+        return cls(np.repeat(np.arange(n_points), n_folds * n_seeds),
+                   np.tile(np.repeat(np.arange(n_folds), n_seeds), n_points),
+                   np.tile(np.arange(n_seeds), n_points * n_folds))
+
+    @property
+    def n_models(self) -> int:
+        return int(self.point.shape[0])
+
+
+class GroupFit(NamedTuple):
+    """Every model of a ``(depth, n_bins)`` group, fitted (host arrays)."""
+
+    valid: np.ndarray                # (n_models, R) float64
+    train: np.ndarray                # (n_models, R) float64
+    baseline: Optional[np.ndarray]   # (n_models, K) when trees are kept
+    trees: Optional[tree_lib.ObliviousTrees]  # (n_models, R, T, ...) when kept
+    n_chunks: int
+    first_chunk_seconds: float
+
+
+def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: losses_lib.Loss,
+              layout: Layout, models_per_call: int, *,
+              log: Optional[Callable[[int, int], None]] = None) -> GroupFit:
+    """Fit every model of ``layout`` with ``program``, ``models_per_call`` at a time (the last
+    call padded by repeating the last model); ``log(chunk, n_chunks)`` after each dispatch."""
+    n_models = layout.n_models
+    n_chunks = math.ceil(n_models / models_per_call)
+    order = np.minimum(np.arange(n_chunks * models_per_call), n_models - 1)  # the padding repeats
+    outs, first_s = [], 0.0
+    for c in range(n_chunks):
+        idx = order[c * models_per_call:(c + 1) * models_per_call]
+        pts = layout.point[idx]
+        hyper = boosting.Hyperparams(*(jnp.asarray(grid.hyper_values[h][pts])
+                                       for h in grid_lib.HYPERPARAMETERS))
+        loss_c = loss.replace(params={p: jnp.asarray(v[pts]) for p, v in grid.loss_values.items()})
+        t0 = time.perf_counter()
+        out = program(*shared, hyper, loss_c, jnp.asarray(layout.fold[idx], jnp.int32),
+                      jnp.asarray(layout.seed[idx], jnp.int32))
+        if c == 0:
+            jax.block_until_ready(out)
+            first_s = time.perf_counter() - t0
+        outs.append(out)
+        if log is not None:
+            log(c, n_chunks)
+
+    def gather(*parts):
+        return np.concatenate([np.asarray(p) for p in parts])[:n_models]
+
+    valid = gather(*(o.valid for o in outs)).astype(np.float64)
+    train = gather(*(o.train for o in outs)).astype(np.float64)
+    baseline = trees = None
+    if outs[0].trees is not None:
+        baseline = gather(*(o.baseline for o in outs))
+        trees = jax.tree_util.tree_map(gather, *(o.trees for o in outs))
+    return GroupFit(valid, train, baseline, trees, n_chunks, first_s)

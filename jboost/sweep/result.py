@@ -1,0 +1,344 @@
+"""The result of a sweep: every fit's curves, the selection, the text table, and the models.
+
+The best round of a configuration is the round minimising its validation curve averaged over
+folds and seeds (early stopping: ESL section 10.12 chooses the number of rounds on validation
+data); the best configuration is the one with the best such value, reported with its standard
+error over the folds x seeds rows. (Those rows are not independent -- they share training data --
+so the standard error is the usual optimistic CV one; Bengio and Grandvalet, 2004.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jboost import _validation
+from jboost import api
+from jboost import losses as losses_lib
+from jboost import model as model_lib
+from jboost import tree as tree_lib
+from jboost.sweep import grid as grid_lib
+
+Group = Tuple[int, int]  # (depth, n_bins): one compiled program
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """Every fit of a sweep and what was chosen from them (host NumPy arrays; no pandas).
+
+    Rows are configuration x fold x seed, row ``i = (config * n_folds + fold) * n_seeds + seed``.
+
+    Attributes:
+      configs: one dict per configuration: the swept values plus ``n_rounds``, ``depth``,
+        ``n_bins``.
+      swept: the names that vary (grid keys, then static settings given as lists).
+      config, fold, seed: ``(n_rows,)`` int: each row's configuration, fold and seed index.
+      valid_curves: ``(n_rows, R)`` the validation metric on the held-out fold after each round
+        (``R`` the largest ``n_rounds``; NaN beyond a row's own ``n_rounds``).
+      train_curves: ``(n_rows, R)`` the weighted mean training loss after each round.
+      mean_curves, se_curves: ``(n_configs, R)`` mean and standard error over folds x seeds.
+      best_rounds: ``(n_configs,)`` the round count (1-based) optimising the mean curve.
+      best_scores, best_ses: ``(n_configs,)`` mean and standard error at that round.
+      best_index: the best configuration.
+      metric: the metric's name (``"loss"``: the mean loss of boost's validation set).
+      greater_is_better: direction of the metric.
+      fold_table: ``(n_seeds, n)`` fold of every row under each seed.
+      seed_keys: ``(n_seeds, 2)`` uint32 raw ``jax.random`` key of each seed.
+      sample_weight: ``(n,)`` float32 sample weights of the sweep (ones if none were given).
+      borders: ``{n_bins: (F, n_bins - 1) borders}`` used to bin the data.
+      loss: the resolved :class:`jboost.Loss` (its swept params are set per configuration).
+      fixed: the non-swept settings passed on to :func:`jboost.fit`.
+      trees: with ``keep_trees=True``, ``{(depth, n_bins): ObliviousTrees}`` with leading axes
+        ``(n_models, n_rounds_fitted, trees_per_round)``; ``model_of_row`` indexes it
+        (:meth:`models` gives them as a batched :class:`jboost.Booster`).
+      model_of_row: ``(n_rows,)`` each row's index in its group's ``trees``.
+      info: timings and chunking (``n_compilations``: programs compiled by this sweep,
+        ``chunk_size``, ``n_chunks``, ``n_devices``, ``seconds``, ``first_chunk_seconds``,
+        ``model_bytes``).
+      baselines: with ``keep_trees=True``, ``{(depth, n_bins): (n_models, K)}`` each model's
+        constant raw score (the baseline of its training folds).
+    """
+
+    configs: Tuple[Dict[str, Any], ...]
+    swept: Tuple[str, ...]
+    config: np.ndarray
+    fold: np.ndarray
+    seed: np.ndarray
+    valid_curves: np.ndarray
+    train_curves: np.ndarray
+    mean_curves: np.ndarray
+    se_curves: np.ndarray
+    best_rounds: np.ndarray
+    best_scores: np.ndarray
+    best_ses: np.ndarray
+    best_index: int
+    metric: str
+    greater_is_better: bool
+    fold_table: np.ndarray
+    seed_keys: np.ndarray
+    sample_weight: np.ndarray
+    borders: Dict[int, np.ndarray]
+    loss: losses_lib.Loss
+    fixed: Dict[str, Any]
+    trees: Optional[Dict[Group, tree_lib.ObliviousTrees]]
+    model_of_row: np.ndarray
+    info: Dict[str, Any]
+    baselines: Optional[Dict[Group, np.ndarray]] = None
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.config.shape[0])
+
+    @property
+    def n_configs(self) -> int:
+        return len(self.configs)
+
+    @property
+    def n_folds(self) -> int:
+        return int(self.fold.max()) + 1
+
+    @property
+    def n_seeds(self) -> int:
+        return int(self.seed_keys.shape[0])
+
+    @property
+    def best(self) -> Dict[str, Any]:
+        """The best configuration: its values, ``best_round``, ``mean`` and ``se``."""
+        c = self.best_index
+        return {**self.configs[c], "config": c, "best_round": int(self.best_rounds[c]),
+                "mean": float(self.best_scores[c]), "se": float(self.best_ses[c])}
+
+    def row_key(self, row: int):
+        """The ``jax.random`` key of a row's fit (that of its seed)."""
+        return jnp.asarray(self.seed_keys[self.seed[row]])
+
+    def fold_weights(self, row: int) -> Tuple[np.ndarray, np.ndarray]:
+        """``(w_train, w_valid)`` of a row: sample weights with the held-out fold zeroed, and
+        sample weights on the held-out fold only."""
+        held_out = self.fold_table[self.seed[row]] == self.fold[row]
+        w = self.sample_weight
+        return (np.where(held_out, 0.0, w).astype(np.float32),
+                np.where(held_out, w, 0.0).astype(np.float32))
+
+    def fit_kwargs(self, config: Optional[int] = None) -> Dict[str, Any]:
+        """Keyword arguments of :func:`jboost.fit` for a configuration (default: the best), with
+        its full ``n_rounds`` and the sweep's borders; add ``sample_weight``, ``eval_set``, ``key``
+        to reproduce a row (see :meth:`fold_weights`, :meth:`row_key`)."""
+        c = self.best_index if config is None else int(config)
+        cfg = self.configs[c]
+        values, loss_params = grid_lib.split_config(cfg)
+        kwargs = {**self.fixed, **values}
+        kwargs["loss"] = self.loss.with_params(**loss_params) if loss_params else self.loss
+        kwargs["borders"] = self.borders[cfg["n_bins"]]
+        return kwargs
+
+    def refit(self, X, y, *, config: Optional[int] = None, key=None, **overrides) -> model_lib.Booster:
+        """Fit a configuration (default: the best) on all of ``X, y`` for its best round count.
+
+        Same API as :func:`jboost.fit`; ``key`` defaults to the key of seed 0; ``overrides`` are
+        passed on (e.g. ``eval_set``, or ``n_rounds``). Borders are recomputed from ``X`` unless
+        given. If the sweep had sample weights, they are used again (``X`` must then have the
+        sweep's rows) unless ``sample_weight`` is given.
+        """
+        c = self.best_index if config is None else int(config)
+        kwargs = self.fit_kwargs(c)
+        kwargs.pop("borders")
+        kwargs["n_rounds"] = int(self.best_rounds[c])
+        kwargs["key"] = jnp.asarray(self.seed_keys[0]) if key is None else key
+        if "sample_weight" not in overrides and np.any(self.sample_weight != 1.0):
+            if np.shape(X)[0] != self.sample_weight.shape[0]:
+                raise ValueError(f"the sweep used sample weights for {self.sample_weight.shape[0]} rows "
+                                 f"but X has {np.shape(X)[0]}: pass sample_weight= to refit.")
+            kwargs["sample_weight"] = self.sample_weight
+        kwargs.update(overrides)
+        return api.fit(X, y, **kwargs)
+
+    def rows_of(self, config: Optional[int] = None) -> np.ndarray:
+        """The rows (fold x seed fits) of a configuration (default: the best)."""
+        c = self.best_index if config is None else int(config)
+        return np.flatnonzero(self.config == c)
+
+    def models(self, rows: Optional[Sequence[int]] = None, *,
+               n_rounds: Optional[int] = None) -> model_lib.Booster:
+        """The cross-validation models of ``rows`` as one batched :class:`jboost.Booster`
+        (``batch_shape == (len(rows),)``): ``jboost.predict(result.models(), X)`` is
+        ``(len(rows), n, ...)``, row ``i`` the prediction of the model fitted on its training folds.
+
+        Needs ``keep_trees=True``. ``rows`` default to those of the best configuration
+        (:meth:`rows_of`); they must share ``(depth, n_bins)`` (one tree shape). ``n_rounds``
+        (default: the rows' configured round count, which they must then share) keeps the first
+        rounds. Each model's ``train_loss`` is its training curve, ``valid_loss`` its held-out
+        fold's mean loss (NaN when the sweep's metric is not the loss), ``loss`` the row's loss
+        with its configuration's parameters.
+        """
+        if self.trees is None:
+            raise ValueError("the sweep kept no trees: run it with keep_trees=True to get its models "
+                             "(or refit a configuration with SweepResult.refit).")
+        rows = self.rows_of() if rows is None else np.asarray(rows, np.int64).reshape(-1)
+        if rows.size == 0 or rows.min() < 0 or rows.max() >= self.n_rows:
+            raise ValueError(f"rows must be a non-empty list of row indices in [0, {self.n_rows}).")
+        cfgs = [self.configs[c] for c in self.config[rows]]
+        groups = {(cfg["depth"], cfg["n_bins"]) for cfg in cfgs}
+        if len(groups) != 1:
+            raise ValueError(f"rows span the (depth, n_bins) groups {sorted(groups)}: their trees have "
+                             "different shapes; take the rows of one group.")
+        group = groups.pop()
+        counts = {cfg["n_rounds"] for cfg in cfgs}
+        if n_rounds is None:
+            if len(counts) != 1:
+                raise ValueError(f"rows have different n_rounds {sorted(counts)}: pass n_rounds= "
+                                 f"(at most {min(counts)}).")
+            n_rounds = min(counts)
+        n_rounds = _validation.check_int(n_rounds, "n_rounds", 1, min(counts))
+        models = self.model_of_row[rows]
+        trees = jax.tree_util.tree_map(lambda a: a[models, :n_rounds], self.trees[group])
+        m = rows.size
+        loss_params = {}
+        for name, default in self.loss.params.items():
+            loss_params[name] = jnp.asarray(
+                [grid_lib.split_config(cfg)[1].get(name, default) for cfg in cfgs], jnp.float32)
+        valid = (self.valid_curves[rows, :n_rounds] if self.metric == "loss"
+                 else np.full((m, n_rounds), np.nan))
+        borders = np.broadcast_to(self.borders[group[1]], (m,) + self.borders[group[1]].shape)
+        return model_lib.Booster(
+            trees=trees, borders=jnp.asarray(borders), baseline=jnp.asarray(self.baselines[group][models]),
+            loss=self.loss.replace(params=loss_params),
+            train_loss=jnp.asarray(self.train_curves[rows, :n_rounds], jnp.float32),
+            valid_loss=jnp.asarray(valid, jnp.float32))
+
+    def summary(self) -> List[Dict[str, Any]]:
+        """One dict per configuration: its values, ``best_round``, ``mean``, ``se``, ``n``."""
+        n = self.n_rows // self.n_configs
+        return [{"config": c, **self.configs[c], "best_round": int(self.best_rounds[c]),
+                 "mean": float(self.best_scores[c]), "se": float(self.best_ses[c]), "n": n}
+                for c in range(self.n_configs)]
+
+    def to_rows(self, curves: bool = True) -> List[Dict[str, Any]]:
+        """One dict per configuration x fold x seed: the values, ``fold``, ``seed``, the row's own
+        best round and score, its score at its configuration's best round, its final score, and
+        (``curves=True``) the whole validation and training curves as lists."""
+        out = []
+        for i in range(self.n_rows):
+            c = int(self.config[i])
+            r = self.configs[c]["n_rounds"]
+            curve = self.valid_curves[i, :r]
+            own = _best_index(curve, self.greater_is_better)
+            row = {"config": c, **self.configs[c], "fold": int(self.fold[i]), "seed": int(self.seed[i]),
+                   "best_round": own + 1, "best": float(curve[own]),
+                   "at_config_best_round": float(curve[self.best_rounds[c] - 1]),
+                   "final": float(curve[-1])}
+            if curves:
+                row["valid_curve"] = curve.tolist()
+                row["train_curve"] = self.train_curves[i, :r].tolist()
+            out.append(row)
+        return out
+
+    def __str__(self) -> str:
+        return self.format(max_rows=20)
+
+    def format(self, max_rows: Optional[int] = 20) -> str:
+        """The configurations ranked best first, as an aligned text table."""
+        order = np.argsort(self.best_scores * (-1.0 if self.greater_is_better else 1.0), kind="stable")
+        n_fs = self.n_rows // self.n_configs
+        direction = "higher" if self.greater_is_better else "lower"
+        head = (f"Sweep of {self.loss.name}: {self.n_configs} configurations x {self.n_folds} folds x "
+                f"{self.n_seeds} seeds = {self.n_rows} fits; metric {self.metric} on held-out folds "
+                f"({direction} is better), mean +- se over {n_fs} fits at each configuration's best round")
+        cols = ["rank", *self.swept, "best_round", "mean", "se"]
+        lines = []
+        shown = order if max_rows is None else order[:max_rows]
+        for rank, c in enumerate(shown, 1):
+            cells = [str(rank)] + [_fmt(self.configs[c][k]) for k in self.swept]
+            cells += [str(int(self.best_rounds[c])), f"{self.best_scores[c]:.6g}", f"{self.best_ses[c]:.3g}"]
+            lines.append(cells + (["<- best"] if c == self.best_index else []))
+        widths = [max(len(h), *(len(l[j]) for l in lines)) for j, h in enumerate(cols)]
+        fmt_row = lambda cells: "  ".join(s.rjust(w) for s, w in zip(cells, widths)) + (
+            "  " + cells[-1] if len(cells) > len(widths) else "")
+        text = [head, fmt_row(cols), *(fmt_row(l) for l in lines)]
+        if max_rows is not None and len(order) > max_rows:
+            text.append(f"... ({len(order) - max_rows} more configurations)")
+        return "\n".join(text)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _best_index(curve, greater_is_better: bool) -> int:
+    if np.all(np.isnan(curve)):
+        return len(curve) - 1
+    return int(np.nanargmax(curve) if greater_is_better else np.nanargmin(curve))
+
+
+def refit(result: SweepResult, X, y, **kwargs) -> model_lib.Booster:
+    """:meth:`SweepResult.refit`: the chosen configuration on all data, at its best round count."""
+    return result.refit(X, y, **kwargs)
+
+
+class Rows(NamedTuple):
+    """The rows of a sweep, configuration x fold x seed (``(n_rows,)`` each): row
+    ``i = (config * n_folds + fold) * n_seeds + seed``."""
+
+    config: np.ndarray
+    fold: np.ndarray
+    seed: np.ndarray
+    model: np.ndarray         # the row's model in its group's fits
+    valid_curves: np.ndarray  # (n_rows, R) NaN beyond the row's n_rounds
+    train_curves: np.ndarray
+
+
+def rows(configs: Sequence[Mapping[str, Any]], n_points: int, n_folds: int, n_seeds: int,
+         valid: Mapping[Group, np.ndarray], train: Mapping[Group, np.ndarray], r_max: int) -> Rows:
+    """Each row's curves, read from its group's fits (``valid``, ``train``: ``(n_models, R)`` per
+    group, models grid point x fold x seed) up to its configuration's ``n_rounds``."""
+    n_configs = len(configs)
+    per_config = n_folds * n_seeds
+    n_rows = n_configs * per_config
+    row_config = np.repeat(np.arange(n_configs), per_config)
+    row_fold = np.tile(np.repeat(np.arange(n_folds), n_seeds), n_configs)
+    row_seed = np.tile(np.arange(n_seeds), n_configs * n_folds)
+    row_point = row_config % n_points
+    model_of_row = (row_point * n_folds + row_fold) * n_seeds + row_seed
+    valid_curves = np.full((n_rows, r_max), np.nan)
+    train_curves = np.full((n_rows, r_max), np.nan)
+    for i0 in range(0, n_rows, per_config):
+        cfg = configs[row_config[i0]]
+        g, r = (cfg["depth"], cfg["n_bins"]), cfg["n_rounds"]
+        sel = slice(i0, i0 + per_config)
+        valid_curves[sel, :r] = valid[g][model_of_row[sel], :r]
+        train_curves[sel, :r] = train[g][model_of_row[sel], :r]
+    return Rows(row_config, row_fold, row_seed, model_of_row, valid_curves, train_curves)
+
+
+class Selection(NamedTuple):
+    """Mean and standard-error curves per configuration, its best round, and the best one."""
+
+    mean_curves: np.ndarray
+    se_curves: np.ndarray
+    best_rounds: np.ndarray
+    best_scores: np.ndarray
+    best_ses: np.ndarray
+    best_index: int
+
+
+def select(valid_curves, configs, n_per_config: int, greater: bool) -> Selection:
+    """Each configuration's curve averaged over its ``n_per_config`` rows, the round optimising
+    it (early stopping) and the best configuration."""
+    n_configs, r_max = len(configs), valid_curves.shape[1]
+    per_config = valid_curves.reshape(n_configs, n_per_config, r_max)
+    mean = per_config.mean(axis=1)
+    se = (per_config.std(axis=1, ddof=1) / np.sqrt(n_per_config) if n_per_config > 1
+          else np.full_like(mean, np.nan))
+    best_rounds = np.array([_best_index(mc[: cfg["n_rounds"]], greater) + 1
+                            for mc, cfg in zip(mean, configs)], np.int64)
+    best_scores = mean[np.arange(n_configs), best_rounds - 1]
+    best_ses = se[np.arange(n_configs), best_rounds - 1]
+    if np.all(np.isnan(best_scores)):
+        raise FloatingPointError("every configuration's validation metric is NaN.")
+    return Selection(mean, se, best_rounds, best_scores, best_ses, _best_index(best_scores, greater))
