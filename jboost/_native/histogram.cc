@@ -222,9 +222,10 @@ inline void AddRun(float* __restrict dst, const float* __restrict src, int64_t c
   for (int64_t j = 0; j < c; ++j) dst[j] += src[j];
 }
 
-template <bool kDense>
-void ChunkIntoWide(const uint8_t* bins, int64_t n, const Rows& rs, float* out, int64_t hist_size,
-                   int64_t c, uint32_t max_bin, int64_t f_begin, int64_t f_end, int64_t f_base) {
+JBOOST_AVX2_CLONES
+void ChunkIntoWide(bool kDense, const uint8_t* bins, int64_t n, const Rows& rs, float* out,
+                   int64_t hist_size, int64_t c, uint32_t max_bin, int64_t f_begin, int64_t f_end,
+                   int64_t f_base) {
   auto bin_of = [max_bin](uint8_t b) -> int64_t {
     return static_cast<int64_t>(std::min<uint32_t>(b, max_bin));
   };
@@ -262,8 +263,7 @@ void ChunksInto(const uint8_t* b, int64_t n, const Compacted& rows, float* out, 
                 uint64_t* bits = nullptr, int64_t words = 0) {
   for (const Rows& rs : rows.chunks) {
     if (c > kMaxNarrowChannels && bits == nullptr) {
-      if (rows.dense) ChunkIntoWide<true>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
-      else ChunkIntoWide<false>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
+      ChunkIntoWide(rows.dense, b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
       continue;
     }
     auto run = [&](auto mark) {
