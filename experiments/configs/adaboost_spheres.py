@@ -58,19 +58,19 @@ def run(config: dict, ctx) -> dict:
 
     t0 = time.time()
     m1 = A.adaboost_m1(X, y, n_rounds=config["n_rounds"], depth=1, key=seed)
-    test_err = np.asarray(A.staged_error(m1.model, Xt, yt))
-    train_err = np.asarray(A.staged_error(m1.model, X, y))
+    test_err = np.asarray(A.staged_error(m1, Xt, yt))
+    train_err = np.asarray(A.staged_error(m1, X, y))
     seconds_m1 = time.time() - t0
     real = A.real_adaboost(X, y, n_rounds=config["n_rounds"], depth=1, key=seed)
-    real_err = np.asarray(A.staged_error(real.model, Xt, yt))
+    real_err = np.asarray(A.staged_error(real, Xt, yt))
     tree = A.adaboost_m1(X, y, n_rounds=1, depth=config["tree_depth"], key=seed)
-    tree_err = float(A.staged_error(tree.model, Xt, yt)[0])
-    status = np.asarray(m1.status)
+    tree_err = float(A.staged_error(tree, Xt, yt)[0])
+    status = np.asarray(m1.info["status"])
 
     for m in range(config["n_rounds"]):
         ctx.log(m + 1, adaboost_test_error=float(test_err[m]), adaboost_train_error=float(train_err[m]),
-                real_adaboost_test_error=float(real_err[m]), alpha=float(m1.coef[m]),
-                err=float(m1.err[m]), status=int(status[m]))
+                real_adaboost_test_error=float(real_err[m]), alpha=float(m1.info["coef"][m]),
+                err=float(m1.info["err"][m]), status=int(status[m]))
 
     peers = {}
     if config["peers"]:

@@ -87,15 +87,15 @@ def run(config: dict, ctx) -> dict:
     kw = dict(n_rounds=config["n_rounds"], depth=config["depth"], key=seed)
     t0 = time.time()
     samme = A.samme(X, y, learning_rate=config["samme_learning_rate"], **kw)
-    samme_err = np.asarray(A.staged_error(samme.model, Xt, yt))
+    samme_err = np.asarray(A.staged_error(samme, Xt, yt))
     t1 = time.time()
     real = A.samme_r(X, y, learning_rate=config["samme_r_learning_rate"], **kw)
-    real_err = np.asarray(A.staged_error(real.model, Xt, yt))
+    real_err = np.asarray(A.staged_error(real, Xt, yt))
     t2 = time.time()
     for m in range(config["n_rounds"]):
         ctx.log(m + 1, samme_test_error=float(samme_err[m]), samme_r_test_error=float(real_err[m]),
-                samme_alpha=float(samme.coef[m]), samme_err=float(samme.err[m]),
-                samme_status=int(samme.status[m]))
+                samme_alpha=float(samme.info["coef"][m]), samme_err=float(samme.info["err"][m]),
+                samme_status=int(samme.info["status"][m]))
     peers = {}
     if config["peers"]:
         sk = _sklearn_samme(X, y, Xt, yt, config)
@@ -136,6 +136,6 @@ def run(config: dict, ctx) -> dict:
         dict(quantity="SAMME minimal test error over rounds", published=None,
              ours=float(samme_err.min())),
         dict(quantity="SAMME rounds that added nothing (WEAK/PERFECT/STOPPED)", published=None,
-             ours=float(np.sum(np.asarray(samme.status) != A.OK))),
+             ours=float(np.sum(np.asarray(samme.info["status"]) != A.OK))),
     ]
     return dict(table=table, peers=peers, seconds_samme=t1 - t0, seconds_samme_r=t2 - t1)

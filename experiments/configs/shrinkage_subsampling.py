@@ -72,10 +72,10 @@ def run(config: dict, ctx) -> dict:
         fits = jax.vmap(lambda lr, sub, key: A.gradient_boost(
             X, y, "binomial_deviance", n_rounds=n_rounds, depth=depth, learning_rate=lr,
             subsample=sub, key=key))(lrs, subs, keys)
-        jax.block_until_ready(fits.coef)
+        jax.block_until_ready(fits)
         seconds[panel] = time.time() - t0
         for i, (label, _, _) in enumerate(settings):
-            model = jax.tree_util.tree_map(lambda a: a[i], fits.model)
+            model = jax.tree_util.tree_map(lambda a: a[i], fits)
             dev = 2.0 * np.asarray(A.staged_loss(model, Xt, yt))
             err = np.asarray(A.staged_error(model, Xt, yt))
             curves[(panel, label)] = (dev, err)

@@ -1,9 +1,16 @@
-"""The literature's boosting algorithms on the shared oblivious-tree builder.
+"""The literature's boosting algorithms on the boosting scaffold.
 
-Every algorithm is one jit-compiled ``lax.scan`` over rounds that grows its trees with
-:func:`jboost.tree.fit_tree`; continuous settings and the key may be traced (``jax.vmap`` over
-a sweep is one compiled program); each returns a :class:`Fitted` whose ``model`` is a
-:class:`jboost.Booster` (use ``jboost.predict`` / ``predict_proba`` / ``predict_class``).
+Every algorithm is a ``round`` function on :mod:`jboost.boosting`'s scaffold (an
+:class:`jboost.boosting.Algorithm` in the static ``BoostConfig``): the scaffold's
+``lax.scan`` draws each round's rows and columns, the round function grows its trees with the
+shared builder (:func:`jboost.boosting.grow_trees`) and gives their final leaf values, its own
+state (e.g. AdaBoost's observation weights) and its diagnostics, and the scaffold adds the trees
+to the raw scores and records the losses. Continuous settings and the key may be traced
+(``jax.vmap`` over a sweep is one compiled program; the same shapes and static settings compile
+once). Each entry point returns a :class:`jboost.Booster`, so ``jboost.predict`` (raw scores),
+``predict_proba``, ``predict_class``, ``feature_importance`` and ``staged_predict`` work on it;
+its ``info`` holds the per-round ``coef``, ``err`` and ``status`` ``(n_rounds,)`` and the final
+observation ``weights`` ``(n_samples,)`` (AdaBoost family; the sample weights otherwise).
 
 * :func:`adaboost_m1` — discrete AdaBoost.M1, ESL Algorithm 10.1.
 * :func:`samme`, :func:`samme_r` — multi-class AdaBoost, Zhu, Zou, Rosset and Hastie (2009).
@@ -12,37 +19,59 @@ a sweep is one compiled program); each returns a :class:`Fitted` whose ``model``
 * :func:`gradient_boost` — gradient tree boosting with per-leaf line search, ESL Algorithm 10.3.
 * :func:`forward_stagewise` — forward stagewise additive modelling, ESL Algorithm 10.2.
 
-Shrinkage everywhere accepts a number or an optax schedule ``round -> rate``.
-:func:`staged_error`, :func:`staged_loss` and :func:`staged_metric` evaluate a model after
-every round in one scan.
+The round functions (:func:`adaboost_m1_round`, ...; with :func:`init_discrete` and
+:func:`init_log_weights`, the initial state of the reweighting algorithms) are public, so a
+round can be read, tested or reused: ``boosting.Algorithm(adaboost_m1_round, init_discrete)``
+passed as ``algorithm=`` to :func:`jboost.api.settings` runs AdaBoost.M1 through
+:func:`jboost.boosting.boost`. A new algorithm is one such function (README, "How to extend
+jboost").
+
+Their defaults (small trees, ``l2 = 0``, ``min_child_weight = 0``, ``learning_rate = 1`` for the
+AdaBoost family and LogitBoost) are the published algorithms', not :func:`jboost.fit`'s; each
+docstring says which. Shrinkage everywhere accepts a number or an optax schedule ``round ->
+rate``. :func:`staged_error` and :func:`staged_loss` evaluate a model after every round (thin
+functions over :func:`jboost.staged_predict`).
 """
 
-from jboost.algorithms._common import Fitted
 from jboost.algorithms._common import OK
 from jboost.algorithms._common import PERFECT
 from jboost.algorithms._common import STATUS_NAMES
 from jboost.algorithms._common import STOPPED
 from jboost.algorithms._common import WEAK
 from jboost.algorithms._common import classify
+from jboost.algorithms._common import init_log_weights
 from jboost.algorithms._common import staged_error
 from jboost.algorithms._common import staged_loss
-from jboost.algorithms._common import staged_metric
 from jboost.algorithms.adaboost import adaboost_m1
+from jboost.algorithms.adaboost import adaboost_m1_round
 from jboost.algorithms.adaboost import discrete_alpha
+from jboost.algorithms.adaboost import init_discrete
 from jboost.algorithms.adaboost import samme
 from jboost.algorithms.adaboost import samme_r
+from jboost.algorithms.adaboost import samme_r_round
+from jboost.algorithms.adaboost import samme_round
 from jboost.algorithms.additive_logistic import gentle_adaboost
+from jboost.algorithms.additive_logistic import gentle_adaboost_round
 from jboost.algorithms.additive_logistic import logit_deviance
 from jboost.algorithms.additive_logistic import logitboost
+from jboost.algorithms.additive_logistic import logitboost_2_round
+from jboost.algorithms.additive_logistic import logitboost_k_round
 from jboost.algorithms.additive_logistic import real_adaboost
+from jboost.algorithms.additive_logistic import real_adaboost_round
 from jboost.algorithms.additive_logistic import working_response
 from jboost.algorithms.gradient import forward_stagewise
 from jboost.algorithms.gradient import gradient_boost
+from jboost.algorithms.gradient import gradient_round
 from jboost.algorithms.gradient import line_search_coefficient
+from jboost.algorithms.gradient import stagewise_round
 
 __all__ = [
-    "Fitted", "OK", "PERFECT", "STATUS_NAMES", "STOPPED", "WEAK",
-    "adaboost_m1", "classify", "discrete_alpha", "forward_stagewise", "gentle_adaboost",
-    "gradient_boost", "line_search_coefficient", "logit_deviance", "logitboost", "real_adaboost",
-    "samme", "samme_r", "staged_error", "staged_loss", "staged_metric", "working_response",
+    "OK", "PERFECT", "STATUS_NAMES", "STOPPED", "WEAK",
+    "adaboost_m1", "adaboost_m1_round", "classify", "discrete_alpha", "forward_stagewise",
+    "gentle_adaboost", "gentle_adaboost_round", "gradient_boost", "gradient_round",
+    "init_discrete", "init_log_weights",
+    "line_search_coefficient", "logit_deviance", "logitboost", "logitboost_2_round",
+    "logitboost_k_round", "real_adaboost", "real_adaboost_round", "samme", "samme_r",
+    "samme_r_round", "samme_round", "stagewise_round", "staged_error", "staged_loss",
+    "working_response",
 ]

@@ -1,8 +1,11 @@
 """Discrete AdaBoost.M1 (ESL Algorithm 10.1) and its multi-class extensions SAMME and SAMME.R
 (Zhu, Zou, Rosset and Hastie 2009, "Multi-class AdaBoost", Algorithms 2 and 4).
 
-The weak learner is an oblivious tree grown by the shared builder :func:`jboost.tree.fit_tree`
-on the weighted training data:
+Each algorithm is a ``round`` function on the boosting scaffold (:mod:`jboost.boosting`: the
+scaffold draws the round's rows and columns, adds the round's tree to the raw scores and records
+the exponential loss); its own state is the observation weights and, for the discrete
+algorithms, whether the model has stopped. The weak learner is an oblivious tree grown by the
+shared builder (:func:`jboost.boosting.grow_trees`) on the weighted training data:
 
 * two classes (AdaBoost.M1): the structure is the weighted least-squares fit of the labels
   ``y in {-1, +1}`` (gradients ``-w y``, hessians ``w``; for two classes this is the weighted Gini
@@ -20,30 +23,24 @@ probabilities: two classes ``f = sum_m (alpha_m / 2) G_m(x)`` and ``p = 1 / (1 +
 K classes ``f = sum_m beta_m T_m(x)`` with ``T`` the ``(1, -1/(K-1))`` coding and
 ``p_k ∝ exp(f_k / (K-1))``. The class decisions are exactly ESL's ``sign(sum alpha_m G_m)`` and
 Zhu et al.'s ``argmax_k sum_m alpha_m I(T_m(x) = k)``.
+
+Defaults differ from :func:`jboost.fit` where the published algorithms do: small trees (stumps
+for AdaBoost.M1, as in ESL Figure 10.2; depth 2 for SAMME), no L2 penalty and no minimal child
+weight (the weak learner is the plain weighted least-squares / Gini tree), and no shrinkage
+(``learning_rate=1``: ``alpha_m`` as published).
 """
 
 from __future__ import annotations
 
-import functools
-from typing import NamedTuple
-
 import jax
 import jax.numpy as jnp
-from jax import lax
 
-from jboost import _validation
 from jboost import api
 from jboost import boosting
 from jboost import losses as losses_lib
+from jboost import model as model_lib
 from jboost.algorithms import _common
 from jboost.algorithms._common import OK, PERFECT, STOPPED, WEAK
-
-
-class _State(NamedTuple):
-    log_w: jax.Array      # (n,) log observation weights (weights sum to n)
-    raw: jax.Array        # (n, K) raw scores of the training rows
-    raw_valid: jax.Array  # (m, K)
-    done: jax.Array       # bool (): a PERFECT or WEAK round has stopped the model
 
 
 def discrete_alpha(err, n_classes: int, err_floor, done):
@@ -56,6 +53,7 @@ def discrete_alpha(err, n_classes: int, err_floor, done):
     Returns ``(alpha, status, done)``.
     """
     k = n_classes
+    err_floor = jnp.asarray(err_floor, jnp.float32)
     weak = err >= 1.0 - 1.0 / k
     perfect = err <= 0.0
     e = jnp.clip(err, err_floor, 1.0 - err_floor)
@@ -70,55 +68,48 @@ def _record(status, err):
     return jnp.where(status == STOPPED, jnp.nan, err)
 
 
+def init_discrete(data: boosting.Data, loss: losses_lib.Loss):
+    """State of AdaBoost.M1 and SAMME before round 0: ``(log weights, done=False)``."""
+    return _common.init_log_weights(data, loss), jnp.array(False)
+
+
+def _final_weights(extra):
+    return jnp.exp(extra[0])
+
+
 # --------------------------------------------------------------------------------------------
 # AdaBoost.M1
 # --------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
-def _adaboost_m1(data: _common.Data, key, hyper: boosting.Hyperparams, err_floor, *,
-                 config: boosting.BoostConfig):
-    n = data.y.shape[0]
-    n_features = data.X_binned.shape[0]
-    y_pm = 2.0 * data.y - 1.0
-    loss = losses_lib.exponential()
-
-    def step(state: _State, m):
-        w = jnp.exp(state.log_w)                                          # sums to n
-        keep, masks = _common.round_randomness(key, m, n, n_features, config, hyper)
-        wk = w * keep
-        # 2(a) fit G_m to the weighted data: weighted least squares of y in {-1,+1}, leaf = sign.
-        tree, leaf = _common.fit_weak_tree(data.X_binned, (-wk * y_pm)[:, None], wk[:, None],
-                                           masks, config, hyper)
-        vote = jnp.where(tree.leaf_values > 0, 1.0, -1.0)                # (L, 1) G_m per leaf
-        miss = (vote[leaf, 0] != y_pm).astype(jnp.float32)
-        # 2(b)-(c) err_m and alpha_m = log((1 - err_m) / err_m).
-        err = _common.weighted_error(w, miss)
-        alpha, status, done = discrete_alpha(err, 2, err_floor, state.done)
-        alpha = alpha * _common.learning_rate(config, hyper, m)
-        # 2(d) w_i <- w_i exp(alpha_m I(y_i != G_m(x_i))), renormalised.
-        log_w = _common.normalise_log_weights(state.log_w + alpha * miss)
-        # f_m = beta_m G_m with beta_m = alpha_m / 2 (ESL Section 10.4): exponential-loss scale.
-        values = 0.5 * alpha * vote
-        tree = tree._replace(leaf_values=values, gains=jnp.where(alpha > 0, tree.gains, 0.0))
-        raw = state.raw + values[leaf]
-        raw_valid = state.raw_valid + values[_common.valid_leaf(tree, data.X_valid, config)]
-        out = (jax.tree_util.tree_map(lambda a: a[None], tree), alpha, _record(status, err),
-               status, _common.mean_loss(loss, data.y, raw, data.w),
-               _common.mean_loss(loss, data.y_valid, raw_valid, data.w_valid))
-        return _State(log_w, raw, raw_valid, done), out
-
-    state0 = _State(_common.normalise_log_weights(jnp.log(data.w)),
-                    jnp.zeros((n, 1), jnp.float32), jnp.zeros((data.y_valid.shape[0], 1), jnp.float32),
-                    jnp.array(False))
-    state, outs = lax.scan(step, state0, jnp.arange(config.n_rounds))
-    return state, outs
+def adaboost_m1_round(r: boosting.Round, *, err_floor: float = 1e-10) -> boosting.RoundResult:
+    """Round ``m`` of AdaBoost.M1 (ESL Algorithm 10.1, step 2); state ``(log_w, done)``."""
+    log_w, done = r.extra
+    w = jnp.exp(log_w)                                                  # sums to n
+    y_pm = 2.0 * r.data.y - 1.0
+    wk = w * r.sample
+    # 2(a) fit G_m to the weighted data: weighted least squares of y in {-1,+1}, leaf = sign.
+    tree, leaf = boosting.grow_trees(r, (-wk * y_pm)[:, None], wk[:, None])
+    vote = jnp.where(tree.leaf_values > 0, 1.0, -1.0)                  # (L, 1) G_m per leaf
+    miss = (vote[leaf, 0] != y_pm).astype(jnp.float32)
+    # 2(b)-(c) err_m and alpha_m = log((1 - err_m) / err_m).
+    err = _common.weighted_error(w, miss)
+    alpha, status, done = discrete_alpha(err, 2, err_floor, done)
+    alpha = alpha * r.learning_rate
+    # 2(d) w_i <- w_i exp(alpha_m I(y_i != G_m(x_i))), renormalised.
+    log_w = _common.normalise_log_weights(log_w + alpha * miss)
+    # f_m = beta_m G_m with beta_m = alpha_m / 2 (ESL Section 10.4): exponential-loss scale.
+    tree = tree._replace(leaf_values=0.5 * alpha * vote,
+                         gains=jnp.where(alpha > 0, tree.gains, 0.0))
+    trees, leaves = boosting.one_tree(tree, leaf)
+    return boosting.RoundResult(trees, leaves, (log_w, done),
+                                _common.info(alpha, _record(status, err), status))
 
 
 def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0, l2=0.0,
                 min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
                 colsample_by: str = "tree", err_floor=1e-10, n_bins: int = 256, sample_weight=None,
-                eval_set=None, key=0, borders=None) -> _common.Fitted:
+                eval_set=None, key=0, borders=None) -> model_lib.Booster:
     """Discrete AdaBoost.M1 (ESL Algorithm 10.1; Freund and Schapire 1997) with oblivious trees.
 
     1. ``w_i = 1/N``. 2. For ``m = 1..M``: (a) fit a classifier ``G_m(x) in {-1,+1}`` to the
@@ -130,7 +121,12 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
     ``err_m == 0`` is added with ``err_m`` floored at ``err_floor`` and stops the model (PERFECT);
     later rounds are STOPPED (see :func:`discrete_alpha`). ``learning_rate`` (a number or an optax
     schedule ``round -> rate``) multiplies ``alpha_m``, in the vote and in the weight update (as in
-    scikit-learn). Continuous settings and ``key`` may be traced (``jax.vmap``).
+    scikit-learn). Continuous settings and ``key`` may be traced (``jax.vmap``); ``err_floor`` is
+    static.
+
+    The defaults are the published algorithm's, not :func:`jboost.fit`'s: stumps (ESL Figure
+    10.2), ``l2 = 0`` and ``min_child_weight = 0`` (the plain weighted least-squares tree), no
+    shrinkage (``learning_rate = 1``).
 
     Args:
       X: ``(n, F)`` features (NaN missing). y: ``(n,)`` labels 0/1 (class 1 is ESL's ``+1``).
@@ -141,22 +137,23 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
         the rows and a subset of the features; ``err_m`` is measured on all rows.
 
     Returns:
-      :class:`jboost.algorithms.Fitted`; ``coef`` is ``alpha_m`` (times the learning rate), the
-      model's loss is the exponential loss and its raw score ``sum_m (alpha_m / 2) G_m(x)``.
+      A :class:`jboost.Booster`: loss the exponential loss, raw score
+      ``sum_m (alpha_m / 2) G_m(x)``; ``info``: ``coef`` ``alpha_m`` (times the learning rate),
+      ``err`` ``err_m`` (NaN once STOPPED), ``status``, each ``(n_rounds,)``, and ``weights``
+      ``(n,)`` the final observation weights (summing to ``n``).
     """
-    config, hyper = _common.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
-                                     learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                                     min_child_weight=min_child_weight, subsample=subsample,
-                                     colsample=colsample, colsample_by=colsample_by)
-    _validation.check_real(err_floor, "err_floor", 0.0, 0.5, lo_open=True)
-    data, borders = _common.prepare(
-        X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=n_bins, borders=borders,
-        label_check=lambda v, name: _common.check_labels(v, "binary", None, name))
-    state, (trees, coef, err, status, train_loss, valid_loss) = _adaboost_m1(
-        data, _common.as_key(key), hyper, jnp.asarray(err_floor, jnp.float32), config=config)
-    model = _common.finish(trees, borders, jnp.zeros((1,)), losses_lib.exponential(), train_loss,
-                           valid_loss)
-    return _common.Fitted(model, coef, err, status, jnp.exp(state.log_w))
+    config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+                                 learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
+                                 min_child_weight=min_child_weight, subsample=subsample,
+                                 colsample=colsample, colsample_by=colsample_by)
+    err_floor = _common.static_real(err_floor, "err_floor", 0.0, 0.5, lo_open=True)
+    config = config._replace(algorithm=_common.algorithm(adaboost_m1_round, init_discrete,
+                                                         err_floor=err_floor))
+    data, borders, _ = _common.prepare_classes(X, y, None, task="binary",
+                                               sample_weight=sample_weight, eval_set=eval_set,
+                                               n_bins=n_bins, borders=borders)
+    return _common.run(data, borders, key, hyper, config, losses_lib.exponential(),
+                       weights=_final_weights)
 
 
 # --------------------------------------------------------------------------------------------
@@ -164,93 +161,88 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
 # --------------------------------------------------------------------------------------------
 
 
-def _k_class_tree(data: _common.Data, wk, masks, n_classes: int, config, hyper):
-    """Weighted least-squares tree of the one-hot labels (hessian ``w / K`` per class).
+def _plurality_tree(r: boosting.Round, w):
+    """The K-class tree on the round's weighted rows: the weighted least-squares tree of the
+    one-hot labels (hessian ``w / K`` per class), whose leaf values ``W_k / (W / K + l2)`` are
+    proportional to the weighted class counts ``W_k``; and the leaves' plurality classes, the
+    rows it misclassifies and its weighted error on all rows.
 
-    Leaf values are ``W_k / (W / K + l2)``: proportional to the weighted class counts ``W_k``.
+    Returns ``(tree, leaf, counts (L, K), miss (n,), err)``.
     """
-    onehot = jax.nn.one_hot(data.y.astype(jnp.int32), n_classes, dtype=jnp.float32)
+    k = r.raw.shape[-1]
+    y_int = r.data.y.astype(jnp.int32)
+    wk = w * r.sample
+    onehot = jax.nn.one_hot(y_int, k, dtype=jnp.float32)
     grad = -wk[:, None] * onehot
-    hess = jnp.broadcast_to(wk[:, None] / n_classes, onehot.shape)
-    return _common.fit_weak_tree(data.X_binned, grad, hess, masks, config, hyper)
+    hess = jnp.broadcast_to(wk[:, None] / k, onehot.shape)
+    tree, leaf = boosting.grow_trees(r, grad, hess)
+    counts = tree.leaf_values                                           # (L, K) ∝ W_k
+    cls = jnp.argmax(counts, axis=-1)                                   # weighted plurality
+    miss = (cls[leaf] != y_int).astype(jnp.float32)
+    return tree, leaf, counts, miss, _common.weighted_error(w, miss)
 
 
-@functools.partial(jax.jit, static_argnames=("config", "n_classes", "real"))
-def _samme(data: _common.Data, key, hyper: boosting.Hyperparams, floor, *, config, n_classes: int,
-           real: bool):
-    n = data.y.shape[0]
-    k = n_classes
-    n_features = data.X_binned.shape[0]
-    y_int = data.y.astype(jnp.int32)
-    loss = losses_lib.samme_exponential(k)
-
-    def step(state: _State, m):
-        w = jnp.exp(state.log_w)
-        keep, masks = _common.round_randomness(key, m, n, n_features, config, hyper)
-        tree, leaf = _k_class_tree(data, w * keep, masks, k, config, hyper)
-        counts = tree.leaf_values                                         # (L, K) ∝ W_k
-        cls = jnp.argmax(counts, axis=-1)                                 # weighted plurality
-        miss = (cls[leaf] != y_int).astype(jnp.float32)
-        err = _common.weighted_error(w, miss)
-        lr = _common.learning_rate(config, hyper, m)
-        if not real:
-            # SAMME (Zhu et al. Algorithm 2): alpha = log((1 - err) / err) + log(K - 1).
-            alpha, status, done = discrete_alpha(err, k, floor, state.done)
-            alpha = alpha * lr
-            log_w = state.log_w + alpha * miss
-            # f_m = beta_m T_m, beta_m = (K-1)^2/K alpha_m, T_m coded (1, -1/(K-1)):
-            # = (K-1) alpha_m (onehot(G_m) - 1/K).
-            onehot = jax.nn.one_hot(cls, k, dtype=jnp.float32)
-            values = (k - 1) * alpha * (onehot - 1.0 / k)
-            coef, gains = alpha, jnp.where(alpha > 0, tree.gains, 0.0)
-        else:
-            # SAMME.R (Zhu et al. Algorithm 4): p = weighted class proportions of the leaf,
-            # h_k = (K-1) (log p_k - mean_j log p_j).
-            total = jnp.sum(counts, axis=-1, keepdims=True)
-            p = jnp.where(total > 0, counts / jnp.where(total > 0, total, 1.0), 1.0 / k)
-            log_p = jnp.log(jnp.clip(p, floor, 1.0))
-            values = lr * (k - 1) * (log_p - jnp.mean(log_p, axis=-1, keepdims=True))
-            # w_i <- w_i exp(-(K-1)/K y_i^T log p(x_i)) = w_i exp(-h_{y_i}(x_i) / (K-1)) as
-            # sum_k h_k = 0 (with the learning rate on h, as in scikit-learn).
-            h_true = jnp.take_along_axis(values[leaf], y_int[:, None], axis=1)[:, 0]
-            log_w = state.log_w - h_true / (k - 1)
-            status, done, coef, gains = jnp.int32(OK), state.done, lr, tree.gains
-        log_w = _common.normalise_log_weights(log_w)
-        tree = tree._replace(leaf_values=values, gains=gains)
-        raw = state.raw + values[leaf]
-        raw_valid = state.raw_valid + values[_common.valid_leaf(tree, data.X_valid, config)]
-        out = (jax.tree_util.tree_map(lambda a: a[None], tree), coef, _record(status, err),
-               status, _common.mean_loss(loss, data.y, raw, data.w),
-               _common.mean_loss(loss, data.y_valid, raw_valid, data.w_valid))
-        return _State(log_w, raw, raw_valid, done), out
-
-    state0 = _State(_common.normalise_log_weights(jnp.log(data.w)), jnp.zeros((n, k), jnp.float32),
-                    jnp.zeros((data.y_valid.shape[0], k), jnp.float32), jnp.array(False))
-    return lax.scan(step, state0, jnp.arange(config.n_rounds))
+def samme_round(r: boosting.Round, *, err_floor: float = 1e-10) -> boosting.RoundResult:
+    """Round ``m`` of SAMME (Zhu et al. Algorithm 2, step 2); state ``(log_w, done)``."""
+    k = r.raw.shape[-1]
+    log_w, done = r.extra
+    w = jnp.exp(log_w)
+    tree, leaf, counts, miss, err = _plurality_tree(r, w)
+    # alpha = log((1 - err) / err) + log(K - 1).
+    alpha, status, done = discrete_alpha(err, k, err_floor, done)
+    alpha = alpha * r.learning_rate
+    log_w = _common.normalise_log_weights(log_w + alpha * miss)
+    # f_m = beta_m T_m, beta_m = (K-1)^2/K alpha_m, T_m coded (1, -1/(K-1)):
+    # = (K-1) alpha_m (onehot(G_m) - 1/K).
+    onehot = jax.nn.one_hot(jnp.argmax(counts, axis=-1), k, dtype=jnp.float32)
+    tree = tree._replace(leaf_values=(k - 1) * alpha * (onehot - 1.0 / k),
+                         gains=jnp.where(alpha > 0, tree.gains, 0.0))
+    trees, leaves = boosting.one_tree(tree, leaf)
+    return boosting.RoundResult(trees, leaves, (log_w, done),
+                                _common.info(alpha, _record(status, err), status))
 
 
-def _fit_samme(X, y, *, real: bool, floor, floor_name: str, floor_hi: float, n_classes, n_rounds,
-               depth, learning_rate, l2, min_split_gain, min_child_weight, subsample, colsample,
-               colsample_by, n_bins, sample_weight, eval_set, key, borders) -> _common.Fitted:
-    config, hyper = _common.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
-                                     learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                                     min_child_weight=min_child_weight, subsample=subsample,
-                                     colsample=colsample, colsample_by=colsample_by)
-    _validation.check_real(floor, floor_name, 0.0, floor_hi, lo_open=True)
+def samme_r_round(r: boosting.Round, *, eps: float = 1e-6) -> boosting.RoundResult:
+    """Round ``m`` of SAMME.R (Zhu et al. Algorithm 4, step 2); state ``(log_w, done)`` (``done``
+    stays False: every round is added)."""
+    k = r.raw.shape[-1]
+    log_w, done = r.extra
+    w = jnp.exp(log_w)
+    tree, leaf, counts, _, err = _plurality_tree(r, w)
+    # p = weighted class proportions of the leaf, h_k = (K-1) (log p_k - mean_j log p_j).
+    total = jnp.sum(counts, axis=-1, keepdims=True)
+    p = jnp.where(total > 0, counts / jnp.where(total > 0, total, 1.0), 1.0 / k)
+    log_p = jnp.log(jnp.clip(p, jnp.float32(eps), 1.0))
+    values = r.learning_rate * (k - 1) * (log_p - jnp.mean(log_p, axis=-1, keepdims=True))
+    # w_i <- w_i exp(-(K-1)/K y_i^T log p(x_i)) = w_i exp(-h_{y_i}(x_i) / (K-1)) as
+    # sum_k h_k = 0 (with the learning rate on h, as in scikit-learn).
+    trees, leaves = boosting.one_tree(tree._replace(leaf_values=values), leaf)
+    h = _common.round_values(trees, leaves)                              # (n, K) h(x_i)
+    h_true = jnp.take_along_axis(h, r.data.y.astype(jnp.int32)[:, None], axis=1)[:, 0]
+    log_w = _common.normalise_log_weights(log_w - h_true / (k - 1))
+    return boosting.RoundResult(trees, leaves, (log_w, done), _common.info(r.learning_rate, err))
+
+
+def _fit_samme(X, y, round_fn, static, *, n_classes, n_rounds, depth, learning_rate, l2,
+               min_split_gain, min_child_weight, subsample, colsample, colsample_by, n_bins,
+               sample_weight, eval_set, key, borders) -> model_lib.Booster:
+    config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+                                 learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
+                                 min_child_weight=min_child_weight, subsample=subsample,
+                                 colsample=colsample, colsample_by=colsample_by)
+    (name, value), = static.items()
+    value = _common.static_real(value, name, 0.0, 0.5, lo_open=True)
+    config = config._replace(algorithm=_common.algorithm(round_fn, init_discrete, **{name: value}))
     data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
                                                eval_set=eval_set, n_bins=n_bins, borders=borders)
-    state, (trees, coef, err, status, train_loss, valid_loss) = _samme(
-        data, _common.as_key(key), hyper, jnp.asarray(floor, jnp.float32), config=config,
-        n_classes=k, real=real)
-    model = _common.finish(trees, borders, jnp.zeros((k,)), losses_lib.samme_exponential(k),
-                           train_loss, valid_loss)
-    return _common.Fitted(model, coef, err, status, jnp.exp(state.log_w))
+    return _common.run(data, borders, key, hyper, config, losses_lib.samme_exponential(k),
+                       weights=_final_weights)
 
 
 def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning_rate=1.0, l2=0.0,
           min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
           colsample_by: str = "tree", err_floor=1e-10, n_bins: int = 256, sample_weight=None,
-          eval_set=None, key=0, borders=None) -> _common.Fitted:
+          eval_set=None, key=0, borders=None) -> model_lib.Booster:
     """SAMME (Zhu, Zou, Rosset and Hastie 2009, Algorithm 2): multi-class discrete AdaBoost.
 
     As :func:`adaboost_m1` with a K-class weak learner (each leaf votes its weighted plurality
@@ -258,41 +250,47 @@ def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning
     ``err_m >= 1 - 1/K``. Output ``C(x) = argmax_k sum_m alpha_m I(T_m(x) = k)``. For K = 2 it is
     AdaBoost.M1 (``log(K-1) = 0``; the weak learners' gains coincide).
 
+    Defaults as :func:`adaboost_m1` (the published algorithm: no L2 penalty, no minimal child
+    weight, no shrinkage), with depth-2 trees (stumps rarely separate K classes).
+
     Args:
       y: ``(n,)`` labels ``0..K-1``; ``n_classes`` defaults to ``max(y) + 1``.
       Other arguments as in :func:`adaboost_m1`.
 
     Returns:
-      :class:`jboost.algorithms.Fitted`; ``coef`` is ``alpha_m``; the model's loss is
-      ``samme_exponential`` and its raw score ``f = (K-1) sum_m alpha_m (onehot(T_m) - 1/K)``.
+      A :class:`jboost.Booster`: loss ``samme_exponential``, raw score
+      ``f = (K-1) sum_m alpha_m (onehot(T_m) - 1/K)``; ``info`` as :func:`adaboost_m1`'s
+      (``coef`` is ``alpha_m``).
     """
-    return _fit_samme(X, y, real=False, floor=err_floor, floor_name="err_floor", floor_hi=0.5,
-                      n_classes=n_classes, n_rounds=n_rounds, depth=depth,
-                      learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                      min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
-                      colsample_by=colsample_by, n_bins=n_bins, sample_weight=sample_weight,
-                      eval_set=eval_set, key=key, borders=borders)
+    return _fit_samme(X, y, samme_round, dict(err_floor=err_floor), n_classes=n_classes,
+                      n_rounds=n_rounds, depth=depth, learning_rate=learning_rate, l2=l2,
+                      min_split_gain=min_split_gain, min_child_weight=min_child_weight,
+                      subsample=subsample, colsample=colsample, colsample_by=colsample_by,
+                      n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
+                      borders=borders)
 
 
 def samme_r(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning_rate=1.0,
             l2=0.0, min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
             colsample_by: str = "tree", eps=1e-6, n_bins: int = 256, sample_weight=None,
-            eval_set=None, key=0, borders=None) -> _common.Fitted:
+            eval_set=None, key=0, borders=None) -> model_lib.Booster:
     """SAMME.R (Zhu, Zou, Rosset and Hastie 2009, Algorithm 4): multi-class real AdaBoost.
 
     For ``m = 1..M``: (a) fit the K-class tree to the weighted data and take its leaf's weighted
     class proportions ``p_k(x)`` (clipped below at ``eps``); (b) ``h_k(x) = (K-1) (log p_k(x) -
     (1/K) sum_j log p_j(x))``; (c) ``w_i <- w_i exp(-(K-1)/K y_i^T log p(x_i))``, renormalised.
     Output ``C(x) = argmax_k sum_m h_k^{(m)}(x)``. ``learning_rate`` multiplies ``h`` (also in
-    the weight update). ``err`` reports the weighted error of the leaf plurality class.
+    the weight update). Defaults as :func:`samme` (the published algorithm).
 
     Returns:
-      :class:`jboost.algorithms.Fitted`; the model's raw score is ``sum_m h^{(m)}(x)`` (the
-      ``samme_exponential`` scale; ``predict_proba`` gives ``p_k ∝ exp(f_k / (K-1))``).
+      A :class:`jboost.Booster`: raw score ``sum_m h^{(m)}(x)`` (the ``samme_exponential``
+      scale; ``predict_proba`` gives ``p_k ∝ exp(f_k / (K-1))``); ``info``: ``coef`` the round's
+      learning rate, ``err`` the weighted error of the leaf plurality class, ``status`` (OK),
+      ``weights`` the final observation weights.
     """
-    return _fit_samme(X, y, real=True, floor=eps, floor_name="eps", floor_hi=1.0 / 2,
-                      n_classes=n_classes, n_rounds=n_rounds, depth=depth,
-                      learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                      min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
-                      colsample_by=colsample_by, n_bins=n_bins, sample_weight=sample_weight,
-                      eval_set=eval_set, key=key, borders=borders)
+    return _fit_samme(X, y, samme_r_round, dict(eps=eps), n_classes=n_classes, n_rounds=n_rounds,
+                      depth=depth, learning_rate=learning_rate, l2=l2,
+                      min_split_gain=min_split_gain, min_child_weight=min_child_weight,
+                      subsample=subsample, colsample=colsample, colsample_by=colsample_by,
+                      n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
+                      borders=borders)

@@ -2,7 +2,9 @@
 forward stagewise additive modelling with one global line search per round (ESL Algorithm 10.2;
 Friedman 2001, Algorithm 1).
 
-Both fit each round's oblivious tree (shared builder :func:`jboost.tree.fit_tree`) to the
+Both are ``round`` functions on the boosting scaffold (:mod:`jboost.boosting`: it draws the
+round's rows and columns, adds the round's tree to the raw scores and records the loss) and fit
+each round's oblivious tree (shared builder :func:`jboost.boosting.grow_trees`) to the
 pseudo-residuals ``r_i = -dL(y_i, f(x_i)) / df`` by least squares (unit hessians: the gain is the
 reduction in squared error and the leaf values are the mean residuals). They differ in the step:
 
@@ -18,13 +20,15 @@ reduction in squared error and the leaf values are the mean residuals). They dif
 Both take shrinkage ``nu`` (ESL eq. 10.41; a number or an optax schedule ``round -> rate``) and row
 subsampling ``eta`` (stochastic gradient boosting, Friedman 2002; Bernoulli weights, so shapes are
 fixed): tree and line search see the subsample. This sits beside ``jboost.fit``, whose default is
-second-order (Newton) trees.
+second-order (Newton) trees. Defaults differ from ``jboost.fit``'s where Friedman's algorithms
+do: least-squares trees without an L2 penalty (``l2 = 0``: the leaf values are the mean
+residuals before the line search), depth 3, and for forward stagewise modelling no shrinkage
+(``learning_rate = 1``: ESL Algorithm 10.2 as published).
 """
 
 from __future__ import annotations
 
-import functools
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -35,16 +39,11 @@ from jboost import api
 from jboost import boosting
 from jboost import derivatives
 from jboost import losses as losses_lib
+from jboost import model as model_lib
 from jboost import refit
 from jboost.algorithms import _common
-from jboost.algorithms._common import OK
 
 LEAF_REFITS = ("auto", "line_search", "none")
-
-
-class _State(NamedTuple):
-    raw: jax.Array        # (n, K)
-    raw_valid: jax.Array  # (m, K)
 
 
 def newton_step(G, H, max_step):
@@ -100,75 +99,59 @@ def line_search_coefficient(loss: losses_lib.Loss, y, raw, b, w, n_steps: int, m
     return lax.fori_loop(0, n_steps, body, jnp.asarray(init, jnp.float32))
 
 
-def _pseudo_residual_tree(data: _common.Data, loss, raw, wk, masks, config, hyper):
+def _pseudo_residual_tree(r: boosting.Round, wk):
     """Least-squares tree of the pseudo-residuals ``r = -dL/df`` (ESL Alg. 10.3 2(a)-(b))."""
-    g, _ = derivatives.grad_hess(loss.replace(hessian="unit"), data.y, raw)
+    g, _ = derivatives.grad_hess(r.loss.replace(hessian="unit"), r.data.y, r.raw)
     hess = jnp.broadcast_to(wk[:, None], g.shape)
-    return _common.fit_weak_tree(data.X_binned, wk[:, None] * g, hess, masks, config, hyper)
+    return boosting.grow_trees(r, wk[:, None] * g, hess)
 
 
-@functools.partial(jax.jit, static_argnames=("config", "leaf_refit", "n_newton", "stagewise"))
-def _gradient_boost(data: _common.Data, key, hyper: boosting.Hyperparams, loss: losses_lib.Loss,
-                    init_raw, max_step, *, config, leaf_refit: str, n_newton: int, stagewise: bool):
-    n = data.y.shape[0]
-    n_features = data.X_binned.shape[0]
-    n_leaves = 2**config.depth
-
-    def step(state: _State, m):
-        keep, masks = _common.round_randomness(key, m, n, n_features, config, hyper)
-        wk = data.w * keep
-        tree, leaf = _pseudo_residual_tree(data, loss, state.raw, wk, masks, config, hyper)
-        lr = _common.learning_rate(config, hyper, m)
-        if stagewise:
-            # ESL Alg. 10.2: beta_m = argmin sum L(y, f + beta b(x; gamma_m)).
-            beta = line_search_coefficient(loss, data.y, state.raw, tree.leaf_values[leaf], wk,
-                                           n_newton, max_step)
-            values, coef = lr * beta * tree.leaf_values, lr * beta
-        else:
-            # ESL Alg. 10.3 2(c): gamma_jm = argmin_gamma sum_{x_i in R_jm} L(y_i, f + gamma).
-            if leaf_refit == "none":
-                gamma = tree.leaf_values
-            elif leaf_refit == "auto" and loss.leaf_refit in ("quantile", "huber"):
-                gamma = refit.refit_leaf_values(loss, data.y, state.raw, wk, leaf, n_leaves,
-                                                tree.leaf_values)
-            else:
-                gamma = line_search_leaf_values(loss, data.y, state.raw, wk, leaf, n_leaves,
-                                                tree.leaf_values, n_newton, max_step)
-            values, coef = lr * gamma, lr
-        tree = tree._replace(leaf_values=values)
-        raw = state.raw + values[leaf]
-        raw_valid = state.raw_valid + values[_common.valid_leaf(tree, data.X_valid, config)]
-        out = (jax.tree_util.tree_map(lambda a: a[None], tree), coef, jnp.float32(jnp.nan),
-               jnp.int32(OK), _common.mean_loss(loss, data.y, raw, data.w),
-               _common.mean_loss(loss, data.y_valid, raw_valid, data.w_valid))
-        return _State(raw, raw_valid), out
-
-    k = init_raw.shape[0]
-    state0 = _State(jnp.broadcast_to(init_raw, (n, k)),
-                    jnp.broadcast_to(init_raw, (data.y_valid.shape[0], k)))
-    return lax.scan(step, state0, jnp.arange(config.n_rounds))
+def gradient_round(r: boosting.Round, *, leaf_refit: str = "auto", n_newton: int = 5,
+                   max_step: float = 1.0) -> boosting.RoundResult:
+    """Round ``m`` of gradient tree boosting (ESL Algorithm 10.3, step 2); no state."""
+    loss, y, raw = r.loss, r.data.y, r.raw
+    wk = r.data.w * r.sample
+    tree, leaf = _pseudo_residual_tree(r, wk)
+    # 2(c): gamma_jm = argmin_gamma sum_{x_i in R_jm} L(y_i, f + gamma).
+    if leaf_refit == "none":
+        gamma = tree.leaf_values
+    elif leaf_refit == "auto" and loss.leaf_refit in ("quantile", "huber"):
+        gamma = refit.refit_leaf_values(loss, y, raw, wk, leaf, 2**r.config.depth, tree.leaf_values)
+    else:
+        gamma = line_search_leaf_values(loss, y, raw, wk, leaf, 2**r.config.depth, tree.leaf_values,
+                                        n_newton, jnp.float32(max_step))
+    trees, leaves = boosting.one_tree(tree._replace(leaf_values=r.learning_rate * gamma), leaf)
+    return boosting.RoundResult(trees, leaves, info=_common.info(r.learning_rate))
 
 
-def _fit(X, y, loss, *, stagewise, n_rounds, depth, learning_rate, subsample, colsample,
-         colsample_by, l2, min_split_gain, min_child_weight, leaf_refit, n_newton, max_step, n_bins,
-         sample_weight, eval_set, key, n_outputs, task, borders) -> _common.Fitted:
-    config, hyper = _common.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
-                                     learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                                     min_child_weight=min_child_weight, subsample=subsample,
-                                     colsample=colsample, colsample_by=colsample_by)
-    if leaf_refit not in LEAF_REFITS:
-        raise ValueError(f"leaf_refit={leaf_refit!r} must be one of {LEAF_REFITS}.")
-    n_newton = _validation.check_int(n_newton, "n_newton", 0, 1000)
-    _validation.check_real(max_step, "max_step", 0.0, float("inf"), lo_open=True)
-    if task is not None and task not in losses_lib.TASKS:
-        raise ValueError(f"task={task!r} must be one of {losses_lib.TASKS}.")
+def stagewise_round(r: boosting.Round, *, n_newton: int = 5,
+                    max_step: float = 1.0) -> boosting.RoundResult:
+    """Round ``m`` of forward stagewise additive modelling (ESL Algorithm 10.2, step 2); no
+    state."""
+    wk = r.data.w * r.sample
+    tree, leaf = _pseudo_residual_tree(r, wk)
+    # beta_m = argmin sum L(y, f + beta b(x; gamma_m)).
+    beta = line_search_coefficient(r.loss, r.data.y, r.raw, tree.leaf_values[leaf], wk, n_newton,
+                                   jnp.float32(max_step))
+    trees, leaves = boosting.one_tree(
+        tree._replace(leaf_values=r.learning_rate * beta * tree.leaf_values), leaf)
+    return boosting.RoundResult(trees, leaves, info=_common.info(r.learning_rate * beta))
+
+
+def _fit(X, y, loss, algorithm, *, n_rounds, depth, learning_rate, subsample, colsample,
+         colsample_by, l2, min_split_gain, min_child_weight, n_bins, sample_weight, eval_set, key,
+         n_outputs, task, borders) -> model_lib.Booster:
+    config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+                                 learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
+                                 min_child_weight=min_child_weight, subsample=subsample,
+                                 colsample=colsample, colsample_by=colsample_by, algorithm=algorithm)
     resolved = {}
 
     def label_check(v, name):
         if name == "y":
             resolved["loss"] = _validation.resolve_loss(loss, v, n_outputs, task)
         else:
-            losses_lib.check_labels(resolved["loss"], v)
+            losses_lib.check_labels(resolved["loss"], v, name)
 
     data, borders = _common.prepare(X, y, sample_weight=sample_weight, eval_set=eval_set,
                                     n_bins=n_bins, borders=borders, label_check=label_check)
@@ -177,12 +160,12 @@ def _fit(X, y, loss, *, stagewise, n_rounds, depth, learning_rate, subsample, co
         raise ValueError("the adaptive Huber loss (huber(alpha=...)) is supported by jboost.fit; "
                          "pass losses.huber(delta=...) here.")
     init_raw = losses_lib.baseline(loss_obj, data.y, data.w)
-    _, (trees, coef, err, status, train_loss, valid_loss) = _gradient_boost(
-        data, _common.as_key(key), hyper, loss_obj, init_raw, jnp.asarray(max_step, jnp.float32),
-        config=config, leaf_refit=leaf_refit,
-        n_newton=n_newton, stagewise=stagewise)
-    model = _common.finish(trees, borders, init_raw, loss_obj, train_loss, valid_loss)
-    return _common.Fitted(model, coef, err, status, data.w)
+    return _common.run(data, borders, key, hyper, config, loss_obj, init_raw)
+
+
+def _newton_settings(n_newton, max_step):
+    n_newton = _validation.check_int(n_newton, "n_newton", 0, 1000)
+    return n_newton, _common.static_real(max_step, "max_step", 0.0, float("inf"), lo_open=True)
 
 
 def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: int = 3,
@@ -190,7 +173,7 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
                    l2=0.0, min_split_gain=0.0, min_child_weight=1.0, leaf_refit: str = "auto",
                    n_newton: int = 5, max_step=1.0, n_bins: int = 256, sample_weight=None,
                    eval_set=None, key=0, n_outputs: Optional[int] = None,
-                   task: Optional[str] = None, borders=None) -> _common.Fitted:
+                   task: Optional[str] = None, borders=None) -> model_lib.Booster:
     """Gradient tree boosting, ESL Algorithm 10.3 (Friedman 2001), with shrinkage and subsampling.
 
     1. ``f_0 = argmin_gamma sum L(y_i, gamma)``. 2. For ``m = 1..M``: (a) ``r_im = -dL(y_i,
@@ -211,20 +194,25 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
         where it has one (weighted leaf quantile for absolute/quantile loss, Friedman's Huber
         step), else the line search; ``"none"``: keep the least-squares leaf values (plain L2
         functional gradient steps).
-      max_step: trust region of each Newton iteration (traced).
+      max_step: trust region of each Newton iteration (static).
       l2, min_split_gain, min_child_weight: regularisation of the least-squares tree (with unit
-        hessians ``min_child_weight`` is a minimal number of (weighted) rows per leaf).
+        hessians ``min_child_weight`` is a minimal number of (weighted) rows per leaf); ``l2 = 0``
+        by default: ESL's least-squares tree.
 
     Returns:
-      :class:`jboost.algorithms.Fitted` (``coef`` holds the round's learning rate); its model
-      works with ``jboost.predict`` / ``predict_proba`` like a ``jboost.fit`` model.
+      A :class:`jboost.Booster` (it works with ``jboost.predict`` / ``predict_proba`` like a
+      ``jboost.fit`` model); ``info``: ``coef`` the round's learning rate, ``err`` NaN,
+      ``status`` OK, ``weights`` the sample weights.
     """
-    return _fit(X, y, loss, stagewise=False, n_rounds=n_rounds, depth=depth,
+    _validation.check_choice(leaf_refit, "leaf_refit", LEAF_REFITS)
+    n_newton, max_step = _newton_settings(n_newton, max_step)
+    algorithm = _common.algorithm(gradient_round, leaf_refit=leaf_refit, n_newton=n_newton,
+                                  max_step=max_step)
+    return _fit(X, y, loss, algorithm, n_rounds=n_rounds, depth=depth,
                 learning_rate=learning_rate, subsample=subsample, colsample=colsample,
                 colsample_by=colsample_by, l2=l2, min_split_gain=min_split_gain,
-                min_child_weight=min_child_weight, leaf_refit=leaf_refit, n_newton=n_newton,
-                max_step=max_step, n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set,
-                key=key, n_outputs=n_outputs, task=task, borders=borders)
+                min_child_weight=min_child_weight, n_bins=n_bins, sample_weight=sample_weight,
+                eval_set=eval_set, key=key, n_outputs=n_outputs, task=task, borders=borders)
 
 
 def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth: int = 3,
@@ -232,7 +220,7 @@ def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth:
                       l2=0.0, min_split_gain=0.0, min_child_weight=1.0, n_newton: int = 5,
                       max_step=1.0, n_bins: int = 256, sample_weight=None, eval_set=None, key=0,
                       n_outputs: Optional[int] = None, task: Optional[str] = None,
-                      borders=None) -> _common.Fitted:
+                      borders=None) -> model_lib.Booster:
     """Forward stagewise additive modelling, ESL Algorithm 10.2, with trees as basis functions.
 
     1. ``f_0 = argmin_gamma sum L(y_i, gamma)``. 2. For ``m = 1..M``: (a) the basis function
@@ -244,14 +232,17 @@ def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth:
 
     Unlike :func:`gradient_boost` one coefficient scales the whole tree. The loss must be twice
     differentiable with positive curvature along ``b`` for the Newton steps (e.g. squared error,
-    deviances, exponential, Poisson); elsewhere ``beta`` stays 1.
+    deviances, exponential, Poisson); elsewhere ``beta`` stays 1. No shrinkage by default
+    (``learning_rate = 1``: Algorithm 10.2 as published); ``l2 = 0`` as :func:`gradient_boost`.
 
     Returns:
-      :class:`jboost.algorithms.Fitted`; ``coef`` is ``nu beta_m``.
+      A :class:`jboost.Booster`; ``info``: ``coef`` ``nu beta_m``, ``err`` NaN, ``status`` OK,
+      ``weights`` the sample weights.
     """
-    return _fit(X, y, loss, stagewise=True, n_rounds=n_rounds, depth=depth,
+    n_newton, max_step = _newton_settings(n_newton, max_step)
+    algorithm = _common.algorithm(stagewise_round, n_newton=n_newton, max_step=max_step)
+    return _fit(X, y, loss, algorithm, n_rounds=n_rounds, depth=depth,
                 learning_rate=learning_rate, subsample=subsample, colsample=colsample,
                 colsample_by=colsample_by, l2=l2, min_split_gain=min_split_gain,
-                min_child_weight=min_child_weight, leaf_refit="none", n_newton=n_newton,
-                max_step=max_step, n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set,
-                key=key, n_outputs=n_outputs, task=task, borders=borders)
+                min_child_weight=min_child_weight, n_bins=n_bins, sample_weight=sample_weight,
+                eval_set=eval_set, key=key, n_outputs=n_outputs, task=task, borders=borders)
