@@ -104,13 +104,28 @@ def test_models_predict_as_the_separately_fitted_models(res_a, data, which):
                                   res_a.valid_curves[rows].astype(np.float32))
 
 
-def test_models_of_any_rows_keep_the_first_rounds(res_a, data):
+def test_models_of_any_rows_keep_the_first_rounds(data):
     X, y = data
-    models = res_a.models(range(res_a.n_rows), n_rounds=5)
-    assert models.batch_shape == (res_a.n_rows,) and models.n_rounds == 5
+    # Two round counts share the fits (one group): rows of the 6-round configurations read the
+    # first 6 rounds of models fitted to ROUNDS.
+    res = _sweep_a(X, y, n_rounds=[ROUNDS, 6])
+    c = next(c for c, cfg in enumerate(res.configs) if cfg["n_rounds"] == 6 and c != res.best_index)
+    rows = res.rows_of(c)
+    models = res.models(rows)
+    assert models.batch_shape == (6,) and models.n_rounds == 6
     raw = np.asarray(jboost.predict(models, X))
-    for row in (3, 17):
-        single = _separate_fit(res_a, X, y, row, n_rounds=5)
+    for j in (0, 5):
+        single = _separate_fit(res, X, y, rows[j])
+        assert single.n_rounds == 6
+        np.testing.assert_allclose(raw[j], np.asarray(jboost.predict(single, X)), rtol=1e-5,
+                                   atol=1e-6, err_msg=f"row {rows[j]}")
+    with pytest.raises(ValueError, match="different n_rounds"):
+        res.models(range(res.n_rows))
+    every = res.models(range(res.n_rows), n_rounds=5)
+    assert every.batch_shape == (res.n_rows,) and every.n_rounds == 5
+    raw = np.asarray(jboost.predict(every, X))
+    for row in (3, res.n_rows - 7):
+        single = _separate_fit(res, X, y, row, n_rounds=5)
         np.testing.assert_allclose(raw[row], np.asarray(jboost.predict(single, X)), rtol=1e-5,
                                    atol=1e-6, err_msg=f"row {row}")
 
