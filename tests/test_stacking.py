@@ -238,3 +238,20 @@ def test_fit_stacked_boosters_checks_like_fit(binary_data):
     np.testing.assert_allclose(checked.learning_rate, [0.3, 0.1])
     np.testing.assert_allclose(checked.l2, [1.0, 2.0])
     assert combine.fit_stacked_boosters is stacking.fit_stacked_boosters
+
+
+def test_zero_sample_weights_are_the_fit_without_those_rows(regression_data):
+    """Weights reach the borders, every fold's learners and the second tier: rows of weight 0
+    (with explicit folds) give the stacked model fitted without them."""
+    X, y, Xv, _ = regression_data
+    hypers = [dict(learning_rate=0.5), dict(l2=5.0)]
+    ids = np.arange(len(y), dtype=np.int32) % 3
+    w = np.ones(len(y), np.float32)
+    w[-40:] = 0.0
+    weighted = stacking.fit_stacked_boosters(X, y, hypers=hypers, folds=ids, sample_weight=w, **KW)
+    dropped = stacking.fit_stacked_boosters(X[:-40], y[:-40], hypers=hypers, folds=ids[:-40], **KW)
+    np.testing.assert_array_equal(weighted.borders, dropped.borders)
+    np.testing.assert_array_equal(weighted.trees.features, dropped.trees.features)
+    np.testing.assert_allclose(weighted.oof_raw[:-40], dropped.oof_raw, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(weighted.stacker.coef, dropped.stacker.coef, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(jboost.predict(weighted, Xv), jboost.predict(dropped, Xv), rtol=1e-3, atol=1e-3)
