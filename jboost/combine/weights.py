@@ -96,7 +96,9 @@ def fit_simplex_weights(predictions, y, *, objective: str = "squared_error", n_s
     def step(carry, _):
         logits, state = carry
         value, grad = jax.value_and_grad(objective_fn)(logits)
-        updates, state = opt.update(grad, state, logits)
+        # optax's bias correction raises a float to an int32 count: standard promotion for it.
+        with jax.numpy_dtype_promotion("standard"):
+            updates, state = opt.update(grad, state, logits)
         return (optax.apply_updates(logits, updates), state), value
 
     (logits, _), values = jax.lax.scan(step, (logits0, opt.init(logits0)), None, length=n_steps)
