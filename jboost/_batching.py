@@ -88,3 +88,28 @@ def auto_chunk_size(per_model_bytes: int, n_models: int, device, memory_budget: 
     size = int(max(1, min(size, n_models)))
     n_chunks = -(-max(n_models, 1) // size)
     return -(-max(n_models, 1) // n_chunks)
+
+
+# Temporary bytes of one forest tree's fit per byte of its deepest histogram when the histograms
+# are materialised (pure JAX: GPU, TPU, or CPU without the kernel): ``temp_size_in_bytes`` of
+# ``jax.jit(fit_forest_binned).lower(...).compile().memory_analysis()`` divided by
+# ``chunk_size * m * 2**(depth-1) * n_bins * C * 4`` was 4.99-5.04 for depths 10-14, m = 7 or 57,
+# 32 bins, chunks of 1 and 4 (spam's shapes, two classes).
+FOREST_HIST_OVERHEAD = 5.0
+
+
+def chunk_size_for_budget(n_eligible: int, depth: int, n_bins: int, n_outputs: int, n_samples: int,
+                          budget_bytes: Optional[int] = None) -> int:
+    """Number of forest bags to fit together (one ``vmap``) so that their arrays fit in
+    ``budget_bytes`` (default :data:`DEFAULT_CPU_BUDGET`).
+
+    Per tree: the deepest histogram ``n_eligible * 2**(depth-1) * n_bins * 2K * 4`` bytes
+    (``K = 1`` for two classes, see :func:`jboost.bagging.fit_forest_binned`) times an overhead
+    factor for the split search's temporaries (measured, :data:`FOREST_HIST_OVERHEAD`), plus
+    ``(n, 2K)`` payloads and ``(n,)`` weights and leaves. At least 1.
+    """
+    budget = DEFAULT_CPU_BUDGET if budget_bytes is None else int(budget_bytes)
+    k = 1 if n_outputs == 2 else n_outputs
+    hist = n_eligible * 2 ** max(depth - 1, 0) * n_bins * 2 * k * 4
+    rows = n_samples * (2 * k + 4) * 4
+    return max(1, int(budget // (FOREST_HIST_OVERHEAD * hist + rows)))

@@ -46,7 +46,7 @@ class ObliviousTrees(NamedTuple):
         return self.leaf_values.shape[-1]
 
 
-def leaf_index(columns, thresholds, missing_right, is_missing):
+def leaf_index(columns, thresholds, missing_right, is_missing, first_level: int = 0):
     """Leaf of each row from its level comparisons: ``sum_d right_d << d``.
 
     Args:
@@ -54,20 +54,23 @@ def leaf_index(columns, thresholds, missing_right, is_missing):
       thresholds: ``(D,)`` each level's threshold, in the same units as ``columns``.
       missing_right: ``(D,)`` bool, where missing values go.
       is_missing: ``(D, n)`` bool.
+      first_level: static; the given levels are ``first_level, first_level + 1, ...`` of the
+        tree (their bits start there): fitting adds one level's bits to the leaves so far.
 
     Returns:
-      ``(n,)`` int32 in ``[0, 2**D)``.
+      ``(n,)`` int32 in ``[0, 2**(first_level + D))``.
     """
     right = jnp.where(is_missing, missing_right[:, None], columns > thresholds[:, None])
-    weights = jnp.left_shift(1, jnp.arange(columns.shape[0], dtype=jnp.int32))
+    weights = jnp.left_shift(1, jnp.arange(first_level, first_level + columns.shape[0], dtype=jnp.int32))
     return jnp.sum(right.astype(jnp.int32) * weights[:, None], axis=0)
 
 
-def leaf_index_binned(tree: ObliviousTrees, X_binned, n_bins: int):
-    """:func:`leaf_index` of one tree on feature-major bins ``(F, n)``."""
+def leaf_index_binned(tree: ObliviousTrees, X_binned, n_bins: int, first_level: int = 0):
+    """:func:`leaf_index` of one tree on feature-major bins ``(F, n)`` (``tree`` may hold only
+    the levels from ``first_level`` on, see :func:`leaf_index`)."""
     cols = X_binned[tree.features]
     return leaf_index(cols.astype(jnp.int32), tree.thresholds, tree.missing_right,
-                      cols == binning.missing_bin(n_bins))
+                      cols == binning.missing_bin(n_bins), first_level)
 
 
 def leaf_index_raw(tree: ObliviousTrees, X_t):
@@ -131,8 +134,16 @@ def _children_sums(cum, threshold, missing_right):
 
 @functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name", "missing"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
-             feature_masks=None, axis_name: Optional[str] = None, missing: bool = True):
+             feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
+             missing: bool = True):
     """Fit one oblivious tree of fixed depth to weighted gradients and hessians.
+
+    The one tree grower of jboost: boosting (every algorithm), sweeps and forests grow through
+    it. Each level: the split gains of every (feature, threshold, missing direction) from the
+    leaves' histograms (:func:`jboost.histograms.level_gains`: on CPU one fused kernel call,
+    with histogram subtraction where :func:`jboost.histograms.level_plan` says it pays), the
+    best admissible split (:func:`jboost.splits.best_split_of_gains`), then every row's leaf
+    gains that level's bit (:func:`leaf_index`).
 
     Args:
       X_binned: ``(F, n)`` uint8 bins.
@@ -142,6 +153,14 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
       n_bins: static number of bins (missing bin included).
       l2, min_split_gain, min_child_weight: traced regularisation.
       feature_masks: optional ``(depth, F)`` bool: features eligible at each level.
+      feature_subsets: optional ``(depth, m)`` int32 sorted, distinct feature indices (a random
+        forest's per-level subsets, :func:`jboost.bagging.feature_subsets`): level ``d`` may
+        only split on ``feature_subsets[d]``, and its histograms are built on those ``m``
+        gathered feature rows only (``m / F`` of the work and memory of masking). The tree
+        equals the one grown with the equivalent ``feature_masks`` (ties go to the lowest
+        feature index either way). Levels with different subsets share no histograms, so there
+        is no histogram subtraction when ``m < F``; ``m == F`` (every feature at every level:
+        bagging) is the unrestricted tree.
       axis_name: mapped axis over which rows are sharded (histograms are ``psum``-ed).
       missing: static; ``False`` promises that no row is in the missing bin (``n_bins - 1``), so
         the split search skips the missing-goes-right direction (see :func:`jboost.splits.best_split`).
@@ -152,29 +171,48 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     """
     k = grad.shape[-1]
     payload = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
-    n = X_binned.shape[1]
+    n_features, n = X_binned.shape
+    if feature_subsets is not None and feature_subsets.shape[-1] >= n_features:
+        feature_subsets = None  # sorted and distinct: every feature, every level
     leaf = jnp.zeros((n,), jnp.int32)
     feats, thrs, miss, gains = [], [], [], []
-    plan = histograms.level_plan(n, depth, n_bins)  # static: (subtract, keep_hist) per level
+    # Static plan: (subtract, keep_hist) per level; subsets change from level to level, so
+    # their levels are built directly and keep nothing (the leaf sums then come from the rows).
+    plan = (histograms.level_plan(n, depth, n_bins) if feature_subsets is None
+            else [(False, False)] * depth)
     hist = local = None  # the level's (global) cumulative histograms; this device's own
     for d in range(depth):  # static unroll over levels: the leaf count sets the shapes
+        if feature_subsets is None:
+            X_level, mask = X_binned, None if feature_masks is None else feature_masks[d]
+        else:
+            X_level = X_binned[feature_subsets[d]]  # (m, n): only the eligible features
+            mask = None if feature_masks is None else feature_masks[d][feature_subsets[d]]
         if axis_name is None:
             subtract, keep = plan[d]
             level_gains, hist = histograms.level_gains(
-                X_binned, payload, leaf, hist if subtract else None, n_leaves=2**d,
+                X_level, payload, leaf, hist if subtract else None, n_leaves=2**d,
                 n_bins=n_bins, l2=l2, min_child_weight=min_child_weight, missing=missing,
                 keep_hist=keep)
-        else:  # rows sharded: local histograms, psum, then the gains of the global sums
-            hist, local = histograms.level_histograms(X_binned, payload, leaf, local, n_bins=n_bins,
+        elif feature_subsets is None:  # rows sharded: local histograms, psum, global gains
+            hist, local = histograms.level_histograms(X_level, payload, leaf, local, n_bins=n_bins,
                                                       axis_name=axis_name)
             level_gains = histograms.cumulative_split_gains(hist, l2, min_child_weight, missing,
                                                             axis_name=axis_name)
-        split = splits.best_split_of_gains(
-            level_gains, min_split_gain=min_split_gain,
-            feature_mask=None if feature_masks is None else feature_masks[d])
-        col = X_binned[split.feature].astype(jnp.int32)
-        right = jnp.where(col == binning.missing_bin(n_bins), split.missing_right, col > split.threshold)
-        leaf = leaf + right.astype(jnp.int32) * (2**d)
+        else:  # sharded, subsets: each level's histograms built directly (and psum-ed)
+            cum = splits.prefix_sum(histograms.build_histogram(
+                X_level, payload, leaf, n_leaves=2**d, n_bins=n_bins, axis_name=axis_name), axis=2)
+            level_gains = histograms.cumulative_split_gains(cum, l2, min_child_weight, missing,
+                                                            axis_name=axis_name)
+        split = splits.best_split_of_gains(level_gains, min_split_gain=min_split_gain,
+                                           feature_mask=mask)
+        if feature_subsets is not None:  # position in the subset -> feature index
+            split = split._replace(feature=jnp.where(split.gain > 0, feature_subsets[d][split.feature],
+                                                     0).astype(jnp.int32))
+        level = ObliviousTrees(features=split.feature[None], thresholds=split.threshold[None],
+                               borders=jnp.zeros((1,), jnp.float32),
+                               missing_right=split.missing_right[None],
+                               leaf_values=jnp.zeros((2, k), jnp.float32), gains=split.gain[None])
+        leaf = leaf + leaf_index_binned(level, X_binned, n_bins, first_level=d)
         feats.append(split.feature)
         thrs.append(split.threshold)
         miss.append(split.missing_right)

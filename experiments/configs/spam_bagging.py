@@ -4,8 +4,8 @@ ESL reports, on its spam split (3065 training / 1536 test e-mails), a test error
 bagged trees and 4.88% for a random forest (``m = sqrt(p)``, i.e. 7 of the 57 features), with
 the out-of-bag (OOB) error tracking the test error as trees are added (Figure 15.1 / 15.4).
 
-Ours: forests of *oblivious* trees (:mod:`jboost.bagging`), each fitted to a multinomial
-bootstrap given as integer weights; a random forest draws, per tree and per level, a sorted
+Ours: forests of *oblivious* trees (:mod:`jboost.bagging`), each fitted by
+:func:`jboost.tree.fit_tree` to a multinomial bootstrap given as integer weights; a random forest draws, per tree and per level, a sorted
 random subset of ``m = 7`` features (an oblivious level is one rule shared by all its nodes, so
 the per-node sampling of ESL Algorithm 15.1 becomes per-level sampling). Leaves hold class
 frequencies (Gini splits); the forest averages the probabilities. Settings: trees as deep as
@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import jboost
 from jboost import bagging
 from jboost import binning
 from jboost import datasets
@@ -52,7 +53,7 @@ def get_config(smoke: bool = False) -> dict:
         "description": "ESL 15.2 / Fig. 15.1: bagging and random forests of oblivious trees on spam",
         "seed": 0,
         "n_bins": 16 if smoke else 32,
-        "memory_budget_bytes": 1 << 30,
+        "memory_budget": 1 << 30,
         "models": [
             {"label": "forest", "name": "random forest (m = 7 of 57 per level)",
              "max_features": "sqrt", "depth": 4 if smoke else 16, "n_trees": 20 if smoke else 500,
@@ -96,7 +97,7 @@ def run(config: dict, ctx) -> dict:
     for spec in config["models"]:
         label = spec["label"]
         m = bagging.resolve_max_features(spec["max_features"], n_features)
-        chunk = bagging.chunk_size_for_budget(m, spec["depth"], n_bins, 2, n, config["memory_budget_bytes"])
+        chunk = bagging.chunk_size_for_budget(m, spec["depth"], n_bins, 2, n, config["memory_budget"])
         fc = bagging.ForestConfig(n_trees=spec["n_trees"], depth=spec["depth"], n_bins=n_bins, n_outputs=2,
                                   max_features=m, bootstrap="multinomial",
                                   chunk_size=min(chunk, spec["n_trees"]))
@@ -122,7 +123,7 @@ def run(config: dict, ctx) -> dict:
             {"quantity": f"{spec['name']}: OOB error, majority vote", "published": None,
              "ours": float(oob.vote_error[-1])},
         ]
-        pred_err = float(np.mean(np.asarray(bagging.forest_predict_class(forest, X_test)) != y_test))
+        pred_err = float(np.mean(np.asarray(jboost.predict_class(forest, X_test)) != y_test))
         checks[f"{label}_staged_curve_end_equals_predict"] = abs(pred_err - float(test.error[-1])) < 1e-6
 
     # Fit times for other forest sizes (own compilation each); bag b is the same tree whatever B.
@@ -131,7 +132,7 @@ def run(config: dict, ctx) -> dict:
     for b in config["timing_n_trees"]:
         if b == main["n_trees"]:
             continue
-        chunk = bagging.chunk_size_for_budget(m, main["depth"], n_bins, 2, n, config["memory_budget_bytes"])
+        chunk = bagging.chunk_size_for_budget(m, main["depth"], n_bins, 2, n, config["memory_budget"])
         fc = bagging.ForestConfig(n_trees=b, depth=main["depth"], n_bins=n_bins, n_outputs=2, max_features=m,
                                   chunk_size=min(chunk, b))
         (trees, _), t_compile, t_run, _ = _compile_and_run(Xb, y_j, w, key, hyper, fc)

@@ -1,0 +1,69 @@
+"""Bagging and random forests of oblivious trees, with out-of-bag (OOB) estimates.
+
+Bagging (Breiman 1996; ESL section 8.7) fits ``B`` learners to bootstrap samples and averages
+them; a random forest (Breiman 2001; ESL Algorithm 15.1) also decorrelates the trees by making
+only ``m = max_features`` randomly chosen features eligible for each split. The package, by
+concept:
+
+* :mod:`~jboost.bagging.bootstrap`: bootstrap samples as integer weights (multinomial, Poisson,
+  Bayesian), per-bag keys (bag ``b`` is the same whatever the number of bags or the chunking),
+  and the per-level random feature subsets of a forest's oblivious trees;
+* :mod:`~jboost.bagging.forest`: :class:`Forest` (a :class:`jboost.model.Model`: its raw score is
+  the average of its trees' leaf values), :func:`fit_forest`, :func:`fit_bagged_trees`, the
+  majority vote; every tree grows through :func:`jboost.tree.fit_tree` with ``feature_subsets``;
+* :mod:`~jboost.bagging.oob`: out-of-bag estimates and error curves against the number of bags
+  (ESL 15.3.1), one ``lax.scan`` over bags;
+* :mod:`~jboost.bagging.boosters`: :class:`BaggedBoosters`, bagging of any boosted learner
+  (:func:`fit_bagged_boosters`, a vmap of :func:`jboost.boosting.boost` over bags).
+
+The memory estimate that sizes the chunks of bags fitted together is
+:func:`jboost._batching.chunk_size_for_budget` (re-exported here).
+"""
+
+from jboost._batching import chunk_size_for_budget
+from jboost._batching import map_in_chunks
+from jboost.bagging.boosters import BaggedBoosters
+from jboost.bagging.boosters import bag_boost_binned
+from jboost.bagging.boosters import bagged_oob
+from jboost.bagging.boosters import bagged_outputs
+from jboost.bagging.boosters import bagged_predict
+from jboost.bagging.boosters import bagged_predict_proba
+from jboost.bagging.boosters import fit_bagged_boosters
+from jboost.bagging.bootstrap import BOOTSTRAPS
+from jboost.bagging.bootstrap import all_bootstrap_weights
+from jboost.bagging.bootstrap import bag_keys
+from jboost.bagging.bootstrap import bootstrap_weights
+from jboost.bagging.bootstrap import feature_subsets
+from jboost.bagging.bootstrap import resolve_max_features
+from jboost.bagging.bootstrap import subsets_to_masks
+from jboost.bagging.forest import FOREST_TASKS
+from jboost.bagging.forest import Forest
+from jboost.bagging.forest import ForestConfig
+from jboost.bagging.forest import ForestHyperparams
+from jboost.bagging.forest import fit_bagged_trees
+from jboost.bagging.forest import fit_forest
+from jboost.bagging.forest import fit_forest_binned
+from jboost.bagging.forest import forest_predict
+from jboost.bagging.forest import forest_predict_class
+from jboost.bagging.forest import forest_vote
+from jboost.bagging.forest import tree_outputs
+from jboost.bagging.forest import tree_targets
+from jboost.bagging.oob import OOBResult
+from jboost.bagging.oob import forest_oob
+from jboost.bagging.oob import forest_staged
+from jboost.bagging.oob import oob_from_outputs
+from jboost.bagging.oob import oob_scan
+
+__all__ = [
+    "BOOTSTRAPS", "BaggedBoosters", "FOREST_TASKS", "Forest", "ForestConfig", "ForestHyperparams",
+    "OOBResult", "all_bootstrap_weights", "bag_boost_binned", "bag_keys", "bagged_oob",
+    "bagged_outputs", "bagged_predict", "bagged_predict_proba", "bootstrap_weights",
+    "chunk_size_for_budget", "feature_subsets", "fit_bagged_boosters", "fit_bagged_trees",
+    "fit_forest", "fit_forest_binned", "forest_oob", "forest_predict", "forest_predict_class",
+    "forest_staged", "forest_vote", "map_in_chunks", "oob_from_outputs", "oob_scan",
+    "resolve_max_features", "subsets_to_masks", "tree_outputs", "tree_targets",
+]
+
+# Transitional: jboost.combine normalised its keys with bagging's private helper; the one key
+# normaliser is jboost._validation.as_key. Remove once combine calls it.
+from jboost._validation import as_key as _as_key  # noqa: E402,F401

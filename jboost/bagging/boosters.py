@@ -1,0 +1,264 @@
+"""Bagging any boosted learner (Breiman 1996 applied to jboost's boosting).
+
+:func:`fit_bagged_boosters` vmaps :func:`jboost.boosting.boost` over bag keys with the bootstrap
+counts (:mod:`jboost.bagging.bootstrap`) as sample weights: one compiled call, chunked like a
+forest. The result, :class:`BaggedBoosters`, implements :class:`jboost.model.Model`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jboost import _batching
+from jboost import _validation
+from jboost import api
+from jboost import boosting
+from jboost import losses as losses_lib
+from jboost import model as model_lib
+from jboost import tree as tree_lib
+from jboost.bagging import bootstrap as bootstrap_lib
+from jboost.bagging import oob as oob_lib
+
+
+class BaggedBoosters(NamedTuple):
+    """``B`` boosted ensembles fitted on bootstrap samples: a pytree with a leading bag axis, a
+    :class:`jboost.model.Model`.
+
+    Attributes:
+      trees: ObliviousTrees with leading axes ``(B, n_rounds, trees_per_round)``.
+      borders: ``(F, n_bins - 1)`` shared borders.
+      baseline: ``(B, K)`` each bag's constant raw score (fitted on its bootstrap weights).
+      loss: the :class:`jboost.Loss` (params with a leading bag axis).
+      bag_weights: ``(B, n_train)`` bootstrap weights.
+      train_loss: ``(B, n_rounds)`` bootstrap-weighted training loss of each bag.
+
+    As a model: its raw score (:func:`jboost.predict`) is the mean over bags of the bags' raw
+    scores, its stages are the boosting rounds (``n_rounds=m``: every bag's first ``m`` rounds),
+    and :func:`jboost.predict_proba` / :func:`jboost.predict_class` are the loss's link of that
+    mean raw score (and its argmax). Bagging's usual combination of probability estimates, the
+    mean over bags of each bag's probabilities, is :meth:`proba` (:func:`bagged_predict_proba`).
+    """
+
+    trees: tree_lib.ObliviousTrees
+    borders: jax.Array
+    baseline: jax.Array
+    loss: losses_lib.Loss
+    bag_weights: jax.Array
+    train_loss: jax.Array
+
+    @property
+    def n_bags(self) -> int:
+        return self.baseline.shape[-2]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.baseline.shape[-1]
+
+    @property
+    def n_rounds(self) -> int:
+        return self.trees.features.shape[-3]
+
+    # The model protocol (jboost.model.Model).
+
+    @property
+    def n_features(self) -> int:
+        return self.borders.shape[-2]
+
+    @property
+    def task(self) -> str:
+        return self.loss.task
+
+    @property
+    def batch_shape(self) -> Tuple[int, ...]:
+        return tuple(self.baseline.shape[:-2])
+
+    @property
+    def n_stages(self) -> int:
+        return self.n_rounds
+
+    def bag_raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        """``(B, n, K)`` every bag's raw scores (its first ``n_stages`` rounds) for checked rows."""
+        trees = self.trees
+        if n_stages is not None:
+            n_stages = _validation.check_int(n_stages, "n_rounds", 0, self.n_rounds)
+            trees = jax.tree_util.tree_map(lambda a: a[:, :n_stages], trees)
+        X = jnp.asarray(X, jnp.float32)
+        return jax.vmap(lambda t, b0: b0 + tree_lib.predict_raw(t, X))(trees, self.baseline)
+
+    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        """``(n, K)`` mean over bags of the bags' raw scores."""
+        return jnp.mean(self.bag_raw_scores(X, n_stages), axis=0)
+
+    def proba_from_raw(self, raw) -> jax.Array:
+        if self.task not in _validation.CLASSIFICATION:
+            raise ValueError(f"predict_proba needs a classification model; {self.loss.name!r} is a "
+                             f"{self.task!r} model (use jboost.predict for raw scores).")
+        return self.loss.link(raw[..., 0] if self.n_outputs == 1 else raw)
+
+    def classes_from_raw(self, raw) -> jax.Array:
+        return jnp.argmax(self.proba_from_raw(raw), axis=-1)
+
+    def staged(self, X, fn: Callable, *args) -> Any:
+        """``fn(mean over bags of the raw scores after round m, *args)`` for every round: one
+        scan over rounds carrying the ``(B, n, K)`` sums."""
+        return _staged_bagged(self.trees, self.baseline, X, fn, args)
+
+    def proba(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        """``(n, n_classes)`` mean over bags of each bag's class probabilities (checked rows)."""
+        if self.task not in _validation.CLASSIFICATION:
+            self.proba_from_raw(None)  # raises the protocol's message
+        return jnp.mean(_bag_links(self.loss, self.bag_raw_scores(X, n_stages)), axis=0)
+
+
+def _bag_links(loss: losses_lib.Loss, raw):
+    """``(B, n, K)`` each bag's loss link (its own parameters) of its ``(B, n, K)`` raw scores."""
+
+    def one(r, params):
+        out = loss.link(r if loss.n_outputs > 1 else r[:, 0], **params)
+        return out if out.ndim == 2 else out[:, None]
+
+    return jax.vmap(one)(raw, loss.params)
+
+
+@functools.partial(jax.jit, static_argnames=("fn",))
+def _staged_bagged(trees, baseline, X, fn, args):
+    X_t = jnp.asarray(X, jnp.float32).T
+    rounds = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 1, 0), trees)  # (R, B, T, ...)
+
+    def bag_round(trees_bt):  # one bag's trees of one round, summed in tree order -> (n, K)
+        values = jax.vmap(lambda t: t.leaf_values[tree_lib.leaf_index_raw(t, X_t)])(trees_bt)
+        acc = values[0]
+        for p in range(1, values.shape[0]):  # static: trees per round
+            acc = acc + values[p]
+        return acc
+
+    def step(acc, trees_r):
+        # Summed from 0 and the baseline added last: the order of raw_scores(n_stages=m).
+        acc = acc + jax.vmap(bag_round)(trees_r)
+        return acc, fn(jnp.mean(baseline[:, None, :] + acc, axis=0), *args)
+
+    acc0 = jnp.zeros((baseline.shape[0], X_t.shape[1], baseline.shape[-1]), jnp.float32)
+    _, out = lax.scan(step, acc0, rounds)
+    return out
+
+
+@functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "chunk_size"))
+def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: losses_lib.Loss, *,
+                     config: boosting.BoostConfig, n_bags: int, bootstrap: str, chunk_size: int):
+    """``n_bags`` runs of :func:`jboost.boosting.boost`, bag ``b`` on weights ``w * c_b``.
+
+    Bag ``b``: ``(k_boot, k_fit) = bag_keys(key, b)``; ``c_b = bootstrap_weights(k_boot)``; its
+    baseline is the optimal constant on its own weights; boosting uses key ``k_fit``.
+    Returns ``(BoostOutput with a leading bag axis, baselines (B, K), bag weights (B, n))``.
+    """
+    n = X_binned.shape[1]
+
+    def one_bag(b):
+        k_boot, k_fit = bootstrap_lib.bag_keys(key, b)
+        counts = bootstrap_lib.bootstrap_weights(k_boot, n, bootstrap)
+        wb = w * counts
+        init = losses_lib.baseline(loss, y, wb)
+        out = boosting.boost(boosting.Data.train_only(X_binned, y, wb), k_fit, hyper, loss, init,
+                             config=config)
+        return out, init, counts
+
+    return _batching.map_in_chunks(one_bag, n_bags, chunk_size)
+
+
+def fit_bagged_boosters(
+    X,
+    y,
+    loss="squared_error",
+    *,
+    n_bags: int = 10,
+    bootstrap: str = "multinomial",
+    n_rounds: int = 100,
+    depth: int = 6,
+    learning_rate=0.1,
+    l2=1.0,
+    min_split_gain=0.0,
+    min_child_weight=1.0,
+    subsample=1.0,
+    colsample=1.0,
+    colsample_by: str = "tree",
+    n_bins: int = 256,
+    n_outputs: Optional[int] = None,
+    per_output_trees: bool = False,
+    sample_weight=None,
+    key=0,
+    chunk_size: int = 1,
+) -> BaggedBoosters:
+    """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
+
+    One compiled call: ``lax.map`` (chunks of ``chunk_size`` bags, each chunk a ``vmap``) of
+    :func:`jboost.boosting.boost` with the bootstrap weights as sample weights. The boosting
+    arguments mean what they mean in :func:`jboost.fit` (checked by :func:`jboost.api.settings`;
+    the same defaults). The bin borders are the unweighted quantiles of ``X``, shared by the bags.
+    """
+    bootstrap = _validation.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
+    n_bags = _validation.check_int(n_bags, "n_bags", 1, 10**6)
+    chunk_size = min(_validation.check_int(chunk_size, "chunk_size", 1, 10**6), n_bags)
+    config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+                                 learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
+                                 min_child_weight=min_child_weight, subsample=subsample,
+                                 colsample=colsample, colsample_by=colsample_by,
+                                 per_output_trees=per_output_trees)
+    X = _validation.as_matrix(X, "X")
+    y = _validation.as_labels(y, X.shape[0])
+    loss_obj = _validation.resolve_loss(loss, y, n_outputs)
+    data = _validation.prepare(X, y, sample_weight=sample_weight, n_bins=config.n_bins,
+                               weighted_borders=False)
+    out, init, counts = bag_boost_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
+                                         loss_obj, config=config, n_bags=n_bags, bootstrap=bootstrap,
+                                         chunk_size=chunk_size)
+    return BaggedBoosters(trees=tree_lib.with_borders(out.trees, data.borders), borders=data.borders,
+                          baseline=init, loss=out.final_loss, bag_weights=counts,
+                          train_loss=out.train_loss)
+
+
+# --------------------------------------------------------------------------------------------
+# Prediction and OOB: the module's own names.
+# --------------------------------------------------------------------------------------------
+
+
+def bagged_outputs(model: BaggedBoosters, X) -> jax.Array:
+    """Per-bag outputs ``(B, n, K)``: each bag's loss link of its raw scores (class
+    probabilities, or predictions through the link)."""
+    X = _validation.predict_matrix(X, model.n_features)
+    return _bag_links(model.loss, model.bag_raw_scores(X))
+
+
+def bagged_predict(model: BaggedBoosters, X) -> jax.Array:
+    """Bagged prediction: mean over bags of :func:`bagged_outputs` (``(n,)`` for one output).
+
+    For classification it is :func:`bagged_predict_proba`; for regression the mean over bags of
+    each bag's ``jboost.predict_mean`` (for an identity link, ``jboost.predict(model, X)``).
+    """
+    avg = jnp.mean(bagged_outputs(model, X), axis=0)
+    return avg[:, 0] if avg.shape[-1] == 1 else avg
+
+
+def bagged_predict_proba(model: BaggedBoosters, X, n_rounds: Optional[int] = None) -> jax.Array:
+    """:meth:`BaggedBoosters.proba`: the mean over bags of each bag's probabilities ``(n, n_classes)``."""
+    return model.proba(_validation.predict_matrix(X, model.n_features), n_rounds)
+
+
+def bagged_oob(model: BaggedBoosters, X_train, y_train) -> oob_lib.OOBResult:
+    """OOB estimates of bagged boosters (same machinery as :func:`jboost.bagging.forest_oob`)."""
+    X_train = jnp.asarray(_validation.predict_matrix(X_train, model.n_features, "X_train"), jnp.float32)
+    y_train = _validation.as_labels(y_train, X_train.shape[0], "y_train", "X_train")
+    classification = model.task in _validation.CLASSIFICATION
+
+    def outputs(x):
+        trees, baseline, params = x
+        raw = baseline + tree_lib.predict_raw(trees, X_train)
+        out = model.loss.link(raw if model.n_outputs > 1 else raw[:, 0], **params)
+        return out if out.ndim == 2 else out[:, None]
+
+    return oob_lib.oob_scan(outputs, (model.trees, model.baseline, model.loss.params), model.bag_weights,
+                            jnp.asarray(y_train), classification)

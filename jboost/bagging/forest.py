@@ -1,0 +1,351 @@
+"""Random forests and bagged trees of oblivious trees (Breiman 2001; ESL Algorithm 15.1 / 8.7).
+
+Each tree is fitted by :func:`jboost.tree.fit_tree` -- the one grower of jboost -- to the
+bootstrap-weighted targets of its bag, level ``d`` restricted to the random subset
+``feature_subsets[d]`` of ``m = max_features`` features (:mod:`jboost.bagging.bootstrap`). The
+level's histograms are built on those ``m`` gathered feature rows only (``m / F`` of the memory
+and work of masking; ESL's ``m = sqrt(p)`` on spam: 7 of 57 features), through the fused CPU
+kernel where it applies; bagged trees (``m = F``) also get histogram subtraction. The fitted
+tree equals ``fit_tree`` with the equivalent feature masks (tests check it).
+
+* **Leaves.** Regression leaves hold the (bootstrap-weighted) mean: a Newton step of squared
+  error with ``l2 = 0`` from a zero score. Classification trees are fitted to one-hot targets
+  with squared error, so leaves hold class frequencies and the split gain
+  ``sum_k G_k^2 / H`` is the weighted decrease of the Gini index (ESL 9.2.3). Two classes
+  are fitted as one 0/1 output (half the gain, the same splits, half the histogram) and the
+  leaves expanded to ``(1 - p, p)``.
+* **The model.** A :class:`Forest` implements :class:`jboost.model.Model`: its raw score
+  (:func:`jboost.predict`) is the average of its trees' leaf values -- the mean for regression,
+  the averaged class frequencies for classification -- so :func:`jboost.predict_proba` is the
+  averaged frequencies and :func:`jboost.predict_class` their argmax (ESL Algorithm 15.1's
+  averaged probabilities); the majority vote is :func:`forest_vote` /
+  ``forest_predict_class(vote=True)``. A forest's stages are its trees: ``n_rounds=b`` keeps
+  the first ``b`` and :func:`jboost.staged_predict` gives the average after each tree.
+* **Memory and chunking.** Bags are fitted in chunks: ``lax.map`` over chunks, each chunk a
+  ``vmap`` over ``chunk_size`` bags (:func:`jboost._batching.map_in_chunks`); the default
+  chunk size comes from the estimate :func:`jboost._batching.chunk_size_for_budget` and a
+  memory budget (or pass ``chunk_size``, or use fewer ``n_bins``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple, Optional, Tuple, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jboost import _batching
+from jboost import _validation
+from jboost import model as model_lib
+from jboost import tree as tree_lib
+from jboost.bagging import bootstrap as bootstrap_lib
+
+#: Forest tasks: ``"classification"`` is binary or multiclass, K from the labels.
+FOREST_TASKS = ("regression",) + _validation.CLASSIFICATION + ("classification",)
+
+
+class ForestConfig(NamedTuple):
+    """Static settings of :func:`fit_forest_binned`."""
+
+    n_trees: int
+    depth: int
+    n_bins: int
+    n_outputs: int            # 1: regression (leaf means); K >= 2: classification (frequencies)
+    max_features: int         # features eligible per level (= F: bagged trees)
+    bootstrap: str = "multinomial"
+    chunk_size: int = 1       # bags fitted together (one vmap) per lax.map step
+
+
+class ForestHyperparams(NamedTuple):
+    """Traced regularisation of the trees (defaults grow them as far as ``depth`` allows)."""
+
+    min_child_weight: jax.Array  # minimal bootstrap-weighted row count of a child
+    min_split_gain: jax.Array
+    l2: jax.Array
+
+    @classmethod
+    def create(cls, min_child_weight=1.0, min_split_gain=0.0, l2=0.0) -> "ForestHyperparams":
+        for name, v in (("min_child_weight", min_child_weight), ("min_split_gain", min_split_gain),
+                        ("l2", l2)):
+            _validation.check_hyperparameter(name, v)
+        f = lambda v: jnp.asarray(v, jnp.float32)
+        return cls(f(min_child_weight), f(min_split_gain), f(l2))
+
+
+class Forest(NamedTuple):
+    """A bagged ensemble of oblivious trees: a pytree of arrays, a :class:`jboost.model.Model`.
+
+    Attributes:
+      trees: :class:`~jboost.tree.ObliviousTrees` with a leading tree (bag) axis ``(B, ...)``;
+        ``leaf_values`` ``(B, 2**D, K)`` hold means (``K = 1``, regression) or class
+        frequencies (``K = n_classes >= 2``, classification).
+      borders: ``(F, n_bins - 1)`` bin borders of the training data.
+      bag_weights: ``(B, n_train)`` bootstrap weights of every tree (0 = out of bag).
+
+    Its raw score (:func:`jboost.predict`) is the average of the trees' leaf values: means
+    ``(n,)`` for regression, class frequencies ``(n, K)`` for classification (then also its
+    probabilities). Leading axes before the tree axis (``jax.vmap`` of forests) are batch axes.
+    """
+
+    trees: tree_lib.ObliviousTrees
+    borders: jax.Array
+    bag_weights: jax.Array
+
+    @property
+    def n_trees(self) -> int:
+        return self.trees.features.shape[-2]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.trees.leaf_values.shape[-1]
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.n_outputs > 1
+
+    # The model protocol (jboost.model.Model).
+
+    @property
+    def n_features(self) -> int:
+        return self.borders.shape[-2]
+
+    @property
+    def task(self) -> str:
+        return "regression" if self.n_outputs == 1 else "binary" if self.n_outputs == 2 else "multiclass"
+
+    @property
+    def batch_shape(self) -> Tuple[int, ...]:
+        return tuple(self.bag_weights.shape[:-2])
+
+    @property
+    def n_stages(self) -> int:
+        return self.n_trees
+
+    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        """``(n, K)`` average of the first ``n_stages`` trees' leaf values (all by default)."""
+        if n_stages is not None:
+            n_stages = _validation.check_int(n_stages, "n_trees", 1, self.n_trees)
+        trees = model_lib.first_stages(self.trees, n_stages, self.n_trees, "n_trees")
+        return model_lib.sum_of_trees(trees, X) / trees.features.shape[0]
+
+    def proba_from_raw(self, raw) -> jax.Array:
+        """A classification forest's raw scores are its probabilities (averaged frequencies)."""
+        if not self.is_classifier:
+            raise ValueError("predict_proba needs a classification forest; this one is a "
+                             "'regression' forest (use jboost.predict for the averaged means).")
+        return raw
+
+    def classes_from_raw(self, raw) -> jax.Array:
+        return jnp.argmax(self.proba_from_raw(raw), axis=-1)
+
+    def staged(self, X, fn: Callable, *args) -> Any:
+        """``fn(average of the first b trees, *args)`` for ``b = 1..B``: one scan over trees."""
+        return _staged_average(self.trees, X, fn, args)
+
+
+@functools.partial(jax.jit, static_argnames=("fn",))
+def _staged_average(trees, X, fn, args):
+    X_t = jnp.asarray(X, jnp.float32).T
+    k = trees.leaf_values.shape[-1]
+
+    def step(carry, tree):
+        acc, b = carry
+        # Summed from 0 in tree order, then divided: the order of jboost.predict(n_rounds=b).
+        acc = acc + tree.leaf_values[tree_lib.leaf_index_raw(tree, X_t)]
+        return (acc, b + 1.0), fn(acc / (b + 1.0), *args)
+
+    _, out = lax.scan(step, (jnp.zeros((X_t.shape[1], k), jnp.float32), jnp.float32(0.0)), trees)
+    return out
+
+
+def tree_targets(y, n_outputs: int):
+    """Gradients and hessians at a zero score whose Newton leaves are means (``K = 1``) or class
+    frequencies (one-hot targets, ``K >= 2``): ``g = -target``, ``h = 1``, each ``(n, K)``."""
+    if n_outputs == 1:
+        target = y.astype(jnp.float32)[:, None]
+    else:
+        target = jax.nn.one_hot(y.astype(jnp.int32), n_outputs, dtype=jnp.float32)
+    return -target, jnp.ones_like(target)
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, *, config: ForestConfig):
+    """Fit ``config.n_trees`` bagged trees on binned data.
+
+    Args:
+      X_binned: ``(F, n)`` uint8 bins; y: ``(n,)`` targets (real, or class labels 0..K-1);
+      w: ``(n,)`` sample weights (multiplied by each bag's bootstrap weights).
+      key: root key; bag ``b`` uses :func:`~jboost.bagging.bag_keys` ``(key, b)``.
+      hyper: traced :class:`ForestHyperparams`.
+      config: static :class:`ForestConfig`.
+
+    Returns:
+      ``(trees, bag_weights)``: trees with a leading ``(n_trees,)`` axis (float thresholds not
+      filled) and the ``(n_trees, n)`` bootstrap weights.
+    """
+    n_features, n = X_binned.shape
+    # Two classes: fit the 0/1 target with one output. Its gain sum_c n1_c^2/n_c - n1^2/n is
+    # exactly half the one-hot gain (n0 = n - n1), so the splits are the same at half the
+    # histogram size; the leaves p are expanded to (1 - p, p) below.
+    k = 1 if config.n_outputs == 2 else config.n_outputs
+    g, h = tree_targets(y, k)
+    # Hessians are summed over the K outputs, so K * (row count) is the child's hessian mass.
+    mcw = hyper.min_child_weight * k
+
+    def one_bag(b):
+        k_boot, k_feat = bootstrap_lib.bag_keys(key, b)
+        counts = bootstrap_lib.bootstrap_weights(k_boot, n, config.bootstrap)
+        wb = (w * counts)[:, None]
+        subsets = bootstrap_lib.feature_subsets(k_feat, n_features, config.depth, config.max_features)
+        tree, _ = tree_lib.fit_tree(X_binned, g * wb, h * wb, depth=config.depth, n_bins=config.n_bins,
+                                    l2=hyper.l2, min_split_gain=hyper.min_split_gain,
+                                    min_child_weight=mcw, feature_subsets=subsets)
+        return tree, counts
+
+    trees, counts = _batching.map_in_chunks(one_bag, config.n_trees, config.chunk_size)
+    if config.n_outputs == 2:
+        p = trees.leaf_values
+        trees = trees._replace(leaf_values=jnp.concatenate([1.0 - p, p], axis=-1),
+                               gains=2.0 * trees.gains)
+    return trees, counts
+
+
+def fit_forest(
+    X,
+    y,
+    *,
+    task: str = "classification",
+    n_trees: int = 100,
+    depth: int = 10,
+    max_features: Union[None, str, int, float] = "sqrt",
+    min_child_weight=1.0,
+    min_split_gain=0.0,
+    l2=0.0,
+    n_bins: int = 256,
+    bootstrap: str = "multinomial",
+    n_classes: Optional[int] = None,
+    sample_weight=None,
+    key=0,
+    chunk_size: Optional[int] = None,
+    memory_budget: Optional[int] = None,
+    borders=None,
+) -> Forest:
+    """Random forest of oblivious trees (ESL Algorithm 15.1); bagged trees with ``max_features=None``.
+
+    The defaults differ from :func:`jboost.fit`'s where a forest differs from boosting: its
+    trees are grown deep (``depth=10``) and unpenalised (``l2=0``, so leaves are the exact
+    bootstrap-weighted means or class frequencies), as ESL Algorithm 15.1 grows them.
+
+    Args:
+      X: ``(n, F)`` floats (NaN: missing); y: ``(n,)`` real targets or class labels 0..K-1.
+      task: ``"classification"`` (binary or multiclass, K from the labels or ``n_classes``;
+        leaves hold class frequencies), ``"binary"``, ``"multiclass"`` or ``"regression"``
+        (leaves hold means).
+      n_trees: number of bootstrap trees ``B`` (static).
+      depth: levels per tree, 1..16 (static). Forests grow deep trees; 10-12 is typical here.
+      max_features: features eligible per level (static, it sets the histogram shape): ``None``
+        = all (bagging), ``"sqrt"`` (ESL's classification default ``floor(sqrt(p))``),
+        ``"third"`` (ESL's regression default ``floor(p/3)``), ``"log2"``, an int or a fraction.
+      min_child_weight: minimal (bootstrap-weighted) number of rows in each child (traced;
+        ESL's minimum node size).
+      min_split_gain, l2: traced; ``l2 = 0`` keeps leaves at exact means/frequencies (with
+        ``l2 > 0`` two-class leaves are ``(1 - p, p)`` with ``p = n_1 / (n + l2)``).
+      n_bins: bins per feature including the missing bin (static).
+      bootstrap: ``"multinomial"``, ``"poisson"`` or ``"bayesian"``
+        (:func:`~jboost.bagging.bootstrap_weights`).
+      n_classes: the number of classes K for classification (default ``max(y) + 1``).
+      sample_weight: optional ``(n,)`` weights, multiplied by the bootstrap weights.
+      key: int seed or ``jax.random`` key.
+      chunk_size: bags per vmapped chunk; default from the memory estimate.
+      memory_budget: bytes for the bags fitted together (default: the device's, see
+        :func:`jboost._batching.default_budget`); sets the default ``chunk_size``.
+      borders: optional precomputed ``(F, n_bins - 1)`` borders (default: unweighted quantiles:
+        the sample weights are bootstrap counts' multipliers, not a reweighting of the data).
+
+    Returns:
+      A :class:`Forest`.
+    """
+    task = _validation.check_choice(task, "task", FOREST_TASKS)
+    bootstrap = _validation.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
+    n_trees = _validation.check_int(n_trees, "n_trees", 1, 10**6)
+    depth = _validation.check_int(depth, "depth", 1, _validation.MAX_DEPTH)
+    memory_budget = _validation.check_memory_budget(memory_budget)
+    hyper = ForestHyperparams.create(min_child_weight, min_split_gain, l2)
+    classes = []  # K found by the label check
+
+    def label_check(labels, name):
+        if task != "regression" and name == "y":
+            classes.append(_validation.n_classes_of(labels, n_classes, name,
+                                                    "binary" if task == "binary" else "multiclass"))
+
+    data = _validation.prepare(X, y, sample_weight=sample_weight, n_bins=n_bins, borders=borders,
+                               label_check=label_check, weighted_borders=False)
+    n_features, n = data.X_binned.shape
+    n_bins = data.borders.shape[1] + 1
+    k = classes[0] if classes else 1
+    m = bootstrap_lib.resolve_max_features(max_features, n_features)
+    if chunk_size is None:
+        chunk_size = _batching.chunk_size_for_budget(m, depth, n_bins, k, n, memory_budget)
+    chunk_size = min(_validation.check_int(chunk_size, "chunk_size", 1, 10**6), n_trees)
+    config = ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k, max_features=m,
+                          bootstrap=bootstrap, chunk_size=chunk_size)
+    trees, counts = fit_forest_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
+                                      config=config)
+    return Forest(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,
+                  bag_weights=counts)
+
+
+def fit_bagged_trees(X, y, **kwargs) -> Forest:
+    """Bagged oblivious trees (ESL 8.7): :func:`fit_forest` with every feature eligible."""
+    return fit_forest(X, y, **{**kwargs, "max_features": None})
+
+
+# --------------------------------------------------------------------------------------------
+# Prediction: the protocol's functions, and the forest's own names for them.
+# --------------------------------------------------------------------------------------------
+
+
+def tree_outputs(trees: tree_lib.ObliviousTrees, X) -> jax.Array:
+    """Leaf value of every tree for every row: trees ``(B, ...)``, ``X (n, F)`` -> ``(B, n, K)``."""
+    X_t = jnp.asarray(X, jnp.float32).T
+    return jax.vmap(lambda t: t.leaf_values[tree_lib.leaf_index_raw(t, X_t)])(trees)
+
+
+def forest_predict(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
+    """Alias of ``jboost.predict(forest, X, n_trees)``: the average of the (first ``n_trees``)
+    trees (ESL Algorithm 15.1): means ``(n,)`` or class probabilities ``(n, K)``."""
+    return model_lib.predict(forest, X, n_trees)
+
+
+@jax.jit
+def _vote_fractions(trees, X):
+    X_t = jnp.asarray(X, jnp.float32).T
+    k = trees.leaf_values.shape[-1]
+
+    def step(acc, t):
+        out = t.leaf_values[tree_lib.leaf_index_raw(t, X_t)]
+        return acc + jax.nn.one_hot(jnp.argmax(out, axis=-1), k, dtype=jnp.float32), None
+
+    acc, _ = lax.scan(step, jnp.zeros((X_t.shape[1], k), jnp.float32), trees)
+    return acc / trees.features.shape[0]
+
+
+def forest_vote(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
+    """Fraction of trees voting for each class ``(n, K)`` (majority vote, ESL Algorithm 15.1)."""
+    if not forest.is_classifier:
+        raise ValueError("forest_vote needs a classification forest (n_outputs >= 2).")
+    X = _validation.predict_matrix(X, forest.n_features)
+    if n_trees is not None:
+        n_trees = _validation.check_int(n_trees, "n_trees", 1, forest.n_trees)
+    return _vote_fractions(model_lib.first_stages(forest.trees, n_trees, forest.n_trees, "n_trees"), X)
+
+
+def forest_predict_class(forest: Forest, X, vote: bool = False, n_trees: Optional[int] = None):
+    """Class labels ``(n,)``: alias of ``jboost.predict_class(forest, X, n_trees)`` (argmax of the
+    averaged probabilities), or with ``vote=True`` the majority vote of the trees."""
+    if vote:
+        return jnp.argmax(forest_vote(forest, X, n_trees), axis=-1)
+    return model_lib.predict_class(forest, X, n_trees)

@@ -1,0 +1,142 @@
+"""Out-of-bag (OOB) estimates (ESL 15.3.1) and error curves against the number of bags.
+
+Each training row is scored only by the bags whose bootstrap weight for it is 0; the OOB error
+against the number of trees is one ``lax.scan`` over the bag axis that carries the running
+(cumulative) sums, so no ``(B, n, K)`` array is materialised. The same scan with every row out
+of every bag gives the error of the first ``b`` trees on any data (:func:`forest_staged`, ESL
+Figure 15.1's curves).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jboost import _validation
+from jboost import tree as tree_lib
+from jboost.bagging.forest import Forest
+
+
+class OOBResult(NamedTuple):
+    """Out-of-bag predictions and error curves (ESL 15.3.1).
+
+    Attributes:
+      prediction: ``(n, K)`` average of the per-bag outputs over the bags where the row is out
+        of bag (NaN for a row that is never out of bag).
+      votes: ``(n, K)`` fraction of those bags voting for each class (classification; NaN rows
+        as above; for regression equal to ``prediction``'s shape, all NaN).
+      n_oob: ``(n,)`` number of bags where the row is out of bag.
+      error: ``(B,)`` after ``b + 1`` bags: misclassification rate of the averaged outputs
+        (classification) or mean squared error (regression), over rows with >= 1 OOB bag so far.
+      vote_error: ``(B,)`` misclassification of the majority vote (NaN for regression).
+      abs_error: ``(B,)`` mean absolute error (regression; NaN for classification).
+      coverage: ``(B,)`` fraction of rows with >= 1 OOB bag so far.
+    """
+
+    prediction: jax.Array
+    votes: jax.Array
+    n_oob: jax.Array
+    error: jax.Array
+    vote_error: jax.Array
+    abs_error: jax.Array
+    coverage: jax.Array
+
+
+def oob_scan(outputs_fn: Callable, xs, bag_weights, y, classification: bool) -> OOBResult:
+    """OOB predictions and error curves by one ``lax.scan`` over bags.
+
+    Args:
+      outputs_fn: ``x -> (n, K)`` the outputs of one bag for the training rows (probabilities
+        or class frequencies for classification, predictions for regression).
+      xs: pytree with a leading bag axis, the scanned inputs of ``outputs_fn``.
+      bag_weights: ``(B, n)``; a row is out of bag for bag ``b`` iff its weight is 0.
+      y: ``(n,)`` training targets (class labels 0..K-1 for classification).
+      classification: static.
+    """
+    n = bag_weights.shape[1]
+    y = jnp.asarray(y)
+
+    def step(carry, inp):
+        total, votes, count = carry
+        x, wb = inp
+        out = outputs_fn(x).astype(jnp.float32)
+        k = out.shape[-1]
+        oob = (wb == 0).astype(jnp.float32)
+        total = total + oob[:, None] * out
+        count = count + oob
+        has = count > 0
+        n_has = jnp.maximum(jnp.sum(has), 1)
+        avg = total / jnp.maximum(count, 1.0)[:, None]
+        nan = jnp.float32(jnp.nan)
+        if classification:
+            votes = votes + oob[:, None] * jax.nn.one_hot(jnp.argmax(out, -1), k, dtype=jnp.float32)
+            labels = y.astype(jnp.int32)
+            err = jnp.sum(has & (jnp.argmax(avg, -1) != labels)) / n_has
+            verr = jnp.sum(has & (jnp.argmax(votes, -1) != labels)) / n_has
+            aerr = nan
+        else:
+            r = jnp.where(has, avg[:, 0] - y, 0.0)
+            err = jnp.sum(r * r) / n_has
+            aerr = jnp.sum(jnp.abs(r)) / n_has
+            verr = nan
+        cov = jnp.mean(has.astype(jnp.float32))
+        return (total, votes, count), (err.astype(jnp.float32), verr.astype(jnp.float32),
+                                       aerr.astype(jnp.float32), cov)
+
+    k = jax.eval_shape(outputs_fn, jax.tree_util.tree_map(lambda a: a[0], xs)).shape[-1]
+    init = (jnp.zeros((n, k), jnp.float32), jnp.zeros((n, k), jnp.float32), jnp.zeros((n,), jnp.float32))
+    (total, votes, count), (err, verr, aerr, cov) = lax.scan(step, init, (xs, bag_weights))
+    has = (count > 0)[:, None]
+    denom = jnp.maximum(count, 1.0)[:, None]
+    pred = jnp.where(has, total / denom, jnp.nan)
+    vote_frac = jnp.where(has & classification, votes / denom, jnp.nan)
+    return OOBResult(pred, vote_frac, count.astype(jnp.int32), err, verr, aerr, cov)
+
+
+@functools.partial(jax.jit, static_argnames=("classification",))
+def _forest_oob(trees, bag_weights, X, y, classification: bool):
+    X_t = jnp.asarray(X, jnp.float32).T
+    fn = lambda t: t.leaf_values[tree_lib.leaf_index_raw(t, X_t)]
+    return oob_scan(fn, trees, bag_weights, y, classification)
+
+
+def _rows_and_labels(forest: Forest, X, y, x_name: str, y_name: str):
+    X = _validation.predict_matrix(X, forest.n_features, x_name)
+    y = _validation.as_labels(y, X.shape[0], y_name, x_name)
+    return jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32)
+
+
+def forest_oob(forest: Forest, X_train, y_train) -> OOBResult:
+    """OOB predictions and OOB error against the number of trees, for the forest's training data.
+
+    ``X_train, y_train`` must be the rows the forest was fitted on, in the same order
+    (``forest.bag_weights[b, i]`` is row ``i``'s bootstrap weight in tree ``b``).
+    """
+    X_train, y_train = _rows_and_labels(forest, X_train, y_train, "X_train", "y_train")
+    if X_train.shape[0] != forest.bag_weights.shape[1]:
+        raise ValueError(f"X_train has {X_train.shape[0]} rows but the forest was fitted on "
+                         f"{forest.bag_weights.shape[1]}.")
+    return _forest_oob(forest.trees, forest.bag_weights, X_train, y_train,
+                       classification=forest.is_classifier)
+
+
+def forest_staged(forest: Forest, X, y) -> OOBResult:
+    """Errors of the first ``b = 1..B`` trees on any rows ``(X, y)`` (e.g. a test set).
+
+    The OOB scan with every row out of every bag: ``error[b]`` is the error of the forest
+    truncated to ``b + 1`` trees (ESL Figure 15.1's curves), ``prediction`` the full average
+    (for other functions of the staged averages: :func:`jboost.staged_predict`).
+    """
+    X, y = _rows_and_labels(forest, X, y, "X", "y")
+    zeros = jnp.zeros((forest.n_trees, X.shape[0]), jnp.float32)
+    return _forest_oob(forest.trees, zeros, X, y, classification=forest.is_classifier)
+
+
+def oob_from_outputs(outputs, bag_weights, y, classification: bool) -> OOBResult:
+    """OOB estimates from precomputed per-bag outputs ``(B, n, K)`` of any bagged learner."""
+    return oob_scan(lambda o: o, jnp.asarray(outputs, jnp.float32), jnp.asarray(bag_weights), y,
+                    classification)
