@@ -632,3 +632,16 @@ def test_kernel_rejects_what_it_cannot_index():
     lowered = jax.jit(lambda X, p, lf: histograms.level_gains(
         X, p, lf, None, n_leaves=n_leaves, n_bins=n_bins, l2=1.0, min_child_weight=1.0)).lower(X, payload, leaf)
     assert _native.LEVEL not in lowered.as_text()
+
+
+@pytest.mark.parametrize("what,message", [(1, "self-test exception"), (2, "out of memory"),
+                                          (3, "on a worker thread")])
+def test_kernel_exceptions_become_ffi_errors(what, message):
+    # A C++ exception in a kernel (on the calling thread or on a worker thread) comes back as an
+    # FFI error raised in Python; the process goes on, and the kernels still run afterwards.
+    _native.load()
+    call = jax.ffi.ffi_call(_native.SELF_TEST, jax.ShapeDtypeStruct((1,), jnp.int32))
+    assert int(call(what=np.int64(0))[0]) == 1
+    with pytest.raises(Exception, match=message):
+        jax.block_until_ready(call(what=np.int64(what)))
+    assert int(call(what=np.int64(0))[0]) == 1

@@ -21,6 +21,7 @@ BIN = "jboost_bin"
 LEVEL = "jboost_level"
 SPLIT_GAINS = "jboost_split_gains"
 PREDICT = "jboost_predict"
+SELF_TEST = "jboost_self_test"  # throws C++ exceptions on request: the FFI boundary's test
 
 
 #: The kernels index rows, and the cells of one feature's histograms (leaves x bins x channels,
@@ -68,6 +69,7 @@ def load() -> bool:
     jax.ffi.register_ffi_target(LEVEL, jax.ffi.pycapsule(lib.JboostLevel), platform="cpu")
     jax.ffi.register_ffi_target(SPLIT_GAINS, jax.ffi.pycapsule(lib.JboostSplitGains), platform="cpu")
     jax.ffi.register_ffi_target(PREDICT, jax.ffi.pycapsule(lib.JboostPredict), platform="cpu")
+    jax.ffi.register_ffi_target(SELF_TEST, jax.ffi.pycapsule(lib.JboostSelfTest), platform="cpu")
     return True
 
 

@@ -26,6 +26,9 @@
 #include <limits>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <new>
+#include <stdexcept>
 #include <memory>
 #include <string>
 #include <thread>
@@ -142,17 +145,37 @@ void ChunkInto(const uint8_t* bins, int64_t n, const Rows& rs, float* out, int64
   }
 }
 
+// fn(0), ..., fn(n_threads - 1), concurrently. An exception thrown by any of them (on any
+// thread) is rethrown here after all have finished, never left to end the process; a thread
+// that cannot be started has its part run on the calling thread (the parts are independent and
+// each is computed the same way wherever it runs).
 template <typename Fn>
 void Parallel(int64_t n_threads, Fn fn) {
   if (n_threads <= 1) {
     fn(0);
     return;
   }
+  std::vector<std::exception_ptr> errors(n_threads);
+  auto guarded = [&](int64_t t) {
+    try {
+      fn(t);
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
   std::vector<std::thread> pool;
-  pool.reserve(n_threads - 1);
-  for (int64_t t = 1; t < n_threads; ++t) pool.emplace_back(fn, t);
-  fn(0);
+  int64_t started = 1;
+  try {
+    pool.reserve(n_threads - 1);
+    for (; started < n_threads; ++started) pool.emplace_back(guarded, started);
+  } catch (...) {  // std::system_error (no more threads) or std::bad_alloc
+  }
+  guarded(0);
+  for (int64_t t = started; t < n_threads; ++t) guarded(t);
   for (auto& th : pool) th.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
 }
 
 // The rows of a call, compacted: the rows whose leaf has a slot and whose payload is not all
@@ -1476,9 +1499,52 @@ ffi::Error PredictImpl(ffi::Buffer<ffi::F32> X, ffi::Buffer<ffi::S32> features,
   return ffi::Error::Success();
 }
 
+// ---------------------------------------------------------------------------------------------
+// The FFI boundary: no C++ exception crosses it (it would end the process). Every handler runs
+// inside Guarded, which turns an exception (std::bad_alloc from a scratch allocation, an
+// exception rethrown by Parallel from a worker thread, ...) into an FFI error that JAX raises
+// in Python, naming the kernel.
+
+template <auto Body>
+struct Guarded;
+
+template <typename... Args, ffi::Error (*Body)(Args...)>
+struct Guarded<Body> {
+  static ffi::Error Call(Args... args) {
+    try {
+      return Body(std::move(args)...);
+    } catch (const std::bad_alloc&) {
+      return ffi::Error(ffi::ErrorCode::kResourceExhausted,
+                        "jboost kernel: out of memory (std::bad_alloc)");
+    } catch (const std::exception& e) {
+      return ffi::Error::Internal(std::string("jboost kernel: ") + e.what());
+    } catch (...) {
+      return ffi::Error::Internal("jboost kernel: unknown C++ exception");
+    }
+  }
+};
+
+// A test of the boundary (jboost/_native/__init__.py: SELF_TEST): throws from the calling thread
+// or from a worker thread of Parallel; `what` = 0: nothing, 1: std::runtime_error,
+// 2: std::bad_alloc, 3: std::runtime_error on a worker thread. out (1,) = 1 when nothing threw.
+ffi::Error SelfTestImpl(ffi::ResultBuffer<ffi::S32> out, int64_t what) {
+  if (what == 1) throw std::runtime_error("self-test exception");
+  if (what == 2) throw std::bad_alloc();
+  Parallel(2, [&](int64_t t) {
+    if (what == 3 && t == 1) throw std::runtime_error("self-test exception on a worker thread");
+  });
+  out->typed_data()[0] = 1;
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogram, HistogramImpl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostSelfTest, Guarded<SelfTestImpl>::Call,
+                              ffi::Ffi::Bind()
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // out (1,)
+                                  .Attr<int64_t>("what"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogram, Guarded<HistogramImpl>::Call,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::Buffer<ffi::U8>>()   // bins (..., F, n)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // payload (..., n, C)
@@ -1488,7 +1554,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogram, HistogramImpl,
                                   .Attr<int64_t>("n_threads")
                                   .Attr<bool>("cumulative"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogramSmallerSibling, SmallerSiblingImpl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogramSmallerSibling, Guarded<SmallerSiblingImpl>::Call,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::Buffer<ffi::U8>>()   // bins (..., F, n)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // payload (..., n, C)
@@ -1498,7 +1564,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogramSmallerSibling, SmallerSiblingImpl,
                                   .Attr<int64_t>("n_threads")
                                   .Attr<bool>("cumulative"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostBin, BinImpl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostBin, Guarded<BinImpl>::Call,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::Buffer<ffi::F32>>()  // X (n, F)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // borders (F, m)
@@ -1506,7 +1572,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostBin, BinImpl,
                                   .Attr<int64_t>("n_threads")
                                   .Attr<int64_t>("missing_bin"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostLevel, LevelImpl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostLevel, Guarded<LevelImpl>::Call,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::Buffer<ffi::U8>>()   // bins (..., F, n)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // payload (..., n, C)
@@ -1522,7 +1588,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostLevel, LevelImpl,
                                   .Attr<bool>("missing")
                                   .Attr<bool>("write_hist"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostSplitGains, SplitGainsImpl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostSplitGains, Guarded<SplitGainsImpl>::Call,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::Buffer<ffi::F32>>()  // cum (..., F, L, B, C)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // l2 (...)
@@ -1531,7 +1597,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostSplitGains, SplitGainsImpl,
                                   .Attr<int64_t>("n_threads")
                                   .Attr<bool>("missing"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostPredict, PredictImpl,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostPredict, Guarded<PredictImpl>::Call,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::Buffer<ffi::F32>>()  // X (n, F), or (F, n)
                                   .Arg<ffi::Buffer<ffi::S32>>()  // features (T, D)
