@@ -28,8 +28,9 @@ and build the first level of up to 8 models' trees in one pass over the shared b
 models per device (``DEFAULT_CPU_MODELS_PER_DEVICE``) beat one at a time. The held-out fold's
 loss is read off the training raw scores (the fold's rows are predicted as the trees grow).
 What the fused sweep buys on CPU is one compilation, one binning, no per-fit overhead, and the use
-of every core (more so when Python is started with ``XLA_FLAGS=--xla_force_host_platform_device_count=<cores>``:
-each host device fits its share of the models). Accelerators take as many models per chunk as fit.
+of every core (more so when Python is started with
+``XLA_FLAGS=--xla_force_host_platform_device_count=<cores>``: each host device fits its share of
+the models). Accelerators take as many models per chunk as fit.
 
 The best round of a configuration is the round minimising its validation curve averaged over
 folds and seeds (early stopping: ESL section 10.12 chooses the number of rounds on validation

@@ -44,7 +44,7 @@ class SweepResult:
       best_rounds: ``(n_configs,)`` the round count (1-based) optimising the mean curve.
       best_scores, best_ses: ``(n_configs,)`` mean and standard error at that round.
       best_index: the best configuration.
-      metric: the metric's name (``"loss"``: the mean loss of boost's validation set).
+      metric: the metric's name (``"loss"``: the mean loss on the held-out fold).
       greater_is_better: direction of the metric.
       fold_table: ``(n_seeds, n)`` fold of every row under each seed.
       seed_keys: ``(n_seeds, 2)`` uint32 raw ``jax.random`` key of each seed.
@@ -205,7 +205,8 @@ class SweepResult:
                  else np.full((m, n_rounds), np.nan))
         borders = np.broadcast_to(self.borders[group[1]], (m,) + self.borders[group[1]].shape)
         return model_lib.Booster(
-            trees=trees, borders=jnp.asarray(borders), baseline=jnp.asarray(self.baselines[group][models]),
+            trees=trees, borders=jnp.asarray(borders),
+            baseline=jnp.asarray(self.baselines[group][models]),
             loss=self.loss.replace(params=loss_params),
             train_loss=jnp.asarray(self.train_curves[rows, :n_rounds], jnp.float32),
             valid_loss=jnp.asarray(valid, jnp.float32))
