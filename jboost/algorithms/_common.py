@@ -160,6 +160,7 @@ def _loss(raw, loss, y):
 
 
 def staged_loss(model: model_lib.Booster, X, y):
-    """Mean of ``model.loss`` on ``(X, y)`` after each round ``(n_rounds,)`` (e.g. test deviance)."""
+    """Mean of ``model.loss`` on ``(X, y)`` after each round ``(n_rounds,)`` (e.g. test
+    deviance)."""
     return model_lib.staged_predict(model, X, _loss, model.loss,
                                     jnp.asarray(np.asarray(y, np.float32)))

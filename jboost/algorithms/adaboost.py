@@ -142,13 +142,13 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
       ``err`` ``err_m`` (NaN once STOPPED), ``status``, each ``(n_rounds,)``, and ``weights``
       ``(n,)`` the final observation weights (summing to ``n``).
     """
+    err_floor = _common.static_real(err_floor, "err_floor", 0.0, 0.5, lo_open=True)
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
-                                 colsample=colsample, colsample_by=colsample_by)
-    err_floor = _common.static_real(err_floor, "err_floor", 0.0, 0.5, lo_open=True)
-    config = config._replace(algorithm=_common.algorithm(adaboost_m1_round, init_discrete,
-                                                         err_floor=err_floor))
+                                 colsample=colsample, colsample_by=colsample_by,
+                                 algorithm=_common.algorithm(adaboost_m1_round, init_discrete,
+                                                             err_floor=err_floor))
     data, borders, _ = _common.prepare_classes(X, y, None, task="binary",
                                                sample_weight=sample_weight, eval_set=eval_set,
                                                n_bins=n_bins, borders=borders)
@@ -226,13 +226,14 @@ def samme_r_round(r: boosting.Round, *, eps: float = 1e-6) -> boosting.RoundResu
 def _fit_samme(X, y, round_fn, static, *, n_classes, n_rounds, depth, learning_rate, l2,
                min_split_gain, min_child_weight, subsample, colsample, colsample_by, n_bins,
                sample_weight, eval_set, key, borders) -> model_lib.Booster:
+    (name, value), = static.items()
+    value = _common.static_real(value, name, 0.0, 0.5, lo_open=True)
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
-                                 colsample=colsample, colsample_by=colsample_by)
-    (name, value), = static.items()
-    value = _common.static_real(value, name, 0.0, 0.5, lo_open=True)
-    config = config._replace(algorithm=_common.algorithm(round_fn, init_discrete, **{name: value}))
+                                 colsample=colsample, colsample_by=colsample_by,
+                                 algorithm=_common.algorithm(round_fn, init_discrete,
+                                                             **{name: value}))
     data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
                                                eval_set=eval_set, n_bins=n_bins, borders=borders)
     return _common.run(data, borders, key, hyper, config, losses_lib.samme_exponential(k),

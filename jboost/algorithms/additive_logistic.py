@@ -90,7 +90,8 @@ def _fit_binary(X, y, algorithm: boosting.Algorithm, loss: losses_lib.Loss, *, n
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
-                                 colsample=colsample, colsample_by=colsample_by, algorithm=algorithm)
+                                 colsample=colsample, colsample_by=colsample_by,
+                                 algorithm=algorithm)
     data, borders, _ = _common.prepare_classes(X, y, None, task="binary",
                                                sample_weight=sample_weight, eval_set=eval_set,
                                                n_bins=n_bins, borders=borders)
@@ -120,8 +121,8 @@ def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.
       observation weights (summing to ``n``).
     """
     eps = _common.static_real(eps, "eps", 0.0, 0.5, lo_open=True)
-    return _fit_binary(X, y, _common.algorithm(real_adaboost_round, _common.init_log_weights, eps=eps),
-                       losses_lib.exponential(), n_rounds=n_rounds, depth=depth,
+    algorithm = _common.algorithm(real_adaboost_round, _common.init_log_weights, eps=eps)
+    return _fit_binary(X, y, algorithm, losses_lib.exponential(), n_rounds=n_rounds, depth=depth,
                        learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                        min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
                        colsample_by=colsample_by, n_bins=n_bins, sample_weight=sample_weight,
@@ -251,5 +252,6 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
         round_fn, loss = logitboost_2_round, logit_deviance()
     else:
         round_fn, loss = logitboost_k_round, losses_lib.multinomial_deviance(k)
+    # The round (one tree, or K per round) depends on K, known once the labels are checked.
     config = config._replace(algorithm=_common.algorithm(round_fn, z_max=z_max))
     return _common.run(data, borders, key, hyper, config, loss)

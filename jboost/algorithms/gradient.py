@@ -144,7 +144,8 @@ def _fit(X, y, loss, algorithm, *, n_rounds, depth, learning_rate, subsample, co
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
-                                 colsample=colsample, colsample_by=colsample_by, algorithm=algorithm)
+                                 colsample=colsample, colsample_by=colsample_by,
+                                 algorithm=algorithm)
     resolved = {}
 
     def label_check(v, name):
