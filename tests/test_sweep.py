@@ -147,7 +147,7 @@ def _held_out_deviance(trees, X, y, w_valid, baseline, m):
 
 def weighted_sign_error(y, raw, w):
     """A custom metric: weighted error of the sign of the raw score."""
-    return jnp.sum(w * ((raw > 0) != (y > 0.5))) / jnp.sum(w)
+    return jnp.sum(w * ((raw > 0) != (y > 0.5)).astype(w.dtype)) / jnp.sum(w)
 
 
 def test_validation_metric_is_computed_on_held_out_rows_only(res_a, data):
