@@ -21,7 +21,7 @@ class BuildNative(build_ext):
 
     def get_export_symbols(self, ext):
         return ["JboostHistogram", "JboostHistogramSmallerSibling", "JboostBin", "JboostLevel",
-                "JboostSplitGains", "JboostPredict", "JboostSelfTest"]
+                "JboostSplitGains", "JboostPredict", "JboostSelfTest", "JboostAbiVersion"]
 
 
 if sys.platform == "win32":

@@ -645,3 +645,21 @@ def test_kernel_exceptions_become_ffi_errors(what, message):
     with pytest.raises(Exception, match=message):
         jax.block_until_ready(call(what=np.int64(what)))
     assert int(call(what=np.int64(0))[0]) == 1
+
+
+def test_stale_library_falls_back_with_a_warning(monkeypatch):
+    # The library exports its ABI version; a library of another version (or of none: older than
+    # the check) is not used: a warning says to rebuild, and jboost runs pure JAX.
+    import ctypes
+    import types
+
+    lib = ctypes.cdll.LoadLibrary(_native.library_path())
+    assert lib.JboostAbiVersion() == _native.ABI_VERSION
+    assert _native.abi_matches(lib)
+    monkeypatch.setattr(_native, "ABI_VERSION", _native.ABI_VERSION + 1)
+    with pytest.warns(RuntimeWarning, match="stale.*pip install -e"):
+        assert not _native.abi_matches(lib)
+    with pytest.warns(RuntimeWarning, match="ABI version None"):
+        assert not _native.abi_matches(types.SimpleNamespace())
+    with pytest.warns(RuntimeWarning, match="stale"):
+        assert not _native.load.__wrapped__()  # what load() does at import with a stale build

@@ -12,6 +12,7 @@ import ctypes
 import functools
 import glob
 import os
+import warnings
 
 import jax
 
@@ -22,6 +23,11 @@ LEVEL = "jboost_level"
 SPLIT_GAINS = "jboost_split_gains"
 PREDICT = "jboost_predict"
 SELF_TEST = "jboost_self_test"  # throws C++ exceptions on request: the FFI boundary's test
+
+#: The version of the kernels' interface (targets, operands, attributes) these Python wrappers
+#: call; the library exports its own (``JboostAbiVersion()``, histogram.cc: kAbiVersion). Bump
+#: both together whenever a target's signature or meaning changes.
+ABI_VERSION = 1
 
 
 #: The kernels index rows, and the cells of one feature's histograms (leaves x bins x channels,
@@ -55,13 +61,37 @@ def library_path():
     return paths[0] if paths else None
 
 
+def abi_matches(lib, path: str = "the jboost kernel library") -> bool:
+    """Whether a loaded library exports ``JboostAbiVersion() == ABI_VERSION``; if not (a library
+    built from older sources: its targets may take other operands), a warning says to rebuild."""
+    try:
+        version_fn = lib.JboostAbiVersion
+    except AttributeError:
+        version = None
+    else:
+        version_fn.restype = ctypes.c_int
+        version_fn.argtypes = []
+        version = int(version_fn())
+    if version == ABI_VERSION:
+        return True
+    warnings.warn(
+        f"{path} is stale (kernel ABI version {version}, this jboost needs {ABI_VERSION}): jboost "
+        "runs its pure-JAX path instead. Rebuild the kernel: `pip install -e .` (or "
+        "`python setup.py build_ext --inplace`) in the jboost source folder.",
+        RuntimeWarning, stacklevel=3)
+    return False
+
+
 @functools.lru_cache(maxsize=None)
 def load() -> bool:
-    """Load the library and register its FFI targets with XLA (once); ``False`` if not built."""
+    """Load the library and register its FFI targets with XLA (once); ``False`` if not built,
+    or if it is stale (see :func:`abi_matches`: a warning, and pure JAX)."""
     path = library_path()
     if path is None or not hasattr(jax, "ffi"):  # a jax without jax.ffi runs pure JAX
         return False
     lib = ctypes.cdll.LoadLibrary(path)
+    if not abi_matches(lib, path):
+        return False
     jax.ffi.register_ffi_target(HISTOGRAM, jax.ffi.pycapsule(lib.JboostHistogram), platform="cpu")
     jax.ffi.register_ffi_target(SMALLER_SIBLING, jax.ffi.pycapsule(lib.JboostHistogramSmallerSibling),
                                 platform="cpu")

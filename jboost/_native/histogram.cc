@@ -1539,6 +1539,12 @@ ffi::Error SelfTestImpl(ffi::ResultBuffer<ffi::S32> out, int64_t what) {
 
 }  // namespace
 
+// The version of the targets' interface (their operands, attributes and meaning), checked by
+// jboost/_native/__init__.py (ABI_VERSION) when it loads the library: a stale build is not used.
+constexpr int kAbiVersion = 1;
+
+extern "C" int JboostAbiVersion() { return kAbiVersion; }
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostSelfTest, Guarded<SelfTestImpl>::Call,
                               ffi::Ffi::Bind()
                                   .Ret<ffi::Buffer<ffi::S32>>()  // out (1,)
