@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jboost import _native
 from jboost import histograms
 
 # Default memory budget of one chunk of models, per device (bytes).
@@ -93,23 +94,64 @@ def auto_chunk_size(per_model_bytes: int, n_models: int, device, memory_budget: 
 # Temporary bytes of one forest tree's fit per byte of its deepest histogram when the histograms
 # are materialised (pure JAX: GPU, TPU, or CPU without the kernel): ``temp_size_in_bytes`` of
 # ``jax.jit(fit_forest_binned).lower(...).compile().memory_analysis()`` divided by
-# ``chunk_size * m * 2**(depth-1) * n_bins * C * 4`` was 4.99-5.04 for depths 10-14, m = 7 or 57,
-# 32 bins, chunks of 1 and 4 (spam's shapes, two classes).
-FOREST_HIST_OVERHEAD = 5.0
+# ``chunk_size * m * 2**(depth-1) * n_bins * C * 4`` was 2.56-2.62 for depths 10 and 14, m = 7 or
+# 57, 32 bins, chunks of 1 and 4 (spam's shapes, two classes; trees grown by tree.fit_tree). With
+# the fused CPU kernel no histogram of a subset level is materialised: the same programs' temporaries
+# were 0.29-0.47 MB per tree (0.004-0.31 of the deepest histogram), about ``3 * depth`` int32 per
+# row (levels' leaves, gathered bins) plus the histograms kept for subtraction (bagged trees).
+FOREST_HIST_OVERHEAD = 2.6
+FOREST_ROW_WORDS_PER_LEVEL = 3
+
+
+def forest_tree_bytes(n_eligible: int, depth: int, n_bins: int, n_outputs: int, n_samples: int,
+                      fused: bool = False, n_features: Optional[int] = None) -> int:
+    """Estimated device memory of one forest tree's fit (bytes).
+
+    Args:
+      n_eligible: features per level ``m``; ``n_features`` (default ``m``) the total ``F``.
+      n_outputs: the forest's K (two classes are fitted as one output).
+      fused: the CPU kernel's fused levels (no level histogram materialised, except those kept
+        for histogram subtraction when ``m == F``); ``False``: pure JAX, which materialises the
+        deepest histogram and ``FOREST_HIST_OVERHEAD`` times it in temporaries.
+    """
+    k = 1 if n_outputs == 2 else n_outputs
+    rows = n_samples * (2 * k + 4) * 4
+    if not fused:
+        hist = n_eligible * 2 ** max(depth - 1, 0) * n_bins * 2 * k * 4
+        return int(FOREST_HIST_OVERHEAD * hist + rows)
+    n_features = n_eligible if n_features is None else n_features
+    kept = 0
+    if n_eligible >= n_features:  # every feature at every level: fit_tree subtracts where it pays
+        cell = n_features * n_bins * 2 * k * 4
+        kept = max([cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
+                    for d, (subtract, keep) in enumerate(histograms.level_plan(n_samples, depth, n_bins))],
+                   default=0)
+    return int(rows + n_samples * 4 * FOREST_ROW_WORDS_PER_LEVEL * depth + kept)
 
 
 def chunk_size_for_budget(n_eligible: int, depth: int, n_bins: int, n_outputs: int, n_samples: int,
-                          budget_bytes: Optional[int] = None) -> int:
+                          budget_bytes: Optional[int] = None, fused: bool = False,
+                          n_features: Optional[int] = None) -> int:
     """Number of forest bags to fit together (one ``vmap``) so that their arrays fit in
-    ``budget_bytes`` (default :data:`DEFAULT_CPU_BUDGET`).
-
-    Per tree: the deepest histogram ``n_eligible * 2**(depth-1) * n_bins * 2K * 4`` bytes
-    (``K = 1`` for two classes, see :func:`jboost.bagging.fit_forest_binned`) times an overhead
-    factor for the split search's temporaries (measured, :data:`FOREST_HIST_OVERHEAD`), plus
-    ``(n, 2K)`` payloads and ``(n,)`` weights and leaves. At least 1.
-    """
+    ``budget_bytes`` (default :data:`DEFAULT_CPU_BUDGET`): the budget over
+    :func:`forest_tree_bytes`, at least 1."""
     budget = DEFAULT_CPU_BUDGET if budget_bytes is None else int(budget_bytes)
-    k = 1 if n_outputs == 2 else n_outputs
-    hist = n_eligible * 2 ** max(depth - 1, 0) * n_bins * 2 * k * 4
-    rows = n_samples * (2 * k + 4) * 4
-    return max(1, int(budget // (FOREST_HIST_OVERHEAD * hist + rows)))
+    per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples, fused, n_features)
+    return max(1, int(budget // per_tree))
+
+
+def kernel_fits(device) -> bool:
+    """Whether fits on ``device`` run jboost's fused CPU kernels (a CPU device, kernels built)."""
+    return device.platform == "cpu" and _native.available()
+
+
+def forest_chunk_size(n_eligible: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
+                      n_samples: int, n_trees: int, memory_budget: Optional[int] = None,
+                      device=None) -> int:
+    """Forest bags per chunk on ``device`` (default: the first device): :func:`auto_chunk_size` of
+    :func:`forest_tree_bytes` (fused on CPU with the kernels), the policy of every batch of models
+    (on CPU at most :data:`DEFAULT_CPU_MODELS_PER_DEVICE` per chunk, chunks evened out)."""
+    device = jax.devices()[0] if device is None else device
+    per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples,
+                                 fused=kernel_fits(device), n_features=n_features)
+    return auto_chunk_size(per_tree, n_trees, device, memory_budget)

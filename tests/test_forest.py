@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jboost
+from jboost import _batching
 from jboost import bagging
 from jboost import binning
 from jboost import histograms
@@ -361,5 +362,23 @@ def test_chunk_size_budget():
     small = bagging.chunk_size_for_budget(7, 8, 64, 2, 3000, budget_bytes=1 << 30)
     big = bagging.chunk_size_for_budget(57, 12, 256, 3, 3000, budget_bytes=1 << 30)
     assert big == 1 and small > 10
-    hist = 7 * 2**7 * 64 * 2 * 4
-    assert small * hist * 5.0 <= 1 << 30
+    per_tree = _batching.FOREST_HIST_OVERHEAD * 7 * 2**7 * 64 * 2 * 4 + 3000 * 6 * 4
+    assert small * per_tree <= 1 << 30 < (small + 1) * per_tree
+    # The fused kernel materialises no subset histogram: far more trees fit the same budget.
+    fused = bagging.chunk_size_for_budget(7, 12, 256, 2, 3000, budget_bytes=1 << 30, fused=True)
+    assert fused > 100 * bagging.chunk_size_for_budget(7, 12, 256, 2, 3000, budget_bytes=1 << 30)
+    # Bagged trees keep the histograms histogram subtraction reads.
+    assert (_batching.forest_tree_bytes(57, 8, 64, 2, 3000, fused=True, n_features=57)
+            > _batching.forest_tree_bytes(56, 8, 64, 2, 3000, fused=True, n_features=57))
+    cpu = jax.devices("cpu")[0]
+    assert bagging.forest_chunk_size(7, 57, 12, 64, 2, 3000, 500, device=cpu) <= 8
+    assert bagging.forest_chunk_size(7, 57, 12, 64, 2, 3000, 3, device=cpu) == 3
+
+
+def test_chunking_does_not_change_the_trees(clf_data):
+    X, y, _, _ = clf_data
+    kw = dict(n_trees=5, depth=3, max_features=3, n_bins=N_BINS, key=2)
+    one = bagging.fit_forest(X, y, chunk_size=1, **kw)
+    three = bagging.fit_forest(X, y, chunk_size=3, **kw)   # chunks of 3, the last padded by 1
+    for a, b in zip(jax.tree_util.tree_leaves(one), jax.tree_util.tree_leaves(three)):
+        np.testing.assert_array_equal(a, b)

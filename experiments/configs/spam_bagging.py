@@ -97,7 +97,8 @@ def run(config: dict, ctx) -> dict:
     for spec in config["models"]:
         label = spec["label"]
         m = bagging.resolve_max_features(spec["max_features"], n_features)
-        chunk = bagging.chunk_size_for_budget(m, spec["depth"], n_bins, 2, n, config["memory_budget"])
+        chunk = bagging.forest_chunk_size(m, n_features, spec["depth"], n_bins, 2, n, spec["n_trees"],
+                                          config["memory_budget"])
         fc = bagging.ForestConfig(n_trees=spec["n_trees"], depth=spec["depth"], n_bins=n_bins, n_outputs=2,
                                   max_features=m, bootstrap="multinomial",
                                   chunk_size=min(chunk, spec["n_trees"]))
@@ -132,7 +133,7 @@ def run(config: dict, ctx) -> dict:
     for b in config["timing_n_trees"]:
         if b == main["n_trees"]:
             continue
-        chunk = bagging.chunk_size_for_budget(m, main["depth"], n_bins, 2, n, config["memory_budget"])
+        chunk = bagging.forest_chunk_size(m, n_features, main["depth"], n_bins, 2, n, b, config["memory_budget"])
         fc = bagging.ForestConfig(n_trees=b, depth=main["depth"], n_bins=n_bins, n_outputs=2, max_features=m,
                                   chunk_size=min(chunk, b))
         (trees, _), t_compile, t_run, _ = _compile_and_run(Xb, y_j, w, key, hyper, fc)

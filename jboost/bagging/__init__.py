@@ -16,11 +16,13 @@ concept:
 * :mod:`~jboost.bagging.boosters`: :class:`BaggedBoosters`, bagging of any boosted learner
   (:func:`fit_bagged_boosters`, a vmap of :func:`jboost.boosting.boost` over bags).
 
-The memory estimate that sizes the chunks of bags fitted together is
-:func:`jboost._batching.chunk_size_for_budget` (re-exported here).
+The memory estimates that size the chunks of bags fitted together are
+:func:`jboost._batching.forest_chunk_size` and :func:`jboost._batching.chunk_size_for_budget`
+(re-exported here).
 """
 
 from jboost._batching import chunk_size_for_budget
+from jboost._batching import forest_chunk_size
 from jboost._batching import map_in_chunks
 from jboost.bagging.boosters import BaggedBoosters
 from jboost.bagging.boosters import bag_boost_binned
@@ -58,12 +60,9 @@ __all__ = [
     "BOOTSTRAPS", "BaggedBoosters", "FOREST_TASKS", "Forest", "ForestConfig", "ForestHyperparams",
     "OOBResult", "all_bootstrap_weights", "bag_boost_binned", "bag_keys", "bagged_oob",
     "bagged_outputs", "bagged_predict", "bagged_predict_proba", "bootstrap_weights",
-    "chunk_size_for_budget", "feature_subsets", "fit_bagged_boosters", "fit_bagged_trees",
+    "chunk_size_for_budget", "feature_subsets", "forest_chunk_size", "fit_bagged_boosters", "fit_bagged_trees",
     "fit_forest", "fit_forest_binned", "forest_oob", "forest_predict", "forest_predict_class",
     "forest_staged", "forest_vote", "map_in_chunks", "oob_from_outputs", "oob_scan",
     "resolve_max_features", "subsets_to_masks", "tree_outputs", "tree_targets",
 ]
 
-# Transitional: jboost.combine normalised its keys with bagging's private helper; the one key
-# normaliser is jboost._validation.as_key. Remove once combine calls it.
-from jboost._validation import as_key as _as_key  # noqa: E402,F401

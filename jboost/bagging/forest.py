@@ -23,8 +23,8 @@ tree equals ``fit_tree`` with the equivalent feature masks (tests check it).
   the first ``b`` and :func:`jboost.staged_predict` gives the average after each tree.
 * **Memory and chunking.** Bags are fitted in chunks: ``lax.map`` over chunks, each chunk a
   ``vmap`` over ``chunk_size`` bags (:func:`jboost._batching.map_in_chunks`); the default
-  chunk size comes from the estimate :func:`jboost._batching.chunk_size_for_budget` and a
-  memory budget (or pass ``chunk_size``, or use fewer ``n_bins``).
+  chunk size comes from the estimate :func:`jboost._batching.forest_chunk_size` and a memory
+  budget (or pass ``chunk_size``, or use fewer ``n_bins``).
 """
 
 from __future__ import annotations
@@ -259,7 +259,8 @@ def fit_forest(
       n_classes: the number of classes K for classification (default ``max(y) + 1``).
       sample_weight: optional ``(n,)`` weights, multiplied by the bootstrap weights.
       key: int seed or ``jax.random`` key.
-      chunk_size: bags per vmapped chunk; default from the memory estimate.
+      chunk_size: bags per vmapped chunk; default :func:`jboost._batching.forest_chunk_size` (the
+        memory estimate within ``memory_budget``; on CPU at most 8, as for every batch of models).
       memory_budget: bytes for the bags fitted together (default: the device's, see
         :func:`jboost._batching.default_budget`); sets the default ``chunk_size``.
       borders: optional precomputed ``(F, n_bins - 1)`` borders (default: unweighted quantiles:
@@ -288,7 +289,7 @@ def fit_forest(
     k = classes[0] if classes else 1
     m = bootstrap_lib.resolve_max_features(max_features, n_features)
     if chunk_size is None:
-        chunk_size = _batching.chunk_size_for_budget(m, depth, n_bins, k, n, memory_budget)
+        chunk_size = _batching.forest_chunk_size(m, n_features, depth, n_bins, k, n, n_trees, memory_budget)
     chunk_size = min(_validation.check_int(chunk_size, "chunk_size", 1, 10**6), n_trees)
     config = ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k, max_features=m,
                           bootstrap=bootstrap, chunk_size=chunk_size)
