@@ -72,8 +72,11 @@ def _numeric(arr: np.ndarray, name: str) -> None:
         raise TypeError(f"{name} must be numeric (float, int or bool); got dtype {arr.dtype}.")
 
 
-def as_matrix(X, name: str = "X") -> np.ndarray:
-    """``X`` as a float32 ``(n_samples, n_features)`` host array (NaN = missing)."""
+def as_matrix(X, name: str = "X", allow_empty: bool = False) -> np.ndarray:
+    """``X`` as a float32 ``(n_samples, n_features)`` host array (NaN = missing); zero rows only
+    when ``allow_empty`` (prediction)."""
+    if np.iscomplexobj(X):
+        raise TypeError(f"{name} must be real; got a complex array (its imaginary part would be lost).")
     if is_traced(X):
         raise TypeError(f"{name} must be a concrete array (it is binned on the host); under "
                         "jax.vmap/jit close over the data instead of passing it as a traced argument.")
@@ -81,7 +84,7 @@ def as_matrix(X, name: str = "X") -> np.ndarray:
     _numeric(arr, name)
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}.")
-    if arr.shape[0] == 0 or arr.shape[1] == 0:
+    if (arr.shape[0] == 0 and not allow_empty) or arr.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {arr.shape}; need at least one sample and one feature.")
     return arr.astype(np.float32, copy=False)
 
@@ -131,7 +134,7 @@ def predict_matrix(X, n_features: int, name: str = "X"):
             raise TypeError(f"{name} must be numeric (float, int or bool); got dtype {X.dtype}.")
         out = X
     else:
-        out = as_matrix(X, name)
+        out = as_matrix(X, name, allow_empty=True)
     if out.shape[1] != n_features:
         raise ValueError(f"{name} has {out.shape[1]} features, but the model was fitted on {n_features}.")
     return out

@@ -56,12 +56,14 @@ def absolute_error_fn(y, f):
 def huber_fn(y, f, delta):
     """Huber loss (ESL eq. 10.23): ``r^2/2`` for ``|r| <= delta``, else ``delta (|r| - delta/2)``."""
     r = jnp.abs(y - f)
+    delta = jnp.asarray(delta, r.dtype)
     return jnp.where(r <= delta, 0.5 * r * r, delta * (r - 0.5 * delta))
 
 
 def quantile_fn(y, f, alpha):
     """Pinball loss at level ``alpha``: ``alpha * r`` if ``r >= 0`` else ``(alpha - 1) * r``."""
     r = y - f
+    alpha = jnp.asarray(alpha, r.dtype)
     return jnp.maximum(alpha * r, (alpha - 1.0) * r)
 
 
@@ -86,7 +88,7 @@ def samme_exponential_fn(y, f):
     ``y_k = 1`` for the true class and ``-1/(K-1)`` otherwise (Zhu, Zou, Rosset, Hastie 2009).
     """
     k = f.shape[-1]
-    code = jnp.where(jnp.arange(k) == y.astype(jnp.int32), 1.0, -1.0 / (k - 1))
+    code = jnp.where(jnp.arange(k, dtype=jnp.int32) == y.astype(jnp.int32), 1.0, -1.0 / (k - 1)).astype(f.dtype)
     return safe_exp(-jnp.dot(code, f) / k)
 
 
@@ -176,7 +178,7 @@ def huber_baseline(y, w, n_outputs, delta, n_steps: int = 50, **params):
         r = y - c
         inside = jnp.abs(r) <= delta
         g = jnp.sum(w * jnp.clip(r, -delta, delta))
-        h = jnp.sum(w * inside)
+        h = jnp.sum(w * inside.astype(w.dtype))
         return c + jnp.where(h > 0, g / jnp.where(h > 0, h, 1.0), 0.0)
 
     return jax.lax.fori_loop(0, n_steps, body, c0)[None]

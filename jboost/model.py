@@ -23,7 +23,7 @@ class to inherit) and test it with ``tests/test_model.py``'s protocol test.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol, Tuple
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol, Tuple, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +37,7 @@ from jboost import tree as tree_lib
 CLASSIFICATION = ("binary", "multiclass")
 
 
+@runtime_checkable
 class Model(Protocol):
     """What every fitted ensemble provides (see the module docstring)."""
 
@@ -103,13 +104,13 @@ def first_stages(trees: tree_lib.ObliviousTrees, n_stages: Optional[int], total:
     return jax.tree_util.tree_map(lambda a: a[:n_stages], trees)
 
 
-def _round_values(trees_m: tree_lib.ObliviousTrees, X_t):
-    """Sum over the trees of one round ``(T, ...)`` of their values at rows ``X_t (F, n)``, in
-    tree order -> ``(n, K)``."""
+def add_round(acc, trees_m: tree_lib.ObliviousTrees, X_t):
+    """``acc`` plus the values of the trees of one round ``(T, ...)`` at rows ``X_t (F, n)``,
+    added one tree at a time in tree order: the order of :func:`jboost.tree.predict_raw`, so a
+    staged sum equals the prediction of the same rounds bitwise."""
     leaves = jax.vmap(lambda t: tree_lib.leaf_index_raw(t, X_t))(trees_m)
     values = jax.vmap(lambda t, leaf: t.leaf_values[leaf])(trees_m, leaves)
-    acc = values[0]
-    for p in range(1, values.shape[0]):  # static: trees per round
+    for p in range(values.shape[0]):  # static: trees per round
         acc = acc + values[p]
     return acc
 
@@ -122,7 +123,7 @@ def _staged_boosting(trees, baseline, X, fn, args):
 
     def step(acc, trees_m):
         # Summed from 0 and the baseline added last: the order of jboost.predict(n_rounds=m).
-        acc = acc + _round_values(trees_m, X_t)
+        acc = add_round(acc, trees_m, X_t)
         return acc, fn(baseline + acc, *args)
 
     _, out = lax.scan(step, acc0, trees)
@@ -218,7 +219,8 @@ def _require_classification(model, what: str) -> None:
 
 
 def _check_model(model) -> None:
-    for attr in ("raw_scores", "proba_from_raw", "batch_shape", "n_features"):
+    for attr in ("raw_scores", "proba_from_raw", "classes_from_raw", "staged", "batch_shape",
+                 "n_features", "task", "trees"):
         if not hasattr(model, attr):
             raise TypeError(f"model must be a fitted jboost ensemble (a Booster, Forest, "
                             f"BaggedBoosters, StackedBoosters or ECOCBoosters); got "

@@ -1,5 +1,7 @@
 """Shared fixtures of the test suite.
 
+The suite runs with strict dtype promotion and derandomised Hypothesis (below).
+
 Every distinct array shape or static setting is one more XLA compilation (seconds each on a
 2-core CPU), so the end-to-end tests share ONE set of shapes: ``N`` training rows, ``F``
 features, ``N_VALID`` validation rows, and the fit settings in :data:`FIT_KW`. Data sets are
@@ -8,9 +10,20 @@ session-scoped, seeded and read-only (a test that wants to change one must copy 
 
 from __future__ import annotations
 
+import hypothesis
 import jax
 import numpy as np
 import pytest
+
+# As equinox's test suite: sloppy dtype promotion raises (an int meeting a float, a float32 meeting
+# a float64) instead of silently widening or narrowing. A test that must mix dtypes on purpose
+# (e.g. an optax schedule, which promotes internally) says so with
+# ``jax.numpy_dtype_promotion("standard")``.
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+# Property-based tests are derandomised: the same examples on every run and machine.
+hypothesis.settings.register_profile("jboost", derandomize=True, deadline=None, print_blob=True)
+hypothesis.settings.load_profile("jboost")
 
 N = 200          # training rows of every end-to-end fit
 N_VALID = 100    # validation rows

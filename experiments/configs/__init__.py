@@ -2,8 +2,9 @@
 
 Each config module defines ``get_config(smoke: bool) -> dict`` and ``run(config, ctx) -> dict``
 (the contract is in :mod:`experiments.run`). The helpers here evaluate a fitted
-:class:`jboost.Booster` after every round in one compiled ``lax.scan`` (no Python loop of
-``predict`` calls) and time a fit with its compilation separated from the run.
+:class:`jboost.Booster` after every round in one compiled ``lax.scan``
+(:func:`jboost.staged_predict`, no Python loop of ``predict`` calls) and time a fit with its
+compilation separated from the run.
 """
 
 from __future__ import annotations
@@ -15,10 +16,8 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 import jboost
-from jboost import tree as tree_lib
 
 
 def binary_error(y, raw):
@@ -38,9 +37,9 @@ def mean_absolute_error(y, raw):
 def staged_metric(model: jboost.Booster, X, y, metric: Callable):
     """``metric(y, raw)`` after each boosting round, ``m = 1 .. n_rounds`` (ESL Figure 10.2).
 
-    One jit-compiled ``lax.scan`` over rounds carries the running sum of tree outputs, so the
-    cost is that of a single prediction. Round ``m`` sees ``baseline + sum of rounds 1..m``,
-    summed in the same order as :func:`jboost.predict` with ``n_rounds=m``.
+    :func:`jboost.staged_predict`: one jit-compiled ``lax.scan`` over rounds carries the running
+    sum of tree outputs, so the cost is that of a single prediction; round ``m`` sees exactly
+    ``jboost.predict(model, X, n_rounds=m)`` (as ``(n, K)``).
 
     Args:
       model: a fitted :class:`jboost.Booster` (trees with leading axes ``(rounds, per_round)``).
@@ -52,26 +51,20 @@ def staged_metric(model: jboost.Booster, X, y, metric: Callable):
     Returns:
       The metric's outputs stacked along a leading ``(n_rounds,)`` axis, as NumPy arrays.
     """
-    out = _staged_metric(model.trees, model.baseline, jnp.asarray(X, jnp.float32),
-                         jnp.asarray(y, jnp.float32), metric=metric)
+    out = jboost.staged_predict(model, np.asarray(X, np.float32), _raw_first(metric),
+                                jnp.asarray(y, jnp.float32))
     return jax.tree_util.tree_map(np.asarray, out)
 
 
-@functools.partial(jax.jit, static_argnames=("metric",))
-def _staged_metric(trees, baseline, X, y, *, metric):
-    X_t = X.T
-    k = trees.leaf_values.shape[-1]
+@functools.lru_cache(maxsize=None)
+def _raw_first(metric: Callable) -> Callable:
+    """``metric(y, raw)`` as ``fn(raw, y)`` (the argument order of :func:`jboost.staged_predict`),
+    one function object per metric so that the compiled scan is reused."""
 
-    def step(acc, round_trees):  # round_trees: leading axis = trees of this round
-        leaves = jax.vmap(lambda t: tree_lib.leaf_index_raw(t, X_t))(round_trees)
-        values = jax.vmap(lambda t, leaf: t.leaf_values[leaf])(round_trees, leaves)
-        for p in range(values.shape[0]):  # static: trees per round (1, or K per-output trees)
-            acc = acc + values[p]
-        return acc, metric(y, baseline + acc)
+    def fn(raw, y):
+        return metric(y, raw)
 
-    acc0 = jnp.zeros((X.shape[0], k), jnp.float32)
-    _, out = lax.scan(step, acc0, trees)
-    return out
+    return fn
 
 
 def timed(fn: Callable, *args, **kwargs):

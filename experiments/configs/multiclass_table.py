@@ -59,7 +59,7 @@ def _fit(name, X, y, depth, n_rounds, seed, gb_lr, k):
         return jboost.fit(X, y, "multinomial_deviance", n_rounds=n_rounds, depth=depth,
                           learning_rate=gb_lr, key=seed, n_outputs=k)
     fn = {"samme": A.samme, "samme_r": A.samme_r, "logitboost": A.logitboost}[name]
-    return fn(X, y, n_classes=k, n_rounds=n_rounds, depth=depth, key=seed).model
+    return fn(X, y, n_classes=k, n_rounds=n_rounds, depth=depth, key=seed)
 
 
 def run(config: dict, ctx) -> dict:

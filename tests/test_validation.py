@@ -1,0 +1,134 @@
+"""The settings and data layer (jboost/_validation.py): one message per mistake, and the same
+message from every entry point."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jboost
+from jboost import _validation as v
+from jboost import algorithms
+from jboost import bagging
+from jboost import combine
+from jboost import sweep as sweep_lib
+
+X8 = np.random.default_rng(0).normal(size=(24, 3)).astype(np.float32)
+Y8 = (X8[:, 0] > 0).astype(np.float32)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: v.as_matrix(np.zeros(3)), ValueError, r"X must be 2-D \(n_samples, n_features\); got shape \(3,\)"),
+    (lambda: v.as_matrix(np.zeros((0, 3))), ValueError, r"X is empty: shape \(0, 3\)"),
+    (lambda: v.as_matrix(np.array([["a"]])), TypeError, "X must be numeric"),
+    (lambda: v.as_matrix(np.ones((2, 2), np.complex64)), TypeError, "X must be real; got a complex array"),
+    (lambda: v.as_labels(np.array([1.0, np.nan]), 2), ValueError, "y must be finite"),
+    (lambda: v.as_labels(np.ones(3), 2), ValueError, "y has 3 samples but X has 2"),
+    (lambda: v.as_weights(np.array([1.0, -1.0]), 2), ValueError, "sample_weight must be non-negative"),
+    (lambda: v.as_weights(np.zeros(2), 2), ValueError, "sample_weight must have a positive sum"),
+    (lambda: v.as_weights(np.array([np.inf, 1.0]), 2), ValueError, "sample_weight must be finite"),
+    (lambda: v.check_int(2.0, "depth", 1, 16), TypeError, "depth must be an int"),
+    (lambda: v.check_int(True, "depth", 1, 16), TypeError, "depth must be an int"),
+    (lambda: v.check_int(17, "depth", 1, 16), ValueError, r"depth=17 must be in \[1, 16\]"),
+    (lambda: v.check_hyperparameter("learning_rate", 0.0), ValueError, r"learning_rate=0.0 must be in \(0.0, inf\]"),
+    (lambda: v.check_hyperparameter("subsample", 1.5), ValueError, r"subsample=1.5 must be in \(0.0, 1.0\]"),
+    (lambda: v.check_hyperparameter("l2", np.ones(2)), ValueError, "l2 must be a scalar"),
+    (lambda: v.check_choice("node", "colsample_by", ("tree", "level")), ValueError, r"colsample_by='node' must be one of"),
+    (lambda: v.as_key("seed"), TypeError, "key must be an int seed or a jax.random key; got str"),
+    (lambda: v.as_key(1.5), TypeError, "key must be an int seed or a jax.random key; got float"),
+    (lambda: v.n_classes_of(np.array([0.0, 0.5]), None), ValueError, "y must hold integer class labels"),
+    (lambda: v.n_classes_of(np.zeros(4), None), ValueError, "y holds a single class"),
+    (lambda: v.n_classes_of(np.array([0.0, 3.0]), 3), ValueError, r"y must hold class labels in \[0, 3\)"),
+    (lambda: v.n_classes_of(np.array([0.0, 2.0]), None, task="binary"), ValueError, "y must hold binary labels 0/1"),
+    (lambda: v.check_folds(1, 10), ValueError, r"folds=1 must be in \[2, 10\]"),
+    (lambda: v.check_folds(np.array([0, 0, 2]), 3), ValueError, "folds ids must be 0..K-1 with every id used"),
+    (lambda: v.devices_of("most"), ValueError, "devices='most' must be None, 'all'"),
+    (lambda: v.predict_matrix(np.zeros((2, 4)), 3), ValueError, "X has 4 features, but the model was fitted on 3"),
+    (lambda: v.check_borders(np.zeros((3, 10)), 3, 256), ValueError, r"borders has shape \(3, 10\); expected \(3, 255\)"),
+])
+def test_messages(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_valid_inputs_pass_through():
+    assert v.as_matrix(np.ones((2, 3), np.float64)).dtype == np.float32
+    np.testing.assert_array_equal(v.as_weights(None, 3), np.ones(3, np.float32))
+    assert v.n_classes_of(np.array([0.0, 1.0, 2.0])) == 3
+    assert v.n_classes_of(np.array([0.0, 1.0]), 4) == 4
+    assert v.check_folds(5, 10) is None
+    np.testing.assert_array_equal(v.check_folds(np.array([1, 0, 1]), 3), [1, 0, 1])
+    np.testing.assert_array_equal(v.as_raw_key(3), np.asarray(jax.random.PRNGKey(3)))
+    np.testing.assert_array_equal(v.as_raw_key(jax.random.key(3)), np.asarray(jax.random.PRNGKey(3)))
+    assert v.devices_of(None) == (jax.devices()[0],)
+    assert v.mesh_of(None) is None
+    v.check_hyperparameter("learning_rate", jnp.float32(0.1))
+    jax.vmap(lambda lr: v.check_hyperparameter("learning_rate", lr))(jnp.array([-1.0]))  # traced: unchecked
+    assert v.predict_matrix(np.zeros((0, 3)), 3).shape == (0, 3)
+
+
+def test_prepare_bins_training_and_eval_set_with_one_set_of_borders():
+    Xv = X8[:5] + 0.01
+    data = v.prepare(X8, Y8, eval_set=(Xv, Y8[:5]), n_bins=16)
+    assert data.X_binned.shape == (3, 24) and data.X_valid.shape == (3, 5)
+    assert data.borders.shape == (3, 15)
+    np.testing.assert_array_equal(data.X_valid, jboost.bin_features(Xv, data.borders))
+    with pytest.raises(ValueError, match="eval_set X has 2 features but X has 3"):
+        v.prepare(X8, Y8, eval_set=(Xv[:, :2], Y8[:5]))
+    with pytest.raises(TypeError, match="eval_set must be a tuple"):
+        v.prepare(X8, Y8, eval_set=Xv)
+
+
+# One mistake, one message, from every entry point that takes the setting.
+ENTRY_POINTS = {
+    "fit": lambda **kw: jboost.fit(X8, Y8, "binomial_deviance", n_rounds=2, **kw),
+    "adaboost_m1": lambda **kw: algorithms.adaboost_m1(X8, Y8, n_rounds=2, **kw),
+    "logitboost": lambda **kw: algorithms.logitboost(X8, Y8, n_rounds=2, **kw),
+    "gradient_boost": lambda **kw: algorithms.gradient_boost(X8, Y8, "binomial_deviance", n_rounds=2, **kw),
+    "fit_bagged_boosters": lambda **kw: bagging.fit_bagged_boosters(X8, Y8, "binomial_deviance", n_bags=2, n_rounds=2, **kw),
+    "sweep": lambda **kw: sweep_lib.sweep(X8, Y8, "binomial_deviance", folds=2, seeds=1, n_rounds=2, **kw),
+    "fit_ecoc_boosters": lambda **kw: combine.fit_ecoc_boosters(X8, Y8, np.array([[0, 1], [1, 0]]), n_rounds=2, **kw),
+}
+FOREST = lambda **kw: bagging.fit_forest(X8, Y8, n_trees=2, **kw)
+
+
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(depth=0), ValueError, r"depth=0 must be in \[1, 16\]"),
+    (dict(depth=2.0), TypeError, "depth must be an int"),
+    (dict(n_bins=2), ValueError, r"n_bins=2 must be in \[3, 256\]"),
+    (dict(learning_rate=-1.0), ValueError, r"learning_rate=-1.0 must be in \(0.0, inf\]"),
+    (dict(l2=-1.0), ValueError, r"l2=-1.0 must be in \[0.0, inf\]"),
+    (dict(subsample=0.0), ValueError, r"subsample=0.0 must be in \(0.0, 1.0\]"),
+    (dict(key="seed"), TypeError, "key must be an int seed or a jax.random key"),
+    (dict(sample_weight=-np.ones(24)), ValueError, "sample_weight must be non-negative"),
+])
+def test_every_entry_point_gives_the_same_message(name, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        ENTRY_POINTS[name](**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(depth=0), ValueError, r"depth=0 must be in \[1, 16\]"),
+    (dict(n_bins=2), ValueError, r"n_bins=2 must be in \[3, 256\]"),
+    (dict(key="seed"), TypeError, "key must be an int seed or a jax.random key"),
+    (dict(sample_weight=-np.ones(24)), ValueError, "sample_weight must be non-negative"),
+])
+def test_forests_give_the_same_messages(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        FOREST(**kwargs)
+
+
+@pytest.mark.parametrize("call", [
+    lambda X: jboost.fit(X, Y8, n_rounds=2),
+    lambda X: algorithms.adaboost_m1(X, Y8, n_rounds=2),
+    lambda X: bagging.fit_forest(X, Y8, n_trees=2),
+    lambda X: sweep_lib.sweep(X, Y8, folds=2, seeds=1, n_rounds=2),
+])
+def test_bad_X_is_named_the_same_everywhere(call):
+    with pytest.raises(ValueError, match=r"X must be 2-D \(n_samples, n_features\); got shape \(24,\)"):
+        call(X8[:, 0])
+    with pytest.raises(TypeError, match="X must be real; got a complex array"):
+        call(X8.astype(np.complex64))
