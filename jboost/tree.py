@@ -65,12 +65,11 @@ def leaf_index(columns, thresholds, missing_right, is_missing, first_level: int 
     return jnp.sum(right.astype(jnp.int32) * weights[:, None], axis=0)
 
 
-def leaf_index_binned(tree: ObliviousTrees, X_binned, n_bins: int, first_level: int = 0):
-    """:func:`leaf_index` of one tree on feature-major bins ``(F, n)`` (``tree`` may hold only
-    the levels from ``first_level`` on, see :func:`leaf_index`)."""
+def leaf_index_binned(tree: ObliviousTrees, X_binned, n_bins: int):
+    """:func:`leaf_index` of one tree on feature-major bins ``(F, n)``."""
     cols = X_binned[tree.features]
     return leaf_index(cols.astype(jnp.int32), tree.thresholds, tree.missing_right,
-                      cols == binning.missing_bin(n_bins), first_level)
+                      cols == binning.missing_bin(n_bins))
 
 
 def leaf_index_raw(tree: ObliviousTrees, X_t):
@@ -208,11 +207,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         if feature_subsets is not None:  # position in the subset -> feature index
             split = split._replace(feature=jnp.where(split.gain > 0, feature_subsets[d][split.feature],
                                                      0).astype(jnp.int32))
-        level = ObliviousTrees(features=split.feature[None], thresholds=split.threshold[None],
-                               borders=jnp.zeros((1,), jnp.float32),
-                               missing_right=split.missing_right[None],
-                               leaf_values=jnp.zeros((2, k), jnp.float32), gains=split.gain[None])
-        leaf = leaf + leaf_index_binned(level, X_binned, n_bins, first_level=d)
+        col = X_binned[split.feature][None]  # (1, n): this level's feature
+        leaf = leaf + leaf_index(col.astype(jnp.int32), split.threshold[None], split.missing_right[None],
+                                 col == binning.missing_bin(n_bins), first_level=d)
         feats.append(split.feature)
         thrs.append(split.threshold)
         miss.append(split.missing_right)

@@ -85,6 +85,23 @@ def test_leaf_index_hand_computed():
     np.testing.assert_array_equal(tree.leaf_index(columns, thresholds, missing_right, is_missing), [2, 1, 2])
 
 
+def test_leaf_index_of_later_levels_adds_their_bits():
+    """Fitting adds one level's bits at a time (``first_level=d``): the sum over levels is the
+    leaf of all the levels at once."""
+    rng = np.random.default_rng(3)
+    columns = jnp.asarray(rng.integers(0, 6, size=(4, 50)))
+    thresholds = jnp.asarray([2, 3, 1, 4])
+    missing_right = jnp.asarray([True, False, True, False])
+    is_missing = jnp.asarray(rng.random((4, 50)) < 0.2)
+    whole = tree.leaf_index(columns, thresholds, missing_right, is_missing)
+    by_level = sum(tree.leaf_index(columns[d:d + 1], thresholds[d:d + 1], missing_right[d:d + 1],
+                                   is_missing[d:d + 1], first_level=d) for d in range(4))
+    np.testing.assert_array_equal(by_level, whole)
+    np.testing.assert_array_equal(tree.leaf_index(columns[2:], thresholds[2:], missing_right[2:],
+                                                  is_missing[2:], first_level=2),
+                                  whole - whole % 4)
+
+
 def test_known_rule_recovered_exactly_on_prebinned_data():
     # y = 2 [x0 > 2] + [x2 > 4] on bins 0..6 of three features; squared error from raw 0:
     # g = -y, h = 1. With l2 = 0 a depth-2 tree must find x0 > 2 first (larger gain), then
@@ -301,6 +318,32 @@ def test_feature_masks_per_level():
     # Without masks the strongest feature comes first.
     t, _ = fit(Xb, g, np.ones(N), depth=3, n_bins=N_BINS)
     np.testing.assert_array_equal(t.features, [0, 1, 2])
+
+
+def test_feature_subsets_equal_the_equivalent_masks():
+    """A level restricted to ``feature_subsets[d]`` (histograms of the gathered rows only) grows
+    the tree of the equivalent ``feature_masks``; subsets of every feature are the unrestricted
+    tree."""
+    rng = np.random.default_rng(8)
+    n_features = 7
+    X = rng.normal(size=(N, n_features)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = np.nan_to_num(X[:, 0]) + 2.0 * (np.nan_to_num(X[:, 3]) > 0.5) + 0.3 * rng.normal(size=N)
+    Xb = jboost.bin_features(X, jboost.compute_borders(X, n_bins=N_BINS))
+    subsets = jnp.asarray([[1, 3, 5], [0, 2, 6], [0, 1, 4], [2, 3, 5]], jnp.int32)
+    masks = jnp.any(subsets[:, :, None] == jnp.arange(n_features), axis=1)
+    t_sub, leaf_sub = fit(Xb, -y, np.ones(N), depth=4, n_bins=N_BINS, feature_subsets=subsets)
+    t_mask, leaf_mask = fit(Xb, -y, np.ones(N), depth=4, n_bins=N_BINS, feature_masks=masks)
+    for a, b in zip(t_sub, t_mask):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(t_sub.features, t_mask.features)
+    np.testing.assert_array_equal(leaf_sub, leaf_mask)
+    assert all(int(f) in np.asarray(subsets[d]) for d, f in enumerate(t_sub.features))
+    every = jnp.broadcast_to(jnp.arange(n_features, dtype=jnp.int32), (4, n_features))
+    t_all, _ = fit(Xb, -y, np.ones(N), depth=4, n_bins=N_BINS, feature_subsets=every)
+    t_free, _ = fit(Xb, -y, np.ones(N), depth=4, n_bins=N_BINS)
+    for a, b in zip(t_all, t_free):
+        np.testing.assert_array_equal(a, b)
 
 
 # --------------------------------------------------------------------------------------------
