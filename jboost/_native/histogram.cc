@@ -22,6 +22,9 @@
 // were first written; wider ones take "wide" paths (ChunkIntoWide, LevelWide, WideGains),
 // vectorised over the channels and the bins, with the same sums in the same order per cell.
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cmath>
 #include <limits>
 #include <cstdint>
@@ -145,14 +148,87 @@ void ChunkInto(const uint8_t* bins, int64_t n, const Rows& rs, float* out, int64
   }
 }
 
-// fn(0), ..., fn(n_threads - 1), concurrently. An exception thrown by any of them (on any
-// thread) is rethrown here after all have finished, never left to end the process; a thread
-// that cannot be started has its part run on the calling thread (the parts are independent and
-// each is computed the same way wherever it runs).
+// XLA's intra-op thread pool of the running call (the FFI context's ThreadPool), set by the
+// handler (UsePool) for the duration of the call on the calling thread; null: none (then
+// Parallel starts its own threads).
+thread_local ffi::ThreadPool* t_pool = nullptr;
+
+class UsePool {
+ public:
+  explicit UsePool(ffi::ThreadPool& pool) : previous_(t_pool) {
+    t_pool = pool.num_threads() > 0 ? &pool : nullptr;
+  }
+  ~UsePool() { t_pool = previous_; }
+  UsePool(const UsePool&) = delete;
+  UsePool& operator=(const UsePool&) = delete;
+
+ private:
+  ffi::ThreadPool* previous_;
+};
+
+// The parts of a Parallel call run on XLA's pool. Parts are claimed from a shared counter by
+// the calling thread and by the tasks scheduled on the pool, so the caller never waits on a
+// task the pool has not started (it does the unclaimed parts itself: no deadlock when the
+// pool's threads are busy, e.g. running other kernels); it waits only for parts being run.
+// A task that starts after every part was claimed returns at once (the state it reads is
+// shared, kept alive by the task itself).
+struct PoolParts {
+  std::atomic<int64_t> next{0};
+  int64_t n = 0;
+  void (*call)(void*, int64_t) = nullptr;
+  void* fn = nullptr;  // valid while a part is unclaimed or running
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t done = 0;    // guarded by mu
+  std::vector<std::exception_ptr> errors;
+
+  void Run() {
+    for (;;) {
+      const int64_t t = next.fetch_add(1);
+      if (t >= n) return;
+      try {
+        call(fn, t);
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (++done == n) cv.notify_all();
+    }
+  }
+};
+
+template <typename Fn>
+void ParallelOnPool(ffi::ThreadPool& pool, int64_t n_threads, Fn& fn) {
+  auto parts = std::make_shared<PoolParts>();
+  parts->n = n_threads;
+  parts->call = [](void* f, int64_t t) { (*static_cast<Fn*>(f))(t); };
+  parts->fn = &fn;
+  parts->errors.resize(n_threads);
+  const int64_t tasks = std::min<int64_t>(n_threads, pool.num_threads()) - 1;
+  for (int64_t i = 0; i < tasks; ++i) pool.Schedule([parts] { parts->Run(); });
+  parts->Run();
+  {
+    std::unique_lock<std::mutex> lock(parts->mu);
+    parts->cv.wait(lock, [&] { return parts->done == parts->n; });
+  }
+  for (auto& e : parts->errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+// fn(0), ..., fn(n_threads - 1), concurrently: on XLA's thread pool when the call has one (see
+// UsePool), else on threads started here. An exception thrown by any of them (on any thread)
+// is rethrown here after all have finished, never left to end the process; a thread that cannot
+// be started has its part run on the calling thread (the parts are independent and each is
+// computed the same way wherever it runs).
 template <typename Fn>
 void Parallel(int64_t n_threads, Fn fn) {
   if (n_threads <= 1) {
     fn(0);
+    return;
+  }
+  if (t_pool != nullptr) {
+    ParallelOnPool(*t_pool, n_threads, fn);
     return;
   }
   std::vector<std::exception_ptr> errors(n_threads);
@@ -1500,8 +1576,9 @@ ffi::Error PredictImpl(ffi::Buffer<ffi::F32> X, ffi::Buffer<ffi::S32> features,
 }
 
 // ---------------------------------------------------------------------------------------------
-// The FFI boundary: no C++ exception crosses it (it would end the process). Every handler runs
-// inside Guarded, which turns an exception (std::bad_alloc from a scratch allocation, an
+// The FFI boundary: no C++ exception crosses it (it would end the process), and the kernels'
+// threads are XLA's (the call's intra-op thread pool, the FFI context's ThreadPool, bound first:
+// Guarded makes it the pool of Parallel for the call). Every handler runs inside Guarded, which turns an exception (std::bad_alloc from a scratch allocation, an
 // exception rethrown by Parallel from a worker thread, ...) into an FFI error that JAX raises
 // in Python, naming the kernel.
 
@@ -1510,8 +1587,9 @@ struct Guarded;
 
 template <typename... Args, ffi::Error (*Body)(Args...)>
 struct Guarded<Body> {
-  static ffi::Error Call(Args... args) {
+  static ffi::Error Call(ffi::ThreadPool pool, Args... args) {
     try {
+      UsePool use(pool);
       return Body(std::move(args)...);
     } catch (const std::bad_alloc&) {
       return ffi::Error(ffi::ErrorCode::kResourceExhausted,
@@ -1547,11 +1625,13 @@ extern "C" int JboostAbiVersion() { return kAbiVersion; }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostSelfTest, Guarded<SelfTestImpl>::Call,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Ret<ffi::Buffer<ffi::S32>>()  // out (1,)
                                   .Attr<int64_t>("what"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogram, Guarded<HistogramImpl>::Call,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U8>>()   // bins (..., F, n)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // payload (..., n, C)
                                   .Arg<ffi::Buffer<ffi::S32>>()  // leaf (..., n)
@@ -1562,6 +1642,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogram, Guarded<HistogramImpl>::Call,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogramSmallerSibling, Guarded<SmallerSiblingImpl>::Call,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U8>>()   // bins (..., F, n)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // payload (..., n, C)
                                   .Arg<ffi::Buffer<ffi::S32>>()  // leaf (..., n) in [0, 2S)
@@ -1572,6 +1653,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostHistogramSmallerSibling, Guarded<SmallerSibl
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostBin, Guarded<BinImpl>::Call,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()  // X (n, F)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // borders (F, m)
                                   .Ret<ffi::Buffer<ffi::U8>>()   // out (F, n)
@@ -1580,6 +1662,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostBin, Guarded<BinImpl>::Call,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostLevel, Guarded<LevelImpl>::Call,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U8>>()   // bins (..., F, n)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // payload (..., n, C)
                                   .Arg<ffi::Buffer<ffi::S32>>()  // leaf (..., n) in [0, L)
@@ -1596,6 +1679,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostLevel, Guarded<LevelImpl>::Call,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostSplitGains, Guarded<SplitGainsImpl>::Call,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()  // cum (..., F, L, B, C)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // l2 (...)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // min_child_weight (...)
@@ -1605,6 +1689,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostSplitGains, Guarded<SplitGainsImpl>::Call,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostPredict, Guarded<PredictImpl>::Call,
                               ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::F32>>()  // X (n, F), or (F, n)
                                   .Arg<ffi::Buffer<ffi::S32>>()  // features (T, D)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // borders (T, D)
