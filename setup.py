@@ -1,9 +1,10 @@
 """Builds jboost's optional CPU kernel (jboost/_native/histogram.cc, an XLA FFI custom call).
 
 Everything else about the package is in pyproject.toml. The extension is optional: without a
-C++17 compiler the install succeeds and jboost runs its pure-JAX histograms. The XLA FFI
-headers are vendored in jboost/_native/include (from jaxlib, Apache-2.0), so building needs no
-jaxlib; the FFI's C API is versioned and checked by XLA when the handler is called.
+C++17 compiler the install succeeds and jboost runs its pure-JAX histograms. It is compiled
+against the XLA FFI headers of the jaxlib installed in the build environment (``jaxlib`` is a
+build requirement in pyproject.toml; ``jax.ffi.include_dir()`` is that same folder); the FFI's C
+API is versioned and checked by XLA when a handler is called.
 """
 
 import os
@@ -14,6 +15,24 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def ffi_include_dir():
+    """The XLA FFI headers of the installed jaxlib (what ``jax.ffi.include_dir()`` returns), or
+    ``None`` when jaxlib is not installed (then the optional extension is not built)."""
+    try:
+        import jaxlib
+    except ImportError:
+        return None
+    path = os.path.join(os.path.dirname(os.path.abspath(jaxlib.__file__)), "include")
+    return path if os.path.isfile(os.path.join(path, "xla", "ffi", "api", "ffi.h")) else None
+
+
+FFI_INCLUDE = ffi_include_dir()
+if FFI_INCLUDE is None:
+    print("jboost: jaxlib's XLA FFI headers were not found: the CPU kernel is not built "
+          "(jboost runs pure JAX); install jaxlib in the build environment to build it",
+          file=sys.stderr)
 
 
 class BuildNative(build_ext):
@@ -33,11 +52,11 @@ else:
     link_args = ["-pthread"] if sys.platform.startswith("linux") else []
 
 setup(
-    ext_modules=[
+    ext_modules=[] if FFI_INCLUDE is None else [
         Extension(
             "jboost._native._histogram",
             sources=["jboost/_native/histogram.cc"],
-            include_dirs=[os.path.join("jboost", "_native", "include")],
+            include_dirs=[FFI_INCLUDE],
             language="c++",
             extra_compile_args=compile_args,
             extra_link_args=link_args,
