@@ -105,21 +105,30 @@ def _dispatch(X_binned, n_bins: int, native, xla, n_leaves: int = 1, channels: i
 #: the parent's and writes the level's ``L x B`` cells per feature (measured on the 2-core CPU:
 #: spam-sized data builds its deep levels directly, 100k rows and more subtract throughout).
 SUBTRACT_ROWS_PER_CELL = 2
+#: The same for wide payloads (more than 16 channels: 9 or more outputs), whose kept histograms
+#: (``F x L x B x 2K`` floats per level) cost memory traffic that the rows they save do not
+#: repay as soon: measured on the 2-core VM (synthetic 20k x 20, 256 bins, depth 6, kernel CPU
+#: time per tree): K = 26: 52.9 ms at 2 rows per cell, 39.1 at 8; K = 100: 252 ms at 2, 175 at 8
+#: (mostly the last level's histograms, kept at 2 only to read the leaf sums off them).
+SUBTRACT_ROWS_PER_CELL_WIDE = 8
 
 
-def subtraction_pays(n_rows: int, n_leaves: int, n_bins: int) -> bool:
-    """Whether a level of ``n_leaves`` leaves (``> 1``) is built by histogram subtraction."""
-    return n_leaves > 1 and n_rows >= SUBTRACT_ROWS_PER_CELL * n_leaves * n_bins
+def subtraction_pays(n_rows: int, n_leaves: int, n_bins: int, channels: int = 2) -> bool:
+    """Whether a level of ``n_leaves`` leaves (``> 1``) is built by histogram subtraction
+    (``channels``: the payload's, ``2K`` for ``K`` outputs)."""
+    per_cell = SUBTRACT_ROWS_PER_CELL if channels <= 16 else SUBTRACT_ROWS_PER_CELL_WIDE
+    return n_leaves > 1 and n_rows >= per_cell * n_leaves * n_bins
 
 
-def level_plan(n_rows: int, depth: int, n_bins: int):
+def level_plan(n_rows: int, depth: int, n_bins: int, channels: int = 2):
     """Static plan of a tree's levels on one device: ``[(subtract, keep_hist), ...]`` per level.
 
     Level ``d`` (``2**d`` leaves) is built by subtraction when :func:`subtraction_pays`; it keeps
     its histograms when the next level subtracts from them, and the last level when they are
     cheap next to the rows (the leaf sums are then read off them, else summed over the rows).
+    ``channels``: the payload's (``2K``); up to 16 (the default, 2) the plan does not depend on it.
     """
-    subtract = [subtraction_pays(n_rows, 2**d, n_bins) for d in range(depth)]
+    subtract = [subtraction_pays(n_rows, 2**d, n_bins, channels) for d in range(depth)]
     return [(subtract[d], subtract[d + 1] if d + 1 < depth else subtract[d]) for d in range(depth)]
 
 

@@ -78,3 +78,17 @@ def test_rows_sharded_over_a_mapped_axis_are_summed():
     ref = reference_histogram(X_binned, payload, leaf, 2, 5)
     for s in range(2):
         np.testing.assert_array_equal(np.asarray(got[s]), ref)
+
+
+def test_level_plan_for_wide_payloads():
+    # Up to 16 channels the plan does not depend on them; wider payloads subtract only with 8
+    # rows per cell (their kept histograms cost more memory traffic than the rows save).
+    from jboost import histograms
+
+    n, depth, n_bins = 20_000, 6, 256
+    narrow = histograms.level_plan(n, depth, n_bins)
+    assert narrow == histograms.level_plan(n, depth, n_bins, channels=16)
+    assert [s for s, _ in narrow] == [False, True, True, True, True, True] and narrow[-1][1]
+    wide = histograms.level_plan(n, depth, n_bins, channels=52)
+    assert wide == [(False, True), (True, True), (True, True), (True, False), (False, False),
+                    (False, False)]
