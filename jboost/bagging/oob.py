@@ -69,14 +69,14 @@ def oob_scan(outputs_fn: Callable, xs, bag_weights, y, classification: bool) -> 
         total = total + oob[:, None] * out
         count = count + oob
         has = count > 0
-        n_has = jnp.maximum(jnp.sum(has), 1)
+        n_has = jnp.maximum(jnp.sum(has), 1).astype(jnp.float32)
         avg = total / jnp.maximum(count, 1.0)[:, None]
         nan = jnp.float32(jnp.nan)
         if classification:
             votes = votes + oob[:, None] * jax.nn.one_hot(jnp.argmax(out, -1), k, dtype=jnp.float32)
             labels = y.astype(jnp.int32)
-            err = jnp.sum(has & (jnp.argmax(avg, -1) != labels)) / n_has
-            verr = jnp.sum(has & (jnp.argmax(votes, -1) != labels)) / n_has
+            err = jnp.sum(has & (jnp.argmax(avg, -1) != labels)).astype(jnp.float32) / n_has
+            verr = jnp.sum(has & (jnp.argmax(votes, -1) != labels)).astype(jnp.float32) / n_has
             aerr = nan
         else:
             r = jnp.where(has, avg[:, 0] - y, 0.0)
