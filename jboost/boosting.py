@@ -226,7 +226,11 @@ def round_learning_rate(config: BoostConfig, hyper: Hyperparams, m):
     """Shrinkage of round ``m``: ``learning_rate * schedule(m)`` (ESL Section 10.12.1)."""
     lr = hyper.learning_rate
     if config.learning_rate_schedule is not None:
-        lr = lr * jnp.asarray(config.learning_rate_schedule(m), jnp.float32)
+        # optax's schedules mix Python floats, bools and int32 counts: standard promotion inside
+        # the user's schedule, whatever the caller's setting (e.g. strict in the test suite).
+        with jax.numpy_dtype_promotion("standard"):
+            rate = config.learning_rate_schedule(m)
+        lr = lr * jnp.asarray(rate, jnp.float32)
     return lr
 
 

@@ -285,8 +285,7 @@ def test_learning_rate_schedule(data, fit_kw, fit_main, assert_trees_equal):
     # An optax schedule as the learning rate: 0.3 for rounds 0-1, then 0.05.
     X, y, *_ = data
     schedule = optax.piecewise_constant_schedule(0.3, {2: 1 / 6})
-    with jax.numpy_dtype_promotion("standard"):  # optax's schedule multiplies a bool by a float
-        sched = fit_main(learning_rate=schedule)
+    sched = fit_main(learning_rate=schedule)  # runs under strict promotion (see round_learning_rate)
     const = fit_main(learning_rate=0.3)
     first = lambda t: jax.tree_util.tree_map(lambda a: a[:2], t)
     assert_trees_equal(first(sched.trees), first(const.trees))
