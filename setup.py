@@ -1,4 +1,4 @@
-"""Builds jboost's optional CPU kernel (jboost/_native/histogram.cc, an XLA FFI custom call).
+"""Builds jboost's optional CPU kernels (jboost/_native/*.cc, XLA FFI custom calls).
 
 Everything else about the package is in pyproject.toml. The extension is optional: without a
 C++17 compiler the install succeeds and jboost runs its pure-JAX histograms. It is compiled
@@ -35,6 +35,12 @@ if FFI_INCLUDE is None:
           file=sys.stderr)
 
 
+# One file per kernel (histogram, level, split gains, binning, prediction), the code they share
+# (rows: histograms from rows; gains: split gains; parallel.h: the parallel runtime and the FFI
+# boundary) and abi (the ABI version checked at load).
+NATIVE_SOURCES = ("histogram", "level", "split_gains", "binning", "predict", "rows", "gains", "abi")
+
+
 class BuildNative(build_ext):
     """A plain shared library loaded with ctypes (no Python module init function)."""
 
@@ -55,7 +61,8 @@ setup(
     ext_modules=[] if FFI_INCLUDE is None else [
         Extension(
             "jboost._native._histogram",
-            sources=["jboost/_native/histogram.cc"],
+            sources=[f"jboost/_native/{name}.cc" for name in NATIVE_SOURCES],
+            depends=[f"jboost/_native/{name}.h" for name in ("parallel", "rows", "gains")],
             include_dirs=[FFI_INCLUDE],
             language="c++",
             extra_compile_args=compile_args,

@@ -1,0 +1,129 @@
+// jboost's CPU kernels: prediction (jboost.tree.predict_raw).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "parallel.h"
+
+namespace jboost {
+namespace {
+
+constexpr int64_t kPredictBlock = 128;
+
+inline float FlushSubnormal(float x) {
+  return std::fabs(x) < std::numeric_limits<float>::min() ? 0.0f : x;
+}
+
+JBOOST_AVX2_CLONES
+void PredictRows(const float* X, int64_t row_stride, int64_t feature_stride, int64_t n_features,
+                 const int32_t* features, const float* borders, const uint8_t* missing_right,
+                 const float* leaves, int64_t n_trees, int64_t depth, int64_t k, float* out,
+                 int64_t r0, int64_t r1) {
+  constexpr int64_t kB = kPredictBlock;
+  std::vector<float> cols(n_features * kB);
+  std::vector<float> acc(kB * k);
+  std::vector<int32_t> feat(n_trees * depth);
+  std::vector<float> border(n_trees * depth);
+  for (int64_t j = 0; j < n_trees * depth; ++j) {
+    feat[j] = static_cast<int32_t>(std::clamp<int64_t>(features[j], 0, n_features - 1));
+    border[j] = FlushSubnormal(borders[j]);
+  }
+  alignas(64) uint32_t idx[kB];
+  const int64_t n_leaves = int64_t{1} << depth;
+  for (int64_t b0 = r0; b0 < r1; b0 += kB) {
+    const int64_t m = std::min(kB, r1 - b0);
+    for (int64_t i = 0; i < kB; ++i) {  // padded rows past the end read 0 and are not written
+      for (int64_t f = 0; f < n_features; ++f) {
+        cols[f * kB + i] = i < m ? FlushSubnormal(X[(b0 + i) * row_stride + f * feature_stride]) : 0.0f;
+      }
+    }
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t t = 0; t < n_trees; ++t) {
+      for (int64_t i = 0; i < kB; ++i) idx[i] = 0;
+      for (int64_t d = 0; d < depth; ++d) {
+        const float* c = cols.data() + feat[t * depth + d] * kB;
+        const float thr = border[t * depth + d];
+        // NaN compares false: x > thr sends it left, !(x <= thr) right. One compare a lane.
+        if (missing_right[t * depth + d]) {
+          for (int64_t i = 0; i < kB; ++i) idx[i] |= static_cast<uint32_t>(!(c[i] <= thr)) << d;
+        } else {
+          for (int64_t i = 0; i < kB; ++i) idx[i] |= static_cast<uint32_t>(c[i] > thr) << d;
+        }
+      }
+      const float* lv = leaves + t * n_leaves * k;
+      if (k == 1) {
+        for (int64_t i = 0; i < m; ++i) acc[i] += lv[idx[i]];
+      } else {
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < k; ++j) acc[i * k + j] += lv[idx[i] * k + j];
+        }
+      }
+    }
+    std::memcpy(out + b0 * k, acc.data(), sizeof(float) * m * k);
+  }
+}
+
+ffi::Error PredictImpl(ffi::Buffer<ffi::F32> X, ffi::Buffer<ffi::S32> features,
+                       ffi::Buffer<ffi::F32> borders, ffi::Buffer<ffi::U8> missing_right,
+                       ffi::Buffer<ffi::F32> leaves, ffi::ResultBuffer<ffi::F32> out,
+                       int64_t n_threads, bool feature_major) {
+  auto xd = X.dimensions();
+  auto fd = features.dimensions();
+  auto ld = leaves.dimensions();
+  auto od = out->dimensions();
+  if (xd.size() != 2 || fd.size() != 2 || ld.size() != 3 || od.size() != 2 ||
+      borders.element_count() != features.element_count() ||
+      missing_right.element_count() != features.element_count() || ld[0] != fd[0] ||
+      fd[1] > 30 || ld[1] != (int64_t{1} << fd[1]) || od[1] != ld[2]) {
+    return ffi::Error::InvalidArgument(
+        "jboost predict: X (n, F) or (F, n), features/borders/missing_right (T, D), "
+        "leaf_values (T, 2**D, K), out (n, K)");
+  }
+  const int64_t n = feature_major ? xd[1] : xd[0], n_features = feature_major ? xd[0] : xd[1];
+  const int64_t n_trees = fd[0], depth = fd[1], k = ld[2];
+  if (od[0] != n) return ffi::Error::InvalidArgument("jboost predict: out must have n rows");
+  if (n == 0 || k == 0) return ffi::Error::Success();
+  if (n_features == 0 && depth > 0) {
+    return ffi::Error::InvalidArgument("jboost predict: trees with levels need features");
+  }
+  const int64_t row_stride = feature_major ? 1 : n_features;
+  const int64_t feature_stride = feature_major ? n : 1;
+  const int64_t blocks = (n + kPredictBlock - 1) / kPredictBlock;
+  const int64_t threads = std::max<int64_t>(
+      1, std::min<int64_t>({n_threads, blocks, (n * std::max<int64_t>(n_trees, 1) * (depth + 1)) >> 18}));
+  Parallel(threads, [&](int64_t t) {
+    const int64_t r0 = blocks * t / threads * kPredictBlock;
+    const int64_t r1 = std::min(n, blocks * (t + 1) / threads * kPredictBlock);
+    PredictRows(X.typed_data(), row_stride, feature_stride, std::max<int64_t>(n_features, 1),
+                features.typed_data(), borders.typed_data(), missing_right.typed_data(),
+                leaves.typed_data(), n_trees, depth, k, out->typed_data(), r0, r1);
+  });
+  return ffi::Error::Success();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The FFI boundary: no C++ exception crosses it (it would end the process), and the kernels'
+// threads are XLA's (the call's intra-op thread pool, the FFI context's ThreadPool, bound first:
+// Guarded makes it the pool of Parallel for the call). Every handler runs inside Guarded, which turns an exception (std::bad_alloc from a scratch allocation, an
+// exception rethrown by Parallel from a worker thread, ...) into an FFI error that JAX raises
+// in Python, naming the kernel.
+
+}  // namespace
+}  // namespace jboost
+
+using jboost::Guarded;
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostPredict, Guarded<jboost::PredictImpl>::Call,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // X (n, F), or (F, n)
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // features (T, D)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // borders (T, D)
+                                  .Arg<ffi::Buffer<ffi::U8>>()   // missing_right (T, D)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // leaf_values (T, 2**D, K)
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // out (n, K)
+                                  .Attr<int64_t>("n_threads")
+                                  .Attr<bool>("feature_major"));

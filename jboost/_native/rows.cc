@@ -1,0 +1,310 @@
+// jboost's CPU kernels: histograms built from rows (see rows.h).
+#include "rows.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "parallel.h"
+
+namespace jboost {
+
+// The rows of one chunk into the histograms of features [f_begin, f_end).
+// Feature f's histograms start at out + (f - f_base) * hist_size.
+// With kMark, every updated cell (slot, bin) of feature f also sets bit slot * B + bin of
+// bits + (f - f_base) * words (B = hist_size / (slots * c): the bit index is offset / c + bin).
+template <int C, bool kDense, bool kMark>
+void ChunkInto(const uint8_t* bins, int64_t n, const Rows& rs, float* out, int64_t hist_size,
+               int64_t c_dyn, uint32_t max_bin, int64_t f_begin, int64_t f_end,
+               int64_t f_base, uint64_t* bits, int64_t words) {
+  const int64_t c = C > 0 ? C : c_dyn;
+  auto bin_of = [max_bin](uint8_t b) -> int64_t {
+    return static_cast<int64_t>(std::min<uint32_t>(b, max_bin));
+  };
+  int64_t f = f_begin;
+  if (C == 2) {
+    // Four features per pass over the rows: each row's id, offset and payload are loaded once
+    // for four updates, and the four read-modify-write chains are independent.
+    for (; f + 4 <= f_end; f += 4) {
+      const uint8_t* c0 = bins + f * n;
+      const uint8_t* c1 = c0 + n;
+      const uint8_t* c2 = c1 + n;
+      const uint8_t* c3 = c2 + n;
+      float* h0 = out + (f - f_base) * hist_size;
+      float* h1 = h0 + hist_size;
+      float* h2 = h1 + hist_size;
+      float* h3 = h2 + hist_size;
+      uint64_t* m0 = kMark ? bits + (f - f_base) * words : nullptr;
+      for (int64_t r = 0; r < rs.m; ++r) {
+        const int64_t i = kDense ? rs.row0 + r : rs.ids[r];
+        const int64_t o = kDense ? 0 : rs.base[r];
+        const float g = rs.payload[2 * r], h = rs.payload[2 * r + 1];
+        const int64_t e0 = o + 2 * bin_of(c0[i]), e1 = o + 2 * bin_of(c1[i]);
+        const int64_t e2 = o + 2 * bin_of(c2[i]), e3 = o + 2 * bin_of(c3[i]);
+        float* d0 = h0 + e0;
+        float* d1 = h1 + e1;
+        float* d2 = h2 + e2;
+        float* d3 = h3 + e3;
+        d0[0] += g; d0[1] += h;
+        d1[0] += g; d1[1] += h;
+        d2[0] += g; d2[1] += h;
+        d3[0] += g; d3[1] += h;
+        if (kMark) {
+          m0[e0 >> 7] |= uint64_t{1} << ((e0 >> 1) & 63);
+          m0[words + (e1 >> 7)] |= uint64_t{1} << ((e1 >> 1) & 63);
+          m0[2 * words + (e2 >> 7)] |= uint64_t{1} << ((e2 >> 1) & 63);
+          m0[3 * words + (e3 >> 7)] |= uint64_t{1} << ((e3 >> 1) & 63);
+        }
+      }
+    }
+  }
+  for (; f < f_end; ++f) {
+    const uint8_t* col = bins + f * n;
+    float* hist = out + (f - f_base) * hist_size;
+    uint64_t* mk = kMark ? bits + (f - f_base) * words : nullptr;
+    for (int64_t r = 0; r < rs.m; ++r) {
+      const int64_t i = kDense ? rs.row0 + r : rs.ids[r];
+      const int64_t o = kDense ? 0 : rs.base[r];
+      const int64_t e = o + bin_of(col[i]) * c;
+      float* dst = hist + e;
+      const float* p = rs.payload + r * c;
+      for (int64_t j = 0; j < c; ++j) dst[j] += p[j];
+      if (kMark) {
+        const int64_t cell = e / c;
+        mk[cell >> 6] |= uint64_t{1} << (cell & 63);
+      }
+    }
+  }
+}
+
+// Dense when there is one leaf, mapped to slot 0, that every row is in (the first level of a
+// tree) and at most 1/4 of the rows have an all-zero payload: the rows need no compaction.
+// Otherwise rows are compacted into `threads` chunks in parallel (scratch memory of the calling
+// thread).
+Compacted Compact(int64_t n, const float* p, int64_t c, const int32_t* l, const int32_t* s,
+                  int64_t n_leaves, int64_t n_slots, int64_t n_bins, int64_t threads) {
+  Compacted out;
+  bool dense = n_leaves == 1 && s[0] == 0;
+  int64_t zero_rows = 0;  // rows of all-zero payload (zero weight): worth compacting away
+  for (int64_t i = 0; dense && i < n; ++i) {
+    dense = l[i] == 0;
+    bool nonzero = false;
+    for (int64_t j = 0; j < c; ++j) nonzero |= p[i * c + j] != 0.0f;
+    zero_rows += !nonzero;
+  }
+  dense = dense && 4 * zero_rows <= n;
+  out.dense = dense;
+  out.chunks.resize(threads);
+  if (dense) {
+    for (int64_t t = 0; t < threads; ++t) {
+      const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
+      out.chunks[t] = Rows{nullptr, nullptr, p + r0 * c, r1 - r0, r0};
+    }
+    return out;
+  }
+  static thread_local Scratch scratch;
+  char* mem = scratch.Get(static_cast<size_t>(n) * (2 * sizeof(int32_t) + c * sizeof(float)));
+  int32_t* ids = reinterpret_cast<int32_t*>(mem);
+  int32_t* base = ids + n;
+  float* cpay = reinterpret_cast<float*>(base + n);
+  Parallel(threads, [&](int64_t t) {
+    const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
+    int64_t m = r0;
+    for (int64_t i = r0; i < r1; ++i) {  // branch-free compaction
+      const int32_t li = l[i];
+      const bool in_range = static_cast<uint32_t>(li) < static_cast<uint32_t>(n_leaves);
+      const int32_t si = in_range ? s[in_range ? li : 0] : -1;
+      bool keep = static_cast<uint32_t>(si) < static_cast<uint32_t>(n_slots);
+      bool nonzero = false;
+      ids[m] = static_cast<int32_t>(i);
+      base[m] = static_cast<int32_t>((keep ? si : 0) * n_bins * c);
+      for (int64_t j = 0; j < c; ++j) {
+        const float v = p[i * c + j];
+        cpay[m * c + j] = v;
+        nonzero |= v != 0.0f;
+      }
+      m += keep && nonzero;
+    }
+    out.chunks[t] = Rows{ids + r0, base + r0, cpay + r0 * c, m - r0, r0};
+  });
+  return out;
+}
+
+JBOOST_AVX2_CLONES
+void ChunkIntoWide(bool kDense, const uint8_t* bins, int64_t n, const Rows& rs, float* out,
+                   int64_t hist_size, int64_t c, uint32_t max_bin, int64_t f_begin, int64_t f_end,
+                   int64_t f_base) {
+  auto bin_of = [max_bin](uint8_t b) -> int64_t {
+    return static_cast<int64_t>(std::min<uint32_t>(b, max_bin));
+  };
+  int64_t f = f_begin;
+  for (; f + 2 <= f_end; f += 2) {
+    const uint8_t* c0 = bins + f * n;
+    const uint8_t* c1 = c0 + n;
+    float* h0 = out + (f - f_base) * hist_size;
+    float* h1 = h0 + hist_size;
+    for (int64_t r = 0; r < rs.m; ++r) {
+      const int64_t i = kDense ? rs.row0 + r : rs.ids[r];
+      const int64_t o = kDense ? 0 : rs.base[r];
+      const float* p = rs.payload + r * c;
+      AddRun(h0 + o + bin_of(c0[i]) * c, p, c);
+      AddRun(h1 + o + bin_of(c1[i]) * c, p, c);
+    }
+  }
+  for (; f < f_end; ++f) {
+    const uint8_t* col = bins + f * n;
+    float* hist = out + (f - f_base) * hist_size;
+    for (int64_t r = 0; r < rs.m; ++r) {
+      const int64_t i = kDense ? rs.row0 + r : rs.ids[r];
+      const int64_t o = kDense ? 0 : rs.base[r];
+      AddRun(hist + o + bin_of(col[i]) * c, rs.payload + r * c, c);
+    }
+  }
+}
+
+// All chunks, in row order, into the histograms of features [f0, f1) (feature f at
+// out + (f - f_base) * hist_size). (Blocking rows so that their ids and payload stay in L1
+// across features measured slower: it interleaves many more column streams and histograms.)
+// With `bits` (kMark, see ChunkInto): the touched cells are marked too.
+void ChunksInto(const uint8_t* b, int64_t n, const Compacted& rows, float* out, int64_t hist_size,
+                int64_t c, uint32_t max_bin, int64_t f0, int64_t f1, int64_t f_base,
+                uint64_t* bits, int64_t words) {
+  for (const Rows& rs : rows.chunks) {
+    if (c > kMaxNarrowChannels && bits == nullptr) {
+      ChunkIntoWide(rows.dense, b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base);
+      continue;
+    }
+    auto run = [&](auto mark) {
+      constexpr bool kMark = decltype(mark)::value;
+      if (c == 2) {
+        if (rows.dense) ChunkInto<2, true, kMark>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base, bits, words);
+        else ChunkInto<2, false, kMark>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base, bits, words);
+      } else {
+        if (rows.dense) ChunkInto<0, true, kMark>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base, bits, words);
+        else ChunkInto<0, false, kMark>(b, n, rs, out, hist_size, c, max_bin, f0, f1, f_base, bits, words);
+      }
+    };
+    if (bits != nullptr) run(std::true_type{});
+    else run(std::false_type{});
+  }
+}
+
+// 1 + the last non-missing bin (in [0, B - 2]) of a (B, c) histogram with a non-zero sum, or 0:
+// the bins from there to B - 2 are empty, so its prefix sums (and split gains) are constant there.
+int32_t UsedBins(const float* h, int64_t n_bins, int64_t c) {
+  if (c == 2) {  // one 64-bit test per bin ((g, h) pairs; a -0.0 counts as used: harmless)
+    for (int64_t t = n_bins - 2; t >= 0; --t) {
+      uint64_t w;
+      std::memcpy(&w, h + 2 * t, sizeof(w));
+      if (w & 0x7fffffff7fffffffULL) return static_cast<int32_t>(t + 1);
+    }
+    return 0;
+  }
+  for (int64_t t = n_bins - 2; t >= 0; --t) {
+    for (int64_t j = 0; j < c; ++j) {
+      if (h[t * c + j] != 0.0f) return static_cast<int32_t>(t + 1);
+    }
+  }
+  return 0;
+}
+
+// Inclusive prefix sums over the bins of `q` consecutive (B, c) histograms. Each sum is a
+// chain of dependent adds: four histograms are walked together so that their 4c chains overlap.
+// With `used` (per histogram, see UsedBins) the empty tail of bins is filled with the running sum
+// instead of adding zeros: the same values.
+void PrefixSums(float* h, int64_t q, int64_t n_bins, int64_t c, const int32_t* used) {
+  const int64_t size = n_bins * c;
+  int64_t k = 0;
+  if (c == 2) {
+    for (; k + 4 <= q; k += 4) {
+      float* h0 = h + k * size;
+      float* h1 = h0 + size;
+      float* h2 = h1 + size;
+      float* h3 = h2 + size;
+      int64_t u = n_bins - 1;
+      if (used != nullptr) {
+        u = std::max(std::max(used[k], used[k + 1]), std::max(used[k + 2], used[k + 3]));
+        u = std::max<int64_t>(u, 1);
+      }
+      float a0 = h0[0], b0 = h0[1], a1 = h1[0], b1 = h1[1];
+      float a2 = h2[0], b2 = h2[1], a3 = h3[0], b3 = h3[1];
+      for (int64_t i = 2; i < 2 * u; i += 2) {
+        h0[i] = a0 += h0[i]; h0[i + 1] = b0 += h0[i + 1];
+        h1[i] = a1 += h1[i]; h1[i + 1] = b1 += h1[i + 1];
+        h2[i] = a2 += h2[i]; h2[i + 1] = b2 += h2[i + 1];
+        h3[i] = a3 += h3[i]; h3[i + 1] = b3 += h3[i + 1];
+      }
+      for (int64_t i = 2 * u; i < size - 2; i += 2) {
+        h0[i] = a0; h0[i + 1] = b0;
+        h1[i] = a1; h1[i + 1] = b1;
+        h2[i] = a2; h2[i + 1] = b2;
+        h3[i] = a3; h3[i + 1] = b3;
+      }
+      if (size - 2 >= 2 * u) {  // the missing bin
+        const int64_t i = size - 2;
+        h0[i] = a0 += h0[i]; h0[i + 1] = b0 += h0[i + 1];
+        h1[i] = a1 += h1[i]; h1[i + 1] = b1 += h1[i + 1];
+        h2[i] = a2 += h2[i]; h2[i + 1] = b2 += h2[i + 1];
+        h3[i] = a3 += h3[i]; h3[i + 1] = b3 += h3[i + 1];
+      }
+    }
+  }
+  for (; k < q; ++k) {
+    float* hk = h + k * size;
+    for (int64_t bin = 1; bin < n_bins; ++bin) {
+      for (int64_t j = 0; j < c; ++j) hk[bin * c + j] += hk[(bin - 1) * c + j];
+    }
+  }
+}
+
+// out[f, slot[leaf[i]], bin, c] += payload[i, c]; rows with no slot, or an all-zero payload
+// (zero sample weight), are skipped. `out` must hold F * n_slots * n_bins * c floats.
+void Accumulate(const uint8_t* b, int64_t n_features, int64_t n, const float* p, int64_t c,
+                const int32_t* l, const int32_t* s, int64_t n_leaves, int64_t n_slots,
+                int64_t n_bins, float* o, int64_t n_threads, bool cumulative) {
+  const int64_t hist_size = n_slots * n_bins * c;
+  std::memset(o, 0, sizeof(float) * n_features * hist_size);
+  if (n == 0 || n_features == 0 || c == 0 || n_slots == 0 || n_leaves == 0) return;
+  const uint32_t max_bin = static_cast<uint32_t>(n_bins - 1);
+  const int64_t threads = ThreadsFor(n_threads, n * n_features);
+  const Compacted rows = Compact(n, p, c, l, s, n_leaves, n_slots, n_bins, threads);
+  const int64_t f_threads = std::min<int64_t>(threads, n_features);
+  Parallel(f_threads, [&](int64_t t) {
+    const int64_t f0 = n_features * t / f_threads, f1 = n_features * (t + 1) / f_threads;
+    ChunksInto(b, n, rows, o, hist_size, c, max_bin, f0, f1, 0);
+    if (cumulative) PrefixSums(o + f0 * hist_size, (f1 - f0) * n_slots, n_bins, c);
+  });
+}
+
+// Counts each leaf's rows of non-zero payload (in parallel over row chunks; integer sums, so
+// independent of the thread count) and, for leaves [0, 2S) where j and j + S are siblings, maps
+// the sibling with fewer such rows to slot j (which[j] = 1 when that is j + S; ties: j) and the
+// other to -1.
+void SmallerSlots(const float* p, const int32_t* l, int64_t n, int64_t c, int64_t n_slots,
+                  int64_t n_threads, int32_t* slot, int32_t* which) {
+  const int64_t n_leaves = 2 * n_slots;
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(n_threads, n >> 16));
+  std::vector<int64_t> counts(threads * n_leaves, 0);
+  Parallel(threads, [&](int64_t t) {
+    int64_t* cnt = counts.data() + t * n_leaves;
+    for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
+      const uint32_t li = static_cast<uint32_t>(l[i]);
+      bool nonzero = false;
+      for (int64_t j = 0; j < c; ++j) nonzero |= p[i * c + j] != 0.0f;
+      if (li < static_cast<uint32_t>(n_leaves)) cnt[li] += nonzero;
+    }
+  });
+  std::vector<int64_t> count(n_leaves, 0);
+  for (int64_t t = 0; t < threads; ++t) {
+    for (int64_t j = 0; j < n_leaves; ++j) count[j] += counts[t * n_leaves + j];
+  }
+  for (int64_t j = 0; j < n_leaves; ++j) slot[j] = -1;
+  for (int64_t j = 0; j < n_slots; ++j) {
+    which[j] = count[j + n_slots] < count[j] ? 1 : 0;
+    slot[which[j] ? j + n_slots : j] = static_cast<int32_t>(j);
+  }
+}
+
+}  // namespace jboost
