@@ -1,9 +1,11 @@
 """jboost's compiled CPU kernels (histograms, binning, prediction), registered with XLA as FFI custom calls (``jax.ffi``).
 
-``histogram.cc`` is built into ``_histogram*.so`` when the package is installed (``setup.py``;
-an optional extension: without a C++ compiler the install still succeeds). When the library is
-absent, or ``JBOOST_NATIVE=0`` is set, jboost uses its pure-JAX histogram path everywhere; on
-GPU and TPU it always does. Both paths compute the same sums; see ``jboost/histograms.py``.
+The kernels (``*.cc`` here: one file per kernel, shared code in ``parallel.h``, ``rows.h`` and
+``gains.h``) are built into ``_histogram*.so`` when the package is installed (``setup.py``, against
+the installed jaxlib's XLA FFI headers; an optional extension: without a C++ compiler the install
+still succeeds). The library's ABI version is checked when it is loaded (:data:`ABI_VERSION`).
+When the library is absent or stale, or ``JBOOST_NATIVE=0`` is set, jboost uses its pure-JAX
+histogram path everywhere; on GPU and TPU it always does. Both paths compute the same sums; see ``jboost/histograms.py``.
 """
 
 from __future__ import annotations
