@@ -21,7 +21,9 @@ jboost does. Every (case, library) pair runs in its own subprocess.
 Reported per library: training time (jboost: its second, compiled fit, minus the binning that
 fit repeats; its compile time is the first fit minus the second), ms per round (the per-tree
 time: one round = one jboost / CatBoost tree, K XGBoost / LightGBM trees), the ratio of each
-library's time to XGBoost's (< 1: faster than XGBoost), and test accuracy.
+library's time to XGBoost's (< 1: faster than XGBoost), the same for the CPU time (user + system,
+all threads) of the training: on a machine shared with other work, wall time includes waiting
+for a core and CPU time does not (with --threads 1 it is the steadier figure), and test accuracy.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -78,6 +81,12 @@ def load_case(case: str, data_dir: str):
     return make_synthetic(int(case.split("-")[1]))
 
 
+def cpu_seconds():
+    """CPU time of this process so far (user + system, all threads)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 # ------------------------------------------------------------------------------------------
 # One library, one case (runs in a subprocess). Each returns (timings, (n_test, K) scores).
 # ------------------------------------------------------------------------------------------
@@ -103,13 +112,13 @@ def run_jboost(Xtr, ytr, Xte, k, a):
     model = jboost.fit(Xtr, ytr, "multinomial_deviance", **kw)
     jax.block_until_ready(model.trees)
     t_first = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     model = jboost.fit(Xtr, ytr, "multinomial_deviance", **kw)
     jax.block_until_ready(model.trees)
-    t_train = time.perf_counter() - t0
+    t_train, c_train = time.perf_counter() - t0, cpu_seconds() - c0
     scores = np.asarray(jboost.predict(model, Xte))
-    return dict(train_s=t_train - t_transform, compile_s=t_first - t_train,
-                native_kernel=jboost.histograms._native.available()), scores
+    return dict(train_s=t_train - t_transform, cpu_s=c_train - t_transform,
+                compile_s=t_first - t_train, native_kernel=jboost.histograms._native.available()), scores
 
 
 def run_xgboost(Xtr, ytr, Xte, k, a):
@@ -118,10 +127,10 @@ def run_xgboost(Xtr, ytr, Xte, k, a):
     dtr = xgb.QuantileDMatrix(Xtr, ytr, max_bin=a.n_bins, nthread=a.threads)
     params = dict(tree_method="hist", max_depth=a.depth, eta=a.lr, max_bin=a.n_bins, nthread=a.threads,
                   reg_lambda=1.0, min_child_weight=1.0, objective="multi:softprob", num_class=k)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     booster = xgb.train(params, dtr, num_boost_round=a.rounds)
-    t_train = time.perf_counter() - t0
-    return dict(train_s=t_train), booster.predict(xgb.DMatrix(Xte, nthread=a.threads))
+    t_train, c_train = time.perf_counter() - t0, cpu_seconds() - c0
+    return dict(train_s=t_train, cpu_s=c_train), booster.predict(xgb.DMatrix(Xte, nthread=a.threads))
 
 
 def run_lightgbm(Xtr, ytr, Xte, k, a):
@@ -132,10 +141,10 @@ def run_lightgbm(Xtr, ytr, Xte, k, a):
     params = dict(objective="multiclass", num_class=k, max_depth=a.depth, num_leaves=2**a.depth,
                   learning_rate=a.lr, num_threads=a.threads, lambda_l2=1.0,
                   min_sum_hessian_in_leaf=1.0, min_data_in_leaf=1, verbose=-1, max_bin=a.n_bins - 1)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     booster = lgb.train(params, dtr, num_boost_round=a.rounds)
-    t_train = time.perf_counter() - t0
-    return dict(train_s=t_train), booster.predict(Xte, num_threads=a.threads)
+    t_train, c_train = time.perf_counter() - t0, cpu_seconds() - c0
+    return dict(train_s=t_train, cpu_s=c_train), booster.predict(Xte, num_threads=a.threads)
 
 
 def run_catboost(Xtr, ytr, Xte, k, a):
@@ -148,10 +157,10 @@ def run_catboost(Xtr, ytr, Xte, k, a):
         thread_count=a.threads, loss_function="MultiClass", grow_policy="SymmetricTree",
         border_count=a.n_bins - 1, verbose=False, boosting_type="Plain", bootstrap_type="No",
         random_strength=0.0)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     model.fit(pool)
-    t_train = time.perf_counter() - t0
-    return dict(train_s=t_train), model.predict_proba(Xte)
+    t_train, c_train = time.perf_counter() - t0, cpu_seconds() - c0
+    return dict(train_s=t_train, cpu_s=c_train), model.predict_proba(Xte)
 
 
 def child(a):
@@ -160,6 +169,7 @@ def child(a):
     out, scores = globals()[f"run_{a.lib}"](Xtr, ytr, Xte, k, a)
     out["accuracy"] = float(np.mean(np.argmax(np.asarray(scores), axis=1) == yte))
     out["ms_per_tree"] = 1000.0 * out["train_s"] / a.rounds
+    out["cpu_ms_per_tree"] = 1000.0 * out["cpu_s"] / a.rounds
     out.update(rounds=a.rounds, n_classes=k, n_train=len(ytr), n_features=Xtr.shape[1])
     print("RESULT " + json.dumps(out), flush=True)
 
@@ -181,18 +191,20 @@ def run_one(case, lib, a):
 
 
 def print_table(results):
-    print(f"{'case':<10} {'lib':<9} {'train_s':>8} {'ms/round':>9} {'vs xgb':>7} {'accuracy':>9} "
-          f"{'compile_s':>9}")
+    print(f"{'case':<10} {'lib':<9} {'train_s':>8} {'ms/round':>9} {'vs xgb':>7} {'cpu ms/round':>12} "
+          f"{'vs xgb':>7} {'accuracy':>9} {'compile_s':>9}")
     for case, by_lib in results.items():
-        xgb = by_lib.get("xgboost", {}).get("ms_per_tree")
+        xgb = by_lib.get("xgboost", {})
         for lib, r in by_lib.items():
             if "error" in r:
                 print(f"{case:<10} {lib:<9} error: {r['error']}")
                 continue
-            ratio = f"{r['ms_per_tree'] / xgb:.2f}" if xgb else "-"
+            ratio = f"{r['ms_per_tree'] / xgb['ms_per_tree']:.2f}" if "ms_per_tree" in xgb else "-"
+            cpu_ratio = (f"{r['cpu_ms_per_tree'] / xgb['cpu_ms_per_tree']:.2f}"
+                         if "cpu_ms_per_tree" in xgb else "-")
             comp = f"{r['compile_s']:.1f}" if "compile_s" in r else "-"
             print(f"{case:<10} {lib:<9} {r['train_s']:>8.2f} {r['ms_per_tree']:>9.1f} {ratio:>7} "
-                  f"{r['accuracy']:>9.4f} {comp:>9}")
+                  f"{r['cpu_ms_per_tree']:>12.1f} {cpu_ratio:>7} {r['accuracy']:>9.4f} {comp:>9}")
 
 
 def main():
