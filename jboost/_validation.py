@@ -20,11 +20,17 @@ The vocabulary (the README's glossary) and the shared defaults live here too:
   :func:`jboost.sweep.sweep`, whose models are independent and default to ``"all"``;
 * ``memory_budget``: bytes of device memory per chunk of models fitted together;
 * ``key``: an int seed or a ``jax.random`` key.
+
+Checks that need concrete values (loss parameter domains, the finiteness of a fitted model's
+training loss in :func:`jboost.fit`) are skipped for traced values: under ``jax.vmap`` a sweep's
+bad configuration is not refused here (the sweep checks its grid values on the host first).
 """
 
 from __future__ import annotations
 
 import numbers
+import os
+import warnings
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import jax
@@ -232,6 +238,13 @@ def n_classes_of(y: np.ndarray, n_classes: Optional[int] = None, name: str = "y"
         if k < 2:
             raise ValueError(f"{name} holds a single class (0); pass n_classes or labels of at least "
                              "2 classes.")
+        if k > 1 << 20:
+            raise ValueError(f"{name} has maximum {y.max()}: K = max({name}) + 1 = {k} classes (from "
+                             f"the labels' maximum) is more than {1 << 20}; map the labels to 0..K-1.")
+        _warn_class_zero_absent(y, name)
+        check_memory(n_rows=y.shape[0], n_features=1, depth=1, n_bins=3, n_outputs=k,
+                     cause=f"K = max({name}) + 1 = {k} classes, from the labels' maximum (even "
+                     "with one feature, depth 1 and 3 bins)")
         return k
     k = check_int(n_classes, "n_classes", 2, 1 << 20)
     if np.any(y >= k):
@@ -243,7 +256,14 @@ def n_classes_of(y: np.ndarray, n_classes: Optional[int] = None, name: str = "y"
 def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
                  task: Optional[str] = None) -> losses_lib.Loss:
     """The :class:`jboost.Loss` for ``loss`` (name, Loss or function) with ``n_outputs`` set
-    (K-class losses take K from the labels) and the labels ``y`` checked against it."""
+    (K-class losses take K from the labels) and the labels ``y`` checked against it.
+
+    Also checked here: the loss's parameters against their declared domains
+    (:func:`check_loss_params`), that the loss returns one scalar per sample
+    (:func:`check_loss_output`, by ``jax.eval_shape``), that a K-class loss has K >= 2 outputs,
+    and that the K taken from the labels fits in memory (:func:`check_memory`); labels 1..K with
+    class 0 absent get a ``UserWarning``.
+    """
     if task is not None:
         check_choice(task, "task", TASKS)
     if n_outputs is not None:
@@ -257,9 +277,122 @@ def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
         k = int(y.max()) + 1
         if k < 2:
             raise ValueError(f"y holds a single class; loss {resolved.name!r} needs at least 2.")
+        if k > 1 << 20:
+            raise ValueError(f"y has maximum {y.max()}: K = max(y) + 1 = {k} classes (from the "
+                             f"labels' maximum) is more than {1 << 20}; map the labels to 0..K-1.")
+        _warn_class_zero_absent(y, "y")
+        check_memory(n_rows=y.shape[0], n_features=1, depth=1, n_bins=3, n_outputs=k,
+                     dense_hessian=resolved.hessian == "autodiff",
+                     cause=f"K = max(y) + 1 = {k} classes, from the labels' maximum (even with one "
+                     "feature, depth 1 and 3 bins)")
         resolved = resolved.replace(n_outputs=k)
+    elif resolved.task == "multiclass" and resolved.n_outputs < 2:
+        raise ValueError(f"loss {resolved.name!r} has task='multiclass' but n_outputs="
+                         f"{resolved.n_outputs}: pass n_outputs=K, the number of classes (raw "
+                         "scores per row), to jboost.Loss or to fit.")
+    check_loss_params(resolved)
+    check_loss_output(resolved)
     losses_lib.check_labels(resolved, y)
     return resolved
+
+
+def _warn_class_zero_absent(y: np.ndarray, name: str) -> None:
+    if y.size and y.min() >= 1:
+        warnings.warn(f"{name} holds class labels {y.min():g}..{y.max():g} with class 0 absent: "
+                      f"K-class labels are 0..K-1, so K = max + 1 = {int(y.max()) + 1} includes "
+                      "an empty class 0. Map the labels to 0..K-1 (e.g. y - 1) if that is not "
+                      "intended.", UserWarning, stacklevel=3)
+
+
+def check_loss_param(loss: losses_lib.Loss, name: str, value, label: Optional[str] = None) -> None:
+    """A concrete value of parameter ``name`` of ``loss`` must be finite and inside the domain the
+    loss declares for it (:attr:`jboost.Loss.domains`); tracers pass unchecked. ``label`` names
+    where the value came from in the message (e.g. a sweep's grid key)."""
+    if is_traced(value) or value is None:
+        return
+    where = f"{label}: " if label else ""
+    arr = np.asarray(value, np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{where}loss {loss.name!r} parameter {name} must be finite; got "
+                         f"{arr.ravel()[~np.isfinite(arr.ravel())][0]}.")
+    domain = loss.domains.get(name)
+    if domain is not None:
+        bad = ~domain.contains(arr)
+        if bad.any():
+            raise ValueError(f"{where}loss {loss.name!r} parameter {name}={arr.ravel()[bad.ravel()][0]:g} "
+                             f"must be in {domain}.")
+
+
+def check_loss_params(loss: losses_lib.Loss) -> None:
+    """Every concrete parameter of ``loss`` inside its declared domain."""
+    for name, value in loss.params.items():
+        check_loss_param(loss, name, value)
+
+
+def check_loss_output(loss: losses_lib.Loss) -> None:
+    """``loss(y, raw)`` must return one scalar per sample (checked abstractly, no computation)."""
+    k = loss.n_outputs
+    if k is None or any(is_traced(v) for v in jax.tree_util.tree_leaves(loss.params)):
+        return
+    f = losses_lib.vector_fn(loss)
+    out = jax.eval_shape(f, jax.ShapeDtypeStruct((), jnp.float32),
+                         jax.ShapeDtypeStruct((k,), jnp.float32), loss.params)
+    shape = getattr(out, "shape", None)
+    if shape != ():
+        raw = "a scalar raw score" if k == 1 else f"raw scores of shape ({k},)"
+        raise ValueError(f"the loss must return a scalar per sample; loss {loss.name!r} called "
+                         f"with one label and {raw} returned shape {shape}.")
+
+
+# --------------------------------------------------------------------------------------------
+# Memory: refuse what cannot fit before compiling.
+# --------------------------------------------------------------------------------------------
+
+
+def memory_limit(devices=None) -> int:
+    """Bytes of memory of the first device used: the accelerator's limit, or the host's
+    physical memory for a CPU device (or a backend that does not report it)."""
+    device = devices_of(devices)[0]
+    if device.platform != "cpu":
+        try:
+            return int(device.memory_stats()["bytes_limit"])
+        except Exception:  # noqa: BLE001 - a backend without memory_stats
+            pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def fit_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
+              dense_hessian: bool = False) -> int:
+    """A lower bound of the memory one boosted model needs while it is fitted (bytes): the
+    deepest level's histograms, ``F x min(2^(depth-1), n) x n_bins x 2K`` float32 (gradient and
+    hessian sums; at most ``n`` leaves hold rows), and the per-row raw scores, gradients and
+    hessians, ``3 x n x K`` float32, plus ``n x K x K`` float32 when ``dense_hessian`` (the
+    autodiff diagonal hessian of a K-output loss, :func:`jboost.derivatives.grad_hess`, takes the
+    diagonal of a per-row ``K x K`` Jacobian). :func:`jboost._batching.model_bytes` is the
+    sweep's fuller estimate."""
+    n, k = int(n_rows), int(n_outputs)
+    leaves = min(1 << (depth - 1), max(n, 1))
+    dense = n * k * k if dense_hessian and k > 1 else 0
+    return 4 * (n_features * leaves * n_bins * 2 * k + 3 * n * k + dense)
+
+
+def check_memory(*, n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
+                 dense_hessian: bool = False, devices=None, cause: Optional[str] = None) -> None:
+    """Raise ``MemoryError`` before compiling when :func:`fit_bytes` exceeds the memory of the
+    device (:func:`memory_limit`); the message names ``cause`` (e.g. the number of classes taken
+    from the labels) and the settings."""
+    need = fit_bytes(n_rows, n_features, depth, n_bins, n_outputs, dense_hessian)
+    have = memory_limit(devices)
+    if need > have:
+        why = f" {cause};" if cause else ""
+        raise MemoryError(f"this fit needs at least {need / 2**30:.3g} GiB but the device has "
+                          f"{have / 2**30:.3g} GiB:{why} estimated from n_rows={n_rows}, "
+                          f"n_features={n_features}, depth={depth}, n_bins={n_bins}, "
+                          f"n_outputs={n_outputs} (histograms F x 2^(depth-1) x n_bins x 2K float32"
+                          f"{', per-row K x K hessians' if dense_hessian and n_outputs > 1 else ''}).")
 
 
 def check_folds(folds, n: int, name: str = "folds") -> Optional[np.ndarray]:
@@ -339,10 +472,23 @@ class Data(NamedTuple):
 
 
 def check_borders(borders, n_features: int, n_bins: int) -> np.ndarray:
+    """User-supplied ``(n_features, n_bins - 1)`` bin borders: no NaN, non-decreasing along each
+    feature (as :func:`jboost.binning.compute_borders` makes them; +-inf allowed), else training
+    bins and prediction thresholds would disagree."""
+    if np.iscomplexobj(borders):
+        raise TypeError("borders must be real; got a complex array.")
     borders = np.asarray(borders, np.float32)
     if borders.shape != (n_features, n_bins - 1):
         raise ValueError(f"borders has shape {borders.shape}; expected {(n_features, n_bins - 1)} "
                          f"for {n_features} features and n_bins={n_bins}.")
+    nan = np.isnan(borders)
+    if nan.any():
+        raise ValueError(f"borders must not contain NaN; found NaN for feature "
+                         f"{int(np.argmax(nan.any(axis=1)))}.")
+    unsorted = ~(borders[:, 1:] >= borders[:, :-1]).all(axis=1)
+    if unsorted.any():
+        raise ValueError(f"borders must be non-decreasing along each feature (row); feature "
+                         f"{int(np.argmax(unsorted))} is not sorted.")
     return borders
 
 

@@ -6,17 +6,28 @@
 ``jax.vmap(lambda lr: jboost.fit(X, y, learning_rate=lr))`` fits a whole sweep in one compiled
 call (X and y must then be concrete, closed-over arrays). Prediction and the model protocol are
 in :mod:`jboost.model`.
+
+No silent wrong answers: before compiling, ``fit`` refuses a fit whose histograms cannot fit in
+the device's memory (``MemoryError``, e.g. K = max(y) + 1 classes from a label of 1e6) and warns
+when a custom loss's gradient is zero at every row at the baseline (nothing would be learned);
+after a concrete fit it raises ``FloatingPointError`` when the training loss is not finite,
+naming the first such round and the likely causes. These checks need concrete values: under
+``jax.vmap`` (traced hyperparameters or loss parameters) they are skipped.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Optional, Union
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from jboost import _validation
 from jboost import binning
 from jboost import boosting
+from jboost import derivatives
 from jboost import losses as losses_lib
 from jboost import model as model_lib
 from jboost import samplers
@@ -95,6 +106,13 @@ def fit(
 
     Returns:
       A :class:`Booster`.
+
+    Raises:
+      MemoryError: the fit's histograms would not fit in the device's memory (checked before
+        compiling; :func:`jboost._validation.check_memory`).
+      FloatingPointError: the training loss of a concrete fit is NaN or infinite (the message
+        names the first such round and the likely causes: the loss at the labels and baseline,
+        the learning rate). Not checked under ``jax.vmap``.
     """
     X = _validation.as_matrix(X, "X")
     y = _validation.as_labels(y, X.shape[0])
@@ -107,16 +125,78 @@ def fit(
     data, borders = _validation_prepare(X, y, sample_weight, eval_set, config.n_bins, borders,
                                         lambda v, name: losses_lib.check_labels(loss_obj, v, name))
     config = config._replace(missing=binning.has_missing(data.X_binned, config.n_bins))
+    cause = (f"n_outputs K = {loss_obj.n_outputs} (a K-class loss takes K = max(y) + 1 from the "
+             "labels' maximum)" if loss_obj.task == "multiclass" and n_outputs is None else None)
+    _validation.check_memory(n_rows=X.shape[0], n_features=X.shape[1], depth=config.depth,
+                             n_bins=config.n_bins, n_outputs=loss_obj.n_outputs,
+                             dense_hessian=loss_obj.hessian == "autodiff", devices=devices,
+                             cause=cause)
     init_raw = _baseline(loss_obj, data.y, data.w)
+    concrete = not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, init_raw)))
+    if concrete and not losses_lib.is_built_in(loss_obj):
+        _warn_if_no_gradient(loss_obj, data, init_raw)
     mesh = _validation.mesh_of(devices)
     args = (data, _validation.as_key(key), hyper, loss_obj, init_raw)
     if mesh is None:
         out = boosting.boost(*args, config=config)
     else:
         out = boosting.boost_sharded(mesh, *args, config=config)
+    if concrete and not _validation.is_traced(out.train_loss):
+        check_finite_fit(out.train_loss, loss_obj, data, init_raw)
     return model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
                              baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
                              valid_loss=out.valid_loss)
+
+
+@jax.jit
+def _at_baseline(loss, y, w, init_raw):
+    """At the baseline: whether any weighted row has a non-zero gradient, and the number of rows
+    whose loss or gradient is not finite (one grad_hess, no tree)."""
+    raw = jnp.broadcast_to(init_raw, (y.shape[0], init_raw.shape[-1]))
+    g, _ = derivatives.grad_hess(loss, y, raw)
+    values = losses_lib.per_sample_losses(loss, y, raw)
+    used = w > 0
+    moves = jnp.any((g != 0) & used[:, None])
+    bad_loss = jnp.sum(~jnp.isfinite(values) & used)
+    bad_grad = jnp.sum(~jnp.all(jnp.isfinite(g), axis=-1) & used)
+    return moves, bad_loss, bad_grad
+
+
+def _warn_if_no_gradient(loss, data, init_raw) -> None:
+    moves, _, _ = _at_baseline(loss, data.y, data.w, init_raw)
+    if not bool(moves):
+        warnings.warn(f"the gradient of loss {loss.name!r} is zero at every row at the baseline "
+                      f"{np.asarray(init_raw).tolist()}: nothing will be learned (is the loss "
+                      "piecewise constant, e.g. jnp.round, or does it stop gradients?).",
+                      UserWarning, stacklevel=3)
+
+
+def check_finite_fit(train_loss, loss, data, init_raw) -> None:
+    """Raise ``FloatingPointError`` when a concrete fit's training loss (``(n_rounds,)``, or a
+    batch of such curves) is NaN or infinite: the first such round and the likely causes (the
+    loss's value and gradient at the labels and the baseline, the learning rate)."""
+    curve = np.asarray(train_loss)
+    finite = np.isfinite(curve)
+    if finite.all():
+        return
+    first = int(np.argmax(~finite.reshape(-1, curve.shape[-1]).all(axis=0)))
+    base = np.asarray(init_raw)
+    _, bad_loss, bad_grad = (np.asarray(v) for v in _at_baseline(loss, data.y, data.w, init_raw))
+    n = int(np.sum(np.asarray(data.w) > 0))
+    if not np.all(np.isfinite(base)):
+        cause = (f"the baseline (optimal constant raw score) of loss {loss.name!r} is "
+                 f"{base.tolist()}: check the labels and the loss's baseline")
+    elif bad_loss.max() > 0 or bad_grad.max() > 0:
+        cause = (f"loss {loss.name!r} at the labels and the baseline is not finite for "
+                 f"{int(bad_loss.max())} of {n} rows (its gradient for {int(bad_grad.max())}): "
+                 "check the loss function for these labels (a too large learning_rate is the "
+                 "other possible cause)")
+    else:
+        cause = (f"loss {loss.name!r} is finite at the baseline, so the rounds diverged: "
+                 "learning_rate too large, or the loss overflows at large raw scores")
+    raise FloatingPointError(f"the training loss is not finite from round {first} on "
+                             f"(Booster.train_loss[{first}] = {curve.reshape(-1, curve.shape[-1])[:, first].tolist()[:3]}); "
+                             f"likely cause: {cause}.")
 
 
 def _validation_prepare(X, y, sample_weight, eval_set, n_bins, borders, label_check):

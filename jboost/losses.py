@@ -11,6 +11,10 @@ checked, and optionally an exact leaf refit. Its continuous parameters (Huber ``
 level ``alpha``, ...) live in ``params`` and are pytree leaves, so they can be traced and vmapped;
 everything else is static metadata.
 
+A loss's parameters have declared domains (:attr:`Loss.domains`, e.g. the quantile level
+``alpha`` in ``(0, 1)``), checked on the host wherever a loss is resolved
+(:func:`jboost._validation.resolve_loss`) and for every value of a sweep's grid.
+
 Binary labels are ``{0, 1}`` for every binary loss (including the exponential loss, where the
 margin is ``(2y - 1) * raw``). Class labels for K-class losses are the integers ``0 .. K-1``.
 """
@@ -18,7 +22,7 @@ margin is ``(2y - 1) * raw``). Class labels for K-class losses are the integers 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +33,12 @@ import numpy as np
 _EXP_CLIP = 30.0
 
 TASKS = ("regression", "binary", "multiclass", "count")
+
+# The class-frequency clip of the binary baselines: [1e-12, the largest float32 below 1]. The
+# upper end used to be written 1 - 1e-12, which is 1.0 in float32, so all-positive labels gave an
+# infinite baseline; every frequency below 1 is below this value, so the clip only acts at p = 1.
+_P_MIN = 1e-12
+_P_MAX = float(np.nextafter(np.float32(1.0), np.float32(0.0)))
 
 
 def safe_exp(z):
@@ -185,7 +195,10 @@ def huber_baseline(y, w, n_outputs, delta, n_steps: int = 50, **params):
 
 
 def logit_baseline(y, w, n_outputs, **params):
-    p = jnp.clip(_mean(y, w), 1e-12, 1.0 - 1e-12)
+    """``log(p / (1 - p))`` of the weighted positive frequency ``p``, clipped to
+    ``[1e-12, 1 - 2^-24]``: finite (about -27.6 and 16.6) when every label is 0 or every label
+    is 1; the clip is inactive for any other float32 frequency."""
+    p = jnp.clip(_mean(y, w), _P_MIN, _P_MAX)
     return jnp.log(p / (1.0 - p))[None]
 
 
@@ -194,6 +207,7 @@ def half_logit_baseline(y, w, n_outputs, **params):
 
 
 def log_freq_baseline(y, w, n_outputs, **params):
+    """Centred log class frequencies; an absent class has frequency 1e-12 (finite scores)."""
     logp = jnp.log(_class_freq(y, w, n_outputs))
     return logp - jnp.mean(logp)
 
@@ -237,6 +251,70 @@ def numeric_baseline(loss: "Loss", y, w, n_steps: int = 100):
 
 
 # --------------------------------------------------------------------------------------------
+# Domains of loss parameters.
+# --------------------------------------------------------------------------------------------
+
+
+class Interval(NamedTuple):
+    """A real interval, the domain of a loss parameter: open ends by default, ``(0, 1)``."""
+
+    lo: float = -np.inf
+    hi: float = np.inf
+    lo_open: bool = True
+    hi_open: bool = True
+
+    def contains(self, x) -> np.ndarray:
+        """Elementwise: ``x`` is finite and inside the interval."""
+        x = np.asarray(x, np.float64)
+        above = x > self.lo if self.lo_open else x >= self.lo
+        below = x < self.hi if self.hi_open else x <= self.hi
+        return np.isfinite(x) & above & below
+
+    def __str__(self) -> str:
+        return (f"{'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}")
+
+
+class Domains(Mapping):
+    """An immutable, hashable mapping parameter name -> :class:`Interval` (static metadata of a
+    :class:`Loss`, so it must hash); built from any mapping of name -> ``Interval`` or tuple."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, domains=None):
+        items = dict(domains or {}).items()
+        self._items = tuple(sorted((str(k), v if isinstance(v, Interval) else Interval(*v))
+                                   for k, v in items))
+
+    def __getitem__(self, name):
+        for k, v in self._items:
+            if k == name:
+                return v
+        raise KeyError(name)
+
+    def __iter__(self):
+        return (k for k, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Mapping) and dict(self._items) == dict(other.items())
+
+    def __repr__(self) -> str:
+        return "Domains({" + ", ".join(f"{k!r}: {str(v)!r}" for k, v in self._items) + "})"
+
+
+PROBABILITY = Interval(0.0, 1.0)     # open: a quantile level, a fraction of residuals
+POSITIVE = Interval(0.0, np.inf)     # open at 0: a scale such as Huber's delta
+
+# Links a custom loss gets from its task when it names none (regression and counts: identity).
+TASK_LINKS = {"binary": sigmoid_link, "multiclass": softmax_link}
+
+
+# --------------------------------------------------------------------------------------------
 # The Loss pytree.
 # --------------------------------------------------------------------------------------------
 
@@ -253,7 +331,9 @@ class Loss:
       n_outputs: K, the number of raw outputs (``None``: the number of classes, set at fit time).
       task: ``"regression"``, ``"binary"`` (labels 0/1), ``"multiclass"`` (labels 0..K-1) or
         ``"count"`` (labels >= 0); decides label checks and what ``predict_proba`` means.
-      link: ``link(raw, **params)`` -> prediction (regression) or ``(..., n_classes)`` probabilities.
+      link: ``link(raw, **params)`` -> prediction (regression) or ``(..., n_classes)`` probabilities;
+        ``None`` (the default): the task's link, :func:`sigmoid_link` for ``"binary"``,
+        :func:`softmax_link` for ``"multiclass"``, the identity otherwise.
       baseline: ``baseline(y, w, n_outputs, **params) -> (K,)`` the optimal constant raw score
         (the adaptive Huber loss starts from the median, as Friedman's Algorithm 4), or ``None``
         to solve for it numerically (L-BFGS).
@@ -265,6 +345,9 @@ class Loss:
         ``"line_search"`` (Newton iterations on the true loss per leaf).
       adaptive_huber_alpha: when set, ``params['delta']`` is recomputed every round as the
         alpha-quantile of ``|y - f|`` (ESL section 10.10.2, the M-regression of Friedman 2001).
+      domains: ``{parameter: Interval or (lo, hi[, lo_open, hi_open])}``, the values each
+        parameter may take (open ends by default); checked on the host when the loss is resolved
+        (:func:`jboost._validation.resolve_loss`). Stored as a hashable :class:`Domains`.
     """
 
     fn: Callable
@@ -272,11 +355,12 @@ class Loss:
     name: str = "custom"
     n_outputs: Optional[int] = 1
     task: str = "regression"
-    link: Callable = identity_link
+    link: Optional[Callable] = None
     baseline: Optional[Callable] = None
     hessian: str = "autodiff"
     leaf_refit: Optional[str] = None
     adaptive_huber_alpha: bool = False
+    domains: Mapping[str, Any] = dataclasses.field(default_factory=Domains)
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -289,6 +373,10 @@ class Loss:
             )
         if self.n_outputs is not None and int(self.n_outputs) < 1:
             raise ValueError(f"n_outputs={self.n_outputs} must be >= 1.")
+        if self.link is None:
+            object.__setattr__(self, "link", TASK_LINKS.get(self.task) or identity_link)
+        if not isinstance(self.domains, Domains):
+            object.__setattr__(self, "domains", Domains(self.domains))
         # Parameters are stored as float32 arrays so that pytrees of losses stack and vmap.
         # (Tracers and placeholders used by pytree transformations are left untouched.)
         object.__setattr__(
@@ -313,7 +401,7 @@ jax.tree_util.register_dataclass(
     Loss,
     data_fields=["params"],
     meta_fields=["fn", "name", "n_outputs", "task", "link", "baseline", "hessian", "leaf_refit",
-                 "adaptive_huber_alpha"],
+                 "adaptive_huber_alpha", "domains"],
 )
 
 
@@ -364,11 +452,13 @@ def huber(delta=1.0, alpha=None) -> Loss:
     the weighted median with the adaptive delta, as in Friedman (2001), Algorithm 4.
     """
     params = {"delta": delta}
+    domains = {"delta": POSITIVE}
     if alpha is not None:
         params["alpha"] = alpha
+        domains["alpha"] = PROBABILITY
     return Loss(huber_fn if alpha is None else _huber_adaptive_fn, params=params, name="huber",
                 baseline=huber_baseline if alpha is None else median_baseline, hessian="unit",
-                leaf_refit="huber", adaptive_huber_alpha=alpha is not None)
+                leaf_refit="huber", adaptive_huber_alpha=alpha is not None, domains=domains)
 
 
 def _huber_adaptive_fn(y, f, delta, alpha):
@@ -377,7 +467,7 @@ def _huber_adaptive_fn(y, f, delta, alpha):
 
 def quantile(alpha=0.5) -> Loss:
     return Loss(quantile_fn, params={"alpha": alpha}, name="quantile", baseline=quantile_baseline,
-                hessian="unit", leaf_refit="quantile")
+                hessian="unit", leaf_refit="quantile", domains={"alpha": PROBABILITY})
 
 
 def binomial_deviance() -> Loss:
@@ -403,6 +493,18 @@ def samme_exponential(n_classes=None) -> Loss:
 def poisson() -> Loss:
     return Loss(poisson_fn, name="poisson", task="count", link=exp_link,
                 baseline=log_mean_baseline)
+
+
+# The per-sample functions of the built-in losses (custom losses get the host-side sanity checks
+# of jboost.fit that these pass by construction, e.g. a gradient that is not zero everywhere).
+BUILT_IN_FNS = frozenset({squared_error_fn, absolute_error_fn, huber_fn, _huber_adaptive_fn,
+                          quantile_fn, binomial_deviance_fn, exponential_fn,
+                          multinomial_deviance_fn, samme_exponential_fn, poisson_fn})
+
+
+def is_built_in(loss: Loss) -> bool:
+    """Whether ``loss`` computes one of jboost's built-in losses."""
+    return loss.fn in BUILT_IN_FNS
 
 
 _REGISTRY = {

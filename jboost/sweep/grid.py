@@ -107,8 +107,8 @@ def grid_points(grid, loss: losses_lib.Loss) -> Tuple[List[Dict[str, float]], Tu
             p[name] = float(v)
             if kind == "hyper":
                 _validation.check_hyperparameter(name, p[name])
-            elif not np.isfinite(p[name]):
-                raise ValueError(f"grid[{name!r}] values must be finite; got {v!r}.")
+            else:
+                _validation.check_loss_param(loss, loss_param_name(name), p[name], f"grid[{name!r}]")
     return points, names
 
 
