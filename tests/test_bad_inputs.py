@@ -1,0 +1,288 @@
+"""No silent wrong answers (issue 14): one table of bad inputs, each row an entry point (``fit``,
+the classical algorithms, forests, sweeps, ``predict``), a bad input, and the error type and
+message it must raise (or the warning it must give).
+
+Almost every row fails on the host before anything is compiled. Rows that warn are combined
+with a later host-side error (``n_bins=2``, checked after the labels) so that they do not fit a
+model either; the few checks that need a fitted model (a non-finite training loss, a zero
+gradient, degenerate class balance, a custom binary loss's link, predicting 0 rows) share the
+settings of ``conftest.FIT_KW`` and its ``N x F`` data.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jboost
+from jboost import _validation
+from jboost import algorithms
+from jboost import bagging
+from jboost import losses
+from jboost import sweep as sweep_lib
+
+from conftest import F, FIT_KW, N
+
+RNG = np.random.default_rng(14)
+X20 = RNG.normal(size=(20, 3)).astype(np.float32)
+Y20 = RNG.normal(size=20).astype(np.float32)
+B20 = (np.arange(20) % 2).astype(np.float32)          # binary labels
+C20 = (np.arange(20) % 3).astype(np.float32)          # class labels 0..2
+BIG20 = np.where(np.arange(20) % 2 == 0, 0.0, 1e6).astype(np.float32)   # K = 1e6 + 1 classes
+SHIFTED20 = (np.arange(20) % 3 + 1).astype(np.float32)                  # labels 1..3, class 0 absent
+
+
+def _borders(n_bins=8, f=3):
+    return np.tile(np.linspace(-1.0, 1.0, n_bins - 1, dtype=np.float32), (f, 1))
+
+
+UNSORTED = _borders()
+UNSORTED[1, [2, 3]] = UNSORTED[1, [3, 2]]
+WITH_NAN = _borders()
+WITH_NAN[2, 4] = np.nan
+
+
+def _vector_loss(y, f):
+    return jnp.stack([f - y, y - f]) ** 2                 # (2,) per sample: wrong
+
+
+def _softmaxless(y, f):
+    return jax.nn.logsumexp(f) - jnp.take(f, y.astype(jnp.int32))
+
+
+# Entry points: every one takes (X, y, **kwargs) with small static settings.
+ENTRY = {
+    "fit": lambda X, y, **kw: jboost.fit(X, y, **{"n_rounds": 2, "depth": 2, **kw}),
+    "gradient_boost": lambda X, y, **kw: algorithms.gradient_boost(X, y, **{"n_rounds": 2, "depth": 2, **kw}),
+    "adaboost_m1": lambda X, y, **kw: algorithms.adaboost_m1(X, y, **{"n_rounds": 2, **kw}),
+    "samme": lambda X, y, **kw: algorithms.samme(X, y, **{"n_rounds": 2, **kw}),
+    "logitboost": lambda X, y, **kw: algorithms.logitboost(X, y, **{"n_rounds": 2, **kw}),
+    "fit_forest": lambda X, y, **kw: bagging.fit_forest(X, y, **{"n_trees": 2, "depth": 2, **kw}),
+    "sweep": lambda X, y, **kw: sweep_lib.sweep(X, y, **{"n_rounds": 2, "depth": 2, "folds": 2,
+                                                         "seeds": 1, **kw}),
+}
+
+# (entry point, X, y, kwargs, error type, message regex). Existing checks first, then issue 14.
+ERRORS = [
+    # Existing checks: lengths, finiteness, types, settings, labels.
+    *[(e, X20, Y20[:19], {}, ValueError, "y has 19 samples but X has 20")
+      for e in ("fit", "gradient_boost", "adaboost_m1", "fit_forest", "sweep")],
+    *[(e, X20, np.where(np.arange(20) == 3, np.nan, Y20), {}, ValueError, "y must be finite")
+      for e in ("fit", "gradient_boost", "fit_forest", "sweep")],
+    *[(e, X20.astype(np.complex64), B20, {}, TypeError, "X must be real; got a complex array")
+      for e in ("fit", "gradient_boost", "adaboost_m1", "fit_forest", "sweep")],
+    *[(e, X20, B20, {"sample_weight": -np.ones(20)}, ValueError, "sample_weight must be non-negative")
+      for e in ("fit", "gradient_boost", "adaboost_m1", "fit_forest", "sweep")],
+    *[(e, X20, B20, {"depth": 0}, ValueError, r"depth=0 must be in \[1, 16\]")
+      for e in ("fit", "gradient_boost", "adaboost_m1", "fit_forest", "sweep")],
+    ("fit", X20, Y20, {"learning_rate": 0.0}, ValueError, r"learning_rate=0.0 must be in \(0.0, inf\]"),
+    ("sweep", X20, Y20, {"grid": {"learning_rate": [0.1, -1.0]}}, ValueError, r"learning_rate=-1.0 must be in"),
+    ("adaboost_m1", X20, C20, {}, ValueError, "y must hold binary labels 0/1"),
+    ("fit", X20, C20, {"loss": "binomial_deviance"}, ValueError, "y must hold binary labels 0/1"),
+    ("fit_forest", X20, C20 + 0.5, {}, ValueError, "y must hold integer class labels"),
+    # 4. Loss parameters outside their declared domains; the sweep's grid values too.
+    *[(e, X20, Y20, {"loss": losses.quantile(1.5)}, ValueError,
+       r"loss 'quantile' parameter alpha=1.5 must be in \(0, 1\)")
+      for e in ("fit", "gradient_boost", "sweep")],
+    ("fit", X20, Y20, {"loss": losses.quantile(0.0)}, ValueError, r"alpha=0 must be in \(0, 1\)"),
+    *[(e, X20, Y20, {"loss": losses.huber(delta=0.0)}, ValueError,
+       r"loss 'huber' parameter delta=0 must be in \(0, inf\)")
+      for e in ("fit", "gradient_boost", "sweep")],
+    ("fit", X20, Y20, {"loss": losses.huber(delta=-1.0)}, ValueError, r"delta=-1 must be in \(0, inf\)"),
+    ("fit", X20, Y20, {"loss": losses.huber(alpha=1.5)}, ValueError, r"parameter alpha=1.5 must be in \(0, 1\)"),
+    ("fit", X20, Y20, {"loss": losses.huber(delta=np.nan)}, ValueError, "parameter delta must be finite"),
+    ("sweep", X20, Y20, {"loss": "quantile", "grid": {"alpha": [0.5, 1.5]}}, ValueError,
+     r"grid\['alpha'\]: loss 'quantile' parameter alpha=1.5 must be in \(0, 1\)"),
+    ("sweep", X20, Y20, {"loss": "huber", "grid": {"loss.delta": [1.0, 0.0]}}, ValueError,
+     r"grid\['loss.delta'\]: loss 'huber' parameter delta=0 must be in \(0, inf\)"),
+    # 7. User-supplied borders: unsorted or NaN.
+    *[(e, X20, B20, {"borders": bad, "n_bins": 8}, ValueError, match)
+      for e in ("fit", "gradient_boost", "adaboost_m1", "fit_forest")
+      for bad, match in ((UNSORTED, "borders must be non-decreasing along each feature .*feature 1"),
+                         (WITH_NAN, "borders must not contain NaN; found NaN for feature 2"))],
+    # 12. A class label of 1e6: K = 1e6 + 1 classes would need terabytes; refused before compiling.
+    *[(e, X20, BIG20, {"loss": "multinomial_deviance"}, MemoryError,
+       r"K = max\(y\) \+ 1 = 1000001 classes, from the labels' maximum")
+      for e in ("fit", "gradient_boost", "sweep")],
+    # 13. Clear messages: a loss returning a vector; a custom K-class loss without n_outputs.
+    *[(e, X20, Y20, {"loss": _vector_loss}, ValueError,
+       r"the loss must return a scalar per sample; .* returned shape \(2,\)")
+      for e in ("fit", "gradient_boost", "sweep")],
+    ("fit", X20, Y20, {"loss": _vector_loss, "n_outputs": 3}, ValueError,
+     r"must return a scalar per sample; .*raw scores of shape \(3,\) returned shape \(2, 3\)"),
+    *[(e, X20, C20, {"loss": _softmaxless, "task": "multiclass"}, ValueError,
+       r"task='multiclass' but n_outputs=1: pass n_outputs=K")
+      for e in ("fit", "gradient_boost", "sweep")],
+    ("fit", X20, C20, {"loss": losses.Loss(_softmaxless, task="multiclass")}, ValueError,
+     "pass n_outputs=K, the number of classes"),
+]
+
+
+def _id(row):
+    entry, _, _, kwargs, error, match = row
+    return f"{entry}-{error.__name__}-{match[:40]}"
+
+
+@pytest.mark.parametrize("entry,X,y,kwargs,error,match", ERRORS, ids=[_id(r) for r in ERRORS])
+def test_bad_input_raises(entry, X, y, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        ENTRY[entry](X, y, **kwargs)
+
+
+# 8. Class labels 1..K (class 0 absent) with a K-class loss warn. Negative sample weights
+# (checked after the labels; the sweep: n_bins=2) stop each call before it compiles anything.
+NEGATIVE = {"sample_weight": -np.ones(20)}
+WARNINGS = [
+    ("fit", {"loss": "multinomial_deviance", **NEGATIVE}),
+    ("fit", {"loss": "samme_exponential", **NEGATIVE}),
+    ("gradient_boost", {"loss": "multinomial_deviance", **NEGATIVE}),
+    ("samme", NEGATIVE),
+    ("logitboost", NEGATIVE),
+    ("fit_forest", NEGATIVE),
+    ("sweep", {"loss": "multinomial_deviance", "n_bins": 2}),
+]
+
+
+@pytest.mark.parametrize("entry,kwargs", WARNINGS, ids=[w[0] + "-" + str(w[1].get("loss", "")) for w in WARNINGS])
+def test_labels_without_class_zero_warn(entry, kwargs):
+    with pytest.warns(UserWarning, match=r"(?i)class labels 1\.\.3 with class 0 absent.*map the labels to 0\.\.K-1"):
+        with pytest.raises(ValueError, match=r"n_bins=2 must be in \[3, |sample_weight must be non-negative"):
+            ENTRY[entry](X20, SHIFTED20, **kwargs)
+
+
+def test_labels_from_zero_and_given_classes_do_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _validation.resolve_loss("multinomial_deviance", C20)
+        _validation.resolve_loss("multinomial_deviance", SHIFTED20, n_outputs=4)
+        assert _validation.n_classes_of(C20) == 3
+        assert _validation.n_classes_of(SHIFTED20, n_classes=4) == 4
+
+
+def test_memory_estimate_refuses_only_impossible_fits():
+    # fit's own estimate (features x 2^(depth-1) x n_bins x 2K) refuses what the K-only bound of
+    # resolve_loss lets through; ordinary settings pass.
+    limit = _validation.memory_limit()
+    assert _validation.fit_bytes(200, 5, 6, 256, 1) < 1 << 20 < limit
+    assert _validation.fit_bytes(10**6, 5000, 16, 256, 30, dense_hessian=True) > 1 << 40
+    with pytest.raises(MemoryError, match=r"needs at least .* GiB but the device has .*n_outputs=200000"):
+        jboost.fit(X20, C20, "multinomial_deviance", n_outputs=200000, depth=16, n_bins=256,
+                   n_rounds=2)
+
+
+# --------------------------------------------------------------------------------------------
+# Checks that need a fitted model (shared shapes: conftest.FIT_KW on N x F data).
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(N, F)).astype(np.float32)
+    return X, (X[:, 0] > 0).astype(np.float32)
+
+
+def _nan_everywhere(y, f):
+    return jnp.nan * f
+
+
+def _nan_for_positives(y, f):
+    return jnp.where(y > 0.5, jnp.nan, (y - f) ** 2)
+
+
+@pytest.mark.parametrize("loss,kwargs,match", [
+    (_nan_everywhere, {}, r"not finite from round 0 on .*baseline .* is \[nan\]"),
+    (_nan_for_positives, {}, r"round 0 on .*not finite for \d+ of 200 rows"),
+    ("squared_error", {"learning_rate": 1e30}, r"round 0 on .*learning_rate too large"),
+])
+@pytest.mark.filterwarnings("ignore:the gradient of loss")
+def test_non_finite_training_loss_raises(data, loss, kwargs, match):
+    X, y = data
+    with pytest.raises(FloatingPointError, match=match):
+        jboost.fit(X, y, loss, **FIT_KW, **kwargs)
+
+
+def test_checks_after_the_fit_are_skipped_under_vmap(data):
+    # Traced hyperparameters: no host check (documented); the NaN rows are the caller's to read.
+    X, y = data
+    curves = jax.vmap(lambda lr: jboost.fit(X, y, **FIT_KW, learning_rate=lr).train_loss)(
+        jnp.asarray([0.1, 1e30], jnp.float32))
+    assert np.isfinite(np.asarray(curves[0])).all() and not np.isfinite(np.asarray(curves[1])).all()
+
+
+def test_zero_gradient_loss_warns(data):
+    X, y = data
+    with pytest.warns(UserWarning, match="gradient of loss '_rounded' is zero at every row at the "
+                                         "baseline.*nothing will be learned"):
+        jboost.fit(X, y, _rounded, **FIT_KW)
+
+
+def _rounded(y, f):
+    return jnp.round(f - y) ** 2
+
+
+@pytest.mark.parametrize("loss", ["binomial_deviance", "exponential"])
+@pytest.mark.parametrize("label", [0.0, 1.0])
+def test_single_class_binary_labels_give_finite_models(data, loss, label):
+    X, _ = data
+    y = np.full(N, label, np.float32)
+    model = jboost.fit(X, y, loss, **FIT_KW)
+    for values in (model.baseline, model.train_loss, jboost.predict(model, X),
+                   jboost.predict_proba(model, X)):
+        assert np.isfinite(np.asarray(values)).all()
+    assert (np.asarray(jboost.predict_class(model, X)) == label).all()
+
+
+def test_binary_baseline_clip_is_inactive_on_ordinary_labels():
+    # The old formula (clip to [1e-12, 1 - 1e-12], which is 1.0 in float32) bitwise, for every
+    # frequency below 1.
+    rng = np.random.default_rng(0)
+    old = jax.jit(lambda y, w: jnp.log(jnp.clip(jnp.sum(w * y) / jnp.sum(w), 1e-12, 1.0 - 1e-12)
+                                       / (1.0 - jnp.clip(jnp.sum(w * y) / jnp.sum(w), 1e-12, 1.0 - 1e-12))))
+    new = jax.jit(lambda y, w: losses.logit_baseline(y, w, 1)[0])
+    for n, p in [(10, 0.5), (1000, 0.001), (1000, 0.999), (100000, 0.99999), (7, 0.0)]:
+        y = (rng.random(n) < p).astype(np.float32)
+        y[0] = 1.0 if p > 0 else 0.0
+        w = rng.random(n).astype(np.float32)
+        assert np.asarray(new(y, w)).tobytes() == np.asarray(old(y, w)).tobytes(), (n, p)
+    assert np.isinf(np.asarray(old(np.ones(4, np.float32), np.ones(4, np.float32))))
+
+
+def test_absent_class_gives_finite_multiclass_baselines():
+    y = np.array([0, 2, 2, 0], np.float32)  # class 1 absent
+    w = np.ones(4, np.float32)
+    for loss in (losses.multinomial_deviance(3), losses.samme_exponential(3)):
+        assert np.isfinite(np.asarray(losses.baseline(loss, y, w))).all()
+
+
+def test_custom_binary_loss_gets_the_sigmoid_link(data):
+    X, y = data
+    loss = losses.Loss(losses.binomial_deviance_fn, task="binary", name="my_logloss")
+    assert loss.link is losses.sigmoid_link
+    assert losses.Loss(losses.multinomial_deviance_fn, task="multiclass", n_outputs=3).link is losses.softmax_link
+    assert losses.Loss(losses.squared_error_fn).link is losses.identity_link
+    model = jboost.fit(X, y, loss, **FIT_KW)
+    proba = np.asarray(jboost.predict_proba(model, X))
+    assert proba.shape == (N, 2)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-6)
+    assert np.mean(np.asarray(jboost.predict_class(model, X)) == y) > 0.9
+
+
+def test_predicting_zero_rows_gives_empty_arrays(data):
+    X, y = data
+    model = jboost.fit(X, y, "binomial_deviance", **FIT_KW)
+    forest = bagging.fit_forest(X, y, n_trees=2, depth=2, n_bins=16)
+    empty = np.zeros((0, F), np.float32)
+    for m in (model, forest):
+        assert np.asarray(jboost.predict(m, empty)).shape[0] == 0
+        assert np.asarray(jboost.predict_proba(m, empty)).shape == (0, 2)
+        assert np.asarray(jboost.predict_class(m, empty)).shape == (0,)
+    for m in (model, forest):   # item 8: predictions check the number of columns
+        with pytest.raises(ValueError, match=f"X has 3 features, but the model was fitted on {F}"):
+            jboost.predict(m, X[:, :3])
+        with pytest.raises(TypeError, match="X must be real; got a complex array"):
+            jboost.predict(m, X.astype(np.complex64))
