@@ -67,6 +67,10 @@ class Model(Protocol):
     def staged(self, X, fn: Callable) -> Any:
         """``fn(raw (n, K))`` after every stage, stacked on a leading ``(n_stages,)`` axis."""
 
+    # Optional: ``proba(X, n_stages) -> (n, n_classes)`` when the probabilities are not
+    # ``proba_from_raw`` of the combined raw score (bagged boosters average the bags'
+    # probabilities); predict_proba and predict_class then use it.
+
 
 # --------------------------------------------------------------------------------------------
 # Sums of trees on host or device rows.
@@ -263,25 +267,38 @@ def predict(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
 
 
 def predict_proba(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
-    """Class probabilities ``(n, n_classes)`` (classification models)."""
+    """Class probabilities ``(n, n_classes)`` (classification models).
+
+    A model whose probabilities are not a function of its combined raw score (bagged boosters:
+    the mean of the bags' probabilities) defines ``proba(X, n_stages)``, which is used instead
+    of ``proba_from_raw(raw_scores(X))``.
+    """
     _check_model(model)
     _require_classification(model, "predict_proba")
-    raw, X = _raw(model, X, n_rounds)
-    if raw is None:
-        X = jnp.zeros((1, model.n_features), jnp.float32)
-        k = _batched(model, lambda m: m.proba_from_raw(m.raw_scores(X, n_rounds))).shape[-1]
+    X = _validation.predict_matrix(X, model.n_features)
+    if X.shape[0] == 0:
+        X1 = jnp.zeros((1, model.n_features), jnp.float32)
+        k = _batched(model, lambda m: _proba(m, X1, n_rounds)).shape[-1]
         return _empty(model, (k,))
-    return _batched_pair(model, raw, lambda m, r: m.proba_from_raw(r))
+    return _batched(model, lambda m: _proba(m, X, n_rounds))
+
+
+def _proba(m, X, n_rounds):
+    if hasattr(m, "proba"):
+        return m.proba(X, n_rounds)
+    return m.proba_from_raw(m.raw_scores(X, n_rounds))
 
 
 def predict_class(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
     """Class labels ``(n,)`` (argmax of the probabilities; ECOC: the nearest codeword)."""
     _check_model(model)
     _require_classification(model, "predict_class")
-    raw, X = _raw(model, X, n_rounds)
-    if raw is None:
+    X = _validation.predict_matrix(X, model.n_features)
+    if X.shape[0] == 0:
         return _empty(model, (), jnp.int32)
-    return _batched_pair(model, raw, lambda m, r: m.classes_from_raw(r))
+    if hasattr(model, "proba"):
+        return _batched(model, lambda m: jnp.argmax(m.proba(X, n_rounds), axis=-1))
+    return _batched(model, lambda m: m.classes_from_raw(m.raw_scores(X, n_rounds)))
 
 
 def predict_mean(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:

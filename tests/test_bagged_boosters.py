@@ -67,10 +67,11 @@ def test_every_protocol_function_on_bagged_boosters(bagged):
                                         for b in range(3)], axis=0), rtol=1e-6, atol=1e-6)
     proba = np.asarray(jboost.predict_proba(model, Xs))
     assert proba.shape == (30, 2)
-    np.testing.assert_allclose(proba[:, 1], 1 / (1 + np.exp(-raw)), rtol=1e-5)  # the link of the mean raw
     np.testing.assert_array_equal(np.asarray(jboost.predict_class(model, Xs)), proba.argmax(1))
-    # Bagging's usual combination: the mean of the bags' probabilities.
+    # Bagging's usual combination: the mean of the bags' probabilities (not the link of the mean raw).
     per_bag_proba = np.stack([np.asarray(jboost.predict_proba(_bag(model, b), Xs)) for b in range(3)])
+    np.testing.assert_allclose(proba, per_bag_proba.mean(0), rtol=1e-5)
+    assert not np.allclose(proba[:, 1], 1 / (1 + np.exp(-raw)), rtol=1e-5)
     np.testing.assert_allclose(bagging.bagged_predict_proba(model, Xs), per_bag_proba.mean(0), rtol=1e-5)
     np.testing.assert_allclose(bagging.bagged_predict(model, Xs), per_bag_proba.mean(0), rtol=1e-5)
     staged = np.asarray(jboost.staged_predict(model, Xs))
