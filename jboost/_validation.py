@@ -37,6 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost import _batching
+from jboost import _native
 from jboost import binning
 from jboost import losses as losses_lib
 
@@ -242,9 +244,9 @@ def n_classes_of(y: np.ndarray, n_classes: Optional[int] = None, name: str = "y"
             raise ValueError(f"{name} has maximum {y.max()}: K = max({name}) + 1 = {k} classes (from "
                              f"the labels' maximum) is more than {1 << 20}; map the labels to 0..K-1.")
         _warn_class_zero_absent(y, name)
-        check_memory(n_rows=y.shape[0], n_features=1, depth=1, n_bins=3, n_outputs=k,
-                     cause=f"K = max({name}) + 1 = {k} classes, from the labels' maximum (even "
-                     "with one feature, depth 1 and 3 bins)")
+        check_memory(fit_bytes(y.shape[0], 1, 1, 3, k),
+                     cause=f"K = max({name}) + 1 = {k} classes, from the labels' maximum",
+                     detail=f"{y.shape[0]} rows x K scores (a lower bound: one feature, depth 1, 3 bins)")
         return k
     k = check_int(n_classes, "n_classes", 2, 1 << 20)
     if np.any(y >= k):
@@ -261,7 +263,8 @@ def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
     Also checked here: the loss's parameters against their declared domains
     (:func:`check_loss_params`), that the loss returns one scalar per sample
     (:func:`check_loss_output`, by ``jax.eval_shape``), that a K-class loss has K >= 2 outputs,
-    and that the K taken from the labels fits in memory (:func:`check_memory`); labels 1..K with
+    and that the K taken from the labels fits in memory (:func:`check_memory` of
+    :func:`fit_bytes`); labels 1..K with
     class 0 absent get a ``UserWarning``.
     """
     if task is not None:
@@ -281,10 +284,11 @@ def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
             raise ValueError(f"y has maximum {y.max()}: K = max(y) + 1 = {k} classes (from the "
                              f"labels' maximum) is more than {1 << 20}; map the labels to 0..K-1.")
         _warn_class_zero_absent(y, "y")
-        check_memory(n_rows=y.shape[0], n_features=1, depth=1, n_bins=3, n_outputs=k,
-                     dense_hessian=resolved.hessian == "autodiff",
-                     cause=f"K = max(y) + 1 = {k} classes, from the labels' maximum (even with one "
-                     "feature, depth 1 and 3 bins)")
+        check_memory(fit_bytes(y.shape[0], 1, 1, 3, k, dense_hessian=resolved.hessian == "autodiff"),
+                     cause=f"K = max(y) + 1 = {k} classes, from the labels' maximum",
+                     detail=f"{y.shape[0]} rows x K raw scores, gradients, hessians"
+                     f"{' and K x K autodiff hessians' if resolved.hessian == 'autodiff' else ''} "
+                     "(a lower bound: one feature, depth 1, 3 bins)")
         resolved = resolved.replace(n_outputs=k)
     elif resolved.task == "multiclass" and resolved.n_outputs < 2:
         raise ValueError(f"loss {resolved.name!r} has task='multiclass' but n_outputs="
@@ -344,57 +348,6 @@ def check_loss_output(loss: losses_lib.Loss) -> None:
                          f"with one label and {raw} returned shape {shape}.")
 
 
-# --------------------------------------------------------------------------------------------
-# Memory: refuse what cannot fit before compiling.
-# --------------------------------------------------------------------------------------------
-
-
-def memory_limit(devices=None) -> int:
-    """Bytes of memory of the first device used: the accelerator's limit, or the host's
-    physical memory for a CPU device (or a backend that does not report it)."""
-    device = devices_of(devices)[0]
-    if device.platform != "cpu":
-        try:
-            return int(device.memory_stats()["bytes_limit"])
-        except Exception:  # noqa: BLE001 - a backend without memory_stats
-            pass
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62
-
-
-def fit_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
-              dense_hessian: bool = False) -> int:
-    """A lower bound of the memory one boosted model needs while it is fitted (bytes): the
-    deepest level's histograms, ``F x min(2^(depth-1), n) x n_bins x 2K`` float32 (gradient and
-    hessian sums; at most ``n`` leaves hold rows), and the per-row raw scores, gradients and
-    hessians, ``3 x n x K`` float32, plus ``n x K x K`` float32 when ``dense_hessian`` (the
-    autodiff diagonal hessian of a K-output loss, :func:`jboost.derivatives.grad_hess`, takes the
-    diagonal of a per-row ``K x K`` Jacobian). :func:`jboost._batching.model_bytes` is the
-    sweep's fuller estimate."""
-    n, k = int(n_rows), int(n_outputs)
-    leaves = min(1 << (depth - 1), max(n, 1))
-    dense = n * k * k if dense_hessian and k > 1 else 0
-    return 4 * (n_features * leaves * n_bins * 2 * k + 3 * n * k + dense)
-
-
-def check_memory(*, n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
-                 dense_hessian: bool = False, devices=None, cause: Optional[str] = None) -> None:
-    """Raise ``MemoryError`` before compiling when :func:`fit_bytes` exceeds the memory of the
-    device (:func:`memory_limit`); the message names ``cause`` (e.g. the number of classes taken
-    from the labels) and the settings."""
-    need = fit_bytes(n_rows, n_features, depth, n_bins, n_outputs, dense_hessian)
-    have = memory_limit(devices)
-    if need > have:
-        why = f" {cause};" if cause else ""
-        raise MemoryError(f"this fit needs at least {need / 2**30:.3g} GiB but the device has "
-                          f"{have / 2**30:.3g} GiB:{why} estimated from n_rows={n_rows}, "
-                          f"n_features={n_features}, depth={depth}, n_bins={n_bins}, "
-                          f"n_outputs={n_outputs} (histograms F x 2^(depth-1) x n_bins x 2K float32"
-                          f"{', per-row K x K hessians' if dense_hessian and n_outputs > 1 else ''}).")
-
-
 def check_folds(folds, n: int, name: str = "folds") -> Optional[np.ndarray]:
     """``folds`` is an int K in ``[2, n]`` (returns ``None``) or ``(n,)`` fold ids 0..K-1, every id
     used (returns them as int32)."""
@@ -443,6 +396,67 @@ def check_memory_budget(memory_budget) -> Optional[int]:
     if memory_budget is None:
         return None
     return check_int(memory_budget, "memory_budget", 1, 1 << 62)
+
+
+# --------------------------------------------------------------------------------------------
+# Memory: refuse what cannot fit before compiling.
+# --------------------------------------------------------------------------------------------
+
+
+def memory_limit(devices=None) -> int:
+    """Bytes of memory of the first device used: the accelerator's limit, or the host's
+    physical memory for a CPU device (or a backend that does not report it)."""
+    device = devices_of(devices)[0]
+    if device.platform != "cpu":
+        try:
+            return int(device.memory_stats()["bytes_limit"])
+        except Exception:  # noqa: BLE001 - a backend without memory_stats
+            pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def fit_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
+              dense_hessian: bool = False) -> int:
+    """A lower bound of the memory one boosted model needs while it is fitted (bytes), for when
+    only the labels are known (:func:`resolve_loss`, :func:`n_classes_of`): one level's
+    histograms ``F x 2^(depth-1) x n_bins x 2K`` float32, the per-row raw scores, gradients and
+    hessians ``3 x n x K`` float32, and ``n x K x K`` float32 when ``dense_hessian`` (the
+    autodiff diagonal hessian of a K-output loss, :func:`jboost.derivatives.grad_hess`, takes the
+    diagonal of a per-row ``K x K`` Jacobian)."""
+    n, k = int(n_rows), int(n_outputs)
+    dense = n * k * k if dense_hessian and k > 1 else 0
+    return 4 * (n_features * (1 << (depth - 1)) * n_bins * 2 * k + 3 * n * k + dense)
+
+
+def boosting_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
+                   n_rounds: int, trees_per_round: int = 1, dense_hessian: bool = False,
+                   devices=None) -> int:
+    """Estimated peak memory of one :func:`jboost.fit` (bytes): the sweep's estimate
+    :func:`jboost._batching.model_bytes` (fused levels when the CPU kernel serves every level of
+    one device, else the materialised pure-JAX histograms ``3 x F x 2^(depth-1) x n_bins x 2K``
+    float32), plus the per-row ``K x K`` autodiff hessians when ``dense_hessian``."""
+    device = devices_of(devices)[0]
+    k = int(n_outputs)
+    fused = (devices is None and _batching.kernel_fits(device)
+             and _native.indexable(n_rows, 1 << (depth - 1), n_bins, 2 * k))
+    need = _batching.model_bytes(n_rows, n_features, depth, n_bins, k, n_rounds=n_rounds,
+                                 trees_per_round=trees_per_round, keep_trees=True, fused=fused)
+    return int(need + (4 * n_rows * k * k if dense_hessian and k > 1 else 0))
+
+
+def check_memory(need: int, *, devices=None, cause: Optional[str] = None,
+                 detail: str = "") -> None:
+    """Raise ``MemoryError`` before compiling when ``need`` bytes (:func:`boosting_bytes`,
+    :func:`fit_bytes`) exceed the memory of the device (:func:`memory_limit`); the message names
+    ``cause`` (e.g. the number of classes taken from the labels) and the settings (``detail``)."""
+    have = memory_limit(devices)
+    if need > have:
+        why = f" {cause};" if cause else ""
+        raise MemoryError(f"this fit needs about {need / 2**30:.3g} GiB but the device has "
+                          f"{have / 2**30:.3g} GiB:{why} {detail}.")
 
 
 # --------------------------------------------------------------------------------------------

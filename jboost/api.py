@@ -127,10 +127,16 @@ def fit(
     config = config._replace(missing=binning.has_missing(data.X_binned, config.n_bins))
     cause = (f"n_outputs K = {loss_obj.n_outputs} (a K-class loss takes K = max(y) + 1 from the "
              "labels' maximum)" if loss_obj.task == "multiclass" and n_outputs is None else None)
-    _validation.check_memory(n_rows=X.shape[0], n_features=X.shape[1], depth=config.depth,
-                             n_bins=config.n_bins, n_outputs=loss_obj.n_outputs,
-                             dense_hessian=loss_obj.hessian == "autodiff", devices=devices,
-                             cause=cause)
+    k = loss_obj.n_outputs
+    dense = loss_obj.hessian == "autodiff"
+    need = _validation.boosting_bytes(X.shape[0], X.shape[1], config.depth, config.n_bins, k,
+                                      config.n_rounds, k if config.per_output_trees else 1, dense,
+                                      devices)
+    _validation.check_memory(need, devices=devices, cause=cause,
+                             detail=f"estimated for {X.shape[0]} rows, {X.shape[1]} features, "
+                             f"depth={config.depth}, n_bins={config.n_bins}, n_outputs={k}, "
+                             f"n_rounds={config.n_rounds} (histograms F x 2^(depth-1) x n_bins x 2K"
+                             f" float32{', per-row K x K autodiff hessians' if dense and k > 1 else ''})")
     init_raw = _baseline(loss_obj, data.y, data.w)
     concrete = not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, init_raw)))
     if concrete and not losses_lib.is_built_in(loss_obj):

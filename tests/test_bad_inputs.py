@@ -167,11 +167,16 @@ def test_memory_estimate_refuses_only_impossible_fits():
     # fit's own estimate (features x 2^(depth-1) x n_bins x 2K) refuses what the K-only bound of
     # resolve_loss lets through; ordinary settings pass.
     limit = _validation.memory_limit()
-    assert _validation.fit_bytes(200, 5, 6, 256, 1) < 1 << 20 < limit
+    assert _validation.boosting_bytes(200, 5, 6, 256, 1, 100) < 1 << 24 < limit
+    assert _validation.boosting_bytes(20, 3, 16, 256, 4000, 2, dense_hessian=True) > 1 << 40
     assert _validation.fit_bytes(10**6, 5000, 16, 256, 30, dense_hessian=True) > 1 << 40
-    with pytest.raises(MemoryError, match=r"needs at least .* GiB but the device has .*n_outputs=200000"):
+    with pytest.raises(MemoryError, match=r"needs about .* GiB but the device has .*n_outputs=200000"):
         jboost.fit(X20, C20, "multinomial_deviance", n_outputs=200000, depth=16, n_bins=256,
                    n_rounds=2)
+    # The custom K-output loss that tried to allocate 2.4 TB before the estimate existed.
+    with pytest.raises(MemoryError, match=r"depth=16, n_bins=256, n_outputs=4000"):
+        jboost.fit(X20, C20, lambda y, f: jnp.sum((f - y) ** 2), n_outputs=4000, depth=16,
+                   n_bins=256, n_rounds=2)
 
 
 # --------------------------------------------------------------------------------------------
