@@ -420,3 +420,44 @@ def test_loss_params_are_traced_leaves():
         np.testing.assert_allclose(np.asarray(batched[i]),
                                    np.asarray(losses.per_sample_losses(losses.huber(delta=d), y, raw)))
     np.testing.assert_allclose(np.asarray(batched[0]), [0.02, 0.375, 1.375], rtol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# Declared parameter domains and the task's default link (issue 14).
+# --------------------------------------------------------------------------------------------
+
+
+def test_built_in_losses_declare_their_parameter_domains():
+    assert dict(losses.quantile(0.3).domains) == {"alpha": losses.Interval(0.0, 1.0)}
+    assert dict(losses.huber(1.0).domains) == {"delta": losses.Interval(0.0, np.inf)}
+    assert set(losses.huber(alpha=0.9).domains) == {"alpha", "delta"}
+    assert not losses.squared_error().domains
+    assert str(losses.PROBABILITY) == "(0, 1)" and str(losses.Interval(0, 1, False, False)) == "[0, 1]"
+    np.testing.assert_array_equal(losses.PROBABILITY.contains([0.0, 0.5, 1.0, np.nan]),
+                                  [False, True, False, False])
+    np.testing.assert_array_equal(losses.Interval(0, 1, lo_open=False).contains([0.0, 1.0]), [True, False])
+
+
+def test_domains_are_hashable_static_metadata():
+    # Equal domains hash alike, so a jitted function sees the same static loss (one compilation).
+    a = losses.Loss(losses.quantile_fn, params={"alpha": 0.5}, domains={"alpha": (0.0, 1.0)})
+    b = losses.Loss(losses.quantile_fn, params={"alpha": 0.7}, domains={"alpha": losses.PROBABILITY})
+    assert a.domains == b.domains and hash(a.domains) == hash(b.domains)
+    assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+    assert isinstance(a.domains, losses.Domains) and a.domains["alpha"] == losses.PROBABILITY
+    assert jax.tree_util.tree_map(lambda x: x, a).domains == a.domains
+
+
+@pytest.mark.parametrize("task,link", [("regression", losses.identity_link), ("count", losses.identity_link),
+                                       ("binary", losses.sigmoid_link), ("multiclass", losses.softmax_link)])
+def test_a_loss_without_a_link_gets_its_tasks(task, link):
+    assert losses.Loss(losses.squared_error_fn, task=task).link is link
+    assert losses.Loss(losses.squared_error_fn, task=task, link=losses.exp_link).link is losses.exp_link
+
+
+def test_built_in_losses_are_recognised():
+    names = ("squared_error", "absolute_error", "huber", "quantile", "binomial_deviance",
+             "exponential", "multinomial_deviance", "samme_exponential", "poisson")
+    assert all(losses.is_built_in(losses.get(name)) for name in names)
+    assert losses.is_built_in(losses.huber(alpha=0.9))
+    assert not losses.is_built_in(losses.get(lambda y, f: (y - f) ** 2))

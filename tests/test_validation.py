@@ -132,3 +132,37 @@ def test_bad_X_is_named_the_same_everywhere(call):
         call(X8[:, 0])
     with pytest.raises(TypeError, match="X must be real; got a complex array"):
         call(X8.astype(np.complex64))
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 14: borders, loss parameters, memory.
+# --------------------------------------------------------------------------------------------
+
+
+def test_check_borders_accepts_what_compute_borders_makes():
+    # +inf padding (a constant or all-missing feature) and repeated borders are non-decreasing.
+    X = np.random.default_rng(1).normal(size=(50, 3)).astype(np.float32)
+    X[:, 1], X[:, 2] = np.nan, 1.0
+    borders = np.asarray(jboost.compute_borders(X, 8))
+    np.testing.assert_array_equal(v.check_borders(borders, 3, 8), borders)
+    v.check_borders(np.array([[0.0, 0.0, 1.0, np.inf]] * 2), 2, 5)
+    with pytest.raises(ValueError, match="non-decreasing along each feature .*feature 1"):
+        v.check_borders(np.array([[0.0, 0.5, 1.0, 2.0], [0.0, 1.0, 0.5, 2.0]]), 2, 5)
+
+
+def test_loss_parameters_are_checked_only_when_concrete():
+    loss = jboost.losses.quantile(0.5)
+    with pytest.raises(ValueError, match=r"loss 'quantile' parameter alpha=2 must be in \(0, 1\)"):
+        v.check_loss_param(loss, "alpha", 2.0)
+    with pytest.raises(ValueError, match=r"grid\['q'\]: loss 'quantile' parameter alpha must be finite"):
+        v.check_loss_param(loss, "alpha", np.inf, "grid['q']")
+    v.check_loss_param(loss, "alpha", np.array([0.1, 0.9]))
+    jax.vmap(lambda a: v.check_loss_param(loss, "alpha", a) or a)(jnp.asarray([2.0]))  # traced: skipped
+
+
+def test_check_memory_names_the_cause():
+    limit = v.memory_limit()
+    assert limit > 1 << 20
+    v.check_memory(limit // 2)
+    with pytest.raises(MemoryError, match=r"needs about .* GiB but the device has .*: K = 7 classes; settings"):
+        v.check_memory(2 * limit, cause="K = 7 classes", detail="settings")
