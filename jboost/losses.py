@@ -532,10 +532,10 @@ def get(loss, n_outputs: Optional[int] = None, task: Optional[str] = None) -> Lo
                              " or pass a function loss(y, raw).")
         out = _REGISTRY[loss]()
     elif callable(loss):
+        # The link is the task's (Loss.link's default); a K-class task needs n_outputs (checked
+        # in jboost._validation.resolve_loss, which says to pass it).
         out = Loss(loss, name=getattr(loss, "__name__", "custom"), n_outputs=n_outputs or 1,
-                   task=task or "regression",
-                   link=softmax_link if (n_outputs or 1) > 1 and task == "multiclass" else
-                   (sigmoid_link if task == "binary" else identity_link))
+                   task=task or "regression")
     else:
         raise TypeError(f"loss must be a name, a jboost.Loss or a function loss(y, raw); got {type(loss).__name__}.")
     if n_outputs is not None and out.n_outputs != n_outputs:
