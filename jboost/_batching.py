@@ -53,8 +53,9 @@ def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outp
     k = int(n_outputs)
     cell = n_features * n_bins * 2 * k * 4  # one leaf's histograms over all features, bytes
     if fused:
+        plan = histograms.level_plan(n_samples, depth, n_bins, channels=2 * k)
         live = [cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
-                for d, (subtract, keep) in enumerate(histograms.level_plan(n_samples, depth, n_bins))]
+                for d, (subtract, keep) in enumerate(plan)]
         hist = max(live, default=0) + n_features * n_bins * 2 * 4
     else:
         hist = 3 * cell * 2 ** max(int(depth) - 1, 0)
@@ -123,9 +124,9 @@ def forest_tree_bytes(n_eligible: int, depth: int, n_bins: int, n_outputs: int, 
     kept = 0
     if n_eligible >= n_features:  # every feature at every level: fit_tree subtracts where it pays
         cell = n_features * n_bins * 2 * k * 4
+        plan = histograms.level_plan(n_samples, depth, n_bins, channels=2 * k)
         kept = max([cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
-                    for d, (subtract, keep) in enumerate(histograms.level_plan(n_samples, depth, n_bins))],
-                   default=0)
+                    for d, (subtract, keep) in enumerate(plan)], default=0)
     return int(rows + n_samples * 4 * FOREST_ROW_WORDS_PER_LEVEL * depth + kept)
 
 

@@ -177,8 +177,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     feats, thrs, miss, gains = [], [], [], []
     # Static plan: (subtract, keep_hist) per level; subsets change from level to level, so
     # their levels are built directly and keep nothing (the leaf sums then come from the rows).
-    plan = (histograms.level_plan(n, depth, n_bins) if feature_subsets is None
-            else [(False, False)] * depth)
+    plan = (histograms.level_plan(n, depth, n_bins, channels=payload.shape[-1])
+            if feature_subsets is None else [(False, False)] * depth)
     hist = local = None  # the level's (global) cumulative histograms; this device's own
     for d in range(depth):  # static unroll over levels: the leaf count sets the shapes
         if feature_subsets is None:

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jboost import _validation
+from jboost import api
 from jboost import boosting
 from jboost import losses as losses_lib
 from jboost import model as model_lib
@@ -91,6 +92,8 @@ def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
     k = loss.n_outputs
     init_raw = jnp.zeros((k,), jnp.float32) if init_raw is None else init_raw
     out = boosting.boost(data, _validation.as_key(key), hyper, loss, init_raw, config=config)
+    if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, out.train_loss))):
+        api.check_finite_fit(out.train_loss, loss, data, init_raw)  # no silent NaN model
     info = dict(out.info, weights=data.w if weights is None else weights(out.extra))
     return model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
                              baseline=jnp.asarray(init_raw, jnp.float32), loss=out.final_loss,
