@@ -111,9 +111,13 @@ def test_regression_models_have_no_probabilities(regression_data, fit_kw):
 
 
 def test_staged_predict_with_several_trees_per_round_is_predict(multiclass_data, fit_kw):
+    # K-class LogitBoost: K trees per round whose vector leaves all move every output (centred), so
+    # the order in which a round's trees are added shows in the last bits.
     X, y, Xv, _ = multiclass_data
-    model = jboost.fit(X, y, "multinomial_deviance", **fit_kw, learning_rate=0.5, per_output_trees=True)
+    model = jboost.algorithms.logitboost(X, y, n_rounds=fit_kw["n_rounds"], depth=fit_kw["depth"],
+                                         n_bins=fit_kw["n_bins"])
     assert model.trees.features.shape[1] == 3  # three trees per round
+    assert np.all(np.count_nonzero(np.asarray(model.trees.leaf_values[0, 0]), axis=-1) == 3)
     staged = np.asarray(jboost.staged_predict(model, Xv))
-    for m in (1, model.n_rounds):
+    for m in range(1, model.n_rounds + 1):
         np.testing.assert_array_equal(staged[m - 1], np.asarray(jboost.predict(model, Xv, n_rounds=m)))
