@@ -40,6 +40,7 @@ import numpy as np
 from jboost import _batching
 from jboost import _native
 from jboost import binning
+from jboost import boosting
 from jboost import losses as losses_lib
 
 MAX_DEPTH = 16
@@ -548,3 +549,10 @@ def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borde
         Xv = binning.bin_features(Xv_host, borders)
     return Data(X_binned, jnp.asarray(y), jnp.asarray(w), Xv, jnp.asarray(yv), jnp.asarray(wv),
                 jnp.asarray(borders))
+
+
+def prepare_boosting(X, y, **kwargs):
+    """:func:`prepare` as ``(jboost.boosting.Data, borders)``: the arrays boosting runs on and the
+    bin borders the model keeps (the entry points that boost: ``fit``, the algorithms)."""
+    data = prepare(X, y, **kwargs)
+    return boosting.Data(*data[:6]), data.borders

@@ -122,8 +122,9 @@ def fit(
                              min_child_weight=min_child_weight, subsample=subsample,
                              colsample=colsample, colsample_by=colsample_by,
                              per_output_trees=per_output_trees, row_sampler=row_sampler)
-    data, borders = _validation_prepare(X, y, sample_weight, eval_set, config.n_bins, borders,
-                                        lambda v, name: losses_lib.check_labels(loss_obj, v, name))
+    data, borders = _validation.prepare_boosting(
+        X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=config.n_bins, borders=borders,
+        label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name))
     config = config._replace(missing=binning.has_missing(data.X_binned, config.n_bins))
     cause = (f"n_outputs K = {loss_obj.n_outputs} (a K-class loss takes K = max(y) + 1 from the "
              "labels' maximum)" if loss_obj.task == "multiclass" and n_outputs is None else None)
@@ -203,12 +204,6 @@ def check_finite_fit(train_loss, loss, data, init_raw) -> None:
     raise FloatingPointError(f"the training loss is not finite from round {first} on "
                              f"(Booster.train_loss[{first}] = {curve.reshape(-1, curve.shape[-1])[:, first].tolist()[:3]}); "
                              f"likely cause: {cause}.")
-
-
-def _validation_prepare(X, y, sample_weight, eval_set, n_bins, borders, label_check):
-    data = _validation.prepare(X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=n_bins,
-                               borders=borders, label_check=label_check)
-    return boosting.Data(*data[:6]), data.borders
 
 
 def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_child_weight,

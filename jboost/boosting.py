@@ -234,6 +234,13 @@ def round_learning_rate(config: BoostConfig, hyper: Hyperparams, m):
     return lr
 
 
+def round_values(trees: tree_lib.ObliviousTrees, leaves):
+    """``(n, K)`` the values of a round's trees ``(T, ...)`` at rows whose leaves are ``(T, n)``,
+    summed over the trees: the increment :func:`step` adds to the raw scores (an algorithm that
+    reads it, e.g. SAMME.R's weight update, gets bitwise the same values)."""
+    return jnp.sum(jax.vmap(lambda t, leaf: t.leaf_values[leaf])(trees, leaves), axis=0)
+
+
 def init(data: Data, loss: losses_lib.Loss, init_raw, config: BoostConfig) -> BoostState:
     """The state before round 0: every row's raw score is ``init_raw`` ``(K,)``."""
     k = init_raw.shape[0]
@@ -274,10 +281,9 @@ def step(state: BoostState, m, *, data: Data, key, hyper: Hyperparams, config: B
     r = Round(m, data._replace(w=w), state.raw, loss_m, state.extra, sample, masks, lr, hyper, config)
     res = config.algorithm.round(r)
     trees = res.trees
-    take = jax.vmap(lambda t, leaf: t.leaf_values[leaf])
-    raw = state.raw + jnp.sum(take(trees, res.leaves), axis=0)
+    raw = state.raw + round_values(trees, res.leaves)
     leaves_valid = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, data.X_valid, config.n_bins))(trees)
-    raw_valid = state.raw_valid + jnp.sum(take(trees, leaves_valid), axis=0)
+    raw_valid = state.raw_valid + round_values(trees, leaves_valid)
     out = RoundOutput(trees, mean_loss(loss_m, y, raw, w, axis),
                       mean_loss(loss_m, data.y_valid, raw_valid, data.w_valid.astype(jnp.float32)),
                       dict(res.info))

@@ -246,6 +246,13 @@ def _raw(model, X, n_rounds):
     return _batched(model, lambda m: m.raw_scores(X, n_rounds)), X
 
 
+def _width(model, fn) -> int:
+    """The last dimension of ``fn(one model, rows)``, from shapes alone (``jax.eval_shape``: nothing
+    is compiled or run), for the empty result of predicting zero rows."""
+    X1 = jax.ShapeDtypeStruct((1, model.n_features), jnp.float32)
+    return jax.eval_shape(lambda m, X: _batched(m, lambda one: fn(one, X)), model, X1).shape[-1]
+
+
 def _empty(model, trailing: Tuple[int, ...], dtype=jnp.float32):
     return jnp.zeros(tuple(model.batch_shape) + (0,) + trailing, dtype)
 
@@ -261,7 +268,7 @@ def predict(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
     """
     raw, X = _raw(model, X, n_rounds)
     if raw is None:
-        k = _batched(model, lambda m: m.raw_scores(jnp.zeros((1, model.n_features)), n_rounds)).shape[-1]
+        k = _width(model, lambda m, X1: m.raw_scores(X1, n_rounds))
         return _empty(model, () if k == 1 else (k,))
     return raw[..., 0] if raw.shape[-1] == 1 else raw
 
@@ -277,9 +284,7 @@ def predict_proba(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
     _require_classification(model, "predict_proba")
     X = _validation.predict_matrix(X, model.n_features)
     if X.shape[0] == 0:
-        X1 = jnp.zeros((1, model.n_features), jnp.float32)
-        k = _batched(model, lambda m: _proba(m, X1, n_rounds)).shape[-1]
-        return _empty(model, (k,))
+        return _empty(model, (_width(model, lambda m, X1: _proba(m, X1, n_rounds)),))
     return _batched(model, lambda m: _proba(m, X, n_rounds))
 
 

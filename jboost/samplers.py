@@ -42,22 +42,29 @@ def feature_mask(key, n_features: int, rate):
     return rank < n_keep
 
 
+def _draw_per_tree(key, n_features: int, depth: int, rate):
+    return jnp.broadcast_to(feature_mask(key, n_features, rate), (depth, n_features))
+
+
+def _draw_per_level(key, n_features: int, depth: int, rate):
+    return jax.vmap(lambda k: feature_mask(k, n_features, rate))(jax.random.split(key, depth))
+
+
 def _unless_all(draw, key, n_features: int, depth: int, rate):
     # Every feature when rate >= 1 (no draws: the drawn mask would keep all of them).
-    return lax.cond(rate < 1.0, draw, lambda k: jnp.ones((depth, n_features), bool), key)
+    return lax.cond(rate < 1.0, lambda k: draw(k, n_features, depth, rate),
+                    lambda k: jnp.ones((depth, n_features), bool), key)
 
 
 def columns_per_tree(key, n_features: int, depth: int, rate):
     """One feature subset per tree, shared by its levels (XGBoost's ``colsample_bytree``)."""
-    draw = lambda k: jnp.broadcast_to(feature_mask(k, n_features, rate), (depth, n_features))
-    return _unless_all(draw, key, n_features, depth, rate)
+    return _unless_all(_draw_per_tree, key, n_features, depth, rate)
 
 
 def columns_per_level(key, n_features: int, depth: int, rate):
     """A new feature subset at every level (XGBoost's ``colsample_bylevel``; a random forest's
     per-split sampling, for oblivious trees)."""
-    draw = lambda k: jax.vmap(lambda kd: feature_mask(kd, n_features, rate))(jax.random.split(k, depth))
-    return _unless_all(draw, key, n_features, depth, rate)
+    return _unless_all(_draw_per_level, key, n_features, depth, rate)
 
 
 ROW_SAMPLERS = {"bernoulli": bernoulli_rows, "poisson": poisson_rows}
@@ -67,8 +74,7 @@ COLUMN_SAMPLERS = {"tree": columns_per_tree, "level": columns_per_level}
 def column_masks(key, n_features: int, depth: int, rate, by: str):
     """``(depth, F)`` eligible features per level: one draw per tree (``by="tree"``) or one per
     level (``by="level"``), always drawn (no shortcut for ``rate >= 1``)."""
-    if by == "tree":
-        return jnp.broadcast_to(feature_mask(key, n_features, rate), (depth, n_features))
-    if by == "level":
-        return jax.vmap(lambda k: feature_mask(k, n_features, rate))(jax.random.split(key, depth))
-    raise ValueError(f"colsample_by={by!r} must be 'tree' or 'level'.")
+    draws = {"tree": _draw_per_tree, "level": _draw_per_level}
+    if by not in draws:
+        raise ValueError(f"colsample_by={by!r} must be 'tree' or 'level'.")
+    return draws[by](key, n_features, depth, rate)

@@ -59,11 +59,7 @@ def static_real(v, name: str, lo: float, hi: float, lo_open: bool = False) -> fl
     return float(v)
 
 
-def prepare(X, y, *, sample_weight, eval_set, n_bins: int, borders, label_check):
-    """:func:`jboost._validation.prepare` as ``(boosting.Data, borders)``."""
-    data = _validation.prepare(X, y, sample_weight=sample_weight, eval_set=eval_set,
-                               n_bins=n_bins, borders=borders, label_check=label_check)
-    return boosting.Data(*data[:6]), data.borders
+prepare = _validation.prepare_boosting  # (boosting.Data, borders) from checked, binned inputs
 
 
 def prepare_classes(X, y, n_classes, *, task: str = "multiclass", **kwargs):
@@ -116,13 +112,6 @@ def init_log_weights(data: boosting.Data, loss: losses_lib.Loss):
     """The AdaBoost family's observation weights before round 0: the sample weights, in log
     space, summing to ``n``."""
     return normalise_log_weights(jnp.log(data.w))
-
-
-def round_values(trees: tree_lib.ObliviousTrees, leaves):
-    """``(n, K)`` the round's trees' values at the training rows: the increment the scaffold adds
-    to the raw scores, written as the scaffold writes it, so that XLA computes it once for both
-    (an algorithm reading it, e.g. SAMME.R's weight update, then sees bitwise the same values)."""
-    return jnp.sum(jax.vmap(lambda t, leaf: t.leaf_values[leaf])(trees, leaves), axis=0)
 
 
 def weighted_error(w, miss):

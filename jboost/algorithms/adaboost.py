@@ -217,7 +217,7 @@ def samme_r_round(r: boosting.Round, *, eps: float = 1e-6) -> boosting.RoundResu
     # w_i <- w_i exp(-(K-1)/K y_i^T log p(x_i)) = w_i exp(-h_{y_i}(x_i) / (K-1)) as
     # sum_k h_k = 0 (with the learning rate on h, as in scikit-learn).
     trees, leaves = boosting.one_tree(tree._replace(leaf_values=values), leaf)
-    h = _common.round_values(trees, leaves)                              # (n, K) h(x_i)
+    h = boosting.round_values(trees, leaves)                              # (n, K) h(x_i)
     h_true = jnp.take_along_axis(h, r.data.y.astype(jnp.int32)[:, None], axis=1)[:, 0]
     log_w = _common.normalise_log_weights(log_w - h_true / (k - 1))
     return boosting.RoundResult(trees, leaves, (log_w, done), _common.info(r.learning_rate, err))

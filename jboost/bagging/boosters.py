@@ -130,16 +130,9 @@ def _staged_bagged(trees, baseline, X, fn, args):
     X_t = jnp.asarray(X, jnp.float32).T
     rounds = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 1, 0), trees)  # (R, B, T, ...)
 
-    def bag_round(trees_bt):  # one bag's trees of one round, summed in tree order -> (n, K)
-        values = jax.vmap(lambda t: t.leaf_values[tree_lib.leaf_index_raw(t, X_t)])(trees_bt)
-        acc = values[0]
-        for p in range(1, values.shape[0]):  # static: trees per round
-            acc = acc + values[p]
-        return acc
-
     def step(acc, trees_r):
         # Summed from 0 and the baseline added last: the order of raw_scores(n_stages=m).
-        acc = acc + jax.vmap(bag_round)(trees_r)
+        acc = jax.vmap(lambda a, t: model_lib.add_round(a, t, X_t))(acc, trees_r)  # tree by tree
         return acc, fn(jnp.mean(baseline[:, None, :] + acc, axis=0), *args)
 
     acc0 = jnp.zeros((baseline.shape[0], X_t.shape[1], baseline.shape[-1]), jnp.float32)
