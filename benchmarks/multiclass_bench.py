@@ -94,7 +94,10 @@ def cpu_seconds():
 
 def run_jboost(Xtr, ytr, Xte, k, a):
     sys.path.insert(0, os.path.join(HERE, ".."))  # the jboost of this checkout
-    os.environ["JBOOST_NUM_THREADS"] = str(a.threads)  # the kernel's threads
+    # By default (as many threads as cores) jboost runs as a user gets it: no environment
+    # variables. Fewer threads (an expert setup, labelled in RESULTS.md) cap the kernel's threads
+    if a.threads != os.cpu_count():
+        os.environ["JBOOST_NUM_THREADS"] = str(a.threads)
     if a.threads == 1:  # and XLA's own (elementwise work between the kernel calls)
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                                    " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
