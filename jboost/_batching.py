@@ -60,9 +60,14 @@ def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outp
     else:
         hist = 3 * cell * 2 ** max(int(depth) - 1, 0)
     rows = n_samples * (10 * k + 10) * 4
-    tree = (4 * 4 * depth + 2**depth * k * 4) * trees_per_round
-    out = 2 * n_rounds * 4 + (n_rounds * tree if keep_trees else 0)
+    out = 2 * n_rounds * 4 + (trees_bytes(depth, k, n_rounds, trees_per_round) if keep_trees else 0)
     return int(hist + rows + out)
+
+
+def trees_bytes(depth: int, n_outputs: int, n_rounds: int, trees_per_round: int = 1) -> int:
+    """Bytes of one boosted model's trees: per tree ``depth`` features, bins, thresholds and
+    gains, and ``2^depth x K`` float32 leaf values."""
+    return int((4 * 4 * depth + 2**depth * int(n_outputs) * 4) * trees_per_round * n_rounds)
 
 
 def default_budget(device) -> int:
@@ -146,13 +151,47 @@ def kernel_fits(device) -> bool:
     return device.platform == "cpu" and _native.available()
 
 
+def forest_fused(device, n_samples: int, depth: int, n_bins: int, n_outputs: int) -> bool:
+    """Whether a forest's trees on ``device`` are grown by the fused CPU kernels: a CPU device
+    with the kernels built (:func:`kernel_fits`), and sizes the kernels can index
+    (:func:`jboost._native.indexable`; larger ones run in pure JAX)."""
+    k = 1 if n_outputs == 2 else int(n_outputs)
+    return kernel_fits(device) and _native.indexable(n_samples, 1 << max(depth - 1, 0), n_bins, 2 * k)
+
+
+def kernel_scratch_bytes(depth: int, n_bins: int, channels: int, n_features: int) -> int:
+    """A lower bound of the scratch memory of the fused level kernel at the deepest level
+    (bytes): each of its threads keeps about three of one feature's level histograms
+    ``2^(depth-1) x n_bins x channels`` float32 (``jboost/_native/level.cc``: the features built
+    per pass and the full level), and it uses at most one thread per feature."""
+    threads = min(_native.cpu_threads(), max(int(n_features), 1))
+    return int(3 * (1 << max(depth - 1, 0)) * n_bins * channels * 4 * threads)
+
+
 def forest_chunk_size(n_eligible: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
                       n_samples: int, n_trees: int, memory_budget: Optional[int] = None,
                       device=None) -> int:
     """Forest bags per chunk on ``device`` (default: the first device): :func:`auto_chunk_size` of
-    :func:`forest_tree_bytes` (fused on CPU with the kernels), the policy of every batch of models
-    (on CPU at most :data:`DEFAULT_CPU_MODELS_PER_DEVICE` per chunk, chunks evened out)."""
+    :func:`forest_tree_bytes` (fused where :func:`forest_fused`), the policy of every batch of
+    models (on CPU at most :data:`DEFAULT_CPU_MODELS_PER_DEVICE` per chunk, chunks evened out)."""
     device = jax.devices()[0] if device is None else device
     per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples,
-                                 fused=kernel_fits(device), n_features=n_features)
+                                 fused=forest_fused(device, n_samples, depth, n_bins, n_outputs),
+                                 n_features=n_features)
     return auto_chunk_size(per_tree, n_trees, device, memory_budget)
+
+
+def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
+                 n_samples: int, n_trees: int, chunk_size: int, device=None) -> int:
+    """Estimated peak device memory of one forest's fit (bytes): ``chunk_size`` trees' fits
+    (:func:`forest_tree_bytes`) at once, the fused kernel's scratch where it runs
+    (:func:`kernel_scratch_bytes`), and the outputs of every tree: leaf values
+    ``n_trees x 2^depth x K`` and bootstrap weights ``n_trees x n_samples`` float32."""
+    device = jax.devices()[0] if device is None else device
+    fused = forest_fused(device, n_samples, depth, n_bins, n_outputs)
+    per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples, fused=fused,
+                                 n_features=n_features)
+    k = 1 if n_outputs == 2 else int(n_outputs)
+    scratch = kernel_scratch_bytes(depth, n_bins, 2 * k, n_eligible) if fused else 0
+    out = n_trees * ((1 << depth) * int(n_outputs) * 4 + n_samples * 4 + depth * 16)
+    return int(chunk_size * per_tree + scratch + out)

@@ -460,6 +460,32 @@ def check_memory(need: int, *, devices=None, cause: Optional[str] = None,
                           f"{have / 2**30:.3g} GiB:{why} {detail}.")
 
 
+def check_boosting_memory(n_rows: int, n_features: int, config: boosting.BoostConfig,
+                          loss: losses_lib.Loss, *, k_from_labels: bool = False, n_models: int = 1,
+                          n_together: int = 1, devices=None, what: str = "models",
+                          fix: str = "use a smaller depth, n_bins or n_outputs") -> None:
+    """:func:`check_memory` of ``n_models`` boosted models of ``loss`` (static settings
+    ``config``), ``n_together`` of them fitted at once (one ``vmap``, each
+    :func:`boosting_bytes`) and the others' trees kept (:func:`jboost._batching.trees_bytes`):
+    bagged boosters, stacking, ECOC. ``k_from_labels``: the message names K = max(y) + 1 as the
+    cause (a K-class loss took its K from the labels); ``fix`` ends the message."""
+    k = int(loss.n_outputs)
+    dense = loss.hessian == "autodiff"
+    per_round = k if config.per_output_trees else 1
+    one = boosting_bytes(n_rows, n_features, config.depth, config.n_bins, k, config.n_rounds,
+                         per_round, dense, devices)
+    kept = _batching.trees_bytes(config.depth, k, config.n_rounds, per_round)
+    need = n_together * one + (n_models - n_together) * kept
+    cause = (f"n_outputs K = {k} (a K-class loss takes K = max(y) + 1 from the labels' maximum)"
+             if k_from_labels else None)
+    check_memory(need, devices=devices, cause=cause,
+                 detail=f"estimated for {n_models} {what}, {n_together} fitted together, each on "
+                 f"{n_rows} rows, {n_features} features, depth={config.depth}, "
+                 f"n_bins={config.n_bins}, n_outputs={k}, n_rounds={config.n_rounds} (histograms "
+                 f"F x 2^(depth-1) x n_bins x 2K float32"
+                 f"{', per-row K x K autodiff hessians' if dense and k > 1 else ''}); {fix}")
+
+
 # --------------------------------------------------------------------------------------------
 # Data: checked, binned.
 # --------------------------------------------------------------------------------------------

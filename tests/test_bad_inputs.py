@@ -21,7 +21,9 @@ import pytest
 import jboost
 from jboost import _validation
 from jboost import algorithms
+from jboost import _native
 from jboost import bagging
+from jboost import combine
 from jboost import losses
 from jboost import sweep as sweep_lib
 
@@ -64,6 +66,12 @@ ENTRY = {
     "fit_forest": lambda X, y, **kw: bagging.fit_forest(X, y, **{"n_trees": 2, "depth": 2, **kw}),
     "sweep": lambda X, y, **kw: sweep_lib.sweep(X, y, **{"n_rounds": 2, "depth": 2, "folds": 2,
                                                          "seeds": 1, **kw}),
+    "bagged_boosters": lambda X, y, **kw: bagging.fit_bagged_boosters(
+        X, y, **{"n_bags": 2, "n_rounds": 2, "depth": 2, **kw}),
+    "stacking": lambda X, y, **kw: combine.fit_stacked_boosters(
+        X, y, **{"hypers": [{}], "folds": 2, "n_rounds": 2, "depth": 2, **kw}),
+    "ecoc": lambda X, y, **kw: combine.fit_ecoc_boosters(
+        X, y, np.eye(3), **{"n_rounds": 2, "depth": 2, **kw}),
 }
 
 # (entry point, X, y, kwargs, error type, message regex). Existing checks first, then issue 14.
@@ -107,7 +115,19 @@ ERRORS = [
     # 12. A class label of 1e6: K = 1e6 + 1 classes would need terabytes; refused before compiling.
     *[(e, X20, BIG20, {"loss": "multinomial_deviance"}, MemoryError,
        r"K = max\(y\) \+ 1 = 1000001 classes, from the labels' maximum")
-      for e in ("fit", "gradient_boost", "sweep")],
+      for e in ("fit", "gradient_boost", "sweep", "bagged_boosters", "stacking")],
+    # Forests: K = 1e6 + 1 leaf values per leaf of every tree (and the histograms of each).
+    *[("fit_forest", X20, BIG20, kw, MemoryError,
+       r"K = max\(y\) \+ 1 = 1000001 classes, from the labels' maximum; .*depth=10.*map the labels")
+      for kw in ({"depth": 10}, {"depth": 10, "task": "multiclass", "max_features": None})],
+    ("fit_forest", X20, Y20, {"task": "regression", "depth": 16, "n_trees": 10**6}, MemoryError,
+     r"estimated for 1000000 trees"),
+    # Requests whose histograms or trees cannot fit, whatever the labels.
+    *[(e, X20, C20, {"loss": "multinomial_deviance", "n_outputs": 4000, "depth": 16}, MemoryError,
+       r"needs about .* GiB but the device has .*depth=16, n_bins=256, n_outputs=4000")
+      for e in ("bagged_boosters", "stacking", "sweep")],
+    ("ecoc", X20, C20, {"depth": 16, "n_rounds": 10**5}, MemoryError,
+     r"estimated for 3 ECOC bit learners.*n_rounds=100000.*a code with fewer bits"),
     # 13. Clear messages: a loss returning a vector; a custom K-class loss without n_outputs.
     *[(e, X20, Y20, {"loss": _vector_loss}, ValueError,
        r"the loss must return a scalar per sample; .* returned shape \(2,\)")
@@ -291,3 +311,25 @@ def test_predicting_zero_rows_gives_empty_arrays(data):
             jboost.predict(m, X[:, :3])
         with pytest.raises(TypeError, match="X must be real; got a complex array"):
             jboost.predict(m, X.astype(np.complex64))
+
+
+# 13. JBOOST_NUM_THREADS must be a positive integer: the kernels' thread count (read when a
+# kernel is called: binning on the host, and at trace time).
+@pytest.mark.skipif(not _native.available(), reason="JBOOST_NUM_THREADS is read by the CPU kernels only")
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "1.5"])
+@pytest.mark.parametrize("entry", ["fit", "fit_forest", "sweep", "predict"])
+def test_bad_thread_count_names_the_variable(monkeypatch, entry, value, data):
+    X, y = data
+    if entry == "predict":
+        model = jboost.fit(X, y, "binomial_deviance", **FIT_KW)
+    monkeypatch.setenv("JBOOST_NUM_THREADS", value)
+    with pytest.raises(ValueError, match=f"JBOOST_NUM_THREADS='{value}' must be a positive integer .*"
+                                         "set it to e.g. JBOOST_NUM_THREADS=2, or unset it"):
+        if entry == "predict":
+            jboost.predict(model, X)
+        else:
+            ENTRY[entry](X, y)
+    monkeypatch.setenv("JBOOST_NUM_THREADS", " 1 ")
+    assert _native.cpu_threads() == 1
+    monkeypatch.delenv("JBOOST_NUM_THREADS")
+    assert _native.cpu_threads() >= 1

@@ -113,10 +113,24 @@ def available() -> bool:
 
 
 def cpu_threads() -> int:
-    """Cores this process may use (``JBOOST_NUM_THREADS`` overrides)."""
-    env = os.environ.get("JBOOST_NUM_THREADS")
+    """Cores this process may use: ``JBOOST_NUM_THREADS`` when set (a positive integer; a
+    ``ValueError`` naming the variable otherwise), else the CPUs this process may run on."""
+    env = os.environ.get("JBOOST_NUM_THREADS", "").strip()
     if env:
-        return max(1, int(env))
+        try:
+            n = int(env)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise ValueError(
+                f"JBOOST_NUM_THREADS={env!r} must be a positive integer (the number of threads of "
+                f"jboost's CPU kernels); set it to e.g. JBOOST_NUM_THREADS=2, or unset it to use "
+                f"the {_affinity()} CPUs this process may run on.")
+        return n
+    return _affinity()
+
+
+def _affinity() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux

@@ -192,6 +192,10 @@ def fit_bagged_boosters(
     :func:`jboost.boosting.boost` with the bootstrap weights as sample weights. The boosting
     arguments mean what they mean in :func:`jboost.fit` (checked by :func:`jboost.api.settings`;
     the same defaults). The bin borders are the unweighted quantiles of ``X``, shared by the bags.
+
+    Raises:
+      MemoryError: the ``chunk_size`` bags fitted together (and every bag's trees) would not fit
+        in the device's memory (:func:`jboost._validation.check_boosting_memory`, before compiling).
     """
     bootstrap = _validation.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
     n_bags = _validation.check_int(n_bags, "n_bags", 1, 10**6)
@@ -206,6 +210,11 @@ def fit_bagged_boosters(
     loss_obj = _validation.resolve_loss(loss, y, n_outputs)
     data = _validation.prepare(X, y, sample_weight=sample_weight, n_bins=config.n_bins,
                                weighted_borders=False)
+    _validation.check_boosting_memory(
+        X.shape[0], X.shape[1], config, loss_obj,
+        k_from_labels=loss_obj.task == "multiclass" and n_outputs is None, n_models=n_bags,
+        n_together=chunk_size, what="bagged boosters",
+        fix="use a smaller chunk_size, depth, n_bins or n_outputs")
     out, init, counts = bag_boost_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
                                          loss_obj, config=config, n_bags=n_bags, bootstrap=bootstrap,
                                          chunk_size=chunk_size)

@@ -268,6 +268,11 @@ def fit_forest(
 
     Returns:
       A :class:`Forest`.
+
+    Raises:
+      MemoryError: the forest would not fit in the device's memory (the estimate
+        :func:`jboost._batching.forest_bytes`, checked before compiling; e.g. K = max(y) + 1
+        classes from a class label of 1e6).
     """
     task = _validation.check_choice(task, "task", FOREST_TASKS)
     bootstrap = _validation.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
@@ -291,6 +296,15 @@ def fit_forest(
     if chunk_size is None:
         chunk_size = _batching.forest_chunk_size(m, n_features, depth, n_bins, k, n, n_trees, memory_budget)
     chunk_size = min(_validation.check_int(chunk_size, "chunk_size", 1, 10**6), n_trees)
+    from_labels = bool(classes) and n_classes is None and k > 2  # K = max(y) + 1
+    _validation.check_memory(
+        _batching.forest_bytes(m, n_features, depth, n_bins, k, n, n_trees, chunk_size),
+        cause=f"K = max(y) + 1 = {k} classes, from the labels' maximum" if from_labels else None,
+        detail=f"estimated for {n_trees} trees, {chunk_size} fitted together, on {n} rows, "
+        f"{n_features} features ({m} per level), depth={depth}, n_bins={n_bins}, K={k} (each "
+        f"tree's histograms 2^(depth-1) x n_bins x 2K float32 per feature, its leaf values "
+        f"2^depth x K); use a smaller depth, n_bins or chunk_size"
+        f"{', or map the labels to 0..K-1' if from_labels else ''}")
     config = ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k, max_features=m,
                           bootstrap=bootstrap, chunk_size=chunk_size)
     trees, counts = fit_forest_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,

@@ -276,6 +276,10 @@ def fit_ecoc_boosters(
         ``np.eye(K)`` for one-vs-rest).
       chunk_size: bits fitted together per ``vmap`` (default: all ``L`` in one).
       Other arguments and their defaults as in :func:`jboost.fit` (binomial deviance per bit).
+
+    Raises:
+      MemoryError: the ``chunk_size`` bits fitted together (and every bit's trees) would not fit
+        in the device's memory (:func:`jboost._validation.check_boosting_memory`, before compiling).
     """
     code = check_code(code)
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
@@ -290,6 +294,10 @@ def fit_ecoc_boosters(
         X, y, sample_weight=sample_weight, n_bins=config.n_bins,
         label_check=lambda v, name: _validation.n_classes_of(v, code.shape[0], name))
     config = config._replace(missing=data.missing)
+    _validation.check_boosting_memory(
+        data.X_binned.shape[1], data.X_binned.shape[0], config, losses_lib.binomial_deviance(),
+        n_models=n_bits, n_together=chunk_size, what="ECOC bit learners",
+        fix="use a smaller chunk_size, depth or n_bins, or a code with fewer bits")
     code_j = jnp.asarray(code, jnp.int32)
     trees, init = fit_ecoc_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
                                   code_j, config=config, chunk_size=chunk_size)

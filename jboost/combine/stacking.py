@@ -239,14 +239,20 @@ def fit_stacked_boosters(
     stacker_steps = _validation.check_int(stacker_steps, "stacker_steps", 1, _validation.MAX_ROUNDS)
     data = _validation.prepare(X, y, sample_weight=sample_weight, n_bins=config.n_bins)
     config = config._replace(missing=data.missing)
+    n_folds = int(folds) if explicit is None else int(explicit.max()) + 1
+    fits = (n_folds + 1) * len(hypers)  # every fold's and the all-data fit of each learner: one vmap
+    _validation.check_boosting_memory(
+        n, X.shape[1], config, loss_obj,
+        k_from_labels=loss_obj.task == "multiclass" and n_outputs is None, n_models=fits,
+        n_together=fits, what=f"boosters ({n_folds} folds + 1) x {len(hypers)} learners",
+        fix="use fewer folds or learners, or a smaller depth, n_bins or n_outputs")
     second = stack_task(loss_obj)
     k_folds, k_fit = jax.random.split(_validation.as_key(key))
     if explicit is None:
-        n_folds = int(folds)
         ids = cv.fold_ids(y, n_folds, seed=[int(v) for v in _validation.as_raw_key(k_folds)],
                           stratified=second in _validation.CLASSIFICATION)
     else:
-        ids, n_folds = explicit, int(explicit.max()) + 1
+        ids = explicit
     masks = jnp.concatenate([cv.fold_masks(ids, n_folds), jnp.ones((1, n), jnp.float32)])
     trees, baselines = cross_fit_boosters(data.X_binned, data.y, data.w, k_fit, masks, hyper,
                                           loss_obj, config=config)

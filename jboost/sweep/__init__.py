@@ -303,10 +303,17 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
     group, n_dev = (config.depth, config.n_bins), len(devices)
     n, n_features = shared.X_binned.shape[1], shared.X_binned.shape[0]
     k = loss.n_outputs
-    fused = devices[0].platform == "cpu" and _native.available() and config.n_bins <= 256
+    fused = (devices[0].platform == "cpu" and _native.available() and config.n_bins <= 256
+             and _native.indexable(n, 1 << (config.depth - 1), config.n_bins, 2 * k))
     mb = model_bytes(n, n_features, config.depth, config.n_bins, k, config.n_rounds,
                      k if config.per_output_trees else 1, keep_trees, fused)
     size = chunk_size or auto_chunk_size(mb, -(-layout.n_models // n_dev), devices[0], memory_budget)
+    _validation.check_memory(
+        size * mb, devices=devices,
+        detail=f"estimated for {size} models per device fitted together, each on {n} rows, "
+        f"{n_features} features, depth={config.depth}, n_bins={config.n_bins}, n_outputs={k}, "
+        f"n_rounds={config.n_rounds} (jboost.sweep.model_bytes: histograms F x 2^(depth-1) x "
+        "n_bins x 2K float32); use a smaller chunk_size, depth, n_bins or n_outputs")
     program = program_lib.chunk_program(config, metric, bool(keep_trees), devices)
     compiled_before = program_lib.n_compiled(program)
     log = None
