@@ -3,6 +3,8 @@ message from every entry point."""
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -166,3 +168,83 @@ def test_check_memory_names_the_cause():
     v.check_memory(limit // 2)
     with pytest.raises(MemoryError, match=r"needs about .* GiB but the device has .*: K = 7 classes; settings"):
         v.check_memory(2 * limit, cause="K = 7 classes", detail="settings")
+
+
+# --------------------------------------------------------------------------------------------
+# The purity rule (issue 14 item 9): a loss reading a global that changes between fits.
+# --------------------------------------------------------------------------------------------
+
+_SCALE = 1.0
+_OFFSETS = np.zeros(2, np.float32)
+_KW = dict(n_rounds=2, depth=2, n_bins=8)
+YR = X8[:, 0] + 0.5 * X8[:, 1]
+
+
+def _scaled(y, f):
+    return _SCALE * (y - f) ** 2
+
+
+def _shifted(y, f):
+    return _squared(y - _OFFSETS[1], f)
+
+
+def _squared(y, f):
+    return (y - f) ** 2 * _SCALE
+
+
+def test_a_changed_global_compiles_anew_and_says_so():
+    global _SCALE
+    from jboost import boosting
+    first = jboost.fit(X8, YR, _scaled, **_KW)
+    compiled = boosting.boost._cache_size()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # unchanged: no warning, and no recompilation
+        again = jboost.fit(X8, YR, _scaled, **_KW)
+    assert boosting.boost._cache_size() == compiled
+    np.testing.assert_array_equal(np.asarray(again.train_loss), np.asarray(first.train_loss))
+    try:
+        _SCALE = 100.0
+        with pytest.warns(UserWarning, match=r"loss '_scaled' reads the global _SCALE \(1.0 -> 100.0\), "
+                          r"which changed since its last fit.*jboost.Loss\(fn, params=\{'_SCALE': value\}\)"):
+            changed = jboost.fit(X8, YR, _scaled, **_KW)
+        assert boosting.boost._cache_size() == compiled + 1
+        expected = jboost.fit(X8, YR, lambda y, f: 100.0 * (y - f) ** 2, **_KW)
+        np.testing.assert_allclose(np.asarray(changed.train_loss), np.asarray(expected.train_loss),
+                                   rtol=1e-6)
+    finally:
+        _SCALE = 1.0
+    compiled = boosting.boost._cache_size()
+    with pytest.warns(UserWarning, match=r"_SCALE \(100.0 -> 1.0\)"):   # back: the first program
+        back = jboost.fit(X8, YR, _scaled, **_KW)
+    assert boosting.boost._cache_size() == compiled
+    np.testing.assert_array_equal(np.asarray(back.train_loss), np.asarray(first.train_loss))
+
+
+def test_pinned_values_cover_closures_arrays_and_called_functions():
+    scale = 1.0
+
+    def closed(y, f):
+        return scale * (y - f) ** 2
+
+    loss = jboost.Loss(closed)
+    pinned = v.pin_globals(loss)
+    assert isinstance(pinned.fn, v.PinnedFn) and pinned.fn.fn is closed
+    assert [name for name, _ in pinned.fn.values] == ["scale"]
+    assert v.pin_globals(loss) == pinned and hash(v.pin_globals(loss).fn) == hash(pinned.fn)
+    assert v.pin_globals(pinned).fn == pinned.fn         # a pinned loss is pinned afresh
+    scale = 2.0
+    with pytest.warns(UserWarning, match=r"the closure variable scale \(1.0 -> 2.0\)"):
+        assert v.pin_globals(loss).fn != pinned.fn
+    # A global array read through a called user function; the arithmetic is the function's.
+    shifted = v.pin_globals(jboost.Loss(_shifted))
+    assert [name for name, _ in shifted.fn.values] == ["_OFFSETS", "_squared._SCALE"]
+    _OFFSETS[1] = 3.0                                    # changed in place
+    try:
+        with pytest.warns(UserWarning, match=r"the global _OFFSETS \(\[0.0, 0.0\] -> \[0.0, 3.0\]\)"):
+            assert v.pin_globals(jboost.Loss(_shifted)).fn != shifted.fn
+    finally:
+        _OFFSETS[1] = 0.0
+    assert float(shifted.fn(jnp.float32(2.0), jnp.float32(1.0))) == 1.0
+    # Built-in losses and functions that read nothing from outside are left as they are.
+    for same in (jboost.losses.huber(1.0), jboost.Loss(lambda y, f: (y - f) ** 2)):
+        assert v.pin_globals(same) is same
