@@ -31,6 +31,7 @@ from jboost import derivatives
 from jboost import losses as losses_lib
 from jboost import model as model_lib
 from jboost import samplers
+from jboost import splits
 from jboost import tree as tree_lib
 
 # Re-exported for compatibility: the model protocol lives in jboost.model.
@@ -66,6 +67,7 @@ def fit(
     borders=None,
     devices=None,
     row_sampler: Any = "bernoulli",
+    split_criterion: splits.SplitCriterion = splits.NEWTON,
 ) -> model_lib.Booster:
     """Fit a boosted ensemble of oblivious trees (ESL Algorithm 10.3, Newton trees).
 
@@ -103,6 +105,8 @@ def fit(
         ``None`` (default): one device.
       row_sampler: ``"bernoulli"`` (each row kept with probability ``subsample``), ``"poisson"``
         (Poisson(``subsample``) counts: a bootstrap per round) or a function (:mod:`jboost.samplers`).
+      split_criterion: how splits are scored and leaves valued, a
+        :class:`jboost.splits.SplitCriterion` (static); default the regularised Newton criterion.
 
     Returns:
       A :class:`Booster`.
@@ -121,7 +125,8 @@ def fit(
                              learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                              min_child_weight=min_child_weight, subsample=subsample,
                              colsample=colsample, colsample_by=colsample_by,
-                             per_output_trees=per_output_trees, row_sampler=row_sampler)
+                             per_output_trees=per_output_trees, row_sampler=row_sampler,
+                             split_criterion=split_criterion)
     data, borders = _validation.prepare_boosting(
         X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=config.n_bins, borders=borders,
         label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name))
@@ -208,7 +213,8 @@ def check_finite_fit(train_loss, loss, data, init_raw) -> None:
 
 def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_child_weight,
              subsample, colsample, colsample_by="tree", per_output_trees=False,
-             row_sampler="bernoulli", algorithm: Optional[boosting.Algorithm] = None):
+             row_sampler="bernoulli", algorithm: Optional[boosting.Algorithm] = None,
+             split_criterion: splits.SplitCriterion = splits.NEWTON):
     """Check the boosting settings; returns ``(BoostConfig (static), Hyperparams (traced))``.
 
     The one place every boosting entry point (``fit``, the algorithms, sweeps, bagged boosters,
@@ -230,10 +236,15 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
         _validation.check_choice(colsample_by, "colsample_by", tuple(samplers.COLUMN_SAMPLERS))
     if not callable(row_sampler):
         _validation.check_choice(row_sampler, "row_sampler", tuple(samplers.ROW_SAMPLERS))
+    if not isinstance(split_criterion, splits.SplitCriterion):
+        raise TypeError(f"split_criterion must be a jboost.splits.SplitCriterion(score, value), got "
+                        f"{type(split_criterion).__name__}: write score(G, H, l2) and value(G, H, l2) "
+                        "and pass SplitCriterion(score, value).")
     config = boosting.BoostConfig(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                   per_output_trees=bool(per_output_trees), colsample_by=colsample_by,
                                   learning_rate_schedule=schedule, row_sampler=row_sampler,
-                                  algorithm=algorithm or boosting.NEWTON)
+                                  algorithm=algorithm or boosting.NEWTON,
+                                  split_criterion=split_criterion)
     return config, boosting.Hyperparams.create(**values)
 
 

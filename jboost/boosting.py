@@ -40,6 +40,7 @@ from jboost import derivatives
 from jboost import losses as losses_lib
 from jboost import refit
 from jboost import samplers
+from jboost import splits
 from jboost import tree as tree_lib
 
 
@@ -101,13 +102,13 @@ class Algorithm(NamedTuple):
 
 def grow_trees(r: Round, grad, hess):
     """Grow one oblivious tree per round on weighted ``grad``, ``hess`` ``(n, K)`` with the fit's
-    settings (:func:`jboost.tree.fit_tree`); returns ``(tree, leaf (n,))``, Newton leaf values
-    ``-G / (H + l2)`` before shrinkage."""
+    settings (:func:`jboost.tree.fit_tree`); returns ``(tree, leaf (n,))``, the split criterion's
+    leaf values (Newton: ``-G / (H + l2)``) before shrinkage."""
     c = r.config
     return tree_lib.fit_tree(r.data.X_binned, grad, hess, depth=c.depth, n_bins=c.n_bins,
                              l2=r.hyper.l2, min_split_gain=r.hyper.min_split_gain,
                              min_child_weight=r.hyper.min_child_weight, feature_masks=r.masks,
-                             axis_name=c.axis_name, missing=c.missing)
+                             axis_name=c.axis_name, missing=c.missing, criterion=c.split_criterion)
 
 
 def one_tree(tree: tree_lib.ObliviousTrees, leaf) -> tuple:
@@ -154,6 +155,7 @@ class BoostConfig(NamedTuple):
     missing: bool = True              # False: no training row has a missing value (half the split search)
     row_sampler: Union[str, Callable] = "bernoulli"  # "bernoulli", "poisson" or a row sampler
     algorithm: Algorithm = NEWTON     # the round rule (jboost.algorithms define others)
+    split_criterion: splits.SplitCriterion = splits.NEWTON  # split scores and leaf values
 
     @property
     def column_sampler(self) -> Callable:

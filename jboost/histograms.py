@@ -31,7 +31,27 @@ import numpy as np
 from jax import lax
 
 from jboost import _native
-from jboost import splits
+
+def prefix_sum(x, axis: int):
+    """Inclusive prefix sum along ``axis`` as a two-level blocked cumsum.
+
+    ``jnp.cumsum`` over ``B`` bins lowers to an O(B^2) reduce-window on XLA's CPU backend and a
+    log-depth associative scan is slow to compile; cumsums within blocks of 16 plus a cumsum of
+    the block totals cost O(16 B) and compile quickly.
+    """
+    x = jnp.moveaxis(x, axis, -1)
+    b = x.shape[-1]
+    block = 16
+    if b <= block:
+        out = jnp.cumsum(x, axis=-1)
+    else:
+        nb = -(-b // block)
+        xp = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, nb * block - b)])
+        xb = xp.reshape(x.shape[:-1] + (nb, block))
+        within = jnp.cumsum(xb, axis=-1)
+        offsets = jnp.cumsum(within[..., -1], axis=-1) - within[..., -1]
+        out = (within + offsets[..., None]).reshape(x.shape[:-1] + (nb * block,))[..., :b]
+    return jnp.moveaxis(out, -1, axis)
 
 
 def _pack(payload):
@@ -48,7 +68,7 @@ def _unpack(hist, packed):
     return jnp.concatenate([jnp.real(hist), jnp.imag(hist)], axis=-1)
 
 
-def _xla_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int):
+def pure_jax_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int):
     packed_payload, packed = _pack(payload)
     base = leaf.astype(jnp.int32) * n_bins
 
@@ -60,7 +80,7 @@ def _xla_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int):
     return _unpack(hist, packed).reshape(X_binned.shape[0], n_leaves, n_bins, payload.shape[-1])
 
 
-def _kernel_threads(axis_name) -> int:
+def kernel_threads(axis_name) -> int:
     """Threads per kernel call: the cores shared by the devices rows are sharded over."""
     devices = 1 if axis_name is None else lax.axis_size(axis_name)
     return max(1, _native.cpu_threads() // max(1, devices))
@@ -74,7 +94,7 @@ def _native_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int, axis_
     call = jax.ffi.ffi_call(_native.HISTOGRAM, out, vmap_method="expand_dims")
     slot = jnp.arange(n_leaves, dtype=jnp.int32)
     return call(X_binned, payload, leaf.astype(jnp.int32), slot,
-                n_threads=np.int64(_kernel_threads(axis_name)), cumulative=cumulative)
+                n_threads=np.int64(kernel_threads(axis_name)), cumulative=cumulative)
 
 
 def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, axis_name):
@@ -84,10 +104,10 @@ def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, 
            jax.ShapeDtypeStruct((n_slots,), jnp.int32))
     call = jax.ffi.ffi_call(_native.SMALLER_SIBLING, out, vmap_method="expand_dims")
     return call(X_binned, payload, leaf.astype(jnp.int32),
-                n_threads=np.int64(_kernel_threads(axis_name)), cumulative=True)
+                n_threads=np.int64(kernel_threads(axis_name)), cumulative=True)
 
 
-def _dispatch(X_binned, n_bins: int, native, xla, n_leaves: int = 1, channels: int = 0):
+def dispatch(X_binned, n_bins: int, native, xla, n_leaves: int = 1, channels: int = 0):
     """``native()`` on CPU when the kernel is built and applies (uint8 bins, sizes it can index:
     see :func:`jboost._native.indexable`), ``xla()`` elsewhere; ``lax.platform_dependent``
     chooses when the program is lowered."""
@@ -132,83 +152,6 @@ def level_plan(n_rows: int, depth: int, n_bins: int, channels: int = 2):
     return [(subtract[d], subtract[d + 1] if d + 1 < depth else subtract[d]) for d in range(depth)]
 
 
-def _scalar(x):
-    return jnp.asarray(x, jnp.float32).reshape(())
-
-
-def _native_level(X_binned, payload, leaf, parent, l2, min_child_weight, *, n_leaves: int,
-                  n_bins: int, missing: bool, keep_hist: bool, n_threads: Optional[int] = None):
-    n_features, c = X_binned.shape[-2], payload.shape[-1]
-    _native.check_indexable(X_binned.shape[-1], n_leaves, n_bins, c)
-    _native.load()
-    out = (jax.ShapeDtypeStruct((n_features, n_bins - 1, 2), jnp.float32),
-           jax.ShapeDtypeStruct((n_features, n_leaves, n_bins, c) if keep_hist else (1,), jnp.float32))
-    call = jax.ffi.ffi_call(_native.LEVEL, out, vmap_method="expand_dims")
-    gains, hist = call(X_binned, payload, leaf.astype(jnp.int32),
-                       jnp.zeros((1,), jnp.float32) if parent is None else parent,
-                       _scalar(l2), _scalar(min_child_weight),
-                       n_threads=np.int64(n_threads or _kernel_threads(None)), n_leaves=np.int64(n_leaves),
-                       subtract=parent is not None, missing=missing, write_hist=keep_hist)
-    return gains, hist if keep_hist else None
-
-
-def level_gains(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_leaves: int, n_bins: int,
-                l2, min_child_weight, missing: bool = True, keep_hist: bool = False):
-    """Split gains of one level of an oblivious tree (rows on one device), fused on CPU.
-
-    On CPU with the kernel, one call per level does, feature by feature while its histograms are
-    in cache: the ``L`` leaves' histograms (with ``parent``, only the smaller sibling of each
-    pair from the rows and the other by subtraction), their prefix sums over bins and the gains of
-    every split; the level's histograms are written out only when ``keep_hist``. Elsewhere: the
-    pure-JAX histograms and :func:`jboost.splits.split_gains_cumulative`. Same sums both ways
-    (up to float rounding).
-
-    Args:
-      X_binned, payload, leaf: as in :func:`build_histogram`; ``leaf`` in ``[0, n_leaves)``.
-      parent: ``None``, or the previous level's ``(F, n_leaves // 2, B, C)`` cumulative histograms
-        (as returned with ``keep_hist``): then the level is built by subtraction on CPU.
-      n_leaves, n_bins: static sizes.
-      l2, min_child_weight: traced regularisation of the gains.
-      missing: static, as in :func:`jboost.splits.split_gains_cumulative`.
-      keep_hist: static; also return the level's ``(F, L, B, C)`` cumulative histograms.
-
-    Returns:
-      ``(gains, hist)``: ``(F, B - 1, 2)`` gains (as :func:`jboost.splits.split_gains_cumulative`)
-      and the cumulative histograms, or ``None`` without ``keep_hist``.
-    """
-    payload = payload.astype(jnp.float32)
-
-    def native():
-        return _native_level(X_binned, payload, leaf, parent, l2, min_child_weight,
-                             n_leaves=n_leaves, n_bins=n_bins, missing=missing, keep_hist=keep_hist)
-
-    def xla():
-        cum = splits.prefix_sum(_xla_histogram(X_binned, payload, leaf, n_leaves, n_bins), axis=2)
-        return splits.split_gains_cumulative(cum, l2, min_child_weight, missing), cum if keep_hist else None
-
-    if payload.shape[-1] % 2 or n_bins < 2:
-        return xla()
-    return _dispatch(X_binned, n_bins, native, xla, n_leaves, payload.shape[-1])
-
-
-def cumulative_split_gains(cum, l2, min_child_weight, missing: bool = True, axis_name=None):
-    """:func:`jboost.splits.split_gains_cumulative`, by the CPU kernel when it is available (used
-    after the ``psum`` of sharded histograms)."""
-    c = cum.shape[-1]
-
-    def native():
-        _native.load()
-        out = jax.ShapeDtypeStruct((cum.shape[0], cum.shape[2] - 1, 2), jnp.float32)
-        call = jax.ffi.ffi_call(_native.SPLIT_GAINS, out, vmap_method="expand_dims")
-        return call(cum.astype(jnp.float32), _scalar(l2), _scalar(min_child_weight),
-                    n_threads=np.int64(_kernel_threads(axis_name)), missing=missing)
-
-    xla = lambda: splits.split_gains_cumulative(cum, l2, min_child_weight, missing)
-    if c % 2 or cum.shape[2] < 2:
-        return xla()
-    return _dispatch(None, cum.shape[2], native, xla)
-
-
 @functools.partial(jax.jit, static_argnames=("n_leaves", "n_bins", "axis_name"))
 def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis_name=None):
     """Sums of ``payload`` rows per (feature, leaf, bin).
@@ -225,9 +168,9 @@ def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis
       ``(n_features, n_leaves, n_bins, C)`` float32.
     """
     payload = payload.astype(jnp.float32)
-    hist = _dispatch(X_binned, n_bins,
+    hist = dispatch(X_binned, n_bins,
                      lambda: _native_histogram(X_binned, payload, leaf, n_leaves, n_bins, axis_name),
-                     lambda: _xla_histogram(X_binned, payload, leaf, n_leaves, n_bins),
+                     lambda: pure_jax_histogram(X_binned, payload, leaf, n_leaves, n_bins),
                      n_leaves, payload.shape[-1])
     if axis_name is not None:
         hist = lax.psum(hist, axis_name)
@@ -269,7 +212,7 @@ def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_
         flip = (right_smaller == 1)[None, :, None, None]
         return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)], axis=1)
 
-    xla = lambda: splits.prefix_sum(_xla_histogram(X_binned, payload, leaf, n_leaves, n_bins), axis=2)
-    local = _dispatch(X_binned, n_bins, native, xla, n_leaves, payload.shape[-1])
+    xla = lambda: prefix_sum(pure_jax_histogram(X_binned, payload, leaf, n_leaves, n_bins), axis=2)
+    local = dispatch(X_binned, n_bins, native, xla, n_leaves, payload.shape[-1])
     hist = local if axis_name is None else lax.psum(local, axis_name)
     return hist, local

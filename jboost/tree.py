@@ -89,7 +89,7 @@ def node_sums(leaf_sums):
     return out[::-1]
 
 
-def newton_leaf_values(G, H, l2, min_child_weight):
+def newton_leaf_values(G, H, l2, min_child_weight, value=splits.newton_value):
     """Newton leaf values ``-G / (H + l2)`` with fallback to the parent's value.
 
     A node whose hessian sum is zero (empty) or below ``min_child_weight`` keeps its parent's
@@ -98,6 +98,8 @@ def newton_leaf_values(G, H, l2, min_child_weight):
 
     Args:
       G, H: ``(2**D, K)`` gradient and hessian sums per leaf.
+      value: ``value(G, H, l2)`` of a node (a :class:`jboost.splits.SplitCriterion`'s ``value``;
+        default the Newton value).
 
     Returns:
       ``(2**D, K)`` leaf values.
@@ -105,18 +107,16 @@ def newton_leaf_values(G, H, l2, min_child_weight):
     k = G.shape[-1]
     levels = node_sums(jnp.concatenate([G, H], axis=-1))
 
-    def newton(s):
-        g, h = s[:, :k], s[:, k:]
-        denom = h + l2
-        return jnp.where(denom > 0, -g / jnp.where(denom > 0, denom, 1.0), 0.0)
+    def node_value(s):
+        return value(s[:, :k], s[:, k:], l2)
 
-    value = newton(levels[0])
+    values = node_value(levels[0])
     for s in levels[1:]:
         h_node = jnp.sum(s[:, k:], axis=-1, keepdims=True)
         ok = (h_node > 0) & (h_node >= min_child_weight)
-        parent = jnp.tile(value, (2, 1))  # node c's parent is c mod 2**d
-        value = jnp.where(ok, newton(s), parent)
-    return value
+        parent = jnp.tile(values, (2, 1))  # node c's parent is c mod 2**d
+        values = jnp.where(ok, node_value(s), parent)
+    return values
 
 
 def _children_sums(cum, threshold, missing_right):
@@ -131,15 +131,15 @@ def _children_sums(cum, threshold, missing_right):
     return jnp.concatenate([total - right, right], axis=0)
 
 
-@functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name", "missing"))
+@functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
-             missing: bool = True):
+             missing: bool = True, criterion: splits.SplitCriterion = splits.NEWTON):
     """Fit one oblivious tree of fixed depth to weighted gradients and hessians.
 
     The one tree grower of jboost: boosting (every algorithm), sweeps and forests grow through
     it. Each level: the split gains of every (feature, threshold, missing direction) from the
-    leaves' histograms (:func:`jboost.histograms.level_gains`: on CPU one fused kernel call,
+    leaves' histograms (:func:`jboost.splits.level_gains`: on CPU one fused kernel call,
     with histogram subtraction where :func:`jboost.histograms.level_plan` says it pays), the
     best admissible split (:func:`jboost.splits.best_split_of_gains`), then every row's leaf
     gains that level's bit (:func:`leaf_index`).
@@ -163,6 +163,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
       axis_name: mapped axis over which rows are sharded (histograms are ``psum``-ed).
       missing: static; ``False`` promises that no row is in the missing bin (``n_bins - 1``), so
         the split search skips the missing-goes-right direction (see :func:`jboost.splits.best_split`).
+      criterion: static :class:`jboost.splits.SplitCriterion`: the score of splits and the value
+        of leaves (default the Newton criterion).
 
     Returns:
       ``(tree, leaf)``: an :class:`ObliviousTrees` with Newton leaf values (before shrinkage)
@@ -188,20 +190,20 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             mask = None if feature_masks is None else feature_masks[d][feature_subsets[d]]
         if axis_name is None:
             subtract, keep = plan[d]
-            level_gains, hist = histograms.level_gains(
+            level_gains, hist = splits.level_gains(
                 X_level, payload, leaf, hist if subtract else None, n_leaves=2**d,
                 n_bins=n_bins, l2=l2, min_child_weight=min_child_weight, missing=missing,
-                keep_hist=keep)
+                keep_hist=keep, criterion=criterion)
         elif feature_subsets is None:  # rows sharded: local histograms, psum, global gains
             hist, local = histograms.level_histograms(X_level, payload, leaf, local, n_bins=n_bins,
                                                       axis_name=axis_name)
-            level_gains = histograms.cumulative_split_gains(hist, l2, min_child_weight, missing,
-                                                            axis_name=axis_name)
+            level_gains = splits.cumulative_split_gains(hist, l2, min_child_weight, missing,
+                                                        axis_name=axis_name, criterion=criterion)
         else:  # sharded, subsets: each level's histograms built directly (and psum-ed)
-            cum = splits.prefix_sum(histograms.build_histogram(
+            cum = histograms.prefix_sum(histograms.build_histogram(
                 X_level, payload, leaf, n_leaves=2**d, n_bins=n_bins, axis_name=axis_name), axis=2)
-            level_gains = histograms.cumulative_split_gains(cum, l2, min_child_weight, missing,
-                                                            axis_name=axis_name)
+            level_gains = splits.cumulative_split_gains(cum, l2, min_child_weight, missing,
+                                                        axis_name=axis_name, criterion=criterion)
         split = splits.best_split_of_gains(level_gains, min_split_gain=min_split_gain,
                                            feature_mask=mask)
         if feature_subsets is not None:  # position in the subset -> feature index
@@ -222,7 +224,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         sums = jax.ops.segment_sum(payload, leaf, num_segments=2**depth)
         if axis_name is not None:
             sums = lax.psum(sums, axis_name)
-    values = newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight)
+    values = newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight,
+                                value=criterion.value)
     tree = ObliviousTrees(
         features=jnp.stack(feats) if depth else jnp.zeros((0,), jnp.int32),
         thresholds=jnp.stack(thrs) if depth else jnp.zeros((0,), jnp.int32),

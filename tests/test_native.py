@@ -69,7 +69,7 @@ def test_kernel_equals_pure_jax(channels, n_leaves):
     # 2**18 row-features) and its 4-feature blocks plus a remainder feature.
     X, payload, leaf = _data(channels + n_leaves, 60_000, 9, 256, n_leaves, channels)
     got = jax.jit(_kernel, static_argnums=(3, 4, 5))(X, payload, leaf, n_leaves, 256, 2)
-    want = histograms._xla_histogram(X, payload, leaf, n_leaves, 256)
+    want = histograms.pure_jax_histogram(X, payload, leaf, n_leaves, 256)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-4)
 
 
@@ -122,7 +122,7 @@ def test_smaller_sibling_and_subtraction():
     counts = np.bincount(ln[nonzero], minlength=2 * S)
     np.testing.assert_array_equal(np.asarray(right_smaller), (counts[S:] < counts[:S]).astype(np.int32))
     hist, local = histograms.level_histograms(X, payload, leaf, parent, n_bins=128)
-    direct = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf, 2 * S, 128), axis=2)
+    direct = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf, 2 * S, 128), axis=2)
     np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=2e-3)
     assert np.all(np.asarray(hist)[:, 1] == 0)  # the empty child is exactly zero
     np.testing.assert_array_equal(np.asarray(local), np.asarray(hist))
@@ -250,13 +250,13 @@ def test_level_kernel_equals_pure_jax(k, missing, subtract, l2, mcw):
     # 60k rows x 9 features (threaded, 4-feature groups plus a remainder), 8 leaves.
     n_bins, L = 64, 8
     X, payload, leaf = _level_data(k + 2 * missing + 4 * subtract, 60_000, 9, n_bins, L, k, missing)
-    direct = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf, L, n_bins), axis=2)
+    direct = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf, L, n_bins), axis=2)
     parent = None
     if subtract:
-        parent = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf % (L // 2), L // 2, n_bins),
+        parent = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf % (L // 2), L // 2, n_bins),
                                    axis=2)
     gains, hist = jax.jit(
-        lambda X, p, lf, par: histograms._native_level(X, p, lf, par, l2, mcw, n_leaves=L, n_bins=n_bins,
+        lambda X, p, lf, par: splits._native_level(X, p, lf, par, l2, mcw, n_leaves=L, n_bins=n_bins,
                                                        missing=missing, keep_hist=True, n_threads=2)
     )(X, payload, leaf, parent)
     np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=2e-3)
@@ -265,7 +265,7 @@ def test_level_kernel_equals_pure_jax(k, missing, subtract, l2, mcw):
         h_leaf = np.asarray(direct)[0, :, -1, k:].sum(axis=-1)
         assert np.any(h_leaf < mcw) and np.any(h_leaf >= mcw)
     # The same call without writing the histograms gives bitwise the same gains.
-    gains2, none = histograms._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L, n_bins=n_bins,
+    gains2, none = splits._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L, n_bins=n_bins,
                                             missing=missing, keep_hist=False, n_threads=2)
     assert none is None
     np.testing.assert_array_equal(np.asarray(gains2), np.asarray(gains))
@@ -275,8 +275,8 @@ def test_level_gains_dispatch_equals_pure_jax():
     # The public function on CPU (kernel) and with the kernel off (pure JAX), one leaf (dense path).
     X, payload, leaf = _level_data(20, 30_000, 6, 256, 1, 1, False)
     kw = dict(n_leaves=1, n_bins=256, l2=1.0, min_child_weight=1.0, missing=False, keep_hist=True)
-    g1, h1 = histograms.level_gains(X, payload, leaf, None, **kw)
-    g0, h0 = _pure_jax(histograms.level_gains, X, payload, leaf, None, **kw)
+    g1, h1 = splits.level_gains(X, payload, leaf, None, **kw)
+    g0, h0 = _pure_jax(splits.level_gains, X, payload, leaf, None, **kw)
     np.testing.assert_allclose(np.asarray(h1), np.asarray(h0), rtol=1e-5, atol=1e-3)
     _assert_gains_close(g1, g0)
 
@@ -286,7 +286,7 @@ def test_level_kernel_bitwise_independent_of_threads():
     X, payload, leaf = _level_data(21, 200_000, 11, 64, 8, 1, True)
     parent = histograms._native_histogram(X, payload, leaf % 4, 4, 64, None, cumulative=True)
     for par in (None, parent):
-        outs = [histograms._native_level(X, payload, leaf, par, 1.0, 1.0, n_leaves=8, n_bins=64,
+        outs = [splits._native_level(X, payload, leaf, par, 1.0, 1.0, n_leaves=8, n_bins=64,
                                          missing=True, keep_hist=True, n_threads=t) for t in (1, 2, 3, 7)]
         for g, h in outs[1:]:
             np.testing.assert_array_equal(np.asarray(g), np.asarray(outs[0][0]))
@@ -302,7 +302,7 @@ def test_level_kernel_vmap_equals_separate_calls():
     parents = jax.vmap(lambda p: histograms._native_histogram(X, p, leaf % 2, 2, 64, None, cumulative=True))(payloads)
 
     def one(p, par, l2, mcw):
-        return histograms._native_level(X, p, leaf, par, l2, mcw, n_leaves=4, n_bins=64, missing=True,
+        return splits._native_level(X, p, leaf, par, l2, mcw, n_leaves=4, n_bins=64, missing=True,
                                         keep_hist=True)
 
     got = jax.jit(jax.vmap(one))(payloads, parents, l2s, mcws)
@@ -310,7 +310,7 @@ def test_level_kernel_vmap_equals_separate_calls():
         want = one(payloads[b], parents[b], l2s[b], mcws[b])
         np.testing.assert_array_equal(np.asarray(got[0][b]), np.asarray(want[0]))
         np.testing.assert_array_equal(np.asarray(got[1][b]), np.asarray(want[1]))
-    gains = jax.jit(jax.vmap(lambda h, l2, mcw: histograms.cumulative_split_gains(h, l2, mcw)))(got[1], l2s, mcws)
+    gains = jax.jit(jax.vmap(lambda h, l2, mcw: splits.cumulative_split_gains(h, l2, mcw)))(got[1], l2s, mcws)
     for b in range(3):
         np.testing.assert_array_equal(np.asarray(gains[b]), np.asarray(got[0][b]))
 
@@ -332,7 +332,7 @@ def test_first_level_batch_bitwise_equals_separate_calls(n_models, missing):
     mcws = jnp.asarray(rng.choice([0.0, 1.0, 200.0], n_models), jnp.float32)
 
     def one(p, lf, l2, mcw, keep_hist):
-        return histograms._native_level(X, p, lf, None, l2, mcw, n_leaves=1, n_bins=32, missing=missing,
+        return splits._native_level(X, p, lf, None, l2, mcw, n_leaves=1, n_bins=32, missing=missing,
                                         keep_hist=keep_hist)
 
     hists = None
@@ -346,16 +346,16 @@ def test_first_level_batch_bitwise_equals_separate_calls(n_models, missing):
         hists = hist if keep_hist else hists
     # ... and they are the pure-JAX sums (rows of leaf 1 left out).
     for b in (0, n_models - 1):
-        direct = splits.prefix_sum(histograms._xla_histogram(X, payloads[b], leaves[b], 2, 32), axis=2)
+        direct = histograms.prefix_sum(histograms.pure_jax_histogram(X, payloads[b], leaves[b], 2, 32), axis=2)
         np.testing.assert_allclose(np.asarray(hists[b]), np.asarray(direct[:, :1]), rtol=1e-5, atol=1e-3)
 
 
 @pytest.mark.parametrize("k", [1, 3])
 def test_split_gains_kernel_equals_pure_jax(k):
     X, payload, leaf = _level_data(23 + k, 30_000, 7, 128, 16, k, True)
-    cum = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf, 16, 128), axis=2)
+    cum = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf, 16, 128), axis=2)
     for missing in (True, False):
-        _assert_gains_close(histograms.cumulative_split_gains(cum, 0.5, 2.0, missing),
+        _assert_gains_close(splits.cumulative_split_gains(cum, 0.5, 2.0, missing),
                             splits.split_gains_cumulative(cum, 0.5, 2.0, missing))
 
 
@@ -372,8 +372,8 @@ def test_level_kernel_empty_bin_tails(missing):
         Xn[f, present] = Xn[f, present] % np.maximum(1, 7 * ln[present])
     Xn[5] = n_bins - 1 if missing else 0
     X = jnp.asarray(Xn)
-    direct = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf, L, n_bins), axis=2)
-    gains, hist = histograms._native_level(X, payload, leaf, None, 1.0, 0.5, n_leaves=L, n_bins=n_bins,
+    direct = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf, L, n_bins), axis=2)
+    gains, hist = splits._native_level(X, payload, leaf, None, 1.0, 0.5, n_leaves=L, n_bins=n_bins,
                                            missing=missing, keep_hist=True, n_threads=1)
     np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=1e-3)
     _assert_gains_close(gains, splits.split_gains_cumulative(direct, 1.0, 0.5, missing))
@@ -472,12 +472,12 @@ def test_sparse_level_bitwise_equals_dense_level(missing, l2, mcw):
     n_bins, L = 256, 16
     X, payload, leaf = _sparse_level_data(40 + missing, 900, 9, n_bins, L, missing)
     kw = dict(n_leaves=L, n_bins=n_bins, missing=missing)
-    sparse, _ = histograms._native_level(X, payload, leaf, None, l2, mcw, keep_hist=False, n_threads=2, **kw)
-    dense, hist = histograms._native_level(X, payload, leaf, None, l2, mcw, keep_hist=True, n_threads=2, **kw)
+    sparse, _ = splits._native_level(X, payload, leaf, None, l2, mcw, keep_hist=False, n_threads=2, **kw)
+    dense, hist = splits._native_level(X, payload, leaf, None, l2, mcw, keep_hist=True, n_threads=2, **kw)
     np.testing.assert_array_equal(np.asarray(sparse), np.asarray(dense))
-    from_hist = histograms.cumulative_split_gains(hist, l2, mcw, missing)
+    from_hist = splits.cumulative_split_gains(hist, l2, mcw, missing)
     np.testing.assert_array_equal(np.asarray(from_hist), np.asarray(sparse))
-    direct = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf, L, n_bins), axis=2)
+    direct = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf, L, n_bins), axis=2)
     np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=1e-4)
     _assert_gains_close(sparse, splits.split_gains_cumulative(direct, l2, mcw, missing))
     if mcw > 1:  # a leaf below min_child_weight is skipped on both paths
@@ -485,7 +485,7 @@ def test_sparse_level_bitwise_equals_dense_level(missing, l2, mcw):
         assert np.any((h_leaf < mcw) & (h_leaf > 0)) and np.any(h_leaf >= mcw)
     # Threads and repeated calls (the sparse path's buffer must be left all-zero): bitwise.
     for threads in (1, 3):
-        again, _ = histograms._native_level(X, payload, leaf, None, l2, mcw, keep_hist=False,
+        again, _ = splits._native_level(X, payload, leaf, None, l2, mcw, keep_hist=False,
                                             n_threads=threads, **kw)
         np.testing.assert_array_equal(np.asarray(again), np.asarray(sparse))
 
@@ -499,12 +499,12 @@ def test_sparse_level_in_a_sweep_sized_batch():
     leaves = jnp.stack([leaf, (leaf + 3) % L, leaf[::-1]])
 
     def one(p, lf):
-        return histograms._native_level(X, p, lf, None, 1.0, 0.5, n_leaves=L, n_bins=n_bins,
+        return splits._native_level(X, p, lf, None, 1.0, 0.5, n_leaves=L, n_bins=n_bins,
                                         missing=True, keep_hist=False)[0]
 
     got = jax.jit(jax.vmap(one))(payloads, leaves)
     Xd, pd, ld = _level_data(51, 60_000, 6, n_bins, 4, 1, True)
-    histograms._native_level(Xd, pd, ld, None, 1.0, 0.5, n_leaves=4, n_bins=n_bins, missing=True,
+    splits._native_level(Xd, pd, ld, None, 1.0, 0.5, n_leaves=4, n_bins=n_bins, missing=True,
                              keep_hist=False)
     for b in range(3):
         np.testing.assert_array_equal(np.asarray(got[b]), np.asarray(one(payloads[b], leaves[b])))
@@ -524,13 +524,13 @@ def test_wide_level_kernel_equals_pure_jax(k, missing, subtract):
     n_bins, L = 64, 8
     X, payload, leaf = _level_data(40 + k + 2 * missing + 4 * subtract, 6_000, 5, n_bins, L, k, missing)
     X = X.at[1].set(jnp.where(X[1] == n_bins - 1, X[1], X[1] % 10))
-    direct = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf, L, n_bins), axis=2)
+    direct = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf, L, n_bins), axis=2)
     parent = None
     if subtract:
-        parent = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf % (L // 2), L // 2, n_bins),
+        parent = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf % (L // 2), L // 2, n_bins),
                                    axis=2)
     for l2, mcw in ((1.0, 1.0), (0.0, 0.0), (3.0, 20.0 * k)):  # hessian sums add over K outputs
-        outs = [histograms._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L, n_bins=n_bins,
+        outs = [splits._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L, n_bins=n_bins,
                                          missing=missing, keep_hist=True, n_threads=t) for t in (1, 3)]
         gains, hist = outs[0]
         np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=5e-3)
@@ -541,12 +541,12 @@ def test_wide_level_kernel_equals_pure_jax(k, missing, subtract):
         # Bitwise the same with 3 threads, and without writing the histograms.
         np.testing.assert_array_equal(np.asarray(outs[1][0]), np.asarray(gains))
         np.testing.assert_array_equal(np.asarray(outs[1][1]), np.asarray(hist))
-        gains2, none = histograms._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L,
+        gains2, none = splits._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L,
                                                 n_bins=n_bins, missing=missing, keep_hist=False)
         assert none is None
         np.testing.assert_array_equal(np.asarray(gains2), np.asarray(gains))
         # The split-gains kernel (sharded rows) on the same cumulative histograms.
-        _assert_gains_close(histograms.cumulative_split_gains(direct, l2, mcw, missing),
+        _assert_gains_close(splits.cumulative_split_gains(direct, l2, mcw, missing),
                             splits.split_gains_cumulative(direct, l2, mcw, missing))
 
 
@@ -554,13 +554,13 @@ def test_wide_level_kernel_equals_pure_jax(k, missing, subtract):
 def test_wide_histogram_kernels_equal_pure_jax(k):
     # The histogram and smaller-sibling kernels (sharded fits) for K > 8, threads 1 and 3.
     X, payload, leaf = _data(50 + k, 20_000, 5, 32, 8, 2 * k, zero_rows=0.3)
-    want = histograms._xla_histogram(X, payload, leaf, 8, 32)
+    want = histograms.pure_jax_histogram(X, payload, leaf, 8, 32)
     for t in (1, 3):
         got = _kernel(X, payload, leaf, 8, 32, t)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-3)
-    parent = splits.prefix_sum(histograms._xla_histogram(X, payload, leaf % 4, 4, 32), axis=2)
+    parent = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf % 4, 4, 32), axis=2)
     hist, _ = histograms.level_histograms(X, payload, leaf, parent, n_bins=32)
-    np.testing.assert_allclose(np.asarray(hist), np.asarray(splits.prefix_sum(want, axis=2)),
+    np.testing.assert_allclose(np.asarray(hist), np.asarray(histograms.prefix_sum(want, axis=2)),
                                rtol=1e-5, atol=5e-3)
 
 
@@ -573,7 +573,7 @@ def test_wide_level_kernel_vmap_equals_separate_calls():
     parents = jax.vmap(lambda p: histograms._native_histogram(X, p, leaf % 2, 2, 32, None, cumulative=True))(payloads)
 
     def one(p, par, l2, mcw):
-        return histograms._native_level(X, p, leaf, par, l2, mcw, n_leaves=4, n_bins=32, missing=True,
+        return splits._native_level(X, p, leaf, par, l2, mcw, n_leaves=4, n_bins=32, missing=True,
                                         keep_hist=True)
 
     got = jax.jit(jax.vmap(one))(payloads, parents, l2s, mcws)
@@ -587,7 +587,7 @@ def test_wide_level_gains_dispatch_runs_the_kernel():
     # level_gains takes the kernel for K > 8 on CPU (no pure-JAX fallback): its program holds
     # the level custom call.
     X, payload, leaf = _level_data(61, 2_000, 3, 16, 2, 12, True)
-    fn = lambda X, p, lf: histograms.level_gains(X, p, lf, None, n_leaves=2, n_bins=16, l2=1.0,
+    fn = lambda X, p, lf: splits.level_gains(X, p, lf, None, n_leaves=2, n_bins=16, l2=1.0,
                                                  min_child_weight=1.0)
     assert _native.LEVEL in jax.jit(fn).lower(X, payload, leaf).as_text()
     g1, _ = fn(X, payload, leaf)
@@ -619,7 +619,7 @@ def test_kernel_rejects_what_it_cannot_index():
     payload = jnp.ones((4, c), jnp.float32)
     leaf = jnp.zeros((4,), jnp.int32)
     with pytest.raises(ValueError, match="32-bit"):
-        histograms._native_level(X, payload, leaf, None, 1.0, 1.0, n_leaves=n_leaves, n_bins=n_bins,
+        splits._native_level(X, payload, leaf, None, 1.0, 1.0, n_leaves=n_leaves, n_bins=n_bins,
                                  missing=True, keep_hist=False)
     with pytest.raises(ValueError, match="rows"):
         _native.check_indexable(2**31, 1, 256, 2)
@@ -629,7 +629,7 @@ def test_kernel_rejects_what_it_cannot_index():
         jax.block_until_ready(call(X, payload, leaf, jnp.zeros((1,), jnp.float32), jnp.float32(1.0),
                                    jnp.float32(1.0), n_threads=np.int64(1), n_leaves=np.int64(n_leaves),
                                    subtract=False, missing=True, write_hist=False))
-    lowered = jax.jit(lambda X, p, lf: histograms.level_gains(
+    lowered = jax.jit(lambda X, p, lf: splits.level_gains(
         X, p, lf, None, n_leaves=n_leaves, n_bins=n_bins, l2=1.0, min_child_weight=1.0)).lower(X, payload, leaf)
     assert _native.LEVEL not in lowered.as_text()
 

@@ -9,17 +9,23 @@ sum over leaves, and the split is taken only when ``max gain - min_split_gain > 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jboost
+from jboost import _native
+from jboost import histograms
 from jboost import splits
+from jboost import tree as tree_lib
 
 # Jitted once per shape: eager evaluation would compile every primitive separately.
 split_gains = jax.jit(splits.split_gains)
 best_split = jax.jit(splits.best_split, static_argnames=("cumulative", "missing"))
-prefix_sum = jax.jit(splits.prefix_sum, static_argnums=1)
+prefix_sum = jax.jit(histograms.prefix_sum, static_argnums=1)
 
 
 def _score(G, H, l2):
@@ -27,8 +33,8 @@ def _score(G, H, l2):
     return np.where(denom > 0, G * G / np.where(denom > 0, denom, 1.0), 0.0).sum(-1)
 
 
-def reference_gains(hist, l2, min_child_weight):
-    """``(F, B-1, 2)`` gains by explicit enumeration (float64)."""
+def reference_gains(hist, l2, min_child_weight, score=_score):
+    """``(F, B-1, 2)`` gains by explicit enumeration (float64), with the node score ``score``."""
     hist = np.asarray(hist, np.float64)
     n_features, n_leaves, n_bins, c = hist.shape
     k = c // 2
@@ -43,8 +49,8 @@ def reference_gains(hist, l2, min_child_weight):
                     right = h[t + 1 : n_bins - 1].sum(0) + (h[n_bins - 1] if d == 1 else 0.0)
                     parent = h.sum(0)
                     if left[k:].sum() >= min_child_weight and right[k:].sum() >= min_child_weight:
-                        total_gain += (_score(left[:k], left[k:], l2) + _score(right[:k], right[k:], l2)
-                                       - _score(parent[:k], parent[k:], l2))
+                        total_gain += (score(left[:k], left[k:], l2) + score(right[:k], right[k:], l2)
+                                       - score(parent[:k], parent[k:], l2))
                 out[f, t, d] = total_gain
     return out
 
@@ -69,6 +75,16 @@ def random_hist(seed, n_features=3, n_leaves=2, n_bins=6, k=1, n=40):
     for f in range(n_features):
         np.add.at(hist[f], (leaf, X_binned[f]), payload)
     return hist.astype(np.float32)
+
+
+def _pure_jax_call(fn, *args):
+    """``fn(*args)`` with the CPU kernels switched off (compiled anew; caches cleared after)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_native, "available", lambda: False)
+        jax.clear_caches()
+        out = jax.block_until_ready(fn(*args))
+    jax.clear_caches()
+    return out
 
 
 def _best(hist, **kw):
@@ -188,7 +204,7 @@ def test_no_missing_shortcut_gives_the_same_split(n_leaves):
     # With an empty missing bin both directions have equal gains; missing=False computes one.
     hist = random_hist(11 + n_leaves, n_features=4, n_leaves=n_leaves, n_bins=9)
     hist[:, :, -1, :] = 0.0
-    cum = splits.prefix_sum(jnp.asarray(hist), axis=2)
+    cum = histograms.prefix_sum(jnp.asarray(hist), axis=2)
     kw = dict(l2=1.0, min_split_gain=0.0, min_child_weight=0.5, cumulative=True)
     full = best_split(cum, **kw)
     short = best_split(cum, missing=False, **kw)
@@ -223,3 +239,130 @@ def test_best_split_of_gains_is_the_first_flat_maximum(seed):
             assert int(got.threshold) == (t if ok else splits.null_threshold(16))
             assert bool(got.missing_right) == bool(ok and d == 1)
             assert float(got.gain) == (float(flat[best] - msg) if ok else 0.0)
+
+
+# --- How to extend: a split criterion is one SplitCriterion(score, value) -------------------------
+
+ALPHA = 20.0  # the L1 penalty of the example criterion
+
+
+def l1_score(G, H, l2):
+    """XGBoost's ``reg_alpha`` (Chen & Guestrin 2016): the Newton score of the soft-thresholded
+    gradient sum, ``T_alpha(G)^2 / (H + l2)``."""
+    t = jnp.sign(G) * jnp.maximum(jnp.abs(G) - ALPHA, 0.0)
+    return splits.newton_score(t, H, l2)
+
+
+def l1_value(G, H, l2):
+    return splits.newton_value(jnp.sign(G) * jnp.maximum(jnp.abs(G) - ALPHA, 0.0), H, l2)
+
+
+L1 = splits.SplitCriterion(score=l1_score, value=l1_value, name="l1")
+
+
+def _np_l1_score(G, H, l2):
+    t = np.sign(G) * np.maximum(np.abs(G) - ALPHA, 0.0)
+    return _score(t, H, l2)
+
+
+def reference_tree(X_binned, g, h, depth, n_bins, l2, score, alpha):
+    """An oblivious tree grown by brute force in float64 with the node score ``score`` (leaf
+    values: the soft-thresholded Newton value with penalty ``alpha``)."""
+    n_features, n = X_binned.shape
+    leaf = np.zeros(n, np.int64)
+    payload = np.stack([g, h], -1).astype(np.float64)
+    rules = []
+    for d in range(depth):
+        hist = np.zeros((n_features, 2**d, n_bins, 2))
+        for f in range(n_features):
+            np.add.at(hist[f], (leaf, X_binned[f]), payload)
+        gains = reference_gains(hist, l2, 0.0, score)
+        f, t, direction = np.unravel_index(np.argmax(gains), gains.shape)
+        if gains[f, t, direction] <= 0:  # the null split: everything left
+            f, t, direction = 0, splits.null_threshold(n_bins), 0
+        col = X_binned[f]
+        right = np.where(col == n_bins - 1, direction == 1, col > t)
+        leaf = leaf + (right.astype(np.int64) << d)
+        rules.append((f, t, bool(direction)))
+    values = np.zeros(1)
+    for d in range(depth + 1):  # node j of level d holds the rows with leaf % 2**d == j
+        G = np.bincount(leaf % 2**d, g, 2**d)
+        H = np.bincount(leaf % 2**d, h, 2**d)
+        own = -np.sign(G) * np.maximum(np.abs(G) - alpha, 0.0) / (H + l2)
+        values = np.where(H > 0, own, np.tile(values, 2 if d else 1))  # empty: the parent's value
+    return rules, H, values
+
+
+def criterion_case(seed):
+    """Feature 0 isolates one row with a large gradient (the Newton criterion's favourite split);
+    feature 1 separates two halves of moderate, consistent gradients (the L1 criterion's)."""
+    rng = np.random.default_rng(seed)
+    n, n_bins = 200, 8
+    X_binned = np.stack([rng.integers(0, 4, n), rng.integers(0, n_bins - 1, n),
+                         rng.integers(0, n_bins, n)]).astype(np.uint8)
+    X_binned[0, 0] = 6
+    g = np.where(X_binned[1] > 3, 1.0, -1.0) + 0.3 * rng.normal(size=n)
+    g[0] = 30.0
+    h = rng.uniform(0.5, 1.5, n)
+    return X_binned, g, h, n_bins
+
+
+def _grow(X_binned, g, h, n_bins, depth, criterion):
+    fn = jax.jit(functools.partial(tree_lib.fit_tree, depth=depth, n_bins=n_bins, l2=1.0,
+                                   min_split_gain=0.0, min_child_weight=0.0, criterion=criterion))
+    t, _ = fn(jnp.asarray(X_binned), jnp.asarray(g, jnp.float32)[:, None],
+              jnp.asarray(h, jnp.float32)[:, None])
+    return t
+
+
+# Seed 2's second level has no positive gain: float32 rounding of the prefix sums then admits a
+# zero-gain repeat of the first rule (the same predictions), where the reference takes the null split.
+@pytest.mark.parametrize("seed", [0, 1, 3])
+def test_a_new_split_criterion_is_one_namedtuple(seed):
+    """The README's "How to extend": the L1 criterion above, written once as
+    ``SplitCriterion(score, value)``, grows the brute-force tree of its own score and values (on
+    the CPU kernel's histograms and on pure JAX's), and jboost.fit takes it as ``split_criterion``."""
+    X_binned, g, h, n_bins = criterion_case(seed)
+    rules, H, values = reference_tree(X_binned, g, h, 2, n_bins, 1.0, _np_l1_score, ALPHA)
+    assert (H == 0).any()  # the outlier's leaf is alone: its empty sibling takes the parent's value
+    newton_rules, _, _ = reference_tree(X_binned, g, h, 2, n_bins, 1.0, _score, 0.0)
+    assert rules[0][0] == 1 and newton_rules[0][0] == 0  # the criterion changes the split
+    for grow in (_grow, lambda *a: _pure_jax_call(_grow, *a)):
+        t = grow(X_binned, g, h, n_bins, 2, L1)
+        got = [(int(f), int(th), bool(m)) for f, th, m in zip(t.features, t.thresholds, t.missing_right)]
+        assert got == [(int(f), int(th), m) for f, th, m in rules]
+        np.testing.assert_allclose(np.asarray(t.leaf_values)[:, 0], values, rtol=1e-5, atol=1e-6)
+    t_newton = _grow(X_binned, g, h, n_bins, 2, splits.NEWTON)
+    assert int(t_newton.features[0]) == newton_rules[0][0]
+    # End to end: one round at learning rate 1 from a zero baseline is that tree.
+    X = X_binned.T.astype(np.float64)
+    loss = jboost.Loss(lambda y, f: 0.5 * (f - y) ** 2, baseline=lambda y, w, k: jnp.zeros((k,)))
+    booster = jboost.fit(X, -g, loss, n_rounds=1, depth=2, learning_rate=1.0, n_bins=n_bins,
+                         min_child_weight=0.0, split_criterion=L1)
+    assert [int(f) for f in booster.trees.features[0, 0]] == [f for f, _, _ in rules]
+    np.testing.assert_allclose(np.asarray(booster.trees.leaf_values[0, 0, :, 0]),
+                               _grow(X_binned, g, np.ones_like(h), n_bins, 2, L1).leaf_values[:, 0],
+                               rtol=1e-5)
+
+
+def test_a_criterion_outside_the_kernel_gets_the_kernels_histograms():
+    """The Newton criterion written as a plain SplitCriterion (so not fused in the kernel: its
+    gains come from the level's cumulative histograms, built by subtraction where it pays) grows
+    the default tree, at a size where every level subtracts."""
+    rng = np.random.default_rng(0)
+    n, n_features, n_bins, depth = 4000, 4, 16, 4
+    X_binned = rng.integers(0, n_bins, (n_features, n)).astype(np.uint8)
+    g = (X_binned[0] > 7) * 2.0 - (X_binned[1] > 3) + 0.5 * (X_binned[2] > 11) + rng.normal(size=n)
+    h = rng.uniform(0.5, 1.5, n)
+    assert all(s for s, _ in histograms.level_plan(n, depth, n_bins)[1:])
+    plain = splits.SplitCriterion(score=splits.newton_score, value=splits.newton_value)
+    a, b = (_grow(X_binned, g, h, n_bins, depth, c) for c in (splits.NEWTON, plain))
+    for field in ("features", "thresholds", "missing_right"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    np.testing.assert_allclose(a.gains, b.gains, rtol=1e-5)
+    np.testing.assert_allclose(a.leaf_values, b.leaf_values, rtol=1e-5, atol=1e-6)
+
+
+def test_split_criterion_must_be_a_split_criterion():
+    with pytest.raises(TypeError, match="split_criterion must be a jboost.splits.SplitCriterion"):
+        jboost.fit(np.zeros((4, 1)), np.zeros(4), split_criterion=l1_score)

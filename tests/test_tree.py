@@ -26,8 +26,9 @@ from jboost import tree
 @pytest.fixture(scope="module", autouse=True)
 def _jit_tree_pieces():
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(splits, "best_split", jax.jit(splits.best_split, static_argnames=("cumulative", "missing")))
-        mp.setattr(tree, "newton_leaf_values", jax.jit(tree.newton_leaf_values))
+        mp.setattr(splits, "best_split", jax.jit(splits.best_split,
+                                                 static_argnames=("cumulative", "missing", "criterion")))
+        mp.setattr(tree, "newton_leaf_values", jax.jit(tree.newton_leaf_values, static_argnames="value"))
         yield
 
 
