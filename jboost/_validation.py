@@ -28,6 +28,7 @@ bad configuration is not refused here (the sweep checks its grid values on the h
 
 from __future__ import annotations
 
+import functools
 import numbers
 import os
 import warnings
@@ -493,6 +494,81 @@ def check_loss_params(loss: losses_lib.Loss) -> None:
     """Every concrete parameter of ``loss`` inside its declared domain."""
     for name, value in loss.params.items():
         check_loss_param(loss, name, value)
+
+
+def _traced_contains(domain, x) -> jax.Array:
+    """Traced :meth:`jboost.losses.Interval.contains`: every element of ``x`` finite and inside
+    ``domain`` (``None``: finite only)."""
+    x = jnp.asarray(x, jnp.float32)
+    ok = jnp.isfinite(x)
+    if domain is not None:
+        ok &= (x > domain.lo) if domain.lo_open else (x >= domain.lo)
+        ok &= (x < domain.hi) if domain.hi_open else (x <= domain.hi)
+    return jnp.all(ok)
+
+
+def _hyper_domains() -> dict:
+    return {name: losses_lib.Interval(lo, hi, lo_open, False) for name, (lo, hi, lo_open) in BOUNDS.items()}
+
+
+def in_domains(loss: losses_lib.Loss, hyper=None) -> jax.Array:
+    """A traced boolean: every parameter of ``loss`` is finite and inside its declared domain
+    (:attr:`jboost.Loss.domains`) and every continuous hyperparameter of ``hyper`` (a
+    :class:`jboost.boosting.Hyperparams`, optional) inside :data:`BOUNDS`. The check that values
+    traced under ``jax.vmap``/``jit`` get in place of the host's (:func:`check_loss_param`,
+    :func:`check_hyperparameter`)."""
+    ok = jnp.asarray(True)
+    for name, value in loss.params.items():
+        ok &= _traced_contains(loss.domains.get(name), value)
+    if hyper is not None:
+        for name, domain in _hyper_domains().items():
+            ok &= _traced_contains(domain, getattr(hyper, name))
+    return ok
+
+
+def _report_outside(ok, params, hyper, *, loss_name: str, domains) -> None:
+    """Host side of :func:`nan_outside_domains` (a ``jax.debug.callback``, one model's values)."""
+    if bool(np.asarray(ok)):
+        return
+    bad = []
+    for name, value in params.items():
+        domain = domains.get(name)
+        arr = np.asarray(value, np.float64)
+        if not np.all(domain.contains(arr) if domain is not None else np.isfinite(arr)):
+            bad.append(f"loss {loss_name!r} parameter {name}={arr.ravel()[0]:g} is not in "
+                       f"{domain if domain is not None else '(-inf, inf)'}")
+    for name, domain in _hyper_domains().items():
+        if hyper is not None and not np.all(domain.contains(np.asarray(hyper[name]))):
+            bad.append(f"{name}={float(np.asarray(hyper[name]).ravel()[0]):g} is not in {domain}")
+    warnings.warn(f"{'; '.join(bad)}: this fit's results are NaN (a traced value, e.g. under "
+                  "jax.vmap, is checked when the program runs instead of refused on the host); "
+                  "use values inside the domain.", UserWarning, stacklevel=2)
+
+
+def nan_outside_domains(values, loss: losses_lib.Loss, hyper=None, *, warn: bool = True):
+    """``values`` (any pytree: a fit's outputs, its loss curves) with every floating leaf NaN
+    when a traced parameter of ``loss`` or hyperparameter of ``hyper`` is outside its domain
+    (:func:`in_domains`), so that a bad setting of a vmapped fit is a NaN row, never ranked; with
+    ``warn``, a ``UserWarning`` names the value when the program runs (``jax.debug.callback``,
+    once per model under ``vmap``). Concrete values were checked on the host already (errors):
+    without a traced value ``values`` is returned as it is."""
+    leaves = jax.tree_util.tree_leaves((loss.params, hyper))
+    if not any(is_traced(leaf) for leaf in leaves):
+        return values
+    ok = in_domains(loss, hyper)
+    if warn:
+        hyper_dict = None if hyper is None else {name: getattr(hyper, name) for name in BOUNDS}
+        jax.debug.callback(functools.partial(_report_outside, loss_name=loss.name,
+                                             domains=loss.domains),
+                           ok, dict(loss.params), hyper_dict)
+
+    def mask(a):
+        if isinstance(a, jax.Array) or isinstance(a, np.ndarray):
+            if jnp.issubdtype(a.dtype, jnp.floating):
+                return jnp.where(ok, a, jnp.nan).astype(a.dtype)
+        return a
+
+    return jax.tree_util.tree_map(mask, values)
 
 
 def check_loss_output(loss: losses_lib.Loss) -> None:

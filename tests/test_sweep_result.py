@@ -137,3 +137,46 @@ def test_models_errors(res_a):
         res_a.models([res_a.n_rows])
     with pytest.raises(ValueError, match="n_rounds"):
         res_a.models([0], n_rounds=ROUNDS + 1)
+
+
+def test_non_finite_means_are_never_ranked_and_are_named():
+    # Config 0 finite; 1 NaN everywhere (a setting outside its domain under vmap); 2 diverges to
+    # -inf at round 2 (below every finite value) and is otherwise worse than 0.
+    configs = [{"alpha": a, "n_rounds": 3, "depth": 2, "n_bins": 8} for a in (0.5, 1.5, 0.9)]
+    curves = np.array([[3.0, 2.0, 1.0], [3.0, 2.0, 1.0],
+                       [np.nan] * 3, [np.nan] * 3,
+                       [5.0, -np.inf, 4.0], [5.0, 1.0, 4.0]])
+    with pytest.warns(UserWarning, match=r"configurations 1 \{'alpha': 1.5.*no finite validation metric "
+                      r"and are not ranked.*configurations 2 \{'alpha': 0.9.*ranked by their finite "
+                      r"rounds only"):
+        sel = sweep_lib.result.select(curves, configs, 2, greater=False)
+    assert sel.best_index == 0 and np.isnan(sel.best_scores[1])
+    assert sel.best_rounds.tolist() == [3, 3, 3] and sel.best_scores[2] == 4.0
+    with pytest.warns(UserWarning, match="configurations 2"):   # the direction does not matter
+        assert sweep_lib.result.select(-curves, configs, 2, greater=True).best_index == 0
+
+
+def test_program_gives_nan_curves_outside_the_domains(data):
+    # The sweep refuses bad grid values on the host; its program does not rank them either.
+    import functools
+    import jax
+    from jboost import _validation, api, losses
+    from jboost.sweep import program as program_lib
+    X, y = data
+    prepared = _validation.prepare(X, y, n_bins=BINS)
+    config, _ = api.settings(n_rounds=2, depth=DEPTH, n_bins=BINS, **{
+        k: 1.0 for k in ("l2", "min_child_weight", "subsample", "colsample")},
+        learning_rate=0.1, min_split_gain=0.0, colsample_by="tree")
+    hyper = jboost.boosting.Hyperparams.create(learning_rate=jnp.asarray([0.1, 0.1, -0.1]),
+                                               l2=jnp.ones(3), min_split_gain=jnp.zeros(3),
+                                               min_child_weight=jnp.ones(3), subsample=jnp.ones(3),
+                                               colsample=jnp.ones(3))
+    loss = losses.quantile(0.5).replace(params={"alpha": jnp.asarray([0.5, 1.5, 0.5])})
+    fit = jax.jit(functools.partial(program_lib.fit_chunk, config=config, metric=None,
+                                    keep_trees=False))
+    out = fit(prepared.X_binned, prepared.y, prepared.w, (jnp.arange(N) % 2)[None].astype(jnp.int32),
+              jnp.zeros((1, 2), jnp.uint32), hyper, loss, jnp.asarray([1, 1, 1]), jnp.zeros(3, jnp.int32))
+    finite = [bool(np.isfinite(np.asarray(c)).all()) for c in (out.valid, out.train)]
+    assert finite == [False, False]
+    for curves in (out.valid, out.train):
+        assert np.isfinite(np.asarray(curves[0])).all() and np.isnan(np.asarray(curves[1:])).all()

@@ -3,6 +3,7 @@ message from every entry point."""
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import jax
@@ -248,3 +249,27 @@ def test_pinned_values_cover_closures_arrays_and_called_functions():
     # Built-in losses and functions that read nothing from outside are left as they are.
     for same in (jboost.losses.huber(1.0), jboost.Loss(lambda y, f: (y - f) ** 2)):
         assert v.pin_globals(same) is same
+
+
+def test_traced_values_outside_their_domains_give_nan_rows_and_a_warning():
+    # Under the caller's vmap nothing can be refused on the host: nan_outside_domains turns a bad
+    # setting's row into NaN (never ranked) and says which value it was when the program runs.
+    from jboost import boosting, losses
+
+    def one(alpha, learning_rate):
+        loss = losses.quantile(alpha)
+        model = jboost.fit(X8, YR, loss, **_KW, learning_rate=learning_rate)
+        return v.nan_outside_domains(model.train_loss, loss,
+                                     boosting.Hyperparams.create(learning_rate=learning_rate))
+
+    with pytest.warns(UserWarning) as record:
+        curves = np.asarray(jax.block_until_ready(jax.vmap(one)(
+            jnp.asarray([0.5, 1.5, 0.5]), jnp.asarray([0.1, 0.1, -1.0]))))
+    assert np.isfinite(curves[0]).all() and np.isnan(curves[1:]).all()
+    text = [str(w.message) for w in record]
+    assert any(re.search(r"loss 'quantile' parameter alpha=1.5 is not in \(0, 1\): this fit's "
+                         "results are NaN", t) for t in text), text
+    assert any(re.search(r"learning_rate=-1 is not in \(0, inf\]", t) for t in text), text
+    assert not any("alpha=0.5 " in t for t in text)
+    # Concrete values are the host checks' (errors before fitting): returned as they are.
+    assert v.nan_outside_domains(curves, losses.quantile(0.5)) is curves

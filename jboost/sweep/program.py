@@ -34,6 +34,7 @@ from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from jboost import _validation
 from jboost import boosting
 from jboost import losses as losses_lib
 from jboost import tree as tree_lib
@@ -79,11 +80,20 @@ def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fo
         if metric is not None:
             valid = metrics_lib.metric_curve(metric, state.loss, trees, init_raw, X_binned, y,
                                              w_valid, config.n_bins)
+        valid, train_loss = _nan_outside(valid, train_loss, hyper_i, loss_i)
         if not keep_trees:
             return ChunkOut(valid, train_loss, None, None)
         return ChunkOut(valid, train_loss, init_raw, trees)
 
     return jax.vmap(one)(hyper, loss, fold, seed)
+
+
+def _nan_outside(valid, train, hyper, loss):
+    """A model's curves NaN when a (traced) hyperparameter or loss parameter is outside its
+    domain (:func:`jboost._validation.nan_outside_domains`): never ranked. The sweep checks its
+    grid on the host first, so this guards the program itself; the selection reports NaN
+    configurations (:func:`jboost.sweep.result.select`)."""
+    return _validation.nan_outside_domains((valid, train), loss, hyper, warn=False)
 
 
 @functools.lru_cache(maxsize=64)

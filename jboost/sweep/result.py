@@ -10,6 +10,7 @@ so the standard error is the usual optimistic CV one; Bengio and Grandvalet, 200
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import jax
@@ -330,16 +331,51 @@ class Selection(NamedTuple):
 
 def select(valid_curves, configs, n_per_config: int, greater: bool) -> Selection:
     """Each configuration's curve averaged over its ``n_per_config`` rows, the round optimising
-    it (early stopping) and the best configuration."""
+    it (early stopping) and the best configuration.
+
+    Only finite means are ranked: a round whose mean is NaN or infinite (a fold's fit diverged,
+    or a setting was outside its domain: :func:`jboost._validation.nan_outside_domains`) is never
+    a best round, and a configuration with no finite round is never the best (its best score is
+    NaN); a ``UserWarning`` names such configurations."""
     n_configs, r_max = len(configs), valid_curves.shape[1]
     per_config = valid_curves.reshape(n_configs, n_per_config, r_max)
-    mean = per_config.mean(axis=1)
-    se = (per_config.std(axis=1, ddof=1) / np.sqrt(n_per_config) if n_per_config > 1
-          else np.full_like(mean, np.nan))
+    with np.errstate(invalid="ignore"):   # inf - inf in a diverged configuration's spread
+        mean = per_config.mean(axis=1)
+        se = (per_config.std(axis=1, ddof=1) / np.sqrt(n_per_config) if n_per_config > 1
+              else np.full_like(mean, np.nan))
+    ranked = np.where(np.isfinite(mean), mean, np.nan)
+    _warn_non_finite(ranked, configs)
     best_rounds = np.array([_best_index(mc[: cfg["n_rounds"]], greater) + 1
-                            for mc, cfg in zip(mean, configs)], np.int64)
-    best_scores = mean[np.arange(n_configs), best_rounds - 1]
+                            for mc, cfg in zip(ranked, configs)], np.int64)
+    best_scores = ranked[np.arange(n_configs), best_rounds - 1]
     best_ses = se[np.arange(n_configs), best_rounds - 1]
     if np.all(np.isnan(best_scores)):
-        raise FloatingPointError("every configuration's validation metric is NaN.")
+        raise FloatingPointError("every configuration's validation metric is NaN or infinite.")
     return Selection(mean, se, best_rounds, best_scores, best_ses, _best_index(best_scores, greater))
+
+
+def _warn_non_finite(ranked, configs) -> None:
+    """A ``UserWarning`` naming the configurations whose mean validation curve is not finite at
+    every one of their rounds (at most 5 named)."""
+    never, some = [], []
+    for c, (curve, cfg) in enumerate(zip(ranked, configs)):
+        finite = np.isfinite(curve[: cfg["n_rounds"]])
+        if not finite.all():
+            (some if finite.any() else never).append(c)
+    if not never and not some:
+        return
+
+    def name(cs):
+        shown = ", ".join(f"{c} {dict(configs[c])}" for c in cs[:5])
+        return shown + (f" and {len(cs) - 5} more" if len(cs) > 5 else "")
+
+    parts = []
+    if never:
+        parts.append(f"configurations {name(never)} have no finite validation metric and are not "
+                     "ranked (best score NaN)")
+    if some:
+        parts.append(f"configurations {name(some)} have a validation metric that is NaN or "
+                     "infinite at some rounds (a fold's fit diverged: e.g. a learning rate too "
+                     "large); they are ranked by their finite rounds only")
+    warnings.warn("sweep: " + "; ".join(parts) + ". See SweepResult.valid_curves.", UserWarning,
+                  stacklevel=3)
