@@ -24,6 +24,16 @@ The vocabulary (the README's glossary) and the shared defaults live here too:
 Checks that need concrete values (loss parameter domains, the finiteness of a fitted model's
 training loss in :func:`jboost.fit`) are skipped for traced values: under ``jax.vmap`` a sweep's
 bad configuration is not refused here (the sweep checks its grid values on the host first).
+Inside a trace, :func:`nan_outside_domains` makes a setting outside its domain a NaN result
+with a warning when the program runs (the sweep's program uses it), so it is never ranked.
+
+Memory is estimated before anything is compiled, and an impossible request refused with a
+``MemoryError`` naming its cause (:func:`check_memory`; :func:`check_boosting_memory` for
+batches of boosters, :func:`jboost._batching.forest_bytes` for forests).
+
+A custom loss must be pure (the purity rule of :func:`resolve_loss`); the common impure case,
+a Python number read from a global that changes between fits, is caught by
+:func:`pin_globals`.
 """
 
 from __future__ import annotations
