@@ -34,6 +34,9 @@ _EXP_CLIP = 30.0
 
 TASKS = ("regression", "binary", "multiclass", "count")
 
+# Newton curvatures of a loss (Loss.hessian; jboost.derivatives.grad_hess).
+HESSIANS = ("autodiff", "diagonal", "unit")
+
 # The class-frequency clip of the binary baselines: [1e-12, the largest float32 below 1]. The
 # upper end used to be written 1 - 1e-12, which is 1.0 in float32, so all-positive labels gave an
 # infinite baseline; every frequency below 1 is below this value, so the clip only acts at p = 1.
@@ -337,9 +340,16 @@ class Loss:
       baseline: ``baseline(y, w, n_outputs, **params) -> (K,)`` the optimal constant raw score
         (the adaptive Huber loss starts from the median, as Friedman's Algorithm 4), or ``None``
         to solve for it numerically (L-BFGS).
-      hessian: ``"autodiff"`` (Newton trees) or ``"unit"``: tree structure fitted by least squares
-        to the negative gradient (ESL Algorithm 10.3), used where the hessian is zero or a poor
-        guide (absolute, quantile, Huber).
+      hessian: the Newton curvature of the trees (:func:`jboost.derivatives.grad_hess`):
+        ``"autodiff"`` (the default; Newton trees) the second derivative for one output and, for
+        K coupled outputs, the Gershgorin majorant ``H_kk + sum_{j != k} |H_kj|`` of the
+        autodiff hessian ``H`` (``2 p_k (1 - p_k)`` for the multinomial deviance, XGBoost's
+        ``multi:softprob``), whose per-output step cannot overshoot the coupled Newton step;
+        ``"diagonal"``: ``H_kk`` only, the classical diagonal Newton step (Friedman 2001,
+        Algorithm 6 without its ``(K-1)/K`` factor), which diverges for coupled outputs at large
+        learning rates (issue 14); equal to ``"autodiff"`` for one output; or ``"unit"``: tree
+        structure fitted by least squares to the negative gradient (ESL Algorithm 10.3), used
+        where the hessian is zero or a poor guide (absolute, quantile, Huber).
       leaf_refit: ``None``, ``"quantile"`` (weighted alpha-quantile of residuals per leaf; alpha
         from ``params['alpha']`` or 0.5), ``"huber"`` (ESL Algorithm 10.3 step 2(c)) or
         ``"line_search"`` (Newton iterations on the true loss per leaf).
@@ -365,8 +375,10 @@ class Loss:
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"task={self.task!r} must be one of {TASKS}.")
-        if self.hessian not in ("autodiff", "unit"):
-            raise ValueError(f"hessian={self.hessian!r} must be 'autodiff' or 'unit'.")
+        if self.hessian not in HESSIANS:
+            raise ValueError(f"hessian={self.hessian!r} must be one of {HESSIANS}: 'autodiff' (the "
+                             "default: Newton curvature, safe for coupled outputs), 'diagonal' "
+                             "(the classical diagonal Newton step) or 'unit' (least squares).")
         if self.leaf_refit not in (None, "quantile", "huber", "line_search"):
             raise ValueError(
                 f"leaf_refit={self.leaf_refit!r} must be None, 'quantile', 'huber' or 'line_search'."

@@ -63,11 +63,16 @@ def line_search_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: in
                             n_steps: int, max_step):
     """``gamma_j = argmin_gamma sum_{i in leaf j} w_i L(y_i, f_i + gamma)`` (ESL Alg. 10.3 2(c)).
 
-    ``n_steps`` diagonal Newton iterations on the true loss from ``init`` ``(L, K)``, all leaves at
-    once, each step clipped by :func:`newton_step` (unlike :func:`jboost.refit.line_search_leaf_values`,
-    whose unclipped steps can diverge). Exact after one step for squared error.
+    ``n_steps`` Newton iterations on the true loss from ``init`` ``(L, K)``, all leaves at once,
+    each step clipped by :func:`newton_step` (unlike :func:`jboost.refit.line_search_leaf_values`,
+    whose unclipped steps can diverge). Exact after one step for squared error. The curvature is
+    the loss's (:func:`jboost.derivatives.grad_hess`; a ``"unit"`` loss gets the autodiff one):
+    for K coupled outputs the Gershgorin majorant of the hessian by default, whose per-output
+    step cannot overshoot the coupled Newton step (issue 14), or its diagonal with
+    ``hessian="diagonal"``.
     """
-    loss = loss.replace(hessian="autodiff")
+    if loss.hessian == "unit":
+        loss = loss.replace(hessian="autodiff")
 
     def body(_, gamma):
         g, h = derivatives.grad_hess(loss, y, raw + gamma[leaf])
