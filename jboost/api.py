@@ -68,6 +68,7 @@ def fit(
     devices=None,
     row_sampler: Any = "bernoulli",
     split_criterion: splits.SplitCriterion = splits.NEWTON,
+    tree_family: type = tree_lib.ObliviousTrees,
 ) -> model_lib.Booster:
     """Fit a boosted ensemble of oblivious trees (ESL Algorithm 10.3, Newton trees).
 
@@ -107,6 +108,8 @@ def fit(
         (Poisson(``subsample``) counts: a bootstrap per round) or a function (:mod:`jboost.samplers`).
       split_criterion: how splits are scored and leaves valued, a
         :class:`jboost.splits.SplitCriterion` (static); default the regularised Newton criterion.
+      tree_family: the class of trees to grow, a :class:`jboost.tree.TreeFamily` (static);
+        default :class:`jboost.ObliviousTrees`.
 
     Returns:
       A :class:`Booster`.
@@ -126,7 +129,7 @@ def fit(
                              min_child_weight=min_child_weight, subsample=subsample,
                              colsample=colsample, colsample_by=colsample_by,
                              per_output_trees=per_output_trees, row_sampler=row_sampler,
-                             split_criterion=split_criterion)
+                             split_criterion=split_criterion, tree_family=tree_family)
     data, borders = _validation.prepare_boosting(
         X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=config.n_bins, borders=borders,
         label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name))
@@ -214,7 +217,8 @@ def check_finite_fit(train_loss, loss, data, init_raw) -> None:
 def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_child_weight,
              subsample, colsample, colsample_by="tree", per_output_trees=False,
              row_sampler="bernoulli", algorithm: Optional[boosting.Algorithm] = None,
-             split_criterion: splits.SplitCriterion = splits.NEWTON):
+             split_criterion: splits.SplitCriterion = splits.NEWTON,
+             tree_family: type = tree_lib.ObliviousTrees):
     """Check the boosting settings; returns ``(BoostConfig (static), Hyperparams (traced))``.
 
     The one place every boosting entry point (``fit``, the algorithms, sweeps, bagged boosters,
@@ -240,11 +244,16 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
         raise TypeError(f"split_criterion must be a jboost.splits.SplitCriterion(score, value), got "
                         f"{type(split_criterion).__name__}: write score(G, H, l2) and value(G, H, l2) "
                         "and pass SplitCriterion(score, value).")
+    missing = [m for m in ("grow", "leaf_index_raw", "with_borders")
+               if not isinstance(tree_family, type) or not callable(getattr(tree_family, m, None))]
+    if missing:
+        raise TypeError(f"tree_family must be a class implementing jboost.tree.TreeFamily; "
+                        f"{tree_family!r} lacks {', '.join(missing)}.")
     config = boosting.BoostConfig(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                   per_output_trees=bool(per_output_trees), colsample_by=colsample_by,
                                   learning_rate_schedule=schedule, row_sampler=row_sampler,
                                   algorithm=algorithm or boosting.NEWTON,
-                                  split_criterion=split_criterion)
+                                  split_criterion=split_criterion, tree_family=tree_family)
     return config, boosting.Hyperparams.create(**values)
 
 

@@ -101,14 +101,14 @@ class Algorithm(NamedTuple):
 
 
 def grow_trees(r: Round, grad, hess):
-    """Grow one oblivious tree per round on weighted ``grad``, ``hess`` ``(n, K)`` with the fit's
-    settings (:func:`jboost.tree.fit_tree`); returns ``(tree, leaf (n,))``, the split criterion's
+    """Grow one tree per round on weighted ``grad``, ``hess`` ``(n, K)`` with the fit's settings
+    (``config.tree_family.grow``: :func:`jboost.tree.fit_tree` for oblivious trees); returns ``(tree, leaf (n,))``, the split criterion's
     leaf values (Newton: ``-G / (H + l2)``) before shrinkage."""
     c = r.config
-    return tree_lib.fit_tree(r.data.X_binned, grad, hess, depth=c.depth, n_bins=c.n_bins,
-                             l2=r.hyper.l2, min_split_gain=r.hyper.min_split_gain,
-                             min_child_weight=r.hyper.min_child_weight, feature_masks=r.masks,
-                             axis_name=c.axis_name, missing=c.missing, criterion=c.split_criterion)
+    return c.tree_family.grow(r.data.X_binned, grad, hess, depth=c.depth, n_bins=c.n_bins,
+                              l2=r.hyper.l2, min_split_gain=r.hyper.min_split_gain,
+                              min_child_weight=r.hyper.min_child_weight, feature_masks=r.masks,
+                              axis_name=c.axis_name, missing=c.missing, criterion=c.split_criterion)
 
 
 def one_tree(tree: tree_lib.ObliviousTrees, leaf) -> tuple:
@@ -156,6 +156,7 @@ class BoostConfig(NamedTuple):
     row_sampler: Union[str, Callable] = "bernoulli"  # "bernoulli", "poisson" or a row sampler
     algorithm: Algorithm = NEWTON     # the round rule (jboost.algorithms define others)
     split_criterion: splits.SplitCriterion = splits.NEWTON  # split scores and leaf values
+    tree_family: type = tree_lib.ObliviousTrees  # a tree_lib.TreeFamily: how trees grow and predict
 
     @property
     def column_sampler(self) -> Callable:

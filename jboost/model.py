@@ -112,7 +112,7 @@ def add_round(acc, trees_m: tree_lib.ObliviousTrees, X_t):
     """``acc`` plus the values of the trees of one round ``(T, ...)`` at rows ``X_t (F, n)``,
     added one tree at a time in tree order: the order of :func:`jboost.tree.predict_raw`, so a
     staged sum equals the prediction of the same rounds bitwise."""
-    leaves = jax.vmap(lambda t: tree_lib.leaf_index_raw(t, X_t))(trees_m)
+    leaves = jax.vmap(lambda t: t.leaf_index_raw(X_t))(trees_m)
     values = jax.vmap(lambda t, leaf: t.leaf_values[leaf])(trees_m, leaves)
     for p in range(values.shape[0]):  # static: trees per round
         acc = acc + values[p]

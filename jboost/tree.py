@@ -14,7 +14,7 @@ Leading axes of :class:`ObliviousTrees` stack trees (rounds, trees per round, ba
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -27,8 +27,41 @@ from jboost import histograms
 from jboost import splits
 
 
+class TreeFamily(Protocol):
+    """What a tree family implements: **the one place to write a new family** is a pytree class
+    (e.g. a ``NamedTuple`` of arrays, leading axes indexing stacked trees) with these members.
+
+    Boosting grows it through ``grow`` (``BoostConfig.tree_family``, ``jboost.fit(tree_family=)``);
+    the model protocol predicts it through ``leaf_index_raw`` (:func:`predict_raw`, staged
+    predictions) and reads ``features``/``gains`` for feature importance. Families share the
+    histograms (:mod:`jboost.histograms`), the split criteria (:mod:`jboost.splits`) and the leaf
+    values (:func:`newton_leaf_values`). :class:`ObliviousTrees` is the first family.
+    """
+
+    leaf_values: jax.Array  # float32 (..., n_leaves, K)
+    features: jax.Array     # int32 (..., n_rules): the feature of each rule (importance)
+    gains: jax.Array        # float32 (..., n_rules): the gain of each rule (0: not split)
+
+    @staticmethod
+    def grow(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
+             feature_masks=None, feature_subsets=None, axis_name=None, missing: bool = True,
+             criterion: splits.SplitCriterion = splits.NEWTON):
+        """One tree on feature-major bins and weighted ``(n, K)`` gradients/hessians, with the
+        arguments of :func:`fit_tree`; returns ``(tree, leaf)``: the tree (leaf values before
+        shrinkage, bin thresholds only) and every training row's leaf ``(n,)`` int32."""
+
+    def leaf_index_raw(self, X_t) -> jax.Array:
+        """``(n,)`` leaf of each row of feature-major raw floats ``X_t (F, n)`` (NaN: missing),
+        for one unstacked tree."""
+
+    def with_borders(self, borders) -> "TreeFamily":
+        """The trees with float thresholds from the fit's ``(F, n_bins - 1)`` bin borders (a bin
+        threshold ``t`` of feature ``f`` becomes ``borders[f, t]``); any leading axes."""
+
+
 class ObliviousTrees(NamedTuple):
-    """One or many oblivious trees as arrays (leading axes index trees)."""
+    """One or many oblivious trees as arrays (leading axes index trees): the default
+    :class:`TreeFamily`."""
 
     features: jax.Array       # int32 (..., D)
     thresholds: jax.Array     # int32 (..., D) bin thresholds: right iff bin > threshold
@@ -44,6 +77,20 @@ class ObliviousTrees(NamedTuple):
     @property
     def n_outputs(self) -> int:
         return self.leaf_values.shape[-1]
+
+    # The TreeFamily members.
+    @staticmethod
+    def grow(X_binned, grad, hess, **settings):
+        """:func:`fit_tree`."""
+        return fit_tree(X_binned, grad, hess, **settings)
+
+    def leaf_index_raw(self, X_t) -> jax.Array:
+        """:func:`leaf_index_raw`."""
+        return leaf_index_raw(self, X_t)
+
+    def with_borders(self, borders) -> "ObliviousTrees":
+        """Fill the float thresholds from the bin thresholds: ``border = borders[f, t]``."""
+        return self._replace(borders=borders[self.features, self.thresholds])
 
 
 def leaf_index(columns, thresholds, missing_right, is_missing, first_level: int = 0):
@@ -237,9 +284,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     return tree, leaf
 
 
-def with_borders(tree: ObliviousTrees, borders) -> ObliviousTrees:
-    """Fill the float thresholds from the bin thresholds: ``border = borders[f, t]``."""
-    return tree._replace(borders=borders[tree.features, tree.thresholds])
+def with_borders(trees: TreeFamily, borders) -> TreeFamily:
+    """The trees (of any family) with float thresholds from the bin ``borders``."""
+    return trees.with_borders(borders)
 
 
 @jax.jit
@@ -248,9 +295,9 @@ def predict_raw(trees: ObliviousTrees, X):
 
     ``trees`` may have any number of leading axes; all of them are summed over, in order, each
     row's sum starting from 0. On CPU with jboost's compiled kernels: one pass over row blocks
-    that applies every tree to a block held in cache (``jboost/_native``); elsewhere a
-    ``lax.scan`` over trees on the feature-major ``X.T``. Both add the same floats in the same
-    order: the same result, bit for bit.
+    that applies every tree to a block held in cache (``jboost/_native``); elsewhere, and for
+    other tree families (:class:`TreeFamily`), a ``lax.scan`` over trees on the feature-major
+    ``X.T``. Both add the same floats in the same order: the same result, bit for bit.
     """
     return _predict(trees, jnp.asarray(X, jnp.float32), feature_major=False)
 
@@ -272,13 +319,13 @@ def _predict(trees: ObliviousTrees, X, feature_major: bool):
         X_t = X if feature_major else X.T
 
         def step(acc, tree):
-            leaf = leaf_index_raw(tree, X_t)
+            leaf = tree.leaf_index_raw(X_t)
             return acc + tree.leaf_values[leaf], None
 
         out, _ = lax.scan(step, jnp.zeros((n, k), jnp.float32), flat)
         return out
 
-    if not _native.available():
+    if not _native.available() or not isinstance(flat, ObliviousTrees):
         return xla()
 
     def native():  # jboost/_native: row blocks in cache, every tree per block
@@ -291,8 +338,9 @@ def _predict(trees: ObliviousTrees, X, feature_major: bool):
     return lax.platform_dependent(cpu=native, default=xla)
 
 
-def flatten_trees(trees: ObliviousTrees) -> ObliviousTrees:
-    """Merge all leading (tree-indexing) axes into one."""
-    n_lead = trees.features.ndim - 1
-    n_trees = int(np.prod(trees.features.shape[:n_lead], dtype=np.int64))
+def flatten_trees(trees: TreeFamily) -> TreeFamily:
+    """Merge all leading (tree-indexing) axes into one (any family: ``leaf_values`` is
+    ``(..., n_leaves, K)``)."""
+    n_lead = trees.leaf_values.ndim - 2
+    n_trees = int(np.prod(trees.leaf_values.shape[:n_lead], dtype=np.int64))
     return jax.tree_util.tree_map(lambda a: a.reshape((n_trees,) + a.shape[n_lead:]), trees)

@@ -234,17 +234,28 @@ def _fenced_blocks(text, lang):
     return re.findall(r"^```" + lang + r"\n(.*?)^```", text, flags=re.S | re.M)
 
 
-def test_readme_opens_with_exactly_the_two_commands():
+def test_readme_commands_are_the_ones_that_run(tmp_path):
+    """The README's set-up is its first code block, two commands, and each does what it says: the
+    extras it installs exist, the main job is an experiment of the runner that needs no data files
+    (run here without a data directory: it succeeds), and the test command is the one CI runs."""
+    import tomllib
     text = (REPO / "README.md").read_text()
     first_block = re.search(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
-    assert first_block.group(1) == "bash"
-    before = text[: first_block.start()].strip().splitlines()
-    assert all(line.startswith("#") for line in before)  # only the title precedes it
     commands = [c for c in first_block.group(2).splitlines() if c.strip()]
-    assert commands == [
-        'pip install -e ".[plots]" && python -m experiments.run nested_spheres',
-        'pip install -e ".[test]" && python -m pytest',
-    ]
+    assert first_block.group(1) == "bash" and len(commands) == 2
+    (install_job, job), (install_tests, tests) = (c.split(" && ") for c in commands)
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for install in (install_job, install_tests):
+        named = re.fullmatch(r'pip install -e "\.\[([\w,]+)\]"', install).group(1).split(",")
+        assert set(named) <= set(extras), (install, sorted(extras))
+    name = re.fullmatch(r"python -m experiments\.run (\w+)", job).group(1)
+    assert name in runner.available_experiments()
+    with contextlib.redirect_stdout(io.StringIO()):
+        status = runner.main([name, "--smoke", "--workdir", str(tmp_path / "w"),
+                              "--data-dir", str(tmp_path / "no_data")])
+    assert status == 0
+    ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("python")]
+    assert ci == [f"python -m {install_tests}", tests]
 
 
 def test_readme_python_blocks_run():

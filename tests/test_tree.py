@@ -10,6 +10,7 @@ this module (same functions, same arguments, same results; restored afterwards).
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 import jboost
+from jboost import histograms
 from jboost import losses
 from jboost import refit
 from jboost import splits
@@ -483,3 +485,103 @@ def test_predict_raw_equals_numpy_reference(k, depth, random_trees, predict_refe
     got = tree.predict_raw(trees, jnp.asarray(X))
     ref = predict_reference(trees, X)  # leaf = sum_d right_d << d
     np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-5)
+
+
+# --- How to extend: a tree family is one class (jboost.tree.TreeFamily) --------------------------
+
+
+class DepthwiseTrees(NamedTuple):
+    """A depth-wise (free) tree family in one class: level ``d`` has ``2**d`` nodes, each with its
+    own rule, chosen by the criterion from the same (node, feature, bin) histograms. Rules are
+    stored per node, level by level (node ``j`` of level ``d`` at ``2**d - 1 + j``); a row's node
+    in level ``d`` is the bits of its first ``d`` comparisons, as in oblivious trees, so the leaf
+    layout and the parent fallback of :func:`jboost.tree.newton_leaf_values` are shared."""
+
+    features: jax.Array       # int32 (..., 2**D - 1)
+    thresholds: jax.Array     # int32 (..., 2**D - 1)
+    borders: jax.Array        # float32 (..., 2**D - 1)
+    missing_right: jax.Array  # bool (..., 2**D - 1)
+    leaf_values: jax.Array    # float32 (..., 2**D, K)
+    gains: jax.Array          # float32 (..., 2**D - 1)
+
+    @staticmethod
+    def grow(X_binned, grad, hess, *, depth, n_bins, l2, min_split_gain, min_child_weight,
+             feature_masks=None, feature_subsets=None, axis_name=None, missing=True,
+             criterion=splits.NEWTON):
+        assert feature_subsets is None
+        k, n = grad.shape[-1], X_binned.shape[1]
+        payload = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
+        leaf = jnp.zeros((n,), jnp.int32)
+        rules = []
+        for d in range(depth):
+            hist = histograms.build_histogram(X_binned, payload, leaf, n_leaves=2**d, n_bins=n_bins,
+                                              axis_name=axis_name)
+            mask = None if feature_masks is None else feature_masks[d]
+            node = jax.vmap(lambda h: splits.best_split(
+                h[:, None], l2=l2, min_split_gain=min_split_gain, min_child_weight=min_child_weight,
+                feature_mask=mask, missing=missing, criterion=criterion), in_axes=1)(hist)
+            col = jnp.take_along_axis(X_binned, node.feature[leaf][None], axis=0)[0].astype(jnp.int32)
+            right = jnp.where(col == n_bins - 1, node.missing_right[leaf], col > node.threshold[leaf])
+            leaf = leaf + (right.astype(jnp.int32) << d)
+            rules.append(node)
+        sums = jax.ops.segment_sum(payload, leaf, num_segments=2**depth)
+        values = tree.newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight,
+                                         value=criterion.value)
+        cat = lambda name: jnp.concatenate([getattr(r, name)[None] if getattr(r, name).ndim == 0
+                                            else getattr(r, name) for r in rules])
+        return DepthwiseTrees(cat("feature"), cat("threshold"),
+                              jnp.zeros((2**depth - 1,), jnp.float32), cat("missing_right"),
+                              values, cat("gain")), leaf
+
+    def leaf_index_raw(self, X_t):
+        depth = self.leaf_values.shape[-2].bit_length() - 1
+        node = jnp.zeros((X_t.shape[1],), jnp.int32)
+        for d in range(depth):
+            rule = 2**d - 1 + node
+            col = jnp.take_along_axis(X_t, self.features[rule][None], axis=0)[0]
+            right = jnp.where(jnp.isnan(col), self.missing_right[rule], col > self.borders[rule])
+            node = node + (right.astype(jnp.int32) << d)
+        return node
+
+    def with_borders(self, borders):
+        return self._replace(borders=borders[self.features, self.thresholds])
+
+
+def test_a_new_tree_family_is_one_class():
+    """The README's "How to extend": the depth-wise family above (one class) boosts through
+    ``jboost.fit(tree_family=...)`` on the shared histograms and criterion, and the whole model
+    protocol (predict, staged predictions, feature importance) works on it. On a target whose
+    second split depends on the first (x1 left of x0 = 0, x2 right of it) depth-2 depth-wise
+    trees find it (per-node rules (0, 1, 2)); oblivious trees of depth 2 cannot."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 4))
+    X[rng.random(X.shape) < 0.02] = np.nan
+    y = np.where(X[:, 0] > 0, 2.0 * (X[:, 2] > 0.5), -2.0 * (X[:, 1] > -0.5))
+    y = np.nan_to_num(y) + 0.1 * rng.normal(size=2000)
+    kw = dict(n_rounds=20, depth=2, learning_rate=0.5, n_bins=64)
+    free = jboost.fit(X, y, tree_family=DepthwiseTrees, **kw)
+    oblivious = jboost.fit(X, y, **kw)
+    assert isinstance(free.trees, DepthwiseTrees) and free.trees.features.shape == (20, 1, 3)
+    np.testing.assert_array_equal(free.trees.features[0, 0], [0, 1, 2])
+    assert float(free.train_loss[0]) < 0.8 * float(oblivious.train_loss[0])  # the first tree
+    # The model protocol: predictions recompute the training loss; staged == truncated predict.
+    raw = np.asarray(jboost.predict(free, X))
+    np.testing.assert_allclose(np.mean(0.5 * (raw - y) ** 2), free.train_loss[-1], rtol=1e-5)
+    staged = np.asarray(jboost.staged_predict(free, X[:50]))
+    np.testing.assert_array_equal(staged[4, :, 0], np.asarray(jboost.predict(free, X[:50], n_rounds=5)))
+    importance = np.asarray(jboost.feature_importance(free))
+    assert importance.shape == (4,) and importance[3] < 0.05 * importance[:3].min()
+    # Each rule as written: a row's leaf from NumPy comparisons of the first tree's rules.
+    t = jax.tree_util.tree_map(lambda a: np.asarray(a[0, 0]), free.trees)
+    node = np.zeros(len(X), np.int64)
+    for d in range(2):
+        r = 2**d - 1 + node
+        col = X[np.arange(len(X)), t.features[r]]
+        node += np.where(np.isnan(col), t.missing_right[r], col > t.borders[r]).astype(np.int64) << d
+    first = jax.tree_util.tree_map(lambda a: a[0, 0], free.trees)
+    np.testing.assert_array_equal(first.leaf_index_raw(jnp.asarray(X.T, jnp.float32)), node)
+
+
+def test_tree_family_must_implement_the_protocol():
+    with pytest.raises(TypeError, match="tree_family must be a class implementing jboost.tree.TreeFamily"):
+        jboost.fit(np.zeros((4, 1)), np.zeros(4), tree_family=tuple)
