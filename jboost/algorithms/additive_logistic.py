@@ -226,6 +226,14 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
     are FHT's algorithm (see the module docstring): the leaf values are exactly the weighted
     least-squares fits.
 
+    The K-class step is kept as published: a per-class Newton step on the diagonal hessian
+    ``p (1 - p)`` scaled by ``(K-1)/K`` (LightGBM's ``K/(K-1)`` hessian factor), which does not
+    bound the coupled multinomial hessian as :func:`jboost.fit`'s default curvature (the
+    Gershgorin majorant ``2 p (1 - p)``, :mod:`jboost.derivatives`) does. At learning rate 1
+    with deep trees on overlapping classes its training deviance can rise (measured: by 0.0135 in
+    one round, K = 3, depth 6, 5000 rows; never at K = 12: ``benchmarks/multiclass_step.py
+    --algorithms``); shrinkage, or ``jboost.fit(..., "multinomial_deviance")``, avoids it.
+
     Args:
       y: labels ``0..K-1`` (0/1 for two classes); ``n_classes`` defaults to ``max(y) + 1``.
       form: ``"auto"`` (Algorithm 3 for K = 2, else 6), ``"two_class"`` or ``"k_class"`` (also
