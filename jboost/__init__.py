@@ -31,6 +31,9 @@ from jboost.derivatives import grad_hess
 from jboost.losses import Loss
 from jboost.sweep import SweepResult
 from jboost.tree import ObliviousTrees
+from jboost.io import ModelFileError
+from jboost.io import load
+from jboost.io import save
 
 __version__ = "0.1.0"
 
@@ -38,4 +41,5 @@ __all__ = [
     "Booster", "BoostConfig", "Hyperparams", "Loss", "ObliviousTrees",
     "bin_features", "compute_borders", "feature_importance", "fit", "grad_hess",
     "predict", "predict_class", "predict_mean", "predict_proba", "staged_predict", "SweepResult",
+    "ModelFileError", "load", "save",
 ]
