@@ -33,7 +33,10 @@ def map_in_chunks(fn, n_items: int, chunk_size: int):
     size = -(-n_items // n_chunks)
     idx = jnp.arange(n_chunks * size).reshape(n_chunks, size)
     out = lax.map(jax.vmap(fn), idx)
-    return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:])[:n_items], out)
+    # The explicit size (not -1): an output with a zero-sized axis (an empty validation curve)
+    # has no -1 to infer.
+    return jax.tree_util.tree_map(
+        lambda a: a.reshape((a.shape[0] * a.shape[1],) + a.shape[2:])[:n_items], out)
 
 
 def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outputs: int = 1,

@@ -521,18 +521,20 @@ def _hyper_domains() -> dict:
     return {name: losses_lib.Interval(lo, hi, lo_open, False) for name, (lo, hi, lo_open) in BOUNDS.items()}
 
 
-def in_domains(loss: losses_lib.Loss, hyper=None) -> jax.Array:
+def in_domains(loss: Optional[losses_lib.Loss], hyper=None) -> jax.Array:
     """A traced boolean: every parameter of ``loss`` is finite and inside its declared domain
-    (:attr:`jboost.Loss.domains`) and every continuous hyperparameter of ``hyper`` (a
-    :class:`jboost.boosting.Hyperparams`, optional) inside :data:`BOUNDS`. The check that values
+    (:attr:`jboost.Loss.domains`, none without ``loss``) and every continuous hyperparameter of
+    ``hyper`` (a :class:`jboost.boosting.Hyperparams` or a forest's, optional: the fields named in
+    :data:`BOUNDS`) inside its bounds. The check that values
     traced under ``jax.vmap``/``jit`` get in place of the host's (:func:`check_loss_param`,
     :func:`check_hyperparameter`)."""
     ok = jnp.asarray(True)
-    for name, value in loss.params.items():
+    for name, value in ({} if loss is None else loss.params).items():
         ok &= _traced_contains(loss.domains.get(name), value)
     if hyper is not None:
         for name, domain in _hyper_domains().items():
-            ok &= _traced_contains(domain, getattr(hyper, name))
+            if getattr(hyper, name, None) is not None:
+                ok &= _traced_contains(domain, getattr(hyper, name))
     return ok
 
 
@@ -548,29 +550,30 @@ def _report_outside(ok, params, hyper, *, loss_name: str, domains) -> None:
             bad.append(f"loss {loss_name!r} parameter {name}={arr.ravel()[0]:g} is not in "
                        f"{domain if domain is not None else '(-inf, inf)'}")
     for name, domain in _hyper_domains().items():
-        if hyper is not None and not np.all(domain.contains(np.asarray(hyper[name]))):
+        if hyper is not None and name in hyper and not np.all(domain.contains(np.asarray(hyper[name]))):
             bad.append(f"{name}={float(np.asarray(hyper[name]).ravel()[0]):g} is not in {domain}")
     warnings.warn(f"{'; '.join(bad)}: this fit's results are NaN (a traced value, e.g. under "
                   "jax.vmap, is checked when the program runs instead of refused on the host); "
                   "use values inside the domain.", UserWarning, stacklevel=2)
 
 
-def nan_outside_domains(values, loss: losses_lib.Loss, hyper=None, *, warn: bool = True):
+def nan_outside_domains(values, loss: Optional[losses_lib.Loss], hyper=None, *, warn: bool = True):
     """``values`` (any pytree: a fit's outputs, its loss curves) with every floating leaf NaN
     when a traced parameter of ``loss`` or hyperparameter of ``hyper`` is outside its domain
     (:func:`in_domains`), so that a bad setting of a vmapped fit is a NaN row, never ranked; with
     ``warn``, a ``UserWarning`` names the value when the program runs (``jax.debug.callback``,
     once per model under ``vmap``). Concrete values were checked on the host already (errors):
     without a traced value ``values`` is returned as it is."""
-    leaves = jax.tree_util.tree_leaves((loss.params, hyper))
-    if not any(is_traced(leaf) for leaf in leaves):
+    params = {} if loss is None else dict(loss.params)
+    if not any(is_traced(leaf) for leaf in jax.tree_util.tree_leaves((params, hyper))):
         return values
     ok = in_domains(loss, hyper)
     if warn:
-        hyper_dict = None if hyper is None else {name: getattr(hyper, name) for name in BOUNDS}
-        jax.debug.callback(functools.partial(_report_outside, loss_name=loss.name,
-                                             domains=loss.domains),
-                           ok, dict(loss.params), hyper_dict)
+        hyper_dict = None if hyper is None else {name: getattr(hyper, name) for name in BOUNDS
+                                                 if getattr(hyper, name, None) is not None}
+        jax.debug.callback(functools.partial(
+            _report_outside, loss_name=None if loss is None else loss.name,
+            domains=losses_lib.Domains() if loss is None else loss.domains), ok, params, hyper_dict)
 
     def mask(a):
         if isinstance(a, jax.Array) or isinstance(a, np.ndarray):

@@ -239,6 +239,21 @@ def test_checks_after_the_fit_are_skipped_under_vmap(data):
     assert np.isfinite(np.asarray(curves[0])).all() and not np.isfinite(np.asarray(curves[1])).all()
 
 
+@pytest.mark.parametrize("entry,name,values", [
+    ("fit_forest", "min_child_weight", [1.0, -1.0]),
+    ("bagged_boosters", "learning_rate", [0.1, -1.0]),
+])
+def test_traced_settings_outside_their_domains_give_nan_models(data, entry, name, values):
+    # 4. Under the caller's vmap a bad value cannot be refused on the host: its model is NaN
+    # (never ranked) and a warning names the value when the program runs.
+    X, y = data
+    with pytest.warns(UserWarning, match=f"{name}=-1 is not in .*: this fit's results are NaN"):
+        models = jax.block_until_ready(jax.vmap(lambda v: ENTRY[entry](X, y, **{name: v}))(
+            jnp.asarray(values, jnp.float32)))
+    proba = np.asarray(jax.vmap(lambda m: jboost.predict(m, X))(models))
+    assert np.isfinite(proba[0]).all() and np.isnan(proba[1]).all()
+
+
 def test_zero_gradient_loss_warns(data):
     X, y = data
     with pytest.warns(UserWarning, match="gradient of loss '_rounded' is zero at every row at the "

@@ -218,9 +218,11 @@ def fit_bagged_boosters(
     out, init, counts = bag_boost_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
                                          loss_obj, config=config, n_bags=n_bags, bootstrap=bootstrap,
                                          chunk_size=chunk_size)
-    return BaggedBoosters(trees=tree_lib.with_borders(out.trees, data.borders), borders=data.borders,
-                          baseline=init, loss=out.final_loss, bag_weights=counts,
-                          train_loss=out.train_loss)
+    model = BaggedBoosters(trees=tree_lib.with_borders(out.trees, data.borders), borders=data.borders,
+                           baseline=init, loss=out.final_loss, bag_weights=counts,
+                           train_loss=out.train_loss)
+    # Traced settings (the caller's vmap) outside their domains: NaN bags, and a warning.
+    return _validation.nan_outside_domains(model, loss_obj, hyper)
 
 
 # --------------------------------------------------------------------------------------------

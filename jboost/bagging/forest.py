@@ -309,8 +309,10 @@ def fit_forest(
                           bootstrap=bootstrap, chunk_size=chunk_size)
     trees, counts = fit_forest_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
                                       config=config)
-    return Forest(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,
-                  bag_weights=counts)
+    forest = Forest(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,
+                    bag_weights=counts)
+    # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN forest, and a warning.
+    return _validation.nan_outside_domains(forest, None, hyper)
 
 
 def fit_bagged_trees(X, y, **kwargs) -> Forest:

@@ -301,7 +301,9 @@ def fit_ecoc_boosters(
     code_j = jnp.asarray(code, jnp.int32)
     trees, init = fit_ecoc_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
                                   code_j, config=config, chunk_size=chunk_size)
-    return ECOCBoosters(tree_lib.with_borders(trees, data.borders), data.borders, init, code_j)
+    model = ECOCBoosters(tree_lib.with_borders(trees, data.borders), data.borders, init, code_j)
+    # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN model, and a warning.
+    return _validation.nan_outside_domains(model, None, hyper)
 
 
 # --------------------------------------------------------------------------------------------

@@ -264,7 +264,9 @@ def fit_stacked_boosters(
     stacker = linear.fit_linear(oof.reshape(n, -1), data.y, task=second, n_outputs=k_out,
                                 l2=stacker_l2, n_steps=stacker_steps, sample_weight=data.w)
     final = jax.tree_util.tree_map(lambda a: a[-1], trees)
-    return StackedBoosters(final, data.borders, baselines[-1], stacker, oof, loss_obj)
+    model = StackedBoosters(final, data.borders, baselines[-1], stacker, oof, loss_obj)
+    # Traced settings (the caller's vmap) outside their domains: a NaN model, and a warning.
+    return _validation.nan_outside_domains(model, loss_obj, hyper)
 
 
 def stacked_predict(model: StackedBoosters, X) -> jax.Array:
