@@ -699,14 +699,14 @@ def boosting_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outp
 
 
 def check_memory(need: int, *, devices=None, cause: Optional[str] = None,
-                 detail: str = "") -> None:
+                 detail: str = "", what: str = "this fit") -> None:
     """Raise ``MemoryError`` before compiling when ``need`` bytes (:func:`boosting_bytes`,
     :func:`fit_bytes`) exceed the memory of the device (:func:`memory_limit`); the message names
     ``cause`` (e.g. the number of classes taken from the labels) and the settings (``detail``)."""
     have = memory_limit(devices)
     if need > have:
         why = f" {cause};" if cause else ""
-        raise MemoryError(f"this fit needs about {need / 2**30:.3g} GiB but the device has "
+        raise MemoryError(f"{what} needs about {need / 2**30:.3g} GiB but the device has "
                           f"{have / 2**30:.3g} GiB:{why} {detail}.")
 
 

@@ -199,6 +199,13 @@ def test_memory_estimate_refuses_only_impossible_fits():
                    n_bins=256, n_rounds=2)
 
 
+def test_random_code_refuses_impossible_scoring():
+    # 200 candidates x 1000 classes x 2000^2 column pairs: refused before anything is drawn.
+    with pytest.raises(MemoryError, match=r"random_code needs about .* GiB .*its 200 candidate "
+                       r"codes are scored at once; .*use fewer n_candidates or n_bits"):
+        combine.random_code(0, 1000, 2000)
+
+
 # --------------------------------------------------------------------------------------------
 # Checks that need a fitted model (shared shapes: conftest.FIT_KW on N x F data).
 # --------------------------------------------------------------------------------------------

@@ -73,6 +73,12 @@ def random_code(key, n_classes: int, n_bits: int, n_candidates: int = 200) -> ja
     n_classes = _validation.check_int(n_classes, "n_classes", 2, 1 << 20)
     n_bits = _validation.check_int(n_bits, "n_bits", 1, 1 << 20)
     n_candidates = _validation.check_int(n_candidates, "n_candidates", 1, 1 << 20)
+    k, l = n_classes, n_bits
+    _validation.check_memory(
+        n_candidates * (4 * k * l + 2 * k * l * l + k * k * l + 4 * k * k), what="random_code",
+        cause=f"its {n_candidates} candidate codes are scored at once",
+        detail=f"each compares its {n_bits} columns pairwise over {n_classes} classes (K x L x L) "
+        "and its rows pairwise (K x K x L); use fewer n_candidates or n_bits")
     return _random_code(_validation.as_key(key), n_classes, n_bits, n_candidates)
 
 
