@@ -309,7 +309,7 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
                      k if config.per_output_trees else 1, keep_trees, fused)
     size = chunk_size or auto_chunk_size(mb, -(-layout.n_models // n_dev), devices[0], memory_budget)
     _validation.check_memory(
-        size * mb, devices=devices,
+        size * mb, devices=devices, what="this sweep's chunk of models",
         detail=f"estimated for {size} models per device fitted together, each on {n} rows, "
         f"{n_features} features, depth={config.depth}, n_bins={config.n_bins}, n_outputs={k}, "
         f"n_rounds={config.n_rounds} (jboost.sweep.model_bytes: histograms F x 2^(depth-1) x "
