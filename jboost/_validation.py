@@ -352,7 +352,7 @@ class PinnedFn:
 
     def __init__(self, fn: Callable, values: tuple):
         self.fn = fn
-        self.values = values   # ((name, type name, value or (dtype, shape, bytes)), ...)
+        self.values = values   # ((name, (type name, value) or ("array", dtype, shape, bytes)), ...)
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
@@ -524,10 +524,9 @@ def _hyper_domains() -> dict:
 def in_domains(loss: Optional[losses_lib.Loss], hyper=None) -> jax.Array:
     """A traced boolean: every parameter of ``loss`` is finite and inside its declared domain
     (:attr:`jboost.Loss.domains`, none without ``loss``) and every continuous hyperparameter of
-    ``hyper`` (a :class:`jboost.boosting.Hyperparams` or a forest's, optional: the fields named in
-    :data:`BOUNDS`) inside its bounds. The check that values
-    traced under ``jax.vmap``/``jit`` get in place of the host's (:func:`check_loss_param`,
-    :func:`check_hyperparameter`)."""
+    ``hyper`` (a :class:`jboost.boosting.Hyperparams` or a forest's, optional: the fields named
+    in :data:`BOUNDS`) inside its bounds. The check that values traced under ``jax.vmap`` or
+    ``jit`` get in place of the host's (:func:`check_loss_param`, :func:`check_hyperparameter`)."""
     ok = jnp.asarray(True)
     for name, value in ({} if loss is None else loss.params).items():
         ok &= _traced_contains(loss.domains.get(name), value)
@@ -552,7 +551,8 @@ def _report_outside(ok, params, hyper, *, loss_name: str, domains) -> None:
     for name, domain in _hyper_domains().items():
         if hyper is not None and name in hyper and not np.all(domain.contains(np.asarray(hyper[name]))):
             bad.append(f"{name}={float(np.asarray(hyper[name]).ravel()[0]):g} is not in {domain}")
-    warnings.warn(f"{'; '.join(bad)}: this fit's results are NaN (a traced value, e.g. under "
+    warnings.warn(f"{'; '.join(bad) or 'a traced setting is outside its domain'}: this fit's "
+                  "results are NaN (a traced value, e.g. under "
                   "jax.vmap, is checked when the program runs instead of refused on the host); "
                   "use values inside the domain.", UserWarning, stacklevel=2)
 
