@@ -157,7 +157,7 @@ class _Writer:
         if a.dtype.name not in _DTYPES:
             raise TypeError(f"jboost.save cannot store {path} of dtype {a.dtype}; a model file holds "
                             f"arrays of {', '.join(_DTYPES)}.")
-        self.arrays[path] = np.ascontiguousarray(a)
+        self.arrays[path] = np.array(a, order="C", copy=True)  # (ascontiguousarray makes 0-d 1-d)
         return {"kind": "array", "path": path}
 
     def node(self, x, path: str):
@@ -208,7 +208,7 @@ class _Writer:
                 "params": params}
 
 
-def _digest(header: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> str:
+def checksum(header: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> str:
     """SHA-256 over the header (without its checksum, canonical JSON) and every array's name,
     dtype, shape and bytes, in name order."""
     h = hashlib.sha256()
@@ -217,7 +217,7 @@ def _digest(header: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> str:
     for name in sorted(arrays):
         a = arrays[name]
         h.update(json.dumps([name, a.dtype.str, list(a.shape)]).encode())
-        h.update(np.ascontiguousarray(a).tobytes())
+        h.update(a.tobytes(order="C"))
     return "sha256:" + h.hexdigest()
 
 
@@ -271,7 +271,7 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
         "structure": structure,
         "arrays": {k: {"dtype": a.dtype.name, "shape": list(a.shape)} for k, a in writer.arrays.items()},
     }
-    header["checksum"] = _digest(header, writer.arrays)
+    header["checksum"] = checksum(header, writer.arrays)
     members = dict(writer.arrays)
     members[HEADER] = np.frombuffer(json.dumps(header, sort_keys=True).encode(), np.uint8)
     buf = io.BytesIO()
@@ -338,7 +338,7 @@ def read(path):
                 raise _fail(path, f"array {name!r} is {a.dtype.name} {list(a.shape)}; its header says "
                                   f"{spec.get('dtype')} {spec.get('shape')}.")
             arrays[name] = a
-    if _digest(header, arrays) != header.get("checksum"):
+    if checksum(header, arrays) != header.get("checksum"):
         raise _fail(path, "its checksum does not match its contents: the file was corrupted or "
                           "edited after jboost.save wrote it.")
     return header, arrays
@@ -395,7 +395,9 @@ def predict_numpy(path_or_read, X) -> np.ndarray:
     ``path_or_read`` is a path or the ``(header, arrays)`` of :func:`read`. Each tree's leaf is
     ``sum_d [x_{f_d} > border_d] << d`` (NaN: the level's missing direction); the trees' leaf
     values are added in float32 from zero in tree order and the baseline last: the order of
-    jboost's prediction, so the result is bitwise :func:`jboost.predict`'s in the tests.
+    jboost's prediction, so the result is bitwise :func:`jboost.predict`'s on CPU in the tests
+    (subnormal inputs and borders compare as 0, as on XLA's CPU; a subnormal partial sum of
+    leaf values, which XLA's CPU would flush to 0, is kept).
     Batched Boosters (``jax.vmap`` of fits, sweeps) get a leading batch axis.
     """
     header, arrays = read(path_or_read) if not isinstance(path_or_read, tuple) else path_or_read
@@ -406,8 +408,12 @@ def predict_numpy(path_or_read, X) -> np.ndarray:
     X = np.asarray(X, np.float32)
     if X.ndim != 2 or X.shape[1] != header["n_features"]:
         raise ValueError(f"X must be (n, {header['n_features']}); got shape {X.shape}.")
+    # XLA's CPU compares subnormal floats as 0 (flush to zero): so do we.
+    tiny = np.finfo(np.float32).tiny
+    X = np.where(np.abs(X) < tiny, np.float32(0.0), X)
     feats = arrays[".trees.features"]
     borders = arrays[".trees.borders"]
+    borders = np.where(np.abs(borders) < tiny, np.float32(0.0), borders)
     miss = arrays[".trees.missing_right"]
     leaves = arrays[".trees.leaf_values"]
     baseline = arrays[".baseline"]

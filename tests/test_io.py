@@ -1,0 +1,399 @@
+"""Model files (jboost/io.py): every model type round-trips bit for bit, in this process and in a
+new one; custom losses and tree families are supplied at load; corrupted, truncated, edited,
+wrong-type and future-version files raise ModelFileError and execute nothing; the NumPy-only
+reader equals jboost.predict without importing jax."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jboost
+from jboost import algorithms
+from jboost import bagging
+from jboost import combine
+from jboost import io as jio
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KW = dict(n_rounds=4, depth=2, n_bins=16)
+
+
+def log_cosh(y, f):
+    """A custom loss (the README's)."""
+    r = y - f
+    return jnp.logaddexp(r, -r) - jnp.log(2.0)
+
+
+class MyTrees(jboost.ObliviousTrees):
+    """A custom tree family (a subclass of the oblivious trees: another class to supply)."""
+
+
+@pytest.fixture(scope="module")
+def data(binary_data, multiclass_data, regression_data):
+    """conftest's shared data sets and shapes (so jit caches are shared with the other tests)."""
+    X, yb, Xv, ybv = binary_data
+    Xm, ym = multiclass_data[:2]
+    Xr, yr = regression_data[:2]
+    return X, yb, Xv, ybv, Xm, ym, Xr, yr
+
+
+@pytest.fixture(scope="module")
+def models(data, fit_kw):
+    """One fitted model of every type (and of every Booster source), fitted once."""
+    X, yb, _, _, Xm, ym, Xr, yr = data
+    out = {}
+    # The first three are test_model.py's fits (their programs are compiled once per session).
+    out["fit_binary"] = jboost.fit(X, yb, "binomial_deviance", **fit_kw, learning_rate=0.3)
+    out["fit_multiclass"] = jboost.fit(Xm, ym, "multinomial_deviance", **fit_kw, learning_rate=0.3)
+    out["vmap_fits"] = jax.vmap(lambda lr: jboost.fit(X, yb, "binomial_deviance", **fit_kw,
+                                                      learning_rate=lr))(jnp.array([0.1, 0.5]))
+    out["adaboost_m1"] = algorithms.adaboost_m1(X, yb, n_rounds=4, depth=1, n_bins=16)
+    out["forest"] = bagging.fit_forest(Xm, ym, n_trees=5, depth=3, n_bins=16, key=1)
+    out["bagged"] = bagging.fit_bagged_boosters(X, yb, "binomial_deviance", n_bags=3, key=2, **KW)
+    out["stacked"] = combine.fit_stacked_boosters(Xm, ym, "multinomial_deviance", folds=2,
+                                                  hypers=[{"learning_rate": 0.1}, {"l2": 3.0}], **KW)
+    out["ecoc"] = combine.fit_ecoc_boosters(Xm, ym, combine.exhaustive_code(3), **KW)
+    res = jboost.sweep.sweep(Xr, yr, "quantile", grid={"alpha": [0.3, 0.7]}, folds=2, seeds=1,
+                             keep_trees=True, devices=None, **KW)
+    out["sweep_models"] = res.models()
+    return out
+
+
+def _predictions(model, X, full=True):
+    """Every prediction of the protocol that the model supports (``full=False``: the raw scores
+    and the probabilities, or the classes of ECOC), as host arrays."""
+    if not full:
+        out = {"predict": jboost.predict(model, X)}
+        if isinstance(model, combine.ECOCBoosters):
+            out["class"] = jboost.predict_class(model, X)
+        elif model.task in ("binary", "multiclass"):
+            out["proba"] = jboost.predict_proba(model, X)
+        return {k: np.asarray(v) for k, v in out.items()}
+    out = {"predict": jboost.predict(model, X), "predict_2": jboost.predict(model, X, n_rounds=2)}
+    if model.task in ("binary", "multiclass"):
+        out["class"] = jboost.predict_class(model, X)
+        if not isinstance(model, combine.ECOCBoosters):
+            out["proba"] = jboost.predict_proba(model, X)
+    if getattr(model, "loss", None) is not None and not isinstance(model, bagging.BaggedBoosters):
+        out["mean"] = jboost.predict_mean(model, X)
+    one = model if not model.batch_shape else jax.tree_util.tree_map(lambda a: a[-1], model)
+    out["staged"] = jboost.staged_predict(one, X)
+    out["importance"] = jboost.feature_importance(model)
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _assert_bitwise(a: dict, b: dict, what: str):
+    assert a.keys() == b.keys(), what
+    for k in a:
+        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, (what, k)
+        assert a[k].tobytes() == b[k].tobytes(), f"{what}: {k} differs after loading"
+
+
+def _assert_same_model(m, m2):
+    assert type(m2) is type(m)
+    l1, t1 = jax.tree_util.tree_flatten_with_path(m)
+    l2, t2 = jax.tree_util.tree_flatten_with_path(m2)
+    assert t1 == t2  # the same structure and static fields (losses compare by their functions)
+    for (p, a), (_, b) in zip(l1, l2):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), p
+
+
+def test_every_model_type_round_trips_bitwise(models, data, tmp_path):
+    X = data[0][:50]
+    kinds = {type(m).__name__ for m in models.values()}
+    assert kinds == {"Booster", "Forest", "BaggedBoosters", "StackedBoosters", "ECOCBoosters"}
+    assert models["sweep_models"].batch_shape == (2,) and models["vmap_fits"].batch_shape == (2,)
+    for name, m in models.items():
+        path = tmp_path / f"{name}.jbm"
+        jboost.save(m, path)
+        m2 = jboost.load(path)
+        _assert_same_model(m, m2)
+        _assert_bitwise(_predictions(m, X), _predictions(m2, X), name)
+    info = jboost.load(tmp_path / "adaboost_m1.jbm").info
+    assert set(info) == set(models["adaboost_m1"].info) and "coef" in info
+    header = jio.read_header(tmp_path / "fit_binary.jbm")
+    assert header["model_type"] == "Booster" and header["format_version"] == jio.FORMAT_VERSION
+    assert header["jboost_version"] == jboost.__version__ and header["n_features"] == 5
+    assert header["structure"]["fields"]["loss"]["name"] == "binomial_deviance"
+
+
+def test_round_trip_in_a_new_process(models, data, tmp_path):
+    """Every model type, loaded by a fresh Python process, predicts bitwise what it predicted
+    here (nothing of this process -- jit caches, loss objects -- is involved)."""
+    X = data[0][:50]
+    np.save(tmp_path / "X.npy", X)
+    here = {}
+    for name, m in models.items():
+        jboost.save(m, tmp_path / f"{name}.jbm")
+        here[name] = _predictions(m, X, full=False)
+    script = textwrap.dedent(f"""
+        import sys, numpy as np, jax
+        sys.path.insert(0, {REPO!r})
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        import jboost
+        from test_io import _predictions
+        X = np.load({str(tmp_path / 'X.npy')!r})
+        out = {{}}
+        for name in {sorted(models)!r}:
+            m = jboost.load({str(tmp_path)!r} + "/" + name + ".jbm")
+            for k, v in _predictions(m, X, full=False).items():
+                out[name + "/" + k] = v
+        np.savez({str(tmp_path / 'there.npz')!r}, **out)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    there = np.load(tmp_path / "there.npz")
+    for name in models:
+        got = {k.split("/", 1)[1]: there[k] for k in there.files if k.startswith(name + "/")}
+        _assert_bitwise(here[name], got, f"{name} in a new process")
+
+
+def test_a_custom_loss_is_supplied_at_load(models, data, fit_kw, tmp_path):
+    Xr, yr = data[6], data[7]
+    m = jboost.fit(Xr, yr, log_cosh, **fit_kw)
+    jboost.save(m, tmp_path / "m.jbm")
+    with pytest.raises(ValueError, match=r"custom loss 'log_cosh'.*jboost.load\(path, loss=log_cosh\)"):
+        jboost.load(tmp_path / "m.jbm")
+    m2 = jboost.load(tmp_path / "m.jbm", loss=log_cosh)
+    assert m2.loss.fn is log_cosh and m2.loss.name == "log_cosh"
+    _assert_bitwise(_predictions(m, Xr), _predictions(m2, Xr), "custom loss")
+    m3 = jboost.load(tmp_path / "m.jbm", loss=jboost.Loss(log_cosh, name="log_cosh"))
+    assert m3.loss.fn is log_cosh
+
+    def other(y, f):
+        return (y - f) ** 2
+
+    with pytest.raises(ValueError, match="'other' does not match .* 'log_cosh'"):
+        jboost.load(tmp_path / "m.jbm", loss=other)
+    # A custom link is code too: the function alone is not enough, the Loss with it is.
+    mb = models["fit_binary"]
+    custom_link = mb.loss.replace(name="bd", link=lambda raw: jnp.stack([1 - jax.nn.sigmoid(raw),
+                                                                          jax.nn.sigmoid(raw)], -1))
+    mb = mb._replace(loss=custom_link)
+    jboost.save(mb, tmp_path / "b.jbm")
+    with pytest.raises(ValueError, match="link is the custom function '<lambda>'"):
+        jboost.load(tmp_path / "b.jbm")
+    def bd(y, f):
+        return jboost.losses.binomial_deviance_fn(y, f)
+
+    with pytest.raises(ValueError, match=r"link is the custom function '<lambda>'.*jboost.Loss\(fn, link="):
+        jboost.load(tmp_path / "b.jbm", loss=bd)
+    _assert_same_model(mb, jboost.load(tmp_path / "b.jbm", loss=custom_link))
+    # A built-in loss takes no loss= (it would be ignored: refused instead).
+    jboost.save(models["fit_multiclass"], tmp_path / "s.jbm")
+    with pytest.raises(ValueError, match="only built-in losses"):
+        jboost.load(tmp_path / "s.jbm", loss=log_cosh)
+
+
+def test_every_built_in_loss_loads_by_name(models, tmp_path):
+    """Every loss of jboost.losses and of the classical algorithms (their functions, links,
+    baselines, parameters and static fields) is rebuilt from its record alone."""
+    from jboost.algorithms import additive_logistic
+
+    one, three = models["fit_binary"], models["fit_multiclass"]
+    L = jboost.losses
+    cases = [(one, L.squared_error()), (one, L.absolute_error()), (one, L.huber(delta=2.5)),
+             (one, L.huber(alpha=0.8)), (one, L.quantile(0.3)), (one, L.exponential()),
+             (one, L.poisson()), (one, additive_logistic.logit_deviance()),
+             (three, L.multinomial_deviance(3)), (three, L.samme_exponential(3))]
+    for i, (m, loss) in enumerate(cases):
+        m = m._replace(loss=loss)
+        jboost.save(m, tmp_path / f"{i}.jbm")
+        back = jboost.load(tmp_path / f"{i}.jbm")
+        _assert_same_model(m, back)
+        assert back.loss.fn is loss.fn and back.loss.link is loss.link, loss.name
+
+
+def test_a_custom_tree_family_is_supplied_at_load(models, data, tmp_path):
+    m = models["fit_binary"]
+    mine = m._replace(trees=MyTrees(*m.trees))
+    jboost.save(mine, tmp_path / "t.jbm")
+    with pytest.raises(ValueError, match=r"custom tree family 'MyTrees'.*tree_family=MyTrees"):
+        jboost.load(tmp_path / "t.jbm")
+    back = jboost.load(tmp_path / "t.jbm", tree_family=MyTrees)
+    assert type(back.trees) is MyTrees
+    _assert_bitwise(_predictions(mine, data[0]), _predictions(back, data[0]), "tree family")
+    with pytest.raises(ValueError, match="does not match the file's tree family 'MyTrees'"):
+        jboost.load(tmp_path / "t.jbm", tree_family=jboost.ObliviousTrees)
+
+
+def test_save_refuses_what_it_cannot_store(models, tmp_path):
+    with pytest.raises(TypeError, match="takes a fitted model"):
+        jboost.save({"trees": 1}, tmp_path / "x.jbm")
+    with pytest.raises(TypeError, match="traced"):
+        jax.jit(lambda m: jboost.save(m, tmp_path / "x.jbm") or 0.0)(models["fit_binary"])
+    with pytest.raises(ValueError, match="feature_names has 2 names; the model has 5"):
+        jboost.save(models["fit_binary"], tmp_path / "x.jbm", feature_names=["a", "b"])
+    jboost.save(models["fit_binary"], tmp_path / "x.jbm", feature_names=list("abcde"),
+                metadata={"seed": 0})
+    header = jio.read_header(tmp_path / "x.jbm")
+    assert header["feature_names"] == list("abcde") and header["metadata"] == {"seed": 0}
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+# --------------------------------------------------------------------------------------------
+# Damaged files.
+# --------------------------------------------------------------------------------------------
+
+
+def _members(path):
+    with zipfile.ZipFile(path) as z:
+        return {n[:-4]: np.load(io.BytesIO(z.read(n)), allow_pickle=False) for n in z.namelist()}
+
+
+def _write(path, members, header=None, rehash=True):
+    """Rewrite a model file with changed members/header; ``rehash``: a checksum that matches
+    (as a deliberate forger would write), so the checks after the checksum are exercised."""
+    members = dict(members)
+    if header is not None:
+        arrays = {k: v for k, v in members.items() if k != jio.HEADER}
+        if rehash:
+            header["checksum"] = jio.checksum(header, arrays)
+        members[jio.HEADER] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+    buf = io.BytesIO()
+    np.savez(buf, **members)
+    path.write_bytes(buf.getvalue())
+
+
+class _Trap:
+    """Unpickling this would create a marker file (code execution)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_damaged_files_raise_model_file_errors_and_execute_nothing(models, tmp_path):
+    good = tmp_path / "good.jbm"
+    jboost.save(models["fit_multiclass"], good)
+    raw = good.read_bytes()
+    members = _members(good)
+    header = json.loads(members[jio.HEADER].tobytes())
+    marker = tmp_path / "EXECUTED"
+
+    def hdr(**changes):
+        return {**json.loads(members[jio.HEADER].tobytes()), **changes}
+
+    def obj_array():
+        a = np.empty((1,), object)
+        a[0] = _Trap(str(marker))
+        return a
+
+    leaf = ".trees.leaf_values"
+    cases = {}
+    cases["empty file"] = (b"", "empty")
+    cases["not a zip"] = (b"{\"format\": \"jboost-model\"}\n" * 20, "not a zip")
+    cases["truncated"] = (raw[: len(raw) // 2], "truncated or corrupted")
+    flipped = bytearray(raw)
+    at = raw.index(members[leaf].tobytes()) + 7
+    flipped[at] ^= 0x40
+    cases["flipped byte in an array"] = (bytes(flipped), "truncated or corrupted")
+
+    def made(name, mem, head=None, rehash=True):
+        p = tmp_path / f"{name}.jbm"
+        _write(p, mem, head, rehash)
+        return p.read_bytes()
+
+    cases["tampered header"] = (made("t1", members, hdr(task="regression"), rehash=False), "checksum")
+    bumped = dict(members)
+    bumped[leaf] = members[leaf] + np.float32(1.0)
+    cases["edited array, zip CRC rewritten"] = (made("t2", bumped), "checksum")
+    cases["wrong model type"] = (made("t3", members, hdr(model_type="Pickled")), "model type 'Pickled'")
+    cases["future format version"] = (made("t4", members, hdr(format_version=2)),
+                                      "format version 2; this jboost reads .* up to 1: upgrade")
+    dropped = {k: v for k, v in members.items() if k != leaf}
+    cases["missing array"] = (made("t5", dropped, hdr()), "missing")
+    pickled = dict(members)
+    pickled[".baseline"] = obj_array()
+    cases["pickled object array"] = (made("t6", pickled), "object array")
+    header_obj = dict(members)
+    header_obj[jio.HEADER] = obj_array()
+    cases["pickled header"] = (made("t7", header_obj), "object array")
+    wrong = dict(members)
+    wrong[leaf] = members[leaf][..., :3, :]                 # 3 leaves for depth-2 trees
+    h = hdr()
+    h["arrays"][leaf]["shape"] = list(wrong[leaf].shape)
+    cases["wrong shapes"] = (made("t8", wrong, h), "leaf_values has shape")
+    out_of_range = dict(members)
+    out_of_range[".trees.features"] = members[".trees.features"] + np.int32(40)
+    cases["feature index out of range"] = (made("t9", out_of_range, hdr()), "feature indices")
+    retyped = dict(members)
+    retyped[".trees.features"] = members[".trees.features"].astype(np.float32)
+    h = hdr()
+    h["arrays"][".trees.features"]["dtype"] = "float32"
+    cases["wrong dtype"] = (made("t10", retyped, h), "trees.features is float32")
+    garbage = dict(members)
+    garbage[jio.HEADER] = np.frombuffer(b"{not json", np.uint8)
+    cases["header not JSON"] = (made("t11", garbage), "not valid JSON")
+    h = hdr()
+    h["structure"]["fields"]["trees"]["type"] = "os.system"
+    cases["unknown nested type"] = (made("t12", members, h), "type 'os.system'")
+    h = hdr()
+    h["structure"]["fields"]["loss"]["fn"] = "os.system"
+    cases["unknown loss function"] = (made("t13", members, h), "'os.system'")
+    extra = dict(members)
+    extra["payload"] = np.zeros(3, np.float32)
+    cases["unlisted array"] = (made("t14", extra), "does not list")
+    assert header["checksum"].startswith("sha256:")
+
+    assert len(cases) >= 10
+    for name, (blob, message) in cases.items():
+        p = tmp_path / "case.jbm"
+        p.write_bytes(blob)
+        with pytest.raises(jboost.ModelFileError, match=message) as err:
+            jboost.load(p)
+        assert isinstance(err.value, ValueError), name
+        assert not marker.exists(), f"{name}: loading executed code"
+    with pytest.raises(FileNotFoundError):
+        jboost.load(tmp_path / "absent.jbm")
+
+
+# --------------------------------------------------------------------------------------------
+# The NumPy-only reader.
+# --------------------------------------------------------------------------------------------
+
+
+def test_numpy_reader_predicts_without_jax(models, data, tmp_path):
+    """jboost/io.py copied alone, in a process where importing jax fails, predicts Boosters of
+    oblivious trees bitwise as jboost.predict (one output, K outputs, a batch of models)."""
+    X = data[0]
+    np.save(tmp_path / "X.npy", X)
+    names = ["fit_binary", "fit_multiclass", "adaboost_m1", "vmap_fits", "sweep_models"]
+    for name in names:
+        jboost.save(models[name], tmp_path / f"{name}.jbm")
+    script = textwrap.dedent(f"""
+        import sys, importlib.util, numpy as np
+        sys.modules["jax"] = None          # any import of jax now fails
+        spec = importlib.util.spec_from_file_location("reader", {os.path.join(REPO, 'jboost', 'io.py')!r})
+        reader = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(reader)
+        X = np.load({str(tmp_path / 'X.npy')!r})
+        out = {{n: reader.predict_numpy({str(tmp_path)!r} + "/" + n + ".jbm", X) for n in {names!r}}}
+        assert not any(m == "jax" or m.startswith("jax.") for m in sys.modules if sys.modules[m] is not None)
+        np.savez({str(tmp_path / 'numpy.npz')!r}, **out)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=str(tmp_path), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = np.load(tmp_path / "numpy.npz")
+    for name in names:
+        want = np.asarray(jboost.predict(models[name], X))
+        assert got[name].dtype == want.dtype and got[name].shape == want.shape, name
+        assert got[name].tobytes() == want.tobytes(), f"{name}: NumPy reader differs"
+    with pytest.raises(ValueError, match="reads Boosters of oblivious trees"):
+        jboost.save(models["forest"], tmp_path / "f.jbm")
+        jio.predict_numpy(tmp_path / "f.jbm", X)
