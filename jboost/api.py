@@ -69,6 +69,10 @@ def fit(
     row_sampler: Any = "bernoulli",
     split_criterion: splits.SplitCriterion = splits.NEWTON,
     tree_family: type = tree_lib.ObliviousTrees,
+    early_stopping_rounds: Optional[int] = None,
+    early_stopping_tolerance: float = 0.0,
+    eval_metric: Union[None, str, Callable] = None,
+    init_model: Optional[model_lib.Booster] = None,
 ) -> model_lib.Booster:
     """Fit a boosted ensemble of oblivious trees (ESL Algorithm 10.3, Newton trees).
 
@@ -110,6 +114,20 @@ def fit(
         :class:`jboost.splits.SplitCriterion` (static); default the regularised Newton criterion.
       tree_family: the class of trees to grow, a :class:`jboost.tree.TreeFamily` (static);
         default :class:`jboost.ObliviousTrees`.
+      early_stopping_rounds: stop when the ``eval_set`` score has not improved (by more than
+        ``early_stopping_tolerance``) for this many rounds; the fit really stops (rounds run in
+        chunks of 8 inside a ``while_loop``). The Booster then holds the rounds fitted and
+        ``best_round``, which predictions use by default. Under ``jax.vmap`` each model stops on
+        its own; its rounds after the stop are zero trees with NaN losses.
+      early_stopping_tolerance: the least decrease of the score that counts as an improvement.
+      eval_metric: the early-stopping score: ``None`` (the loss), ``"error_rate"``, ``"mse"``,
+        ``"mae"`` (:data:`jboost.boosting.STOPPING_METRICS`) or ``metric(y, raw, w) -> scalar``
+        (minimised; ``raw`` as :func:`jboost.predict` returns it). A module-level function: it is
+        static in the compiled program.
+      init_model: continue boosting this :class:`Booster` (a warm start, :func:`jboost.fit`'s
+        gradient boosting): ``n_rounds`` more rounds on the same data and binning (its borders),
+        keys folded from its round count, so ``r`` rounds then ``s`` more with the same settings
+        equal ``r + s`` rounds bitwise. The result holds every round.
 
     Returns:
       A :class:`Booster`.
@@ -124,12 +142,17 @@ def fit(
     X = _validation.as_matrix(X, "X")
     y = _validation.as_labels(y, X.shape[0])
     loss_obj = _validation.resolve_loss(loss, y, n_outputs, task)
+    stopping = _early_stopping(early_stopping_rounds, early_stopping_tolerance, eval_metric,
+                               eval_set, loss_obj)
+    if init_model is not None:
+        borders = _check_init_model(init_model, X, loss_obj, borders, devices)
     config, hyper = settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                              learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                              min_child_weight=min_child_weight, subsample=subsample,
                              colsample=colsample, colsample_by=colsample_by,
                              per_output_trees=per_output_trees, row_sampler=row_sampler,
                              split_criterion=split_criterion, tree_family=tree_family)
+    config = config._replace(early_stopping=stopping)
     data, borders = _validation.prepare_boosting(
         X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=config.n_bins, borders=borders,
         label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name))
@@ -137,7 +160,7 @@ def fit(
     cause = (f"n_outputs K = {loss_obj.n_outputs} (a K-class loss takes K = max(y) + 1 from the "
              "labels' maximum)" if loss_obj.task == "multiclass" and n_outputs is None else None)
     k = loss_obj.n_outputs
-    dense = loss_obj.hessian == "autodiff"
+    dense = loss_obj.hessian != "unit"
     need = _validation.boosting_bytes(X.shape[0], X.shape[1], config.depth, config.n_bins, k,
                                       config.n_rounds, k if config.per_output_trees else 1, dense,
                                       devices)
@@ -146,21 +169,83 @@ def fit(
                              f"depth={config.depth}, n_bins={config.n_bins}, n_outputs={k}, "
                              f"n_rounds={config.n_rounds} (histograms F x 2^(depth-1) x n_bins x 2K"
                              f" float32{', per-row K x K autodiff hessians' if dense and k > 1 else ''})")
-    init_raw = _baseline(loss_obj, data.y, data.w)
+    init_raw = _baseline(loss_obj, data.y, data.w) if init_model is None else init_model.baseline
     concrete = not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, init_raw)))
     if concrete and not losses_lib.is_built_in(loss_obj):
         _warn_if_no_gradient(loss_obj, data, init_raw)
     mesh = _validation.mesh_of(devices)
     args = (data, _validation.as_key(key), hyper, loss_obj, init_raw)
-    if mesh is None:
+    if init_model is not None:
+        state = boosting.resume(data, init_model.trees, init_raw, init_model.loss, config)
+        out = boosting.boost(*args, config=config, state=state, first_round=init_model.n_rounds)
+    elif mesh is None:
         out = boosting.boost(*args, config=config)
     else:
         out = boosting.boost_sharded(mesh, *args, config=config)
+    if stopping is not None and not _validation.is_traced(out.n_fitted):
+        n = int(out.n_fitted)  # a concrete fit keeps the rounds it fitted
+        out = out._replace(trees=jax.tree_util.tree_map(lambda a: a[:n], out.trees),
+                           train_loss=out.train_loss[:n], valid_loss=out.valid_loss[:n])
     if concrete and not _validation.is_traced(out.train_loss):
         check_finite_fit(out.train_loss, loss_obj, data, init_raw)
-    return model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
-                             baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
-                             valid_loss=out.valid_loss)
+    booster = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
+                                baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
+                                valid_loss=out.valid_loss, best_round=out.best_round)
+    if init_model is None:
+        return booster
+    best = None if out.best_round is None else out.best_round + init_model.n_rounds
+    join = lambda a, b: jnp.concatenate([a, b], axis=0)
+    return booster._replace(trees=jax.tree_util.tree_map(join, init_model.trees, booster.trees),
+                            train_loss=join(init_model.train_loss, booster.train_loss),
+                            valid_loss=join(init_model.valid_loss, booster.valid_loss),
+                            best_round=best)
+
+
+def _early_stopping(rounds, tolerance, metric, eval_set, loss) -> Optional[boosting.EarlyStopping]:
+    """Check the early-stopping arguments of :func:`fit`: the static :class:`boosting.EarlyStopping`."""
+    if rounds is None:
+        if metric is not None:
+            raise ValueError("eval_metric is the early-stopping score: pass early_stopping_rounds too.")
+        return None
+    rounds = _validation.check_int(rounds, "early_stopping_rounds", 1, _validation.MAX_ROUNDS)
+    _validation.check_real(tolerance, "early_stopping_tolerance", 0.0, np.inf)
+    if eval_set is None:
+        raise ValueError("early_stopping_rounds needs eval_set=(X_valid, y_valid): the rounds stop "
+                         "on its score.")
+    if isinstance(metric, str):
+        _validation.check_choice(metric, "eval_metric", tuple(boosting.STOPPING_METRICS))
+        if metric == "error_rate" and loss.task not in _validation.CLASSIFICATION:
+            raise ValueError(f"eval_metric='error_rate' needs a classification loss; {loss.name!r} "
+                             f"is {loss.task!r}.")
+        if metric in ("mse", "mae") and loss.task != "regression":
+            raise ValueError(f"eval_metric={metric!r} compares labels with raw scores, which needs a "
+                             f"regression loss; {loss.name!r} is {loss.task!r}: pass a function "
+                             "metric(y, raw, w) that applies the link.")
+        metric = boosting.STOPPING_METRICS[metric]
+    elif metric is not None and not callable(metric):
+        raise TypeError(f"eval_metric must be None, a name in {sorted(boosting.STOPPING_METRICS)} or "
+                        f"a function metric(y, raw, w); got {type(metric).__name__}.")
+    return boosting.EarlyStopping(rounds=rounds, tolerance=float(tolerance), metric=metric)
+
+
+def _check_init_model(model, X, loss, borders, devices):
+    """Check ``init_model`` against the new fit; returns the borders to bin with (the model's)."""
+    if not isinstance(model, model_lib.Booster) or model.info:
+        raise TypeError("init_model must be a Booster from jboost.fit (gradient boosting); got "
+                        f"{type(model).__name__}{' with algorithm state' if getattr(model, 'info', None) else ''}.")
+    if model.batch_shape:
+        raise ValueError(f"init_model is a batch of {model.batch_shape} models: continue one model.")
+    if model.n_features != X.shape[1]:
+        raise ValueError(f"init_model has {model.n_features} features; X has {X.shape[1]}.")
+    if model.loss.name != loss.name or model.n_outputs != loss.n_outputs:
+        raise ValueError(f"init_model was fitted with loss {model.loss.name!r} ({model.n_outputs} "
+                         f"outputs); this fit has {loss.name!r} ({loss.n_outputs}).")
+    if borders is not None and not np.array_equal(np.asarray(borders), np.asarray(model.borders)):
+        raise ValueError("borders differ from init_model's: a continued fit bins with the model's "
+                         "borders (omit borders=).")
+    if devices is not None:
+        raise ValueError("init_model with devices= is not supported yet: continue on one device.")
+    return model.borders
 
 
 @jax.jit

@@ -14,7 +14,11 @@ The scaffold (in the style of optax's ``init``/``update``):
   ``m``: its key ``fold_in(key, m)``, the samplers' draws, then ``config.algorithm.round`` (which
   grows the round's trees and gives their final leaf values), then the raw scores of the training
   and validation rows and the round's losses;
-* :func:`boost` = ``lax.scan(step)`` over ``config.n_rounds`` rounds.
+* :func:`boost` = ``lax.scan(step)`` over ``config.n_rounds`` rounds; with
+  ``config.early_stopping`` (:class:`EarlyStopping`) a ``lax.while_loop`` over chunks of rounds
+  that really stops once the validation score has not improved for ``rounds`` rounds (under
+  ``vmap`` each model stops on its own: the loop runs until every model has stopped, and a stopped
+  model's state no longer changes). ``state=``/``first_round=`` continue a fit (warm start).
 
 A classical algorithm (:mod:`jboost.algorithms`) is an :class:`Algorithm`: one ``round``
 function from a :class:`Round` to a :class:`RoundResult` (and an optional ``init`` of its state);
@@ -122,7 +126,9 @@ def newton_round(r: Round) -> RoundResult:
     ESL Algorithm 10.4), the loss's exact leaf refit if it has one, shrinkage."""
     config, hyper = r.config, r.hyper
     y, w = r.data.y, r.data.w * r.sample
-    g, h = derivatives.grad_hess(r.loss, y, r.raw)
+    # The learning-rate-aware curvature: the classical diagonal where shrinkage makes it safe,
+    # the Gershgorin majorant for coupled outputs at large rates (derivatives.grad_hess).
+    g, h = derivatives.grad_hess(r.loss, y, r.raw, learning_rate=r.learning_rate)
     gw, hw = g * w[:, None], h * w[:, None]
     if not config.per_output_trees:
         tree, leaf = grow_trees(r, gw, hw)
@@ -155,6 +161,7 @@ class BoostConfig(NamedTuple):
     missing: bool = True              # False: no training row has a missing value (half the split search)
     row_sampler: Union[str, Callable] = "bernoulli"  # "bernoulli", "poisson" or a row sampler
     algorithm: Algorithm = NEWTON     # the round rule (jboost.algorithms define others)
+    early_stopping: Optional["EarlyStopping"] = None  # stop on the validation score
     split_criterion: splits.SplitCriterion = splits.NEWTON  # split scores and leaf values
     tree_family: type = tree_lib.ObliviousTrees  # a tree_lib.TreeFamily: how trees grow and predict
 
@@ -210,6 +217,46 @@ class BoostOutput(NamedTuple):
     final_loss: losses_lib.Loss     # the loss with its last-round parameters
     info: Mapping[str, jax.Array] = {}  # the algorithm's diagnostics, each (n_rounds,)
     extra: Any = ()                 # the algorithm's state after the last round
+    state: Any = None               # the BoostState after the last round (to continue the fit)
+    best_round: Any = None          # early stopping: the round of the best validation score
+    n_fitted: Any = None            # early stopping: rounds fitted (the rest: zero trees, NaN losses)
+
+
+def error_rate(y, raw, w):
+    """Weighted misclassification rate of the class of largest raw score (``raw > 0`` for one
+    output): the class :func:`jboost.predict_class` gives for the built-in classification links."""
+    pred = (raw > 0).astype(jnp.int32) if raw.ndim == 1 else jnp.argmax(raw, axis=-1)
+    return jnp.sum(w * (pred != y.astype(jnp.int32)).astype(jnp.float32)) / jnp.sum(w)
+
+
+def mse(y, raw, w):
+    """Weighted mean squared error of the raw score (regression with the identity link)."""
+    return jnp.sum(w * (y - raw) ** 2) / jnp.sum(w)
+
+
+def mae(y, raw, w):
+    """Weighted mean absolute error of the raw score (regression with the identity link)."""
+    return jnp.sum(w * jnp.abs(y - raw)) / jnp.sum(w)
+
+
+#: Named validation metrics for early stopping (``metric(y, raw, w)``, minimised).
+STOPPING_METRICS = {"error_rate": error_rate, "mse": mse, "mae": mae}
+
+
+class EarlyStopping(NamedTuple):
+    """Stop when the validation score has not improved for ``rounds`` rounds (static settings).
+
+    The score is the mean validation loss (``metric=None``) or ``metric(y, raw, w) -> scalar``
+    (minimised; ``raw`` ``(m, K)``, ``w`` the validation weights) after each round; a round
+    improves on the best so far when its score is below ``best - tolerance``. Rounds run in
+    chunks of ``chunk`` inside a ``lax.while_loop``: a fit that stops at round ``s`` runs fewer
+    than ``s + chunk`` rounds (rounds after the stop within its chunk are masked out).
+    """
+
+    rounds: int
+    tolerance: float = 0.0
+    metric: Optional[Callable] = None
+    chunk: int = 8
 
 
 def mean_loss(loss, y, raw, w, axis_name=None):
@@ -293,11 +340,13 @@ def step(state: BoostState, m, *, data: Data, key, hyper: Hyperparams, config: B
     return BoostState(raw, raw_valid, loss_m, res.extra), out
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
+@functools.partial(jax.jit, static_argnames=("config", "first_round"))
 def boost(data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, *,
-          config: BoostConfig) -> BoostOutput:
+          config: BoostConfig, state: Optional[BoostState] = None,
+          first_round: int = 0) -> BoostOutput:
     """Run ``config.n_rounds`` rounds of boosting from the constant raw score ``init_raw``:
-    ``lax.scan`` of :func:`step` from :func:`init`.
+    ``lax.scan`` of :func:`step` from :func:`init` (a ``while_loop`` of chunks with
+    ``config.early_stopping``).
 
     Args:
       data: :class:`Data` (training bins ``(F, n)``, labels, weights; validation set, maybe empty).
@@ -306,10 +355,91 @@ def boost(data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, 
       loss: a :class:`jboost.Loss` with ``n_outputs`` set.
       init_raw: ``(K,)`` the baseline raw score.
       config: static :class:`BoostConfig`.
+      state: continue from this :class:`BoostState` (a warm start: the raw scores of an earlier
+        fit's rounds, accumulated in the order training accumulates them) instead of :func:`init`.
+      first_round: static; the index of the first round (rounds use ``fold_in(key, m)``), so
+        ``r`` rounds then ``s`` more from the state equal ``r + s`` rounds bitwise.
     """
     body = functools.partial(step, data=data, key=key, hyper=hyper, config=config)
-    state, out = lax.scan(body, init(data, loss, init_raw, config), jnp.arange(config.n_rounds))
-    return BoostOutput(out.trees, out.train_loss, out.valid_loss, state.loss, out.info, state.extra)
+    state0 = init(data, loss, init_raw, config) if state is None else state
+    rounds = jnp.arange(first_round, first_round + config.n_rounds)
+    if config.early_stopping is not None:
+        return _boost_until_stopped(body, state0, rounds, data, config.early_stopping)
+    state, out = lax.scan(body, state0, rounds)
+    return BoostOutput(out.trees, out.train_loss, out.valid_loss, state.loss, out.info, state.extra,
+                       state)
+
+
+def resume(data: Data, trees, init_raw, loss: losses_lib.Loss, config: BoostConfig) -> BoostState:
+    """The :class:`BoostState` after the rounds ``trees`` (leading axes ``(rounds, T)``, final
+    leaf values) of an earlier fit on the same bins: the raw scores accumulated round by round in
+    the order :func:`step` accumulates them (so a continued fit equals an uninterrupted one
+    bitwise), ``loss`` with its last-round parameters, the algorithm's state from its ``init``."""
+    state = init(data, loss, init_raw, config)
+
+    def one(raws, trees_m):
+        raw, raw_valid = raws
+        leaves = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, data.X_binned, config.n_bins))(trees_m)
+        leaves_valid = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, data.X_valid, config.n_bins))(trees_m)
+        return (raw + round_values(trees_m, leaves), raw_valid + round_values(trees_m, leaves_valid)), None
+
+    (raw, raw_valid), _ = lax.scan(one, (state.raw, state.raw_valid), trees)
+    return state._replace(raw=raw, raw_valid=raw_valid)
+
+
+def _boost_until_stopped(body, state0: BoostState, rounds, data: Data,
+                         es: EarlyStopping) -> BoostOutput:
+    """:func:`boost` with early stopping: chunks of ``es.chunk`` rounds (a ``lax.scan``) in a
+    ``lax.while_loop`` that ends when the score has not improved for ``es.rounds`` rounds."""
+    n_rounds = rounds.shape[0]
+    chunk = max(1, min(int(es.chunk), n_rounds))
+    n_chunks = -(-n_rounds // chunk)
+    _, template = jax.eval_shape(body, state0, rounds[0])
+    # Rounds never fitted keep zero trees and info, and NaN losses.
+    nan_losses = lambda s: jnp.full((n_chunks * chunk,) + s.shape, jnp.nan, s.dtype)
+    zeros = lambda s: jnp.zeros((n_chunks * chunk,) + s.shape, s.dtype)
+    buffers = RoundOutput(jax.tree_util.tree_map(zeros, template.trees), nan_losses(template.train_loss),
+                          nan_losses(template.valid_loss), jax.tree_util.tree_map(zeros, template.info))
+    w_valid = data.w_valid.astype(jnp.float32)
+
+    def score(state, out):
+        if es.metric is None:
+            return out.valid_loss
+        raw = state.raw_valid[:, 0] if state.raw_valid.shape[-1] == 1 else state.raw_valid
+        return jnp.asarray(es.metric(data.y_valid, raw, w_valid), jnp.float32).reshape(())
+
+    def one_round(carry, i):
+        c, state, best, best_i, last_i, stopped = carry
+        j = c * chunk + i  # position in this fit
+        active = (j < n_rounds) & ~stopped
+        new_state, out = body(state, rounds[jnp.minimum(j, n_rounds - 1)])
+        s = score(new_state, out)
+        better = active & (s < best - es.tolerance)  # NaN never improves
+        best, best_i = jnp.where(better, s, best), jnp.where(better, j, best_i)
+        last_i = jnp.where(active, j, last_i)
+        stopped = stopped | (active & (j - best_i >= es.rounds)) | (j >= n_rounds - 1)
+        keep = lambda new, old: jnp.where(active, new, old)
+        state = jax.tree_util.tree_map(keep, new_state, state)
+        blank = RoundOutput(jax.tree_util.tree_map(jnp.zeros_like, out.trees),
+                            jnp.full_like(out.train_loss, jnp.nan), jnp.full_like(out.valid_loss, jnp.nan),
+                            jax.tree_util.tree_map(jnp.zeros_like, out.info))
+        out = jax.tree_util.tree_map(keep, out, blank)
+        return (c, state, best, best_i, last_i, stopped), out
+
+    def run_chunk(carry):
+        (c, state, best, best_i, last_i, stopped), bufs = carry
+        (_, state, best, best_i, last_i, stopped), outs = lax.scan(
+            one_round, (c, state, best, best_i, last_i, stopped), jnp.arange(chunk))
+        bufs = jax.tree_util.tree_map(
+            lambda b, o: lax.dynamic_update_slice_in_dim(b, o, c * chunk, axis=0), bufs, outs)
+        return (c + 1, state, best, best_i, last_i, stopped), bufs
+
+    carry0 = (jnp.int32(0), state0, jnp.float32(jnp.inf), jnp.int32(-1), jnp.int32(-1), jnp.bool_(False))
+    (_, state, _, best_i, last_i, _), bufs = lax.while_loop(
+        lambda carry: ~carry[0][5], run_chunk, (carry0, buffers))
+    bufs = jax.tree_util.tree_map(lambda b: b[:n_rounds], bufs)
+    return BoostOutput(bufs.trees, bufs.train_loss, bufs.valid_loss, state.loss, bufs.info,
+                       state.extra, state, best_i, last_i + 1)
 
 
 def boost_sharded(mesh, data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, *,

@@ -154,6 +154,9 @@ class Booster(NamedTuple):
       info: the algorithm's per-round diagnostics, each ``(n_rounds,)`` (e.g. AdaBoost's
         ``coef``, ``err``, ``status``), and its final observation ``weights`` ``(n_samples,)``;
         empty for :func:`jboost.fit`.
+      best_round: with early stopping, ``()`` int32: the round of the best validation score;
+        predictions use rounds ``0..best_round`` unless ``n_rounds`` says otherwise (``None``:
+        every round).
 
     ``jax.vmap(jboost.fit)`` gives a Booster whose every leaf has a leading model axis
     (``batch_shape == (M,)``); :func:`predict` and friends then predict for every model.
@@ -166,6 +169,7 @@ class Booster(NamedTuple):
     train_loss: jax.Array
     valid_loss: jax.Array
     info: Mapping[str, jax.Array] = {}
+    best_round: Optional[jax.Array] = None
 
     @property
     def n_features(self) -> int:
@@ -196,7 +200,15 @@ class Booster(NamedTuple):
         return self.n_rounds
 
     def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
-        trees = first_stages(self.trees, n_stages, self.n_rounds)
+        trees = self.trees
+        if n_stages is None and self.best_round is not None:
+            if _validation.is_traced(self.best_round):  # models of a batch: each its own best
+                keep = jnp.arange(self.n_rounds) <= self.best_round
+                trees = trees._replace(leaf_values=jnp.where(
+                    keep.reshape((-1,) + (1,) * (trees.leaf_values.ndim - 1)), trees.leaf_values, 0.0))
+            else:
+                n_stages = int(self.best_round) + 1
+        trees = first_stages(trees, n_stages, self.n_rounds)
         return self.baseline + sum_of_trees(trees, X)
 
     def proba_from_raw(self, raw) -> jax.Array:

@@ -85,7 +85,7 @@ def line_search_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: in
     from ``init`` (``(L, K)``, e.g. the Newton step); leaves without hessian mass keep it.
     """
     scales = 2.0 ** -jnp.arange(n_halvings, dtype=jnp.float32)
-    auto = loss.replace(hessian="autodiff")
+    auto = loss if loss.hessian != "unit" else loss.replace(hessian="autodiff")
 
     def leaf_losses(gamma):
         per_row = w * losses_lib.per_sample_losses(auto, y, raw + gamma[leaf])

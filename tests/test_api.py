@@ -232,3 +232,141 @@ def test_fit_and_predict_run_under_strict_dtype_promotion():
                            colsample=0.7, colsample_by="level")
         p = jboost.predict_proba(model, X)
     assert p.shape == (64, 2)
+
+
+# --- Early stopping and warm start ---------------------------------------------------------------
+
+
+def _stopping_data(seed=0, n=1500, n_valid=500):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n + n_valid, 5))
+    y = X[:, 0] + np.sin(2 * X[:, 1]) + 0.7 * rng.normal(size=n + n_valid)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+ES_KW = dict(learning_rate=0.3, depth=4, n_bins=64)
+
+
+def _assert_same_fit(a, b, n_rounds):
+    """The first ``n_rounds`` rounds of two fits: the same rules, leaf values and losses up to
+    float rounding (differently compiled programs may round a division differently)."""
+    for field in ("features", "thresholds", "missing_right"):
+        np.testing.assert_array_equal(np.asarray(getattr(a.trees, field))[:n_rounds],
+                                      np.asarray(getattr(b.trees, field))[:n_rounds])
+    np.testing.assert_allclose(np.asarray(a.trees.leaf_values)[:n_rounds],
+                               np.asarray(b.trees.leaf_values)[:n_rounds], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(a.valid_loss)[:n_rounds], np.asarray(b.valid_loss)[:n_rounds],
+                               rtol=1e-5)
+
+
+def test_early_stopping_stops_at_the_patience_after_the_best_round():
+    X, y, Xv, yv = _stopping_data()
+    m = jboost.fit(X, y, n_rounds=2000, eval_set=(Xv, yv), early_stopping_rounds=15, **ES_KW)
+    best = int(m.best_round)
+    assert m.n_rounds == best + 15 + 1 < 200
+    assert best == int(np.argmin(np.asarray(m.valid_loss)))  # the first minimum
+    assert np.isfinite(np.asarray(m.train_loss)).all()
+    full = jboost.fit(X, y, n_rounds=m.n_rounds, eval_set=(Xv, yv), **ES_KW)
+    _assert_same_fit(m, full, m.n_rounds)
+    # Predictions use the best round by default; n_rounds= overrides.
+    np.testing.assert_array_equal(jboost.predict(m, Xv), jboost.predict(m, Xv, n_rounds=best + 1))
+    assert not np.array_equal(jboost.predict(m, Xv), jboost.predict(m, Xv, n_rounds=m.n_rounds))
+    # A tolerance larger than any improvement stops after the patience.
+    m2 = jboost.fit(X, y, n_rounds=2000, eval_set=(Xv, yv), early_stopping_rounds=3,
+                    early_stopping_tolerance=1e6, **ES_KW)
+    assert m2.n_rounds == 4 and int(m2.best_round) == 0
+    # Never stopping: every round, the best one recorded.
+    m3 = jboost.fit(X, y, n_rounds=20, eval_set=(Xv, yv), early_stopping_rounds=50, **ES_KW)
+    assert m3.n_rounds == 20 and int(m3.best_round) == int(np.argmin(np.asarray(m3.valid_loss)))
+
+
+def test_early_stopping_really_stops():
+    """The fit runs the rounds up to the stop and at most one chunk (8 rounds) more: a metric
+    that counts its evaluations on the host sees no more rounds than that."""
+    X, y, Xv, yv = _stopping_data(1)
+    calls = []
+
+    def counted_mse(y, raw, w):
+        jax.debug.callback(lambda: calls.append(1))
+        return jnp.sum(w * (y - raw) ** 2) / jnp.sum(w)
+
+    m = jboost.fit(X, y, n_rounds=5000, eval_set=(Xv, yv), early_stopping_rounds=10,
+                   eval_metric=counted_mse, **ES_KW)
+    jax.block_until_ready(m.trees.leaf_values)
+    assert m.n_rounds < 300
+    assert m.n_rounds <= len(calls) < m.n_rounds + 8
+
+
+def test_early_stopping_named_metrics():
+    X, y, Xv, yv = _stopping_data(2)
+    by_mse = jboost.fit(X, y, n_rounds=500, eval_set=(Xv, yv), early_stopping_rounds=10,
+                        eval_metric="mse", **ES_KW)
+    by_loss = jboost.fit(X, y, n_rounds=500, eval_set=(Xv, yv), early_stopping_rounds=10, **ES_KW)
+    assert int(by_mse.best_round) == int(by_loss.best_round)  # mse = 2 x the squared-error loss
+    yb, yvb = (y > 0).astype(np.float64), (yv > 0).astype(np.float64)
+    m = jboost.fit(X, yb, "binomial_deviance", n_rounds=500, eval_set=(Xv, yvb),
+                   early_stopping_rounds=10, eval_metric="error_rate", **ES_KW)
+    errors = [float(np.mean(np.asarray(jboost.predict_class(m, Xv, n_rounds=r + 1)) != yvb))
+              for r in range(m.n_rounds)]
+    assert int(m.best_round) == int(np.argmin(errors))
+
+
+def test_vmapped_early_stopping_equals_separate_fits():
+    """Under vmap each model stops on its own: its rounds and best round equal its separate fit's,
+    and its rounds after the stop are zero trees with NaN losses."""
+    X, y, Xv, yv = _stopping_data(3)
+    rates = jnp.asarray([0.1, 0.5, 1.0])
+    kw = dict(n_rounds=120, depth=4, n_bins=64, eval_set=(Xv, yv), early_stopping_rounds=8)
+    batch = jax.vmap(lambda lr: jboost.fit(X, y, learning_rate=lr, **kw))(rates)
+    for i, lr in enumerate([0.1, 0.5, 1.0]):
+        one = jboost.fit(X, y, learning_rate=lr, **kw)
+        mi = jax.tree_util.tree_map(lambda a: a[i], batch)
+        assert int(mi.best_round) == int(one.best_round)
+        n = one.n_rounds
+        _assert_same_fit(mi, one, n)
+        assert np.isnan(np.asarray(mi.valid_loss)[n:]).all()
+        assert not np.asarray(mi.trees.leaf_values)[n:].any()
+        np.testing.assert_allclose(np.asarray(jboost.predict(batch, Xv))[i], jboost.predict(one, Xv),
+                                   rtol=1e-4, atol=1e-5)
+    assert len({int(b) for b in batch.best_round}) > 1  # they did stop at different rounds
+
+
+def test_warm_start_continues_the_fit():
+    X, y, Xv, yv = _stopping_data(4)
+    kw = dict(eval_set=(Xv, yv), **ES_KW)
+    first = jboost.fit(X, y, n_rounds=25, **kw)
+    more = jboost.fit(X, y, n_rounds=25, init_model=first, **kw)
+    whole = jboost.fit(X, y, n_rounds=50, **kw)
+    assert more.n_rounds == 50
+    _assert_same_fit(more, whole, 50)
+    np.testing.assert_allclose(jboost.predict(more, X), jboost.predict(whole, X), rtol=1e-4, atol=1e-5)
+    # Continued with early stopping: the best round counts from the first round of the model.
+    stopped = jboost.fit(X, y, n_rounds=1000, init_model=first, early_stopping_rounds=5, **kw)
+    assert int(stopped.best_round) >= 25 or int(stopped.best_round) == int(np.argmin(stopped.valid_loss))
+    assert stopped.n_rounds < 1025
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(early_stopping_rounds=5), ValueError, "early_stopping_rounds needs eval_set"),
+    (dict(early_stopping_rounds=0, eval_set="valid"), ValueError, "early_stopping_rounds"),
+    (dict(eval_metric="mse"), ValueError, "pass early_stopping_rounds too"),
+    (dict(early_stopping_rounds=5, eval_set="valid", eval_metric="auc"), ValueError, "eval_metric"),
+    (dict(early_stopping_rounds=5, eval_set="valid", eval_metric="error_rate"), ValueError,
+     "needs a classification loss"),
+    (dict(early_stopping_rounds=5, eval_set="valid", early_stopping_tolerance=-1.0), ValueError,
+     "early_stopping_tolerance"),
+    (dict(init_model="model"), TypeError, "init_model must be a Booster"),
+    (dict(init_model="wide"), ValueError, "init_model has 6 features"),
+    (dict(init_model="poisson"), ValueError, "init_model was fitted with loss 'poisson'"),
+])
+def test_early_stopping_and_warm_start_argument_errors(kwargs, error, match):
+    X, y, Xv, yv = _stopping_data(5, n=200, n_valid=50)
+    if kwargs.get("eval_set") == "valid":
+        kwargs["eval_set"] = (Xv, yv)
+    models = {"model": "a model", "wide": lambda: jboost.fit(np.c_[X, X[:, :1]], y, n_rounds=2),
+              "poisson": lambda: jboost.fit(X, np.abs(y), "poisson", n_rounds=2)}
+    if "init_model" in kwargs:
+        made = models[kwargs["init_model"]]
+        kwargs["init_model"] = made() if callable(made) else made
+    with pytest.raises(error, match=match):
+        jboost.fit(X, y, n_rounds=3, **kwargs)

@@ -314,7 +314,7 @@ def test_multinomial_round_zero(multiclass_data, fit_kw, per_output_trees):
     assert m.trees.leaf_values.shape[-1] == K
     loss = losses.multinomial_deviance(K)
     raw0 = jnp.broadcast_to(m.baseline, (X.shape[0], K))
-    g, h = grad_hess(loss, jnp.asarray(y), raw0)
+    g, h = grad_hess(loss, jnp.asarray(y), raw0, learning_rate=0.5)  # the learning-rate-aware curvature
     Xb = jboost.bin_features(X, m.borders)
     kw = dict(depth=fit_kw["depth"], n_bins=fit_kw["n_bins"], l2=1.0, min_split_gain=0.0, min_child_weight=1.0)
     if per_output_trees:
