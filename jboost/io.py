@@ -345,6 +345,7 @@ def read(path):
 
 
 def _member(path, npz, name: str) -> np.ndarray:
+    _check_member_size(path, npz, name)
     try:
         return npz[name]
     except ValueError as e:
@@ -355,6 +356,25 @@ def _member(path, npz, name: str) -> np.ndarray:
     except Exception as e:  # noqa: BLE001 - truncated or corrupted member bytes
         raise _fail(path, f"array {name!r} cannot be read ({type(e).__name__}: {e}); the file is "
                           "truncated or corrupted.") from None
+
+
+def _check_member_size(path, npz, name: str) -> None:
+    """The member's own ``.npy`` header (read before its data) declares a shape whose bytes the
+    member holds: a forged header declaring a huge array is refused before anything is allocated."""
+    try:
+        info = npz.zip.getinfo(name + ".npy")
+        with npz.zip.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(f, max_header_size=10000)
+    except Exception as e:  # noqa: BLE001 - a corrupted member header
+        raise _fail(path, f"array {name!r} cannot be read ({type(e).__name__}: {e}); the file is "
+                          "truncated or corrupted.") from None
+    n_bytes = int(np.prod(shape, dtype=np.float64)) * max(dtype.itemsize, 1)
+    if n_bytes > info.file_size:
+        raise _fail(path, f"array {name!r} declares shape {shape} ({n_bytes} bytes) but its member "
+                          f"holds {info.file_size} bytes: truncated or forged.")
 
 
 def _read_header(path, npz) -> Dict[str, Any]:
@@ -425,11 +445,16 @@ def predict_numpy(path_or_read, X) -> np.ndarray:
     miss = miss.reshape((m, -1, depth))
     leaves = leaves.reshape((m, -1) + leaves.shape[-2:])
     baseline = baseline.reshape((m, -1))
+    # A model with early stopping predicts with its rounds 0..best_round (all trees of a round).
+    n_trees = np.full((m,), feats.shape[1], np.int64)
+    if arrays.get(".best_round") is not None:
+        per_round = arrays[".trees.features"].shape[-2]
+        n_trees = (arrays[".best_round"].reshape(m).astype(np.int64) + 1) * per_round
     out = np.empty((m, X.shape[0], baseline.shape[-1]), np.float32)
     weights = (1 << np.arange(depth)).astype(np.int64)
     for i in range(m):
         acc = np.zeros((X.shape[0], baseline.shape[-1]), np.float32)
-        for t in range(feats.shape[1]):
+        for t in range(int(min(n_trees[i], feats.shape[1]))):
             cols = X[:, feats[i, t]]                                     # (n, D)
             right = np.where(np.isnan(cols), miss[i, t], cols > borders[i, t])
             acc = acc + leaves[i, t][right.astype(np.int64) @ weights]

@@ -348,6 +348,14 @@ def test_damaged_files_raise_model_file_errors_and_execute_nothing(models, tmp_p
     extra = dict(members)
     extra["payload"] = np.zeros(3, np.float32)
     cases["unlisted array"] = (made("t14", extra), "does not list")
+    npy = io.BytesIO()
+    np.lib.format.write_array_header_1_0(npy, {"descr": "<f4", "fortran_order": False,
+                                               "shape": (10**12,)})
+    forged = io.BytesIO()
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(forged, "w") as dst:
+        for n in src.namelist():
+            dst.writestr(n, npy.getvalue() + b"\0" * 16 if n == ".baseline.npy" else src.read(n))
+    cases["huge declared shape"] = (forged.getvalue(), r"declares shape \(1000000000000,\)")
     assert header["checksum"].startswith("sha256:")
 
     assert len(cases) >= 10
