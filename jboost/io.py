@@ -45,8 +45,6 @@ import hashlib
 import io
 import json
 import os
-import tempfile
-import zipfile
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
@@ -78,7 +76,9 @@ def _qualified(obj) -> str:
 
 
 def _registry() -> Dict[str, Any]:
-    """``{"models": {name: class}, "families": {name: class}, "callables": {qualified name: fn}}``."""
+    """The known classes and functions: ``models`` (the model types by name), ``families`` (the
+    built-in tree families), ``nested`` (other pytrees inside models), ``callables`` (every
+    function of a built-in loss by qualified name) and ``Loss``."""
     if _REGISTRY_CACHE:
         return _REGISTRY_CACHE
     from jboost import losses as losses_lib
@@ -277,10 +277,9 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
     buf = io.BytesIO()
     np.savez(buf, **members)
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".jboost-", suffix=".tmp", dir=directory)
+    tmp = f"{path}.{os.getpid()}.tmp"  # beside the target (same file system), the umask's mode
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "wb") as f:
             f.write(buf.getvalue())
         os.replace(tmp, path)
     except BaseException:
@@ -532,10 +531,10 @@ def _check_model(path, header, model) -> None:
                  str(model.task))
     except Exception as e:  # noqa: BLE001 - inconsistent arrays of a hostile file
         raise _fail(path, f"its arrays do not form a {type(model).__name__} ({e}).") from None
-    if props != (header.get("n_features"), header.get("batch_shape"), header.get("n_stages"),
-                 header.get("task")):
+    said = tuple(header.get(k) for k in ("n_features", "batch_shape", "n_stages", "task"))
+    if props != said:
         raise _fail(path, f"its arrays give (n_features, batch_shape, n_stages, task) = {props}; "
-                          f"its header says {(header.get('n_features'), header.get('batch_shape'), header.get('n_stages'), header.get('task'))}.")
+                          f"its header says {said}.")
     features = np.asarray(fam.features)
     if features.size and (features.min() < 0 or features.max() >= model.n_features):
         raise _fail(path, f"its trees split on feature indices in [{features.min()}, "
