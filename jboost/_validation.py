@@ -308,10 +308,10 @@ def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
             raise ValueError(f"y has maximum {y.max()}: K = max(y) + 1 = {k} classes (from the "
                              f"labels' maximum) is more than {1 << 20}; map the labels to 0..K-1.")
         _warn_class_zero_absent(y, "y")
-        check_memory(fit_bytes(y.shape[0], 1, 1, 3, k, dense_hessian=resolved.hessian == "autodiff"),
+        check_memory(fit_bytes(y.shape[0], 1, 1, 3, k, dense_hessian=resolved.hessian != "unit"),
                      cause=f"K = max(y) + 1 = {k} classes, from the labels' maximum",
                      detail=f"{y.shape[0]} rows x K raw scores, gradients, hessians"
-                     f"{' and K x K autodiff hessians' if resolved.hessian == 'autodiff' else ''} "
+                     f"{' and K x K autodiff hessians' if resolved.hessian != 'unit' else ''} "
                      "(a lower bound: one feature, depth 1, 3 bins)")
         resolved = resolved.replace(n_outputs=k)
     elif resolved.task == "multiclass" and resolved.n_outputs < 2:
@@ -720,7 +720,7 @@ def check_boosting_memory(n_rows: int, n_features: int, config: boosting.BoostCo
     bagged boosters, stacking, ECOC. ``k_from_labels``: the message names K = max(y) + 1 as the
     cause (a K-class loss took its K from the labels); ``fix`` ends the message."""
     k = int(loss.n_outputs)
-    dense = loss.hessian == "autodiff"
+    dense = loss.hessian != "unit"  # every non-unit hessian takes a per-row K x K Jacobian
     per_round = k if config.per_output_trees else 1
     one = boosting_bytes(n_rows, n_features, config.depth, config.n_bins, k, config.n_rounds,
                          per_round, dense, devices)
