@@ -191,6 +191,7 @@ def fit(
     booster = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
                                 baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
                                 valid_loss=out.valid_loss, best_round=out.best_round)
+    booster = _validation.nan_outside_domains(booster, loss_obj, hyper)  # traced: NaN, warned
     if init_model is None:
         return booster
     best = None if out.best_round is None else out.best_round + init_model.n_rounds

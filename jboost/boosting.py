@@ -195,12 +195,32 @@ class Hyperparams(NamedTuple):
 
 
 class BoostState(NamedTuple):
-    """What one round carries to the next."""
+    """What one round carries to the next.
 
-    raw: jax.Array        # (n, K) current raw scores of the training rows
-    raw_valid: jax.Array  # (m, K) current raw scores of the validation rows (m may be 0)
+    The raw scores are carried as ``base + pending``: the last round's increment (its trees'
+    values at each row) is carried as its own array and added at the start of the next round.
+    A loop-carried array is materialised, so every round adds the increment exactly as stored,
+    as prediction and :func:`resume` add it (XLA's CPU backend would otherwise fuse the leaf
+    values' last multiply into the addition, an FMA that rounds differently from program to
+    program: a continued or early-stopped fit then drifted by an ulp from an uninterrupted one).
+    """
+
+    base: jax.Array       # (n, K) raw scores of the training rows before ``pending``
+    base_valid: jax.Array  # (m, K) the same for the validation rows (m may be 0)
     loss: losses_lib.Loss  # the loss with this round's parameters (adaptive Huber delta)
     extra: Any = ()       # the algorithm's own state
+    pending: Any = 0.0    # (n, K) the last round's increment, not yet in ``base``
+    pending_valid: Any = 0.0  # (m, K)
+
+    @property
+    def raw(self) -> jax.Array:
+        """``(n, K)`` the current raw scores of the training rows."""
+        return self.base + self.pending
+
+    @property
+    def raw_valid(self) -> jax.Array:
+        """``(m, K)`` the current raw scores of the validation rows."""
+        return self.base_valid + self.pending_valid
 
 
 class RoundOutput(NamedTuple):
@@ -296,7 +316,8 @@ def init(data: Data, loss: losses_lib.Loss, init_raw, config: BoostConfig) -> Bo
     k = init_raw.shape[0]
     raw0 = jnp.broadcast_to(init_raw.astype(jnp.float32), (data.y.shape[0], k))
     raw_valid0 = jnp.broadcast_to(init_raw.astype(jnp.float32), (data.y_valid.shape[0], k))
-    return BoostState(raw0, raw_valid0, loss, config.algorithm.init(data, loss))
+    return BoostState(raw0, raw_valid0, loss, config.algorithm.init(data, loss), jnp.zeros_like(raw0),
+                      jnp.zeros_like(raw_valid0))
 
 
 def step(state: BoostState, m, *, data: Data, key, hyper: Hyperparams, config: BoostConfig):
@@ -312,10 +333,11 @@ def step(state: BoostState, m, *, data: Data, key, hyper: Hyperparams, config: B
     n_features = data.X_binned.shape[0]
     w = data.w.astype(jnp.float32)
     k_rows, k_cols = jax.random.split(jax.random.fold_in(key, m))
+    raw_m, raw_valid_m = state.raw, state.raw_valid  # the last round's increment added, as stored
     loss_m = state.loss
     if loss_m.adaptive_huber_alpha:
         # ESL 10.10.2: delta = alpha-quantile of |y - f_{m-1}|.
-        delta = losses_lib.weighted_quantile(_all_rows(jnp.abs(y - state.raw[:, 0]), axis),
+        delta = losses_lib.weighted_quantile(_all_rows(jnp.abs(y - raw_m[:, 0]), axis),
                                              _all_rows(w, axis), loss_m.params["alpha"])
         loss_m = loss_m.with_params(delta=jnp.maximum(delta, 1e-12))
     # Draws for all rows, then this shard's slice: the same rows are kept whatever the sharding
@@ -328,16 +350,17 @@ def step(state: BoostState, m, *, data: Data, key, hyper: Hyperparams, config: B
                                           lax.axis_index(axis) * n, n)
     masks = config.column_sampler(k_cols, n_features, config.depth, hyper.colsample)
     lr = round_learning_rate(config, hyper, m)
-    r = Round(m, data._replace(w=w), state.raw, loss_m, state.extra, sample, masks, lr, hyper, config)
+    r = Round(m, data._replace(w=w), raw_m, loss_m, state.extra, sample, masks, lr, hyper, config)
     res = config.algorithm.round(r)
     trees = res.trees
-    raw = state.raw + round_values(trees, res.leaves)
+    inc = round_values(trees, res.leaves)
     leaves_valid = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, data.X_valid, config.n_bins))(trees)
-    raw_valid = state.raw_valid + round_values(trees, leaves_valid)
-    out = RoundOutput(trees, mean_loss(loss_m, y, raw, w, axis),
-                      mean_loss(loss_m, data.y_valid, raw_valid, data.w_valid.astype(jnp.float32)),
+    inc_valid = round_values(trees, leaves_valid)
+    new = BoostState(raw_m, raw_valid_m, loss_m, res.extra, inc, inc_valid)
+    out = RoundOutput(trees, mean_loss(loss_m, y, new.raw, w, axis),
+                      mean_loss(loss_m, data.y_valid, new.raw_valid, data.w_valid.astype(jnp.float32)),
                       dict(res.info))
-    return BoostState(raw, raw_valid, loss_m, res.extra), out
+    return new, out
 
 
 @functools.partial(jax.jit, static_argnames=("config", "first_round"))
@@ -384,7 +407,8 @@ def resume(data: Data, trees, init_raw, loss: losses_lib.Loss, config: BoostConf
         return (raw + round_values(trees_m, leaves), raw_valid + round_values(trees_m, leaves_valid)), None
 
     (raw, raw_valid), _ = lax.scan(one, (state.raw, state.raw_valid), trees)
-    return state._replace(raw=raw, raw_valid=raw_valid)
+    return state._replace(base=raw, base_valid=raw_valid, pending=jnp.zeros_like(raw),
+                          pending_valid=jnp.zeros_like(raw_valid))
 
 
 def _boost_until_stopped(body, state0: BoostState, rounds, data: Data,

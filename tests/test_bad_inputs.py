@@ -246,6 +246,18 @@ def test_checks_after_the_fit_are_skipped_under_vmap(data):
     assert np.isfinite(np.asarray(curves[0])).all() and not np.isfinite(np.asarray(curves[1])).all()
 
 
+def test_traced_loss_parameter_outside_its_domain_gives_a_nan_booster(data):
+    # 4. jax.vmap(jboost.fit) over a loss parameter: the quantile level 1.5 cannot be refused on
+    # the host; its Booster is NaN (train loss, baseline, predictions) and a warning names it.
+    X, y = data
+    with pytest.warns(UserWarning, match="alpha=1.5 is not in .*: this fit's results are NaN"):
+        models = jax.block_until_ready(jax.vmap(lambda a: jboost.fit(X, y, jboost.losses.quantile(a), **FIT_KW))(
+            jnp.asarray([0.5, 1.5], jnp.float32)))
+    raw = np.asarray(jax.vmap(lambda m: jboost.predict(m, X))(models))
+    assert np.isfinite(raw[0]).all() and np.isnan(raw[1]).all()
+    assert np.isfinite(np.asarray(models.train_loss[0])).all() and np.isnan(np.asarray(models.train_loss[1])).all()
+
+
 @pytest.mark.parametrize("entry,name,values", [
     ("fit_forest", "min_child_weight", [1.0, -1.0]),
     ("bagged_boosters", "learning_rate", [0.1, -1.0]),
