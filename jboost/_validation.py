@@ -655,8 +655,9 @@ def check_memory_budget(memory_budget) -> Optional[int]:
 
 
 def memory_limit(devices=None) -> int:
-    """Bytes of memory of the first device used: the accelerator's limit, or the host's
-    physical memory for a CPU device (or a backend that does not report it)."""
+    """Bytes of memory of the first device used: the accelerator's limit, or for a CPU device (or
+    a backend that does not report it) the host's memory available now (Linux ``MemAvailable``,
+    at most the physical memory)."""
     device = devices_of(devices)[0]
     if device.platform != "cpu":
         try:
@@ -664,9 +665,15 @@ def memory_limit(devices=None) -> int:
         except Exception:  # noqa: BLE001 - a backend without memory_stats
             pass
     try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        total = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
-        return 1 << 62
+        total = 1 << 62
+    try:  # Linux: what can be had now without swapping (other processes hold the rest)
+        with open("/proc/meminfo") as f:
+            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+        return min(total, available)
+    except (OSError, StopIteration, ValueError, IndexError):
+        return total
 
 
 def fit_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
@@ -685,17 +692,34 @@ def fit_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: 
 def boosting_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
                    n_rounds: int, trees_per_round: int = 1, dense_hessian: bool = False,
                    devices=None) -> int:
-    """Estimated peak memory of one :func:`jboost.fit` (bytes): the sweep's estimate
-    :func:`jboost._batching.model_bytes` (fused levels when the CPU kernel serves every level of
-    one device, else the materialised pure-JAX histograms ``3 x F x 2^(depth-1) x n_bins x 2K``
-    float32), plus the per-row ``K x K`` autodiff hessians when ``dense_hessian``."""
-    device = devices_of(devices)[0]
+    """Estimated peak memory of one :func:`jboost.fit` (bytes) on the memory of the first device
+    used: the sweep's estimate :func:`jboost._batching.model_bytes` (fused levels when the CPU
+    kernel serves every level of one device, else the materialised pure-JAX histograms
+    ``3 x F x 2^(depth-1) x n_bins x 2K`` float32), plus the per-row ``K x K`` autodiff hessians
+    when ``dense_hessian``. Sharded over ``devices``, every device materialises each level's
+    full histograms (their ``psum`` needs them dense) for its share of the rows, and the CPU
+    devices of one host share its memory: their estimates add up."""
+    devs = devices_of(devices)
+    device = devs[0]
     k = int(n_outputs)
     fused = (devices is None and _batching.kernel_fits(device)
              and _native.indexable(n_rows, 1 << (depth - 1), n_bins, 2 * k))
-    need = _batching.model_bytes(n_rows, n_features, depth, n_bins, k, n_rounds=n_rounds,
+    rows = -(-int(n_rows) // len(devs))
+    need = _batching.model_bytes(rows, n_features, depth, n_bins, k, n_rounds=n_rounds,
                                  trees_per_round=trees_per_round, keep_trees=True, fused=fused)
-    return int(need + (4 * n_rows * k * k if dense_hessian and k > 1 else 0))
+    need += 4 * rows * k * k if dense_hessian and k > 1 else 0
+    sharing = sum(1 for d in devs if d.platform == device.platform == "cpu"
+                  and d.process_index == device.process_index) if devices is not None else 1
+    return int(need * max(1, sharing))
+
+
+def sharded_memory_hint(devices) -> str:
+    """What to do when a sharded fit's level histograms do not fit (for :func:`check_memory`)."""
+    if devices is None:
+        return ""
+    return ("; sharded over devices, every device builds each level's full F x 2^d x n_bins x 2K "
+            "histograms (dense, for their psum): fit on one device (devices=None: on CPU the "
+            "kernel builds deep levels from the rows they hold, and uses every core) or lower depth")
 
 
 def check_memory(need: int, *, devices=None, cause: Optional[str] = None,

@@ -168,7 +168,8 @@ def fit(
                              detail=f"estimated for {X.shape[0]} rows, {X.shape[1]} features, "
                              f"depth={config.depth}, n_bins={config.n_bins}, n_outputs={k}, "
                              f"n_rounds={config.n_rounds} (histograms F x 2^(depth-1) x n_bins x 2K"
-                             f" float32{', per-row K x K autodiff hessians' if dense and k > 1 else ''})")
+                             f" float32{', per-row K x K autodiff hessians' if dense and k > 1 else ''})"
+                             f"{_validation.sharded_memory_hint(devices)}")
     init_raw = _baseline(loss_obj, data.y, data.w) if init_model is None else init_model.baseline
     concrete = not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, init_raw)))
     if concrete and not losses_lib.is_built_in(loss_obj):

@@ -183,6 +183,21 @@ def test_labels_from_zero_and_given_classes_do_not_warn():
         assert _validation.n_classes_of(SHIFTED20, n_classes=4) == 4
 
 
+def test_sharded_deep_fits_are_refused_with_an_estimate():
+    # 11. Sharded over devices, every device builds each level's full F x 2^d x n_bins x 2K
+    # histograms (for their psum): depth 16 on 20k x 200 needs ~40 GB per device, refused before
+    # compiling with the way out; on one device the kernel's deep levels need a fraction of it.
+    one = _validation.boosting_bytes(20000, 200, 16, 256, 1, 10)
+    sharded = _validation.boosting_bytes(20000, 200, 16, 256, 1, 10, devices=[jax.devices()[0]])
+    assert one < (1 << 30) < (30 << 30) < sharded
+    cpu = jax.devices("cpu")[0]
+    assert (_validation.boosting_bytes(20000, 20, 12, 256, 1, 10, devices=[cpu, cpu])
+            == 2 * _validation.boosting_bytes(10000, 20, 12, 256, 1, 10, devices=[cpu]))
+    X = np.zeros((20000, 200), np.float32)
+    with pytest.raises(MemoryError, match=r"sharded over devices, every device builds .*devices=None"):
+        jboost.fit(X, np.zeros(20000), depth=16, n_rounds=10, devices=[jax.devices()[0]])
+
+
 def test_memory_estimate_refuses_only_impossible_fits():
     # fit's own estimate (features x 2^(depth-1) x n_bins x 2K) refuses what the K-only bound of
     # resolve_loss lets through; ordinary settings pass.
