@@ -382,8 +382,8 @@ def _read_header(path, npz) -> Dict[str, Any]:
         raise _fail(path, f"its header is a {raw.dtype} array of shape {raw.shape}, not JSON bytes.")
     try:
         header = json.loads(raw.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise _fail(path, f"its header is not valid JSON ({e}).") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise _fail(path, f"its header is not valid JSON ({type(e).__name__}: {e}).") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise _fail(path, f"its header does not name the format {FORMAT!r}.")
     version = header.get("format_version")
@@ -492,7 +492,10 @@ def load(path, loss=None, tree_family: Optional[type] = None):
         raise _fail(path, f"its model type {model_type!r} is not one this jboost knows "
                           f"({', '.join(sorted(reg['models']))}).")
     builder = _Builder(path, arrays, loss, tree_family)
-    model = builder.build(header.get("structure"), "")
+    try:
+        model = builder.build(header.get("structure"), "")
+    except RecursionError:
+        raise _fail(path, "its structure is nested too deeply.") from None
     if type(model) is not reg["models"][model_type]:
         raise _fail(path, f"its structure is a {type(model).__name__}, its header says {model_type}.")
     if loss is not None and not builder.used_loss:

@@ -57,11 +57,17 @@ def models(data, fit_kw):
     out["fit_multiclass"] = jboost.fit(Xm, ym, "multinomial_deviance", **fit_kw, learning_rate=0.3)
     out["vmap_fits"] = jax.vmap(lambda lr: jboost.fit(X, yb, "binomial_deviance", **fit_kw,
                                                       learning_rate=lr))(jnp.array([0.1, 0.5]))
+    X_es, y_es, Xv, yv = data[0], data[1], data[2], data[3]
+    out["early_stopped"] = jboost.fit(X_es, y_es, "binomial_deviance", eval_set=(Xv, yv),
+                                      early_stopping_rounds=2, n_rounds=12, depth=3, n_bins=32,
+                                      learning_rate=1.0)
     out["adaboost_m1"] = algorithms.adaboost_m1(X, yb, n_rounds=4, depth=1, n_bins=16)
     out["forest"] = bagging.fit_forest(Xm, ym, n_trees=5, depth=3, n_bins=16, key=1)
     out["bagged"] = bagging.fit_bagged_boosters(X, yb, "binomial_deviance", n_bags=3, key=2, **KW)
-    out["stacked"] = combine.fit_stacked_boosters(Xm, ym, "multinomial_deviance", folds=2,
-                                                  hypers=[{"learning_rate": 0.1}, {"l2": 3.0}], **KW)
+    # test_stacking.py's multiclass stack (the same programs).
+    out["stacked"] = combine.fit_stacked_boosters(
+        Xm, ym, "multinomial_deviance", hypers=[dict(learning_rate=0.5), dict(learning_rate=0.1)],
+        folds=3, n_rounds=4, depth=2, n_bins=8)
     out["ecoc"] = combine.fit_ecoc_boosters(Xm, ym, combine.exhaustive_code(3), **KW)
     res = jboost.sweep.sweep(Xr, yr, "quantile", grid={"alpha": [0.3, 0.7]}, folds=2, seeds=1,
                              keep_trees=True, devices=None, **KW)
@@ -70,8 +76,9 @@ def models(data, fit_kw):
 
 
 def _predictions(model, X, full=True):
-    """Every prediction of the protocol that the model supports (``full=False``: the raw scores
-    and the probabilities, or the classes of ECOC), as host arrays."""
+    """The predictions of the protocol that the model supports (raw scores, classes,
+    probabilities, staged raw scores, importance; ``full=False``: the raw scores and the
+    probabilities, or the classes of ECOC), as host arrays."""
     if not full:
         out = {"predict": jboost.predict(model, X)}
         if isinstance(model, combine.ECOCBoosters):
@@ -79,17 +86,20 @@ def _predictions(model, X, full=True):
         elif model.task in ("binary", "multiclass"):
             out["proba"] = jboost.predict_proba(model, X)
         return {k: np.asarray(v) for k, v in out.items()}
-    out = {"predict": jboost.predict(model, X), "predict_2": jboost.predict(model, X, n_rounds=2)}
+    out = {"predict": jboost.predict(model, X)}
     if model.task in ("binary", "multiclass"):
         out["class"] = jboost.predict_class(model, X)
         if not isinstance(model, combine.ECOCBoosters):
             out["proba"] = jboost.predict_proba(model, X)
-    if getattr(model, "loss", None) is not None and not isinstance(model, bagging.BaggedBoosters):
-        out["mean"] = jboost.predict_mean(model, X)
     one = model if not model.batch_shape else jax.tree_util.tree_map(lambda a: a[-1], model)
     out["staged"] = jboost.staged_predict(one, X)
     out["importance"] = jboost.feature_importance(model)
     return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _saved(model, tmp_path, name="model.jbm"):
+    jboost.save(model, tmp_path / name)
+    return tmp_path / name
 
 
 def _assert_bitwise(a: dict, b: dict, what: str):
@@ -113,6 +123,9 @@ def test_every_model_type_round_trips_bitwise(models, data, tmp_path):
     X = data[0][:50]
     kinds = {type(m).__name__ for m in models.values()}
     assert kinds == {"Booster", "Forest", "BaggedBoosters", "StackedBoosters", "ECOCBoosters"}
+    es = models["early_stopped"]
+    assert es.best_round is not None and int(es.best_round) < es.n_rounds - 1
+    assert int(jboost.load(_saved(es, tmp_path)).best_round) == int(es.best_round)
     assert models["sweep_models"].batch_shape == (2,) and models["vmap_fits"].batch_shape == (2,)
     for name, m in models.items():
         path = tmp_path / f"{name}.jbm"
@@ -336,6 +349,9 @@ def test_damaged_files_raise_model_file_errors_and_execute_nothing(models, tmp_p
     h = hdr()
     h["arrays"][".trees.features"]["dtype"] = "float32"
     cases["wrong dtype"] = (made("t10", retyped, h), "trees.features is float32")
+    deep = dict(members)
+    deep[jio.HEADER] = np.frombuffer(b"[" * 100000 + b"]" * 100000, np.uint8)
+    cases["header nested too deeply"] = (made("t15", deep), "not valid JSON")
     garbage = dict(members)
     garbage[jio.HEADER] = np.frombuffer(b"{not json", np.uint8)
     cases["header not JSON"] = (made("t11", garbage), "not valid JSON")
@@ -380,7 +396,8 @@ def test_numpy_reader_predicts_without_jax(models, data, tmp_path):
     oblivious trees bitwise as jboost.predict (one output, K outputs, a batch of models)."""
     X = data[0]
     np.save(tmp_path / "X.npy", X)
-    names = ["fit_binary", "fit_multiclass", "adaboost_m1", "vmap_fits", "sweep_models"]
+    names = ["fit_binary", "fit_multiclass", "adaboost_m1", "vmap_fits", "sweep_models",
+             "early_stopped"]
     for name in names:
         jboost.save(models[name], tmp_path / f"{name}.jbm")
     script = textwrap.dedent(f"""
