@@ -18,7 +18,7 @@ naming the first such round and the likely causes. These checks need concrete va
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
@@ -73,6 +73,10 @@ def fit(
     early_stopping_tolerance: float = 0.0,
     eval_metric: Union[None, str, Callable] = None,
     init_model: Optional[model_lib.Booster] = None,
+    verbose: int = 0,
+    callbacks: Sequence[Callable] = (),
+    checkpoint_dir=None,
+    checkpoint_every: Optional[int] = None,
 ) -> model_lib.Booster:
     """Fit a boosted ensemble of oblivious trees (ESL Algorithm 10.3, Newton trees).
 
@@ -128,6 +132,20 @@ def fit(
         gradient boosting): ``n_rounds`` more rounds on the same data and binning (its borders),
         keys folded from its round count, so ``r`` rounds then ``s`` more with the same settings
         equal ``r + s`` rounds bitwise. The result holds every round.
+      verbose: print the round, the training and validation losses, the best round and the
+        elapsed and remaining time every ``verbose`` rounds while the fit runs.
+      callbacks: functions called on the host after every chunk of rounds with a dict (``round``,
+        ``rounds``, per-round ``train_loss`` and ``valid_loss``, ``elapsed`` seconds); a callback
+        returning ``True`` stops the fit (the rounds fitted are kept).
+      checkpoint_dir: a directory where the model so far is saved (``checkpoint.jbm``, a model
+        file) every ``checkpoint_every`` rounds; rerunning the same fit (same data, key and
+        settings) continues from it and ends with bitwise the model of an uninterrupted fit.
+      checkpoint_every: rounds between checkpoints (default: ``verbose``, else a twentieth of
+        ``n_rounds``).
+
+    With ``verbose``, ``callbacks`` or ``checkpoint_dir`` the rounds run as host-side calls of a
+    chunk of rounds each (the same compiled program; the same model bitwise), and ``Ctrl-C``
+    between chunks returns the rounds fitted so far with a warning.
 
     Returns:
       A :class:`Booster`.
@@ -175,32 +193,173 @@ def fit(
     if concrete and not losses_lib.is_built_in(loss_obj):
         _warn_if_no_gradient(loss_obj, data, init_raw)
     mesh = _validation.mesh_of(devices)
-    args = (data, _validation.as_key(key), hyper, loss_obj, init_raw)
-    if init_model is not None:
-        state = boosting.resume(data, init_model.trees, init_raw, init_model.loss, config)
-        out = boosting.boost(*args, config=config, state=state, first_round=init_model.n_rounds)
-    elif mesh is None:
-        out = boosting.boost(*args, config=config)
+    key = _validation.as_key(key)
+    args = (data, key, hyper, loss_obj, init_raw)
+    chunked = bool(verbose) or bool(callbacks) or checkpoint_dir is not None
+    if chunked:
+        if not concrete or mesh is not None:
+            raise ValueError("verbose=, callbacks= and checkpoint_dir= need a concrete fit on one "
+                             "device (not under jax.vmap, devices=None).")
+        out, start = _boost_in_chunks(args, config, init_model, borders, verbose=verbose,
+                                      callbacks=callbacks, checkpoint_dir=checkpoint_dir,
+                                      checkpoint_every=checkpoint_every)
     else:
-        out = boosting.boost_sharded(mesh, *args, config=config)
-    if stopping is not None and not _validation.is_traced(out.n_fitted):
-        n = int(out.n_fitted)  # a concrete fit keeps the rounds it fitted
-        out = out._replace(trees=jax.tree_util.tree_map(lambda a: a[:n], out.trees),
-                           train_loss=out.train_loss[:n], valid_loss=out.valid_loss[:n])
+        start = init_model
+        if init_model is not None:
+            state = boosting.resume(data, init_model.trees, init_raw, init_model.loss, config)
+            out = boosting.boost(*args, config=config, state=state, first_round=init_model.n_rounds)
+        elif mesh is None:
+            out = boosting.boost(*args, config=config)
+        else:
+            out = boosting.boost_sharded(mesh, *args, config=config)
+        if stopping is not None and not _validation.is_traced(out.n_fitted):
+            out = _first_rounds(out, int(out.n_fitted))  # a concrete fit keeps the rounds it fitted
     if concrete and not _validation.is_traced(out.train_loss):
         check_finite_fit(out.train_loss, loss_obj, data, init_raw)
     booster = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
                                 baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
                                 valid_loss=out.valid_loss, best_round=out.best_round)
     booster = _validation.nan_outside_domains(booster, loss_obj, hyper)  # traced: NaN, warned
-    if init_model is None:
-        return booster
-    best = None if out.best_round is None else out.best_round + init_model.n_rounds
+    return booster if start is None else _joined(start, booster)
+
+
+def _first_rounds(out: boosting.BoostOutput, n: int) -> boosting.BoostOutput:
+    return out._replace(trees=jax.tree_util.tree_map(lambda a: a[:n], out.trees),
+                        train_loss=out.train_loss[:n], valid_loss=out.valid_loss[:n])
+
+
+def _joined(first: model_lib.Booster, then: model_lib.Booster) -> model_lib.Booster:
+    """``first``'s rounds followed by ``then``'s (a continued fit; ``then.best_round`` counts
+    from ``first``'s first round already)."""
     join = lambda a, b: jnp.concatenate([a, b], axis=0)
-    return booster._replace(trees=jax.tree_util.tree_map(join, init_model.trees, booster.trees),
-                            train_loss=join(init_model.train_loss, booster.train_loss),
-                            valid_loss=join(init_model.valid_loss, booster.valid_loss),
-                            best_round=best)
+    return then._replace(trees=jax.tree_util.tree_map(join, first.trees, then.trees),
+                         train_loss=join(first.train_loss, then.train_loss),
+                         valid_loss=join(first.valid_loss, then.valid_loss))
+
+
+CHECKPOINT_FILE = "checkpoint.jbm"
+
+
+def _fingerprint(args, config, n_total: int) -> str:
+    """What a checkpoint must match to be continued: the data (bins, labels, weights, validation
+    set), the key, the hyperparameters, the static settings and the loss."""
+    import hashlib
+    data, key, hyper, loss, init_raw = args
+    h = hashlib.sha256()
+    for leaf in jax.tree_util.tree_leaves((data, jax.random.key_data(key) if jnp.issubdtype(
+            key.dtype, jax.dtypes.prng_key) else key, hyper, loss.params, init_raw)):
+        arr = np.ascontiguousarray(np.asarray(leaf))
+        h.update(str((arr.shape, arr.dtype.str)).encode())
+        h.update(arr.tobytes())
+    h.update(_stable_repr((config._replace(n_rounds=n_total), loss.name, loss.n_outputs)).encode())
+    return h.hexdigest()
+
+
+def _stable_repr(x) -> str:
+    """``repr`` with functions by name (a function's default repr holds its address)."""
+    if callable(x) and hasattr(x, "__qualname__"):
+        return f"{getattr(x, '__module__', '')}.{x.__qualname__}"
+    if isinstance(x, tuple):
+        return f"{type(x).__name__}({', '.join(_stable_repr(v) for v in x)})"
+    return repr(x)
+
+
+def _boost_in_chunks(args, config, init_model, borders, *, verbose, callbacks, checkpoint_dir,
+                     checkpoint_every):
+    """``config.n_rounds`` rounds run as host-side calls of ``chunk`` rounds each (one compiled
+    program; the state, keys and early-stopping record carried from call to call, so the rounds
+    equal one call's bitwise): progress lines, callbacks, checkpoints (a model file rewritten
+    after every chunk; a rerun of the same fit continues from it) and ``Ctrl-C`` (returns the
+    rounds fitted so far, with a warning). Returns ``(BoostOutput of the new rounds, the model
+    they continue or None)``."""
+    import os
+    import time
+
+    from jboost import io as io_lib
+
+    data, key, hyper, loss, init_raw = args
+    base = 0 if init_model is None else init_model.n_rounds
+    total = base + config.n_rounds
+    chunk = int(checkpoint_every or verbose or max(1, -(-config.n_rounds // 20)))
+    start, best = init_model, None
+    path = None if checkpoint_dir is None else os.path.join(os.fspath(checkpoint_dir), CHECKPOINT_FILE)
+    fingerprint = None
+    if path is not None:
+        os.makedirs(os.fspath(checkpoint_dir), exist_ok=True)
+        fingerprint = _fingerprint(args, config, total)
+        if os.path.exists(path):
+            header = io_lib.read_header(path)
+            meta = header.get("metadata") or {}
+            if meta.get("fingerprint") != fingerprint:
+                raise ValueError(f"checkpoint_dir={checkpoint_dir!r} holds a checkpoint of another fit "
+                                 "(different data, key or settings): use another directory or "
+                                 f"delete {path}.")
+            start = io_lib.load(path, loss=None if losses_lib.is_built_in(loss) else loss)
+            if config.early_stopping is not None and meta.get("best_round") is not None:
+                best = (jnp.float32(meta["best_score"]), jnp.int32(meta["best_round"]))
+    done = 0 if start is None else start.n_rounds
+    # The same argument structure in every call: one compiled program (and one for a last,
+    # shorter chunk).
+    state = (boosting.init(data, loss, init_raw, config) if start is None
+             else boosting.resume(data, start.trees, init_raw, start.loss, config))
+    if config.early_stopping is not None and best is None:
+        best = (jnp.float32(jnp.inf), jnp.int32(done - 1))
+    parts, t0 = [], time.perf_counter()
+    stopped = done >= total or (start is not None and best is not None
+                                and done - 1 - int(best[1]) >= config.early_stopping.rounds)
+    try:
+        while not stopped:
+            n = min(chunk, total - done)
+            out = boosting.boost(data, key, hyper, loss, init_raw, config=config._replace(n_rounds=n),
+                                 state=state, first_round=done, best=best)
+            fitted = n if out.n_fitted is None else int(out.n_fitted)
+            out = _first_rounds(out, fitted)
+            jax.block_until_ready(out.trees)
+            parts.append(out)
+            state, done = out.state, done + fitted
+            if config.early_stopping is not None:
+                best = (out.best_score, out.best_round)
+                stopped = fitted < n or done - 1 - int(out.best_round) >= config.early_stopping.rounds
+            stopped = stopped or done >= total
+            elapsed = time.perf_counter() - t0
+            train, valid = np.asarray(out.train_loss), np.asarray(out.valid_loss)
+            if verbose:
+                left = elapsed / max(done - (0 if start is None else start.n_rounds), 1) * (total - done)
+                best_txt = "" if best is None else f"  best round {int(best[1])}"
+                print(f"[jboost] round {done}/{total}  train loss {train[-1]:.6g}"
+                      + ("" if np.isnan(valid[-1]) else f"  valid loss {valid[-1]:.6g}") + best_txt
+                      + f"  {elapsed:.1f}s elapsed, ~{0.0 if stopped else left:.1f}s left", flush=True)
+            for callback in callbacks or ():
+                if callback({"round": done, "rounds": list(range(done - fitted, done)),
+                             "train_loss": train, "valid_loss": valid, "elapsed": elapsed}):
+                    stopped = True
+            if path is not None:
+                model = _chunks_model(start, parts, borders, init_raw, state, best)
+                meta = {"fingerprint": fingerprint, "best_round": None if best is None else int(best[1]),
+                        "best_score": None if best is None else float(best[0])}
+                io_lib.save(model, path, metadata=meta)
+    except KeyboardInterrupt:
+        warnings.warn(f"interrupted after round {done} of {total}: the model holds the rounds "
+                      "fitted so far.", UserWarning, stacklevel=3)
+    if not parts:
+        raise ValueError(f"nothing left to fit: the model already holds {done} of {total} rounds.")
+    join = lambda *xs: jnp.concatenate(xs, axis=0)
+    out = parts[-1]._replace(trees=jax.tree_util.tree_map(join, *[p.trees for p in parts]),
+                             train_loss=join(*[p.train_loss for p in parts]),
+                             valid_loss=join(*[p.valid_loss for p in parts]))
+    return out, start
+
+
+def _chunks_model(start, parts, borders, init_raw, state, best):
+    """The model of the rounds fitted so far (for a checkpoint)."""
+    join = lambda *xs: jnp.concatenate(xs, axis=0)
+    trees = jax.tree_util.tree_map(join, *[p.trees for p in parts])
+    model = model_lib.Booster(trees=tree_lib.with_borders(trees, borders), borders=borders,
+                              baseline=init_raw, loss=state.loss,
+                              train_loss=join(*[p.train_loss for p in parts]),
+                              valid_loss=join(*[p.valid_loss for p in parts]),
+                              best_round=None if best is None else best[1])
+    return model if start is None else _joined(start, model)
 
 
 def _early_stopping(rounds, tolerance, metric, eval_set, loss) -> Optional[boosting.EarlyStopping]:

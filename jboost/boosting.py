@@ -240,6 +240,7 @@ class BoostOutput(NamedTuple):
     state: Any = None               # the BoostState after the last round (to continue the fit)
     best_round: Any = None          # early stopping: the round of the best validation score
     n_fitted: Any = None            # early stopping: rounds fitted (the rest: zero trees, NaN losses)
+    best_score: Any = None          # early stopping: the best validation score so far
 
 
 def error_rate(y, raw, w):
@@ -363,10 +364,10 @@ def step(state: BoostState, m, *, data: Data, key, hyper: Hyperparams, config: B
     return new, out
 
 
-@functools.partial(jax.jit, static_argnames=("config", "first_round"))
+@functools.partial(jax.jit, static_argnames=("config",))
 def boost(data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, *,
-          config: BoostConfig, state: Optional[BoostState] = None,
-          first_round: int = 0) -> BoostOutput:
+          config: BoostConfig, state: Optional[BoostState] = None, first_round=0,
+          best=None) -> BoostOutput:
     """Run ``config.n_rounds`` rounds of boosting from the constant raw score ``init_raw``:
     ``lax.scan`` of :func:`step` from :func:`init` (a ``while_loop`` of chunks with
     ``config.early_stopping``).
@@ -380,14 +381,19 @@ def boost(data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, 
       config: static :class:`BoostConfig`.
       state: continue from this :class:`BoostState` (a warm start: the raw scores of an earlier
         fit's rounds, accumulated in the order training accumulates them) instead of :func:`init`.
-      first_round: static; the index of the first round (rounds use ``fold_in(key, m)``), so
+      first_round: the index of the first round (traced; rounds use ``fold_in(key, m)``), so
         ``r`` rounds then ``s`` more from the state equal ``r + s`` rounds bitwise.
+      best: with early stopping, ``(best_score, best_round)`` of the rounds before
+        ``first_round`` (``BoostOutput.best_score``, ``best_round`` of the previous call), so a fit
+        run in several calls stops where one call would.
     """
     body = functools.partial(step, data=data, key=key, hyper=hyper, config=config)
     state0 = init(data, loss, init_raw, config) if state is None else state
-    rounds = jnp.arange(first_round, first_round + config.n_rounds)
+    rounds = jnp.asarray(first_round, jnp.int32) + jnp.arange(config.n_rounds, dtype=jnp.int32)
     if config.early_stopping is not None:
-        return _boost_until_stopped(body, state0, rounds, data, config.early_stopping)
+        if best is None:
+            best = (jnp.float32(jnp.inf), rounds[0] - 1)
+        return _boost_until_stopped(body, state0, rounds, data, config.early_stopping, best)
     state, out = lax.scan(body, state0, rounds)
     return BoostOutput(out.trees, out.train_loss, out.valid_loss, state.loss, out.info, state.extra,
                        state)
@@ -411,8 +417,8 @@ def resume(data: Data, trees, init_raw, loss: losses_lib.Loss, config: BoostConf
                           pending_valid=jnp.zeros_like(raw_valid))
 
 
-def _boost_until_stopped(body, state0: BoostState, rounds, data: Data,
-                         es: EarlyStopping) -> BoostOutput:
+def _boost_until_stopped(body, state0: BoostState, rounds, data: Data, es: EarlyStopping,
+                         best) -> BoostOutput:
     """:func:`boost` with early stopping: chunks of ``es.chunk`` rounds (a ``lax.scan``) in a
     ``lax.while_loop`` that ends when the score has not improved for ``es.rounds`` rounds."""
     n_rounds = rounds.shape[0]
@@ -436,12 +442,13 @@ def _boost_until_stopped(body, state0: BoostState, rounds, data: Data,
         c, state, best, best_i, last_i, stopped = carry
         j = c * chunk + i  # position in this fit
         active = (j < n_rounds) & ~stopped
-        new_state, out = body(state, rounds[jnp.minimum(j, n_rounds - 1)])
+        m = rounds[jnp.minimum(j, n_rounds - 1)]  # the round's index in the whole fit
+        new_state, out = body(state, m)
         s = score(new_state, out)
         better = active & (s < best - es.tolerance)  # NaN never improves
-        best, best_i = jnp.where(better, s, best), jnp.where(better, j, best_i)
+        best, best_i = jnp.where(better, s, best), jnp.where(better, m, best_i)
         last_i = jnp.where(active, j, last_i)
-        stopped = stopped | (active & (j - best_i >= es.rounds)) | (j >= n_rounds - 1)
+        stopped = stopped | (active & (m - best_i >= es.rounds)) | (j >= n_rounds - 1)
         keep = lambda new, old: jnp.where(active, new, old)
         state = jax.tree_util.tree_map(keep, new_state, state)
         blank = RoundOutput(jax.tree_util.tree_map(jnp.zeros_like, out.trees),
@@ -458,12 +465,14 @@ def _boost_until_stopped(body, state0: BoostState, rounds, data: Data,
             lambda b, o: lax.dynamic_update_slice_in_dim(b, o, c * chunk, axis=0), bufs, outs)
         return (c + 1, state, best, best_i, last_i, stopped), bufs
 
-    carry0 = (jnp.int32(0), state0, jnp.float32(jnp.inf), jnp.int32(-1), jnp.int32(-1), jnp.bool_(False))
-    (_, state, _, best_i, last_i, _), bufs = lax.while_loop(
+    best_score0, best_round0 = best
+    carry0 = (jnp.int32(0), state0, jnp.asarray(best_score0, jnp.float32),
+              jnp.asarray(best_round0, jnp.int32), jnp.int32(-1), jnp.bool_(False))
+    (_, state, best_score, best_i, last_i, _), bufs = lax.while_loop(
         lambda carry: ~carry[0][5], run_chunk, (carry0, buffers))
     bufs = jax.tree_util.tree_map(lambda b: b[:n_rounds], bufs)
     return BoostOutput(bufs.trees, bufs.train_loss, bufs.valid_loss, state.loss, bufs.info,
-                       state.extra, state, best_i, last_i + 1)
+                       state.extra, state, best_i, last_i + 1, best_score)
 
 
 def boost_sharded(mesh, data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, *,

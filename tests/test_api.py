@@ -378,3 +378,67 @@ def test_early_stopping_and_warm_start_argument_errors(kwargs, error, match):
         kwargs["init_model"] = made() if callable(made) else made
     with pytest.raises(error, match=match):
         jboost.fit(X, y, n_rounds=3, **kwargs)
+
+
+def test_chunked_fits_equal_one_call_and_report_progress(capsys):
+    """verbose= / callbacks= run the rounds as host-side chunks: bitwise the one-call model (with
+    early stopping too); progress lines while the fit runs; a callback returning True stops it."""
+    X, y, Xv, yv = _stopping_data(6)
+    kw = dict(eval_set=(Xv, yv), **ES_KW)
+    one = jboost.fit(X, y, n_rounds=400, early_stopping_rounds=10, **kw)
+    seen = []
+    chunked = jboost.fit(X, y, n_rounds=400, early_stopping_rounds=10, verbose=7,
+                         callbacks=[lambda info: seen.append(info["round"])], **kw)
+    _assert_same_fit(chunked, one, one.n_rounds)
+    assert chunked.n_rounds == one.n_rounds and int(chunked.best_round) == int(one.best_round)
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[jboost] round ")]
+    assert len(lines) == len(seen) == -(-one.n_rounds // 7) and "valid loss" in lines[0]
+    assert seen[-1] == one.n_rounds and "best round" in lines[-1] and "elapsed" in lines[-1]
+    stop_early = jboost.fit(X, y, n_rounds=100, checkpoint_every=4,
+                            callbacks=[lambda info: info["round"] >= 12], **kw)
+    assert stop_early.n_rounds == 12
+    _assert_same_fit(stop_early, jboost.fit(X, y, n_rounds=12, **kw), 12)
+
+
+_KILLED_FIT = """
+import os, signal, sys
+import numpy as np
+import jboost
+rng = np.random.default_rng(7)
+X = rng.normal(size=(1500, 5)); y = X[:, 0] + np.sin(2 * X[:, 1]) + 0.7 * rng.normal(size=1500)
+def killer(info):
+    if os.environ.get("KILL_AT") and info["round"] >= int(os.environ["KILL_AT"]):
+        os.kill(os.getpid(), signal.SIGKILL)  # a real kill, half-way through the fit
+model = jboost.fit(X, y, "huber", n_rounds=40, depth=4, n_bins=64, learning_rate=0.3,
+                   subsample=0.8, checkpoint_dir=sys.argv[1], checkpoint_every=5, callbacks=[killer])
+jboost.save(model, sys.argv[2])
+"""
+
+
+def test_a_killed_fit_resumes_from_its_checkpoint_bitwise(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    script = tmp_path / "fit.py"
+    script.write_text(_KILLED_FIT)
+    ckpt, out = tmp_path / "ckpt", tmp_path / "model.jbm"
+    killed = subprocess.run([sys.executable, str(script), str(ckpt), str(out)],
+                            env=dict(os.environ, KILL_AT="20"), capture_output=True)
+    assert killed.returncode == -signal.SIGKILL and not out.exists()
+    assert jboost.load(ckpt / "checkpoint.jbm").n_rounds == 15  # saved after rounds 5, 10, 15
+    resumed = subprocess.run([sys.executable, str(script), str(ckpt), str(out)], capture_output=True,
+                             text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(1500, 5))
+    y = X[:, 0] + np.sin(2 * X[:, 1]) + 0.7 * rng.normal(size=1500)
+    whole = jboost.fit(X, y, "huber", n_rounds=40, depth=4, n_bins=64, learning_rate=0.3, subsample=0.8)
+    model = jboost.load(out)
+    assert model.n_rounds == 40
+    _assert_same_fit(model, whole, 40)
+    np.testing.assert_array_equal(jboost.predict(model, X), jboost.predict(whole, X))
+    # Another fit in the same directory is refused, naming the checkpoint.
+    with pytest.raises(ValueError, match="holds a checkpoint of another fit"):
+        jboost.fit(X, y + 1.0, "huber", n_rounds=40, depth=4, n_bins=64, learning_rate=0.3,
+                   subsample=0.8, checkpoint_dir=ckpt, checkpoint_every=5)
