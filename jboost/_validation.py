@@ -125,11 +125,38 @@ def as_vector(v, n: int, name: str, x_name: str = "X") -> np.ndarray:
 
 
 def as_labels(y, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
-    """Finite float32 ``(n,)`` labels."""
+    """Finite float32 ``(n,)`` labels; warns when float32 loses what tells them apart (a large
+    offset next to a small spread: :func:`warn_if_labels_lose_precision`)."""
     arr = as_vector(y, n, name, x_name)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite; found NaN or inf.")
+    if not is_traced(y):
+        warn_if_labels_lose_precision(y, arr, name)
     return arr
+
+
+#: A label cast to float32 may move by at most this fraction of the labels' spread (standard
+#: deviation) before :func:`as_labels` warns.
+LABEL_PRECISION = 1e-4
+
+
+def warn_if_labels_lose_precision(y, y32: np.ndarray, name: str = "y") -> None:
+    """Warn when casting the labels to float32 (jboost's dtype) moves them by more than
+    :data:`LABEL_PRECISION` of their spread (e.g. ``1e9 + N(0, 1)``: float32 holds 1e9 to +-64,
+    and both the fit and its float32 predictions then lose the signal). The fix is the user's
+    offset: fit ``y - c`` and add ``c`` back to the predictions in float64."""
+    y64 = np.asarray(y)
+    if y64.dtype.kind not in "fiu" or y64.dtype.itemsize <= 4 or y64.size < 2:
+        return
+    y64 = y64.astype(np.float64).reshape(-1)
+    spread = float(np.std(y64))
+    moved = float(np.max(np.abs(y32.astype(np.float64) - y64)))
+    if moved > LABEL_PRECISION * spread and moved > 0:
+        centre = float(np.median(y64))
+        warnings.warn(f"{name} loses precision in float32, jboost's dtype: its values move by up to "
+                      f"{moved:.3g} against a spread (standard deviation) of {spread:.3g}, because of "
+                      f"their offset (median {centre:.6g}). Fit {name} - c (e.g. c = {centre:.6g}) and "
+                      "add c back to the predictions in float64.", UserWarning, stacklevel=4)
 
 
 def as_weights(sample_weight, n: int, name: str = "sample_weight", x_name: str = "X") -> np.ndarray:

@@ -386,3 +386,21 @@ def test_bad_thread_count_names_the_variable(monkeypatch, entry, value, data):
     assert _native.cpu_threads() == 1
     monkeypatch.delenv("JBOOST_NUM_THREADS")
     assert _native.cpu_threads() >= 1
+
+
+def test_float64_labels_that_float32_cannot_tell_apart_warn():
+    # 3. jboost computes in float32: 1e9 + N(0, 1) given as float64 collapses to a few values.
+    # The fit warns with the fix (fit y - c, add c back in float64); labels that float32 holds
+    # well (any scale, small offsets, 0/1, integers) do not warn.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] + rng.normal(size=300)
+    with pytest.warns(UserWarning, match=r"y loses precision in float32.*Fit y - c \(e.g. c = 1e\+09\)"):
+        jboost.fit(X, 1e9 + y, n_rounds=2, depth=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for labels in (y, 1e6 * y, 1e3 + y, (y > 0).astype(np.float64), np.round(10 * y).astype(np.int64)):
+            jboost.fit(X, labels, n_rounds=2, depth=2)
+    centred = jboost.fit(X, y, n_rounds=30, depth=2)  # the fix works: the offset is exact in float64
+    err = np.sqrt(np.mean((1e9 + np.asarray(jboost.predict(centred, X), np.float64) - (1e9 + y)) ** 2))
+    assert err < 1.0
