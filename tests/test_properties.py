@@ -271,10 +271,12 @@ def _row_sample(seed, m, subsample, *, n):
 
 
 @jax.jit
-def _at_scores(loss, y, raws):
-    """Gradients, hessians ``(S, n, K)`` and per-row losses ``(S, n)`` at raw scores ``(S, n, K)``."""
+def _at_scores(loss, y, raws, learning_rate):
+    """Gradients, Newton curvatures (those of a fit at ``learning_rate``: see
+    :func:`jboost.derivatives.grad_hess`) ``(S, n, K)`` and per-row losses ``(S, n)`` at raw
+    scores ``(S, n, K)``."""
     def one(raw):
-        g, h = derivatives.grad_hess(loss, y, raw)
+        g, h = derivatives.grad_hess(loss, y, raw, learning_rate=learning_rate)
         return g, h, losses.per_sample_losses(loss, y, raw)
     return jax.vmap(one)(raws)
 
@@ -314,12 +316,11 @@ def compare(a, b, case):
     if not np.array_equal(np.asarray(a.baseline), np.asarray(b.baseline)):
         return f"baselines {a.baseline} != {b.baseline}"
     raw_a, raw_b = _raw_before_rounds(a, case.X), _raw_before_rounds(b, case.X)
-    y = jnp.asarray(case.y)
-    grad, hess, loss_a = (np.asarray(v, np.float64) for v in _at_scores(a.loss, y, jnp.asarray(raw_a, jnp.float32)))
-    loss_b = np.asarray(_at_scores(a.loss, y, jnp.asarray(raw_b, jnp.float32))[2], np.float64)
+    y, lr = jnp.asarray(case.y), kw["learning_rate"]
+    grad, hess, loss_a = (np.asarray(v, np.float64) for v in _at_scores(a.loss, y, jnp.asarray(raw_a, jnp.float32), lr))
+    loss_b = np.asarray(_at_scores(a.loss, y, jnp.asarray(raw_b, jnp.float32), lr)[2], np.float64)
     bins = np.asarray(jboost.bin_features(case.X, a.borders))
     w = case.w.astype(np.float64)
-    lr = kw["learning_rate"]
     for m in range(n_rounds):
         drift = float(np.max(np.abs(raw_a[m] - raw_b[m])))
         diverged = False
@@ -392,7 +393,7 @@ def _pure_jax(fn):
 
 def assert_train_loss_recomputed(model, case):
     raw = jnp.asarray(jboost.predict(model, case.X)).reshape(1, case.X.shape[0], -1)
-    per_row = np.asarray(_at_scores(model.loss, jnp.asarray(case.y), raw)[2][0], np.float64)
+    per_row = np.asarray(_at_scores(model.loss, jnp.asarray(case.y), raw, case.kw["learning_rate"])[2][0], np.float64)
     w = case.w.astype(np.float64)
     # Non-negative terms: float32 sums of n <= 300 of them are exact to n * U ~ 1.8e-5.
     np.testing.assert_allclose(np.sum(w * per_row) / np.sum(w), np.asarray(model.train_loss)[-1],
