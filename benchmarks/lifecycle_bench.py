@@ -96,7 +96,7 @@ def main(argv=None) -> None:
         def lgb_fit():
             m = lgb.LGBMRegressor(n_estimators=args.max_rounds, max_depth=6, num_leaves=64,
                                   learning_rate=args.learning_rate, verbose=-1)
-            m.fit(X, y, eval_set=[(Xv, yv)], callbacks=[lgb.early_stopping(args.patience, verbose=False)])
+            m.fit(X, y, eval_X=Xv, eval_y=yv, callbacks=[lgb.early_stopping(args.patience, verbose=False)])
             return m
         t_l, ml = best_time(lgb_fit, args.repeats)
         print(f"lightgbm early stopping: stopped after {ml.best_iteration_ + args.patience} rounds "
