@@ -442,3 +442,19 @@ def test_a_killed_fit_resumes_from_its_checkpoint_bitwise(tmp_path):
     with pytest.raises(ValueError, match="holds a checkpoint of another fit"):
         jboost.fit(X, y + 1.0, "huber", n_rounds=40, depth=4, n_bins=64, learning_rate=0.3,
                    subsample=0.8, checkpoint_dir=ckpt, checkpoint_every=5)
+
+
+def test_ctrl_c_between_chunks_returns_the_rounds_fitted():
+    """SIGINT (Ctrl-C) during a chunked fit: the fit returns the rounds fitted so far, with a
+    warning, and they are the first rounds of the uninterrupted fit."""
+    import signal
+    X, y, Xv, yv = _stopping_data(8, n=400, n_valid=100)
+
+    def interrupt(info):
+        if info["round"] >= 10:
+            signal.raise_signal(signal.SIGINT)
+
+    with pytest.warns(UserWarning, match="interrupted after round 10 of 40"):
+        partial = jboost.fit(X, y, n_rounds=40, checkpoint_every=5, callbacks=[interrupt], **ES_KW)
+    assert partial.n_rounds == 10
+    _assert_same_fit(partial, jboost.fit(X, y, n_rounds=40, **ES_KW), 10)
