@@ -458,7 +458,7 @@ def test_comparison_rejects_a_real_difference():
 
 
 @pytest.mark.skipif(len(jax.devices()) < 2, reason="one device (test_sharded_in_a_subprocess runs this)")
-@hypothesis.settings(max_examples=EXAMPLES or 3)
+@hypothesis.settings(max_examples=EXAMPLES or 2)
 @hypothesis.given(case=cases(), data=st.data())
 def test_sharded_fit_equals_single_device_fit(case, data):
     n_devices = data.draw(st.integers(2, len(jax.devices())), label="devices")
@@ -467,11 +467,30 @@ def test_sharded_fit_equals_single_device_fit(case, data):
     assert_same_up_to_near_ties(model, sharded, case, f"{n_devices} devices")
 
 
-@pytest.mark.skipif(len(jax.devices()) >= 2, reason="several devices: the test runs directly")
+@pytest.mark.skipif(len(jax.devices()) < 2, reason="one device (test_sharded_in_a_subprocess runs this)")
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 14, a library bug: jboost.tree.newton_leaf_values takes a node with hessian sum <= 0 "
+    "for empty; the rows of the right leaf have log-cosh hessians that underflow (~1e-38), whose "
+    "direct sum (one device) is > 0, giving the leaf -G / l2 = 260, while the sharded path's "
+    "difference of cumulative sums is 0, giving the parent's value: predictions 259 apart with "
+    "the same splits. Decide emptiness by the rows (weights), not by a float hessian sum."))
+def test_saturated_leaf_same_on_one_and_two_devices():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 1)).astype(np.float32)
+    y = (np.where(X[:, 0] > 1.0, 44.0, 0.0) + rng.normal(size=200)).astype(np.float32)
+    kw = dict(n_rounds=3, depth=1, n_bins=16, learning_rate=1.0, l2=0.1, min_child_weight=0.0)
+    one = jboost.fit(X, y, log_cosh, **kw)
+    two = jboost.fit(X, y, log_cosh, devices=jax.devices()[:2], **kw)
+    np.testing.assert_array_equal(two.trees.thresholds, one.trees.thresholds)
+    np.testing.assert_allclose(two.trees.leaf_values, one.trees.leaf_values, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(len(jax.devices()) >= 2, reason="several devices: the tests run directly")
 def test_sharded_in_a_subprocess():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=3", JAX_PLATFORMS="cpu")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-x", "-p", "no:cacheprovider",
-         f"{Path(__file__)}::test_sharded_fit_equals_single_device_fit"],
+         f"{Path(__file__)}::test_sharded_fit_equals_single_device_fit",
+         f"{Path(__file__)}::test_saturated_leaf_same_on_one_and_two_devices"],
         env=env, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent)
-    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0 and "1 passed, 1 xfailed" in proc.stdout, proc.stdout[-6000:] + proc.stderr[-3000:]
