@@ -100,7 +100,8 @@ def fit(
       sample_weight: optional non-negative ``(n_samples,)`` weights.
       eval_set: optional ``(X_valid, y_valid)`` or ``(X_valid, y_valid, w_valid)``; its mean loss
         after every round is returned in ``Booster.valid_loss``.
-      key: an int seed or a ``jax.random`` key. Same key, same data, same device: same model.
+      key: an int seed or a ``jax.random`` key. Same key, data, settings and device: bitwise the
+        same model (a vmapped or sharded fit equals it up to float rounding: README, numerical contract).
       n_outputs: number of raw outputs K for a custom loss (built-ins know theirs; K-class losses
         infer K from the labels).
       task: for a custom loss: ``"regression"``, ``"binary"``, ``"multiclass"`` or ``"count"``.
