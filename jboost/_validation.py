@@ -108,7 +108,35 @@ def as_matrix(X, name: str = "X", allow_empty: bool = False) -> np.ndarray:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}.")
     if (arr.shape[0] == 0 and not allow_empty) or arr.shape[1] == 0:
         raise ValueError(f"{name} is empty: shape {arr.shape}; need at least one sample and one feature.")
+    if not allow_empty:
+        warn_if_features_lose_precision(arr, name)
     return arr.astype(np.float32, copy=False)
+
+
+#: A feature whose float32 spacing at its largest magnitude exceeds this fraction of its range
+#: (max - min) makes :func:`as_matrix` warn: float32 then merges values that bins would separate.
+FEATURE_PRECISION = 1e-3
+
+
+def warn_if_features_lose_precision(arr: np.ndarray, name: str = "X") -> None:
+    """Warn when float64 (or 64-bit integer) features cannot be told apart in float32, jboost's
+    dtype: a column whose float32 spacing at its largest magnitude is more than
+    :data:`FEATURE_PRECISION` of its range (e.g. ``1e9 + N(0, 1)``: float32 holds it to +-64, so
+    the column collapses to a few values and a few bins). Two passes over the data (min, max)."""
+    if arr.dtype.itemsize <= 4 or arr.dtype.kind not in "fiu" or arr.shape[0] < 2:
+        return
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns
+        lo, hi = np.nanmin(arr, axis=0).astype(np.float64), np.nanmax(arr, axis=0).astype(np.float64)
+    spacing = np.spacing(np.maximum(np.abs(lo), np.abs(hi)).astype(np.float32)).astype(np.float64)
+    bad = np.flatnonzero((hi > lo) & (spacing > FEATURE_PRECISION * (hi - lo)))
+    if bad.size:
+        j = int(bad[0])
+        warnings.warn(f"{name} loses precision in float32, jboost's dtype: {bad.size} column(s) "
+                      f"(first: column {j}, values {lo[j]:.10g}..{hi[j]:.10g}, float32 spacing "
+                      f"{spacing[j]:.3g}) collapse to a few values because of their offset. Subtract "
+                      f"an offset per column (e.g. its median) in float64 before fitting and "
+                      "predicting.", UserWarning, stacklevel=4)
 
 
 def as_vector(v, n: int, name: str, x_name: str = "X") -> np.ndarray:

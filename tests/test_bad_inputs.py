@@ -404,3 +404,22 @@ def test_float64_labels_that_float32_cannot_tell_apart_warn():
     centred = jboost.fit(X, y, n_rounds=30, depth=2)  # the fix works: the offset is exact in float64
     err = np.sqrt(np.mean((1e9 + np.asarray(jboost.predict(centred, X), np.float64) - (1e9 + y)) ** 2))
     assert err < 1.0
+
+
+def test_float64_features_that_float32_merges_warn():
+    # 3. A float64 feature 1e9 + N(0, 1) collapses to a few float32 values (spacing 64): warned
+    # with the fix; timestamps-like offsets that bins still resolve, small values and float32
+    # input do not warn.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] + rng.normal(size=300)
+    shifted = X.copy()
+    shifted[:, 1] += 1e9
+    with pytest.warns(UserWarning, match=r"X loses precision in float32.*1 column\(s\) \(first: column 1"):
+        jboost.fit(shifted, y, n_rounds=2, depth=2)
+    stamps = X.copy()
+    stamps[:, 2] = 1.7e9 + 1e6 * X[:, 2]  # seconds over weeks: float32 spacing 128 s, bins resolve it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for ok in (X, stamps, X.astype(np.float32), np.round(100 * X).astype(np.int64)):
+            jboost.fit(ok, y, n_rounds=2, depth=2)
