@@ -3,6 +3,8 @@ size the chunks (sweeps, forests, bagged boosters, ECOC bits)."""
 
 from __future__ import annotations
 
+import time
+
 from typing import Optional
 
 import jax
@@ -23,20 +25,55 @@ DEFAULT_CPU_BUDGET = 1 << 30
 DEFAULT_CPU_MODELS_PER_DEVICE = 8
 
 
-def map_in_chunks(fn, n_items: int, chunk_size: int):
+def map_in_chunks(fn, n_items: int, chunk_size: int, progress: Optional[str] = None):
     """``fn`` over ``arange(n_items)``: ``lax.map`` over chunks, each chunk one ``vmap``.
 
     The items are padded up to a whole number of equal chunks (the extra items are computed
     and dropped; fewer than the number of chunks), so only one chunk shape is compiled.
+    ``progress``: a name (e.g. ``"forest: trees"``); then a line with the items done, the elapsed
+    and the estimated remaining time is printed on the host as each chunk finishes
+    (``jax.debug.callback``, ordered; not under an outer ``jax.vmap``).
     """
     n_chunks = -(-n_items // chunk_size)
     size = -(-n_items // n_chunks)
     idx = jnp.arange(n_chunks * size).reshape(n_chunks, size)
-    out = lax.map(jax.vmap(fn), idx)
+    body = jax.vmap(fn)
+    if progress is not None:
+        report = _ProgressLine(progress, n_items, n_chunks, size)
+        inner = body
+
+        def body(chunk):
+            jax.debug.callback(report.start, chunk[0], ordered=True)
+            out = inner(chunk)
+            done = sum(jnp.sum(leaf.reshape(-1)[:1].astype(jnp.float32))
+                       for leaf in jax.tree_util.tree_leaves(out))  # after the chunk's work
+            jax.debug.callback(report.done, chunk[0], done, ordered=True)
+            return out
+
+    out = lax.map(body, idx)
     # The explicit size (not -1): an output with a zero-sized axis (an empty validation curve)
     # has no -1 to infer.
     return jax.tree_util.tree_map(
         lambda a: a.reshape((a.shape[0] * a.shape[1],) + a.shape[2:])[:n_items], out)
+
+
+class _ProgressLine:
+    """The host side of :func:`map_in_chunks`'s progress lines (real time between chunks)."""
+
+    def __init__(self, name: str, n_items: int, n_chunks: int, size: int):
+        self.name, self.n_items, self.n_chunks, self.size = name, n_items, n_chunks, size
+        self.t0 = None
+
+    def start(self, first) -> None:
+        if int(first) == 0:
+            self.t0 = time.perf_counter()
+
+    def done(self, first, _) -> None:
+        chunk = int(first) // self.size + 1
+        elapsed = time.perf_counter() - (self.t0 or time.perf_counter())
+        left = elapsed / chunk * (self.n_chunks - chunk)
+        print(f"[jboost] {self.name} {min(chunk * self.size, self.n_items)}/{self.n_items} "
+              f"(chunk {chunk}/{self.n_chunks})  {elapsed:.1f}s elapsed, ~{left:.1f}s left", flush=True)
 
 
 def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outputs: int = 1,

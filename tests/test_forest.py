@@ -382,3 +382,20 @@ def test_chunking_does_not_change_the_trees(clf_data):
     three = bagging.fit_forest(X, y, chunk_size=3, **kw)   # chunks of 3, the last padded by 1
     for a, b in zip(jax.tree_util.tree_leaves(one), jax.tree_util.tree_leaves(three)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_verbose_forest_reports_each_chunk_and_grows_the_same_trees(capsys):
+    """verbose=True prints a line as each chunk of trees finishes (trees done, elapsed and
+    remaining time, from the host's clock while the program runs); the trees are the same."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 5))
+    y = (X[:, 0] + X[:, 1] > 0).astype(np.int32)
+    kw = dict(n_trees=16, depth=4, chunk_size=4, n_bins=32)
+    quiet = jboost.bagging.fit_forest(X, y, **kw)
+    loud = jboost.bagging.fit_forest(X, y, verbose=True, **kw)
+    jax.block_until_ready(loud.trees)
+    for a, b in zip(jax.tree_util.tree_leaves(quiet.trees), jax.tree_util.tree_leaves(loud.trees)):
+        np.testing.assert_array_equal(a, b)
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[jboost] forest: trees")]
+    assert [l.split()[3] for l in lines] == ["4/16", "8/16", "12/16", "16/16"]
+    assert all("elapsed" in l and "left" in l for l in lines)

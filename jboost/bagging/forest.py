@@ -57,6 +57,7 @@ class ForestConfig(NamedTuple):
     max_features: int         # features eligible per level (= F: bagged trees)
     bootstrap: str = "multinomial"
     chunk_size: int = 1       # bags fitted together (one vmap) per lax.map step
+    verbose: bool = False     # a progress line per chunk of bags (map_in_chunks)
 
 
 class ForestHyperparams(NamedTuple):
@@ -205,7 +206,8 @@ def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, *, config: 
                                     min_child_weight=mcw, feature_subsets=subsets)
         return tree, counts
 
-    trees, counts = _batching.map_in_chunks(one_bag, config.n_trees, config.chunk_size)
+    trees, counts = _batching.map_in_chunks(one_bag, config.n_trees, config.chunk_size,
+                                            progress="forest: trees" if config.verbose else None)
     if config.n_outputs == 2:
         p = trees.leaf_values
         trees = trees._replace(leaf_values=jnp.concatenate([1.0 - p, p], axis=-1),
@@ -232,6 +234,7 @@ def fit_forest(
     chunk_size: Optional[int] = None,
     memory_budget: Optional[int] = None,
     borders=None,
+    verbose: bool = False,
 ) -> Forest:
     """Random forest of oblivious trees (ESL Algorithm 15.1); bagged trees with ``max_features=None``.
 
@@ -265,6 +268,8 @@ def fit_forest(
         :func:`jboost._batching.default_budget`); sets the default ``chunk_size``.
       borders: optional precomputed ``(F, n_bins - 1)`` borders (default: unweighted quantiles:
         the sample weights are bootstrap counts' multipliers, not a reweighting of the data).
+      verbose: print a line (trees done, elapsed and remaining time) as each chunk of trees is
+        fitted, while the forest runs (not under ``jax.vmap``).
 
     Returns:
       A :class:`Forest`.
@@ -306,7 +311,7 @@ def fit_forest(
         f"2^depth x K); use a smaller depth, n_bins or chunk_size"
         f"{', or map the labels to 0..K-1' if from_labels else ''}")
     config = ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k, max_features=m,
-                          bootstrap=bootstrap, chunk_size=chunk_size)
+                          bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose))
     trees, counts = fit_forest_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
                                       config=config)
     forest = Forest(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,
