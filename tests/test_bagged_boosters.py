@@ -119,3 +119,18 @@ def test_argument_errors_name_the_argument():
         bagging.fit_bagged_boosters(X, y, depth=0)
     with pytest.raises(ValueError, match="y must hold binary labels 0/1"):
         bagging.fit_bagged_boosters(X, y + 2, "binomial_deviance")
+
+
+def test_verbose_bagged_boosters_report_each_chunk(capsys):
+    """verbose=True prints a line as each chunk of bags finishes; the bags are the same."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = X[:, 0] + rng.normal(size=300)
+    kw = dict(n_bags=6, chunk_size=2, n_rounds=5, depth=2, n_bins=16)
+    quiet = bagging.fit_bagged_boosters(X, y, **kw)
+    loud = bagging.fit_bagged_boosters(X, y, verbose=True, **kw)
+    jax.block_until_ready(loud.trees)
+    for a, b in zip(jax.tree_util.tree_leaves(quiet), jax.tree_util.tree_leaves(loud)):
+        np.testing.assert_array_equal(a, b)
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[jboost] bagged boosters")]
+    assert [l.split()[4] for l in lines] == ["2/6", "4/6", "6/6"]

@@ -140,9 +140,10 @@ def _staged_bagged(trees, baseline, X, fn, args):
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "chunk_size"))
+@functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "chunk_size", "verbose"))
 def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: losses_lib.Loss, *,
-                     config: boosting.BoostConfig, n_bags: int, bootstrap: str, chunk_size: int):
+                     config: boosting.BoostConfig, n_bags: int, bootstrap: str, chunk_size: int,
+                     verbose: bool = False):
     """``n_bags`` runs of :func:`jboost.boosting.boost`, bag ``b`` on weights ``w * c_b``.
 
     Bag ``b``: ``(k_boot, k_fit) = bag_keys(key, b)``; ``c_b = bootstrap_weights(k_boot)``; its
@@ -160,7 +161,8 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: los
                              config=config)
         return out, init, counts
 
-    return _batching.map_in_chunks(one_bag, n_bags, chunk_size)
+    return _batching.map_in_chunks(one_bag, n_bags, chunk_size,
+                                   progress="bagged boosters: bags" if verbose else None)
 
 
 def fit_bagged_boosters(
@@ -185,6 +187,7 @@ def fit_bagged_boosters(
     sample_weight=None,
     key=0,
     chunk_size: int = 1,
+    verbose: bool = False,
 ) -> BaggedBoosters:
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
@@ -192,6 +195,8 @@ def fit_bagged_boosters(
     :func:`jboost.boosting.boost` with the bootstrap weights as sample weights. The boosting
     arguments mean what they mean in :func:`jboost.fit` (checked by :func:`jboost.api.settings`;
     the same defaults). The bin borders are the unweighted quantiles of ``X``, shared by the bags.
+    ``verbose``: print a line (bags done, elapsed and remaining time) as each chunk of bags is
+    fitted, while the program runs (not under ``jax.vmap``).
 
     Raises:
       MemoryError: the ``chunk_size`` bags fitted together (and every bag's trees) would not fit
@@ -217,7 +222,7 @@ def fit_bagged_boosters(
         fix="use a smaller chunk_size, depth, n_bins or n_outputs")
     out, init, counts = bag_boost_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
                                          loss_obj, config=config, n_bags=n_bags, bootstrap=bootstrap,
-                                         chunk_size=chunk_size)
+                                         chunk_size=chunk_size, verbose=bool(verbose))
     model = BaggedBoosters(trees=tree_lib.with_borders(out.trees, data.borders), borders=data.borders,
                            baseline=init, loss=out.final_loss, bag_weights=counts,
                            train_loss=out.train_loss)
