@@ -79,31 +79,29 @@ def main(argv=None) -> None:
     print(f"jboost chunks of 10 rounds with a callback: {t_verbose:.3f} s, ratio "
           f"{t_verbose / t_plain:.3f} (target <= 1.05); with a checkpoint every 10 rounds: "
           f"{t_ckpt:.3f} s, ratio {t_ckpt / t_plain:.3f}")
+    def peer(name, fit_fn, rounds_of):
+        t, m = best_time(fit_fn, args.repeats)
+        print(f"{name} early stopping: stopped after {rounds_of(m)} rounds in {t:.3f} s "
+              f"(jboost / {name} time: {t_es / t:.3f})")
+
     try:
         import xgboost as xgb
         def xgb_fit():
             m = xgb.XGBRegressor(n_estimators=args.max_rounds, max_depth=6, learning_rate=args.learning_rate,
                                  tree_method="hist", early_stopping_rounds=args.patience, n_jobs=-1)
-            m.fit(X, y, eval_set=[(Xv, yv)], verbose=False)
-            return m
-        t_x, mx = best_time(xgb_fit, args.repeats)
-        print(f"xgboost early stopping: stopped after {mx.best_iteration + args.patience + 1} rounds "
-              f"in {t_x:.3f} s (jboost / xgboost time: {t_es / t_x:.3f})")
+            return m.fit(X, y, eval_set=[(Xv, yv)], verbose=False)
+        peer("xgboost", xgb_fit, lambda m: m.best_iteration + args.patience + 1)
     except ImportError:
-        print("xgboost not installed (pip install -e '.[peers]')")
+        print("xgboost not installed (pip install -e '.[bench]')")
     try:
         import lightgbm as lgb
         def lgb_fit():
             m = lgb.LGBMRegressor(n_estimators=args.max_rounds, max_depth=6, num_leaves=64,
                                   learning_rate=args.learning_rate, verbose=-1)
-            m.fit(X, y, eval_X=Xv, eval_y=yv, callbacks=[lgb.early_stopping(args.patience, verbose=False)])
-            return m
-        t_l, ml = best_time(lgb_fit, args.repeats)
-        print(f"lightgbm early stopping: stopped after {ml.best_iteration_ + args.patience} rounds "
-              f"in {t_l:.3f} s (jboost / lightgbm time: {t_es / t_l:.3f})")
+            return m.fit(X, y, eval_X=Xv, eval_y=yv, callbacks=[lgb.early_stopping(args.patience, verbose=False)])
+        peer("lightgbm", lgb_fit, lambda m: m.best_iteration_ + args.patience)
     except ImportError:
-        print("lightgbm not installed (pip install -e '.[peers]')")
-
+        print("lightgbm not installed (pip install -e '.[bench]')")
 
 if __name__ == "__main__":
     main()

@@ -54,6 +54,7 @@ from jboost import _native
 from jboost import binning
 from jboost import boosting
 from jboost import losses as losses_lib
+from jboost import metrics as metrics_lib
 
 MAX_DEPTH = 16
 MAX_ROUNDS = 10**7
@@ -775,6 +776,27 @@ def sharded_memory_hint(devices) -> str:
     return ("; sharded over devices, every device builds each level's full F x 2^d x n_bins x 2K "
             "histograms (dense, for their psum): fit on one device (devices=None: on CPU the "
             "kernel builds deep levels from the rows they hold, and uses every core) or lower depth")
+
+
+def check_metric(metric, loss: losses_lib.Loss, greater_is_better: bool = False,
+                 name: str = "metric") -> bool:
+    """Check ``metric`` (``None``: the loss; a name of :data:`jboost.metrics.METRICS`; a function
+    ``metric(y, raw, w)``) against ``loss``; returns whether greater is better (only a custom
+    metric may say so: the loss and the named metrics are minimised). ``name``: the argument's
+    name in messages (``metric`` of sweeps, ``eval_metric`` of fit)."""
+    if metric is not None and not callable(metric):
+        if metric not in metrics_lib.METRICS:
+            raise ValueError(f"{name}={metric!r} must be None, one of {sorted(metrics_lib.METRICS)} or a function "
+                             "metric(y, raw, w).")
+        if metric == "error_rate" and loss.task not in CLASSIFICATION:
+            raise ValueError(f"{name}='error_rate' needs a classification loss; {loss.name!r} is "
+                             f"{loss.task!r}.")
+    if metric is not None and not isinstance(metric, str):
+        try:
+            hash(metric)
+        except TypeError:
+            raise TypeError(f"{name} must be hashable (a function); it is static in the compiled program.")
+    return bool(greater_is_better) if callable(metric) else False
 
 
 def check_memory(need: int, *, devices=None, cause: Optional[str] = None,

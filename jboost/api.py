@@ -126,7 +126,7 @@ def fit(
         its own; its rounds after the stop are zero trees with NaN losses.
       early_stopping_tolerance: the least decrease of the score that counts as an improvement.
       eval_metric: the early-stopping score: ``None`` (the loss), ``"error_rate"``, ``"mse"``,
-        ``"mae"`` (:data:`jboost.boosting.STOPPING_METRICS`) or ``metric(y, raw, w) -> scalar``
+        ``"mae"`` (:data:`jboost.metrics.METRICS`, through the loss's link) or ``metric(y, raw, w) -> scalar``
         (minimised; ``raw`` as :func:`jboost.predict` returns it). A module-level function: it is
         static in the compiled program.
       init_model: continue boosting this :class:`Booster` (a warm start, :func:`jboost.fit`'s
@@ -344,22 +344,23 @@ def _boost_in_chunks(args, config, init_model, borders, *, verbose, callbacks, c
                       "fitted so far.", UserWarning, stacklevel=3)
     if not parts:
         raise ValueError(f"nothing left to fit: the model already holds {done} of {total} rounds.")
+    return _concatenated(parts), start
+
+
+def _concatenated(parts) -> boosting.BoostOutput:
+    """The chunks' outputs as one: their rounds in order, the last chunk's state and record."""
     join = lambda *xs: jnp.concatenate(xs, axis=0)
-    out = parts[-1]._replace(trees=jax.tree_util.tree_map(join, *[p.trees for p in parts]),
-                             train_loss=join(*[p.train_loss for p in parts]),
-                             valid_loss=join(*[p.valid_loss for p in parts]))
-    return out, start
+    return parts[-1]._replace(trees=jax.tree_util.tree_map(join, *[p.trees for p in parts]),
+                              train_loss=join(*[p.train_loss for p in parts]),
+                              valid_loss=join(*[p.valid_loss for p in parts]))
 
 
 def _chunks_model(start, parts, borders, init_raw, state, best):
     """The model of the rounds fitted so far (for a checkpoint)."""
-    join = lambda *xs: jnp.concatenate(xs, axis=0)
-    trees = jax.tree_util.tree_map(join, *[p.trees for p in parts])
-    model = model_lib.Booster(trees=tree_lib.with_borders(trees, borders), borders=borders,
-                              baseline=init_raw, loss=state.loss,
-                              train_loss=join(*[p.train_loss for p in parts]),
-                              valid_loss=join(*[p.valid_loss for p in parts]),
-                              best_round=None if best is None else best[1])
+    out = _concatenated(parts)
+    model = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
+                              baseline=init_raw, loss=state.loss, train_loss=out.train_loss,
+                              valid_loss=out.valid_loss, best_round=None if best is None else best[1])
     return model if start is None else _joined(start, model)
 
 
@@ -374,19 +375,7 @@ def _early_stopping(rounds, tolerance, metric, eval_set, loss) -> Optional[boost
     if eval_set is None:
         raise ValueError("early_stopping_rounds needs eval_set=(X_valid, y_valid): the rounds stop "
                          "on its score.")
-    if isinstance(metric, str):
-        _validation.check_choice(metric, "eval_metric", tuple(boosting.STOPPING_METRICS))
-        if metric == "error_rate" and loss.task not in _validation.CLASSIFICATION:
-            raise ValueError(f"eval_metric='error_rate' needs a classification loss; {loss.name!r} "
-                             f"is {loss.task!r}.")
-        if metric in ("mse", "mae") and loss.task != "regression":
-            raise ValueError(f"eval_metric={metric!r} compares labels with raw scores, which needs a "
-                             f"regression loss; {loss.name!r} is {loss.task!r}: pass a function "
-                             "metric(y, raw, w) that applies the link.")
-        metric = boosting.STOPPING_METRICS[metric]
-    elif metric is not None and not callable(metric):
-        raise TypeError(f"eval_metric must be None, a name in {sorted(boosting.STOPPING_METRICS)} or "
-                        f"a function metric(y, raw, w); got {type(metric).__name__}.")
+    _validation.check_metric(metric, loss, name="eval_metric")
     return boosting.EarlyStopping(rounds=rounds, tolerance=float(tolerance), metric=metric)
 
 

@@ -42,6 +42,7 @@ from jax import lax
 from jboost import binning
 from jboost import derivatives
 from jboost import losses as losses_lib
+from jboost import metrics as metrics_lib
 from jboost import refit
 from jboost import samplers
 from jboost import splits
@@ -243,32 +244,13 @@ class BoostOutput(NamedTuple):
     best_score: Any = None          # early stopping: the best validation score so far
 
 
-def error_rate(y, raw, w):
-    """Weighted misclassification rate of the class of largest raw score (``raw > 0`` for one
-    output): the class :func:`jboost.predict_class` gives for the built-in classification links."""
-    pred = (raw > 0).astype(jnp.int32) if raw.ndim == 1 else jnp.argmax(raw, axis=-1)
-    return jnp.sum(w * (pred != y.astype(jnp.int32)).astype(jnp.float32)) / jnp.sum(w)
-
-
-def mse(y, raw, w):
-    """Weighted mean squared error of the raw score (regression with the identity link)."""
-    return jnp.sum(w * (y - raw) ** 2) / jnp.sum(w)
-
-
-def mae(y, raw, w):
-    """Weighted mean absolute error of the raw score (regression with the identity link)."""
-    return jnp.sum(w * jnp.abs(y - raw)) / jnp.sum(w)
-
-
-#: Named validation metrics for early stopping (``metric(y, raw, w)``, minimised).
-STOPPING_METRICS = {"error_rate": error_rate, "mse": mse, "mae": mae}
-
-
 class EarlyStopping(NamedTuple):
     """Stop when the validation score has not improved for ``rounds`` rounds (static settings).
 
-    The score is the mean validation loss (``metric=None``) or ``metric(y, raw, w) -> scalar``
-    (minimised; ``raw`` ``(m, K)``, ``w`` the validation weights) after each round; a round
+    The score is the mean validation loss (``metric=None``), a named metric of
+    :data:`jboost.metrics.METRICS` (through the loss's link) or ``metric(y, raw, w) -> scalar``
+    (minimised; ``raw`` as :func:`jboost.predict` returns it, ``w`` the validation weights) after
+    each round; a round
     improves on the best so far when its score is below ``best - tolerance``. Rounds run in
     chunks of ``chunk`` inside a ``lax.while_loop``: a fit that stops at round ``s`` runs fewer
     than ``s + chunk`` rounds (rounds after the stop within its chunk are masked out).
@@ -276,7 +258,7 @@ class EarlyStopping(NamedTuple):
 
     rounds: int
     tolerance: float = 0.0
-    metric: Optional[Callable] = None
+    metric: Union[None, str, Callable] = None
     chunk: int = 8
 
 
@@ -435,8 +417,8 @@ def _boost_until_stopped(body, state0: BoostState, rounds, data: Data, es: Early
     def score(state, out):
         if es.metric is None:
             return out.valid_loss
-        raw = state.raw_valid[:, 0] if state.raw_valid.shape[-1] == 1 else state.raw_valid
-        return jnp.asarray(es.metric(data.y_valid, raw, w_valid), jnp.float32).reshape(())
+        return metrics_lib.evaluate(es.metric, state.loss, data.y_valid, state.raw_valid,
+                                    w_valid).astype(jnp.float32).reshape(())
 
     def one_round(carry, i):
         c, state, best, best_i, last_i, stopped = carry

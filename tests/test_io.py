@@ -75,6 +75,14 @@ def models(data, fit_kw):
     return out
 
 
+def _run_python(script: str, tmp_path, result: str, timeout: int):
+    """Run ``script`` in a new Python process in ``tmp_path``; the ``.npz`` it wrote."""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=str(tmp_path), timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return np.load(tmp_path / result)
+
+
 def _predictions(model, X, full=True):
     """The predictions of the protocol that the model supports (raw scores, classes,
     probabilities, staged raw scores, importance; ``full=False``: the raw scores and the
@@ -164,10 +172,7 @@ def test_round_trip_in_a_new_process(models, data, tmp_path):
                 out[name + "/" + k] = v
         np.savez({str(tmp_path / 'there.npz')!r}, **out)
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=str(tmp_path), timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    there = np.load(tmp_path / "there.npz")
+    there = _run_python(script, tmp_path, "there.npz", timeout=300)
     for name in models:
         got = {k.split("/", 1)[1]: there[k] for k in there.files if k.startswith(name + "/")}
         _assert_bitwise(here[name], got, f"{name} in a new process")
@@ -411,10 +416,7 @@ def test_numpy_reader_predicts_without_jax(models, data, tmp_path):
         assert not any(m == "jax" or m.startswith("jax.") for m in sys.modules if sys.modules[m] is not None)
         np.savez({str(tmp_path / 'numpy.npz')!r}, **out)
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=str(tmp_path), timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    got = np.load(tmp_path / "numpy.npz")
+    got = _run_python(script, tmp_path, "numpy.npz", timeout=120)
     for name in names:
         want = np.asarray(jboost.predict(models[name], X))
         assert got[name].dtype == want.dtype and got[name].shape == want.shape, name

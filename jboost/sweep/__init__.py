@@ -181,7 +181,7 @@ def sweep(
                        min_child_weight=min_child_weight, subsample=subsample, colsample=colsample)
     grid_ = _make_grid(grid, loss_obj, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
                        per_output_trees)
-    greater = metrics_lib.check_metric(metric, loss_obj, greater_is_better)
+    greater = _validation.check_metric(metric, loss_obj, greater_is_better)
     seeds = _validation.check_int(seeds, "seeds", 1, 10**6)
     if chunk_size is not None:
         chunk_size = _validation.check_int(chunk_size, "chunk_size", 1, 10**7)

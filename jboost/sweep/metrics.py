@@ -8,81 +8,21 @@ function ``metric(y, raw, w) -> scalar`` is evaluated on the raw scores accumula
 
 from __future__ import annotations
 
-from typing import Callable, Union
-
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jboost import _validation
 from jboost import losses as losses_lib
 from jboost import tree as tree_lib
 
-Metric = Union[None, str, Callable]
-
-
-def _weighted_mean(values, w):
-    total = jnp.sum(w)
-    return jnp.where(total > 0, jnp.sum(w * values) / jnp.where(total > 0, total, 1.0), jnp.nan)
-
-
-def error_rate(y, raw, w, loss):
-    """Weighted misclassification rate of the argmax of ``loss.link(raw)`` (classification)."""
-    proba = loss.link(raw, **loss.params)
-    return _weighted_mean((jnp.argmax(proba, axis=-1) != y.astype(jnp.int32)).astype(jnp.float32), w)
-
-
-def squared_error(y, raw, w, loss):
-    """Weighted mean squared error of ``loss.link(raw)`` (regression and counts)."""
-    pred = loss.link(raw, **loss.params)
-    return _weighted_mean((y - pred) ** 2, w)
-
-
-def absolute_error(y, raw, w, loss):
-    """Weighted mean absolute error of ``loss.link(raw)`` (regression and counts)."""
-    pred = loss.link(raw, **loss.params)
-    return _weighted_mean(jnp.abs(y - pred), w)
-
-
-METRICS = {"error_rate": error_rate, "mse": squared_error, "mae": absolute_error}
-
-
-def check_metric(metric: Metric, loss: losses_lib.Loss, greater_is_better: bool) -> bool:
-    """Check ``metric`` against ``loss``; returns whether greater is better (only a custom
-    metric may say so: the loss and the named metrics are minimised)."""
-    if metric is not None and not callable(metric):
-        if metric not in METRICS:
-            raise ValueError(f"metric={metric!r} must be None, one of {sorted(METRICS)} or a function "
-                             "metric(y, raw, w).")
-        if metric == "error_rate" and loss.task not in _validation.CLASSIFICATION:
-            raise ValueError(f"metric='error_rate' needs a classification loss; {loss.name!r} is "
-                             f"{loss.task!r}.")
-    if metric is not None and not isinstance(metric, str):
-        try:
-            hash(metric)
-        except TypeError:
-            raise TypeError("metric must be hashable (a function); it is static in the compiled program.")
-    return bool(greater_is_better) if callable(metric) else False
-
-
-def metric_name(metric: Metric) -> str:
-    """``"loss"`` for the default, the name of a named or custom metric otherwise."""
-    if metric is None:
-        return "loss"
-    if isinstance(metric, str):
-        return metric
-    return getattr(metric, "__name__", "custom")
-
-
-def _squeeze(raw):
-    return raw[:, 0] if raw.shape[-1] == 1 else raw
-
-
-def evaluate(metric: Metric, loss: losses_lib.Loss, y, raw, w):
-    """``metric`` (not ``None``) of raw scores ``(n, K)``, seen as :func:`jboost.predict` returns them."""
-    if isinstance(metric, str):
-        return METRICS[metric](y, _squeeze(raw), w, loss)
-    return jnp.asarray(metric(y, _squeeze(raw), w), jnp.float32)
+# The metrics themselves live in jboost.metrics (shared with early stopping); re-exported here.
+from jboost.metrics import METRICS  # noqa: F401
+from jboost.metrics import Metric  # noqa: F401
+from jboost.metrics import absolute_error  # noqa: F401
+from jboost.metrics import error_rate  # noqa: F401
+from jboost.metrics import evaluate
+from jboost.metrics import metric_name  # noqa: F401
+from jboost.metrics import squared_error  # noqa: F401
 
 
 def metric_curve(metric: Metric, loss: losses_lib.Loss, trees: tree_lib.ObliviousTrees, init_raw,
