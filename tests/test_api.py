@@ -350,8 +350,9 @@ def test_warm_start_continues_the_fit(loss, subsample):
     np.testing.assert_array_equal(jboost.predict(more, X), jboost.predict(whole, X))
     # Continued with early stopping: the best round counts from the first round of the model.
     stopped = jboost.fit(X, y, n_rounds=1000, init_model=first, early_stopping_rounds=5, **kw)
-    assert int(stopped.best_round) >= 25 or int(stopped.best_round) == int(np.argmin(stopped.valid_loss))
-    assert stopped.n_rounds < 1025
+    # The record starts afresh at round 25: the best of the new rounds, the patience after it.
+    assert int(stopped.best_round) == 25 + int(np.argmin(np.asarray(stopped.valid_loss)[25:]))
+    assert stopped.n_rounds == int(stopped.best_round) + 5 + 1 < 1025
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
