@@ -375,7 +375,7 @@ def boost(data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, 
     if config.early_stopping is not None:
         if best is None:
             best = (jnp.float32(jnp.inf), rounds[0] - 1)
-        return _boost_until_stopped(body, state0, rounds, data, config.early_stopping, best)
+        return boost_until_stopped(body, state0, rounds, data, config.early_stopping, best)
     state, out = lax.scan(body, state0, rounds)
     return BoostOutput(out.trees, out.train_loss, out.valid_loss, state.loss, out.info, state.extra,
                        state)
@@ -399,10 +399,16 @@ def resume(data: Data, trees, init_raw, loss: losses_lib.Loss, config: BoostConf
                           pending_valid=jnp.zeros_like(raw_valid))
 
 
-def _boost_until_stopped(body, state0: BoostState, rounds, data: Data, es: EarlyStopping,
-                         best) -> BoostOutput:
+def boost_until_stopped(body, state0: BoostState, rounds, data: Data, es: EarlyStopping,
+                        best) -> BoostOutput:
     """:func:`boost` with early stopping: chunks of ``es.chunk`` rounds (a ``lax.scan``) in a
-    ``lax.while_loop`` that ends when the score has not improved for ``es.rounds`` rounds."""
+    ``lax.while_loop`` that ends when the score has not improved for ``es.rounds`` rounds.
+
+    ``body(state, m) -> (state, RoundOutput)`` is one round (:func:`step` with its data, key and
+    settings bound); ``rounds`` the ``(n_rounds,)`` round indices; ``best`` the ``(best_score,
+    best_round)`` so far. The score of a round is ``RoundOutput.valid_loss`` when ``es.metric``
+    is ``None`` (a caller may put any held-out loss there, as the sweep does for its held-out
+    fold), else ``es.metric`` on ``data``'s validation rows."""
     n_rounds = rounds.shape[0]
     chunk = max(1, min(int(es.chunk), n_rounds))
     n_chunks = -(-n_rounds // chunk)
