@@ -40,6 +40,15 @@ over the folds x seeds rows. (Those rows are not independent -- they share train
 the standard error is the usual optimistic CV one; Bengio and Grandvalet, 2004.) See
 :mod:`jboost.sweep.result`.
 
+With ``early_stopping_rounds`` every fit (configuration x fold x seed) also stops on its own
+held-out fold's score, ``early_stopping_rounds`` rounds after its own best round (ESL section
+10.12; :class:`jboost.boosting.EarlyStopping`), and equals its separate
+``jboost.fit(..., eval_set=held-out fold, early_stopping_rounds=...)``; a chunk of models stops
+when its last model stops, so the rounds after every stop are not computed. Its curves are NaN
+after its stop; a configuration's best round is the optimum of the mean curve over the rounds
+all its fits ran (as the best iteration of ``xgboost.cv`` / ``lightgbm.cv``), which
+:meth:`SweepResult.refit` and :meth:`SweepResult.models` use.
+
 The package: :mod:`~jboost.sweep.grid` (configurations), :mod:`~jboost.sweep.metrics`
 (validation metrics), :mod:`~jboost.sweep.program` (the compiled chunk program and the chunk
 loop), :mod:`~jboost.sweep.result` (:class:`SweepResult`, selection, the text table, the models);
@@ -133,6 +142,8 @@ def sweep(
     task: Optional[str] = None,
     keep_trees: bool = False,
     verbose: bool = False,
+    early_stopping_rounds: Optional[int] = None,
+    early_stopping_tolerance: float = 0.0,
 ) -> SweepResult:
     """Cross-validate every configuration of a grid, all models vmapped in one compiled program.
 
@@ -171,6 +182,16 @@ def sweep(
       keep_trees: also return every fitted model's trees (``SweepResult.trees``; as batched
         boosters: :meth:`SweepResult.models`).
       verbose: print progress per chunk.
+      early_stopping_rounds: stop each fit when its held-out fold's score (``metric``) has not
+        improved (by more than ``early_stopping_tolerance``) for this many rounds, as
+        :func:`jboost.fit` with that fold as ``eval_set``. Each fit stops on its own (under
+        ``vmap``: :func:`jboost.boosting.boost_until_stopped`); a chunk's loop ends when all its
+        fits have stopped. A fit's curves are NaN after its stop (``SweepResult.rounds_fitted``,
+        ``row_best_rounds``); a configuration's best round is the optimum of its mean curve over
+        the rounds all its fits ran (:mod:`jboost.sweep.result`). A named or custom metric is
+        then evaluated inside every round (from the training raw scores) instead of after the
+        rounds. ``None``: no early stopping (every fit runs its ``n_rounds``).
+      early_stopping_tolerance: the least improvement of the score that counts (>= 0).
 
     Returns:
       A :class:`SweepResult`.
@@ -182,6 +203,7 @@ def sweep(
     grid_ = _make_grid(grid, loss_obj, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
                        per_output_trees)
     greater = _validation.check_metric(metric, loss_obj, greater_is_better)
+    stopping = _early_stopping(early_stopping_rounds, early_stopping_tolerance)
     seeds = _validation.check_int(seeds, "seeds", 1, 10**6)
     if chunk_size is not None:
         chunk_size = _validation.check_int(chunk_size, "chunk_size", 1, 10**7)
@@ -204,15 +226,18 @@ def sweep(
                                     put(seed_keys))
         for d in grid_.depths:
             config = _config(grid_.max_rounds, d, b, fixed_hyper, colsample_by, per_output_trees,
-                             missing=data.missing)
+                             missing=data.missing)._replace(early_stopping=stopping)
             fits[(d, b)] = _fit_group(config, shared, grid_, loss_obj, layout, metric, keep_trees,
                                       devices, chunk_size, memory_budget, stats,
-                                      t_start if verbose else None)
+                                      t_start if verbose else None, greater)
 
     rows = result_lib.rows(grid_.configs, grid_.n_points, n_folds, seeds,
                            {g: f.valid for g, f in fits.items()},
-                           {g: f.train for g, f in fits.items()}, grid_.max_rounds)
-    sel = result_lib.select(rows.valid_curves, grid_.configs, n_folds * seeds, greater)
+                           {g: f.train for g, f in fits.items()}, grid_.max_rounds,
+                           n_fitted=None if stopping is None else {g: f.n_fitted for g, f in fits.items()},
+                           tolerance=0.0 if stopping is None else stopping.tolerance, greater=greater)
+    sel = result_lib.select(rows.valid_curves, grid_.configs, n_folds * seeds, greater,
+                            rows.rounds_fitted)
     fixed = {h: float(fixed_hyper[h]) for h in HYPERPARAMETERS}
     fixed.update(colsample_by=colsample_by, per_output_trees=bool(per_output_trees))
     trees = baselines = None
@@ -229,7 +254,9 @@ def sweep(
         metric=metrics_lib.metric_name(metric), greater_is_better=greater, fold_table=fold_table,
         seed_keys=seed_keys, sample_weight=w, borders=borders_of, loss=loss_obj, fixed=fixed,
         trees=trees, model_of_row=rows.model, info=stats.info(len(devices), t_start),
-        baselines=baselines)
+        baselines=baselines,
+        early_stopping=result_lib.early_stopping_kwargs(stopping, metric, greater),
+        rounds_fitted=rows.rounds_fitted, row_best_rounds=rows.row_best_rounds)
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,6 +295,22 @@ def _make_grid(grid, loss, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
     return grid_lib.make_grid(grid, loss, rounds, depths, bins, fixed_hyper)
 
 
+def _early_stopping(rounds, tolerance) -> Optional[boosting.EarlyStopping]:
+    """The static :class:`jboost.boosting.EarlyStopping` of a sweep (checked as :func:`jboost.fit`
+    checks its arguments, with the same messages); its score is the held-out fold's loss or
+    metric, which the sweep's program puts in each round's ``valid_loss``."""
+    if tolerance is None or isinstance(tolerance, bool):
+        raise TypeError(f"early_stopping_tolerance must be a real number >= 0; got {tolerance!r}.")
+    _validation.check_real(tolerance, "early_stopping_tolerance", 0.0, np.inf)
+    if rounds is None:
+        if float(tolerance) != 0.0:
+            raise ValueError(f"early_stopping_tolerance={tolerance} needs early_stopping_rounds: "
+                             "pass early_stopping_rounds= too (or drop the tolerance).")
+        return None
+    rounds = _validation.check_int(rounds, "early_stopping_rounds", 1, _validation.MAX_ROUNDS)
+    return boosting.EarlyStopping(rounds=rounds, tolerance=float(tolerance))
+
+
 def _folds(y, w, folds, n_seeds, base_key, stratified, repeat, loss) -> Tuple[np.ndarray, int]:
     """``(S, n)`` fold of every row under each seed (stratified by default for classification)."""
     classification = loss.task in _validation.CLASSIFICATION
@@ -297,7 +340,8 @@ class _Stats:
 
 
 def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices, chunk_size,
-               memory_budget, stats: _Stats, t_start: Optional[float]) -> program_lib.GroupFit:
+               memory_budget, stats: _Stats, t_start: Optional[float],
+               greater: bool = False) -> program_lib.GroupFit:
     """Every model of one ``(depth, n_bins)`` group: chunk size from the memory estimate, then
     the chunks through the group's compiled program."""
     group, n_dev = (config.depth, config.n_bins), len(devices)
@@ -314,7 +358,9 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
         f"{n_features} features, depth={config.depth}, n_bins={config.n_bins}, n_outputs={k}, "
         f"n_rounds={config.n_rounds} (jboost.sweep.model_bytes: histograms F x 2^(depth-1) x "
         "n_bins x 2K float32); use a smaller chunk_size, depth, n_bins or n_outputs")
-    program = program_lib.chunk_program(config, metric, bool(keep_trees), devices)
+    # The direction only matters to early stopping (the selection flips it on the host).
+    program = program_lib.chunk_program(config, metric, bool(keep_trees), devices,
+                                        bool(greater) and config.early_stopping is not None)
     compiled_before = program_lib.n_compiled(program)
     log = None
     if t_start is not None:

@@ -14,6 +14,14 @@ each round is read off the training raw scores (the fold's rows are predicted as
 no second pass over the rows). A named or custom metric is computed from the kept trees after
 the scan (:func:`jboost.sweep.metrics.metric_curve`).
 
+With early stopping (``config.early_stopping``, a :class:`jboost.boosting.EarlyStopping`) a model
+is :func:`jboost.boosting.boost_until_stopped` of the same round: its score, the held-out fold's
+loss or metric (sign-flipped when greater is better), is computed from the training raw scores
+inside the round and put in ``RoundOutput.valid_loss``. Each model stops on its own, ``rounds``
+rounds after its best; its later rounds are zero trees with NaN curves; the ``while_loop`` of a
+chunk ends when every model of the chunk has stopped (so a chunk costs the rounds of its
+slowest model, in steps of ``EarlyStopping.chunk`` rounds).
+
 The models are fitted in chunks of a fixed size (the last one padded by repeating the last model)
 by a Python loop over the same compiled function: one compilation per static combination. With
 several devices the chunk's model axis is sharded over them (``shard_map``), each device fitting
@@ -49,14 +57,18 @@ class ChunkOut(NamedTuple):
     train: jax.Array   # (M, R) training loss after each round
     baseline: Optional[jax.Array]  # (M, K) the constant raw score the rounds start from (kept trees)
     trees: Optional[tree_lib.ObliviousTrees]  # (M, R, T, ...) when kept, else None
+    n_fitted: Optional[jax.Array] = None  # (M,) early stopping: the rounds each model fitted
 
 
 def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed, *,
-              config: boosting.BoostConfig, metric, keep_trees: bool) -> ChunkOut:
+              config: boosting.BoostConfig, metric, keep_trees: bool,
+              greater_is_better: bool = False) -> ChunkOut:
     """Fit the models of one chunk (leading axis of ``hyper``, ``loss``, ``fold``, ``seed``).
 
     ``fold_table`` ``(S, n)`` is every row's fold under each seed, ``seed_keys`` ``(S, 2)`` the
-    raw key of each seed; ``fold`` and ``seed`` index them per model.
+    raw key of each seed; ``fold`` and ``seed`` index them per model. With
+    ``config.early_stopping`` each model stops on its held-out score (``greater_is_better``: the
+    direction of a custom ``metric``).
     """
 
     def one(hyper_i, loss_i, f, s):
@@ -65,6 +77,10 @@ def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fo
         w_valid = jnp.where(held_out, sample_weight, 0.0)
         init_raw = losses_lib.baseline(loss_i, y, w_train)
         data = boosting.Data.train_only(X_binned, y, w_train)
+        if config.early_stopping is not None:
+            return _until_stopped(data, seed_keys[s], hyper_i, loss_i, init_raw, w_valid,
+                                  config=config, metric=metric, keep_trees=keep_trees,
+                                  greater_is_better=greater_is_better)
 
         def body(state, m):
             state, out = boosting.step(state, m, data=data, key=seed_keys[s], hyper=hyper_i,
@@ -88,6 +104,33 @@ def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fo
     return jax.vmap(one)(hyper, loss, fold, seed)
 
 
+def _until_stopped(data, key, hyper, loss, init_raw, w_valid, *, config, metric, keep_trees,
+                   greater_is_better) -> ChunkOut:
+    """One model with early stopping (:func:`jboost.boosting.boost_until_stopped`): each round's
+    score is the held-out fold's loss, or ``metric``, from the training raw scores."""
+    y = data.y
+    sign = -1.0 if (metric is not None and greater_is_better) else 1.0  # the score is minimised
+
+    def body(state, m):
+        state, out = boosting.step(state, m, data=data, key=key, hyper=hyper, config=config)
+        if metric is None:
+            score = boosting.mean_loss(state.loss, y, state.raw, w_valid)
+        else:
+            score = sign * metrics_lib.evaluate(metric, state.loss, y, state.raw,
+                                                w_valid).astype(jnp.float32).reshape(())
+        return state, out._replace(valid_loss=score)
+
+    state0 = boosting.init(data, loss, init_raw, config)
+    rounds = jnp.arange(config.n_rounds, dtype=jnp.int32)
+    out = boosting.boost_until_stopped(body, state0, rounds, data, config.early_stopping,
+                                       (jnp.float32(jnp.inf), jnp.int32(-1)))
+    valid = sign * out.valid_loss if sign < 0 else out.valid_loss
+    valid, train_loss = _nan_outside(valid, out.train_loss, hyper, loss)
+    if not keep_trees:
+        return ChunkOut(valid, train_loss, None, None, out.n_fitted)
+    return ChunkOut(valid, train_loss, init_raw, out.trees, out.n_fitted)
+
+
 def _nan_outside(valid, train, hyper, loss):
     """A model's curves NaN when a (traced) hyperparameter or loss parameter is outside its
     domain (:func:`jboost._validation.nan_outside_domains`): never ranked. The sweep checks its
@@ -97,12 +140,14 @@ def _nan_outside(valid, train, hyper, loss):
 
 
 @functools.lru_cache(maxsize=64)
-def chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, devices: Tuple) -> Callable:
+def chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, devices: Tuple,
+                  greater_is_better: bool = False) -> Callable:
     """The jit-compiled :func:`fit_chunk` for one static combination (cached per combination):
     ``program(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed)``."""
 
     def body(*args):
-        return fit_chunk(*args, config=config, metric=metric, keep_trees=keep_trees)
+        return fit_chunk(*args, config=config, metric=metric, keep_trees=keep_trees,
+                         greater_is_better=greater_is_better)
 
     if len(devices) == 1:
         return jax.jit(body)
@@ -158,6 +203,7 @@ class GroupFit(NamedTuple):
     trees: Optional[tree_lib.ObliviousTrees]  # (n_models, R, T, ...) when kept
     n_chunks: int
     first_chunk_seconds: float
+    n_fitted: Optional[np.ndarray] = None  # (n_models,) early stopping: rounds each model fitted
 
 
 def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: losses_lib.Loss,
@@ -190,8 +236,10 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
 
     valid = gather(*(o.valid for o in outs)).astype(np.float64)
     train = gather(*(o.train for o in outs)).astype(np.float64)
-    baseline = trees = None
+    baseline = trees = n_fitted = None
     if outs[0].trees is not None:
         baseline = gather(*(o.baseline for o in outs))
         trees = jax.tree_util.tree_map(gather, *(o.trees for o in outs))
-    return GroupFit(valid, train, baseline, trees, n_chunks, first_s)
+    if outs[0].n_fitted is not None:
+        n_fitted = gather(*(o.n_fitted for o in outs)).astype(np.int64)
+    return GroupFit(valid, train, baseline, trees, n_chunks, first_s, n_fitted)

@@ -5,6 +5,16 @@ folds and seeds (early stopping: ESL section 10.12 chooses the number of rounds 
 data); the best configuration is the one with the best such value, reported with its standard
 error over the folds x seeds rows. (Those rows are not independent -- they share training data --
 so the standard error is the usual optimistic CV one; Bengio and Grandvalet, 2004.)
+
+With per-fit early stopping (``sweep(early_stopping_rounds=)``) every fit stops on its own
+held-out fold and its curves are NaN after its stop, so the mean curve is defined on the rounds
+every fold x seed fit of the configuration ran: the configuration's best round is the round
+minimising that mean curve, and its score is the mean there. This is the choice of
+``xgboost.cv`` and ``lightgbm.cv`` (the best iteration of the mean curve over folds, one round
+count for every fold's booster), except that their folds all stop together when the mean stops
+improving, whereas here each fit stops on its own (it runs ``early_stopping_rounds`` rounds past
+its own best), so the earliest-stopping fit of a configuration bounds its best round. Each row's
+own best round and rounds fitted are kept too (``row_best_rounds``, ``rounds_fitted``).
 """
 
 from __future__ import annotations
@@ -62,6 +72,14 @@ class SweepResult:
         ``model_bytes``).
       baselines: with ``keep_trees=True``, ``{(depth, n_bins): (n_models, K)}`` each model's
         constant raw score (the baseline of its training folds).
+      early_stopping: with ``sweep(early_stopping_rounds=)``, the :func:`jboost.fit` arguments of
+        a row's stopping (``early_stopping_rounds``, ``early_stopping_tolerance``,
+        ``eval_metric``); else ``None``.
+      rounds_fitted: with early stopping, ``(n_rows,)`` the rounds each row fitted (at most its
+        ``n_rounds``); its curves are NaN after them.
+      row_best_rounds: with early stopping, ``(n_rows,)`` each row's own best round count
+        (1-based; the round that last improved its score by more than the tolerance, as
+        :func:`jboost.fit`'s ``best_round + 1``; 0 when no round had a finite score).
     """
 
     configs: Tuple[Dict[str, Any], ...]
@@ -89,6 +107,9 @@ class SweepResult:
     model_of_row: np.ndarray
     info: Dict[str, Any]
     baselines: Optional[Dict[Group, np.ndarray]] = None
+    early_stopping: Optional[Dict[str, Any]] = None
+    rounds_fitted: Optional[np.ndarray] = None
+    row_best_rounds: Optional[np.ndarray] = None
 
     @property
     def n_rows(self) -> int:
@@ -125,20 +146,33 @@ class SweepResult:
         return (np.where(held_out, 0.0, w).astype(np.float32),
                 np.where(held_out, w, 0.0).astype(np.float32))
 
-    def fit_kwargs(self, config: Optional[int] = None) -> Dict[str, Any]:
+    def fit_kwargs(self, config: Optional[int] = None, *, early_stopping: bool = True) -> Dict[str, Any]:
         """Keyword arguments of :func:`jboost.fit` for a configuration (default: the best), with
-        its full ``n_rounds`` and the sweep's borders; add ``sample_weight``, ``eval_set``, ``key``
-        to reproduce a row (see :meth:`fold_weights`, :meth:`row_key`)."""
+        its full ``n_rounds``, the sweep's borders and (``early_stopping=True``) its early
+        stopping if it had one; add ``sample_weight``, ``eval_set``, ``key`` to reproduce a row
+        (see :meth:`fold_weights`, :meth:`row_key`)."""
         c = self.best_index if config is None else int(config)
         cfg = self.configs[c]
         values, loss_params = grid_lib.split_config(cfg)
         kwargs = {**self.fixed, **values}
         kwargs["loss"] = self.loss.with_params(**loss_params) if loss_params else self.loss
         kwargs["borders"] = self.borders[cfg["n_bins"]]
+        if early_stopping and self.early_stopping is not None:
+            if self.early_stopping["eval_metric"] is _MAXIMISED:
+                es = self.early_stopping
+                raise ValueError(
+                    f"this sweep stopped its fits on the custom metric {self.metric!r} with "
+                    "greater_is_better=True, and jboost.fit's eval_metric is minimised: take "
+                    "fit_kwargs(config, early_stopping=False) and add eval_metric= a module-level "
+                    "function returning minus the metric, early_stopping_rounds="
+                    f"{es['early_stopping_rounds']}, early_stopping_tolerance="
+                    f"{es['early_stopping_tolerance']}.")
+            kwargs.update(self.early_stopping)
         return kwargs
 
     def refit(self, X, y, *, config: Optional[int] = None, key=None, **overrides) -> model_lib.Booster:
-        """Fit a configuration (default: the best) on all of ``X, y`` for its best round count.
+        """Fit a configuration (default: the best) on all of ``X, y`` for its best round count
+        (with early stopping too: the round count chosen from the mean curve, no early stopping).
 
         Same API as :func:`jboost.fit`; ``key`` defaults to the key of seed 0; ``overrides`` are
         passed on (e.g. ``eval_set``, or ``n_rounds``). Borders are recomputed from ``X`` unless
@@ -146,7 +180,7 @@ class SweepResult:
         sweep's rows) unless ``sample_weight`` is given.
         """
         c = self.best_index if config is None else int(config)
-        kwargs = self.fit_kwargs(c)
+        kwargs = self.fit_kwargs(c, early_stopping=False)  # the chosen round count, all the rows
         kwargs.pop("borders")
         kwargs["n_rounds"] = int(self.best_rounds[c])
         kwargs["key"] = jnp.asarray(self.seed_keys[0]) if key is None else key
@@ -174,7 +208,10 @@ class SweepResult:
         (default: the rows' configured round count, which they must then share) keeps the first
         rounds. Each model's ``train_loss`` is its training curve, ``valid_loss`` its held-out
         fold's mean loss (NaN when the sweep's metric is not the loss), ``loss`` the row's loss
-        with its configuration's parameters.
+        with its configuration's parameters. With early stopping, a model's rounds after its stop
+        are zero trees and each model's ``best_round`` is its configuration's chosen round
+        (``best_rounds - 1``, at most ``n_rounds - 1``), which predictions use by default (as
+        ``lightgbm.cv`` sets every fold booster's ``best_iteration`` to the CV best iteration).
         """
         if self.trees is None:
             raise ValueError("the sweep kept no trees: run it with keep_trees=True to get its models "
@@ -205,12 +242,16 @@ class SweepResult:
         valid = (self.valid_curves[rows, :n_rounds] if self.metric == "loss"
                  else np.full((m, n_rounds), np.nan))
         borders = np.broadcast_to(self.borders[group[1]], (m,) + self.borders[group[1]].shape)
+        best_round = None
+        if self.early_stopping is not None:
+            chosen = np.minimum(self.best_rounds[self.config[rows]], n_rounds) - 1
+            best_round = jnp.asarray(chosen, jnp.int32)
         return model_lib.Booster(
             trees=trees, borders=jnp.asarray(borders),
             baseline=jnp.asarray(self.baselines[group][models]),
             loss=self.loss.replace(params=loss_params),
             train_loss=jnp.asarray(self.train_curves[rows, :n_rounds], jnp.float32),
-            valid_loss=jnp.asarray(valid, jnp.float32))
+            valid_loss=jnp.asarray(valid, jnp.float32), best_round=best_round)
 
     def summary(self) -> List[Dict[str, Any]]:
         """One dict per configuration: its values, ``best_round``, ``mean``, ``se``, ``n``."""
@@ -221,18 +262,24 @@ class SweepResult:
 
     def to_rows(self, curves: bool = True) -> List[Dict[str, Any]]:
         """One dict per configuration x fold x seed: the values, ``fold``, ``seed``, the row's own
-        best round and score, its score at its configuration's best round, its final score, and
-        (``curves=True``) the whole validation and training curves as lists."""
+        best round and score, its score at its configuration's best round, its final score (with
+        early stopping: at its last fitted round, and ``rounds_fitted``), and (``curves=True``)
+        the whole validation and training curves as lists."""
         out = []
         for i in range(self.n_rows):
             c = int(self.config[i])
             r = self.configs[c]["n_rounds"]
             curve = self.valid_curves[i, :r]
-            own = _best_index(curve, self.greater_is_better)
+            if self.row_best_rounds is None:
+                own, last = _best_index(curve, self.greater_is_better), r - 1
+            else:
+                own, last = int(self.row_best_rounds[i]) - 1, int(self.rounds_fitted[i]) - 1
             row = {"config": c, **self.configs[c], "fold": int(self.fold[i]), "seed": int(self.seed[i]),
-                   "best_round": own + 1, "best": float(curve[own]),
+                   "best_round": own + 1, "best": float(curve[own]) if own >= 0 else float("nan"),
                    "at_config_best_round": float(curve[self.best_rounds[c] - 1]),
-                   "final": float(curve[-1])}
+                   "final": float(curve[last])}
+            if self.rounds_fitted is not None:
+                row["rounds_fitted"] = last + 1
             if curves:
                 row["valid_curve"] = curve.tolist()
                 row["train_curve"] = self.train_curves[i, :r].tolist()
@@ -250,6 +297,9 @@ class SweepResult:
         head = (f"Sweep of {self.loss.name}: {self.n_configs} configurations x {self.n_folds} folds x "
                 f"{self.n_seeds} seeds = {self.n_rows} fits; metric {self.metric} on held-out folds "
                 f"({direction} is better), mean +- se over {n_fs} fits at each configuration's best round")
+        if self.early_stopping is not None:
+            head += (f"; each fit stopped after {self.early_stopping['early_stopping_rounds']} rounds "
+                     "without improvement")
         cols = ["rank", *self.swept, "best_round", "mean", "se"]
         lines = []
         shown = order if max_rows is None else order[:max_rows]
@@ -278,6 +328,39 @@ def _best_index(curve, greater_is_better: bool) -> int:
     return int(np.nanargmax(curve) if greater_is_better else np.nanargmin(curve))
 
 
+# fit_kwargs' marker of a greater-is-better custom metric: fit's eval_metric cannot express it.
+_MAXIMISED = "<greater-is-better custom metric>"
+
+
+def early_stopping_kwargs(early_stopping, metric, greater: bool) -> Optional[Dict[str, Any]]:
+    """The :func:`jboost.fit` arguments of a sweep's early stopping (``SweepResult.early_stopping``)
+    from its :class:`jboost.boosting.EarlyStopping` and metric; ``None`` without one."""
+    if early_stopping is None:
+        return None
+    return {"early_stopping_rounds": early_stopping.rounds,
+            "early_stopping_tolerance": early_stopping.tolerance,
+            "eval_metric": _MAXIMISED if greater else metric}
+
+
+def stopping_best(curves: np.ndarray, tolerance: float, greater: bool) -> np.ndarray:
+    """``(rows,)`` each curve's best round count (1-based; 0 if no round has a finite score) under
+    :class:`jboost.boosting.EarlyStopping`'s rule: a round improves on the best so far when its
+    score is below ``best - tolerance`` (above ``best + tolerance`` when greater is better),
+    compared in float32 as the program compares them; NaN never improves."""
+    score = np.asarray(curves, np.float32)
+    if greater:
+        score = -score
+    best = np.full(score.shape[0], np.inf, np.float32)
+    best_i = np.full(score.shape[0], -1, np.int64)
+    tol = np.float32(tolerance)
+    with np.errstate(invalid="ignore"):
+        for j in range(score.shape[1]):
+            better = score[:, j] < best - tol
+            best = np.where(better, score[:, j], best)
+            best_i = np.where(better, j, best_i)
+    return best_i + 1
+
+
 def refit(result: SweepResult, X, y, **kwargs) -> model_lib.Booster:
     """:meth:`SweepResult.refit`: the chosen configuration on all data, at its best round count."""
     return result.refit(X, y, **kwargs)
@@ -293,12 +376,21 @@ class Rows(NamedTuple):
     model: np.ndarray         # the row's model in its group's fits
     valid_curves: np.ndarray  # (n_rows, R) NaN beyond the row's n_rounds
     train_curves: np.ndarray
+    rounds_fitted: Optional[np.ndarray] = None    # early stopping: (n_rows,)
+    row_best_rounds: Optional[np.ndarray] = None  # early stopping: (n_rows,) 1-based
 
 
 def rows(configs: Sequence[Mapping[str, Any]], n_points: int, n_folds: int, n_seeds: int,
-         valid: Mapping[Group, np.ndarray], train: Mapping[Group, np.ndarray], r_max: int) -> Rows:
+         valid: Mapping[Group, np.ndarray], train: Mapping[Group, np.ndarray], r_max: int, *,
+         n_fitted: Optional[Mapping[Group, np.ndarray]] = None, tolerance: float = 0.0,
+         greater: bool = False) -> Rows:
     """Each row's curves, read from its group's fits (``valid``, ``train``: ``(n_models, R)`` per
-    group, models grid point x fold x seed) up to its configuration's ``n_rounds``."""
+    group, models grid point x fold x seed) up to its configuration's ``n_rounds``.
+
+    With early stopping, ``n_fitted`` ``{group: (n_models,)}`` are the rounds each model fitted:
+    a row of ``n_rounds = r`` fitted ``min(n_fitted, r)`` rounds and its best round is that of
+    its first ``r`` rounds (:func:`stopping_best`), as a separate fit of ``r`` rounds records
+    them (round ``m`` does not depend on later rounds, nor does the stopping record)."""
     n_configs = len(configs)
     per_config = n_folds * n_seeds
     n_rows = n_configs * per_config
@@ -309,13 +401,21 @@ def rows(configs: Sequence[Mapping[str, Any]], n_points: int, n_folds: int, n_se
     model_of_row = (row_point * n_folds + row_fold) * n_seeds + row_seed
     valid_curves = np.full((n_rows, r_max), np.nan)
     train_curves = np.full((n_rows, r_max), np.nan)
+    fitted = best = None
+    if n_fitted is not None:
+        fitted = np.zeros(n_rows, np.int64)
+        best = np.zeros(n_rows, np.int64)
     for i0 in range(0, n_rows, per_config):
         cfg = configs[row_config[i0]]
         g, r = (cfg["depth"], cfg["n_bins"]), cfg["n_rounds"]
         sel = slice(i0, i0 + per_config)
         valid_curves[sel, :r] = valid[g][model_of_row[sel], :r]
         train_curves[sel, :r] = train[g][model_of_row[sel], :r]
-    return Rows(row_config, row_fold, row_seed, model_of_row, valid_curves, train_curves)
+        if n_fitted is not None:
+            fitted[sel] = np.minimum(n_fitted[g][model_of_row[sel]], r)
+            best[sel] = stopping_best(valid_curves[sel, :r], tolerance, greater)
+    return Rows(row_config, row_fold, row_seed, model_of_row, valid_curves, train_curves, fitted,
+                best)
 
 
 class Selection(NamedTuple):
@@ -329,14 +429,18 @@ class Selection(NamedTuple):
     best_index: int
 
 
-def select(valid_curves, configs, n_per_config: int, greater: bool) -> Selection:
+def select(valid_curves, configs, n_per_config: int, greater: bool,
+           rounds_fitted: Optional[np.ndarray] = None) -> Selection:
     """Each configuration's curve averaged over its ``n_per_config`` rows, the round optimising
     it (early stopping) and the best configuration.
 
     Only finite means are ranked: a round whose mean is NaN or infinite (a fold's fit diverged,
     or a setting was outside its domain: :func:`jboost._validation.nan_outside_domains`) is never
     a best round, and a configuration with no finite round is never the best (its best score is
-    NaN); a ``UserWarning`` names such configurations."""
+    NaN); a ``UserWarning`` names such configurations. With per-fit early stopping
+    (``rounds_fitted``, ``(n_rows,)``) the rows' curves are NaN after their stops, so the mean is
+    ranked on the rounds every row of the configuration fitted; the warning then concerns those
+    rounds only."""
     n_configs, r_max = len(configs), valid_curves.shape[1]
     per_config = valid_curves.reshape(n_configs, n_per_config, r_max)
     with np.errstate(invalid="ignore"):   # inf - inf in a diverged configuration's spread
@@ -344,7 +448,10 @@ def select(valid_curves, configs, n_per_config: int, greater: bool) -> Selection
         se = (per_config.std(axis=1, ddof=1) / np.sqrt(n_per_config) if n_per_config > 1
               else np.full_like(mean, np.nan))
     ranked = np.where(np.isfinite(mean), mean, np.nan)
-    _warn_non_finite(ranked, configs)
+    common = [cfg["n_rounds"] for cfg in configs]
+    if rounds_fitted is not None:
+        common = rounds_fitted.reshape(n_configs, n_per_config).min(axis=1).tolist()
+    _warn_non_finite(ranked, configs, common)
     best_rounds = np.array([_best_index(mc[: cfg["n_rounds"]], greater) + 1
                             for mc, cfg in zip(ranked, configs)], np.int64)
     best_scores = ranked[np.arange(n_configs), best_rounds - 1]
@@ -354,12 +461,12 @@ def select(valid_curves, configs, n_per_config: int, greater: bool) -> Selection
     return Selection(mean, se, best_rounds, best_scores, best_ses, _best_index(best_scores, greater))
 
 
-def _warn_non_finite(ranked, configs) -> None:
+def _warn_non_finite(ranked, configs, n_rounds: Sequence[int]) -> None:
     """A ``UserWarning`` naming the configurations whose mean validation curve is not finite at
-    every one of their rounds (at most 5 named)."""
+    every one of their first ``n_rounds[c]`` rounds (at most 5 named)."""
     never, some = [], []
     for c, (curve, cfg) in enumerate(zip(ranked, configs)):
-        finite = np.isfinite(curve[: cfg["n_rounds"]])
+        finite = np.isfinite(curve[: max(int(n_rounds[c]), 1)])
         if not finite.all():
             (some if finite.any() else never).append(c)
     if not never and not some:
