@@ -153,13 +153,13 @@ def as_vector(v, n: int, name: str, x_name: str = "X") -> np.ndarray:
     return arr.astype(np.float32)
 
 
-def as_labels(y, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
-    """Finite float32 ``(n,)`` labels; warns when float32 loses what tells them apart (a large
-    offset next to a small spread: :func:`warn_if_labels_lose_precision`)."""
+def as_labels(y, n: int, name: str = "y", x_name: str = "X", warn: bool = True) -> np.ndarray:
+    """Finite float32 ``(n,)`` labels; warns (``warn=True``) when float32 loses what tells them
+    apart (a large offset next to a small spread: :func:`warn_if_labels_lose_precision`)."""
     arr = as_vector(y, n, name, x_name)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite; found NaN or inf.")
-    if not is_traced(y):
+    if warn and not is_traced(y):
         warn_if_labels_lose_precision(y, arr, name)
     return arr
 
@@ -169,23 +169,69 @@ def as_labels(y, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
 LABEL_PRECISION = 1e-4
 
 
-def warn_if_labels_lose_precision(y, y32: np.ndarray, name: str = "y") -> None:
-    """Warn when casting the labels to float32 (jboost's dtype) moves them by more than
-    :data:`LABEL_PRECISION` of their spread (e.g. ``1e9 + N(0, 1)``: float32 holds 1e9 to +-64,
-    and both the fit and its float32 predictions then lose the signal). The fix is the user's
-    offset: fit ``y - c`` and add ``c`` back to the predictions in float64."""
+def _label_precision_loss(y, y32: np.ndarray):
+    """``(moved, spread, median)`` when casting float64 labels ``y`` to ``y32`` moves them by more
+    than :data:`LABEL_PRECISION` of their spread, else ``None``."""
     y64 = np.asarray(y)
     if y64.dtype.kind not in "fiu" or y64.dtype.itemsize <= 4 or y64.size < 2:
-        return
+        return None
     y64 = y64.astype(np.float64).reshape(-1)
     spread = float(np.std(y64))
     moved = float(np.max(np.abs(y32.astype(np.float64) - y64)))
     if moved > LABEL_PRECISION * spread and moved > 0:
-        centre = float(np.median(y64))
+        return moved, spread, float(np.median(y64))
+    return None
+
+
+def warn_if_labels_lose_precision(y, y32: np.ndarray, name: str = "y") -> None:
+    """Warn when casting the labels to float32 (jboost's dtype) moves them by more than
+    :data:`LABEL_PRECISION` of their spread (e.g. ``1e9 + N(0, 1)``: float32 holds 1e9 to +-64,
+    and both the fit and its float32 predictions then lose the signal). ``jboost.fit`` removes
+    such an offset itself for the losses of the residual (:func:`label_offset`); elsewhere the
+    fix is the user's offset: fit ``y - c`` and add ``c`` back to the predictions in float64."""
+    lost = _label_precision_loss(y, y32)
+    if lost is not None:
+        moved, spread, centre = lost
         warnings.warn(f"{name} loses precision in float32, jboost's dtype: its values move by up to "
                       f"{moved:.3g} against a spread (standard deviation) of {spread:.3g}, because of "
                       f"their offset (median {centre:.6g}). Fit {name} - c (e.g. c = {centre:.6g}) and "
                       "add c back to the predictions in float64.", UserWarning, stacklevel=4)
+
+
+def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
+    """The offset ``c`` that ``jboost.fit`` subtracts from the labels in float64 (and its
+    :class:`jboost.Booster` adds back to the raw scores, ``Booster.offset``), or ``None``.
+
+    Taken when the loss is a loss of the residual (:func:`jboost.losses.shifts_with_labels`:
+    squared, absolute, Huber, quantile; the fit of ``y - c`` plus ``c`` is the same model) and
+    float32 would lose what tells the labels apart (:func:`warn_if_labels_lose_precision`'s
+    criterion): ``c`` is the labels' median, a float64 scalar with ``jax_enable_x64`` (the
+    predictions are then float64 and lose nothing), else the nearest float32 (the fit is exact,
+    but float32 predictions near ``c`` are rounded to its float32 spacing: a warning says so).
+    Otherwise ``None``, and the precision warning is given where it applies.
+    """
+    lost = _label_precision_loss(y, y32)
+    if lost is None or not losses_lib.shifts_with_labels(loss):
+        if lost is not None:
+            warn_if_labels_lose_precision(y, y32, name)
+        return None
+    _, spread, centre = lost
+    if jax.config.jax_enable_x64:
+        return np.float64(centre)
+    c = np.float32(centre)
+    warnings.warn(f"{name} has a large offset (median {centre:.6g}, spread {spread:.3g}): the fit "
+                  f"subtracts c = {float(c):.9g} in float64 and the model adds it back "
+                  f"(Booster.offset), but its float32 predictions near c are rounded to "
+                  f"+-{float(np.spacing(c)) / 2:.3g}. Enable float64 predictions with "
+                  "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
+                  stacklevel=3)
+    return c
+
+
+def centred_labels(y, offset, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
+    """``y - offset`` computed in float64, as float32 labels (:func:`label_offset`)."""
+    as_labels(y, n, name, x_name, warn=False)  # the checks (shape, finite) on the raw labels
+    return (np.asarray(y, np.float64).reshape(-1) - np.float64(offset)).astype(np.float32)
 
 
 def as_weights(sample_weight, n: int, name: str = "sample_weight", x_name: str = "X") -> np.ndarray:

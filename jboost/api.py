@@ -159,12 +159,18 @@ def fit(
         the learning rate). Not checked under ``jax.vmap``.
     """
     X = _validation.as_matrix(X, "X")
-    y = _validation.as_labels(y, X.shape[0])
+    y_given = y
+    y = _validation.as_labels(y, X.shape[0], warn=False)
     loss_obj = _validation.resolve_loss(loss, y, n_outputs, task)
     stopping = _early_stopping(early_stopping_rounds, early_stopping_tolerance, eval_metric,
                                eval_set, loss_obj)
     if init_model is not None:
         borders = _check_init_model(init_model, X, loss_obj, borders, devices)
+        offset = init_model.offset
+    else:
+        offset = _validation.label_offset(y_given, y, loss_obj)
+    if offset is not None:  # fit y - c, computed in float64; the model adds c back
+        y, eval_set = _centred(y_given, eval_set, offset, X.shape[0], eval_metric)
     config, hyper = settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                              learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                              min_child_weight=min_child_weight, subsample=subsample,
@@ -201,7 +207,7 @@ def fit(
         if not concrete or mesh is not None:
             raise ValueError("verbose=, callbacks= and checkpoint_dir= need a concrete fit on one "
                              "device (not under jax.vmap, devices=None).")
-        out, start = _boost_in_chunks(args, config, init_model, borders, verbose=verbose,
+        out, start = _boost_in_chunks(args, config, init_model, borders, offset, verbose=verbose,
                                       callbacks=callbacks, checkpoint_dir=checkpoint_dir,
                                       checkpoint_every=checkpoint_every)
     else:
@@ -219,9 +225,26 @@ def fit(
         check_finite_fit(out.train_loss, loss_obj, data, init_raw)
     booster = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
                                 baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
-                                valid_loss=out.valid_loss, best_round=out.best_round)
+                                valid_loss=out.valid_loss, best_round=out.best_round,
+                                offset=None if offset is None else jnp.asarray(offset))
     booster = _validation.nan_outside_domains(booster, loss_obj, hyper)  # traced: NaN, warned
     return booster if start is None else _joined(start, booster)
+
+
+def _centred(y, eval_set, offset, n: int, eval_metric):
+    """The labels of ``y`` and of ``eval_set`` minus the label offset, computed in float64
+    (:func:`jboost._validation.label_offset`)."""
+    if callable(eval_metric):
+        warnings.warn("eval_metric sees the labels and raw scores minus the label offset "
+                      f"Booster.offset = {float(offset):.9g} (a metric of the residual is unchanged; "
+                      "one of the labels' scale, such as a relative error, is not).", UserWarning,
+                      stacklevel=3)
+    y = _validation.centred_labels(y, offset, n)
+    if eval_set is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
+        Xv = _validation.as_matrix(eval_set[0], "eval_set X")
+        yv = _validation.centred_labels(eval_set[1], offset, Xv.shape[0], "eval_set y", "eval_set X")
+        eval_set = (Xv, yv) + tuple(eval_set[2:])
+    return y, eval_set
 
 
 def _first_rounds(out: boosting.BoostOutput, n: int) -> boosting.BoostOutput:
@@ -265,7 +288,7 @@ def _stable_repr(x) -> str:
     return repr(x)
 
 
-def _boost_in_chunks(args, config, init_model, borders, *, verbose, callbacks, checkpoint_dir,
+def _boost_in_chunks(args, config, init_model, borders, offset, *, verbose, callbacks, checkpoint_dir,
                      checkpoint_every):
     """``config.n_rounds`` rounds run as host-side calls of ``chunk`` rounds each (one compiled
     program; the state, keys and early-stopping record carried from call to call, so the rounds
@@ -335,7 +358,7 @@ def _boost_in_chunks(args, config, init_model, borders, *, verbose, callbacks, c
                              "train_loss": train, "valid_loss": valid, "elapsed": elapsed}):
                     stopped = True
             if path is not None:
-                model = _chunks_model(start, parts, borders, init_raw, state, best)
+                model = _chunks_model(start, parts, borders, init_raw, state, best, offset)
                 meta = {"fingerprint": fingerprint, "best_round": None if best is None else int(best[1]),
                         "best_score": None if best is None else float(best[0])}
                 io_lib.save(model, path, metadata=meta)
@@ -355,12 +378,13 @@ def _concatenated(parts) -> boosting.BoostOutput:
                               valid_loss=join(*[p.valid_loss for p in parts]))
 
 
-def _chunks_model(start, parts, borders, init_raw, state, best):
+def _chunks_model(start, parts, borders, init_raw, state, best, offset):
     """The model of the rounds fitted so far (for a checkpoint)."""
     out = _concatenated(parts)
     model = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
                               baseline=init_raw, loss=state.loss, train_loss=out.train_loss,
-                              valid_loss=out.valid_loss, best_round=None if best is None else best[1])
+                              valid_loss=out.valid_loss, best_round=None if best is None else best[1],
+                              offset=None if offset is None else jnp.asarray(offset))
     return model if start is None else _joined(start, model)
 
 
@@ -445,6 +469,13 @@ def check_finite_fit(train_loss, loss, data, init_raw) -> None:
     else:
         cause = (f"loss {loss.name!r} is finite at the baseline, so the rounds diverged: "
                  "learning_rate too large, or the loss overflows at large raw scores")
+        y = np.asarray(data.y, np.float64)
+        scale = float(np.max(np.abs(y - np.median(y)))) if y.size else 0.0
+        if loss.task == "regression" and scale > 1e15:
+            cause += (f"; here the labels spread {scale:.3g} from their median, and float32 "
+                      f"(max {float(np.finfo(np.float32).max):.3g}) overflows on their squares: "
+                      "divide y by a scale (e.g. its standard deviation) and multiply the "
+                      "predictions back")
     raise FloatingPointError(f"the training loss is not finite from round {first} on "
                              f"(Booster.train_loss[{first}] = {curve.reshape(-1, curve.shape[-1])[:, first].tolist()[:3]}); "
                              f"likely cause: {cause}.")

@@ -458,6 +458,8 @@ def predict_numpy(path_or_read, X) -> np.ndarray:
             right = np.where(np.isnan(cols), miss[i, t], cols > borders[i, t])
             acc = acc + leaves[i, t][right.astype(np.int64) @ weights]
         out[i] = baseline[i] + acc
+    if arrays.get(".offset") is not None:  # a label offset (Booster.offset), added last as predict does
+        out = out + arrays[".offset"].reshape((m,) + (1, 1))
     out = out.reshape(batch + out.shape[1:])
     return out[..., 0] if out.shape[-1] == 1 else out
 

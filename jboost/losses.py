@@ -521,6 +521,20 @@ def is_built_in(loss: Loss) -> bool:
     return loss.fn in BUILT_IN_FNS
 
 
+# Built-in losses of the residual y - f alone: fitting y - c from the baseline of y - c and
+# adding c back to the raw scores gives the same model (their baselines -- mean, median,
+# quantile, Huber's M-estimate -- move with the labels too).
+SHIFT_EQUIVARIANT_FNS = frozenset({squared_error_fn, absolute_error_fn, huber_fn,
+                                   _huber_adaptive_fn, quantile_fn})
+
+
+def shifts_with_labels(loss: Loss) -> bool:
+    """Whether ``loss(y + c, f + c) == loss(y, f)`` for every ``c`` (a built-in loss of the
+    residual), so that a fit may subtract a label offset in float64 and add it back to the model's
+    raw scores (:func:`jboost._validation.label_offset`)."""
+    return loss.fn in SHIFT_EQUIVARIANT_FNS
+
+
 _REGISTRY = {
     "squared_error": squared_error,
     "absolute_error": absolute_error,

@@ -119,8 +119,14 @@ def add_round(acc, trees_m: tree_lib.ObliviousTrees, X_t):
     return acc
 
 
+def add_offset(raw, offset):
+    """``raw + offset`` in the offset's dtype (float64 with ``jax_enable_x64``): a label offset
+    (``Booster.offset``) is added last."""
+    return raw if offset is None else raw.astype(offset.dtype) + offset
+
+
 @functools.partial(jax.jit, static_argnames=("fn",))
-def _staged_boosting(trees, baseline, X, fn, args):
+def _staged_boosting(trees, baseline, X, fn, args, offset=None):
     X_t = jnp.asarray(X, jnp.float32).T
     k = baseline.shape[-1]
     acc0 = jnp.zeros((X_t.shape[1], k), jnp.float32)
@@ -128,7 +134,8 @@ def _staged_boosting(trees, baseline, X, fn, args):
     def step(acc, trees_m):
         # Summed from 0 and the baseline added last: the order of jboost.predict(n_rounds=m).
         acc = add_round(acc, trees_m, X_t)
-        return acc, fn(baseline + acc, *args)
+        raw = baseline + acc
+        return acc, fn(add_offset(raw, offset), *args)
 
     _, out = lax.scan(step, acc0, trees)
     return out
@@ -157,6 +164,10 @@ class Booster(NamedTuple):
       best_round: with early stopping, ``()`` int32: the round of the best validation score;
         predictions use rounds ``0..best_round`` unless ``n_rounds`` says otherwise (``None``:
         every round).
+      offset: ``None``, or ``()`` the label offset ``c`` that :func:`jboost.fit` subtracted from
+        labels whose offset float32 could not hold (:func:`jboost._validation.label_offset`):
+        the raw scores are ``c + (baseline + trees)``, float64 with ``jax_enable_x64``;
+        ``baseline``, the trees and the losses are those of ``y - c``.
 
     ``jax.vmap(jboost.fit)`` gives a Booster whose every leaf has a leading model axis
     (``batch_shape == (M,)``); :func:`predict` and friends then predict for every model.
@@ -170,6 +181,7 @@ class Booster(NamedTuple):
     valid_loss: jax.Array
     info: Mapping[str, jax.Array] = {}
     best_round: Optional[jax.Array] = None
+    offset: Optional[jax.Array] = None
 
     @property
     def n_features(self) -> int:
@@ -209,7 +221,10 @@ class Booster(NamedTuple):
             else:
                 n_stages = int(self.best_round) + 1
         trees = first_stages(trees, n_stages, self.n_rounds)
-        return self.baseline + sum_of_trees(trees, X)
+        return self._offset(self.baseline + sum_of_trees(trees, X))
+
+    def _offset(self, raw):
+        return add_offset(raw, self.offset)
 
     def proba_from_raw(self, raw) -> jax.Array:
         _require_classification(self, "predict_proba")
@@ -219,7 +234,7 @@ class Booster(NamedTuple):
         return jnp.argmax(self.proba_from_raw(raw), axis=-1)
 
     def staged(self, X, fn: Callable, *args) -> Any:
-        return _staged_boosting(self.trees, self.baseline, X, fn, args)
+        return _staged_boosting(self.trees, self.baseline, X, fn, args, self.offset)
 
 
 def _require_classification(model, what: str) -> None:

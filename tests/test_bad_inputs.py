@@ -390,13 +390,13 @@ def test_bad_thread_count_names_the_variable(monkeypatch, entry, value, data):
 
 def test_float64_labels_that_float32_cannot_tell_apart_warn():
     # 3. jboost computes in float32: 1e9 + N(0, 1) given as float64 collapses to a few values.
-    # The fit warns with the fix (fit y - c, add c back in float64); labels that float32 holds
-    # well (any scale, small offsets, 0/1, integers) do not warn.
+    # A custom loss warns with the fix (fit y - c, add c back in float64); labels that float32
+    # holds well (any scale, small offsets, 0/1, integers) do not warn.
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))
     y = X[:, 0] + rng.normal(size=300)
     with pytest.warns(UserWarning, match=r"y loses precision in float32.*Fit y - c \(e.g. c = 1e\+09\)"):
-        jboost.fit(X, 1e9 + y, n_rounds=2, depth=2)
+        jboost.fit(X, 1e9 + y, lambda t, f: (t - f) ** 2, n_rounds=2, depth=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for labels in (y, 1e6 * y, 1e3 + y, (y > 0).astype(np.float64), np.round(10 * y).astype(np.int64)):
@@ -404,6 +404,39 @@ def test_float64_labels_that_float32_cannot_tell_apart_warn():
     centred = jboost.fit(X, y, n_rounds=30, depth=2)  # the fix works: the offset is exact in float64
     err = np.sqrt(np.mean((1e9 + np.asarray(jboost.predict(centred, X), np.float64) - (1e9 + y)) ** 2))
     assert err < 1.0
+
+
+@pytest.mark.parametrize("loss", ["squared_error", "quantile"])
+def test_losses_of_the_residual_remove_a_large_label_offset(loss):
+    # 3. For a loss of the residual fit subtracts the labels' median in float64 and the model
+    # adds it back (Booster.offset): the trees are those of y - c. In float32 the predictions near
+    # 1e9 are still rounded to +-32 (warned); with jax_enable_x64 they are float64 and exact.
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=300)
+    with pytest.warns(UserWarning, match=r"y has a large offset \(median 1e\+09.*rounded to \+-32.*jax_enable_x64"):
+        m = jboost.fit(X, 1e9 + y, loss, n_rounds=20, depth=3)
+    c = float(m.offset)
+    assert m.offset.dtype == jnp.float32 and c == np.float32(np.median(1e9 + y))
+    ref = jboost.fit(X, (1e9 + y) - c, loss, n_rounds=20, depth=3)  # the user's own centring
+    assert ref.offset is None
+    np.testing.assert_array_equal(m.trees.leaf_values, ref.trees.leaf_values)
+    np.testing.assert_array_equal(m.train_loss, ref.train_loss)
+    np.testing.assert_array_equal(jboost.predict(m, X), jboost.predict(ref, X) + m.offset)
+    if loss == "squared_error":  # a warm start keeps the offset: 10 + 10 rounds == 20 bitwise
+        with pytest.warns(UserWarning, match="large offset"):
+            half = jboost.fit(X, 1e9 + y, loss, n_rounds=10, depth=3)
+        both = jboost.fit(X, 1e9 + y, loss, n_rounds=10, depth=3, init_model=half)
+        np.testing.assert_array_equal(both.trees.leaf_values, m.trees.leaf_values)
+        np.testing.assert_array_equal(jboost.predict(both, X), jboost.predict(m, X))
+        with jax.enable_x64(True), jax.numpy_dtype_promotion("standard"):  # a user's defaults
+            m64 = jboost.fit(X, 1e9 + y, loss, n_rounds=20, depth=3, eval_set=(X, 1e9 + y))
+            p = np.asarray(jboost.predict(m64, X))
+        assert p.dtype == np.float64 and m64.offset.dtype == np.float64
+        np.testing.assert_allclose(m64.valid_loss, m64.train_loss, rtol=1e-6)  # eval labels centred too
+        rmse = np.sqrt(np.mean((p - (1e9 + y)) ** 2))
+        rmse_ref = np.sqrt(np.mean((np.asarray(jboost.predict(ref, X), np.float64) - ((1e9 + y) - c)) ** 2))
+        assert rmse < 0.5 and abs(rmse - rmse_ref) < 1e-4, (rmse, rmse_ref)  # was 1152 before the offset
 
 
 def test_float64_features_that_float32_merges_warn():

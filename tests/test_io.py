@@ -61,6 +61,9 @@ def models(data, fit_kw):
     out["early_stopped"] = jboost.fit(X_es, y_es, "binomial_deviance", eval_set=(Xv, yv),
                                       early_stopping_rounds=2, n_rounds=12, depth=3, n_bins=32,
                                       learning_rate=1.0)
+    with pytest.warns(UserWarning, match="large offset"):  # Booster.offset: labels minus 1e9
+        out["label_offset"] = jboost.fit(Xr, 1e9 + yr.astype(np.float64), **fit_kw)
+    assert out["label_offset"].offset is not None
     out["adaboost_m1"] = algorithms.adaboost_m1(X, yb, n_rounds=4, depth=1, n_bins=16)
     out["forest"] = bagging.fit_forest(Xm, ym, n_trees=5, depth=3, n_bins=16, key=1)
     out["bagged"] = bagging.fit_bagged_boosters(X, yb, "binomial_deviance", n_bags=3, key=2, **KW)
@@ -402,7 +405,7 @@ def test_numpy_reader_predicts_without_jax(models, data, tmp_path):
     X = data[0]
     np.save(tmp_path / "X.npy", X)
     names = ["fit_binary", "fit_multiclass", "adaboost_m1", "vmap_fits", "sweep_models",
-             "early_stopped"]
+             "early_stopped", "label_offset"]
     for name in names:
         jboost.save(models[name], tmp_path / f"{name}.jbm")
     script = textwrap.dedent(f"""
