@@ -3,6 +3,19 @@
 :func:`fit_bagged_boosters` vmaps :func:`jboost.boosting.boost` over bag keys with the bootstrap
 counts (:mod:`jboost.bagging.bootstrap`) as sample weights: one compiled call, chunked like a
 forest. The result, :class:`BaggedBoosters`, implements :class:`jboost.model.Model`.
+
+**Early stopping per bag.** With ``early_stopping_rounds`` every bag stops on its own validation
+score (:class:`jboost.boosting.EarlyStopping`, the ``while_loop`` of chunks of rounds of
+:func:`jboost.boosting.boost_until_stopped`; a chunk of bags fitted together runs until its last
+bag has stopped, and a stopped bag's state no longer changes). The default validation set is each
+bag's own out-of-bag rows (ESL 15.3.1; Breiman 1996b, "Out-of-bag estimation"): the training rows
+that bag's bootstrap sample left out, weighted ``sample_weight * [count == 0]``. They are the
+training bins with per-bag weights, so every bag has the same shapes (one ``vmap``), and no row
+is set aside from training. ``eval_set=(X_valid, y_valid[, w_valid])`` is one validation set shared
+by all bags instead. Bag ``b`` is the separate ``jboost.fit`` on its bootstrap weights with that
+validation set up to float rounding (the numerical contract; in the tests the same trees, stop
+round and best round). The model records each bag's
+``best_round`` and predicts with each bag's rounds ``0..best_round`` by default.
 """
 
 from __future__ import annotations
@@ -12,6 +25,7 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from jboost import _batching
@@ -36,12 +50,21 @@ class BaggedBoosters(NamedTuple):
       loss: the :class:`jboost.Loss` (params with a leading bag axis).
       bag_weights: ``(B, n_train)`` bootstrap weights.
       train_loss: ``(B, n_rounds)`` bootstrap-weighted training loss of each bag.
+      valid_loss: ``(B, n_rounds)`` each bag's mean validation loss after each round (its
+        out-of-bag rows, or the shared ``eval_set``); ``None`` without a validation set.
+      best_round: with early stopping, ``(B,)`` int32: each bag's round of its best validation
+        score; ``None`` otherwise. A bag that stopped before the last round has zero trees and
+        NaN losses in its rounds after the stop.
 
     As a model: its raw score (:func:`jboost.predict`) is the mean over bags of the bags' raw
     scores, its stages are the boosting rounds (``n_rounds=m``: every bag's first ``m`` rounds),
     and :func:`jboost.predict_proba` / :func:`jboost.predict_class` are the loss's link of that
     mean raw score (and its argmax). Bagging's usual combination of probability estimates, the
     mean over bags of each bag's probabilities, is :meth:`proba` (:func:`bagged_predict_proba`).
+    With ``best_round`` every prediction without ``n_rounds`` (``predict``, ``predict_proba``,
+    ``predict_class``, :func:`bagged_predict`, :func:`bagged_oob`) uses each bag's rounds
+    ``0..best_round``; ``n_rounds=m`` and the stages of :func:`jboost.staged_predict` are every
+    bag's first ``m`` rounds, as for a :class:`jboost.Booster` with ``best_round``.
     """
 
     trees: tree_lib.ObliviousTrees
@@ -50,6 +73,8 @@ class BaggedBoosters(NamedTuple):
     loss: losses_lib.Loss
     bag_weights: jax.Array
     train_loss: jax.Array
+    valid_loss: Optional[jax.Array] = None
+    best_round: Optional[jax.Array] = None
 
     @property
     def n_bags(self) -> int:
@@ -81,12 +106,29 @@ class BaggedBoosters(NamedTuple):
     def n_stages(self) -> int:
         return self.n_rounds
 
+    def best_trees(self) -> tree_lib.ObliviousTrees:
+        """The trees a prediction without ``n_rounds`` uses: with ``best_round``, bag ``b``'s
+        rounds after its ``best_round[b]`` get zero leaf values (and the rounds after the last
+        bag's best round are dropped when ``best_round`` is concrete); else every round."""
+        trees, best = self.trees, self.best_round
+        if best is None:
+            return trees
+        if not _validation.is_traced(best):
+            last = int(np.max(np.asarray(best), initial=-1)) + 1
+            trees = jax.tree_util.tree_map(lambda a: a[:, :last], trees)
+        lv = trees.leaf_values
+        keep = jnp.arange(lv.shape[1])[None, :] <= jnp.asarray(best)[:, None]  # (B, rounds)
+        return trees._replace(leaf_values=jnp.where(
+            keep.reshape(keep.shape + (1,) * (lv.ndim - 2)), lv, jnp.zeros((), lv.dtype)))
+
     def bag_raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
-        """``(B, n, K)`` every bag's raw scores (its first ``n_stages`` rounds) for checked rows."""
-        trees = self.trees
+        """``(B, n, K)`` every bag's raw scores for checked rows: its first ``n_stages`` rounds,
+        or (``None``) :meth:`best_trees`."""
         if n_stages is not None:
             n_stages = _validation.check_int(n_stages, "n_rounds", 0, self.n_rounds)
-            trees = jax.tree_util.tree_map(lambda a: a[:, :n_stages], trees)
+            trees = jax.tree_util.tree_map(lambda a: a[:, :n_stages], self.trees)
+        else:
+            trees = self.best_trees()
         X = jnp.asarray(X, jnp.float32)
         return jax.vmap(lambda t, b0: b0 + tree_lib.predict_raw(t, X))(trees, self.baseline)
 
@@ -140,15 +182,21 @@ def _staged_bagged(trees, baseline, X, fn, args):
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "chunk_size", "verbose"))
+@functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "chunk_size", "verbose",
+                                             "oob"))
 def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: losses_lib.Loss, *,
                      config: boosting.BoostConfig, n_bags: int, bootstrap: str, chunk_size: int,
-                     verbose: bool = False):
+                     verbose: bool = False, valid=None, oob: bool = False):
     """``n_bags`` runs of :func:`jboost.boosting.boost`, bag ``b`` on weights ``w * c_b``.
 
     Bag ``b``: ``(k_boot, k_fit) = bag_keys(key, b)``; ``c_b = bootstrap_weights(k_boot)``; its
-    baseline is the optimal constant on its own weights; boosting uses key ``k_fit``.
-    Returns ``(BoostOutput with a leading bag axis, baselines (B, K), bag weights (B, n))``.
+    baseline is the optimal constant on its own weights; boosting uses key ``k_fit``. Its
+    validation set (``BoostOutput.valid_loss``, and the score of ``config.early_stopping``):
+    ``oob``: its out-of-bag rows (the training bins, weights ``w * [c_b == 0]``); else ``valid``
+    ``(X_valid (F, m) bins, y_valid, w_valid)`` shared by the bags; else none.
+    Returns ``(BoostOutput with a leading bag axis, baselines (B, K), bag weights (B, n))``; with
+    early stopping each bag stops on its own (``best_round``, ``n_fitted`` per bag) and its
+    ``state`` is dropped.
     """
     n = X_binned.shape[1]
 
@@ -157,8 +205,15 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: los
         counts = bootstrap_lib.bootstrap_weights(k_boot, n, bootstrap)
         wb = w * counts
         init = losses_lib.baseline(loss, y, wb)
-        out = boosting.boost(boosting.Data.train_only(X_binned, y, wb), k_fit, hyper, loss, init,
-                             config=config)
+        if oob:
+            data = boosting.Data(X_binned, y, wb, X_binned, y, jnp.where(counts == 0, w, 0.0))
+        elif valid is not None:
+            data = boosting.Data(X_binned, y, wb, *valid)
+        else:
+            data = boosting.Data.train_only(X_binned, y, wb)
+        out = boosting.boost(data, k_fit, hyper, loss, init, config=config)
+        if config.early_stopping is not None:
+            out = out._replace(state=None)  # (n, K) raw scores per bag that nothing reads
         return out, init, counts
 
     return _batching.map_in_chunks(one_bag, n_bags, chunk_size,
@@ -188,6 +243,10 @@ def fit_bagged_boosters(
     key=0,
     chunk_size: int = 1,
     verbose: bool = False,
+    eval_set=None,
+    early_stopping_rounds: Optional[int] = None,
+    early_stopping_tolerance: float = 0.0,
+    eval_metric=None,
 ) -> BaggedBoosters:
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
@@ -198,9 +257,25 @@ def fit_bagged_boosters(
     ``verbose``: print a line (bags done, elapsed and remaining time) as each chunk of bags is
     fitted, while the program runs (not under ``jax.vmap``).
 
+    Validation and early stopping (the arguments of :func:`jboost.fit`, with its messages):
+
+    * ``eval_set``: ``None`` (none; with ``early_stopping_rounds``, ``"oob"``), ``"oob"``: each
+      bag's out-of-bag rows (``sample_weight`` where its bootstrap count is 0; a bootstrap that
+      leaves rows out: ``"multinomial"`` or ``"poisson"``), or ``(X_valid, y_valid)`` /
+      ``(X_valid, y_valid, w_valid)`` shared by every bag. Each bag's mean validation loss after
+      every round is ``BaggedBoosters.valid_loss``.
+    * ``early_stopping_rounds``: each bag stops when its validation score has not improved (by
+      more than ``early_stopping_tolerance``) for this many rounds; ``eval_metric`` is the score
+      (``None``: the loss; ``"error_rate"``, ``"mse"``, ``"mae"`` or ``metric(y, raw, w)``). The
+      fit really stops: a chunk of bags runs until its last bag has stopped. Each bag's
+      ``best_round`` is recorded and predictions use it; a concrete fit keeps the rounds up to
+      the last bag's stop.
+
     Raises:
       MemoryError: the ``chunk_size`` bags fitted together (and every bag's trees) would not fit
         in the device's memory (:func:`jboost._validation.check_boosting_memory`, before compiling).
+      ValueError: early stopping on out-of-bag rows where a bag has none with weight (a tiny
+        data set, or ``sample_weight`` zero on its out-of-bag rows), before fitting.
     """
     bootstrap = _validation.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
     n_bags = _validation.check_int(n_bags, "n_bags", 1, 10**6)
@@ -213,21 +288,74 @@ def fit_bagged_boosters(
     X = _validation.as_matrix(X, "X")
     y = _validation.as_labels(y, X.shape[0])
     loss_obj = _validation.resolve_loss(loss, y, n_outputs)
+    stopping, oob = _early_stopping(early_stopping_rounds, early_stopping_tolerance, eval_metric,
+                                    eval_set, loss_obj, bootstrap)
+    shared = eval_set is not None and not oob
     data = _validation.prepare(X, y, sample_weight=sample_weight, n_bins=config.n_bins,
-                               weighted_borders=False)
+                               weighted_borders=False, eval_set=eval_set if shared else None,
+                               label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name))
     _validation.check_boosting_memory(
         X.shape[0], X.shape[1], config, loss_obj,
         k_from_labels=loss_obj.task == "multiclass" and n_outputs is None, n_models=n_bags,
         n_together=chunk_size, what="bagged boosters",
         fix="use a smaller chunk_size, depth, n_bins or n_outputs")
-    out, init, counts = bag_boost_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
-                                         loss_obj, config=config, n_bags=n_bags, bootstrap=bootstrap,
-                                         chunk_size=chunk_size, verbose=bool(verbose))
-    model = BaggedBoosters(trees=tree_lib.with_borders(out.trees, data.borders), borders=data.borders,
+    key = _validation.as_key(key)
+    if oob and stopping is not None:
+        _check_out_of_bag_rows(key, n_bags, data.w, bootstrap)
+    out, init, counts = bag_boost_binned(
+        data.X_binned, data.y, data.w, key, hyper, loss_obj,
+        config=config._replace(early_stopping=stopping), n_bags=n_bags, bootstrap=bootstrap,
+        chunk_size=chunk_size, verbose=bool(verbose), oob=oob,
+        valid=(data.X_valid, data.y_valid, data.w_valid) if shared else None)
+    trees, train_loss, valid_loss = out.trees, out.train_loss, out.valid_loss
+    if stopping is not None and not _validation.is_traced(out.n_fitted):
+        # A concrete fit keeps the rounds up to the last bag's stop (later bags' rounds: zeros).
+        last = int(np.max(np.asarray(out.n_fitted)))
+        trees, train_loss, valid_loss = jax.tree_util.tree_map(
+            lambda a: a[:, :last], (trees, train_loss, valid_loss))
+    model = BaggedBoosters(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,
                            baseline=init, loss=out.final_loss, bag_weights=counts,
-                           train_loss=out.train_loss)
+                           train_loss=train_loss,
+                           valid_loss=valid_loss if oob or shared else None,
+                           best_round=out.best_round)
     # Traced settings (the caller's vmap) outside their domains: NaN bags, and a warning.
     return _validation.nan_outside_domains(model, loss_obj, hyper)
+
+
+def _early_stopping(rounds, tolerance, metric, eval_set, loss: losses_lib.Loss,
+                    bootstrap: str) -> Tuple[Optional[boosting.EarlyStopping], bool]:
+    """Check the validation and early-stopping arguments of :func:`fit_bagged_boosters`:
+    ``(the static EarlyStopping or None, whether the validation rows are the out-of-bag rows)``.
+    The arguments shared with :func:`jboost.fit` get its messages."""
+    if isinstance(eval_set, str) and eval_set != "oob":
+        raise ValueError(f"eval_set={eval_set!r} must be 'oob' (each bag's out-of-bag rows), a tuple "
+                         "(X_valid, y_valid) or (X_valid, y_valid, w_valid), or None.")
+    oob = eval_set == "oob" if isinstance(eval_set, str) else (eval_set is None and rounds is not None)
+    if oob and bootstrap == "bayesian":
+        raise ValueError("early stopping and eval_set='oob' score each bag on its out-of-bag rows, "
+                         "but bootstrap='bayesian' weights every row (none is out of bag): use "
+                         "bootstrap='multinomial' or 'poisson', or pass eval_set=(X_valid, y_valid).")
+    if rounds is None:
+        if metric is not None:
+            raise ValueError("eval_metric is the early-stopping score: pass early_stopping_rounds too.")
+        return None, oob
+    rounds = _validation.check_int(rounds, "early_stopping_rounds", 1, _validation.MAX_ROUNDS)
+    _validation.check_real(tolerance, "early_stopping_tolerance", 0.0, np.inf)
+    _validation.check_metric(metric, loss, name="eval_metric")
+    return boosting.EarlyStopping(rounds=rounds, tolerance=float(tolerance), metric=metric), oob
+
+
+def _check_out_of_bag_rows(key, n_bags: int, w, bootstrap: str) -> None:
+    """Every bag has out-of-bag rows with weight (its early-stopping score), else a ValueError
+    before fitting (the bags' bootstrap weights drawn as the fit draws them)."""
+    counts = np.asarray(bootstrap_lib.all_bootstrap_weights(key, n_bags, int(w.shape[0]), bootstrap))
+    oob_weight = np.where(counts == 0, np.asarray(w)[None, :], 0.0).sum(axis=1)
+    empty = np.flatnonzero(~(oob_weight > 0))
+    if empty.size:
+        raise ValueError(f"early stopping scores each bag on its out-of-bag rows, but bag {int(empty[0])} "
+                         f"({empty.size} of {n_bags} bags) has no out-of-bag row with a positive "
+                         f"sample_weight among the {w.shape[0]} rows: pass eval_set=(X_valid, y_valid), "
+                         "or fit on more rows.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,7 +386,12 @@ def bagged_predict_proba(model: BaggedBoosters, X, n_rounds: Optional[int] = Non
 
 
 def bagged_oob(model: BaggedBoosters, X_train, y_train) -> oob_lib.OOBResult:
-    """OOB estimates of bagged boosters (same machinery as :func:`jboost.bagging.forest_oob`)."""
+    """OOB estimates of bagged boosters (same machinery as :func:`jboost.bagging.forest_oob`), each
+    bag with its rounds ``0..best_round`` (:meth:`BaggedBoosters.best_trees`).
+
+    With early stopping on the out-of-bag rows (the default), each bag's best round was chosen on
+    the very rows it is scored on here, so this estimate is optimistic (a selection bias, small
+    for one integer per bag): use a held-out set for an honest error."""
     X_train = jnp.asarray(_validation.predict_matrix(X_train, model.n_features, "X_train"), jnp.float32)
     y_train = _validation.as_labels(y_train, X_train.shape[0], "y_train", "X_train")
     classification = model.task in _validation.CLASSIFICATION
@@ -269,5 +402,5 @@ def bagged_oob(model: BaggedBoosters, X_train, y_train) -> oob_lib.OOBResult:
         out = model.loss.link(raw if model.n_outputs > 1 else raw[:, 0], **params)
         return out if out.ndim == 2 else out[:, None]
 
-    return oob_lib.oob_scan(outputs, (model.trees, model.baseline, model.loss.params), model.bag_weights,
+    return oob_lib.oob_scan(outputs, (model.best_trees(), model.baseline, model.loss.params), model.bag_weights,
                             jnp.asarray(y_train), classification)
