@@ -234,6 +234,28 @@ def centred_labels(y, offset, n: int, name: str = "y", x_name: str = "X") -> np.
     return (np.asarray(y, np.float64).reshape(-1) - np.float64(offset)).astype(np.float32)
 
 
+def as_margin(base_margin, n: int, k: int, name: str = "base_margin", x_name: str = "X"):
+    """Checked per-row raw-score offsets as a float32 ``(n, K)`` host array, or ``None``:
+    ``(n,)`` for one output, ``(n, K)`` for ``K`` outputs (the scale of :func:`jboost.predict`),
+    finite."""
+    if base_margin is None:
+        return None
+    if is_traced(base_margin):
+        raise TypeError(f"{name} must be a concrete array, not a traced value.")
+    arr = np.asarray(base_margin)
+    _numeric(arr, name)
+    want = (n,) if k == 1 else (n, k)
+    if arr.shape == (n, 1) and k == 1:
+        arr = arr.reshape(n)
+    if arr.shape != want:
+        raise ValueError(f"{name} must have shape {want} (one raw-score offset per row of {x_name}"
+                         f"{'' if k == 1 else f' and output, K = {k}'}); got {arr.shape}.")
+    arr = arr.astype(np.float32).reshape(n, k)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite; found NaN or inf.")
+    return arr
+
+
 def as_weights(sample_weight, n: int, name: str = "sample_weight", x_name: str = "X") -> np.ndarray:
     """Checked ``(n,)`` float32 weights: ones when ``None``; finite, non-negative, positive sum."""
     if sample_weight is None:

@@ -77,6 +77,8 @@ def fit(
     callbacks: Sequence[Callable] = (),
     checkpoint_dir=None,
     checkpoint_every: Optional[int] = None,
+    base_margin=None,
+    eval_base_margin=None,
 ) -> model_lib.Booster:
     """Fit a boosted ensemble of oblivious trees (ESL Algorithm 10.3, Newton trees).
 
@@ -143,6 +145,14 @@ def fit(
         settings) continues from it and ends with bitwise the model of an uninterrupted fit.
       checkpoint_every: rounds between checkpoints (default: ``verbose``, else a twentieth of
         ``n_rounds``).
+      base_margin: per-row offsets of the raw scores, ``(n_samples,)`` or ``(n_samples, K)``
+        (XGBoost's ``base_margin``, LightGBM's ``init_score``; e.g. ``log(exposure)`` for a
+        Poisson rate): every training row's raw score starts from its offset plus the baseline,
+        which is then the optimal constant next to the offsets (the intercept of a model with
+        offsets, found numerically). The model does not store them: pass the rows' offsets to
+        :func:`jboost.predict` (``base_margin=``) and its siblings, and again to a continued fit.
+      eval_base_margin: the offsets of ``eval_set``'s rows (required with ``base_margin`` and
+        an ``eval_set``).
 
     With ``verbose``, ``callbacks`` or ``checkpoint_dir`` the rounds run as host-side calls of a
     chunk of rounds each (the same compiled program; the same model bitwise), and ``Ctrl-C``
@@ -182,6 +192,7 @@ def fit(
         X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=config.n_bins, borders=borders,
         label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name))
     config = config._replace(missing=binning.has_missing(data.X_binned, config.n_bins))
+    data = _with_margins(data, base_margin, eval_base_margin, eval_set, loss_obj.n_outputs)
     cause = (f"n_outputs K = {loss_obj.n_outputs} (a K-class loss takes K = max(y) + 1 from the "
              "labels' maximum)" if loss_obj.task == "multiclass" and n_outputs is None else None)
     k = loss_obj.n_outputs
@@ -195,7 +206,8 @@ def fit(
                              f"n_rounds={config.n_rounds} (histograms F x 2^(depth-1) x n_bins x 2K"
                              f" float32{', per-row K x K autodiff hessians' if dense and k > 1 else ''})"
                              f"{_validation.sharded_memory_hint(devices)}")
-    init_raw = _baseline(loss_obj, data.y, data.w) if init_model is None else init_model.baseline
+    init_raw = (_baseline(loss_obj, data.y, data.w, data.margin) if init_model is None
+                else init_model.baseline)
     concrete = not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, init_raw)))
     if concrete and not losses_lib.is_built_in(loss_obj):
         _warn_if_no_gradient(loss_obj, data, init_raw)
@@ -424,10 +436,12 @@ def _check_init_model(model, X, loss, borders, devices):
 
 
 @jax.jit
-def _at_baseline(loss, y, w, init_raw):
+def _at_baseline(loss, y, w, init_raw, margin=None):
     """At the baseline: whether any weighted row has a non-zero gradient, and the number of rows
     whose loss or gradient is not finite (one grad_hess, no tree)."""
     raw = jnp.broadcast_to(init_raw, (y.shape[0], init_raw.shape[-1]))
+    if margin is not None:
+        raw = margin + raw
     g, _ = derivatives.grad_hess(loss, y, raw)
     values = losses_lib.per_sample_losses(loss, y, raw)
     used = w > 0
@@ -438,7 +452,7 @@ def _at_baseline(loss, y, w, init_raw):
 
 
 def _warn_if_no_gradient(loss, data, init_raw) -> None:
-    moves, _, _ = _at_baseline(loss, data.y, data.w, init_raw)
+    moves, _, _ = _at_baseline(loss, data.y, data.w, init_raw, data.margin)
     if not bool(moves):
         warnings.warn(f"the gradient of loss {loss.name!r} is zero at every row at the baseline "
                       f"{np.asarray(init_raw).tolist()}: nothing will be learned (is the loss "
@@ -456,7 +470,7 @@ def check_finite_fit(train_loss, loss, data, init_raw) -> None:
         return
     first = int(np.argmax(~finite.reshape(-1, curve.shape[-1]).all(axis=0)))
     base = np.asarray(init_raw)
-    _, bad_loss, bad_grad = (np.asarray(v) for v in _at_baseline(loss, data.y, data.w, init_raw))
+    _, bad_loss, bad_grad = (np.asarray(v) for v in _at_baseline(loss, data.y, data.w, init_raw, data.margin))
     n = int(np.sum(np.asarray(data.w) > 0))
     if not np.all(np.isfinite(base)):
         cause = (f"the baseline (optimal constant raw score) of loss {loss.name!r} is "
@@ -525,5 +539,26 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
 
 
 @jax.jit
-def _baseline(loss, y, w):
-    return losses_lib.baseline(loss, y, w)
+def _baseline(loss, y, w, margin=None):
+    return losses_lib.baseline(loss, y, w, margin)
+
+
+def _with_margins(data: boosting.Data, base_margin, eval_base_margin, eval_set, k: int):
+    """``data`` with the checked per-row offsets of the training and validation rows."""
+    if base_margin is None and eval_base_margin is None:
+        return data
+    if base_margin is None:
+        raise ValueError("eval_base_margin is given without base_margin: pass the training rows' "
+                         "offsets too (or neither).")
+    if eval_set is None and eval_base_margin is not None:
+        raise ValueError("eval_base_margin is given without eval_set.")
+    if eval_set is not None and eval_base_margin is None:
+        raise ValueError("base_margin is given with an eval_set: pass eval_base_margin (the "
+                         "offsets of eval_set's rows), or the validation scores would leave "
+                         "them out.")
+    n, m = data.y.shape[0], data.y_valid.shape[0]
+    margin = _validation.as_margin(base_margin, n, k)
+    margin_valid = (None if eval_set is None else
+                    _validation.as_margin(eval_base_margin, m, k, "eval_base_margin", "eval_set X"))
+    return data._replace(margin=jnp.asarray(margin),
+                         margin_valid=None if margin_valid is None else jnp.asarray(margin_valid))

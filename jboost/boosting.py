@@ -51,7 +51,9 @@ from jboost import tree as tree_lib
 
 class Data(NamedTuple):
     """The arrays a fit runs on: feature-major ``uint8`` bins, labels and weights of the training
-    rows and of a validation set (``m`` may be 0: validation losses are then NaN)."""
+    rows and of a validation set (``m`` may be 0: validation losses are then NaN), and optional
+    per-row raw-score offsets (``base_margin``: known offsets such as a log exposure, added to
+    every raw score the rounds start from; ``None``: none)."""
 
     X_binned: jax.Array  # (F, n) uint8
     y: jax.Array         # (n,)
@@ -59,6 +61,8 @@ class Data(NamedTuple):
     X_valid: jax.Array   # (F, m) uint8
     y_valid: jax.Array   # (m,)
     w_valid: jax.Array   # (m,)
+    margin: Optional[jax.Array] = None        # (n, K) float32 per-row offsets of the raw scores
+    margin_valid: Optional[jax.Array] = None  # (m, K) the validation rows' offsets
 
     @classmethod
     def train_only(cls, X_binned, y, w) -> "Data":
@@ -295,10 +299,15 @@ def round_values(trees: tree_lib.ObliviousTrees, leaves):
 
 
 def init(data: Data, loss: losses_lib.Loss, init_raw, config: BoostConfig) -> BoostState:
-    """The state before round 0: every row's raw score is ``init_raw`` ``(K,)``."""
+    """The state before round 0: every row's raw score is ``init_raw`` ``(K,)`` (plus the row's
+    ``data.margin`` when given)."""
     k = init_raw.shape[0]
     raw0 = jnp.broadcast_to(init_raw.astype(jnp.float32), (data.y.shape[0], k))
     raw_valid0 = jnp.broadcast_to(init_raw.astype(jnp.float32), (data.y_valid.shape[0], k))
+    if data.margin is not None:
+        raw0 = data.margin + raw0
+    if data.margin_valid is not None:
+        raw_valid0 = data.margin_valid + raw_valid0
     return BoostState(raw0, raw_valid0, loss, config.algorithm.init(data, loss), jnp.zeros_like(raw0),
                       jnp.zeros_like(raw_valid0))
 
@@ -479,18 +488,21 @@ def boost_sharded(mesh, data: Data, key, hyper: Hyperparams, loss: losses_lib.Lo
     pad = (-data.y.shape[0]) % n_dev
     if pad:
         data = data._replace(X_binned=jnp.pad(data.X_binned, ((0, 0), (0, pad))),
-                             y=jnp.pad(data.y, (0, pad)), w=jnp.pad(data.w, (0, pad)))
-    fn = _sharded_boost(mesh, config._replace(axis_name=axis))
+                             y=jnp.pad(data.y, (0, pad)), w=jnp.pad(data.w, (0, pad)),
+                             margin=None if data.margin is None else jnp.pad(data.margin, ((0, pad), (0, 0))))
+    fn = _sharded_boost(mesh, config._replace(axis_name=axis), data.margin is not None,
+                        data.margin_valid is not None)
     return fn(data, key, hyper, loss, init_raw)
 
 
 @functools.lru_cache(maxsize=64)
-def _sharded_boost(mesh, config: BoostConfig):
+def _sharded_boost(mesh, config: BoostConfig, margin: bool = False, margin_valid: bool = False):
     from jax.sharding import PartitionSpec as P
 
     axis = config.axis_name
     rows, rep = P(axis), P()
-    data_spec = Data(P(None, axis), rows, rows, rep, rep, rep)
+    data_spec = Data(P(None, axis), rows, rows, rep, rep, rep, rows if margin else None,
+                     rep if margin_valid else None)
     fn = jax.shard_map(
         functools.partial(boost.__wrapped__, config=config),
         mesh=mesh,

@@ -244,11 +244,15 @@ def lbfgs_minimize(objective, params0, n_steps: int):
     return params
 
 
-def numeric_baseline(loss: "Loss", y, w, n_steps: int = 100):
-    """Optimal constant found numerically (L-BFGS from optax) for losses with no closed form."""
+def numeric_baseline(loss: "Loss", y, w, n_steps: int = 100, margin=None):
+    """Optimal constant found numerically (L-BFGS from optax) for losses with no closed form, or
+    next to per-row offsets ``margin`` ``(n, K)`` (the intercept of a model with offsets)."""
 
     def objective(c):
-        return jnp.sum(w * per_sample_losses(loss, y, jnp.broadcast_to(c, (y.shape[0], c.shape[0])))) / jnp.sum(w)
+        raw = jnp.broadcast_to(c, (y.shape[0], c.shape[0]))
+        if margin is not None:
+            raw = margin + raw
+        return jnp.sum(w * per_sample_losses(loss, y, raw)) / jnp.sum(w)
 
     return lbfgs_minimize(objective, jnp.zeros((loss.n_outputs,), jnp.float32), n_steps)
 
@@ -432,10 +436,11 @@ def per_sample_losses(loss: Loss, y, raw):
     return jax.vmap(f, in_axes=(0, 0, None))(y, raw, loss.params)
 
 
-def baseline(loss: Loss, y, w):
-    """Optimal constant raw score ``(K,)`` of ``loss`` on weighted labels."""
-    if loss.baseline is None:
-        return numeric_baseline(loss, y, w)
+def baseline(loss: Loss, y, w, margin=None):
+    """Optimal constant raw score ``(K,)`` of ``loss`` on weighted labels (next to the per-row
+    offsets ``margin`` ``(n, K)`` when given: found numerically)."""
+    if loss.baseline is None or margin is not None:
+        return numeric_baseline(loss, y, w, margin=margin)
     return jnp.asarray(loss.baseline(y, w, loss.n_outputs, **loss.params), jnp.float32).reshape(
         (loss.n_outputs,)
     )

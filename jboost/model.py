@@ -265,12 +265,27 @@ def _batched(model, fn):
     return fn(model)
 
 
-def _raw(model, X, n_rounds):
+def _raw(model, X, n_rounds, base_margin=None):
     _check_model(model)
     X = _validation.predict_matrix(X, model.n_features)
+    margin = _margin(model, base_margin, X.shape[0])
     if X.shape[0] == 0:
         return None, X
-    return _batched(model, lambda m: m.raw_scores(X, n_rounds)), X
+    return _batched(model, lambda m: _plus(m.raw_scores(X, n_rounds), margin)), X
+
+
+def _margin(model, base_margin, n: int):
+    """Checked per-row offsets ``(n, K)`` of a Booster's raw scores (``fit(base_margin=)``)."""
+    if base_margin is None:
+        return None
+    if not isinstance(model, Booster):
+        raise TypeError(f"base_margin is for Boosters (jboost.fit(base_margin=)); got a "
+                        f"{type(model).__name__}.")
+    return jnp.asarray(_validation.as_margin(base_margin, n, model.n_outputs))
+
+
+def _plus(raw, margin):
+    return raw if margin is None else raw + margin.astype(raw.dtype)
 
 
 def _width(model, fn) -> int:
@@ -284,7 +299,7 @@ def _empty(model, trailing: Tuple[int, ...], dtype=jnp.float32):
     return jnp.zeros(tuple(model.batch_shape) + (0,) + trailing, dtype)
 
 
-def predict(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
+def predict(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -> jax.Array:
     """Raw scores: ``(n,)`` for one-output models, ``(n, K)`` otherwise (with the model's batch
     axes in front).
 
@@ -292,15 +307,18 @@ def predict(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
       model: any fitted jboost ensemble (:class:`Model`).
       X: ``(n, n_features)``; NaN is missing. A device array stays on its device.
       n_rounds: use only the first ``n_rounds`` stages (boosting rounds; trees of a forest).
+      base_margin: the rows' raw-score offsets ``(n,)`` or ``(n, K)`` of a Booster fitted with
+        ``jboost.fit(base_margin=)``, added to its raw scores (and so to what
+        :func:`predict_proba`, :func:`predict_class` and :func:`predict_mean` see).
     """
-    raw, X = _raw(model, X, n_rounds)
+    raw, X = _raw(model, X, n_rounds, base_margin)
     if raw is None:
         k = _width(model, lambda m, X1: m.raw_scores(X1, n_rounds))
         return _empty(model, () if k == 1 else (k,))
     return raw[..., 0] if raw.shape[-1] == 1 else raw
 
 
-def predict_proba(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
+def predict_proba(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -> jax.Array:
     """Class probabilities ``(n, n_classes)`` (classification models).
 
     A model whose probabilities are not a function of its combined raw score (bagged boosters:
@@ -310,33 +328,35 @@ def predict_proba(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
     _check_model(model)
     _require_classification(model, "predict_proba")
     X = _validation.predict_matrix(X, model.n_features)
+    margin = _margin(model, base_margin, X.shape[0])
     if X.shape[0] == 0:
         return _empty(model, (_width(model, lambda m, X1: _proba(m, X1, n_rounds)),))
-    return _batched(model, lambda m: _proba(m, X, n_rounds))
+    return _batched(model, lambda m: _proba(m, X, n_rounds, margin))
 
 
-def _proba(m, X, n_rounds):
+def _proba(m, X, n_rounds, margin=None):
     if hasattr(m, "proba"):
         return m.proba(X, n_rounds)
-    return m.proba_from_raw(m.raw_scores(X, n_rounds))
+    return m.proba_from_raw(_plus(m.raw_scores(X, n_rounds), margin))
 
 
-def predict_class(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
+def predict_class(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -> jax.Array:
     """Class labels ``(n,)`` (argmax of the probabilities; ECOC: the nearest codeword)."""
     _check_model(model)
     _require_classification(model, "predict_class")
     X = _validation.predict_matrix(X, model.n_features)
+    margin = _margin(model, base_margin, X.shape[0])
     if X.shape[0] == 0:
         return _empty(model, (), jnp.int32)
     if hasattr(model, "proba"):
         return _batched(model, lambda m: jnp.argmax(m.proba(X, n_rounds), axis=-1))
-    return _batched(model, lambda m: m.classes_from_raw(m.raw_scores(X, n_rounds)))
+    return _batched(model, lambda m: m.classes_from_raw(_plus(m.raw_scores(X, n_rounds), margin)))
 
 
-def predict_mean(model: Model, X, n_rounds: Optional[int] = None) -> jax.Array:
+def predict_mean(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -> jax.Array:
     """The loss's link of the raw score: the mean for Poisson, the value for regression,
     probabilities for classification."""
-    raw, X = _raw(model, X, n_rounds)
+    raw, X = _raw(model, X, n_rounds, base_margin)
     if raw is None:
         return predict(model, X, n_rounds)
     loss = getattr(model, "loss", None)

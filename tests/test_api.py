@@ -459,3 +459,56 @@ def test_ctrl_c_between_chunks_returns_the_rounds_fitted():
         partial = jboost.fit(X, y, n_rounds=40, checkpoint_every=5, callbacks=[interrupt], **ES_KW)
     assert partial.n_rounds == 10
     _assert_same_fit(partial, jboost.fit(X, y, n_rounds=40, **ES_KW), 10)
+
+
+# --------------------------------------------------------------------------------------------
+# Per-row offsets (base_margin)
+# --------------------------------------------------------------------------------------------
+
+
+def test_base_margin_fits_a_poisson_rate_with_exposure():
+    # Counts over known exposures: y ~ Poisson(t * exp(f(x))). With base_margin = log t the model
+    # learns the rate f (its baseline the intercept next to the offsets: log(sum y / sum t) for
+    # Poisson); without it the exposure, independent of x, is noise it cannot explain.
+    rng = np.random.default_rng(3)
+    n = 1200
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    t = rng.uniform(0.1, 10.0, size=n)
+    rate = np.exp(0.5 * X[:, 0])
+    y = rng.poisson(t * rate).astype(np.float32)
+    kw = dict(n_rounds=20, depth=2, n_bins=32, learning_rate=0.3)
+    with_t = jboost.fit(X[:900], y[:900], "poisson", base_margin=np.log(t[:900]),
+                        eval_set=(X[900:], y[900:]), eval_base_margin=np.log(t[900:]), **kw)
+    np.testing.assert_allclose(with_t.baseline[0], np.log(y[:900].sum() / t[:900].sum()), atol=1e-4)
+    mean = np.asarray(jboost.predict_mean(with_t, X[900:], base_margin=np.log(t[900:])))
+    rel = np.asarray(jboost.predict_mean(with_t, X[900:])) * t[900:]  # the rate times exposure
+    np.testing.assert_allclose(mean, rel, rtol=1e-5)
+    err = np.mean(np.abs(np.log(rel / t[900:]) - np.log(rate[900:])))
+    without = jboost.fit(X[:900], y[:900], "poisson", **kw)
+    err_without = np.mean(np.abs(np.asarray(jboost.predict(without, X[900:])) - np.log(rate[900:])
+                                 - np.log(t[900:])))
+    assert err < 0.1 < err_without, (err, err_without)
+    # The validation rows' offsets enter the validation loss: it is the loss of predict's means.
+    mu = mean.astype(np.float64)
+    want = np.mean(mu - y[900:] * np.log(mu))
+    np.testing.assert_allclose(with_t.valid_loss[-1], want, rtol=1e-4)
+
+
+def test_base_margin_checks_and_errors():
+    X = X10.astype(np.float64)
+    m = jboost.fit(X, Y10, n_rounds=2, depth=1, n_bins=4, base_margin=np.arange(10.0))
+    np.testing.assert_array_equal(jboost.predict(m, X, base_margin=np.ones(10)),
+                                  jboost.predict(m, X) + 1.0)
+    with pytest.raises(ValueError, match=r"base_margin must have shape \(10,\).*got \(9,\)"):
+        jboost.fit(X, Y10, n_rounds=2, base_margin=np.ones(9))
+    with pytest.raises(ValueError, match="base_margin must be finite"):
+        jboost.fit(X, Y10, n_rounds=2, base_margin=np.full(10, np.nan))
+    with pytest.raises(ValueError, match="pass eval_base_margin"):
+        jboost.fit(X, Y10, n_rounds=2, base_margin=np.ones(10), eval_set=(X, Y10))
+    with pytest.raises(ValueError, match="eval_base_margin is given without base_margin"):
+        jboost.fit(X, Y10, n_rounds=2, eval_set=(X, Y10), eval_base_margin=np.ones(10))
+    with pytest.raises(ValueError, match=r"base_margin must have shape \(3,\).*got \(3, 2\)"):
+        jboost.predict(m, X[:3], base_margin=np.ones((3, 2)))
+    forest = jboost.bagging.fit_forest(X, (Y10 > 0).astype(int), n_trees=2, depth=1, n_bins=4)
+    with pytest.raises(TypeError, match="base_margin is for Boosters"):
+        jboost.predict(forest, X, base_margin=np.ones(10))
