@@ -136,31 +136,42 @@ def node_sums(leaf_sums):
     return out[::-1]
 
 
-def newton_leaf_values(G, H, l2, min_child_weight, value=splits.newton_value):
+def newton_leaf_values(G, H, l2, min_child_weight, value=splits.newton_value, rows=None):
     """Newton leaf values ``-G / (H + l2)`` with fallback to the parent's value.
 
-    A node whose hessian sum is zero (empty) or below ``min_child_weight`` keeps its parent's
-    value, recursively; so a level that was not split, or a leaf no training row reaches, gets a
-    sensible value for prediction.
+    A node that no training row reaches (empty) or whose hessian sum is below
+    ``min_child_weight`` keeps its parent's value, recursively; so a level that was not split,
+    or a leaf no training row reaches, gets a sensible value for prediction. Emptiness is
+    decided by the rows, not by the float hessian sum: a node whose rows' hessians vanish (e.g.
+    log-cosh at residuals ~44, where they underflow to ~1e-38 or 0) gets its own value
+    ``value(G, H, l2)`` (Newton: ``-G / l2``; 0 when ``H + l2 <= 0``) whether its ``H`` came out
+    as a tiny positive direct sum or as an exact 0 from a difference of cumulative sums, so one
+    device and several agree (issue 14).
 
     Args:
       G, H: ``(2**D, K)`` gradient and hessian sums per leaf.
       value: ``value(G, H, l2)`` of a node (a :class:`jboost.splits.SplitCriterion`'s ``value``;
         default the Newton value).
+      rows: ``(2**D,)`` non-negative counts of the rows that reach each leaf (only ``> 0``
+        matters; :func:`fit_tree` counts the rows of non-zero payload). ``None``: a node is
+        taken as reached when its hessian sum is ``> 0`` (right for direct sums of positive
+        hessians).
 
     Returns:
       ``(2**D, K)`` leaf values.
     """
     k = G.shape[-1]
     levels = node_sums(jnp.concatenate([G, H], axis=-1))
+    reached = [jnp.sum(s[:, k:], axis=-1, keepdims=True) > 0 for s in levels] if rows is None else \
+        [r > 0 for r in node_sums(jnp.reshape(rows, (-1, 1)))]
 
     def node_value(s):
         return value(s[:, :k], s[:, k:], l2)
 
     values = node_value(levels[0])
-    for s in levels[1:]:
+    for s, r in zip(levels[1:], reached[1:]):
         h_node = jnp.sum(s[:, k:], axis=-1, keepdims=True)
-        ok = (h_node > 0) & (h_node >= min_child_weight)
+        ok = r & (h_node >= min_child_weight)
         parent = jnp.tile(values, (2, 1))  # node c's parent is c mod 2**d
         values = jnp.where(ok, node_value(s), parent)
     return values
@@ -263,16 +274,25 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         thrs.append(split.threshold)
         miss.append(split.missing_right)
         gains.append(split.gain)
+    # The rows that reach each leaf decide which nodes are empty (not the float hessian sums,
+    # which a difference of cumulative sums can round to 0 where a direct sum is > 0): rows of
+    # non-zero payload, the kernel's rows of non-zero weight.
+    takes_part = jnp.any(payload != 0, axis=-1)
     if depth and hist is not None:
         # The leaves' sums are the last level's children, read off its (global, cumulative)
-        # histograms of the chosen feature: no pass over the rows.
+        # histograms of the chosen feature; only the counts take a pass over the rows.
         sums = _children_sums(hist[split.feature], split.threshold, split.missing_right)
-    else:
-        sums = jax.ops.segment_sum(payload, leaf, num_segments=2**depth)
+        rows = jax.ops.segment_sum(takes_part.astype(jnp.int32), leaf, num_segments=2**depth)
+        if axis_name is not None:
+            rows = lax.psum(rows, axis_name)
+    else:  # one pass over the rows: the sums and the counts (exact in float32: only > 0 matters)
+        sums = jax.ops.segment_sum(jnp.concatenate([payload, takes_part[:, None].astype(jnp.float32)], axis=-1),
+                                   leaf, num_segments=2**depth)
         if axis_name is not None:
             sums = lax.psum(sums, axis_name)
+        sums, rows = sums[:, :-1], sums[:, -1]
     values = newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight,
-                                value=criterion.value)
+                                value=criterion.value, rows=rows)
     tree = ObliviousTrees(
         features=jnp.stack(feats) if depth else jnp.zeros((0,), jnp.int32),
         thresholds=jnp.stack(thrs) if depth else jnp.zeros((0,), jnp.int32),

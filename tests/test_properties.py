@@ -14,7 +14,9 @@ number of rounds, every continuous hyperparameter and the key, and checks
   by :func:`compare` (below): every split, leaf value and training loss of the second model is
   one that the float32 rounding of the first model's gradient and hessian sums allows; where
   rounding decides (two splits' gains within rounding of each other, a leaf's hessian sum within
-  rounding of ``min_child_weight`` or 0), the models may part, and the comparison stops there.
+  rounding of ``min_child_weight``, or ``H + l2`` within rounding of 0), the models may part, and
+  the comparison stops there. Whether a node is empty is no rounding question: it is decided by
+  its rows (``test_saturated_leaf_same_on_one_and_two_devices``).
 
 ``test_comparison_rejects_a_real_difference`` shows the comparison fails where the difference
 is not rounding (a perturbed leaf value, a split that is not a tie).
@@ -147,9 +149,10 @@ def cases(draw, loss_names=LOSS_NAMES):
 #
 # * a split where the models differ: the two splits' gain intervals overlap (a near-tie);
 # * a leaf value -G / (H + l2): inside the interval, unless the leaf's hessian sum is within its
-#   error of min_child_weight or of 0 (then the leaf may keep its parent's value, see
-#   jboost.tree.newton_leaf_values) or H + l2 is within its error of 0 (then any value is
-#   rounding): from there on the models may legitimately differ, and the comparison stops;
+#   error of min_child_weight (then the leaf may keep its parent's value, see
+#   jboost.tree.newton_leaf_values; whether a node is empty is decided exactly, by its rows) or
+#   H + l2 is within its error of 0 (then any value is rounding): from there on the models may
+#   legitimately differ, and the comparison stops;
 # * the training loss of every round up to there: the two models' predictions' losses.
 # --------------------------------------------------------------------------------------------
 
@@ -181,9 +184,14 @@ class Sums:
         n = g.shape[0]
         self.err_g = (2 * n + 4) * U * np.abs(g).sum(0) + 2 * drift * h.sum(0)   # (K,)
         self.err_h = (2 * n + 4) * U * h.sum(0) + 2 * drift * h.sum(0)
+        self.takes_part = np.any(g != 0, axis=1) | np.any(h != 0, axis=1)   # the tree's rows
 
     def of(self, rows):
         return self.g[rows].sum(0), self.h[rows].sum(0)
+
+    def reached(self, rows):
+        """Whether a row of the tree reaches the node (exact: a row count, not a float sum)."""
+        return bool(np.any(self.takes_part[rows]))
 
 
 def _ratio(G, eG, D, eD):
@@ -210,13 +218,13 @@ def _score(sums, rows, l2):
     return lo, hi
 
 
-def _admitted(sums, rows, min_child_weight, strictly_positive=False):
-    """Whether a node's hessian sum is >= min_child_weight (and > 0): True, False, or None
-    when that is within rounding."""
+def _admitted(sums, rows, min_child_weight):
+    """Whether a node's hessian sum is >= min_child_weight: True, False, or None when that is
+    within rounding."""
     H, err = sums.of(rows)[1].sum(), sums.err_h.sum()
-    if H - err >= min_child_weight and (not strictly_positive or H - err > 0):
+    if H - err >= min_child_weight:
         return True
-    if H + err < min_child_weight or (strictly_positive and H + err <= 0):
+    if H + err < min_child_weight:
         return False
     return None
 
@@ -244,13 +252,14 @@ def _gain(sums, bins, leaf, split, kw):
 
 def _leaf_intervals(sums, leaf, depth, kw):
     """Per final leaf: the interval of its Newton value ``-G / (H + l2)`` (before shrinkage),
-    following tree.newton_leaf_values' fallback to the parent; ``None`` where rounding decides."""
+    following tree.newton_leaf_values' fallback to the parent (a node no row reaches, or whose
+    hessian sum is below min_child_weight); ``None`` where rounding decides."""
     out = []
     for l in range(2 ** depth):
         value = None
         for j in range(depth + 1):
             rows = (leaf % (2 ** j)) == (l % (2 ** j))
-            ok = True if j == 0 else _admitted(sums, rows, kw["min_child_weight"], strictly_positive=True)
+            ok = True if j == 0 else sums.reached(rows) and _admitted(sums, rows, kw["min_child_weight"])
             if ok is None:
                 return None
             if ok:
@@ -468,21 +477,26 @@ def test_sharded_fit_equals_single_device_fit(case, data):
 
 
 @pytest.mark.skipif(len(jax.devices()) < 2, reason="one device (test_sharded_in_a_subprocess runs this)")
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 14, a library bug: jboost.tree.newton_leaf_values takes a node with hessian sum <= 0 "
-    "for empty; the rows of the right leaf have log-cosh hessians that underflow (~1e-38), whose "
-    "direct sum (one device) is > 0, giving the leaf -G / l2 = 260, while the sharded path's "
-    "difference of cumulative sums is 0, giving the parent's value: predictions 259 apart with "
-    "the same splits. Decide emptiness by the rows (weights), not by a float hessian sum."))
 def test_saturated_leaf_same_on_one_and_two_devices():
+    # Issue 14 (found by the property test): the 26 rows of the right leaf have log-cosh hessians
+    # that underflow (~1e-38 or 0). Their direct sum (one device, depth 1) is 3.7e-36 > 0; the
+    # sharded path's difference of cumulative sums is exactly 0. When a node was empty iff its
+    # hessian sum was <= 0, one device gave the leaf -G / l2 = 260 and two devices the parent's
+    # value (-0.0): predictions 260 apart with the same splits. Emptiness is now decided by the
+    # rows that reach a node, so both give 260.
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 1)).astype(np.float32)
     y = (np.where(X[:, 0] > 1.0, 44.0, 0.0) + rng.normal(size=200)).astype(np.float32)
     kw = dict(n_rounds=3, depth=1, n_bins=16, learning_rate=1.0, l2=0.1, min_child_weight=0.0)
-    one = jboost.fit(X, y, log_cosh, **kw)
-    two = jboost.fit(X, y, log_cosh, devices=jax.devices()[:2], **kw)
-    np.testing.assert_array_equal(two.trees.thresholds, one.trees.thresholds)
-    np.testing.assert_allclose(two.trees.leaf_values, one.trees.leaf_values, rtol=1e-5, atol=1e-5)
+    # As drawn, and sorted so that the saturated rows all sit on the second device (the first
+    # sees none of them: the devices' row counts are summed, or the first takes the leaf for empty).
+    order = np.argsort(X[:, 0], kind="stable")
+    for rows in (slice(None), order):
+        one = jboost.fit(X[rows], y[rows], log_cosh, **kw)
+        two = jboost.fit(X[rows], y[rows], log_cosh, devices=jax.devices()[:2], **kw)
+        np.testing.assert_array_equal(two.trees.thresholds, one.trees.thresholds)
+        np.testing.assert_allclose(two.trees.leaf_values, one.trees.leaf_values, rtol=1e-5, atol=1e-5)
+        assert float(one.trees.leaf_values[0, 0, 1, 0]) == pytest.approx(260.0)
 
 
 @pytest.mark.skipif(len(jax.devices()) >= 2, reason="several devices: the tests run directly")
@@ -493,4 +507,4 @@ def test_sharded_in_a_subprocess():
          f"{Path(__file__)}::test_sharded_fit_equals_single_device_fit",
          f"{Path(__file__)}::test_saturated_leaf_same_on_one_and_two_devices"],
         env=env, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent)
-    assert proc.returncode == 0 and "1 passed, 1 xfailed" in proc.stdout, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-6000:] + proc.stderr[-3000:]

@@ -55,12 +55,14 @@ def numpy_leaf_index(features, borders, missing_right, X):
     return leaf
 
 
-def newton_reference(G, H, l2, min_child_weight):
-    """Leaf values by the documented recursion: each node's Newton value -G/(H+l2) unless its
-    hessian sum is 0 or below min_child_weight, then its parent's value. Leaf c's ancestor at
-    level d is the node c mod 2**d (the low d bits of c: the first d split decisions)."""
+def newton_reference(G, H, l2, min_child_weight, rows=None):
+    """Leaf values by the documented recursion: each node's Newton value -G/(H+l2) unless no row
+    reaches it (``rows``: per leaf; ``None``: its hessian sum is 0) or its hessian sum is below
+    min_child_weight, then its parent's value. Leaf c's ancestor at level d is the node
+    c mod 2**d (the low d bits of c: the first d split decisions)."""
     n_leaves, k = G.shape
     depth = n_leaves.bit_length() - 1
+    rows = H.sum(1) > 0 if rows is None else np.asarray(rows)
     newton = lambda g, h: np.where(h + l2 > 0, -g / np.where(h + l2 > 0, h + l2, 1.0), 0.0)
     value = {0: newton(G.sum(0), H.sum(0))}  # root
     for d in range(1, depth + 1):
@@ -68,7 +70,7 @@ def newton_reference(G, H, l2, min_child_weight):
         for node in range(2**d):
             members = [c for c in range(n_leaves) if c % 2**d == node]
             g, h = G[members].sum(0), H[members].sum(0)
-            ok = h.sum() > 0 and h.sum() >= min_child_weight
+            ok = rows[members].sum() > 0 and h.sum() >= min_child_weight
             nxt[node] = newton(g, h) if ok else value[node % 2 ** (d - 1)]
         value = nxt
     return np.stack([value[c] for c in range(n_leaves)])
@@ -234,6 +236,20 @@ def test_newton_leaf_values_hand_computed():
     np.testing.assert_allclose(tree.newton_leaf_values(G, H, 1.0, 0.0)[:, 0], [1.0, 8 / 6, 1.2, 8 / 6], rtol=1e-6)
     # Nothing anywhere and l2 = 0: zeros, not NaN.
     np.testing.assert_array_equal(tree.newton_leaf_values(jnp.zeros((4, 1)), jnp.zeros((4, 1)), 0.0, 0.0), 0.0)
+    # Emptiness is decided by the rows, not by H: leaf 1's rows have vanishing hessians (H = 0,
+    # as a difference of cumulative sums gives for log-cosh at residuals ~44), so it keeps its own
+    # value -G / (0 + l2) = 4; leaf 3 holds a rounding residue in H but no row: its parent's
+    # value, node 1 = leaves {1, 3}: 4 / (1e-6 + 1).
+    G = jnp.asarray([[-2.0], [-4.0], [-6.0], [1e-7]])
+    H = jnp.asarray([[1.0], [0.0], [4.0], [1e-6]])
+    rows = jnp.asarray([3, 4, 5, 0])
+    want = [1.0, 4.0, 1.2, (4 - 1e-7) / (1 + 1e-6)]
+    np.testing.assert_allclose(tree.newton_leaf_values(G, H, 1.0, 0.0, rows=rows)[:, 0], want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(tree.newton_leaf_values(G, H, 1.0, 0.0, rows=rows)),
+                               newton_reference(np.asarray(G), np.asarray(H), 1.0, 0.0, np.asarray(rows)), rtol=1e-6)
+    # min_child_weight still applies to reached nodes: leaf 1 (H = 0 < 0.5) and its parent node 1
+    # (H = 1e-6) fall back to the root: 12 / (5 + 1e-6 + 1).
+    assert float(tree.newton_leaf_values(G, H, 1.0, 0.5, rows=rows)[1, 0]) == pytest.approx(2.0, rel=1e-6)
 
 
 @pytest.mark.parametrize("mcw", [0.0, 1.0, 3.0])
@@ -309,6 +325,54 @@ def test_zero_weight_rows_are_absent():
     H = np.bincount(leaf_a[keep], weights=h[keep], minlength=8)
     ok = H >= 1.0
     np.testing.assert_allclose(np.asarray(t_a.leaf_values)[ok, 0], -G[ok] / (H[ok] + 1.0), rtol=1e-5, atol=1e-6)
+
+
+def _reference_leaf_values(t, leaf, Xb, g, h, l2, min_child_weight):
+    """newton_reference of a fitted tree from its rows' direct float64 sums; a row reaches its
+    leaf when its (weighted) gradient or hessian is non-zero."""
+    n_leaves = t.leaf_values.shape[0]
+    G, H = (np.bincount(leaf, weights=v, minlength=n_leaves)[:, None] for v in (g, h))
+    rows = np.bincount(leaf, weights=((g != 0) | (h != 0)).astype(float), minlength=n_leaves)
+    return newton_reference(G, H, l2, min_child_weight, rows), rows
+
+
+def test_vanishing_hessians_do_not_empty_a_leaf():
+    # Issue 14: 40 rows of gradient -1 and hessians that vanish (2e-38 or 0: log-cosh at residuals
+    # ~44) in bin 6 of feature 0. At depth 2 the leaf sums are read off the histograms: the far
+    # leaf is built as parent - sibling, its hessian sum exactly 0; the direct sum (depth 1) is
+    # 4e-37. Either way the leaf holds rows and gets its own value -G / (H + l2) = 40 / 0.1, not
+    # its parent's (the root's, 1.45, as when emptiness was H <= 0).
+    rng = np.random.default_rng(0)
+    Xb = rng.integers(0, N_BINS - 1, size=(F, N)).astype(np.uint8)
+    far = np.arange(N) < 40
+    Xb[0] = np.where(far, 6, rng.integers(0, 6, N))
+    g = np.where(far, -1.0, rng.normal(size=N)).astype(np.float32)
+    h = np.where(far, np.where(np.arange(N) % 2, 0.0, 2e-38), rng.uniform(0.5, 1.5, N)).astype(np.float32)
+    for depth in (1, 2):
+        t, leaf = fit(Xb, g, h, depth=depth, n_bins=N_BINS, l2=0.1)
+        t, leaf = jax.tree_util.tree_map(np.asarray, t), np.asarray(leaf)
+        assert t.features[0] == 0 and t.thresholds[0] == 5
+        want, _ = _reference_leaf_values(t, leaf, Xb, g.astype(np.float64), h.astype(np.float64), 0.1, 0.0)
+        np.testing.assert_allclose(t.leaf_values, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(t.leaf_values[leaf[far]], 400.0, rtol=1e-5)
+
+
+def test_a_leaf_no_row_reaches_takes_its_parents_value():
+    # Histogram subtraction leaves rounding residue in an empty leaf's sums (here G ~ 1e-7,
+    # H ~ 1e-7): with min_child_weight = 0 an H > 0 test took it for a leaf with rows and gave
+    # it -G / (H + l2) ~ 0 instead of its parent's value. Every leaf equals the documented
+    # recursion from the rows' direct sums.
+    rng = np.random.default_rng(150)
+    Xb = rng.integers(0, N_BINS, size=(F, N)).astype(np.uint8)
+    Xb[1] = np.clip(Xb[0] + rng.integers(-1, 2, N), 0, N_BINS - 2)
+    Xb[2] = np.clip((Xb[0] * 3 + rng.integers(0, 3, N)) % 7, 0, N_BINS - 2)
+    g = rng.normal(size=N) * 3 + 2.0 * (Xb[0] > 3) - 3 * (Xb[2] > 4)
+    h = rng.uniform(0.5, 1.5, size=N)
+    t, leaf = fit(Xb, g, h, depth=2, n_bins=N_BINS, l2=1.0, min_child_weight=0.0)
+    t, leaf = jax.tree_util.tree_map(np.asarray, t), np.asarray(leaf)
+    want, rows = _reference_leaf_values(t, leaf, Xb, g, h, 1.0, 0.0)
+    assert np.any(rows == 0)
+    np.testing.assert_allclose(t.leaf_values, want, rtol=1e-5, atol=1e-6)
 
 
 def test_feature_masks_per_level():
