@@ -1,6 +1,7 @@
 """Tests of jboost.sweep (the package: sweep(), its grid, metrics and compiled program): every
 row is the model jboost.fit gives for that configuration, fold and seed; held-out labels never
-reach a row's trees; chunking, one compilation per static combination, devices. The result
+reach a row's trees; chunking, one compilation per static combination, devices; early stopping
+per fit (each vmapped fit stops on its own and equals its separate early-stopped fit). The result
 (selection, table, refit, models) is tested in test_sweep_result.py, folds in test_cv.py.
 
 Small data, depth 2, 16 bins: each distinct static setting costs one compilation, so the tests
@@ -9,6 +10,7 @@ share a few sweeps through module-scoped fixtures.
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -47,6 +49,23 @@ def data():
 @pytest.fixture(scope="module")
 def res_a(data):
     return _sweep_a(*data)
+
+
+ES_ROUNDS, ES_PATIENCE, ES_TOLERANCE = 40, 3, 1e-3
+
+
+def _sweep_es(X, y, **kw):
+    """GRID_A's sweep with early stopping: its 24 models in one chunk, fitted to 40 rounds at
+    most; configurations of 40 and of 10 rounds (the latter read the first 10 rounds)."""
+    args = dict(n_rounds=[ES_ROUNDS, 10], early_stopping_rounds=ES_PATIENCE,
+                early_stopping_tolerance=ES_TOLERANCE, chunk_size=24)
+    args.update(kw)
+    return _sweep_a(X, y, **args)
+
+
+@pytest.fixture(scope="module")
+def res_es(data):
+    return _sweep_es(*data)
 
 
 def _row_trees(res, i):
@@ -291,6 +310,125 @@ def test_one_compilation_per_static_combination_and_round_prefixes(monkeypatch):
 
 
 # --------------------------------------------------------------------------------------------
+# Early stopping per fit.
+# --------------------------------------------------------------------------------------------
+
+
+def weighted_sign_accuracy(y, raw, w):
+    """A custom metric to maximise: weighted accuracy of the sign of the raw score."""
+    return 1.0 - weighted_sign_error(y, raw, w)
+
+
+def minus_weighted_sign_accuracy(y, raw, w):
+    """jboost.fit's eval_metric is minimised: the same stopping as maximising the accuracy."""
+    return -weighted_sign_accuracy(y, raw, w)
+
+
+def _check_stopped_rows_against_fits(res, X, y, rows, curves=True, **fit_kw):
+    """Each row equals jboost.fit on its training folds with its held-out fold as eval_set and
+    the sweep's early stopping: the same stop and best round, the same trees and curves (up to
+    float rounding: a vmapped program is another XLA program), then NaN curves and zero trees."""
+    for i in rows:
+        w_train, w_valid = res.fold_weights(i)
+        kwargs = {**res.fit_kwargs(res.config[i], early_stopping=not fit_kw), **fit_kw}
+        model = jboost.fit(X, y, **kwargs, sample_weight=w_train, eval_set=(X, y, w_valid),
+                           key=res.row_key(i))
+        k, r = int(res.rounds_fitted[i]), res.configs[res.config[i]]["n_rounds"]
+        assert (model.n_rounds, int(model.best_round) + 1) == (k, res.row_best_rounds[i]), f"row {i}"
+        trees = jax.tree_util.tree_map(np.asarray, _row_trees(res, i))  # NumPy: no compilations
+        _assert_same_trees(model.trees, jax.tree_util.tree_map(lambda a: a[:k], trees), f"row {i}")
+        assert not np.any(trees.leaf_values[k:r]), f"row {i}: rounds after its stop"
+        if curves:
+            np.testing.assert_allclose(res.valid_curves[i, :k], np.asarray(model.valid_loss),
+                                       rtol=1e-4, err_msg=f"row {i} validation curve")
+        np.testing.assert_allclose(res.train_curves[i, :k], np.asarray(model.train_loss), rtol=1e-4,
+                                   err_msg=f"row {i} training curve")
+        assert np.isnan(res.valid_curves[i, k:r]).all() and np.isnan(res.train_curves[i, k:r]).all()
+
+
+def _earliest_and_latest_stops(res, configs):
+    """Per configuration, its row that stopped first and its row that stopped last."""
+    rows = []
+    for c in configs:
+        mine = res.rows_of(c)
+        rows += [mine[np.argmin(res.rounds_fitted[mine])], mine[np.argmax(res.rounds_fitted[mine])]]
+    return rows
+
+
+def test_early_stopped_rows_equal_their_separate_early_stopped_fits(res_es, data):
+    X, y = data
+    assert res_es.n_rows == 48 and res_es.early_stopping == {
+        "early_stopping_rounds": ES_PATIENCE, "early_stopping_tolerance": ES_TOLERANCE,
+        "eval_metric": None}
+    # The 40-round configurations' rows that stop first and last (each jboost.fit with a new
+    # round count costs compilations; the 10-round rows are prefixes of the same fits:
+    # test_models_of_one_chunk_stop_on_their_own).
+    rows = _earliest_and_latest_stops(res_es, range(4))
+    assert len(set(res_es.rounds_fitted[rows].tolist())) >= 4
+    _check_stopped_rows_against_fits(res_es, X, y, rows)
+
+
+def test_models_of_one_chunk_stop_on_their_own(res_es):
+    assert res_es.info["n_chunks"] == 1  # the 24 models in one vmapped call
+    long = res_es.config < 4
+    fitted, best = res_es.rounds_fitted[long], res_es.row_best_rounds[long]
+    assert len(set(fitted.tolist())) >= 4 and fitted.max() < ES_ROUNDS, fitted
+    # Each stops ES_PATIENCE rounds after its own best round.
+    np.testing.assert_array_equal(fitted, np.minimum(best + ES_PATIENCE, ES_ROUNDS))
+    # A 10-round configuration reads its fits' first 10 rounds: the same stops, capped at 10,
+    # and the same best rounds where they are within the first 10 rounds.
+    np.testing.assert_array_equal(res_es.rounds_fitted[~long], np.minimum(fitted, 10))
+    short_best = res_es.row_best_rounds[~long]
+    assert np.all(short_best <= 10) and np.all(short_best[best <= 10] == best[best <= 10])
+    assert np.any(fitted < 10) and np.any(fitted > 10)
+
+
+def test_early_stopping_on_a_custom_metric_to_maximise(data):
+    X, y = data
+    res = _sweep_a(X, y, n_rounds=20, seeds=1, chunk_size=12, metric=weighted_sign_accuracy,
+                   greater_is_better=True, early_stopping_rounds=2)
+    assert res.metric == "weighted_sign_accuracy" and res.rounds_fitted.max() < 20
+    # The metric is evaluated inside each round: the held-out accuracy of the trees so far.
+    for i in (0, 7):
+        w_train, w_valid = res.fold_weights(i)
+        p = np.sum(w_train * y) / np.sum(w_train)
+        for m in (1, int(res.rounds_fitted[i])):
+            want = 1.0 - _held_out_error(_row_trees(res, i), X, y, w_valid, np.log(p / (1 - p)), m)
+            np.testing.assert_allclose(res.valid_curves[i, m - 1], want, atol=1e-6)
+    # It stops (and records its best) as fit stopping on minus the accuracy.
+    _check_stopped_rows_against_fits(res, X, y, _earliest_and_latest_stops(res, (0, 3)), curves=False,
+                                     early_stopping_rounds=2,
+                                     eval_metric=minus_weighted_sign_accuracy)
+    with pytest.raises(ValueError, match="greater_is_better=True.*early_stopping=False"):
+        res.fit_kwargs(0)
+
+
+def test_early_stopping_compiles_once_per_static_combination(monkeypatch):
+    X, y = _data(n=211, seed=4)  # a size no other early-stopped sweep uses: nothing is cached
+    kw = dict(folds=2, seeds=1, n_rounds=[5, 9], depth=1, n_bins=BINS, chunk_size=2,
+              early_stopping_rounds=2)
+    chex.clear_trace_counter()
+    monkeypatch.setattr(program_lib, "fit_chunk", chex.assert_max_traces(program_lib.fit_chunk, n=1))
+    res = sweep_lib.sweep(X, y, "binomial_deviance", grid={"learning_rate": [0.2, 0.6]}, **kw)
+    assert res.info["n_compilations"] == 1 and res.info["n_chunks"] == 2
+    again = sweep_lib.sweep(X, y, "binomial_deviance", grid={"learning_rate": [0.3, 0.9]}, **kw)
+    assert again.info["n_compilations"] == 0
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(early_stopping_rounds=0), dict(early_stopping_rounds=2.5),
+    dict(early_stopping_rounds=2, early_stopping_tolerance=-0.1),
+    dict(early_stopping_rounds=2, early_stopping_tolerance=np.inf),
+])
+def test_early_stopping_arguments_fail_as_in_fit(data, kwargs):
+    X, y = data
+    with pytest.raises((ValueError, TypeError)) as in_fit:
+        jboost.fit(X, y, n_rounds=2, depth=1, n_bins=BINS, eval_set=(X, y), **kwargs)
+    with pytest.raises(type(in_fit.value), match="^" + re.escape(str(in_fit.value)) + "$"):
+        sweep_lib.sweep(X, y, n_rounds=2, depth=1, n_bins=BINS, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
 # Folds.
 # --------------------------------------------------------------------------------------------
 
@@ -330,6 +468,9 @@ def test_sweep_folds_stratified_and_repeated(res_a, data):
     (dict(memory_budget=0), "memory_budget=0"),
     (dict(key="seven"), "key"),
     (dict(seeds=0), "seeds=0"),
+    (dict(early_stopping_rounds=0), "early_stopping_rounds=0"),
+    (dict(early_stopping_tolerance=0.1), "early_stopping_tolerance=0.1 needs early_stopping_rounds"),
+    (dict(early_stopping_rounds=2, early_stopping_tolerance=None), "early_stopping_tolerance"),
 ])
 def test_errors_name_the_argument(data, kwargs, match):
     X, y = data

@@ -1,12 +1,14 @@
 """Tests of jboost.sweep.result: the selection (best round, best configuration, standard error),
 the rows and the text table, the refit, and the cross-validation models as one batched
-:class:`jboost.Booster` that jboost.predict accepts.
+:class:`jboost.Booster` that jboost.predict accepts; with early stopping per fit, the selection
+on the rounds every fit ran, each row's stopping record, and the models' best rounds.
 
-The sweep is that of test_sweep.py (same shapes: its compiled program is reused).
+The sweeps are those of test_sweep.py (same shapes: their compiled programs are reused).
 """
 
 import dataclasses
 import json
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -14,7 +16,8 @@ import pytest
 
 import jboost
 import jboost.sweep as sweep_lib
-from test_sweep import BINS, DEPTH, GRID_A, N, ROUNDS, _assert_same_trees, _data, _sweep_a
+from test_sweep import (BINS, DEPTH, ES_PATIENCE, GRID_A, N, ROUNDS, _assert_same_trees, _data,
+                        _sweep_a, _sweep_es)
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +183,78 @@ def test_program_gives_nan_curves_outside_the_domains(data):
     assert finite == [False, False]
     for curves in (out.valid, out.train):
         assert np.isfinite(np.asarray(curves[0])).all() and np.isnan(np.asarray(curves[1:])).all()
+
+
+# --------------------------------------------------------------------------------------------
+# Early stopping per fit.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def res_es(data):
+    return _sweep_es(*data)
+
+
+def test_early_stopped_selection_is_the_mean_curve_over_the_rounds_every_fit_ran(res_es):
+    n_per = 6  # 3 folds x 2 seeds
+    curves = res_es.valid_curves.reshape(res_es.n_configs, n_per, -1)
+    fitted = res_es.rounds_fitted.reshape(res_es.n_configs, n_per)
+    common = fitted.min(axis=1)
+    assert np.all(common < fitted.max(axis=1))  # the fits of a configuration stop apart
+    for c in range(res_es.n_configs):
+        mean = curves[c, :, :common[c]].mean(axis=0)  # finite: every fit ran these rounds
+        assert np.isfinite(mean).all() and np.isnan(res_es.mean_curves[c, common[c]:]).all()
+        assert res_es.best_rounds[c] == np.argmin(mean) + 1
+        assert res_es.best_scores[c] == pytest.approx(mean.min())
+    assert res_es.best_index == int(np.argmin(res_es.best_scores))
+    # The NaN after each fit's stop is not a diverged fit: no warning. The same curves without
+    # the stops are warned about.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sweep_lib.result.select(res_es.valid_curves, res_es.configs, n_per, False,
+                                res_es.rounds_fitted)
+    with pytest.warns(UserWarning, match="NaN or infinite at some rounds"):
+        sweep_lib.result.select(res_es.valid_curves, res_es.configs, n_per, False)
+
+
+def test_early_stopped_rows_models_and_refit_use_the_chosen_round(res_es, data, monkeypatch):
+    X, y = data
+    rows = res_es.to_rows()
+    for i in (0, 13, 40):
+        k = res_es.rounds_fitted[i]
+        assert rows[i]["rounds_fitted"] == k and rows[i]["best_round"] == res_es.row_best_rounds[i]
+        assert rows[i]["final"] == res_es.valid_curves[i, k - 1]
+        assert rows[i]["best"] == res_es.valid_curves[i, res_es.row_best_rounds[i] - 1]
+    json.dumps(rows)
+    assert f"each fit stopped after {ES_PATIENCE} rounds without improvement" in str(res_es)
+    # The fold models predict with their configuration's chosen round count.
+    c = res_es.best_index
+    models = res_es.models()
+    chosen = int(res_es.best_rounds[c])
+    np.testing.assert_array_equal(np.asarray(models.best_round), chosen - 1)
+    np.testing.assert_array_equal(np.asarray(jboost.predict(models, X)),
+                                  np.asarray(jboost.predict(models, X, n_rounds=chosen)))
+    assert not np.allclose(np.asarray(jboost.predict(models, X)),
+                           np.asarray(jboost.predict(models._replace(best_round=None), X)))
+    short = res_es.models(n_rounds=2)
+    np.testing.assert_array_equal(np.asarray(short.best_round), min(chosen, 2) - 1)
+    # refit: the chosen round count on all the rows, without early stopping.
+    seen = {}
+    monkeypatch.setattr(jboost.api, "fit", lambda X, y, **kw: seen.update(kw))
+    res_es.refit(X, y)
+    assert seen["n_rounds"] == chosen and "early_stopping_rounds" not in seen
+
+
+def test_stopping_best_follows_the_early_stopping_rule():
+    nan = np.nan
+    curves = np.array([[1.0, 0.95, 0.94, 0.8, nan],
+                       [nan, nan, 2.0, 2.0, 1.0],
+                       [nan, nan, nan, nan, nan]])
+    # A round improves when below the best so far minus the tolerance; NaN never improves.
+    np.testing.assert_array_equal(sweep_lib.result.stopping_best(curves, 0.0, False), [4, 5, 0])
+    np.testing.assert_array_equal(sweep_lib.result.stopping_best(curves, 0.02, False), [4, 5, 0])
+    np.testing.assert_array_equal(sweep_lib.result.stopping_best(curves, 0.1, False), [4, 5, 0])
+    np.testing.assert_array_equal(sweep_lib.result.stopping_best(curves, 0.21, False), [1, 5, 0])
+    np.testing.assert_array_equal(sweep_lib.result.stopping_best(curves[:, :4], 0.02, False), [4, 3, 0])
+    np.testing.assert_array_equal(sweep_lib.result.stopping_best(-curves, 0.0, True), [4, 5, 0])
+    np.testing.assert_array_equal(sweep_lib.result.stopping_best(curves, 0.0, True), [1, 3, 0])
