@@ -17,6 +17,7 @@ naming the first such round and the likely causes. These checks need concrete va
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -216,17 +217,17 @@ def fit(
     args = (data, key, hyper, loss_obj, init_raw)
     chunked = bool(verbose) or bool(callbacks) or checkpoint_dir is not None
     if chunked:
-        if not concrete or mesh is not None:
-            raise ValueError("verbose=, callbacks= and checkpoint_dir= need a concrete fit on one "
-                             "device (not under jax.vmap, devices=None).")
-        out, start = _boost_in_chunks(args, config, init_model, borders, offset, verbose=verbose,
+        if not concrete:
+            raise ValueError("verbose=, callbacks= and checkpoint_dir= need a concrete fit (not "
+                             "under jax.vmap).")
+        out, start = _boost_in_chunks(args, config, init_model, borders, offset, mesh, verbose=verbose,
                                       callbacks=callbacks, checkpoint_dir=checkpoint_dir,
                                       checkpoint_every=checkpoint_every)
     else:
         start = init_model
         if init_model is not None:
             state = boosting.resume(data, init_model.trees, init_raw, init_model.loss, config)
-            out = boosting.boost(*args, config=config, state=state, first_round=init_model.n_rounds)
+            out = _booster_fn(mesh)(*args, config=config, state=state, first_round=init_model.n_rounds)
         elif mesh is None:
             out = boosting.boost(*args, config=config)
         else:
@@ -300,7 +301,12 @@ def _stable_repr(x) -> str:
     return repr(x)
 
 
-def _boost_in_chunks(args, config, init_model, borders, offset, *, verbose, callbacks, checkpoint_dir,
+def _booster_fn(mesh):
+    """:func:`boosting.boost`, or :func:`boosting.boost_sharded` over ``mesh``."""
+    return boosting.boost if mesh is None else functools.partial(boosting.boost_sharded, mesh)
+
+
+def _boost_in_chunks(args, config, init_model, borders, offset, mesh, *, verbose, callbacks, checkpoint_dir,
                      checkpoint_every):
     """``config.n_rounds`` rounds run as host-side calls of ``chunk`` rounds each (one compiled
     program; the state, keys and early-stopping record carried from call to call, so the rounds
@@ -346,8 +352,9 @@ def _boost_in_chunks(args, config, init_model, borders, offset, *, verbose, call
     try:
         while not stopped:
             n = min(chunk, total - done)
-            out = boosting.boost(data, key, hyper, loss, init_raw, config=config._replace(n_rounds=n),
-                                 state=state, first_round=done, best=best)
+            out = _booster_fn(mesh)(data, key, hyper, loss, init_raw,
+                                    config=config._replace(n_rounds=n), state=state,
+                                    first_round=done, best=best)
             fitted = n if out.n_fitted is None else int(out.n_fitted)
             out = _first_rounds(out, fitted)
             jax.block_until_ready(out.trees)
@@ -430,8 +437,6 @@ def _check_init_model(model, X, loss, borders, devices):
     if borders is not None and not np.array_equal(np.asarray(borders), np.asarray(model.borders)):
         raise ValueError("borders differ from init_model's: a continued fit bins with the model's "
                          "borders (omit borders=).")
-    if devices is not None:
-        raise ValueError("init_model with devices= is not supported yet: continue on one device.")
     return model.borders
 
 

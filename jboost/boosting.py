@@ -473,7 +473,8 @@ def boost_until_stopped(body, state0: BoostState, rounds, data: Data, es: EarlyS
 
 
 def boost_sharded(mesh, data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, *,
-                  config: BoostConfig) -> BoostOutput:
+                  config: BoostConfig, state: Optional[BoostState] = None, first_round=0,
+                  best=None) -> BoostOutput:
     """:func:`boost` with the training rows sharded over the first axis of ``mesh``.
 
     Data parallelism with JAX's own machinery: rows are padded with zero-weight rows to a
@@ -482,32 +483,56 @@ def boost_sharded(mesh, data: Data, key, hyper: Hyperparams, loss: losses_lib.Lo
     histograms, so all devices choose the same splits and hold the same trees. The same code
     serves several XLA CPU devices (``--xla_force_host_platform_device_count``), several GPUs,
     and several hosts after ``jax.distributed.initialize()`` (a mesh over ``jax.devices()``).
+    ``state``/``first_round``/``best`` continue a fit as in :func:`boost` (the state's per-row
+    raw scores are sharded with the rows); the returned ``BoostOutput.state`` holds every row.
     """
     axis = mesh.axis_names[0]
     n_dev = mesh.shape[axis]
-    pad = (-data.y.shape[0]) % n_dev
+    n = data.y.shape[0]
+    pad = (-n) % n_dev
+    rows = lambda a: None if a is None else jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1))
     if pad:
         data = data._replace(X_binned=jnp.pad(data.X_binned, ((0, 0), (0, pad))),
-                             y=jnp.pad(data.y, (0, pad)), w=jnp.pad(data.w, (0, pad)),
-                             margin=None if data.margin is None else jnp.pad(data.margin, ((0, pad), (0, 0))))
+                             y=rows(data.y), w=rows(data.w), margin=rows(data.margin))
+        if state is not None:
+            state = state._replace(base=rows(state.base), pending=rows(state.pending))
     fn = _sharded_boost(mesh, config._replace(axis_name=axis), data.margin is not None,
-                        data.margin_valid is not None)
-    return fn(data, key, hyper, loss, init_raw)
+                        data.margin_valid is not None, state is not None,
+                        config.early_stopping is not None and best is not None)
+    args = (data, key, hyper, loss, init_raw)
+    if state is not None:
+        args += (state, jnp.asarray(first_round, jnp.int32))
+    if config.early_stopping is not None and best is not None:
+        args += (best,)
+    out = fn(*args)
+    if pad:
+        out = out._replace(state=out.state._replace(base=out.state.base[:n],
+                                                    pending=out.state.pending[:n]))
+    return out
 
 
 @functools.lru_cache(maxsize=64)
-def _sharded_boost(mesh, config: BoostConfig, margin: bool = False, margin_valid: bool = False):
+def _sharded_boost(mesh, config: BoostConfig, margin: bool = False, margin_valid: bool = False,
+                   continued: bool = False, with_best: bool = False):
     from jax.sharding import PartitionSpec as P
 
     axis = config.axis_name
     rows, rep = P(axis), P()
     data_spec = Data(P(None, axis), rows, rows, rep, rep, rep, rows if margin else None,
                      rep if margin_valid else None)
-    fn = jax.shard_map(
-        functools.partial(boost.__wrapped__, config=config),
-        mesh=mesh,
-        in_specs=(data_spec, rep, rep, rep, rep),
-        out_specs=rep,
-        check_vma=False,
-    )
+    state_spec = BoostState(rows, rep, rep, rep, rows, rep)
+    in_specs = (data_spec, rep, rep, rep, rep)
+    if continued:
+        in_specs += (state_spec, rep)
+    if with_best:
+        in_specs += (rep,)
+
+    def body(data, key, hyper, loss, init_raw, *rest):
+        state, first_round = (rest[0], rest[1]) if continued else (None, 0)
+        best = rest[-1] if with_best else None
+        return boost.__wrapped__(data, key, hyper, loss, init_raw, config=config, state=state,
+                                 first_round=first_round, best=best)
+
+    out_spec = BoostOutput(rep, rep, rep, rep, rep, rep, state_spec, rep, rep, rep)
+    fn = jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_spec, check_vma=False)
     return jax.jit(fn)

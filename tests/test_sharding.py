@@ -50,6 +50,25 @@ SCRIPT = textwrap.dedent(
             "valid_loss_diff": float(jnp.max(jnp.abs(single.valid_loss - multi.valid_loss))),
             "pred_diff": float(jnp.max(jnp.abs(jboost.predict(single, X) - jboost.predict(multi, X)))),
         }
+    # Warm start, chunks (checkpoints) and per-row offsets on several devices: 4 + 4 rounds and a
+    # chunked fit with a checkpoint equal the one-call 8-round sharded fit bitwise; base_margin
+    # agrees with the single-device fit.
+    import tempfile
+    kw = dict(depth=3, subsample=0.7, sample_weight=w, key=3, devices="all")
+    whole = jboost.fit(X, y_reg, n_rounds=8, **kw)
+    cont = jboost.fit(X, y_reg, n_rounds=4, init_model=jboost.fit(X, y_reg, n_rounds=4, **kw), **kw)
+    chunked = jboost.fit(X, y_reg, n_rounds=8, checkpoint_dir=tempfile.mkdtemp(), checkpoint_every=3, **kw)
+    margin = rng.normal(size=n)
+    m_multi = jboost.fit(X, y_reg, n_rounds=8, base_margin=margin, **kw)
+    m_single = jboost.fit(X, y_reg, n_rounds=8, base_margin=margin, **{**kw, "devices": None})
+    same = lambda a, b: bool(jnp.array_equal(a.trees.leaf_values, b.trees.leaf_values)
+                             and jnp.array_equal(a.train_loss, b.train_loss))
+    out["lifecycle"] = {
+        "warm_start_bitwise": same(whole, cont), "chunked_bitwise": same(whole, chunked),
+        "margin_loss_diff": float(jnp.max(jnp.abs(m_multi.train_loss - m_single.train_loss))),
+        "margin_pred_diff": float(jnp.max(jnp.abs(jboost.predict(m_multi, X, base_margin=margin)
+                                                  - jboost.predict(m_single, X, base_margin=margin)))),
+    }
     print("RESULT " + json.dumps(out))
     """
 )
@@ -78,6 +97,12 @@ def test_sharded_fit_equals_single_device_fit(sharded_results, case):
     assert r["train_loss_diff"] < 1e-5, r
     assert r["valid_loss_diff"] < 1e-5, r
     assert r["pred_diff"] < 1e-4, r
+
+
+def test_sharded_warm_start_checkpoints_and_offsets(sharded_results):
+    r = sharded_results["lifecycle"]
+    assert r["warm_start_bitwise"] and r["chunked_bitwise"], r
+    assert r["margin_loss_diff"] < 1e-5 and r["margin_pred_diff"] < 1e-4, r
 
 
 def test_devices_argument_is_checked():
