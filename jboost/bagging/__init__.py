@@ -14,7 +14,9 @@ concept:
 * :mod:`~jboost.bagging.oob`: out-of-bag estimates and error curves against the number of bags
   (ESL 15.3.1), one ``lax.scan`` over bags;
 * :mod:`~jboost.bagging.boosters`: :class:`BaggedBoosters`, bagging of any boosted learner
-  (:func:`fit_bagged_boosters`, a vmap of :func:`jboost.boosting.boost` over bags).
+  (:func:`fit_bagged_boosters`, a vmap of :func:`jboost.boosting.boost` over bags); with
+  ``early_stopping_rounds`` each bag stops on its own out-of-bag rows (or a shared ``eval_set``)
+  and predicts with its own ``best_round``.
 
 The memory estimates that size the chunks of bags fitted together are
 :func:`jboost._batching.forest_chunk_size` and :func:`jboost._batching.chunk_size_for_budget`

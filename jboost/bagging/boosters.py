@@ -14,8 +14,11 @@ training bins with per-bag weights, so every bag has the same shapes (one ``vmap
 is set aside from training. ``eval_set=(X_valid, y_valid[, w_valid])`` is one validation set shared
 by all bags instead. Bag ``b`` is the separate ``jboost.fit`` on its bootstrap weights with that
 validation set up to float rounding (the numerical contract; in the tests the same trees, stop
-round and best round). The model records each bag's
-``best_round`` and predicts with each bag's rounds ``0..best_round`` by default.
+round and best round). The model records each bag's ``best_round`` (``(B,)``, as
+``Booster.best_round``) and predicts with each bag's rounds ``0..best_round`` by default; the
+rounds a bag fitted after its best round are kept, not zeroed, so ``n_rounds=m`` and
+:func:`jboost.staged_predict` still show them (the validation curve past the best round), as
+for a :class:`jboost.Booster`.
 """
 
 from __future__ import annotations
