@@ -390,12 +390,17 @@ def boost(data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, 
                        state)
 
 
-def resume(data: Data, trees, init_raw, loss: losses_lib.Loss, config: BoostConfig) -> BoostState:
+def resume(data: Data, trees, init_raw, loss: losses_lib.Loss, config: BoostConfig,
+           extra: Any = None) -> BoostState:
     """The :class:`BoostState` after the rounds ``trees`` (leading axes ``(rounds, T)``, final
     leaf values) of an earlier fit on the same bins: the raw scores accumulated round by round in
     the order :func:`step` accumulates them (so a continued fit equals an uninterrupted one
-    bitwise), ``loss`` with its last-round parameters, the algorithm's state from its ``init``."""
+    bitwise), ``loss`` with its last-round parameters, and the algorithm's state ``extra`` after
+    those rounds (``None``: its ``init``, right for gradient boosting, whose state is empty; an
+    algorithm with a state, e.g. AdaBoost's observation weights, passes the one its fit kept)."""
     state = init(data, loss, init_raw, config)
+    if extra is not None:
+        state = state._replace(extra=extra)
 
     def one(raws, trees_m):
         raw, raw_valid = raws
