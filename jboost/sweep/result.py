@@ -49,10 +49,13 @@ class SweepResult:
       swept: the names that vary (grid keys, then static settings given as lists).
       config, fold, seed: ``(n_rows,)`` int: each row's configuration, fold and seed index.
       valid_curves: ``(n_rows, R)`` the validation metric on the held-out fold after each round
-        (``R`` the largest ``n_rounds``; NaN beyond a row's own ``n_rounds``).
+        (``R`` the largest ``n_rounds``; NaN beyond a row's own ``n_rounds``, and with early
+        stopping after its ``rounds_fitted``).
       train_curves: ``(n_rows, R)`` the weighted mean training loss after each round.
-      mean_curves, se_curves: ``(n_configs, R)`` mean and standard error over folds x seeds.
-      best_rounds: ``(n_configs,)`` the round count (1-based) optimising the mean curve.
+      mean_curves, se_curves: ``(n_configs, R)`` mean and standard error over folds x seeds
+        (with early stopping: NaN from the first round some fit of the configuration did not run).
+      best_rounds: ``(n_configs,)`` the round count (1-based) optimising the mean curve (with
+        early stopping: over the rounds every fit of the configuration ran).
       best_scores, best_ses: ``(n_configs,)`` mean and standard error at that round.
       best_index: the best configuration.
       metric: the metric's name (``"loss"``: the mean loss on the held-out fold).
