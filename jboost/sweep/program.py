@@ -124,7 +124,7 @@ def _until_stopped(data, key, hyper, loss, init_raw, w_valid, *, config, metric,
     rounds = jnp.arange(config.n_rounds, dtype=jnp.int32)
     out = boosting.boost_until_stopped(body, state0, rounds, data, config.early_stopping,
                                        (jnp.float32(jnp.inf), jnp.int32(-1)))
-    valid = sign * out.valid_loss if sign < 0 else out.valid_loss
+    valid = -out.valid_loss if sign < 0 else out.valid_loss  # the metric itself again
     valid, train_loss = _nan_outside(valid, out.train_loss, hyper, loss)
     if not keep_trees:
         return ChunkOut(valid, train_loss, None, None, out.n_fitted)
