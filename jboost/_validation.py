@@ -270,6 +270,29 @@ def as_weights(sample_weight, n: int, name: str = "sample_weight", x_name: str =
     return w
 
 
+def check_early_stopping(rounds, tolerance, metric, loss, *, has_validation: bool,
+                         needs: str = "eval_set=(X_valid, y_valid)"):
+    """The static :class:`jboost.boosting.EarlyStopping` of ``early_stopping_rounds``,
+    ``early_stopping_tolerance`` and ``eval_metric`` (``None`` without ``rounds``), for every
+    entry point that stops early (``fit``, bagged boosters, the sweep); ``needs`` names the
+    validation rows the entry point lacks when ``has_validation`` is false."""
+    if tolerance is None or isinstance(tolerance, bool):
+        raise TypeError(f"early_stopping_tolerance must be a real number >= 0; got {tolerance!r}.")
+    check_real(tolerance, "early_stopping_tolerance", 0.0, np.inf)
+    if rounds is None:
+        if metric is not None:
+            raise ValueError("eval_metric is the early-stopping score: pass early_stopping_rounds too.")
+        if float(tolerance) != 0.0:
+            raise ValueError(f"early_stopping_tolerance={tolerance} needs early_stopping_rounds: "
+                             "pass early_stopping_rounds= too (or drop the tolerance).")
+        return None
+    rounds = check_int(rounds, "early_stopping_rounds", 1, MAX_ROUNDS)
+    if not has_validation:
+        raise ValueError(f"early_stopping_rounds needs {needs}: the rounds stop on its score.")
+    check_metric(metric, loss, name="eval_metric")
+    return boosting.EarlyStopping(rounds=rounds, tolerance=float(tolerance), metric=metric)
+
+
 def predict_matrix(X, n_features: int, name: str = "X"):
     """Rows to predict: a device array is kept as it is (no round trip through the host, tracers
     allowed); anything else becomes a float32 host array. The feature count must match."""
@@ -990,7 +1013,7 @@ def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borde
         if label_check is not None:
             label_check(yv, "eval_set y")
         wv = (np.ones((m,), np.float32) if len(eval_set) == 2
-              else as_vector(eval_set[2], m, "eval_set weights", "eval_set X"))
+              else as_weights(eval_set[2], m, "eval_set weights", "eval_set X"))
         Xv = binning.bin_features(Xv_host, borders)
     return Data(X_binned, jnp.asarray(y), jnp.asarray(w), Xv, jnp.asarray(yv), jnp.asarray(wv),
                 jnp.asarray(borders))

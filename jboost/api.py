@@ -173,8 +173,9 @@ def fit(
     y_given = y
     y = _validation.as_labels(y, X.shape[0], warn=False)
     loss_obj = _validation.resolve_loss(loss, y, n_outputs, task)
-    stopping = _early_stopping(early_stopping_rounds, early_stopping_tolerance, eval_metric,
-                               eval_set, loss_obj)
+    stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
+                                                eval_metric, loss_obj,
+                                                has_validation=eval_set is not None)
     if init_model is not None:
         borders = _check_init_model(init_model, X, loss_obj, borders, devices)
         offset = init_model.offset
@@ -405,21 +406,6 @@ def _chunks_model(start, parts, borders, init_raw, state, best, offset):
                               valid_loss=out.valid_loss, best_round=None if best is None else best[1],
                               offset=None if offset is None else jnp.asarray(offset))
     return model if start is None else _joined(start, model)
-
-
-def _early_stopping(rounds, tolerance, metric, eval_set, loss) -> Optional[boosting.EarlyStopping]:
-    """Check the early-stopping arguments of :func:`fit`: the static :class:`boosting.EarlyStopping`."""
-    if rounds is None:
-        if metric is not None:
-            raise ValueError("eval_metric is the early-stopping score: pass early_stopping_rounds too.")
-        return None
-    rounds = _validation.check_int(rounds, "early_stopping_rounds", 1, _validation.MAX_ROUNDS)
-    _validation.check_real(tolerance, "early_stopping_tolerance", 0.0, np.inf)
-    if eval_set is None:
-        raise ValueError("early_stopping_rounds needs eval_set=(X_valid, y_valid): the rounds stop "
-                         "on its score.")
-    _validation.check_metric(metric, loss, name="eval_metric")
-    return boosting.EarlyStopping(rounds=rounds, tolerance=float(tolerance), metric=metric)
 
 
 def _check_init_model(model, X, loss, borders, devices):

@@ -338,14 +338,8 @@ def _early_stopping(rounds, tolerance, metric, eval_set, loss: losses_lib.Loss,
         raise ValueError("early stopping and eval_set='oob' score each bag on its out-of-bag rows, "
                          "but bootstrap='bayesian' weights every row (none is out of bag): use "
                          "bootstrap='multinomial' or 'poisson', or pass eval_set=(X_valid, y_valid).")
-    if rounds is None:
-        if metric is not None:
-            raise ValueError("eval_metric is the early-stopping score: pass early_stopping_rounds too.")
-        return None, oob
-    rounds = _validation.check_int(rounds, "early_stopping_rounds", 1, _validation.MAX_ROUNDS)
-    _validation.check_real(tolerance, "early_stopping_tolerance", 0.0, np.inf)
-    _validation.check_metric(metric, loss, name="eval_metric")
-    return boosting.EarlyStopping(rounds=rounds, tolerance=float(tolerance), metric=metric), oob
+    return _validation.check_early_stopping(rounds, tolerance, metric, loss,
+                                            has_validation=True), oob
 
 
 def _check_out_of_bag_rows(key, n_bags: int, w, bootstrap: str) -> None:

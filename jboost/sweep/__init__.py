@@ -203,7 +203,9 @@ def sweep(
     grid_ = _make_grid(grid, loss_obj, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
                        per_output_trees)
     greater = _validation.check_metric(metric, loss_obj, greater_is_better)
-    stopping = _early_stopping(early_stopping_rounds, early_stopping_tolerance)
+    # Its score is the held-out fold's loss or metric, which the program puts in valid_loss.
+    stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
+                                                None, loss_obj, has_validation=True)
     seeds = _validation.check_int(seeds, "seeds", 1, 10**6)
     if chunk_size is not None:
         chunk_size = _validation.check_int(chunk_size, "chunk_size", 1, 10**7)
@@ -293,22 +295,6 @@ def _make_grid(grid, loss, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
         _config(r, d, b, fixed_hyper, colsample_by, per_output_trees)
     rounds, depths, bins = ([int(v) for v in values] for values in lists)
     return grid_lib.make_grid(grid, loss, rounds, depths, bins, fixed_hyper)
-
-
-def _early_stopping(rounds, tolerance) -> Optional[boosting.EarlyStopping]:
-    """The static :class:`jboost.boosting.EarlyStopping` of a sweep (checked as :func:`jboost.fit`
-    checks its arguments, with the same messages); its score is the held-out fold's loss or
-    metric, which the sweep's program puts in each round's ``valid_loss``."""
-    if tolerance is None or isinstance(tolerance, bool):
-        raise TypeError(f"early_stopping_tolerance must be a real number >= 0; got {tolerance!r}.")
-    _validation.check_real(tolerance, "early_stopping_tolerance", 0.0, np.inf)
-    if rounds is None:
-        if float(tolerance) != 0.0:
-            raise ValueError(f"early_stopping_tolerance={tolerance} needs early_stopping_rounds: "
-                             "pass early_stopping_rounds= too (or drop the tolerance).")
-        return None
-    rounds = _validation.check_int(rounds, "early_stopping_rounds", 1, _validation.MAX_ROUNDS)
-    return boosting.EarlyStopping(rounds=rounds, tolerance=float(tolerance))
 
 
 def _folds(y, w, folds, n_seeds, base_key, stratified, repeat, loss) -> Tuple[np.ndarray, int]:
