@@ -77,6 +77,15 @@ ENTRY = {
 # (entry point, X, y, kwargs, error type, message regex). Existing checks first, then issue 14.
 ERRORS = [
     # Existing checks: lengths, finiteness, types, settings, labels.
+    # Early stopping: one check for every entry point that stops early; an eval set with no weight.
+    *[(e, X20, Y20, {"early_stopping_tolerance": 0.1}, ValueError,
+       "early_stopping_tolerance=0.1 needs early_stopping_rounds")
+      for e in ("fit", "sweep", "bagged_boosters")],
+    *[(e, X20, Y20, {"early_stopping_rounds": 0, "eval_set": (X20, Y20)}, ValueError,
+       "early_stopping_rounds")
+      for e in ("fit", "bagged_boosters")],
+    ("fit", X20, Y20, {"eval_set": (X20, Y20, np.zeros(20))}, ValueError,
+     "eval_set weights must have a positive sum"),
     *[(e, X20, Y20[:19], {}, ValueError, "y has 19 samples but X has 20")
       for e in ("fit", "gradient_boost", "adaboost_m1", "fit_forest", "sweep")],
     *[(e, X20, np.where(np.arange(20) == 3, np.nan, Y20), {}, ValueError, "y must be finite")
