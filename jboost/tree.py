@@ -146,16 +146,19 @@ def newton_leaf_values(G, H, l2, min_child_weight, value=splits.newton_value, ro
     log-cosh at residuals ~44, where they underflow to ~1e-38 or 0) gets its own value
     ``value(G, H, l2)`` (Newton: ``-G / l2``; 0 when ``H + l2 <= 0``) whether its ``H`` came out
     as a tiny positive direct sum or as an exact 0 from a difference of cumulative sums, so one
-    device and several agree (issue 14).
+    device and several agree (issue 14); and a node no row reaches takes its parent's value even
+    where histogram subtraction left rounding residue in its sums.
 
     Args:
       G, H: ``(2**D, K)`` gradient and hessian sums per leaf.
       value: ``value(G, H, l2)`` of a node (a :class:`jboost.splits.SplitCriterion`'s ``value``;
         default the Newton value).
       rows: ``(2**D,)`` non-negative counts of the rows that reach each leaf (only ``> 0``
-        matters; :func:`fit_tree` counts the rows of non-zero payload). ``None``: a node is
-        taken as reached when its hessian sum is ``> 0`` (right for direct sums of positive
-        hessians).
+        matters). :func:`fit_tree` counts the rows of non-zero payload (weighted gradient or
+        hessian), the rows the CPU kernel does not skip: a row of zero weight is absent, and so
+        is a row whose gradient and hessian are both exactly 0 (a saturated logistic row with
+        ``p == y``), which changes no sum. ``None``: a node is taken as reached when its hessian
+        sum is ``> 0`` (right for direct sums of positive hessians).
 
     Returns:
       ``(2**D, K)`` leaf values.

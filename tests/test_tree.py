@@ -588,9 +588,15 @@ class DepthwiseTrees(NamedTuple):
             right = jnp.where(col == n_bins - 1, node.missing_right[leaf], col > node.threshold[leaf])
             leaf = leaf + (right.astype(jnp.int32) << d)
             rules.append(node)
-        sums = jax.ops.segment_sum(payload, leaf, num_segments=2**depth)
-        values = tree.newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight,
-                                         value=criterion.value)
+        # The leaves' sums and row counts (a node is empty when no row of non-zero payload
+        # reaches it), summed over devices when rows are sharded.
+        takes_part = jnp.any(payload != 0, axis=-1, keepdims=True).astype(jnp.float32)
+        sums = jax.ops.segment_sum(jnp.concatenate([payload, takes_part], axis=-1), leaf,
+                                   num_segments=2**depth)
+        if axis_name is not None:
+            sums = jax.lax.psum(sums, axis_name)
+        values = tree.newton_leaf_values(sums[:, :k], sums[:, k:2 * k], l2, min_child_weight,
+                                         value=criterion.value, rows=sums[:, -1])
         cat = lambda name: jnp.concatenate([getattr(r, name)[None] if getattr(r, name).ndim == 0
                                             else getattr(r, name) for r in rules])
         return DepthwiseTrees(cat("feature"), cat("threshold"),
