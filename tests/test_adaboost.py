@@ -106,6 +106,17 @@ def test_adaboost_m1_perfect_round_is_kept_with_finite_weight_and_stops():
     np.testing.assert_array_equal(fit.info["coef"][1:], 0.0)
     assert np.all(np.isfinite(fit.info["weights"])) and np.all(np.isfinite(fit.trees.leaf_values))
     np.testing.assert_array_equal(jboost.predict_class(fit, X), y)
+    # Continued (init_model=), the stopped model stays stopped: its state says done, so the
+    # new rounds are STOPPED, add nothing and keep the observation weights.
+    assert bool(fit.info["done"])
+    more = A.adaboost_m1(X, y, n_rounds=6, depth=1, init_model=fit)
+    assert more.n_rounds == 12 and bool(more.info["done"])
+    np.testing.assert_array_equal(more.info["status"][:6], fit.info["status"])
+    np.testing.assert_array_equal(more.info["status"][6:], A.STOPPED)
+    np.testing.assert_array_equal(more.info["coef"][6:], 0.0)
+    np.testing.assert_array_equal(more.trees.leaf_values[6:], 0.0)
+    np.testing.assert_array_equal(more.info["log_weights"], fit.info["log_weights"])
+    np.testing.assert_array_equal(jboost.predict(more, X), jboost.predict(fit, X))
 
 
 def test_samme_with_two_classes_is_adaboost_m1():

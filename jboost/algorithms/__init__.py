@@ -9,8 +9,21 @@ to the raw scores and records the losses. Continuous settings and the key may be
 (``jax.vmap`` over a sweep is one compiled program; the same shapes and static settings compile
 once). Each entry point returns a :class:`jboost.Booster`, so ``jboost.predict`` (raw scores),
 ``predict_proba``, ``predict_class``, ``feature_importance`` and ``staged_predict`` work on it;
-its ``info`` holds the per-round ``coef``, ``err`` and ``status`` ``(n_rounds,)`` and the final
-observation ``weights`` ``(n_samples,)`` (AdaBoost family; the sample weights otherwise).
+its ``info`` holds the per-round ``coef``, ``err`` and ``status`` ``(n_rounds,)``, the final
+observation ``weights`` ``(n_samples,)`` (AdaBoost family; the sample weights otherwise), the
+algorithm that fitted it (``algorithm``, an index into :data:`ALGORITHMS`) and the algorithm's
+exact state after the last round (the AdaBoost family's ``log_weights`` ``(n_samples,)``, and
+``done`` ``()`` where a round can stop the model).
+
+Warm start: every entry point takes ``init_model=``, a Booster the same algorithm fitted, and
+boosts ``n_rounds`` more rounds on the same data and binning (the model's borders; ``n_bins``
+and ``depth`` as the model's), from its raw scores and state, with round keys folded from its
+round count: ``r`` rounds, then ``s`` more with the same settings, equal ``r + s`` rounds bitwise
+(trees, losses, ``info``, predictions; K-class LogitBoost, whose K trees per round overlap, to
+float rounding for now). The result holds every round; a model that stopped (status PERFECT or
+WEAK) continues stopped. A model of another algorithm, of ``jboost.fit`` or a batch of models is
+refused, as are other features, ``n_bins``, ``depth``, loss or borders; the AdaBoost family's
+state is per training row, so it continues on the rows it was fitted on.
 
 * :func:`adaboost_m1` — discrete AdaBoost.M1, ESL Algorithm 10.1.
 * :func:`samme`, :func:`samme_r` — multi-class AdaBoost, Zhu, Zou, Rosset and Hastie (2009).
@@ -33,6 +46,7 @@ rate``. :func:`staged_error` and :func:`staged_loss` evaluate a model after ever
 functions over :func:`jboost.staged_predict`).
 """
 
+from jboost.algorithms._common import ALGORITHMS
 from jboost.algorithms._common import OK
 from jboost.algorithms._common import PERFECT
 from jboost.algorithms._common import STATUS_NAMES
@@ -66,7 +80,7 @@ from jboost.algorithms.gradient import line_search_coefficient
 from jboost.algorithms.gradient import stagewise_round
 
 __all__ = [
-    "OK", "PERFECT", "STATUS_NAMES", "STOPPED", "WEAK",
+    "ALGORITHMS", "OK", "PERFECT", "STATUS_NAMES", "STOPPED", "WEAK",
     "adaboost_m1", "adaboost_m1_round", "classify", "discrete_alpha", "forward_stagewise",
     "gentle_adaboost", "gentle_adaboost_round", "gradient_boost", "gradient_round",
     "init_discrete", "init_log_weights",

@@ -14,7 +14,7 @@ and ``status`` ``(n_rounds,)`` and the final observation ``weights`` ``(n_sample
 from __future__ import annotations
 
 import functools
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +33,11 @@ PERFECT = 1   # err_m == 0: added with the capped weight log((1 - err_floor) / e
 WEAK = 2      # err_m >= 1 - 1/K (no better than chance): nothing added; model stops
 STOPPED = 3   # a previous round was PERFECT or WEAK: nothing added
 STATUS_NAMES = ("ok", "perfect", "weak", "stopped")
+
+# The algorithms (their entry points' names); ``Booster.info["algorithm"]`` is the index of the
+# one that fitted a model, which a continued fit (``init_model=``) checks.
+ALGORITHMS = ("adaboost_m1", "samme", "samme_r", "real_adaboost", "gentle_adaboost", "logitboost",
+              "gradient_boost", "forward_stagewise")
 
 
 # --------------------------------------------------------------------------------------------
@@ -76,24 +81,125 @@ def prepare_classes(X, y, n_classes, *, task: str = "multiclass", **kwargs):
     return data, borders, found["k"]
 
 
+def check_init_model(init_model: Optional[model_lib.Booster], name: str, X, config:
+                     boosting.BoostConfig, borders):
+    """Check ``init_model`` (a continued fit, ``init_model=``) of algorithm ``name`` (one of
+    :data:`ALGORITHMS`) before the data are binned; returns ``(X, borders)``: ``X`` as a checked
+    matrix and the borders to bin with (the model's). Without ``init_model``: ``(X, borders)``
+    unchanged.
+
+    The model must be one Booster (not a batch) that the same algorithm fitted (its
+    ``info["algorithm"]``) on as many features, with the same ``n_bins`` and ``depth``; given
+    ``borders`` must be its own. The loss and the algorithm's state are checked by :func:`run`
+    once the labels have been read (they give K).
+    """
+    if init_model is None:
+        return X, borders
+    X = _validation.as_matrix(X, "X")
+    if not isinstance(init_model, model_lib.Booster):
+        raise TypeError(f"init_model must be a Booster fitted by jboost.algorithms.{name}; got "
+                        f"{type(init_model).__name__}.")
+    if init_model.batch_shape:
+        raise ValueError(f"init_model is a batch of {init_model.batch_shape} models (jax.vmap): "
+                         "continue one model.")
+    code = init_model.info.get("algorithm") if isinstance(init_model.info, Mapping) else None
+    if code is None or np.shape(code) != () or not 0 <= int(code) < len(ALGORITHMS):
+        raise ValueError(f"init_model records no algorithm of jboost.algorithms in its info (a "
+                         f"jboost.fit model: continue it with jboost.fit(init_model=...)); "
+                         f"{name}(init_model=) continues a model that {name} fitted.")
+    fitted_by = ALGORITHMS[int(code)]
+    if fitted_by != name:
+        raise ValueError(f"init_model was fitted by jboost.algorithms.{fitted_by}: continue it with "
+                         f"{fitted_by}(..., init_model=model), not {name}.")
+    if init_model.n_features != X.shape[1]:
+        raise ValueError(f"init_model has {init_model.n_features} features; X has {X.shape[1]}.")
+    model_bins = init_model.borders.shape[-1] + 1
+    if config.n_bins != model_bins:
+        raise ValueError(f"n_bins={config.n_bins} differs from init_model's ({model_bins}): a "
+                         f"continued fit bins with the model's borders; pass n_bins={model_bins}.")
+    if config.depth != init_model.depth:
+        raise ValueError(f"depth={config.depth} differs from init_model's trees "
+                         f"(depth {init_model.depth}); pass depth={init_model.depth}.")
+    if borders is not None and not np.array_equal(np.asarray(borders), np.asarray(init_model.borders)):
+        raise ValueError("borders differ from init_model's: a continued fit bins with the model's "
+                         "borders (omit borders=).")
+    return X, init_model.borders
+
+
+def _resumed(model: model_lib.Booster, data: boosting.Data, loss: losses_lib.Loss,
+             config: boosting.BoostConfig, state: Tuple[str, ...]) -> boosting.BoostState:
+    """The scaffold's state after ``model``'s rounds on ``data``: its raw scores
+    (:func:`jboost.boosting.resume`) and the algorithm's state read back from ``model.info``
+    under the names ``state`` (the leaves of the algorithm's ``init`` state, in order)."""
+    if model.loss.name != loss.name or model.n_outputs != loss.n_outputs:
+        raise ValueError(f"init_model was fitted with loss {model.loss.name!r} ({model.n_outputs} "
+                         f"outputs); this fit has {loss.name!r} ({loss.n_outputs}).")
+    template = jax.eval_shape(config.algorithm.init, data, loss)
+    leaves, treedef = jax.tree_util.tree_flatten(template)
+    assert len(leaves) == len(state), (state, template)  # the algorithm names its whole state
+    kept = []
+    for field, want in zip(state, leaves):
+        if field not in model.info:
+            raise ValueError(f"init_model's info has no {field!r} (the algorithm's state after "
+                             "its last round); continue a model this version of jboost fitted.")
+        a = jnp.asarray(model.info[field])
+        if a.shape != want.shape or a.dtype != want.dtype:
+            raise ValueError(f"init_model's info[{field!r}] is {a.dtype} {a.shape}; this fit needs "
+                             f"{want.dtype} {want.shape}: continue on the training rows the model "
+                             "was fitted on (its state is per row).")
+        kept.append(a)
+    extra = jax.tree_util.tree_unflatten(treedef, kept)
+    return boosting.resume(data, model.trees, model.baseline, loss, config, extra)
+
+
+def _joined(first: model_lib.Booster, then: model_lib.Booster, per_round) -> model_lib.Booster:
+    """``first``'s rounds followed by ``then``'s: trees, losses and the per-round ``info`` entries
+    ``per_round`` concatenated; the rest of ``info`` (the final state) is ``then``'s."""
+    def rounds(m):
+        return m.trees, m.train_loss, m.valid_loss, {k: m.info[k] for k in per_round}
+
+    trees, train_loss, valid_loss, info = jax.tree_util.tree_map(
+        lambda a, b: jnp.concatenate([a, b], axis=0), rounds(first), rounds(then))
+    return then._replace(trees=trees, train_loss=train_loss, valid_loss=valid_loss,
+                         info={**then.info, **info})
+
+
 def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
         config: boosting.BoostConfig, loss: losses_lib.Loss, init_raw=None,
-        weights: Optional[Callable] = None) -> model_lib.Booster:
+        weights: Optional[Callable] = None, *, name: str, state: Tuple[str, ...] = (),
+        init_model: Optional[model_lib.Booster] = None) -> model_lib.Booster:
     """Boost on the scaffold (:func:`jboost.boosting.boost` with ``config.algorithm``) from
-    ``init_raw`` (zeros by default) and wrap the result as a :class:`jboost.Booster`.
+    ``init_raw`` (zeros by default) and wrap the result as a :class:`jboost.Booster` of
+    algorithm ``name`` (:data:`ALGORITHMS`; kept as ``info["algorithm"]``).
 
     ``weights(extra)`` gives the final observation weights from the algorithm's final state
-    (AdaBoost family); without it ``info["weights"]`` holds the sample weights.
+    (AdaBoost family); without it ``info["weights"]`` holds the sample weights. ``state`` names
+    the leaves of the algorithm's state (e.g. ``("log_weights", "done")``): the final state is
+    kept in ``info`` under these names, exactly, so that ``init_model=`` (a model checked by
+    :func:`check_init_model`, binned with its borders) continues it: ``config.n_rounds`` more
+    rounds from its raw scores and state, round keys folded from its round count, so ``r``
+    rounds then ``s`` more equal ``r + s`` rounds bitwise; the result holds every round.
     """
-    k = loss.n_outputs
-    init_raw = jnp.zeros((k,), jnp.float32) if init_raw is None else init_raw
-    out = boosting.boost(data, _validation.as_key(key), hyper, loss, init_raw, config=config)
+    key = _validation.as_key(key)
+    # A new fit starts from the scaffold's initial state, a continued one from init_model's:
+    # the same compiled program (the state and the first round are arguments) serves both.
+    if init_model is None:
+        init_raw = jnp.zeros((loss.n_outputs,), jnp.float32) if init_raw is None else init_raw
+        start, first_round = boosting.init(data, loss, init_raw, config), 0
+    else:
+        init_raw = init_model.baseline
+        start, first_round = _resumed(init_model, data, loss, config, state), init_model.n_rounds
+    out = boosting.boost(data, key, hyper, loss, init_raw, config=config, state=start,
+                         first_round=first_round)
     if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, out.train_loss))):
         api.check_finite_fit(out.train_loss, loss, data, init_raw)  # no silent NaN model
-    info = dict(out.info, weights=data.w if weights is None else weights(out.extra))
-    return model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
-                             baseline=jnp.asarray(init_raw, jnp.float32), loss=out.final_loss,
-                             train_loss=out.train_loss, valid_loss=out.valid_loss, info=info)
+    info = dict(out.info, weights=data.w if weights is None else weights(out.extra),
+                algorithm=jnp.int32(ALGORITHMS.index(name)),
+                **dict(zip(state, jax.tree_util.tree_leaves(out.extra))))
+    booster = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
+                                baseline=jnp.asarray(init_raw, jnp.float32), loss=out.final_loss,
+                                train_loss=out.train_loss, valid_loss=out.valid_loss, info=info)
+    return booster if init_model is None else _joined(init_model, booster, tuple(out.info))
 
 
 # --------------------------------------------------------------------------------------------

@@ -73,6 +73,10 @@ def init_discrete(data: boosting.Data, loss: losses_lib.Loss):
     return _common.init_log_weights(data, loss), jnp.array(False)
 
 
+# The names under which Booster.info keeps the state (log weights, done) after the last round.
+STATE = ("log_weights", "done")
+
+
 def _final_weights(extra):
     return jnp.exp(extra[0])
 
@@ -109,7 +113,7 @@ def adaboost_m1_round(r: boosting.Round, *, err_floor: float = 1e-10) -> boostin
 def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0, l2=0.0,
                 min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
                 colsample_by: str = "tree", err_floor=1e-10, n_bins: int = 256, sample_weight=None,
-                eval_set=None, key=0, borders=None) -> model_lib.Booster:
+                eval_set=None, key=0, borders=None, init_model=None) -> model_lib.Booster:
     """Discrete AdaBoost.M1 (ESL Algorithm 10.1; Freund and Schapire 1997) with oblivious trees.
 
     1. ``w_i = 1/N``. 2. For ``m = 1..M``: (a) fit a classifier ``G_m(x) in {-1,+1}`` to the
@@ -149,11 +153,13 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
                                  colsample=colsample, colsample_by=colsample_by,
                                  algorithm=_common.algorithm(adaboost_m1_round, init_discrete,
                                                              err_floor=err_floor))
+    X, borders = _common.check_init_model(init_model, "adaboost_m1", X, config, borders)
     data, borders, _ = _common.prepare_classes(X, y, None, task="binary",
                                                sample_weight=sample_weight, eval_set=eval_set,
                                                n_bins=n_bins, borders=borders)
     return _common.run(data, borders, key, hyper, config, losses_lib.exponential(),
-                       weights=_final_weights)
+                       weights=_final_weights, name="adaboost_m1", state=STATE,
+                       init_model=init_model)
 
 
 # --------------------------------------------------------------------------------------------
@@ -223,27 +229,28 @@ def samme_r_round(r: boosting.Round, *, eps: float = 1e-6) -> boosting.RoundResu
     return boosting.RoundResult(trees, leaves, (log_w, done), _common.info(r.learning_rate, err))
 
 
-def _fit_samme(X, y, round_fn, static, *, n_classes, n_rounds, depth, learning_rate, l2,
+def _fit_samme(X, y, name, round_fn, static, *, n_classes, n_rounds, depth, learning_rate, l2,
                min_split_gain, min_child_weight, subsample, colsample, colsample_by, n_bins,
-               sample_weight, eval_set, key, borders) -> model_lib.Booster:
-    (name, value), = static.items()
-    value = _common.static_real(value, name, 0.0, 0.5, lo_open=True)
+               sample_weight, eval_set, key, borders, init_model) -> model_lib.Booster:
+    (setting, value), = static.items()
+    value = _common.static_real(value, setting, 0.0, 0.5, lo_open=True)
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
                                  algorithm=_common.algorithm(round_fn, init_discrete,
-                                                             **{name: value}))
+                                                             **{setting: value}))
+    X, borders = _common.check_init_model(init_model, name, X, config, borders)
     data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
                                                eval_set=eval_set, n_bins=n_bins, borders=borders)
     return _common.run(data, borders, key, hyper, config, losses_lib.samme_exponential(k),
-                       weights=_final_weights)
+                       weights=_final_weights, name=name, state=STATE, init_model=init_model)
 
 
 def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning_rate=1.0, l2=0.0,
           min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
           colsample_by: str = "tree", err_floor=1e-10, n_bins: int = 256, sample_weight=None,
-          eval_set=None, key=0, borders=None) -> model_lib.Booster:
+          eval_set=None, key=0, borders=None, init_model=None) -> model_lib.Booster:
     """SAMME (Zhu, Zou, Rosset and Hastie 2009, Algorithm 2): multi-class discrete AdaBoost.
 
     As :func:`adaboost_m1` with a K-class weak learner (each leaf votes its weighted plurality
@@ -263,18 +270,18 @@ def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning
       ``f = (K-1) sum_m alpha_m (onehot(T_m) - 1/K)``; ``info`` as :func:`adaboost_m1`'s
       (``coef`` is ``alpha_m``).
     """
-    return _fit_samme(X, y, samme_round, dict(err_floor=err_floor), n_classes=n_classes,
+    return _fit_samme(X, y, "samme", samme_round, dict(err_floor=err_floor), n_classes=n_classes,
                       n_rounds=n_rounds, depth=depth, learning_rate=learning_rate, l2=l2,
                       min_split_gain=min_split_gain, min_child_weight=min_child_weight,
                       subsample=subsample, colsample=colsample, colsample_by=colsample_by,
                       n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
-                      borders=borders)
+                      borders=borders, init_model=init_model)
 
 
 def samme_r(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning_rate=1.0,
             l2=0.0, min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
             colsample_by: str = "tree", eps=1e-6, n_bins: int = 256, sample_weight=None,
-            eval_set=None, key=0, borders=None) -> model_lib.Booster:
+            eval_set=None, key=0, borders=None, init_model=None) -> model_lib.Booster:
     """SAMME.R (Zhu, Zou, Rosset and Hastie 2009, Algorithm 4): multi-class real AdaBoost.
 
     For ``m = 1..M``: (a) fit the K-class tree to the weighted data and take its leaf's weighted
@@ -289,9 +296,10 @@ def samme_r(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learni
       learning rate, ``err`` the weighted error of the leaf plurality class, ``status`` (OK),
       ``weights`` the final observation weights.
     """
-    return _fit_samme(X, y, samme_r_round, dict(eps=eps), n_classes=n_classes, n_rounds=n_rounds,
+    return _fit_samme(X, y, "samme_r", samme_r_round, dict(eps=eps), n_classes=n_classes,
+                      n_rounds=n_rounds,
                       depth=depth, learning_rate=learning_rate, l2=l2,
                       min_split_gain=min_split_gain, min_child_weight=min_child_weight,
                       subsample=subsample, colsample=colsample, colsample_by=colsample_by,
                       n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
-                      borders=borders)
+                      borders=borders, init_model=init_model)

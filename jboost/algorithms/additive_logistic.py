@@ -84,24 +84,27 @@ def gentle_adaboost_round(r: boosting.Round) -> boosting.RoundResult:
     return _reweighting_round(r, lambda mean_y: mean_y)
 
 
-def _fit_binary(X, y, algorithm: boosting.Algorithm, loss: losses_lib.Loss, *, n_rounds, depth,
-                learning_rate, l2, min_split_gain, min_child_weight, subsample, colsample,
-                colsample_by, n_bins, sample_weight, eval_set, key, borders, weights=None):
+def _fit_binary(X, y, name, algorithm: boosting.Algorithm, loss: losses_lib.Loss, *, n_rounds,
+                depth, learning_rate, l2, min_split_gain, min_child_weight, subsample, colsample,
+                colsample_by, n_bins, sample_weight, eval_set, key, borders, init_model):
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
                                  algorithm=algorithm)
+    X, borders = _common.check_init_model(init_model, name, X, config, borders)
     data, borders, _ = _common.prepare_classes(X, y, None, task="binary",
                                                sample_weight=sample_weight, eval_set=eval_set,
                                                n_bins=n_bins, borders=borders)
-    return _common.run(data, borders, key, hyper, config, loss, weights=weights)
+    # The state is the log observation weights, kept as info["log_weights"].
+    return _common.run(data, borders, key, hyper, config, loss, weights=jnp.exp, name=name,
+                       state=("log_weights",), init_model=init_model)
 
 
 def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0, l2=0.0,
                   min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
                   colsample_by: str = "tree", eps=1e-6, n_bins: int = 256, sample_weight=None,
-                  eval_set=None, key=0, borders=None) -> model_lib.Booster:
+                  eval_set=None, key=0, borders=None, init_model=None) -> model_lib.Booster:
     """Real AdaBoost (FHT Algorithm 2; Schapire and Singer 1999).
 
     ``w_i = 1/N``, ``F = 0``. For ``m = 1..M``: (a) fit the classifier (a least-squares tree of
@@ -122,17 +125,18 @@ def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.
     """
     eps = _common.static_real(eps, "eps", 0.0, 0.5, lo_open=True)
     algorithm = _common.algorithm(real_adaboost_round, _common.init_log_weights, eps=eps)
-    return _fit_binary(X, y, algorithm, losses_lib.exponential(), n_rounds=n_rounds, depth=depth,
-                       learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                       min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
-                       colsample_by=colsample_by, n_bins=n_bins, sample_weight=sample_weight,
-                       eval_set=eval_set, key=key, borders=borders, weights=jnp.exp)
+    return _fit_binary(X, y, "real_adaboost", algorithm, losses_lib.exponential(),
+                       n_rounds=n_rounds, depth=depth, learning_rate=learning_rate, l2=l2,
+                       min_split_gain=min_split_gain, min_child_weight=min_child_weight,
+                       subsample=subsample, colsample=colsample, colsample_by=colsample_by,
+                       n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
+                       borders=borders, init_model=init_model)
 
 
 def gentle_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0, l2=0.0,
                     min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
                     colsample_by: str = "tree", n_bins: int = 256, sample_weight=None,
-                    eval_set=None, key=0, borders=None) -> model_lib.Booster:
+                    eval_set=None, key=0, borders=None, init_model=None) -> model_lib.Booster:
     """Gentle AdaBoost (FHT Algorithm 4).
 
     ``w_i = 1/N``, ``F = 0``. For ``m = 1..M``: (a) fit ``f_m(x)`` by weighted least squares of
@@ -144,12 +148,13 @@ def gentle_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=
     Returns:
       A :class:`jboost.Booster` (exponential loss); ``info`` as :func:`real_adaboost`'s.
     """
-    return _fit_binary(X, y, _common.algorithm(gentle_adaboost_round, _common.init_log_weights),
+    return _fit_binary(X, y, "gentle_adaboost",
+                       _common.algorithm(gentle_adaboost_round, _common.init_log_weights),
                        losses_lib.exponential(), n_rounds=n_rounds, depth=depth,
                        learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                        min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
                        colsample_by=colsample_by, n_bins=n_bins, sample_weight=sample_weight,
-                       eval_set=eval_set, key=key, borders=borders, weights=jnp.exp)
+                       eval_set=eval_set, key=key, borders=borders, init_model=init_model)
 
 
 # --------------------------------------------------------------------------------------------
@@ -208,7 +213,8 @@ def logitboost_k_round(r: boosting.Round, *, z_max: float = 4.0) -> boosting.Rou
 def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100, depth: int = 2,
                learning_rate=1.0, l2=0.0, min_split_gain=0.0, min_child_weight=0.0, subsample=1.0,
                colsample=1.0, colsample_by: str = "tree", z_max=4.0, n_bins: int = 256,
-               sample_weight=None, eval_set=None, key=0, borders=None) -> model_lib.Booster:
+               sample_weight=None, eval_set=None, key=0, borders=None,
+               init_model=None) -> model_lib.Booster:
     """LogitBoost: Newton steps for the Bernoulli / multinomial log-likelihood (FHT Alg. 3 and 6).
 
     Two classes (FHT Algorithm 3): ``F = 0``, ``p = 1/2``. For ``m = 1..M``: (a) ``z_i = (y*_i -
@@ -252,6 +258,7 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by)
+    X, borders = _common.check_init_model(init_model, "logitboost", X, config, borders)
     data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
                                                eval_set=eval_set, n_bins=n_bins, borders=borders)
     if form == "two_class" and k != 2:
@@ -262,4 +269,5 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
         round_fn, loss = logitboost_k_round, losses_lib.multinomial_deviance(k)
     # The round (one tree, or K per round) depends on K, known once the labels are checked.
     config = config._replace(algorithm=_common.algorithm(round_fn, z_max=z_max))
-    return _common.run(data, borders, key, hyper, config, loss)
+    return _common.run(data, borders, key, hyper, config, loss, name="logitboost",
+                       init_model=init_model)

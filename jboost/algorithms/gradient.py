@@ -144,14 +144,15 @@ def stagewise_round(r: boosting.Round, *, n_newton: int = 5,
     return boosting.RoundResult(trees, leaves, info=_common.info(r.learning_rate * beta))
 
 
-def _fit(X, y, loss, algorithm, *, n_rounds, depth, learning_rate, subsample, colsample,
+def _fit(X, y, name, loss, algorithm, *, n_rounds, depth, learning_rate, subsample, colsample,
          colsample_by, l2, min_split_gain, min_child_weight, n_bins, sample_weight, eval_set, key,
-         n_outputs, task, borders) -> model_lib.Booster:
+         n_outputs, task, borders, init_model) -> model_lib.Booster:
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
                                  algorithm=algorithm)
+    X, borders = _common.check_init_model(init_model, name, X, config, borders)
     resolved = {}
 
     def label_check(v, name):
@@ -166,8 +167,10 @@ def _fit(X, y, loss, algorithm, *, n_rounds, depth, learning_rate, subsample, co
     if loss_obj.adaptive_huber_alpha:
         raise ValueError("the adaptive Huber loss (huber(alpha=...)) is supported by jboost.fit; "
                          "pass losses.huber(delta=...) here.")
-    init_raw = losses_lib.baseline(loss_obj, data.y, data.w)
-    return _common.run(data, borders, key, hyper, config, loss_obj, init_raw)
+    # A continued fit starts from init_model's baseline and raw scores.
+    init_raw = None if init_model is not None else losses_lib.baseline(loss_obj, data.y, data.w)
+    return _common.run(data, borders, key, hyper, config, loss_obj, init_raw, name=name,
+                       init_model=init_model)
 
 
 def _newton_settings(n_newton, max_step):
@@ -180,7 +183,8 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
                    l2=0.0, min_split_gain=0.0, min_child_weight=1.0, leaf_refit: str = "auto",
                    n_newton: int = 5, max_step=1.0, n_bins: int = 256, sample_weight=None,
                    eval_set=None, key=0, n_outputs: Optional[int] = None,
-                   task: Optional[str] = None, borders=None) -> model_lib.Booster:
+                   task: Optional[str] = None, borders=None,
+                   init_model: Optional[model_lib.Booster] = None) -> model_lib.Booster:
     """Gradient tree boosting, ESL Algorithm 10.3 (Friedman 2001), with shrinkage and subsampling.
 
     1. ``f_0 = argmin_gamma sum L(y_i, gamma)``. 2. For ``m = 1..M``: (a) ``r_im = -dL(y_i,
@@ -215,11 +219,12 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
     n_newton, max_step = _newton_settings(n_newton, max_step)
     algorithm = _common.algorithm(gradient_round, leaf_refit=leaf_refit, n_newton=n_newton,
                                   max_step=max_step)
-    return _fit(X, y, loss, algorithm, n_rounds=n_rounds, depth=depth,
+    return _fit(X, y, "gradient_boost", loss, algorithm, n_rounds=n_rounds, depth=depth,
                 learning_rate=learning_rate, subsample=subsample, colsample=colsample,
                 colsample_by=colsample_by, l2=l2, min_split_gain=min_split_gain,
                 min_child_weight=min_child_weight, n_bins=n_bins, sample_weight=sample_weight,
-                eval_set=eval_set, key=key, n_outputs=n_outputs, task=task, borders=borders)
+                eval_set=eval_set, key=key, n_outputs=n_outputs, task=task, borders=borders,
+                init_model=init_model)
 
 
 def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth: int = 3,
@@ -227,7 +232,8 @@ def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth:
                       l2=0.0, min_split_gain=0.0, min_child_weight=1.0, n_newton: int = 5,
                       max_step=1.0, n_bins: int = 256, sample_weight=None, eval_set=None, key=0,
                       n_outputs: Optional[int] = None, task: Optional[str] = None,
-                      borders=None) -> model_lib.Booster:
+                      borders=None,
+                      init_model: Optional[model_lib.Booster] = None) -> model_lib.Booster:
     """Forward stagewise additive modelling, ESL Algorithm 10.2, with trees as basis functions.
 
     1. ``f_0 = argmin_gamma sum L(y_i, gamma)``. 2. For ``m = 1..M``: (a) the basis function
@@ -248,8 +254,9 @@ def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth:
     """
     n_newton, max_step = _newton_settings(n_newton, max_step)
     algorithm = _common.algorithm(stagewise_round, n_newton=n_newton, max_step=max_step)
-    return _fit(X, y, loss, algorithm, n_rounds=n_rounds, depth=depth,
+    return _fit(X, y, "forward_stagewise", loss, algorithm, n_rounds=n_rounds, depth=depth,
                 learning_rate=learning_rate, subsample=subsample, colsample=colsample,
                 colsample_by=colsample_by, l2=l2, min_split_gain=min_split_gain,
                 min_child_weight=min_child_weight, n_bins=n_bins, sample_weight=sample_weight,
-                eval_set=eval_set, key=key, n_outputs=n_outputs, task=task, borders=borders)
+                eval_set=eval_set, key=key, n_outputs=n_outputs, task=task, borders=borders,
+                init_model=init_model)
