@@ -1,14 +1,28 @@
 """Fitting many models together: chunks of ``vmap``-ed models, and the memory estimates that
-size the chunks (sweeps, forests, bagged boosters, ECOC bits)."""
+size the chunks (sweeps, forests, bagged boosters, ECOC bits).
+
+* :func:`map_in_chunks`: the chunks as one program (``lax.map`` over chunks, each a ``vmap``),
+  with an optional progress line per chunk from inside the program.
+* :func:`map_chunks`: the chunks as host-side calls of one compiled chunk program, so that each
+  chunk's outputs can be saved as it finishes and a rerun skip the chunks it already has
+  (``done=``, ``on_chunk=``); :class:`ChunkCheckpoints` is that store (one ``.npz`` per chunk,
+  written atomically, guarded by a :func:`fingerprint` of the call). Sweeps and forests
+  (``checkpoint_dir=``) resume through them to the bitwise result of an uninterrupted call.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
 import time
+import zipfile
 
-from typing import Optional
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from jboost import _native
@@ -34,8 +48,7 @@ def map_in_chunks(fn, n_items: int, chunk_size: int, progress: Optional[str] = N
     and the estimated remaining time is printed on the host as each chunk finishes
     (``jax.debug.callback``, ordered; not under an outer ``jax.vmap``).
     """
-    n_chunks = -(-n_items // chunk_size)
-    size = -(-n_items // n_chunks)
+    n_chunks, size = chunk_layout(n_items, chunk_size)
     idx = jnp.arange(n_chunks * size).reshape(n_chunks, size)
     body = jax.vmap(fn)
     if progress is not None:
@@ -72,8 +85,196 @@ class _ProgressLine:
         chunk = int(first) // self.size + 1
         elapsed = time.perf_counter() - (self.t0 or time.perf_counter())
         left = elapsed / chunk * (self.n_chunks - chunk)
-        print(f"[jboost] {self.name} {min(chunk * self.size, self.n_items)}/{self.n_items} "
-              f"(chunk {chunk}/{self.n_chunks})  {elapsed:.1f}s elapsed, ~{left:.1f}s left", flush=True)
+        _print_progress(self.name, min(chunk * self.size, self.n_items), self.n_items, chunk,
+                        self.n_chunks, f"{elapsed:.1f}s elapsed, ~{left:.1f}s left")
+
+
+def _print_progress(name: str, done: int, n_items: int, chunk: int, n_chunks: int, when: str) -> None:
+    print(f"[jboost] {name} {done}/{n_items} (chunk {chunk}/{n_chunks})  {when}", flush=True)
+
+
+def chunk_layout(n_items: int, chunk_size: int) -> Tuple[int, int]:
+    """``(n_chunks, size)`` of :func:`map_in_chunks`: ``chunk_size`` evened out over the chunks
+    it takes (10 items in chunks of at most 4: 3 chunks of 4, the last padded by 2)."""
+    n_chunks = -(-n_items // chunk_size)
+    return n_chunks, -(-n_items // n_chunks)
+
+
+def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: int, *,
+               done: Optional[Mapping[int, Any]] = None,
+               on_chunk: Optional[Callable[[int, Any], None]] = None,
+               progress: Optional[str] = None) -> list:
+    """``chunk_fn(c, items)`` for every chunk ``c``, called one after another from the host.
+
+    Chunk ``c`` holds items ``c * size .. (c + 1) * size - 1`` (``items``, an int64 host array;
+    the last chunk runs past ``n_items``: ``chunk_fn`` pads as it likes). Each call is
+    dispatched without waiting for the previous one (JAX's asynchronous dispatch) unless
+    ``on_chunk`` or ``progress`` reads its outputs.
+
+    Args:
+      done: ``{c: outputs}`` of chunks already computed (e.g. :meth:`ChunkCheckpoints.load`):
+        not run again, their outputs taken as they are.
+      on_chunk: ``on_chunk(c, outputs)`` after each chunk computed here (e.g.
+        :meth:`ChunkCheckpoints.save`).
+      progress: a name; then a line per chunk with the items done, the elapsed time and the
+        remaining time estimated from the chunks computed here (waiting for each chunk).
+
+    Returns:
+      The chunks' outputs, in order (a list).
+    """
+    n_chunks = -(-n_items // size)
+    done = {} if done is None else done
+    outs, t0, n_run = [], time.perf_counter(), 0
+    to_run = sum(1 for c in range(n_chunks) if c not in done)
+    for c in range(n_chunks):
+        if c in done:
+            outs.append(done[c])
+            if progress is not None:
+                _print_progress(progress, min((c + 1) * size, n_items), n_items, c + 1, n_chunks,
+                                "from the checkpoint")
+            continue
+        out = chunk_fn(c, np.arange(c * size, (c + 1) * size))
+        n_run += 1
+        if on_chunk is not None:
+            on_chunk(c, out)
+        if progress is not None:
+            jax.block_until_ready(out)
+            elapsed = time.perf_counter() - t0
+            _print_progress(progress, min((c + 1) * size, n_items), n_items, c + 1, n_chunks,
+                            f"{elapsed:.1f}s elapsed, ~{elapsed / n_run * (to_run - n_run):.1f}s left")
+        outs.append(out)
+    return outs
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpoints of chunks.
+# --------------------------------------------------------------------------------------------
+
+
+def stable_repr(x) -> str:
+    """``repr`` with functions and classes by qualified name (a function's default repr holds
+    its address, which changes from process to process); tuples (NamedTuples: configs), lists
+    and dicts element by element.
+
+    The same rule as ``jboost.api``'s checkpoint fingerprint (``api._stable_repr``, private
+    there; kept here so that sweeps and forests need no private name of ``api``)."""
+    if isinstance(x, functools.partial):
+        return f"partial({stable_repr(x.func)}, {stable_repr(x.args)}, {stable_repr(x.keywords)})"
+    if callable(x) and hasattr(x, "__qualname__"):
+        return f"{getattr(x, '__module__', '')}.{x.__qualname__}"
+    if isinstance(x, tuple):
+        return f"{type(x).__name__}({', '.join(stable_repr(v) for v in x)})"
+    if isinstance(x, list):
+        return f"[{', '.join(stable_repr(v) for v in x)}]"
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{stable_repr(k)}: {stable_repr(v)}" for k, v in x.items()) + "}"
+    return repr(x)
+
+
+def fingerprint(arrays: Iterable[Any], settings: Any) -> str:
+    """SHA-256 of ``arrays`` (any pytree: every leaf's shape, dtype and bytes; ``jax.random``
+    typed keys by their key data) and of :func:`stable_repr` ``(settings)``: what the outputs of
+    a checkpointed call depend on, so that its checkpoints are only ever continued by the same
+    call."""
+    h = hashlib.sha256()
+    for leaf in jax.tree_util.tree_leaves(arrays):
+        if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)
+        arr = np.ascontiguousarray(np.asarray(leaf))
+        h.update(str((arr.shape, arr.dtype.str)).encode())
+        h.update(arr.tobytes())
+    h.update(stable_repr(settings).encode())
+    return h.hexdigest()
+
+
+_FINGERPRINT, _ITEMS = "__fingerprint__", "__items__"
+
+
+class ChunkCheckpoints:
+    """The finished chunks of a call (a sweep, a forest), one ``.npz`` file per chunk.
+
+    File ``{kind}-{part}chunk{c:05d}.npz`` in ``directory`` holds the chunk's output arrays
+    (named by their pytree path), the chunk's items and the :func:`fingerprint` of the call. It
+    is written to a temporary file and renamed (``os.replace``), so a killed process leaves
+    whole files only; it is read with ``allow_pickle=False`` (no object is unpickled, no code
+    runs). ``part`` names a program's chunks when a call runs several (a sweep's ``(depth,
+    n_bins)`` groups).
+
+    Raises ``ValueError`` (naming the file) when ``directory`` holds a ``kind`` file of another
+    call (another fingerprint; ``differs`` says what the fingerprint covers), when a file is
+    unreadable, or when a chunk's items or array
+    shapes are not this call's (e.g. another ``chunk_size``).
+    """
+
+    def __init__(self, directory, kind: str, fingerprint_: str, differs: str = "data, keys or settings"):
+        if not isinstance(directory, (str, os.PathLike)):
+            raise TypeError(f"checkpoint_dir must be a directory path (str or os.PathLike); got "
+                            f"{directory!r}.")
+        self.directory, self.kind, self.fingerprint = os.fspath(directory), kind, fingerprint_
+        os.makedirs(self.directory, exist_ok=True)
+        for name in sorted(os.listdir(self.directory)):
+            if name.startswith(kind + "-") and name.endswith(".npz"):
+                path = os.path.join(self.directory, name)
+                if self._read(path, (_FINGERPRINT,))[_FINGERPRINT] != fingerprint_:
+                    raise ValueError(
+                        f"checkpoint_dir={self.directory!r} holds checkpoints of another {kind} "
+                        f"(different {differs}), e.g. {path}: use another "
+                        f"directory, or delete its {kind}-*.npz files to start this {kind} there.")
+
+    def path(self, part: str, chunk: int) -> str:
+        return os.path.join(self.directory, f"{self.kind}-{part}chunk{chunk:05d}.npz")
+
+    def _read(self, path: str, names: Sequence[str]) -> Dict[str, Any]:
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                return {n: (str(f[n]) if n == _FINGERPRINT else f[n]) for n in names}
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+            raise ValueError(f"checkpoint file {path} is not a readable {self.kind} checkpoint "
+                             f"({type(e).__name__}: {e}): delete it (its chunk is fitted again)."
+                             ) from None
+
+    def load(self, part: str, n_chunks: int, like: Callable[[], Any],
+             items_of: Callable[[int], np.ndarray]) -> Dict[int, Any]:
+        """``{c: outputs}`` of the chunks of ``part`` saved so far (host arrays), each checked
+        against ``items_of(c)`` and against the structure, shapes and dtypes of ``like()`` (a
+        pytree of ``jax.ShapeDtypeStruct``, e.g. from ``jax.eval_shape``; only called when a
+        file exists)."""
+        done, spec = {}, None
+        for c in range(n_chunks):
+            path = self.path(part, c)
+            if not os.path.exists(path):
+                continue
+            if spec is None:
+                spec = jax.tree_util.tree_flatten_with_path(like())
+            leaves, treedef = spec
+            names = [jax.tree_util.keystr(k) for k, _ in leaves]
+            got = self._read(path, [_ITEMS] + names)
+            if not np.array_equal(got[_ITEMS], items_of(c)):
+                raise ValueError(f"checkpoint file {path} holds items {got[_ITEMS].tolist()} but "
+                                 f"chunk {c} of this {self.kind} has {items_of(c).tolist()} (another "
+                                 "chunk_size, memory_budget or number of devices): pass the same "
+                                 "ones, or use another directory.")
+            for name, (_, want) in zip(names, leaves):
+                if got[name].shape != want.shape or got[name].dtype != want.dtype:
+                    raise ValueError(f"checkpoint file {path}: {name} is {got[name].dtype}"
+                                     f"{list(got[name].shape)}, this {self.kind} makes {want.dtype}"
+                                     f"{list(want.shape)}: delete it or use another directory.")
+            done[c] = jax.tree_util.tree_unflatten(treedef, [got[n] for n in names])
+        return done
+
+    def save(self, part: str, chunk: int, outputs: Any, items: np.ndarray) -> None:
+        """Write chunk ``chunk``'s ``outputs`` (waits for them) atomically."""
+        arrays = {jax.tree_util.keystr(k): np.asarray(v)
+                  for k, v in jax.tree_util.tree_flatten_with_path(outputs)[0]}
+        arrays[_FINGERPRINT] = np.asarray(self.fingerprint)
+        arrays[_ITEMS] = np.asarray(items)
+        path = self.path(part, chunk)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
 
 
 def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outputs: int = 1,

@@ -143,6 +143,20 @@ def test_chunks_and_sample_weights(letters, model):
     assert not np.allclose(weighted.baseline, model.baseline, rtol=1e-3)
 
 
+def test_verbose_ecoc_reports_each_chunk_of_bits_and_fits_the_same_model(letters, model, capsys):
+    """verbose=True prints a line as each chunk of bits finishes (bits done, elapsed and
+    remaining time, while the program runs); the model is bitwise the quiet fit's."""
+    X, y = letters
+    loud = ecoc.fit_ecoc_boosters(X, y, ecoc.exhaustive_code(3), key=KEY, chunk_size=2, verbose=True, **KW)
+    jax.block_until_ready(loud.trees)
+    for a, b in zip(jax.tree_util.tree_leaves(loud), jax.tree_util.tree_leaves(model)):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[jboost] ecoc: bits")]
+    assert [l.split()[3:6] for l in lines] == [["2/3", "(chunk", "1/2)"], ["3/3", "(chunk", "2/2)"]]
+    assert all("elapsed" in l and "left" in l for l in lines)
+
+
 # --------------------------------------------------------------------------------------------
 # The model protocol.
 # --------------------------------------------------------------------------------------------

@@ -399,3 +399,48 @@ def test_verbose_forest_reports_each_chunk_and_grows_the_same_trees(capsys):
     lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[jboost] forest: trees")]
     assert [l.split()[3] for l in lines] == ["4/16", "8/16", "12/16", "16/16"]
     assert all("elapsed" in l and "left" in l for l in lines)
+
+
+_KILLED_FOREST = """
+import os, signal, sys
+sys.path.insert(0, {tests!r})
+from jboost import _batching, bagging
+from _bagging_data import noisy_classification
+save = _batching.ChunkCheckpoints.save
+def save_then_die(self, part, chunk, outputs, items):
+    save(self, part, chunk, outputs, items)
+    os.kill(os.getpid(), signal.SIGKILL)  # a real kill, after the first chunk's file is written
+_batching.ChunkCheckpoints.save = save_then_die
+X, y, _ = noisy_classification(400, seed=0)
+bagging.fit_forest(X, y, checkpoint_dir=sys.argv[1], **{kw!r})
+"""
+
+
+def test_a_killed_forest_resumes_from_its_checkpoints_bitwise(forest, clf_data, tmp_path, capsys):
+    """A forest killed (SIGKILL) after its first chunk of trees and rerun with the same call fits
+    only the other chunks and ends with bitwise the trees and bootstrap weights of the fit without
+    checkpoints (the ``forest`` fixture); another forest in that directory is refused."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    X, y, _, _ = clf_data
+    kw = dict(n_trees=24, depth=DEPTH, max_features=3, n_bins=N_BINS, key=3, chunk_size=8)  # fixture's
+    ckpt = tmp_path / "ckpt"
+    code = _KILLED_FOREST.format(tests=os.path.dirname(os.path.abspath(__file__)), kw=kw)
+    killed = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True,
+                            timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert sorted(os.listdir(ckpt)) == ["forest-chunk00000.npz"]
+    first = os.stat(ckpt / "forest-chunk00000.npz").st_mtime_ns
+    resumed = bagging.fit_forest(X, y, checkpoint_dir=ckpt, verbose=True, **kw)
+    for a, b in zip(jax.tree_util.tree_leaves(resumed), jax.tree_util.tree_leaves(forest)):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    assert os.stat(ckpt / "forest-chunk00000.npz").st_mtime_ns == first  # read, not fitted again
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[jboost] forest: trees")]
+    assert ["from the checkpoint" in l for l in lines] == [True, False, False]
+    assert len(os.listdir(ckpt)) == 3
+    with pytest.raises(ValueError, match=re.escape(str(ckpt / "forest-chunk00000.npz"))):
+        bagging.fit_forest(X, y, checkpoint_dir=ckpt, **{**kw, "key": 4})

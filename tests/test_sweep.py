@@ -516,3 +516,69 @@ def test_two_host_devices_shard_the_models(res_a):
     for k in ("default", "one", "mesh"):
         np.testing.assert_allclose(np.asarray(got[k]["curves"]), res_a.valid_curves, rtol=1e-6,
                                    err_msg=k)
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpoints.
+# --------------------------------------------------------------------------------------------
+
+
+def _assert_same_result(a, b):
+    """Every field of two SweepResults bitwise equal (NaN where NaN), but the timings."""
+    import dataclasses
+    for field in dataclasses.fields(a):
+        x, z = getattr(a, field.name), getattr(b, field.name)
+        if field.name in ("info", "loss"):
+            continue
+        lx, lz = jax.tree_util.tree_leaves(x), jax.tree_util.tree_leaves(z)
+        assert jax.tree_util.tree_structure(x) == jax.tree_util.tree_structure(z), field.name
+        for u, v in zip(lx, lz):
+            u, v = np.asarray(u), np.asarray(v)
+            assert u.dtype == v.dtype, field.name
+            np.testing.assert_array_equal(u, v, err_msg=field.name)
+
+
+_KILLED_SWEEP = """
+import os, signal, sys
+sys.path.insert(0, {tests!r})
+from jboost import _batching
+import test_sweep as t
+save = _batching.ChunkCheckpoints.save
+def save_then_die(self, part, chunk, outputs, items):
+    save(self, part, chunk, outputs, items)
+    os.kill(os.getpid(), signal.SIGKILL)  # a real kill, after the first chunk's file is written
+_batching.ChunkCheckpoints.save = save_then_die
+t._sweep_a(*t._data(), checkpoint_dir=sys.argv[1])
+"""
+
+
+def test_a_killed_sweep_resumes_from_its_checkpoints_bitwise(res_a, data, tmp_path):
+    """A sweep killed (SIGKILL) after its first chunk of models and rerun with the same call fits
+    only the other chunks and returns bitwise the result of the sweep without checkpoints (curves,
+    trees, baselines, selection); another sweep in that directory is refused, naming the file."""
+    import signal
+    ckpt = tmp_path / "ckpt"
+    code = _KILLED_SWEEP.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    killed = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True,
+                            timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    first = ckpt / f"sweep-depth{DEPTH}-bins{BINS}-chunk00000.npz"
+    assert os.listdir(ckpt) == [first.name]
+    mtime = os.stat(first).st_mtime_ns
+    resumed = _sweep_a(*data, checkpoint_dir=ckpt)
+    assert res_a.info["n_chunks"] == resumed.info["n_chunks"] > 1 and resumed.info["n_resumed_chunks"] == 1
+    _assert_same_result(resumed, res_a)
+    assert os.stat(first).st_mtime_ns == mtime  # read, not fitted again
+    assert len(os.listdir(ckpt)) == res_a.info["n_chunks"]
+    with pytest.raises(ValueError, match="holds checkpoints of another sweep .*" + re.escape(str(first))):
+        _sweep_a(*data, checkpoint_dir=ckpt, grid={"learning_rate": [0.3, 1.5], "subsample": [0.6, 0.9]})
+
+
+def test_early_stopped_sweep_checkpoints_keep_each_fits_stop(res_es, data, tmp_path):
+    """The early-stopped sweep's chunk (curves NaN after each stop, rounds fitted) saved and read
+    back: bitwise the sweep without checkpoints, both times."""
+    saved = _sweep_es(*data, checkpoint_dir=tmp_path)
+    again = _sweep_es(*data, checkpoint_dir=tmp_path)
+    assert saved.info["n_resumed_chunks"] == 0 and again.info["n_resumed_chunks"] == 1
+    _assert_same_result(saved, res_es)
+    _assert_same_result(again, res_es)

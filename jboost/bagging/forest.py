@@ -25,6 +25,10 @@ tree equals ``fit_tree`` with the equivalent feature masks (tests check it).
   ``vmap`` over ``chunk_size`` bags (:func:`jboost._batching.map_in_chunks`); the default
   chunk size comes from the estimate :func:`jboost._batching.forest_chunk_size` and a memory
   budget (or pass ``chunk_size``, or use fewer ``n_bins``).
+* **Checkpoints.** With ``fit_forest(checkpoint_dir=)`` the chunks run as host-side calls of one
+  compiled chunk program (:func:`jboost._batching.map_chunks`), each chunk's trees saved as it
+  finishes (:class:`jboost._batching.ChunkCheckpoints`); a rerun fits only the missing chunks
+  and ends with bitwise the forest of an uninterrupted fit (with or without checkpoints).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import numpy as np
 from jax import lax
 
 from jboost import _batching
+from jboost import _native
 from jboost import _validation
 from jboost import model as model_lib
 from jboost import tree as tree_lib
@@ -187,10 +192,18 @@ def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, *, config: 
       ``(trees, bag_weights)``: trees with a leading ``(n_trees,)`` axis (float thresholds not
       filled) and the ``(n_trees, n)`` bootstrap weights.
     """
+    one_bag = _one_bag(X_binned, y, w, key, hyper, config)
+    trees, counts = _batching.map_in_chunks(one_bag, config.n_trees, config.chunk_size,
+                                            progress="forest: trees" if config.verbose else None)
+    return _two_class_leaves(trees, config), counts
+
+
+def _one_bag(X_binned, y, w, key, hyper: ForestHyperparams, config: ForestConfig):
+    """The fit of bag ``b``: ``b -> (tree, bootstrap counts)``."""
     n_features, n = X_binned.shape
     # Two classes: fit the 0/1 target with one output. Its gain sum_c n1_c^2/n_c - n1^2/n is
     # exactly half the one-hot gain (n0 = n - n1), so the splits are the same at half the
-    # histogram size; the leaves p are expanded to (1 - p, p) below.
+    # histogram size; the leaves p are expanded to (1 - p, p) by _two_class_leaves.
     k = 1 if config.n_outputs == 2 else config.n_outputs
     g, h = tree_targets(y, k)
     # Hessians are summed over the K outputs, so K * (row count) is the child's hessian mass.
@@ -206,13 +219,60 @@ def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, *, config: 
                                     min_child_weight=mcw, feature_subsets=subsets)
         return tree, counts
 
-    trees, counts = _batching.map_in_chunks(one_bag, config.n_trees, config.chunk_size,
-                                            progress="forest: trees" if config.verbose else None)
-    if config.n_outputs == 2:
-        p = trees.leaf_values
-        trees = trees._replace(leaf_values=jnp.concatenate([1.0 - p, p], axis=-1),
-                               gains=2.0 * trees.gains)
-    return trees, counts
+    return one_bag
+
+
+def _two_class_leaves(trees, config: ForestConfig):
+    """Two classes were fitted as one output ``p``: leaves ``(1 - p, p)``, the one-hot gains."""
+    if config.n_outputs != 2:
+        return trees
+    p = trees.leaf_values
+    return trees._replace(leaf_values=jnp.concatenate([1.0 - p, p], axis=-1), gains=2.0 * trees.gains)
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def _forest_chunk(X_binned, y, w, key, hyper, bags, *, config: ForestConfig):
+    """The bags ``bags`` of :func:`fit_forest_binned` (one ``vmap``; a chunk of its ``lax.map``)."""
+    return jax.vmap(_one_bag(X_binned, y, w, key, hyper, config))(bags)
+
+
+CHECKPOINT_KIND = "forest"
+
+
+def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, *, config: ForestConfig,
+                            checkpoint_dir, borders=None):
+    """:func:`fit_forest_binned` with its chunks of bags run from the host and each saved to
+    ``checkpoint_dir`` as it finishes (:class:`jboost._batching.ChunkCheckpoints`, files
+    ``forest-chunk*.npz``); the chunks already there are not fitted again, so a rerun of a killed
+    fit ends with bitwise the trees of an uninterrupted one. The checkpoints are guarded by a
+    fingerprint of the data (bins, labels, weights, ``borders``), the key, the hyperparameters and
+    the static settings (chunk size included): another forest in the same directory is refused.
+    ``config.verbose``: a line per chunk (:func:`jboost._batching.map_chunks`). Not under
+    ``jax.vmap``/``jit`` (concrete arrays only).
+    """
+    args = (X_binned, y, w, key, hyper)
+    if any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(args)):
+        raise ValueError("checkpoint_dir= needs a concrete forest fit (not under jax.vmap or jit).")
+    quiet = config._replace(verbose=False)
+    n_chunks, size = _batching.chunk_layout(config.n_trees, config.chunk_size)
+    store = _batching.ChunkCheckpoints(
+        checkpoint_dir, CHECKPOINT_KIND,
+        _batching.fingerprint((args, borders), (quiet, _native.available(), jax.devices()[0].platform)),
+        differs="data, key, hyperparameters or settings")
+    bags = lambda c: np.arange(c * size, (c + 1) * size)  # noqa: E731
+
+    def run(c, items):
+        return _forest_chunk(*args, jnp.asarray(items, jnp.int32), config=quiet)
+
+    like = lambda: jax.eval_shape(functools.partial(_forest_chunk, config=quiet), *args,  # noqa: E731
+                                  jnp.asarray(bags(0), jnp.int32))
+    done = store.load("", n_chunks, like, bags)
+    outs = _batching.map_chunks(run, config.n_trees, size, done=done,
+                                on_chunk=lambda c, out: store.save("", c, out, bags(c)),
+                                progress="forest: trees" if config.verbose else None)
+    trees, counts = jax.tree_util.tree_map(
+        lambda *a: jnp.concatenate([jnp.asarray(x) for x in a])[:config.n_trees], *outs)
+    return _two_class_leaves(trees, config), counts
 
 
 def fit_forest(
@@ -235,6 +295,7 @@ def fit_forest(
     memory_budget: Optional[int] = None,
     borders=None,
     verbose: bool = False,
+    checkpoint_dir=None,
 ) -> Forest:
     """Random forest of oblivious trees (ESL Algorithm 15.1); bagged trees with ``max_features=None``.
 
@@ -270,6 +331,12 @@ def fit_forest(
         the sample weights are bootstrap counts' multipliers, not a reweighting of the data).
       verbose: print a line (trees done, elapsed and remaining time) as each chunk of trees is
         fitted, while the forest runs (not under ``jax.vmap``).
+      checkpoint_dir: a directory where each chunk of trees is saved as it is fitted
+        (``forest-chunk*.npz``); rerunning the same fit (same data, key, settings and chunk size)
+        fits only the chunks not saved yet and gives bitwise the forest of an uninterrupted fit
+        (a killed fit resumes). Another forest in the same directory is refused, naming the file.
+        The chunks then run as host-side calls of one compiled chunk program (not under
+        ``jax.vmap``).
 
     Returns:
       A :class:`Forest`.
@@ -312,8 +379,12 @@ def fit_forest(
         f"{', or map the labels to 0..K-1' if from_labels else ''}")
     config = ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k, max_features=m,
                           bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose))
-    trees, counts = fit_forest_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
-                                      config=config)
+    args = (data.X_binned, data.y, data.w, _validation.as_key(key), hyper)
+    if checkpoint_dir is None:
+        trees, counts = fit_forest_binned(*args, config=config)
+    else:
+        trees, counts = _fit_forest_checkpointed(*args, config=config, checkpoint_dir=checkpoint_dir,
+                                                 borders=data.borders)
     forest = Forest(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,
                     bag_weights=counts)
     # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN forest, and a warning.

@@ -230,14 +230,15 @@ class ECOCBoosters(NamedTuple):
         return bits.staged(X, fn, *args)
 
 
-@functools.partial(jax.jit, static_argnames=("config", "chunk_size"))
+@functools.partial(jax.jit, static_argnames=("config", "chunk_size", "verbose"))
 def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, code, *,
-                    config: boosting.BoostConfig, chunk_size: int):
+                    config: boosting.BoostConfig, chunk_size: int, verbose: bool = False):
     """All ``L`` bit learners (binomial deviance boosting) in one call.
 
     Bit ``l`` is :func:`jboost.boosting.boost` on labels ``code[y, l]`` (a row of the traced
     ``(L, n)`` label array) with key ``fold_in(key, l)``; bits are vmapped in chunks of
-    ``chunk_size`` (:func:`jboost._batching.map_in_chunks`).
+    ``chunk_size`` (:func:`jboost._batching.map_in_chunks`); ``verbose``: a progress line as
+    each chunk of bits finishes (not under ``jax.vmap``).
 
     Returns ``(trees (L, ...), baselines (L, 1))``.
     """
@@ -251,7 +252,8 @@ def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, code, *,
                              hyper, loss, init, config=config)
         return out.trees, init
 
-    return _batching.map_in_chunks(one, code.shape[1], chunk_size)
+    return _batching.map_in_chunks(one, code.shape[1], chunk_size,
+                                   progress="ecoc: bits" if verbose else None)
 
 
 def fit_ecoc_boosters(
@@ -273,6 +275,7 @@ def fit_ecoc_boosters(
     key=0,
     row_sampler="bernoulli",
     chunk_size: Optional[int] = None,
+    verbose: bool = False,
 ) -> ECOCBoosters:
     """Fit an ECOC multiclass model (Dietterich and Bakiri 1995) with boosted bit learners.
 
@@ -281,6 +284,9 @@ def fit_ecoc_boosters(
       code: ``(K, L)`` 0/1 code matrix (:func:`exhaustive_code`, :func:`random_code`, or
         ``np.eye(K)`` for one-vs-rest).
       chunk_size: bits fitted together per ``vmap`` (default: all ``L`` in one).
+      verbose: print a line (bits done, elapsed and remaining time) as each chunk of bits is
+        fitted, while the fit runs, as ``fit_forest(verbose=True)`` does (not under
+        ``jax.vmap``); the model is bitwise that of a quiet fit.
       Other arguments and their defaults as in :func:`jboost.fit` (binomial deviance per bit).
 
     Raises:
@@ -306,7 +312,7 @@ def fit_ecoc_boosters(
         fix="use a smaller chunk_size, depth or n_bins, or a code with fewer bits")
     code_j = jnp.asarray(code, jnp.int32)
     trees, init = fit_ecoc_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
-                                  code_j, config=config, chunk_size=chunk_size)
+                                  code_j, config=config, chunk_size=chunk_size, verbose=bool(verbose))
     model = ECOCBoosters(tree_lib.with_borders(trees, data.borders), data.borders, init, code_j)
     # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN model, and a warning.
     return _validation.nan_outside_domains(model, None, hyper)

@@ -49,6 +49,12 @@ after its stop; a configuration's best round is the optimum of the mean curve ov
 all its fits ran (as the best iteration of ``xgboost.cv`` / ``lightgbm.cv``), which
 :meth:`SweepResult.refit` and :meth:`SweepResult.models` use.
 
+With ``checkpoint_dir`` each chunk's curves (and trees) are saved as the chunk finishes, one
+``.npz`` file per chunk written atomically (:class:`jboost._batching.ChunkCheckpoints`); a rerun
+of the same sweep reads the chunks saved and fits only the others, so a killed sweep resumes to
+bitwise the result of an uninterrupted one. A fingerprint of everything the chunks depend on
+(data, folds, seeds, grid, static settings, loss, metric, early stopping) guards the directory.
+
 The package: :mod:`~jboost.sweep.grid` (configurations), :mod:`~jboost.sweep.metrics`
 (validation metrics), :mod:`~jboost.sweep.program` (the compiled chunk program and the chunk
 loop), :mod:`~jboost.sweep.result` (:class:`SweepResult`, selection, the text table, the models);
@@ -144,6 +150,7 @@ def sweep(
     verbose: bool = False,
     early_stopping_rounds: Optional[int] = None,
     early_stopping_tolerance: float = 0.0,
+    checkpoint_dir=None,
 ) -> SweepResult:
     """Cross-validate every configuration of a grid, all models vmapped in one compiled program.
 
@@ -192,6 +199,13 @@ def sweep(
         then evaluated inside every round (from the training raw scores) instead of after the
         rounds. ``None``: no early stopping (every fit runs its ``n_rounds``).
       early_stopping_tolerance: the least improvement of the score that counts (>= 0).
+      checkpoint_dir: a directory where each chunk's curves (and trees with ``keep_trees``) are
+        saved as the chunk finishes (``sweep-depth<d>-bins<b>-chunk<c>.npz``); rerunning the same
+        sweep fits only the chunks not saved yet and returns bitwise the result of an
+        uninterrupted sweep (a killed sweep resumes). The files are guarded by a fingerprint of
+        the data, folds, seeds, key, grid, static settings, loss, metric and early stopping:
+        another sweep in the same directory is refused, naming the file; a rerun must also
+        chunk the models as before (the same ``chunk_size``/``memory_budget`` and devices).
 
     Returns:
       A :class:`SweepResult`.
@@ -220,6 +234,13 @@ def sweep(
         return jax.device_put(a, devices[0]) if len(devices) == 1 else jnp.asarray(a)
 
     layout = program_lib.Layout.of(grid_.n_points, n_folds, seeds)
+    checkpoints = None
+    if checkpoint_dir is not None:
+        checkpoints = _batching.ChunkCheckpoints(
+            checkpoint_dir, CHECKPOINT_KIND,
+            _fingerprint(X, y, w, loss_obj, grid_, fold_table, seed_keys, metric, greater, stopping,
+                         keep_trees, fixed_hyper, colsample_by, per_output_trees, devices),
+            differs="data, folds, seeds, key, grid, settings, loss, metric or early stopping")
     fits, borders_of, stats = {}, {}, _Stats()
     for b in grid_.bins:
         data = _validation.prepare(X, y, sample_weight=w, n_bins=b)  # one binned copy per n_bins
@@ -231,7 +252,7 @@ def sweep(
                              missing=data.missing)._replace(early_stopping=stopping)
             fits[(d, b)] = _fit_group(config, shared, grid_, loss_obj, layout, metric, keep_trees,
                                       devices, chunk_size, memory_budget, stats,
-                                      t_start if verbose else None, greater)
+                                      t_start if verbose else None, greater, checkpoints)
 
     rows = result_lib.rows(grid_.configs, grid_.n_points, n_folds, seeds,
                            {g: f.valid for g, f in fits.items()},
@@ -308,18 +329,39 @@ def _folds(y, w, folds, n_seeds, base_key, stratified, repeat, loss) -> Tuple[np
                          stratified=bool(stratified), repeat=repeat)
 
 
+CHECKPOINT_KIND = "sweep"
+
+
+def _fingerprint(X, y, w, loss, grid_, fold_table, seed_keys, metric, greater, stopping, keep_trees,
+                 fixed_hyper, colsample_by, per_output_trees, devices) -> str:
+    """What a sweep's checkpoints must match to be continued (:func:`jboost._batching.fingerprint`):
+    the data, folds and seed keys; the grid (its points, swept values and static settings) and
+    the fixed hyperparameters; the loss (name, function, parameters), the metric (by qualified
+    name) and its direction, early stopping; whether trees are kept; the devices' platforms and
+    whether the CPU kernels run (they set the last bits of a result)."""
+    arrays = (X, y, w, fold_table, seed_keys, grid_.hyper_values, grid_.loss_values, loss.params)
+    settings = (grid_.points, grid_.names, grid_.rounds, grid_.depths, grid_.bins, grid_.configs,
+                fixed_hyper, colsample_by, bool(per_output_trees),
+                (loss.name, loss.fn, loss.n_outputs, loss.task, loss.hessian, loss.leaf_refit,
+                 loss.adaptive_huber_alpha),
+                metric, bool(greater), stopping, bool(keep_trees),
+                [d.platform for d in devices], _native.available())
+    return _batching.fingerprint(arrays, settings)
+
+
 class _Stats:
     """Chunking, timings and compilations of a sweep's groups (``SweepResult.info``)."""
 
     def __init__(self):
         self.chunk_size, self.first_chunk_s, self.model_bytes = {}, {}, {}
-        self.n_chunks = self.n_models = self.n_compilations = 0
+        self.n_chunks = self.n_models = self.n_compilations = self.n_resumed = 0
 
     def info(self, n_devices: int, t_start: float) -> Dict[str, Any]:
         name = lambda g: f"depth={g[0]},n_bins={g[1]}"  # noqa: E731
         return dict(n_compilations=self.n_compilations,
                     chunk_size={name(g): s for g, s in self.chunk_size.items()},
-                    n_chunks=self.n_chunks, n_devices=n_devices, n_models=self.n_models,
+                    n_chunks=self.n_chunks, n_resumed_chunks=self.n_resumed,
+                    n_devices=n_devices, n_models=self.n_models,
                     seconds=time.perf_counter() - t_start,
                     first_chunk_seconds={name(g): s for g, s in self.first_chunk_s.items()},
                     model_bytes={name(g): s for g, s in self.model_bytes.items()})
@@ -327,7 +369,8 @@ class _Stats:
 
 def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices, chunk_size,
                memory_budget, stats: _Stats, t_start: Optional[float],
-               greater: bool = False) -> program_lib.GroupFit:
+               greater: bool = False,
+               checkpoints: Optional[_batching.ChunkCheckpoints] = None) -> program_lib.GroupFit:
     """Every model of one ``(depth, n_bins)`` group: chunk size from the memory estimate, then
     the chunks through the group's compiled program."""
     group, n_dev = (config.depth, config.n_bins), len(devices)
@@ -350,14 +393,17 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
     compiled_before = program_lib.n_compiled(program)
     log = None
     if t_start is not None:
-        def log(c, n_chunks):
+        def log(c, n_chunks, resumed):
             print(f"[sweep] depth={group[0]} n_bins={group[1]}: chunk {c + 1}/{n_chunks} "
-                  f"({size * n_dev} models) dispatched at {time.perf_counter() - t_start:.1f}s",
-                  flush=True)
-    fit = program_lib.fit_group(program, shared, grid_, loss, layout, size * n_dev, log=log)
+                  f"({size * n_dev} models) "
+                  + ("read from checkpoint_dir" if resumed else
+                     f"dispatched at {time.perf_counter() - t_start:.1f}s"), flush=True)
+    fit = program_lib.fit_group(program, shared, grid_, loss, layout, size * n_dev, log=log,
+                                checkpoints=checkpoints, part=f"depth{group[0]}-bins{group[1]}-")
     stats.n_compilations += program_lib.n_compiled(program) - compiled_before
     stats.chunk_size[group], stats.model_bytes[group] = size, mb
     stats.first_chunk_s[group] = fit.first_chunk_seconds
     stats.n_chunks += fit.n_chunks
+    stats.n_resumed += fit.n_resumed
     stats.n_models += layout.n_models
     return fit

@@ -23,9 +23,11 @@ chunk ends when every model of the chunk has stopped (so a chunk costs the round
 slowest model, in steps of ``EarlyStopping.chunk`` rounds).
 
 The models are fitted in chunks of a fixed size (the last one padded by repeating the last model)
-by a Python loop over the same compiled function: one compilation per static combination. With
-several devices the chunk's model axis is sharded over them (``shard_map``), each device fitting
-its share.
+by a Python loop over the same compiled function (:func:`jboost._batching.map_chunks`): one
+compilation per static combination. With several devices the chunk's model axis is sharded over
+them (``shard_map``), each device fitting its share. With checkpoints each chunk's outputs are
+saved as it finishes and a rerun reads them back instead of fitting them
+(:class:`jboost._batching.ChunkCheckpoints`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from jboost import _batching
 from jboost import _validation
 from jboost import boosting
 from jboost import losses as losses_lib
@@ -204,32 +207,57 @@ class GroupFit(NamedTuple):
     n_chunks: int
     first_chunk_seconds: float
     n_fitted: Optional[np.ndarray] = None  # (n_models,) early stopping: rounds each model fitted
+    n_resumed: int = 0                     # chunks read from checkpoints instead of fitted
 
 
 def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: losses_lib.Loss,
               layout: Layout, models_per_call: int, *,
-              log: Optional[Callable[[int, int], None]] = None) -> GroupFit:
+              log: Optional[Callable[[int, int, bool], None]] = None,
+              checkpoints: Optional[_batching.ChunkCheckpoints] = None, part: str = "") -> GroupFit:
     """Fit every model of ``layout`` with ``program``, ``models_per_call`` at a time (the last
-    call padded by repeating the last model); ``log(chunk, n_chunks)`` after each dispatch."""
+    call padded by repeating the last model); ``log(chunk, n_chunks, resumed)`` after each
+    dispatch (``resumed=False``) and for each chunk read from a checkpoint (``True``).
+
+    With ``checkpoints`` (:class:`jboost._batching.ChunkCheckpoints`) each chunk's outputs are
+    saved as ``part`` chunk files when it finishes, and the chunks already saved are read
+    instead of fitted (their model indices checked); ``GroupFit.n_resumed`` counts them."""
     n_models = layout.n_models
     n_chunks = math.ceil(n_models / models_per_call)
     order = np.minimum(np.arange(n_chunks * models_per_call), n_models - 1)  # the padding repeats
-    outs, first_s = [], 0.0
-    for c in range(n_chunks):
-        idx = order[c * models_per_call:(c + 1) * models_per_call]
+    models_of = lambda c: order[c * models_per_call:(c + 1) * models_per_call]  # noqa: E731
+
+    def inputs(c):
+        idx = models_of(c)
         pts = layout.point[idx]
         hyper = boosting.Hyperparams(*(jnp.asarray(grid.hyper_values[h][pts])
                                        for h in grid_lib.HYPERPARAMETERS))
         loss_c = loss.replace(params={p: jnp.asarray(v[pts]) for p, v in grid.loss_values.items()})
+        return (*shared, hyper, loss_c, jnp.asarray(layout.fold[idx], jnp.int32),
+                jnp.asarray(layout.seed[idx], jnp.int32))
+
+    first_s = []
+
+    def run(c, _):
         t0 = time.perf_counter()
-        out = program(*shared, hyper, loss_c, jnp.asarray(layout.fold[idx], jnp.int32),
-                      jnp.asarray(layout.seed[idx], jnp.int32))
-        if c == 0:
+        out = program(*inputs(c))
+        if not first_s:
             jax.block_until_ready(out)
-            first_s = time.perf_counter() - t0
-        outs.append(out)
+            first_s.append(time.perf_counter() - t0)
+        return out
+
+    def on_chunk(c, out):
+        if checkpoints is not None:
+            checkpoints.save(part, c, out, models_of(c))
         if log is not None:
-            log(c, n_chunks)
+            log(c, n_chunks, False)
+
+    done = {}
+    if checkpoints is not None:
+        done = checkpoints.load(part, n_chunks, lambda: jax.eval_shape(program, *inputs(0)), models_of)
+        for c in sorted(done) if log is not None else ():
+            log(c, n_chunks, True)
+    outs = _batching.map_chunks(run, n_chunks * models_per_call, models_per_call, done=done,
+                                on_chunk=on_chunk)
 
     def gather(*parts):
         return np.concatenate([np.asarray(p) for p in parts])[:n_models]
@@ -242,4 +270,5 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
         trees = jax.tree_util.tree_map(gather, *(o.trees for o in outs))
     if outs[0].n_fitted is not None:
         n_fitted = gather(*(o.n_fitted for o in outs)).astype(np.int64)
-    return GroupFit(valid, train, baseline, trees, n_chunks, first_s, n_fitted)
+    return GroupFit(valid, train, baseline, trees, n_chunks, first_s[0] if first_s else 0.0, n_fitted,
+                    len(done))
