@@ -7,6 +7,7 @@ from jboost import combine
 from jboost import datasets
 from jboost import boosting
 from jboost import derivatives
+from jboost import distributions
 from jboost import histograms
 from jboost import losses
 from jboost import model
