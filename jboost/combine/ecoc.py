@@ -11,7 +11,8 @@ distance on their signs (Allwein, Schapire and Singer 2000 for loss-based decodi
 * Decoding: :func:`decode_l1`, :func:`decode_hamming`.
 * The model: :class:`ECOCBoosters`, a :class:`jboost.model.Model` whose raw scores are the bits'
   log-odds ``(n, L)`` and whose classes are the nearest codewords (it has no class
-  probabilities); :func:`fit_ecoc_boosters`.
+  probabilities); :func:`fit_ecoc_boosters` (``verbose=True``: a progress line per chunk of
+  bits, as forests print per chunk of trees).
 """
 
 from __future__ import annotations

@@ -71,8 +71,9 @@ class SweepResult:
         (:meth:`models` gives them as a batched :class:`jboost.Booster`).
       model_of_row: ``(n_rows,)`` each row's index in its group's ``trees``.
       info: timings and chunking (``n_compilations``: programs compiled by this sweep,
-        ``chunk_size``, ``n_chunks``, ``n_devices``, ``seconds``, ``first_chunk_seconds``,
-        ``model_bytes``).
+        ``chunk_size``, ``n_chunks``, ``n_resumed_chunks``: chunks read from ``checkpoint_dir``
+        instead of fitted, ``n_devices``, ``seconds``, ``first_chunk_seconds``: the first chunk
+        fitted, ``model_bytes``).
       baselines: with ``keep_trees=True``, ``{(depth, n_bins): (n_models, K)}`` each model's
         constant raw score (the baseline of its training folds).
       early_stopping: with ``sweep(early_stopping_rounds=)``, the :func:`jboost.fit` arguments of
