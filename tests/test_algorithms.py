@@ -301,17 +301,14 @@ def test_init_model_continues_every_algorithm_bitwise(name, warm_fits):
 def test_a_continued_model_round_trips_through_a_model_file_and_continues_again(tmp_path,
                                                                                warm_fits):
     """The state a continued fit needs (``info["log_weights"]``, ``"done"``, ``"algorithm"``) is
-    in the model file: the loaded model equals the saved one bitwise, and continuing it equals
-    continuing the saved model."""
+    in the model file: a loaded continued model equals the saved one bitwise, and a loaded model
+    continues exactly as the saved one does."""
     half, continued, _ = warm_fits("adaboost_m1")
     jboost.save(continued, tmp_path / "m1.jbm")
-    loaded = jboost.load(tmp_path / "m1.jbm")
-    assert_fits_equal(loaded, continued)
-    again = _warm_fit("adaboost_m1", n_rounds=N_ROUNDS // 2, init_model=half)
-    # The loaded 15-round model continued (the same compiled program) == the original continued.
+    assert_fits_equal(jboost.load(tmp_path / "m1.jbm"), continued)
     jboost.save(half, tmp_path / "half.jbm")
     assert_fits_equal(_warm_fit("adaboost_m1", n_rounds=N_ROUNDS // 2,
-                                init_model=jboost.load(tmp_path / "half.jbm")), again)
+                                init_model=jboost.load(tmp_path / "half.jbm")), continued)
 
 
 def test_init_model_refusals_name_the_argument_and_the_fix(warm_fits):
@@ -330,7 +327,8 @@ def test_init_model_refusals_name_the_argument_and_the_fix(warm_fits):
         A.adaboost_m1(X, y, init_model=two, **kw)
     with pytest.raises(ValueError, match="init_model has 10 features; X has 9"):
         A.adaboost_m1(X[:, :9], y, init_model=m1, **kw)
-    with pytest.raises(ValueError, match="n_bins=16 differs from init_model's \\(256\\).*pass n_bins=256"):
+    with pytest.raises(ValueError,
+                       match="n_bins=16 differs from init_model's \\(256\\).*pass n_bins=256"):
         A.adaboost_m1(X, y, init_model=m1, n_bins=16, **kw)
     with pytest.raises(ValueError, match="depth=2 differs .*pass depth=1"):
         A.adaboost_m1(X, y, init_model=m1, n_rounds=2, depth=2)
@@ -345,7 +343,7 @@ def test_init_model_refusals_name_the_argument_and_the_fix(warm_fits):
                                          "'squared_error'"):
         A.gradient_boost(X, y, "squared_error", init_model=gb, n_rounds=2, depth=DEPTH)
     # A jboost.algorithms model is not a jboost.fit model either.
-    with pytest.raises(TypeError, match="init_model must be a Booster from jboost.fit"):
+    with pytest.raises(TypeError, match="init_model .*jboost.fit"):
         jboost.fit(X, y, "binomial_deviance", init_model=gb, n_rounds=2, depth=DEPTH)
 
 

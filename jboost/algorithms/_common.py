@@ -1,14 +1,24 @@
 """What every algorithm of :mod:`jboost.algorithms` shares: the round status codes, binding an
 algorithm's static settings into a :class:`jboost.boosting.Algorithm`, the host-side data
-preparation and the run on the boosting scaffold, observation weights in log space, and staged
-(round-by-round) evaluation of a fitted model.
+preparation and the run on the boosting scaffold (a new fit, or one continued from
+``init_model=``), observation weights in log space, and staged (round-by-round) evaluation of a
+fitted model.
 
 Every algorithm is a ``round`` function on the scaffold of :mod:`jboost.boosting` (``boost`` is
 the ``lax.scan``; the scaffold draws the round's rows and columns, adds the round's trees to the
 raw scores and records the losses) and returns a :class:`jboost.Booster` whose raw score is on
 the scale of the loss that the algorithm minimises in the forward-stagewise view (ESL Section
 10.4; Friedman, Hastie and Tibshirani 2000). Its ``info`` holds each round's ``coef``, ``err``
-and ``status`` ``(n_rounds,)`` and the final observation ``weights`` ``(n_samples,)``.
+and ``status`` ``(n_rounds,)``, the final observation ``weights`` ``(n_samples,)``, the algorithm
+that fitted it (``algorithm``, an index into :data:`ALGORITHMS`) and the algorithm's exact state
+after the last round under the names its entry point gives (e.g. ``log_weights``, ``done``).
+
+Warm start (:func:`check_init_model`, then :func:`run` with ``init_model=``): the continued fit
+bins with the model's borders, starts from its raw scores (:func:`jboost.boosting.resume`) and
+state, and folds round ``m``'s key from ``m`` counted from the model's first round, so ``r``
+rounds then ``s`` more equal ``r + s`` rounds bitwise (the big_vision ``fold_in(key, step)``
+rule); the result holds every round. A new fit runs the same compiled program, from the
+scaffold's initial state and round 0.
 """
 
 from __future__ import annotations
@@ -109,8 +119,8 @@ def check_init_model(init_model: Optional[model_lib.Booster], name: str, X, conf
                          f"{name}(init_model=) continues a model that {name} fitted.")
     fitted_by = ALGORITHMS[int(code)]
     if fitted_by != name:
-        raise ValueError(f"init_model was fitted by jboost.algorithms.{fitted_by}: continue it with "
-                         f"{fitted_by}(..., init_model=model), not {name}.")
+        raise ValueError(f"init_model was fitted by jboost.algorithms.{fitted_by}: continue it "
+                         f"with {fitted_by}(..., init_model=model), not {name}.")
     if init_model.n_features != X.shape[1]:
         raise ValueError(f"init_model has {init_model.n_features} features; X has {X.shape[1]}.")
     model_bins = init_model.borders.shape[-1] + 1
@@ -120,7 +130,8 @@ def check_init_model(init_model: Optional[model_lib.Booster], name: str, X, conf
     if config.depth != init_model.depth:
         raise ValueError(f"depth={config.depth} differs from init_model's trees "
                          f"(depth {init_model.depth}); pass depth={init_model.depth}.")
-    if borders is not None and not np.array_equal(np.asarray(borders), np.asarray(init_model.borders)):
+    if borders is not None and not np.array_equal(np.asarray(borders),
+                                                  np.asarray(init_model.borders)):
         raise ValueError("borders differ from init_model's: a continued fit bins with the model's "
                          "borders (omit borders=).")
     return X, init_model.borders

@@ -24,6 +24,11 @@ K classes ``f = sum_m beta_m T_m(x)`` with ``T`` the ``(1, -1/(K-1))`` coding an
 ``p_k ∝ exp(f_k / (K-1))``. The class decisions are exactly ESL's ``sign(sum alpha_m G_m)`` and
 Zhu et al.'s ``argmax_k sum_m alpha_m I(T_m(x) = k)``.
 
+Warm start: ``init_model=`` (a model the same algorithm fitted) boosts ``n_rounds`` more rounds on
+the same rows from the model's raw scores and exact state, ``info["log_weights"]`` (the log
+observation weights) and ``info["done"]`` (a PERFECT or WEAK round stopped the model: it stays
+stopped), so ``r`` rounds then ``s`` more equal ``r + s`` rounds bitwise.
+
 Defaults differ from :func:`jboost.fit` where the published algorithms do: small trees (stumps
 for AdaBoost.M1, as in ESL Figure 10.2; depth 2 for SAMME), no L2 penalty and no minimal child
 weight (the weak learner is the plain weighted least-squares / Gini tree), and no shrinkage
@@ -139,12 +144,20 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
         are normalised to sum to ``n``, so ``min_child_weight`` is in units of an average row).
       subsample, colsample, colsample_by: the weak learner sees a Bernoulli(subsample) subset of
         the rows and a subset of the features; ``err_m`` is measured on all rows.
+      init_model: continue this Booster, fitted by the same algorithm on the same rows
+        (``X``, ``y``, ``sample_weight``): ``n_rounds`` more rounds with its borders (``n_bins``
+        and ``depth`` must be its own), keys folded from its round count, from its observation
+        weights and stop; with the same settings ``r`` rounds then ``s`` more equal ``r + s``
+        rounds bitwise. The result holds every round. A model of another algorithm, of
+        :func:`jboost.fit` or a batch of models is refused.
 
     Returns:
       A :class:`jboost.Booster`: loss the exponential loss, raw score
       ``sum_m (alpha_m / 2) G_m(x)``; ``info``: ``coef`` ``alpha_m`` (times the learning rate),
-      ``err`` ``err_m`` (NaN once STOPPED), ``status``, each ``(n_rounds,)``, and ``weights``
-      ``(n,)`` the final observation weights (summing to ``n``).
+      ``err`` ``err_m`` (NaN once STOPPED), ``status``, each ``(n_rounds,)``, ``weights``
+      ``(n,)`` the final observation weights (summing to ``n``); the state ``init_model=``
+      continues: ``log_weights`` ``(n,)`` their exact logs and ``done`` ``()`` whether the model
+      stopped; and ``algorithm`` ``()`` (an index into :data:`jboost.algorithms.ALGORITHMS`).
     """
     err_floor = _common.static_real(err_floor, "err_floor", 0.0, 0.5, lo_open=True)
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,

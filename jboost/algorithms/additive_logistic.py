@@ -12,6 +12,13 @@ leaf, with ``l2 = 0``), as FHT do with regression trees. Two-class labels are 0/
 e^-F) = 1 / (1 + e^{-2F})`` for two classes and ``p_j = e^{F_j} / sum_k e^{F_k}`` for K classes,
 which is what ``jboost.predict_proba`` of the returned model gives.
 
+Warm start: ``init_model=`` (a model the same algorithm fitted) boosts ``n_rounds`` more rounds
+from the model's raw scores (and, for Real and Gentle AdaBoost, its exact log observation
+weights, ``info["log_weights"]``, so on the same rows; LogitBoost has no state beyond ``F``), so
+``r`` rounds then ``s`` more equal ``r + s`` rounds bitwise (K-class LogitBoost, whose K trees
+per round overlap in their vector leaves, to float rounding: the scaffold's sum of a round's
+trees may fuse their last multiply, which the stored leaf values do not).
+
 Defaults differ from :func:`jboost.fit` where FHT's algorithms do: small trees (stumps for Real
 and Gentle AdaBoost, depth 2 for LogitBoost), ``l2 = 0`` and ``min_child_weight = 0`` (the leaf
 values are then exactly FHT's weighted means), no shrinkage (``learning_rate = 1``).
@@ -116,12 +123,14 @@ def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.
     Defaults are the published algorithm's (stumps, no L2 penalty or minimal child weight, no
     shrinkage: see the module docstring). ``eps`` is static.
 
-    Args: as :func:`jboost.algorithms.adaboost_m1`, with labels 0/1.
+    Args: as :func:`jboost.algorithms.adaboost_m1`, with labels 0/1 (``init_model``: a Real
+      AdaBoost model, continued on its training rows).
 
     Returns:
       A :class:`jboost.Booster` (exponential loss); ``info``: ``coef`` the round's learning rate,
       ``err`` the weighted training error of ``sign(f_m)``, ``status`` (OK), ``weights`` the final
-      observation weights (summing to ``n``).
+      observation weights (summing to ``n``), ``log_weights`` their exact logs (the state
+      ``init_model=`` continues), ``algorithm``.
     """
     eps = _common.static_real(eps, "eps", 0.0, 0.5, lo_open=True)
     algorithm = _common.algorithm(real_adaboost_round, _common.init_log_weights, eps=eps)
@@ -244,6 +253,8 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
       y: labels ``0..K-1`` (0/1 for two classes); ``n_classes`` defaults to ``max(y) + 1``.
       form: ``"auto"`` (Algorithm 3 for K = 2, else 6), ``"two_class"`` or ``"k_class"`` (also
         for K = 2: then ``F_1 - F_0`` equals twice Algorithm 3's ``F``).
+      init_model: a LogitBoost model to continue (same form, K, ``n_bins`` and ``depth``; its
+        state is the raw scores, so other rows may be used).
       Other arguments as :func:`jboost.algorithms.adaboost_m1`.
 
     Returns:

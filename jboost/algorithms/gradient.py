@@ -25,6 +25,11 @@ do: least-squares trees without an L2 penalty (``l2 = 0``: the leaf values are t
 residuals before the line search), depth 3 (8 leaves: ESL Section 10.11 finds trees of 4 to 8
 terminal nodes work well), and for forward stagewise modelling no shrinkage (``learning_rate =
 1``: ESL Algorithm 10.2 as published).
+
+Warm start: ``init_model=`` (a model the same algorithm fitted, with the same loss) boosts
+``n_rounds`` more rounds from the model's baseline and raw scores (these algorithms keep no other
+state), round keys folded from its round count, so ``r`` rounds then ``s`` more equal ``r + s``
+rounds bitwise; as with :func:`jboost.fit`'s ``init_model=``, the rows may be new ones.
 """
 
 from __future__ import annotations
@@ -206,6 +211,10 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
         step), else the line search; ``"none"``: keep the least-squares leaf values (plain L2
         functional gradient steps).
       max_step: trust region of each Newton iteration (static).
+      init_model: continue this Booster (fitted by :func:`gradient_boost` with the same loss,
+        ``n_bins`` and ``depth``): ``n_rounds`` more rounds with its borders and baseline, keys
+        folded from its round count (``r`` then ``s`` rounds equal ``r + s`` bitwise); the
+        result holds every round.
       l2, min_split_gain, min_child_weight: regularisation of the least-squares tree (with unit
         hessians ``min_child_weight`` is a minimal number of (weighted) rows per leaf); ``l2 = 0``
         by default: ESL's least-squares tree.
@@ -247,6 +256,8 @@ def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth:
     differentiable with positive curvature along ``b`` for the Newton steps (e.g. squared error,
     deviances, exponential, Poisson); elsewhere ``beta`` stays 1. No shrinkage by default
     (``learning_rate = 1``: Algorithm 10.2 as published); ``l2 = 0`` as :func:`gradient_boost`.
+
+    ``init_model`` continues a :func:`forward_stagewise` model as in :func:`gradient_boost`.
 
     Returns:
       A :class:`jboost.Booster`; ``info``: ``coef`` ``nu beta_m``, ``err`` NaN, ``status`` OK,
