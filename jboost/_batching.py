@@ -156,8 +156,7 @@ def stable_repr(x) -> str:
     its address, which changes from process to process); tuples (NamedTuples: configs), lists
     and dicts element by element.
 
-    The same rule as ``jboost.api``'s checkpoint fingerprint (``api._stable_repr``, private
-    there; kept here so that sweeps and forests need no private name of ``api``)."""
+    The rule of every checkpoint fingerprint (``jboost.fit``, sweeps, forests)."""
     if isinstance(x, functools.partial):
         return f"partial({stable_repr(x.func)}, {stable_repr(x.args)}, {stable_repr(x.keywords)})"
     if callable(x) and hasattr(x, "__qualname__"):

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost import _batching
 from jboost import _validation
 from jboost import binning
 from jboost import boosting
@@ -280,26 +281,10 @@ CHECKPOINT_FILE = "checkpoint.jbm"
 
 def _fingerprint(args, config, n_total: int) -> str:
     """What a checkpoint must match to be continued: the data (bins, labels, weights, validation
-    set), the key, the hyperparameters, the static settings and the loss."""
-    import hashlib
+    set, offsets), the key, the hyperparameters, the static settings and the loss."""
     data, key, hyper, loss, init_raw = args
-    h = hashlib.sha256()
-    for leaf in jax.tree_util.tree_leaves((data, jax.random.key_data(key) if jnp.issubdtype(
-            key.dtype, jax.dtypes.prng_key) else key, hyper, loss.params, init_raw)):
-        arr = np.ascontiguousarray(np.asarray(leaf))
-        h.update(str((arr.shape, arr.dtype.str)).encode())
-        h.update(arr.tobytes())
-    h.update(_stable_repr((config._replace(n_rounds=n_total), loss.name, loss.n_outputs)).encode())
-    return h.hexdigest()
-
-
-def _stable_repr(x) -> str:
-    """``repr`` with functions by name (a function's default repr holds its address)."""
-    if callable(x) and hasattr(x, "__qualname__"):
-        return f"{getattr(x, '__module__', '')}.{x.__qualname__}"
-    if isinstance(x, tuple):
-        return f"{type(x).__name__}({', '.join(_stable_repr(v) for v in x)})"
-    return repr(x)
+    return _batching.fingerprint((data, key, hyper, loss.params, init_raw),
+                                 (config._replace(n_rounds=n_total), loss.name, loss.n_outputs))
 
 
 def _booster_fn(mesh):
