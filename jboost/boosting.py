@@ -128,17 +128,42 @@ def one_tree(tree: tree_lib.ObliviousTrees, leaf) -> tuple:
 def newton_round(r: Round) -> RoundResult:
     """Gradient boosting with Newton trees (ESL Algorithm 10.3; XGBoost's second-order step):
     gradients and hessians by autodiff, one tree with vector leaves (or one tree per output,
-    ESL Algorithm 10.4), the loss's exact leaf refit if it has one, shrinkage."""
+    ESL Algorithm 10.4), the loss's exact leaf refit if it has one, shrinkage.
+
+    A loss with ``hessian="auto"`` (a custom loss's default) decides the round from its traced
+    curvature (:func:`jboost.derivatives.curvature_is_positive`; no Python branch, so a sweep
+    is one program): positive for every row that moves the fit, a Newton round as above;
+    otherwise the tree is grown on unit curvature
+    (:func:`jboost.derivatives.first_order_curvature`: least squares on the negative gradient,
+    ESL Algorithm 10.3) and its leaves are the loss's
+    refit if it has one, else :func:`jboost.refit.degenerate_leaf_values` (the exact per-leaf
+    minimisers of a regression loss; safeguarded first-order values for a classification loss;
+    with ``per_output_trees``, output by output)."""
     config, hyper = r.config, r.hyper
     y, w = r.data.y, r.data.w * r.sample
+    loss, n_leaves = r.loss, 2**config.depth
     # The learning-rate-aware curvature: the classical diagonal where shrinkage makes it safe,
     # the Gershgorin majorant for coupled outputs at large rates (derivatives.grad_hess).
-    g, h = derivatives.grad_hess(r.loss, y, r.raw, learning_rate=r.learning_rate)
+    g, h = derivatives.grad_hess(loss, y, r.raw, learning_rate=r.learning_rate)
+    degenerate = None  # traced: this round's curvature is not positive everywhere ("auto")
+    if loss.hessian == "auto":
+        degenerate = ~derivatives.curvature_is_positive(g, h, w, axis_name=config.axis_name)
+        h = jnp.where(degenerate, derivatives.first_order_curvature(g, loss.task), h)
     gw, hw = g * w[:, None], h * w[:, None]
+
+    def degenerate_values(leaf, values):
+        return jnp.where(degenerate, refit.degenerate_leaf_values(
+            loss, y, r.raw, w, leaf, n_leaves, values, learning_rate=r.learning_rate,
+            active=degenerate, axis_name=config.axis_name), values)
+
     if not config.per_output_trees:
         tree, leaf = grow_trees(r, gw, hw)
-        values = refit.refit_leaf_values(r.loss, y, r.raw, w, leaf, 2**config.depth,
-                                         tree.leaf_values, axis_name=config.axis_name)
+        if degenerate is None or loss.leaf_refit is not None:
+            values = refit.refit_leaf_values(loss, y, r.raw, w, leaf, n_leaves, tree.leaf_values,
+                                             axis_name=config.axis_name,
+                                             learning_rate=r.learning_rate)
+        else:
+            values = degenerate_values(leaf, tree.leaf_values)
         trees, leaves = one_tree(tree._replace(leaf_values=values), leaf)
     else:
         k = g.shape[-1]
@@ -146,6 +171,8 @@ def newton_round(r: Round) -> RoundResult:
                                  in_axes=(1, 1))(gw, hw)
         # Output k's tree moves only raw score k: embed its scalar leaves as one-hot vectors.
         values = trees.leaf_values[:, :, 0:1] * jnp.eye(k, dtype=jnp.float32)[:, None, :]
+        if degenerate is not None:
+            values = jax.vmap(degenerate_values)(leaves, values)
         trees = trees._replace(leaf_values=values)
     return RoundResult(trees._replace(leaf_values=trees.leaf_values * r.learning_rate), leaves)
 

@@ -23,6 +23,23 @@ terms: every single-output number is unchanged). For the softmax (``H = diag(p) 
 LightGBM's ``multiclass`` (``src/objective/multiclass_objective.hpp``) scales it by ``K / (K -
 1)``, which is the majorant's factor 2 only for K = 2 and was not enough at K = 12 (training
 deviance 1.82 -> 5.72 in one round at learning rate 1; ``benchmarks/multiclass_step.py``).
+
+**Degenerate curvature** (issue 16). A hand-written loss can have a hessian that is zero almost
+everywhere (pinball, absolute error, hinge, epsilon-insensitive: piecewise linear) or negative
+somewhere (Cauchy, Tukey's biweight: non-convex). A Newton leaf ``-G / (H + l2)`` is then
+meaningless: with ``H = 0`` it is ``-G / l2``, a step that grows with the number of rows (a
+hand-written pinball loss diverged to a test loss 240-830 times the built-in's), and with ``H <
+0`` it points uphill. A custom loss's default curvature, ``Loss.hessian="auto"``, therefore
+decides every round, from the traced values (:func:`curvature_is_positive`): if every row that
+moves the fit has positive curvature, the round is a Newton round as above; otherwise the tree
+is grown on unit curvature (:func:`first_order_curvature`), i.e. fitted by least squares to the
+negative gradient (ESL Algorithm 10.3; Friedman 2001, Algorithm 1), and its leaves
+(:func:`jboost.refit.degenerate_leaf_values`) are, for a regression loss, the exact minimisers
+of the user's loss found by an autodiff search that needs no curvature
+(:func:`jboost.refit.exact_leaf_values`; the built-in absolute, quantile and Huber losses are
+this rule with closed-form leaves: ``hessian="unit"`` and the quantile or Huber refit), and for
+a classification loss the first-order values on the unit curvature of the rows with a
+gradient (XGBoost's ``binary:hinge``), kept from raising a leaf's loss.
 """
 
 from __future__ import annotations
@@ -36,12 +53,12 @@ from jboost import losses as losses_lib
 def curvature(hess, kind: str = "autodiff", learning_rate=None):
     """Newton curvatures ``(..., K)`` from full per-sample hessians ``hess`` ``(..., K, K)``.
 
-    ``kind="autodiff"``: the Gershgorin majorant ``M_k = H_kk + sum_{j != k} |H_kj|`` (module
-    docstring); ``"diagonal"``: ``H_kk``. Equal when ``K == 1`` or ``H`` is diagonal. With a
-    ``learning_rate`` ``lr`` (traced), ``"autodiff"`` gives ``max(H_kk, lr M_k)``: the shrunk step
-    ``lr G / h`` then never exceeds the majorised Newton step ``G / M``, and it is the classical
-    diagonal step wherever the shrinkage alone keeps it there (``lr <= H_kk / M_k``, which is
-    ``1/2`` for the softmax).
+    ``kind="autodiff"`` (or ``"auto"``): the Gershgorin majorant ``M_k = H_kk + sum_{j != k}
+    |H_kj|`` (module docstring); ``"diagonal"``: ``H_kk``. Equal when ``K == 1`` or ``H`` is
+    diagonal. With a ``learning_rate`` ``lr`` (traced), ``"autodiff"`` gives ``max(H_kk, lr
+    M_k)``: the shrunk step ``lr G / h`` then never exceeds the majorised Newton step ``G / M``,
+    and it is the classical diagonal step wherever the shrinkage alone keeps it there (``lr <=
+    H_kk / M_k``, which is ``1/2`` for the softmax).
     """
     diag = jnp.diagonal(hess, axis1=-2, axis2=-1)
     if kind == "diagonal":
@@ -50,6 +67,36 @@ def curvature(hess, kind: str = "autodiff", learning_rate=None):
     if learning_rate is None:
         return majorant
     return jnp.maximum(diag, jnp.asarray(learning_rate, hess.dtype) * majorant)
+
+
+def curvature_is_positive(g, h, w, axis_name=None):
+    """Whether a round's curvature allows Newton leaves (traced bool ``()``): every row of
+    positive weight has ``h > 0`` in every output, or is stationary (``g == 0`` and ``h == 0``,
+    e.g. a row beyond Tukey's cut-off, a saturated logistic row with ``p == y``: it changes no
+    sum). A row with ``h <= 0`` and a gradient (a kink of a piecewise-linear loss, a non-convex
+    region, a hessian that underflowed) or a NaN makes it ``False``. With rows sharded over
+    ``axis_name``, all devices' rows count.
+
+    Args:
+      g, h: ``(n, K)`` gradients and curvatures (:func:`grad_hess`); w: ``(n,)`` weights.
+    """
+    fine = (h > 0) | ((h == 0) & (g == 0)) | (w[:, None] == 0)
+    bad = jnp.sum(~fine, dtype=jnp.int32)
+    if axis_name is not None:
+        bad = jax.lax.psum(bad, axis_name)
+    return bad == 0
+
+
+def first_order_curvature(g, task: str):
+    """The unit curvature ``(n, K)`` that replaces a degenerate one (ESL Algorithm 10.3: the tree
+    is a least-squares fit to the negative gradient): 1 for every row of a regression or count
+    loss (the built-in absolute, quantile and Huber losses' ``hessian="unit"``), and for a
+    classification loss 1 where the row has a gradient and 0 on stationary rows (XGBoost's
+    ``binary:hinge`` curvature: a row beyond the hinge's margin neither pulls nor dilutes a
+    leaf's first-order value ``-G / (W + l2)``; :func:`jboost.refit.degenerate_leaf_values`)."""
+    if task in ("binary", "multiclass"):
+        return (g != 0).astype(g.dtype)
+    return jnp.ones_like(g)
 
 
 def grad_hess(loss: losses_lib.Loss, y, raw, learning_rate=None):
@@ -67,10 +114,11 @@ def grad_hess(loss: losses_lib.Loss, y, raw, learning_rate=None):
       ``(g, h)``, each ``(n, K)``: ``g_k = d loss / d raw_k`` from ``jax.grad``, and ``h`` from
       the per-sample hessian ``H = jax.hessian`` computed as forward-over-reverse (a jvp of the
       gradient along each basis vector, K of them): by ``loss.hessian``, ``"autodiff"`` (the
-      default) the Gershgorin majorant ``h_k = H_kk + sum_{j != k} |H_kj|`` (the second
-      derivative when ``K == 1``; ``2 p_k (1 - p_k)`` for the multinomial deviance; see the module
-      docstring), ``"diagonal"`` ``h_k = H_kk``, or ``"unit"`` ``h = 1`` (the tree structure is a
-      least-squares fit to the negative gradient, ESL Algorithm 10.3).
+      built-in losses') and ``"auto"`` (a custom loss's default, which boosting may replace by 1
+      in a round, :func:`curvature_is_positive`) the Gershgorin majorant ``h_k = H_kk + sum_{j !=
+      k} |H_kj|`` (the second derivative when ``K == 1``; ``2 p_k (1 - p_k)`` for the multinomial
+      deviance; see the module docstring), ``"diagonal"`` ``h_k = H_kk``, or ``"unit"`` ``h = 1``
+      (the tree structure is a least-squares fit to the negative gradient, ESL Algorithm 10.3).
     """
     f = losses_lib.vector_fn(loss)
     k = raw.shape[-1]

@@ -7,13 +7,22 @@ The library vmaps it over samples and takes gradients and hessians with autodiff
 
 A :class:`Loss` bundles the function with what boosting needs around it: the number of outputs,
 the link (raw score -> prediction / probability), the optimal constant baseline, how labels are
-checked, and optionally an exact leaf refit. Its continuous parameters (Huber ``delta``, quantile
+checked, how the trees use its curvature, and optionally an exact leaf refit. Its continuous parameters (Huber ``delta``, quantile
 level ``alpha``, ...) live in ``params`` and are pytree leaves, so they can be traced and vmapped;
 everything else is static metadata.
 
 A loss's parameters have declared domains (:attr:`Loss.domains`, e.g. the quantile level
 ``alpha`` in ``(0, 1)``), checked on the host wherever a loss is resolved
 (:func:`jboost._validation.resolve_loss`) and for every value of a sweep's grid.
+
+**Custom losses need no smoothness.** A custom loss's default ``hessian="auto"`` grows Newton
+trees in a round where every row's autodiff curvature is positive, and otherwise (a hessian
+zero almost everywhere: pinball, absolute error, hinge, epsilon-insensitive; or negative
+somewhere: Cauchy, Tukey's biweight) a least-squares tree on the negative gradient (ESL
+Algorithm 10.3) whose leaves are the exact minimisers of the loss, found by autodiff bisection
+(:func:`jboost.refit.exact_leaf_values`; Friedman 2001, eq. 18). The built-in absolute error and
+quantile loss are the closed-form case of this rule: a hand-written pinball loss gives the same
+trees and, to float32 rounding, the same leaves (the weighted quantiles of the residuals).
 
 Binary labels are ``{0, 1}`` for every binary loss (including the exponential loss, where the
 margin is ``(2y - 1) * raw``). Class labels for K-class losses are the integers ``0 .. K-1``.
@@ -34,8 +43,13 @@ _EXP_CLIP = 30.0
 
 TASKS = ("regression", "binary", "multiclass", "count")
 
-# Newton curvatures of a loss (Loss.hessian; jboost.derivatives.grad_hess).
-HESSIANS = ("autodiff", "diagonal", "unit")
+# Newton curvatures of a loss (Loss.hessian; jboost.derivatives.grad_hess). "auto", a custom
+# loss's default: "autodiff" in a round where every row's curvature is positive, else "unit"
+# trees with exact leaves (jboost.derivatives.curvature_is_positive, jboost.boosting.newton_round).
+HESSIANS = ("auto", "autodiff", "diagonal", "unit")
+
+# Exact leaf refits (Loss.leaf_refit; jboost.refit.refit_leaf_values).
+LEAF_REFITS = (None, "quantile", "huber", "line_search", "exact")
 
 # The class-frequency clip of the binary baselines: [1e-12, the largest float32 below 1]. The
 # upper end used to be written 1 - 1e-12, which is 1.0 in float32, so all-positive labels gave an
@@ -345,7 +359,13 @@ class Loss:
         (the adaptive Huber loss starts from the median, as Friedman's Algorithm 4), or ``None``
         to solve for it numerically (L-BFGS).
       hessian: the Newton curvature of the trees (:func:`jboost.derivatives.grad_hess`):
-        ``"autodiff"`` (the default; Newton trees) the second derivative for one output and, for
+        ``"auto"`` (the default of a custom loss), decided each round from the traced values
+        (:func:`jboost.derivatives.curvature_is_positive`): where every row that moves the fit
+        has positive curvature, ``"autodiff"``; otherwise (a curvature zero almost everywhere or
+        negative somewhere) ``"unit"`` trees whose leaves are the exact per-leaf minimisers of
+        the loss (``leaf_refit`` if set, else ``"exact"``: :func:`jboost.refit.exact_leaf_values`);
+        ``"autodiff"`` (the built-in smooth losses'; Newton trees every round, whatever the
+        curvature) the second derivative for one output and, for
         K coupled outputs, the Gershgorin majorant ``H_kk + sum_{j != k} |H_kj|`` of the
         autodiff hessian ``H`` (``2 p_k (1 - p_k)`` for the multinomial deviance, XGBoost's
         ``multi:softprob``), whose separable quadratic model bounds the coupled one, so the
@@ -357,8 +377,10 @@ class Loss:
         structure fitted by least squares to the negative gradient (ESL Algorithm 10.3), used
         where the hessian is zero or a poor guide (absolute, quantile, Huber).
       leaf_refit: ``None``, ``"quantile"`` (weighted alpha-quantile of residuals per leaf; alpha
-        from ``params['alpha']`` or 0.5), ``"huber"`` (ESL Algorithm 10.3 step 2(c)) or
-        ``"line_search"`` (Newton iterations on the true loss per leaf).
+        from ``params['alpha']`` or 0.5), ``"huber"`` (ESL Algorithm 10.3 step 2(c)),
+        ``"line_search"`` (Newton iterations on the true loss per leaf) or ``"exact"`` (the
+        per-leaf minimiser of the true loss by autodiff bisection, no curvature needed:
+        :func:`jboost.refit.exact_leaf_values`).
       adaptive_huber_alpha: when set, ``params['delta']`` is recomputed every round as the
         alpha-quantile of ``|y - f|`` (ESL section 10.10.2, the M-regression of Friedman 2001).
       domains: ``{parameter: Interval or (lo, hi[, lo_open, hi_open])}``, the values each
@@ -373,7 +395,7 @@ class Loss:
     task: str = "regression"
     link: Optional[Callable] = None
     baseline: Optional[Callable] = None
-    hessian: str = "autodiff"
+    hessian: str = "auto"
     leaf_refit: Optional[str] = None
     adaptive_huber_alpha: bool = False
     domains: Mapping[str, Any] = dataclasses.field(default_factory=Domains)
@@ -382,12 +404,15 @@ class Loss:
         if self.task not in TASKS:
             raise ValueError(f"task={self.task!r} must be one of {TASKS}.")
         if self.hessian not in HESSIANS:
-            raise ValueError(f"hessian={self.hessian!r} must be one of {HESSIANS}: 'autodiff' (the "
-                             "default: Newton curvature, safe for coupled outputs), 'diagonal' "
-                             "(the classical diagonal Newton step) or 'unit' (least squares).")
-        if self.leaf_refit not in (None, "quantile", "huber", "line_search"):
+            raise ValueError(f"hessian={self.hessian!r} must be one of {HESSIANS}: 'auto' (the "
+                             "default: Newton where the curvature is positive, else least squares "
+                             "with exact leaves), 'autodiff' (Newton curvature, safe for coupled "
+                             "outputs), 'diagonal' (the classical diagonal Newton step) or 'unit' "
+                             "(least squares).")
+        if self.leaf_refit not in LEAF_REFITS:
             raise ValueError(
-                f"leaf_refit={self.leaf_refit!r} must be None, 'quantile', 'huber' or 'line_search'."
+                f"leaf_refit={self.leaf_refit!r} must be None, 'quantile', 'huber', 'line_search' "
+                "or 'exact'."
             )
         if self.n_outputs is not None and int(self.n_outputs) < 1:
             raise ValueError(f"n_outputs={self.n_outputs} must be >= 1.")
@@ -452,7 +477,7 @@ def baseline(loss: Loss, y, w, margin=None):
 
 
 def squared_error() -> Loss:
-    return Loss(squared_error_fn, name="squared_error", baseline=mean_baseline)
+    return Loss(squared_error_fn, name="squared_error", baseline=mean_baseline, hessian="autodiff")
 
 
 def absolute_error() -> Loss:
@@ -491,27 +516,27 @@ def quantile(alpha=0.5) -> Loss:
 
 def binomial_deviance() -> Loss:
     return Loss(binomial_deviance_fn, name="binomial_deviance", task="binary",
-                link=sigmoid_link, baseline=logit_baseline)
+                link=sigmoid_link, baseline=logit_baseline, hessian="autodiff")
 
 
 def exponential() -> Loss:
     return Loss(exponential_fn, name="exponential", task="binary", link=adaboost_link,
-                baseline=half_logit_baseline)
+                baseline=half_logit_baseline, hessian="autodiff")
 
 
 def multinomial_deviance(n_classes=None) -> Loss:
     return Loss(multinomial_deviance_fn, name="multinomial_deviance", n_outputs=n_classes,
-                task="multiclass", link=softmax_link, baseline=log_freq_baseline)
+                task="multiclass", link=softmax_link, baseline=log_freq_baseline, hessian="autodiff")
 
 
 def samme_exponential(n_classes=None) -> Loss:
     return Loss(samme_exponential_fn, name="samme_exponential", n_outputs=n_classes,
-                task="multiclass", link=samme_link, baseline=samme_baseline)
+                task="multiclass", link=samme_link, baseline=samme_baseline, hessian="autodiff")
 
 
 def poisson() -> Loss:
     return Loss(poisson_fn, name="poisson", task="count", link=exp_link,
-                baseline=log_mean_baseline)
+                baseline=log_mean_baseline, hessian="autodiff")
 
 
 # The per-sample functions of the built-in losses (custom losses get the host-side sanity checks
