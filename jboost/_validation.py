@@ -293,6 +293,38 @@ def check_early_stopping(rounds, tolerance, metric, loss, *, has_validation: boo
     return boosting.EarlyStopping(rounds=rounds, tolerance=float(tolerance), metric=metric)
 
 
+def check_init_model(model, booster_type: type, n_features: int, borders, *, n_bins: int,
+                     depth: int, who: str = "jboost.fit"):
+    """Check a model to continue (``init_model=``) against a new fit of ``who``: one
+    ``booster_type`` (not a batch) on as many features, with the same ``n_bins`` and ``depth``;
+    given ``borders`` must be its own. Returns the borders to bin with (the model's)."""
+    if not isinstance(model, booster_type):
+        raise TypeError(f"init_model must be a Booster fitted by {who}; got {type(model).__name__}.")
+    if model.batch_shape:
+        raise ValueError(f"init_model is a batch of {model.batch_shape} models (jax.vmap): "
+                         "continue one model.")
+    if model.n_features != n_features:
+        raise ValueError(f"init_model has {model.n_features} features; X has {n_features}.")
+    model_bins = model.borders.shape[-1] + 1
+    if n_bins != model_bins:
+        raise ValueError(f"n_bins={n_bins} differs from init_model's ({model_bins}): a continued "
+                         f"fit bins with the model's borders; pass n_bins={model_bins}.")
+    if depth != model.depth:
+        raise ValueError(f"depth={depth} differs from init_model's trees (depth {model.depth}); "
+                         f"pass depth={model.depth}.")
+    if borders is not None and not np.array_equal(np.asarray(borders), np.asarray(model.borders)):
+        raise ValueError("borders differ from init_model's: a continued fit bins with the model's "
+                         "borders (omit borders=).")
+    return model.borders
+
+
+def check_init_loss(model, loss) -> None:
+    """A continued fit's loss must be its model's (name and number of outputs)."""
+    if model.loss.name != loss.name or model.n_outputs != loss.n_outputs:
+        raise ValueError(f"init_model was fitted with loss {model.loss.name!r} ({model.n_outputs} "
+                         f"outputs); this fit has {loss.name!r} ({loss.n_outputs}).")
+
+
 def predict_matrix(X, n_features: int, name: str = "X"):
     """Rows to predict: a device array is kept as it is (no round trip through the host, tracers
     allowed); anything else becomes a float32 host array. The feature count must match."""

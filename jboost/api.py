@@ -177,13 +177,6 @@ def fit(
     stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
                                                 eval_metric, loss_obj,
                                                 has_validation=eval_set is not None)
-    if init_model is not None:
-        borders = _check_init_model(init_model, X, loss_obj, borders, devices)
-        offset = init_model.offset
-    else:
-        offset = _validation.label_offset(y_given, y, loss_obj)
-    if offset is not None:  # fit y - c, computed in float64; the model adds c back
-        y, eval_set = _centred(y_given, eval_set, offset, X.shape[0], eval_metric)
     config, hyper = settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                              learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                              min_child_weight=min_child_weight, subsample=subsample,
@@ -191,6 +184,13 @@ def fit(
                              per_output_trees=per_output_trees, row_sampler=row_sampler,
                              split_criterion=split_criterion, tree_family=tree_family)
     config = config._replace(early_stopping=stopping)
+    if init_model is not None:
+        borders = _check_init_model(init_model, X, loss_obj, borders, config)
+        offset = init_model.offset
+    else:
+        offset = _validation.label_offset(y_given, y, loss_obj)
+    if offset is not None:  # fit y - c, computed in float64; the model adds c back
+        y, eval_set = _centred(y_given, eval_set, offset, X.shape[0], eval_metric)
     data, borders = _validation.prepare_boosting(
         X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=config.n_bins, borders=borders,
         label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name))
@@ -243,7 +243,7 @@ def fit(
                                 valid_loss=out.valid_loss, best_round=out.best_round,
                                 offset=None if offset is None else jnp.asarray(offset))
     booster = _validation.nan_outside_domains(booster, loss_obj, hyper)  # traced: NaN, warned
-    return booster if start is None else _joined(start, booster)
+    return booster if start is None else model_lib.joined(start, booster)
 
 
 def _centred(y, eval_set, offset, n: int, eval_metric):
@@ -265,15 +265,6 @@ def _centred(y, eval_set, offset, n: int, eval_metric):
 def _first_rounds(out: boosting.BoostOutput, n: int) -> boosting.BoostOutput:
     return out._replace(trees=jax.tree_util.tree_map(lambda a: a[:n], out.trees),
                         train_loss=out.train_loss[:n], valid_loss=out.valid_loss[:n])
-
-
-def _joined(first: model_lib.Booster, then: model_lib.Booster) -> model_lib.Booster:
-    """``first``'s rounds followed by ``then``'s (a continued fit; ``then.best_round`` counts
-    from ``first``'s first round already)."""
-    join = lambda a, b: jnp.concatenate([a, b], axis=0)
-    return then._replace(trees=jax.tree_util.tree_map(join, first.trees, then.trees),
-                         train_loss=join(first.train_loss, then.train_loss),
-                         valid_loss=join(first.valid_loss, then.valid_loss))
 
 
 CHECKPOINT_FILE = "checkpoint.jbm"
@@ -390,25 +381,19 @@ def _chunks_model(start, parts, borders, init_raw, state, best, offset):
                               baseline=init_raw, loss=state.loss, train_loss=out.train_loss,
                               valid_loss=out.valid_loss, best_round=None if best is None else best[1],
                               offset=None if offset is None else jnp.asarray(offset))
-    return model if start is None else _joined(start, model)
+    return model if start is None else model_lib.joined(start, model)
 
 
-def _check_init_model(model, X, loss, borders, devices):
+def _check_init_model(model, X, loss, borders, config):
     """Check ``init_model`` against the new fit; returns the borders to bin with (the model's)."""
-    if not isinstance(model, model_lib.Booster) or model.info:
-        raise TypeError("init_model must be a Booster from jboost.fit (gradient boosting); got "
-                        f"{type(model).__name__}{' with algorithm state' if getattr(model, 'info', None) else ''}.")
-    if model.batch_shape:
-        raise ValueError(f"init_model is a batch of {model.batch_shape} models: continue one model.")
-    if model.n_features != X.shape[1]:
-        raise ValueError(f"init_model has {model.n_features} features; X has {X.shape[1]}.")
-    if model.loss.name != loss.name or model.n_outputs != loss.n_outputs:
-        raise ValueError(f"init_model was fitted with loss {model.loss.name!r} ({model.n_outputs} "
-                         f"outputs); this fit has {loss.name!r} ({loss.n_outputs}).")
-    if borders is not None and not np.array_equal(np.asarray(borders), np.asarray(model.borders)):
-        raise ValueError("borders differ from init_model's: a continued fit bins with the model's "
-                         "borders (omit borders=).")
-    return model.borders
+    if isinstance(model, model_lib.Booster) and model.info:
+        raise TypeError("init_model must be a Booster from jboost.fit (gradient boosting); this "
+                        "one has an algorithm's state: continue it with its algorithm "
+                        "(jboost.algorithms.<name>(..., init_model=model)).")
+    borders = _validation.check_init_model(model, model_lib.Booster, X.shape[1], borders,
+                                           n_bins=config.n_bins, depth=config.depth)
+    _validation.check_init_loss(model, loss)
+    return borders
 
 
 @jax.jit

@@ -159,7 +159,9 @@ class Booster(NamedTuple):
       train_loss: ``(n_rounds,)`` weighted mean training loss after each round.
       valid_loss: ``(n_rounds,)`` mean loss on ``eval_set`` after each round (NaN without one).
       info: the algorithm's per-round diagnostics, each ``(n_rounds,)`` (e.g. AdaBoost's
-        ``coef``, ``err``, ``status``), and its final observation ``weights`` ``(n_samples,)``;
+        ``coef``, ``err``, ``status``), its final observation ``weights`` ``(n_samples,)``, the
+        ``algorithm`` (an index into ``jboost.algorithms.ALGORITHMS``) and the algorithm's state
+        after the last round (``log_weights``, ``done``: what ``init_model=`` continues from);
         empty for :func:`jboost.fit`.
       best_round: with early stopping, ``()`` int32: the round of the best validation score;
         predictions use rounds ``0..best_round`` unless ``n_rounds`` says otherwise (``None``:
@@ -235,6 +237,20 @@ class Booster(NamedTuple):
 
     def staged(self, X, fn: Callable, *args) -> Any:
         return _staged_boosting(self.trees, self.baseline, X, fn, args, self.offset)
+
+
+def joined(first: Booster, then: Booster, per_round_info=()) -> Booster:
+    """``first``'s rounds followed by ``then``'s (a continued fit, ``init_model=``): trees,
+    losses and the per-round ``info`` entries ``per_round_info`` concatenated; the rest of
+    ``info`` (an algorithm's final state) and ``best_round`` (counted from ``first``'s first
+    round already) are ``then``'s."""
+    def rounds(m):
+        return m.trees, m.train_loss, m.valid_loss, {k: m.info[k] for k in per_round_info}
+
+    trees, train_loss, valid_loss, info = jax.tree_util.tree_map(
+        lambda a, b: jnp.concatenate([a, b], axis=0), rounds(first), rounds(then))
+    return then._replace(trees=trees, train_loss=train_loss, valid_loss=valid_loss,
+                         info={**then.info, **info})
 
 
 def _require_classification(model, what: str) -> None:

@@ -367,13 +367,19 @@ def test_warm_start_continues_the_fit(loss, subsample):
     (dict(init_model="model"), TypeError, "init_model must be a Booster"),
     (dict(init_model="wide"), ValueError, "init_model has 6 features"),
     (dict(init_model="poisson"), ValueError, "init_model was fitted with loss 'poisson'"),
+    (dict(init_model="deep"), ValueError, r"depth=6 differs from init_model's trees \(depth 2\); pass depth=2"),
+    (dict(init_model="coarse"), ValueError, r"n_bins=256 differs from init_model's \(16\)"),
+    (dict(init_model="adaboost"), TypeError, "has an algorithm's state: continue it with its algorithm"),
 ])
 def test_early_stopping_and_warm_start_argument_errors(kwargs, error, match):
     X, y, Xv, yv = _stopping_data(5, n=200, n_valid=50)
     if kwargs.get("eval_set") == "valid":
         kwargs["eval_set"] = (Xv, yv)
     models = {"model": "a model", "wide": lambda: jboost.fit(np.c_[X, X[:, :1]], y, n_rounds=2),
-              "poisson": lambda: jboost.fit(X, np.abs(y), "poisson", n_rounds=2)}
+              "poisson": lambda: jboost.fit(X, np.abs(y), "poisson", n_rounds=2),
+              "deep": lambda: jboost.fit(X, y, n_rounds=2, depth=2),
+              "coarse": lambda: jboost.fit(X, y, n_rounds=2, n_bins=16),
+              "adaboost": lambda: jboost.algorithms.gradient_boost(X, y, n_rounds=2, depth=2)}
     if "init_model" in kwargs:
         made = models[kwargs["init_model"]]
         kwargs["init_model"] = made() if callable(made) else made

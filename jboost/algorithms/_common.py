@@ -106,35 +106,19 @@ def check_init_model(init_model: Optional[model_lib.Booster], name: str, X, conf
     if init_model is None:
         return X, borders
     X = _validation.as_matrix(X, "X")
-    if not isinstance(init_model, model_lib.Booster):
-        raise TypeError(f"init_model must be a Booster fitted by jboost.algorithms.{name}; got "
-                        f"{type(init_model).__name__}.")
-    if init_model.batch_shape:
-        raise ValueError(f"init_model is a batch of {init_model.batch_shape} models (jax.vmap): "
-                         "continue one model.")
-    code = init_model.info.get("algorithm") if isinstance(init_model.info, Mapping) else None
-    if code is None or np.shape(code) != () or not 0 <= int(code) < len(ALGORITHMS):
-        raise ValueError(f"init_model records no algorithm of jboost.algorithms in its info (a "
-                         f"jboost.fit model: continue it with jboost.fit(init_model=...)); "
-                         f"{name}(init_model=) continues a model that {name} fitted.")
-    fitted_by = ALGORITHMS[int(code)]
-    if fitted_by != name:
-        raise ValueError(f"init_model was fitted by jboost.algorithms.{fitted_by}: continue it "
-                         f"with {fitted_by}(..., init_model=model), not {name}.")
-    if init_model.n_features != X.shape[1]:
-        raise ValueError(f"init_model has {init_model.n_features} features; X has {X.shape[1]}.")
-    model_bins = init_model.borders.shape[-1] + 1
-    if config.n_bins != model_bins:
-        raise ValueError(f"n_bins={config.n_bins} differs from init_model's ({model_bins}): a "
-                         f"continued fit bins with the model's borders; pass n_bins={model_bins}.")
-    if config.depth != init_model.depth:
-        raise ValueError(f"depth={config.depth} differs from init_model's trees "
-                         f"(depth {init_model.depth}); pass depth={init_model.depth}.")
-    if borders is not None and not np.array_equal(np.asarray(borders),
-                                                  np.asarray(init_model.borders)):
-        raise ValueError("borders differ from init_model's: a continued fit bins with the model's "
-                         "borders (omit borders=).")
-    return X, init_model.borders
+    if isinstance(init_model, model_lib.Booster) and not init_model.batch_shape:
+        code = init_model.info.get("algorithm") if isinstance(init_model.info, Mapping) else None
+        if code is None or np.shape(code) != () or not 0 <= int(code) < len(ALGORITHMS):
+            raise ValueError(f"init_model records no algorithm of jboost.algorithms in its info (a "
+                             f"jboost.fit model: continue it with jboost.fit(init_model=...)); "
+                             f"{name}(init_model=) continues a model that {name} fitted.")
+        fitted_by = ALGORITHMS[int(code)]
+        if fitted_by != name:
+            raise ValueError(f"init_model was fitted by jboost.algorithms.{fitted_by}: continue it "
+                             f"with {fitted_by}(..., init_model=model), not {name}.")
+    return X, _validation.check_init_model(init_model, model_lib.Booster, X.shape[1], borders,
+                                           n_bins=config.n_bins, depth=config.depth,
+                                           who=f"jboost.algorithms.{name}")
 
 
 def _resumed(model: model_lib.Booster, data: boosting.Data, loss: losses_lib.Loss,
@@ -142,9 +126,7 @@ def _resumed(model: model_lib.Booster, data: boosting.Data, loss: losses_lib.Los
     """The scaffold's state after ``model``'s rounds on ``data``: its raw scores
     (:func:`jboost.boosting.resume`) and the algorithm's state read back from ``model.info``
     under the names ``state`` (the leaves of the algorithm's ``init`` state, in order)."""
-    if model.loss.name != loss.name or model.n_outputs != loss.n_outputs:
-        raise ValueError(f"init_model was fitted with loss {model.loss.name!r} ({model.n_outputs} "
-                         f"outputs); this fit has {loss.name!r} ({loss.n_outputs}).")
+    _validation.check_init_loss(model, loss)
     template = jax.eval_shape(config.algorithm.init, data, loss)
     leaves, treedef = jax.tree_util.tree_flatten(template)
     assert len(leaves) == len(state), (state, template)  # the algorithm names its whole state
@@ -161,18 +143,6 @@ def _resumed(model: model_lib.Booster, data: boosting.Data, loss: losses_lib.Los
         kept.append(a)
     extra = jax.tree_util.tree_unflatten(treedef, kept)
     return boosting.resume(data, model.trees, model.baseline, loss, config, extra)
-
-
-def _joined(first: model_lib.Booster, then: model_lib.Booster, per_round) -> model_lib.Booster:
-    """``first``'s rounds followed by ``then``'s: trees, losses and the per-round ``info`` entries
-    ``per_round`` concatenated; the rest of ``info`` (the final state) is ``then``'s."""
-    def rounds(m):
-        return m.trees, m.train_loss, m.valid_loss, {k: m.info[k] for k in per_round}
-
-    trees, train_loss, valid_loss, info = jax.tree_util.tree_map(
-        lambda a, b: jnp.concatenate([a, b], axis=0), rounds(first), rounds(then))
-    return then._replace(trees=trees, train_loss=train_loss, valid_loss=valid_loss,
-                         info={**then.info, **info})
 
 
 def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
@@ -210,7 +180,7 @@ def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
     booster = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
                                 baseline=jnp.asarray(init_raw, jnp.float32), loss=out.final_loss,
                                 train_loss=out.train_loss, valid_loss=out.valid_loss, info=info)
-    return booster if init_model is None else _joined(init_model, booster, tuple(out.info))
+    return booster if init_model is None else model_lib.joined(init_model, booster, tuple(out.info))
 
 
 # --------------------------------------------------------------------------------------------
