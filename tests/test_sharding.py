@@ -1,7 +1,8 @@
 """Data-parallel fits over several XLA CPU devices give the model of the single-device fit.
 
-XLA's host device count is fixed when JAX starts, so the comparison runs in a subprocess started
-with ``--xla_force_host_platform_device_count``.
+XLA's host device count is fixed when JAX starts, so the comparison runs in ONE subprocess started
+with ``--xla_force_host_platform_device_count=3``: it fits on 2 devices (``jax.devices()[:2]``)
+and on 3 (``"all"``), each against the same single-device fit (compiled once for both).
 """
 
 import json
@@ -18,7 +19,8 @@ SCRIPT = textwrap.dedent(
     import numpy as np, jax, jax.numpy as jnp
     import jboost
 
-    assert len(jax.devices()) == int(sys.argv[1]), jax.devices()
+    assert len(jax.devices()) == 3, jax.devices()
+    DEVICES = {2: jax.devices()[:2], 3: "all"}
     rng = np.random.default_rng(0)
     n = 1001  # not a multiple of the device count: exercises zero-weight padding rows
     X = rng.normal(size=(n, 6)).astype(np.float32)
@@ -35,56 +37,64 @@ SCRIPT = textwrap.dedent(
         "binomial_deviance": (y_bin, "binomial_deviance", {"colsample": 0.5, "colsample_by": "level"}),
         "multinomial_per_output": (y_cls, "multinomial_deviance", {"per_output_trees": True}),
     }
-    out = {}
+    out = {n_dev: {} for n_dev in DEVICES}
     for name, (y, loss, extra) in cases.items():
         kw = dict(n_rounds=8, depth=3, subsample=0.7, sample_weight=w, key=3,
                   eval_set=(X[:200], y[:200]), **extra)
         single = jboost.fit(X, y, loss, **kw)
-        multi = jboost.fit(X, y, loss, devices="all", **kw)
-        out[name] = {
-            "same_features": bool(jnp.array_equal(single.trees.features, multi.trees.features)),
-            "same_thresholds": bool(jnp.array_equal(single.trees.thresholds, multi.trees.thresholds)),
-            "same_missing": bool(jnp.array_equal(single.trees.missing_right, multi.trees.missing_right)),
-            "leaf_diff": float(jnp.max(jnp.abs(single.trees.leaf_values - multi.trees.leaf_values))),
-            "train_loss_diff": float(jnp.max(jnp.abs(single.train_loss - multi.train_loss))),
-            "valid_loss_diff": float(jnp.max(jnp.abs(single.valid_loss - multi.valid_loss))),
-            "pred_diff": float(jnp.max(jnp.abs(jboost.predict(single, X) - jboost.predict(multi, X)))),
-        }
+        for n_dev, devices in DEVICES.items():
+            multi = jboost.fit(X, y, loss, devices=devices, **kw)
+            out[n_dev][name] = {
+                "same_features": bool(jnp.array_equal(single.trees.features, multi.trees.features)),
+                "same_thresholds": bool(jnp.array_equal(single.trees.thresholds, multi.trees.thresholds)),
+                "same_missing": bool(jnp.array_equal(single.trees.missing_right, multi.trees.missing_right)),
+                "leaf_diff": float(jnp.max(jnp.abs(single.trees.leaf_values - multi.trees.leaf_values))),
+                "train_loss_diff": float(jnp.max(jnp.abs(single.train_loss - multi.train_loss))),
+                "valid_loss_diff": float(jnp.max(jnp.abs(single.valid_loss - multi.valid_loss))),
+                "pred_diff": float(jnp.max(jnp.abs(jboost.predict(single, X) - jboost.predict(multi, X)))),
+            }
     # Warm start, chunks (checkpoints) and per-row offsets on several devices: 4 + 4 rounds and a
     # chunked fit with a checkpoint equal the one-call 8-round sharded fit bitwise; base_margin
     # agrees with the single-device fit.
     import tempfile
-    kw = dict(depth=3, subsample=0.7, sample_weight=w, key=3, devices="all")
-    whole = jboost.fit(X, y_reg, n_rounds=8, **kw)
-    cont = jboost.fit(X, y_reg, n_rounds=4, init_model=jboost.fit(X, y_reg, n_rounds=4, **kw), **kw)
-    chunked = jboost.fit(X, y_reg, n_rounds=8, checkpoint_dir=tempfile.mkdtemp(), checkpoint_every=3, **kw)
+    kw = dict(depth=3, subsample=0.7, sample_weight=w, key=3)
     margin = rng.normal(size=n)
-    m_multi = jboost.fit(X, y_reg, n_rounds=8, base_margin=margin, **kw)
-    m_single = jboost.fit(X, y_reg, n_rounds=8, base_margin=margin, **{**kw, "devices": None})
+    m_single = jboost.fit(X, y_reg, n_rounds=8, base_margin=margin, **kw)
     same = lambda a, b: bool(jnp.array_equal(a.trees.leaf_values, b.trees.leaf_values)
                              and jnp.array_equal(a.train_loss, b.train_loss))
-    out["lifecycle"] = {
-        "warm_start_bitwise": same(whole, cont), "chunked_bitwise": same(whole, chunked),
-        "margin_loss_diff": float(jnp.max(jnp.abs(m_multi.train_loss - m_single.train_loss))),
-        "margin_pred_diff": float(jnp.max(jnp.abs(jboost.predict(m_multi, X, base_margin=margin)
-                                                  - jboost.predict(m_single, X, base_margin=margin)))),
-    }
+    for n_dev, devices in DEVICES.items():
+        kw["devices"] = devices
+        whole = jboost.fit(X, y_reg, n_rounds=8, **kw)
+        cont = jboost.fit(X, y_reg, n_rounds=4, init_model=jboost.fit(X, y_reg, n_rounds=4, **kw), **kw)
+        chunked = jboost.fit(X, y_reg, n_rounds=8, checkpoint_dir=tempfile.mkdtemp(), checkpoint_every=3, **kw)
+        m_multi = jboost.fit(X, y_reg, n_rounds=8, base_margin=margin, **kw)
+        out[n_dev]["lifecycle"] = {
+            "warm_start_bitwise": same(whole, cont), "chunked_bitwise": same(whole, chunked),
+            "margin_loss_diff": float(jnp.max(jnp.abs(m_multi.train_loss - m_single.train_loss))),
+            "margin_pred_diff": float(jnp.max(jnp.abs(jboost.predict(m_multi, X, base_margin=margin)
+                                                      - jboost.predict(m_single, X, base_margin=margin)))),
+        }
     print("RESULT " + json.dumps(out))
     """
 )
 
 
-@pytest.fixture(scope="module", params=[2, 3])
-def sharded_results(request):
-    n_dev = request.param
+@pytest.fixture(scope="module")
+def sharded_run():
     env = dict(os.environ)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n_dev}"
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=3"
     env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(n_dev)], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
                           text=True, timeout=600)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     assert lines, proc.stderr[-3000:]
-    return json.loads(lines[0][len("RESULT "):])
+    return {int(n_dev): r for n_dev, r in json.loads(lines[0][len("RESULT "):]).items()}
+
+
+@pytest.fixture(params=[2, 3])
+def sharded_results(request, sharded_run):
+    """The results of the fits on ``request.param`` devices."""
+    return sharded_run[request.param]
 
 
 @pytest.mark.parametrize("case", ["squared_error", "absolute_error", "huber_adaptive",
