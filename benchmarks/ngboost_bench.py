@@ -28,10 +28,11 @@ trees on the NLL instead of natural gradients, with jboost's default ``l2=1`` an
 matter (on diabetes, sigma ~ 60: few splits); natural gradients are free of that scale.
 
 Reported per fit: test NLL (mean; lower is better), CRPS (mean, closed form), RMSE of the mean,
-the NLL's difference to NGBoost's (JSON), the fit's wall time and CPU time (user + system of this process, all threads: on a shared
-machine wall time includes waiting for a core, CPU time does not), jboost's cold fit (first
-call: compilation included; "-" where the row above compiled the same program) and warm fit
-(the same fit again, compiled), and the ratio of NGBoost's time to jboost's. Every fit runs in this process, NGBoost first.
+the NLL's difference to NGBoost's (JSON), the fit's wall time and CPU time (user + system of
+this process, all threads: on a shared machine wall time includes waiting for a core, CPU time
+does not), jboost's cold fit (first call: compilation included; "-" where the row above compiled
+the same program) and warm fit (the same fit again, compiled), and the ratio of NGBoost's time
+to jboost's. Every fit runs in this process, NGBoost first.
 """
 
 from __future__ import annotations
@@ -124,8 +125,9 @@ def run_jboost(Xtr, ytr, Xte, yte, rounds, lr, depth, natural, l2, first=True):
     nll, crps, rmse = normal_scores(p["loc"], p["scale"], yte)
     # The library's own metrics agree with the float64 ones above.
     assert abs(float(distributions.nll(model, Xte, yte)) - nll) < 1e-4 * max(1.0, abs(nll))
-    return dict(lib="jboost" if natural else "jboost-newton", depth=depth, l2=l2 if natural else 1.0, nll=nll, crps=crps,
-                rmse=rmse, wall=wall, cpu=cpu, **({} if cold is None else dict(cold_wall=cold[0], cold_cpu=cold[1])))
+    return dict(lib="jboost" if natural else "jboost-newton", depth=depth, l2=l2 if natural else 1.0,
+                nll=nll, crps=crps, rmse=rmse, wall=wall, cpu=cpu,
+                **({} if cold is None else dict(cold_wall=cold[0], cold_cpu=cold[1])))
 
 
 def main(argv=None):
