@@ -138,8 +138,11 @@ MAX_DOUBLINGS = 40
 MAX_BISECTIONS = 48
 MAX_HALVINGS = 8
 _BISECTION_RTOL = 2.0 ** -22
-# A shrunk step counts as raising a leaf's loss when it adds more than this fraction of the sum
-# of the leaf's |loss| (float32 sums of per-row differences round at about this level).
+# A leaf's slope counts as 0 within this fraction of the sum of its rows' |terms|, and a shrunk
+# step as raising a leaf's loss when it adds more than this fraction of the sum of the leaf's
+# |loss|: float32 sums round at about this level, so a flat stretch of a piecewise-linear loss
+# (weights balancing exactly) is flat whatever order the rows were added in (one device or
+# several, a vmapped sweep or a separate fit).
 _RISE_RTOL = 2.0 ** -20
 
 # Tasks whose raw score is a margin of the scale the loss fixes (safeguarded first-order leaves).
@@ -203,8 +206,9 @@ def exact_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: int, dir
        ``t = 1, 2, 4, ...`` until it is ``>= 0`` (at most ``2^(MAX_DOUBLINGS - 1)``: a leaf
        whose loss falls without end moves that far and no farther);
     3. bisection keeping ``phi_j'(lo) < 0 <= phi_j'(hi)`` until the bracket is ``2^-22`` of ``t``
-       wide; ``t_j = hi``. For a convex loss this is its minimiser (where the minimisers form an
-       interval, the one nearest the current scores); for a convex piecewise-linear loss
+       wide; ``t_j = hi`` (a slope within float32 rounding of its sum, ``2^-20`` of the sum of its
+       terms' magnitudes, counts as 0). For a convex loss this is its minimiser (where the
+       minimisers form an interval, the one nearest the current scores); for a convex piecewise-linear loss
        (pinball, absolute error, epsilon-insensitive) it is the kink the closed forms find, to
        float32 rounding: the weighted ``alpha``-quantile of the leaf's residuals for a pinball
        loss (:func:`quantile_leaf_values`). For a non-convex loss (Cauchy, Tukey's biweight)
@@ -251,14 +255,16 @@ def exact_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: int, dir
         d = jnp.where(go[:, None], d, 0.0)
         d_rows = d[leaf]
 
-        def slope(t):  # phi_j'(t) for every leaf
+        def rising(t):  # phi_j'(t) >= 0 (to float32 rounding of its sum) for every leaf
             g = grad_rows(y, raw + t[leaf][:, None] * d_rows)
-            return sums(w * jnp.sum(g * d_rows, axis=-1))
+            terms = w * jnp.sum(g * d_rows, axis=-1)
+            slope, size = sums(jnp.stack([terms, jnp.abs(terms)], axis=-1)).T
+            return ~(slope < -_RISE_RTOL * size)  # a NaN slope counts as rising
 
         def bracket(c):
             i, lo, hi, found = c
             t = jnp.full((n_leaves,), 2.0, jnp.float32) ** i.astype(jnp.float32)
-            now = ~found & ~(slope(t) < 0)  # a NaN slope stops the ray there too
+            now = ~found & rising(t)  # a NaN slope stops the ray there too
             return i + 1, jnp.where(~found & ~now, t, lo), jnp.where(now, t, hi), found | now
 
         zeros = jnp.zeros((n_leaves,), jnp.float32)
@@ -269,7 +275,7 @@ def exact_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: int, dir
         def bisect(c):
             i, lo, hi = c
             mid = 0.5 * (lo + hi)
-            up = ~(slope(mid) < 0)
+            up = rising(mid)
             return i + 1, jnp.where(up, lo, mid), jnp.where(up, mid, hi)
 
         _, _, t = lax.while_loop(

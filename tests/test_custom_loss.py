@@ -6,17 +6,22 @@ the constant baseline come from autodiff and a numeric solve.
 * Log-cosh regression must reduce the error like squared error does.
 * A parameterised :class:`jboost.Loss` is vmapped over its parameter: one compiled sweep that
   equals separate fits.
+* Degenerate curvature (issue 16): a hand-written pinball loss, whose autodiff hessian is 0,
+  equals the built-in quantile loss (least-squares trees, exact leaves; the absolute error's
+  leaves: ``tests/test_refit.py``), vmapped over its level in one compilation; a Cauchy loss (negative hessian beyond its scale) fits without a rise of its training
+  loss; a hinge loss fits like the deviance; smooth custom losses keep their Newton trees bitwise.
 """
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jboost
-from jboost import losses
+from jboost import boosting, losses
 
 
 def focal(y, f, gamma):
@@ -139,3 +144,87 @@ def test_custom_multiclass_loss_matches_multinomial(multiclass_data, fit_kw):
         np.testing.assert_array_equal(getattr(custom.trees, field), getattr(builtin.trees, field), err_msg=field)
     np.testing.assert_allclose(custom.trees.leaf_values, builtin.trees.leaf_values, rtol=1e-3, atol=1e-5)
     np.testing.assert_allclose(jboost.predict_proba(custom, Xv), jboost.predict_proba(builtin, Xv), atol=1e-4)
+
+
+# --------------------------------------------------------------------------------------------
+# Degenerate curvature (issue 16): hessians zero almost everywhere or negative somewhere.
+# --------------------------------------------------------------------------------------------
+
+
+def pinball(y, f, alpha):
+    return jnp.maximum(alpha * (y - f), (alpha - 1) * (y - f))
+
+
+def cauchy(y, f):
+    return jnp.log1p(4.0 * (y - f) ** 2)
+
+
+def hinge(y, f):
+    return jnp.maximum(0.0, 1.0 - (2.0 * y - 1.0) * f)
+
+
+def _same_trees(a, b, rtol=1e-5, atol=1e-6):
+    for field in ("features", "thresholds", "missing_right"):
+        np.testing.assert_array_equal(getattr(a.trees, field), getattr(b.trees, field), err_msg=field)
+    np.testing.assert_allclose(a.trees.leaf_values, b.trees.leaf_values, rtol=rtol, atol=atol)
+
+
+def test_hand_written_pinball_equals_the_built_in_quantile_loss_vmapped_over_alpha(
+        regression_data, fit_kw, monkeypatch):
+    # Its autodiff hessian is 0: "auto" grows least-squares trees on the gradient and searches
+    # each leaf's minimiser, which is the built-in refit's weighted quantile (continuous weights:
+    # no flat minimum, where the two may pick different minimisers; the same baseline: a custom
+    # loss's own, found by L-BFGS, is the quantile to ~1e-3). A sweep over alpha by jax.vmap is
+    # one compilation and equals the separate fits.
+    X, y, *_ = regression_data
+    w = np.random.default_rng(0).uniform(0.5, 1.5, len(y)).astype(np.float32)
+    kw = dict(fit_kw, sample_weight=w, learning_rate=0.3)
+    built_in = jboost.fit(X, y, losses.quantile(0.3), **kw)
+    counted = jax.jit(chex.assert_max_traces(boosting.boost.__wrapped__, n=1), static_argnames=("config",))
+    monkeypatch.setattr(boosting, "boost", counted)
+    make = lambda alpha: jboost.Loss(pinball, params={"alpha": alpha}, baseline=losses.quantile_baseline)
+    alphas = [0.1, 0.3, 0.9]
+    sweep = jax.vmap(lambda a: jboost.fit(X, y, make(a), **kw))(jnp.asarray(alphas))
+    for i, alpha in enumerate(alphas):
+        single = jboost.fit(X, y, make(alpha), **kw)   # no new trace (chex would raise)
+        assert single.loss.hessian == "auto"
+        _same_trees(jax.tree_util.tree_map(lambda a: a[i], sweep), single)
+        np.testing.assert_allclose(sweep.train_loss[i], single.train_loss, rtol=1e-6)
+        assert np.all(np.diff(np.asarray(single.train_loss)) <= 0)
+    # Each fits its own quantile: higher levels, higher predictions on average.
+    assert np.all(np.diff(np.mean(np.asarray(jboost.predict(sweep, X)), axis=1)) > 0)
+    single = jboost.fit(X, y, make(0.3), **kw)
+    _same_trees(single, built_in)  # to float32 rounding of the bisection's last step
+    np.testing.assert_allclose(single.train_loss, built_in.train_loss, rtol=1e-5)
+
+
+def test_negative_curvature_loss_fits_and_never_raises_its_training_loss(regression_data, fit_kw):
+    # Cauchy: concave beyond |y - f| = 1/2. Newton leaves -G / (H + l2) point uphill there.
+    X, y, Xv, yv = regression_data
+    auto = jboost.fit(X, y, cauchy, **fit_kw)
+    curve = np.asarray(auto.train_loss)
+    assert np.all(np.diff(curve) <= 0) and curve[-1] < 0.8 * curve[0]
+    mse = float(np.mean((np.asarray(jboost.predict(auto, Xv)) - yv) ** 2))
+    assert mse < 0.7 * float(np.var(yv))  # (hessian="autodiff": the loss rose in round 6)
+
+
+def test_smooth_custom_losses_keep_their_newton_trees_bitwise(regression_data, fit_kw):
+    X, y, *_ = regression_data
+    auto = jboost.fit(X, y, logcosh, **fit_kw)
+    newton = jboost.fit(X, y, jboost.Loss(logcosh, hessian="autodiff"), **fit_kw)
+    for a, b in zip(jax.tree_util.tree_leaves((auto.trees, auto.train_loss)),
+                    jax.tree_util.tree_leaves((newton.trees, newton.train_loss))):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_hinge_loss_does_not_stall_at_its_kink(binary_data):
+    # The exact minimiser of a hinge leaf puts its rows at margin 1, where the loss turns flat;
+    # shrunk steps approach it without crossing and those rows keep their full gradient, so the
+    # trees chase them round after round (with hessian="unit", leaf_refit="exact" the training
+    # loss stays above 0.28 here). "auto" takes the first-order step of the rows with a gradient
+    # (XGBoost's binary:hinge curvature), which crosses it.
+    X, y, Xv, yv = binary_data
+    kw = dict(n_rounds=20, depth=3, n_bins=32, learning_rate=0.3)
+    auto = jboost.fit(X, y, jboost.Loss(hinge, task="binary"), **kw)
+    assert np.all(np.diff(np.asarray(auto.train_loss)) <= 0) and auto.train_loss[-1] < 0.15
+    assert accuracy(auto, X, y) > 0.93 and accuracy(auto, Xv, yv) > 0.85  # the deviance: 0.99, 0.91

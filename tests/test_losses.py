@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import losses
+from jboost import derivatives, losses
 
 K = 3  # classes of the K-class losses in this file
 
@@ -549,7 +549,7 @@ def test_label_checks_accept(name, labels):
 def test_loss_construction_errors():
     with pytest.raises(ValueError, match="task='ranking' must be one of"):
         jboost.Loss(losses.squared_error_fn, task="ranking")
-    with pytest.raises(ValueError, match="hessian='exact' must be"):
+    with pytest.raises(ValueError, match="hessian='exact' must be one of .*'auto' .*the default"):
         jboost.Loss(losses.squared_error_fn, hessian="exact")
     with pytest.raises(ValueError, match="leaf_refit='mean' must be"):
         jboost.Loss(losses.squared_error_fn, leaf_refit="mean")
@@ -614,3 +614,33 @@ def test_built_in_losses_are_recognised():
     assert all(losses.is_built_in(losses.get(name)) for name in names)
     assert losses.is_built_in(losses.huber(alpha=0.9))
     assert not losses.is_built_in(losses.get(lambda y, f: (y - f) ** 2))
+
+
+def test_custom_losses_default_to_auto_curvature_and_built_ins_keep_theirs():
+    # "auto": Newton where the curvature is positive, else least-squares trees with exact leaves
+    # (jboost.boosting.newton_round); the built-ins say what they use, so their fits are unchanged.
+    assert losses.get(lambda y, f: jnp.abs(y - f)).hessian == "auto"
+    assert jboost.Loss(losses.squared_error_fn).hessian == "auto"
+    want = {"squared_error": "autodiff", "binomial_deviance": "autodiff", "exponential": "autodiff",
+            "multinomial_deviance": "autodiff", "samme_exponential": "autodiff", "poisson": "autodiff",
+            "absolute_error": "unit", "huber": "unit", "quantile": "unit"}
+    assert {name: losses.get(name).hessian for name in want} == want
+    assert jboost.Loss(losses.quantile_fn, leaf_refit="exact").leaf_refit == "exact"
+
+
+def test_curvature_is_positive_where_every_moving_row_has_positive_curvature():
+    g = jnp.array([[1.0], [0.0], [-2.0], [0.5]])
+    h = jnp.array([[0.5], [0.0], [1.0], [2.0]])
+    w = jnp.ones(4)
+    positive = jax.jit(derivatives.curvature_is_positive)
+    assert bool(positive(g, h, w))  # the stationary row (g = h = 0) counts as fine
+    for bad in (0.0, -1.0, np.nan):  # a kink, a concave region, a NaN
+        assert not bool(positive(g, h.at[3, 0].set(bad), w))
+        assert bool(positive(g, h.at[3, 0].set(bad), w.at[3].set(0.0)))  # a row of no weight
+    assert not bool(positive(g.at[1, 0].set(1.0), h, w))  # h == 0 with a gradient
+    # K outputs: every output of every moving row.
+    assert not bool(positive(jnp.ones((4, 2)), jnp.ones((4, 2)).at[0, 1].set(0.0), w))
+    # The unit curvature that replaces it: all rows (regression), rows with a gradient
+    # (classification: XGBoost's binary:hinge).
+    np.testing.assert_array_equal(derivatives.first_order_curvature(g, "regression"), np.ones((4, 1)))
+    np.testing.assert_array_equal(derivatives.first_order_curvature(g, "binary"), [[1.0], [0.0], [1.0], [1.0]])
