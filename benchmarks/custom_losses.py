@@ -18,7 +18,8 @@ A loss written by hand as a few lines of JAX, with no hint about its curvature:
 
 Data: California housing (``jboost.datasets.load_california``: seeded 80/20 split, 16512 /
 4128 rows) and Friedman #1 (``sklearn.datasets.make_friedman1``, noise 1, 5000 train rows
-(``--friedman-n``) + 5000 test rows, ``random_state=0``) for regression; spam with ESL's split (3065 / 1536) for the hinge.
+(``--friedman-n``) + 5000 test rows, ``random_state=0``) for regression; spam with ESL's split
+(3065 / 1536) for the hinge.
 Both sides of every comparison use the same settings: ``--rounds`` (300), depth 6, learning rate
 0.1, l2 1, min child weight 1, 256 bins, key 0. Printed: one row per fit (test coverage
 ``mean(y <= f)`` for the pinball, the test loss, MAE, the largest rise of the training loss from
@@ -28,6 +29,16 @@ spam in points (target <= 0.5).
 
 ``--hessian`` sets ``Loss.hessian`` of the hand-written losses (default: ``jboost.Loss``'s own
 default), e.g. ``autodiff`` for the pure Newton step of jboost before issue 16.
+
+Measured (2 shared CPU cores, defaults). Before issue 16 (pure Newton leaves ``-G / (H + l2)``
+with ``H = 0``): the hand-written pinball's test loss was 237-684x the built-in's on California
+and 3.7-79x on Friedman #1, the absolute error's 834x and 4.6x, the hinge's error 38.7% against
+the deviance's 4.5%; Cauchy diverged on California (MAE 29). With ``hessian="auto"``: pinball
+ratios 0.953-1.005, absolute error 0.997-1.004, hinge 4.62% (+0.13 points), Cauchy, Tukey and
+epsilon-insensitive MAE within 2% of the built-in absolute error's, no training-loss rise. The
+test coverage misses the level by up to 0.09 on Friedman #1 for the built-in quantile loss as
+much as for the hand-written one (estimation variance pulls test coverage towards 0.5; with
+``--friedman-n 50000`` both are within 0.021).
 """
 
 from __future__ import annotations

@@ -208,10 +208,10 @@ def exact_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: int, dir
     3. bisection keeping ``phi_j'(lo) < 0 <= phi_j'(hi)`` until the bracket is ``2^-22`` of ``t``
        wide; ``t_j = hi`` (a slope within float32 rounding of its sum, ``2^-20`` of the sum of its
        terms' magnitudes, counts as 0). For a convex loss this is its minimiser (where the
-       minimisers form an interval, the one nearest the current scores); for a convex piecewise-linear loss
-       (pinball, absolute error, epsilon-insensitive) it is the kink the closed forms find, to
-       float32 rounding: the weighted ``alpha``-quantile of the leaf's residuals for a pinball
-       loss (:func:`quantile_leaf_values`). For a non-convex loss (Cauchy, Tukey's biweight)
+       minimisers form an interval, the one nearest the current scores); for a convex
+       piecewise-linear loss (pinball, absolute error, epsilon-insensitive) it is the kink the
+       closed forms find, to float32 rounding: the weighted ``alpha``-quantile of the leaf's
+       residuals for a pinball loss (:func:`quantile_leaf_values`). For a non-convex loss (Cauchy, Tukey's biweight)
        the sign change it converges to is a local minimum, never a maximum;
     4. a safeguard for non-convex losses: where the shrunk step ``learning_rate * t_j d_j`` would
        raise the leaf's loss (by more than float32 rounding of its sum), ``t_j`` is halved, at
@@ -268,8 +268,8 @@ def exact_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: int, dir
             return i + 1, jnp.where(~found & ~now, t, lo), jnp.where(now, t, hi), found | now
 
         zeros = jnp.zeros((n_leaves,), jnp.float32)
-        _, lo, hi, found = lax.while_loop(lambda c: (c[0] < MAX_DOUBLINGS) & jnp.any(~c[3]), bracket,
-                                          (jnp.int32(0), zeros, zeros, ~go))
+        _, lo, hi, found = lax.while_loop(lambda c: (c[0] < MAX_DOUBLINGS) & jnp.any(~c[3]),
+                                          bracket, (jnp.int32(0), zeros, zeros, ~go))
         hi = jnp.where(found, hi, lo)  # never bracketed: the farthest probe
 
         def bisect(c):

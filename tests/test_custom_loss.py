@@ -8,8 +8,9 @@ the constant baseline come from autodiff and a numeric solve.
   equals separate fits.
 * Degenerate curvature (issue 16): a hand-written pinball loss, whose autodiff hessian is 0,
   equals the built-in quantile loss (least-squares trees, exact leaves; the absolute error's
-  leaves: ``tests/test_refit.py``), vmapped over its level in one compilation; a Cauchy loss (negative hessian beyond its scale) fits without a rise of its training
-  loss; a hinge loss fits like the deviance; smooth custom losses keep their Newton trees bitwise.
+  leaves: ``tests/test_refit.py``), vmapped over its level in one compilation; a Cauchy loss
+  (negative hessian beyond its scale) fits without a rise of its training loss; a hinge loss
+  does not stall at its kink; smooth custom losses keep their Newton trees bitwise.
 """
 
 from __future__ import annotations
