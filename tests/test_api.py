@@ -245,6 +245,10 @@ def _stopping_data(seed=0, n=1500, n_valid=500):
 
 
 ES_KW = dict(learning_rate=0.3, depth=4, n_bins=64)
+# The static settings shared by the early-stopping and warm-start tests, so that they share
+# compiled programs (the data sets of _stopping_data have one shape): an early-stopped fit
+# (N_ES rounds at most, patience PATIENCE) and a fit of N_WHOLE rounds without early stopping.
+N_ES, PATIENCE, N_WHOLE = 400, 10, 50
 
 
 def _assert_same_fit(a, b, n_rounds, exact=True):
@@ -266,12 +270,13 @@ def _assert_same_fit(a, b, n_rounds, exact=True):
 
 def test_early_stopping_stops_at_the_patience_after_the_best_round():
     X, y, Xv, yv = _stopping_data()
-    m = jboost.fit(X, y, n_rounds=2000, eval_set=(Xv, yv), early_stopping_rounds=15, **ES_KW)
+    m = jboost.fit(X, y, n_rounds=N_ES, eval_set=(Xv, yv), early_stopping_rounds=PATIENCE, **ES_KW)
     best = int(m.best_round)
-    assert m.n_rounds == best + 15 + 1 < 200
+    assert m.n_rounds == best + PATIENCE + 1 < N_WHOLE
     assert best == int(np.argmin(np.asarray(m.valid_loss)))  # the first minimum
     assert np.isfinite(np.asarray(m.train_loss)).all()
-    full = jboost.fit(X, y, n_rounds=m.n_rounds, eval_set=(Xv, yv), **ES_KW)
+    # Its rounds are the first rounds of the fit without early stopping.
+    full = jboost.fit(X, y, n_rounds=N_WHOLE, eval_set=(Xv, yv), **ES_KW)
     _assert_same_fit(m, full, m.n_rounds)
     # Predictions use the best round by default; n_rounds= overrides.
     np.testing.assert_array_equal(jboost.predict(m, Xv), jboost.predict(m, Xv, n_rounds=best + 1))
@@ -304,16 +309,20 @@ def test_early_stopping_really_stops():
 
 def test_early_stopping_named_metrics():
     X, y, Xv, yv = _stopping_data(2)
-    by_mse = jboost.fit(X, y, n_rounds=500, eval_set=(Xv, yv), early_stopping_rounds=10,
+    by_mse = jboost.fit(X, y, n_rounds=N_ES, eval_set=(Xv, yv), early_stopping_rounds=PATIENCE,
                         eval_metric="mse", **ES_KW)
-    by_loss = jboost.fit(X, y, n_rounds=500, eval_set=(Xv, yv), early_stopping_rounds=10, **ES_KW)
+    by_loss = jboost.fit(X, y, n_rounds=N_ES, eval_set=(Xv, yv), early_stopping_rounds=PATIENCE, **ES_KW)
     assert int(by_mse.best_round) == int(by_loss.best_round)  # mse = 2 x the squared-error loss
     yb, yvb = (y > 0).astype(np.float64), (yv > 0).astype(np.float64)
-    m = jboost.fit(X, yb, "binomial_deviance", n_rounds=500, eval_set=(Xv, yvb),
-                   early_stopping_rounds=10, eval_metric="error_rate", **ES_KW)
-    errors = [float(np.mean(np.asarray(jboost.predict_class(m, Xv, n_rounds=r + 1)) != yvb))
-              for r in range(m.n_rounds)]
-    assert int(m.best_round) == int(np.argmin(errors))
+    m = jboost.fit(X, yb, "binomial_deviance", n_rounds=N_ES, eval_set=(Xv, yvb),
+                   early_stopping_rounds=PATIENCE, eval_metric="error_rate", **ES_KW)
+    # The classes after every round (staged_predict: round r sees predict(n_rounds=r + 1), in one
+    # compiled scan instead of a program per prefix length): one raw score, class 1 where > 0.
+    classes = np.asarray(jboost.staged_predict(m, Xv))[..., 0] > 0
+    np.testing.assert_array_equal(classes[int(m.best_round)],
+                                  jboost.predict_class(m, Xv, n_rounds=int(m.best_round) + 1))
+    errors = np.mean(classes != yvb, axis=1)
+    assert len(errors) == m.n_rounds and int(m.best_round) == int(np.argmin(errors))
 
 
 def test_vmapped_early_stopping_equals_separate_fits():
@@ -321,7 +330,7 @@ def test_vmapped_early_stopping_equals_separate_fits():
     and its rounds after the stop are zero trees with NaN losses."""
     X, y, Xv, yv = _stopping_data(3)
     rates = jnp.asarray([0.1, 0.5, 1.0])
-    kw = dict(n_rounds=120, depth=4, n_bins=64, eval_set=(Xv, yv), early_stopping_rounds=8)
+    kw = dict(n_rounds=N_ES, depth=4, n_bins=64, eval_set=(Xv, yv), early_stopping_rounds=PATIENCE)
     batch = jax.vmap(lambda lr: jboost.fit(X, y, learning_rate=lr, **kw))(rates)
     for i, lr in enumerate([0.1, 0.5, 1.0]):
         one = jboost.fit(X, y, learning_rate=lr, **kw)
@@ -344,8 +353,8 @@ def test_warm_start_continues_the_fit(loss, subsample):
     kw = dict(eval_set=(Xv, yv), loss=loss, subsample=subsample, **ES_KW)
     first = jboost.fit(X, y, n_rounds=25, **kw)
     more = jboost.fit(X, y, n_rounds=25, init_model=first, **kw)
-    whole = jboost.fit(X, y, n_rounds=50, **kw)
-    assert more.n_rounds == 50
+    whole = jboost.fit(X, y, n_rounds=N_WHOLE, **kw)
+    assert more.n_rounds == N_WHOLE == 50
     _assert_same_fit(more, whole, 50)  # 25 + 25 rounds == 50 rounds, bitwise
     np.testing.assert_array_equal(jboost.predict(more, X), jboost.predict(whole, X))
     # Continued with early stopping: the best round counts from the first round of the model.
@@ -365,26 +374,31 @@ def test_warm_start_continues_the_fit(loss, subsample):
     (dict(early_stopping_rounds=5, eval_set="valid", early_stopping_tolerance=-1.0), ValueError,
      "early_stopping_tolerance"),
     (dict(init_model="model"), TypeError, "init_model must be a Booster"),
-    (dict(init_model="wide"), ValueError, "init_model has 6 features"),
-    (dict(init_model="poisson"), ValueError, "init_model was fitted with loss 'poisson'"),
-    (dict(init_model="deep"), ValueError, r"depth=6 differs from init_model's trees \(depth 2\); pass depth=2"),
-    (dict(init_model="coarse"), ValueError, r"n_bins=256 differs from init_model's \(16\)"),
+    # The init models are the session's fits (fit_kw: depth 3, n_bins 32, 5 features): no new
+    # program is compiled for them.
+    (dict(init_model="regression", n_features=4), ValueError, "init_model has 5 features; X has 4"),
+    (dict(init_model="poisson", depth=3, n_bins=32), ValueError, "init_model was fitted with loss 'poisson'"),
+    (dict(init_model="regression", depth=6, n_bins=32), ValueError,
+     r"depth=6 differs from init_model's trees \(depth 3\); pass depth=3"),
+    (dict(init_model="regression", depth=3, n_bins=256), ValueError, r"n_bins=256 differs from init_model's \(32\)"),
     (dict(init_model="adaboost"), TypeError, "has an algorithm's state: continue it with its algorithm"),
 ])
-def test_early_stopping_and_warm_start_argument_errors(kwargs, error, match):
+def test_early_stopping_and_warm_start_argument_errors(kwargs, error, match, reg_model, regression_data,
+                                                       fit_kw):
+    kwargs = dict(kwargs)
     X, y, Xv, yv = _stopping_data(5, n=200, n_valid=50)
     if kwargs.get("eval_set") == "valid":
         kwargs["eval_set"] = (Xv, yv)
-    models = {"model": "a model", "wide": lambda: jboost.fit(np.c_[X, X[:, :1]], y, n_rounds=2),
-              "poisson": lambda: jboost.fit(X, np.abs(y), "poisson", n_rounds=2),
-              "deep": lambda: jboost.fit(X, y, n_rounds=2, depth=2),
-              "coarse": lambda: jboost.fit(X, y, n_rounds=2, n_bins=16),
+    X = X[:, :kwargs.pop("n_features", X.shape[1])]
+    Xr = regression_data[0]
+    models = {"model": "a model", "regression": reg_model,
+              "poisson": lambda: jboost.fit(Xr, np.abs(regression_data[1]), "poisson", **fit_kw),
               "adaboost": lambda: jboost.algorithms.gradient_boost(X, y, n_rounds=2, depth=2)}
     if "init_model" in kwargs:
         made = models[kwargs["init_model"]]
         kwargs["init_model"] = made() if callable(made) else made
     with pytest.raises(error, match=match):
-        jboost.fit(X, y, n_rounds=3, **kwargs)
+        jboost.fit(X, y, **{"n_rounds": 3, **kwargs})
 
 
 def test_chunked_fits_equal_one_call_and_report_progress(capsys):
@@ -392,9 +406,9 @@ def test_chunked_fits_equal_one_call_and_report_progress(capsys):
     early stopping too); progress lines while the fit runs; a callback returning True stops it."""
     X, y, Xv, yv = _stopping_data(6)
     kw = dict(eval_set=(Xv, yv), **ES_KW)
-    one = jboost.fit(X, y, n_rounds=400, early_stopping_rounds=10, **kw)
+    one = jboost.fit(X, y, n_rounds=N_ES, early_stopping_rounds=PATIENCE, **kw)
     seen = []
-    chunked = jboost.fit(X, y, n_rounds=400, early_stopping_rounds=10, verbose=7,
+    chunked = jboost.fit(X, y, n_rounds=N_ES, early_stopping_rounds=PATIENCE, verbose=7,
                          callbacks=[lambda info: seen.append(info["round"])], **kw)
     _assert_same_fit(chunked, one, one.n_rounds)
     assert chunked.n_rounds == one.n_rounds and int(chunked.best_round) == int(one.best_round)
@@ -404,7 +418,7 @@ def test_chunked_fits_equal_one_call_and_report_progress(capsys):
     stop_early = jboost.fit(X, y, n_rounds=100, checkpoint_every=4,
                             callbacks=[lambda info: info["round"] >= 12], **kw)
     assert stop_early.n_rounds == 12
-    _assert_same_fit(stop_early, jboost.fit(X, y, n_rounds=12, **kw), 12)
+    _assert_same_fit(stop_early, jboost.fit(X, y, n_rounds=N_WHOLE, **kw), 12)
 
 
 _KILLED_FIT = """
@@ -455,16 +469,18 @@ def test_ctrl_c_between_chunks_returns_the_rounds_fitted():
     """SIGINT (Ctrl-C) during a chunked fit: the fit returns the rounds fitted so far, with a
     warning, and they are the first rounds of the uninterrupted fit."""
     import signal
-    X, y, Xv, yv = _stopping_data(8, n=400, n_valid=100)
+    X, y, Xv, yv = _stopping_data(8)
+    # The chunks of 4 rounds and the reference fit are those of the chunked test (one program each).
+    kw = dict(eval_set=(Xv, yv), **ES_KW)
 
     def interrupt(info):
-        if info["round"] >= 10:
+        if info["round"] >= 12:
             signal.raise_signal(signal.SIGINT)
 
-    with pytest.warns(UserWarning, match="interrupted after round 10 of 40"):
-        partial = jboost.fit(X, y, n_rounds=40, checkpoint_every=5, callbacks=[interrupt], **ES_KW)
-    assert partial.n_rounds == 10
-    _assert_same_fit(partial, jboost.fit(X, y, n_rounds=40, **ES_KW), 10)
+    with pytest.warns(UserWarning, match="interrupted after round 12 of 40"):
+        partial = jboost.fit(X, y, n_rounds=40, checkpoint_every=4, callbacks=[interrupt], **kw)
+    assert partial.n_rounds == 12
+    _assert_same_fit(partial, jboost.fit(X, y, n_rounds=N_WHOLE, **kw), 12)
 
 
 # --------------------------------------------------------------------------------------------
