@@ -38,12 +38,13 @@ SCRIPT = textwrap.dedent(
         "multinomial_per_output": (y_cls, "multinomial_deviance", {"per_output_trees": True}),
     }
     out = {n_dev: {} for n_dev in DEVICES}
+    multis = {}
     for name, (y, loss, extra) in cases.items():
         kw = dict(n_rounds=8, depth=3, subsample=0.7, sample_weight=w, key=3,
                   eval_set=(X[:200], y[:200]), **extra)
         single = jboost.fit(X, y, loss, **kw)
         for n_dev, devices in DEVICES.items():
-            multi = jboost.fit(X, y, loss, devices=devices, **kw)
+            multi = multis[name, n_dev] = jboost.fit(X, y, loss, devices=devices, **kw)
             out[n_dev][name] = {
                 "same_features": bool(jnp.array_equal(single.trees.features, multi.trees.features)),
                 "same_thresholds": bool(jnp.array_equal(single.trees.thresholds, multi.trees.thresholds)),
@@ -53,21 +54,23 @@ SCRIPT = textwrap.dedent(
                 "valid_loss_diff": float(jnp.max(jnp.abs(single.valid_loss - multi.valid_loss))),
                 "pred_diff": float(jnp.max(jnp.abs(jboost.predict(single, X) - jboost.predict(multi, X)))),
             }
-    # Warm start, chunks (checkpoints) and per-row offsets on several devices: 4 + 4 rounds and a
-    # chunked fit with a checkpoint equal the one-call 8-round sharded fit bitwise; base_margin
-    # agrees with the single-device fit.
+    # Warm start, chunks (checkpoints) and per-row offsets on several devices: 6 + 2 rounds and a
+    # fit in chunks of 6 and 2 rounds with a checkpoint equal the one-call 8-round sharded fit
+    # (the squared-error case's) bitwise; base_margin agrees with the single-device fit. (The
+    # chunks are the warm start's programs: nothing more to compile.)
     import tempfile
-    kw = dict(depth=3, subsample=0.7, sample_weight=w, key=3)
+    base = dict(depth=3, subsample=0.7, sample_weight=w, key=3)
     margin = rng.normal(size=n)
-    m_single = jboost.fit(X, y_reg, n_rounds=8, base_margin=margin, **kw)
+    m_single = jboost.fit(X, y_reg, n_rounds=8, base_margin=margin, **base)
     same = lambda a, b: bool(jnp.array_equal(a.trees.leaf_values, b.trees.leaf_values)
-                             and jnp.array_equal(a.train_loss, b.train_loss))
+                             and jnp.array_equal(a.train_loss, b.train_loss)
+                             and jnp.array_equal(a.valid_loss, b.valid_loss))
     for n_dev, devices in DEVICES.items():
-        kw["devices"] = devices
-        whole = jboost.fit(X, y_reg, n_rounds=8, **kw)
-        cont = jboost.fit(X, y_reg, n_rounds=4, init_model=jboost.fit(X, y_reg, n_rounds=4, **kw), **kw)
-        chunked = jboost.fit(X, y_reg, n_rounds=8, checkpoint_dir=tempfile.mkdtemp(), checkpoint_every=3, **kw)
-        m_multi = jboost.fit(X, y_reg, n_rounds=8, base_margin=margin, **kw)
+        m_multi = jboost.fit(X, y_reg, n_rounds=8, base_margin=margin, devices=devices, **base)
+        kw = dict(base, devices=devices, eval_set=(X[:200], y_reg[:200]))
+        whole = multis["squared_error", n_dev]
+        cont = jboost.fit(X, y_reg, n_rounds=2, init_model=jboost.fit(X, y_reg, n_rounds=6, **kw), **kw)
+        chunked = jboost.fit(X, y_reg, n_rounds=8, checkpoint_dir=tempfile.mkdtemp(), checkpoint_every=6, **kw)
         out[n_dev]["lifecycle"] = {
             "warm_start_bitwise": same(whole, cont), "chunked_bitwise": same(whole, chunked),
             "margin_loss_diff": float(jnp.max(jnp.abs(m_multi.train_loss - m_single.train_loss))),
