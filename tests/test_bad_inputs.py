@@ -372,25 +372,28 @@ def test_predicting_zero_rows_gives_empty_arrays(data):
 
 
 # 13. JBOOST_NUM_THREADS must be a positive integer: the kernels' thread count (read when a
-# kernel is called: binning on the host, and when a program is traced; predict's program is
-# traced for a row count no other test uses).
+# kernel's program is traced: binning, and predict's program). So that the program is traced
+# here whatever ran before in the session, every case uses a row count no other test uses (the
+# entry fails at binning, before a model is compiled).
 THREADS = ["abc", "0", "-1", "1.5"]
+THREAD_ENTRIES = ["predict", "fit", "fit_forest", "sweep"]
 
 
 @pytest.mark.skipif(not _native.available(), reason="JBOOST_NUM_THREADS is read by the CPU kernels only")
 @pytest.mark.parametrize("value", THREADS)
-@pytest.mark.parametrize("entry", ["fit", "fit_forest", "sweep", "predict"])
+@pytest.mark.parametrize("entry", THREAD_ENTRIES)
 def test_bad_thread_count_names_the_variable(monkeypatch, entry, value, data):
     X, y = data
     if entry == "predict":
         model = jboost.fit(X, y, "binomial_deviance", **FIT_KW)
+    rows = N - 1 - len(THREADS) * THREAD_ENTRIES.index(entry) - THREADS.index(value)
     monkeypatch.setenv("JBOOST_NUM_THREADS", value)
     with pytest.raises(ValueError, match=f"JBOOST_NUM_THREADS='{value}' must be a positive integer .*"
                                          "set it to e.g. JBOOST_NUM_THREADS=2, or unset it"):
         if entry == "predict":
-            jboost.predict(model, jnp.asarray(X[: N - 1 - THREADS.index(value)]))
+            jboost.predict(model, jnp.asarray(X[:rows]))
         else:
-            ENTRY[entry](X, y)
+            ENTRY[entry](X[:rows], y[:rows])
     monkeypatch.setenv("JBOOST_NUM_THREADS", " 1 ")
     assert _native.cpu_threads() == 1
     monkeypatch.delenv("JBOOST_NUM_THREADS")
