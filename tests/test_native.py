@@ -19,6 +19,7 @@ from jboost import _native
 from jboost import histograms
 from jboost import splits
 from jboost import tree
+from _pure_jax import pure_jax
 
 pytestmark = pytest.mark.skipif(os.environ.get("JBOOST_NATIVE", "1") == "0",
                                 reason="JBOOST_NATIVE=0: the kernel is switched off on purpose")
@@ -49,17 +50,6 @@ def _kernel(X, payload, leaf, n_leaves, n_bins, threads, cumulative=False, slot=
     slot = jnp.arange(n_leaves, dtype=jnp.int32) if slot is None else jnp.asarray(slot, jnp.int32)
     call = jax.ffi.ffi_call(_native.HISTOGRAM, out, vmap_method="sequential")
     return call(X, payload, leaf, slot, n_threads=np.int64(threads), cumulative=cumulative)
-
-
-def _pure_jax(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` with the kernels switched off (the pure-JAX path; compiled
-    anew, and the caches cleared again afterwards so later calls use the kernels)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_native, "available", lambda: False)
-        jax.clear_caches()
-        out = jax.block_until_ready(fn(*args, **kwargs))
-    jax.clear_caches()
-    return out
 
 
 @pytest.mark.parametrize("channels", [1, 2, 3, 4, 6])
@@ -151,7 +141,7 @@ def test_fit_tree_same_splits_with_and_without_kernel():
     g[h == 0] = 0.0
     kw = dict(depth=6, n_bins=256, l2=1.0, min_split_gain=0.0, min_child_weight=1.0)
     native, native_leaf = tree.fit_tree(jnp.asarray(X), jnp.asarray(g), jnp.asarray(h), **kw)
-    pure, pure_leaf = _pure_jax(tree.fit_tree, jnp.asarray(X), jnp.asarray(g), jnp.asarray(h), **kw)
+    pure, pure_leaf = pure_jax(tree.fit_tree, jnp.asarray(X), jnp.asarray(g), jnp.asarray(h), **kw)
     np.testing.assert_array_equal(native.features, pure.features)
     np.testing.assert_array_equal(native.thresholds, pure.thresholds)
     np.testing.assert_array_equal(native.missing_right, pure.missing_right)
@@ -165,7 +155,7 @@ def test_fit_same_model_with_and_without_kernel():
     kw = dict(loss="binomial_deviance", n_rounds=15, depth=4, learning_rate=0.3, subsample=0.7,
               key=jax.random.key(0))
     native = jboost.fit(X, y, **kw)
-    pure = _pure_jax(jboost.fit, X, y, **kw)
+    pure = pure_jax(jboost.fit, X, y, **kw)
     np.testing.assert_array_equal(native.trees.features, pure.trees.features)
     np.testing.assert_array_equal(native.trees.thresholds, pure.trees.thresholds)
     np.testing.assert_allclose(jboost.predict(native, X), jboost.predict(pure, X), rtol=1e-4, atol=1e-4)
@@ -211,7 +201,7 @@ def test_binning_kernel_equals_pure_jax():
     X[90:95, 4] = np.float32(1e-42)                       # subnormal: binned as 0
     X[95:100, 4] = -0.0
     got = binning.bin_features(X, borders)
-    want = _pure_jax(binning.bin_features, X, borders)
+    want = pure_jax(binning.bin_features, X, borders)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     assert np.all(np.asarray(got)[3, 70:90] == 63)
     assert np.all(np.asarray(got)[4, 90:100] == 0)        # subnormals and -0.0 bin as 0.0: not above 0
@@ -276,7 +266,7 @@ def test_level_gains_dispatch_equals_pure_jax():
     X, payload, leaf = _level_data(20, 30_000, 6, 256, 1, 1, False)
     kw = dict(n_leaves=1, n_bins=256, l2=1.0, min_child_weight=1.0, missing=False, keep_hist=True)
     g1, h1 = splits.level_gains(X, payload, leaf, None, **kw)
-    g0, h0 = _pure_jax(splits.level_gains, X, payload, leaf, None, **kw)
+    g0, h0 = pure_jax(splits.level_gains, X, payload, leaf, None, **kw)
     np.testing.assert_allclose(np.asarray(h1), np.asarray(h0), rtol=1e-5, atol=1e-3)
     _assert_gains_close(g1, g0)
 
@@ -399,7 +389,7 @@ def test_predict_kernel_bitwise_equals_pure_jax(depth, k, n, random_trees, predi
     trees = trees._replace(borders=trees.borders.at[0, 0].set(1e-40 if depth else 0.0))
     X = _predict_data(rng, n, 7)
     got = np.asarray(tree.predict_raw(trees, X))
-    np.testing.assert_array_equal(got, np.asarray(_pure_jax(tree.predict_raw, trees, X)))
+    np.testing.assert_array_equal(got, np.asarray(pure_jax(tree.predict_raw, trees, X)))
     # Feature-major input: the same kernel reading columns.
     np.testing.assert_array_equal(np.asarray(tree.predict_raw_feature_major(trees, X.T)), got)
     # And the NumPy definition (float64 sums: equal up to rounding).
@@ -591,7 +581,7 @@ def test_wide_level_gains_dispatch_runs_the_kernel():
                                                  min_child_weight=1.0)
     assert _native.LEVEL in jax.jit(fn).lower(X, payload, leaf).as_text()
     g1, _ = fn(X, payload, leaf)
-    g0, _ = _pure_jax(fn, X, payload, leaf)
+    g0, _ = pure_jax(fn, X, payload, leaf)
     _assert_gains_close(g1, g0)
 
 
@@ -602,7 +592,7 @@ def test_multiclass_fit_same_model_with_and_without_kernel():
     y = (np.digitize(X[:, 0] + 0.5 * X[:, 1], np.linspace(-2, 2, 11))).astype(np.int32)
     kw = dict(loss="multinomial_deviance", n_rounds=5, depth=4, learning_rate=0.3)
     native = jboost.fit(X, y, **kw)
-    pure = _pure_jax(jboost.fit, X, y, **kw)
+    pure = pure_jax(jboost.fit, X, y, **kw)
     np.testing.assert_array_equal(native.trees.features, pure.trees.features)
     np.testing.assert_array_equal(native.trees.thresholds, pure.trees.thresholds)
     np.testing.assert_allclose(jboost.predict(native, X), jboost.predict(pure, X), rtol=1e-4, atol=1e-4)

@@ -43,6 +43,7 @@ from jboost import _native
 from jboost import derivatives
 from jboost import losses
 from jboost import samplers
+from _pure_jax import pure_jax
 
 U = 2.0 ** -24            # float32 unit roundoff
 N_MAX, F_MAX = 300, 6
@@ -389,17 +390,6 @@ def assert_same_up_to_near_ties(a, b, case, what):
 # --------------------------------------------------------------------------------------------
 
 
-def _pure_jax(fn):
-    """``fn()`` with the CPU kernels switched off (the pure-JAX path of GPUs and TPUs), compiled
-    anew; the caches are cleared again afterwards so that later fits use the kernels."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_native, "available", lambda: False)
-        jax.clear_caches()
-        out = jax.block_until_ready(fn())
-    jax.clear_caches()
-    return out
-
-
 def assert_train_loss_recomputed(model, case):
     raw = jnp.asarray(jboost.predict(model, case.X)).reshape(1, case.X.shape[0], -1)
     per_row = np.asarray(_at_scores(model.loss, jnp.asarray(case.y), raw, case.kw["learning_rate"])[2][0], np.float64)
@@ -432,7 +422,7 @@ def test_fit_properties(case):
     assert_same_up_to_near_ties(separate, member(1), case._replace(kw={**case.kw, **other}), "vmap member 1")
     # The kernel against pure JAX.
     if _native.available():
-        assert_same_up_to_near_ties(model, _pure_jax(case.fit), case, "pure JAX")
+        assert_same_up_to_near_ties(model, pure_jax(case.fit), case, "pure JAX")
 
 
 def test_comparison_rejects_a_real_difference():

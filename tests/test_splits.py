@@ -21,6 +21,7 @@ from jboost import _native
 from jboost import histograms
 from jboost import splits
 from jboost import tree as tree_lib
+from _pure_jax import pure_jax
 
 # Jitted once per shape: eager evaluation would compile every primitive separately.
 split_gains = jax.jit(splits.split_gains)
@@ -75,16 +76,6 @@ def random_hist(seed, n_features=3, n_leaves=2, n_bins=6, k=1, n=40):
     for f in range(n_features):
         np.add.at(hist[f], (leaf, X_binned[f]), payload)
     return hist.astype(np.float32)
-
-
-def _pure_jax_call(fn, *args):
-    """``fn(*args)`` with the CPU kernels switched off (compiled anew; caches cleared after)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_native, "available", lambda: False)
-        jax.clear_caches()
-        out = jax.block_until_ready(fn(*args))
-    jax.clear_caches()
-    return out
 
 
 def _best(hist, **kw):
@@ -327,7 +318,7 @@ def test_a_new_split_criterion_is_one_namedtuple(seed):
     assert (H == 0).any()  # the outlier's leaf is alone: its empty sibling takes the parent's value
     newton_rules, _, _ = reference_tree(X_binned, g, h, 2, n_bins, 1.0, _score, 0.0)
     assert rules[0][0] == 1 and newton_rules[0][0] == 0  # the criterion changes the split
-    for grow in (_grow, lambda *a: _pure_jax_call(_grow, *a)):
+    for grow in (_grow, lambda *a: pure_jax(_grow, *a)):
         t = grow(X_binned, g, h, n_bins, 2, L1)
         got = [(int(f), int(th), bool(m)) for f, th, m in zip(t.features, t.thresholds, t.missing_right)]
         assert got == [(int(f), int(th), m) for f, th, m in rules]
