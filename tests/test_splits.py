@@ -298,11 +298,16 @@ def criterion_case(seed):
     return X_binned, g, h, n_bins
 
 
+@functools.lru_cache(maxsize=None)
+def _tree_program(depth, n_bins, criterion):
+    """``tree.fit_tree`` jitted once per static setting (the same program for every seed)."""
+    return jax.jit(functools.partial(tree_lib.fit_tree, depth=depth, n_bins=n_bins, l2=1.0,
+                                     min_split_gain=0.0, min_child_weight=0.0, criterion=criterion))
+
+
 def _grow(X_binned, g, h, n_bins, depth, criterion):
-    fn = jax.jit(functools.partial(tree_lib.fit_tree, depth=depth, n_bins=n_bins, l2=1.0,
-                                   min_split_gain=0.0, min_child_weight=0.0, criterion=criterion))
-    t, _ = fn(jnp.asarray(X_binned), jnp.asarray(g, jnp.float32)[:, None],
-              jnp.asarray(h, jnp.float32)[:, None])
+    t, _ = _tree_program(depth, n_bins, criterion)(
+        jnp.asarray(X_binned), jnp.asarray(g, jnp.float32)[:, None], jnp.asarray(h, jnp.float32)[:, None])
     return t
 
 
