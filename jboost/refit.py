@@ -101,8 +101,12 @@ def line_search_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: in
     leaf loss never increases even where the hessian is nearly zero (a saturated logistic
     leaf). Each step is also clipped to ``max_step`` in raw-score units (a trust region): where
     the minimiser is at infinity (a leaf whose rows are all of one class under a logistic loss),
-    ``gamma`` moves at most ``n_steps * max_step`` from ``init`` instead of diverging. Starts
-    from ``init`` (``(L, K)``, e.g. the Newton step); leaves without hessian mass keep it.
+    ``gamma`` moves at most ``n_steps * max_step`` from ``init`` instead of diverging. Starts,
+    per leaf, from the better of ``init`` (``(L, K)``, e.g. the Newton step) and 0 (the leaf
+    unchanged): where ``init`` raises the leaf's loss (a Newton step far beyond the minimiser, a
+    natural-gradient step from a Monte-Carlo Fisher information that missed the rare values, a
+    NaN), the iterations start from 0, so the result never raises the leaf's loss above its
+    value at 0. Leaves without hessian mass keep their start.
     """
     scales = 2.0 ** -jnp.arange(n_halvings, dtype=jnp.float32)
     auto = loss if loss.hessian != "unit" else loss.replace(hessian="autodiff")
@@ -128,7 +132,11 @@ def line_search_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: in
         new = gamma + scale[:, None] * step
         return jnp.where(jnp.isfinite(new), new, gamma)
 
-    return lax.fori_loop(0, n_steps, body, init)
+    # The better start per leaf: ``init`` unless 0 has a lower loss (or ``init``'s is not finite).
+    at_init = leaf_losses(init)
+    worse = ~(at_init <= leaf_losses(jnp.zeros_like(init)))
+    start = jnp.where(worse[:, None], 0.0, init)
+    return lax.fori_loop(0, n_steps, body, start)
 
 
 # The exact leaf search (exact_leaf_values): the ray is probed at t = 1, 2, 4, ... first-order
@@ -335,7 +343,8 @@ def refit_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: int, new
 
     The quantile and Huber refits give every leaf with weighted rows its exact value and an
     empty leaf 0; the line search starts from the Newton values (which fall back to the
-    parent's value) and keeps them where a leaf has no hessian mass; the exact search
+    parent's value), or from 0 where they raise the leaf's loss, and keeps its start where a
+    leaf has no hessian mass; the exact search
     (:func:`exact_leaf_values`, whose safeguard reads ``learning_rate``) searches along the
     Newton values where they descend and gives an empty leaf 0.
 

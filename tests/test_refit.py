@@ -191,3 +191,19 @@ def test_refit_leaf_values_dispatches_exact():
                                                              learning_rate=0.1)
     want = quantile_jit(y, raw, w, leaf, L, 0.7, np.zeros((L, 1), np.float32))
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+
+
+def test_the_line_search_starts_from_zero_where_the_start_raises_the_leaf_loss():
+    # A start far beyond the minimiser (leaf 0) or NaN (leaf 1): the clipped iterations (at most
+    # 8 x 4 from their start) would end far off; from 0 squared error's first Newton step is exact.
+    y, raw, w, leaf = _data(9)
+    loss = jboost.Loss(lambda y, f: 0.5 * (y - f) ** 2, hessian="autodiff")
+    init = np.full((L, 1), 0.1, np.float32)
+    init[0, 0], init[1, 0] = 1000.0, np.nan
+    got = np.asarray(jax.jit(refit.line_search_leaf_values, static_argnums=5)(
+        loss, y, raw, w, leaf, L, init))
+    r = y.astype(np.float64) - raw[:, 0]
+    for j in range(L - 2):
+        m = leaf == j
+        np.testing.assert_allclose(got[j, 0], np.sum(w[m] * r[m]) / np.sum(w[m]), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(got[L - 2:], init[L - 2:])  # no hessian mass: the start kept
