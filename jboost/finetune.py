@@ -1,0 +1,639 @@
+"""Fine-tuning a fitted ensemble: every leaf value refitted jointly, with optax, under ``jit``.
+
+Boosting fits each tree's leaves once, greedily, given the trees before it (ESL Algorithm
+10.3); the fitted model is then a linear function of its leaf values. :func:`finetune` takes
+the model's raw score as one differentiable function of the stacked leaf values ``v`` and the
+baseline ``b`` (the intercept),
+
+    f(x) = base_margin(x) + b + sum_s v_s[leaf_s(x)],
+
+and minimises the weighted mean of any loss of it (a :class:`jboost.Loss`, a built-in's name or
+a function ``loss(y, raw)``, resolved and checked as :func:`jboost.fit` does) with any optax
+optimizer: the loop of ``n_steps`` steps is one ``lax.scan`` in one compiled program. This is
+the refitting of all leaves of a tree ensemble as one linear model in its leaf indicators
+(Friedman and Popescu 2003, "Importance sampled learning ensembles": post-processing an ensemble
+by regularised regression on its base learners; the RuleFit idea, Friedman and Popescu 2008,
+applied to whole leaves), solved by first-order steps instead of a lasso path. Uses: moving a
+model to another loss (a squared-error model to a quantile or a distributional loss), to new
+data (a shifted data set), or refitting the greedy leaves jointly on the training loss.
+
+Optionally (``soft=True``) the splits become sigmoids with a temperature, so the thresholds
+move too (soft decision trees: Jordan and Jacobs 1994; "soft trees" of Irsoy, Yildiz and
+Alpaydin 2012; for oblivious trees NODE, Popov, Morozov and Babenko 2020). A row goes right at
+level ``d`` of a tree with probability ``sigmoid((x_f - t_d) / (temperature * scale_f))``, and
+its soft raw score is the sum over leaves of the products of its level probabilities times the
+leaf values; as ``temperature -> 0`` that is exactly the hard tree (:func:`soft_predict`).
+
+**Thresholds** live in raw feature space: a tree level's rule is ``x_f > t`` with ``t`` the float
+border ``ObliviousTrees.borders`` that :func:`jboost.predict` compares with. The optimizer moves
+``t / scale_f`` (so one learning rate fits every feature), where ``scale_f`` is a robust spread
+of feature ``f`` read off the model's bin borders (the interquartile range of its finite
+borders over 1.349, the standard deviation of a normal; 1 where that is 0): the temperature is
+in these units too (``temperature=0.1``: a split is soft over about a tenth of a feature's
+spread). Levels that do not split (a ``+inf`` border) and missing values (NaN goes where
+``missing_right`` says) stay hard. Bins are a training-time device: a moved threshold generally
+lies between two bin borders of ``Booster.borders``, so the returned trees' bin ``thresholds``
+are the nearest bin at or above it (the smallest ``t`` with ``borders[f, t] >= t_new``): exact
+for the float predictions, approximate on bins (continuing such a model with
+``jboost.fit(init_model=)``, which replays the trees on bins, would move rows between a moved
+threshold and the bin border above it).
+
+**What is returned** is a :class:`jboost.Booster` of hard trees: the fitted trees with the tuned
+leaf values (and, with ``soft=True``, the moved thresholds), the tuned baseline, the fine-tuning
+loss as its ``loss`` (so :func:`jboost.predict_proba` and :func:`jboost.predict_mean` follow
+it), and ``train_loss`` / ``valid_loss`` recomputed per round for the tuned model (the
+``eval_set``'s, NaN without one). With ``soft=True`` it is the limit ``temperature -> 0`` of the
+soft model that was trained (anneal the temperature with a schedule so that the two agree;
+the curves of :class:`Curves` are always the hard, returned model's). It saves and loads like
+every Booster. A model with ``best_round`` is first cut to its rounds ``0..best_round`` (the ones
+its predictions use), and its ``best_round`` is dropped; the classical algorithms' ``info`` (their
+per-round coefficients and observation weights, which no longer describe the tuned leaves) is
+dropped. The label offset of a model with one (``Booster.offset``, issue 14) is kept: the labels
+are centred by it in float64 as the fit did, and the loss must then be a loss of the residual
+(squared, absolute, Huber, quantile).
+
+**Scales.** Leaf values already include the fit's learning rate, and a row's raw score is the
+sum of one leaf per tree: an optimizer that moves every parameter by about its learning rate per
+step (Adam, sign methods) moves a prediction by up to ``n_trees`` times that. Take Adam's
+learning rate about (the change of a prediction wanted per step) / ``n_trees``; SGD's step is
+the gradient's, whose leaf entries are the leaf's share of the rows. ``optax.multi_transform``
+gives leaves, baseline and thresholds (the fields of :class:`Params`) their own rates.
+
+Continuous settings are traced: the optimizer's learning rate (closed over by the optax
+transformation, or in its state with ``optax.inject_hyperparams``), ``temperature``, ``l2`` and
+the loss's parameters may be ``jax.vmap``-ed over (one compilation for a whole sweep). Memory:
+the hard objective gathers an ``(n_trees, n_rows, K)`` array per step (plus the ``(n_trees,
+n_rows)`` int32 leaf indices, computed once); the soft one scans the trees with
+rematerialisation, holding ``(n_rows, 2**depth)`` per tree.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple, Optional, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+
+from jboost import _validation
+from jboost import losses as losses_lib
+from jboost import model as model_lib
+from jboost import tree as tree_lib
+
+__all__ = ["Curves", "Params", "finetune", "objective", "soft_predict"]
+
+
+class Params(NamedTuple):
+    """The parameters fine-tuning moves (a pytree: optax optimizes it as it is).
+
+    Attributes:
+      leaf_values: ``(n_trees, n_leaves, K)`` every tree's leaf values (rounds and trees per
+        round flattened, in round order), learning rate included.
+      baseline: ``(K,)`` the constant raw score every row starts from.
+      thresholds: ``soft=True``: ``(n_trees, depth)`` each level's float border divided by its
+        feature's scale (0 at levels that do not split); ``None`` for hard fine-tuning.
+    """
+
+    leaf_values: jax.Array
+    baseline: jax.Array
+    thresholds: Optional[jax.Array] = None
+
+
+class Curves(NamedTuple):
+    """The fine-tuning curves (``return_curves=True``), of the hard (returned) model.
+
+    Attributes:
+      train_loss: ``(n_steps + 1,)`` the weighted mean training loss before each step (entry
+        ``s``: after ``s`` steps; the last entry: the returned parameters before any
+        ``restore_best`` choice), on the rows of the step (all rows, or the step's batch with
+        ``batch_size``; the last entry on all rows).
+      valid_loss: ``(n_steps + 1,)`` the mean loss on ``eval_set`` after ``s`` steps (NaN
+        without one).
+      best_step: ``()`` int32 the step whose parameters were returned (``n_steps`` unless
+        ``restore_best`` chose an earlier one).
+    """
+
+    train_loss: jax.Array
+    valid_loss: jax.Array
+    best_step: jax.Array
+
+
+class _Rows(NamedTuple):
+    """One set of rows as the objective reads it."""
+
+    y: jax.Array                    # (n,) labels (centred by the model's label offset)
+    w: jax.Array                    # (n,) weights
+    margin: Optional[jax.Array]     # (n, K) per-row raw-score offsets, or None
+    leaves: Optional[jax.Array]     # (S, n) int32 leaf of every row in every tree (hard)
+    X_t: Optional[jax.Array]        # (F, n) float32 feature-major rows (soft)
+
+
+class _Structure(NamedTuple):
+    """The fixed part of the trees that soft splits need (``None`` for hard fine-tuning)."""
+
+    features: jax.Array       # (S, D) int32
+    missing_right: jax.Array  # (S, D) bool
+    movable: jax.Array        # (S, D) bool: a finite border (a level that splits)
+    borders: jax.Array        # (S, D) float32 the fitted borders
+    scale: jax.Array          # (F,) float32 per-feature scale
+
+
+# --------------------------------------------------------------------------------------------
+# Raw scores as functions of the parameters.
+# --------------------------------------------------------------------------------------------
+
+
+def _hard_raw(params: Params, leaves):
+    """``(n, K)`` baseline + the sum over trees of each row's leaf value (a gather)."""
+    s, n_leaves, k = params.leaf_values.shape
+    index = leaves + (jnp.arange(s, dtype=jnp.int32) * n_leaves)[:, None]
+    return params.baseline + jnp.sum(params.leaf_values.reshape(s * n_leaves, k)[index], axis=0)
+
+
+def _borders(params: Params, st: _Structure):
+    """``(S, D)`` the float borders of the parameters' thresholds (fitted ones where fixed)."""
+    return jnp.where(st.movable, params.thresholds * st.scale[st.features], st.borders)
+
+
+def _soft_tree(values, borders, features, missing_right, movable, X_t, scale, temperature):
+    """One oblivious tree on rows ``X_t (F, n)``: its soft values ``(n, K)`` (sigmoid splits) and
+    its hard values (the comparisons ``x > border`` of :func:`jboost.tree.leaf_index_raw`)."""
+    x = X_t[features]                                          # (D, n)
+    hard = jnp.where(jnp.isnan(x), missing_right[:, None], x > borders[:, None])
+    soft_ok = jnp.isfinite(x) & movable[:, None]
+    z = ((jnp.where(soft_ok, x, 0.0) - jnp.where(movable, borders, 0.0)[:, None])
+         / (temperature * scale[features])[:, None])
+    p = jnp.where(soft_ok, jax.nn.sigmoid(z), hard.astype(jnp.float32))
+    probs = jnp.ones((x.shape[1], 1), jnp.float32)
+    for d in range(x.shape[0]):  # static: leaf j's bit d is level d's "right" (tree.leaf_index)
+        pd = p[d][:, None]
+        probs = jnp.concatenate([probs * (1.0 - pd), probs * pd], axis=1)
+    leaf = jnp.sum(hard.astype(jnp.int32) << jnp.arange(x.shape[0], dtype=jnp.int32)[:, None], axis=0)
+    return probs @ values, values[leaf]
+
+
+def _soft_raw(params: Params, st: _Structure, X_t, temperature):
+    """``(soft (n, K), hard (n, K))`` raw scores of every tree on ``X_t``: a scan over trees
+    whose body is rematerialised in the backward pass (memory ``(n, 2**D)`` per tree, not per
+    tree kept)."""
+    borders = _borders(params, st)
+    k = params.baseline.shape[0]
+    zeros = jnp.zeros((X_t.shape[1], k), jnp.float32)
+
+    @jax.checkpoint
+    def body(acc, tree):
+        soft, hard = _soft_tree(*tree, X_t, st.scale, temperature)
+        return (acc[0] + soft, acc[1] + hard), None
+
+    (soft, hard), _ = lax.scan(body, (zeros, zeros), (params.leaf_values, borders, st.features,
+                                                      st.missing_right, st.movable))
+    return params.baseline + soft, lax.stop_gradient(params.baseline + hard)
+
+
+def _mean_loss(loss, raw, rows: _Rows):
+    """Weighted mean of the loss over ``rows`` at raw scores ``raw (n, K)`` (their offsets added)."""
+    if rows.margin is not None:
+        raw = raw + rows.margin
+    per = losses_lib.per_sample_losses(loss, rows.y, raw)
+    return jnp.sum(jnp.where(rows.w > 0, rows.w * per, 0.0)) / jnp.sum(rows.w)
+
+
+def _losses(params: Params, rows: _Rows, loss, st: Optional[_Structure], temperature):
+    """``(the loss the gradient is taken of, the hard model's loss)`` on ``rows``."""
+    if st is None:
+        value = _mean_loss(loss, _hard_raw(params, rows.leaves), rows)
+        return value, value
+    soft, hard = _soft_raw(params, st, rows.X_t, temperature)
+    return _mean_loss(loss, soft, rows), lax.stop_gradient(_mean_loss(loss, hard, rows))
+
+
+def _objective(params: Params, rows: _Rows, loss, st, temperature, l2, leaves0):
+    """The objective and (aux) the hard model's data loss: the data loss of the (soft) model
+    plus ``l2 / 2`` times the squared change of the leaf values."""
+    value, hard = _losses(params, rows, loss, st, temperature)
+    penalty = 0.5 * l2 * jnp.sum(jnp.square(params.leaf_values - leaves0))
+    return value + penalty, hard
+
+
+# --------------------------------------------------------------------------------------------
+# The compiled loop.
+# --------------------------------------------------------------------------------------------
+
+
+def _batch(rows: _Rows, key, batch_size: int) -> _Rows:
+    """``batch_size`` rows drawn uniformly with replacement (their weights kept)."""
+    n = rows.y.shape[0]
+    idx = jax.random.randint(key, (batch_size,), 0, n)
+    take = lambda a, axis=0: None if a is None else jnp.take(a, idx, axis=axis)
+    return _Rows(take(rows.y), take(rows.w), take(rows.margin), take(rows.leaves, 1), take(rows.X_t, 1))
+
+
+def _update(optimizer, grads, state, params, value, value_fn):
+    # optax's bias corrections raise a float to an int32 count: standard promotion for it.
+    with jax.numpy_dtype_promotion("standard"):
+        if isinstance(optimizer, optax.GradientTransformationExtraArgs):
+            # L-BFGS and other line-search methods take the value and the objective itself.
+            updates, state = optimizer.update(grads, state, params, value=value, grad=grads,
+                                              value_fn=value_fn)
+        else:
+            updates, state = optimizer.update(grads, state, params)
+        return optax.apply_updates(params, updates), state
+
+
+@functools.partial(jax.jit, static_argnames=("optimizer", "n_steps", "batch_size", "schedule",
+                                             "restore_best"))
+def _run(params0: Params, rows: _Rows, valid: Optional[_Rows], loss, st: Optional[_Structure],
+         temperature, l2, key, *, optimizer, n_steps: int, batch_size: Optional[int],
+         schedule: Optional[Callable], restore_best: bool):
+    """``n_steps`` optimizer steps in one ``lax.scan``; returns ``(params, Curves)``."""
+    leaves0 = params0.leaf_values
+    nan = jnp.float32(jnp.nan)
+
+    def valid_loss(params):
+        if valid is None:
+            return nan
+        return _losses(params, valid, loss, st, temperature)[1]
+
+    def step(carry, s):
+        params, state, best = carry
+        rows_s = rows if batch_size is None else _batch(rows, jax.random.fold_in(key, s), batch_size)
+        temp = temperature if schedule is None else jnp.asarray(schedule(s), jnp.float32)
+        fn = lambda p: _objective(p, rows_s, loss, st, temp, l2, leaves0)[0]
+        (value, train), grads = jax.value_and_grad(
+            lambda p: _objective(p, rows_s, loss, st, temp, l2, leaves0), has_aux=True)(params)
+        v = valid_loss(params)
+        if restore_best:
+            better = v < best[1]
+            best = jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b),
+                                          (params, v, s), best)
+        params, state = _update(optimizer, grads, state, params, value, fn)
+        return (params, state, best), (train, v)
+
+    best0 = (params0, jnp.float32(jnp.inf), jnp.int32(0))
+    (params, _, best), (train, v) = lax.scan(step, (params0, optimizer.init(params0), best0),
+                                             jnp.arange(n_steps, dtype=jnp.int32))
+    train_end = _losses(params, rows, loss, st, temperature)[1]
+    v_end = valid_loss(params)
+    best_step = jnp.int32(n_steps)
+    if restore_best:
+        keep_end = ~(best[1] < v_end)  # ties and NaN histories: the last step's parameters
+        params = jax.tree_util.tree_map(lambda a, b: jnp.where(keep_end, a, b), params, best[0])
+        best_step = jnp.where(keep_end, best_step, best[2])
+    curves = Curves(jnp.concatenate([train, train_end[None]]), jnp.concatenate([v, v_end[None]]),
+                    best_step)
+    return params, curves
+
+
+@jax.jit
+def _leaf_indices(trees, X):
+    """``(S, n)`` int32 leaf of each row of ``X (n, F)`` in each of the flattened trees (any
+    :class:`jboost.tree.TreeFamily`: its ``leaf_index_raw``)."""
+    X_t = jnp.asarray(X, jnp.float32).T
+    return jax.vmap(lambda t: t.leaf_index_raw(X_t))(trees).astype(jnp.int32)
+
+
+def _round_loss(raw, y, w, margin, loss):
+    """The weighted mean loss of the raw scores after a round (for :meth:`Booster.staged`)."""
+    return _mean_loss(loss, raw, _Rows(y, w, margin, None, None))
+
+
+# --------------------------------------------------------------------------------------------
+# Host-side checks (the settings layer's functions, one message everywhere).
+# --------------------------------------------------------------------------------------------
+
+
+def _check_model(model, soft: bool) -> model_lib.Booster:
+    """The Booster to fine-tune: one model, cut to the rounds its predictions use."""
+    if not isinstance(model, model_lib.Booster):
+        has_leaves = hasattr(getattr(model, "trees", None), "leaf_values")
+        why = ("its raw score is not the baseline plus the sum of its trees' leaf values, so "
+               "there is no leaf-value objective to fine-tune" if has_leaves else
+               "it has no trees with leaf values")
+        raise TypeError(f"model must be a jboost.Booster (from jboost.fit or jboost.algorithms); "
+                        f"got {type(model).__name__}: {why}. Fine-tune each Booster of an "
+                        "ensemble of Boosters on its own.")
+    if model.batch_shape:
+        raise ValueError(f"model is a batch of {model.batch_shape} models (jax.vmap): fine-tune one "
+                         "model (index it: jax.tree_util.tree_map(lambda a: a[i], model)), or "
+                         "jax.vmap finetune itself over a continuous setting.")
+    if _validation.is_traced(model.trees.leaf_values):
+        raise TypeError("model must be concrete here (its trees are traced): jax.vmap finetune over "
+                        "its continuous settings (learning rate, temperature, l2, loss "
+                        "parameters), not over models.")
+    if soft and not isinstance(model.trees, tree_lib.ObliviousTrees):
+        raise TypeError(f"soft=True needs oblivious trees (jboost.ObliviousTrees: a feature and a "
+                        f"border per level); this model's trees are {type(model.trees).__name__}: "
+                        "use soft=False (its leaf values are fine-tuned on its own leaf indices).")
+    if model.best_round is not None:
+        model = model._replace(trees=model_lib.first_stages(model.trees, int(model.best_round) + 1,
+                                                            model.n_rounds), best_round=None,
+                               train_loss=model.train_loss[: int(model.best_round) + 1],
+                               valid_loss=model.valid_loss[: int(model.best_round) + 1])
+    return model
+
+
+def _resolve_loss(loss, model: model_lib.Booster, y: np.ndarray) -> losses_lib.Loss:
+    """The fine-tuning loss (the model's own for ``None``), checked against the labels and the
+    model's number of raw outputs K."""
+    if loss is None:
+        losses_lib.check_labels(model.loss, y)
+        return model.loss
+    declared = (loss.n_outputs if isinstance(loss, losses_lib.Loss) else
+                losses_lib.get(loss).n_outputs if isinstance(loss, str) else None)
+    resolved = _validation.resolve_loss(loss, y, n_outputs=model.n_outputs if declared is None else None)
+    if resolved.n_outputs != model.n_outputs:
+        raise ValueError(f"loss {resolved.name!r} has {resolved.n_outputs} raw output(s) per row but "
+                         f"the model has {model.n_outputs}: fine-tuning keeps the trees' leaves; fit "
+                         f"a model with the loss's K = {resolved.n_outputs} outputs instead.")
+    if model.offset is not None and not losses_lib.shifts_with_labels(resolved):
+        raise ValueError(f"the model has a label offset (Booster.offset = {float(model.offset):.9g}, "
+                         f"subtracted from labels float32 could not hold); loss {resolved.name!r} is "
+                         "not a loss of the residual y - f, so it cannot be fine-tuned on the centred "
+                         "labels: use squared_error, absolute_error, huber or quantile, or fit y on "
+                         "a scale float32 holds.")
+    return resolved
+
+
+def _labels(y, model: model_lib.Booster, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
+    """Checked float32 labels, centred by the model's label offset in float64 (as ``fit`` did)."""
+    if model.offset is not None:
+        return _validation.centred_labels(y, np.asarray(model.offset), n, name, x_name)
+    return _validation.as_labels(y, n, name, x_name)
+
+
+def _matrix(X, model, name: str = "X") -> np.ndarray:
+    X = _validation.as_matrix(X, name)
+    _validation.predict_matrix(X, model.n_features, name)  # the feature count's one message
+    return X
+
+
+def _feature_scale(borders) -> np.ndarray:
+    """``(F,)`` a robust spread of each feature from its finite bin borders (quantiles of the
+    training data): the interquartile range of the borders over 1.349; 1 where that is 0."""
+    b = np.asarray(borders, np.float64)
+    out = np.ones((b.shape[0],), np.float32)
+    for f in range(b.shape[0]):
+        finite = b[f][np.isfinite(b[f])]
+        if finite.size:
+            q25, q75 = np.percentile(finite, [25, 75])
+            spread = (q75 - q25) / 1.349
+            if not spread > 0 and finite.size > 1:
+                spread = (finite.max() - finite.min()) / 2
+            if spread > 0 and np.isfinite(spread):
+                out[f] = spread
+    return out
+
+
+def _structure(model: model_lib.Booster) -> _Structure:
+    flat = tree_lib.flatten_trees(model.trees)
+    borders = jnp.asarray(flat.borders, jnp.float32)
+    return _Structure(flat.features.astype(jnp.int32), flat.missing_right, jnp.isfinite(borders),
+                      borders, jnp.asarray(_feature_scale(model.borders)))
+
+
+def _initial(model: model_lib.Booster, st: Optional[_Structure]) -> Params:
+    flat = tree_lib.flatten_trees(model.trees)
+    thresholds = None
+    if st is not None:
+        thresholds = jnp.where(st.movable, st.borders / st.scale[st.features], 0.0)
+    return Params(jnp.asarray(flat.leaf_values, jnp.float32), jnp.asarray(model.baseline, jnp.float32),
+                  thresholds)
+
+
+def _rows(model, X, y, sample_weight, base_margin, soft: bool, names=("X", "y", "sample_weight",
+                                                                       "base_margin")) -> _Rows:
+    x_name, y_name, w_name, m_name = names
+    X = _matrix(X, model, x_name)
+    n = X.shape[0]
+    y = _labels(y, model, n, y_name, x_name)
+    w = _validation.as_weights(sample_weight, n, w_name, x_name)
+    margin = _validation.as_margin(base_margin, n, model.n_outputs, m_name, x_name)
+    flat = tree_lib.flatten_trees(model.trees)
+    return _Rows(jnp.asarray(y), jnp.asarray(w), None if margin is None else jnp.asarray(margin),
+                 None if soft else _leaf_indices(flat, X), jnp.asarray(X.T) if soft else None)
+
+
+def _check_temperature(temperature):
+    if callable(temperature):
+        return jnp.float32(1.0), temperature
+    if temperature is None or isinstance(temperature, bool):
+        raise TypeError(f"temperature must be a positive number or a schedule step -> temperature "
+                        f"(e.g. optax.exponential_decay); got {temperature!r}.")
+    _validation.check_real(temperature, "temperature", 0.0, np.inf, lo_open=True)
+    return jnp.asarray(temperature, jnp.float32), None
+
+
+def _check_optimizer(optimizer) -> None:
+    if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
+        raise TypeError(f"optimizer must be an optax GradientTransformation (e.g. optax.adam(1e-3), "
+                        f"optax.sgd(0.1), optax.lbfgs()); got {type(optimizer).__name__}"
+                        f"{f' {optimizer!r}' if isinstance(optimizer, (int, float)) else ''}.")
+    try:
+        hash(optimizer)
+    except TypeError:
+        raise TypeError("optimizer must be hashable (an optax GradientTransformation is): it is "
+                        "static in the compiled loop.") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Public functions.
+# --------------------------------------------------------------------------------------------
+
+
+def objective(model: model_lib.Booster, X, y, loss=None, *, sample_weight=None, base_margin=None,
+              soft: bool = False, temperature: Any = 0.1, l2: Any = 0.0):
+    """The fine-tuning objective as a pure function of the parameters, and its starting point.
+
+    Returns ``(fn, params)``: ``fn(params: Params) -> scalar``, the weighted mean loss of the
+    model's raw scores (soft ones with ``soft=True``, at ``temperature``) on the rows ``X, y``
+    plus ``l2 / 2`` times the squared change of the leaf values; ``params`` the model's own
+    :class:`Params`. ``fn`` may be jitted, differentiated and handed to any solver;
+    :func:`finetune` minimises it with optax (same arguments; see there).
+    """
+    model = _check_model(model, soft)
+    y_np = _labels(y, model, _matrix(X, model).shape[0])
+    loss = _resolve_loss(loss, model, y_np)
+    temp, schedule = _check_temperature(temperature)
+    if schedule is not None:
+        raise TypeError("objective takes one temperature (a number), not a schedule.")
+    _validation.check_real(l2, "l2", 0.0, np.inf)
+    rows = _rows(model, X, y, sample_weight, base_margin, soft)
+    st = _structure(model) if soft else None
+    params0 = _initial(model, st)
+    l2 = jnp.asarray(l2, jnp.float32)
+
+    def fn(params: Params):
+        return _objective(params, rows, loss, st, temp, l2, params0.leaf_values)[0]
+
+    return fn, params0
+
+
+def soft_predict(model: model_lib.Booster, X, temperature: Any, base_margin=None) -> jax.Array:
+    """Raw scores of the model with sigmoid splits at ``temperature`` (``soft=True``'s model):
+    ``(n,)`` or ``(n, K)`` as :func:`jboost.predict`. As ``temperature -> 0`` it is
+    :func:`jboost.predict` (a row at distance ``> ~20 * temperature * scale_f`` from every
+    border it is compared with gets the hard tree's value to float32 precision)."""
+    model = _check_model(model, soft=True)
+    X = _matrix(X, model)
+    temp, schedule = _check_temperature(temperature)
+    if schedule is not None:
+        raise TypeError("soft_predict takes one temperature (a number), not a schedule.")
+    st = _structure(model)
+    raw = _soft_predict(_initial(model, st), st, jnp.asarray(X.T), temp)
+    margin = _validation.as_margin(base_margin, X.shape[0], model.n_outputs)
+    if margin is not None:
+        raw = raw + margin
+    raw = model_lib.add_offset(raw, model.offset)
+    return raw[:, 0] if raw.shape[-1] == 1 else raw
+
+
+@jax.jit
+def _soft_predict(params, st, X_t, temperature):
+    return _soft_raw(params, st, X_t, temperature)[0]
+
+
+def finetune(model: model_lib.Booster, X, y, loss: Union[None, str, losses_lib.Loss, Callable],
+             optimizer: optax.GradientTransformation, *, n_steps: int, sample_weight=None,
+             base_margin=None, eval_set=None, eval_base_margin=None, key: Any = None,
+             batch_size: Optional[int] = None, soft: bool = False, temperature: Any = 0.1,
+             l2: Any = 0.0, restore_best: bool = False, return_curves: bool = False):
+    """Refit every leaf value (and the baseline; with ``soft=True`` the thresholds too) of a
+    fitted :class:`jboost.Booster` jointly, minimising ``loss`` with an optax optimizer.
+
+    The model's raw score is one differentiable function of its parameters (:class:`Params`;
+    the module docstring gives the formula, the soft splits and what the thresholds are), and
+    ``n_steps`` steps of ``optimizer`` on the objective of :func:`objective` run as one
+    ``lax.scan`` in one compiled program.
+
+    Args:
+      model: a :class:`jboost.Booster` (from :func:`jboost.fit` or :mod:`jboost.algorithms`;
+        one model, not a vmapped batch).
+      X: ``(n_samples, n_features)`` rows to fine-tune on (the model's feature count; NaN missing).
+      y: ``(n_samples,)`` labels, as :func:`jboost.fit` takes them for ``loss``.
+      loss: the loss to minimise: ``None`` (the model's own), a built-in name, a
+        :class:`jboost.Loss` or a function ``loss(y, raw)``; its number of raw outputs must be
+        the model's (K). Checked as :func:`jboost.fit` checks it (labels, parameter domains).
+      optimizer: an optax ``GradientTransformation`` (``optax.adam(1e-3)``, ``optax.sgd``,
+        ``optax.lbfgs()``, chains, ``optax.multi_transform`` over the fields of :class:`Params`).
+        Static in the compiled loop (the same optimizer object reuses the program); its
+        learning rate may be traced.
+      n_steps: optimizer steps (static).
+      sample_weight: optional non-negative ``(n_samples,)`` weights of the rows.
+      base_margin: per-row raw-score offsets ``(n_samples,)`` or ``(n_samples, K)`` of a model
+        fitted with them (:func:`jboost.fit`'s ``base_margin``), added to every raw score.
+      eval_set: optional ``(X_valid, y_valid)`` or ``(X_valid, y_valid, w_valid)``: its mean loss
+        after every step is monitored (:class:`Curves`), and it becomes the returned model's
+        ``valid_loss``.
+      eval_base_margin: the offsets of ``eval_set``'s rows (with ``base_margin``).
+      key: an int seed or a ``jax.random`` key for ``batch_size``'s draws (default 0).
+      batch_size: ``None`` (every step on all rows: deterministic) or the rows per step, drawn
+        uniformly with replacement from step ``s``'s key ``fold_in(key, s)`` (static).
+      soft: sigmoid splits whose thresholds move too (oblivious trees only; module docstring).
+      temperature: ``soft=True``: the sigmoid's temperature in units of each feature's scale
+        (traced; positive), or a schedule ``step -> temperature`` (e.g. an
+        ``optax.exponential_decay``, static) to anneal it towards the hard model returned.
+      l2: penalty ``l2 / 2 * sum (v - v_fitted)**2`` on the change of the leaf values (traced,
+        ``>= 0``): 0 refits freely, large keeps the fitted leaves.
+      restore_best: with ``eval_set``, return the parameters of the step (0..n_steps: 0 is the
+        model as given) with the lowest ``eval_set`` loss instead of the last.
+      return_curves: return ``(model, Curves)`` instead of the model alone.
+
+    Returns:
+      A :class:`jboost.Booster` of hard trees with the tuned parameters and ``loss`` as its loss
+      (module docstring), and with ``return_curves`` the per-step :class:`Curves`.
+
+    Raises:
+      TypeError / ValueError: naming the argument (a model that is not one Booster, another
+        feature count, labels the loss refuses, a loss with another number of outputs, an
+        optimizer that is not an optax transformation, ``soft=True`` for non-oblivious trees).
+      FloatingPointError: the training loss of a concrete fine-tuning became NaN or infinite
+        (the first such step; lower the optimizer's learning rate). Not checked under ``jax.vmap``.
+    """
+    soft = bool(soft)
+    model = _check_model(model, soft)
+    n_steps = _validation.check_int(n_steps, "n_steps", 1, _validation.MAX_ROUNDS)
+    X_np = _matrix(X, model)
+    n = X_np.shape[0]
+    loss_obj = _resolve_loss(loss, model, _labels(y, model, n))
+    _check_optimizer(optimizer)
+    temp, schedule = _check_temperature(temperature)
+    _validation.check_real(l2, "l2", 0.0, np.inf)
+    if batch_size is not None:
+        batch_size = _validation.check_int(batch_size, "batch_size", 1, max(n, 1))
+    if restore_best and eval_set is None:
+        raise ValueError("restore_best needs eval_set=(X_valid, y_valid): the best step is the one "
+                         "of the lowest eval_set loss.")
+    if base_margin is None and eval_base_margin is not None:
+        raise ValueError("eval_base_margin is given without base_margin: pass the training rows' "
+                         "offsets too (or neither).")
+    if eval_set is None and eval_base_margin is not None:
+        raise ValueError("eval_base_margin is given without eval_set.")
+    if eval_set is not None and base_margin is not None and eval_base_margin is None:
+        raise ValueError("base_margin is given with an eval_set: pass eval_base_margin (the offsets "
+                         "of eval_set's rows), or the validation scores would leave them out.")
+    rows = _rows(model, X_np, y, sample_weight, base_margin, soft)
+    valid = None
+    if eval_set is not None:
+        if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
+            raise TypeError("eval_set must be a tuple (X_valid, y_valid) or (X_valid, y_valid, w_valid).")
+        valid = _rows(model, eval_set[0], eval_set[1], None if len(eval_set) == 2 else eval_set[2],
+                      eval_base_margin, soft,
+                      names=("eval_set X", "eval_set y", "eval_set weights", "eval_base_margin"))
+        losses_lib.check_labels(loss_obj, np.asarray(valid.y), "eval_set y")
+    key = _validation.as_key(0 if key is None else key)
+    st = _structure(model) if soft else None
+    params0 = _initial(model, st)
+    params, curves = _run(params0, rows, valid, loss_obj, st, temp, jnp.asarray(l2, jnp.float32), key,
+                          optimizer=optimizer, n_steps=n_steps, batch_size=batch_size,
+                          schedule=schedule, restore_best=bool(restore_best))
+    if not _validation.is_traced(curves.train_loss):  # a concrete fine-tuning (not under vmap)
+        _check_finite(curves.train_loss)
+    tuned = _model(model, params, st, loss_obj, rows, valid, X_np, eval_set)
+    bad = ~((temp > 0) & (jnp.asarray(l2, jnp.float32) >= 0))  # traced settings out of domain
+    if _validation.is_traced(bad):
+        tuned, curves = jax.tree_util.tree_map(
+            lambda a: jnp.where(bad, jnp.nan, a) if jnp.issubdtype(a.dtype, jnp.floating) else a,
+            (tuned, curves))
+    tuned = _validation.nan_outside_domains(tuned, loss_obj)  # traced loss parameters
+    return (tuned, curves) if return_curves else tuned
+
+
+def _check_finite(train_loss) -> None:
+    curve = np.asarray(train_loss)
+    if np.all(np.isfinite(curve)):
+        return
+    first = int(np.argmax(~np.isfinite(curve)))
+    raise FloatingPointError(
+        f"the fine-tuning training loss is not finite from step {first} on (it was "
+        f"{curve[max(first - 1, 0)]:.6g} before): the optimizer's steps diverged; lower its "
+        "learning rate (a step moves a prediction by up to n_trees x an Adam learning rate), or "
+        "check that the loss is finite at the model's predictions.")
+
+
+def _model(model: model_lib.Booster, params: Params, st, loss, rows: _Rows, valid, X_np,
+           eval_set) -> model_lib.Booster:
+    """The returned Booster: tuned leaves (thresholds), baseline, loss and per-round losses."""
+    trees = model.trees
+    lead = trees.leaf_values.shape[:-2]
+    trees = trees._replace(leaf_values=params.leaf_values.reshape(trees.leaf_values.shape))
+    if st is not None:
+        borders = _borders(params, st)
+        # The nearest bin at or above a moved border: the smallest t with borders[f, t] >= it.
+        bins = jnp.sum(model.borders[st.features] < borders[..., None], axis=-1).astype(jnp.int32)
+        bins = jnp.minimum(bins, model.borders.shape[-1] - 1)
+        thresholds = jnp.where(st.movable, bins, tree_lib.flatten_trees(trees).thresholds)
+        trees = trees._replace(borders=borders.reshape(lead + borders.shape[-1:]),
+                               thresholds=thresholds.reshape(lead + thresholds.shape[-1:]))
+    tuned = model._replace(trees=trees, baseline=params.baseline, loss=loss, info={},
+                           best_round=None)
+    plain = tuned._replace(offset=None)  # the losses of the centred labels, in float32
+    train = plain.staged(X_np, _round_loss, rows.y, rows.w, rows.margin, loss)
+    if valid is None:
+        valid_curve = jnp.full_like(train, jnp.nan)
+    else:
+        valid_curve = plain.staged(_validation.as_matrix(eval_set[0], "eval_set X"), _round_loss,
+                                   valid.y, valid.w, valid.margin, loss)
+    return tuned._replace(train_loss=train, valid_loss=valid_curve)
