@@ -17,6 +17,7 @@ from jboost import splits
 from jboost import sweep
 from jboost import tree
 from jboost.api import fit
+from jboost.finetune import finetune
 from jboost.model import Booster
 from jboost.model import feature_importance
 from jboost.model import predict
