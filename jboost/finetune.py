@@ -341,6 +341,9 @@ def _resolve_loss(loss, model: model_lib.Booster, y: np.ndarray) -> losses_lib.L
     if loss is None:
         losses_lib.check_labels(model.loss, y)
         return model.loss
+    if model.offset is not None:  # before the label checks: they would see the centred labels
+        given = loss if isinstance(loss, losses_lib.Loss) else losses_lib.get(loss)
+        _check_offset_loss(model, given)
     declared = (loss.n_outputs if isinstance(loss, losses_lib.Loss) else
                 losses_lib.get(loss).n_outputs if isinstance(loss, str) else None)
     resolved = _validation.resolve_loss(loss, y, n_outputs=model.n_outputs if declared is None else None)
@@ -348,13 +351,16 @@ def _resolve_loss(loss, model: model_lib.Booster, y: np.ndarray) -> losses_lib.L
         raise ValueError(f"loss {resolved.name!r} has {resolved.n_outputs} raw output(s) per row but "
                          f"the model has {model.n_outputs}: fine-tuning keeps the trees' leaves; fit "
                          f"a model with the loss's K = {resolved.n_outputs} outputs instead.")
-    if model.offset is not None and not losses_lib.shifts_with_labels(resolved):
+    return resolved
+
+
+def _check_offset_loss(model: model_lib.Booster, loss: losses_lib.Loss) -> None:
+    if not losses_lib.shifts_with_labels(loss):
         raise ValueError(f"the model has a label offset (Booster.offset = {float(model.offset):.9g}, "
-                         f"subtracted from labels float32 could not hold); loss {resolved.name!r} is "
+                         f"subtracted from labels float32 could not hold); loss {loss.name!r} is "
                          "not a loss of the residual y - f, so it cannot be fine-tuned on the centred "
                          "labels: use squared_error, absolute_error, huber or quantile, or fit y on "
                          "a scale float32 holds.")
-    return resolved
 
 
 def _labels(y, model: model_lib.Booster, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
