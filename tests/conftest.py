@@ -10,6 +10,9 @@ session-scoped, seeded and read-only (a test that wants to change one must copy 
 
 from __future__ import annotations
 
+import gc
+import os
+
 import hypothesis
 import jax
 import numpy as np
@@ -24,6 +27,32 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 # Property-based tests are derandomised: the same examples on every run and machine.
 hypothesis.settings.register_profile("jboost", derandomize=True, deadline=None, print_blob=True)
 hypothesis.settings.load_profile("jboost")
+
+# Every program XLA compiles for the CPU holds a few memory mappings of its machine code until
+# it is dropped from JAX's caches, and Linux caps a process's mappings (vm.max_map_count, 65530 by
+# default): past it, mmap fails inside XLA's compiler and the process dies of a segmentation
+# fault. The whole suite compiles thousands of programs (a CI run died at 68%, in test_oob, with
+# 58k mappings), so after each test module that leaves more than MAX_MAPPINGS the compiled
+# programs are dropped (``jax.clear_caches``; a module's own programs stay cached while it runs).
+MAX_MAPPINGS = 30_000
+_MAPS = "/proc/self/maps"
+
+
+def n_mappings() -> int:
+    """The process's memory mappings (0 where ``/proc`` does not exist)."""
+    if not os.path.exists(_MAPS):
+        return 0
+    with open(_MAPS, "rb") as f:
+        return sum(1 for _ in f)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _bounded_mappings():
+    yield
+    if n_mappings() > MAX_MAPPINGS:
+        jax.clear_caches()
+        gc.collect()
+
 
 N = 200          # training rows of every end-to-end fit
 N_VALID = 100    # validation rows
