@@ -26,12 +26,12 @@ leaf values; as ``temperature -> 0`` that is exactly the hard tree (:func:`soft_
 
 **Thresholds** live in raw feature space: a tree level's rule is ``x_f > t`` with ``t`` the float
 border ``ObliviousTrees.borders`` that :func:`jboost.predict` compares with. The optimizer moves
-``t / scale_f`` (so one learning rate fits every feature), where ``scale_f`` is a robust spread
+``(t - t_fitted) / scale_f`` (so one learning rate fits every feature), where ``scale_f`` is a robust spread
 of feature ``f`` read off the model's bin borders (the interquartile range of its finite
 borders over 1.349, the standard deviation of a normal; 1 where that is 0): the temperature is
 in these units too (``temperature=0.1``: a split is soft over about a tenth of a feature's
 spread). Levels that do not split (a ``+inf`` border) and missing values (NaN goes where
-``missing_right`` says) stay hard. Bins are a training-time device: a moved threshold generally
+``missing_right`` says) stay hard. Bitwise, a threshold that did not move is the fitted one. Bins are a training-time device: a moved threshold generally
 lies between two bin borders of ``Booster.borders``, so the returned trees' bin ``thresholds``
 are the nearest bin at or above it (the smallest ``t`` with ``borders[f, t] >= t_new``): exact
 for the float predictions, approximate on bins (continuing such a model with
@@ -93,8 +93,9 @@ class Params(NamedTuple):
       leaf_values: ``(n_trees, n_leaves, K)`` every tree's leaf values (rounds and trees per
         round flattened, in round order), learning rate included.
       baseline: ``(K,)`` the constant raw score every row starts from.
-      thresholds: ``soft=True``: ``(n_trees, depth)`` each level's float border divided by its
-        feature's scale (0 at levels that do not split); ``None`` for hard fine-tuning.
+      thresholds: ``soft=True``: ``(n_trees, depth)`` the move of each level's float border
+        from its fitted value, in units of its feature's scale (0: the fitted border, exactly;
+        levels that do not split stay at 0); ``None`` for hard fine-tuning.
     """
 
     leaf_values: jax.Array
@@ -154,8 +155,10 @@ def _hard_raw(params: Params, leaves):
 
 
 def _borders(params: Params, st: _Structure):
-    """``(S, D)`` the float borders of the parameters' thresholds (fitted ones where fixed)."""
-    return jnp.where(st.movable, params.thresholds * st.scale[st.features], st.borders)
+    """``(S, D)`` the float borders of the parameters' threshold moves (fitted ones where fixed;
+    a move of 0 is the fitted border exactly)."""
+    moved = st.borders + jnp.where(st.movable, params.thresholds, 0.0) * st.scale[st.features]
+    return jnp.where(st.movable, moved, st.borders)
 
 
 def _soft_tree(values, borders, features, missing_right, movable, X_t, scale, temperature):
@@ -404,7 +407,7 @@ def _initial(model: model_lib.Booster, st: Optional[_Structure]) -> Params:
     flat = tree_lib.flatten_trees(model.trees)
     thresholds = None
     if st is not None:
-        thresholds = jnp.where(st.movable, st.borders / st.scale[st.features], 0.0)
+        thresholds = jnp.zeros(st.borders.shape, jnp.float32)
     return Params(jnp.asarray(flat.leaf_values, jnp.float32), jnp.asarray(model.baseline, jnp.float32),
                   thresholds)
 
