@@ -251,6 +251,48 @@ def test_monte_carlo_fisher_fits_are_deterministic(regression_data, fit_kw):
         jboost.fit(X, -np.abs(y) - 1, D.loss(D.NegativeBinomial), **fit_kw)
 
 
+def test_distributions_fit_is_jboost_fit_with_ngboost_layout_and_leaves_of_20_rows(regression_data, fit_kw,
+                                                                                   normal_fit):
+    """distributions.fit = jboost.fit with the natural-gradient loss, a tree per parameter and
+    min_child_weight=MIN_LEAF_ROWS (the same compiled program: min_child_weight is traced)."""
+    X, y, _, _ = regression_data
+    fit, model = normal_fit
+    same = D.fit(X, y, learning_rate=0.3, min_child_weight=1.0, **fit_kw)
+    np.testing.assert_array_equal(same.trees.leaf_values, model.trees.leaf_values)
+    default = D.fit(X, y, learning_rate=0.3, **fit_kw)
+    want = jboost.fit(X, y, D.loss(D.Normal, natural_gradient=True), per_output_trees=True,
+                      learning_rate=0.3, min_child_weight=D.MIN_LEAF_ROWS, **fit_kw)
+    np.testing.assert_array_equal(default.trees.leaf_values, want.trees.leaf_values)
+    assert not np.array_equal(default.trees.leaf_values, model.trees.leaf_values)
+    with pytest.raises(ValueError, match="per_output_trees=False"):
+        D.fit(X, y, line_search=True, **fit_kw)
+
+
+@pytest.mark.parametrize("dist, bad", [(D.Poisson, 1.5), (D.NegativeBinomial, 2.25), (D.Poisson, -1.0),
+                                       (D.Gamma, 0.0), (D.LogNormal, -2.0)],
+                         ids=lambda v: v.name if isinstance(v, D.Distribution) else str(v))
+def test_labels_outside_the_support_are_refused_or_infinitely_unlikely(regression_data, dist, bad):
+    """Non-integer or negative counts, non-positive Gamma/LogNormal labels: NLL +inf (scipy's
+    logpdf/logpmf -inf) with a finite gradient, in the loss jboost.fit trains on and in the
+    metric; distributions.fit refuses them before fitting, naming the labels and the fix."""
+    raw = jnp.full((dist.n_outputs,), 0.3, jnp.float32)
+    # (Natural gradients where the Fisher information has a closed form: a Monte-Carlo one's
+    # samplers cost seconds to compile, and the support check is the same code.)
+    for natural in (False, True) if dist.fisher is not None else (False,):
+        fn = D.loss(dist, natural_gradient=natural).fn
+        value, grad = jax.jit(jax.value_and_grad(fn, argnums=1))(jnp.float32(bad), raw)
+        assert float(value) == np.inf and np.all(np.isfinite(grad))
+        assert np.isfinite(float(jax.jit(fn)(jnp.float32(2.0), raw)))
+    assert float(D.support_nll(dist, jnp.float32(bad), raw)) == np.inf
+    X, y, Xv, _ = regression_data
+    labels = np.round(np.abs(y)) + 1.0
+    labels[:3] = bad
+    with pytest.raises(ValueError, match=f"y must hold .* for distribution '{dist.name}'; 3 of 200"):
+        D.fit(X, labels, dist)
+    with pytest.raises(ValueError, match="eval_set y must hold"):
+        D.fit(X, np.round(np.abs(y)) + 1.0, dist, eval_set=(Xv, np.full(len(Xv), bad, np.float32)))
+
+
 def test_a_distributional_model_file_loads_back(normal_fit, regression_data, tmp_path):
     X, y, Xv, yv = regression_data
     _, model = normal_fit
