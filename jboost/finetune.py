@@ -26,17 +26,17 @@ leaf values; as ``temperature -> 0`` that is exactly the hard tree (:func:`soft_
 
 **Thresholds** live in raw feature space: a tree level's rule is ``x_f > t`` with ``t`` the float
 border ``ObliviousTrees.borders`` that :func:`jboost.predict` compares with. The optimizer moves
-``(t - t_fitted) / scale_f`` (so one learning rate fits every feature), where ``scale_f`` is a robust spread
-of feature ``f`` read off the model's bin borders (the interquartile range of its finite
-borders over 1.349, the standard deviation of a normal; 1 where that is 0): the temperature is
-in these units too (``temperature=0.1``: a split is soft over about a tenth of a feature's
-spread). Levels that do not split (a ``+inf`` border) and missing values (NaN goes where
-``missing_right`` says) stay hard. Bitwise, a threshold that did not move is the fitted one. Bins are a training-time device: a moved threshold generally
-lies between two bin borders of ``Booster.borders``, so the returned trees' bin ``thresholds``
-are the nearest bin at or above it (the smallest ``t`` with ``borders[f, t] >= t_new``): exact
-for the float predictions, approximate on bins (continuing such a model with
-``jboost.fit(init_model=)``, which replays the trees on bins, would move rows between a moved
-threshold and the bin border above it).
+``(t - t_fitted) / scale_f`` (so one learning rate fits every feature; 0 is the fitted border
+bitwise), where ``scale_f`` is a robust spread of feature ``f`` read off the model's bin borders
+(the interquartile range of its finite borders over 1.349, the standard deviation of a normal;
+1 where that is 0): the temperature is in these units too (``temperature=0.1``: a split is soft
+over about a tenth of a feature's spread). Levels that do not split (a ``+inf`` border) and
+missing values (NaN goes where ``missing_right`` says) stay hard. Bins are a training-time
+device: a moved threshold generally lies between two bin borders of ``Booster.borders``, so the
+returned trees' bin ``thresholds`` are the nearest bin at or above it (the smallest ``t`` with
+``borders[f, t] >= t_new``): exact for the float predictions, approximate on bins (continuing
+such a model with ``jboost.fit(init_model=)``, which replays the trees on bins, would move the
+rows between a moved threshold and the bin border above it).
 
 **What is returned** is a :class:`jboost.Booster` of hard trees: the fitted trees with the tuned
 leaf values (and, with ``soft=True``, the moved thresholds), the tuned baseline, the fine-tuning
@@ -65,6 +65,9 @@ the loss's parameters may be ``jax.vmap``-ed over (one compilation for a whole s
 the hard objective gathers an ``(n_trees, n_rows, K)`` array per step (plus the ``(n_trees,
 n_rows)`` int32 leaf indices, computed once); the soft one scans the trees with
 rematerialisation, holding ``(n_rows, 2**depth)`` per tree.
+
+``jboost.finetune`` is the function; the module's other public names are imported from it:
+``from jboost.finetune import Params, Curves, objective, soft_predict``.
 """
 
 from __future__ import annotations
