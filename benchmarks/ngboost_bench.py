@@ -105,13 +105,37 @@ def run_ngboost(Xtr, ytr, Xte, yte, rounds, lr):
                 mean_line_search_scale=float(np.mean(model.scalings)))
 
 
-def run_jboost(Xtr, ytr, Xte, yte, rounds, lr, depth, natural):
+def fit_line_search(X, y, rounds, lr, depth):
+    """distributions.fit's model, with NGBoost's line search on the scale of each round
+    (distributions.LINE_SEARCH, an algorithm of the boosting scaffold; jboost.fit takes no
+    algorithm, so the scaffold is called here: jboost.api.settings + jboost.boosting.boost)."""
+    import jax
+    from jboost import _validation, api, boosting, distributions, losses, model, tree
+
+    X = _validation.as_matrix(X, "X")
+    y = _validation.as_labels(y, X.shape[0])
+    loss = _validation.resolve_loss(distributions.loss(distributions.Normal, natural_gradient=True), y)
+    config, hyper = api.settings(n_rounds=rounds, depth=depth, n_bins=256, learning_rate=lr, l2=1.0,
+                                 min_split_gain=0.0, min_child_weight=distributions.MIN_LEAF_ROWS,
+                                 subsample=1.0, colsample=1.0, per_output_trees=True,
+                                 algorithm=distributions.LINE_SEARCH)
+    data, borders = _validation.prepare_boosting(X, y, n_bins=256)
+    init_raw = jax.jit(losses.baseline)(loss, data.y, data.w)
+    out = boosting.boost(data, _validation.as_key(0), hyper, loss, init_raw, config=config)
+    return model.Booster(trees=tree.with_borders(out.trees, borders), borders=borders, baseline=init_raw,
+                         loss=out.final_loss, train_loss=out.train_loss, valid_loss=out.valid_loss)
+
+
+def run_jboost(Xtr, ytr, Xte, yte, rounds, lr, depth, natural, line_search=False):
     import jax
     from jboost import distributions
 
     def fit():
-        model = distributions.fit(Xtr, ytr, distributions.Normal, natural_gradient=natural,
-                                  n_rounds=rounds, learning_rate=lr, depth=depth)
+        if line_search:
+            model = fit_line_search(Xtr, ytr, rounds, lr, depth)
+        else:
+            model = distributions.fit(Xtr, ytr, distributions.Normal, natural_gradient=natural,
+                                      n_rounds=rounds, learning_rate=lr, depth=depth)
         jax.block_until_ready(model.trees)
         return model
 
@@ -122,7 +146,8 @@ def run_jboost(Xtr, ytr, Xte, yte, rounds, lr, depth, natural):
     nll, crps, rmse = normal_scores(p["loc"], p["scale"], yte)
     # The library's own metrics agree with the float64 ones above.
     assert abs(float(distributions.nll(model, Xte, yte)) - nll) < 1e-4 * max(1.0, abs(nll))
-    return dict(lib="jboost" if natural else "jboost-newton", depth=depth, nll=nll, crps=crps,
+    lib = "jboost" + ("+search" if line_search else "" if natural else "-newton")
+    return dict(lib=lib, depth=depth, nll=nll, crps=crps,
                 rmse=rmse, wall=wall, cpu=cpu, cold_wall=cold[0], cold_cpu=cold[1],
                 compile_wall=cold[0] - wall)
 
@@ -135,6 +160,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=500)
     ap.add_argument("--learning-rate", type=float, default=0.01)
     ap.add_argument("--newton", action="store_true", help="add jboost rows with Newton trees")
+    ap.add_argument("--line-search", action="store_true",
+                    help="add jboost rows with NGBoost's line search (distributions.LINE_SEARCH)")
     ap.add_argument("--quick", action="store_true", help="50 rounds")
     ap.add_argument("--data-dir", default=default_data_dir())
     ap.add_argument("--json", default=None)
@@ -155,6 +182,9 @@ def main(argv=None):
         results = [ngb]
         for depth in args.depths:
             results.append(run_jboost(Xtr, ytr, Xte, yte, rounds, args.learning_rate, depth, True))
+            if args.line_search:
+                results.append(run_jboost(Xtr, ytr, Xte, yte, rounds, args.learning_rate, depth, True,
+                                          line_search=True))
             if args.newton:
                 results.append(run_jboost(Xtr, ytr, Xte, yte, rounds, args.learning_rate, depth, False))
         for r in results:

@@ -88,6 +88,7 @@ from jax import lax
 from jax.scipy import special
 
 from jboost import _validation
+from jboost import boosting
 from jboost import losses as losses_lib
 from jboost import model as model_lib
 
@@ -592,6 +593,80 @@ def _natural_nll(dist: Distribution, n_mc_samples: int):
         return out, tangent
 
     return fn
+
+
+# --------------------------------------------------------------------------------------------
+# NGBoost's line search on the scale of a round (an algorithm of the boosting scaffold).
+# --------------------------------------------------------------------------------------------
+
+# ngboost's NGBoost.line_search: scales 1, 2, 4, ... up to 512, then halved; a step whose mean
+# row norm is below LINE_SEARCH_TOL is taken as it is.
+LINE_SEARCH_MAX_SCALE = 256.0
+LINE_SEARCH_TOL = 1e-4
+_LINE_SEARCH_HALVINGS = 64
+
+
+def line_search_scale(loss: losses_lib.Loss, y, raw, step, w, axis_name=None):
+    """NGBoost's scaling factor ``rho`` of a round (Duan et al. 2020, Algorithm 1: ``rho =
+    argmin_rho sum_i S(theta_i + rho f(x_i), y_i)``), found as the ``ngboost`` package finds it
+    (``NGBoost.line_search``): ``rho = 1, 2, 4, ...`` doubles while the weighted training loss
+    at ``raw + rho step`` is finite and not above its value at ``raw`` (up to 512), then halves
+    until it is finite and below it (or the step's weighted mean row norm ``rho |step_i|`` is
+    below :data:`LINE_SEARCH_TOL`). So ``rho`` is a power of two at which the whole unshrunk
+    step lowers the loss, up to twice its minimiser along the step; 0 if no halving (at most 64)
+    finds one. Both loops are ``lax.while_loop``s (under ``jax.vmap`` each model its own).
+
+    Args:
+      y: ``(n,)``; raw, step: ``(n, K)`` (the round's trees' values before shrinkage); w: ``(n,)``.
+      axis_name: rows sharded over this mesh axis: the sums are ``psum``-ed.
+    """
+    def sums(v):
+        out = jnp.sum(v, axis=-1)
+        return out if axis_name is None else lax.psum(out, axis_name)
+
+    def total(rho):
+        return sums(w * losses_lib.per_sample_losses(loss, y, raw + rho * step))
+
+    start = total(jnp.float32(0.0))
+    norm, weight = sums(jnp.stack([w * jnp.linalg.norm(step, axis=-1), w]))
+    norm = norm / jnp.where(weight > 0, weight, 1.0)
+
+    def up(c):
+        rho, _ = c
+        value = total(rho)
+        stop = ~jnp.isfinite(value) | (value > start) | (rho > LINE_SEARCH_MAX_SCALE)
+        return jnp.where(stop, rho, 2.0 * rho), stop
+
+    rho, _ = lax.while_loop(lambda c: ~c[1], up, (jnp.float32(1.0), jnp.bool_(False)))
+
+    def down(c):
+        i, rho, _ = c
+        value = total(rho)
+        ok = (norm * rho < LINE_SEARCH_TOL) | (jnp.isfinite(value) & (value < start))
+        return i + 1, jnp.where(ok, rho, 0.5 * rho), ok
+
+    _, rho, ok = lax.while_loop(lambda c: ~c[2] & (c[0] < _LINE_SEARCH_HALVINGS), down,
+                                (jnp.int32(0), rho, jnp.bool_(False)))
+    return jnp.where(ok, rho, 0.0)
+
+
+def line_search_round(r: boosting.Round) -> boosting.RoundResult:
+    """A round of :func:`jboost.boosting.newton_round` (for a natural-gradient loss: trees fitted
+    by least squares to ``F^{-1} g``) whose whole step is scaled by NGBoost's line search
+    (:func:`line_search_scale`) before the shrinkage: ``learning_rate * rho * trees``, as
+    ``ngboost`` updates its parameters. ``info["scale"]`` records ``rho`` per round."""
+    unit = r._replace(learning_rate=jnp.ones_like(r.learning_rate))
+    res = boosting.newton_round(unit)
+    step = boosting.round_values(res.trees, res.leaves)
+    rho = line_search_scale(r.loss, r.data.y, r.raw, step, r.data.w * r.sample,
+                            r.config.axis_name)
+    trees = res.trees._replace(leaf_values=res.trees.leaf_values * (r.learning_rate * rho))
+    return boosting.RoundResult(trees, res.leaves, info={"scale": rho})
+
+
+#: NGBoost's per-round line search as an algorithm of the scaffold: ``jboost.api.settings(...,
+#: algorithm=LINE_SEARCH)`` and :func:`jboost.boosting.boost` (module docstring: not a default).
+LINE_SEARCH = boosting.Algorithm(line_search_round)
 
 
 # --------------------------------------------------------------------------------------------

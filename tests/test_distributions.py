@@ -268,6 +268,73 @@ def test_distributions_fit_is_jboost_fit_with_ngboost_layout_and_leaves_of_20_ro
         D.fit(X, y, line_search=True, **fit_kw)
 
 
+def _ngboost_line_search(total, step_norm, tol=1e-4):
+    """ngboost's NGBoost.line_search, transcribed (float64): ``total(scale)`` is the training
+    loss at ``start - scale * resids``, ``step_norm`` the mean row norm of ``resids``."""
+    start, scale = total(0.0), 1.0
+    while True:
+        loss = total(scale)
+        if not np.isfinite(loss) or loss > start or scale > 256:
+            break
+        scale *= 2
+    while True:
+        loss = total(scale)
+        if step_norm * scale < tol or (np.isfinite(loss) and loss < start):
+            break
+        scale *= 0.5
+    return scale
+
+
+@pytest.mark.parametrize("how", ["minimiser_at_3", "minimiser_at_100", "uphill", "zero"])
+def test_line_search_scale_is_ngboosts(how):
+    """D.line_search_scale against ngboost's loop on a Normal NLL: steps whose minimiser is 3 and
+    100 steps away (rho = 4 and 128: the loss at 8 and 256 rises above the start), an uphill step
+    (halved until its norm is below the tolerance: 2^-13) and a zero step (512)."""
+    rng = np.random.default_rng(3)
+    n = 50
+    y = rng.normal(size=n).astype(np.float32)
+    raw = np.stack([np.zeros(n), np.zeros(n)], axis=1).astype(np.float32)
+    direction = np.stack([y, np.zeros(n)], axis=1).astype(np.float32)
+    step = {"minimiser_at_3": direction / 3, "minimiser_at_100": direction / 100,
+            "uphill": -direction, "zero": 0 * direction}[how]
+    w = rng.uniform(0.5, 2.0, n).astype(np.float32)
+    loss = D.loss(D.Normal, natural_gradient=True)
+
+    def total(scale):
+        f = raw.astype(np.float64) + scale * step
+        with np.errstate(all="ignore"):
+            return np.sum(w * -stats.norm(f[:, 0], np.exp(f[:, 1])).logpdf(y))
+
+    want = _ngboost_line_search(total, np.sum(w * np.linalg.norm(step, axis=1)) / np.sum(w))
+    got = float(jax.jit(D.line_search_scale)(loss, y, raw, step, w))
+    assert got == want, (got, want)
+    assert want == {"minimiser_at_3": 4.0, "minimiser_at_100": 128.0, "uphill": 2.0 ** -13,
+                    "zero": 512.0}[how]
+
+
+def test_line_search_round_scales_the_natural_gradient_trees(regression_data, fit_kw):
+    """distributions.LINE_SEARCH on the scaffold: round 0's trees are distributions.fit's round-0
+    trees times rho (its info['scale'], a power of two), the training NLL falls every round, and
+    with the later rounds' rho = 2 below distributions.fit's."""
+    from jboost import _validation, api
+
+    X, y, _, _ = regression_data
+    loss = _validation.resolve_loss(D.loss(D.Normal, natural_gradient=True), y)
+    config, hyper = api.settings(learning_rate=0.3, l2=1.0, min_split_gain=0.0,
+                                 min_child_weight=D.MIN_LEAF_ROWS, subsample=1.0, colsample=1.0,
+                                 per_output_trees=True, algorithm=D.LINE_SEARCH, **fit_kw)
+    data, _ = _validation.prepare_boosting(X, y, n_bins=fit_kw["n_bins"])
+    init_raw = jboost.losses.baseline(loss, data.y, data.w)
+    out = boosting.boost(data, jax.random.key(0), hyper, loss, init_raw, config=config)
+    rho = np.asarray(out.info["scale"])
+    assert np.all(rho > 0) and np.all(np.log2(rho) == np.round(np.log2(rho))), rho
+    assert np.all(np.diff(np.asarray(out.train_loss)) < 0)
+    plain = D.fit(X, y, learning_rate=0.3, **fit_kw)   # the same round 0 before the scale
+    np.testing.assert_array_equal(out.trees.features[0], plain.trees.features[0])
+    np.testing.assert_allclose(out.trees.leaf_values[0], rho[0] * plain.trees.leaf_values[0], rtol=1e-6)
+    assert rho.max() > 1 and out.train_loss[-1] < plain.train_loss[-1] - 0.1
+
+
 @pytest.mark.parametrize("dist, bad", [(D.Poisson, 1.5), (D.NegativeBinomial, 2.25), (D.Poisson, -1.0),
                                        (D.Gamma, 0.0), (D.LogNormal, -2.0)],
                          ids=lambda v: v.name if isinstance(v, D.Distribution) else str(v))
