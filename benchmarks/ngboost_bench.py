@@ -6,6 +6,7 @@
     python benchmarks/ngboost_bench.py --quick               # 50 rounds (a smoke run)
     python benchmarks/ngboost_bench.py --cases diabetes --newton --json out.json
     python benchmarks/ngboost_bench.py --compilation-cache /tmp/jc   # twice: cold = cached
+    python benchmarks/ngboost_bench.py --cases diabetes --min-child-weight 1   # NLL 6.23
 
 Cases: ``california`` (California housing, jboost.datasets' seeded 80/20 split; read from
 ``--data-dir``, default ``$JBOOST_DATA_DIR`` or ``../shared/data``), ``diabetes``
@@ -157,7 +158,8 @@ def fit_line_search(X, y, rounds, lr, depth):
                          loss=out.final_loss, train_loss=out.train_loss, valid_loss=out.valid_loss)
 
 
-def run_jboost(Xtr, ytr, Xte, yte, rounds, lr, depth, natural, line_search=False):
+def run_jboost(Xtr, ytr, Xte, yte, rounds, lr, depth, natural, line_search=False,
+               min_child_weight=None):
     import jax
     from jboost import distributions
 
@@ -166,7 +168,8 @@ def run_jboost(Xtr, ytr, Xte, yte, rounds, lr, depth, natural, line_search=False
             model = fit_line_search(Xtr, ytr, rounds, lr, depth)
         else:
             model = distributions.fit(Xtr, ytr, distributions.Normal, natural_gradient=natural,
-                                      n_rounds=rounds, learning_rate=lr, depth=depth)
+                                      n_rounds=rounds, learning_rate=lr, depth=depth,
+                                      min_child_weight=min_child_weight)
         jax.block_until_ready(model.trees)
         return model
 
@@ -193,6 +196,8 @@ def main(argv=None):
     ap.add_argument("--newton", action="store_true", help="add jboost rows with Newton trees")
     ap.add_argument("--line-search", action="store_true",
                     help="add jboost rows with NGBoost's line search (distributions.LINE_SEARCH)")
+    ap.add_argument("--min-child-weight", type=float, default=None,
+                    help="jboost's min_child_weight (default: distributions.fit's)")
     ap.add_argument("--quick", action="store_true", help="50 rounds")
     ap.add_argument("--data-dir", default=default_data_dir())
     ap.add_argument("--json", default=None)
@@ -217,7 +222,8 @@ def main(argv=None):
         ngb = run_ngboost(Xtr, ytr, Xte, yte, rounds, args.learning_rate)
         results = [ngb]
         for depth in args.depths:
-            results.append(run_jboost(Xtr, ytr, Xte, yte, rounds, args.learning_rate, depth, True))
+            results.append(run_jboost(Xtr, ytr, Xte, yte, rounds, args.learning_rate, depth, True,
+                                      min_child_weight=args.min_child_weight))
             if args.line_search:
                 results.append(run_jboost(Xtr, ytr, Xte, yte, rounds, args.learning_rate, depth, True,
                                           line_search=True))
