@@ -153,10 +153,37 @@ def as_vector(v, n: int, name: str, x_name: str = "X") -> np.ndarray:
     return arr.astype(np.float32)
 
 
-def as_labels(y, n: int, name: str = "y", x_name: str = "X", warn: bool = True) -> np.ndarray:
+def as_labels(y, n: int, name: str = "y", x_name: str = "X", warn: bool = True,
+              columns: Optional[int] = 0) -> np.ndarray:
     """Finite float32 ``(n,)`` labels; warns (``warn=True``) when float32 loses what tells them
-    apart (a large offset next to a small spread: :func:`warn_if_labels_lose_precision`)."""
-    arr = as_vector(y, n, name, x_name)
+    apart (a large offset next to a small spread: :func:`warn_if_labels_lose_precision`).
+
+    ``columns``: ``0`` (the default) refuses 2-D labels with the one message of every entry point
+    that takes a label per row only (sweeps, forests, bagging, stacking, ECOC, the classical
+    algorithms, cross-validation); ``None`` also takes ``(n, C)`` vector labels (``jboost.fit``:
+    multi-output targets, survival and ranking labels); ``C``: ``(n, C)`` labels required (an
+    ``eval_set``'s labels next to training labels of ``C`` columns)."""
+    if is_traced(y):
+        raise TypeError(f"{name} must be a concrete array, not a traced value.")
+    arr = np.asarray(y)
+    if arr.ndim == 2 and columns == 0:
+        raise ValueError(f"{name} has shape {arr.shape}: 2-D labels (multi-target regression, "
+                         "multi-label classification, survival or ranking labels) are taken by "
+                         "jboost.fit only; this entry point needs one label per row, (n,). Fit "
+                         f"one model per column ({name}[:, k]), or use jboost.fit.")
+    if columns is None and arr.ndim > 2:
+        raise ValueError(f"{name} must be 1-D (n,) or 2-D (n, C) labels; got shape {arr.shape}.")
+    if columns is None and arr.ndim == 2 or columns:
+        _numeric(arr, name)
+        want = (n, columns) if columns else (n, arr.shape[-1] if arr.ndim == 2 else None)
+        if arr.ndim != 2 or arr.shape[0] != n or (columns and arr.shape[1] != columns) \
+                or arr.shape[1] < 1:
+            raise ValueError(f"{name} must have shape {want} (one row per row of {x_name}"
+                             f"{f', {columns} label columns as y' if columns else ''}); got "
+                             f"{arr.shape}.")
+        arr = arr.astype(np.float32)
+    else:
+        arr = as_vector(y, n, name, x_name)
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be finite; found NaN or inf.")
     if warn and not is_traced(y):
@@ -174,6 +201,12 @@ def _label_precision_loss(y, y32: np.ndarray):
     than :data:`LABEL_PRECISION` of their spread, else ``None``."""
     y64 = np.asarray(y)
     if y64.dtype.kind not in "fiu" or y64.dtype.itemsize <= 4 or y64.size < 2:
+        return None
+    if y64.ndim == 2:  # vector labels: column by column; the first column that loses
+        for k in range(y64.shape[1]):
+            lost = _label_precision_loss(y64[:, k], y32[:, k])
+            if lost is not None:
+                return lost
         return None
     y64 = y64.astype(np.float64).reshape(-1)
     spread = float(np.std(y64))
@@ -216,6 +249,18 @@ def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
             warn_if_labels_lose_precision(y, y32, name)
         return None
     _, spread, centre = lost
+    if np.ndim(y) == 2:  # vector labels: every column's median (a shift of each target)
+        centres = np.median(np.asarray(y, np.float64), axis=0)
+        if jax.config.jax_enable_x64:
+            return centres
+        c = centres.astype(np.float32)
+        warnings.warn(f"{name} has a large offset (column medians {centres.tolist()[:4]}): the fit "
+                      "subtracts each column's median in float64 and the model adds it back "
+                      "(Booster.offset), but its float32 predictions are rounded to the offsets' "
+                      "float32 spacing. Enable float64 predictions with "
+                      "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
+                      stacklevel=3)
+        return c
     if jax.config.jax_enable_x64:
         return np.float64(centre)
     c = np.float32(centre)
@@ -230,6 +275,9 @@ def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
 
 def centred_labels(y, offset, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
     """``y - offset`` computed in float64, as float32 labels (:func:`label_offset`)."""
+    if np.ndim(y) == 2:  # vector labels: the offset of each column
+        as_labels(y, n, name, x_name, warn=False, columns=np.shape(offset)[-1])
+        return (np.asarray(y, np.float64) - np.asarray(offset, np.float64)).astype(np.float32)
     as_labels(y, n, name, x_name, warn=False)  # the checks (shape, finite) on the raw labels
     return (np.asarray(y, np.float64).reshape(-1) - np.float64(offset)).astype(np.float32)
 
@@ -323,6 +371,10 @@ def check_init_loss(model, loss) -> None:
     if model.loss.name != loss.name or model.n_outputs != loss.n_outputs:
         raise ValueError(f"init_model was fitted with loss {model.loss.name!r} ({model.n_outputs} "
                          f"outputs); this fit has {loss.name!r} ({loss.n_outputs}).")
+    if model.loss.label_columns != loss.label_columns:
+        cols = lambda c: "1-D labels" if c is None else f"{c} label columns"
+        raise ValueError(f"init_model was fitted on {cols(model.loss.label_columns)}; this fit's y "
+                         f"has {cols(loss.label_columns)}: continue with labels of the same shape.")
 
 
 def predict_matrix(X, n_features: int, name: str = "X"):
@@ -475,6 +527,10 @@ def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
     if n_outputs is not None:
         n_outputs = check_int(n_outputs, "n_outputs", 1, 1 << 20)
     resolved = losses_lib.get(loss, n_outputs=n_outputs, task=task)
+    if np.ndim(y) == 2 and resolved.task == "multiclass":
+        raise ValueError(f"y has shape {np.shape(y)}: loss {resolved.name!r} takes one column of "
+                         "class labels 0..K-1. For several independent 0/1 labels (multi-label) "
+                         "use 'binomial_deviance' with y of shape (n, C).")
     if resolved.n_outputs is None:
         if resolved.task != "multiclass":
             raise ValueError(f"n_outputs must be given for loss {resolved.name!r}.")
@@ -497,11 +553,72 @@ def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
         raise ValueError(f"loss {resolved.name!r} has task='multiclass' but n_outputs="
                          f"{resolved.n_outputs}: pass n_outputs=K, the number of classes (raw "
                          "scores per row), to jboost.Loss or to fit.")
+    if np.ndim(y) == 2:
+        resolved = _with_label_columns(resolved, y, n_outputs)
+    elif resolved.batch:
+        raise ValueError(f"loss {resolved.name!r} is a {resolved.task} objective: y must be "
+                         f"(n, 2) structured labels ({_STRUCTURE.get(resolved.task, 'see its docstring')}); "
+                         f"got shape {np.shape(y)}.")
     check_loss_params(resolved)
     resolved = pin_globals(resolved)
     check_loss_output(resolved)
     losses_lib.check_labels(resolved, y)
     return resolved
+
+
+def check_batch_objective(loss: losses_lib.Loss, eval_set, devices) -> losses_lib.Loss:
+    """A batch objective's fit (:attr:`jboost.Loss.batch`): its value couples every row, so the
+    rows must all be on one device (``devices=None``); a group-structured one's ``max_group``
+    covers the ``eval_set``'s query groups too. Returns the loss to fit."""
+    if devices is not None:
+        raise ValueError(f"devices={devices!r}: loss {loss.name!r} is a batch objective (one function "
+                         "of every row: risk sets, query groups), which needs all rows on one device; "
+                         "fit with devices=None.")
+    if loss.max_group is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) >= 2:
+        yv = np.asarray(eval_set[1])
+        if yv.ndim == 2 and yv.shape[1] >= 2 and yv.shape[0] > 0:
+            losses_lib.query_starts(yv[:, 1], "eval_set y")
+            loss = loss.replace(max_group=max(loss.max_group, max_group_size(yv[:, 1])))
+    return loss
+
+
+_STRUCTURE = {"survival": "time > 0, event 0/1", "ranking": "relevance >= 0, query id"}
+
+
+def _with_label_columns(loss: losses_lib.Loss, y: np.ndarray, n_outputs) -> losses_lib.Loss:
+    """``loss`` for vector labels ``y (n, C)``: a batch objective reads its structured columns; a
+    built-in loss of a scalar label is applied per column (:func:`jboost.losses.columnwise`: C
+    outputs); a custom loss gets each row's ``(C,)`` label and has C outputs."""
+    c = int(y.shape[1])
+    if loss.batch:
+        if loss.hessian_diag == "groups" or loss.task == "ranking":
+            loss = loss.replace(max_group=max_group_size(y[:, 1]) if y.shape[1] >= 2 else 1)
+        return loss.replace(label_columns=c)
+    if loss.adaptive_huber_alpha:
+        raise ValueError(f"y has shape {y.shape}: the adaptive Huber loss (huber(alpha=)) takes one "
+                         "label column; use a fixed delta (jboost.losses.huber(delta)) or fit one "
+                         "model per column.")
+    given = n_outputs if n_outputs is not None else (loss.n_outputs if loss.n_outputs not in (None, 1)
+                                                      else None)
+    if given is not None and int(given) != c:
+        raise ValueError(f"n_outputs={given} disagrees with y's {c} columns: with y of shape "
+                         f"(n, C) every column is one output (n_outputs = C = {c}); pass "
+                         f"n_outputs={c} or leave it out.")
+    if loss.per_column or losses_lib.is_built_in(loss):
+        if loss.label_columns is not None and loss.label_columns != c:
+            raise ValueError(f"loss {loss.name!r} was made for {loss.label_columns} label columns; "
+                             f"y has {c}.")
+        return losses_lib.columnwise(loss, c)
+    return loss.replace(label_columns=c, n_outputs=c)
+
+
+def max_group_size(qid) -> int:
+    """The largest query group's number of rows (contiguous ids, :func:`jboost.losses.query_starts`)."""
+    qid = np.asarray(qid)
+    if qid.size == 0:
+        return 1
+    starts = losses_lib.query_starts(qid)
+    return int(np.max(np.diff(np.r_[starts, qid.shape[0]])))
 
 
 # --------------------------------------------------------------------------------------------
@@ -768,14 +885,30 @@ def check_loss_output(loss: losses_lib.Loss) -> None:
     k = loss.n_outputs
     if k is None or any(is_traced(v) for v in jax.tree_util.tree_leaves(loss.params)):
         return
+    c = loss.label_columns
+    if loss.batch:
+        n0 = 4
+        raw_shape = (n0,) if k == 1 else (n0, k)
+        out = jax.eval_shape(lambda y, raw, w: losses_lib.batch_value(loss, y, raw, w),
+                             jax.ShapeDtypeStruct((n0, c or 2), jnp.float32),
+                             jax.ShapeDtypeStruct((n0, k), jnp.float32),
+                             jax.ShapeDtypeStruct((n0,), jnp.float32))
+        if getattr(out, "shape", None) != ():
+            raise ValueError(f"a batch objective must return one scalar (the weighted sum over the "
+                             f"rows); loss {loss.name!r} called with y ({n0}, {c}), raw {raw_shape} "
+                             f"and w ({n0},) returned shape {getattr(out, 'shape', None)}.")
+        return
     f = losses_lib.vector_fn(loss)
-    out = jax.eval_shape(f, jax.ShapeDtypeStruct((), jnp.float32),
+    out = jax.eval_shape(f, jax.ShapeDtypeStruct(() if c is None else (c,), jnp.float32),
                          jax.ShapeDtypeStruct((k,), jnp.float32), loss.params)
     shape = getattr(out, "shape", None)
     if shape != ():
         raw = "a scalar raw score" if k == 1 else f"raw scores of shape ({k},)"
+        label = "one label" if c is None else f"a label vector of shape ({c},) (y has {c} columns)"
+        hint = ("" if c is None else ": sum over the columns (jnp.sum), or apply a loss of a "
+                f"scalar label to each column, jboost.losses.columnwise(jboost.Loss(fn), {c})")
         raise ValueError(f"the loss must return a scalar per sample; loss {loss.name!r} called "
-                         f"with one label and {raw} returned shape {shape}.")
+                         f"with {label} and {raw} returned shape {shape}{hint}.")
 
 
 def check_folds(folds, n: int, name: str = "folds") -> Optional[np.ndarray]:
@@ -914,6 +1047,10 @@ def check_metric(metric, loss: losses_lib.Loss, greater_is_better: bool = False,
         if metric == "error_rate" and loss.task not in CLASSIFICATION:
             raise ValueError(f"{name}='error_rate' needs a classification loss; {loss.name!r} is "
                              f"{loss.task!r}.")
+        if loss.batch:
+            raise ValueError(f"{name}={metric!r} is a metric of per-row predictions; loss "
+                             f"{loss.name!r} is a {loss.task} objective of structured labels: "
+                             f"use {name}=None (the objective) or a function metric(y, raw, w).")
     if metric is not None and not isinstance(metric, str):
         try:
             hash(metric)
@@ -1009,7 +1146,7 @@ def check_borders(borders, n_features: int, n_bins: int) -> np.ndarray:
 
 def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borders=None,
             label_check: Optional[Callable[[np.ndarray, str], Any]] = None,
-            weighted_borders: bool = True) -> Data:
+            weighted_borders: bool = True, label_columns: bool = False) -> Data:
     """Check ``X``, ``y``, ``sample_weight`` and ``eval_set`` (errors name the argument), compute
     the bin borders (or check the given ones) and bin everything.
 
@@ -1018,10 +1155,13 @@ def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borde
         of the eval set (``name="eval_set y"``), e.g. against the loss.
       weighted_borders: compute the borders from the sample-weighted quantiles (as ``fit``);
         ``False``: unweighted (forests, whose weights are bootstrap counts).
+      label_columns: whether ``y`` may be ``(n, C)`` vector labels (``jboost.fit``); the
+        ``eval_set``'s labels must then have the same ``C`` columns. Otherwise 2-D labels are
+        refused (:func:`as_labels`).
     """
     X = as_matrix(X, "X")
     n, n_features = X.shape
-    y = as_labels(y, n)
+    y = as_labels(y, n, columns=None if label_columns else 0)
     if label_check is not None:
         label_check(y, "y")
     w = as_weights(sample_weight, n)
@@ -1033,7 +1173,8 @@ def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borde
     X_binned = binning.bin_features(X, borders)
     if eval_set is None:
         Xv = jnp.zeros((n_features, 0), binning.X_BINNED_DTYPE)
-        yv = wv = np.zeros((0,), np.float32)
+        yv = np.zeros((0,) + y.shape[1:], np.float32)
+        wv = np.zeros((0,), np.float32)
     else:
         if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
             raise TypeError("eval_set must be a tuple (X_valid, y_valid) or (X_valid, y_valid, w_valid).")
@@ -1041,9 +1182,15 @@ def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borde
         if Xv_host.shape[1] != n_features:
             raise ValueError(f"eval_set X has {Xv_host.shape[1]} features but X has {n_features}.")
         m = Xv_host.shape[0]
-        yv = as_labels(eval_set[1], m, "eval_set y", "eval_set X")
+        if y.ndim == 1 and np.ndim(eval_set[1]) == 2:
+            raise ValueError(f"eval_set y has shape {np.shape(eval_set[1])} but y is 1-D: give the "
+                             "validation labels the shape of the training labels.")
+        yv = as_labels(eval_set[1], m, "eval_set y", "eval_set X",
+                       columns=y.shape[1] if y.ndim == 2 else 0)
         if label_check is not None:
             label_check(yv, "eval_set y")
+        if y.ndim == 2 and yv.ndim != 2:
+            raise ValueError(f"eval_set y must have shape ({m}, {y.shape[1]}) like y; got {np.shape(eval_set[1])}.")
         wv = (np.ones((m,), np.float32) if len(eval_set) == 2
               else as_weights(eval_set[2], m, "eval_set weights", "eval_set X"))
         Xv = binning.bin_features(Xv_host, borders)

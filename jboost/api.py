@@ -172,8 +172,10 @@ def fit(
     """
     X = _validation.as_matrix(X, "X")
     y_given = y
-    y = _validation.as_labels(y, X.shape[0], warn=False)
+    y = _validation.as_labels(y, X.shape[0], warn=False, columns=None)
     loss_obj = _validation.resolve_loss(loss, y, n_outputs, task)
+    if loss_obj.batch:
+        loss_obj = _validation.check_batch_objective(loss_obj, eval_set, devices)
     stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
                                                 eval_metric, loss_obj,
                                                 has_validation=eval_set is not None)
@@ -193,7 +195,7 @@ def fit(
         y, eval_set = _centred(y_given, eval_set, offset, X.shape[0], eval_metric)
     data, borders = _validation.prepare_boosting(
         X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=config.n_bins, borders=borders,
-        label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name))
+        label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name), label_columns=True)
     config = config._replace(missing=binning.has_missing(data.X_binned, config.n_bins))
     data = _with_margins(data, base_margin, eval_base_margin, eval_set, loss_obj.n_outputs)
     cause = (f"n_outputs K = {loss_obj.n_outputs} (a K-class loss takes K = max(y) + 1 from the "
@@ -251,7 +253,7 @@ def _centred(y, eval_set, offset, n: int, eval_metric):
     (:func:`jboost._validation.label_offset`)."""
     if callable(eval_metric):
         warnings.warn("eval_metric sees the labels and raw scores minus the label offset "
-                      f"Booster.offset = {float(offset):.9g} (a metric of the residual is unchanged; "
+                      f"Booster.offset = {np.asarray(offset).tolist()} (a metric of the residual is unchanged; "
                       "one of the labels' scale, such as a relative error, is not).", UserWarning,
                       stacklevel=3)
     y = _validation.centred_labels(y, offset, n)
@@ -403,9 +405,14 @@ def _at_baseline(loss, y, w, init_raw, margin=None):
     raw = jnp.broadcast_to(init_raw, (y.shape[0], init_raw.shape[-1]))
     if margin is not None:
         raw = margin + raw
+    used = w > 0
+    if loss.batch:  # one value of the whole batch: 1 if it is not finite
+        g = jax.grad(lambda r: losses_lib.total_loss(loss, y, r, w))(raw)
+        value = losses_lib.total_loss(loss, y, raw, w)
+        bad_grad = jnp.sum(~jnp.all(jnp.isfinite(g), axis=-1) & used)
+        return jnp.any((g != 0) & used[:, None]), jnp.sum(~jnp.isfinite(value)), bad_grad
     g, _ = derivatives.grad_hess(loss, y, raw)
     values = losses_lib.per_sample_losses(loss, y, raw)
-    used = w > 0
     moves = jnp.any((g != 0) & used[:, None])
     bad_loss = jnp.sum(~jnp.isfinite(values) & used)
     bad_grad = jnp.sum(~jnp.all(jnp.isfinite(g), axis=-1) & used)

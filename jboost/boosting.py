@@ -89,6 +89,7 @@ class Round(NamedTuple):
     learning_rate: jax.Array     # this round's shrinkage (schedule applied)
     hyper: "Hyperparams"
     config: "BoostConfig"
+    key: Any = None              # this round's key for estimators (Hutchinson probes)
 
 
 class RoundResult(NamedTuple):
@@ -142,14 +143,20 @@ def newton_round(r: Round) -> RoundResult:
     config, hyper = r.config, r.hyper
     y, w = r.data.y, r.data.w * r.sample
     loss, n_leaves = r.loss, 2**config.depth
-    # The learning-rate-aware curvature: the classical diagonal where shrinkage makes it safe,
-    # the Gershgorin majorant for coupled outputs at large rates (derivatives.grad_hess).
-    g, h = derivatives.grad_hess(loss, y, r.raw, learning_rate=r.learning_rate)
     degenerate = None  # traced: this round's curvature is not positive everywhere ("auto")
-    if loss.hessian == "auto":
-        degenerate = ~derivatives.curvature_is_positive(g, h, w, axis_name=config.axis_name)
-        h = jnp.where(degenerate, derivatives.first_order_curvature(g, loss.task), h)
-    gw, hw = g * w[:, None], h * w[:, None]
+    if loss.batch:
+        # One function of every row: its gradient and hessian diagonal are weighted by the loss
+        # itself; the row sampler masks rows (the loss is not recomputed on the sample).
+        g, h = derivatives.batch_grad_hess(loss, y, r.raw, r.data.w, r.key)
+        gw, hw = g * r.sample[:, None], h * r.sample[:, None]
+    else:
+        # The learning-rate-aware curvature: the classical diagonal where shrinkage makes it
+        # safe, the Gershgorin majorant for coupled outputs at large rates (derivatives.grad_hess).
+        g, h = derivatives.grad_hess(loss, y, r.raw, learning_rate=r.learning_rate)
+        if loss.hessian == "auto":
+            degenerate = ~derivatives.curvature_is_positive(g, h, w, axis_name=config.axis_name)
+            h = jnp.where(degenerate, derivatives.first_order_curvature(g, loss.task), h)
+        gw, hw = g * w[:, None], h * w[:, None]
 
     def degenerate_values(leaf, values):
         return jnp.where(degenerate, refit.degenerate_leaf_values(
@@ -158,7 +165,10 @@ def newton_round(r: Round) -> RoundResult:
 
     if not config.per_output_trees:
         tree, leaf = grow_trees(r, gw, hw)
-        if degenerate is None or loss.leaf_refit is not None:
+        if loss.per_column and loss.leaf_refit is not None:  # each column's refit
+            values = jax.vmap(lambda yk, rk, vk: _column_refit(r, yk, rk, w, leaf, vk),
+                              in_axes=(1, 1, 1), out_axes=1)(y, r.raw, tree.leaf_values)
+        elif degenerate is None or loss.leaf_refit is not None:
             values = refit.refit_leaf_values(loss, y, r.raw, w, leaf, n_leaves, tree.leaf_values,
                                              axis_name=config.axis_name,
                                              learning_rate=r.learning_rate)
@@ -169,12 +179,26 @@ def newton_round(r: Round) -> RoundResult:
         k = g.shape[-1]
         trees, leaves = jax.vmap(lambda gk, hk: grow_trees(r, gk[:, None], hk[:, None]),
                                  in_axes=(1, 1))(gw, hw)
+        scalar = trees.leaf_values[:, :, 0]  # (K, L)
+        if loss.per_column and loss.leaf_refit is not None:  # tree k: column k's refit
+            scalar = jax.vmap(lambda yk, rk, leaf, vk: _column_refit(r, yk, rk, w, leaf, vk),
+                              in_axes=(1, 1, 0, 0))(y, r.raw, leaves, scalar)
         # Output k's tree moves only raw score k: embed its scalar leaves as one-hot vectors.
-        values = trees.leaf_values[:, :, 0:1] * jnp.eye(k, dtype=jnp.float32)[:, None, :]
+        values = scalar[:, :, None] * jnp.eye(k, dtype=jnp.float32)[:, None, :]
         if degenerate is not None:
             values = jax.vmap(degenerate_values)(leaves, values)
         trees = trees._replace(leaf_values=values)
     return RoundResult(trees._replace(leaf_values=trees.leaf_values * r.learning_rate), leaves)
+
+
+def _column_refit(r: Round, yk, rk, w, leaf, values):
+    """The leaf refit of one column of a :attr:`jboost.Loss.per_column` loss: ``(L,)`` values
+    from the column's labels ``yk (n,)``, raw scores ``rk (n,)`` and Newton values ``(L,)``,
+    as a one-output fit of that column refits them."""
+    one = losses_lib.column_loss(r.loss)
+    return refit.refit_leaf_values(one, yk, rk[:, None], w, leaf, 2**r.config.depth,
+                                   values[:, None], axis_name=r.config.axis_name,
+                                   learning_rate=r.learning_rate)[:, 0]
 
 
 NEWTON = Algorithm(newton_round)
@@ -296,7 +320,7 @@ class EarlyStopping(NamedTuple):
 def mean_loss(loss, y, raw, w, axis_name=None):
     """Weighted mean loss of the rows; NaN when they have no weight (e.g. an empty set)."""
     total = jnp.sum(w)
-    s = jnp.sum(w * losses_lib.per_sample_losses(loss, y, raw))
+    s = losses_lib.total_loss(loss, y, raw, w)
     if axis_name is not None:
         total, s = lax.psum((total, s), axis_name)
     return jnp.where(total > 0, s / total, jnp.nan)
@@ -369,7 +393,8 @@ def step(state: BoostState, m, *, data: Data, key, hyper: Hyperparams, config: B
                                           lax.axis_index(axis) * n, n)
     masks = config.column_sampler(k_cols, n_features, config.depth, hyper.colsample)
     lr = round_learning_rate(config, hyper, m)
-    r = Round(m, data._replace(w=w), raw_m, loss_m, state.extra, sample, masks, lr, hyper, config)
+    r = Round(m, data._replace(w=w), raw_m, loss_m, state.extra, sample, masks, lr, hyper, config,
+              jax.random.fold_in(jax.random.fold_in(key, m), 2))
     res = config.algorithm.round(r)
     trees = res.trees
     inc = round_values(trees, res.leaves)

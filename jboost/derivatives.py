@@ -104,7 +104,8 @@ def grad_hess(loss: losses_lib.Loss, y, raw, learning_rate=None):
 
     Args:
       loss: a :class:`jboost.Loss`.
-      y: ``(n,)`` labels.
+      y: ``(n,)`` labels (``(n, C)`` vector labels: the loss sees each row's ``(C,)``; a
+        :attr:`jboost.Loss.per_column` loss gets each column's scalar derivatives).
       raw: ``(n, K)`` raw scores.
       learning_rate: ``None``, or the shrinkage the Newton step is multiplied by (traced): for K
         coupled outputs the ``"autodiff"`` curvature is then ``max(H_kk, lr M_k)`` (see
@@ -120,6 +121,11 @@ def grad_hess(loss: losses_lib.Loss, y, raw, learning_rate=None):
       deviance; see the module docstring), ``"diagonal"`` ``h_k = H_kk``, or ``"unit"`` ``h = 1``
       (the tree structure is a least-squares fit to the negative gradient, ESL Algorithm 10.3).
     """
+    if loss.per_column:  # a separable loss: each column's scalar derivatives, as a one-output fit
+        one = losses_lib.column_loss(loss)
+        g, h = jax.vmap(lambda yk, rk: grad_hess(one, yk, rk[:, None]), in_axes=(1, 1),
+                        out_axes=2)(y, raw)
+        return g[:, 0, :], h[:, 0, :]
     f = losses_lib.vector_fn(loss)
     k = raw.shape[-1]
     eye = jnp.eye(k, dtype=raw.dtype)
@@ -137,3 +143,67 @@ def grad_hess(loss: losses_lib.Loss, y, raw, learning_rate=None):
         return g, h
 
     return jax.vmap(one, in_axes=(0, 0, None))(y, raw, loss.params)
+
+
+def group_positions(qid):
+    """``(n,)`` int32: each row's position within its query group (rows of a group contiguous,
+    :func:`jboost.losses.query_starts`)."""
+    n = qid.shape[0]
+    idx = jnp.arange(n, dtype=jnp.int32)
+    new = jnp.concatenate([jnp.ones((1,), bool), qid[1:] != qid[:-1]])
+    return idx - jax.lax.cummax(jnp.where(new, idx, 0))
+
+
+def batch_grad_hess(loss: losses_lib.Loss, y, raw, w, key=None):
+    """Gradient and hessian diagonal of a batch objective (:attr:`jboost.Loss.batch`): one
+    scalar function ``L(raw)`` of every row, ``raw (n, K)``.
+
+    ``g = jax.grad(L)``; the Newton curvature is the diagonal of the hessian ``H`` by
+    ``loss.hessian_diag`` (each a Hessian-vector product ``Hv``, forward over reverse, costs
+    about two gradients):
+
+    * ``"exact"``: ``H_ii = (H e_i)_i``, ``n K`` products (``lax.map`` in batches of 32): exact,
+      ``O(n)`` gradients per round, for small ``n``;
+    * ``"groups"``: ``H`` block-diagonal over query groups (``y[:, 1]``, contiguous: a loss that
+      is a sum over groups): probe ``v_j`` = the one-hot of position ``j`` in EVERY group at
+      once; a row at position ``j`` reads its own diagonal entry off ``H v_j`` (no other row
+      of its block is probed), so ``loss.max_group * K`` products give the exact diagonal
+      (the colouring of Curtis, Powell and Reid 1974 for a block-diagonal pattern);
+    * ``"hutchinson"``: ``diag(H) ~ mean_s v_s * H v_s`` over ``loss.n_probes`` Rademacher
+      probes from ``key`` (the round's folded key; Bekas, Kokiopoulou and Saad 2007):
+      unbiased, the variance of entry ``i`` is ``sum_{j != i} H_ij^2 / n_probes``; a negative
+      estimate is floored at 0 (a row with no curvature; then biased upwards);
+    * a function ``diag(y, raw, w, **params)``: a closed form or an autodiff route of the loss
+      (Cox: :func:`jboost.objectives.cox`).
+
+    Returns ``(g, h)``, each ``(n, K)``, already weighted (the loss applies ``w`` itself).
+    """
+    params = loss.params
+    n, k = raw.shape
+    f = lambda r: losses_lib.batch_value(loss, y, r, w, params)
+    grad_f = jax.grad(f)
+    g = grad_f(raw)
+    hvp = lambda v: jax.jvp(grad_f, (raw,), (v,))[1]
+    diag = loss.hessian_diag
+    if callable(diag):
+        h = jnp.asarray(diag(y, losses_lib.batch_raw(loss, raw), w, **params), raw.dtype)
+        return g, h.reshape(n, k)
+    if diag == "exact":
+        def entry(j):
+            return hvp(jax.nn.one_hot(j, n * k, dtype=raw.dtype).reshape(n, k)).reshape(-1)[j]
+        h = jax.lax.map(entry, jnp.arange(n * k), batch_size=32).reshape(n, k)
+    elif diag == "groups":
+        pos = group_positions(y[:, 1])
+
+        def probe(jk):
+            j, c = jk // k, jk % k
+            v = ((pos == j)[:, None] & (jnp.arange(k) == c)[None, :]).astype(raw.dtype)
+            return v * hvp(v)
+        h = jnp.sum(jax.lax.map(probe, jnp.arange(loss.max_group * k), batch_size=8), axis=0)
+    else:  # "hutchinson"
+        if key is None:
+            raise ValueError("hessian_diag='hutchinson' needs the round's key.")
+        v = jax.random.rademacher(key, (loss.n_probes, n, k), raw.dtype)
+        h = jnp.mean(jax.lax.map(lambda vs: vs * hvp(vs), v, batch_size=8), axis=0)
+        h = jnp.maximum(h, 0.0)
+    return g, h

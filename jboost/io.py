@@ -83,6 +83,7 @@ def _registry() -> Dict[str, Any]:
         return _REGISTRY_CACHE
     from jboost import losses as losses_lib
     from jboost import model as model_lib
+    from jboost import objectives
     from jboost import tree as tree_lib
     from jboost.algorithms import additive_logistic
     from jboost.bagging import boosters
@@ -100,8 +101,11 @@ def _registry() -> Dict[str, Any]:
                 losses_lib.huber(alpha=0.9), losses_lib.quantile(), losses_lib.binomial_deviance(),
                 losses_lib.exponential(), losses_lib.multinomial_deviance(),
                 losses_lib.samme_exponential(), losses_lib.poisson(),
-                additive_logistic.logit_deviance()]
+                additive_logistic.logit_deviance(), objectives.cox("breslow"),
+                objectives.cox("efron"), objectives.ranking("softmax"),
+                objectives.ranking("lambdarank")]
     fns = [f for loss in built_in for f in (loss.fn, loss.link, loss.baseline)]
+    fns += [loss.hessian_diag for loss in built_in if callable(loss.hessian_diag)]
     fns += [losses_lib.identity_link, losses_lib.exp_link, losses_lib.sigmoid_link,
             losses_lib.adaboost_link, losses_lib.softmax_link, losses_lib.samme_link,
             losses_lib.mean_baseline, losses_lib.median_baseline, losses_lib.quantile_baseline,
@@ -205,7 +209,13 @@ class _Writer:
                 "n_outputs": None if loss.n_outputs is None else int(loss.n_outputs),
                 "task": loss.task, "hessian": loss.hessian, "leaf_refit": loss.leaf_refit,
                 "adaptive_huber_alpha": bool(loss.adaptive_huber_alpha), "domains": domains,
-                "params": params}
+                "params": params,
+                "label_columns": None if loss.label_columns is None else int(loss.label_columns),
+                "per_column": bool(loss.per_column), "batch": bool(loss.batch),
+                "hessian_diag": (loss.hessian_diag if not callable(loss.hessian_diag) else
+                                 {"callable": _callable_record(loss.hessian_diag, "hessian_diag")}),
+                "max_group": None if loss.max_group is None else int(loss.max_group),
+                "n_probes": int(loss.n_probes)}
 
 
 def checksum(header: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> str:
@@ -459,9 +469,11 @@ def predict_numpy(path_or_read, X) -> np.ndarray:
             acc = acc + leaves[i, t][right.astype(np.int64) @ weights]
         out[i] = baseline[i] + acc
     if arrays.get(".offset") is not None:  # a label offset (Booster.offset), added last as predict does
-        out = out + arrays[".offset"].reshape((m,) + (1, 1))
+        out = out + arrays[".offset"].reshape((m, 1, -1))
     out = out.reshape(batch + out.shape[1:])
-    return out[..., 0] if out.shape[-1] == 1 else out
+    loss = header["structure"].get("fields", {}).get("loss", {})
+    keeps = loss.get("label_columns") is not None and not loss.get("batch", False)
+    return out[..., 0] if out.shape[-1] == 1 and not keeps else out
 
 
 # --------------------------------------------------------------------------------------------
@@ -693,7 +705,8 @@ class _Builder:
                 raise ValueError(f"loss={given_name!r} does not match the loss the model in "
                                  f"{os.fspath(self.path)} was fitted with, {name!r}: pass that one.")
             if isinstance(given, Loss):
-                supplied = {"fn": given.fn, "link": given.link, "baseline": given.baseline}
+                supplied = {"fn": given.fn, "link": given.link, "baseline": given.baseline,
+                            "hessian_diag": given.hessian_diag}
                 if given.task != node.get("task"):
                     raise ValueError(f"loss={name!r} has task {given.task!r}; the model was fitted "
                                      f"with task {node.get('task')!r}.")
@@ -714,11 +727,19 @@ class _Builder:
         if fns["fn"] is None:
             raise self.fail(f"its loss {name!r} has no function.")
         params = {k: self.build(v, f"{path}.params[{k!r}]") for k, v in params_node.items()}
+        diag = node.get("hessian_diag")
+        if isinstance(diag, dict):  # a batch objective's diagonal function (format 1: optional)
+            diag = self.callable(diag.get("callable"), "hessian_diag", supplied.get("hessian_diag"),
+                                 name)
         try:
             doms = {k: (float(v[0]), float(v[1]), bool(v[2]), bool(v[3])) for k, v in domains.items()}
             return Loss(fns["fn"], params=params, name=name, n_outputs=node.get("n_outputs"),
                         task=node.get("task"), link=fns["link"], baseline=fns["baseline"],
                         hessian=node.get("hessian"), leaf_refit=node.get("leaf_refit"),
-                        adaptive_huber_alpha=bool(node.get("adaptive_huber_alpha")), domains=doms)
+                        adaptive_huber_alpha=bool(node.get("adaptive_huber_alpha")), domains=doms,
+                        label_columns=node.get("label_columns"),
+                        per_column=bool(node.get("per_column", False)),
+                        batch=bool(node.get("batch", False)), hessian_diag=diag,
+                        max_group=node.get("max_group"), n_probes=int(node.get("n_probes", 32)))
         except (TypeError, ValueError, IndexError) as e:
             raise self.fail(f"its loss {name!r} is invalid ({e}).") from None

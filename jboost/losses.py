@@ -31,6 +31,8 @@ margin is ``(2y - 1) * raw``). Class labels for K-class losses are the integers 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import jax
@@ -41,12 +43,15 @@ import numpy as np
 # gradients and hessians stay finite and positive (no overflow at large margins).
 _EXP_CLIP = 30.0
 
-TASKS = ("regression", "binary", "multiclass", "count")
+TASKS = ("regression", "binary", "multiclass", "count", "survival", "ranking")
 
 # Newton curvatures of a loss (Loss.hessian; jboost.derivatives.grad_hess). "auto", a custom
 # loss's default: "autodiff" in a round where every row's curvature is positive, else "unit"
 # trees with exact leaves (jboost.derivatives.curvature_is_positive, jboost.boosting.newton_round).
 HESSIANS = ("auto", "autodiff", "diagonal", "unit")
+
+# The hessian diagonals of a batch objective (Loss.hessian_diag; jboost.objectives).
+BATCH_HESSIANS = ("exact", "groups", "hutchinson")
 
 # Exact leaf refits (Loss.leaf_refit; jboost.refit.refit_leaf_values).
 LEAF_REFITS = (None, "quantile", "huber", "line_search", "exact")
@@ -266,7 +271,7 @@ def numeric_baseline(loss: "Loss", y, w, n_steps: int = 100, margin=None):
         raw = jnp.broadcast_to(c, (y.shape[0], c.shape[0]))
         if margin is not None:
             raw = margin + raw
-        return jnp.sum(w * per_sample_losses(loss, y, raw)) / jnp.sum(w)
+        return total_loss(loss, y, raw, w) / jnp.sum(w)
 
     return lbfgs_minimize(objective, jnp.zeros((loss.n_outputs,), jnp.float32), n_steps)
 
@@ -386,6 +391,32 @@ class Loss:
       domains: ``{parameter: Interval or (lo, hi[, lo_open, hi_open])}``, the values each
         parameter may take (open ends by default); checked on the host when the loss is resolved
         (:func:`jboost._validation.resolve_loss`). Stored as a hashable :class:`Domains`.
+      label_columns: ``None`` (a scalar label per row, ``y (n,)``) or ``C``: each row's label is
+        a ``(C,)`` vector, ``y (n, C)`` (set by :func:`jboost._validation.resolve_loss` from
+        ``y``'s columns): multi-target regression, multi-label classification (``task="binary"``:
+        ``C`` independent 0/1 labels), or the structured labels of a batch objective
+        (:mod:`jboost.objectives`: ``(time, event)``, ``(relevance, query id)``). A per-sample
+        loss with vector labels has one raw output per column (``n_outputs == C``) and its
+        predictions keep the columns, ``(n, C)``, even for ``C == 1``.
+      per_column: ``fn`` is a loss of a scalar label and raw score, applied to each of the
+        ``label_columns`` columns and summed (a built-in loss given ``y (n, C)``:
+        :func:`columnwise`); its gradients, curvatures, baseline and leaf refit are the
+        scalar loss's, column by column, so output ``k`` is fitted as a one-output fit of
+        column ``k`` would be.
+      batch: ``fn(y, raw, w, **params) -> scalar`` is ONE function of every row (a loss that is
+        not a sum over rows: Cox's partial likelihood, listwise ranking; :mod:`jboost.objectives`):
+        ``y (n, C)``, ``raw (n,)`` (one output) or ``(n, K)``, ``w (n,)`` the row weights it must
+        apply itself; it returns the weighted SUM (its mean is ``fn / sum(w)``). Gradients are
+        ``jax.grad`` of it; the Newton curvature is the hessian's diagonal by ``hessian_diag``.
+      hessian_diag: a batch loss's hessian diagonal: ``"exact"`` (one Hessian-vector product per
+        row: exact, ``n`` times a gradient's cost), ``"groups"`` (a hessian block-diagonal over
+        the query groups of ``y[:, 1]``: exact with ``max_group`` products, one probe per
+        position in a group, every group at once), ``"hutchinson"`` (Bekas, Kokiopoulou and
+        Saad 2007: ``n_probes`` Rademacher probes drawn from the round's key, unbiased) or a
+        function ``diag(y, raw, w, **params) -> (n,) or (n, K)``
+        (:func:`jboost.objectives.hessian_diagonal`).
+      max_group: the largest query group's size (static; set from the labels by ``fit``).
+      n_probes: the probes of ``hessian_diag="hutchinson"``.
     """
 
     fn: Callable
@@ -399,6 +430,12 @@ class Loss:
     leaf_refit: Optional[str] = None
     adaptive_huber_alpha: bool = False
     domains: Mapping[str, Any] = dataclasses.field(default_factory=Domains)
+    label_columns: Optional[int] = None
+    per_column: bool = False
+    batch: bool = False
+    hessian_diag: Any = None
+    max_group: Optional[int] = None
+    n_probes: int = 32
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -416,6 +453,12 @@ class Loss:
             )
         if self.n_outputs is not None and int(self.n_outputs) < 1:
             raise ValueError(f"n_outputs={self.n_outputs} must be >= 1.")
+        if self.label_columns is not None and int(self.label_columns) < 1:
+            raise ValueError(f"label_columns={self.label_columns} must be >= 1 (or None).")
+        if self.batch and not (callable(self.hessian_diag)
+                               or self.hessian_diag in BATCH_HESSIANS):
+            raise ValueError(f"hessian_diag={self.hessian_diag!r} must be one of {BATCH_HESSIANS} "
+                             "or a function diag(y, raw, w, **params) for a batch objective.")
         if self.link is None:
             object.__setattr__(self, "link", TASK_LINKS.get(self.task) or identity_link)
         if not isinstance(self.domains, Domains):
@@ -444,21 +487,76 @@ jax.tree_util.register_dataclass(
     Loss,
     data_fields=["params"],
     meta_fields=["fn", "name", "n_outputs", "task", "link", "baseline", "hessian", "leaf_refit",
-                 "adaptive_huber_alpha", "domains"],
+                 "adaptive_huber_alpha", "domains", "label_columns", "per_column", "batch",
+                 "hessian_diag", "max_group", "n_probes"],
 )
 
 
 def vector_fn(loss: Loss):
-    """``(y, raw (K,), params) -> scalar``: the loss with its raw argument always a vector."""
+    """``(y, raw (K,), params) -> scalar``: the loss with its raw argument always a vector (a
+    :attr:`Loss.per_column` loss: its scalar function summed over the columns)."""
+    if loss.batch:
+        raise TypeError(f"loss {loss.name!r} is a batch objective (a function of every row): it "
+                        "has no per-sample value.")
+    if loss.per_column:
+        return lambda y, raw, params: jnp.sum(
+            jax.vmap(lambda yk, rk: loss.fn(yk, rk, **params))(y, raw))
     if loss.n_outputs == 1:
         return lambda y, raw, params: loss.fn(y, raw[0], **params)
     return lambda y, raw, params: loss.fn(y, raw, **params)
 
 
 def per_sample_losses(loss: Loss, y, raw):
-    """Loss of every sample: ``y (n,)``, ``raw (n, K)`` -> ``(n,)``."""
+    """Loss of every sample: ``y (n,)`` (or ``(n, C)``), ``raw (n, K)`` -> ``(n,)``."""
     f = vector_fn(loss)
     return jax.vmap(f, in_axes=(0, 0, None))(y, raw, loss.params)
+
+
+def batch_raw(loss: Loss, raw):
+    """A batch objective's raw argument: ``(n,)`` for one output, else ``(n, K)``."""
+    return raw[:, 0] if loss.n_outputs == 1 else raw
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_max_group(fn) -> bool:
+    try:
+        return "max_group" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def batch_value(loss: Loss, y, raw, w, params=None):
+    """A batch objective's ``fn(y, raw, w, **params)`` with ``raw`` as :func:`batch_raw` gives it;
+    a function with a ``max_group`` parameter also gets the static :attr:`Loss.max_group`."""
+    params = loss.params if params is None else params
+    extra = ({"max_group": int(loss.max_group)}
+             if loss.max_group is not None and _takes_max_group(loss.fn) else {})
+    return loss.fn(y, batch_raw(loss, raw), w, **params, **extra)
+
+
+def total_loss(loss: Loss, y, raw, w):
+    """The weighted sum of the loss over the rows ``y``, ``raw (n, K)``, ``w (n,)``: a batch
+    objective's ``fn(y, raw, w)``, else ``sum_i w_i loss(y_i, raw_i)``."""
+    if loss.batch:
+        return jnp.asarray(batch_value(loss, y, raw, w), jnp.float32)
+    return jnp.sum(w * per_sample_losses(loss, y, raw))
+
+
+def column_loss(loss: Loss) -> Loss:
+    """The scalar loss of one column of a :attr:`Loss.per_column` loss (one output)."""
+    return loss.replace(per_column=False, label_columns=None, n_outputs=1)
+
+
+def columnwise(loss: Loss, n_columns: int) -> Loss:
+    """``loss`` (a loss of a scalar label) applied to each of ``n_columns`` label columns and
+    summed: multi-target regression (``squared_error`` per column) or multi-label
+    classification (``binomial_deviance`` per column, ``task="binary"``); one output per column."""
+    return loss.replace(per_column=True, label_columns=int(n_columns), n_outputs=int(n_columns))
+
+
+def keeps_columns(loss: Loss) -> bool:
+    """Whether predictions keep the label columns ``(n, C)`` (a per-sample loss of vector labels)."""
+    return loss.label_columns is not None and not loss.batch
 
 
 def baseline(loss: Loss, y, w, margin=None):
@@ -466,6 +564,10 @@ def baseline(loss: Loss, y, w, margin=None):
     offsets ``margin`` ``(n, K)`` when given: found numerically)."""
     if loss.baseline is None or margin is not None:
         return numeric_baseline(loss, y, w, margin=margin)
+    if loss.per_column:  # the scalar loss's baseline of each column
+        one = column_loss(loss)
+        return jax.vmap(lambda yk: jnp.asarray(one.baseline(yk, w, 1, **one.params), jnp.float32)
+                        .reshape(()), in_axes=1)(y)
     return jnp.asarray(loss.baseline(y, w, loss.n_outputs, **loss.params), jnp.float32).reshape(
         (loss.n_outputs,)
     )
@@ -601,6 +703,18 @@ def get(loss, n_outputs: Optional[int] = None, task: Optional[str] = None) -> Lo
     return out
 
 
+def query_starts(qid: np.ndarray, name: str = "y") -> np.ndarray:
+    """The first row of each query group of the ids ``qid`` ``(n,)``, whose rows must be
+    contiguous (each id one run of rows); raises ``ValueError`` naming ``name`` otherwise."""
+    qid = np.asarray(qid)
+    starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
+    if len(np.unique(qid)) != len(starts):
+        raise ValueError(f"{name}[:, 1] (query ids) must be contiguous: every query's rows "
+                         "together, one run each; sort the rows by query id first (order = "
+                         f"np.argsort({name}[:, 1], kind='stable'); X, y = X[order], y[order]).")
+    return starts
+
+
 def check_labels(loss: Loss, y: np.ndarray, name: str = "y") -> None:
     """Raise ``ValueError`` naming the labels (``name``) when they are not what ``loss`` expects."""
     if loss.task == "binary":
@@ -616,3 +730,22 @@ def check_labels(loss: Loss, y: np.ndarray, name: str = "y") -> None:
     elif loss.task == "count":
         if np.any(y < 0):
             raise ValueError(f"{name} must be non-negative for loss {loss.name!r}; got min {y.min()}.")
+    elif loss.task == "survival":
+        if y.ndim != 2 or y.shape[1] != 2:
+            raise ValueError(f"{name} must be (n, 2) survival labels (time, event) for loss "
+                             f"{loss.name!r}; got shape {y.shape}.")
+        if np.any(y[:, 0] <= 0):
+            raise ValueError(f"{name}[:, 0] (survival times) must be > 0 for loss {loss.name!r}; "
+                             f"got min {y[:, 0].min()}.")
+        bad = ~np.isin(y[:, 1], (0, 1))
+        if bad.any():
+            raise ValueError(f"{name}[:, 1] (events) must be 0 (censored) or 1 (event) for loss "
+                             f"{loss.name!r}; got values such as {np.unique(y[bad, 1])[:5].tolist()}.")
+    elif loss.task == "ranking":
+        if y.ndim != 2 or y.shape[1] != 2:
+            raise ValueError(f"{name} must be (n, 2) ranking labels (relevance, query id) for loss "
+                             f"{loss.name!r}; got shape {y.shape}.")
+        if np.any(y[:, 0] < 0):
+            raise ValueError(f"{name}[:, 0] (relevance grades) must be >= 0 for loss "
+                             f"{loss.name!r}; got min {y[:, 0].min()}.")
+        query_starts(y[:, 1], name)

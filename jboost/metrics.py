@@ -4,6 +4,11 @@
 The one home of the named metrics: early stopping (:class:`jboost.boosting.EarlyStopping`) and
 sweeps (:mod:`jboost.sweep.metrics`) evaluate them here; :func:`jboost._validation.check_metric`
 checks a metric against a loss. A custom metric is ``metric(y, raw, w) -> scalar``.
+
+With vector labels ``y (n, C)`` (multi-target regression, multi-label classification) a named
+metric averages over every (row, column) cell: ``"mse"`` and ``"mae"`` over all targets,
+``"error_rate"`` the fraction of wrong labels (the Hamming loss). Batch objectives (Cox,
+ranking: :mod:`jboost.objectives`) take their own value or a custom metric.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ Metric = Union[None, str, Callable]
 
 
 def _weighted_mean(values, w):
+    if values.ndim == 2:  # vector labels: each row's mean over its columns
+        values = jnp.mean(values, axis=-1)
     total = jnp.sum(w)
     return jnp.where(total > 0, jnp.sum(w * values) / jnp.where(total > 0, total, 1.0), jnp.nan)
 
@@ -52,12 +59,12 @@ def metric_name(metric: Metric) -> str:
     return getattr(metric, "__name__", "custom")
 
 
-def _squeeze(raw):
-    return raw[:, 0] if raw.shape[-1] == 1 else raw
+def _squeeze(raw, loss):
+    return raw[:, 0] if raw.shape[-1] == 1 and not losses_lib.keeps_columns(loss) else raw
 
 
 def evaluate(metric: Metric, loss: losses_lib.Loss, y, raw, w):
     """``metric`` (not ``None``) of raw scores ``(n, K)``, seen as :func:`jboost.predict` returns them."""
     if isinstance(metric, str):
-        return METRICS[metric](y, _squeeze(raw), w, loss)
-    return jnp.asarray(metric(y, _squeeze(raw), w), jnp.float32)
+        return METRICS[metric](y, _squeeze(raw, loss), w, loss)
+    return jnp.asarray(metric(y, _squeeze(raw, loss), w), jnp.float32)

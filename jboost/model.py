@@ -5,9 +5,11 @@ algorithm of :mod:`jboost.algorithms`, or ``jax.vmap`` of them), a forest, bagge
 stacked or an ECOC ensemble -- is a pytree of arrays that implements :class:`Model`, so that
 
 * :func:`predict` gives **raw scores** ``(n,)`` or ``(n, K)`` (the scale the trees add up on:
-  log-odds, logits, the regression value; a forest's averaged leaf values);
-* :func:`predict_proba` gives **class probabilities** ``(n, n_classes)`` (classification);
-* :func:`predict_class` gives **class labels** ``(n,)``;
+  log-odds, logits, the regression value; a forest's averaged leaf values; Cox log relative
+  risks, ranking scores); a model of vector labels ``y (n, C)`` gives ``(n, C)``;
+* :func:`predict_proba` gives **class probabilities** ``(n, n_classes)`` (classification;
+  multi-label: ``(n, C)``, the probability of each label being 1);
+* :func:`predict_class` gives **class labels** ``(n,)`` (multi-label: ``(n, C)`` of 0/1);
 * :func:`predict_mean` gives the loss's link of the raw score (the mean for Poisson);
 * :func:`feature_importance` gives the total split gain per feature, normalised;
 * :func:`staged_predict` evaluates a function of the raw scores after every stage (a boosting
@@ -166,7 +168,7 @@ class Booster(NamedTuple):
       best_round: with early stopping, ``()`` int32: the round of the best validation score;
         predictions use rounds ``0..best_round`` unless ``n_rounds`` says otherwise (``None``:
         every round).
-      offset: ``None``, or ``()`` the label offset ``c`` that :func:`jboost.fit` subtracted from
+      offset: ``None``, or ``()`` (``(C,)`` for vector labels, one per column) the label offset ``c`` that :func:`jboost.fit` subtracted from
         labels whose offset float32 could not hold (:func:`jboost._validation.label_offset`):
         the raw scores are ``c + (baseline + trees)``, float64 with ``jax_enable_x64``;
         ``baseline``, the trees and the losses are those of ``y - c``.
@@ -230,9 +232,14 @@ class Booster(NamedTuple):
 
     def proba_from_raw(self, raw) -> jax.Array:
         _require_classification(self, "predict_proba")
+        if losses_lib.keeps_columns(self.loss):  # multi-label: P(label k = 1), (n, C)
+            return self.loss.link(raw, **self.loss.params)[..., 1]
         return self.loss.link(raw[..., 0] if self.n_outputs == 1 else raw, **self.loss.params)
 
     def classes_from_raw(self, raw) -> jax.Array:
+        if losses_lib.keeps_columns(self.loss):  # multi-label: each label's argmax, (n, C)
+            _require_classification(self, "predict_class")
+            return jnp.argmax(self.loss.link(raw, **self.loss.params), axis=-1)
         return jnp.argmax(self.proba_from_raw(raw), axis=-1)
 
     def staged(self, X, fn: Callable, *args) -> Any:
@@ -330,8 +337,14 @@ def predict(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -
     raw, X = _raw(model, X, n_rounds, base_margin)
     if raw is None:
         k = _width(model, lambda m, X1: m.raw_scores(X1, n_rounds))
-        return _empty(model, () if k == 1 else (k,))
-    return raw[..., 0] if raw.shape[-1] == 1 else raw
+        return _empty(model, () if k == 1 and not _keeps_columns(model) else (k,))
+    return raw[..., 0] if raw.shape[-1] == 1 and not _keeps_columns(model) else raw
+
+
+def _keeps_columns(model) -> bool:
+    """A model of vector labels ``(n, C)`` predicts ``(n, C)``, even for ``C == 1``."""
+    loss = getattr(model, "loss", None)
+    return isinstance(loss, losses_lib.Loss) and losses_lib.keeps_columns(loss)
 
 
 def predict_proba(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -> jax.Array:
@@ -381,7 +394,8 @@ def predict_mean(model: Model, X, n_rounds: Optional[int] = None, base_margin=No
                         "(use jboost.predict).")
 
     def one(m, r):
-        return m.loss.link(r[..., 0] if r.shape[-1] == 1 else r, **m.loss.params)
+        return m.loss.link(r[..., 0] if r.shape[-1] == 1 and not _keeps_columns(m) else r,
+                           **m.loss.params)
 
     return _batched_pair(model, raw, one)
 

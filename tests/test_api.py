@@ -45,7 +45,7 @@ def reg_model(regression_data, fit_kw):
     (dict(y=np.arange(10) % 4, loss="multinomial_deviance", n_outputs=3), ValueError,
      r"integer class labels in \[0, 3\)"),
     (dict(y=np.array(["a"] * 10)), TypeError, "y must be numeric"),
-    (dict(y=Y10[:, None]), ValueError, "y must be 1-D"),
+    (dict(y=Y10[:, None, None]), ValueError, r"y must be 1-D \(n,\) or 2-D \(n, C\)"),
     # Weights.
     (dict(sample_weight=-np.ones(10)), ValueError, "sample_weight must be non-negative"),
     (dict(sample_weight=np.zeros(10)), ValueError, "sample_weight must have a positive sum"),
@@ -74,7 +74,7 @@ def reg_model(regression_data, fit_kw):
     # Loss and task.
     (dict(loss="hinge"), ValueError, "loss='hinge' is not a built-in loss"),
     (dict(loss=42), TypeError, "loss must be a name, a jboost.Loss or a function"),
-    (dict(task="ranking", loss=lambda y, f: (y - f) ** 2), ValueError, "task='ranking' must be one of"),
+    (dict(task="clustering", loss=lambda y, f: (y - f) ** 2), ValueError, "task='clustering' must be one of"),
     # Borders and eval_set.
     (dict(borders=np.zeros((3, 10), np.float32)), ValueError, r"borders has shape \(3, 10\); expected \(3, 255\)"),
     (dict(eval_set=(X10[:, :2], Y10)), ValueError, "eval_set X has 2 features but X has 3"),

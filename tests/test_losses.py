@@ -547,8 +547,8 @@ def test_label_checks_accept(name, labels):
 
 
 def test_loss_construction_errors():
-    with pytest.raises(ValueError, match="task='ranking' must be one of"):
-        jboost.Loss(losses.squared_error_fn, task="ranking")
+    with pytest.raises(ValueError, match="task='clustering' must be one of"):
+        jboost.Loss(losses.squared_error_fn, task="clustering")
     with pytest.raises(ValueError, match="hessian='exact' must be one of .*'auto' .*the default"):
         jboost.Loss(losses.squared_error_fn, hessian="exact")
     with pytest.raises(ValueError, match="leaf_refit='mean' must be"):
