@@ -11,6 +11,7 @@ from jboost import distributions
 from jboost import histograms
 from jboost import losses
 from jboost import model
+from jboost import objectives
 from jboost import refit
 from jboost import samplers
 from jboost import splits
