@@ -82,10 +82,10 @@ def synthetic(n: int, seed: int, n_features: int, n_informative: int):
 def _data(config, ctx):
     if ctx.data_dir is not None:
         return "california", datasets.load_california(ctx.data_dir, seed=config["seed"])
-    s = config["synthetic"]
-    X, y = synthetic(s["n_train"], config["seed"], s["n_features"], s["n_informative"])
-    Xt, yt = synthetic(s["n_test"], config["seed"] + 1, s["n_features"], s["n_informative"])
-    return "synthetic", (X, y, Xt, yt)
+    s = config["synthetic"]  # one draw (make_regression's signal depends on its seed), split
+    X, y = synthetic(s["n_train"] + s["n_test"], config["seed"], s["n_features"], s["n_informative"])
+    n = s["n_train"]
+    return "synthetic", (X[:n], y[:n], X[n:], y[n:])
 
 
 def pinball(y, q, alpha: float) -> float:
