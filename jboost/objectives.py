@@ -76,6 +76,9 @@ def _cox_terms(f, y, w, efron: bool):
     """
     t, d = y[:, 0], y[:, 1]
     n = t.shape[0]
+    if n == 0:  # no rows (an absent validation set): an empty sum
+        zero = jnp.sum(f)
+        return zero, zero, zero
     order = jnp.argsort(t)
     ts, ds, ws, fs = t[order], d[order], w[order], f[order]
     live = ws > 0
@@ -173,6 +176,8 @@ def softmax_cross_entropy_fn(y, f, w):
     ``w_i (2^rel_i - 1)``; the softmax is over the query's rows, weighted as copies (``w``); a
     query without a relevant row adds nothing. ``y = (relevance, query id)``."""
     n = f.shape[0]
+    if n == 0:  # no rows: an empty sum
+        return jnp.sum(f)
     block, _ = _groups(y[:, 1])
     seg = lambda v: jax.ops.segment_sum(v, block, num_segments=n)
     live = w > 0
@@ -206,8 +211,10 @@ def lambdarank_fn(y, f, w, sigma=1.0, max_group: int = 1):
     ``|dNDCG_ij|`` (held constant: its gradient is not taken) is the change of the query's NDCG
     if ``i`` and ``j`` swapped their current ranks. Its gradient is LambdaRank's lambda."""
     rel = y[:, 0]
-    idx, valid = _pairs(y, f, w, max_group)
     n = f.shape[0]
+    if n == 0:  # no rows: an empty sum
+        return jnp.sum(f)
+    idx, valid = _pairs(y, f, w, max_group)
     i = jnp.arange(n)[:, None]
     fs = jax.lax.stop_gradient(f)
     gain = gains(rel)
