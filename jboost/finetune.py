@@ -200,9 +200,12 @@ def _soft_raw(params: Params, st: _Structure, X_t, temperature):
 
 
 def _mean_loss(loss, raw, rows: _Rows):
-    """Weighted mean of the loss over ``rows`` at raw scores ``raw (n, K)`` (their offsets added)."""
+    """Weighted mean of the loss over ``rows`` at raw scores ``raw (n, K)`` (their offsets added);
+    a batch objective's (:attr:`jboost.Loss.batch`) weighted sum over the weights' sum."""
     if rows.margin is not None:
         raw = raw + rows.margin
+    if loss.batch:
+        return losses_lib.total_loss(loss, rows.y, raw, rows.w) / jnp.sum(rows.w)
     per = losses_lib.per_sample_losses(loss, rows.y, raw)
     return jnp.sum(jnp.where(rows.w > 0, rows.w * per, 0.0)) / jnp.sum(rows.w)
 
@@ -362,18 +365,21 @@ def _resolve_loss(loss, model: model_lib.Booster, y: np.ndarray) -> losses_lib.L
 
 def _check_offset_loss(model: model_lib.Booster, loss: losses_lib.Loss) -> None:
     if not losses_lib.shifts_with_labels(loss):
-        raise ValueError(f"the model has a label offset (Booster.offset = {float(model.offset):.9g}, "
+        raise ValueError(f"the model has a label offset (Booster.offset = {np.asarray(model.offset).tolist()}, "
                          f"subtracted from labels float32 could not hold); loss {loss.name!r} is "
                          "not a loss of the residual y - f, so it cannot be fine-tuned on the centred "
                          "labels: use squared_error, absolute_error, huber or quantile, or fit y on "
                          "a scale float32 holds.")
 
 
-def _labels(y, model: model_lib.Booster, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
-    """Checked float32 labels, centred by the model's label offset in float64 (as ``fit`` did)."""
+def _labels(y, model: model_lib.Booster, n: int, name: str = "y", x_name: str = "X",
+            columns: Optional[int] = None) -> np.ndarray:
+    """Checked float32 labels ``(n,)`` or ``(n, C)`` (``columns``: ``None`` either, an int the
+    training labels' columns, 0 one per row), centred by the model's label offset in float64 (as
+    ``fit`` did)."""
     if model.offset is not None:
         return _validation.centred_labels(y, np.asarray(model.offset), n, name, x_name)
-    return _validation.as_labels(y, n, name, x_name)
+    return _validation.as_labels(y, n, name, x_name, columns=columns)
 
 
 def _matrix(X, model, name: str = "X") -> np.ndarray:
@@ -416,11 +422,12 @@ def _initial(model: model_lib.Booster, st: Optional[_Structure]) -> Params:
 
 
 def _rows(model, X, y, sample_weight, base_margin, soft: bool, names=("X", "y", "sample_weight",
-                                                                       "base_margin")) -> _Rows:
+                                                                       "base_margin"),
+          columns: Optional[int] = None) -> _Rows:
     x_name, y_name, w_name, m_name = names
     X = _matrix(X, model, x_name)
     n = X.shape[0]
-    y = _labels(y, model, n, y_name, x_name)
+    y = _labels(y, model, n, y_name, x_name, columns)
     w = _validation.as_weights(sample_weight, n, w_name, x_name)
     margin = _validation.as_margin(base_margin, n, model.n_outputs, m_name, x_name)
     flat = tree_lib.flatten_trees(model.trees)
@@ -499,7 +506,7 @@ def soft_predict(model: model_lib.Booster, X, temperature: Any, base_margin=None
     if margin is not None:
         raw = raw + margin
     raw = model_lib.add_offset(raw, model.offset)
-    return raw[:, 0] if raw.shape[-1] == 1 else raw
+    return raw[:, 0] if raw.shape[-1] == 1 and not losses_lib.keeps_columns(model.loss) else raw
 
 
 @jax.jit
@@ -573,8 +580,14 @@ def finetune(model: model_lib.Booster, X, y, loss: Union[None, str, losses_lib.L
     _check_optimizer(optimizer)
     temp, schedule = _check_temperature(temperature)
     _validation.check_real(l2, "l2", 0.0, np.inf)
+    if loss_obj.batch:
+        loss_obj = _validation.check_batch_objective(loss_obj, eval_set, None)
     if batch_size is not None:
         batch_size = _validation.check_int(batch_size, "batch_size", 1, max(n, 1))
+        if loss_obj.batch:
+            raise ValueError(f"batch_size={batch_size}: loss {loss_obj.name!r} is a batch objective "
+                             "(one function of every row: risk sets, query groups), which rows drawn "
+                             "at random would break; use batch_size=None.")
     if restore_best and eval_set is None:
         raise ValueError("restore_best needs eval_set=(X_valid, y_valid): the best step is the one "
                          "of the lowest eval_set loss.")
@@ -593,7 +606,8 @@ def finetune(model: model_lib.Booster, X, y, loss: Union[None, str, losses_lib.L
             raise TypeError("eval_set must be a tuple (X_valid, y_valid) or (X_valid, y_valid, w_valid).")
         valid = _rows(model, eval_set[0], eval_set[1], None if len(eval_set) == 2 else eval_set[2],
                       eval_base_margin, soft,
-                      names=("eval_set X", "eval_set y", "eval_set weights", "eval_base_margin"))
+                      names=("eval_set X", "eval_set y", "eval_set weights", "eval_base_margin"),
+                      columns=rows.y.shape[1] if rows.y.ndim == 2 else 0)
         losses_lib.check_labels(loss_obj, np.asarray(valid.y), "eval_set y")
     key = _validation.as_key(0 if key is None else key)
     st = _structure(model) if soft else None

@@ -13,6 +13,7 @@ import pytest
 
 import jboost
 from jboost import losses
+from jboost import objectives
 from jboost.finetune import Curves, Params, objective, soft_predict
 
 SGD = optax.sgd(0.05)
@@ -171,5 +172,9 @@ def test_errors_name_the_argument(model, regression_data):
         jboost.finetune(model, X, y, None, SGD, n_steps=1, restore_best=True)
     with pytest.raises(ValueError, match="sample_weight has 3 samples but X has 200"):
         jboost.finetune(model, X, y, None, SGD, n_steps=1, sample_weight=np.ones(3))
+    cox = model._replace(loss=objectives.cox())  # a batch objective: rows drawn would break it
+    times = np.stack([np.arange(1.0, len(y) + 1.0), np.ones(len(y))], axis=1)
+    with pytest.raises(ValueError, match="batch_size=10: loss 'cox_efron' is a batch objective"):
+        jboost.finetune(cox, X, times, None, SGD, n_steps=1, batch_size=10)
     with pytest.raises(FloatingPointError, match="not finite from step"):
         jboost.finetune(model, X, y, None, optax.sgd(1e30), n_steps=3)
