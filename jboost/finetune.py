@@ -8,8 +8,10 @@ baseline ``b`` (the intercept),
     f(x) = base_margin(x) + b + sum_s v_s[leaf_s(x)],
 
 and minimises the weighted mean of any loss of it (a :class:`jboost.Loss`, a built-in's name or
-a function ``loss(y, raw)``, resolved and checked as :func:`jboost.fit` does) with any optax
-optimizer: the loop of ``n_steps`` steps is one ``lax.scan`` in one compiled program. This is
+a function ``loss(y, raw)``, resolved and checked as :func:`jboost.fit` does; vector labels
+``(n, C)`` and batch objectives such as Cox's partial likelihood or listwise ranking too, whose
+value couples the rows: :func:`jboost.losses.total_loss`) with any optax optimizer: the loop of
+``n_steps`` steps is one ``lax.scan`` in one compiled program. This is
 the refitting of all leaves of a tree ensemble as one linear model in its leaf indicators
 (Friedman and Popescu 2003, "Importance sampled learning ensembles": post-processing an ensemble
 by regularised regression on its base learners; the RuleFit idea, Friedman and Popescu 2008,
