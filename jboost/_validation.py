@@ -14,6 +14,9 @@ The vocabulary (the README's glossary) and the shared defaults live here too:
   ``n_classes == 2``;
 * ``task``: one of :data:`TASKS` (``"regression"``, ``"binary"``, ``"multiclass"``,
   ``"count"``); ``"classification"`` means binary or multiclass, K from the labels;
+* ``label_columns`` (C): the columns of 2-D labels ``y (n, C)``, which only ``jboost.fit``
+  takes (multi-output targets, survival and ranking labels; :func:`as_labels` refuses them
+  everywhere else with one message);
 * ``folds``: a number of folds K >= 2, or an ``(n,)`` int array of fold ids 0..K-1;
 * ``devices``: ``None`` (one device), ``"all"`` (every device of ``jax.devices()``), a list of
   devices, or a ``jax.sharding.Mesh``; ``None`` is the default everywhere except

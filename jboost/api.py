@@ -86,11 +86,19 @@ def fit(
 
     Args:
       X: ``(n_samples, n_features)`` numeric; NaN is a missing value.
-      y: ``(n_samples,)`` labels: real for regression, 0/1 for binary losses, 0..K-1 for K-class.
+      y: ``(n_samples,)`` labels: real for regression, 0/1 for binary losses, 0..K-1 for K-class;
+        or ``(n_samples, C)`` vector labels: multi-target regression (a built-in loss applies to
+        each column, :func:`jboost.losses.columnwise`; a custom loss gets each row's ``(C,)``
+        label), multi-label classification (``"binomial_deviance"``: C independent 0/1 labels,
+        ``predict_proba`` ``(n, C)``), with one output per column (``n_outputs = C``; predictions
+        ``(n, C)``); or the structured labels of a batch objective (:mod:`jboost.objectives`:
+        ``(time, event)`` for Cox, ``(relevance, query id)`` for ranking).
       loss: a built-in name (``"squared_error"``, ``"absolute_error"``, ``"huber"``,
         ``"quantile"``, ``"binomial_deviance"``, ``"exponential"``, ``"multinomial_deviance"``,
         ``"samme_exponential"``, ``"poisson"``), a :class:`jboost.Loss`, or any function
-        ``loss(y, raw) -> scalar`` for one sample (gradients and hessians come from autodiff).
+        ``loss(y, raw) -> scalar`` for one sample (gradients and hessians come from autodiff),
+        or a batch objective of every row (:mod:`jboost.objectives`: ``cox``, ``ranking``,
+        ``batch_loss``; one device only, ``devices=None``).
       n_rounds: boosting rounds (static).
       depth: levels per oblivious tree, 1..16 (static; 2**depth leaves).
       learning_rate: shrinkage (traced), or a callable ``round -> rate`` such as an optax schedule.

@@ -139,7 +139,13 @@ def newton_round(r: Round) -> RoundResult:
     ESL Algorithm 10.3) and its leaves are the loss's
     refit if it has one, else :func:`jboost.refit.degenerate_leaf_values` (the exact per-leaf
     minimisers of a regression loss; safeguarded first-order values for a classification loss;
-    with ``per_output_trees``, output by output)."""
+    with ``per_output_trees``, output by output).
+
+    A per-column loss (vector labels, :attr:`jboost.Loss.per_column`) refits each output's
+    leaves with its column's refit (the absolute, quantile or Huber loss of that column). A batch
+    objective (:attr:`jboost.Loss.batch`) takes its gradient and hessian diagonal from
+    :func:`jboost.derivatives.batch_grad_hess` (weighted by the loss itself; Hutchinson probes
+    from ``r.key``, the round's folded key), and the row sampler masks rows of them."""
     config, hyper = r.config, r.hyper
     y, w = r.data.y, r.data.w * r.sample
     loss, n_leaves = r.loss, 2**config.depth

@@ -1,7 +1,12 @@
 """Per-sample losses ``loss(y, raw) -> scalar``, their links and optimal constant baselines.
 
-A loss is written for ONE sample, rlax-style: ``y`` is that sample's label (a scalar) and
-``raw`` its raw score, a scalar for one-output losses and a ``(K,)`` vector for K-output losses.
+A loss is written for ONE sample, rlax-style: ``y`` is that sample's label (a scalar, or a
+``(C,)`` vector when ``y`` has C columns: multi-target regression, multi-label classification)
+and ``raw`` its raw score, a scalar for one-output losses and a ``(K,)`` vector for K-output
+losses. A built-in loss given C label columns applies to each column and sums
+(:func:`columnwise`, ``Loss.per_column``: output ``k`` is fitted as a one-output fit of column
+``k``). Objectives that are not sums over samples (Cox, ranking) are batch losses
+(``Loss.batch``, :mod:`jboost.objectives`).
 The library vmaps it over samples and takes gradients and hessians with autodiff
 (:mod:`jboost.derivatives`); no derivative code is ever written by hand.
 

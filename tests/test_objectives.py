@@ -46,31 +46,32 @@ def _cox_by_hand(y, f, w, efron):
 @pytest.mark.parametrize("ties", ["breslow", "efron"])
 def test_cox_value_gradient_and_exact_hessian_diagonal(ties):
     loss = objectives.cox(ties)
-    fn = jax.jit(loss.fn)
     y = jnp.asarray(TIES)
-    value = float(fn(y, F_SCORES, W))
-    np.testing.assert_allclose(value, _cox_by_hand(TIES, F_SCORES, W, ties == "efron"), rtol=1e-5)
-    # Gradient: central finite differences of the loss.
-    g = np.asarray(jax.grad(lambda f: loss.fn(y, f, W))(F_SCORES))
-    eps = 1e-2
-    for i in range(0, N, 5):
-        e = jnp.zeros(N).at[i].set(eps)
-        fd = (float(fn(y, F_SCORES + e, W)) - float(fn(y, F_SCORES - e, W))) / (2 * eps)
-        np.testing.assert_allclose(g[i], fd, atol=2e-3)
+    shifts = jnp.concatenate([jnp.zeros((1, N)), 1e-2 * jnp.eye(N)[::5], -1e-2 * jnp.eye(N)[::5]])
+    # One program: the loss at the scores and at central finite-difference steps, the gradient,
+    # the autodiff route of the diagonal and the full hessian (brute force).
+    values, g, diag, hess = jax.jit(lambda f: (
+        jax.vmap(lambda d: loss.fn(y, f + d, W))(shifts), jax.grad(lambda v: loss.fn(y, v, W))(f),
+        loss.hessian_diag(y, f, W), jax.hessian(lambda v: loss.fn(y, v, W))(f)))(F_SCORES)
+    values = np.asarray(values, np.float64)
+    np.testing.assert_allclose(values[0], _cox_by_hand(TIES, F_SCORES, W, ties == "efron"),
+                               rtol=1e-5)
+    k = len(range(0, N, 5))
+    fd = (values[1:1 + k] - values[1 + k:]) / 2e-2
+    np.testing.assert_allclose(np.asarray(g)[::5], fd, atol=2e-3)
     # The autodiff route of the diagonal == the diagonal of the full hessian (ties and weights).
-    brute = np.diag(np.asarray(jax.jit(jax.hessian(lambda f: loss.fn(y, f, W)))(F_SCORES)))
-    diag = jax.jit(loss.hessian_diag)(y, F_SCORES, W)
-    np.testing.assert_allclose(diag, brute, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(diag, np.diag(np.asarray(hess)), rtol=1e-5, atol=1e-6)
 
 
 def test_breslow_equals_efron_without_ties():
-    y = jnp.asarray(np.stack([RNG.permutation(N) + 1.0, TIES[:, 1]], 1), jnp.float32)
+    distinct = jnp.asarray(np.stack([RNG.permutation(N) + 1.0, TIES[:, 1]], 1), jnp.float32)
     b, e = objectives.cox("breslow"), objectives.cox("efron")
-    assert float(b.fn(y, F_SCORES, W)) == pytest.approx(float(e.fn(y, F_SCORES, W)), rel=1e-6)
-    np.testing.assert_allclose(b.hessian_diag(y, F_SCORES, W), e.hessian_diag(y, F_SCORES, W),
-                               rtol=1e-6)
-    with_ties = jnp.asarray(TIES)
-    assert float(b.fn(with_ties, F_SCORES, W)) > float(e.fn(with_ties, F_SCORES, W))
+    both = jax.jit(lambda y: [(c.fn(y, F_SCORES, W), c.hessian_diag(y, F_SCORES, W)) for c in (b, e)])
+    (vb, db), (ve, de) = both(distinct)
+    assert float(vb) == pytest.approx(float(ve), rel=1e-6)
+    np.testing.assert_allclose(db, de, rtol=1e-6)
+    (vb, _), (ve, _) = both(jnp.asarray(TIES))
+    assert float(vb) > float(ve)   # ties: Efron's smaller denominators for the later tied events
 
 
 def _ranking_by_hand(y, f, w, kind):
@@ -101,33 +102,34 @@ def _ranking_by_hand(y, f, w, kind):
 def test_ranking_loss_by_hand_and_group_hessian_diagonal(kind):
     loss = objectives.ranking(kind).replace(max_group=6, label_columns=2)
     y = jnp.asarray(RANKS)
-    raw = F_SCORES[:, None]
-    value = float(losses.total_loss(loss, y, raw, W))
-    np.testing.assert_allclose(value, _ranking_by_hand(RANKS, F_SCORES, W, kind), rtol=1e-5)
-    g, h = jax.jit(lambda r: derivatives.batch_grad_hess(loss, y, r, W))(raw)
-    f = jax.jit(lambda r: losses.total_loss(loss, y, r[:, None], W))
-    eps = 1e-2
-    for i in range(0, N, 5):
-        e = jnp.zeros(N).at[i].set(eps)
-        fd = (float(f(F_SCORES + e)) - float(f(F_SCORES - e))) / (2 * eps)
-        np.testing.assert_allclose(g[i, 0], fd, atol=2e-3)
-    # 6 probes (one per position in a group) == the diagonal of the full block-diagonal hessian.
-    brute = np.diag(np.asarray(jax.jit(jax.hessian(f))(F_SCORES)))
-    np.testing.assert_allclose(h[:, 0], brute, rtol=1e-5, atol=1e-7)
+    shifts = jnp.concatenate([jnp.zeros((1, N)), 1e-2 * jnp.eye(N)[::5], -1e-2 * jnp.eye(N)[::5]])
+    f = lambda r: losses.total_loss(loss, y, r[:, None], W)
+    # One program: values at central finite-difference steps, the gradient and the 6-probe
+    # diagonal (one probe per position in a group), and the full hessian (brute force).
+    values, (g, h), hess = jax.jit(lambda s: (
+        jax.vmap(lambda d: f(s + d))(shifts), derivatives.batch_grad_hess(loss, y, s[:, None], W),
+        jax.hessian(f)(s)))(F_SCORES)
+    values = np.asarray(values, np.float64)
+    np.testing.assert_allclose(values[0], _ranking_by_hand(RANKS, F_SCORES, W, kind), rtol=1e-5)
+    k = len(range(0, N, 5))
+    np.testing.assert_allclose(np.asarray(g)[::5, 0], (values[1:1 + k] - values[1 + k:]) / 2e-2,
+                               atol=2e-3)
+    np.testing.assert_allclose(h[:, 0], np.diag(np.asarray(hess)), rtol=1e-5, atol=1e-7)
 
 
 def test_exact_and_hutchinson_diagonals_of_a_user_batch_loss():
     y = jnp.asarray(TIES)
-    full = np.asarray(jax.jit(jax.hessian(lambda f: objectives.cox_efron_fn(y, f, W)))(F_SCORES))
-    brute = np.diag(full)
     exact = objectives.batch_loss(objectives.cox_efron_fn, task="survival")
-    diag = jax.jit(lambda loss, key: derivatives.batch_grad_hess(loss, y, F_SCORES[:, None], W,
-                                                                 key)[1][:, 0])
-    np.testing.assert_allclose(diag(exact, None), brute, rtol=1e-5, atol=1e-6)
+    est = exact.replace(hessian_diag="hutchinson", n_probes=4096)
+    diag = lambda loss, key: derivatives.batch_grad_hess(loss, y, F_SCORES[:, None], W, key)[1][:, 0]
+    full, exact_diag, h = jax.jit(lambda key: (
+        jax.hessian(lambda f: objectives.cox_efron_fn(y, f, W))(F_SCORES), diag(exact, None),
+        diag(est, key)))(jax.random.PRNGKey(3))
+    full = np.asarray(full)
+    brute = np.diag(full)
+    np.testing.assert_allclose(exact_diag, brute, rtol=1e-5, atol=1e-6)
     # Hutchinson: unbiased; entry i's standard deviation is sqrt(sum_{j != i} H_ij^2 / probes).
     sd = np.sqrt((np.sum(full**2, axis=1) - brute**2) / 4096)
-    est = exact.replace(hessian_diag="hutchinson", n_probes=4096)
-    h = diag(est, jax.random.PRNGKey(3))
     assert np.all(np.abs(h - brute) <= 4 * sd + 1e-6)
     assert not np.allclose(h, brute, rtol=1e-4)  # an estimate, not the diagonal
 
