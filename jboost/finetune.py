@@ -130,7 +130,7 @@ class Curves(NamedTuple):
 class _Rows(NamedTuple):
     """One set of rows as the objective reads it."""
 
-    y: jax.Array                    # (n,) labels (centred by the model's label offset)
+    y: jax.Array                    # (n,) or (n, C) labels (centred by the model's label offset)
     w: jax.Array                    # (n,) weights
     margin: Optional[jax.Array]     # (n, K) per-row raw-score offsets, or None
     leaves: Optional[jax.Array]     # (S, n) int32 leaf of every row in every tree (hard)
@@ -201,6 +201,24 @@ def _soft_raw(params: Params, st: _Structure, X_t, temperature):
     return params.baseline + soft, lax.stop_gradient(params.baseline + hard)
 
 
+def _hard_soft_raw(params: Params, st: _Structure, X_t):
+    """``(n, K)`` the hard model's raw scores at the parameters' borders (no sigmoids: the
+    monitored losses of soft fine-tuning)."""
+    borders = _borders(params, st)
+
+    def body(acc, tree):
+        values, b, features, missing_right = tree
+        x = X_t[features]
+        right = jnp.where(jnp.isnan(x), missing_right[:, None], x > b[:, None])
+        leaf = jnp.sum(right.astype(jnp.int32) << jnp.arange(x.shape[0], dtype=jnp.int32)[:, None],
+                       axis=0)
+        return acc + values[leaf], None
+
+    zeros = jnp.zeros((X_t.shape[1], params.baseline.shape[0]), jnp.float32)
+    out, _ = lax.scan(body, zeros, (params.leaf_values, borders, st.features, st.missing_right))
+    return lax.stop_gradient(params.baseline + out)
+
+
 def _mean_loss(loss, raw, rows: _Rows):
     """Weighted mean of the loss over ``rows`` at raw scores ``raw (n, K)`` (their offsets added);
     a batch objective's (:attr:`jboost.Loss.batch`) weighted sum over the weights' sum."""
@@ -210,6 +228,13 @@ def _mean_loss(loss, raw, rows: _Rows):
         return losses_lib.total_loss(loss, rows.y, raw, rows.w) / jnp.sum(rows.w)
     per = losses_lib.per_sample_losses(loss, rows.y, raw)
     return jnp.sum(jnp.where(rows.w > 0, rows.w * per, 0.0)) / jnp.sum(rows.w)
+
+
+def _hard_loss(params: Params, rows: _Rows, loss, st: Optional[_Structure]):
+    """The hard (returned) model's loss on ``rows``."""
+    if st is None:
+        return _mean_loss(loss, _hard_raw(params, rows.leaves), rows)
+    return _mean_loss(loss, _hard_soft_raw(params, st, rows.X_t), rows)
 
 
 def _losses(params: Params, rows: _Rows, loss, st: Optional[_Structure], temperature):
@@ -266,7 +291,7 @@ def _run(params0: Params, rows: _Rows, valid: Optional[_Rows], loss, st: Optiona
     def valid_loss(params):
         if valid is None:
             return nan
-        return _losses(params, valid, loss, st, temperature)[1]
+        return _hard_loss(params, valid, loss, st)
 
     def step(carry, s):
         params, state, best = carry
@@ -286,7 +311,7 @@ def _run(params0: Params, rows: _Rows, valid: Optional[_Rows], loss, st: Optiona
     best0 = (params0, jnp.float32(jnp.inf), jnp.int32(0))
     (params, _, best), (train, v) = lax.scan(step, (params0, optimizer.init(params0), best0),
                                              jnp.arange(n_steps, dtype=jnp.int32))
-    train_end = _losses(params, rows, loss, st, temperature)[1]
+    train_end = _hard_loss(params, rows, loss, st)
     v_end = valid_loss(params)
     best_step = jnp.int32(n_steps)
     if restore_best:
