@@ -400,13 +400,13 @@ def _check_offset_loss(model: model_lib.Booster, loss: losses_lib.Loss) -> None:
 
 
 def _labels(y, model: model_lib.Booster, n: int, name: str = "y", x_name: str = "X",
-            columns: Optional[int] = None) -> np.ndarray:
+            columns: Optional[int] = None, warn: bool = True) -> np.ndarray:
     """Checked float32 labels ``(n,)`` or ``(n, C)`` (``columns``: ``None`` either, an int the
     training labels' columns, 0 one per row), centred by the model's label offset in float64 (as
     ``fit`` did)."""
     if model.offset is not None:
         return _validation.centred_labels(y, np.asarray(model.offset), n, name, x_name)
-    return _validation.as_labels(y, n, name, x_name, columns=columns)
+    return _validation.as_labels(y, n, name, x_name, warn=warn, columns=columns)
 
 
 def _matrix(X, model, name: str = "X") -> np.ndarray:
@@ -450,11 +450,11 @@ def _initial(model: model_lib.Booster, st: Optional[_Structure]) -> Params:
 
 def _rows(model, X, y, sample_weight, base_margin, soft: bool, names=("X", "y", "sample_weight",
                                                                        "base_margin"),
-          columns: Optional[int] = None) -> _Rows:
+          columns: Optional[int] = None, warn: bool = True) -> _Rows:
     x_name, y_name, w_name, m_name = names
     X = _matrix(X, model, x_name)
     n = X.shape[0]
-    y = _labels(y, model, n, y_name, x_name, columns)
+    y = _labels(y, model, n, y_name, x_name, columns, warn)
     w = _validation.as_weights(sample_weight, n, w_name, x_name)
     margin = _validation.as_margin(base_margin, n, model.n_outputs, m_name, x_name)
     flat = tree_lib.flatten_trees(model.trees)
@@ -506,7 +506,7 @@ def objective(model: model_lib.Booster, X, y, loss=None, *, sample_weight=None, 
     if schedule is not None:
         raise TypeError("objective takes one temperature (a number), not a schedule.")
     _validation.check_real(l2, "l2", 0.0, np.inf)
-    rows = _rows(model, X, y, sample_weight, base_margin, soft)
+    rows = _rows(model, X, y, sample_weight, base_margin, soft, warn=False)  # warned above
     st = _structure(model) if soft else None
     params0 = _initial(model, st)
     l2 = jnp.asarray(l2, jnp.float32)
@@ -626,7 +626,7 @@ def finetune(model: model_lib.Booster, X, y, loss: Union[None, str, losses_lib.L
     if eval_set is not None and base_margin is not None and eval_base_margin is None:
         raise ValueError("base_margin is given with an eval_set: pass eval_base_margin (the offsets "
                          "of eval_set's rows), or the validation scores would leave them out.")
-    rows = _rows(model, X_np, y, sample_weight, base_margin, soft)
+    rows = _rows(model, X_np, y, sample_weight, base_margin, soft, warn=False)  # warned above
     valid = None
     if eval_set is not None:
         if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
