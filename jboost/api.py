@@ -238,7 +238,8 @@ def fit(
     else:
         start = init_model
         if init_model is not None:
-            state = boosting.resume(data, init_model.trees, init_raw, init_model.loss, config)
+            state = boosting.resume(data, init_model.trees, init_raw,
+                                    _continued_loss(init_model.loss, loss_obj), config)
             out = _booster_fn(mesh)(*args, config=config, state=state, first_round=init_model.n_rounds)
         elif mesh is None:
             out = boosting.boost(*args, config=config)
@@ -330,7 +331,8 @@ def _boost_in_chunks(args, config, init_model, borders, offset, mesh, *, verbose
     # The same argument structure in every call: one compiled program (and one for a last,
     # shorter chunk).
     state = (boosting.init(data, loss, init_raw, config) if start is None
-             else boosting.resume(data, start.trees, init_raw, start.loss, config))
+             else boosting.resume(data, start.trees, init_raw, _continued_loss(start.loss, loss),
+                                  config))
     if config.early_stopping is not None and best is None:
         best = (jnp.float32(jnp.inf), jnp.int32(done - 1))
     parts, t0 = [], time.perf_counter()
@@ -392,6 +394,12 @@ def _chunks_model(start, parts, borders, init_raw, state, best, offset):
                               valid_loss=out.valid_loss, best_round=None if best is None else best[1],
                               offset=None if offset is None else jnp.asarray(offset))
     return model if start is None else model_lib.joined(start, model)
+
+
+def _continued_loss(model_loss, loss):
+    """The loss a continued fit starts from: the model's (its last-round parameters), with a batch
+    objective's static ``max_group`` taken from this fit's labels (its query groups)."""
+    return model_loss.replace(max_group=loss.max_group) if loss.batch else model_loss
 
 
 def _check_init_model(model, X, loss, borders, config):
