@@ -12,7 +12,9 @@ unpickled). It holds
   known model classes: ``Booster``, ``Forest``, ``BaggedBoosters``, ``StackedBoosters``,
   ``ECOCBoosters``), the static part of the model and of its nested pytrees (field names; for
   each :class:`jboost.Loss` its name, ``n_outputs``, ``task``, ``hessian``, ``leaf_refit``,
-  domains and the names of its function, link and baseline; the tree family's class), the
+  domains, the names of its function, link and baseline, and its label columns, per-column and
+  batch-objective settings (``label_columns``, ``per_column``, ``batch``, ``hessian_diag``,
+  ``max_group``, ``n_probes``; absent in older files: their defaults); the tree family's class), the
   dtype and shape of every array, the model's ``n_features``, ``batch_shape``, ``n_stages`` and
   ``task``, optional ``feature_names`` and user ``metadata``, and a SHA-256 checksum over the
   header and every array's bytes, verified on load.
