@@ -644,3 +644,29 @@ def test_curvature_is_positive_where_every_moving_row_has_positive_curvature():
     # (classification: XGBoost's binary:hinge).
     np.testing.assert_array_equal(derivatives.first_order_curvature(g, "regression"), np.ones((4, 1)))
     np.testing.assert_array_equal(derivatives.first_order_curvature(g, "binary"), [[1.0], [0.0], [1.0], [1.0]])
+
+
+def test_columnwise_loss_is_its_scalar_loss_column_by_column():
+    """A built-in loss of C label columns (multi-output targets): its value is the sum of the
+    scalar loss over the columns, and its derivatives and baseline are each column's own."""
+    rng = np.random.default_rng(0)
+    y = jnp.asarray(rng.normal(size=(7, 2)), jnp.float32)
+    raw = jnp.asarray(rng.normal(size=(7, 2)), jnp.float32)
+    w = jnp.asarray(rng.uniform(0.5, 2.0, size=7), jnp.float32)
+    one, both = losses.quantile(0.3), losses.columnwise(losses.quantile(0.3), 2)
+    assert both.n_outputs == 2 and both.label_columns == 2 and losses.keeps_columns(both)
+
+    @jax.jit
+    def values():  # one program: the loss of C columns and its columns' scalar losses
+        cols = [(losses.per_sample_losses(one, y[:, k], raw[:, k:k + 1]),
+                 derivatives.grad_hess(one, y[:, k], raw[:, k:k + 1]),
+                 losses.baseline(one, y[:, k], w)) for k in range(2)]
+        return (losses.per_sample_losses(both, y, raw), derivatives.grad_hess(both, y, raw),
+                losses.baseline(both, y, w), cols)
+
+    total, (g, h), base, cols = values()
+    np.testing.assert_allclose(total, cols[0][0] + cols[1][0], rtol=1e-6)
+    for k, (_, (gk, hk), base_k) in enumerate(cols):
+        assert np.array_equal(g[:, k], gk[:, 0]) and np.array_equal(h[:, k], hk[:, 0])
+        assert base[k] == base_k[0]
+    assert np.array_equal(losses.query_starts(np.array([3, 3, 1, 1, 1, 2])), [0, 2, 5])
