@@ -48,8 +48,8 @@ Commands and results (seed 0, CPU, 2 shared cores), test rows:
   =====================================================  ==============  ========
 
   Own loss: test MSE 0.198 (training 0.142) -> 0.229 after 500 steps (training 0.050);
-  with ``restore_best`` (step 32) 0.191 (training 0.108). Times: fit 10.4 s, fine-tuning
-  500 steps 19.7 s, soft 300 steps 126.9 s, the quantile fit 7.2 s; the run 180 s.
+  with ``restore_best`` (step 32) 0.191 (training 0.108). Times: fit 6.4 s, fine-tuning
+  500 steps 13.2 s, soft 300 steps 105.7 s, the quantile fit 9.3 s; the run 160 s.
 
 ``python -m experiments.run finetune`` (synthetic):
   =====================================================  ==============  ========
@@ -63,12 +63,12 @@ Commands and results (seed 0, CPU, 2 shared cores), test rows:
   =====================================================  ==============  ========
 
   Own loss: test MSE 1.771 (training 0.862) -> 2.286 after 500 steps (training 0.296);
-  ``restore_best`` keeps step 0, the model as fitted. Times: fit 3.5 s, fine-tuning 4.6 s,
-  soft 75.3 s; the run 107 s.
+  ``restore_best`` keeps step 0, the model as fitted. Times: fit 3.2 s, fine-tuning 4.5 s,
+  soft 97.8 s; the run 131 s.
 
-Both runs at commit ``fdf30c6`` (``git_dirty`` was true: the shared working tree held other
-work in progress, not these files); a rerun of California at an earlier commit gave the same
-hard-fine-tuning numbers to the last digit. On California the fine-tuned model beats both the
+California at commit ``6dcdb3a``, synthetic at ``da623a2`` (clean trees, ``git_dirty: false``;
+the shared machine under a load average of about 8, so times are loose); runs at ``fdf30c6``
+gave the same numbers to the last digit. On California the fine-tuned model beats both the
 shift (by 10%) and the quantile loss boosted directly with the same settings (by 20%); on the
 synthetic data it beats the shift by 7% (soft splits: 11%) but not the direct quantile fit. Fine-tuning overfits fast (a few tens of the 500 steps): without a
 validation set to stop on it is not worth doing, and on its own training loss it only overfits
