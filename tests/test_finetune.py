@@ -111,6 +111,12 @@ def test_gradient_matches_finite_differences(model, regression_data):
             assert fd == pytest.approx(exact, rel=2e-2, abs=1e-4), (soft, field)
         if soft:
             assert float(jnp.max(jnp.abs(grad.thresholds))) > 0
+    # Sample weights: zero weights are rows left out, weights 2 count a row twice.
+    w = np.tile(np.array([0.0, 1.0, 2.0], np.float32), len(y) // 3 + 1)[: len(y)]
+    weighted, params = objective(model, X, y, log_cosh, sample_weight=w)
+    rows = np.concatenate([np.flatnonzero(w == 1), np.repeat(np.flatnonzero(w == 2), 2)])
+    subset, _ = objective(model, X[rows], y[rows], log_cosh)
+    assert float(weighted(params)) == pytest.approx(float(subset(params)), rel=1e-5)
 
 
 def test_soft_splits_at_a_tiny_temperature_are_the_hard_trees(model, regression_data):
