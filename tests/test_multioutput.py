@@ -63,11 +63,14 @@ def l2_vector(y, f):
 
 def test_custom_vector_label_loss_equals_columnwise_squared_error(data):
     X, Y = data
-    custom = jboost.fit(X, Y, l2_vector, **FIT)
-    built = jboost.fit(X, Y, "squared_error", **FIT)
+    w = np.random.default_rng(1).uniform(0.2, 2.0, size=N)
+    margin = np.tile(np.float32([0.5, -1.0, 2.0]), (N, 1))   # weights and offsets of 3 outputs
+    custom = jboost.fit(X, Y, l2_vector, **FIT, sample_weight=w, base_margin=margin)
+    built = jboost.fit(X, Y, "squared_error", **FIT, sample_weight=w, base_margin=margin)
     assert custom.loss.label_columns == 3 and custom.n_outputs == 3
     assert _same(custom.trees.features, built.trees.features)
-    np.testing.assert_allclose(jboost.predict(custom, X), jboost.predict(built, X), atol=1e-5)
+    np.testing.assert_allclose(jboost.predict(custom, X, base_margin=margin),
+                               jboost.predict(built, X, base_margin=margin), atol=1e-5)
     np.testing.assert_allclose(custom.train_loss, built.train_loss, rtol=1e-5)
 
 
@@ -89,15 +92,12 @@ def test_multilabel_classification_predictions_and_early_stopping(data):
     assert m.n_rounds <= 12 and hamming < np.mean(L[:80] != (L[:80].mean(0) > 0.5))
 
 
-def test_weights_margins_warm_start_and_model_files(data, tmp_path):
+def test_warm_start_and_model_files(data, tmp_path):
     X, Y = data
-    w = np.random.default_rng(1).uniform(0.2, 2.0, size=N)
-    margin = np.tile(np.float32([0.5, -1.0, 2.0]), (N, 1))
-    kw = dict(FIT, sample_weight=w, base_margin=margin)
-    full = jboost.fit(X, Y, "squared_error", **dict(kw, n_rounds=8))
-    half = jboost.fit(X, Y, "squared_error", **kw)
-    more = jboost.fit(X, Y, "squared_error", **kw, init_model=half)
-    assert _same(jboost.predict(more, X, base_margin=margin), jboost.predict(full, X, base_margin=margin))
+    full = jboost.fit(X, Y, "squared_error", **dict(FIT, n_rounds=8))
+    half = jboost.fit(X, Y, "squared_error", **FIT)
+    more = jboost.fit(X, Y, "squared_error", **FIT, init_model=half)
+    assert _same(jboost.predict(more, X), jboost.predict(full, X))
     path = os.path.join(tmp_path, "multi.jbm")
     jboost.save(full, path)
     loaded = jboost.load(path)
