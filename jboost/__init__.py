@@ -42,7 +42,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Booster", "BoostConfig", "Hyperparams", "Loss", "ObliviousTrees",
-    "bin_features", "compute_borders", "feature_importance", "fit", "grad_hess",
+    "bin_features", "compute_borders", "feature_importance", "finetune", "fit", "grad_hess",
     "predict", "predict_class", "predict_mean", "predict_proba", "staged_predict", "SweepResult",
     "ModelFileError", "load", "save",
 ]

@@ -366,7 +366,28 @@ def check_init_model(model, booster_type: type, n_features: int, borders, *, n_b
     if borders is not None and not np.array_equal(np.asarray(borders), np.asarray(model.borders)):
         raise ValueError("borders differ from init_model's: a continued fit bins with the model's "
                          "borders (omit borders=).")
+    trees = model.trees
+    if hasattr(trees, "thresholds") and not np.array_equal(
+            np.asarray(trees.borders),
+            np.asarray(model.borders)[np.asarray(trees.features), np.asarray(trees.thresholds)]):
+        raise ValueError("init_model's split thresholds are not on its bin borders (a model "
+                         "fine-tuned with jboost.finetune(soft=True) moved them): a continued fit "
+                         "replays the trees on bins and would change its predictions; continue the "
+                         "model before soft fine-tuning, or fine-tune with soft=False.")
     return model.borders
+
+
+def check_per_output_refit(loss: losses_lib.Loss, per_output_trees: bool) -> None:
+    """A tree per output (``per_output_trees``) moves one raw score; a leaf refit of a loss of K
+    > 1 coupled outputs (``leaf_refit``, not per column) moves a leaf's K outputs together, so
+    the two cannot be combined (one output, or a per-column loss: each tree is refitted)."""
+    if (per_output_trees and loss.leaf_refit is not None and not loss.per_column
+            and (loss.n_outputs or 1) > 1):
+        raise ValueError(f"per_output_trees=True cannot refit the leaves of loss {loss.name!r} "
+                         f"(leaf_refit={loss.leaf_refit!r}): the refit moves a leaf's "
+                         f"{loss.n_outputs} outputs together, a tree per output moves one. Pass "
+                         "per_output_trees=False (vector leaves, refitted), or a loss without "
+                         "leaf_refit.")
 
 
 def check_init_loss(model, loss) -> None:

@@ -194,6 +194,7 @@ def fit(
                              per_output_trees=per_output_trees, row_sampler=row_sampler,
                              split_criterion=split_criterion, tree_family=tree_family)
     config = config._replace(early_stopping=stopping)
+    _validation.check_per_output_refit(loss_obj, config.per_output_trees)
     if init_model is not None:
         borders = _check_init_model(init_model, X, loss_obj, borders, config)
         offset = init_model.offset

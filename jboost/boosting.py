@@ -189,9 +189,13 @@ def newton_round(r: Round) -> RoundResult:
         if loss.per_column and loss.leaf_refit is not None:  # tree k: column k's refit
             scalar = jax.vmap(lambda yk, rk, leaf, vk: _column_refit(r, yk, rk, w, leaf, vk),
                               in_axes=(1, 1, 0, 0))(y, r.raw, leaves, scalar)
+        elif loss.leaf_refit is not None:  # one output (K > 1: refused by _validation)
+            scalar = refit.refit_leaf_values(loss, y, r.raw, w, leaves[0], n_leaves, scalar.T,
+                                             axis_name=config.axis_name,
+                                             learning_rate=r.learning_rate).T
         # Output k's tree moves only raw score k: embed its scalar leaves as one-hot vectors.
         values = scalar[:, :, None] * jnp.eye(k, dtype=jnp.float32)[:, None, :]
-        if degenerate is not None:
+        if degenerate is not None and loss.leaf_refit is None:
             values = jax.vmap(degenerate_values)(leaves, values)
         trees = trees._replace(leaf_values=values)
     return RoundResult(trees._replace(leaf_values=trees.leaf_values * r.learning_rate), leaves)

@@ -25,7 +25,7 @@ def fold_ids(y, n_folds: int, seed: Union[int, Sequence[int]] = 0, stratified: b
     one between folds) and the fold sizes still differ by at most one (as scikit-learn's
     ``StratifiedKFold``; Kohavi 1995).
     """
-    y = np.asarray(y)
+    y = _validation.as_labels(y, len(y), warn=False)
     n = y.shape[0]
     n_folds = _validation.check_int(n_folds, "folds", 2, max(n, 2))
     if n_folds > n:

@@ -357,6 +357,9 @@ class Loss:
     Attributes:
       fn: ``fn(y, raw, **params) -> scalar`` for one sample; ``raw`` is a scalar when
         ``n_outputs == 1`` and a ``(K,)`` vector otherwise.
+        ``fn`` may define ``fn.check_labels(y, name)``, raising ``ValueError`` for labels
+        outside its domain (the distributions' non-integer counts, non-positive scales): every
+        entry point calls it with the other label checks, before compiling.
       params: continuous loss parameters (pytree leaves: traced, vmappable).
       name: a label used in reprs and results.
       n_outputs: K, the number of raw outputs (``None``: the number of classes, set at fit time).
@@ -754,3 +757,6 @@ def check_labels(loss: Loss, y: np.ndarray, name: str = "y") -> None:
             raise ValueError(f"{name}[:, 0] (relevance grades) must be >= 0 for loss "
                              f"{loss.name!r}; got min {y[:, 0].min()}.")
         query_starts(y[:, 1], name)
+    check = getattr(loss.fn, "check_labels", None)  # a loss function's own domain of labels
+    if callable(check):
+        check(y, name)

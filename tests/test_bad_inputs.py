@@ -24,6 +24,7 @@ from jboost import algorithms
 from jboost import _native
 from jboost import bagging
 from jboost import combine
+from jboost import distributions
 from jboost import losses
 from jboost import sweep as sweep_lib
 
@@ -50,6 +51,10 @@ WITH_NAN[2, 4] = np.nan
 
 def _vector_loss(y, f):
     return jnp.stack([f - y, y - f]) ** 2                 # (2,) per sample: wrong
+
+
+def _two_outputs(y, f):
+    return jnp.sum((f - y) ** 2)
 
 
 def _softmaxless(y, f):
@@ -148,6 +153,15 @@ ERRORS = [
       for e in ("fit", "gradient_boost", "sweep")],
     ("fit", X20, C20, {"loss": losses.Loss(_softmaxless, task="multiclass")}, ValueError,
      "pass n_outputs=K, the number of classes"),
+    # Issue 16: labels outside a distribution's support, refused before compiling (a loss
+    # function's own check_labels); a coupled leaf refit with a tree per output.
+    ("fit", X20, np.abs(Y20) + 0.5, {"loss": distributions.loss(distributions.Poisson)}, ValueError,
+     r"y must hold counts: non-negative integers .* for distribution 'poisson'"),
+    ("fit", X20, -np.abs(Y20), {"loss": distributions.loss(distributions.Gamma, natural_gradient=True)},
+     ValueError, r"y must hold positive numbers \(y > 0\) for distribution 'gamma'"),
+    ("fit", X20, Y20, {"loss": losses.Loss(_two_outputs, n_outputs=2, leaf_refit="exact"),
+                       "per_output_trees": True}, ValueError,
+     r"per_output_trees=True cannot refit the leaves of loss 'custom' \(leaf_refit='exact'\)"),
 ]
 
 

@@ -33,6 +33,13 @@ def test_unstratified_folds_are_a_seeded_partition_of_equal_sizes():
     assert not np.array_equal(f, cv.fold_ids(y, 5, seed=4))
 
 
+def test_two_dimensional_labels_get_the_common_error():
+    y = np.zeros((20, 2), np.float32)
+    for stratified in (False, True):
+        with pytest.raises(ValueError, match=r"y has shape \(20, 2\): 2-D labels .* jboost.fit only"):
+            cv.fold_ids(y, 5, stratified=stratified)
+
+
 def test_folds_stratified_balance_the_classes_and_plain_ones_need_not():
     rng = np.random.default_rng(0)
     y = (rng.random(100) < 0.1).astype(np.float32)  # 10% positives
