@@ -135,6 +135,10 @@ def test_soft_splits_at_a_tiny_temperature_are_the_hard_trees(model, regression_
     borders = np.asarray(model.borders)
     assert np.all(borders[f, t] >= b)
     assert np.all((t == 0) | (borders[f, np.maximum(t - 1, 0)] < b))
+    # A continued fit replays trees on bins: the moved thresholds would change its predictions.
+    with pytest.raises(ValueError, match="init_model's split thresholds are not on its bin borders"):
+        jboost.fit(X, y, "squared_error", init_model=tuned, n_rounds=1, depth=tuned.depth,
+                   n_bins=tuned.borders.shape[-1] + 1)
 
 
 def test_label_offset_is_kept(regression_data, fit_kw):
