@@ -16,6 +16,7 @@ import pytest
 
 import jboost
 from jboost import datasets
+from jboost import objectives
 from experiments import run as runner
 from experiments.configs import binary_error, mean_absolute_error, r_squared, staged_metric
 
@@ -267,8 +268,10 @@ def test_readme_python_blocks_run():
     assert "log_cosh" in namespace and namespace["sweep"].valid_loss.shape == (3, 50)
 
 
-def test_quickstart_notebook_is_valid_and_runs():
-    nb = json.loads((REPO / "notebooks" / "quickstart.ipynb").read_text())
+def _run_notebook(name: str) -> dict:
+    """Check ``notebooks/<name>`` is a clean nbformat-4 notebook (no outputs, unique cell ids) and
+    run its code cells in order in one namespace; return the namespace."""
+    nb = json.loads((REPO / "notebooks" / name).read_text())
     assert nb["nbformat"] == 4 and nb["nbformat_minor"] >= 4
     assert "kernelspec" in nb["metadata"]
     ids = [c["id"] for c in nb["cells"]]
@@ -281,9 +284,26 @@ def test_quickstart_notebook_is_valid_and_runs():
             assert cell["outputs"] == [] and cell["execution_count"] is None
     namespace = {"__name__": "__notebook__"}
     for i, cell in enumerate(code):
-        exec(compile("".join(cell["source"]), f"quickstart.ipynb code cell {i}", "exec"), namespace)
+        exec(compile("".join(cell["source"]), f"{name} code cell {i}", "exec"), namespace)
+    return namespace
+
+
+def test_quickstart_notebook_is_valid_and_runs():
+    namespace = _run_notebook("quickstart.ipynb")
     assert namespace["sweep"].valid_loss.shape == (3, 50)
     assert "pseudo_huber" in namespace
+
+
+def test_custom_losses_notebook_is_valid_and_runs():
+    """Issue 16 part 6: a focal loss vmapped over gamma, a distributional model with intervals,
+    a Cox model and a ranking model, each a few lines; their held-out figures are sane."""
+    ns = _run_notebook("custom_losses.ipynb")
+    assert ns["errors"].shape == (4,) and float(ns["errors"].max()) < 0.2
+    assert 0.8 < float(ns["inside"].mean()) < 0.97
+    narrow, wide, lo, hi = ns["narrow"], ns["wide"], ns["lo"], ns["hi"]
+    assert np.mean((hi - lo)[wide]) > 2 * np.mean((hi - lo)[narrow])     # heteroscedastic
+    assert objectives.concordance_index(ns["y_surv"][1500:], ns["risk"]) > 0.7
+    assert objectives.ndcg(ns["y_rank"][~ns["train"]], ns["scores"], k=10) > 0.85
 
 
 def test_ci_script_installs_and_runs_the_readme_test_command():
