@@ -32,6 +32,23 @@ def test_kernel_is_built_and_loaded():
     assert _native.available()
 
 
+def test_pure_jax_traces_a_cached_program_anew_without_the_kernels():
+    """The helper of every pure-JAX comparison (tests/_pure_jax.py) must not reuse a program
+    compiled with the kernels: a jit cache hit would compare the kernels with themselves."""
+    traces = []
+
+    @jax.jit
+    def f(x):
+        traces.append(_native.available())
+        return x + 1
+
+    x = jnp.ones(3, jnp.float32)
+    f(x)
+    pure_jax(f, x)
+    f(x)
+    assert traces == [True, False]
+
+
 def _data(seed, n, n_features, n_bins, n_leaves, channels, zero_rows=0.0):
     rng = np.random.default_rng(seed)
     X = rng.integers(0, n_bins, size=(n_features, n)).astype(np.uint8)
