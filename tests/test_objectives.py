@@ -160,6 +160,17 @@ def test_cox_fit_predicts_risks_and_round_trips(tmp_path):
     np.testing.assert_allclose(jboost.predict(user, X), jboost.predict(m, X), atol=1e-4)
     with pytest.raises(ValueError, match="predict_proba needs a classification model"):
         jboost.predict_proba(m, X)
+    # A sweep of the learning rate is one vmapped program; each member is its separate fit.
+    rates = jnp.asarray([0.3, 0.1], jnp.float32)
+    swept = jax.vmap(lambda lr: jboost.fit(X[:100], y[:100], objectives.cox("efron"), n_rounds=6,
+                                           depth=2, learning_rate=lr))(rates)
+    slow = jboost.fit(X[:100], y[:100], objectives.cox("efron"), n_rounds=6, depth=2,
+                      learning_rate=0.1)
+    for i, one in enumerate((m, slow)):
+        np.testing.assert_allclose(np.asarray(swept.train_loss[i]), np.asarray(one.train_loss),
+                                   rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(swept.trees.leaf_values[i]),
+                                   np.asarray(one.trees.leaf_values), rtol=1e-4, atol=1e-6)
 
 
 def test_ranking_fit_orders_a_query():
