@@ -377,19 +377,6 @@ def check_init_model(model, booster_type: type, n_features: int, borders, *, n_b
     return model.borders
 
 
-def check_per_output_refit(loss: losses_lib.Loss, per_output_trees: bool) -> None:
-    """A tree per output (``per_output_trees``) moves one raw score; a leaf refit of a loss of K
-    > 1 coupled outputs (``leaf_refit``, not per column) moves a leaf's K outputs together, so
-    the two cannot be combined (one output, or a per-column loss: each tree is refitted)."""
-    if (per_output_trees and loss.leaf_refit is not None and not loss.per_column
-            and (loss.n_outputs or 1) > 1):
-        raise ValueError(f"per_output_trees=True cannot refit the leaves of loss {loss.name!r} "
-                         f"(leaf_refit={loss.leaf_refit!r}): the refit moves a leaf's "
-                         f"{loss.n_outputs} outputs together, a tree per output moves one. Pass "
-                         "per_output_trees=False (vector leaves, refitted), or a loss without "
-                         "leaf_refit.")
-
-
 def check_init_loss(model, loss) -> None:
     """A continued fit's loss must be its model's (name and number of outputs)."""
     if model.loss.name != loss.name or model.n_outputs != loss.n_outputs:
@@ -1213,8 +1200,6 @@ def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borde
                        columns=y.shape[1] if y.ndim == 2 else 0)
         if label_check is not None:
             label_check(yv, "eval_set y")
-        if y.ndim == 2 and yv.ndim != 2:
-            raise ValueError(f"eval_set y must have shape ({m}, {y.shape[1]}) like y; got {np.shape(eval_set[1])}.")
         wv = (np.ones((m,), np.float32) if len(eval_set) == 2
               else as_weights(eval_set[2], m, "eval_set weights", "eval_set X"))
         Xv = binning.bin_features(Xv_host, borders)

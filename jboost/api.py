@@ -194,7 +194,6 @@ def fit(
                              per_output_trees=per_output_trees, row_sampler=row_sampler,
                              split_criterion=split_criterion, tree_family=tree_family)
     config = config._replace(early_stopping=stopping)
-    _validation.check_per_output_refit(loss_obj, config.per_output_trees)
     if init_model is not None:
         borders = _check_init_model(init_model, X, loss_obj, borders, config)
         offset = init_model.offset
@@ -424,8 +423,7 @@ def _at_baseline(loss, y, w, init_raw, margin=None):
         raw = margin + raw
     used = w > 0
     if loss.batch:  # one value of the whole batch: 1 if it is not finite
-        g = jax.grad(lambda r: losses_lib.total_loss(loss, y, r, w))(raw)
-        value = losses_lib.total_loss(loss, y, raw, w)
+        value, g = jax.value_and_grad(lambda r: losses_lib.total_loss(loss, y, r, w))(raw)
         bad_grad = jnp.sum(~jnp.all(jnp.isfinite(g), axis=-1) & used)
         return jnp.any((g != 0) & used[:, None]), jnp.sum(~jnp.isfinite(value)), bad_grad
     g, _ = derivatives.grad_hess(loss, y, raw)

@@ -183,13 +183,19 @@ def newton_round(r: Round) -> RoundResult:
         trees, leaves = one_tree(tree._replace(leaf_values=values), leaf)
     else:
         k = g.shape[-1]
+        if loss.leaf_refit is not None and not loss.per_column and k > 1:
+            raise ValueError(f"per_output_trees=True cannot refit the leaves of loss {loss.name!r} "
+                             f"(leaf_refit={loss.leaf_refit!r}): the refit moves a leaf's {k} "
+                             "outputs together, a tree per output moves one. Pass "
+                             "per_output_trees=False (vector leaves, refitted), or a loss without "
+                             "leaf_refit.")
         trees, leaves = jax.vmap(lambda gk, hk: grow_trees(r, gk[:, None], hk[:, None]),
                                  in_axes=(1, 1))(gw, hw)
         scalar = trees.leaf_values[:, :, 0]  # (K, L)
         if loss.per_column and loss.leaf_refit is not None:  # tree k: column k's refit
             scalar = jax.vmap(lambda yk, rk, leaf, vk: _column_refit(r, yk, rk, w, leaf, vk),
                               in_axes=(1, 1, 0, 0))(y, r.raw, leaves, scalar)
-        elif loss.leaf_refit is not None:  # one output (K > 1: refused by _validation)
+        elif loss.leaf_refit is not None:  # one output
             scalar = refit.refit_leaf_values(loss, y, r.raw, w, leaves[0], n_leaves, scalar.T,
                                              axis_name=config.axis_name,
                                              learning_rate=r.learning_rate).T

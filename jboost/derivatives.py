@@ -145,15 +145,6 @@ def grad_hess(loss: losses_lib.Loss, y, raw, learning_rate=None):
     return jax.vmap(one, in_axes=(0, 0, None))(y, raw, loss.params)
 
 
-def group_positions(qid):
-    """``(n,)`` int32: each row's position within its query group (rows of a group contiguous,
-    :func:`jboost.losses.query_starts`)."""
-    n = qid.shape[0]
-    idx = jnp.arange(n, dtype=jnp.int32)
-    new = jnp.concatenate([jnp.ones((1,), bool), qid[1:] != qid[:-1]])
-    return idx - jax.lax.cummax(jnp.where(new, idx, 0))
-
-
 def batch_grad_hess(loss: losses_lib.Loss, y, raw, w, key=None):
     """Gradient and hessian diagonal of a batch objective (:attr:`jboost.Loss.batch`): one
     scalar function ``L(raw)`` of every row, ``raw (n, K)``.
@@ -193,7 +184,7 @@ def batch_grad_hess(loss: losses_lib.Loss, y, raw, w, key=None):
             return hvp(jax.nn.one_hot(j, n * k, dtype=raw.dtype).reshape(n, k)).reshape(-1)[j]
         h = jax.lax.map(entry, jnp.arange(n * k), batch_size=32).reshape(n, k)
     elif diag == "groups":
-        pos = group_positions(y[:, 1])
+        _, pos = losses_lib.runs(y[:, 1])
 
         def probe(jk):
             j, c = jk // k, jk % k

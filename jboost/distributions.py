@@ -892,13 +892,6 @@ def fit(X, y, dist: Distribution = Normal, *, natural_gradient: bool = True,
     if not isinstance(dist, Distribution):
         raise TypeError(f"dist must be a jboost.distributions.Distribution (e.g. "
                         f"distributions.Normal); got {type(dist).__name__}.")
-    if line_search and per_output_trees:
-        raise ValueError("line_search=True refits the leaves of vector-leaf trees; with "
-                         "per_output_trees=True (the default) it would do nothing: pass "
-                         "per_output_trees=False with it.")
-    check_labels(dist, y, "y")
-    if isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
-        check_labels(dist, eval_set[1], "eval_set y")
     if min_child_weight is None:
         min_child_weight = MIN_LEAF_ROWS if natural_gradient else 1.0
     fitted = loss(dist, natural_gradient, line_search=line_search, n_mc_samples=n_mc_samples,

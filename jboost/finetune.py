@@ -227,6 +227,9 @@ def _mean_loss(loss, raw, rows: _Rows):
     if loss.batch:
         return losses_lib.total_loss(loss, rows.y, raw, rows.w) / jnp.sum(rows.w)
     per = losses_lib.per_sample_losses(loss, rows.y, raw)
+    if per.shape != rows.w.shape:  # static: labels of another shape than the loss takes
+        raise ValueError(f"the loss {loss.name!r} gives per-row values of shape {per.shape} on "
+                         f"labels of shape {rows.y.shape}; it takes labels of another shape.")
     return jnp.sum(jnp.where(rows.w > 0, rows.w * per, 0.0)) / jnp.sum(rows.w)
 
 
@@ -375,6 +378,13 @@ def _resolve_loss(loss, model: model_lib.Booster, y: np.ndarray) -> losses_lib.L
     """The fine-tuning loss (the model's own for ``None``), checked against the labels and the
     model's number of raw outputs K."""
     if loss is None:
+        want = model.loss.label_columns  # a batch objective's structure: its check_labels
+        if not model.loss.batch and ((y.ndim == 2) != (want is not None)
+                                     or (want is not None and y.shape[1] != want)):
+            shape = f"({y.shape[0]},)" if want is None else f"({y.shape[0]}, {want})"
+            raise ValueError(f"y has shape {y.shape} but the model's loss {model.loss.name!r} takes "
+                             f"labels of shape {shape}, as it was fitted: pass labels of that shape, "
+                             "or the loss for these labels (loss=).")
         losses_lib.check_labels(model.loss, y)
         return model.loss
     if model.offset is not None:  # before the label checks: they would see the centred labels
@@ -404,9 +414,15 @@ def _labels(y, model: model_lib.Booster, n: int, name: str = "y", x_name: str = 
     """Checked float32 labels ``(n,)`` or ``(n, C)`` (``columns``: ``None`` either, an int the
     training labels' columns, 0 one per row), centred by the model's label offset in float64 (as
     ``fit`` did)."""
-    if model.offset is not None:
-        return _validation.centred_labels(y, np.asarray(model.offset), n, name, x_name)
-    return _validation.as_labels(y, n, name, x_name, warn=warn, columns=columns)
+    checked = _validation.as_labels(y, n, name, x_name, warn=warn and model.offset is None,
+                                    columns=columns)
+    if model.offset is None:
+        return checked
+    if checked.ndim != np.ndim(model.offset) + 1:  # one offset per label column
+        raise ValueError(f"{name} has shape {checked.shape} but the model's label offset is for "
+                         f"labels of shape ({n},{'' if np.ndim(model.offset) == 0 else f' {np.size(model.offset)}'}): "
+                         "pass labels of the shape the model was fitted on.")
+    return _validation.centred_labels(y, np.asarray(model.offset), n, name, x_name)
 
 
 def _matrix(X, model, name: str = "X") -> np.ndarray:
@@ -533,7 +549,7 @@ def soft_predict(model: model_lib.Booster, X, temperature: Any, base_margin=None
     if margin is not None:
         raw = raw + margin
     raw = model_lib.add_offset(raw, model.offset)
-    return raw[:, 0] if raw.shape[-1] == 1 and not losses_lib.keeps_columns(model.loss) else raw
+    return losses_lib.as_predicted(raw, model.loss)
 
 
 @jax.jit
@@ -544,7 +560,7 @@ def _soft_predict(params, st, X_t, temperature):
 def finetune(model: model_lib.Booster, X, y, loss: Union[None, str, losses_lib.Loss, Callable],
              optimizer: optax.GradientTransformation, *, n_steps: int, sample_weight=None,
              base_margin=None, eval_set=None, eval_base_margin=None, key: Any = None,
-             batch_size: Optional[int] = None, soft: bool = False, temperature: Any = 0.1,
+             batch_size: Optional[int] = None, soft: bool = False, temperature: Any = None,
              l2: Any = 0.0, restore_best: bool = False, return_curves: bool = False):
     """Refit every leaf value (and the baseline; with ``soft=True`` the thresholds too) of a
     fitted :class:`jboost.Booster` jointly, minimising ``loss`` with an optax optimizer.
@@ -579,7 +595,7 @@ def finetune(model: model_lib.Booster, X, y, loss: Union[None, str, losses_lib.L
         uniformly with replacement from step ``s``'s key ``fold_in(key, s)`` (static).
       soft: sigmoid splits whose thresholds move too (oblivious trees only; module docstring).
       temperature: ``soft=True``: the sigmoid's temperature in units of each feature's scale
-        (traced; positive), or a schedule ``step -> temperature`` (e.g. an
+        (traced; positive; ``None``: 0.1), or a schedule ``step -> temperature`` (e.g. an
         ``optax.exponential_decay``, static) to anneal it towards the hard model returned.
       l2: penalty ``l2 / 2 * sum (v - v_fitted)**2`` on the change of the leaf values (traced,
         ``>= 0``): 0 refits freely, large keeps the fitted leaves.
@@ -605,6 +621,10 @@ def finetune(model: model_lib.Booster, X, y, loss: Union[None, str, losses_lib.L
     n = X_np.shape[0]
     loss_obj = _resolve_loss(loss, model, _labels(y, model, n))
     _check_optimizer(optimizer)
+    if temperature is not None and not soft:
+        raise ValueError(f"temperature={temperature!r} applies to soft splits only: pass soft=True "
+                         "with it, or leave it out.")
+    temperature = 0.1 if temperature is None else temperature
     temp, schedule = _check_temperature(temperature)
     _validation.check_real(l2, "l2", 0.0, np.inf)
     if loss_obj.batch:

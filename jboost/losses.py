@@ -567,6 +567,13 @@ def keeps_columns(loss: Loss) -> bool:
     return loss.label_columns is not None and not loss.batch
 
 
+def as_predicted(raw, loss):
+    """Raw scores ``(..., K)`` as :func:`jboost.predict` returns them: ``(...,)`` for one output,
+    unless ``loss`` (a :class:`Loss`, or ``None`` for models without one) keeps label columns."""
+    keeps = isinstance(loss, Loss) and keeps_columns(loss)
+    return raw[..., 0] if raw.shape[-1] == 1 and not keeps else raw
+
+
 def baseline(loss: Loss, y, w, margin=None):
     """Optimal constant raw score ``(K,)`` of ``loss`` on weighted labels (next to the per-row
     offsets ``margin`` ``(n, K)`` when given: found numerically)."""
@@ -711,10 +718,23 @@ def get(loss, n_outputs: Optional[int] = None, task: Optional[str] = None) -> Lo
     return out
 
 
+def runs(v):
+    """``(run (n,), position (n,))`` int32, traced: each entry's run of equal consecutive values
+    of ``v`` ``(n,)`` (0, 1, ...: a query group, a block of tied times) and its position in it."""
+    n = v.shape[0]
+    new = jnp.concatenate([jnp.ones((1,), bool), v[1:] != v[:-1]])
+    idx = jnp.arange(n, dtype=jnp.int32)
+    return jnp.cumsum(new.astype(jnp.int32)) - 1, idx - jax.lax.cummax(jnp.where(new, idx, 0))
+
+
 def query_starts(qid: np.ndarray, name: str = "y") -> np.ndarray:
     """The first row of each query group of the ids ``qid`` ``(n,)``, whose rows must be
     contiguous (each id one run of rows); raises ``ValueError`` naming ``name`` otherwise."""
     qid = np.asarray(qid)
+    if np.any(qid != np.round(qid)) or np.any(np.abs(qid) >= 2**24):
+        raise ValueError(f"{name}[:, 1] (query ids) must be integers below 2**24 = 16777216 in "
+                         "absolute value (labels are float32, which merges larger ids); renumber "
+                         f"them: {name}[:, 1] = np.unique(qid, return_inverse=True)[1].")
     starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
     if len(np.unique(qid)) != len(starts):
         raise ValueError(f"{name}[:, 1] (query ids) must be contiguous: every query's rows "
@@ -724,7 +744,11 @@ def query_starts(qid: np.ndarray, name: str = "y") -> np.ndarray:
 
 
 def check_labels(loss: Loss, y: np.ndarray, name: str = "y") -> None:
-    """Raise ``ValueError`` naming the labels (``name``) when they are not what ``loss`` expects."""
+    """Raise ``ValueError`` naming the labels (``name``) when they are not what ``loss`` expects
+    (the loss function's own ``check_labels`` first: the most specific message)."""
+    check = getattr(loss.fn, "check_labels", None)  # a loss function's own domain of labels
+    if callable(check):
+        check(y, name)
     if loss.task == "binary":
         bad = ~np.isin(y, (0, 1))
         if bad.any():
@@ -757,6 +781,3 @@ def check_labels(loss: Loss, y: np.ndarray, name: str = "y") -> None:
             raise ValueError(f"{name}[:, 0] (relevance grades) must be >= 0 for loss "
                              f"{loss.name!r}; got min {y[:, 0].min()}.")
         query_starts(y[:, 1], name)
-    check = getattr(loss.fn, "check_labels", None)  # a loss function's own domain of labels
-    if callable(check):
-        check(y, name)

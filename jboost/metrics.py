@@ -59,12 +59,8 @@ def metric_name(metric: Metric) -> str:
     return getattr(metric, "__name__", "custom")
 
 
-def _squeeze(raw, loss):
-    return raw[:, 0] if raw.shape[-1] == 1 and not losses_lib.keeps_columns(loss) else raw
-
-
 def evaluate(metric: Metric, loss: losses_lib.Loss, y, raw, w):
     """``metric`` (not ``None``) of raw scores ``(n, K)``, seen as :func:`jboost.predict` returns them."""
     if isinstance(metric, str):
-        return METRICS[metric](y, _squeeze(raw, loss), w, loss)
-    return jnp.asarray(metric(y, _squeeze(raw, loss), w), jnp.float32)
+        return METRICS[metric](y, losses_lib.as_predicted(raw, loss), w, loss)
+    return jnp.asarray(metric(y, losses_lib.as_predicted(raw, loss), w), jnp.float32)

@@ -338,7 +338,7 @@ def predict(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -
     if raw is None:
         k = _width(model, lambda m, X1: m.raw_scores(X1, n_rounds))
         return _empty(model, () if k == 1 and not _keeps_columns(model) else (k,))
-    return raw[..., 0] if raw.shape[-1] == 1 and not _keeps_columns(model) else raw
+    return losses_lib.as_predicted(raw, getattr(model, "loss", None))
 
 
 def _keeps_columns(model) -> bool:
@@ -394,8 +394,7 @@ def predict_mean(model: Model, X, n_rounds: Optional[int] = None, base_margin=No
                         "(use jboost.predict).")
 
     def one(m, r):
-        return m.loss.link(r[..., 0] if r.shape[-1] == 1 and not _keeps_columns(m) else r,
-                           **m.loss.params)
+        return m.loss.link(losses_lib.as_predicted(r, m.loss), **m.loss.params)
 
     return _batched_pair(model, raw, one)
 

@@ -91,8 +91,7 @@ def _cox_terms(f, y, w, efron: bool):
     risk2 = jnp.cumsum(e2[::-1])[::-1][first]
     event = ds * ws                                              # weighted event indicator
     if efron:
-        block = jnp.cumsum(jnp.concatenate([jnp.ones((1,), jnp.int32),
-                                            (ts[1:] != ts[:-1]).astype(jnp.int32)])) - 1
+        block, _ = losses_lib.runs(ts)                           # tie blocks of the times
         seg = lambda v: jax.ops.segment_sum(v, block, num_segments=n)[block]
         m = seg(ds)                                              # events tied at the row's time
         cs = jnp.cumsum(ds)
@@ -157,14 +156,6 @@ def cox(ties: str = "efron") -> losses_lib.Loss:
 # --------------------------------------------------------------------------------------------
 
 
-def _groups(qid):
-    """``(block (n,), position (n,))``: each row's group index (0..Q-1) and position in it."""
-    n = qid.shape[0]
-    new = jnp.concatenate([jnp.ones((1,), bool), qid[1:] != qid[:-1]])
-    idx = jnp.arange(n, dtype=jnp.int32)
-    return jnp.cumsum(new.astype(jnp.int32)) - 1, idx - jax.lax.cummax(jnp.where(new, idx, 0))
-
-
 def gains(rel):
     """The gain ``2^rel - 1`` of a relevance grade (Järvelin and Kekäläinen 2002)."""
     return jnp.exp2(rel) - 1.0
@@ -178,7 +169,7 @@ def softmax_cross_entropy_fn(y, f, w):
     n = f.shape[0]
     if n == 0:  # no rows: an empty sum
         return jnp.sum(f)
-    block, _ = _groups(y[:, 1])
+    block, _ = losses_lib.runs(y[:, 1])
     seg = lambda v: jax.ops.segment_sum(v, block, num_segments=n)
     live = w > 0
     top = jax.lax.stop_gradient(jax.ops.segment_max(jnp.where(live, f, -jnp.inf), block,
@@ -196,7 +187,7 @@ def _pairs(y, f, w, max_group: int):
     """Every row's partners in its query group, ``(n, G)``: their index, validity, scores,
     relevance and weights (``G = max_group``, static)."""
     n = f.shape[0]
-    _, pos = _groups(y[:, 1])
+    _, pos = losses_lib.runs(y[:, 1])
     start = jnp.arange(n, dtype=jnp.int32) - pos
     size = jax.ops.segment_sum(jnp.ones((n,), jnp.int32), start, num_segments=n)[start]
     j = jnp.arange(max_group, dtype=jnp.int32)

@@ -175,6 +175,11 @@ def test_errors_name_the_argument(model, regression_data):
         jboost.finetune(model, X, y, None, SGD, n_steps=1, soft=True, temperature=0.0)
     with pytest.raises(ValueError, match="y must hold binary labels 0/1"):
         jboost.finetune(model, X, y, "binomial_deviance", SGD, n_steps=1)
+    with pytest.raises(ValueError, match=r"temperature=0.5 applies to soft splits only"):
+        jboost.finetune(model, X, y, None, SGD, n_steps=1, temperature=0.5)
+    # The model's own loss takes the labels it was fitted on: (n,) here, not (n, 1).
+    with pytest.raises(ValueError, match=r"y has shape \(200, 1\) but the model's loss .* \(200,\)"):
+        jboost.finetune(model, X, y[:, None], None, SGD, n_steps=1)
     two = losses.Loss(lambda y, f: jnp.sum((y - f) ** 2), n_outputs=2, name="two")
     with pytest.raises(ValueError, match="loss 'two' has 2 raw output.*the model has 1"):
         jboost.finetune(model, X, y, two, SGD, n_steps=1)

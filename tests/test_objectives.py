@@ -198,6 +198,10 @@ def test_errors_of_structured_labels():
     shuffled = np.stack([np.ones(40), np.tile([0, 1], 20)], 1)
     with pytest.raises(ValueError, match="query ids\\) must be contiguous.*np.argsort"):
         jboost.fit(X, shuffled, objectives.ranking(), n_rounds=2, depth=2)
+    # Distinct ids that float32 labels would merge (2000000001 and 2000000002) are refused.
+    big = np.stack([np.ones(40), np.repeat([5, 1e6, 2000000001, 2000000002], 10)], 1)
+    with pytest.raises(ValueError, match=r"query ids\) must be integers below 2\*\*24"):
+        jboost.fit(X, big, objectives.ranking(), n_rounds=2, depth=2)
     with pytest.raises(ValueError, match="needs all rows on one device"):
         jboost.fit(X, y, objectives.cox(), n_rounds=2, depth=2, devices="all")
     with pytest.raises(ValueError, match="eval_metric='mse' is a metric of per-row predictions"):
