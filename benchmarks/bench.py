@@ -4,11 +4,16 @@
     python benchmarks/bench.py --quick                 # smoke run, a minute or two
     python benchmarks/bench.py                         # 100k and 1M binary, 1M regression
     python benchmarks/bench.py --cases binary-100k --libs jboost xgboost --json out.json
+    python benchmarks/bench.py --gpu --cases binary-1m --libs jboost xgboost catboost   # on a GPU
 
 Every (case, library) pair runs in its own subprocess, so peak memory (max RSS) is that
 library's alone and no library's threads or caches leak into another's timing. Settings are the
 same for all: depth 6 (CatBoost SymmetricTree: the same oblivious trees; the others grow
 depth-wise trees of depth 6), 256 bins, learning rate 0.1, 200 rounds, all cores.
+
+With ``--gpu`` the peers train on the GPU too (XGBoost ``device="cuda"``, CatBoost
+``task_type="GPU"``) and jboost runs on JAX's default device (the GPU, pure-JAX path); LightGBM and
+scikit-learn stay on the CPU.
 
 Reported per library: binning time (data -> bins), compile time (jboost only: first fit minus
 the second), training time and ms per tree (the second, compiled fit for jboost), peak memory,
@@ -71,6 +76,9 @@ def metrics(task, y, pred):
 # ------------------------------------------------------------------------------------------
 # One library, one case (runs in a subprocess)
 # ------------------------------------------------------------------------------------------
+
+
+GPU = False  # --gpu: the peers train on the GPU (set in child())
 
 
 def run_jboost(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
@@ -146,6 +154,8 @@ def run_xgboost(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
     params = dict(tree_method="hist", max_depth=depth, eta=lr, max_bin=n_bins, nthread=threads,
                   reg_lambda=1.0, min_child_weight=1.0,
                   objective="binary:logistic" if case["task"] == "binary" else "reg:squarederror")
+    if GPU:
+        params["device"] = "cuda"
     t0 = time.perf_counter()
     booster = xgb.train(params, dtr, num_boost_round=rounds)
     t_train = time.perf_counter() - t0
@@ -185,7 +195,7 @@ def run_catboost(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
     model = (cb.CatBoostClassifier if case["task"] == "binary" else cb.CatBoostRegressor)(
         iterations=rounds, depth=depth, learning_rate=lr, l2_leaf_reg=1.0, thread_count=threads,
         grow_policy="SymmetricTree", border_count=n_bins - 1, verbose=False, boosting_type="Plain",
-        bootstrap_type="No", random_strength=0.0)
+        bootstrap_type="No", random_strength=0.0, **(dict(task_type="GPU") if GPU else {}))
     t0 = time.perf_counter()
     model.fit(pool)
     t_train = time.perf_counter() - t0
@@ -212,6 +222,8 @@ def run_sklearn(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
 
 
 def child(args):
+    global GPU
+    GPU = args.gpu
     case = CASES[args.case]
     if args.rounds:
         rounds = args.rounds
@@ -239,6 +251,8 @@ def run_one(case, lib, args):
                             f" --xla_force_host_platform_device_count={args.jax_devices}").strip()
     cmd = [sys.executable, __file__, "--child", "--case", case, "--lib", lib, "--depth", str(args.depth),
            "--n-bins", str(args.n_bins), "--lr", str(args.lr), "--threads", str(args.threads)]
+    if args.gpu:
+        cmd += ["--gpu"]
     if args.rounds:
         cmd += ["--rounds", str(args.rounds)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -267,6 +281,9 @@ def main():
     p.add_argument("--jax-devices", type=int, default=os.cpu_count(),
                    help="XLA host devices for jboost (rows sharded across them; default: one per "
                         "core, the fastest training measured; 1 = one device, the kernel's threads)")
+    p.add_argument("--gpu", action="store_true",
+                   help="peers on the GPU (XGBoost device='cuda', CatBoost task_type='GPU'); jboost "
+                        "uses JAX's default device")
     p.add_argument("--repeats", type=int, default=1, help="runs per pair; the median is reported")
     p.add_argument("--json", default=None, help="write the results as JSON here")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

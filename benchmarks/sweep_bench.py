@@ -40,12 +40,15 @@ def _parse():
     p.add_argument("--rounds", type=int, default=None)
     p.add_argument("--n-synthetic", type=int, default=100_000)
     p.add_argument("--data-dir", default=None)
+    p.add_argument("--gpu", action="store_true",
+                   help="peers on the GPU (XGBoost device='cuda', CatBoost task_type='GPU'); jboost "
+                        "uses JAX's default device")
     p.add_argument("--skip", default="", help="comma-separated methods to skip: separate,xgboost,catboost")
     return p.parse_args()
 
 
 ARGS = _parse()
-if ARGS.devices > 1:  # must be set before jax is imported
+if ARGS.devices > 1 and not ARGS.gpu:  # must be set before jax is imported
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                                f" --xla_force_host_platform_device_count={ARGS.devices}")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -123,7 +126,8 @@ def _time_xgboost(X, y, configs, folds, pairs, rounds):
         cfg = configs[c]
         params = dict(objective="binary:logistic", eval_metric="logloss", tree_method="hist",
                       max_depth=DEPTH, max_bin=N_BINS, eta=cfg["learning_rate"], reg_lambda=cfg["l2"],
-                      subsample=cfg["subsample"], min_child_weight=1.0, nthread=2, seed=0)
+                      subsample=cfg["subsample"], min_child_weight=1.0, nthread=2, seed=0,
+                      **(dict(device="cuda") if ARGS.gpu else {}))
         dtr, dva = mats[f]
         t0 = time.perf_counter()
         xgb.train(params, dtr, rounds, evals=[(dva, "valid")], verbose_eval=False)
@@ -145,7 +149,8 @@ def _time_catboost(X, y, configs, folds, pairs, rounds):
             iterations=rounds, depth=DEPTH, learning_rate=cfg["learning_rate"],
             l2_leaf_reg=max(cfg["l2"], 1e-6), bootstrap_type="Bernoulli", subsample=cfg["subsample"],
             border_count=N_BINS - 1, thread_count=2, loss_function="Logloss", grow_policy="SymmetricTree",
-            random_seed=0, verbose=False, allow_writing_files=False)
+            random_seed=0, verbose=False, allow_writing_files=False,
+            **(dict(task_type="GPU") if ARGS.gpu else {}))
         tr, va = pools[f]
         t0 = time.perf_counter()
         model.fit(tr, eval_set=va, use_best_model=False)

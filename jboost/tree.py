@@ -285,12 +285,12 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         # The leaves' sums are the last level's children, read off its (global, cumulative)
         # histograms of the chosen feature; only the counts take a pass over the rows.
         sums = _children_sums(hist[split.feature], split.threshold, split.missing_right)
-        rows = jax.ops.segment_sum(takes_part.astype(jnp.int32), leaf, num_segments=2**depth)
+        rows = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 2**depth)
         if axis_name is not None:
             rows = lax.psum(rows, axis_name)
     else:  # one pass over the rows: the sums and the counts (exact in float32: only > 0 matters)
-        sums = jax.ops.segment_sum(jnp.concatenate([payload, takes_part[:, None].astype(jnp.float32)], axis=-1),
-                                   leaf, num_segments=2**depth)
+        sums = histograms.spread_sum(jnp.concatenate([payload, takes_part[:, None].astype(jnp.float32)], axis=-1),
+                                     leaf, 2**depth)
         if axis_name is not None:
             sums = lax.psum(sums, axis_name)
         sums, rows = sums[:, :-1], sums[:, -1]

@@ -24,11 +24,24 @@ from __future__ import annotations
 import jax
 import pytest
 
-from jboost import _native
+from jboost import _native, histograms
 
 
 def pure_jax(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` on the pure-JAX path, its outputs ready."""
     with pytest.MonkeyPatch.context() as mp, jax.default_device(jax.devices()[0]):
         mp.setattr(_native, "available", lambda: False)
+        return jax.block_until_ready(fn(*args, **kwargs))
+
+
+def accelerator_paths(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` on the CPU through the branches GPUs and TPUs take (the pure-JAX
+    path with :func:`jboost.histograms.spread_sum`'s spread scatters), its outputs ready. Another
+    trace context than :func:`pure_jax`'s (the default matmul precision, which no CPU result
+    here depends on: float32 matmuls on the CPU are float32 at every precision) keeps the two
+    paths' programs apart in the jit caches."""
+    with pytest.MonkeyPatch.context() as mp, jax.default_device(jax.devices()[0]), \
+            jax.default_matmul_precision("float32"):
+        mp.setattr(_native, "available", lambda: False)
+        mp.setattr(histograms, "_ACCELERATOR_PATHS", True)
         return jax.block_until_ready(fn(*args, **kwargs))

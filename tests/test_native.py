@@ -135,6 +135,24 @@ def test_smaller_sibling_and_subtraction():
     np.testing.assert_array_equal(np.asarray(local), np.asarray(hist))
 
 
+@pytest.mark.parametrize("channels", [1, 2, 3])
+@pytest.mark.parametrize("n_leaves", [1, 4, 32])
+def test_accelerator_histogram_equals_kernel(monkeypatch, channels, n_leaves):
+    # The accelerators' branch (one scatter over all features, rows spread over copies of a
+    # shallow level's cells) traced on the CPU: the kernel's sums, int32 counts exactly.
+    monkeypatch.setattr(histograms, "_ACCELERATOR_PATHS", True)
+    X, payload, leaf = _data(7 + channels + n_leaves, 20_000, 5, 256, n_leaves, channels)
+    got = jax.jit(histograms.pure_jax_histogram, static_argnums=(3, 4))(X, payload, leaf, n_leaves, 256)
+    want = jax.jit(_kernel, static_argnums=(3, 4, 5))(X, payload, leaf, n_leaves, 256, 2)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-4)
+    copies = histograms._spread_copies(n_leaves * 256)
+    assert copies == {1: 16, 4: 4, 32: 1}[n_leaves]  # spread where cells are few
+    cells = jnp.asarray(np.random.default_rng(n_leaves).integers(0, 3 * n_leaves, 20_000), jnp.int32)
+    counts = jax.jit(histograms.spread_sum, static_argnums=(2, 3))(
+        jnp.ones(20_000, jnp.int32), cells, 3 * n_leaves, n_leaves)
+    np.testing.assert_array_equal(np.asarray(counts), np.bincount(np.asarray(cells), minlength=3 * n_leaves))
+
+
 def test_vmap_over_payloads_equals_loop():
     X, payload, leaf = _data(5, 4000, 5, 64, 4, 2)
     payloads = jnp.stack([payload, 2 * payload, -payload])

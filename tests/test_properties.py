@@ -43,7 +43,7 @@ from jboost import _native
 from jboost import derivatives
 from jboost import losses
 from jboost import samplers
-from _pure_jax import pure_jax
+from _pure_jax import accelerator_paths, pure_jax
 
 U = 2.0 ** -24            # float32 unit roundoff
 N_MAX, F_MAX = 300, 6
@@ -423,6 +423,8 @@ def test_fit_properties(case):
     # The kernel against pure JAX.
     if _native.available():
         assert_same_up_to_near_ties(model, pure_jax(case.fit), case, "pure JAX")
+    # The branches GPUs and TPUs take (one spread scatter for all features), traced on the CPU.
+    assert_same_up_to_near_ties(model, accelerator_paths(case.fit), case, "accelerator path")
 
 
 def test_comparison_rejects_a_real_difference():
