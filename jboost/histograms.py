@@ -134,15 +134,50 @@ def pure_jax_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int):
     return _platform_dependent(X_binned, payload, leaf, cpu=cpu, default=accel)
 
 
-def _all_features_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int):
+def _all_features_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int, keep=None):
+    """The accelerators' histograms; rows where ``keep`` is False add nothing (their scatter
+    indices are out of range, so no atomic add is issued for them)."""
     n_features, n = X_binned.shape
     c = payload.shape[-1]
     cells = n_leaves * n_bins
     idx = ((jnp.arange(n_features, dtype=jnp.int32)[:, None] * n_leaves + leaf.astype(jnp.int32)[None, :])
-           * n_bins + X_binned.astype(jnp.int32)).reshape(-1)
+           * n_bins + X_binned.astype(jnp.int32))
+    if keep is not None:
+        idx = jnp.where(keep[None, :], idx, n_features * cells)
+    idx = idx.reshape(-1)
     rows = jnp.broadcast_to(payload[None], (n_features, n, c)).reshape(n_features * n, c)
     hist = spread_sum(rows, idx, n_features * cells, cells_per_group=cells)
     return hist.reshape(n_features, n_leaves, n_bins, c)
+
+
+def xla_level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], n_leaves: int,
+                         n_bins: int):
+    """The pure-JAX cumulative histograms of one level (``(F, n_leaves, B, C)``).
+
+    On CPU every leaf is built directly. On accelerators, given the previous level's cumulative
+    histograms ``parent`` (``(F, n_leaves / 2, B, C)``, this device's), only the sibling of each
+    pair with fewer rows of non-zero payload is scattered; the other is ``parent - sibling``
+    (as the CPU kernel does). The atomic adds, which bound the accelerators' histograms, fall
+    to the smaller siblings' rows: at most half of them.
+    """
+    direct = lambda X, p, l, par: prefix_sum(pure_jax_histogram(X, p, l, n_leaves, n_bins), axis=2)
+    if parent is None:
+        return direct(X_binned, payload, leaf, None)
+
+    def subtracted(X_binned, payload, leaf, parent):
+        half = parent.shape[1]
+        leaf = leaf.astype(jnp.int32)
+        rows = spread_sum(jnp.any(payload != 0, axis=-1).astype(jnp.int32), leaf, 2 * half)
+        right_smaller = rows[half:] < rows[:half]
+        slot = leaf % half
+        in_small = (leaf >= half) == right_smaller[slot]
+        small = prefix_sum(_all_features_histogram(X_binned, payload, slot, half, n_bins, keep=in_small),
+                           axis=2)
+        other = parent - small
+        flip = right_smaller[None, :, None, None]
+        return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)], axis=1)
+
+    return _platform_dependent(X_binned, payload, leaf, parent, cpu=direct, default=subtracted)
 
 
 def _per_feature_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int):
@@ -262,8 +297,8 @@ def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_
     ``<= t``), which is what :func:`jboost.splits.split_gains_cumulative` needs; prefix sums are
     linear, so subtraction and ``psum`` apply to them unchanged. Leaves ``j`` and ``j + S``
     (``S = 2**d`` at level ``d``) are the children of the previous level's leaf ``j``. With the CPU
-    kernel only the sibling with fewer rows of non-zero weight is built; the other is
-    ``parent - sibling``. Elsewhere every leaf is built directly.
+    kernel and on accelerators only the sibling with fewer rows of non-zero weight is built; the
+    other is ``parent - sibling``. The CPU without the kernel builds every leaf directly.
 
     Args:
       X_binned, payload, leaf: as in :func:`build_histogram`; ``leaf`` in ``[0, 2 * S)``.
@@ -289,7 +324,7 @@ def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_
         flip = (right_smaller == 1)[None, :, None, None]
         return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)], axis=1)
 
-    xla = lambda: prefix_sum(pure_jax_histogram(X_binned, payload, leaf, n_leaves, n_bins), axis=2)
+    xla = lambda: xla_level_histograms(X_binned, payload, leaf, parent, n_leaves, n_bins)
     local = dispatch(X_binned, n_bins, native, xla, n_leaves, payload.shape[-1])
     hist = local if axis_name is None else lax.psum(local, axis_name)
     return hist, local

@@ -195,8 +195,7 @@ def level_gains(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_leave
                              n_leaves=n_leaves, n_bins=n_bins, missing=missing, keep_hist=keep_hist)
 
     def xla():
-        cum = histograms.prefix_sum(
-            histograms.pure_jax_histogram(X_binned, payload, leaf, n_leaves, n_bins), axis=2)
+        cum = histograms.xla_level_histograms(X_binned, payload, leaf, parent, n_leaves, n_bins)
         return split_gains_cumulative(cum, l2, min_child_weight, missing), cum if keep_hist else None
 
     if payload.shape[-1] % 2 or n_bins < 2:

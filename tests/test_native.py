@@ -153,6 +153,23 @@ def test_accelerator_histogram_equals_kernel(monkeypatch, channels, n_leaves):
     np.testing.assert_array_equal(np.asarray(counts), np.bincount(np.asarray(cells), minlength=3 * n_leaves))
 
 
+@pytest.mark.parametrize("half", [1, 8])
+def test_accelerator_level_by_subtraction_equals_direct(monkeypatch, half):
+    # Accelerators scatter only the smaller sibling of each pair (rows of zero payload do not
+    # count) and subtract it from the parent: the directly built level, up to float rounding.
+    X, payload, leaf = _data(3 + half, 20_000, 5, 64, 2 * half, 2)
+    rng = np.random.default_rng(half)
+    leaf = jnp.asarray(np.where(rng.random(20_000) < 0.7, np.asarray(leaf) % half, np.asarray(leaf)), jnp.int32)
+    payload = payload * jnp.asarray(rng.random(20_000) < 0.8, jnp.float32)[:, None]  # subsampled rows
+    direct = lambda l, n: histograms.prefix_sum(histograms._per_feature_histogram(X, payload, l, n, 64), axis=2)
+    parent = direct(leaf % half, half)
+    monkeypatch.setattr(histograms, "_ACCELERATOR_PATHS", True)
+    got = jax.jit(histograms.xla_level_histograms, static_argnums=(4, 5))(X, payload, leaf, parent, 2 * half, 64)
+    want = direct(leaf, 2 * half)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=2e-4)
+    assert not np.array_equal(np.asarray(got), np.asarray(want))  # not built directly
+
+
 def test_vmap_over_payloads_equals_loop():
     X, payload, leaf = _data(5, 4000, 5, 64, 4, 2)
     payloads = jnp.stack([payload, 2 * payload, -payload])
