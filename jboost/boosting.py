@@ -362,7 +362,19 @@ def round_values(trees: tree_lib.ObliviousTrees, leaves):
     """``(n, K)`` the values of a round's trees ``(T, ...)`` at rows whose leaves are ``(T, n)``,
     summed over the trees: the increment :func:`step` adds to the raw scores (an algorithm that
     reads it, e.g. SAMME.R's weight update, gets bitwise the same values)."""
-    return jnp.sum(jax.vmap(lambda t, leaf: t.leaf_values[leaf])(trees, leaves), axis=0)
+    values = jax.vmap(lambda t, leaf: t.leaf_values[leaf])
+    if trees.leaf_values.shape[0] == 1:
+        return values(trees, leaves)[0]
+    # Several trees: a loop whose operands (the round's leaf values) are materialised buffers, so
+    # XLA cannot contract the leaf values' last multiply into the sum (an FMA) in the fitting
+    # program while a continued fit (resume), adding the stored values, does not: the same
+    # additions in the same order in both.
+    def add(t, acc):
+        tree = jax.tree_util.tree_map(lambda a: a[t], trees)
+        return acc + tree.leaf_values[leaves[t]]
+
+    zero = jnp.zeros(leaves.shape[1:] + trees.leaf_values.shape[-1:], trees.leaf_values.dtype)
+    return lax.fori_loop(0, trees.leaf_values.shape[0], add, zero)
 
 
 def init(data: Data, loss: losses_lib.Loss, init_raw, config: BoostConfig) -> BoostState:
