@@ -103,13 +103,15 @@ def chunk_layout(n_items: int, chunk_size: int) -> Tuple[int, int]:
 def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: int, *,
                done: Optional[Mapping[int, Any]] = None,
                on_chunk: Optional[Callable[[int, Any], None]] = None,
-               progress: Optional[str] = None) -> list:
+               progress: Optional[str] = None, what: str = "chunks",
+               keeps: Optional[bool] = None) -> list:
     """``chunk_fn(c, items)`` for every chunk ``c``, called one after another from the host.
 
     Chunk ``c`` holds items ``c * size .. (c + 1) * size - 1`` (``items``, an int64 host array;
-    the last chunk runs past ``n_items``: ``chunk_fn`` pads as it likes). Each call is
-    dispatched without waiting for the previous one (JAX's asynchronous dispatch) unless
-    ``on_chunk`` or ``progress`` reads its outputs.
+    the last chunk runs past ``n_items``: ``chunk_fn`` pads as it likes). Each chunk is waited
+    for before the next is dispatched, so nothing more is queued when ``Ctrl-C`` comes: it
+    raises ``KeyboardInterrupt`` at the end of the running chunk, saying how many chunks were
+    finished and whether they were kept (``on_chunk``, e.g. checkpoints: a rerun resumes).
 
     Args:
       done: ``{c: outputs}`` of chunks already computed (e.g. :meth:`ChunkCheckpoints.load`):
@@ -117,7 +119,9 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
       on_chunk: ``on_chunk(c, outputs)`` after each chunk computed here (e.g.
         :meth:`ChunkCheckpoints.save`).
       progress: a name; then a line per chunk with the items done, the elapsed time and the
-        remaining time estimated from the chunks computed here (waiting for each chunk).
+        remaining time estimated from the chunks computed here.
+      what: the chunks' name in the ``KeyboardInterrupt`` message, e.g. ``"sweep chunks"``.
+      keeps: whether ``on_chunk`` keeps finished chunks for a rerun (default: ``on_chunk`` given).
 
     Returns:
       The chunks' outputs, in order (a list).
@@ -126,23 +130,33 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
     done = {} if done is None else done
     outs, t0, n_run = [], time.perf_counter(), 0
     to_run = sum(1 for c in range(n_chunks) if c not in done)
-    for c in range(n_chunks):
-        if c in done:
-            outs.append(done[c])
+    computed = kept = 0  # chunks computed here or loaded; of them, those on_chunk returned from
+    try:
+        for c in range(n_chunks):
+            if c in done:
+                outs.append(done[c])
+                computed, kept = computed + 1, kept + 1
+                if progress is not None:
+                    _print_progress(progress, min((c + 1) * size, n_items), n_items, c + 1, n_chunks,
+                                    "from the checkpoint")
+                continue
+            out = jax.block_until_ready(chunk_fn(c, np.arange(c * size, (c + 1) * size)))
+            n_run, computed = n_run + 1, computed + 1
+            if on_chunk is not None:
+                on_chunk(c, out)
+                kept += 1
             if progress is not None:
+                elapsed = time.perf_counter() - t0
                 _print_progress(progress, min((c + 1) * size, n_items), n_items, c + 1, n_chunks,
-                                "from the checkpoint")
-            continue
-        out = chunk_fn(c, np.arange(c * size, (c + 1) * size))
-        n_run += 1
-        if on_chunk is not None:
-            on_chunk(c, out)
-        if progress is not None:
-            jax.block_until_ready(out)
-            elapsed = time.perf_counter() - t0
-            _print_progress(progress, min((c + 1) * size, n_items), n_items, c + 1, n_chunks,
-                            f"{elapsed:.1f}s elapsed, ~{elapsed / n_run * (to_run - n_run):.1f}s left")
-        outs.append(out)
+                                f"{elapsed:.1f}s elapsed, ~{elapsed / n_run * (to_run - n_run):.1f}s left")
+            outs.append(out)
+    except KeyboardInterrupt:
+        saved = (f"{kept} of them saved (checkpoint_dir): rerun the same call to fit only the rest"
+                 if (on_chunk is not None if keeps is None else keeps) else
+                 "nothing is kept: pass checkpoint_dir= to keep finished chunks, so that a rerun "
+                 "fits only the rest")
+        raise KeyboardInterrupt(f"interrupted after {computed} of {n_chunks} {what} were computed; "
+                                f"{saved}.") from None
     return outs
 
 

@@ -52,6 +52,28 @@ def test_map_chunks_skips_done_chunks_and_reports_each_chunk(capsys):
     assert _batching.chunk_layout(10, 4) == (3, 4) and _batching.chunk_layout(20, 8) == (3, 7)
 
 
+@pytest.mark.parametrize("keeps", [False, True])
+def test_ctrl_c_ends_map_chunks_at_the_running_chunk_saying_what_is_kept(keeps):
+    """SIGINT during chunk 1 of 3 raises KeyboardInterrupt at once: chunk 2 is never run, and
+    the message counts the finished chunks and says whether they were kept for a rerun."""
+    import signal
+    calls, seen = [], []
+
+    def fn(c, items):
+        calls.append(c)
+        if c == 1:
+            signal.raise_signal(signal.SIGINT)
+        return _chunk(c, items)
+
+    with pytest.raises(KeyboardInterrupt) as err:
+        _batching.map_chunks(fn, 10, 4, on_chunk=(lambda c, o: seen.append(c)) if keeps else None,
+                             what="test chunks")
+    assert calls == [0, 1] and seen == ([0] if keeps else [])
+    msg = str(err.value)
+    assert msg.startswith("interrupted after 1 of 3 test chunks were computed; ")
+    assert ("1 of them saved" in msg) == keeps and ("pass checkpoint_dir=" in msg) == (not keeps)
+
+
 def test_chunk_checkpoints_round_trip_atomically_without_pickle(tmp_path):
     store = _batching.ChunkCheckpoints(tmp_path / "ck", "demo", "f" * 64)
     items = np.arange(4, 8)

@@ -24,6 +24,7 @@ import pytest
 import jboost
 import jboost.sweep as sweep_lib
 from jboost import tree as tree_lib
+from jboost import _batching
 from jboost.sweep import program as program_lib
 
 N, DEPTH, BINS, ROUNDS = 240, 2, 16, 12
@@ -572,6 +573,29 @@ def test_a_killed_sweep_resumes_from_its_checkpoints_bitwise(res_a, data, tmp_pa
     assert len(os.listdir(ckpt)) == res_a.info["n_chunks"]
     with pytest.raises(ValueError, match="holds checkpoints of another sweep .*" + re.escape(str(first))):
         _sweep_a(*data, checkpoint_dir=ckpt, grid={"learning_rate": [0.3, 1.5], "subsample": [0.6, 0.9]})
+
+
+def test_ctrl_c_stops_a_sweep_after_its_chunk_and_a_rerun_resumes_bitwise(res_a, data, tmp_path,
+                                                                           monkeypatch):
+    """Ctrl-C (SIGINT) during a checkpointed sweep, as its second chunk is about to be saved,
+    raises KeyboardInterrupt naming what is kept (the first chunk); the same call then fits only
+    the other chunks: bitwise the uninterrupted sweep."""
+    import signal
+    save = _batching.ChunkCheckpoints.save
+
+    def interrupt_the_second_save(self, part, chunk, outputs, items):
+        if chunk == 1:
+            signal.raise_signal(signal.SIGINT)
+        save(self, part, chunk, outputs, items)
+
+    monkeypatch.setattr(_batching.ChunkCheckpoints, "save", interrupt_the_second_save)
+    with pytest.raises(KeyboardInterrupt, match=r"interrupted after 2 of \d+ sweep chunks were "
+                                                r"computed; 1 of them saved \(checkpoint_dir\)"):
+        _sweep_a(*data, checkpoint_dir=tmp_path)
+    monkeypatch.setattr(_batching.ChunkCheckpoints, "save", save)
+    resumed = _sweep_a(*data, checkpoint_dir=tmp_path)
+    assert resumed.info["n_resumed_chunks"] == 1
+    _assert_same_result(resumed, res_a)
 
 
 def test_early_stopped_sweep_checkpoints_keep_each_fits_stop(res_es, data, tmp_path):

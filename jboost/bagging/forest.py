@@ -269,7 +269,8 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, *, c
     done = store.load("", n_chunks, like, bags)
     outs = _batching.map_chunks(run, config.n_trees, size, done=done,
                                 on_chunk=lambda c, out: store.save("", c, out, bags(c)),
-                                progress="forest: trees" if config.verbose else None)
+                                progress="forest: trees" if config.verbose else None,
+                                what="chunks of trees")
     trees, counts = jax.tree_util.tree_map(
         lambda *a: jnp.concatenate([jnp.asarray(x) for x in a])[:config.n_trees], *outs)
     return _two_class_leaves(trees, config), counts

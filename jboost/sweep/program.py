@@ -257,7 +257,7 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
         for c in sorted(done) if log is not None else ():
             log(c, n_chunks, True)
     outs = _batching.map_chunks(run, n_chunks * models_per_call, models_per_call, done=done,
-                                on_chunk=on_chunk)
+                                on_chunk=on_chunk, what="sweep chunks", keeps=checkpoints is not None)
 
     def gather(*parts):
         return np.concatenate([np.asarray(p) for p in parts])[:n_models]
