@@ -166,7 +166,7 @@ def _bin_transposed(X, borders, n_bins: int):
         return call(X, borders[:, :-1], n_threads=np.int64(_native.cpu_threads()),
                     missing_bin=np.int64(missing_bin(n_bins)))
 
-    return lax.platform_dependent(cpu=native, default=xla)
+    return _native.platform_dependent(cpu=native, default=xla)
 
 
 def bin_features(X, borders) -> jax.Array:

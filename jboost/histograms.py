@@ -23,7 +23,8 @@ The hot path of tree fitting. Two implementations of the same sums:
   the last bits from run to run (the README's determinism section).
 
 ``jax.lax.platform_dependent`` picks the implementation when the program is lowered, so the same
-jitted function runs everywhere.
+jitted function runs everywhere (in a CPU-only process only the CPU's branches are traced:
+:func:`jboost._native.platform_dependent`).
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ _ACCELERATOR_PATHS = False
 def _platform_dependent(*args, cpu, default):
     if _ACCELERATOR_PATHS:
         return default(*args)
-    return lax.platform_dependent(*args, cpu=cpu, default=default)
+    return _native.platform_dependent(*args, cpu=cpu, default=default)
 
 
 def pure_jax_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int):
@@ -229,7 +230,7 @@ def dispatch(X_binned, n_bins: int, native, xla, n_leaves: int = 1, channels: in
         return xla()
     if not _native.available():
         return xla()
-    return lax.platform_dependent(cpu=native, default=xla)
+    return _native.platform_dependent(cpu=native, default=xla)
 
 
 #: Histogram subtraction at a level of ``L`` leaves pays when the rows outnumber the level's

@@ -358,7 +358,7 @@ def _predict(trees: ObliviousTrees, X, feature_major: bool):
                     flat.missing_right.astype(jnp.uint8), flat.leaf_values.astype(jnp.float32),
                     n_threads=np.int64(_native.cpu_threads()), feature_major=feature_major)
 
-    return lax.platform_dependent(cpu=native, default=xla)
+    return _native.platform_dependent(cpu=native, default=xla)
 
 
 def flatten_trees(trees: TreeFamily) -> TreeFamily:

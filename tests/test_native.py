@@ -170,6 +170,25 @@ def test_accelerator_level_by_subtraction_equals_direct(monkeypatch, half):
     assert not np.array_equal(np.asarray(got), np.asarray(want))  # not built directly
 
 
+def test_cpu_only_process_traces_the_cpu_branch_alone(monkeypatch):
+    # CI's process has only the CPU backend: platform_dependent traces the CPU branch alone. A
+    # process with an accelerator keeps lax.platform_dependent (every branch traced, the CPU's
+    # lowered here): the same model, bitwise. Another trace context (the matmul precision, which
+    # no CPU result depends on) makes the second fit trace anew.
+    assert _native.cpu_only()
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 4)).astype(np.float32)
+    y = (X[:, 0] + 0.1 * rng.normal(size=300)).astype(np.float32)
+    fit = lambda: jboost.fit(X, y, "squared_error", n_rounds=5, depth=3, n_bins=32)
+    alone = fit()
+    monkeypatch.setattr(_native, "cpu_only", lambda: False)
+    with jax.default_matmul_precision("bfloat16"):
+        both = fit()
+    np.testing.assert_array_equal(np.asarray(both.trees.leaf_values), np.asarray(alone.trees.leaf_values))
+    np.testing.assert_array_equal(np.asarray(both.trees.features), np.asarray(alone.trees.features))
+    np.testing.assert_array_equal(np.asarray(jboost.predict(both, X)), np.asarray(jboost.predict(alone, X)))
+
+
 def test_vmap_over_payloads_equals_loop():
     X, payload, leaf = _data(5, 4000, 5, 64, 4, 2)
     payloads = jnp.stack([payload, 2 * payload, -payload])
