@@ -100,6 +100,7 @@ class _JBoostBase(BaseEstimator):
         keywords of the jboost fit function (an ``eval_set=(X_valid, y_valid[, w_valid])`` is
         validated like ``X`` and, for a classifier, its labels mapped as ``y``'s)."""
         X, y = _validate(self, X, y, y_numeric=not self._classifier)
+        self.__dict__.pop("best_round_", None)  # a previous fit's
         y = self._encode_targets(y)
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
@@ -158,6 +159,28 @@ class _ClassifierBase(ClassifierMixin, _JBoostBase):
                              f"{np.unique(labels[unseen]).tolist()}; the classes are {self.classes_.tolist()}.")
         return idx.astype(np.int32)
 
+    def _classification_kwargs(self, loss, kwargs):
+        """The loss for K = ``len(classes_)`` classes and the keywords it needs: by default the
+        binomial (K = 2) or multinomial deviance; a plain function gets ``task`` binary or
+        multiclass (unless ``fit_kwargs`` says); a K-class loss gets ``n_outputs = K`` (not the
+        labels' maximum + 1, which a held-out split or a bootstrap may lower)."""
+        k = len(self.classes_)
+        extra = {}
+        if loss is None:
+            loss = "binomial_deviance" if k == 2 else "multinomial_deviance"
+        elif callable(loss) and not isinstance(loss, losses_lib.Loss) and "task" not in kwargs:
+            extra["task"] = "binary" if k == 2 else "multiclass"
+        if k > 2 and "n_outputs" not in kwargs:
+            task = kwargs.get("task", extra.get("task"))
+            if task is None and isinstance(loss, (str, losses_lib.Loss)):
+                try:
+                    task = losses_lib.get(loss).task
+                except ValueError:  # not a built-in name: jboost.fit says so
+                    pass
+            if task == "multiclass":
+                extra["n_outputs"] = k
+        return dict(kwargs, **extra), loss
+
     def _weighted_classes(self, y, sample_weight) -> None:
         """At least 2 classes keep a positive weight (else the fit has one class)."""
         if sample_weight is not None and np.unique(y[sample_weight > 0]).size < 2:
@@ -202,8 +225,8 @@ class _BoostingBase(_JBoostBase):
         self.validation_fraction = validation_fraction
         self.fit_kwargs = fit_kwargs
 
-    def _jboost_loss(self, y):
-        return "squared_error" if self.loss is None else self.loss
+    def _loss_and_kwargs(self, kwargs):
+        return kwargs, "squared_error" if self.loss is None else self.loss
 
     def _fit_model(self, X, y, sample_weight, fit_params):
         seed = _seed(self.random_state)
@@ -214,19 +237,16 @@ class _BoostingBase(_JBoostBase):
                               colsample=self.colsample, n_bins=self.n_bins, key=seed,
                               early_stopping_rounds=self.early_stopping_rounds),
                          self.fit_kwargs, "JBoost boosting estimators")
-        kwargs.update(self._loss_kwargs(y, kwargs))
+        kwargs, loss = self._loss_and_kwargs(kwargs)
         kwargs.update(fit_params)
         if self._classifier:
             self._weighted_classes(y, sample_weight)
         if self.early_stopping_rounds is not None and kwargs.get("eval_set") is None:
             X, y, sample_weight, kwargs = self._held_out(X, y, sample_weight, kwargs, seed)
-        booster = jboost.fit(X, y, self._jboost_loss(y), sample_weight=sample_weight, **kwargs)
+        booster = jboost.fit(X, y, loss, sample_weight=sample_weight, **kwargs)
         if booster.best_round is not None:
             self.best_round_ = int(booster.best_round)
         return booster
-
-    def _loss_kwargs(self, y, kwargs) -> dict:
-        return {}
 
     def _held_out(self, X, y, sample_weight, kwargs, seed):
         """Split off ``validation_fraction`` of the rows (seeded; stratified for a classifier
@@ -299,16 +319,8 @@ class JBoostClassifier(_ClassifierBase, _BoostingBase):
         :class:`JBoostRegressor`'s.
     """
 
-    def _jboost_loss(self, y):
-        if self.loss is not None:
-            return self.loss
-        return "binomial_deviance" if len(self.classes_) == 2 else "multinomial_deviance"
-
-    def _loss_kwargs(self, y, kwargs) -> dict:
-        # K from classes_, not from the labels' maximum (a held-out split may lack a class).
-        if self.loss is None and len(self.classes_) > 2 and "n_outputs" not in kwargs:
-            return {"n_outputs": len(self.classes_)}
-        return {}
+    def _loss_and_kwargs(self, kwargs):
+        return self._classification_kwargs(self.loss, kwargs)
 
     def decision_function(self, X) -> np.ndarray:
         """Raw scores: ``(n_samples,)`` for two classes (the log-odds of ``classes_[1]`` for the
@@ -436,11 +448,7 @@ class _BaggingBase(_JBoostBase):
         loss = "squared_error" if self.loss is None else self.loss
         if self._classifier:
             self._weighted_classes(y, sample_weight)
-            if self.loss is None:
-                k = len(self.classes_)
-                loss = "binomial_deviance" if k == 2 else "multinomial_deviance"
-                if k > 2 and "n_outputs" not in kwargs:
-                    kwargs["n_outputs"] = k
+            kwargs, loss = self._classification_kwargs(self.loss, kwargs)
         kwargs.update(fit_params)
         model = bagging.fit_bagged_boosters(X, y, loss, sample_weight=sample_weight, **kwargs)
         if model.best_round is not None:

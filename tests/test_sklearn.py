@@ -245,3 +245,17 @@ def test_fit_kwargs_may_not_repeat_a_parameter_and_jboost_checks_its_settings():
         jsk.JBoostClassifier(**FIT, fit_kwargs={"depth": 3}).fit(X, Y)
     with pytest.raises(ValueError, match="depth"):  # jboost's own message for its settings
         jsk.JBoostClassifier(n_rounds=5, depth=0).fit(X, Y)
+
+
+def test_three_string_classes_with_early_stopping():
+    labels = np.array(["ant", "bee", "cat"])[np.argmax(X[:, :3], axis=1)]
+    clf = jsk.JBoostClassifier(n_rounds=20, depth=2, learning_rate=0.5, random_state=0,
+                               early_stopping_rounds=2, validation_fraction=0.5).fit(X, labels)
+    np.testing.assert_array_equal(clf.classes_, ["ant", "bee", "cat"])
+    assert clf.booster_.n_outputs == 3 and clf.booster_.loss.name == "multinomial_deviance"
+    assert 0 <= clf.best_round_ < clf.booster_.n_rounds
+    proba = clf.predict_proba(X)
+    assert proba.shape == (64, 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-6)
+    assert np.mean(clf.predict(X) == labels) > 0.8
+    assert len(list(clf.staged_predict_proba(X))) == clf.booster_.n_rounds
