@@ -48,7 +48,7 @@ from jboost import sklearn as jsk  # noqa: E402
 
 _SKLEARN = tuple(int(part) for part in sklearn.__version__.split(".")[:2])
 
-SMALL = dict(n_rounds=5, depth=2, learning_rate=0.5)
+SMALL = dict(n_rounds=5, depth=1, learning_rate=0.5)
 
 #: Every check of scikit-learn's list.
 FULL = [jsk.JBoostClassifier(**SMALL)]
