@@ -103,8 +103,10 @@ def expected_failed_checks(estimator) -> dict:
 @pytest.fixture(scope="module", autouse=True)
 def _quick_compiles():
     """XLA's optimisations off while this module runs: its programs (tiny data, 5 rounds)
-    compile in about 60% of the time and run as fast. The flag is restored after, and the
-    module's programs dropped so that no later test reuses them."""
+    compile in half to three quarters of the time (measured: a boosting fit's 1.6 -> 1.2 CPU s,
+    a forest's 2.5 -> 1.2) and run as fast. The flag is restored after and the module's
+    programs dropped: a later test must not reuse a program compiled without optimisations,
+    which may round differently from the optimised one it is compared with."""
     previous = jax.config.values["jax_disable_most_optimizations"]
     jax.config.update("jax_disable_most_optimizations", True)
     yield
@@ -223,21 +225,26 @@ def test_dataframe_feature_names_and_reordered_columns_are_refused():
         clf.predict(df[["b", "a", "c", "d"]])
 
 
-def test_early_stopping_sets_best_round():
-    # validation_fraction=0.5: 32 training and 32 validation rows, the shapes of eval_set below.
-    # fit_kwargs: any other keyword of jboost.fit.
-    reg = jsk.JBoostRegressor(n_rounds=40, depth=2, learning_rate=0.5, random_state=0,
-                              early_stopping_rounds=2, validation_fraction=0.5,
-                              fit_kwargs={"eval_metric": "mae"})
-    y = X[:, 0] + 0.1 * _rng.normal(size=64)
-    reg.fit(X, y)
-    assert 0 <= reg.best_round_ < reg.booster_.n_rounds <= 40
-    assert reg.booster_.n_rounds < 40  # it stopped
-    given = clone(reg).set_params(validation_fraction=0.1)  # unused: eval_set is given
-    given.fit(X[:32], y[:32], eval_set=(X[32:], y[32:]))
+def test_early_stopping_sets_best_round_with_three_string_classes():
+    labels = np.array(["ant", "bee", "cat"])[np.argmax(X[:, :3], axis=1)]
+    # validation_fraction=0.5: 32 training and 32 validation rows (stratified), the shapes of
+    # the eval_set fit below; fit_kwargs: any other keyword of jboost.fit.
+    clf = jsk.JBoostClassifier(n_rounds=40, depth=2, learning_rate=0.5, random_state=0,
+                               early_stopping_rounds=2, validation_fraction=0.5,
+                               fit_kwargs={"eval_metric": "error_rate"}).fit(X, labels)
+    np.testing.assert_array_equal(clf.classes_, ["ant", "bee", "cat"])
+    assert clf.booster_.n_outputs == 3 and clf.booster_.loss.name == "multinomial_deviance"
+    assert 0 <= clf.best_round_ < clf.booster_.n_rounds < 40  # it stopped
+    proba = clf.predict_proba(X)
+    assert proba.shape == (64, 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-6)
+    assert np.mean(clf.predict(X) == labels) > 0.7  # chance: 1/3
+    assert len(list(clf.staged_predict_proba(X))) == clf.booster_.n_rounds
+
+    given = clone(clf).fit(X[:32], labels[:32], eval_set=(X[32:], labels[32:]))
     assert 0 <= given.best_round_ < given.booster_.n_rounds
-    np.testing.assert_array_equal(
-        given.predict(X), np.asarray(jboost.predict(given.booster_, X, n_rounds=given.best_round_ + 1)))
+    np.testing.assert_array_equal(given.predict_proba(X), np.asarray(
+        jboost.predict_proba(given.booster_, X, n_rounds=given.best_round_ + 1)))
 
 
 def test_fit_kwargs_may_not_repeat_a_parameter_and_jboost_checks_its_settings():
@@ -246,16 +253,3 @@ def test_fit_kwargs_may_not_repeat_a_parameter_and_jboost_checks_its_settings():
     with pytest.raises(ValueError, match="depth"):  # jboost's own message for its settings
         jsk.JBoostClassifier(n_rounds=5, depth=0).fit(X, Y)
 
-
-def test_three_string_classes_with_early_stopping():
-    labels = np.array(["ant", "bee", "cat"])[np.argmax(X[:, :3], axis=1)]
-    clf = jsk.JBoostClassifier(n_rounds=20, depth=2, learning_rate=0.5, random_state=0,
-                               early_stopping_rounds=2, validation_fraction=0.5).fit(X, labels)
-    np.testing.assert_array_equal(clf.classes_, ["ant", "bee", "cat"])
-    assert clf.booster_.n_outputs == 3 and clf.booster_.loss.name == "multinomial_deviance"
-    assert 0 <= clf.best_round_ < clf.booster_.n_rounds
-    proba = clf.predict_proba(X)
-    assert proba.shape == (64, 3)
-    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-6)
-    assert np.mean(clf.predict(X) == labels) > 0.8
-    assert len(list(clf.staged_predict_proba(X))) == clf.booster_.n_rounds
