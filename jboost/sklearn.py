@@ -257,7 +257,7 @@ class _BoostingBase(_JBoostBase):
             stratify = y
         train, valid = train_test_split(np.arange(n), test_size=self.validation_fraction,
                                         random_state=seed, stratify=stratify)
-        w = None if sample_weight is None else sample_weight
+        w = sample_weight
         eval_set = (X[valid], y[valid]) if w is None else (X[valid], y[valid], w[valid])
         kwargs = dict(kwargs, eval_set=eval_set)
         margin = kwargs.get("base_margin")
