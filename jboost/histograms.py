@@ -111,7 +111,7 @@ def spread_sum(values, idx, num_segments: int, cells_per_group: Optional[int] = 
         out = jax.ops.segment_sum(values, (group * copies + copy) * groups_cells + cell,
                                   num_segments=num_segments * copies)
         out = out.reshape((num_segments // groups_cells, copies, groups_cells) + out.shape[1:])
-        return out.sum(axis=1).reshape((num_segments,) + out.shape[3:])
+        return out.sum(axis=1, dtype=out.dtype).reshape((num_segments,) + out.shape[3:])
 
     return _platform_dependent(values, idx, cpu=plain, default=spread)
 

@@ -153,6 +153,26 @@ def test_accelerator_histogram_equals_kernel(monkeypatch, channels, n_leaves):
     np.testing.assert_array_equal(np.asarray(counts), np.bincount(np.asarray(cells), minlength=3 * n_leaves))
 
 
+def test_accelerator_branch_under_x64(monkeypatch):
+    # With jax_enable_x64 the spread copies' int32 row counts stay int32 (a sum over the copies
+    # had promoted them to int64: lax.platform_dependent's branches then disagreed in type and a
+    # GPU fit of 1024+ rows failed to trace). A fit through the accelerator branch equals the
+    # CPU's up to rounding.
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(1100, 3)).astype(np.float32)
+    y = (X[:, 0] + 0.1 * rng.normal(size=1100)).astype(np.float32)
+    with jax.enable_x64(True), jax.numpy_dtype_promotion("standard"):  # a user's defaults
+        counts = histograms.spread_sum(jnp.ones(1100, jnp.int32), jnp.zeros(1100, jnp.int32), 4)
+        assert counts.dtype == jnp.int32
+        monkeypatch.setattr(_native, "cpu_only", lambda: False)  # trace every branch, as on a GPU
+        m = jboost.fit(X, y, "squared_error", n_rounds=3, depth=2, n_bins=16)
+        monkeypatch.setattr(histograms, "_ACCELERATOR_PATHS", True)
+        with jax.default_matmul_precision("bfloat16"):
+            a = jboost.fit(X, y, "squared_error", n_rounds=3, depth=2, n_bins=16)
+    np.testing.assert_array_equal(np.asarray(a.trees.features), np.asarray(m.trees.features))
+    np.testing.assert_allclose(np.asarray(a.trees.leaf_values), np.asarray(m.trees.leaf_values), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("half", [1, 8])
 def test_accelerator_level_by_subtraction_equals_direct(monkeypatch, half):
     # Accelerators scatter only the smaller sibling of each pair (rows of zero payload do not
