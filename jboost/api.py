@@ -18,6 +18,7 @@ naming the first such round and the likely causes. These checks need concrete va
 from __future__ import annotations
 
 import functools
+import time
 import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -31,6 +32,7 @@ from jboost import binning
 from jboost import boosting
 from jboost import derivatives
 from jboost import losses as losses_lib
+from jboost import metrics as metrics_lib
 from jboost import model as model_lib
 from jboost import samplers
 from jboost import splits
@@ -226,6 +228,8 @@ def fit(
         _warn_if_no_gradient(loss_obj, data, init_raw)
     mesh = _validation.mesh_of(devices)
     key = _validation.as_key(key)
+    recorded = recorded_settings(config, hyper, key, init_rounds=0 if init_model is None else init_model.n_rounds,
+                                 base_margin=base_margin is not None)
     args = (data, key, hyper, loss_obj, init_raw)
     chunked = bool(verbose) or bool(callbacks) or checkpoint_dir is not None
     if chunked:
@@ -234,7 +238,7 @@ def fit(
                              "under jax.vmap).")
         out, start = _boost_in_chunks(args, config, init_model, borders, offset, mesh, verbose=verbose,
                                       callbacks=callbacks, checkpoint_dir=checkpoint_dir,
-                                      checkpoint_every=checkpoint_every)
+                                      checkpoint_every=checkpoint_every, settings=recorded)
     else:
         start = init_model
         if init_model is not None:
@@ -254,7 +258,40 @@ def fit(
                                 valid_loss=out.valid_loss, best_round=out.best_round,
                                 offset=None if offset is None else jnp.asarray(offset))
     booster = _validation.nan_outside_domains(booster, loss_obj, hyper)  # traced: NaN, warned
-    return booster if start is None else model_lib.joined(start, booster)
+    booster = booster if start is None else model_lib.joined(start, booster)
+    return booster._replace(settings=recorded)  # as asked (not NaN-masked), this call's
+
+
+def recorded_settings(config: boosting.BoostConfig, hyper: boosting.Hyperparams, key, *,
+                      init_rounds: int = 0, base_margin: bool = False) -> model_lib.Settings:
+    """The :class:`jboost.model.Settings` of a fit (``Booster.settings``, its docstring lists
+    them): the traced hyperparameters as the fit used them (float32; tracers under ``jax.vmap``,
+    so the batch's settings get the model axis), the static counts and flags as int32 / bool
+    arrays, the key's raw uint32 data, and the samplers', criterion's, tree family's and
+    early-stopping metric's names."""
+    arrays = dict(hyper._asdict())
+    names = {"colsample_by": _name(config.colsample_by), "row_sampler": _name(config.row_sampler),
+             "split_criterion": str(config.split_criterion.name),
+             "tree_family": config.tree_family.__name__}
+    if config.learning_rate_schedule is not None:  # the traced rate is then 1 (a multiplier)
+        del arrays["learning_rate"]
+        names["learning_rate_schedule"] = _name(config.learning_rate_schedule)
+    key = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+    arrays.update(n_rounds=jnp.int32(config.n_rounds), init_rounds=jnp.int32(init_rounds),
+                  depth=jnp.int32(config.depth), n_bins=jnp.int32(config.n_bins),
+                  per_output_trees=jnp.bool_(config.per_output_trees),
+                  base_margin=jnp.bool_(base_margin), key=jnp.asarray(key, jnp.uint32))
+    es = config.early_stopping
+    if es is not None:
+        arrays.update(early_stopping_rounds=jnp.int32(es.rounds),
+                      early_stopping_tolerance=jnp.float32(es.tolerance))
+        names["eval_metric"] = metrics_lib.metric_name(es.metric)
+    return model_lib.Settings(arrays, names)
+
+
+def _name(x) -> str:
+    """A setting's name: the string itself, or a function's ``__name__``."""
+    return x if isinstance(x, str) else str(getattr(x, "__name__", type(x).__name__))
 
 
 def _centred(y, eval_set, offset, n: int, eval_metric):
@@ -295,15 +332,17 @@ def _booster_fn(mesh):
 
 
 def _boost_in_chunks(args, config, init_model, borders, offset, mesh, *, verbose, callbacks, checkpoint_dir,
-                     checkpoint_every):
+                     checkpoint_every, settings=None):
     """``config.n_rounds`` rounds run as host-side calls of ``chunk`` rounds each (one compiled
     program; the state, keys and early-stopping record carried from call to call, so the rounds
     equal one call's bitwise): progress lines, callbacks, checkpoints (a model file rewritten
     after every chunk; a rerun of the same fit continues from it) and ``Ctrl-C`` (returns the
-    rounds fitted so far, with a warning). Returns ``(BoostOutput of the new rounds, the model
-    they continue or None)``."""
+    rounds fitted so far, with a warning). With early stopping on an ``eval_metric``, the
+    metric's value after each round (:func:`_metric_curve`) is printed and given to callbacks
+    (``valid_metric``, named by ``metric``). The remaining time is estimated by
+    :func:`time_left`, without the first chunk (which includes compiling). Returns
+    ``(BoostOutput of the new rounds, the model they continue or None)``."""
     import os
-    import time
 
     from jboost import io as io_lib
 
@@ -335,12 +374,18 @@ def _boost_in_chunks(args, config, init_model, borders, offset, mesh, *, verbose
                                   config))
     if config.early_stopping is not None and best is None:
         best = (jnp.float32(jnp.inf), jnp.int32(done - 1))
-    parts, t0 = [], time.perf_counter()
+    es = config.early_stopping
+    metric = None if es is None or es.metric is None else es.metric
+    metric_name = None if metric is None else metrics_lib.metric_name(metric)
+    parts, t0 = [], _clock()
+    last = t0
+    chunk_seconds, chunk_rounds = [], []
     stopped = done >= total or (start is not None and best is not None
                                 and done - 1 - int(best[1]) >= config.early_stopping.rounds)
     try:
         while not stopped:
             n = min(chunk, total - done)
+            raw_valid = state.raw_valid
             out = _booster_fn(mesh)(data, key, hyper, loss, init_raw,
                                     config=config._replace(n_rounds=n), state=state,
                                     first_round=done, best=best)
@@ -353,20 +398,30 @@ def _boost_in_chunks(args, config, init_model, borders, offset, mesh, *, verbose
                 best = (out.best_score, out.best_round)
                 stopped = fitted < n or done - 1 - int(out.best_round) >= config.early_stopping.rounds
             stopped = stopped or done >= total
-            elapsed = time.perf_counter() - t0
             train, valid = np.asarray(out.train_loss), np.asarray(out.valid_loss)
+            scores = (None if metric is None else
+                      np.asarray(_metric_curve(metric, config.n_bins, out.trees, raw_valid, state.loss, data)))
+            now = _clock()
+            elapsed = now - t0
+            chunk_seconds.append(now - last)
+            last = now
+            chunk_rounds.append(fitted)
             if verbose:
-                left = elapsed / max(done - (0 if start is None else start.n_rounds), 1) * (total - done)
+                left = 0.0 if stopped else time_left(chunk_seconds, chunk_rounds, total - done)
                 best_txt = "" if best is None else f"  best round {int(best[1])}"
                 print(f"[jboost] round {done}/{total}  train loss {train[-1]:.6g}"
-                      + ("" if np.isnan(valid[-1]) else f"  valid loss {valid[-1]:.6g}") + best_txt
-                      + f"  {elapsed:.1f}s elapsed, ~{0.0 if stopped else left:.1f}s left", flush=True)
+                      + ("" if np.isnan(valid[-1]) else f"  valid loss {valid[-1]:.6g}")
+                      + ("" if scores is None else f"  valid {metric_name} {scores[-1]:.6g}") + best_txt
+                      + f"  {elapsed:.1f}s elapsed, ~{left:.1f}s left", flush=True)
             for callback in callbacks or ():
-                if callback({"round": done, "rounds": list(range(done - fitted, done)),
-                             "train_loss": train, "valid_loss": valid, "elapsed": elapsed}):
+                info = {"round": done, "rounds": list(range(done - fitted, done)),
+                        "train_loss": train, "valid_loss": valid, "elapsed": elapsed}
+                if scores is not None:
+                    info.update(metric=metric_name, valid_metric=scores)
+                if callback(info):
                     stopped = True
             if path is not None:
-                model = _chunks_model(start, parts, borders, init_raw, state, best, offset)
+                model = _chunks_model(start, parts, borders, init_raw, state, best, offset, settings)
                 meta = {"fingerprint": fingerprint, "best_round": None if best is None else int(best[1]),
                         "best_score": None if best is None else float(best[0])}
                 io_lib.save(model, path, metadata=meta)
@@ -378,6 +433,38 @@ def _boost_in_chunks(args, config, init_model, borders, offset, mesh, *, verbose
     return _concatenated(parts), start
 
 
+_clock = time.perf_counter  # the progress lines' clock (a test replaces it)
+
+
+def time_left(chunk_seconds: Sequence[float], chunk_rounds: Sequence[int], rounds_left: int) -> float:
+    """Seconds the ``rounds_left`` remaining rounds should take, at the pace of the chunks run
+    so far (their durations ``chunk_seconds``, rounds ``chunk_rounds``): the first chunk's time
+    includes compiling the program (seconds, where a chunk then takes milliseconds), so once a
+    second chunk has run the pace is that of the chunks after the first; after one chunk, the
+    first's (an overestimate, refined from the next line on)."""
+    seconds, rounds = list(chunk_seconds), list(chunk_rounds)
+    if len(seconds) > 1:
+        seconds, rounds = seconds[1:], rounds[1:]
+    return float(sum(seconds)) / max(int(sum(rounds)), 1) * rounds_left
+
+
+@functools.partial(jax.jit, static_argnames=("metric", "n_bins"))
+def _metric_curve(metric, n_bins: int, trees, raw_valid, loss, data: boosting.Data):
+    """``(rounds,)`` the early-stopping ``metric`` on the validation rows after each round of
+    ``trees`` (leading axes ``(rounds, T)``, bins as thresholds), from their raw scores
+    ``raw_valid`` ``(m, K)`` before the first: each round's values added as :func:`boosting.step`
+    adds them, the metric as :func:`boosting.boost_until_stopped` scores a round."""
+    w = data.w_valid.astype(jnp.float32)
+
+    def one(raw, trees_m):
+        leaves = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, data.X_valid, n_bins))(trees_m)
+        raw = raw + boosting.round_values(trees_m, leaves)
+        score = metrics_lib.evaluate(metric, loss, data.y_valid, raw, w)
+        return raw, score.astype(jnp.float32).reshape(())
+
+    return jax.lax.scan(one, raw_valid, trees)[1]
+
+
 def _concatenated(parts) -> boosting.BoostOutput:
     """The chunks' outputs as one: their rounds in order, the last chunk's state and record."""
     join = lambda *xs: jnp.concatenate(xs, axis=0)
@@ -386,14 +473,15 @@ def _concatenated(parts) -> boosting.BoostOutput:
                               valid_loss=join(*[p.valid_loss for p in parts]))
 
 
-def _chunks_model(start, parts, borders, init_raw, state, best, offset):
-    """The model of the rounds fitted so far (for a checkpoint)."""
+def _chunks_model(start, parts, borders, init_raw, state, best, offset, settings=None):
+    """The model of the rounds fitted so far (for a checkpoint), with the fit's ``settings``."""
     out = _concatenated(parts)
     model = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
                               baseline=init_raw, loss=state.loss, train_loss=out.train_loss,
                               valid_loss=out.valid_loss, best_round=None if best is None else best[1],
                               offset=None if offset is None else jnp.asarray(offset))
-    return model if start is None else model_lib.joined(start, model)
+    model = model if start is None else model_lib.joined(start, model)
+    return model if settings is None else model._replace(settings=settings)
 
 
 def _continued_loss(model_loss, loss):

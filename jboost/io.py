@@ -16,8 +16,11 @@ unpickled). It holds
   batch-objective settings (``label_columns``, ``per_column``, ``batch``, ``hessian_diag``,
   ``max_group``, ``n_probes``; absent in older files: their defaults); the tree family's class), the
   dtype and shape of every array, the model's ``n_features``, ``batch_shape``, ``n_stages`` and
-  ``task``, optional ``feature_names`` and user ``metadata``, and a SHA-256 checksum over the
-  header and every array's bytes, verified on load.
+  ``task``, optional ``feature_names`` and user ``metadata``, the fit's ``settings`` (a
+  Booster's :class:`jboost.model.Settings` as JSON values: ``{"learning_rate": 0.3, "depth":
+  3, "key": [0, 7], "colsample_by": "level", ...}``, lists for a batch of models; ``None`` for
+  models without them), and a SHA-256 checksum over the header and every array's bytes,
+  verified on load.
 
 The model is rebuilt from the registry (``Booster(**fields)``), never from a pickled treedef.
 Built-in losses (those of :mod:`jboost.losses`, by name with their saved parameters, and the
@@ -52,7 +55,10 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 import numpy as np
 
 FORMAT = "jboost-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Format versions: 1, the first; 2 adds Booster.settings (a "settings" node: arrays and names)
+# and the header's "settings" summary. Every version up to FORMAT_VERSION loads (a version-1
+# Booster gets settings {}, the field's default).
 HEADER = "__header__"
 
 # The dtypes a model file may hold (no object, string or structured arrays).
@@ -117,6 +123,7 @@ def _registry() -> Dict[str, Any]:
         models=models,
         families={"ObliviousTrees": tree_lib.ObliviousTrees},
         nested={"LinearModel": linear.LinearModel},
+        Settings=model_lib.Settings,
         callables={_qualified(f): f for f in fns if f is not None},
         Loss=losses_lib.Loss,
     )
@@ -179,6 +186,10 @@ class _Writer:
             return self.loss(x, path)
         if isinstance(x, (jax.Array, np.ndarray, np.generic)):
             return self.array(x, path)
+        if isinstance(x, reg["Settings"]):  # arrays by key path; names (static) in the header
+            return {"kind": "settings",
+                    "items": {k: self.array(x.arrays[k], f"{path}[{k!r}]") for k in sorted(x.arrays)},
+                    "names": {k: str(v) for k, v in sorted(x.names.items())}}
         if _is_namedtuple(x):
             cls = type(x)
             fields = {f: self.node(getattr(x, f), f"{path}.{f}") for f in cls._fields}
@@ -280,6 +291,7 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
         "model_type": name, "n_features": int(model.n_features),
         "batch_shape": [int(s) for s in model.batch_shape], "n_stages": int(model.n_stages),
         "task": str(model.task), "feature_names": feature_names, "metadata": metadata,
+        "settings": _settings_summary(getattr(model, "settings", None), reg["Settings"]),
         "structure": structure,
         "arrays": {k: {"dtype": a.dtype.name, "shape": list(a.shape)} for k, a in writer.arrays.items()},
     }
@@ -298,6 +310,24 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _settings_summary(settings, settings_cls) -> Optional[Dict[str, Any]]:
+    """A model's :class:`jboost.model.Settings` as readable JSON values (numbers, booleans, lists
+    for arrays with axes, strings for names); ``None`` for a model without them."""
+    if not isinstance(settings, settings_cls) or not len(settings):
+        return None
+    out: Dict[str, Any] = {k: _readable(np.asarray(v)) for k, v in settings.arrays.items()}
+    out.update(settings.names)
+    return dict(sorted(out.items()))
+
+
+def _readable(a: np.ndarray) -> Any:
+    """``a.tolist()``, with floats written as their shortest decimal of ``a``'s precision
+    (float32 ``0.3`` reads ``0.3``, not ``0.30000001192092896``; it converts back exactly)."""
+    if a.dtype.kind != "f":
+        return a.tolist()
+    return np.array([float(str(v)) for v in a.ravel()], np.float64).reshape(a.shape).tolist()
 
 
 # --------------------------------------------------------------------------------------------
@@ -616,6 +646,8 @@ class _Builder:
                 raise self.fail(f"its structure names the type {name!r} at {path or 'the root'}, "
                                 "which this jboost does not know.")
             return self.namedtuple(cls, node, path)
+        if kind == "settings":
+            return self.settings(node, path)
         if kind == "tree_family":
             return self.custom_family(node, path)
         if kind == "loss":
@@ -647,6 +679,19 @@ class _Builder:
                             f"(unknown: {unknown}, missing: {lacking}; a file of another jboost "
                             "version, or edited).")
         return {f: self.build(fields[f], f"{path}.{f}") for f in cls._fields if f in names}
+
+    def settings(self, node, path: str):
+        items, names = node.get("items"), node.get("names")
+        if not isinstance(items, dict) or not isinstance(names, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+            raise self.fail(f"its settings at {path} need items and names (strings).")
+        try:
+            return _registry()["Settings"]({k: self.build(v, f"{path}[{k!r}]") for k, v in items.items()},
+                                           names)
+        except ValueError as e:
+            if isinstance(e, ModelFileError):
+                raise
+            raise self.fail(f"its settings at {path} are invalid ({e}).") from None
 
     def namedtuple(self, cls, node, path: str):
         return cls(**self.fields(cls, node, path))

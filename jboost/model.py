@@ -148,6 +148,53 @@ def _staged_boosting(trees, baseline, X, fn, args, offset=None):
 # --------------------------------------------------------------------------------------------
 
 
+@jax.tree_util.register_pytree_with_keys_class
+class Settings(Mapping):
+    """The settings a fit was called with (``Booster.settings``): a read-only mapping of
+    ``arrays`` (0-d: float32 hyperparameters, int32 counts, bool flags; the key's raw uint32
+    data ``(2,)``), the pytree's leaves, so ``jax.vmap``, ``jax.jit`` and model files carry
+    them (a vmapped fit's have the model axis), and ``names`` (strings: samplers, metric,
+    criterion), static like a treedef. ``settings["colsample_by"]`` reads either kind."""
+
+    __slots__ = ("arrays", "names")
+
+    def __init__(self, arrays: Optional[Mapping[str, Any]] = None,
+                 names: Optional[Mapping[str, str]] = None):
+        object.__setattr__(self, "arrays", dict(arrays or {}))
+        object.__setattr__(self, "names", {k: str(v) for k, v in (names or {}).items()})
+        both = set(self.arrays) & set(self.names)
+        if both:
+            raise ValueError(f"Settings: {sorted(both)} given both as arrays and as names.")
+
+    def __getitem__(self, k: str):
+        return self.arrays[k] if k in self.arrays else self.names[k]
+
+    def __iter__(self):
+        return iter(sorted(self.arrays) + sorted(self.names))
+
+    def __len__(self) -> int:
+        return len(self.arrays) + len(self.names)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Settings is read-only.")
+
+    def __repr__(self) -> str:
+        return f"Settings({dict(self.items())!r})"
+
+    def __reduce__(self):  # pickle (e.g. scikit-learn's clone checks) without __slots__ state
+        return (Settings, (self.arrays, self.names))
+
+    def tree_flatten_with_keys(self):
+        keys = tuple(sorted(self.arrays))
+        return ([(jax.tree_util.DictKey(k), self.arrays[k]) for k in keys],
+                (keys, tuple(sorted(self.names.items()))))
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        keys, names = aux
+        return cls(dict(zip(keys, children)), dict(names))
+
+
 class Booster(NamedTuple):
     """A fitted boosted ensemble: a pytree of arrays (the :class:`Model` of ``fit`` and of every
     algorithm of :mod:`jboost.algorithms`).
@@ -172,6 +219,18 @@ class Booster(NamedTuple):
         labels whose offset float32 could not hold (:func:`jboost._validation.label_offset`):
         the raw scores are ``c + (baseline + trees)``, float64 with ``jax_enable_x64``;
         ``baseline``, the trees and the losses are those of ``y - c``.
+      settings: the :class:`Settings` :func:`jboost.fit` was called with (saved in model files,
+        :func:`jboost.io.read_header`'s ``"settings"``): ``learning_rate`` (absent with a
+        schedule, whose name is ``learning_rate_schedule``), ``l2``, ``min_split_gain``,
+        ``min_child_weight``, ``subsample``, ``colsample``, ``early_stopping_tolerance`` float32;
+        ``n_rounds`` (the rounds asked of that call), ``init_rounds`` (the rounds of
+        ``init_model``, 0 without one), ``depth``, ``n_bins``, ``early_stopping_rounds`` int32;
+        ``per_output_trees``, ``base_margin`` (whether the fit had row offsets: pass them to
+        ``predict``) bool; ``key`` (its raw uint32 data); and the names ``colsample_by``,
+        ``row_sampler``, ``split_criterion``, ``tree_family``, ``eval_metric``. The early-stopping
+        entries only with early stopping. A continued fit records its own call's settings. Empty
+        (``{}``) for the classical algorithms of :mod:`jboost.algorithms`, for models built from
+        parts (sweeps' ``models()``, stacking) and for files written before format version 2.
 
     ``jax.vmap(jboost.fit)`` gives a Booster whose every leaf has a leading model axis
     (``batch_shape == (M,)``); :func:`predict` and friends then predict for every model.
@@ -186,6 +245,7 @@ class Booster(NamedTuple):
     info: Mapping[str, jax.Array] = {}
     best_round: Optional[jax.Array] = None
     offset: Optional[jax.Array] = None
+    settings: Mapping[str, Any] = {}
 
     @property
     def n_features(self) -> int:

@@ -268,6 +268,14 @@ def _assert_same_fit(a, b, n_rounds, exact=True):
                                rtol=1e-5)
 
 
+def _assert_same_settings(a, b):
+    """Two Booster.settings: the same names and bitwise the same arrays."""
+    assert a.names == b.names and set(a.arrays) == set(b.arrays)
+    for k in a.arrays:
+        x, y = np.asarray(a.arrays[k]), np.asarray(b.arrays[k])
+        assert x.dtype == y.dtype and x.tobytes() == y.tobytes(), k
+
+
 def test_early_stopping_stops_at_the_patience_after_the_best_round():
     X, y, Xv, yv = _stopping_data()
     m = jboost.fit(X, y, n_rounds=N_ES, eval_set=(Xv, yv), early_stopping_rounds=PATIENCE, **ES_KW)
@@ -356,6 +364,10 @@ def test_warm_start_continues_the_fit(loss, subsample):
     whole = jboost.fit(X, y, n_rounds=N_WHOLE, **kw)
     assert more.n_rounds == N_WHOLE == 50
     _assert_same_fit(more, whole, 50)  # 25 + 25 rounds == 50 rounds, bitwise
+    # The continued model records its own call's settings and the rounds it continued.
+    assert int(more.settings["init_rounds"]) == 25 and int(more.settings["n_rounds"]) == 25
+    assert int(whole.settings["init_rounds"]) == 0 and int(whole.settings["n_rounds"]) == 50
+    assert np.asarray(more.settings["subsample"]) == np.float32(subsample)
     np.testing.assert_array_equal(jboost.predict(more, X), jboost.predict(whole, X))
     # Continued with early stopping: the best round counts from the first round of the model.
     stopped = jboost.fit(X, y, n_rounds=1000, init_model=first, early_stopping_rounds=5, **kw)
@@ -412,6 +424,8 @@ def test_chunked_fits_equal_one_call_and_report_progress(capsys):
                          callbacks=[lambda info: seen.append(info["round"])], **kw)
     _assert_same_fit(chunked, one, one.n_rounds)
     assert chunked.n_rounds == one.n_rounds and int(chunked.best_round) == int(one.best_round)
+    _assert_same_settings(chunked.settings, one.settings)
+    assert int(one.settings["early_stopping_rounds"]) == PATIENCE and one.settings["eval_metric"] == "loss"
     lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[jboost] round ")]
     assert len(lines) == len(seen) == -(-one.n_rounds // 7) and "valid loss" in lines[0]
     assert seen[-1] == one.n_rounds and "best round" in lines[-1] and "elapsed" in lines[-1]
@@ -458,6 +472,10 @@ def test_a_killed_fit_resumes_from_its_checkpoint_bitwise(tmp_path):
     model = jboost.load(out)
     assert model.n_rounds == 40
     _assert_same_fit(model, whole, 40)
+    # The checkpoints and the resumed model record the fit's settings.
+    _assert_same_settings(model.settings, whole.settings)
+    _assert_same_settings(jboost.load(ckpt / "checkpoint.jbm").settings, whole.settings)
+    assert np.asarray(whole.settings["subsample"]) == np.float32(0.8) and whole.settings["n_rounds"] == 40
     np.testing.assert_array_equal(jboost.predict(model, X), jboost.predict(whole, X))
     # Another fit in the same directory is refused, naming the checkpoint.
     with pytest.raises(ValueError, match="holds a checkpoint of another fit"):
@@ -534,3 +552,56 @@ def test_base_margin_checks_and_errors():
     forest = jboost.bagging.fit_forest(X, (Y10 > 0).astype(int), n_trees=2, depth=1, n_bins=4)
     with pytest.raises(TypeError, match="base_margin is for Boosters"):
         jboost.predict(forest, X, base_margin=np.ones(10))
+
+
+# --------------------------------------------------------------------------------------------
+# Progress: the eval metric, the remaining time
+# --------------------------------------------------------------------------------------------
+
+
+def abs_error(y, raw, w):
+    """A custom early-stopping metric (module level: static in the compiled program)."""
+    return jnp.sum(w * jnp.abs(y - raw)) / jnp.sum(w)
+
+
+def test_progress_shows_the_eval_metric(capsys):
+    """With eval_metric=, the progress lines and the callbacks' dicts carry the metric after each
+    round: the metric of the staged predictions, whose minimum is the best round."""
+    X, y, Xv, yv = _stopping_data(9)
+    seen = []
+    m = jboost.fit(X, y, n_rounds=N_ES, eval_set=(Xv, yv), early_stopping_rounds=PATIENCE,
+                   eval_metric=abs_error, verbose=7, callbacks=[seen.append], **ES_KW)
+    assert all(info["metric"] == "abs_error" for info in seen)
+    assert [len(info["valid_metric"]) for info in seen] == [len(info["rounds"]) for info in seen]
+    curve = np.concatenate([info["valid_metric"] for info in seen])
+    staged = np.asarray(jboost.staged_predict(m, Xv))[..., 0]            # (rounds, m)
+    want = np.mean(np.abs(yv.astype(np.float32) - staged), axis=1)
+    assert len(curve) == m.n_rounds
+    np.testing.assert_allclose(curve, want, rtol=2e-5)
+    assert int(m.best_round) == int(np.argmin(curve))
+    assert not np.allclose(curve, np.concatenate([info["valid_loss"] for info in seen]))
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[jboost] round ")]
+    assert len(lines) == len(seen)
+    for line, info in zip(lines, seen):
+        assert f"valid abs_error {info['valid_metric'][-1]:.6g}  best round" in line, line
+
+
+def test_the_remaining_time_leaves_out_the_first_chunk(monkeypatch, capsys):
+    """The first chunk's time includes compiling: the estimate after the second chunk is the pace
+    of the chunks after the first (a fake clock: 5 s for the first chunk of 7 rounds, then
+    0.14 s per chunk; the uninterrupted estimate would be ~(5 + 0.14) / 14 s per round)."""
+    from jboost import api as api_lib
+    assert api_lib.time_left([4.6, 0.1, 0.1], [50, 50, 50], 5850) == pytest.approx(11.7)
+    assert api_lib.time_left([4.6], [50], 5950) == pytest.approx(547.4)
+    assert api_lib.time_left([], [], 10) == 0.0
+    ticks = iter([0.0, 5.0] + [5.0 + 0.14 * i for i in range(1, 100)])
+    monkeypatch.setattr(api_lib, "_clock", lambda: next(ticks))
+    X, y, Xv, yv = _stopping_data(6)  # the chunked fit of test_chunked_fits_equal_one_call...
+    m = jboost.fit(X, y, n_rounds=N_ES, early_stopping_rounds=PATIENCE, verbose=7,
+                   eval_set=(Xv, yv), **ES_KW)
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[jboost] round ")]
+    assert len(lines) >= 3 and f"round {m.n_rounds}/{N_ES}" in lines[-1]
+    assert lines[0].endswith(f"5.0s elapsed, ~{5.0 / 7 * (N_ES - 7):.1f}s left"), lines[0]
+    for i, line in enumerate(lines[1:-1], start=2):  # 0.02 s per round for the rounds left
+        assert line.endswith(f"{5.0 + 0.14 * (i - 1):.1f}s elapsed, ~{0.02 * (N_ES - 7 * i):.1f}s left"), line
+    assert lines[-1].endswith("~0.0s left")

@@ -334,8 +334,10 @@ def test_damaged_files_raise_model_file_errors_and_execute_nothing(models, tmp_p
     bumped[leaf] = members[leaf] + np.float32(1.0)
     cases["edited array, zip CRC rewritten"] = (made("t2", bumped), "checksum")
     cases["wrong model type"] = (made("t3", members, hdr(model_type="Pickled")), "model type 'Pickled'")
-    cases["future format version"] = (made("t4", members, hdr(format_version=2)),
-                                      "format version 2; this jboost reads .* up to 1: upgrade")
+    future = jio.FORMAT_VERSION + 1
+    cases["future format version"] = (made("t4", members, hdr(format_version=future)),
+                                      f"format version {future}; this jboost reads .* up to "
+                                      f"{jio.FORMAT_VERSION}: upgrade")
     dropped = {k: v for k, v in members.items() if k != leaf}
     cases["missing array"] = (made("t5", dropped, hdr()), "missing")
     pickled = dict(members)
@@ -427,3 +429,80 @@ def test_numpy_reader_predicts_without_jax(models, data, tmp_path):
     with pytest.raises(ValueError, match="reads Boosters of oblivious trees"):
         jboost.save(models["forest"], tmp_path / "f.jbm")
         jio.predict_numpy(tmp_path / "f.jbm", X)
+
+
+# --------------------------------------------------------------------------------------------
+# The fit's settings (Booster.settings, the header's "settings").
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_fits_settings_are_saved_and_loaded_bitwise(models, data, tmp_path):
+    """Every setting of jboost.fit is recorded in the Booster (arrays bitwise as the fit used
+    them, names static), written to the file's header as readable values, and loaded back; the
+    predictions do not change."""
+    X, yb, Xv, ybv = data[:4]
+    m = jboost.fit(X, yb, "binomial_deviance", n_rounds=6, depth=2, n_bins=16, learning_rate=0.3,
+                   l2=2.5, min_split_gain=0.01, min_child_weight=0.5, subsample=0.8, colsample=0.6,
+                   colsample_by="level", row_sampler="poisson", key=7, eval_set=(Xv, ybv),
+                   early_stopping_rounds=2, early_stopping_tolerance=0.001,
+                   eval_metric="error_rate")
+    f32, i32 = np.float32, np.int32
+    want = {"learning_rate": f32(0.3), "l2": f32(2.5), "min_split_gain": f32(0.01),
+            "min_child_weight": f32(0.5), "subsample": f32(0.8), "colsample": f32(0.6),
+            "n_rounds": i32(6), "init_rounds": i32(0), "depth": i32(2), "n_bins": i32(16),
+            "per_output_trees": np.bool_(False), "base_margin": np.bool_(False),
+            "key": np.asarray(jax.random.PRNGKey(7)), "early_stopping_rounds": i32(2),
+            "early_stopping_tolerance": f32(0.001)}
+    names = {"colsample_by": "level", "row_sampler": "poisson", "eval_metric": "error_rate",
+             "split_criterion": "newton", "tree_family": "ObliviousTrees"}
+    assert isinstance(m.settings, jboost.model.Settings)
+    assert set(m.settings.arrays) == set(want) and m.settings.names == names
+    for k, v in want.items():
+        got = np.asarray(m.settings[k])
+        assert got.dtype == v.dtype and got.tobytes() == v.tobytes(), k
+    path = _saved(m, tmp_path)
+    header = jio.read_header(path)
+    readable = {k: np.asarray(v).tolist() for k, v in want.items()}
+    readable.update(learning_rate=0.3, min_split_gain=0.01, subsample=0.8, colsample=0.6,
+                    early_stopping_tolerance=0.001, **names)  # float32's shortest decimals
+    assert header["settings"] == readable
+    back = jboost.load(path)
+    _assert_same_model(m, back)  # the settings' arrays bitwise, their names in the treedef
+    assert back.settings.names == names and back.settings["colsample_by"] == "level"
+    _assert_bitwise(_predictions(m, X), _predictions(back, X), "with settings")
+    # A model without settings (a classical algorithm's) writes None.
+    assert models["adaboost_m1"].settings == {}
+    jboost.save(models["adaboost_m1"], tmp_path / "a.jbm")
+    assert jio.read_header(tmp_path / "a.jbm")["settings"] is None
+
+
+def test_a_vmapped_fits_settings_have_the_model_axis(models, tmp_path):
+    batch = models["vmap_fits"]  # jax.vmap over learning_rate [0.1, 0.5]
+    s = batch.settings
+    assert np.asarray(s["learning_rate"]).tobytes() == np.float32([0.1, 0.5]).tobytes()
+    assert np.asarray(s["depth"]).dtype == np.int32 and np.asarray(s["depth"]).tolist() == [3, 3]
+    assert np.asarray(s["key"]).shape == (2, 2) and s["row_sampler"] == "bernoulli"
+    assert all(np.shape(v)[:1] == (2,) for v in s.arrays.values())
+    path = _saved(batch, tmp_path)
+    assert jio.read_header(path)["settings"]["learning_rate"] == [0.1, 0.5]
+    back = jboost.load(path)
+    _assert_same_model(batch, back)
+    one = jax.tree_util.tree_map(lambda a: a[1], back)  # one model of the batch: its own settings
+    assert float(one.settings["learning_rate"]) == np.float32(0.5) and one.settings["depth"].shape == ()
+
+
+def test_a_format_1_file_without_settings_still_loads(models, data, tmp_path):
+    """A file written before format version 2 (no Booster.settings, no header "settings") loads,
+    with settings {} (the field's default), and predicts as before."""
+    m = models["fit_binary"]
+    members = _members(_saved(m, tmp_path))
+    header = json.loads(members[jio.HEADER].tobytes())
+    old = {k: v for k, v in members.items() if not k.startswith(".settings")}
+    del header["settings"], header["structure"]["fields"]["settings"]
+    header["arrays"] = {k: v for k, v in header["arrays"].items() if not k.startswith(".settings")}
+    header["format_version"] = 1
+    _write(tmp_path / "v1.jbm", old, header)
+    back = jboost.load(tmp_path / "v1.jbm")
+    assert back.settings == {} and jio.read_header(tmp_path / "v1.jbm")["format_version"] == 1
+    _assert_same_model(m._replace(settings={}), back)
+    _assert_bitwise(_predictions(m, data[0]), _predictions(back, data[0]), "format 1")
