@@ -147,10 +147,13 @@ def fit(
         gradient boosting): ``n_rounds`` more rounds on the same data and binning (its borders),
         keys folded from its round count, so ``r`` rounds then ``s`` more with the same settings
         equal ``r + s`` rounds bitwise. The result holds every round.
-      verbose: print the round, the training and validation losses, the best round and the
-        elapsed and remaining time every ``verbose`` rounds while the fit runs.
+      verbose: print the round, the training and validation losses (and the ``eval_metric``),
+        the best round and the elapsed and remaining time every ``verbose`` rounds while the fit
+        runs; the remaining time is estimated from the chunks after the first (whose time
+        includes compiling the program).
       callbacks: functions called on the host after every chunk of rounds with a dict (``round``,
-        ``rounds``, per-round ``train_loss`` and ``valid_loss``, ``elapsed`` seconds); a callback
+        ``rounds``, per-round ``train_loss`` and ``valid_loss``, ``elapsed`` seconds; with an
+        ``eval_metric``, its name ``metric`` and per-round values ``valid_metric``); a callback
         returning ``True`` stops the fit (the rounds fitted are kept).
       checkpoint_dir: a directory where the model so far is saved (``checkpoint.jbm``, a model
         file) every ``checkpoint_every`` rounds; rerunning the same fit (same data, key and
@@ -168,10 +171,12 @@ def fit(
 
     With ``verbose``, ``callbacks`` or ``checkpoint_dir`` the rounds run as host-side calls of a
     chunk of rounds each (the same compiled program; the same model bitwise), and ``Ctrl-C``
-    between chunks returns the rounds fitted so far with a warning.
+    between chunks returns the rounds fitted so far with a warning. Without them the fit is one
+    compiled program, which ``Ctrl-C`` cannot stop before it ends.
 
     Returns:
-      A :class:`Booster`.
+      A :class:`Booster`, whose ``settings`` (:class:`jboost.model.Settings`) record this call's
+      settings (saved in model files by :func:`jboost.save`).
 
     Raises:
       MemoryError: the fit's histograms would not fit in the device's memory (checked before
