@@ -700,8 +700,9 @@ def _model(model: model_lib.Booster, params: Params, st, loss, rows: _Rows, vali
         thresholds = jnp.where(st.movable, bins, tree_lib.flatten_trees(trees).thresholds)
         trees = trees._replace(borders=borders.reshape(lead + borders.shape[-1:]),
                                thresholds=thresholds.reshape(lead + thresholds.shape[-1:]))
+    # settings={}: the fitted settings no longer describe the tuned leaf values.
     tuned = model._replace(trees=trees, baseline=params.baseline, loss=loss, info={},
-                           best_round=None)
+                           best_round=None, settings={})
     plain = tuned._replace(offset=None)  # the losses of the centred labels, in float32
     train = plain.staged(X_np, _round_loss, rows.y, rows.w, rows.margin, loss)
     if valid is None:

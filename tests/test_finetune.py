@@ -82,6 +82,8 @@ def test_squared_error_model_to_the_quantile_loss(model, regression_data, tmp_pa
     loaded = jboost.load(path)
     np.testing.assert_array_equal(jboost.predict(loaded, Xv), jboost.predict(tuned, Xv))
     assert loaded.loss.name == "quantile"
+    # The fit's settings no longer describe the tuned leaves: a fine-tuned model records none.
+    assert len(model.settings) > 0 and len(tuned.settings) == 0 and len(loaded.settings) == 0
 
 
 def test_gradient_matches_finite_differences(model, regression_data):
