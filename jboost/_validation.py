@@ -276,6 +276,26 @@ def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
     return c
 
 
+#: A tree's split gain ``G^2 / H`` (``G`` a node's sum of weighted targets) overflows float32
+#: (max 2^128) when ``G`` nears 2^64; :func:`gain_exponent` keeps every ``G`` below this bound.
+GAIN_BOUND = 2.0 ** 60
+
+
+def gain_exponent(y: np.ndarray, w: np.ndarray, max_count: float = 2.0) -> int:
+    """The power of two ``e >= 0`` by which regression targets ``y`` (weights ``w``, bootstrap
+    counts summing to about ``n``; ``max_count`` a margin for their spread) must be divided so
+    that no node's weighted target sum exceeds :data:`GAIN_BOUND`, i.e. its split gain ``G^2 / H``
+    stays finite in float32. 0 for ordinary labels (``|y| * sum(w) <= 2^60``: nothing changes).
+    A power of two divides exactly, so the trees of ``y * 2^-e`` are those of ``y`` with leaf
+    values scaled by ``2^-e`` and gains by ``2^-2e`` (forests of labels at scale 1e18, whose
+    gains overflowed to a near-constant model)."""
+    y, w = np.asarray(y, np.float64), np.asarray(w, np.float64)
+    bound = float(np.max(np.abs(y), initial=0.0)) * float(np.max(w, initial=0.0)) * y.shape[0] * max_count
+    if not bound > GAIN_BOUND:
+        return 0
+    return int(np.ceil(np.log2(bound / GAIN_BOUND)))
+
+
 def centred_labels(y, offset, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
     """``y - offset`` computed in float64, as float32 labels (:func:`label_offset`)."""
     if np.ndim(y) == 2:  # vector labels: the offset of each column
@@ -573,6 +593,7 @@ def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
     check_loss_params(resolved)
     resolved = pin_globals(resolved)
     check_loss_output(resolved)
+    check_link(resolved)
     losses_lib.check_labels(resolved, y)
     return resolved
 
@@ -891,6 +912,59 @@ def nan_outside_domains(values, loss: Optional[losses_lib.Loss], hyper=None, *, 
     return jax.tree_util.tree_map(mask, values)
 
 
+# --------------------------------------------------------------------------------------------
+# After a concrete fit: no silent NaN model, no silent all-zero model.
+# --------------------------------------------------------------------------------------------
+
+
+def warn_if_no_gradient(loss: losses_lib.Loss, data, init_raw) -> None:
+    """Warn (``jboost.fit``'s ``UserWarning``) when a custom loss's gradient is zero at every row
+    at the baseline ``init_raw``: nothing would be learned (``jnp.round``, a stopped gradient).
+    ``data``: a :class:`jboost.boosting.Data` (or anything with ``y``, ``w``, ``margin``). Skipped
+    for the built-in losses and for traced values (one check for every boosting entry point:
+    fit, the gradient algorithms, bagged boosters, sweeps)."""
+    if losses_lib.is_built_in(loss) or any(is_traced(v) for v in jax.tree_util.tree_leaves(
+            (init_raw, loss.params))):
+        return
+    from jboost import api  # noqa: PLC0415 - api imports this module
+    api._warn_if_no_gradient(loss, data, init_raw)
+
+
+def check_finite_fits(train_loss, loss: losses_lib.Loss, data, baselines, *, n_fitted=None,
+                      names=None, what: str = "models") -> None:
+    """``jboost.fit``'s ``FloatingPointError`` (:func:`jboost.api.check_finite_fit`: the first
+    non-finite round and its likely cause: a NaN loss, a too large ``learning_rate``, labels whose
+    squares overflow float32, "divide y by a scale") for a batch of concrete fits: ``train_loss``
+    ``(..., n_rounds)`` curves with ``baselines`` ``(..., K)`` of the same leading axes (bagged
+    boosters' bags, stacking's (fold, learner) fits). ``n_fitted`` (optional, the leading axes):
+    the rounds each model fitted before it stopped early (the later rounds' NaN are not checked).
+    ``names(index)`` names the first bad model in the message (e.g. ``"bag 1"``), ``what`` the
+    batch's models (``"bags"``). Traced values
+    (the caller's ``jax.vmap``) are skipped: :func:`nan_outside_domains` serves them."""
+    if any(is_traced(v) for v in jax.tree_util.tree_leaves((train_loss, baselines, n_fitted,
+                                                             loss.params))):
+        return
+    curve = np.asarray(train_loss)
+    lead = curve.shape[:-1]
+    curves = curve.reshape(-1, curve.shape[-1])
+    finite = np.isfinite(curves)
+    if n_fitted is not None:
+        finite |= np.arange(curves.shape[-1])[None, :] >= np.asarray(n_fitted).reshape(-1, 1)
+    bad = np.flatnonzero(~finite.all(axis=1))
+    if not bad.size:
+        return
+    i = int(bad[0])
+    base = np.asarray(baselines).reshape(curves.shape[0], -1)[i]
+    from jboost import api  # noqa: PLC0415 - api imports this module
+    try:
+        fitted = curves[i] if n_fitted is None else curves[i][:int(np.asarray(n_fitted).reshape(-1)[i])]
+        api.check_finite_fit(fitted, loss, data, jnp.asarray(base, jnp.float32))
+    except FloatingPointError as e:
+        where = names(np.unravel_index(i, lead)) if names is not None else f"model {i}"
+        raise FloatingPointError(f"{where} ({bad.size} of {curves.shape[0]} {what} not finite): "
+                                 f"{e}") from None
+
+
 def check_loss_output(loss: losses_lib.Loss) -> None:
     """``loss(y, raw)`` must return one scalar per sample (checked abstractly, no computation)."""
     k = loss.n_outputs
@@ -920,6 +994,42 @@ def check_loss_output(loss: losses_lib.Loss) -> None:
                 f"scalar label to each column, jboost.losses.columnwise(jboost.Loss(fn), {c})")
         raise ValueError(f"the loss must return a scalar per sample; loss {loss.name!r} called "
                          f"with {label} and {raw} returned shape {shape}{hint}.")
+
+
+def check_link(loss: losses_lib.Loss) -> None:
+    """A classification loss's ``link`` must give what ``predict_proba`` returns: ``(n,
+    n_classes)`` class probabilities (each in [0, 1], each row summing to 1) from ``(n,)`` raw
+    scores (one output: ``n_classes = 2``, as :func:`jboost.losses.sigmoid_link` gives
+    ``[1 - p, p]``) or ``(n, K)`` (``n_classes = K``). Checked on a few raw scores in
+    [-2, 2], for a loss of one label per row with concrete parameters; else a ``ValueError``
+    naming ``link=`` (e.g. ``identity_link`` on a binary loss: ``(n,)`` "probabilities" whose
+    argmax runs over the rows)."""
+    k = loss.n_outputs
+    if (loss.task not in CLASSIFICATION or k is None or loss.batch or loss.label_columns is not None
+            or any(is_traced(v) for v in jax.tree_util.tree_leaves(loss.params))):
+        return
+    n0 = 3
+    raw = jnp.linspace(-2.0, 2.0, n0 * k, dtype=jnp.float32).reshape(n0, k)
+    raw = raw[:, 0] if k == 1 else raw
+    n_classes = 2 if k == 1 else k
+    name = getattr(loss.link, "__name__", repr(loss.link))
+    fix = ("a link returning (n, n_classes) probabilities, e.g. jboost.losses.sigmoid_link for one "
+           "raw score per row, softmax_link for K; or leave link= out (the task's link)")
+    try:
+        out = np.asarray(loss.link(raw, **loss.params), np.float64)
+    except Exception as e:  # noqa: BLE001 - any failure of the user's link on valid raw scores
+        raise ValueError(f"link={name} of loss {loss.name!r} (task {loss.task!r}) failed on raw "
+                         f"scores of shape {raw.shape}: {type(e).__name__}: {e}. Pass {fix}.") from e
+    if out.shape != (n0, n_classes):
+        raise ValueError(f"link={name} of loss {loss.name!r} (task {loss.task!r}, {k} raw score(s) "
+                         f"per row) returned shape {out.shape} for raw scores of shape {raw.shape}; "
+                         f"predict_proba needs (n, {n_classes}) class probabilities. Pass {fix}.")
+    if not (np.all(np.isfinite(out)) and np.all(out >= 0) and np.all(out <= 1)
+            and np.allclose(out.sum(axis=-1), 1.0, atol=1e-4)):
+        raise ValueError(f"link={name} of loss {loss.name!r} (task {loss.task!r}) must return class "
+                         f"probabilities (in [0, 1], each row summing to 1); for raw scores in "
+                         f"[-2, 2] it returned values in [{out.min():.3g}, {out.max():.3g}] with row "
+                         f"sums in [{out.sum(-1).min():.3g}, {out.sum(-1).max():.3g}]. Pass {fix}.")
 
 
 def check_folds(folds, n: int, name: str = "folds") -> Optional[np.ndarray]:
@@ -1098,8 +1208,8 @@ def check_boosting_memory(n_rows: int, n_features: int, config: boosting.BoostCo
                          per_round, dense, devices)
     kept = _batching.trees_bytes(config.depth, k, config.n_rounds, per_round)
     need = n_together * one + (n_models - n_together) * kept
-    cause = (f"n_outputs K = {k} (a K-class loss takes K = max(y) + 1 from the labels' maximum)"
-             if k_from_labels else None)
+    cause = (f"K = max(y) + 1 = {k} classes, from the labels' maximum (the n_outputs of a K-class "
+             "loss)" if k_from_labels else None)
     check_memory(need, devices=devices, cause=cause,
                  detail=f"estimated for {n_models} {what}, {n_together} fitted together, each on "
                  f"{n_rows} rows, {n_features} features, depth={config.depth}, "

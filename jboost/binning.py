@@ -173,8 +173,16 @@ def bin_features(X, borders) -> jax.Array:
     """Map floats to bins with the rule of this module; returns feature-major ``(n_features, n)``.
 
     The transposed layout puts each feature's bins in one contiguous row, which is what the
-    histogram builder reads.
+    histogram builder reads. Concrete ``borders`` get the check of every fit
+    (:func:`jboost._validation.check_borders`: no NaN, non-decreasing along each feature), else
+    the bins would disagree with the prediction thresholds; traced ones are the caller's.
     """
+    if not isinstance(borders, jax.core.Tracer):
+        from jboost import _validation  # noqa: PLC0415 - _validation imports this module
+        if np.ndim(borders) != 2:
+            raise ValueError(f"borders must be 2-D (n_features, n_bins - 1); got shape "
+                             f"{np.shape(borders)}.")
+        borders = _validation.check_borders(borders, np.shape(borders)[0], np.shape(borders)[1] + 1)
     borders = jnp.asarray(borders, jnp.float32)
     X = jnp.asarray(X, jnp.float32)
     if X.ndim != 2 or X.shape[1] != borders.shape[0]:

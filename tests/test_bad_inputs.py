@@ -23,6 +23,7 @@ from jboost import _validation
 from jboost import algorithms
 from jboost import _native
 from jboost import bagging
+from jboost import boosting
 from jboost import combine
 from jboost import distributions
 from jboost import losses
@@ -67,8 +68,11 @@ ENTRY = {
     "gradient_boost": lambda X, y, **kw: algorithms.gradient_boost(X, y, **{"n_rounds": 2, "depth": 2, **kw}),
     "adaboost_m1": lambda X, y, **kw: algorithms.adaboost_m1(X, y, **{"n_rounds": 2, **kw}),
     "samme": lambda X, y, **kw: algorithms.samme(X, y, **{"n_rounds": 2, **kw}),
+    "samme_r": lambda X, y, **kw: algorithms.samme_r(X, y, **{"n_rounds": 2, **kw}),
     "logitboost": lambda X, y, **kw: algorithms.logitboost(X, y, **{"n_rounds": 2, **kw}),
+    "bin_features": lambda X, y, borders, **kw: jboost.bin_features(X, borders),
     "fit_forest": lambda X, y, **kw: bagging.fit_forest(X, y, **{"n_trees": 2, "depth": 2, **kw}),
+    "forward_stagewise": lambda X, y, **kw: algorithms.forward_stagewise(X, y, **{"n_rounds": 2, "depth": 2, **kw}),
     "sweep": lambda X, y, **kw: sweep_lib.sweep(X, y, **{"n_rounds": 2, "depth": 2, "folds": 2,
                                                          "seeds": 1, **kw}),
     "bagged_boosters": lambda X, y, **kw: bagging.fit_bagged_boosters(
@@ -123,13 +127,17 @@ ERRORS = [
      r"grid\['loss.delta'\]: loss 'huber' parameter delta=0 must be in \(0, inf\)"),
     # 7. User-supplied borders: unsorted or NaN.
     *[(e, X20, B20, {"borders": bad, "n_bins": 8}, ValueError, match)
-      for e in ("fit", "gradient_boost", "adaboost_m1", "fit_forest")
+      for e in ("fit", "gradient_boost", "adaboost_m1", "fit_forest", "bin_features")
       for bad, match in ((UNSORTED, "borders must be non-decreasing along each feature .*feature 1"),
                          (WITH_NAN, "borders must not contain NaN; found NaN for feature 2"))],
     # 12. A class label of 1e6: K = 1e6 + 1 classes would need terabytes; refused before compiling.
     *[(e, X20, BIG20, {"loss": "multinomial_deviance"}, MemoryError,
        r"K = max\(y\) \+ 1 = 1000001 classes, from the labels' maximum")
       for e in ("fit", "gradient_boost", "sweep", "bagged_boosters", "stacking")],
+    # The classical K-class algorithms (samme: std::bad_alloc in the kernel; logitboost hung).
+    *[(e, X20, BIG20, {}, MemoryError,
+       r"K = max\(y\) \+ 1 = 1000001 classes, from the labels' maximum.*map the labels to 0\.\.K-1")
+      for e in ("samme", "samme_r", "logitboost")],
     # Forests: K = 1e6 + 1 leaf values per leaf of every tree (and the histograms of each).
     *[("fit_forest", X20, BIG20, kw, MemoryError,
        r"K = max\(y\) \+ 1 = 1000001 classes, from the labels' maximum; .*depth=10.*map the labels")
@@ -153,6 +161,19 @@ ERRORS = [
       for e in ("fit", "gradient_boost", "sweep")],
     ("fit", X20, C20, {"loss": losses.Loss(_softmaxless, task="multiclass")}, ValueError,
      "pass n_outputs=K, the number of classes"),
+    # A classification loss's explicit link must give predict_proba's (n, n_classes)
+    # probabilities (identity_link on a binary loss: (n,) values, argmax over the rows).
+    *[(e, X20, B20, {"loss": losses.Loss(losses.binomial_deviance_fn, task="binary",
+                                         link=losses.identity_link)}, ValueError,
+       r"link=identity_link of loss 'custom' \(task 'binary'.* returned shape \(3,\).*"
+       r"predict_proba needs \(n, 2\) class probabilities")
+      for e in ("fit", "gradient_boost", "sweep", "bagged_boosters", "stacking")],
+    ("fit", X20, C20, {"loss": losses.Loss(losses.multinomial_deviance_fn, task="multiclass",
+                                           n_outputs=3, link=losses.sigmoid_link)}, ValueError,
+     r"link=sigmoid_link .*returned shape \(3, 3, 2\).*predict_proba needs \(n, 3\)"),
+    ("fit", X20, B20, {"loss": losses.Loss(losses.binomial_deviance_fn, task="binary",
+                                           link=lambda r: jnp.stack([r, r], axis=-1))}, ValueError,
+     r"link=<lambda> .*must return class probabilities \(in \[0, 1\], each row summing to 1\)"),
     # Issue 16: labels outside a distribution's support, refused before compiling (a loss
     # function's own check_labels); a coupled leaf refit with a tree per output.
     ("fit", X20, np.abs(Y20) + 0.5, {"loss": distributions.loss(distributions.Poisson)}, ValueError,
@@ -264,16 +285,75 @@ def _nan_for_positives(y, f):
     return jnp.where(y > 0.5, jnp.nan, (y - f) ** 2)
 
 
-@pytest.mark.parametrize("loss,kwargs,match", [
+NON_FINITE = [
     (_nan_everywhere, {}, r"not finite from round 0 on .*baseline .* is \[nan\]"),
     (_nan_for_positives, {}, r"round 0 on .*not finite for \d+ of 200 rows"),
     ("squared_error", {"learning_rate": 1e30}, r"round 0 on .*learning_rate too large"),
-])
+]
+
+
+@pytest.mark.parametrize("loss,kwargs,match", NON_FINITE)
 @pytest.mark.filterwarnings("ignore:the gradient of loss")
 def test_non_finite_training_loss_raises(data, loss, kwargs, match):
     X, y = data
     with pytest.raises(FloatingPointError, match=match):
         jboost.fit(X, y, loss, **FIT_KW, **kwargs)
+
+
+@pytest.mark.parametrize("entry,loss,kwargs,match", [
+    ("bagged_boosters", "squared_error", {"learning_rate": 1e30},
+     r"bag 0 \(2 of 2 bags not finite\): .*round 0 on .*learning_rate too large"),
+    ("stacking", "squared_error", {"hypers": [{"learning_rate": 1e30}]},
+     r"learner 0 \(hypers\[0\]\) on fold 0's training rows .*round 0 on .*learning_rate too large"),
+    ("bagged_boosters", _nan_for_positives, {}, r"bag 0 .*round 0 on .*not finite for \d+ of 200 rows"),
+])
+@pytest.mark.filterwarnings("ignore:the gradient of loss")
+def test_non_finite_training_loss_raises_in_every_boosting_entry(data, entry, loss, kwargs, match):
+    # Issue 14: learning_rate=1e30 or a loss NaN for some rows gave bagged boosters and stacking
+    # -inf or NaN predictions with no word: fit's FloatingPointError (the same helper), naming
+    # the bag or the (fold, learner) fit. Stacking's learning rate is a learner's hyperparameter.
+    X, y = data
+    with pytest.raises(FloatingPointError, match=match):
+        ENTRY[entry](X, y, loss=loss, n_bins=32, **kwargs)
+
+
+@pytest.mark.parametrize("entry", ["fit", "bagged_boosters"])
+def test_labels_whose_squares_overflow_float32_raise_with_the_fix(data, entry):
+    # Issue 14: labels at scale 3e18 (squares up to ~1e38, float32's max 3.4e38): the training
+    # loss overflows; fit and bagged boosters say so and how to fix it (divide y by a scale).
+    X, _ = data
+    y = 3e18 * (X[:, 0] + 0.3 * np.cos(7 * X[:, 1]))
+    with pytest.raises(FloatingPointError, match=r"labels spread .* float32 .* overflows on their "
+                                                 r"squares: divide y by a scale"):
+        ENTRY[entry](X, y, n_bins=32)
+
+
+def test_forest_of_huge_regression_labels_is_the_forest_of_the_scaled_labels(data):
+    # Issue 14: labels at scale >= 1e18 overflowed the split gains G^2 / H in float32: a
+    # near-constant forest (R^2 0.004; at 1e19 a constant). The forest is fitted on y / 2^e
+    # (exact), so its trees are those of y, its leaves scaled: bitwise for a power of two.
+    X, _ = data
+    y = (X[:, 0] + 0.3 * np.cos(7 * X[:, 1])).astype(np.float32)
+    kw = dict(task="regression", n_trees=2, depth=3, n_bins=32)
+    ref = bagging.fit_forest(X, y, **kw)
+    big = bagging.fit_forest(X, y * np.float32(2.0 ** 64), **kw)
+    np.testing.assert_array_equal(big.trees.features, ref.trees.features)
+    np.testing.assert_array_equal(big.trees.leaf_values, ref.trees.leaf_values * np.float32(2.0 ** 64))
+    for scale in (1e18, 1e19):
+        pred = np.asarray(jboost.predict(bagging.fit_forest(X, scale * y, **kw), X), np.float64) / scale
+        r2 = 1 - np.mean((pred - y) ** 2) / np.var(y)
+        assert r2 > 0.5, (scale, r2)
+
+
+def test_gradient_boost_line_search_does_not_raise_the_loss():
+    # Issue 14: ESL Alg. 10.3's leaf line search started from the tree's mean pseudo-residual,
+    # 200 times the step for 100 (y - f)^2, and its 5 clipped Newton steps (max_step=1) could not
+    # come back: the training loss rose 3.6e4 -> 1.7e12 in 4 rounds. It now starts from the
+    # better of that value and 0 and never ends above 0: the loss falls as jboost.fit's does.
+    X, y = X20, Y20
+    scaled = algorithms.gradient_boost(X, y, lambda t, f: 100.0 * (t - f) ** 2, n_rounds=4, depth=2)
+    curve = np.asarray(scaled.train_loss)
+    assert np.all(np.diff(curve) < 0), curve
 
 
 def test_checks_after_the_fit_are_skipped_under_vmap(data):
@@ -318,6 +398,32 @@ def test_zero_gradient_loss_warns(data):
         jboost.fit(X, y, _rounded, **FIT_KW)
 
 
+class _Stop(Exception):
+    pass
+
+
+def _stop(*args, **kwargs):
+    raise _Stop
+
+
+# What each entry point compiles after its checks: replaced by _stop (no fit, no compile).
+FITTERS = {"gradient_boost": (boosting, "boost"), "forward_stagewise": (boosting, "boost"),
+           "bagged_boosters": (bagging.boosters, "bag_boost_binned"),
+           "sweep": (sweep_lib, "_fit_group")}
+
+
+@pytest.mark.parametrize("entry", list(FITTERS))
+def test_zero_gradient_loss_warns_in_every_boosting_entry(data, entry, monkeypatch):
+    # Issue 14: the other entry points that take a loss returned all-zero models with no word:
+    # fit's warning (the same helper), given before the fit (stopped there: nothing compiled).
+    X, y = data
+    monkeypatch.setattr(*FITTERS[entry], _stop)
+    with pytest.warns(UserWarning, match="gradient of loss '_rounded' is zero at every row at the "
+                                         "baseline.*nothing will be learned"):
+        with pytest.raises(_Stop):
+            ENTRY[entry](X, y, loss=_rounded, n_bins=32)
+
+
 def _rounded(y, f):
     return jnp.round(f - y) ** 2
 
@@ -330,6 +436,17 @@ def test_single_class_binary_labels_give_finite_models(data, loss, label):
     model = jboost.fit(X, y, loss, **FIT_KW)
     for values in (model.baseline, model.train_loss, jboost.predict(model, X),
                    jboost.predict_proba(model, X)):
+        assert np.isfinite(np.asarray(values)).all()
+    assert (np.asarray(jboost.predict_class(model, X)) == label).all()
+
+
+@pytest.mark.parametrize("entry", ["bagged_boosters"])
+@pytest.mark.parametrize("label", [0.0, 1.0])
+def test_single_class_binary_labels_give_finite_models_in_every_boosting_entry(data, entry, label):
+    X, _ = data
+    y = np.full(N, label, np.float32)
+    model = ENTRY[entry](X, y, loss="binomial_deviance", n_bins=32)
+    for values in (jboost.predict(model, X), jboost.predict_proba(model, X)):
         assert np.isfinite(np.asarray(values)).all()
     assert (np.asarray(jboost.predict_class(model, X)) == label).all()
 

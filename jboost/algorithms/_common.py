@@ -148,7 +148,8 @@ def _resumed(model: model_lib.Booster, data: boosting.Data, loss: losses_lib.Los
 def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
         config: boosting.BoostConfig, loss: losses_lib.Loss, init_raw=None,
         weights: Optional[Callable] = None, *, name: str, state: Tuple[str, ...] = (),
-        init_model: Optional[model_lib.Booster] = None) -> model_lib.Booster:
+        init_model: Optional[model_lib.Booster] = None,
+        k_from_labels: bool = False) -> model_lib.Booster:
     """Boost on the scaffold (:func:`jboost.boosting.boost` with ``config.algorithm``) from
     ``init_raw`` (zeros by default) and wrap the result as a :class:`jboost.Booster` of
     algorithm ``name`` (:data:`ALGORITHMS`; kept as ``info["algorithm"]``).
@@ -160,7 +161,16 @@ def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
     :func:`check_init_model`, binned with its borders) continues it: ``config.n_rounds`` more
     rounds from its raw scores and state, round keys folded from its round count, so ``r``
     rounds then ``s`` more equal ``r + s`` rounds bitwise; the result holds every round.
+
+    Before compiling, the fit's memory estimate (:func:`jboost._validation.check_boosting_memory`)
+    refuses what cannot fit (``MemoryError``; ``k_from_labels``: the message names K = max(y) + 1
+    from the labels, e.g. a class label of 1e6).
     """
+    n_features, n_rows = data.X_binned.shape
+    _validation.check_boosting_memory(
+        n_rows, n_features, config, loss, k_from_labels=k_from_labels and loss.n_outputs > 1,
+        what=f"{name} model", fix="use a smaller depth or n_bins"
+        + (", or map the labels to 0..K-1" if k_from_labels and loss.n_outputs > 1 else ""))
     key = _validation.as_key(key)
     # A new fit starts from the scaffold's initial state, a continued one from init_model's:
     # the same compiled program (the state and the first round are arguments) serves both.
@@ -170,6 +180,8 @@ def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
     else:
         init_raw = init_model.baseline
         start, first_round = _resumed(init_model, data, loss, config, state), init_model.n_rounds
+    if init_model is None and not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):
+        _validation.warn_if_no_gradient(loss, data, init_raw)  # fit's warning: nothing to learn
     out = boosting.boost(data, key, hyper, loss, init_raw, config=config, state=start,
                          first_round=first_round)
     if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, out.train_loss))):

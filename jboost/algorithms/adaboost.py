@@ -257,7 +257,8 @@ def _fit_samme(X, y, name, round_fn, static, *, n_classes, n_rounds, depth, lear
     data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
                                                eval_set=eval_set, n_bins=n_bins, borders=borders)
     return _common.run(data, borders, key, hyper, config, losses_lib.samme_exponential(k),
-                       weights=_final_weights, name=name, state=STATE, init_model=init_model)
+                       weights=_final_weights, name=name, state=STATE, init_model=init_model,
+                       k_from_labels=n_classes is None)
 
 
 def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning_rate=1.0, l2=0.0,

@@ -281,4 +281,4 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
     # The round (one tree, or K per round) depends on K, known once the labels are checked.
     config = config._replace(algorithm=_common.algorithm(round_fn, z_max=z_max))
     return _common.run(data, borders, key, hyper, config, loss, name="logitboost",
-                       init_model=init_model)
+                       init_model=init_model, k_from_labels=n_classes is None)

@@ -75,9 +75,21 @@ def line_search_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: in
     for K coupled outputs the Gershgorin majorant of the hessian by default, whose per-output
     step cannot overshoot the coupled Newton step (issue 14), or its diagonal with
     ``hessian="diagonal"``.
+
+    **The loss never rises.** The least-squares tree's leaf values (the mean pseudo-residuals,
+    ``init``) are on the scale of the gradient, not of the step: for ``L = c (y - f)^2`` they are
+    ``2c`` times the optimal step, and ``n_steps`` steps of at most ``max_step`` cannot come back
+    from ``2c = 200`` times it (the training loss then grew ~300-fold per round, issue 14). So
+    each leaf starts from the better of ``init`` and 0 (no move), and keeps 0 where the search
+    ends above the leaf's loss at 0: every leaf's loss is at most its loss before the round (for
+    a convex loss, the shrunk step ``nu * gamma`` then too).
     """
     if loss.hessian == "unit":
         loss = loss.replace(hessian="autodiff")
+
+    def leaf_loss(gamma):  # (L,) each leaf's weighted loss at its value gamma_j
+        values = losses_lib.per_sample_losses(loss, y, raw + gamma[leaf])
+        return jax.ops.segment_sum(w * values, leaf, num_segments=n_leaves)
 
     def body(_, gamma):
         g, h = derivatives.grad_hess(loss, y, raw + gamma[leaf])
@@ -85,7 +97,11 @@ def line_search_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: in
         H = jax.ops.segment_sum(w[:, None] * h, leaf, num_segments=n_leaves)
         return gamma + newton_step(G, H, max_step)
 
-    return lax.fori_loop(0, n_steps, body, init)
+    zero = jnp.zeros_like(init)
+    at_zero = leaf_loss(zero)
+    start = jnp.where((leaf_loss(init) <= at_zero)[:, None], init, zero)
+    gamma = lax.fori_loop(0, n_steps, body, start)
+    return jnp.where((leaf_loss(gamma) <= at_zero)[:, None], gamma, zero)
 
 
 def line_search_coefficient(loss: losses_lib.Loss, y, raw, b, w, n_steps: int, max_step,

@@ -305,12 +305,20 @@ def fit_bagged_boosters(
     key = _validation.as_key(key)
     if oob and stopping is not None:
         _check_out_of_bag_rows(key, n_bags, data.w, bootstrap)
+    train = boosting.Data.train_only(data.X_binned, data.y, data.w)
+    if not losses_lib.is_built_in(loss_obj) and not _validation.is_traced(hyper.learning_rate):
+        _validation.warn_if_no_gradient(loss_obj, train, losses_lib.baseline(loss_obj, data.y, data.w))
     out, init, counts = bag_boost_binned(
         data.X_binned, data.y, data.w, key, hyper, loss_obj,
         config=config._replace(early_stopping=stopping), n_bags=n_bags, bootstrap=bootstrap,
         chunk_size=chunk_size, verbose=bool(verbose), oob=oob,
         valid=(data.X_valid, data.y_valid, data.w_valid) if shared else None)
     trees, train_loss, valid_loss = out.trees, out.train_loss, out.valid_loss
+    # A concrete fit: no silent NaN bag (fit's FloatingPointError, naming the bag).
+    if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):
+        _validation.check_finite_fits(train_loss, loss_obj, train, init,
+                                      n_fitted=None if stopping is None else out.n_fitted,
+                                      names=lambda i: f"bag {i[0]}", what="bags")
     if stopping is not None and not _validation.is_traced(out.n_fitted):
         # A concrete fit keeps the rounds up to the last bag's stop (later bags' rounds: zeros).
         last = int(np.max(np.asarray(out.n_fitted)))

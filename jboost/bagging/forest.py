@@ -380,12 +380,21 @@ def fit_forest(
         f"{', or map the labels to 0..K-1' if from_labels else ''}")
     config = ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k, max_features=m,
                           bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose))
-    args = (data.X_binned, data.y, data.w, _validation.as_key(key), hyper)
+    # Regression targets so large that a node's split gain G^2 / H overflows float32 (labels at
+    # scale 1e18: a near-constant forest) are fitted divided by a power of two 2^e, exactly: the
+    # same splits (gains and min_split_gain scaled by 2^-2e), leaf values multiplied back.
+    e = _validation.gain_exponent(data.y, data.w) if task == "regression" else 0
+    y_fit = data.y if e == 0 else data.y * jnp.float32(2.0 ** -e)
+    if e:
+        hyper = hyper._replace(min_split_gain=hyper.min_split_gain * jnp.float32(2.0 ** (-2 * e)))
+    args = (data.X_binned, y_fit, data.w, _validation.as_key(key), hyper)
     if checkpoint_dir is None:
         trees, counts = fit_forest_binned(*args, config=config)
     else:
         trees, counts = _fit_forest_checkpointed(*args, config=config, checkpoint_dir=checkpoint_dir,
                                                  borders=data.borders)
+    if e:  # the leaf means of y (the gains stay those of y * 2^-e: their ranking is the same)
+        trees = trees._replace(leaf_values=trees.leaf_values * jnp.float32(2.0 ** e))
     forest = Forest(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,
                     bag_weights=counts)
     # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN forest, and a warning.

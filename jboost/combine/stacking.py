@@ -67,9 +67,10 @@ def stack_hyperparams(hypers: Sequence[Mapping[str, Any]]) -> boosting.Hyperpara
     return _learner_settings(hypers, **static)[1]
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
+@functools.partial(jax.jit, static_argnames=("config", "with_train_loss"))
 def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
-                       loss: losses_lib.Loss, *, config: boosting.BoostConfig):
+                       loss: losses_lib.Loss, *, config: boosting.BoostConfig,
+                       with_train_loss: bool = False):
     """Every (fold, learner) boosting fit in one vmapped call.
 
     Learner ``m`` of fold ``s`` is :func:`jboost.boosting.boost` with sample weights
@@ -78,7 +79,8 @@ def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
 
     Returns:
       ``(trees, baselines)``: trees with leading axes ``(S, M, n_rounds, trees_per_round)``
-      (bin thresholds only) and ``(S, M, K)`` baselines.
+      (bin thresholds only) and ``(S, M, K)`` baselines; ``with_train_loss``: also the
+      ``(S, M, n_rounds)`` training losses (each fit's weighted rows).
     """
     n_learners = jax.tree_util.tree_leaves(hypers)[0].shape[0]
     keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(n_learners))
@@ -87,7 +89,7 @@ def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
         wm = w * mask
         init = losses_lib.baseline(loss, y, wm)
         out = boosting.boost(boosting.Data.train_only(X_binned, y, wm), k, hyper, loss, init, config=config)
-        return out.trees, init
+        return (out.trees, init, out.train_loss) if with_train_loss else (out.trees, init)
 
     per_learner = jax.vmap(one, in_axes=(None, 0, 0))
     return jax.vmap(per_learner, in_axes=(0, None, None))(masks, hypers, keys)
@@ -254,8 +256,16 @@ def fit_stacked_boosters(
     else:
         ids = explicit
     masks = jnp.concatenate([cv.fold_masks(ids, n_folds), jnp.ones((1, n), jnp.float32)])
-    trees, baselines = cross_fit_boosters(data.X_binned, data.y, data.w, k_fit, masks, hyper,
-                                          loss_obj, config=config)
+    trees, baselines, train_loss = cross_fit_boosters(data.X_binned, data.y, data.w, k_fit, masks,
+                                                      hyper, loss_obj, config=config,
+                                                      with_train_loss=True)
+    # A concrete fit: no silent NaN learner (fit's FloatingPointError, naming the fit).
+    if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):
+        _validation.check_finite_fits(
+            train_loss, loss_obj, boosting.Data.train_only(data.X_binned, data.y, data.w), baselines,
+            names=lambda i: (f"learner {i[1]} (hypers[{i[1]}]) on "
+                             + (f"fold {i[0]}'s training rows" if i[0] < n_folds else "all rows")),
+            what="fits")
     trees = tree_lib.with_borders(trees, data.borders)
     fold_trees = jax.tree_util.tree_map(lambda a: a[:-1], trees)
     raw = _common.batched_raw_scores(fold_trees, baselines[:-1], jnp.asarray(X), n_lead=2)  # (S, M, n, K)

@@ -244,6 +244,9 @@ def sweep(
     fits, borders_of, stats = {}, {}, _Stats()
     for b in grid_.bins:
         data = _validation.prepare(X, y, sample_weight=w, n_bins=b)  # one binned copy per n_bins
+        if b == grid_.bins[0]:  # fit's warning for a custom loss with no gradient at the baseline
+            _validation.warn_if_no_gradient(loss_obj, boosting.Data(*data[:6]),
+                                            losses_lib.baseline(loss_obj, data.y, data.w))
         borders_of[b] = np.asarray(data.borders)
         shared = program_lib.Shared(put(data.X_binned), put(y), put(w), put(fold_table),
                                     put(seed_keys))
