@@ -56,6 +56,7 @@ from jboost import _batching
 from jboost import _native
 from jboost import binning
 from jboost import boosting
+from jboost import derivatives
 from jboost import losses as losses_lib
 from jboost import metrics as metrics_lib
 
@@ -917,6 +918,71 @@ def nan_outside_domains(values, loss: Optional[losses_lib.Loss], hyper=None, *, 
 # --------------------------------------------------------------------------------------------
 
 
+@jax.jit
+def _at_baseline(loss, y, w, init_raw, margin=None):
+    """At the baseline: whether any weighted row has a non-zero gradient, and the number of rows
+    whose loss or gradient is not finite (one grad_hess, no tree)."""
+    raw = jnp.broadcast_to(init_raw, (y.shape[0], init_raw.shape[-1]))
+    if margin is not None:
+        raw = margin + raw
+    used = w > 0
+    if loss.batch:  # one value of the whole batch: 1 if it is not finite
+        value, g = jax.value_and_grad(lambda r: losses_lib.total_loss(loss, y, r, w))(raw)
+        bad_grad = jnp.sum(~jnp.all(jnp.isfinite(g), axis=-1) & used)
+        return jnp.any((g != 0) & used[:, None]), jnp.sum(~jnp.isfinite(value)), bad_grad
+    g, _ = derivatives.grad_hess(loss, y, raw)
+    values = losses_lib.per_sample_losses(loss, y, raw)
+    moves = jnp.any((g != 0) & used[:, None])
+    bad_loss = jnp.sum(~jnp.isfinite(values) & used)
+    bad_grad = jnp.sum(~jnp.all(jnp.isfinite(g), axis=-1) & used)
+    return moves, bad_loss, bad_grad
+
+
+def _warn_no_gradient(loss, data, init_raw) -> None:
+    moves, _, _ = _at_baseline(loss, data.y, data.w, init_raw, data.margin)
+    if not bool(moves):
+        warnings.warn(f"the gradient of loss {loss.name!r} is zero at every row at the baseline "
+                      f"{np.asarray(init_raw).tolist()}: nothing will be learned (is the loss "
+                      "piecewise constant, e.g. jnp.round, or does it stop gradients?).",
+                      UserWarning, stacklevel=3)
+
+
+def check_finite_fit(train_loss, loss, data, init_raw) -> None:
+    """Raise ``FloatingPointError`` when a concrete fit's training loss (``(n_rounds,)``, or a
+    batch of such curves) is NaN or infinite: the first such round and the likely causes (the
+    loss's value and gradient at the labels and the baseline, the learning rate)."""
+    curve = np.asarray(train_loss)
+    finite = np.isfinite(curve)
+    if finite.all():
+        return
+    first = int(np.argmax(~finite.reshape(-1, curve.shape[-1]).all(axis=0)))
+    base = np.asarray(init_raw)
+    _, bad_loss, bad_grad = (np.asarray(v) for v in _at_baseline(loss, data.y, data.w, init_raw, data.margin))
+    n = int(np.sum(np.asarray(data.w) > 0))
+    if not np.all(np.isfinite(base)):
+        cause = (f"the baseline (optimal constant raw score) of loss {loss.name!r} is "
+                 f"{base.tolist()}: check the labels and the loss's baseline")
+    elif bad_loss.max() > 0 or bad_grad.max() > 0:
+        cause = (f"loss {loss.name!r} at the labels and the baseline is not finite for "
+                 f"{int(bad_loss.max())} of {n} rows (its gradient for {int(bad_grad.max())}): "
+                 "check the loss function for these labels (a too large learning_rate is the "
+                 "other possible cause)")
+    else:
+        cause = (f"loss {loss.name!r} is finite at the baseline, so the rounds diverged: "
+                 "learning_rate too large, or the loss overflows at large raw scores")
+        y = np.asarray(data.y, np.float64)
+        scale = float(np.max(np.abs(y - np.median(y)))) if y.size else 0.0
+        if loss.task == "regression" and scale > 1e15:
+            cause += (f"; here the labels spread {scale:.3g} from their median, and float32 "
+                      f"(max {float(np.finfo(np.float32).max):.3g}) overflows on their squares: "
+                      "divide y by a scale (e.g. its standard deviation) and multiply the "
+                      "predictions back")
+    raise FloatingPointError(f"the training loss is not finite from round {first} on "
+                             f"(Booster.train_loss[{first}] = {curve.reshape(-1, curve.shape[-1])[:, first].tolist()[:3]}); "
+                             f"likely cause: {cause}.")
+
+
+
 def warn_if_no_gradient(loss: losses_lib.Loss, data, init_raw) -> None:
     """Warn (``jboost.fit``'s ``UserWarning``) when a custom loss's gradient is zero at every row
     at the baseline ``init_raw``: nothing would be learned (``jnp.round``, a stopped gradient).
@@ -926,13 +992,12 @@ def warn_if_no_gradient(loss: losses_lib.Loss, data, init_raw) -> None:
     if losses_lib.is_built_in(loss) or any(is_traced(v) for v in jax.tree_util.tree_leaves(
             (init_raw, loss.params))):
         return
-    from jboost import api  # noqa: PLC0415 - api imports this module
-    api._warn_if_no_gradient(loss, data, init_raw)
+    _warn_no_gradient(loss, data, init_raw)
 
 
 def check_finite_fits(train_loss, loss: losses_lib.Loss, data, baselines, *, n_fitted=None,
                       names=None, what: str = "models") -> None:
-    """``jboost.fit``'s ``FloatingPointError`` (:func:`jboost.api.check_finite_fit`: the first
+    """``jboost.fit``'s ``FloatingPointError`` (:func:`check_finite_fit`: the first
     non-finite round and its likely cause: a NaN loss, a too large ``learning_rate``, labels whose
     squares overflow float32, "divide y by a scale") for a batch of concrete fits: ``train_loss``
     ``(..., n_rounds)`` curves with ``baselines`` ``(..., K)`` of the same leading axes (bagged
@@ -955,10 +1020,9 @@ def check_finite_fits(train_loss, loss: losses_lib.Loss, data, baselines, *, n_f
         return
     i = int(bad[0])
     base = np.asarray(baselines).reshape(curves.shape[0], -1)[i]
-    from jboost import api  # noqa: PLC0415 - api imports this module
     try:
         fitted = curves[i] if n_fitted is None else curves[i][:int(np.asarray(n_fitted).reshape(-1)[i])]
-        api.check_finite_fit(fitted, loss, data, jnp.asarray(base, jnp.float32))
+        check_finite_fit(fitted, loss, data, jnp.asarray(base, jnp.float32))
     except FloatingPointError as e:
         where = names(np.unravel_index(i, lead)) if names is not None else f"model {i}"
         raise FloatingPointError(f"{where} ({bad.size} of {curves.shape[0]} {what} not finite): "

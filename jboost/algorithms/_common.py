@@ -31,7 +31,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jboost import _validation
-from jboost import api
 from jboost import boosting
 from jboost import losses as losses_lib
 from jboost import model as model_lib
@@ -185,7 +184,7 @@ def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
     out = boosting.boost(data, key, hyper, loss, init_raw, config=config, state=start,
                          first_round=first_round)
     if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, out.train_loss))):
-        api.check_finite_fit(out.train_loss, loss, data, init_raw)  # no silent NaN model
+        _validation.check_finite_fit(out.train_loss, loss, data, init_raw)  # no silent NaN model
     info = dict(out.info, weights=data.w if weights is None else weights(out.extra),
                 algorithm=jnp.int32(ALGORITHMS.index(name)),
                 **dict(zip(state, jax.tree_util.tree_leaves(out.extra))))
