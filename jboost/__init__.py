@@ -9,6 +9,7 @@ from jboost import boosting
 from jboost import derivatives
 from jboost import distributions
 from jboost import histograms
+from jboost import inspect
 from jboost import losses
 from jboost import model
 from jboost import objectives

@@ -1,0 +1,546 @@
+"""Interpreting fitted ensembles: exact SHAP values of oblivious trees and feature importance.
+
+**SHAP values** (Lundberg et al. 2020, "From local explanations to global understanding with
+explainable AI for trees"). A tree's *path-dependent* value function of a feature set ``S`` at a
+row ``x`` walks the tree from the root: a level whose feature is in ``S`` sends the walk where
+``x`` goes (NaN: the level's missing direction); any other level splits it between the two
+children in proportion to their *covers*. ``v(S)`` is the walk's average leaf value, and the
+SHAP values are the Shapley values of ``v`` (``v(all) = f(x)``, ``v({}) =`` the cover-weighted
+mean leaf value, the *expected value*).
+
+jboost's trees store no covers (no per-node row counts or hessian sums), so the covers are the
+row counts (or ``data_weight`` sums) of a **background data set** ``data`` at every node: with
+``data`` the training rows (unweighted, squared error: the hessian sums XGBoost stores) this is
+exactly TreeSHAP's ``feature_perturbation="tree_path_dependent"``, and the expected value is the
+mean prediction over ``data``. ``data=None`` takes the explained rows ``X`` themselves. A node
+that no background row reaches splits a walk by its level's split proportions over all rows.
+
+**The algorithm** (the one CatBoost uses for its oblivious trees). In an oblivious tree ``v(S)``
+depends on ``x`` only through the leaf ``x`` reaches (which way it goes at each level), so a
+depth-``D`` tree has only ``2**D`` distinct SHAP vectors. For each leaf, ``v`` of all ``2**D``
+subsets of levels comes from one bottom-up pass over the levels (``O(D 2**D)``); the Shapley
+values over the tree's ``p <= D`` distinct features are then one fixed linear map of those
+``2**D`` values (a ``(2**D, D)`` weight matrix of the tree's structure; a feature used at
+several levels is one player). So each tree costs ``O(D 4**D)`` once (``D <= 10``: a
+per-leaf table), and each row and tree costs ``O(D)``: find the leaf, add its ``D`` values --
+``O(n T D)`` in all for ``n`` rows and ``T`` trees, against ``O(n T L D**2)`` for the
+polynomial TreeSHAP recursion (``L`` leaves). Trees deeper than :data:`MAX_TABLE_DEPTH`
+evaluate the same pass per row instead of per leaf (``O(D 2**D)`` per row and tree).
+Interaction values (:func:`shap_interaction_values`) use the Shapley interaction index the same
+way (a ``(2**D, D, D)`` map). Everything is exact up to float32 rounding.
+
+**Importance** (:func:`importance`): ESL's relative importance (eq. 10.42-10.43), the summed
+split gains, split counts; :func:`permutation_importance` on held-out rows.
+
+Every model of the protocol (:mod:`jboost.model`) is a constant plus a sum of trees (a forest and
+bagged boosters average them, ECOC has one output per code bit, a stacked model maps its
+learners' leaves by the stacker's coefficients), which is how it is explained; a model with batch
+axes (``jax.vmap`` of fits) gives every model's values, the batch axes in front.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple, Optional, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jboost import _validation
+from jboost import losses as losses_lib
+from jboost import metrics as metrics_lib
+from jboost import model as model_lib
+from jboost import tree as tree_lib
+from jboost.bagging.boosters import BaggedBoosters
+from jboost.bagging.forest import Forest
+from jboost.combine.ecoc import ECOCBoosters
+
+#: Trees up to this depth get per-leaf SHAP tables (``O(D 4**D)`` per tree); deeper trees are
+#: explained row by row (``O(D 2**D)`` per row and tree).
+MAX_TABLE_DEPTH = 10
+
+#: Rows explained together by trees deeper than :data:`MAX_TABLE_DEPTH` (bounds the memory).
+_ROW_BATCH = 64
+
+
+class ShapValues(NamedTuple):
+    """SHAP values and the expected value they add to (unpacks as ``values, expected_value``).
+
+    ``values``: ``(n, F)`` for one-output models, ``(n, F, K)`` for ``K`` outputs (interaction
+    values: ``(n, F, F)`` / ``(n, F, F, K)``); ``expected_value``: ``()`` / ``(K,)``; a batched
+    model's batch axes in front of both. Local accuracy: ``values`` summed over the feature
+    axis (both feature axes for interactions) plus ``expected_value`` is the raw prediction
+    (:func:`jboost.predict`) of every row.
+    """
+
+    values: jax.Array
+    expected_value: jax.Array
+
+
+# --------------------------------------------------------------------------------------------
+# Every model as a constant plus a sum of trees.
+# --------------------------------------------------------------------------------------------
+
+
+def _zero_after(trees, keep_rounds):
+    """Trees with zero leaf values in the rounds (axis 0) where ``keep_rounds`` is False."""
+    lv = trees.leaf_values
+    keep = keep_rounds.reshape(keep_rounds.shape + (1,) * (lv.ndim - keep_rounds.ndim))
+    return trees._replace(leaf_values=jnp.where(keep, lv, jnp.zeros((), lv.dtype)))
+
+
+def tree_sum(model, n_rounds: Optional[int] = None):
+    """One unbatched model as ``(trees, constant, offset)``: its raw scores are
+    ``offset + constant + sum_t trees[t].leaf_values[leaf_t(x)]`` (``offset`` may be ``None``).
+
+    ``trees`` are :class:`jboost.ObliviousTrees` with one leading tree axis and leaf values
+    ``(T, 2**D, K)`` in the model's output units (a forest's and bagged boosters' averages, an
+    ECOC bit's one-hot column, a stacked model's mapped leaves); the stages are those
+    :func:`jboost.predict` uses (``n_rounds``, else every round, or up to ``best_round``).
+    """
+    if hasattr(model, "as_booster") and not isinstance(model, model_lib.Booster):  # stacked
+        return tree_sum(model.as_booster(), n_rounds)
+    if isinstance(model, model_lib.Booster):
+        trees = model.trees
+        if n_rounds is None and model.best_round is not None:
+            if _validation.is_traced(model.best_round):
+                trees = _zero_after(trees, jnp.arange(model.n_rounds) <= model.best_round)
+            else:
+                n_rounds = int(model.best_round) + 1
+        trees = model_lib.first_stages(trees, n_rounds, model.n_rounds)
+        return tree_lib.flatten_trees(trees), model.baseline, model.offset
+    if isinstance(model, Forest):
+        if n_rounds is not None:
+            n_rounds = _validation.check_int(n_rounds, "n_rounds", 1, model.n_trees)
+        trees = model_lib.first_stages(model.trees, n_rounds, model.n_trees)
+        n_used = trees.features.shape[0]
+        trees = tree_lib.flatten_trees(trees)
+        trees = trees._replace(leaf_values=trees.leaf_values / n_used)
+        return trees, jnp.zeros((model.n_outputs,), jnp.float32), None
+    if isinstance(model, BaggedBoosters):
+        if n_rounds is not None:
+            n_rounds = _validation.check_int(n_rounds, "n_rounds", 0, model.n_rounds)
+            trees = jax.tree_util.tree_map(lambda a: a[:, :n_rounds], model.trees)
+        else:
+            trees = model.best_trees()
+        trees = tree_lib.flatten_trees(trees)
+        trees = trees._replace(leaf_values=trees.leaf_values / model.n_bags)
+        return trees, jnp.mean(model.baseline, axis=0), None
+    if isinstance(model, ECOCBoosters):
+        trees = model.trees  # (L, R, 1, ...) one-output learners, one per bit
+        if n_rounds is not None:
+            m = _validation.check_int(n_rounds, "n_rounds", 0, model.n_rounds)
+            trees = jax.tree_util.tree_map(lambda a: a[:, :m], trees)
+        n_bits = model.n_bits
+        onehot = jnp.eye(n_bits, dtype=jnp.float32)[:, None, None, None, :]  # (L, 1, 1, 1, L)
+        trees = trees._replace(leaf_values=trees.leaf_values * onehot)
+        return tree_lib.flatten_trees(trees), model.baseline[:, 0], None
+    raise TypeError(f"jboost.inspect explains Boosters, Forests, BaggedBoosters, ECOCBoosters and "
+                    f"StackedBoosters; got {type(model).__name__}.")
+
+
+def _check_trees(trees) -> None:
+    if not isinstance(trees, tree_lib.ObliviousTrees):
+        raise TypeError(f"SHAP values are implemented for oblivious trees; this model's trees are "
+                        f"{type(trees).__name__}.")
+
+
+# --------------------------------------------------------------------------------------------
+# One tree: the value function of every subset of levels, and the Shapley weights.
+# --------------------------------------------------------------------------------------------
+
+
+def leaf_covers(trees: tree_lib.ObliviousTrees, data_t, weight) -> jax.Array:
+    """``(T, 2**D)`` float32 background cover (row count, or ``weight`` sum) of every leaf of
+    every tree (one leading tree axis), from feature-major background rows ``data_t (F, m)``."""
+    n_leaves = trees.leaf_values.shape[-2]
+
+    def one(tree):
+        leaf = tree.leaf_index_raw(data_t)
+        return jax.ops.segment_sum(weight, leaf, num_segments=n_leaves)
+
+    return lax.map(one, trees)
+
+
+def subset_values(leaf_values, covers, leaves) -> jax.Array:
+    """The path-dependent value ``v(x, S)`` of one tree for every subset ``S`` of its levels.
+
+    Args:
+      leaf_values: ``(2**D, K)``.
+      covers: ``(2**D,)`` background cover of each leaf (node covers are sums over leaves).
+      leaves: ``(X,)`` int32 the leaves of the explained rows (``x`` enters only through them).
+
+    Returns:
+      ``(X, 2**D, K)``: ``v[x, S]`` with level ``l`` in ``S`` iff bit ``l`` of the index is set
+      (a level of ``S`` follows ``x``; any other splits the walk by its children's covers; a
+      node of zero cover splits it by the level's proportions over all background rows).
+      One bottom-up pass over the levels: ``O(D 2**D)`` per leaf.
+    """
+    n_leaves, k = leaf_values.shape
+    depth = n_leaves.bit_length() - 1
+    n_x = leaves.shape[0]
+    g = jnp.broadcast_to(leaf_values[None, None], (n_x, 1, n_leaves, k))  # (X, S_below, node, K)
+    c = covers
+    total = jnp.sum(covers)
+    for l in range(depth - 1, -1, -1):
+        # Nodes of level l + 1 are  node + b * 2**l  (bit l of the leaf index is level l).
+        child = c.reshape(2, 2**l)                                   # [b, node]
+        node = jnp.sum(child, axis=0)
+        level = jnp.sum(child, axis=1) / jnp.where(total > 0, total, 1.0)
+        ratio = jnp.where(node > 0, child / jnp.where(node > 0, node, 1.0), level[:, None])
+        gb = g.reshape(n_x, g.shape[1], 2, 2**l, k)
+        out = jnp.einsum("xsbnk,bn->xsnk", gb, ratio)               # level l not in S
+        bit = ((leaves >> l) & 1).reshape(n_x, 1, 1, 1)
+        inn = jnp.where(bit == 1, gb[:, :, 1], gb[:, :, 0])          # level l in S: follow x
+        g = jnp.stack([out, inn], axis=2).reshape(n_x, 2 * g.shape[1], 2**l, k)
+        c = node
+    return g[:, :, 0, :]
+
+
+def _log_factorial(k):
+    return lax.lgamma(jnp.asarray(k, jnp.float32) + 1.0)
+
+
+def _players(features):
+    """``(bits (2**D, D), consistent (2**D,), canonical (D,), n_players)`` of one tree's levels:
+    level ``l`` plays for its feature's first level ``canonical``; a subset of levels is
+    ``consistent`` when each level is in it iff its feature's first level is."""
+    depth = features.shape[0]
+    levels = jnp.arange(depth)
+    first = jnp.argmax(features[:, None] == features[None, :], axis=1)
+    canonical = first == levels
+    subsets = jnp.arange(2**depth)
+    bits = (subsets[:, None] >> levels[None, :]) & 1
+    consistent = jnp.all(bits == bits[:, first], axis=1)
+    return bits, consistent, canonical, jnp.sum(canonical)
+
+
+def shapley_weights(features) -> jax.Array:
+    """``(2**D, D)`` the map from ``v`` of every subset of levels to the Shapley values of one
+    tree's features: ``phi[j] = sum_S W[S, j] v(S)`` for the first level ``j`` of each distinct
+    feature (0 for a repeated feature's later levels). ``W[S, j] = w(|S| - 1)`` if ``j`` in
+    ``S``, ``-w(|S|)`` if not, ``w(s) = s! (p - s - 1)! / p!`` with ``p`` distinct features,
+    over the consistent subsets only (see :func:`_players`)."""
+    bits, consistent, canonical, p = _players(features)
+    s = jnp.sum(jnp.where(canonical, bits, 0), axis=1)[:, None]  # players in S
+    size = jnp.where(bits == 1, s - 1, s)                       # |S \ {j}|
+    size = jnp.clip(size, 0, jnp.maximum(p - 1, 0))
+    w = jnp.exp(_log_factorial(size) + _log_factorial(p - size - 1) - _log_factorial(p))
+    w = jnp.where(bits == 1, w, -w)
+    return jnp.where(consistent[:, None] & canonical[None, :], w, 0.0)
+
+
+def interaction_weights(features) -> jax.Array:
+    """``(2**D, D, D)`` the map from ``v`` of every subset of levels to the SHAP interaction
+    values of one tree (Lundberg et al. 2020, eq. 9): off the diagonal the Shapley interaction
+    index ``sum_{S without i, j} s! (p - s - 2)! / (2 (p - 1)!) [v(S+ij) - v(S+i) - v(S+j) +
+    v(S)]``, on it ``phi_i`` minus the row's other entries."""
+    bits, consistent, canonical, p = _players(features)
+    depth = features.shape[0]
+    s = jnp.sum(jnp.where(canonical, bits, 0), axis=1)[:, None, None] - bits[:, :, None] - bits[:, None, :]
+    s = jnp.clip(s, 0, jnp.maximum(p - 2, 0))
+    w = jnp.exp(_log_factorial(s) + _log_factorial(p - s - 2) - _log_factorial(p - 1)) / 2.0
+    sign = ((2 * bits[:, :, None] - 1) * (2 * bits[:, None, :] - 1)).astype(jnp.float32)
+    off = ~jnp.eye(depth, dtype=bool)
+    pair = canonical[:, None] & canonical[None, :] & off
+    w2 = jnp.where(consistent[:, None, None] & pair[None] & (p >= 2), sign * w, 0.0)
+    diag = shapley_weights(features) - jnp.sum(w2, axis=2)
+    return w2 + jnp.eye(depth, dtype=jnp.float32)[None] * diag[:, :, None]
+
+
+def _tree_tables(tree, covers, leaves, interactions: bool):
+    """One tree's SHAP values (``(X, D, K)``; interactions ``(X, D, D, K)``) at ``leaves`` and
+    its expected value ``(K,)``."""
+    v = subset_values(tree.leaf_values, covers, leaves)                 # (X, 2**D, K)
+    if interactions:
+        table = jnp.einsum("xsk,sij->xijk", v, interaction_weights(tree.features))
+    else:
+        table = jnp.einsum("xsk,sj->xjk", v, shapley_weights(tree.features))
+    return table, v[0, 0]
+
+
+# --------------------------------------------------------------------------------------------
+# Every row, every tree.
+# --------------------------------------------------------------------------------------------
+
+
+@functools.partial(jax.jit, static_argnames=("interactions", "per_leaf"))
+def explain_trees(trees: tree_lib.ObliviousTrees, X, data, weight, interactions: bool = False,
+                  per_leaf: Optional[bool] = None):
+    """Exact path-dependent SHAP values of a sum of oblivious trees (one leading tree axis).
+
+    Args:
+      trees: the trees, leaf values ``(T, 2**D, K)``, float thresholds filled in.
+      X: ``(n, F)`` float32 rows to explain (NaN: missing).
+      data: ``(m, F)`` background rows whose counts are the covers.
+      weight: ``(m,)`` their weights.
+      interactions: static; SHAP interaction values instead.
+      per_leaf: static; per-leaf tables (default for depth <= :data:`MAX_TABLE_DEPTH`) or the
+        same pass per row (``False``: deeper trees; the same values).
+
+    Returns:
+      ``(values, expected)``: ``(n, F, K)`` (interactions ``(n, F, F, K)``) and ``(K,)``, the
+      sum over trees (no constant). Per tree ``O(D 4**D)`` for its per-leaf table (depth <=
+      :data:`MAX_TABLE_DEPTH`), then per row ``O(D)`` (``O(D**2)`` interactions): the rows are
+      vmapped, the trees a ``lax.scan``.
+    """
+    n_features = X.shape[1]
+    n_leaves, k = trees.leaf_values.shape[-2:]
+    depth = n_leaves.bit_length() - 1
+    covers = leaf_covers(trees, jnp.asarray(data, jnp.float32).T, weight)
+    X_t = jnp.asarray(X, jnp.float32).T
+    if per_leaf is None:
+        per_leaf = depth <= MAX_TABLE_DEPTH
+
+    if per_leaf:  # every tree's table of its 2**D leaves, then rows gather
+        def table(args):
+            tree, cover = args
+            return _tree_tables(tree, cover, jnp.arange(n_leaves, dtype=jnp.int32), interactions)
+
+        tables, expected = lax.map(table, (trees, covers))
+    else:
+        expected = jax.vmap(lambda t, c: _tree_tables(t, c, jnp.zeros((1,), jnp.int32),
+                                                      interactions)[1])(trees, covers)
+
+    def leaf_table(tree, cover, table, leaf):
+        """``(D, K)`` (interactions ``(D, D, K)``) of one row's leaf."""
+        if per_leaf:
+            return table[leaf]
+        return _tree_tables(tree, cover, leaf[None], interactions)[0][0]
+
+    shape = (n_features, n_features, k) if interactions else (n_features, k)
+
+    def one_row(leaves):
+        """One row's values from its leaf in every tree ``(T,)``."""
+        def step(acc, args):
+            tree, cover, table, leaf = args
+            contrib = leaf_table(tree, cover, table, leaf)
+            f = tree.features
+            acc = acc.at[f[:, None], f[None, :]].add(contrib) if interactions else acc.at[f].add(contrib)
+            return acc, None
+
+        out, _ = lax.scan(step, jnp.zeros(shape, jnp.float32),
+                          (trees, covers, tables if per_leaf else jnp.zeros((covers.shape[0],)), leaves))
+        return out
+
+    leaves = jax.vmap(lambda t: t.leaf_index_raw(X_t), out_axes=1)(trees)  # (n, T)
+    if per_leaf:
+        values = jax.vmap(one_row)(leaves)
+    else:
+        values = lax.map(one_row, leaves, batch_size=_ROW_BATCH)
+    return values, jnp.sum(expected, axis=0)
+
+
+def _explain(model, X, n_rounds, data, data_weight, interactions: bool) -> ShapValues:
+    model_lib._check_model(model)
+    X = _validation.predict_matrix(X, model.n_features)
+    if data is None:
+        data, data_weight = X, None
+    else:
+        data = _validation.predict_matrix(data, model.n_features, name="data")
+    if data.shape[0] == 0:
+        raise ValueError("data has no rows: the covers of the trees' nodes are background row "
+                         "counts; pass some rows (e.g. the training rows) as data=.")
+    weight = jnp.asarray(_validation.as_weights(data_weight, data.shape[0], "data_weight", "data"))
+    X = jnp.asarray(X, jnp.float32)
+    data = jnp.asarray(data, jnp.float32)
+    keeps = _keeps_columns(model)
+
+    def one(m):
+        trees, constant, offset = tree_sum(m, n_rounds)
+        _check_trees(trees)
+        values, expected = explain_trees(trees, X, data, weight, interactions=interactions)
+        expected = model_lib.add_offset(constant + expected, offset)
+        if values.shape[-1] == 1 and not keeps:
+            values, expected = values[..., 0], expected[..., 0]
+        return ShapValues(values, expected)
+
+    return model_lib._batched(model, one)
+
+
+def _keeps_columns(model) -> bool:
+    loss = getattr(model, "loss", None)
+    return isinstance(loss, losses_lib.Loss) and losses_lib.keeps_columns(loss)
+
+
+def shap_values(model, X, n_rounds: Optional[int] = None, *, data=None,
+                data_weight=None) -> ShapValues:
+    """Exact SHAP values of every row and feature (path-dependent TreeSHAP; module docstring).
+
+    Args:
+      model: any fitted jboost ensemble (Booster from :func:`jboost.fit` or an algorithm,
+        Forest, BaggedBoosters, ECOCBoosters: one output per code bit, StackedBoosters), batch
+        axes allowed.
+      X: ``(n, F)`` rows to explain; NaN is missing (it follows each level's missing direction).
+      n_rounds: explain the model of the first ``n_rounds`` stages (as :func:`jboost.predict`).
+      data: ``(m, F)`` background rows whose node counts are the trees' covers (the training
+        rows for TreeSHAP's path-dependent definition); default ``X``.
+      data_weight: ``(m,)`` non-negative weights of ``data`` (e.g. the training weights).
+
+    Returns:
+      :class:`ShapValues` ``(values, expected_value)``: ``values`` ``(n, F)`` (``(n, F, K)``
+      for ``K`` outputs), summing with ``expected_value`` to :func:`jboost.predict`'s raw scores.
+    """
+    return _explain(model, X, n_rounds, data, data_weight, interactions=False)
+
+
+def shap_interaction_values(model, X, n_rounds: Optional[int] = None, *, data=None,
+                            data_weight=None) -> ShapValues:
+    """Exact SHAP interaction values ``(n, F, F)`` (``(n, F, F, K)`` for ``K`` outputs):
+    symmetric, each row summing over ``j`` to :func:`shap_values`, all entries with
+    ``expected_value`` to the raw prediction (Lundberg et al. 2020, eq. 9-10). Arguments as
+    :func:`shap_values`; memory ``n F**2 K`` floats."""
+    return _explain(model, X, n_rounds, data, data_weight, interactions=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Importance.
+# --------------------------------------------------------------------------------------------
+
+IMPORTANCE_KINDS = ("relative", "gain", "split_count")
+
+
+def _class_axis(model):
+    """``(n_groups, group_of_tree)``: how a model's trees (flattened leading axes, batch axes
+    excluded) divide among its outputs for per-class importance, or ``None``."""
+    if isinstance(model, ECOCBoosters):  # (L, R, 1): one learner per code bit
+        return "bits"
+    if isinstance(model, (model_lib.Booster, BaggedBoosters)):
+        k = model.n_outputs
+        if k > 1 and model.trees.features.shape[-2] == k:  # per_output_trees: tree p is output p
+            return "per_output"
+    return None
+
+
+def importance(model, kind: str = "relative", per_class: bool = False) -> jax.Array:
+    """Feature importance from the trees' splits, per model of a batched model (never summed).
+
+    Args:
+      kind: ``"relative"``: ESL's relative importance (eq. 10.42-10.43): ``I_l = sqrt(sum of the
+        squared improvements of the splits on feature l, averaged over trees)``, scaled so the
+        largest is 100. A split's squared improvement ``i_t**2`` is its gain (jboost's trees
+        store one per level: the sum over the level's nodes, ESL's sum over nodes ``t``); for
+        squared error with ``l2=0`` exactly ESL's improvement in squared error ``w_l w_r /
+        (w_l + w_r) (ybar_l - ybar_r)**2``, otherwise the loss's second-order (Newton)
+        improvement. ``"gain"``: the summed gains (the squared scale; :func:`jboost.feature_importance`
+        is this normalised to sum to 1). ``"split_count"``: the number of splits (levels of
+        positive gain) on each feature.
+      per_class: ``(K, F)``: each output's importance from its own trees (ESL eq. 10.43's
+        ``I_lk``: models with one tree per output per round, ``per_output_trees=True``, and
+        ECOC's code bits). Without it a ``"relative"`` importance of such a model is ESL's
+        average ``I_l = mean_k I_lk`` (then scaled to 100); of a model of vector-leaf trees
+        (one tree moves all ``K`` outputs, its gain summed over them) the square root of the
+        summed gains.
+
+    Returns:
+      ``(F,)``, or ``(K, F)`` with ``per_class`` (batch axes in front), float32.
+    """
+    model_lib._check_model(model)
+    if kind not in IMPORTANCE_KINDS:
+        raise ValueError(f"kind={kind!r} is not an importance kind; use one of {IMPORTANCE_KINDS}.")
+    _check_trees(model.trees)
+    axis = _class_axis(model)
+    if per_class and axis is None:
+        raise ValueError(
+            f"per_class=True needs one tree per output: a {type(model).__name__} with "
+            f"{getattr(model, 'n_outputs', 1)} output(s) whose trees each move every output (their "
+            "gains are summed over the outputs and cannot be split by class). Fit with "
+            "per_output_trees=True (ESL Algorithm 10.4), or use per_class=False.")
+
+    def one(m):
+        n_features = m.n_features
+        gains, feats = m.trees.gains, m.trees.features          # (..., D)
+        if axis == "bits":  # (L, R, 1, D) -> groups (L, R*D)
+            groups_g = gains.reshape(gains.shape[0], -1)
+            groups_f = feats.reshape(feats.shape[0], -1)
+        elif axis == "per_output":  # (B?, R, K, D) -> (K, ...)
+            groups_g = jnp.moveaxis(gains, -2, 0).reshape(gains.shape[-2], -1)
+            groups_f = jnp.moveaxis(feats, -2, 0).reshape(feats.shape[-2], -1)
+        else:
+            groups_g, groups_f = gains.reshape(1, -1), feats.reshape(1, -1)
+        if kind == "split_count":
+            g = (groups_g > 0).astype(jnp.float32)
+        else:
+            g = jnp.maximum(groups_g, 0.0)
+        per = jax.vmap(lambda gg, ff: jax.ops.segment_sum(gg, ff, num_segments=n_features))(g, groups_f)
+        if kind != "relative":
+            return per if per_class else jnp.sum(per, axis=0)
+        n_trees = groups_g.shape[1] / max(gains.shape[-1], 1)
+        root = jnp.sqrt(per / n_trees)                                       # I_lk (eq. 10.43)
+        if per_class:
+            return _scaled(root)
+        return _scaled(jnp.mean(root, axis=0))  # I_l = mean_k I_lk; one group: sqrt of the sum
+
+    return model_lib._batched(model, one)
+
+
+def _scaled(imp):
+    """Scaled so the largest entry (along the last axis) is 100 (all zero stays zero)."""
+    top = jnp.max(imp, axis=-1, keepdims=True)
+    return 100.0 * imp / jnp.where(top > 0, top, 1.0)
+
+
+def permutation_importance(model, X, y, metric=None, n_repeats: int = 5, key=0,
+                           sample_weight=None, n_rounds: Optional[int] = None) -> jax.Array:
+    """Permutation importance on held-out rows (Breiman 2001; ESL 15.3.2 for random forests):
+    the increase of ``metric`` when feature ``j``'s column is shuffled, averaged over
+    ``n_repeats`` permutations.
+
+    Args:
+      model: any fitted ensemble with a loss (a Forest or ECOC model needs ``metric``); batch
+        axes allowed (each model its own importance).
+      X, y: held-out rows and labels.
+      metric: ``None`` (the model's loss, the mean weighted loss of the raw scores), a named
+        metric (``"mse"``, ``"mae"``, ``"error_rate"``) or ``metric(y, raw, w) -> scalar`` (raw
+        scores as :func:`jboost.predict` gives them). Lower must be better.
+      n_repeats: permutations per feature.
+      key: int seed or a ``jax.random`` key; feature ``j``'s repeat ``r`` uses
+        ``fold_in(fold_in(key, j), r)``, the same for every model of a batch.
+
+    Returns:
+      ``(F, n_repeats)`` the increases (mean over the last axis for the importance), batch axes
+      in front; one compiled program (a ``lax.map`` over features, ``vmap`` over repeats).
+    """
+    model_lib._check_model(model)
+    X = jnp.asarray(_validation.predict_matrix(X, model.n_features), jnp.float32)
+    n_repeats = _validation.check_int(n_repeats, "n_repeats", 1, 10**6)
+    y = jnp.asarray(y)
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(f"y has {y.shape[0]} rows but X has {X.shape[0]}.")
+    w = jnp.asarray(_validation.as_weights(sample_weight, X.shape[0]))
+    if isinstance(key, (int, np.integer)):
+        key = jax.random.PRNGKey(int(key))
+    loss = getattr(model, "loss", None)
+    if metric is None and not isinstance(loss, losses_lib.Loss):
+        raise ValueError(f"a {type(model).__name__} has no loss: pass metric= (\"mse\", "
+                         "\"error_rate\", or metric(y, raw, w)).")
+    if isinstance(metric, str) and metric not in metrics_lib.METRICS:
+        raise ValueError(f"metric={metric!r} is not a named metric; use one of "
+                         f"{sorted(metrics_lib.METRICS)} or a function metric(y, raw, w).")
+
+    def score(m, raw):
+        if metric is None:  # the mean weighted loss (a batch objective: its value over the rows)
+            return losses_lib.total_loss(m.loss, y, raw, w) / jnp.sum(w)
+        m_loss = getattr(m, "loss", None)
+        if m_loss is None:  # a forest: its raw scores are the prediction (identity link)
+            m_loss = losses_lib.squared_error()
+        return metrics_lib.evaluate(metric, m_loss, y, raw, w)
+
+    def one(m):
+        def raw_of(Xp):
+            return m.raw_scores(Xp, n_rounds)
+
+        base = score(m, raw_of(X))
+
+        def feature(j):
+            def repeat(r):
+                perm = jax.random.permutation(jax.random.fold_in(jax.random.fold_in(key, j), r), X.shape[0])
+                Xp = X.at[:, j].set(X[perm, j])
+                return score(m, raw_of(Xp)) - base
+            return jax.vmap(repeat)(jnp.arange(n_repeats))
+
+        return lax.map(feature, jnp.arange(X.shape[1]))
+
+    return model_lib._batched(model, one)

@@ -1,0 +1,401 @@
+"""jboost.inspect: exact SHAP values (against brute-force Shapley values of the same path-dependent
+value function, written independently below), local accuracy for every model type, interaction
+values, importance by hand, permutation importance, and shap.TreeExplainer where installed."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jboost
+from jboost import bagging
+from jboost import combine
+from jboost import inspect as ji
+from jboost import losses as losses_lib
+from jboost import tree as tree_lib
+from jboost.combine import _common
+
+F = 4
+KW = dict(n_rounds=4, depth=3, n_bins=16, learning_rate=0.5)
+
+
+def _data(n, seed, nan=True):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, F)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * X[:, 3] + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    if nan:
+        X[::5, 1] = np.nan
+        X[2::7, 2] = np.nan
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def reg():
+    X, y = _data(200, 0)
+    return X, y, jboost.fit(X, y, "squared_error", **KW)
+
+
+@pytest.fixture(scope="module")
+def multi():
+    X, y = _data(200, 1)
+    y3 = np.digitize(y, [-0.5, 0.5]).astype(np.int32)
+    return X, y3, jboost.fit(X, y3, "multinomial_deviance", per_output_trees=True, **KW)
+
+
+# --------------------------------------------------------------------------------------------
+# Brute force: the path-dependent value function walked node by node, all 2^F subsets.
+# --------------------------------------------------------------------------------------------
+
+
+def _leaves(features, borders, missing_right, X):
+    cols = X[:, features]                                           # (n, D)
+    right = np.where(np.isnan(cols), missing_right[None], cols > borders[None])
+    return (right.astype(np.int64) << np.arange(len(features))[None]).sum(1)
+
+
+def _tree_value(t, S, x, counts):
+    """Path-dependent v(S) of one tree (numpy arrays) at row x with leaf counts ``counts``."""
+    features, borders, missing, values = t
+    depth = len(features)
+    total = counts.sum()
+
+    def cover(level, node):  # background count of the node: leaves whose low `level` bits are node
+        mask = (np.arange(len(counts)) & ((1 << level) - 1)) == node
+        return counts[mask].sum()
+
+    def level_share(l, b):
+        return counts[((np.arange(len(counts)) >> l) & 1) == b].sum() / total
+
+    def walk(l, node):
+        if l == depth:
+            return values[node]
+        f = features[l]
+        if f in S:
+            b = missing[l] if np.isnan(x[f]) else x[f] > borders[l]
+            return walk(l + 1, node + (int(b) << l))
+        c = cover(l, node)
+        out = 0.0
+        for b in (0, 1):
+            share = cover(l + 1, node + (b << l)) / c if c > 0 else level_share(l, b)
+            if share:
+                out = out + share * walk(l + 1, node + (b << l))
+        return out
+
+    return walk(0, 0)
+
+
+def _numpy_trees(trees):
+    flat = tree_lib.flatten_trees(trees)
+    return [tuple(np.asarray(a[i]) for a in (flat.features, flat.borders, flat.missing_right, flat.leaf_values))
+            for i in range(flat.features.shape[0])]
+
+
+def brute_force(trees, constant, X, data, interactions=False):
+    """Shapley values (or interaction values) over all F features of v(S) = constant + sum_t v_t(S)."""
+    ts = _numpy_trees(trees)
+    counts = [np.bincount(_leaves(t[0], t[1], t[2], data), minlength=len(t[3])).astype(np.float64) for t in ts]
+    n_f = X.shape[1]
+    out = []
+    for x in X:
+        v = {}
+        for r in range(n_f + 1):
+            for S in itertools.combinations(range(n_f), r):
+                v[frozenset(S)] = np.asarray(constant, np.float64) + sum(
+                    _tree_value(t, set(S), x, c) for t, c in zip(ts, counts))
+        full = frozenset(range(n_f))
+        phi = []
+        for j in range(n_f):
+            rest = full - {j}
+            phi.append(sum(math.factorial(len(S)) * math.factorial(n_f - len(S) - 1) / math.factorial(n_f)
+                           * (v[S | {j}] - v[S]) for S in (frozenset(c) for r in range(n_f) for c in
+                                                           itertools.combinations(sorted(rest), r))))
+        phi = np.stack(phi)
+        if not interactions:
+            out.append(phi)
+            continue
+        inter = np.zeros((n_f, n_f) + phi.shape[1:])
+        for i in range(n_f):
+            for j in range(n_f):
+                if i == j:
+                    continue
+                rest = full - {i, j}
+                inter[i, j] = sum(math.factorial(len(S)) * math.factorial(n_f - len(S) - 2)
+                                  / (2 * math.factorial(n_f - 1))
+                                  * (v[S | {i, j}] - v[S | {i}] - v[S | {j}] + v[S])
+                                  for S in (frozenset(c) for r in range(n_f - 1)
+                                            for c in itertools.combinations(sorted(rest), r)))
+        for i in range(n_f):
+            inter[i, i] = phi[i] - sum(inter[i, j] for j in range(n_f) if j != i)
+        out.append(inter)
+    return np.stack(out), v[frozenset()]
+
+
+# --------------------------------------------------------------------------------------------
+# Exactness.
+# --------------------------------------------------------------------------------------------
+
+
+def test_shap_values_equal_brute_force_shapley_values_with_missing_rows(reg):
+    X, y, model = reg
+    rows = X[:12]                                   # rows 0, 5, 10: NaN in feature 1; 2, 9: in 2
+    background = X[50:58]                           # 8 rows: many nodes of zero cover
+    sv = ji.shap_values(model, rows, data=background)
+    expect, ev = brute_force(model.trees, model.baseline, rows, background)
+    np.testing.assert_allclose(np.asarray(sv.values), expect[..., 0], atol=2e-5)
+    np.testing.assert_allclose(float(sv.expected_value), ev[0], atol=2e-5)
+    # The default background is X itself: the expected value is the mean prediction.
+    full = ji.shap_values(model, X)
+    np.testing.assert_allclose(float(full.expected_value), float(jnp.mean(jboost.predict(model, X))), rtol=1e-5)
+
+
+def test_multiclass_values_per_class_equal_brute_force(multi):
+    X, y3, model = multi
+    rows = X[:6]
+    sv = ji.shap_values(model, rows, data=X[:40])
+    assert sv.values.shape == (6, F, 3) and sv.expected_value.shape == (3,)
+    expect, ev = brute_force(model.trees, model.baseline, rows, X[:40])
+    np.testing.assert_allclose(np.asarray(sv.values), expect, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(sv.expected_value), ev, atol=2e-5)
+
+
+def test_interaction_values_equal_brute_force_and_sum_to_shap_values(reg):
+    X, y, model = reg
+    rows = X[:6]
+    iv = ji.shap_interaction_values(model, rows, data=X[:30])
+    sv = ji.shap_values(model, rows, data=X[:30])
+    expect, _ = brute_force(model.trees, model.baseline, rows, X[:30], interactions=True)
+    np.testing.assert_allclose(np.asarray(iv.values), expect[..., 0], atol=2e-5)
+    np.testing.assert_allclose(np.asarray(iv.values).sum(-1), np.asarray(sv.values), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(iv.values), np.swapaxes(np.asarray(iv.values), 1, 2), atol=1e-6)
+    pred = np.asarray(jboost.predict(model, rows))
+    np.testing.assert_allclose(np.asarray(iv.values).sum((1, 2)) + float(iv.expected_value), pred, atol=1e-5)
+
+
+def test_row_by_row_pass_for_deep_trees_equals_the_per_leaf_tables(reg):
+    X, y, model = reg
+    trees = tree_lib.flatten_trees(model.trees)
+    w = jnp.ones((30,), jnp.float32)
+    args = (trees, jnp.asarray(X[:20]), jnp.asarray(X[:30]), w)
+    for interactions in (False, True):
+        a = ji.explain_trees(*args, interactions=interactions, per_leaf=True)
+        b = ji.explain_trees(*args, interactions=interactions, per_leaf=False)
+        np.testing.assert_allclose(np.asarray(a[0]), np.asarray(b[0]), atol=1e-6)
+        np.testing.assert_allclose(np.asarray(a[1]), np.asarray(b[1]), atol=1e-6)
+
+
+def test_a_feature_used_at_two_levels_is_one_player():
+    # Tree: levels split on features (0, 0, 1): feature 0 twice; brute force over 3 features.
+    trees = tree_lib.ObliviousTrees(
+        features=jnp.array([[0, 0, 1]], jnp.int32), thresholds=jnp.zeros((1, 3), jnp.int32),
+        borders=jnp.array([[-0.5, 0.5, 0.0]], jnp.float32), missing_right=jnp.array([[True, False, True]]),
+        leaf_values=jnp.arange(8, dtype=jnp.float32).reshape(1, 8, 1) ** 1.5,
+        gains=jnp.ones((1, 3), jnp.float32))
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((10, 3)).astype(np.float32)
+    X[1, 0] = np.nan
+    values, expected = ji.explain_trees(trees, jnp.asarray(X), jnp.asarray(X), jnp.ones((10,)))
+    expect, ev = brute_force(trees, np.zeros(1), X, X)
+    np.testing.assert_allclose(np.asarray(values), expect, atol=1e-5)
+    assert np.all(np.asarray(values)[:, 2] == 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Every model type: local accuracy.
+# --------------------------------------------------------------------------------------------
+
+
+def _local_accuracy(model, X, atol=2e-5):
+    sv = ji.shap_values(model, X)
+    pred = np.asarray(jboost.predict(model, X))
+    values = np.asarray(sv.values)
+    feat_axis = len(model.batch_shape) + 1
+    total = values.sum(axis=feat_axis)
+    ev = np.asarray(sv.expected_value)
+    ev = ev.reshape(ev.shape[:len(model.batch_shape)] + (1,) + ev.shape[len(model.batch_shape):])
+    np.testing.assert_allclose(total + ev, pred, atol=atol, rtol=1e-5)
+    return sv
+
+
+@pytest.fixture(scope="module")
+def small():
+    X, y = _data(120, 4)
+    return X, y, (y > 0).astype(np.int32), np.digitize(y, [-0.5, 0.5]).astype(np.int32)
+
+
+def test_local_accuracy_of_every_model_type(small, multi):
+    X, y, yb, y3 = small
+    models = {
+        "booster_binary_best_round": jboost.fit(X, yb, "binomial_deviance", **KW, eval_set=(X, yb),
+                                                early_stopping_rounds=1),
+        "multiclass_vector_leaves": jboost.fit(X, y3, "multinomial_deviance", **KW),
+        "adaboost": jboost.algorithms.adaboost_m1(X, yb, n_rounds=3, depth=2, n_bins=16),
+        "forest": bagging.fit_forest(X, y, task="regression", n_trees=3, depth=3, n_bins=16),
+        "forest_classes": bagging.fit_forest(X, y3, n_trees=3, depth=2, n_bins=16),
+        "bagged": bagging.fit_bagged_boosters(X, y, n_bags=2, n_rounds=3, depth=2, n_bins=16),
+        "ecoc": combine.fit_ecoc_boosters(X, y3, combine.exhaustive_code(3), n_rounds=3, depth=2, n_bins=16),
+        "stacked": combine.fit_stacked_boosters(X, y, hypers=[{"l2": 1.0}, {"l2": 3.0}], folds=2,
+                                                n_rounds=3, depth=2, n_bins=16),
+    }
+    for name, model in models.items():
+        sv = _local_accuracy(model, X[:30])
+        assert np.all(np.isfinite(np.asarray(sv.values))), name
+    assert ji.shap_values(models["ecoc"], X[:3]).values.shape == (3, F, models["ecoc"].n_bits)
+    # n_rounds: the values of the first rounds' model.
+    model = models["bagged"]
+    sv = ji.shap_values(model, X[:10], n_rounds=1)
+    np.testing.assert_allclose(np.asarray(sv.values).sum(-1) + float(sv.expected_value),
+                               np.asarray(jboost.predict(model, X[:10], n_rounds=1)), atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def vmapped(reg):
+    X, y, _ = reg
+    rates = jnp.array([0.1, 0.5], jnp.float32)
+    return jax.vmap(lambda lr: jboost.fit(X, y, "squared_error", **{**KW, "learning_rate": lr}))(rates)
+
+
+def test_a_vmapped_model_gives_every_models_values(reg, vmapped):
+    X, y, _ = reg
+    sv = _local_accuracy(vmapped, X[:20])
+    assert sv.values.shape == (2, 20, F) and sv.expected_value.shape == (2,)
+    for i in range(2):
+        one = jax.tree_util.tree_map(lambda a: a[i], vmapped)
+        np.testing.assert_allclose(np.asarray(sv.values[i]), np.asarray(ji.shap_values(one, X[:20]).values),
+                                   atol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# Importance.
+# --------------------------------------------------------------------------------------------
+
+
+def _hand_model(per_output=False):
+    """Two rounds; gains by hand on 3 features (feature 2 never split)."""
+    k = 2 if per_output else 1
+    feats = jnp.array([[[0, 1]], [[0, 0]]], jnp.int32)               # (R=2, T=1, D=2)
+    gains = jnp.array([[[9.0, 4.0]], [[16.0, 0.0]]], jnp.float32)    # 0: a null split
+    if per_output:                                                   # T = 2 trees per round
+        feats = jnp.concatenate([feats, jnp.array([[[1, 1]], [[2, 1]]], jnp.int32)], axis=1)
+        gains = jnp.concatenate([gains, jnp.array([[[1.0, 3.0]], [[8.0, 0.0]]], jnp.float32)], axis=1)
+    shape = feats.shape
+    trees = tree_lib.ObliviousTrees(feats, jnp.zeros(shape, jnp.int32), jnp.zeros(shape, jnp.float32),
+                                    jnp.zeros(shape, bool), jnp.zeros(shape[:-1] + (4, k), jnp.float32), gains)
+    loss = losses_lib.multinomial_deviance(2) if per_output else losses_lib.squared_error()
+    return _common.as_booster(trees, jnp.zeros((3, 15), jnp.float32), jnp.zeros((k,), jnp.float32), loss)
+
+
+def test_importance_definitions_by_hand():
+    model = _hand_model()
+    np.testing.assert_allclose(ji.importance(model, "gain"), [25.0, 4.0, 0.0])
+    np.testing.assert_allclose(ji.importance(model, "split_count"), [2.0, 1.0, 0.0])
+    # ESL 10.42-10.43: sqrt of the summed squared improvements, the largest scaled to 100.
+    np.testing.assert_allclose(ji.importance(model, "relative"), [100.0, 40.0, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(jboost.feature_importance(model), [25 / 29, 4 / 29, 0.0], rtol=1e-6)
+    with pytest.raises(ValueError, match="per_output_trees=True"):
+        ji.importance(model, per_class=True)
+    with pytest.raises(ValueError, match="kind='shap'"):
+        ji.importance(model, "shap")
+
+
+def test_relative_importance_per_class_and_their_average():
+    model = _hand_model(per_output=True)
+    per = np.asarray(ji.importance(model, "relative", per_class=True))
+    # class 0: gains 0 -> 25, 1 -> 4; class 1: 0 -> 0, 1 -> 1 + 3 = 4, 2 -> 8 (per 2 trees each).
+    i0 = np.sqrt(np.array([25.0, 4.0, 0.0]) / 2)
+    i1 = np.sqrt(np.array([0.0, 4.0, 8.0]) / 2)
+    np.testing.assert_allclose(per, [100 * i0 / i0.max(), 100 * i1 / i1.max()], rtol=1e-6)
+    mean = (i0 + i1) / 2
+    np.testing.assert_allclose(ji.importance(model, "relative"), 100 * mean / mean.max(), rtol=1e-6)
+    np.testing.assert_allclose(ji.importance(model, "gain", per_class=True), [[25, 4, 0], [0, 4, 8]])
+
+
+def test_importance_of_a_vmapped_model_is_per_model(reg, vmapped):
+    X, y, _ = reg
+    for kind in ji.IMPORTANCE_KINDS:
+        imp = np.asarray(ji.importance(vmapped, kind))
+        assert imp.shape == (2, F), kind
+        for i in range(2):
+            one = jax.tree_util.tree_map(lambda a: a[i], vmapped)
+            np.testing.assert_allclose(imp[i], np.asarray(ji.importance(one, kind)), rtol=1e-6)
+    fi = np.asarray(jboost.feature_importance(vmapped))
+    assert fi.shape == (2, F)
+    np.testing.assert_allclose(fi.sum(-1), 1.0, rtol=1e-5)
+
+
+def test_permutation_importance_on_held_out_rows(reg, vmapped):
+    X, y, model = reg
+    Xt, yt = _data(150, 9)
+    imp = np.asarray(ji.permutation_importance(model, Xt, yt, n_repeats=3, key=1))
+    assert imp.shape == (F, 3)
+    gain = np.asarray(ji.importance(model, "gain"))
+    assert np.all(np.abs(imp[gain == 0]) < 1e-6)          # a feature no split uses: no change
+    assert imp.mean(-1)[0] > 0.2                            # the strongest feature matters
+    again = np.asarray(ji.permutation_importance(model, Xt, yt, n_repeats=3, key=1))
+    np.testing.assert_array_equal(imp, again)
+    mse = np.asarray(ji.permutation_importance(model, Xt, yt, metric="mse", n_repeats=3, key=1))
+    np.testing.assert_allclose(mse, 2 * imp, rtol=1e-3, atol=1e-6)   # squared_error is half the mse
+    batch = np.asarray(ji.permutation_importance(vmapped, Xt, yt, n_repeats=2))
+    assert batch.shape == (2, F, 2)
+
+
+# --------------------------------------------------------------------------------------------
+# The shap package on the same trees written in its own format.
+# --------------------------------------------------------------------------------------------
+
+
+def _as_shap_trees(trees, counts):
+    """Each oblivious tree as a full binary tree in shap's dict format: node covers from the leaf
+    counts, a missing value goes where the level sends it (``children_default``)."""
+    out = []
+    for t, c in zip(_numpy_trees(trees), counts):
+        features, borders, missing, values = t
+        depth = len(features)
+        left, right, default, feat, thr, val, cover = [], [], [], [], [], [], []
+
+        def add(level, node):
+            i = len(feat)
+            for a in (left, right, default, feat, thr):
+                a.append(-1)
+            val.append(np.zeros(values.shape[1]))
+            mask = (np.arange(len(c)) & ((1 << level) - 1)) == node
+            cover.append(c[mask].sum())
+            if level == depth:
+                val[i] = values[node]
+                feat[i], thr[i] = 0, 0.0
+                return i
+            # shap: x < threshold goes left; jboost: x > border goes right. float32 borders:
+            # the next float up makes "x <= border" into "x < thr".
+            feat[i], thr[i] = features[level], np.nextafter(np.float32(borders[level]), np.float32(np.inf))
+            li = add(level + 1, node)
+            ri = add(level + 1, node + (1 << level))
+            left[i], right[i] = li, ri
+            default[i] = ri if missing[level] else li
+            return i
+
+        add(0, 0)
+        out.append({"children_left": np.array(left), "children_right": np.array(right),
+                    "children_default": np.array(default), "features": np.array(feat),
+                    "thresholds": np.array(thr, np.float64), "values": np.array(val),
+                    "node_sample_weight": np.array(cover, np.float64)})
+    return out
+
+
+def test_agrees_with_shap_tree_explainer_on_the_same_trees(reg):
+    shap = pytest.importorskip("shap")
+    X, y, model = reg
+    trees = tree_lib.flatten_trees(model.trees)
+    counts = [np.bincount(_leaves(t[0], t[1], t[2], X), minlength=len(t[3])).astype(np.float64)
+              for t in _numpy_trees(trees)]
+    explainer = shap.TreeExplainer({"trees": _as_shap_trees(trees, counts), "base_offset": float(model.baseline[0])},
+                                   feature_perturbation="tree_path_dependent")
+    rows = X[:40]
+    theirs = explainer.shap_values(rows.astype(np.float64))
+    ours = ji.shap_values(model, rows, data=X)
+    np.testing.assert_allclose(np.asarray(ours.values), theirs, atol=2e-5)
+    np.testing.assert_allclose(float(ours.expected_value), float(np.ravel(explainer.expected_value)[0]), atol=2e-5)
+    their_iv = explainer.shap_interaction_values(rows.astype(np.float64))
+    ours_iv = ji.shap_interaction_values(model, rows, data=X)
+    np.testing.assert_allclose(np.asarray(ours_iv.values), their_iv, atol=2e-5)
