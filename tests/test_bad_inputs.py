@@ -440,15 +440,35 @@ def test_single_class_binary_labels_give_finite_models(data, loss, label):
     assert (np.asarray(jboost.predict_class(model, X)) == label).all()
 
 
-@pytest.mark.parametrize("entry", ["bagged_boosters"])
+# The binary entry points (the all-0 and the all-1 labels share one compiled program).
+BINARY_ENTRIES = {"bagged_boosters": {"loss": "binomial_deviance"},
+                  "gradient_boost": {"loss": "binomial_deviance"}, "adaboost_m1": {},
+                  "real_adaboost": {}, "stacking": {"loss": "binomial_deviance"}}
+ENTRY["real_adaboost"] = lambda X, y, **kw: algorithms.real_adaboost(X, y, **{"n_rounds": 2, **kw})
+
+
+@pytest.mark.parametrize("entry", list(BINARY_ENTRIES))
 @pytest.mark.parametrize("label", [0.0, 1.0])
 def test_single_class_binary_labels_give_finite_models_in_every_boosting_entry(data, entry, label):
+    # Issue 14: all-1 binary labels gave fit an infinite baseline (NaN losses): every binary
+    # entry point gives a finite model that predicts the one class.
     X, _ = data
     y = np.full(N, label, np.float32)
-    model = ENTRY[entry](X, y, loss="binomial_deviance", n_bins=32)
+    model = ENTRY[entry](X, y, n_bins=32, **BINARY_ENTRIES[entry])
     for values in (jboost.predict(model, X), jboost.predict_proba(model, X)):
         assert np.isfinite(np.asarray(values)).all()
     assert (np.asarray(jboost.predict_class(model, X)) == label).all()
+
+
+@pytest.mark.parametrize("entry", ["samme", "samme_r", "logitboost", "fit_forest"])
+def test_k_class_entries_refuse_labels_of_one_class_zero(data, entry):
+    # K = max(y) + 1 = 1 class from all-0 labels: a clear refusal before anything compiles
+    # (all-1 labels are K = 2 with class 0 absent: warned, and a finite model).
+    X, _ = data
+    kw = {"task": "classification"} if entry == "fit_forest" else {}
+    with pytest.raises(ValueError, match=r"y holds a single class \(0\); pass n_classes or labels of "
+                                         r"at least 2 classes"):
+        ENTRY[entry](X, np.zeros(N, np.float32), n_bins=32, **kw)
 
 
 def test_binary_baseline_clip_is_inactive_on_ordinary_labels():
