@@ -1386,3 +1386,55 @@ def prepare_boosting(X, y, **kwargs):
     bin borders the model keeps (the entry points that boost: ``fit``, the algorithms)."""
     data = prepare(X, y, **kwargs)
     return boosting.Data(*data[:6]), data.borders
+
+
+def host_rounds_possible() -> bool:
+    """Whether the caller runs outside every JAX transformation (``jit``, ``vmap``, ``grad``):
+    a fit's rounds can then run as host-side calls of one compiled program
+    (:func:`jboost.api.run_rounds`: ``Ctrl-C``, progress, checkpoints); inside one they are one
+    traced program."""
+    try:
+        from jax._src import core as _core
+        return bool(_core.trace_state_clean())
+    except (ImportError, AttributeError):  # a JAX without it: a traced value tells
+        return not isinstance(jax.device_put(np.int32(0)), jax.core.Tracer)
+
+
+def check_eval_metric(metric, loss: losses_lib.Loss, *, has_validation: bool,
+                      needs: str = "eval_set=(X_valid, y_valid)"):
+    """``eval_metric`` given without ``early_stopping_rounds``: a validation metric computed
+    after every round for the progress lines, the callbacks and the model's settings only
+    (``None`` stays ``None``). It needs the validation rows (``needs``) and is checked as an
+    early-stopping metric is (:func:`check_metric`)."""
+    if metric is None:
+        return None
+    if not has_validation:
+        raise ValueError(f"eval_metric={getattr(metric, '__name__', metric)!r} is computed on the "
+                         f"validation rows: pass {needs}.")
+    check_metric(metric, loss, name="eval_metric")
+    return metric
+
+
+def check_concrete_rounds(rounds, who: str = "jboost.fit") -> None:
+    """``verbose=``, ``callbacks=`` and ``checkpoint_dir=`` (``rounds``: a dict of them) need a
+    fit that runs on the host: refused inside ``jax.vmap`` / ``jax.jit`` (traced settings)."""
+    given = [k for k in ("verbose", "callbacks", "checkpoint_dir") if rounds.get(k)]
+    if given:
+        raise ValueError(f"{who}: {', '.join(k + '=' for k in given)} need a concrete fit (not "
+                         "under jax.vmap or jax.jit, where the rounds are one traced program); "
+                         "drop them there.")
+
+
+def check_base_margin_supported(who: str, base_margin, eval_base_margin, offsets: bool) -> None:
+    """Refuse ``base_margin`` / ``eval_base_margin`` for an algorithm whose rounds cannot start
+    from per-row offsets of the raw scores (``offsets`` false: the AdaBoost family reweights
+    rows from their labels and weak learners' votes, not from raw scores)."""
+    if offsets:
+        return
+    given = [k for k, v in (("base_margin", base_margin), ("eval_base_margin", eval_base_margin))
+             if v is not None]
+    if given:
+        raise ValueError(f"{given[0]} is not supported by jboost.algorithms.{who}: its rounds "
+                         "reweight the rows from the weak learners' votes, which an offset of the "
+                         "raw scores would not enter. Use jboost.fit, gradient_boost, "
+                         "forward_stagewise or logitboost for per-row offsets.")

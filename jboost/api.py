@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import time
 import warnings
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
@@ -190,16 +190,19 @@ def fit(
     loss_obj = _validation.resolve_loss(loss, y, n_outputs, task)
     if loss_obj.batch:
         loss_obj = _validation.check_batch_objective(loss_obj, eval_set, devices)
-    stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
-                                                eval_metric, loss_obj,
-                                                has_validation=eval_set is not None)
+    stopping = _validation.check_early_stopping(
+        early_stopping_rounds, early_stopping_tolerance,
+        eval_metric if early_stopping_rounds is not None else None, loss_obj,
+        has_validation=eval_set is not None)
+    shown_metric = (None if early_stopping_rounds is not None else  # progress and callbacks only
+                    _validation.check_eval_metric(eval_metric, loss_obj, has_validation=eval_set is not None))
     config, hyper = settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                              learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                              min_child_weight=min_child_weight, subsample=subsample,
                              colsample=colsample, colsample_by=colsample_by,
                              per_output_trees=per_output_trees, row_sampler=row_sampler,
                              split_criterion=split_criterion, tree_family=tree_family)
-    config = config._replace(early_stopping=stopping)
+    config = config._replace(early_stopping=stopping, eval_metric=shown_metric)
     if init_model is not None:
         borders = _check_init_model(init_model, X, loss_obj, borders, config)
         offset = init_model.offset
@@ -236,14 +239,22 @@ def fit(
                                  base_margin=base_margin is not None)
     args = (data, key, hyper, loss_obj, init_raw)
     chunked = bool(verbose) or bool(callbacks) or checkpoint_dir is not None
-    if chunked:
-        if not concrete:
-            raise ValueError("verbose=, callbacks= and checkpoint_dir= need a concrete fit (not "
-                             "under jax.vmap).")
-        out, start = _boost_in_chunks(args, config, init_model, borders, offset, mesh, verbose=verbose,
-                                      callbacks=callbacks, checkpoint_dir=checkpoint_dir,
-                                      checkpoint_every=checkpoint_every, settings=recorded)
+    if concrete and _validation.host_rounds_possible():
+        # A concrete fit runs as host-side calls of one compiled program (Ctrl-C, progress,
+        # checkpoints); bitwise the same rounds however they are cut.
+        ran = run_rounds(data, key, hyper, loss_obj, init_raw, config, start=init_model, mesh=mesh,
+                         resume=lambda model: boosting.resume(
+                             data, model.trees, init_raw, _continued_loss(model.loss, loss_obj), config),
+                         model_of=lambda out, begun: _fit_model(out, begun, borders, init_raw, offset,
+                                                                recorded),
+                         verbose=verbose, callbacks=callbacks, checkpoint_dir=checkpoint_dir,
+                         checkpoint_every=checkpoint_every)
+        out, start = ran.out, ran.start
+    elif chunked:
+        raise ValueError("verbose=, callbacks= and checkpoint_dir= need a concrete fit (not "
+                         "under jax.vmap or jax.jit).")
     else:
+        config = config._replace(eval_metric=None)  # recorded in the settings only
         start = init_model
         if init_model is not None:
             state = boosting.resume(data, init_model.trees, init_raw,
@@ -290,6 +301,8 @@ def recorded_settings(config: boosting.BoostConfig, hyper: boosting.Hyperparams,
         arrays.update(early_stopping_rounds=jnp.int32(es.rounds),
                       early_stopping_tolerance=jnp.float32(es.tolerance))
         names["eval_metric"] = metrics_lib.metric_name(es.metric)
+    elif config.eval_metric is not None:  # shown and given to callbacks, not a stopping score
+        names["eval_metric"] = metrics_lib.metric_name(config.eval_metric)
     return model_lib.Settings(arrays, names)
 
 
@@ -335,31 +348,66 @@ def _booster_fn(mesh):
     return boosting.boost if mesh is None else functools.partial(boosting.boost_sharded, mesh)
 
 
-def _boost_in_chunks(args, config, init_model, borders, offset, mesh, *, verbose, callbacks, checkpoint_dir,
-                     checkpoint_every, settings=None):
-    """``config.n_rounds`` rounds run as host-side calls of ``chunk`` rounds each (one compiled
-    program; the state, keys and early-stopping record carried from call to call, so the rounds
-    equal one call's bitwise): progress lines, callbacks, checkpoints (a model file rewritten
-    after every chunk; a rerun of the same fit continues from it) and ``Ctrl-C`` (returns the
-    rounds fitted so far, with a warning). With early stopping on an ``eval_metric``, the
-    metric's value after each round (:func:`_metric_curve`) is printed and given to callbacks
-    (``valid_metric``, named by ``metric``). The remaining time is estimated by
-    :func:`time_left`, without the first chunk (which includes compiling). Returns
-    ``(BoostOutput of the new rounds, the model they continue or None)``."""
+class RoundsOutput(NamedTuple):
+    """What :func:`run_rounds` returns: ``out`` the :class:`jboost.boosting.BoostOutput` of the
+    rounds this call fitted (``best_round``/``n_fitted``/``best_score`` set with early
+    stopping), ``start`` the model they continue (``init_model``, or the checkpoint the call
+    resumed from; ``None``: none), ``score`` their per-round validation score
+    (:func:`jboost.boosting.eval_metric_of`; the validation loss without a metric)."""
+
+    out: boosting.BoostOutput
+    start: Optional[model_lib.Booster]
+    score: jax.Array
+
+
+# Host-side calls of a concrete fit: seconds a call should take once the pace is known (so Ctrl-C
+# lands within about that), and the rounds of the first calls, which measure it.
+CALL_SECONDS = 1.0
+FIRST_CALLS = (1, 2, 4)
+
+
+def run_rounds(data: boosting.Data, key, hyper: boosting.Hyperparams, loss: losses_lib.Loss,
+               init_raw, config: boosting.BoostConfig, *, start: Optional[model_lib.Booster] = None,
+               resume: Callable, model_of: Callable, verbose: int = 0, callbacks: Sequence[Callable] = (),
+               checkpoint_dir=None, checkpoint_every: Optional[int] = None, mesh=None) -> RoundsOutput:
+    """The rounds of a concrete fit (:func:`jboost.fit`, every algorithm of
+    :mod:`jboost.algorithms`): ``config.n_rounds`` rounds after ``start``'s as host-side calls of
+    one compiled program, :func:`jboost.boosting.boost_rounds` (the state, the buffers of the
+    rounds and the early-stopping record carried from call to call, so the rounds equal one
+    call's bitwise, however they are cut).
+
+    Without ``verbose``, ``callbacks`` or ``checkpoint_dir`` the calls are timed: 1, 2 and 4
+    rounds, then about :data:`CALL_SECONDS` each at the pace measured; otherwise they are
+    ``checkpoint_every`` (else ``verbose``, else a twentieth of the rounds) rounds long. The next
+    call is dispatched before the last one is waited for (the device never idles), and the wait
+    polls ``is_ready()``, so ``Ctrl-C`` lands within about a call: the rounds fitted so far are
+    returned with a warning (a ``KeyboardInterrupt`` before the first call has finished is
+    raised). After every call: a progress line every ``verbose`` rounds (round, training and
+    validation losses, the eval metric, the best round, elapsed and remaining time,
+    :func:`time_left`), the ``callbacks`` (a dict: ``round``, ``rounds``, per-round
+    ``train_loss``, ``valid_loss``, ``elapsed``; with an eval metric its name ``metric`` and
+    values ``valid_metric``; a callback returning ``True`` stops the fit), and a checkpoint
+    (``checkpoint_dir/checkpoint.jbm``, a model file of ``model_of(out, start)``, rewritten; a
+    rerun of the same fit continues from it: ``resume(model)`` is the
+    :class:`jboost.boosting.BoostState` after a model's rounds).
+
+    ``resume(model) -> BoostState`` and ``model_of(BoostOutput, start) -> Booster`` are the
+    caller's: a fit's (:func:`jboost.boosting.resume`) or an algorithm's (its state in
+    ``Booster.info``). ``mesh``: the training rows sharded over its first axis
+    (:func:`jboost.boosting.boost_rounds_sharded`)."""
     import os
 
     from jboost import io as io_lib
 
-    data, key, hyper, loss, init_raw = args
-    base = 0 if init_model is None else init_model.n_rounds
+    base = 0 if start is None else start.n_rounds
     total = base + config.n_rounds
-    chunk = int(checkpoint_every or verbose or max(1, -(-config.n_rounds // 20)))
-    start, best = init_model, None
+    fixed = bool(verbose) or bool(callbacks) or checkpoint_dir is not None
+    chunk = int(checkpoint_every or verbose or max(1, -(-config.n_rounds // 20))) if fixed else None
     path = None if checkpoint_dir is None else os.path.join(os.fspath(checkpoint_dir), CHECKPOINT_FILE)
-    fingerprint = None
+    fingerprint, best = None, None
     if path is not None:
         os.makedirs(os.fspath(checkpoint_dir), exist_ok=True)
-        fingerprint = _fingerprint(args, config, total)
+        fingerprint = _fingerprint((data, key, hyper, loss, init_raw), config, total)
         if os.path.exists(path):
             header = io_lib.read_header(path)
             meta = header.get("metadata") or {}
@@ -369,72 +417,148 @@ def _boost_in_chunks(args, config, init_model, borders, offset, mesh, *, verbose
                                  f"delete {path}.")
             start = io_lib.load(path, loss=None if losses_lib.is_built_in(loss) else loss)
             if config.early_stopping is not None and meta.get("best_round") is not None:
-                best = (jnp.float32(meta["best_score"]), jnp.int32(meta["best_round"]))
-    done = 0 if start is None else start.n_rounds
-    # The same argument structure in every call: one compiled program (and one for a last,
-    # shorter chunk).
-    state = (boosting.init(data, loss, init_raw, config) if start is None
-             else boosting.resume(data, start.trees, init_raw, _continued_loss(start.loss, loss),
-                                  config))
-    if config.early_stopping is not None and best is None:
-        best = (jnp.float32(jnp.inf), jnp.int32(done - 1))
-    es = config.early_stopping
-    metric = None if es is None or es.metric is None else es.metric
-    metric_name = None if metric is None else metrics_lib.metric_name(metric)
-    parts, t0 = [], _clock()
-    last = t0
-    chunk_seconds, chunk_rounds = [], []
-    stopped = done >= total or (start is not None and best is not None
-                                and done - 1 - int(best[1]) >= config.early_stopping.rounds)
-    try:
-        while not stopped:
-            n = min(chunk, total - done)
-            raw_valid = state.raw_valid
-            out = _booster_fn(mesh)(data, key, hyper, loss, init_raw,
-                                    config=config._replace(n_rounds=n), state=state,
-                                    first_round=done, best=best)
-            fitted = n if out.n_fitted is None else int(out.n_fitted)
-            out = _first_rounds(out, fitted)
-            jax.block_until_ready(out.trees)
-            parts.append(out)
-            state, done = out.state, done + fitted
-            if config.early_stopping is not None:
-                best = (out.best_score, out.best_round)
-                stopped = fitted < n or done - 1 - int(out.best_round) >= config.early_stopping.rounds
-            stopped = stopped or done >= total
-            train, valid = np.asarray(out.train_loss), np.asarray(out.valid_loss)
-            scores = (None if metric is None else
-                      np.asarray(_metric_curve(metric, config.n_bins, out.trees, raw_valid, state.loss, data)))
-            now = _clock()
-            elapsed = now - t0
-            chunk_seconds.append(now - last)
-            last = now
-            chunk_rounds.append(fitted)
-            if verbose:
-                left = 0.0 if stopped else time_left(chunk_seconds, chunk_rounds, total - done)
-                best_txt = "" if best is None else f"  best round {int(best[1])}"
-                print(f"[jboost] round {done}/{total}  train loss {train[-1]:.6g}"
-                      + ("" if np.isnan(valid[-1]) else f"  valid loss {valid[-1]:.6g}")
-                      + ("" if scores is None else f"  valid {metric_name} {scores[-1]:.6g}") + best_txt
-                      + f"  {elapsed:.1f}s elapsed, ~{left:.1f}s left", flush=True)
-            for callback in callbacks or ():
-                info = {"round": done, "rounds": list(range(done - fitted, done)),
-                        "train_loss": train, "valid_loss": valid, "elapsed": elapsed}
-                if scores is not None:
-                    info.update(metric=metric_name, valid_metric=scores)
-                if callback(info):
-                    stopped = True
-            if path is not None:
-                model = _chunks_model(start, parts, borders, init_raw, state, best, offset, settings)
-                meta = {"fingerprint": fingerprint, "best_round": None if best is None else int(best[1]),
-                        "best_score": None if best is None else float(best[0])}
-                io_lib.save(model, path, metadata=meta)
-    except KeyboardInterrupt:
-        warnings.warn(f"interrupted after round {done} of {total}: the model holds the rounds "
-                      "fitted so far.", UserWarning, stacklevel=3)
-    if not parts:
+                best = (np.float32(meta["best_score"]), np.int32(meta["best_round"]))
+    done = 0 if start is None else start.n_rounds  # rounds of the whole fit so far
+    first = done - base  # this call's first position in the buffers
+    if first >= config.n_rounds:
         raise ValueError(f"nothing left to fit: the model already holds {done} of {total} rounds.")
-    return _concatenated(parts), start
+    n_rows = data.y.shape[0]
+    call, data_run, rows = _rounds_fn(mesh, data, config)
+    carry = boosting.rounds_template(data_run, key, hyper, loss, init_raw, config)
+    fresh = start is None
+    if not fresh:
+        state = resume(start)
+        carry = carry._replace(state=state._replace(base=rows(state.base), pending=rows(state.pending)),
+                               done=np.int32(first))
+    if config.early_stopping is not None:
+        best = best if best is not None else (np.float32(np.inf), np.int32(done - 1))
+        carry = carry._replace(best=best, stopped=np.bool_(
+            first > 0 and done - 1 - int(best[1]) >= config.early_stopping.rounds))
+    metric = boosting.eval_metric_of(config)
+    metric_name = None if metric is None else metrics_lib.metric_name(metric)
+    t0 = _clock()  # the progress lines' clock; the pace of the calls is timed by perf_counter
+    last_t, chunk_seconds, chunk_rounds = t0, [], []
+    queue, dispatched, pos = [], first, first  # calls in flight; positions dispatched, fitted
+    latest, pace, last_done = None, None, None  # the last finished call; seconds per round
+
+    def size(i):
+        if fixed:
+            return chunk
+        if pace is None:
+            return FIRST_CALLS[min(i, len(FIRST_CALLS) - 1)]
+        return max(1, int(CALL_SECONDS / max(pace, 1e-9)))
+
+    n_calls, stop = 0, False
+    try:
+        while True:
+            while len(queue) < 2 and dispatched < config.n_rounds and not stop:
+                end = min(config.n_rounds, dispatched + size(n_calls))
+                prev = queue[-1][0] if queue else (latest if latest is not None else carry)
+                out = call(data_run, key, hyper, init_raw, prev, np.int32(base), np.int32(end),
+                           np.bool_(fresh and n_calls == 0))
+                queue.append((out, time.perf_counter()))
+                dispatched, n_calls = end, n_calls + 1
+            if not queue:
+                break
+            out, sent = queue.pop(0)
+            _wait(out.done)
+            finished = time.perf_counter()
+            a, pos = pos, int(out.done)
+            if last_done is not None and pos > a:  # the first call's time includes compiling
+                pace = (finished - max(sent, last_done)) / (pos - a)
+            latest, last_done = out, finished
+            stop = bool(out.stopped) or pos >= config.n_rounds
+            if fixed and pos > a:
+                now = _clock()
+                chunk_seconds.append(now - last_t)
+                chunk_rounds.append(pos - a)
+                last_t = now
+                stop = _after_call(out, a, pos, base, total, t0, now, stop, chunk_seconds, chunk_rounds,
+                                   metric_name, verbose, callbacks) or stop
+                if path is not None:
+                    meta = {"fingerprint": fingerprint}
+                    if config.early_stopping is not None:
+                        meta.update(best_round=int(out.best[1]), best_score=float(out.best[0]))
+                    io_lib.save(model_of(_rounds_output(out, first, pos, config, n_rows), start), path,
+                                metadata=meta)
+            if stop:
+                break
+    except KeyboardInterrupt:
+        if latest is None or pos == first:
+            raise
+        warnings.warn(f"interrupted after round {base + pos} of {total}: the model holds the rounds "
+                      "fitted so far.", UserWarning, stacklevel=3)
+    return RoundsOutput(_rounds_output(latest, first, pos, config, n_rows), start,
+                        _slice(latest.rounds.score, first, pos, config.n_rounds))
+
+
+def _wait(x, longest: float = 0.005):
+    """Block until ``x`` is computed, polling ``is_ready()`` with short sleeps (so a ``Ctrl-C``
+    lands at once; ``block_until_ready`` would hold it until the computation ends)."""
+    pause = 1e-4
+    while not x.is_ready():
+        time.sleep(pause)
+        pause = min(2 * pause, longest)
+
+
+def _slice(a, lo: int, hi: int, n: int):
+    """``a[lo:hi]`` (leading axis), ``a`` itself when that is all of it (no operation)."""
+    return a if (lo, hi) == (0, n) else a[lo:hi]
+
+
+def _rounds_output(carry: boosting.RoundsCarry, lo: int, hi: int, config,
+                   n_rows: int) -> boosting.BoostOutput:
+    """The :class:`jboost.boosting.BoostOutput` of positions ``lo..hi - 1`` of ``carry`` (its
+    state cut to the ``n_rows`` training rows: a sharded fit pads them)."""
+    n, r = config.n_rounds, carry.rounds
+    cut = lambda a: _slice(a, lo, hi, n)
+    state = carry.state
+    if state.base.shape[0] != n_rows:
+        state = state._replace(base=state.base[:n_rows], pending=state.pending[:n_rows])
+    out = boosting.BoostOutput(jax.tree_util.tree_map(cut, r.trees), cut(r.train_loss),
+                               cut(r.valid_loss), state.loss, {k: cut(v) for k, v in r.info.items()},
+                               state.extra, state)
+    if config.early_stopping is not None:
+        out = out._replace(best_round=carry.best[1], n_fitted=hi - lo, best_score=carry.best[0])
+    return out
+
+
+def _after_call(out, a, b, base, total, t0, now, stopped, chunk_seconds, chunk_rounds, metric_name,
+                verbose, callbacks) -> bool:
+    """A progress line and the callbacks after a call that fitted positions ``a..b - 1``;
+    whether a callback asked to stop."""
+    r = out.rounds
+    train = np.asarray(r.train_loss)[a:b]
+    valid = np.asarray(r.valid_loss)[a:b]
+    scores = None if metric_name is None else np.asarray(r.score)[a:b]
+    done, elapsed = base + b, now - t0
+    best = None if isinstance(out.best, tuple) and not out.best else out.best
+    if verbose:
+        left = 0.0 if stopped else time_left(chunk_seconds, chunk_rounds, total - done)
+        best_txt = "" if best is None else f"  best round {int(best[1])}"
+        print(f"[jboost] round {done}/{total}  train loss {train[-1]:.6g}"
+              + ("" if np.isnan(valid[-1]) else f"  valid loss {valid[-1]:.6g}")
+              + ("" if scores is None else f"  valid {metric_name} {scores[-1]:.6g}") + best_txt
+              + f"  {elapsed:.1f}s elapsed, ~{left:.1f}s left", flush=True)
+    stop = False
+    for callback in callbacks or ():
+        info = {"round": done, "rounds": list(range(base + a, done)), "train_loss": train,
+                "valid_loss": valid, "elapsed": elapsed}
+        if scores is not None:
+            info.update(metric=metric_name, valid_metric=scores)
+        if callback(info):
+            stop = True
+    return stop
+
+
+def _rounds_fn(mesh, data: boosting.Data, config):
+    """``(call, data, rows)``: :func:`boosting.boost_rounds` with ``config`` and its data, or its
+    sharded form over ``mesh`` with the training rows padded once to a multiple of the devices
+    (``rows`` pads a per-row array of the state likewise)."""
+    if mesh is None:
+        return functools.partial(boosting.boost_rounds, config=config), data, lambda a: a
+    padded, rows = boosting.pad_rows(data, mesh.shape[mesh.axis_names[0]])
+    return functools.partial(boosting.boost_rounds_sharded, mesh, config=config), padded, rows
 
 
 _clock = time.perf_counter  # the progress lines' clock (a test replaces it)
@@ -452,37 +576,12 @@ def time_left(chunk_seconds: Sequence[float], chunk_rounds: Sequence[int], round
     return float(sum(seconds)) / max(int(sum(rounds)), 1) * rounds_left
 
 
-@functools.partial(jax.jit, static_argnames=("metric", "n_bins"))
-def _metric_curve(metric, n_bins: int, trees, raw_valid, loss, data: boosting.Data):
-    """``(rounds,)`` the early-stopping ``metric`` on the validation rows after each round of
-    ``trees`` (leading axes ``(rounds, T)``, bins as thresholds), from their raw scores
-    ``raw_valid`` ``(m, K)`` before the first: each round's values added as :func:`boosting.step`
-    adds them, the metric as :func:`boosting.boost_until_stopped` scores a round."""
-    w = data.w_valid.astype(jnp.float32)
-
-    def one(raw, trees_m):
-        leaves = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, data.X_valid, n_bins))(trees_m)
-        raw = raw + boosting.round_values(trees_m, leaves)
-        score = metrics_lib.evaluate(metric, loss, data.y_valid, raw, w)
-        return raw, score.astype(jnp.float32).reshape(())
-
-    return jax.lax.scan(one, raw_valid, trees)[1]
-
-
-def _concatenated(parts) -> boosting.BoostOutput:
-    """The chunks' outputs as one: their rounds in order, the last chunk's state and record."""
-    join = lambda *xs: jnp.concatenate(xs, axis=0)
-    return parts[-1]._replace(trees=jax.tree_util.tree_map(join, *[p.trees for p in parts]),
-                              train_loss=join(*[p.train_loss for p in parts]),
-                              valid_loss=join(*[p.valid_loss for p in parts]))
-
-
-def _chunks_model(start, parts, borders, init_raw, state, best, offset, settings=None):
-    """The model of the rounds fitted so far (for a checkpoint), with the fit's ``settings``."""
-    out = _concatenated(parts)
+def _fit_model(out: boosting.BoostOutput, start, borders, init_raw, offset, settings=None):
+    """The :class:`Booster` of ``start``'s rounds (``None``: none) and ``out``'s, with the fit's
+    ``settings`` (a checkpoint of :func:`run_rounds`)."""
     model = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
-                              baseline=init_raw, loss=state.loss, train_loss=out.train_loss,
-                              valid_loss=out.valid_loss, best_round=None if best is None else best[1],
+                              baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
+                              valid_loss=out.valid_loss, best_round=out.best_round,
                               offset=None if offset is None else jnp.asarray(offset))
     model = model if start is None else model_lib.joined(start, model)
     return model if settings is None else model._replace(settings=settings)

@@ -236,6 +236,7 @@ class BoostConfig(NamedTuple):
     early_stopping: Optional["EarlyStopping"] = None  # stop on the validation score
     split_criterion: splits.SplitCriterion = splits.NEWTON  # split scores and leaf values
     tree_family: type = tree_lib.ObliviousTrees  # a tree_lib.TreeFamily: how trees grow and predict
+    eval_metric: Union[None, str, Callable] = None  # a validation metric recorded per round (boost_rounds)
 
     @property
     def column_sampler(self) -> Callable:
@@ -557,6 +558,132 @@ def boost_until_stopped(body, state0: BoostState, rounds, data: Data, es: EarlyS
                        state.extra, state, best_i, last_i + 1, best_score)
 
 
+class Rounds(NamedTuple):
+    """The per-round record of a fit run as calls of :func:`boost_rounds`: buffers of
+    ``config.n_rounds`` rounds (the rounds of one fit, by position), each call writing the rounds
+    it fits. Rounds never fitted keep zero trees and info and NaN losses and scores."""
+
+    trees: tree_lib.ObliviousTrees  # leading axes (n_rounds, trees_per_round)
+    train_loss: jax.Array           # (n_rounds,)
+    valid_loss: jax.Array           # (n_rounds,)
+    info: Mapping[str, jax.Array]   # the algorithm's diagnostics, each (n_rounds,)
+    score: jax.Array                # (n_rounds,) the eval score (metric or validation loss)
+
+
+class RoundsCarry(NamedTuple):
+    """What :func:`boost_rounds` hands from one call to the next (host side: the previous
+    call's output is the next call's input)."""
+
+    state: BoostState   # after the last round fitted
+    rounds: Rounds      # the buffers
+    best: Any           # early stopping: (best_score, best_round) so far; () without
+    done: jax.Array     # int32 position after the last round fitted
+    stopped: jax.Array  # bool: early stopping has ended the fit
+
+
+def rounds_template(data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw,
+                    config: BoostConfig) -> RoundsCarry:
+    """NumPy placeholders of :func:`boost_rounds`'s input for a new fit: a zero state of the
+    right shapes (the program builds the real one from :func:`init`), empty buffers of
+    ``config.n_rounds`` rounds (zero trees and info, NaN losses and scores), the initial early
+    stopping record. Only shapes are traced (``jax.eval_shape``): nothing is compiled."""
+    import numpy as np
+
+    args = (data, key, hyper, loss, init_raw)
+    leaves, treedef = jax.tree_util.tree_flatten(args)
+    avals = tuple((np.shape(a), jnp.result_type(a), bool(getattr(jax.typeof(a), "weak_type", False)))
+                  for a in leaves)
+    state, out = _template_shapes(config, treedef, avals)
+    n = config.n_rounds
+    zeros = lambda s: np.zeros(s.shape, s.dtype)
+    buf = lambda fill: (lambda s: np.full((n,) + tuple(s.shape), fill, s.dtype))
+    state = jax.tree_util.tree_map(zeros, state)._replace(loss=loss)
+    rounds = Rounds(jax.tree_util.tree_map(buf(0), out.trees), buf(np.nan)(out.train_loss),
+                    buf(np.nan)(out.valid_loss), jax.tree_util.tree_map(buf(0), dict(out.info)),
+                    np.full((n,), np.nan, np.float32))
+    best = () if config.early_stopping is None else (np.float32(np.inf), np.int32(-1))
+    return RoundsCarry(state, rounds, best, np.int32(0), np.bool_(False))
+
+
+@functools.lru_cache(maxsize=256)
+def _template_shapes(config: BoostConfig, treedef, avals):
+    """The shapes of the state and of a round's output of a fit (``jax.eval_shape``, cached: a
+    repeated fit traces nothing before its compiled program is found)."""
+    specs = [jax.ShapeDtypeStruct(shape, dtype, weak_type=weak) for shape, dtype, weak in avals]
+    data, key, hyper, loss, init_raw = jax.tree_util.tree_unflatten(treedef, specs)
+    state = jax.eval_shape(functools.partial(init, config=config), data, loss, init_raw)
+    _, out = jax.eval_shape(lambda d, k, h, st: step(st, jnp.int32(0), data=d, key=k, hyper=h,
+                                                     config=config), data, key, hyper, state)
+    return state, out
+
+
+def eval_metric_of(config: BoostConfig):
+    """The validation score recorded per round: the early-stopping metric, else
+    ``config.eval_metric``; ``None``: the validation loss."""
+    es = config.early_stopping
+    return es.metric if es is not None and es.metric is not None else config.eval_metric
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def boost_rounds(data: Data, key, hyper: Hyperparams, init_raw, carry: RoundsCarry, first_round,
+                 end, fresh, *, config: BoostConfig) -> RoundsCarry:
+    """Rounds ``carry.done .. end - 1`` (positions in a fit of ``config.n_rounds`` rounds whose
+    first round is ``first_round``) of boosting, as one call of a fit run in host-side calls:
+    the same compiled program for every call (positions and counts are traced), so a fit can
+    be run in chunks of any length, stopped between two (``Ctrl-C``) and checkpointed, and its
+    rounds equal those of one call bitwise. ``fresh``: start from :func:`init` (``carry.state``
+    is then a placeholder with its shapes and ``loss``), else from ``carry.state``.
+
+    A ``lax.while_loop`` over rounds (:func:`step`), writing each into the buffers
+    ``carry.rounds``; with ``config.early_stopping`` it ends once the score has not improved for
+    ``rounds`` rounds (``stopped``), as :func:`boost_until_stopped` does (each round's score:
+    the validation loss, or the metric, :func:`eval_metric_of`, recorded in ``rounds.score``).
+    With the training rows sharded (``config.axis_name``), see :func:`boost_rounds_sharded`."""
+    return _boost_rounds(data, key, hyper, init_raw, carry, first_round, end, fresh, config=config)
+
+
+def _boost_rounds(data, key, hyper, init_raw, carry, first_round, end, fresh, *, config):
+    es = config.early_stopping
+    metric = eval_metric_of(config)
+    w_valid = data.w_valid.astype(jnp.float32)
+    state = lax.cond(fresh, lambda s: init(data, s.loss, init_raw, config), lambda s: s, carry.state)
+    first_round = jnp.asarray(first_round, jnp.int32)
+
+    def score(state, out):
+        if metric is None:
+            return out.valid_loss.astype(jnp.float32)
+        return metrics_lib.evaluate(metric, state.loss, data.y_valid, state.raw_valid,
+                                    w_valid).astype(jnp.float32).reshape(())
+
+    def cond(c):
+        return (c.done < end) & ~c.stopped
+
+    def body(c):
+        j = c.done
+        m = first_round + j
+        state, out = step(c.state, m, data=data, key=key, hyper=hyper, config=config)
+        s = score(state, out) if (metric is not None or es is not None) else jnp.float32(jnp.nan)
+        put = lambda b, o: lax.dynamic_update_index_in_dim(b, o.astype(b.dtype), j, 0)
+        rounds = Rounds(jax.tree_util.tree_map(put, c.rounds.trees, out.trees),
+                        put(c.rounds.train_loss, out.train_loss), put(c.rounds.valid_loss, out.valid_loss),
+                        jax.tree_util.tree_map(put, c.rounds.info, dict(out.info)),
+                        put(c.rounds.score, s))
+        best, stopped = c.best, c.stopped
+        if es is not None:
+            best_score, best_i = best
+            better = s < best_score - es.tolerance  # NaN never improves
+            best = (jnp.where(better, s, best_score), jnp.where(better, m, best_i))
+            stopped = m - best[1] >= es.rounds
+        return RoundsCarry(state, rounds, best, j + 1, stopped)
+
+    start = carry._replace(state=state, done=jnp.asarray(carry.done, jnp.int32),
+                           stopped=jnp.asarray(carry.stopped, jnp.bool_))
+    if es is not None:
+        start = start._replace(best=(jnp.asarray(carry.best[0], jnp.float32),
+                                     jnp.asarray(carry.best[1], jnp.int32)))
+    return lax.while_loop(cond, body, start)
+
+
 def boost_sharded(mesh, data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, *,
                   config: BoostConfig, state: Optional[BoostState] = None, first_round=0,
                   best=None) -> BoostOutput:
@@ -620,4 +747,45 @@ def _sharded_boost(mesh, config: BoostConfig, margin: bool = False, margin_valid
 
     out_spec = BoostOutput(rep, rep, rep, rep, rep, rep, state_spec, rep, rep, rep)
     fn = jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_spec, check_vma=False)
+    return jax.jit(fn)
+
+
+def pad_rows(data: Data, n_devices: int):
+    """``(data, rows)``: ``data`` with its training rows padded with zero-weight rows to a
+    multiple of ``n_devices`` (as :func:`boost_sharded` pads them), and ``rows``, which pads a
+    per-row array ``(n, ...)`` likewise."""
+    pad = (-data.y.shape[0]) % n_devices
+    rows = lambda a: None if a is None or not pad else jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1))
+    if not pad:
+        return data, lambda a: a
+    return data._replace(X_binned=jnp.pad(data.X_binned, ((0, 0), (0, pad))), y=rows(data.y),
+                         w=rows(data.w), margin=rows(data.margin)), rows
+
+
+def boost_rounds_sharded(mesh, data: Data, key, hyper: Hyperparams, init_raw, carry: RoundsCarry,
+                         first_round, end, fresh, *, config: BoostConfig) -> RoundsCarry:
+    """:func:`boost_rounds` with the training rows sharded over the first axis of ``mesh``
+    (``shard_map``, histograms ``psum``-ed, as :func:`boost_sharded`): ``data``'s rows and the
+    carried state's per-row arrays padded to a multiple of the devices (:func:`pad_rows`)."""
+    axis = mesh.axis_names[0]
+    fn = _sharded_rounds(mesh, config._replace(axis_name=axis), data.margin is not None,
+                         data.margin_valid is not None)
+    return fn(data, key, hyper, init_raw, carry, first_round, end, fresh)
+
+
+@functools.lru_cache(maxsize=64)
+def _sharded_rounds(mesh, config: BoostConfig, margin: bool = False, margin_valid: bool = False):
+    from jax.sharding import PartitionSpec as P
+
+    axis = config.axis_name
+    rows, rep = P(axis), P()
+    data_spec = Data(P(None, axis), rows, rows, rep, rep, rep, rows if margin else None,
+                     rep if margin_valid else None)
+    carry_spec = RoundsCarry(BoostState(rows, rep, rep, rep, rows, rep), rep, rep, rep, rep)
+
+    def body(data, key, hyper, init_raw, carry, first_round, end, fresh):
+        return _boost_rounds(data, key, hyper, init_raw, carry, first_round, end, fresh, config=config)
+
+    fn = jax.shard_map(body, mesh=mesh, in_specs=(data_spec, rep, rep, rep, carry_spec, rep, rep, rep),
+                       out_specs=carry_spec, check_vma=False)
     return jax.jit(fn)

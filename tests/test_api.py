@@ -379,7 +379,7 @@ def test_warm_start_continues_the_fit(loss, subsample):
 @pytest.mark.parametrize("kwargs,error,match", [
     (dict(early_stopping_rounds=5), ValueError, "early_stopping_rounds needs eval_set"),
     (dict(early_stopping_rounds=0, eval_set="valid"), ValueError, "early_stopping_rounds"),
-    (dict(eval_metric="mse"), ValueError, "pass early_stopping_rounds too"),
+    (dict(eval_metric="mse"), ValueError, "eval_metric=.mse. is computed on the validation rows: pass eval_set"),
     (dict(early_stopping_rounds=5, eval_set="valid", eval_metric="auc"), ValueError, "eval_metric"),
     (dict(early_stopping_rounds=5, eval_set="valid", eval_metric="error_rate"), ValueError,
      "needs a classification loss"),
