@@ -91,6 +91,10 @@ class BaggedBoosters(NamedTuple):
     def n_rounds(self) -> int:
         return self.trees.features.shape[-3]
 
+    @property
+    def depth(self) -> int:
+        return self.trees.features.shape[-1]
+
     # The model protocol (jboost.model.Model).
 
     @property
@@ -185,11 +189,23 @@ def _staged_bagged(trees, baseline, X, fn, args):
     return out
 
 
+class BagStart(NamedTuple):
+    """The bags a fit continues (``fit_bagged_boosters(init_model=)``): each bag's rounds so far
+    ``(B, R, T, ...)``, baseline ``(B, K)``, bootstrap weights ``(B, n)`` and loss parameters
+    ``{name: (B,)}`` after its last round."""
+
+    trees: tree_lib.ObliviousTrees
+    baseline: jax.Array
+    bag_weights: jax.Array
+    loss_params: Any
+
+
 @functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "chunk_size", "verbose",
                                              "oob"))
 def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: losses_lib.Loss, *,
                      config: boosting.BoostConfig, n_bags: int, bootstrap: str, chunk_size: int,
-                     verbose: bool = False, valid=None, oob: bool = False):
+                     verbose: bool = False, valid=None, oob: bool = False,
+                     start: Optional[BagStart] = None):
     """``n_bags`` runs of :func:`jboost.boosting.boost`, bag ``b`` on weights ``w * c_b``.
 
     Bag ``b``: ``(k_boot, k_fit) = bag_keys(key, b)``; ``c_b = bootstrap_weights(k_boot)``; its
@@ -200,21 +216,38 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: los
     Returns ``(BoostOutput with a leading bag axis, baselines (B, K), bag weights (B, n))``; with
     early stopping each bag stops on its own (``best_round``, ``n_fitted`` per bag) and its
     ``state`` is dropped.
+
+    ``start``: continue these bags (:class:`BagStart`, a warm start): bag ``b`` keeps its
+    bootstrap weights and baseline, its raw scores are replayed from its trees
+    (:func:`jboost.boosting.resume`) and its rounds continue from round ``R`` (keys
+    ``fold_in(k_fit, m)``), so ``R`` rounds then ``n_rounds`` more equal ``R + n_rounds``
+    rounds bitwise.
     """
     n = X_binned.shape[1]
 
     def one_bag(b):
         k_boot, k_fit = bootstrap_lib.bag_keys(key, b)
-        counts = bootstrap_lib.bootstrap_weights(k_boot, n, bootstrap)
+        if start is None:
+            counts = bootstrap_lib.bootstrap_weights(k_boot, n, bootstrap)
+        else:
+            i = jnp.minimum(b, n_bags - 1)  # the padding of the last chunk repeats the last bag
+            counts = start.bag_weights[i]
         wb = w * counts
-        init = losses_lib.baseline(loss, y, wb)
+        init = losses_lib.baseline(loss, y, wb) if start is None else start.baseline[i]
         if oob:
             data = boosting.Data(X_binned, y, wb, X_binned, y, jnp.where(counts == 0, w, 0.0))
         elif valid is not None:
             data = boosting.Data(X_binned, y, wb, *valid)
         else:
             data = boosting.Data.train_only(X_binned, y, wb)
-        out = boosting.boost(data, k_fit, hyper, loss, init, config=config)
+        if start is None:
+            out = boosting.boost(data, k_fit, hyper, loss, init, config=config)
+        else:
+            loss_b = loss.replace(params={k: v[i] for k, v in start.loss_params.items()})
+            trees_b = jax.tree_util.tree_map(lambda a: a[i], start.trees)
+            state = boosting.resume(data, trees_b, init, loss_b, config)
+            out = boosting.boost(data, k_fit, hyper, loss_b, init, config=config, state=state,
+                                 first_round=start.trees.features.shape[1])
         if config.early_stopping is not None:
             out = out._replace(state=None)  # (n, K) raw scores per bag that nothing reads
         return out, init, counts
@@ -250,6 +283,7 @@ def fit_bagged_boosters(
     early_stopping_rounds: Optional[int] = None,
     early_stopping_tolerance: float = 0.0,
     eval_metric=None,
+    init_model: Optional[BaggedBoosters] = None,
 ) -> BaggedBoosters:
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
@@ -274,6 +308,14 @@ def fit_bagged_boosters(
       ``best_round`` is recorded and predictions use it; a concrete fit keeps the rounds up to
       the last bag's stop.
 
+    Warm start: ``init_model`` (a :class:`BaggedBoosters`) is continued by ``n_rounds`` more
+    rounds in every bag, on the same rows (its bootstrap weights and baselines), binned with its
+    borders (the same ``n_bins``, ``depth``, loss, ``n_bags`` and trees per round). Round ``m``
+    of bag ``b`` uses ``fold_in(k_fit_b, m)``, so ``r`` rounds then ``s`` more with the same key
+    and settings equal ``r + s`` rounds bitwise; early stopping may stop the new rounds. A model
+    fitted with early stopping is refused (its bags stopped at different rounds, so no longer
+    fit continues it): fit it again with more ``n_rounds``.
+
     Raises:
       MemoryError: the ``chunk_size`` bags fitted together (and every bag's trees) would not fit
         in the device's memory (:func:`jboost._validation.check_boosting_memory`, before compiling).
@@ -294,8 +336,11 @@ def fit_bagged_boosters(
     stopping, oob = _early_stopping(early_stopping_rounds, early_stopping_tolerance, eval_metric,
                                     eval_set, loss_obj, bootstrap)
     shared = eval_set is not None and not oob
+    borders = None if init_model is None else _check_init_bags(init_model, X, loss_obj, config,
+                                                               n_bags)
     data = _validation.prepare(X, y, sample_weight=sample_weight, n_bins=config.n_bins,
                                weighted_borders=False, eval_set=eval_set if shared else None,
+                               borders=borders,
                                label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name))
     _validation.check_boosting_memory(
         X.shape[0], X.shape[1], config, loss_obj,
@@ -303,8 +348,13 @@ def fit_bagged_boosters(
         n_together=chunk_size, what="bagged boosters",
         fix="use a smaller chunk_size, depth, n_bins or n_outputs")
     key = _validation.as_key(key)
+    start = None
+    if init_model is not None:
+        start = BagStart(init_model.trees, init_model.baseline, init_model.bag_weights,
+                         dict(init_model.loss.params))
     if oob and stopping is not None:
-        _check_out_of_bag_rows(key, n_bags, data.w, bootstrap)
+        _check_out_of_bag_rows(key, n_bags, data.w, bootstrap,
+                               None if start is None else start.bag_weights)
     train = boosting.Data.train_only(data.X_binned, data.y, data.w)
     if not losses_lib.is_built_in(loss_obj) and not _validation.is_traced(hyper.learning_rate):
         _validation.warn_if_no_gradient(loss_obj, train, losses_lib.baseline(loss_obj, data.y, data.w))
@@ -312,7 +362,7 @@ def fit_bagged_boosters(
         data.X_binned, data.y, data.w, key, hyper, loss_obj,
         config=config._replace(early_stopping=stopping), n_bags=n_bags, bootstrap=bootstrap,
         chunk_size=chunk_size, verbose=bool(verbose), oob=oob,
-        valid=(data.X_valid, data.y_valid, data.w_valid) if shared else None)
+        valid=(data.X_valid, data.y_valid, data.w_valid) if shared else None, start=start)
     trees, train_loss, valid_loss = out.trees, out.train_loss, out.valid_loss
     # A concrete fit: no silent NaN bag (fit's FloatingPointError, naming the bag).
     if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):
@@ -324,10 +374,13 @@ def fit_bagged_boosters(
         last = int(np.max(np.asarray(out.n_fitted)))
         trees, train_loss, valid_loss = jax.tree_util.tree_map(
             lambda a: a[:, :last], (trees, train_loss, valid_loss))
-    model = BaggedBoosters(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,
+    valid_loss = valid_loss if oob or shared else None
+    trees = tree_lib.with_borders(trees, data.borders)
+    if init_model is not None:  # its rounds first, then the new ones (per bag)
+        trees, train_loss, valid_loss = _joined_rounds(init_model, trees, train_loss, valid_loss)
+    model = BaggedBoosters(trees=trees, borders=data.borders,
                            baseline=init, loss=out.final_loss, bag_weights=counts,
-                           train_loss=train_loss,
-                           valid_loss=valid_loss if oob or shared else None,
+                           train_loss=train_loss, valid_loss=valid_loss,
                            best_round=out.best_round)
     # Traced settings (the caller's vmap) outside their domains: NaN bags, and a warning.
     return _validation.nan_outside_domains(model, loss_obj, hyper)
@@ -350,10 +403,56 @@ def _early_stopping(rounds, tolerance, metric, eval_set, loss: losses_lib.Loss,
                                             has_validation=True), oob
 
 
-def _check_out_of_bag_rows(key, n_bags: int, w, bootstrap: str) -> None:
+def _check_init_bags(model, X, loss: losses_lib.Loss, config: boosting.BoostConfig, n_bags: int):
+    """Check bagged boosters to continue (``init_model=``) against the new fit; returns the
+    borders to bin with (the model's)."""
+    if not isinstance(model, BaggedBoosters):
+        raise TypeError(f"init_model must be BaggedBoosters fitted by bagging.fit_bagged_boosters; "
+                        f"got {type(model).__name__}.")
+    borders = _validation.check_init_model(model, BaggedBoosters, X.shape[1], None,
+                                           n_bins=config.n_bins, depth=config.depth,
+                                           who="bagging.fit_bagged_boosters")
+    _validation.check_init_loss(model, loss)
+    if model.n_bags != n_bags:
+        raise ValueError(f"n_bags={n_bags} differs from init_model's {model.n_bags} bags: a continued "
+                         f"fit continues every bag; pass n_bags={model.n_bags}.")
+    if model.bag_weights.shape[-1] != X.shape[0]:
+        raise ValueError(f"init_model was fitted on {model.bag_weights.shape[-1]} rows (its bootstrap "
+                         f"weights); X has {X.shape[0]}: continue it on the rows it was fitted on.")
+    per_round = model.trees.features.shape[-2]
+    want = loss.n_outputs if config.per_output_trees else 1
+    if per_round != want:
+        raise ValueError(f"init_model has {per_round} trees per round; this fit grows {want} "
+                         f"(per_output_trees={config.per_output_trees}): pass "
+                         f"per_output_trees={not config.per_output_trees}.")
+    if model.best_round is not None:
+        raise ValueError("init_model was fitted with early stopping: its bags stopped at different "
+                         "rounds (each keeps zero trees after its stop), so no longer fit continues "
+                         "it. Fit it again with more n_rounds (and early_stopping_rounds), or "
+                         "continue a model fitted without early stopping.")
+    return borders
+
+
+def _joined_rounds(model: BaggedBoosters, trees, train_loss, valid_loss):
+    """``model``'s rounds followed by a continued fit's, per bag (round axis 1); a validation
+    curve missing on one side is NaN there."""
+    def curve(c, like):
+        return jnp.full(like.shape, jnp.nan, jnp.float32) if c is None else c
+
+    join = lambda a, b: jnp.concatenate([a, b], axis=1)  # noqa: E731
+    trees = jax.tree_util.tree_map(join, model.trees, trees)
+    valid = None
+    if model.valid_loss is not None or valid_loss is not None:
+        valid = join(curve(model.valid_loss, model.train_loss), curve(valid_loss, train_loss))
+    return trees, join(model.train_loss, train_loss), valid
+
+
+def _check_out_of_bag_rows(key, n_bags: int, w, bootstrap: str, counts=None) -> None:
     """Every bag has out-of-bag rows with weight (its early-stopping score), else a ValueError
-    before fitting (the bags' bootstrap weights drawn as the fit draws them)."""
-    counts = np.asarray(bootstrap_lib.all_bootstrap_weights(key, n_bags, int(w.shape[0]), bootstrap))
+    before fitting (the bags' bootstrap weights drawn as the fit draws them, or ``counts``)."""
+    if counts is None:
+        counts = bootstrap_lib.all_bootstrap_weights(key, n_bags, int(w.shape[0]), bootstrap)
+    counts = np.asarray(counts)
     oob_weight = np.where(counts == 0, np.asarray(w)[None, :], 0.0).sum(axis=1)
     empty = np.flatnonzero(~(oob_weight > 0))
     if empty.size:

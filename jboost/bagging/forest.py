@@ -109,6 +109,10 @@ class Forest(NamedTuple):
         return self.trees.leaf_values.shape[-1]
 
     @property
+    def depth(self) -> int:
+        return self.trees.features.shape[-1]
+
+    @property
     def is_classifier(self) -> bool:
         return self.n_outputs > 1
 
@@ -178,7 +182,8 @@ def tree_targets(y, n_outputs: int):
 
 
 @functools.partial(jax.jit, static_argnames=("config",))
-def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, *, config: ForestConfig):
+def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, first_tree=0, *,
+                      config: ForestConfig):
     """Fit ``config.n_trees`` bagged trees on binned data.
 
     Args:
@@ -186,6 +191,9 @@ def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, *, config: 
       w: ``(n,)`` sample weights (multiplied by each bag's bootstrap weights).
       key: root key; bag ``b`` uses :func:`~jboost.bagging.bag_keys` ``(key, b)``.
       hyper: traced :class:`ForestHyperparams`.
+      first_tree: the index of the first tree (traced): trees ``first_tree ..
+        first_tree + n_trees - 1`` are fitted, so a forest continued by more trees
+        (``fit_forest(init_model=)``) equals one fit of all its trees bitwise.
       config: static :class:`ForestConfig`.
 
     Returns:
@@ -193,7 +201,9 @@ def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, *, config: 
       filled) and the ``(n_trees, n)`` bootstrap weights.
     """
     one_bag = _one_bag(X_binned, y, w, key, hyper, config)
-    trees, counts = _batching.map_in_chunks(one_bag, config.n_trees, config.chunk_size,
+    first = jnp.asarray(first_tree, jnp.int32)
+    trees, counts = _batching.map_in_chunks(lambda b: one_bag(first + b), config.n_trees,
+                                            config.chunk_size,
                                             progress="forest: trees" if config.verbose else None)
     return _two_class_leaves(trees, config), counts
 
@@ -239,8 +249,8 @@ def _forest_chunk(X_binned, y, w, key, hyper, bags, *, config: ForestConfig):
 CHECKPOINT_KIND = "forest"
 
 
-def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, *, config: ForestConfig,
-                            checkpoint_dir, borders=None):
+def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, first_tree: int = 0, *,
+                            config: ForestConfig, checkpoint_dir, borders=None):
     """:func:`fit_forest_binned` with its chunks of bags run from the host and each saved to
     ``checkpoint_dir`` as it finishes (:class:`jboost._batching.ChunkCheckpoints`, files
     ``forest-chunk*.npz``); the chunks already there are not fitted again, so a rerun of a killed
@@ -257,15 +267,16 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, *, c
     n_chunks, size = _batching.chunk_layout(config.n_trees, config.chunk_size)
     store = _batching.ChunkCheckpoints(
         checkpoint_dir, CHECKPOINT_KIND,
-        _batching.fingerprint((args, borders), (quiet, _native.available(), jax.devices()[0].platform)),
+        _batching.fingerprint((args, borders),
+                              (quiet, int(first_tree), _native.available(), jax.devices()[0].platform)),
         differs="data, key, hyperparameters or settings")
     bags = lambda c: np.arange(c * size, (c + 1) * size)  # noqa: E731
 
     def run(c, items):
-        return _forest_chunk(*args, jnp.asarray(items, jnp.int32), config=quiet)
+        return _forest_chunk(*args, jnp.asarray(first_tree + items, jnp.int32), config=quiet)
 
     like = lambda: jax.eval_shape(functools.partial(_forest_chunk, config=quiet), *args,  # noqa: E731
-                                  jnp.asarray(bags(0), jnp.int32))
+                                  jnp.asarray(first_tree + bags(0), jnp.int32))
     done = store.load("", n_chunks, like, bags)
     outs = _batching.map_chunks(run, config.n_trees, size, done=done,
                                 on_chunk=lambda c, out: store.save("", c, out, bags(c)),
@@ -297,6 +308,7 @@ def fit_forest(
     borders=None,
     verbose: bool = False,
     checkpoint_dir=None,
+    init_model: Optional[Forest] = None,
 ) -> Forest:
     """Random forest of oblivious trees (ESL Algorithm 15.1); bagged trees with ``max_features=None``.
 
@@ -338,6 +350,11 @@ def fit_forest(
         (a killed fit resumes). Another forest in the same directory is refused, naming the file.
         The chunks then run as host-side calls of one compiled chunk program (not under
         ``jax.vmap``).
+      init_model: a :class:`Forest` to continue (a warm start): ``n_trees`` more trees on the
+        same rows, binned with its borders (the same ``n_bins`` and ``depth``; K from the
+        model). Tree ``b`` depends only on its index (its key ``bag_keys(key, b)``), so a forest
+        of ``r`` trees continued by ``s`` more, with the same data, key and settings, equals a
+        forest of ``r + s`` trees bitwise. The result holds every tree.
 
     Returns:
       A :class:`Forest`.
@@ -353,6 +370,11 @@ def fit_forest(
     depth = _validation.check_int(depth, "depth", 1, _validation.MAX_DEPTH)
     memory_budget = _validation.check_memory_budget(memory_budget)
     hyper = ForestHyperparams.create(min_child_weight, min_split_gain, l2)
+    first_tree = 0
+    if init_model is not None:
+        borders, n_classes = _check_init_forest(init_model, X, task, n_classes, borders,
+                                                n_bins, depth)
+        first_tree = init_model.n_trees
     classes = []  # K found by the label check
 
     def label_check(labels, name):
@@ -365,6 +387,10 @@ def fit_forest(
     n_features, n = data.X_binned.shape
     n_bins = data.borders.shape[1] + 1
     k = classes[0] if classes else 1
+    if init_model is not None and init_model.bag_weights.shape[-1] != n:
+        raise ValueError(f"init_model was fitted on {init_model.bag_weights.shape[-1]} rows (its "
+                         f"bootstrap weights); X has {n}: continue a forest on the rows it was "
+                         "fitted on.")
     m = bootstrap_lib.resolve_max_features(max_features, n_features)
     if chunk_size is None:
         chunk_size = _batching.forest_chunk_size(m, n_features, depth, n_bins, k, n, n_trees, memory_budget)
@@ -389,16 +415,40 @@ def fit_forest(
         hyper = hyper._replace(min_split_gain=hyper.min_split_gain * jnp.float32(2.0 ** (-2 * e)))
     args = (data.X_binned, y_fit, data.w, _validation.as_key(key), hyper)
     if checkpoint_dir is None:
-        trees, counts = fit_forest_binned(*args, config=config)
+        trees, counts = fit_forest_binned(*args, first_tree, config=config)
     else:
-        trees, counts = _fit_forest_checkpointed(*args, config=config, checkpoint_dir=checkpoint_dir,
-                                                 borders=data.borders)
+        trees, counts = _fit_forest_checkpointed(*args, first_tree, config=config,
+                                                 checkpoint_dir=checkpoint_dir, borders=data.borders)
     if e:  # the leaf means of y (the gains stay those of y * 2^-e: their ranking is the same)
         trees = trees._replace(leaf_values=trees.leaf_values * jnp.float32(2.0 ** e))
     forest = Forest(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,
                     bag_weights=counts)
+    if init_model is not None:  # its trees first, then the new ones
+        forest = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]),
+                                        init_model._replace(borders=None), forest._replace(borders=None)
+                                        )._replace(borders=data.borders)
     # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN forest, and a warning.
     return _validation.nan_outside_domains(forest, None, hyper)
+
+
+def _check_init_forest(model, X, task: str, n_classes, borders, n_bins, depth):
+    """Check a forest to continue (``init_model=``); returns ``(borders, n_classes)`` to fit
+    with: the model's borders and its K (a classification forest)."""
+    if not isinstance(model, Forest):
+        raise TypeError(f"init_model must be a Forest fitted by bagging.fit_forest; got "
+                        f"{type(model).__name__}.")
+    X = _validation.as_matrix(X, "X")
+    borders = _validation.check_init_model(model, Forest, X.shape[1], borders, n_bins=n_bins,
+                                           depth=depth, who="bagging.fit_forest")
+    if (task == "regression") == model.is_classifier:
+        raise ValueError(f"task={task!r} differs from init_model's ({model.task!r} forest): "
+                         f"continue it with its task.")
+    if not model.is_classifier:
+        return borders, None
+    if n_classes is not None and int(n_classes) != model.n_outputs:
+        raise ValueError(f"n_classes={n_classes} differs from init_model's {model.n_outputs} "
+                         "classes: omit n_classes (the model's K is used).")
+    return borders, model.n_outputs
 
 
 def fit_bagged_trees(X, y, **kwargs) -> Forest:

@@ -162,6 +162,8 @@ class ECOCBoosters(NamedTuple):
       borders: ``(F, n_bins - 1)``.
       baseline: ``(L, 1)`` each bit's constant log-odds.
       code: ``(K, L)`` the 0/1 code matrix.
+      best_round: with early stopping, ``(L,)`` int32: each bit's round of its best validation
+        score (predictions use each bit's rounds ``0..best_round``); ``None`` otherwise.
 
     The model protocol: ``raw_scores`` are the bits' log-odds ``(n, L)`` (so ``jboost.predict``
     gives them), ``classes_from_raw`` the nearest codeword by L1 distance on the bits'
@@ -175,10 +177,22 @@ class ECOCBoosters(NamedTuple):
     borders: jax.Array
     baseline: jax.Array
     code: jax.Array
+    best_round: Optional[jax.Array] = None
 
     @property
     def n_features(self) -> int:
         return self.borders.shape[-2]
+
+    def best_trees(self) -> tree_lib.ObliviousTrees:
+        """The trees a prediction without ``n_rounds`` uses: with ``best_round``, bit ``l``'s
+        rounds after its ``best_round[l]`` get zero leaf values (exact zeros: the sum of the
+        earlier rounds is unchanged); else every round."""
+        if self.best_round is None:
+            return self.trees
+        lv = self.trees.leaf_values
+        keep = jnp.arange(lv.shape[-4])[None, :] <= jnp.asarray(self.best_round)[..., :, None]
+        keep = keep.reshape(keep.shape + (1,) * 3)  # (L, R) -> (L, R, T, 2^D, K)
+        return self.trees._replace(leaf_values=jnp.where(keep, lv, jnp.zeros((), lv.dtype)))
 
     @property
     def n_classes(self) -> int:
@@ -193,6 +207,10 @@ class ECOCBoosters(NamedTuple):
         return self.trees.features.shape[-3]
 
     @property
+    def depth(self) -> int:
+        return self.trees.features.shape[-1]
+
+    @property
     def task(self) -> str:
         return "multiclass"
 
@@ -205,10 +223,13 @@ class ECOCBoosters(NamedTuple):
         return self.n_rounds
 
     def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
-        trees = self.trees
-        if n_stages is not None:
+        """``(n, L)`` the bits' log-odds: their first ``n_stages`` rounds, or (``None``)
+        :meth:`best_trees`."""
+        if n_stages is None:
+            trees = self.best_trees()
+        else:
             m = _validation.check_int(n_stages, "n_rounds", 0, self.n_rounds)
-            trees = jax.tree_util.tree_map(lambda a: a[:, :m], trees)
+            trees = jax.tree_util.tree_map(lambda a: a[:, :m], self.trees)
         raw = _common.batched_raw_scores(trees, self.baseline, jnp.asarray(X, jnp.float32), n_lead=1)
         return raw[:, :, 0].T                                                   # (L, n, 1) -> (n, L)
 
@@ -233,7 +254,8 @@ class ECOCBoosters(NamedTuple):
 
 @functools.partial(jax.jit, static_argnames=("config", "chunk_size", "verbose"))
 def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, code, *,
-                    config: boosting.BoostConfig, chunk_size: int, verbose: bool = False):
+                    config: boosting.BoostConfig, chunk_size: int, verbose: bool = False,
+                    start=None, valid=None):
     """All ``L`` bit learners (binomial deviance boosting) in one call.
 
     Bit ``l`` is :func:`jboost.boosting.boost` on labels ``code[y, l]`` (a row of the traced
@@ -241,16 +263,42 @@ def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, code, *,
     ``chunk_size`` (:func:`jboost._batching.map_in_chunks`); ``verbose``: a progress line as
     each chunk of bits finishes (not under ``jax.vmap``).
 
-    Returns ``(trees (L, ...), baselines (L, 1))``.
+    ``start``: ``(trees (L, R, 1, ...), baselines (L, 1))`` of bit learners to continue (a warm
+    start): bit ``l``'s raw scores are replayed from its trees (:func:`jboost.boosting.resume`)
+    and its rounds continue from round ``R``, so ``R`` rounds then ``n_rounds`` more equal
+    ``R + n_rounds`` rounds bitwise.
+
+    ``valid``: ``(X_valid (F, m) bins, y_valid, w_valid)``, the validation rows of every bit
+    (bit ``l``'s labels ``code[y_valid, l]``): the score of ``config.early_stopping``, on which
+    each bit stops on its own (:func:`jboost.boosting.boost_until_stopped`; a chunk of bits runs
+    until its last bit has stopped).
+
+    Returns ``(trees (L, ...), baselines (L, 1))``; with ``config.early_stopping`` also each
+    bit's ``best_round`` and rounds fitted ``n_fitted``, ``(L,)`` each (its rounds after the stop
+    are zero trees).
     """
     bits = ecoc_targets(y, code)
+    bits_valid = None if valid is None else ecoc_targets(valid[1], code)
     loss = losses_lib.binomial_deviance()
+    n_bits = code.shape[1]
 
     def one(l):
         yl = bits[l]
-        init = losses_lib.baseline(loss, yl, w)
-        out = boosting.boost(boosting.Data.train_only(X_binned, yl, w), jax.random.fold_in(key, l),
-                             hyper, loss, init, config=config)
+        if valid is None:
+            data = boosting.Data.train_only(X_binned, yl, w)
+        else:
+            data = boosting.Data(X_binned, yl, w, valid[0], bits_valid[l], valid[2])
+        if start is None:
+            init = losses_lib.baseline(loss, yl, w)
+            out = boosting.boost(data, jax.random.fold_in(key, l), hyper, loss, init, config=config)
+        else:
+            i = jnp.minimum(l, n_bits - 1)  # the padding of the last chunk repeats the last bit
+            trees, init = jax.tree_util.tree_map(lambda a: a[i], start)
+            state = boosting.resume(data, trees, init, loss, config)
+            out = boosting.boost(data, jax.random.fold_in(key, l), hyper, loss, init, config=config,
+                                 state=state, first_round=start[0].features.shape[1])
+        if config.early_stopping is not None:
+            return out.trees, init, out.best_round, out.n_fitted
         return out.trees, init
 
     return _batching.map_in_chunks(one, code.shape[1], chunk_size,
@@ -277,6 +325,11 @@ def fit_ecoc_boosters(
     row_sampler="bernoulli",
     chunk_size: Optional[int] = None,
     verbose: bool = False,
+    init_model: Optional[ECOCBoosters] = None,
+    eval_set=None,
+    early_stopping_rounds: Optional[int] = None,
+    early_stopping_tolerance: float = 0.0,
+    eval_metric=None,
 ) -> ECOCBoosters:
     """Fit an ECOC multiclass model (Dietterich and Bakiri 1995) with boosted bit learners.
 
@@ -288,6 +341,22 @@ def fit_ecoc_boosters(
       verbose: print a line (bits done, elapsed and remaining time) as each chunk of bits is
         fitted, while the fit runs, as ``fit_forest(verbose=True)`` does (not under
         ``jax.vmap``); the model is bitwise that of a quiet fit.
+      init_model: an :class:`ECOCBoosters` to continue (a warm start): ``n_rounds`` more rounds
+        of every bit learner on the same rows, binned with its borders (the same ``code``,
+        ``n_bins`` and ``depth``). Round ``m`` of bit ``l`` uses ``fold_in(fold_in(key, l), m)``,
+        so ``r`` rounds then ``s`` more with the same key and settings equal ``r + s`` rounds
+        bitwise. The result holds every round. A model fitted with early stopping is refused
+        (its bits stopped at different rounds): fit it again with more ``n_rounds``.
+      eval_set: ``(X_valid, y_valid)`` or ``(X_valid, y_valid, w_valid)`` with class labels: the
+        validation rows of every bit learner (bit ``l``'s labels ``code[y_valid, l]``).
+      early_stopping_rounds: each bit learner stops when its validation score has not improved
+        (by more than ``early_stopping_tolerance``) for this many rounds, on its own, as
+        :func:`jboost.fit` with that ``eval_set`` would (:func:`jboost.boosting.boost_until_stopped`;
+        a chunk of bits runs until its last bit has stopped). ``eval_metric``: the score of a bit
+        (``None``: its binomial deviance; ``"error_rate"``, ``"mse"``, ``"mae"`` or
+        ``metric(y, raw, w)`` on its 0/1 labels). The model records each bit's ``best_round``
+        and predicts with its rounds ``0..best_round``; a concrete fit keeps the rounds up to
+        the last bit's stop.
       Other arguments and their defaults as in :func:`jboost.fit` (binomial deviance per bit).
 
     Raises:
@@ -295,6 +364,9 @@ def fit_ecoc_boosters(
         in the device's memory (:func:`jboost._validation.check_boosting_memory`, before compiling).
     """
     code = check_code(code)
+    stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
+                                                eval_metric, losses_lib.binomial_deviance(),
+                                                has_validation=eval_set is not None)
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
@@ -303,20 +375,53 @@ def fit_ecoc_boosters(
     n_bits = code.shape[1]
     chunk_size = n_bits if chunk_size is None else min(
         _validation.check_int(chunk_size, "chunk_size", 1, 1 << 30), n_bits)
+    borders = None if init_model is None else _check_init_ecoc(init_model, X, code, config)
     data = _validation.prepare(
-        X, y, sample_weight=sample_weight, n_bins=config.n_bins,
+        X, y, sample_weight=sample_weight, n_bins=config.n_bins, borders=borders, eval_set=eval_set,
         label_check=lambda v, name: _validation.n_classes_of(v, code.shape[0], name))
-    config = config._replace(missing=data.missing)
+    config = config._replace(missing=data.missing, early_stopping=stopping)
     _validation.check_boosting_memory(
         data.X_binned.shape[1], data.X_binned.shape[0], config, losses_lib.binomial_deviance(),
         n_models=n_bits, n_together=chunk_size, what="ECOC bit learners",
         fix="use a smaller chunk_size, depth or n_bins, or a code with fewer bits")
     code_j = jnp.asarray(code, jnp.int32)
-    trees, init = fit_ecoc_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper,
-                                  code_j, config=config, chunk_size=chunk_size, verbose=bool(verbose))
-    model = ECOCBoosters(tree_lib.with_borders(trees, data.borders), data.borders, init, code_j)
+    start = None if init_model is None else (init_model.trees, init_model.baseline)
+    out = fit_ecoc_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper, code_j,
+                          config=config, chunk_size=chunk_size, verbose=bool(verbose), start=start,
+                          valid=None if eval_set is None else (data.X_valid, data.y_valid, data.w_valid))
+    trees, init = out[:2]
+    best = None
+    if stopping is not None:
+        best, n_fitted = out[2:]
+        if not _validation.is_traced(n_fitted):  # keep the rounds up to the last bit's stop
+            last = int(np.max(np.asarray(n_fitted)))
+            trees = jax.tree_util.tree_map(lambda a: a[:, :last], trees)
+    trees = tree_lib.with_borders(trees, data.borders)
+    if init_model is not None:  # its rounds first, then the new ones (per bit)
+        trees = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b], axis=1),
+                                       init_model.trees, trees)
+    model = ECOCBoosters(trees, data.borders, init, code_j, best)
     # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN model, and a warning.
     return _validation.nan_outside_domains(model, None, hyper)
+
+
+def _check_init_ecoc(model, X, code: np.ndarray, config: boosting.BoostConfig):
+    """Check an ECOC model to continue (``init_model=``); returns the borders to bin with."""
+    if not isinstance(model, ECOCBoosters):
+        raise TypeError(f"init_model must be ECOCBoosters fitted by combine.fit_ecoc_boosters; got "
+                        f"{type(model).__name__}.")
+    borders = _validation.check_init_model(model, ECOCBoosters, _validation.as_matrix(X, "X").shape[1],
+                                           None, n_bins=config.n_bins, depth=config.depth,
+                                           who="combine.fit_ecoc_boosters")
+    if model.code.shape != code.shape or not np.array_equal(np.asarray(model.code), code):
+        raise ValueError(f"code differs from init_model's {tuple(model.code.shape)} code matrix: a "
+                         "continued fit continues each bit's learner; pass init_model.code.")
+    if model.best_round is not None:
+        raise ValueError("init_model was fitted with early stopping: its bit learners stopped at "
+                         "different rounds (each keeps zero trees after its stop), so no longer fit "
+                         "continues it. Fit it again with more n_rounds (and early_stopping_rounds), "
+                         "or continue a model fitted without early stopping.")
+    return borders
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jboost import _validation
 from jboost import api
@@ -95,6 +96,50 @@ def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
     return jax.vmap(per_learner, in_axes=(0, None, None))(masks, hypers, keys)
 
 
+@functools.partial(jax.jit, static_argnames=("config",))
+def cross_fit_stopped(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
+                      loss: losses_lib.Loss, *, config: boosting.BoostConfig):
+    """Every (fold, learner) fit of :func:`cross_fit_boosters`, each stopping early on its own
+    held-out fold (``config.early_stopping``): fit ``(s, m)`` validates on the rows its mask
+    holds out (weights ``w * (1 - masks[s])``, the training bins: one ``vmap``), as
+    ``jboost.fit(sample_weight=w * masks[s], eval_set=(X, y, w * (1 - masks[s])),
+    early_stopping_rounds=...)`` would.
+
+    Returns ``(trees, baselines, train_loss, valid_loss, n_fitted)`` with leading axes
+    ``(S, M)`` (curves ``(S, M, n_rounds)``, NaN after a fit's stop; its later trees are zero)."""
+    n_learners = jax.tree_util.tree_leaves(hypers)[0].shape[0]
+    keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(n_learners))
+
+    def one(mask, hyper, k):
+        wm = w * mask
+        init = losses_lib.baseline(loss, y, wm)
+        data = boosting.Data(X_binned, y, wm, X_binned, y, w * (1.0 - mask))
+        out = boosting.boost(data, k, hyper, loss, init, config=config)
+        return out.trees, init, out.train_loss, out.valid_loss, out.n_fitted
+
+    per_learner = jax.vmap(one, in_axes=(None, 0, 0))
+    return jax.vmap(per_learner, in_axes=(0, None, None))(masks, hypers, keys)
+
+
+def learner_best_rounds(valid_loss, n_fitted) -> jax.Array:
+    """``(M,)`` each learner's best round: the minimum of its held-out curve averaged over the
+    folds ``valid_loss (S, M, R)``, over the rounds all its fold fits ran (``n_fitted (S, M)``;
+    the best iteration of ``xgboost.cv`` / ``lightgbm.cv``, as the sweep's)."""
+    rounds = jnp.arange(valid_loss.shape[-1])
+    ran = rounds[None, :] < jnp.min(n_fitted, axis=0)[:, None]                    # (M, R)
+    mean = jnp.mean(valid_loss, axis=0)                                            # (M, R)
+    return jnp.argmin(jnp.where(ran & ~jnp.isnan(mean), mean, jnp.inf), axis=-1).astype(jnp.int32)
+
+
+def _first_rounds_only(trees: tree_lib.ObliviousTrees, best) -> tree_lib.ObliviousTrees:
+    """Trees ``(..., M, R, T, ...)`` with learner ``m``'s rounds after ``best[m]`` given exact
+    zero leaf values (the sum of its earlier rounds is unchanged)."""
+    lv = trees.leaf_values
+    keep = jnp.arange(lv.shape[-4])[None, :] <= best[:, None]                      # (M, R)
+    keep = keep.reshape(keep.shape + (1,) * 3)
+    return trees._replace(leaf_values=jnp.where(keep, lv, jnp.zeros((), lv.dtype)))
+
+
 def stack_task(loss: losses_lib.Loss) -> str:
     """The second tier's task for base learners of ``loss``: ``"binary"`` and ``"multiclass"``
     stay; every other task (regression, count) is stacked by least squares: ``"regression"``."""
@@ -112,6 +157,9 @@ class StackedBoosters(NamedTuple):
       stacker: :class:`jboost.combine.LinearModel` on the ``(n, M*K)`` raw scores.
       oof_raw: ``(n_train, M, K)`` the out-of-fold raw scores the stacker was trained on.
       base_loss: the base learners' :class:`jboost.Loss`.
+      best_round: with early stopping, ``(M,)`` int32: each learner's best round (chosen on its
+        folds' held-out rows); its all-data learner's later rounds are zero trees. ``None``
+        otherwise.
 
     The model protocol: ``raw_scores`` is the stacker's linear output ``(n, K_out)`` on the base
     learners' raw scores (``K_out = 1`` for regression and binary, the number of classes for
@@ -129,6 +177,7 @@ class StackedBoosters(NamedTuple):
     stacker: linear.LinearModel
     oof_raw: jax.Array
     base_loss: losses_lib.Loss
+    best_round: Optional[jax.Array] = None
 
     @property
     def n_features(self) -> int:
@@ -188,6 +237,15 @@ class StackedBoosters(NamedTuple):
         return self.as_booster().staged(X, fn, *args)
 
 
+NO_WARM_START = (
+    "fit_stacked_boosters cannot continue a stacked model (init_model=): its second tier was "
+    "trained on the out-of-fold scores of the fold models, which a StackedBoosters does not keep "
+    "(only the all-data base learners), so continuing the base learners would leave the stacker "
+    "weighting learners it was not trained on, and refitting it needs the fold models' scores "
+    "after the new rounds. Fit again with the total n_rounds (every fold's and the all-data fits "
+    "are one vmapped call).")
+
+
 def fit_stacked_boosters(
     X,
     y,
@@ -207,6 +265,10 @@ def fit_stacked_boosters(
     stacker_l2=1e-3,
     stacker_steps: int = 200,
     key=0,
+    init_model: Optional[StackedBoosters] = None,
+    early_stopping_rounds: Optional[int] = None,
+    early_stopping_tolerance: float = 0.0,
+    eval_metric=None,
 ) -> StackedBoosters:
     """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters.
 
@@ -226,9 +288,23 @@ def fit_stacked_boosters(
       folds: the number of folds K >= 2, or ``(n,)`` int fold ids 0..K-1.
       stacker_l2: the second tier's ridge penalty; stacker_steps: its L-BFGS iterations.
       key: an int seed or a ``jax.random`` key, split into the folds' key and the fits' key.
+      init_model: refused with a ``ValueError`` (:data:`NO_WARM_START` says why): the second
+        tier is trained on the fold models' out-of-fold scores, which a stacked model does not
+        keep, so it cannot be continued; fit again with the total ``n_rounds``.
+      early_stopping_rounds: each fold's fit of each learner stops when the score on its
+        held-out fold (the loss, or ``eval_metric``: ``"error_rate"``, ``"mse"``, ``"mae"`` or
+        ``metric(y, raw, w)``) has not improved (by more than ``early_stopping_tolerance``) for
+        this many rounds, on its own (one vmapped ``while_loop``, :func:`cross_fit_stopped`).
+        Learner ``m``'s best round is the minimum of its held-out score averaged over the folds,
+        over the rounds all its fold fits ran (:func:`learner_best_rounds`, the best iteration of
+        ``xgboost.cv``); its out-of-fold scores and its all-data fit (a second call, as many
+        rounds as the latest best round needs) use its rounds ``0..best_round``
+        (``StackedBoosters.best_round``), so the stacker is trained on the learners it combines.
       Other arguments and their defaults as in :func:`jboost.fit` (static settings, shared by
       every learner).
     """
+    if init_model is not None:
+        raise ValueError(NO_WARM_START)
     X = _validation.as_matrix(X, "X")
     n = X.shape[0]
     y = _validation.as_labels(y, n)
@@ -236,6 +312,8 @@ def fit_stacked_boosters(
     config, hyper = _learner_settings(hypers, n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                       colsample_by=colsample_by, per_output_trees=per_output_trees,
                                       row_sampler=row_sampler)
+    stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
+                                                eval_metric, loss_obj, has_validation=True)
     explicit = _validation.check_folds(folds, n)
     _validation.check_real(stacker_l2, "stacker_l2", 0.0, float("inf"))
     stacker_steps = _validation.check_int(stacker_steps, "stacker_steps", 1, _validation.MAX_ROUNDS)
@@ -256,13 +334,19 @@ def fit_stacked_boosters(
     else:
         ids = explicit
     masks = jnp.concatenate([cv.fold_masks(ids, n_folds), jnp.ones((1, n), jnp.float32)])
-    trees, baselines, train_loss = cross_fit_boosters(data.X_binned, data.y, data.w, k_fit, masks,
-                                                      hyper, loss_obj, config=config,
-                                                      with_train_loss=True)
+    best = n_fitted = None
+    if stopping is None:
+        trees, baselines, train_loss = cross_fit_boosters(data.X_binned, data.y, data.w, k_fit, masks,
+                                                          hyper, loss_obj, config=config,
+                                                          with_train_loss=True)
+    else:
+        trees, baselines, train_loss, best, n_fitted = _fit_stopped(
+            data, k_fit, masks, hyper, loss_obj, config._replace(early_stopping=stopping))
     # A concrete fit: no silent NaN learner (fit's FloatingPointError, naming the fit).
     if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):
         _validation.check_finite_fits(
             train_loss, loss_obj, boosting.Data.train_only(data.X_binned, data.y, data.w), baselines,
+            n_fitted=n_fitted,
             names=lambda i: (f"learner {i[1]} (hypers[{i[1]}]) on "
                              + (f"fold {i[0]}'s training rows" if i[0] < n_folds else "all rows")),
             what="fits")
@@ -274,9 +358,34 @@ def fit_stacked_boosters(
     stacker = linear.fit_linear(oof.reshape(n, -1), data.y, task=second, n_outputs=k_out,
                                 l2=stacker_l2, n_steps=stacker_steps, sample_weight=data.w)
     final = jax.tree_util.tree_map(lambda a: a[-1], trees)
-    model = StackedBoosters(final, data.borders, baselines[-1], stacker, oof, loss_obj)
+    model = StackedBoosters(final, data.borders, baselines[-1], stacker, oof, loss_obj, best)
     # Traced settings (the caller's vmap) outside their domains: a NaN model, and a warning.
     return _validation.nan_outside_domains(model, loss_obj, hyper)
+
+
+def _fit_stopped(data, key, masks, hyper, loss, config):
+    """The fits of :func:`fit_stacked_boosters` with early stopping: the fold fits stop on their
+    held-out folds (:func:`cross_fit_stopped`), each learner's best round comes from its folds
+    (:func:`learner_best_rounds`), then the all-data fits run as many rounds as the latest best
+    round needs (a concrete fit; all ``n_rounds`` under ``jax.vmap``); every fit's rounds after
+    its learner's best round are zeroed. Returns ``(trees (S + 1, M, R, ...), baselines,
+    train_loss, best (M,), n_fitted (S + 1, M))`` as the one call without early stopping
+    (``R``: the all-data fits' rounds)."""
+    trees, baselines, train_loss, valid_loss, n_fitted = cross_fit_stopped(
+        data.X_binned, data.y, data.w, key, masks[:-1], hyper, loss, config=config)
+    best = learner_best_rounds(valid_loss, n_fitted)
+    rounds = config.n_rounds
+    if not _validation.is_traced(best):
+        rounds = int(np.max(np.asarray(best))) + 1
+    all_trees, all_base, all_loss = cross_fit_boosters(
+        data.X_binned, data.y, data.w, key, masks[-1:], hyper, loss,
+        config=config._replace(n_rounds=rounds, early_stopping=None), with_train_loss=True)
+    cut = lambda a: a[:, :, :rounds]  # noqa: E731 (the fold fits' rounds after every best round)
+    trees = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([cut(a), b]), trees, all_trees)
+    trees = jax.vmap(lambda t: _first_rounds_only(t, best))(trees)
+    n_fitted = jnp.concatenate([n_fitted, jnp.full((1,) + n_fitted.shape[1:], rounds, n_fitted.dtype)])
+    return (trees, jnp.concatenate([baselines, all_base]),
+            jnp.concatenate([cut(train_loss), all_loss], axis=0), best, n_fitted)
 
 
 def stacked_predict(model: StackedBoosters, X) -> jax.Array:

@@ -116,6 +116,14 @@ __all__ = ["sweep", "SweepResult", "refit", "METRICS", "error_rate", "squared_er
            "auto_chunk_size", "DEFAULT_CPU_BUDGET", "DEFAULT_CPU_MODELS_PER_DEVICE"]
 
 
+NO_WARM_START = (
+    "sweep does not continue a model (init_model=): every configuration x fold x seed is fitted "
+    "from its first round in one vmapped program. Sweep the longer n_rounds instead (a "
+    "configuration with fewer rounds is the prefix of the same fit: n_rounds=[100, 200] costs one "
+    "fit of 200 rounds), or continue the chosen model with jboost.fit(X, y, ..., "
+    "init_model=result.refit(X, y)).")
+
+
 def sweep(
     X,
     y,
@@ -151,6 +159,7 @@ def sweep(
     early_stopping_rounds: Optional[int] = None,
     early_stopping_tolerance: float = 0.0,
     checkpoint_dir=None,
+    init_model=None,
 ) -> SweepResult:
     """Cross-validate every configuration of a grid, all models vmapped in one compiled program.
 
@@ -206,10 +215,16 @@ def sweep(
         the data, folds, seeds, key, grid, static settings, loss, metric and early stopping:
         another sweep in the same directory is refused, naming the file; a rerun must also
         chunk the models as before (the same ``chunk_size``/``memory_budget`` and devices).
+      init_model: refused with a ``ValueError`` (:data:`NO_WARM_START`): a sweep continues
+        nothing; sweep the longer ``n_rounds`` (fewer rounds are prefixes of the same fits, so
+        ``n_rounds=[100, 200]`` costs one fit of 200), or continue the chosen model with
+        ``jboost.fit(..., init_model=result.refit(X, y))``.
 
     Returns:
       A :class:`SweepResult`.
     """
+    if init_model is not None:
+        raise ValueError(NO_WARM_START)
     t_start = time.perf_counter()
     X, y, w, loss_obj = _check_data(X, y, sample_weight, loss, n_outputs, task)
     fixed_hyper = dict(learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,

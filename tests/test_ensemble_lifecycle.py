@@ -1,0 +1,205 @@
+"""The model lifecycle of the ensembles (issue 15): warm starts (``init_model=``) of forests,
+bagged boosters and ECOC ensembles, bitwise equal to the longer fit; the refusals of stacking and
+sweeps. Every fit is tiny (<= 300 rows, depth <= 3, 16 bins, a few rounds)."""
+
+import re
+
+import jax
+import numpy as np
+import pytest
+
+import jboost
+from jboost import bagging
+from jboost import combine
+from _bagging_data import noisy_classification, regression
+
+N_BINS = 16
+
+
+def assert_bitwise(a, b):
+    """Every array of two models (pytrees) equal bitwise, with the same dtypes and shapes."""
+    la, ta = jax.tree_util.tree_flatten_with_path(a)
+    lb, tb = jax.tree_util.tree_flatten_with_path(b)
+    assert ta == tb
+    for (path, u), (_, v) in zip(la, lb):
+        u, v = np.asarray(u), np.asarray(v)
+        assert u.dtype == v.dtype and u.shape == v.shape, (jax.tree_util.keystr(path), u.shape, v.shape)
+        np.testing.assert_array_equal(u, v, err_msg=jax.tree_util.keystr(path))
+
+
+@pytest.fixture(scope="module")
+def clf():
+    X, y, _ = noisy_classification(300, seed=0)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def letters():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(240, 5)).astype(np.float32)
+    y = np.digitize(X[:, 0] + X[:, 1], [-1.0, 0.0, 1.0]).astype(np.int32)
+    return X, y, combine.exhaustive_code(4)
+
+
+# --------------------------------------------------------------------------------------------
+# Warm starts.
+# --------------------------------------------------------------------------------------------
+
+FOREST = dict(depth=3, max_features=3, n_bins=N_BINS, key=3)
+BAGS = dict(depth=2, n_bins=N_BINS, key=3, n_bags=3, subsample=0.8, learning_rate=0.3,
+            chunk_size=3)
+ECOC = dict(depth=2, n_bins=N_BINS, key=3, subsample=0.8, learning_rate=0.3)
+
+
+@pytest.fixture(scope="module")
+def forests(clf):
+    """A forest of 6 trees and one of its first 4 (other chunk sizes)."""
+    X, y = clf
+    return (bagging.fit_forest(X, y, n_trees=6, chunk_size=4, **FOREST),
+            bagging.fit_forest(X, y, n_trees=4, chunk_size=2, **FOREST))
+
+
+@pytest.fixture(scope="module")
+def bags(clf):
+    """Bagged boosters of 10 rounds and of their first 5."""
+    X, y = clf
+    return (bagging.fit_bagged_boosters(X, y, "binomial_deviance", n_rounds=10, **BAGS),
+            bagging.fit_bagged_boosters(X, y, "binomial_deviance", n_rounds=5, **BAGS))
+
+
+@pytest.fixture(scope="module")
+def ecocs(letters):
+    X, y, code = letters
+    return (combine.fit_ecoc_boosters(X, y, code, n_rounds=8, chunk_size=4, **ECOC),
+            combine.fit_ecoc_boosters(X, y, code, n_rounds=4, **ECOC))
+
+
+def test_a_continued_forest_equals_the_longer_forest_bitwise(clf, forests, tmp_path):
+    """4 trees continued by 2 (in chunks of another size) == 6 trees: tree b's key depends only
+    on b; the continued forest saves and loads bitwise."""
+    X, y = clf
+    whole, first = forests
+    more = bagging.fit_forest(X, y, n_trees=2, chunk_size=2, init_model=first, **FOREST)
+    assert more.n_trees == 6
+    assert_bitwise(more, whole)
+    jboost.save(more, tmp_path / "forest.jbm")
+    assert_bitwise(jboost.load(tmp_path / "forest.jbm"), whole)
+
+
+def test_continued_bagged_boosters_equal_the_longer_fit_bitwise(clf, bags):
+    """Every bag continued by 5 rounds after 5 == 10 rounds (row subsampling: the keys of rounds
+    5..9 continue the bag's), its bootstrap weights and baseline kept."""
+    X, y = clf
+    whole, first = bags
+    more = bagging.fit_bagged_boosters(X, y, "binomial_deviance", n_rounds=5, init_model=first, **BAGS)
+    assert more.n_rounds == 10
+    assert_bitwise(more, whole)
+
+
+def test_a_continued_ecoc_model_equals_the_longer_fit_bitwise(letters, ecocs):
+    X, y, code = letters
+    whole, first = ecocs
+    more = combine.fit_ecoc_boosters(X, y, code, n_rounds=4, chunk_size=3, init_model=first, **ECOC)
+    assert more.n_rounds == 8
+    assert_bitwise(more, whole)
+
+
+def test_warm_start_refusals_say_why_and_what_to_do(clf, letters, forests, bags, ecocs):
+    X, y = clf
+    forest, first = forests[1], bags[1]
+    with pytest.raises(ValueError, match="init_model was fitted on 300 rows .* X has 200"):
+        bagging.fit_forest(X[:200], y[:200], n_trees=2, init_model=forest, **FOREST)
+    with pytest.raises(ValueError, match=r"n_bins=256 differs from init_model's \(16\)"):
+        bagging.fit_forest(X, y, n_trees=2, init_model=forest, **{**FOREST, "n_bins": 256})
+    with pytest.raises(ValueError, match="task='regression' differs from init_model's"):
+        bagging.fit_forest(X, y, n_trees=2, task="regression", init_model=forest, **FOREST)
+    with pytest.raises(TypeError, match="init_model must be a Forest"):
+        bagging.fit_forest(X, y, n_trees=2, init_model=first, **FOREST)
+    with pytest.raises(TypeError, match="init_model must be BaggedBoosters"):
+        bagging.fit_bagged_boosters(X, y, "binomial_deviance", n_rounds=2, init_model=forest, **BAGS)
+    with pytest.raises(ValueError, match="n_bags=2 differs from init_model's 3 bags"):
+        bagging.fit_bagged_boosters(X, y, "binomial_deviance", n_rounds=2, init_model=first,
+                                    **{**BAGS, "n_bags": 2, "chunk_size": 1})
+    with pytest.raises(ValueError, match="init_model was fitted with loss 'binomial_deviance'"):
+        bagging.fit_bagged_boosters(X, y, "squared_error", n_rounds=2, init_model=first, **BAGS)
+    stopped = first._replace(best_round=jax.numpy.zeros(3, jax.numpy.int32))
+    with pytest.raises(ValueError, match="fitted with early stopping: its bags stopped at different"):
+        bagging.fit_bagged_boosters(X, y, "binomial_deviance", n_rounds=2, init_model=stopped, **BAGS)
+    Xl, yl, code = letters
+    ecoc = ecocs[1]
+    with pytest.raises(ValueError, match="code differs from init_model's"):
+        combine.fit_ecoc_boosters(Xl, yl, code[:, :5], n_rounds=2, init_model=ecoc, **ECOC)
+    with pytest.raises(ValueError, match="second tier was trained on the out-of-fold scores"):
+        combine.fit_stacked_boosters(X, y, "binomial_deviance", hypers=[{}], init_model=ecoc)
+    with pytest.raises(ValueError, match=re.escape("init_model=result.refit(X, y)")):
+        jboost.sweep.sweep(X, y, "binomial_deviance", init_model=ecoc)
+
+
+# --------------------------------------------------------------------------------------------
+# Early stopping of ECOC bits and of stacking's fold fits.
+# --------------------------------------------------------------------------------------------
+
+
+def test_each_ecoc_bit_stops_on_its_own_as_its_separate_fit(letters, tmp_path):
+    """Every bit learner stops on its validation labels ``code[y_valid, l]`` as ``jboost.fit``
+    with that eval_set and key ``fold_in(key, l)`` (the same trees, stop and best round here);
+    predictions use each bit's best round; the model file keeps ``best_round``."""
+    X, y, code = letters
+    Xv, yv = X[:80] + 0.3, y[:80]
+    kw = dict(depth=2, n_bins=N_BINS, learning_rate=0.5)
+    model = combine.fit_ecoc_boosters(X, y, code, n_rounds=40, key=3, eval_set=(Xv, yv),
+                                      early_stopping_rounds=3, **kw)
+    best = np.asarray(model.best_round)
+    assert best.shape == (code.shape[1],) and model.n_rounds < 40
+    key = jboost._validation.as_key(3)
+    for l in (int(np.argmin(best)), int(np.argmax(best))):
+        alone = jboost.fit(X, code[y, l], "binomial_deviance", n_rounds=40, key=jax.random.fold_in(key, l),
+                           eval_set=(Xv, code[yv, l]), early_stopping_rounds=3, **kw)
+        assert int(alone.best_round) == best[l]
+        np.testing.assert_allclose(model.trees.leaf_values[l, :alone.n_rounds], alone.trees.leaf_values,
+                                   rtol=1e-5, atol=1e-6)
+        assert not np.any(np.asarray(model.trees.leaf_values[l, alone.n_rounds:]))
+    raw = np.asarray(jboost.predict(model, Xv))
+    for l in range(code.shape[1]):  # bit l: its rounds 0..best_round
+        np.testing.assert_array_equal(raw[:, l], np.asarray(jboost.predict(model, Xv, n_rounds=best[l] + 1))[:, l])
+    jboost.save(model, tmp_path / "ecoc.jbm")
+    loaded = jboost.load(tmp_path / "ecoc.jbm")
+    np.testing.assert_array_equal(loaded.best_round, model.best_round)
+    np.testing.assert_array_equal(jboost.predict_class(loaded, Xv), jboost.predict_class(model, Xv))
+    with pytest.raises(ValueError, match="init_model was fitted with early stopping"):
+        combine.fit_ecoc_boosters(X, y, code, n_rounds=2, init_model=model, **kw)
+
+
+def test_stacking_stops_each_fold_fit_and_uses_each_learners_best_round(clf):
+    """Fold fit (s, m) stops on its held-out fold as ``jboost.fit(sample_weight=mask,
+    eval_set=(X, y, 1 - mask))``; learner m's best round is the minimum of its fold-averaged
+    held-out curve; its all-data learner keeps rounds 0..best_round (later ones zero)."""
+    X, y = clf
+    hypers = [{"learning_rate": 0.6}, {"learning_rate": 0.2, "l2": 3.0}]
+    kw = dict(depth=2, n_bins=N_BINS)
+    model = combine.fit_stacked_boosters(X, y, "binomial_deviance", hypers=hypers, folds=2,
+                                         n_rounds=40, early_stopping_rounds=3, key=1, **kw)
+    best = np.asarray(model.best_round)
+    assert best.shape == (2,) and model.n_rounds == best.max() + 1
+    lv = np.asarray(model.trees.leaf_values)
+    for m in range(2):
+        assert np.all(lv[m, best[m] + 1:] == 0) and np.any(lv[m, best[m]])
+    # The fold fits themselves, against separate fits; the best rounds from their curves.
+    from jboost import boosting, cv
+    data = jboost._validation.prepare(X, y, n_bins=N_BINS)
+    masks = cv.fold_masks(np.asarray([0, 1] * 150), 2)
+    config, hyper = jboost.combine.stacking._learner_settings(hypers, n_rounds=40, **kw)
+    config = config._replace(missing=data.missing, early_stopping=boosting.EarlyStopping(3))
+    _, _, _, valid, n_fitted = combine.stacking.cross_fit_stopped(
+        data.X_binned, data.y, data.w, jboost._validation.as_key(5), masks, hyper,
+        jboost.losses.binomial_deviance(), config=config)
+    mask = np.asarray(masks[1])
+    alone = jboost.fit(X, y, "binomial_deviance", n_rounds=40, key=jax.random.fold_in(jboost._validation.as_key(5), 0),
+                       sample_weight=mask, eval_set=(X, y, 1.0 - mask), early_stopping_rounds=3,
+                       learning_rate=0.6, borders=data.borders, **kw)
+    assert int(n_fitted[1, 0]) == alone.n_rounds
+    np.testing.assert_allclose(valid[1, 0, :alone.n_rounds], alone.valid_loss, rtol=1e-5)
+    curve = np.where(np.arange(40)[None] < np.asarray(n_fitted).min(0)[:, None],
+                     np.asarray(valid).mean(0), np.inf)
+    np.testing.assert_array_equal(combine.stacking.learner_best_rounds(valid, n_fitted),
+                                  np.argmin(curve, axis=1))
