@@ -344,9 +344,13 @@ def _explain(model, X, n_rounds, data, data_weight, interactions: bool) -> ShapV
         raise ValueError("data has no rows: the covers of the trees' nodes are background row "
                          "counts; pass some rows (e.g. the training rows) as data=.")
     weight = jnp.asarray(_validation.as_weights(data_weight, data.shape[0], "data_weight", "data"))
-    X = jnp.asarray(X, jnp.float32)
-    data = jnp.asarray(data, jnp.float32)
-    keeps = _keeps_columns(model)
+    return _explain_models(model, jnp.asarray(X, jnp.float32), jnp.asarray(data, jnp.float32), weight,
+                           n_rounds=n_rounds, interactions=interactions, keeps=_keeps_columns(model))
+
+
+def _explain_models(model, X, data, weight, *, n_rounds, interactions: bool, keeps: bool) -> ShapValues:
+    """Every model of a batch: its sum of trees explained (:func:`explain_trees`, compiled once
+    per shape of the trees, whatever the model type)."""
 
     def one(m):
         trees, constant, offset = tree_sum(m, n_rounds)
@@ -449,6 +453,13 @@ def importance(model, kind: str = "relative", per_class: bool = False) -> jax.Ar
             "gains are summed over the outputs and cannot be split by class). Fit with "
             "per_output_trees=True (ESL Algorithm 10.4), or use per_class=False.")
 
+    return _importance(model, kind=kind, per_class=per_class, axis=axis)
+
+
+@functools.partial(jax.jit, static_argnames=("kind", "per_class", "axis"))
+def _importance(model, *, kind: str, per_class: bool, axis: Optional[str]):
+    """:func:`importance` of checked arguments, every model of a batch."""
+
     def one(m):
         n_features = m.n_features
         gains, feats = m.trees.gains, m.trees.features          # (..., D)
@@ -512,13 +523,18 @@ def permutation_importance(model, X, y, metric=None, n_repeats: int = 5, key=0,
     w = jnp.asarray(_validation.as_weights(sample_weight, X.shape[0]))
     if isinstance(key, (int, np.integer)):
         key = jax.random.PRNGKey(int(key))
-    loss = getattr(model, "loss", None)
-    if metric is None and not isinstance(loss, losses_lib.Loss):
+    if metric is None and not isinstance(getattr(model, "loss", None), losses_lib.Loss):
         raise ValueError(f"a {type(model).__name__} has no loss: pass metric= (\"mse\", "
                          "\"error_rate\", or metric(y, raw, w)).")
     if isinstance(metric, str) and metric not in metrics_lib.METRICS:
         raise ValueError(f"metric={metric!r} is not a named metric; use one of "
                          f"{sorted(metrics_lib.METRICS)} or a function metric(y, raw, w).")
+    return _permutation(model, X, y, w, key, metric=metric, n_repeats=n_repeats, n_rounds=n_rounds)
+
+
+@functools.partial(jax.jit, static_argnames=("metric", "n_repeats", "n_rounds"))
+def _permutation(model, X, y, w, key, *, metric, n_repeats: int, n_rounds):
+    """:func:`permutation_importance` of checked arguments: one compiled program."""
 
     def score(m, raw):
         if metric is None:  # the mean weighted loss (a batch objective: its value over the rows)
@@ -529,16 +545,13 @@ def permutation_importance(model, X, y, metric=None, n_repeats: int = 5, key=0,
         return metrics_lib.evaluate(metric, m_loss, y, raw, w)
 
     def one(m):
-        def raw_of(Xp):
-            return m.raw_scores(Xp, n_rounds)
-
-        base = score(m, raw_of(X))
+        base = score(m, m.raw_scores(X, n_rounds))
 
         def feature(j):
             def repeat(r):
                 perm = jax.random.permutation(jax.random.fold_in(jax.random.fold_in(key, j), r), X.shape[0])
                 Xp = X.at[:, j].set(X[perm, j])
-                return score(m, raw_of(Xp)) - base
+                return score(m, m.raw_scores(Xp, n_rounds)) - base
             return jax.vmap(repeat)(jnp.arange(n_repeats))
 
         return lax.map(feature, jnp.arange(X.shape[1]))

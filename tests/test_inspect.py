@@ -19,6 +19,7 @@ from jboost import tree as tree_lib
 from jboost.combine import _common
 
 F = 4
+ROWS = 12  # the rows explained by most tests (one shape: shared compiled programs)
 KW = dict(n_rounds=4, depth=3, n_bins=16, learning_rate=0.5)
 
 
@@ -140,33 +141,33 @@ def brute_force(trees, constant, X, data, interactions=False):
 
 def test_shap_values_equal_brute_force_shapley_values_with_missing_rows(reg):
     X, y, model = reg
-    rows = X[:12]                                   # rows 0, 5, 10: NaN in feature 1; 2, 9: in 2
-    background = X[50:58]                           # 8 rows: many nodes of zero cover
+    rows = X[:ROWS]                                 # rows 0, 5, 10: NaN in feature 1; 2, 9: in 2
+    background = X[40:40 + ROWS]                    # 12 rows: many nodes of zero cover
     sv = ji.shap_values(model, rows, data=background)
     expect, ev = brute_force(model.trees, model.baseline, rows, background)
     np.testing.assert_allclose(np.asarray(sv.values), expect[..., 0], atol=2e-5)
     np.testing.assert_allclose(float(sv.expected_value), ev[0], atol=2e-5)
     # The default background is X itself: the expected value is the mean prediction.
-    full = ji.shap_values(model, X)
-    np.testing.assert_allclose(float(full.expected_value), float(jnp.mean(jboost.predict(model, X))), rtol=1e-5)
+    own = ji.shap_values(model, rows)
+    np.testing.assert_allclose(float(own.expected_value), float(jnp.mean(jboost.predict(model, rows))), rtol=1e-5)
 
 
 def test_multiclass_values_per_class_equal_brute_force(multi):
     X, y3, model = multi
-    rows = X[:6]
-    sv = ji.shap_values(model, rows, data=X[:40])
-    assert sv.values.shape == (6, F, 3) and sv.expected_value.shape == (3,)
-    expect, ev = brute_force(model.trees, model.baseline, rows, X[:40])
+    rows, background = X[:ROWS], X[40:40 + ROWS]
+    sv = ji.shap_values(model, rows, data=background)
+    assert sv.values.shape == (ROWS, F, 3) and sv.expected_value.shape == (3,)
+    expect, ev = brute_force(model.trees, model.baseline, rows, background)
     np.testing.assert_allclose(np.asarray(sv.values), expect, atol=2e-5)
     np.testing.assert_allclose(np.asarray(sv.expected_value), ev, atol=2e-5)
 
 
 def test_interaction_values_equal_brute_force_and_sum_to_shap_values(reg):
     X, y, model = reg
-    rows = X[:6]
-    iv = ji.shap_interaction_values(model, rows, data=X[:30])
-    sv = ji.shap_values(model, rows, data=X[:30])
-    expect, _ = brute_force(model.trees, model.baseline, rows, X[:30], interactions=True)
+    rows, background = X[:ROWS], X[40:40 + ROWS]
+    iv = ji.shap_interaction_values(model, rows, data=background)
+    sv = ji.shap_values(model, rows, data=background)
+    expect, _ = brute_force(model.trees, model.baseline, rows, background, interactions=True)
     np.testing.assert_allclose(np.asarray(iv.values), expect[..., 0], atol=2e-5)
     np.testing.assert_allclose(np.asarray(iv.values).sum(-1), np.asarray(sv.values), atol=1e-5)
     np.testing.assert_allclose(np.asarray(iv.values), np.swapaxes(np.asarray(iv.values), 1, 2), atol=1e-6)
@@ -177,13 +178,11 @@ def test_interaction_values_equal_brute_force_and_sum_to_shap_values(reg):
 def test_row_by_row_pass_for_deep_trees_equals_the_per_leaf_tables(reg):
     X, y, model = reg
     trees = tree_lib.flatten_trees(model.trees)
-    w = jnp.ones((30,), jnp.float32)
-    args = (trees, jnp.asarray(X[:20]), jnp.asarray(X[:30]), w)
-    for interactions in (False, True):
-        a = ji.explain_trees(*args, interactions=interactions, per_leaf=True)
-        b = ji.explain_trees(*args, interactions=interactions, per_leaf=False)
-        np.testing.assert_allclose(np.asarray(a[0]), np.asarray(b[0]), atol=1e-6)
-        np.testing.assert_allclose(np.asarray(a[1]), np.asarray(b[1]), atol=1e-6)
+    args = (trees, jnp.asarray(X[:ROWS]), jnp.asarray(X[40:40 + ROWS]), jnp.ones((ROWS,), jnp.float32))
+    tables = ji.explain_trees(*args)                    # depth 3: per-leaf tables (the default)
+    rows = ji.explain_trees(*args, per_leaf=False)      # what trees deeper than 10 levels use
+    np.testing.assert_allclose(np.asarray(tables[0]), np.asarray(rows[0]), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(tables[1]), np.asarray(rows[1]), atol=1e-6)
 
 
 def test_a_feature_used_at_two_levels_is_one_player():
@@ -219,35 +218,53 @@ def _local_accuracy(model, X, atol=2e-5):
     return sv
 
 
-@pytest.fixture(scope="module")
-def small():
-    X, y = _data(120, 4)
-    return X, y, (y > 0).astype(np.int32), np.digitize(y, [-0.5, 0.5]).astype(np.int32)
+def _trees(rng, lead, k=1, depth=3):
+    """Random oblivious trees with leading axes ``lead`` (features may repeat within a tree)."""
+    shape = tuple(lead)
+    return tree_lib.ObliviousTrees(
+        features=jnp.asarray(rng.integers(0, F, shape + (depth,)), jnp.int32),
+        thresholds=jnp.zeros(shape + (depth,), jnp.int32),
+        borders=jnp.asarray(rng.normal(size=shape + (depth,)), jnp.float32),
+        missing_right=jnp.asarray(rng.uniform(size=shape + (depth,)) < 0.5),
+        leaf_values=jnp.asarray(rng.normal(size=shape + (2**depth, k)), jnp.float32),
+        gains=jnp.ones(shape + (depth,), jnp.float32))
 
 
-def test_local_accuracy_of_every_model_type(small, multi):
-    X, y, yb, y3 = small
-    models = {
-        "booster_binary_best_round": jboost.fit(X, yb, "binomial_deviance", **KW, eval_set=(X, yb),
-                                                early_stopping_rounds=1),
-        "multiclass_vector_leaves": jboost.fit(X, y3, "multinomial_deviance", **KW),
-        "adaboost": jboost.algorithms.adaboost_m1(X, yb, n_rounds=3, depth=2, n_bins=16),
-        "forest": bagging.fit_forest(X, y, task="regression", n_trees=3, depth=3, n_bins=16),
-        "forest_classes": bagging.fit_forest(X, y3, n_trees=3, depth=2, n_bins=16),
-        "bagged": bagging.fit_bagged_boosters(X, y, n_bags=2, n_rounds=3, depth=2, n_bins=16),
-        "ecoc": combine.fit_ecoc_boosters(X, y3, combine.exhaustive_code(3), n_rounds=3, depth=2, n_bins=16),
-        "stacked": combine.fit_stacked_boosters(X, y, hypers=[{"l2": 1.0}, {"l2": 3.0}], folds=2,
-                                                n_rounds=3, depth=2, n_bins=16),
+def test_local_accuracy_of_every_model_type(reg):
+    """Every model of the protocol, built from random trees (no fitting): the values of its trees
+    plus the expected value are its raw prediction."""
+    X = reg[0]
+    rng = np.random.default_rng(5)
+    borders = jnp.zeros((F, 15), jnp.float32)
+    sq = losses_lib.squared_error()
+    booster = lambda lead, k=1: _common.as_booster(_trees(rng, lead, k=k), borders,
+                                                   jnp.asarray(rng.normal(size=k), jnp.float32), sq)
+    models = {  # every one a sum of 6 trees of 1 or 3 outputs: two compiled programs
+        "booster_best_round": booster((8, 1))._replace(best_round=jnp.int32(5)),
+        "multiclass_vector_leaves": _common.as_booster(_trees(rng, (3, 2), k=3), borders,
+                                                       jnp.array([0.1, -0.2, 0.3]), losses_lib.multinomial_deviance(3)),
+        "forest": bagging.Forest(_trees(rng, (6,), k=3), borders, jnp.ones((6, 5), jnp.float32)),
+        "bagged_best_rounds": bagging.BaggedBoosters(_trees(rng, (2, 4, 1)), borders, jnp.array([[0.5], [1.0]]),
+                                                     sq, jnp.ones((2, 5)), jnp.zeros((2, 4)),
+                                                     best_round=jnp.array([1, 2], jnp.int32)),
+        "ecoc": combine.ECOCBoosters(_trees(rng, (3, 2, 1)), borders, jnp.array([[0.1], [0.2], [0.3]]),
+                                     jnp.asarray(combine.exhaustive_code(3), jnp.float32)),
+        "stacked": combine.StackedBoosters(_trees(rng, (2, 3, 1)), borders, jnp.array([[0.5], [1.0]]),
+                                           combine.LinearModel(jnp.array([[0.3], [0.9]]), jnp.array([0.2])),
+                                           jnp.zeros((5, 2, 1)), sq),
+        # A batch whose best rounds differ (traced under the batch's vmap): a third program.
+        "batch_best_rounds": jax.tree_util.tree_map(
+            lambda a: jnp.stack([a, 2 * a if a.dtype == jnp.float32 else a]), booster((6, 1)))._replace(
+            best_round=jnp.array([0, 2], jnp.int32)),
     }
     for name, model in models.items():
-        sv = _local_accuracy(model, X[:30])
+        sv = _local_accuracy(model, X[:ROWS])
         assert np.all(np.isfinite(np.asarray(sv.values))), name
-    assert ji.shap_values(models["ecoc"], X[:3]).values.shape == (3, F, models["ecoc"].n_bits)
-    # n_rounds: the values of the first rounds' model.
-    model = models["bagged"]
-    sv = ji.shap_values(model, X[:10], n_rounds=1)
+    assert ji.shap_values(models["ecoc"], X[:ROWS]).values.shape == (ROWS, F, models["ecoc"].n_bits)
+    sv = ji.shap_values(models["stacked"], X[:ROWS], n_rounds=2)   # the first rounds only
     np.testing.assert_allclose(np.asarray(sv.values).sum(-1) + float(sv.expected_value),
-                               np.asarray(jboost.predict(model, X[:10], n_rounds=1)), atol=1e-5)
+                               np.asarray(jboost.predict(models["stacked"], X[:ROWS], n_rounds=2)),
+                               atol=1e-5)
 
 
 @pytest.fixture(scope="module")
@@ -259,11 +276,11 @@ def vmapped(reg):
 
 def test_a_vmapped_model_gives_every_models_values(reg, vmapped):
     X, y, _ = reg
-    sv = _local_accuracy(vmapped, X[:20])
-    assert sv.values.shape == (2, 20, F) and sv.expected_value.shape == (2,)
+    sv = _local_accuracy(vmapped, X[:ROWS])
+    assert sv.values.shape == (2, ROWS, F) and sv.expected_value.shape == (2,)
     for i in range(2):
         one = jax.tree_util.tree_map(lambda a: a[i], vmapped)
-        np.testing.assert_allclose(np.asarray(sv.values[i]), np.asarray(ji.shap_values(one, X[:20]).values),
+        np.testing.assert_allclose(np.asarray(sv.values[i]), np.asarray(ji.shap_values(one, X[:ROWS]).values),
                                    atol=1e-6)
 
 
@@ -366,9 +383,8 @@ def _as_shap_trees(trees, counts):
                 val[i] = values[node]
                 feat[i], thr[i] = 0, 0.0
                 return i
-            # shap: x < threshold goes left; jboost: x > border goes right. float32 borders:
-            # the next float up makes "x <= border" into "x < thr".
-            feat[i], thr[i] = features[level], np.nextafter(np.float32(borders[level]), np.float32(np.inf))
+            # shap: x <= threshold goes left; jboost: x > border goes right (the same rule).
+            feat[i], thr[i] = features[level], float(borders[level])
             li = add(level + 1, node)
             ri = add(level + 1, node + (1 << level))
             left[i], right[i] = li, ri
@@ -383,19 +399,34 @@ def _as_shap_trees(trees, counts):
     return out
 
 
-def test_agrees_with_shap_tree_explainer_on_the_same_trees(reg):
+def test_agrees_with_shap_tree_explainer_on_the_same_trees():
+    """shap.TreeExplainer (path-dependent) on jboost's trees written in shap's dict format (each
+    oblivious tree as a full binary tree, node covers = the background counts). shap refuses
+    trees with a leaf of zero cover, so these trees split distinct features at borders that
+    leave every leaf a share of the 2000 background rows."""
     shap = pytest.importorskip("shap")
-    X, y, model = reg
-    trees = tree_lib.flatten_trees(model.trees)
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((2000, F)).astype(np.float32)
+    X[rng.uniform(size=X.shape) < 0.05] = np.nan
+    n_trees, depth = 5, 3
+    trees = tree_lib.ObliviousTrees(
+        features=jnp.asarray(np.stack([rng.permutation(F)[:depth] for _ in range(n_trees)]), jnp.int32)[:, None],
+        thresholds=jnp.zeros((n_trees, 1, depth), jnp.int32),
+        borders=jnp.asarray(rng.uniform(-0.6, 0.6, (n_trees, 1, depth)), jnp.float32),
+        missing_right=jnp.asarray(rng.uniform(size=(n_trees, 1, depth)) < 0.5),
+        leaf_values=jnp.asarray(rng.normal(size=(n_trees, 1, 2**depth, 1)), jnp.float32),
+        gains=jnp.ones((n_trees, 1, depth), jnp.float32))
+    model = _common.as_booster(trees, jnp.zeros((F, 15), jnp.float32), jnp.array([0.3], jnp.float32),
+                               losses_lib.squared_error())
     counts = [np.bincount(_leaves(t[0], t[1], t[2], X), minlength=len(t[3])).astype(np.float64)
               for t in _numpy_trees(trees)]
-    explainer = shap.TreeExplainer({"trees": _as_shap_trees(trees, counts), "base_offset": float(model.baseline[0])},
+    assert min(c.min() for c in counts) > 0
+    explainer = shap.TreeExplainer({"trees": _as_shap_trees(trees, counts), "base_offset": 0.3},
                                    feature_perturbation="tree_path_dependent")
-    rows = X[:40]
-    theirs = explainer.shap_values(rows.astype(np.float64))
+    rows = X[:ROWS]
     ours = ji.shap_values(model, rows, data=X)
-    np.testing.assert_allclose(np.asarray(ours.values), theirs, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(ours.values), explainer.shap_values(rows.astype(np.float64)), atol=2e-5)
     np.testing.assert_allclose(float(ours.expected_value), float(np.ravel(explainer.expected_value)[0]), atol=2e-5)
-    their_iv = explainer.shap_interaction_values(rows.astype(np.float64))
     ours_iv = ji.shap_interaction_values(model, rows, data=X)
-    np.testing.assert_allclose(np.asarray(ours_iv.values), their_iv, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(ours_iv.values),
+                               explainer.shap_interaction_values(rows.astype(np.float64)), atol=2e-5)
