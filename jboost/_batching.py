@@ -104,7 +104,9 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
                done: Optional[Mapping[int, Any]] = None,
                on_chunk: Optional[Callable[[int, Any], None]] = None,
                progress: Optional[str] = None, what: str = "chunks",
-               keeps: Optional[bool] = None) -> list:
+               keeps: Optional[bool] = None,
+               callbacks: Sequence[Callable[[Dict[str, Any]], Any]] = (),
+               info: Optional[Callable[[int, Any], Dict[str, Any]]] = None) -> list:
     """``chunk_fn(c, items)`` for every chunk ``c``, called one after another from the host.
 
     Chunk ``c`` holds items ``c * size .. (c + 1) * size - 1`` (``items``, an int64 host array;
@@ -122,15 +124,28 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
         remaining time estimated from the chunks computed here.
       what: the chunks' name in the ``KeyboardInterrupt`` message, e.g. ``"sweep chunks"``.
       keeps: whether ``on_chunk`` keeps finished chunks for a rerun (default: ``on_chunk`` given).
+      callbacks: functions called on the host after each chunk (computed here or loaded) with a
+        dict: ``info(c, outputs)`` (the caller's entries) plus ``chunk`` (``c``), ``chunks``
+        (their number), ``done`` (items finished), ``items`` (their number), ``elapsed``
+        (seconds) and ``from_checkpoint``. A callback returning ``True`` stops: no further chunk
+        runs, and the outputs of the chunks finished so far are returned (a shorter list).
 
     Returns:
-      The chunks' outputs, in order (a list).
+      The chunks' outputs, in order (a list; shorter when a callback stopped).
     """
     n_chunks = -(-n_items // size)
     done = {} if done is None else done
     outs, t0, n_run = [], time.perf_counter(), 0
     to_run = sum(1 for c in range(n_chunks) if c not in done)
     computed = kept = 0  # chunks computed here or loaded; of them, those on_chunk returned from
+    def stop_after(c, out, loaded) -> bool:
+        if not callbacks:
+            return False
+        entry = dict(info(c, out) if info is not None else {})
+        entry.update(chunk=c, chunks=n_chunks, done=min((c + 1) * size, n_items), items=n_items,
+                     elapsed=time.perf_counter() - t0, from_checkpoint=loaded)
+        return any([bool(cb(entry)) for cb in callbacks])  # every callback sees every chunk
+
     try:
         for c in range(n_chunks):
             if c in done:
@@ -139,6 +154,8 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
                 if progress is not None:
                     _print_progress(progress, min((c + 1) * size, n_items), n_items, c + 1, n_chunks,
                                     "from the checkpoint")
+                if stop_after(c, done[c], True):
+                    break
                 continue
             out = jax.block_until_ready(chunk_fn(c, np.arange(c * size, (c + 1) * size)))
             n_run, computed = n_run + 1, computed + 1
@@ -150,6 +167,8 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
                 _print_progress(progress, min((c + 1) * size, n_items), n_items, c + 1, n_chunks,
                                 f"{elapsed:.1f}s elapsed, ~{elapsed / n_run * (to_run - n_run):.1f}s left")
             outs.append(out)
+            if stop_after(c, out, False):
+                break
     except KeyboardInterrupt:
         saved = (f"{kept} of them saved (checkpoint_dir): rerun the same call to fit only the rest"
                  if (on_chunk is not None if keeps is None else keeps) else
@@ -288,6 +307,46 @@ class ChunkCheckpoints:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+
+
+def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: int, *,
+                     checkpoint_dir=None, kind: str, settings: Any = None,
+                     differs: str = "data, keys or settings", progress: Optional[str] = None,
+                     what: str = "chunks", callbacks: Sequence[Callable] = (),
+                     info: Optional[Callable[[int, Any], Dict[str, Any]]] = None) -> Any:
+    """``chunk_fn(*args, items)`` over ``n_items`` items in host-side chunks (:func:`map_chunks`),
+    each chunk saved to ``checkpoint_dir`` as it finishes (:class:`ChunkCheckpoints`, files
+    ``{kind}-chunk*.npz``, guarded by the :func:`fingerprint` of ``args`` and ``settings``) and
+    read back by a rerun instead of computed; ``callbacks`` as :func:`map_chunks` (may stop).
+
+    ``chunk_fn`` (a jitted function, its static settings bound) maps ``(*args, items)`` --
+    ``items`` an int32 ``(size,)`` array of item indices, the last chunk's running past
+    ``n_items`` -- to a pytree whose leaves have a leading ``(size,)`` axis. The chunks are laid
+    out as :func:`map_in_chunks` lays them out (:func:`chunk_layout`). Returns the chunks'
+    outputs concatenated along that axis, cut to the items finished (all ``n_items``, or fewer
+    when a callback stopped). Concrete arrays only (not under ``jax.vmap`` or ``jit``).
+    """
+    if any(_is_tracer(v) for v in jax.tree_util.tree_leaves(args)):
+        raise ValueError("checkpoint_dir= and callbacks= need a concrete fit (not under jax.vmap or "
+                         "jit).")
+    n_chunks, size = chunk_layout(n_items, chunk_size)
+    items = lambda c: np.arange(c * size, (c + 1) * size)  # noqa: E731
+    done, on_chunk = {}, None
+    if checkpoint_dir is not None:
+        store = ChunkCheckpoints(checkpoint_dir, kind, fingerprint(args, (settings, size)), differs)
+        like = lambda: jax.eval_shape(chunk_fn, *args, jnp.asarray(items(0), jnp.int32))  # noqa: E731
+        done = store.load("", n_chunks, like, items)
+        on_chunk = lambda c, out: store.save("", c, out, items(c))  # noqa: E731
+    outs = map_chunks(lambda c, it: chunk_fn(*args, jnp.asarray(it, jnp.int32)), n_items, size,
+                      done=done, on_chunk=on_chunk, progress=progress, what=what,
+                      callbacks=callbacks, info=info)
+    n_done = min(len(outs) * size, n_items)
+    return jax.tree_util.tree_map(
+        lambda *a: jnp.concatenate([jnp.asarray(x) for x in a])[:n_done], *outs)
+
+
+def _is_tracer(x) -> bool:
+    return isinstance(x, jax.core.Tracer)
 
 
 def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outputs: int = 1,

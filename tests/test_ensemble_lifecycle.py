@@ -203,3 +203,107 @@ def test_stacking_stops_each_fold_fit_and_uses_each_learners_best_round(clf):
                      np.asarray(valid).mean(0), np.inf)
     np.testing.assert_array_equal(combine.stacking.learner_best_rounds(valid, n_fitted),
                                   np.argmin(curve, axis=1))
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpoints and callbacks.
+# --------------------------------------------------------------------------------------------
+
+_KILLED_BAGS = """
+import os, signal, sys
+sys.path.insert(0, {tests!r})
+from jboost import _batching, bagging
+from _bagging_data import noisy_classification
+save = _batching.ChunkCheckpoints.save
+def save_then_die(self, part, chunk, outputs, items):
+    save(self, part, chunk, outputs, items)
+    os.kill(os.getpid(), signal.SIGKILL)  # a real kill, after the first chunk's file is written
+_batching.ChunkCheckpoints.save = save_then_die
+X, y, _ = noisy_classification(300, seed=0)
+bagging.fit_bagged_boosters(X, y, "binomial_deviance", n_rounds=5, checkpoint_dir=sys.argv[1],
+                            **{kw!r})
+"""
+
+
+def test_killed_bagged_boosters_resume_from_their_checkpoints_bitwise(clf, bags, tmp_path):
+    """Bagged boosters killed (SIGKILL) after their first chunk of bags and rerun with the same
+    call fit only the other chunk and end bitwise equal to the fit without checkpoints (in one
+    chunk: chunking does not change the bags); callbacks see both chunks, the first read from
+    the checkpoint; another fit in that directory is refused."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    X, y = clf
+    kw = {**BAGS, "chunk_size": 2}
+    ckpt = tmp_path / "ckpt"
+    code = _KILLED_BAGS.format(tests=os.path.dirname(os.path.abspath(__file__)), kw=kw)
+    killed = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True,
+                            timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert sorted(os.listdir(ckpt)) == ["bags-chunk00000.npz"]
+    seen = []
+    resumed = bagging.fit_bagged_boosters(X, y, "binomial_deviance", n_rounds=5, checkpoint_dir=ckpt,
+                                          callbacks=[seen.append], **kw)
+    assert_bitwise(resumed, bags[1])
+    assert [(e["bags"], e["done"], e["items"], e["from_checkpoint"]) for e in seen] == [
+        ([0, 1], 2, 3, True), ([2], 3, 3, False)]
+    np.testing.assert_array_equal(seen[1]["train_loss"], bags[1].train_loss[2:])
+    assert sorted(os.listdir(ckpt)) == ["bags-chunk00000.npz", "bags-chunk00001.npz"]
+    with pytest.raises(ValueError, match=re.escape(str(ckpt / "bags-chunk00000.npz"))):
+        bagging.fit_bagged_boosters(X, y, "binomial_deviance", n_rounds=5, checkpoint_dir=ckpt,
+                                    **{**kw, "key": 4})
+
+
+def test_an_interrupted_ecoc_fit_resumes_bitwise_and_callbacks_see_each_chunk(letters, ecocs, tmp_path,
+                                                                             monkeypatch):
+    """Ctrl-C as the second chunk of bits is saved: KeyboardInterrupt naming the saved chunk;
+    the rerun fits only the rest and equals the fit without checkpoints (one chunk) bitwise. A
+    callback returning True keeps the bits fitted (and the code's first columns, warned)."""
+    from jboost import _batching
+    X, y, code = letters
+    save, calls = _batching.ChunkCheckpoints.save, []
+
+    def save_then_interrupt(self, part, chunk, outputs, items):
+        calls.append(chunk)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        save(self, part, chunk, outputs, items)
+
+    monkeypatch.setattr(_batching.ChunkCheckpoints, "save", save_then_interrupt)
+    with pytest.raises(KeyboardInterrupt, match="1 of them saved"):
+        combine.fit_ecoc_boosters(X, y, code, n_rounds=4, chunk_size=3, checkpoint_dir=tmp_path, **ECOC)
+    monkeypatch.setattr(_batching.ChunkCheckpoints, "save", save)
+    seen = []
+    resumed = combine.fit_ecoc_boosters(X, y, code, n_rounds=4, chunk_size=3, checkpoint_dir=tmp_path,
+                                        callbacks=[seen.append], **ECOC)
+    assert_bitwise(resumed, ecocs[1])
+    assert [(e["bits"], e["from_checkpoint"]) for e in seen] == [
+        ([0, 1, 2], True), ([3, 4, 5], False), ([6], False)]
+    with pytest.warns(UserWarning, match="after 6 of 7 bits"):
+        part = combine.fit_ecoc_boosters(X, y, code, n_rounds=4, chunk_size=3,
+                                         callbacks=[lambda e: e["done"] >= 6], **ECOC)
+    assert_bitwise(part, ecocs[1]._replace(
+        trees=jax.tree_util.tree_map(lambda a: a[:6], ecocs[1].trees), baseline=ecocs[1].baseline[:6],
+        code=ecocs[1].code[:, :6]))
+
+
+def test_forest_and_sweep_callbacks_report_each_chunk_and_stop(clf, forests):
+    """A forest's callback gets each chunk's trees; returning True keeps the trees fitted
+    (bitwise the shorter forest). A sweep's callback gets each chunk's curves; returning True
+    leaves the other models NaN (warned, not ranked)."""
+    X, y = clf
+    seen = []
+    stopped = bagging.fit_forest(X, y, n_trees=6, chunk_size=2,
+                                 callbacks=[seen.append, lambda e: e["done"] >= 4], **FOREST)
+    assert_bitwise(stopped, forests[1])
+    assert [(e["trees"], e["done"], e["items"]) for e in seen] == [([0, 1], 2, 6), ([2, 3], 4, 6)]
+    assert all(e["elapsed"] >= 0 for e in seen)
+    seen = []
+    kw = dict(grid={"learning_rate": [0.1, 0.5]}, folds=2, seeds=1, n_rounds=3, depth=2, n_bins=N_BINS,
+              chunk_size=2, devices=None)
+    with pytest.warns(UserWarning, match="stopped the sweep after 2 of 4 models"):
+        part = jboost.sweep.sweep(X, y, "binomial_deviance", callbacks=[seen.append, lambda e: True], **kw)
+    assert [(e["group"], e["models"]) for e in seen] == [("depth=2,n_bins=16", [0, 1])]
+    np.testing.assert_array_equal(seen[0]["valid_curves"], part.valid_curves[:2])
+    assert np.isfinite(part.valid_curves[:2]).all() and np.isnan(part.valid_curves[2:]).all()

@@ -24,7 +24,7 @@ for a :class:`jboost.Booster`.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple, Optional, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +32,7 @@ import numpy as np
 from jax import lax
 
 from jboost import _batching
+from jboost import _native
 from jboost import _validation
 from jboost import api
 from jboost import boosting
@@ -223,6 +224,13 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: los
     ``fold_in(k_fit, m)``), so ``R`` rounds then ``n_rounds`` more equal ``R + n_rounds``
     rounds bitwise.
     """
+    one_bag = _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start)
+    return _batching.map_in_chunks(one_bag, n_bags, chunk_size,
+                                   progress="bagged boosters: bags" if verbose else None)
+
+
+def _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start):
+    """The fit of bag ``b`` of :func:`bag_boost_binned`: ``b -> (BoostOutput, baseline, counts)``."""
     n = X_binned.shape[1]
 
     def one_bag(b):
@@ -252,8 +260,25 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: los
             out = out._replace(state=None)  # (n, K) raw scores per bag that nothing reads
         return out, init, counts
 
-    return _batching.map_in_chunks(one_bag, n_bags, chunk_size,
-                                   progress="bagged boosters: bags" if verbose else None)
+    return one_bag
+
+
+
+@functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "oob"))
+def _bags_chunk(X_binned, y, w, key, hyper, loss, valid, start, bags, *, config, n_bags, bootstrap,
+                oob):
+    """The bags ``bags`` of :func:`bag_boost_binned` (one ``vmap``: a chunk of its ``lax.map``),
+    run from the host (checkpoints, callbacks); each bag's final state is dropped."""
+    one_bag = _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start)
+
+    def one(b):
+        out, init, counts = one_bag(b)
+        return out._replace(state=None), init, counts
+
+    return jax.vmap(one)(bags)
+
+
+CHECKPOINT_KIND = "bags"
 
 
 def fit_bagged_boosters(
@@ -284,6 +309,8 @@ def fit_bagged_boosters(
     early_stopping_tolerance: float = 0.0,
     eval_metric=None,
     init_model: Optional[BaggedBoosters] = None,
+    checkpoint_dir=None,
+    callbacks: Sequence[Callable] = (),
 ) -> BaggedBoosters:
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
@@ -315,6 +342,16 @@ def fit_bagged_boosters(
     and settings equal ``r + s`` rounds bitwise; early stopping may stop the new rounds. A model
     fitted with early stopping is refused (its bags stopped at different rounds, so no longer
     fit continues it): fit it again with more ``n_rounds``.
+
+    Checkpoints and callbacks: with ``checkpoint_dir`` or ``callbacks`` the chunks of bags run as
+    host-side calls of one compiled chunk program (:func:`jboost._batching.map_checkpointed`).
+    ``checkpoint_dir``: each chunk of bags is saved as it finishes (``bags-chunk*.npz``); a rerun
+    of the same fit (data, key, settings, ``chunk_size``) fits only the chunks not saved yet and
+    gives bitwise the model of an uninterrupted fit (a killed fit resumes; another fit's files
+    are refused). ``callbacks``: functions called after each chunk with a dict (``bags``: the
+    bags of the chunk, ``done``/``items``: bags finished / ``n_bags``, ``train_loss`` and
+    ``valid_loss`` ``(bags, rounds)``, ``elapsed``, ``chunk``/``chunks``, ``from_checkpoint``);
+    returning ``True`` stops: the model keeps the bags fitted so far (fewer bags).
 
     Raises:
       MemoryError: the ``chunk_size`` bags fitted together (and every bag's trees) would not fit
@@ -358,11 +395,34 @@ def fit_bagged_boosters(
     train = boosting.Data.train_only(data.X_binned, data.y, data.w)
     if not losses_lib.is_built_in(loss_obj) and not _validation.is_traced(hyper.learning_rate):
         _validation.warn_if_no_gradient(loss_obj, train, losses_lib.baseline(loss_obj, data.y, data.w))
-    out, init, counts = bag_boost_binned(
-        data.X_binned, data.y, data.w, key, hyper, loss_obj,
-        config=config._replace(early_stopping=stopping), n_bags=n_bags, bootstrap=bootstrap,
-        chunk_size=chunk_size, verbose=bool(verbose), oob=oob,
-        valid=(data.X_valid, data.y_valid, data.w_valid) if shared else None, start=start)
+    valid = (data.X_valid, data.y_valid, data.w_valid) if shared else None
+    config = config._replace(early_stopping=stopping)
+    if checkpoint_dir is None and not callbacks:
+        out, init, counts = bag_boost_binned(
+            data.X_binned, data.y, data.w, key, hyper, loss_obj, config=config, n_bags=n_bags,
+            bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose), oob=oob, valid=valid,
+            start=start)
+    else:
+        def info(c, chunk):
+            first = c * chunk[1].shape[0]
+            bags = [b for b in range(first, first + chunk[1].shape[0]) if b < n_bags]
+            return {"bags": bags, "train_loss": np.asarray(chunk[0].train_loss)[:len(bags)],
+                    "valid_loss": np.asarray(chunk[0].valid_loss)[:len(bags)]}
+
+        out, init, counts = _batching.map_checkpointed(
+            functools.partial(_bags_chunk, config=config, n_bags=n_bags, bootstrap=bootstrap, oob=oob),
+            (data.X_binned, data.y, data.w, key, hyper, loss_obj, valid, start), n_bags, chunk_size,
+            checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
+            settings=(config, n_bags, bootstrap, oob, loss_obj.name, loss_obj.fn, loss_obj.n_outputs,
+                      _native.available(), jax.devices()[0].platform),
+            differs="data, key, settings or init_model", what="chunks of bags",
+            progress="bagged boosters: bags" if verbose else None, callbacks=callbacks, info=info)
+        if init.shape[0] < n_bags:  # a callback stopped: the bags fitted so far
+            n_bags = init.shape[0]
+            if init_model is not None:
+                init_model = init_model._replace(**{
+                    f: jax.tree_util.tree_map(lambda a: a[:n_bags], getattr(init_model, f))
+                    for f in ("trees", "train_loss", "valid_loss")})
     trees, train_loss, valid_loss = out.trees, out.train_loss, out.valid_loss
     # A concrete fit: no silent NaN bag (fit's FloatingPointError, naming the bag).
     if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):

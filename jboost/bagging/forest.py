@@ -34,7 +34,7 @@ tree equals ``fit_tree`` with the equivalent feature masks (tests check it).
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple, Union
 
 import jax
 import jax.numpy as jnp
@@ -250,41 +250,42 @@ CHECKPOINT_KIND = "forest"
 
 
 def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, first_tree: int = 0, *,
-                            config: ForestConfig, checkpoint_dir, borders=None):
-    """:func:`fit_forest_binned` with its chunks of bags run from the host and each saved to
-    ``checkpoint_dir`` as it finishes (:class:`jboost._batching.ChunkCheckpoints`, files
-    ``forest-chunk*.npz``); the chunks already there are not fitted again, so a rerun of a killed
-    fit ends with bitwise the trees of an uninterrupted one. The checkpoints are guarded by a
-    fingerprint of the data (bins, labels, weights, ``borders``), the key, the hyperparameters and
-    the static settings (chunk size included): another forest in the same directory is refused.
-    ``config.verbose``: a line per chunk (:func:`jboost._batching.map_chunks`). Not under
+                            config: ForestConfig, checkpoint_dir, borders=None, callbacks=()):
+    """:func:`fit_forest_binned` with its chunks of bags run from the host
+    (:func:`jboost._batching.map_checkpointed`): with ``checkpoint_dir`` each saved as it
+    finishes (files ``forest-chunk*.npz``); the chunks already there are not fitted again, so a
+    rerun of a killed fit ends with bitwise the trees of an uninterrupted one. The checkpoints
+    are guarded by a fingerprint of the data (bins, labels, weights, ``borders``), the key, the
+    hyperparameters and the static settings (chunk size included): another forest in the same
+    directory is refused. ``callbacks`` get a dict per chunk (``trees``: the chunk's tree
+    indices, ``done``/``items``: trees finished / ``n_trees``, ``elapsed``, ...); one returning
+    ``True`` stops, keeping the trees fitted. ``config.verbose``: a line per chunk. Not under
     ``jax.vmap``/``jit`` (concrete arrays only).
     """
-    args = (X_binned, y, w, key, hyper)
-    if any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(args)):
-        raise ValueError("checkpoint_dir= needs a concrete forest fit (not under jax.vmap or jit).")
     quiet = config._replace(verbose=False)
-    n_chunks, size = _batching.chunk_layout(config.n_trees, config.chunk_size)
-    store = _batching.ChunkCheckpoints(
-        checkpoint_dir, CHECKPOINT_KIND,
-        _batching.fingerprint((args, borders),
-                              (quiet, int(first_tree), _native.available(), jax.devices()[0].platform)),
-        differs="data, key, hyperparameters or settings")
-    bags = lambda c: np.arange(c * size, (c + 1) * size)  # noqa: E731
 
-    def run(c, items):
-        return _forest_chunk(*args, jnp.asarray(first_tree + items, jnp.int32), config=quiet)
+    def info(c, chunk):
+        size = chunk[1].shape[0]
+        return {"trees": [first_tree + b for b in range(c * size, (c + 1) * size) if b < config.n_trees]}
 
-    like = lambda: jax.eval_shape(functools.partial(_forest_chunk, config=quiet), *args,  # noqa: E731
-                                  jnp.asarray(first_tree + bags(0), jnp.int32))
-    done = store.load("", n_chunks, like, bags)
-    outs = _batching.map_chunks(run, config.n_trees, size, done=done,
-                                on_chunk=lambda c, out: store.save("", c, out, bags(c)),
-                                progress="forest: trees" if config.verbose else None,
-                                what="chunks of trees")
-    trees, counts = jax.tree_util.tree_map(
-        lambda *a: jnp.concatenate([jnp.asarray(x) for x in a])[:config.n_trees], *outs)
+    trees, counts = _batching.map_checkpointed(
+        _FirstTree(first_tree, quiet), (X_binned, y, w, key, hyper, borders), config.n_trees,
+        config.chunk_size, checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
+        settings=(quiet, int(first_tree), _native.available(), jax.devices()[0].platform),
+        differs="data, key, hyperparameters or settings", what="chunks of trees",
+        progress="forest: trees" if config.verbose else None, callbacks=callbacks, info=info)
     return _two_class_leaves(trees, config), counts
+
+
+class _FirstTree(NamedTuple):
+    """``(X_binned, y, w, key, hyper, borders, bags) -> `` :func:`_forest_chunk` of bags
+    ``first + bags`` (``borders`` only fingerprints the checkpoints)."""
+
+    first: int
+    config: ForestConfig
+
+    def __call__(self, X_binned, y, w, key, hyper, borders, bags):
+        return _forest_chunk(X_binned, y, w, key, hyper, bags + jnp.int32(self.first), config=self.config)
 
 
 def fit_forest(
@@ -309,6 +310,7 @@ def fit_forest(
     verbose: bool = False,
     checkpoint_dir=None,
     init_model: Optional[Forest] = None,
+    callbacks: Sequence[Callable] = (),
 ) -> Forest:
     """Random forest of oblivious trees (ESL Algorithm 15.1); bagged trees with ``max_features=None``.
 
@@ -350,6 +352,11 @@ def fit_forest(
         (a killed fit resumes). Another forest in the same directory is refused, naming the file.
         The chunks then run as host-side calls of one compiled chunk program (not under
         ``jax.vmap``).
+      callbacks: functions called on the host after each chunk of trees with a dict (``trees``:
+        the chunk's tree indices, ``done``/``items``: trees finished / ``n_trees``, ``elapsed``
+        seconds, ``chunk``/``chunks``, ``from_checkpoint``); one returning ``True`` stops the fit,
+        and the forest keeps the trees fitted so far. The chunks then run as host-side calls of
+        one compiled chunk program (as with ``checkpoint_dir``; bitwise the same trees).
       init_model: a :class:`Forest` to continue (a warm start): ``n_trees`` more trees on the
         same rows, binned with its borders (the same ``n_bins`` and ``depth``; K from the
         model). Tree ``b`` depends only on its index (its key ``bag_keys(key, b)``), so a forest
@@ -414,11 +421,12 @@ def fit_forest(
     if e:
         hyper = hyper._replace(min_split_gain=hyper.min_split_gain * jnp.float32(2.0 ** (-2 * e)))
     args = (data.X_binned, y_fit, data.w, _validation.as_key(key), hyper)
-    if checkpoint_dir is None:
+    if checkpoint_dir is None and not callbacks:
         trees, counts = fit_forest_binned(*args, first_tree, config=config)
     else:
         trees, counts = _fit_forest_checkpointed(*args, first_tree, config=config,
-                                                 checkpoint_dir=checkpoint_dir, borders=data.borders)
+                                                 checkpoint_dir=checkpoint_dir, borders=data.borders,
+                                                 callbacks=callbacks)
     if e:  # the leaf means of y (the gains stay those of y * 2^-e: their ranking is the same)
         trees = trees._replace(leaf_values=trees.leaf_values * jnp.float32(2.0 ** e))
     forest = Forest(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,

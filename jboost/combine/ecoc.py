@@ -18,13 +18,15 @@ distance on their signs (Allwein, Schapire and Singer 2000 for loss-based decodi
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple, Optional, Tuple
+import warnings
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jboost import _batching
+from jboost import _native
 from jboost import _validation
 from jboost import api
 from jboost import boosting
@@ -277,6 +279,14 @@ def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, code, *,
     bit's ``best_round`` and rounds fitted ``n_fitted``, ``(L,)`` each (its rounds after the stop
     are zero trees).
     """
+    one = _bit_fn(X_binned, y, w, key, hyper, code, config, start, valid)
+    return _batching.map_in_chunks(one, code.shape[1], chunk_size,
+                                   progress="ecoc: bits" if verbose else None)
+
+
+def _bit_fn(X_binned, y, w, key, hyper, code, config, start, valid):
+    """The fit of bit ``l`` of :func:`fit_ecoc_binned`: ``l -> (trees, baseline[, best_round,
+    n_fitted])``."""
     bits = ecoc_targets(y, code)
     bits_valid = None if valid is None else ecoc_targets(valid[1], code)
     loss = losses_lib.binomial_deviance()
@@ -301,8 +311,17 @@ def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, code, *,
             return out.trees, init, out.best_round, out.n_fitted
         return out.trees, init
 
-    return _batching.map_in_chunks(one, code.shape[1], chunk_size,
-                                   progress="ecoc: bits" if verbose else None)
+    return one
+
+
+@functools.partial(jax.jit, static_argnames=("config",))
+def _bits_chunk(X_binned, y, w, key, hyper, code, start, valid, bits, *, config):
+    """The bits ``bits`` of :func:`fit_ecoc_binned` (one ``vmap``: a chunk of its ``lax.map``),
+    run from the host (checkpoints, callbacks)."""
+    return jax.vmap(_bit_fn(X_binned, y, w, key, hyper, code, config, start, valid))(bits)
+
+
+CHECKPOINT_KIND = "ecoc"
 
 
 def fit_ecoc_boosters(
@@ -330,6 +349,8 @@ def fit_ecoc_boosters(
     early_stopping_rounds: Optional[int] = None,
     early_stopping_tolerance: float = 0.0,
     eval_metric=None,
+    checkpoint_dir=None,
+    callbacks: Sequence[Callable] = (),
 ) -> ECOCBoosters:
     """Fit an ECOC multiclass model (Dietterich and Bakiri 1995) with boosted bit learners.
 
@@ -357,6 +378,17 @@ def fit_ecoc_boosters(
         ``metric(y, raw, w)`` on its 0/1 labels). The model records each bit's ``best_round``
         and predicts with its rounds ``0..best_round``; a concrete fit keeps the rounds up to
         the last bit's stop.
+      checkpoint_dir: a directory where each chunk of bit learners is saved as it is fitted
+        (``ecoc-chunk*.npz``, :func:`jboost._batching.map_checkpointed`); rerunning the same fit
+        (data, code, key, settings, ``chunk_size``) fits only the chunks not saved yet and gives
+        bitwise the model of an uninterrupted fit (a killed fit resumes; another fit's files are
+        refused, naming the file). The chunks then run as host-side calls of one compiled chunk
+        program (as with ``callbacks``; not under ``jax.vmap``).
+      callbacks: functions called after each chunk of bits with a dict (``bits``: the chunk's
+        bit indices, ``done``/``items``: bits finished / ``L``, ``elapsed``,
+        ``chunk``/``chunks``, ``from_checkpoint``; with early stopping ``best_round`` of the
+        chunk's bits); returning ``True`` stops: the model keeps the bits fitted so far, with
+        the code's first columns (a warning says so: fewer bits separate the classes less).
       Other arguments and their defaults as in :func:`jboost.fit` (binomial deviance per bit).
 
     Raises:
@@ -386,9 +418,34 @@ def fit_ecoc_boosters(
         fix="use a smaller chunk_size, depth or n_bins, or a code with fewer bits")
     code_j = jnp.asarray(code, jnp.int32)
     start = None if init_model is None else (init_model.trees, init_model.baseline)
-    out = fit_ecoc_binned(data.X_binned, data.y, data.w, _validation.as_key(key), hyper, code_j,
-                          config=config, chunk_size=chunk_size, verbose=bool(verbose), start=start,
-                          valid=None if eval_set is None else (data.X_valid, data.y_valid, data.w_valid))
+    valid = None if eval_set is None else (data.X_valid, data.y_valid, data.w_valid)
+    key = _validation.as_key(key)
+    if checkpoint_dir is None and not callbacks:
+        out = fit_ecoc_binned(data.X_binned, data.y, data.w, key, hyper, code_j, config=config,
+                              chunk_size=chunk_size, verbose=bool(verbose), start=start, valid=valid)
+    else:
+        def info(c, chunk):
+            size = chunk[1].shape[0]
+            bits = [b for b in range(c * size, (c + 1) * size) if b < n_bits]
+            return ({"bits": bits} if stopping is None else
+                    {"bits": bits, "best_round": np.asarray(chunk[2])[:len(bits)]})
+
+        out = _batching.map_checkpointed(
+            functools.partial(_bits_chunk, config=config),
+            (data.X_binned, data.y, data.w, key, hyper, code_j, start, valid), n_bits, chunk_size,
+            checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
+            settings=(config, _native.available(), jax.devices()[0].platform),
+            differs="data, code, key, settings or init_model", what="chunks of bits",
+            progress="ecoc: bits" if verbose else None, callbacks=callbacks, info=info)
+        if out[1].shape[0] < n_bits:  # a callback stopped: the bits fitted so far
+            n_bits = out[1].shape[0]
+            warnings.warn(f"a callback stopped the fit after {n_bits} of {code.shape[1]} bits: the "
+                          f"model decodes with the code's first {n_bits} columns.", UserWarning,
+                          stacklevel=2)
+            code_j = code_j[:, :n_bits]
+            if init_model is not None:
+                init_model = init_model._replace(
+                    trees=jax.tree_util.tree_map(lambda a: a[:n_bits], init_model.trees))
     trees, init = out[:2]
     best = None
     if stopping is not None:

@@ -77,6 +77,7 @@ from __future__ import annotations
 import itertools
 import numbers
 import time
+import warnings
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import jax
@@ -160,6 +161,7 @@ def sweep(
     early_stopping_tolerance: float = 0.0,
     checkpoint_dir=None,
     init_model=None,
+    callbacks: Sequence[Callable] = (),
 ) -> SweepResult:
     """Cross-validate every configuration of a grid, all models vmapped in one compiled program.
 
@@ -215,6 +217,12 @@ def sweep(
         the data, folds, seeds, key, grid, static settings, loss, metric and early stopping:
         another sweep in the same directory is refused, naming the file; a rerun must also
         chunk the models as before (the same ``chunk_size``/``memory_budget`` and devices).
+      callbacks: functions called on the host after each chunk of models with a dict
+        (``group``: ``"depth=<d>,n_bins=<b>"``, ``models``: the chunk's model indices in its
+        group, ``valid_curves`` and ``train_curves`` ``(models, R)``, ``done``/``items``: models
+        of the group finished / in it, ``chunk``/``chunks``, ``elapsed`` seconds,
+        ``from_checkpoint``); one returning ``True`` stops the sweep: the models not fitted get
+        NaN curves (never ranked; a warning names how many) and the result ranks the others.
       init_model: refused with a ``ValueError`` (:data:`NO_WARM_START`): a sweep continues
         nothing; sweep the longer ``n_rounds`` (fewer rounds are prefixes of the same fits, so
         ``n_rounds=[100, 200]`` costs one fit of 200), or continue the chosen model with
@@ -256,7 +264,7 @@ def sweep(
             _fingerprint(X, y, w, loss_obj, grid_, fold_table, seed_keys, metric, greater, stopping,
                          keep_trees, fixed_hyper, colsample_by, per_output_trees, devices),
             differs="data, folds, seeds, key, grid, settings, loss, metric or early stopping")
-    fits, borders_of, stats = {}, {}, _Stats()
+    fits, borders_of, stats, stop = {}, {}, _Stats(), []
     for b in grid_.bins:
         data = _validation.prepare(X, y, sample_weight=w, n_bins=b)  # one binned copy per n_bins
         if b == grid_.bins[0]:  # fit's warning for a custom loss with no gradient at the baseline
@@ -270,7 +278,14 @@ def sweep(
                              missing=data.missing)._replace(early_stopping=stopping)
             fits[(d, b)] = _fit_group(config, shared, grid_, loss_obj, layout, metric, keep_trees,
                                       devices, chunk_size, memory_budget, stats,
-                                      t_start if verbose else None, greater, checkpoints)
+                                      t_start if verbose else None, greater, checkpoints,
+                                      _group_callbacks(callbacks, (d, b)), stop)
+    if stop:
+        fitted = sum(layout.n_models if f.n_models_fitted is None else f.n_models_fitted
+                     for f in fits.values())
+        warnings.warn(f"a callback stopped the sweep after {fitted} of "
+                      f"{layout.n_models * len(fits)} models: the others have NaN curves and are "
+                      "not ranked.", UserWarning, stacklevel=2)
 
     rows = result_lib.rows(grid_.configs, grid_.n_points, n_folds, seeds,
                            {g: f.valid for g, f in fits.items()},
@@ -385,10 +400,17 @@ class _Stats:
                     model_bytes={name(g): s for g, s in self.model_bytes.items()})
 
 
+def _group_callbacks(callbacks, group):
+    """The sweep's callbacks with each chunk's dict naming its ``(depth, n_bins)`` group."""
+    name = f"depth={group[0]},n_bins={group[1]}"
+    return [lambda entry, cb=cb: cb({"group": name, **entry}) for cb in callbacks or ()]
+
+
 def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices, chunk_size,
                memory_budget, stats: _Stats, t_start: Optional[float],
                greater: bool = False,
-               checkpoints: Optional[_batching.ChunkCheckpoints] = None) -> program_lib.GroupFit:
+               checkpoints: Optional[_batching.ChunkCheckpoints] = None,
+               callbacks=(), stop: Optional[list] = None) -> program_lib.GroupFit:
     """Every model of one ``(depth, n_bins)`` group: chunk size from the memory estimate, then
     the chunks through the group's compiled program."""
     group, n_dev = (config.depth, config.n_bins), len(devices)
@@ -417,7 +439,8 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
                   + ("read from checkpoint_dir" if resumed else
                      f"dispatched at {time.perf_counter() - t_start:.1f}s"), flush=True)
     fit = program_lib.fit_group(program, shared, grid_, loss, layout, size * n_dev, log=log,
-                                checkpoints=checkpoints, part=f"depth{group[0]}-bins{group[1]}-")
+                                checkpoints=checkpoints, part=f"depth{group[0]}-bins{group[1]}-",
+                                callbacks=callbacks, stop=stop)
     stats.n_compilations += program_lib.n_compiled(program) - compiled_before
     stats.chunk_size[group], stats.model_bytes[group] = size, mb
     stats.first_chunk_s[group] = fit.first_chunk_seconds

@@ -208,20 +208,28 @@ class GroupFit(NamedTuple):
     first_chunk_seconds: float
     n_fitted: Optional[np.ndarray] = None  # (n_models,) early stopping: rounds each model fitted
     n_resumed: int = 0                     # chunks read from checkpoints instead of fitted
+    n_models_fitted: Optional[int] = None  # a callback stopped: the models fitted (the rest NaN)
 
 
 def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: losses_lib.Loss,
               layout: Layout, models_per_call: int, *,
               log: Optional[Callable[[int, int, bool], None]] = None,
-              checkpoints: Optional[_batching.ChunkCheckpoints] = None, part: str = "") -> GroupFit:
+              checkpoints: Optional[_batching.ChunkCheckpoints] = None, part: str = "",
+              callbacks=(), stop: Optional[list] = None) -> GroupFit:
     """Fit every model of ``layout`` with ``program``, ``models_per_call`` at a time (the last
     call padded by repeating the last model); ``log(chunk, n_chunks, resumed)`` after each
     dispatch (``resumed=False``) and for each chunk read from a checkpoint (``True``).
 
     With ``checkpoints`` (:class:`jboost._batching.ChunkCheckpoints`) each chunk's outputs are
     saved as ``part`` chunk files when it finishes, and the chunks already saved are read
-    instead of fitted (their model indices checked); ``GroupFit.n_resumed`` counts them."""
+    instead of fitted (their model indices checked); ``GroupFit.n_resumed`` counts them.
+
+    ``callbacks`` (:func:`jboost._batching.map_chunks`) get each chunk's ``models`` (indices in
+    the group), ``valid_curves`` and ``train_curves`` ``(models, R)``; one returning ``True``
+    stops: the group's (and, through the shared ``stop`` list, every later group's) models not
+    fitted get NaN curves (``GroupFit.n_models_fitted``)."""
     n_models = layout.n_models
+    stop = [] if stop is None else stop
     n_chunks = math.ceil(n_models / models_per_call)
     order = np.minimum(np.arange(n_chunks * models_per_call), n_models - 1)  # the padding repeats
     models_of = lambda c: order[c * models_per_call:(c + 1) * models_per_call]  # noqa: E731
@@ -256,8 +264,27 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
         done = checkpoints.load(part, n_chunks, lambda: jax.eval_shape(program, *inputs(0)), models_of)
         for c in sorted(done) if log is not None else ():
             log(c, n_chunks, True)
-    outs = _batching.map_chunks(run, n_chunks * models_per_call, models_per_call, done=done,
-                                on_chunk=on_chunk, what="sweep chunks", keeps=checkpoints is not None)
+    def info(c, out):
+        idx = [int(i) for i in range(c * models_per_call, (c + 1) * models_per_call) if i < n_models]
+        return {"models": idx, "valid_curves": np.asarray(out.valid)[:len(idx)],
+                "train_curves": np.asarray(out.train)[:len(idx)]}
+
+    def stopping(entry):
+        if any([bool(cb(entry)) for cb in callbacks]):
+            stop.append(True)
+            return True
+        return False
+
+    outs = [] if stop else _batching.map_chunks(
+        run, n_chunks * models_per_call, models_per_call, done=done, on_chunk=on_chunk,
+        what="sweep chunks", keeps=checkpoints is not None,
+        callbacks=[stopping] if callbacks else (), info=info)
+    n_run = len(outs)
+    if n_run < n_chunks:  # a callback stopped: the chunks not fitted are NaN (never ranked)
+        like = jax.eval_shape(program, *inputs(0))
+        blank = jax.tree_util.tree_map(
+            lambda s: np.full(s.shape, np.nan if np.issubdtype(s.dtype, np.floating) else 0, s.dtype), like)
+        outs = outs + [blank] * (n_chunks - n_run)
 
     def gather(*parts):
         return np.concatenate([np.asarray(p) for p in parts])[:n_models]
@@ -271,4 +298,4 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
     if outs[0].n_fitted is not None:
         n_fitted = gather(*(o.n_fitted for o in outs)).astype(np.int64)
     return GroupFit(valid, train, baseline, trees, n_chunks, first_s[0] if first_s else 0.0, n_fitted,
-                    len(done))
+                    len(done), None if n_run == n_chunks else min(n_run * models_per_call, n_models))
