@@ -121,3 +121,47 @@ def test_staged_predict_with_several_trees_per_round_is_predict(multiclass_data,
     staged = np.asarray(jboost.staged_predict(model, Xv))
     for m in range(1, model.n_rounds + 1):
         np.testing.assert_array_equal(staged[m - 1], np.asarray(jboost.predict(model, Xv, n_rounds=m)))
+
+
+def test_row_buckets_cover_every_row_with_few_sizes():
+    # Issue 19: host rows are predicted in at most 8 batch sizes per octave, so a new batch size
+    # reuses a compiled program; the head is a view (no copy), only the rest is padded.
+    sizes = set()
+    for n in range(1, 5000):
+        parts = model_lib.row_parts(n)
+        assert parts[0][0] == 0 and parts[-1][1] == n
+        assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
+        assert all(stop - start <= size for start, stop, size in parts)
+        assert parts[0][2] == parts[0][1] or n <= model_lib.SMALLEST_BUCKET  # the head is not padded
+        sizes.update(size for _, _, size in parts)
+        assert model_lib.row_bucket(n) >= n and model_lib.row_bucket(n) <= max(16, 1.125 * n)
+    assert len(sizes) <= 8 * 13 + 1, len(sizes)  # 8 per octave up to 2^13 rows, and 16
+
+
+@pytest.mark.parametrize("n", [1, 7, 16, 17, 33, 99])
+def test_bucketed_predictions_are_the_exact_shape_predictions(binary_model, multi_model, binary_data, n):
+    # Every row's prediction is independent of the batch: bucketed (padded, split) rows give
+    # bitwise what the program of exactly n rows gives (a device array is predicted as it is).
+    _, _, Xv, _ = binary_data
+    X = np.asarray(Xv[:n], np.float32)
+    for model in (binary_model, multi_model):
+        for fn in (jboost.predict, jboost.predict_proba, jboost.predict_class, jboost.predict_mean):
+            np.testing.assert_array_equal(np.asarray(fn(model, X)), np.asarray(fn(model, jnp.asarray(X))))
+    margin = np.linspace(-1, 1, n, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(jboost.predict(binary_model, X, base_margin=margin)),
+                                  np.asarray(jboost.predict(binary_model, jnp.asarray(X), base_margin=margin)))
+
+
+def test_a_new_batch_size_in_a_predicted_bucket_compiles_nothing(binary_model, binary_data, caplog):
+    # Issue 19: every new batch size used to compile the prediction program again (0.1-0.2 s).
+    _, _, Xv, _ = binary_data
+    X = np.asarray(Xv, np.float32)
+    for n in (9, 40, 44):  # buckets 16 and 40 (+ tail 4 -> 16), 44
+        for fn in (jboost.predict, jboost.predict_proba, jboost.predict_class):
+            fn(binary_model, X[:n])
+    with jax.log_compiles(True), caplog.at_level("WARNING"):
+        for n in (3, 11, 42, 43):  # heads 40 (42, 43), tails padded to 16
+            for fn in (jboost.predict, jboost.predict_proba, jboost.predict_class):
+                fn(binary_model, X[:n]).block_until_ready()
+    compiled = [r.getMessage()[:120] for r in caplog.records if "Compiling" in r.getMessage()]
+    assert not compiled, compiled
