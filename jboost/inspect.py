@@ -15,7 +15,7 @@ exactly TreeSHAP's ``feature_perturbation="tree_path_dependent"``, and the expec
 mean prediction over ``data``. ``data=None`` takes the explained rows ``X`` themselves. A node
 that no background row reaches splits a walk by its level's split proportions over all rows.
 
-**The algorithm** (the one CatBoost uses for its oblivious trees). In an oblivious tree ``v(S)``
+**The algorithm.** In an oblivious tree ``v(S)``
 depends on ``x`` only through the leaf ``x`` reaches (which way it goes at each level), so a
 depth-``D`` tree has only ``2**D`` distinct SHAP vectors. For each leaf, ``v`` of all ``2**D``
 subsets of levels comes from one bottom-up pass over the levels (``O(D 2**D)``); the Shapley
@@ -25,7 +25,8 @@ several levels is one player). So each tree costs ``O(D 4**D)`` once (``D <= 10`
 per-leaf table), and each row and tree costs ``O(D)``: find the leaf, add its ``D`` values --
 ``O(n T D)`` in all for ``n`` rows and ``T`` trees, against ``O(n T L D**2)`` for the
 polynomial TreeSHAP recursion (``L`` leaves). Trees deeper than :data:`MAX_TABLE_DEPTH`
-evaluate the same pass per row instead of per leaf (``O(D 2**D)`` per row and tree).
+evaluate the same pass per row instead of per leaf (``O(D 2**D)`` per row and tree, still below
+the recursion's ``O(2**D D**2)`` on a tree of ``2**D`` leaves).
 Interaction values (:func:`shap_interaction_values`) use the Shapley interaction index the same
 way (a ``(2**D, D, D)`` map). Everything is exact up to float32 rounding.
 
@@ -41,7 +42,7 @@ axes (``jax.vmap`` of fits) gives every model's values, the batch axes in front.
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple, Optional, Union
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -341,8 +342,9 @@ def _explain(model, X, n_rounds, data, data_weight, interactions: bool) -> ShapV
     else:
         data = _validation.predict_matrix(data, model.n_features, name="data")
     if data.shape[0] == 0:
-        raise ValueError("data has no rows: the covers of the trees' nodes are background row "
-                         "counts; pass some rows (e.g. the training rows) as data=.")
+        raise ValueError("data has no rows (without data=, the rows X explain themselves): the "
+                         "covers of the trees' nodes are background row counts; pass some rows "
+                         "(e.g. the training rows) as data=.")
     weight = jnp.asarray(_validation.as_weights(data_weight, data.shape[0], "data_weight", "data"))
     return _explain_models(model, jnp.asarray(X, jnp.float32), jnp.asarray(data, jnp.float32), weight,
                            n_rounds=n_rounds, interactions=interactions, keeps=_keeps_columns(model))
