@@ -170,15 +170,24 @@ def test_each_ecoc_bit_stops_on_its_own_as_its_separate_fit(letters, tmp_path):
         combine.fit_ecoc_boosters(X, y, code, n_rounds=2, init_model=model, **kw)
 
 
-def test_stacking_stops_each_fold_fit_and_uses_each_learners_best_round(clf):
+STACK = dict(hypers=[{"learning_rate": 0.6}, {"learning_rate": 0.2, "l2": 3.0}], folds=2, n_rounds=40,
+             early_stopping_rounds=3, key=1, depth=2, n_bins=N_BINS)
+
+
+@pytest.fixture(scope="module")
+def stack(clf):
+    X, y = clf
+    return combine.fit_stacked_boosters(X, y, "binomial_deviance", **STACK)
+
+
+def test_stacking_stops_each_fold_fit_and_uses_each_learners_best_round(clf, stack):
     """Fold fit (s, m) stops on its held-out fold as ``jboost.fit(sample_weight=mask,
     eval_set=(X, y, 1 - mask))``; learner m's best round is the minimum of its fold-averaged
     held-out curve; its all-data learner keeps rounds 0..best_round (later ones zero)."""
     X, y = clf
-    hypers = [{"learning_rate": 0.6}, {"learning_rate": 0.2, "l2": 3.0}]
+    hypers = STACK["hypers"]
     kw = dict(depth=2, n_bins=N_BINS)
-    model = combine.fit_stacked_boosters(X, y, "binomial_deviance", hypers=hypers, folds=2,
-                                         n_rounds=40, early_stopping_rounds=3, key=1, **kw)
+    model = stack
     best = np.asarray(model.best_round)
     assert best.shape == (2,) and model.n_rounds == best.max() + 1
     lv = np.asarray(model.trees.leaf_values)
@@ -307,3 +316,28 @@ def test_forest_and_sweep_callbacks_report_each_chunk_and_stop(clf, forests):
     assert [(e["group"], e["models"]) for e in seen] == [("depth=2,n_bins=16", [0, 1])]
     np.testing.assert_array_equal(seen[0]["valid_curves"], part.valid_curves[:2])
     assert np.isfinite(part.valid_curves[:2]).all() and np.isnan(part.valid_curves[2:]).all()
+
+
+def test_an_interrupted_early_stopped_stacking_resumes_bitwise(clf, stack, tmp_path, monkeypatch):
+    """Ctrl-C as the second fold's fits are saved: the rerun fits the second fold and the
+    all-data learners only, and equals the stacking fit without checkpoints bitwise."""
+    import os
+    from jboost import _batching
+    X, y = clf
+    save, calls = _batching.ChunkCheckpoints.save, []
+
+    def save_then_interrupt(self, part, chunk, outputs, items):
+        calls.append(chunk)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        save(self, part, chunk, outputs, items)
+
+    monkeypatch.setattr(_batching.ChunkCheckpoints, "save", save_then_interrupt)
+    with pytest.raises(KeyboardInterrupt, match="1 of them saved"):
+        combine.fit_stacked_boosters(X, y, "binomial_deviance", checkpoint_dir=tmp_path, **STACK)
+    monkeypatch.setattr(_batching.ChunkCheckpoints, "save", save)
+    assert sorted(os.listdir(tmp_path)) == ["stacking-folds-chunk00000.npz"]
+    resumed = combine.fit_stacked_boosters(X, y, "binomial_deviance", checkpoint_dir=tmp_path, **STACK)
+    assert_bitwise(resumed, stack)
+    assert sorted(os.listdir(tmp_path)) == ["stacking-all-chunk00000.npz", "stacking-folds-chunk00000.npz",
+                                            "stacking-folds-chunk00001.npz"]

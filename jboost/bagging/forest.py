@@ -269,7 +269,8 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, firs
         return {"trees": [first_tree + b for b in range(c * size, (c + 1) * size) if b < config.n_trees]}
 
     trees, counts = _batching.map_checkpointed(
-        _FirstTree(first_tree, quiet), (X_binned, y, w, key, hyper, borders), config.n_trees,
+        functools.partial(_forest_chunk_from, first=int(first_tree), config=quiet),
+        (X_binned, y, w, key, hyper, borders), config.n_trees,
         config.chunk_size, checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
         settings=(quiet, int(first_tree), _native.available(), jax.devices()[0].platform),
         differs="data, key, hyperparameters or settings", what="chunks of trees",
@@ -277,15 +278,10 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, firs
     return _two_class_leaves(trees, config), counts
 
 
-class _FirstTree(NamedTuple):
-    """``(X_binned, y, w, key, hyper, borders, bags) -> `` :func:`_forest_chunk` of bags
-    ``first + bags`` (``borders`` only fingerprints the checkpoints)."""
-
-    first: int
-    config: ForestConfig
-
-    def __call__(self, X_binned, y, w, key, hyper, borders, bags):
-        return _forest_chunk(X_binned, y, w, key, hyper, bags + jnp.int32(self.first), config=self.config)
+def _forest_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, config: ForestConfig):
+    """:func:`_forest_chunk` of bags ``first + bags`` (``borders`` only fingerprints the
+    checkpoints)."""
+    return _forest_chunk(X_binned, y, w, key, hyper, bags + jnp.int32(first), config=config)
 
 
 def fit_forest(

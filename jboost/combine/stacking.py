@@ -21,6 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost import _batching
+from jboost import _native
 from jboost import _validation
 from jboost import api
 from jboost import boosting
@@ -269,6 +271,7 @@ def fit_stacked_boosters(
     early_stopping_rounds: Optional[int] = None,
     early_stopping_tolerance: float = 0.0,
     eval_metric=None,
+    checkpoint_dir=None,
 ) -> StackedBoosters:
     """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters.
 
@@ -300,6 +303,13 @@ def fit_stacked_boosters(
         ``xgboost.cv``); its out-of-fold scores and its all-data fit (a second call, as many
         rounds as the latest best round needs) use its rounds ``0..best_round``
         (``StackedBoosters.best_round``), so the stacker is trained on the learners it combines.
+      checkpoint_dir: a directory where the fits are saved mask by mask as they finish (each
+        fold's ``M`` learners, then the all-data learners: ``stacking-chunk*.npz``; with early
+        stopping ``stacking-folds-chunk*.npz`` and ``stacking-all-chunk*.npz``), as host-side
+        calls of one compiled program per phase (:func:`jboost._batching.map_checkpointed`);
+        rerunning the same fit (data, folds, key, hypers, settings) fits only what is not saved
+        and gives bitwise the model of an uninterrupted fit (a killed fit resumes; another
+        fit's files are refused, naming the file). Not under ``jax.vmap``.
       Other arguments and their defaults as in :func:`jboost.fit` (static settings, shared by
       every learner).
     """
@@ -336,12 +346,12 @@ def fit_stacked_boosters(
     masks = jnp.concatenate([cv.fold_masks(ids, n_folds), jnp.ones((1, n), jnp.float32)])
     best = n_fitted = None
     if stopping is None:
-        trees, baselines, train_loss = cross_fit_boosters(data.X_binned, data.y, data.w, k_fit, masks,
-                                                          hyper, loss_obj, config=config,
-                                                          with_train_loss=True)
+        trees, baselines, train_loss = _cross_fit(data, k_fit, masks, hyper, loss_obj, config,
+                                                  checkpoint_dir, "stacking")
     else:
         trees, baselines, train_loss, best, n_fitted = _fit_stopped(
-            data, k_fit, masks, hyper, loss_obj, config._replace(early_stopping=stopping))
+            data, k_fit, masks, hyper, loss_obj, config._replace(early_stopping=stopping),
+            checkpoint_dir)
     # A concrete fit: no silent NaN learner (fit's FloatingPointError, naming the fit).
     if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):
         _validation.check_finite_fits(
@@ -363,7 +373,35 @@ def fit_stacked_boosters(
     return _validation.nan_outside_domains(model, loss_obj, hyper)
 
 
-def _fit_stopped(data, key, masks, hyper, loss, config):
+@functools.partial(jax.jit, static_argnames=("config",))
+def _masks_chunk(X_binned, y, w, key, masks, hypers, loss, items, *, config):
+    """The fits of the masks ``masks[items]`` (the last chunk's padding repeats the last mask):
+    :func:`cross_fit_stopped` with ``config.early_stopping``, else :func:`cross_fit_boosters`
+    with its training losses."""
+    chunk = masks[jnp.minimum(items, masks.shape[0] - 1)]
+    if config.early_stopping is not None:
+        return cross_fit_stopped(X_binned, y, w, key, chunk, hypers, loss, config=config)
+    return cross_fit_boosters(X_binned, y, w, key, chunk, hypers, loss, config=config,
+                              with_train_loss=True)
+
+
+def _cross_fit(data, key, masks, hyper, loss, config, checkpoint_dir, kind):
+    """Every mask's fits in one call, or with ``checkpoint_dir`` mask by mask from the host, each
+    saved as it finishes (``{kind}-chunk*.npz``) and read back by a rerun."""
+    args = (data.X_binned, data.y, data.w, key, masks, hyper, loss)
+    if checkpoint_dir is None:
+        if config.early_stopping is not None:
+            return cross_fit_stopped(*args, config=config)
+        return cross_fit_boosters(*args, config=config, with_train_loss=True)
+    return _batching.map_checkpointed(
+        functools.partial(_masks_chunk, config=config), args, masks.shape[0], 1,
+        checkpoint_dir=checkpoint_dir, kind=kind,
+        settings=(config, loss.name, loss.fn, loss.n_outputs, loss.task, _native.available(),
+                  jax.devices()[0].platform),
+        differs="data, folds, key, hypers or settings", what="folds' fits")
+
+
+def _fit_stopped(data, key, masks, hyper, loss, config, checkpoint_dir=None):
     """The fits of :func:`fit_stacked_boosters` with early stopping: the fold fits stop on their
     held-out folds (:func:`cross_fit_stopped`), each learner's best round comes from its folds
     (:func:`learner_best_rounds`), then the all-data fits run as many rounds as the latest best
@@ -371,15 +409,15 @@ def _fit_stopped(data, key, masks, hyper, loss, config):
     its learner's best round are zeroed. Returns ``(trees (S + 1, M, R, ...), baselines,
     train_loss, best (M,), n_fitted (S + 1, M))`` as the one call without early stopping
     (``R``: the all-data fits' rounds)."""
-    trees, baselines, train_loss, valid_loss, n_fitted = cross_fit_stopped(
-        data.X_binned, data.y, data.w, key, masks[:-1], hyper, loss, config=config)
+    trees, baselines, train_loss, valid_loss, n_fitted = _cross_fit(
+        data, key, masks[:-1], hyper, loss, config, checkpoint_dir, "stacking-folds")
     best = learner_best_rounds(valid_loss, n_fitted)
     rounds = config.n_rounds
     if not _validation.is_traced(best):
         rounds = int(np.max(np.asarray(best))) + 1
-    all_trees, all_base, all_loss = cross_fit_boosters(
-        data.X_binned, data.y, data.w, key, masks[-1:], hyper, loss,
-        config=config._replace(n_rounds=rounds, early_stopping=None), with_train_loss=True)
+    all_trees, all_base, all_loss = _cross_fit(
+        data, key, masks[-1:], hyper, loss, config._replace(n_rounds=rounds, early_stopping=None),
+        checkpoint_dir, "stacking-all")
     cut = lambda a: a[:, :, :rounds]  # noqa: E731 (the fold fits' rounds after every best round)
     trees = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([cut(a), b]), trees, all_trees)
     trees = jax.vmap(lambda t: _first_rounds_only(t, best))(trees)
