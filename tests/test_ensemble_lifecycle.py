@@ -341,3 +341,33 @@ def test_an_interrupted_early_stopped_stacking_resumes_bitwise(clf, stack, tmp_p
     assert_bitwise(resumed, stack)
     assert sorted(os.listdir(tmp_path)) == ["stacking-all-chunk00000.npz", "stacking-folds-chunk00000.npz",
                                             "stacking-folds-chunk00001.npz"]
+
+
+# --------------------------------------------------------------------------------------------
+# Offsets.
+# --------------------------------------------------------------------------------------------
+
+
+def test_bagged_boosters_start_each_bag_from_the_rows_offsets(letters):
+    """A Poisson bag with ``base_margin=log(exposure)`` is the separate ``jboost.fit`` with those
+    offsets, its bootstrap weights and its key (bitwise here); ECOC refuses offsets, saying why."""
+    from jboost.bagging import bootstrap
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4)).astype(np.float32)
+    exposure = np.exp(rng.uniform(0, 2, size=200))
+    y = rng.poisson(exposure * np.exp(0.5 * X[:, 0])).astype(np.float32)
+    kw = dict(depth=2, n_bins=N_BINS, learning_rate=0.3, n_rounds=4)
+    model = bagging.fit_bagged_boosters(X, y, "poisson", base_margin=np.log(exposure), n_bags=2, key=3,
+                                        **kw)
+    _, k_fit = bootstrap.bag_keys(jboost._validation.as_key(3), 1)
+    alone = jboost.fit(X, y, "poisson", sample_weight=model.bag_weights[1], base_margin=np.log(exposure),
+                       key=k_fit, borders=model.borders, **kw)
+    np.testing.assert_allclose(model.baseline[1], alone.baseline, rtol=1e-6)
+    np.testing.assert_allclose(model.trees.leaf_values[1], alone.trees.leaf_values, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(model.train_loss[1], alone.train_loss, rtol=1e-6)
+    Xl, yl, code = letters
+    with pytest.raises(ValueError, match="fit_ecoc_boosters takes no base_margin"):
+        combine.fit_ecoc_boosters(Xl, yl, code, base_margin=np.zeros(len(yl)))
+    with pytest.raises(ValueError, match="eval_base_margin is for a shared eval_set"):
+        bagging.fit_bagged_boosters(X, y, "poisson", base_margin=np.log(exposure), n_bags=2,
+                                    early_stopping_rounds=2, eval_base_margin=np.zeros(5), **kw)

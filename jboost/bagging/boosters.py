@@ -206,7 +206,7 @@ class BagStart(NamedTuple):
 def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: losses_lib.Loss, *,
                      config: boosting.BoostConfig, n_bags: int, bootstrap: str, chunk_size: int,
                      verbose: bool = False, valid=None, oob: bool = False,
-                     start: Optional[BagStart] = None):
+                     start: Optional[BagStart] = None, margins=None):
     """``n_bags`` runs of :func:`jboost.boosting.boost`, bag ``b`` on weights ``w * c_b``.
 
     Bag ``b``: ``(k_boot, k_fit) = bag_keys(key, b)``; ``c_b = bootstrap_weights(k_boot)``; its
@@ -223,13 +223,20 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: los
     (:func:`jboost.boosting.resume`) and its rounds continue from round ``R`` (keys
     ``fold_in(k_fit, m)``), so ``R`` rounds then ``n_rounds`` more equal ``R + n_rounds``
     rounds bitwise.
+
+    ``margins``: ``(margin (n, K), margin_valid (m, K) or None)`` per-row raw-score offsets of
+    the training and shared validation rows (``base_margin``; the out-of-bag rows take the
+    training rows' own): each bag's rounds start from them plus its baseline, the optimal
+    constant next to them.
     """
-    one_bag = _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start)
+    one_bag = _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start,
+                      margins)
     return _batching.map_in_chunks(one_bag, n_bags, chunk_size,
                                    progress="bagged boosters: bags" if verbose else None)
 
 
-def _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start):
+def _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start,
+            margins=None):
     """The fit of bag ``b`` of :func:`bag_boost_binned`: ``b -> (BoostOutput, baseline, counts)``."""
     n = X_binned.shape[1]
 
@@ -241,13 +248,18 @@ def _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, 
             i = jnp.minimum(b, n_bags - 1)  # the padding of the last chunk repeats the last bag
             counts = start.bag_weights[i]
         wb = w * counts
-        init = losses_lib.baseline(loss, y, wb) if start is None else start.baseline[i]
-        if oob:
-            data = boosting.Data(X_binned, y, wb, X_binned, y, jnp.where(counts == 0, w, 0.0))
-        elif valid is not None:
-            data = boosting.Data(X_binned, y, wb, *valid)
+        margin, margin_valid = (None, None) if margins is None else margins
+        if start is None:
+            init = losses_lib.baseline(loss, y, wb, margin)
         else:
-            data = boosting.Data.train_only(X_binned, y, wb)
+            init = start.baseline[i]
+        if oob:
+            data = boosting.Data(X_binned, y, wb, X_binned, y, jnp.where(counts == 0, w, 0.0),
+                                 margin, margin)
+        elif valid is not None:
+            data = boosting.Data(X_binned, y, wb, *valid, margin, margin_valid)
+        else:
+            data = boosting.Data.train_only(X_binned, y, wb)._replace(margin=margin)
         if start is None:
             out = boosting.boost(data, k_fit, hyper, loss, init, config=config)
         else:
@@ -265,11 +277,12 @@ def _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, 
 
 
 @functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "oob"))
-def _bags_chunk(X_binned, y, w, key, hyper, loss, valid, start, bags, *, config, n_bags, bootstrap,
-                oob):
+def _bags_chunk(X_binned, y, w, key, hyper, loss, valid, start, margins, bags, *, config, n_bags,
+                bootstrap, oob):
     """The bags ``bags`` of :func:`bag_boost_binned` (one ``vmap``: a chunk of its ``lax.map``),
     run from the host (checkpoints, callbacks); each bag's final state is dropped."""
-    one_bag = _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start)
+    one_bag = _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start,
+                      margins)
 
     def one(b):
         out, init, counts = one_bag(b)
@@ -311,6 +324,8 @@ def fit_bagged_boosters(
     init_model: Optional[BaggedBoosters] = None,
     checkpoint_dir=None,
     callbacks: Sequence[Callable] = (),
+    base_margin=None,
+    eval_base_margin=None,
 ) -> BaggedBoosters:
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
@@ -342,6 +357,14 @@ def fit_bagged_boosters(
     and settings equal ``r + s`` rounds bitwise; early stopping may stop the new rounds. A model
     fitted with early stopping is refused (its bags stopped at different rounds, so no longer
     fit continues it): fit it again with more ``n_rounds``.
+
+    Offsets: ``base_margin`` ``(n,)`` or ``(n, K)`` (and ``eval_base_margin`` for a shared
+    ``eval_set``) are per-row offsets of the raw scores, as in :func:`jboost.fit`: every bag's
+    rows start from their offset plus the bag's baseline (the optimal constant next to the
+    offsets on its bootstrap weights); out-of-bag validation rows keep their own offsets. The
+    model does not store them: add the rows' offsets to ``jboost.predict(model, X)`` (the mean
+    over bags of ``offset + bag raw score`` is ``offset + predict``), and pass them again to a
+    continued fit.
 
     Checkpoints and callbacks: with ``checkpoint_dir`` or ``callbacks`` the chunks of bags run as
     host-side calls of one compiled chunk program (:func:`jboost._batching.map_checkpointed`).
@@ -397,11 +420,19 @@ def fit_bagged_boosters(
         _validation.warn_if_no_gradient(loss_obj, train, losses_lib.baseline(loss_obj, data.y, data.w))
     valid = (data.X_valid, data.y_valid, data.w_valid) if shared else None
     config = config._replace(early_stopping=stopping)
+    margins = None
+    if base_margin is not None or eval_base_margin is not None:
+        if oob and eval_base_margin is not None:
+            raise ValueError("eval_base_margin is for a shared eval_set=(X_valid, y_valid); the "
+                             "out-of-bag rows take base_margin's own offsets: drop eval_base_margin.")
+        offsets = api._with_margins(boosting.Data(*data[:6]), base_margin, eval_base_margin,
+                                    eval_set if shared else None, loss_obj.n_outputs)
+        margins = (offsets.margin, offsets.margin_valid)
     if checkpoint_dir is None and not callbacks:
         out, init, counts = bag_boost_binned(
             data.X_binned, data.y, data.w, key, hyper, loss_obj, config=config, n_bags=n_bags,
             bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose), oob=oob, valid=valid,
-            start=start)
+            start=start, margins=margins)
     else:
         def info(c, chunk):
             first = c * chunk[1].shape[0]
@@ -411,7 +442,8 @@ def fit_bagged_boosters(
 
         out, init, counts = _batching.map_checkpointed(
             functools.partial(_bags_chunk, config=config, n_bags=n_bags, bootstrap=bootstrap, oob=oob),
-            (data.X_binned, data.y, data.w, key, hyper, loss_obj, valid, start), n_bags, chunk_size,
+            (data.X_binned, data.y, data.w, key, hyper, loss_obj, valid, start, margins), n_bags,
+            chunk_size,
             checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
             settings=(config, n_bags, bootstrap, oob, loss_obj.name, loss_obj.fn, loss_obj.n_outputs,
                       _native.available(), jax.devices()[0].platform),

@@ -323,6 +323,12 @@ def _bits_chunk(X_binned, y, w, key, hyper, code, start, valid, bits, *, config)
 
 CHECKPOINT_KIND = "ecoc"
 
+NO_BASE_MARGIN = (
+    "fit_ecoc_boosters takes no base_margin: its learners fit the code's bits (two-class problems "
+    "of groups of classes), whose log-odds no per-row offset of a class score determines. Put "
+    "known offsets into the features, or fit jboost.fit(X, y, 'multinomial_deviance', "
+    "base_margin=...) with one offset per class.")
+
 
 def fit_ecoc_boosters(
     X,
@@ -351,6 +357,7 @@ def fit_ecoc_boosters(
     eval_metric=None,
     checkpoint_dir=None,
     callbacks: Sequence[Callable] = (),
+    base_margin=None,
 ) -> ECOCBoosters:
     """Fit an ECOC multiclass model (Dietterich and Bakiri 1995) with boosted bit learners.
 
@@ -389,12 +396,15 @@ def fit_ecoc_boosters(
         ``chunk``/``chunks``, ``from_checkpoint``; with early stopping ``best_round`` of the
         chunk's bits); returning ``True`` stops: the model keeps the bits fitted so far, with
         the code's first columns (a warning says so: fewer bits separate the classes less).
+      base_margin: refused with a ``ValueError`` (:data:`NO_BASE_MARGIN` says why).
       Other arguments and their defaults as in :func:`jboost.fit` (binomial deviance per bit).
 
     Raises:
       MemoryError: the ``chunk_size`` bits fitted together (and every bit's trees) would not fit
         in the device's memory (:func:`jboost._validation.check_boosting_memory`, before compiling).
     """
+    if base_margin is not None:
+        raise ValueError(NO_BASE_MARGIN)
     code = check_code(code)
     stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
                                                 eval_metric, losses_lib.binomial_deviance(),
