@@ -406,11 +406,12 @@ def row_parts(n: int) -> Tuple[Tuple[int, int, int], ...]:
 def _by_row_buckets(model, X, margin, fn):
     """``fn(X, margin)`` (rows on the axis after the model's batch axes) computed on bucketed
     row counts (:func:`row_parts`) for host rows, so that every call compiles only bucket sizes;
-    the padded rows' results are dropped. Device arrays and tracers are passed as they are (their
-    shapes are the caller's). Rows are predicted independently: the result is the same bit for
+    the padded rows' results are dropped. Device arrays, and any rows of a traced model (inside
+    the caller's ``jax.vmap`` or ``jit``), are passed as they are (their shapes are the caller's). Rows are predicted independently: the result is the same bit for
     bit."""
     n = X.shape[0]
-    parts = row_parts(n) if isinstance(X, np.ndarray) else ()
+    traced = any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((model, margin)))
+    parts = row_parts(n) if isinstance(X, np.ndarray) and not traced else ()
     if not parts or (len(parts) == 1 and parts[0][2] == n):
         return fn(X, margin)
     axis = len(model.batch_shape)

@@ -81,6 +81,10 @@ def test_a_vmapped_batch_predicts_outside_vmap(binary_data, fit_kw):
         np.testing.assert_array_equal(labels[i], np.asarray(jboost.predict_class(one, Xv)))
     with pytest.raises(ValueError, match="staged_predict takes one model"):
         jboost.staged_predict(batch, Xv)
+    # Inside jax.vmap the model is traced: host rows are predicted as they are (no buckets).
+    for fn in (jboost.predict, jboost.predict_proba, jboost.predict_class):
+        inside = jax.vmap(lambda m: fn(m, np.asarray(Xv[:7], np.float32)))(batch)
+        np.testing.assert_array_equal(np.asarray(inside), np.asarray(fn(batch, Xv[:7])))
 
 
 def test_zero_rows_give_empty_predictions(binary_model, multi_model):
