@@ -21,8 +21,8 @@ depth-``D`` tree has only ``2**D`` distinct SHAP vectors. For each leaf, ``v`` o
 subsets of levels comes from one bottom-up pass over the levels (``O(D 2**D)``); the Shapley
 values over the tree's ``p <= D`` distinct features are then one fixed linear map of those
 ``2**D`` values (a ``(2**D, D)`` weight matrix of the tree's structure; a feature used at
-several levels is one player). So each tree costs ``O(D 4**D)`` once (``D <= 10``: a
-per-leaf table), and each row and tree costs ``O(D)``: find the leaf, add its ``D`` values --
+several levels is one player). So each tree costs ``O(D 4**D)`` once (``D <= 10`` and at least
+``2**D`` rows: a per-leaf table), and each row and tree costs ``O(D)``: find the leaf, add its ``D`` values --
 ``O(n T D)`` in all for ``n`` rows and ``T`` trees, against ``O(n T L D**2)`` for the
 polynomial TreeSHAP recursion (``L`` leaves). Trees deeper than :data:`MAX_TABLE_DEPTH`
 evaluate the same pass per row instead of per leaf (``O(D 2**D)`` per row and tree, still below
@@ -58,8 +58,9 @@ from jboost.bagging.boosters import BaggedBoosters
 from jboost.bagging.forest import Forest
 from jboost.combine.ecoc import ECOCBoosters
 
-#: Trees up to this depth get per-leaf SHAP tables (``O(D 4**D)`` per tree); deeper trees are
-#: explained row by row (``O(D 2**D)`` per row and tree).
+#: Trees up to this depth get per-leaf SHAP tables (``O(D 4**D)`` per tree) when there are at
+#: least ``2**D`` rows to explain; deeper trees (or fewer rows) are explained row by row
+#: (``O(D 2**D)`` per row and tree).
 MAX_TABLE_DEPTH = 10
 
 #: Rows explained together by trees deeper than :data:`MAX_TABLE_DEPTH` (bounds the memory).
@@ -278,8 +279,9 @@ def explain_trees(trees: tree_lib.ObliviousTrees, X, data, weight, interactions:
       data: ``(m, F)`` background rows whose counts are the covers.
       weight: ``(m,)`` their weights.
       interactions: static; SHAP interaction values instead.
-      per_leaf: static; per-leaf tables (default for depth <= :data:`MAX_TABLE_DEPTH`) or the
-        same pass per row (``False``: deeper trees; the same values).
+      per_leaf: static; per-leaf tables (default for depth <= :data:`MAX_TABLE_DEPTH` when the
+        rows are at least as many as the leaves) or the same pass per row (``False``: deeper
+        trees, or fewer rows than leaves; the same values).
 
     Returns:
       ``(values, expected)``: ``(n, F, K)`` (interactions ``(n, F, F, K)``) and ``(K,)``, the
@@ -292,8 +294,8 @@ def explain_trees(trees: tree_lib.ObliviousTrees, X, data, weight, interactions:
     depth = n_leaves.bit_length() - 1
     covers = leaf_covers(trees, jnp.asarray(data, jnp.float32).T, weight)
     X_t = jnp.asarray(X, jnp.float32).T
-    if per_leaf is None:
-        per_leaf = depth <= MAX_TABLE_DEPTH
+    if per_leaf is None:  # a table costs 2**D leaves' passes, the rows n passes: the fewer
+        per_leaf = depth <= MAX_TABLE_DEPTH and 2**depth <= max(X.shape[0], 1)
 
     if per_leaf:  # every tree's table of its 2**D leaves, then rows gather
         def table(args):

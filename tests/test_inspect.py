@@ -39,13 +39,6 @@ def reg():
     return X, y, jboost.fit(X, y, "squared_error", **KW)
 
 
-@pytest.fixture(scope="module")
-def multi():
-    X, y = _data(200, 1)
-    y3 = np.digitize(y, [-0.5, 0.5]).astype(np.int32)
-    return X, y3, jboost.fit(X, y3, "multinomial_deviance", per_output_trees=True, **KW)
-
-
 # --------------------------------------------------------------------------------------------
 # Brute force: the path-dependent value function walked node by node, all 2^F subsets.
 # --------------------------------------------------------------------------------------------
@@ -152,8 +145,11 @@ def test_shap_values_equal_brute_force_shapley_values_with_missing_rows(reg):
     np.testing.assert_allclose(float(own.expected_value), float(jnp.mean(jboost.predict(model, rows))), rtol=1e-5)
 
 
-def test_multiclass_values_per_class_equal_brute_force(multi):
-    X, y3, model = multi
+def test_multiclass_values_per_class_equal_brute_force(reg):
+    X = reg[0]
+    rng = np.random.default_rng(2)
+    model = _common.as_booster(_trees(rng, (2, 2), k=3), jnp.zeros((F, 15), jnp.float32),
+                               jnp.array([0.1, -0.2, 0.3]), losses_lib.multinomial_deviance(3))
     rows, background = X[:ROWS], X[40:40 + ROWS]
     sv = ji.shap_values(model, rows, data=background)
     assert sv.values.shape == (ROWS, F, 3) and sv.expected_value.shape == (3,)
