@@ -64,17 +64,22 @@ def test_smoke_run_writes_config_metrics_results(smoke_runs):
     # One metrics line per round, steps 1..n_rounds, both losses' test errors in [0, 1].
     assert [m["step"] for m in metrics] == list(range(1, expected["n_rounds"] + 1))
     for m in metrics:
-        assert 0 <= m["test_error_exponential"] <= 1 and 0 <= m["test_error_deviance"] <= 1
+        for name in ("adaboost_m1", "exponential", "deviance"):
+            assert 0 <= m[f"test_error_{name}"] <= 1
     table = results["table"]
-    assert len(table) == 4
+    assert len(table) == 5
     for row in table:
         assert set(row) >= {"quantity", "published", "ours"} and isinstance(row["ours"], float)
     assert table[0]["published"] == 0.458 and table[1]["published"] == 0.247
     # The table's boosted-stumps numbers are the last logged round; boosting beats one stump.
-    assert table[2]["ours"] == pytest.approx(metrics[-1]["test_error_exponential"])
-    assert table[3]["ours"] == pytest.approx(metrics[-1]["test_error_deviance"])
+    # Every row names its algorithm (issue 21): AdaBoost.M1 carries the book's number.
+    assert "AdaBoost.M1" in table[2]["quantity"] and "Gentle" in table[3]["quantity"]
+    assert "LogitBoost" in table[4]["quantity"]
+    assert table[2]["ours"] == pytest.approx(metrics[-1]["test_error_adaboost_m1"])
+    assert table[3]["ours"] == pytest.approx(metrics[-1]["test_error_exponential"])
+    assert table[4]["ours"] == pytest.approx(metrics[-1]["test_error_deviance"])
     assert table[0]["ours"] == pytest.approx(metrics[0]["test_error_deviance"])
-    assert max(table[2]["ours"], table[3]["ours"]) < table[0]["ours"] - 0.1
+    assert max(table[3]["ours"], table[4]["ours"]) < table[0]["ours"] - 0.1
     assert results["checks"]["boosting_beats_single_stump"] is True
     try:
         import matplotlib  # noqa: F401
@@ -97,6 +102,10 @@ def test_smoke_numbers_match_a_separate_fit(smoke_runs):
                        learning_rate=cfg["learning_rate"], l2=cfg["l2"],
                        min_child_weight=cfg["min_child_weight"], key=cfg["seed"])
     error = np.mean(np.asarray(jboost.predict_class(model, Xt)) != yt)
+    assert results["table"][3]["ours"] == pytest.approx(error, abs=1e-7)
+    m1 = jboost.algorithms.adaboost_m1(X, y, n_rounds=cfg["n_rounds"], depth=1,
+                                       learning_rate=cfg["learning_rate"], key=cfg["seed"])
+    error = np.mean(np.asarray(jboost.predict_class(m1, Xt)) != yt)
     assert results["table"][2]["ours"] == pytest.approx(error, abs=1e-7)
 
 
