@@ -8,6 +8,9 @@ size the chunks (sweeps, forests, bagged boosters, ECOC bits).
   (``done=``, ``on_chunk=``); :class:`ChunkCheckpoints` is that store (one ``.npz`` per chunk,
   written atomically, guarded by a :func:`fingerprint` of the call). Sweeps and forests
   (``checkpoint_dir=``) resume through them to the bitwise result of an uninterrupted call.
+  ``map_chunks(callbacks=)`` calls the caller's functions after each chunk (one may stop).
+* :func:`map_checkpointed`: both together for a jitted chunk function over item indices -- the
+  checkpoints and callbacks of forests, bagged boosters, ECOC ensembles and stacking.
 """
 
 from __future__ import annotations
@@ -138,6 +141,7 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
     outs, t0, n_run = [], time.perf_counter(), 0
     to_run = sum(1 for c in range(n_chunks) if c not in done)
     computed = kept = 0  # chunks computed here or loaded; of them, those on_chunk returned from
+
     def stop_after(c, out, loaded) -> bool:
         if not callbacks:
             return False

@@ -180,7 +180,7 @@ def stack(clf):
     return combine.fit_stacked_boosters(X, y, "binomial_deviance", **STACK)
 
 
-def test_stacking_stops_each_fold_fit_and_uses_each_learners_best_round(clf, stack):
+def test_stacking_stops_each_fold_fit_and_uses_each_learners_best_round(clf, stack, tmp_path):
     """Fold fit (s, m) stops on its held-out fold as ``jboost.fit(sample_weight=mask,
     eval_set=(X, y, 1 - mask))``; learner m's best round is the minimum of its fold-averaged
     held-out curve; its all-data learner keeps rounds 0..best_round (later ones zero)."""
@@ -193,6 +193,8 @@ def test_stacking_stops_each_fold_fit_and_uses_each_learners_best_round(clf, sta
     lv = np.asarray(model.trees.leaf_values)
     for m in range(2):
         assert np.all(lv[m, best[m] + 1:] == 0) and np.any(lv[m, best[m]])
+    jboost.save(model, tmp_path / "stack.jbm")  # best_round is kept in the model file
+    assert_bitwise(jboost.load(tmp_path / "stack.jbm"), model)
     # The fold fits themselves, against separate fits; the best rounds from their curves.
     from jboost import boosting, cv
     data = jboost._validation.prepare(X, y, n_bins=N_BINS)
@@ -309,13 +311,14 @@ def test_forest_and_sweep_callbacks_report_each_chunk_and_stop(clf, forests):
     assert [(e["trees"], e["done"], e["items"]) for e in seen] == [([0, 1], 2, 6), ([2, 3], 4, 6)]
     assert all(e["elapsed"] >= 0 for e in seen)
     seen = []
-    kw = dict(grid={"learning_rate": [0.1, 0.5]}, folds=2, seeds=1, n_rounds=3, depth=2, n_bins=N_BINS,
-              chunk_size=2, devices=None)
-    with pytest.warns(UserWarning, match="stopped the sweep after 2 of 4 models"):
+    kw = dict(grid={"learning_rate": [0.1, 0.5, 0.9]}, folds=2, seeds=1, n_rounds=3, depth=2,
+              n_bins=N_BINS, chunk_size=4, devices=None)
+    with pytest.warns(UserWarning, match="stopped the sweep after 4 of 6 models"):
         part = jboost.sweep.sweep(X, y, "binomial_deviance", callbacks=[seen.append, lambda e: True], **kw)
-    assert [(e["group"], e["models"]) for e in seen] == [("depth=2,n_bins=16", [0, 1])]
-    np.testing.assert_array_equal(seen[0]["valid_curves"], part.valid_curves[:2])
-    assert np.isfinite(part.valid_curves[:2]).all() and np.isnan(part.valid_curves[2:]).all()
+    assert [(e["group"], e["models"], e["done"], e["items"]) for e in seen] == [
+        ("depth=2,n_bins=16", [0, 1, 2, 3], 4, 6)]
+    np.testing.assert_array_equal(seen[0]["valid_curves"], part.valid_curves[:4])
+    assert np.isfinite(part.valid_curves[:4]).all() and np.isnan(part.valid_curves[4:]).all()
 
 
 def test_an_interrupted_early_stopped_stacking_resumes_bitwise(clf, stack, tmp_path, monkeypatch):

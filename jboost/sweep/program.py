@@ -264,12 +264,14 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
         done = checkpoints.load(part, n_chunks, lambda: jax.eval_shape(program, *inputs(0)), models_of)
         for c in sorted(done) if log is not None else ():
             log(c, n_chunks, True)
+
     def info(c, out):
         idx = [int(i) for i in range(c * models_per_call, (c + 1) * models_per_call) if i < n_models]
         return {"models": idx, "valid_curves": np.asarray(out.valid)[:len(idx)],
                 "train_curves": np.asarray(out.train)[:len(idx)]}
 
     def stopping(entry):
+        entry = {**entry, "done": min(entry["done"], n_models), "items": n_models}  # not the padding
         if any([bool(cb(entry)) for cb in callbacks]):
             stop.append(True)
             return True
