@@ -145,6 +145,18 @@ def test_shap_values_equal_brute_force_shapley_values_with_missing_rows(reg):
     np.testing.assert_allclose(float(own.expected_value), float(jnp.mean(jboost.predict(model, rows))), rtol=1e-5)
 
 
+def test_weighted_background_equals_repeated_rows(reg):
+    X, y, model = reg
+    background = X[40:40 + ROWS]
+    w = np.arange(ROWS) % 3                            # 0, 1, 2: a weight of 0 drops the row
+    weighted = ji.shap_values(model, X[:ROWS], data=background, data_weight=w)
+    repeated = ji.shap_values(model, X[:ROWS], data=np.repeat(background, w, axis=0))
+    np.testing.assert_allclose(np.asarray(weighted.values), np.asarray(repeated.values), atol=1e-6)
+    np.testing.assert_allclose(float(weighted.expected_value), float(repeated.expected_value), atol=1e-6)
+    with pytest.raises(ValueError, match="data_weight"):
+        ji.shap_values(model, X[:ROWS], data=background, data_weight=-w)
+
+
 def test_multiclass_values_per_class_equal_brute_force(reg):
     X = reg[0]
     rng = np.random.default_rng(2)
