@@ -1438,3 +1438,89 @@ def check_base_margin_supported(who: str, base_margin, eval_base_margin, offsets
                          "reweight the rows from the weak learners' votes, which an offset of the "
                          "raw scores would not enter. Use jboost.fit, gradient_boost, "
                          "forward_stagewise or logitboost for per-row offsets.")
+
+
+# --------------------------------------------------------------------------------------------
+# Class labels as users have them (issue 17): mapped to 0..K-1, the labels kept in the model.
+# --------------------------------------------------------------------------------------------
+
+
+def _is_class_index(arr: np.ndarray) -> bool:
+    """Whether labels already are class indices: bools, or non-negative integers (of an integer
+    or float dtype). Non-finite floats count as indices here (:func:`as_labels` refuses them)."""
+    if arr.dtype.kind == "b":
+        return True
+    if arr.dtype.kind in "iu":
+        return arr.size == 0 or int(arr.min()) >= 0
+    if arr.dtype.kind == "f":
+        finite = arr[np.isfinite(arr)]
+        return bool(np.all(finite >= 0) and np.all(finite == np.round(finite)))
+    return False
+
+
+def class_labels(y, loss, n_outputs: Optional[int] = None, task: Optional[str] = None,
+                 name: str = "y"):
+    """``(labels, classes)``: class labels as users have them mapped to ``0..K-1`` for a
+    classification loss, with the sorted distinct labels ``classes`` (``None`` when ``y`` is
+    returned as it is).
+
+    Non-negative integer (or integer-valued) labels and bools are class indices already
+    (XGBoost's convention: ``0..K-1``; labels ``1..K`` keep their warning that class 0 is
+    absent). Strings, objects, and numbers that are negative or fractional (``{-1, 1}``,
+    ``{0.5, 2.5}``) are mapped in sorted order (``np.unique``); the model keeps ``classes`` and
+    :func:`jboost.predict_class` returns them. Such labels with a regression loss: a
+    ``TypeError`` for non-numbers (they cannot be regression targets), numbers pass as they are.
+    """
+    if is_traced(y) or isinstance(y, jax.Array):
+        return y, None
+    arr = np.asarray(y)
+    if arr.ndim != 1 or arr.size == 0 or _is_class_index(arr):
+        return y, None
+    try:
+        resolved_task = losses_lib.get(loss, n_outputs=n_outputs, task=task).task
+    except Exception:  # noqa: BLE001 - resolve_loss gives the loss's own message next
+        resolved_task = None
+    numeric = arr.dtype.kind in "iuf"
+    if resolved_task not in CLASSIFICATION:
+        if numeric:
+            return y, None
+        examples = ", ".join(repr(v) for v in list(dict.fromkeys(arr.tolist()))[:3])
+        raise TypeError(f"{name} holds non-numeric labels ({examples}, dtype {arr.dtype}): class "
+                        "labels need a classification loss (loss='binomial_deviance' for 2 "
+                        "classes, 'multinomial_deviance' for more), or convert them to numbers "
+                        "for regression.")
+    if arr.dtype.kind == "O":
+        bad = [v for v in arr.tolist() if v is None or (isinstance(v, float) and not np.isfinite(v))]
+        if bad:
+            raise ValueError(f"{name} holds missing class labels ({bad[0]!r}): every row needs a "
+                             "class; drop those rows or give them a class of their own.")
+    try:
+        classes, codes = np.unique(arr, return_inverse=True)
+    except TypeError as e:
+        raise TypeError(f"{name} holds class labels of mixed types that cannot be sorted "
+                        f"({e}): make them one type (e.g. all strings).") from None
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(classes)):
+        return y, None  # as_labels names the NaN / inf
+    if resolved_task == "binary" and len(classes) > 2:
+        raise ValueError(f"{name} holds {len(classes)} classes ({classes[:5].tolist()}...) but the "
+                         "loss is binary: use loss='multinomial_deviance' for K classes.")
+    return codes.reshape(-1).astype(np.float32), classes
+
+
+def class_codes(y, classes: np.ndarray, name: str = "eval_set y"):
+    """Labels ``y`` (e.g. a validation set's) as indices into the training ``classes``
+    (:func:`class_labels`); a label the training labels did not have is refused by name."""
+    arr = np.asarray(y)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D class labels like y; got shape {arr.shape}.")
+    try:
+        idx = np.searchsorted(classes, arr)
+        idx = np.clip(idx, 0, len(classes) - 1)
+        found = classes[idx] == arr
+    except TypeError:
+        found, idx = np.zeros(arr.shape, bool), np.zeros(arr.shape, np.int64)
+    if not np.all(found):
+        unseen = list(dict.fromkeys(arr[~found].tolist()))[:5]
+        raise ValueError(f"{name} holds labels the training labels do not have: {unseen} (the "
+                         f"model's classes are {classes[:10].tolist()}).")
+    return idx.astype(np.float32)

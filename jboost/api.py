@@ -87,7 +87,10 @@ def fit(
 
     Args:
       X: ``(n_samples, n_features)`` numeric; NaN is a missing value.
-      y: ``(n_samples,)`` labels: real for regression, 0/1 for binary losses, 0..K-1 for K-class;
+      y: ``(n_samples,)`` labels: real for regression, 0/1 for binary losses, 0..K-1 for K-class
+        (other class labels -- strings, ``{-1, 1}``, any negative or fractional numbers -- are
+        mapped to ``0..K-1`` in sorted order and kept in ``Booster.classes``, which
+        :func:`jboost.predict_class` returns);
         or ``(n_samples, C)`` vector labels: multi-target regression (a built-in loss applies to
         each column, :func:`jboost.losses.columnwise`; a custom loss gets each row's ``(C,)``
         label), multi-label classification (``"binomial_deviance"``: C independent 0/1 labels,
@@ -185,6 +188,7 @@ def fit(
         the learning rate). Not checked under ``jax.vmap``.
     """
     X = _validation.as_matrix(X, "X")
+    y, classes, eval_set = _class_labels(y, eval_set, loss, n_outputs, task, init_model)
     y_given = y
     y = _validation.as_labels(y, X.shape[0], warn=False, columns=None)
     loss_obj = _validation.resolve_loss(loss, y, n_outputs, task)
@@ -274,7 +278,24 @@ def fit(
                                 offset=None if offset is None else jnp.asarray(offset))
     booster = _validation.nan_outside_domains(booster, loss_obj, hyper)  # traced: NaN, warned
     booster = booster if start is None else model_lib.joined(start, booster)
+    booster = booster._replace(classes=None if classes is None else model_lib.Classes(classes))
     return booster._replace(settings=recorded)  # as asked (not NaN-masked), this call's
+
+
+def _class_labels(y, eval_set, loss, n_outputs, task, init_model):
+    """Class labels as users have them (strings, ``{-1, 1}``, ...) mapped to ``0..K-1`` for a
+    classification loss (:func:`jboost._validation.class_labels`), ``eval_set``'s labels with
+    the same classes; a continued fit maps with ``init_model``'s classes. Returns
+    ``(y, classes or None, eval_set)``."""
+    model_classes = getattr(init_model, "classes", None)
+    if model_classes is not None:
+        classes = model_classes.array
+        y = _validation.class_codes(y, classes, "y")
+    else:
+        y, classes = _validation.class_labels(y, loss, n_outputs, task)
+    if classes is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
+        eval_set = (eval_set[0], _validation.class_codes(eval_set[1], classes)) + tuple(eval_set[2:])
+    return y, classes, eval_set
 
 
 def recorded_settings(config: boosting.BoostConfig, hyper: boosting.Hyperparams, key, *,

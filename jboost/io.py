@@ -55,10 +55,14 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 import numpy as np
 
 FORMAT = "jboost-model"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # Format versions: 1, the first; 2 adds Booster.settings (a "settings" node: arrays and names)
-# and the header's "settings" summary. Every version up to FORMAT_VERSION loads (a version-1
-# Booster gets settings {}, the field's default).
+# and the header's "settings" summary; 3 adds Booster.classes (a "classes" node: the class labels
+# of a model fitted on mapped labels, in the header as JSON values, no arrays). Every version up
+# to FORMAT_VERSION loads (a version-1 Booster gets settings {}, a version-2 one classes None,
+# the fields' defaults). A model without classes is written as version 2, which the jboost
+# versions before classes existed read as well; one with classes as version 3, which they
+# refuse (rather than predict class indices for labels).
 HEADER = "__header__"
 
 # The dtypes a model file may hold (no object, string or structured arrays).
@@ -124,6 +128,7 @@ def _registry() -> Dict[str, Any]:
         families={"ObliviousTrees": tree_lib.ObliviousTrees},
         nested={"LinearModel": linear.LinearModel},
         Settings=model_lib.Settings,
+        Classes=model_lib.Classes,
         callables={_qualified(f): f for f in fns if f is not None},
         Loss=losses_lib.Loss,
     )
@@ -160,6 +165,7 @@ class _Writer:
     def __init__(self):
         self.arrays: Dict[str, np.ndarray] = {}
         self.values: set = set()  # paths of Python numbers (stored in the header)
+        self.classes = False  # whether the model holds class labels (format version 3)
 
     def array(self, x, path: str):
         import jax
@@ -186,6 +192,11 @@ class _Writer:
             return self.loss(x, path)
         if isinstance(x, (jax.Array, np.ndarray, np.generic)):
             return self.array(x, path)
+        if isinstance(x, reg["Classes"]):  # static labels: JSON values in the header
+            self.classes = True
+            return {"kind": "classes", "labels": [v if isinstance(v, (str, bool, int)) else repr(float(v))
+                                                  for v in x.labels],
+                    "dtype": x.array.dtype.kind}
         if isinstance(x, reg["Settings"]):  # arrays by key path; names (static) in the header
             return {"kind": "settings",
                     "items": {k: self.array(x.arrays[k], f"{path}[{k!r}]") for k in sorted(x.arrays)},
@@ -287,7 +298,8 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
         except (TypeError, ValueError) as e:
             raise TypeError(f"metadata must be JSON-serialisable: {e}") from None
     header = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "jboost_version": jboost.__version__,
+        "format": FORMAT, "format_version": FORMAT_VERSION if writer.classes else 2,
+        "jboost_version": jboost.__version__,
         "model_type": name, "n_features": int(model.n_features),
         "batch_shape": [int(s) for s in model.batch_shape], "n_stages": int(model.n_stages),
         "task": str(model.task), "feature_names": feature_names, "metadata": metadata,
@@ -648,11 +660,33 @@ class _Builder:
             return self.namedtuple(cls, node, path)
         if kind == "settings":
             return self.settings(node, path)
+        if kind == "classes":
+            return self.classes(node, path)
         if kind == "tree_family":
             return self.custom_family(node, path)
         if kind == "loss":
             return self.loss(node, path)
         raise self.fail(f"its structure has an unknown node kind {kind!r} at {path or 'the root'}.")
+
+    def classes(self, node, path: str):
+        """A :class:`jboost.model.Classes` from its JSON labels (floats as their repr)."""
+        labels, kind = node.get("labels"), node.get("dtype")
+        if not isinstance(labels, list) or not labels or kind not in ("U", "S", "O", "i", "u", "f", "b"):
+            raise self.fail(f"its class labels at {path} are invalid.")
+        try:
+            if kind == "f":
+                values = np.asarray([float(v) for v in labels], np.float64)
+            elif kind in "iu":
+                values = np.asarray([int(v) for v in labels])
+            elif kind == "b":
+                values = np.asarray([bool(v) for v in labels])
+            else:
+                if not all(isinstance(v, (str, int, bool)) for v in labels):
+                    raise ValueError(labels)
+                values = np.asarray(labels)
+        except (TypeError, ValueError, OverflowError):
+            raise self.fail(f"its class labels at {path} are invalid.") from None
+        return _registry()["Classes"](values)
 
     def array(self, node, path: str):
         import jax

@@ -195,6 +195,59 @@ class Settings(Mapping):
         return cls(dict(zip(keys, children)), dict(names))
 
 
+@jax.tree_util.register_pytree_node_class
+class Classes:
+    """The class labels of a classification model whose labels were mapped to ``0..K-1``
+    (strings, negative or fractional numbers: :func:`jboost._validation.class_labels`):
+    ``labels[k]`` is class ``k``. Static (no arrays: a pytree node without leaves, so the model's
+    pytree, ``jax.vmap`` and model files carry it unchanged); ``array`` gives them as NumPy."""
+
+    def __init__(self, labels):
+        self.labels = tuple(np.asarray(labels).tolist())
+
+    @property
+    def array(self) -> np.ndarray:
+        return np.asarray(self.labels)
+
+    def tree_flatten(self):
+        return (), self.labels
+
+    @classmethod
+    def tree_unflatten(cls, labels, children):
+        out = object.__new__(cls)
+        out.labels = labels
+        return out
+
+    def __eq__(self, other):
+        return isinstance(other, Classes) and self.labels == other.labels
+
+    def __hash__(self):
+        return hash(self.labels)
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __repr__(self):
+        return f"Classes({list(self.labels)!r})"
+
+
+def labels_of(model, classes_idx):
+    """Class indices ``classes_idx`` as the model's class labels (:class:`Classes`, a NumPy
+    array), or the indices themselves for a model without mapped labels."""
+    classes = getattr(model, "classes", None)
+    if classes is None:
+        return classes_idx
+    if _validation.is_traced(classes_idx):
+        labels = classes.array
+        if labels.dtype.kind not in "iufb":
+            raise TypeError("predict_class of a model with non-numeric class labels "
+                            f"{list(classes.labels)[:5]} needs concrete values (call it outside "
+                            "jax.jit / jax.vmap, or take the class indices from predict_proba's "
+                            "argmax).")
+        return jnp.asarray(labels)[classes_idx]
+    return classes.array[np.asarray(classes_idx)]
+
+
 class Booster(NamedTuple):
     """A fitted boosted ensemble: a pytree of arrays (the :class:`Model` of ``fit`` and of every
     algorithm of :mod:`jboost.algorithms`).
@@ -231,6 +284,10 @@ class Booster(NamedTuple):
         entries only with early stopping. A continued fit records its own call's settings. Empty
         (``{}``) for the classical algorithms of :mod:`jboost.algorithms`, for models built from
         parts (sweeps' ``models()``, stacking) and for files written before format version 2.
+      classes: the fit's class labels when they were mapped to ``0..K-1`` (strings, negative or
+        fractional numbers; a :class:`Classes`): :func:`predict_class` returns these labels
+        and ``predict_proba``'s columns follow their order; ``None`` when the labels were class
+        indices already.
 
     ``jax.vmap(jboost.fit)`` gives a Booster whose every leaf has a leading model axis
     (``batch_shape == (M,)``); :func:`predict` and friends then predict for every model.
@@ -246,10 +303,16 @@ class Booster(NamedTuple):
     best_round: Optional[jax.Array] = None
     offset: Optional[jax.Array] = None
     settings: Mapping[str, Any] = {}
+    classes: Optional[Classes] = None
 
     @property
     def n_features(self) -> int:
         return self.borders.shape[-2]
+
+    @property
+    def classes_(self) -> Optional[np.ndarray]:
+        """The class labels (:attr:`classes` as NumPy), or ``None``."""
+        return None if self.classes is None else self.classes.array
 
     @property
     def n_outputs(self) -> int:
@@ -488,18 +551,24 @@ def _proba(m, X, n_rounds, margin=None):
 
 
 def predict_class(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -> jax.Array:
-    """Class labels ``(n,)`` (argmax of the probabilities; ECOC: the nearest codeword)."""
+    """Class labels ``(n,)`` (argmax of the probabilities; ECOC: the nearest codeword): class
+    indices ``0..K-1``, or, for a model fitted on labels mapped to classes (strings, ``{-1, 1}``:
+    ``model.classes``), those labels as a NumPy array."""
     _check_model(model)
     _require_classification(model, "predict_class")
     X = _validation.predict_matrix(X, model.n_features)
     margin = _margin(model, base_margin, X.shape[0])
     if X.shape[0] == 0:
-        return _empty(model, (), jnp.int32)
+        empty = _empty(model, (), jnp.int32)
+        return empty if getattr(model, "classes", None) is None else np.asarray(
+            np.zeros(empty.shape, model.classes.array.dtype))
     if hasattr(model, "proba"):
-        return _by_row_buckets(model, X, margin, lambda X, _: _batched(
+        idx = _by_row_buckets(model, X, margin, lambda X, _: _batched(
             model, lambda m: jnp.argmax(m.proba(X, n_rounds), axis=-1)))
-    return _by_row_buckets(model, X, margin, lambda X, margin: _batched(
-        model, lambda m: m.classes_from_raw(_plus(m.raw_scores(X, n_rounds), margin))))
+    else:
+        idx = _by_row_buckets(model, X, margin, lambda X, margin: _batched(
+            model, lambda m: m.classes_from_raw(_plus(m.raw_scores(X, n_rounds), margin))))
+    return labels_of(model, idx)
 
 
 def predict_mean(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -> jax.Array:
