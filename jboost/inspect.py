@@ -442,6 +442,9 @@ def importance(model, kind: str = "relative", per_class: bool = False) -> jax.Ar
         (one tree moves all ``K`` outputs, its gain summed over them) the square root of the
         summed gains.
 
+    The trees are those :func:`jboost.predict` uses: with early stopping only the rounds up to
+    ``best_round`` count.
+
     Returns:
       ``(F,)``, or ``(K, F)`` with ``per_class`` (batch axes in front), float32.
     """
@@ -466,7 +469,7 @@ def _importance(model, *, kind: str, per_class: bool, axis: Optional[str]):
 
     def one(m):
         n_features = m.n_features
-        gains, feats = m.trees.gains, m.trees.features          # (..., D)
+        gains, feats = _used_gains(m), m.trees.features          # (..., D)
         if axis == "bits":  # (L, R, 1, D) -> groups (L, R*D)
             groups_g = gains.reshape(gains.shape[0], -1)
             groups_f = feats.reshape(feats.shape[0], -1)
@@ -489,6 +492,18 @@ def _importance(model, *, kind: str, per_class: bool, axis: Optional[str]):
         return _scaled(jnp.mean(root, axis=0))  # I_l = mean_k I_lk; one group: sqrt of the sum
 
     return model_lib._batched(model, one)
+
+
+def _used_gains(m):
+    """The split gains of the rounds a prediction uses: with early stopping (``best_round``) a
+    Booster's or each bag's later rounds count 0 (as :func:`jboost.predict` drops them)."""
+    gains, best = m.trees.gains, getattr(m, "best_round", None)
+    if best is None or not isinstance(m, (model_lib.Booster, BaggedBoosters)):
+        return gains
+    rounds = jnp.arange(m.n_rounds)
+    keep = rounds <= best if isinstance(m, model_lib.Booster) else rounds[None, :] <= jnp.asarray(best)[:, None]
+    keep = keep.reshape(keep.shape + (1,) * (gains.ndim - keep.ndim))
+    return jnp.where(keep, gains, jnp.zeros((), gains.dtype))
 
 
 def _scaled(imp):

@@ -319,6 +319,8 @@ def test_importance_definitions_by_hand():
     # ESL 10.42-10.43: sqrt of the summed squared improvements, the largest scaled to 100.
     np.testing.assert_allclose(ji.importance(model, "relative"), [100.0, 40.0, 0.0], rtol=1e-6)
     np.testing.assert_allclose(jboost.feature_importance(model), [25 / 29, 4 / 29, 0.0], rtol=1e-6)
+    # Early stopping after round 0: the later round's splits are not in the predictions.
+    np.testing.assert_allclose(ji.importance(model._replace(best_round=jnp.int32(0)), "gain"), [9.0, 4.0, 0.0])
     with pytest.raises(ValueError, match="per_output_trees=True"):
         ji.importance(model, per_class=True)
     with pytest.raises(ValueError, match="kind='shap'"):
