@@ -11,7 +11,7 @@ import pytest
 import jboost
 from jboost import bagging
 from jboost import combine
-from _bagging_data import noisy_classification, regression
+from _bagging_data import DEPTH, clf_data, forest, noisy_classification  # noqa: F401 (fixtures)
 
 N_BINS = 16
 
@@ -45,18 +45,19 @@ def letters():
 # Warm starts.
 # --------------------------------------------------------------------------------------------
 
-FOREST = dict(depth=3, max_features=3, n_bins=N_BINS, key=3)
+# The session's forest fixture (_bagging_data.forest: 24 trees in chunks of 8), grown 8 at a time.
+FOREST = dict(depth=DEPTH, max_features=3, n_bins=N_BINS, key=3, chunk_size=8)
 BAGS = dict(depth=2, n_bins=N_BINS, key=3, n_bags=3, subsample=0.8, learning_rate=0.3,
             chunk_size=3)
 ECOC = dict(depth=2, n_bins=N_BINS, key=3, subsample=0.8, learning_rate=0.3)
 
 
 @pytest.fixture(scope="module")
-def forests(clf):
-    """A forest of 6 trees and one of its first 4 (other chunk sizes)."""
-    X, y = clf
-    return (bagging.fit_forest(X, y, n_trees=6, chunk_size=4, **FOREST),
-            bagging.fit_forest(X, y, n_trees=4, chunk_size=2, **FOREST))
+def forests(clf_data, forest):
+    """The session's forest of 24 trees and a forest of its first 8 (one program grows 8 trees
+    from any first tree)."""
+    X, y, _, _ = clf_data
+    return forest, bagging.fit_forest(X, y, n_trees=8, **FOREST)
 
 
 @pytest.fixture(scope="module")
@@ -74,13 +75,14 @@ def ecocs(letters):
             combine.fit_ecoc_boosters(X, y, code, n_rounds=4, **ECOC))
 
 
-def test_a_continued_forest_equals_the_longer_forest_bitwise(clf, forests, tmp_path):
-    """4 trees continued by 2 (in chunks of another size) == 6 trees: tree b's key depends only
-    on b; the continued forest saves and loads bitwise."""
-    X, y = clf
+def test_a_continued_forest_equals_the_longer_forest_bitwise(clf_data, forests, tmp_path):
+    """8 trees continued by 8 and 8 more == 24 trees: tree b's key depends only on b; the
+    continued forest saves and loads bitwise."""
+    X, y, _, _ = clf_data
     whole, first = forests
-    more = bagging.fit_forest(X, y, n_trees=2, chunk_size=2, init_model=first, **FOREST)
-    assert more.n_trees == 6
+    more = bagging.fit_forest(X, y, n_trees=8, init_model=first, **FOREST)
+    more = bagging.fit_forest(X, y, n_trees=8, init_model=more, **FOREST)
+    assert more.n_trees == 24
     assert_bitwise(more, whole)
     jboost.save(more, tmp_path / "forest.jbm")
     assert_bitwise(jboost.load(tmp_path / "forest.jbm"), whole)
@@ -107,8 +109,8 @@ def test_a_continued_ecoc_model_equals_the_longer_fit_bitwise(letters, ecocs):
 def test_warm_start_refusals_say_why_and_what_to_do(clf, letters, forests, bags, ecocs):
     X, y = clf
     forest, first = forests[1], bags[1]
-    with pytest.raises(ValueError, match="init_model was fitted on 300 rows .* X has 200"):
-        bagging.fit_forest(X[:200], y[:200], n_trees=2, init_model=forest, **FOREST)
+    with pytest.raises(ValueError, match="init_model was fitted on 400 rows .* X has 300"):
+        bagging.fit_forest(X, y, n_trees=2, init_model=forest, **FOREST)
     with pytest.raises(ValueError, match=r"n_bins=256 differs from init_model's \(16\)"):
         bagging.fit_forest(X, y, n_trees=2, init_model=forest, **{**FOREST, "n_bins": 256})
     with pytest.raises(ValueError, match="task='regression' differs from init_model's"):
@@ -299,17 +301,20 @@ def test_an_interrupted_ecoc_fit_resumes_bitwise_and_callbacks_see_each_chunk(le
         code=ecocs[1].code[:, :6]))
 
 
-def test_forest_and_sweep_callbacks_report_each_chunk_and_stop(clf, forests):
+def test_forest_and_sweep_callbacks_report_each_chunk_and_stop(clf, clf_data, forests):
     """A forest's callback gets each chunk's trees; returning True keeps the trees fitted
-    (bitwise the shorter forest). A sweep's callback gets each chunk's curves; returning True
-    leaves the other models NaN (warned, not ranked)."""
-    X, y = clf
+    (bitwise the first trees of the forest). A sweep's callback gets each chunk's curves;
+    returning True leaves the other models NaN (warned, not ranked)."""
+    X, y, _, _ = clf_data
     seen = []
-    stopped = bagging.fit_forest(X, y, n_trees=6, chunk_size=2,
-                                 callbacks=[seen.append, lambda e: e["done"] >= 4], **FOREST)
-    assert_bitwise(stopped, forests[1])
-    assert [(e["trees"], e["done"], e["items"]) for e in seen] == [([0, 1], 2, 6), ([2, 3], 4, 6)]
+    stopped = bagging.fit_forest(X, y, n_trees=24, callbacks=[seen.append, lambda e: e["done"] >= 16],
+                                 **FOREST)
+    assert_bitwise(stopped, jax.tree_util.tree_map(lambda a: a[:16], forests[0])._replace(
+        borders=forests[0].borders))
+    assert [(e["trees"], e["done"], e["items"]) for e in seen] == [
+        (list(range(8)), 8, 24), (list(range(8, 16)), 16, 24)]
     assert all(e["elapsed"] >= 0 for e in seen)
+    X, y = clf
     seen = []
     kw = dict(grid={"learning_rate": [0.1, 0.5, 0.9]}, folds=2, seeds=1, n_rounds=3, depth=2,
               n_bins=N_BINS, chunk_size=4, devices=None)
