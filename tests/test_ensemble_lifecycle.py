@@ -163,7 +163,8 @@ def test_each_ecoc_bit_stops_on_its_own_as_its_separate_fit(letters, tmp_path):
         assert not np.any(np.asarray(model.trees.leaf_values[l, alone.n_rounds:]))
     raw = np.asarray(jboost.predict(model, Xv))
     for l in range(code.shape[1]):  # bit l: its rounds 0..best_round
-        np.testing.assert_array_equal(raw[:, l], np.asarray(jboost.predict(model, Xv, n_rounds=best[l] + 1))[:, l])
+        first = np.asarray(jboost.predict(model, Xv, n_rounds=best[l] + 1))
+        np.testing.assert_array_equal(raw[:, l], first[:, l])
     jboost.save(model, tmp_path / "ecoc.jbm")
     loaded = jboost.load(tmp_path / "ecoc.jbm")
     np.testing.assert_array_equal(loaded.best_round, model.best_round)
@@ -207,7 +208,8 @@ def test_stacking_stops_each_fold_fit_and_uses_each_learners_best_round(clf, sta
         data.X_binned, data.y, data.w, jboost._validation.as_key(5), masks, hyper,
         jboost.losses.binomial_deviance(), config=config)
     mask = np.asarray(masks[1])
-    alone = jboost.fit(X, y, "binomial_deviance", n_rounds=40, key=jax.random.fold_in(jboost._validation.as_key(5), 0),
+    alone = jboost.fit(X, y, "binomial_deviance", n_rounds=40,
+                       key=jax.random.fold_in(jboost._validation.as_key(5), 0),
                        sample_weight=mask, eval_set=(X, y, 1.0 - mask), early_stopping_rounds=3,
                        learning_rate=0.6, borders=data.borders, **kw)
     assert int(n_fitted[1, 0]) == alone.n_rounds

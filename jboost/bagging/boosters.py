@@ -19,6 +19,11 @@ round and best round). The model records each bag's ``best_round`` (``(B,)``, as
 rounds a bag fitted after its best round are kept, not zeroed, so ``n_rounds=m`` and
 :func:`jboost.staged_predict` still show them (the validation curve past the best round), as
 for a :class:`jboost.Booster`.
+
+**Lifecycle.** ``init_model=`` continues every bag (its bootstrap weights and baseline kept, its
+raw scores replayed by :func:`jboost.boosting.resume`, rounds continuing its keys): bitwise the
+longer fit. ``checkpoint_dir=`` and ``callbacks=`` run the chunks of bags from the host
+(:func:`jboost._batching.map_checkpointed`). ``base_margin=`` offsets every bag's rows.
 """
 
 from __future__ import annotations

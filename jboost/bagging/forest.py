@@ -29,6 +29,10 @@ tree equals ``fit_tree`` with the equivalent feature masks (tests check it).
   compiled chunk program (:func:`jboost._batching.map_chunks`), each chunk's trees saved as it
   finishes (:class:`jboost._batching.ChunkCheckpoints`); a rerun fits only the missing chunks
   and ends with bitwise the forest of an uninterrupted fit (with or without checkpoints).
+  ``callbacks=`` run the chunks the same way and get a dict per chunk (one may stop the fit).
+* **Warm start.** Tree ``b``'s randomness is ``bag_keys(key, b)``, so
+  ``fit_forest(init_model=forest, n_trees=s)`` grows trees ``r .. r + s - 1`` of the same
+  sequence: bitwise the forest of ``r + s`` trees.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ distance on their signs (Allwein, Schapire and Singer 2000 for loss-based decodi
   log-odds ``(n, L)`` and whose classes are the nearest codewords (it has no class
   probabilities); :func:`fit_ecoc_boosters` (``verbose=True``: a progress line per chunk of
   bits, as forests print per chunk of trees).
+* Lifecycle: ``init_model=`` (more rounds per bit, bitwise the longer fit), early stopping per bit
+  on an ``eval_set`` (``best_round`` per bit), ``checkpoint_dir=`` and ``callbacks=`` per chunk of
+  bits; ``base_margin`` is refused (:data:`NO_BASE_MARGIN`).
 """
 
 from __future__ import annotations

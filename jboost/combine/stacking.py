@@ -10,6 +10,11 @@ Because the second tier is linear in the base learners' raw scores, a stacked en
 a sum of trees: learner ``m``'s leaf values times its block of the stacker's coefficients, plus
 one constant (:meth:`StackedBoosters.as_booster`). It is a :class:`jboost.model.Model`:
 ``jboost.predict`` gives the stacker's raw output, ``predict_proba`` its sigmoid / softmax.
+
+Early stopping stops every fold's fit on its held-out fold and gives each learner the best round
+of its fold-averaged curve (:func:`cross_fit_stopped`, :func:`learner_best_rounds`);
+``checkpoint_dir=`` saves the fits mask by mask. A stacked model cannot be continued
+(:data:`NO_WARM_START`).
 """
 
 from __future__ import annotations
