@@ -99,9 +99,84 @@ def _numeric(arr: np.ndarray, name: str) -> None:
         raise TypeError(f"{name} must be numeric (float, int or bool); got dtype {arr.dtype}.")
 
 
+def _is_frame(X) -> bool:
+    """Whether ``X`` is a pandas DataFrame (without importing pandas)."""
+    return type(X).__module__.startswith("pandas") and hasattr(X, "columns") and hasattr(X, "dtypes")
+
+
+def _is_series(y) -> bool:
+    return type(y).__module__.startswith("pandas") and hasattr(y, "dtype") and hasattr(y, "to_numpy") \
+        and not hasattr(y, "columns")
+
+
+def series_values(y):
+    """A pandas Series' values as NumPy: numeric and nullable ones as float64 (``pd.NA`` -> NaN,
+    refused later as a missing label), others (``category``, strings) as their objects. Anything
+    else is returned as it is."""
+    if not _is_series(y):
+        return y
+    if getattr(y.dtype, "kind", "O") in "biuf" and str(y.dtype) != "category":
+        if y.dtype.kind == "b" and not getattr(y, "hasnans", False):
+            return y.to_numpy(dtype=bool)
+        return y.to_numpy(dtype=np.float64, na_value=np.nan)
+    return y.to_numpy(dtype=object)
+
+
+def feature_names_of(X) -> Optional[tuple]:
+    """The column names of a pandas DataFrame ``X`` as strings (``None`` for arrays)."""
+    if not _is_frame(X):
+        return None
+    names = tuple(str(c) for c in X.columns)
+    if len(set(names)) != len(names):
+        dup = [n for n in dict.fromkeys(names) if names.count(n) > 1]
+        raise ValueError(f"X has duplicate column names {dup[:5]}: every feature needs its own name.")
+    return names
+
+
+def frame_in_order(X, names: Optional[Sequence[str]], name: str = "X"):
+    """A DataFrame ``X``'s columns in the order of the model's feature ``names`` (matched by
+    name: reordered columns work); a missing or unexpected column is refused by name. Arrays,
+    and any ``X`` when the model has no names, are returned as they are (by position)."""
+    if names is None or not _is_frame(X):
+        return X
+    have = feature_names_of(X)
+    missing = [n for n in names if n not in have]
+    extra = [n for n in have if n not in set(names)]
+    if missing or extra:
+        raise ValueError(f"{name}'s columns do not match the model's features: "
+                         + (f"missing {missing[:10]}" if missing else "")
+                         + ("; " if missing and extra else "")
+                         + (f"unexpected {extra[:10]}" if extra else "")
+                         + f" (the model was fitted on {list(names)[:10]}"
+                         + ("..." if len(names) > 10 else "") + ").")
+    if have == tuple(names):
+        return X
+    return X.iloc[:, [have.index(n) for n in names]]
+
+
+def _frame_values(X, name: str) -> np.ndarray:
+    """A DataFrame's values as a float64 ``(n, F)`` array: numeric, bool and nullable columns
+    (missing values, ``pd.NA``, become NaN); other columns are refused by name."""
+    bad = []
+    for col, dtype in zip(X.columns, X.dtypes):
+        kind = getattr(dtype, "kind", "O")
+        if kind not in "biuf" or str(dtype) == "category":
+            bad.append(f"{col!r} ({dtype})")
+    if bad:
+        raise TypeError(f"{name} has non-numeric columns {', '.join(bad[:8])}"
+                        f"{'...' if len(bad) > 8 else ''}: jboost does not encode categorical or text "
+                        "features yet; encode them as numbers (ordinal codes, e.g. "
+                        "df[c].cat.codes with -1 replaced by NaN, or one-hot columns from "
+                        "pandas.get_dummies) or drop them.")
+    return X.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
 def as_matrix(X, name: str = "X", allow_empty: bool = False) -> np.ndarray:
     """``X`` as a float32 ``(n_samples, n_features)`` host array (NaN = missing); zero rows only
-    when ``allow_empty`` (prediction)."""
+    when ``allow_empty`` (prediction). A pandas DataFrame's numeric, bool and nullable columns
+    are taken (missing values become NaN; its names: :func:`feature_names_of`)."""
+    if _is_frame(X):
+        X = _frame_values(X, name)
     if np.iscomplexobj(X):
         raise TypeError(f"{name} must be real; got a complex array (its imaginary part would be lost).")
     if is_traced(X):
@@ -145,10 +220,10 @@ def warn_if_features_lose_precision(arr: np.ndarray, name: str = "X") -> None:
 
 
 def as_vector(v, n: int, name: str, x_name: str = "X") -> np.ndarray:
-    """``v`` as a float32 ``(n,)`` host array."""
+    """``v`` as a float32 ``(n,)`` host array (a pandas Series: :func:`series_values`)."""
     if is_traced(v):
         raise TypeError(f"{name} must be a concrete array, not a traced value.")
-    arr = np.asarray(v)
+    arr = np.asarray(series_values(v))
     _numeric(arr, name)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D; got shape {arr.shape}.")
@@ -1473,7 +1548,11 @@ def class_labels(y, loss, n_outputs: Optional[int] = None, task: Optional[str] =
     """
     if is_traced(y) or isinstance(y, jax.Array):
         return y, None
+    y = series_values(y)
     arr = np.asarray(y)
+    if arr.dtype.kind == "O" and arr.ndim == 1 and arr.size and all(
+            isinstance(v, str) for v in arr.tolist()):
+        arr = arr.astype(str)
     if arr.ndim != 1 or arr.size == 0 or _is_class_index(arr):
         return y, None
     try:

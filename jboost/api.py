@@ -86,7 +86,10 @@ def fit(
     """Fit a boosted ensemble of oblivious trees (ESL Algorithm 10.3, Newton trees).
 
     Args:
-      X: ``(n_samples, n_features)`` numeric; NaN is a missing value.
+      X: ``(n_samples, n_features)`` numeric; NaN is a missing value. A pandas DataFrame's
+        numeric, bool and nullable columns are taken (missing values as NaN) and its column
+        names kept (``Booster.feature_names``): predicting from a DataFrame matches columns by
+        name.
       y: ``(n_samples,)`` labels: real for regression, 0/1 for binary losses, 0..K-1 for K-class
         (other class labels -- strings, ``{-1, 1}``, any negative or fractional numbers -- are
         mapped to ``0..K-1`` in sorted order and kept in ``Booster.classes``, which
@@ -187,6 +190,11 @@ def fit(
         names the first such round and the likely causes: the loss at the labels and baseline,
         the learning rate). Not checked under ``jax.vmap``.
     """
+    names = getattr(init_model, "feature_names", None)
+    X = _validation.frame_in_order(X, None if names is None else names.values)
+    names = _validation.feature_names_of(X)
+    if eval_set is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
+        eval_set = (_validation.frame_in_order(eval_set[0], names, "eval_set X"),) + tuple(eval_set[1:])
     X = _validation.as_matrix(X, "X")
     y, classes, eval_set = _class_labels(y, eval_set, loss, n_outputs, task, init_model)
     y_given = y
@@ -278,7 +286,8 @@ def fit(
                                 offset=None if offset is None else jnp.asarray(offset))
     booster = _validation.nan_outside_domains(booster, loss_obj, hyper)  # traced: NaN, warned
     booster = booster if start is None else model_lib.joined(start, booster)
-    booster = booster._replace(classes=None if classes is None else model_lib.Classes(classes))
+    booster = booster._replace(classes=None if classes is None else model_lib.Classes(classes),
+                               feature_names=None if names is None else model_lib.FeatureNames(names))
     return booster._replace(settings=recorded)  # as asked (not NaN-masked), this call's
 
 

@@ -58,11 +58,12 @@ FORMAT = "jboost-model"
 FORMAT_VERSION = 3
 # Format versions: 1, the first; 2 adds Booster.settings (a "settings" node: arrays and names)
 # and the header's "settings" summary; 3 adds Booster.classes (a "classes" node: the class labels
-# of a model fitted on mapped labels, in the header as JSON values, no arrays). Every version up
+# of a model fitted on mapped labels, in the header as JSON values, no arrays) and
+# Booster.feature_names (a "feature_names" node). Every version up
 # to FORMAT_VERSION loads (a version-1 Booster gets settings {}, a version-2 one classes None,
 # the fields' defaults). A model without classes is written as version 2, which the jboost
 # versions before classes existed read as well; one with classes as version 3, which they
-# refuse (rather than predict class indices for labels).
+# refuse (rather than predict class indices for labels, or match columns by position).
 HEADER = "__header__"
 
 # The dtypes a model file may hold (no object, string or structured arrays).
@@ -129,6 +130,7 @@ def _registry() -> Dict[str, Any]:
         nested={"LinearModel": linear.LinearModel},
         Settings=model_lib.Settings,
         Classes=model_lib.Classes,
+        FeatureNames=model_lib.FeatureNames,
         callables={_qualified(f): f for f in fns if f is not None},
         Loss=losses_lib.Loss,
     )
@@ -165,7 +167,7 @@ class _Writer:
     def __init__(self):
         self.arrays: Dict[str, np.ndarray] = {}
         self.values: set = set()  # paths of Python numbers (stored in the header)
-        self.classes = False  # whether the model holds class labels (format version 3)
+        self.classes = False  # whether the model holds class labels or feature names (version 3)
 
     def array(self, x, path: str):
         import jax
@@ -192,6 +194,9 @@ class _Writer:
             return self.loss(x, path)
         if isinstance(x, (jax.Array, np.ndarray, np.generic)):
             return self.array(x, path)
+        if isinstance(x, reg["FeatureNames"]):  # static names: JSON strings in the header
+            self.classes = True
+            return {"kind": "feature_names", "names": [str(v) for v in x.values]}
         if isinstance(x, reg["Classes"]):  # static labels: JSON values in the header
             self.classes = True
             return {"kind": "classes", "labels": [v if isinstance(v, (str, bool, int)) else repr(float(v))
@@ -264,7 +269,8 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
         :func:`jboost.fit`, any algorithm, ``jax.vmap`` of them, or a sweep's ``models()``), a
         ``Forest``, ``BaggedBoosters``, ``StackedBoosters`` or ``ECOCBoosters``.
       path: the file to write (written whole to a temporary file, then renamed into place).
-      feature_names: optional ``n_features`` names, kept in the header (:func:`read_header`).
+      feature_names: optional ``n_features`` names, kept in the header (:func:`read_header`);
+        default: the model's own (``Booster.feature_names``, from a DataFrame), if any.
       metadata: optional JSON-serialisable dict kept in the header (e.g. the fit's settings).
 
     Raises:
@@ -287,6 +293,9 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
     if leaves != set(writer.arrays) | writer.values:
         raise TypeError(f"jboost.save walked the arrays {sorted(writer.arrays)} but the {name} "
                         f"pytree has {sorted(leaves)}: io.py does not know this model's layout.")
+    own = getattr(model, "feature_names", None)
+    if feature_names is None and own is not None:
+        feature_names = list(own.values)
     if feature_names is not None:
         feature_names = [str(f) for f in feature_names]
         if len(feature_names) != model.n_features:
@@ -662,6 +671,11 @@ class _Builder:
             return self.settings(node, path)
         if kind == "classes":
             return self.classes(node, path)
+        if kind == "feature_names":
+            names = node.get("names")
+            if not isinstance(names, list) or not names or not all(isinstance(v, str) for v in names):
+                raise self.fail(f"its feature names at {path} are invalid.")
+            return _registry()["FeatureNames"](names)
         if kind == "tree_family":
             return self.custom_family(node, path)
         if kind == "loss":

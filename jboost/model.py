@@ -195,40 +195,55 @@ class Settings(Mapping):
         return cls(dict(zip(keys, children)), dict(names))
 
 
-@jax.tree_util.register_pytree_node_class
-class Classes:
-    """The class labels of a classification model whose labels were mapped to ``0..K-1``
-    (strings, negative or fractional numbers: :func:`jboost._validation.class_labels`):
-    ``labels[k]`` is class ``k``. Static (no arrays: a pytree node without leaves, so the model's
-    pytree, ``jax.vmap`` and model files carry it unchanged); ``array`` gives them as NumPy."""
+class StaticValues:
+    """A tuple of Python values (strings, numbers) carried by a model as static pytree data: a
+    pytree node without leaves, so ``jax.vmap``, ``jit`` and ``tree_map`` pass it unchanged and
+    model files store it in their header."""
 
-    def __init__(self, labels):
-        self.labels = tuple(np.asarray(labels).tolist())
+    def __init__(self, values):
+        self.values = tuple(np.asarray(values).tolist())
 
     @property
     def array(self) -> np.ndarray:
-        return np.asarray(self.labels)
+        return np.asarray(self.values)
 
     def tree_flatten(self):
-        return (), self.labels
+        return (), self.values
 
     @classmethod
-    def tree_unflatten(cls, labels, children):
+    def tree_unflatten(cls, values, children):
         out = object.__new__(cls)
-        out.labels = labels
+        out.values = values
         return out
 
     def __eq__(self, other):
-        return isinstance(other, Classes) and self.labels == other.labels
+        return type(other) is type(self) and self.values == other.values
 
     def __hash__(self):
-        return hash(self.labels)
+        return hash((type(self).__name__, self.values))
 
     def __len__(self):
-        return len(self.labels)
+        return len(self.values)
 
     def __repr__(self):
-        return f"Classes({list(self.labels)!r})"
+        return f"{type(self).__name__}({list(self.values)!r})"
+
+
+@jax.tree_util.register_pytree_node_class
+class Classes(StaticValues):
+    """The class labels of a classification model whose labels were mapped to ``0..K-1``
+    (strings, negative or fractional numbers: :func:`jboost._validation.class_labels`):
+    ``values[k]`` is class ``k``; ``array`` gives them as NumPy."""
+
+    @property
+    def labels(self) -> tuple:
+        return self.values
+
+
+@jax.tree_util.register_pytree_node_class
+class FeatureNames(StaticValues):
+    """The names of a model's features (a pandas DataFrame's columns at fit time): prediction
+    matches a DataFrame's columns by these names."""
 
 
 def labels_of(model, classes_idx):
@@ -284,6 +299,9 @@ class Booster(NamedTuple):
         entries only with early stopping. A continued fit records its own call's settings. Empty
         (``{}``) for the classical algorithms of :mod:`jboost.algorithms`, for models built from
         parts (sweeps' ``models()``, stacking) and for files written before format version 2.
+      feature_names: the fit's feature names (a DataFrame's columns; a :class:`FeatureNames`),
+        or ``None``: prediction from a DataFrame then matches its columns by name (reordered
+        columns work; missing or unexpected ones are named in an error).
       classes: the fit's class labels when they were mapped to ``0..K-1`` (strings, negative or
         fractional numbers; a :class:`Classes`): :func:`predict_class` returns these labels
         and ``predict_proba``'s columns follow their order; ``None`` when the labels were class
@@ -304,10 +322,16 @@ class Booster(NamedTuple):
     offset: Optional[jax.Array] = None
     settings: Mapping[str, Any] = {}
     classes: Optional[Classes] = None
+    feature_names: Optional[FeatureNames] = None
 
     @property
     def n_features(self) -> int:
         return self.borders.shape[-2]
+
+    @property
+    def feature_names_in_(self) -> Optional[np.ndarray]:
+        """The feature names (:attr:`feature_names` as NumPy), or ``None``."""
+        return None if self.feature_names is None else self.feature_names.array
 
     @property
     def classes_(self) -> Optional[np.ndarray]:
@@ -415,12 +439,18 @@ def _raw(model, X, n_rounds, base_margin=None, then=lambda raw: raw):
     """``then(raw scores)`` of the checked rows ``X`` (``(None, X)`` for zero rows), computed in
     row buckets (:func:`_by_row_buckets`)."""
     _check_model(model)
-    X = _validation.predict_matrix(X, model.n_features)
+    X = _validation.predict_matrix(_in_order(model, X), model.n_features)
     margin = _margin(model, base_margin, X.shape[0])
     if X.shape[0] == 0:
         return None, X
     return _by_row_buckets(model, X, margin, lambda X, margin: then(
         _batched(model, lambda m: _plus(m.raw_scores(X, n_rounds), margin)))), X
+
+
+def _in_order(model, X):
+    """A DataFrame's columns in the order of the model's feature names (matched by name)."""
+    names = getattr(model, "feature_names", None)
+    return _validation.frame_in_order(X, None if names is None else names.values)
 
 
 def _margin(model, base_margin, n: int):
@@ -536,7 +566,7 @@ def predict_proba(model: Model, X, n_rounds: Optional[int] = None, base_margin=N
     """
     _check_model(model)
     _require_classification(model, "predict_proba")
-    X = _validation.predict_matrix(X, model.n_features)
+    X = _validation.predict_matrix(_in_order(model, X), model.n_features)
     margin = _margin(model, base_margin, X.shape[0])
     if X.shape[0] == 0:
         return _empty(model, (_width(model, lambda m, X1: _proba(m, X1, n_rounds)),))
@@ -556,7 +586,7 @@ def predict_class(model: Model, X, n_rounds: Optional[int] = None, base_margin=N
     ``model.classes``), those labels as a NumPy array."""
     _check_model(model)
     _require_classification(model, "predict_class")
-    X = _validation.predict_matrix(X, model.n_features)
+    X = _validation.predict_matrix(_in_order(model, X), model.n_features)
     margin = _margin(model, base_margin, X.shape[0])
     if X.shape[0] == 0:
         empty = _empty(model, (), jnp.int32)
@@ -606,7 +636,7 @@ def staged_predict(model: Model, X, fn: Optional[Callable] = None, *args):
     if model.batch_shape:
         raise ValueError(f"staged_predict takes one model; this one has batch axes "
                          f"{model.batch_shape}: index it first (jax.tree_util.tree_map(lambda a: a[i], model)).")
-    X = _validation.predict_matrix(X, model.n_features)
+    X = _validation.predict_matrix(_in_order(model, X), model.n_features)
     return model.staged(X, _identity if fn is None else fn, *args)
 
 
