@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import jboost
+from jboost import _validation
 from jboost import io as jio
 
 pd = pytest.importorskip("pandas")
@@ -36,6 +37,9 @@ def _array(df):
 
 def test_a_frame_is_its_array_and_keeps_its_names(frame, tmp_path):
     df, y = frame
+    # Nullable columns' pd.NA become NaN (missing), bools 0/1: the settings layer's matrix.
+    np.testing.assert_array_equal(_validation.as_matrix(df), _array(df).astype(np.float32))
+    assert np.isnan(_validation.as_matrix(df)[[3, 7], 1]).all()
     model = jboost.fit(df, y, "binomial_deviance", **KW)
     ref = jboost.fit(_array(df), y.to_numpy(), "binomial_deviance", **KW)
     np.testing.assert_array_equal(jboost.predict(model, df), jboost.predict(ref, _array(df)))
