@@ -392,7 +392,7 @@ class RoundsOutput(NamedTuple):
 
 # Host-side calls of a concrete fit: seconds a call should take once the pace is known (so Ctrl-C
 # lands within about that), and the rounds of the first calls, which measure it.
-CALL_SECONDS = 1.0
+CALL_SECONDS = 0.25
 FIRST_CALLS = (1, 2, 4)
 
 

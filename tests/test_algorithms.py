@@ -173,10 +173,15 @@ def test_a_new_algorithm_is_one_round_function():
 
 def test_an_algorithm_compiles_once_for_its_shapes_and_static_settings(monkeypatch):
     """Fits that differ only in traced settings (learning rate, subsample, key) and data values
-    trace the round function once: one compiled program."""
+    trace the program of their rounds once (boosting.boost_rounds: one compiled program for all
+    of a fit's host-side calls), and the round function twice (the program, and once for the
+    shapes of the rounds' buffers, boosting.rounds_template)."""
     X, y, _, _ = BIN
     monkeypatch.setattr(adaboost, "adaboost_m1_round",
-                        chex.assert_max_traces(adaboost.adaboost_m1_round, n=1))
+                        chex.assert_max_traces(adaboost.adaboost_m1_round, n=2))
+    monkeypatch.setattr(boosting, "boost_rounds",
+                        jax.jit(chex.assert_max_traces(boosting.boost_rounds.__wrapped__, n=1),
+                                static_argnames=("config",)))
     for lr, sub, key in [(1.0, 1.0, 0), (0.5, 0.8, 1), (0.3, 0.6, 2)]:
         A.adaboost_m1(X[::-1], y[::-1], n_rounds=N_ROUNDS, depth=1, learning_rate=lr,
                       subsample=sub, key=key)

@@ -111,10 +111,12 @@ def test_vmap_over_hyperparameters_and_key_equals_separate_fits(data, fit_kw, fi
 def test_boost_compiles_once_for_all_hyperparameter_values(data, fit_kw, monkeypatch):
     X, y, *_ = data
     X, y = X[:197], y[:197]
-    # boosting.boost traced at most once for four settings of every continuous hyperparameter
-    # and the key (chex raises on a second trace).
-    counted = jax.jit(chex.assert_max_traces(boosting.boost.__wrapped__, n=1), static_argnames=("config",))
-    monkeypatch.setattr(boosting, "boost", counted)
+    # The program of a concrete fit's rounds (boosting.boost_rounds, called once per host-side
+    # call of rounds) traced at most once for four settings of every continuous hyperparameter
+    # and the key, and for all the calls of each fit (chex raises on a second trace).
+    counted = jax.jit(chex.assert_max_traces(boosting.boost_rounds.__wrapped__, n=1),
+                      static_argnames=("config",))
+    monkeypatch.setattr(boosting, "boost_rounds", counted)
     settings = [dict(), dict(learning_rate=0.05, l2=3.0, key=1),
                 dict(min_split_gain=0.1, min_child_weight=5.0, subsample=0.5, colsample=0.4, key=7),
                 dict(learning_rate=1.0, l2=0.0, subsample=0.9, colsample=0.8)]

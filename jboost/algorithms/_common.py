@@ -144,11 +144,44 @@ def _resumed(model: model_lib.Booster, data: boosting.Data, loss: losses_lib.Los
     return boosting.resume(data, model.trees, model.baseline, loss, config, extra)
 
 
+# The keyword arguments every algorithm takes to run its rounds as jboost.fit does (run's
+# ``rounds``): early stopping, progress, callbacks, checkpoints and per-row offsets.
+ROUNDS_DEFAULTS = dict(early_stopping_rounds=None, early_stopping_tolerance=0.0, eval_metric=None,
+                       verbose=0, callbacks=(), checkpoint_dir=None, checkpoint_every=None)
+
+ROUNDS_DOC = """early_stopping_rounds, early_stopping_tolerance, eval_metric, verbose, callbacks,
+        checkpoint_dir, checkpoint_every: as :func:`jboost.fit`'s (the same round runner,
+        :func:`jboost.api.run_rounds`): stop when the ``eval_set`` score (the validation loss
+        or ``eval_metric``) has not improved for ``early_stopping_rounds`` rounds (the model
+        then records ``best_round``, which predictions use), progress lines every ``verbose``
+        rounds, ``callbacks`` after every chunk of rounds, a checkpoint in ``checkpoint_dir``
+        that a rerun of the same call continues from (bitwise the uninterrupted model; the
+        algorithm's state is part of the checkpoint's ``info``). ``eval_metric`` without
+        ``early_stopping_rounds`` is shown and given to callbacks only. ``Ctrl-C`` during a
+        concrete fit returns the rounds fitted so far with a warning."""
+
+
+def rounds_args(namespace: Mapping) -> dict:
+    """The :data:`ROUNDS_DEFAULTS` arguments of an entry point from its ``locals()``."""
+    return {k: namespace[k] for k in ROUNDS_DEFAULTS}
+
+
+def margins(data: boosting.Data, name: str, base_margin, eval_base_margin, eval_set, k: int,
+            offsets: bool) -> boosting.Data:
+    """``data`` with per-row offsets of the raw scores (``base_margin``, ``eval_base_margin``;
+    :func:`jboost.fit`'s), checked; ``offsets``: whether algorithm ``name`` can start its raw
+    scores from them (else a given ``base_margin`` is refused, naming the argument)."""
+    from jboost import api
+
+    _validation.check_base_margin_supported(name, base_margin, eval_base_margin, offsets)
+    return api._with_margins(data, base_margin, eval_base_margin, eval_set, k)
+
+
 def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
         config: boosting.BoostConfig, loss: losses_lib.Loss, init_raw=None,
         weights: Optional[Callable] = None, *, name: str, state: Tuple[str, ...] = (),
         init_model: Optional[model_lib.Booster] = None,
-        k_from_labels: bool = False) -> model_lib.Booster:
+        k_from_labels: bool = False, rounds: Optional[Mapping] = None) -> model_lib.Booster:
     """Boost on the scaffold (:func:`jboost.boosting.boost` with ``config.algorithm``) from
     ``init_raw`` (zeros by default) and wrap the result as a :class:`jboost.Booster` of
     algorithm ``name`` (:data:`ALGORITHMS`; kept as ``info["algorithm"]``).
@@ -161,37 +194,73 @@ def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
     rounds from its raw scores and state, round keys folded from its round count, so ``r``
     rounds then ``s`` more equal ``r + s`` rounds bitwise; the result holds every round.
 
+    ``rounds``: the entry point's :data:`ROUNDS_DEFAULTS` arguments (early stopping, progress,
+    callbacks, checkpoints). A concrete fit runs its rounds through :func:`jboost.fit`'s runner,
+    :func:`jboost.api.run_rounds` (host-side calls of one compiled program: ``Ctrl-C``,
+    progress, checkpoints of the model with its state in ``info``); under ``jax.vmap`` it is
+    one program (:func:`jboost.boosting.boost`; early stopping too, each model on its own).
+
     Before compiling, the fit's memory estimate (:func:`jboost._validation.check_boosting_memory`)
     refuses what cannot fit (``MemoryError``; ``k_from_labels``: the message names K = max(y) + 1
     from the labels, e.g. a class label of 1e6).
     """
+    from jboost import api
+
+    rounds = dict(ROUNDS_DEFAULTS, **(rounds or {}))
+    has_valid = data.y_valid.shape[0] > 0
+    stopping = _validation.check_early_stopping(
+        rounds["early_stopping_rounds"], rounds["early_stopping_tolerance"], None, loss,
+        has_validation=has_valid)
+    metric = _validation.check_eval_metric(rounds["eval_metric"], loss, has_validation=has_valid)
+    if stopping is not None:
+        stopping = stopping._replace(metric=metric)
+    config = config._replace(early_stopping=stopping, eval_metric=metric if stopping is None else None)
     n_features, n_rows = data.X_binned.shape
     _validation.check_boosting_memory(
         n_rows, n_features, config, loss, k_from_labels=k_from_labels and loss.n_outputs > 1,
         what=f"{name} model", fix="use a smaller depth or n_bins"
         + (", or map the labels to 0..K-1" if k_from_labels and loss.n_outputs > 1 else ""))
     key = _validation.as_key(key)
-    # A new fit starts from the scaffold's initial state, a continued one from init_model's:
-    # the same compiled program (the state and the first round are arguments) serves both.
     if init_model is None:
         init_raw = jnp.zeros((loss.n_outputs,), jnp.float32) if init_raw is None else init_raw
-        start, first_round = boosting.init(data, loss, init_raw, config), 0
     else:
         init_raw = init_model.baseline
-        start, first_round = _resumed(init_model, data, loss, config, state), init_model.n_rounds
-    if init_model is None and not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):
+    init_raw = jnp.asarray(init_raw, jnp.float32)
+    traced = any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, key)))
+    if init_model is None and not traced:
         _validation.warn_if_no_gradient(loss, data, init_raw)  # fit's warning: nothing to learn
-    out = boosting.boost(data, key, hyper, loss, init_raw, config=config, state=start,
-                         first_round=first_round)
+
+    def booster_of(out: boosting.BoostOutput, start: Optional[model_lib.Booster]) -> model_lib.Booster:
+        info = dict(out.info, weights=data.w if weights is None else weights(out.extra),
+                    algorithm=jnp.int32(ALGORITHMS.index(name)),
+                    **dict(zip(state, jax.tree_util.tree_leaves(out.extra))))
+        booster = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
+                                    baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
+                                    valid_loss=out.valid_loss, info=info, best_round=out.best_round)
+        return booster if start is None else model_lib.joined(start, booster, tuple(out.info))
+
+    if not traced and _validation.host_rounds_possible():
+        ran = api.run_rounds(data, key, hyper, loss, init_raw, config, start=init_model,
+                             resume=lambda model: _resumed(model, data, loss, config, state),
+                             model_of=booster_of, verbose=rounds["verbose"],
+                             callbacks=rounds["callbacks"], checkpoint_dir=rounds["checkpoint_dir"],
+                             checkpoint_every=rounds["checkpoint_every"])
+        out, start = ran.out, ran.start
+    else:
+        _validation.check_concrete_rounds(rounds, f"jboost.algorithms.{name}")
+        config = config._replace(eval_metric=None)
+        # The same compiled program serves a new fit and a continued one (the state and the
+        # first round are arguments).
+        if init_model is None:
+            begin, first_round = boosting.init(data, loss, init_raw, config), 0
+        else:
+            begin, first_round = _resumed(init_model, data, loss, config, state), init_model.n_rounds
+        out = boosting.boost(data, key, hyper, loss, init_raw, config=config, state=begin,
+                             first_round=first_round)
+        start = init_model
     if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, out.train_loss))):
         _validation.check_finite_fit(out.train_loss, loss, data, init_raw)  # no silent NaN model
-    info = dict(out.info, weights=data.w if weights is None else weights(out.extra),
-                algorithm=jnp.int32(ALGORITHMS.index(name)),
-                **dict(zip(state, jax.tree_util.tree_leaves(out.extra))))
-    booster = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
-                                baseline=jnp.asarray(init_raw, jnp.float32), loss=out.final_loss,
-                                train_loss=out.train_loss, valid_loss=out.valid_loss, info=info)
-    return booster if init_model is None else model_lib.joined(init_model, booster, tuple(out.info))
+    return booster_of(out, start)
 
 
 # --------------------------------------------------------------------------------------------

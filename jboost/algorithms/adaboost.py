@@ -40,6 +40,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jboost import _validation
 from jboost import api
 from jboost import boosting
 from jboost import losses as losses_lib
@@ -118,7 +119,10 @@ def adaboost_m1_round(r: boosting.Round, *, err_floor: float = 1e-10) -> boostin
 def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0, l2=0.0,
                 min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
                 colsample_by: str = "tree", err_floor=1e-10, n_bins: int = 256, sample_weight=None,
-                eval_set=None, key=0, borders=None, init_model=None) -> model_lib.Booster:
+                eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
+                early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
+                checkpoint_dir=None, checkpoint_every=None, base_margin=None,
+                eval_base_margin=None) -> model_lib.Booster:
     """Discrete AdaBoost.M1 (ESL Algorithm 10.1; Freund and Schapire 1997) with oblivious trees.
 
     1. ``w_i = 1/N``. 2. For ``m = 1..M``: (a) fit a classifier ``G_m(x) in {-1,+1}`` to the
@@ -159,6 +163,8 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
       continues: ``log_weights`` ``(n,)`` their exact logs and ``done`` ``()`` whether the model
       stopped; and ``algorithm`` ``()`` (an index into :data:`jboost.algorithms.ALGORITHMS`).
     """
+    rounds = _common.rounds_args(locals())
+    _validation.check_base_margin_supported("adaboost_m1", base_margin, eval_base_margin, False)
     err_floor = _common.static_real(err_floor, "err_floor", 0.0, 0.5, lo_open=True)
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
@@ -172,7 +178,7 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
                                                n_bins=n_bins, borders=borders)
     return _common.run(data, borders, key, hyper, config, losses_lib.exponential(),
                        weights=_final_weights, name="adaboost_m1", state=STATE,
-                       init_model=init_model)
+                       init_model=init_model, rounds=rounds)
 
 
 # --------------------------------------------------------------------------------------------
@@ -244,7 +250,7 @@ def samme_r_round(r: boosting.Round, *, eps: float = 1e-6) -> boosting.RoundResu
 
 def _fit_samme(X, y, name, round_fn, static, *, n_classes, n_rounds, depth, learning_rate, l2,
                min_split_gain, min_child_weight, subsample, colsample, colsample_by, n_bins,
-               sample_weight, eval_set, key, borders, init_model) -> model_lib.Booster:
+               sample_weight, eval_set, key, borders, init_model, rounds) -> model_lib.Booster:
     (setting, value), = static.items()
     value = _common.static_real(value, setting, 0.0, 0.5, lo_open=True)
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
@@ -258,13 +264,16 @@ def _fit_samme(X, y, name, round_fn, static, *, n_classes, n_rounds, depth, lear
                                                eval_set=eval_set, n_bins=n_bins, borders=borders)
     return _common.run(data, borders, key, hyper, config, losses_lib.samme_exponential(k),
                        weights=_final_weights, name=name, state=STATE, init_model=init_model,
-                       k_from_labels=n_classes is None)
+                       k_from_labels=n_classes is None, rounds=rounds)
 
 
 def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning_rate=1.0, l2=0.0,
           min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
           colsample_by: str = "tree", err_floor=1e-10, n_bins: int = 256, sample_weight=None,
-          eval_set=None, key=0, borders=None, init_model=None) -> model_lib.Booster:
+          eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
+          early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
+          checkpoint_dir=None, checkpoint_every=None, base_margin=None,
+          eval_base_margin=None) -> model_lib.Booster:
     """SAMME (Zhu, Zou, Rosset and Hastie 2009, Algorithm 2): multi-class discrete AdaBoost.
 
     As :func:`adaboost_m1` with a K-class weak learner (each leaf votes its weighted plurality
@@ -284,18 +293,23 @@ def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning
       ``f = (K-1) sum_m alpha_m (onehot(T_m) - 1/K)``; ``info`` as :func:`adaboost_m1`'s
       (``coef`` is ``alpha_m``).
     """
+    rounds = _common.rounds_args(locals())
+    _validation.check_base_margin_supported("samme", base_margin, eval_base_margin, False)
     return _fit_samme(X, y, "samme", samme_round, dict(err_floor=err_floor), n_classes=n_classes,
                       n_rounds=n_rounds, depth=depth, learning_rate=learning_rate, l2=l2,
                       min_split_gain=min_split_gain, min_child_weight=min_child_weight,
                       subsample=subsample, colsample=colsample, colsample_by=colsample_by,
                       n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
-                      borders=borders, init_model=init_model)
+                      borders=borders, init_model=init_model, rounds=rounds)
 
 
 def samme_r(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning_rate=1.0,
             l2=0.0, min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
             colsample_by: str = "tree", eps=1e-6, n_bins: int = 256, sample_weight=None,
-            eval_set=None, key=0, borders=None, init_model=None) -> model_lib.Booster:
+            eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
+          early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
+          checkpoint_dir=None, checkpoint_every=None, base_margin=None,
+          eval_base_margin=None) -> model_lib.Booster:
     """SAMME.R (Zhu, Zou, Rosset and Hastie 2009, Algorithm 4): multi-class real AdaBoost.
 
     For ``m = 1..M``: (a) fit the K-class tree to the weighted data and take its leaf's weighted
@@ -310,10 +324,12 @@ def samme_r(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learni
       learning rate, ``err`` the weighted error of the leaf plurality class, ``status`` (OK),
       ``weights`` the final observation weights.
     """
+    rounds = _common.rounds_args(locals())
+    _validation.check_base_margin_supported("samme_r", base_margin, eval_base_margin, False)
     return _fit_samme(X, y, "samme_r", samme_r_round, dict(eps=eps), n_classes=n_classes,
                       n_rounds=n_rounds,
                       depth=depth, learning_rate=learning_rate, l2=l2,
                       min_split_gain=min_split_gain, min_child_weight=min_child_weight,
                       subsample=subsample, colsample=colsample, colsample_by=colsample_by,
                       n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
-                      borders=borders, init_model=init_model)
+                      borders=borders, init_model=init_model, rounds=rounds)

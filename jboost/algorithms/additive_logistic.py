@@ -93,7 +93,7 @@ def gentle_adaboost_round(r: boosting.Round) -> boosting.RoundResult:
 
 def _fit_binary(X, y, name, algorithm: boosting.Algorithm, loss: losses_lib.Loss, *, n_rounds,
                 depth, learning_rate, l2, min_split_gain, min_child_weight, subsample, colsample,
-                colsample_by, n_bins, sample_weight, eval_set, key, borders, init_model):
+                colsample_by, n_bins, sample_weight, eval_set, key, borders, init_model, rounds):
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
@@ -105,13 +105,16 @@ def _fit_binary(X, y, name, algorithm: boosting.Algorithm, loss: losses_lib.Loss
                                                n_bins=n_bins, borders=borders)
     # The state is the log observation weights, kept as info["log_weights"].
     return _common.run(data, borders, key, hyper, config, loss, weights=jnp.exp, name=name,
-                       state=("log_weights",), init_model=init_model)
+                       state=("log_weights",), init_model=init_model, rounds=rounds)
 
 
 def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0, l2=0.0,
                   min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
                   colsample_by: str = "tree", eps=1e-6, n_bins: int = 256, sample_weight=None,
-                  eval_set=None, key=0, borders=None, init_model=None) -> model_lib.Booster:
+                  eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
+                  early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
+                  checkpoint_dir=None, checkpoint_every=None, base_margin=None,
+                  eval_base_margin=None) -> model_lib.Booster:
     """Real AdaBoost (FHT Algorithm 2; Schapire and Singer 1999).
 
     ``w_i = 1/N``, ``F = 0``. For ``m = 1..M``: (a) fit the classifier (a least-squares tree of
@@ -134,18 +137,23 @@ def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.
     """
     eps = _common.static_real(eps, "eps", 0.0, 0.5, lo_open=True)
     algorithm = _common.algorithm(real_adaboost_round, _common.init_log_weights, eps=eps)
+    rounds = _common.rounds_args(locals())
+    _validation.check_base_margin_supported("real_adaboost", base_margin, eval_base_margin, False)
     return _fit_binary(X, y, "real_adaboost", algorithm, losses_lib.exponential(),
                        n_rounds=n_rounds, depth=depth, learning_rate=learning_rate, l2=l2,
                        min_split_gain=min_split_gain, min_child_weight=min_child_weight,
                        subsample=subsample, colsample=colsample, colsample_by=colsample_by,
                        n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
-                       borders=borders, init_model=init_model)
+                       borders=borders, init_model=init_model, rounds=rounds)
 
 
 def gentle_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0, l2=0.0,
                     min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
                     colsample_by: str = "tree", n_bins: int = 256, sample_weight=None,
-                    eval_set=None, key=0, borders=None, init_model=None) -> model_lib.Booster:
+                    eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
+                    early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
+                    checkpoint_dir=None, checkpoint_every=None, base_margin=None,
+                    eval_base_margin=None) -> model_lib.Booster:
     """Gentle AdaBoost (FHT Algorithm 4).
 
     ``w_i = 1/N``, ``F = 0``. For ``m = 1..M``: (a) fit ``f_m(x)`` by weighted least squares of
@@ -157,13 +165,16 @@ def gentle_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=
     Returns:
       A :class:`jboost.Booster` (exponential loss); ``info`` as :func:`real_adaboost`'s.
     """
+    rounds = _common.rounds_args(locals())
+    _validation.check_base_margin_supported("gentle_adaboost", base_margin, eval_base_margin, False)
     return _fit_binary(X, y, "gentle_adaboost",
                        _common.algorithm(gentle_adaboost_round, _common.init_log_weights),
                        losses_lib.exponential(), n_rounds=n_rounds, depth=depth,
                        learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                        min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
                        colsample_by=colsample_by, n_bins=n_bins, sample_weight=sample_weight,
-                       eval_set=eval_set, key=key, borders=borders, init_model=init_model)
+                       eval_set=eval_set, key=key, borders=borders, init_model=init_model,
+                       rounds=rounds)
 
 
 # --------------------------------------------------------------------------------------------
@@ -223,7 +234,9 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
                learning_rate=1.0, l2=0.0, min_split_gain=0.0, min_child_weight=0.0, subsample=1.0,
                colsample=1.0, colsample_by: str = "tree", z_max=4.0, n_bins: int = 256,
                sample_weight=None, eval_set=None, key=0, borders=None,
-               init_model=None) -> model_lib.Booster:
+               init_model=None, early_stopping_rounds=None, early_stopping_tolerance=0.0,
+               eval_metric=None, verbose: int = 0, callbacks=(), checkpoint_dir=None,
+               checkpoint_every=None, base_margin=None, eval_base_margin=None) -> model_lib.Booster:
     """LogitBoost: Newton steps for the Bernoulli / multinomial log-likelihood (FHT Alg. 3 and 6).
 
     Two classes (FHT Algorithm 3): ``F = 0``, ``p = 1/2``. For ``m = 1..M``: (a) ``z_i = (y*_i -
@@ -263,6 +276,7 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
       vector leaves, loss ``multinomial_deviance``. ``info``: ``coef`` the round's learning rate,
       ``err`` NaN, ``status`` OK, ``weights`` the sample weights.
     """
+    rounds = _common.rounds_args(locals())
     _validation.check_choice(form, "form", ("auto", "two_class", "k_class"))
     z_max = _common.static_real(z_max, "z_max", 0.0, float("inf"), lo_open=True)
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
@@ -280,5 +294,7 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
         round_fn, loss = logitboost_k_round, losses_lib.multinomial_deviance(k)
     # The round (one tree, or K per round) depends on K, known once the labels are checked.
     config = config._replace(algorithm=_common.algorithm(round_fn, z_max=z_max))
+    data = _common.margins(data, "logitboost", base_margin, eval_base_margin, eval_set,
+                           loss.n_outputs, offsets=True)  # the raw scores F start at the offsets
     return _common.run(data, borders, key, hyper, config, loss, name="logitboost",
-                       init_model=init_model, k_from_labels=n_classes is None)
+                       init_model=init_model, k_from_labels=n_classes is None, rounds=rounds)

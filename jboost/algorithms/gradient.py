@@ -167,7 +167,8 @@ def stagewise_round(r: boosting.Round, *, n_newton: int = 5,
 
 def _fit(X, y, name, loss, algorithm, *, n_rounds, depth, learning_rate, subsample, colsample,
          colsample_by, l2, min_split_gain, min_child_weight, n_bins, sample_weight, eval_set, key,
-         n_outputs, task, borders, init_model) -> model_lib.Booster:
+         n_outputs, task, borders, init_model, rounds, base_margin,
+         eval_base_margin) -> model_lib.Booster:
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
@@ -188,10 +189,14 @@ def _fit(X, y, name, loss, algorithm, *, n_rounds, depth, learning_rate, subsamp
     if loss_obj.adaptive_huber_alpha:
         raise ValueError("the adaptive Huber loss (huber(alpha=...)) is supported by jboost.fit; "
                          "pass losses.huber(delta=...) here.")
-    # A continued fit starts from init_model's baseline and raw scores.
-    init_raw = None if init_model is not None else losses_lib.baseline(loss_obj, data.y, data.w)
+    data = _common.margins(data, name, base_margin, eval_base_margin, eval_set, loss_obj.n_outputs,
+                           offsets=True)
+    # A continued fit starts from init_model's baseline and raw scores; with offsets the
+    # baseline is the optimal constant next to them (as jboost.fit's).
+    init_raw = (None if init_model is not None else
+                losses_lib.baseline(loss_obj, data.y, data.w, data.margin))
     return _common.run(data, borders, key, hyper, config, loss_obj, init_raw, name=name,
-                       init_model=init_model)
+                       init_model=init_model, rounds=rounds)
 
 
 def _newton_settings(n_newton, max_step):
@@ -205,7 +210,10 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
                    n_newton: int = 5, max_step=1.0, n_bins: int = 256, sample_weight=None,
                    eval_set=None, key=0, n_outputs: Optional[int] = None,
                    task: Optional[str] = None, borders=None,
-                   init_model: Optional[model_lib.Booster] = None) -> model_lib.Booster:
+                   init_model: Optional[model_lib.Booster] = None, early_stopping_rounds=None,
+                   early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0,
+                   callbacks=(), checkpoint_dir=None, checkpoint_every=None, base_margin=None,
+                   eval_base_margin=None) -> model_lib.Booster:
     """Gradient tree boosting, ESL Algorithm 10.3 (Friedman 2001), with shrinkage and subsampling.
 
     1. ``f_0 = argmin_gamma sum L(y_i, gamma)``. 2. For ``m = 1..M``: (a) ``r_im = -dL(y_i,
@@ -249,7 +257,8 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
                 colsample_by=colsample_by, l2=l2, min_split_gain=min_split_gain,
                 min_child_weight=min_child_weight, n_bins=n_bins, sample_weight=sample_weight,
                 eval_set=eval_set, key=key, n_outputs=n_outputs, task=task, borders=borders,
-                init_model=init_model)
+                init_model=init_model, rounds=_common.rounds_args(locals()),
+                base_margin=base_margin, eval_base_margin=eval_base_margin)
 
 
 def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth: int = 3,
@@ -258,7 +267,10 @@ def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth:
                       max_step=1.0, n_bins: int = 256, sample_weight=None, eval_set=None, key=0,
                       n_outputs: Optional[int] = None, task: Optional[str] = None,
                       borders=None,
-                      init_model: Optional[model_lib.Booster] = None) -> model_lib.Booster:
+                      init_model: Optional[model_lib.Booster] = None,
+                      early_stopping_rounds=None, early_stopping_tolerance=0.0, eval_metric=None,
+                      verbose: int = 0, callbacks=(), checkpoint_dir=None, checkpoint_every=None,
+                      base_margin=None, eval_base_margin=None) -> model_lib.Booster:
     """Forward stagewise additive modelling, ESL Algorithm 10.2, with trees as basis functions.
 
     1. ``f_0 = argmin_gamma sum L(y_i, gamma)``. 2. For ``m = 1..M``: (a) the basis function
@@ -286,4 +298,5 @@ def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth:
                 colsample_by=colsample_by, l2=l2, min_split_gain=min_split_gain,
                 min_child_weight=min_child_weight, n_bins=n_bins, sample_weight=sample_weight,
                 eval_set=eval_set, key=key, n_outputs=n_outputs, task=task, borders=borders,
-                init_model=init_model)
+                init_model=init_model, rounds=_common.rounds_args(locals()),
+                base_margin=base_margin, eval_base_margin=eval_base_margin)
