@@ -495,15 +495,8 @@ def _importance(model, *, kind: str, per_class: bool, axis: Optional[str]):
 
 
 def _used_gains(m):
-    """The split gains of the rounds a prediction uses: with early stopping (``best_round``) a
-    Booster's or each bag's later rounds count 0 (as :func:`jboost.predict` drops them)."""
-    gains, best = m.trees.gains, getattr(m, "best_round", None)
-    if best is None or not isinstance(m, (model_lib.Booster, BaggedBoosters)):
-        return gains
-    rounds = jnp.arange(m.n_rounds)
-    keep = rounds <= best if isinstance(m, model_lib.Booster) else rounds[None, :] <= jnp.asarray(best)[:, None]
-    keep = keep.reshape(keep.shape + (1,) * (gains.ndim - keep.ndim))
-    return jnp.where(keep, gains, jnp.zeros((), gains.dtype))
+    """The split gains of the rounds a prediction uses (:func:`jboost.model.used_gains`)."""
+    return model_lib.used_gains(m)
 
 
 def _scaled(imp):

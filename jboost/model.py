@@ -644,13 +644,27 @@ def _identity(raw):
     return raw
 
 
+def used_gains(m) -> jax.Array:
+    """The split gains of the rounds a prediction uses: with early stopping (``best_round``, of
+    shape ``S``: ``()`` for a Booster, ``(B,)`` for bagged boosters, whose gains are
+    ``S + (n_rounds, ...)``), the later rounds count 0, as :func:`predict` drops them."""
+    gains, best = m.trees.gains, getattr(m, "best_round", None)
+    if best is None:
+        return gains
+    best = jnp.asarray(best)
+    keep = jnp.arange(gains.shape[best.ndim]) <= best[..., None]
+    keep = keep.reshape(keep.shape + (1,) * (gains.ndim - keep.ndim))
+    return jnp.where(keep, gains, jnp.zeros((), gains.dtype))
+
+
 def feature_importance(model: Model) -> jax.Array:
-    """Total split gain per feature over all trees, normalised to sum to 1 ``(n_features,)``
-    (with the model's batch axes in front)."""
+    """Total split gain per feature over the trees a prediction uses (rounds up to
+    ``best_round``), normalised to sum to 1 ``(n_features,)`` (with the model's batch axes in
+    front). ESL's relative importance and others: :func:`jboost.inspect.importance`."""
     _check_model(model)
 
     def one(m):
-        gains = m.trees.gains.reshape(-1)
+        gains = used_gains(m).reshape(-1)
         feats = m.trees.features.reshape(-1)
         total = jax.ops.segment_sum(gains, feats, num_segments=m.n_features)
         return total / jnp.maximum(jnp.sum(total), 1e-30)

@@ -169,3 +169,11 @@ def test_a_new_batch_size_in_a_predicted_bucket_compiles_nothing(binary_model, b
                 fn(binary_model, X[:n]).block_until_ready()
     compiled = [r.getMessage()[:120] for r in caplog.records if "Compiling" in r.getMessage()]
     assert not compiled, compiled
+
+
+def test_feature_importance_counts_only_the_rounds_predictions_use(binary_model):
+    # With early stopping predictions use rounds 0..best_round: so does the importance.
+    stopped = binary_model._replace(best_round=jnp.int32(1))
+    first_two = binary_model._replace(trees=jax.tree_util.tree_map(lambda a: a[:2], binary_model.trees))
+    np.testing.assert_array_equal(jboost.feature_importance(stopped), jboost.feature_importance(first_two))
+    assert not np.array_equal(jboost.feature_importance(stopped), jboost.feature_importance(binary_model))
