@@ -102,9 +102,9 @@ def test_one_compilation_and_the_same_model_however_the_calls_are_cut(binary, mo
     one traced program (chex raises on a second trace) and give bitwise the same model
     as one call of every round."""
     X, y, Xv, yv = binary
-    counted = jax.jit(chex.assert_max_traces(boosting.boost_rounds.__wrapped__, n=1),
-                      static_argnames=("config",))
-    monkeypatch.setattr(boosting, "boost_rounds", counted)
+    # The body of boosting.boost_rounds, run when it is traced (this test's settings are its own:
+    # no program of them is cached).
+    monkeypatch.setattr(boosting, "_boost_rounds", chex.assert_max_traces(boosting._boost_rounds, n=1))
     calls = []
     real = api._rounds_fn
 
@@ -125,3 +125,96 @@ def test_one_compilation_and_the_same_model_however_the_calls_are_cut(binary, mo
     monkeypatch.setattr(api, "FIRST_CALLS", (1, 2, 4))
     monkeypatch.setattr(api, "CALL_SECONDS", 1.0)
     _same(jboost.fit(X, y, "binomial_deviance", verbose=5, **kw), whole)
+
+
+# --------------------------------------------------------------------------------------------
+# The algorithms on the same runner
+# --------------------------------------------------------------------------------------------
+
+
+def test_an_algorithm_stops_early_and_reports_progress(binary, capsys):
+    """adaboost_m1 with early stopping on the validation loss: it really stops (fewer rounds,
+    best_round the argmin of the validation losses within patience of the end); progress lines
+    and callbacks carry its rounds; the model predicts with its best round by default."""
+    X, y, Xv, yv = binary
+    seen = []
+    m = jboost.algorithms.adaboost_m1(X, y, n_rounds=300, eval_set=(Xv, yv), early_stopping_rounds=4,
+                                      verbose=3, callbacks=[seen.append], **KW)
+    assert m.n_rounds < 300 and m.n_rounds - 1 - int(m.best_round) == 4
+    assert int(m.best_round) == int(np.argmin(np.asarray(m.valid_loss)))
+    assert seen[-1]["round"] == m.n_rounds and np.isfinite(seen[-1]["valid_loss"]).all()
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[jboost] round ")]
+    assert len(lines) == len(seen) == -(-m.n_rounds // 3) and "best round" in lines[-1]
+    np.testing.assert_array_equal(jboost.predict(m, Xv), jboost.predict(m, Xv, n_rounds=int(m.best_round) + 1))
+    # The same rounds as a fit without early stopping (bitwise): the runner cuts, never changes.
+    whole = jboost.algorithms.adaboost_m1(X, y, n_rounds=m.n_rounds, eval_set=(Xv, yv), **KW)
+    _same(m, whole)
+    np.testing.assert_array_equal(m.info["log_weights"], whole.info["log_weights"])
+
+
+def test_a_crashed_algorithm_fit_resumes_from_its_checkpoint_bitwise(binary, tmp_path):
+    """samme_r (state: log weights) with checkpoint_dir: a run that dies after round 10 (its
+    checkpoint then holds 8 rounds, every 4) is rerun and ends bitwise the uninterrupted fit,
+    its state included; another fit in the directory is refused."""
+    X, y, Xv, yv = binary
+    kw = dict(n_rounds=14, eval_set=(Xv, yv), subsample=0.8, learning_rate=0.5, **KW)
+
+    def crash(info):
+        if info["round"] >= 10:
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        jboost.algorithms.samme_r(X, y, checkpoint_dir=tmp_path, checkpoint_every=4,
+                                  callbacks=[crash], **kw)
+    assert jboost.load(tmp_path / "checkpoint.jbm").n_rounds == 8
+    resumed = jboost.algorithms.samme_r(X, y, checkpoint_dir=tmp_path, checkpoint_every=4, **kw)
+    whole = jboost.algorithms.samme_r(X, y, **kw)
+    assert resumed.n_rounds == 14
+    _same(resumed, whole)
+    for field in ("log_weights", "coef", "err", "status"):
+        np.testing.assert_array_equal(resumed.info[field], whole.info[field])
+    with pytest.raises(ValueError, match="holds a checkpoint of another fit"):
+        jboost.algorithms.samme_r(X, 1 - y, checkpoint_dir=tmp_path, checkpoint_every=4, **kw)
+
+
+def test_offsets_for_gradient_algorithms_and_their_refusal_elsewhere(binary):
+    """gradient_boost with a constant base_margin c: the baseline moves by -c and the model,
+    given the offsets, predicts as the fit without them; the AdaBoost family refuses
+    base_margin, naming it."""
+    X, y, Xv, yv = binary
+    rng = np.random.default_rng(2)
+    target = X[:, 0] + 0.3 * rng.normal(size=len(X))
+    kw = dict(n_rounds=6, **KW)
+    plain = jboost.algorithms.gradient_boost(X, target, **kw)
+    shifted = jboost.algorithms.gradient_boost(X, target, base_margin=np.full(len(X), 2.0), **kw)
+    np.testing.assert_allclose(shifted.baseline, plain.baseline - 2.0, atol=1e-5)
+    np.testing.assert_allclose(jboost.predict(shifted, Xv, base_margin=np.full(len(Xv), 2.0)),
+                               jboost.predict(plain, Xv), atol=1e-5)
+    with pytest.raises(ValueError, match="base_margin is not supported by jboost.algorithms.adaboost_m1"):
+        jboost.algorithms.adaboost_m1(X, y, n_rounds=2, base_margin=np.zeros(len(X)), **KW)
+    with pytest.raises(ValueError, match="pass eval_base_margin"):
+        jboost.algorithms.logitboost(X, y, n_rounds=2, base_margin=np.zeros(len(X)),
+                                     eval_set=(Xv, yv), **KW)
+
+
+# --------------------------------------------------------------------------------------------
+# eval_metric without early stopping
+# --------------------------------------------------------------------------------------------
+
+
+def test_eval_metric_without_early_stopping_is_shown_and_recorded(binary, capsys):
+    """eval_metric alone: every round is fitted (no best round), the progress lines and the
+    callbacks carry the metric (the error rate of the staged predictions), and the settings
+    name it; without eval_set it is refused naming eval_set."""
+    X, y, Xv, yv = binary
+    seen = []
+    m = jboost.fit(X, y, "binomial_deviance", n_rounds=6, eval_set=(Xv, yv), eval_metric="error_rate",
+                   verbose=3, callbacks=[seen.append], **KW)
+    assert m.n_rounds == 6 and m.best_round is None and m.settings["eval_metric"] == "error_rate"
+    curve = np.concatenate([info["valid_metric"] for info in seen])
+    staged = np.asarray(jboost.staged_predict(m, Xv))[..., 0]
+    np.testing.assert_allclose(curve, np.mean((staged > 0) != yv, axis=1), rtol=1e-6)
+    assert all(info["metric"] == "error_rate" for info in seen)
+    assert "valid error_rate" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="eval_metric='mse' is computed on the validation rows: pass eval_set"):
+        jboost.algorithms.gradient_boost(X, y.astype(float), n_rounds=2, eval_metric="mse", **KW)
