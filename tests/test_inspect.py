@@ -440,3 +440,59 @@ def test_agrees_with_shap_tree_explainer_on_the_same_trees():
     ours_iv = ji.shap_interaction_values(model, rows, data=X)
     np.testing.assert_allclose(np.asarray(ours_iv.values),
                                explainer.shap_interaction_values(rows.astype(np.float64)), atol=2e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# Partial dependence (issue 18 part 2).
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("targets", [(1,), (0, 2)])
+def test_partial_dependence_by_traversal_equals_friedmans_walk(reg, targets):
+    # Friedman's weighted traversal walked node by node (the brute force above with S = the
+    # target features), covers counted from the data (with its NaN rows).
+    X, _, model = reg
+    pdp = ji.partial_dependence(model, targets, X, grid_resolution=4)
+    ts = _numpy_trees(model.trees)
+    counts = [np.bincount(_leaves(t[0], t[1], t[2], X), minlength=len(t[3])).astype(np.float64) for t in ts]
+    mesh = np.stack([m.reshape(-1) for m in np.meshgrid(*[np.asarray(g) for g in pdp.grid], indexing="ij")], 1)
+    want = []
+    for point in mesh:
+        x = np.zeros(F, np.float32)
+        x[list(targets)] = point
+        want.append(float(np.asarray(model.baseline)[0]) + sum(
+            float(_tree_value(t, set(targets), x, c)[0]) for t, c in zip(ts, counts)))
+    np.testing.assert_allclose(np.asarray(pdp.values).reshape(-1), want, rtol=1e-5, atol=1e-5)
+    assert np.asarray(pdp.values).shape == tuple(len(g) for g in pdp.grid)
+
+
+def test_partial_dependence_by_averaging_and_ice_curves(reg):
+    # ESL eq. 10.47 by brute force: the mean over the data rows of predict with the column set.
+    X, _, model = reg
+    pdp = ji.partial_dependence(model, 0, X, grid=[np.array([-1.0, 0.0, 0.7])], method="average", ice=True)
+    for i, v in enumerate([-1.0, 0.0, 0.7]):
+        rows = X.copy()
+        rows[:, 0] = v
+        pred = np.asarray(jboost.predict(model, rows))
+        np.testing.assert_allclose(np.asarray(pdp.individual)[:, i], pred, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(float(pdp.values[i]), pred.mean(), rtol=1e-5, atol=1e-5)
+    # Stumps are additive: the traversal and the average agree.
+    stumps = jboost.fit(X, reg[1], "squared_error", **{**KW, "depth": 1})
+    a = ji.partial_dependence(stumps, 3, X, grid_resolution=5)
+    b = ji.partial_dependence(stumps, 3, X, grid_resolution=5, method="average")
+    np.testing.assert_allclose(np.asarray(a.values), np.asarray(b.values), rtol=1e-5, atol=1e-5)
+
+
+def test_partial_dependence_of_a_vmapped_model_and_bad_arguments(reg, vmapped):
+    X, _, model = reg
+    pdp = ji.partial_dependence(vmapped, 2, X, grid_resolution=3)
+    assert np.asarray(pdp.values).shape == (2, 3)
+    one = jax.tree_util.tree_map(lambda a: a[1], vmapped)
+    np.testing.assert_allclose(np.asarray(pdp.values[1]),
+                               np.asarray(ji.partial_dependence(one, 2, X, grid_resolution=3).values), atol=1e-6)
+    with pytest.raises(ValueError, match="features must be one feature or a pair"):
+        ji.partial_dependence(model, (0, 1, 2), X)
+    with pytest.raises(ValueError, match="ice=True needs method='average'"):
+        ji.partial_dependence(model, 0, X, ice=True)
+    with pytest.raises(ValueError, match="'age' is not a feature name of the model"):
+        ji.partial_dependence(model, "age", X)
