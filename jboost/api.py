@@ -139,12 +139,15 @@ def fit(
       tree_family: the class of trees to grow, a :class:`jboost.tree.TreeFamily` (static);
         default :class:`jboost.ObliviousTrees`.
       early_stopping_rounds: stop when the ``eval_set`` score has not improved (by more than
-        ``early_stopping_tolerance``) for this many rounds; the fit really stops (rounds run in
-        chunks of 8 inside a ``while_loop``). The Booster then holds the rounds fitted and
+        ``early_stopping_tolerance``) for this many rounds; the fit really stops (a concrete fit
+        after that round, :func:`run_rounds`; under ``jax.vmap`` the rounds run in chunks of 8
+        inside a ``while_loop``). The Booster then holds the rounds fitted and
         ``best_round``, which predictions use by default. Under ``jax.vmap`` each model stops on
         its own; its rounds after the stop are zero trees with NaN losses.
       early_stopping_tolerance: the least decrease of the score that counts as an improvement.
-      eval_metric: the early-stopping score: ``None`` (the loss), ``"error_rate"``, ``"mse"``,
+      eval_metric: the early-stopping score (without ``early_stopping_rounds``: a validation
+        metric shown by ``verbose``, given to ``callbacks`` and named in the settings, nothing
+        more; it needs ``eval_set``): ``None`` (the loss), ``"error_rate"``, ``"mse"``,
         ``"mae"`` (:data:`jboost.metrics.METRICS`, through the loss's link) or ``metric(y, raw, w) -> scalar``
         (minimised; ``raw`` as :func:`jboost.predict` returns it). A module-level function: it is
         static in the compiled program.
@@ -174,10 +177,14 @@ def fit(
       eval_base_margin: the offsets of ``eval_set``'s rows (required with ``base_margin`` and
         an ``eval_set``).
 
-    With ``verbose``, ``callbacks`` or ``checkpoint_dir`` the rounds run as host-side calls of a
-    chunk of rounds each (the same compiled program; the same model bitwise), and ``Ctrl-C``
-    between chunks returns the rounds fitted so far with a warning. Without them the fit is one
-    compiled program, which ``Ctrl-C`` cannot stop before it ends.
+    A concrete fit (not under ``jax.vmap`` / ``jax.jit``) runs its rounds as host-side calls of
+    one compiled program (:func:`run_rounds`: about a quarter of a second each, or a chunk of
+    ``checkpoint_every`` / ``verbose`` rounds; bitwise the same model however the rounds are
+    cut), so ``Ctrl-C`` returns the rounds fitted so far within about a second, with a warning
+    (during the first call, which compiles, it raises ``KeyboardInterrupt``). The fit returns
+    before the device has finished (asynchronous dispatch): time it with
+    ``jax.block_until_ready(model.trees)``. Under ``jax.vmap`` the fit is one traced program,
+    which ``Ctrl-C`` cannot stop before it ends.
 
     Returns:
       A :class:`Booster`, whose ``settings`` (:class:`jboost.model.Settings`) record this call's
