@@ -13,6 +13,7 @@ from jboost import inspect
 from jboost import losses
 from jboost import model
 from jboost import objectives
+from jboost import plot
 from jboost import refit
 from jboost import samplers
 from jboost import splits

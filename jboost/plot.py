@@ -1,0 +1,207 @@
+"""Plots of fitted models (matplotlib, the optional ``plots`` extra; ``import jboost`` never
+imports it): importance bars, partial dependence in one and two variables (ESL Figures 10.14-
+10.16), SHAP summary (beeswarm) and dependence plots, learning curves with the best round, and
+an oblivious tree's diagram. Every function draws on ``ax`` (default: a new figure's axes) and
+returns the axes; the numbers come from :mod:`jboost.inspect` and the model itself.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from jboost import inspect as inspect_lib
+from jboost import tree as tree_lib
+
+
+def _pyplot():
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover - the message is the point
+        raise ImportError("jboost.plot needs matplotlib: pip install 'jboost[plots]' (or "
+                          "matplotlib).") from None
+    return plt
+
+
+def _axes(ax, figsize=(6.0, 4.0)):
+    if ax is not None:
+        return ax
+    plt = _pyplot()
+    return plt.subplots(figsize=figsize)[1]
+
+
+def _names(model, n_features: int, feature_names: Optional[Sequence[str]]):
+    if feature_names is not None:
+        names = [str(f) for f in feature_names]
+        if len(names) != n_features:
+            raise ValueError(f"feature_names has {len(names)} names; the model has {n_features} features.")
+        return names
+    own = getattr(model, "feature_names", None)
+    return list(own.values) if own is not None else [f"x{j}" for j in range(n_features)]
+
+
+def _one_model(model, what: str):
+    if tuple(getattr(model, "batch_shape", ())):
+        raise ValueError(f"{what} plots one model; this one has batch axes {model.batch_shape}: index "
+                         "it first (jax.tree_util.tree_map(lambda a: a[i], model)).")
+
+
+def importance(model, kind: str = "relative", *, max_features: int = 20,
+               feature_names: Optional[Sequence[str]] = None, ax=None):
+    """Horizontal bars of :func:`jboost.inspect.importance` (ESL Figure 10.6 / 10.14 for
+    ``"relative"``), the most important feature on top, at most ``max_features``."""
+    _one_model(model, "importance")
+    imp = np.asarray(inspect_lib.importance(model, kind))
+    names = _names(model, imp.shape[-1], feature_names)
+    order = np.argsort(imp)[::-1][:max_features][::-1]
+    ax = _axes(ax, (6.0, 0.3 * len(order) + 1.2))
+    ax.barh(np.arange(len(order)), imp[order], color="tab:red" if kind == "relative" else "tab:blue")
+    ax.set_yticks(np.arange(len(order)))
+    ax.set_yticklabels([names[j] for j in order])
+    ax.set_xlabel({"relative": "relative importance (ESL eq. 10.43; max 100)", "gain": "summed split gain",
+                   "split_count": "number of splits"}.get(kind, kind))
+    return ax
+
+
+def partial_dependence(model, features, data, *, method: str = "tree", ice: bool = False,
+                       grid_resolution: int = 20, output: int = 0,
+                       feature_names: Optional[Sequence[str]] = None, ax=None, **kwargs):
+    """One-variable partial dependence as a line (with ``ice``, every row's curve in grey
+    behind it; a rug of ``data``'s deciles below), two variables as filled contours (ESL Figures
+    10.15-10.16). ``output`` picks the raw output of a K-output model. Other keyword arguments
+    go to :func:`jboost.inspect.partial_dependence`."""
+    _one_model(model, "partial dependence")
+    pdp = inspect_lib.partial_dependence(model, features, data, method="average" if ice else method,
+                                         ice=ice, grid_resolution=grid_resolution, **kwargs)
+    targets = inspect_lib._target_features(model, features)
+    names = _names(model, model.n_features, feature_names)
+    values = np.asarray(pdp.values)
+    if values.ndim == len(targets) + 1:
+        values = values[..., output]
+    ax = _axes(ax)
+    if len(targets) == 1:
+        grid = np.asarray(pdp.grid[0])
+        if ice:
+            curves = np.asarray(pdp.individual)
+            curves = curves[..., output] if curves.ndim == 3 else curves
+            ax.plot(grid, curves[: min(len(curves), 200)].T, color="0.8", lw=0.5)
+        ax.plot(grid, values, color="tab:green", lw=2)
+        column = np.asarray(data, np.float64)[:, targets[0]] if not hasattr(data, "columns") else \
+            np.asarray(data.iloc[:, targets[0]], np.float64)
+        deciles = np.nanpercentile(column, np.arange(10, 100, 10))
+        lo = ax.get_ylim()[0]
+        ax.plot(deciles, np.full_like(deciles, lo), "|", color="k", ms=10)
+        ax.set_xlabel(names[targets[0]])
+        ax.set_ylabel("partial dependence (raw score)")
+    else:
+        g1, g2 = (np.asarray(g) for g in pdp.grid)
+        cs = ax.contourf(g1, g2, values.T, levels=12, cmap="viridis")
+        ax.figure.colorbar(cs, ax=ax, label="partial dependence (raw score)")
+        ax.set_xlabel(names[targets[0]])
+        ax.set_ylabel(names[targets[1]])
+    return ax
+
+
+def shap_summary(model, X, *, data=None, max_features: int = 20, output: int = 0,
+                 feature_names: Optional[Sequence[str]] = None, key: int = 0, ax=None):
+    """SHAP beeswarm: one row per feature (by mean |SHAP|, largest on top), each explained row a
+    dot at its SHAP value, coloured by the feature's value (low blue, high red; NaN grey),
+    jittered vertically."""
+    _one_model(model, "SHAP summary")
+    values = np.asarray(inspect_lib.shap_values(model, X, data=data).values)
+    values = values[..., output] if values.ndim == 3 else values
+    Xa = np.asarray(X.to_numpy(np.float64, na_value=np.nan) if hasattr(X, "to_numpy") else X, np.float64)
+    names = _names(model, values.shape[1], feature_names)
+    order = np.argsort(np.mean(np.abs(values), axis=0))[::-1][:max_features][::-1]
+    ax = _axes(ax, (6.5, 0.35 * len(order) + 1.4))
+    rng = np.random.default_rng(key)
+    for row, j in enumerate(order):
+        col = Xa[:, j]
+        lo, hi = np.nanpercentile(col, 5) if np.isfinite(col).any() else 0, \
+            np.nanpercentile(col, 95) if np.isfinite(col).any() else 1
+        scaled = np.clip((col - lo) / (hi - lo if hi > lo else 1.0), 0, 1)
+        colours = np.where(np.isfinite(col)[:, None], _pyplot().cm.coolwarm(np.nan_to_num(scaled))[:, :3],
+                           np.array([[0.6, 0.6, 0.6]]))
+        ax.scatter(values[:, j], row + 0.3 * rng.uniform(-1, 1, len(col)), c=colours, s=6, lw=0)
+    ax.axvline(0, color="0.5", lw=0.8)
+    ax.set_yticks(np.arange(len(order)))
+    ax.set_yticklabels([names[j] for j in order])
+    ax.set_xlabel("SHAP value (impact on the raw score)")
+    return ax
+
+
+def shap_dependence(model, feature, X, *, data=None, output: int = 0,
+                    feature_names: Optional[Sequence[str]] = None, ax=None):
+    """SHAP dependence plot: a feature's value against its SHAP value, one dot per row."""
+    _one_model(model, "SHAP dependence")
+    j = inspect_lib._target_features(model, feature)[0]
+    values = np.asarray(inspect_lib.shap_values(model, X, data=data).values)
+    values = values[..., output] if values.ndim == 3 else values
+    Xa = np.asarray(X.to_numpy(np.float64, na_value=np.nan) if hasattr(X, "to_numpy") else X, np.float64)
+    ax = _axes(ax)
+    ax.scatter(Xa[:, j], values[:, j], s=6, color="tab:purple")
+    ax.axhline(0, color="0.5", lw=0.8)
+    ax.set_xlabel(_names(model, values.shape[1], feature_names)[j])
+    ax.set_ylabel("SHAP value")
+    return ax
+
+
+def learning_curves(model, *, ax=None):
+    """A Booster's training loss and (with an ``eval_set``) validation loss per round, the best
+    round (early stopping) marked."""
+    _one_model(model, "learning-curve")
+    train = np.asarray(model.train_loss)
+    valid = None if getattr(model, "valid_loss", None) is None else np.asarray(model.valid_loss)
+    ax = _axes(ax)
+    rounds = np.arange(1, train.shape[-1] + 1)
+    ax.plot(rounds, train, label="training loss")
+    if valid is not None and np.isfinite(valid).any():
+        ax.plot(rounds, valid, label="validation loss")
+    best = getattr(model, "best_round", None)
+    if best is not None:
+        b = int(np.asarray(best)) + 1
+        ax.axvline(b, color="k", ls="--", lw=0.8, label=f"best round ({b})")
+    ax.set_xlabel("round")
+    ax.set_ylabel("mean loss")
+    ax.legend()
+    return ax
+
+
+def tree(model, index: int = 0, *, output: int = 0, feature_names: Optional[Sequence[str]] = None,
+         ax=None):
+    """One oblivious tree as a diagram: its levels (one split, ``feature <= border``, shared by
+    every node of the level, with the missing values' side) and its ``2**D`` leaf values as a
+    row of coloured cells, leaf ``i``'s path read from its bits (bit ``l``: right at level ``l``).
+    ``index`` counts trees in the order :func:`jboost.predict` adds them."""
+    _one_model(model, "tree")
+    trees, _, _ = inspect_lib.tree_sum(model)
+    if not isinstance(trees, tree_lib.ObliviousTrees):
+        raise TypeError("jboost.plot.tree draws oblivious trees.")
+    n = trees.features.shape[0]
+    if not 0 <= index < n:
+        raise ValueError(f"index={index} must be in [0, {n - 1}] (the model has {n} trees).")
+    feats = np.asarray(trees.features[index])
+    borders = np.asarray(trees.borders[index])
+    missing = np.asarray(trees.missing_right[index])
+    leaves = np.asarray(trees.leaf_values[index])[:, output]
+    names = _names(model, model.n_features, feature_names)
+    depth = len(feats)
+    ax = _axes(ax, (max(6.0, 0.45 * 2**depth), 1.0 + 0.6 * depth))
+    for l in range(depth):
+        y = depth - l
+        ax.text(0.5 * (2**depth - 1), y, f"level {l}: {names[feats[l]]} <= {borders[l]:.4g}"
+                f"   (missing -> {'right' if missing[l] else 'left'})", ha="center", va="center",
+                bbox=dict(boxstyle="round", fc="w", ec="0.5"))
+    norm = np.max(np.abs(leaves)) or 1.0
+    cmap = _pyplot().cm.coolwarm
+    for i, v in enumerate(leaves):
+        ax.add_patch(_pyplot().Rectangle((i - 0.45, -0.4), 0.9, 0.8, color=cmap(0.5 + 0.5 * v / norm)))
+        ax.text(i, 0, f"{v:.3g}", ha="center", va="center", fontsize=7, rotation=90 if depth > 3 else 0)
+    ax.set_xlim(-1, 2**depth)
+    ax.set_ylim(-0.8, depth + 0.8)
+    ax.set_xticks(range(2**depth))
+    ax.set_xticklabels([format(i, f"0{depth}b")[::-1] for i in range(2**depth)], fontsize=6, rotation=90)
+    ax.set_yticks([])
+    ax.set_xlabel("leaf (its path: bit l = right at level l)")
+    return ax
