@@ -44,6 +44,10 @@ def test_importance_bars_are_the_relative_importance(fitted):
     np.testing.assert_allclose(widths, sorted(np.asarray(ji.importance(model))), rtol=1e-6)
     assert ax.get_yticklabels()[-1].get_text() == "abcd"[int(np.argmax(np.asarray(ji.importance(model))))]
     _png(ax)
+    top2 = jboost.plot.importance(model, max_features=2)
+    np.testing.assert_allclose(sorted(p.get_width() for p in top2.patches),
+                               sorted(np.asarray(ji.importance(model)))[-2:], rtol=1e-6)
+    plt.close(top2.figure)
 
 
 def test_partial_dependence_lines_contours_and_ice(fitted):
