@@ -198,12 +198,14 @@ def test_stacking_stops_each_fold_fit_and_uses_each_learners_best_round(clf, sta
         assert np.all(lv[m, best[m] + 1:] == 0) and np.any(lv[m, best[m]])
     jboost.save(model, tmp_path / "stack.jbm")  # best_round is kept in the model file
     assert_bitwise(jboost.load(tmp_path / "stack.jbm"), model)
-    # The fold fits themselves, against separate fits; the best rounds from their curves.
+    # The fold fits themselves (stopping on the error rate), against separate fits; the best
+    # rounds from their curves.
     from jboost import boosting, cv
     data = jboost._validation.prepare(X, y, n_bins=N_BINS)
     masks = cv.fold_masks(np.asarray([0, 1] * 150), 2)
     config, hyper = jboost.combine.stacking._learner_settings(hypers, n_rounds=40, **kw)
-    config = config._replace(missing=data.missing, early_stopping=boosting.EarlyStopping(3))
+    config = config._replace(missing=data.missing,
+                             early_stopping=boosting.EarlyStopping(3, metric="error_rate"))
     _, _, _, valid, n_fitted = combine.stacking.cross_fit_stopped(
         data.X_binned, data.y, data.w, jboost._validation.as_key(5), masks, hyper,
         jboost.losses.binomial_deviance(), config=config)
@@ -211,9 +213,12 @@ def test_stacking_stops_each_fold_fit_and_uses_each_learners_best_round(clf, sta
     alone = jboost.fit(X, y, "binomial_deviance", n_rounds=40,
                        key=jax.random.fold_in(jboost._validation.as_key(5), 0),
                        sample_weight=mask, eval_set=(X, y, 1.0 - mask), early_stopping_rounds=3,
-                       learning_rate=0.6, borders=data.borders, **kw)
+                       eval_metric="error_rate", learning_rate=0.6, borders=data.borders, **kw)
     assert int(n_fitted[1, 0]) == alone.n_rounds
-    np.testing.assert_allclose(valid[1, 0, :alone.n_rounds], alone.valid_loss, rtol=1e-5)
+    assert int(np.argmin(valid[1, 0, :alone.n_rounds])) == int(alone.best_round)
+    held_out = (1.0 - mask).astype(bool)
+    wrong = (np.asarray(jboost.predict(alone, X, n_rounds=alone.n_rounds)) > 0) != (y > 0.5)
+    np.testing.assert_allclose(valid[1, 0, alone.n_rounds - 1], wrong[held_out].mean(), rtol=1e-6)
     curve = np.where(np.arange(40)[None] < np.asarray(n_fitted).min(0)[:, None],
                      np.asarray(valid).mean(0), np.inf)
     np.testing.assert_array_equal(combine.stacking.learner_best_rounds(valid, n_fitted),

@@ -33,6 +33,7 @@ from jboost import api
 from jboost import boosting
 from jboost import cv
 from jboost import losses as losses_lib
+from jboost import metrics as metrics_lib
 from jboost import model as model_lib
 from jboost import tree as tree_lib
 from jboost.combine import _common
@@ -113,15 +114,30 @@ def cross_fit_stopped(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
     early_stopping_rounds=...)`` would.
 
     Returns ``(trees, baselines, train_loss, valid_loss, n_fitted)`` with leading axes
-    ``(S, M)`` (curves ``(S, M, n_rounds)``, NaN after a fit's stop; its later trees are zero)."""
+    ``(S, M)`` (curves ``(S, M, n_rounds)``, NaN after a fit's stop; its later trees are zero).
+    ``valid_loss`` is the early-stopping score after each round: the held-out loss, or the
+    ``eval_metric`` (computed in the round, as :func:`jboost.boosting.boost_until_stopped`
+    scores it, so the fit stops where ``jboost.fit`` would)."""
     n_learners = jax.tree_util.tree_leaves(hypers)[0].shape[0]
     keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(n_learners))
+    es = config.early_stopping
 
     def one(mask, hyper, k):
-        wm = w * mask
+        wm, wv = w * mask, w * (1.0 - mask)
         init = losses_lib.baseline(loss, y, wm)
-        data = boosting.Data(X_binned, y, wm, X_binned, y, w * (1.0 - mask))
-        out = boosting.boost(data, k, hyper, loss, init, config=config)
+        data = boosting.Data(X_binned, y, wm, X_binned, y, wv)
+        if es.metric is None:
+            out = boosting.boost(data, k, hyper, loss, init, config=config)
+            return out.trees, init, out.train_loss, out.valid_loss, out.n_fitted
+
+        def body(state, m):  # the round, its score (the metric) in valid_loss
+            state, out = boosting.step(state, m, data=data, key=k, hyper=hyper, config=config)
+            score = metrics_lib.evaluate(es.metric, state.loss, y, state.raw_valid, wv)
+            return state, out._replace(valid_loss=score.astype(jnp.float32).reshape(()))
+
+        out = boosting.boost_until_stopped(body, boosting.init(data, loss, init, config),
+                                           jnp.arange(config.n_rounds, dtype=jnp.int32), data,
+                                           es._replace(metric=None), (jnp.float32(jnp.inf), jnp.int32(-1)))
         return out.trees, init, out.train_loss, out.valid_loss, out.n_fitted
 
     per_learner = jax.vmap(one, in_axes=(None, 0, 0))
@@ -129,8 +145,8 @@ def cross_fit_stopped(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
 
 
 def learner_best_rounds(valid_loss, n_fitted) -> jax.Array:
-    """``(M,)`` each learner's best round: the minimum of its held-out curve averaged over the
-    folds ``valid_loss (S, M, R)``, over the rounds all its fold fits ran (``n_fitted (S, M)``;
+    """``(M,)`` each learner's best round: the minimum of its held-out score (loss or metric)
+    averaged over the folds ``valid_loss (S, M, R)``, over the rounds all its fold fits ran (``n_fitted (S, M)``;
     the best iteration of ``xgboost.cv`` / ``lightgbm.cv``, as the sweep's)."""
     rounds = jnp.arange(valid_loss.shape[-1])
     ran = rounds[None, :] < jnp.min(n_fitted, axis=0)[:, None]                    # (M, R)
