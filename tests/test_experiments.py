@@ -324,3 +324,19 @@ def test_ci_script_installs_and_runs_the_readme_test_command():
     lines = [line.strip() for line in text.splitlines()]
     i = lines.index('python -m pip install -e ".[test]"')
     assert lines.index("python -m pytest") > i
+
+
+@pytest.mark.skipif(not (datasets.data_dir() / "spambase.csv.gz").exists(),
+                    reason="the shared data sets are not beside the clone (CI has them)")
+@pytest.mark.parametrize("name", ["california_interpretation", "spam_interpretation"])
+def test_interpretation_experiments_run_and_agree_with_the_book(name, tmp_path):
+    # Issue 18 part 5: ESL Figures 10.6-10.8 and 10.14-10.16, smoke size: the directions the book
+    # describes hold (MedInc first and increasing, AveOccup decreasing; spam's ! and remove
+    # raise the log-odds, edu and hp lower it) and the figures are written.
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        status = runner.main([name, "--smoke", "--workdir", str(tmp_path / name)])
+    assert status == 0
+    results = json.loads((tmp_path / name / "results.json").read_text())
+    assert all(results["checks"].values()), results["checks"]
+    assert {"relative_importance.png", "partial_dependence.png"} <= set(results["figures"])

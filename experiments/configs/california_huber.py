@@ -58,8 +58,7 @@ def run(config: dict, ctx) -> dict:
     aae = float(np.mean(np.abs(np.asarray(y_test, np.float64) - pred)))
     r2 = r_squared(y_test, pred)
 
-    importance = np.asarray(jboost.feature_importance(model))
-    relative = importance / importance.max() * 100
+    relative = np.asarray(jboost.inspect.importance(model, "relative"))  # ESL eq. 10.43: sqrt scale
     ranking = [(names[j], float(relative[j])) for j in np.argsort(-relative, kind="stable")]
 
     plt = ctx.pyplot

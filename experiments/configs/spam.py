@@ -99,7 +99,7 @@ def run(config: dict, ctx) -> dict:
     table.append({"quantity": f"{main['name']}, rounds by held-out deviance ({best_rounds}): test error",
                   "published": None, "ours": float(curves[main["label"]][best_rounds - 1])})
 
-    importance = np.asarray(jboost.feature_importance(models[main["label"]]))
+    importance = np.asarray(jboost.inspect.importance(models[main["label"]], "relative"))  # ESL eq. 10.43
     order = np.argsort(-importance, kind="stable")[: config["top_features"]]
     top = [(names[j], float(importance[j] / importance[order[0]] * 100)) for j in order]
 
