@@ -315,6 +315,16 @@ def test_custom_losses_notebook_is_valid_and_runs():
     assert objectives.ndcg(ns["y_rank"][~ns["train"]], ns["scores"], k=10) > 0.85
 
 
+@pytest.mark.skipif(not (datasets.data_dir() / "california_housing.csv.gz").exists(),
+                    reason="the shared data sets are not beside the clone (CI has them)")
+def test_interpretation_notebook_is_valid_and_runs():
+    """Issue 18: importance, partial dependence and SHAP on California housing, plots drawn."""
+    ns = _run_notebook("interpretation.ipynb")
+    assert ns["names"][int(np.argmax(ns["relative"]))] == "MedInc"
+    assert ns["gap"] < 1e-3 and ns["values"][-1] > ns["values"][0]
+    ns["plt"].close("all")
+
+
 def test_ci_script_installs_and_runs_the_readme_test_command():
     path = REPO / ".ci" / "run"
     text = path.read_text()
