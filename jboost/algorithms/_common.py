@@ -19,6 +19,11 @@ state, and folds round ``m``'s key from ``m`` counted from the model's first rou
 rounds then ``s`` more equal ``r + s`` rounds bitwise (the big_vision ``fold_in(key, step)``
 rule); the result holds every round. A new fit runs the same compiled program, from the
 scaffold's initial state and round 0.
+
+A concrete fit runs its rounds through :func:`jboost.fit`'s runner (:func:`jboost.api.run_rounds`:
+host-side calls of one compiled program, so ``Ctrl-C`` returns the rounds fitted so far), with
+its early stopping, progress, callbacks and checkpoints (:data:`ROUNDS_DEFAULTS`; a checkpoint is
+the model, whose ``info`` holds the algorithm's state, so a rerun resumes bitwise).
 """
 
 from __future__ import annotations
@@ -148,17 +153,6 @@ def _resumed(model: model_lib.Booster, data: boosting.Data, loss: losses_lib.Los
 # ``rounds``): early stopping, progress, callbacks, checkpoints and per-row offsets.
 ROUNDS_DEFAULTS = dict(early_stopping_rounds=None, early_stopping_tolerance=0.0, eval_metric=None,
                        verbose=0, callbacks=(), checkpoint_dir=None, checkpoint_every=None)
-
-ROUNDS_DOC = """early_stopping_rounds, early_stopping_tolerance, eval_metric, verbose, callbacks,
-        checkpoint_dir, checkpoint_every: as :func:`jboost.fit`'s (the same round runner,
-        :func:`jboost.api.run_rounds`): stop when the ``eval_set`` score (the validation loss
-        or ``eval_metric``) has not improved for ``early_stopping_rounds`` rounds (the model
-        then records ``best_round``, which predictions use), progress lines every ``verbose``
-        rounds, ``callbacks`` after every chunk of rounds, a checkpoint in ``checkpoint_dir``
-        that a rerun of the same call continues from (bitwise the uninterrupted model; the
-        algorithm's state is part of the checkpoint's ``info``). ``eval_metric`` without
-        ``early_stopping_rounds`` is shown and given to callbacks only. ``Ctrl-C`` during a
-        concrete fit returns the rounds fitted so far with a warning."""
 
 
 def rounds_args(namespace: Mapping) -> dict:

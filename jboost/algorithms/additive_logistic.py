@@ -268,6 +268,8 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
         for K = 2: then ``F_1 - F_0`` equals twice Algorithm 3's ``F``).
       init_model: a LogitBoost model to continue (same form, K, ``n_bins`` and ``depth``; its
         state is the raw scores, so other rows may be used).
+      base_margin, eval_base_margin: per-row offsets of the raw scores, as :func:`jboost.fit`'s
+        (``F`` starts from them; pass them again to :func:`jboost.predict`).
       Other arguments as :func:`jboost.algorithms.adaboost_m1`.
 
     Returns:
