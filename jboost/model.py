@@ -457,8 +457,9 @@ def _margin(model, base_margin, n: int):
     """Checked per-row offsets ``(n, K)`` of a Booster's raw scores (``fit(base_margin=)``)."""
     if base_margin is None:
         return None
-    if not isinstance(model, Booster):
-        raise TypeError(f"base_margin is for Boosters (jboost.fit(base_margin=)); got a "
+    if not (isinstance(model, Booster) or type(model).__name__ == "BaggedBoosters"):
+        raise TypeError(f"base_margin is for models fitted with offsets (jboost.fit(base_margin=), "
+                        f"jboost.bagging.fit_bagged_boosters(base_margin=)); got a "
                         f"{type(model).__name__}.")
     margin = _validation.as_margin(base_margin, n, model.n_outputs)
     return margin if isinstance(margin, np.ndarray) else jnp.asarray(margin)
@@ -575,8 +576,8 @@ def predict_proba(model: Model, X, n_rounds: Optional[int] = None, base_margin=N
 
 
 def _proba(m, X, n_rounds, margin=None):
-    if hasattr(m, "proba"):
-        return m.proba(X, n_rounds)
+    if hasattr(m, "proba"):  # bagged boosters: the offsets go into every bag's raw scores
+        return m.proba(X, n_rounds) if margin is None else m.proba(X, n_rounds, margin=margin)
     return m.proba_from_raw(_plus(m.raw_scores(X, n_rounds), margin))
 
 
@@ -593,8 +594,8 @@ def predict_class(model: Model, X, n_rounds: Optional[int] = None, base_margin=N
         return empty if getattr(model, "classes", None) is None else np.asarray(
             np.zeros(empty.shape, model.classes.array.dtype))
     if hasattr(model, "proba"):
-        idx = _by_row_buckets(model, X, margin, lambda X, _: _batched(
-            model, lambda m: jnp.argmax(m.proba(X, n_rounds), axis=-1)))
+        idx = _by_row_buckets(model, X, margin, lambda X, margin: _batched(
+            model, lambda m: jnp.argmax(_proba(m, X, n_rounds, margin), axis=-1)))
     else:
         idx = _by_row_buckets(model, X, margin, lambda X, margin: _batched(
             model, lambda m: m.classes_from_raw(_plus(m.raw_scores(X, n_rounds), margin))))

@@ -550,7 +550,7 @@ def test_base_margin_checks_and_errors():
     with pytest.raises(ValueError, match=r"base_margin must have shape \(3,\).*got \(3, 2\)"):
         jboost.predict(m, X[:3], base_margin=np.ones((3, 2)))
     forest = jboost.bagging.fit_forest(X, (Y10 > 0).astype(int), n_trees=2, depth=1, n_bins=4)
-    with pytest.raises(TypeError, match="base_margin is for Boosters"):
+    with pytest.raises(TypeError, match=r"base_margin is for models fitted with offsets \(jboost.fit\(base_margin=\)"):
         jboost.predict(forest, X, base_margin=np.ones(10))
 
 

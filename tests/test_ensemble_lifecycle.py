@@ -380,6 +380,12 @@ def test_bagged_boosters_start_each_bag_from_the_rows_offsets(letters):
     np.testing.assert_allclose(model.baseline[1], alone.baseline, rtol=1e-6)
     np.testing.assert_allclose(model.trees.leaf_values[1], alone.trees.leaf_values, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(model.train_loss[1], alone.train_loss, rtol=1e-6)
+    # Predictions take the rows' offsets as jboost.fit's models do: every bag adds them.
+    margin = np.log(exposure).astype(np.float32)
+    with_offsets = np.asarray(jboost.predict(model, X, base_margin=margin))
+    np.testing.assert_allclose(with_offsets, np.asarray(jboost.predict(model, X)) + margin, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(jboost.predict_mean(model, X, base_margin=margin)),
+                               np.exp(with_offsets), rtol=1e-5)
     Xl, yl, code = letters
     with pytest.raises(ValueError, match="fit_ecoc_boosters takes no base_margin"):
         combine.fit_ecoc_boosters(Xl, yl, code, base_margin=np.zeros(len(yl)))

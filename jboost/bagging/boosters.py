@@ -163,11 +163,16 @@ class BaggedBoosters(NamedTuple):
         scan over rounds carrying the ``(B, n, K)`` sums."""
         return _staged_bagged(self.trees, self.baseline, X, fn, args)
 
-    def proba(self, X, n_stages: Optional[int] = None) -> jax.Array:
-        """``(n, n_classes)`` mean over bags of each bag's class probabilities (checked rows)."""
+    def proba(self, X, n_stages: Optional[int] = None, margin=None) -> jax.Array:
+        """``(n, n_classes)`` mean over bags of each bag's class probabilities (checked rows);
+        ``margin`` ``(n, K)``: the rows' raw-score offsets (``base_margin``), added to every
+        bag's raw scores before its link."""
         if self.task not in _validation.CLASSIFICATION:
             self.proba_from_raw(None)  # raises the protocol's message
-        return jnp.mean(_bag_links(self.loss, self.bag_raw_scores(X, n_stages)), axis=0)
+        raw = self.bag_raw_scores(X, n_stages)
+        if margin is not None:
+            raw = raw + jnp.asarray(margin, raw.dtype)[None]
+        return jnp.mean(_bag_links(self.loss, raw), axis=0)
 
 
 def _bag_links(loss: losses_lib.Loss, raw):
