@@ -446,7 +446,7 @@ def check_init_model(model, booster_type: type, n_features: int, borders, *, n_b
     ``booster_type`` (not a batch) on as many features, with the same ``n_bins`` and ``depth``;
     given ``borders`` must be its own. Returns the borders to bin with (the model's)."""
     if not isinstance(model, booster_type):
-        raise TypeError(f"init_model must be a Booster fitted by {who}; got {type(model).__name__}.")
+        raise TypeError(f"init_model must be a {booster_type.__name__} fitted by {who}; got {type(model).__name__}.")
     if model.batch_shape:
         raise ValueError(f"init_model is a batch of {model.batch_shape} models (jax.vmap): "
                          "continue one model.")
