@@ -23,7 +23,6 @@ from jboost import _validation
 from jboost import algorithms
 from jboost import _native
 from jboost import bagging
-from jboost import boosting
 from jboost import combine
 from jboost import distributions
 from jboost import losses
@@ -407,7 +406,7 @@ def _stop(*args, **kwargs):
 
 
 # What each entry point compiles after its checks: replaced by _stop (no fit, no compile).
-FITTERS = {"gradient_boost": (boosting, "boost"), "forward_stagewise": (boosting, "boost"),
+FITTERS = {"gradient_boost": (jboost.api, "run_rounds"), "forward_stagewise": (jboost.api, "run_rounds"),
            "bagged_boosters": (bagging.boosters, "bag_boost_binned"),
            "sweep": (sweep_lib, "_fit_group")}
 
