@@ -257,6 +257,8 @@ def fit(
     recorded = recorded_settings(config, hyper, key, init_rounds=0 if init_model is None else init_model.n_rounds,
                                  base_margin=base_margin is not None)
     args = (data, key, hyper, loss_obj, init_raw)
+    labels_and_names = dict(classes=None if classes is None else model_lib.Classes(classes),
+                            feature_names=None if names is None else model_lib.FeatureNames(names))
     chunked = bool(verbose) or bool(callbacks) or checkpoint_dir is not None
     if concrete and _validation.host_rounds_possible():
         # A concrete fit runs as host-side calls of one compiled program (Ctrl-C, progress,
@@ -265,7 +267,7 @@ def fit(
                          resume=lambda model: boosting.resume(
                              data, model.trees, init_raw, _continued_loss(model.loss, loss_obj), config),
                          model_of=lambda out, begun: _fit_model(out, begun, borders, init_raw, offset,
-                                                                recorded),
+                                                                recorded)._replace(**labels_and_names),
                          verbose=verbose, callbacks=callbacks, checkpoint_dir=checkpoint_dir,
                          checkpoint_every=checkpoint_every)
         out, start = ran.out, ran.start
@@ -293,8 +295,7 @@ def fit(
                                 offset=None if offset is None else jnp.asarray(offset))
     booster = _validation.nan_outside_domains(booster, loss_obj, hyper)  # traced: NaN, warned
     booster = booster if start is None else model_lib.joined(start, booster)
-    booster = booster._replace(classes=None if classes is None else model_lib.Classes(classes),
-                               feature_names=None if names is None else model_lib.FeatureNames(names))
+    booster = booster._replace(**labels_and_names)  # checkpoints (model_of) carry them too
     return booster._replace(settings=recorded)  # as asked (not NaN-masked), this call's
 
 

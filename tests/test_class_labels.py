@@ -69,6 +69,9 @@ def test_classes_survive_model_files_and_continued_fits(data, tmp_path):
     np.testing.assert_array_equal(jboost.predict_class(loaded, X), jboost.predict_class(model, X))
     jboost.save(jboost.fit(X, codes, "binomial_deviance", **KW), tmp_path / "plain.jbm")
     assert jio.read_header(tmp_path / "plain.jbm")["format_version"] == 2  # older jboost reads it
+    # A checkpoint written during the fit keeps the classes too (it is a model file).
+    jboost.fit(X, names, "binomial_deviance", checkpoint_dir=tmp_path / "ck", **KW)
+    assert jboost.load(tmp_path / "ck" / "checkpoint.jbm").classes == model.classes
     more = jboost.fit(X, names, "binomial_deviance", init_model=model, **KW)
     assert more.classes == model.classes and more.n_rounds == 6
     with pytest.raises(ValueError, match=r"y holds labels the training labels do not have: \['maybe'\]"):
