@@ -284,7 +284,7 @@ def test_memory_estimate_bounds_what_xla_allocates(data):
     assert temp <= estimate <= 2 * temp, (temp, estimate)
 
 
-def test_one_compilation_per_static_combination_and_round_prefixes(monkeypatch):
+def test_one_compilation_per_static_combination_and_round_prefixes(monkeypatch, capsys):
     X, y = _data(n=211, seed=4)  # a size no other test uses: nothing is cached
     kw = dict(grid={"learning_rate": [0.2, 0.6]}, folds=2, seeds=1, n_rounds=[3, 7],
               depth=[1, DEPTH], n_bins=BINS, chunk_size=1)
@@ -295,8 +295,14 @@ def test_one_compilation_per_static_combination_and_round_prefixes(monkeypatch):
     res = sweep_lib.sweep(X, y, "binomial_deviance", **kw)
     assert res.info["n_compilations"] == 2  # depths 1 and 2; n_rounds 3 and 7 share the fits
     assert res.info["n_chunks"] == 2 * 4  # 4 models per depth, one per chunk
-    again = sweep_lib.sweep(X, y, "binomial_deviance", **kw)
+    capsys.readouterr()
+    again = sweep_lib.sweep(X, y, "binomial_deviance", verbose=True, **kw)
     assert again.info["n_compilations"] == 0
+    # Progress per chunk as it ends, with the elapsed and the remaining time of its group.
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[sweep] depth=")]
+    assert len(lines) == 8, lines
+    assert re.search(r"depth=1 n_bins=16: chunk 1/4 \(1 models\) done, [0-9.]+s elapsed, ~[0-9.]+s left", lines[0])
+    assert lines[3].endswith("~0.0s left in this group")
     assert res.n_configs == 2 * 2 * 2 and res.swept == ("learning_rate", "n_rounds", "depth")
     for c, cfg in enumerate(res.configs):
         if cfg["n_rounds"] != 3:

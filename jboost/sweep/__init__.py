@@ -433,11 +433,22 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
     compiled_before = program_lib.n_compiled(program)
     log = None
     if t_start is not None:
+        finished, t_group = [], time.perf_counter()  # when each chunk of this group ended
+
         def log(c, n_chunks, resumed):
+            if resumed:
+                print(f"[sweep] depth={group[0]} n_bins={group[1]}: chunk {c + 1}/{n_chunks} "
+                      f"({size * n_dev} models) read from checkpoint_dir", flush=True)
+                return
+            now = time.perf_counter()
+            finished.append(now)
+            # The pace of the chunks after the first (whose time includes compiling).
+            times = [t_group] + finished
+            gaps = np.diff(times)[1:] if len(times) > 2 else np.diff(times)
+            left = float(np.mean(gaps)) * (n_chunks - c - 1)
             print(f"[sweep] depth={group[0]} n_bins={group[1]}: chunk {c + 1}/{n_chunks} "
-                  f"({size * n_dev} models) "
-                  + ("read from checkpoint_dir" if resumed else
-                     f"dispatched at {time.perf_counter() - t_start:.1f}s"), flush=True)
+                  f"({size * n_dev} models) done, {now - t_start:.1f}s elapsed, ~{left:.1f}s left "
+                  "in this group", flush=True)
     fit = program_lib.fit_group(program, shared, grid_, loss, layout, size * n_dev, log=log,
                                 checkpoints=checkpoints, part=f"depth{group[0]}-bins{group[1]}-",
                                 callbacks=callbacks, stop=stop)
