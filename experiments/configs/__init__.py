@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -79,3 +79,18 @@ def r_squared(y, pred) -> float:
     y = np.asarray(y, np.float64)
     pred = np.asarray(pred, np.float64)
     return float(1.0 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2))
+
+
+def pd_grid_figure(plt, curves: dict, ylabel: str, title: str, rugs: Optional[dict] = None):
+    """A 2 x 2 figure of one-variable partial dependence curves ``{feature: {"grid", "values"}}``
+    (as ESL Figs. 10.7 and 10.15), with an optional rug (e.g. deciles) per feature."""
+    fig, axes = plt.subplots(2, 2, figsize=(8, 6))
+    for ax, (f, c) in zip(axes.ravel(), curves.items()):
+        ax.plot(c["grid"], c["values"], color="tab:green")
+        if rugs is not None:
+            ax.plot(rugs[f], np.full(len(rugs[f]), min(c["values"])), "|", color="k", ms=8)
+        ax.set_xlabel(f)
+        ax.set_ylabel(ylabel)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

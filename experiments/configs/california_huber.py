@@ -41,14 +41,21 @@ def get_config(smoke: bool = False) -> dict:
     }
 
 
-def run(config: dict, ctx) -> dict:
-    seed = config["seed"]
-    X, y, X_test, y_test = datasets.load_california(ctx.data_dir, seed=seed,
+def fit_model(config: dict, ctx):
+    """The data (seeded split), feature names and the Huber model of ``config``, and the fit's
+    time: ``(X, y, X_test, y_test, names, model, seconds)`` (also california_interpretation's)."""
+    X, y, X_test, y_test = datasets.load_california(ctx.data_dir, seed=config["seed"],
                                                     test_fraction=config["test_fraction"])
     names = datasets.feature_names("california_housing.csv.gz", ctx.data_dir)
     model, t_fit = timed(jboost.fit, X, y, losses.huber(alpha=config["huber_alpha"]),
                          n_rounds=config["n_rounds"], depth=config["depth"],
-                         learning_rate=config["learning_rate"], l2=config["l2"], key=seed)
+                         learning_rate=config["learning_rate"], l2=config["l2"], key=config["seed"])
+    return X, y, X_test, y_test, names, model, t_fit
+
+
+def run(config: dict, ctx) -> dict:
+    seed = config["seed"]
+    X, y, X_test, y_test, names, model, t_fit = fit_model(config, ctx)
 
     train_aae = staged_metric(model, X, y, mean_absolute_error)
     test_aae = staged_metric(model, X_test, y_test, mean_absolute_error)

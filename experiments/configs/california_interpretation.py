@@ -24,9 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 import jboost
-from jboost import datasets
-from jboost import losses
-from experiments.configs import timed
+from experiments.configs import california_huber
+from experiments.configs import pd_grid_figure
 
 PD_FEATURES = ("MedInc", "AveOccup", "HouseAge", "AveRooms")
 
@@ -53,13 +52,7 @@ def _slope(values) -> float:
 
 
 def run(config: dict, ctx) -> dict:
-    seed = config["seed"]
-    X, y, X_test, y_test = datasets.load_california(ctx.data_dir, seed=seed,
-                                                    test_fraction=config["test_fraction"])
-    names = datasets.feature_names("california_housing.csv.gz", ctx.data_dir)
-    model, t_fit = timed(jboost.fit, X, y, losses.huber(alpha=config["huber_alpha"]),
-                         n_rounds=config["n_rounds"], depth=config["depth"],
-                         learning_rate=config["learning_rate"], l2=config["l2"], key=seed)
+    X, y, X_test, y_test, names, model, t_fit = california_huber.fit_model(config, ctx)
     relative = np.asarray(jboost.inspect.importance(model, "relative"))
     ranking = [(names[j], float(relative[j])) for j in np.argsort(-relative, kind="stable")]
     res = config["grid_resolution"]
@@ -79,15 +72,9 @@ def run(config: dict, ctx) -> dict:
         jboost.plot.importance(model, feature_names=names, ax=ax)
         ax.set_title("California housing: relative importance (cf. ESL Fig. 10.14)")
         figs["relative_importance"] = fig
-        fig, axes = plt.subplots(2, 2, figsize=(8, 6))
-        for ax, f in zip(axes.ravel(), PD_FEATURES):
-            ax.plot(curves[f]["grid"], curves[f]["values"], color="tab:green")
-            deciles = np.percentile(X[:, names.index(f)], np.arange(10, 100, 10))
-            ax.plot(deciles, np.full(9, min(curves[f]["values"])), "|", color="k", ms=8)
-            ax.set_xlabel(f)
-            ax.set_ylabel("partial dependence")
-        fig.suptitle("Partial dependence of house value (cf. ESL Fig. 10.15)")
-        fig.tight_layout()
+        rugs = {f: np.percentile(X[:, names.index(f)], np.arange(10, 100, 10)) for f in PD_FEATURES}
+        fig = pd_grid_figure(plt, curves, "partial dependence",
+                             "Partial dependence of house value (cf. ESL Fig. 10.15)", rugs)
         figs["partial_dependence"] = fig
         fig, ax = plt.subplots(figsize=(5.5, 4))
         jboost.plot.partial_dependence(model, (names.index("HouseAge"), names.index("AveOccup")), X,

@@ -25,6 +25,7 @@ import numpy as np
 
 import jboost
 from jboost import datasets
+from experiments.configs import pd_grid_figure
 from experiments.configs import timed
 
 PUBLISHED_TOP5 = ("char_freq_!", "char_freq_$", "word_freq_hp", "word_freq_remove", "word_freq_free")
@@ -77,13 +78,8 @@ def run(config: dict, ctx) -> dict:
         jboost.plot.importance(model, feature_names=names, max_features=config["top_features"], ax=ax)
         ax.set_title("Spam: relative importance (cf. ESL Fig. 10.6)")
         figs["relative_importance"] = fig
-        fig, axes = plt.subplots(2, 2, figsize=(8, 6))
-        for ax, (f, _) in zip(axes.ravel(), PD_FEATURES):
-            ax.plot(curves[f]["grid"], curves[f]["values"], color="tab:green")
-            ax.set_xlabel(f)
-            ax.set_ylabel("partial dependence (log-odds)")
-        fig.suptitle("Partial dependence of the log-odds of spam (cf. ESL Fig. 10.7)")
-        fig.tight_layout()
+        fig = pd_grid_figure(plt, curves, "partial dependence (log-odds)",
+                             "Partial dependence of the log-odds of spam (cf. ESL Fig. 10.7)")
         figs["partial_dependence"] = fig
         fig, ax = plt.subplots(figsize=(5.5, 4))
         jboost.plot.partial_dependence(model, pair_idx, X, grid_resolution=min(res, 15),

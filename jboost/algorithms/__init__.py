@@ -25,6 +25,16 @@ WEAK) continues stopped. A model of another algorithm, of ``jboost.fit`` or a ba
 refused, as are other features, ``n_bins``, ``depth``, loss or borders; the AdaBoost family's
 state is per training row, so it continues on the rows it was fitted on.
 
+Lifecycle: every entry point takes ``early_stopping_rounds``, ``early_stopping_tolerance``,
+``eval_metric``, ``verbose``, ``callbacks``, ``checkpoint_dir`` and ``checkpoint_every`` as
+:func:`jboost.fit` does, on the same round runner (:func:`jboost.api.run_rounds`): stop once the
+``eval_set`` score (its loss, or ``eval_metric``) has not improved for ``early_stopping_rounds``
+rounds (the model records ``best_round``, which predictions use), progress lines every
+``verbose`` rounds, ``callbacks`` after each chunk of rounds, a checkpoint (the model, the
+algorithm's state in its ``info``) that a rerun of the same call continues to the bitwise model.
+``eval_metric`` alone is shown and given to callbacks. ``Ctrl-C`` during a concrete fit returns
+the rounds fitted so far, with a warning.
+
 * :func:`adaboost_m1` — discrete AdaBoost.M1, ESL Algorithm 10.1.
 * :func:`samme`, :func:`samme_r` — multi-class AdaBoost, Zhu, Zou, Rosset and Hastie (2009).
 * :func:`real_adaboost`, :func:`gentle_adaboost`, :func:`logitboost` — Friedman, Hastie and

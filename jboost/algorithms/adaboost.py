@@ -156,14 +156,8 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
         :func:`jboost.fit` or a batch of models is refused.
 
       early_stopping_rounds, early_stopping_tolerance, eval_metric, verbose, callbacks,
-        checkpoint_dir, checkpoint_every: as :func:`jboost.fit`'s, on the same round runner
-        (:func:`jboost.api.run_rounds`): stop once the ``eval_set`` score (its loss, or
-        ``eval_metric``) has not improved for ``early_stopping_rounds`` rounds (the model records
-        ``best_round``, which predictions use), progress lines every ``verbose`` rounds,
-        ``callbacks`` after each chunk of rounds, a checkpoint (the model, the algorithm's state
-        in its ``info``) that a rerun of the same call continues to the bitwise model.
-        ``eval_metric`` alone is shown and given to callbacks. ``Ctrl-C`` during a concrete fit
-        returns the rounds fitted so far, with a warning.
+        checkpoint_dir, checkpoint_every: as :func:`jboost.fit`'s (the lifecycle paragraph of
+        :mod:`jboost.algorithms`).
       base_margin, eval_base_margin: refused (the weights are reweighted from the weak
         learners' votes, which an offset of the raw scores would not enter).
 

@@ -240,14 +240,8 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
         folded from its round count (``r`` then ``s`` rounds equal ``r + s`` bitwise); the
         result holds every round.
       early_stopping_rounds, early_stopping_tolerance, eval_metric, verbose, callbacks,
-        checkpoint_dir, checkpoint_every: as :func:`jboost.fit`'s, on the same round runner
-        (:func:`jboost.api.run_rounds`): stop once the ``eval_set`` score (its loss, or
-        ``eval_metric``) has not improved for ``early_stopping_rounds`` rounds (the model records
-        ``best_round``, which predictions use), progress lines every ``verbose`` rounds,
-        ``callbacks`` after each chunk of rounds, a checkpoint (the model, the algorithm's state
-        in its ``info``) that a rerun of the same call continues to the bitwise model.
-        ``eval_metric`` alone is shown and given to callbacks. ``Ctrl-C`` during a concrete fit
-        returns the rounds fitted so far, with a warning.
+        checkpoint_dir, checkpoint_every: as :func:`jboost.fit`'s (the lifecycle paragraph of
+        :mod:`jboost.algorithms`).
       base_margin, eval_base_margin: per-row offsets of the raw scores, as :func:`jboost.fit`'s
         (the rounds start from them, the baseline is the optimal constant next to them; pass them again to :func:`jboost.predict`).
       l2, min_split_gain, min_child_weight: regularisation of the least-squares tree (with unit
