@@ -154,6 +154,28 @@ def frame_in_order(X, names: Optional[Sequence[str]], name: str = "X"):
     return X.iloc[:, [have.index(n) for n in names]]
 
 
+def tabular_input(X, init_model=None, eval_set=None, name: str = "X"):
+    """The one place a fit reads a table's feature names: ``(X, names, eval_set)`` with a
+    DataFrame's columns put in ``init_model``'s order (matched by name) when the model being
+    continued has names, ``names`` the fit's feature names (``None`` for arrays), and the
+    ``eval_set``'s X (a ``(X, y[, w])`` tuple or a list of them) in the same order. Every fit of
+    every model type calls it, so a model fitted on a DataFrame always keeps its names and
+    prediction matches columns by name (never silently by position)."""
+    own = getattr(init_model, "feature_names", None)
+    X = frame_in_order(X, None if own is None else own.values, name)
+    names = feature_names_of(X)
+    if names is not None and eval_set is not None:
+        def ordered(pair):
+            if isinstance(pair, (tuple, list)) and len(pair) in (2, 3):
+                return (frame_in_order(pair[0], names, "eval_set X"),) + tuple(pair[1:])
+            return pair
+        if isinstance(eval_set, list) and eval_set and isinstance(eval_set[0], (tuple, list)):
+            eval_set = [ordered(p) for p in eval_set]
+        else:
+            eval_set = ordered(eval_set)
+    return X, names, eval_set
+
+
 def _frame_values(X, name: str) -> np.ndarray:
     """A DataFrame's values as a float64 ``(n, F)`` array: numeric, bool and nullable columns
     (missing values, ``pd.NA``, become NaN); other columns are refused by name."""

@@ -197,11 +197,7 @@ def fit(
         names the first such round and the likely causes: the loss at the labels and baseline,
         the learning rate). Not checked under ``jax.vmap``.
     """
-    names = getattr(init_model, "feature_names", None)
-    X = _validation.frame_in_order(X, None if names is None else names.values)
-    names = _validation.feature_names_of(X)
-    if eval_set is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
-        eval_set = (_validation.frame_in_order(eval_set[0], names, "eval_set X"),) + tuple(eval_set[1:])
+    X, names, eval_set = _validation.tabular_input(X, init_model, eval_set)
     X = _validation.as_matrix(X, "X")
     y, classes, eval_set = _class_labels(y, eval_set, loss, n_outputs, task, init_model)
     y_given = y
@@ -258,7 +254,7 @@ def fit(
                                  base_margin=base_margin is not None)
     args = (data, key, hyper, loss_obj, init_raw)
     labels_and_names = dict(classes=None if classes is None else model_lib.Classes(classes),
-                            feature_names=None if names is None else model_lib.FeatureNames(names))
+                            feature_names=model_lib.named(names))
     chunked = bool(verbose) or bool(callbacks) or checkpoint_dir is not None
     if concrete and _validation.host_rounds_possible():
         # A concrete fit runs as host-side calls of one compiled program (Ctrl-C, progress,

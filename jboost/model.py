@@ -246,6 +246,12 @@ class FeatureNames(StaticValues):
     matches a DataFrame's columns by these names."""
 
 
+def named(names) -> Optional[FeatureNames]:
+    """``names`` (from :func:`jboost._validation.tabular_input`) as a model's
+    ``feature_names`` field, ``None`` for a fit on arrays."""
+    return None if names is None else FeatureNames(names)
+
+
 def labels_of(model, classes_idx):
     """Class indices ``classes_idx`` as the model's class labels (:class:`Classes`, a NumPy
     array), or the indices themselves for a model without mapped labels."""
