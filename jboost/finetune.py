@@ -414,6 +414,9 @@ def _labels(y, model: model_lib.Booster, n: int, name: str = "y", x_name: str = 
     """Checked float32 labels ``(n,)`` or ``(n, C)`` (``columns``: ``None`` either, an int the
     training labels' columns, 0 one per row), centred by the model's label offset in float64 (as
     ``fit`` did)."""
+    classes = getattr(model, "classes", None)
+    if classes is not None:  # labels as the model was fitted on (strings, {-1, 1}, ...)
+        y = _validation.class_codes(_validation.series_values(y), classes.array, name)
     checked = _validation.as_labels(y, n, name, x_name, warn=warn and model.offset is None,
                                     columns=columns)
     if model.offset is None:
@@ -426,7 +429,9 @@ def _labels(y, model: model_lib.Booster, n: int, name: str = "y", x_name: str = 
 
 
 def _matrix(X, model, name: str = "X") -> np.ndarray:
-    X = _validation.as_matrix(X, name)
+    names = getattr(model, "feature_names", None)  # a DataFrame's columns matched by name
+    X = _validation.as_matrix(_validation.frame_in_order(X, None if names is None else names.values,
+                                                         name), name)
     _validation.predict_matrix(X, model.n_features, name)  # the feature count's one message
     return X
 
@@ -708,6 +713,6 @@ def _model(model: model_lib.Booster, params: Params, st, loss, rows: _Rows, vali
     if valid is None:
         valid_curve = jnp.full_like(train, jnp.nan)
     else:
-        valid_curve = plain.staged(_validation.as_matrix(eval_set[0], "eval_set X"), _round_loss,
+        valid_curve = plain.staged(_matrix(eval_set[0], model, "eval_set X"), _round_loss,
                                    valid.y, valid.w, valid.margin, loss)
     return tuned._replace(train_loss=train, valid_loss=valid_curve)

@@ -29,7 +29,7 @@ the model, whose ``info`` holds the algorithm's state, so a rerun resumes bitwis
 from __future__ import annotations
 
 import functools
-from typing import Callable, Mapping, Optional, Tuple
+from typing import Callable, Mapping, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -93,6 +93,35 @@ def prepare_classes(X, y, n_classes, *, task: str = "multiclass", **kwargs):
 
     data, borders = prepare(X, y, label_check=label_check, **kwargs)
     return data, borders, found["k"]
+
+
+class Table(NamedTuple):
+    """What a fit read from the user's table and keeps in its model: the feature names (a
+    DataFrame's columns) and the class labels mapped to ``0..K-1`` (strings, ``{-1, 1}``, ...)."""
+    names: Optional[tuple] = None
+    classes: Optional[np.ndarray] = None
+
+    def kept(self, booster: model_lib.Booster) -> model_lib.Booster:
+        return booster._replace(feature_names=model_lib.named(self.names),
+                                classes=None if self.classes is None else model_lib.Classes(self.classes))
+
+
+def read_table(X, y, eval_set, init_model: Optional[model_lib.Booster], name: str,
+               config: boosting.BoostConfig, borders, labels=None, n_outputs=None, task=None):
+    """The inputs of algorithm ``name`` read as :func:`jboost.fit` reads them: a DataFrame's
+    columns in ``init_model``'s order and its names kept (:func:`jboost._validation.tabular_input`),
+    ``init_model`` checked (:func:`check_init_model`), and, for a classification ``labels`` loss
+    (a name or a loss; ``None``: labels as they are), class labels as users have them mapped to
+    ``0..K-1`` (``init_model``'s classes for a continued fit). Returns
+    ``(X, y, eval_set, borders, Table)``."""
+    from jboost import api
+
+    X, names, eval_set = _validation.tabular_input(X, init_model, eval_set)
+    X, borders = check_init_model(init_model, name, X, config, borders)
+    classes = None
+    if labels is not None:
+        y, classes, eval_set = api._class_labels(y, eval_set, labels, n_outputs, task, init_model)
+    return X, y, eval_set, borders, Table(names, classes)
 
 
 def check_init_model(init_model: Optional[model_lib.Booster], name: str, X, config:
@@ -175,7 +204,8 @@ def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
         config: boosting.BoostConfig, loss: losses_lib.Loss, init_raw=None,
         weights: Optional[Callable] = None, *, name: str, state: Tuple[str, ...] = (),
         init_model: Optional[model_lib.Booster] = None,
-        k_from_labels: bool = False, rounds: Optional[Mapping] = None) -> model_lib.Booster:
+        k_from_labels: bool = False, rounds: Optional[Mapping] = None,
+        table: Table = Table()) -> model_lib.Booster:
     """Boost on the scaffold (:func:`jboost.boosting.boost` with ``config.algorithm``) from
     ``init_raw`` (zeros by default) and wrap the result as a :class:`jboost.Booster` of
     algorithm ``name`` (:data:`ALGORITHMS`; kept as ``info["algorithm"]``).
@@ -231,6 +261,7 @@ def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
         booster = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
                                     baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
                                     valid_loss=out.valid_loss, info=info, best_round=out.best_round)
+        booster = table.kept(booster)  # checkpoints (model_of) keep names and classes too
         return booster if start is None else model_lib.joined(start, booster, tuple(out.info))
 
     if not traced and _validation.host_rounds_possible():

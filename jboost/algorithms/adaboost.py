@@ -178,13 +178,14 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
                                  colsample=colsample, colsample_by=colsample_by,
                                  algorithm=_common.algorithm(adaboost_m1_round, init_discrete,
                                                              err_floor=err_floor))
-    X, borders = _common.check_init_model(init_model, "adaboost_m1", X, config, borders)
+    X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, "adaboost_m1",
+                                                       config, borders, labels="binomial_deviance")
     data, borders, _ = _common.prepare_classes(X, y, None, task="binary",
                                                sample_weight=sample_weight, eval_set=eval_set,
                                                n_bins=n_bins, borders=borders)
     return _common.run(data, borders, key, hyper, config, losses_lib.exponential(),
                        weights=_final_weights, name="adaboost_m1", state=STATE,
-                       init_model=init_model, rounds=rounds)
+                       init_model=init_model, rounds=rounds, table=table)
 
 
 # --------------------------------------------------------------------------------------------
@@ -265,12 +266,13 @@ def _fit_samme(X, y, name, round_fn, static, *, n_classes, n_rounds, depth, lear
                                  colsample=colsample, colsample_by=colsample_by,
                                  algorithm=_common.algorithm(round_fn, init_discrete,
                                                              **{setting: value}))
-    X, borders = _common.check_init_model(init_model, name, X, config, borders)
+    X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, name, config,
+                                                       borders, labels="multinomial_deviance")
     data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
                                                eval_set=eval_set, n_bins=n_bins, borders=borders)
     return _common.run(data, borders, key, hyper, config, losses_lib.samme_exponential(k),
                        weights=_final_weights, name=name, state=STATE, init_model=init_model,
-                       k_from_labels=n_classes is None, rounds=rounds)
+                       k_from_labels=n_classes is None, rounds=rounds, table=table)
 
 
 def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning_rate=1.0, l2=0.0,

@@ -99,13 +99,14 @@ def _fit_binary(X, y, name, algorithm: boosting.Algorithm, loss: losses_lib.Loss
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
                                  algorithm=algorithm)
-    X, borders = _common.check_init_model(init_model, name, X, config, borders)
+    X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, name, config,
+                                                       borders, labels="binomial_deviance")
     data, borders, _ = _common.prepare_classes(X, y, None, task="binary",
                                                sample_weight=sample_weight, eval_set=eval_set,
                                                n_bins=n_bins, borders=borders)
     # The state is the log observation weights, kept as info["log_weights"].
     return _common.run(data, borders, key, hyper, config, loss, weights=jnp.exp, name=name,
-                       state=("log_weights",), init_model=init_model, rounds=rounds)
+                       state=("log_weights",), init_model=init_model, rounds=rounds, table=table)
 
 
 def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0, l2=0.0,
@@ -285,7 +286,8 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by)
-    X, borders = _common.check_init_model(init_model, "logitboost", X, config, borders)
+    X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, "logitboost",
+                                                       config, borders, labels="multinomial_deviance")
     data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
                                                eval_set=eval_set, n_bins=n_bins, borders=borders)
     if form == "two_class" and k != 2:
@@ -299,4 +301,5 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
     data = _common.margins(data, "logitboost", base_margin, eval_base_margin, eval_set,
                            loss.n_outputs, offsets=True)  # the raw scores F start at the offsets
     return _common.run(data, borders, key, hyper, config, loss, name="logitboost",
-                       init_model=init_model, k_from_labels=n_classes is None, rounds=rounds)
+                       init_model=init_model, k_from_labels=n_classes is None, rounds=rounds,
+                       table=table)

@@ -174,7 +174,9 @@ def _fit(X, y, name, loss, algorithm, *, n_rounds, depth, learning_rate, subsamp
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
                                  algorithm=algorithm)
-    X, borders = _common.check_init_model(init_model, name, X, config, borders)
+    X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, name, config,
+                                                       borders, labels=loss, n_outputs=n_outputs,
+                                                       task=task)
     resolved = {}
 
     def label_check(v, name):
@@ -196,7 +198,7 @@ def _fit(X, y, name, loss, algorithm, *, n_rounds, depth, learning_rate, subsamp
     init_raw = (None if init_model is not None else
                 losses_lib.baseline(loss_obj, data.y, data.w, data.margin))
     return _common.run(data, borders, key, hyper, config, loss_obj, init_raw, name=name,
-                       init_model=init_model, rounds=rounds)
+                       init_model=init_model, rounds=rounds, table=table)
 
 
 def _newton_settings(n_newton, max_step):

@@ -234,6 +234,8 @@ def sweep(
     if init_model is not None:
         raise ValueError(NO_WARM_START)
     t_start = time.perf_counter()
+    X, names, _ = _validation.tabular_input(X)
+    y, classes, _ = api._class_labels(y, None, loss, n_outputs, task, None)  # strings, {-1, 1}, ...
     X, y, w, loss_obj = _check_data(X, y, sample_weight, loss, n_outputs, task)
     fixed_hyper = dict(learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                        min_child_weight=min_child_weight, subsample=subsample, colsample=colsample)
@@ -312,7 +314,8 @@ def sweep(
         trees=trees, model_of_row=rows.model, info=stats.info(len(devices), t_start),
         baselines=baselines,
         early_stopping=result_lib.early_stopping_kwargs(stopping, metric, greater),
-        rounds_fitted=rows.rounds_fitted, row_best_rounds=rows.row_best_rounds)
+        rounds_fitted=rows.rounds_fitted, row_best_rounds=rows.row_best_rounds,
+        feature_names=names, classes=classes)
 
 
 # --------------------------------------------------------------------------------------------

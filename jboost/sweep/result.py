@@ -84,6 +84,10 @@ class SweepResult:
       row_best_rounds: with early stopping, ``(n_rows,)`` each row's own best round count
         (1-based; the round that last improved its score by more than the tolerance, as
         :func:`jboost.fit`'s ``best_round + 1``; 0 when no round had a finite score).
+      feature_names: the columns of a DataFrame ``X`` (:meth:`models` keep them: prediction
+        matches columns by name), else ``None``.
+      classes: the class labels when they were mapped to ``0..K-1`` (strings, ``{-1, 1}``, ...;
+        :meth:`models` keep them: ``predict_class`` returns them), else ``None``.
     """
 
     configs: Tuple[Dict[str, Any], ...]
@@ -114,6 +118,8 @@ class SweepResult:
     early_stopping: Optional[Dict[str, Any]] = None
     rounds_fitted: Optional[np.ndarray] = None
     row_best_rounds: Optional[np.ndarray] = None
+    feature_names: Optional[Tuple[str, ...]] = None
+    classes: Optional[np.ndarray] = None
 
     @property
     def n_rows(self) -> int:
@@ -255,7 +261,9 @@ class SweepResult:
             baseline=jnp.asarray(self.baselines[group][models]),
             loss=self.loss.replace(params=loss_params),
             train_loss=jnp.asarray(self.train_curves[rows, :n_rounds], jnp.float32),
-            valid_loss=jnp.asarray(valid, jnp.float32), best_round=best_round)
+            valid_loss=jnp.asarray(valid, jnp.float32), best_round=best_round,
+            classes=None if self.classes is None else model_lib.Classes(self.classes),
+            feature_names=model_lib.named(self.feature_names))
 
     def summary(self) -> List[Dict[str, Any]]:
         """One dict per configuration: its values, ``best_round``, ``mean``, ``se``, ``n``."""

@@ -1,0 +1,97 @@
+"""Tables as users hold them, through the entry points beside jboost.fit: the algorithms, sweeps
+and fine-tuning keep a DataFrame's feature names (prediction matches columns by name, never by
+position) and map class labels as users have them (strings, {-1, 1}) to 0..K-1, keeping them."""
+
+import numpy as np
+import optax
+import pytest
+
+import jboost
+from jboost import algorithms
+from jboost import sweep as sweep_lib
+
+pd = pytest.importorskip("pandas")
+
+
+def _table(n=240, seed=0):
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame(rng.normal(size=(n, 4)).astype(np.float32), columns=["a", "b", "c", "d"])
+    binary = np.where(X.a + 0.5 * X.b > 0, "yes", "no")
+    three = np.array(["x", "y", "z"])[(X.a > 0).to_numpy().astype(int) + (X.c > 0.5).to_numpy().astype(int)]
+    return X, binary, three
+
+
+def _check_by_name(model, X):
+    """Reordered columns predict as the original order, which position would not."""
+    reordered = X[list(X.columns[::-1])]
+    by_name = np.asarray(jboost.predict(model, reordered))
+    np.testing.assert_array_equal(by_name, np.asarray(jboost.predict(model, X)))
+    positional = np.asarray(jboost.predict(model, reordered.to_numpy()))
+    assert not np.array_equal(positional, by_name)  # the test can see a positional match
+    with pytest.raises(ValueError, match="missing \\['d'\\]"):
+        jboost.predict(model, X.drop(columns="d"))
+
+
+FITS = {
+    "adaboost_m1": lambda X, yb, yk: (algorithms.adaboost_m1(X, yb, n_rounds=4), yb),
+    "samme": lambda X, yb, yk: (algorithms.samme(X, yk, n_rounds=4), yk),
+    "gentle_adaboost": lambda X, yb, yk: (algorithms.gentle_adaboost(X, yb, n_rounds=4), yb),
+    "logitboost": lambda X, yb, yk: (algorithms.logitboost(X, yk, n_rounds=4), yk),
+    "gradient_boost": lambda X, yb, yk: (
+        algorithms.gradient_boost(X, yb, loss="binomial_deviance", n_rounds=4), yb),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FITS))
+def test_algorithms_keep_names_and_classes(name):
+    X, yb, yk = _table()
+    model, y = FITS[name](X, yb, yk)
+    assert tuple(model.feature_names_in_) == ("a", "b", "c", "d")
+    np.testing.assert_array_equal(model.classes_, np.unique(y))
+    _check_by_name(model, X)
+    labels = jboost.predict_class(model, X)
+    assert labels.dtype.kind == "U" and set(labels) <= set(y)
+    assert np.mean(labels == y) > 0.8
+
+
+def test_algorithm_labels_minus_one_one_and_continuation():
+    X, yb, _ = _table()
+    y = np.where(yb == "yes", 1, -1)
+    model = algorithms.real_adaboost(X, y, n_rounds=3)
+    np.testing.assert_array_equal(model.classes_, [-1, 1])
+    assert set(np.asarray(jboost.predict_class(model, X))) <= {-1, 1}
+    reordered = X[["c", "a", "d", "b"]]
+    more = algorithms.real_adaboost(reordered, y, n_rounds=2, init_model=model)  # by name
+    same = algorithms.real_adaboost(X, y, n_rounds=5)
+    assert more.n_rounds == 5
+    np.testing.assert_array_equal(np.asarray(jboost.predict(more, X)), np.asarray(jboost.predict(same, X)))
+    with pytest.raises(ValueError, match="labels the training labels do not have"):
+        algorithms.real_adaboost(X, np.where(y > 0, 2, -1), n_rounds=1, init_model=model)
+
+
+def test_sweep_models_keep_names_and_classes():
+    X, yb, _ = _table()
+    result = sweep_lib.sweep(X, yb, loss="binomial_deviance", grid={"learning_rate": [0.1, 0.3]},
+                             n_rounds=4, folds=3, keep_trees=True)
+    assert result.feature_names == ("a", "b", "c", "d")
+    np.testing.assert_array_equal(result.classes, ["no", "yes"])
+    models = result.models()
+    _check_by_name(models, X)
+    labels = jboost.predict_class(models, X)
+    assert labels.shape == models.batch_shape + (len(yb),) and set(np.unique(labels)) <= {"no", "yes"}
+    refit = result.refit(X, yb)
+    np.testing.assert_array_equal(refit.classes_, ["no", "yes"])
+
+
+def test_finetune_reads_columns_by_name_and_labels_by_class():
+    X, yb, _ = _table()
+    model = jboost.fit(X, yb, loss="binomial_deviance", n_rounds=4)
+    reordered = X[list(X.columns[::-1])]
+    tuned = jboost.finetune(model, reordered, yb, None, optax.sgd(0.1), n_steps=2,
+                            eval_set=(reordered, yb))
+    again = jboost.finetune(model, X, yb, None, optax.sgd(0.1), n_steps=2, eval_set=(X, yb))
+    np.testing.assert_array_equal(np.asarray(tuned.valid_loss), np.asarray(again.valid_loss))
+    np.testing.assert_array_equal(np.asarray(jboost.predict(tuned, X)), np.asarray(jboost.predict(again, X)))
+    np.testing.assert_array_equal(tuned.classes_, ["no", "yes"])
+    with pytest.raises(ValueError, match="labels the training labels do not have"):
+        jboost.finetune(model, X, np.where(yb == "yes", "Y", "no"), None, optax.sgd(0.1), n_steps=1)
