@@ -178,19 +178,68 @@ def tabular_input(X, init_model=None, eval_set=None, name: str = "X"):
 
 def _frame_values(X, name: str) -> np.ndarray:
     """A DataFrame's values as a float64 ``(n, F)`` array: numeric, bool and nullable columns
-    (missing values, ``pd.NA``, become NaN); other columns are refused by name."""
-    bad = []
-    for col, dtype in zip(X.columns, X.dtypes):
-        kind = getattr(dtype, "kind", "O")
-        if kind not in "biuf" or str(dtype) == "category":
-            bad.append(f"{col!r} ({dtype})")
+    (missing values, ``pd.NA``, become NaN); other columns are refused by name (categorical
+    columns are encoded by :func:`jboost.fit` only: :func:`categorical_plan`)."""
+    from jboost import categorical  # noqa: PLC0415 - categorical imports this module lazily
+    bad = [f"{col!r} ({dtype})" for col, dtype in zip(X.columns, X.dtypes)
+           if not categorical._numeric_dtype(dtype)]
     if bad:
+        cats = [c for c, d in zip(X.columns, X.dtypes) if categorical._categorical_dtype(d)]
+        hint = (f"jboost.fit encodes categorical columns ({cats[:8]} here: one-hot or ordered "
+                "target statistics, cat_features=); this entry point takes numeric columns only: "
+                "fit with jboost.fit, or encode them as numbers yourself (e.g. df[c].cat.codes "
+                "with -1 replaced by NaN, or pandas.get_dummies), or drop them"
+                if cats else "convert them to numbers or drop them")
         raise TypeError(f"{name} has non-numeric columns {', '.join(bad[:8])}"
-                        f"{'...' if len(bad) > 8 else ''}: jboost does not encode categorical or text "
-                        "features yet; encode them as numbers (ordinal codes, e.g. "
-                        "df[c].cat.codes with -1 replaced by NaN, or one-hot columns from "
-                        "pandas.get_dummies) or drop them.")
+                        f"{'...' if len(bad) > 8 else ''}: {hint}.")
     return X.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def categorical_plan(X, cat_features, one_hot_max_size, eval_set=None, n_stats: int = 1):
+    """The one place a fit reads categorical columns (:mod:`jboost.categorical`): ``None`` when
+    ``X`` has none (``cat_features=None`` and no category, object or string column; or
+    ``cat_features=[]``), else a :class:`jboost.categorical.Plan`: the column kinds and
+    vocabularies (a :class:`~jboost.categorical.CategoricalSpec`), the training rows' encoded
+    matrix and the ``eval_set``'s (by the same vocabularies). Errors name the argument: a
+    ``cat_features`` entry that names no column, a categorical column of non-integer numbers,
+    a non-numeric column left out of ``cat_features``."""
+    from jboost import categorical  # noqa: PLC0415
+    size = categorical.check_settings(one_hot_max_size, None, None)
+    if is_traced(X):
+        raise TypeError("X must be a concrete array (it is binned on the host); under "
+                        "jax.vmap/jit close over the data instead of passing it as a traced argument.")
+    if not categorical.has_categorical(X, cat_features):
+        return None
+    if not _is_frame(X) and not isinstance(X, np.ndarray):
+        X = np.asarray(X)
+    names, mask = categorical.resolve_columns(X, cat_features)
+    if not any(mask):
+        return None
+    if X.shape[0] == 0:
+        raise ValueError(f"X is empty: shape {X.shape}; need at least one sample and one feature.")
+    spec, X_enc = categorical.build_spec(X, mask, names, size, n_stats)
+    X_valid = None
+    if isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
+        X_valid = categorical.encode(spec, eval_set[0], "eval_set X")
+    elif eval_set is not None and not isinstance(eval_set, (tuple, list)):
+        raise TypeError("eval_set must be a tuple (X_valid, y_valid) or (X_valid, y_valid, w_valid).")
+    return categorical.Plan(spec, X_enc, X_valid)
+
+
+def categorical_rows(spec, X, name: str = "X") -> np.ndarray:
+    """Rows to predict with a model fitted on categorical columns, as the encoded float32 matrix
+    the model reads (:func:`jboost.categorical.encode`: vocabulary look-ups; unseen and missing
+    categories never an error). A DataFrame's columns are matched by name beforehand
+    (:func:`frame_in_order`)."""
+    from jboost import categorical  # noqa: PLC0415
+    if is_traced(X):
+        raise TypeError(f"{name} of a model with categorical features must be concrete (its "
+                        "categories are looked up on the host); predict outside jax.jit / jax.vmap.")
+    if not _is_frame(X) and not isinstance(X, np.ndarray):
+        X = np.asarray(X)
+    if len(getattr(X, "shape", ())) != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {np.shape(X)}.")
+    return categorical.encode(spec, X, name)
 
 
 def as_matrix(X, name: str = "X", allow_empty: bool = False) -> np.ndarray:

@@ -30,6 +30,7 @@ from jboost import _batching
 from jboost import _validation
 from jboost import binning
 from jboost import boosting
+from jboost import categorical
 from jboost import losses as losses_lib
 from jboost import metrics as metrics_lib
 from jboost import model as model_lib
@@ -82,6 +83,10 @@ def fit(
     checkpoint_every: Optional[int] = None,
     base_margin=None,
     eval_base_margin=None,
+    cat_features=None,
+    one_hot_max_size: int = categorical.ONE_HOT_MAX_SIZE,
+    cat_prior: Any = None,
+    cat_prior_weight: Any = categorical.PRIOR_WEIGHT,
 ) -> model_lib.Booster:
     """Fit a boosted ensemble of oblivious trees (ESL Algorithm 10.3, Newton trees).
 
@@ -176,6 +181,17 @@ def fit(
         :func:`jboost.predict` (``base_margin=``) and its siblings, and again to a continued fit.
       eval_base_margin: the offsets of ``eval_set``'s rows (required with ``base_margin`` and
         an ``eval_set``).
+      cat_features: the categorical columns (:mod:`jboost.categorical`): ``None`` (a
+        DataFrame's ``category``, ``object`` and string columns; an object array's columns
+        holding strings), or column names / indices / a boolean mask (strings, or integer codes
+        in numeric columns). ``[]``: none. Prediction encodes them with the model's tables
+        (unseen and missing categories: the prior, never an error).
+      one_hot_max_size: columns with at most this many categories (missing counted) become
+        0/1 indicators (splits ``x == c``); larger ones get CatBoost's ordered target
+        statistics (static).
+      cat_prior: the prior ``p`` of the target statistics, a number or ``(K,)`` (traced);
+        default the training rows' weighted mean of the statistic (the positive rate).
+      cat_prior_weight: its weight ``a > 0`` in ``(sum + a p) / (count + a)`` (traced).
 
     A concrete fit (not under ``jax.vmap`` / ``jax.jit``) runs its rounds as host-side calls of
     one compiled program (:func:`run_rounds`: about a quarter of a second each, or a chunk of
@@ -198,6 +214,17 @@ def fit(
         the learning rate). Not checked under ``jax.vmap``.
     """
     X, names, eval_set = _validation.tabular_input(X, init_model, eval_set)
+    plan = _validation.categorical_plan(X, cat_features, one_hot_max_size, eval_set)
+    if plan is not None:  # the encoded rows: numeric, one-hot indicators, ctr codes
+        if init_model is not None:
+            raise ValueError("init_model= cannot continue a fit with categorical features in this "
+                             "version (its ordered statistics would have to be re-derived): fit "
+                             "the longer n_rounds at once.")
+        X = plan.X
+        if plan.X_valid is not None:
+            eval_set = (plan.X_valid,) + tuple(eval_set[1:])
+    elif getattr(init_model, "categorical", None) is not None:
+        raise ValueError("init_model was fitted with categorical features; this X has none.")
     X = _validation.as_matrix(X, "X")
     y, classes, eval_set = _class_labels(y, eval_set, loss, n_outputs, task, init_model)
     y_given = y
@@ -229,32 +256,39 @@ def fit(
         X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=config.n_bins, borders=borders,
         label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name), label_columns=True)
     config = config._replace(missing=binning.has_missing(data.X_binned, config.n_bins))
+    key = _validation.as_key(key)
+    cat = None
+    if plan is not None:  # the ctr columns' statistics, borders and bins (traced prior)
+        data, borders, cat = _categorical_data(plan, data, borders, loss_obj, key, cat_prior,
+                                               cat_prior_weight, config.n_bins)
+        X_shape = (X.shape[0], cat.spec.n_features)
+    else:
+        X_shape = X.shape
     data = _with_margins(data, base_margin, eval_base_margin, eval_set, loss_obj.n_outputs)
     cause = (f"n_outputs K = {loss_obj.n_outputs} (a K-class loss takes K = max(y) + 1 from the "
              "labels' maximum)" if loss_obj.task == "multiclass" and n_outputs is None else None)
     k = loss_obj.n_outputs
     dense = loss_obj.hessian != "unit"
-    need = _validation.boosting_bytes(X.shape[0], X.shape[1], config.depth, config.n_bins, k,
+    need = _validation.boosting_bytes(X_shape[0], X_shape[1], config.depth, config.n_bins, k,
                                       config.n_rounds, k if config.per_output_trees else 1, dense,
                                       devices)
     _validation.check_memory(need, devices=devices, cause=cause,
-                             detail=f"estimated for {X.shape[0]} rows, {X.shape[1]} features, "
+                             detail=f"estimated for {X_shape[0]} rows, {X_shape[1]} features, "
                              f"depth={config.depth}, n_bins={config.n_bins}, n_outputs={k}, "
                              f"n_rounds={config.n_rounds} (histograms F x 2^(depth-1) x n_bins x 2K"
                              f" float32{', per-row K x K autodiff hessians' if dense and k > 1 else ''})"
                              f"{_validation.sharded_memory_hint(devices)}")
     init_raw = (_baseline(loss_obj, data.y, data.w, data.margin) if init_model is None
                 else init_model.baseline)
-    concrete = not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, init_raw)))
+    concrete = not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, init_raw, cat)))
     if concrete and not losses_lib.is_built_in(loss_obj):
         _validation.warn_if_no_gradient(loss_obj, data, init_raw)
     mesh = _validation.mesh_of(devices)
-    key = _validation.as_key(key)
     recorded = recorded_settings(config, hyper, key, init_rounds=0 if init_model is None else init_model.n_rounds,
-                                 base_margin=base_margin is not None)
+                                 base_margin=base_margin is not None, categorical=cat)
     args = (data, key, hyper, loss_obj, init_raw)
     labels_and_names = dict(classes=None if classes is None else model_lib.Classes(classes),
-                            feature_names=model_lib.named(names))
+                            feature_names=model_lib.named(names), categorical=cat)
     chunked = bool(verbose) or bool(callbacks) or checkpoint_dir is not None
     if concrete and _validation.host_rounds_possible():
         # A concrete fit runs as host-side calls of one compiled program (Ctrl-C, progress,
@@ -295,6 +329,49 @@ def fit(
     return booster._replace(settings=recorded)  # as asked (not NaN-masked), this call's
 
 
+def _categorical_data(plan, data: boosting.Data, borders, loss, key, prior, prior_weight,
+                      n_bins: int):
+    """``(data, borders, Categorical)``: the host-binned columns of ``plan``'s encoded rows
+    followed by the ctr columns' ordered target statistics (:func:`jboost.categorical.training_features`,
+    from the permutation of ``fold_in(key, PERMUTATION_STREAM)``; traced prior and weight),
+    their borders and bins; the eval set's rows get the statistics of every training row."""
+    spec = plan.spec
+    if loss.batch:
+        raise ValueError(f"categorical features need a loss of one label per row; {loss.name!r} is "
+                         "an objective of the whole batch (Cox, ranking): encode the categorical "
+                         "columns as numbers first.")
+    t = categorical.targets(np.asarray(data.y), loss)
+    spec = categorical.CategoricalSpec(spec.names, spec.kinds, spec.vocab, spec.vocab_type,
+                                       spec.missing, t.shape[1], spec.one_hot_max_size)
+    w = np.asarray(data.w, np.float32)
+    if prior is None:  # the weighted mean of the statistic over the training rows
+        prior = (t * w[:, None]).sum(0, dtype=np.float64) / max(float(w.sum(dtype=np.float64)), 1e-30)
+    categorical.check_settings(spec.one_hot_max_size, prior, prior_weight)
+    prior = jnp.broadcast_to(jnp.asarray(prior, jnp.float32), (t.shape[1],))
+    prior_weight = jnp.asarray(prior_weight, jnp.float32)
+    h, J = spec.host_width, len(spec.ctr_columns)
+    if J == 0:  # one-hot columns only
+        empty = jnp.zeros((0, t.shape[1]), jnp.float32)
+        return data, borders, categorical.Categorical(spec, empty, jnp.zeros((0,), jnp.float32),
+                                                      prior, prior_weight)
+    codes = np.asarray(plan.X[:, h:], np.int32)
+    perm_key = jax.random.fold_in(key, categorical.PERMUTATION_STREAM)
+    values, ctr_borders, bins, sums, counts = categorical.training_features(
+        jnp.asarray(codes), jnp.asarray(t), jnp.asarray(w), perm_key, prior, prior_weight,
+        jnp.asarray(spec.offsets), n_table_rows=spec.n_table_rows, n_bins=n_bins)
+    cat = categorical.Categorical(spec, sums, counts, prior, prior_weight)
+    X_binned = jnp.concatenate([jnp.asarray(data.X_binned)[:h], bins], axis=0)
+    X_valid = data.X_valid
+    if X_valid.shape[1]:
+        valid_values = categorical.ctr_values(cat, plan.X_valid[:, h:])
+        X_valid = jnp.concatenate([jnp.asarray(X_valid)[:h],
+                                   categorical.bin_values(valid_values, ctr_borders)], axis=0)
+    else:
+        X_valid = jnp.zeros((spec.n_features, 0), X_binned.dtype)
+    borders = jnp.concatenate([jnp.asarray(borders)[:h], ctr_borders], axis=0)
+    return data._replace(X_binned=X_binned, X_valid=X_valid), borders, cat
+
+
 def _class_labels(y, eval_set, loss, n_outputs, task, init_model):
     """Class labels as users have them (strings, ``{-1, 1}``, ...) mapped to ``0..K-1`` for a
     classification loss (:func:`jboost._validation.class_labels`), ``eval_set``'s labels with
@@ -312,7 +389,8 @@ def _class_labels(y, eval_set, loss, n_outputs, task, init_model):
 
 
 def recorded_settings(config: boosting.BoostConfig, hyper: boosting.Hyperparams, key, *,
-                      init_rounds: int = 0, base_margin: bool = False) -> model_lib.Settings:
+                      init_rounds: int = 0, base_margin: bool = False,
+                      categorical: Optional[categorical.Categorical] = None) -> model_lib.Settings:
     """The :class:`jboost.model.Settings` of a fit (``Booster.settings``, its docstring lists
     them): the traced hyperparameters as the fit used them (float32; tracers under ``jax.vmap``,
     so the batch's settings get the model axis), the static counts and flags as int32 / bool
@@ -330,6 +408,9 @@ def recorded_settings(config: boosting.BoostConfig, hyper: boosting.Hyperparams,
                   depth=jnp.int32(config.depth), n_bins=jnp.int32(config.n_bins),
                   per_output_trees=jnp.bool_(config.per_output_trees),
                   base_margin=jnp.bool_(base_margin), key=jnp.asarray(key, jnp.uint32))
+    if categorical is not None:  # the prior as used (traced), the one-hot threshold
+        arrays.update(cat_prior=categorical.prior, cat_prior_weight=categorical.prior_weight,
+                      one_hot_max_size=jnp.int32(categorical.spec.one_hot_max_size))
     es = config.early_stopping
     if es is not None:
         arrays.update(early_stopping_rounds=jnp.int32(es.rounds),

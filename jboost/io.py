@@ -55,7 +55,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 import numpy as np
 
 FORMAT = "jboost-model"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 # Format versions: 1, the first; 2 adds Booster.settings (a "settings" node: arrays and names)
 # and the header's "settings" summary; 3 adds Booster.classes (a "classes" node: the class labels
 # of a model fitted on mapped labels, in the header as JSON values, no arrays) and
@@ -64,6 +64,10 @@ FORMAT_VERSION = 3
 # the fields' defaults). A model without classes is written as version 2, which the jboost
 # versions before classes existed read as well; one with classes as version 3, which they
 # refuse (rather than predict class indices for labels, or match columns by position).
+# 4 adds Booster.categorical (a "Categorical" namedtuple: the final target statistics' arrays, and
+# a "categorical_spec" node: column kinds and vocabularies as JSON); only a model with
+# categorical features is written as version 4 (older jboost versions refuse it rather than
+# read string columns by position).
 HEADER = "__header__"
 
 # The dtypes a model file may hold (no object, string or structured arrays).
@@ -94,6 +98,7 @@ def _registry() -> Dict[str, Any]:
     function of a built-in loss by qualified name) and ``Loss``."""
     if _REGISTRY_CACHE:
         return _REGISTRY_CACHE
+    from jboost import categorical
     from jboost import losses as losses_lib
     from jboost import model as model_lib
     from jboost import objectives
@@ -127,7 +132,8 @@ def _registry() -> Dict[str, Any]:
     _REGISTRY_CACHE.update(
         models=models,
         families={"ObliviousTrees": tree_lib.ObliviousTrees},
-        nested={"LinearModel": linear.LinearModel},
+        nested={"LinearModel": linear.LinearModel, "Categorical": categorical.Categorical},
+        CategoricalSpec=categorical.CategoricalSpec,
         Settings=model_lib.Settings,
         Classes=model_lib.Classes,
         FeatureNames=model_lib.FeatureNames,
@@ -168,6 +174,7 @@ class _Writer:
         self.arrays: Dict[str, np.ndarray] = {}
         self.values: set = set()  # paths of Python numbers (stored in the header)
         self.classes = False  # whether the model holds class labels or feature names (version 3)
+        self.categorical = False  # whether it holds categorical features (version 4)
 
     def array(self, x, path: str):
         import jax
@@ -197,6 +204,9 @@ class _Writer:
         if isinstance(x, reg["FeatureNames"]):  # static names: JSON strings in the header
             self.classes = True
             return {"kind": "feature_names", "names": [str(v) for v in x.values]}
+        if isinstance(x, reg["CategoricalSpec"]):  # column kinds and vocabularies: JSON
+            self.categorical = True
+            return {"kind": "categorical_spec", "spec": x.to_json()}
         if isinstance(x, reg["Classes"]):  # static labels: JSON values in the header
             self.classes = True
             return {"kind": "classes", "labels": [v if isinstance(v, (str, bool, int)) else repr(float(v))
@@ -298,16 +308,18 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
         feature_names = list(own.values)
     if feature_names is not None:
         feature_names = [str(f) for f in feature_names]
-        if len(feature_names) != model.n_features:
+        n_inputs = getattr(model, "n_inputs", model.n_features)  # columns given (categorical)
+        if len(feature_names) != n_inputs:
             raise ValueError(f"feature_names has {len(feature_names)} names; the model has "
-                             f"{model.n_features} features.")
+                             f"{n_inputs} {'input columns' if n_inputs != model.n_features else 'features'}.")
     if metadata is not None:
         try:
             metadata = json.loads(json.dumps(metadata))
         except (TypeError, ValueError) as e:
             raise TypeError(f"metadata must be JSON-serialisable: {e}") from None
     header = {
-        "format": FORMAT, "format_version": FORMAT_VERSION if writer.classes else 2,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION if writer.categorical else 3 if writer.classes else 2,
         "jboost_version": jboost.__version__,
         "model_type": name, "n_features": int(model.n_features),
         "batch_shape": [int(s) for s in model.batch_shape], "n_stages": int(model.n_stages),
@@ -487,6 +499,10 @@ def predict_numpy(path_or_read, X) -> np.ndarray:
     if header["model_type"] != "Booster" or fam.get("type") != "ObliviousTrees":
         raise ValueError(f"predict_numpy reads Boosters of oblivious trees; this file holds a "
                          f"{header['model_type']} (use jboost.load and jboost.predict).")
+    if header["structure"].get("fields", {}).get("categorical", {}).get("kind", "none") != "none":
+        raise ValueError("predict_numpy reads models of numeric features; this one was fitted with "
+                         "categorical features, whose encoding needs jboost: use jboost.load and "
+                         "jboost.predict.")
     X = np.asarray(X, np.float32)
     if X.ndim != 2 or X.shape[1] != header["n_features"]:
         raise ValueError(f"X must be (n, {header['n_features']}); got shape {X.shape}.")
@@ -610,6 +626,22 @@ def _check_model(path, header, model) -> None:
         raise _fail(path, f"its trees split on feature indices in [{features.min()}, "
                           f"{features.max()}]; the model has {model.n_features} features.")
 
+    width = model.n_features
+    cat = getattr(model, "categorical", None)
+    if cat is not None:  # the tables fit the columns' vocabularies; the trees the encoded features
+        spec, lead = cat.spec, tuple(model.batch_shape)
+        want = {"sums": lead + (spec.n_table_rows, spec.n_stats), "counts": lead + (spec.n_table_rows,),
+                "prior": lead + (spec.n_stats,), "prior_weight": lead}
+        for f, shape in want.items():
+            a = getattr(cat, f)
+            if tuple(a.shape) != shape or a.dtype != np.dtype("float32"):
+                raise _fail(path, f"categorical.{f} is {a.dtype} {tuple(a.shape)}; its columns need "
+                                  f"float32 {shape}.")
+        if spec.n_features != model.n_features:
+            raise _fail(path, f"its categorical columns encode {spec.n_features} features; its trees "
+                              f"have {model.n_features}.")
+        width = spec.encoded_width
+
     def one(m, X):
         return m.raw_scores(X)
 
@@ -617,7 +649,7 @@ def _check_model(path, header, model) -> None:
     for _ in model.batch_shape:
         fn = jax.vmap(fn, in_axes=(0, None))
     try:
-        jax.eval_shape(fn, model, jax.ShapeDtypeStruct((1, model.n_features), jnp.float32))
+        jax.eval_shape(fn, model, jax.ShapeDtypeStruct((1, width), jnp.float32))
     except Exception as e:  # noqa: BLE001 - shapes that cannot predict
         raise _fail(path, f"its arrays have shapes a {type(model).__name__} cannot predict with "
                           f"({type(e).__name__}: {e}).") from None
@@ -676,6 +708,11 @@ class _Builder:
             if not isinstance(names, list) or not names or not all(isinstance(v, str) for v in names):
                 raise self.fail(f"its feature names at {path} are invalid.")
             return _registry()["FeatureNames"](names)
+        if kind == "categorical_spec":
+            try:
+                return _registry()["CategoricalSpec"].from_json(node.get("spec"))
+            except (TypeError, ValueError):
+                raise self.fail(f"its categorical columns at {path} are invalid.") from None
         if kind == "tree_family":
             return self.custom_family(node, path)
         if kind == "loss":

@@ -33,6 +33,7 @@ import numpy as np
 from jax import lax
 
 from jboost import _validation
+from jboost import categorical as categorical_lib
 from jboost import losses as losses_lib
 from jboost import tree as tree_lib
 
@@ -313,6 +314,11 @@ class Booster(NamedTuple):
         and ``predict_proba``'s columns follow their order; ``None`` when the labels were class
         indices already.
 
+      categorical: ``None``, or the :class:`jboost.categorical.Categorical` of a fit with
+        categorical columns (column kinds, vocabularies, the final target statistics, the
+        prior): prediction encodes the rows with it, so the trees' :attr:`n_features` are the
+        encoded features and :attr:`n_inputs` the columns given.
+
     ``jax.vmap(jboost.fit)`` gives a Booster whose every leaf has a leading model axis
     (``batch_shape == (M,)``); :func:`predict` and friends then predict for every model.
     """
@@ -329,10 +335,23 @@ class Booster(NamedTuple):
     settings: Mapping[str, Any] = {}
     classes: Optional[Classes] = None
     feature_names: Optional[FeatureNames] = None
+    categorical: Optional[categorical_lib.Categorical] = None
 
     @property
     def n_features(self) -> int:
+        """Features the trees split on (with categorical columns: the encoded features,
+        :func:`jboost.categorical.encoded_names`; :attr:`n_inputs` columns are given)."""
         return self.borders.shape[-2]
+
+    @property
+    def n_inputs(self) -> int:
+        """Columns of the rows to predict (:attr:`n_features` without categorical columns)."""
+        return self.n_features if self.categorical is None else self.categorical.spec.n_inputs
+
+    def features(self, X):
+        """The trees' features of checked rows: with categorical columns, the encoded rows
+        (:func:`jboost.categorical.encode`) with their statistics (:func:`jboost.categorical.expand`)."""
+        return X if self.categorical is None else categorical_lib.expand(self.categorical, X)
 
     @property
     def feature_names_in_(self) -> Optional[np.ndarray]:
@@ -378,7 +397,7 @@ class Booster(NamedTuple):
             else:
                 n_stages = int(self.best_round) + 1
         trees = first_stages(trees, n_stages, self.n_rounds)
-        return self._offset(self.baseline + sum_of_trees(trees, X))
+        return self._offset(self.baseline + sum_of_trees(trees, self.features(X)))
 
     def _offset(self, raw):
         return add_offset(raw, self.offset)
@@ -396,7 +415,7 @@ class Booster(NamedTuple):
         return jnp.argmax(self.proba_from_raw(raw), axis=-1)
 
     def staged(self, X, fn: Callable, *args) -> Any:
-        return _staged_boosting(self.trees, self.baseline, X, fn, args, self.offset)
+        return _staged_boosting(self.trees, self.baseline, self.features(X), fn, args, self.offset)
 
 
 def joined(first: Booster, then: Booster, per_round_info=()) -> Booster:
@@ -445,12 +464,36 @@ def _raw(model, X, n_rounds, base_margin=None, then=lambda raw: raw):
     """``then(raw scores)`` of the checked rows ``X`` (``(None, X)`` for zero rows), computed in
     row buckets (:func:`_by_row_buckets`)."""
     _check_model(model)
-    X = _validation.predict_matrix(_in_order(model, X), model.n_features)
+    X = _rows(model, X)
     margin = _margin(model, base_margin, X.shape[0])
     if X.shape[0] == 0:
         return None, X
     return _by_row_buckets(model, X, margin, lambda X, margin: then(
         _batched(model, lambda m: _plus(m.raw_scores(X, n_rounds), margin)))), X
+
+
+def _rows(model, X, name: str = "X"):
+    """Checked rows to predict: a DataFrame's columns matched by name (:func:`_in_order`); with
+    categorical columns, encoded by the model's vocabularies
+    (:func:`jboost._validation.categorical_rows`); the column count checked."""
+    X = _in_order(model, X)
+    cat = getattr(model, "categorical", None)
+    if cat is None:
+        return _validation.predict_matrix(X, model.n_features, name)
+    return _validation.predict_matrix(_validation.categorical_rows(cat.spec, X, name),
+                                      cat.spec.encoded_width, name)
+
+
+def encoded_features(model, X):
+    """The float features ``(n, model.n_features)`` a model's trees split on, for rows ``X`` as
+    users hold them (one model): the rows themselves without categorical columns."""
+    X = _rows(model, X)
+    return model.features(X) if getattr(model, "categorical", None) is not None else X
+
+
+def _input_width(model) -> int:
+    cat = getattr(model, "categorical", None)
+    return model.n_features if cat is None else cat.spec.encoded_width
 
 
 def _in_order(model, X):
@@ -530,7 +573,7 @@ def _by_row_buckets(model, X, margin, fn):
 def _width(model, fn) -> int:
     """The last dimension of ``fn(one model, rows)``, from shapes alone (``jax.eval_shape``: nothing
     is compiled or run), for the empty result of predicting zero rows."""
-    X1 = jax.ShapeDtypeStruct((1, model.n_features), jnp.float32)
+    X1 = jax.ShapeDtypeStruct((1, _input_width(model)), jnp.float32)
     return jax.eval_shape(lambda m, X: _batched(m, lambda one: fn(one, X)), model, X1).shape[-1]
 
 
@@ -573,7 +616,7 @@ def predict_proba(model: Model, X, n_rounds: Optional[int] = None, base_margin=N
     """
     _check_model(model)
     _require_classification(model, "predict_proba")
-    X = _validation.predict_matrix(_in_order(model, X), model.n_features)
+    X = _rows(model, X)
     margin = _margin(model, base_margin, X.shape[0])
     if X.shape[0] == 0:
         return _empty(model, (_width(model, lambda m, X1: _proba(m, X1, n_rounds)),))
@@ -593,7 +636,7 @@ def predict_class(model: Model, X, n_rounds: Optional[int] = None, base_margin=N
     ``model.classes``), those labels as a NumPy array."""
     _check_model(model)
     _require_classification(model, "predict_class")
-    X = _validation.predict_matrix(_in_order(model, X), model.n_features)
+    X = _rows(model, X)
     margin = _margin(model, base_margin, X.shape[0])
     if X.shape[0] == 0:
         empty = _empty(model, (), jnp.int32)
@@ -643,7 +686,7 @@ def staged_predict(model: Model, X, fn: Optional[Callable] = None, *args):
     if model.batch_shape:
         raise ValueError(f"staged_predict takes one model; this one has batch axes "
                          f"{model.batch_shape}: index it first (jax.tree_util.tree_map(lambda a: a[i], model)).")
-    X = _validation.predict_matrix(_in_order(model, X), model.n_features)
+    X = _rows(model, X)
     return model.staged(X, _identity if fn is None else fn, *args)
 
 
@@ -664,16 +707,23 @@ def used_gains(m) -> jax.Array:
     return jnp.where(keep, gains, jnp.zeros((), gains.dtype))
 
 
-def feature_importance(model: Model) -> jax.Array:
+def feature_importance(model: Model, encoded: bool = False) -> jax.Array:
     """Total split gain per feature over the trees a prediction uses (rounds up to
     ``best_round``), normalised to sum to 1 ``(n_features,)`` (with the model's batch axes in
-    front). ESL's relative importance and others: :func:`jboost.inspect.importance`."""
+    front). ESL's relative importance and others: :func:`jboost.inspect.importance`.
+
+    A model with categorical columns gives one importance per input column (its
+    ``feature_names``): the gains of a column's one-hot indicators or target statistics added
+    up; ``encoded=True`` gives them per encoded feature
+    (:func:`jboost.categorical.encoded_names`)."""
     _check_model(model)
 
     def one(m):
         gains = used_gains(m).reshape(-1)
         feats = m.trees.features.reshape(-1)
         total = jax.ops.segment_sum(gains, feats, num_segments=m.n_features)
+        if not encoded:
+            total = categorical_lib.sum_by_input(m, total)
         return total / jnp.maximum(jnp.sum(total), 1e-30)
 
     return _batched(model, one)
