@@ -560,8 +560,12 @@ def _weighted_borders(v, w, n_bins: int):
     vs = v[order]
     ws = jnp.where(pos, w, 0.0)[order]
     cw = jnp.cumsum(ws)
-    levels = jnp.arange(1, n_bins - 1, dtype=jnp.float32) / (n_bins - 1)
-    idx = jnp.clip(jnp.searchsorted(cw, levels * cw[-1], side="left"), 0, n - 1)
+    # The levels are host constants and the cumulative weights are divided (correctly rounded)
+    # rather than the levels multiplied in the program: XLA may fuse a product differently
+    # under jax.vmap, and a level that lands exactly on a row's cumulative weight would then
+    # pick another quantile (a vmapped fit must bin as its separate fit does).
+    levels = (np.arange(1, n_bins - 1, dtype=np.float64) / (n_bins - 1)).astype(np.float32)
+    idx = jnp.clip(jnp.searchsorted(cw / cw[-1], levels, side="left"), 0, n - 1)
     lower = vs[idx]
     n_pos = jnp.sum(pos)
     vmax = vs[jnp.maximum(n_pos - 1, 0)]

@@ -80,8 +80,14 @@ def test_category_labels_and_non_numeric_columns(frame):
     assert list(model.classes_) == ["no", "yes"]
     assert set(jboost.predict_class(model, df)) <= {"no", "yes"}
     text = df.assign(city=["a", "b", "c"] * 40, kind=pd.Categorical(["u", "v"] * 60))
+    cats = jboost.fit(text, y, "binomial_deviance", **KW)  # categorical columns: jboost.fit encodes
+    assert cats.categorical.spec.kinds[-2:] == ("one_hot", "one_hot")
     with pytest.raises(TypeError, match=r"X has non-numeric columns 'city' \((object|str)\), 'kind' "
-                                        r"\(category\): jboost does not encode categorical"):
-        jboost.fit(text, y, "binomial_deviance", **KW)
+                                        r"\(category\): jboost.fit encodes categorical columns"):
+        _validation.as_matrix(text)  # the entry points of numeric columns only (forests, sweeps)
+    dates = df.assign(when=pd.to_datetime(["2020-01-01"] * 120))
+    with pytest.raises(TypeError, match=r"X column 'when' has dtype datetime64\[ns\], which jboost "
+                                        "cannot use"):
+        jboost.fit(dates.assign(city=text.city), y, "binomial_deviance", **KW)
     with pytest.raises(ValueError, match=r"duplicate column names \['age'\]"):
         jboost.fit(pd.concat([df, df[["age"]]], axis=1), y, **KW)
