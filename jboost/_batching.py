@@ -8,7 +8,10 @@ size the chunks (sweeps, forests, bagged boosters, ECOC bits).
   (``done=``, ``on_chunk=``); :class:`ChunkCheckpoints` is that store (one ``.npz`` per chunk,
   written atomically, guarded by a :func:`fingerprint` of the call). Sweeps and forests
   (``checkpoint_dir=``) resume through them to the bitwise result of an uninterrupted call.
-  ``map_chunks(callbacks=)`` calls the caller's functions after each chunk (one may stop).
+  ``map_chunks(callbacks=)`` calls the caller's functions after each chunk (one may stop);
+  ``map_chunks(at_once=True)`` waits for a chunk by polling, so ``Ctrl-C`` lands within
+  milliseconds, and ``keep_on_interrupt=True`` then returns the chunks finished so far (with a
+  warning) instead of raising: the concrete fits of forests and bagged boosters.
 * :func:`map_checkpointed`: both together for a jitted chunk function over item indices -- the
   checkpoints and callbacks of forests, bagged boosters, ECOC ensembles and stacking.
 """
@@ -19,6 +22,7 @@ import functools
 import hashlib
 import os
 import time
+import warnings
 import zipfile
 
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple
@@ -109,14 +113,20 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
                progress: Optional[str] = None, what: str = "chunks",
                keeps: Optional[bool] = None,
                callbacks: Sequence[Callable[[Dict[str, Any]], Any]] = (),
-               info: Optional[Callable[[int, Any], Dict[str, Any]]] = None) -> list:
+               info: Optional[Callable[[int, Any], Dict[str, Any]]] = None,
+               at_once: bool = False, keep_on_interrupt: bool = False,
+               unit: str = "items") -> list:
     """``chunk_fn(c, items)`` for every chunk ``c``, called one after another from the host.
 
     Chunk ``c`` holds items ``c * size .. (c + 1) * size - 1`` (``items``, an int64 host array;
     the last chunk runs past ``n_items``: ``chunk_fn`` pads as it likes). Each chunk is waited
     for before the next is dispatched, so nothing more is queued when ``Ctrl-C`` comes: it
-    raises ``KeyboardInterrupt`` at the end of the running chunk, saying how many chunks were
-    finished and whether they were kept (``on_chunk``, e.g. checkpoints: a rerun resumes).
+    raises ``KeyboardInterrupt`` at the end of the running chunk (``at_once=True``: at once, the
+    wait polling ``is_ready()``; the running chunk then ends in the background and its result
+    is dropped), saying how many chunks were finished and whether they were kept (``on_chunk``,
+    e.g. checkpoints: a rerun resumes). ``keep_on_interrupt=True``: instead of raising, the
+    outputs of the chunks finished so far are returned with a warning (counting them in
+    ``unit``, e.g. ``"trees"``); a ``Ctrl-C`` before the first chunk has finished still raises.
 
     Args:
       done: ``{c: outputs}`` of chunks already computed (e.g. :meth:`ChunkCheckpoints.load`):
@@ -161,7 +171,8 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
                 if stop_after(c, done[c], True):
                     break
                 continue
-            out = jax.block_until_ready(chunk_fn(c, np.arange(c * size, (c + 1) * size)))
+            out = chunk_fn(c, np.arange(c * size, (c + 1) * size))
+            out = wait(out) if at_once else jax.block_until_ready(out)
             n_run, computed = n_run + 1, computed + 1
             if on_chunk is not None:
                 on_chunk(c, out)
@@ -174,13 +185,35 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
             if stop_after(c, out, False):
                 break
     except KeyboardInterrupt:
+        keeping = on_chunk is not None if keeps is None else keeps
+        if keep_on_interrupt and outs:
+            n_done = min(len(outs) * size, n_items)
+            saved = (f"; {kept} of them are saved (checkpoint_dir): rerunning the same call fits "
+                     "only the rest" if keeping else "")
+            warnings.warn(f"interrupted (Ctrl-C) after {len(outs)} of {n_chunks} {what}: the model "
+                          f"holds the {n_done} of {n_items} {unit} fitted so far{saved}.",
+                          UserWarning, stacklevel=2)
+            return outs
         saved = (f"{kept} of them saved (checkpoint_dir): rerun the same call to fit only the rest"
-                 if (on_chunk is not None if keeps is None else keeps) else
+                 if keeping else
                  "nothing is kept: pass checkpoint_dir= to keep finished chunks, so that a rerun "
                  "fits only the rest")
         raise KeyboardInterrupt(f"interrupted after {computed} of {n_chunks} {what} were computed; "
                                 f"{saved}.") from None
     return outs
+
+
+def wait(out, longest: float = 0.005):
+    """``out`` (a pytree) once every array of it is computed, polling ``is_ready()`` with short
+    sleeps (so a ``Ctrl-C`` lands at once; ``jax.block_until_ready`` would hold it until the
+    computation ends). Leaves without ``is_ready`` (host arrays) are taken as they are."""
+    pause = 1e-4
+    for leaf in jax.tree_util.tree_leaves(out):
+        if callable(getattr(leaf, "is_ready", None)):
+            while not leaf.is_ready():
+                time.sleep(pause)
+                pause = min(2 * pause, longest)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -317,7 +350,9 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
                      checkpoint_dir=None, kind: str, settings: Any = None,
                      differs: str = "data, keys or settings", progress: Optional[str] = None,
                      what: str = "chunks", callbacks: Sequence[Callable] = (),
-                     info: Optional[Callable[[int, Any], Dict[str, Any]]] = None) -> Any:
+                     info: Optional[Callable[[int, Any], Dict[str, Any]]] = None,
+                     at_once: bool = False, keep_on_interrupt: bool = False,
+                     unit: str = "items") -> Any:
     """``chunk_fn(*args, items)`` over ``n_items`` items in host-side chunks (:func:`map_chunks`),
     each chunk saved to ``checkpoint_dir`` as it finishes (:class:`ChunkCheckpoints`, files
     ``{kind}-chunk*.npz``, guarded by the :func:`fingerprint` of ``args`` and ``settings``) and
@@ -328,11 +363,12 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
     ``n_items`` -- to a pytree whose leaves have a leading ``(size,)`` axis. The chunks are laid
     out as :func:`map_in_chunks` lays them out (:func:`chunk_layout`). Returns the chunks'
     outputs concatenated along that axis, cut to the items finished (all ``n_items``, or fewer
-    when a callback stopped). Concrete arrays only (not under ``jax.vmap`` or ``jit``).
+    when a callback stopped, or a ``Ctrl-C`` with ``keep_on_interrupt``: :func:`map_chunks`).
+    Concrete arrays only (not under ``jax.vmap`` or ``jit``).
     """
     if any(_is_tracer(v) for v in jax.tree_util.tree_leaves(args)):
-        raise ValueError("checkpoint_dir= and callbacks= need a concrete fit (not under jax.vmap or "
-                         "jit).")
+        raise ValueError("verbose=, checkpoint_dir= and callbacks= need a concrete fit (not under "
+                         "jax.vmap or jit).")
     n_chunks, size = chunk_layout(n_items, chunk_size)
     items = lambda c: np.arange(c * size, (c + 1) * size)  # noqa: E731
     done, on_chunk = {}, None
@@ -343,7 +379,8 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
         on_chunk = lambda c, out: store.save("", c, out, items(c))  # noqa: E731
     outs = map_chunks(lambda c, it: chunk_fn(*args, jnp.asarray(it, jnp.int32)), n_items, size,
                       done=done, on_chunk=on_chunk, progress=progress, what=what,
-                      callbacks=callbacks, info=info)
+                      callbacks=callbacks, info=info, at_once=at_once,
+                      keep_on_interrupt=keep_on_interrupt, unit=unit)
     n_done = min(len(outs) * size, n_items)
     return jax.tree_util.tree_map(
         lambda *a: jnp.concatenate([jnp.asarray(x) for x in a])[:n_done], *outs)

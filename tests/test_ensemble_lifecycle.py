@@ -392,3 +392,114 @@ def test_bagged_boosters_start_each_bag_from_the_rows_offsets(letters):
     with pytest.raises(ValueError, match="eval_base_margin is for a shared eval_set"):
         bagging.fit_bagged_boosters(X, y, "poisson", base_margin=np.log(exposure), n_bags=2,
                                     early_stopping_rounds=2, eval_base_margin=np.zeros(5), **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# Ctrl-C without checkpoints; stacking's callbacks and progress lines.
+# --------------------------------------------------------------------------------------------
+
+
+def _interrupt_waiting_for_chunk(monkeypatch, n: int):
+    """Send SIGINT (a real signal, what Ctrl-C sends) while the host waits for the ``n``-th chunk
+    of a fit (:func:`jboost._batching.wait`)."""
+    import signal
+    from jboost import _batching
+    wait, calls = _batching.wait, []
+
+    def interrupting(out, *args, **kwargs):
+        calls.append(len(calls))
+        if len(calls) == n:
+            signal.raise_signal(signal.SIGINT)
+        return wait(out, *args, **kwargs)
+
+    monkeypatch.setattr(_batching, "wait", interrupting)
+    return calls
+
+
+def _first_bags(model, n: int):
+    """Bagged boosters' first ``n`` bags (every per-bag field; the shared borders kept)."""
+    return jax.tree_util.tree_map(lambda a: a[:n], model)._replace(borders=model.borders)
+
+
+def test_ctrl_c_returns_the_trees_and_bags_fitted_so_far(clf_data, clf, forests, bags, monkeypatch):
+    """A default forest or bagged fit (no checkpoint_dir, no callbacks) interrupted while its
+    third chunk runs returns, with a warning, bitwise the first chunks' trees or bags; so does a
+    KeyboardInterrupt raised in a callback; one before the first chunk has finished raises."""
+    X, y, _, _ = clf_data
+    _interrupt_waiting_for_chunk(monkeypatch, 2)
+    with pytest.warns(UserWarning, match=r"interrupted \(Ctrl-C\) after 1 of 3 chunks of trees: the "
+                                         r"model holds the 8 of 24 trees fitted so far\."):
+        part = bagging.fit_forest(X, y, n_trees=24, **FOREST)
+    assert_bitwise(part, forests[1])
+
+    def interrupt_after_16(entry):
+        if entry["done"] >= 16:
+            raise KeyboardInterrupt
+
+    monkeypatch.undo()
+    with pytest.warns(UserWarning, match="the model holds the 16 of 24 trees"):
+        part = bagging.fit_forest(X, y, n_trees=24, callbacks=[interrupt_after_16], **FOREST)
+    assert_bitwise(part, jax.tree_util.tree_map(lambda a: a[:16], forests[0])._replace(
+        borders=forests[0].borders))
+    _interrupt_waiting_for_chunk(monkeypatch, 1)
+    with pytest.raises(KeyboardInterrupt, match="interrupted after 0 of 3 chunks of trees"):
+        bagging.fit_forest(X, y, n_trees=24, **FOREST)
+    X, y = clf
+    _interrupt_waiting_for_chunk(monkeypatch, 3)
+    with pytest.warns(UserWarning, match="after 2 of 3 chunks of bags: the model holds the 2 of 3 bags"):
+        part = bagging.fit_bagged_boosters(X, y, "binomial_deviance", n_rounds=5,
+                                           **{**BAGS, "chunk_size": 1})
+    assert part.n_bags == 2
+    assert_bitwise(part, _first_bags(bags[1], 2))
+
+
+def test_ctrl_c_stops_an_ecoc_fit_at_once_with_no_partial_model(letters, monkeypatch):
+    """ECOC: no model of a part of the code (it would decode with a part of it): the
+    KeyboardInterrupt says so, and what was computed."""
+    X, y, code = letters
+    _interrupt_waiting_for_chunk(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt, match=r"interrupted after 1 of 3 chunks of bits were "
+                                                r"computed; .* No model is returned"):
+        combine.fit_ecoc_boosters(X, y, code, n_rounds=4, chunk_size=3, **ECOC)
+
+
+def test_waiting_for_a_chunk_lets_ctrl_c_land_at_once():
+    """The host polls a running chunk (``is_ready``), so SIGINT lands within milliseconds,
+    however long the chunk runs (``jax.block_until_ready`` would hold it until the end)."""
+    import signal
+    import threading
+    import time
+    from jboost import _batching
+
+    class Running:  # a computation that never ends
+        def is_ready(self):
+            return False
+
+    timer = threading.Timer(0.2, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        _batching.wait([np.zeros(3), Running()])
+    assert time.perf_counter() - start < 1.0
+    ready = [np.ones(2), jax.numpy.ones(2)]
+    assert _batching.wait(ready) is ready
+
+
+def test_stacking_reports_each_masks_fits_to_callbacks_and_progress_lines(clf, stack, capsys):
+    """callbacks= and verbose= run the fits mask by mask from the host: bitwise the one-call
+    model; a callback sees each fold's fits (their curves) and the all-data fits; a callback
+    returning True stops with an error (a stacked model needs every fit)."""
+    X, y = clf
+    seen = []
+    model = combine.fit_stacked_boosters(X, y, "binomial_deviance", callbacks=[seen.append],
+                                         verbose=True, **STACK)
+    assert_bitwise(model, stack)
+    assert [(e["fold"], e["learners"], e["done"], e["items"]) for e in seen] == [
+        (0, [0, 1], 1, 2), (1, [0, 1], 2, 2), ("all", [0, 1], 1, 1)]
+    assert seen[0]["valid_loss"].shape == (2, 40) and seen[1]["n_fitted"].shape == (2,)
+    assert seen[2]["train_loss"].shape == (2, model.n_rounds)
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[jboost] stacking")]
+    assert [l.split()[3] for l in lines] == ["1/2", "2/2", "1/1"]
+    with pytest.raises(RuntimeError, match="a callback stopped the stacking fit after 1 of its 3 "
+                                           "masks' fits"):
+        combine.fit_stacked_boosters(X, y, "binomial_deviance", callbacks=[lambda e: True], **STACK)

@@ -346,8 +346,8 @@ def test_argument_errors_name_the_argument():
         bagging.fit_forest(X, y, task="ranking")
     with pytest.raises(TypeError, match="depth must be an int"):
         bagging.fit_forest(X, y, depth=3.0)
-    with pytest.raises(ValueError, match="integer class labels"):
-        bagging.fit_forest(X, y + 0.5)
+    with pytest.raises(ValueError, match="y must be finite"):  # other labels are mapped (classes_)
+        bagging.fit_forest(X, np.where(y > 0, np.nan, y + 0.5))
     with pytest.raises(ValueError, match=r"l2=-1.0 must be in \[0.0, inf\]"):
         bagging.fit_forest(X, y, l2=-1.0)
     with pytest.raises(ValueError, match=r"memory_budget=0 must be in"):

@@ -46,6 +46,7 @@ from jboost import model as model_lib
 from jboost import tree as tree_lib
 from jboost.bagging import bootstrap as bootstrap_lib
 from jboost.bagging import oob as oob_lib
+from jboost.combine import _common
 
 
 class BaggedBoosters(NamedTuple):
@@ -64,6 +65,13 @@ class BaggedBoosters(NamedTuple):
       best_round: with early stopping, ``(B,)`` int32: each bag's round of its best validation
         score; ``None`` otherwise. A bag that stopped before the last round has zero trees and
         NaN losses in its rounds after the stop.
+      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
+        fractional numbers; a :class:`jboost.model.Classes`, as ``Booster.classes``):
+        :func:`jboost.predict_class` returns them and the columns of the probabilities follow
+        their order; ``None`` when the labels were class indices already.
+      feature_names: the fit's feature names (a DataFrame's columns; a
+        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
+        prediction from a DataFrame then matches its columns by name.
 
     As a model: its raw score (:func:`jboost.predict`) is the mean over bags of the bags' raw
     scores, its stages are the boosting rounds (``n_rounds=m``: every bag's first ``m`` rounds),
@@ -84,6 +92,18 @@ class BaggedBoosters(NamedTuple):
     train_loss: jax.Array
     valid_loss: Optional[jax.Array] = None
     best_round: Optional[jax.Array] = None
+    classes: Optional[model_lib.Classes] = None
+    feature_names: Optional[model_lib.FeatureNames] = None
+
+    @property
+    def feature_names_in_(self) -> Optional[np.ndarray]:
+        """The feature names (:attr:`feature_names` as NumPy), or ``None``."""
+        return None if self.feature_names is None else self.feature_names.array
+
+    @property
+    def classes_(self) -> Optional[np.ndarray]:
+        """The class labels (:attr:`classes` as NumPy), or ``None``."""
+        return None if self.classes is None else self.classes.array
 
     @property
     def n_bags(self) -> int:
@@ -376,8 +396,19 @@ def fit_bagged_boosters(
     over bags of ``offset + bag raw score`` is ``offset + predict``), and pass them again to a
     continued fit.
 
-    Checkpoints and callbacks: with ``checkpoint_dir`` or ``callbacks`` the chunks of bags run as
-    host-side calls of one compiled chunk program (:func:`jboost._batching.map_checkpointed`).
+    Tabular input, as in :func:`jboost.fit`: a pandas DataFrame ``X`` keeps its column names
+    (``BaggedBoosters.feature_names``; prediction from a DataFrame matches columns by name, a
+    continued fit orders its columns by the model's), and class labels other than ``0..K-1``
+    (strings, ``{-1, 1}``, ...) for a classification loss are mapped to ``0..K-1`` in sorted
+    order and kept (``BaggedBoosters.classes``, which :func:`jboost.predict_class` returns; the
+    ``eval_set``'s labels are mapped with them).
+
+    Checkpoints, callbacks and ``Ctrl-C``: a concrete fit (not under ``jax.vmap`` / ``jax.jit``)
+    runs its chunks of bags as host-side calls of one compiled chunk program
+    (:func:`jboost._batching.map_checkpointed`; bitwise the bags of one program), so ``Ctrl-C``
+    stops it at once and returns the bags of the chunks finished so far, with a warning (a
+    ``KeyboardInterrupt`` before the first chunk has finished; the running chunk ends in the
+    background).
     ``checkpoint_dir``: each chunk of bags is saved as it finishes (``bags-chunk*.npz``); a rerun
     of the same fit (data, key, settings, ``chunk_size``) fits only the chunks not saved yet and
     gives bitwise the model of an uninterrupted fit (a killed fit resumes; another fit's files
@@ -400,8 +431,10 @@ def fit_bagged_boosters(
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
                                  per_output_trees=per_output_trees)
-    X = _validation.as_matrix(X, "X")
-    y = _validation.as_labels(y, X.shape[0])
+    tab = _common.tabular(X, y, init_model=init_model, eval_set=eval_set, loss=loss,
+                          n_outputs=n_outputs)
+    X, eval_set = tab.X, tab.eval_set
+    y = _validation.as_labels(tab.y, X.shape[0])
     loss_obj = _validation.resolve_loss(loss, y, n_outputs)
     stopping, oob = _early_stopping(early_stopping_rounds, early_stopping_tolerance, eval_metric,
                                     eval_set, loss_obj, bootstrap)
@@ -438,7 +471,8 @@ def fit_bagged_boosters(
         offsets = api._with_margins(boosting.Data(*data[:6]), base_margin, eval_base_margin,
                                     eval_set if shared else None, loss_obj.n_outputs)
         margins = (offsets.margin, offsets.margin_valid)
-    if checkpoint_dir is None and not callbacks:
+    if not _common.host_fit(hyper, key, loss_obj.params) and checkpoint_dir is None and not callbacks:
+        # Under the caller's jax.vmap / jit: one traced program (progress from inside it).
         out, init, counts = bag_boost_binned(
             data.X_binned, data.y, data.w, key, hyper, loss_obj, config=config, n_bags=n_bags,
             bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose), oob=oob, valid=valid,
@@ -458,8 +492,9 @@ def fit_bagged_boosters(
             settings=(config, n_bags, bootstrap, oob, loss_obj.name, loss_obj.fn, loss_obj.n_outputs,
                       _native.available(), jax.devices()[0].platform),
             differs="data, key, settings or init_model", what="chunks of bags",
-            progress="bagged boosters: bags" if verbose else None, callbacks=callbacks, info=info)
-        if init.shape[0] < n_bags:  # a callback stopped: the bags fitted so far
+            progress="bagged boosters: bags" if verbose else None, callbacks=callbacks, info=info,
+            at_once=True, keep_on_interrupt=True, unit="bags")
+        if init.shape[0] < n_bags:  # a callback or Ctrl-C stopped: the bags fitted so far
             n_bags = init.shape[0]
             if init_model is not None:
                 init_model = init_model._replace(**{
@@ -483,7 +518,8 @@ def fit_bagged_boosters(
     model = BaggedBoosters(trees=trees, borders=data.borders,
                            baseline=init, loss=out.final_loss, bag_weights=counts,
                            train_loss=train_loss, valid_loss=valid_loss,
-                           best_round=out.best_round)
+                           best_round=out.best_round, classes=tab.classes,
+                           feature_names=tab.feature_names)
     # Traced settings (the caller's vmap) outside their domains: NaN bags, and a warning.
     return _validation.nan_outside_domains(model, loss_obj, hyper)
 
@@ -572,7 +608,7 @@ def _check_out_of_bag_rows(key, n_bags: int, w, bootstrap: str, counts=None) -> 
 def bagged_outputs(model: BaggedBoosters, X) -> jax.Array:
     """Per-bag outputs ``(B, n, K)``: each bag's loss link of its raw scores (class
     probabilities, or predictions through the link)."""
-    X = _validation.predict_matrix(X, model.n_features)
+    X = _validation.predict_matrix(model_lib._in_order(model, X), model.n_features)
     return _bag_links(model.loss, model.bag_raw_scores(X))
 
 
@@ -588,7 +624,8 @@ def bagged_predict(model: BaggedBoosters, X) -> jax.Array:
 
 def bagged_predict_proba(model: BaggedBoosters, X, n_rounds: Optional[int] = None) -> jax.Array:
     """:meth:`BaggedBoosters.proba`: the mean over bags of each bag's probabilities ``(n, n_classes)``."""
-    return model.proba(_validation.predict_matrix(X, model.n_features), n_rounds)
+    return model.proba(_validation.predict_matrix(model_lib._in_order(model, X), model.n_features),
+                       n_rounds)
 
 
 def bagged_oob(model: BaggedBoosters, X_train, y_train) -> oob_lib.OOBResult:
@@ -598,8 +635,7 @@ def bagged_oob(model: BaggedBoosters, X_train, y_train) -> oob_lib.OOBResult:
     With early stopping on the out-of-bag rows (the default), each bag's best round was chosen on
     the very rows it is scored on here, so this estimate is optimistic (a selection bias, small
     for one integer per bag): use a held-out set for an honest error."""
-    X_train = jnp.asarray(_validation.predict_matrix(X_train, model.n_features, "X_train"), jnp.float32)
-    y_train = _validation.as_labels(y_train, X_train.shape[0], "y_train", "X_train")
+    X_train, y_train = oob_lib.rows_and_labels(model, X_train, y_train, "X_train", "y_train")
     classification = model.task in _validation.CLASSIFICATION
 
     def outputs(x):

@@ -51,9 +51,14 @@ from jboost import _validation
 from jboost import model as model_lib
 from jboost import tree as tree_lib
 from jboost.bagging import bootstrap as bootstrap_lib
+from jboost.combine import _common
 
 #: Forest tasks: ``"classification"`` is binary or multiclass, K from the labels.
 FOREST_TASKS = ("regression",) + _validation.CLASSIFICATION + ("classification",)
+# The loss whose task maps a forest's class labels (jboost._validation.class_labels): two
+# classes at most for "binary", any number otherwise.
+_LABEL_LOSS = {"binary": "binomial_deviance", "multiclass": "multinomial_deviance",
+               "classification": "multinomial_deviance"}
 
 
 class ForestConfig(NamedTuple):
@@ -94,6 +99,13 @@ class Forest(NamedTuple):
         frequencies (``K = n_classes >= 2``, classification).
       borders: ``(F, n_bins - 1)`` bin borders of the training data.
       bag_weights: ``(B, n_train)`` bootstrap weights of every tree (0 = out of bag).
+      classes: a classification forest's class labels when they were mapped to ``0..K-1``
+        (strings, negative or fractional numbers; a :class:`jboost.model.Classes`, as
+        ``Booster.classes``): :func:`jboost.predict_class` returns them and the columns of the
+        probabilities follow their order; ``None`` when the labels were class indices already.
+      feature_names: the fit's feature names (a DataFrame's columns; a
+        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
+        prediction from a DataFrame then matches its columns by name.
 
     Its raw score (:func:`jboost.predict`) is the average of the trees' leaf values: means
     ``(n,)`` for regression, class frequencies ``(n, K)`` for classification (then also its
@@ -103,6 +115,18 @@ class Forest(NamedTuple):
     trees: tree_lib.ObliviousTrees
     borders: jax.Array
     bag_weights: jax.Array
+    classes: Optional[model_lib.Classes] = None
+    feature_names: Optional[model_lib.FeatureNames] = None
+
+    @property
+    def feature_names_in_(self) -> Optional[np.ndarray]:
+        """The feature names (:attr:`feature_names` as NumPy), or ``None``."""
+        return None if self.feature_names is None else self.feature_names.array
+
+    @property
+    def classes_(self) -> Optional[np.ndarray]:
+        """The class labels (:attr:`classes` as NumPy), or ``None``."""
+        return None if self.classes is None else self.classes.array
 
     @property
     def n_trees(self) -> int:
@@ -264,7 +288,8 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, firs
     directory is refused. ``callbacks`` get a dict per chunk (``trees``: the chunk's tree
     indices, ``done``/``items``: trees finished / ``n_trees``, ``elapsed``, ...); one returning
     ``True`` stops, keeping the trees fitted. ``config.verbose``: a line per chunk. Not under
-    ``jax.vmap``/``jit`` (concrete arrays only).
+    ``jax.vmap``/``jit`` (concrete arrays only). ``Ctrl-C`` lands at once and keeps the trees of
+    the chunks finished so far (a warning says how many; :func:`jboost._batching.map_chunks`).
     """
     quiet = config._replace(verbose=False)
 
@@ -278,7 +303,8 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, firs
         config.chunk_size, checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
         settings=(quiet, int(first_tree), _native.available(), jax.devices()[0].platform),
         differs="data, key, hyperparameters or settings", what="chunks of trees",
-        progress="forest: trees" if config.verbose else None, callbacks=callbacks, info=info)
+        progress="forest: trees" if config.verbose else None, callbacks=callbacks, info=info,
+        at_once=True, keep_on_interrupt=True, unit="trees")
     return _two_class_leaves(trees, config), counts
 
 
@@ -319,7 +345,12 @@ def fit_forest(
     bootstrap-weighted means or class frequencies), as ESL Algorithm 15.1 grows them.
 
     Args:
-      X: ``(n, F)`` floats (NaN: missing); y: ``(n,)`` real targets or class labels 0..K-1.
+      X: ``(n, F)`` floats (NaN: missing), or a pandas DataFrame, whose column names the forest
+        keeps (``Forest.feature_names``: prediction from a DataFrame matches columns by name), as
+        :func:`jboost.fit` does.
+      y: ``(n,)`` real targets, or class labels: ``0..K-1``, or any others (strings,
+        ``{-1, 1}``, ...), mapped to ``0..K-1`` in sorted order and kept in ``Forest.classes``
+        (:func:`jboost.predict_class` returns them), as :func:`jboost.fit` maps them.
       task: ``"classification"`` (binary or multiclass, K from the labels or ``n_classes``;
         leaves hold class frequencies), ``"binary"``, ``"multiclass"`` or ``"regression"``
         (leaves hold means).
@@ -363,6 +394,13 @@ def fit_forest(
         of ``r`` trees continued by ``s`` more, with the same data, key and settings, equals a
         forest of ``r + s`` trees bitwise. The result holds every tree.
 
+    A concrete fit (not under ``jax.vmap`` / ``jax.jit``) grows its chunks of trees as host-side
+    calls of one compiled chunk program (bitwise the trees of one program), so ``Ctrl-C`` stops
+    it at once and returns the forest of the trees of the chunks finished so far, with a warning
+    (a ``KeyboardInterrupt`` is raised before the first chunk has finished); the running chunk
+    ends in the background. Under ``jax.vmap`` the forest is one traced program, which ``Ctrl-C``
+    cannot stop before it ends.
+
     Returns:
       A :class:`Forest`.
 
@@ -378,10 +416,17 @@ def fit_forest(
     memory_budget = _validation.check_memory_budget(memory_budget)
     hyper = ForestHyperparams.create(min_child_weight, min_split_gain, l2)
     first_tree = 0
+    tab = _common.tabular(X, y, init_model=init_model, loss=_LABEL_LOSS.get(task),
+                          classify=task != "regression")
+    X, y = tab.X, tab.y
     if init_model is not None:
         borders, n_classes = _check_init_forest(init_model, X, task, n_classes, borders,
                                                 n_bins, depth)
         first_tree = init_model.n_trees
+    if tab.classes is not None and n_classes is not None and int(n_classes) != len(tab.classes):
+        raise ValueError(f"n_classes={n_classes} but y holds {len(tab.classes)} classes "
+                         f"{list(tab.classes.labels)[:10]} (labels mapped to 0..K-1 in sorted order): "
+                         "omit n_classes.")
     classes = []  # K found by the label check
 
     def label_check(labels, name):
@@ -421,9 +466,10 @@ def fit_forest(
     if e:
         hyper = hyper._replace(min_split_gain=hyper.min_split_gain * jnp.float32(2.0 ** (-2 * e)))
     args = (data.X_binned, y_fit, data.w, _validation.as_key(key), hyper)
-    if checkpoint_dir is None and not callbacks:
+    if not _common.host_fit(args) and checkpoint_dir is None and not callbacks:
+        # Under the caller's jax.vmap / jit: one traced program (progress from inside it).
         trees, counts = fit_forest_binned(*args, first_tree, config=config)
-    else:
+    else:  # a concrete fit: its chunks of trees from the host (Ctrl-C keeps the trees so far)
         trees, counts = _fit_forest_checkpointed(*args, first_tree, config=config,
                                                  checkpoint_dir=checkpoint_dir, borders=data.borders,
                                                  callbacks=callbacks)
@@ -432,9 +478,11 @@ def fit_forest(
     forest = Forest(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,
                     bag_weights=counts)
     if init_model is not None:  # its trees first, then the new ones
+        arrays = lambda f: f._replace(borders=None, classes=None, feature_names=None)  # noqa: E731
         forest = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]),
-                                        init_model._replace(borders=None), forest._replace(borders=None)
+                                        arrays(init_model), arrays(forest)
                                         )._replace(borders=data.borders)
+    forest = forest._replace(classes=tab.classes, feature_names=tab.feature_names)
     # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN forest, and a warning.
     return _validation.nan_outside_domains(forest, None, hyper)
 
@@ -498,7 +546,7 @@ def forest_vote(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
     """Fraction of trees voting for each class ``(n, K)`` (majority vote, ESL Algorithm 15.1)."""
     if not forest.is_classifier:
         raise ValueError("forest_vote needs a classification forest (n_outputs >= 2).")
-    X = _validation.predict_matrix(X, forest.n_features)
+    X = _validation.predict_matrix(model_lib._in_order(forest, X), forest.n_features)
     if n_trees is not None:
         n_trees = _validation.check_int(n_trees, "n_trees", 1, forest.n_trees)
     return _vote_fractions(model_lib.first_stages(forest.trees, n_trees, forest.n_trees, "n_trees"), X)
@@ -506,7 +554,8 @@ def forest_vote(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
 
 def forest_predict_class(forest: Forest, X, vote: bool = False, n_trees: Optional[int] = None):
     """Class labels ``(n,)``: alias of ``jboost.predict_class(forest, X, n_trees)`` (argmax of the
-    averaged probabilities), or with ``vote=True`` the majority vote of the trees."""
+    averaged probabilities), or with ``vote=True`` the majority vote of the trees (the forest's
+    ``classes`` when it has them, as ``predict_class`` returns them)."""
     if vote:
-        return jnp.argmax(forest_vote(forest, X, n_trees), axis=-1)
+        return model_lib.labels_of(forest, jnp.argmax(forest_vote(forest, X, n_trees), axis=-1))
     return model_lib.predict_class(forest, X, n_trees)

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from jboost import _validation
+from jboost import model as model_lib
 from jboost import tree as tree_lib
 from jboost.bagging.forest import Forest
 
@@ -104,8 +105,13 @@ def _forest_oob(trees, bag_weights, X, y, classification: bool):
     return oob_scan(fn, trees, bag_weights, y, classification)
 
 
-def _rows_and_labels(forest: Forest, X, y, x_name: str, y_name: str):
-    X = _validation.predict_matrix(X, forest.n_features, x_name)
+def rows_and_labels(model, X, y, x_name: str, y_name: str):
+    """Rows ``X`` (a DataFrame's columns matched by the model's feature names) and labels ``y``
+    (as users have them: mapped to the model's class indices when it keeps ``classes``)."""
+    X = _validation.predict_matrix(model_lib._in_order(model, X), model.n_features, x_name)
+    classes = getattr(model, "classes", None)
+    if classes is not None:
+        y = _validation.class_codes(_validation.series_values(y), classes.array, y_name)
     y = _validation.as_labels(y, X.shape[0], y_name, x_name)
     return jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32)
 
@@ -116,7 +122,7 @@ def forest_oob(forest: Forest, X_train, y_train) -> OOBResult:
     ``X_train, y_train`` must be the rows the forest was fitted on, in the same order
     (``forest.bag_weights[b, i]`` is row ``i``'s bootstrap weight in tree ``b``).
     """
-    X_train, y_train = _rows_and_labels(forest, X_train, y_train, "X_train", "y_train")
+    X_train, y_train = rows_and_labels(forest, X_train, y_train, "X_train", "y_train")
     if X_train.shape[0] != forest.bag_weights.shape[1]:
         raise ValueError(f"X_train has {X_train.shape[0]} rows but the forest was fitted on "
                          f"{forest.bag_weights.shape[1]}.")
@@ -131,7 +137,7 @@ def forest_staged(forest: Forest, X, y) -> OOBResult:
     truncated to ``b + 1`` trees (ESL Figure 15.1's curves), ``prediction`` the full average
     (for other functions of the staged averages: :func:`jboost.staged_predict`).
     """
-    X, y = _rows_and_labels(forest, X, y, "X", "y")
+    X, y = rows_and_labels(forest, X, y, "X", "y")
     zeros = jnp.zeros((forest.n_trees, X.shape[0]), jnp.float32)
     return _forest_oob(forest.trees, zeros, X, y, classification=forest.is_classifier)
 

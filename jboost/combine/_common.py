@@ -1,14 +1,65 @@
-"""What the stacked and the ECOC ensembles share: raw scores of ensembles batched over leading
-(learner, fold) axes, and a sum of trees viewed as one :class:`jboost.Booster`."""
+"""What the ensembles share: the tabular input of every ensemble's fit (a DataFrame's feature
+names, class labels as users have them), whether a fit may run from the host, raw scores of
+ensembles batched over leading (learner, fold) axes, and a sum of trees viewed as one
+:class:`jboost.Booster`."""
 
 from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
+from jboost import _validation
+from jboost import api
 from jboost import losses as losses_lib
 from jboost import model as model_lib
 from jboost import tree as tree_lib
+
+
+class Tabular(NamedTuple):
+    """What :func:`tabular` read: ``X`` a float32 ``(n, F)`` host matrix (a DataFrame's columns
+    in ``init_model``'s order), ``y`` the labels (class labels mapped to ``0..K-1``), ``eval_set``
+    (its X ordered and labels mapped likewise), and the model's ``feature_names`` and
+    ``classes`` fields (:class:`jboost.model.FeatureNames`, :class:`jboost.model.Classes`, or
+    ``None``)."""
+
+    X: Any
+    y: Any
+    eval_set: Any
+    feature_names: Optional[model_lib.FeatureNames]
+    classes: Optional[model_lib.Classes]
+
+
+def tabular(X, y, *, init_model=None, eval_set=None, loss=None, n_outputs=None, task=None,
+            classify: bool = True) -> Tabular:
+    """The tabular input of an ensemble's fit, read as :func:`jboost.fit` reads it: a
+    DataFrame's feature names (:func:`jboost._validation.tabular_input`: columns ordered by
+    ``init_model``'s names, the ``eval_set``'s too), then, for a classification fit
+    (``classify``), class labels as users have them (strings, ``{-1, 1}``, ...) mapped to
+    ``0..K-1`` by ``loss`` (a name, :class:`jboost.Loss` or function, with ``n_outputs`` and
+    ``task``) through :func:`jboost._validation.class_labels` (``eval_set``'s labels, and a
+    continued fit's, with the training or ``init_model``'s classes). A continued fit's labels
+    must be of the kind the model was fitted on (mapped classes or class indices)."""
+    X, names, eval_set = _validation.tabular_input(X, init_model, eval_set)
+    X = _validation.as_matrix(X, "X")
+    classes = None
+    if classify:
+        y, classes, eval_set = api._class_labels(y, eval_set, loss, n_outputs, task, init_model)
+        if init_model is not None and getattr(init_model, "classes", None) is None and classes is not None:
+            raise ValueError(f"y holds class labels {list(classes[:5])} that are not class indices "
+                             "0..K-1, but init_model was fitted on class indices: continue it with "
+                             "the same labels it was fitted on.")
+    return Tabular(X, y, eval_set, model_lib.named(names),
+                   None if classes is None else model_lib.Classes(classes))
+
+
+def host_fit(*values) -> bool:
+    """Whether a fit may run its chunks as host-side calls (``Ctrl-C``, progress, callbacks,
+    checkpoints): outside every JAX transformation, with no traced value among ``values`` (the
+    caller's ``jax.vmap`` over a hyperparameter makes it one traced program)."""
+    return _validation.host_rounds_possible() and not any(
+        _validation.is_traced(v) for v in jax.tree_util.tree_leaves(values))
 
 
 def batched_raw_scores(trees: tree_lib.ObliviousTrees, baselines, X, n_lead: int) -> jax.Array:
@@ -34,9 +85,14 @@ def rounds_first(trees: tree_lib.ObliviousTrees) -> tree_lib.ObliviousTrees:
     return jax.tree_util.tree_map(one, trees)
 
 
-def as_booster(trees: tree_lib.ObliviousTrees, borders, baseline, loss: losses_lib.Loss) -> model_lib.Booster:
+def as_booster(trees: tree_lib.ObliviousTrees, borders, baseline, loss: losses_lib.Loss,
+               classes: Optional[model_lib.Classes] = None,
+               feature_names: Optional[model_lib.FeatureNames] = None) -> model_lib.Booster:
     """A sum of trees with leading axes ``(n_rounds, trees_per_round)`` as a
-    :class:`jboost.Booster` (for its prediction and staged scan; no training curves: NaN)."""
+    :class:`jboost.Booster` (for its prediction and staged scan; no training curves: NaN), with
+    the ensemble's ``classes`` and ``feature_names`` (so that its own predictions match a
+    DataFrame's columns by name and return the class labels)."""
     nan = jnp.full((trees.features.shape[0],), jnp.nan, jnp.float32)
     return model_lib.Booster(trees=trees, borders=borders, baseline=baseline, loss=loss,
-                             train_loss=nan, valid_loss=nan)
+                             train_loss=nan, valid_loss=nan, classes=classes,
+                             feature_names=feature_names)

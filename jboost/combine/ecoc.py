@@ -169,6 +169,13 @@ class ECOCBoosters(NamedTuple):
       code: ``(K, L)`` the 0/1 code matrix.
       best_round: with early stopping, ``(L,)`` int32: each bit's round of its best validation
         score (predictions use each bit's rounds ``0..best_round``); ``None`` otherwise.
+      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
+        fractional numbers; a :class:`jboost.model.Classes`, as ``Booster.classes``): class
+        ``k`` (codeword ``code[k]``) is ``classes[k]``, and :func:`jboost.predict_class` returns
+        these labels; ``None`` when the labels were class indices already.
+      feature_names: the fit's feature names (a DataFrame's columns; a
+        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
+        prediction from a DataFrame then matches its columns by name.
 
     The model protocol: ``raw_scores`` are the bits' log-odds ``(n, L)`` (so ``jboost.predict``
     gives them), ``classes_from_raw`` the nearest codeword by L1 distance on the bits'
@@ -183,10 +190,22 @@ class ECOCBoosters(NamedTuple):
     baseline: jax.Array
     code: jax.Array
     best_round: Optional[jax.Array] = None
+    classes: Optional[model_lib.Classes] = None
+    feature_names: Optional[model_lib.FeatureNames] = None
 
     @property
     def n_features(self) -> int:
         return self.borders.shape[-2]
+
+    @property
+    def feature_names_in_(self) -> Optional[np.ndarray]:
+        """The feature names (:attr:`feature_names` as NumPy), or ``None``."""
+        return None if self.feature_names is None else self.feature_names.array
+
+    @property
+    def classes_(self) -> Optional[np.ndarray]:
+        """The class labels (:attr:`classes` as NumPy), or ``None``."""
+        return None if self.classes is None else self.classes.array
 
     def best_trees(self) -> tree_lib.ObliviousTrees:
         """The trees a prediction without ``n_rounds`` uses: with ``best_round``, bit ``l``'s
@@ -365,7 +384,13 @@ def fit_ecoc_boosters(
     """Fit an ECOC multiclass model (Dietterich and Bakiri 1995) with boosted bit learners.
 
     Args:
-      X: ``(n, F)``; y: ``(n,)`` class labels ``0..K-1``.
+      X: ``(n, F)``, or a pandas DataFrame, whose column names the model keeps
+        (``ECOCBoosters.feature_names``: prediction from a DataFrame matches columns by name), as
+        :func:`jboost.fit` does.
+      y: ``(n,)`` class labels ``0..K-1``, or any others (strings, ``{-1, 1}``, ...) mapped to
+        ``0..K-1`` in sorted order (class ``k`` is ``code[k]``) and kept in
+        ``ECOCBoosters.classes`` (:func:`jboost.predict_class` returns them); the ``eval_set``'s
+        labels are mapped with them.
       code: ``(K, L)`` 0/1 code matrix (:func:`exhaustive_code`, :func:`random_code`, or
         ``np.eye(K)`` for one-vs-rest).
       chunk_size: bits fitted together per ``vmap`` (default: all ``L`` in one).
@@ -402,6 +427,12 @@ def fit_ecoc_boosters(
       base_margin: refused with a ``ValueError`` (:data:`NO_BASE_MARGIN` says why).
       Other arguments and their defaults as in :func:`jboost.fit` (binomial deviance per bit).
 
+    A concrete fit (not under ``jax.vmap`` / ``jax.jit``) runs its chunks of bits as host-side
+    calls of one compiled chunk program (bitwise the bits of one program), so ``Ctrl-C`` stops it
+    at once; it raises ``KeyboardInterrupt`` (saying what was fitted and saved: with
+    ``checkpoint_dir`` a rerun fits only the rest), since a model of a part of the code's bits
+    would decode with a part of the code.
+
     Raises:
       MemoryError: the ``chunk_size`` bits fitted together (and every bit's trees) would not fit
         in the device's memory (:func:`jboost._validation.check_boosting_memory`, before compiling).
@@ -420,6 +451,13 @@ def fit_ecoc_boosters(
     n_bits = code.shape[1]
     chunk_size = n_bits if chunk_size is None else min(
         _validation.check_int(chunk_size, "chunk_size", 1, 1 << 30), n_bits)
+    tab = _common.tabular(X, y, init_model=init_model, eval_set=eval_set,
+                          loss="multinomial_deviance")
+    X, y, eval_set = tab.X, tab.y, tab.eval_set
+    if tab.classes is not None and len(tab.classes) != code.shape[0]:
+        raise ValueError(f"y holds {len(tab.classes)} classes {list(tab.classes.labels)[:10]} (labels "
+                         f"mapped to 0..K-1 in sorted order) but code has {code.shape[0]} rows, one "
+                         "codeword per class: pass a code with a row per class.")
     borders = None if init_model is None else _check_init_ecoc(init_model, X, code, config)
     data = _validation.prepare(
         X, y, sample_weight=sample_weight, n_bins=config.n_bins, borders=borders, eval_set=eval_set,
@@ -433,7 +471,8 @@ def fit_ecoc_boosters(
     start = None if init_model is None else (init_model.trees, init_model.baseline)
     valid = None if eval_set is None else (data.X_valid, data.y_valid, data.w_valid)
     key = _validation.as_key(key)
-    if checkpoint_dir is None and not callbacks:
+    if not _common.host_fit(hyper, key) and checkpoint_dir is None and not callbacks:
+        # Under the caller's jax.vmap / jit: one traced program (progress from inside it).
         out = fit_ecoc_binned(data.X_binned, data.y, data.w, key, hyper, code_j, config=config,
                               chunk_size=chunk_size, verbose=bool(verbose), start=start, valid=valid)
     else:
@@ -443,13 +482,19 @@ def fit_ecoc_boosters(
             return ({"bits": bits} if stopping is None else
                     {"bits": bits, "best_round": np.asarray(chunk[2])[:len(bits)]})
 
-        out = _batching.map_checkpointed(
-            functools.partial(_bits_chunk, config=config),
-            (data.X_binned, data.y, data.w, key, hyper, code_j, start, valid), n_bits, chunk_size,
-            checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
-            settings=(config, _native.available(), jax.devices()[0].platform),
-            differs="data, code, key, settings or init_model", what="chunks of bits",
-            progress="ecoc: bits" if verbose else None, callbacks=callbacks, info=info)
+        try:
+            out = _batching.map_checkpointed(
+                functools.partial(_bits_chunk, config=config),
+                (data.X_binned, data.y, data.w, key, hyper, code_j, start, valid), n_bits, chunk_size,
+                checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
+                settings=(config, _native.available(), jax.devices()[0].platform),
+                differs="data, code, key, settings or init_model", what="chunks of bits",
+                progress="ecoc: bits" if verbose else None, callbacks=callbacks, info=info,
+                at_once=True)
+        except KeyboardInterrupt as e:  # no partial model: it would decode with a part of the code
+            raise KeyboardInterrupt(f"{e} No model is returned: an ECOC model decodes every class "
+                                    "with every bit of its code (to keep the bits fitted so far, "
+                                    "stop from a callback instead).") from None
         if out[1].shape[0] < n_bits:  # a callback stopped: the bits fitted so far
             n_bits = out[1].shape[0]
             warnings.warn(f"a callback stopped the fit after {n_bits} of {code.shape[1]} bits: the "
@@ -470,7 +515,8 @@ def fit_ecoc_boosters(
     if init_model is not None:  # its rounds first, then the new ones (per bit)
         trees = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b], axis=1),
                                        init_model.trees, trees)
-    model = ECOCBoosters(trees, data.borders, init, code_j, best)
+    model = ECOCBoosters(trees, data.borders, init, code_j, best, classes=tab.classes,
+                         feature_names=tab.feature_names)
     # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN model, and a warning.
     return _validation.nan_outside_domains(model, None, hyper)
 
@@ -515,4 +561,4 @@ def ecoc_predict(model: ECOCBoosters, X, decoding: str = "l1") -> jax.Array:
     fn = lambda m, r: decode(r.reshape(r.shape[0], -1), m.code, decoding)
     for _ in model.batch_shape:
         fn = jax.vmap(fn)
-    return fn(model, raw)
+    return model_lib.labels_of(model, fn(model, raw))

@@ -183,6 +183,13 @@ class StackedBoosters(NamedTuple):
       best_round: with early stopping, ``(M,)`` int32: each learner's best round (chosen on its
         folds' held-out rows); its all-data learner's later rounds are zero trees. ``None``
         otherwise.
+      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
+        fractional numbers; a :class:`jboost.model.Classes`, as ``Booster.classes``):
+        :func:`jboost.predict_class` returns them and the columns of the probabilities follow
+        their order; ``None`` when the labels were class indices already.
+      feature_names: the fit's feature names (a DataFrame's columns; a
+        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
+        prediction from a DataFrame then matches its columns by name.
 
     The model protocol: ``raw_scores`` is the stacker's linear output ``(n, K_out)`` on the base
     learners' raw scores (``K_out = 1`` for regression and binary, the number of classes for
@@ -201,10 +208,22 @@ class StackedBoosters(NamedTuple):
     oof_raw: jax.Array
     base_loss: losses_lib.Loss
     best_round: Optional[jax.Array] = None
+    classes: Optional[model_lib.Classes] = None
+    feature_names: Optional[model_lib.FeatureNames] = None
 
     @property
     def n_features(self) -> int:
         return self.borders.shape[-2]
+
+    @property
+    def feature_names_in_(self) -> Optional[np.ndarray]:
+        """The feature names (:attr:`feature_names` as NumPy), or ``None``."""
+        return None if self.feature_names is None else self.feature_names.array
+
+    @property
+    def classes_(self) -> Optional[np.ndarray]:
+        """The class labels (:attr:`classes` as NumPy), or ``None``."""
+        return None if self.classes is None else self.classes.array
 
     @property
     def n_learners(self) -> int:
@@ -236,12 +255,13 @@ class StackedBoosters(NamedTuple):
         ``r`` holds the ``M`` learners' round-``r`` trees, learner ``m``'s leaf values mapped by
         its ``(K, K_out)`` block of the stacker's coefficients; the baseline is the intercept plus
         the mapped baselines. The same function as the stacker on the learners' raw scores (up to
-        float rounding)."""
+        float rounding), with the ensemble's ``classes`` and ``feature_names``."""
         coef = self.stacker.coef.reshape(self.n_learners, self.baseline.shape[-1], -1)  # (M, K, K_out)
         leaves = jnp.einsum("mrtlk,mko->mrtlo", self.trees.leaf_values, coef)
         trees = _common.rounds_first(self.trees._replace(leaf_values=leaves))
         baseline = self.stacker.intercept + jnp.einsum("mk,mko->o", self.baseline, coef)
-        return _common.as_booster(trees, self.borders, baseline, self.loss)
+        return _common.as_booster(trees, self.borders, baseline, self.loss, self.classes,
+                                  self.feature_names)
 
     def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
         return self.as_booster().raw_scores(X, n_stages)
@@ -293,6 +313,8 @@ def fit_stacked_boosters(
     early_stopping_tolerance: float = 0.0,
     eval_metric=None,
     checkpoint_dir=None,
+    callbacks: Sequence[Callable] = (),
+    verbose: bool = False,
 ) -> StackedBoosters:
     """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters.
 
@@ -331,14 +353,28 @@ def fit_stacked_boosters(
         rerunning the same fit (data, folds, key, hypers, settings) fits only what is not saved
         and gives bitwise the model of an uninterrupted fit (a killed fit resumes; another
         fit's files are refused, naming the file). Not under ``jax.vmap``.
+      callbacks: functions called on the host as the fits of each mask finish (one fold's ``M``
+        learners, then the all-data learners), with a dict: ``fold`` (the fold whose rows were
+        held out, or ``"all"`` for the all-data learners), ``learners`` (``0..M-1``),
+        ``train_loss`` ``(M, rounds)``, with early stopping the held-out score ``valid_loss``
+        ``(M, rounds)`` and ``n_fitted`` ``(M,)``; ``done``/``items`` (masks finished / masks of
+        the phase: the folds, then with early stopping the all-data fits as a second phase),
+        ``elapsed``, ``chunk``/``chunks``, ``from_checkpoint``. A stacked model needs every fit,
+        so a callback returning ``True`` stops the fit with a ``RuntimeError`` (saying what
+        ``checkpoint_dir`` kept). The fits then run mask by mask from the host, as with
+        ``checkpoint_dir`` (bitwise the same model); ``Ctrl-C`` then stops at once with a
+        ``KeyboardInterrupt`` (without them the fit is one compiled program).
+      verbose: print a line (masks done, elapsed and remaining time) as each mask's fits finish
+        (mask by mask from the host, as with ``callbacks``).
       Other arguments and their defaults as in :func:`jboost.fit` (static settings, shared by
       every learner).
     """
     if init_model is not None:
         raise ValueError(NO_WARM_START)
-    X = _validation.as_matrix(X, "X")
+    tab = _common.tabular(X, y, loss=loss, n_outputs=n_outputs, task=task)
+    X = tab.X
     n = X.shape[0]
-    y = _validation.as_labels(y, n)
+    y = _validation.as_labels(tab.y, n)
     loss_obj = _validation.resolve_loss(loss, y, n_outputs, task)
     config, hyper = _learner_settings(hypers, n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                       colsample_by=colsample_by, per_output_trees=per_output_trees,
@@ -366,13 +402,14 @@ def fit_stacked_boosters(
         ids = explicit
     masks = jnp.concatenate([cv.fold_masks(ids, n_folds), jnp.ones((1, n), jnp.float32)])
     best = n_fitted = None
+    host = dict(checkpoint_dir=checkpoint_dir, callbacks=tuple(callbacks or ()), verbose=bool(verbose),
+                n_folds=n_folds)
     if stopping is None:
         trees, baselines, train_loss = _cross_fit(data, k_fit, masks, hyper, loss_obj, config,
-                                                  checkpoint_dir, "stacking")
+                                                  kind="stacking", **host)
     else:
         trees, baselines, train_loss, best, n_fitted = _fit_stopped(
-            data, k_fit, masks, hyper, loss_obj, config._replace(early_stopping=stopping),
-            checkpoint_dir)
+            data, k_fit, masks, hyper, loss_obj, config._replace(early_stopping=stopping), **host)
     # A concrete fit: no silent NaN learner (fit's FloatingPointError, naming the fit).
     if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):
         _validation.check_finite_fits(
@@ -389,7 +426,8 @@ def fit_stacked_boosters(
     stacker = linear.fit_linear(oof.reshape(n, -1), data.y, task=second, n_outputs=k_out,
                                 l2=stacker_l2, n_steps=stacker_steps, sample_weight=data.w)
     final = jax.tree_util.tree_map(lambda a: a[-1], trees)
-    model = StackedBoosters(final, data.borders, baselines[-1], stacker, oof, loss_obj, best)
+    model = StackedBoosters(final, data.borders, baselines[-1], stacker, oof, loss_obj, best,
+                            classes=tab.classes, feature_names=tab.feature_names)
     # Traced settings (the caller's vmap) outside their domains: a NaN model, and a warning.
     return _validation.nan_outside_domains(model, loss_obj, hyper)
 
@@ -406,23 +444,45 @@ def _masks_chunk(X_binned, y, w, key, masks, hypers, loss, items, *, config):
                               with_train_loss=True)
 
 
-def _cross_fit(data, key, masks, hyper, loss, config, checkpoint_dir, kind):
-    """Every mask's fits in one call, or with ``checkpoint_dir`` mask by mask from the host, each
-    saved as it finishes (``{kind}-chunk*.npz``) and read back by a rerun."""
+def _cross_fit(data, key, masks, hyper, loss, config, *, kind, checkpoint_dir=None, callbacks=(),
+               verbose=False, n_folds=0, first_mask=0):
+    """Every mask's fits in one call, or with ``checkpoint_dir``, ``callbacks`` or ``verbose``
+    mask by mask from the host (bitwise the same fits), each saved as it finishes
+    (``{kind}-chunk*.npz``, read back by a rerun), reported to the callbacks and printed.
+    ``masks[c]`` is mask ``first_mask + c`` of the fit: fold ``first_mask + c`` held out, the
+    all-data fits for ``n_folds``. A callback returning ``True``: a ``RuntimeError``."""
     args = (data.X_binned, data.y, data.w, key, masks, hyper, loss)
-    if checkpoint_dir is None:
+    if checkpoint_dir is None and not callbacks and not verbose:
         if config.early_stopping is not None:
             return cross_fit_stopped(*args, config=config)
         return cross_fit_boosters(*args, config=config, with_train_loss=True)
-    return _batching.map_checkpointed(
+
+    def info(c, out):
+        fold = first_mask + c
+        entry = {"fold": fold if fold < n_folds else "all",
+                 "learners": list(range(out[1].shape[1])), "train_loss": np.asarray(out[2])[0]}
+        if config.early_stopping is not None:
+            entry.update(valid_loss=np.asarray(out[3])[0], n_fitted=np.asarray(out[4])[0])
+        return entry
+
+    out = _batching.map_checkpointed(
         functools.partial(_masks_chunk, config=config), args, masks.shape[0], 1,
         checkpoint_dir=checkpoint_dir, kind=kind,
         settings=(config, loss.name, loss.fn, loss.n_outputs, loss.task, _native.available(),
                   jax.devices()[0].platform),
-        differs="data, folds, key, hypers or settings", what="folds' fits")
+        differs="data, folds, key, hypers or settings", what="folds' fits",
+        progress="stacking: masks" if verbose else None, callbacks=callbacks, info=info,
+        at_once=True)
+    if out[1].shape[0] < masks.shape[0]:
+        saved = (" (the fits saved in checkpoint_dir are kept: rerunning the same call fits only "
+                 "the rest)" if checkpoint_dir is not None else "")
+        raise RuntimeError(f"a callback stopped the stacking fit after {first_mask + out[1].shape[0]} "
+                           f"of its {n_folds + 1} masks' fits: a stacked model needs every fold's fits "
+                           f"and the all-data fits, so none is returned{saved}.")
+    return out
 
 
-def _fit_stopped(data, key, masks, hyper, loss, config, checkpoint_dir=None):
+def _fit_stopped(data, key, masks, hyper, loss, config, **host):
     """The fits of :func:`fit_stacked_boosters` with early stopping: the fold fits stop on their
     held-out folds (:func:`cross_fit_stopped`), each learner's best round comes from its folds
     (:func:`learner_best_rounds`), then the all-data fits run as many rounds as the latest best
@@ -431,14 +491,14 @@ def _fit_stopped(data, key, masks, hyper, loss, config, checkpoint_dir=None):
     train_loss, best (M,), n_fitted (S + 1, M))`` as the one call without early stopping
     (``R``: the all-data fits' rounds)."""
     trees, baselines, train_loss, valid_loss, n_fitted = _cross_fit(
-        data, key, masks[:-1], hyper, loss, config, checkpoint_dir, "stacking-folds")
+        data, key, masks[:-1], hyper, loss, config, kind="stacking-folds", **host)
     best = learner_best_rounds(valid_loss, n_fitted)
     rounds = config.n_rounds
     if not _validation.is_traced(best):
         rounds = int(np.max(np.asarray(best))) + 1
     all_trees, all_base, all_loss = _cross_fit(
         data, key, masks[-1:], hyper, loss, config._replace(n_rounds=rounds, early_stopping=None),
-        checkpoint_dir, "stacking-all")
+        kind="stacking-all", first_mask=masks.shape[0] - 1, **host)
     cut = lambda a: a[:, :, :rounds]  # noqa: E731 (the fold fits' rounds after every best round)
     trees = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([cut(a), b]), trees, all_trees)
     trees = jax.vmap(lambda t: _first_rounds_only(t, best))(trees)

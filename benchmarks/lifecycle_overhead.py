@@ -1,0 +1,135 @@
+"""What the lifecycle arguments cost: a default fit against the same fit with ``verbose=``,
+``callbacks=`` or ``checkpoint_dir=`` (issue 15: progress should cost <= 5% of the fit).
+
+For ``jboost.fit``, ``bagging.fit_forest`` and ``bagging.fit_bagged_boosters`` with their default
+settings (100 rounds of depth 6; 100 trees of depth 10; 10 bags of 100 rounds) on synthetic
+binary data of a few sizes, every variant is fitted once to compile, then timed ``--repeats``
+times (``jax.block_until_ready`` on the model; the median is reported) and printed as its ratio
+to the default fit. A concrete forest or bagged fit runs its chunks from the host (so ``Ctrl-C``
+keeps the trees or bags so far); ``one program`` is the same fit run as one compiled program
+(the way a fit under ``jax.vmap`` runs, and a concrete one ran before), for comparison. The machine's load average
+is printed before and after: on a shared machine the ratios are only as good as it is quiet.
+
+    python benchmarks/lifecycle_overhead.py            # 2k and 20k rows x 20 features
+    python benchmarks/lifecycle_overhead.py --quick    # 2k rows only, 1 repeat
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+import jax
+import numpy as np
+
+import jboost
+from jboost import bagging
+from jboost import datasets
+
+
+def _loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def _noop(_info):
+    return None
+
+
+def _variants(fit, X, y):
+    """name -> a function fitting the model with that variant's lifecycle arguments."""
+    chunks = {}
+
+    def checkpointed():
+        d = tempfile.mkdtemp(prefix="jboost-bench-")  # a fresh directory: nothing to resume
+        chunks.setdefault("dirs", []).append(d)
+        return fit(X, y, checkpoint_dir=d)
+
+    out = {
+        "default": lambda: fit(X, y),
+        "verbose": lambda: fit(X, y, verbose=True),
+        "callbacks": lambda: fit(X, y, callbacks=[_noop]),
+        "checkpoints": checkpointed,
+    }
+    return out, chunks
+
+
+def _one_program(fit, X, y):
+    """The fit as one compiled program (the path of a fit under ``jax.vmap`` / ``jax.jit``)
+    instead of host-side chunks: :func:`jboost.combine._common.host_fit` answers no."""
+    from jboost.combine import _common
+    host_fit = _common.host_fit
+    _common.host_fit = lambda *values: False
+    try:
+        return fit(X, y)
+    finally:
+        _common.host_fit = host_fit
+
+
+def _time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="2000,20000", help="rows, comma-separated")
+    parser.add_argument("--features", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="2000 rows, 1 repeat")
+    parser.add_argument("--cases", default="fit,forest,bagged")
+    args = parser.parse_args()
+    sizes = [2000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    repeats = 1 if args.quick else args.repeats
+    cases = {
+        # jboost.fit: verbose=N prints every N rounds (a line per chunk of 10 rounds here).
+        "fit": lambda X, y, verbose=False, **kw: jboost.fit(
+            X, y, "binomial_deviance", verbose=10 if verbose else 0, **kw),
+        "forest": lambda X, y, **kw: bagging.fit_forest(X, y, **kw),
+        "bagged": lambda X, y, **kw: bagging.fit_bagged_boosters(X, y, "binomial_deviance", **kw),
+    }
+    chosen = [c for c in args.cases.split(",") if c]
+    print(f"jax {jax.__version__}, {jax.devices()[0].platform}, {len(jax.devices())} device(s), "
+          f"{os.cpu_count()} CPUs; load average before: {_loadavg()}")
+    header = f"{'case':8s} {'rows':>7s} {'default s':>10s} {'verbose':>8s} {'callbacks':>9s} " \
+             f"{'checkpts':>9s} {'one program':>11s}"
+    print(header)
+    for n in sizes:
+        X, y = datasets.make_classification(n, n_features=args.features, n_informative=10, seed=0)
+        X, y = np.asarray(X, np.float32), np.asarray(y, np.float32)
+        for case in chosen:
+            fit = cases[case]
+            variants, made = _variants(fit, X, y)
+            if case != "fit":  # the same fit as one program (what a concrete fit was before)
+                variants["one program"] = lambda fit=fit: _one_program(fit, X, y)
+            seconds = {}
+            for name, fn in variants.items():
+                with contextlib.redirect_stdout(io.StringIO()):
+                    jax.block_until_ready(fn())  # compile
+                seconds[name] = _time(fn, repeats)
+            for d in made.get("dirs", []):
+                shutil.rmtree(d, ignore_errors=True)
+            base = seconds["default"]
+            ratio = lambda k: f"{seconds[k] / base:.3f}" if k in seconds else "-"  # noqa: E731
+            print(f"{case:8s} {n:7d} {base:10.3f} {ratio('verbose'):>8s} {ratio('callbacks'):>9s} "
+                  f"{ratio('checkpoints'):>9s} {ratio('one program'):>11s}", flush=True)
+    print(f"load average after: {_loadavg()} (ratios: time of the variant / time of the default fit; "
+          f"median of {repeats})")
+
+
+if __name__ == "__main__":
+    main()
