@@ -54,8 +54,15 @@ import jax.numpy as jnp
 import numpy as np
 
 #: Default ``one_hot_max_size``: columns with at most this many categories (a missing value
-#: counts as one) are one-hot encoded, the others get ordered target statistics.
-ONE_HOT_MAX_SIZE = 4
+#: counts as one) are one-hot encoded, the others get ordered target statistics. Chosen on a
+#: validation split of adult's training file (26,061 / 6,500 rows; depth 6, 1000 rounds, rate
+#: 0.05): validation log loss 0.2740 with 2 or 4 (race, relationship, marital status,
+#: workclass, education, occupation as statistics), 0.2718 with 10, 0.2699 with 16 (only
+#: native-country, 42 categories, as a statistic) and 0.2699 with every column one-hot;
+#: CatBoost's defaults 0.2698. An oblivious level splits every leaf on one rule, and one
+#: indicator per category lets the trees isolate a category that a single statistic orders
+#: among others; beyond a few dozen categories the indicators' splits are too narrow to pay.
+ONE_HOT_MAX_SIZE = 16
 #: Default ``cat_prior_weight``: the weight ``a`` of the prior in ``(S + a p) / (N + a)``.
 PRIOR_WEIGHT = 1.0
 #: The ``fold_in`` data of the permutation's key (the fit's rounds fold in ``0..n_rounds - 1``).
