@@ -338,11 +338,11 @@ def explain_trees(trees: tree_lib.ObliviousTrees, X, data, weight, interactions:
 
 def _explain(model, X, n_rounds, data, data_weight, interactions: bool) -> ShapValues:
     model_lib._check_model(model)
-    X = _validation.predict_matrix(X, model.n_features)
+    X = _validation.predict_matrix(model_lib._in_order(model, X), model.n_features)  # by name
     if data is None:
         data, data_weight = X, None
     else:
-        data = _validation.predict_matrix(data, model.n_features, name="data")
+        data = _validation.predict_matrix(model_lib._in_order(model, data), model.n_features, name="data")
     if data.shape[0] == 0:
         raise ValueError("data has no rows (without data=, the rows X explain themselves): the "
                          "covers of the trees' nodes are background row counts; pass some rows "
@@ -527,9 +527,13 @@ def permutation_importance(model, X, y, metric=None, n_repeats: int = 5, key=0,
       in front; one compiled program (a ``lax.map`` over features, ``vmap`` over repeats).
     """
     model_lib._check_model(model)
-    X = jnp.asarray(_validation.predict_matrix(X, model.n_features), jnp.float32)
+    X = jnp.asarray(_validation.predict_matrix(model_lib._in_order(model, X), model.n_features),
+                    jnp.float32)
     n_repeats = _validation.check_int(n_repeats, "n_repeats", 1, 10**6)
-    y = jnp.asarray(y)
+    classes = getattr(model, "classes", None)
+    if classes is not None:  # labels as the model was fitted on: strings, {-1, 1}, ...
+        y = _validation.class_codes(_validation.series_values(y), classes.array, "y")
+    y = jnp.asarray(_validation.series_values(y))
     if y.shape[0] != X.shape[0]:
         raise ValueError(f"y has {y.shape[0]} rows but X has {X.shape[0]}.")
     w = jnp.asarray(_validation.as_weights(sample_weight, X.shape[0]))

@@ -95,3 +95,20 @@ def test_finetune_reads_columns_by_name_and_labels_by_class():
     np.testing.assert_array_equal(tuned.classes_, ["no", "yes"])
     with pytest.raises(ValueError, match="labels the training labels do not have"):
         jboost.finetune(model, X, np.where(yb == "yes", "Y", "no"), None, optax.sgd(0.1), n_steps=1)
+
+
+def test_shap_and_permutation_importance_read_columns_by_name_and_labels_by_class():
+    from jboost import inspect as inspect_lib
+
+    X, yb, _ = _table()
+    model = jboost.fit(X, yb, loss="binomial_deviance", n_rounds=4)
+    reordered = X[list(X.columns[::-1])]
+    shap = inspect_lib.shap_values(model, X[:20], data=X[:50])
+    again = inspect_lib.shap_values(model, reordered[:20], data=reordered[:50])
+    np.testing.assert_array_equal(np.asarray(again.values), np.asarray(shap.values))
+    positional = inspect_lib.shap_values(model, reordered[:20].to_numpy(), data=reordered[:50].to_numpy())
+    assert not np.array_equal(np.asarray(positional.values), np.asarray(shap.values))
+    imp = np.asarray(inspect_lib.permutation_importance(model, X, yb, metric="error_rate", n_repeats=2))
+    imp_r = np.asarray(inspect_lib.permutation_importance(model, reordered, yb, metric="error_rate", n_repeats=2))
+    assert np.argmax(imp.mean(-1)) == 0  # column a decides the labels
+    np.testing.assert_array_equal(imp_r, imp)  # feature j is the model's j-th feature either way
