@@ -54,6 +54,18 @@ def _bounded_mappings():
         gc.collect()
 
 
+#: At most this many test worker processes (pytest-xdist, ``-n auto``): each holds its own JAX
+#: caches (a few GiB at the suite's peak), and the suite is compile-bound, so a worker per
+#: available core up to this count.
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per core this process may use, at most :data:`MAX_WORKERS`."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, MAX_WORKERS))
+
+
 N = 200          # training rows of every end-to-end fit
 N_VALID = 100    # validation rows
 F = 5            # features
