@@ -112,3 +112,27 @@ def test_shap_and_permutation_importance_read_columns_by_name_and_labels_by_clas
     imp_r = np.asarray(inspect_lib.permutation_importance(model, reordered, yb, metric="error_rate", n_repeats=2))
     assert np.argmax(imp.mean(-1)) == 0  # column a decides the labels
     np.testing.assert_array_equal(imp_r, imp)  # feature j is the model's j-th feature either way
+
+
+def test_shap_values_of_categorical_columns_sum_by_input_column():
+    from jboost import inspect as inspect_lib
+
+    rng = np.random.default_rng(3)
+    n = 400
+    city = rng.choice([f"c{i}" for i in range(30)], n)  # target statistics (above one_hot_max_size)
+    color = rng.choice(["red", "green"], n)               # one-hot
+    X = pd.DataFrame({"x": rng.normal(size=n).astype(np.float32), "city": city, "color": color})
+    effect = {f"c{i}": (i % 3 - 1.0) for i in range(30)}
+    y = (X.x + X.city.map(effect) + (X.color == "red") > 0).astype(int).to_numpy()
+    model = jboost.fit(X, y, "binomial_deviance", n_rounds=8, depth=3)
+    shap = inspect_lib.shap_values(model, X[:30], data=X)
+    values = np.asarray(shap.values)
+    assert values.shape == (30, 3)  # one column per input column: x, city, color
+    raw = np.asarray(jboost.predict(model, X[:30]))
+    np.testing.assert_allclose(values.sum(1) + float(shap.expected_value), raw, rtol=1e-5, atol=1e-5)
+    inter = inspect_lib.shap_interaction_values(model, X[:5], data=X)
+    assert np.asarray(inter.values).shape == (5, 3, 3)
+    np.testing.assert_allclose(np.asarray(inter.values).sum(2), values[:5], rtol=1e-4, atol=1e-5)
+    reordered = X[["color", "x", "city"]]
+    np.testing.assert_array_equal(np.asarray(inspect_lib.shap_values(model, reordered[:30], data=reordered).values),
+                                  values)
