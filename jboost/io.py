@@ -482,6 +482,21 @@ def read_header(path) -> Dict[str, Any]:
     return read(path)[0]
 
 
+def _frame_in_order(X, names):
+    """A pandas DataFrame's columns in the order of the file's ``feature_names`` (matched by
+    name, as :func:`jboost.predict` does; NumPy only); a missing or unexpected column is refused
+    by name. A DataFrame for a model without names, and arrays, are taken by position."""
+    if not (type(X).__module__.startswith("pandas") and hasattr(X, "columns")) or names is None:
+        return X
+    have = [str(c) for c in X.columns]
+    missing = [n for n in names if n not in have]
+    extra = [n for n in have if n not in set(names)]
+    if missing or extra:
+        raise ValueError(f"X's columns do not match the model's features: missing {missing[:10]}, "
+                         f"unexpected {extra[:10]} (the model was fitted on {list(names)[:10]}).")
+    return X.iloc[:, [have.index(n) for n in names]].to_numpy(dtype=np.float32, na_value=np.nan)
+
+
 def predict_numpy(path_or_read, X) -> np.ndarray:
     """Raw scores of a ``Booster`` of oblivious trees from a model file, with NumPy only (no jax):
     ``(n,)`` for one output, ``(n, K)`` otherwise, as :func:`jboost.predict`.
@@ -492,7 +507,8 @@ def predict_numpy(path_or_read, X) -> np.ndarray:
     jboost's prediction, so the result is bitwise :func:`jboost.predict`'s on CPU in the tests
     (subnormal inputs and borders compare as 0, as on XLA's CPU; a subnormal partial sum of
     leaf values, which XLA's CPU would flush to 0, is kept).
-    Batched Boosters (``jax.vmap`` of fits, sweeps) get a leading batch axis.
+    Batched Boosters (``jax.vmap`` of fits, sweeps) get a leading batch axis. A DataFrame's
+    columns are matched by the file's ``feature_names`` when it has them.
     """
     header, arrays = read(path_or_read) if not isinstance(path_or_read, tuple) else path_or_read
     fam = header["structure"].get("fields", {}).get("trees", {})
@@ -503,7 +519,7 @@ def predict_numpy(path_or_read, X) -> np.ndarray:
         raise ValueError("predict_numpy reads models of numeric features; this one was fitted with "
                          "categorical features, whose encoding needs jboost: use jboost.load and "
                          "jboost.predict.")
-    X = np.asarray(X, np.float32)
+    X = np.asarray(_frame_in_order(X, header.get("feature_names")), np.float32)
     if X.ndim != 2 or X.shape[1] != header["n_features"]:
         raise ValueError(f"X must be (n, {header['n_features']}); got shape {X.shape}.")
     # XLA's CPU compares subnormal floats as 0 (flush to zero): so do we.

@@ -136,3 +136,18 @@ def test_shap_values_of_categorical_columns_sum_by_input_column():
     reordered = X[["color", "x", "city"]]
     np.testing.assert_array_equal(np.asarray(inspect_lib.shap_values(model, reordered[:30], data=reordered).values),
                                   values)
+
+
+def test_numpy_reader_matches_a_dataframes_columns_by_name(tmp_path):
+    from jboost import io as jio
+
+    X, yb, _ = _table()
+    model = jboost.fit(X, yb, loss="binomial_deviance", n_rounds=4)
+    path = tmp_path / "m.jbm"
+    jboost.save(model, path)
+    reordered = X[list(X.columns[::-1])]
+    want = np.asarray(jboost.predict(model, X))
+    np.testing.assert_array_equal(jio.predict_numpy(path, reordered), want)
+    assert not np.array_equal(jio.predict_numpy(path, reordered.to_numpy()), want)
+    with pytest.raises(ValueError, match="missing \\['d'\\]"):
+        jio.predict_numpy(path, X.drop(columns="d"))
