@@ -383,6 +383,10 @@ def _class_labels(y, eval_set, loss, n_outputs, task, init_model):
         y = _validation.class_codes(y, classes, "y")
     else:
         y, classes = _validation.class_labels(y, loss, n_outputs, task)
+        if init_model is not None and classes is not None:  # else a silent relabelling
+            raise ValueError(f"y holds class labels {classes[:5].tolist()} that are not class "
+                             "indices 0..K-1, but init_model was fitted on class indices: continue "
+                             "it with the labels it was fitted on.")
     if classes is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
         eval_set = (eval_set[0], _validation.class_codes(eval_set[1], classes)) + tuple(eval_set[2:])
     return y, classes, eval_set

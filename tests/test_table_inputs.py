@@ -151,3 +151,13 @@ def test_numpy_reader_matches_a_dataframes_columns_by_name(tmp_path):
     assert not np.array_equal(jio.predict_numpy(path, reordered.to_numpy()), want)
     with pytest.raises(ValueError, match="missing \\['d'\\]"):
         jio.predict_numpy(path, X.drop(columns="d"))
+
+
+def test_a_model_of_class_indices_is_not_continued_with_mapped_labels():
+    X, yb, _ = _table()
+    y01 = (yb == "yes").astype(np.int32)
+    model = jboost.fit(X, y01, loss="binomial_deviance", n_rounds=2)
+    with pytest.raises(ValueError, match="fitted on class indices"):
+        jboost.fit(X, yb, loss="binomial_deviance", n_rounds=2, init_model=model)
+    with pytest.raises(ValueError, match="fitted on class indices"):
+        algorithms.logitboost(X, yb, n_rounds=2, init_model=algorithms.logitboost(X, y01, n_rounds=2))
