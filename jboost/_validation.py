@@ -254,6 +254,11 @@ def as_matrix(X, name: str = "X", allow_empty: bool = False) -> np.ndarray:
         raise TypeError(f"{name} must be a concrete array (it is binned on the host); under "
                         "jax.vmap/jit close over the data instead of passing it as a traced argument.")
     arr = np.asarray(X)
+    if arr.dtype.kind in "OUS":
+        raise TypeError(f"{name} must be numeric (float, int or bool); got dtype {arr.dtype}. "
+                        "Categorical columns: jboost.fit encodes them, named by cat_features= "
+                        "(column indices of an array) or inferred from a DataFrame's category "
+                        "and string columns.")
     _numeric(arr, name)
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}.")

@@ -182,8 +182,8 @@ def fit(
       eval_base_margin: the offsets of ``eval_set``'s rows (required with ``base_margin`` and
         an ``eval_set``).
       cat_features: the categorical columns (:mod:`jboost.categorical`): ``None`` (a
-        DataFrame's ``category``, ``object`` and string columns; an object array's columns
-        holding strings), or column names / indices / a boolean mask (strings, or integer codes
+        DataFrame's ``category``, ``object`` and string columns; none of an array's), or
+        column names / indices / a boolean mask (strings, or integer codes
         in numeric columns). ``[]``: none. Prediction encodes them with the model's tables
         (unseen and missing categories: the prior, never an error).
       one_hot_max_size: columns with at most this many categories (missing counted) become

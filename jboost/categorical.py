@@ -364,13 +364,10 @@ def _numbers(col, name: str) -> np.ndarray:
 
 def has_categorical(X, cat_features) -> bool:
     """Whether a fit on ``X`` has categorical columns (``cat_features`` given and non-empty, or
-    a DataFrame / object array with category or string columns)."""
+    a DataFrame with category or string columns; arrays need ``cat_features``)."""
     if cat_features is not None:
         return len(_as_list(cat_features)) > 0
-    if _is_frame(X):
-        return any(_categorical_dtype(d) for d in X.dtypes)
-    arr = X if isinstance(X, np.ndarray) else None
-    return arr is not None and arr.dtype.kind in "OUS"
+    return _is_frame(X) and any(_categorical_dtype(d) for d in X.dtypes)
 
 
 def _as_list(cat_features) -> list:
@@ -383,7 +380,7 @@ def _as_list(cat_features) -> list:
 def resolve_columns(X, cat_features, name: str = "X") -> Tuple[Optional[Tuple[str, ...]], list]:
     """``(names, categorical)``: the input's column names (``None`` for arrays) and which columns
     are categorical (bools). ``cat_features``: ``None`` (a DataFrame's category, object and
-    string columns; an object/string array's columns holding a string), or names / indices."""
+    string columns; none of an array's), or names / indices / a boolean mask."""
     from jboost import _validation  # noqa: PLC0415 - _validation imports this module lazily
     if _is_frame(X):
         names = _validation.feature_names_of(X)
@@ -395,13 +392,7 @@ def resolve_columns(X, cat_features, name: str = "X") -> Tuple[Optional[Tuple[st
         names, dtypes = None, [arr.dtype] * arr.shape[1]
     n = len(dtypes)
     if cat_features is None:
-        if names is not None:
-            cat = [_categorical_dtype(d) for d in dtypes]
-        elif dtypes and dtypes[0].kind in "OUS":
-            cat = [any(isinstance(v, (str, bytes)) for v in np.asarray(X)[:, j]) for j in range(n)]
-        else:
-            cat = [False] * n
-        return names, cat
+        return names, [names is not None and _categorical_dtype(d) for d in dtypes]
     cat = [False] * n
     items = _as_list(cat_features)
     if len(items) and all(isinstance(i, (bool, np.bool_)) for i in items):

@@ -256,7 +256,9 @@ def test_numpy_codes_multiclass_and_regression():
     assert jboost.feature_importance(model).shape == (2,)
     assert jboost.feature_importance(model, encoded=True).shape == (4,)
     strings = np.array([[f"k{c}", v] for c, v in zip(codes, X[:, 0])], dtype=object)
-    reg = jboost.fit(strings, codes * 1.0, "squared_error", **KW)      # inferred: column 0 holds strings
+    with pytest.raises(TypeError, match="X must be numeric .* named by cat_features="):
+        jboost.fit(strings, codes * 1.0, "squared_error", **KW)       # arrays: never inferred
+    reg = jboost.fit(strings, codes * 1.0, "squared_error", cat_features=[0], **KW)
     assert reg.categorical.spec.kinds == ("ctr", "numeric")
     assert np.corrcoef(np.asarray(jboost.predict(reg, strings)), codes)[0, 1] > 0.9
 
