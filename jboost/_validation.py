@@ -226,6 +226,17 @@ def categorical_plan(X, cat_features, one_hot_max_size, eval_set=None, n_stats: 
     return categorical.Plan(spec, X_enc, X_valid)
 
 
+def categorical_plan_like(spec, X, eval_set=None):
+    """The :class:`jboost.categorical.Plan` of a continued fit: ``X`` (and the ``eval_set``'s
+    rows) encoded with the model's columns and vocabularies ``spec`` (a category unseen by the
+    model: the prior, as at prediction)."""
+    from jboost import categorical  # noqa: PLC0415
+    X_valid = None
+    if isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
+        X_valid = categorical_rows(spec, eval_set[0], "eval_set X")
+    return categorical.Plan(spec, categorical_rows(spec, X, "X"), X_valid)
+
+
 def categorical_rows(spec, X, name: str = "X") -> np.ndarray:
     """Rows to predict with a model fitted on categorical columns, as the encoded float32 matrix
     the model reads (:func:`jboost.categorical.encode`: vocabulary look-ups; unseen and missing

@@ -214,17 +214,18 @@ def fit(
         the learning rate). Not checked under ``jax.vmap``.
     """
     X, names, eval_set = _validation.tabular_input(X, init_model, eval_set)
-    plan = _validation.categorical_plan(X, cat_features, one_hot_max_size, eval_set)
+    init_cat = getattr(init_model, "categorical", None)
+    if init_cat is not None:  # a continued fit encodes with the model's columns and vocabularies
+        plan = _validation.categorical_plan_like(init_cat.spec, X, eval_set)
+    else:
+        plan = _validation.categorical_plan(X, cat_features, one_hot_max_size, eval_set)
+        if plan is not None and init_model is not None:
+            raise ValueError("init_model was fitted without categorical features; this X has "
+                             "categorical columns: continue on the model's numeric columns.")
     if plan is not None:  # the encoded rows: numeric, one-hot indicators, ctr codes
-        if init_model is not None:
-            raise ValueError("init_model= cannot continue a fit with categorical features in this "
-                             "version (its ordered statistics would have to be re-derived): fit "
-                             "the longer n_rounds at once.")
         X = plan.X
         if plan.X_valid is not None:
             eval_set = (plan.X_valid,) + tuple(eval_set[1:])
-    elif getattr(init_model, "categorical", None) is not None:
-        raise ValueError("init_model was fitted with categorical features; this X has none.")
     X = _validation.as_matrix(X, "X")
     y, classes, eval_set = _class_labels(y, eval_set, loss, n_outputs, task, init_model)
     y_given = y
@@ -246,7 +247,12 @@ def fit(
                              split_criterion=split_criterion, tree_family=tree_family)
     config = config._replace(early_stopping=stopping, eval_metric=shown_metric)
     if init_model is not None:
-        borders = _check_init_model(init_model, X, loss_obj, borders, config)
+        borders = _check_init_model(init_model, X if plan is None else plan.spec.n_features,
+                                    loss_obj, borders, config)
+        if plan is not None:  # bin the host columns with the model's borders (codes: replaced)
+            h = plan.spec.host_width
+            borders = jnp.concatenate([borders[:h], jnp.full((X.shape[1] - h, borders.shape[1]),
+                                                             jnp.inf, borders.dtype)], axis=0)
         offset = init_model.offset
     else:
         offset = _validation.label_offset(y_given, y, loss_obj)
@@ -260,7 +266,7 @@ def fit(
     cat = None
     if plan is not None:  # the ctr columns' statistics, borders and bins (traced prior)
         data, borders, cat = _categorical_data(plan, data, borders, loss_obj, key, cat_prior,
-                                               cat_prior_weight, config.n_bins)
+                                               cat_prior_weight, config.n_bins, init_model)
         X_shape = (X.shape[0], cat.spec.n_features)
     else:
         X_shape = X.shape
@@ -330,12 +336,17 @@ def fit(
 
 
 def _categorical_data(plan, data: boosting.Data, borders, loss, key, prior, prior_weight,
-                      n_bins: int):
+                      n_bins: int, init_model=None):
     """``(data, borders, Categorical)``: the host-binned columns of ``plan``'s encoded rows
     followed by the ctr columns' ordered target statistics (:func:`jboost.categorical.training_features`,
     from the permutation of ``fold_in(key, PERMUTATION_STREAM)``; traced prior and weight),
-    their borders and bins; the eval set's rows get the statistics of every training row."""
+    their borders and bins; the eval set's rows get the statistics of every training row.
+    A continued fit (``init_model``) takes the model's prior, its weight and its borders, so the
+    same rows and key give the statistics and bins its trees were fitted on."""
     spec = plan.spec
+    init_cat = getattr(init_model, "categorical", None)
+    if init_cat is not None:
+        prior, prior_weight = init_cat.prior, init_cat.prior_weight
     if loss.batch:
         raise ValueError(f"categorical features need a loss of one label per row; {loss.name!r} is "
                          "an objective of the whole batch (Cox, ranking): encode the categorical "
@@ -359,6 +370,12 @@ def _categorical_data(plan, data: boosting.Data, borders, loss, key, prior, prio
     values, ctr_borders, bins, sums, counts = categorical.training_features(
         jnp.asarray(codes), jnp.asarray(t), jnp.asarray(w), perm_key, prior, prior_weight,
         jnp.asarray(spec.offsets), n_table_rows=spec.n_table_rows, n_bins=n_bins)
+    if init_cat is not None:  # the model's borders of the statistics
+        if init_cat.spec.n_stats != spec.n_stats:
+            raise ValueError(f"init_model's categorical columns have {init_cat.spec.n_stats} "
+                             f"statistics each; this fit's labels give {spec.n_stats}.")
+        ctr_borders = jnp.asarray(init_model.borders)[h:]
+        bins = categorical.bin_values(values, ctr_borders)
     cat = categorical.Categorical(spec, sums, counts, prior, prior_weight)
     X_binned = jnp.concatenate([jnp.asarray(data.X_binned)[:h], bins], axis=0)
     X_valid = data.X_valid
@@ -713,12 +730,14 @@ def _continued_loss(model_loss, loss):
 
 
 def _check_init_model(model, X, loss, borders, config):
-    """Check ``init_model`` against the new fit; returns the borders to bin with (the model's)."""
+    """Check ``init_model`` against the new fit (``X``: its rows, or the number of features
+    its trees split on); returns the borders to bin with (the model's)."""
     if isinstance(model, model_lib.Booster) and model.info:
         raise TypeError("init_model must be a Booster from jboost.fit (gradient boosting); this "
                         "one has an algorithm's state: continue it with its algorithm "
                         "(jboost.algorithms.<name>(..., init_model=model)).")
-    borders = _validation.check_init_model(model, model_lib.Booster, X.shape[1], borders,
+    borders = _validation.check_init_model(model, model_lib.Booster,
+                                           X if isinstance(X, int) else X.shape[1], borders,
                                            n_bins=config.n_bins, depth=config.depth)
     _validation.check_init_loss(model, loss)
     return borders

@@ -295,7 +295,17 @@ def test_errors_name_the_argument(kwargs, X_fn, err, match):
         jboost.fit(X, y, "binomial_deviance", **{**KW, **kwargs})
 
 
-def test_continuing_a_categorical_fit_is_refused(fitted):
+def test_continued_fit_equals_the_longer_fit(fitted):
+    """3 rounds, then 3 more with init_model: bitwise the 6 rounds of one fit (the continued
+    fit encodes with the model's vocabularies, prior and borders, and the key's permutation)."""
     df, y, model = fitted
-    with pytest.raises(ValueError, match="init_model= cannot continue a fit with categorical features"):
-        jboost.fit(df, y, "binomial_deviance", init_model=model, **KW)
+    first = jboost.fit(df, y, "binomial_deviance", **{**KW, "n_rounds": 3})
+    more = jboost.fit(df[["city", "color", "x"]], y, "binomial_deviance", init_model=first,
+                      cat_prior_weight=5.0, **{**KW, "n_rounds": 3})   # the model's prior is kept
+    assert more.n_rounds == 6
+    np.testing.assert_array_equal(np.asarray(more.trees.leaf_values), np.asarray(model.trees.leaf_values))
+    np.testing.assert_array_equal(np.asarray(jboost.predict(more, df)), np.asarray(jboost.predict(model, df)))
+    codes = df.color.cat.codes.to_numpy()[:, None].astype(np.float32)
+    plain = jboost.fit(codes, y, "binomial_deviance", **KW)
+    with pytest.raises(ValueError, match="init_model was fitted without categorical features"):
+        jboost.fit(codes, y, "binomial_deviance", init_model=plain, cat_features=[0], **KW)
