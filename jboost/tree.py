@@ -58,6 +58,11 @@ class TreeFamily(Protocol):
         """The trees with float thresholds from the fit's ``(F, n_bins - 1)`` bin borders (a bin
         threshold ``t`` of feature ``f`` becomes ``borders[f, t]``); any leading axes."""
 
+    def leaf_index_binned(self, X_binned, n_bins: int) -> jax.Array:
+        """``(n,)`` leaf of each row of feature-major bins ``X_binned (F, n)`` (``n_bins - 1``:
+        missing), for one unstacked tree: boosting replays a round's trees on the validation
+        bins (and a continued fit on the training bins) through it."""
+
 
 class ObliviousTrees(NamedTuple):
     """One or many oblivious trees as arrays (leading axes index trees): the default
@@ -113,7 +118,16 @@ def leaf_index(columns, thresholds, missing_right, is_missing, first_level: int 
 
 
 def leaf_index_binned(tree: ObliviousTrees, X_binned, n_bins: int):
-    """:func:`leaf_index` of one tree on feature-major bins ``(F, n)``."""
+    """:func:`leaf_index` of one tree on feature-major bins ``(F, n)`` (another family: its own
+    ``leaf_index_binned``, as boosting replays trees on the validation and training bins)."""
+    if not isinstance(tree, ObliviousTrees):
+        if hasattr(tree, "leaf_index_binned"):
+            return tree.leaf_index_binned(X_binned, n_bins)
+        if X_binned.shape[-1] == 0:  # no rows to replay (a fit without eval_set)
+            return jnp.zeros((0,), jnp.int32)
+        raise TypeError(f"tree family {type(tree).__name__} has no leaf_index_binned(X_binned, "
+                        "n_bins): boosting replays its trees on binned rows (eval_set=, init_model=); "
+                        "add the member (jboost.tree.TreeFamily).")
     cols = X_binned[tree.features]
     return leaf_index(cols.astype(jnp.int32), tree.thresholds, tree.missing_right,
                       cols == binning.missing_bin(n_bins))

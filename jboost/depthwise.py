@@ -1,0 +1,233 @@
+"""Depth-wise ("free") trees: every node chooses its own split, on the oblivious trees' machinery.
+
+A depth-``D`` depth-wise tree has ``2**d`` nodes at level ``d``; node ``j`` of level ``d`` holds
+its own rule ``(feature, threshold, missing_right)`` and sends its rows to node ``j`` (left) or
+``j + 2**d`` (right) of level ``d + 1`` -- the oblivious trees' numbering, so a row's leaf is the
+bits of its directions (``leaf = sum_d right_d << d``, :mod:`jboost.tree`), leaves are
+``[0, 2**D)`` and the leaf values, their fallbacks (:func:`jboost.tree.newton_leaf_values`),
+boosting's leaf refits and the model protocol are shared. The rules are stored level by level:
+node ``j`` of level ``d`` is rule ``2**d - 1 + j`` (``2**D - 1`` rules).
+
+Growing a level (:func:`fit_tree`) reuses :mod:`jboost.histograms` as the oblivious grower
+does: the ``(feature, node, bin)`` cumulative histograms of the level -- on CPU the native
+kernel's, built by **histogram subtraction** (only the smaller sibling of each pair from the
+rows, the other as ``parent - sibling``) when :func:`jboost.histograms.subtraction_pays` --
+then the split criterion's gain (:func:`jboost.splits.split_gains_cumulative`, Newton by
+default) of every ``(feature, threshold, missing direction)`` **per node** (the oblivious
+grower sums it over the level's nodes) and each node's first maximum
+(:func:`jboost.splits.best_split_of_gains`, ``min_split_gain`` subtracted). A node whose best
+gain is not positive (no gain, children below ``min_child_weight``, ``min_split_gain``, no
+rows) becomes a **leaf**: it sends every row left (a null split: gain 0, every descendant a
+null split too), so every leaf below it gets its value. Fixed shapes (``2**d`` nodes at level
+``d`` whether or not they split), a Python loop over the levels only, traced ``l2``,
+``min_split_gain`` and ``min_child_weight``: a tree is ``vmap``-able and a sweep over them is
+one compilation.
+
+Prediction gathers down the levels (each row reads the feature of its current node): pure JAX,
+the same program for host and device rows (:func:`jboost.tree.predict_raw`'s scan).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jboost import binning
+from jboost import histograms
+from jboost import splits
+from jboost import tree as tree_lib
+
+
+class DepthwiseTrees(NamedTuple):
+    """One or many depth-wise trees as arrays (leading axes index trees): a
+    :class:`jboost.tree.TreeFamily`. Rule ``2**d - 1 + j`` is node ``j`` of level ``d``."""
+
+    features: jax.Array       # int32 (..., 2**D - 1)
+    thresholds: jax.Array     # int32 (..., 2**D - 1) bin thresholds: right iff bin > threshold
+    borders: jax.Array        # float32 (..., 2**D - 1) float thresholds: right iff x > border
+    missing_right: jax.Array  # bool (..., 2**D - 1)
+    leaf_values: jax.Array    # float32 (..., 2**D, K)
+    gains: jax.Array          # float32 (..., 2**D - 1) each node's split gain (0: a leaf)
+
+    @property
+    def depth(self) -> int:
+        return self.leaf_values.shape[-2].bit_length() - 1
+
+    @property
+    def n_outputs(self) -> int:
+        return self.leaf_values.shape[-1]
+
+    # The TreeFamily members.
+    @staticmethod
+    def grow(X_binned, grad, hess, **settings):
+        """:func:`fit_tree`."""
+        return fit_tree(X_binned, grad, hess, **settings)
+
+    def leaf_index_raw(self, X_t) -> jax.Array:
+        """The leaf of each row of feature-major raw floats ``X_t (F, n)`` (NaN: missing)."""
+        return walk(self.features, self.borders, self.missing_right, X_t, jnp.isnan)
+
+    def leaf_index_binned(self, X_binned, n_bins: int) -> jax.Array:
+        """The leaf of each row of feature-major bins ``X_binned (F, n)``."""
+        return walk(self.features, self.thresholds, self.missing_right, X_binned,
+                    lambda col: col == binning.missing_bin(n_bins))
+
+    def with_borders(self, borders) -> "DepthwiseTrees":
+        """Fill the float thresholds from the bin thresholds: ``border = borders[f, t]``."""
+        return self._replace(borders=borders[self.features, self.thresholds])
+
+
+def walk(features, thresholds, missing_right, X_t, is_missing):
+    """``(n,)`` int32 leaf of every row of one tree: level by level, each row compares its
+    current node's feature with the node's threshold (``X_t (F, n)``: bins or floats, in the
+    units of ``thresholds``; ``is_missing(col)``: which values are missing)."""
+    n_rules = features.shape[-1]
+    depth = (n_rules + 1).bit_length() - 1
+    n = X_t.shape[1]
+    rows = jnp.arange(n, dtype=jnp.int32)
+    node = jnp.zeros((n,), jnp.int32)
+    for d in range(depth):
+        r = (1 << d) - 1 + node
+        col = X_t[features[r], rows].astype(thresholds.dtype)
+        right = jnp.where(is_missing(col), missing_right[r], col > thresholds[r])
+        node = node + jnp.left_shift(right.astype(jnp.int32), d)
+    return node
+
+
+def _node_masks(feature_masks, feature_subsets, depth: int, n_features: int):
+    """Per-level subsets to gather (``(depth, m)`` or ``None``) and per-node masks of the
+    eligible features (``(depth, 2**(depth-1), F')`` or ``None``, ``F'`` the gathered count)."""
+    per_level_subsets = None
+    masks = None
+    if feature_masks is not None:
+        fm = jnp.asarray(feature_masks, bool)
+        masks = fm[:, None, :] if fm.ndim == 2 else fm
+    if feature_subsets is not None:
+        fs = jnp.asarray(feature_subsets, jnp.int32)
+        if fs.shape[-1] >= n_features:
+            pass  # sorted and distinct: every feature
+        elif fs.ndim == 2:  # one subset per level: histograms of those features only
+            per_level_subsets = fs
+            if masks is not None:  # the masks in the subsets' coordinates
+                masks = jnp.stack([masks[d][:, fs[d]] for d in range(depth)])
+        else:  # one subset per node: masks over the full histograms (which subtract)
+            sub = jax.vmap(jax.vmap(lambda s: jnp.zeros((n_features,), bool).at[s].set(True)))(fs)
+            masks = sub if masks is None else masks & sub
+    return per_level_subsets, masks
+
+
+def _selected(cum, features, thresholds, missing_right):
+    """``(2L, C)`` the children's sums of the ``L`` nodes of a level split at their own
+    ``(feature, threshold, missing_right)``, read off the level's ``(F, L, B, C)`` cumulative
+    histograms: node ``j``'s left child is ``j``, its right child ``j + L``."""
+    n_leaves, n_bins = cum.shape[1], cum.shape[2]
+    own = cum[features, jnp.arange(n_leaves)]                      # (L, B, C)
+    total = own[:, n_bins - 1]
+    missing = total - own[:, n_bins - 2]
+    at_t = jnp.take_along_axis(own, thresholds[:, None, None], axis=1)[:, 0]
+    # Right first: a null split (threshold n_bins - 2, missing left) gives exactly zero.
+    right = own[:, n_bins - 2] - at_t + jnp.where(missing_right[:, None], missing, 0.0)
+    return jnp.concatenate([total - right, right], axis=0)
+
+
+def node_gains(cum, l2, min_child_weight, missing: bool = True,
+               criterion: splits.SplitCriterion = splits.NEWTON):
+    """``(L, F, B - 1, 2)`` the gain of every ``(feature, threshold, missing direction)`` at each
+    node of a level, from its ``(F, L, B, C)`` cumulative histograms: the oblivious level's
+    :func:`jboost.splits.split_gains_cumulative` of each node alone."""
+    return jax.vmap(lambda c: splits.split_gains_cumulative(c[:, None], l2, min_child_weight,
+                                                            missing, criterion), in_axes=1)(cum)
+
+
+@functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion"))
+def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
+             feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
+             missing: bool = True, criterion: splits.SplitCriterion = splits.NEWTON):
+    """Fit one depth-wise tree of fixed depth to weighted gradients and hessians.
+
+    The arguments are :func:`jboost.tree.fit_tree`'s, with per-node feature sampling:
+
+    Args:
+      feature_masks: optional ``(depth, F)`` bool, the features eligible at each level, or
+        ``(depth, 2**(depth - 1), F)``: at each node (node ``j`` of level ``d`` reads
+        ``feature_masks[d, j]``). Per-node masks cost one ``where`` per level.
+      feature_subsets: optional ``(depth, m)`` int32 sorted, distinct feature indices per level
+        (histograms of the ``m`` gathered features only, no subtraction), or
+        ``(depth, 2**(depth - 1), m)`` per node (full histograms, with subtraction, masked).
+
+    Returns:
+      ``(tree, leaf)``: a :class:`DepthwiseTrees` with the criterion's leaf values (before
+      shrinkage) and ``(n,)`` the leaf of every training row.
+    """
+    k = grad.shape[-1]
+    payload = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
+    c = payload.shape[-1]
+    n_features, n = X_binned.shape
+    subsets, masks = _node_masks(feature_masks, feature_subsets, depth, n_features)
+    rows = jnp.arange(n, dtype=jnp.int32)
+    leaf = jnp.zeros((n,), jnp.int32)
+    active = jnp.ones((1,), bool)  # nodes of the level that may still split
+    feats, thrs, miss, gains = [], [], [], []
+    cum = local = None
+    for d in range(depth):  # static unroll over levels: 2**d nodes
+        n_nodes = 1 << d
+        if subsets is not None:  # this level's features only: built directly
+            X_level = X_binned[subsets[d]]
+            cum = histograms.prefix_sum(histograms.build_histogram(
+                X_level, payload, leaf, n_leaves=n_nodes, n_bins=n_bins, axis_name=axis_name), axis=2)
+        elif d == 0 or histograms.subtraction_pays(n, n_nodes, n_bins, c):
+            # Level 0 directly; deeper levels from the last level's (this device's) histograms.
+            cum, local = histograms.level_histograms(X_binned, payload, leaf, local if d else None,
+                                                     n_bins=n_bins, axis_name=axis_name)
+        else:  # few rows per cell: every node built directly
+            local = histograms.prefix_sum(histograms.build_histogram(
+                X_binned, payload, leaf, n_leaves=n_nodes, n_bins=n_bins), axis=2)
+            cum = local if axis_name is None else lax.psum(local, axis_name)
+        g = node_gains(cum, l2, min_child_weight, missing, criterion)          # (L, F', B-1, 2)
+        if masks is None:
+            split = jax.vmap(lambda gn: splits.best_split_of_gains(gn, min_split_gain=min_split_gain))(g)
+        else:
+            mask = jnp.broadcast_to(masks[d][:n_nodes], (n_nodes, g.shape[1]))
+            split = jax.vmap(lambda gn, mn: splits.best_split_of_gains(
+                gn, min_split_gain=min_split_gain, feature_mask=mn))(g, mask)
+        ok = active & (split.gain > 0)  # a leaf's descendants never split
+        pos = jnp.where(ok, split.feature, 0).astype(jnp.int32)
+        thr = jnp.where(ok, split.threshold, splits.null_threshold(n_bins)).astype(jnp.int32)
+        mr = ok & split.missing_right
+        feature = pos if subsets is None else jnp.where(ok, subsets[d][pos], 0).astype(jnp.int32)
+        col = X_binned[feature[leaf], rows].astype(jnp.int32)
+        right = jnp.where(col == binning.missing_bin(n_bins), mr[leaf], col > thr[leaf])
+        last = (cum, pos, thr, mr)
+        leaf = leaf + jnp.left_shift(right.astype(jnp.int32), d)
+        active = jnp.concatenate([ok, ok])
+        feats.append(feature)
+        thrs.append(thr)
+        miss.append(mr)
+        gains.append(jnp.where(ok, split.gain, 0.0).astype(jnp.float32))
+    takes_part = jnp.any(payload != 0, axis=-1)
+    if depth:  # the leaves' sums off the last level's (global) histograms; counts from the rows
+        sums = _selected(*last)
+        counts = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 1 << depth)
+        if axis_name is not None:
+            counts = lax.psum(counts, axis_name)
+    else:
+        sums = jnp.sum(payload, axis=0, keepdims=True)
+        counts = jnp.sum(takes_part.astype(jnp.int32), keepdims=True)
+        if axis_name is not None:
+            sums, counts = lax.psum((sums, counts), axis_name)
+    values = tree_lib.newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight,
+                                         value=criterion.value, rows=counts)
+    cat = lambda xs, dtype: jnp.concatenate(xs) if depth else jnp.zeros((0,), dtype)
+    tree = DepthwiseTrees(
+        features=cat(feats, jnp.int32),
+        thresholds=cat(thrs, jnp.int32),
+        borders=jnp.zeros(((1 << depth) - 1,), jnp.float32),  # filled in by with_borders
+        missing_right=cat(miss, bool),
+        leaf_values=values,
+        gains=cat(gains, jnp.float32),
+    )
+    return tree, leaf

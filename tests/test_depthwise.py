@@ -1,0 +1,291 @@
+"""Depth-wise trees (jboost/depthwise.py): each node's split against a NumPy brute force of the
+Newton gain on that node's rows, a depth-1 tree against the oblivious one, the NumPy tree walk
+(missing values to the learned side), leaf values, feature masks per node and subsets per level,
+multi-output, vmap over traced hyperparameters (one compilation), and the model protocol
+(jboost.fit(tree_family=), predictions on host and traced rows, staged, n_rounds=, importance).
+
+One shape for the grower's trees (N rows, F features, N_BINS bins, depth 3): compiled once."""
+
+from __future__ import annotations
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jboost
+from jboost import binning
+from jboost import depthwise
+from jboost import tree as tree_lib
+from jboost.depthwise import DepthwiseTrees
+
+N, F, N_BINS, DEPTH = 400, 4, 16, 3
+
+
+def _data(seed=0, k=1):
+    """Rows with an interaction (the sign of x0 picks x1 or x2) and missing values in x1 whose
+    rows have large targets (so a node learns to send them right)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, F)).astype(np.float32)
+    y = np.where(X[:, 0] > 0, X[:, 1], -2.0 * X[:, 2]) + 0.1 * rng.normal(size=N)
+    miss = rng.random(N) < 0.15
+    y = np.where(miss, 3.0 + 0.1 * rng.normal(size=N), y)
+    X[miss, 1] = np.nan
+    Y = np.stack([y * (1.0 + 0.5 * j) + j * X[:, 3] for j in range(k)], axis=1).astype(np.float32)
+    borders = binning.compute_borders(X, N_BINS)
+    Xb = np.asarray(binning.bin_features(X, borders))
+    return X, Y, borders, Xb
+
+
+def _grow(Xb, g, h, family=DepthwiseTrees, depth=DEPTH, l2=1.0, min_split_gain=0.0,
+          min_child_weight=0.0, **kw):
+    return family.grow(jnp.asarray(Xb), jnp.asarray(g, jnp.float32), jnp.asarray(h, jnp.float32),
+                       depth=depth, n_bins=N_BINS, l2=jnp.float32(l2),
+                       min_split_gain=jnp.float32(min_split_gain),
+                       min_child_weight=jnp.float32(min_child_weight), **kw)
+
+
+def _squared_error(Y):
+    """Gradients and hessians of squared error at raw score 0."""
+    return -Y, np.ones_like(Y)
+
+
+# --------------------------------------------------------------------------------------------
+# NumPy references.
+# --------------------------------------------------------------------------------------------
+
+
+def numpy_walk(t, X, binned=False):
+    """Leaf of each row by walking the tree node by node (rule 2**d - 1 + j is node j of level d)."""
+    f, thr, mr = (np.asarray(a) for a in (t.features, t.thresholds if binned else t.borders, t.missing_right))
+    depth = np.asarray(t.leaf_values).shape[0].bit_length() - 1
+    out = np.zeros(X.shape[0], np.int64)
+    for i, x in enumerate(X):
+        node = 0
+        for d in range(depth):
+            r = 2**d - 1 + node
+            v = x[f[r]]
+            missing = (v == N_BINS - 1) if binned else np.isnan(v)
+            right = mr[r] if missing else v > thr[r]
+            node += int(right) << d
+        out[i] = node
+    return out
+
+
+def newton_score(G, H, l2):
+    return np.sum(np.where(H + l2 > 0, G * G / np.where(H + l2 > 0, H + l2, 1.0), 0.0))
+
+
+def brute_force_split(xb, g, h, l2, min_child_weight):
+    """The best (gain, feature, threshold, missing_right) over every candidate on one node's rows
+    (``xb (m, F)`` bins, ``g, h (m, K)``), first maximum in (feature, threshold, direction) order."""
+    G, H = g.sum(0), h.sum(0)
+    parent = newton_score(G, H, l2)
+    best = (0.0, 0, N_BINS - 2, False)
+    for f in range(xb.shape[1]):
+        missing = xb[:, f] == N_BINS - 1
+        for t in range(N_BINS - 1):
+            for mr in (False, True):
+                right = np.where(missing, mr, xb[:, f] > t)
+                GR, HR = g[right].sum(0), h[right].sum(0)
+                GL, HL = G - GR, H - HR
+                if HL.sum() < min_child_weight or HR.sum() < min_child_weight:
+                    continue
+                gain = newton_score(GL, HL, l2) + newton_score(GR, HR, l2) - parent
+                if gain > best[0] + 1e-4 * max(1.0, abs(best[0])):
+                    best = (gain, f, t, mr)
+    return best
+
+
+# --------------------------------------------------------------------------------------------
+# The grower.
+# --------------------------------------------------------------------------------------------
+
+
+def test_depth_one_equals_the_oblivious_tree():
+    X, Y, borders, Xb = _data()
+    g, h = _squared_error(Y)
+    a, leaf_a = _grow(Xb, g, h, depth=1)
+    b, leaf_b = _grow(Xb, g, h, family=tree_lib.ObliviousTrees, depth=1)
+    for name in ("features", "thresholds", "missing_right"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_allclose(a.gains, b.gains, rtol=1e-5)
+    np.testing.assert_allclose(a.leaf_values, b.leaf_values, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(leaf_a, leaf_b)
+
+
+@pytest.mark.parametrize("k, l2, min_split_gain, min_child_weight",
+                         [(1, 1.0, 0.0, 0.0), (1, 0.5, 2.0, 20.0), (2, 1.0, 0.0, 5.0)])
+def test_each_node_splits_as_a_brute_force_search_on_its_rows(k, l2, min_split_gain, min_child_weight):
+    X, Y, borders, Xb = _data(k=k)
+    g, h = _squared_error(Y)
+    h = h * (1.0 + (np.arange(N) % 3)[:, None]).astype(np.float32)  # unequal hessians
+    t, leaf = _grow(Xb, g, h, l2=l2, min_split_gain=min_split_gain, min_child_weight=min_child_weight)
+    features, thresholds = np.asarray(t.features), np.asarray(t.thresholds)
+    missing_right, gains = np.asarray(t.missing_right), np.asarray(t.gains)
+    xb = Xb.T
+    node = np.zeros(N, np.int64)
+    is_leaf = np.zeros(1, bool)  # nodes that stopped splitting above
+    n_split = 0
+    for d in range(DEPTH):
+        leaf_next = np.zeros(2**(d + 1), bool)
+        for j in range(2**d):
+            r = 2**d - 1 + j
+            rows = node == j
+            gain, f, thr, mr = brute_force_split(xb[rows], g[rows], h[rows], l2, min_child_weight)
+            splits = not is_leaf[j] and rows.any() and gain - min_split_gain > 1e-4 * max(1.0, gain)
+            if splits:
+                n_split += 1
+                assert (features[r], thresholds[r], missing_right[r]) == (f, thr, mr), (d, j)
+                np.testing.assert_allclose(gains[r], gain - min_split_gain, rtol=2e-3)
+            else:  # a leaf: a null split sending every row left, and its descendants too
+                assert (features[r], thresholds[r], missing_right[r], gains[r]) == (0, N_BINS - 2, False, 0.0), (d, j)
+            leaf_next[j] = leaf_next[j + 2**d] = not splits
+        right = np.where(xb[np.arange(N), features[2**d - 1 + node]] == N_BINS - 1,
+                         missing_right[2**d - 1 + node], xb[np.arange(N), features[2**d - 1 + node]]
+                         > thresholds[2**d - 1 + node])
+        node = node + (right.astype(np.int64) << d)
+        is_leaf = leaf_next
+    assert n_split >= 3  # the test has splits to check
+    np.testing.assert_array_equal(leaf, node)
+    # Leaf values: -G / (H + l2) of each leaf's rows (every leaf here holds rows above min_child_weight).
+    values = np.asarray(t.leaf_values)
+    for j in np.unique(node):
+        rows = node == j
+        np.testing.assert_allclose(values[j], -g[rows].sum(0) / (h[rows].sum(0) + l2), rtol=1e-4, atol=1e-5)
+
+
+def test_the_walk_on_floats_and_bins_and_missing_values_go_to_the_learned_side():
+    X, Y, borders, Xb = _data()
+    t, leaf = _grow(Xb, *_squared_error(Y))
+    t = t.with_borders(jnp.asarray(borders))
+    np.testing.assert_array_equal(t.leaf_index_raw(jnp.asarray(X.T)), numpy_walk(t, X))
+    np.testing.assert_array_equal(t.leaf_index_binned(jnp.asarray(Xb), N_BINS), numpy_walk(t, Xb.T, binned=True))
+    np.testing.assert_array_equal(leaf, numpy_walk(t, X))
+    # The missing rows of x1 have large targets: some node splitting on x1 sends them right, and
+    # a row whose x1 is missing reaches the leaf the rule says.
+    f1 = np.asarray(t.features) == 1
+    assert np.any(np.asarray(t.missing_right)[f1 & (np.asarray(t.gains) > 0)])
+    miss = np.isnan(X[:, 1])
+    values = np.asarray(t.leaf_values)[:, 0]
+    assert values[numpy_walk(t, X[miss])].mean() > values[numpy_walk(t, X[~miss])].mean() + 1.0
+
+
+def test_per_node_feature_masks_and_per_level_subsets():
+    X, Y, borders, Xb = _data()
+    g, h = _squared_error(Y)
+    full, _ = _grow(Xb, g, h)
+    # Node 2 of level 2 (rule 5) may not use its best feature; every other node may use all.
+    r = 5
+    banned = int(full.features[r])
+    assert full.gains[r] > 0 and full.gains[3] > 0
+    masks = np.ones((DEPTH, 2**(DEPTH - 1), F), bool)
+    masks[2, 2, banned] = False
+    t, _ = _grow(Xb, g, h, feature_masks=jnp.asarray(masks))
+    assert int(t.features[r]) != banned and t.gains[r] > 0
+    np.testing.assert_array_equal(t.features[:r], full.features[:r])  # node 0 of level 2 too
+    # A node no feature is allowed at is a leaf: its descendants never split, whatever they may use.
+    masks = np.ones((DEPTH, 2**(DEPTH - 1), F), bool)
+    masks[1, 0] = False
+    t, leaf = _grow(Xb, g, h, feature_masks=jnp.asarray(masks))
+    gains = np.asarray(t.gains)
+    assert full.gains[3] > 0 and full.gains[5] > 0  # below it, the unmasked tree splits
+    assert gains[1] == 0 and gains[3] == 0 and gains[5] == 0
+    np.testing.assert_array_equal(np.unique(np.asarray(leaf)), [0, 1])  # node 1 of level 1: a leaf too
+    # Per-level subsets == the equivalent per-level masks (histograms of the gathered features).
+    subsets = np.array([[0, 1], [1, 2], [0, 2]], np.int32)
+    level_masks = np.zeros((DEPTH, F), bool)
+    for d in range(DEPTH):
+        level_masks[d, subsets[d]] = True
+    a, la = _grow(Xb, g, h, feature_subsets=jnp.asarray(subsets))
+    b, lb = _grow(Xb, g, h, feature_masks=jnp.asarray(level_masks))
+    for name in ("features", "thresholds", "missing_right"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_allclose(a.leaf_values, b.leaf_values, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(la, lb)
+    # Per-node subsets == per-node masks.
+    node_subsets = np.tile(subsets[:, None, :], (1, 2**(DEPTH - 1), 1))
+    node_subsets[2, 1] = [1, 3]
+    node_masks = np.zeros((DEPTH, 2**(DEPTH - 1), F), bool)
+    for d in range(DEPTH):
+        for j in range(2**(DEPTH - 1)):
+            node_masks[d, j, node_subsets[d, j]] = True
+    c, _ = _grow(Xb, g, h, feature_subsets=jnp.asarray(node_subsets))
+    e, _ = _grow(Xb, g, h, feature_masks=jnp.asarray(node_masks))
+    np.testing.assert_array_equal(c.features, e.features)
+    np.testing.assert_array_equal(c.thresholds, e.thresholds)
+
+
+def test_vmap_over_l2_equals_separate_fits_and_compiles_once():
+    X, Y, borders, Xb = _data()
+    g, h = _squared_error(Y)
+    l2s = jnp.asarray([0.0, 1.0, 10.0], jnp.float32)
+    traces = []
+
+    @jax.jit
+    def grow(l2, msg):
+        traces.append(1)
+        return _grow(Xb, g, h, l2=l2, min_split_gain=msg)
+
+    batched = jax.vmap(grow)(l2s, jnp.asarray([0.0, 0.5, 1.0], jnp.float32))
+    for i, l2 in enumerate([0.0, 1.0, 10.0]):
+        one = grow(jnp.float32(l2), jnp.float32([0.0, 0.5, 1.0][i]))
+        for name in DepthwiseTrees._fields:
+            np.testing.assert_allclose(np.asarray(getattr(batched[0], name)[i], np.float32),
+                                       np.asarray(getattr(one[0], name), np.float32), rtol=1e-6, err_msg=name)
+        np.testing.assert_array_equal(batched[1][i], one[1])
+    assert len(traces) == 1  # the batch and every separate value: one trace
+
+
+# --------------------------------------------------------------------------------------------
+# Boosting and the model protocol.
+# --------------------------------------------------------------------------------------------
+
+KW = dict(n_rounds=8, depth=DEPTH, n_bins=N_BINS, learning_rate=0.3)
+
+
+@pytest.fixture(scope="module")
+def models():
+    X, Y, borders, Xb = _data()
+    fam = jboost.fit(X, Y[:, 0], "squared_error", tree_family=DepthwiseTrees, eval_set=(X[:100], Y[:100, 0]), **KW)
+    obl = jboost.fit(X, Y[:, 0], "squared_error", eval_set=(X[:100], Y[:100, 0]), **KW)
+    return X, Y, fam, obl
+
+
+def test_boosting_predicts_on_host_and_traced_rows_bitwise_staged_and_n_rounds(models):
+    X, Y, m, _ = models
+    assert isinstance(m.trees, DepthwiseTrees) and m.trees.features.shape == (KW["n_rounds"], 1, 2**DEPTH - 1)
+    p = np.asarray(jboost.predict(m, X))
+    np.testing.assert_array_equal(p, np.asarray(jax.jit(jboost.predict)(m, jnp.asarray(X))))
+    # The NumPy walk of every tree, summed in round order from the baseline.
+    ref = np.zeros(N, np.float32)
+    for r in range(KW["n_rounds"]):
+        t = jax.tree_util.tree_map(lambda a: a[r, 0], m.trees)
+        ref = ref + np.asarray(t.leaf_values)[numpy_walk(t, X), 0]
+    np.testing.assert_allclose(p, np.asarray(m.baseline)[0] + ref, rtol=1e-5, atol=1e-5)
+    staged = np.asarray(jboost.staged_predict(m, X))[..., 0]
+    np.testing.assert_array_equal(staged[-1], p)
+    np.testing.assert_array_equal(staged[2], np.asarray(jboost.predict(m, X, n_rounds=3)))
+    # The validation loss the fit recorded is the loss of its own predictions (trees replayed on bins).
+    pv = np.asarray(jboost.predict(m, X[:100]))
+    np.testing.assert_allclose(m.valid_loss[-1], np.mean(0.5 * (pv - Y[:100, 0]) ** 2), rtol=1e-4)
+    imp = np.asarray(jboost.feature_importance(m))
+    assert imp.shape == (F,) and abs(imp.sum() - 1.0) < 1e-5 and imp[0] > 0
+
+
+def test_depthwise_fits_an_interaction_better_than_oblivious_trees(models):
+    X, Y, m, obl = models
+    print(m.train_loss[-1], obl.train_loss[-1], m.valid_loss[-1], obl.valid_loss[-1])
+    assert m.train_loss[-1] < 0.95 * obl.train_loss[-1]
+    assert m.valid_loss[-1] < 0.95 * obl.valid_loss[-1]
+
+
+def test_multi_output_vector_leaves_and_per_output_trees():
+    X, Y, borders, Xb = _data(k=2)
+    m = jboost.fit(X, Y, "squared_error", tree_family=DepthwiseTrees, **KW)
+    assert m.trees.leaf_values.shape == (KW["n_rounds"], 1, 2**DEPTH, 2)
+    ref = np.asarray(m.baseline) + sum(
+        np.asarray(t.leaf_values)[numpy_walk(t, X)]
+        for t in (jax.tree_util.tree_map(lambda a: a[r, 0], m.trees) for r in range(KW["n_rounds"])))
+    np.testing.assert_allclose(np.asarray(jboost.predict(m, X)), ref, rtol=1e-5, atol=1e-5)
