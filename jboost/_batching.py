@@ -203,10 +203,12 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
     return outs
 
 
-def wait(out, longest: float = 0.005):
+def wait(out, longest: float = 0.001):
     """``out`` (a pytree) once every array of it is computed, polling ``is_ready()`` with short
     sleeps (so a ``Ctrl-C`` lands at once; ``jax.block_until_ready`` would hold it until the
-    computation ends). Leaves without ``is_ready`` (host arrays) are taken as they are."""
+    computation ends). Leaves without ``is_ready`` (host arrays) are taken as they are. The
+    sleeps grow to ``longest`` seconds: the most a chunk's end is noticed late (the next chunk
+    is dispatched only then, so a forest of many short chunks pays it per chunk)."""
     pause = 1e-4
     for leaf in jax.tree_util.tree_leaves(out):
         if callable(getattr(leaf, "is_ready", None)):
