@@ -231,8 +231,8 @@ def test_vmap_over_the_prior_is_one_program_equal_to_separate_fits():
         np.testing.assert_array_equal(np.asarray(batch.trees.features[i]), np.asarray(one.trees.features))
     assert not np.allclose(preds[0], preds[2])                          # the prior weight matters
     prior = jax.vmap(lambda p: jboost.fit(df, y, "binomial_deviance", cat_prior=p, **KW))(
-        jnp.array([0.1, 0.9]))
-    np.testing.assert_allclose(np.asarray(prior.categorical.prior)[:, 0], [0.1, 0.9])
+        jnp.array([0.1, 0.5, 0.9]))                                    # batch of 3: the program above
+    np.testing.assert_allclose(np.asarray(prior.categorical.prior)[:, 0], [0.1, 0.5, 0.9])
 
 
 def test_same_key_same_model_other_key_other_permutation():
