@@ -216,7 +216,7 @@ def test_save_load_round_trip(fitted, tmp_path):
     assert jio.read_header(path)["format_version"] == 3   # no categorical: readable by older jboost
 
 
-def test_vmap_over_the_prior_is_one_program_equal_to_separate_fits():
+def test_vmap_over_the_prior_is_one_program_equal_to_separate_fits(tmp_path):
     df, y = _frame(seed=2)
     weights = np.array([0.5, 2.0, 8.0], np.float32)
     before = categorical.training_features._cache_size()
@@ -230,6 +230,10 @@ def test_vmap_over_the_prior_is_one_program_equal_to_separate_fits():
         np.testing.assert_allclose(preds[i], np.asarray(jboost.predict(one, df)), rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(np.asarray(batch.trees.features[i]), np.asarray(one.trees.features))
     assert not np.allclose(preds[0], preds[2])                          # the prior weight matters
+    assert jboost.feature_importance(batch).shape == (3, 3)             # per model, per column
+    path = os.fspath(tmp_path / "batch.jbm")
+    jboost.save(batch, path)
+    np.testing.assert_array_equal(np.asarray(jboost.predict(jboost.load(path), df)), preds)
     prior = jax.vmap(lambda p: jboost.fit(df, y, "binomial_deviance", cat_prior=p, **KW))(
         jnp.array([0.1, 0.5, 0.9]))                                    # batch of 3: the program above
     np.testing.assert_allclose(np.asarray(prior.categorical.prior)[:, 0], [0.1, 0.5, 0.9])
