@@ -313,3 +313,17 @@ def test_continued_fit_equals_the_longer_fit(fitted):
     plain = jboost.fit(codes, y, "binomial_deviance", **KW)
     with pytest.raises(ValueError, match="init_model was fitted without categorical features"):
         jboost.fit(codes, y, "binomial_deviance", init_model=plain, cat_features=[0], **KW)
+
+
+def test_string_dtypes_are_inferred():
+    """object, pandas ``string`` and pandas 3's ``str`` (pandas 2's future.infer_string) columns
+    are categorical; bool and nullable numbers are numeric."""
+    with pd.option_context("future.infer_string", True):
+        df = pd.DataFrame({"s3": ["a", "b", None], "o": pd.Series(["u", None, "v"], dtype=object),
+                           "st": pd.array(["p", "q", None], dtype="string"), "b": [True, False, True],
+                           "i": pd.array([1, None, 3], dtype="Int64")})
+        names, cat = categorical.resolve_columns(df, None)
+    assert str(df["s3"].dtype) == "str" and cat == [True, True, True, False, False]
+    spec, X_enc = categorical.build_spec(df, cat, names, 4, 1)
+    assert spec.vocab[:3] == (("a", "b"), ("u", "v"), ("p", "q")) and spec.missing[:3] == (True,) * 3
+    np.testing.assert_array_equal(X_enc[:, -2:], [[1, 1], [0, np.nan], [1, 3]])
