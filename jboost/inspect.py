@@ -42,6 +42,7 @@ axes (``jax.vmap`` of fits) gives every model's values, the batch axes in front.
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple, Optional
 
 import jax
@@ -50,6 +51,7 @@ import numpy as np
 from jax import lax
 
 from jboost import _validation
+from jboost import depthwise
 from jboost import losses as losses_lib
 from jboost import metrics as metrics_lib
 from jboost import model as model_lib
@@ -144,9 +146,9 @@ def tree_sum(model, n_rounds: Optional[int] = None):
 
 
 def _check_trees(trees) -> None:
-    if not isinstance(trees, tree_lib.ObliviousTrees):
-        raise TypeError(f"SHAP values are implemented for oblivious trees; this model's trees are "
-                        f"{type(trees).__name__}.")
+    if not isinstance(trees, (tree_lib.ObliviousTrees, depthwise.DepthwiseTrees)):
+        raise TypeError(f"SHAP values are implemented for oblivious and depth-wise trees; this "
+                        f"model's trees are {type(trees).__name__}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,6 +266,131 @@ def _tree_tables(tree, covers, leaves, interactions: bool):
 
 
 # --------------------------------------------------------------------------------------------
+# Depth-wise trees: path-dependent TreeSHAP leaf by leaf (each root-to-leaf path a product game).
+# --------------------------------------------------------------------------------------------
+
+
+def _paths(depth: int):
+    """Static ``(rule (2**D, D), bit (2**D, D))``: the rule of every leaf's node at each level
+    (node ``leaf mod 2**l`` of level ``l``) and the direction the path takes there."""
+    leaf = np.arange(2**depth)[:, None]
+    level = np.arange(depth)[None, :]
+    return (2**level - 1 + (leaf & (2**level - 1))).astype(np.int32), ((leaf >> level) & 1).astype(bool)
+
+
+def _path_terms(tree, cover):
+    """One depth-wise tree's ``(ratio (2**D, D), features (2**D, D))``: the share of the
+    background cover that follows each leaf's path at each of its nodes (``cover(child) /
+    cover(node)``; a node that does not split sends everything left; a split node no background
+    row reaches splits by halves) and the feature of each path node."""
+    n_leaves = tree.leaf_values.shape[-2]
+    depth = n_leaves.bit_length() - 1
+    rule, bit = _paths(depth)
+    levels = tree_lib.node_sums(cover[:, None])           # level l: (2**l, 1)
+    leaf = np.arange(n_leaves)
+    ratio = []
+    for l in range(depth):
+        node = levels[l][leaf & (2**l - 1), 0]
+        child = levels[l + 1][leaf & (2**(l + 1) - 1), 0]
+        share = jnp.where(node > 0, child / jnp.where(node > 0, node, 1.0), 0.5)
+        split = tree.gains[rule[:, l]] > 0
+        ratio.append(jnp.where(split, share, jnp.where(bit[:, l], 0.0, 1.0)))
+    return jnp.stack(ratio, axis=1), tree.features[rule]
+
+
+def _path_agree(tree, x):
+    """``(2**D, D)`` bool: whether row ``x (F,)`` goes the way of each leaf's path at each of its
+    nodes (a node that does not split sends every row left)."""
+    depth = tree.leaf_values.shape[-2].bit_length() - 1
+    rule, bit = _paths(depth)
+    col = x[tree.features]
+    right = jnp.where(jnp.isnan(col), tree.missing_right, col > tree.borders) & (tree.gains > 0)
+    return right[rule] == bit
+
+
+def _players_of_paths(fpath, agree, ratio):
+    """Each path's players: its distinct features, a feature met at several nodes of the path
+    being one player (its first slot) whose ``one`` and ``zero`` fractions are products over
+    those nodes; the other slots are null players (``one = zero = 1``), which change no
+    Shapley value. Returns ``(one, zero)`` ``(..., 2**D, D)`` float32."""
+    depth = fpath.shape[-1]
+    first = jnp.argmax(fpath[..., :, None] == fpath[..., None, :], axis=-1)     # (L, D)
+    owner = first[..., None, :] == jnp.arange(depth)[:, None]                  # (L, U, D)
+    one = jnp.prod(jnp.where(owner, agree[..., None, :], True), axis=-1).astype(jnp.float32)
+    zero = jnp.prod(jnp.where(owner, ratio[..., None, :], 1.0), axis=-1)
+    return one, zero
+
+
+def _shapley_of_products(one, zero, n_out: int):
+    """Shapley weights of the product games ``g(S) = prod_{i in S} one_i prod_{i not in S}
+    zero_i`` of ``P`` players: ``(..., P)`` ``(one_u - zero_u) sum_s w(s) e_s`` where ``e_s`` is
+    the coefficient of ``t**s`` in ``prod_{i != u} (zero_i + one_i t)`` and ``w(s) = s! (P - s -
+    1)! / P!`` (``n_out = 1``); with ``n_out = 2``, the Shapley interaction index ``(..., P, P)``
+    of pairs ``u != v``: ``(one_u - zero_u)(one_v - zero_v) sum_s s! (P - s - 2)! / (2 (P -
+    1)!) e_s``, ``e_s`` of the players other than ``u, v``."""
+    p = one.shape[-1]
+    eye = jnp.eye(p, dtype=bool)
+    if n_out == 1:
+        out_mask = eye                                                  # (U, I): i == u left out
+        o, z = one[..., None, :], zero[..., None, :]
+    else:
+        out_mask = eye[:, None, :] | eye[None, :, :]                    # (U, V, I)
+        o, z = one[..., None, None, :], zero[..., None, None, :]
+    o = jnp.where(out_mask, 0.0, o)
+    z = jnp.where(out_mask, 1.0, z)
+    poly = jnp.zeros(o.shape[:-1] + (p + 1,), jnp.float32).at[..., 0].set(1.0)
+    for i in range(p):
+        shifted = jnp.concatenate([jnp.zeros_like(poly[..., :1]), poly[..., :-1]], axis=-1)
+        poly = z[..., i:i + 1] * poly + o[..., i:i + 1] * shifted
+    f = math.factorial
+    if n_out == 1:
+        w = np.array([f(s) * f(p - s - 1) / f(p) if s <= p - 1 else 0.0 for s in range(p + 1)])
+        diff = one - zero
+        return jnp.sum(poly * jnp.asarray(w, jnp.float32), axis=-1) * diff
+    w = np.array([f(s) * f(p - s - 2) / (2 * f(p - 1)) if s <= p - 2 else 0.0 for s in range(p + 1)])
+    diff = one - zero
+    pair = jnp.sum(poly * jnp.asarray(w, jnp.float32), axis=-1) * diff[..., :, None] * diff[..., None, :]
+    return jnp.where(eye, 0.0, pair)
+
+
+def _explain_depthwise(trees, X, data, weight, interactions: bool):
+    """:func:`explain_trees` of depth-wise trees: TreeSHAP's path-dependent value function
+    (Lundberg et al. 2020, Algorithm 2) taken leaf by leaf. A tree's ``v(S)`` is the sum over
+    its leaves of the leaf value times, along the leaf's path, ``1[x goes the path's way]`` at a
+    node whose feature is in ``S`` and the node's cover share otherwise: a product game per
+    path, whose Shapley (interaction) values are closed-form polynomial sums
+    (:func:`_shapley_of_products`; a feature met twice on a path is one player). Per row and
+    tree ``O(2**D D**3)`` (interactions ``O(2**D D**4)``), fixed shapes: rows in batches of
+    :data:`_ROW_BATCH`, trees a ``lax.scan``."""
+    n_features = X.shape[1]
+    k = trees.leaf_values.shape[-1]
+    covers = leaf_covers(trees, jnp.asarray(data, jnp.float32).T, weight)
+    ratios, fpaths = jax.vmap(_path_terms)(trees, covers)                   # (T, L, D) each
+    expected = jnp.einsum("tl,tlk->k", jnp.prod(ratios, axis=-1), trees.leaf_values)
+    shape = (n_features, n_features, k) if interactions else (n_features, k)
+
+    def one_row(x):
+        def step(acc, args):
+            tree, ratio, fpath = args
+            one, zero = _players_of_paths(fpath, _path_agree(tree, x), ratio)      # (L, D)
+            phi = _shapley_of_products(one, zero, 1)                                # (L, D)
+            contrib = phi[..., None] * tree.leaf_values[:, None, :]                 # (L, D, K)
+            if not interactions:
+                return acc.at[fpath].add(contrib), None
+            pair = _shapley_of_products(one, zero, 2)                              # (L, D, D)
+            pc = pair[..., None] * tree.leaf_values[:, None, None, :]
+            diag = contrib - jnp.sum(pc, axis=2)                                    # phi_u - sum_v
+            acc = acc.at[fpath[:, :, None], fpath[:, None, :]].add(pc)
+            return acc.at[fpath, fpath].add(diag), None
+
+        out, _ = lax.scan(step, jnp.zeros(shape, jnp.float32), (trees, ratios, fpaths))
+        return out
+
+    values = lax.map(one_row, jnp.asarray(X, jnp.float32), batch_size=_ROW_BATCH)
+    return values, expected
+
+
+# --------------------------------------------------------------------------------------------
 # Every row, every tree.
 # --------------------------------------------------------------------------------------------
 
@@ -289,6 +416,8 @@ def explain_trees(trees: tree_lib.ObliviousTrees, X, data, weight, interactions:
       :data:`MAX_TABLE_DEPTH`), then per row ``O(D)`` (``O(D**2)`` interactions): the rows are
       vmapped, the trees a ``lax.scan``.
     """
+    if isinstance(trees, depthwise.DepthwiseTrees):
+        return _explain_depthwise(trees, X, data, weight, interactions)
     n_features = X.shape[1]
     n_leaves, k = trees.leaf_values.shape[-2:]
     depth = n_leaves.bit_length() - 1
@@ -659,6 +788,16 @@ def _pd_tree(trees, grid_rows, data, weight, targets):
     features' columns of ``grid_rows`` matter; covers from ``data``)."""
     covers = leaf_covers(trees, data.T, weight)
     X_t = grid_rows.T
+    if isinstance(trees, depthwise.DepthwiseTrees):
+        def walk(args):
+            tree, cover = args
+            ratio, fpath = _path_terms(tree, cover)
+            in_s = jnp.any(fpath[..., None] == targets, axis=-1)              # (L, D)
+            agree = jax.vmap(lambda x: _path_agree(tree, x), in_axes=1)(X_t)   # (G, L, D)
+            share = jnp.prod(jnp.where(in_s[None], agree.astype(jnp.float32), ratio[None]), axis=-1)
+            return share @ tree.leaf_values
+
+        return jnp.sum(lax.map(walk, (trees, covers)), axis=0)
 
     def one(args):
         tree, cover = args

@@ -17,6 +17,7 @@ from jboost import inspect as ji
 from jboost import losses as losses_lib
 from jboost import tree as tree_lib
 from jboost.combine import _common
+from jboost.depthwise import DepthwiseTrees
 
 F = 4
 ROWS = 12  # the rows explained by most tests (one shape: shared compiled programs)
@@ -496,3 +497,117 @@ def test_partial_dependence_of_a_vmapped_model_and_bad_arguments(reg, vmapped):
         ji.partial_dependence(model, 0, X, ice=True)
     with pytest.raises(ValueError, match="'age' is not a feature name of the model"):
         ji.partial_dependence(model, "age", X)
+
+
+# --------------------------------------------------------------------------------------------
+# Depth-wise trees (jboost.depthwise): each node its own rule, explained leaf path by leaf path.
+# --------------------------------------------------------------------------------------------
+
+
+def _depthwise_value(t, S, x, counts):
+    """Path-dependent v(S) of one depth-wise tree (NumPy fields) walked node by node: rule
+    2**l - 1 + node is node `node` of level l; a node of gain 0 sends everything left; a split
+    node no background row reaches splits by halves."""
+    features, borders, missing, values, gains = t
+    depth = len(values).bit_length() - 1
+
+    def cover(level, node):
+        return counts[(np.arange(len(counts)) & ((1 << level) - 1)) == node].sum()
+
+    def walk(l, node):
+        if l == depth:
+            return values[node]
+        r = 2**l - 1 + node
+        if gains[r] <= 0:
+            return walk(l + 1, node)
+        f = features[r]
+        if f in S:
+            b = missing[r] if np.isnan(x[f]) else x[f] > borders[r]
+            return walk(l + 1, node + (int(b) << l))
+        c = cover(l, node)
+        return sum((cover(l + 1, node + (b << l)) / c if c > 0 else 0.5) * walk(l + 1, node + (b << l))
+                   for b in (0, 1))
+
+    return walk(0, 0)
+
+
+def _depthwise_leaves(t, X):
+    features, borders, missing, values, gains = t
+    out = np.zeros(len(X), np.int64)
+    for i, x in enumerate(X):
+        node = 0
+        for l in range(len(values).bit_length() - 1):
+            r = 2**l - 1 + node
+            right = (missing[r] if np.isnan(x[features[r]]) else x[features[r]] > borders[r]) and gains[r] > 0
+            node += int(right) << l
+        out[i] = node
+    return out
+
+
+def depthwise_brute_force(model, X, data, interactions=False):
+    flat = tree_lib.flatten_trees(model.trees)
+    ts = [tuple(np.asarray(a[i]) for a in (flat.features, flat.borders, flat.missing_right,
+                                           flat.leaf_values, flat.gains)) for i in range(flat.features.shape[0])]
+    counts = [np.bincount(_depthwise_leaves(t, data), minlength=len(t[3])).astype(np.float64) for t in ts]
+    n_f = X.shape[1]
+    full = frozenset(range(n_f))
+    subsets = [frozenset(c) for r in range(n_f + 1) for c in itertools.combinations(range(n_f), r)]
+    out = []
+    for x in X:
+        v = {S: np.asarray(model.baseline, np.float64) + sum(_depthwise_value(t, S, x, c) for t, c in zip(ts, counts))
+             for S in subsets}
+        phi = np.stack([sum(math.factorial(len(S)) * math.factorial(n_f - len(S) - 1) / math.factorial(n_f)
+                            * (v[S | {j}] - v[S]) for S in subsets if j not in S) for j in range(n_f)])
+        if not interactions:
+            out.append(phi)
+            continue
+        inter = np.zeros((n_f, n_f) + phi.shape[1:])
+        for i, j in itertools.permutations(range(n_f), 2):
+            inter[i, j] = sum(math.factorial(len(S)) * math.factorial(n_f - len(S) - 2) / (2 * math.factorial(n_f - 1))
+                              * (v[S | {i, j}] - v[S | {i}] - v[S | {j}] + v[S])
+                              for S in subsets if i not in S and j not in S)
+        for i in range(n_f):
+            inter[i, i] = phi[i] - inter[i].sum(0)
+        out.append(inter)
+    return np.stack(out), v[frozenset()]
+
+
+@pytest.fixture(scope="module")
+def free():
+    """A depth-wise model on the interaction data (missing values in x1 and x2)."""
+    X, y = _data(200, 0)
+    return X, y, jboost.fit(X, y, "squared_error", tree_family=DepthwiseTrees, **KW)
+
+
+def test_depthwise_shap_and_interaction_values_equal_brute_force(free):
+    X, y, m = free
+    assert np.any(np.asarray(m.trees.features)[..., 1:] != np.asarray(m.trees.features)[..., :1])  # free rules
+    rows = X[:ROWS:2]
+    want, expected = depthwise_brute_force(m, rows, X, interactions=True)
+    got = ji.shap_interaction_values(m, rows, data=X)
+    np.testing.assert_allclose(got.values, want[..., 0], atol=2e-5)
+    np.testing.assert_allclose(got.expected_value, expected[0], atol=2e-5)
+    shap = ji.shap_values(m, rows, data=X)
+    np.testing.assert_allclose(shap.values, want[..., 0].sum(axis=2), atol=2e-5)
+    # Local accuracy on rows with missing values, the background the rows themselves.
+    s = ji.shap_values(m, X[:ROWS])
+    np.testing.assert_allclose(np.asarray(s.values).sum(1) + np.asarray(s.expected_value),
+                               np.asarray(jboost.predict(m, X[:ROWS])), atol=2e-5)
+
+
+def test_depthwise_partial_dependence_importance_and_protocol(free):
+    X, y, m = free
+    pd = ji.partial_dependence(m, [1, 2], X, grid=[np.array([-1.0, 0.5], np.float32),
+                                                    np.array([-0.5, 1.0], np.float32)])
+    flat = tree_lib.flatten_trees(m.trees)
+    ts = [tuple(np.asarray(a[i]) for a in (flat.features, flat.borders, flat.missing_right,
+                                           flat.leaf_values, flat.gains)) for i in range(flat.features.shape[0])]
+    counts = [np.bincount(_depthwise_leaves(t, X), minlength=len(t[3])).astype(np.float64) for t in ts]
+    for a, ga in enumerate([-1.0, 0.5]):
+        for b, gb in enumerate([-0.5, 1.0]):
+            x = np.array([0.0, ga, gb, 0.0])
+            want = float(m.baseline[0]) + sum(_depthwise_value(t, {1, 2}, x, c)[0] for t, c in zip(ts, counts))
+            np.testing.assert_allclose(pd.values[a, b], want, rtol=1e-5, atol=1e-5)
+    imp = np.asarray(ji.importance(m, "gain"))
+    gains, feats = np.asarray(m.trees.gains).reshape(-1), np.asarray(m.trees.features).reshape(-1)
+    np.testing.assert_allclose(imp, np.bincount(feats, weights=np.maximum(gains, 0), minlength=F), rtol=1e-5)
