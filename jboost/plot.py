@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from jboost import inspect as inspect_lib
+from jboost import depthwise
 from jboost import tree as tree_lib
 
 
@@ -176,11 +177,14 @@ def tree(model, index: int = 0, *, output: int = 0, feature_names: Optional[Sequ
     ``index`` counts trees in the order :func:`jboost.predict` adds them."""
     _one_model(model, "tree")
     trees, _, _ = inspect_lib.tree_sum(model)
-    if not isinstance(trees, tree_lib.ObliviousTrees):
-        raise TypeError("jboost.plot.tree draws oblivious trees.")
+    if not isinstance(trees, (tree_lib.ObliviousTrees, depthwise.DepthwiseTrees)):
+        raise TypeError("jboost.plot.tree draws oblivious and depth-wise trees; this model's trees "
+                        f"are {type(trees).__name__}.")
     n = trees.features.shape[0]
     if not 0 <= index < n:
         raise ValueError(f"index={index} must be in [0, {n - 1}] (the model has {n} trees).")
+    if isinstance(trees, depthwise.DepthwiseTrees):
+        return _depthwise_tree(model, trees, index, output, feature_names, ax)
     feats = np.asarray(trees.features[index])
     borders = np.asarray(trees.borders[index])
     missing = np.asarray(trees.missing_right[index])
@@ -204,4 +208,44 @@ def tree(model, index: int = 0, *, output: int = 0, feature_names: Optional[Sequ
     ax.set_xticklabels([format(i, f"0{depth}b")[::-1] for i in range(2**depth)], fontsize=6, rotation=90)
     ax.set_yticks([])
     ax.set_xlabel("leaf (its path: bit l = right at level l)")
+    return ax
+
+
+def _depthwise_tree(model, trees, index, output, feature_names, ax):
+    """A depth-wise tree: each splitting node's rule (``feature <= border``, the missing
+    values' side) above its two children, nodes that do not split left out (their rows go on to
+    one leaf), the ``2**D`` leaf values as coloured cells in root-to-leaf order (left first)."""
+    feats = np.asarray(trees.features[index])
+    borders = np.asarray(trees.borders[index])
+    missing = np.asarray(trees.missing_right[index])
+    gains = np.asarray(trees.gains[index])
+    leaves = np.asarray(trees.leaf_values[index])[:, output]
+    names = _names(model, model.n_features, feature_names)
+    depth = leaves.shape[0].bit_length() - 1
+    rev = lambda j, bits: int(format(j, f"0{bits}b")[::-1], 2) if bits else 0
+    centre = lambda l, j: (rev(j, l) + 0.5) * 2**(depth - l) - 0.5  # node j of level l
+    ax = _axes(ax, (max(6.0, 0.45 * 2**depth), 1.0 + 0.9 * depth))
+    for l in range(depth):
+        for j in range(2**l):
+            r = 2**l - 1 + j
+            if gains[r] <= 0:
+                continue
+            x, y = centre(l, j), depth - l
+            for child in (j, j + 2**l):
+                ax.plot([x, centre(l + 1, child)], [y, y - 1 if l + 1 < depth else 0.4], color="0.6", lw=0.6)
+            ax.text(x, y, f"{names[feats[r]]} <= {borders[r]:.3g}\n(NaN {'R' if missing[r] else 'L'})",
+                    ha="center", va="center", fontsize=6, bbox=dict(boxstyle="round", fc="w", ec="0.5"))
+    norm = np.max(np.abs(leaves)) or 1.0
+    cmap = _pyplot().cm.coolwarm
+    order = [int(format(i, f"0{depth}b")[::-1], 2) if depth else 0 for i in range(2**depth)]
+    for pos, leaf in enumerate(order):
+        v = leaves[leaf]
+        ax.add_patch(_pyplot().Rectangle((pos - 0.45, -0.4), 0.9, 0.8, color=cmap(0.5 + 0.5 * v / norm)))
+        ax.text(pos, 0, f"{v:.3g}", ha="center", va="center", fontsize=7, rotation=90 if depth > 3 else 0)
+    ax.set_xlim(-1, 2**depth)
+    ax.set_ylim(-0.8, depth + 0.8)
+    ax.set_xticks(range(2**depth))
+    ax.set_xticklabels([str(leaf) for leaf in order], fontsize=6, rotation=90)
+    ax.set_yticks([])
+    ax.set_xlabel("leaf")
     return ax

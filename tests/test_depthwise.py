@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import jboost
+import jboost.plot
 from jboost import binning
 from jboost import depthwise
 from jboost import tree as tree_lib
@@ -289,3 +290,20 @@ def test_multi_output_vector_leaves_and_per_output_trees():
         np.asarray(t.leaf_values)[numpy_walk(t, X)]
         for t in (jax.tree_util.tree_map(lambda a: a[r, 0], m.trees) for r in range(KW["n_rounds"])))
     np.testing.assert_allclose(np.asarray(jboost.predict(m, X)), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_plot_tree_draws_each_splitting_node_and_the_leaves_in_path_order(models):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    X, Y, m, _ = models
+    ax = jboost.plot.tree(m, 2)
+    texts = [t.get_text() for t in ax.texts]
+    t = jax.tree_util.tree_map(lambda a: np.asarray(a[2, 0]), m.trees)
+    rules = [f"x{t.features[r]} <= {t.borders[r]:.3g}\n(NaN {'R' if t.missing_right[r] else 'L'})"
+             for r in range(2**DEPTH - 1) if t.gains[r] > 0]
+    assert texts[:len(rules)] == rules
+    # Leaves left to right as the walk meets them: leaf bits read from the root (bit 0) down.
+    order = [int(format(i, f"0{DEPTH}b")[::-1], 2) for i in range(2**DEPTH)]
+    assert texts[len(rules):] == [f"{t.leaf_values[leaf, 0]:.3g}" for leaf in order]
+    assert [tk.get_text() for tk in ax.get_xticklabels()] == [str(leaf) for leaf in order]
