@@ -5,6 +5,7 @@
     python benchmarks/depthwise_bench.py                       # synthetic 200k x 50 and California
     python benchmarks/depthwise_bench.py --cases synthetic --rounds 50
     python benchmarks/depthwise_bench.py --data-dir /work/shared/data
+    python benchmarks/depthwise_bench.py --threads 1    # every library on one thread
 
 Cases: ``synthetic``: 200k training rows x 50 Gaussian features (50k test rows) whose target has
 interactions a symmetric tree cannot share between its halves (``x0`` picks which features
@@ -14,7 +15,10 @@ skipped with a note when the data directory is missing). Default arguments, no X
 Reported per library: training time and ms per tree (jboost: the second, compiled fit; its
 compile time is the first fit minus the second), test RMSE, and each time's ratio to XGBoost's
 (``x xgb``: < 1 is faster than XGBoost). Regression with squared error, 256 bins (255 + the
-missing bin), all cores (``os.cpu_count()``).
+missing bin), ``l2 = 1``, minimum child hessian 1 (LightGBM: at least 1 row per leaf), all cores (``os.cpu_count()``) unless ``--threads`` (then XGBoost's ``nthread``,
+LightGBM's ``num_threads`` and jboost's ``JBOOST_NUM_THREADS``). On a machine shared with other
+work, OpenMP peers that spin-wait for busy cores can slow down by an order of magnitude: compare
+``--threads 1`` and say the load (printed before and after).
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ def run_jboost(family, X, y, Xt, yt, a):
 
     fam = DepthwiseTrees if family == "depthwise" else jboost.ObliviousTrees
     kw = dict(n_rounds=a.rounds, depth=a.depth, n_bins=256, learning_rate=a.learning_rate,
-              l2=1.0, tree_family=fam)
+              l2=1.0, min_child_weight=1.0, tree_family=fam)
     t0 = time.perf_counter()
     jax.block_until_ready(jboost.fit(X, y, "squared_error", **kw).trees)
     first = time.perf_counter() - t0
@@ -70,9 +74,9 @@ def run_xgboost(X, y, Xt, yt, a):
     import xgboost as xgb
 
     params = dict(tree_method="hist", grow_policy="depthwise", max_depth=a.depth, max_bin=255,
-                  eta=a.learning_rate, reg_lambda=1.0, min_child_weight=0.0,
-                  nthread=os.cpu_count(), objective="reg:squarederror")
-    d = xgb.DMatrix(X, y, nthread=os.cpu_count())
+                  eta=a.learning_rate, reg_lambda=1.0, min_child_weight=1.0,
+                  nthread=a.threads, objective="reg:squarederror")
+    d = xgb.DMatrix(X, y, nthread=a.threads)
     t0 = time.perf_counter()
     b = xgb.train(params, d, num_boost_round=a.rounds)
     train = time.perf_counter() - t0
@@ -84,7 +88,7 @@ def run_lightgbm(X, y, Xt, yt, a):
 
     params = dict(objective="regression", num_leaves=2**a.depth, max_depth=a.depth, max_bin=255,
                   learning_rate=a.learning_rate, lambda_l2=1.0, min_data_in_leaf=1,
-                  min_sum_hessian_in_leaf=0.0, num_threads=os.cpu_count(), verbose=-1)
+                  min_sum_hessian_in_leaf=1.0, num_threads=a.threads, verbose=-1)
     d = lgb.Dataset(X, y, params=dict(max_bin=255, min_data_in_leaf=1, feature_pre_filter=False,
                                       verbose=-1)).construct()
     t0 = time.perf_counter()
@@ -109,10 +113,13 @@ def main(argv=None):
     p.add_argument("--depth", type=int, default=6)
     p.add_argument("--learning-rate", type=float, default=0.1)
     p.add_argument("--data-dir", default=None)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
     a = p.parse_args(argv)
+    os.environ["JBOOST_NUM_THREADS"] = str(a.threads)  # read when jboost's kernels run
     with open("/proc/loadavg") as f:
         print(f"load average before: {f.read().strip()}   cores: {os.cpu_count()}")
-    print(f"depth {a.depth}, {a.rounds} rounds, learning rate {a.learning_rate}, 256 bins, l2 1")
+    print(f"depth {a.depth}, {a.rounds} rounds, learning rate {a.learning_rate}, 256 bins, l2 1, min_child_weight 1, "
+          f"{a.threads} threads")
     for case in a.cases:
         try:
             X, y, Xt, yt = synthetic() if case == "synthetic" else california(a.data_dir)
