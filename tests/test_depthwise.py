@@ -237,6 +237,9 @@ def test_vmap_over_l2_equals_separate_fits_and_compiles_once():
                                        np.asarray(getattr(one[0], name), np.float32), rtol=1e-6, err_msg=name)
         np.testing.assert_array_equal(batched[1][i], one[1])
     assert len(traces) == 1  # the batch and every separate value: one trace
+    # The values are used: heavier l2 shrinks the leaves.
+    lv = np.abs(np.asarray(batched[0].leaf_values)).max(axis=(1, 2))
+    assert lv[0] > lv[1] > lv[2]
 
 
 # --------------------------------------------------------------------------------------------
