@@ -39,17 +39,14 @@ def tabular(X, y, *, init_model=None, eval_set=None, loss=None, n_outputs=None, 
     (``classify``), class labels as users have them (strings, ``{-1, 1}``, ...) mapped to
     ``0..K-1`` by ``loss`` (a name, :class:`jboost.Loss` or function, with ``n_outputs`` and
     ``task``) through :func:`jboost._validation.class_labels` (``eval_set``'s labels, and a
-    continued fit's, with the training or ``init_model``'s classes). A continued fit's labels
-    must be of the kind the model was fitted on (mapped classes or class indices)."""
+    continued fit's, with the training or ``init_model``'s classes; a model of class indices is
+    not continued with labels it would map). The same function as :func:`jboost.fit`'s."""
     X, names, eval_set = _validation.tabular_input(X, init_model, eval_set)
     X = _validation.as_matrix(X, "X")
     classes = None
     if classify:
+        # (a continued fit of class indices refuses mapped labels there: no silent relabelling)
         y, classes, eval_set = api._class_labels(y, eval_set, loss, n_outputs, task, init_model)
-        if init_model is not None and getattr(init_model, "classes", None) is None and classes is not None:
-            raise ValueError(f"y holds class labels {list(classes[:5])} that are not class indices "
-                             "0..K-1, but init_model was fitted on class indices: continue it with "
-                             "the same labels it was fitted on.")
     return Tabular(X, y, eval_set, model_lib.named(names),
                    None if classes is None else model_lib.Classes(classes))
 
