@@ -15,8 +15,9 @@ skipped with a note when the data directory is missing). Default arguments, no X
 Reported per library: training time and ms per tree (jboost: the second, compiled fit; its
 compile time is the first fit minus the second), test RMSE, and each time's ratio to XGBoost's
 (``x xgb``: < 1 is faster than XGBoost). Regression with squared error, 256 bins (255 + the
-missing bin), ``l2 = 1``, minimum child hessian 1 (LightGBM: at least 1 row per leaf), all cores (``os.cpu_count()``) unless ``--threads`` (then XGBoost's ``nthread``,
-LightGBM's ``num_threads`` and jboost's ``JBOOST_NUM_THREADS``). On a machine shared with other
+missing bin), ``l2 = 1``, minimum child hessian 1 (LightGBM: at least 1 row per leaf), all
+cores (``os.cpu_count()``) unless ``--threads`` (then XGBoost's ``nthread``, LightGBM's
+``num_threads`` and jboost's ``JBOOST_NUM_THREADS``). On a machine shared with other
 work, OpenMP peers that spin-wait for busy cores can slow down by an order of magnitude: compare
 ``--threads 1`` and say the load (printed before and after).
 """
