@@ -8,7 +8,8 @@ times (``jax.block_until_ready`` on the model; the median is reported) and print
 to the default fit. A concrete forest or bagged fit runs its chunks from the host (so ``Ctrl-C``
 keeps the trees or bags so far); ``one program`` is the same fit run as one compiled program
 (the way a fit under ``jax.vmap`` runs, and a concrete one ran before), for comparison. The
-machine's load average is printed before and after: on a shared machine the ratios are only as good as it is quiet.
+machine's load average is printed before and after: on a shared machine the ratios are only as
+good as it is quiet.
 
     python benchmarks/lifecycle_overhead.py            # 2k and 20k rows x 20 features
     python benchmarks/lifecycle_overhead.py --quick    # 2k rows only, 1 repeat
