@@ -306,6 +306,13 @@ def warn_if_features_lose_precision(arr: np.ndarray, name: str = "X") -> None:
                       "predicting.", UserWarning, stacklevel=4)
 
 
+def check_length(v, n: int, name: str = "y", x_name: str = "X") -> None:
+    """``v`` has ``n`` rows, as ``X`` (checked first, before its values are read)."""
+    rows = np.shape(series_values(v))[:1]
+    if rows and rows[0] != n:
+        raise ValueError(f"{name} has {rows[0]} samples but {x_name} has {n}: lengths must match.")
+
+
 def as_vector(v, n: int, name: str, x_name: str = "X") -> np.ndarray:
     """``v`` as a float32 ``(n,)`` host array (a pandas Series: :func:`series_values`)."""
     if is_traced(v):

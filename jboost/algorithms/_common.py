@@ -120,7 +120,8 @@ def read_table(X, y, eval_set, init_model: Optional[model_lib.Booster], name: st
     X, borders = check_init_model(init_model, name, X, config, borders)
     classes = None
     if labels is not None:
-        y, classes, eval_set = api._class_labels(y, eval_set, labels, n_outputs, task, init_model)
+        y, classes, eval_set = api._class_labels(y, eval_set, labels, n_outputs, task, init_model,
+                                                     n_rows=X.shape[0])
     return X, y, eval_set, borders, Table(names, classes)
 
 
