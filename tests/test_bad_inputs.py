@@ -108,7 +108,8 @@ ERRORS = [
     ("sweep", X20, Y20, {"grid": {"learning_rate": [0.1, -1.0]}}, ValueError, r"learning_rate=-1.0 must be in"),
     ("adaboost_m1", X20, C20, {}, ValueError, "y must hold binary labels 0/1"),
     ("fit", X20, C20, {"loss": "binomial_deviance"}, ValueError, "y must hold binary labels 0/1"),
-    ("fit_forest", X20, C20 + 0.5, {}, ValueError, "y must hold integer class labels"),
+    # Fractional labels are class labels mapped to 0..K-1 (as jboost.fit's); K must agree.
+    ("fit_forest", X20, C20 + 0.5, {"n_classes": 2}, ValueError, "n_classes=2 but y holds 3 classes"),
     # 4. Loss parameters outside their declared domains; the sweep's grid values too.
     *[(e, X20, Y20, {"loss": losses.quantile(1.5)}, ValueError,
        r"loss 'quantile' parameter alpha=1.5 must be in \(0, 1\)")
@@ -407,7 +408,7 @@ def _stop(*args, **kwargs):
 
 # What each entry point compiles after its checks: replaced by _stop (no fit, no compile).
 FITTERS = {"gradient_boost": (jboost.api, "run_rounds"), "forward_stagewise": (jboost.api, "run_rounds"),
-           "bagged_boosters": (bagging.boosters, "bag_boost_binned"),
+           "bagged_boosters": (bagging.boosters._batching, "map_checkpointed"),
            "sweep": (sweep_lib, "_fit_group")}
 
 

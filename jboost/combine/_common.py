@@ -46,7 +46,8 @@ def tabular(X, y, *, init_model=None, eval_set=None, loss=None, n_outputs=None, 
     classes = None
     if classify:
         # (a continued fit of class indices refuses mapped labels there: no silent relabelling)
-        y, classes, eval_set = api._class_labels(y, eval_set, loss, n_outputs, task, init_model)
+        y, classes, eval_set = api._class_labels(y, eval_set, loss, n_outputs, task, init_model,
+                                                   n_rows=X.shape[0])
     return Tabular(X, y, eval_set, model_lib.named(names),
                    None if classes is None else model_lib.Classes(classes))
 
