@@ -36,6 +36,7 @@ from jboost.derivatives import grad_hess
 from jboost.losses import Loss
 from jboost.sweep import SweepResult
 from jboost.tree import ObliviousTrees
+from jboost.depthwise import DepthwiseTrees
 from jboost.io import ModelFileError
 from jboost.io import load
 from jboost.io import save
@@ -43,7 +44,7 @@ from jboost.io import save
 __version__ = "0.1.0"
 
 __all__ = [
-    "Booster", "BoostConfig", "Hyperparams", "Loss", "ObliviousTrees",
+    "Booster", "BoostConfig", "Hyperparams", "Loss", "ObliviousTrees", "DepthwiseTrees",
     "bin_features", "compute_borders", "feature_importance", "finetune", "fit", "grad_hess",
     "predict", "predict_class", "predict_mean", "predict_proba", "staged_predict", "SweepResult",
     "ModelFileError", "load", "save",

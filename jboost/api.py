@@ -141,8 +141,9 @@ def fit(
         (Poisson(``subsample``) counts: a bootstrap per round) or a function (:mod:`jboost.samplers`).
       split_criterion: how splits are scored and leaves valued, a
         :class:`jboost.splits.SplitCriterion` (static); default the regularised Newton criterion.
-      tree_family: the class of trees to grow, a :class:`jboost.tree.TreeFamily` (static);
-        default :class:`jboost.ObliviousTrees`.
+      tree_family: the class of trees to grow (static): ``"oblivious"`` (the default,
+        :class:`jboost.tree.ObliviousTrees`), ``"depthwise"`` (:class:`jboost.depthwise.DepthwiseTrees`)
+        or any :class:`jboost.tree.TreeFamily` class.
       early_stopping_rounds: stop when the ``eval_set`` score has not improved (by more than
         ``early_stopping_tolerance``) for this many rounds; the fit really stops (a concrete fit
         after that round, :func:`run_rounds`; under ``jax.vmap`` the rounds run in chunks of 8
@@ -777,11 +778,18 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
         raise TypeError(f"split_criterion must be a jboost.splits.SplitCriterion(score, value), got "
                         f"{type(split_criterion).__name__}: write score(G, H, l2) and value(G, H, l2) "
                         "and pass SplitCriterion(score, value).")
-    missing = [m for m in ("grow", "leaf_index_raw", "with_borders")
+    if isinstance(tree_family, str):  # the built-in families by name
+        from jboost import depthwise
+        families = {"oblivious": tree_lib.ObliviousTrees, "depthwise": depthwise.DepthwiseTrees}
+        if tree_family not in families:
+            raise ValueError(f"tree_family must be \"oblivious\", \"depthwise\" or a class "
+                             f"implementing jboost.tree.TreeFamily; got {tree_family!r}.")
+        tree_family = families[tree_family]
+    missing = [m for m in ("grow", "leaf_index_raw", "leaf_index_binned", "with_borders")
                if not isinstance(tree_family, type) or not callable(getattr(tree_family, m, None))]
     if missing:
-        raise TypeError(f"tree_family must be a class implementing jboost.tree.TreeFamily; "
-                        f"{tree_family!r} lacks {', '.join(missing)}.")
+        raise TypeError(f"tree_family must be \"oblivious\", \"depthwise\" or a class implementing "
+                        f"jboost.tree.TreeFamily; {tree_family!r} lacks {', '.join(missing)}.")
     config = boosting.BoostConfig(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                   per_output_trees=bool(per_output_trees), colsample_by=colsample_by,
                                   learning_rate_schedule=schedule, row_sampler=row_sampler,

@@ -99,6 +99,7 @@ def _registry() -> Dict[str, Any]:
     if _REGISTRY_CACHE:
         return _REGISTRY_CACHE
     from jboost import categorical
+    from jboost import depthwise
     from jboost import losses as losses_lib
     from jboost import model as model_lib
     from jboost import objectives
@@ -131,7 +132,8 @@ def _registry() -> Dict[str, Any]:
             losses_lib.log_freq_baseline, losses_lib.samme_baseline, losses_lib.log_mean_baseline]
     _REGISTRY_CACHE.update(
         models=models,
-        families={"ObliviousTrees": tree_lib.ObliviousTrees},
+        families={"ObliviousTrees": tree_lib.ObliviousTrees,
+                  "DepthwiseTrees": depthwise.DepthwiseTrees},
         nested={"LinearModel": linear.LinearModel, "Categorical": categorical.Categorical},
         CategoricalSpec=categorical.CategoricalSpec,
         Settings=model_lib.Settings,
@@ -614,7 +616,8 @@ def _check_model(path, header, model) -> None:
     import jax.numpy as jnp
 
     fam = model.trees
-    if type(fam).__name__ == "ObliviousTrees":
+    if type(fam).__name__ in ("ObliviousTrees", "DepthwiseTrees"):
+        oblivious = type(fam).__name__ == "ObliviousTrees"
         want = {"features": "int32", "thresholds": "int32", "borders": "float32",
                 "missing_right": "bool", "gains": "float32", "leaf_values": "float32"}
         for f, dt in want.items():
@@ -625,9 +628,12 @@ def _check_model(path, header, model) -> None:
             if getattr(fam, f).shape != shape:
                 raise _fail(path, f"trees.{f} has shape {getattr(fam, f).shape}; trees.features has {shape}.")
         lv = fam.leaf_values.shape
-        if len(lv) != len(shape) + 1 or lv[:-2] != shape[:-1] or lv[-2] != 2 ** shape[-1]:
-            raise _fail(path, f"trees.leaf_values has shape {lv}; depth-{shape[-1]} trees of shape "
-                              f"{shape} need {shape[:-1] + (2 ** shape[-1],)} + (K,).")
+        # Oblivious trees: a rule per level, 2^D leaves; depth-wise: a rule per node, 2^D - 1.
+        n_leaves = 2 ** shape[-1] if oblivious else shape[-1] + 1
+        if (len(lv) != len(shape) + 1 or lv[:-2] != shape[:-1] or lv[-2] != n_leaves
+                or n_leaves & (n_leaves - 1)):
+            raise _fail(path, f"trees.leaf_values has shape {lv}; {type(fam).__name__} of rule "
+                              f"shape {shape} need {shape[:-1] + (n_leaves,)} + (K,), a power of 2 leaves.")
     try:
         props = (int(model.n_features), [int(s) for s in model.batch_shape], int(model.n_stages),
                  str(model.task))

@@ -93,6 +93,10 @@ class ObliviousTrees(NamedTuple):
         """:func:`leaf_index_raw`."""
         return leaf_index_raw(self, X_t)
 
+    def leaf_index_binned(self, X_binned, n_bins: int) -> jax.Array:
+        """:func:`leaf_index_binned`."""
+        return leaf_index_binned(self, X_binned, n_bins)
+
     def with_borders(self, borders) -> "ObliviousTrees":
         """Fill the float thresholds from the bin thresholds: ``border = borders[f, t]``."""
         return self._replace(borders=borders[self.features, self.thresholds])

@@ -310,3 +310,23 @@ def test_plot_tree_draws_each_splitting_node_and_the_leaves_in_path_order(models
     order = [int(format(i, f"0{DEPTH}b")[::-1], 2) for i in range(2**DEPTH)]
     assert texts[len(rules):] == [f"{t.leaf_values[leaf, 0]:.3g}" for leaf in order]
     assert [tk.get_text() for tk in ax.get_xticklabels()] == [str(leaf) for leaf in order]
+
+
+def test_depthwise_by_name_saved_loaded_and_continued(tmp_path):
+    """The built-in family is named by a string, loads without tree_family= and continues."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 4)).astype(np.float32)
+    y = (np.where(X[:, 0] > 0, X[:, 1], X[:, 2]) + 0.1 * rng.normal(size=300)).astype(np.float32)
+    kw = dict(depth=3, n_bins=32, learning_rate=0.3)
+    model = jboost.fit(X, y, tree_family="depthwise", n_rounds=3, **kw)
+    assert type(model.trees).__name__ == "DepthwiseTrees" and model.depth == 3
+    path = tmp_path / "d.jbm"
+    jboost.save(model, path)
+    loaded = jboost.load(path)
+    assert type(loaded.trees) is type(model.trees)
+    np.testing.assert_array_equal(np.asarray(jboost.predict(loaded, X)), np.asarray(jboost.predict(model, X)))
+    more = jboost.fit(X, y, tree_family="depthwise", n_rounds=2, init_model=loaded, **kw)
+    once = jboost.fit(X, y, tree_family="depthwise", n_rounds=5, **kw)
+    np.testing.assert_array_equal(np.asarray(jboost.predict(more, X)), np.asarray(jboost.predict(once, X)))
+    with pytest.raises(ValueError, match='tree_family must be "oblivious", "depthwise"'):
+        jboost.fit(X, y, tree_family="free", n_rounds=1)

@@ -613,6 +613,16 @@ class DepthwiseTrees(NamedTuple):
             node = node + (right.astype(jnp.int32) << d)
         return node
 
+    def leaf_index_binned(self, X_binned, n_bins):
+        depth = self.leaf_values.shape[-2].bit_length() - 1
+        node = jnp.zeros((X_binned.shape[1],), jnp.int32)
+        for d in range(depth):
+            rule = 2**d - 1 + node
+            col = jnp.take_along_axis(X_binned, self.features[rule][None], axis=0)[0].astype(jnp.int32)
+            right = jnp.where(col == n_bins - 1, self.missing_right[rule], col > self.thresholds[rule])
+            node = node + (right.astype(jnp.int32) << d)
+        return node
+
     def with_borders(self, borders):
         return self._replace(borders=borders[self.features, self.thresholds])
 
@@ -653,5 +663,5 @@ def test_a_new_tree_family_is_one_class():
 
 
 def test_tree_family_must_implement_the_protocol():
-    with pytest.raises(TypeError, match="tree_family must be a class implementing jboost.tree.TreeFamily"):
+    with pytest.raises(TypeError, match="or a class implementing jboost.tree.TreeFamily; .* lacks grow"):
         jboost.fit(np.zeros((4, 1)), np.zeros(4), tree_family=tuple)

@@ -137,8 +137,8 @@ class Forest(NamedTuple):
         return self.trees.leaf_values.shape[-1]
 
     @property
-    def depth(self) -> int:
-        return self.trees.features.shape[-1]
+    def depth(self) -> int:  # 2^D leaves in every tree family
+        return self.trees.leaf_values.shape[-2].bit_length() - 1
 
     @property
     def is_classifier(self) -> bool:
