@@ -247,6 +247,16 @@ class FeatureNames(StaticValues):
     matches a DataFrame's columns by these names."""
 
 
+#: ``model.feature_names_in_`` of every model type: its :class:`FeatureNames` as NumPy, or ``None``.
+FEATURE_NAMES_IN = property(
+    lambda self: None if self.feature_names is None else self.feature_names.array,
+    doc="The feature names (``feature_names`` as NumPy), or ``None``.")
+#: ``model.classes_`` of every model type: its :class:`Classes` as NumPy, or ``None``.
+CLASSES_ = property(
+    lambda self: None if self.classes is None else self.classes.array,
+    doc="The class labels (``classes`` as NumPy), or ``None``.")
+
+
 def named(names) -> Optional[FeatureNames]:
     """``names`` (from :func:`jboost._validation.tabular_input`) as a model's
     ``feature_names`` field, ``None`` for a fit on arrays."""
@@ -353,15 +363,8 @@ class Booster(NamedTuple):
         (:func:`jboost.categorical.encode`) with their statistics (:func:`jboost.categorical.expand`)."""
         return X if self.categorical is None else categorical_lib.expand(self.categorical, X)
 
-    @property
-    def feature_names_in_(self) -> Optional[np.ndarray]:
-        """The feature names (:attr:`feature_names` as NumPy), or ``None``."""
-        return None if self.feature_names is None else self.feature_names.array
-
-    @property
-    def classes_(self) -> Optional[np.ndarray]:
-        """The class labels (:attr:`classes` as NumPy), or ``None``."""
-        return None if self.classes is None else self.classes.array
+    feature_names_in_ = FEATURE_NAMES_IN  # the protocol's NumPy views of its names
+    classes_ = CLASSES_  # and class labels (one definition for every model type)
 
     @property
     def n_outputs(self) -> int:

@@ -118,15 +118,8 @@ class Forest(NamedTuple):
     classes: Optional[model_lib.Classes] = None
     feature_names: Optional[model_lib.FeatureNames] = None
 
-    @property
-    def feature_names_in_(self) -> Optional[np.ndarray]:
-        """The feature names (:attr:`feature_names` as NumPy), or ``None``."""
-        return None if self.feature_names is None else self.feature_names.array
-
-    @property
-    def classes_(self) -> Optional[np.ndarray]:
-        """The class labels (:attr:`classes` as NumPy), or ``None``."""
-        return None if self.classes is None else self.classes.array
+    feature_names_in_ = model_lib.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
+    classes_ = model_lib.CLASSES_  # and class labels (one definition for every model type)
 
     @property
     def n_trees(self) -> int:

@@ -197,15 +197,8 @@ class ECOCBoosters(NamedTuple):
     def n_features(self) -> int:
         return self.borders.shape[-2]
 
-    @property
-    def feature_names_in_(self) -> Optional[np.ndarray]:
-        """The feature names (:attr:`feature_names` as NumPy), or ``None``."""
-        return None if self.feature_names is None else self.feature_names.array
-
-    @property
-    def classes_(self) -> Optional[np.ndarray]:
-        """The class labels (:attr:`classes` as NumPy), or ``None``."""
-        return None if self.classes is None else self.classes.array
+    feature_names_in_ = model_lib.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
+    classes_ = model_lib.CLASSES_  # and class labels (one definition for every model type)
 
     def best_trees(self) -> tree_lib.ObliviousTrees:
         """The trees a prediction without ``n_rounds`` uses: with ``best_round``, bit ``l``'s
