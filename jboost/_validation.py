@@ -1680,6 +1680,29 @@ def class_labels(y, loss, n_outputs: Optional[int] = None, task: Optional[str] =
     return codes.reshape(-1).astype(np.float32), classes
 
 
+def mapped_labels(y, eval_set, loss, n_outputs, task, init_model, n_rows: Optional[int] = None):
+    """Class labels as users have them (strings, ``{-1, 1}``, ...) mapped to ``0..K-1`` for a
+    classification loss (:func:`class_labels`), ``eval_set``'s labels with
+    the same classes; a continued fit maps with ``init_model``'s classes. Returns
+    ``(y, classes or None, eval_set)``. ``n_rows``: X's rows, which ``y`` must have (checked
+    first, so that a short ``y`` is named as such, not by its labels)."""
+    if n_rows is not None and not is_traced(y):
+        check_length(y, n_rows)
+    model_classes = getattr(init_model, "classes", None)
+    if model_classes is not None:
+        classes = model_classes.array
+        y = class_codes(y, classes, "y")
+    else:
+        y, classes = class_labels(y, loss, n_outputs, task)
+        if init_model is not None and classes is not None:  # else a silent relabelling
+            raise ValueError(f"y holds class labels {classes[:5].tolist()} that are not class "
+                             "indices 0..K-1, but init_model was fitted on class indices: continue "
+                             "it with the labels it was fitted on.")
+    if classes is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
+        eval_set = (eval_set[0], class_codes(eval_set[1], classes)) + tuple(eval_set[2:])
+    return y, classes, eval_set
+
+
 def class_codes(y, classes: np.ndarray, name: str = "eval_set y"):
     """Labels ``y`` (e.g. a validation set's) as indices into the training ``classes``
     (:func:`class_labels`); a label the training labels did not have is refused by name."""

@@ -228,8 +228,8 @@ def fit(
         if plan.X_valid is not None:
             eval_set = (plan.X_valid,) + tuple(eval_set[1:])
     X = _validation.as_matrix(X, "X")
-    y, classes, eval_set = _class_labels(y, eval_set, loss, n_outputs, task, init_model,
-                                           n_rows=X.shape[0])
+    y, classes, eval_set = _validation.mapped_labels(y, eval_set, loss, n_outputs, task, init_model,
+                                                     n_rows=X.shape[0])
     y_given = y
     y = _validation.as_labels(y, X.shape[0], warn=False, columns=None)
     loss_obj = _validation.resolve_loss(loss, y, n_outputs, task)
@@ -389,29 +389,6 @@ def _categorical_data(plan, data: boosting.Data, borders, loss, key, prior, prio
         X_valid = jnp.zeros((spec.n_features, 0), X_binned.dtype)
     borders = jnp.concatenate([jnp.asarray(borders)[:h], ctr_borders], axis=0)
     return data._replace(X_binned=X_binned, X_valid=X_valid), borders, cat
-
-
-def _class_labels(y, eval_set, loss, n_outputs, task, init_model, n_rows: Optional[int] = None):
-    """Class labels as users have them (strings, ``{-1, 1}``, ...) mapped to ``0..K-1`` for a
-    classification loss (:func:`jboost._validation.class_labels`), ``eval_set``'s labels with
-    the same classes; a continued fit maps with ``init_model``'s classes. Returns
-    ``(y, classes or None, eval_set)``. ``n_rows``: X's rows, which ``y`` must have (checked
-    first, so that a short ``y`` is named as such, not by its labels)."""
-    if n_rows is not None and not _validation.is_traced(y):
-        _validation.check_length(y, n_rows)
-    model_classes = getattr(init_model, "classes", None)
-    if model_classes is not None:
-        classes = model_classes.array
-        y = _validation.class_codes(y, classes, "y")
-    else:
-        y, classes = _validation.class_labels(y, loss, n_outputs, task)
-        if init_model is not None and classes is not None:  # else a silent relabelling
-            raise ValueError(f"y holds class labels {classes[:5].tolist()} that are not class "
-                             "indices 0..K-1, but init_model was fitted on class indices: continue "
-                             "it with the labels it was fitted on.")
-    if classes is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
-        eval_set = (eval_set[0], _validation.class_codes(eval_set[1], classes)) + tuple(eval_set[2:])
-    return y, classes, eval_set
 
 
 def recorded_settings(config: boosting.BoostConfig, hyper: boosting.Hyperparams, key, *,

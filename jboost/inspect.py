@@ -466,44 +466,39 @@ def explain_trees(trees: tree_lib.ObliviousTrees, X, data, weight, interactions:
 
 
 def _explain(model, X, n_rounds, data, data_weight, interactions: bool) -> ShapValues:
+    """SHAP values of rows ``X`` (a DataFrame's columns matched by the model's names). A model
+    with categorical columns is explained on the encoded features its trees split on
+    (:func:`jboost.categorical.expanded_rows`: indicators, target statistics), then summed by
+    input column (:func:`jboost.categorical.sum_by_input`; SHAP values are additive, so local
+    accuracy holds per input column)."""
+    from jboost import categorical
+
     model_lib._check_model(model)
-    if getattr(model, "categorical", None) is not None:
-        return _explain_categorical(model, X, n_rounds, data, data_weight, interactions)
-    X = _validation.predict_matrix(model_lib._in_order(model, X), model.n_features)  # by name
+    encoded = getattr(model, "categorical", None) is not None
+    if encoded and model.batch_shape:
+        raise ValueError("SHAP values of a batch of models with categorical columns: explain "
+                         "each model of the batch on its own (jax.tree_util.tree_map(lambda a: "
+                         "a[i], model)); each has its own target statistics.")
+
+    def rows(v, name):
+        if encoded:
+            return np.asarray(categorical.expanded_rows(model, v), np.float32)
+        return _validation.predict_matrix(model_lib._in_order(model, v), model.n_features, name=name)
+
+    X = rows(X, "X")
     if data is None:
         data, data_weight = X, None
     else:
-        data = _validation.predict_matrix(model_lib._in_order(model, data), model.n_features, name="data")
+        data = rows(data, "data")
     if data.shape[0] == 0:
         raise ValueError("data has no rows (without data=, the rows X explain themselves): the "
                          "covers of the trees' nodes are background row counts; pass some rows "
                          "(e.g. the training rows) as data=.")
     weight = jnp.asarray(_validation.as_weights(data_weight, data.shape[0], "data_weight", "data"))
-    return _explain_models(model, jnp.asarray(X, jnp.float32), jnp.asarray(data, jnp.float32), weight,
-                           n_rounds=n_rounds, interactions=interactions, keeps=_keeps_columns(model))
-
-
-def _explain_categorical(model, X, n_rounds, data, data_weight, interactions: bool) -> ShapValues:
-    """A model with categorical columns: its trees explained on the encoded features the trees
-    split on (:func:`jboost.categorical.expanded_rows`: indicators, target statistics), then
-    summed by input column (:func:`jboost.categorical.sum_by_input`; SHAP values are additive,
-    so local accuracy holds per input column)."""
-    from jboost import categorical
-
-    if model.batch_shape:
-        raise ValueError("SHAP values of a batch of models with categorical columns: explain "
-                         "each model of the batch on its own (jax.tree_util.tree_map(lambda a: "
-                         "a[i], model)); each has its own target statistics.")
-    X = np.asarray(categorical.expanded_rows(model, X), np.float32)
-    if data is None:
-        data, data_weight = X, None
-    else:
-        data = np.asarray(categorical.expanded_rows(model, data), np.float32)
-    if data.shape[0] == 0:
-        raise ValueError("data has no rows: pass some rows (e.g. the training rows) as data=.")
-    weight = jnp.asarray(_validation.as_weights(data_weight, data.shape[0], "data_weight", "data"))
-    out = _explain_models(model, jnp.asarray(X), jnp.asarray(data), weight, n_rounds=n_rounds,
-                          interactions=interactions, keeps=_keeps_columns(model))
+    out = _explain_models(model, jnp.asarray(X, jnp.float32), jnp.asarray(data, jnp.float32), weight,
+                          n_rounds=n_rounds, interactions=interactions, keeps=_keeps_columns(model))
+    if not encoded:
+        return out
     values = categorical.sum_by_input(model, out.values, axis=1)
     if interactions:
         values = categorical.sum_by_input(model, values, axis=2)

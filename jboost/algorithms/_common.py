@@ -114,14 +114,12 @@ def read_table(X, y, eval_set, init_model: Optional[model_lib.Booster], name: st
     (a name or a loss; ``None``: labels as they are), class labels as users have them mapped to
     ``0..K-1`` (``init_model``'s classes for a continued fit). Returns
     ``(X, y, eval_set, borders, Table)``."""
-    from jboost import api
-
     X, names, eval_set = _validation.tabular_input(X, init_model, eval_set)
     X, borders = check_init_model(init_model, name, X, config, borders)
     classes = None
     if labels is not None:
-        y, classes, eval_set = api._class_labels(y, eval_set, labels, n_outputs, task, init_model,
-                                                     n_rows=X.shape[0])
+        y, classes, eval_set = _validation.mapped_labels(y, eval_set, labels, n_outputs, task,
+                                                         init_model, n_rows=X.shape[0])
     return X, y, eval_set, borders, Table(names, classes)
 
 

@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 
 from jboost import _validation
-from jboost import api
 from jboost import losses as losses_lib
 from jboost import model as model_lib
 from jboost import tree as tree_lib
@@ -46,8 +45,8 @@ def tabular(X, y, *, init_model=None, eval_set=None, loss=None, n_outputs=None, 
     classes = None
     if classify:
         # (a continued fit of class indices refuses mapped labels there: no silent relabelling)
-        y, classes, eval_set = api._class_labels(y, eval_set, loss, n_outputs, task, init_model,
-                                                   n_rows=X.shape[0])
+        y, classes, eval_set = _validation.mapped_labels(y, eval_set, loss, n_outputs, task,
+                                                         init_model, n_rows=X.shape[0])
     return Tabular(X, y, eval_set, model_lib.named(names),
                    None if classes is None else model_lib.Classes(classes))
 

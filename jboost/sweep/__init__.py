@@ -236,7 +236,7 @@ def sweep(
     t_start = time.perf_counter()
     X, names, _ = _validation.tabular_input(X)
     # Class labels as users have them (strings, {-1, 1}, ...) mapped to 0..K-1, as jboost.fit.
-    y, classes, _ = api._class_labels(y, None, loss, n_outputs, task, None, n_rows=X.shape[0])
+    y, classes, _ = _validation.mapped_labels(y, None, loss, n_outputs, task, None, n_rows=X.shape[0])
     X, y, w, loss_obj = _check_data(X, y, sample_weight, loss, n_outputs, task)
     fixed_hyper = dict(learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                        min_child_weight=min_child_weight, subsample=subsample, colsample=colsample)
