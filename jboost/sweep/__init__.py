@@ -71,6 +71,21 @@ Example::
 
 With ``keep_trees=True``, ``result.models()`` is the best configuration's fold x seed models as
 one batched :class:`jboost.Booster` (``jboost.predict(result.models(), X)``: ``(M, n, ...)``).
+
+**Categorical columns** (``cat_features=``, ``one_hot_max_size=``, ``cat_prior=``,
+``cat_prior_weight=``: as :func:`jboost.fit`, :mod:`jboost.categorical`). The columns' kinds and
+vocabularies are read once from all of ``X``; numeric columns and one-hot indicators are binned
+once and shared. Each model (configuration x fold x seed) computes its ordered target statistics
+inside the program from its own training rows (the held-out fold has weight 0: its rows are
+encoded like prediction rows, and their labels never reach the training rows' statistics), so
+every fold's model is the separate ``jboost.fit(X, y, sample_weight=<its training mask>,
+key=<its seed's key>, cat_features=...)``. ``cat_prior`` and ``cat_prior_weight`` may be grid keys
+(traced: one compilation)::
+
+    result = jboost.sweep.sweep(df, y, "binomial_deviance", cat_features=["city", "color"],
+                                grid={"cat_prior_weight": [0.5, 1.0, 4.0], "l2": [1.0, 10.0]},
+                                keep_trees=True)
+    jboost.predict(result.models(), df_new)      # each fold's model, its own statistics
 """
 from __future__ import annotations
 
@@ -78,7 +93,7 @@ import itertools
 import numbers
 import time
 import warnings
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import jax
 import jax.numpy as jnp
@@ -89,6 +104,7 @@ from jboost import _native
 from jboost import _validation
 from jboost import api
 from jboost import boosting
+from jboost import categorical as categorical_lib
 from jboost import cv
 from jboost import losses as losses_lib
 from jboost import tree as tree_lib
@@ -162,6 +178,10 @@ def sweep(
     checkpoint_dir=None,
     init_model=None,
     callbacks: Sequence[Callable] = (),
+    cat_features=None,
+    one_hot_max_size: int = categorical_lib.ONE_HOT_MAX_SIZE,
+    cat_prior: Any = None,
+    cat_prior_weight: float = categorical_lib.PRIOR_WEIGHT,
 ) -> SweepResult:
     """Cross-validate every configuration of a grid, all models vmapped in one compiled program.
 
@@ -227,6 +247,12 @@ def sweep(
         nothing; sweep the longer ``n_rounds`` (fewer rounds are prefixes of the same fits, so
         ``n_rounds=[100, 200]`` costs one fit of 200), or continue the chosen model with
         ``jboost.fit(..., init_model=result.refit(X, y))``.
+      cat_features, one_hot_max_size: the categorical columns and the largest one-hot encoded
+        one, as :func:`jboost.fit` (read once from all of ``X``).
+      cat_prior, cat_prior_weight: the prior of the ordered target statistics and its weight, as
+        :func:`jboost.fit` (``None``: each fit's weighted mean of the statistic over its training
+        rows); both may be ``grid`` keys instead (numbers; traced, one compilation). Each model
+        computes its statistics from its own training rows inside the program.
 
     Returns:
       A :class:`SweepResult`.
@@ -235,13 +261,18 @@ def sweep(
         raise ValueError(NO_WARM_START)
     t_start = time.perf_counter()
     X, names, _ = _validation.tabular_input(X)
+    plan = _validation.categorical_plan(X, cat_features, one_hot_max_size)
+    if plan is not None:  # the encoded rows: numeric, one-hot indicators, ctr codes
+        X = plan.X
     # Class labels as users have them (strings, {-1, 1}, ...) mapped to 0..K-1, as jboost.fit.
     y, classes, _ = _validation.mapped_labels(y, None, loss, n_outputs, task, None, n_rows=X.shape[0])
     X, y, w, loss_obj = _check_data(X, y, sample_weight, loss, n_outputs, task)
     fixed_hyper = dict(learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                        min_child_weight=min_child_weight, subsample=subsample, colsample=colsample)
+    cats = None if plan is None else _categorical(plan, X, y, loss_obj, cat_prior,
+                                                  cat_prior_weight)
     grid_ = _make_grid(grid, loss_obj, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
-                       per_output_trees)
+                       per_output_trees, cats)
     greater = _validation.check_metric(metric, loss_obj, greater_is_better)
     # Its score is the held-out fold's loss or metric, which the program puts in valid_loss.
     stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
@@ -255,6 +286,7 @@ def sweep(
     fold_table, n_folds = _folds(y, w, folds, seeds, base_key, stratified, repeat_folds, loss_obj)
     seed_keys = np.stack([np.asarray(jax.random.fold_in(jnp.asarray(base_key), s))
                           for s in range(seeds)])
+    cat_shared = None if cats is None else cats.shared(w, fold_table, n_folds)
 
     def put(a):  # one device: commit the shared inputs to it; several: shard_map places them
         return jax.device_put(a, devices[0]) if len(devices) == 1 else jnp.asarray(a)
@@ -265,7 +297,8 @@ def sweep(
         checkpoints = _batching.ChunkCheckpoints(
             checkpoint_dir, CHECKPOINT_KIND,
             _fingerprint(X, y, w, loss_obj, grid_, fold_table, seed_keys, metric, greater, stopping,
-                         keep_trees, fixed_hyper, colsample_by, per_output_trees, devices),
+                         keep_trees, fixed_hyper, colsample_by, per_output_trees, devices,
+                         None if cats is None else cats.spec),
             differs="data, folds, seeds, key, grid, settings, loss, metric or early stopping")
     fits, borders_of, stats, stop = {}, {}, _Stats(), []
     for b in grid_.bins:
@@ -275,14 +308,16 @@ def sweep(
                                             losses_lib.baseline(loss_obj, data.y, data.w))
         borders_of[b] = np.asarray(data.borders)
         shared = program_lib.Shared(put(data.X_binned), put(y), put(w), put(fold_table),
-                                    put(seed_keys))
+                                    put(seed_keys),
+                                    None if cat_shared is None else jax.tree_util.tree_map(put, cat_shared))
         for d in grid_.depths:
             config = _config(grid_.max_rounds, d, b, fixed_hyper, colsample_by, per_output_trees,
                              missing=data.missing)._replace(early_stopping=stopping)
             fits[(d, b)] = _fit_group(config, shared, grid_, loss_obj, layout, metric, keep_trees,
                                       devices, chunk_size, memory_budget, stats,
                                       t_start if verbose else None, greater, checkpoints,
-                                      _group_callbacks(callbacks, (d, b)), stop)
+                                      _group_callbacks(callbacks, (d, b)), stop,
+                                      None if cats is None else cats.layout)
     if stop:
         fitted = sum(layout.n_models if f.n_models_fitted is None else f.n_models_fitted
                      for f in fits.values())
@@ -299,11 +334,23 @@ def sweep(
                             rows.rounds_fitted)
     fixed = {h: float(fixed_hyper[h]) for h in HYPERPARAMETERS}
     fixed.update(colsample_by=colsample_by, per_output_trees=bool(per_output_trees))
-    trees = baselines = None
+    if cats is not None:  # jboost.fit's categorical arguments (fit_kwargs, refit)
+        fixed.update(cats.fit_kwargs)
+    trees = baselines = model_cats = model_borders = None
     if keep_trees:
-        trees = {g: tree_lib.with_borders(jax.tree_util.tree_map(jnp.asarray, f.trees),
-                                          jnp.asarray(borders_of[g[1]]))
-                 for g, f in fits.items()}
+        trees, model_borders = {}, {}
+        for g, f in fits.items():
+            model_borders[g] = np.asarray(borders_of[g[1]])
+            if cats is not None:  # the shared host rows, then each model's statistics' borders
+                model_borders[g] = cats.model_borders(model_borders[g], np.asarray(f.cat.borders))
+            trees[g] = _with_borders(jax.tree_util.tree_map(jnp.asarray, f.trees),
+                                     jnp.asarray(model_borders[g]))
+        if cats is None:
+            model_borders = None
+        else:
+            model_cats = {g: categorical_lib.Categorical(cats.spec, *(
+                np.asarray(a) for a in (f.cat.sums, f.cat.counts, f.cat.prior, f.cat.prior_weight)))
+                for g, f in fits.items()}
         baselines = {g: f.baseline for g, f in fits.items()}
     return SweepResult(
         configs=tuple(grid_.configs), swept=grid_.swept, config=rows.config, fold=rows.fold,
@@ -316,12 +363,82 @@ def sweep(
         baselines=baselines,
         early_stopping=result_lib.early_stopping_kwargs(stopping, metric, greater),
         rounds_fitted=rows.rounds_fitted, row_best_rounds=rows.row_best_rounds,
-        feature_names=names, classes=classes)
+        feature_names=names, classes=classes, categorical=model_cats, model_borders=model_borders)
 
 
 # --------------------------------------------------------------------------------------------
 # The steps of a sweep.
 # --------------------------------------------------------------------------------------------
+
+
+def _with_borders(trees, borders):
+    """Trees ``(M, R, T, ...)`` with float thresholds from shared ``(F, n_bins - 1)`` borders or
+    per-model ``(M, F, n_bins - 1)`` ones (categorical columns)."""
+    if borders.ndim == 2:
+        return tree_lib.with_borders(trees, borders)
+    return jax.vmap(tree_lib.with_borders)(trees, borders)
+
+
+class _Categorical(NamedTuple):
+    """A sweep's categorical columns: the static spec (with ``n_stats``), the program's layout,
+    the ctr columns' codes and the statistics' targets, the fixed settings."""
+
+    spec: categorical_lib.CategoricalSpec
+    layout: program_lib.CatLayout
+    codes: np.ndarray      # (n, J) int32
+    targets: np.ndarray    # (n, K) float32
+    fixed: Dict[str, Any]  # cat_prior (None, a number or (K,)), cat_prior_weight
+    mask: Tuple[bool, ...]  # which input columns are categorical (jboost.fit's cat_features)
+
+    @property
+    def fit_kwargs(self) -> Dict[str, Any]:
+        return dict(cat_features=list(self.mask), one_hot_max_size=self.spec.one_hot_max_size,
+                    **self.fixed)
+
+    def shared(self, w, fold_table, n_folds: int) -> program_lib.CatShared:
+        """The program's shared categorical inputs; the default prior of every (seed, fold) is
+        computed as :func:`jboost.fit` computes it for ``sample_weight=`` the fold's mask (the
+        weighted mean of the targets, float64 on the host, then float32)."""
+        t = self.targets
+        priors = np.zeros((fold_table.shape[0], n_folds, t.shape[1]), np.float32)
+        for s in range(fold_table.shape[0]):
+            for f in range(n_folds):
+                wf = np.where(fold_table[s] == f, 0.0, w).astype(np.float32)
+                priors[s, f] = ((t * wf[:, None]).sum(0, dtype=np.float64)
+                                / max(float(wf.sum(dtype=np.float64)), 1e-30))
+        return program_lib.CatShared(self.codes, self.targets, priors,
+                                     np.asarray(self.spec.offsets, np.int32))
+
+    def model_borders(self, host_borders, ctr_borders):
+        """``(M, F, n_bins - 1)``: the shared host rows' borders, then each model's ctr rows'."""
+        h = self.spec.host_width
+        m = ctr_borders.shape[0]
+        return np.concatenate([np.broadcast_to(host_borders[:h], (m,) + host_borders[:h].shape),
+                               ctr_borders], axis=1).astype(np.float32)
+
+
+def _categorical(plan, X, y, loss, prior, prior_weight) -> _Categorical:
+    """The checked categorical part of a sweep: the statistics' targets of the labels (as
+    :func:`jboost.fit`), the spec with their count, the fixed prior and its weight."""
+    if loss.batch:
+        raise ValueError(f"categorical features need a loss of one label per row; {loss.name!r} is "
+                         "an objective of the whole batch (Cox, ranking): encode the categorical "
+                         "columns as numbers first.")
+    spec = plan.spec
+    t = categorical_lib.targets(np.asarray(y), loss)
+    spec = categorical_lib.CategoricalSpec(spec.names, spec.kinds, spec.vocab, spec.vocab_type,
+                                           spec.missing, t.shape[1], spec.one_hot_max_size)
+    categorical_lib.check_settings(spec.one_hot_max_size, prior, prior_weight)
+    if prior is not None and np.asarray(prior).size not in (1, t.shape[1]):
+        raise ValueError(f"cat_prior has {np.asarray(prior).size} values; the statistics have "
+                         f"{t.shape[1]} (one per class or label column): give one number or "
+                         f"{t.shape[1]}.")
+    h = spec.host_width
+    codes = np.asarray(X[:, h:], np.int32)
+    mask = [k != "numeric" for k in spec.kinds]  # the categorical columns, as a boolean mask
+    fixed = dict(cat_prior=prior, cat_prior_weight=prior_weight)
+    return _Categorical(spec, program_lib.CatLayout(h, spec.n_table_rows), codes, t, fixed,
+                        tuple(mask))
 
 
 def _check_data(X, y, sample_weight, loss, n_outputs, task):
@@ -341,7 +458,7 @@ def _config(n_rounds, depth, n_bins, fixed_hyper, colsample_by, per_output_trees
 
 
 def _make_grid(grid, loss, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
-               per_output_trees) -> grid_lib.Grid:
+               per_output_trees, cats: Optional[_Categorical] = None) -> grid_lib.Grid:
     """The configurations; every static combination and the fixed hyperparameters are checked
     (by :func:`jboost.api.settings`) before anything is fitted."""
     for name, v in fixed_hyper.items():
@@ -352,7 +469,10 @@ def _make_grid(grid, loss, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
     for r, d, b in itertools.product(*lists):
         _config(r, d, b, fixed_hyper, colsample_by, per_output_trees)
     rounds, depths, bins = ([int(v) for v in values] for values in lists)
-    return grid_lib.make_grid(grid, loss, rounds, depths, bins, fixed_hyper)
+    if cats is None:
+        return grid_lib.make_grid(grid, loss, rounds, depths, bins, fixed_hyper)
+    return grid_lib.make_grid(grid, loss, rounds, depths, bins, fixed_hyper, cats.fixed,
+                              cats.spec.n_stats)
 
 
 def _folds(y, w, folds, n_seeds, base_key, stratified, repeat, loss) -> Tuple[np.ndarray, int]:
@@ -370,19 +490,22 @@ CHECKPOINT_KIND = "sweep"
 
 
 def _fingerprint(X, y, w, loss, grid_, fold_table, seed_keys, metric, greater, stopping, keep_trees,
-                 fixed_hyper, colsample_by, per_output_trees, devices) -> str:
+                 fixed_hyper, colsample_by, per_output_trees, devices, cat_spec=None) -> str:
     """What a sweep's checkpoints must match to be continued (:func:`jboost._batching.fingerprint`):
     the data, folds and seed keys; the grid (its points, swept values and static settings) and
     the fixed hyperparameters; the loss (name, function, parameters), the metric (by qualified
     name) and its direction, early stopping; whether trees are kept; the devices' platforms and
     whether the CPU kernels run (they set the last bits of a result)."""
-    arrays = (X, y, w, fold_table, seed_keys, grid_.hyper_values, grid_.loss_values, loss.params)
+    arrays = (X, y, w, fold_table, seed_keys, grid_.hyper_values, grid_.loss_values, loss.params,
+              grid_.cat_values)
     settings = (grid_.points, grid_.names, grid_.rounds, grid_.depths, grid_.bins, grid_.configs,
                 fixed_hyper, colsample_by, bool(per_output_trees),
                 (loss.name, loss.fn, loss.n_outputs, loss.task, loss.hessian, loss.leaf_refit,
                  loss.adaptive_huber_alpha),
                 metric, bool(greater), stopping, bool(keep_trees),
                 [d.platform for d in devices], _native.available())
+    if cat_spec is not None:  # the categorical columns' kinds and vocabularies (a new sweep's
+        settings = settings + (cat_spec.to_json(),)  # files are unchanged without them)
     return _batching.fingerprint(arrays, settings)
 
 
@@ -414,16 +537,24 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
                memory_budget, stats: _Stats, t_start: Optional[float],
                greater: bool = False,
                checkpoints: Optional[_batching.ChunkCheckpoints] = None,
-               callbacks=(), stop: Optional[list] = None) -> program_lib.GroupFit:
+               callbacks=(), stop: Optional[list] = None,
+               cat_layout: Optional[program_lib.CatLayout] = None) -> program_lib.GroupFit:
     """Every model of one ``(depth, n_bins)`` group: chunk size from the memory estimate, then
-    the chunks through the group's compiled program."""
+    the chunks through the group's compiled program (with categorical columns, ``cat_layout``:
+    each model's own statistics' bins)."""
     group, n_dev = (config.depth, config.n_bins), len(devices)
     n, n_features = shared.X_binned.shape[1], shared.X_binned.shape[0]
     k = loss.n_outputs
+    if cat_layout is not None:  # the trees' features: host rows, then J x K statistics
+        codes, targets = shared.categorical.codes, shared.categorical.targets
+        n_features = cat_layout.host_width + codes.shape[1] * targets.shape[1]
     fused = (devices[0].platform == "cpu" and _native.available() and config.n_bins <= 256
              and _native.indexable(n, 1 << (config.depth - 1), config.n_bins, 2 * k))
     mb = model_bytes(n, n_features, config.depth, config.n_bins, k, config.n_rounds,
                      k if config.per_output_trees else 1, keep_trees, fused)
+    if cat_layout is not None:  # each model's own bins, and its statistics' sort and scan
+        j_k = n_features - cat_layout.host_width
+        mb += n * n_features + 24 * n * j_k
     size = chunk_size or auto_chunk_size(mb, -(-layout.n_models // n_dev), devices[0], memory_budget)
     _validation.check_memory(
         size * mb, devices=devices, what="this sweep's chunk of models",
@@ -433,7 +564,8 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
         "n_bins x 2K float32); use a smaller chunk_size, depth, n_bins or n_outputs")
     # The direction only matters to early stopping (the selection flips it on the host).
     program = program_lib.chunk_program(config, metric, bool(keep_trees), devices,
-                                        bool(greater) and config.early_stopping is not None)
+                                        bool(greater) and config.early_stopping is not None,
+                                        cat_layout)
     compiled_before = program_lib.n_compiled(program)
     log = None
     if t_start is not None:

@@ -4,13 +4,15 @@ A configuration is a grid point (values of continuous hyperparameters and loss p
 traced arrays with a leading model axis in the compiled program) combined with one value of each
 static setting (``n_rounds``, ``depth``, ``n_bins``: array shapes, so one compiled program per
 ``(depth, n_bins)``; ``n_rounds`` only sets how long a prefix of the fitted rounds is read).
+The prior of categorical columns' target statistics and its weight (``cat_prior``,
+``cat_prior_weight``; :mod:`jboost.categorical`) are traced too: a grid over them is one program.
 """
 
 from __future__ import annotations
 
 import itertools
 import numbers
-from typing import Any, Dict, List, Mapping, NamedTuple, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -21,6 +23,8 @@ from jboost import losses as losses_lib
 HYPERPARAMETERS = ("learning_rate", "l2", "min_split_gain", "min_child_weight", "subsample",
                    "colsample")
 STATIC_SETTINGS = ("n_rounds", "depth", "n_bins")
+# The traced settings of categorical columns' target statistics (sweeps with categorical columns).
+CATEGORICAL_SETTINGS = ("cat_prior", "cat_prior_weight")
 LOSS_PREFIX = "loss."
 
 
@@ -30,8 +34,10 @@ def loss_param_name(name: str) -> str:
 
 
 def classify(name: str, loss: losses_lib.Loss) -> str:
-    """``"hyper"`` (a continuous hyperparameter) or ``"loss"`` (a parameter of ``loss``); raises
-    for anything else."""
+    """``"hyper"`` (a continuous hyperparameter), ``"loss"`` (a parameter of ``loss``) or
+    ``"categorical"`` (:data:`CATEGORICAL_SETTINGS`); raises for anything else."""
+    if name in CATEGORICAL_SETTINGS:
+        return "categorical"
     if name in STATIC_SETTINGS:
         raise ValueError(f"grid key {name!r} sets array shapes: pass it as the {name}= argument "
                          f"(an int or a list of ints) instead of in grid.")
@@ -58,7 +64,7 @@ def split_config(cfg: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, floa
     and its loss parameters."""
     kwargs, loss_params = {}, {}
     for name, value in cfg.items():
-        if name in HYPERPARAMETERS or name in STATIC_SETTINGS:
+        if name in HYPERPARAMETERS or name in STATIC_SETTINGS or name in CATEGORICAL_SETTINGS:
             kwargs[name] = value
         else:
             loss_params[loss_param_name(name)] = value
@@ -107,6 +113,12 @@ def grid_points(grid, loss: losses_lib.Loss) -> Tuple[List[Dict[str, float]], Tu
             p[name] = float(v)
             if kind == "hyper":
                 _validation.check_hyperparameter(name, p[name])
+            elif kind == "categorical":
+                ok = np.isfinite(p[name]) and (name == "cat_prior" or p[name] > 0)
+                if not ok:
+                    raise ValueError(f"grid[{name!r}] value {v!r} must be a finite number"
+                                     + (" > 0 (the weight of the prior)." if name != "cat_prior"
+                                        else "."))
             else:
                 _validation.check_loss_param(loss, loss_param_name(name), p[name], f"grid[{name!r}]")
     return points, names
@@ -140,6 +152,9 @@ class Grid(NamedTuple):
     configs: List[Dict[str, Any]]         # point values + n_rounds, depth, n_bins
     hyper_values: Dict[str, np.ndarray]   # hyperparameter -> (n_points,) float32
     loss_values: Dict[str, np.ndarray]    # loss parameter -> (n_points,) float32
+    # categorical columns: "cat_prior" -> (n_points, K) float32 (NaN: the default prior, each
+    # fit's weighted mean of the statistic), "cat_prior_weight" -> (n_points,) float32
+    cat_values: Dict[str, np.ndarray] = {}
 
     @property
     def n_points(self) -> int:
@@ -162,17 +177,38 @@ class Grid(NamedTuple):
 
 
 def make_grid(grid, loss: losses_lib.Loss, rounds: Sequence[int], depths: Sequence[int],
-              bins: Sequence[int], fixed_hyper: Mapping[str, float]) -> Grid:
+              bins: Sequence[int], fixed_hyper: Mapping[str, float],
+              fixed_cat: Optional[Mapping[str, Any]] = None, n_stats: int = 1) -> Grid:
     """The :class:`Grid` of ``grid`` x the static lists; ``fixed_hyper`` fills the
-    hyperparameters the grid does not name, ``loss.params`` the loss parameters."""
+    hyperparameters the grid does not name, ``loss.params`` the loss parameters. With
+    categorical columns, ``fixed_cat`` (``cat_prior``: ``None``, a number or ``(n_stats,)``;
+    ``cat_prior_weight``) fills the categorical settings the grid does not name; without them
+    (``None``) a grid naming one is refused."""
     points, names = grid_points(grid, loss)
+    cat_names = [n for n in names if n in CATEGORICAL_SETTINGS]
+    if cat_names and fixed_cat is None:
+        raise ValueError(f"grid key {cat_names[0]!r} sets the prior of categorical columns' target "
+                         "statistics, but X has no categorical column: name them with "
+                         "cat_features= (or pass a DataFrame with category or string columns), or "
+                         "drop the key.")
     configs = [{**p, "n_rounds": r, "depth": d, "n_bins": b}
                for (r, d, b) in itertools.product(rounds, depths, bins) for p in points]
     hyper_values = {h: np.array([p.get(h, fixed_hyper[h]) for p in points], np.float32)
                     for h in HYPERPARAMETERS}
-    loss_key = {loss_param_name(name): name for name in names if name not in HYPERPARAMETERS}
+    loss_key = {loss_param_name(name): name for name in names
+                if name not in HYPERPARAMETERS and name not in CATEGORICAL_SETTINGS}
     loss_values = {pname: np.array([p[loss_key[pname]] if pname in loss_key else default
                                     for p in points], np.float32)
                    for pname, default in loss.params.items()}
+    cat_values = {}
+    if fixed_cat is not None:
+        base = fixed_cat.get("cat_prior")
+        base = (np.full((n_stats,), np.nan, np.float32) if base is None else
+                np.broadcast_to(np.asarray(base, np.float32), (n_stats,)))
+        cat_values = {
+            "cat_prior": np.stack([np.full((n_stats,), p["cat_prior"], np.float32)
+                                   if "cat_prior" in p else base for p in points]),
+            "cat_prior_weight": np.array([p.get("cat_prior_weight", fixed_cat["cat_prior_weight"])
+                                          for p in points], np.float32)}
     return Grid(points, names, list(rounds), list(depths), list(bins), configs, hyper_values,
-                loss_values)
+                loss_values, cat_values)

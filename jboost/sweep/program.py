@@ -28,6 +28,17 @@ compilation per static combination. With several devices the chunk's model axis 
 them (``shard_map``), each device fitting its share. With checkpoints each chunk's outputs are
 saved as it finishes and a rerun reads them back instead of fitting them
 (:class:`jboost._batching.ChunkCheckpoints`).
+
+**Categorical columns** (:mod:`jboost.categorical`): the numeric columns and one-hot indicators
+are binned once on the host and shared; the ordered target statistics of the high-cardinality
+columns depend on a model's training rows, so each model computes its own inside the program
+(:func:`jboost.categorical.training_features` on its training-weight mask: held-out rows have
+weight 0, so they are encoded like prediction rows and their labels never enter the training
+rows' statistics), with the permutation of ``fold_in(seed key, PERMUTATION_STREAM)`` and its
+configuration's (traced) prior and prior weight, exactly as :func:`jboost.fit` with
+``sample_weight=`` the mask computes them. Its statistics' bins (``J x K`` rows per model) follow
+the shared host bins; the model keeps the statistics' borders and tables
+(:class:`CatOut`).
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ from jax.sharding import PartitionSpec as P
 from jboost import _batching
 from jboost import _validation
 from jboost import boosting
+from jboost import categorical as categorical_lib
 from jboost import losses as losses_lib
 from jboost import tree as tree_lib
 from jboost.sweep import grid as grid_lib
@@ -61,50 +73,124 @@ class ChunkOut(NamedTuple):
     baseline: Optional[jax.Array]  # (M, K) the constant raw score the rounds start from (kept trees)
     trees: Optional[tree_lib.ObliviousTrees]  # (M, R, T, ...) when kept, else None
     n_fitted: Optional[jax.Array] = None  # (M,) early stopping: the rounds each model fitted
+    cat: Optional["CatOut"] = None  # categorical columns, kept trees: each model's statistics
 
 
-def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed, *,
+class CatLayout(NamedTuple):
+    """The static layout of a sweep's categorical columns (hashable: part of the program's key):
+    ``host_width`` the shared host-binned rows (numeric columns, one-hot indicators; the ctr
+    columns' codes follow them in the host matrix), ``n_table_rows`` the categories of every
+    ctr column (:attr:`jboost.categorical.CategoricalSpec.n_table_rows`)."""
+
+    host_width: int
+    n_table_rows: int
+
+
+class CatShared(NamedTuple):
+    """The categorical inputs every model of a group shares (device arrays)."""
+
+    codes: jax.Array    # (n, J) int32 category codes of the ctr columns (every row >= 0)
+    targets: jax.Array  # (n, K) float32 the statistics' values (jboost.categorical.targets)
+    priors: jax.Array   # (S, n_folds, K) float32 the default prior of each (seed, fold): the
+    #                     weighted mean of the targets over its training rows, as jboost.fit's
+    offsets: jax.Array  # (J,) int32 each ctr column's first row in the tables
+
+
+class CatPoint(NamedTuple):
+    """Each model's categorical settings (leading model axis; traced)."""
+
+    prior: jax.Array         # (M, K) float32; NaN: the default (its (seed, fold)'s prior)
+    prior_weight: jax.Array  # (M,) float32
+
+
+class CatOut(NamedTuple):
+    """What a model with categorical columns keeps (leading model axis): the borders of its
+    statistics ``(M, J*K, n_bins - 1)`` and its :class:`jboost.categorical.Categorical` arrays."""
+
+    borders: jax.Array       # (M, J*K, n_bins - 1)
+    sums: jax.Array          # (M, V, K)
+    counts: jax.Array        # (M, V)
+    prior: jax.Array         # (M, K)
+    prior_weight: jax.Array  # (M,)
+
+
+def model_bins(X_binned, cat: CatShared, w_train, key, prior, prior_weight, *,
+               layout: CatLayout, n_bins: int):
+    """One model's bins ``(host_width + J*K, n)``: the shared host bins, then its ctr columns'
+    ordered target statistics from its training weights ``w_train`` (rows of weight 0 get the
+    statistics of every training row), permuted by ``fold_in(key, PERMUTATION_STREAM)``, binned by
+    their own weighted quantiles; and its :class:`CatOut` row (no model axis). What
+    :func:`jboost.fit` computes for ``sample_weight=w_train``, ``key=key``."""
+    perm_key = jax.random.fold_in(key, categorical_lib.PERMUTATION_STREAM)
+    _, borders, bins, sums, counts = categorical_lib.training_features(
+        cat.codes, cat.targets, w_train, perm_key, prior, prior_weight, cat.offsets,
+        n_table_rows=layout.n_table_rows, n_bins=n_bins)
+    X = jnp.concatenate([X_binned[:layout.host_width], bins], axis=0)
+    return X, CatOut(borders, sums, counts, prior, prior_weight)
+
+
+def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed,
+              cat_shared: Optional[CatShared] = None, cat_point: Optional[CatPoint] = None, *,
               config: boosting.BoostConfig, metric, keep_trees: bool,
-              greater_is_better: bool = False) -> ChunkOut:
+              greater_is_better: bool = False, cat_layout: Optional[CatLayout] = None) -> ChunkOut:
     """Fit the models of one chunk (leading axis of ``hyper``, ``loss``, ``fold``, ``seed``).
 
     ``fold_table`` ``(S, n)`` is every row's fold under each seed, ``seed_keys`` ``(S, 2)`` the
     raw key of each seed; ``fold`` and ``seed`` index them per model. With
     ``config.early_stopping`` each model stops on its held-out score (``greater_is_better``: the
-    direction of a custom ``metric``).
+    direction of a custom ``metric``). With categorical columns (``cat_layout``, ``cat_shared``,
+    ``cat_point``: per model) each model bins its own target statistics (:func:`model_bins`).
     """
+    if cat_layout is None:
+        return jax.vmap(lambda h, l, f, s: _one_model(
+            X_binned, y, sample_weight, fold_table, seed_keys, h, l, f, s, None, None,
+            config=config, metric=metric, keep_trees=keep_trees,
+            greater_is_better=greater_is_better, cat_layout=None))(hyper, loss, fold, seed)
+    return jax.vmap(lambda h, l, f, s, c: _one_model(
+        X_binned, y, sample_weight, fold_table, seed_keys, h, l, f, s, cat_shared, c,
+        config=config, metric=metric, keep_trees=keep_trees,
+        greater_is_better=greater_is_better, cat_layout=cat_layout))(hyper, loss, fold, seed,
+                                                                     cat_point)
 
-    def one(hyper_i, loss_i, f, s):
-        held_out = fold_table[s] == f
-        w_train = jnp.where(held_out, 0.0, sample_weight)
-        w_valid = jnp.where(held_out, sample_weight, 0.0)
-        init_raw = losses_lib.baseline(loss_i, y, w_train)
-        data = boosting.Data.train_only(X_binned, y, w_train)
-        if config.early_stopping is not None:
-            return _until_stopped(data, seed_keys[s], hyper_i, loss_i, init_raw, w_valid,
-                                  config=config, metric=metric, keep_trees=keep_trees,
-                                  greater_is_better=greater_is_better)
 
-        def body(state, m):
-            state, out = boosting.step(state, m, data=data, key=seed_keys[s], hyper=hyper_i,
-                                       config=config)
-            # No separate validation set: with the default metric, the held-out rows' loss is
-            # read off the training raw scores (every row is predicted as the trees grow).
-            valid = (boosting.mean_loss(state.loss, y, state.raw, w_valid) if metric is None
-                     else jnp.float32(0.0))
-            return state, (out.trees, out.train_loss, valid)
+def _one_model(X_binned, y, sample_weight, fold_table, seed_keys, hyper_i, loss_i, f, s,
+               cat_shared, cat_i, *, config, metric, keep_trees, greater_is_better, cat_layout):
+    """One model of :func:`fit_chunk` (no model axis)."""
+    held_out = fold_table[s] == f
+    w_train = jnp.where(held_out, 0.0, sample_weight)
+    w_valid = jnp.where(held_out, sample_weight, 0.0)
+    init_raw = losses_lib.baseline(loss_i, y, w_train)
+    cat_out = None
+    if cat_layout is not None:
+        prior = jnp.where(jnp.isnan(cat_i.prior), cat_shared.priors[s, f], cat_i.prior)
+        X_binned, cat_out = model_bins(X_binned, cat_shared, w_train, seed_keys[s], prior,
+                                       cat_i.prior_weight, layout=cat_layout,
+                                       n_bins=config.n_bins)
+    data = boosting.Data.train_only(X_binned, y, w_train)
+    if config.early_stopping is not None:
+        out = _until_stopped(data, seed_keys[s], hyper_i, loss_i, init_raw, w_valid,
+                             config=config, metric=metric, keep_trees=keep_trees,
+                             greater_is_better=greater_is_better)
+        return out._replace(cat=cat_out if keep_trees else None)
 
-        state0 = boosting.init(data, loss_i, init_raw, config)
-        state, (trees, train_loss, valid) = lax.scan(body, state0, jnp.arange(config.n_rounds))
-        if metric is not None:
-            valid = metrics_lib.metric_curve(metric, state.loss, trees, init_raw, X_binned, y,
-                                             w_valid, config.n_bins)
-        valid, train_loss = _nan_outside(valid, train_loss, hyper_i, loss_i)
-        if not keep_trees:
-            return ChunkOut(valid, train_loss, None, None)
-        return ChunkOut(valid, train_loss, init_raw, trees)
+    def body(state, m):
+        state, out = boosting.step(state, m, data=data, key=seed_keys[s], hyper=hyper_i,
+                                   config=config)
+        # No separate validation set: with the default metric, the held-out rows' loss is
+        # read off the training raw scores (every row is predicted as the trees grow).
+        valid = (boosting.mean_loss(state.loss, y, state.raw, w_valid) if metric is None
+                 else jnp.float32(0.0))
+        return state, (out.trees, out.train_loss, valid)
 
-    return jax.vmap(one)(hyper, loss, fold, seed)
+    state0 = boosting.init(data, loss_i, init_raw, config)
+    state, (trees, train_loss, valid) = lax.scan(body, state0, jnp.arange(config.n_rounds))
+    if metric is not None:
+        valid = metrics_lib.metric_curve(metric, state.loss, trees, init_raw, X_binned, y,
+                                         w_valid, config.n_bins)
+    valid, train_loss = _nan_outside(valid, train_loss, hyper_i, loss_i)
+    if not keep_trees:
+        return ChunkOut(valid, train_loss, None, None)
+    return ChunkOut(valid, train_loss, init_raw, trees, cat=cat_out)
 
 
 def _until_stopped(data, key, hyper, loss, init_raw, w_valid, *, config, metric, keep_trees,
@@ -144,13 +230,15 @@ def _nan_outside(valid, train, hyper, loss):
 
 @functools.lru_cache(maxsize=64)
 def chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, devices: Tuple,
-                  greater_is_better: bool = False) -> Callable:
+                  greater_is_better: bool = False,
+                  cat_layout: Optional[CatLayout] = None) -> Callable:
     """The jit-compiled :func:`fit_chunk` for one static combination (cached per combination):
-    ``program(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed)``."""
+    ``program(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed)``,
+    with categorical columns (``cat_layout``) followed by ``cat_shared, cat_point``."""
 
     def body(*args):
         return fit_chunk(*args, config=config, metric=metric, keep_trees=keep_trees,
-                         greater_is_better=greater_is_better)
+                         greater_is_better=greater_is_better, cat_layout=cat_layout)
 
     if len(devices) == 1:
         return jax.jit(body)
@@ -158,7 +246,8 @@ def chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, device
     shared, per_model = P(), P("models")
     # check_vma=False: the core mixes per-model (varying) and shared values in one op, which is
     # what we want; every model's computation stays on its own device.
-    mapped = jax.shard_map(body, mesh=mesh, in_specs=(shared,) * 5 + (per_model,) * 4,
+    cat_specs = () if cat_layout is None else (shared, per_model)
+    mapped = jax.shard_map(body, mesh=mesh, in_specs=(shared,) * 5 + (per_model,) * 4 + cat_specs,
                            out_specs=per_model, check_vma=False)
     return jax.jit(mapped)
 
@@ -176,6 +265,7 @@ class Shared(NamedTuple):
     sample_weight: jax.Array  # (n,)
     fold_table: jax.Array    # (S, n) int32
     seed_keys: jax.Array     # (S, 2) uint32
+    categorical: Optional[CatShared] = None  # categorical columns: their codes, targets, priors
 
 
 class Layout(NamedTuple):
@@ -209,6 +299,7 @@ class GroupFit(NamedTuple):
     n_fitted: Optional[np.ndarray] = None  # (n_models,) early stopping: rounds each model fitted
     n_resumed: int = 0                     # chunks read from checkpoints instead of fitted
     n_models_fitted: Optional[int] = None  # a callback stopped: the models fitted (the rest NaN)
+    cat: Optional[CatOut] = None           # categorical columns, kept trees: (n_models, ...) each
 
 
 def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: losses_lib.Loss,
@@ -240,8 +331,13 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
         hyper = boosting.Hyperparams(*(jnp.asarray(grid.hyper_values[h][pts])
                                        for h in grid_lib.HYPERPARAMETERS))
         loss_c = loss.replace(params={p: jnp.asarray(v[pts]) for p, v in grid.loss_values.items()})
-        return (*shared, hyper, loss_c, jnp.asarray(layout.fold[idx], jnp.int32),
+        args = (*shared[:5], hyper, loss_c, jnp.asarray(layout.fold[idx], jnp.int32),
                 jnp.asarray(layout.seed[idx], jnp.int32))
+        if shared.categorical is None:
+            return args
+        point = CatPoint(jnp.asarray(grid.cat_values["cat_prior"][pts]),
+                         jnp.asarray(grid.cat_values["cat_prior_weight"][pts]))
+        return args + (shared.categorical, point)
 
     first_s = []
 
@@ -293,11 +389,14 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
 
     valid = gather(*(o.valid for o in outs)).astype(np.float64)
     train = gather(*(o.train for o in outs)).astype(np.float64)
-    baseline = trees = n_fitted = None
+    baseline = trees = n_fitted = cat = None
     if outs[0].trees is not None:
         baseline = gather(*(o.baseline for o in outs))
         trees = jax.tree_util.tree_map(gather, *(o.trees for o in outs))
+    if outs[0].cat is not None:
+        cat = jax.tree_util.tree_map(gather, *(o.cat for o in outs))
     if outs[0].n_fitted is not None:
         n_fitted = gather(*(o.n_fitted for o in outs)).astype(np.int64)
     return GroupFit(valid, train, baseline, trees, n_chunks, first_s[0] if first_s else 0.0, n_fitted,
-                    len(done), None if n_run == n_chunks else min(n_run * models_per_call, n_models))
+                    len(done), None if n_run == n_chunks else min(n_run * models_per_call, n_models),
+                    cat)

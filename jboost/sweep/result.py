@@ -88,6 +88,13 @@ class SweepResult:
         matches columns by name), else ``None``.
       classes: the class labels when they were mapped to ``0..K-1`` (strings, ``{-1, 1}``, ...;
         :meth:`models` keep them: ``predict_class`` returns them), else ``None``.
+      categorical: with categorical columns and ``keep_trees=True``,
+        ``{(depth, n_bins): jboost.categorical.Categorical}`` with a leading model axis: each
+        model's final statistics (from its training rows) and prior; :meth:`models` keep them, so
+        they predict from rows as users hold them (category columns, unseen categories). ``borders``
+        are then the host-binned columns' (the ctr columns' rows unused) and
+      model_borders: ``{(depth, n_bins): (n_models, F, n_bins - 1)}`` each model's borders of the
+        features its trees split on (its statistics' own); ``None`` without categorical columns.
     """
 
     configs: Tuple[Dict[str, Any], ...]
@@ -120,6 +127,8 @@ class SweepResult:
     row_best_rounds: Optional[np.ndarray] = None
     feature_names: Optional[Tuple[str, ...]] = None
     classes: Optional[np.ndarray] = None
+    categorical: Optional[Dict[Group, Any]] = None
+    model_borders: Optional[Dict[Group, np.ndarray]] = None
 
     @property
     def n_rows(self) -> int:
@@ -186,7 +195,9 @@ class SweepResult:
 
         Same API as :func:`jboost.fit`; ``key`` defaults to the key of seed 0; ``overrides`` are
         passed on (e.g. ``eval_set``, or ``n_rounds``). Borders are recomputed from ``X`` unless
-        given. If the sweep had sample weights, they are used again (``X`` must then have the
+        given. With categorical columns the sweep's ``cat_features`` (as a mask of ``X``'s
+        columns), ``one_hot_max_size``, ``cat_prior`` and ``cat_prior_weight`` (the
+        configuration's) are passed on: the model encodes ``X``'s columns as the sweep did. If the sweep had sample weights, they are used again (``X`` must then have the
         sweep's rows) unless ``sample_weight`` is given.
         """
         c = self.best_index if config is None else int(config)
@@ -251,7 +262,14 @@ class SweepResult:
                 [grid_lib.split_config(cfg)[1].get(name, default) for cfg in cfgs], jnp.float32)
         valid = (self.valid_curves[rows, :n_rounds] if self.metric == "loss"
                  else np.full((m, n_rounds), np.nan))
-        borders = np.broadcast_to(self.borders[group[1]], (m,) + self.borders[group[1]].shape)
+        cat = None
+        if self.categorical is not None:  # each model's own statistics and their borders
+            borders = self.model_borders[group][models]
+            full = self.categorical[group]
+            cat = full._replace(**{f: jnp.asarray(np.asarray(getattr(full, f))[models])
+                                   for f in ("sums", "counts", "prior", "prior_weight")})
+        else:
+            borders = np.broadcast_to(self.borders[group[1]], (m,) + self.borders[group[1]].shape)
         best_round = None
         if self.early_stopping is not None:
             chosen = np.minimum(self.best_rounds[self.config[rows]], n_rounds) - 1
@@ -263,7 +281,7 @@ class SweepResult:
             train_loss=jnp.asarray(self.train_curves[rows, :n_rounds], jnp.float32),
             valid_loss=jnp.asarray(valid, jnp.float32), best_round=best_round,
             classes=None if self.classes is None else model_lib.Classes(self.classes),
-            feature_names=model_lib.named(self.feature_names))
+            feature_names=model_lib.named(self.feature_names), categorical=cat)
 
     def summary(self) -> List[Dict[str, Any]]:
         """One dict per configuration: its values, ``best_round``, ``mean``, ``se``, ``n``."""
