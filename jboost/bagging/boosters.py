@@ -20,6 +20,20 @@ rounds a bag fitted after its best round are kept, not zeroed, so ``n_rounds=m``
 :func:`jboost.staged_predict` still show them (the validation curve past the best round), as
 for a :class:`jboost.Booster`.
 
+**Categorical columns** (``cat_features=``, ``one_hot_max_size=``, ``cat_prior=``,
+``cat_prior_weight=``: as :func:`jboost.fit`, :mod:`jboost.categorical`). The columns' kinds and
+vocabularies are read once from all of ``X``; numeric columns and one-hot indicators are binned
+once and shared. Each bag computes its ordered target statistics inside the program from its own
+bootstrap weights (its out-of-bag rows have weight 0: they are encoded like prediction rows, so
+their labels never reach the bag's statistics, and its out-of-bag score does not leak), with the
+permutation of its fitting key ``k_fit`` folded as :func:`jboost.fit` folds it: bag ``b`` is the
+separate ``jboost.fit(X, y, sample_weight=model.bag_weights[b] * sample_weight, key=k_fit_b,
+borders=<the bag's host borders>, cat_features=...)``. The bootstrap weights are drawn on the host
+first (:func:`jboost.bagging.all_bootstrap_weights`, the same draws) so that each bag's default
+prior (the weighted mean of the statistic) is computed as :func:`jboost.fit` computes it. The
+model keeps every bag's statistics (``BaggedBoosters.categorical``, a leading bag axis) and
+borders (``(B, F, n_bins - 1)``), and predicts from rows as users hold them.
+
 **Lifecycle.** ``init_model=`` continues every bag (its bootstrap weights and baseline kept, its
 raw scores replayed by :func:`jboost.boosting.resume`, rounds continuing its keys): bitwise the
 longer fit. ``checkpoint_dir=`` and ``callbacks=`` run the chunks of bags from the host
@@ -41,6 +55,7 @@ from jboost import _native
 from jboost import _validation
 from jboost import api
 from jboost import boosting
+from jboost import categorical as categorical_lib
 from jboost import losses as losses_lib
 from jboost import model as model_lib
 from jboost import tree as tree_lib
@@ -72,6 +87,10 @@ class BaggedBoosters(NamedTuple):
       feature_names: the fit's feature names (a DataFrame's columns; a
         :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
         prediction from a DataFrame then matches its columns by name.
+      categorical: ``None``, or a fit with categorical columns' :class:`jboost.categorical.Categorical`
+        with a leading bag axis (each bag's final statistics, from its bootstrap weights, and
+        prior): prediction encodes the rows with the spec and each bag expands them with its own
+        statistics. ``borders`` are then each bag's ``(B, F, n_bins - 1)``.
 
     As a model: its raw score (:func:`jboost.predict`) is the mean over bags of the bags' raw
     scores, its stages are the boosting rounds (``n_rounds=m``: every bag's first ``m`` rounds),
@@ -94,6 +113,7 @@ class BaggedBoosters(NamedTuple):
     best_round: Optional[jax.Array] = None
     classes: Optional[model_lib.Classes] = None
     feature_names: Optional[model_lib.FeatureNames] = None
+    categorical: Optional[categorical_lib.Categorical] = None
 
     feature_names_in_ = model_lib.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
     classes_ = model_lib.CLASSES_  # and class labels (one definition for every model type)
@@ -119,6 +139,19 @@ class BaggedBoosters(NamedTuple):
     @property
     def n_features(self) -> int:
         return self.borders.shape[-2]
+
+    @property
+    def n_inputs(self) -> int:
+        """Columns of the rows to predict (:attr:`n_features` without categorical columns)."""
+        return self.n_features if self.categorical is None else self.categorical.spec.n_inputs
+
+    def bag_features(self, X) -> jax.Array:
+        """The trees' features of checked rows for every bag: ``X`` itself without categorical
+        columns; with them ``(B, n, n_features)``, the encoded rows expanded with each bag's own
+        statistics (:func:`jboost.categorical.expand`)."""
+        if self.categorical is None:
+            return jnp.asarray(X, jnp.float32)
+        return jax.vmap(lambda cat: categorical_lib.expand(cat, X))(self.categorical)
 
     @property
     def task(self) -> str:
@@ -155,6 +188,9 @@ class BaggedBoosters(NamedTuple):
             trees = jax.tree_util.tree_map(lambda a: a[:, :n_stages], self.trees)
         else:
             trees = self.best_trees()
+        if self.categorical is not None:  # each bag's own statistics
+            return jax.vmap(lambda t, b0, Xb: b0 + tree_lib.predict_raw(t, Xb))(
+                trees, self.baseline, self.bag_features(X))
         X = jnp.asarray(X, jnp.float32)
         return jax.vmap(lambda t, b0: b0 + tree_lib.predict_raw(t, X))(trees, self.baseline)
 
@@ -174,6 +210,9 @@ class BaggedBoosters(NamedTuple):
     def staged(self, X, fn: Callable, *args) -> Any:
         """``fn(mean over bags of the raw scores after round m, *args)`` for every round: one
         scan over rounds carrying the ``(B, n, K)`` sums."""
+        if self.categorical is not None:  # each bag's own statistics: (B, n, F) rows
+            return _staged_bagged(self.trees, self.baseline, self.bag_features(X), fn, args,
+                                  per_bag=True)
         return _staged_bagged(self.trees, self.baseline, X, fn, args)
 
     def proba(self, X, n_stages: Optional[int] = None, margin=None) -> jax.Array:
@@ -198,19 +237,40 @@ def _bag_links(loss: losses_lib.Loss, raw):
     return jax.vmap(one)(raw, loss.params)
 
 
-@functools.partial(jax.jit, static_argnames=("fn",))
-def _staged_bagged(trees, baseline, X, fn, args):
-    X_t = jnp.asarray(X, jnp.float32).T
+@functools.partial(jax.jit, static_argnames=("fn", "per_bag"))
+def _staged_bagged(trees, baseline, X, fn, args, per_bag: bool = False):
+    """The staged scan of bagged boosters; ``per_bag``: ``X`` is ``(B, n, F)``, each bag's own
+    rows (categorical columns: its own statistics)."""
+    X = jnp.asarray(X, jnp.float32)
+    X_t = jnp.swapaxes(X, -1, -2)
     rounds = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 1, 0), trees)  # (R, B, T, ...)
 
     def step(acc, trees_r):
         # Summed from 0 and the baseline added last: the order of raw_scores(n_stages=m).
-        acc = jax.vmap(lambda a, t: model_lib.add_round(a, t, X_t))(acc, trees_r)  # tree by tree
+        if per_bag:
+            acc = jax.vmap(lambda a, t, x: model_lib.add_round(a, t, x))(acc, trees_r, X_t)
+        else:
+            acc = jax.vmap(lambda a, t: model_lib.add_round(a, t, X_t))(acc, trees_r)  # tree by tree
         return acc, fn(jnp.mean(baseline[:, None, :] + acc, axis=0), *args)
 
-    acc0 = jnp.zeros((baseline.shape[0], X_t.shape[1], baseline.shape[-1]), jnp.float32)
+    acc0 = jnp.zeros((baseline.shape[0], X_t.shape[-1], baseline.shape[-1]), jnp.float32)
     _, out = lax.scan(step, acc0, rounds)
     return out
+
+
+class BagCat(NamedTuple):
+    """The categorical inputs of a fit of bags (:func:`bag_boost_binned`'s ``cat``; the spec
+    is its static ``cat_spec``): the ctr columns' codes of the training rows ``(n, J)`` int32
+    and of the shared validation rows ``(m, J)`` (``None``: none), the statistics' targets
+    ``(n, K)``, the bootstrap weights of every bag ``(B, n)`` (drawn on the host), each bag's
+    prior ``(B, K)`` and the prior's weight ``()``."""
+
+    codes: jax.Array
+    valid_codes: Optional[jax.Array]
+    targets: jax.Array
+    counts: jax.Array
+    priors: jax.Array
+    prior_weight: jax.Array
 
 
 class BagStart(NamedTuple):
@@ -225,11 +285,12 @@ class BagStart(NamedTuple):
 
 
 @functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "chunk_size", "verbose",
-                                             "oob"))
+                                             "oob", "cat_spec"))
 def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: losses_lib.Loss, *,
                      config: boosting.BoostConfig, n_bags: int, bootstrap: str, chunk_size: int,
                      verbose: bool = False, valid=None, oob: bool = False,
-                     start: Optional[BagStart] = None, margins=None):
+                     start: Optional[BagStart] = None, margins=None, cat: Optional[BagCat] = None,
+                     cat_spec: Optional[categorical_lib.CategoricalSpec] = None):
     """``n_bags`` runs of :func:`jboost.boosting.boost`, bag ``b`` on weights ``w * c_b``.
 
     Bag ``b``: ``(k_boot, k_fit) = bag_keys(key, b)``; ``c_b = bootstrap_weights(k_boot)``; its
@@ -251,38 +312,54 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: los
     the training and shared validation rows (``base_margin``; the out-of-bag rows take the
     training rows' own): each bag's rounds start from them plus its baseline, the optimal
     constant next to them.
+
+    ``cat`` (:class:`BagCat`) with its static ``cat_spec``: categorical columns; ``X_binned``
+    holds the spec's host rows (then the ctr codes' rows, unused), and every bag computes its
+    ordered target statistics from its weights ``w * counts[b]`` with the permutation of
+    ``fold_in(k_fit, PERMUTATION_STREAM)`` (:func:`jboost.categorical.training_features`), as
+    :func:`jboost.fit` does. The output gains a fourth entry, each bag's statistics' borders and
+    :class:`jboost.categorical.Categorical` arrays (``None`` without categorical columns).
     """
     one_bag = _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start,
-                      margins)
+                      margins, cat, cat_spec)
     return _batching.map_in_chunks(one_bag, n_bags, chunk_size,
                                    progress="bagged boosters: bags" if verbose else None)
 
 
 def _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start,
-            margins=None):
-    """The fit of bag ``b`` of :func:`bag_boost_binned`: ``b -> (BoostOutput, baseline, counts)``."""
+            margins=None, cat: Optional[BagCat] = None,
+            cat_spec: Optional[categorical_lib.CategoricalSpec] = None):
+    """The fit of bag ``b`` of :func:`bag_boost_binned`: ``b -> (BoostOutput, baseline, counts,
+    categorical)`` (``categorical``: ``(ctr borders, Categorical)`` of the bag, or ``None``)."""
     n = X_binned.shape[1]
 
     def one_bag(b):
+        X_b, valid_b = X_binned, valid
         k_boot, k_fit = bootstrap_lib.bag_keys(key, b)
-        if start is None:
-            counts = bootstrap_lib.bootstrap_weights(k_boot, n, bootstrap)
-        else:
-            i = jnp.minimum(b, n_bags - 1)  # the padding of the last chunk repeats the last bag
+        i = jnp.minimum(b, n_bags - 1)  # the padding of the last chunk repeats the last bag
+        if start is not None:
             counts = start.bag_weights[i]
+        elif cat is not None:  # drawn on the host (its default prior computed there)
+            counts = cat.counts[i]
+        else:
+            counts = bootstrap_lib.bootstrap_weights(k_boot, n, bootstrap)
         wb = w * counts
+        cat_out = None
+        if cat is not None:
+            X_b, valid_b, cat_out = _bag_categorical(X_binned, valid, cat, cat_spec, wb, k_fit,
+                                                     cat.priors[i], config.n_bins)
         margin, margin_valid = (None, None) if margins is None else margins
         if start is None:
             init = losses_lib.baseline(loss, y, wb, margin)
         else:
             init = start.baseline[i]
         if oob:
-            data = boosting.Data(X_binned, y, wb, X_binned, y, jnp.where(counts == 0, w, 0.0),
+            data = boosting.Data(X_b, y, wb, X_b, y, jnp.where(counts == 0, w, 0.0),
                                  margin, margin)
-        elif valid is not None:
-            data = boosting.Data(X_binned, y, wb, *valid, margin, margin_valid)
+        elif valid_b is not None:
+            data = boosting.Data(X_b, y, wb, *valid_b, margin, margin_valid)
         else:
-            data = boosting.Data.train_only(X_binned, y, wb)._replace(margin=margin)
+            data = boosting.Data.train_only(X_b, y, wb)._replace(margin=margin)
         if start is None:
             out = boosting.boost(data, k_fit, hyper, loss, init, config=config)
         else:
@@ -293,23 +370,46 @@ def _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, 
                                  first_round=start.trees.features.shape[1])
         if config.early_stopping is not None:
             out = out._replace(state=None)  # (n, K) raw scores per bag that nothing reads
-        return out, init, counts
+        return out, init, counts, cat_out
 
     return one_bag
 
 
+def _bag_categorical(X_binned, valid, cat: BagCat, spec, wb, k_fit, prior, n_bins: int):
+    """One bag's bins with its ordered target statistics: ``(X_binned, valid, (ctr borders,
+    Categorical))``, the host rows then its statistics' bins, and the shared validation rows'
+    (the statistics of all the bag's training rows, as :func:`jboost.fit` encodes an eval set)."""
+    h = spec.host_width
+    if not spec.ctr_columns:  # one-hot columns only: the host bins are every bag's
+        k = cat.targets.shape[1]
+        empty = categorical_lib.Categorical(spec, jnp.zeros((0, k), jnp.float32),
+                                            jnp.zeros((0,), jnp.float32), prior, cat.prior_weight)
+        return X_binned, valid, (jnp.zeros((0, n_bins - 1), jnp.float32), empty)
+    perm_key = jax.random.fold_in(k_fit, categorical_lib.PERMUTATION_STREAM)
+    _, borders, bins, sums, counts = categorical_lib.training_features(
+        cat.codes, cat.targets, wb, perm_key, prior, cat.prior_weight, jnp.asarray(spec.offsets),
+        n_table_rows=spec.n_table_rows, n_bins=n_bins)
+    table = categorical_lib.Categorical(spec, sums, counts, prior, cat.prior_weight)
+    X_b = jnp.concatenate([X_binned[:h], bins], axis=0)
+    if valid is not None:
+        values = categorical_lib.ctr_values(table, cat.valid_codes)
+        valid = (jnp.concatenate([valid[0][:h], categorical_lib.bin_values(values, borders)], axis=0),
+                 *valid[1:])
+    return X_b, valid, (borders, table)
 
-@functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "oob"))
-def _bags_chunk(X_binned, y, w, key, hyper, loss, valid, start, margins, bags, *, config, n_bags,
-                bootstrap, oob):
+
+
+@functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "oob", "cat_spec"))
+def _bags_chunk(X_binned, y, w, key, hyper, loss, valid, start, margins, cat, bags, *, config,
+                n_bags, bootstrap, oob, cat_spec=None):
     """The bags ``bags`` of :func:`bag_boost_binned` (one ``vmap``: a chunk of its ``lax.map``),
     run from the host (checkpoints, callbacks); each bag's final state is dropped."""
     one_bag = _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start,
-                      margins)
+                      margins, cat, cat_spec)
 
     def one(b):
-        out, init, counts = one_bag(b)
-        return out._replace(state=None), init, counts
+        out, init, counts, cat_out = one_bag(b)
+        return out._replace(state=None), init, counts, cat_out
 
     return jax.vmap(one)(bags)
 
@@ -349,6 +449,10 @@ def fit_bagged_boosters(
     callbacks: Sequence[Callable] = (),
     base_margin=None,
     eval_base_margin=None,
+    cat_features=None,
+    one_hot_max_size: int = categorical_lib.ONE_HOT_MAX_SIZE,
+    cat_prior=None,
+    cat_prior_weight=categorical_lib.PRIOR_WEIGHT,
 ) -> BaggedBoosters:
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
@@ -396,6 +500,13 @@ def fit_bagged_boosters(
     order and kept (``BaggedBoosters.classes``, which :func:`jboost.predict_class` returns; the
     ``eval_set``'s labels are mapped with them).
 
+    Categorical columns: ``cat_features``, ``one_hot_max_size``, ``cat_prior`` and
+    ``cat_prior_weight`` as in :func:`jboost.fit` (the module's docstring): each bag computes its
+    ordered target statistics from its own bootstrap weights (out-of-bag rows: weight 0, no
+    leakage into its out-of-bag score) and equals the separate weighted ``jboost.fit``; the model
+    predicts from rows as users hold them. ``cat_prior_weight`` may be traced (a ``jax.vmap``
+    over it). A continued fit (``init_model``) of such a model is refused.
+
     Checkpoints, callbacks and ``Ctrl-C``: a concrete fit (not under ``jax.vmap`` / ``jax.jit``)
     runs its chunks of bags as host-side calls of one compiled chunk program
     (:func:`jboost._batching.map_checkpointed`; bitwise the bags of one program), so ``Ctrl-C``
@@ -424,11 +535,18 @@ def fit_bagged_boosters(
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
                                  per_output_trees=per_output_trees)
+    if getattr(init_model, "categorical", None) is not None:
+        raise ValueError("init_model has categorical columns: continuing bagged boosters with "
+                         "categorical columns is not supported (each bag's statistics would have "
+                         "to be replayed); fit again with more n_rounds.")
     tab = _common.tabular(X, y, init_model=init_model, eval_set=eval_set, loss=loss,
-                          n_outputs=n_outputs)
+                          n_outputs=n_outputs, categorical=(cat_features, one_hot_max_size))
     X, eval_set = tab.X, tab.eval_set
     y = _validation.as_labels(tab.y, X.shape[0])
     loss_obj = _validation.resolve_loss(loss, y, n_outputs)
+    if tab.plan is not None and init_model is not None:
+        raise ValueError("init_model was fitted without categorical features; this X has "
+                         "categorical columns: continue on the model's numeric columns.")
     stopping, oob = _early_stopping(early_stopping_rounds, early_stopping_tolerance, eval_metric,
                                     eval_set, loss_obj, bootstrap)
     shared = eval_set is not None and not oob
@@ -448,9 +566,14 @@ def fit_bagged_boosters(
     if init_model is not None:
         start = BagStart(init_model.trees, init_model.baseline, init_model.bag_weights,
                          dict(init_model.loss.params))
+    cat, cat_spec = None, None
+    if tab.plan is not None:  # every bag's statistics from its own (host-drawn) weights
+        cat, cat_spec = _categorical_inputs(tab.plan, data, loss_obj, key, n_bags, bootstrap,
+                                            cat_prior, cat_prior_weight)
     if oob and stopping is not None:
         _check_out_of_bag_rows(key, n_bags, data.w, bootstrap,
-                               None if start is None else start.bag_weights)
+                               start.bag_weights if start is not None else
+                               None if cat is None else cat.counts)
     train = boosting.Data.train_only(data.X_binned, data.y, data.w)
     if not losses_lib.is_built_in(loss_obj) and not _validation.is_traced(hyper.learning_rate):
         _validation.warn_if_no_gradient(loss_obj, train, losses_lib.baseline(loss_obj, data.y, data.w))
@@ -464,12 +587,12 @@ def fit_bagged_boosters(
         offsets = api._with_margins(boosting.Data(*data[:6]), base_margin, eval_base_margin,
                                     eval_set if shared else None, loss_obj.n_outputs)
         margins = (offsets.margin, offsets.margin_valid)
-    if not _common.host_fit(hyper, key, loss_obj.params) and checkpoint_dir is None and not callbacks:
+    if not _common.host_fit(hyper, key, loss_obj.params, cat) and checkpoint_dir is None and not callbacks:
         # Under the caller's jax.vmap / jit: one traced program (progress from inside it).
-        out, init, counts = bag_boost_binned(
+        out, init, counts, cat_out = bag_boost_binned(
             data.X_binned, data.y, data.w, key, hyper, loss_obj, config=config, n_bags=n_bags,
             bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose), oob=oob, valid=valid,
-            start=start, margins=margins)
+            start=start, margins=margins, cat=cat, cat_spec=cat_spec)
     else:
         def info(c, chunk):
             first = c * chunk[1].shape[0]
@@ -477,13 +600,15 @@ def fit_bagged_boosters(
             return {"bags": bags, "train_loss": np.asarray(chunk[0].train_loss)[:len(bags)],
                     "valid_loss": np.asarray(chunk[0].valid_loss)[:len(bags)]}
 
-        out, init, counts = _batching.map_checkpointed(
-            functools.partial(_bags_chunk, config=config, n_bags=n_bags, bootstrap=bootstrap, oob=oob),
-            (data.X_binned, data.y, data.w, key, hyper, loss_obj, valid, start, margins), n_bags,
+        out, init, counts, cat_out = _batching.map_checkpointed(
+            functools.partial(_bags_chunk, config=config, n_bags=n_bags, bootstrap=bootstrap, oob=oob,
+                              cat_spec=cat_spec),
+            (data.X_binned, data.y, data.w, key, hyper, loss_obj, valid, start, margins, cat), n_bags,
             chunk_size,
             checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
             settings=(config, n_bags, bootstrap, oob, loss_obj.name, loss_obj.fn, loss_obj.n_outputs,
-                      _native.available(), jax.devices()[0].platform),
+                      _native.available(), jax.devices()[0].platform)
+            + (() if cat_spec is None else (cat_spec.to_json(),)),
             differs="data, key, settings or init_model", what="chunks of bags",
             progress="bagged boosters: bags" if verbose else None, callbacks=callbacks, info=info,
             at_once=True, keep_on_interrupt=True, unit="bags")
@@ -493,6 +618,7 @@ def fit_bagged_boosters(
                 init_model = init_model._replace(**{
                     f: jax.tree_util.tree_map(lambda a: a[:n_bags], getattr(init_model, f))
                     for f in ("trees", "train_loss", "valid_loss")})
+            cat_out = jax.tree_util.tree_map(lambda a: a[:n_bags], cat_out)
     trees, train_loss, valid_loss = out.trees, out.train_loss, out.valid_loss
     # A concrete fit: no silent NaN bag (fit's FloatingPointError, naming the bag).
     if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):
@@ -505,16 +631,64 @@ def fit_bagged_boosters(
         trees, train_loss, valid_loss = jax.tree_util.tree_map(
             lambda a: a[:, :last], (trees, train_loss, valid_loss))
     valid_loss = valid_loss if oob or shared else None
-    trees = tree_lib.with_borders(trees, data.borders)
+    borders, categorical = data.borders, None
+    if cat_out is not None:  # each bag's borders: the shared host rows, then its statistics'
+        ctr_borders, categorical = cat_out
+        h = cat_spec.host_width
+        borders = jnp.concatenate([jnp.broadcast_to(jnp.asarray(data.borders)[:h],
+                                                    (ctr_borders.shape[0], h) + data.borders.shape[1:]),
+                                   ctr_borders], axis=1)
+        trees = jax.vmap(tree_lib.with_borders)(trees, borders)
+    else:
+        trees = tree_lib.with_borders(trees, data.borders)
     if init_model is not None:  # its rounds first, then the new ones (per bag)
         trees, train_loss, valid_loss = _joined_rounds(init_model, trees, train_loss, valid_loss)
-    model = BaggedBoosters(trees=trees, borders=data.borders,
+    model = BaggedBoosters(trees=trees, borders=borders,
                            baseline=init, loss=out.final_loss, bag_weights=counts,
                            train_loss=train_loss, valid_loss=valid_loss,
                            best_round=out.best_round, classes=tab.classes,
-                           feature_names=tab.feature_names)
+                           feature_names=tab.feature_names, categorical=categorical)
     # Traced settings (the caller's vmap) outside their domains: NaN bags, and a warning.
     return _validation.nan_outside_domains(model, loss_obj, hyper)
+
+
+def _categorical_inputs(plan, data, loss: losses_lib.Loss, key, n_bags: int, bootstrap: str, prior,
+                        prior_weight):
+    """``(BagCat, spec)`` of a fit of bags with categorical columns: the ctr columns' codes, the
+    statistics' targets (:func:`jboost.categorical.targets`), every bag's bootstrap weights drawn
+    on the host (:func:`jboost.bagging.all_bootstrap_weights`: the draws of the program) and its
+    prior: ``prior``, or (``None``) the weighted mean of the targets over the bag's weights
+    ``sample_weight * counts``, computed as :func:`jboost.fit` computes it (float64 on the host,
+    then float32)."""
+    if loss.batch:
+        raise ValueError(f"categorical features need a loss of one label per row; {loss.name!r} is "
+                         "an objective of the whole batch (Cox, ranking): encode the categorical "
+                         "columns as numbers first.")
+    spec = plan.spec
+    t = categorical_lib.targets(np.asarray(data.y), loss)
+    K = t.shape[1]
+    spec = categorical_lib.CategoricalSpec(spec.names, spec.kinds, spec.vocab, spec.vocab_type,
+                                           spec.missing, K, spec.one_hot_max_size)
+    categorical_lib.check_settings(spec.one_hot_max_size, prior, prior_weight)
+    h = spec.host_width
+    n = t.shape[0]
+    counts = np.asarray(bootstrap_lib.all_bootstrap_weights(key, n_bags, n, bootstrap))
+    w = np.asarray(data.w, np.float32)
+    if prior is None:
+        priors = np.zeros((n_bags, K), np.float32)
+        for b in range(n_bags):
+            wb = (w * counts[b]).astype(np.float32)
+            priors[b] = (t * wb[:, None]).sum(0, dtype=np.float64) / max(float(wb.sum(dtype=np.float64)), 1e-30)
+        priors = jnp.asarray(priors)
+    else:
+        if not _validation.is_traced(prior) and np.asarray(prior).size not in (1, K):
+            raise ValueError(f"cat_prior has {np.asarray(prior).size} values; the statistics have {K} "
+                             f"(one per class or label column): give one number or {K}.")
+        priors = jnp.broadcast_to(jnp.asarray(prior, jnp.float32), (n_bags, K))
+    valid_codes = None if plan.X_valid is None else jnp.asarray(plan.X_valid[:, h:], jnp.int32)
+    cat = BagCat(jnp.asarray(plan.X[:, h:], jnp.int32), valid_codes, jnp.asarray(t),
+                 jnp.asarray(counts), priors, jnp.asarray(prior_weight, jnp.float32))
+    return cat, spec
 
 
 def _early_stopping(rounds, tolerance, metric, eval_set, loss: losses_lib.Loss,
@@ -601,8 +775,7 @@ def _check_out_of_bag_rows(key, n_bags: int, w, bootstrap: str, counts=None) -> 
 def bagged_outputs(model: BaggedBoosters, X) -> jax.Array:
     """Per-bag outputs ``(B, n, K)``: each bag's loss link of its raw scores (class
     probabilities, or predictions through the link)."""
-    X = _validation.predict_matrix(model_lib._in_order(model, X), model.n_features)
-    return _bag_links(model.loss, model.bag_raw_scores(X))
+    return _bag_links(model.loss, model.bag_raw_scores(model_lib._rows(model, X)))
 
 
 def bagged_predict(model: BaggedBoosters, X) -> jax.Array:
@@ -617,8 +790,7 @@ def bagged_predict(model: BaggedBoosters, X) -> jax.Array:
 
 def bagged_predict_proba(model: BaggedBoosters, X, n_rounds: Optional[int] = None) -> jax.Array:
     """:meth:`BaggedBoosters.proba`: the mean over bags of each bag's probabilities ``(n, n_classes)``."""
-    return model.proba(_validation.predict_matrix(model_lib._in_order(model, X), model.n_features),
-                       n_rounds)
+    return model.proba(model_lib._rows(model, X), n_rounds)
 
 
 def bagged_oob(model: BaggedBoosters, X_train, y_train) -> oob_lib.OOBResult:
@@ -628,14 +800,24 @@ def bagged_oob(model: BaggedBoosters, X_train, y_train) -> oob_lib.OOBResult:
     With early stopping on the out-of-bag rows (the default), each bag's best round was chosen on
     the very rows it is scored on here, so this estimate is optimistic (a selection bias, small
     for one integer per bag): use a held-out set for an honest error."""
-    X_train, y_train = oob_lib.rows_and_labels(model, X_train, y_train, "X_train", "y_train")
+    if model.categorical is None:
+        X_train, y_train = oob_lib.rows_and_labels(model, X_train, y_train, "X_train", "y_train")
+    else:  # rows as users hold them, encoded by the model's vocabularies; labels mapped likewise
+        X_train = jnp.asarray(model_lib._rows(model, X_train, "X_train"), jnp.float32)
+        if model.classes is not None:
+            y_train = _validation.class_codes(_validation.series_values(y_train),
+                                              model.classes.array, "y_train")
+        y_train = jnp.asarray(_validation.as_labels(y_train, X_train.shape[0], "y_train", "X_train"),
+                              jnp.float32)
     classification = model.task in _validation.CLASSIFICATION
 
     def outputs(x):
-        trees, baseline, params = x
-        raw = baseline + tree_lib.predict_raw(trees, X_train)
+        trees, baseline, params, cat = x
+        rows = X_train if cat is None else categorical_lib.expand(cat, X_train)  # its statistics
+        raw = baseline + tree_lib.predict_raw(trees, rows)
         out = model.loss.link(raw if model.n_outputs > 1 else raw[:, 0], **params)
         return out if out.ndim == 2 else out[:, None]
 
-    return oob_lib.oob_scan(outputs, (model.best_trees(), model.baseline, model.loss.params), model.bag_weights,
+    return oob_lib.oob_scan(outputs, (model.best_trees(), model.baseline, model.loss.params,
+                                      model.categorical), model.bag_weights,
                             jnp.asarray(y_train), classification)

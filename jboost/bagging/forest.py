@@ -409,8 +409,11 @@ def fit_forest(
     memory_budget = _validation.check_memory_budget(memory_budget)
     hyper = ForestHyperparams.create(min_child_weight, min_split_gain, l2)
     first_tree = 0
+    # Categorical columns are refused (naming the fix): each tree would need its own target
+    # statistics from its bootstrap weights, which the forest's tree grower does not compute;
+    # jboost.bagging.fit_bagged_boosters does (bags of boosted trees, n_rounds=1 for one tree).
     tab = _common.tabular(X, y, init_model=init_model, loss=_LABEL_LOSS.get(task),
-                          classify=task != "regression")
+                          classify=task != "regression", who="jboost.bagging.fit_forest")
     X, y = tab.X, tab.y
     if init_model is not None:
         borders, n_classes = _check_init_forest(init_model, X, task, n_classes, borders,

@@ -21,17 +21,40 @@ class Tabular(NamedTuple):
     in ``init_model``'s order), ``y`` the labels (class labels mapped to ``0..K-1``), ``eval_set``
     (its X ordered and labels mapped likewise), and the model's ``feature_names`` and
     ``classes`` fields (:class:`jboost.model.FeatureNames`, :class:`jboost.model.Classes`, or
-    ``None``)."""
+    ``None``); with categorical columns, ``X`` is their encoded matrix and ``plan`` the
+    :class:`jboost.categorical.Plan` (the ``eval_set``'s X encoded too)."""
 
     X: Any
     y: Any
     eval_set: Any
     feature_names: Optional[model_lib.FeatureNames]
     classes: Optional[model_lib.Classes]
+    plan: Any = None  # categorical columns (tabular(categorical=...)): a jboost.categorical.Plan
+
+
+# The entry points that encode categorical columns (named by the refusal of the others).
+CATEGORICAL_ENTRY_POINTS = ("jboost.fit, jboost.sweep.sweep and jboost.bagging.fit_bagged_boosters "
+                            "(cat_features=)")
+
+
+def refuse_categorical(X, who: str, name: str = "X") -> None:
+    """A ``TypeError`` when ``X`` is a DataFrame with categorical (category, object or string)
+    columns and the entry point ``who`` takes numeric columns only: it names the columns and the
+    fix (the entry points that encode them, or an encoding by hand)."""
+    from jboost import categorical  # noqa: PLC0415
+    if not categorical._is_frame(X):
+        return
+    cats = [str(c) for c, d in zip(X.columns, X.dtypes) if categorical._categorical_dtype(d)]
+    if cats:
+        raise TypeError(f"{name} has categorical columns {cats[:8]}{'...' if len(cats) > 8 else ''}, "
+                        f"but {who} takes numeric columns only (it has no cat_features=): fit with "
+                        f"{CATEGORICAL_ENTRY_POINTS}, which encode them (one-hot or ordered target "
+                        "statistics), or encode them as numbers yourself (df[c].cat.codes with -1 "
+                        "replaced by NaN, or pandas.get_dummies), or drop them.")
 
 
 def tabular(X, y, *, init_model=None, eval_set=None, loss=None, n_outputs=None, task=None,
-            classify: bool = True) -> Tabular:
+            classify: bool = True, categorical=None, who: str = "this ensemble") -> Tabular:
     """The tabular input of an ensemble's fit, read as :func:`jboost.fit` reads it: a
     DataFrame's feature names (:func:`jboost._validation.tabular_input`: columns ordered by
     ``init_model``'s names, the ``eval_set``'s too), then, for a classification fit
@@ -39,8 +62,22 @@ def tabular(X, y, *, init_model=None, eval_set=None, loss=None, n_outputs=None, 
     ``0..K-1`` by ``loss`` (a name, :class:`jboost.Loss` or function, with ``n_outputs`` and
     ``task``) through :func:`jboost._validation.class_labels` (``eval_set``'s labels, and a
     continued fit's, with the training or ``init_model``'s classes; a model of class indices is
-    not continued with labels it would map). The same function as :func:`jboost.fit`'s."""
+    not continued with labels it would map). The same function as :func:`jboost.fit`'s.
+
+    ``categorical``: ``(cat_features, one_hot_max_size)`` for an entry point that encodes
+    categorical columns (:func:`jboost._validation.categorical_plan`); ``None``: a DataFrame's
+    categorical columns are refused, naming ``who`` and the fix (:func:`refuse_categorical`)."""
     X, names, eval_set = _validation.tabular_input(X, init_model, eval_set)
+    plan = None
+    if categorical is None:
+        refuse_categorical(X, who)
+    else:
+        pair = eval_set if isinstance(eval_set, (tuple, list)) else None  # not "oob"
+        plan = _validation.categorical_plan(X, categorical[0], categorical[1], pair)
+        if plan is not None:
+            X = plan.X
+            if plan.X_valid is not None:
+                eval_set = (plan.X_valid,) + tuple(eval_set[1:])
     X = _validation.as_matrix(X, "X")
     classes = None
     if classify:
@@ -48,7 +85,7 @@ def tabular(X, y, *, init_model=None, eval_set=None, loss=None, n_outputs=None, 
         y, classes, eval_set = _validation.mapped_labels(y, eval_set, loss, n_outputs, task,
                                                          init_model, n_rows=X.shape[0])
     return Tabular(X, y, eval_set, model_lib.named(names),
-                   None if classes is None else model_lib.Classes(classes))
+                   None if classes is None else model_lib.Classes(classes), plan)
 
 
 def host_fit(*values) -> bool:
