@@ -33,8 +33,8 @@ class Tabular(NamedTuple):
 
 
 # The entry points that encode categorical columns (named by the refusal of the others).
-CATEGORICAL_ENTRY_POINTS = ("jboost.fit, jboost.sweep.sweep and jboost.bagging.fit_bagged_boosters "
-                            "(cat_features=)")
+CATEGORICAL_ENTRY_POINTS = ("jboost.fit, jboost.sweep.sweep or jboost.bagging.fit_bagged_boosters "
+                            "(their cat_features=)")
 
 
 def refuse_categorical(X, who: str, name: str = "X") -> None:
