@@ -121,6 +121,10 @@ def model_bins(X_binned, cat: CatShared, w_train, key, prior, prior_weight, *,
     statistics of every training row), permuted by ``fold_in(key, PERMUTATION_STREAM)``, binned by
     their own weighted quantiles; and its :class:`CatOut` row (no model axis). What
     :func:`jboost.fit` computes for ``sample_weight=w_train``, ``key=key``."""
+    if cat.codes.shape[1] == 0:  # one-hot columns only: the host bins are every model's
+        k = cat.targets.shape[1]
+        return X_binned, CatOut(jnp.zeros((0, n_bins - 1), jnp.float32), jnp.zeros((0, k), jnp.float32),
+                                jnp.zeros((0,), jnp.float32), prior, prior_weight)
     perm_key = jax.random.fold_in(key, categorical_lib.PERMUTATION_STREAM)
     _, borders, bins, sums, counts = categorical_lib.training_features(
         cat.codes, cat.targets, w_train, perm_key, prior, prior_weight, cat.offsets,
