@@ -58,8 +58,9 @@ def data():
 
 
 def _sweep(df, y, **kw):
+    # Unstratified folds: each training fold has its own positive rate (the default prior).
     args = dict(grid={"cat_prior_weight": WEIGHTS}, folds=3, seeds=1, key=3, keep_trees=True,
-                chunk_size=3, **KW)
+                chunk_size=3, stratified=False, **KW)
     args.update(kw)
     return sweep_lib.sweep(df, y, "binomial_deviance", **args)
 
@@ -122,6 +123,8 @@ def test_every_fold_model_equals_its_separate_weighted_fit(res, fold_fits):
             np.testing.assert_array_equal(v, np.asarray(getattr(one.categorical, f)), err_msg=f"row {i}: {f}")
         np.testing.assert_array_equal(res.train_curves[i], np.asarray(one.train_loss, np.float64))
         np.testing.assert_allclose(res.valid_curves[i], np.asarray(one.valid_loss), rtol=2e-6)
+    # Each fold's default prior is its own training rows' positive rate (unstratified folds).
+    assert len({float(_row(res, i)[1]["prior"][0]) for i in res.rows_of(0)}) == 3
     # The prior's weight reached the statistics: the two configurations' borders differ.
     assert not np.array_equal(_row(res, 0)[2], _row(res, 3)[2])
 
