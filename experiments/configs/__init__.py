@@ -29,40 +29,50 @@ def binary_error(y, raw):
     return jnp.mean((raw[:, 0] > 0) != (y > 0.5))
 
 
+def multiclass_error(y, raw):
+    """Misclassification rate of ``raw (n, K)`` for labels ``0 .. K-1``: the class is the argmax
+    of the raw scores (``jboost.predict_class`` of the multi-class models: SAMME, SAMME.R,
+    LogitBoost, multinomial deviance), written on raw scores for :func:`staged_metric`."""
+    return jnp.mean(jnp.argmax(raw, axis=-1) != y.astype(jnp.int32))
+
+
 def mean_absolute_error(y, raw):
     """Average absolute error ``mean |y - f(x)|`` of one-output raw scores (ESL 10.14.1)."""
     return jnp.mean(jnp.abs(y - raw[:, 0]))
 
 
-def staged_metric(model: jboost.Booster, X, y, metric: Callable):
-    """``metric(y, raw)`` after each boosting round, ``m = 1 .. n_rounds`` (ESL Figure 10.2).
+def staged_metric(model: jboost.Booster, X, y, metric: Callable, *args):
+    """``metric(y, raw, *args)`` after each boosting round, ``m = 1 .. n_rounds`` (ESL Figure 10.2).
 
     :func:`jboost.staged_predict`: one jit-compiled ``lax.scan`` over rounds carries the running
     sum of tree outputs, so the cost is that of a single prediction; round ``m`` sees exactly
     ``jboost.predict(model, X, n_rounds=m)`` (as ``(n, K)``).
 
     Args:
-      model: a fitted :class:`jboost.Booster` (trees with leading axes ``(rounds, per_round)``).
+      model: a fitted :class:`jboost.Booster` (trees with leading axes ``(rounds, per_round)``),
+        or any model :func:`jboost.staged_predict` takes (e.g. ECOC boosters: raw ``(n, L)``).
       X: ``(n, n_features)`` raw features (NaN = missing).
       y: ``(n,)`` labels.
-      metric: ``metric(y (n,), raw (n, K)) -> pytree of arrays``; a module-level function (it
-        is a static argument of the compiled scan).
+      metric: ``metric(y (n,), raw (n, K), *args) -> pytree of arrays``; a module-level function
+        (it is a static argument of the compiled scan).
+      *args: arrays passed on to ``metric`` (traced: e.g. an ECOC code matrix).
 
     Returns:
       The metric's outputs stacked along a leading ``(n_rounds,)`` axis, as NumPy arrays.
     """
     out = jboost.staged_predict(model, np.asarray(X, np.float32), _raw_first(metric),
-                                jnp.asarray(y, jnp.float32))
+                                jnp.asarray(y, jnp.float32), *args)
     return jax.tree_util.tree_map(np.asarray, out)
 
 
 @functools.lru_cache(maxsize=None)
 def _raw_first(metric: Callable) -> Callable:
-    """``metric(y, raw)`` as ``fn(raw, y)`` (the argument order of :func:`jboost.staged_predict`),
-    one function object per metric so that the compiled scan is reused."""
+    """``metric(y, raw, *args)`` as ``fn(raw, y, *args)`` (the argument order of
+    :func:`jboost.staged_predict`), one function object per metric so that the compiled scan is
+    reused."""
 
-    def fn(raw, y):
-        return metric(y, raw)
+    def fn(raw, y, *args):
+        return metric(y, raw, *args)
 
     return fn
 

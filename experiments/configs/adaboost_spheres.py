@@ -22,6 +22,10 @@ import numpy as np
 import jboost
 from jboost import algorithms as A
 
+ESL = "ESL 2nd ed., Sec. 10.1 / Fig. 10.2"
+M1 = "discrete AdaBoost.M1 (ESL Alg. 10.1), stumps: jboost.algorithms.adaboost_m1"
+REAL = "Real AdaBoost (FHT 2000 Alg. 2), stumps: jboost.algorithms.real_adaboost"
+
 
 def get_config(smoke: bool = False) -> dict:
     config = dict(
@@ -86,32 +90,47 @@ def run(config: dict, ctx) -> dict:
 
         fig, ax = plt.subplots(figsize=(6, 4.5))
         rounds = np.arange(1, config["n_rounds"] + 1)
-        ax.plot(rounds, test_err, color="tab:orange", label="AdaBoost.M1, stumps")
-        ax.plot(rounds, real_err, color="tab:green", lw=0.8, label="Real AdaBoost, stumps")
+        ax.plot(rounds, test_err, color="tab:orange", label=f"{M1} ({test_err[-1]:.3f})")
+        ax.plot(rounds, real_err, color="tab:green", lw=0.8, label=f"{REAL} ({real_err[-1]:.3f})")
+        if config["n_rounds"] == 400:
+            ax.plot([400], [0.058], "k*", ms=9, label="ESL Fig. 10.2: AdaBoost.M1, stumps, 400 it. (0.058)")
         ax.axhline(test_err[0], ls="--", color="gray", label=f"single stump ({test_err[0]:.3f})")
         ax.axhline(tree_err, ls=":", color="black",
-                   label=f"single oblivious tree, {2**config['tree_depth']} leaves ({tree_err:.3f})")
-        ax.set_xlabel("Boosting Iterations")
-        ax.set_ylabel("Test Error")
+                   label=f"single oblivious tree, depth {config['tree_depth']}, one AdaBoost.M1 round "
+                         f"({tree_err:.3f})")
+        ax.set_xlabel("boosting iterations")
+        ax.set_ylabel("test error")
         ax.set_ylim(0, 0.5)
-        ax.set_title("ESL Figure 10.2 (nested spheres)")
-        ax.legend()
+        ax.set_title(f"Nested spheres (ESL eq. 10.2, setting of Fig. 10.2), stumps, no shrinkage:\n"
+                     f"discrete AdaBoost.M1 and Real AdaBoost, {config['n_train']} training / "
+                     f"{config['n_test']} test rows", fontsize=9)
+        # Below the axes: inside, the legend covered the low end of the curves.
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=8)
         ctx.savefig(fig, "fig_10_2_test_error")
         plt.close(fig)
     except ImportError:
         print("matplotlib is not installed: no figure.")
 
+    n, depth = config["n_rounds"], config["tree_depth"]
+    published_m1 = 0.058 if n == 400 else None
     table = [
-        dict(quantity="single stump test error", published=0.458, ours=float(test_err[0])),
-        dict(quantity=f"single tree test error (ESL: 244-node CART; ours: oblivious, "
-                      f"{2**config['tree_depth']} leaves)", published=0.247, ours=tree_err),
-        dict(quantity=f"AdaBoost.M1 stumps test error after {config['n_rounds']} rounds",
-             published=0.058, ours=float(test_err[-1])),
-        dict(quantity="AdaBoost.M1 stumps minimal test error over rounds", published=None,
-             ours=float(test_err.min())),
-        dict(quantity=f"Real AdaBoost stumps test error after {config['n_rounds']} rounds",
-             published=None, ours=float(real_err[-1])),
-        dict(quantity="rounds that did not add a stump (WEAK/PERFECT/STOPPED)", published=None,
-             ours=float(np.sum(status != A.OK))),
+        dict(quantity="single stump: test error", algorithm=f"{M1} (round 1)", published=0.458,
+             source=ESL, ours=float(test_err[0])),
+        dict(quantity="single tree: test error (ESL: a 244-node CART tree)",
+             algorithm=f"one oblivious tree of depth {depth} ({2**depth} leaves), one AdaBoost.M1 round",
+             published=0.247, source=ESL, ours=tree_err),
+        dict(quantity=f"test error after {n} rounds", algorithm=M1, published=published_m1,
+             source=ESL if published_m1 is not None else None, ours=float(test_err[-1])),
+        dict(quantity="minimal test error over rounds (chosen on the test set)", algorithm=M1,
+             published=None, source=None, ours=float(test_err.min())),
+        dict(quantity=f"test error after {n} rounds", algorithm=REAL, published=None, source=None,
+             ours=float(real_err[-1])),
+        dict(quantity="rounds that did not add a stump (WEAK/PERFECT/STOPPED)", algorithm=M1,
+             published=None, source=None, ours=float(np.sum(status != A.OK))),
     ]
+    if "sklearn_adaboost_stumps_test_error_final" in peers:
+        table.append(dict(quantity=f"peer: test error after {n} rounds",
+                          algorithm="scikit-learn AdaBoostClassifier (SAMME = AdaBoost.M1 for 2 classes), "
+                                    "CART stumps",
+                          published=None, source=None, ours=peers["sklearn_adaboost_stumps_test_error_final"]))
     return dict(table=table, peers=peers, seconds_adaboost=seconds_m1)

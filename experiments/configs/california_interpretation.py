@@ -70,34 +70,44 @@ def run(config: dict, ctx) -> dict:
     if plt is not None:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         jboost.plot.importance(model, feature_names=names, ax=ax)
-        ax.set_title("California housing: relative importance (cf. ESL Fig. 10.14)")
+        ax.set_title(f"California housing: relative importance (ESL eq. 10.43; cf. Fig. 10.14)\n"
+                     f"{california_huber.algorithm_name(config)}", fontsize=7)
         figs["relative_importance"] = fig
         rugs = {f: np.percentile(X[:, names.index(f)], np.arange(10, 100, 10)) for f in PD_FEATURES}
         fig = pd_grid_figure(plt, curves, "partial dependence",
-                             "Partial dependence of house value (cf. ESL Fig. 10.15)", rugs)
+                             "Partial dependence of house value (cf. ESL Fig. 10.15)\n"
+                             + california_huber.algorithm_name(config), rugs)
         figs["partial_dependence"] = fig
         fig, ax = plt.subplots(figsize=(5.5, 4))
         jboost.plot.partial_dependence(model, (names.index("HouseAge"), names.index("AveOccup")), X,
                                        grid_resolution=min(res, 20), feature_names=names, ax=ax)
-        ax.set_title("HouseAge x AveOccup (cf. ESL Fig. 10.16)")
+        ax.set_title(f"Partial dependence on HouseAge x AveOccup (cf. ESL Fig. 10.16)\n"
+                     f"{california_huber.algorithm_name(config)}", fontsize=7)
         figs["partial_dependence_houseage_aveoccup"] = fig
     for name, fig in figs.items():
         ctx.savefig(fig, name)
     order = [r[0] for r in ranking]
+    model_name = california_huber.algorithm_name(config)
+    pd_name = "partial dependence (ESL eq. 10.47, Friedman's weighted traversal)"
     # ESL Fig. 10.16: above an occupancy of about 2 the dependence on age is weak; below, strong.
     occ = np.asarray(pair.grid[1])
     age_range_low = float(np.ptp(surface[:, occ < 2].mean(axis=1))) if np.any(occ < 2) else float("nan")
     age_range_high = float(np.ptp(surface[:, occ >= 3].mean(axis=1))) if np.any(occ >= 3) else float("nan")
     table = [
-        {"quantity": "most important feature (Fig. 10.14)", "published": "MedInc", "ours": order[0]},
-        {"quantity": "next three (Fig. 10.14; ESL's text: longitude, latitude, average occupancy)",
-         "published": None, "ours": ", ".join(order[1:4])},
-        {"quantity": "partial dependence on MedInc, last - first grid point (Fig. 10.15: increasing)",
-         "published": "> 0", "ours": _slope(curves["MedInc"]["values"])},
-        {"quantity": "partial dependence on AveOccup, last - first (Fig. 10.15: decreasing)",
-         "published": "< 0", "ours": _slope(curves["AveOccup"]["values"])},
-        {"quantity": "range over HouseAge at AveOccup < 2 vs >= 3 (Fig. 10.16: strong vs weak)",
-         "published": "first > second", "ours": f"{age_range_low:.3f} vs {age_range_high:.3f}"},
+        {"quantity": "most important feature", "algorithm": f"relative importance (ESL eq. 10.43) of {model_name}",
+         "published": "MedInc", "source": "ESL 2nd ed., Fig. 10.14", "ours": order[0]},
+        {"quantity": "next three (ESL's text, as recalled: longitude, latitude, average occupancy)",
+         "algorithm": f"relative importance (ESL eq. 10.43) of {model_name}", "published": None,
+         "source": None, "ours": ", ".join(order[1:4])},
+        {"quantity": "partial dependence on MedInc, last - first grid point (increasing)",
+         "algorithm": f"{pd_name} of {model_name}", "published": "> 0", "source": "ESL 2nd ed., Fig. 10.15",
+         "ours": _slope(curves["MedInc"]["values"])},
+        {"quantity": "partial dependence on AveOccup, last - first grid point (decreasing)",
+         "algorithm": f"{pd_name} of {model_name}", "published": "< 0", "source": "ESL 2nd ed., Fig. 10.15",
+         "ours": _slope(curves["AveOccup"]["values"])},
+        {"quantity": "range over HouseAge at AveOccup < 2 vs >= 3 (strong vs weak dependence on age)",
+         "algorithm": f"two-variable {pd_name} of {model_name}", "published": "first > second",
+         "source": "ESL 2nd ed., Fig. 10.16", "ours": f"{age_range_low:.3f} vs {age_range_high:.3f}"},
     ]
     return {
         "table": table,

@@ -181,19 +181,30 @@ def run(config: dict, ctx) -> dict:
                 valid_half_mse_own_loss=own_curves.valid_loss[s],
                 train_half_mse_own_loss=own_curves.train_loss[s])
 
+    base = (f"gradient boosting, squared error, {config['n_rounds']} rounds, depth {config['depth']}, "
+            f"rate {config['learning_rate']}")
+    adam_lr = config["step_per_tree"] / config["n_rounds"]
     table = []
     for label, pred in q.items():
-        table.append({"quantity": f"{name}: test pinball loss at {alpha}, {label}", "published": None,
-                      "ours": pinball(y_test, pred, alpha)})
-        table.append({"quantity": f"{name}: test coverage, {label}", "published": alpha,
+        algorithm = f"{base}: {label}" if "squared-error model" in label else (
+            f"{label}; base: {base}" if "boosted directly" not in label else
+            f"gradient boosting, pinball loss at {alpha} (quantile leaf refit), {config['n_rounds']} rounds, "
+            f"depth {config['depth']}, rate {config['learning_rate']}")
+        if "fine-tuned" in label:
+            algorithm += f"; jboost.finetune, Adam {adam_lr:.3g}, restore_best on the validation rows"
+        table.append({"quantity": f"{name}: test pinball loss at {alpha}", "algorithm": algorithm,
+                      "published": None, "source": None, "ours": pinball(y_test, pred, alpha)})
+        table.append({"quantity": f"{name}: test coverage of the {alpha}-quantile", "algorithm": algorithm,
+                      "published": alpha, "source": "the nominal level (a calibrated quantile covers it)",
                       "ours": float(np.mean(y_test <= pred))})
     steps = config["n_steps"]
-    for label, m in (("squared-error model", model), (f"fine-tuned on its own loss, {steps} steps", own),
+    for label, m in (("as fitted", model), (f"fine-tuned on its own loss, {steps} steps", own),
                      ("fine-tuned on its own loss, restore_best", kept)):
-        table.append({"quantity": f"{name}: test MSE, {label}", "published": None,
-                      "ours": mse(y_test, predict(m, X_test))})
-        table.append({"quantity": f"{name}: training MSE, {label}", "published": None,
-                      "ours": mse(yf, predict(m, Xf))})
+        algorithm = f"{base}, {label}" + (f" (jboost.finetune, Adam {adam_lr:.3g})" if m is not model else "")
+        table.append({"quantity": f"{name}: test MSE", "algorithm": algorithm, "published": None,
+                      "source": None, "ours": mse(y_test, predict(m, X_test))})
+        table.append({"quantity": f"{name}: training MSE", "algorithm": algorithm, "published": None,
+                      "source": None, "ours": mse(yf, predict(m, Xf))})
     return {
         "table": table,
         "data": name,

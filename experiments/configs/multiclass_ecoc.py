@@ -43,7 +43,7 @@ import jboost
 from jboost import bagging
 from jboost import combine
 from jboost import datasets
-from experiments.configs import timed
+from experiments.configs import multiclass_error, staged_metric, timed
 
 N_CLASSES = 26
 
@@ -64,6 +64,14 @@ def get_config(smoke: bool = False) -> dict:
     }
 
 
+def ecoc_error(y, raw, code, hamming):
+    """Test error of ECOC bits' log-odds ``raw (n, L)`` decoded with ``code (K, L)``: L1 on the
+    probabilities, or Hamming on the signs where ``hamming`` (a traced flag); for
+    :func:`experiments.configs.staged_metric`."""
+    pred = jax.numpy.where(hamming, combine.decode(raw, code, "hamming"), combine.decode(raw, code, "l1"))
+    return jax.numpy.mean(pred != y.astype(jax.numpy.int32))
+
+
 def _error(pred, y) -> float:
     return float(np.mean(np.asarray(pred) != np.asarray(y)))
 
@@ -78,7 +86,8 @@ def run(config: dict, ctx) -> dict:
     b = config["boosting"]
     key = jax.random.PRNGKey(seed)
     k_code, k_fit = jax.random.split(key)
-    table, timings, info = [], {}, {}
+    table, timings, info, curves = [], {}, {}, {}
+    boost = f"{b['n_rounds']} rounds, depth {b['depth']}, shrinkage {b['learning_rate']}, l2 {b['l2']}"
 
     codes = {"random": np.asarray(combine.random_code(k_code, N_CLASSES, config["ecoc_bits"],
                                                       config["ecoc_candidates"]))}
@@ -93,18 +102,26 @@ def run(config: dict, ctx) -> dict:
         bits_true = code[y_test.astype(int)]
         info[f"ecoc_{name}_mean_bit_error"] = float(np.mean((raw > 0) != (bits_true == 1)))
         label = f"ECOC {name.replace('_', '-')} code ({code.shape[1]} bits)"
+        algorithm = (f"{label}: one binomial-deviance booster per bit ({boost}), "
+                     f"jboost.combine.fit_ecoc_boosters")
+        for decoding in ("l1", "hamming"):
+            curves[f"{label}, {decoding.replace('l1', 'L1').replace('hamming', 'Hamming')} decoding"] = \
+                staged_metric(model, X_test, y_test, ecoc_error, code, decoding == "hamming")
         table += [
-            {"quantity": f"{label}, L1 decoding: test error", "published": None,
-             "ours": _error(jboost.predict_class(model, X_test), y_test)},
-            {"quantity": f"{label}, Hamming decoding: test error", "published": None,
+            {"quantity": "test error, L1 decoding of the bit probabilities", "algorithm": algorithm,
+             "published": None, "source": None, "ours": _error(jboost.predict_class(model, X_test), y_test)},
+            {"quantity": "test error, Hamming decoding of the bit signs", "algorithm": algorithm,
+             "published": None, "source": None,
              "ours": _error(combine.ecoc_predict(model, X_test, "hamming"), y_test)},
         ]
 
     multi, t = timed(jboost.fit, X, y, "multinomial_deviance", n_rounds=b["n_rounds"], depth=b["depth"],
                      learning_rate=b["learning_rate"], l2=b["l2"], n_bins=config["n_bins"], key=k_fit)
     timings["multinomial_fit_s_incl_compile"] = t
-    table.append({"quantity": f"multinomial boosting ({b['n_rounds']} rounds, depth {b['depth']}): test error",
-                  "published": None, "ours": _error(jboost.predict_class(multi, X_test), y_test)})
+    multi_name = f"gradient boosting, multinomial deviance, vector leaves ({boost})"
+    curves["multinomial deviance, vector leaves"] = staged_metric(multi, X_test, y_test, multiclass_error)
+    table.append({"quantity": "test error", "algorithm": multi_name, "published": None, "source": None,
+                  "ours": _error(jboost.predict_class(multi, X_test), y_test)})
 
     f = config["forest"]
     forest, t = timed(bagging.fit_forest, X, y, n_trees=f["n_trees"], depth=f["depth"],
@@ -114,11 +131,41 @@ def run(config: dict, ctx) -> dict:
     oob = bagging.forest_oob(forest, X, y)
     for i in range(f["n_trees"]):
         ctx.log(i + 1, forest_test_error=staged.error[i], forest_oob_error=oob.error[i])
+    forest_name = (f"random forest of oblivious trees (B={f['n_trees']}, depth {f['depth']}, "
+                   f"m={f['max_features']} per level), averaged class frequencies")
     table += [
-        {"quantity": f"random forest (B={f['n_trees']}, depth {f['depth']}, m={f['max_features']}): test error",
-         "published": None, "ours": float(staged.error[-1])},
-        {"quantity": "random forest: OOB error", "published": None, "ours": float(oob.error[-1])},
-        {"quantity": "random forest: test error, majority vote", "published": None,
+        {"quantity": "test error", "algorithm": forest_name, "published": None, "source": None,
+         "ours": float(staged.error[-1])},
+        {"quantity": "OOB error", "algorithm": forest_name, "published": None, "source": None,
+         "ours": float(oob.error[-1])},
+        {"quantity": "test error, majority vote", "algorithm": forest_name.replace(
+            "averaged class frequencies", "majority vote"), "published": None, "source": None,
          "ours": float(staged.vote_error[-1])},
     ]
+
+    plt = ctx.pyplot
+    fig = None
+    if plt is not None:
+        fig, (ax, ax_f) = plt.subplots(1, 2, figsize=(11, 4.2))
+        for name, c in curves.items():
+            c = np.asarray(c)
+            ax.plot(np.arange(1, len(c) + 1), c, lw=1, label=f"{name} ({c[-1]:.3f})")
+        ax.set_xlabel("boosting rounds")
+        ax.set_ylabel("test error")
+        ax.set_ylim(0, 0.6)
+        ax.set_xlim(0, None)
+        ax.set_title(f"Boosting: ECOC codes vs multinomial deviance\n({boost})", fontsize=9)
+        ax.legend(fontsize=7, loc="upper right")
+        trees = np.arange(1, f["n_trees"] + 1)
+        ax_f.plot(trees, np.asarray(staged.error), label="test error")
+        ax_f.plot(trees, np.asarray(oob.error), ls="--", label="OOB error")
+        ax_f.set_xlabel("number of trees")
+        ax_f.set_ylabel("error")
+        ax_f.set_title(f"Random forest of oblivious trees\n(depth {f['depth']}, m={f['max_features']} "
+                       f"per level, averaged class frequencies)", fontsize=9)
+        ax_f.legend(fontsize=7)
+        fig.suptitle(f"Letter recognition (26 classes), {len(y):,} training / {len(y_test):,} test rows",
+                     fontsize=10)
+        fig.tight_layout()
+    ctx.savefig(fig, "test_error_vs_rounds")
     return {"table": table, "timings": timings, "info": info}

@@ -119,13 +119,17 @@ def run(config: dict, ctx) -> dict:
         curves[label] = {"test": np.asarray(test.error), "test_vote": np.asarray(test.vote_error),
                          "oob": np.asarray(oob.error), "oob_vote": np.asarray(oob.vote_error)}
         b = spec["n_trees"]
+        algorithm = (f"{spec['name']}: {b} oblivious trees of depth {spec['depth']}, {n_bins} bins, "
+                     f"Gini splits, averaged class frequencies")
+        vote = algorithm.replace("averaged class frequencies", "majority vote")
         table += [
-            {"quantity": f"{spec['name']}, depth {spec['depth']}, B={b}: test error",
-             "published": spec["published"], "ours": float(test.error[-1])},
-            {"quantity": f"{spec['name']}: OOB error", "published": None, "ours": float(oob.error[-1])},
-            {"quantity": f"{spec['name']}: test error, majority vote", "published": None,
+            {"quantity": "test error", "algorithm": algorithm, "published": spec["published"],
+             "source": "ESL 2nd ed., Sec. 15.2 / Fig. 15.1", "ours": float(test.error[-1])},
+            {"quantity": "OOB error", "algorithm": algorithm, "published": None, "source": None,
+             "ours": float(oob.error[-1])},
+            {"quantity": "test error", "algorithm": vote, "published": None, "source": None,
              "ours": float(test.vote_error[-1])},
-            {"quantity": f"{spec['name']}: OOB error, majority vote", "published": None,
+            {"quantity": "OOB error", "algorithm": vote, "published": None, "source": None,
              "ours": float(oob.vote_error[-1])},
         ]
         pred_err = float(np.mean(np.asarray(jboost.predict_class(forest, X_test)) != y_test))
@@ -167,13 +171,15 @@ def run(config: dict, ctx) -> dict:
             c = curves[spec["label"]]
             xs = np.arange(1, spec["n_trees"] + 1)
             ax.plot(xs, c["test"], color=colours[spec["label"]], label=f"{spec['name']}: test")
-            ax.plot(xs, c["oob"], color=colours[spec["label"]], ls="--", lw=0.9, label=f"{spec['label']}: OOB")
+            ax.plot(xs, c["oob"], color=colours[spec["label"]], ls="--", lw=0.9, label=f"{spec['name']}: OOB")
             ax.axhline(spec["published"], color=colours[spec["label"]], ls=":", lw=0.8,
-                       label=f"ESL {spec['label']} ({spec['published']})")
+                       label=f"ESL Sec. 15.2, {spec['name'].split(' (')[0]}: test ({spec['published']})")
         ax.set_ylim(0.03, 0.10)
         ax.set_xlabel("number of trees")
         ax.set_ylabel("misclassification error")
-        ax.set_title("Spam: bagging and random forests of oblivious trees (cf. ESL Fig. 15.1)")
+        ax.set_title("Spam: bagging and random forests of oblivious trees (cf. ESL Fig. 15.1)\n"
+                     + ", ".join(f"{s['name'].split(' (')[0]} depth {s['depth']}" for s in config["models"])
+                     + f"; {n_bins} bins; averaged class frequencies", fontsize=8)
         ax.legend(fontsize=7)
     ctx.savefig(fig, "error_vs_trees")
 
