@@ -124,6 +124,13 @@ def tree_sum(model, n_rounds: Optional[int] = None):
         trees = trees._replace(leaf_values=trees.leaf_values / n_used)
         return trees, jnp.zeros((model.n_outputs,), jnp.float32), None
     if isinstance(model, BaggedBoosters):
+        if getattr(model, "categorical", None) is not None:
+            # each bag encodes the rows with its own statistics: no one feature matrix feeds them all
+            raise TypeError("SHAP values and partial dependence of bagged boosters with categorical "
+                            "columns are not defined by one sum of trees (each bag encodes the rows "
+                            "with its own ordered target statistics): explain a jboost.fit model, "
+                            "or use jboost.inspect.permutation_importance, which predicts rows as "
+                            "users hold them.")
         if n_rounds is not None:
             n_rounds = _validation.check_int(n_rounds, "n_rounds", 0, model.n_rounds)
             trees = jax.tree_util.tree_map(lambda a: a[:, :n_rounds], model.trees)

@@ -651,7 +651,8 @@ def _check_model(path, header, model) -> None:
     width = model.n_features
     cat = getattr(model, "categorical", None)
     if cat is not None:  # the tables fit the columns' vocabularies; the trees the encoded features
-        spec, lead = cat.spec, tuple(model.batch_shape)
+        # the leading axes of the tables: the batch's, and bagged boosters' bag axis
+        spec, lead = cat.spec, tuple(np.shape(model.baseline)[:-1])
         want = {"sums": lead + (spec.n_table_rows, spec.n_stats), "counts": lead + (spec.n_table_rows,),
                 "prior": lead + (spec.n_stats,), "prior_weight": lead}
         for f, shape in want.items():
