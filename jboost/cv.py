@@ -3,7 +3,10 @@
 A fold is a pair of weight masks over one copy of the data (training weight 0 on the held-out
 rows), so every fold's model has the same shapes and a whole cross-validation is one ``vmap``.
 Used by :mod:`jboost.sweep` (hyperparameter sweeps: repeated K-fold cross-validation, ESL
-section 7.10) and :mod:`jboost.combine` (stacking).
+section 7.10) and :mod:`jboost.combine` (stacking). A sweep with categorical columns computes each
+model's ordered target statistics from its training mask (:mod:`jboost.categorical`: rows of
+weight 0 are encoded like prediction rows), so the statistics are computed within each training
+fold only and a held-out label never reaches them.
 """
 
 from __future__ import annotations

@@ -556,8 +556,13 @@ def fit_bagged_boosters(
                                weighted_borders=False, eval_set=eval_set if shared else None,
                                borders=borders,
                                label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name))
+    n_features = X.shape[1]
+    if tab.plan is not None:  # the trees' features: host columns, then K statistics per ctr column
+        spec = tab.plan.spec
+        n_features = spec.host_width + len(spec.ctr_columns) * categorical_lib.targets(
+            np.asarray(y[:1]), loss_obj).shape[1]
     _validation.check_boosting_memory(
-        X.shape[0], X.shape[1], config, loss_obj,
+        X.shape[0], n_features, config, loss_obj,
         k_from_labels=loss_obj.task == "multiclass" and n_outputs is None, n_models=n_bags,
         n_together=chunk_size, what="bagged boosters",
         fix="use a smaller chunk_size, depth, n_bins or n_outputs")
