@@ -154,6 +154,20 @@ def test_a_grid_over_the_prior_is_one_compilation(res):
     np.testing.assert_array_equal(prior_weight[res.model_of_row], np.repeat(WEIGHTS, 3).astype(np.float32))
 
 
+def test_a_grid_over_the_prior_reuses_the_program_and_equals_separate_fits(res, data):
+    df, y = data
+    priors = _sweep(df, y, grid={"cat_prior": [0.2, 0.8]}, folds=res.fold_table[0])
+    assert priors.info["n_compilations"] == 0  # the same program: the prior is traced
+    prior = np.asarray(priors.categorical[(DEPTH, BINS)].prior)[priors.model_of_row, 0]
+    np.testing.assert_array_equal(prior, np.repeat([0.2, 0.8], 3).astype(np.float32))
+    i = 4  # configuration 1, fold 1
+    w_train, w_valid = priors.fold_weights(i)
+    one = jboost.fit(df, y, **priors.fit_kwargs(priors.config[i]), sample_weight=w_train,
+                     eval_set=(df, y, w_valid), key=priors.row_key(i))
+    assert float(one.categorical.prior[0]) == np.float32(0.8)
+    _assert_same(_row(priors, i)[0], one.trees, f"row {i}")
+
+
 def test_models_and_refit_predict_dataframes(res, fold_fits, data):
     df, y = data
     models = res.models(res.rows_of(1))
