@@ -31,6 +31,7 @@ from jboost import _validation
 from jboost import binning
 from jboost import boosting
 from jboost import categorical
+from jboost import distributed
 from jboost import losses as losses_lib
 from jboost import metrics as metrics_lib
 from jboost import model as model_lib
@@ -87,6 +88,7 @@ def fit(
     one_hot_max_size: int = categorical.ONE_HOT_MAX_SIZE,
     cat_prior: Any = None,
     cat_prior_weight: Any = categorical.PRIOR_WEIGHT,
+    rows: str = "global",
 ) -> model_lib.Booster:
     """Fit a boosted ensemble of oblivious trees (ESL Algorithm 10.3, Newton trees).
 
@@ -193,6 +195,15 @@ def fit(
       cat_prior: the prior ``p`` of the target statistics, a number or ``(K,)`` (traced);
         default the training rows' weighted mean of the statistic (the positive rate).
       cat_prior_weight: its weight ``a > 0`` in ``(sum + a p) / (count + a)`` (traced).
+      rows: ``"global"`` (default): ``X``, ``y``, ``sample_weight`` and ``eval_set`` are the whole
+        data (on every process of a multi-process run). ``"local"``: the multi-process mode
+        (:mod:`jboost.distributed`, after ``jax.distributed.initialize()``): every process calls
+        ``fit`` with the same settings and only its own rows (and validation rows); the model,
+        returned on every process, is the fit of the processes' rows concatenated in process
+        order (the same borders, classes, baseline and splits; leaf values up to float rounding).
+        ``devices``: ``None`` / ``"all"`` (every process's devices) or a one-axis mesh whose
+        devices come process by process. Not with ``init_model``, ``checkpoint_dir``,
+        ``base_margin``, categorical columns, batch objectives or traced settings.
 
     A concrete fit (not under ``jax.vmap`` / ``jax.jit``) runs its rounds as host-side calls of
     one compiled program (:func:`run_rounds`: about a quarter of a second each, or a chunk of
@@ -215,6 +226,23 @@ def fit(
         the learning rate). Not checked under ``jax.vmap``.
     """
     X, names, eval_set = _validation.tabular_input(X, init_model, eval_set)
+    local = None
+    if _validation.check_choice(rows, "rows", distributed.ROWS) == "local":
+        local = _local_rows(X, y, loss, sample_weight, eval_set, devices, cat_features, dict(
+            loss=loss, n_rounds=n_rounds, depth=depth, learning_rate=learning_rate, l2=l2,
+            min_split_gain=min_split_gain, min_child_weight=min_child_weight, subsample=subsample,
+            colsample=colsample, colsample_by=colsample_by, n_bins=n_bins, key=key,
+            n_outputs=n_outputs, task=task, per_output_trees=per_output_trees, borders=borders,
+            row_sampler=row_sampler, split_criterion=split_criterion, tree_family=tree_family,
+            early_stopping_rounds=early_stopping_rounds,
+            early_stopping_tolerance=early_stopping_tolerance, eval_metric=eval_metric,
+            verbose=verbose, n_callbacks=len(callbacks or ()), checkpoint_every=checkpoint_every,
+            one_hot_max_size=one_hot_max_size, cat_prior=cat_prior,
+            cat_prior_weight=cat_prior_weight, names=names),
+            init_model=init_model, checkpoint_dir=checkpoint_dir, base_margin=base_margin,
+            eval_base_margin=eval_base_margin)
+        X, eval_set = _validation.as_matrix(X, "X"), local.eval_set
+        devices = local.mesh
     init_cat = getattr(init_model, "categorical", None)
     if init_cat is not None:  # a continued fit encodes with the model's columns and vocabularies
         plan = _validation.categorical_plan_like(init_cat.spec, X, eval_set)
@@ -228,10 +256,11 @@ def fit(
         if plan.X_valid is not None:
             eval_set = (plan.X_valid,) + tuple(eval_set[1:])
     X = _validation.as_matrix(X, "X")
-    y, classes, eval_set = _validation.mapped_labels(y, eval_set, loss, n_outputs, task, init_model,
-                                                     n_rows=X.shape[0])
+    n_table = X.shape[0] if local is None else local.n_total  # the rows of the whole table
+    y, classes, eval_set = _validation.mapped_labels(y if local is None else local.y, eval_set, loss,
+                                                     n_outputs, task, init_model, n_rows=n_table)
     y_given = y
-    y = _validation.as_labels(y, X.shape[0], warn=False, columns=None)
+    y = _validation.as_labels(y, n_table, warn=False, columns=None)
     loss_obj = _validation.resolve_loss(loss, y, n_outputs, task)
     if loss_obj.batch:
         loss_obj = _validation.check_batch_objective(loss_obj, eval_set, devices)
@@ -259,11 +288,18 @@ def fit(
     else:
         offset = _validation.label_offset(y_given, y, loss_obj)
     if offset is not None:  # fit y - c, computed in float64; the model adds c back
-        y, eval_set = _centred(y_given, eval_set, offset, X.shape[0], eval_metric)
+        y, eval_set = _centred(y_given, eval_set, offset, n_table, eval_metric)
+    if local is not None:  # the whole table's borders; this process's rows
+        losses_lib.check_labels(loss_obj, y, "y")  # every process raises alike
+        y_table, y = y, local.mine(y)
+        if borders is None:
+            borders = local.borders(X, _validation.as_weights(sample_weight, X.shape[0]),
+                                    _validation.check_int(n_bins, "n_bins", 3, binning.MAX_BINS))
     data, borders = _validation.prepare_boosting(
         X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=config.n_bins, borders=borders,
         label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name), label_columns=True)
-    config = config._replace(missing=binning.has_missing(data.X_binned, config.n_bins))
+    missing = binning.has_missing(data.X_binned, config.n_bins)
+    config = config._replace(missing=missing if local is None else local.any(missing))
     key = _validation.as_key(key)
     cat = None
     if plan is not None:  # the ctr columns' statistics, borders and bins (traced prior)
@@ -280,18 +316,30 @@ def fit(
     need = _validation.boosting_bytes(X_shape[0], X_shape[1], config.depth, config.n_bins, k,
                                       config.n_rounds, k if config.per_output_trees else 1, dense,
                                       devices)
-    _validation.check_memory(need, devices=devices, cause=cause,
-                             detail=f"estimated for {X_shape[0]} rows, {X_shape[1]} features, "
-                             f"depth={config.depth}, n_bins={config.n_bins}, n_outputs={k}, "
-                             f"n_rounds={config.n_rounds} (histograms F x 2^(depth-1) x n_bins x 2K"
-                             f" float32{', per-row K x K autodiff hessians' if dense and k > 1 else ''})"
-                             f"{_validation.sharded_memory_hint(devices)}")
-    init_raw = (_baseline(loss_obj, data.y, data.w, data.margin) if init_model is None
-                else init_model.baseline)
+    (_validation.check_memory if local is None else local.everywhere(_validation.check_memory))(
+        need, devices=devices, cause=cause,
+        detail=f"estimated for {X_shape[0]} rows, {X_shape[1]} features, "
+        f"depth={config.depth}, n_bins={config.n_bins}, n_outputs={k}, "
+        f"n_rounds={config.n_rounds} (histograms F x 2^(depth-1) x n_bins x 2K"
+        f" float32{', per-row K x K autodiff hessians' if dense and k > 1 else ''})"
+        f"{_validation.sharded_memory_hint(devices)}")
+    if local is not None:  # the whole table's baseline
+        init_raw = _baseline(loss_obj, jnp.asarray(y_table), jnp.asarray(
+            _validation.as_weights(local.sample_weight, local.n_total)), None)
+    elif init_model is None:
+        init_raw = _baseline(loss_obj, data.y, data.w, data.margin)
+    else:
+        init_raw = init_model.baseline
     concrete = not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, init_raw, cat)))
     if concrete and not losses_lib.is_built_in(loss_obj):
         _validation.warn_if_no_gradient(loss_obj, data, init_raw)
     mesh = _validation.mesh_of(devices)
+    data_local = data
+    if local is not None:
+        if not concrete or not _validation.host_rounds_possible():
+            raise ValueError("rows='local' needs a concrete fit (not under jax.vmap or jax.jit).")
+        data = local.global_data(data)
+        config = config._replace(row_starts=local.row_starts)
     recorded = recorded_settings(config, hyper, key, init_rounds=0 if init_model is None else init_model.n_rounds,
                                  base_margin=base_margin is not None, categorical=cat)
     args = (data, key, hyper, loss_obj, init_raw)
@@ -307,7 +355,7 @@ def fit(
                          model_of=lambda out, begun: _fit_model(out, begun, borders, init_raw, offset,
                                                                 recorded)._replace(**labels_and_names),
                          verbose=verbose, callbacks=callbacks, checkpoint_dir=checkpoint_dir,
-                         checkpoint_every=checkpoint_every)
+                         checkpoint_every=checkpoint_every, processes=local)
         out, start = ran.out, ran.start
     elif chunked:
         raise ValueError("verbose=, callbacks= and checkpoint_dir= need a concrete fit (not "
@@ -326,7 +374,7 @@ def fit(
         if stopping is not None and not _validation.is_traced(out.n_fitted):
             out = _first_rounds(out, int(out.n_fitted))  # a concrete fit keeps the rounds it fitted
     if concrete and not _validation.is_traced(out.train_loss):
-        _validation.check_finite_fit(out.train_loss, loss_obj, data, init_raw)
+        _validation.check_finite_fit(out.train_loss, loss_obj, data_local, init_raw)
     booster = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
                                 baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
                                 valid_loss=out.valid_loss, best_round=out.best_round,
@@ -487,7 +535,8 @@ FIRST_CALLS = (1, 2, 4)
 def run_rounds(data: boosting.Data, key, hyper: boosting.Hyperparams, loss: losses_lib.Loss,
                init_raw, config: boosting.BoostConfig, *, start: Optional[model_lib.Booster] = None,
                resume: Callable, model_of: Callable, verbose: int = 0, callbacks: Sequence[Callable] = (),
-               checkpoint_dir=None, checkpoint_every: Optional[int] = None, mesh=None) -> RoundsOutput:
+               checkpoint_dir=None, checkpoint_every: Optional[int] = None, mesh=None,
+               processes=None) -> RoundsOutput:
     """The rounds of a concrete fit (:func:`jboost.fit`, every algorithm of
     :mod:`jboost.algorithms`): ``config.n_rounds`` rounds after ``start``'s as host-side calls of
     one compiled program, :func:`jboost.boosting.boost_rounds` (the state, the buffers of the
@@ -512,15 +561,20 @@ def run_rounds(data: boosting.Data, key, hyper: boosting.Hyperparams, loss: loss
     ``resume(model) -> BoostState`` and ``model_of(BoostOutput, start) -> Booster`` are the
     caller's: a fit's (:func:`jboost.boosting.resume`) or an algorithm's (its state in
     ``Booster.info``). ``mesh``: the training rows sharded over its first axis
-    (:func:`jboost.boosting.boost_rounds_sharded`)."""
+    (:func:`jboost.boosting.boost_rounds_sharded`). ``processes``: a multi-process fit's
+    :class:`jboost.distributed.LocalRows` (``rows="local"``): the calls are of fixed length on
+    every process (the same programs everywhere), a callback's stop is any process's, progress
+    lines are printed by process 0, and the output holds process-local arrays."""
     import os
 
     from jboost import io as io_lib
 
     base = 0 if start is None else start.n_rounds
     total = base + config.n_rounds
-    fixed = bool(verbose) or bool(callbacks) or checkpoint_dir is not None
+    fixed = bool(verbose) or bool(callbacks) or checkpoint_dir is not None or processes is not None
     chunk = int(checkpoint_every or verbose or max(1, -(-config.n_rounds // 20))) if fixed else None
+    if processes is not None and not processes.is_first:
+        verbose = 0  # chunks as process 0's; its progress lines only
     path = None if checkpoint_dir is None else os.path.join(os.fspath(checkpoint_dir), CHECKPOINT_FILE)
     fingerprint, best = None, None
     if path is not None:
@@ -552,6 +606,8 @@ def run_rounds(data: boosting.Data, key, hyper: boosting.Hyperparams, loss: loss
         best = best if best is not None else (np.float32(np.inf), np.int32(done - 1))
         carry = carry._replace(best=best, stopped=np.bool_(
             first > 0 and done - 1 - int(best[1]) >= config.early_stopping.rounds))
+    if processes is not None:  # sharded as the calls' outputs: one compiled program
+        carry = processes.place_carry(carry)
     metric = boosting.eval_metric_of(config)
     metric_name = None if metric is None else metrics_lib.metric_name(metric)
     t0 = _clock()  # the progress lines' clock; the pace of the calls is timed by perf_counter
@@ -591,8 +647,9 @@ def run_rounds(data: boosting.Data, key, hyper: boosting.Hyperparams, loss: loss
                 chunk_seconds.append(now - last_t)
                 chunk_rounds.append(pos - a)
                 last_t = now
-                stop = _after_call(out, a, pos, base, total, t0, now, stop, chunk_seconds, chunk_rounds,
-                                   metric_name, verbose, callbacks) or stop
+                asked = _after_call(out, a, pos, base, total, t0, now, stop, chunk_seconds, chunk_rounds,
+                                    metric_name, verbose, callbacks)
+                stop = (asked if processes is None else processes.any(asked)) or stop
                 if path is not None:
                     meta = {"fingerprint": fingerprint}
                     if config.early_stopping is not None:
@@ -606,6 +663,8 @@ def run_rounds(data: boosting.Data, key, hyper: boosting.Hyperparams, loss: loss
             raise
         warnings.warn(f"interrupted after round {base + pos} of {total}: the model holds the rounds "
                       "fitted so far.", UserWarning, stacklevel=3)
+    if processes is not None:  # replicated results as this process's arrays
+        latest = processes.localize(latest)
     return RoundsOutput(_rounds_output(latest, first, pos, config, n_rows), start,
                         _slice(latest.rounds.score, first, pos, config.n_rounds))
 
@@ -799,3 +858,22 @@ def _with_margins(data: boosting.Data, base_margin, eval_base_margin, eval_set, 
                     _validation.as_margin(eval_base_margin, m, k, "eval_base_margin", "eval_set X"))
     return data._replace(margin=jnp.asarray(margin),
                          margin_valid=None if margin_valid is None else jnp.asarray(margin_valid))
+
+
+def _local_rows(X, y, loss, sample_weight, eval_set, devices, cat_features, settings, **refused):
+    """The checks and gathers of a multi-process fit (``rows="local"``,
+    :func:`jboost.distributed.gather`); refuses what it does not support."""
+    given = [k for k, v in refused.items() if v is not None]
+    if given:
+        raise ValueError(f"rows='local' does not support {', '.join(k + '=' for k in given)} yet: "
+                         "fit with rows='global' (every process passing the whole table) for them.")
+    if cat_features is not None and not (np.ndim(cat_features) == 1 and len(cat_features) == 0):
+        raise ValueError("rows='local' does not support cat_features yet: encode the categorical "
+                         "columns as numbers (the same encoding on every process).")
+    kinds = getattr(X, "dtypes", None)
+    if kinds is not None and any(getattr(d, "kind", "O") not in "biuf" for d in kinds):
+        raise ValueError("rows='local' does not support categorical DataFrame columns yet: encode "
+                         "them as numbers (the same encoding on every process).")
+    if isinstance(loss, losses_lib.Loss) and loss.batch:
+        raise ValueError(f"loss: rows='local' does not support batch objectives ({loss.name!r}).")
+    return distributed.gather(X, y, sample_weight, eval_set, devices, settings)

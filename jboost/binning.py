@@ -134,8 +134,8 @@ def compute_borders(
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}.")
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    if max_rows is not None and X.shape[0] > max_rows:
-        rows = np.sort(np.random.default_rng(seed).choice(X.shape[0], max_rows, replace=False))
+    rows = border_sample_rows(X.shape[0], max_rows, seed)
+    if rows is not None:
         X = X[rows]
         w = None if w is None else w[rows]
     X = flush_subnormals(X)  # after subsampling: no full-size temporaries for large X
@@ -147,6 +147,60 @@ def compute_borders(
         b = _feature_borders(col[ok], None if w is None else w[ok], max_bins)
         out[f, : b.size] = b
     return out
+
+
+def border_sample_rows(n_rows: int, max_rows: int | None = DEFAULT_BORDER_SAMPLE,
+                       seed: int = 0) -> np.ndarray | None:
+    """The sorted indices of the rows :func:`compute_borders` reads when the data has ``n_rows``
+    rows: a seeded subsample of ``max_rows`` of them when there are more (``None``: all rows)."""
+    if max_rows is None or n_rows <= max_rows:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n_rows, max_rows, replace=False))
+
+
+def local_border_sample(X, sample_weight, start: int, n_total: int, *,
+                        max_rows: int | None = DEFAULT_BORDER_SAMPLE, seed: int = 0):
+    """``(X_part, w_part)``: the rows of one block of a larger table that :func:`compute_borders`
+    of the whole table reads, in their order.
+
+    The table is the concatenation of blocks (one per process of a multi-process fit, in process
+    order, :mod:`jboost.distributed`); this block holds its rows ``start .. start + len(X) - 1`` of
+    ``n_total``. The blocks' parts concatenated in block order are exactly the rows (and weights)
+    the border computation of the whole table reads (all of them, or its seeded subsample of
+    ``max_rows``, :func:`border_sample_rows`), so :func:`merge_border_samples` of the parts equals
+    :func:`compute_borders` of the concatenation bitwise. A part holds at most ``max_rows`` rows
+    whatever the table's size (``w_part`` is ``None`` without weights)."""
+    X = np.asarray(X, dtype=np.float32)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}.")
+    if start < 0 or start + X.shape[0] > n_total:
+        raise ValueError(f"a block of {X.shape[0]} rows from row {start} does not fit in "
+                         f"n_total={n_total} rows.")
+    rows = border_sample_rows(n_total, max_rows, seed)
+    if rows is None:
+        return X, w
+    lo, hi = np.searchsorted(rows, [start, start + X.shape[0]], side="left")
+    mine = rows[lo:hi] - start
+    return X[mine], None if w is None else w[mine]
+
+
+def merge_border_samples(parts, n_bins: int = MAX_BINS, weights=None) -> np.ndarray:
+    """Borders of a table held in blocks from their :func:`local_border_sample` parts (``parts``:
+    the blocks' ``X_part`` in block order; ``weights``: their ``w_part``, or ``None``): the
+    parts are the rows the whole table's :func:`compute_borders` reads, so this is
+    :func:`compute_borders` of the concatenated table, bitwise (exact weighted quantiles of the
+    same rows, sorted the same way)."""
+    parts = [np.asarray(p, np.float32) for p in parts]
+    if not parts:
+        raise ValueError("merge_border_samples needs at least one part.")
+    X = np.concatenate(parts, axis=0)
+    w = None
+    if weights is not None:
+        if len(weights) != len(parts):
+            raise ValueError(f"weights has {len(weights)} parts but parts has {len(parts)}.")
+        w = np.concatenate([np.asarray(v, np.float64) for v in weights])
+    return compute_borders(X, n_bins, w, max_rows=None)
 
 
 @functools.partial(jax.jit, static_argnames=("n_bins",))

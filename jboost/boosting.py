@@ -237,6 +237,9 @@ class BoostConfig(NamedTuple):
     split_criterion: splits.SplitCriterion = splits.NEWTON  # split scores and leaf values
     tree_family: type = tree_lib.ObliviousTrees  # a tree_lib.TreeFamily: how trees grow and predict
     eval_metric: Union[None, str, Callable] = None  # a validation metric recorded per round (boost_rounds)
+    # Sharded rows not in table order (a multi-process fit, jboost.distributed): the table row of
+    # each shard's first row, per device of the mesh axis (its row draws are read from there).
+    row_starts: Optional[tuple] = None
 
     @property
     def column_sampler(self) -> Callable:
@@ -417,9 +420,14 @@ def step(state: BoostState, m, *, data: Data, key, hyper: Hyperparams, config: B
     if axis is None:
         sample = config.row_sampler_fn(k_rows, n, hyper.subsample)
     else:
+        # A multi-process fit's shards hold each process's rows then zero-weight padding rows:
+        # ``row_starts`` gives the table row of each shard's first row, so every row gets the draw
+        # of its row in the concatenated table (padding rows, of weight 0, take any draw).
         n_global = n * lax.psum(1, axis)
+        start = (lax.axis_index(axis) * n if config.row_starts is None
+                 else jnp.asarray(config.row_starts, jnp.int32)[lax.axis_index(axis)])
         sample = lax.dynamic_slice_in_dim(config.row_sampler_fn(k_rows, n_global, hyper.subsample),
-                                          lax.axis_index(axis) * n, n)
+                                          start, n)
     masks = config.column_sampler(k_cols, n_features, config.depth, hyper.colsample)
     lr = round_learning_rate(config, hyper, m)
     r = Round(m, data._replace(w=w), raw_m, loss_m, state.extra, sample, masks, lr, hyper, config,
