@@ -95,6 +95,17 @@ def _zero_after(trees, keep_rounds):
     return trees._replace(leaf_values=jnp.where(keep, lv, jnp.zeros((), lv.dtype)))
 
 
+def _refuse_bagged_categorical(model) -> None:
+    """Bagged boosters with categorical columns: each bag encodes the rows with its own ordered
+    target statistics, so no one feature matrix feeds all their trees."""
+    if isinstance(model, BaggedBoosters) and getattr(model, "categorical", None) is not None:
+        raise TypeError("SHAP values and partial dependence of bagged boosters with categorical "
+                        "columns are not defined by one sum of trees (each bag encodes the rows "
+                        "with its own ordered target statistics): explain a jboost.fit model, "
+                        "or use jboost.inspect.permutation_importance, which predicts rows as "
+                        "users hold them.")
+
+
 def tree_sum(model, n_rounds: Optional[int] = None):
     """One unbatched model as ``(trees, constant, offset)``: its raw scores are
     ``offset + constant + sum_t trees[t].leaf_values[leaf_t(x)]`` (``offset`` may be ``None``).
@@ -124,13 +135,7 @@ def tree_sum(model, n_rounds: Optional[int] = None):
         trees = trees._replace(leaf_values=trees.leaf_values / n_used)
         return trees, jnp.zeros((model.n_outputs,), jnp.float32), None
     if isinstance(model, BaggedBoosters):
-        if getattr(model, "categorical", None) is not None:
-            # each bag encodes the rows with its own statistics: no one feature matrix feeds them all
-            raise TypeError("SHAP values and partial dependence of bagged boosters with categorical "
-                            "columns are not defined by one sum of trees (each bag encodes the rows "
-                            "with its own ordered target statistics): explain a jboost.fit model, "
-                            "or use jboost.inspect.permutation_importance, which predicts rows as "
-                            "users hold them.")
+        _refuse_bagged_categorical(model)
         if n_rounds is not None:
             n_rounds = _validation.check_int(n_rounds, "n_rounds", 0, model.n_rounds)
             trees = jax.tree_util.tree_map(lambda a: a[:, :n_rounds], model.trees)
@@ -478,6 +483,7 @@ def _explain(model, X, n_rounds, data, data_weight, interactions: bool) -> ShapV
     (:func:`jboost.categorical.expanded_rows`: indicators, target statistics), then summed by
     input column (:func:`jboost.categorical.sum_by_input`; SHAP values are additive, so local
     accuracy holds per input column)."""
+    _refuse_bagged_categorical(model)
     from jboost import categorical
 
     model_lib._check_model(model)
@@ -872,6 +878,7 @@ def partial_dependence(model, features, data, *, grid=None, grid_resolution: int
       :class:`PartialDependence` ``(grid, values, individual)`` on the raw-score scale.
     """
     model_lib._check_model(model)
+    _refuse_bagged_categorical(model)
     _validation.check_choice(method, "method", ("tree", "average"))
     if ice and method != "average":
         raise ValueError("ice=True needs method='average' (the traversal has no per-row curves).")

@@ -299,3 +299,19 @@ def test_sweep_settings_of_categorical_columns_are_checked(data):
     with pytest.raises(ValueError, match="cat_prior_weight=-1"):
         sweep_lib.sweep(df, y, "binomial_deviance", cat_prior_weight=-1.0, **KW)
     assert categorical.ONE_HOT_MAX_SIZE == 16  # the default the sweep and bagging share
+
+
+def test_bagged_categorical_model_files_and_what_inspect_refuses(bags, data, tmp_path):
+    """A bagged model with categorical columns saves and loads (its tables keep the bag axis)
+    and predicts bitwise; SHAP values and partial dependence are refused (each bag encodes the
+    rows with its own statistics), permutation importance is not."""
+    df, y = data
+    path = tmp_path / "bags.jbm"
+    jboost.save(bags, path)
+    loaded = jboost.load(path)
+    assert loaded.categorical.sums.shape == bags.categorical.sums.shape
+    np.testing.assert_array_equal(np.asarray(jboost.predict(loaded, NEW)), np.asarray(jboost.predict(bags, NEW)))
+    with pytest.raises(TypeError, match="each bag encodes the rows"):
+        jboost.inspect.shap_values(bags, df[:5])
+    with pytest.raises(TypeError, match="each bag encodes the rows"):
+        jboost.inspect.partial_dependence(bags, ["x"], df[:20])
