@@ -293,6 +293,22 @@ def test_all_reports_missing_data_as_skipped(tmp_path, capsys):
     assert "spam: skipped" in capsys.readouterr().err
 
 
+def test_committed_readme_tables_are_the_committed_results_file():
+    """experiments/README.md's results section is exactly the rendering of experiments/results.json,
+    a full-size run (not smoke) from a clean commit that covers every config, each row naming its
+    algorithm and each published number its source (issue 21: no hand-edited numbers)."""
+    results = json.loads((REPO / "experiments" / "results.json").read_text())
+    readme = (REPO / "experiments" / "README.md").read_text()
+    assert runner.splice_readme(readme, runner.render_results(results)) == readme, (
+        "experiments/README.md's results section is not the rendering of experiments/results.json: "
+        "rerun python -m experiments.run --all --write-readme (or --readme-from)")
+    assert results["smoke"] is False and results["git_dirty"] is False
+    assert re.fullmatch(r"[0-9a-f]{40}", results["git_commit"])
+    missing = set(runner.available_experiments()) - set(results["planned"])
+    assert not missing, f"configs not in the committed run: {sorted(missing)}; rerun --all"
+    _check_rows(results)
+
+
 def test_all_usage_errors(capsys):
     assert runner.main(["nested_spheres", "--write-readme"]) == 2
     assert "--write-readme needs --all" in capsys.readouterr().err

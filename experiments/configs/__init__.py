@@ -101,6 +101,6 @@ def pd_grid_figure(plt, curves: dict, ylabel: str, title: str, rugs: Optional[di
             ax.plot(rugs[f], np.full(len(rugs[f]), min(c["values"])), "|", color="k", ms=8)
         ax.set_xlabel(f)
         ax.set_ylabel(ylabel)
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=9, wrap=True)
     fig.tight_layout()
     return fig

@@ -87,13 +87,13 @@ def run(config: dict, ctx) -> dict:
         ax.set_ylim(0, 1.0)
         ax.set_xlabel("boosting iterations")
         ax.set_ylabel("average absolute error")
-        ax.set_title(f"California housing (cf. ESL Fig. 10.13): {algorithm_name(config)}", fontsize=7)
+        ax.set_title(f"California housing (cf. ESL Fig. 10.13): {algorithm_name(config)}", fontsize=8, wrap=True)
         ax.legend(fontsize=8)
         fig_imp, ax = plt.subplots(figsize=(5, 3.5))
         ax.barh([r[0] for r in ranking][::-1], [r[1] for r in ranking][::-1], color="tab:red")
         ax.set_xlabel("relative importance (max = 100)")
         ax.set_title(f"California housing: relative importance (ESL eq. 10.43; cf. Fig. 10.14)\n"
-                     f"{algorithm_name(config)}", fontsize=7)
+                     f"{algorithm_name(config)}", fontsize=8, wrap=True)
     ctx.savefig(fig, "aae_vs_iterations")
     ctx.savefig(fig_imp, "relative_importance")
 

@@ -71,7 +71,7 @@ def run(config: dict, ctx) -> dict:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         jboost.plot.importance(model, feature_names=names, ax=ax)
         ax.set_title(f"California housing: relative importance (ESL eq. 10.43; cf. Fig. 10.14)\n"
-                     f"{california_huber.algorithm_name(config)}", fontsize=7)
+                     f"{california_huber.algorithm_name(config)}", fontsize=8, wrap=True)
         figs["relative_importance"] = fig
         rugs = {f: np.percentile(X[:, names.index(f)], np.arange(10, 100, 10)) for f in PD_FEATURES}
         fig = pd_grid_figure(plt, curves, "partial dependence",
@@ -82,7 +82,7 @@ def run(config: dict, ctx) -> dict:
         jboost.plot.partial_dependence(model, (names.index("HouseAge"), names.index("AveOccup")), X,
                                        grid_resolution=min(res, 20), feature_names=names, ax=ax)
         ax.set_title(f"Partial dependence on HouseAge x AveOccup (cf. ESL Fig. 10.16)\n"
-                     f"{california_huber.algorithm_name(config)}", fontsize=7)
+                     f"{california_huber.algorithm_name(config)}", fontsize=8, wrap=True)
         figs["partial_dependence_houseage_aveoccup"] = fig
     for name, fig in figs.items():
         ctx.savefig(fig, name)

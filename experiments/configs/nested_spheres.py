@@ -106,7 +106,8 @@ def run(config: dict, ctx) -> dict:
         ax.set_ylim(0, 0.5)
         ax.set_title(f"Nested spheres (ESL eq. 10.2, setting of Fig. 10.2): boosted stumps, no shrinkage,\n"
                      f"{config['n_train']} training / {config['n_test']} test rows", fontsize=9)
-        ax.legend(fontsize=8)
+        # Below the axes: inside, the legend covered the single-stump and single-tree lines.
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     ctx.savefig(fig, "test_error_vs_iterations")
 
     n = n_rounds

@@ -131,7 +131,7 @@ def run(config: dict, ctx) -> dict:
         ax.barh([t[0] for t in top][::-1], [t[1] for t in top][::-1], color="tab:red")
         ax.set_xlabel("relative importance (max = 100)")
         ax.set_title(f"Spam: relative importance (ESL eq. 10.43; cf. Fig. 10.6)\n"
-                     f"{algorithm_name(main)}", fontsize=8)
+                     f"{algorithm_name(main)}", fontsize=8, wrap=True)
     ctx.savefig(fig, "test_error_vs_iterations")
     ctx.savefig(fig_imp, "relative_importance")
 

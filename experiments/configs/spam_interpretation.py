@@ -83,7 +83,7 @@ def run(config: dict, ctx) -> dict:
         fig, ax = plt.subplots(figsize=(5, 4.5))
         jboost.plot.importance(model, feature_names=names, max_features=config["top_features"], ax=ax)
         ax.set_title(f"Spam: relative importance (ESL eq. 10.43; cf. Fig. 10.6)\n"
-                     f"{algorithm_name(config)}", fontsize=7)
+                     f"{algorithm_name(config)}", fontsize=8, wrap=True)
         figs["relative_importance"] = fig
         fig = pd_grid_figure(plt, curves, "partial dependence (log-odds)",
                              "Partial dependence of the log-odds of spam (cf. ESL Fig. 10.7)\n"
@@ -93,7 +93,7 @@ def run(config: dict, ctx) -> dict:
         jboost.plot.partial_dependence(model, pair_idx, X, grid_resolution=min(res, 15),
                                        percentiles=pct, feature_names=names, ax=ax)
         ax.set_title(f"Partial dependence of the log-odds on hp x ! (cf. ESL Fig. 10.8)\n"
-                     f"{algorithm_name(config)}", fontsize=7)
+                     f"{algorithm_name(config)}", fontsize=8, wrap=True)
         figs["partial_dependence_hp_bang"] = fig
     for name, fig in figs.items():
         ctx.savefig(fig, name)
