@@ -99,7 +99,11 @@ class _JBoostBase(BaseEstimator):
         ``sample_weight``: optional non-negative ``(n_samples,)``. ``fit_params``: further
         keywords of the jboost fit function (an ``eval_set=(X_valid, y_valid[, w_valid])`` is
         validated like ``X`` and, for a classifier, its labels mapped as ``y``'s)."""
-        X, y = _validate(self, X, y, y_numeric=not self._classifier)
+        if self._categorical(X):  # columns as they are: jboost.fit encodes them
+            _validate(self, X, reset=True, skip_check_array=True)  # n_features_in_, feature_names_in_
+            y = np.asarray(y) if self._classifier else np.asarray(y, dtype=np.float64)
+        else:
+            X, y = _validate(self, X, y, y_numeric=not self._classifier)
         self.__dict__.pop("best_round_", None)  # a previous fit's
         y = self._encode_targets(y)
         if sample_weight is not None:
@@ -110,6 +114,15 @@ class _JBoostBase(BaseEstimator):
         self.booster_ = self._fit_model(X, y, sample_weight, fit_params)
         return self
 
+    def _categorical(self, X) -> bool:
+        """Whether this fit has categorical columns (an estimator with ``cat_features``: the
+        columns it names, else a DataFrame's category, object and string columns): they go to
+        jboost as they are, which encodes them (:mod:`jboost.categorical`)."""
+        if not hasattr(self, "cat_features"):
+            return False
+        from jboost import categorical  # noqa: PLC0415
+        return categorical.has_categorical(X, self.cat_features)
+
     def _encode_targets(self, y):
         return y
 
@@ -117,7 +130,7 @@ class _JBoostBase(BaseEstimator):
         if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
             raise ValueError("eval_set must be (X_valid, y_valid) or (X_valid, y_valid, w_valid); "
                              f"got {type(eval_set).__name__}.")
-        X_v = _validate(self, eval_set[0], reset=False)
+        X_v = self._rows(eval_set[0], fitting=True)
         y_v = self._encode_labels(eval_set[1]) if self._classifier else \
             np.asarray(eval_set[1], dtype=np.float64)
         return (X_v, y_v) + tuple(eval_set[2:])
@@ -126,6 +139,16 @@ class _JBoostBase(BaseEstimator):
 
     def _checked(self, X):
         check_is_fitted(self)
+        return self._rows(X)
+
+    def _rows(self, X, fitting: bool = False):
+        """Rows to predict (or an ``eval_set``'s): scikit-learn's checks of the columns; a model
+        with categorical columns takes them as they are (jboost matches them by name)."""
+        encoded = self._categorical(X) if fitting else \
+            getattr(self.booster_, "categorical", None) is not None
+        if encoded:
+            _validate(self, X, reset=False, skip_check_array=True)
+            return X
         return _validate(self, X, reset=False)
 
     @property
@@ -209,8 +232,9 @@ class _BoostingBase(_JBoostBase):
     def __init__(self, loss=None, *, n_rounds=100, depth=6, learning_rate=0.1, l2=1.0,
                  min_split_gain=0.0, min_child_weight=1.0, subsample=1.0, colsample=1.0,
                  n_bins=256, random_state=None, early_stopping_rounds=None,
-                 validation_fraction=0.1, fit_kwargs=None):
+                 validation_fraction=0.1, cat_features=None, fit_kwargs=None):
         self.loss = loss
+        self.cat_features = cat_features
         self.n_rounds = n_rounds
         self.depth = depth
         self.learning_rate = learning_rate
@@ -235,7 +259,8 @@ class _BoostingBase(_JBoostBase):
                               min_split_gain=self.min_split_gain,
                               min_child_weight=self.min_child_weight, subsample=self.subsample,
                               colsample=self.colsample, n_bins=self.n_bins, key=seed,
-                              early_stopping_rounds=self.early_stopping_rounds),
+                              early_stopping_rounds=self.early_stopping_rounds,
+                              cat_features=self.cat_features),
                          self.fit_kwargs, "JBoost boosting estimators")
         kwargs, loss = self._loss_and_kwargs(kwargs)
         kwargs.update(fit_params)
@@ -258,13 +283,14 @@ class _BoostingBase(_JBoostBase):
         train, valid = train_test_split(np.arange(n), test_size=self.validation_fraction,
                                         random_state=seed, stratify=stratify)
         w = sample_weight
-        eval_set = (X[valid], y[valid]) if w is None else (X[valid], y[valid], w[valid])
+        take = (lambda rows: X.iloc[rows]) if hasattr(X, "iloc") else (lambda rows: X[rows])
+        eval_set = (take(valid), y[valid]) if w is None else (take(valid), y[valid], w[valid])
         kwargs = dict(kwargs, eval_set=eval_set)
         margin = kwargs.get("base_margin")
         if margin is not None:
             margin = np.asarray(margin)
             kwargs.update(base_margin=margin[train], eval_base_margin=margin[valid])
-        return X[train], y[train], None if w is None else w[train], kwargs
+        return take(train), y[train], None if w is None else w[train], kwargs
 
     def _staged_raw(self, X):
         """``(n_rounds, n_samples, K)`` raw scores after every fitted round (one scan)."""
@@ -282,6 +308,9 @@ class JBoostRegressor(RegressorMixin, _BoostingBase):
     fit parameter ``eval_set``, has not improved for this many rounds; ``best_round_`` is then
     the best round, which predictions use. ``fit_kwargs``: any other keyword of
     :func:`jboost.fit` (e.g. ``{"colsample_by": "level", "eval_metric": "mae"}``).
+    ``cat_features``: as :func:`jboost.fit`'s: ``None`` takes a DataFrame's category, object
+    and string columns as categorical (one-hot or ordered target statistics), or name them;
+    such rows go to jboost as they are (columns matched by name at predict time).
 
     ``predict`` is the loss's link of the raw score (:func:`jboost.predict_mean`: the value for
     squared error, the mean for Poisson).
@@ -418,8 +447,9 @@ class _BaggingBase(_JBoostBase):
     def __init__(self, loss=None, *, n_bags=10, bootstrap="multinomial", n_rounds=100, depth=6,
                  learning_rate=0.1, l2=1.0, min_split_gain=0.0, min_child_weight=1.0,
                  subsample=1.0, colsample=1.0, n_bins=256, random_state=None,
-                 early_stopping_rounds=None, fit_kwargs=None):
+                 early_stopping_rounds=None, cat_features=None, fit_kwargs=None):
         self.loss = loss
+        self.cat_features = cat_features
         self.n_bags = n_bags
         self.bootstrap = bootstrap
         self.n_rounds = n_rounds
@@ -443,7 +473,8 @@ class _BaggingBase(_JBoostBase):
                               min_child_weight=self.min_child_weight, subsample=self.subsample,
                               colsample=self.colsample, n_bins=self.n_bins,
                               key=_seed(self.random_state),
-                              early_stopping_rounds=self.early_stopping_rounds),
+                              early_stopping_rounds=self.early_stopping_rounds,
+                              cat_features=self.cat_features),
                          self.fit_kwargs, "JBoost bagging estimators")
         loss = "squared_error" if self.loss is None else self.loss
         if self._classifier:

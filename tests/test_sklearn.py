@@ -250,3 +250,38 @@ def test_fit_kwargs_may_not_repeat_a_parameter_and_jboost_checks_its_settings():
     with pytest.raises(ValueError, match="depth"):  # jboost's own message for its settings
         jsk.JBoostClassifier(n_rounds=5, depth=0).fit(X, Y)
 
+
+
+def test_categorical_columns_go_to_jboost_as_they_are():
+    """A DataFrame with category and string columns: the boosting and bagging estimators pass it
+    to jboost, which encodes the columns (``cat_features=None``: inferred from the dtypes); the
+    classifier equals ``jboost.fit`` on the mapped labels; predictions take the frame by name
+    checks (scikit-learn's: same columns, same order), unseen categories included; early
+    stopping's held-out split and cross-validation take rows of the frame."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    n = 96
+    city = np.array([f"c{i}" for i in range(20)])[rng.integers(0, 20, n)]
+    df = pd.DataFrame({"x": rng.normal(size=n), "color": pd.Categorical(rng.choice(["r", "g", "b"], n)),
+                       "city": city})
+    effect = {f"c{i}": (i % 5 - 2) / 2 for i in range(20)}
+    labels = np.where(df.x + df.city.map(effect) + (df.color == "r") > 0.3, "yes", "no")
+    kw = dict(n_rounds=5, depth=2, learning_rate=0.5, n_bins=16, random_state=0)
+    clf = jsk.JBoostClassifier(**kw).fit(df, labels)
+    assert clf.booster_.categorical is not None and list(clf.classes_) == ["no", "yes"]
+    np.testing.assert_array_equal(clf.feature_names_in_, ["x", "color", "city"])
+    same = jboost.fit(df, (labels == "yes").astype(np.int32), "binomial_deviance", n_rounds=5, depth=2,
+                      learning_rate=0.5, n_bins=16, key=0)
+    new = pd.DataFrame({"x": [0.0, 1.0], "color": pd.Categorical(["r", "b"]), "city": ["c3", "atlantis"]})
+    np.testing.assert_array_equal(clf.predict_proba(new), np.asarray(jboost.predict_proba(same, new), np.float64))
+    assert set(clf.predict(new)) <= {"yes", "no"}
+    with pytest.raises(ValueError, match="Feature names must be in the same order"):
+        clf.predict(new[["city", "x", "color"]])
+    # cat_features named; the held-out split takes rows of the frame
+    stopped = jsk.JBoostClassifier(**dict(kw, n_rounds=20), early_stopping_rounds=3, validation_fraction=0.25,
+                                   cat_features=["color", "city"]).fit(df, labels)
+    assert stopped.best_round_ >= 0 and stopped.booster_.categorical.spec.names == ("x", "color", "city")
+    scores = cross_val_score(jsk.JBoostClassifier(**kw), df, labels, cv=2)
+    assert scores.shape == (2,) and np.all(scores > 0.5)
+    bag = jsk.JBoostBaggingRegressor(n_bags=2, **kw).fit(df, df.x.to_numpy() * 2)
+    assert bag.booster_.categorical is not None and bag.predict(new).shape == (2,)
