@@ -185,9 +185,10 @@ def _frame_values(X, name: str) -> np.ndarray:
            if not categorical._numeric_dtype(dtype)]
     if bad:
         cats = [c for c, d in zip(X.columns, X.dtypes) if categorical._categorical_dtype(d)]
-        hint = (f"jboost.fit encodes categorical columns ({cats[:8]} here: one-hot or ordered "
-                "target statistics, cat_features=); this entry point takes numeric columns only: "
-                "fit with jboost.fit, or encode them as numbers yourself (e.g. df[c].cat.codes "
+        hint = (f"jboost.fit, jboost.sweep.sweep and jboost.bagging.fit_bagged_boosters encode "
+                f"categorical columns ({cats[:8]} here: one-hot or ordered target statistics, "
+                "cat_features=); this entry point takes numeric columns only: fit with one of "
+                "them, or encode them as numbers yourself (e.g. df[c].cat.codes "
                 "with -1 replaced by NaN, or pandas.get_dummies), or drop them"
                 if cats else "convert them to numbers or drop them")
         raise TypeError(f"{name} has non-numeric columns {', '.join(bad[:8])}"
