@@ -356,12 +356,14 @@ class _Ctx:
         self.data_dir = None
         self.smoke = True
         self.logged = []
+        self.pyplot = None  # the runner's contract: matplotlib's pyplot, or None (no figures here)
 
     def log(self, step, **metrics):
         self.logged.append((step, metrics))
 
-    def savefig(self, fig, name):
-        fig.savefig(self.workdir / f"{name}.png")
+    def savefig(self, fig, name):  # as the runner's: no figure without pyplot
+        if fig is not None:
+            fig.savefig(self.workdir / f"{name}.png")
 
 
 # multiclass_table reads the real datasets (waveform, vowel, segmentation, letter): skipped, with
