@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import jboost
+import test_categorical  # noqa: E402 - its data generator (tests/ is on sys.path)
 from jboost import bagging
 from jboost import categorical
 from jboost.sweep import program as program_lib
@@ -28,23 +29,13 @@ pd = pytest.importorskip("pandas")
 
 N, DEPTH, BINS, ROUNDS = 300, 2, 16, 8
 KW = dict(n_rounds=ROUNDS, depth=DEPTH, n_bins=BINS, learning_rate=0.5, one_hot_max_size=4)
-CITIES = [f"c{i:02d}" for i in range(12)]
+CITIES = test_categorical.CITIES
 WEIGHTS = [0.5, 4.0]  # the swept cat_prior_weight
 
 
 def _frame(n=N, seed=0):
-    """A numeric column, a 3-category column (one-hot) and a 12-category column with missing
-    values (ordered target statistics); binary labels driven by all three."""
-    rng = np.random.default_rng(seed)
-    city = rng.choice(CITIES, n).astype(object)
-    city[rng.random(n) < 0.05] = None
-    df = pd.DataFrame({"x": rng.normal(size=n).astype(np.float32),
-                       "color": pd.Categorical(rng.choice(["red", "green", "blue"], n)),
-                       "city": city})
-    effect = {c: (i % 4 - 1.5) for i, c in enumerate(CITIES)}
-    logit = df.x + 2.0 * (df.color == "red") + df.city.map(effect).fillna(0.0)
-    y = (rng.random(n) < 1 / (1 + np.exp(-logit.to_numpy()))).astype(np.float32)
-    return df, y
+    """test_categorical's frame (a numeric, a one-hot and a target-statistics column), ``n`` rows."""
+    return test_categorical._frame(n, seed)
 
 
 # Rows no training row has: an unseen city, a missing color, columns in another order.
