@@ -178,32 +178,47 @@ class LocalRows(NamedTuple):
         weights = None if w_part is None else _split(allgather_rows(w_part), w_part.shape[0])
         return binning.merge_border_samples(parts, n_bins, weights)
 
+    def shard(self, a, row_axis: int = 0, edge: bool = False):
+        """This process's rows ``a`` (its ``n_rows`` along ``row_axis``) as one global array of
+        every process's rows, each process's padded to ``n_local`` (zeros; ``edge``: copies of its
+        last row, e.g. labels, so that a padding row of weight 0 never meets a loss outside its
+        domain) and sharded over the mesh along ``row_axis``."""
+        from jax.sharding import NamedSharding, PartitionSpec as P
+
+        axis = self.mesh.axis_names[0]
+        a = np.asarray(a)
+        spec = P(*([None] * row_axis + [axis]))
+        pad = [(0, 0)] * a.ndim
+        pad[row_axis] = (0, self.n_local - a.shape[row_axis])
+        shape = list(a.shape)
+        shape[row_axis] = self.n_local * jax.process_count()
+        padded = np.pad(a, pad, mode="edge" if edge and a.shape[row_axis] else "constant")
+        return jax.make_array_from_process_local_data(NamedSharding(self.mesh, spec), padded,
+                                                      tuple(shape))
+
+    def replicate(self, a):
+        """``a`` (the same on every process) as a global array replicated over the mesh."""
+        from jax.sharding import NamedSharding, PartitionSpec as P
+
+        return None if a is None else jax.make_array_from_process_local_data(
+            NamedSharding(self.mesh, P()), np.asarray(a))
+
+    @property
+    def table_positions(self) -> np.ndarray:
+        """``(n_total,)`` int32: the position of every table row (in order) in a global array of
+        :meth:`shard` (each process's rows, then its padding)."""
+        return np.concatenate([q * self.n_local + np.arange(int(c)) for q, c in
+                               enumerate(self.counts)]).astype(np.int32)
+
     def global_data(self, data):
         """``data`` (this process's rows, :class:`jboost.boosting.Data`) as global arrays: the
         training rows padded with zero-weight rows to ``n_local`` and sharded over the mesh,
         the validation rows (already every process's) replicated."""
-        from jax.sharding import NamedSharding, PartitionSpec as P
-
-        axis = self.mesh.axis_names[0]
-        total = self.n_local * jax.process_count()
-
-        def rows(a, spec):
-            a = np.asarray(a)
-            n_axis = 1 if spec == P(None, axis) else 0
-            pad = [(0, 0)] * a.ndim
-            pad[n_axis] = (0, self.n_local - a.shape[n_axis])
-            shape = list(a.shape)
-            shape[n_axis] = total
-            return jax.make_array_from_process_local_data(NamedSharding(self.mesh, spec),
-                                                          np.pad(a, pad), tuple(shape))
-
-        rep = lambda a: None if a is None else jax.make_array_from_process_local_data(
-            NamedSharding(self.mesh, P()), np.asarray(a))
         if data.margin is not None or data.margin_valid is not None:
             raise ValueError("base_margin is not supported with rows='local'.")
-        return data._replace(X_binned=rows(data.X_binned, P(None, axis)), y=rows(data.y, P(axis)),
-                             w=rows(data.w, P(axis)), X_valid=rep(data.X_valid),
-                             y_valid=rep(data.y_valid), w_valid=rep(data.w_valid))
+        return data._replace(X_binned=self.shard(data.X_binned, 1), y=self.shard(data.y, edge=True),
+                             w=self.shard(data.w), X_valid=self.replicate(data.X_valid),
+                             y_valid=self.replicate(data.y_valid), w_valid=self.replicate(data.w_valid))
 
     def place_carry(self, carry):
         """A :class:`jboost.boosting.RoundsCarry` (host arrays of the whole table's shapes, the
@@ -222,9 +237,10 @@ class LocalRows(NamedTuple):
         rows = put(P(self.mesh.axis_names[0]))
         return out._replace(state=out.state._replace(base=rows(state.base), pending=rows(state.pending)))
 
-    def everywhere(self, check):
+    def everywhere(self, check, others: type = RuntimeError):
         """``check`` run on every process, raising on every process when it raises on any (the
-        others name the processes), so that none is left waiting in a collective."""
+        others raise ``others`` naming the processes), so that none is left waiting in a
+        collective."""
         def run(*args, **kwargs):
             error = None
             try:
@@ -235,7 +251,7 @@ class LocalRows(NamedTuple):
             if error is not None:
                 raise error
             if failed.any():
-                raise RuntimeError(f"rows='local': {getattr(check, '__name__', 'a check')} failed on "
+                raise others(f"rows='local': {getattr(check, '__name__', 'a check')} failed on "
                                    f"process(es) {np.flatnonzero(failed).tolist()} (see their error).")
         return run
 

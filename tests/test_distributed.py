@@ -1,4 +1,5 @@
-"""Data spread over processes (``jboost.fit(..., rows="local")``, jboost/distributed.py).
+"""Data spread over processes (``jboost.fit(..., rows="local")`` and
+``jboost.sweep.sweep(..., rows="local")``, jboost/distributed.py).
 
 Two CPU processes of two devices each and three of one device each on localhost
 (``jax.distributed`` with gloo collectives) each fit their own uneven slice of one table; every
@@ -6,19 +7,30 @@ process's model must equal the single-process fit on the concatenated rows (bord
 baseline, every split and the rounds early stopping keeps bitwise; leaf values, losses and
 predictions within 1e-5 / 1e-4: the histograms are sums of per-device partial sums, added in
 another order than one device adds them) and the models of all processes must
-be bitwise equal.
+be bitwise equal. Each group also sweeps its slices (2 processes: the held-out loss; 3: a named
+metric with early stopping): the result must equal the single-process sweep on the concatenated
+rows (folds, borders, baselines, splits, best configuration and rounds bitwise; curves and leaf
+values within 1e-5, for the same reason) on every process, bitwise the same on all.
 One subprocess group per process count (each process saves its models; this process compares),
 plus single-process unit tests of the border merge (jboost/binning.py).
+
+The groups never hang: each process writes to files (no pipe can fill and block it), the group
+is polled against one deadline, the first process to fail stops the others (a dead peer leaves
+the others waiting in a collective), and a coordinator port taken between picking it and
+binding it is retried once with another.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import socket
 import subprocess
 import sys
 import textwrap
+import time
+import warnings
 
 import numpy as np
 import pytest
@@ -51,6 +63,14 @@ def table():
 FIT_KW = dict(n_rounds=10, depth=3, learning_rate=0.3, subsample=0.7, colsample=0.5,
               colsample_by="level", early_stopping_rounds=3, key=3)
 
+#: The sweep of each group (one compiled program per process, reused by the callback's sweep):
+#: weighted borders, stratified folds of the whole table's labels, row subsampling, 2 chunks of
+#: 6 models; 2 processes: the held-out loss (summed over the devices), kept trees; 3 processes:
+#: a named metric (the raw scores gathered) with early stopping per fit.
+SWEEP_KW = dict(grid={"learning_rate": [0.3, 1.0]}, folds=3, seeds=2, n_rounds=8, depth=2,
+                n_bins=16, subsample=0.7, key=5, keep_trees=True, chunk_size=6)
+SWEEPS = {2: {}, 3: dict(metric="error_rate", early_stopping_rounds=2)}
+
 WORKER = textwrap.dedent(
     """
     import json, sys
@@ -63,7 +83,7 @@ WORKER = textwrap.dedent(
     import numpy as np
     import jboost
     sys.path.insert(0, %r)
-    from test_distributed import CUTS, N, FIT_KW, table
+    from test_distributed import CUTS, N, FIT_KW, SWEEP_KW, SWEEPS, table
 
     X, y_reg, y_cls, w = table()
     (c, v) = CUTS[n]
@@ -94,6 +114,26 @@ WORKER = textwrap.dedent(
     except ValueError as e:
         errors["rows"] = str(e)
     res["errors"] = errors
+
+    import pickle, warnings
+    import jboost.sweep
+    sweep_kw = dict(SWEEP_KW, **SWEEPS[n])
+    sw = jboost.sweep.sweep(X[tr], y_cls[tr], "binomial_deviance", sample_weight=w[tr],
+                            rows="local", **sweep_kw)
+    # A callback stopping the sweep on process 0 after its first chunk stops every process.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cut = jboost.sweep.sweep(X[tr], y_cls[tr], "binomial_deviance", sample_weight=w[tr],
+                                 rows="local", callbacks=[lambda entry: pid == 0], **sweep_kw)
+    with open(f"{out}/sweep_{pid}.pkl", "wb") as f:
+        pickle.dump((sw, cut), f)
+    # An explicit folds array of the wrong length on the last process: every process raises.
+    try:
+        bad = np.zeros(tr.stop - tr.start - (pid == n - 1), np.int64)
+        jboost.sweep.sweep(X[tr], y_cls[tr], "binomial_deviance", rows="local", **dict(sweep_kw, folds=bad))
+        res["sweep_error"] = None
+    except ValueError as e:
+        res["sweep_error"] = str(e)
     print("RESULT " + json.dumps(res), flush=True)
     """
 ) % (os.path.dirname(os.path.abspath(__file__)),)
@@ -110,28 +150,73 @@ def _free_port() -> int:
 DEVICES_PER_PROCESS = {2: 2, 3: 1}
 
 
-def run_processes(n: int, out: str) -> list:
-    """Start ``n`` worker processes on localhost; their RESULT dicts (process order)."""
+#: Seconds a group may take in all (its processes run side by side; about 20 s on a quiet
+#: 2-core machine, minutes when other test files share the cores).
+DEADLINE = 420
+#: What a coordinator that could not take its port writes (then the group is started again).
+PORT_TAKEN = ("address already in use", "failed to bind", "could not start", "bind failed")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_processes(n: int, out: str, deadline: float = DEADLINE) -> list:
+    """Start ``n`` worker processes on localhost; their RESULT dicts (process order). A
+    coordinator port taken in the meantime (another test worker) starts the group again, once."""
+    for attempt in range(2):
+        try:
+            return _run_group(n, out, deadline, attempt)
+        except _PortTaken:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+class _PortTaken(Exception):
+    pass
+
+
+def _run_group(n: int, out: str, deadline: float, attempt: int) -> list:
     env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES_PER_PROCESS[n]}")
+               XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES_PER_PROCESS[n]}",
+               PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
     port = str(_free_port())
     script = os.path.join(out, "worker.py")
     with open(script, "w") as f:
         f.write(WORKER.replace("F - pid", "%d - pid" % F))
-    procs = [subprocess.Popen([sys.executable, script, str(p), str(n), port, out], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for p in range(n)]
-    results = []
+    logs = [(os.path.join(out, f"out_{attempt}_{p}.txt"), os.path.join(out, f"err_{attempt}_{p}.txt"))
+            for p in range(n)]
+    procs = []
     try:
-        for p in procs:
-            stdout, stderr = p.communicate(timeout=300)
-            lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
-            assert p.returncode == 0 and lines, stderr[-3000:]
-            results.append(json.loads(lines[0][len("RESULT "):]))
+        for p, (o, e) in enumerate(logs):
+            with open(o, "w") as fo, open(e, "w") as fe:  # files: never a full pipe blocking one
+                procs.append(subprocess.Popen([sys.executable, script, str(p), str(n), port, out],
+                                              env=env, stdout=fo, stderr=fe, cwd=out))
+        end = time.monotonic() + deadline
+        while any(p.poll() is None for p in procs):
+            failed = [i for i, p in enumerate(procs) if p.returncode not in (None, 0)]
+            if failed or time.monotonic() > end:  # a dead peer leaves the others waiting
+                break
+            time.sleep(0.1)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
+        for p in procs:
+            p.wait()
+
+    def text(path):
+        with open(path) as f:
+            return f.read()
+
+    errors = [text(e) for _, e in logs]
+    if procs[0].returncode != 0 and any(m in errors[0].lower() for m in PORT_TAKEN):
+        raise _PortTaken(errors[0][-2000:])
+    results = []
+    for i, (p, (o, _)) in enumerate(zip(procs, logs)):
+        lines = [l for l in text(o).splitlines() if l.startswith("RESULT ")]
+        assert p.returncode == 0 and lines, "\n".join(
+            f"process {j} (exit code {q.returncode}; -9: killed at the {deadline} s deadline or "
+            f"after another process failed):\n{err[-3000:]}" for j, (q, err) in enumerate(zip(procs, errors)))
+        results.append(json.loads(lines[0][len("RESULT "):]))
     return results
 
 
@@ -150,7 +235,23 @@ def group(request, tmp_path_factory):
     results = run_processes(request.param, out)
     models = {name: [jboost.load(f"{out}/{name}_{p}.jbm") for p in range(request.param)]
               for name in ("cls", "cut")}
+    for p in range(request.param):
+        with open(f"{out}/sweep_{p}.pkl", "rb") as f:
+            models.setdefault("sweep", []).append(pickle.load(f))
     return request.param, results, models
+
+
+_SINGLE_SWEEPS = {}
+
+
+def single_sweep(n: int):
+    """The single-process sweep on the concatenated rows of group ``n``'s sweep."""
+    if n not in _SINGLE_SWEEPS:
+        import jboost.sweep
+        X, _, y_cls, w = table()
+        _SINGLE_SWEEPS[n] = jboost.sweep.sweep(X[:N], y_cls[:N], "binomial_deviance",
+                                               sample_weight=w[:N], **dict(SWEEP_KW, **SWEEPS[n]))
+    return _SINGLE_SWEEPS[n]
 
 
 def _arrays(model):
@@ -182,7 +283,8 @@ def test_every_process_holds_the_single_process_model(group, single):
 
 def test_models_of_all_processes_are_bitwise_equal(group):
     n, _, models = group
-    for name, per_process in models.items():
+    for name in ("cls", "cut"):
+        per_process = models[name]
         first = _arrays(per_process[0])
         for other in per_process[1:]:
             assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, _arrays(other))), name
@@ -239,3 +341,69 @@ def test_merged_border_samples_equal_the_borders_of_the_concatenation(weighted, 
 def test_local_border_sample_checks_its_block():
     with pytest.raises(ValueError, match="n_total"):
         binning.local_border_sample(np.zeros((5, 2), np.float32), None, 8, 10)
+
+
+def _sweep_arrays(res):
+    import jax
+    return [np.asarray(a) for a in jax.tree_util.tree_leaves(
+        (res.valid_curves, res.train_curves, res.mean_curves, res.best_rounds, res.best_scores,
+         res.fold_table, res.borders, res.trees, res.baselines, res.rounds_fitted))]
+
+
+def test_sweep_equals_the_single_process_sweep(group):
+    n, _, models = group
+    ref = single_sweep(n)
+    for mine, _ in models["sweep"][:1]:
+        # Bitwise: the folds (stratified by the whole table's labels), borders, baselines, splits.
+        assert np.array_equal(mine.fold_table, ref.fold_table)
+        assert all(np.array_equal(mine.borders[b], ref.borders[b]) for b in ref.borders)
+        assert all(np.array_equal(np.asarray(mine.baselines[g]), np.asarray(ref.baselines[g]))
+                   for g in ref.baselines)
+        for g in ref.trees:
+            for field in ("features", "thresholds"):
+                assert np.array_equal(np.asarray(getattr(mine.trees[g], field)),
+                                      np.asarray(getattr(ref.trees[g], field))), (g, field)
+            leaf = np.abs(np.asarray(mine.trees[g].leaf_values) - np.asarray(ref.trees[g].leaf_values))
+            assert np.max(leaf) < 1e-5
+        # Curves to float rounding (histograms and held-out sums summed over the devices).
+        for a, b in ((mine.valid_curves, ref.valid_curves), (mine.train_curves, ref.train_curves)):
+            assert np.array_equal(np.isnan(a), np.isnan(b))
+            assert np.nanmax(np.abs(a - b)) < 1e-5
+        assert mine.best_index == ref.best_index
+        assert np.array_equal(mine.best_rounds, ref.best_rounds)
+        if ref.rounds_fitted is not None:  # early stopping: each fit stopped where it does alone
+            assert np.array_equal(mine.rounds_fitted, ref.rounds_fitted)
+            assert ref.rounds_fitted.min() < SWEEP_KW["n_rounds"]
+        assert mine.metric == ref.metric
+
+
+def test_sweep_results_of_all_processes_are_bitwise_equal(group):
+    n, _, models = group
+    for i in range(2):  # the sweep, the sweep a callback stopped
+        first = _sweep_arrays(models["sweep"][0][i])
+        for other in models["sweep"][1:]:
+            assert all(np.array_equal(a, b, equal_nan=True)
+                       for a, b in zip(first, _sweep_arrays(other[i])))
+
+
+def test_a_callback_stopping_one_process_stops_every_sweep(group):
+    n, _, models = group
+    for whole, cut in models["sweep"]:
+        # The first chunk of 6 models, bitwise; the other chunk never fitted (NaN, not ranked).
+        assert np.array_equal(cut.valid_curves[:6], whole.valid_curves[:6], equal_nan=True)
+        assert np.all(np.isnan(cut.valid_curves[6:]))
+
+
+def test_sweep_folds_refused_on_one_process_raise_on_every_process(group):
+    n, results, _ = group
+    for r in results[:-1]:
+        assert "process(es) [%d]" % (n - 1) in r["sweep_error"], r
+    assert "folds" in results[-1]["sweep_error"] and "shape" in results[-1]["sweep_error"]
+
+
+def test_local_sweep_needs_the_distributed_runtime():
+    import jboost.sweep
+    with pytest.raises(ValueError, match="jax.distributed.initialize"):
+        jboost.sweep.sweep(np.zeros((10, 2), np.float32), np.zeros(10, np.float32), rows="local")
+    with pytest.raises(ValueError, match="rows="):
+        jboost.sweep.sweep(np.zeros((10, 2), np.float32), np.zeros(10, np.float32), rows="mine")

@@ -106,6 +106,7 @@ from jboost import api
 from jboost import boosting
 from jboost import categorical as categorical_lib
 from jboost import cv
+from jboost import distributed
 from jboost import losses as losses_lib
 from jboost import tree as tree_lib
 from jboost.sweep import grid as grid_lib
@@ -182,6 +183,7 @@ def sweep(
     one_hot_max_size: int = categorical_lib.ONE_HOT_MAX_SIZE,
     cat_prior: Any = None,
     cat_prior_weight: float = categorical_lib.PRIOR_WEIGHT,
+    rows: str = "global",
 ) -> SweepResult:
     """Cross-validate every configuration of a grid, all models vmapped in one compiled program.
 
@@ -253,6 +255,16 @@ def sweep(
         :func:`jboost.fit` (``None``: each fit's weighted mean of the statistic over its training
         rows); both may be ``grid`` keys instead (numbers; traced, one compilation). Each model
         computes its statistics from its own training rows inside the program.
+      rows: ``"global"`` (default): ``X``, ``y``, ``sample_weight`` and an explicit ``folds`` are
+        the whole data. ``"local"``: the multi-process mode (:mod:`jboost.distributed`, after
+        ``jax.distributed.initialize()``): every process calls ``sweep`` with the same settings
+        and only its own rows (and their fold ids when ``folds`` is an array); the result,
+        returned on every process, is the sweep of the processes' rows concatenated in process
+        order: the same borders, folds (a function of the whole table's labels and row order),
+        baselines and splits; curves and leaf values up to float rounding (histograms summed
+        over the processes' devices). Each chunk of models is fitted by every device on its
+        rows (``devices``: ``"all"`` / ``None``, every process's devices). Not with
+        ``checkpoint_dir``, categorical columns or batch objectives.
 
     Returns:
       A :class:`SweepResult`.
@@ -261,12 +273,31 @@ def sweep(
         raise ValueError(NO_WARM_START)
     t_start = time.perf_counter()
     X, names, _ = _validation.tabular_input(X)
+    local = None
+    if _validation.check_choice(rows, "rows", distributed.ROWS) == "local":
+        local, folds = _local_rows(X, y, loss, sample_weight, folds, devices, dict(
+            loss=loss, grid=grid, seeds=seeds, n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+            metric=metric, greater_is_better=greater_is_better, stratified=stratified,
+            repeat_folds=repeat_folds, chunk_size=chunk_size, memory_budget=memory_budget, key=key,
+            learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
+            min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
+            colsample_by=colsample_by, per_output_trees=per_output_trees, n_outputs=n_outputs,
+            task=task, keep_trees=keep_trees, verbose=verbose,
+            early_stopping_rounds=early_stopping_rounds,
+            early_stopping_tolerance=early_stopping_tolerance, n_callbacks=len(callbacks or ()),
+            checkpoint_dir=checkpoint_dir is not None, cat_features=cat_features,
+            one_hot_max_size=one_hot_max_size, cat_prior=cat_prior,
+            cat_prior_weight=cat_prior_weight, names=names))
+        y, sample_weight, devices = local.y, local.sample_weight, local.mesh
+        callbacks = _any_process(callbacks)
+        verbose = verbose and local.is_first
+    n_table = X.shape[0] if local is None else local.n_total  # the rows of the whole table
     plan = _validation.categorical_plan(X, cat_features, one_hot_max_size)
     if plan is not None:  # the encoded rows: numeric, one-hot indicators, ctr codes
         X = plan.X
     # Class labels as users have them (strings, {-1, 1}, ...) mapped to 0..K-1, as jboost.fit.
-    y, classes, _ = _validation.mapped_labels(y, None, loss, n_outputs, task, None, n_rows=X.shape[0])
-    X, y, w, loss_obj = _check_data(X, y, sample_weight, loss, n_outputs, task)
+    y, classes, _ = _validation.mapped_labels(y, None, loss, n_outputs, task, None, n_rows=n_table)
+    X, y, w, loss_obj = _check_data(X, y, sample_weight, loss, n_outputs, task, n_table)
     fixed_hyper = dict(learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                        min_child_weight=min_child_weight, subsample=subsample, colsample=colsample)
     cats = None if plan is None else _categorical(plan, X, y, loss_obj, cat_prior,
@@ -281,7 +312,8 @@ def sweep(
     if chunk_size is not None:
         chunk_size = _validation.check_int(chunk_size, "chunk_size", 1, 10**7)
     memory_budget = _validation.check_memory_budget(memory_budget)
-    devices = _validation.devices_of(devices)
+    devices = (_validation.devices_of(devices) if local is None
+               else tuple(local.mesh.devices.flat))
     base_key = _validation.as_raw_key(key)
     fold_table, n_folds = _folds(y, w, folds, seeds, base_key, stratified, repeat_folds, loss_obj)
     seed_keys = np.stack([np.asarray(jax.random.fold_in(jnp.asarray(base_key), s))
@@ -302,22 +334,33 @@ def sweep(
             differs="data, folds, seeds, key, grid, settings, loss, metric or early stopping")
     fits, borders_of, stats, stop = {}, {}, _Stats(), []
     for b in grid_.bins:
-        data = _validation.prepare(X, y, sample_weight=w, n_bins=b)  # one binned copy per n_bins
+        if local is None:
+            data = _validation.prepare(X, y, sample_weight=w, n_bins=b)  # one binned copy per n_bins
+            missing = data.missing
+        else:  # the whole table's borders (as jboost.fit's); this process's rows binned
+            data = _validation.prepare(X, local.mine(y), sample_weight=local.mine(w), n_bins=b,
+                                       borders=local.borders(X, local.mine(w), b))
+            missing = local.any(data.missing)
         if b == grid_.bins[0]:  # fit's warning for a custom loss with no gradient at the baseline
             _validation.warn_if_no_gradient(loss_obj, boosting.Data(*data[:6]),
                                             losses_lib.baseline(loss_obj, data.y, data.w))
         borders_of[b] = np.asarray(data.borders)
-        shared = program_lib.Shared(put(data.X_binned), put(y), put(w), put(fold_table),
-                                    put(seed_keys),
-                                    None if cat_shared is None else jax.tree_util.tree_map(put, cat_shared))
+        if local is None:
+            shared = program_lib.Shared(put(data.X_binned), put(y), put(w), put(fold_table),
+                                        put(seed_keys),
+                                        None if cat_shared is None else jax.tree_util.tree_map(put, cat_shared))
+        else:
+            shared = _local_shared(local, data, y, w, fold_table, seed_keys)
         for d in grid_.depths:
             config = _config(grid_.max_rounds, d, b, fixed_hyper, colsample_by, per_output_trees,
-                             missing=data.missing)._replace(early_stopping=stopping)
+                             missing=missing)._replace(early_stopping=stopping)
+            if local is not None:
+                config = config._replace(row_starts=local.row_starts)
             fits[(d, b)] = _fit_group(config, shared, grid_, loss_obj, layout, metric, keep_trees,
                                       devices, chunk_size, memory_budget, stats,
                                       t_start if verbose else None, greater, checkpoints,
                                       _group_callbacks(callbacks, (d, b)), stop,
-                                      None if cats is None else cats.layout)
+                                      None if cats is None else cats.layout, local)
     if stop:
         fitted = sum(layout.n_models if f.n_models_fitted is None else f.n_models_fitted
                      for f in fits.values())
@@ -441,12 +484,67 @@ def _categorical(plan, X, y, loss, prior, prior_weight) -> _Categorical:
                         tuple(mask))
 
 
-def _check_data(X, y, sample_weight, loss, n_outputs, task):
-    """Checked host ``X``, labels, weights (ones when none) and the resolved loss."""
+def _check_data(X, y, sample_weight, loss, n_outputs, task, n_rows: Optional[int] = None):
+    """Checked host ``X``, labels, weights (ones when none) and the resolved loss; ``y`` and the
+    weights have ``n_rows`` rows (default ``X``'s; with ``rows="local"`` the whole table's)."""
     X = _validation.as_matrix(X, "X")
-    y = _validation.as_labels(y, X.shape[0])
-    w = _validation.as_weights(sample_weight, X.shape[0])
+    n_rows = X.shape[0] if n_rows is None else n_rows
+    y = _validation.as_labels(y, n_rows)
+    w = _validation.as_weights(sample_weight, n_rows)
     return X, y, w, _validation.resolve_loss(loss, y, n_outputs, task)
+
+
+def _local_rows(X, y, loss, sample_weight, folds, devices, settings):
+    """The checks and gathers of a sweep of rows spread over processes (``rows="local"``,
+    :func:`jboost.distributed.gather`): ``(LocalRows, folds)`` with an explicit ``folds`` (this
+    process's rows' fold ids) gathered into the whole table's. The settings are compared first,
+    so a refusal below is raised on every process alike (none is left waiting)."""
+    explicit = not (isinstance(folds, numbers.Integral) and not isinstance(folds, bool))
+    local = distributed.gather(X, y, sample_weight, None, devices,
+                               dict(settings, folds="ids" if explicit else folds))
+    if settings["checkpoint_dir"]:
+        raise ValueError("checkpoint_dir: a sweep with rows='local' does not save checkpoints yet; "
+                         "leave checkpoint_dir=None (or sweep with rows='global').")
+    cat = settings["cat_features"]
+    if cat is not None and not (np.ndim(cat) == 1 and len(cat) == 0):
+        raise ValueError("cat_features: a sweep with rows='local' does not support categorical "
+                         "columns yet: encode them as numbers (the same encoding on every process).")
+    if isinstance(loss, losses_lib.Loss) and loss.batch:
+        raise ValueError(f"loss: rows='local' does not support batch objectives ({loss.name!r}).")
+
+    def check_rows():
+        kinds = getattr(X, "dtypes", None)
+        if kinds is not None and any(getattr(d, "kind", "O") not in "biuf" for d in kinds):
+            raise ValueError("X: a sweep with rows='local' does not support categorical DataFrame "
+                             "columns yet: encode them as numbers (the same encoding on every "
+                             "process).")
+        if explicit and np.shape(folds) != (local.n_rows,):
+            raise ValueError(f"folds: with rows='local' an explicit folds array holds this process's "
+                             f"rows' fold ids, shape ({local.n_rows},); got shape {np.shape(folds)}.")
+    local.everywhere(check_rows, ValueError)()
+    if explicit:
+        folds = distributed.allgather_rows(np.asarray(folds).astype(np.int64))
+    return local, folds
+
+
+def _local_shared(local, data, y, w, fold_table, seed_keys) -> program_lib.Shared:
+    """A multi-process sweep's shared inputs: this process's bins, labels, weights and folds
+    sharded over every process's devices (:meth:`jboost.distributed.LocalRows.shard`; padding
+    rows of weight 0), the seed keys and the whole table's labels, weights and folds replicated
+    (:class:`jboost.sweep.program.RowsShared`)."""
+    mine = slice(local.start, local.start + local.n_rows)
+    rows = program_lib.RowsShared(*(local.replicate(a) for a in (
+        y, w, fold_table, local.table_positions)))
+    return program_lib.Shared(local.shard(data.X_binned, 1), local.shard(y[mine], edge=True),
+                              local.shard(w[mine]), local.shard(fold_table[:, mine], 1),
+                              local.replicate(seed_keys), None, rows)
+
+
+def _any_process(callbacks):
+    """The sweep's callbacks as one whose stop is any process's (every process stops alike)."""
+    if not callbacks:
+        return callbacks
+    return [lambda entry: distributed.any_process(any([bool(cb(entry)) for cb in callbacks]))]
 
 
 def _config(n_rounds, depth, n_bins, fixed_hyper, colsample_by, per_output_trees, *,
@@ -538,12 +636,16 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
                greater: bool = False,
                checkpoints: Optional[_batching.ChunkCheckpoints] = None,
                callbacks=(), stop: Optional[list] = None,
-               cat_layout: Optional[program_lib.CatLayout] = None) -> program_lib.GroupFit:
+               cat_layout: Optional[program_lib.CatLayout] = None,
+               local=None) -> program_lib.GroupFit:
     """Every model of one ``(depth, n_bins)`` group: chunk size from the memory estimate, then
     the chunks through the group's compiled program (with categorical columns, ``cat_layout``:
-    each model's own statistics' bins)."""
+    each model's own statistics' bins; with rows spread over processes, ``local``
+    (:class:`jboost.distributed.LocalRows`): every device fits every model on its rows)."""
     group, n_dev = (config.depth, config.n_bins), len(devices)
     n, n_features = shared.X_binned.shape[1], shared.X_binned.shape[0]
+    if local is not None:  # each device holds a shard of the rows and fits all the models
+        n, n_dev = n // n_dev, 1
     k = loss.n_outputs
     if cat_layout is not None:  # the trees' features: host rows, then J x K statistics
         codes, targets = shared.categorical.codes, shared.categorical.targets
@@ -556,16 +658,22 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
         j_k = n_features - cat_layout.host_width
         mb += n * n_features + 24 * n * j_k
     size = chunk_size or auto_chunk_size(mb, -(-layout.n_models // n_dev), devices[0], memory_budget)
-    _validation.check_memory(
+    if local is not None:  # the same chunks on every process (the same programs)
+        size = int(distributed.allgather_rows(np.array([size], np.int64)).min())
+    (_validation.check_memory if local is None else local.everywhere(_validation.check_memory))(
         size * mb, devices=devices, what="this sweep's chunk of models",
         detail=f"estimated for {size} models per device fitted together, each on {n} rows, "
         f"{n_features} features, depth={config.depth}, n_bins={config.n_bins}, n_outputs={k}, "
         f"n_rounds={config.n_rounds} (jboost.sweep.model_bytes: histograms F x 2^(depth-1) x "
         "n_bins x 2K float32); use a smaller chunk_size, depth, n_bins or n_outputs")
     # The direction only matters to early stopping (the selection flips it on the host).
-    program = program_lib.chunk_program(config, metric, bool(keep_trees), devices,
-                                        bool(greater) and config.early_stopping is not None,
-                                        cat_layout)
+    if local is None:
+        program = program_lib.chunk_program(config, metric, bool(keep_trees), devices,
+                                            bool(greater) and config.early_stopping is not None,
+                                            cat_layout)
+    else:
+        program = program_lib.rows_chunk_program(config, metric, bool(keep_trees), local.mesh,
+                                                 bool(greater) and config.early_stopping is not None)
     compiled_before = program_lib.n_compiled(program)
     log = None
     if t_start is not None:

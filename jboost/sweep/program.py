@@ -133,10 +133,25 @@ def model_bins(X_binned, cat: CatShared, w_train, key, prior, prior_weight, *,
     return X, CatOut(borders, sums, counts, prior, prior_weight)
 
 
+class RowsShared(NamedTuple):
+    """A sweep of rows spread over processes (``rows="local"``, :mod:`jboost.distributed`): the
+    training arrays are every process's rows sharded over the mesh (``config.axis_name``); these
+    are the whole table's labels, weights and folds, replicated (``O(S n)`` numbers, not the
+    ``O(n F)`` bins), and each table row's position in the sharded arrays. Each model's baseline
+    is computed from them (bitwise the single-process one) and a named or custom metric sees the
+    held-out rows in table order."""
+
+    y: jax.Array            # (n,) or (n, C) the whole table's labels
+    sample_weight: jax.Array  # (n,)
+    fold_table: jax.Array   # (S, n) int32
+    positions: jax.Array    # (n,) int32 (jboost.distributed.LocalRows.table_positions)
+
+
 def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed,
               cat_shared: Optional[CatShared] = None, cat_point: Optional[CatPoint] = None, *,
               config: boosting.BoostConfig, metric, keep_trees: bool,
-              greater_is_better: bool = False, cat_layout: Optional[CatLayout] = None) -> ChunkOut:
+              greater_is_better: bool = False, cat_layout: Optional[CatLayout] = None,
+              rows: Optional[RowsShared] = None) -> ChunkOut:
     """Fit the models of one chunk (leading axis of ``hyper``, ``loss``, ``fold``, ``seed``).
 
     ``fold_table`` ``(S, n)`` is every row's fold under each seed, ``seed_keys`` ``(S, 2)`` the
@@ -144,12 +159,14 @@ def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fo
     ``config.early_stopping`` each model stops on its held-out score (``greater_is_better``: the
     direction of a custom ``metric``). With categorical columns (``cat_layout``, ``cat_shared``,
     ``cat_point``: per model) each model bins its own target statistics (:func:`model_bins`).
+    With rows spread over processes (``rows``, :class:`RowsShared`; ``config.axis_name`` set,
+    inside ``shard_map``) every device fits every model on its shard of the rows.
     """
     if cat_layout is None:
         return jax.vmap(lambda h, l, f, s: _one_model(
             X_binned, y, sample_weight, fold_table, seed_keys, h, l, f, s, None, None,
             config=config, metric=metric, keep_trees=keep_trees,
-            greater_is_better=greater_is_better, cat_layout=None))(hyper, loss, fold, seed)
+            greater_is_better=greater_is_better, cat_layout=None, rows=rows))(hyper, loss, fold, seed)
     return jax.vmap(lambda h, l, f, s, c: _one_model(
         X_binned, y, sample_weight, fold_table, seed_keys, h, l, f, s, cat_shared, c,
         config=config, metric=metric, keep_trees=keep_trees,
@@ -158,12 +175,17 @@ def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fo
 
 
 def _one_model(X_binned, y, sample_weight, fold_table, seed_keys, hyper_i, loss_i, f, s,
-               cat_shared, cat_i, *, config, metric, keep_trees, greater_is_better, cat_layout):
+               cat_shared, cat_i, *, config, metric, keep_trees, greater_is_better, cat_layout,
+               rows: Optional[RowsShared] = None):
     """One model of :func:`fit_chunk` (no model axis)."""
     held_out = fold_table[s] == f
     w_train = jnp.where(held_out, 0.0, sample_weight)
     w_valid = jnp.where(held_out, sample_weight, 0.0)
-    init_raw = losses_lib.baseline(loss_i, y, w_train)
+    if rows is None:
+        init_raw = losses_lib.baseline(loss_i, y, w_train)
+    else:  # the whole table's baseline (this device holds a shard of the rows)
+        held_all = rows.fold_table[s] == f
+        init_raw = losses_lib.baseline(loss_i, rows.y, jnp.where(held_all, 0.0, rows.sample_weight))
     cat_out = None
     if cat_layout is not None:
         prior = jnp.where(jnp.isnan(cat_i.prior), cat_shared.priors[s, f], cat_i.prior)
@@ -171,24 +193,25 @@ def _one_model(X_binned, y, sample_weight, fold_table, seed_keys, hyper_i, loss_
                                        cat_i.prior_weight, layout=cat_layout,
                                        n_bins=config.n_bins)
     data = boosting.Data.train_only(X_binned, y, w_train)
+    score = _held_out_score(metric, y, w_valid, config.axis_name, rows, s, f)
     if config.early_stopping is not None:
-        out = _until_stopped(data, seed_keys[s], hyper_i, loss_i, init_raw, w_valid,
+        out = _until_stopped(data, seed_keys[s], hyper_i, loss_i, init_raw, score,
                              config=config, metric=metric, keep_trees=keep_trees,
                              greater_is_better=greater_is_better)
         return out._replace(cat=cat_out if keep_trees else None)
+    in_rounds = metric is None or rows is not None  # else from the kept trees, after the scan
 
     def body(state, m):
         state, out = boosting.step(state, m, data=data, key=seed_keys[s], hyper=hyper_i,
                                    config=config)
         # No separate validation set: with the default metric, the held-out rows' loss is
         # read off the training raw scores (every row is predicted as the trees grow).
-        valid = (boosting.mean_loss(state.loss, y, state.raw, w_valid) if metric is None
-                 else jnp.float32(0.0))
+        valid = score(state) if in_rounds else jnp.float32(0.0)
         return state, (out.trees, out.train_loss, valid)
 
     state0 = boosting.init(data, loss_i, init_raw, config)
     state, (trees, train_loss, valid) = lax.scan(body, state0, jnp.arange(config.n_rounds))
-    if metric is not None:
+    if not in_rounds:
         valid = metrics_lib.metric_curve(metric, state.loss, trees, init_raw, X_binned, y,
                                          w_valid, config.n_bins)
     valid, train_loss = _nan_outside(valid, train_loss, hyper_i, loss_i)
@@ -197,21 +220,35 @@ def _one_model(X_binned, y, sample_weight, fold_table, seed_keys, hyper_i, loss_
     return ChunkOut(valid, train_loss, init_raw, trees, cat=cat_out)
 
 
-def _until_stopped(data, key, hyper, loss, init_raw, w_valid, *, config, metric, keep_trees,
+def _held_out_score(metric, y, w_valid, axis, rows: Optional[RowsShared], s, f):
+    """``score(state)``: the held-out fold's mean loss (``metric`` ``None``; summed over the
+    devices' rows under ``axis``) or ``metric`` (with rows spread over devices, on the whole
+    table's rows in table order: the raw scores gathered), from the training raw scores."""
+    if metric is None:
+        return lambda state: boosting.mean_loss(state.loss, y, state.raw, w_valid, axis)
+    if rows is None:
+        return lambda state: metrics_lib.evaluate(metric, state.loss, y, state.raw,
+                                                  w_valid).astype(jnp.float32).reshape(())
+    held_all = rows.fold_table[s] == f
+    w_all = jnp.where(held_all, rows.sample_weight, 0.0)
+
+    def score(state):
+        raw = lax.all_gather(state.raw, axis, tiled=True)[rows.positions]
+        return metrics_lib.evaluate(metric, state.loss, rows.y, raw, w_all).astype(
+            jnp.float32).reshape(())
+    return score
+
+
+def _until_stopped(data, key, hyper, loss, init_raw, held_out_score, *, config, metric, keep_trees,
                    greater_is_better) -> ChunkOut:
     """One model with early stopping (:func:`jboost.boosting.boost_until_stopped`): each round's
-    score is the held-out fold's loss, or ``metric``, from the training raw scores."""
-    y = data.y
+    score is ``held_out_score(state)``, the held-out fold's loss, or ``metric``, from the training
+    raw scores (:func:`_held_out_score`)."""
     sign = -1.0 if (metric is not None and greater_is_better) else 1.0  # the score is minimised
 
     def body(state, m):
         state, out = boosting.step(state, m, data=data, key=key, hyper=hyper, config=config)
-        if metric is None:
-            score = boosting.mean_loss(state.loss, y, state.raw, w_valid)
-        else:
-            score = sign * metrics_lib.evaluate(metric, state.loss, y, state.raw,
-                                                w_valid).astype(jnp.float32).reshape(())
-        return state, out._replace(valid_loss=score)
+        return state, out._replace(valid_loss=sign * held_out_score(state))
 
     state0 = boosting.init(data, loss, init_raw, config)
     rounds = jnp.arange(config.n_rounds, dtype=jnp.int32)
@@ -256,6 +293,50 @@ def chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, device
     return jax.jit(mapped)
 
 
+@functools.lru_cache(maxsize=64)
+def rows_chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, mesh: Mesh,
+                       greater_is_better: bool = False) -> Callable:
+    """The compiled :func:`fit_chunk` of a sweep whose rows are spread over processes
+    (``rows="local"``): ``program(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss,
+    fold, seed, rows)`` with the training arrays global arrays sharded over the rows of the
+    one-axis ``mesh`` (every device of every process; :meth:`jboost.distributed.LocalRows.shard`)
+    and ``rows`` a :class:`RowsShared`. Every device fits every model of the chunk on its rows,
+    histograms and sums ``psum``-ed over the mesh (``config`` gets its ``axis_name``; its
+    ``row_starts`` give each shard's rows their row draws in the whole table). The outputs,
+    replicated, are returned as this process's arrays (the same on every process)."""
+    axis = mesh.axis_names[0]
+    config = config._replace(axis_name=axis)
+
+    def body(*args):
+        *args, rows = args
+        return fit_chunk(*args, config=config, metric=metric, keep_trees=keep_trees,
+                         greater_is_better=greater_is_better, rows=rows)
+
+    row, rep = P(axis), P()
+    mapped = jax.shard_map(body, mesh=mesh,
+                           in_specs=(P(None, axis), row, row, P(None, axis)) + (rep,) * 6,
+                           out_specs=rep, check_vma=False)
+    return _Localized(jax.jit(mapped))
+
+
+class _Localized:
+    """A jitted multi-process program whose replicated outputs come back as this process's
+    arrays (as :func:`jax.eval_shape` and :func:`n_compiled` see the jitted function)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        def local(a):
+            if isinstance(a, jax.core.Tracer) or not isinstance(a, jax.Array) or a.is_fully_addressable:
+                return a
+            return a.addressable_data(0)
+        return jax.tree_util.tree_map(local, self.fn(*args))
+
+    def _cache_size(self) -> int:
+        return self.fn._cache_size()  # noqa: SLF001
+
+
 def n_compiled(program: Callable) -> int:
     """How many executables ``program`` (a :func:`chunk_program`) holds: one per compilation."""
     return program._cache_size()  # noqa: SLF001 - jax.jit's own count of its compiled specialisations
@@ -270,6 +351,7 @@ class Shared(NamedTuple):
     fold_table: jax.Array    # (S, n) int32
     seed_keys: jax.Array     # (S, 2) uint32
     categorical: Optional[CatShared] = None  # categorical columns: their codes, targets, priors
+    rows: Optional[RowsShared] = None  # rows spread over processes: the whole table's labels, ...
 
 
 class Layout(NamedTuple):
@@ -337,6 +419,8 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
         loss_c = loss.replace(params={p: jnp.asarray(v[pts]) for p, v in grid.loss_values.items()})
         args = (*shared[:5], hyper, loss_c, jnp.asarray(layout.fold[idx], jnp.int32),
                 jnp.asarray(layout.seed[idx], jnp.int32))
+        if shared.rows is not None:
+            return args + (shared.rows,)
         if shared.categorical is None:
             return args
         point = CatPoint(jnp.asarray(grid.cat_values["cat_prior"][pts]),

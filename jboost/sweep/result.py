@@ -199,6 +199,9 @@ class SweepResult:
         columns), ``one_hot_max_size``, ``cat_prior`` and ``cat_prior_weight`` (the
         configuration's) are passed on: the model encodes ``X``'s columns as the sweep did. If the sweep had sample weights, they are used again (``X`` must then have the
         sweep's rows) unless ``sample_weight`` is given.
+        A sweep of rows spread over processes is refitted the same way:
+        ``result.refit(X_local, y_local, rows="local")`` on every process (with this process's
+        ``sample_weight=`` if the sweep had weights).
         """
         c = self.best_index if config is None else int(config)
         kwargs = self.fit_kwargs(c, early_stopping=False)  # the chosen round count, all the rows
@@ -206,6 +209,9 @@ class SweepResult:
         kwargs["n_rounds"] = int(self.best_rounds[c])
         kwargs["key"] = jnp.asarray(self.seed_keys[0]) if key is None else key
         if "sample_weight" not in overrides and np.any(self.sample_weight != 1.0):
+            if overrides.get("rows") == "local":  # the sweep's weights are the whole table's
+                raise ValueError("the sweep used sample weights: with rows='local' pass this "
+                                 "process's rows' weights to refit as sample_weight=.")
             if np.shape(X)[0] != self.sample_weight.shape[0]:
                 raise ValueError(f"the sweep used sample weights for {self.sample_weight.shape[0]} rows "
                                  f"but X has {np.shape(X)[0]}: pass sample_weight= to refit.")
