@@ -32,8 +32,8 @@ rounds; checked). The test set is used only after the choice.
 Fit time is reported twice: the first call (including XLA compilation) and a second identical
 call (compiled program cached), whose model is checked to be bitwise identical.
 
-Command: ``python -m experiments.run spam`` (about 3 minutes on 2 CPU cores, most of it the
-two 10-fold CV sweeps).
+Command: ``python -m experiments.run spam`` (257 s on the 2-core CPU under a load average of
+8-12, session 14; most of it the two 10-fold CV sweeps).
 """
 
 from __future__ import annotations

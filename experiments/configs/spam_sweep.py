@@ -22,7 +22,8 @@ error, and ``cv_heatmap.png``: CV deviance at each configuration's best round, o
 subsample value (learning rate x l2).
 
 Command: ``python -m experiments.run spam_sweep`` (18 configurations x 5 folds of depth-3 trees,
-2500 rounds each); ``--smoke`` runs a small grid on a subset (< 30 s).
+2500 rounds each: 585 s on the 2-core CPU under a load average of 9-13, session 14); ``--smoke``
+runs a small grid on a subset (< 30 s).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def _heatmap(plt, result, grid, folds, depth):
              for c, s in zip(result.configs, result.best_scores)}
     rounds = {(c["learning_rate"], c["l2"], c["subsample"]): int(r)
               for c, r in zip(result.configs, result.best_rounds)}
-    fig, axes = plt.subplots(1, len(subs), figsize=(4.2 * len(subs), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(subs), figsize=(4.2 * len(subs), 4.2), squeeze=False)
+    fig.subplots_adjust(top=0.8)
     vals = np.array(list(score.values()))
     lo, hi = vals.min(), vals.max()
     for j_ax, (ax, sub) in enumerate(zip(axes[0], subs)):
@@ -74,8 +76,8 @@ def _heatmap(plt, result, grid, folds, depth):
             ax.set_ylabel("learning rate")
         ax.set_title(f"subsample {sub}")
     fig.colorbar(im, ax=axes[0].tolist(), label="CV deviance at best round")
-    fig.suptitle(f"spam: gradient boosting, binomial deviance, depth-{depth} oblivious "
-                 f"trees: {folds}-fold CV deviance at each configuration's CV-chosen round count (lower is better; cap "
+    fig.suptitle(f"spam: gradient boosting, binomial deviance, depth-{depth} oblivious trees\n"
+                 f"{folds}-fold CV deviance at each configuration's CV-chosen round count (lower is better; cap "
                  f"{int(max(c['n_rounds'] for c in result.configs))} rounds)",
                  fontsize=9)
     return fig
