@@ -99,13 +99,27 @@ def walk(features, thresholds, missing_right, X_t, is_missing):
 
 
 def _node_masks(feature_masks, feature_subsets, depth: int, n_features: int):
-    """Per-level subsets to gather (``(depth, m)`` or ``None``) and per-node masks of the
-    eligible features (``(depth, 2**(depth-1), F')`` or ``None``, ``F'`` the gathered count)."""
+    """Per-level subsets to gather (``(depth, m)``), per-node subsets to gather (a list of
+    ``(2**d, m)`` per level) or ``None``, and per-node masks of the eligible features
+    (``(depth, 2**(depth-1), F')``, a list of ``(2**d, m)`` for per-node subsets, or ``None``;
+    ``F'`` the gathered count)."""
     per_level_subsets = None
     masks = None
     if feature_masks is not None:
         fm = jnp.asarray(feature_masks, bool)
         masks = fm[:, None, :] if fm.ndim == 2 else fm
+    if isinstance(feature_subsets, (list, tuple)):  # per node, one (2**d, m) array per level
+        levels = [jnp.asarray(s, jnp.int32) for s in feature_subsets]
+        if len(levels) != depth or any(s.ndim != 2 or s.shape[0] != 1 << d for d, s in enumerate(levels)):
+            raise ValueError(f"feature_subsets as a list must hold one (2**d, m) array per level d "
+                             f"< depth={depth}; got shapes {[tuple(s.shape) for s in levels]}.")
+        feature_subsets = None if levels and levels[0].shape[-1] >= n_features else levels
+        if feature_subsets is None:  # every feature at every node
+            return None, masks
+        if masks is not None:  # the masks in the subsets' coordinates
+            masks = [jnp.take_along_axis(jnp.broadcast_to(masks[d][:1 << d], (1 << d, n_features)),
+                                         levels[d], axis=1) for d in range(depth)]
+        return levels, masks
     if feature_subsets is not None:
         fs = jnp.asarray(feature_subsets, jnp.int32)
         if fs.shape[-1] >= n_features:
@@ -114,9 +128,9 @@ def _node_masks(feature_masks, feature_subsets, depth: int, n_features: int):
             per_level_subsets = fs
             if masks is not None:  # the masks in the subsets' coordinates
                 masks = jnp.stack([masks[d][:, fs[d]] for d in range(depth)])
-        else:  # one subset per node: masks over the full histograms (which subtract)
-            sub = jax.vmap(jax.vmap(lambda s: jnp.zeros((n_features,), bool).at[s].set(True)))(fs)
-            masks = sub if masks is None else masks & sub
+        else:  # one subset per node: histograms of each node's own m gathered features
+            return _node_masks(feature_masks, [fs[d, :1 << d] for d in range(depth)], depth,
+                               n_features)
     return per_level_subsets, masks
 
 
@@ -156,8 +170,11 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         ``(depth, 2**(depth - 1), F)``: at each node (node ``j`` of level ``d`` reads
         ``feature_masks[d, j]``). Per-node masks cost one ``where`` per level.
       feature_subsets: optional ``(depth, m)`` int32 sorted, distinct feature indices per level
-        (histograms of the ``m`` gathered features only, no subtraction), or
-        ``(depth, 2**(depth - 1), m)`` per node (full histograms, with subtraction, masked).
+        (histograms of the ``m`` gathered features only, no subtraction), or per node:
+        ``(depth, 2**(depth - 1), m)`` or a list of ``depth`` arrays ``(2**d, m)`` (node ``j`` of
+        level ``d`` reads row ``j``). Per node, each row's ``m`` columns are gathered from its
+        node's features, so a level's histograms are ``(m, 2**d, n_bins)``: ``m / F`` of the
+        full ones (ESL Algorithm 15.1's random forest: ``m`` features drawn per node).
 
     Returns:
       ``(tree, leaf)``: a :class:`DepthwiseTrees` with the criterion's leaf values (before
@@ -168,6 +185,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     c = payload.shape[-1]
     n_features, n = X_binned.shape
     subsets, masks = _node_masks(feature_masks, feature_subsets, depth, n_features)
+    per_node = isinstance(subsets, list)
     rows = jnp.arange(n, dtype=jnp.int32)
     leaf = jnp.zeros((n,), jnp.int32)
     active = jnp.ones((1,), bool)  # nodes of the level that may still split
@@ -175,7 +193,11 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     cum = local = None
     for d in range(depth):  # static unroll over levels: 2**d nodes
         n_nodes = 1 << d
-        if subsets is not None:  # this level's features only: built directly
+        if per_node:  # each node's own m features: row i's slot s is feature subsets[d][leaf_i, s]
+            X_level = X_binned[subsets[d][leaf].T, rows[None, :]]              # (m, n)
+            cum = histograms.prefix_sum(histograms.build_histogram(
+                X_level, payload, leaf, n_leaves=n_nodes, n_bins=n_bins, axis_name=axis_name), axis=2)
+        elif subsets is not None:  # this level's features only: built directly
             X_level = X_binned[subsets[d]]
             cum = histograms.prefix_sum(histograms.build_histogram(
                 X_level, payload, leaf, n_leaves=n_nodes, n_bins=n_bins, axis_name=axis_name), axis=2)
@@ -198,7 +220,13 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         pos = jnp.where(ok, split.feature, 0).astype(jnp.int32)
         thr = jnp.where(ok, split.threshold, splits.null_threshold(n_bins)).astype(jnp.int32)
         mr = ok & split.missing_right
-        feature = pos if subsets is None else jnp.where(ok, subsets[d][pos], 0).astype(jnp.int32)
+        if subsets is None:
+            feature = pos
+        elif per_node:  # node j's slot pos[j] is its feature subsets[d][j, pos[j]]
+            feature = jnp.where(ok, jnp.take_along_axis(subsets[d], pos[:, None], axis=1)[:, 0], 0)
+        else:
+            feature = jnp.where(ok, subsets[d][pos], 0)
+        feature = feature.astype(jnp.int32)
         col = X_binned[feature[leaf], rows].astype(jnp.int32)
         right = jnp.where(col == binning.missing_bin(n_bins), mr[leaf], col > thr[leaf])
         last = (cum, pos, thr, mr)

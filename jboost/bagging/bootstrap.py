@@ -82,6 +82,24 @@ def feature_subsets(key, n_features: int, depth: int, max_features: int) -> jax.
     return jax.vmap(one)(jax.random.split(key, depth))
 
 
+def node_feature_subsets(key, n_features: int, depth: int, max_features: int):
+    """Per-node feature subsets of a depth-wise tree (ESL Algorithm 15.1: ``m`` features drawn
+    at every node): a list of ``depth`` int32 arrays ``(2**d, max_features)``, row ``j`` of level
+    ``d`` the sorted features eligible at node ``j`` of level ``d`` (the ``m`` of smallest
+    ``uniform(k_d, (2**d, F))[j]``, ``k_d = split(key, depth)[d]``), or ``None`` when
+    ``max_features >= n_features`` (every feature everywhere: bagging). They are the
+    ``feature_subsets`` argument of :func:`jboost.depthwise.fit_tree`."""
+    if max_features >= n_features:
+        return None
+    keys = jax.random.split(key, depth)
+
+    def level(k, n_nodes):
+        u = jax.random.uniform(k, (n_nodes, n_features))
+        return jnp.sort(jnp.argsort(u, axis=1)[:, :max_features], axis=1).astype(jnp.int32)
+
+    return [level(keys[d], 1 << d) for d in range(depth)]
+
+
 def subsets_to_masks(subsets, n_features: int) -> jax.Array:
     """``(depth, F)`` bool masks of :func:`feature_subsets`."""
     return jnp.any(subsets[..., :, None] == jnp.arange(n_features), axis=-2)

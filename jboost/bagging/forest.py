@@ -48,6 +48,7 @@ from jax import lax
 from jboost import _batching
 from jboost import _native
 from jboost import _validation
+from jboost import depthwise
 from jboost import model as model_lib
 from jboost import tree as tree_lib
 from jboost.bagging import bootstrap as bootstrap_lib
@@ -72,6 +73,7 @@ class ForestConfig(NamedTuple):
     bootstrap: str = "multinomial"
     chunk_size: int = 1       # bags fitted together (one vmap) per lax.map step
     verbose: bool = False     # a progress line per chunk of bags (map_in_chunks)
+    tree_family: str = "oblivious"  # or "depthwise": each node its own split and m features
 
 
 class ForestHyperparams(NamedTuple):
@@ -185,7 +187,7 @@ def _staged_average(trees, X, fn, args):
     def step(carry, tree):
         acc, b = carry
         # Summed from 0 in tree order, then divided: the order of jboost.predict(n_rounds=b).
-        acc = acc + tree.leaf_values[tree_lib.leaf_index_raw(tree, X_t)]
+        acc = acc + tree.leaf_values[tree.leaf_index_raw(X_t)]
         return (acc, b + 1.0), fn(acc / (b + 1.0), *args)
 
     _, out = lax.scan(step, (jnp.zeros((X_t.shape[1], k), jnp.float32), jnp.float32(0.0)), trees)
@@ -244,10 +246,17 @@ def _one_bag(X_binned, y, w, key, hyper: ForestHyperparams, config: ForestConfig
         k_boot, k_feat = bootstrap_lib.bag_keys(key, b)
         counts = bootstrap_lib.bootstrap_weights(k_boot, n, config.bootstrap)
         wb = (w * counts)[:, None]
-        subsets = bootstrap_lib.feature_subsets(k_feat, n_features, config.depth, config.max_features)
-        tree, _ = tree_lib.fit_tree(X_binned, g * wb, h * wb, depth=config.depth, n_bins=config.n_bins,
-                                    l2=hyper.l2, min_split_gain=hyper.min_split_gain,
-                                    min_child_weight=mcw, feature_subsets=subsets)
+        if config.tree_family == "depthwise":  # m features drawn per node (ESL Algorithm 15.1)
+            subsets = bootstrap_lib.node_feature_subsets(k_feat, n_features, config.depth,
+                                                         config.max_features)
+            grow = depthwise.fit_tree
+        else:  # an oblivious tree applies one rule per level: m features drawn per level
+            subsets = bootstrap_lib.feature_subsets(k_feat, n_features, config.depth,
+                                                    config.max_features)
+            grow = tree_lib.fit_tree
+        tree, _ = grow(X_binned, g * wb, h * wb, depth=config.depth, n_bins=config.n_bins,
+                       l2=hyper.l2, min_split_gain=hyper.min_split_gain,
+                       min_child_weight=mcw, feature_subsets=subsets)
         return tree, counts
 
     return one_bag
@@ -291,7 +300,10 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, firs
         return {"trees": [first_tree + b for b in range(c * size, (c + 1) * size) if b < config.n_trees]}
 
     trees, counts = _batching.map_checkpointed(
-        functools.partial(_forest_chunk_from, first=int(first_tree), config=quiet),
+        # The chunk program does not depend on the number of trees: one compilation for every
+        # forest size (and warm start) with the same chunk size and settings.
+        functools.partial(_forest_chunk_from, first=int(first_tree),
+                          config=quiet._replace(n_trees=quiet.chunk_size)),
         (X_binned, y, w, key, hyper, borders), config.n_trees,
         config.chunk_size, checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
         settings=(quiet, int(first_tree), _native.available(), jax.devices()[0].platform),
@@ -330,6 +342,7 @@ def fit_forest(
     checkpoint_dir=None,
     init_model: Optional[Forest] = None,
     callbacks: Sequence[Callable] = (),
+    tree_family: str = "oblivious",
 ) -> Forest:
     """Random forest of oblivious trees (ESL Algorithm 15.1); bagged trees with ``max_features=None``.
 
@@ -381,6 +394,12 @@ def fit_forest(
         seconds, ``chunk``/``chunks``, ``from_checkpoint``); one returning ``True`` stops the fit,
         and the forest keeps the trees fitted so far. The chunks then run as host-side calls of
         one compiled chunk program (as with ``checkpoint_dir``; bitwise the same trees).
+      tree_family: ``"oblivious"`` (one rule per level, ``m`` features drawn per level) or
+        ``"depthwise"`` (:class:`jboost.depthwise.DepthwiseTrees`: every node its own rule from
+        its own ``m`` randomly drawn features, ESL Algorithm 15.1; histograms of each node's
+        ``m`` gathered features). Static. Trees grow until a node is pure (no positive gain),
+        its children would fall below ``min_child_weight``, or ``depth`` is reached; both
+        families keep ``2**depth`` leaves per tree (depth-wise levels cost ``2**d`` nodes).
       init_model: a :class:`Forest` to continue (a warm start): ``n_trees`` more trees on the
         same rows, binned with its borders (the same ``n_bins`` and ``depth``; K from the
         model). Tree ``b`` depends only on its index (its key ``bag_keys(key, b)``), so a forest
@@ -407,6 +426,7 @@ def fit_forest(
     n_trees = _validation.check_int(n_trees, "n_trees", 1, 10**6)
     depth = _validation.check_int(depth, "depth", 1, _validation.MAX_DEPTH)
     memory_budget = _validation.check_memory_budget(memory_budget)
+    tree_family = _check_tree_family(tree_family)
     hyper = ForestHyperparams.create(min_child_weight, min_split_gain, l2)
     first_tree = 0
     # Categorical columns are refused (naming the fix): each tree would need its own target
@@ -417,7 +437,7 @@ def fit_forest(
     X, y = tab.X, tab.y
     if init_model is not None:
         borders, n_classes = _check_init_forest(init_model, X, task, n_classes, borders,
-                                                n_bins, depth)
+                                                n_bins, depth, tree_family)
         first_tree = init_model.n_trees
     if tab.classes is not None and n_classes is not None and int(n_classes) != len(tab.classes):
         raise ValueError(f"n_classes={n_classes} but y holds {len(tab.classes)} classes "
@@ -453,7 +473,8 @@ def fit_forest(
         f"2^depth x K); use a smaller depth, n_bins or chunk_size"
         f"{', or map the labels to 0..K-1' if from_labels else ''}")
     config = ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k, max_features=m,
-                          bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose))
+                          bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose),
+                          tree_family=tree_family)
     # Regression targets so large that a node's split gain G^2 / H overflows float32 (labels at
     # scale 1e18: a near-constant forest) are fitted divided by a power of two 2^e, exactly: the
     # same splits (gains and min_split_gain scaled by 2^-2e), leaf values multiplied back.
@@ -483,12 +504,32 @@ def fit_forest(
     return _validation.nan_outside_domains(forest, None, hyper)
 
 
-def _check_init_forest(model, X, task: str, n_classes, borders, n_bins, depth):
+#: The tree families of a forest (``fit_forest(tree_family=)``).
+TREE_FAMILIES = ("oblivious", "depthwise")
+
+
+def _check_tree_family(tree_family) -> str:
+    if not isinstance(tree_family, str) or tree_family not in TREE_FAMILIES:
+        raise ValueError(f"tree_family must be \"oblivious\" or \"depthwise\" for a forest; got "
+                         f"{tree_family!r}.")
+    return tree_family
+
+
+def tree_family_of(model: "Forest") -> str:
+    """``"depthwise"`` or ``"oblivious"``: the family of a forest's trees."""
+    return "depthwise" if isinstance(model.trees, depthwise.DepthwiseTrees) else "oblivious"
+
+
+def _check_init_forest(model, X, task: str, n_classes, borders, n_bins, depth, tree_family):
     """Check a forest to continue (``init_model=``); returns ``(borders, n_classes)`` to fit
     with: the model's borders and its K (a classification forest)."""
     if not isinstance(model, Forest):
         raise TypeError(f"init_model must be a Forest fitted by bagging.fit_forest; got "
                         f"{type(model).__name__}.")
+    if tree_family_of(model) != tree_family:
+        raise ValueError(f"tree_family={tree_family!r} differs from init_model's "
+                         f"({tree_family_of(model)!r} trees): continue it with "
+                         f"tree_family={tree_family_of(model)!r}.")
     X = _validation.as_matrix(X, "X")
     borders = _validation.check_init_model(model, Forest, X.shape[1], borders, n_bins=n_bins,
                                            depth=depth, who="bagging.fit_forest")
@@ -516,7 +557,7 @@ def fit_bagged_trees(X, y, **kwargs) -> Forest:
 def tree_outputs(trees: tree_lib.ObliviousTrees, X) -> jax.Array:
     """Leaf value of every tree for every row: trees ``(B, ...)``, ``X (n, F)`` -> ``(B, n, K)``."""
     X_t = jnp.asarray(X, jnp.float32).T
-    return jax.vmap(lambda t: t.leaf_values[tree_lib.leaf_index_raw(t, X_t)])(trees)
+    return jax.vmap(lambda t: t.leaf_values[t.leaf_index_raw(X_t)])(trees)
 
 
 def forest_predict(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
@@ -531,7 +572,7 @@ def _vote_fractions(trees, X):
     k = trees.leaf_values.shape[-1]
 
     def step(acc, t):
-        out = t.leaf_values[tree_lib.leaf_index_raw(t, X_t)]
+        out = t.leaf_values[t.leaf_index_raw(X_t)]
         return acc + jax.nn.one_hot(jnp.argmax(out, axis=-1), k, dtype=jnp.float32), None
 
     acc, _ = lax.scan(step, jnp.zeros((X_t.shape[1], k), jnp.float32), trees)

@@ -18,7 +18,6 @@ from jax import lax
 
 from jboost import _validation
 from jboost import model as model_lib
-from jboost import tree as tree_lib
 from jboost.bagging.forest import Forest
 
 
@@ -101,7 +100,7 @@ def oob_scan(outputs_fn: Callable, xs, bag_weights, y, classification: bool) -> 
 @functools.partial(jax.jit, static_argnames=("classification",))
 def _forest_oob(trees, bag_weights, X, y, classification: bool):
     X_t = jnp.asarray(X, jnp.float32).T
-    fn = lambda t: t.leaf_values[tree_lib.leaf_index_raw(t, X_t)]
+    fn = lambda t: t.leaf_values[t.leaf_index_raw(X_t)]
     return oob_scan(fn, trees, bag_weights, y, classification)
 
 

@@ -1,0 +1,138 @@
+"""Forests of depth-wise trees (``bagging.fit_forest(tree_family="depthwise")``): ESL Algorithm
+15.1's m features drawn per node, the trees equal to depthwise.fit_tree on the bag's weights,
+and the model protocol (predict, staged, vote, OOB, importance, model files, warm start,
+checkpoints) on such a forest. One small forest fitted once (module fixture)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jboost
+from jboost import bagging
+from jboost import binning
+from jboost import depthwise
+from jboost import io as jio
+from jboost.bagging import bootstrap as bootstrap_lib
+from jboost.bagging import forest as forest_lib
+from _bagging_data import N_BINS, noisy_classification
+
+DEPTH = 4
+KW = dict(n_trees=6, depth=DEPTH, max_features=3, n_bins=N_BINS, key=5, chunk_size=3,
+          tree_family="depthwise")
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y, _ = noisy_classification(300, seed=4)
+    Xt, _, yt = noisy_classification(500, seed=5)
+    return X, y, Xt, yt
+
+
+@pytest.fixture(scope="module")
+def dw_forest(data):
+    X, y, _, _ = data
+    return bagging.fit_forest(X, y, **KW)
+
+
+def test_trees_are_depthwise_fit_tree_of_the_bag_on_per_node_subsets(dw_forest, data):
+    """Tree b == depthwise.fit_tree on bag b's bootstrap weights and its per-node subsets; each
+    split node's feature is in its own node's subset, and nodes of one level differ (not one rule
+    per level as in an oblivious tree)."""
+    X, y, _, _ = data
+    f = dw_forest
+    assert isinstance(f.trees, depthwise.DepthwiseTrees) and forest_lib.tree_family_of(f) == "depthwise"
+    assert f.trees.features.shape == (6, 2**DEPTH - 1) and f.depth == DEPTH and f.n_trees == 6
+    Xb = binning.bin_features(X, f.borders)
+    n_features = X.shape[1]
+    distinct_in_a_level = 0
+    for b in (0, 4):
+        k_boot, k_feat = bootstrap_lib.bag_keys(jax.random.PRNGKey(5), jnp.int32(b))
+        counts = bootstrap_lib.bootstrap_weights(k_boot, X.shape[0])
+        np.testing.assert_array_equal(counts, f.bag_weights[b])
+        subsets = bootstrap_lib.node_feature_subsets(k_feat, n_features, DEPTH, 3)
+        assert [s.shape for s in subsets] == [(2**d, 3) for d in range(DEPTH)]
+        wb = counts[:, None]
+        g = -jnp.asarray(y)[:, None] * wb
+        tree, _ = depthwise.fit_tree(Xb, g, wb, depth=DEPTH, n_bins=N_BINS, l2=0.0, min_split_gain=0.0,
+                                     min_child_weight=1.0, feature_subsets=subsets)
+        t = jax.tree_util.tree_map(lambda a: a[b], f.trees)
+        np.testing.assert_array_equal(t.features, tree.features)
+        np.testing.assert_array_equal(t.thresholds, tree.thresholds)
+        np.testing.assert_allclose(t.leaf_values[:, 1], tree.leaf_values[:, 0], rtol=1e-6, atol=1e-7)
+        feats, gains = np.asarray(t.features), np.asarray(t.gains)
+        assert (gains > 0).sum() >= 6
+        for d in range(DEPTH):
+            s = np.asarray(subsets[d])
+            for j in range(2**d):
+                r = 2**d - 1 + j
+                if gains[r] > 0:
+                    assert feats[r] in s[j], (b, d, j)
+            level = feats[2**d - 1:2**(d + 1) - 1][gains[2**d - 1:2**(d + 1) - 1] > 0]
+            distinct_in_a_level += len(set(level.tolist())) > 1
+    assert distinct_in_a_level >= 2
+
+
+def test_per_node_subsets_differ_from_per_level_and_are_the_masks():
+    """node_feature_subsets: sorted, distinct, m per node, different nodes different sets; the
+    gathered per-node histograms give the tree of the equivalent per-node masks."""
+    X, y, _ = noisy_classification(300, seed=4)
+    borders = binning.compute_borders(X, N_BINS)
+    Xb = binning.bin_features(X, borders)
+    subsets = bootstrap_lib.node_feature_subsets(jax.random.PRNGKey(1), 8, DEPTH, 3)
+    last = np.asarray(subsets[-1])
+    assert np.all(np.diff(last, axis=1) > 0) and len({tuple(r) for r in last}) > 4
+    assert bootstrap_lib.node_feature_subsets(jax.random.PRNGKey(1), 8, DEPTH, 8) is None
+    masks = np.zeros((DEPTH, 2**(DEPTH - 1), 8), bool)
+    for d in range(DEPTH):
+        for j in range(2**d):
+            masks[d, j, np.asarray(subsets[d][j])] = True
+    g, h = -jnp.asarray(y)[:, None], jnp.ones((300, 1))
+    kw = dict(depth=DEPTH, n_bins=N_BINS, l2=0.0, min_split_gain=0.0, min_child_weight=1.0)
+    a, la = depthwise.fit_tree(Xb, g, h, feature_subsets=subsets, **kw)
+    m, lm = depthwise.fit_tree(Xb, g, h, feature_masks=jnp.asarray(masks), **kw)
+    np.testing.assert_array_equal(a.features, m.features)
+    np.testing.assert_array_equal(a.thresholds, m.thresholds)
+    np.testing.assert_array_equal(la, lm)
+
+
+def test_protocol_on_a_depthwise_forest(dw_forest, data, tmp_path):
+    _, _, Xt, yt = data
+    f = dw_forest
+    Xs = Xt[:50]
+    outs = np.asarray(bagging.tree_outputs(f.trees, Xs))
+    raw = np.asarray(jboost.predict(f, Xs))
+    np.testing.assert_allclose(raw, outs.mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(jboost.predict_proba(f, Xs)), raw)
+    np.testing.assert_array_equal(np.asarray(jboost.predict_class(f, Xs)), raw.argmax(1))
+    staged = np.asarray(jboost.staged_predict(f, Xs))
+    np.testing.assert_array_equal(staged[-1], raw)
+    np.testing.assert_array_equal(staged[2], np.asarray(jboost.predict(f, Xs, n_rounds=3)))
+    imp = np.asarray(jboost.feature_importance(f))
+    assert imp.shape == (8,) and abs(imp.sum() - 1.0) < 1e-5 and imp[:3].sum() > 0.5
+    X, y, _, _ = data
+    oob = bagging.forest_oob(f, X, y)
+    assert oob.error.shape == (6,) and 0.0 < float(oob.error[-1]) < 0.5
+    # A model file round-trips bit for bit.
+    path = tmp_path / "forest.jbm"
+    jio.save(f, path)
+    g = jio.load(path)
+    assert isinstance(g.trees, depthwise.DepthwiseTrees)
+    for a, b in zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(f)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(np.asarray(jboost.predict(g, Xs)), raw)
+
+
+def test_warm_start_and_checkpoints_equal_one_fit(dw_forest, data, tmp_path):
+    X, y, _, _ = data
+    part = bagging.fit_forest(X, y, **{**KW, "n_trees": 3})
+    more = bagging.fit_forest(X, y, init_model=part, **{**KW, "n_trees": 3})
+    ckpt = bagging.fit_forest(X, y, checkpoint_dir=tmp_path / "c", **KW)
+    for other in (more, ckpt):
+        for a, b in zip(jax.tree_util.tree_leaves(other), jax.tree_util.tree_leaves(dw_forest)):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="tree_family='oblivious' differs from init_model's "
+                                         "\\('depthwise' trees\\)"):
+        bagging.fit_forest(X, y, init_model=part, **{**KW, "n_trees": 3, "tree_family": "oblivious"})
+    with pytest.raises(ValueError, match="tree_family must be \"oblivious\" or \"depthwise\""):
+        bagging.fit_forest(X, y, **{**KW, "tree_family": "lossguide"})
