@@ -96,7 +96,7 @@ def run(config: dict, ctx) -> dict:
     X, y, X_test, y_test = datasets.load_spam(ctx.data_dir)
     names = datasets.feature_names("spambase.csv.gz", ctx.data_dir)
 
-    models, curves, cv, table, timings, checks, chosen = {}, {}, {}, [], {}, {}, {}
+    models, refits, curves, cv, table, timings, checks, chosen = {}, {}, {}, {}, [], {}, {}, {}
     for spec in config["models"]:
         label, cap = spec["label"], spec["max_rounds"]
         # 1. the number of rounds, by K-fold CV on the training set only
@@ -118,6 +118,7 @@ def run(config: dict, ctx) -> dict:
         checks[f"{label}_refit_at_cv_rounds_is_prefix_of_full_fit"] = bool(np.array_equal(
             np.asarray(jboost.predict(refit, X_test)), np.asarray(jboost.predict(model, X_test, n_rounds=b))))
         models[label] = model
+        refits[label] = refit
         curves[label] = staged_metric(model, X_test, y_test, binary_error)
         how = f"{b} rounds chosen by {folds}-fold CV deviance (cap {cap})"
         table.append({"quantity": f"test error (ESL: {spec['esl']})", "algorithm": algorithm_name(spec, how),
@@ -144,9 +145,11 @@ def run(config: dict, ctx) -> dict:
         ctx.log(m + 1, **record)
 
     main = config["models"][0]
-    importance = np.asarray(jboost.inspect.importance(models[main["label"]], "relative"))  # ESL eq. 10.43
+    # ESL eq. 10.43, of the model at the CV-chosen round count
+    importance = np.asarray(jboost.inspect.importance(refits[main["label"]], "relative"))
     order = np.argsort(-importance, kind="stable")[: config["top_features"]]
     top = [(names[j], float(importance[j] / importance[order[0]] * 100)) for j in order]
+    main_rounds = f"{chosen[main['label']]} rounds ({folds}-fold CV)"
 
     plt = ctx.pyplot
     fig = fig_imp = None
@@ -183,7 +186,8 @@ def run(config: dict, ctx) -> dict:
         ax.barh([t[0] for t in top][::-1], [t[1] for t in top][::-1], color="tab:red")
         ax.set_xlabel("relative importance (max = 100)")
         ax.set_title(f"Spam: relative importance (ESL eq. 10.43; cf. Fig. 10.6)\n"
-                     f"{algorithm_name(main, str(main['max_rounds']) + ' rounds')}", fontsize=8, wrap=True)
+                     f"{algorithm_name(main, main_rounds)}",
+                     fontsize=8, wrap=True)
     ctx.savefig(fig, "test_error_vs_iterations")
     ctx.savefig(fig_imp, "relative_importance")
 
