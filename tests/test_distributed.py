@@ -70,6 +70,10 @@ FIT_KW = dict(n_rounds=10, depth=3, learning_rate=0.3, subsample=0.7, colsample=
 SWEEP_KW = dict(grid={"learning_rate": [0.3, 1.0]}, folds=3, seeds=2, n_rounds=8, depth=2,
                 n_bins=16, subsample=0.7, key=5, keep_trees=True, chunk_size=6)
 SWEEPS = {2: {}, 3: dict(metric="error_rate", early_stopping_rounds=2)}
+#: Bagged boosters (2 processes only): bootstrap weights of the whole table, weighted baselines,
+#: row subsampling, the shared validation set's early stopping per bag, 2 chunks of 2 bags.
+BAG_KW = dict(n_bags=3, n_rounds=6, depth=2, n_bins=16, learning_rate=1.0, subsample=0.7, chunk_size=2, key=4,
+              early_stopping_rounds=2)
 
 WORKER = textwrap.dedent(
     """
@@ -83,7 +87,7 @@ WORKER = textwrap.dedent(
     import numpy as np
     import jboost
     sys.path.insert(0, %r)
-    from test_distributed import CUTS, N, FIT_KW, SWEEP_KW, SWEEPS, table
+    from test_distributed import BAG_KW, CUTS, N, FIT_KW, SWEEP_KW, SWEEPS, table
 
     X, y_reg, y_cls, w = table()
     (c, v) = CUTS[n]
@@ -134,6 +138,12 @@ WORKER = textwrap.dedent(
         res["sweep_error"] = None
     except ValueError as e:
         res["sweep_error"] = str(e)
+    if n == 2:
+        from jboost.bagging import fit_bagged_boosters
+        bags = fit_bagged_boosters(X[tr], y_cls[tr], "binomial_deviance", sample_weight=w[tr],
+                                   eval_set=(X[va], y_cls[va], w[va]), rows="local", **BAG_KW)
+        with open(f"{out}/bags_{pid}.pkl", "wb") as f:
+            pickle.dump(bags, f)
     print("RESULT " + json.dumps(res), flush=True)
     """
 ) % (os.path.dirname(os.path.abspath(__file__)),)
@@ -236,8 +246,10 @@ def group(request, tmp_path_factory):
     models = {name: [jboost.load(f"{out}/{name}_{p}.jbm") for p in range(request.param)]
               for name in ("cls", "cut")}
     for p in range(request.param):
-        with open(f"{out}/sweep_{p}.pkl", "rb") as f:
-            models.setdefault("sweep", []).append(pickle.load(f))
+        for name in ("sweep", "bags"):
+            if os.path.exists(f"{out}/{name}_{p}.pkl"):
+                with open(f"{out}/{name}_{p}.pkl", "rb") as f:
+                    models.setdefault(name, []).append(pickle.load(f))
     return request.param, results, models
 
 
@@ -407,3 +419,36 @@ def test_local_sweep_needs_the_distributed_runtime():
         jboost.sweep.sweep(np.zeros((10, 2), np.float32), np.zeros(10, np.float32), rows="local")
     with pytest.raises(ValueError, match="rows="):
         jboost.sweep.sweep(np.zeros((10, 2), np.float32), np.zeros(10, np.float32), rows="mine")
+
+
+def test_bagged_boosters_equal_the_single_process_fit(group):
+    n, _, models = group
+    if "bags" not in models:
+        pytest.skip("bagged boosters run in the 2-process group only")
+    from jboost.bagging import fit_bagged_boosters
+    X, _, y_cls, w = table()
+    va = slice(N, N + N_VALID)
+    ref = fit_bagged_boosters(X[:N], y_cls[:N], "binomial_deviance", sample_weight=w[:N],
+                              eval_set=(X[va], y_cls[va], w[va]), **BAG_KW)
+    mine = models["bags"][0]
+    # Bitwise: bootstrap weights of the whole table, borders, baselines, splits, stopping rounds.
+    for field in ("bag_weights", "borders", "baseline", "best_round"):
+        assert np.array_equal(np.asarray(getattr(mine, field)), np.asarray(getattr(ref, field))), field
+    assert np.asarray(ref.best_round).min() < BAG_KW["n_rounds"] - 1  # early stopping did stop
+    for field in ("features", "thresholds"):
+        assert np.array_equal(np.asarray(getattr(mine.trees, field)), np.asarray(getattr(ref.trees, field)))
+    # To float rounding (histograms summed over the devices).
+    assert np.max(np.abs(np.asarray(mine.trees.leaf_values) - np.asarray(ref.trees.leaf_values))) < 1e-5
+    for a, b in ((mine.train_loss, ref.train_loss), (mine.valid_loss, ref.valid_loss)):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.array_equal(np.isnan(a), np.isnan(b)) and np.nanmax(np.abs(a - b)) < 1e-5
+    assert np.array_equal(np.asarray(mine.classes.array), CLASSES)
+    assert np.max(np.abs(np.asarray(jboost.predict(mine, X)) - np.asarray(jboost.predict(ref, X)))) < 1e-4
+    for other in models["bags"][1:]:  # bitwise the same on every process
+        assert all(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True) for a, b in zip(
+            jax_leaves(mine), jax_leaves(other)))
+
+
+def jax_leaves(tree):
+    import jax
+    return jax.tree_util.tree_leaves(tree)

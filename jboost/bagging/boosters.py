@@ -56,6 +56,7 @@ from jboost import _validation
 from jboost import api
 from jboost import boosting
 from jboost import categorical as categorical_lib
+from jboost import distributed
 from jboost import losses as losses_lib
 from jboost import model as model_lib
 from jboost import tree as tree_lib
@@ -453,6 +454,7 @@ def fit_bagged_boosters(
     one_hot_max_size: int = categorical_lib.ONE_HOT_MAX_SIZE,
     cat_prior=None,
     cat_prior_weight=categorical_lib.PRIOR_WEIGHT,
+    rows: str = "global",
 ) -> BaggedBoosters:
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
@@ -527,6 +529,20 @@ def fit_bagged_boosters(
       ValueError: early stopping on out-of-bag rows where a bag has none with weight (a tiny
         data set, or ``sample_weight`` zero on its out-of-bag rows), before fitting.
     """
+    if _validation.check_choice(rows, "rows", distributed.ROWS) == "local":
+        return _fit_local(X, y, loss, sample_weight, eval_set, dict(
+            loss=loss, n_bags=n_bags, bootstrap=bootstrap, n_rounds=n_rounds, depth=depth,
+            learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
+            min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
+            colsample_by=colsample_by, n_bins=n_bins, n_outputs=n_outputs,
+            per_output_trees=per_output_trees, key=key, chunk_size=chunk_size, verbose=verbose,
+            early_stopping_rounds=early_stopping_rounds,
+            early_stopping_tolerance=early_stopping_tolerance, eval_metric=eval_metric,
+            init_model=init_model is not None, checkpoint_dir=checkpoint_dir is not None,
+            n_callbacks=len(callbacks or ()), base_margin=base_margin is not None,
+            eval_base_margin=eval_base_margin is not None, cat_features=cat_features,
+            one_hot_max_size=one_hot_max_size, cat_prior=cat_prior,
+            cat_prior_weight=cat_prior_weight))
     bootstrap = _validation.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
     n_bags = _validation.check_int(n_bags, "n_bags", 1, 10**6)
     chunk_size = min(_validation.check_int(chunk_size, "chunk_size", 1, 10**6), n_bags)
@@ -655,6 +671,136 @@ def fit_bagged_boosters(
                            feature_names=tab.feature_names, categorical=categorical)
     # Traced settings (the caller's vmap) outside their domains: NaN bags, and a warning.
     return _validation.nan_outside_domains(model, loss_obj, hyper)
+
+
+def _fit_local(X, y, loss, sample_weight, eval_set, settings: dict) -> BaggedBoosters:
+    """:func:`fit_bagged_boosters` of rows spread over processes (``rows="local"``,
+    :mod:`jboost.distributed`): every process passes its own rows (and validation rows) and gets
+    the bags of the processes' rows concatenated in process order. The borders (unweighted, as a
+    single-process fit's), labels, classes and every bag's bootstrap weights and baseline are the
+    whole table's (the weights drawn on the host for all rows, :func:`all_bootstrap_weights`: the
+    draws of a single-process fit; each process keeps its rows' part for training); the bags
+    are fitted chunk by chunk, every device fitting every bag of a chunk on its rows
+    (:func:`_local_bags_program`). Bag ``b`` equals the single-process fit's bag ``b``: weights,
+    baseline, splits and stopping round bitwise, leaf values and losses up to float rounding
+    (histograms summed over the devices)."""
+    s = settings
+    oob_asked = isinstance(eval_set, str)
+    names = _validation.feature_names_of(X)
+    local = distributed.gather(X, y, sample_weight, None if oob_asked else eval_set, None,
+                               dict(s, eval_set="oob" if oob_asked else eval_set is None, names=names))
+    refused = [k for k in ("init_model", "checkpoint_dir", "base_margin", "eval_base_margin") if s[k]]
+    if s["n_callbacks"]:
+        refused.append("callbacks")
+    if refused:
+        raise ValueError(f"bagged boosters with rows='local' do not support "
+                         f"{', '.join(k + '=' for k in refused)} yet: fit with rows='global' (every "
+                         "process passing the whole table) for them.")
+    cat = s["cat_features"]
+    if cat is not None and not (np.ndim(cat) == 1 and len(cat) == 0):
+        raise ValueError("cat_features: bagged boosters with rows='local' do not support categorical "
+                         "columns yet: encode them as numbers (the same encoding on every process).")
+    if oob_asked or (eval_set is None and s["early_stopping_rounds"] is not None):
+        raise ValueError("eval_set: bagged boosters with rows='local' score no out-of-bag rows yet "
+                         "(eval_set='oob', or early stopping without an eval_set): pass "
+                         "eval_set=(X_valid, y_valid[, w_valid]) with each process's validation rows.")
+    if isinstance(loss, losses_lib.Loss) and loss.batch:
+        raise ValueError(f"loss: rows='local' does not support batch objectives ({loss.name!r}).")
+    bootstrap = _validation.check_choice(s["bootstrap"], "bootstrap", bootstrap_lib.BOOTSTRAPS)
+    n_bags = _validation.check_int(s["n_bags"], "n_bags", 1, 10**6)
+    chunk_size = min(_validation.check_int(s["chunk_size"], "chunk_size", 1, 10**6), n_bags)
+    config, hyper = api.settings(**{k: s[k] for k in (
+        "n_rounds", "depth", "n_bins", "learning_rate", "l2", "min_split_gain", "min_child_weight",
+        "subsample", "colsample", "colsample_by", "per_output_trees")})
+    if not _common.host_fit(hyper, s["key"]):
+        raise ValueError("rows='local' needs a concrete fit (not under jax.vmap or jax.jit).")
+    n = local.n_total
+    y_all, classes, eval_set = _validation.mapped_labels(local.y, local.eval_set, loss,
+                                                         s["n_outputs"], None, None, n_rows=n)
+    y_all = _validation.as_labels(y_all, n)
+    loss_obj = _validation.resolve_loss(loss, y_all, s["n_outputs"])
+    stopping, _ = _early_stopping(s["early_stopping_rounds"], s["early_stopping_tolerance"],
+                                  s["eval_metric"], eval_set, loss_obj, bootstrap)
+    losses_lib.check_labels(loss_obj, y_all, "y")  # every process raises alike
+    w_all = _validation.as_weights(local.sample_weight, n)
+    X = _validation.as_matrix(X, "X")
+    borders = local.borders(X, None, config.n_bins)  # unweighted, as the single-process fit's
+    data = _validation.prepare(X, local.mine(y_all), sample_weight=local.mine(w_all),
+                               n_bins=config.n_bins, weighted_borders=False, eval_set=eval_set,
+                               borders=borders,
+                               label_check=lambda v, name: losses_lib.check_labels(loss_obj, v, name))
+    local.everywhere(_validation.check_boosting_memory, MemoryError)(
+        local.n_local // (len(local.mesh.devices.flat) // jax.process_count()), X.shape[1], config,
+        loss_obj, k_from_labels=loss_obj.task == "multiclass" and s["n_outputs"] is None,
+        n_models=n_bags, n_together=chunk_size, what="bagged boosters",
+        fix="use a smaller chunk_size, depth, n_bins or n_outputs")
+    key = _validation.as_key(s["key"])
+    counts = np.asarray(bootstrap_lib.all_bootstrap_weights(key, n_bags, n, bootstrap))
+    config = config._replace(early_stopping=stopping, row_starts=local.row_starts)
+    valid = None if eval_set is None else tuple(
+        local.replicate(a) for a in (data.X_valid, data.y_valid, data.w_valid))
+    mine = slice(local.start, local.start + local.n_rows)
+    args = (local.shard(data.X_binned, 1), local.shard(data.y, edge=True), local.shard(data.w),
+            local.shard(counts[:, mine], 1), key, hyper, loss_obj, valid,
+            local.replicate(y_all), local.replicate(w_all), local.replicate(counts))
+    program = _local_bags_program(local.mesh, config, n_bags)
+    outs = []
+    for c in range(-(-n_bags // chunk_size)):
+        bags = np.arange(c * chunk_size, (c + 1) * chunk_size, dtype=np.int32)
+        outs.append(local.localize(program(*args, bags)))
+        if s["verbose"] and local.is_first:
+            print(f"bagged boosters: bags {min((c + 1) * chunk_size, n_bags)}/{n_bags}", flush=True)
+    out, init = jax.tree_util.tree_map(lambda *a: np.concatenate(a)[:n_bags], *outs)
+    train_loss, valid_loss, trees = out.train_loss, out.valid_loss, out.trees
+    _validation.check_finite_fits(train_loss, loss_obj, boosting.Data.train_only(
+        data.X_binned, data.y, data.w), init, n_fitted=None if stopping is None else out.n_fitted,
+        names=lambda i: f"bag {i[0]}", what="bags")
+    if stopping is not None:  # the rounds up to the last bag's stop, as a single-process fit
+        last = int(np.max(out.n_fitted))
+        trees, train_loss, valid_loss = jax.tree_util.tree_map(
+            lambda a: a[:, :last], (trees, train_loss, valid_loss))
+    trees = tree_lib.with_borders(jax.tree_util.tree_map(jnp.asarray, trees), data.borders)
+    return BaggedBoosters(
+        trees=trees, borders=data.borders, baseline=jnp.asarray(init),
+        loss=jax.tree_util.tree_map(jnp.asarray, out.final_loss), bag_weights=jnp.asarray(counts),
+        train_loss=jnp.asarray(train_loss),
+        valid_loss=None if eval_set is None else jnp.asarray(valid_loss),
+        best_round=None if out.best_round is None else jnp.asarray(out.best_round),
+        classes=None if classes is None else model_lib.Classes(classes),
+        feature_names=model_lib.named(names), categorical=None)
+
+
+@functools.lru_cache(maxsize=16)
+def _local_bags_program(mesh, config: boosting.BoostConfig, n_bags: int):
+    """The compiled chunk of bags of :func:`_fit_local`: ``program(X_binned, y, w, counts, key,
+    hyper, loss, valid, y_all, w_all, counts_all, bags)`` with this process's training arrays and
+    bootstrap weights ``(B, n)`` sharded over the rows of the one-axis ``mesh``, the shared
+    validation rows and the whole table's labels, weights and bootstrap weights replicated.
+    Bag ``b``: ``k_fit = bag_keys(key, b)[1]``, baseline on the whole table's weights
+    ``w_all * counts_all[b]``, :func:`jboost.boosting.boost` on its rows (histograms ``psum``-ed;
+    ``config.row_starts`` gives every row its draw in the whole table). Outputs replicated."""
+    from jax.sharding import PartitionSpec as P
+
+    axis = mesh.axis_names[0]
+    config = config._replace(axis_name=axis)
+
+    def body(X_binned, y, w, counts, key, hyper, loss, valid, y_all, w_all, counts_all, bags):
+        def one(b):
+            i = jnp.minimum(b, n_bags - 1)  # the padding of the last chunk repeats the last bag
+            _, k_fit = bootstrap_lib.bag_keys(key, b)
+            init = losses_lib.baseline(loss, y_all, w_all * counts_all[i])
+            if valid is None:
+                data = boosting.Data.train_only(X_binned, y, w * counts[i])
+            else:
+                data = boosting.Data(X_binned, y, w * counts[i], *valid)
+            out = boosting.boost.__wrapped__(data, k_fit, hyper, loss, init, config=config)
+            return out._replace(state=None), init
+        return jax.vmap(one)(bags)
+
+    row, rep = P(axis), P()
+    fn = jax.shard_map(body, mesh=mesh, in_specs=(P(None, axis), row, row, P(None, axis))
+                       + (rep,) * 8, out_specs=rep, check_vma=False)
+    return jax.jit(fn)
 
 
 def _categorical_inputs(plan, data, loss: losses_lib.Loss, key, n_bags: int, bootstrap: str, prior,
