@@ -1,4 +1,5 @@
-"""Data spread over processes: ``jboost.fit(X_local, y_local, ..., rows="local")``.
+"""Data spread over processes: ``jboost.fit(X_local, y_local, ..., rows="local")``, and the same
+for ``jboost.sweep.sweep`` and ``jboost.bagging.fit_bagged_boosters`` (below).
 
 On JAX's multi-process runtime (``jax.distributed.initialize()``: several hosts, or several
 processes on one host) every process calls :func:`jboost.fit` with the same settings and only its
@@ -27,6 +28,19 @@ split bitwise; leaf values, losses and predictions up to float rounding (the his
 of per-device partial sums, added in another order than one device adds them: differences of
 about 1e-7 in a 600-row test); as in any sharded fit, a split that rounding decides could go the
 other way. The models of all processes are bitwise equal.
+
+**Sweeps** (``jboost.sweep.sweep(..., rows="local")``): the borders as above; labels, weights
+and an explicit ``folds`` array are gathered, so the folds (drawn from the whole table's labels)
+and each model's baseline (from the whole table's labels, weights and fold, replicated:
+``O(S n)`` numbers) are the single-process sweep's, bitwise. Every device fits every model of a
+chunk on its rows (:func:`jboost.sweep.program.rows_chunk_program`: ``shard_map`` over the rows
+of the ``vmap`` over models; held-out sums ``psum``-ed, a named or custom metric evaluated on
+the raw scores gathered in table order, :attr:`LocalRows.table_positions`). **Bagged boosters**
+(``fit_bagged_boosters(..., rows="local")``): every bag's bootstrap weights are drawn for the
+whole table on every process (the single-process draws), each process training on its rows'
+part; baselines from the whole table. Both: splits, folds, weights, baselines and stopping
+rounds bitwise, curves and leaf values to float rounding (as for ``fit``), the same result on
+every process.
 
 Every process must pass the same settings (checked: a fingerprint of each argument is gathered
 and compared; the error names the arguments that differ). The rounds run in fixed chunks
