@@ -157,10 +157,18 @@ def node_gains(cum, l2, min_child_weight, missing: bool = True,
                                                             missing, criterion), in_axes=1)(cum)
 
 
-@functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion"))
+def node_slots(n_rows: int, max_nodes: int, depth_d: int) -> int:
+    """Static number of histogram slots of level ``d`` in the compact path:
+    ``min(2**d, max_nodes, n_rows // 2)`` (at least 1)."""
+    return max(1, min(1 << depth_d, max_nodes, n_rows // 2))
+
+
+@functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion",
+                                             "max_nodes"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
-             missing: bool = True, criterion: splits.SplitCriterion = splits.NEWTON):
+             missing: bool = True, criterion: splits.SplitCriterion = splits.NEWTON,
+             max_nodes: Optional[int] = None):
     """Fit one depth-wise tree of fixed depth to weighted gradients and hessians.
 
     The arguments are :func:`jboost.tree.fit_tree`'s, with per-node feature sampling:
@@ -175,6 +183,17 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         level ``d`` reads row ``j``). Per node, each row's ``m`` columns are gathered from its
         node's features, so a level's histograms are ``(m, 2**d, n_bins)``: ``m / F`` of the
         full ones (ESL Algorithm 15.1's random forest: ``m`` features drawn per node).
+
+      max_nodes: static; ``None`` (dense levels: ``2**d`` histogram nodes at level ``d``), or
+        the **compact path**: only the nodes that can split -- not yet a leaf, with at least two
+        rows of non-zero weight -- get a histogram slot, in node order, at most
+        ``S_d = min(2**d, max_nodes, n // 2)`` of them (:func:`node_slots`); histograms, gains
+        and split searches are ``(S_d, ...)``, so deep levels cost what their splittable nodes
+        cost, not ``2**d``. Nodes are disjoint, so at most ``n // 2`` have two rows:
+        ``max_nodes >= n // 2`` gives the dense path's splits (leaf sums are then summed over the
+        rows, so leaf values may differ in the last float bits); a smaller ``max_nodes`` makes the
+        nodes past the first ``max_nodes`` splittable ones of a level leaves. Not with
+        ``axis_name`` (the bound needs every row).
 
     Returns:
       ``(tree, leaf)``: a :class:`DepthwiseTrees` with the criterion's leaf values (before
@@ -191,8 +210,61 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     active = jnp.ones((1,), bool)  # nodes of the level that may still split
     feats, thrs, miss, gains = [], [], [], []
     cum = local = None
+    compact = max_nodes is not None
+    if compact and axis_name is not None:
+        raise ValueError("depthwise.fit_tree: max_nodes (the compact path) needs every row on one "
+                         "device; use max_nodes=None with axis_name.")
+    takes_part = jnp.any(payload != 0, axis=-1)
     for d in range(depth):  # static unroll over levels: 2**d nodes
         n_nodes = 1 << d
+        if compact:
+            n_slots = node_slots(n, int(max_nodes), d)
+            count = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, n_nodes)
+            can = active & (count >= 2)
+            order = jnp.cumsum(can.astype(jnp.int32)) - 1
+            slot = jnp.where(can & (order < n_slots), order, n_slots)        # n_slots: no slot
+            node_of_slot = jnp.zeros((n_slots + 1,), jnp.int32).at[slot].set(
+                jnp.arange(n_nodes, dtype=jnp.int32))[:n_slots]
+            row_slot = slot[leaf]
+            if per_node:
+                X_level = X_binned[subsets[d][leaf].T, rows[None, :]]
+            elif subsets is not None:
+                X_level = X_binned[subsets[d]]
+            else:
+                X_level = X_binned
+            cum = histograms.prefix_sum(histograms.build_histogram(
+                X_level, payload, row_slot, n_leaves=n_slots + 1, n_bins=n_bins), axis=2)[:, :n_slots]
+            g = node_gains(cum, l2, min_child_weight, missing, criterion)      # (S, F', B-1, 2)
+            if masks is None:
+                sp = jax.vmap(lambda gn: splits.best_split_of_gains(gn, min_split_gain=min_split_gain))(g)
+            else:
+                mask = jnp.broadcast_to(masks[d][:n_nodes], (n_nodes, g.shape[1]))[node_of_slot]
+                sp = jax.vmap(lambda gn, mn: splits.best_split_of_gains(
+                    gn, min_split_gain=min_split_gain, feature_mask=mn))(g, mask)
+            has = slot < n_slots
+            at = jnp.minimum(slot, n_slots - 1)
+            pos = sp.feature[at]
+            ok = has & (sp.gain[at] > 0)
+            gain = sp.gain[at]
+            thr = jnp.where(ok, sp.threshold[at], splits.null_threshold(n_bins)).astype(jnp.int32)
+            mr = ok & sp.missing_right[at]
+            pos = jnp.where(ok, pos, 0).astype(jnp.int32)
+            if subsets is None:
+                feature = pos
+            elif per_node:
+                feature = jnp.where(ok, jnp.take_along_axis(subsets[d], pos[:, None], axis=1)[:, 0], 0)
+            else:
+                feature = jnp.where(ok, subsets[d][pos], 0)
+            feature = feature.astype(jnp.int32)
+            col = X_binned[feature[leaf], rows].astype(jnp.int32)
+            right = jnp.where(col == binning.missing_bin(n_bins), mr[leaf], col > thr[leaf])
+            leaf = leaf + jnp.left_shift(right.astype(jnp.int32), d)
+            active = jnp.concatenate([ok, ok])
+            feats.append(feature)
+            thrs.append(thr)
+            miss.append(mr)
+            gains.append(jnp.where(ok, gain, 0.0).astype(jnp.float32))
+            continue
         if per_node:  # each node's own m features: row i's slot s is feature subsets[d][leaf_i, s]
             X_level = X_binned[subsets[d][leaf].T, rows[None, :]]              # (m, n)
             cum = histograms.prefix_sum(histograms.build_histogram(
@@ -236,8 +308,10 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         thrs.append(thr)
         miss.append(mr)
         gains.append(jnp.where(ok, split.gain, 0.0).astype(jnp.float32))
-    takes_part = jnp.any(payload != 0, axis=-1)
-    if depth:  # the leaves' sums off the last level's (global) histograms; counts from the rows
+    if compact:  # the leaves' sums and counts from the rows
+        sums = histograms.spread_sum(payload, leaf, 1 << depth)
+        counts = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 1 << depth)
+    elif depth:  # the leaves' sums off the last level's (global) histograms; counts from the rows
         sums = _selected(*last)
         counts = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 1 << depth)
         if axis_name is not None:

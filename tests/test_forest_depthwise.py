@@ -94,6 +94,16 @@ def test_per_node_subsets_differ_from_per_level_and_are_the_masks():
     np.testing.assert_array_equal(a.features, m.features)
     np.testing.assert_array_equal(a.thresholds, m.thresholds)
     np.testing.assert_array_equal(la, lm)
+    # The compact path (histogram slots for the splittable nodes only): the same tree with
+    # n // 2 slots; with 2 slots, at most 2 nodes of a level split.
+    c, lc = depthwise.fit_tree(Xb, g, h, feature_subsets=subsets, max_nodes=150, **kw)
+    np.testing.assert_array_equal(c.features, a.features)
+    np.testing.assert_array_equal(c.thresholds, a.thresholds)
+    np.testing.assert_array_equal(lc, la)
+    np.testing.assert_allclose(c.leaf_values, a.leaf_values, rtol=1e-6, atol=1e-7)
+    two, _ = depthwise.fit_tree(Xb, g, h, feature_subsets=subsets, max_nodes=2, **kw)
+    per_level = [int((np.asarray(two.gains)[2**d - 1:2**(d + 1) - 1] > 0).sum()) for d in range(DEPTH)]
+    assert max(per_level) == 2 and (np.asarray(a.gains) > 0).sum() > sum(per_level)
 
 
 def test_protocol_on_a_depthwise_forest(dw_forest, data, tmp_path):

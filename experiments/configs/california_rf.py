@@ -11,6 +11,9 @@ Ours, fixed before seeing test numbers:
   as integer weights, ``m`` features eligible per level, leaves = bootstrap-weighted means,
   depth 14 with minimum (bootstrap-weighted) node size 5 (ESL's regression default), 64 bins,
   ``B = 500``;
+* the same forests of **depth-wise** trees (``tree_family="depthwise"``: every node its own
+  split from its own ``m`` randomly drawn features, ESL Algorithm 15.1), depth 16, histograms
+  only for each level's splittable nodes;
 * gradient boosting (:func:`jboost.fit`) with the Huber loss of ESL 10.14.1 (adaptive
   ``delta``, the 0.9-quantile of the absolute residuals), ``nu = 0.05``, 1000 rounds, oblivious
   trees of depth 4 and 6 (an oblivious tree of depth ``d`` is an interaction of order ``d``,
@@ -54,6 +57,11 @@ def get_config(smoke: bool = False) -> dict:
              "n_trees": 10 if smoke else 500, "depth": 4 if smoke else 14},
             {"label": "rf_m6", "name": "random forest m=6", "max_features": 6,
              "n_trees": 10 if smoke else 500, "depth": 4 if smoke else 14},
+            # Depth-wise trees: every node its own split, m features drawn per node.
+            {"label": "rf_m2_dw", "name": "random forest m=2", "max_features": 2,
+             "n_trees": 10 if smoke else 500, "depth": 4 if smoke else 16, "tree_family": "depthwise"},
+            {"label": "rf_m6_dw", "name": "random forest m=6", "max_features": 6,
+             "n_trees": 10 if smoke else 500, "depth": 4 if smoke else 16, "tree_family": "depthwise"},
         ],
         "forest_n_bins": 16 if smoke else 64,
         "forest_min_child_weight": 5.0,
@@ -67,7 +75,7 @@ def get_config(smoke: bool = False) -> dict:
         "huber_alpha": 0.9,
     }
     if smoke:
-        config["forests"] = config["forests"][:1]
+        config["forests"] = config["forests"][:1] + config["forests"][2:3]
         config["boosters"] = config["boosters"][:1]
     return config
 
@@ -81,7 +89,8 @@ def run(config: dict, ctx) -> dict:
         forest, t = timed(bagging.fit_forest, X, y, task="regression", n_trees=spec["n_trees"],
                           depth=spec["depth"], max_features=spec["max_features"],
                           n_bins=config["forest_n_bins"],
-                          min_child_weight=config["forest_min_child_weight"], key=seed)
+                          min_child_weight=config["forest_min_child_weight"], key=seed,
+                          tree_family=spec.get("tree_family", "oblivious"))
         timings[f"{spec['label']}_fit_s_incl_compile"] = t
         staged = bagging.forest_staged(forest, X_test, y_test)
         oob = bagging.forest_oob(forest, X, y)
@@ -89,7 +98,8 @@ def run(config: dict, ctx) -> dict:
         pred = np.asarray(jboost.predict(forest, X_test))  # the forest's raw score: the mean
         checks[f"{spec['label']}_staged_end_equals_predict"] = bool(
             abs(float(np.mean(np.abs(pred - y_test))) - float(staged.abs_error[-1])) < 1e-5)
-        algorithm = (f"{spec['name']}: {spec['n_trees']} oblivious regression trees of depth "
+        algorithm = (f"{spec['name']}: {spec['n_trees']} {spec.get('tree_family', 'oblivious')} "
+                     f"regression trees of depth "
                      f"{spec['depth']}, {config['forest_n_bins']} bins, min node weight "
                      f"{config['forest_min_child_weight']}")
         table += [
@@ -126,8 +136,10 @@ def run(config: dict, ctx) -> dict:
     if plt is not None:
         fig, ax = plt.subplots(figsize=(6, 4.2))
         styles = {"rf_m2": ("tab:green", "-"), "rf_m6": ("tab:green", "--"),
+                  "rf_m2_dw": ("tab:blue", "-"), "rf_m6_dw": ("tab:blue", "--"),
                   "gbm_d4": ("tab:red", "-"), "gbm_d6": ("tab:red", "--")}
-        names = {s["label"]: f"{s['name']}, depth {s['depth']}" for s in config["forests"]}
+        names = {s["label"]: f"{s['name']}, {s.get('tree_family', 'oblivious')} depth {s['depth']}"
+                 for s in config["forests"]}
         names.update({s["label"]: f"{s['name']} (Huber loss, shrinkage {config['learning_rate']})"
                       for s in config["boosters"]})
         for k, c in curves.items():
@@ -136,7 +148,8 @@ def run(config: dict, ctx) -> dict:
         ax.set_ylim(0.25, 0.5)
         ax.set_xlabel("number of trees")
         ax.set_ylabel("test average absolute error")
-        ax.set_title("California housing (cf. ESL Fig. 15.3): random forests of oblivious trees\n"
+        ax.set_title("California housing (cf. ESL Fig. 15.3): random forests of oblivious and "
+                     "depth-wise trees\n"
                      "vs gradient boosting of oblivious trees", fontsize=9)
         ax.legend(fontsize=8)
     ctx.savefig(fig, "aae_vs_trees")

@@ -74,6 +74,7 @@ class ForestConfig(NamedTuple):
     chunk_size: int = 1       # bags fitted together (one vmap) per lax.map step
     verbose: bool = False     # a progress line per chunk of bags (map_in_chunks)
     tree_family: str = "oblivious"  # or "depthwise": each node its own split and m features
+    max_nodes: Optional[int] = None  # depth-wise: histogram slots per level (None: 2**d, dense)
 
 
 class ForestHyperparams(NamedTuple):
@@ -249,7 +250,7 @@ def _one_bag(X_binned, y, w, key, hyper: ForestHyperparams, config: ForestConfig
         if config.tree_family == "depthwise":  # m features drawn per node (ESL Algorithm 15.1)
             subsets = bootstrap_lib.node_feature_subsets(k_feat, n_features, config.depth,
                                                          config.max_features)
-            grow = depthwise.fit_tree
+            grow = functools.partial(depthwise.fit_tree, max_nodes=config.max_nodes)
         else:  # an oblivious tree applies one rule per level: m features drawn per level
             subsets = bootstrap_lib.feature_subsets(k_feat, n_features, config.depth,
                                                     config.max_features)
@@ -343,6 +344,7 @@ def fit_forest(
     init_model: Optional[Forest] = None,
     callbacks: Sequence[Callable] = (),
     tree_family: str = "oblivious",
+    max_nodes: Optional[int] = None,
 ) -> Forest:
     """Random forest of oblivious trees (ESL Algorithm 15.1); bagged trees with ``max_features=None``.
 
@@ -399,7 +401,13 @@ def fit_forest(
         its own ``m`` randomly drawn features, ESL Algorithm 15.1; histograms of each node's
         ``m`` gathered features). Static. Trees grow until a node is pure (no positive gain),
         its children would fall below ``min_child_weight``, or ``depth`` is reached; both
-        families keep ``2**depth`` leaves per tree (depth-wise levels cost ``2**d`` nodes).
+        families keep ``2**depth`` leaves per tree. Depth-wise levels build histograms only for
+        their splittable nodes (:func:`jboost.depthwise.fit_tree`'s compact path; ``max_nodes``).
+      max_nodes: depth-wise trees only (static): histogram slots per level. Default ``n // 2``
+        (``n`` training rows): every node with two rows gets one, so the trees are those of the
+        dense levels, at the cost of the splittable nodes rather than ``2**d``; a smaller value
+        caps a level's work and makes the nodes past its first ``max_nodes`` splittable ones
+        leaves.
       init_model: a :class:`Forest` to continue (a warm start): ``n_trees`` more trees on the
         same rows, binned with its borders (the same ``n_bins`` and ``depth``; K from the
         model). Tree ``b`` depends only on its index (its key ``bag_keys(key, b)``), so a forest
@@ -460,6 +468,12 @@ def fit_forest(
                          f"bootstrap weights); X has {n}: continue a forest on the rows it was "
                          "fitted on.")
     m = bootstrap_lib.resolve_max_features(max_features, n_features)
+    if tree_family == "depthwise":
+        max_nodes = max(1, n // 2) if max_nodes is None else _validation.check_int(
+            max_nodes, "max_nodes", 1, 1 << 30)
+    elif max_nodes is not None:
+        raise ValueError("max_nodes applies to depth-wise trees: pass tree_family=\"depthwise\" or "
+                         "omit max_nodes.")
     if chunk_size is None:
         chunk_size = _batching.forest_chunk_size(m, n_features, depth, n_bins, k, n, n_trees, memory_budget)
     chunk_size = min(_validation.check_int(chunk_size, "chunk_size", 1, 10**6), n_trees)
@@ -474,7 +488,7 @@ def fit_forest(
         f"{', or map the labels to 0..K-1' if from_labels else ''}")
     config = ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k, max_features=m,
                           bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose),
-                          tree_family=tree_family)
+                          tree_family=tree_family, max_nodes=max_nodes)
     # Regression targets so large that a node's split gain G^2 / H overflows float32 (labels at
     # scale 1e18: a near-constant forest) are fitted divided by a power of two 2^e, exactly: the
     # same splits (gains and min_split_gain scaled by 2^-2e), leaf values multiplied back.
