@@ -164,7 +164,7 @@ DEVICES_PER_PROCESS = {2: 2, 3: 1}
 #: 2-core machine, minutes when other test files share the cores).
 DEADLINE = 420
 #: What a coordinator that could not take its port writes (then the group is started again).
-PORT_TAKEN = ("address already in use", "failed to bind", "could not start", "bind failed")
+PORT_TAKEN = ("failed to start rpc server", "failed to add port", "address already in use")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
