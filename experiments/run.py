@@ -334,6 +334,7 @@ def run_all(names: Optional[List[str]] = None, *, smoke: bool = False,
         one = f"python -m experiments.run {name}" + (" --smoke" if smoke else "")
         entry = {"description": load_config_module(name).get_config(smoke)["description"],
                  "command": one, "workdir": str(workdir)}
+        load_before = _load_average()
         t0 = time.perf_counter()
         try:
             res = run_experiment(name, smoke=smoke, workdir=workdir, data_dir=data_dir, command=one)
@@ -348,12 +349,30 @@ def run_all(names: Optional[List[str]] = None, *, smoke: bool = False,
             if echo:
                 print_results(name, res, workdir)
         entry["wall_time_s"] = time.perf_counter() - t0
+        entry["load_average"] = [load_before, _load_average()]  # wall times mean little on a busy machine
         if echo and entry["status"] != "ok":
             print(f"\n== {name} ==\n{entry['status']}: {entry['reason']}")
         out["experiments"][name] = entry
         out["total_wall_time_s"] = time.perf_counter() - t_all
         _dump(out, root / "results.json")  # after every experiment: a killed run keeps the rest
     return json.loads(json.dumps(to_jsonable(out), allow_nan=True))
+
+
+def _load_average() -> Optional[float]:
+    """The machine's 1-minute load average (``None`` where the OS has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def _wall(e: dict) -> str:
+    """``wall time 12.3 s`` with the load average before and after when it was recorded."""
+    text = f"wall time {e['wall_time_s']:.1f} s"
+    load = e.get("load_average")
+    if load and None not in load:
+        text += f" (load average {load[0]:.1f} before, {load[1]:.1f} after, {{cpus}} CPUs)"
+    return text
 
 
 def _cell(x: Any) -> str:
@@ -397,7 +416,7 @@ def render_results(results: dict) -> str:
             lines += [f"### {name}", "", f"**not run** at this commit ({e['reason']}).", ""]
             continue
         lines += [f"### {name}", "", f"{_cell(e['description'])}. Command: `{e['command']}`; "
-                  f"wall time {e['wall_time_s']:.1f} s.", ""]
+                  f"{_wall(e).format(cpus=results['cpu_count'])}.", ""]
         if e["status"] != "ok":
             lines += [f"**{e['status']}**: {_cell(e['reason'])}", ""]
             continue

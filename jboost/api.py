@@ -862,18 +862,22 @@ def _with_margins(data: boosting.Data, base_margin, eval_base_margin, eval_set, 
 
 def _local_rows(X, y, loss, sample_weight, eval_set, devices, cat_features, settings, **refused):
     """The checks and gathers of a multi-process fit (``rows="local"``,
-    :func:`jboost.distributed.gather`); refuses what it does not support."""
+    :func:`jboost.distributed.gather`); refuses what it does not support.
+
+    The refusals come after the settings (what is refused included) are compared across processes,
+    so a process that passes an argument the others do not makes every process raise instead of
+    leaving the others waiting in a collective."""
+    has_cats = cat_features is not None and not (np.ndim(cat_features) == 1 and len(cat_features) == 0)
+    local = distributed.gather(X, y, sample_weight, eval_set, devices, dict(
+        settings, cat_features=has_cats, **{k: v is not None for k, v in refused.items()}))
+    # The settings are the same on every process from here: every process raises alike.
     given = [k for k, v in refused.items() if v is not None]
     if given:
         raise ValueError(f"rows='local' does not support {', '.join(k + '=' for k in given)} yet: "
                          "fit with rows='global' (every process passing the whole table) for them.")
-    if cat_features is not None and not (np.ndim(cat_features) == 1 and len(cat_features) == 0):
+    if has_cats:
         raise ValueError("rows='local' does not support cat_features yet: encode the categorical "
                          "columns as numbers (the same encoding on every process).")
-    kinds = getattr(X, "dtypes", None)
-    if kinds is not None and any(getattr(d, "kind", "O") not in "biuf" for d in kinds):
-        raise ValueError("rows='local' does not support categorical DataFrame columns yet: encode "
-                         "them as numbers (the same encoding on every process).")
     if isinstance(loss, losses_lib.Loss) and loss.batch:
         raise ValueError(f"loss: rows='local' does not support batch objectives ({loss.name!r}).")
-    return distributed.gather(X, y, sample_weight, eval_set, devices, settings)
+    return local

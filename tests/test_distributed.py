@@ -117,6 +117,14 @@ WORKER = textwrap.dedent(
         errors["rows"] = None
     except ValueError as e:
         errors["rows"] = str(e)
+    # An argument rows='local' refuses, passed on process 0 only: every process raises (none waits
+    # in a collective for the process that refused it).
+    try:
+        jboost.fit(X[tr], y_reg[tr], rows="local", n_rounds=2, depth=2,
+                   checkpoint_dir=f"{out}/ckpt" if pid == 0 else None)
+        errors["refused"] = None
+    except ValueError as e:
+        errors["refused"] = str(e)
     res["errors"] = errors
 
     import pickle, warnings
@@ -316,6 +324,7 @@ def test_settings_differing_between_processes_are_named(group):
     for r in results:
         assert "depth differ between processes" in r["errors"]["depth"], r
         assert "n_features" in r["errors"]["n_features"], r
+        assert "checkpoint_dir differ between processes" in r["errors"]["refused"], r
     for r in results[:-1]:
         assert f"process(es) [{n - 1}] refused their rows" in r["errors"]["rows"], r
     assert "y has" in results[-1]["errors"]["rows"], results[-1]
