@@ -157,6 +157,21 @@ def node_gains(cum, l2, min_child_weight, missing: bool = True,
                                                             missing, criterion), in_axes=1)(cum)
 
 
+def node_features(key, level: int, nodes, n_features: int, m: int):
+    """``(len(nodes), m)`` int32: the sorted random features of nodes ``nodes`` of level
+    ``level`` (ESL Algorithm 15.1's per-node draw): node ``j`` takes the ``m`` features of
+    smallest ``uniform(fold_in(fold_in(key, level), j), (F,))``. A function of ``(key, level,
+    j)`` only, so the compact path draws them for its slots alone and the dense one for every
+    node, the same sets."""
+    k = jax.random.fold_in(key, level)
+
+    def one(j):
+        u = jax.random.uniform(jax.random.fold_in(k, j), (n_features,))
+        return jnp.sort(jnp.argsort(u)[:m])
+
+    return jax.vmap(one)(jnp.asarray(nodes, jnp.int32)).astype(jnp.int32)
+
+
 def node_slots(n_rows: int, max_nodes: int, depth_d: int) -> int:
     """Static number of histogram slots of level ``d`` in the compact path:
     ``min(2**d, max_nodes, n_rows // 2)`` (at least 1)."""
@@ -164,11 +179,11 @@ def node_slots(n_rows: int, max_nodes: int, depth_d: int) -> int:
 
 
 @functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion",
-                                             "max_nodes"))
+                                             "max_nodes", "max_features"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
              missing: bool = True, criterion: splits.SplitCriterion = splits.NEWTON,
-             max_nodes: Optional[int] = None):
+             max_nodes: Optional[int] = None, feature_key=None, max_features: Optional[int] = None):
     """Fit one depth-wise tree of fixed depth to weighted gradients and hessians.
 
     The arguments are :func:`jboost.tree.fit_tree`'s, with per-node feature sampling:
@@ -195,6 +210,11 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         nodes past the first ``max_nodes`` splittable ones of a level leaves. Not with
         ``axis_name`` (the bound needs every row).
 
+      feature_key, max_features: a ``jax.random`` key and a static ``m``: node ``j`` of level
+        ``d`` may split on the ``m`` features :func:`node_features` draws for it (a random
+        forest's per-node sampling), drawn only for the nodes that get histograms (the compact
+        path's slots); not with ``feature_masks`` or ``feature_subsets``.
+
     Returns:
       ``(tree, leaf)``: a :class:`DepthwiseTrees` with the criterion's leaf values (before
       shrinkage) and ``(n,)`` the leaf of every training row.
@@ -203,6 +223,18 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     payload = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
     c = payload.shape[-1]
     n_features, n = X_binned.shape
+    compact = max_nodes is not None
+    keyed = feature_key is not None and max_features is not None and max_features < n_features
+    if feature_key is not None:
+        if feature_masks is not None or feature_subsets is not None:
+            raise ValueError("depthwise.fit_tree: feature_key draws each node's features; pass it "
+                             "without feature_masks and feature_subsets.")
+        if max_features is None:
+            raise ValueError("depthwise.fit_tree: feature_key needs max_features (m per node).")
+        if keyed and not compact:  # dense levels: every node's draw
+            feature_subsets = [node_features(feature_key, d, jnp.arange(1 << d), n_features,
+                                             max_features) for d in range(depth)]
+            keyed = False
     subsets, masks = _node_masks(feature_masks, feature_subsets, depth, n_features)
     per_node = isinstance(subsets, list)
     rows = jnp.arange(n, dtype=jnp.int32)
@@ -210,7 +242,6 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     active = jnp.ones((1,), bool)  # nodes of the level that may still split
     feats, thrs, miss, gains = [], [], [], []
     cum = local = None
-    compact = max_nodes is not None
     if compact and axis_name is not None:
         raise ValueError("depthwise.fit_tree: max_nodes (the compact path) needs every row on one "
                          "device; use max_nodes=None with axis_name.")
@@ -226,7 +257,11 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             node_of_slot = jnp.zeros((n_slots + 1,), jnp.int32).at[slot].set(
                 jnp.arange(n_nodes, dtype=jnp.int32))[:n_slots]
             row_slot = slot[leaf]
-            if per_node:
+            if keyed:  # the slots' own draws; rows of no slot read slot n_slots's (zeros)
+                drawn = node_features(feature_key, d, node_of_slot, n_features, max_features)
+                pad = jnp.concatenate([drawn, jnp.zeros((1, max_features), jnp.int32)])
+                X_level = X_binned[pad[row_slot].T, rows[None, :]]
+            elif per_node:
                 X_level = X_binned[subsets[d][leaf].T, rows[None, :]]
             elif subsets is not None:
                 X_level = X_binned[subsets[d]]
@@ -249,7 +284,10 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             thr = jnp.where(ok, sp.threshold[at], splits.null_threshold(n_bins)).astype(jnp.int32)
             mr = ok & sp.missing_right[at]
             pos = jnp.where(ok, pos, 0).astype(jnp.int32)
-            if subsets is None:
+            if keyed:
+                slot_feature = jnp.take_along_axis(drawn, sp.feature[:, None], axis=1)[:, 0]
+                feature = jnp.where(ok, slot_feature[at], 0)
+            elif subsets is None:
                 feature = pos
             elif per_node:
                 feature = jnp.where(ok, jnp.take_along_axis(subsets[d], pos[:, None], axis=1)[:, 0], 0)

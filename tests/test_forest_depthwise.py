@@ -74,8 +74,8 @@ def test_trees_are_depthwise_fit_tree_of_the_bag_on_per_node_subsets(dw_forest, 
 
 
 def test_per_node_subsets_differ_from_per_level_and_are_the_masks():
-    """node_feature_subsets: sorted, distinct, m per node, different nodes different sets; the
-    gathered per-node histograms give the tree of the equivalent per-node masks."""
+    """node_feature_subsets: sorted, distinct, m per node, different nodes different sets; each
+    split in its node's set; the compact path and the in-tree draws give the same tree."""
     X, y, _ = noisy_classification(300, seed=4)
     borders = binning.compute_borders(X, N_BINS)
     Xb = binning.bin_features(X, borders)
@@ -83,17 +83,13 @@ def test_per_node_subsets_differ_from_per_level_and_are_the_masks():
     last = np.asarray(subsets[-1])
     assert np.all(np.diff(last, axis=1) > 0) and len({tuple(r) for r in last}) > 4
     assert bootstrap_lib.node_feature_subsets(jax.random.PRNGKey(1), 8, DEPTH, 8) is None
-    masks = np.zeros((DEPTH, 2**(DEPTH - 1), 8), bool)
-    for d in range(DEPTH):
-        for j in range(2**d):
-            masks[d, j, np.asarray(subsets[d][j])] = True
     g, h = -jnp.asarray(y)[:, None], jnp.ones((300, 1))
     kw = dict(depth=DEPTH, n_bins=N_BINS, l2=0.0, min_split_gain=0.0, min_child_weight=1.0)
     a, la = depthwise.fit_tree(Xb, g, h, feature_subsets=subsets, **kw)
-    m, lm = depthwise.fit_tree(Xb, g, h, feature_masks=jnp.asarray(masks), **kw)
-    np.testing.assert_array_equal(a.features, m.features)
-    np.testing.assert_array_equal(a.thresholds, m.thresholds)
-    np.testing.assert_array_equal(la, lm)
+    for d in range(DEPTH):  # (per-node subsets == per-node masks: tests/test_depthwise.py)
+        for j in range(2**d):
+            r = 2**d - 1 + j
+            assert a.gains[r] == 0 or int(a.features[r]) in np.asarray(subsets[d][j])
     # The compact path (histogram slots for the splittable nodes only): the same tree with
     # n // 2 slots; with 2 slots, at most 2 nodes of a level split.
     c, lc = depthwise.fit_tree(Xb, g, h, feature_subsets=subsets, max_nodes=150, **kw)
@@ -101,6 +97,11 @@ def test_per_node_subsets_differ_from_per_level_and_are_the_masks():
     np.testing.assert_array_equal(c.thresholds, a.thresholds)
     np.testing.assert_array_equal(lc, la)
     np.testing.assert_allclose(c.leaf_values, a.leaf_values, rtol=1e-6, atol=1e-7)
+    # Drawn inside from the key (only for the slots' nodes): the same sets, the same tree.
+    k, lk = depthwise.fit_tree(Xb, g, h, feature_key=jax.random.PRNGKey(1), max_features=3,
+                               max_nodes=150, **kw)
+    np.testing.assert_array_equal(k.features, a.features)
+    np.testing.assert_array_equal(lk, la)
     two, _ = depthwise.fit_tree(Xb, g, h, feature_subsets=subsets, max_nodes=2, **kw)
     per_level = [int((np.asarray(two.gains)[2**d - 1:2**(d + 1) - 1] > 0).sum()) for d in range(DEPTH)]
     assert max(per_level) == 2 and (np.asarray(a.gains) > 0).sum() > sum(per_level)

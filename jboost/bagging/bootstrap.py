@@ -85,19 +85,16 @@ def feature_subsets(key, n_features: int, depth: int, max_features: int) -> jax.
 def node_feature_subsets(key, n_features: int, depth: int, max_features: int):
     """Per-node feature subsets of a depth-wise tree (ESL Algorithm 15.1: ``m`` features drawn
     at every node): a list of ``depth`` int32 arrays ``(2**d, max_features)``, row ``j`` of level
-    ``d`` the sorted features eligible at node ``j`` of level ``d`` (the ``m`` of smallest
-    ``uniform(k_d, (2**d, F))[j]``, ``k_d = split(key, depth)[d]``), or ``None`` when
-    ``max_features >= n_features`` (every feature everywhere: bagging). They are the
-    ``feature_subsets`` argument of :func:`jboost.depthwise.fit_tree`."""
+    ``d`` the sorted features eligible at node ``j`` of level ``d``
+    (:func:`jboost.depthwise.node_features`: a function of ``(key, d, j)``), or ``None`` when
+    ``max_features >= n_features`` (every feature everywhere: bagging). As ``feature_subsets``
+    of :func:`jboost.depthwise.fit_tree` they give the tree of ``feature_key=key,
+    max_features=m``, which draws them only for the nodes that get histograms."""
+    from jboost import depthwise  # noqa: PLC0415 (jboost.bagging imports depthwise's users)
     if max_features >= n_features:
         return None
-    keys = jax.random.split(key, depth)
-
-    def level(k, n_nodes):
-        u = jax.random.uniform(k, (n_nodes, n_features))
-        return jnp.sort(jnp.argsort(u, axis=1)[:, :max_features], axis=1).astype(jnp.int32)
-
-    return [level(keys[d], 1 << d) for d in range(depth)]
+    return [depthwise.node_features(key, d, jnp.arange(1 << d), n_features, max_features)
+            for d in range(depth)]
 
 
 def subsets_to_masks(subsets, n_features: int) -> jax.Array:

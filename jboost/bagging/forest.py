@@ -248,9 +248,9 @@ def _one_bag(X_binned, y, w, key, hyper: ForestHyperparams, config: ForestConfig
         counts = bootstrap_lib.bootstrap_weights(k_boot, n, config.bootstrap)
         wb = (w * counts)[:, None]
         if config.tree_family == "depthwise":  # m features drawn per node (ESL Algorithm 15.1)
-            subsets = bootstrap_lib.node_feature_subsets(k_feat, n_features, config.depth,
-                                                         config.max_features)
-            grow = functools.partial(depthwise.fit_tree, max_nodes=config.max_nodes)
+            subsets = None  # drawn inside, for the nodes with histograms only
+            grow = functools.partial(depthwise.fit_tree, max_nodes=config.max_nodes,
+                                     feature_key=k_feat, max_features=config.max_features)
         else:  # an oblivious tree applies one rule per level: m features drawn per level
             subsets = bootstrap_lib.feature_subsets(k_feat, n_features, config.depth,
                                                     config.max_features)
