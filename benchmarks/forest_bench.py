@@ -125,6 +125,7 @@ def main(argv=None):
     ap.add_argument("--bins", type=int, default=64)
     ap.add_argument("--max-nodes", type=int, default=None, help="depth-wise histogram slots per level")
     ap.add_argument("--data-dir", default=os.environ.get("JBOOST_DATA_DIR"))
+    ap.add_argument("--no-lightgbm", action="store_true", help="skip LightGBM even if installed")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     rows = []
@@ -135,7 +136,8 @@ def main(argv=None):
         runs = [("sklearn", lambda: run_sklearn(case, X, y, Xt, yt, args))]
         try:
             import lightgbm  # noqa: F401
-            runs.append(("lightgbm rf", lambda: run_lightgbm(case, X, y, Xt, yt, args)))
+            if not args.no_lightgbm:
+                runs.append(("lightgbm rf", lambda: run_lightgbm(case, X, y, Xt, yt, args)))
         except ImportError:
             pass
         runs += [(f"jboost {f}", (lambda f=f: run_jboost(case, X, y, Xt, yt, args, f)))
