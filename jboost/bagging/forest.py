@@ -1,4 +1,15 @@
-"""Random forests and bagged trees of oblivious trees (Breiman 2001; ESL Algorithm 15.1 / 8.7).
+"""Random forests and bagged trees of oblivious or depth-wise trees (Breiman 2001; ESL Algorithm
+15.1 / 8.7).
+
+* **Depth-wise trees** (``fit_forest(tree_family="depthwise")``): each tree is
+  :func:`jboost.depthwise.fit_tree`, every node its own split from its own ``m`` features drawn
+  at random (:func:`jboost.depthwise.node_features`: ESL Algorithm 15.1 as written), grown until
+  nodes are pure, too small for ``min_child_weight`` or at ``depth``; each level builds
+  histograms only for its splittable nodes (at most ``n // 2``: the compact path), so depth 16
+  costs what the non-empty nodes cost. Measured on spam (ESL split, 500 trees, depth 16, 32
+  bins): test error 4.88% (ESL 4.88%) and bagged trees 5.21% (ESL 5.4%),
+  ``experiments/configs/spam_bagging.py``. The rest of this page describes the oblivious
+  family, the default; the model protocol below applies to both.
 
 Each tree is fitted by :func:`jboost.tree.fit_tree` -- the one grower of jboost -- to the
 bootstrap-weighted targets of its bag, level ``d`` restricted to the random subset
@@ -94,10 +105,11 @@ class ForestHyperparams(NamedTuple):
 
 
 class Forest(NamedTuple):
-    """A bagged ensemble of oblivious trees: a pytree of arrays, a :class:`jboost.model.Model`.
+    """A bagged ensemble of trees: a pytree of arrays, a :class:`jboost.model.Model`.
 
     Attributes:
-      trees: :class:`~jboost.tree.ObliviousTrees` with a leading tree (bag) axis ``(B, ...)``;
+      trees: :class:`~jboost.tree.ObliviousTrees` or :class:`~jboost.depthwise.DepthwiseTrees`
+        (:func:`tree_family_of`) with a leading tree (bag) axis ``(B, ...)``;
         ``leaf_values`` ``(B, 2**D, K)`` hold means (``K = 1``, regression) or class
         frequencies (``K = n_classes >= 2``, classification).
       borders: ``(F, n_bins - 1)`` bin borders of the training data.
@@ -115,7 +127,7 @@ class Forest(NamedTuple):
     probabilities). Leading axes before the tree axis (``jax.vmap`` of forests) are batch axes.
     """
 
-    trees: tree_lib.ObliviousTrees
+    trees: tree_lib.TreeFamily  # ObliviousTrees or depthwise.DepthwiseTrees
     borders: jax.Array
     bag_weights: jax.Array
     classes: Optional[model_lib.Classes] = None
@@ -346,7 +358,8 @@ def fit_forest(
     tree_family: str = "oblivious",
     max_nodes: Optional[int] = None,
 ) -> Forest:
-    """Random forest of oblivious trees (ESL Algorithm 15.1); bagged trees with ``max_features=None``.
+    """Random forest of oblivious or depth-wise trees (ESL Algorithm 15.1); bagged trees with
+    ``max_features=None``.
 
     The defaults differ from :func:`jboost.fit`'s where a forest differs from boosting: its
     trees are grown deep (``depth=10``) and unpenalised (``l2=0``, so leaves are the exact
