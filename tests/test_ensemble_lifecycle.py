@@ -471,16 +471,27 @@ def test_waiting_for_a_chunk_lets_ctrl_c_land_at_once():
     import time
     from jboost import _batching
 
-    class Running:  # a computation that never ends
-        def is_ready(self):
-            return False
+    class Running:  # a computation that ends only after 30 s (the test must not hang if it fails)
+        def __init__(self):
+            self.end = time.perf_counter() + 30.0
 
-    timer = threading.Timer(0.2, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
-    start = time.perf_counter()
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        _batching.wait([np.zeros(3), Running()])
-    assert time.perf_counter() - start < 1.0
+        def is_ready(self):
+            return time.perf_counter() > self.end
+
+    # A process started in the background by a shell without job control (`cmd &`) inherits SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt handler: the test installs Python's
+    # own for its duration (an interactive Ctrl-C has it).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        timer = threading.Timer(0.2, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+        start = time.perf_counter()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            _batching.wait([np.zeros(3), Running()])
+        assert time.perf_counter() - start < 1.0
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     ready = [np.ones(2), jax.numpy.ones(2)]
     assert _batching.wait(ready) is ready
 
