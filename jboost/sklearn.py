@@ -377,7 +377,7 @@ class _ForestBase(_JBoostBase):
 
     def __init__(self, *, n_trees=100, depth=10, max_features="sqrt", min_child_weight=1.0,
                  min_split_gain=0.0, l2=0.0, n_bins=256, bootstrap="multinomial",
-                 random_state=None, fit_kwargs=None):
+                 tree_family="oblivious", random_state=None, fit_kwargs=None):
         self.n_trees = n_trees
         self.depth = depth
         self.max_features = max_features
@@ -386,11 +386,12 @@ class _ForestBase(_JBoostBase):
         self.l2 = l2
         self.n_bins = n_bins
         self.bootstrap = bootstrap
+        self.tree_family = tree_family
         self.random_state = random_state
         self.fit_kwargs = fit_kwargs
 
     def _fit_model(self, X, y, sample_weight, fit_params):
-        kwargs = _merged(dict(n_trees=self.n_trees, depth=self.depth,
+        kwargs = _merged(dict(n_trees=self.n_trees, depth=self.depth, tree_family=self.tree_family,
                               max_features=self.max_features,
                               min_child_weight=self.min_child_weight,
                               min_split_gain=self.min_split_gain, l2=self.l2, n_bins=self.n_bins,
@@ -406,7 +407,8 @@ class _ForestBase(_JBoostBase):
 
 
 class JBoostForestRegressor(RegressorMixin, _ForestBase):
-    """A random forest of oblivious trees for regression (:func:`jboost.bagging.fit_forest`).
+    """A random forest of oblivious or depth-wise trees (``tree_family``) for regression
+    (:func:`jboost.bagging.fit_forest`).
 
     Parameters are ``fit_forest``'s (``random_state`` is its ``key``; ``max_features=None``:
     bagged trees); ``fit_kwargs``: any other keyword of ``fit_forest``. ``predict`` is the
@@ -416,11 +418,11 @@ class JBoostForestRegressor(RegressorMixin, _ForestBase):
 
     def __init__(self, *, n_trees=100, depth=10, max_features="third", min_child_weight=1.0,
                  min_split_gain=0.0, l2=0.0, n_bins=256, bootstrap="multinomial",
-                 random_state=None, fit_kwargs=None):
+                 tree_family="oblivious", random_state=None, fit_kwargs=None):
         super().__init__(n_trees=n_trees, depth=depth, max_features=max_features,
                          min_child_weight=min_child_weight, min_split_gain=min_split_gain, l2=l2,
-                         n_bins=n_bins, bootstrap=bootstrap, random_state=random_state,
-                         fit_kwargs=fit_kwargs)
+                         n_bins=n_bins, bootstrap=bootstrap, tree_family=tree_family,
+                         random_state=random_state, fit_kwargs=fit_kwargs)
 
     def predict(self, X) -> np.ndarray:
         X = self._checked(X)
@@ -428,7 +430,8 @@ class JBoostForestRegressor(RegressorMixin, _ForestBase):
 
 
 class JBoostForestClassifier(_ClassifierBase, _ForestBase):
-    """A random forest of oblivious trees for classification (:func:`jboost.bagging.fit_forest`).
+    """A random forest of oblivious or depth-wise trees (``tree_family``) for classification
+    (:func:`jboost.bagging.fit_forest`).
 
     Any labels are mapped to ``0..K-1`` (``classes_``); ``predict_proba`` is the average of the
     trees' class frequencies (ESL Algorithm 15.1), ``predict`` its argmax as the original label.

@@ -285,3 +285,17 @@ def test_categorical_columns_go_to_jboost_as_they_are():
     assert scores.shape == (2,) and np.all(scores > 0.5)
     bag = jsk.JBoostBaggingRegressor(n_bags=2, **kw).fit(df, df.x.to_numpy() * 2)
     assert bag.booster_.categorical is not None and bag.predict(new).shape == (2,)
+
+
+def test_forest_estimators_take_the_tree_family():
+    """``tree_family="depthwise"`` reaches fit_forest: the forest of depth-wise trees (m features
+    drawn per node) that fit_forest grows with the same key."""
+    from jboost import bagging, depthwise
+    clf = jsk.JBoostForestClassifier(n_trees=2, depth=3, n_bins=16, tree_family="depthwise",
+                                     random_state=0).fit(X, Y)
+    assert isinstance(clf.booster_.trees, depthwise.DepthwiseTrees)
+    direct = bagging.fit_forest(X, Y01, n_trees=2, depth=3, n_bins=16, max_features="sqrt",
+                                tree_family="depthwise", task="classification", n_classes=2, key=0)
+    np.testing.assert_array_equal(clf.predict_proba(X), np.asarray(jboost.predict_proba(direct, X)))
+    with pytest.raises(ValueError, match="tree_family"):
+        jsk.JBoostForestRegressor(n_trees=2, depth=3, tree_family="free").fit(X, Y01.astype(float))

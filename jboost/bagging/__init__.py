@@ -1,4 +1,5 @@
-"""Bagging and random forests of oblivious trees, with out-of-bag (OOB) estimates.
+"""Bagging and random forests of oblivious or depth-wise trees (``fit_forest(tree_family=)``), with
+out-of-bag (OOB) estimates.
 
 Bagging (Breiman 1996; ESL section 8.7) fits ``B`` learners to bootstrap samples and averages
 them; a random forest (Breiman 2001; ESL Algorithm 15.1) also decorrelates the trees by making
@@ -38,9 +39,11 @@ from jboost.bagging.bootstrap import all_bootstrap_weights
 from jboost.bagging.bootstrap import bag_keys
 from jboost.bagging.bootstrap import bootstrap_weights
 from jboost.bagging.bootstrap import feature_subsets
+from jboost.bagging.bootstrap import node_feature_subsets
 from jboost.bagging.bootstrap import resolve_max_features
 from jboost.bagging.bootstrap import subsets_to_masks
 from jboost.bagging.forest import FOREST_TASKS
+from jboost.bagging.forest import TREE_FAMILIES
 from jboost.bagging.forest import Forest
 from jboost.bagging.forest import ForestConfig
 from jboost.bagging.forest import ForestHyperparams
@@ -50,6 +53,7 @@ from jboost.bagging.forest import fit_forest_binned
 from jboost.bagging.forest import forest_predict
 from jboost.bagging.forest import forest_predict_class
 from jboost.bagging.forest import forest_vote
+from jboost.bagging.forest import tree_family_of
 from jboost.bagging.forest import tree_outputs
 from jboost.bagging.forest import tree_targets
 from jboost.bagging.oob import OOBResult
@@ -65,6 +69,7 @@ __all__ = [
     "chunk_size_for_budget", "feature_subsets", "forest_chunk_size", "fit_bagged_boosters", "fit_bagged_trees",
     "fit_forest", "fit_forest_binned", "forest_oob", "forest_predict", "forest_predict_class",
     "forest_staged", "forest_vote", "map_in_chunks", "oob_from_outputs", "oob_scan",
-    "resolve_max_features", "subsets_to_masks", "tree_outputs", "tree_targets",
+    "node_feature_subsets", "resolve_max_features", "subsets_to_masks", "TREE_FAMILIES",
+    "tree_family_of", "tree_outputs", "tree_targets",
 ]
 

@@ -492,7 +492,8 @@ def fit_forest(
     chunk_size = min(_validation.check_int(chunk_size, "chunk_size", 1, 10**6), n_trees)
     from_labels = bool(classes) and n_classes is None and k > 2  # K = max(y) + 1
     _validation.check_memory(
-        _batching.forest_bytes(m, n_features, depth, n_bins, k, n, n_trees, chunk_size),
+        _batching.forest_bytes(m, n_features, depth, n_bins, k, n, n_trees, chunk_size,
+                               tree_family=tree_family),
         cause=f"K = max(y) + 1 = {k} classes, from the labels' maximum" if from_labels else None,
         detail=f"estimated for {n_trees} trees, {chunk_size} fitted together, on {n} rows, "
         f"{n_features} features ({m} per level), depth={depth}, n_bins={n_bins}, K={k} (each "
