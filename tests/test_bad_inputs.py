@@ -30,6 +30,9 @@ from jboost import sweep as sweep_lib
 
 from conftest import F, FIT_KW, N
 
+# Plumbing tests on tiny programs: compiled without XLA's optimisations (conftest.quick_compiles).
+pytestmark = pytest.mark.usefixtures("quick_compiles")
+
 RNG = np.random.default_rng(14)
 X20 = RNG.normal(size=(20, 3)).astype(np.float32)
 Y20 = RNG.normal(size=20).astype(np.float32)

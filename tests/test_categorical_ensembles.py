@@ -25,6 +25,9 @@ from jboost import categorical
 from jboost.sweep import program as program_lib
 import jboost.sweep as sweep_lib
 
+# Plumbing tests on tiny programs: compiled without XLA's optimisations (conftest.quick_compiles).
+pytestmark = pytest.mark.usefixtures("quick_compiles")
+
 pd = pytest.importorskip("pandas")
 
 N, DEPTH, BINS, ROUNDS = 300, 2, 16, 8

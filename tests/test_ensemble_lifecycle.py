@@ -13,6 +13,9 @@ from jboost import bagging
 from jboost import combine
 from _bagging_data import DEPTH, clf_data, forest, noisy_classification  # noqa: F401 (fixtures)
 
+# Plumbing tests on tiny programs: compiled without XLA's optimisations (conftest.quick_compiles).
+pytestmark = pytest.mark.usefixtures("quick_compiles")
+
 N_BINS = 16
 
 

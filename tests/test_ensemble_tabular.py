@@ -13,6 +13,9 @@ from jboost import bagging
 from jboost import combine
 from jboost import model as model_lib
 
+# Plumbing tests on tiny programs: compiled without XLA's optimisations (conftest.quick_compiles).
+pytestmark = pytest.mark.usefixtures("quick_compiles")
+
 pd = pytest.importorskip("pandas")
 
 COLS = ["age", "income", "height", "score", "days"]

@@ -10,6 +10,9 @@ import jboost
 from jboost import algorithms
 from jboost import sweep as sweep_lib
 
+# Plumbing tests on tiny programs: compiled without XLA's optimisations (conftest.quick_compiles).
+pytestmark = pytest.mark.usefixtures("quick_compiles")
+
 pd = pytest.importorskip("pandas")
 
 

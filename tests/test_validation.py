@@ -18,6 +18,9 @@ from jboost import bagging
 from jboost import combine
 from jboost import sweep as sweep_lib
 
+# Plumbing tests on tiny programs: compiled without XLA's optimisations (conftest.quick_compiles).
+pytestmark = pytest.mark.usefixtures("quick_compiles")
+
 X8 = np.random.default_rng(0).normal(size=(24, 3)).astype(np.float32)
 Y8 = (X8[:, 0] > 0).astype(np.float32)
 
