@@ -178,6 +178,14 @@ def node_slots(n_rows: int, max_nodes: int, depth_d: int) -> int:
     return max(1, min(1 << depth_d, max_nodes, n_rows // 2))
 
 
+def _route(X_binned, rows, leaf, feature, thr, mr, d: int, n_bins: int):
+    """Each row's node at level ``d + 1``: its node's rule ``(feature, thr, mr)`` read on its own
+    binned value (the missing bin goes to the rule's missing side); bit ``d`` of the leaf index."""
+    col = X_binned[feature[leaf], rows].astype(jnp.int32)
+    right = jnp.where(col == binning.missing_bin(n_bins), mr[leaf], col > thr[leaf])
+    return leaf + jnp.left_shift(right.astype(jnp.int32), d)
+
+
 @functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion",
                                              "max_nodes", "max_features"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
@@ -294,9 +302,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             else:
                 feature = jnp.where(ok, subsets[d][pos], 0)
             feature = feature.astype(jnp.int32)
-            col = X_binned[feature[leaf], rows].astype(jnp.int32)
-            right = jnp.where(col == binning.missing_bin(n_bins), mr[leaf], col > thr[leaf])
-            leaf = leaf + jnp.left_shift(right.astype(jnp.int32), d)
+            leaf = _route(X_binned, rows, leaf, feature, thr, mr, d, n_bins)
             active = jnp.concatenate([ok, ok])
             feats.append(feature)
             thrs.append(thr)
@@ -337,10 +343,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         else:
             feature = jnp.where(ok, subsets[d][pos], 0)
         feature = feature.astype(jnp.int32)
-        col = X_binned[feature[leaf], rows].astype(jnp.int32)
-        right = jnp.where(col == binning.missing_bin(n_bins), mr[leaf], col > thr[leaf])
         last = (cum, pos, thr, mr)
-        leaf = leaf + jnp.left_shift(right.astype(jnp.int32), d)
+        leaf = _route(X_binned, rows, leaf, feature, thr, mr, d, n_bins)
         active = jnp.concatenate([ok, ok])
         feats.append(feature)
         thrs.append(thr)
