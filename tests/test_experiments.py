@@ -68,12 +68,13 @@ def test_smoke_run_writes_config_metrics_results(smoke_runs):
         for name in ("adaboost_m1", "exponential", "deviance"):
             assert 0 <= m[f"test_error_{name}"] <= 1
     table = results["table"]
-    assert len(table) == 5
+    assert len(table) == 6
     for row in table:
         assert set(row) >= set(runner.ROW_KEYS) and isinstance(row["ours"], float)
         assert row["algorithm"] and (row["published"] is None or row["source"])
     assert table[0]["published"] == 0.458 and table[1]["published"] == 0.247
     assert table[0]["source"] == table[1]["source"] == "ESL 2nd ed., Sec. 10.1 / Fig. 10.2"
+    assert "depth-wise tree" in table[5]["algorithm"] and table[5]["published"] == 0.247
     # The table's boosted-stumps numbers are the last logged round; boosting beats one stump.
     # Every row names its algorithm (issue 21); the smoke run's 40 rounds carry no book number
     # (the book's 5.8% is at 400).
@@ -111,6 +112,11 @@ def test_smoke_numbers_match_a_separate_fit(smoke_runs):
                                        learning_rate=cfg["learning_rate"], key=cfg["seed"])
     error = np.mean(np.asarray(jboost.predict_class(m1, Xt)) != yt)
     assert results["table"][2]["ours"] == pytest.approx(error, abs=1e-7)
+    free = jboost.fit(X, y, "binomial_deviance", n_rounds=1, depth=cfg["single_depthwise_depth"],
+                      tree_family="depthwise", learning_rate=cfg["learning_rate"], l2=cfg["l2"],
+                      key=cfg["seed"])
+    error = np.mean(np.asarray(jboost.predict_class(free, Xt)) != yt)
+    assert results["table"][5]["ours"] == pytest.approx(error, abs=1e-7)
 
 
 def test_two_runs_give_identical_numbers(smoke_runs):
