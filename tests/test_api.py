@@ -458,12 +458,15 @@ def test_a_killed_fit_resumes_from_its_checkpoint_bitwise(tmp_path):
     script = tmp_path / "fit.py"
     script.write_text(_KILLED_FIT)
     ckpt, out = tmp_path / "ckpt", tmp_path / "model.jbm"
+    # The jboost under test, installed or not (a clone run with `python -m pytest`).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(jboost.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     killed = subprocess.run([sys.executable, str(script), str(ckpt), str(out)],
-                            env=dict(os.environ, KILL_AT="20"), capture_output=True)
-    assert killed.returncode == -signal.SIGKILL and not out.exists()
+                            env=dict(env, KILL_AT="20"), capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL and not out.exists(), killed.stderr
     assert jboost.load(ckpt / "checkpoint.jbm").n_rounds == 15  # saved after rounds 5, 10, 15
     resumed = subprocess.run([sys.executable, str(script), str(ckpt), str(out)], capture_output=True,
-                             text=True)
+                             text=True, env=env)
     assert resumed.returncode == 0, resumed.stderr
     rng = np.random.default_rng(7)
     X = rng.normal(size=(1500, 5))
