@@ -210,16 +210,11 @@ def _reference_rows(ds, settings, X, y, Xt, yt, k, seed, right, paired, seconds)
     sk = _sklearn_samme(X, y, Xt, yt, depth, rounds, seed)
     seconds[f"{ds}/reference"] = time.time() - t0
     cart = f"CART trees of max_depth {depth}, {rounds} rounds, learning rate 1"
-    if ref is not None:
-        name = f"reference: SAMME.R by scikit-learn's (<= 1.5) formulas (float64-eps clip), {cart}"
-        rows += [dict(quantity=f"{ds}: test error after {rounds} rounds", algorithm=name, published=None,
-                      source=None, ours=float(ref[-1])),
-                 dict(quantity=f"{ds}: min test error over rounds (chosen on the test set)", algorithm=name,
-                      published=None, source=None, ours=float(ref.min()))]
-    if sk is not None:
-        name = f"reference: scikit-learn AdaBoostClassifier (SAMME), {cart}"
-        rows += [dict(quantity=f"{ds}: test error after {rounds} rounds", algorithm=name, published=None,
-                      source=None, ours=float(sk[-1])),
-                 dict(quantity=f"{ds}: min test error over rounds (chosen on the test set)", algorithm=name,
-                      published=None, source=None, ours=float(sk.min()))]
+    for curve, name in ((ref, f"reference: SAMME.R by scikit-learn's (<= 1.5) formulas (float64-eps clip), {cart}"),
+                        (sk, f"reference: scikit-learn AdaBoostClassifier (SAMME), {cart}")):
+        if curve is not None:
+            rows += [dict(quantity=f"{ds}: test error after {rounds} rounds", algorithm=name,
+                          published=None, source=None, ours=float(curve[-1])),
+                     dict(quantity=f"{ds}: min test error over rounds (chosen on the test set)",
+                          algorithm=name, published=None, source=None, ours=float(curve.min()))]
     return rows
