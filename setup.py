@@ -38,7 +38,8 @@ if FFI_INCLUDE is None:
 # One file per kernel (histogram, level, split gains, binning, prediction), the code they share
 # (rows: histograms from rows; gains: split gains; parallel.h: the parallel runtime and the FFI
 # boundary) and abi (the ABI version checked at load).
-NATIVE_SOURCES = ("histogram", "level", "split_gains", "binning", "predict", "rows", "gains", "abi")
+NATIVE_SOURCES = ("histogram", "level", "split_gains", "binning", "predict", "rows", "gains", "abi",
+                  "depthwise")
 
 
 class BuildNative(build_ext):

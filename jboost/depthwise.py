@@ -29,13 +29,16 @@ the same program for host and device rows (:func:`jboost.tree.predict_raw`'s sca
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
+from jboost import _native
 from jboost import binning
 from jboost import histograms
 from jboost import splits
@@ -157,19 +160,35 @@ def node_gains(cum, l2, min_child_weight, missing: bool = True,
                                                             missing, criterion), in_axes=1)(cum)
 
 
+def _mix(x):
+    """lowbias32, a bijective mix of ``uint32`` values (the kernel's ``Mix``, depthwise.cc)."""
+    x = x ^ jnp.right_shift(x, jnp.uint32(16))
+    x = x * jnp.uint32(0x7FEB352D)
+    x = x ^ jnp.right_shift(x, jnp.uint32(15))
+    x = x * jnp.uint32(0x846CA68B)
+    return x ^ jnp.right_shift(x, jnp.uint32(16))
+
+
+def feature_seed(key) -> jax.Array:
+    """``(2,)`` uint32: the words of ``key`` that :func:`node_features` hashes."""
+    return jax.random.bits(key, (2,), jnp.uint32)
+
+
 def node_features(key, level: int, nodes, n_features: int, m: int):
     """``(len(nodes), m)`` int32: the sorted random features of nodes ``nodes`` of level
     ``level`` (ESL Algorithm 15.1's per-node draw): node ``j`` takes the ``m`` features of
-    smallest ``uniform(fold_in(fold_in(key, level), j), (F,))``. A function of ``(key, level,
+    smallest hash ``u_f = mix(mix(mix(s0 ^ mix(level ^ c)) ^ j) ^ s1) + f * c)`` (``mix``:
+    the bijective lowbias32 of ``uint32`` words, ``c = 0x9E3779B9``, ``(s0, s1)``:
+    :func:`feature_seed` of ``key``), distinct for distinct ``f``. A function of ``(key, level,
     j)`` only, so the compact path draws them for its slots alone and the dense one for every
-    node, the same sets."""
-    k = jax.random.fold_in(key, level)
-
-    def one(j):
-        u = jax.random.uniform(jax.random.fold_in(k, j), (n_features,))
-        return jnp.sort(jnp.argsort(u)[:m])
-
-    return jax.vmap(one)(jnp.asarray(nodes, jnp.int32)).astype(jnp.int32)
+    node, the same sets; the CPU kernel (``jboost/_native/depthwise.cc``) computes the same
+    ``uint32`` words, so its draws are these."""
+    seed = feature_seed(key)
+    golden = jnp.uint32(0x9E3779B9)
+    a = _mix(seed[0] ^ _mix(jnp.uint32(level) ^ golden))
+    c = _mix(_mix(a ^ jnp.asarray(nodes).astype(jnp.uint32)) ^ seed[1])          # (S,)
+    u = _mix(c[:, None] + jnp.arange(n_features, dtype=jnp.uint32)[None, :] * golden)
+    return jnp.sort(jnp.argsort(u, axis=1)[:, :m], axis=1).astype(jnp.int32)
 
 
 def node_slots(n_rows: int, max_nodes: int, depth_d: int) -> int:
@@ -184,6 +203,55 @@ def _route(X_binned, rows, leaf, feature, thr, mr, d: int, n_bins: int):
     col = X_binned[feature[leaf], rows].astype(jnp.int32)
     right = jnp.where(col == binning.missing_bin(n_bins), mr[leaf], col > thr[leaf])
     return leaf + jnp.left_shift(right.astype(jnp.int32), d)
+
+
+#: The FFI target of the CPU kernel that grows a whole depth-wise tree (``_native/depthwise.cc``).
+KERNEL_TARGET = "jboost_depthwise_tree"
+
+
+@functools.lru_cache(maxsize=None)
+def _register_kernel() -> bool:
+    """Register the whole-tree kernel with XLA (once); ``False`` when the library lacks it (built
+    from older sources: the pure-JAX levels run)."""
+    if not _native.load():
+        return False
+    lib = ctypes.cdll.LoadLibrary(_native.library_path())
+    fn = getattr(lib, "JboostDepthwiseTree", None)
+    if fn is None:
+        return False
+    jax.ffi.register_ffi_target(KERNEL_TARGET, jax.ffi.pycapsule(fn), platform="cpu")
+    return True
+
+
+def kernel_available() -> bool:
+    """Whether :func:`fit_tree`'s compact path runs the CPU whole-tree kernel (built, loaded,
+    ``JBOOST_NATIVE`` not ``0``)."""
+    return _native.available() and _register_kernel()
+
+
+def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_weight, *,
+                 depth: int, n_bins: int, max_features: int, max_nodes: int, missing: bool):
+    """The compact path's tree by the CPU kernel: ``(features, thresholds, missing_right, gains,
+    leaf, leaf_values)``, the values of the pure-JAX levels and Newton leaves."""
+    if not _register_kernel():
+        raise RuntimeError("jboost's depth-wise tree kernel is not built; rebuild the kernels "
+                           "(`python setup.py build_ext --inplace`) or set JBOOST_NATIVE=0.")
+    n = X_binned.shape[-1]
+    r = (1 << depth) - 1
+    seed = (feature_seed(feature_key) if feature_key is not None and max_features < X_binned.shape[0]
+            else jnp.zeros((2,), jnp.uint32))
+    f32 = lambda v: jnp.asarray(v, jnp.float32).reshape(())  # noqa: E731
+    out = (jax.ShapeDtypeStruct((r,), jnp.int32), jax.ShapeDtypeStruct((r,), jnp.int32),
+           jax.ShapeDtypeStruct((r,), jnp.int32), jax.ShapeDtypeStruct((r,), jnp.float32),
+           jax.ShapeDtypeStruct((n,), jnp.int32),
+           jax.ShapeDtypeStruct((r + 1, payload.shape[-1] // 2), jnp.float32))
+    call = jax.ffi.ffi_call(KERNEL_TARGET, out, vmap_method="expand_dims")
+    features, thresholds, mr, gains, leaf, values = call(
+        X_binned, payload, seed, f32(l2), f32(min_split_gain), f32(min_child_weight),
+        depth=np.int64(depth), n_bins=np.int64(n_bins), max_features=np.int64(max_features),
+        max_nodes=np.int64(max_nodes), n_threads=np.int64(histograms.kernel_threads(None)),
+        missing=bool(missing))
+    return features, thresholds, mr != 0, gains, leaf, values
 
 
 @functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion",
@@ -245,133 +313,158 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             keyed = False
     subsets, masks = _node_masks(feature_masks, feature_subsets, depth, n_features)
     per_node = isinstance(subsets, list)
-    rows = jnp.arange(n, dtype=jnp.int32)
-    leaf = jnp.zeros((n,), jnp.int32)
-    active = jnp.ones((1,), bool)  # nodes of the level that may still split
-    feats, thrs, miss, gains = [], [], [], []
-    cum = local = None
     if compact and axis_name is not None:
         raise ValueError("depthwise.fit_tree: max_nodes (the compact path) needs every row on one "
                          "device; use max_nodes=None with axis_name.")
     takes_part = jnp.any(payload != 0, axis=-1)
-    for d in range(depth):  # static unroll over levels: 2**d nodes
-        n_nodes = 1 << d
-        if compact:
-            n_slots = node_slots(n, int(max_nodes), d)
-            count = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, n_nodes)
-            can = active & (count >= 2)
-            order = jnp.cumsum(can.astype(jnp.int32)) - 1
-            slot = jnp.where(can & (order < n_slots), order, n_slots)        # n_slots: no slot
-            node_of_slot = jnp.zeros((n_slots + 1,), jnp.int32).at[slot].set(
-                jnp.arange(n_nodes, dtype=jnp.int32))[:n_slots]
-            row_slot = slot[leaf]
-            if keyed:  # the slots' own draws; rows of no slot read slot n_slots's (zeros)
-                drawn = node_features(feature_key, d, node_of_slot, n_features, max_features)
-                pad = jnp.concatenate([drawn, jnp.zeros((1, max_features), jnp.int32)])
-                X_level = X_binned[pad[row_slot].T, rows[None, :]]
-            elif per_node:
-                X_level = X_binned[subsets[d][leaf].T, rows[None, :]]
-            elif subsets is not None:
+    cat = lambda xs, dtype: jnp.concatenate(xs) if depth else jnp.zeros((0,), dtype)
+
+    def grow_xla():  # the levels in JAX: (features, thresholds, missing_right, gains, leaf, last)
+        rows = jnp.arange(n, dtype=jnp.int32)
+        leaf = jnp.zeros((n,), jnp.int32)
+        active = jnp.ones((1,), bool)  # nodes of the level that may still split
+        feats, thrs, miss, gains = [], [], [], []
+        cum = local = None
+        for d in range(depth):  # static unroll over levels: 2**d nodes
+            n_nodes = 1 << d
+            if compact:
+                n_slots = node_slots(n, int(max_nodes), d)
+                count = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, n_nodes)
+                can = active & (count >= 2)
+                order = jnp.cumsum(can.astype(jnp.int32)) - 1
+                slot = jnp.where(can & (order < n_slots), order, n_slots)        # n_slots: no slot
+                node_of_slot = jnp.zeros((n_slots + 1,), jnp.int32).at[slot].set(
+                    jnp.arange(n_nodes, dtype=jnp.int32))[:n_slots]
+                row_slot = slot[leaf]
+                if keyed:  # the slots' own draws; rows of no slot read slot n_slots's (zeros)
+                    drawn = node_features(feature_key, d, node_of_slot, n_features, max_features)
+                    pad = jnp.concatenate([drawn, jnp.zeros((1, max_features), jnp.int32)])
+                    X_level = X_binned[pad[row_slot].T, rows[None, :]]
+                elif per_node:
+                    X_level = X_binned[subsets[d][leaf].T, rows[None, :]]
+                elif subsets is not None:
+                    X_level = X_binned[subsets[d]]
+                else:
+                    X_level = X_binned
+                cum = histograms.prefix_sum(histograms.build_histogram(
+                    X_level, payload, row_slot, n_leaves=n_slots + 1, n_bins=n_bins), axis=2)[:, :n_slots]
+                g = node_gains(cum, l2, min_child_weight, missing, criterion)      # (S, F', B-1, 2)
+                if masks is None:
+                    sp = jax.vmap(lambda gn: splits.best_split_of_gains(gn, min_split_gain=min_split_gain))(g)
+                else:
+                    mask = jnp.broadcast_to(masks[d][:n_nodes], (n_nodes, g.shape[1]))[node_of_slot]
+                    sp = jax.vmap(lambda gn, mn: splits.best_split_of_gains(
+                        gn, min_split_gain=min_split_gain, feature_mask=mn))(g, mask)
+                has = slot < n_slots
+                at = jnp.minimum(slot, n_slots - 1)
+                pos = sp.feature[at]
+                ok = has & (sp.gain[at] > 0)
+                gain = sp.gain[at]
+                thr = jnp.where(ok, sp.threshold[at], splits.null_threshold(n_bins)).astype(jnp.int32)
+                mr = ok & sp.missing_right[at]
+                pos = jnp.where(ok, pos, 0).astype(jnp.int32)
+                if keyed:
+                    slot_feature = jnp.take_along_axis(drawn, sp.feature[:, None], axis=1)[:, 0]
+                    feature = jnp.where(ok, slot_feature[at], 0)
+                elif subsets is None:
+                    feature = pos
+                elif per_node:
+                    feature = jnp.where(ok, jnp.take_along_axis(subsets[d], pos[:, None], axis=1)[:, 0], 0)
+                else:
+                    feature = jnp.where(ok, subsets[d][pos], 0)
+                feature = feature.astype(jnp.int32)
+                leaf = _route(X_binned, rows, leaf, feature, thr, mr, d, n_bins)
+                active = jnp.concatenate([ok, ok])
+                feats.append(feature)
+                thrs.append(thr)
+                miss.append(mr)
+                gains.append(jnp.where(ok, gain, 0.0).astype(jnp.float32))
+                continue
+            if per_node:  # each node's own m features: row i's slot s is feature subsets[d][leaf_i, s]
+                X_level = X_binned[subsets[d][leaf].T, rows[None, :]]              # (m, n)
+                cum = histograms.prefix_sum(histograms.build_histogram(
+                    X_level, payload, leaf, n_leaves=n_nodes, n_bins=n_bins, axis_name=axis_name), axis=2)
+            elif subsets is not None:  # this level's features only: built directly
                 X_level = X_binned[subsets[d]]
-            else:
-                X_level = X_binned
-            cum = histograms.prefix_sum(histograms.build_histogram(
-                X_level, payload, row_slot, n_leaves=n_slots + 1, n_bins=n_bins), axis=2)[:, :n_slots]
-            g = node_gains(cum, l2, min_child_weight, missing, criterion)      # (S, F', B-1, 2)
+                cum = histograms.prefix_sum(histograms.build_histogram(
+                    X_level, payload, leaf, n_leaves=n_nodes, n_bins=n_bins, axis_name=axis_name), axis=2)
+            elif d == 0 or histograms.subtraction_pays(n, n_nodes, n_bins, c):
+                # Level 0 directly; deeper levels from the last level's (this device's) histograms.
+                cum, local = histograms.level_histograms(X_binned, payload, leaf, local if d else None,
+                                                         n_bins=n_bins, axis_name=axis_name)
+            else:  # few rows per cell: every node built directly
+                local = histograms.prefix_sum(histograms.build_histogram(
+                    X_binned, payload, leaf, n_leaves=n_nodes, n_bins=n_bins), axis=2)
+                cum = local if axis_name is None else lax.psum(local, axis_name)
+            g = node_gains(cum, l2, min_child_weight, missing, criterion)          # (L, F', B-1, 2)
             if masks is None:
-                sp = jax.vmap(lambda gn: splits.best_split_of_gains(gn, min_split_gain=min_split_gain))(g)
+                split = jax.vmap(lambda gn: splits.best_split_of_gains(gn, min_split_gain=min_split_gain))(g)
             else:
-                mask = jnp.broadcast_to(masks[d][:n_nodes], (n_nodes, g.shape[1]))[node_of_slot]
-                sp = jax.vmap(lambda gn, mn: splits.best_split_of_gains(
+                mask = jnp.broadcast_to(masks[d][:n_nodes], (n_nodes, g.shape[1]))
+                split = jax.vmap(lambda gn, mn: splits.best_split_of_gains(
                     gn, min_split_gain=min_split_gain, feature_mask=mn))(g, mask)
-            has = slot < n_slots
-            at = jnp.minimum(slot, n_slots - 1)
-            pos = sp.feature[at]
-            ok = has & (sp.gain[at] > 0)
-            gain = sp.gain[at]
-            thr = jnp.where(ok, sp.threshold[at], splits.null_threshold(n_bins)).astype(jnp.int32)
-            mr = ok & sp.missing_right[at]
-            pos = jnp.where(ok, pos, 0).astype(jnp.int32)
-            if keyed:
-                slot_feature = jnp.take_along_axis(drawn, sp.feature[:, None], axis=1)[:, 0]
-                feature = jnp.where(ok, slot_feature[at], 0)
-            elif subsets is None:
+            ok = active & (split.gain > 0)  # a leaf's descendants never split
+            pos = jnp.where(ok, split.feature, 0).astype(jnp.int32)
+            thr = jnp.where(ok, split.threshold, splits.null_threshold(n_bins)).astype(jnp.int32)
+            mr = ok & split.missing_right
+            if subsets is None:
                 feature = pos
-            elif per_node:
+            elif per_node:  # node j's slot pos[j] is its feature subsets[d][j, pos[j]]
                 feature = jnp.where(ok, jnp.take_along_axis(subsets[d], pos[:, None], axis=1)[:, 0], 0)
             else:
                 feature = jnp.where(ok, subsets[d][pos], 0)
             feature = feature.astype(jnp.int32)
+            last = (cum, pos, thr, mr)
             leaf = _route(X_binned, rows, leaf, feature, thr, mr, d, n_bins)
             active = jnp.concatenate([ok, ok])
             feats.append(feature)
             thrs.append(thr)
             miss.append(mr)
-            gains.append(jnp.where(ok, gain, 0.0).astype(jnp.float32))
-            continue
-        if per_node:  # each node's own m features: row i's slot s is feature subsets[d][leaf_i, s]
-            X_level = X_binned[subsets[d][leaf].T, rows[None, :]]              # (m, n)
-            cum = histograms.prefix_sum(histograms.build_histogram(
-                X_level, payload, leaf, n_leaves=n_nodes, n_bins=n_bins, axis_name=axis_name), axis=2)
-        elif subsets is not None:  # this level's features only: built directly
-            X_level = X_binned[subsets[d]]
-            cum = histograms.prefix_sum(histograms.build_histogram(
-                X_level, payload, leaf, n_leaves=n_nodes, n_bins=n_bins, axis_name=axis_name), axis=2)
-        elif d == 0 or histograms.subtraction_pays(n, n_nodes, n_bins, c):
-            # Level 0 directly; deeper levels from the last level's (this device's) histograms.
-            cum, local = histograms.level_histograms(X_binned, payload, leaf, local if d else None,
-                                                     n_bins=n_bins, axis_name=axis_name)
-        else:  # few rows per cell: every node built directly
-            local = histograms.prefix_sum(histograms.build_histogram(
-                X_binned, payload, leaf, n_leaves=n_nodes, n_bins=n_bins), axis=2)
-            cum = local if axis_name is None else lax.psum(local, axis_name)
-        g = node_gains(cum, l2, min_child_weight, missing, criterion)          # (L, F', B-1, 2)
-        if masks is None:
-            split = jax.vmap(lambda gn: splits.best_split_of_gains(gn, min_split_gain=min_split_gain))(g)
+            gains.append(jnp.where(ok, split.gain, 0.0).astype(jnp.float32))
+        return (cat(feats, jnp.int32), cat(thrs, jnp.int32), cat(miss, bool), cat(gains, jnp.float32),
+                leaf, last if depth and not compact else None)
+
+    def leaf_values_of(leaf, last):  # the criterion's leaf values, with their fallbacks
+        if compact:  # the leaves' sums and counts from the rows
+            sums = histograms.spread_sum(payload, leaf, 1 << depth)
+            counts = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 1 << depth)
+        elif depth:  # the leaves' sums off the last level's (global) histograms; counts from the rows
+            sums = _selected(*last)
+            counts = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 1 << depth)
+            if axis_name is not None:
+                counts = lax.psum(counts, axis_name)
         else:
-            mask = jnp.broadcast_to(masks[d][:n_nodes], (n_nodes, g.shape[1]))
-            split = jax.vmap(lambda gn, mn: splits.best_split_of_gains(
-                gn, min_split_gain=min_split_gain, feature_mask=mn))(g, mask)
-        ok = active & (split.gain > 0)  # a leaf's descendants never split
-        pos = jnp.where(ok, split.feature, 0).astype(jnp.int32)
-        thr = jnp.where(ok, split.threshold, splits.null_threshold(n_bins)).astype(jnp.int32)
-        mr = ok & split.missing_right
-        if subsets is None:
-            feature = pos
-        elif per_node:  # node j's slot pos[j] is its feature subsets[d][j, pos[j]]
-            feature = jnp.where(ok, jnp.take_along_axis(subsets[d], pos[:, None], axis=1)[:, 0], 0)
-        else:
-            feature = jnp.where(ok, subsets[d][pos], 0)
-        feature = feature.astype(jnp.int32)
-        last = (cum, pos, thr, mr)
-        leaf = _route(X_binned, rows, leaf, feature, thr, mr, d, n_bins)
-        active = jnp.concatenate([ok, ok])
-        feats.append(feature)
-        thrs.append(thr)
-        miss.append(mr)
-        gains.append(jnp.where(ok, split.gain, 0.0).astype(jnp.float32))
-    if compact:  # the leaves' sums and counts from the rows
-        sums = histograms.spread_sum(payload, leaf, 1 << depth)
-        counts = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 1 << depth)
-    elif depth:  # the leaves' sums off the last level's (global) histograms; counts from the rows
-        sums = _selected(*last)
-        counts = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 1 << depth)
-        if axis_name is not None:
-            counts = lax.psum(counts, axis_name)
+            sums = jnp.sum(payload, axis=0, keepdims=True)
+            counts = jnp.sum(takes_part.astype(jnp.int32), keepdims=True)
+            if axis_name is not None:
+                sums, counts = lax.psum((sums, counts), axis_name)
+        values = tree_lib.newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight,
+                                             value=criterion.value, rows=counts)
+        return values
+
+    if (compact and depth and feature_masks is None and feature_subsets is None and criterion.kernel
+            and c % 2 == 0):  # the CPU kernel grows the whole tree in one call
+        native = lambda: _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain,  # noqa: E731
+                                      min_child_weight, depth=depth, n_bins=n_bins,
+                                      max_features=max_features if keyed else n_features,
+                                      max_nodes=int(max_nodes), missing=missing)
+
+        def xla():
+            *rules, last = grow_xla()
+            return (*rules, leaf_values_of(rules[4], last))
+
+        features, thresholds, missing_right, gains, leaf, values = histograms.dispatch(
+            X_binned, n_bins, native, xla, 1, c)
     else:
-        sums = jnp.sum(payload, axis=0, keepdims=True)
-        counts = jnp.sum(takes_part.astype(jnp.int32), keepdims=True)
-        if axis_name is not None:
-            sums, counts = lax.psum((sums, counts), axis_name)
-    values = tree_lib.newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight,
-                                         value=criterion.value, rows=counts)
-    cat = lambda xs, dtype: jnp.concatenate(xs) if depth else jnp.zeros((0,), dtype)
+        *rules, last = grow_xla()
+        features, thresholds, missing_right, gains, leaf = rules
+        values = leaf_values_of(leaf, last)
     tree = DepthwiseTrees(
-        features=cat(feats, jnp.int32),
-        thresholds=cat(thrs, jnp.int32),
+        features=features,
+        thresholds=thresholds,
         borders=jnp.zeros(((1 << depth) - 1,), jnp.float32),  # filled in by with_borders
-        missing_right=cat(miss, bool),
+        missing_right=missing_right,
         leaf_values=values,
-        gains=cat(gains, jnp.float32),
+        gains=gains,
     )
     return tree, leaf
