@@ -212,8 +212,8 @@ def test_to_jsonable_converts_arrays_and_scalars():
 
 # ``--all --smoke`` over every config takes minutes (about 290 s on 2 cores, 18 configs), too long
 # for the suite: the tests run a subset: nested_spheres (no data file; its programs are compiled
-# by ``smoke_runs``), california_interpretation (data; its programs are shared with the
-# interpretation test below) and spam with an empty data directory (skipped before any fit).
+# by ``smoke_runs``), california_interpretation (data; the interpretation test below checks the
+# results of this run) and spam with an empty data directory (skipped before any fit).
 ALL_SUBSET = ("nested_spheres", "california_interpretation")
 HAVE_DATA = (datasets.data_dir() / "california_housing.csv.gz").exists()
 
