@@ -2,7 +2,8 @@
 session): one test per block, so that a failure names its block and the suite's workers can
 balance this file (two minutes of CPU) against the others. (In its own file, collected early:
 pytest-xdist hands out whole files in collection order, and a long file handed out last would
-end the run alone.)"""
+end the run alone.) A block needs the names the blocks before it define: run the whole file
+(``-k``/``--lf`` on one block alone fails with a NameError)."""
 
 import re
 from pathlib import Path
