@@ -89,6 +89,16 @@ inline float HessSum(const float* h, int64_t k) {
   return SumOutputs(k, [&](int64_t j) { return h[j]; });
 }
 
+inline bool SameBits(const float* a, const float* b, int64_t c) {
+  for (int64_t i = 0; i < c; ++i) {
+    uint32_t x, y;
+    std::memcpy(&x, a + i, 4);
+    std::memcpy(&y, b + i, 4);
+    if (x != y) return false;
+  }
+  return true;
+}
+
 struct SlotScratch {
   std::vector<float> hist;   // (m, B, C), then its prefix sums in place
   std::vector<float> left, right, miss;
@@ -159,7 +169,7 @@ Best SplitSlot(const Settings& s, const uint8_t* X, const float* payload, const 
       const float* present = hq + t * C;
       // A bin no row of the node is in leaves the left sums, and so both gains, those of t - 1:
       // they cannot be a new first maximum (nor a first NaN).
-      if (t > 0 && std::memcmp(present, present - C, sizeof(float) * C) == 0) continue;
+      if (t > 0 && SameBits(present, present - C, C)) continue;
       for (int64_t d = 0; d < 2; ++d) {
         float gain;
         if (d == 1 && !s.missing) {
@@ -210,21 +220,31 @@ void GrowTree(const Settings& s, const uint8_t* X, const float* payload, uint32_
   std::fill(gains, gains + n_rules, 0.0f);
   std::fill(leaf, leaf + n, 0);
   // Rows of non-zero payload, grouped by node (row order within a node).
-  std::vector<int32_t> part;
-  part.reserve(n);
+  // Scratch kept by the calling thread across trees and calls (no page faults of fresh memory
+  // per tree); local references, so that the slots' threads read the caller's.
+  thread_local std::vector<int32_t> tl_part, tl_grouped, tl_next;
+  thread_local std::vector<int64_t> tl_start, tl_count;
+  thread_local std::vector<uint8_t> tl_active, tl_ok;
+  thread_local std::vector<SlotScratch> tl_scratch;
+  auto &part = tl_part, &grouped = tl_grouped, &next = tl_next;
+  auto &start = tl_start, &count = tl_count;
+  auto &active = tl_active, &ok = tl_ok;
+  auto& scratch = tl_scratch;
+  part.clear();
   for (int64_t i = 0; i < n; ++i) {
     const float* p = payload + i * C;
     bool any = false;
     for (int64_t ch = 0; ch < C; ++ch) any |= p[ch] != 0.0f;
     if (any) part.push_back(static_cast<int32_t>(i));
   }
-  std::vector<int32_t> grouped(part), next(part.size());
-  std::vector<int64_t> start{0, static_cast<int64_t>(part.size())};  // node j: [start[j], start[j+1])
-  std::vector<uint8_t> active{1};
+  grouped.assign(part.begin(), part.end());
+  next.resize(part.size());
+  start.assign({0, static_cast<int64_t>(part.size())});  // node j: [start[j], start[j+1])
+  active.assign(1, 1);
   const int64_t m = s.draw ? s.m : s.n_features;
   std::vector<int32_t> all(s.n_features);
   for (int64_t f = 0; f < s.n_features; ++f) all[f] = static_cast<int32_t>(f);
-  std::vector<SlotScratch> scratch(std::max<int64_t>(1, n_threads));
+  if (static_cast<int64_t>(scratch.size()) < n_threads) scratch.resize(std::max<int64_t>(1, n_threads));
   Settings ss = s;
   ss.m = m;
   for (int64_t d = 0; d < s.depth; ++d) {
@@ -252,7 +272,7 @@ void GrowTree(const Settings& s, const uint8_t* X, const float* payload, uint32_
         best[k] = SplitSlot(ss, X, payload, grouped.data() + start[j], start[j + 1] - start[j], fk, sc);
       }
     });
-    std::vector<uint8_t> ok(n_nodes, 0);
+    ok.assign(n_nodes, 0);
     const int64_t base = n_nodes - 1;
     for (int64_t k = 0; k < n_slots; ++k) {
       const Best& b = best[k];
@@ -275,7 +295,7 @@ void GrowTree(const Settings& s, const uint8_t* X, const float* payload, uint32_
     }
     // Regroup the participating rows by their new node (stable).
     const int64_t n_next = 2 * n_nodes;
-    std::vector<int64_t> count(n_next + 1, 0);
+    count.assign(n_next + 1, 0);
     for (int32_t i : grouped) ++count[leaf[i] + 1];
     for (int64_t j = 0; j < n_next; ++j) count[j + 1] += count[j];
     start.assign(count.begin(), count.end());
@@ -296,8 +316,13 @@ void GrowTree(const Settings& s, const uint8_t* X, const float* payload, uint32_
 void LeafValues(const Settings& s, const float* payload, const int32_t* leaf, float* values) {
   const int64_t C = s.c, K = C / 2, L = int64_t{1} << s.depth;
   // Levels stored one after the other: level d at offset (2**d - 1) (node sums, counts).
-  std::vector<float> sums((2 * L - 1) * C, 0.0f);
-  std::vector<int64_t> counts(2 * L - 1, 0);
+  // Scratch kept by the thread across trees and calls (no page faults of fresh memory per tree).
+  thread_local std::vector<float> tl_sums, tl_prev, tl_cur;  // (used by this thread only)
+  thread_local std::vector<int64_t> tl_counts;
+  auto &sums = tl_sums, &prev = tl_prev, &cur = tl_cur;  // one TLS lookup, not one per access
+  auto& counts = tl_counts;
+  sums.assign((2 * L - 1) * C, 0.0f);
+  counts.assign(2 * L - 1, 0);
   float* leaf_sums = sums.data() + (L - 1) * C;
   int64_t* leaf_counts = counts.data() + (L - 1);
   for (int64_t i = 0; i < s.n; ++i) {
@@ -326,7 +351,8 @@ void LeafValues(const Settings& s, const float* payload, const int32_t* leaf, fl
       out[k] = denom > 0.0f ? -node[k] / denom : 0.0f;
     }
   };
-  std::vector<float> prev(L * K), cur(L * K);
+  prev.resize(L * K);
+  cur.resize(L * K);
   value(sums.data(), prev.data());
   for (int64_t d = 1; d <= s.depth; ++d) {
     const int64_t w = int64_t{1} << d, half = w / 2;
@@ -338,7 +364,9 @@ void LeafValues(const Settings& s, const float* payload, const int32_t* leaf, fl
       if (lc[j] > 0 && h >= s.mcw) {
         value(node, cur.data() + j * K);
       } else {
-        std::copy(prev.data() + (j % half) * K, prev.data() + (j % half + 1) * K, cur.data() + j * K);
+        const float* from = prev.data() + (j % half) * K;
+        float* to = cur.data() + j * K;
+        for (int64_t k = 0; k < K; ++k) to[k] = from[k];
       }
     }
     prev.swap(cur);
