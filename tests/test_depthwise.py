@@ -330,3 +330,67 @@ def test_depthwise_by_name_saved_loaded_and_continued(tmp_path):
     np.testing.assert_array_equal(np.asarray(jboost.predict(more, X)), np.asarray(jboost.predict(once, X)))
     with pytest.raises(ValueError, match='tree_family must be "oblivious", "depthwise"'):
         jboost.fit(X, y, tree_family="free", n_rounds=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The CPU whole-tree kernel (jboost/_native/depthwise.cc) against the pure-JAX compact levels.
+
+KERNEL_DEPTH, KERNEL_F = 6, 10
+
+
+def _kernel_case(k, seed):
+    """Binned rows (missing values in feature 1), bootstrap-weighted targets of K outputs."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, KERNEL_F)).astype(np.float32)
+    X[rng.random((N, KERNEL_F)) < np.array([0.0, 0.2] + [0.0] * (KERNEL_F - 2))] = np.nan
+    cls = (X[:, 0] > 0.3).astype(int) + (np.nan_to_num(X[:, 1]) * X[:, 2] > 0).astype(int) + (X[:, 3] > 1)
+    Xb = binning.bin_features(X, binning.compute_borders(X, N_BINS))
+    w = rng.poisson(1.0, N).astype(np.float32)[:, None]
+    t = (cls[:, None] == 1).astype(np.float32) if k == 1 else np.eye(k, dtype=np.float32)[cls % k]
+    return Xb, jnp.asarray(-t * w), jnp.asarray(np.ones_like(t) * w)
+
+
+@pytest.mark.parametrize("k,max_features,max_nodes", [(1, 3, N // 2), (1, KERNEL_F, 3), (3, 4, N // 2)])
+def test_kernel_tree_is_bitwise_the_pure_jax_levels(k, max_features, max_nodes):
+    """The kernel grows the compact path's tree: the same per-node draws (node_features' hash),
+    splits, rows' leaves and Newton leaf values, bit for bit (gains too for one output; for K
+    outputs XLA sums a node's score over them in an order the kernel follows only up to
+    rounding), with max_nodes capping the slots; and it is the program that ran."""
+    from _pure_jax import pure_jax
+    assert depthwise.kernel_available()
+    Xb, g, h = _kernel_case(k, seed=k + max_features)
+    kw = dict(depth=KERNEL_DEPTH, n_bins=N_BINS, l2=0.5, min_split_gain=0.01, min_child_weight=1.0,
+              feature_key=jax.random.PRNGKey(3), max_features=max_features, max_nodes=max_nodes)
+    assert depthwise.KERNEL_TARGET in str(jax.jit(
+        lambda g: depthwise.fit_tree(Xb, g, h, **kw)).lower(g).as_text())
+    a, la = depthwise.fit_tree(Xb, g, h, **kw)
+    b, lb = pure_jax(depthwise.fit_tree, Xb, g, h, **kw)
+    for name in ("features", "thresholds", "missing_right", "leaf_values"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_array_equal(la, lb)
+    if k == 1:
+        np.testing.assert_array_equal(a.gains, b.gains)
+    else:
+        np.testing.assert_allclose(a.gains, b.gains, rtol=1e-5, atol=0)
+    splits = np.asarray(a.gains) > 0
+    assert splits.sum() >= 8
+    per_level = [int(splits[2**d - 1:2**(d + 1) - 1].sum()) for d in range(KERNEL_DEPTH)]
+    assert max(per_level) <= max_nodes and (max_nodes > 3 or max(per_level) == 3), per_level
+
+
+def test_kernel_vmapped_trees_equal_separate_calls():
+    """A batch of trees (vmap: the kernel's threads take whole trees) == each tree alone."""
+    Xb, g, h = _kernel_case(1, seed=7)
+    scale = jnp.asarray([1.0, 0.0, 2.0])[:, None, None] * jnp.asarray(
+        np.random.default_rng(1).poisson(1.0, (3, N, 1)).astype(np.float32))
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    kw = dict(depth=KERNEL_DEPTH, n_bins=N_BINS, min_split_gain=0.0, min_child_weight=1.0,
+              max_features=3, max_nodes=N // 2)
+    fit = lambda g, h, key, l2: depthwise.fit_tree(Xb, g, h, l2=l2, feature_key=key, **kw)  # noqa: E731
+    l2s = jnp.asarray([0.0, 1.0, 0.5])
+    batched = jax.vmap(fit)(g * scale, h * scale, keys, l2s)
+    for i in range(3):
+        one = fit(g * scale[i], h * scale[i], keys[i], l2s[i])
+        for x, y in zip(jax.tree_util.tree_leaves(batched), jax.tree_util.tree_leaves(one)):
+            np.testing.assert_array_equal(np.asarray(x)[i], y)
+    assert not np.asarray(batched[0].gains[1]).any()  # zero weights: no split, a null tree
