@@ -6,6 +6,7 @@
     python benchmarks/depthwise_bench.py --cases synthetic --rounds 50
     python benchmarks/depthwise_bench.py --data-dir /work/shared/data
     python benchmarks/depthwise_bench.py --threads 1    # every library on one thread
+    python benchmarks/depthwise_bench.py --cases synthetic --train-rows 1000000   # 1M x 50
 
 Cases: ``synthetic``: 200k training rows x 50 Gaussian features (50k test rows) whose target has
 interactions a symmetric tree cannot share between its halves (``x0`` picks which features
@@ -77,11 +78,13 @@ def run_xgboost(X, y, Xt, yt, a):
     params = dict(tree_method="hist", grow_policy="depthwise", max_depth=a.depth, max_bin=255,
                   eta=a.learning_rate, reg_lambda=1.0, min_child_weight=1.0,
                   nthread=a.threads, objective="reg:squarederror")
+    t0 = time.perf_counter()
     d = xgb.DMatrix(X, y, nthread=a.threads)
+    prep = time.perf_counter() - t0
     t0 = time.perf_counter()
     b = xgb.train(params, d, num_boost_round=a.rounds)
     train = time.perf_counter() - t0
-    return dict(train=train, rmse=rmse(yt, b.predict(xgb.DMatrix(Xt))))
+    return dict(train=train, prep=prep, rmse=rmse(yt, b.predict(xgb.DMatrix(Xt))))
 
 
 def run_lightgbm(X, y, Xt, yt, a):
@@ -114,16 +117,21 @@ def main(argv=None):
     p.add_argument("--depth", type=int, default=6)
     p.add_argument("--learning-rate", type=float, default=0.1)
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads per library (default: all cores, jboost left at its default)")
+    p.add_argument("--train-rows", type=int, default=200_000, help="synthetic case's training rows")
     a = p.parse_args(argv)
-    os.environ["JBOOST_NUM_THREADS"] = str(a.threads)  # read when jboost's kernels run
+    if a.threads is not None:  # else jboost runs as a user gets it: no environment variable
+        os.environ["JBOOST_NUM_THREADS"] = str(a.threads)  # read when jboost's kernels run
+    else:
+        a.threads = os.cpu_count()
     with open("/proc/loadavg") as f:
         print(f"load average before: {f.read().strip()}   cores: {os.cpu_count()}")
     print(f"depth {a.depth}, {a.rounds} rounds, learning rate {a.learning_rate}, 256 bins, l2 1, min_child_weight 1, "
           f"{a.threads} threads")
     for case in a.cases:
         try:
-            X, y, Xt, yt = synthetic() if case == "synthetic" else california(a.data_dir)
+            X, y, Xt, yt = synthetic(n_train=a.train_rows) if case == "synthetic" else california(a.data_dir)
         except (FileNotFoundError, OSError) as e:
             print(f"{case}: skipped ({e})")
             continue
@@ -137,8 +145,10 @@ def main(argv=None):
             ref = r if lib == "xgboost-depthwise" else ref
             ratio = f"{r['train'] / ref['train']:6.2f}" if ref else "     -"
             comp = f"{r['compile']:9.1f}" if "compile" in r else "        -"
+            prep = (f"   (its DMatrix {r['prep']:.2f} s: jboost's train s include binning)"
+                    if "prep" in r else "")
             print(f"{lib:20s} {r['train']:8.2f} {1e3 * r['train'] / a.rounds:8.1f} {ratio} {comp} "
-                  f"{r['rmse']:9.4f}", flush=True)
+                  f"{r['rmse']:9.4f}{prep}", flush=True)
     with open("/proc/loadavg") as f:
         print(f"\nload average after: {f.read().strip()}")
 
