@@ -10,14 +10,80 @@ session-scoped, seeded and read-only (a test that wants to change one must copy 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import os
+import shutil
+import tempfile
 
 import hypothesis
 import jax
 import numpy as np
 import pytest
+
+# --------------------------------------------------------------------------------------------
+# One compilation cache for the whole test run: JAX's persistent compilation cache in a directory
+# shared by every process of the run (pytest-xdist's workers inherit it from the process that
+# made it, and so do the subprocesses tests start: test_sharding, test_io's new process, the
+# distributed groups, test_properties' three-device pytest). Compilation is most of the suite's
+# CPU time (test_model.py: 43 CPU s cold, 13 s with its programs cached), and the same programs
+# are compiled by both workers (files sharing conftest's shapes land on either), again after
+# ``jax.clear_caches()`` (``_bounded_mappings``, ``no_xla_optimisations``) and again in every
+# subprocess. A cache entry is keyed by the program's HLO, the compile options (so programs
+# compiled without XLA's optimisations are never mixed with optimised ones), the XLA flags, the
+# devices and the jaxlib version: a hit is the executable a fresh compilation would give.
+# The directory is removed when the process that made it exits; set JBOOST_TEST_COMPILATION_CACHE
+# to a directory of your own to keep the cache between runs (then nothing is removed), or to
+# ``off`` for no cache (every process compiles its own programs, as users' processes do).
+_CACHE_ENV = "JBOOST_TEST_COMPILATION_CACHE"
+
+
+def _share_compilations() -> str | None:
+    path = os.environ.get(_CACHE_ENV)
+    if path == "off":
+        return None
+    if not path:
+        path = tempfile.mkdtemp(prefix="jboost-tests-xla-cache-")
+        os.environ[_CACHE_ENV] = path
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = path            # for the subprocesses
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    _write_cache_entries_atomically()
+    return path
+
+
+def _write_cache_entries_atomically():
+    """JAX writes a cache entry in place (``LRUCache.put`` without a size limit): another worker
+    reading it meanwhile would read part of it (a warning, then a compilation). Here an entry is
+    written to a temporary file and renamed. (Where this JAX's cache has another layout, its
+    own ``put`` is kept.)"""
+    try:
+        from jax._src import lru_cache
+        put, suffix = lru_cache.LRUCache.put, lru_cache._CACHE_SUFFIX
+    except (ImportError, AttributeError):
+        return
+    if getattr(put, "_jboost_atomic", False):
+        return
+
+    def put_atomically(self, key, value):
+        path = getattr(self, "path", None)
+        if getattr(self, "eviction_enabled", True) or not key or path is None:
+            return put(self, key, value)
+        target = path / f"{key}{suffix}"
+        if target.exists():
+            return
+        partial = path / f".{key}.{os.getpid()}.partial"
+        partial.write_bytes(value)
+        os.replace(partial, target)
+
+    put_atomically._jboost_atomic = True
+    lru_cache.LRUCache.put = put_atomically
+
+
+COMPILATION_CACHE = _share_compilations()
 
 # As equinox's test suite: sloppy dtype promotion raises (an int meeting a float, a float32 meeting
 # a float64) instead of silently widening or narrowing. A test that must mix dtypes on purpose
@@ -93,6 +159,20 @@ def pytest_xdist_auto_num_workers(config):
     """``-n auto``: one worker per core this process may use, at most :data:`MAX_WORKERS`."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(cores, MAX_WORKERS))
+
+
+#: The files of a minute or more of CPU each, longest first (measured on 2 cores). They run
+#: first: pytest-xdist (``--dist loadfile --no-loadscope-reorder``, pyproject.toml) hands out
+#: whole files in collection order, so a long file handed out last would run alone at the end
+#: while the other workers idle. (xdist's default order, most tests first, put the few-test
+#: long files -- test_sharding, test_properties -- last.) A file not listed keeps its place.
+LONG_FILES_FIRST = ("test_docs_readme.py", "test_properties.py", "test_sharding.py",
+                    "test_experiments.py", "test_distributed.py", "test_io.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONG_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest as collected
 
 
 N = 200          # training rows of every end-to-end fit

@@ -196,6 +196,10 @@ def _run_group(n: int, out: str, deadline: float, attempt: int) -> list:
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES_PER_PROCESS[n]}",
                PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])))
+    # Not the test run's compilation cache (conftest.py): the processes of a group compile the
+    # same programs at the same moment, so none would find another's, and they would write the
+    # same entries side by side.
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
     port = str(_free_port())
     script = os.path.join(out, "worker.py")
     with open(script, "w") as f:

@@ -79,9 +79,12 @@ def models(data, fit_kw):
 
 
 def _run_python(script: str, tmp_path, result: str, timeout: int):
-    """Run ``script`` in a new Python process in ``tmp_path``; the ``.npz`` it wrote."""
+    """Run ``script`` in a new Python process in ``tmp_path``; the ``.npz`` it wrote. The process
+    compiles its own programs, as a user's new process does (not the test run's compilation
+    cache, conftest.py: its hits are this process's programs)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=str(tmp_path), timeout=timeout)
+                          cwd=str(tmp_path), timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return np.load(tmp_path / result)
 

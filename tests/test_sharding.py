@@ -97,6 +97,9 @@ def sharded_run():
     env = dict(os.environ)
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=3"
     env["JAX_PLATFORMS"] = "cpu"
+    # Not the test run's compilation cache (conftest.py): these programs are compiled nowhere
+    # else, so writing them there gains nothing.
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
     proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
                           text=True, timeout=600)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
