@@ -23,6 +23,18 @@ null split too), so every leaf below it gets its value. Fixed shapes (``2**d`` n
 ``min_split_gain`` and ``min_child_weight``: a tree is ``vmap``-able and a sweep over them is
 one compilation.
 
+On CPU, the compact path (``max_nodes``) with per-node draws from a key (or every feature) and
+the Newton criterion runs as **one kernel call per tree** (``jboost/_native/depthwise.cc``, an
+XLA FFI custom call; :func:`kernel_available`): rows kept grouped by node, each splittable
+node's histogram of its own rows and its split search, the rows routed in place, then the
+leaves' Newton values with their fallbacks. It computes the pure-JAX levels' float expressions
+in their order: the rules, the rows' leaves and the leaf values are bitwise those of the levels
+in JAX (tests/test_depthwise.py; the gains too for one output -- for ``K`` outputs XLA sums a
+node's score over them in an order the kernel follows only up to rounding). It compiles in
+moments (no unrolled levels) and a ``vmap`` of trees (a forest's chunk) gives the kernel's
+threads whole trees. Measured on spam (3065 rows, 500 trees, depth 16, ``m = 7``): about 5 ms
+of CPU per tree, where the levels in JAX took about 220 ms (depth 14).
+
 Prediction gathers down the levels (each row reads the feature of its current node): pure JAX,
 the same program for host and device rows (:func:`jboost.tree.predict_raw`'s scan).
 """

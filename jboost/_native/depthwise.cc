@@ -163,7 +163,11 @@ Best SplitSlot(const Settings& s, const uint8_t* X, const float* payload, const 
     const float* hq = hist + q * B * C;
     const float* total = hq + (B - 1) * C;
     const float* before = hq + (B - 2) * C;
-    for (int64_t ch = 0; ch < C; ++ch) miss[ch] = total[ch] - before[ch];
+    bool no_missing = true;  // then both directions' gains are equal: direction 1 never a new max
+    for (int64_t ch = 0; ch < C; ++ch) {
+      miss[ch] = total[ch] - before[ch];
+      no_missing &= miss[ch] == 0.0f;
+    }
     const float parent = Score(total, total + K, K, s.l2);
     for (int64_t t = 0; t < nt; ++t) {
       const float* present = hq + t * C;
@@ -174,15 +178,21 @@ Best SplitSlot(const Settings& s, const uint8_t* X, const float* payload, const 
         float gain;
         if (d == 1 && !s.missing) {
           gain = -std::numeric_limits<float>::infinity();
+        } else if (d == 1 && no_missing) {
+          continue;  // left sums equal direction 0's (x + 0 == x): the same gain, not a new max
         } else {
           for (int64_t ch = 0; ch < C; ++ch) {
             left[ch] = d == 0 ? present[ch] + miss[ch] : present[ch];
             right[ch] = total[ch] - left[ch];
           }
-          const float leaf_gain =
-              (Score(left, left + K, K, s.l2) + Score(right, right + K, K, s.l2)) - parent;
           const bool ok = HessSum(left + K, K) >= s.mcw && HessSum(right + K, K) >= s.mcw;
-          gain = 0.0f + (ok ? leaf_gain : 0.0f);
+          if (!ok) {
+            gain = 0.0f;  // 0 + where(ok, ., 0)
+          } else {
+            const float leaf_gain =
+                (Score(left, left + K, K, s.l2) + Score(right, right + K, K, s.l2)) - parent;
+            gain = 0.0f + leaf_gain;
+          }
         }
         const int64_t idx = (q * nt + t) * 2 + d;
         // The first maximum; NaN counts as the largest (argmax's and max's NaN rules).
