@@ -147,3 +147,17 @@ def test_warm_start_and_checkpoints_equal_one_fit(dw_forest, data, tmp_path):
         bagging.fit_forest(X, y, init_model=part, **{**KW, "n_trees": 3, "tree_family": "oblivious"})
     with pytest.raises(ValueError, match="tree_family must be \"oblivious\" or \"depthwise\""):
         bagging.fit_forest(X, y, **{**KW, "tree_family": "lossguide"})
+
+
+def test_default_chunks_of_kernel_grown_trees_give_the_same_forest(dw_forest, data):
+    """On CPU with the kernel, a depth-wise forest's default chunk holds up to KERNEL_CHUNK trees
+    (as many as KERNEL_CHUNK_BYTES of outputs hold, evened out): the same trees as chunks of 3."""
+    X, y, _, _ = data
+    assert forest_lib._kernel_grows(jnp.zeros((2, 2), jnp.uint8), N_BINS)
+    assert forest_lib.kernel_chunk_size(DEPTH, 2, 300, 6) == 6
+    assert forest_lib.kernel_chunk_size(16, 1, 3065, 500) == 63      # 8 chunks of 63
+    assert forest_lib.kernel_chunk_size(16, 26, 16000, 300) == 28    # 512 MiB / ~18 MB a tree
+    assert forest_lib.kernel_chunk_size(16, 26, 16000, 300, memory_budget=1) == 1
+    f = bagging.fit_forest(X, y, **{**KW, "chunk_size": None})
+    for a, b in zip(jax.tree_util.tree_leaves(f), jax.tree_util.tree_leaves(dw_forest)):
+        np.testing.assert_array_equal(a, b)
