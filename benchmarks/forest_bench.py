@@ -20,7 +20,9 @@ purity (``--bins`` bins), LightGBM's ``boosting="rf"`` with ``bagging_fraction=0
 ``feature_fraction_bynode = m / p``, ``num_leaves`` 4096, ``min_data_in_leaf`` 1 (5 for
 California). Reported per case: test error (classification, averaged probabilities) or test
 AAE (regression), fit wall time (jboost: its second fit of the compiled program; its first, with
-compilation, in ``cold s``), and each one's error and time over scikit-learn's. All in this
+compilation, in ``cold s``; and the size of its forest's arrays), and each one's error and time
+over scikit-learn's. Depth-wise forests grow each tree by the CPU kernel
+(:func:`jboost.depthwise.kernel_available`). All in this
 process, one after the other, 2 threads where settable. The machine is shared: say its load.
 """
 
@@ -79,6 +81,8 @@ def run_jboost(case, X, y, Xt, yt, args, family):
         times.append(time.perf_counter() - t0)
     pred = (jboost.predict_class(forest, Xt) if case["task"] == "classification"
             else jboost.predict(forest, Xt))
+    mb = sum(a.nbytes for a in jax.tree_util.tree_leaves(forest) if hasattr(a, "nbytes")) / 2**20
+    print(f"  jboost {family}: the forest's arrays hold {mb:.0f} MiB", flush=True)
     return score(case["task"], pred, yt), times[1], times[0]
 
 
