@@ -47,7 +47,8 @@ class BuildNative(build_ext):
 
     def get_export_symbols(self, ext):
         return ["JboostHistogram", "JboostHistogramSmallerSibling", "JboostBin", "JboostLevel",
-                "JboostSplitGains", "JboostPredict", "JboostSelfTest", "JboostAbiVersion"]
+                "JboostSplitGains", "JboostPredict", "JboostSelfTest", "JboostAbiVersion",
+                "JboostDepthwiseTree"]
 
 
 if sys.platform == "win32":
