@@ -384,8 +384,13 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
                       callbacks=callbacks, info=info, at_once=at_once,
                       keep_on_interrupt=keep_on_interrupt, unit=unit)
     n_done = min(len(outs) * size, n_items)
-    return jax.tree_util.tree_map(
-        lambda *a: jnp.concatenate([jnp.asarray(x) for x in a])[:n_done], *outs)
+
+    def join(*chunks):  # one copy at most: a large forest's arrays are hundreds of MB
+        parts = [jnp.asarray(x) for x in chunks]
+        out = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+        return out if out.shape[0] == n_done else out[:n_done]
+
+    return jax.tree_util.tree_map(join, *outs)
 
 
 def _is_tracer(x) -> bool:
