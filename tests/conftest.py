@@ -15,6 +15,7 @@ import contextlib
 import gc
 import os
 import shutil
+import signal
 import tempfile
 
 import hypothesis
@@ -84,6 +85,14 @@ def _write_cache_entries_atomically():
 
 
 COMPILATION_CACHE = _share_compilations()
+
+# Several tests send themselves SIGINT (what Ctrl-C sends) and expect KeyboardInterrupt. A process
+# started in the background by a shell without job control (`pytest &`, `nohup ... &`) inherits
+# SIGINT *ignored*, and Python then leaves it ignored: those tests would wait for a signal that
+# never lands. Here (in the main process and in every xdist worker, which load this file) an
+# ignored SIGINT gets Python's usual handler back, as in a foreground run (CI's).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # As equinox's test suite: sloppy dtype promotion raises (an int meeting a float, a float32 meeting
 # a float64) instead of silently widening or narrowing. A test that must mix dtypes on purpose

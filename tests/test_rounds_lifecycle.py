@@ -72,8 +72,10 @@ def test_ctrl_c_stops_a_plain_fit_within_seconds_keeping_its_rounds(tmp_path):
     the fit returns within a few seconds a model of fewer rounds, with the warning."""
     script = tmp_path / "fit.py"
     script.write_text(_INTERRUPTED_FIT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the jboost under test
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout.readline().strip() == "fitting", proc.stderr.read()
         time.sleep(0.5)
