@@ -455,7 +455,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         return values
 
     if (compact and depth and feature_masks is None and feature_subsets is None and criterion.kernel
-            and c % 2 == 0):  # the CPU kernel grows the whole tree in one call
+            and c % 2 == 0 and kernel_available()):  # the CPU kernel grows the whole tree in one
+        # call (a kernel library built before it existed lacks it: then the levels below, in JAX)
         native = lambda: _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain,  # noqa: E731
                                       min_child_weight, depth=depth, n_bins=n_bins,
                                       max_features=max_features if keyed else n_features,
