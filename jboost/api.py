@@ -543,9 +543,13 @@ def run_rounds(data: boosting.Data, key, hyper: boosting.Hyperparams, loss: loss
     rounds and the early-stopping record carried from call to call, so the rounds equal one
     call's bitwise, however they are cut).
 
-    Without ``verbose``, ``callbacks`` or ``checkpoint_dir`` the calls are timed: 1, 2 and 4
-    rounds, then about :data:`CALL_SECONDS` each at the pace measured; otherwise they are
-    ``checkpoint_every`` (else ``verbose``, else a twentieth of the rounds) rounds long. The next
+    The program does not depend on ``config.n_rounds``: a call fits at most
+    :data:`jboost.boosting.ROUNDS_PER_CALL` rounds into buffers of that size, copied to the host
+    after it (fits that differ only in their number of rounds compile nothing new). Without
+    ``verbose``, ``callbacks`` or ``checkpoint_dir`` the calls are timed: 1, 2 and 4 rounds,
+    then about :data:`CALL_SECONDS` each at the pace measured; otherwise the progress, callbacks
+    and checkpoint come after chunks of ``checkpoint_every`` (else ``verbose``, else a twentieth
+    of the rounds) rounds, in calls that never span two chunks. The next
     call is dispatched before the last one is waited for (the device never idles), and the wait
     polls ``is_ready()``, so ``Ctrl-C`` lands within about a call: the rounds fitted so far are
     returned with a warning (a ``KeyboardInterrupt`` before the first call has finished is
@@ -595,8 +599,12 @@ def run_rounds(data: boosting.Data, key, hyper: boosting.Hyperparams, loss: loss
     if first >= config.n_rounds:
         raise ValueError(f"nothing left to fit: the model already holds {done} of {total} rounds.")
     n_rows = data.y.shape[0]
-    call, data_run, rows = _rounds_fn(mesh, data, config)
-    carry = boosting.rounds_template(data_run, key, hyper, loss, init_raw, config)
+    # One program for every number of rounds: calls of at most ROUNDS_PER_CALL rounds, each
+    # writing its rounds from index 0 of buffers of that size (copied to the host after it).
+    capacity = boosting.ROUNDS_PER_CALL
+    call_config = config._replace(n_rounds=capacity)
+    call, data_run, rows = _rounds_fn(mesh, data, call_config)
+    carry = boosting.rounds_template(data_run, key, hyper, loss, init_raw, call_config)
     fresh = start is None
     if not fresh:
         state = resume(start)
@@ -614,47 +622,55 @@ def run_rounds(data: boosting.Data, key, hyper: boosting.Hyperparams, loss: loss
     last_t, chunk_seconds, chunk_rounds = t0, [], []
     queue, dispatched, pos = [], first, first  # calls in flight; positions dispatched, fitted
     latest, pace, last_done = None, None, None  # the last finished call; seconds per round
+    fitted = _HostRounds(first)  # the rounds fitted so far, on the host
+    reported = first  # fixed calls: the position up to which progress and callbacks have run
 
-    def size(i):
-        if fixed:
-            return chunk
+    def size(i, at):
+        if fixed:  # up to the end of the chunk ``at`` is in (a call never spans two chunks)
+            return min(capacity, chunk - (at - first) % chunk)
         if pace is None:
-            return FIRST_CALLS[min(i, len(FIRST_CALLS) - 1)]
-        return max(1, int(CALL_SECONDS / max(pace, 1e-9)))
+            return min(capacity, FIRST_CALLS[min(i, len(FIRST_CALLS) - 1)])
+        return min(capacity, max(1, int(CALL_SECONDS / max(pace, 1e-9))))
 
     n_calls, stop = 0, False
     try:
         while True:
             while len(queue) < 2 and dispatched < config.n_rounds and not stop:
-                end = min(config.n_rounds, dispatched + size(n_calls))
+                end = min(config.n_rounds, dispatched + size(n_calls, dispatched))
                 prev = queue[-1][0] if queue else (latest if latest is not None else carry)
                 out = call(data_run, key, hyper, init_raw, prev, np.int32(base), np.int32(end),
                            np.bool_(fresh and n_calls == 0))
-                queue.append((out, time.perf_counter()))
+                queue.append((out, time.perf_counter(), end))
                 dispatched, n_calls = end, n_calls + 1
             if not queue:
                 break
-            out, sent = queue.pop(0)
+            out, sent, asked_end = queue.pop(0)
             _wait(out.done)
             finished = time.perf_counter()
             a, pos = pos, int(out.done)
+            if pos != asked_end and not bool(out.stopped):  # never a fit silently cut short
+                raise RuntimeError(f"internal error: a call of the rounds ended at position {pos}, "
+                                   f"not {asked_end}; please report it.")
             if last_done is not None and pos > a:  # the first call's time includes compiling
                 pace = (finished - max(sent, last_done)) / (pos - a)
             latest, last_done = out, finished
+            fitted.add(out.rounds if processes is None else processes.localize(out.rounds), pos - a)
             stop = bool(out.stopped) or pos >= config.n_rounds
-            if fixed and pos > a:
+            chunk_done = fixed and pos > reported and (stop or (pos - first) % chunk == 0)
+            if chunk_done:
                 now = _clock()
                 chunk_seconds.append(now - last_t)
-                chunk_rounds.append(pos - a)
+                chunk_rounds.append(pos - reported)
                 last_t = now
-                asked = _after_call(out, a, pos, base, total, t0, now, stop, chunk_seconds, chunk_rounds,
-                                    metric_name, verbose, callbacks)
+                asked = _after_call(fitted, out.best, reported, pos, base, total, t0, now, stop,
+                                    chunk_seconds, chunk_rounds, metric_name, verbose, callbacks)
+                reported = pos
                 stop = (asked if processes is None else processes.any(asked)) or stop
                 if path is not None:
                     meta = {"fingerprint": fingerprint}
                     if config.early_stopping is not None:
                         meta.update(best_round=int(out.best[1]), best_score=float(out.best[0]))
-                    io_lib.save(model_of(_rounds_output(out, first, pos, config, n_rows), start), path,
+                    io_lib.save(model_of(_rounds_output(out, fitted, config, n_rows), start), path,
                                 metadata=meta)
             if stop:
                 break
@@ -665,8 +681,32 @@ def run_rounds(data: boosting.Data, key, hyper: boosting.Hyperparams, loss: loss
                       "fitted so far.", UserWarning, stacklevel=3)
     if processes is not None:  # replicated results as this process's arrays
         latest = processes.localize(latest)
-    return RoundsOutput(_rounds_output(latest, first, pos, config, n_rows), start,
-                        _slice(latest.rounds.score, first, pos, config.n_rounds))
+    return RoundsOutput(_rounds_output(latest, fitted, config, n_rows), start,
+                        jax.device_put(fitted.rounds().score))
+
+
+class _HostRounds:
+    """The rounds of a fit's calls (:class:`jboost.boosting.Rounds` buffers, each call's first
+    ``count`` indices) joined on the host: NumPy copies, so that neither the joining nor a
+    slice compiles a program for the fit's number of rounds. ``first``: the position of the
+    first round added."""
+
+    def __init__(self, first: int):
+        self.first, self.parts, self._joined = first, [], None
+
+    def add(self, rounds: boosting.Rounds, count: int) -> None:
+        if count > 0:
+            self.parts.append(jax.tree_util.tree_map(lambda b: np.asarray(b)[:count], rounds))
+            self._joined = None
+
+    def rounds(self, lo: Optional[int] = None, hi: Optional[int] = None) -> boosting.Rounds:
+        """Positions ``lo..hi - 1`` of the fit (default: all added), joined."""
+        if self._joined is None:
+            self._joined = jax.tree_util.tree_map(lambda *p: np.concatenate(p, axis=0), *self.parts)
+            self.parts = [self._joined]
+        lo = 0 if lo is None else lo - self.first
+        hi = None if hi is None else hi - self.first
+        return jax.tree_util.tree_map(lambda a: a[lo:hi], self._joined)
 
 
 def _wait(x, longest: float = 0.005):
@@ -678,38 +718,31 @@ def _wait(x, longest: float = 0.005):
         pause = min(2 * pause, longest)
 
 
-def _slice(a, lo: int, hi: int, n: int):
-    """``a[lo:hi]`` (leading axis), ``a`` itself when that is all of it (no operation)."""
-    return a if (lo, hi) == (0, n) else a[lo:hi]
-
-
-def _rounds_output(carry: boosting.RoundsCarry, lo: int, hi: int, config,
+def _rounds_output(carry: boosting.RoundsCarry, fitted: _HostRounds, config,
                    n_rows: int) -> boosting.BoostOutput:
-    """The :class:`jboost.boosting.BoostOutput` of positions ``lo..hi - 1`` of ``carry`` (its
-    state cut to the ``n_rows`` training rows: a sharded fit pads them)."""
-    n, r = config.n_rounds, carry.rounds
-    cut = lambda a: _slice(a, lo, hi, n)
+    """The :class:`jboost.boosting.BoostOutput` of the rounds ``fitted`` after the last call
+    ``carry`` (its state cut to the ``n_rows`` training rows: a sharded fit pads them)."""
+    r = jax.tree_util.tree_map(jax.device_put, fitted.rounds())  # (jnp.asarray would compile)
     state = carry.state
     if state.base.shape[0] != n_rows:
         state = state._replace(base=state.base[:n_rows], pending=state.pending[:n_rows])
-    out = boosting.BoostOutput(jax.tree_util.tree_map(cut, r.trees), cut(r.train_loss),
-                               cut(r.valid_loss), state.loss, {k: cut(v) for k, v in r.info.items()},
+    out = boosting.BoostOutput(r.trees, r.train_loss, r.valid_loss, state.loss, dict(r.info),
                                state.extra, state)
     if config.early_stopping is not None:
-        out = out._replace(best_round=carry.best[1], n_fitted=hi - lo, best_score=carry.best[0])
+        out = out._replace(best_round=carry.best[1], n_fitted=r.train_loss.shape[0],
+                           best_score=carry.best[0])
     return out
 
 
-def _after_call(out, a, b, base, total, t0, now, stopped, chunk_seconds, chunk_rounds, metric_name,
-                verbose, callbacks) -> bool:
-    """A progress line and the callbacks after a call that fitted positions ``a..b - 1``;
-    whether a callback asked to stop."""
-    r = out.rounds
-    train = np.asarray(r.train_loss)[a:b]
-    valid = np.asarray(r.valid_loss)[a:b]
-    scores = None if metric_name is None else np.asarray(r.score)[a:b]
+def _after_call(fitted: _HostRounds, best, a, b, base, total, t0, now, stopped, chunk_seconds,
+                chunk_rounds, metric_name, verbose, callbacks) -> bool:
+    """A progress line and the callbacks after the calls that fitted positions ``a..b - 1``
+    (``best``: the early-stopping record after them); whether a callback asked to stop."""
+    r = fitted.rounds(a, b)
+    train, valid = r.train_loss, r.valid_loss
+    scores = None if metric_name is None else r.score
     done, elapsed = base + b, now - t0
-    best = None if isinstance(out.best, tuple) and not out.best else out.best
+    best = None if isinstance(best, tuple) and not best else best
     if verbose:
         left = 0.0 if stopped else time_left(chunk_seconds, chunk_rounds, total - done)
         best_txt = "" if best is None else f"  best round {int(best[1])}"

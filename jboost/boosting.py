@@ -566,10 +566,17 @@ def boost_until_stopped(body, state0: BoostState, rounds, data: Data, es: EarlyS
                        state.extra, state, best_i, last_i + 1, best_score)
 
 
+# The rounds one call of :func:`boost_rounds` can fit: the size of its buffers. The program of a
+# concrete fit's rounds does not depend on the fit's number of rounds (``config.n_rounds`` is
+# this constant in its static settings), so fits that differ only in ``n_rounds`` share it.
+ROUNDS_PER_CALL = 64
+
+
 class Rounds(NamedTuple):
-    """The per-round record of a fit run as calls of :func:`boost_rounds`: buffers of
-    ``config.n_rounds`` rounds (the rounds of one fit, by position), each call writing the rounds
-    it fits. Rounds never fitted keep zero trees and info and NaN losses and scores."""
+    """The per-round record of one call of :func:`boost_rounds`: buffers of ``config.n_rounds``
+    (:data:`ROUNDS_PER_CALL`) rounds, index ``i`` holding the round at position ``start + i`` of
+    the fit, where ``start`` is the input carry's ``done``. Indices past the rounds the call fitted
+    hold what the input buffers held there (the caller reads the first ``done - start``)."""
 
     trees: tree_lib.ObliviousTrees  # leading axes (n_rounds, trees_per_round)
     train_loss: jax.Array           # (n_rounds,)
@@ -635,15 +642,17 @@ def eval_metric_of(config: BoostConfig):
 @functools.partial(jax.jit, static_argnames=("config",))
 def boost_rounds(data: Data, key, hyper: Hyperparams, init_raw, carry: RoundsCarry, first_round,
                  end, fresh, *, config: BoostConfig) -> RoundsCarry:
-    """Rounds ``carry.done .. end - 1`` (positions in a fit of ``config.n_rounds`` rounds whose
-    first round is ``first_round``) of boosting, as one call of a fit run in host-side calls:
-    the same compiled program for every call (positions and counts are traced), so a fit can
-    be run in chunks of any length, stopped between two (``Ctrl-C``) and checkpointed, and its
-    rounds equal those of one call bitwise. ``fresh``: start from :func:`init` (``carry.state``
-    is then a placeholder with its shapes and ``loss``), else from ``carry.state``.
+    """Rounds ``carry.done .. end - 1`` (positions in a fit whose first round is
+    ``first_round``; at most ``config.n_rounds`` of them, the buffers' size) of boosting, as one
+    call of a fit run in host-side calls: the same compiled program for every call and for
+    every number of rounds (positions and counts are traced; the caller sets
+    ``config.n_rounds`` to :data:`ROUNDS_PER_CALL`), so a fit can be run in chunks of any
+    length, stopped between two (``Ctrl-C``) and checkpointed, and its rounds equal those of
+    one call bitwise. ``fresh``: start from :func:`init` (``carry.state`` is then a placeholder
+    with its shapes and ``loss``), else from ``carry.state``.
 
-    A ``lax.while_loop`` over rounds (:func:`step`), writing each into the buffers
-    ``carry.rounds``; with ``config.early_stopping`` it ends once the score has not improved for
+    A ``lax.while_loop`` over rounds (:func:`step`), writing round ``carry.done + i`` at index
+    ``i`` of the buffers ``carry.rounds`` (:class:`Rounds`); with ``config.early_stopping`` it ends once the score has not improved for
     ``rounds`` rounds (``stopped``), as :func:`boost_until_stopped` does (each round's score:
     the validation loss, or the metric, :func:`eval_metric_of`, recorded in ``rounds.score``).
     With the training rows sharded (``config.axis_name``), see :func:`boost_rounds_sharded`."""
@@ -663,6 +672,9 @@ def _boost_rounds(data, key, hyper, init_raw, carry, first_round, end, fresh, *,
         return metrics_lib.evaluate(metric, state.loss, data.y_valid, state.raw_valid,
                                     w_valid).astype(jnp.float32).reshape(())
 
+    begin = jnp.asarray(carry.done, jnp.int32)  # the position of the buffers' index 0
+    end = jnp.minimum(jnp.asarray(end, jnp.int32), begin + config.n_rounds)
+
     def cond(c):
         return (c.done < end) & ~c.stopped
 
@@ -671,7 +683,7 @@ def _boost_rounds(data, key, hyper, init_raw, carry, first_round, end, fresh, *,
         m = first_round + j
         state, out = step(c.state, m, data=data, key=key, hyper=hyper, config=config)
         s = score(state, out) if (metric is not None or es is not None) else jnp.float32(jnp.nan)
-        put = lambda b, o: lax.dynamic_update_index_in_dim(b, o.astype(b.dtype), j, 0)
+        put = lambda b, o: lax.dynamic_update_index_in_dim(b, o.astype(b.dtype), j - begin, 0)
         rounds = Rounds(jax.tree_util.tree_map(put, c.rounds.trees, out.trees),
                         put(c.rounds.train_loss, out.train_loss), put(c.rounds.valid_loss, out.valid_loss),
                         jax.tree_util.tree_map(put, c.rounds.info, dict(out.info)),

@@ -93,7 +93,7 @@ class DepthwiseTrees(NamedTuple):
 
     def with_borders(self, borders) -> "DepthwiseTrees":
         """Fill the float thresholds from the bin thresholds: ``border = borders[f, t]``."""
-        return self._replace(borders=borders[self.features, self.thresholds])
+        return self._replace(borders=tree_lib.take_borders(borders, self.features, self.thresholds))
 
 
 def walk(features, thresholds, missing_right, X_t, is_missing):

@@ -99,7 +99,23 @@ class ObliviousTrees(NamedTuple):
 
     def with_borders(self, borders) -> "ObliviousTrees":
         """Fill the float thresholds from the bin thresholds: ``border = borders[f, t]``."""
-        return self._replace(borders=borders[self.features, self.thresholds])
+        return self._replace(borders=take_borders(borders, self.features, self.thresholds))
+
+
+def take_borders(borders, features, thresholds):
+    """``borders[features, thresholds]`` (JAX's indexing: negative indices count from the end,
+    others are clamped into range); concrete arrays are indexed on the host, so that a fit's
+    trees get their float thresholds without a program compiled for their number."""
+    if any(isinstance(a, jax.core.Tracer) for a in (borders, features, thresholds)):
+        return borders[features, thresholds]
+    b = np.asarray(borders)
+    index = []
+    for a, size in zip((features, thresholds), b.shape):
+        a = np.asarray(a).astype(np.int64)
+        index.append(np.clip(np.where(a < 0, a + size, a), 0, max(size - 1, 0)))
+    if 0 in b.shape:  # no borders at all (JAX's gather then gives zeros... of the index shape)
+        return borders[features, thresholds]
+    return jax.device_put(b[tuple(index)])
 
 
 def leaf_index(columns, thresholds, missing_right, is_missing, first_level: int = 0):

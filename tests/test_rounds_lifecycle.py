@@ -129,6 +129,46 @@ def test_one_compilation_and_the_same_model_however_the_calls_are_cut(binary, mo
     _same(jboost.fit(X, y, "binomial_deviance", verbose=5, **kw), whole)
 
 
+def test_one_program_for_every_number_of_rounds(binary, monkeypatch):
+    """Fits that differ only in ``n_rounds`` (fewer, as many and more than the rounds one call
+    holds, boosting.ROUNDS_PER_CALL) trace one program; a call never fits more rounds than its
+    buffers hold; the first rounds of a long fit are bitwise a short fit's; chunks longer than a
+    call (checkpoint_every=100) still report and call back once per chunk, with the same model."""
+    X, y, Xv, yv = binary
+    cap = boosting.ROUNDS_PER_CALL
+    monkeypatch.setattr(boosting, "_boost_rounds", chex.assert_max_traces(boosting._boost_rounds, n=1))
+    sizes = []
+    real = api._rounds_fn
+
+    def counting(mesh, data, config):
+        assert config.n_rounds == cap  # the program's static settings hold the buffers' size
+        fn, d, rows = real(mesh, data, config)
+
+        def call(*a, **k):
+            out = fn(*a, **k)
+            sizes.append(int(out.done) - int(a[4].done))
+            return out
+        return call, d, rows
+
+    monkeypatch.setattr(api, "_rounds_fn", counting)
+    kw = dict(eval_set=(Xv, yv), subsample=0.7, learning_rate=0.2, depth=3, n_bins=16)
+    long_n = 2 * cap + 22
+    monkeypatch.setattr(api, "FIRST_CALLS", (long_n,))  # asks for every round in one call
+    monkeypatch.setattr(api, "CALL_SECONDS", 1e9)
+    fits = {n: jboost.fit(X, y, "binomial_deviance", n_rounds=n, **kw) for n in (5, cap, long_n)}
+    assert max(sizes) == cap and sum(sizes) == 5 + cap + long_n
+    for n, model in fits.items():
+        assert model.n_rounds == n and model.train_loss.shape == (n,)
+        assert np.isfinite(np.asarray(model.train_loss)).all()
+        _same(model, fits[long_n], n)
+    seen = []
+    chunked = jboost.fit(X, y, "binomial_deviance", n_rounds=long_n, checkpoint_every=100,
+                         callbacks=[lambda info: seen.append((info["rounds"][0], info["round"],
+                                                              len(info["train_loss"])))], **kw)
+    assert seen == [(0, 100, 100), (100, long_n, long_n - 100)]
+    _same(chunked, fits[long_n])
+
+
 # --------------------------------------------------------------------------------------------
 # The algorithms on the same runner
 # --------------------------------------------------------------------------------------------
