@@ -52,6 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost import _compile
 from jboost import _batching
 from jboost import _native
 from jboost import binning
@@ -1088,7 +1089,7 @@ def nan_outside_domains(values, loss: Optional[losses_lib.Loss], hyper=None, *, 
 # --------------------------------------------------------------------------------------------
 
 
-@jax.jit
+@_compile.jit
 def _at_baseline(loss, y, w, init_raw, margin=None):
     """At the baseline: whether any weighted row has a non-zero gradient, and the number of rows
     whose loss or gradient is not finite (one grad_hess, no tree)."""

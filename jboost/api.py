@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost import _compile
 from jboost import _batching
 from jboost import _validation
 from jboost import binning
@@ -867,7 +868,7 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
     return config, boosting.Hyperparams.create(**values)
 
 
-@jax.jit
+@_compile.jit
 def _baseline(loss, y, w, margin=None):
     return losses_lib.baseline(loss, y, w, margin)
 

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jboost import _compile
 from jboost import _native
 
 X_BINNED_DTYPE = jnp.uint8
@@ -203,7 +204,7 @@ def merge_border_samples(parts, n_bins: int = MAX_BINS, weights=None) -> np.ndar
     return compute_borders(X, n_bins, w, max_rows=None)
 
 
-@functools.partial(jax.jit, static_argnames=("n_bins",))
+@functools.partial(_compile.jit, static_argnames=("n_bins",))
 def _bin_transposed(X, borders, n_bins: int):
     def xla():
         search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left"))

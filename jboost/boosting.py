@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jboost import _compile
 from jboost import binning
 from jboost import derivatives
 from jboost import losses as losses_lib
@@ -444,7 +445,7 @@ def step(state: BoostState, m, *, data: Data, key, hyper: Hyperparams, config: B
     return new, out
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
+@functools.partial(_compile.jit, static_argnames=("config",))
 def boost(data: Data, key, hyper: Hyperparams, loss: losses_lib.Loss, init_raw, *,
           config: BoostConfig, state: Optional[BoostState] = None, first_round=0,
           best=None) -> BoostOutput:
@@ -639,7 +640,7 @@ def eval_metric_of(config: BoostConfig):
     return es.metric if es is not None and es.metric is not None else config.eval_metric
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
+@functools.partial(_compile.jit, static_argnames=("config",))
 def boost_rounds(data: Data, key, hyper: Hyperparams, init_raw, carry: RoundsCarry, first_round,
                  end, fresh, *, config: BoostConfig) -> RoundsCarry:
     """Rounds ``carry.done .. end - 1`` (positions in a fit whose first round is
@@ -767,7 +768,7 @@ def _sharded_boost(mesh, config: BoostConfig, margin: bool = False, margin_valid
 
     out_spec = BoostOutput(rep, rep, rep, rep, rep, rep, state_spec, rep, rep, rep)
     fn = jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_spec, check_vma=False)
-    return jax.jit(fn)
+    return _compile.jit(fn)
 
 
 def pad_rows(data: Data, n_devices: int):
@@ -808,4 +809,4 @@ def _sharded_rounds(mesh, config: BoostConfig, margin: bool = False, margin_vali
 
     fn = jax.shard_map(body, mesh=mesh, in_specs=(data_spec, rep, rep, rep, carry_spec, rep, rep, rep),
                        out_specs=carry_spec, check_vma=False)
-    return jax.jit(fn)
+    return _compile.jit(fn)

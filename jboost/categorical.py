@@ -50,6 +50,8 @@ import numbers
 from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
 import jax
+
+from jboost import _compile
 import jax.numpy as jnp
 import numpy as np
 
@@ -594,7 +596,7 @@ def table_values(sums, counts, prior, prior_weight):
     return (sums + prior_weight * prior) / (counts[:, None] + prior_weight)
 
 
-@functools.partial(jax.jit, static_argnames=("n_table_rows", "n_bins"))
+@functools.partial(_compile.jit, static_argnames=("n_table_rows", "n_bins"))
 def training_features(codes, t, w, key, prior, prior_weight, offsets, *, n_table_rows: int,
                       n_bins: int):
     """The ordered target statistics of the training rows and what the model keeps.

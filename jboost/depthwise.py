@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jboost import _compile
 from jboost import _native
 from jboost import binning
 from jboost import histograms
@@ -266,7 +267,7 @@ def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_w
     return features, thresholds, mr != 0, gains, leaf, values
 
 
-@functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion",
+@functools.partial(_compile.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion",
                                              "max_nodes", "max_features"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,

@@ -108,6 +108,7 @@ import numpy as np
 from jax import lax
 from jax.scipy import special
 
+from jboost import _compile
 from jboost import _validation
 from jboost import boosting
 from jboost import losses as losses_lib
@@ -1051,12 +1052,12 @@ def _per_model(model, fn, raw, params, *args):
     return f(raw, params, *args)
 
 
-@functools.partial(jax.jit, static_argnames=("dist",))
+@functools.partial(_compile.jit, static_argnames=("dist",))
 def _params_rows(dist, raw, params):
     return dist.params(raw, **params)
 
 
-@functools.partial(jax.jit, static_argnames=("dist",))
+@functools.partial(_compile.jit, static_argnames=("dist",))
 def _quantile_rows(dist, raw, params, q):
     return jax.vmap(lambda r: quantile(dist, q, r, params))(raw)
 
@@ -1072,12 +1073,12 @@ def support_nll(dist: Distribution, y, raw, params: Optional[Mapping] = None):
     return value if inside is None else jnp.where(inside, value, jnp.inf)
 
 
-@functools.partial(jax.jit, static_argnames=("dist",))
+@functools.partial(_compile.jit, static_argnames=("dist",))
 def _nll_rows(dist, raw, params, y):
     return jax.vmap(lambda yi, r: support_nll(dist, yi, r, params))(y, raw)
 
 
-@functools.partial(jax.jit, static_argnames=("dist",))
+@functools.partial(_compile.jit, static_argnames=("dist",))
 def _crps_rows(dist, raw, params, y):
     keys = jax.random.split(jax.random.key(0), y.shape[0])
     return jax.vmap(lambda yi, r, k: crps_one(dist, yi, r, params, k))(y, raw, keys)

@@ -83,6 +83,7 @@ import numpy as np
 import optax
 from jax import lax
 
+from jboost import _compile
 from jboost import _validation
 from jboost import losses as losses_lib
 from jboost import model as model_lib
@@ -282,7 +283,7 @@ def _update(optimizer, grads, state, params, value, value_fn):
         return optax.apply_updates(params, updates), state
 
 
-@functools.partial(jax.jit, static_argnames=("optimizer", "n_steps", "batch_size", "schedule",
+@functools.partial(_compile.jit, static_argnames=("optimizer", "n_steps", "batch_size", "schedule",
                                              "restore_best"))
 def _run(params0: Params, rows: _Rows, valid: Optional[_Rows], loss, st: Optional[_Structure],
          temperature, l2, key, *, optimizer, n_steps: int, batch_size: Optional[int],
@@ -326,7 +327,7 @@ def _run(params0: Params, rows: _Rows, valid: Optional[_Rows], loss, st: Optiona
     return params, curves
 
 
-@jax.jit
+@_compile.jit
 def _leaf_indices(trees, X):
     """``(S, n)`` int32 leaf of each row of ``X (n, F)`` in each of the flattened trees (any
     :class:`jboost.tree.TreeFamily`: its ``leaf_index_raw``)."""
@@ -557,7 +558,7 @@ def soft_predict(model: model_lib.Booster, X, temperature: Any, base_margin=None
     return losses_lib.as_predicted(raw, model.loss)
 
 
-@jax.jit
+@_compile.jit
 def _soft_predict(params, st, X_t, temperature):
     return _soft_raw(params, st, X_t, temperature)[0]
 

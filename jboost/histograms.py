@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jboost import _compile
 from jboost import _native
 
 def prefix_sum(x, axis: int):
@@ -265,7 +266,7 @@ def level_plan(n_rows: int, depth: int, n_bins: int, channels: int = 2):
     return [(subtract[d], subtract[d + 1] if d + 1 < depth else subtract[d]) for d in range(depth)]
 
 
-@functools.partial(jax.jit, static_argnames=("n_leaves", "n_bins", "axis_name"))
+@functools.partial(_compile.jit, static_argnames=("n_leaves", "n_bins", "axis_name"))
 def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis_name=None):
     """Sums of ``payload`` rows per (feature, leaf, bin).
 

@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jboost import _compile
 from jboost import _validation
 from jboost import depthwise
 from jboost import losses as losses_lib
@@ -407,7 +408,7 @@ def _explain_depthwise(trees, X, data, weight, interactions: bool):
 # --------------------------------------------------------------------------------------------
 
 
-@functools.partial(jax.jit, static_argnames=("interactions", "per_leaf"))
+@functools.partial(_compile.jit, static_argnames=("interactions", "per_leaf"))
 def explain_trees(trees: tree_lib.ObliviousTrees, X, data, weight, interactions: bool = False,
                   per_leaf: Optional[bool] = None):
     """Exact path-dependent SHAP values of a sum of oblivious trees (one leading tree axis).
@@ -629,7 +630,7 @@ def importance(model, kind: str = "relative", per_class: bool = False) -> jax.Ar
     return _importance(model, kind=kind, per_class=per_class, axis=axis)
 
 
-@functools.partial(jax.jit, static_argnames=("kind", "per_class", "axis"))
+@functools.partial(_compile.jit, static_argnames=("kind", "per_class", "axis"))
 def _importance(model, *, kind: str, per_class: bool, axis: Optional[str]):
     """:func:`importance` of checked arguments, every model of a batch."""
 
@@ -714,7 +715,7 @@ def permutation_importance(model, X, y, metric=None, n_repeats: int = 5, key=0,
     return _permutation(model, X, y, w, key, metric=metric, n_repeats=n_repeats, n_rounds=n_rounds)
 
 
-@functools.partial(jax.jit, static_argnames=("metric", "n_repeats", "n_rounds"))
+@functools.partial(_compile.jit, static_argnames=("metric", "n_repeats", "n_rounds"))
 def _permutation(model, X, y, w, key, *, metric, n_repeats: int, n_rounds):
     """:func:`permutation_importance` of checked arguments: one compiled program."""
 
@@ -790,7 +791,7 @@ def walk_values(leaf_values, covers, leaves, in_s) -> jax.Array:
     return g[:, 0, :]
 
 
-@jax.jit
+@_compile.jit
 def _pd_tree(trees, grid_rows, data, weight, targets):
     """``(G, K)``: the sum over trees of Friedman's traversal at the grid rows (only the target
     features' columns of ``grid_rows`` matter; covers from ``data``)."""
@@ -815,7 +816,7 @@ def _pd_tree(trees, grid_rows, data, weight, targets):
     return jnp.sum(lax.map(one, (trees, covers)), axis=0)
 
 
-@functools.partial(jax.jit, static_argnames=("ice",))
+@functools.partial(_compile.jit, static_argnames=("ice",))
 def _pd_average(trees, grid_values, data, weight, targets, ice: bool):
     """``(G, K)`` the weighted mean over ``data`` of the trees' sum with the target columns set
     to each grid point (``grid_values`` ``(G, S)``); with ``ice``, also every row's ``(m, G, K)``."""

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jboost import _compile
 from jboost import _validation
 from jboost import categorical as categorical_lib
 from jboost import losses as losses_lib
@@ -128,7 +129,7 @@ def add_offset(raw, offset):
     return raw if offset is None else raw.astype(offset.dtype) + offset
 
 
-@functools.partial(jax.jit, static_argnames=("fn",))
+@functools.partial(_compile.jit, static_argnames=("fn",))
 def _staged_boosting(trees, baseline, X, fn, args, offset=None):
     X_t = jnp.asarray(X, jnp.float32).T
     k = baseline.shape[-1]

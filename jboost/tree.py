@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jboost import _compile
 from jboost import _native
 from jboost import binning
 from jboost import histograms
@@ -226,7 +227,7 @@ def _children_sums(cum, threshold, missing_right):
     return jnp.concatenate([total - right, right], axis=0)
 
 
-@functools.partial(jax.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion"))
+@functools.partial(_compile.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
              missing: bool = True, criterion: splits.SplitCriterion = splits.NEWTON):
@@ -346,7 +347,7 @@ def with_borders(trees: TreeFamily, borders) -> TreeFamily:
     return trees.with_borders(borders)
 
 
-@jax.jit
+@_compile.jit
 def predict_raw(trees: ObliviousTrees, X):
     """Sum of the leaf values of every tree for raw-float rows ``X (n, F)`` -> ``(n, K)``.
 
@@ -359,7 +360,7 @@ def predict_raw(trees: ObliviousTrees, X):
     return _predict(trees, jnp.asarray(X, jnp.float32), feature_major=False)
 
 
-@jax.jit
+@_compile.jit
 def predict_raw_feature_major(trees: ObliviousTrees, X_t):
     """:func:`predict_raw` on feature-major rows ``X_t (F, n)`` (no transposition needed)."""
     return _predict(trees, jnp.asarray(X_t, jnp.float32), feature_major=True)

@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jboost import _compile
 from jboost import _batching
 from jboost import _native
 from jboost import _validation
@@ -238,7 +239,7 @@ def _bag_links(loss: losses_lib.Loss, raw):
     return jax.vmap(one)(raw, loss.params)
 
 
-@functools.partial(jax.jit, static_argnames=("fn", "per_bag"))
+@functools.partial(_compile.jit, static_argnames=("fn", "per_bag"))
 def _staged_bagged(trees, baseline, X, fn, args, per_bag: bool = False):
     """The staged scan of bagged boosters; ``per_bag``: ``X`` is ``(B, n, F)``, each bag's own
     rows (categorical columns: its own statistics)."""
@@ -285,7 +286,7 @@ class BagStart(NamedTuple):
     loss_params: Any
 
 
-@functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "chunk_size", "verbose",
+@functools.partial(_compile.jit, static_argnames=("config", "n_bags", "bootstrap", "chunk_size", "verbose",
                                              "oob", "cat_spec"))
 def bag_boost_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, loss: losses_lib.Loss, *,
                      config: boosting.BoostConfig, n_bags: int, bootstrap: str, chunk_size: int,
@@ -400,7 +401,7 @@ def _bag_categorical(X_binned, valid, cat: BagCat, spec, wb, k_fit, prior, n_bin
 
 
 
-@functools.partial(jax.jit, static_argnames=("config", "n_bags", "bootstrap", "oob", "cat_spec"))
+@functools.partial(_compile.jit, static_argnames=("config", "n_bags", "bootstrap", "oob", "cat_spec"))
 def _bags_chunk(X_binned, y, w, key, hyper, loss, valid, start, margins, cat, bags, *, config,
                 n_bags, bootstrap, oob, cat_spec=None):
     """The bags ``bags`` of :func:`bag_boost_binned` (one ``vmap``: a chunk of its ``lax.map``),
@@ -800,7 +801,7 @@ def _local_bags_program(mesh, config: boosting.BoostConfig, n_bags: int):
     row, rep = P(axis), P()
     fn = jax.shard_map(body, mesh=mesh, in_specs=(P(None, axis), row, row, P(None, axis))
                        + (rep,) * 8, out_specs=rep, check_vma=False)
-    return jax.jit(fn)
+    return _compile.jit(fn)
 
 
 def _categorical_inputs(plan, data, loss: losses_lib.Loss, key, n_bags: int, bootstrap: str, prior,

@@ -23,6 +23,7 @@ import numbers
 import jax
 import jax.numpy as jnp
 
+from jboost import _compile
 from jboost import _validation
 
 BOOTSTRAPS = ("multinomial", "poisson", "bayesian")
@@ -58,7 +59,7 @@ def bag_keys(key, bag: jax.Array):
     return k_boot, k_model
 
 
-@functools.partial(jax.jit, static_argnames=("n_bags", "n", "kind"))
+@functools.partial(_compile.jit, static_argnames=("n_bags", "n", "kind"))
 def all_bootstrap_weights(key, n_bags: int, n: int, kind: str = "multinomial") -> jax.Array:
     """``(n_bags, n)`` bootstrap weights of every bag, as the fitting functions draw them."""
     return jax.vmap(lambda b: bootstrap_weights(bag_keys(key, b)[0], n, kind))(jnp.arange(n_bags))

@@ -60,6 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jboost import _compile
 from jboost import _batching
 from jboost import _native
 from jboost import _validation
@@ -196,7 +197,7 @@ class Forest(NamedTuple):
         return _staged_average(self.trees, X, fn, args)
 
 
-@functools.partial(jax.jit, static_argnames=("fn",))
+@functools.partial(_compile.jit, static_argnames=("fn",))
 def _staged_average(trees, X, fn, args):
     X_t = jnp.asarray(X, jnp.float32).T
     k = trees.leaf_values.shape[-1]
@@ -221,7 +222,7 @@ def tree_targets(y, n_outputs: int):
     return -target, jnp.ones_like(target)
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
+@functools.partial(_compile.jit, static_argnames=("config",))
 def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, first_tree=0, *,
                       config: ForestConfig):
     """Fit ``config.n_trees`` bagged trees on binned data.
@@ -287,7 +288,7 @@ def _two_class_leaves(trees, config: ForestConfig):
     return trees._replace(leaf_values=jnp.concatenate([1.0 - p, p], axis=-1), gains=2.0 * trees.gains)
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
+@functools.partial(_compile.jit, static_argnames=("config",))
 def _forest_chunk(X_binned, y, w, key, hyper, bags, *, config: ForestConfig):
     """The bags ``bags`` of :func:`fit_forest_binned` (one ``vmap``; a chunk of its ``lax.map``)."""
     return jax.vmap(_one_bag(X_binned, y, w, key, hyper, config))(bags)
@@ -630,7 +631,7 @@ def forest_predict(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Arra
     return model_lib.predict(forest, X, n_trees)
 
 
-@jax.jit
+@_compile.jit
 def _vote_fractions(trees, X):
     X_t = jnp.asarray(X, jnp.float32).T
     k = trees.leaf_values.shape[-1]

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jboost import _compile
 from jboost import _validation
 from jboost import model as model_lib
 from jboost.bagging.forest import Forest
@@ -97,7 +98,7 @@ def oob_scan(outputs_fn: Callable, xs, bag_weights, y, classification: bool) -> 
     return OOBResult(pred, vote_frac, count.astype(jnp.int32), err, verr, aerr, cov)
 
 
-@functools.partial(jax.jit, static_argnames=("classification",))
+@functools.partial(_compile.jit, static_argnames=("classification",))
 def _forest_oob(trees, bag_weights, X, y, classification: bool):
     X_t = jnp.asarray(X, jnp.float32).T
     fn = lambda t: t.leaf_values[t.leaf_index_raw(X_t)]

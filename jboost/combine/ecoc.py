@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost import _compile
 from jboost import _batching
 from jboost import _native
 from jboost import _validation
@@ -88,7 +89,7 @@ def random_code(key, n_classes: int, n_bits: int, n_candidates: int = 200) -> ja
     return _random_code(_validation.as_key(key), n_classes, n_bits, n_candidates)
 
 
-@functools.partial(jax.jit, static_argnames=("n_classes", "n_bits", "n_candidates"))
+@functools.partial(_compile.jit, static_argnames=("n_classes", "n_bits", "n_candidates"))
 def _random_code(key, n_classes: int, n_bits: int, n_candidates: int) -> jax.Array:
     draws = jax.random.bernoulli(key, 0.5, (n_candidates, n_classes, n_bits)).astype(jnp.int32)
 
@@ -269,7 +270,7 @@ class ECOCBoosters(NamedTuple):
         return bits.staged(X, fn, *args)
 
 
-@functools.partial(jax.jit, static_argnames=("config", "chunk_size", "verbose"))
+@functools.partial(_compile.jit, static_argnames=("config", "chunk_size", "verbose"))
 def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, code, *,
                     config: boosting.BoostConfig, chunk_size: int, verbose: bool = False,
                     start=None, valid=None):
@@ -329,7 +330,7 @@ def _bit_fn(X_binned, y, w, key, hyper, code, config, start, valid):
     return one
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
+@functools.partial(_compile.jit, static_argnames=("config",))
 def _bits_chunk(X_binned, y, w, key, hyper, code, start, valid, bits, *, config):
     """The bits ``bits`` of :func:`fit_ecoc_binned` (one ``vmap``: a chunk of its ``lax.map``),
     run from the host (checkpoints, callbacks)."""

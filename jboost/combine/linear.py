@@ -14,6 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jboost import _compile
 from jboost import _validation
 from jboost import losses as losses_lib
 
@@ -49,7 +50,7 @@ def _linear_per_sample(task: str):
     return losses_lib.multinomial_deviance_fn
 
 
-@functools.partial(jax.jit, static_argnames=("task", "n_outputs", "n_steps"))
+@functools.partial(_compile.jit, static_argnames=("task", "n_outputs", "n_steps"))
 def fit_linear(Z, y, *, task: str, n_outputs: int = 1, l2=1e-3, n_steps: int = 200,
                sample_weight=None) -> LinearModel:
     """Regularised linear (squared error), logistic or softmax regression by optax L-BFGS.

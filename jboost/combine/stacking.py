@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost import _compile
 from jboost import _batching
 from jboost import _native
 from jboost import _validation
@@ -76,7 +77,7 @@ def stack_hyperparams(hypers: Sequence[Mapping[str, Any]]) -> boosting.Hyperpara
     return _learner_settings(hypers, **static)[1]
 
 
-@functools.partial(jax.jit, static_argnames=("config", "with_train_loss"))
+@functools.partial(_compile.jit, static_argnames=("config", "with_train_loss"))
 def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
                        loss: losses_lib.Loss, *, config: boosting.BoostConfig,
                        with_train_loss: bool = False):
@@ -104,7 +105,7 @@ def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
     return jax.vmap(per_learner, in_axes=(0, None, None))(masks, hypers, keys)
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
+@functools.partial(_compile.jit, static_argnames=("config",))
 def cross_fit_stopped(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
                       loss: losses_lib.Loss, *, config: boosting.BoostConfig):
     """Every (fold, learner) fit of :func:`cross_fit_boosters`, each stopping early on its own
@@ -425,7 +426,7 @@ def fit_stacked_boosters(
     return _validation.nan_outside_domains(model, loss_obj, hyper)
 
 
-@functools.partial(jax.jit, static_argnames=("config",))
+@functools.partial(_compile.jit, static_argnames=("config",))
 def _masks_chunk(X_binned, y, w, key, masks, hypers, loss, items, *, config):
     """The fits of the masks ``masks[items]`` (the last chunk's padding repeats the last mask):
     :func:`cross_fit_stopped` with ``config.early_stopping``, else :func:`cross_fit_boosters`

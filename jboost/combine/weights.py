@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jboost import _compile
 from jboost import _validation
 
 OBJECTIVES = ("squared_error", "log_loss")
@@ -65,7 +66,7 @@ def _mixture_loss(objective: str, mix, y, w):
     return jnp.sum(w * per) / jnp.sum(w)
 
 
-@functools.partial(jax.jit, static_argnames=("objective", "n_steps"))
+@functools.partial(_compile.jit, static_argnames=("objective", "n_steps"))
 def fit_simplex_weights(predictions, y, *, objective: str = "squared_error", n_steps: int = 300,
                         learning_rate=0.1, sample_weight=None) -> SimplexWeights:
     """Weights on the simplex minimising the validation loss of the weighted average.

@@ -55,6 +55,7 @@ from jax import lax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from jboost import _compile
 from jboost import _batching
 from jboost import _validation
 from jboost import boosting
@@ -282,7 +283,7 @@ def chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, device
                          greater_is_better=greater_is_better, cat_layout=cat_layout)
 
     if len(devices) == 1:
-        return jax.jit(body)
+        return _compile.jit(body)
     mesh = Mesh(np.asarray(devices), ("models",))
     shared, per_model = P(), P("models")
     # check_vma=False: the core mixes per-model (varying) and shared values in one op, which is
@@ -290,7 +291,7 @@ def chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, device
     cat_specs = () if cat_layout is None else (shared, per_model)
     mapped = jax.shard_map(body, mesh=mesh, in_specs=(shared,) * 5 + (per_model,) * 4 + cat_specs,
                            out_specs=per_model, check_vma=False)
-    return jax.jit(mapped)
+    return _compile.jit(mapped)
 
 
 @functools.lru_cache(maxsize=64)
@@ -316,7 +317,7 @@ def rows_chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, m
     mapped = jax.shard_map(body, mesh=mesh,
                            in_specs=(P(None, axis), row, row, P(None, axis)) + (rep,) * 6,
                            out_specs=rep, check_vma=False)
-    return _Localized(jax.jit(mapped))
+    return _Localized(_compile.jit(mapped))
 
 
 class _Localized:

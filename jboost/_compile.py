@@ -1,0 +1,85 @@
+"""How jboost's programs are compiled: :func:`jit`, ``jax.jit`` with XLA options for the CPU.
+
+Every program jboost compiles goes through :func:`jit`. On the CPU it passes
+:data:`CPU_COMPILER_OPTIONS` to XLA as per-program compiler options (``jax.jit``'s
+``compiler_options``): XLA's classic LLVM loop emitters instead of its newer MLIR fusion
+emitters. jboost's programs are many small fusions around its kernels, and there the classic
+emitters compile about twice as fast and run as fast or faster (``benchmarks/RESULTS.md``,
+"Compile time"): a first ``jboost.fit`` on 100k rows compiled in 3.4 s instead of 7.5 s.
+
+Nothing global is changed: ``XLA_FLAGS`` is read, never written, and an option the user sets
+there wins (``--xla_cpu_use_fusion_emitters=true`` brings XLA's default back for jboost's
+programs too). Other backends (GPU, TPU) get no options, and neither does a program called
+inside the user's own ``jax.jit`` or ``jax.vmap`` (JAX takes compiler options on top-level
+programs only: the enclosing program's options apply). The choice is made when a program is
+called (the backend is known then, not at import), so importing jboost initialises no backend.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable, Optional
+
+import jax
+
+CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+def cpu_options() -> dict:
+    """The options of :data:`CPU_COMPILER_OPTIONS` that the user's ``XLA_FLAGS`` leaves unset."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    return {k: v for k, v in CPU_COMPILER_OPTIONS.items() if f"--{k}" not in flags}
+
+
+class Jitted:
+    """A ``jax.jit`` of ``fun`` with :func:`cpu_options` when the default backend is the CPU,
+    without them elsewhere; calls and attributes (``lower``, ``eval_shape``,
+    ``_cache_size``...) go to the one that applies. ``__wrapped__`` is ``fun``."""
+
+    def __init__(self, fun: Callable, kwargs: dict):
+        self._fun, self._kwargs = fun, kwargs
+        self._plain = jax.jit(fun, **kwargs)
+        self._options: Optional[dict] = None
+        self._cpu = None
+        functools.update_wrapper(self, fun)
+
+    def _pick(self):
+        if not _top_level() or jax.default_backend() != "cpu":
+            return self._plain  # JAX takes compiler options on top-level programs only
+        options = cpu_options()
+        if not options:
+            return self._plain
+        if self._cpu is None or options != self._options:
+            self._cpu = jax.jit(self._fun, **self._kwargs, compiler_options=options)
+            self._options = options
+        return self._cpu
+
+    def __call__(self, *args, **kwargs):
+        return self._pick()(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._pick(), name)
+
+    def __get__(self, obj, objtype=None):  # a method: bind like a function
+        return self if obj is None else functools.partial(self, obj)
+
+
+def _top_level() -> bool:
+    """Whether no JAX trace is active (a call here is a program of its own, not part of an
+    enclosing ``jit``, ``vmap`` or ``eval_shape``)."""
+    try:
+        from jax._src import core
+        return bool(core.trace_state_clean())
+    except (ImportError, AttributeError):  # JAX moved it: no options, XLA's defaults
+        return False
+
+
+def jit(fun: Optional[Callable] = None, /, **kwargs):
+    """``jax.jit(fun, **kwargs)`` (also as ``@jit`` or ``functools.partial(jit, ...)``), with
+    jboost's CPU compiler options (:class:`Jitted`)."""
+    if fun is None:
+        return lambda f: Jitted(f, kwargs)
+    return Jitted(fun, kwargs)
