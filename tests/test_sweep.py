@@ -233,8 +233,9 @@ def test_builtin_metrics_match_numpy():
 
 
 def test_chunked_and_unchunked_sweeps_give_the_same_table(res_a, data):
-    # Automatic on CPU: DEFAULT_CPU_MODELS_PER_DEVICE models per device and chunk.
-    per_chunk = sweep_lib.DEFAULT_CPU_MODELS_PER_DEVICE * res_a.info["n_devices"]
+    # Automatic on CPU: DEFAULT_CPU_MODELS_PER_CHUNK models per chunk, shared by the devices.
+    n_dev = res_a.info["n_devices"]
+    per_chunk = _batching.cpu_models_per_device(n_dev) * n_dev
     assert res_a.info["n_chunks"] == -(-24 // per_chunk)
     whole = _sweep_a(*data, chunk_size=24)  # all 24 models in one vmapped call
     padded = _sweep_a(*data, chunk_size=5)  # 5 chunks, the last one padded with a repeated model
