@@ -341,9 +341,10 @@ def print_table(results):
         if "train_s" in expert:
             er = {lib: expert["train_s"] / r["train_s"] for lib, r in res.items()
                   if not lib.startswith("jboost") and "train_s" in r}
-            print("expert setup (jboost-devices) training time ratio to the default jboost "
-                  f"{expert['train_s'] / jb['train_s']:.2f}" if "train_s" in jb else "", end="")
-            print("; to the peers: " + ", ".join(f"{k} {v:.2f}" for k, v in er.items()))
+            to_default = (f" to the default jboost {expert['train_s'] / jb['train_s']:.2f};"
+                          if "train_s" in jb else "")
+            print(f"expert setup (jboost-devices) training time ratio{to_default} to the peers: "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in er.items()))
         if "train_s" in jb:
             pr = {lib: jb["predict_s"] / r["predict_s"] for lib, r in res.items()
                   if not lib.startswith("jboost") and "predict_s" in r}

@@ -23,7 +23,13 @@ from typing import Any, Callable, Optional
 
 import jax
 
+try:  # whether a JAX trace is active (jit, vmap, eval_shape): nested programs take no options
+    from jax._src.core import trace_state_clean as _trace_state_clean
+except ImportError:  # JAX moved it: no options, XLA's defaults
+    _trace_state_clean = None
+
 CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+_ON_CPU: list = []  # the default backend is the CPU (fixed once JAX has initialised it)
 
 
 def cpu_options() -> dict:
@@ -42,18 +48,21 @@ class Jitted:
         self._plain = jax.jit(fun, **kwargs)
         self._options: Optional[dict] = None
         self._cpu = None
+        self._flags: Optional[str] = None  # the XLA_FLAGS that _top (the top-level jit) is for
+        self._top = self._plain
         functools.update_wrapper(self, fun)
 
     def _pick(self):
-        if not _top_level() or jax.default_backend() != "cpu":
+        if not _top_level():
             return self._plain  # JAX takes compiler options on top-level programs only
-        options = cpu_options()
-        if not options:
-            return self._plain
-        if self._cpu is None or options != self._options:
-            self._cpu = jax.jit(self._fun, **self._kwargs, compiler_options=options)
-            self._options = options
-        return self._cpu
+        flags = os.environ.get("XLA_FLAGS", "")
+        if flags != self._flags:  # once per XLA_FLAGS value: calls stay cheap
+            options = cpu_options() if _on_cpu() else {}
+            if options and options != self._options:
+                self._cpu = jax.jit(self._fun, **self._kwargs, compiler_options=options)
+                self._options = options
+            self._top, self._flags = (self._cpu if options else self._plain), flags
+        return self._top
 
     def __call__(self, *args, **kwargs):
         return self._pick()(*args, **kwargs)
@@ -70,11 +79,14 @@ class Jitted:
 def _top_level() -> bool:
     """Whether no JAX trace is active (a call here is a program of its own, not part of an
     enclosing ``jit``, ``vmap`` or ``eval_shape``)."""
-    try:
-        from jax._src import core
-        return bool(core.trace_state_clean())
-    except (ImportError, AttributeError):  # JAX moved it: no options, XLA's defaults
-        return False
+    return _trace_state_clean is not None and bool(_trace_state_clean())
+
+
+def _on_cpu() -> bool:
+    """Whether JAX's default backend is the CPU (asked once, at the first top-level call)."""
+    if not _ON_CPU:
+        _ON_CPU.append(jax.default_backend() == "cpu")
+    return _ON_CPU[0]
 
 
 def jit(fun: Optional[Callable] = None, /, **kwargs):

@@ -110,12 +110,12 @@ def take_borders(borders, features, thresholds):
     if any(isinstance(a, jax.core.Tracer) for a in (borders, features, thresholds)):
         return borders[features, thresholds]
     b = np.asarray(borders)
+    if 0 in b.shape:  # no borders at all: JAX's own (empty-operand) gather
+        return borders[features, thresholds]
     index = []
     for a, size in zip((features, thresholds), b.shape):
         a = np.asarray(a).astype(np.int64)
-        index.append(np.clip(np.where(a < 0, a + size, a), 0, max(size - 1, 0)))
-    if 0 in b.shape:  # no borders at all (JAX's gather then gives zeros... of the index shape)
-        return borders[features, thresholds]
+        index.append(np.clip(np.where(a < 0, a + size, a), 0, size - 1))
     return jax.device_put(b[tuple(index)])
 
 
