@@ -15,7 +15,13 @@ and on synthetic 100k x 50 data (``jboost.datasets.make_classification``). Metho
   oblivious; same rounds, 256 bins, Bernoulli row subsampling, 2 threads), fold matrices built
   once outside the timing, timed on the same sample of fits and extrapolated.
 
-Every extrapolated figure is marked as such. Run from the repository root::
+Timing: the fused sweep runs once to compile (its first chunk's extra time is the compile
+figure), the separate fits once to compile; then ``--repeats`` warm repeats run every method
+once each, in turn, and each method's time per model is the median of its repeats. (On a shared
+machine another tenant can take a core for seconds: methods timed at different moments differed
+by up to 1.5x for the same work, the multi-threaded fused sweep most, while in turn they see the
+same machine.) A method's total is its compile time plus the median time per model times the
+320 models. Every extrapolated figure is marked as such. Run from the repository root::
 
     python benchmarks/sweep_bench.py --quick           # minutes: few rounds, a sub-grid
     python benchmarks/sweep_bench.py                   # the full grid (long: see --fused-configs)
@@ -38,6 +44,8 @@ def _parse():
     p.add_argument("--fused-configs", type=int, default=None,
                    help="configurations the fused sweep runs (x all folds); the rest is extrapolated")
     p.add_argument("--rounds", type=int, default=None)
+    p.add_argument("--repeats", type=int, default=None,
+                   help="warm repeats, every method once per repeat in turn (default 3; --quick 1)")
     p.add_argument("--n-synthetic", type=int, default=100_000)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--gpu", action="store_true",
@@ -91,7 +99,7 @@ def _time_fused(X, y, configs, rounds, devices):
     return wall, first, res
 
 
-def _time_separate(X, y, configs, folds, pairs, rounds, devices=None):
+def _time_separate(X, y, configs, folds, pairs, rounds, devices=None, warm=False):
     """What a user would write: fit on the training rows, validate on the held-out rows
     (``devices="all"``: each fit's rows sharded over the devices, jboost.fit's data parallelism)."""
     def one(c, f):
@@ -103,9 +111,11 @@ def _time_separate(X, y, configs, folds, pairs, rounds, devices=None):
                        devices=devices)
         jax.block_until_ready(m.valid_loss)
 
-    t0 = time.perf_counter()
-    one(*pairs[0])  # compile (folds of equal size share one compiled program)
-    compile_s = time.perf_counter() - t0
+    compile_s = 0.0
+    if not warm:
+        t0 = time.perf_counter()
+        one(*pairs[0])  # compile (folds of equal size share one compiled program)
+        compile_s = time.perf_counter() - t0
     times = []
     for c, f in pairs:
         t0 = time.perf_counter()
@@ -196,46 +206,68 @@ def main():
         else:
             raise ValueError(f"--datasets: unknown dataset {name!r} (spam, synthetic).")
         n_sample = ARGS.sample or (3 if quick else 5)
+        n_repeats = ARGS.repeats or (1 if quick else 3)
         # A spread-out sub-grid for the fused run; its per-model time is extrapolated to 64 x 5.
         sub = [configs[i] for i in np.linspace(0, len(configs) - 1, n_fused).round().astype(int)]
         print(f"\n== {name}: {X.shape[0]} x {X.shape[1]}, {rounds} rounds, depth {DEPTH}; fused on "
               f"{len(sub)} of {len(configs)} configurations x {N_FOLDS} folds; load {_load():.2f}", flush=True)
         n_run = len(sub) * N_FOLDS
         device_sets = ["all"] + ([None] if len(jax.devices()) > 1 else [])  # every device, one
+        folds, fused_runs = None, []
         for devs in device_sets:
             wall, first, res = _time_fused(X, y, sub, rounds, devs)
             n_dev = res.info["n_devices"]
             per_chunk = n_run // res.info["n_chunks"]  # models per chunk, all devices
-            steady = (wall - first) / max(n_run - per_chunk, 1)  # seconds per model after compile
-            est = wall if len(sub) == len(configs) else first + steady * (n_total - per_chunk)
-            note = (f"chunk {list(res.info['chunk_size'].values())[0]}/device, first chunk incl. "
-                    f"compile {first:.1f}s, then {steady:.2f}s/model")
-            if len(sub) != len(configs):
-                note += f"; ran {n_run} models in {wall:.1f}s, EXTRAPOLATED to {n_total}"
-            _row(table, name, f"jboost fused ({n_dev} dev)", n_total, est, note)
-            print(f"fused on {n_dev} device(s): {wall:.1f}s for {n_run} models; best {res.best}; "
-                  f"load {_load():.2f}", flush=True)
-        folds = res.fold_table[0]
+            chunk = list(res.info["chunk_size"].values())[0]
+            fused_runs.append((devs, n_dev, wall, first, per_chunk, chunk))
+            folds = res.fold_table[0]
+            print(f"fused on {n_dev} device(s), first call (compiles): {wall:.1f}s for {n_run} "
+                  f"models; best {res.best}; load {_load():.2f}", flush=True)
         pairs = _sample_pairs(len(configs), n_sample)
         separate = [(None, "jboost separate fits")]
         if len(jax.devices()) > 1:
             separate.append(("all", f"jboost separate ({len(jax.devices())} dev)"))
-        for devs, label in ([] if "separate" in skip else separate):
-            compile_s, times = _time_separate(X, y, configs, folds, pairs, rounds, devs)
-            est = compile_s + np.mean(times) * n_total
-            _row(table, name, label, n_total, est,
-                 f"EXTRAPOLATED from {len(times)} fits: {np.mean(times):.2f}s/fit "
-                 f"(min {np.min(times):.2f}, max {np.max(times):.2f}) + compile {compile_s:.1f}s once"
-                 + ("; rows sharded over the devices" if devs else ""))
-            print(f"{label}: {times}; load {_load():.2f}", flush=True)
-        for peer, fn in (("xgboost", _time_xgboost), ("catboost", _time_catboost)):
-            if peer in skip:
-                continue
-            times = fn(X, y, configs, folds, pairs, rounds)
-            _row(table, name, f"{peer} loop", n_total, np.mean(times) * n_total,
-                 f"EXTRAPOLATED from {len(times)} fits: {np.mean(times):.3f}s/fit "
-                 f"(min {np.min(times):.3f}, max {np.max(times):.3f}), 2 threads")
-            print(f"{peer}: {times}; load {_load():.2f}", flush=True)
+        separate = [s for s in separate if "separate" not in skip]
+        peers = [(p, fn) for p, fn in (("xgboost", _time_xgboost), ("catboost", _time_catboost))
+                 if p not in skip]
+        compiles = {label: _time_separate(X, y, configs, folds, pairs[:1], rounds, devs)[0]
+                    for devs, label in separate}
+        # Warm repeats, every method once per repeat in turn: a noisy shared machine (other
+        # tenants take one core for seconds) then slows every method alike, not the one that
+        # happened to run at the time; each figure is the median of the repeats.
+        per_model = {}  # method -> [seconds per model or fit, one per repeat]
+        for rep in range(n_repeats):
+            for devs, n_dev, *_ in fused_runs:
+                t0 = time.perf_counter()
+                sweep_lib.sweep(X, y, "binomial_deviance", grid=sub, folds=N_FOLDS, seeds=1,
+                                n_rounds=rounds, depth=DEPTH, n_bins=N_BINS, key=0, devices=devs)
+                per_model.setdefault(f"jboost fused ({n_dev} dev)", []).append(
+                    (time.perf_counter() - t0) / n_run)
+            for devs, label in separate:
+                per_model.setdefault(label, []).append(
+                    np.mean(_time_separate(X, y, configs, folds, pairs, rounds, devs, warm=True)[1]))
+            for peer, fn in peers:
+                per_model.setdefault(f"{peer} loop", []).append(np.mean(fn(X, y, configs, folds, pairs, rounds)))
+            line = ", ".join(f"{k} {v[-1]:.3f}" for k, v in per_model.items())
+            print(f"repeat {rep + 1}/{n_repeats}, s per model: {line}; load {_load():.2f}", flush=True)
+        spread = lambda v: f"median of {len(v)} warm repeats {np.median(v):.3f}s (min {np.min(v):.3f}, max {np.max(v):.3f})"
+        for devs, n_dev, wall, first, per_chunk, chunk in fused_runs:
+            v = per_model[f"jboost fused ({n_dev} dev)"]
+            steady = float(np.median(v))
+            compile_s = max(first - steady * per_chunk, 0.0)  # the first chunk's extra time
+            _row(table, name, f"jboost fused ({n_dev} dev)", n_total, compile_s + steady * n_total,
+                 f"chunk {chunk}/device; compile {compile_s:.1f}s "
+                 f"once + {n_total} x {spread(v)}/model" +
+                 ("" if len(sub) == len(configs) else f"; {n_run} models run, EXTRAPOLATED to {n_total}"))
+        for devs, label in separate:
+            v = per_model[label]
+            _row(table, name, label, n_total, compiles[label] + float(np.median(v)) * n_total,
+                 f"compile {compiles[label]:.1f}s once + {n_total} x {spread(v)}/fit of "
+                 f"{len(pairs)} timed, EXTRAPOLATED" + ("; rows sharded over the devices" if devs else ""))
+        for peer, _ in peers:
+            v = per_model[f"{peer} loop"]
+            _row(table, name, f"{peer} loop", n_total, float(np.median(v)) * n_total,
+                 f"{n_total} x {spread(v)}/fit of {len(pairs)} timed, EXTRAPOLATED, 2 threads")
     _print(table)
     print(f"load average at end {_load():.2f}")
 

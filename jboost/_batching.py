@@ -44,17 +44,29 @@ DEFAULT_CPU_BUDGET = 1 << 30
 # last chunk was half padding); on 100k x 50, 0.89-0.91 s per model with 4 or 8. Accelerators
 # take as many models as the memory budget allows.
 DEFAULT_CPU_MODELS_PER_DEVICE = 8
-# A sweep's chunk on CPU holds this many models over all the CPU's devices (8 per device on 2
-# host devices, as above; 16 on the one default device): measured on spam (1 device, 64 models,
-# 100 rounds, depth 6, three alternated warm runs), 13.2-13.4 s with 8 models per chunk,
-# 11.6-12.2 s with 16.
+# A sweep's chunk on CPU holds between DEFAULT_CPU_MODELS_PER_CHUNK and MAX_CPU_MODELS_PER_CHUNK
+# models over all the CPU's devices: as many as keep its models' (row, feature) cells within
+# CPU_CHUNK_CELLS, rounded down to a power of two. Small data gains most from wide chunks (the
+# per-round work outside the kernels, and the kernels' start and balance, are shared by more
+# models); on large data a model's own work dominates and narrower chunks report progress and
+# keep checkpoints more often. Measured on spam (3065 x 57, one device, 64 models, 100 rounds,
+# depth 6, three alternated warm runs): 16 models per chunk 9.6-10.2 s wall, 32: 7.9-9.2 s, 64:
+# 6.9-8.3 s (CPU 17.1-17.9, 14.5-16.9 and 12.6-15.3 s).
 DEFAULT_CPU_MODELS_PER_CHUNK = 16
+MAX_CPU_MODELS_PER_CHUNK = 64
+CPU_CHUNK_CELLS = 1 << 24
 
 
-def cpu_models_per_device(n_devices: int) -> int:
-    """A sweep's models per CPU device and chunk: :data:`DEFAULT_CPU_MODELS_PER_CHUNK` shared by
-    ``n_devices`` devices."""
-    return max(1, DEFAULT_CPU_MODELS_PER_CHUNK // max(int(n_devices), 1))
+def cpu_models_per_device(n_devices: int, n_rows: Optional[int] = None,
+                          n_features: Optional[int] = None) -> int:
+    """A sweep's models per CPU device and chunk: the models of a chunk (see
+    :data:`CPU_CHUNK_CELLS`; :data:`DEFAULT_CPU_MODELS_PER_CHUNK` when the data's shape is not
+    given) shared by ``n_devices`` devices."""
+    models = DEFAULT_CPU_MODELS_PER_CHUNK
+    cells = None if n_rows is None or n_features is None else max(int(n_rows) * int(n_features), 1)
+    while cells is not None and models < MAX_CPU_MODELS_PER_CHUNK and 2 * models * cells <= CPU_CHUNK_CELLS:
+        models *= 2
+    return max(1, models // max(int(n_devices), 1))
 
 
 def map_in_chunks(fn, n_items: int, chunk_size: int, progress: Optional[str] = None):

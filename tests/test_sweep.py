@@ -38,7 +38,7 @@ def _data(n=N, seed=1):
 
 def _sweep_a(X, y, **kw):
     args = dict(grid=GRID_A, folds=3, seeds=2, n_rounds=ROUNDS, depth=DEPTH, n_bins=BINS, key=7,
-                keep_trees=True)
+                keep_trees=True, chunk_size=8)  # 3 chunks (automatic: one, see below)
     args.update(kw)
     return sweep_lib.sweep(X, y, "binomial_deviance", **args)
 
@@ -232,15 +232,28 @@ def test_builtin_metrics_match_numpy():
 # --------------------------------------------------------------------------------------------
 
 
+def test_cpu_chunks_widen_on_small_data():
+    # 16 models per chunk, doubled while the chunk's (row, feature) cells stay within
+    # CPU_CHUNK_CELLS, at most 64; shared by the devices.
+    assert _batching.cpu_models_per_device(1) == _batching.DEFAULT_CPU_MODELS_PER_CHUNK == 16
+    assert _batching.cpu_models_per_device(1, 3065, 57) == 64     # spam
+    assert _batching.cpu_models_per_device(2, 3065, 57) == 32     # spam on 2 host devices
+    assert _batching.cpu_models_per_device(1, 20_000, 20) == 32   # 32 x 400k cells <= 2**24
+    assert _batching.cpu_models_per_device(1, 100_000, 50) == 16  # large data: the default
+    assert _batching.cpu_models_per_device(64, 3065, 57) == 1
+
+
 def test_chunked_and_unchunked_sweeps_give_the_same_table(res_a, data):
-    # Automatic on CPU: DEFAULT_CPU_MODELS_PER_CHUNK models per chunk, shared by the devices.
-    n_dev = res_a.info["n_devices"]
-    per_chunk = _batching.cpu_models_per_device(n_dev) * n_dev
-    assert res_a.info["n_chunks"] == -(-24 // per_chunk)
-    whole = _sweep_a(*data, chunk_size=24)  # all 24 models in one vmapped call
+    # Automatic on CPU: the models per chunk that cpu_models_per_device gives for this data's
+    # shape, shared by the devices (evened out over the chunks).
+    X = data[0]
+    whole = _sweep_a(*data, chunk_size=None)  # automatic: all 24 models in one vmapped call
+    n_dev = whole.info["n_devices"]
+    per_chunk = _batching.cpu_models_per_device(n_dev, X.shape[0], X.shape[1]) * n_dev
+    assert whole.info["n_chunks"] == -(-24 // per_chunk) == 1
     padded = _sweep_a(*data, chunk_size=5)  # 5 chunks, the last one padded with a repeated model
     single = _sweep_a(*data, chunk_size=1)  # one model per call
-    assert whole.info["n_chunks"] == 1 and padded.info["n_chunks"] == 5
+    assert res_a.info["n_chunks"] == 3 and padded.info["n_chunks"] == 5
     for other in (whole, padded, single):
         _assert_same_trees(other.trees[(DEPTH, BINS)], res_a.trees[(DEPTH, BINS)], "chunked trees")
         # The mean losses are sums over rows: the vmap width may change their rounding (1 ulp).

@@ -218,7 +218,10 @@ inline bool BatchOffsets(ffi::Span<const int64_t> dims, size_t core_rank,
 }
 
 // Runs fn(model, threads_for_that_model) for every model: one model uses every thread; several
-// share them out whole (model t, t + T, t + 2T, ... on thread t).
+// share them out whole, each thread taking the next model not yet taken (models of one batch
+// differ in work, e.g. a sweep's subsample rates: a fixed share per thread left a thread idle
+// while the other finished its share). Each model is computed on one thread the same way
+// whichever thread takes it: the results do not depend on the order.
 template <typename Fn>
 void ForEachModel(int64_t n_models, int64_t n_threads, Fn fn) {
   if (n_models == 1) {
@@ -226,8 +229,9 @@ void ForEachModel(int64_t n_models, int64_t n_threads, Fn fn) {
     return;
   }
   const int64_t T = std::max<int64_t>(1, std::min(n_threads, n_models));
-  Parallel(T, [&](int64_t t) {
-    for (int64_t m = t; m < n_models; m += T) fn(m, 1);
+  std::atomic<int64_t> next{0};
+  Parallel(T, [&](int64_t) {
+    for (int64_t m = next.fetch_add(1); m < n_models; m = next.fetch_add(1)) fn(m, 1);
   });
 }
 

@@ -25,7 +25,8 @@ devices the chunk's model axis is sharded over them (``shard_map``), each device
 On CPU the work of a vmapped chunk is the sum of its models' work (each model has its own
 histograms and split search); the CPU kernels run a chunk's models side by side on their threads
 and build the first level of up to 8 models' trees in one pass over the shared bins, so a few
-models per chunk (``DEFAULT_CPU_MODELS_PER_CHUNK``, shared by the CPU's devices) beat one at a time. The held-out fold's
+models per chunk (16 to 64 by the data's size, shared by the CPU's devices:
+``jboost._batching.cpu_models_per_device``) beat one at a time. The held-out fold's
 loss is read off the training raw scores (the fold's rows are predicted as the trees grow).
 What the fused sweep buys on CPU is one compilation, one binning, no per-fit overhead, and the use
 of every core (more so when Python is started with
@@ -657,7 +658,7 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
     if cat_layout is not None:  # each model's own bins, and its statistics' sort and scan
         j_k = n_features - cat_layout.host_width
         mb += n * n_features + 24 * n * j_k
-    cpu_max = _batching.cpu_models_per_device(n_dev) if devices[0].platform == "cpu" else None
+    cpu_max = _batching.cpu_models_per_device(n_dev, n, n_features) if devices[0].platform == "cpu" else None
     size = chunk_size or auto_chunk_size(mb, -(-layout.n_models // n_dev), devices[0], memory_budget,
                                          max_models=cpu_max)
     if local is not None:  # the same chunks on every process (the same programs)
