@@ -47,7 +47,8 @@ forest holds about 3.9 GB of dense node arrays (peak RSS about 9.6 GB per fit, m
 forest is dropped once its curves are taken. Run of 2026-11-24 (seventeenth session's code, 122
 s, peak RSS 10.0 GB): test error after 2500 trees 4.82% for the depth-wise forest (4.82% at
 B = 500), 5.34% for the depth-wise bagged trees (5.21% at B = 200), 4.56% for gradient boosting
-(ESL's figure: about 5.3%, 4.8% and 4.5% at its right end, read off the plot).
+(ESL's text: 5.4% for bagging and 4.88% for the random forest, Sec. 15.2; 4.5% for gradient
+boosting with J = 5 trees, Sec. 10.8).
 
 Reported beside the published numbers: test error (averaged probabilities) and OOB error, the
 majority-vote variants, the error curves against the number of trees (``metrics.jsonl``, and
