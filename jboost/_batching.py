@@ -409,9 +409,15 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
     n_done = min(len(outs) * size, n_items)
 
     def join(*chunks):  # one copy at most: a large forest's arrays are hundreds of MB
-        parts = [jnp.asarray(x) for x in chunks]
-        out = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
-        return out if out.shape[0] == n_done else out[:n_done]
+        parts, start = [], 0
+        for x in chunks:  # each chunk cut to its finished items before the one concatenation
+            keep = min(x.shape[0], n_done - start)
+            if keep <= 0:
+                break
+            x = jnp.asarray(x)
+            parts.append(x if keep == x.shape[0] else x[:keep])
+            start += keep
+        return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
 
     return jax.tree_util.tree_map(join, *outs)
 

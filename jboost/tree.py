@@ -112,11 +112,17 @@ def take_borders(borders, features, thresholds):
     b = np.asarray(borders)
     if 0 in b.shape:  # no borders at all: JAX's own (empty-operand) gather
         return borders[features, thresholds]
-    index = []
+    flat = None  # the row-major index f * n_cols + t, in int32 when it fits (the usual case)
+    dtype = np.int32 if b.size < 2**31 else np.int64
     for a, size in zip((features, thresholds), b.shape):
-        a = np.asarray(a).astype(np.int64)
-        index.append(np.clip(np.where(a < 0, a + size, a), 0, size - 1))
-    return jax.device_put(b[tuple(index)])
+        a = np.asarray(a)
+        if a.size and (a.min() < 0 or a.max() >= size):  # rare: wrap negatives, clamp the rest
+            a = np.clip(np.where(a < 0, a.astype(np.int64) + size, a), 0, size - 1)
+        a = a.astype(dtype, copy=False)
+        flat = a if flat is None else flat * dtype(b.shape[1]) + a
+    # One flat take: a depth-16 forest of 500 trees has 33M nodes, for which a two-array fancy
+    # index (int64 conversions, where, clip) took 2.2 s, most of the forest's fit.
+    return jax.device_put(np.take(b.reshape(-1), flat))
 
 
 def leaf_index(columns, thresholds, missing_right, is_missing, first_level: int = 0):

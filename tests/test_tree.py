@@ -665,3 +665,21 @@ def test_a_new_tree_family_is_one_class():
 def test_tree_family_must_implement_the_protocol():
     with pytest.raises(TypeError, match="or a class implementing jboost.tree.TreeFamily; .* lacks grow"):
         jboost.fit(np.zeros((4, 1)), np.zeros(4), tree_family=tuple)
+
+
+def test_take_borders_on_the_host_is_jax_indexing():
+    """tree.take_borders indexes concrete arrays on the host (one flat take); it must give JAX's
+    own ``borders[features, thresholds]``: negative indices from the end, the rest clamped."""
+    rng = np.random.default_rng(3)
+    borders = jnp.asarray(rng.standard_normal((7, 15)).astype(np.float32))
+    for shape in ((4, 6), (3, 2, 31), (0,)):
+        features = rng.integers(-9, 11, shape).astype(np.int32)      # out of range both ways
+        thresholds = rng.integers(-17, 19, shape).astype(np.int32)
+        want = jax.jit(lambda b, f, t: b[f, t])(borders, features, thresholds)
+        got = tree.take_borders(borders, jnp.asarray(features), jnp.asarray(thresholds))
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    features = rng.integers(0, 7, (5, 9)).astype(np.int32)  # in range: the usual case
+    thresholds = rng.integers(0, 15, (5, 9)).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(tree.take_borders(borders, features, thresholds)),
+                                  np.asarray(borders)[features, thresholds])
