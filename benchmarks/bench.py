@@ -49,11 +49,7 @@ CASES = {
     "binary-10m": dict(task="binary", n_train=10_000_000, n_test=1_000_000, n_features=50),
     "quick": dict(task="binary", n_train=20_000, n_test=100_000, n_features=50),
 }
-LIBS = ("jboost", "jboost-devices", "xgboost", "lightgbm", "catboost", "sklearn")
-# "jboost": what a user gets by default (no environment variable, one XLA device, the kernel's
-# threads); "jboost-devices": the expert setup, one XLA host device per core
-# (XLA_FLAGS=--xla_force_host_platform_device_count, set for its subprocess only) and
-# devices="all". Ratios to the peers are the default's; the expert row has its own line.
+LIBS = ("jboost", "jboost-devices", "xgboost", "lightgbm", "catboost", "sklearn")  # module docstring
 
 
 def make_data(case: dict, seed: int = 0):

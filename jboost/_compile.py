@@ -29,7 +29,6 @@ except ImportError:  # JAX moved it: no options, XLA's defaults
     _trace_state_clean = None
 
 CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
-_ON_CPU: list = []  # the default backend is the CPU (fixed once JAX has initialised it)
 
 
 def cpu_options() -> dict:
@@ -82,11 +81,11 @@ def _top_level() -> bool:
     return _trace_state_clean is not None and bool(_trace_state_clean())
 
 
+@functools.lru_cache(maxsize=None)
 def _on_cpu() -> bool:
-    """Whether JAX's default backend is the CPU (asked once, at the first top-level call)."""
-    if not _ON_CPU:
-        _ON_CPU.append(jax.default_backend() == "cpu")
-    return _ON_CPU[0]
+    """Whether JAX's default backend is the CPU (asked once, at the first top-level call: it is
+    fixed once JAX has initialised it)."""
+    return jax.default_backend() == "cpu"
 
 
 def jit(fun: Optional[Callable] = None, /, **kwargs):
