@@ -648,14 +648,18 @@ def run_rounds(data: boosting.Data, key, hyper: boosting.Hyperparams, loss: loss
             out, sent, asked_end = queue.pop(0)
             _wait(out.done)
             finished = time.perf_counter()
-            a, pos = pos, int(out.done)
-            if pos != asked_end and not bool(out.stopped):  # never a fit silently cut short
-                raise RuntimeError(f"internal error: a call of the rounds ended at position {pos}, "
-                                   f"not {asked_end}; please report it.")
-            if last_done is not None and pos > a:  # the first call's time includes compiling
-                pace = (finished - max(sent, last_done)) / (pos - a)
-            latest, last_done = out, finished
-            fitted.add(out.rounds if processes is None else processes.localize(out.rounds), pos - a)
+            reached = int(out.done)
+            if reached != asked_end and not bool(out.stopped):  # never a fit silently cut short
+                raise RuntimeError(f"internal error: a call of the rounds ended at position "
+                                   f"{reached}, not {asked_end}; please report it.")
+            if last_done is not None and reached > pos:  # the first call's time includes compiling
+                pace = (finished - max(sent, last_done)) / (reached - pos)
+            fitted.add(out.rounds if processes is None else processes.localize(out.rounds),
+                       reached - pos)
+            # The commit: one statement of plain stores (no call, so no Ctrl-C inside it). Until
+            # it runs, ``pos`` and ``latest`` are the previous call's; a Ctrl-C before it cuts
+            # ``fitted`` back to ``pos`` below, so the rounds, the state and the warning agree.
+            pos, latest, last_done = reached, out, finished
             stop = bool(out.stopped) or pos >= config.n_rounds
             chunk_done = fixed and pos > reported and (stop or (pos - first) % chunk == 0)
             if chunk_done:
@@ -678,6 +682,7 @@ def run_rounds(data: boosting.Data, key, hyper: boosting.Hyperparams, loss: loss
     except KeyboardInterrupt:
         if latest is None or pos == first:
             raise
+        fitted.cut(pos)  # rounds added by a call whose commit the Ctrl-C stopped
         warnings.warn(f"interrupted after round {base + pos} of {total}: the model holds the rounds "
                       "fitted so far.", UserWarning, stacklevel=3)
     if processes is not None:  # replicated results as this process's arrays
@@ -699,6 +704,11 @@ class _HostRounds:
         if count > 0:
             self.parts.append(jax.tree_util.tree_map(lambda b: np.asarray(b)[:count], rounds))
             self._joined = None
+
+    def cut(self, end: int) -> None:
+        """Keep positions ``first..end - 1`` only."""
+        joined = self.rounds(None, end)
+        self.parts, self._joined = [joined], joined
 
     def rounds(self, lo: Optional[int] = None, hi: Optional[int] = None) -> boosting.Rounds:
         """Positions ``lo..hi - 1`` of the fit (default: all added), joined."""

@@ -94,6 +94,34 @@ def test_ctrl_c_stops_a_plain_fit_within_seconds_keeping_its_rounds(tmp_path):
     assert returned < 5.0, returned
 
 
+def test_ctrl_c_between_a_calls_rounds_and_its_commit_keeps_the_model_consistent(binary,
+                                                                               monkeypatch):
+    """A Ctrl-C that lands after a call's rounds were copied to the host but before the fit
+    recorded the call (the window a CI run once hit: model of 19207 rounds, warning "19271")
+    returns the rounds of the calls before it: the warning's round, the model's rounds, losses and
+    predictions all those of a fit of exactly that many rounds."""
+    X, y, Xv, yv = binary
+    monkeypatch.setattr(api, "FIRST_CALLS", (2, 3, 5))
+    monkeypatch.setattr(api, "CALL_SECONDS", 1e9)
+    real_add, adds = api._HostRounds.add, [0]
+
+    def add_then_interrupt(self, rounds, count):
+        real_add(self, rounds, count)
+        adds[0] += 1
+        if adds[0] == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(api._HostRounds, "add", add_then_interrupt)
+    kw = dict(eval_set=(Xv, yv), learning_rate=0.3, **KW)
+    with pytest.warns(UserWarning, match="interrupted after round 5 of 40:"):
+        cut = jboost.fit(X, y, "binomial_deviance", n_rounds=40, **kw)
+    monkeypatch.setattr(api._HostRounds, "add", real_add)
+    five = jboost.fit(X, y, "binomial_deviance", n_rounds=5, **kw)
+    assert cut.n_rounds == 5
+    _same(cut, five)
+    np.testing.assert_array_equal(jboost.predict(cut, Xv), jboost.predict(five, Xv))
+
+
 # --------------------------------------------------------------------------------------------
 # One program, bitwise the same rounds however they are cut
 # --------------------------------------------------------------------------------------------
