@@ -571,27 +571,30 @@ def forest_chunk_size(n_eligible: int, n_features: int, depth: int, n_bins: int,
     return auto_chunk_size(per_tree, n_trees, device, memory_budget)
 
 
-#: Bytes of one depth-wise rule (``jboost.depthwise.DepthwiseTrees``): feature and threshold
-#: int32, border and gain float32, missing direction bool.
-DEPTHWISE_RULE_BYTES = 17
+#: Bytes of one depth-wise node (``jboost.depthwise.DepthwiseTrees``' table): feature, threshold
+#: and two children int32, border and gain float32, missing direction bool.
+DEPTHWISE_RULE_BYTES = 25
 
 
 def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
                  n_samples: int, n_trees: int, chunk_size: int, device=None,
-                 tree_family: str = "oblivious") -> int:
+                 tree_family: str = "oblivious", n_nodes: Optional[int] = None) -> int:
     """Estimated peak device memory of one forest's fit (bytes): ``chunk_size`` trees' fits
     (:func:`forest_tree_bytes`) at once, the fused kernel's scratch where it runs
     (:func:`kernel_scratch_bytes`), and the outputs of every tree: leaf values
-    ``n_trees x 2^depth x K``, bootstrap weights ``n_trees x n_samples`` float32 and, for
-    depth-wise trees (``tree_family="depthwise"``), their ``2^depth - 1`` rules each
-    (:data:`DEPTHWISE_RULE_BYTES`; a depth-16 forest of 500 trees holds 557 MB of rules)."""
+    ``n_trees x 2^depth x K`` (depth-wise: ``n_nodes + 1`` leaves), bootstrap weights
+    ``n_trees x n_samples`` float32 and, for depth-wise trees (``tree_family="depthwise"``),
+    their ``n_nodes`` table nodes each (:func:`jboost.depthwise.node_capacity`, default
+    ``2^depth - 1``; :data:`DEPTHWISE_RULE_BYTES`)."""
     device = jax.devices()[0] if device is None else device
     fused = forest_fused(device, n_samples, depth, n_bins, n_outputs)
     per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples, fused=fused,
                                  n_features=n_features)
     k = 1 if n_outputs == 2 else int(n_outputs)
     scratch = kernel_scratch_bytes(depth, n_bins, 2 * k, n_eligible) if fused else 0
-    out = n_trees * ((1 << depth) * int(n_outputs) * 4 + n_samples * 4 + depth * 16)
-    if tree_family == "depthwise":
-        out += n_trees * ((1 << depth) - 1) * DEPTHWISE_RULE_BYTES
+    depthwise = tree_family == "depthwise"
+    n_nodes = ((1 << depth) - 1 if n_nodes is None else int(n_nodes)) if depthwise else 0
+    n_leaves = n_nodes + 1 if depthwise else 1 << depth
+    out = n_trees * (n_leaves * int(n_outputs) * 4 + n_samples * 4 + depth * 16
+                     + n_nodes * DEPTHWISE_RULE_BYTES)
     return int(chunk_size * per_tree + scratch + out)

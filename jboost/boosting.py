@@ -149,7 +149,7 @@ def newton_round(r: Round) -> RoundResult:
     from ``r.key``, the round's folded key), and the row sampler masks rows of them."""
     config, hyper = r.config, r.hyper
     y, w = r.data.y, r.data.w * r.sample
-    loss, n_leaves = r.loss, 2**config.depth
+    loss = r.loss
     degenerate = None  # traced: this round's curvature is not positive everywhere ("auto")
     if loss.batch:
         # One function of every row: its gradient and hessian diagonal are weighted by the loss
@@ -167,11 +167,12 @@ def newton_round(r: Round) -> RoundResult:
 
     def degenerate_values(leaf, values):
         return jnp.where(degenerate, refit.degenerate_leaf_values(
-            loss, y, r.raw, w, leaf, n_leaves, values, learning_rate=r.learning_rate,
+            loss, y, r.raw, w, leaf, values.shape[-2], values, learning_rate=r.learning_rate,
             active=degenerate, axis_name=config.axis_name), values)
 
     if not config.per_output_trees:
         tree, leaf = grow_trees(r, gw, hw)
+        n_leaves = tree.leaf_values.shape[-2]  # the family's leaf slots (2**D for oblivious trees)
         if loss.per_column and loss.leaf_refit is not None:  # each column's refit
             values = jax.vmap(lambda yk, rk, vk: _column_refit(r, yk, rk, w, leaf, vk),
                               in_axes=(1, 1, 1), out_axes=1)(y, r.raw, tree.leaf_values)
@@ -193,6 +194,7 @@ def newton_round(r: Round) -> RoundResult:
         trees, leaves = jax.vmap(lambda gk, hk: grow_trees(r, gk[:, None], hk[:, None]),
                                  in_axes=(1, 1))(gw, hw)
         scalar = trees.leaf_values[:, :, 0]  # (K, L)
+        n_leaves = scalar.shape[-1]
         if loss.per_column and loss.leaf_refit is not None:  # tree k: column k's refit
             scalar = jax.vmap(lambda yk, rk, leaf, vk: _column_refit(r, yk, rk, w, leaf, vk),
                               in_axes=(1, 1, 0, 0))(y, r.raw, leaves, scalar)
@@ -213,7 +215,7 @@ def _column_refit(r: Round, yk, rk, w, leaf, values):
     from the column's labels ``yk (n,)``, raw scores ``rk (n,)`` and Newton values ``(L,)``,
     as a one-output fit of that column refits them."""
     one = losses_lib.column_loss(r.loss)
-    return refit.refit_leaf_values(one, yk, rk[:, None], w, leaf, 2**r.config.depth,
+    return refit.refit_leaf_values(one, yk, rk[:, None], w, leaf, values.shape[0],
                                    values[:, None], axis_name=r.config.axis_name,
                                    learning_rate=r.learning_rate)[:, 0]
 

@@ -59,23 +59,40 @@ from jboost import tree as tree_lib
 
 
 class DepthwiseTrees(NamedTuple):
-    """One or many depth-wise trees as arrays (leading axes index trees): a
-    :class:`jboost.tree.TreeFamily`. Rule ``2**d - 1 + j`` is node ``j`` of level ``d``."""
+    """One or many depth-wise trees as a **node table** (leading axes index trees): a
+    :class:`jboost.tree.TreeFamily` whose memory follows the nodes a tree has, not ``2**D``.
 
-    features: jax.Array       # int32 (..., 2**D - 1)
-    thresholds: jax.Array     # int32 (..., 2**D - 1) bin thresholds: right iff bin > threshold
-    borders: jax.Array        # float32 (..., 2**D - 1) float thresholds: right iff x > border
-    missing_right: jax.Array  # bool (..., 2**D - 1)
-    leaf_values: jax.Array    # float32 (..., 2**D, K)
-    gains: jax.Array          # float32 (..., 2**D - 1) each node's split gain (0: a leaf)
+    A table holds ``N`` node slots and ``N + 1`` leaf slots (:func:`node_capacity`: ``2**D - 1``
+    for dense growth, at most the rows minus one for the compact path's forests). Node 0 is the
+    root; nodes are numbered level by level, leaves too (a leaf's level is its depth). Node ``i``
+    sends a row to ``children[i, right]``: ``c >= 0`` is node ``c`` (always ``> i``), ``c < 0``
+    is leaf ``~c``. A tree of ``I`` splitting nodes uses nodes ``0..I-1`` and leaves ``0..I``;
+    the other slots are null nodes (gain 0, feature 0, the null threshold ``n_bins - 2``, missing
+    left, children ``(~0, ~0)``) and zero leaves. A root that does not split is the null node 0:
+    every row reaches leaf 0. ``level_counts`` holds the splitting nodes of each level; its length
+    is the depth (static)."""
+
+    features: jax.Array       # int32 (..., N) each node's feature
+    thresholds: jax.Array     # int32 (..., N) bin thresholds: right iff bin > threshold
+    borders: jax.Array        # float32 (..., N) float thresholds: right iff x > border
+    missing_right: jax.Array  # bool (..., N)
+    children: jax.Array       # int32 (..., N, 2) [left, right]: node c >= 0 or leaf ~c
+    leaf_values: jax.Array    # float32 (..., N + 1, K)
+    gains: jax.Array          # float32 (..., N) each node's split gain (0: a null node)
+    level_counts: jax.Array   # int32 (..., D) splitting nodes per level
 
     @property
     def depth(self) -> int:
-        return self.leaf_values.shape[-2].bit_length() - 1
+        return self.level_counts.shape[-1]
 
     @property
     def n_outputs(self) -> int:
         return self.leaf_values.shape[-1]
+
+    @property
+    def n_leaves(self) -> int:
+        """Leaf slots ``N + 1`` (static)."""
+        return self.leaf_values.shape[-2]
 
     # The TreeFamily members.
     @staticmethod
@@ -85,33 +102,162 @@ class DepthwiseTrees(NamedTuple):
 
     def leaf_index_raw(self, X_t) -> jax.Array:
         """The leaf of each row of feature-major raw floats ``X_t (F, n)`` (NaN: missing)."""
-        return walk(self.features, self.borders, self.missing_right, X_t, jnp.isnan)
+        return walk(self.features, self.borders, self.missing_right, self.children, self.depth,
+                    X_t, jnp.isnan)
 
     def leaf_index_binned(self, X_binned, n_bins: int) -> jax.Array:
         """The leaf of each row of feature-major bins ``X_binned (F, n)``."""
-        return walk(self.features, self.thresholds, self.missing_right, X_binned,
-                    lambda col: col == binning.missing_bin(n_bins))
+        return walk(self.features, self.thresholds, self.missing_right, self.children, self.depth,
+                    X_binned, lambda col: col == binning.missing_bin(n_bins))
 
     def with_borders(self, borders) -> "DepthwiseTrees":
         """Fill the float thresholds from the bin thresholds: ``border = borders[f, t]``."""
         return self._replace(borders=tree_lib.take_borders(borders, self.features, self.thresholds))
 
 
-def walk(features, thresholds, missing_right, X_t, is_missing):
-    """``(n,)`` int32 leaf of every row of one tree: level by level, each row compares its
-    current node's feature with the node's threshold (``X_t (F, n)``: bins or floats, in the
-    units of ``thresholds``; ``is_missing(col)``: which values are missing)."""
-    n_rules = features.shape[-1]
-    depth = (n_rules + 1).bit_length() - 1
+def walk(features, thresholds, missing_right, children, depth: int, X_t, is_missing):
+    """``(n,)`` int32 leaf of every row of one tree: ``max(depth, 1)`` pointer steps, each row
+    comparing its current node's feature with the node's threshold (``X_t (F, n)``: bins or
+    floats, in the units of ``thresholds``; ``is_missing(col)``: which values are missing); a
+    row at a leaf stays there."""
     n = X_t.shape[1]
     rows = jnp.arange(n, dtype=jnp.int32)
-    node = jnp.zeros((n,), jnp.int32)
+    cur = jnp.zeros((n,), jnp.int32)
+    for _ in range(max(depth, 1)):
+        i = jnp.maximum(cur, 0)
+        col = X_t[features[i], rows].astype(thresholds.dtype)
+        right = jnp.where(is_missing(col), missing_right[i], col > thresholds[i])
+        cur = jnp.where(cur >= 0, children[i, right.astype(jnp.int32)], cur)
+    return ~cur
+
+
+def node_capacity(depth: int, n_rows: int, max_nodes: Optional[int] = None) -> int:
+    """Static node slots ``N`` of a tree's table: ``2**D - 1`` for dense growth (``max_nodes``
+    ``None``); for the compact path also at most the levels' histogram slots (a node splits
+    only with a slot, :func:`node_slots`) and ``n_rows - 1`` (each child of a split holds a row
+    of non-zero weight, so a tree has at most as many leaves as such rows). At least 1."""
+    cap = (1 << depth) - 1
+    if max_nodes is not None:
+        slots = sum(node_slots(n_rows, int(max_nodes), d) for d in range(depth))
+        cap = min(cap, slots, n_rows - 1)
+    return max(1, cap)
+
+
+def _dense_table(features, thresholds, borders, missing_right, gains, values, capacity: int):
+    """One tree of the dense heap layout (rule ``2**d - 1 + j`` is heap node ``j`` of level
+    ``d``, children ``j`` and ``j + 2**d``; a rule splits iff its gain is positive; leaf ``p`` of
+    ``2**D``) as a :class:`DepthwiseTrees` table of ``capacity`` nodes, and ``(2**D,)`` the table
+    leaf of each dense leaf (a leaf node ``(d, j)`` is dense leaf ``j``: its rows go left below)."""
+    n_rules = features.shape[-1]
+    depth = (n_rules + 1).bit_length() - 1
+    k = values.shape[-1]
+    split = gains > 0
+    present, split_at, leaf_at = jnp.ones((1,), bool), [], []
     for d in range(depth):
-        r = (1 << d) - 1 + node
-        col = X_t[features[r], rows].astype(thresholds.dtype)
-        right = jnp.where(is_missing(col), missing_right[r], col > thresholds[r])
-        node = node + jnp.left_shift(right.astype(jnp.int32), d)
-    return node
+        sd = present & split[(1 << d) - 1:(2 << d) - 1]
+        split_at.append(sd)
+        leaf_at.append(present & ~sd)
+        present = jnp.concatenate([sd, sd])
+    leaf_at.append(present)
+    is_node = jnp.concatenate(split_at) if depth else jnp.zeros((0,), bool)     # (2**D - 1,)
+    is_leaf = jnp.concatenate(leaf_at)                                          # (2**(D+1) - 1,)
+    node_id = jnp.cumsum(is_node.astype(jnp.int32)) - 1
+    leaf_id = jnp.cumsum(is_leaf.astype(jnp.int32)) - 1
+    heap_j = np.concatenate([np.arange(1 << d) for d in range(depth + 1)]).astype(np.int32)
+    # Each rule's children: heap nodes (d + 1, j) and (d + 1, j + 2**d), flat 2**(d+1) - 1 + ...
+    kids = []
+    for d in range(depth):
+        j = np.arange(1 << d)
+        flat = np.stack([(2 << d) - 1 + j, (2 << d) - 1 + j + (1 << d)], axis=-1)   # (2**d, 2)
+        inner = (jnp.concatenate([is_node, jnp.zeros((1 << depth,), bool)])[flat]
+                 if d + 1 < depth else jnp.zeros(flat.shape, bool))
+        node_of = jnp.concatenate([node_id, jnp.zeros((1 << depth,), jnp.int32)])[flat]
+        kids.append(jnp.where(inner, node_of, ~leaf_id[flat]))
+    kids = jnp.concatenate(kids) if depth else jnp.zeros((0, 2), jnp.int32)
+    at = jnp.where(is_node, node_id, capacity)  # rules that do not split: dropped
+    null = jnp.argmax(~split) if depth else 0   # a rule that does not split: the null rule
+    if depth:
+        fill = lambda a: jnp.full((capacity,) + a.shape[1:], a[null], a.dtype).at[at].set(  # noqa: E731
+            a, mode="drop")
+        features_t, thresholds_t, borders_t, missing_t = (
+            fill(features), fill(thresholds), fill(borders), fill(missing_right))
+        gains_t = jnp.zeros((capacity,), gains.dtype).at[at].set(gains, mode="drop")
+        children_t = jnp.full((capacity, 2), -1, jnp.int32).at[at].set(kids, mode="drop")
+    else:
+        features_t = jnp.zeros((capacity,), jnp.int32)
+        thresholds_t = jnp.zeros((capacity,), jnp.int32)
+        borders_t = jnp.zeros((capacity,), jnp.float32)
+        missing_t = jnp.zeros((capacity,), bool)
+        gains_t = jnp.zeros((capacity,), jnp.float32)
+        children_t = jnp.full((capacity, 2), -1, jnp.int32)
+    leaf_at_id = jnp.where(is_leaf, leaf_id, capacity + 1)
+    values_t = jnp.zeros((capacity + 1, k), values.dtype).at[leaf_at_id].set(values[heap_j], mode="drop")
+    dense_to_table = jnp.zeros((1 << depth,), jnp.int32).at[jnp.where(is_leaf, heap_j, 1 << depth)].set(
+        leaf_id, mode="drop")
+    counts = jnp.stack([jnp.sum(s.astype(jnp.int32)) for s in split_at]) if depth else jnp.zeros((0,), jnp.int32)
+    table = DepthwiseTrees(features_t, thresholds_t, borders_t, missing_t, children_t, values_t,
+                           gains_t, counts)
+    return table, dense_to_table
+
+
+def from_dense(features, thresholds, borders, missing_right, leaf_values, gains,
+               capacity: Optional[int] = None) -> DepthwiseTrees:
+    """Trees of the dense heap layout (before the node table: ``(..., 2**D - 1)`` rules, rule
+    ``2**d - 1 + j`` heap node ``j`` of level ``d``, a rule splitting iff its gain is positive,
+    ``(..., 2**D, K)`` leaves) as :class:`DepthwiseTrees` tables of ``capacity`` nodes (default
+    ``2**D - 1``); any leading axes. The tables predict every row as the dense trees did."""
+    features = jnp.asarray(features, jnp.int32)
+    lead = features.shape[:-1]
+    depth = (features.shape[-1] + 1).bit_length() - 1
+    capacity = max(1, (1 << depth) - 1) if capacity is None else int(capacity)
+    args = [jnp.asarray(a).reshape((-1,) + jnp.shape(a)[len(lead):]) for a in
+            (features, jnp.asarray(thresholds, jnp.int32), jnp.asarray(borders, jnp.float32),
+             jnp.asarray(missing_right, bool), jnp.asarray(gains, jnp.float32),
+             jnp.asarray(leaf_values, jnp.float32))]
+    table, _ = jax.vmap(lambda *a: _dense_table(*a, capacity))(*args)
+    return jax.tree_util.tree_map(lambda a: a.reshape(lead + a.shape[1:]), table)
+
+
+def paths(tree: DepthwiseTrees):
+    """Every leaf's path from the root in one unstacked tree: ``(nodes, right, valid)``, each
+    ``(N + 1, D)``: step ``s`` of leaf ``l``'s path is node ``nodes[l, s]``, where the path goes
+    right iff ``right[l, s]``; steps past the path's end (and every step of an unused leaf, or of
+    the root leaf of a tree that does not split) have ``valid`` False, node 0, right False."""
+    n_nodes, depth = tree.features.shape[-1], tree.depth
+    n_leaves = n_nodes + 1
+    used = tree.gains > 0
+    kids = tree.children
+    ids = jnp.arange(n_nodes, dtype=jnp.int32)
+    side = jnp.broadcast_to(jnp.arange(2, dtype=jnp.int32), (n_nodes, 2))
+    parent_of = jnp.broadcast_to(ids[:, None], (n_nodes, 2))
+    ok = used[:, None] & jnp.ones((1, 2), bool)
+    inner = ok & (kids >= 0)
+    at_node = jnp.where(inner, kids, n_nodes)
+    at_leaf = jnp.where(ok & (kids < 0), ~kids, n_leaves)
+    node_parent = jnp.full((n_nodes,), -1, jnp.int32).at[at_node].set(parent_of, mode="drop")
+    node_side = jnp.zeros((n_nodes,), jnp.int32).at[at_node].set(side, mode="drop")
+    leaf_parent = jnp.full((n_leaves,), -1, jnp.int32).at[at_leaf].set(parent_of, mode="drop")
+    leaf_side = jnp.zeros((n_leaves,), jnp.int32).at[at_leaf].set(side, mode="drop")
+    up_nodes, up_right = [], []   # step k: the k-th ancestor step from the leaf
+    node, s = leaf_parent, leaf_side
+    for _ in range(depth):
+        up_nodes.append(node)
+        up_right.append((s == 1) & (node >= 0))
+        nxt = jnp.where(node >= 0, node_parent[jnp.maximum(node, 0)], -1)
+        s = jnp.where(node >= 0, node_side[jnp.maximum(node, 0)], 0)
+        node = nxt
+    if not depth:
+        z = jnp.zeros((n_leaves, 0), jnp.int32)
+        return z, z.astype(bool), z.astype(bool)
+    up_nodes = jnp.stack(up_nodes, axis=1)                                  # (L, D)
+    up_right = jnp.stack(up_right, axis=1)
+    length = jnp.sum((up_nodes >= 0).astype(jnp.int32), axis=1)              # (L,)
+    step = jnp.arange(depth, dtype=jnp.int32)[None, :]
+    valid = step < length[:, None]
+    src = jnp.clip(length[:, None] - 1 - step, 0, depth - 1)               # root first
+    nodes = jnp.where(valid, jnp.take_along_axis(up_nodes, src, axis=1), 0)
+    right = valid & jnp.take_along_axis(up_right, src, axis=1)
+    return nodes, right, valid
 
 
 def _node_masks(feature_masks, feature_subsets, depth: int, n_features: int):
@@ -386,6 +532,14 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
                 else:
                     feature = jnp.where(ok, subsets[d][pos], 0)
                 feature = feature.astype(jnp.int32)
+                # A split sends rows of non-zero weight both ways, else its node is a leaf: so a
+                # tree has at most as many leaves as such rows (node_capacity's bound).
+                moved = _route(X_binned, rows, leaf, feature, thr, mr, d, n_bins) != leaf
+                n_right = histograms.spread_sum((takes_part & moved).astype(jnp.int32), leaf, n_nodes)
+                ok = ok & (n_right > 0) & (n_right < count)
+                thr = jnp.where(ok, thr, splits.null_threshold(n_bins)).astype(jnp.int32)
+                mr = ok & mr
+                feature = jnp.where(ok, feature, 0).astype(jnp.int32)
                 leaf = _route(X_binned, rows, leaf, feature, thr, mr, d, n_bins)
                 active = jnp.concatenate([ok, ok])
                 feats.append(feature)
@@ -473,12 +627,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         *rules, last = grow_xla()
         features, thresholds, missing_right, gains, leaf = rules
         values = leaf_values_of(leaf, last)
-    tree = DepthwiseTrees(
-        features=features,
-        thresholds=thresholds,
-        borders=jnp.zeros(((1 << depth) - 1,), jnp.float32),  # filled in by with_borders
-        missing_right=missing_right,
-        leaf_values=values,
-        gains=gains,
-    )
-    return tree, leaf
+    capacity = node_capacity(depth, n, max_nodes if compact else None)
+    tree, table_leaf = _dense_table(features, thresholds, jnp.zeros(features.shape, jnp.float32),
+                                    missing_right, gains, values, capacity)
+    return tree, table_leaf[leaf]  # borders: filled in by with_borders

@@ -65,6 +65,13 @@ class TreeFamily(Protocol):
         bins (and a continued fit on the training bins) through it."""
 
 
+def depth_of(trees) -> int:
+    """The depth of a family's trees: its ``depth`` property where it has one (oblivious trees:
+    their levels; depth-wise tables: their ``level_counts``), else ``log2`` of the leaves."""
+    depth = getattr(trees, "depth", None)
+    return int(depth) if depth is not None else trees.leaf_values.shape[-2].bit_length() - 1
+
+
 class ObliviousTrees(NamedTuple):
     """One or many oblivious trees as arrays (leading axes index trees): the default
     :class:`TreeFamily`."""

@@ -58,20 +58,66 @@ def _squared_error(Y):
 
 
 def numpy_walk(t, X, binned=False):
-    """Leaf of each row by walking the tree node by node (rule 2**d - 1 + j is node j of level d)."""
+    """Leaf of each row by following the node table's children pointers from the root."""
     f, thr, mr = (np.asarray(a) for a in (t.features, t.thresholds if binned else t.borders, t.missing_right))
-    depth = np.asarray(t.leaf_values).shape[0].bit_length() - 1
+    kids = np.asarray(t.children)
     out = np.zeros(X.shape[0], np.int64)
     for i, x in enumerate(X):
         node = 0
-        for d in range(depth):
-            r = 2**d - 1 + node
-            v = x[f[r]]
+        while node >= 0:
+            v = x[f[node]]
             missing = (v == N_BINS - 1) if binned else np.isnan(v)
-            right = mr[r] if missing else v > thr[r]
-            node += int(right) << d
-        out[i] = node
+            node = kids[node, int(mr[node] if missing else v > thr[node])]
+        out[i] = ~node
     return out
+
+
+def node_at(t, d, j):
+    """The table node at heap position ``j`` of level ``d`` (the path of ``j``'s bits from the
+    root: bit ``l`` set = right at level ``l``), or ``None`` when a leaf ends the path above it."""
+    kids, node = np.asarray(t.children), 0 if float(np.asarray(t.gains)[0]) > 0 else -1
+    for level in range(d):
+        if node < 0:
+            return None
+        node = int(kids[node, (j >> level) & 1])
+    return node if node >= 0 else None
+
+
+def _leaves_below(kids, code):
+    """The leaf codes (``~leaf``) under table node or leaf ``code``."""
+    if code < 0:
+        return [code]
+    return _leaves_below(kids, int(kids[code, 0])) + _leaves_below(kids, int(kids[code, 1]))
+
+
+def _gain_at(t, d, j):
+    node = node_at(t, d, j)
+    return 0.0 if node is None else float(np.asarray(t.gains)[node])
+
+
+def check_table(t):
+    """The node table's invariants: used nodes ``0..I-1`` (positive gains) numbered level by level
+    (``level_counts``), children after their parent, leaves ``0..I`` each reached once, and null
+    unused slots (feature 0, threshold n_bins - 2, missing left, children (~0, ~0), zero leaves)."""
+    gains, kids = np.asarray(t.gains), np.asarray(t.children)
+    used = int(np.sum(gains > 0))
+    assert (gains[:used] > 0).all() and (gains[used:] == 0).all()
+    counts = np.asarray(t.level_counts)
+    assert counts.sum() == used
+    level = np.zeros(len(gains), np.int64)
+    for i in range(used):
+        for c in kids[i]:
+            if c >= 0:
+                assert i < c < used
+                level[c] = level[i] + 1
+    np.testing.assert_array_equal(np.bincount(level[:used], minlength=t.depth), counts)
+    assert (np.diff(level[:used]) >= 0).all()  # level by level
+    leaves = sorted(~c for c in kids[:used].ravel() if c < 0) if used else [0]
+    assert leaves == list(range(used + 1))
+    assert (np.asarray(t.features)[used:] == 0).all() and (np.asarray(t.thresholds)[used:] == N_BINS - 2).all()
+    assert not np.asarray(t.missing_right)[used:].any() and (kids[used:] == -1).all()
+    assert (np.asarray(t.leaf_values)[used + 1:] == 0).all()
+    return used
 
 
 def newton_score(G, H, l2):
@@ -123,38 +169,33 @@ def test_each_node_splits_as_a_brute_force_search_on_its_rows(k, l2, min_split_g
     g, h = _squared_error(Y)
     h = h * (1.0 + (np.arange(N) % 3)[:, None]).astype(np.float32)  # unequal hessians
     t, leaf = _grow(Xb, g, h, l2=l2, min_split_gain=min_split_gain, min_child_weight=min_child_weight)
+    assert t.features.shape == (2**DEPTH - 1,) and t.leaf_values.shape == (2**DEPTH, k)
+    used = check_table(t)
     features, thresholds = np.asarray(t.features), np.asarray(t.thresholds)
-    missing_right, gains = np.asarray(t.missing_right), np.asarray(t.gains)
-    xb = Xb.T
-    node = np.zeros(N, np.int64)
-    is_leaf = np.zeros(1, bool)  # nodes that stopped splitting above
-    n_split = 0
-    for d in range(DEPTH):
-        leaf_next = np.zeros(2**(d + 1), bool)
-        for j in range(2**d):
-            r = 2**d - 1 + j
-            rows = node == j
-            gain, f, thr, mr = brute_force_split(xb[rows], g[rows], h[rows], l2, min_child_weight)
-            splits = not is_leaf[j] and rows.any() and gain - min_split_gain > 1e-4 * max(1.0, gain)
-            if splits:
-                n_split += 1
-                assert (features[r], thresholds[r], missing_right[r]) == (f, thr, mr), (d, j)
-                np.testing.assert_allclose(gains[r], gain - min_split_gain, rtol=2e-3)
-            else:  # a leaf: a null split sending every row left, and its descendants too
-                assert (features[r], thresholds[r], missing_right[r], gains[r]) == (0, N_BINS - 2, False, 0.0), (d, j)
-            leaf_next[j] = leaf_next[j + 2**d] = not splits
-        right = np.where(xb[np.arange(N), features[2**d - 1 + node]] == N_BINS - 1,
-                         missing_right[2**d - 1 + node], xb[np.arange(N), features[2**d - 1 + node]]
-                         > thresholds[2**d - 1 + node])
-        node = node + (right.astype(np.int64) << d)
-        is_leaf = leaf_next
-    assert n_split >= 3  # the test has splits to check
-    np.testing.assert_array_equal(leaf, node)
-    # Leaf values: -G / (H + l2) of each leaf's rows (every leaf here holds rows above min_child_weight).
+    missing_right, gains, kids = np.asarray(t.missing_right), np.asarray(t.gains), np.asarray(t.children)
     values = np.asarray(t.leaf_values)
-    for j in np.unique(node):
-        rows = node == j
-        np.testing.assert_allclose(values[j], -g[rows].sum(0) / (h[rows].sum(0) + l2), rtol=1e-4, atol=1e-5)
+    xb = Xb.T
+    expected_leaf = np.full(N, -1, np.int64)
+    # Breadth first from the root: (table node or ~leaf, its rows, its level).
+    todo, n_split = [(0 if used else -1, np.ones(N, bool), 0)], 0
+    while todo:
+        code, rows, d = todo.pop(0)
+        gain, f, thr, mr = brute_force_split(xb[rows], g[rows], h[rows], l2, min_child_weight)
+        splits = d < DEPTH and rows.any() and gain - min_split_gain > 1e-4 * max(1.0, gain)
+        assert splits == (code >= 0), (code, d)
+        if splits:
+            n_split += 1
+            assert (features[code], thresholds[code], missing_right[code]) == (f, thr, mr), code
+            np.testing.assert_allclose(gains[code], gain - min_split_gain, rtol=2e-3)
+            right = np.where(xb[:, f] == N_BINS - 1, mr, xb[:, f] > thr)
+            todo += [(kids[code, 0], rows & ~right, d + 1), (kids[code, 1], rows & right, d + 1)]
+        else:  # a leaf: -G / (H + l2) of its rows (each holds rows above min_child_weight here)
+            expected_leaf[rows] = ~code
+            np.testing.assert_allclose(values[~code], -g[rows].sum(0) / (h[rows].sum(0) + l2),
+                                       rtol=1e-4, atol=1e-5)
+    assert n_split == used >= 3  # the test has splits to check
+    np.testing.assert_array_equal(leaf, expected_leaf)
+    np.testing.assert_array_equal(numpy_walk(t, xb, binned=True), expected_leaf)
 
 
 def test_the_walk_on_floats_and_bins_and_missing_values_go_to_the_learned_side():
@@ -177,23 +218,30 @@ def test_per_node_feature_masks_and_per_level_subsets():
     X, Y, borders, Xb = _data()
     g, h = _squared_error(Y)
     full, _ = _grow(Xb, g, h)
-    # Node 2 of level 2 (rule 5) may not use its best feature; every other node may use all.
-    r = 5
+    # Node 2 of level 2 may not use its best feature; every other node may use all.
+    r = node_at(full, 2, 2)
     banned = int(full.features[r])
-    assert full.gains[r] > 0 and full.gains[3] > 0
+    assert _gain_at(full, 2, 2) > 0 and _gain_at(full, 2, 0) > 0
     masks = np.ones((DEPTH, 2**(DEPTH - 1), F), bool)
     masks[2, 2, banned] = False
     t, _ = _grow(Xb, g, h, feature_masks=jnp.asarray(masks))
-    assert int(t.features[r]) != banned and t.gains[r] > 0
-    np.testing.assert_array_equal(t.features[:r], full.features[:r])  # node 0 of level 2 too
+    assert int(t.features[node_at(t, 2, 2)]) != banned and _gain_at(t, 2, 2) > 0
+    for d, j in [(0, 0), (1, 0), (1, 1), (2, 0), (2, 1)]:  # the other nodes above and beside it
+        a, b = node_at(t, d, j), node_at(full, d, j)
+        assert (a is None) == (b is None) and (a is None or int(t.features[a]) == int(full.features[b]))
     # A node no feature is allowed at is a leaf: its descendants never split, whatever they may use.
     masks = np.ones((DEPTH, 2**(DEPTH - 1), F), bool)
     masks[1, 0] = False
     t, leaf = _grow(Xb, g, h, feature_masks=jnp.asarray(masks))
-    gains = np.asarray(t.gains)
-    assert full.gains[3] > 0 and full.gains[5] > 0  # below it, the unmasked tree splits
-    assert gains[1] == 0 and gains[3] == 0 and gains[5] == 0
-    np.testing.assert_array_equal(np.unique(np.asarray(leaf)), [0, 1])  # node 1 of level 1: a leaf too
+    check_table(t)
+    assert _gain_at(full, 2, 0) > 0 and _gain_at(full, 2, 2) > 0  # below it, the unmasked tree splits
+    assert node_at(t, 1, 0) is None and node_at(t, 2, 0) is None and node_at(t, 2, 2) is None
+    left = ~int(np.asarray(t.children)[0, 0])
+    assert left >= 0  # node 0 of level 1 is a leaf: every row going left at the root reaches it
+    root_left = np.asarray(numpy_walk(full, Xb.T, binned=True))  # any tree: rows left at the root
+    kids = np.asarray(full.children)
+    goes_left = np.isin(root_left, [~c for c in _leaves_below(kids, int(kids[0, 0]))])
+    np.testing.assert_array_equal(np.asarray(leaf)[goes_left], left)
     # Per-level subsets == the equivalent per-level masks (histograms of the gathered features).
     subsets = np.array([[0, 1], [1, 2], [0, 2]], np.int32)
     level_masks = np.zeros((DEPTH, F), bool)
@@ -372,10 +420,37 @@ def test_kernel_tree_is_bitwise_the_pure_jax_levels(k, max_features, max_nodes):
         np.testing.assert_array_equal(a.gains, b.gains)
     else:
         np.testing.assert_allclose(a.gains, b.gains, rtol=1e-5, atol=0)
-    splits = np.asarray(a.gains) > 0
-    assert splits.sum() >= 8
-    per_level = [int(splits[2**d - 1:2**(d + 1) - 1].sum()) for d in range(KERNEL_DEPTH)]
+    for name in ("children", "level_counts"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.features.shape == (depthwise.node_capacity(KERNEL_DEPTH, N, max_nodes),)
+    splits = check_table(a)
+    assert splits >= 8
+    per_level = list(np.asarray(a.level_counts))
     assert max(per_level) <= max_nodes and (max_nodes > 3 or max(per_level) == 3), per_level
+
+
+def test_deep_trees_hold_only_their_nodes():
+    """Depth 12 on 400 rows, grown until nodes are pure: a table of N - 1 = 399 node slots, not
+    4095; every split node is used at most once, the kernel's table is bitwise the pure-JAX
+    levels', each leaf holds a row of non-zero weight, and the walk finds the rows' leaves."""
+    from _pure_jax import pure_jax
+    Xb, g, h = _kernel_case(2, seed=5)
+    kw = dict(depth=12, n_bins=N_BINS, l2=0.0, min_split_gain=0.0, min_child_weight=0.0,
+              feature_key=jax.random.PRNGKey(1), max_features=KERNEL_F, max_nodes=N // 2)
+    a, la = depthwise.fit_tree(Xb, g, h, **kw)
+    assert depthwise.node_capacity(12, N, N // 2) == N - 1 and a.features.shape == (N - 1,)
+    used = check_table(a)
+    weighted = np.asarray(jnp.any(h != 0, axis=-1))
+    leaves_with_rows = np.unique(np.asarray(la)[weighted])
+    np.testing.assert_array_equal(leaves_with_rows, np.arange(used + 1))  # each leaf holds one
+    assert used >= 40 and int(np.asarray(a.level_counts)[6:].sum()) > 0  # deep, not a stub
+    np.testing.assert_array_equal(numpy_walk(a, np.asarray(Xb).T, binned=True), la)
+    b, lb = pure_jax(depthwise.fit_tree, Xb, g, h, **kw)
+    for name in a._fields:
+        if name != "gains":
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_allclose(a.gains, b.gains, rtol=1e-5, atol=0)
+    np.testing.assert_array_equal(la, lb)
 
 
 def test_kernel_vmapped_trees_equal_separate_calls():

@@ -22,6 +22,20 @@ KW = dict(n_trees=6, depth=DEPTH, max_features=3, n_bins=N_BINS, key=5, chunk_si
           tree_family="depthwise")
 
 
+def heap_of(t):
+    """``{node: (level, j)}`` of one tree's used table nodes: the heap position of each (the
+    children of ``(d, j)`` are ``(d + 1, j)`` and ``(d + 1, j + 2**d)``)."""
+    kids, out = np.asarray(t.children), {}
+    todo = [(0, 0, 0)] if float(np.asarray(t.gains)[0]) > 0 else []
+    while todo:
+        node, d, j = todo.pop()
+        out[node] = (d, j)
+        for side, c in enumerate(kids[node]):
+            if c >= 0:
+                todo.append((int(c), d + 1, j + side * 2**d))
+    return out
+
+
 @pytest.fixture(scope="module")
 def data():
     X, y, _ = noisy_classification(300, seed=4)
@@ -62,14 +76,13 @@ def test_trees_are_depthwise_fit_tree_of_the_bag_on_per_node_subsets(dw_forest, 
         np.testing.assert_allclose(t.leaf_values[:, 1], tree.leaf_values[:, 0], rtol=1e-6, atol=1e-7)
         feats, gains = np.asarray(t.features), np.asarray(t.gains)
         assert (gains > 0).sum() >= 6
+        heap = heap_of(t)
+        assert len(heap) == (gains > 0).sum()
+        for node, (d, j) in heap.items():
+            assert feats[node] in np.asarray(subsets[d])[j], (b, d, j)
         for d in range(DEPTH):
-            s = np.asarray(subsets[d])
-            for j in range(2**d):
-                r = 2**d - 1 + j
-                if gains[r] > 0:
-                    assert feats[r] in s[j], (b, d, j)
-            level = feats[2**d - 1:2**(d + 1) - 1][gains[2**d - 1:2**(d + 1) - 1] > 0]
-            distinct_in_a_level += len(set(level.tolist())) > 1
+            level = [feats[node] for node, (dd, _) in heap.items() if dd == d]
+            distinct_in_a_level += len(set(level)) > 1
     assert distinct_in_a_level >= 2
 
 
@@ -86,10 +99,10 @@ def test_per_node_subsets_differ_from_per_level_and_are_the_masks():
     g, h = -jnp.asarray(y)[:, None], jnp.ones((300, 1))
     kw = dict(depth=DEPTH, n_bins=N_BINS, l2=0.0, min_split_gain=0.0, min_child_weight=1.0)
     a, la = depthwise.fit_tree(Xb, g, h, feature_subsets=subsets, **kw)
-    for d in range(DEPTH):  # (per-node subsets == per-node masks: tests/test_depthwise.py)
-        for j in range(2**d):
-            r = 2**d - 1 + j
-            assert a.gains[r] == 0 or int(a.features[r]) in np.asarray(subsets[d][j])
+    heap = heap_of(a)  # (per-node subsets == per-node masks: tests/test_depthwise.py)
+    assert len(heap) == int((np.asarray(a.gains) > 0).sum()) >= 3
+    for node, (d, j) in heap.items():
+        assert int(a.features[node]) in np.asarray(subsets[d][j])
     # The compact path (histogram slots for the splittable nodes only): the same tree with
     # n // 2 slots; with 2 slots, at most 2 nodes of a level split.
     c, lc = depthwise.fit_tree(Xb, g, h, feature_subsets=subsets, max_nodes=150, **kw)
@@ -103,7 +116,7 @@ def test_per_node_subsets_differ_from_per_level_and_are_the_masks():
     np.testing.assert_array_equal(k.features, a.features)
     np.testing.assert_array_equal(lk, la)
     two, _ = depthwise.fit_tree(Xb, g, h, feature_subsets=subsets, max_nodes=2, **kw)
-    per_level = [int((np.asarray(two.gains)[2**d - 1:2**(d + 1) - 1] > 0).sum()) for d in range(DEPTH)]
+    per_level = [int(c) for c in np.asarray(two.level_counts)]
     assert max(per_level) == 2 and (np.asarray(a.gains) > 0).sum() > sum(per_level)
 
 

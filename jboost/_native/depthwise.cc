@@ -12,7 +12,9 @@
 //     expressions for one node, and its split the first maximum in (feature, threshold, direction)
 //     order (jboost.splits.best_split_of_gains), min_split_gain subtracted; a node whose best gain is
 //     not positive, or that has no slot, is a leaf (a null split: feature 0, threshold B - 2,
-//     missing left, gain 0);
+//     missing left, gain 0); so is a node whose best split would send all its rows of non-zero
+//     payload one way (a split's children each hold such a row: a tree has at most as many leaves
+//     as such rows, jboost.depthwise.node_capacity);
 //   * every row moves to node j (left) or j + 2**d (right) of the next level.
 // Rows are kept grouped by node (a stable counting sort per level), so a slot reads only its own
 // rows and a level costs its rows and its splittable nodes, not 2**d. A level with no splittable
@@ -279,7 +281,19 @@ void GrowTree(const Settings& s, const uint8_t* X, const float* payload, uint32_
         } else {
           std::copy(all.begin(), all.end(), fk);
         }
-        best[k] = SplitSlot(ss, X, payload, grouped.data() + start[j], start[j + 1] - start[j], fk, sc);
+        const int32_t* own = grouped.data() + start[j];
+        const int64_t n_own = start[j + 1] - start[j];
+        Best b = SplitSlot(ss, X, payload, own, n_own, fk, sc);
+        if (b.gain > 0.0f) {  // a split sends rows both ways, else the node is a leaf
+          const uint8_t* col = X + static_cast<int64_t>(fk[b.pos]) * n;
+          int64_t n_right = 0;
+          for (int64_t q = 0; q < n_own; ++q) {
+            const int32_t v = col[own[q]];
+            n_right += (v == static_cast<int32_t>(B - 1)) ? b.right : v > b.threshold;
+          }
+          if (n_right == 0 || n_right == n_own) b.gain = 0.0f;
+        }
+        best[k] = b;
       }
     });
     ok.assign(n_nodes, 0);

@@ -150,8 +150,8 @@ class Forest(NamedTuple):
         return self.trees.leaf_values.shape[-1]
 
     @property
-    def depth(self) -> int:  # 2^D leaves in every tree family
-        return self.trees.leaf_values.shape[-2].bit_length() - 1
+    def depth(self) -> int:
+        return tree_lib.depth_of(self.trees)
 
     @property
     def is_classifier(self) -> bool:
@@ -500,7 +500,9 @@ def fit_forest(
     from_labels = bool(classes) and n_classes is None and k > 2  # K = max(y) + 1
     _validation.check_memory(
         _batching.forest_bytes(m, n_features, depth, n_bins, k, n, n_trees, chunk_size,
-                               tree_family=tree_family),
+                               tree_family=tree_family,
+                               n_nodes=(depthwise.node_capacity(depth, n, max_nodes)
+                                        if tree_family == "depthwise" else None)),
         cause=f"K = max(y) + 1 = {k} classes, from the labels' maximum" if from_labels else None,
         detail=f"estimated for {n_trees} trees, {chunk_size} fitted together, on {n} rows, "
         f"{n_features} features ({m} per level), depth={depth}, n_bins={n_bins}, K={k} (each "
@@ -555,6 +557,11 @@ def _kernel_grows(X_binned, n_bins: int) -> bool:
             and X_binned.dtype == jnp.uint8 and n_bins <= 256)
 
 
+#: Bytes of one rule of the kernel's dense heap output (``2^depth - 1`` rules a tree, made a node
+#: table in the same program): feature, threshold, missing direction, gain, border.
+_KERNEL_RULE_BYTES = 17
+
+
 def kernel_chunk_size(depth: int, n_outputs: int, n_samples: int, n_trees: int,
                       memory_budget: Optional[int] = None) -> int:
     """Default trees per chunk of a depth-wise forest grown by the CPU kernel: as many as the
@@ -562,7 +569,7 @@ def kernel_chunk_size(depth: int, n_outputs: int, n_samples: int, n_trees: int,
     ``(2^depth - 1) x 17`` bytes, its leaf values ``2^depth x K`` float32 (twice: two classes
     are expanded) and its weighted targets ``n x 2K`` float32 -- at most :data:`KERNEL_CHUNK`,
     evened out over the chunks."""
-    per_tree = (((1 << depth) - 1) * _batching.DEPTHWISE_RULE_BYTES + (1 << depth) * n_outputs * 8
+    per_tree = (((1 << depth) - 1) * _KERNEL_RULE_BYTES + (1 << depth) * n_outputs * 8
                 + n_samples * (8 * n_outputs + 12))
     budget = KERNEL_CHUNK_BYTES if memory_budget is None else int(memory_budget)
     cap = max(1, min(KERNEL_CHUNK, budget // per_tree, n_trees))

@@ -225,8 +225,8 @@ class ECOCBoosters(NamedTuple):
         return self.trees.features.shape[-3]
 
     @property
-    def depth(self) -> int:  # 2^D leaves in every tree family
-        return self.trees.leaf_values.shape[-2].bit_length() - 1
+    def depth(self) -> int:
+        return tree_lib.depth_of(self.trees)
 
     @property
     def task(self) -> str:
