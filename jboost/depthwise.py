@@ -389,28 +389,31 @@ def kernel_available() -> bool:
 
 
 def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_weight, *,
-                 depth: int, n_bins: int, max_features: int, max_nodes: int, missing: bool):
-    """The compact path's tree by the CPU kernel: ``(features, thresholds, missing_right, gains,
-    leaf, leaf_values)``, the values of the pure-JAX levels and Newton leaves."""
+                 depth: int, n_bins: int, max_features: int, max_nodes: int, missing: bool,
+                 capacity: int):
+    """The compact path's tree by the CPU kernel, written as its node table of ``capacity``
+    nodes: ``(tree, leaf)``, the pure-JAX levels' tree (:func:`_dense_table` of their rules and
+    Newton leaves) and every row's leaf."""
     if not _register_kernel():
         raise RuntimeError("jboost's depth-wise tree kernel is not built; rebuild the kernels "
                            "(`python setup.py build_ext --inplace`) or set JBOOST_NATIVE=0.")
     n = X_binned.shape[-1]
-    r = (1 << depth) - 1
     seed = (feature_seed(feature_key) if feature_key is not None and max_features < X_binned.shape[0]
             else jnp.zeros((2,), jnp.uint32))
     f32 = lambda v: jnp.asarray(v, jnp.float32).reshape(())  # noqa: E731
-    out = (jax.ShapeDtypeStruct((r,), jnp.int32), jax.ShapeDtypeStruct((r,), jnp.int32),
-           jax.ShapeDtypeStruct((r,), jnp.int32), jax.ShapeDtypeStruct((r,), jnp.float32),
-           jax.ShapeDtypeStruct((n,), jnp.int32),
-           jax.ShapeDtypeStruct((r + 1, payload.shape[-1] // 2), jnp.float32))
+    i32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)  # noqa: E731
+    out = (i32(capacity), i32(capacity), i32(capacity), jax.ShapeDtypeStruct((capacity,), jnp.float32),
+           i32(capacity, 2), i32(depth), i32(n),
+           jax.ShapeDtypeStruct((capacity + 1, payload.shape[-1] // 2), jnp.float32))
     call = jax.ffi.ffi_call(KERNEL_TARGET, out, vmap_method="expand_dims")
-    features, thresholds, mr, gains, leaf, values = call(
+    features, thresholds, mr, gains, children, counts, leaf, values = call(
         X_binned, payload, seed, f32(l2), f32(min_split_gain), f32(min_child_weight),
         depth=np.int64(depth), n_bins=np.int64(n_bins), max_features=np.int64(max_features),
         max_nodes=np.int64(max_nodes), n_threads=np.int64(histograms.kernel_threads(None)),
         missing=bool(missing))
-    return features, thresholds, mr != 0, gains, leaf, values
+    tree = DepthwiseTrees(features, thresholds, jnp.zeros((capacity,), jnp.float32), mr != 0,
+                          children, values, gains, counts)
+    return tree, leaf
 
 
 @functools.partial(_compile.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion",
@@ -609,25 +612,21 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
                                              value=criterion.value, rows=counts)
         return values
 
+    capacity = node_capacity(depth, n, max_nodes if compact else None)
+
+    def table():  # the levels in JAX, as a node table
+        *rules, last = grow_xla()
+        features, thresholds, missing_right, gains, leaf = rules
+        tree, table_leaf = _dense_table(features, thresholds, jnp.zeros(features.shape, jnp.float32),
+                                        missing_right, gains, leaf_values_of(leaf, last), capacity)
+        return tree, table_leaf[leaf]  # borders: filled in by with_borders
+
     if (compact and depth and feature_masks is None and feature_subsets is None and criterion.kernel
             and c % 2 == 0 and kernel_available()):  # the CPU kernel grows the whole tree in one
         # call (a kernel library built before it existed lacks it: then the levels below, in JAX)
         native = lambda: _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain,  # noqa: E731
                                       min_child_weight, depth=depth, n_bins=n_bins,
                                       max_features=max_features if keyed else n_features,
-                                      max_nodes=int(max_nodes), missing=missing)
-
-        def xla():
-            *rules, last = grow_xla()
-            return (*rules, leaf_values_of(rules[4], last))
-
-        features, thresholds, missing_right, gains, leaf, values = histograms.dispatch(
-            X_binned, n_bins, native, xla, 1, c)
-    else:
-        *rules, last = grow_xla()
-        features, thresholds, missing_right, gains, leaf = rules
-        values = leaf_values_of(leaf, last)
-    capacity = node_capacity(depth, n, max_nodes if compact else None)
-    tree, table_leaf = _dense_table(features, thresholds, jnp.zeros(features.shape, jnp.float32),
-                                    missing_right, gains, values, capacity)
-    return tree, table_leaf[leaf]  # borders: filled in by with_borders
+                                      max_nodes=int(max_nodes), missing=missing, capacity=capacity)
+        return histograms.dispatch(X_binned, n_bins, native, table, 1, c)
+    return table()

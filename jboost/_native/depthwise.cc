@@ -24,6 +24,7 @@
 // trees (ForEachModel); one tree spreads a level's slots over the threads. Each slot is computed
 // the same way on any thread: the result does not depend on the thread count.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -221,26 +222,42 @@ inline int64_t NodeSlots(int64_t n, int64_t max_nodes, int64_t d) {
   return std::max<int64_t>(1, std::min<int64_t>({int64_t{1} << d, max_nodes, n / 2}));
 }
 
-void GrowTree(const Settings& s, const uint8_t* X, const float* payload, uint32_t s0, uint32_t s1,
-              int32_t* features, int32_t* thresholds, int32_t* missing_right, float* gains,
-              int32_t* leaf, int64_t n_threads) {
-  const int64_t n = s.n, C = s.c, B = s.n_bins;
-  const int64_t n_rules = (int64_t{1} << s.depth) - 1;
-  std::fill(features, features + n_rules, 0);
-  std::fill(thresholds, thresholds + n_rules, static_cast<int32_t>(B - 2));
-  std::fill(missing_right, missing_right + n_rules, 0);
-  std::fill(gains, gains + n_rules, 0.0f);
-  std::fill(leaf, leaf + n, 0);
-  // Rows of non-zero payload, grouped by node (row order within a node).
+// The tree's node table (jboost.depthwise.DepthwiseTrees): N node slots, N + 1 leaves.
+struct Table {
+  int64_t cap;  // N
+  int32_t *features, *thresholds, *missing_right, *children, *level_counts;
+  float *gains, *values;
+  int32_t* leaf;  // (n,) each row's table leaf
+};
+
+// Grows the tree into `t`, level by level over the level's present nodes only (the children of
+// the last level's splits, in heap order: lefts j, then rights j + 2**d), so a level costs its
+// rows and nodes, never 2**d. Splitting nodes get table ids in (level, heap) order, leaves too
+// (a leaf's level is the level where its node stops): jboost.depthwise._dense_table's numbering
+// of the pure-JAX levels. node_parent/leaf_parent: each id's parent node (-1: the root).
+// Returns false when the tree needs more than t.cap nodes (node_capacity's bound broken).
+bool GrowTree(const Settings& s, const uint8_t* X, const float* payload, uint32_t s0, uint32_t s1,
+              const Table& t, std::vector<int32_t>* node_parent, std::vector<int32_t>* leaf_parent,
+              int64_t n_threads) {
+  const int64_t n = s.n, C = s.c, B = s.n_bins, N = t.cap;
+  std::fill(t.features, t.features + N, 0);
+  std::fill(t.thresholds, t.thresholds + N, static_cast<int32_t>(B - 2));
+  std::fill(t.missing_right, t.missing_right + N, 0);
+  std::fill(t.gains, t.gains + N, 0.0f);
+  std::fill(t.children, t.children + 2 * N, -1);
+  std::fill(t.level_counts, t.level_counts + s.depth, 0);
+  std::fill(t.leaf, t.leaf + n, 0);
+  node_parent->assign(N, -1);
+  leaf_parent->assign(N + 1, -1);
   // Scratch kept by the calling thread across trees and calls (no page faults of fresh memory
   // per tree); local references, so that the slots' threads read the caller's.
-  thread_local std::vector<int32_t> tl_part, tl_grouped, tl_next;
-  thread_local std::vector<int64_t> tl_start, tl_count;
-  thread_local std::vector<uint8_t> tl_active, tl_ok;
+  thread_local std::vector<int32_t> tl_part, tl_grouped, tl_next, tl_pos, tl_code, tl_rank;
+  thread_local std::vector<int32_t> tl_parent, tl_side;
+  thread_local std::vector<int64_t> tl_start, tl_count, tl_heap;
   thread_local std::vector<SlotScratch> tl_scratch;
-  auto &part = tl_part, &grouped = tl_grouped, &next = tl_next;
-  auto &start = tl_start, &count = tl_count;
-  auto &active = tl_active, &ok = tl_ok;
+  auto &part = tl_part, &grouped = tl_grouped, &next = tl_next, &pos = tl_pos;
+  auto &code = tl_code, &rank = tl_rank, &parent = tl_parent, &side = tl_side;
+  auto &start = tl_start, &count = tl_count, &heap = tl_heap;
   auto& scratch = tl_scratch;
   part.clear();
   for (int64_t i = 0; i < n; ++i) {
@@ -249,153 +266,211 @@ void GrowTree(const Settings& s, const uint8_t* X, const float* payload, uint32_
     for (int64_t ch = 0; ch < C; ++ch) any |= p[ch] != 0.0f;
     if (any) part.push_back(static_cast<int32_t>(i));
   }
+  // Rows of non-zero payload grouped by present node (row order within a node); every row's
+  // present node (pos; -1 once it has reached a leaf).
   grouped.assign(part.begin(), part.end());
   next.resize(part.size());
-  start.assign({0, static_cast<int64_t>(part.size())});  // node j: [start[j], start[j+1])
-  active.assign(1, 1);
+  pos.assign(n, 0);
+  start.assign({0, static_cast<int64_t>(part.size())});
+  heap.assign(1, 0);
+  parent.assign(1, -1);
+  side.assign(1, 0);
   const int64_t m = s.draw ? s.m : s.n_features;
   std::vector<int32_t> all(s.n_features);
   for (int64_t f = 0; f < s.n_features; ++f) all[f] = static_cast<int32_t>(f);
   if (static_cast<int64_t>(scratch.size()) < n_threads) scratch.resize(std::max<int64_t>(1, n_threads));
   Settings ss = s;
   ss.m = m;
-  for (int64_t d = 0; d < s.depth; ++d) {
-    const int64_t n_nodes = int64_t{1} << d;
-    const int64_t cap = NodeSlots(n, s.max_nodes, d);
-    std::vector<int64_t> slot_node;
-    for (int64_t j = 0; j < n_nodes && static_cast<int64_t>(slot_node.size()) < cap; ++j) {
-      if (active[j] && start[j + 1] - start[j] >= 2) slot_node.push_back(j);
+  int32_t n_nodes_used = 0, n_leaves_used = 0;
+  const int32_t missing_bin = static_cast<int32_t>(B - 1);
+  // Present nodes that do not split become leaves (in present order); their rows end there.
+  auto place = [&](int64_t k, int32_t c) {
+    code[k] = c;
+    if (parent[k] >= 0) t.children[2 * parent[k] + side[k]] = c;
+  };
+  for (int64_t d = 0;; ++d) {
+    const int64_t P = static_cast<int64_t>(heap.size());
+    code.assign(P, 0);
+    std::vector<int64_t> slot_node;  // present indices with a histogram slot
+    if (d < s.depth) {
+      const int64_t cap = NodeSlots(n, s.max_nodes, d);
+      for (int64_t k = 0; k < P && static_cast<int64_t>(slot_node.size()) < cap; ++k) {
+        if (start[k + 1] - start[k] >= 2) slot_node.push_back(k);
+      }
     }
     const int64_t n_slots = static_cast<int64_t>(slot_node.size());
-    if (n_slots == 0) break;  // every deeper rule is a null split: no row moves
     std::vector<int32_t> drawn(n_slots * m);
     std::vector<Best> best(n_slots);
-    const int64_t T = std::max<int64_t>(1, std::min<int64_t>(n_threads, n_slots));
-    Parallel(T, [&](int64_t t) {
-      SlotScratch* sc = &scratch[t];
-      for (int64_t k = n_slots * t / T; k < n_slots * (t + 1) / T; ++k) {
-        const int64_t j = slot_node[k];
-        int32_t* fk = drawn.data() + k * m;
-        if (s.draw) {
-          DrawFeatures(s0, s1, d, j, s.n_features, m, &sc->draw, fk);
-        } else {
-          std::copy(all.begin(), all.end(), fk);
-        }
-        const int32_t* own = grouped.data() + start[j];
-        const int64_t n_own = start[j + 1] - start[j];
-        Best b = SplitSlot(ss, X, payload, own, n_own, fk, sc);
-        if (b.gain > 0.0f) {  // a split sends rows both ways, else the node is a leaf
-          const uint8_t* col = X + static_cast<int64_t>(fk[b.pos]) * n;
-          int64_t n_right = 0;
-          for (int64_t q = 0; q < n_own; ++q) {
-            const int32_t v = col[own[q]];
-            n_right += (v == static_cast<int32_t>(B - 1)) ? b.right : v > b.threshold;
+    if (n_slots > 0) {
+      const int64_t T = std::max<int64_t>(1, std::min<int64_t>(n_threads, n_slots));
+      Parallel(T, [&](int64_t th) {
+        SlotScratch* sc = &scratch[th];
+        for (int64_t q = n_slots * th / T; q < n_slots * (th + 1) / T; ++q) {
+          const int64_t k = slot_node[q];
+          int32_t* fk = drawn.data() + q * m;
+          if (s.draw) {
+            DrawFeatures(s0, s1, d, heap[k], s.n_features, m, &sc->draw, fk);
+          } else {
+            std::copy(all.begin(), all.end(), fk);
           }
-          if (n_right == 0 || n_right == n_own) b.gain = 0.0f;
+          const int32_t* own = grouped.data() + start[k];
+          const int64_t n_own = start[k + 1] - start[k];
+          Best b = SplitSlot(ss, X, payload, own, n_own, fk, sc);
+          if (b.gain > 0.0f) {  // a split sends rows both ways, else the node is a leaf
+            const uint8_t* col = X + static_cast<int64_t>(fk[b.pos]) * n;
+            int64_t n_right = 0;
+            for (int64_t r = 0; r < n_own; ++r) {
+              const int32_t v = col[own[r]];
+              n_right += (v == missing_bin) ? b.right : v > b.threshold;
+            }
+            if (n_right == 0 || n_right == n_own) b.gain = 0.0f;
+          }
+          best[q] = b;
         }
-        best[k] = b;
-      }
-    });
-    ok.assign(n_nodes, 0);
-    const int64_t base = n_nodes - 1;
-    for (int64_t k = 0; k < n_slots; ++k) {
-      const Best& b = best[k];
-      if (!(b.gain > 0.0f)) continue;
-      const int64_t j = slot_node[k];
-      ok[j] = 1;
-      features[base + j] = drawn[k * m + b.pos];
-      thresholds[base + j] = b.threshold;
-      missing_right[base + j] = b.right ? 1 : 0;
-      gains[base + j] = b.gain;
+      });
     }
-    // Route every row (its node's rule; a leaf's null split sends it left).
-    const int32_t missing_bin = static_cast<int32_t>(B - 1);
+    // Splits first (their ids, in present order), then this level's leaves.
+    std::vector<int32_t> split_q(P, -1);  // slot of a splitting present node
+    for (int64_t q = 0; q < n_slots; ++q) {
+      if (best[q].gain > 0.0f) split_q[slot_node[q]] = static_cast<int32_t>(q);
+    }
+    rank.assign(P, -1);
+    int32_t n_split = 0;
+    for (int64_t k = 0; k < P; ++k) {
+      if (split_q[k] < 0) continue;
+      if (n_nodes_used >= N) return false;
+      const Best& b = best[split_q[k]];
+      const int32_t id = n_nodes_used++;
+      t.features[id] = drawn[split_q[k] * m + b.pos];
+      t.thresholds[id] = b.threshold;
+      t.missing_right[id] = b.right ? 1 : 0;
+      t.gains[id] = b.gain;
+      (*node_parent)[id] = parent[k];
+      ++t.level_counts[d];
+      place(k, id);
+      rank[k] = n_split++;
+    }
+    for (int64_t k = 0; k < P; ++k) {
+      if (split_q[k] >= 0) continue;
+      const int32_t l = n_leaves_used++;
+      (*leaf_parent)[l] = parent[k];
+      place(k, ~l);
+    }
+    // Route every row still at a node: a leaf ends it, a split sends it to its child.
     for (int64_t i = 0; i < n; ++i) {
-      const int32_t j = leaf[i];
-      if (!ok[j]) continue;
-      const int32_t v = X[static_cast<int64_t>(features[base + j]) * n + i];
-      const bool r = v == missing_bin ? missing_right[base + j] != 0 : v > thresholds[base + j];
-      leaf[i] = j + (r ? static_cast<int32_t>(n_nodes) : 0);
+      const int32_t k = pos[i];
+      if (k < 0) continue;
+      const int32_t c = code[k];
+      if (c < 0) {
+        t.leaf[i] = ~c;
+        pos[i] = -1;
+        continue;
+      }
+      const int32_t v = X[static_cast<int64_t>(t.features[c]) * n + i];
+      const bool r = v == missing_bin ? t.missing_right[c] != 0 : v > t.thresholds[c];
+      pos[i] = rank[k] + (r ? n_split : 0);
     }
-    // Regroup the participating rows by their new node (stable).
-    const int64_t n_next = 2 * n_nodes;
-    count.assign(n_next + 1, 0);
-    for (int32_t i : grouped) ++count[leaf[i] + 1];
-    for (int64_t j = 0; j < n_next; ++j) count[j + 1] += count[j];
+    if (n_split == 0) break;
+    // The next level's present nodes: the lefts of the splits, then their rights (heap order).
+    const int64_t P2 = 2 * n_split;
+    std::vector<int64_t> heap2(P2);
+    std::vector<int32_t> parent2(P2), side2(P2);
+    for (int64_t k = 0; k < P; ++k) {
+      if (rank[k] < 0) continue;
+      heap2[rank[k]] = heap[k];
+      heap2[rank[k] + n_split] = heap[k] + (int64_t{1} << d);
+      parent2[rank[k]] = parent2[rank[k] + n_split] = code[k];
+      side2[rank[k]] = 0;
+      side2[rank[k] + n_split] = 1;
+    }
+    // Regroup the participating rows by their new node (stable: rows of one new node come from
+    // one old node, in row order).
+    count.assign(P2 + 1, 0);
+    int64_t kept = 0;
+    for (int32_t i : grouped) {
+      if (pos[i] >= 0) {
+        ++count[pos[i] + 1];
+        ++kept;
+      }
+    }
+    for (int64_t k = 0; k < P2; ++k) count[k + 1] += count[k];
     start.assign(count.begin(), count.end());
-    // Stable: scan in row order (grouped is ordered by node, then row; rows of one new node come
-    // from one old node, so their order is row order).
-    for (int32_t i : grouped) next[count[leaf[i]]++] = i;
+    next.resize(kept);
+    for (int32_t i : grouped) {
+      if (pos[i] >= 0) next[count[pos[i]]++] = i;
+    }
     grouped.swap(next);
-    active.assign(n_next, 0);
-    for (int64_t j = 0; j < n_nodes; ++j) active[j] = active[j + n_nodes] = ok[j];
+    heap.swap(heap2);
+    parent.swap(parent2);
+    side.swap(side2);
   }
+  return true;
 }
 
-// jboost.tree.newton_leaf_values of the tree's leaves, from the rows: the leaves' sums (every
-// row, in row order, as jax.ops.segment_sum) and counts of rows of non-zero payload; the sums
-// and counts of every node (node j of level d: children j and j + 2**d); the root's Newton value,
-// then level by level each node's own value where a row reaches it and its hessian sum is at
-// least min_child_weight, its parent's value otherwise. values: (2**D, K).
-void LeafValues(const Settings& s, const float* payload, const int32_t* leaf, float* values) {
-  const int64_t C = s.c, K = C / 2, L = int64_t{1} << s.depth;
-  // Levels stored one after the other: level d at offset (2**d - 1) (node sums, counts).
-  // Scratch kept by the thread across trees and calls (no page faults of fresh memory per tree).
-  thread_local std::vector<float> tl_sums, tl_prev, tl_cur;  // (used by this thread only)
-  thread_local std::vector<int64_t> tl_counts;
-  auto &sums = tl_sums, &prev = tl_prev, &cur = tl_cur;  // one TLS lookup, not one per access
-  auto& counts = tl_counts;
-  sums.assign((2 * L - 1) * C, 0.0f);
-  counts.assign(2 * L - 1, 0);
-  float* leaf_sums = sums.data() + (L - 1) * C;
-  int64_t* leaf_counts = counts.data() + (L - 1);
+// jboost.tree.newton_leaf_values of the table's leaves, as the dense levels compute them: each
+// leaf's sums (every row, in row order, as jax.ops.segment_sum) and count of rows of non-zero
+// payload; a node's sums (0 + left) + right, bottom-up (children have larger ids); the root's
+// Newton value, then each node's and leaf's own value where a row of non-zero payload reaches it
+// and its hessian sum is at least min_child_weight, its parent's value otherwise (a leaf of the
+// dense levels has its node's sums at every level below it, so the same value). values:
+// (N + 1, K), zero for unused leaves.
+void LeafValues(const Settings& s, const float* payload, const Table& t,
+                const std::vector<int32_t>& node_parent, const std::vector<int32_t>& leaf_parent) {
+  const int64_t C = s.c, K = C / 2, N = t.cap;
+  thread_local std::vector<float> tl_lsums, tl_nsums, tl_nvalue;
+  thread_local std::vector<int64_t> tl_lcount, tl_ncount;
+  auto &lsums = tl_lsums, &nsums = tl_nsums, &nvalue = tl_nvalue;
+  auto &lcount = tl_lcount, &ncount = tl_ncount;
+  int64_t used = 0;
+  while (used < N && t.gains[used] > 0.0f) ++used;
+  const int64_t L = used + 1;
+  lsums.assign(L * C, 0.0f);
+  lcount.assign(L, 0);
   for (int64_t i = 0; i < s.n; ++i) {
     const float* p = payload + i * C;
-    float* o = leaf_sums + static_cast<int64_t>(leaf[i]) * C;
+    float* o = lsums.data() + static_cast<int64_t>(t.leaf[i]) * C;
     bool any = false;
     for (int64_t ch = 0; ch < C; ++ch) {
       o[ch] += p[ch];
       any |= p[ch] != 0.0f;
     }
-    leaf_counts[leaf[i]] += any;
+    lcount[t.leaf[i]] += any;
   }
-  for (int64_t d = s.depth - 1; d >= 0; --d) {
-    const int64_t w = int64_t{1} << d;
-    float* lv = sums.data() + (w - 1) * C;
-    const float* ch_ = sums.data() + (2 * w - 1) * C;
-    for (int64_t j = 0; j < w; ++j) {
-      for (int64_t c = 0; c < C; ++c) lv[j * C + c] = (0.0f + ch_[j * C + c]) + ch_[(j + w) * C + c];
-      counts[w - 1 + j] = counts[2 * w - 1 + j] + counts[2 * w - 1 + j + w];
-    }
+  nsums.assign(std::max<int64_t>(used, 1) * C, 0.0f);
+  ncount.assign(std::max<int64_t>(used, 1), 0);
+  for (int64_t i = used - 1; i >= 0; --i) {
+    const int32_t* kid = t.children + 2 * i;
+    const float* a = kid[0] >= 0 ? nsums.data() + kid[0] * C : lsums.data() + (~kid[0]) * C;
+    const float* b = kid[1] >= 0 ? nsums.data() + kid[1] * C : lsums.data() + (~kid[1]) * C;
+    for (int64_t c = 0; c < C; ++c) nsums[i * C + c] = (0.0f + a[c]) + b[c];
+    ncount[i] = (kid[0] >= 0 ? ncount[kid[0]] : lcount[~kid[0]]) +
+                (kid[1] >= 0 ? ncount[kid[1]] : lcount[~kid[1]]);
   }
-  // Values level by level in a (2**D, K) buffer: level d's in its first 2**d rows.
   auto value = [&](const float* node, float* out) {
     for (int64_t k = 0; k < K; ++k) {
       const float denom = node[K + k] + s.l2;
       out[k] = denom > 0.0f ? -node[k] / denom : 0.0f;
     }
   };
-  prev.resize(L * K);
-  cur.resize(L * K);
-  value(sums.data(), prev.data());
-  for (int64_t d = 1; d <= s.depth; ++d) {
-    const int64_t w = int64_t{1} << d, half = w / 2;
-    const float* lv = sums.data() + (w - 1) * C;
-    const int64_t* lc = counts.data() + (w - 1);
-    for (int64_t j = 0; j < w; ++j) {
-      const float* node = lv + j * C;
-      const float h = HessSum(node + K, K);
-      if (lc[j] > 0 && h >= s.mcw) {
-        value(node, cur.data() + j * K);
-      } else {
-        const float* from = prev.data() + (j % half) * K;
-        float* to = cur.data() + j * K;
-        for (int64_t k = 0; k < K; ++k) to[k] = from[k];
-      }
+  auto own_or = [&](const float* node, int64_t rows, const float* fallback, float* out) {
+    if (fallback == nullptr || (rows > 0 && HessSum(node + K, K) >= s.mcw)) {
+      value(node, out);
+    } else {
+      for (int64_t k = 0; k < K; ++k) out[k] = fallback[k];
     }
-    prev.swap(cur);
+  };
+  nvalue.assign(std::max<int64_t>(used, 1) * K, 0.0f);
+  for (int64_t i = 0; i < used; ++i) {  // parents first (smaller ids)
+    const int32_t up = node_parent[i];
+    own_or(nsums.data() + i * C, ncount[i], up >= 0 ? nvalue.data() + up * K : nullptr,
+           nvalue.data() + i * K);
   }
-  std::copy(prev.begin(), prev.begin() + L * K, values);
+  std::fill(t.values, t.values + (N + 1) * K, 0.0f);
+  for (int64_t l = 0; l < L; ++l) {
+    const int32_t up = leaf_parent[l];
+    own_or(lsums.data() + l * C, lcount[l], up >= 0 ? nvalue.data() + up * K : nullptr,
+           t.values + l * K);
+  }
 }
 
 ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> payload,
@@ -404,7 +479,8 @@ ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> paylo
                              ffi::ResultBuffer<ffi::S32> features,
                              ffi::ResultBuffer<ffi::S32> thresholds,
                              ffi::ResultBuffer<ffi::S32> missing_right,
-                             ffi::ResultBuffer<ffi::F32> gains, ffi::ResultBuffer<ffi::S32> leaf,
+                             ffi::ResultBuffer<ffi::F32> gains, ffi::ResultBuffer<ffi::S32> children,
+                             ffi::ResultBuffer<ffi::S32> level_counts, ffi::ResultBuffer<ffi::S32> leaf,
                              ffi::ResultBuffer<ffi::F32> values, int64_t depth, int64_t n_bins, int64_t max_features,
                              int64_t max_nodes, int64_t n_threads, bool missing) {
   auto ld = leaf->dimensions();
@@ -419,10 +495,10 @@ ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> paylo
     return ffi::Error::InvalidArgument("jboost depthwise tree: X (..., F, n), payload (..., n, C)");
   }
   const int64_t n_features = xd[nb], n = xd[nb + 1], c = pd[nb + 1];
-  const int64_t n_rules = (int64_t{1} << depth) - 1;
-  std::vector<int64_t> ox, op, os, ol2, omsg, omcw, of, ot, om, og, ol, ov;
+  std::vector<int64_t> ox, op, os, ol2, omsg, omcw, of, ot, om, og, oc, olc, ol, ov;
   if (pd[nb] != n || ld[nb] != n || c < 2 || c % 2 != 0 || n_bins < 2 || n_bins > 256 ||
-      depth < 0 || depth > 30 || max_features < 1 || max_nodes < 1 ||
+      depth < 1 || depth > 30 || max_features < 1 || max_nodes < 1 ||
+      features->dimensions().size() != nb + 1 ||
       !BatchOffsets(xd, 2, shape, &ox) || !BatchOffsets(pd, 2, shape, &op) ||
       !BatchOffsets(seed.dimensions(), 1, shape, &os) ||
       !BatchOffsets(l2.dimensions(), 0, shape, &ol2) ||
@@ -432,24 +508,46 @@ ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> paylo
       !BatchOffsets(thresholds->dimensions(), 1, shape, &ot) ||
       !BatchOffsets(missing_right->dimensions(), 1, shape, &om) ||
       !BatchOffsets(gains->dimensions(), 1, shape, &og) ||
-      !BatchOffsets(ld, 1, shape, &ol) || !BatchOffsets(values->dimensions(), 2, shape, &ov) ||
-      features->dimensions()[nb] != n_rules || values->dimensions()[nb] != n_rules + 1 ||
-      values->dimensions()[nb + 1] != c / 2) {
+      !BatchOffsets(children->dimensions(), 2, shape, &oc) ||
+      !BatchOffsets(level_counts->dimensions(), 1, shape, &olc) ||
+      !BatchOffsets(ld, 1, shape, &ol) || !BatchOffsets(values->dimensions(), 2, shape, &ov)) {
     return ffi::Error::InvalidArgument("jboost depthwise tree: inconsistent shapes");
   }
+  const int64_t cap = features->dimensions()[nb];
+  if (cap < 1 || thresholds->dimensions()[nb] != cap || missing_right->dimensions()[nb] != cap ||
+      gains->dimensions()[nb] != cap || children->dimensions()[nb] != cap ||
+      children->dimensions()[nb + 1] != 2 || level_counts->dimensions()[nb] != depth ||
+      values->dimensions()[nb] != cap + 1 || values->dimensions()[nb + 1] != c / 2) {
+    return ffi::Error::InvalidArgument("jboost depthwise tree: inconsistent table shapes");
+  }
   if (n > kMaxIndex) return CheckIndexable("jboost depthwise tree", n, 0, 0, 0);
+  std::atomic<bool> overflow{false};
   ForEachModel(n_models, n_threads, [&](int64_t mi, int64_t threads) {
     Settings s{n_features, n, c, n_bins, depth, max_features, max_nodes,
                max_features < n_features, missing, l2.typed_data()[ol2[mi]],
                msg.typed_data()[omsg[mi]], mcw.typed_data()[omcw[mi]]};
     const uint32_t* sd = seed.typed_data() + os[mi];
-    GrowTree(s, X.typed_data() + ox[mi], payload.typed_data() + op[mi], sd[0], sd[1],
-             features->typed_data() + of[mi], thresholds->typed_data() + ot[mi],
-             missing_right->typed_data() + om[mi], gains->typed_data() + og[mi],
-             leaf->typed_data() + ol[mi], threads);
-    LeafValues(s, payload.typed_data() + op[mi], leaf->typed_data() + ol[mi],
-               values->typed_data() + ov[mi]);
+    Table t{cap,
+            features->typed_data() + of[mi],
+            thresholds->typed_data() + ot[mi],
+            missing_right->typed_data() + om[mi],
+            children->typed_data() + oc[mi],
+            level_counts->typed_data() + olc[mi],
+            gains->typed_data() + og[mi],
+            values->typed_data() + ov[mi],
+            leaf->typed_data() + ol[mi]};
+    thread_local std::vector<int32_t> node_parent, leaf_parent;
+    if (!GrowTree(s, X.typed_data() + ox[mi], payload.typed_data() + op[mi], sd[0], sd[1], t,
+                  &node_parent, &leaf_parent, threads)) {
+      overflow = true;
+      return;
+    }
+    LeafValues(s, payload.typed_data() + op[mi], t, node_parent, leaf_parent);
   });
+  if (overflow) {
+    return ffi::Error::Internal("jboost depthwise tree: a tree needs more node slots than its "
+                                "table holds (jboost.depthwise.node_capacity); please report it");
+  }
   return ffi::Error::Success();
 }
 
@@ -467,12 +565,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostDepthwiseTree, Guarded<jboost::DepthwiseTree
                                   .Arg<ffi::Buffer<ffi::F32>>()  // l2 (...)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // min_split_gain (...)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // min_child_weight (...)
-                                  .Ret<ffi::Buffer<ffi::S32>>()  // features (..., 2**D - 1)
-                                  .Ret<ffi::Buffer<ffi::S32>>()  // thresholds (..., 2**D - 1)
-                                  .Ret<ffi::Buffer<ffi::S32>>()  // missing_right (..., 2**D - 1)
-                                  .Ret<ffi::Buffer<ffi::F32>>()  // gains (..., 2**D - 1)
-                                  .Ret<ffi::Buffer<ffi::S32>>()  // leaf (..., n)
-                                  .Ret<ffi::Buffer<ffi::F32>>()  // leaf values (..., 2**D, K)
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // features (..., N)
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // thresholds (..., N)
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // missing_right (..., N)
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // gains (..., N)
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // children (..., N, 2)
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // level_counts (..., D)
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // leaf (..., n) table leaves
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // leaf values (..., N + 1, K)
                                   .Attr<int64_t>("depth")
                                   .Attr<int64_t>("n_bins")
                                   .Attr<int64_t>("max_features")
