@@ -578,21 +578,41 @@ DEPTHWISE_RULE_BYTES = 25
 
 def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
                  n_samples: int, n_trees: int, chunk_size: int, device=None,
-                 tree_family: str = "oblivious", n_nodes: Optional[int] = None) -> int:
+                 tree_family: str = "oblivious", n_nodes: Optional[int] = None,
+                 max_nodes: Optional[int] = None, kernel: Optional[bool] = None) -> int:
     """Estimated peak device memory of one forest's fit (bytes): ``chunk_size`` trees' fits
     (:func:`forest_tree_bytes`) at once, the fused kernel's scratch where it runs
     (:func:`kernel_scratch_bytes`), and the outputs of every tree: leaf values
     ``n_trees x 2^depth x K`` (depth-wise: ``n_nodes + 1`` leaves), bootstrap weights
     ``n_trees x n_samples`` float32 and, for depth-wise trees (``tree_family="depthwise"``),
     their ``n_nodes`` table nodes each (:func:`jboost.depthwise.node_capacity`, default
-    ``2^depth - 1``; :data:`DEPTHWISE_RULE_BYTES`)."""
+    ``2^depth - 1``; :data:`DEPTHWISE_RULE_BYTES`).
+
+    A depth-wise tree's fit (``max_nodes``: its histogram slots per level, default ``n // 2``)
+    holds, with the whole-tree CPU kernel (``kernel``; default: where it runs on ``device``),
+    its rows' targets and node lists and a thread's ``(m, n_bins, 2K)`` slot histogram; in pure
+    JAX, its widest level's slot histograms (:data:`FOREST_HIST_OVERHEAD` times) and the
+    ``2^depth``-sized heap arrays the levels number nodes with."""
     device = jax.devices()[0] if device is None else device
-    fused = forest_fused(device, n_samples, depth, n_bins, n_outputs)
-    per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples, fused=fused,
-                                 n_features=n_features)
-    k = 1 if n_outputs == 2 else int(n_outputs)
-    scratch = kernel_scratch_bytes(depth, n_bins, 2 * k, n_eligible) if fused else 0
     depthwise = tree_family == "depthwise"
+    k = 1 if n_outputs == 2 else int(n_outputs)
+    if depthwise:
+        fused = False
+        kernel = (kernel_fits(device) and _native.indexable(n_samples, 1, n_bins, 2 * k)
+                  if kernel is None else bool(kernel))
+        slot_hist = n_eligible * n_bins * 2 * k * 4
+        rows = n_samples * (2 * k + 4) * 4
+        if kernel:
+            per_tree = rows + n_samples * 4 * 8 + 3 * slot_hist
+        else:
+            cap = max(1, n_samples // 2) if max_nodes is None else int(max_nodes)
+            slots = max(1, min(1 << max(depth - 1, 0), cap, n_samples // 2))
+            per_tree = int(rows + FOREST_HIST_OVERHEAD * (slots + 1) * slot_hist + (2 << depth) * 48)
+    else:
+        fused = forest_fused(device, n_samples, depth, n_bins, n_outputs)
+        per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples, fused=fused,
+                                     n_features=n_features)
+    scratch = kernel_scratch_bytes(depth, n_bins, 2 * k, n_eligible) if fused else 0
     n_nodes = ((1 << depth) - 1 if n_nodes is None else int(n_nodes)) if depthwise else 0
     n_leaves = n_nodes + 1 if depthwise else 1 << depth
     out = n_trees * (n_leaves * int(n_outputs) * 4 + n_samples * 4 + depth * 16

@@ -62,6 +62,8 @@ from jboost import losses as losses_lib
 from jboost import metrics as metrics_lib
 
 MAX_DEPTH = 16
+#: Depth-wise forests' trees (node tables grown by the CPU kernel over their non-empty nodes).
+MAX_DEPTHWISE_DEPTH = 30
 MAX_ROUNDS = 10**7
 TASKS = losses_lib.TASKS
 CLASSIFICATION = ("binary", "multiclass")

@@ -170,8 +170,9 @@ def _check_trees(trees) -> None:
 
 
 def leaf_covers(trees: tree_lib.ObliviousTrees, data_t, weight) -> jax.Array:
-    """``(T, 2**D)`` float32 background cover (row count, or ``weight`` sum) of every leaf of
-    every tree (one leading tree axis), from feature-major background rows ``data_t (F, m)``."""
+    """``(T, L)`` float32 background cover (row count, or ``weight`` sum) of every leaf of
+    every tree (one leading tree axis; ``L`` leaf slots: ``2**D`` for oblivious trees, ``N + 1``
+    for depth-wise ones), from feature-major background rows ``data_t (F, m)``."""
     n_leaves = trees.leaf_values.shape[-2]
 
     def one(tree):
@@ -283,49 +284,45 @@ def _tree_tables(tree, covers, leaves, interactions: bool):
 # --------------------------------------------------------------------------------------------
 
 
-def _paths(depth: int):
-    """Static ``(rule (2**D, D), bit (2**D, D))``: the rule of every leaf's node at each level
-    (node ``leaf mod 2**l`` of level ``l``) and the direction the path takes there."""
-    leaf = np.arange(2**depth)[:, None]
-    level = np.arange(depth)[None, :]
-    return (2**level - 1 + (leaf & (2**level - 1))).astype(np.int32), ((leaf >> level) & 1).astype(bool)
-
-
-def _path_terms(tree, cover):
-    """One depth-wise tree's ``(ratio (2**D, D), features (2**D, D))``: the share of the
+def _path_terms(tree, cover, path):
+    """One depth-wise tree's ``(ratio (N + 1, D), features (N + 1, D))``: the share of the
     background cover that follows each leaf's path at each of its nodes (``cover(child) /
-    cover(node)``; a node that does not split sends everything left; a split node no background
-    row reaches splits by halves) and the feature of each path node."""
+    cover(node)``, a node's cover the sum of the covers of the leaves below it; a node that does
+    not split sends everything left; a split node no background row reaches splits by halves;
+    a step past the path's end is 1) and the feature of each path node. ``cover`` ``(N + 1,)``
+    the leaves' covers, ``path`` :func:`jboost.depthwise.paths` of the tree."""
+    nodes, right, valid = path
+    n_nodes = tree.features.shape[-1]
     n_leaves = tree.leaf_values.shape[-2]
-    depth = n_leaves.bit_length() - 1
-    rule, bit = _paths(depth)
-    levels = tree_lib.node_sums(cover[:, None])           # level l: (2**l, 1)
-    leaf = np.arange(n_leaves)
-    ratio = []
-    for l in range(depth):
-        node = levels[l][leaf & (2**l - 1), 0]
-        child = levels[l + 1][leaf & (2**(l + 1) - 1), 0]
-        share = jnp.where(node > 0, child / jnp.where(node > 0, node, 1.0), 0.5)
-        split = tree.gains[rule[:, l]] > 0
-        ratio.append(jnp.where(split, share, jnp.where(bit[:, l], 0.0, 1.0)))
-    return jnp.stack(ratio, axis=1), tree.features[rule]
+    # Every leaf's cover onto the nodes of its path: the node covers.
+    node_cover = jnp.zeros((n_nodes,), cover.dtype).at[nodes].add(
+        jnp.where(valid, cover[:, None], jnp.zeros((), cover.dtype)))
+    child = tree.children[nodes, right.astype(jnp.int32)]                # (L, D)
+    child_cover = jnp.where(child >= 0, node_cover[jnp.maximum(child, 0)],
+                            cover[jnp.clip(~child, 0, n_leaves - 1)])
+    node = node_cover[nodes]
+    share = jnp.where(node > 0, child_cover / jnp.where(node > 0, node, 1.0), 0.5)
+    split = tree.gains[nodes] > 0
+    ratio = jnp.where(split, share, jnp.where(right, 0.0, 1.0))
+    return jnp.where(valid, ratio, 1.0), tree.features[nodes]
 
 
-def _path_agree(tree, x):
-    """``(2**D, D)`` bool: whether row ``x (F,)`` goes the way of each leaf's path at each of its
-    nodes (a node that does not split sends every row left)."""
-    depth = tree.leaf_values.shape[-2].bit_length() - 1
-    rule, bit = _paths(depth)
+def _path_agree(tree, x, path):
+    """``(N + 1, D)`` bool: whether row ``x (F,)`` goes the way of each leaf's path at each of
+    its nodes (a node that does not split sends every row left; a step past the path's end
+    agrees)."""
+    nodes, right_path, valid = path
     col = x[tree.features]
     right = jnp.where(jnp.isnan(col), tree.missing_right, col > tree.borders) & (tree.gains > 0)
-    return right[rule] == bit
+    return (right[nodes] == right_path) | ~valid
 
 
 def _players_of_paths(fpath, agree, ratio):
     """Each path's players: its distinct features, a feature met at several nodes of the path
     being one player (its first slot) whose ``one`` and ``zero`` fractions are products over
     those nodes; the other slots are null players (``one = zero = 1``), which change no
-    Shapley value. Returns ``(one, zero)`` ``(..., 2**D, D)`` float32."""
+    Shapley value (so are a path's steps past its end: ``agree`` True, ``ratio`` 1, whatever
+    their feature). Returns ``(one, zero)`` ``(..., L, D)`` float32."""
     depth = fpath.shape[-1]
     first = jnp.argmax(fpath[..., :, None] == fpath[..., None, :], axis=-1)     # (L, D)
     owner = first[..., None, :] == jnp.arange(depth)[:, None]                  # (L, U, D)
@@ -372,20 +369,23 @@ def _explain_depthwise(trees, X, data, weight, interactions: bool):
     its leaves of the leaf value times, along the leaf's path, ``1[x goes the path's way]`` at a
     node whose feature is in ``S`` and the node's cover share otherwise: a product game per
     path, whose Shapley (interaction) values are closed-form polynomial sums
-    (:func:`_shapley_of_products`; a feature met twice on a path is one player). Per row and
-    tree ``O(2**D D**3)`` (interactions ``O(2**D D**4)``), fixed shapes: rows in batches of
-    :data:`_ROW_BATCH`, trees a ``lax.scan``."""
+    (:func:`_shapley_of_products`; a feature met twice on a path is one player). The trees are
+    node tables (:class:`jboost.depthwise.DepthwiseTrees`): a leaf's path
+    (:func:`jboost.depthwise.paths`) is as long as its depth, the steps past its end null
+    players. Per row and tree ``O(L D**3)`` for ``L = N + 1`` leaf slots (interactions ``O(L
+    D**4)``), fixed shapes: rows in batches of :data:`_ROW_BATCH`, trees a ``lax.scan``."""
     n_features = X.shape[1]
     k = trees.leaf_values.shape[-1]
     covers = leaf_covers(trees, jnp.asarray(data, jnp.float32).T, weight)
-    ratios, fpaths = jax.vmap(_path_terms)(trees, covers)                   # (T, L, D) each
+    paths = jax.vmap(depthwise.paths)(trees)                                # (T, L, D) each
+    ratios, fpaths = jax.vmap(_path_terms)(trees, covers, paths)            # (T, L, D) each
     expected = jnp.einsum("tl,tlk->k", jnp.prod(ratios, axis=-1), trees.leaf_values)
     shape = (n_features, n_features, k) if interactions else (n_features, k)
 
     def one_row(x):
         def step(acc, args):
-            tree, ratio, fpath = args
-            one, zero = _players_of_paths(fpath, _path_agree(tree, x), ratio)      # (L, D)
+            tree, ratio, fpath, path = args
+            one, zero = _players_of_paths(fpath, _path_agree(tree, x, path), ratio)  # (L, D)
             phi = _shapley_of_products(one, zero, 1)                                # (L, D)
             contrib = phi[..., None] * tree.leaf_values[:, None, :]                 # (L, D, K)
             if not interactions:
@@ -396,7 +396,7 @@ def _explain_depthwise(trees, X, data, weight, interactions: bool):
             acc = acc.at[fpath[:, :, None], fpath[:, None, :]].add(pc)
             return acc.at[fpath, fpath].add(diag), None
 
-        out, _ = lax.scan(step, jnp.zeros(shape, jnp.float32), (trees, ratios, fpaths))
+        out, _ = lax.scan(step, jnp.zeros(shape, jnp.float32), (trees, ratios, fpaths, paths))
         return out
 
     values = lax.map(one_row, jnp.asarray(X, jnp.float32), batch_size=_ROW_BATCH)
@@ -800,9 +800,10 @@ def _pd_tree(trees, grid_rows, data, weight, targets):
     if isinstance(trees, depthwise.DepthwiseTrees):
         def walk(args):
             tree, cover = args
-            ratio, fpath = _path_terms(tree, cover)
+            path = depthwise.paths(tree)
+            ratio, fpath = _path_terms(tree, cover, path)
             in_s = jnp.any(fpath[..., None] == targets, axis=-1)              # (L, D)
-            agree = jax.vmap(lambda x: _path_agree(tree, x), in_axes=1)(X_t)   # (G, L, D)
+            agree = jax.vmap(lambda x: _path_agree(tree, x, path), in_axes=1)(X_t)  # (G, L, D)
             share = jnp.prod(jnp.where(in_s[None], agree.astype(jnp.float32), ratio[None]), axis=-1)
             return share @ tree.leaf_values
 

@@ -55,7 +55,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 import numpy as np
 
 FORMAT = "jboost-model"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 # Format versions: 1, the first; 2 adds Booster.settings (a "settings" node: arrays and names)
 # and the header's "settings" summary; 3 adds Booster.classes (a "classes" node: the class labels
 # of a model fitted on mapped labels, in the header as JSON values, no arrays) and
@@ -68,6 +68,11 @@ FORMAT_VERSION = 4
 # a "categorical_spec" node: column kinds and vocabularies as JSON); only a model with
 # categorical features is written as version 4 (older jboost versions refuse it rather than
 # read string columns by position).
+# 5 changes DepthwiseTrees into a node table (fields children and level_counts; N node slots, N + 1
+# leaves, jboost.depthwise); a model with depth-wise trees is written as version 5 (older jboost
+# versions refuse it rather than read a table as a heap). A file of versions 1-4 holds depth-wise
+# trees in the dense heap layout (2**D - 1 rules, 2**D leaves, no children or level_counts): it
+# loads, converted by jboost.depthwise.from_dense (the same predictions).
 HEADER = "__header__"
 
 # The dtypes a model file may hold (no object, string or structured arrays).
@@ -177,6 +182,7 @@ class _Writer:
         self.values: set = set()  # paths of Python numbers (stored in the header)
         self.classes = False  # whether the model holds class labels or feature names (version 3)
         self.categorical = False  # whether it holds categorical features (version 4)
+        self.depthwise = False  # whether it holds depth-wise trees, node tables (version 5)
 
     def array(self, x, path: str):
         import jax
@@ -221,6 +227,8 @@ class _Writer:
         if _is_namedtuple(x):
             cls = type(x)
             fields = {f: self.node(getattr(x, f), f"{path}.{f}") for f in cls._fields}
+            if cls.__name__ == "DepthwiseTrees" and reg["families"].get(cls.__name__) is cls:
+                self.depthwise = True
             for kind in ("models", "nested", "families"):
                 if reg[kind].get(cls.__name__) is cls:
                     return {"kind": "namedtuple", "type": cls.__name__, "fields": fields}
@@ -321,7 +329,8 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
             raise TypeError(f"metadata must be JSON-serialisable: {e}") from None
     header = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION if writer.categorical else 3 if writer.classes else 2,
+        "format_version": (FORMAT_VERSION if writer.depthwise else 4 if writer.categorical
+                           else 3 if writer.classes else 2),
         "jboost_version": jboost.__version__,
         "model_type": name, "n_features": int(model.n_features),
         "batch_shape": [int(s) for s in model.batch_shape], "n_stages": int(model.n_stages),
@@ -592,7 +601,7 @@ def load(path, loss=None, tree_family: Optional[type] = None):
     if model_type not in reg["models"]:
         raise _fail(path, f"its model type {model_type!r} is not one this jboost knows "
                           f"({', '.join(sorted(reg['models']))}).")
-    builder = _Builder(path, arrays, loss, tree_family)
+    builder = _Builder(path, arrays, loss, tree_family, header.get("format_version"))
     try:
         model = builder.build(header.get("structure"), "")
     except RecursionError:
@@ -609,31 +618,97 @@ def load(path, loss=None, tree_family: Optional[type] = None):
     return model
 
 
+#: The fields of oblivious trees, and of depth-wise trees in the dense heap layout (format
+#: versions 1-4), with their dtypes.
+_RULE_DTYPES = {"features": "int32", "thresholds": "int32", "borders": "float32",
+                "missing_right": "bool", "leaf_values": "float32", "gains": "float32"}
+
+
+def _check_dtypes(path, fam, want) -> None:
+    """Every field of ``fam`` (a NamedTuple or a dict) named in ``want`` has its dtype."""
+    for f, dt in want.items():
+        a = fam[f] if isinstance(fam, dict) else getattr(fam, f)
+        if a.dtype != np.dtype(dt):
+            raise _fail(path, f"trees.{f} is {a.dtype}, not {dt}.")
+
+
+def _check_same_shape(path, fam, names, shape) -> None:
+    for f in names:
+        a = fam[f] if isinstance(fam, dict) else getattr(fam, f)
+        if a.shape != shape:
+            raise _fail(path, f"trees.{f} has shape {a.shape}; trees.features has {shape}.")
+
+
+def _check_node_table(path, fam) -> None:
+    """Depth-wise trees' node tables (:class:`jboost.depthwise.DepthwiseTrees`): dtypes, shapes
+    (``N`` node slots, ``children (..., N, 2)``, ``N + 1`` leaf slots, ``level_counts (...,
+    D)``) and children that name nodes after their parent or leaves in range, so that the walk
+    reads only the table (a hostile file's indices would otherwise be clamped silently)."""
+    _check_dtypes(path, fam, {**_RULE_DTYPES, "children": "int32", "level_counts": "int32"})
+    shape = fam.features.shape
+    if len(shape) < 2 or shape[-1] < 1:
+        raise _fail(path, f"trees.features has shape {shape}; DepthwiseTrees need leading tree "
+                          "axes and at least one node slot.")
+    _check_same_shape(path, fam, ("thresholds", "borders", "missing_right", "gains"), shape)
+    n_nodes, lead = shape[-1], shape[:-1]
+    if fam.children.shape != shape + (2,):
+        raise _fail(path, f"trees.children has shape {fam.children.shape}; DepthwiseTrees of "
+                          f"{n_nodes} node slots need {shape + (2,)}.")
+    lv = fam.leaf_values.shape
+    if len(lv) != len(shape) + 1 or lv[:-2] != lead or lv[-2] != n_nodes + 1:
+        raise _fail(path, f"trees.leaf_values has shape {lv}; DepthwiseTrees of {n_nodes} node "
+                          f"slots need {lead + (n_nodes + 1,)} + (K,).")
+    lc = fam.level_counts.shape
+    if len(lc) != len(shape) or lc[:-1] != lead:
+        raise _fail(path, f"trees.level_counts has shape {lc}; DepthwiseTrees of rule shape "
+                          f"{shape} need {lead} + (depth,).")
+    children = np.asarray(fam.children)
+    parent = np.arange(n_nodes).reshape((n_nodes, 1))
+    bad = np.where(children >= 0, (children <= parent) | (children >= n_nodes), children < -(n_nodes + 1))
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise _fail(path, f"trees.children{list(at)} = {int(children[at])}: a child must be a "
+                          f"node after its parent (< {n_nodes}) or a leaf ~l with l <= {n_nodes}.")
+    # Every node a row can reach lies above level D (the walk takes D steps, then reads a leaf).
+    depth = lc[-1]
+    flat = children.reshape((-1, n_nodes, 2))
+    rows = np.arange(flat.shape[0])[:, None]
+    frontier = np.zeros((flat.shape[0], n_nodes), bool)
+    frontier[:, 0] = True
+    for _ in range(max(depth, 1)):
+        kids = np.where(frontier[..., None] & (flat >= 0), flat, n_nodes).reshape(flat.shape[0], -1)
+        frontier = np.zeros((flat.shape[0], n_nodes + 1), bool)
+        frontier[rows, kids] = True
+        frontier = frontier[:, :n_nodes]
+    if frontier.any():
+        raise _fail(path, f"trees.children lead below level {max(depth, 1)}: the trees have depth "
+                          f"{depth} (trees.level_counts has shape {lc}).")
+    counts = np.asarray(fam.level_counts)
+    if counts.size and (counts.min() < 0 or counts.sum(axis=-1).max() > n_nodes):
+        raise _fail(path, f"trees.level_counts has entries in [{counts.min()}, {counts.max()}] "
+                          f"summing to at most {counts.sum(axis=-1).max()}; the trees have "
+                          f"{n_nodes} node slots.")
+
+
 def _check_model(path, header, model) -> None:
-    """The model's arrays fit its type: oblivious trees' dtypes, shapes and feature indices,
-    the protocol's properties against the header, and one abstract prediction (shapes only)."""
+    """The model's arrays fit its type: oblivious trees' and depth-wise node tables' dtypes,
+    shapes and feature indices (and the tables' children), the protocol's properties against the
+    header, and one abstract prediction (shapes only)."""
     import jax
     import jax.numpy as jnp
 
     fam = model.trees
-    if type(fam).__name__ in ("ObliviousTrees", "DepthwiseTrees"):
-        oblivious = type(fam).__name__ == "ObliviousTrees"
-        want = {"features": "int32", "thresholds": "int32", "borders": "float32",
-                "missing_right": "bool", "gains": "float32", "leaf_values": "float32"}
-        for f, dt in want.items():
-            if getattr(fam, f).dtype != np.dtype(dt):
-                raise _fail(path, f"trees.{f} is {getattr(fam, f).dtype}, not {dt}.")
+    if type(fam).__name__ == "ObliviousTrees":
+        _check_dtypes(path, fam, _RULE_DTYPES)
         shape = fam.features.shape
-        for f in ("thresholds", "borders", "missing_right", "gains"):
-            if getattr(fam, f).shape != shape:
-                raise _fail(path, f"trees.{f} has shape {getattr(fam, f).shape}; trees.features has {shape}.")
+        _check_same_shape(path, fam, ("thresholds", "borders", "missing_right", "gains"), shape)
         lv = fam.leaf_values.shape
-        # Oblivious trees: a rule per level, 2^D leaves; depth-wise: a rule per node, 2^D - 1.
-        n_leaves = 2 ** shape[-1] if oblivious else shape[-1] + 1
-        if (len(lv) != len(shape) + 1 or lv[:-2] != shape[:-1] or lv[-2] != n_leaves
-                or n_leaves & (n_leaves - 1)):
-            raise _fail(path, f"trees.leaf_values has shape {lv}; {type(fam).__name__} of rule "
-                              f"shape {shape} need {shape[:-1] + (n_leaves,)} + (K,), a power of 2 leaves.")
+        n_leaves = 2 ** shape[-1] if shape else 0  # a rule per level, 2^D leaves
+        if not shape or len(lv) != len(shape) + 1 or lv[:-2] != shape[:-1] or lv[-2] != n_leaves:
+            raise _fail(path, f"trees.leaf_values has shape {lv}; ObliviousTrees of rule shape "
+                              f"{shape} need {shape[:-1] + (n_leaves,)} + (K,), a power of 2 leaves.")
+    elif type(fam).__name__ == "DepthwiseTrees":
+        _check_node_table(path, fam)
     try:
         props = (int(model.n_features), [int(s) for s in model.batch_shape], int(model.n_stages),
                  str(model.task))
@@ -681,8 +756,8 @@ def _check_model(path, header, model) -> None:
 class _Builder:
     """Rebuilds a model from a header's structure and the arrays, from the registry only."""
 
-    def __init__(self, path, arrays, loss, tree_family):
-        self.path, self.arrays = path, arrays
+    def __init__(self, path, arrays, loss, tree_family, version: int = FORMAT_VERSION):
+        self.path, self.arrays, self.version = path, arrays, version
         self.loss_arg, self.family_arg = loss, tree_family
         self.used_loss = self.used_family = False
 
@@ -802,7 +877,29 @@ class _Builder:
             raise self.fail(f"its settings at {path} are invalid ({e}).") from None
 
     def namedtuple(self, cls, node, path: str):
+        fields = node.get("fields")
+        if (cls is _registry()["families"]["DepthwiseTrees"] and self.version < 5
+                and isinstance(fields, dict) and set(fields) == set(_RULE_DTYPES)):
+            return self.dense_depthwise(cls, node, path)
         return cls(**self.fields(cls, node, path))
+
+    def dense_depthwise(self, cls, node, path: str):
+        """Depth-wise trees of a file of format 1-4: the dense heap layout (``(..., 2**D - 1)``
+        rules, rule ``2**d - 1 + j`` heap node ``j`` of level ``d``, ``(..., 2**D, K)`` leaves),
+        checked, then converted into node tables (:func:`jboost.depthwise.from_dense`)."""
+        from jboost import depthwise
+        dense = {f: self.build(node["fields"][f], f"{path}.{f}") for f in _RULE_DTYPES}
+        _check_dtypes(self.path, dense, _RULE_DTYPES)
+        shape = dense["features"].shape
+        _check_same_shape(self.path, dense, ("thresholds", "borders", "missing_right", "gains"), shape)
+        lv = dense["leaf_values"].shape
+        n_leaves = shape[-1] + 1 if shape else 0
+        if (not shape or len(lv) != len(shape) + 1 or lv[:-2] != shape[:-1] or lv[-2] != n_leaves
+                or n_leaves & (n_leaves - 1)):
+            raise self.fail(f"trees.leaf_values has shape {lv}; dense DepthwiseTrees (format "
+                            f"{self.version}) of rule shape {shape} need {shape[:-1] + (n_leaves,)} "
+                            "+ (K,), a power of 2 leaves.")
+        return depthwise.from_dense(**dense)
 
     def custom_family(self, node, path: str):
         name = node.get("class")

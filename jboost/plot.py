@@ -1,7 +1,7 @@
 """Plots of fitted models (matplotlib, the optional ``plots`` extra; ``import jboost`` never
 imports it): importance bars, partial dependence in one and two variables (ESL Figures 10.14-
 10.16), SHAP summary (beeswarm) and dependence plots, learning curves with the best round, and
-an oblivious tree's diagram. Every function draws on ``ax`` (default: a new figure's axes) and
+an oblivious or depth-wise tree's diagram. Every function draws on ``ax`` (default: a new figure's axes) and
 returns the axes; the numbers come from :mod:`jboost.inspect` and the model itself.
 """
 
@@ -174,7 +174,8 @@ def tree(model, index: int = 0, *, output: int = 0, feature_names: Optional[Sequ
     """One oblivious tree as a diagram: its levels (one split, ``feature <= border``, shared by
     every node of the level, with the missing values' side) and its ``2**D`` leaf values as a
     row of coloured cells, leaf ``i``'s path read from its bits (bit ``l``: right at level ``l``).
-    ``index`` counts trees in the order :func:`jboost.predict` adds them."""
+    A depth-wise tree is drawn node by node (:func:`_depthwise_tree`). ``index`` counts trees
+    in the order :func:`jboost.predict` adds them."""
     _one_model(model, "tree")
     trees, _, _ = inspect_lib.tree_sum(model)
     if not isinstance(trees, (tree_lib.ObliviousTrees, depthwise.DepthwiseTrees)):
@@ -212,39 +213,55 @@ def tree(model, index: int = 0, *, output: int = 0, feature_names: Optional[Sequ
 
 
 def _depthwise_tree(model, trees, index, output, feature_names, ax):
-    """A depth-wise tree: each splitting node's rule (``feature <= border``, the missing
-    values' side) above its two children, nodes that do not split left out (their rows go on to
-    one leaf), the ``2**D`` leaf values as coloured cells in root-to-leaf order (left first)."""
+    """A depth-wise tree (a node table, :class:`jboost.depthwise.DepthwiseTrees`): each
+    splitting node's rule (``feature <= border``, the missing values' side) above its two
+    children, the tree's leaves (only those a row can reach, at whatever depth) as coloured
+    cells in root-to-leaf order (left first), labelled with their leaf ids; unused slots and a
+    root that does not split (every row to leaf 0) draw no rule."""
     feats = np.asarray(trees.features[index])
     borders = np.asarray(trees.borders[index])
     missing = np.asarray(trees.missing_right[index])
     gains = np.asarray(trees.gains[index])
-    leaves = np.asarray(trees.leaf_values[index])[:, output]
+    children = np.asarray(trees.children[index])
+    values = np.asarray(trees.leaf_values[index])[:, output]
     names = _names(model, model.n_features, feature_names)
-    depth = leaves.shape[0].bit_length() - 1
-    rev = lambda j, bits: int(format(j, f"0{bits}b")[::-1], 2) if bits else 0
-    centre = lambda l, j: (rev(j, l) + 0.5) * 2**(depth - l) - 0.5  # node j of level l
-    ax = _axes(ax, (max(6.0, 0.45 * 2**depth), 1.0 + 0.9 * depth))
-    for l in range(depth):
-        for j in range(2**l):
-            r = 2**l - 1 + j
-            if gains[r] <= 0:
-                continue
-            x, y = centre(l, j), depth - l
-            for child in (j, j + 2**l):
-                ax.plot([x, centre(l + 1, child)], [y, y - 1 if l + 1 < depth else 0.4], color="0.6", lw=0.6)
-            ax.text(x, y, f"{names[feats[r]]} <= {borders[r]:.3g}\n(NaN {'R' if missing[r] else 'L'})",
-                    ha="center", va="center", fontsize=6, bbox=dict(boxstyle="round", fc="w", ec="0.5"))
+
+    def settle(c):  # a node that does not split sends its rows left
+        while c >= 0 and gains[c] <= 0:
+            c = int(children[c, 0])
+        return c
+
+    order, rules = [], []  # leaves left to right; (node, level, x, children) of splitting nodes
+
+    def place(c, level):  # ``(x, is a leaf)`` of node or leaf c: leaves at 0, 1, ...; a node
+        c = settle(c)     # midway above its children
+        if c < 0:
+            order.append(~c)
+            return float(len(order) - 1), True
+        kids = [place(int(children[c, b]), level + 1) for b in (0, 1)]
+        x = 0.5 * (kids[0][0] + kids[1][0])
+        rules.append((c, level, x, kids))
+        return x, False
+
+    place(0, 0)
+    depth = max([level + 1 for _, level, _, _ in rules], default=0)
+    n = len(order)
+    ax = _axes(ax, (max(6.0, 0.45 * n), 1.9 + 0.9 * max(depth - 1, 0)))
+    for c, level, x, kids in sorted(rules, key=lambda r: (r[1], r[2])):  # root first, left first
+        y = depth - level
+        for xc, leaf in kids:  # a child node one level down, a child leaf's cell in the bottom row
+            ax.plot([x, xc], [y, 0.4 if leaf else y - 1], color="0.6", lw=0.6)
+        ax.text(x, y, f"{names[feats[c]]} <= {borders[c]:.3g}\n(NaN {'R' if missing[c] else 'L'})",
+                ha="center", va="center", fontsize=6, bbox=dict(boxstyle="round", fc="w", ec="0.5"))
+    leaves = values[np.asarray(order, np.int64)]
     norm = np.max(np.abs(leaves)) or 1.0
     cmap = _pyplot().cm.coolwarm
-    order = [int(format(i, f"0{depth}b")[::-1], 2) if depth else 0 for i in range(2**depth)]
-    for pos, leaf in enumerate(order):
-        v = leaves[leaf]
+    for pos, v in enumerate(leaves):
         ax.add_patch(_pyplot().Rectangle((pos - 0.45, -0.4), 0.9, 0.8, color=cmap(0.5 + 0.5 * v / norm)))
         ax.text(pos, 0, f"{v:.3g}", ha="center", va="center", fontsize=7, rotation=90 if depth > 3 else 0)
-    ax.set_xlim(-1, 2**depth)
+    ax.set_xlim(-1, n)
     ax.set_ylim(-0.8, depth + 0.8)
-    ax.set_xticks(range(2**depth))
+    ax.set_xticks(range(n))
     ax.set_xticklabels([str(leaf) for leaf in order], fontsize=6, rotation=90)
     ax.set_yticks([])
     ax.set_xlabel("leaf")

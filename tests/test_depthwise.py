@@ -351,11 +351,17 @@ def test_plot_tree_draws_each_splitting_node_and_the_leaves_in_path_order(models
     ax = jboost.plot.tree(m, 2)
     texts = [t.get_text() for t in ax.texts]
     t = jax.tree_util.tree_map(lambda a: np.asarray(a[2, 0]), m.trees)
+    kids = t.children
+    # Rules level by level, left to right (breadth first from the root, left child first).
+    level, bfs = [0], []
+    while level:
+        bfs += level
+        level = [int(c) for node in level for c in kids[node] if c >= 0]
     rules = [f"x{t.features[r]} <= {t.borders[r]:.3g}\n(NaN {'R' if t.missing_right[r] else 'L'})"
-             for r in range(2**DEPTH - 1) if t.gains[r] > 0]
-    assert texts[:len(rules)] == rules
-    # Leaves left to right as the walk meets them: leaf bits read from the root (bit 0) down.
-    order = [int(format(i, f"0{DEPTH}b")[::-1], 2) for i in range(2**DEPTH)]
+             for r in bfs]
+    assert len(rules) == int((t.gains > 0).sum()) >= 3 and texts[:len(rules)] == rules
+    # Leaves left to right as the walk meets them (left subtree first), labelled by their ids.
+    order = [~c for c in _leaves_below(kids, 0)]
     assert texts[len(rules):] == [f"{t.leaf_values[leaf, 0]:.3g}" for leaf in order]
     assert [tk.get_text() for tk in ax.get_xticklabels()] == [str(leaf) for leaf in order]
 
@@ -451,6 +457,23 @@ def test_deep_trees_hold_only_their_nodes():
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     np.testing.assert_allclose(a.gains, b.gains, rtol=1e-5, atol=0)
     np.testing.assert_array_equal(la, lb)
+
+
+def test_a_table_too_small_for_the_tree_is_an_error_not_a_dropped_node():
+    """The kernel refuses to write a tree into fewer node slots than it splits (node_capacity
+    bounds them; a smaller table would lose nodes silently)."""
+    Xb, g, h = _kernel_case(1, seed=4)
+    payload = jnp.concatenate([g, h], axis=-1)
+    kw = dict(depth=KERNEL_DEPTH, n_bins=N_BINS, max_features=KERNEL_F, max_nodes=N // 2, missing=True)
+    args = (Xb, payload, None, 0.5, 0.0, 1.0)
+    tree, _ = depthwise._kernel_tree(*args, capacity=depthwise.node_capacity(KERNEL_DEPTH, N, N // 2), **kw)
+    used = int(np.asarray(tree.level_counts).sum())
+    assert used >= 8
+    with pytest.raises(Exception, match="more node slots than its table holds"):
+        jax.block_until_ready(depthwise._kernel_tree(*args, capacity=used - 1, **kw))
+    exact, _ = depthwise._kernel_tree(*args, capacity=used, **kw)  # exactly enough: the same tree
+    np.testing.assert_array_equal(exact.features, tree.features[:used])
+    np.testing.assert_array_equal(exact.leaf_values, tree.leaf_values[:used + 1])
 
 
 def test_kernel_vmapped_trees_equal_separate_calls():

@@ -13,6 +13,7 @@ from jboost import bagging
 from jboost import binning
 from jboost import depthwise
 from jboost import io as jio
+from jboost import tree as tree_lib
 from jboost.bagging import bootstrap as bootstrap_lib
 from jboost.bagging import forest as forest_lib
 from _bagging_data import N_BINS, noisy_classification
@@ -155,6 +156,17 @@ def test_warm_start_and_checkpoints_equal_one_fit(dw_forest, data, tmp_path):
     for other in (more, ckpt):
         for a, b in zip(jax.tree_util.tree_leaves(other), jax.tree_util.tree_leaves(dw_forest)):
             np.testing.assert_array_equal(a, b)
+    # A forest whose tables hold more slots (an old model file's dense 2^D - 1, converted)
+    # continues at the larger capacity: the same trees and predictions, null slots padded.
+    cap = part.trees.features.shape[-1] + 9
+    wide = part._replace(trees=tree_lib.with_borders(depthwise.pad_nodes(part.trees, cap, N_BINS),
+                                                     part.borders))
+    cont = bagging.fit_forest(X, y, init_model=wide, **{**KW, "n_trees": 3})
+    want = tree_lib.with_borders(depthwise.pad_nodes(dw_forest.trees, cap, N_BINS), dw_forest.borders)
+    assert cont.trees.features.shape == (6, cap)
+    for a, b in zip(jax.tree_util.tree_leaves(cont.trees), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(jboost.predict_proba(cont, X), jboost.predict_proba(dw_forest, X))
     with pytest.raises(ValueError, match="tree_family='oblivious' differs from init_model's "
                                          "\\('depthwise' trees\\)"):
         bagging.fit_forest(X, y, init_model=part, **{**KW, "n_trees": 3, "tree_family": "oblivious"})
@@ -169,8 +181,36 @@ def test_default_chunks_of_kernel_grown_trees_give_the_same_forest(dw_forest, da
     assert forest_lib._kernel_grows(jnp.zeros((2, 2), jnp.uint8), N_BINS)
     assert forest_lib.kernel_chunk_size(DEPTH, 2, 300, 6) == 6
     assert forest_lib.kernel_chunk_size(16, 1, 3065, 500) == 63      # 8 chunks of 63
-    assert forest_lib.kernel_chunk_size(16, 26, 16000, 300) == 28    # 512 MiB / ~18 MB a tree
+    assert forest_lib.kernel_chunk_size(16, 26, 16000, 300) == 60    # 512 MiB / ~7 MB a tree
     assert forest_lib.kernel_chunk_size(16, 26, 16000, 300, memory_budget=1) == 1
     f = bagging.fit_forest(X, y, **{**KW, "chunk_size": None})
     for a, b in zip(jax.tree_util.tree_leaves(f), jax.tree_util.tree_leaves(dw_forest)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_forests_grow_beyond_depth_16_in_tables_of_their_nodes():
+    """Depth 24 (oblivious trees stop at 16) on a target whose splits peel off about one row a
+    level (y = 0.7**i along x): each tree a table of n - 1 = 199 node slots, used down to level
+    24, predicting as a walk of its children pointers; the memory check passes (a dense 2^24
+    layout would not)."""
+    n = 200
+    X = np.arange(n, dtype=np.float32)[:, None]
+    y = (0.7 ** np.arange(n)).astype(np.float32)
+    f = bagging.fit_forest(X, y, task="regression", n_trees=4, depth=24, n_bins=256, key=2,
+                           tree_family="depthwise", min_child_weight=0.5)
+    assert f.trees.features.shape == (4, n - 1) and f.trees.level_counts.shape == (4, 24)
+    counts = np.asarray(f.trees.level_counts)
+    assert (counts[:, 20:].sum(axis=1) > 0).all() and f.depth == 24
+    Xb = np.asarray(binning.bin_features(X, f.borders)).T
+    mean = np.zeros(n)
+    for b in range(4):
+        t = jax.tree_util.tree_map(lambda a: np.asarray(a[b]), f.trees)
+        for i, x in enumerate(Xb):
+            node = 0
+            while node >= 0:
+                v = x[t.features[node]]
+                node = t.children[node, int(t.missing_right[node] if v == 255 else v > t.thresholds[node])]
+            mean[i] += t.leaf_values[~node, 0] / 4
+    np.testing.assert_allclose(np.asarray(jboost.predict(f, X)).ravel(), mean, rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match="depth"):
+        bagging.fit_forest(X, y, task="regression", n_trees=2, depth=24, n_bins=N_BINS)  # oblivious: 1..16

@@ -505,49 +505,51 @@ def test_partial_dependence_of_a_vmapped_model_and_bad_arguments(reg, vmapped):
 
 
 def _depthwise_value(t, S, x, counts):
-    """Path-dependent v(S) of one depth-wise tree (NumPy fields) walked node by node: rule
-    2**l - 1 + node is node `node` of level l; a node of gain 0 sends everything left; a split
-    node no background row reaches splits by halves."""
-    features, borders, missing, values, gains = t
-    depth = len(values).bit_length() - 1
+    """Path-dependent v(S) of one depth-wise tree (NumPy fields of its node table) walked node by
+    node from the root: children[i] = [left, right], c >= 0 node c, c < 0 leaf ~c; a node of gain
+    0 sends everything left; a node's cover is the sum of the leaf counts below it; a split node
+    no background row reaches splits by halves."""
+    features, borders, missing, values, gains, children = t
 
-    def cover(level, node):
-        return counts[(np.arange(len(counts)) & ((1 << level) - 1)) == node].sum()
+    def cover(c):
+        return counts[~c] if c < 0 else cover(children[c, 0]) + cover(children[c, 1])
 
-    def walk(l, node):
-        if l == depth:
-            return values[node]
-        r = 2**l - 1 + node
-        if gains[r] <= 0:
-            return walk(l + 1, node)
-        f = features[r]
+    def walk(c):
+        if c < 0:
+            return values[~c]
+        if gains[c] <= 0:
+            return walk(children[c, 0])
+        f = features[c]
         if f in S:
-            b = missing[r] if np.isnan(x[f]) else x[f] > borders[r]
-            return walk(l + 1, node + (int(b) << l))
-        c = cover(l, node)
-        return sum((cover(l + 1, node + (b << l)) / c if c > 0 else 0.5) * walk(l + 1, node + (b << l))
-                   for b in (0, 1))
+            b = missing[c] if np.isnan(x[f]) else x[f] > borders[c]
+            return walk(children[c, int(b)])
+        n = cover(c)
+        return sum((cover(children[c, b]) / n if n > 0 else 0.5) * walk(children[c, b]) for b in (0, 1))
 
-    return walk(0, 0)
+    return walk(0)
 
 
 def _depthwise_leaves(t, X):
-    features, borders, missing, values, gains = t
+    features, borders, missing, values, gains, children = t
     out = np.zeros(len(X), np.int64)
     for i, x in enumerate(X):
-        node = 0
-        for l in range(len(values).bit_length() - 1):
-            r = 2**l - 1 + node
-            right = (missing[r] if np.isnan(x[features[r]]) else x[features[r]] > borders[r]) and gains[r] > 0
-            node += int(right) << l
-        out[i] = node
+        c = 0
+        while c >= 0:
+            right = (missing[c] if np.isnan(x[features[c]]) else x[features[c]] > borders[c]) and gains[c] > 0
+            c = children[c, int(right)]
+        out[i] = ~c
     return out
 
 
+def _depthwise_numpy(trees):
+    flat = tree_lib.flatten_trees(trees)
+    return [tuple(np.asarray(a[i]) for a in (flat.features, flat.borders, flat.missing_right,
+                                           flat.leaf_values, flat.gains, flat.children))
+            for i in range(flat.features.shape[0])]
+
+
 def depthwise_brute_force(model, X, data, interactions=False):
-    flat = tree_lib.flatten_trees(model.trees)
-    ts = [tuple(np.asarray(a[i]) for a in (flat.features, flat.borders, flat.missing_right,
-                                           flat.leaf_values, flat.gains)) for i in range(flat.features.shape[0])]
+    ts = _depthwise_numpy(model.trees)
     counts = [np.bincount(_depthwise_leaves(t, data), minlength=len(t[3])).astype(np.float64) for t in ts]
     n_f = X.shape[1]
     full = frozenset(range(n_f))
@@ -599,9 +601,7 @@ def test_depthwise_partial_dependence_importance_and_protocol(free):
     X, y, m = free
     pd = ji.partial_dependence(m, [1, 2], X, grid=[np.array([-1.0, 0.5], np.float32),
                                                     np.array([-0.5, 1.0], np.float32)])
-    flat = tree_lib.flatten_trees(m.trees)
-    ts = [tuple(np.asarray(a[i]) for a in (flat.features, flat.borders, flat.missing_right,
-                                           flat.leaf_values, flat.gains)) for i in range(flat.features.shape[0])]
+    ts = _depthwise_numpy(m.trees)
     counts = [np.bincount(_depthwise_leaves(t, X), minlength=len(t[3])).astype(np.float64) for t in ts]
     for a, ga in enumerate([-1.0, 0.5]):
         for b, gb in enumerate([-0.5, 1.0]):
@@ -611,3 +611,105 @@ def test_depthwise_partial_dependence_importance_and_protocol(free):
     imp = np.asarray(ji.importance(m, "gain"))
     gains, feats = np.asarray(m.trees.gains).reshape(-1), np.asarray(m.trees.features).reshape(-1)
     np.testing.assert_allclose(imp, np.bincount(feats, weights=np.maximum(gains, 0), minlength=F), rtol=1e-5)
+
+
+def _table(features, borders, missing, children, values, gains, level_counts):
+    """One depth-wise tree's node table from lists (thresholds unused by raw-value prediction)."""
+    n = len(features)
+    return DepthwiseTrees(
+        features=jnp.asarray(features, jnp.int32), thresholds=jnp.full((n,), 14, jnp.int32),
+        borders=jnp.asarray(borders, jnp.float32), missing_right=jnp.asarray(missing, bool),
+        children=jnp.asarray(children, jnp.int32),
+        leaf_values=jnp.asarray(values, jnp.float32).reshape(n + 1, 1),
+        gains=jnp.asarray(gains, jnp.float32), level_counts=jnp.asarray(level_counts, jnp.int32))
+
+
+def _ragged_trees():
+    """Three depth-3 trees of 4 node slots whose leaves sit at different depths: (a) leaves at
+    depths 1, 2, 3, 3, feature 0 twice on one path, one unused slot; (b) the root's right
+    child a leaf, its left a node that no background row reaches (its background rows with a
+    missing x1 go left too: it splits by halves); (c) a root that does not split."""
+    null = (0, 0.0, False, (-1, -1), 0.0)  # feature, border, missing right, children, gain
+    a = [(0, 0.0, False, (~0, 1), 2.0), (2, 0.3, True, (~1, 2), 1.0), (0, 0.8, True, (~2, ~3), 0.5), null]
+    b = [(1, 5.0, False, (~0, 1), 3.0), (2, 0.0, False, (~1, ~2), 1.5), null, null]
+    c = [null] * 4
+    rows = []
+    for nodes, values, counts in ((a, [1.5, -2.0, 0.7, 3.1, 0.0], [1, 1, 1]),
+                                  (b, [0.4, -1.1, 2.2, 0.0, 0.0], [1, 1, 0]),
+                                  (c, [0.9, 0.0, 0.0, 0.0, 0.0], [0, 0, 0])):
+        f, bo, mr, ch, g = zip(*nodes)
+        rows.append(_table(f, bo, mr, ch, values, g, counts))
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs)[:, None], *rows)  # (3 rounds, 1)
+
+
+def test_depthwise_paths_of_different_lengths_equal_brute_force():
+    """Hand-made node tables with leaves at depths 1 to 3 (paths of variable length, their steps
+    past the end null players): SHAP and interaction values equal brute-force Shapley values of
+    the path-dependent value function over the 3 features, sum with the expected value to the
+    prediction, and partial dependence is the brute-force walk."""
+    trees = _ragged_trees()
+    model = _common.as_booster(trees, jnp.zeros((3, 15), jnp.float32), jnp.array([0.25], jnp.float32),
+                               losses_lib.squared_error())
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal((40, 3)).astype(np.float32)
+    data[::6, 1] = np.nan
+    data[1::7, 0] = np.nan
+    data[2::5, 2] = np.nan
+    special = [[0.5, 6.0, np.nan], [1.0, np.nan, 0.5], [-0.1, 7.0, -1.0]]  # x1 > 5: tree (b)'s node 1
+    rows = np.concatenate([data[:7], special]).astype(np.float32)
+    ts = _depthwise_numpy(trees)
+    # The trees are what the docstring says: leaves at different depths, the walk's leaves.
+    np.testing.assert_array_equal(np.asarray(jax.vmap(lambda t: t.leaf_index_raw(jnp.asarray(rows.T)))(
+        tree_lib.flatten_trees(trees))), np.stack([_depthwise_leaves(t, rows) for t in ts]))
+    assert np.bincount(_depthwise_leaves(ts[1], data), minlength=5)[1:3].sum() == 0  # node 1 unreached
+    assert {int(v) for v in _depthwise_leaves(ts[0], rows)} == {0, 1, 2, 3}
+    want, expected = depthwise_brute_force(model, rows, data, interactions=True)
+    got = ji.shap_interaction_values(model, rows, data=data)
+    np.testing.assert_allclose(np.asarray(got.values), want[..., 0], atol=2e-5)
+    np.testing.assert_allclose(float(got.expected_value), expected[0], atol=2e-5)
+    sv = ji.shap_values(model, rows, data=data)
+    np.testing.assert_allclose(np.asarray(sv.values), want[..., 0].sum(axis=2), atol=2e-5)
+    np.testing.assert_allclose(np.asarray(sv.values).sum(1) + float(sv.expected_value),
+                               np.asarray(jboost.predict(model, rows)), atol=2e-5)
+    assert np.any(np.abs(np.asarray(sv.values)) > 0.1, axis=0).all()  # every feature plays
+    for targets in ((0,), (0, 2)):
+        grid = [np.array([-0.5, 0.2, 1.0], np.float32)] * len(targets)
+        pd = ji.partial_dependence(model, targets, data, grid=grid)
+        for idx in itertools.product(range(3), repeat=len(targets)):
+            x = np.zeros(3)
+            x[list(targets)] = [grid[0][i] for i in idx]
+            want_pd = 0.25 + sum(_depthwise_value(t, set(targets), x,
+                                                  np.bincount(_depthwise_leaves(t, data), minlength=5))[0]
+                                 for t in ts)
+            np.testing.assert_allclose(np.asarray(pd.values)[idx], want_pd, rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_forest_of_compact_tables_equals_brute_force():
+    """A forest grown on few rows (node tables of fewer slots than 2**D - 1, leaves at many
+    depths): its SHAP values equal the brute force, and sum to its prediction."""
+    X, y = _data(24, 3)
+    forest = bagging.fit_forest(X, y, task="regression", n_trees=3, depth=6, max_features=2, n_bins=16,
+                                key=2, tree_family="depthwise")
+    n_slots = forest.trees.features.shape[-1]
+    assert n_slots < 2**6 - 1 and forest.trees.leaf_values.shape[-2] == n_slots + 1
+    ts = _depthwise_numpy(forest.trees)
+    depths = set()
+    for t in ts:  # the depth of every used leaf
+        def down(c, d):
+            if c < 0:
+                depths.add(d)
+            elif t[4][c] > 0:
+                down(t[5][c, 0], d + 1), down(t[5][c, 1], d + 1)
+            else:
+                down(t[5][c, 0], d)
+        down(0, 0)
+    assert len(depths) >= 3
+    booster_like = forest.trees._replace(leaf_values=forest.trees.leaf_values / 3)
+    m = type("M", (), {"trees": booster_like, "baseline": np.zeros(1)})
+    rows = X[:6]
+    want, expected = depthwise_brute_force(m, rows, X)
+    sv = ji.shap_values(forest, rows, data=X)
+    np.testing.assert_allclose(np.asarray(sv.values), want[..., 0], atol=2e-5)
+    np.testing.assert_allclose(float(sv.expected_value), expected[0], atol=2e-5)
+    np.testing.assert_allclose(np.asarray(sv.values).sum(1) + float(sv.expected_value),
+                               np.asarray(jboost.predict(forest, rows)), atol=2e-5)

@@ -509,3 +509,178 @@ def test_a_format_1_file_without_settings_still_loads(models, data, tmp_path):
     assert back.settings == {} and jio.read_header(tmp_path / "v1.jbm")["format_version"] == 1
     _assert_same_model(m._replace(settings={}), back)
     _assert_bitwise(_predictions(m, data[0]), _predictions(back, data[0]), "format 1")
+
+
+# --------------------------------------------------------------------------------------------
+# Depth-wise trees: node tables (format version 5) and the dense heap layout of older files.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def depthwise_models(data):
+    """A multiclass Booster of depth-wise trees (tables of 2**D - 1 slots) and a regression
+    forest of depth 6 grown on 24 rows (compact tables of fewer slots)."""
+    X, _, _, _, Xm, ym, Xr, yr = data
+    booster = jboost.fit(Xm, ym, "multinomial_deviance", n_rounds=3, depth=3, n_bins=16,
+                         tree_family="depthwise", learning_rate=0.5)
+    forest = bagging.fit_forest(Xr[:24], yr[:24], task="regression", n_trees=3, depth=6,
+                                max_features=2, n_bins=16, key=3, tree_family="depthwise")
+    assert forest.trees.features.shape[-1] < 2**6 - 1
+    return {"booster": booster, "forest": forest}
+
+
+def _as_dense(trees, n_bins):
+    """Node tables as the dense heap layout of format versions 1-4 (NumPy): rule ``2**d - 1 + j``
+    is heap node ``j`` of level ``d`` (children ``j``, ``j + 2**d``); below a leaf of depth
+    ``d < D`` null rules (gain 0, feature 0, threshold ``n_bins - 2``, border inf, missing
+    left), the leaf's value at its all-left dense leaf ``j`` and a value no row reaches (1e4 +
+    index) at the others."""
+    t = {f: np.asarray(getattr(trees, f)) for f in trees._fields}
+    lead, depth = t["features"].shape[:-1], t["level_counts"].shape[-1]
+    k = t["leaf_values"].shape[-1]
+    flat = {f: a.reshape((-1,) + a.shape[len(lead):]) for f, a in t.items()}
+    n_trees, n_rules = flat["features"].shape[0], 2**depth - 1
+    out = {"features": np.zeros((n_trees, n_rules), np.int32),
+           "thresholds": np.full((n_trees, n_rules), n_bins - 2, np.int32),
+           "borders": np.full((n_trees, n_rules), np.inf, np.float32),
+           "missing_right": np.zeros((n_trees, n_rules), bool),
+           "gains": np.zeros((n_trees, n_rules), np.float32),
+           "leaf_values": 1e4 + np.arange(n_trees * 2**depth * k,
+                                          dtype=np.float32).reshape(n_trees, 2**depth, k)}
+    for i in range(n_trees):
+        def fill(c, d, j):
+            while c >= 0 and flat["gains"][i, c] <= 0:  # a root that does not split
+                c = flat["children"][i, c, 0]
+            if c < 0:
+                out["leaf_values"][i, j] = flat["leaf_values"][i, ~c]
+                return
+            r = 2**d - 1 + j
+            for f in ("features", "thresholds", "borders", "missing_right", "gains"):
+                out[f][i, r] = flat[f][i, c]
+            fill(flat["children"][i, c, 0], d + 1, j)
+            fill(flat["children"][i, c, 1], d + 1, j + 2**d)
+        fill(0, 0, 0)
+    return {f: a.reshape(lead + a.shape[1:]) for f, a in out.items()}
+
+
+def _dense_predict(dense, X):
+    """The dense layout's walk (the trees' sum over all leading axes, NumPy): ``leaf = sum_d
+    right_d << d``, rule ``2**d - 1 + leaf``."""
+    feats = dense["features"].reshape(-1, dense["features"].shape[-1])
+    depth = (feats.shape[1] + 1).bit_length() - 1
+    get = lambda f: dense[f].reshape((feats.shape[0],) + dense[f].shape[-1 - (f == "leaf_values"):])  # noqa: E731
+    out = np.zeros((X.shape[0], dense["leaf_values"].shape[-1]), np.float64)
+    for i in range(feats.shape[0]):
+        leaf = np.zeros(X.shape[0], np.int64)
+        for d in range(depth):
+            r = 2**d - 1 + leaf
+            col = X[np.arange(X.shape[0]), get("features")[i, r]]
+            right = np.where(np.isnan(col), get("missing_right")[i, r], col > get("borders")[i, r])
+            leaf = leaf + (right.astype(np.int64) << d)
+        out += get("leaf_values")[i, leaf]
+    return out
+
+
+def _old_file(model, tmp_path, name):
+    """``model`` saved, then rewritten as a format-2 file of the dense layout (what jboost wrote
+    before node tables): no children or level_counts, dense rules and leaves."""
+    members = _members(_saved(model, tmp_path, f"{name}-new.jbm"))
+    header = json.loads(members[jio.HEADER].tobytes())
+    dense = _as_dense(model.trees, n_bins=16)
+    old = {k: v for k, v in members.items() if k not in (".trees.children", ".trees.level_counts")}
+    for f, a in dense.items():
+        old[f".trees.{f}"] = a
+    fields = header["structure"]["fields"]["trees"]["fields"]
+    del fields["children"], fields["level_counts"]
+    header["arrays"] = {k: {"dtype": old[k].dtype.name, "shape": list(old[k].shape)}
+                        for k in old if k != jio.HEADER}
+    header["format_version"] = 2
+    _write(tmp_path / f"{name}-old.jbm", old, header)
+    return tmp_path / f"{name}-old.jbm", dense
+
+
+def test_depthwise_tables_round_trip_and_old_dense_files_load(depthwise_models, data, tmp_path):
+    """A model of depth-wise node tables round-trips bitwise as format version 5; a file of the
+    dense heap layout (format 2, as jboost wrote them before) loads as node tables
+    (depthwise.from_dense) that predict bitwise what the model predicted, and explain the same."""
+    from jboost import depthwise
+    from jboost import inspect as ji
+    X = data[4][:60]
+    X = np.where(np.arange(X.size).reshape(X.shape) % 11 == 0, np.nan, X).astype(np.float32)
+    for name, m in depthwise_models.items():
+        path = _saved(m, tmp_path, f"{name}.jbm")
+        assert jio.read_header(path)["format_version"] == 5
+        back = jboost.load(path)
+        _assert_same_model(m, back)
+        _assert_bitwise(_predictions(m, X, full=False), _predictions(back, X, full=False), name)
+
+        old_path, dense = _old_file(m, tmp_path, name)
+        # The hand-made dense trees are the old layout of these trees: its walk predicts the same.
+        scale = 1.0 / m.n_trees if name == "forest" else 1.0
+        want = np.asarray(jboost.predict(m, X)).reshape(X.shape[0], -1)
+        base = 0.0 if name == "forest" else np.asarray(m.baseline)
+        np.testing.assert_allclose(_dense_predict(dense, X) * scale + base, want, rtol=1e-5, atol=1e-5)
+        header = jio.read_header(old_path)
+        assert header["format_version"] == 2 and ".trees.children" not in header["arrays"]
+        old = jboost.load(old_path)
+        assert isinstance(old.trees, depthwise.DepthwiseTrees)
+        assert old.trees.children.shape == old.trees.features.shape + (2,)
+        assert old.trees.features.shape[-1] == 2**old.trees.depth - 1 == dense["features"].shape[-1]
+        _assert_bitwise(_predictions(m, X, full=False), _predictions(old, X, full=False), f"old {name}")
+        np.testing.assert_array_equal(np.asarray(jboost.feature_importance(old)),
+                                      np.asarray(jboost.feature_importance(m)))
+        np.testing.assert_allclose(np.asarray(ji.shap_values(old, X[:8], data=X).values),
+                                   np.asarray(ji.shap_values(m, X[:8], data=X).values), atol=1e-5)
+        # Saved again, the converted model is a format-5 file of node tables.
+        again = _saved(old, tmp_path, f"{name}-again.jbm")
+        assert jio.read_header(again)["format_version"] == 5
+        _assert_same_model(old, jboost.load(again))
+
+
+def test_damaged_depthwise_files_raise_model_file_errors(depthwise_models, tmp_path):
+    good = _saved(depthwise_models["booster"], tmp_path, "dw.jbm")
+    members = _members(good)
+
+    def hdr():
+        return json.loads(members[jio.HEADER].tobytes())
+
+    def case(name, changes, header=None):
+        mem = {**members, **changes}
+        h = hdr() if header is None else header
+        for k, v in changes.items():
+            h["arrays"][k] = {"dtype": v.dtype.name, "shape": list(v.shape)}
+        _write(tmp_path / f"{name}.jbm", mem, h)
+        return tmp_path / f"{name}.jbm"
+
+    kids = members[".trees.children"]
+    cases = {}
+    cycle = kids.copy()
+    cycle[0, 0, 1, 0] = 0  # node 1's left child: the root
+    cases["child before its parent"] = (case("c1", {".trees.children": cycle}), r"children\[0, 0, 1, 0\] = 0")
+    far = kids.copy()
+    far[0, 0, 0, 1] = -(kids.shape[-2] + 2)  # leaf N + 1 of N + 1 leaf slots
+    cases["leaf out of range"] = (case("c2", {".trees.children": far}), "a leaf ~l with l <= 7")
+    cases["children shape"] = (case("c3", {".trees.children": kids[..., :1]}), "trees.children has shape")
+    cases["children dtype"] = (case("c4", {".trees.children": kids.astype(np.int16)}), "children is int16")
+    lv = members[".trees.leaf_values"]
+    cases["leaf slots"] = (case("c5", {".trees.leaf_values": lv[..., :-1, :]}), "7 node slots need")
+    cases["level_counts dtype"] = (case("c6", {".trees.level_counts": members[".trees.level_counts"].astype(
+        np.float32)}), "level_counts is float32")
+    shallow = case("c7", {".trees.level_counts": members[".trees.level_counts"][..., :1]})
+    cases["deeper than level_counts"] = (shallow, "lead below level 1")
+    h = hdr()
+    del h["structure"]["fields"]["trees"]["fields"]["children"]
+    del h["arrays"][".trees.children"]
+    no_kids = {k: v for k, v in members.items() if k != ".trees.children"}
+    _write(tmp_path / "c8.jbm", no_kids, h)
+    cases["version 5 without children"] = (tmp_path / "c8.jbm", r"missing: \['children'\]")
+    old_path, _ = _old_file(depthwise_models["booster"], tmp_path, "dw")
+    old = _members(old_path)
+    h = json.loads(old[jio.HEADER].tobytes())
+    old[".trees.leaf_values"] = old[".trees.leaf_values"][..., :6, :]
+    h["arrays"][".trees.leaf_values"]["shape"] = list(old[".trees.leaf_values"].shape)
+    _write(tmp_path / "c9.jbm", old, h)
+    cases["old file, dense leaves not 2**D"] = (tmp_path / "c9.jbm", "a power of 2 leaves")
+    for name, (path, message) in cases.items():
+        with pytest.raises(jboost.ModelFileError, match=message):
+            jboost.load(path)

@@ -5,14 +5,15 @@
   :func:`jboost.depthwise.fit_tree`, every node its own split from its own ``m`` features drawn
   at random (:func:`jboost.depthwise.node_features`: ESL Algorithm 15.1 as written), grown until
   nodes are pure, too small for ``min_child_weight`` or at ``depth``; each level builds
-  histograms only for its splittable nodes (at most ``n // 2``: the compact path), so depth 16
-  costs what the non-empty nodes cost. On CPU each tree is one call of the whole-tree kernel
-  (:func:`jboost.depthwise.kernel_available`; chunks of up to :data:`KERNEL_CHUNK` trees, the
-  kernel's threads taking whole trees), bitwise the trees of the levels in JAX. Measured on spam
-  (ESL split, 500 trees, ``m = 7``, 64 bins, ``benchmarks/forest_bench.py``, 2 loaded cores, one
-  run): depth 16: 5.14% test error, fit 5.2 s (scikit-learn's forest 3.1 s in the same run),
-  10 s with compilation; depth 14: 5.40%, 2.0 s (scikit-learn 3.2 s). The dense ``2^depth``
-  leaves and rules of every tree are most of the cost at depth 16. The rest of this page
+  histograms only for its splittable nodes (at most ``n // 2``: the compact path), and each
+  tree is a node table (:class:`jboost.depthwise.DepthwiseTrees`) of at most ``n - 1`` nodes,
+  so a tree costs its non-empty nodes, not ``2^depth``: depth up to 30. On CPU each tree is one
+  call of the whole-tree kernel (:func:`jboost.depthwise.kernel_available`; chunks of up to
+  :data:`KERNEL_CHUNK` trees, the kernel's threads taking whole trees), which writes the table
+  directly, bitwise the trees of the levels in JAX. Measured on spam (ESL split, 500 trees,
+  ``m = 7``, 64 bins, depth 16, ``benchmarks/forest_bench.py``, 2 cores, one run): 5.14% test
+  error, fit 0.76 s where scikit-learn's forest took 1.72 s in the same run; the forest's arrays
+  hold 54 MiB (787 MiB as dense ``2^depth`` trees before the node table). The rest of this page
   describes the oblivious family, the default; the model protocol below applies to both.
 
 Each tree is fitted by :func:`jboost.tree.fit_tree` -- the one grower of jboost -- to the
@@ -381,7 +382,8 @@ def fit_forest(
         leaves hold class frequencies), ``"binary"``, ``"multiclass"`` or ``"regression"``
         (leaves hold means).
       n_trees: number of bootstrap trees ``B`` (static).
-      depth: levels per tree, 1..16 (static). Forests grow deep trees; 10-12 is typical here.
+      depth: levels per tree (static): 1..16 for oblivious trees (10-12 is typical here), 1..30
+        for depth-wise ones, whose node tables hold at most ``n - 1`` nodes however deep.
       max_features: features eligible per level (static, it sets the histogram shape): ``None``
         = all (bagging), ``"sqrt"`` (ESL's classification default ``floor(sqrt(p))``),
         ``"third"`` (ESL's regression default ``floor(p/3)``), ``"log2"``, an int or a fraction.
@@ -450,9 +452,10 @@ def fit_forest(
     task = _validation.check_choice(task, "task", FOREST_TASKS)
     bootstrap = _validation.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
     n_trees = _validation.check_int(n_trees, "n_trees", 1, 10**6)
-    depth = _validation.check_int(depth, "depth", 1, _validation.MAX_DEPTH)
-    memory_budget = _validation.check_memory_budget(memory_budget)
     tree_family = _check_tree_family(tree_family)
+    depth = _validation.check_int(depth, "depth", 1, _validation.MAX_DEPTHWISE_DEPTH
+                                  if tree_family == "depthwise" else _validation.MAX_DEPTH)
+    memory_budget = _validation.check_memory_budget(memory_budget)
     hyper = ForestHyperparams.create(min_child_weight, min_split_gain, l2)
     first_tree = 0
     # Categorical columns are refused (naming the fix): each tree would need its own target
@@ -493,7 +496,7 @@ def fit_forest(
         raise ValueError("max_nodes applies to depth-wise trees: pass tree_family=\"depthwise\" or "
                          "omit max_nodes.")
     if chunk_size is None and tree_family == "depthwise" and _kernel_grows(data.X_binned, n_bins):
-        chunk_size = kernel_chunk_size(depth, k, n, n_trees, memory_budget)
+        chunk_size = kernel_chunk_size(depth, k, n, n_trees, memory_budget, max_nodes)
     elif chunk_size is None:
         chunk_size = _batching.forest_chunk_size(m, n_features, depth, n_bins, k, n, n_trees, memory_budget)
     chunk_size = min(_validation.check_int(chunk_size, "chunk_size", 1, 10**6), n_trees)
@@ -502,7 +505,10 @@ def fit_forest(
         _batching.forest_bytes(m, n_features, depth, n_bins, k, n, n_trees, chunk_size,
                                tree_family=tree_family,
                                n_nodes=(depthwise.node_capacity(depth, n, max_nodes)
-                                        if tree_family == "depthwise" else None)),
+                                        if tree_family == "depthwise" else None),
+                               max_nodes=max_nodes,
+                               kernel=(tree_family == "depthwise"
+                                       and _kernel_grows(data.X_binned, n_bins))),
         cause=f"K = max(y) + 1 = {k} classes, from the labels' maximum" if from_labels else None,
         detail=f"estimated for {n_trees} trees, {chunk_size} fitted together, on {n} rows, "
         f"{n_features} features ({m} per level), depth={depth}, n_bins={n_bins}, K={k} (each "
@@ -533,9 +539,16 @@ def fit_forest(
                     bag_weights=counts)
     if init_model is not None:  # its trees first, then the new ones
         arrays = lambda f: f._replace(borders=None, classes=None, feature_names=None)  # noqa: E731
+        old = init_model
+        if tree_family == "depthwise":  # node tables of one capacity (e.g. an old file's 2^D - 1)
+            cap = max(old.trees.features.shape[-1], forest.trees.features.shape[-1])
+            old = old._replace(trees=depthwise.pad_nodes(old.trees, cap, n_bins))
+            forest = forest._replace(trees=depthwise.pad_nodes(forest.trees, cap, n_bins))
         forest = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]),
-                                        arrays(init_model), arrays(forest)
+                                        arrays(old), arrays(forest)
                                         )._replace(borders=data.borders)
+        if tree_family == "depthwise":  # the padded slots' borders, as grown null nodes have
+            forest = forest._replace(trees=tree_lib.with_borders(forest.trees, data.borders))
     forest = forest._replace(classes=tab.classes, feature_names=tab.feature_names)
     # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN forest, and a warning.
     return _validation.nan_outside_domains(forest, None, hyper)
@@ -557,19 +570,17 @@ def _kernel_grows(X_binned, n_bins: int) -> bool:
             and X_binned.dtype == jnp.uint8 and n_bins <= 256)
 
 
-#: Bytes of one rule of the kernel's dense heap output (``2^depth - 1`` rules a tree, made a node
-#: table in the same program): feature, threshold, missing direction, gain, border.
-_KERNEL_RULE_BYTES = 17
-
-
 def kernel_chunk_size(depth: int, n_outputs: int, n_samples: int, n_trees: int,
-                      memory_budget: Optional[int] = None) -> int:
+                      memory_budget: Optional[int] = None, max_nodes: Optional[int] = None) -> int:
     """Default trees per chunk of a depth-wise forest grown by the CPU kernel: as many as the
-    outputs of :data:`KERNEL_CHUNK_BYTES` (or ``memory_budget``) hold -- each tree's rules
-    ``(2^depth - 1) x 17`` bytes, its leaf values ``2^depth x K`` float32 (twice: two classes
-    are expanded) and its weighted targets ``n x 2K`` float32 -- at most :data:`KERNEL_CHUNK`,
-    evened out over the chunks."""
-    per_tree = (((1 << depth) - 1) * _KERNEL_RULE_BYTES + (1 << depth) * n_outputs * 8
+    outputs of :data:`KERNEL_CHUNK_BYTES` (or ``memory_budget``) hold -- each tree's node table
+    (:func:`jboost.depthwise.node_capacity` nodes of
+    :data:`jboost._batching.DEPTHWISE_RULE_BYTES`, its leaf values ``(nodes + 1) x K`` float32,
+    twice: two classes are expanded) and its weighted targets ``n x 2K`` float32 -- at most
+    :data:`KERNEL_CHUNK`, evened out over the chunks (``max_nodes``: default ``n // 2``)."""
+    nodes = depthwise.node_capacity(depth, n_samples, max(1, n_samples // 2) if max_nodes is None
+                                    else max_nodes)
+    per_tree = (nodes * _batching.DEPTHWISE_RULE_BYTES + (nodes + 1) * n_outputs * 8
                 + n_samples * (8 * n_outputs + 12))
     budget = KERNEL_CHUNK_BYTES if memory_budget is None else int(memory_budget)
     cap = max(1, min(KERNEL_CHUNK, budget // per_tree, n_trees))
