@@ -95,7 +95,7 @@ def _gain_at(t, d, j):
     return 0.0 if node is None else float(np.asarray(t.gains)[node])
 
 
-def check_table(t):
+def check_table(t, n_bins=N_BINS):
     """The node table's invariants: used nodes ``0..I-1`` (positive gains) numbered level by level
     (``level_counts``), children after their parent, leaves ``0..I`` each reached once, and null
     unused slots (feature 0, threshold n_bins - 2, missing left, children (~0, ~0), zero leaves)."""
@@ -114,7 +114,7 @@ def check_table(t):
     assert (np.diff(level[:used]) >= 0).all()  # level by level
     leaves = sorted(~c for c in kids[:used].ravel() if c < 0) if used else [0]
     assert leaves == list(range(used + 1))
-    assert (np.asarray(t.features)[used:] == 0).all() and (np.asarray(t.thresholds)[used:] == N_BINS - 2).all()
+    assert (np.asarray(t.features)[used:] == 0).all() and (np.asarray(t.thresholds)[used:] == n_bins - 2).all()
     assert not np.asarray(t.missing_right)[used:].any() and (kids[used:] == -1).all()
     assert (np.asarray(t.leaf_values)[used + 1:] == 0).all()
     return used
@@ -392,28 +392,30 @@ def test_depthwise_by_name_saved_loaded_and_continued(tmp_path):
 KERNEL_DEPTH, KERNEL_F = 6, 10
 
 
-def _kernel_case(k, seed):
+def _kernel_case(k, seed, n_bins=N_BINS):
     """Binned rows (missing values in feature 1), bootstrap-weighted targets of K outputs."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(N, KERNEL_F)).astype(np.float32)
     X[rng.random((N, KERNEL_F)) < np.array([0.0, 0.2] + [0.0] * (KERNEL_F - 2))] = np.nan
     cls = (X[:, 0] > 0.3).astype(int) + (np.nan_to_num(X[:, 1]) * X[:, 2] > 0).astype(int) + (X[:, 3] > 1)
-    Xb = binning.bin_features(X, binning.compute_borders(X, N_BINS))
+    Xb = binning.bin_features(X, binning.compute_borders(X, n_bins))
     w = rng.poisson(1.0, N).astype(np.float32)[:, None]
     t = (cls[:, None] == 1).astype(np.float32) if k == 1 else np.eye(k, dtype=np.float32)[cls % k]
     return Xb, jnp.asarray(-t * w), jnp.asarray(np.ones_like(t) * w)
 
 
-@pytest.mark.parametrize("k,max_features,max_nodes", [(1, 3, N // 2), (1, KERNEL_F, 3), (3, 4, N // 2)])
-def test_kernel_tree_is_bitwise_the_pure_jax_levels(k, max_features, max_nodes):
+@pytest.mark.parametrize("k,max_features,max_nodes,n_bins", [(1, 3, N // 2, N_BINS), (1, KERNEL_F, 3, N_BINS),
+                                                      (3, 4, N // 2, N_BINS), (2, 3, N // 2, 64),
+                                                      (1, KERNEL_F, N // 2, 200)])
+def test_kernel_tree_is_bitwise_the_pure_jax_levels(k, max_features, max_nodes, n_bins):
     """The kernel grows the compact path's tree: the same per-node draws (node_features' hash),
     splits, rows' leaves and Newton leaf values, bit for bit (gains too for one output; for K
     outputs XLA sums a node's score over them in an order the kernel follows only up to
     rounding), with max_nodes capping the slots; and it is the program that ran."""
     from _pure_jax import pure_jax
     assert depthwise.kernel_available()
-    Xb, g, h = _kernel_case(k, seed=k + max_features)
-    kw = dict(depth=KERNEL_DEPTH, n_bins=N_BINS, l2=0.5, min_split_gain=0.01, min_child_weight=1.0,
+    Xb, g, h = _kernel_case(k, seed=k + max_features, n_bins=n_bins)
+    kw = dict(depth=KERNEL_DEPTH, n_bins=n_bins, l2=0.5, min_split_gain=0.01, min_child_weight=1.0,
               feature_key=jax.random.PRNGKey(3), max_features=max_features, max_nodes=max_nodes)
     assert depthwise.KERNEL_TARGET in str(jax.jit(
         lambda g: depthwise.fit_tree(Xb, g, h, **kw)).lower(g).as_text())
@@ -429,7 +431,7 @@ def test_kernel_tree_is_bitwise_the_pure_jax_levels(k, max_features, max_nodes):
     for name in ("children", "level_counts"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     assert a.features.shape == (depthwise.node_capacity(KERNEL_DEPTH, N, max_nodes),)
-    splits = check_table(a)
+    splits = check_table(a, n_bins)
     assert splits >= 8
     per_level = list(np.asarray(a.level_counts))
     assert max(per_level) <= max_nodes and (max_nodes > 3 or max(per_level) == 3), per_level
@@ -456,6 +458,30 @@ def test_deep_trees_hold_only_their_nodes():
         if name != "gains":
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     np.testing.assert_allclose(a.gains, b.gains, rtol=1e-5, atol=0)
+    np.testing.assert_array_equal(la, lb)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_kernel_small_nodes_on_many_bins_are_bitwise_the_pure_jax_levels(seed):
+    """Nodes of fewer rows than half the bins take the kernel's sparse split search (occupied
+    bins, block starts of the blocked prefix sum); 64 bins, depth 10, l2 = 0, heavy-tailed
+    targets: the same tree as the pure-JAX levels' dense search, bit for bit."""
+    from _pure_jax import pure_jax
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, 6)).astype(np.float32)
+    X[rng.random((N, 6)) < 0.1] = np.nan
+    Xb = binning.bin_features(X, binning.compute_borders(X, 64))
+    w = rng.poisson(1.0, N).astype(np.float32)[:, None]
+    y = rng.normal(size=(N, 1)).astype(np.float32) * (1 + 1e3 * (rng.random((N, 1)) < 0.05))
+    g = jnp.asarray(-y * w)
+    h = jnp.asarray(w * rng.uniform(0.5, 2, size=(N, 1)).astype(np.float32))
+    kw = dict(depth=10, n_bins=64, l2=0.0, min_split_gain=0.0, min_child_weight=0.0,
+              feature_key=jax.random.PRNGKey(seed), max_features=3, max_nodes=N // 2)
+    a, la = depthwise.fit_tree(Xb, g, h, **kw)
+    b, lb = pure_jax(depthwise.fit_tree, Xb, g, h, **kw)
+    assert check_table(a, 64) >= 100  # deep trees: most nodes small
+    for name in a._fields:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     np.testing.assert_array_equal(la, lb)
 
 

@@ -105,6 +105,12 @@ inline bool SameBits(const float* a, const float* b, int64_t c) {
 struct SlotScratch {
   std::vector<float> hist;   // (m, B, C), then its prefix sums in place
   std::vector<float> left, right, miss;
+  // The sparse path (SplitSlotSparse): one feature's (B, C) cells and bin marks, kept zero
+  // between features; the node's occupied bins; block totals and offsets; the prefix sums at the
+  // bins the split search reads (cum, row slot[t] for bin t).
+  std::vector<float> cells, blocks, cum;
+  std::vector<uint8_t> marked;
+  std::vector<int32_t> occupied, needed, slot;
   std::vector<std::pair<uint32_t, int32_t>> draw;
 };
 
@@ -114,10 +120,180 @@ struct Best {
   float gain = 0.0f;  // best - min_split_gain
 };
 
+// Both missing directions of threshold t of the node's q-th feature (left sums `present`, the
+// prefix sum at t), folded into the first maximum (best, best_idx) in (feature, threshold,
+// direction) order: jboost.splits.split_gains_cumulative's float expressions.
+inline void EvalThreshold(const Settings& s, int64_t q, int64_t t, const float* present,
+                          const float* total, const float* miss, float parent, bool no_missing,
+                          SlotScratch* sc, float* best, int64_t* best_idx) {
+  const int64_t C = s.c, K = C / 2, nt = s.n_bins - 1;
+  float* left = sc->left.data();
+  float* right = sc->right.data();
+  for (int64_t d = 0; d < 2; ++d) {
+    float gain;
+    if (d == 1 && !s.missing) {
+      gain = -std::numeric_limits<float>::infinity();
+    } else if (d == 1 && no_missing) {
+      continue;  // left sums equal direction 0's (x + 0 == x): the same gain, not a new max
+    } else {
+      for (int64_t ch = 0; ch < C; ++ch) {
+        left[ch] = d == 0 ? present[ch] + miss[ch] : present[ch];
+        right[ch] = total[ch] - left[ch];
+      }
+      const bool ok = HessSum(left + K, K) >= s.mcw && HessSum(right + K, K) >= s.mcw;
+      if (!ok) {
+        gain = 0.0f;  // 0 + where(ok, ., 0)
+      } else {
+        const float leaf_gain =
+            (Score(left, left + K, K, s.l2) + Score(right, right + K, K, s.l2)) - parent;
+        gain = 0.0f + leaf_gain;
+      }
+    }
+    const int64_t idx = (q * nt + t) * 2 + d;
+    // The first maximum; NaN counts as the largest (argmax's and max's NaN rules).
+    if (*best_idx < 0 || gain > *best || (std::isnan(gain) && !std::isnan(*best))) {
+      *best = gain;
+      *best_idx = idx;
+    }
+  }
+}
+
+constexpr int64_t kBlock = 16;  // jboost.histograms.prefix_sum's block of bins
+
+// SplitSlot for a node of few rows (fewer than half the bins): the same split, bit for bit,
+// from its occupied bins only. The dense prefix sum at bin t is acc(t) + offset(block of t):
+// acc the sum of the block's bins up to t in bin order from 0.0f, offset the cumsum of the block
+// totals minus the block's own (no offset for B <= 16). Empty bins add exact zeros (a sum from
+// +0.0f is never -0.0f, and x + 0 == x), so acc(t) is the sum over the occupied bins <= t of the
+// block, block totals likewise. The dense search skips threshold t when its prefix sums equal
+// t - 1's bitwise; an empty bin that does not start a block always does (acc and offset
+// unchanged), so only t = 0, occupied bins and block starts are candidates, each compared with
+// t - 1 as the dense search does.
+Best SplitSlotSparse(const Settings& s, const uint8_t* X, const float* payload,
+                     const int32_t* rows, int64_t n_rows, const int32_t* feats, SlotScratch* sc) {
+  const int64_t B = s.n_bins, C = s.c, K = C / 2, m = s.m, nt = B - 1;
+  const bool blocked = B > kBlock;
+  const int64_t n_blocks = blocked ? (B + kBlock - 1) / kBlock : 1;
+  if (static_cast<int64_t>(sc->cells.size()) < B * C) sc->cells.assign(B * C, 0.0f);
+  if (static_cast<int64_t>(sc->marked.size()) < B) sc->marked.assign(B, 0);
+  sc->slot.resize(B);
+  sc->left.resize(C);
+  sc->right.resize(C);
+  sc->miss.resize(C);
+  float* cells = sc->cells.data();
+  auto& occ = sc->occupied;
+  auto& needed = sc->needed;
+  float best = 0.0f;
+  int64_t best_idx = -1;
+  auto block_of = [&](int64_t b) { return blocked ? b / kBlock : 0; };
+  for (int64_t q = 0; q < m; ++q) {
+    const uint8_t* col = X + static_cast<int64_t>(feats[q]) * s.n;
+    occ.clear();
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int32_t i = rows[r];
+      const int64_t b = std::min<int64_t>(col[i], B - 1);
+      if (!sc->marked[b]) {
+        sc->marked[b] = 1;
+        occ.push_back(static_cast<int32_t>(b));
+      }
+      const float* p = payload + static_cast<int64_t>(i) * C;
+      float* cell = cells + b * C;
+      for (int64_t ch = 0; ch < C; ++ch) cell[ch] += p[ch];
+    }
+    std::sort(occ.begin(), occ.end());
+    // Block totals (occupied bins in bin order) and offsets.
+    sc->blocks.assign(2 * n_blocks * C, 0.0f);
+    float* totals = sc->blocks.data();
+    float* offsets = totals + n_blocks * C;
+    for (int32_t b : occ) {
+      float* tk = totals + block_of(b) * C;
+      const float* cell = cells + static_cast<int64_t>(b) * C;
+      for (int64_t ch = 0; ch < C; ++ch) tk[ch] = tk[ch] + cell[ch];
+    }
+    if (blocked) {
+      for (int64_t ch = 0; ch < C; ++ch) {
+        float run = 0.0f;
+        for (int64_t k = 0; k < n_blocks; ++k) {
+          run = run + totals[k * C + ch];
+          offsets[k * C + ch] = run - totals[k * C + ch];
+        }
+      }
+    }
+    // The bins whose prefix sums the search reads: candidates, their predecessors, B-2, B-1.
+    needed.clear();
+    needed.push_back(0);
+    for (int32_t b : occ) {
+      if (b > 0) needed.push_back(b - 1);
+      needed.push_back(b);
+    }
+    for (int64_t t = kBlock; blocked && t < B; t += kBlock) {
+      needed.push_back(static_cast<int32_t>(t - 1));
+      needed.push_back(static_cast<int32_t>(t));
+    }
+    needed.push_back(static_cast<int32_t>(B - 2));
+    needed.push_back(static_cast<int32_t>(B - 1));
+    std::sort(needed.begin(), needed.end());
+    needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
+    sc->cum.resize(needed.size() * C);
+    float* acc = sc->left.data();  // the block's running sum (scratch until the search)
+    int64_t block = -1;
+    size_t next_occ = 0;
+    for (size_t u = 0; u < needed.size(); ++u) {
+      const int64_t t = needed[u];
+      if (block_of(t) != block) {
+        block = block_of(t);
+        std::fill(acc, acc + C, 0.0f);
+      }
+      while (next_occ < occ.size() && occ[next_occ] <= t) {
+        const int64_t b = occ[next_occ++];
+        if (block_of(b) != block) continue;  // an earlier block's (already in its total)
+        const float* cell = cells + b * C;
+        for (int64_t ch = 0; ch < C; ++ch) acc[ch] = acc[ch] + cell[ch];
+      }
+      float* out = sc->cum.data() + u * C;
+      for (int64_t ch = 0; ch < C; ++ch) {
+        out[ch] = blocked ? acc[ch] + offsets[block * C + ch] : acc[ch];
+      }
+      sc->slot[t] = static_cast<int32_t>(u);
+    }
+    auto cum = [&](int64_t t) { return sc->cum.data() + static_cast<int64_t>(sc->slot[t]) * C; };
+    const float* total = cum(B - 1);
+    const float* before = cum(B - 2);
+    float* miss = sc->miss.data();
+    bool no_missing = true;
+    for (int64_t ch = 0; ch < C; ++ch) {
+      miss[ch] = total[ch] - before[ch];
+      no_missing &= miss[ch] == 0.0f;
+    }
+    const float parent = Score(total, total + K, K, s.l2);
+    for (int32_t t : needed) {
+      if (t >= nt) break;
+      const bool candidate = t == 0 || sc->marked[t] || (blocked && t % kBlock == 0);
+      if (!candidate || (t > 0 && SameBits(cum(t), cum(t - 1), C))) continue;
+      EvalThreshold(s, q, t, cum(t), total, miss, parent, no_missing, sc, &best, &best_idx);
+    }
+    for (int32_t b : occ) {  // the cells and marks back to zero for the next feature
+      std::fill(cells + static_cast<int64_t>(b) * C, cells + (static_cast<int64_t>(b) + 1) * C, 0.0f);
+      sc->marked[b] = 0;
+    }
+  }
+  Best out;
+  const float gain = best - s.msg;
+  if (gain > 0.0f) {
+    out.pos = static_cast<int32_t>(best_idx / (2 * nt));
+    const int64_t j = best_idx % (2 * nt);
+    out.threshold = static_cast<int32_t>(j / 2);
+    out.right = (j % 2) == 1;
+    out.gain = gain;
+  }
+  return out;
+}
+
 // One slot's histogram, prefix sums, gains and first best split.
 Best SplitSlot(const Settings& s, const uint8_t* X, const float* payload, const int32_t* rows,
                int64_t n_rows, const int32_t* feats, SlotScratch* sc) {
   const int64_t B = s.n_bins, C = s.c, K = C / 2, m = s.m;
+  if (2 * n_rows < B) return SplitSlotSparse(s, X, payload, rows, n_rows, feats, sc);
   sc->hist.assign(m * B * C, 0.0f);
   float* hist = sc->hist.data();
   for (int64_t q = 0; q < m; ++q) {
@@ -133,7 +309,6 @@ Best SplitSlot(const Settings& s, const uint8_t* X, const float* payload, const 
   }
   // jboost.histograms.prefix_sum: within blocks of 16 bins, then the block totals' cumsum minus
   // the block's own total added to each block (B <= 16: one plain cumsum).
-  constexpr int64_t kBlock = 16;
   for (int64_t q = 0; q < m; ++q) {
     float* hq = hist + q * B * C;
     for (int64_t ch = 0; ch < C; ++ch) {
@@ -156,8 +331,6 @@ Best SplitSlot(const Settings& s, const uint8_t* X, const float* payload, const 
   sc->left.resize(C);
   sc->right.resize(C);
   sc->miss.resize(C);
-  float* left = sc->left.data();
-  float* right = sc->right.data();
   float* miss = sc->miss.data();
   float best = 0.0f;
   int64_t best_idx = -1;
@@ -177,33 +350,7 @@ Best SplitSlot(const Settings& s, const uint8_t* X, const float* payload, const 
       // A bin no row of the node is in leaves the left sums, and so both gains, those of t - 1:
       // they cannot be a new first maximum (nor a first NaN).
       if (t > 0 && SameBits(present, present - C, C)) continue;
-      for (int64_t d = 0; d < 2; ++d) {
-        float gain;
-        if (d == 1 && !s.missing) {
-          gain = -std::numeric_limits<float>::infinity();
-        } else if (d == 1 && no_missing) {
-          continue;  // left sums equal direction 0's (x + 0 == x): the same gain, not a new max
-        } else {
-          for (int64_t ch = 0; ch < C; ++ch) {
-            left[ch] = d == 0 ? present[ch] + miss[ch] : present[ch];
-            right[ch] = total[ch] - left[ch];
-          }
-          const bool ok = HessSum(left + K, K) >= s.mcw && HessSum(right + K, K) >= s.mcw;
-          if (!ok) {
-            gain = 0.0f;  // 0 + where(ok, ., 0)
-          } else {
-            const float leaf_gain =
-                (Score(left, left + K, K, s.l2) + Score(right, right + K, K, s.l2)) - parent;
-            gain = 0.0f + leaf_gain;
-          }
-        }
-        const int64_t idx = (q * nt + t) * 2 + d;
-        // The first maximum; NaN counts as the largest (argmax's and max's NaN rules).
-        if (best_idx < 0 || gain > best || (std::isnan(gain) && !std::isnan(best))) {
-          best = gain;
-          best_idx = idx;
-        }
-      }
+      EvalThreshold(s, q, t, present, total, miss, parent, no_missing, sc, &best, &best_idx);
     }
   }
   Best out;
