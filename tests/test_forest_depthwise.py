@@ -158,7 +158,7 @@ def test_warm_start_and_checkpoints_equal_one_fit(dw_forest, data, tmp_path):
             np.testing.assert_array_equal(a, b)
     # A forest whose tables hold more slots (an old model file's dense 2^D - 1, converted)
     # continues at the larger capacity: the same trees and predictions, null slots padded.
-    cap = part.trees.features.shape[-1] + 9
+    cap = dw_forest.trees.features.shape[-1] + 9
     wide = part._replace(trees=tree_lib.with_borders(depthwise.pad_nodes(part.trees, cap, N_BINS),
                                                      part.borders))
     cont = bagging.fit_forest(X, y, init_model=wide, **{**KW, "n_trees": 3})
@@ -190,16 +190,18 @@ def test_default_chunks_of_kernel_grown_trees_give_the_same_forest(dw_forest, da
 
 def test_forests_grow_beyond_depth_16_in_tables_of_their_nodes():
     """Depth 24 (oblivious trees stop at 16) on a target whose splits peel off about one row a
-    level (y = 0.7**i along x): each tree a table of n - 1 = 199 node slots, used down to level
-    24, predicting as a walk of its children pointers; the memory check passes (a dense 2^24
+    level (y = 0.7**i along x): each tree grown in a table of n - 1 = 199 node slots, kept at the
+    slots the trees use, used down to level 24, predicting as a walk of its children pointers; the memory check passes (a dense 2^24
     layout would not)."""
     n = 200
     X = np.arange(n, dtype=np.float32)[:, None]
     y = (0.7 ** np.arange(n)).astype(np.float32)
     f = bagging.fit_forest(X, y, task="regression", n_trees=4, depth=24, n_bins=256, key=2,
                            tree_family="depthwise", min_child_weight=0.5)
-    assert f.trees.features.shape == (4, n - 1) and f.trees.level_counts.shape == (4, 24)
     counts = np.asarray(f.trees.level_counts)
+    # Grown in tables of n - 1 = 199 slots, kept at the slots the trees use.
+    assert f.trees.features.shape == (4, counts.sum(axis=1).max()) and counts.shape == (4, 24)
+    assert depthwise.node_capacity(24, n, n // 2) == n - 1 > counts.sum(axis=1).max()
     assert (counts[:, 20:].sum(axis=1) > 0).all() and f.depth == 24
     Xb = np.asarray(binning.bin_features(X, f.borders)).T
     mean = np.zeros(n)

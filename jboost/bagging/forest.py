@@ -286,7 +286,12 @@ def _two_class_leaves(trees, config: ForestConfig):
     if config.n_outputs != 2:
         return trees
     p = trees.leaf_values
-    return trees._replace(leaf_values=jnp.concatenate([1.0 - p, p], axis=-1), gains=2.0 * trees.gains)
+    values = jnp.concatenate([1.0 - p, p], axis=-1)
+    if isinstance(trees, depthwise.DepthwiseTrees):  # a table's unused leaves stay zero
+        used = jnp.sum(trees.level_counts, axis=-1, keepdims=True)             # (..., 1)
+        slot = jnp.arange(p.shape[-2], dtype=used.dtype)
+        values = jnp.where((slot <= used)[..., None], values, 0.0)
+    return trees._replace(leaf_values=values, gains=2.0 * trees.gains)
 
 
 @functools.partial(_compile.jit, static_argnames=("config",))
@@ -533,6 +538,8 @@ def fit_forest(
         trees, counts = _fit_forest_checkpointed(*args, first_tree, config=config,
                                                  checkpoint_dir=checkpoint_dir, borders=data.borders,
                                                  callbacks=callbacks)
+        if tree_family == "depthwise" and not isinstance(trees.features, jax.core.Tracer):
+            trees = depthwise.trim_nodes(trees)  # the node slots the trees use
     if e:  # the leaf means of y (the gains stay those of y * 2^-e: their ranking is the same)
         trees = trees._replace(leaf_values=trees.leaf_values * jnp.float32(2.0 ** e))
     forest = Forest(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,
