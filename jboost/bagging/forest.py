@@ -12,8 +12,9 @@
   :data:`KERNEL_CHUNK` trees, the kernel's threads taking whole trees), which writes the table
   directly, bitwise the trees of the levels in JAX. Measured on spam (ESL split, 500 trees,
   ``m = 7``, 64 bins, depth 16, ``benchmarks/forest_bench.py``, 2 cores, one run): 5.14% test
-  error, fit 0.76 s where scikit-learn's forest took 1.72 s in the same run; the forest's arrays
-  hold 54 MiB (787 MiB as dense ``2^depth`` trees before the node table). The rest of this page
+  error, fit 0.83 s where scikit-learn's forest took 2.10 s in the same run; the forest's arrays
+  hold 10 MiB (787 MiB as dense ``2^depth`` trees before the node table: a concrete forest keeps
+  the node slots its trees use, :func:`jboost.depthwise.trim_nodes`). The rest of this page
   describes the oblivious family, the default; the model protocol below applies to both.
 
 Each tree is fitted by :func:`jboost.tree.fit_tree` -- the one grower of jboost -- to the
