@@ -12,8 +12,9 @@ Ours, fixed before seeing test numbers:
   depth 14 with minimum (bootstrap-weighted) node size 5 (ESL's regression default), 64 bins,
   ``B = 500``;
 * the same forests of **depth-wise** trees (``tree_family="depthwise"``: every node its own
-  split from its own ``m`` randomly drawn features, ESL Algorithm 15.1), depth 16, histograms
-  only for each level's splittable nodes;
+  split from its own ``m`` randomly drawn features, ESL Algorithm 15.1), grown until the minimum
+  node size stops them (``depth=30`` only bounds it; depth 16 until the eighteenth session),
+  histograms only for each level's splittable nodes;
 * gradient boosting (:func:`jboost.fit`) with the Huber loss of ESL 10.14.1 (adaptive
   ``delta``, the 0.9-quantile of the absolute residuals), ``nu = 0.05``, 1000 rounds, oblivious
   trees of depth 4 and 6 (an oblivious tree of depth ``d`` is an interaction of order ``d``,
@@ -59,9 +60,9 @@ def get_config(smoke: bool = False) -> dict:
              "n_trees": 10 if smoke else 500, "depth": 4 if smoke else 14},
             # Depth-wise trees: every node its own split, m features drawn per node.
             {"label": "rf_m2_dw", "name": "random forest m=2", "max_features": 2,
-             "n_trees": 10 if smoke else 500, "depth": 4 if smoke else 16, "tree_family": "depthwise"},
+             "n_trees": 10 if smoke else 500, "depth": 4 if smoke else 30, "tree_family": "depthwise"},
             {"label": "rf_m6_dw", "name": "random forest m=6", "max_features": 6,
-             "n_trees": 10 if smoke else 500, "depth": 4 if smoke else 16, "tree_family": "depthwise"},
+             "n_trees": 10 if smoke else 500, "depth": 4 if smoke else 30, "tree_family": "depthwise"},
         ],
         "forest_n_bins": 16 if smoke else 64,
         "forest_min_child_weight": 5.0,
