@@ -371,9 +371,10 @@ def predict_raw(trees: ObliviousTrees, X):
 
     ``trees`` may have any number of leading axes; all of them are summed over, in order, each
     row's sum starting from 0. On CPU with jboost's compiled kernels: one pass over row blocks
-    that applies every tree to a block held in cache (``jboost/_native``); elsewhere, and for
-    other tree families (:class:`TreeFamily`), a ``lax.scan`` over trees on the feature-major
-    ``X.T``. Both add the same floats in the same order: the same result, bit for bit.
+    that applies every tree to a block held in cache (``jboost/_native``; oblivious trees and
+    depth-wise node tables); elsewhere, and for other tree families (:class:`TreeFamily`), a
+    ``lax.scan`` over trees on the feature-major ``X.T``. Both add the same floats in the same
+    order: the same result, bit for bit.
     """
     return _predict(trees, jnp.asarray(X, jnp.float32), feature_major=False)
 
@@ -401,14 +402,23 @@ def _predict(trees: ObliviousTrees, X, feature_major: bool):
         out, _ = lax.scan(step, jnp.zeros((n, k), jnp.float32), flat)
         return out
 
-    if not _native.available() or not isinstance(flat, ObliviousTrees):
+    from jboost import depthwise  # (it imports this module)
+
+    table = isinstance(flat, depthwise.DepthwiseTrees)
+    if not _native.available() or not (isinstance(flat, ObliviousTrees) or table):
         return xla()
 
     def native():  # jboost/_native: row blocks in cache, every tree per block
-        call = jax.ffi.ffi_call(_native.PREDICT, jax.ShapeDtypeStruct((n, k), jnp.float32),
-                                vmap_method="sequential")
-        return call(X, flat.features.astype(jnp.int32), flat.borders.astype(jnp.float32),
-                    flat.missing_right.astype(jnp.uint8), flat.leaf_values.astype(jnp.float32),
+        out = jax.ShapeDtypeStruct((n, k), jnp.float32)
+        common = (X, flat.features.astype(jnp.int32), flat.borders.astype(jnp.float32),
+                  flat.missing_right.astype(jnp.uint8))
+        if table:  # node tables: pointer steps (predict.cc's PredictTableRows)
+            call = jax.ffi.ffi_call(_native.PREDICT_DEPTHWISE, out, vmap_method="sequential")
+            return call(*common, flat.children.astype(jnp.int32), flat.leaf_values.astype(jnp.float32),
+                        depth=np.int64(flat.depth), n_threads=np.int64(_native.cpu_threads()),
+                        feature_major=feature_major)
+        call = jax.ffi.ffi_call(_native.PREDICT, out, vmap_method="sequential")
+        return call(*common, flat.leaf_values.astype(jnp.float32),
                     n_threads=np.int64(_native.cpu_threads()), feature_major=feature_major)
 
     return _native.platform_dependent(cpu=native, default=xla)

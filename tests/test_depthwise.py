@@ -502,6 +502,33 @@ def test_a_table_too_small_for_the_tree_is_an_error_not_a_dropped_node():
     np.testing.assert_array_equal(exact.leaf_values, tree.leaf_values[:used + 1])
 
 
+def test_prediction_kernel_is_bitwise_the_pure_jax_walk():
+    """predict_raw of node tables on CPU runs predict.cc's pointer steps: bitwise the pure-JAX
+    walk, row- and feature-major, with NaN and subnormal inputs and K = 3 outputs, for fitted
+    trees and for a hostile table (children past the end, a walk that ends on a node) whose
+    indices both clamp the same way."""
+    from _pure_jax import pure_jax
+    Xb, g, h = _kernel_case(3, seed=9)
+    kw = dict(depth=KERNEL_DEPTH, n_bins=N_BINS, l2=0.5, min_split_gain=0.0, min_child_weight=1.0,
+              feature_key=jax.random.PRNGKey(2), max_features=4, max_nodes=N // 2)
+    scales = jnp.arange(5, dtype=jnp.float32)
+    trees = jax.vmap(lambda s: depthwise.fit_tree(Xb, g * (1.0 + s), h, **kw)[0])(scales)
+    rng = np.random.default_rng(3)
+    borders = np.sort(rng.normal(size=(KERNEL_F, N_BINS - 1)).astype(np.float32), axis=1)
+    trees = trees.with_borders(jnp.asarray(borders))
+    X = rng.normal(size=(700, KERNEL_F)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    X[:5, :] = np.float32(1e-40)  # subnormal: flushed on both paths
+    hostile = trees._replace(children=trees.children.at[0, 0, 1].set(10_000).at[1, 0, 0].set(0),
+                             features=trees.features.at[2, 0].set(99))
+    for t in (trees, hostile):
+        assert tree_lib.predict_raw(t, X).shape == (700, 3)
+        assert "jboost_predict_depthwise" in str(jax.jit(tree_lib.predict_raw).lower(t, X).as_text())
+        np.testing.assert_array_equal(tree_lib.predict_raw(t, X), pure_jax(tree_lib.predict_raw, t, X))
+        np.testing.assert_array_equal(tree_lib.predict_raw_feature_major(t, X.T),
+                                      pure_jax(tree_lib.predict_raw_feature_major, t, X.T))
+
+
 def test_kernel_vmapped_trees_equal_separate_calls():
     """A batch of trees (vmap: the kernel's threads take whole trees) == each tree alone."""
     Xb, g, h = _kernel_case(1, seed=7)

@@ -24,12 +24,13 @@ BIN = "jboost_bin"
 LEVEL = "jboost_level"
 SPLIT_GAINS = "jboost_split_gains"
 PREDICT = "jboost_predict"
+PREDICT_DEPTHWISE = "jboost_predict_depthwise"  # depth-wise node tables (predict.cc)
 SELF_TEST = "jboost_self_test"  # throws C++ exceptions on request: the FFI boundary's test
 
 #: The version of the kernels' interface (targets, operands, attributes) these Python wrappers
 #: call; the library exports its own (``JboostAbiVersion()``, histogram.cc: kAbiVersion). Bump
 #: both together whenever a target's signature or meaning changes.
-ABI_VERSION = 1
+ABI_VERSION = 2  # 2: depth-wise node tables (jboost_depthwise_tree's outputs, PREDICT_DEPTHWISE)
 
 
 #: The kernels index rows, and the cells of one feature's histograms (leaves x bins x channels,
@@ -101,6 +102,8 @@ def load() -> bool:
     jax.ffi.register_ffi_target(LEVEL, jax.ffi.pycapsule(lib.JboostLevel), platform="cpu")
     jax.ffi.register_ffi_target(SPLIT_GAINS, jax.ffi.pycapsule(lib.JboostSplitGains), platform="cpu")
     jax.ffi.register_ffi_target(PREDICT, jax.ffi.pycapsule(lib.JboostPredict), platform="cpu")
+    jax.ffi.register_ffi_target(PREDICT_DEPTHWISE, jax.ffi.pycapsule(lib.JboostPredictDepthwise),
+                                platform="cpu")
     jax.ffi.register_ffi_target(SELF_TEST, jax.ffi.pycapsule(lib.JboostSelfTest), platform="cpu")
     return True
 

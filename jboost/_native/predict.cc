@@ -66,6 +66,100 @@ void PredictRows(const float* X, int64_t row_stride, int64_t feature_stride, int
   }
 }
 
+// Depth-wise trees' node tables (jboost.depthwise.DepthwiseTrees): per row and tree, max(D, 1)
+// pointer steps from the root (jboost.depthwise.walk), then the leaf's values added in tree
+// order: the pure-JAX walk's floats, its clamped gathers included (an index past a table's end
+// reads its last slot; a negative leaf index counts from the end).
+JBOOST_AVX2_CLONES
+void PredictTableRows(const float* X, int64_t row_stride, int64_t feature_stride,
+                      int64_t n_features, const int32_t* features, const float* borders,
+                      const uint8_t* missing_right, const int32_t* children, const float* leaves,
+                      int64_t n_trees, int64_t n_nodes, int64_t depth, int64_t k, float* out,
+                      int64_t r0, int64_t r1) {
+  constexpr int64_t kB = kPredictBlock;
+  const int64_t n_leaves = n_nodes + 1, steps = std::max<int64_t>(depth, 1);
+  std::vector<float> cols(n_features * kB);
+  std::vector<float> acc(kB * k);
+  std::vector<int32_t> feat(n_trees * n_nodes);
+  std::vector<float> border(n_trees * n_nodes);
+  for (int64_t j = 0; j < n_trees * n_nodes; ++j) {
+    feat[j] = static_cast<int32_t>(std::clamp<int64_t>(features[j], 0, n_features - 1));
+    border[j] = FlushSubnormal(borders[j]);
+  }
+  for (int64_t b0 = r0; b0 < r1; b0 += kB) {
+    const int64_t m = std::min(kB, r1 - b0);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t f = 0; f < n_features; ++f) {
+        cols[f * kB + i] = FlushSubnormal(X[(b0 + i) * row_stride + f * feature_stride]);
+      }
+    }
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t t = 0; t < n_trees; ++t) {
+      const int32_t* ft = feat.data() + t * n_nodes;
+      const float* bt = border.data() + t * n_nodes;
+      const uint8_t* mt = missing_right + t * n_nodes;
+      const int32_t* ct = children + t * n_nodes * 2;
+      const float* lv = leaves + t * n_leaves * k;
+      for (int64_t i = 0; i < m; ++i) {
+        int64_t cur = 0;
+        for (int64_t s = 0; s < steps && cur >= 0; ++s) {
+          const int64_t node = std::min<int64_t>(cur, n_nodes - 1);
+          const float x = cols[ft[node] * kB + i];
+          const bool right = mt[node] ? !(x <= bt[node]) : x > bt[node];
+          cur = ct[node * 2 + (right ? 1 : 0)];
+        }
+        int64_t leaf = -cur - 1;  // ~cur
+        if (leaf < 0) leaf += n_leaves;
+        leaf = std::clamp<int64_t>(leaf, 0, n_leaves - 1);
+        const float* v = lv + leaf * k;
+        for (int64_t j = 0; j < k; ++j) acc[i * k + j] += v[j];
+      }
+    }
+    std::memcpy(out + b0 * k, acc.data(), sizeof(float) * m * k);
+  }
+}
+
+ffi::Error PredictTableImpl(ffi::Buffer<ffi::F32> X, ffi::Buffer<ffi::S32> features,
+                            ffi::Buffer<ffi::F32> borders, ffi::Buffer<ffi::U8> missing_right,
+                            ffi::Buffer<ffi::S32> children, ffi::Buffer<ffi::F32> leaves,
+                            ffi::ResultBuffer<ffi::F32> out, int64_t depth, int64_t n_threads,
+                            bool feature_major) {
+  auto xd = X.dimensions();
+  auto fd = features.dimensions();
+  auto cd = children.dimensions();
+  auto ld = leaves.dimensions();
+  auto od = out->dimensions();
+  if (xd.size() != 2 || fd.size() != 2 || cd.size() != 3 || ld.size() != 3 || od.size() != 2 ||
+      borders.element_count() != features.element_count() ||
+      missing_right.element_count() != features.element_count() || fd[1] < 1 ||
+      cd[0] != fd[0] || cd[1] != fd[1] || cd[2] != 2 || ld[0] != fd[0] || ld[1] != fd[1] + 1 ||
+      od[1] != ld[2] || depth < 0) {
+    return ffi::Error::InvalidArgument(
+        "jboost depthwise predict: X (n, F) or (F, n), features/borders/missing_right (T, N), "
+        "children (T, N, 2), leaf_values (T, N + 1, K), out (n, K)");
+  }
+  const int64_t n = feature_major ? xd[1] : xd[0], n_features = feature_major ? xd[0] : xd[1];
+  const int64_t n_trees = fd[0], n_nodes = fd[1], k = ld[2];
+  if (od[0] != n) return ffi::Error::InvalidArgument("jboost depthwise predict: out must have n rows");
+  if (n == 0 || k == 0) return ffi::Error::Success();
+  if (n_features == 0) return ffi::Error::InvalidArgument("jboost depthwise predict: no features");
+  const int64_t row_stride = feature_major ? 1 : n_features;
+  const int64_t feature_stride = feature_major ? n : 1;
+  const int64_t blocks = (n + kPredictBlock - 1) / kPredictBlock;
+  const int64_t threads = std::max<int64_t>(
+      1, std::min<int64_t>({n_threads, blocks,
+                            (n * std::max<int64_t>(n_trees, 1) * (depth + 1)) >> 16}));
+  Parallel(threads, [&](int64_t t) {
+    const int64_t r0 = blocks * t / threads * kPredictBlock;
+    const int64_t r1 = std::min(n, blocks * (t + 1) / threads * kPredictBlock);
+    PredictTableRows(X.typed_data(), row_stride, feature_stride, n_features,
+                     features.typed_data(), borders.typed_data(), missing_right.typed_data(),
+                     children.typed_data(), leaves.typed_data(), n_trees, n_nodes, depth, k,
+                     out->typed_data(), r0, r1);
+  });
+  return ffi::Error::Success();
+}
+
 ffi::Error PredictImpl(ffi::Buffer<ffi::F32> X, ffi::Buffer<ffi::S32> features,
                        ffi::Buffer<ffi::F32> borders, ffi::Buffer<ffi::U8> missing_right,
                        ffi::Buffer<ffi::F32> leaves, ffi::ResultBuffer<ffi::F32> out,
@@ -125,5 +219,19 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostPredict, Guarded<jboost::PredictImpl>::Call,
                                   .Arg<ffi::Buffer<ffi::U8>>()   // missing_right (T, D)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // leaf_values (T, 2**D, K)
                                   .Ret<ffi::Buffer<ffi::F32>>()  // out (n, K)
+                                  .Attr<int64_t>("n_threads")
+                                  .Attr<bool>("feature_major"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostPredictDepthwise, Guarded<jboost::PredictTableImpl>::Call,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // X (n, F), or (F, n)
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // features (T, N)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // borders (T, N)
+                                  .Arg<ffi::Buffer<ffi::U8>>()   // missing_right (T, N)
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // children (T, N, 2)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // leaf_values (T, N + 1, K)
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // out (n, K)
+                                  .Attr<int64_t>("depth")
                                   .Attr<int64_t>("n_threads")
                                   .Attr<bool>("feature_major"));
