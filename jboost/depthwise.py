@@ -509,8 +509,10 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         path's slots); not with ``feature_masks`` or ``feature_subsets``.
 
     Returns:
-      ``(tree, leaf)``: a :class:`DepthwiseTrees` with the criterion's leaf values (before
-      shrinkage) and ``(n,)`` the leaf of every training row.
+      ``(tree, leaf)``: a :class:`DepthwiseTrees` node table of :func:`node_capacity` slots
+      (``max_nodes`` given: at most ``n - 1``, a split sending rows of non-zero weight both
+      ways) with the criterion's leaf values (before shrinkage), and ``(n,)`` the table leaf of
+      every training row.
     """
     k = grad.shape[-1]
     payload = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
