@@ -158,6 +158,21 @@ inline void EvalThreshold(const Settings& s, int64_t q, int64_t t, const float* 
   }
 }
 
+// The split of the first maximum `best` at candidate `best_idx` ((feature slot, threshold,
+// direction) flattened; nt thresholds), min_split_gain subtracted: a leaf unless positive.
+inline Best BestOf(float best, int64_t best_idx, int64_t nt, float msg) {
+  Best out;
+  const float gain = best - msg;
+  if (gain > 0.0f) {
+    out.pos = static_cast<int32_t>(best_idx / (2 * nt));
+    const int64_t j = best_idx % (2 * nt);
+    out.threshold = static_cast<int32_t>(j / 2);
+    out.right = (j % 2) == 1;
+    out.gain = gain;
+  }
+  return out;
+}
+
 constexpr int64_t kBlock = 16;  // jboost.histograms.prefix_sum's block of bins
 
 // SplitSlot for a node of few rows (fewer than half the bins): the same split, bit for bit,
@@ -277,16 +292,7 @@ Best SplitSlotSparse(const Settings& s, const uint8_t* X, const float* payload,
       sc->marked[b] = 0;
     }
   }
-  Best out;
-  const float gain = best - s.msg;
-  if (gain > 0.0f) {
-    out.pos = static_cast<int32_t>(best_idx / (2 * nt));
-    const int64_t j = best_idx % (2 * nt);
-    out.threshold = static_cast<int32_t>(j / 2);
-    out.right = (j % 2) == 1;
-    out.gain = gain;
-  }
-  return out;
+  return BestOf(best, best_idx, nt, s.msg);
 }
 
 // One slot's histogram, prefix sums, gains and first best split.
@@ -353,16 +359,7 @@ Best SplitSlot(const Settings& s, const uint8_t* X, const float* payload, const 
       EvalThreshold(s, q, t, present, total, miss, parent, no_missing, sc, &best, &best_idx);
     }
   }
-  Best out;
-  const float gain = best - s.msg;
-  if (gain > 0.0f) {
-    out.pos = static_cast<int32_t>(best_idx / (2 * nt));
-    const int64_t j = best_idx % (2 * nt);
-    out.threshold = static_cast<int32_t>(j / 2);
-    out.right = (j % 2) == 1;
-    out.gain = gain;
-  }
-  return out;
+  return BestOf(best, best_idx, nt, s.msg);
 }
 
 inline int64_t NodeSlots(int64_t n, int64_t max_nodes, int64_t d) {
