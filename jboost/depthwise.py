@@ -227,6 +227,11 @@ def from_dense(features, thresholds, borders, missing_right, leaf_values, gains,
              jnp.asarray(missing_right, bool), jnp.asarray(gains, jnp.float32),
              jnp.asarray(leaf_values, jnp.float32))]
     table, _ = jax.vmap(lambda *a: _dense_table(*a, capacity))(*args)
+    if not isinstance(table.level_counts, jax.core.Tracer) and table.level_counts.size:
+        used = int(np.asarray(table.level_counts).sum(axis=-1).max())
+        if used > capacity:  # the table would lose nodes
+            raise ValueError(f"from_dense: capacity={capacity} is below the {used} splitting "
+                             f"nodes of a tree; pass capacity >= {used} (default 2**D - 1).")
     return jax.tree_util.tree_map(lambda a: a.reshape(lead + a.shape[1:]), table)
 
 

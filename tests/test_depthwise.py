@@ -529,6 +529,39 @@ def test_prediction_kernel_is_bitwise_the_pure_jax_walk():
                                       pure_jax(tree_lib.predict_raw_feature_major, t, X.T))
 
 
+def test_from_dense_refuses_a_capacity_below_the_splitting_nodes():
+    """from_dense converts the dense heap layout exactly at any capacity that holds the tree's
+    splitting nodes (the same predictions) and refuses a smaller one, naming the argument."""
+    X, Y, borders, Xb = _data()
+    g, h = _squared_error(Y)
+    t, _ = _grow(Xb, g, h)
+    used = int(np.asarray(t.level_counts).sum())
+    assert used >= 3
+    # The dense heap of this tree: rule 2**d - 1 + j at heap node j of level d.
+    n_rules = 2**DEPTH - 1
+    dense = dict(features=np.zeros(n_rules, np.int32), thresholds=np.full(n_rules, N_BINS - 2, np.int32),
+                 borders=np.zeros(n_rules, np.float32), missing_right=np.zeros(n_rules, bool),
+                 gains=np.zeros(n_rules, np.float32), leaf_values=np.zeros((2**DEPTH, 1), np.float32))
+    kids = np.asarray(t.children)
+
+    def fill(code, d, j):
+        if code < 0 or d == DEPTH:  # a leaf: its rows go left below, to dense leaf j
+            dense["leaf_values"][j] = np.asarray(t.leaf_values)[~code]
+            return
+        r = 2**d - 1 + j
+        for name in ("features", "thresholds", "borders", "missing_right", "gains"):
+            dense[name][r] = np.asarray(getattr(t, name))[code]
+        fill(int(kids[code, 0]), d + 1, j)
+        fill(int(kids[code, 1]), d + 1, j + 2**d)
+
+    fill(0, 0, 0)
+    back = depthwise.from_dense(capacity=used, **dense)
+    np.testing.assert_array_equal(numpy_walk(back, Xb.T, binned=True), numpy_walk(t, Xb.T, binned=True))
+    np.testing.assert_array_equal(back.features, np.asarray(t.features)[:used])
+    with pytest.raises(ValueError, match=f"capacity={used - 1}.*capacity >= {used}"):
+        depthwise.from_dense(capacity=used - 1, **dense)
+
+
 def test_kernel_vmapped_trees_equal_separate_calls():
     """A batch of trees (vmap: the kernel's threads take whole trees) == each tree alone."""
     Xb, g, h = _kernel_case(1, seed=7)

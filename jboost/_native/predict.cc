@@ -17,6 +17,19 @@ inline float FlushSubnormal(float x) {
   return std::fabs(x) < std::numeric_limits<float>::min() ? 0.0f : x;
 }
 
+// Rows 0..n-1 in blocks of kPredictBlock, split into contiguous runs of blocks over at most
+// n_threads threads and at most `max_threads` (the work a prediction's size pays threads for);
+// fn(r0, r1) on each run.
+template <typename Fn>
+void ForRowBlocks(int64_t n, int64_t n_threads, int64_t max_threads, Fn fn) {
+  const int64_t blocks = (n + kPredictBlock - 1) / kPredictBlock;
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>({n_threads, blocks, max_threads}));
+  Parallel(threads, [&](int64_t t) {
+    fn(blocks * t / threads * kPredictBlock,
+       std::min(n, blocks * (t + 1) / threads * kPredictBlock));
+  });
+}
+
 JBOOST_AVX2_CLONES
 void PredictRows(const float* X, int64_t row_stride, int64_t feature_stride, int64_t n_features,
                  const int32_t* features, const float* borders, const uint8_t* missing_right,
@@ -145,13 +158,8 @@ ffi::Error PredictTableImpl(ffi::Buffer<ffi::F32> X, ffi::Buffer<ffi::S32> featu
   if (n_features == 0) return ffi::Error::InvalidArgument("jboost depthwise predict: no features");
   const int64_t row_stride = feature_major ? 1 : n_features;
   const int64_t feature_stride = feature_major ? n : 1;
-  const int64_t blocks = (n + kPredictBlock - 1) / kPredictBlock;
-  const int64_t threads = std::max<int64_t>(
-      1, std::min<int64_t>({n_threads, blocks,
-                            (n * std::max<int64_t>(n_trees, 1) * (depth + 1)) >> 16}));
-  Parallel(threads, [&](int64_t t) {
-    const int64_t r0 = blocks * t / threads * kPredictBlock;
-    const int64_t r1 = std::min(n, blocks * (t + 1) / threads * kPredictBlock);
+  ForRowBlocks(n, n_threads, (n * std::max<int64_t>(n_trees, 1) * (depth + 1)) >> 16,
+               [&](int64_t r0, int64_t r1) {
     PredictTableRows(X.typed_data(), row_stride, feature_stride, n_features,
                      features.typed_data(), borders.typed_data(), missing_right.typed_data(),
                      children.typed_data(), leaves.typed_data(), n_trees, n_nodes, depth, k,
@@ -185,12 +193,8 @@ ffi::Error PredictImpl(ffi::Buffer<ffi::F32> X, ffi::Buffer<ffi::S32> features,
   }
   const int64_t row_stride = feature_major ? 1 : n_features;
   const int64_t feature_stride = feature_major ? n : 1;
-  const int64_t blocks = (n + kPredictBlock - 1) / kPredictBlock;
-  const int64_t threads = std::max<int64_t>(
-      1, std::min<int64_t>({n_threads, blocks, (n * std::max<int64_t>(n_trees, 1) * (depth + 1)) >> 18}));
-  Parallel(threads, [&](int64_t t) {
-    const int64_t r0 = blocks * t / threads * kPredictBlock;
-    const int64_t r1 = std::min(n, blocks * (t + 1) / threads * kPredictBlock);
+  ForRowBlocks(n, n_threads, (n * std::max<int64_t>(n_trees, 1) * (depth + 1)) >> 18,
+               [&](int64_t r0, int64_t r1) {
     PredictRows(X.typed_data(), row_stride, feature_stride, std::max<int64_t>(n_features, 1),
                 features.typed_data(), borders.typed_data(), missing_right.typed_data(),
                 leaves.typed_data(), n_trees, depth, k, out->typed_data(), r0, r1);
