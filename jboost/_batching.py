@@ -138,7 +138,7 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
                callbacks: Sequence[Callable[[Dict[str, Any]], Any]] = (),
                info: Optional[Callable[[int, Any], Dict[str, Any]]] = None,
                at_once: bool = False, keep_on_interrupt: bool = False,
-               unit: str = "items") -> list:
+               unit: str = "items", keep: Optional[Callable[[Any], Any]] = None) -> list:
     """``chunk_fn(c, items)`` for every chunk ``c``, called one after another from the host.
 
     Chunk ``c`` holds items ``c * size .. (c + 1) * size - 1`` (``items``, an int64 host array;
@@ -165,10 +165,14 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
         (their number), ``done`` (items finished), ``items`` (their number), ``elapsed``
         (seconds) and ``from_checkpoint``. A callback returning ``True`` stops: no further chunk
         runs, and the outputs of the chunks finished so far are returned (a shorter list).
+      keep: ``keep(outputs)`` is what is kept of each chunk (computed or loaded), after
+        ``on_chunk`` and the callbacks saw it (e.g. a chunk of trees cut to its used slots: the
+        full outputs are freed chunk by chunk).
 
     Returns:
-      The chunks' outputs, in order (a list; shorter when a callback stopped).
+      The chunks' outputs (``keep``'s), in order (a list; shorter when a callback stopped).
     """
+    kept_of = (lambda out: out) if keep is None else keep  # noqa: E731
     n_chunks = -(-n_items // size)
     done = {} if done is None else done
     outs, t0, n_run = [], time.perf_counter(), 0
@@ -186,12 +190,13 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
     try:
         for c in range(n_chunks):
             if c in done:
-                outs.append(done[c])
                 computed, kept = computed + 1, kept + 1
                 if progress is not None:
                     _print_progress(progress, min((c + 1) * size, n_items), n_items, c + 1, n_chunks,
                                     "from the checkpoint")
-                if stop_after(c, done[c], True):
+                stop = stop_after(c, done[c], True)
+                outs.append(kept_of(done[c]))
+                if stop:
                     break
                 continue
             out = chunk_fn(c, np.arange(c * size, (c + 1) * size))
@@ -204,8 +209,10 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
                 elapsed = time.perf_counter() - t0
                 _print_progress(progress, min((c + 1) * size, n_items), n_items, c + 1, n_chunks,
                                 f"{elapsed:.1f}s elapsed, ~{elapsed / n_run * (to_run - n_run):.1f}s left")
-            outs.append(out)
-            if stop_after(c, out, False):
+            stop = stop_after(c, out, False)
+            outs.append(kept_of(out))
+            del out
+            if stop:
                 break
     except KeyboardInterrupt:
         keeping = on_chunk is not None if keeps is None else keeps
@@ -377,7 +384,8 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
                      what: str = "chunks", callbacks: Sequence[Callable] = (),
                      info: Optional[Callable[[int, Any], Dict[str, Any]]] = None,
                      at_once: bool = False, keep_on_interrupt: bool = False,
-                     unit: str = "items") -> Any:
+                     unit: str = "items", keep: Optional[Callable[[Any], Any]] = None,
+                     combine: Optional[Callable[[list, int], Any]] = None) -> Any:
     """``chunk_fn(*args, items)`` over ``n_items`` items in host-side chunks (:func:`map_chunks`),
     each chunk saved to ``checkpoint_dir`` as it finishes (:class:`ChunkCheckpoints`, files
     ``{kind}-chunk*.npz``, guarded by the :func:`fingerprint` of ``args`` and ``settings``) and
@@ -389,7 +397,10 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
     out as :func:`map_in_chunks` lays them out (:func:`chunk_layout`). Returns the chunks'
     outputs concatenated along that axis, cut to the items finished (all ``n_items``, or fewer
     when a callback stopped, or a ``Ctrl-C`` with ``keep_on_interrupt``: :func:`map_chunks`).
-    Concrete arrays only (not under ``jax.vmap`` or ``jit``).
+    Concrete arrays only (not under ``jax.vmap`` or ``jit``). ``keep``: what is kept of each
+    chunk (:func:`map_chunks`; checkpoints hold the whole chunk); ``combine(kept, n_done)``: the
+    result from the kept chunks and the number of items finished, instead of the concatenation
+    (e.g. chunks of different shapes).
     """
     if any(_is_tracer(v) for v in jax.tree_util.tree_leaves(args)):
         raise ValueError("verbose=, checkpoint_dir= and callbacks= need a concrete fit (not under "
@@ -405,12 +416,22 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
     outs = map_chunks(lambda c, it: chunk_fn(*args, jnp.asarray(it, jnp.int32)), n_items, size,
                       done=done, on_chunk=on_chunk, progress=progress, what=what,
                       callbacks=callbacks, info=info, at_once=at_once,
-                      keep_on_interrupt=keep_on_interrupt, unit=unit)
+                      keep_on_interrupt=keep_on_interrupt, unit=unit, keep=keep)
     n_done = min(len(outs) * size, n_items)
+    if combine is not None:
+        return combine(outs, n_done)
 
-    def join(*chunks):  # one copy at most: a large forest's arrays are hundreds of MB
+    return join_chunks(outs, n_done)
+
+
+def join_chunks(outs: list, n_done: int) -> Any:
+    """Chunks' outputs (pytrees of arrays with a leading item axis) concatenated along it, cut
+    to the first ``n_done`` items: one copy at most (a large forest's arrays are hundreds of MB;
+    each chunk cut to its finished items before the one concatenation)."""
+
+    def join(*chunks):
         parts, start = [], 0
-        for x in chunks:  # each chunk cut to its finished items before the one concatenation
+        for x in chunks:
             keep = min(x.shape[0], n_done - start)
             if keep <= 0:
                 break

@@ -248,10 +248,10 @@ def pad_nodes(trees: DepthwiseTrees, capacity: int, n_bins: int) -> DepthwiseTre
         return trees
     extra = capacity - n
 
-    def pad(a, value, axis):
+    def pad(a, value, axis):  # host arrays stay on the host (numpy: no compilation per shape)
         widths = [(0, 0)] * a.ndim
         widths[axis] = (0, extra)
-        return jnp.pad(a, widths, constant_values=value)
+        return (np.pad if isinstance(a, np.ndarray) else jnp.pad)(a, widths, constant_values=value)
 
     return trees._replace(
         features=pad(trees.features, 0, -1), thresholds=pad(trees.thresholds, n_bins - 2, -1),
@@ -260,22 +260,28 @@ def pad_nodes(trees: DepthwiseTrees, capacity: int, n_bins: int) -> DepthwiseTre
         gains=pad(trees.gains, 0.0, -1))
 
 
-def trim_nodes(trees: DepthwiseTrees) -> DepthwiseTrees:
+def trim_nodes(trees: DepthwiseTrees, *, host: bool = False) -> DepthwiseTrees:
     """Concrete trees cut to the node slots they use: the most splitting nodes of any of them
     (at least 1), and one leaf more. Nodes ``0..I-1`` and leaves ``0..I`` are a tree's used
     slots, so the cut drops only null nodes and zero leaves: the same predictions. A forest's
     trees are grown in tables of the bound ``node_capacity`` (``n - 1`` nodes) and kept at
-    their size (letter, 500 depth-16 trees: about 1.4k nodes used of 16k)."""
+    their size (letter, 500 depth-16 trees: about 1.4k nodes used of 16k). ``host=True``: every
+    array as a numpy copy of its own (a chunk of a forest kept on the host, its full tables
+    freed)."""
     counts = np.asarray(trees.level_counts)
     cap = max(1, int(counts.sum(axis=-1).max()) if counts.size else 0)
+    if host:
+        trees = jax.tree_util.tree_map(np.asarray, trees)
     if cap >= trees.features.shape[-1]:
-        return trees
-    cut = lambda a, axis: jax.device_put(np.asarray(a)[(Ellipsis, slice(0, cap)) + (slice(None),) * axis])  # noqa: E731
+        return jax.tree_util.tree_map(np.array, trees) if host else trees
+    put = np.array if host else jax.device_put
+    cut = lambda a, axis: put(np.asarray(a)[(Ellipsis, slice(0, cap)) + (slice(None),) * axis])  # noqa: E731
     return trees._replace(
         features=cut(trees.features, 0), thresholds=cut(trees.thresholds, 0),
         borders=cut(trees.borders, 0), missing_right=cut(trees.missing_right, 0),
         children=cut(trees.children, 1), gains=cut(trees.gains, 0),
-        leaf_values=jax.device_put(np.asarray(trees.leaf_values)[..., :cap + 1, :]))
+        leaf_values=put(np.asarray(trees.leaf_values)[..., :cap + 1, :]),
+        level_counts=put(np.asarray(trees.level_counts)))
 
 
 def paths(tree: DepthwiseTrees):
@@ -450,10 +456,12 @@ def kernel_available() -> bool:
 
 def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_weight, *,
                  depth: int, n_bins: int, max_features: int, max_nodes: int, missing: bool,
-                 capacity: int):
+                 capacity: int, row_weights=None):
     """The compact path's tree by the CPU kernel, written as its node table of ``capacity``
     nodes: ``(tree, leaf)``, the pure-JAX levels' tree (:func:`_dense_table` of their rules and
-    Newton leaves) and every row's leaf."""
+    Newton leaves) and every row's leaf. ``row_weights`` ``(n,)``: the tree of ``payload *
+    row_weights[:, None]``, multiplied row by row in the kernel (a forest's bags share one
+    unweighted payload: no ``(n, 2K)`` array per tree)."""
     if not _register_kernel():
         raise RuntimeError("jboost's depth-wise tree kernel is not built; rebuild the kernels "
                            "(`python setup.py build_ext --inplace`) or set JBOOST_NATIVE=0.")
@@ -466,8 +474,9 @@ def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_w
            i32(capacity, 2), i32(depth), i32(n),
            jax.ShapeDtypeStruct((capacity + 1, payload.shape[-1] // 2), jnp.float32))
     call = jax.ffi.ffi_call(KERNEL_TARGET, out, vmap_method="expand_dims")
+    w = jnp.ones((n,), jnp.float32) if row_weights is None else jnp.asarray(row_weights, jnp.float32)
     features, thresholds, mr, gains, children, counts, leaf, values = call(
-        X_binned, payload, seed, f32(l2), f32(min_split_gain), f32(min_child_weight),
+        X_binned, payload, w, seed, f32(l2), f32(min_split_gain), f32(min_child_weight),
         depth=np.int64(depth), n_bins=np.int64(n_bins), max_features=np.int64(max_features),
         max_nodes=np.int64(max_nodes), n_threads=np.int64(histograms.kernel_threads(None)),
         missing=bool(missing))
@@ -481,7 +490,8 @@ def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_w
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
              missing: bool = True, criterion: splits.SplitCriterion = splits.NEWTON,
-             max_nodes: Optional[int] = None, feature_key=None, max_features: Optional[int] = None):
+             max_nodes: Optional[int] = None, feature_key=None, max_features: Optional[int] = None,
+             row_weights=None):
     """Fit one depth-wise tree of fixed depth to weighted gradients and hessians.
 
     The arguments are :func:`jboost.tree.fit_tree`'s, with per-node feature sampling:
@@ -512,6 +522,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         ``d`` may split on the ``m`` features :func:`node_features` draws for it (a random
         forest's per-node sampling), drawn only for the nodes that get histograms (the compact
         path's slots); not with ``feature_masks`` or ``feature_subsets``.
+      row_weights: optional ``(n,)``: the tree of ``grad * row_weights[:, None]`` and ``hess *
+        row_weights[:, None]`` (a bag's bootstrap weights), the same float products; the CPU
+        kernel multiplies row by row, so the bags of a ``vmap`` share unweighted targets.
 
     Returns:
       ``(tree, leaf)``: a :class:`DepthwiseTrees` node table of :func:`node_capacity` slots
@@ -520,7 +533,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
       every training row.
     """
     k = grad.shape[-1]
-    payload = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
+    unweighted = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
+    payload = (unweighted if row_weights is None
+               else unweighted * jnp.asarray(row_weights, jnp.float32)[:, None])
     c = payload.shape[-1]
     n_features, n = X_binned.shape
     compact = max_nodes is not None
@@ -686,9 +701,10 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     if (compact and depth and feature_masks is None and feature_subsets is None and criterion.kernel
             and c % 2 == 0 and kernel_available()):  # the CPU kernel grows the whole tree in one
         # call (a kernel library built before it existed lacks it: then the levels below, in JAX)
-        native = lambda: _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain,  # noqa: E731
+        native = lambda: _kernel_tree(X_binned, unweighted, feature_key, l2, min_split_gain,  # noqa: E731
                                       min_child_weight, depth=depth, n_bins=n_bins,
                                       max_features=max_features if keyed else n_features,
-                                      max_nodes=int(max_nodes), missing=missing, capacity=capacity)
+                                      max_nodes=int(max_nodes), missing=missing, capacity=capacity,
+                                      row_weights=row_weights)
         return histograms.dispatch(X_binned, n_bins, native, table, 1, c)
     return table()

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "parallel.h"
@@ -64,7 +65,101 @@ struct Settings {
   int64_t n_features, n, c, n_bins, depth, m, max_nodes;
   bool draw, missing;
   float l2, msg, mcw;
+  // The histograms' channels (set per tree by CompactRows): the K gradient sums, then hk hessian
+  // sums; hk = 1 when every row's K hessians are bitwise equal (one sum then stands for all K:
+  // the same values summed in the same order), hk = K otherwise. cc = K + hk; hs: the stride of
+  // output j's hessian (0 for one shared sum, 1 for K).
+  int64_t k = 0, hk = 0, cc = 0, hs = 1;
 };
+
+// The payload as the histograms read it (CompactRows): row i at p + i * stride. Dense rows
+// (cls null): the cc channels. One-hot rows (cls set): the row's one gradient that may be
+// non-zero, of output cls[i], then its hk hessians. A histogram cell starts at +0.0f and only
+// ever adds, so it is never -0.0f (x + y is -0.0f only for x = y = -0.0f), and adding a zero
+// (either sign) leaves it bitwise unchanged: skipping a row's zero gradients changes no bit.
+struct Rows {
+  const float* p;
+  int64_t stride;
+  const int32_t* cls;
+};
+
+// Adds row i's payload to `cell` (cc channels), one-hot or dense.
+template <bool kOneHot>
+inline void AddRow(const Settings& s, const Rows& rows, int64_t i, float* cell) {
+  const float* p = rows.p + i * rows.stride;
+  if (kOneHot) {
+    cell[rows.cls[i]] += p[0];
+    for (int64_t j = 0; j < s.hk; ++j) cell[s.k + j] += p[1 + j];
+  } else {
+    for (int64_t ch = 0; ch < s.cc; ++ch) cell[ch] += p[ch];
+  }
+}
+
+// Calls body(std::true_type) for one-hot rows, body(std::false_type) for dense rows.
+template <typename Body>
+inline void WithRows(const Rows& rows, Body body) {
+  if (rows.cls != nullptr) {
+    body(std::true_type());
+  } else {
+    body(std::false_type());
+  }
+}
+
+// The tree's weighted payload, payload[i, ch] * w[i] (the float products of jboost's
+// `payload * w`), as its histograms read it, setting s's channels: hessians shared when every
+// row's K are bitwise equal; one-hot rows (K >= 3) when no row has two non-zero gradients (NaN
+// counts as non-zero). A forest's classification targets are both (g = -onehot, h = 1, weighted
+// by the bootstrap): a row adds 2 numbers to a histogram instead of 2K. `part`: the rows of
+// non-zero weighted payload, in row order (the others add exact zeros anywhere).
+Rows CompactRows(const float* payload, const float* w, Settings* s, std::vector<float>* store,
+                 std::vector<int32_t>* cls, std::vector<int32_t>* part) {
+  const int64_t n = s->n, C = s->c, K = C / 2;
+  bool shared = true, onehot = K >= 3;
+  for (int64_t i = 0; i < n && (shared || onehot); ++i) {
+    const float* p = payload + i * C;
+    const float wi = w[i];
+    const float h0 = p[K] * wi;
+    for (int64_t j = 1; j < K && shared; ++j) {
+      const float hj = p[K + j] * wi;
+      shared = std::memcmp(&hj, &h0, 4) == 0;
+    }
+    int64_t nonzero = 0;
+    for (int64_t j = 0; j < K && onehot; ++j) nonzero += p[j] * wi != 0.0f;
+    onehot = onehot && nonzero <= 1;
+  }
+  s->k = K;
+  s->hk = shared ? 1 : K;
+  s->cc = K + s->hk;
+  s->hs = (shared && K > 1) ? 0 : 1;
+  const int64_t stride = onehot ? 1 + s->hk : s->cc;
+  store->resize(n * stride);
+  cls->resize(onehot ? n : 0);
+  part->clear();
+  for (int64_t i = 0; i < n; ++i) {
+    const float* p = payload + i * C;
+    const float wi = w[i];
+    float* q = store->data() + i * stride;
+    bool any = false;
+    if (onehot) {
+      int32_t j = 0;
+      while (j + 1 < K && p[j] * wi == 0.0f) ++j;
+      (*cls)[i] = j;
+      q[0] = p[j] * wi;
+      any = q[0] != 0.0f;
+      for (int64_t u = 0; u < s->hk; ++u) {
+        q[1 + u] = p[K + u] * wi;
+        any |= q[1 + u] != 0.0f;
+      }
+    } else {
+      for (int64_t ch = 0; ch < s->cc; ++ch) {
+        q[ch] = p[ch] * wi;
+        any |= q[ch] != 0.0f;
+      }
+    }
+    if (any) part->push_back(static_cast<int32_t>(i));
+  }
+  return Rows{store->data(), stride, onehot ? cls->data() : nullptr};
+}
 
 // A sum over the K outputs in the order of XLA's CPU row reduction (measured: 16 accumulators,
 // output k into accumulator k % 16, then halved pairwise), so that the gains are bitwise those of
@@ -72,24 +167,30 @@ struct Settings {
 template <typename Term>
 inline float SumOutputs(int64_t k, Term term) {
   if (k == 1) return 0.0f + term(0);
-  float acc[16] = {0.0f};
-  for (int64_t j = 0; j < k; ++j) acc[j % 16] += term(j);
-  for (int64_t w = 8; w >= 1; w /= 2) {
-    for (int64_t i = 0; i < w; ++i) acc[i] = acc[i] + acc[i + w];
+  alignas(16) float acc[16] = {0.0f};
+  int64_t j = 0;
+  for (; j + 16 <= k; j += 16) {  // whole rows of the 16 accumulators (fixed trip: vectorized)
+    for (int64_t i = 0; i < 16; ++i) acc[i] += term(j + i);
   }
-  return acc[0];
+  for (int64_t i = 0; j + i < k; ++i) acc[i] += term(j + i);
+  // Halved pairwise, each step with a fixed trip count (unrolled, lanewise).
+  for (int64_t i = 0; i < 8; ++i) acc[i] = acc[i] + acc[i + 8];
+  for (int64_t i = 0; i < 4; ++i) acc[i] = acc[i] + acc[i + 4];
+  for (int64_t i = 0; i < 2; ++i) acc[i] = acc[i] + acc[i + 2];
+  return acc[0] + acc[1];
 }
 
-// Score of a node: sum_k where(H_k + l2 > 0, G_k * (G_k / (H_k + l2)), 0).
-inline float Score(const float* g, const float* h, int64_t k, float l2) {
+// Score of a node: sum_k where(H_k + l2 > 0, G_k * (G_k / (H_k + l2)), 0); output k's hessian
+// at h[k * hs].
+inline float Score(const float* g, const float* h, int64_t k, int64_t hs, float l2) {
   return SumOutputs(k, [&](int64_t j) {
-    const float denom = h[j] + l2;
+    const float denom = h[j * hs] + l2;
     return denom > 0.0f ? g[j] * (g[j] / denom) : 0.0f;
   });
 }
 
-inline float HessSum(const float* h, int64_t k) {
-  return SumOutputs(k, [&](int64_t j) { return h[j]; });
+inline float HessSum(const float* h, int64_t k, int64_t hs) {
+  return SumOutputs(k, [&](int64_t j) { return h[j * hs]; });
 }
 
 inline bool SameBits(const float* a, const float* b, int64_t c) {
@@ -109,7 +210,7 @@ struct SlotScratch {
   // between features; the node's occupied bins; block totals and offsets; the prefix sums at the
   // bins the split search reads (cum, row slot[t] for bin t).
   std::vector<float> cells, blocks, cum;
-  std::vector<uint8_t> marked;
+  std::vector<uint8_t> marked, touched;  // touched: the dense path's (m, B) bins with rows
   std::vector<int32_t> occupied, needed, slot;
   std::vector<std::pair<uint32_t, int32_t>> draw;
 };
@@ -126,7 +227,7 @@ struct Best {
 inline void EvalThreshold(const Settings& s, int64_t q, int64_t t, const float* present,
                           const float* total, const float* miss, float parent, bool no_missing,
                           SlotScratch* sc, float* best, int64_t* best_idx) {
-  const int64_t C = s.c, K = C / 2, nt = s.n_bins - 1;
+  const int64_t C = s.cc, K = s.k, nt = s.n_bins - 1;
   float* left = sc->left.data();
   float* right = sc->right.data();
   for (int64_t d = 0; d < 2; ++d) {
@@ -140,12 +241,12 @@ inline void EvalThreshold(const Settings& s, int64_t q, int64_t t, const float* 
         left[ch] = d == 0 ? present[ch] + miss[ch] : present[ch];
         right[ch] = total[ch] - left[ch];
       }
-      const bool ok = HessSum(left + K, K) >= s.mcw && HessSum(right + K, K) >= s.mcw;
+      const bool ok = HessSum(left + K, K, s.hs) >= s.mcw && HessSum(right + K, K, s.hs) >= s.mcw;
       if (!ok) {
         gain = 0.0f;  // 0 + where(ok, ., 0)
       } else {
-        const float leaf_gain =
-            (Score(left, left + K, K, s.l2) + Score(right, right + K, K, s.l2)) - parent;
+        const float leaf_gain = (Score(left, left + K, K, s.hs, s.l2) +
+                                 Score(right, right + K, K, s.hs, s.l2)) - parent;
         gain = 0.0f + leaf_gain;
       }
     }
@@ -184,9 +285,9 @@ constexpr int64_t kBlock = 16;  // jboost.histograms.prefix_sum's block of bins
 // t - 1's bitwise; an empty bin that does not start a block always does (acc and offset
 // unchanged), so only t = 0, occupied bins and block starts are candidates, each compared with
 // t - 1 as the dense search does.
-Best SplitSlotSparse(const Settings& s, const uint8_t* X, const float* payload,
+JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s, const uint8_t* X, const Rows& payload,
                      const int32_t* rows, int64_t n_rows, const int32_t* feats, SlotScratch* sc) {
-  const int64_t B = s.n_bins, C = s.c, K = C / 2, m = s.m, nt = B - 1;
+  const int64_t B = s.n_bins, C = s.cc, K = s.k, m = s.m, nt = B - 1;
   const bool blocked = B > kBlock;
   const int64_t n_blocks = blocked ? (B + kBlock - 1) / kBlock : 1;
   if (static_cast<int64_t>(sc->cells.size()) < B * C) sc->cells.assign(B * C, 0.0f);
@@ -204,17 +305,17 @@ Best SplitSlotSparse(const Settings& s, const uint8_t* X, const float* payload,
   for (int64_t q = 0; q < m; ++q) {
     const uint8_t* col = X + static_cast<int64_t>(feats[q]) * s.n;
     occ.clear();
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const int32_t i = rows[r];
-      const int64_t b = std::min<int64_t>(col[i], B - 1);
-      if (!sc->marked[b]) {
-        sc->marked[b] = 1;
-        occ.push_back(static_cast<int32_t>(b));
+    WithRows(payload, [&](auto one_hot) {
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const int32_t i = rows[r];
+        const int64_t b = std::min<int64_t>(col[i], B - 1);
+        if (!sc->marked[b]) {
+          sc->marked[b] = 1;
+          occ.push_back(static_cast<int32_t>(b));
+        }
+        AddRow<decltype(one_hot)::value>(s, payload, i, cells + b * C);
       }
-      const float* p = payload + static_cast<int64_t>(i) * C;
-      float* cell = cells + b * C;
-      for (int64_t ch = 0; ch < C; ++ch) cell[ch] += p[ch];
-    }
+    });
     std::sort(occ.begin(), occ.end());
     // Block totals (occupied bins in bin order) and offsets.
     sc->blocks.assign(2 * n_blocks * C, 0.0f);
@@ -280,7 +381,7 @@ Best SplitSlotSparse(const Settings& s, const uint8_t* X, const float* payload,
       miss[ch] = total[ch] - before[ch];
       no_missing &= miss[ch] == 0.0f;
     }
-    const float parent = Score(total, total + K, K, s.l2);
+    const float parent = Score(total, total + K, K, s.hs, s.l2);
     for (int32_t t : needed) {
       if (t >= nt) break;
       const bool candidate = t == 0 || sc->marked[t] || (blocked && t % kBlock == 0);
@@ -296,41 +397,54 @@ Best SplitSlotSparse(const Settings& s, const uint8_t* X, const float* payload,
 }
 
 // One slot's histogram, prefix sums, gains and first best split.
-Best SplitSlot(const Settings& s, const uint8_t* X, const float* payload, const int32_t* rows,
+JBOOST_AVX2_CLONES Best SplitSlot(const Settings& s, const uint8_t* X, const Rows& payload, const int32_t* rows,
                int64_t n_rows, const int32_t* feats, SlotScratch* sc) {
-  const int64_t B = s.n_bins, C = s.c, K = C / 2, m = s.m;
+  const int64_t B = s.n_bins, C = s.cc, K = s.k, m = s.m;
   if (2 * n_rows < B) return SplitSlotSparse(s, X, payload, rows, n_rows, feats, sc);
   sc->hist.assign(m * B * C, 0.0f);
+  sc->touched.assign(m * B, 0);
   float* hist = sc->hist.data();
-  for (int64_t q = 0; q < m; ++q) {
-    const uint8_t* col = X + static_cast<int64_t>(feats[q]) * s.n;
-    float* hq = hist + q * B * C;
-    for (int64_t r = 0; r < n_rows; ++r) {
-      const int32_t i = rows[r];
-      const int64_t b = std::min<int64_t>(col[i], B - 1);
-      const float* p = payload + static_cast<int64_t>(i) * C;
-      float* cell = hq + b * C;
-      for (int64_t ch = 0; ch < C; ++ch) cell[ch] += p[ch];
-    }
-  }
-  // jboost.histograms.prefix_sum: within blocks of 16 bins, then the block totals' cumsum minus
-  // the block's own total added to each block (B <= 16: one plain cumsum).
-  for (int64_t q = 0; q < m; ++q) {
-    float* hq = hist + q * B * C;
-    for (int64_t ch = 0; ch < C; ++ch) {
-      if (B <= kBlock) {
-        float acc = 0.0f;
-        for (int64_t b = 0; b < B; ++b) hq[b * C + ch] = acc = acc + hq[b * C + ch];
-        continue;
+  WithRows(payload, [&](auto one_hot) {
+    for (int64_t q = 0; q < m; ++q) {
+      const uint8_t* col = X + static_cast<int64_t>(feats[q]) * s.n;
+      float* hq = hist + q * B * C;
+      uint8_t* tq = sc->touched.data() + q * B;
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const int32_t i = rows[r];
+        const int64_t b = std::min<int64_t>(col[i], B - 1);
+        AddRow<decltype(one_hot)::value>(s, payload, i, hq + b * C);
+        tq[b] = 1;
       }
-      float run = 0.0f;  // cumsum of the block totals
-      for (int64_t start = 0; start < B; start += kBlock) {
-        const int64_t end = std::min(B, start + kBlock);
-        float acc = 0.0f;
-        for (int64_t b = start; b < end; ++b) hq[b * C + ch] = acc = acc + hq[b * C + ch];
-        run = run + acc;  // padding bins (zeros) leave the block total unchanged
-        const float offset = run - acc;
-        for (int64_t b = start; b < end; ++b) hq[b * C + ch] = hq[b * C + ch] + offset;
+    }
+  });
+  // jboost.histograms.prefix_sum: within blocks of 16 bins (each from 0.0f), then the block
+  // totals' cumsum minus the block's own total added to each block (B <= 16: one plain cumsum).
+  // Per channel, the float operations of that order; bins outer, channels inner.
+  sc->blocks.resize(2 * C);
+  float* run = sc->blocks.data();  // cumsum of the block totals
+  float* offset = run + C;
+  for (int64_t q = 0; q < m; ++q) {
+    float* hq = hist + q * B * C;
+    std::fill(run, run + C, 0.0f);
+    const int64_t block = B <= kBlock ? B : kBlock;
+    for (int64_t start = 0; start < B; start += block) {
+      const int64_t end = std::min(B, start + block);
+      float* first = hq + start * C;
+      for (int64_t ch = 0; ch < C; ++ch) first[ch] = 0.0f + first[ch];
+      for (int64_t b = start + 1; b < end; ++b) {
+        float* cur = hq + b * C;
+        const float* prev = cur - C;
+        for (int64_t ch = 0; ch < C; ++ch) cur[ch] = prev[ch] + cur[ch];
+      }
+      if (B <= kBlock) break;
+      const float* acc = hq + (end - 1) * C;  // the block's total (padding bins add zeros)
+      for (int64_t ch = 0; ch < C; ++ch) {
+        run[ch] = run[ch] + acc[ch];
+        offset[ch] = run[ch] - acc[ch];
+      }
+      for (int64_t b = start; b < end; ++b) {
+        float* cur = hq + b * C;
+        for (int64_t ch = 0; ch < C; ++ch) cur[ch] = cur[ch] + offset[ch];
       }
     }
   }
@@ -350,12 +464,16 @@ Best SplitSlot(const Settings& s, const uint8_t* X, const float* payload, const 
       miss[ch] = total[ch] - before[ch];
       no_missing &= miss[ch] == 0.0f;
     }
-    const float parent = Score(total, total + K, K, s.l2);
+    const float parent = Score(total, total + K, K, s.hs, s.l2);
+    const uint8_t* tq = sc->touched.data() + q * B;
     for (int64_t t = 0; t < nt; ++t) {
       const float* present = hq + t * C;
-      // A bin no row of the node is in leaves the left sums, and so both gains, those of t - 1:
-      // they cannot be a new first maximum (nor a first NaN).
-      if (t > 0 && SameBits(present, present - C, C)) continue;
+      // Left sums bitwise those of t - 1 give both gains of t - 1 again: never a new first
+      // maximum (nor a first NaN), so skipping them, or not, changes nothing. A bin no row of the
+      // node is in has them unless it starts a block (acc restarts from 0.0f: checked).
+      if (t > 0 && !tq[t] && (B <= kBlock || t % kBlock != 0 || SameBits(present, present - C, C))) {
+        continue;
+      }
       EvalThreshold(s, q, t, present, total, miss, parent, no_missing, sc, &best, &best_idx);
     }
   }
@@ -380,10 +498,11 @@ struct Table {
 // (a leaf's level is the level where its node stops): jboost.depthwise._dense_table's numbering
 // of the pure-JAX levels. node_parent/leaf_parent: each id's parent node (-1: the root).
 // Returns false when the tree needs more than t.cap nodes (node_capacity's bound broken).
-bool GrowTree(const Settings& s, const uint8_t* X, const float* payload, uint32_t s0, uint32_t s1,
+bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
+              const std::vector<int32_t>& part, uint32_t s0, uint32_t s1,
               const Table& t, std::vector<int32_t>* node_parent, std::vector<int32_t>* leaf_parent,
               int64_t n_threads) {
-  const int64_t n = s.n, C = s.c, B = s.n_bins, N = t.cap;
+  const int64_t n = s.n, B = s.n_bins, N = t.cap;
   std::fill(t.features, t.features + N, 0);
   std::fill(t.thresholds, t.thresholds + N, static_cast<int32_t>(B - 2));
   std::fill(t.missing_right, t.missing_right + N, 0);
@@ -395,21 +514,14 @@ bool GrowTree(const Settings& s, const uint8_t* X, const float* payload, uint32_
   leaf_parent->assign(N + 1, -1);
   // Scratch kept by the calling thread across trees and calls (no page faults of fresh memory
   // per tree); local references, so that the slots' threads read the caller's.
-  thread_local std::vector<int32_t> tl_part, tl_grouped, tl_next, tl_pos, tl_code, tl_rank;
+  thread_local std::vector<int32_t> tl_grouped, tl_next, tl_pos, tl_code, tl_rank;
   thread_local std::vector<int32_t> tl_parent, tl_side;
   thread_local std::vector<int64_t> tl_start, tl_count, tl_heap;
   thread_local std::vector<SlotScratch> tl_scratch;
-  auto &part = tl_part, &grouped = tl_grouped, &next = tl_next, &pos = tl_pos;
+  auto &grouped = tl_grouped, &next = tl_next, &pos = tl_pos;
   auto &code = tl_code, &rank = tl_rank, &parent = tl_parent, &side = tl_side;
   auto &start = tl_start, &count = tl_count, &heap = tl_heap;
   auto& scratch = tl_scratch;
-  part.clear();
-  for (int64_t i = 0; i < n; ++i) {
-    const float* p = payload + i * C;
-    bool any = false;
-    for (int64_t ch = 0; ch < C; ++ch) any |= p[ch] != 0.0f;
-    if (any) part.push_back(static_cast<int32_t>(i));
-  }
   // Rows of non-zero payload grouped by present node (row order within a node); every row's
   // present node (pos; -1 once it has reached a leaf).
   grouped.assign(part.begin(), part.end());
@@ -459,7 +571,7 @@ bool GrowTree(const Settings& s, const uint8_t* X, const float* payload, uint32_
           }
           const int32_t* own = grouped.data() + start[k];
           const int64_t n_own = start[k + 1] - start[k];
-          Best b = SplitSlot(ss, X, payload, own, n_own, fk, sc);
+          Best b = SplitSlot(ss, X, rows, own, n_own, fk, sc);
           if (b.gain > 0.0f) {  // a split sends rows both ways, else the node is a leaf
             const uint8_t* col = X + static_cast<int64_t>(fk[b.pos]) * n;
             int64_t n_right = 0;
@@ -558,9 +670,10 @@ bool GrowTree(const Settings& s, const uint8_t* X, const float* payload, uint32_
 // and its hessian sum is at least min_child_weight, its parent's value otherwise (a leaf of the
 // dense levels has its node's sums at every level below it, so the same value). values:
 // (N + 1, K), zero for unused leaves.
-void LeafValues(const Settings& s, const float* payload, const Table& t,
-                const std::vector<int32_t>& node_parent, const std::vector<int32_t>& leaf_parent) {
-  const int64_t C = s.c, K = C / 2, N = t.cap;
+void LeafValues(const Settings& s, const Rows& rows, const std::vector<int32_t>& part,
+                const Table& t, const std::vector<int32_t>& node_parent,
+                const std::vector<int32_t>& leaf_parent) {
+  const int64_t C = s.cc, K = s.k, N = t.cap;
   thread_local std::vector<float> tl_lsums, tl_nsums, tl_nvalue;
   thread_local std::vector<int64_t> tl_lcount, tl_ncount;
   auto &lsums = tl_lsums, &nsums = tl_nsums, &nvalue = tl_nvalue;
@@ -570,16 +683,12 @@ void LeafValues(const Settings& s, const float* payload, const Table& t,
   const int64_t L = used + 1;
   lsums.assign(L * C, 0.0f);
   lcount.assign(L, 0);
-  for (int64_t i = 0; i < s.n; ++i) {
-    const float* p = payload + i * C;
-    float* o = lsums.data() + static_cast<int64_t>(t.leaf[i]) * C;
-    bool any = false;
-    for (int64_t ch = 0; ch < C; ++ch) {
-      o[ch] += p[ch];
-      any |= p[ch] != 0.0f;
+  WithRows(rows, [&](auto one_hot) {  // the rows of zero payload add exact zeros: skipped
+    for (int32_t i : part) {
+      AddRow<decltype(one_hot)::value>(s, rows, i, lsums.data() + static_cast<int64_t>(t.leaf[i]) * C);
+      ++lcount[t.leaf[i]];
     }
-    lcount[t.leaf[i]] += any;
-  }
+  });
   nsums.assign(std::max<int64_t>(used, 1) * C, 0.0f);
   ncount.assign(std::max<int64_t>(used, 1), 0);
   for (int64_t i = used - 1; i >= 0; --i) {
@@ -592,12 +701,12 @@ void LeafValues(const Settings& s, const float* payload, const Table& t,
   }
   auto value = [&](const float* node, float* out) {
     for (int64_t k = 0; k < K; ++k) {
-      const float denom = node[K + k] + s.l2;
+      const float denom = node[K + k * s.hs] + s.l2;
       out[k] = denom > 0.0f ? -node[k] / denom : 0.0f;
     }
   };
-  auto own_or = [&](const float* node, int64_t rows, const float* fallback, float* out) {
-    if (fallback == nullptr || (rows > 0 && HessSum(node + K, K) >= s.mcw)) {
+  auto own_or = [&](const float* node, int64_t n_rows, const float* fallback, float* out) {
+    if (fallback == nullptr || (n_rows > 0 && HessSum(node + K, K, s.hs) >= s.mcw)) {
       value(node, out);
     } else {
       for (int64_t k = 0; k < K; ++k) out[k] = fallback[k];
@@ -618,7 +727,7 @@ void LeafValues(const Settings& s, const float* payload, const Table& t,
 }
 
 ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> payload,
-                             ffi::Buffer<ffi::U32> seed, ffi::Buffer<ffi::F32> l2,
+                             ffi::Buffer<ffi::F32> weights, ffi::Buffer<ffi::U32> seed, ffi::Buffer<ffi::F32> l2,
                              ffi::Buffer<ffi::F32> msg, ffi::Buffer<ffi::F32> mcw,
                              ffi::ResultBuffer<ffi::S32> features,
                              ffi::ResultBuffer<ffi::S32> thresholds,
@@ -635,15 +744,18 @@ ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> paylo
   for (int64_t v : shape) n_models *= v;
   auto xd = X.dimensions();
   auto pd = payload.dimensions();
-  if (xd.size() != nb + 2 || pd.size() != nb + 2) {
-    return ffi::Error::InvalidArgument("jboost depthwise tree: X (..., F, n), payload (..., n, C)");
+  auto wd = weights.dimensions();
+  if (xd.size() != nb + 2 || pd.size() != nb + 2 || wd.size() != nb + 1) {
+    return ffi::Error::InvalidArgument(
+        "jboost depthwise tree: X (..., F, n), payload (..., n, C), weights (..., n)");
   }
   const int64_t n_features = xd[nb], n = xd[nb + 1], c = pd[nb + 1];
-  std::vector<int64_t> ox, op, os, ol2, omsg, omcw, of, ot, om, og, oc, olc, ol, ov;
+  std::vector<int64_t> ox, op, ow, os, ol2, omsg, omcw, of, ot, om, og, oc, olc, ol, ov;
   if (pd[nb] != n || ld[nb] != n || c < 2 || c % 2 != 0 || n_bins < 2 || n_bins > 256 ||
       depth < 1 || depth > 30 || max_features < 1 || max_nodes < 1 ||
       features->dimensions().size() != nb + 1 ||
-      !BatchOffsets(xd, 2, shape, &ox) || !BatchOffsets(pd, 2, shape, &op) ||
+      wd[nb] != n || !BatchOffsets(xd, 2, shape, &ox) || !BatchOffsets(pd, 2, shape, &op) ||
+      !BatchOffsets(wd, 1, shape, &ow) ||
       !BatchOffsets(seed.dimensions(), 1, shape, &os) ||
       !BatchOffsets(l2.dimensions(), 0, shape, &ol2) ||
       !BatchOffsets(msg.dimensions(), 0, shape, &omsg) ||
@@ -680,13 +792,16 @@ ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> paylo
             gains->typed_data() + og[mi],
             values->typed_data() + ov[mi],
             leaf->typed_data() + ol[mi]};
-    thread_local std::vector<int32_t> node_parent, leaf_parent;
-    if (!GrowTree(s, X.typed_data() + ox[mi], payload.typed_data() + op[mi], sd[0], sd[1], t,
-                  &node_parent, &leaf_parent, threads)) {
+    thread_local std::vector<int32_t> node_parent, leaf_parent, cls, part;
+    thread_local std::vector<float> store;
+    const Rows rows = CompactRows(payload.typed_data() + op[mi], weights.typed_data() + ow[mi], &s,
+                                  &store, &cls, &part);
+    if (!GrowTree(s, X.typed_data() + ox[mi], rows, part, sd[0], sd[1], t, &node_parent,
+                  &leaf_parent, threads)) {
       overflow = true;
       return;
     }
-    LeafValues(s, payload.typed_data() + op[mi], t, node_parent, leaf_parent);
+    LeafValues(s, rows, part, t, node_parent, leaf_parent);
   });
   if (overflow) {
     return ffi::Error::Internal("jboost depthwise tree: a tree needs more node slots than its "
@@ -705,6 +820,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostDepthwiseTree, Guarded<jboost::DepthwiseTree
                                   .Ctx<ffi::ThreadPool>()
                                   .Arg<ffi::Buffer<ffi::U8>>()   // X (..., F, n) bins
                                   .Arg<ffi::Buffer<ffi::F32>>()  // payload (..., n, C)
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // row weights (..., n)
                                   .Arg<ffi::Buffer<ffi::U32>>()  // seed (..., 2)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // l2 (...)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // min_split_gain (...)
