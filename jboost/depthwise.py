@@ -380,9 +380,11 @@ def node_gains(cum, l2, min_child_weight, missing: bool = True,
                criterion: splits.SplitCriterion = splits.NEWTON):
     """``(L, F, B - 1, 2)`` the gain of every ``(feature, threshold, missing direction)`` at each
     node of a level, from its ``(F, L, B, C)`` cumulative histograms: the oblivious level's
-    :func:`jboost.splits.split_gains_cumulative` of each node alone."""
-    return jax.vmap(lambda c: splits.split_gains_cumulative(c[:, None], l2, min_child_weight,
-                                                            missing, criterion), in_axes=1)(cum)
+    :func:`jboost.splits.split_gains_cumulative` of each node alone, summed over the outputs in
+    the kernel's order (:func:`jboost.splits.sum_outputs_16`)."""
+    return jax.vmap(lambda c: splits.split_gains_cumulative(
+        c[:, None], l2, min_child_weight, missing, criterion,
+        output_sum=splits.sum_outputs_16), in_axes=1)(cum)
 
 
 def _mix(x):
@@ -686,7 +688,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             if axis_name is not None:
                 sums, counts = lax.psum((sums, counts), axis_name)
         values = tree_lib.newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight,
-                                             value=criterion.value, rows=counts)
+                                             value=criterion.value, rows=counts,
+                                             output_sum=splits.sum_outputs_16)
         return values
 
     capacity = node_capacity(depth, n, max_nodes if compact else None)

@@ -88,6 +88,30 @@ NEWTON = SplitCriterion(score=newton_score, value=newton_value, name="newton", k
 
 
 
+def sum_outputs_16(x, keepdims: bool = False):
+    """``x`` summed over its last axis (the ``K`` outputs) in one fixed order: 16 running sums,
+    output ``j`` into sum ``j % 16`` (each from ``+0.0``), then halved pairwise (sum ``i`` plus
+    sum ``i + 8``, then ``i + 4``, ``i + 2``, ``i + 1``). Written as elementwise adds, which XLA
+    never reassociates, it is the depth-wise tree kernel's order (``depthwise.cc``:
+    ``SumOutputs``) on every backend, bit for bit up to the sign of a zero sum; a reduce's
+    association is XLA's own choice and varies with the shapes (measured: in order for a node's
+    gains of up to 8 outputs, in 16 running sums for more, or for many rows)."""
+    k = x.shape[-1]
+    if k == 1:
+        out = 0.0 + x[..., 0]
+    else:
+        rows = -(-k // 16)
+        x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, rows * 16 - k)])  # zeros change no sum
+        x = x.reshape(x.shape[:-1] + (rows, 16))
+        acc = 0.0 + x[..., 0, :]
+        for r in range(1, rows):
+            acc = acc + x[..., r, :]
+        for w in (8, 4, 2, 1):
+            acc = acc[..., :w] + acc[..., w:2 * w]
+        out = acc[..., 0]
+    return out[..., None] if keepdims else out
+
+
 def split_gains(hist, l2, min_child_weight, criterion: SplitCriterion = NEWTON):
     """Gain of every candidate ``(feature, threshold, missing direction)``: ``(F, B-1, 2)``.
 
@@ -99,15 +123,17 @@ def split_gains(hist, l2, min_child_weight, criterion: SplitCriterion = NEWTON):
 
 
 def split_gains_cumulative(cum, l2, min_child_weight, missing: bool = True,
-                           criterion: SplitCriterion = NEWTON):
+                           criterion: SplitCriterion = NEWTON, output_sum=None):
     """:func:`split_gains` from inclusive prefix sums of the histograms over all ``B`` bins.
 
     ``cum[:, :, t]`` is then the left child of threshold ``t`` (missing rows excluded) and
     ``cum[:, :, B-1]`` the leaf's total. Each missing direction is one elementwise expression
     reduced over leaves, which XLA fuses into a single loop. With ``missing=False`` (static: the
     training rows have no missing values, so both directions give the same gains) only direction 0
-    is computed and direction 1 gets ``-inf``: half the work.
+    is computed and direction 1 gets ``-inf``: half the work. ``output_sum``: how a node's scores and hessians are summed over the
+    outputs (default ``jnp.sum``, XLA's order; :func:`sum_outputs_16` fixes it).
     """
+    out_sum = (lambda x: jnp.sum(x, axis=-1)) if output_sum is None else output_sum  # noqa: E731
     n_bins = cum.shape[2]
     k = cum.shape[-1] // 2
     present = cum[:, :, : n_bins - 1, :]                 # (F, L, B-1, 2K) left sums
@@ -115,15 +141,15 @@ def split_gains_cumulative(cum, l2, min_child_weight, missing: bool = True,
     missing_sums = total - cum[:, :, n_bins - 2 : n_bins - 1, :] if n_bins > 1 else total
 
     def score(s):
-        return jnp.sum(criterion.score(s[..., :k], s[..., k:], l2), axis=-1)
+        return out_sum(criterion.score(s[..., :k], s[..., k:], l2))
 
     parent = score(total)                                # (F, L, 1)
 
     def direction(left):
         right = total - left
         leaf_gain = score(left) + score(right) - parent  # (F, L, B-1)
-        h_left = jnp.sum(left[..., k:], axis=-1)
-        h_right = jnp.sum(right[..., k:], axis=-1)
+        h_left = out_sum(left[..., k:])
+        h_right = out_sum(right[..., k:])
         ok = (h_left >= min_child_weight) & (h_right >= min_child_weight)
         return jnp.sum(jnp.where(ok, leaf_gain, 0.0), axis=1)  # (F, B-1)
 

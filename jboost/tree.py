@@ -189,7 +189,8 @@ def node_sums(leaf_sums):
     return out[::-1]
 
 
-def newton_leaf_values(G, H, l2, min_child_weight, value=splits.newton_value, rows=None):
+def newton_leaf_values(G, H, l2, min_child_weight, value=splits.newton_value, rows=None,
+                       output_sum=None):
     """Newton leaf values ``-G / (H + l2)`` with fallback to the parent's value.
 
     A node that no training row reaches (empty) or whose hessian sum is below
@@ -212,6 +213,8 @@ def newton_leaf_values(G, H, l2, min_child_weight, value=splits.newton_value, ro
         is a row whose gradient and hessian are both exactly 0 (a saturated logistic row with
         ``p == y``), which changes no sum. ``None``: a node is taken as reached when its hessian
         sum is ``> 0`` (right for direct sums of positive hessians).
+      output_sum: how a node's hessian sum over the outputs is taken (default ``jnp.sum``;
+        :func:`jboost.splits.sum_outputs_16` fixes the order, as the depth-wise kernel's).
 
     Returns:
       ``(2**D, K)`` leaf values.
@@ -226,7 +229,8 @@ def newton_leaf_values(G, H, l2, min_child_weight, value=splits.newton_value, ro
 
     values = node_value(levels[0])
     for s, r in zip(levels[1:], reached[1:]):
-        h_node = jnp.sum(s[:, k:], axis=-1, keepdims=True)
+        h_node = (jnp.sum(s[:, k:], axis=-1, keepdims=True) if output_sum is None
+                  else output_sum(s[:, k:], keepdims=True))
         ok = r & (h_node >= min_child_weight)
         parent = jnp.tile(values, (2, 1))  # node c's parent is c mod 2**d
         values = jnp.where(ok, node_value(s), parent)
