@@ -165,9 +165,9 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
         (their number), ``done`` (items finished), ``items`` (their number), ``elapsed``
         (seconds) and ``from_checkpoint``. A callback returning ``True`` stops: no further chunk
         runs, and the outputs of the chunks finished so far are returned (a shorter list).
-      keep: ``keep(outputs)`` is what is kept of each chunk (computed or loaded), after
-        ``on_chunk`` and the callbacks saw it (e.g. a chunk of trees cut to its used slots: the
-        full outputs are freed chunk by chunk).
+      keep: ``keep(outputs)`` is what is kept of each chunk (computed or loaded; ``on_chunk``
+        and the callbacks see the whole chunk), e.g. a chunk of trees cut to its used slots: the
+        full outputs are freed chunk by chunk.
 
     Returns:
       The chunks' outputs (``keep``'s), in order (a list; shorter when a callback stopped).
@@ -194,9 +194,8 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
                 if progress is not None:
                     _print_progress(progress, min((c + 1) * size, n_items), n_items, c + 1, n_chunks,
                                     "from the checkpoint")
-                stop = stop_after(c, done[c], True)
                 outs.append(kept_of(done[c]))
-                if stop:
+                if stop_after(c, done[c], True):
                     break
                 continue
             out = chunk_fn(c, np.arange(c * size, (c + 1) * size))
@@ -209,10 +208,8 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
                 elapsed = time.perf_counter() - t0
                 _print_progress(progress, min((c + 1) * size, n_items), n_items, c + 1, n_chunks,
                                 f"{elapsed:.1f}s elapsed, ~{elapsed / n_run * (to_run - n_run):.1f}s left")
-            stop = stop_after(c, out, False)
             outs.append(kept_of(out))
-            del out
-            if stop:
+            if stop_after(c, out, False):
                 break
     except KeyboardInterrupt:
         keeping = on_chunk is not None if keeps is None else keeps

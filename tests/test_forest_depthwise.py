@@ -181,7 +181,7 @@ def test_default_chunks_of_kernel_grown_trees_give_the_same_forest(dw_forest, da
     assert forest_lib._kernel_grows(jnp.zeros((2, 2), jnp.uint8), N_BINS)
     assert forest_lib.kernel_chunk_size(DEPTH, 2, 300, 6) == 6
     assert forest_lib.kernel_chunk_size(16, 1, 3065, 500) == 63      # 8 chunks of 63
-    assert forest_lib.kernel_chunk_size(16, 26, 16000, 300) == 60    # 512 MiB / ~7 MB a tree
+    assert forest_lib.kernel_chunk_size(16, 26, 16000, 300) == 60    # 5 chunks of at most 64
     assert forest_lib.kernel_chunk_size(16, 26, 16000, 300, memory_budget=1) == 1
     f = bagging.fit_forest(X, y, **{**KW, "chunk_size": None})
     for a, b in zip(jax.tree_util.tree_leaves(f), jax.tree_util.tree_leaves(dw_forest)):

@@ -338,14 +338,18 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, firs
         progress="forest: trees" if config.verbose else None, callbacks=callbacks, info=info,
         at_once=True, keep_on_interrupt=True, unit="trees",
         **(_depthwise_chunks(config) if config.tree_family == "depthwise" else {}))
+    if config.tree_family == "depthwise":  # two-class leaves expanded per chunk (_depthwise_chunks)
+        return trees, counts
     return _two_class_leaves(trees, config), counts
 
 
 def _depthwise_chunks(config: ForestConfig) -> dict:
-    """Each chunk of depth-wise trees kept cut to the node slots it uses
-    (:func:`jboost.depthwise.trim_nodes`; its tables' capacity is the bound ``node_capacity``,
-    mostly empty: letter, depth 16, about 1.5k of 16k nodes), then the chunks padded to the
-    largest use and joined: no forest-sized copy of empty slots."""
+    """Each chunk of depth-wise trees kept, with its two-class leaves expanded
+    (:func:`_two_class_leaves`, on the chunk's shapes: compiled once), cut to the node slots it
+    uses (:func:`jboost.depthwise.trim_nodes`; its tables' capacity is the bound
+    ``node_capacity``, mostly empty: letter, depth 16, about 1.5k of 16k nodes); then the chunks
+    padded to the largest use and joined on the host: no forest-sized copy of empty slots, and
+    no array op on a shape that changes from fit to fit."""
 
     def combine(outs, n_done):  # on the host, then one device array each
         cap = max(t.features.shape[-1] for t, _ in outs)
@@ -353,8 +357,11 @@ def _depthwise_chunks(config: ForestConfig) -> dict:
         joined = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[:n_done], *outs)
         return jax.tree_util.tree_map(jax.device_put, joined)
 
-    return dict(keep=lambda out: (depthwise.trim_nodes(out[0], host=True), np.array(out[1])),
-                combine=combine)
+    def keep(out):
+        trees, counts = out
+        return depthwise.trim_nodes(_two_class_leaves(trees, config), host=True), np.array(counts)
+
+    return dict(keep=keep, combine=combine)
 
 
 def _forest_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, config: ForestConfig):
@@ -603,12 +610,13 @@ def kernel_chunk_size(depth: int, n_outputs: int, n_samples: int, n_trees: int,
     outputs of :data:`KERNEL_CHUNK_BYTES` (or ``memory_budget``) hold -- each tree's node table
     (:func:`jboost.depthwise.node_capacity` nodes of
     :data:`jboost._batching.DEPTHWISE_RULE_BYTES`, its leaf values ``(nodes + 1) x K`` float32,
-    twice: two classes are expanded) and its weighted targets ``n x 2K`` float32 -- at most
-    :data:`KERNEL_CHUNK`, evened out over the chunks (``max_nodes``: default ``n // 2``)."""
+    twice: two classes are expanded) and its rows' bootstrap weights, counts and leaves (the
+    kernel weights the bags' shared targets row by row) -- at most :data:`KERNEL_CHUNK`, evened
+    out over the chunks (``max_nodes``: default ``n // 2``)."""
     nodes = depthwise.node_capacity(depth, n_samples, max(1, n_samples // 2) if max_nodes is None
                                     else max_nodes)
     per_tree = (nodes * _batching.DEPTHWISE_RULE_BYTES + (nodes + 1) * n_outputs * 8
-                + n_samples * (8 * n_outputs + 12))
+                + n_samples * 12)
     budget = KERNEL_CHUNK_BYTES if memory_budget is None else int(memory_budget)
     cap = max(1, min(KERNEL_CHUNK, budget // per_tree, n_trees))
     return _batching.chunk_layout(n_trees, cap)[1]
