@@ -500,25 +500,37 @@ def test_deep_trees_hold_only_their_nodes():
     np.testing.assert_array_equal(la, lb)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_kernel_small_nodes_on_many_bins_are_bitwise_the_pure_jax_levels(seed):
-    """Nodes of fewer rows than half the bins take the kernel's sparse split search (occupied
-    bins, block starts of the blocked prefix sum); 64 bins, depth 10, l2 = 0, heavy-tailed
-    targets: the same tree as the pure-JAX levels' dense search, bit for bit."""
+@pytest.mark.parametrize("seed,n_bins,distinct", [(0, 64, None), (1, 64, None), (2, 256, 9)])
+def test_kernel_small_nodes_on_many_bins_are_bitwise_the_pure_jax_levels(seed, n_bins, distinct):
+    """Nodes of fewer occupied bins than half the bins (few rows, or features of few distinct
+    values: then every node) take the kernel's sparse split search (occupied bins, the block
+    starts of the blocked prefix sum next to occupied blocks); 64 bins, or 256 bins with 9
+    distinct values a feature spread over the blocks (empty blocks between them), depth 10,
+    l2 = 0, heavy-tailed targets: the same tree as the pure-JAX levels' dense search, bit for
+    bit."""
     from _pure_jax import pure_jax
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(N, 6)).astype(np.float32)
+    if distinct is not None:  # values 0, 1, 2, 4, 8, ...: their bins far apart
+        X = (2.0 ** rng.integers(0, distinct, size=(N, 6)) - 1).astype(np.float32)
     X[rng.random((N, 6)) < 0.1] = np.nan
-    Xb = binning.bin_features(X, binning.compute_borders(X, 64))
+    borders = binning.compute_borders(X, n_bins)
+    if distinct is not None:  # borders spread over the bins: the values land in distant blocks
+        borders = np.sort(np.concatenate([np.linspace(-1, 2.0 ** distinct, n_bins - 2 - 2 * distinct),
+                                          2.0 ** np.arange(distinct) - 1.5,
+                                          2.0 ** np.arange(distinct) - 0.5])).astype(np.float32)[None].repeat(6, 0)
+    Xb = binning.bin_features(X, borders)
+    if distinct is not None:
+        assert max(len(np.unique(c[c < n_bins - 1])) for c in np.asarray(Xb)) <= distinct + 1
     w = rng.poisson(1.0, N).astype(np.float32)[:, None]
     y = rng.normal(size=(N, 1)).astype(np.float32) * (1 + 1e3 * (rng.random((N, 1)) < 0.05))
     g = jnp.asarray(-y * w)
     h = jnp.asarray(w * rng.uniform(0.5, 2, size=(N, 1)).astype(np.float32))
-    kw = dict(depth=10, n_bins=64, l2=0.0, min_split_gain=0.0, min_child_weight=0.0,
+    kw = dict(depth=10, n_bins=n_bins, l2=0.0, min_split_gain=0.0, min_child_weight=0.0,
               feature_key=jax.random.PRNGKey(seed), max_features=3, max_nodes=N // 2)
     a, la = depthwise.fit_tree(Xb, g, h, **kw)
     b, lb = pure_jax(depthwise.fit_tree, Xb, g, h, **kw)
-    assert check_table(a, 64) >= 100  # deep trees: most nodes small
+    assert check_table(a, n_bins) >= (100 if distinct is None else 30)  # deep trees
     for name in a._fields:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     np.testing.assert_array_equal(la, lb)

@@ -70,7 +70,29 @@ struct Settings {
   // the same values summed in the same order), hk = K otherwise. cc = K + hk; hs: the stride of
   // output j's hessian (0 for one shared sum, 1 for K).
   int64_t k = 0, hk = 0, cc = 0, hs = 1;
+  // Each feature's number of distinct bins over all rows (DistinctBins): a node's features occupy
+  // at most that many, whatever its rows.
+  const int32_t* distinct = nullptr;
 };
+
+// The number of distinct bins (clamped to B - 1, as the histograms clamp) of each of the n_features
+// columns of X (F, n).
+void DistinctBins(const uint8_t* X, int64_t n_features, int64_t n, int64_t n_bins,
+                  std::vector<int32_t>* out) {
+  out->assign(n_features, 0);
+  uint8_t seen[256];
+  for (int64_t f = 0; f < n_features; ++f) {
+    std::memset(seen, 0, sizeof(seen));
+    const uint8_t* col = X + f * n;
+    int32_t count = 0;
+    for (int64_t i = 0; i < n && count < n_bins; ++i) {
+      const int64_t b = std::min<int64_t>(col[i], n_bins - 1);
+      count += seen[b] == 0;
+      seen[b] = 1;
+    }
+    (*out)[f] = count;
+  }
+}
 
 // The payload as the histograms read it (CompactRows): row i at p + i * stride. Dense rows
 // (cls null): the cc channels. One-hot rows (cls set): the row's one gradient that may be
@@ -211,7 +233,8 @@ struct SlotScratch {
   // bins the split search reads (cum, row slot[t] for bin t).
   std::vector<float> cells, blocks, cum;
   std::vector<uint8_t> marked, touched;  // touched: the dense path's (m, B) bins with rows
-  std::vector<int32_t> occupied, needed, slot;
+  std::vector<int32_t> occupied, needed, slot, rel, bslot;
+  std::vector<uint8_t> start;  // the sparse path's blocks whose start is a candidate
   std::vector<std::pair<uint32_t, int32_t>> draw;
 };
 
@@ -276,7 +299,7 @@ inline Best BestOf(float best, int64_t best_idx, int64_t nt, float msg) {
 
 constexpr int64_t kBlock = 16;  // jboost.histograms.prefix_sum's block of bins
 
-// SplitSlot for a node of few rows (fewer than half the bins): the same split, bit for bit,
+// SplitSlot for a node of few occupied bins (fewer than half the bins): the same split, bit for bit,
 // from its occupied bins only. The dense prefix sum at bin t is acc(t) + offset(block of t):
 // acc the sum of the block's bins up to t in bin order from 0.0f, offset the cumsum of the block
 // totals minus the block's own (no offset for B <= 16). Empty bins add exact zeros (a sum from
@@ -317,21 +340,47 @@ JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s, const uint8_t* X, con
       }
     });
     std::sort(occ.begin(), occ.end());
-    // Block totals (occupied bins in bin order) and offsets.
-    sc->blocks.assign(2 * n_blocks * C, 0.0f);
-    float* totals = sc->blocks.data();
-    float* offsets = totals + n_blocks * C;
+    // The blocks the search reads: block 0, each occupied block and its neighbours, and the
+    // last two bins' blocks (rel, sorted; bslot[k]: block k's place in it). Every other block is
+    // empty and follows an empty block: each of its prefix sums is 0 + the running total of the
+    // block totals, bitwise its predecessor bin's, so no bin of it is a candidate or read. A
+    // block start is a candidate in an occupied block or right after one (start[k]).
+    auto& rel = sc->rel;
+    rel.assign(1, 0);
+    sc->start.assign(n_blocks, 0);
     for (int32_t b : occ) {
-      float* tk = totals + block_of(b) * C;
+      const int32_t k = static_cast<int32_t>(block_of(b));
+      if (k > 0) rel.push_back(k - 1);
+      rel.push_back(k);
+      sc->start[k] = 1;
+      if (k + 1 < n_blocks) {
+        rel.push_back(k + 1);
+        sc->start[k + 1] = 1;
+      }
+    }
+    rel.push_back(static_cast<int32_t>(block_of(B - 2)));
+    rel.push_back(static_cast<int32_t>(block_of(B - 1)));
+    std::sort(rel.begin(), rel.end());
+    rel.erase(std::unique(rel.begin(), rel.end()), rel.end());
+    const int64_t R = static_cast<int64_t>(rel.size());
+    sc->bslot.resize(n_blocks);
+    for (int64_t u = 0; u < R; ++u) sc->bslot[rel[u]] = static_cast<int32_t>(u);
+    // Their totals (occupied bins in bin order) and offsets (the running total skips the empty
+    // blocks' zeros: x + 0 == x).
+    sc->blocks.assign(2 * R * C, 0.0f);
+    float* totals = sc->blocks.data();
+    float* offsets = totals + R * C;
+    for (int32_t b : occ) {
+      float* tk = totals + sc->bslot[block_of(b)] * C;
       const float* cell = cells + static_cast<int64_t>(b) * C;
       for (int64_t ch = 0; ch < C; ++ch) tk[ch] = tk[ch] + cell[ch];
     }
     if (blocked) {
       for (int64_t ch = 0; ch < C; ++ch) {
         float run = 0.0f;
-        for (int64_t k = 0; k < n_blocks; ++k) {
-          run = run + totals[k * C + ch];
-          offsets[k * C + ch] = run - totals[k * C + ch];
+        for (int64_t u = 0; u < R; ++u) {
+          run = run + totals[u * C + ch];
+          offsets[u * C + ch] = run - totals[u * C + ch];
         }
       }
     }
@@ -342,9 +391,10 @@ JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s, const uint8_t* X, con
       if (b > 0) needed.push_back(b - 1);
       needed.push_back(b);
     }
-    for (int64_t t = kBlock; blocked && t < B; t += kBlock) {
-      needed.push_back(static_cast<int32_t>(t - 1));
-      needed.push_back(static_cast<int32_t>(t));
+    for (int64_t k = 1; blocked && k < n_blocks; ++k) {
+      if (!sc->start[k]) continue;
+      needed.push_back(static_cast<int32_t>(k * kBlock - 1));
+      needed.push_back(static_cast<int32_t>(k * kBlock));
     }
     needed.push_back(static_cast<int32_t>(B - 2));
     needed.push_back(static_cast<int32_t>(B - 1));
@@ -368,7 +418,7 @@ JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s, const uint8_t* X, con
       }
       float* out = sc->cum.data() + u * C;
       for (int64_t ch = 0; ch < C; ++ch) {
-        out[ch] = blocked ? acc[ch] + offsets[block * C + ch] : acc[ch];
+        out[ch] = blocked ? acc[ch] + offsets[sc->bslot[block] * C + ch] : acc[ch];
       }
       sc->slot[t] = static_cast<int32_t>(u);
     }
@@ -384,7 +434,8 @@ JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s, const uint8_t* X, con
     const float parent = Score(total, total + K, K, s.hs, s.l2);
     for (int32_t t : needed) {
       if (t >= nt) break;
-      const bool candidate = t == 0 || sc->marked[t] || (blocked && t % kBlock == 0);
+      const bool candidate =
+          t == 0 || sc->marked[t] || (blocked && t % kBlock == 0 && sc->start[t / kBlock]);
       if (!candidate || (t > 0 && SameBits(cum(t), cum(t - 1), C))) continue;
       EvalThreshold(s, q, t, cum(t), total, miss, parent, no_missing, sc, &best, &best_idx);
     }
@@ -400,7 +451,15 @@ JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s, const uint8_t* X, con
 JBOOST_AVX2_CLONES Best SplitSlot(const Settings& s, const uint8_t* X, const Rows& payload, const int32_t* rows,
                int64_t n_rows, const int32_t* feats, SlotScratch* sc) {
   const int64_t B = s.n_bins, C = s.cc, K = s.k, m = s.m;
-  if (2 * n_rows < B) return SplitSlotSparse(s, X, payload, rows, n_rows, feats, sc);
+  // Few occupied bins (few rows, or features of few distinct values: letter's 16 of 64 or 256
+  // bins): the sparse search, bitwise the same split at a cost that follows the occupied bins.
+  int64_t occupied = n_rows;
+  if (s.distinct != nullptr) {
+    int64_t most = 0;
+    for (int64_t q = 0; q < m; ++q) most = std::max<int64_t>(most, s.distinct[feats[q]]);
+    occupied = std::min(occupied, most);
+  }
+  if (2 * occupied < B) return SplitSlotSparse(s, X, payload, rows, n_rows, feats, sc);
   sc->hist.assign(m * B * C, 0.0f);
   sc->touched.assign(m * B, 0);
   float* hist = sc->hist.data();
@@ -792,8 +851,10 @@ ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> paylo
             gains->typed_data() + og[mi],
             values->typed_data() + ov[mi],
             leaf->typed_data() + ol[mi]};
-    thread_local std::vector<int32_t> node_parent, leaf_parent, cls, part;
+    thread_local std::vector<int32_t> node_parent, leaf_parent, cls, part, distinct;
     thread_local std::vector<float> store;
+    DistinctBins(X.typed_data() + ox[mi], n_features, n, n_bins, &distinct);
+    s.distinct = distinct.data();
     const Rows rows = CompactRows(payload.typed_data() + op[mi], weights.typed_data() + ow[mi], &s,
                                   &store, &cls, &part);
     if (!GrowTree(s, X.typed_data() + ox[mi], rows, part, sd[0], sd[1], t, &node_parent,
