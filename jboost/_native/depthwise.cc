@@ -231,7 +231,7 @@ struct SlotScratch {
   // The sparse path (SplitSlotSparse): one feature's (B, C) cells and bin marks, kept zero
   // between features; the node's occupied bins; block totals and offsets; the prefix sums at the
   // bins the split search reads (cum, row slot[t] for bin t).
-  std::vector<float> cells, blocks, cum;
+  std::vector<float> cells, blocks, cum, run;
   std::vector<uint8_t> marked, touched;  // touched: the dense path's (m, B) bins with rows
   std::vector<int32_t> occupied, needed, slot, rel, bslot;
   std::vector<uint8_t> start;  // the sparse path's blocks whose start is a candidate
@@ -375,12 +375,15 @@ JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s, const uint8_t* X, con
       const float* cell = cells + static_cast<int64_t>(b) * C;
       for (int64_t ch = 0; ch < C; ++ch) tk[ch] = tk[ch] + cell[ch];
     }
-    if (blocked) {
-      for (int64_t ch = 0; ch < C; ++ch) {
-        float run = 0.0f;
-        for (int64_t u = 0; u < R; ++u) {
-          run = run + totals[u * C + ch];
-          offsets[u * C + ch] = run - totals[u * C + ch];
+    if (blocked) {  // per channel in block order; blocks outer, channels inner (vectorised)
+      sc->run.assign(C, 0.0f);
+      float* run = sc->run.data();
+      for (int64_t u = 0; u < R; ++u) {
+        const float* tu = totals + u * C;
+        float* ou = offsets + u * C;
+        for (int64_t ch = 0; ch < C; ++ch) {
+          run[ch] = run[ch] + tu[ch];
+          ou[ch] = run[ch] - tu[ch];
         }
       }
     }
@@ -417,8 +420,11 @@ JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s, const uint8_t* X, con
         for (int64_t ch = 0; ch < C; ++ch) acc[ch] = acc[ch] + cell[ch];
       }
       float* out = sc->cum.data() + u * C;
-      for (int64_t ch = 0; ch < C; ++ch) {
-        out[ch] = blocked ? acc[ch] + offsets[sc->bslot[block] * C + ch] : acc[ch];
+      if (blocked) {
+        const float* off = offsets + static_cast<int64_t>(sc->bslot[block]) * C;
+        for (int64_t ch = 0; ch < C; ++ch) out[ch] = acc[ch] + off[ch];
+      } else {
+        std::copy(acc, acc + C, out);
       }
       sc->slot[t] = static_cast<int32_t>(u);
     }
