@@ -535,6 +535,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
       every training row.
     """
     k = grad.shape[-1]
+    if row_weights is not None and jnp.shape(row_weights) != (X_binned.shape[-1],):
+        raise ValueError(f"depthwise.fit_tree: row_weights must be ({X_binned.shape[-1]},), one "
+                         f"weight per row; got shape {jnp.shape(row_weights)}.")
     unweighted = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
     payload = (unweighted if row_weights is None
                else unweighted * jnp.asarray(row_weights, jnp.float32)[:, None])

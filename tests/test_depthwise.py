@@ -476,6 +476,8 @@ def test_kernel_payload_layouts_with_row_weights_are_bitwise_the_pure_jax_levels
     for name in a._fields:
         np.testing.assert_array_equal(getattr(a, name), getattr(c, name), err_msg=name)
     np.testing.assert_array_equal(la, lc)
+    with pytest.raises(ValueError, match="row_weights must be"):
+        depthwise.fit_tree(Xb, g, h, **{**kw, "row_weights": jnp.asarray(counts)[:, None]})
 
 
 def test_deep_trees_hold_only_their_nodes():

@@ -843,6 +843,14 @@ ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> paylo
   }
   if (n > kMaxIndex) return CheckIndexable("jboost depthwise tree", n, 0, 0, 0);
   std::atomic<bool> overflow{false};
+  // Each X's distinct bins, once per call (a forest's trees share one X: a batch offset of 0).
+  std::vector<int64_t> xs(ox.begin(), ox.end());
+  std::sort(xs.begin(), xs.end());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  std::vector<std::vector<int32_t>> distinct(xs.size());
+  for (size_t u = 0; u < xs.size(); ++u) {
+    DistinctBins(X.typed_data() + xs[u], n_features, n, n_bins, &distinct[u]);
+  }
   ForEachModel(n_models, n_threads, [&](int64_t mi, int64_t threads) {
     Settings s{n_features, n, c, n_bins, depth, max_features, max_nodes,
                max_features < n_features, missing, l2.typed_data()[ol2[mi]],
@@ -857,10 +865,9 @@ ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> paylo
             gains->typed_data() + og[mi],
             values->typed_data() + ov[mi],
             leaf->typed_data() + ol[mi]};
-    thread_local std::vector<int32_t> node_parent, leaf_parent, cls, part, distinct;
+    thread_local std::vector<int32_t> node_parent, leaf_parent, cls, part;
     thread_local std::vector<float> store;
-    DistinctBins(X.typed_data() + ox[mi], n_features, n, n_bins, &distinct);
-    s.distinct = distinct.data();
+    s.distinct = distinct[std::lower_bound(xs.begin(), xs.end(), ox[mi]) - xs.begin()].data();
     const Rows rows = CompactRows(payload.typed_data() + op[mi], weights.typed_data() + ow[mi], &s,
                                   &store, &cls, &part);
     if (!GrowTree(s, X.typed_data() + ox[mi], rows, part, sd[0], sd[1], t, &node_parent,
