@@ -434,22 +434,29 @@ def test_kernel_tree_is_bitwise_the_pure_jax_levels(k, max_features, max_nodes, 
     assert max(per_level) <= max_nodes and (max_nodes > 3 or max(per_level) == 3), per_level
 
 
-@pytest.mark.parametrize("layout,k", [("onehot-shared", 4), ("onehot-own", 4), ("dense-shared", 4),
-                                      ("dense-own", 4), ("onehot-shared", 20), ("dense-own", 20)])
-def test_kernel_payload_layouts_with_row_weights_are_bitwise_the_pure_jax_levels(layout, k):
+@pytest.mark.parametrize("layout,k,n_bins", [
+    ("onehot-shared", 4, N_BINS), ("onehot-own", 4, N_BINS), ("dense-shared", 4, N_BINS),
+    ("dense-own", 4, N_BINS), ("onehot-shared", 20, N_BINS), ("dense-own", 20, N_BINS),
+    ("onehot-shared", 40, 256)])
+def test_kernel_payload_layouts_with_row_weights_are_bitwise_the_pure_jax_levels(layout, k, n_bins):
     """The kernel reads a tree's weighted payload in the fewest histogram channels that hold it
     (hessians equal across the K outputs: one channel; at most one non-zero gradient per row:
     one add) -- the same sums, so the same tree, bit for bit, as the pure-JAX levels of
     ``grad * row_weights`` and ``hess * row_weights``, for each layout: one-hot gradients (a
     forest's classes) or dense ones, hessians shared or each output's own; bootstrap counts
     with zeros as the row weights; K = 4 and 20 outputs (more than the kernel's 16 running
-    sums of a node's scores)."""
+    sums of a node's scores); with more than 16 classes all present, and 40 classes on 256 bins
+    (most nodes take the sparse search, whose scores run over the node's own classes, each in
+    its output's running sum: nodes hold outputs j, j + 16 and j + 32)."""
     from _pure_jax import pure_jax
     rng = np.random.default_rng(11)
     X = rng.normal(size=(N, KERNEL_F)).astype(np.float32)
     X[rng.random((N, KERNEL_F)) < 0.1] = np.nan
-    Xb = binning.bin_features(X, binning.compute_borders(X, N_BINS))
+    Xb = binning.bin_features(X, binning.compute_borders(X, n_bins))
     cls = ((X[:, 0] > 0).astype(int) + 2 * (np.nan_to_num(X[:, 2]) * X[:, 3] > 0)) % k
+    if k > 16:  # every class, so that nodes hold outputs j and j + 16 (one running sum) and more
+        band = np.clip(np.floor(np.nan_to_num(X[:, 1]) * 2 + 5), 0, 9).astype(int)
+        cls = (cls + 4 * band) % k
     if layout.startswith("onehot"):
         g = -np.eye(k, dtype=np.float32)[cls] * rng.uniform(0.5, 2, (N, 1)).astype(np.float32)
     else:
@@ -458,7 +465,7 @@ def test_kernel_payload_layouts_with_row_weights_are_bitwise_the_pure_jax_levels
          if layout.endswith("shared") else rng.uniform(0.1, 2, (N, k)).astype(np.float32))
     counts = rng.multinomial(N, np.full(N, 1.0 / N)).astype(np.float32)
     assert (counts == 0).any()
-    kw = dict(depth=KERNEL_DEPTH, n_bins=N_BINS, l2=0.5, min_split_gain=0.0, min_child_weight=0.5,
+    kw = dict(depth=KERNEL_DEPTH, n_bins=n_bins, l2=0.5, min_split_gain=0.0, min_child_weight=0.5,
               feature_key=jax.random.PRNGKey(4), max_features=4, max_nodes=N // 2,
               row_weights=jnp.asarray(counts))
     g, h = jnp.asarray(g), jnp.asarray(h)
@@ -469,7 +476,7 @@ def test_kernel_payload_layouts_with_row_weights_are_bitwise_the_pure_jax_levels
     for name in a._fields:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     np.testing.assert_array_equal(la, lb)
-    assert check_table(a) >= 8
+    assert check_table(a, n_bins) >= 8
     # row_weights is the weighted targets' tree: the same as passing them weighted.
     c, lc = depthwise.fit_tree(Xb, g * counts[:, None], h * counts[:, None],
                                **{**kw, "row_weights": None})

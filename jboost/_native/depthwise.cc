@@ -52,12 +52,29 @@ void DrawFeatures(uint32_t s0, uint32_t s1, int64_t level, int64_t node, int64_t
   const uint32_t a = Mix(s0 ^ Mix(static_cast<uint32_t>(level) ^ 0x9e3779b9u));
   const uint32_t b = Mix(a ^ static_cast<uint32_t>(node));
   const uint32_t c = Mix(b ^ s1);
-  tmp->resize(n_features);
-  for (int64_t f = 0; f < n_features; ++f) {
-    (*tmp)[f] = {Mix(c + static_cast<uint32_t>(f) * 0x9e3779b9u), static_cast<int32_t>(f)};
+  auto hash = [&](int64_t f) { return Mix(c + static_cast<uint32_t>(f) * 0x9e3779b9u); };
+  if (m <= 16) {  // the m smallest hashes by insertion (hashes are distinct: Mix is a bijection)
+    uint32_t keep[16];
+    int32_t which[16];
+    int64_t held = 0;
+    for (int64_t f = 0; f < n_features; ++f) {
+      const uint32_t h = hash(f);
+      if (held == m && h >= keep[m - 1]) continue;
+      int64_t j = held < m ? held++ : m - 1;
+      for (; j > 0 && keep[j - 1] > h; --j) {
+        keep[j] = keep[j - 1];
+        which[j] = which[j - 1];
+      }
+      keep[j] = h;
+      which[j] = static_cast<int32_t>(f);
+    }
+    std::copy(which, which + m, out);
+  } else {
+    tmp->resize(n_features);
+    for (int64_t f = 0; f < n_features; ++f) (*tmp)[f] = {hash(f), static_cast<int32_t>(f)};
+    std::nth_element(tmp->begin(), tmp->begin() + (m - 1), tmp->end());
+    for (int64_t i = 0; i < m; ++i) out[i] = (*tmp)[i].second;
   }
-  std::nth_element(tmp->begin(), tmp->begin() + (m - 1), tmp->end());
-  for (int64_t i = 0; i < m; ++i) out[i] = (*tmp)[i].second;
   std::sort(out, out + m);
 }
 
@@ -70,6 +87,11 @@ struct Settings {
   // the same values summed in the same order), hk = K otherwise. cc = K + hk; hs: the stride of
   // output j's hessian (0 for one shared sum, 1 for K).
   int64_t k = 0, hk = 0, cc = 0, hs = 1;
+  // A node's own channels (SplitSlotSparse, one-hot rows with one shared hessian): k = the node's
+  // classes only, k_all = K (every output, as HessSum counts them), acc_slot[u] = SumOutputs'
+  // accumulator of class u (its output index % 16). Without: k_all = k, acc_slot null.
+  int64_t k_all = 0;
+  const int32_t* acc_slot = nullptr;
   // Each feature's number of distinct bins over all rows (DistinctBins): a node's features occupy
   // at most that many, whatever its rows.
   const int32_t* distinct = nullptr;
@@ -103,6 +125,7 @@ struct Rows {
   const float* p;
   int64_t stride;
   const int32_t* cls;
+  const int32_t* local = nullptr;  // one-hot rows: class -> the node's channel (null: itself)
 };
 
 // Adds row i's payload to `cell` (cc channels), one-hot or dense.
@@ -110,7 +133,8 @@ template <bool kOneHot>
 inline void AddRow(const Settings& s, const Rows& rows, int64_t i, float* cell) {
   const float* p = rows.p + i * rows.stride;
   if (kOneHot) {
-    cell[rows.cls[i]] += p[0];
+    const int32_t c = rows.cls[i];
+    cell[rows.local != nullptr ? rows.local[c] : c] += p[0];
     for (int64_t j = 0; j < s.hk; ++j) cell[s.k + j] += p[1 + j];
   } else {
     for (int64_t ch = 0; ch < s.cc; ++ch) cell[ch] += p[ch];
@@ -150,6 +174,7 @@ Rows CompactRows(const float* payload, const float* w, Settings* s, std::vector<
     onehot = onehot && nonzero <= 1;
   }
   s->k = K;
+  s->k_all = K;
   s->hk = shared ? 1 : K;
   s->cc = K + s->hk;
   s->hs = (shared && K > 1) ? 0 : 1;
@@ -203,16 +228,32 @@ inline float SumOutputs(int64_t k, Term term) {
 }
 
 // Score of a node: sum_k where(H_k + l2 > 0, G_k * (G_k / (H_k + l2)), 0); output k's hessian
-// at h[k * hs].
-inline float Score(const float* g, const float* h, int64_t k, int64_t hs, float l2) {
-  return SumOutputs(k, [&](int64_t j) {
-    const float denom = h[j * hs] + l2;
+// at h[k * hs]. Over a node's own classes (s.acc_slot set): each class's term into its own
+// accumulator, in class order, then SumOutputs' halving. A class of no row of the node has
+// G = +0.0f (its cells are never written, and +0 - +0 = +0) and so the term +0.0f (or 0.0f where
+// the denominator is not positive): adding it leaves an accumulator bitwise unchanged (they start
+// at +0.0f and only add terms that are never -0.0f), so the sum is bitwise SumOutputs' over K.
+inline float Score(const float* g, const float* h, const Settings& s) {
+  auto term = [&](int64_t j) {
+    const float denom = h[j * s.hs] + s.l2;
     return denom > 0.0f ? g[j] * (g[j] / denom) : 0.0f;
-  });
+  };
+  if (s.acc_slot == nullptr) return SumOutputs(s.k, term);
+  float acc[16] = {0.0f};
+  for (int64_t u = 0; u < s.k; ++u) acc[s.acc_slot[u]] += term(u);
+  for (int64_t i = 0; i < 8; ++i) acc[i] = acc[i] + acc[i + 8];
+  for (int64_t i = 0; i < 4; ++i) acc[i] = acc[i] + acc[i + 4];
+  for (int64_t i = 0; i < 2; ++i) acc[i] = acc[i] + acc[i + 2];
+  return acc[0] + acc[1];
 }
 
-inline float HessSum(const float* h, int64_t k, int64_t hs) {
-  return SumOutputs(k, [&](int64_t j) { return h[j * hs]; });
+// The hessian sum over all K outputs (k_all; one shared sum counted K times).
+inline float HessSum(const float* h, const Settings& s) {
+  if (s.hs == 0) {
+    const float h0 = h[0];
+    return SumOutputs(s.k_all, [h0](int64_t) { return h0; });
+  }
+  return SumOutputs(s.k_all, [&](int64_t j) { return h[j]; });
 }
 
 inline bool SameBits(const float* a, const float* b, int64_t c) {
@@ -232,9 +273,11 @@ struct SlotScratch {
   // between features; the node's occupied bins; block totals and offsets; the prefix sums at the
   // bins the split search reads (cum, row slot[t] for bin t).
   std::vector<float> cells, blocks, cum, run;
-  std::vector<uint8_t> marked, touched;  // touched: the dense path's (m, B) bins with rows
+  std::vector<uint8_t> touched;  // touched: the dense path's (m, B) bins with rows
   std::vector<int32_t> occupied, needed, slot, rel, bslot;
-  std::vector<uint8_t> start;  // the sparse path's blocks whose start is a candidate
+  // The sparse path's node classes (one-hot rows): the classes in order, class -> channel (-1
+  // between nodes), each one's score accumulator.
+  std::vector<int32_t> active, local, acc_slot;
   std::vector<std::pair<uint32_t, int32_t>> draw;
 };
 
@@ -264,12 +307,11 @@ inline void EvalThreshold(const Settings& s, int64_t q, int64_t t, const float* 
         left[ch] = d == 0 ? present[ch] + miss[ch] : present[ch];
         right[ch] = total[ch] - left[ch];
       }
-      const bool ok = HessSum(left + K, K, s.hs) >= s.mcw && HessSum(right + K, K, s.hs) >= s.mcw;
+      const bool ok = HessSum(left + K, s) >= s.mcw && HessSum(right + K, s) >= s.mcw;
       if (!ok) {
         gain = 0.0f;  // 0 + where(ok, ., 0)
       } else {
-        const float leaf_gain = (Score(left, left + K, K, s.hs, s.l2) +
-                                 Score(right, right + K, K, s.hs, s.l2)) - parent;
+        const float leaf_gain = (Score(left, left + K, s) + Score(right, right + K, s)) - parent;
         gain = 0.0f + leaf_gain;
       }
     }
@@ -299,6 +341,19 @@ inline Best BestOf(float best, int64_t best_idx, int64_t nt, float msg) {
 
 constexpr int64_t kBlock = 16;  // jboost.histograms.prefix_sum's block of bins
 
+// A set of bins (B <= 256), iterated in increasing order.
+struct BinSet {
+  uint64_t w[4] = {0, 0, 0, 0};
+  void add(int64_t b) { w[b >> 6] |= uint64_t{1} << (b & 63); }
+  bool has(int64_t b) const { return (w[b >> 6] >> (b & 63)) & 1; }
+  template <typename F>
+  void each(F f) const {
+    for (int64_t u = 0; u < 4; ++u) {
+      for (uint64_t x = w[u]; x != 0; x &= x - 1) f(u * 64 + __builtin_ctzll(x));
+    }
+  }
+};
+
 // SplitSlot for a node of few occupied bins (fewer than half the bins): the same split, bit for bit,
 // from its occupied bins only. The dense prefix sum at bin t is acc(t) + offset(block of t):
 // acc the sum of the block's bins up to t in bin order from 0.0f, offset the cumsum of the block
@@ -308,13 +363,43 @@ constexpr int64_t kBlock = 16;  // jboost.histograms.prefix_sum's block of bins
 // t - 1's bitwise; an empty bin that does not start a block always does (acc and offset
 // unchanged), so only t = 0, occupied bins and block starts are candidates, each compared with
 // t - 1 as the dense search does.
-JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s, const uint8_t* X, const Rows& payload,
+//
+// One-hot rows with one shared hessian (a forest's classes): the node's histograms, prefix sums and
+// gains carry only the classes of its rows (in class order; the hessian after them). Every other
+// class's cells stay +0.0f, as do its prefix sums and left/right sums (+0 + +0, +0 - +0), and its
+// score terms add nothing (Score): the same split, bit for bit, at a cost that follows the node's
+// classes, not K (a deep node of letter's forest holds 1-3 of its 26).
+JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s_all, const uint8_t* X, const Rows& rows_all,
                      const int32_t* rows, int64_t n_rows, const int32_t* feats, SlotScratch* sc) {
+  Settings s = s_all;
+  Rows payload = rows_all;
+  auto& act = sc->active;
+  act.clear();
+  if (rows_all.cls != nullptr && s_all.hk == 1) {
+    if (static_cast<int64_t>(sc->local.size()) < s_all.k) sc->local.assign(s_all.k, -1);
+    int32_t* local = sc->local.data();
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const int32_t c = rows_all.cls[rows[r]];
+      if (local[c] < 0) {
+        local[c] = 0;
+        act.push_back(c);
+      }
+    }
+    std::sort(act.begin(), act.end());
+    sc->acc_slot.resize(act.size());
+    for (size_t u = 0; u < act.size(); ++u) {
+      local[act[u]] = static_cast<int32_t>(u);
+      sc->acc_slot[u] = act[u] & 15;  // SumOutputs' accumulator of output act[u]
+    }
+    s.k = static_cast<int64_t>(act.size());
+    s.cc = s.k + 1;
+    s.acc_slot = sc->acc_slot.data();
+    payload.local = local;
+  }
   const int64_t B = s.n_bins, C = s.cc, K = s.k, m = s.m, nt = B - 1;
   const bool blocked = B > kBlock;
   const int64_t n_blocks = blocked ? (B + kBlock - 1) / kBlock : 1;
   if (static_cast<int64_t>(sc->cells.size()) < B * C) sc->cells.assign(B * C, 0.0f);
-  if (static_cast<int64_t>(sc->marked.size()) < B) sc->marked.assign(B, 0);
   sc->slot.resize(B);
   sc->left.resize(C);
   sc->right.resize(C);
@@ -327,41 +412,34 @@ JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s, const uint8_t* X, con
   auto block_of = [&](int64_t b) { return blocked ? b / kBlock : 0; };
   for (int64_t q = 0; q < m; ++q) {
     const uint8_t* col = X + static_cast<int64_t>(feats[q]) * s.n;
-    occ.clear();
+    BinSet marked;  // the occupied bins
     WithRows(payload, [&](auto one_hot) {
       for (int64_t r = 0; r < n_rows; ++r) {
         const int32_t i = rows[r];
         const int64_t b = std::min<int64_t>(col[i], B - 1);
-        if (!sc->marked[b]) {
-          sc->marked[b] = 1;
-          occ.push_back(static_cast<int32_t>(b));
-        }
+        marked.add(b);
         AddRow<decltype(one_hot)::value>(s, payload, i, cells + b * C);
       }
     });
-    std::sort(occ.begin(), occ.end());
+    occ.clear();
+    marked.each([&](int64_t b) { occ.push_back(static_cast<int32_t>(b)); });
     // The blocks the search reads: block 0, each occupied block and its neighbours, and the
     // last two bins' blocks (rel, sorted; bslot[k]: block k's place in it). Every other block is
     // empty and follows an empty block: each of its prefix sums is 0 + the running total of the
     // block totals, bitwise its predecessor bin's, so no bin of it is a candidate or read. A
-    // block start is a candidate in an occupied block or right after one (start[k]).
+    // block start is a candidate in an occupied block or right after one (start, k's bit). At most
+    // 16 blocks (B <= 256): bit masks.
     auto& rel = sc->rel;
-    rel.assign(1, 0);
-    sc->start.assign(n_blocks, 0);
+    uint32_t rel_mask = 1, start = 0;
     for (int32_t b : occ) {
-      const int32_t k = static_cast<int32_t>(block_of(b));
-      if (k > 0) rel.push_back(k - 1);
-      rel.push_back(k);
-      sc->start[k] = 1;
-      if (k + 1 < n_blocks) {
-        rel.push_back(k + 1);
-        sc->start[k + 1] = 1;
-      }
+      const int64_t k = block_of(b);
+      const uint32_t own = (uint32_t{1} << k) | (k + 1 < n_blocks ? uint32_t{1} << (k + 1) : 0);
+      start |= own;
+      rel_mask |= own | (k > 0 ? uint32_t{1} << (k - 1) : 0);
     }
-    rel.push_back(static_cast<int32_t>(block_of(B - 2)));
-    rel.push_back(static_cast<int32_t>(block_of(B - 1)));
-    std::sort(rel.begin(), rel.end());
-    rel.erase(std::unique(rel.begin(), rel.end()), rel.end());
+    rel_mask |= (uint32_t{1} << block_of(B - 2)) | (uint32_t{1} << block_of(B - 1));
+    rel.clear();
+    for (uint32_t x = rel_mask; x != 0; x &= x - 1) rel.push_back(__builtin_ctz(x));
     const int64_t R = static_cast<int64_t>(rel.size());
     sc->bslot.resize(n_blocks);
     for (int64_t u = 0; u < R; ++u) sc->bslot[rel[u]] = static_cast<int32_t>(u);
@@ -388,21 +466,21 @@ JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s, const uint8_t* X, con
       }
     }
     // The bins whose prefix sums the search reads: candidates, their predecessors, B-2, B-1.
-    needed.clear();
-    needed.push_back(0);
+    BinSet need;
+    need.add(0);
     for (int32_t b : occ) {
-      if (b > 0) needed.push_back(b - 1);
-      needed.push_back(b);
+      if (b > 0) need.add(b - 1);
+      need.add(b);
     }
-    for (int64_t k = 1; blocked && k < n_blocks; ++k) {
-      if (!sc->start[k]) continue;
-      needed.push_back(static_cast<int32_t>(k * kBlock - 1));
-      needed.push_back(static_cast<int32_t>(k * kBlock));
+    for (uint32_t x = blocked ? start & ~uint32_t{1} : 0; x != 0; x &= x - 1) {
+      const int64_t k = __builtin_ctz(x);
+      need.add(k * kBlock - 1);
+      need.add(k * kBlock);
     }
-    needed.push_back(static_cast<int32_t>(B - 2));
-    needed.push_back(static_cast<int32_t>(B - 1));
-    std::sort(needed.begin(), needed.end());
-    needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
+    need.add(B - 2);
+    need.add(B - 1);
+    needed.clear();
+    need.each([&](int64_t t) { needed.push_back(static_cast<int32_t>(t)); });
     sc->cum.resize(needed.size() * C);
     float* acc = sc->left.data();  // the block's running sum (scratch until the search)
     int64_t block = -1;
@@ -437,19 +515,20 @@ JBOOST_AVX2_CLONES Best SplitSlotSparse(const Settings& s, const uint8_t* X, con
       miss[ch] = total[ch] - before[ch];
       no_missing &= miss[ch] == 0.0f;
     }
-    const float parent = Score(total, total + K, K, s.hs, s.l2);
+    const float parent = Score(total, total + K, s);
     for (int32_t t : needed) {
       if (t >= nt) break;
       const bool candidate =
-          t == 0 || sc->marked[t] || (blocked && t % kBlock == 0 && sc->start[t / kBlock]);
+          t == 0 || marked.has(t) || (blocked && t % kBlock == 0 && ((start >> (t / kBlock)) & 1));
       if (!candidate || (t > 0 && SameBits(cum(t), cum(t - 1), C))) continue;
       EvalThreshold(s, q, t, cum(t), total, miss, parent, no_missing, sc, &best, &best_idx);
     }
-    for (int32_t b : occ) {  // the cells and marks back to zero for the next feature
-      std::fill(cells + static_cast<int64_t>(b) * C, cells + (static_cast<int64_t>(b) + 1) * C, 0.0f);
-      sc->marked[b] = 0;
+    for (int32_t b : occ) {  // the cells back to zero for the next feature
+      float* cell = cells + static_cast<int64_t>(b) * C;
+      for (int64_t ch = 0; ch < C; ++ch) cell[ch] = 0.0f;
     }
   }
+  for (int32_t c : act) sc->local[c] = -1;
   return BestOf(best, best_idx, nt, s.msg);
 }
 
@@ -529,7 +608,7 @@ JBOOST_AVX2_CLONES Best SplitSlot(const Settings& s, const uint8_t* X, const Row
       miss[ch] = total[ch] - before[ch];
       no_missing &= miss[ch] == 0.0f;
     }
-    const float parent = Score(total, total + K, K, s.hs, s.l2);
+    const float parent = Score(total, total + K, s);
     const uint8_t* tq = sc->touched.data() + q * B;
     for (int64_t t = 0; t < nt; ++t) {
       const float* present = hq + t * C;
@@ -580,11 +659,11 @@ bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
   // Scratch kept by the calling thread across trees and calls (no page faults of fresh memory
   // per tree); local references, so that the slots' threads read the caller's.
   thread_local std::vector<int32_t> tl_grouped, tl_next, tl_pos, tl_code, tl_rank;
-  thread_local std::vector<int32_t> tl_parent, tl_side;
+  thread_local std::vector<int32_t> tl_parent, tl_side, tl_alive;
   thread_local std::vector<int64_t> tl_start, tl_count, tl_heap;
   thread_local std::vector<SlotScratch> tl_scratch;
   auto &grouped = tl_grouped, &next = tl_next, &pos = tl_pos;
-  auto &code = tl_code, &rank = tl_rank, &parent = tl_parent, &side = tl_side;
+  auto &code = tl_code, &rank = tl_rank, &parent = tl_parent, &side = tl_side, &alive = tl_alive;
   auto &start = tl_start, &count = tl_count, &heap = tl_heap;
   auto& scratch = tl_scratch;
   // Rows of non-zero payload grouped by present node (row order within a node); every row's
@@ -592,6 +671,8 @@ bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
   grouped.assign(part.begin(), part.end());
   next.resize(part.size());
   pos.assign(n, 0);
+  alive.resize(n);
+  for (int64_t i = 0; i < n; ++i) alive[i] = static_cast<int32_t>(i);
   start.assign({0, static_cast<int64_t>(part.size())});
   heap.assign(1, 0);
   parent.assign(1, -1);
@@ -677,10 +758,11 @@ bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
       (*leaf_parent)[l] = parent[k];
       place(k, ~l);
     }
-    // Route every row still at a node: a leaf ends it, a split sends it to its child.
-    for (int64_t i = 0; i < n; ++i) {
+    // Route every row still at a node (alive, in row order): a leaf ends it, a split sends it to
+    // its child.
+    int64_t n_alive = 0;
+    for (int32_t i : alive) {
       const int32_t k = pos[i];
-      if (k < 0) continue;
       const int32_t c = code[k];
       if (c < 0) {
         t.leaf[i] = ~c;
@@ -690,7 +772,9 @@ bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
       const int32_t v = X[static_cast<int64_t>(t.features[c]) * n + i];
       const bool r = v == missing_bin ? t.missing_right[c] != 0 : v > t.thresholds[c];
       pos[i] = rank[k] + (r ? n_split : 0);
+      alive[n_alive++] = i;
     }
+    alive.resize(n_alive);
     if (n_split == 0) break;
     // The next level's present nodes: the lefts of the splits, then their rights (heap order).
     const int64_t P2 = 2 * n_split;
@@ -771,7 +855,7 @@ void LeafValues(const Settings& s, const Rows& rows, const std::vector<int32_t>&
     }
   };
   auto own_or = [&](const float* node, int64_t n_rows, const float* fallback, float* out) {
-    if (fallback == nullptr || (n_rows > 0 && HessSum(node + K, K, s.hs) >= s.mcw)) {
+    if (fallback == nullptr || (n_rows > 0 && HessSum(node + K, s) >= s.mcw)) {
       value(node, out);
     } else {
       for (int64_t k = 0; k < K; ++k) out[k] = fallback[k];
