@@ -487,6 +487,51 @@ def test_kernel_payload_layouts_with_row_weights_are_bitwise_the_pure_jax_levels
         depthwise.fit_tree(Xb, g, h, **{**kw, "row_weights": jnp.asarray(counts)[:, None]})
 
 
+@pytest.mark.parametrize("case", ["one-hot", "a row of two gradients", "an infinite weight"])
+def test_bags_sharing_one_payload_are_bitwise_the_pure_jax_levels(case):
+    """A forest's trees: one unweighted payload (one-hot gradients of K = 5 classes, one hessian
+    each row; a row of zero gradient; a row of tiny gradient) shared by a vmapped batch of bags
+    that differ by their row weights (bootstrap counts with zeros). The kernel reads the shared
+    payload's classes once per call; each bag's tree is bitwise the pure-JAX levels' on the
+    same weights -- also when the payload is not one-hot (a row with two non-zero gradients) or a
+    weight is not finite, where each tree reads its own weighted payload."""
+    from _pure_jax import pure_jax
+    k, n_bags = 5, 3
+    rng = np.random.default_rng(21)
+    X = rng.normal(size=(N, KERNEL_F)).astype(np.float32)
+    X[rng.random((N, KERNEL_F)) < 0.1] = np.nan
+    Xb = binning.bin_features(X, binning.compute_borders(X, 64))
+    cls = ((X[:, 0] > 0).astype(int) + 2 * (np.nan_to_num(X[:, 2]) > 0.5) + (X[:, 3] > 1)) % k
+    g = -np.eye(k, dtype=np.float32)[cls] * rng.uniform(0.5, 2, (N, 1)).astype(np.float32)
+    g[7] = 0.0
+    g[8, cls[8]] = -1e-30
+    if case == "a row of two gradients":
+        g[9, (cls[9] + 1) % k] = -0.5
+    h = np.ones((N, k), np.float32) * rng.uniform(0.5, 2, (N, 1)).astype(np.float32)
+    counts = rng.multinomial(N, np.full(N, 1.0 / N), size=n_bags).astype(np.float32)
+    assert (counts == 0).any()
+    if case == "an infinite weight":
+        counts[1, 5] = np.inf
+    kw = dict(depth=KERNEL_DEPTH, n_bins=64, l2=0.5, min_split_gain=0.0, min_child_weight=0.5,
+              max_features=4, max_nodes=N // 2)
+    g, h = jnp.asarray(g), jnp.asarray(h)
+
+    def bags(c, keys):
+        return jax.vmap(lambda w, key: depthwise.fit_tree(Xb, g, h, feature_key=key, row_weights=w,
+                                                          **kw))(c, keys)
+
+    keys = jax.random.split(jax.random.PRNGKey(6), n_bags)
+    assert depthwise.KERNEL_TARGET in str(jax.jit(bags).lower(jnp.asarray(counts), keys).as_text())
+    a, la = bags(jnp.asarray(counts), keys)
+    b, lb = pure_jax(bags, jnp.asarray(counts), keys)
+    for name in a._fields:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_array_equal(la, lb)
+    for t in range(n_bags):  # (a bag of an infinite weight has infinite sums: no split)
+        if np.isfinite(counts[t]).all():
+            assert check_table(jax.tree_util.tree_map(lambda v: v[t], a), 64) >= 8
+
+
 def test_deep_trees_hold_only_their_nodes():
     """Depth 12 on 400 rows, grown until nodes are pure: a table of N - 1 = 399 node slots, not
     4095; every split node is used at most once, the kernel's table is bitwise the pure-JAX

@@ -157,9 +157,36 @@ inline void WithRows(const Rows& rows, Body body) {
 // counts as non-zero). A forest's classification targets are both (g = -onehot, h = 1, weighted
 // by the bootstrap): a row adds 2 numbers to a histogram instead of 2K. `part`: the rows of
 // non-zero weighted payload, in row order (the others add exact zeros anywhere).
-Rows CompactRows(const float* payload, const float* w, Settings* s, std::vector<float>* store,
-                 std::vector<int32_t>* cls, std::vector<int32_t>* part) {
+//
+// `classes`: the unweighted payload's one-hot classes when its rows have at most one non-zero
+// gradient and K bitwise-equal hessians (K >= 3; OneHotClasses), else empty. With finite
+// weights the weighted payload is then one-hot with shared hessians too (equal bits times w are
+// equal bits; 0 * finite w is +-0), and a row's class is the weighted one or, where its product
+// is zero, another class whose weighted gradient is +-0 as well (adding +-0 to a histogram cell,
+// never -0.0f, changes no bit): the same sums without looking at K values per row and tree.
+Rows CompactRows(const float* payload, const float* w, const std::vector<int32_t>& classes,
+                 Settings* s, std::vector<float>* store, std::vector<int32_t>* cls,
+                 std::vector<int32_t>* part) {
   const int64_t n = s->n, C = s->c, K = C / 2;
+  bool finite = !classes.empty();
+  for (int64_t i = 0; i < n && finite; ++i) finite = std::isfinite(w[i]);
+  if (finite) {
+    s->k = K;
+    s->k_all = K;
+    s->hk = 1;
+    s->cc = K + 1;
+    s->hs = 0;
+    store->resize(n * 2);
+    part->clear();
+    for (int64_t i = 0; i < n; ++i) {
+      const float* p = payload + i * C;
+      float* q = store->data() + i * 2;
+      q[0] = p[classes[i]] * w[i];
+      q[1] = p[K] * w[i];
+      if (q[0] != 0.0f || q[1] != 0.0f) part->push_back(static_cast<int32_t>(i));
+    }
+    return Rows{store->data(), 2, classes.data()};
+  }
   bool shared = true, onehot = K >= 3;
   for (int64_t i = 0; i < n && (shared || onehot); ++i) {
     const float* p = payload + i * C;
@@ -206,6 +233,34 @@ Rows CompactRows(const float* payload, const float* w, Settings* s, std::vector<
     if (any) part->push_back(static_cast<int32_t>(i));
   }
   return Rows{store->data(), stride, onehot ? cls->data() : nullptr};
+}
+
+// The one-hot classes of an unweighted payload (n, C) for CompactRows: each row's first non-zero
+// gradient (K - 1 when none), provided K >= 3, no row has two non-zero gradients (NaN counts as
+// non-zero) and every row's K hessians are bitwise equal; else empty.
+void OneHotClasses(const float* payload, int64_t n, int64_t C, std::vector<int32_t>* out) {
+  const int64_t K = C / 2;
+  out->clear();
+  if (K < 3) return;
+  out->resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* p = payload + i * C;
+    int64_t nonzero = 0;
+    int32_t first = static_cast<int32_t>(K - 1);
+    for (int64_t j = K - 1; j >= 0; --j) {
+      if (p[j] != 0.0f) {
+        ++nonzero;
+        first = static_cast<int32_t>(j);
+      }
+    }
+    bool shared = nonzero <= 1;
+    for (int64_t j = 1; j < K && shared; ++j) shared = std::memcmp(p + K + j, p + K, 4) == 0;
+    if (!shared) {
+      out->clear();
+      return;
+    }
+    (*out)[i] = first;
+  }
 }
 
 // A sum over the K outputs in the order of XLA's CPU row reduction (measured: 16 accumulators,
@@ -266,6 +321,18 @@ inline bool SameBits(const float* a, const float* b, int64_t c) {
   return true;
 }
 
+// A list of at most 256 bins (no allocation, no capacity check on push_back).
+struct BinList {
+  int32_t v[256];
+  size_t n = 0;
+  void clear() { n = 0; }
+  void push_back(int32_t b) { v[n++] = b; }
+  size_t size() const { return n; }
+  int32_t operator[](size_t u) const { return v[u]; }
+  const int32_t* begin() const { return v; }
+  const int32_t* end() const { return v + n; }
+};
+
 struct SlotScratch {
   std::vector<float> hist;   // (m, B, C), then its prefix sums in place
   std::vector<float> left, right, miss;
@@ -274,7 +341,8 @@ struct SlotScratch {
   // bins the split search reads (cum, row slot[t] for bin t).
   std::vector<float> cells, blocks, cum, run;
   std::vector<uint8_t> touched;  // touched: the dense path's (m, B) bins with rows
-  std::vector<int32_t> occupied, needed, slot, rel, bslot;
+  BinList occupied, needed, rel;
+  std::vector<int32_t> slot, bslot;
   // The sparse path's node classes (one-hot rows): the classes in order, class -> channel (-1
   // between nodes), each one's score accumulator.
   std::vector<int32_t> active, local, acc_slot;
@@ -285,6 +353,7 @@ struct Best {
   int32_t pos = 0, threshold = 0;
   bool right = false;
   float gain = 0.0f;  // best - min_split_gain
+  int64_t n_right = 0;  // GrowTree: the node's rows of non-zero payload its split sends right
 };
 
 // Both missing directions of threshold t of the node's q-th feature (left sums `present`, the
@@ -658,21 +727,17 @@ bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
   leaf_parent->assign(N + 1, -1);
   // Scratch kept by the calling thread across trees and calls (no page faults of fresh memory
   // per tree); local references, so that the slots' threads read the caller's.
-  thread_local std::vector<int32_t> tl_grouped, tl_next, tl_pos, tl_code, tl_rank;
-  thread_local std::vector<int32_t> tl_parent, tl_side, tl_alive;
-  thread_local std::vector<int64_t> tl_start, tl_count, tl_heap;
+  thread_local std::vector<int32_t> tl_grouped, tl_next, tl_code, tl_rank;
+  thread_local std::vector<int32_t> tl_parent, tl_side;
+  thread_local std::vector<int64_t> tl_start, tl_start2, tl_heap;
   thread_local std::vector<SlotScratch> tl_scratch;
-  auto &grouped = tl_grouped, &next = tl_next, &pos = tl_pos;
-  auto &code = tl_code, &rank = tl_rank, &parent = tl_parent, &side = tl_side, &alive = tl_alive;
-  auto &start = tl_start, &count = tl_count, &heap = tl_heap;
+  auto &grouped = tl_grouped, &next = tl_next;
+  auto &code = tl_code, &rank = tl_rank, &parent = tl_parent, &side = tl_side;
+  auto &start = tl_start, &start2 = tl_start2, &heap = tl_heap;
   auto& scratch = tl_scratch;
-  // Rows of non-zero payload grouped by present node (row order within a node); every row's
-  // present node (pos; -1 once it has reached a leaf).
+  // Rows of non-zero payload grouped by present node (row order within a node; node k's from
+  // start[k]). The other rows (of zero payload) find their leaves by the finished tree's splits.
   grouped.assign(part.begin(), part.end());
-  next.resize(part.size());
-  pos.assign(n, 0);
-  alive.resize(n);
-  for (int64_t i = 0; i < n; ++i) alive[i] = static_cast<int32_t>(i);
   start.assign({0, static_cast<int64_t>(part.size())});
   heap.assign(1, 0);
   parent.assign(1, -1);
@@ -726,6 +791,7 @@ bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
               n_right += (v == missing_bin) ? b.right : v > b.threshold;
             }
             if (n_right == 0 || n_right == n_own) b.gain = 0.0f;
+            b.n_right = n_right;
           }
           best[q] = b;
         }
@@ -758,26 +824,43 @@ bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
       (*leaf_parent)[l] = parent[k];
       place(k, ~l);
     }
-    // Route every row still at a node (alive, in row order): a leaf ends it, a split sends it to
-    // its child.
-    int64_t n_alive = 0;
-    for (int32_t i : alive) {
-      const int32_t k = pos[i];
+    // The rows of a leaf end there; a split's rows go to its children (the next level's present
+    // nodes: the lefts of the splits in present order, then their rights), each child's in row
+    // order (a stable partition of the node's rows, which are in row order).
+    const int64_t P2 = 2 * n_split;
+    start2.assign(P2 + 1, 0);
+    for (int64_t k = 0; k < P; ++k) {
+      if (rank[k] < 0) continue;
+      const int64_t n_right = best[split_q[k]].n_right;
+      start2[rank[k] + 1] = (start[k + 1] - start[k]) - n_right;
+      start2[rank[k] + n_split + 1] = n_right;
+    }
+    for (int64_t k = 0; k < P2; ++k) start2[k + 1] += start2[k];
+    next.resize(start2[P2]);
+    for (int64_t k = 0; k < P; ++k) {
       const int32_t c = code[k];
+      const int32_t* own = grouped.data() + start[k];
+      const int64_t n_own = start[k + 1] - start[k];
       if (c < 0) {
-        t.leaf[i] = ~c;
-        pos[i] = -1;
+        for (int64_t r = 0; r < n_own; ++r) t.leaf[own[r]] = ~c;
         continue;
       }
-      const int32_t v = X[static_cast<int64_t>(t.features[c]) * n + i];
-      const bool r = v == missing_bin ? t.missing_right[c] != 0 : v > t.thresholds[c];
-      pos[i] = rank[k] + (r ? n_split : 0);
-      alive[n_alive++] = i;
+      const uint8_t* col = X + static_cast<int64_t>(t.features[c]) * n;
+      const int32_t threshold = t.thresholds[c];
+      const bool missing_right = t.missing_right[c] != 0;
+      int32_t* left = next.data() + start2[rank[k]];
+      int32_t* right = next.data() + start2[rank[k] + n_split];
+      for (int64_t r = 0; r < n_own; ++r) {
+        const int32_t i = own[r];
+        const int32_t v = col[i];
+        if (v == missing_bin ? missing_right : v > threshold) {
+          *right++ = i;
+        } else {
+          *left++ = i;
+        }
+      }
     }
-    alive.resize(n_alive);
     if (n_split == 0) break;
-    // The next level's present nodes: the lefts of the splits, then their rights (heap order).
-    const int64_t P2 = 2 * n_split;
     std::vector<int64_t> heap2(P2);
     std::vector<int32_t> parent2(P2), side2(P2);
     for (int64_t k = 0; k < P; ++k) {
@@ -788,27 +871,45 @@ bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
       side2[rank[k]] = 0;
       side2[rank[k] + n_split] = 1;
     }
-    // Regroup the participating rows by their new node (stable: rows of one new node come from
-    // one old node, in row order).
-    count.assign(P2 + 1, 0);
-    int64_t kept = 0;
-    for (int32_t i : grouped) {
-      if (pos[i] >= 0) {
-        ++count[pos[i] + 1];
-        ++kept;
-      }
-    }
-    for (int64_t k = 0; k < P2; ++k) count[k + 1] += count[k];
-    start.assign(count.begin(), count.end());
-    next.resize(kept);
-    for (int32_t i : grouped) {
-      if (pos[i] >= 0) next[count[pos[i]]++] = i;
-    }
+    start.swap(start2);
     grouped.swap(next);
     heap.swap(heap2);
     parent.swap(parent2);
     side.swap(side2);
   }
+  // The rows of zero payload: down the finished tree's splits (the decisions the levels make),
+  // 8 rows at a time (independent walks).
+  const int32_t root = n_nodes_used > 0 ? 0 : ~0;
+  constexpr int kLanes = 8;
+  int32_t lane_row[kLanes], lane_code[kLanes];
+  int n_lanes = 0;
+  auto walk = [&]() {
+    for (bool more = true; more;) {
+      more = false;
+      for (int j = 0; j < n_lanes; ++j) {
+        const int32_t c = lane_code[j];
+        if (c < 0) continue;
+        const int32_t v = X[static_cast<int64_t>(t.features[c]) * n + lane_row[j]];
+        const int32_t to =
+            t.children[2 * c + (v == missing_bin ? t.missing_right[c] != 0 : v > t.thresholds[c])];
+        lane_code[j] = to;
+        more |= to >= 0;
+      }
+    }
+    for (int j = 0; j < n_lanes; ++j) t.leaf[lane_row[j]] = ~lane_code[j];
+    n_lanes = 0;
+  };
+  size_t u = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (u < part.size() && part[u] == i) {
+      ++u;
+      continue;
+    }
+    lane_row[n_lanes] = static_cast<int32_t>(i);
+    lane_code[n_lanes++] = root;
+    if (n_lanes == kLanes) walk();
+  }
+  walk();
   return true;
 }
 
@@ -935,6 +1036,15 @@ ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> paylo
   for (size_t u = 0; u < xs.size(); ++u) {
     DistinctBins(X.typed_data() + xs[u], n_features, n, n_bins, &distinct[u]);
   }
+  // Each payload's one-hot classes, once per call (a forest's trees share one payload and differ
+  // by their row weights).
+  std::vector<int64_t> ps(op.begin(), op.end());
+  std::sort(ps.begin(), ps.end());
+  ps.erase(std::unique(ps.begin(), ps.end()), ps.end());
+  std::vector<std::vector<int32_t>> classes(ps.size());
+  if (ps.size() < static_cast<size_t>(n_models)) {  // shared by trees (else per tree is as cheap)
+    for (size_t u = 0; u < ps.size(); ++u) OneHotClasses(payload.typed_data() + ps[u], n, c, &classes[u]);
+  }
   ForEachModel(n_models, n_threads, [&](int64_t mi, int64_t threads) {
     Settings s{n_features, n, c, n_bins, depth, max_features, max_nodes,
                max_features < n_features, missing, l2.typed_data()[ol2[mi]],
@@ -952,8 +1062,9 @@ ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> paylo
     thread_local std::vector<int32_t> node_parent, leaf_parent, cls, part;
     thread_local std::vector<float> store;
     s.distinct = distinct[std::lower_bound(xs.begin(), xs.end(), ox[mi]) - xs.begin()].data();
-    const Rows rows = CompactRows(payload.typed_data() + op[mi], weights.typed_data() + ow[mi], &s,
-                                  &store, &cls, &part);
+    const Rows rows = CompactRows(
+        payload.typed_data() + op[mi], weights.typed_data() + ow[mi],
+        classes[std::lower_bound(ps.begin(), ps.end(), op[mi]) - ps.begin()], &s, &store, &cls, &part);
     if (!GrowTree(s, X.typed_data() + ox[mi], rows, part, sd[0], sd[1], t, &node_parent,
                   &leaf_parent, threads)) {
       overflow = true;
