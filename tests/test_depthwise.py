@@ -532,6 +532,36 @@ def test_bags_sharing_one_payload_are_bitwise_the_pure_jax_levels(case):
             assert check_table(jax.tree_util.tree_map(lambda v: v[t], a), 64) >= 8
 
 
+@pytest.mark.parametrize("k", [4, 20])
+def test_min_child_weight_at_the_shared_hessian_boundary_is_the_pure_jax_levels(k):
+    """One hessian shared by the K outputs, integer row weights: a child's hessian sum is K times
+    an integer, and min_child_weight set exactly on such sums (and just above and below them)
+    decides splits at the boundary (sum >= min_child_weight). The kernel finds the smallest
+    hessian that passes once per tree; its trees are bitwise the pure-JAX levels' at each
+    setting, and the settings grow different trees (the boundary is reached)."""
+    from _pure_jax import pure_jax
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(N, KERNEL_F)).astype(np.float32)
+    Xb = binning.bin_features(X, binning.compute_borders(X, N_BINS))
+    cls = ((X[:, 0] > 0).astype(int) + 2 * (X[:, 1] > 0.3)) % k
+    counts = rng.poisson(1.0, N).astype(np.float32)
+    g = jnp.asarray(-np.eye(k, dtype=np.float32)[cls] * counts[:, None])
+    h = jnp.asarray(np.ones((N, k), np.float32) * counts[:, None])
+    trees = []
+    for mcw in (3.0 * k, np.nextafter(np.float32(3.0 * k), np.float32(0)), np.nextafter(np.float32(3.0 * k), np.float32(99)),
+                6.0 * k):
+        kw = dict(depth=KERNEL_DEPTH, n_bins=N_BINS, l2=0.0, min_split_gain=0.0,
+                  min_child_weight=float(mcw), feature_key=jax.random.PRNGKey(2), max_features=KERNEL_F,
+                  max_nodes=N // 2)
+        a, la = depthwise.fit_tree(Xb, g, h, **kw)
+        b, lb = pure_jax(depthwise.fit_tree, Xb, g, h, **kw)
+        for name in a._fields:
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=f"{name} {mcw}")
+        np.testing.assert_array_equal(la, lb)
+        trees.append(np.asarray(a.level_counts).sum())
+    assert trees[1] >= trees[0] >= trees[2] >= trees[3] and trees[1] > trees[3], trees
+
+
 def test_deep_trees_hold_only_their_nodes():
     """Depth 12 on 400 rows, grown until nodes are pure: a table of N - 1 = 399 node slots, not
     4095; every split node is used at most once, the kernel's table is bitwise the pure-JAX

@@ -92,6 +92,9 @@ struct Settings {
   // accumulator of class u (its output index % 16). Without: k_all = k, acc_slot null.
   int64_t k_all = 0;
   const int32_t* acc_slot = nullptr;
+  // One shared hessian (hs = 0): HessSum(h) >= mcw exactly when h >= hess_min (SharedHessMin;
+  // NaN: never).
+  float hess_min = 0.0f;
   // Each feature's number of distinct bins over all rows (DistinctBins): a node's features occupy
   // at most that many, whatever its rows.
   const int32_t* distinct = nullptr;
@@ -263,6 +266,43 @@ void OneHotClasses(const float* payload, int64_t n, int64_t C, std::vector<int32
   }
 }
 
+inline float HessSum(const float* h, const struct Settings& s);
+
+// The smallest float h (in value order, -0.0f before +0.0f) whose shared-hessian sum
+// HessSum (K copies of h in SumOutputs' order) is at least s.mcw, NaN when none is. That sum
+// is a fixed sequence of float additions of h and earlier sums, each rounded monotonically, so
+// it never decreases as h grows: HessSum(h) >= mcw exactly when h >= this (false for a NaN h
+// as for a NaN sum). Found by bisection over the floats in value order.
+float SharedHessMin(const Settings& s) {
+  auto key_of = [](float x) {  // floats in value order -> unsigned integers in order
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  };
+  auto float_of = [](uint32_t key) {
+    const uint32_t u = (key & 0x80000000u) ? (key & 0x7fffffffu) : ~key;
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+  };
+  auto ok = [&](uint32_t key) {
+    const float h = float_of(key);
+    return HessSum(&h, s) >= s.mcw;
+  };
+  uint32_t lo = key_of(-std::numeric_limits<float>::infinity());
+  uint32_t hi = key_of(std::numeric_limits<float>::infinity());
+  if (!ok(hi)) return std::numeric_limits<float>::quiet_NaN();
+  while (lo < hi) {  // the first key in [lo, hi] that is ok (hi is)
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (ok(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return float_of(lo);
+}
+
 // A sum over the K outputs in the order of XLA's CPU row reduction (measured: 16 accumulators,
 // output k into accumulator k % 16, then halved pairwise), so that the gains are bitwise those of
 // jboost.splits.split_gains_cumulative (checked for K <= 40; K = 1: the value itself).
@@ -376,7 +416,8 @@ inline void EvalThreshold(const Settings& s, int64_t q, int64_t t, const float* 
         left[ch] = d == 0 ? present[ch] + miss[ch] : present[ch];
         right[ch] = total[ch] - left[ch];
       }
-      const bool ok = HessSum(left + K, s) >= s.mcw && HessSum(right + K, s) >= s.mcw;
+      const bool ok = s.hs == 0 ? left[K] >= s.hess_min && right[K] >= s.hess_min
+                                : HessSum(left + K, s) >= s.mcw && HessSum(right + K, s) >= s.mcw;
       if (!ok) {
         gain = 0.0f;  // 0 + where(ok, ., 0)
       } else {
@@ -1065,6 +1106,7 @@ ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> paylo
     const Rows rows = CompactRows(
         payload.typed_data() + op[mi], weights.typed_data() + ow[mi],
         classes[std::lower_bound(ps.begin(), ps.end(), op[mi]) - ps.begin()], &s, &store, &cls, &part);
+    if (s.hs == 0) s.hess_min = SharedHessMin(s);
     if (!GrowTree(s, X.typed_data() + ox[mi], rows, part, sd[0], sd[1], t, &node_parent,
                   &leaf_parent, threads)) {
       overflow = true;
