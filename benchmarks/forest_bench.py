@@ -15,8 +15,9 @@ Cases (the issue 20 acceptance cases; the data sets' own splits from :mod:`jboos
   node size 5 (ESL's regression default), test average absolute error.
 
 Every library fits ``--trees`` trees with the same ``m``, a bootstrap of ``n`` rows, and trees
-grown deep: scikit-learn's to purity (its defaults otherwise), jboost's to ``--depth`` levels or
-purity (``--bins`` bins), LightGBM's ``boosting="rf"`` with ``bagging_fraction=0.632``,
+grown deep: scikit-learn's to purity (its defaults otherwise), jboost's with ``fit_forest``'s
+defaults (depth-wise trees grown until their nodes are pure, 256 bins) unless ``--depth`` /
+``--bins`` say otherwise, LightGBM's ``boosting="rf"`` with ``bagging_fraction=0.632``,
 ``feature_fraction_bynode = m / p``, ``num_leaves`` 4096, ``min_data_in_leaf`` 1 (5 for
 California). Reported per case: test error (classification, averaged probabilities) or test
 AAE (regression), fit wall time (jboost: its second fit of the compiled program; its first, with
@@ -68,9 +69,12 @@ def run_jboost(case, X, y, Xt, yt, args, family):
     import jax
     import jboost
     from jboost import bagging
-    kw = dict(task=case["task"], n_trees=args.trees, depth=args.depth, n_bins=args.bins,
-              max_features=case["max_features"], min_child_weight=case.get("min_child_weight", 1.0),
-              tree_family=family)
+    kw = dict(task=case["task"], n_trees=args.trees, max_features=case["max_features"],
+              min_child_weight=case.get("min_child_weight", 1.0), tree_family=family)
+    if args.depth is not None:  # else fit_forest's default (depth-wise: grown until pure)
+        kw["depth"] = args.depth
+    if args.bins is not None:  # else fit_forest's default (256)
+        kw["n_bins"] = args.bins
     if family == "depthwise" and args.max_nodes:
         kw["max_nodes"] = args.max_nodes
     times = []
@@ -108,7 +112,7 @@ def run_lightgbm(case, X, y, Xt, yt, args):
     params = dict(boosting_type="rf", n_estimators=args.trees, bagging_fraction=0.632, bagging_freq=1,
                   feature_fraction_bynode=1.0 if mf is None else mf / p, num_leaves=4096,
                   min_child_samples=int(case.get("min_child_weight", 1)), min_child_weight=1e-5,
-                  max_bin=args.bins - 1, n_jobs=2, verbose=-1, random_state=0)
+                  max_bin=(args.bins or 256) - 1, n_jobs=2, verbose=-1, random_state=0)
     if case["task"] == "classification":
         m = lgb.LGBMClassifier(**params)
     else:
@@ -125,8 +129,9 @@ def main(argv=None):
     ap.add_argument("--families", nargs="+", default=["depthwise", "oblivious"],
                     choices=["depthwise", "oblivious"])
     ap.add_argument("--trees", type=int, default=500)
-    ap.add_argument("--depth", type=int, default=14)
-    ap.add_argument("--bins", type=int, default=64)
+    ap.add_argument("--depth", type=int, default=None,
+                    help="jboost's depth (default: fit_forest's, depth-wise trees grown until pure)")
+    ap.add_argument("--bins", type=int, default=None, help="jboost's and LightGBM's bins (default 256)")
     ap.add_argument("--max-nodes", type=int, default=None, help="depth-wise histogram slots per level")
     ap.add_argument("--data-dir", default=os.environ.get("JBOOST_DATA_DIR"))
     ap.add_argument("--no-lightgbm", action="store_true", help="skip LightGBM even if installed")

@@ -375,9 +375,9 @@ class JBoostClassifier(_ClassifierBase, _BoostingBase):
 
 class _ForestBase(_JBoostBase):
 
-    def __init__(self, *, n_trees=100, depth=10, max_features="sqrt", min_child_weight=1.0,
+    def __init__(self, *, n_trees=100, depth=None, max_features="sqrt", min_child_weight=1.0,
                  min_split_gain=0.0, l2=0.0, n_bins=256, bootstrap="multinomial",
-                 tree_family="oblivious", random_state=None, fit_kwargs=None):
+                 tree_family=None, random_state=None, fit_kwargs=None):
         self.n_trees = n_trees
         self.depth = depth
         self.max_features = max_features
@@ -416,9 +416,9 @@ class JBoostForestRegressor(RegressorMixin, _ForestBase):
     ``n_features_in_``, ``feature_names_in_``, ``feature_importances_``.
     """
 
-    def __init__(self, *, n_trees=100, depth=10, max_features="third", min_child_weight=1.0,
+    def __init__(self, *, n_trees=100, depth=None, max_features="third", min_child_weight=1.0,
                  min_split_gain=0.0, l2=0.0, n_bins=256, bootstrap="multinomial",
-                 tree_family="oblivious", random_state=None, fit_kwargs=None):
+                 tree_family=None, random_state=None, fit_kwargs=None):
         super().__init__(n_trees=n_trees, depth=depth, max_features=max_features,
                          min_child_weight=min_child_weight, min_split_gain=min_split_gain, l2=l2,
                          n_bins=n_bins, bootstrap=bootstrap, tree_family=tree_family,

@@ -44,7 +44,7 @@ def clf_data():
 def forest(clf_data):
     X, y, _, _ = clf_data
     return bagging.fit_forest(X, y, n_trees=24, depth=DEPTH, max_features=3, n_bins=N_BINS, key=3,
-                              chunk_size=8)
+                              chunk_size=8, tree_family="oblivious")
 
 
 @pytest.fixture(scope="session")

@@ -106,7 +106,10 @@ ERRORS = [
     *[(e, X20, B20, {"sample_weight": -np.ones(20)}, ValueError, "sample_weight must be non-negative")
       for e in ("fit", "gradient_boost", "adaboost_m1", "fit_forest", "sweep")],
     *[(e, X20, B20, {"depth": 0}, ValueError, r"depth=0 must be in \[1, 16\]")
-      for e in ("fit", "gradient_boost", "adaboost_m1", "fit_forest", "sweep")],
+      for e in ("fit", "gradient_boost", "adaboost_m1", "sweep")],
+    ("fit_forest", X20, B20, {"depth": 0}, ValueError, r"depth=0 must be in \[1, 30\]"),  # depth-wise
+    ("fit_forest", X20, B20, {"depth": 0, "tree_family": "oblivious"}, ValueError,
+     r"depth=0 must be in \[1, 16\]"),
     ("fit", X20, Y20, {"learning_rate": 0.0}, ValueError, r"learning_rate=0.0 must be in \(0.0, inf\]"),
     ("sweep", X20, Y20, {"grid": {"learning_rate": [0.1, -1.0]}}, ValueError, r"learning_rate=-1.0 must be in"),
     ("adaboost_m1", X20, C20, {}, ValueError, "y must hold binary labels 0/1"),
@@ -144,8 +147,10 @@ ERRORS = [
     # Forests: K = 1e6 + 1 leaf values per leaf of every tree (and the histograms of each).
     *[("fit_forest", X20, BIG20, kw, MemoryError,
        r"K = max\(y\) \+ 1 = 1000001 classes, from the labels' maximum; .*depth=10.*map the labels")
-      for kw in ({"depth": 10}, {"depth": 10, "task": "multiclass", "max_features": None})],
-    ("fit_forest", X20, Y20, {"task": "regression", "depth": 16, "n_trees": 10**6}, MemoryError,
+      for kw in ({"depth": 10, "tree_family": "oblivious"},
+                 {"depth": 10, "task": "multiclass", "max_features": None, "tree_family": "oblivious"})],
+    ("fit_forest", X20, Y20, {"task": "regression", "depth": 16, "n_trees": 10**6,
+                              "tree_family": "oblivious"}, MemoryError,
      r"estimated for 1000000 trees"),
     # Requests whose histograms or trees cannot fit, whatever the labels.
     *[(e, X20, C20, {"loss": "multinomial_deviance", "n_outputs": 4000, "depth": 16}, MemoryError,

@@ -208,7 +208,8 @@ def test_bagged_trees_use_every_feature_and_histogram_subtraction(clf_data):
     """max_features=None: bagged trees; fit_tree then grows the unrestricted tree (the subsets
     are every feature), the same as without subsets."""
     X, y, _, _ = clf_data
-    bagged = bagging.fit_bagged_trees(X, y, n_trees=3, depth=DEPTH, n_bins=N_BINS, key=5)
+    bagged = bagging.fit_bagged_trees(X, y, n_trees=3, depth=DEPTH, n_bins=N_BINS, key=5,
+                                      tree_family="oblivious")
     Xb = binning.bin_features(X, bagged.borders)
     g, h = bagging.tree_targets(jnp.asarray(y), 1)
     for b in range(3):
@@ -426,7 +427,8 @@ def test_a_killed_forest_resumes_from_its_checkpoints_bitwise(forest, clf_data, 
     import subprocess
     import sys
     X, y, _, _ = clf_data
-    kw = dict(n_trees=24, depth=DEPTH, max_features=3, n_bins=N_BINS, key=3, chunk_size=8)  # fixture's
+    kw = dict(n_trees=24, depth=DEPTH, max_features=3, n_bins=N_BINS, key=3, chunk_size=8,
+              tree_family="oblivious")  # the fixture's
     ckpt = tmp_path / "ckpt"
     code = _KILLED_FOREST.format(tests=os.path.dirname(os.path.abspath(__file__)), kw=kw)
     killed = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True,

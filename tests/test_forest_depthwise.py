@@ -215,4 +215,27 @@ def test_forests_grow_beyond_depth_16_in_tables_of_their_nodes():
             mean[i] += t.leaf_values[~node, 0] / 4
     np.testing.assert_allclose(np.asarray(jboost.predict(f, X)).ravel(), mean, rtol=1e-5, atol=1e-7)
     with pytest.raises(ValueError, match="depth"):
-        bagging.fit_forest(X, y, task="regression", n_trees=2, depth=24, n_bins=N_BINS)  # oblivious: 1..16
+        bagging.fit_forest(X, y, task="regression", n_trees=2, depth=24, n_bins=N_BINS,
+                           tree_family="oblivious")  # oblivious: 1..16
+
+
+def test_the_default_forest_is_the_books_and_a_continued_forest_keeps_its_family(data):
+    """``fit_forest``'s defaults grow ESL Algorithm 15.1's forest: depth-wise trees until their
+    nodes are pure or too small (depth 30, the same trees as asking for them); continuing a
+    forest without naming the family or depth keeps the model's (an oblivious forest of depth 3
+    continued equals one fit of all its trees)."""
+    X, y, _, _ = data
+    default = bagging.fit_forest(X, y, n_trees=3, n_bins=N_BINS, key=1)
+    assert isinstance(default.trees, depthwise.DepthwiseTrees) and default.depth == 30
+    asked = bagging.fit_forest(X, y, n_trees=3, n_bins=N_BINS, key=1, tree_family="depthwise",
+                               depth=30)
+    for a, b in zip(jax.tree_util.tree_leaves(default), jax.tree_util.tree_leaves(asked)):
+        np.testing.assert_array_equal(a, b)
+    assert int(np.asarray(default.trees.level_counts)[:, 6:].sum()) > 0  # grown past depth 6
+    kw = dict(n_bins=N_BINS, key=1, max_features=3)
+    first = bagging.fit_forest(X, y, n_trees=2, tree_family="oblivious", depth=3, **kw)
+    more = bagging.fit_forest(X, y, n_trees=2, init_model=first, **kw)
+    whole = bagging.fit_forest(X, y, n_trees=4, tree_family="oblivious", depth=3, **kw)
+    assert isinstance(more.trees, tree_lib.ObliviousTrees) and more.depth == 3
+    for a, b in zip(jax.tree_util.tree_leaves(more), jax.tree_util.tree_leaves(whole)):
+        np.testing.assert_array_equal(a, b)

@@ -117,7 +117,8 @@ def test_every_entry_point_gives_the_same_message(name, kwargs, error, match):
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    (dict(depth=0), ValueError, r"depth=0 must be in \[1, 16\]"),
+    (dict(depth=0), ValueError, r"depth=0 must be in \[1, 30\]"),  # depth-wise trees by default
+    (dict(depth=0, tree_family="oblivious"), ValueError, r"depth=0 must be in \[1, 16\]"),
     (dict(n_bins=2), ValueError, r"n_bins=2 must be in \[3, 256\]"),
     (dict(key="seed"), TypeError, "key must be an int seed or a jax.random key"),
     (dict(sample_weight=-np.ones(24)), ValueError, "sample_weight must be non-negative"),

@@ -376,7 +376,7 @@ def fit_forest(
     *,
     task: str = "classification",
     n_trees: int = 100,
-    depth: int = 10,
+    depth: Optional[int] = None,
     max_features: Union[None, str, int, float] = "sqrt",
     min_child_weight=1.0,
     min_split_gain=0.0,
@@ -393,15 +393,17 @@ def fit_forest(
     checkpoint_dir=None,
     init_model: Optional[Forest] = None,
     callbacks: Sequence[Callable] = (),
-    tree_family: str = "oblivious",
+    tree_family: Optional[str] = None,
     max_nodes: Optional[int] = None,
 ) -> Forest:
     """Random forest of oblivious or depth-wise trees (ESL Algorithm 15.1); bagged trees with
     ``max_features=None``.
 
     The defaults differ from :func:`jboost.fit`'s where a forest differs from boosting: its
-    trees are grown deep (``depth=10``) and unpenalised (``l2=0``, so leaves are the exact
-    bootstrap-weighted means or class frequencies), as ESL Algorithm 15.1 grows them.
+    trees are depth-wise (every node its own split from its own ``m`` drawn features), grown
+    until their nodes are pure or too small for ``min_child_weight`` (``depth=None``: up to 30
+    levels), and unpenalised (``l2=0``, so leaves are the exact bootstrap-weighted means or class
+    frequencies), as ESL Algorithm 15.1 grows them.
 
     Args:
       X: ``(n, F)`` floats (NaN: missing), or a pandas DataFrame, whose column names the forest
@@ -416,6 +418,8 @@ def fit_forest(
       n_trees: number of bootstrap trees ``B`` (static).
       depth: levels per tree (static): 1..16 for oblivious trees (10-12 is typical here), 1..30
         for depth-wise ones, whose node tables hold at most ``n - 1`` nodes however deep.
+        Default ``None``: 30 for depth-wise trees (grown until their nodes are pure or too small,
+        as the book's forests), 10 for oblivious ones; ``init_model``'s depth when continuing.
       max_features: features eligible per level (static, it sets the histogram shape): ``None``
         = all (bagging), ``"sqrt"`` (ESL's classification default ``floor(sqrt(p))``),
         ``"third"`` (ESL's regression default ``floor(p/3)``), ``"log2"``, an int or a fraction.
@@ -448,10 +452,11 @@ def fit_forest(
         seconds, ``chunk``/``chunks``, ``from_checkpoint``); one returning ``True`` stops the fit,
         and the forest keeps the trees fitted so far. The chunks then run as host-side calls of
         one compiled chunk program (as with ``checkpoint_dir``; bitwise the same trees).
-      tree_family: ``"oblivious"`` (one rule per level, ``m`` features drawn per level) or
-        ``"depthwise"`` (:class:`jboost.depthwise.DepthwiseTrees`: every node its own rule from
-        its own ``m`` randomly drawn features, ESL Algorithm 15.1; histograms of each node's
-        ``m`` gathered features). Static. Trees grow until a node is pure (no positive gain),
+      tree_family: ``"depthwise"`` (the default: :class:`jboost.depthwise.DepthwiseTrees`,
+        every node its own rule from its own ``m`` randomly drawn features, ESL Algorithm 15.1;
+        histograms of each node's ``m`` gathered features) or ``"oblivious"`` (one rule per
+        level, ``m`` features drawn per level). Static; ``init_model``'s family when continuing
+        (default ``None``). Trees grow until a node is pure (no positive gain),
         its children would fall below ``min_child_weight``, or ``depth`` is reached; both
         families keep ``2**depth`` leaves per tree. Depth-wise levels build histograms only for
         their splittable nodes (:func:`jboost.depthwise.fit_tree`'s compact path; ``max_nodes``).
@@ -484,9 +489,7 @@ def fit_forest(
     task = _validation.check_choice(task, "task", FOREST_TASKS)
     bootstrap = _validation.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
     n_trees = _validation.check_int(n_trees, "n_trees", 1, 10**6)
-    tree_family = _check_tree_family(tree_family)
-    depth = _validation.check_int(depth, "depth", 1, _validation.MAX_DEPTHWISE_DEPTH
-                                  if tree_family == "depthwise" else _validation.MAX_DEPTH)
+    tree_family, depth = _forest_family_and_depth(tree_family, depth, init_model)
     memory_budget = _validation.check_memory_budget(memory_budget)
     hyper = ForestHyperparams.create(min_child_weight, min_split_gain, l2)
     first_tree = 0
@@ -636,6 +639,24 @@ def _check_tree_family(tree_family) -> str:
 def tree_family_of(model: "Forest") -> str:
     """``"depthwise"`` or ``"oblivious"``: the family of a forest's trees."""
     return "depthwise" if isinstance(model.trees, depthwise.DepthwiseTrees) else "oblivious"
+
+
+def _forest_family_and_depth(tree_family, depth, init_model):
+    """``fit_forest``'s tree family and depth: the given ones, else ``init_model``'s, else
+    depth-wise trees of up to :data:`jboost._validation.MAX_DEPTHWISE_DEPTH` levels (grown until
+    their nodes are pure or too small) or oblivious trees of 10."""
+    continued = isinstance(init_model, Forest)
+    if tree_family is None:
+        tree_family = tree_family_of(init_model) if continued else "depthwise"
+    tree_family = _check_tree_family(tree_family)
+    if depth is None:
+        if continued and tree_family_of(init_model) == tree_family:
+            depth = init_model.depth
+        else:
+            depth = _validation.MAX_DEPTHWISE_DEPTH if tree_family == "depthwise" else 10
+    depth = _validation.check_int(depth, "depth", 1, _validation.MAX_DEPTHWISE_DEPTH
+                                  if tree_family == "depthwise" else _validation.MAX_DEPTH)
+    return tree_family, depth
 
 
 def _check_init_forest(model, X, task: str, n_classes, borders, n_bins, depth, tree_family):
