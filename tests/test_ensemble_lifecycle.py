@@ -49,7 +49,8 @@ def letters():
 # --------------------------------------------------------------------------------------------
 
 # The session's forest fixture (_bagging_data.forest: 24 trees in chunks of 8), grown 8 at a time.
-FOREST = dict(depth=DEPTH, max_features=3, n_bins=N_BINS, key=3, chunk_size=8)
+FOREST = dict(depth=DEPTH, max_features=3, n_bins=N_BINS, key=3, chunk_size=8,
+              tree_family="oblivious")  # the session fixture's
 BAGS = dict(depth=2, n_bins=N_BINS, key=3, n_bags=3, subsample=0.8, learning_rate=0.3,
             chunk_size=3)
 ECOC = dict(depth=2, n_bins=N_BINS, key=3, subsample=0.8, learning_rate=0.3)
