@@ -92,19 +92,25 @@ SCRIPT = textwrap.dedent(
 ) % (CASES_ON,)
 
 
-@pytest.fixture(scope="module")
-def sharded_run():
+def run_on_devices(script, n_devices):
+    """The JSON a script prints after ``RESULT ``, run in a subprocess with ``n_devices`` host
+    CPU devices."""
     env = dict(os.environ)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=3"
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n_devices}"
     env["JAX_PLATFORMS"] = "cpu"
     # Not the test run's compilation cache (conftest.py): these programs are compiled nowhere
     # else, so writing them there gains nothing.
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                           text=True, timeout=600)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     assert lines, proc.stderr[-3000:]
-    return {int(n_dev): r for n_dev, r in json.loads(lines[0][len("RESULT "):]).items()}
+    return json.loads(lines[0][len("RESULT "):])
+
+
+@pytest.fixture(scope="module")
+def sharded_run():
+    return {int(n_dev): r for n_dev, r in run_on_devices(SCRIPT, 3).items()}
 
 
 @pytest.mark.parametrize("n_devices,case", [(n, c) for n in (2, 3) for c in CASES_ON[n]])
@@ -190,13 +196,7 @@ def test_sharded_depthwise_fit_equals_single_device_fit():
     splits, and a tie broken by the summation order changes its subtree and the rounds after it
     (measured: a node of gains 0.2726925 and 0.27269247); oblivious trees compare exactly
     (test_sharded_fit_equals_single_device_fit)."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    proc = subprocess.run([sys.executable, "-c", DEPTHWISE_SCRIPT], env=env, capture_output=True,
-                          text=True, timeout=600)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
-    assert lines, proc.stderr[-3000:]
-    for loss, r in json.loads(lines[0][len("RESULT "):]).items():
+    for loss, r in run_on_devices(DEPTHWISE_SCRIPT, 2).items():
         assert r["family"] == "DepthwiseTrees" and r["n_used"] >= 40, (loss, r)
         assert r["tie_gap"] < 1e-5, (loss, r)
         assert r["gain_rel_diff_before"] < 1e-5 and r["leaf_diff_before"] < 1e-5, (loss, r)

@@ -303,6 +303,15 @@ float SharedHessMin(const Settings& s) {
   return float_of(lo);
 }
 
+// SumOutputs' last step: its 16 running sums halved pairwise, each step with a fixed trip count
+// (unrolled, lanewise).
+inline float Halved(float* acc) {
+  for (int64_t i = 0; i < 8; ++i) acc[i] = acc[i] + acc[i + 8];
+  for (int64_t i = 0; i < 4; ++i) acc[i] = acc[i] + acc[i + 4];
+  for (int64_t i = 0; i < 2; ++i) acc[i] = acc[i] + acc[i + 2];
+  return acc[0] + acc[1];
+}
+
 // A sum over the K outputs in the order of XLA's CPU row reduction (measured: 16 accumulators,
 // output k into accumulator k % 16, then halved pairwise), so that the gains are bitwise those of
 // jboost.splits.split_gains_cumulative (checked for K <= 40; K = 1: the value itself).
@@ -315,11 +324,7 @@ inline float SumOutputs(int64_t k, Term term) {
     for (int64_t i = 0; i < 16; ++i) acc[i] += term(j + i);
   }
   for (int64_t i = 0; j + i < k; ++i) acc[i] += term(j + i);
-  // Halved pairwise, each step with a fixed trip count (unrolled, lanewise).
-  for (int64_t i = 0; i < 8; ++i) acc[i] = acc[i] + acc[i + 8];
-  for (int64_t i = 0; i < 4; ++i) acc[i] = acc[i] + acc[i + 4];
-  for (int64_t i = 0; i < 2; ++i) acc[i] = acc[i] + acc[i + 2];
-  return acc[0] + acc[1];
+  return Halved(acc);
 }
 
 // Score of a node: sum_k where(H_k + l2 > 0, G_k * (G_k / (H_k + l2)), 0); output k's hessian
@@ -336,10 +341,7 @@ inline float Score(const float* g, const float* h, const Settings& s) {
   if (s.acc_slot == nullptr) return SumOutputs(s.k, term);
   float acc[16] = {0.0f};
   for (int64_t u = 0; u < s.k; ++u) acc[s.acc_slot[u]] += term(u);
-  for (int64_t i = 0; i < 8; ++i) acc[i] = acc[i] + acc[i + 8];
-  for (int64_t i = 0; i < 4; ++i) acc[i] = acc[i] + acc[i + 4];
-  for (int64_t i = 0; i < 2; ++i) acc[i] = acc[i] + acc[i + 2];
-  return acc[0] + acc[1];
+  return Halved(acc);
 }
 
 // The hessian sum over all K outputs (k_all; one shared sum counted K times).
@@ -376,7 +378,7 @@ struct BinList {
 struct SlotScratch {
   std::vector<float> hist;   // (m, B, C), then its prefix sums in place
   std::vector<float> left, right, miss;
-  // The sparse path (SplitSlotSparse): one feature's (B, C) cells and bin marks, kept zero
+  // The sparse path (SplitSlotSparse): one feature's (B, C) cells, kept zero
   // between features; the node's occupied bins; block totals and offsets; the prefix sums at the
   // bins the split search reads (cum, row slot[t] for bin t).
   std::vector<float> cells, blocks, cum, run;
@@ -734,6 +736,11 @@ JBOOST_AVX2_CLONES Best SplitSlot(const Settings& s, const uint8_t* X, const Row
   return BestOf(best, best_idx, nt, s.msg);
 }
 
+// Whether a row of bin v goes right at a split (threshold, missing side); B - 1 is the missing bin.
+inline bool GoesRight(int32_t v, int32_t missing_bin, int32_t threshold, bool missing_right) {
+  return v == missing_bin ? missing_right : v > threshold;
+}
+
 inline int64_t NodeSlots(int64_t n, int64_t max_nodes, int64_t d) {
   return std::max<int64_t>(1, std::min<int64_t>({int64_t{1} << d, max_nodes, n / 2}));
 }
@@ -829,7 +836,7 @@ bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
             int64_t n_right = 0;
             for (int64_t r = 0; r < n_own; ++r) {
               const int32_t v = col[own[r]];
-              n_right += (v == missing_bin) ? b.right : v > b.threshold;
+              n_right += GoesRight(v, missing_bin, b.threshold, b.right);
             }
             if (n_right == 0 || n_right == n_own) b.gain = 0.0f;
             b.n_right = n_right;
@@ -894,7 +901,7 @@ bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
       for (int64_t r = 0; r < n_own; ++r) {
         const int32_t i = own[r];
         const int32_t v = col[i];
-        if (v == missing_bin ? missing_right : v > threshold) {
+        if (GoesRight(v, missing_bin, threshold, missing_right)) {
           *right++ = i;
         } else {
           *left++ = i;
@@ -932,7 +939,7 @@ bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
         if (c < 0) continue;
         const int32_t v = X[static_cast<int64_t>(t.features[c]) * n + lane_row[j]];
         const int32_t to =
-            t.children[2 * c + (v == missing_bin ? t.missing_right[c] != 0 : v > t.thresholds[c])];
+            t.children[2 * c + GoesRight(v, missing_bin, t.thresholds[c], t.missing_right[c] != 0)];
         lane_code[j] = to;
         more |= to >= 0;
       }
