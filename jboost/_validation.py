@@ -1383,6 +1383,22 @@ def boosting_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outp
     return int(need * max(1, sharing))
 
 
+def memory_depth(config: boosting.BoostConfig) -> int:
+    """The depth the memory estimates (:func:`boosting_bytes`) take for ``config``'s trees: its
+    ``depth``; for loss-guided trees (``max_leaves``: three histogram slots per split, tables of
+    ``max_leaves`` leaf slots) the depth of as many leaves, at least 3."""
+    if config.max_leaves is None:
+        return config.depth
+    return max(3, (int(config.max_leaves) - 1).bit_length())
+
+
+def histogram_note(config: boosting.BoostConfig) -> str:
+    """The shape of the largest histograms, for memory messages."""
+    if config.max_leaves is None:
+        return f"depth={config.depth}, n_bins={config.n_bins}"
+    return f"max_leaves={config.max_leaves} (depth bound {config.depth}), n_bins={config.n_bins}"
+
+
 def sharded_memory_hint(devices) -> str:
     """What to do when a sharded fit's level histograms do not fit (for :func:`check_memory`)."""
     if devices is None:
@@ -1441,16 +1457,16 @@ def check_boosting_memory(n_rows: int, n_features: int, config: boosting.BoostCo
     k = int(loss.n_outputs)
     dense = loss.hessian != "unit"  # every non-unit hessian takes a per-row K x K Jacobian
     per_round = k if config.per_output_trees else 1
-    one = boosting_bytes(n_rows, n_features, config.depth, config.n_bins, k, config.n_rounds,
+    one = boosting_bytes(n_rows, n_features, memory_depth(config), config.n_bins, k, config.n_rounds,
                          per_round, dense, devices)
-    kept = _batching.trees_bytes(config.depth, k, config.n_rounds, per_round)
+    kept = _batching.trees_bytes(memory_depth(config), k, config.n_rounds, per_round)
     need = n_together * one + (n_models - n_together) * kept
     cause = (f"K = max(y) + 1 = {k} classes, from the labels' maximum (the n_outputs of a K-class "
              "loss)" if k_from_labels else None)
     check_memory(need, devices=devices, cause=cause,
                  detail=f"estimated for {n_models} {what}, {n_together} fitted together, each on "
-                 f"{n_rows} rows, {n_features} features, depth={config.depth}, "
-                 f"n_bins={config.n_bins}, n_outputs={k}, n_rounds={config.n_rounds} (histograms "
+                 f"{n_rows} rows, {n_features} features, {histogram_note(config)}, "
+                 f"n_outputs={k}, n_rounds={config.n_rounds} (histograms "
                  f"F x 2^(depth-1) x n_bins x 2K float32"
                  f"{', per-row K x K autodiff hessians' if dense and k > 1 else ''}); {fix}")
 

@@ -75,6 +75,7 @@ def fit(
     row_sampler: Any = "bernoulli",
     split_criterion: splits.SplitCriterion = splits.NEWTON,
     tree_family: type = tree_lib.ObliviousTrees,
+    max_leaves: Optional[int] = None,
     early_stopping_rounds: Optional[int] = None,
     early_stopping_tolerance: float = 0.0,
     eval_metric: Union[None, str, Callable] = None,
@@ -145,8 +146,13 @@ def fit(
       split_criterion: how splits are scored and leaves valued, a
         :class:`jboost.splits.SplitCriterion` (static); default the regularised Newton criterion.
       tree_family: the class of trees to grow (static): ``"oblivious"`` (the default,
-        :class:`jboost.tree.ObliviousTrees`), ``"depthwise"`` (:class:`jboost.depthwise.DepthwiseTrees`)
-        or any :class:`jboost.tree.TreeFamily` class.
+        :class:`jboost.tree.ObliviousTrees`), ``"depthwise"`` (:class:`jboost.depthwise.DepthwiseTrees`),
+        ``"lossguide"`` (best-first: the leaf of largest gain splits next,
+        :class:`jboost.lossguide.LossGuidedTrees`; its trees are depth-wise node tables) or any
+        :class:`jboost.tree.TreeFamily` class.
+      max_leaves: loss-guided trees only (static): the most leaves of a tree (default 31,
+        LightGBM's ``num_leaves``); ``depth`` is then a depth bound (up to 30) and
+        ``depth=None`` leaves only ``max_leaves`` to bound the trees.
       early_stopping_rounds: stop when the ``eval_set`` score has not improved (by more than
         ``early_stopping_tolerance``) for this many rounds; the fit really stops (a concrete fit
         after that round, :func:`run_rounds`; under ``jax.vmap`` the rounds run in chunks of 8
@@ -235,7 +241,7 @@ def fit(
             colsample=colsample, colsample_by=colsample_by, n_bins=n_bins, key=key,
             n_outputs=n_outputs, task=task, per_output_trees=per_output_trees, borders=borders,
             row_sampler=row_sampler, split_criterion=split_criterion, tree_family=tree_family,
-            early_stopping_rounds=early_stopping_rounds,
+            max_leaves=max_leaves, early_stopping_rounds=early_stopping_rounds,
             early_stopping_tolerance=early_stopping_tolerance, eval_metric=eval_metric,
             verbose=verbose, n_callbacks=len(callbacks or ()), checkpoint_every=checkpoint_every,
             one_hot_max_size=one_hot_max_size, cat_prior=cat_prior,
@@ -276,7 +282,8 @@ def fit(
                              min_child_weight=min_child_weight, subsample=subsample,
                              colsample=colsample, colsample_by=colsample_by,
                              per_output_trees=per_output_trees, row_sampler=row_sampler,
-                             split_criterion=split_criterion, tree_family=tree_family)
+                             split_criterion=split_criterion, tree_family=tree_family,
+                             max_leaves=max_leaves)
     config = config._replace(early_stopping=stopping, eval_metric=shown_metric)
     if init_model is not None:
         borders = _check_init_model(init_model, X if plan is None else plan.spec.n_features,
@@ -314,13 +321,14 @@ def fit(
              "labels' maximum)" if loss_obj.task == "multiclass" and n_outputs is None else None)
     k = loss_obj.n_outputs
     dense = loss_obj.hessian != "unit"
-    need = _validation.boosting_bytes(X_shape[0], X_shape[1], config.depth, config.n_bins, k,
+    need = _validation.boosting_bytes(X_shape[0], X_shape[1], _validation.memory_depth(config),
+                                      config.n_bins, k,
                                       config.n_rounds, k if config.per_output_trees else 1, dense,
                                       devices)
     (_validation.check_memory if local is None else local.everywhere(_validation.check_memory))(
         need, devices=devices, cause=cause,
         detail=f"estimated for {X_shape[0]} rows, {X_shape[1]} features, "
-        f"depth={config.depth}, n_bins={config.n_bins}, n_outputs={k}, "
+        f"{_validation.histogram_note(config)}, n_outputs={k}, "
         f"n_rounds={config.n_rounds} (histograms F x 2^(depth-1) x n_bins x 2K"
         f" float32{', per-row K x K autodiff hessians' if dense and k > 1 else ''})"
         f"{_validation.sharded_memory_hint(devices)}")
@@ -452,6 +460,8 @@ def recorded_settings(config: boosting.BoostConfig, hyper: boosting.Hyperparams,
     names = {"colsample_by": _name(config.colsample_by), "row_sampler": _name(config.row_sampler),
              "split_criterion": str(config.split_criterion.name),
              "tree_family": config.tree_family.__name__}
+    if config.max_leaves is not None:
+        arrays["max_leaves"] = jnp.int32(config.max_leaves)
     if config.learning_rate_schedule is not None:  # the traced rate is then 1 (a multiplier)
         del arrays["learning_rate"]
         names["learning_rate_schedule"] = _name(config.learning_rate_schedule)
@@ -825,23 +835,81 @@ def _check_init_model(model, X, loss, borders, config):
                                            X if isinstance(X, int) else X.shape[1], borders,
                                            n_bins=config.n_bins, depth=config.depth)
     _validation.check_init_loss(model, loss)
+    _check_init_family(model, config)
     return borders
+
+
+#: The built-in families' names for ``tree_family=``.
+_FAMILY_ARGS = {"ObliviousTrees": "oblivious", "DepthwiseTrees": "depthwise",
+                "LossGuidedTrees": "lossguide"}
+
+
+def _check_init_family(model, config) -> None:
+    """A continued fit grows the model's tree family (the one its settings name, else the
+    class of its trees) with tables of as many node slots (loss-guided: ``max_leaves``)."""
+    from jboost import depthwise
+    want = config.tree_family.__name__
+    settings = getattr(model, "settings", None)
+    grown = settings.names.get("tree_family") if settings is not None else None
+    if grown is None:  # no record: the class of its trees
+        tree_type = (config.tree_family if not issubclass(config.tree_family, depthwise.DepthwiseTrees)
+                     else depthwise.DepthwiseTrees)
+        grown = want if isinstance(model.trees, tree_type) else type(model.trees).__name__
+    if grown != want:
+        arg = _FAMILY_ARGS.get(grown)
+        raise ValueError(f"init_model's trees are {grown}; this fit's tree_family is {want}: a "
+                         f"continued fit grows the model's family (pass tree_family="
+                         f"{repr(arg) if arg else grown}).")
+    if config.max_leaves is not None:
+        slots = int(model.trees.features.shape[-1])
+        if slots != config.max_leaves - 1:
+            raise ValueError(f"max_leaves={config.max_leaves} differs from init_model's trees "
+                             f"({slots + 1} leaf slots); pass max_leaves={slots + 1}.")
 
 
 def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_child_weight,
              subsample, colsample, colsample_by="tree", per_output_trees=False,
              row_sampler="bernoulli", algorithm: Optional[boosting.Algorithm] = None,
              split_criterion: splits.SplitCriterion = splits.NEWTON,
-             tree_family: type = tree_lib.ObliviousTrees):
+             tree_family: type = tree_lib.ObliviousTrees, max_leaves: Optional[int] = None):
     """Check the boosting settings; returns ``(BoostConfig (static), Hyperparams (traced))``.
 
     The one place every boosting entry point (``fit``, the algorithms, sweeps, bagged boosters,
     stacking, ECOC) turns its keyword arguments into a configuration. ``learning_rate`` may be a
     callable ``round -> rate`` (e.g. an optax schedule): it is then the static
-    ``learning_rate_schedule`` and the traced rate is 1.
+    ``learning_rate_schedule`` and the traced rate is 1. Loss-guided trees
+    (``tree_family="lossguide"``) take ``max_leaves`` (default
+    :data:`jboost.lossguide.DEFAULT_MAX_LEAVES`) and ``depth`` as their depth bound, up to
+    :data:`jboost._validation.MAX_DEPTHWISE_DEPTH`; ``depth=None`` there is no bound but
+    ``max_leaves`` itself (``max_leaves - 1``, at most that maximum).
     """
+    from jboost import depthwise
+    from jboost import lossguide
     n_rounds = _validation.check_int(n_rounds, "n_rounds", 1, _validation.MAX_ROUNDS)
-    depth = _validation.check_int(depth, "depth", 1, _validation.MAX_DEPTH)
+    families = {"oblivious": tree_lib.ObliviousTrees, "depthwise": depthwise.DepthwiseTrees,
+                "lossguide": lossguide.LossGuidedTrees}
+    if isinstance(tree_family, str):  # the built-in families by name
+        if tree_family not in families:
+            raise ValueError(f"tree_family must be \"oblivious\", \"depthwise\", \"lossguide\" or "
+                             f"a class implementing jboost.tree.TreeFamily; got {tree_family!r}.")
+        tree_family = families[tree_family]
+    if tree_family is lossguide.LossGuidedTrees:
+        max_leaves = _validation.check_int(
+            lossguide.DEFAULT_MAX_LEAVES if max_leaves is None else max_leaves, "max_leaves", 2,
+            lossguide.MAX_LEAVES)
+        if depth is None:  # no bound but the leaves: a chain of max_leaves - 1 splits
+            depth = min(max_leaves - 1, _validation.MAX_DEPTHWISE_DEPTH)
+        depth = _validation.check_int(depth, "depth", 1, _validation.MAX_DEPTHWISE_DEPTH)
+    else:
+        if max_leaves is not None:
+            raise ValueError(f"max_leaves={max_leaves!r} bounds loss-guided trees only: pass "
+                             "tree_family=\"lossguide\" with it, or leave max_leaves out (the "
+                             "other families grow every level to depth).")
+        if depth is None:
+            raise ValueError("depth=None (no depth bound) is for loss-guided trees "
+                             "(tree_family=\"lossguide\", bounded by max_leaves); pass an integer "
+                             f"depth in [1, {_validation.MAX_DEPTH}].")
+        depth = _validation.check_int(depth, "depth", 1, _validation.MAX_DEPTH)
     n_bins = _validation.check_int(n_bins, "n_bins", 3, binning.MAX_BINS)
     schedule = None
     if callable(learning_rate):
@@ -858,23 +926,18 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
         raise TypeError(f"split_criterion must be a jboost.splits.SplitCriterion(score, value), got "
                         f"{type(split_criterion).__name__}: write score(G, H, l2) and value(G, H, l2) "
                         "and pass SplitCriterion(score, value).")
-    if isinstance(tree_family, str):  # the built-in families by name
-        from jboost import depthwise
-        families = {"oblivious": tree_lib.ObliviousTrees, "depthwise": depthwise.DepthwiseTrees}
-        if tree_family not in families:
-            raise ValueError(f"tree_family must be \"oblivious\", \"depthwise\" or a class "
-                             f"implementing jboost.tree.TreeFamily; got {tree_family!r}.")
-        tree_family = families[tree_family]
     missing = [m for m in ("grow", "leaf_index_raw", "leaf_index_binned", "with_borders")
                if not isinstance(tree_family, type) or not callable(getattr(tree_family, m, None))]
     if missing:
-        raise TypeError(f"tree_family must be \"oblivious\", \"depthwise\" or a class implementing "
-                        f"jboost.tree.TreeFamily; {tree_family!r} lacks {', '.join(missing)}.")
+        raise TypeError(f"tree_family must be \"oblivious\", \"depthwise\", \"lossguide\" or a "
+                        f"class implementing jboost.tree.TreeFamily; {tree_family!r} lacks "
+                        f"{', '.join(missing)}.")
     config = boosting.BoostConfig(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                   per_output_trees=bool(per_output_trees), colsample_by=colsample_by,
                                   learning_rate_schedule=schedule, row_sampler=row_sampler,
                                   algorithm=algorithm or boosting.NEWTON,
-                                  split_criterion=split_criterion, tree_family=tree_family)
+                                  split_criterion=split_criterion, tree_family=tree_family,
+                                  max_leaves=max_leaves)
     return config, boosting.Hyperparams.create(**values)
 
 

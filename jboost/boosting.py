@@ -119,7 +119,8 @@ def grow_trees(r: Round, grad, hess):
     return c.tree_family.grow(r.data.X_binned, grad, hess, depth=c.depth, n_bins=c.n_bins,
                               l2=r.hyper.l2, min_split_gain=r.hyper.min_split_gain,
                               min_child_weight=r.hyper.min_child_weight, feature_masks=r.masks,
-                              axis_name=c.axis_name, missing=c.missing, criterion=c.split_criterion)
+                              axis_name=c.axis_name, missing=c.missing, criterion=c.split_criterion,
+                              **({} if c.max_leaves is None else {"max_leaves": c.max_leaves}))
 
 
 def one_tree(tree: tree_lib.ObliviousTrees, leaf) -> tuple:
@@ -239,6 +240,7 @@ class BoostConfig(NamedTuple):
     early_stopping: Optional["EarlyStopping"] = None  # stop on the validation score
     split_criterion: splits.SplitCriterion = splits.NEWTON  # split scores and leaf values
     tree_family: type = tree_lib.ObliviousTrees  # a tree_lib.TreeFamily: how trees grow and predict
+    max_leaves: Optional[int] = None  # loss-guided trees (jboost.lossguide): the most leaves
     eval_metric: Union[None, str, Callable] = None  # a validation metric recorded per round (boost_rounds)
     # Sharded rows not in table order (a multi-process fit, jboost.distributed): the table row of
     # each shard's first row, per device of the mesh axis (its row draws are read from there).

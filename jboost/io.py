@@ -106,6 +106,7 @@ def _registry() -> Dict[str, Any]:
     from jboost import categorical
     from jboost import depthwise
     from jboost import losses as losses_lib
+    from jboost import lossguide
     from jboost import model as model_lib
     from jboost import objectives
     from jboost import tree as tree_lib
@@ -138,7 +139,8 @@ def _registry() -> Dict[str, Any]:
     _REGISTRY_CACHE.update(
         models=models,
         families={"ObliviousTrees": tree_lib.ObliviousTrees,
-                  "DepthwiseTrees": depthwise.DepthwiseTrees},
+                  "DepthwiseTrees": depthwise.DepthwiseTrees,
+                  "LossGuidedTrees": lossguide.LossGuidedTrees},
         nested={"LinearModel": linear.LinearModel, "Categorical": categorical.Categorical},
         CategoricalSpec=categorical.CategoricalSpec,
         Settings=model_lib.Settings,

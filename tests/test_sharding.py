@@ -157,8 +157,13 @@ DEPTHWISE_SCRIPT = textwrap.dedent(
     y = (np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1]) ** 2
          + 0.1 * rng.normal(size=n)).astype(np.float32)
     out = {}
-    for loss, target in (("squared_error", y), ("binomial_deviance", (y > 0.5).astype(np.float32))):
-        kw = dict(n_rounds=6, depth=5, key=3, tree_family="depthwise", subsample=0.8)
+    for family, loss, target in (
+            ("depthwise", "squared_error", y),
+            ("depthwise", "binomial_deviance", (y > 0.5).astype(np.float32)),
+            ("lossguide", "squared_error", y)):
+        kw = dict(n_rounds=6, depth=5, key=3, tree_family=family, subsample=0.8)
+        if family == "lossguide":
+            kw.update(max_leaves=20, depth=None)
         a = jboost.fit(X, target, loss, **kw)
         b = jboost.fit(X, target, loss, devices="all", **kw)
         ta, tb = jax.tree_util.tree_map(np.asarray, (a.trees, b.trees))
@@ -169,8 +174,8 @@ DEPTHWISE_SCRIPT = textwrap.dedent(
         r0 = first // int(np.prod(ta.features.shape[1:])) if first is not None else ta.features.shape[0]
         ga, gb = ta.gains.reshape(-1), tb.gains.reshape(-1)
         before = slice(0, first)
-        out[loss] = {
-            "family": type(b.trees).__name__,
+        out[family + "/" + loss] = {
+            "family": b.settings["tree_family"],
             "n_used": int((ta.gains > 0).sum()),
             "first_other_split": first,
             "rounds_before": r0,
@@ -182,22 +187,26 @@ DEPTHWISE_SCRIPT = textwrap.dedent(
                                              initial=0.0)),
         }
         if first is None:
-            out[loss]["pred_diff"] = float(jnp.max(jnp.abs(jboost.predict(a, X) - jboost.predict(b, X))))
+            out[family + "/" + loss]["pred_diff"] = float(jnp.max(jnp.abs(jboost.predict(a, X) - jboost.predict(b, X))))
     print("RESULT " + json.dumps(out))
     """
 )
 
 
 def test_sharded_depthwise_fit_equals_single_device_fit():
-    """Depth-wise boosting (row subsampling on) with rows sharded over 2 CPU devices, histograms
-    summed across them: the single-device model up to the first split that a near tie decides
+    """Depth-wise and loss-guided boosting (row subsampling on) with rows sharded over 2 CPU
+    devices, histograms summed across them: the single-device model up to the first split that a near tie decides
     differently -- every earlier split the same, gains and leaf values to 1e-5 -- and at that
     split both gains agree to rounding (1e-5). A depth-wise node chooses among many candidate
     splits, and a tie broken by the summation order changes its subtree and the rounds after it
     (measured: a node of gains 0.2726925 and 0.27269247); oblivious trees compare exactly
     (test_sharded_fit_equals_single_device_fit)."""
-    for loss, r in run_on_devices(DEPTHWISE_SCRIPT, 2).items():
-        assert r["family"] == "DepthwiseTrees" and r["n_used"] >= 40, (loss, r)
+    runs = run_on_devices(DEPTHWISE_SCRIPT, 2)
+    assert sorted(runs) == ["depthwise/binomial_deviance", "depthwise/squared_error",
+                            "lossguide/squared_error"]
+    for loss, r in runs.items():
+        family = {"depthwise": "DepthwiseTrees", "lossguide": "LossGuidedTrees"}[loss.split("/")[0]]
+        assert r["family"] == family and r["n_used"] >= 40, (loss, r)
         assert r["tie_gap"] < 1e-5, (loss, r)
         assert r["gain_rel_diff_before"] < 1e-5 and r["leaf_diff_before"] < 1e-5, (loss, r)
         assert r["first_other_split"] is not None or r["pred_diff"] < 1e-4, (loss, r)

@@ -653,7 +653,7 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
         n_features = cat_layout.host_width + codes.shape[1] * targets.shape[1]
     fused = (devices[0].platform == "cpu" and _native.available() and config.n_bins <= 256
              and _native.indexable(n, 1 << (config.depth - 1), config.n_bins, 2 * k))
-    mb = model_bytes(n, n_features, config.depth, config.n_bins, k, config.n_rounds,
+    mb = model_bytes(n, n_features, _validation.memory_depth(config), config.n_bins, k, config.n_rounds,
                      k if config.per_output_trees else 1, keep_trees, fused)
     if cat_layout is not None:  # each model's own bins, and its statistics' sort and scan
         j_k = n_features - cat_layout.host_width
