@@ -1,12 +1,15 @@
-"""Depth-wise boosting side by side: jboost depth-wise vs jboost oblivious vs XGBoost
-(``tree_method="hist", grow_policy="depthwise"``) vs LightGBM (``num_leaves = 2**depth``,
-``max_depth = depth``), same depth, rounds, learning rate, bins and cores; one table.
+"""Depth-wise and loss-guided boosting side by side: jboost depth-wise vs jboost oblivious vs
+XGBoost (``tree_method="hist", grow_policy="depthwise"``) vs LightGBM (``num_leaves = 2**depth``,
+``max_depth = depth``), same depth, rounds, learning rate, bins and cores; and loss-guided
+(best-first) trees of ``--leaves`` leaves, no depth bound: jboost ``tree_family="lossguide"`` vs
+XGBoost ``grow_policy="lossguide"`` vs LightGBM (``num_leaves``, ``max_depth=-1``); one table.
 
     python benchmarks/depthwise_bench.py                       # synthetic 200k x 50 and California
     python benchmarks/depthwise_bench.py --cases synthetic --rounds 50
     python benchmarks/depthwise_bench.py --data-dir /work/shared/data
     python benchmarks/depthwise_bench.py --threads 1    # every library on one thread
     python benchmarks/depthwise_bench.py --cases synthetic --train-rows 1000000   # 1M x 50
+    python benchmarks/depthwise_bench.py --libs xgboost-lossguide jboost-lossguide lightgbm-leafwise
 
 Cases: ``synthetic``: 200k training rows x 50 Gaussian features (50k test rows) whose target has
 interactions a symmetric tree cannot share between its halves (``x0`` picks which features
@@ -15,7 +18,7 @@ skipped with a note when the data directory is missing). Default arguments, no X
 
 Reported per library: training time and ms per tree (jboost: the second, compiled fit; its
 compile time is the first fit minus the second), test RMSE, and each time's ratio to XGBoost's
-(``x xgb``: < 1 is faster than XGBoost). Regression with squared error, 256 bins (255 + the
+(``x xgb``: < 1 is faster than XGBoost; loss-guided rows against XGBoost's loss-guided run). Regression with squared error, 256 bins (255 + the
 missing bin), ``l2 = 1``, minimum child hessian 1 (LightGBM: at least 1 row per leaf), all
 cores (``os.cpu_count()``) unless ``--threads`` (then XGBoost's ``nthread``, LightGBM's
 ``num_threads`` and jboost's ``JBOOST_NUM_THREADS``). On a machine shared with other
@@ -57,11 +60,11 @@ def rmse(y, p):
 def run_jboost(family, X, y, Xt, yt, a):
     import jax
     import jboost
-    from jboost.depthwise import DepthwiseTrees
 
-    fam = DepthwiseTrees if family == "depthwise" else jboost.ObliviousTrees
     kw = dict(n_rounds=a.rounds, depth=a.depth, n_bins=256, learning_rate=a.learning_rate,
-              l2=1.0, min_child_weight=1.0, tree_family=fam)
+              l2=1.0, min_child_weight=1.0, tree_family=family)
+    if family == "lossguide":
+        kw.update(depth=None, max_leaves=a.leaves)
     t0 = time.perf_counter()
     jax.block_until_ready(jboost.fit(X, y, "squared_error", **kw).trees)
     first = time.perf_counter() - t0
@@ -72,10 +75,11 @@ def run_jboost(family, X, y, Xt, yt, a):
     return dict(train=train, compile=first - train, rmse=rmse(yt, jboost.predict(m, Xt)))
 
 
-def run_xgboost(X, y, Xt, yt, a):
+def run_xgboost(X, y, Xt, yt, a, policy="depthwise"):
     import xgboost as xgb
 
-    params = dict(tree_method="hist", grow_policy="depthwise", max_depth=a.depth, max_bin=255,
+    depth = dict(max_depth=a.depth) if policy == "depthwise" else dict(max_depth=0, max_leaves=a.leaves)
+    params = dict(tree_method="hist", grow_policy=policy, **depth, max_bin=255,
                   eta=a.learning_rate, reg_lambda=1.0, min_child_weight=1.0,
                   nthread=a.threads, objective="reg:squarederror")
     t0 = time.perf_counter()
@@ -87,10 +91,12 @@ def run_xgboost(X, y, Xt, yt, a):
     return dict(train=train, prep=prep, rmse=rmse(yt, b.predict(xgb.DMatrix(Xt))))
 
 
-def run_lightgbm(X, y, Xt, yt, a):
+def run_lightgbm(X, y, Xt, yt, a, leafwise=False):
     import lightgbm as lgb
 
-    params = dict(objective="regression", num_leaves=2**a.depth, max_depth=a.depth, max_bin=255,
+    leaves = dict(num_leaves=a.leaves, max_depth=-1) if leafwise else dict(
+        num_leaves=2**a.depth, max_depth=a.depth)
+    params = dict(objective="regression", **leaves, max_bin=255,
                   learning_rate=a.learning_rate, lambda_l2=1.0, min_data_in_leaf=1,
                   min_sum_hessian_in_leaf=1.0, num_threads=a.threads, verbose=-1)
     d = lgb.Dataset(X, y, params=dict(max_bin=255, min_data_in_leaf=1, feature_pre_filter=False,
@@ -106,6 +112,9 @@ RUNNERS = {
     "jboost-oblivious": lambda *args: run_jboost("oblivious", *args),
     "xgboost-depthwise": run_xgboost,
     "lightgbm": run_lightgbm,
+    "jboost-lossguide": lambda *args: run_jboost("lossguide", *args),
+    "xgboost-lossguide": lambda *args: run_xgboost(*args, policy="lossguide"),
+    "lightgbm-leafwise": lambda *args: run_lightgbm(*args, leafwise=True),
 }
 
 
@@ -115,6 +124,7 @@ def main(argv=None):
     p.add_argument("--libs", nargs="+", default=list(RUNNERS), choices=list(RUNNERS))
     p.add_argument("--rounds", type=int, default=100)
     p.add_argument("--depth", type=int, default=6)
+    p.add_argument("--leaves", type=int, default=31, help="loss-guided trees' leaves")
     p.add_argument("--learning-rate", type=float, default=0.1)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--threads", type=int, default=None,
@@ -127,7 +137,7 @@ def main(argv=None):
         a.threads = os.cpu_count()
     with open("/proc/loadavg") as f:
         print(f"load average before: {f.read().strip()}   cores: {os.cpu_count()}")
-    print(f"depth {a.depth}, {a.rounds} rounds, learning rate {a.learning_rate}, 256 bins, l2 1, min_child_weight 1, "
+    print(f"depth {a.depth} (loss-guided: {a.leaves} leaves), {a.rounds} rounds, learning rate {a.learning_rate}, 256 bins, l2 1, min_child_weight 1, "
           f"{a.threads} threads")
     for case in a.cases:
         try:
@@ -136,13 +146,17 @@ def main(argv=None):
             print(f"{case}: skipped ({e})")
             continue
         print(f"\n{case}: {X.shape[0]} x {X.shape[1]} train, {Xt.shape[0]} test")
-        # XGBoost first: the reference of the ratios; each row printed as it comes.
-        libs = sorted(a.libs, key=lambda lib: lib != "xgboost-depthwise")
-        ref = None
+        # Each group (fixed depth, loss-guided) after its XGBoost run, the reference of its
+        # ratios; each row printed as it comes.
+        guided = lambda lib: lib.endswith(("lossguide", "leafwise"))  # noqa: E731
+        libs = sorted(a.libs, key=lambda lib: (guided(lib), not lib.startswith("xgboost")))
+        refs = {}
         print(f"{'library':20s} {'train s':>8s} {'ms/tree':>8s} {'x xgb':>6s} {'compile s':>9s} {'test RMSE':>9s}")
         for lib in libs:
             r = RUNNERS[lib](X, y, Xt, yt, a)
-            ref = r if lib == "xgboost-depthwise" else ref
+            if lib.startswith("xgboost"):
+                refs[guided(lib)] = r
+            ref = refs.get(guided(lib))
             ratio = f"{r['train'] / ref['train']:6.2f}" if ref else "     -"
             comp = f"{r['compile']:9.1f}" if "compile" in r else "        -"
             prep = (f"   (its DMatrix {r['prep']:.2f} s: jboost's train s include binning)"

@@ -8,31 +8,42 @@ off the same cumulative ``(feature, node, bin)`` histograms (:mod:`jboost.histog
 :func:`jboost.depthwise.node_gains`, :func:`jboost.splits.best_split_of_gains` with
 ``min_split_gain`` subtracted) -- and splits, ``max_leaves - 1`` times, the open leaf of largest
 positive gain (the first of equal gains: the lowest leaf number). Its left child keeps the leaf's
-number, its right child takes the next; both children's histograms come from one histogram
-call over the rows (slots: left, right, every other row), so their sums are direct sums, not
-differences. A leaf stops being open when its best gain is not positive (no gain,
-``min_child_weight``, ``min_split_gain``, too few rows) or it lies at the depth bound ``depth``.
-Once no leaf is open the remaining steps do nothing (``lax.cond``). Fixed shapes (``max_leaves``
-leaf slots, ``max_leaves - 1`` node slots), one ``lax.fori_loop`` (no unrolling: compilation does
-not grow with ``max_leaves``), traced ``l2``, ``min_split_gain`` and ``min_child_weight``: a tree
-is ``vmap``-able and a sweep over them one compilation. With ``axis_name`` (rows sharded over a
-mapped axis) the histograms are summed across devices, so every device grows the
+number, its right child takes the next. A leaf stops being open when its best gain is not
+positive (no gain, ``min_child_weight``, ``min_split_gain``, too few rows) or it lies at the depth
+bound ``depth``. Once no leaf is open the remaining steps do nothing (``lax.cond``).
+
+**Rows grouped by leaf**, as LightGBM and the depth-wise kernel keep them: ``order`` lists the
+rows so that each leaf's rows lie together (``start``, ``count``). A split walks only its leaf's
+rows, in chunks of :data:`CHUNK_ROWS` (a ``fori_loop`` of a traced trip count): it moves them to
+their child's part of the leaf's range (left rows up from the start, right rows down from the
+end), then builds the smaller child's histograms from its rows (the columns gathered per chunk)
+and the larger child's as the parent's minus them (histogram subtraction); each leaf keeps its
+``(F, B, C)`` histograms while it is open. A tree of ``L`` leaves reads each row about once per
+level it passes (the split column) and builds histograms over the smaller children only, not
+``L`` passes over every row.
+
+Fixed shapes (``max_leaves`` leaf slots, ``max_leaves - 1`` node slots, ``n`` rows), one
+``lax.fori_loop`` over the splits (no unrolling: compilation does not grow with ``max_leaves``),
+traced ``l2``, ``min_split_gain`` and ``min_child_weight``: a tree is ``vmap``-able and a sweep
+over them one compilation. With ``axis_name`` (rows sharded over a mapped axis) each device
+groups its own rows and the histograms are summed across devices, so every device grows the
 same tree.
 
 **A fitted tree is a depth-wise node table** (:class:`jboost.depthwise.DepthwiseTrees`): node
 ``i`` is the ``i``-th split (so a child is always after its parent), leaf ``l`` as numbered
 above, ``level_counts`` the splitting nodes at each depth up to the bound. Prediction (walk of
 ``depth`` pointer steps), model files, TreeSHAP, staged predictions, the model protocol: all the
-depth-wise tables'. Leaf values are the criterion's value of each leaf's own sums (the direct
-sums of the histogram call that made it). Unlike the fixed-shape levels of the other families
-(:func:`jboost.tree.newton_leaf_values`), no leaf here needs its parent's value: a leaf is a
-root or the child of a split of positive gain, which sends rows of non-zero payload both ways
-(a side of zero sums gives gain exactly 0) with hessian sums of at least ``min_child_weight``.
+depth-wise tables'. Leaf values are the criterion's value of each leaf's own sums (read off its
+histograms). Unlike the fixed-shape levels of the other families
+(:func:`jboost.tree.newton_leaf_values`), no leaf here needs its parent's value: a leaf is the
+root or a child of a split of positive gain, which sends rows of non-zero payload both ways (a
+side of zero sums gives gain exactly 0), each side's hessian sum at least ``min_child_weight``
+(up to the rounding of its sums).
 
-Cost: each split reads every row once (a histogram of three slots), so a tree of ``L`` leaves
-costs about ``L`` passes over the rows against ``D`` for a depth-``D`` oblivious or depth-wise
-tree; there is no CPU kernel for this family yet (the depth-wise kernel's per-node row
-partition would be its base).
+Memory: the open leaves' histograms, ``max_leaves x F x B x C`` float32 (31 leaves, 50 features,
+256 bins, one output: 6.3 MB), and three ``(n,)`` int32 row arrays. There is no whole-tree CPU
+kernel for this family yet (the depth-wise kernel's per-node row partition would be its base):
+each chunk is an XLA gather and a histogram-kernel call.
 """
 
 from __future__ import annotations
@@ -69,10 +80,17 @@ class LossGuidedTrees(depthwise.DepthwiseTrees):
         return fit_tree(X_binned, grad, hess, **settings)
 
 
+#: Rows per step of a split's loop over its leaf's rows (at most the rows of the data).
+CHUNK_ROWS = 16384
+
+
 class _Open(NamedTuple):
     """The open leaves' best splits and the tree grown so far (the loop's carry)."""
 
-    leaf: jax.Array         # (n,) int32 each row's leaf
+    order: jax.Array        # (n,) int32 the rows, each leaf's rows together
+    start: jax.Array        # (L,) int32 where each leaf's rows begin in ``order``
+    count: jax.Array        # (L,) int32 and how many (every row, of any payload)
+    hist: jax.Array         # (L, F, B, C) each leaf's histograms (summed over devices)
     gain: jax.Array         # (L,) best split gain of each leaf (0: not open)
     feature: jax.Array      # (L,) int32
     threshold: jax.Array    # (L,) int32
@@ -153,12 +171,10 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     def value_of(sums):  # (S, C) -> (S, K)
         return criterion.value(sums[:, :k], sums[:, k:], l2)
 
-    def best_splits(slot, n_slots: int, child_depth):
-        """The best split and the sums of the first ``n_slots`` slots of ``slot`` (rows of slot
-        ``n_slots``: none of them), whose leaves lie at ``child_depth (n_slots,)``."""
-        hist = histograms.build_histogram(X_binned, payload, slot, n_leaves=n_slots + 1,
-                                          n_bins=n_bins, axis_name=axis_name)
-        cum = histograms.prefix_sum(hist, axis=2)[:, :n_slots]          # (F, S, B, C)
+    def best_splits(hist, child_depth):
+        """The best split and the sums of the ``S`` nodes of the ``(F, S, B, C)`` histograms
+        ``hist`` (summed over devices), whose leaves lie at ``child_depth (S,)``."""
+        cum = histograms.prefix_sum(hist, axis=2)                        # (F, S, B, C)
         sums = cum[0, :, n_bins - 1]                                     # (S, C) every row
         g = depthwise.node_gains(cum, l2, min_child_weight, missing, criterion)  # (S, F, B-1, 2)
         if masks is None:
@@ -170,15 +186,21 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         can = (child_depth < depth) & (sp.gain > 0)
         return sp, can, sums
 
-    # The root: every row in slot 0.
+    # The root: every row.
     zeros = jnp.zeros((n,), jnp.int32)
-    sp, can, sums = best_splits(zeros, 1, jnp.zeros((1,), jnp.int32))
+    root = histograms.build_histogram(X_binned, payload, zeros, n_leaves=1, n_bins=n_bins,
+                                      axis_name=axis_name)                  # (F, 1, B, C)
+    sp, can, sums = best_splits(root, jnp.zeros((1,), jnp.int32))
+    chunk = min(n, CHUNK_ROWS)
 
     def at0(x, fill, dtype):  # (L,) with leaf 0's entry x[0]
         return jnp.full((max_leaves,), fill, dtype).at[0].set(x[0].astype(dtype))
 
     state = _Open(
-        leaf=zeros,
+        order=jnp.arange(n, dtype=jnp.int32),
+        start=jnp.zeros((max_leaves,), jnp.int32),
+        count=jnp.zeros((max_leaves,), jnp.int32).at[0].set(n),
+        hist=jnp.zeros((max_leaves,) + root[:, 0].shape, jnp.float32).at[0].set(root[:, 0]),
         gain=at0(jnp.where(can, sp.gain, 0.0), 0.0, jnp.float32),
         feature=at0(sp.feature, 0, jnp.int32),
         threshold=at0(sp.threshold, splits.null_threshold(n_bins), jnp.int32),
@@ -198,20 +220,60 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         best = jnp.argmax(s.gain).astype(jnp.int32)     # the first of equal gains
         new = t + 1
         f, thr, mr = s.feature[best], s.threshold[best], s.missing_right[best]
-        col = X_binned[f].astype(jnp.int32)
-        right = jnp.where(col == binning.missing_bin(n_bins), mr, col > thr)
-        mine = s.leaf == best
-        leaf = jnp.where(mine & right, new, s.leaf)
-        slot = jnp.where(leaf == best, 0, jnp.where(leaf == new, 1, 2))
+        first, size = s.start[best], s.count[best]
+        lane = jnp.arange(chunk, dtype=jnp.int32)
+        n_chunks = lambda rows: (rows + chunk - 1) // chunk  # noqa: E731
+
+        def partition(c, carry):
+            """Chunk ``c`` of the leaf's rows to their child's place in ``order``: left rows
+            from the leaf's start up, right rows from its end down."""
+            order, n_left, n_right = carry
+            at = c * chunk + lane
+            valid = at < size
+            rows = s.order[jnp.minimum(first + at, n - 1)]
+            col = X_binned[f, rows].astype(jnp.int32)
+            right = jnp.where(col == binning.missing_bin(n_bins), mr, col > thr)
+            left, right = valid & ~right, valid & right
+            to = jnp.where(left, first + n_left + jnp.cumsum(left) - 1,
+                           jnp.where(right, first + size - n_right - jnp.cumsum(right), n))
+            return (order.at[to].set(rows, mode="drop"), n_left + jnp.sum(left, dtype=jnp.int32),
+                    n_right + jnp.sum(right, dtype=jnp.int32))
+
+        order, n_left, n_right = lax.fori_loop(0, n_chunks(size), partition,
+                                               (s.order, jnp.int32(0), jnp.int32(0)))
+        # The smaller child's histograms from its rows, the other's as the parent's minus them.
+        # (Every device the same side: the global counts.)
+        both = jnp.stack([n_left, n_right]) if axis_name is None else lax.psum(
+            jnp.stack([n_left, n_right]), axis_name)
+        left_small = both[0] <= both[1]
+        small_first = jnp.where(left_small, first, first + n_left)
+        small_size = jnp.where(left_small, n_left, n_right)
+
+        def build(c, hist):
+            at = c * chunk + lane
+            rows = order[jnp.minimum(small_first + at, n - 1)]
+            part = jnp.where((at < small_size)[:, None], payload[rows], 0.0)
+            return hist + histograms.build_histogram(X_binned[:, rows], part, jnp.zeros((chunk,), jnp.int32),
+                                                     n_leaves=1, n_bins=n_bins)[:, 0]
+
+        small = lax.fori_loop(0, n_chunks(small_size), build, jnp.zeros_like(s.hist[0]))
+        if axis_name is not None:
+            small = lax.psum(small, axis_name)
+        large = s.hist[best] - small
+        left_hist, right_hist = (jnp.where(left_small, small, large), jnp.where(left_small, large, small))
+        hist = jnp.stack([left_hist, right_hist], axis=1)               # (F, 2, B, C)
         child_depth = jnp.full((2,), s.leaf_depth[best] + 1, jnp.int32)
-        sp, can, sums = best_splits(slot, 2, child_depth)
+        sp, can, sums = best_splits(hist, child_depth)
         pair = jnp.stack([best, new])
         children = s.children.at[t].set(jnp.stack([~best, ~new]))
         parent_cell = s.pointer[best]
         children = children.reshape(-1).at[jnp.where(parent_cell >= 0, parent_cell, 2 * n_nodes)].set(
             t, mode="drop").reshape(n_nodes, 2)
         return s._replace(
-            leaf=leaf,
+            order=order,
+            hist=s.hist.at[best].set(left_hist).at[new].set(right_hist),
+            start=s.start.at[new].set(first + n_left),
+            count=s.count.at[pair].set(jnp.stack([n_left, n_right])),
             gain=s.gain.at[pair].set(jnp.where(can, sp.gain, 0.0)),
             feature=s.feature.at[pair].set(sp.feature),
             threshold=s.threshold.at[pair].set(sp.threshold),
@@ -231,6 +293,12 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         return lax.cond(jnp.max(s.gain) > 0, lambda s: split(t, s), lambda s: s, s)
 
     state = lax.fori_loop(0, n_nodes, step, state)
+    # Each row's leaf: the leaf whose rows hold its place in ``order`` (a used leaf holds a row;
+    # the unused slots start past the end).
+    starts = jnp.where(state.count > 0, state.start, n)
+    by_start = jnp.argsort(starts).astype(jnp.int32)
+    at = jnp.searchsorted(starts[by_start], jnp.arange(n, dtype=jnp.int32), side="right") - 1
+    leaf = jnp.zeros((n,), jnp.int32).at[state.order].set(by_start[at])
     level_counts = jnp.sum((state.node_depth[None, :] == jnp.arange(depth)[:, None]).astype(jnp.int32),
                            axis=1)
     tree = depthwise.DepthwiseTrees(
@@ -238,4 +306,4 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         borders=jnp.zeros((n_nodes,), jnp.float32), missing_right=state.missing,
         children=state.children, leaf_values=state.value, gains=state.gains,
         level_counts=level_counts)
-    return tree, state.leaf
+    return tree, leaf

@@ -78,16 +78,20 @@ def _reference(Xb, g, h, *, depth, max_leaves, l2, min_split_gain, min_child_wei
     return nodes, leaf
 
 
-CASES = [  # seed, k, depth, max_leaves, l2, min_split_gain, min_child_weight, masks
-    (0, 1, 6, 9, 1.0, 0.0, 1.0, False),
-    (1, 1, 3, 12, 0.0, 0.5, 3.0, False),   # the depth bound stops growth before max_leaves
-    (2, 2, 5, 7, 2.0, 0.0, 0.0, True),      # two outputs, a feature mask per depth
-    (3, 1, 8, 40, 1.0, 2.0, 10.0, False),  # growth stops when no leaf gains
+CASES = [  # seed, k, depth, max_leaves, l2, min_split_gain, min_child_weight, masks, chunk rows
+    (0, 1, 6, 9, 1.0, 0.0, 1.0, False, None),
+    (1, 1, 3, 12, 0.0, 0.5, 3.0, False, None),   # the depth bound stops growth before max_leaves
+    (2, 2, 5, 7, 2.0, 0.0, 0.0, True, None),      # two outputs, a feature mask per depth
+    (3, 1, 8, 40, 1.0, 2.0, 10.0, False, None),  # growth stops when no leaf gains
+    (4, 1, 7, 20, 1.0, 0.0, 1.0, False, 16),     # a leaf's rows in many chunks of 16
 ]
 
 
-@pytest.mark.parametrize("seed,k,depth,max_leaves,l2,msg,mcw,use_masks", CASES)
-def test_each_split_is_the_best_first_reference(seed, k, depth, max_leaves, l2, msg, mcw, use_masks):
+@pytest.mark.parametrize("seed,k,depth,max_leaves,l2,msg,mcw,use_masks,chunk", CASES)
+def test_each_split_is_the_best_first_reference(seed, k, depth, max_leaves, l2, msg, mcw, use_masks,
+                                                chunk, monkeypatch):
+    if chunk is not None:
+        monkeypatch.setattr(lossguide, "CHUNK_ROWS", chunk)
     Xb, g, h = _case(seed, k)
     masks = None
     if use_masks:
