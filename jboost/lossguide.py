@@ -222,7 +222,11 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         f, thr, mr = s.feature[best], s.threshold[best], s.missing_right[best]
         first, size = s.start[best], s.count[best]
         lane = jnp.arange(chunk, dtype=jnp.int32)
-        n_chunks = lambda rows: (rows + chunk - 1) // chunk  # noqa: E731
+
+        def chunks(rows, body, init):  # body over the chunks of `rows` rows (one: no loop)
+            if chunk == n:
+                return body(0, init)
+            return lax.fori_loop(0, (rows + chunk - 1) // chunk, body, init)
 
         def partition(c, carry):
             """Chunk ``c`` of the leaf's rows to their child's place in ``order``: left rows
@@ -239,8 +243,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             return (order.at[to].set(rows, mode="drop"), n_left + jnp.sum(left, dtype=jnp.int32),
                     n_right + jnp.sum(right, dtype=jnp.int32))
 
-        order, n_left, n_right = lax.fori_loop(0, n_chunks(size), partition,
-                                               (s.order, jnp.int32(0), jnp.int32(0)))
+        order, n_left, n_right = chunks(size, partition, (s.order, jnp.int32(0), jnp.int32(0)))
         # The smaller child's histograms from its rows, the other's as the parent's minus them.
         # (Every device the same side: the global counts.)
         both = jnp.stack([n_left, n_right]) if axis_name is None else lax.psum(
@@ -256,7 +259,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             return hist + histograms.build_histogram(X_binned[:, rows], part, jnp.zeros((chunk,), jnp.int32),
                                                      n_leaves=1, n_bins=n_bins)[:, 0]
 
-        small = lax.fori_loop(0, n_chunks(small_size), build, jnp.zeros_like(s.hist[0]))
+        small = chunks(small_size, build, jnp.zeros_like(s.hist[0]))
         if axis_name is not None:
             small = lax.psum(small, axis_name)
         large = s.hist[best] - small
