@@ -232,11 +232,14 @@ class _BoostingBase(_JBoostBase):
     def __init__(self, loss=None, *, n_rounds=100, depth=6, learning_rate=0.1, l2=1.0,
                  min_split_gain=0.0, min_child_weight=1.0, subsample=1.0, colsample=1.0,
                  n_bins=256, random_state=None, early_stopping_rounds=None,
-                 validation_fraction=0.1, cat_features=None, fit_kwargs=None):
+                 validation_fraction=0.1, cat_features=None, tree_family="oblivious",
+                 max_leaves=None, fit_kwargs=None):
         self.loss = loss
         self.cat_features = cat_features
         self.n_rounds = n_rounds
         self.depth = depth
+        self.tree_family = tree_family
+        self.max_leaves = max_leaves
         self.learning_rate = learning_rate
         self.l2 = l2
         self.min_split_gain = min_split_gain
@@ -260,7 +263,8 @@ class _BoostingBase(_JBoostBase):
                               min_child_weight=self.min_child_weight, subsample=self.subsample,
                               colsample=self.colsample, n_bins=self.n_bins, key=seed,
                               early_stopping_rounds=self.early_stopping_rounds,
-                              cat_features=self.cat_features),
+                              cat_features=self.cat_features, tree_family=self.tree_family,
+                              max_leaves=self.max_leaves),
                          self.fit_kwargs, "JBoost boosting estimators")
         kwargs, loss = self._loss_and_kwargs(kwargs)
         kwargs.update(fit_params)
@@ -299,7 +303,7 @@ class _BoostingBase(_JBoostBase):
 
 
 class JBoostRegressor(RegressorMixin, _BoostingBase):
-    """Gradient boosting of oblivious trees for regression (:func:`jboost.fit`).
+    """Gradient boosting of oblivious, depth-wise or loss-guided trees for regression (:func:`jboost.fit`).
 
     Parameters are those of :func:`jboost.fit` of the same names (``random_state`` is its
     ``key``); ``loss``: a built-in name (default ``"squared_error"``), a :class:`jboost.Loss`
@@ -311,6 +315,9 @@ class JBoostRegressor(RegressorMixin, _BoostingBase):
     ``cat_features``: as :func:`jboost.fit`'s: ``None`` takes a DataFrame's category, object
     and string columns as categorical (one-hot or ordered target statistics), or name them;
     such rows go to jboost as they are (columns matched by name at predict time).
+    ``tree_family``: ``"oblivious"`` (default), ``"depthwise"`` or ``"lossguide"`` (best-first
+    trees of ``max_leaves`` leaves, default 31; ``depth`` then bounds their depth, ``None``: no
+    bound but ``max_leaves``).
 
     ``predict`` is the loss's link of the raw score (:func:`jboost.predict_mean`: the value for
     squared error, the mean for Poisson).
@@ -335,7 +342,8 @@ class JBoostRegressor(RegressorMixin, _BoostingBase):
 
 
 class JBoostClassifier(_ClassifierBase, _BoostingBase):
-    """Gradient boosting of oblivious trees for classification (:func:`jboost.fit`).
+    """Gradient boosting of oblivious, depth-wise or loss-guided trees for classification
+    (:func:`jboost.fit`).
 
     Any labels (strings, bools, numbers) are mapped to ``0..K-1`` through ``classes_``. The
     default loss is ``"binomial_deviance"`` for two classes and ``"multinomial_deviance"`` for

@@ -282,3 +282,21 @@ def test_equal_gains_split_the_lowest_leaf_first():
     assert t.features[0] == 0 and t.gains[1] == t.gains[2] > 0
     assert (t.features[1], t.thresholds[1]) == (t.features[2], t.thresholds[2])
     np.testing.assert_array_equal(t.children, [[1, 2], [~0, ~2], [~1, ~3]])
+
+
+def test_scikit_learn_estimators_take_the_family_and_its_leaves():
+    pytest.importorskip("sklearn")
+    from sklearn.base import clone
+
+    from jboost.sklearn import JBoostClassifier, JBoostRegressor
+    X, y = _table(n=300)
+    kw = dict(n_rounds=4, n_bins=32, depth=None, tree_family="lossguide", max_leaves=7, random_state=3)
+    est = clone(JBoostRegressor(**kw)).fit(X, y)
+    assert est.get_params()["max_leaves"] == 7 and est.get_params()["tree_family"] == "lossguide"
+    model = jboost.fit(X, y, n_rounds=4, n_bins=32, depth=None, tree_family="lossguide", max_leaves=7, key=3)
+    np.testing.assert_array_equal(est.predict(X), np.asarray(jboost.predict(model, X), np.float64))
+    assert est.booster_.trees.features.shape[-1] == 6
+    clf = JBoostClassifier(**kw).fit(X, np.where(y > 0, "up", "down"))
+    assert set(clf.predict(X)) <= {"up", "down"} and clf.booster_.trees.features.shape[-1] == 6
+    with pytest.raises(ValueError, match="max_leaves=7 bounds loss-guided trees only"):
+        JBoostRegressor(n_rounds=2, max_leaves=7).fit(X, y)
