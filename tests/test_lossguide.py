@@ -300,3 +300,30 @@ def test_scikit_learn_estimators_take_the_family_and_its_leaves():
     assert set(clf.predict(X)) <= {"up", "down"} and clf.booster_.trees.features.shape[-1] == 6
     with pytest.raises(ValueError, match="max_leaves=7 bounds loss-guided trees only"):
         JBoostRegressor(n_rounds=2, max_leaves=7).fit(X, y)
+
+
+def test_a_sweep_of_loss_guided_trees_equals_its_separate_fits():
+    from jboost import sweep as sweep_lib
+    X, y = _table(n=240)
+    res = sweep_lib.sweep(X, y, grid={"l2": [0.5, 4.0], "min_split_gain": [0.0, 0.3]}, folds=2,
+                          seeds=1, n_rounds=4, depth=None, n_bins=32, tree_family="lossguide",
+                          max_leaves=6, keep_trees=True, key=5, metric="mae", devices=None)
+    trees = res.trees[(5, 32)]
+    assert isinstance(trees, depthwise.DepthwiseTrees) and trees.features.shape[-1] == 5
+    for i in range(res.n_rows):
+        w_train, w_valid = res.fold_weights(i)
+        model = jboost.fit(X, y, **res.fit_kwargs(res.config[i]), sample_weight=w_train,
+                           eval_set=(X, y, w_valid), key=res.row_key(i))
+        row = jax.tree_util.tree_map(lambda a: a[res.model_of_row[i]], trees)
+        for name in ("features", "thresholds", "missing_right", "children"):
+            np.testing.assert_array_equal(np.asarray(getattr(model.trees, name)),
+                                          np.asarray(getattr(row, name)), err_msg=f"row {i} {name}")
+        np.testing.assert_allclose(np.asarray(model.trees.leaf_values), np.asarray(row.leaf_values),
+                                   rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(res.train_curves[i], np.asarray(model.train_loss), rtol=2e-6)
+        # The held-out metric: the mean absolute error of the fit's predictions on its fold.
+        held = w_valid > 0
+        mae = np.mean(np.abs(np.asarray(jboost.predict(model, X[held])) - y[held]))
+        np.testing.assert_allclose(res.valid_curves[i, -1], mae, rtol=1e-5)
+    refit = res.refit(X, y)
+    assert isinstance(refit.trees, depthwise.DepthwiseTrees) and int(refit.settings["max_leaves"]) == 6

@@ -184,6 +184,8 @@ def sweep(
     one_hot_max_size: int = categorical_lib.ONE_HOT_MAX_SIZE,
     cat_prior: Any = None,
     cat_prior_weight: float = categorical_lib.PRIOR_WEIGHT,
+    tree_family: Any = "oblivious",
+    max_leaves: Optional[int] = None,
     rows: str = "global",
 ) -> SweepResult:
     """Cross-validate every configuration of a grid, all models vmapped in one compiled program.
@@ -220,6 +222,8 @@ def sweep(
       learning_rate, l2, min_split_gain, min_child_weight, subsample, colsample: values of the
         hyperparameters not in ``grid``.
       colsample_by, per_output_trees, n_outputs, task: as :func:`jboost.fit` (not swept).
+      tree_family, max_leaves: as :func:`jboost.fit` (static, not swept): the trees every
+        model grows (``"lossguide"``: ``max_leaves`` leaves, ``depth`` a bound or ``None``).
       keep_trees: also return every fitted model's trees (``SweepResult.trees``; as batched
         boosters: :meth:`SweepResult.models`).
       verbose: print progress per chunk.
@@ -303,8 +307,9 @@ def sweep(
                        min_child_weight=min_child_weight, subsample=subsample, colsample=colsample)
     cats = None if plan is None else _categorical(plan, X, y, loss_obj, cat_prior,
                                                   cat_prior_weight)
+    family = dict(tree_family=tree_family, max_leaves=max_leaves)
     grid_ = _make_grid(grid, loss_obj, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
-                       per_output_trees, cats)
+                       per_output_trees, cats, family)
     greater = _validation.check_metric(metric, loss_obj, greater_is_better)
     # Its score is the held-out fold's loss or metric, which the program puts in valid_loss.
     stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
@@ -331,7 +336,7 @@ def sweep(
             checkpoint_dir, CHECKPOINT_KIND,
             _fingerprint(X, y, w, loss_obj, grid_, fold_table, seed_keys, metric, greater, stopping,
                          keep_trees, fixed_hyper, colsample_by, per_output_trees, devices,
-                         None if cats is None else cats.spec),
+                         None if cats is None else cats.spec, family),
             differs="data, folds, seeds, key, grid, settings, loss, metric or early stopping")
     fits, borders_of, stats, stop = {}, {}, _Stats(), []
     for b in grid_.bins:
@@ -354,7 +359,7 @@ def sweep(
             shared = _local_shared(local, data, y, w, fold_table, seed_keys)
         for d in grid_.depths:
             config = _config(grid_.max_rounds, d, b, fixed_hyper, colsample_by, per_output_trees,
-                             missing=missing)._replace(early_stopping=stopping)
+                             missing=missing, family=family)._replace(early_stopping=stopping)
             if local is not None:
                 config = config._replace(row_starts=local.row_starts)
             fits[(d, b)] = _fit_group(config, shared, grid_, loss_obj, layout, metric, keep_trees,
@@ -378,6 +383,8 @@ def sweep(
                             rows.rounds_fitted)
     fixed = {h: float(fixed_hyper[h]) for h in HYPERPARAMETERS}
     fixed.update(colsample_by=colsample_by, per_output_trees=bool(per_output_trees))
+    if tree_family != "oblivious" or max_leaves is not None:  # jboost.fit's (refit, fit_kwargs)
+        fixed.update(tree_family=tree_family, max_leaves=max_leaves)
     if cats is not None:  # jboost.fit's categorical arguments (fit_kwargs, refit)
         fixed.update(cats.fit_kwargs)
     trees = baselines = model_cats = model_borders = None
@@ -549,15 +556,17 @@ def _any_process(callbacks):
 
 
 def _config(n_rounds, depth, n_bins, fixed_hyper, colsample_by, per_output_trees, *,
-            missing: bool = True) -> boosting.BoostConfig:
-    """The static configuration of one program, checked by :func:`jboost.api.settings`."""
+            missing: bool = True, family=None) -> boosting.BoostConfig:
+    """The static configuration of one program, checked by :func:`jboost.api.settings`
+    (``family``: the tree family's ``tree_family`` and ``max_leaves``)."""
     config, _ = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins, **fixed_hyper,
-                             colsample_by=colsample_by, per_output_trees=per_output_trees)
+                             colsample_by=colsample_by, per_output_trees=per_output_trees,
+                             **(family or {}))
     return config._replace(missing=missing)
 
 
 def _make_grid(grid, loss, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
-               per_output_trees, cats: Optional[_Categorical] = None) -> grid_lib.Grid:
+               per_output_trees, cats: Optional[_Categorical] = None, family=None) -> grid_lib.Grid:
     """The configurations; every static combination and the fixed hyperparameters are checked
     (by :func:`jboost.api.settings`) before anything is fitted."""
     for name, v in fixed_hyper.items():
@@ -565,8 +574,13 @@ def _make_grid(grid, loss, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
             raise TypeError(f"{name} must be a real number (sweep it through grid); got {v!r}.")
     lists = [grid_lib.static_list(v, name)
              for v, name in ((n_rounds, "n_rounds"), (depth, "depth"), (n_bins, "n_bins"))]
+    resolved = {}  # each depth as the configuration takes it (loss-guided depth=None: a bound)
     for r, d, b in itertools.product(*lists):
-        _config(r, d, b, fixed_hyper, colsample_by, per_output_trees)
+        resolved[d] = _config(r, d, b, fixed_hyper, colsample_by, per_output_trees,
+                              family=family).depth
+    lists[1] = [resolved[d] for d in lists[1]]
+    if len(set(lists[1])) != len(lists[1]):
+        raise ValueError(f"depth={depth!r} names one depth bound twice ({lists[1]}).")
     rounds, depths, bins = ([int(v) for v in values] for values in lists)
     if cats is None:
         return grid_lib.make_grid(grid, loss, rounds, depths, bins, fixed_hyper)
@@ -589,7 +603,8 @@ CHECKPOINT_KIND = "sweep"
 
 
 def _fingerprint(X, y, w, loss, grid_, fold_table, seed_keys, metric, greater, stopping, keep_trees,
-                 fixed_hyper, colsample_by, per_output_trees, devices, cat_spec=None) -> str:
+                 fixed_hyper, colsample_by, per_output_trees, devices, cat_spec=None,
+                 family=None) -> str:
     """What a sweep's checkpoints must match to be continued (:func:`jboost._batching.fingerprint`):
     the data, folds and seed keys; the grid (its points, swept values and static settings) and
     the fixed hyperparameters; the loss (name, function, parameters), the metric (by qualified
@@ -599,6 +614,7 @@ def _fingerprint(X, y, w, loss, grid_, fold_table, seed_keys, metric, greater, s
               grid_.cat_values)
     settings = (grid_.points, grid_.names, grid_.rounds, grid_.depths, grid_.bins, grid_.configs,
                 fixed_hyper, colsample_by, bool(per_output_trees),
+                tuple(sorted((k, getattr(v, "__name__", v)) for k, v in (family or {}).items())),
                 (loss.name, loss.fn, loss.n_outputs, loss.task, loss.hessian, loss.leaf_refit,
                  loss.adaptive_huber_alpha),
                 metric, bool(greater), stopping, bool(keep_trees),
