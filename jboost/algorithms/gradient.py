@@ -143,9 +143,9 @@ def gradient_round(r: boosting.Round, *, leaf_refit: str = "auto", n_newton: int
     if leaf_refit == "none":
         gamma = tree.leaf_values
     elif leaf_refit == "auto" and loss.leaf_refit in ("quantile", "huber"):
-        gamma = refit.refit_leaf_values(loss, y, raw, wk, leaf, 2**r.config.depth, tree.leaf_values)
+        gamma = refit.refit_leaf_values(loss, y, raw, wk, leaf, tree.leaf_values.shape[-2], tree.leaf_values)
     else:
-        gamma = line_search_leaf_values(loss, y, raw, wk, leaf, 2**r.config.depth, tree.leaf_values,
+        gamma = line_search_leaf_values(loss, y, raw, wk, leaf, tree.leaf_values.shape[-2], tree.leaf_values,
                                         n_newton, jnp.float32(max_step))
     trees, leaves = boosting.one_tree(tree._replace(leaf_values=r.learning_rate * gamma), leaf)
     return boosting.RoundResult(trees, leaves, info=_common.info(r.learning_rate))
