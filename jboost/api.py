@@ -845,26 +845,28 @@ _FAMILY_ARGS = {"ObliviousTrees": "oblivious", "DepthwiseTrees": "depthwise",
 
 
 def _check_init_family(model, config) -> None:
-    """A continued fit grows the model's tree family (the one its settings name, else the
-    class of its trees) with tables of as many node slots (loss-guided: ``max_leaves``)."""
+    """A continued fit grows the model's tree family (the one its settings name, else the one
+    its trees show: oblivious, or node tables of ``2**depth - 1`` nodes (depth-wise) or of
+    another count (loss-guided, ``max_leaves - 1``)) with tables of as many node slots."""
     from jboost import depthwise
     want = config.tree_family.__name__
-    settings = getattr(model, "settings", None)
-    grown = settings.names.get("tree_family") if settings is not None else None
-    if grown is None:  # no record: the class of its trees
-        tree_type = (config.tree_family if not issubclass(config.tree_family, depthwise.DepthwiseTrees)
-                     else depthwise.DepthwiseTrees)
-        grown = want if isinstance(model.trees, tree_type) else type(model.trees).__name__
+    trees = model.trees
+    tables = isinstance(trees, depthwise.DepthwiseTrees)
+    slots = int(trees.features.shape[-1]) if tables else None
+    grown = (getattr(getattr(model, "settings", None), "names", None) or {}).get("tree_family")
+    if grown is None:  # no record (an algorithm's model, an older file): what the trees show
+        grown = (("DepthwiseTrees" if slots == 2 ** model.depth - 1 else "LossGuidedTrees")
+                 if tables else type(trees).__name__)
     if grown != want:
         arg = _FAMILY_ARGS.get(grown)
+        hint = f"tree_family={arg!r}" if arg else f"tree_family={grown}"
+        if grown == "LossGuidedTrees":
+            hint += f", max_leaves={slots + 1}"
         raise ValueError(f"init_model's trees are {grown}; this fit's tree_family is {want}: a "
-                         f"continued fit grows the model's family (pass tree_family="
-                         f"{repr(arg) if arg else grown}).")
-    if config.max_leaves is not None:
-        slots = int(model.trees.features.shape[-1])
-        if slots != config.max_leaves - 1:
-            raise ValueError(f"max_leaves={config.max_leaves} differs from init_model's trees "
-                             f"({slots + 1} leaf slots); pass max_leaves={slots + 1}.")
+                         f"continued fit grows the model's family (pass {hint}).")
+    if config.max_leaves is not None and slots != config.max_leaves - 1:
+        raise ValueError(f"max_leaves={config.max_leaves} differs from init_model's trees "
+                         f"({slots + 1} leaf slots); pass max_leaves={slots + 1}.")
 
 
 def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_child_weight,

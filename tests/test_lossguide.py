@@ -327,3 +327,41 @@ def test_a_sweep_of_loss_guided_trees_equals_its_separate_fits():
         np.testing.assert_allclose(res.valid_curves[i, -1], mae, rtol=1e-5)
     refit = res.refit(X, y)
     assert isinstance(refit.trees, depthwise.DepthwiseTrees) and int(refit.settings["max_leaves"]) == 6
+
+
+@pytest.mark.parametrize("name", ["adaboost_m1", "samme", "real_adaboost", "gentle_adaboost",
+                                  "logitboost", "gradient_boost", "forward_stagewise"])
+def test_every_algorithm_grows_loss_guided_weak_learners(name):
+    """Each classical algorithm takes tree_family and max_leaves: its trees are node tables of
+    max_leaves - 1 nodes, continuing the model equals one longer fit, and another family's
+    continuation is refused."""
+    from jboost import algorithms
+    X, y = _table(n=200)
+    labels = (y > 0).astype(np.int32)
+    fn = getattr(algorithms, name)
+    target = y if name in ("gradient_boost", "forward_stagewise") else labels
+    kw = dict(n_rounds=3, n_bins=16, depth=None, tree_family="lossguide", max_leaves=5)
+    m = fn(X, target, **kw)
+    assert isinstance(m.trees, depthwise.DepthwiseTrees) and m.trees.features.shape[-1] == 4
+    assert np.asarray(m.trees.level_counts).sum() > 0
+    more = fn(X, target, **{**kw, "n_rounds": 2}, init_model=fn(X, target, **{**kw, "n_rounds": 1}))
+    np.testing.assert_array_equal(np.asarray(jboost.predict(more, X)),
+                                  np.asarray(jboost.predict(m, X)))  # 1 + 2 rounds: the 3 of m
+    with pytest.raises(ValueError, match="pass tree_family='lossguide', max_leaves=5"):
+        fn(X, target, n_rounds=1, n_bins=16, depth=4, init_model=m)
+    with pytest.raises(ValueError, match="pass tree_family='lossguide', max_leaves=5"):
+        fn(X, target, n_rounds=1, n_bins=16, depth=4, init_model=m, tree_family="depthwise")
+
+
+def test_bagged_boosters_of_loss_guided_trees_continue_as_one_fit():
+    from jboost import bagging
+    X, y = _table(n=200)
+    kw = dict(n_bags=3, n_rounds=2, n_bins=16, depth=None, tree_family="lossguide", max_leaves=6, key=4)
+    bags = bagging.fit_bagged_boosters(X, y, **kw)
+    assert isinstance(bags.trees, depthwise.DepthwiseTrees) and bags.trees.features.shape[-1] == 5
+    assert bags.trees.features.shape[0] == 3
+    more = bagging.fit_bagged_boosters(X, y, **{**kw, "n_rounds": 1},
+                                       init_model=bagging.fit_bagged_boosters(X, y, **{**kw, "n_rounds": 1}))
+    np.testing.assert_array_equal(np.asarray(jboost.predict(more, X)), np.asarray(jboost.predict(bags, X)))
+    with pytest.raises(ValueError, match="pass tree_family='lossguide', max_leaves=6"):
+        bagging.fit_bagged_boosters(X, y, n_bags=3, n_rounds=1, n_bins=16, depth=5, init_model=bags)

@@ -148,9 +148,12 @@ def check_init_model(init_model: Optional[model_lib.Booster], name: str, X, conf
         if fitted_by != name:
             raise ValueError(f"init_model was fitted by jboost.algorithms.{fitted_by}: continue it "
                              f"with {fitted_by}(..., init_model=model), not {name}.")
-    return X, _validation.check_init_model(init_model, model_lib.Booster, X.shape[1], borders,
+    borders = _validation.check_init_model(init_model, model_lib.Booster, X.shape[1], borders,
                                            n_bins=config.n_bins, depth=config.depth,
                                            who=f"jboost.algorithms.{name}")
+    from jboost import api
+    api._check_init_family(init_model, config)  # the model's tree family, as jboost.fit checks
+    return X, borders
 
 
 def _resumed(model: model_lib.Booster, data: boosting.Data, loss: losses_lib.Loss,
@@ -181,6 +184,12 @@ def _resumed(model: model_lib.Booster, data: boosting.Data, loss: losses_lib.Los
 # ``rounds``): early stopping, progress, callbacks, checkpoints and per-row offsets.
 ROUNDS_DEFAULTS = dict(early_stopping_rounds=None, early_stopping_tolerance=0.0, eval_metric=None,
                        verbose=0, callbacks=(), checkpoint_dir=None, checkpoint_every=None)
+
+
+def family(tree_family, max_leaves) -> dict:
+    """An algorithm's tree family settings for :func:`jboost.api.settings` (as
+    :func:`jboost.fit`'s ``tree_family`` and ``max_leaves``)."""
+    return dict(tree_family=tree_family, max_leaves=max_leaves)
 
 
 def rounds_args(namespace: Mapping) -> dict:

@@ -122,7 +122,8 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
                 eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
                 early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
                 checkpoint_dir=None, checkpoint_every=None, base_margin=None,
-                eval_base_margin=None) -> model_lib.Booster:
+                eval_base_margin=None, tree_family="oblivious",
+        max_leaves=None) -> model_lib.Booster:
     """Discrete AdaBoost.M1 (ESL Algorithm 10.1; Freund and Schapire 1997) with oblivious trees.
 
     1. ``w_i = 1/N``. 2. For ``m = 1..M``: (a) fit a classifier ``G_m(x) in {-1,+1}`` to the
@@ -160,6 +161,9 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
         :mod:`jboost.algorithms`).
       base_margin, eval_base_margin: refused (the weights are reweighted from the weak
         learners' votes, which an offset of the raw scores would not enter).
+      tree_family, max_leaves: the weak learner's tree family, as :func:`jboost.fit`'s
+        (``"oblivious"`` by default; ``"depthwise"``; ``"lossguide"`` with ``max_leaves``), for
+        every algorithm of :mod:`jboost.algorithms`.
 
     Returns:
       A :class:`jboost.Booster`: loss the exponential loss, raw score
@@ -172,12 +176,14 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
     rounds = _common.rounds_args(locals())
     _validation.check_base_margin_supported("adaboost_m1", base_margin, eval_base_margin, False)
     err_floor = _common.static_real(err_floor, "err_floor", 0.0, 0.5, lo_open=True)
+    family = _common.family(tree_family, max_leaves)
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
                                  algorithm=_common.algorithm(adaboost_m1_round, init_discrete,
-                                                             err_floor=err_floor))
+                                                             err_floor=err_floor),
+                                 **family)
     X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, "adaboost_m1",
                                                        config, borders, labels="binomial_deviance")
     data, borders, _ = _common.prepare_classes(X, y, None, task="binary",
@@ -257,7 +263,7 @@ def samme_r_round(r: boosting.Round, *, eps: float = 1e-6) -> boosting.RoundResu
 
 def _fit_samme(X, y, name, round_fn, static, *, n_classes, n_rounds, depth, learning_rate, l2,
                min_split_gain, min_child_weight, subsample, colsample, colsample_by, n_bins,
-               sample_weight, eval_set, key, borders, init_model, rounds) -> model_lib.Booster:
+               sample_weight, eval_set, key, borders, init_model, rounds, family) -> model_lib.Booster:
     (setting, value), = static.items()
     value = _common.static_real(value, setting, 0.0, 0.5, lo_open=True)
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
@@ -265,7 +271,8 @@ def _fit_samme(X, y, name, round_fn, static, *, n_classes, n_rounds, depth, lear
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
                                  algorithm=_common.algorithm(round_fn, init_discrete,
-                                                             **{setting: value}))
+                                                             **{setting: value}),
+                                 **family)
     X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, name, config,
                                                        borders, labels="multinomial_deviance")
     data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
@@ -281,7 +288,8 @@ def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning
           eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
           early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
           checkpoint_dir=None, checkpoint_every=None, base_margin=None,
-          eval_base_margin=None) -> model_lib.Booster:
+          eval_base_margin=None, tree_family="oblivious",
+        max_leaves=None) -> model_lib.Booster:
     """SAMME (Zhu, Zou, Rosset and Hastie 2009, Algorithm 2): multi-class discrete AdaBoost.
 
     As :func:`adaboost_m1` with a K-class weak learner (each leaf votes its weighted plurality
@@ -308,7 +316,8 @@ def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning
                       min_split_gain=min_split_gain, min_child_weight=min_child_weight,
                       subsample=subsample, colsample=colsample, colsample_by=colsample_by,
                       n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
-                      borders=borders, init_model=init_model, rounds=rounds)
+                      borders=borders, init_model=init_model, rounds=rounds,
+                      family=_common.family(tree_family, max_leaves))
 
 
 def samme_r(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning_rate=1.0,
@@ -317,7 +326,8 @@ def samme_r(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learni
             eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
           early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
           checkpoint_dir=None, checkpoint_every=None, base_margin=None,
-          eval_base_margin=None) -> model_lib.Booster:
+          eval_base_margin=None, tree_family="oblivious",
+        max_leaves=None) -> model_lib.Booster:
     """SAMME.R (Zhu, Zou, Rosset and Hastie 2009, Algorithm 4): multi-class real AdaBoost.
 
     For ``m = 1..M``: (a) fit the K-class tree to the weighted data and take its leaf's weighted
@@ -340,4 +350,5 @@ def samme_r(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learni
                       min_split_gain=min_split_gain, min_child_weight=min_child_weight,
                       subsample=subsample, colsample=colsample, colsample_by=colsample_by,
                       n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
-                      borders=borders, init_model=init_model, rounds=rounds)
+                      borders=borders, init_model=init_model, rounds=rounds,
+                      family=_common.family(tree_family, max_leaves))

@@ -93,12 +93,14 @@ def gentle_adaboost_round(r: boosting.Round) -> boosting.RoundResult:
 
 def _fit_binary(X, y, name, algorithm: boosting.Algorithm, loss: losses_lib.Loss, *, n_rounds,
                 depth, learning_rate, l2, min_split_gain, min_child_weight, subsample, colsample,
-                colsample_by, n_bins, sample_weight, eval_set, key, borders, init_model, rounds):
+                colsample_by, n_bins, sample_weight, eval_set, key, borders, init_model, rounds,
+                family):
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
-                                 algorithm=algorithm)
+                                 algorithm=algorithm,
+                                 **family)
     X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, name, config,
                                                        borders, labels="binomial_deviance")
     data, borders, _ = _common.prepare_classes(X, y, None, task="binary",
@@ -115,7 +117,8 @@ def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.
                   eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
                   early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
                   checkpoint_dir=None, checkpoint_every=None, base_margin=None,
-                  eval_base_margin=None) -> model_lib.Booster:
+                  eval_base_margin=None, tree_family="oblivious",
+        max_leaves=None) -> model_lib.Booster:
     """Real AdaBoost (FHT Algorithm 2; Schapire and Singer 1999).
 
     ``w_i = 1/N``, ``F = 0``. For ``m = 1..M``: (a) fit the classifier (a least-squares tree of
@@ -145,7 +148,8 @@ def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.
                        min_split_gain=min_split_gain, min_child_weight=min_child_weight,
                        subsample=subsample, colsample=colsample, colsample_by=colsample_by,
                        n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
-                       borders=borders, init_model=init_model, rounds=rounds)
+                       borders=borders, init_model=init_model, rounds=rounds,
+                       family=_common.family(tree_family, max_leaves))
 
 
 def gentle_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0, l2=0.0,
@@ -154,7 +158,8 @@ def gentle_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=
                     eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
                     early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
                     checkpoint_dir=None, checkpoint_every=None, base_margin=None,
-                    eval_base_margin=None) -> model_lib.Booster:
+                    eval_base_margin=None, tree_family="oblivious",
+        max_leaves=None) -> model_lib.Booster:
     """Gentle AdaBoost (FHT Algorithm 4).
 
     ``w_i = 1/N``, ``F = 0``. For ``m = 1..M``: (a) fit ``f_m(x)`` by weighted least squares of
@@ -175,7 +180,8 @@ def gentle_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=
                        min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
                        colsample_by=colsample_by, n_bins=n_bins, sample_weight=sample_weight,
                        eval_set=eval_set, key=key, borders=borders, init_model=init_model,
-                       rounds=rounds)
+                       rounds=rounds,
+                       family=_common.family(tree_family, max_leaves))
 
 
 # --------------------------------------------------------------------------------------------
@@ -237,7 +243,8 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
                sample_weight=None, eval_set=None, key=0, borders=None,
                init_model=None, early_stopping_rounds=None, early_stopping_tolerance=0.0,
                eval_metric=None, verbose: int = 0, callbacks=(), checkpoint_dir=None,
-               checkpoint_every=None, base_margin=None, eval_base_margin=None) -> model_lib.Booster:
+               checkpoint_every=None, base_margin=None, eval_base_margin=None, tree_family="oblivious",
+        max_leaves=None) -> model_lib.Booster:
     """LogitBoost: Newton steps for the Bernoulli / multinomial log-likelihood (FHT Alg. 3 and 6).
 
     Two classes (FHT Algorithm 3): ``F = 0``, ``p = 1/2``. For ``m = 1..M``: (a) ``z_i = (y*_i -
@@ -282,10 +289,12 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
     rounds = _common.rounds_args(locals())
     _validation.check_choice(form, "form", ("auto", "two_class", "k_class"))
     z_max = _common.static_real(z_max, "z_max", 0.0, float("inf"), lo_open=True)
+    family = _common.family(tree_family, max_leaves)
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
-                                 colsample=colsample, colsample_by=colsample_by)
+                                 colsample=colsample, colsample_by=colsample_by,
+                                 **family)
     X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, "logitboost",
                                                        config, borders, labels="multinomial_deviance")
     data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,

@@ -168,12 +168,13 @@ def stagewise_round(r: boosting.Round, *, n_newton: int = 5,
 def _fit(X, y, name, loss, algorithm, *, n_rounds, depth, learning_rate, subsample, colsample,
          colsample_by, l2, min_split_gain, min_child_weight, n_bins, sample_weight, eval_set, key,
          n_outputs, task, borders, init_model, rounds, base_margin,
-         eval_base_margin) -> model_lib.Booster:
+         eval_base_margin, family) -> model_lib.Booster:
     config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
-                                 algorithm=algorithm)
+                                 algorithm=algorithm,
+                                 **family)
     X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, name, config,
                                                        borders, labels=loss, n_outputs=n_outputs,
                                                        task=task)
@@ -215,7 +216,8 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
                    init_model: Optional[model_lib.Booster] = None, early_stopping_rounds=None,
                    early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0,
                    callbacks=(), checkpoint_dir=None, checkpoint_every=None, base_margin=None,
-                   eval_base_margin=None) -> model_lib.Booster:
+                   eval_base_margin=None, tree_family="oblivious",
+        max_leaves=None) -> model_lib.Booster:
     """Gradient tree boosting, ESL Algorithm 10.3 (Friedman 2001), with shrinkage and subsampling.
 
     1. ``f_0 = argmin_gamma sum L(y_i, gamma)``. 2. For ``m = 1..M``: (a) ``r_im = -dL(y_i,
@@ -265,7 +267,8 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
                 min_child_weight=min_child_weight, n_bins=n_bins, sample_weight=sample_weight,
                 eval_set=eval_set, key=key, n_outputs=n_outputs, task=task, borders=borders,
                 init_model=init_model, rounds=_common.rounds_args(locals()),
-                base_margin=base_margin, eval_base_margin=eval_base_margin)
+                base_margin=base_margin, eval_base_margin=eval_base_margin,
+                family=_common.family(tree_family, max_leaves))
 
 
 def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth: int = 3,
@@ -277,7 +280,8 @@ def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth:
                       init_model: Optional[model_lib.Booster] = None,
                       early_stopping_rounds=None, early_stopping_tolerance=0.0, eval_metric=None,
                       verbose: int = 0, callbacks=(), checkpoint_dir=None, checkpoint_every=None,
-                      base_margin=None, eval_base_margin=None) -> model_lib.Booster:
+                      base_margin=None, eval_base_margin=None, tree_family="oblivious",
+        max_leaves=None) -> model_lib.Booster:
     """Forward stagewise additive modelling, ESL Algorithm 10.2, with trees as basis functions.
 
     1. ``f_0 = argmin_gamma sum L(y_i, gamma)``. 2. For ``m = 1..M``: (a) the basis function
@@ -306,4 +310,5 @@ def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth:
                 min_child_weight=min_child_weight, n_bins=n_bins, sample_weight=sample_weight,
                 eval_set=eval_set, key=key, n_outputs=n_outputs, task=task, borders=borders,
                 init_model=init_model, rounds=_common.rounds_args(locals()),
-                base_margin=base_margin, eval_base_margin=eval_base_margin)
+                base_margin=base_margin, eval_base_margin=eval_base_margin,
+                family=_common.family(tree_family, max_leaves))

@@ -456,13 +456,15 @@ def fit_bagged_boosters(
     cat_prior=None,
     cat_prior_weight=categorical_lib.PRIOR_WEIGHT,
     rows: str = "global",
+    tree_family="oblivious",
+    max_leaves: Optional[int] = None,
 ) -> BaggedBoosters:
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
     One compiled call: ``lax.map`` (chunks of ``chunk_size`` bags, each chunk a ``vmap``) of
     :func:`jboost.boosting.boost` with the bootstrap weights as sample weights. The boosting
     arguments mean what they mean in :func:`jboost.fit` (checked by :func:`jboost.api.settings`;
-    the same defaults). The bin borders are the unweighted quantiles of ``X``, shared by the bags.
+    the same defaults; ``tree_family`` and ``max_leaves`` pick every bag's trees). The bin borders are the unweighted quantiles of ``X``, shared by the bags.
     ``verbose``: print a line (bags done, elapsed and remaining time) as each chunk of bags is
     fitted, while the program runs (not under ``jax.vmap``).
 
@@ -543,7 +545,7 @@ def fit_bagged_boosters(
             n_callbacks=len(callbacks or ()), base_margin=base_margin is not None,
             eval_base_margin=eval_base_margin is not None, cat_features=cat_features,
             one_hot_max_size=one_hot_max_size, cat_prior=cat_prior,
-            cat_prior_weight=cat_prior_weight))
+            cat_prior_weight=cat_prior_weight, tree_family=tree_family, max_leaves=max_leaves))
     bootstrap = _validation.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
     n_bags = _validation.check_int(n_bags, "n_bags", 1, 10**6)
     chunk_size = min(_validation.check_int(chunk_size, "chunk_size", 1, 10**6), n_bags)
@@ -551,7 +553,8 @@ def fit_bagged_boosters(
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
-                                 per_output_trees=per_output_trees)
+                                 per_output_trees=per_output_trees, tree_family=tree_family,
+                                 max_leaves=max_leaves)
     if getattr(init_model, "categorical", None) is not None:
         raise ValueError("init_model has categorical columns: continuing bagged boosters with "
                          "categorical columns is not supported (each bag's statistics would have "
@@ -712,7 +715,7 @@ def _fit_local(X, y, loss, sample_weight, eval_set, settings: dict) -> BaggedBoo
     chunk_size = min(_validation.check_int(s["chunk_size"], "chunk_size", 1, 10**6), n_bags)
     config, hyper = api.settings(**{k: s[k] for k in (
         "n_rounds", "depth", "n_bins", "learning_rate", "l2", "min_split_gain", "min_child_weight",
-        "subsample", "colsample", "colsample_by", "per_output_trees")})
+        "subsample", "colsample", "colsample_by", "per_output_trees", "tree_family", "max_leaves")})
     if not _common.host_fit(hyper, s["key"]):
         raise ValueError("rows='local' needs a concrete fit (not under jax.vmap or jax.jit).")
     n = local.n_total
@@ -870,6 +873,7 @@ def _check_init_bags(model, X, loss: losses_lib.Loss, config: boosting.BoostConf
                                            n_bins=config.n_bins, depth=config.depth,
                                            who="bagging.fit_bagged_boosters")
     _validation.check_init_loss(model, loss)
+    api._check_init_family(model, config)
     if model.n_bags != n_bags:
         raise ValueError(f"n_bags={n_bags} differs from init_model's {model.n_bags} bags: a continued "
                          f"fit continues every bag; pass n_bags={model.n_bags}.")
