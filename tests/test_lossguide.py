@@ -329,7 +329,7 @@ def test_a_sweep_of_loss_guided_trees_equals_its_separate_fits():
     assert isinstance(refit.trees, depthwise.DepthwiseTrees) and int(refit.settings["max_leaves"]) == 6
 
 
-@pytest.mark.parametrize("name", ["adaboost_m1", "samme", "real_adaboost", "gentle_adaboost",
+@pytest.mark.parametrize("name", ["adaboost_m1", "samme", "samme_r", "real_adaboost", "gentle_adaboost",
                                   "logitboost", "gradient_boost", "forward_stagewise"])
 def test_every_algorithm_grows_loss_guided_weak_learners(name):
     """Each classical algorithm takes tree_family and max_leaves: its trees are node tables of
