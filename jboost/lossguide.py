@@ -14,7 +14,7 @@ bound ``depth``. Once no leaf is open the remaining steps do nothing (``lax.cond
 
 **Rows grouped by leaf**, as LightGBM and the depth-wise kernel keep them: ``order`` lists the
 rows so that each leaf's rows lie together (``start``, ``count``). A split walks only its leaf's
-rows, in chunks of :data:`CHUNK_ROWS` (a ``fori_loop`` of a traced trip count): it moves them to
+rows, in chunks (:func:`chunk_rows`; a ``fori_loop`` of a traced trip count): it moves them to
 their child's part of the leaf's range (left rows up from the start, right rows down from the
 end), then builds the smaller child's histograms from its rows (the columns gathered per chunk)
 and the larger child's as the parent's minus them (histogram subtraction); each leaf keeps its
@@ -80,8 +80,20 @@ class LossGuidedTrees(depthwise.DepthwiseTrees):
         return fit_tree(X_binned, grad, hess, **settings)
 
 
-#: Rows per step of a split's loop over its leaf's rows (at most the rows of the data).
+#: The most rows per step of a split's loop over its leaf's rows (:func:`chunk_rows`).
 CHUNK_ROWS = 16384
+#: The fewest (unless the data have fewer rows).
+MIN_CHUNK_ROWS = 1024
+
+
+def chunk_rows(n: int) -> int:
+    """Rows per step of a split's loop: about a sixteenth of the ``n`` rows (a power of 2),
+    between :data:`MIN_CHUNK_ROWS` and :data:`CHUNK_ROWS`, at most ``n``. A step reads a whole
+    chunk, so a small leaf wants small chunks and a large one few steps; measured (31 leaves,
+    2 cores): California (16.5k rows) 8.2 ms per tree with chunks of 16384, 2.8 with 1024;
+    200k x 50: 37.7 ms with 16384, 47.4 with 1024."""
+    c = 1 << max(0, (n // 16).bit_length() - 1)
+    return min(n, CHUNK_ROWS, max(MIN_CHUNK_ROWS, c))
 
 
 class _Open(NamedTuple):
@@ -191,7 +203,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     root = histograms.build_histogram(X_binned, payload, zeros, n_leaves=1, n_bins=n_bins,
                                       axis_name=axis_name)                  # (F, 1, B, C)
     sp, can, sums = best_splits(root, jnp.zeros((1,), jnp.int32))
-    chunk = min(n, CHUNK_ROWS)
+    chunk = chunk_rows(n)
 
     def at0(x, fill, dtype):  # (L,) with leaf 0's entry x[0]
         return jnp.full((max_leaves,), fill, dtype).at[0].set(x[0].astype(dtype))
