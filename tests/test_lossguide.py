@@ -365,3 +365,22 @@ def test_bagged_boosters_of_loss_guided_trees_continue_as_one_fit():
     np.testing.assert_array_equal(np.asarray(jboost.predict(more, X)), np.asarray(jboost.predict(bags, X)))
     with pytest.raises(ValueError, match="pass tree_family='lossguide', max_leaves=6"):
         bagging.fit_bagged_boosters(X, y, n_bags=3, n_rounds=1, n_bins=16, depth=5, init_model=bags)
+
+
+def test_stacked_and_ecoc_boosters_grow_loss_guided_trees():
+    from jboost import combine
+    X, y = _table(n=240)
+    cls = np.digitize(y, [-0.5, 0.5]).astype(np.int32)
+    kw = dict(n_rounds=3, n_bins=16, depth=None, tree_family="lossguide", max_leaves=5)
+    stack = combine.fit_stacked_boosters(X, cls, "multinomial_deviance", folds=2,
+                                         hypers=[dict(learning_rate=0.3), dict(l2=3.0)], **kw)
+    assert isinstance(stack.trees, depthwise.DepthwiseTrees) and stack.trees.features.shape[-1] == 4
+    assert np.asarray(jboost.predict_proba(stack, X)).shape == (240, 3)
+    ecoc = combine.fit_ecoc_boosters(X, cls, combine.exhaustive_code(3), **kw)
+    assert isinstance(ecoc.trees, depthwise.DepthwiseTrees) and ecoc.trees.features.shape[-1] == 4
+    more = combine.fit_ecoc_boosters(X, cls, combine.exhaustive_code(3), init_model=ecoc,
+                                     **{**kw, "n_rounds": 1})
+    assert more.n_rounds == ecoc.n_rounds + 1 and isinstance(more.trees, depthwise.DepthwiseTrees)
+    with pytest.raises(ValueError, match="pass tree_family='lossguide', max_leaves=5"):
+        combine.fit_ecoc_boosters(X, cls, combine.exhaustive_code(3), init_model=ecoc, n_rounds=1,
+                                  n_bins=16, depth=4)

@@ -374,6 +374,8 @@ def fit_ecoc_boosters(
     checkpoint_dir=None,
     callbacks: Sequence[Callable] = (),
     base_margin=None,
+    tree_family="oblivious",
+    max_leaves: Optional[int] = None,
 ) -> ECOCBoosters:
     """Fit an ECOC multiclass model (Dietterich and Bakiri 1995) with boosted bit learners.
 
@@ -388,6 +390,7 @@ def fit_ecoc_boosters(
       code: ``(K, L)`` 0/1 code matrix (:func:`exhaustive_code`, :func:`random_code`, or
         ``np.eye(K)`` for one-vs-rest).
       chunk_size: bits fitted together per ``vmap`` (default: all ``L`` in one).
+      tree_family, max_leaves: every bit's trees, as :func:`jboost.fit`'s (static).
       verbose: print a line (bits done, elapsed and remaining time) as each chunk of bits is
         fitted, while the fit runs, as ``fit_forest(verbose=True)`` does (not under
         ``jax.vmap``); the model is bitwise that of a quiet fit.
@@ -441,7 +444,8 @@ def fit_ecoc_boosters(
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
-                                 row_sampler=row_sampler)
+                                 row_sampler=row_sampler, tree_family=tree_family,
+                                 max_leaves=max_leaves)
     n_bits = code.shape[1]
     chunk_size = n_bits if chunk_size is None else min(
         _validation.check_int(chunk_size, "chunk_size", 1, 1 << 30), n_bits)
@@ -523,6 +527,7 @@ def _check_init_ecoc(model, X, code: np.ndarray, config: boosting.BoostConfig):
     borders = _validation.check_init_model(model, ECOCBoosters, _validation.as_matrix(X, "X").shape[1],
                                            None, n_bins=config.n_bins, depth=config.depth,
                                            who="combine.fit_ecoc_boosters")
+    api._check_init_family(model, config)
     if model.code.shape != code.shape or not np.array_equal(np.asarray(model.code), code):
         raise ValueError(f"code differs from init_model's {tuple(model.code.shape)} code matrix: a "
                          "continued fit continues each bit's learner; pass init_model.code.")

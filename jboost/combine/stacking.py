@@ -309,6 +309,8 @@ def fit_stacked_boosters(
     checkpoint_dir=None,
     callbacks: Sequence[Callable] = (),
     verbose: bool = False,
+    tree_family="oblivious",
+    max_leaves: Optional[int] = None,
 ) -> StackedBoosters:
     """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters.
 
@@ -326,6 +328,7 @@ def fit_stacked_boosters(
         min_split_gain, min_child_weight, subsample, colsample), one per base learner; unset
         fields take ``jboost.fit``'s defaults, and every value is checked as ``jboost.fit`` does.
       folds: the number of folds K >= 2, or ``(n,)`` int fold ids 0..K-1.
+      tree_family, max_leaves: every base learner's trees, as :func:`jboost.fit`'s (static).
       stacker_l2: the second tier's ridge penalty; stacker_steps: its L-BFGS iterations.
       key: an int seed or a ``jax.random`` key, split into the folds' key and the fits' key.
       init_model: refused with a ``ValueError`` (:data:`NO_WARM_START` says why): the second
@@ -372,7 +375,8 @@ def fit_stacked_boosters(
     loss_obj = _validation.resolve_loss(loss, y, n_outputs, task)
     config, hyper = _learner_settings(hypers, n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                       colsample_by=colsample_by, per_output_trees=per_output_trees,
-                                      row_sampler=row_sampler)
+                                      row_sampler=row_sampler, tree_family=tree_family,
+                                      max_leaves=max_leaves)
     stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
                                                 eval_metric, loss_obj, has_validation=True)
     explicit = _validation.check_folds(folds, n)
