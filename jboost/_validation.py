@@ -1392,6 +1392,17 @@ def memory_depth(config: boosting.BoostConfig) -> int:
     return max(3, (int(config.max_leaves) - 1).bit_length())
 
 
+def family_bytes(config: boosting.BoostConfig, n_rows: int, n_features: int,
+                 n_outputs: int) -> int:
+    """Memory a tree family holds beside :func:`boosting_bytes`' levels: for loss-guided trees
+    the open leaves' histograms (``max_leaves x F x n_bins x 2K`` float32, twice: the loop's
+    state and its update) and the rows grouped by leaf (three ``(n,)`` int32); else 0."""
+    if config.max_leaves is None:
+        return 0
+    cells = int(config.max_leaves) * int(n_features) * int(config.n_bins) * 2 * int(n_outputs)
+    return 2 * 4 * cells + 3 * 4 * int(n_rows)
+
+
 def histogram_note(config: boosting.BoostConfig) -> str:
     """The shape of the largest histograms, for memory messages."""
     if config.max_leaves is None:
@@ -1458,7 +1469,7 @@ def check_boosting_memory(n_rows: int, n_features: int, config: boosting.BoostCo
     dense = loss.hessian != "unit"  # every non-unit hessian takes a per-row K x K Jacobian
     per_round = k if config.per_output_trees else 1
     one = boosting_bytes(n_rows, n_features, memory_depth(config), config.n_bins, k, config.n_rounds,
-                         per_round, dense, devices)
+                         per_round, dense, devices) + family_bytes(config, n_rows, n_features, k)
     kept = _batching.trees_bytes(memory_depth(config), k, config.n_rounds, per_round)
     need = n_together * one + (n_models - n_together) * kept
     cause = (f"K = max(y) + 1 = {k} classes, from the labels' maximum (the n_outputs of a K-class "

@@ -324,7 +324,8 @@ def fit(
     need = _validation.boosting_bytes(X_shape[0], X_shape[1], _validation.memory_depth(config),
                                       config.n_bins, k,
                                       config.n_rounds, k if config.per_output_trees else 1, dense,
-                                      devices)
+                                      devices) + _validation.family_bytes(config, X_shape[0],
+                                                                          X_shape[1], k)
     (_validation.check_memory if local is None else local.everywhere(_validation.check_memory))(
         need, devices=devices, cause=cause,
         detail=f"estimated for {X_shape[0]} rows, {X_shape[1]} features, "

@@ -10,7 +10,7 @@ off the same cumulative ``(feature, node, bin)`` histograms (:mod:`jboost.histog
 positive gain (the first of equal gains: the lowest leaf number). Its left child keeps the leaf's
 number, its right child takes the next. A leaf stops being open when its best gain is not
 positive (no gain, ``min_child_weight``, ``min_split_gain``, too few rows) or it lies at the depth
-bound ``depth``. Once no leaf is open the remaining steps do nothing (``lax.cond``).
+bound ``depth``. Growth stops when no leaf is open (a ``lax.while_loop``).
 
 **Rows grouped by leaf**, as LightGBM and the depth-wise kernel keep them: ``order`` lists the
 rows so that each leaf's rows lie together (``start``, ``count``). A split walks only its leaf's
@@ -23,7 +23,7 @@ level it passes (the split column) and builds histograms over the smaller childr
 ``L`` passes over every row.
 
 Fixed shapes (``max_leaves`` leaf slots, ``max_leaves - 1`` node slots, ``n`` rows), one
-``lax.fori_loop`` over the splits (no unrolling: compilation does not grow with ``max_leaves``),
+``lax.while_loop`` over the splits (no unrolling: compilation does not grow with ``max_leaves``),
 traced ``l2``, ``min_split_gain`` and ``min_child_weight``: a tree is ``vmap``-able and a sweep
 over them one compilation. With ``axis_name`` (rows sharded over a mapped axis) each device
 groups its own rows and the histograms are summed across devices, so every device grows the
@@ -303,11 +303,10 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             children=children,
             node_depth=s.node_depth.at[t].set(s.leaf_depth[best]))
 
-    def step(t, s: _Open) -> _Open:
-        # Once no leaf is open, no later step splits either: nothing changes.
-        return lax.cond(jnp.max(s.gain) > 0, lambda s: split(t, s), lambda s: s, s)
-
-    state = lax.fori_loop(0, n_nodes, step, state)
+    # Split while a leaf is open, at most max_leaves - 1 times (a while loop, not a fori_loop of
+    # conditional steps: a `lax.cond` over the carry copied the leaves' histograms every step).
+    _, state = lax.while_loop(lambda c: (c[0] < n_nodes) & (jnp.max(c[1].gain) > 0),
+                              lambda c: (c[0] + 1, split(c[0], c[1])), (jnp.int32(0), state))
     # Each row's leaf: the leaf whose rows hold its place in ``order`` (a used leaf holds a row;
     # the unused slots start past the end).
     starts = jnp.where(state.count > 0, state.start, n)

@@ -671,6 +671,7 @@ def _fit_group(config, shared, grid_, loss, layout, metric, keep_trees, devices,
              and _native.indexable(n, 1 << (config.depth - 1), config.n_bins, 2 * k))
     mb = model_bytes(n, n_features, _validation.memory_depth(config), config.n_bins, k, config.n_rounds,
                      k if config.per_output_trees else 1, keep_trees, fused)
+    mb += _validation.family_bytes(config, n, n_features, k)
     if cat_layout is not None:  # each model's own bins, and its statistics' sort and scan
         j_k = n_features - cat_layout.host_width
         mb += n * n_features + 24 * n * j_k
