@@ -160,18 +160,22 @@ def test_vmap_over_traced_settings_equals_separate_fits_and_compiles_once():
 
 
 def test_pure_jax_histograms_grow_the_kernels_tree():
-    from _pure_jax import pure_jax
+    """The CPU histogram kernel, the pure-JAX path and the branches GPUs and TPUs take (traced on
+    the CPU) grow the same tree (leaf values to rounding: their sums' order differs)."""
+    from _pure_jax import accelerator_paths, pure_jax
     Xb, g, h = _case(6, k=2)
     rng = np.random.default_rng(6)
     g = g + rng.normal(size=g.shape).astype(np.float32)  # inexact sums: order-dependent floats
     grow = jax.jit(lambda: lossguide.fit_tree(jnp.asarray(Xb), jnp.asarray(g), jnp.asarray(h), depth=7,
                                               n_bins=N_BINS, l2=1.0, min_split_gain=0.0,
                                               min_child_weight=1.0, max_leaves=20))
-    a, b = grow(), pure_jax(grow)
-    for name in ("features", "thresholds", "missing_right", "children", "level_counts"):
-        np.testing.assert_array_equal(np.asarray(getattr(a[0], name)), np.asarray(getattr(b[0], name)), name)
-    np.testing.assert_array_equal(np.asarray(a[1]), np.asarray(b[1]))
-    np.testing.assert_allclose(np.asarray(a[0].leaf_values), np.asarray(b[0].leaf_values), rtol=1e-5, atol=1e-6)
+    a = grow()
+    for b in (pure_jax(grow), accelerator_paths(grow)):
+        for name in ("features", "thresholds", "missing_right", "children", "level_counts"):
+            np.testing.assert_array_equal(np.asarray(getattr(a[0], name)), np.asarray(getattr(b[0], name)), name)
+        np.testing.assert_array_equal(np.asarray(a[1]), np.asarray(b[1]))
+        np.testing.assert_allclose(np.asarray(a[0].leaf_values), np.asarray(b[0].leaf_values),
+                                   rtol=1e-5, atol=1e-6)
 
 
 # --------------------------------------------------------------------------------------------
