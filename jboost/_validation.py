@@ -1404,10 +1404,16 @@ def family_bytes(config: boosting.BoostConfig, n_rows: int, n_features: int,
 
 
 def histogram_note(config: boosting.BoostConfig) -> str:
-    """The shape of the largest histograms, for memory messages."""
+    """The settings that shape the largest histograms, for memory messages."""
     if config.max_leaves is None:
         return f"depth={config.depth}, n_bins={config.n_bins}"
     return f"max_leaves={config.max_leaves} (depth bound {config.depth}), n_bins={config.n_bins}"
+
+
+def histogram_shape(config: boosting.BoostConfig) -> str:
+    """The largest histograms' shape in words, for memory messages."""
+    return ("F x 2^(depth-1) x n_bins x 2K float32" if config.max_leaves is None
+            else "of the open leaves, max_leaves x F x n_bins x 2K float32")
 
 
 def sharded_memory_hint(devices) -> str:
@@ -1478,7 +1484,7 @@ def check_boosting_memory(n_rows: int, n_features: int, config: boosting.BoostCo
                  detail=f"estimated for {n_models} {what}, {n_together} fitted together, each on "
                  f"{n_rows} rows, {n_features} features, {histogram_note(config)}, "
                  f"n_outputs={k}, n_rounds={config.n_rounds} (histograms "
-                 f"F x 2^(depth-1) x n_bins x 2K float32"
+                 f"{histogram_shape(config)}"
                  f"{', per-row K x K autodiff hessians' if dense and k > 1 else ''}); {fix}")
 
 

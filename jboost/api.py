@@ -330,8 +330,8 @@ def fit(
         need, devices=devices, cause=cause,
         detail=f"estimated for {X_shape[0]} rows, {X_shape[1]} features, "
         f"{_validation.histogram_note(config)}, n_outputs={k}, "
-        f"n_rounds={config.n_rounds} (histograms F x 2^(depth-1) x n_bins x 2K"
-        f" float32{', per-row K x K autodiff hessians' if dense and k > 1 else ''})"
+        f"n_rounds={config.n_rounds} (histograms {_validation.histogram_shape(config)}"
+        f"{', per-row K x K autodiff hessians' if dense and k > 1 else ''})"
         f"{_validation.sharded_memory_hint(devices)}")
     if local is not None:  # the whole table's baseline
         init_raw = _baseline(loss_obj, jnp.asarray(y_table), jnp.asarray(
