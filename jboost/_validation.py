@@ -57,11 +57,17 @@ from jboost import _batching
 from jboost import _native
 from jboost import binning
 from jboost import boosting
+from jboost import depthwise
 from jboost import derivatives
 from jboost import losses as losses_lib
+from jboost import lossguide
 from jboost import metrics as metrics_lib
+from jboost import tree as tree_lib
 
 MAX_DEPTH = 16
+#: The built-in tree families by their ``tree_family=`` names.
+TREE_FAMILIES = {"oblivious": tree_lib.ObliviousTrees, "depthwise": depthwise.DepthwiseTrees,
+                 "lossguide": lossguide.LossGuidedTrees}
 #: Depth-wise forests' trees (node tables grown by the CPU kernel over their non-empty nodes).
 MAX_DEPTHWISE_DEPTH = 30
 MAX_ROUNDS = 10**7
@@ -539,10 +545,12 @@ def check_early_stopping(rounds, tolerance, metric, loss, *, has_validation: boo
 
 
 def check_init_model(model, booster_type: type, n_features: int, borders, *, n_bins: int,
-                     depth: int, who: str = "jboost.fit"):
+                     depth: int, who: str = "jboost.fit",
+                     config: Optional[boosting.BoostConfig] = None):
     """Check a model to continue (``init_model=``) against a new fit of ``who``: one
-    ``booster_type`` (not a batch) on as many features, with the same ``n_bins`` and ``depth``;
-    given ``borders`` must be its own. Returns the borders to bin with (the model's)."""
+    ``booster_type`` (not a batch) on as many features, with the same ``n_bins`` and ``depth``
+    (and, given a boosting ``config``, the same tree family: :func:`check_init_family`); given
+    ``borders`` must be its own. Returns the borders to bin with (the model's)."""
     if not isinstance(model, booster_type):
         raise TypeError(f"init_model must be a {booster_type.__name__} fitted by {who}; got {type(model).__name__}.")
     if model.batch_shape:
@@ -568,7 +576,37 @@ def check_init_model(model, booster_type: type, n_features: int, borders, *, n_b
                          "fine-tuned with jboost.finetune(soft=True) moved them): a continued fit "
                          "replays the trees on bins and would change its predictions; continue the "
                          "model before soft fine-tuning, or fine-tune with soft=False.")
+    if config is not None:
+        check_init_family(model, config)
     return model.borders
+
+
+#: The ``tree_family=`` name of each built-in family class.
+_FAMILY_ARGS = {cls.__name__: name for name, cls in TREE_FAMILIES.items()}
+
+
+def check_init_family(model, config: boosting.BoostConfig) -> None:
+    """A continued fit grows the model's tree family (the one its settings name, else the one
+    its trees show: oblivious, or node tables of ``2**depth - 1`` nodes (depth-wise) or of
+    another count (loss-guided, ``max_leaves - 1``)) with tables of as many node slots."""
+    want = config.tree_family.__name__
+    trees = model.trees
+    tables = isinstance(trees, depthwise.DepthwiseTrees)
+    slots = int(trees.features.shape[-1]) if tables else None
+    grown = (getattr(getattr(model, "settings", None), "names", None) or {}).get("tree_family")
+    if grown is None:  # no record (an algorithm's model, an older file): what the trees show
+        grown = (("DepthwiseTrees" if slots == 2 ** model.depth - 1 else "LossGuidedTrees")
+                 if tables else type(trees).__name__)
+    if grown != want:
+        arg = _FAMILY_ARGS.get(grown)
+        hint = f"tree_family={arg!r}" if arg else f"tree_family={grown}"
+        if grown == "LossGuidedTrees":
+            hint += f", max_leaves={slots + 1}"
+        raise ValueError(f"init_model's trees are {grown}; this fit's tree_family is {want}: a "
+                         f"continued fit grows the model's family (pass {hint}).")
+    if config.max_leaves is not None and slots != config.max_leaves - 1:
+        raise ValueError(f"max_leaves={config.max_leaves} differs from init_model's trees "
+                         f"({slots + 1} leaf slots); pass max_leaves={slots + 1}.")
 
 
 def check_init_loss(model, loss) -> None:

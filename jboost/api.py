@@ -34,6 +34,7 @@ from jboost import boosting
 from jboost import categorical
 from jboost import distributed
 from jboost import losses as losses_lib
+from jboost import lossguide
 from jboost import metrics as metrics_lib
 from jboost import model as model_lib
 from jboost import samplers
@@ -834,40 +835,10 @@ def _check_init_model(model, X, loss, borders, config):
                         "(jboost.algorithms.<name>(..., init_model=model)).")
     borders = _validation.check_init_model(model, model_lib.Booster,
                                            X if isinstance(X, int) else X.shape[1], borders,
-                                           n_bins=config.n_bins, depth=config.depth)
+                                           n_bins=config.n_bins, depth=config.depth,
+                                           config=config)
     _validation.check_init_loss(model, loss)
-    _check_init_family(model, config)
     return borders
-
-
-#: The built-in families' names for ``tree_family=``.
-_FAMILY_ARGS = {"ObliviousTrees": "oblivious", "DepthwiseTrees": "depthwise",
-                "LossGuidedTrees": "lossguide"}
-
-
-def _check_init_family(model, config) -> None:
-    """A continued fit grows the model's tree family (the one its settings name, else the one
-    its trees show: oblivious, or node tables of ``2**depth - 1`` nodes (depth-wise) or of
-    another count (loss-guided, ``max_leaves - 1``)) with tables of as many node slots."""
-    from jboost import depthwise
-    want = config.tree_family.__name__
-    trees = model.trees
-    tables = isinstance(trees, depthwise.DepthwiseTrees)
-    slots = int(trees.features.shape[-1]) if tables else None
-    grown = (getattr(getattr(model, "settings", None), "names", None) or {}).get("tree_family")
-    if grown is None:  # no record (an algorithm's model, an older file): what the trees show
-        grown = (("DepthwiseTrees" if slots == 2 ** model.depth - 1 else "LossGuidedTrees")
-                 if tables else type(trees).__name__)
-    if grown != want:
-        arg = _FAMILY_ARGS.get(grown)
-        hint = f"tree_family={arg!r}" if arg else f"tree_family={grown}"
-        if grown == "LossGuidedTrees":
-            hint += f", max_leaves={slots + 1}"
-        raise ValueError(f"init_model's trees are {grown}; this fit's tree_family is {want}: a "
-                         f"continued fit grows the model's family (pass {hint}).")
-    if config.max_leaves is not None and slots != config.max_leaves - 1:
-        raise ValueError(f"max_leaves={config.max_leaves} differs from init_model's trees "
-                         f"({slots + 1} leaf slots); pass max_leaves={slots + 1}.")
 
 
 def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_child_weight,
@@ -886,17 +857,14 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
     :data:`jboost._validation.MAX_DEPTHWISE_DEPTH`; ``depth=None`` there is no bound but
     ``max_leaves`` itself (``max_leaves - 1``, at most that maximum).
     """
-    from jboost import depthwise
-    from jboost import lossguide
     n_rounds = _validation.check_int(n_rounds, "n_rounds", 1, _validation.MAX_ROUNDS)
-    families = {"oblivious": tree_lib.ObliviousTrees, "depthwise": depthwise.DepthwiseTrees,
-                "lossguide": lossguide.LossGuidedTrees}
+    families = _validation.TREE_FAMILIES
     if isinstance(tree_family, str):  # the built-in families by name
         if tree_family not in families:
             raise ValueError(f"tree_family must be \"oblivious\", \"depthwise\", \"lossguide\" or "
                              f"a class implementing jboost.tree.TreeFamily; got {tree_family!r}.")
         tree_family = families[tree_family]
-    if tree_family is lossguide.LossGuidedTrees:
+    if tree_family is families["lossguide"]:
         max_leaves = _validation.check_int(
             lossguide.DEFAULT_MAX_LEAVES if max_leaves is None else max_leaves, "max_leaves", 2,
             lossguide.MAX_LEAVES)

@@ -105,8 +105,8 @@ def _registry() -> Dict[str, Any]:
         return _REGISTRY_CACHE
     from jboost import categorical
     from jboost import depthwise
+    from jboost import _validation
     from jboost import losses as losses_lib
-    from jboost import lossguide
     from jboost import model as model_lib
     from jboost import objectives
     from jboost import tree as tree_lib
@@ -138,9 +138,7 @@ def _registry() -> Dict[str, Any]:
             losses_lib.log_freq_baseline, losses_lib.samme_baseline, losses_lib.log_mean_baseline]
     _REGISTRY_CACHE.update(
         models=models,
-        families={"ObliviousTrees": tree_lib.ObliviousTrees,
-                  "DepthwiseTrees": depthwise.DepthwiseTrees,
-                  "LossGuidedTrees": lossguide.LossGuidedTrees},
+        families={cls.__name__: cls for cls in _validation.TREE_FAMILIES.values()},
         nested={"LinearModel": linear.LinearModel, "Categorical": categorical.Categorical},
         CategoricalSpec=categorical.CategoricalSpec,
         Settings=model_lib.Settings,

@@ -148,12 +148,9 @@ def check_init_model(init_model: Optional[model_lib.Booster], name: str, X, conf
         if fitted_by != name:
             raise ValueError(f"init_model was fitted by jboost.algorithms.{fitted_by}: continue it "
                              f"with {fitted_by}(..., init_model=model), not {name}.")
-    borders = _validation.check_init_model(init_model, model_lib.Booster, X.shape[1], borders,
+    return X, _validation.check_init_model(init_model, model_lib.Booster, X.shape[1], borders,
                                            n_bins=config.n_bins, depth=config.depth,
-                                           who=f"jboost.algorithms.{name}")
-    from jboost import api
-    api._check_init_family(init_model, config)  # the model's tree family, as jboost.fit checks
-    return X, borders
+                                           who=f"jboost.algorithms.{name}", config=config)
 
 
 def _resumed(model: model_lib.Booster, data: boosting.Data, loss: losses_lib.Loss,

@@ -871,9 +871,8 @@ def _check_init_bags(model, X, loss: losses_lib.Loss, config: boosting.BoostConf
                         f"got {type(model).__name__}.")
     borders = _validation.check_init_model(model, BaggedBoosters, X.shape[1], None,
                                            n_bins=config.n_bins, depth=config.depth,
-                                           who="bagging.fit_bagged_boosters")
+                                           who="bagging.fit_bagged_boosters", config=config)
     _validation.check_init_loss(model, loss)
-    api._check_init_family(model, config)
     if model.n_bags != n_bags:
         raise ValueError(f"n_bags={n_bags} differs from init_model's {model.n_bags} bags: a continued "
                          f"fit continues every bag; pass n_bags={model.n_bags}.")

@@ -526,8 +526,7 @@ def _check_init_ecoc(model, X, code: np.ndarray, config: boosting.BoostConfig):
                         f"{type(model).__name__}.")
     borders = _validation.check_init_model(model, ECOCBoosters, _validation.as_matrix(X, "X").shape[1],
                                            None, n_bins=config.n_bins, depth=config.depth,
-                                           who="combine.fit_ecoc_boosters")
-    api._check_init_family(model, config)
+                                           who="combine.fit_ecoc_boosters", config=config)
     if model.code.shape != code.shape or not np.array_equal(np.asarray(model.code), code):
         raise ValueError(f"code differs from init_model's {tuple(model.code.shape)} code matrix: a "
                          "continued fit continues each bit's learner; pass init_model.code.")

@@ -33,7 +33,7 @@ def metric_curve(metric: Metric, loss: losses_lib.Loss, trees: tree_lib.Obliviou
     take = jax.vmap(lambda t, leaf: t.leaf_values[leaf])
 
     def step(raw, round_trees):
-        leaves = jax.vmap(lambda t: t.leaf_index_binned(X_binned, n_bins))(round_trees)
+        leaves = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, X_binned, n_bins))(round_trees)
         raw = raw + jnp.sum(take(round_trees, leaves), axis=0)
         return raw, evaluate(metric, loss, y, raw, w_valid)
 
