@@ -609,8 +609,8 @@ def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_ou
     A depth-wise tree's fit (``max_nodes``: its histogram slots per level, default ``n // 2``)
     holds, with the whole-tree CPU kernel (``kernel``; default: where it runs on ``device``),
     its rows' targets and node lists and a thread's ``(m, n_bins, 2K)`` slot histogram; in pure
-    JAX, its widest level's slot histograms (:data:`FOREST_HIST_OVERHEAD` times) and the
-    ``2^depth``-sized heap arrays the levels number nodes with."""
+    JAX, its widest level's slot histograms (:data:`FOREST_HIST_OVERHEAD` times) and its
+    levels' per-node arrays (at most ``2 n`` entries: the open nodes are numbered compactly)."""
     device = jax.devices()[0] if device is None else device
     depthwise = tree_family == "depthwise"
     k = 1 if n_outputs == 2 else int(n_outputs)
@@ -625,7 +625,9 @@ def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_ou
         else:
             cap = max(1, n_samples // 2) if max_nodes is None else int(max_nodes)
             slots = max(1, min(1 << max(depth - 1, 0), cap, n_samples // 2))
-            per_tree = int(rows + FOREST_HIST_OVERHEAD * (slots + 1) * slot_hist + (2 << depth) * 48)
+            # the levels' per-node arrays and the node table: at most 2n entries, never 2^depth
+            per_tree = int(rows + FOREST_HIST_OVERHEAD * (slots + 1) * slot_hist
+                           + min(2 << depth, 2 * n_samples + 2) * 48)
     else:
         fused = forest_fused(device, n_samples, depth, n_bins, n_outputs)
         per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples, fused=fused,

@@ -376,6 +376,61 @@ def _selected(cum, features, thresholds, missing_right):
     return jnp.concatenate([total - right, right], axis=0)
 
 
+def _materialised(a):
+    """``a`` written by a scatter (its rows in order): computed once into a buffer, not fused
+    into its consumers. A chain of steps each reading the last one's array at several places
+    (a table's node sums: both children) would otherwise be fused into one expression that
+    XLA's CPU emitters expand per use: ``2**steps`` code (optimization barriers are removed
+    before fusion)."""
+    return jnp.zeros_like(a).at[jnp.arange(a.shape[0])].set(a)
+
+
+def _table_leaf_values(children, n_split, sums, rows, depth: int, k: int, l2, min_child_weight,
+                       criterion: splits.SplitCriterion):
+    """``(N + 1, K)`` leaf values of one node table (``children (N, 2)``, ``n_split`` splitting
+    nodes, its leaves' payload ``sums (N + 1, 2K)`` and row counts) with
+    :func:`jboost.tree.newton_leaf_values`' fallbacks: a node's sums are its children's added,
+    the root takes its own value, any other node or leaf its own where rows reach it and its
+    hessian sum is at least ``min_child_weight``, else its parent's; unused leaves 0. The values
+    of the dense levels' heap (whose null splits add zeros), on ``N`` slots."""
+    n_nodes = children.shape[0]
+    node = jnp.arange(n_nodes, dtype=jnp.int32)
+    used = node < n_split
+    f32 = jnp.float32
+
+    def of(c, node_part, leaf_part):  # a child's entry: node c >= 0 or leaf ~c
+        return jnp.where((c >= 0)[:, None], node_part[jnp.maximum(c, 0)], leaf_part[jnp.maximum(~c, 0)])
+
+    node_sums = jnp.zeros((n_nodes, sums.shape[1]), f32)
+    node_rows = jnp.zeros((n_nodes, 1), rows.dtype)
+    for _ in range(depth):  # bottom up: after step s, the nodes of height <= s are right
+        node_sums = _materialised(of(children[:, 0], node_sums, sums)
+                                  + of(children[:, 1], node_sums, sums))
+        node_rows = _materialised(of(children[:, 0], node_rows, rows[:, None])
+                                  + of(children[:, 1], node_rows, rows[:, None]))
+
+    def own(s):
+        return criterion.value(s[:, :k], s[:, k:], l2)
+
+    def ok(s, r):
+        return (r > 0) & (splits.sum_outputs_16(s[:, k:], keepdims=True) >= min_child_weight)
+
+    flat = jnp.where(used[:, None], children, n_nodes + 1)
+    parent_of = lambda kids: jnp.full((n_nodes + 1,), -1, jnp.int32).at[kids.reshape(-1)].set(  # noqa: E731
+        jnp.repeat(node, 2), mode="drop")
+    node_parent = parent_of(jnp.where(flat >= 0, flat, n_nodes + 1))[:n_nodes]
+    leaf_parent = parent_of(jnp.where((flat < 0) & used[:, None], ~flat, n_nodes + 1))
+    node_own, node_ok = own(node_sums), ok(node_sums, node_rows)
+    values = node_own                                   # the root's own value
+    for _ in range(depth):  # top down: after step s, the nodes of depth <= s are right
+        up = values[jnp.maximum(node_parent, 0)]
+        values = _materialised(jnp.where((node_parent < 0)[:, None] | node_ok, node_own, up))
+    leaf_own = own(sums)
+    up = values[jnp.maximum(leaf_parent, 0)] if n_nodes else leaf_own
+    leaves = jnp.where((leaf_parent < 0)[:, None] | ok(sums, rows[:, None]), leaf_own, up)
+    return jnp.where((jnp.arange(n_nodes + 1) <= n_split)[:, None], leaves, 0.0)
+
+
 def node_gains(cum, l2, min_child_weight, missing: bool = True,
                criterion: splits.SplitCriterion = splits.NEWTON):
     """``(L, F, B - 1, 2)`` the gain of every ``(feature, threshold, missing direction)`` at each
@@ -517,8 +572,10 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         cost, not ``2**d``. Nodes are disjoint, so at most ``n // 2`` have two rows:
         ``max_nodes >= n // 2`` gives the dense path's splits (leaf sums are then summed over the
         rows, so leaf values may differ in the last float bits); a smaller ``max_nodes`` makes the
-        nodes past the first ``max_nodes`` splittable ones of a level leaves. Not with
-        ``axis_name`` (the bound needs every row).
+        nodes past the first ``max_nodes`` splittable ones of a level leaves. With
+        ``axis_name`` the bound ``n`` is every device's rows (``n * axis_size``), the node
+        counts that choose the slots, the histograms and the leaf sums are ``psum``-ed: the
+        splits of the unsharded fit (the levels in JAX; the CPU kernel grows unsharded trees).
 
       feature_key, max_features: a ``jax.random`` key and a static ``m``: node ``j`` of level
         ``d`` may split on the ``m`` features :func:`node_features` draws for it (a random
@@ -557,9 +614,11 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             keyed = False
     subsets, masks = _node_masks(feature_masks, feature_subsets, depth, n_features)
     per_node = isinstance(subsets, list)
-    if compact and axis_name is not None:
-        raise ValueError("depthwise.fit_tree: max_nodes (the compact path) needs every row on one "
-                         "device; use max_nodes=None with axis_name.")
+    # Rows sharded over ``axis_name``: the bounds on slots and nodes are the whole table's (every
+    # device's rows, padding included: at least the rows of the unsharded fit, so a ``max_nodes``
+    # of at most half its rows bounds them alike), and the counts that pick the slots are psum-ed.
+    n_rows = n if axis_name is None else n * lax.axis_size(axis_name)
+    total = (lambda a: a) if axis_name is None else (lambda a: lax.psum(a, axis_name))  # noqa: E731
     takes_part = jnp.any(payload != 0, axis=-1)
     cat = lambda xs, dtype: jnp.concatenate(xs) if depth else jnp.zeros((0,), dtype)
 
@@ -571,67 +630,6 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         cum = local = None
         for d in range(depth):  # static unroll over levels: 2**d nodes
             n_nodes = 1 << d
-            if compact:
-                n_slots = node_slots(n, int(max_nodes), d)
-                count = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, n_nodes)
-                can = active & (count >= 2)
-                order = jnp.cumsum(can.astype(jnp.int32)) - 1
-                slot = jnp.where(can & (order < n_slots), order, n_slots)        # n_slots: no slot
-                node_of_slot = jnp.zeros((n_slots + 1,), jnp.int32).at[slot].set(
-                    jnp.arange(n_nodes, dtype=jnp.int32))[:n_slots]
-                row_slot = slot[leaf]
-                if keyed:  # the slots' own draws; rows of no slot read slot n_slots's (zeros)
-                    drawn = node_features(feature_key, d, node_of_slot, n_features, max_features)
-                    pad = jnp.concatenate([drawn, jnp.zeros((1, max_features), jnp.int32)])
-                    X_level = X_binned[pad[row_slot].T, rows[None, :]]
-                elif per_node:
-                    X_level = X_binned[subsets[d][leaf].T, rows[None, :]]
-                elif subsets is not None:
-                    X_level = X_binned[subsets[d]]
-                else:
-                    X_level = X_binned
-                cum = histograms.prefix_sum(histograms.build_histogram(
-                    X_level, payload, row_slot, n_leaves=n_slots + 1, n_bins=n_bins), axis=2)[:, :n_slots]
-                g = node_gains(cum, l2, min_child_weight, missing, criterion)      # (S, F', B-1, 2)
-                if masks is None:
-                    sp = jax.vmap(lambda gn: splits.best_split_of_gains(gn, min_split_gain=min_split_gain))(g)
-                else:
-                    mask = jnp.broadcast_to(masks[d][:n_nodes], (n_nodes, g.shape[1]))[node_of_slot]
-                    sp = jax.vmap(lambda gn, mn: splits.best_split_of_gains(
-                        gn, min_split_gain=min_split_gain, feature_mask=mn))(g, mask)
-                has = slot < n_slots
-                at = jnp.minimum(slot, n_slots - 1)
-                pos = sp.feature[at]
-                ok = has & (sp.gain[at] > 0)
-                gain = sp.gain[at]
-                thr = jnp.where(ok, sp.threshold[at], splits.null_threshold(n_bins)).astype(jnp.int32)
-                mr = ok & sp.missing_right[at]
-                pos = jnp.where(ok, pos, 0).astype(jnp.int32)
-                if keyed:
-                    slot_feature = jnp.take_along_axis(drawn, sp.feature[:, None], axis=1)[:, 0]
-                    feature = jnp.where(ok, slot_feature[at], 0)
-                elif subsets is None:
-                    feature = pos
-                elif per_node:
-                    feature = jnp.where(ok, jnp.take_along_axis(subsets[d], pos[:, None], axis=1)[:, 0], 0)
-                else:
-                    feature = jnp.where(ok, subsets[d][pos], 0)
-                feature = feature.astype(jnp.int32)
-                # A split sends rows of non-zero weight both ways, else its node is a leaf: so a
-                # tree has at most as many leaves as such rows (node_capacity's bound).
-                moved = _route(X_binned, rows, leaf, feature, thr, mr, d, n_bins) != leaf
-                n_right = histograms.spread_sum((takes_part & moved).astype(jnp.int32), leaf, n_nodes)
-                ok = ok & (n_right > 0) & (n_right < count)
-                thr = jnp.where(ok, thr, splits.null_threshold(n_bins)).astype(jnp.int32)
-                mr = ok & mr
-                feature = jnp.where(ok, feature, 0).astype(jnp.int32)
-                leaf = _route(X_binned, rows, leaf, feature, thr, mr, d, n_bins)
-                active = jnp.concatenate([ok, ok])
-                feats.append(feature)
-                thrs.append(thr)
-                miss.append(mr)
-                gains.append(jnp.where(ok, gain, 0.0).astype(jnp.float32))
-                continue
             if per_node:  # each node's own m features: row i's slot s is feature subsets[d][leaf_i, s]
                 X_level = X_binned[subsets[d][leaf].T, rows[None, :]]              # (m, n)
                 cum = histograms.prefix_sum(histograms.build_histogram(
@@ -676,10 +674,10 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         return (cat(feats, jnp.int32), cat(thrs, jnp.int32), cat(miss, bool), cat(gains, jnp.float32),
                 leaf, last if depth and not compact else None)
 
-    def leaf_values_of(leaf, last):  # the criterion's leaf values, with their fallbacks
+    def leaf_values_of(leaf, last, n_leaves=1 << depth):  # the criterion's leaf values
         if compact:  # the leaves' sums and counts from the rows
-            sums = histograms.spread_sum(payload, leaf, 1 << depth)
-            counts = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 1 << depth)
+            sums = total(histograms.spread_sum(payload, leaf, n_leaves))
+            counts = total(histograms.spread_sum(takes_part.astype(jnp.int32), leaf, n_leaves))
         elif depth:  # the leaves' sums off the last level's (global) histograms; counts from the rows
             sums = _selected(*last)
             counts = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 1 << depth)
@@ -695,16 +693,157 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
                                              output_sum=splits.sum_outputs_16)
         return values
 
-    capacity = node_capacity(depth, n, max_nodes if compact else None)
+    capacity = node_capacity(depth, n_rows, max_nodes if compact else None)
+
+    def grow_compact():  # the compact levels in JAX, written into the node table directly
+        # Level d's open nodes (children of the last level's splits; the root) are listed in heap
+        # order at positions 0..n_open-1 (heap node ``heap[p]``): lefts then rights of the splits
+        # in order, so every array is sized by the rows and slots, never by 2**d (depth 30 fits).
+        # Nodes and leaves get their table numbers level by level in heap order, as _dense_table
+        # numbers the dense levels' (and the CPU kernel its own): the same table.
+        null = splits.null_threshold(n_bins)
+        rows = jnp.arange(n, dtype=jnp.int32)
+        i32 = lambda v: jnp.asarray(v, jnp.int32)  # noqa: E731
+        width = 1                                  # static bound on the open positions
+        pos = jnp.zeros((n,), jnp.int32)           # each row's open position (width: at a leaf)
+        heap = jnp.zeros((1,), jnp.int32)
+        n_open, node_base, leaf_base = i32(1), i32(0), i32(0)
+        parent_base, parent_splits = i32(0), i32(1)
+        t_feat = jnp.zeros((capacity,), jnp.int32)
+        t_thr = jnp.full((capacity,), null, jnp.int32)
+        t_mr = jnp.zeros((capacity,), bool)
+        t_gain = jnp.zeros((capacity,), jnp.float32)
+        t_kids = jnp.full((capacity, 2), -1, jnp.int32)
+        row_leaf = jnp.zeros((n,), jnp.int32)
+        level_counts = []
+        ext = lambda a, fill: jnp.concatenate([a, jnp.full((1,), fill, a.dtype)])  # noqa: E731
+        for d in range(depth + 1):
+            p = jnp.arange(width, dtype=jnp.int32)
+            valid = p < n_open
+            if d < depth:
+                n_slots = node_slots(n_rows, int(max_nodes), d)
+                count = total(histograms.spread_sum(takes_part.astype(jnp.int32), pos, width + 1))[:width]
+                can = valid & (count >= 2)
+                order = jnp.cumsum(can.astype(jnp.int32)) - 1
+                slot = jnp.where(can & (order < n_slots), order, n_slots)        # n_slots: no slot
+                pos_of_slot = jnp.zeros((n_slots + 1,), jnp.int32).at[slot].set(p)[:n_slots]
+                heap_of_slot = heap[pos_of_slot]
+                row_slot = ext(slot, n_slots)[pos]
+                if keyed:  # the slots' own draws; rows of no slot read slot n_slots's (zeros)
+                    drawn = node_features(feature_key, d, heap_of_slot, n_features, max_features)
+                    pad = jnp.concatenate([drawn, jnp.zeros((1, max_features), jnp.int32)])
+                    X_level = X_binned[pad[row_slot].T, rows[None, :]]
+                elif per_node:
+                    node_subsets = jnp.concatenate([subsets[d][heap_of_slot],
+                                                    jnp.zeros((1, subsets[d].shape[1]), jnp.int32)])
+                    X_level = X_binned[node_subsets[row_slot].T, rows[None, :]]
+                elif subsets is not None:
+                    X_level = X_binned[subsets[d]]
+                else:
+                    X_level = X_binned
+                cum = histograms.prefix_sum(histograms.build_histogram(
+                    X_level, payload, row_slot, n_leaves=n_slots + 1, n_bins=n_bins,
+                    axis_name=axis_name), axis=2)[:, :n_slots]
+                g = node_gains(cum, l2, min_child_weight, missing, criterion)      # (S, F', B-1, 2)
+                if masks is None:
+                    sp = jax.vmap(lambda gn: splits.best_split_of_gains(gn, min_split_gain=min_split_gain))(g)
+                else:
+                    mask = masks[d]
+                    mask = (mask[heap_of_slot] if mask.shape[0] > 1
+                            else jnp.broadcast_to(mask[0], (n_slots, mask.shape[-1])))
+                    sp = jax.vmap(lambda gn, mn: splits.best_split_of_gains(
+                        gn, min_split_gain=min_split_gain, feature_mask=mn))(g, mask)
+                has = slot < n_slots
+                at = jnp.minimum(slot, n_slots - 1)
+                ok = has & (sp.gain[at] > 0)
+                gain = sp.gain[at]
+                thr = jnp.where(ok, sp.threshold[at], null).astype(jnp.int32)
+                mr = ok & sp.missing_right[at]
+                pos_f = jnp.where(ok, sp.feature[at], 0).astype(jnp.int32)
+                if keyed:
+                    slot_feature = jnp.take_along_axis(drawn, sp.feature[:, None], axis=1)[:, 0]
+                    feature = jnp.where(ok, slot_feature[at], 0)
+                elif per_node:
+                    slot_feature = jnp.take_along_axis(node_subsets[:n_slots], sp.feature[:, None],
+                                                       axis=1)[:, 0]
+                    feature = jnp.where(ok, slot_feature[at], 0)
+                elif subsets is None:
+                    feature = pos_f
+                else:
+                    feature = jnp.where(ok, subsets[d][pos_f], 0)
+                feature = feature.astype(jnp.int32)
+
+                def right_of(feature, thr, mr):  # each row's side under its node's rule
+                    col = X_binned[ext(feature, 0)[pos], rows].astype(jnp.int32)
+                    return jnp.where(col == binning.missing_bin(n_bins), ext(mr, False)[pos],
+                                     col > ext(thr, null)[pos])
+
+                # A split sends rows of non-zero weight both ways, else its node is a leaf: so a
+                # tree has at most as many leaves as such rows (node_capacity's bound).
+                right = right_of(feature, thr, mr)
+                n_right = total(histograms.spread_sum((takes_part & right).astype(jnp.int32), pos,
+                                                      width + 1))[:width]
+                ok = ok & (n_right > 0) & (n_right < count)
+                thr = jnp.where(ok, thr, null).astype(jnp.int32)
+                mr = ok & mr
+                feature = jnp.where(ok, feature, 0).astype(jnp.int32)
+                right = right & ext(ok, False)[pos]
+                split = ok
+            else:  # the last level: every open node is a leaf
+                split = jnp.zeros((width,), bool)
+            leafy = valid & ~split
+            rank_s = jnp.cumsum(split.astype(jnp.int32)) - 1
+            rank_l = jnp.cumsum(leafy.astype(jnp.int32)) - 1
+            n_split = jnp.sum(split.astype(jnp.int32))
+            node_id = node_base + rank_s
+            leaf_id = leaf_base + rank_l
+            if d:  # the last level's splits point at their children: nodes or leaves
+                half = jnp.maximum(parent_splits, 1)
+                parent = jnp.where(valid, parent_base + p % half, capacity)
+                kid = jnp.where(split, node_id, ~leaf_id)
+                t_kids = t_kids.at[parent, (p >= half).astype(jnp.int32)].set(kid, mode="drop")
+            row_leaf = jnp.where(ext(leafy, False)[pos], ext(leaf_id, 0)[pos], row_leaf)
+            if d == depth:
+                break
+            put = jnp.where(split, node_id, capacity)
+            t_feat = t_feat.at[put].set(feature, mode="drop")
+            t_thr = t_thr.at[put].set(thr, mode="drop")
+            t_mr = t_mr.at[put].set(mr, mode="drop")
+            t_gain = t_gain.at[put].set(jnp.where(split, gain, 0.0).astype(jnp.float32), mode="drop")
+            level_counts.append(n_split)
+            # The next level: split j's children at positions j (left) and n_split + j (right).
+            nxt = 2 * min(n_slots, width)
+            heap_of_split = jnp.zeros((nxt // 2 + 1,), jnp.int32).at[
+                jnp.where(split, rank_s, nxt // 2)].set(heap, mode="drop")[:nxt // 2]
+            q = jnp.arange(nxt, dtype=jnp.int32)
+            half = jnp.maximum(n_split, 1)
+            heap = heap_of_split[jnp.minimum(q % half, nxt // 2 - 1)] + jnp.where(
+                q >= half, jnp.int32(1 << d), 0)
+            new_pos = ext(rank_s, 0)[pos] + jnp.where(right, n_split, 0)
+            pos = jnp.where(ext(split, False)[pos], new_pos, nxt)
+            parent_base, parent_splits = node_base, n_split
+            node_base = node_base + n_split
+            leaf_base = leaf_base + jnp.sum(leafy.astype(jnp.int32))
+            n_open, width = 2 * n_split, nxt
+        sums = total(histograms.spread_sum(payload, row_leaf, capacity + 1))
+        reached = total(histograms.spread_sum(takes_part.astype(jnp.int32), row_leaf, capacity + 1))
+        values = _table_leaf_values(t_kids, node_base, sums, reached, depth, k, l2, min_child_weight,
+                                    criterion)
+        counts = jnp.stack(level_counts) if depth else jnp.zeros((0,), jnp.int32)
+        tree = DepthwiseTrees(t_feat, t_thr, jnp.zeros((capacity,), jnp.float32), t_mr, t_kids,
+                              values, t_gain, counts)
+        return tree, row_leaf
 
     def table():  # the levels in JAX, as a node table
+        if compact:
+            return grow_compact()
         *rules, last = grow_xla()
         features, thresholds, missing_right, gains, leaf = rules
         tree, table_leaf = _dense_table(features, thresholds, jnp.zeros(features.shape, jnp.float32),
                                         missing_right, gains, leaf_values_of(leaf, last), capacity)
         return tree, table_leaf[leaf]  # borders: filled in by with_borders
 
-    if (compact and depth and feature_masks is None and feature_subsets is None and criterion.kernel
+    if (compact and depth and axis_name is None and feature_masks is None and feature_subsets is None and criterion.kernel
             and c % 2 == 0 and kernel_available()):  # the CPU kernel grows the whole tree in one
         # call (a kernel library built before it existed lacks it: then the levels below, in JAX)
         native = lambda: _kernel_tree(X_binned, unweighted, feature_key, l2, min_split_gain,  # noqa: E731

@@ -269,6 +269,18 @@ class LocalRows(NamedTuple):
                                    f"process(es) {np.flatnonzero(failed).tolist()} (see their error).")
         return run
 
+    def run_everywhere(self, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)``, raising on every process when it raises on any
+        (:meth:`everywhere`)."""
+        out = []
+
+        def run():
+            out.append(fn(*args, **kwargs))
+
+        run.__name__ = getattr(fn, "__name__", "a check")
+        self.everywhere(run, ValueError)()
+        return out[0]
+
     def any(self, flag: bool) -> bool:
         return any_process(flag)
 

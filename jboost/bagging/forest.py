@@ -69,7 +69,9 @@ from jboost import _compile
 from jboost import _batching
 from jboost import _native
 from jboost import _validation
+from jboost import binning
 from jboost import depthwise
+from jboost import distributed
 from jboost import model as model_lib
 from jboost import tree as tree_lib
 from jboost.bagging import bootstrap as bootstrap_lib
@@ -254,9 +256,16 @@ def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, first_tree=
     return _two_class_leaves(trees, config), counts
 
 
-def _one_bag(X_binned, y, w, key, hyper: ForestHyperparams, config: ForestConfig):
-    """The fit of bag ``b``: ``b -> (tree, bootstrap counts)``."""
+def _one_bag(X_binned, y, w, key, hyper: ForestHyperparams, config: ForestConfig, *,
+             axis_name: Optional[str] = None, n_total: Optional[int] = None, rows=None):
+    """The fit of bag ``b``: ``b -> (tree, bootstrap counts)``.
+
+    Rows sharded over ``axis_name`` (:func:`_sharded_program`): the bag's bootstrap counts are
+    drawn for the whole table of ``n_total`` rows (the unsharded draw: ``(n_total,)``, returned),
+    this device's rows weighted by theirs (``rows``: each local row's table row), and the
+    tree's histograms and sums ``psum``-ed."""
     n_features, n = X_binned.shape
+    n_draw = n if n_total is None else n_total
     # Two classes: fit the 0/1 target with one output. Its gain sum_c n1_c^2/n_c - n1^2/n is
     # exactly half the one-hot gain (n0 = n - n1), so the splits are the same at half the
     # histogram size; the leaves p are expanded to (1 - p, p) by _two_class_leaves.
@@ -267,10 +276,11 @@ def _one_bag(X_binned, y, w, key, hyper: ForestHyperparams, config: ForestConfig
 
     def one_bag(b):
         k_boot, k_feat = bootstrap_lib.bag_keys(key, b)
-        counts = bootstrap_lib.bootstrap_weights(k_boot, n, config.bootstrap)
-        wb = w * counts
+        counts = bootstrap_lib.bootstrap_weights(k_boot, n_draw, config.bootstrap)
+        wb = w * (counts if rows is None else counts[rows])
         common = dict(depth=config.depth, n_bins=config.n_bins, l2=hyper.l2,
-                      min_split_gain=hyper.min_split_gain, min_child_weight=mcw)
+                      min_split_gain=hyper.min_split_gain, min_child_weight=mcw,
+                      axis_name=axis_name)
         if config.tree_family == "depthwise":  # m features drawn per node (ESL Algorithm 15.1),
             # for the nodes with histograms only; the bag's weights multiplied in by the tree
             # (the kernel: row by row, the bags sharing g and h)
@@ -310,7 +320,8 @@ CHECKPOINT_KIND = "forest"
 
 
 def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, first_tree: int = 0, *,
-                            config: ForestConfig, checkpoint_dir, borders=None, callbacks=()):
+                            config: ForestConfig, checkpoint_dir, borders=None, callbacks=(),
+                            sharded: Optional["_ShardedRows"] = None):
     """:func:`fit_forest_binned` with its chunks of bags run from the host
     (:func:`jboost._batching.map_checkpointed`): with ``checkpoint_dir`` each saved as it
     finishes (files ``forest-chunk*.npz``); the chunks already there are not fitted again, so a
@@ -322,8 +333,19 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, firs
     ``True`` stops, keeping the trees fitted. ``config.verbose``: a line per chunk. Not under
     ``jax.vmap``/``jit`` (concrete arrays only). ``Ctrl-C`` lands at once and keeps the trees of
     the chunks finished so far (a warning says how many; :func:`jboost._batching.map_chunks`).
+    ``sharded``: the rows sharded over a mesh (:class:`_ShardedRows`, whose arrays replace
+    ``X_binned, y, w``): the chunks are :func:`_sharded_program`'s.
     """
     quiet = config._replace(verbose=False)
+    chunk_config = quiet._replace(n_trees=quiet.chunk_size)
+    if sharded is None:
+        chunk_fn = functools.partial(_forest_chunk_from, first=int(first_tree), config=chunk_config)
+    else:
+        X_binned, y, w = sharded.arrays
+        chunk_fn = functools.partial(_sharded_chunk_from, first=int(first_tree), sharded=sharded,
+                                     program=_sharded_program(sharded.mesh, chunk_config,
+                                                              sharded.n_total, sharded.row_starts))
+    first_process = sharded is None or sharded.local is None or sharded.local.is_first
 
     def info(c, chunk):
         size = chunk[1].shape[0]
@@ -332,13 +354,13 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, firs
     trees, counts = _batching.map_checkpointed(
         # The chunk program does not depend on the number of trees: one compilation for every
         # forest size (and warm start) with the same chunk size and settings.
-        functools.partial(_forest_chunk_from, first=int(first_tree),
-                          config=quiet._replace(n_trees=quiet.chunk_size)),
-        (X_binned, y, w, key, hyper, borders), config.n_trees,
+        chunk_fn, (X_binned, y, w, key, hyper, borders), config.n_trees,
         config.chunk_size, checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
-        settings=(quiet, int(first_tree), _native.available(), jax.devices()[0].platform),
+        settings=(quiet, int(first_tree), _native.available(), jax.devices()[0].platform)
+        + (() if sharded is None else (sharded.row_starts,)),
         differs="data, key, hyperparameters or settings", what="chunks of trees",
-        progress="forest: trees" if config.verbose else None, callbacks=callbacks, info=info,
+        progress="forest: trees" if config.verbose and first_process else None,
+        callbacks=callbacks, info=info,
         at_once=True, keep_on_interrupt=True, unit="trees",
         **(_depthwise_chunks(config) if config.tree_family == "depthwise" else {}))
     if config.tree_family == "depthwise":  # two-class leaves expanded per chunk (_depthwise_chunks)
@@ -365,6 +387,67 @@ def _depthwise_chunks(config: ForestConfig) -> dict:
         return depthwise.trim_nodes(_two_class_leaves(trees, config), host=True), np.array(counts)
 
     return dict(keep=keep, combine=combine)
+
+
+class _ShardedRows(NamedTuple):
+    """A forest's training rows sharded over the first axis of ``mesh``: ``arrays`` are the
+    global ``(X_binned (F, N), y (N,), w (N,))``, device ``i``'s part starting at table row
+    ``row_starts[i]`` (padding rows: weight 0), the table holding ``n_total`` rows; ``local``:
+    the :class:`jboost.distributed.LocalRows` of a multi-process fit (else ``None``)."""
+
+    mesh: Any
+    arrays: Tuple[Any, Any, Any]
+    n_total: int
+    row_starts: Tuple[int, ...]
+    local: Any = None
+
+    @classmethod
+    def create(cls, mesh, arrays, n_total: int, local=None) -> "_ShardedRows":
+        X_binned, y, w = (np.asarray(a) for a in arrays)
+        if local is not None:  # each process's rows, padded to the same count
+            return cls(mesh, (local.shard(X_binned, 1), local.shard(y, edge=True), local.shard(w)),
+                       n_total, tuple(local.row_starts), local)
+        from jax.sharding import NamedSharding, PartitionSpec as P
+
+        axis = mesh.axis_names[0]
+        d = mesh.shape[axis]
+        n = X_binned.shape[1]
+        extra = -(-n // d) * d - n   # zero-weight rows up to a multiple of the devices
+        put = lambda a, spec: jax.device_put(a, NamedSharding(mesh, spec))  # noqa: E731
+        arrays = (put(np.pad(X_binned, ((0, 0), (0, extra))), P(None, axis)),
+                  put(np.pad(y, (0, extra), mode="edge"), P(axis)), put(np.pad(w, (0, extra)), P(axis)))
+        return cls(mesh, arrays, n_total, tuple(i * ((n + extra) // d) for i in range(d)))
+
+
+@functools.lru_cache(maxsize=16)
+def _sharded_program(mesh, config: ForestConfig, n_total: int, row_starts: Tuple[int, ...]):
+    """The compiled chunk of bags of a forest whose rows are sharded over the first axis of
+    ``mesh`` (``fit_forest(devices=)``, ``rows="local"``): ``program(X_binned, y, w, key, hyper,
+    bags)`` with the rows of :class:`_ShardedRows` and the rest replicated, returning the bags'
+    ``(trees, counts (C, n_total))`` replicated. Each device fits every bag of the chunk on its
+    rows: the bag's counts drawn for the whole table (the unsharded draws), its rows weighted by
+    theirs, histograms, node counts and leaf sums ``psum``-ed (:func:`_one_bag`)."""
+    from jax.sharding import PartitionSpec as P
+
+    axis = mesh.axis_names[0]
+
+    def body(X_binned, y, w, key, hyper, bags):
+        start = jnp.asarray(row_starts, jnp.int32)[lax.axis_index(axis)]
+        rows = jnp.minimum(start + jnp.arange(X_binned.shape[1], dtype=jnp.int32), n_total - 1)
+        return jax.vmap(_one_bag(X_binned, y, w, key, hyper, config, axis_name=axis,
+                                 n_total=n_total, rows=rows))(bags)
+
+    rep = P()
+    fn = jax.shard_map(body, mesh=mesh, in_specs=(P(None, axis), P(axis), P(axis), rep, rep, rep),
+                       out_specs=rep, check_vma=False)
+    return _compile.jit(fn)
+
+
+def _sharded_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, sharded, program):
+    """:func:`_forest_chunk_from` of rows sharded over a mesh (``program``: :func:`_sharded_program`);
+    a multi-process fit's outputs as process-local copies (bitwise the same on every process)."""
+    out = program(X_binned, y, w, key, hyper, np.asarray(bags, np.int32) + np.int32(first))
+    return out if sharded.local is None else sharded.local.localize(out)
 
 
 def _forest_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, config: ForestConfig):
@@ -398,6 +481,8 @@ def fit_forest(
     callbacks: Sequence[Callable] = (),
     tree_family: Optional[str] = None,
     max_nodes: Optional[int] = None,
+    devices=None,
+    rows: str = "global",
 ) -> Forest:
     """Random forest of oblivious or depth-wise trees (ESL Algorithm 15.1); bagged trees with
     ``max_features=None``.
@@ -473,6 +558,25 @@ def fit_forest(
         model). Tree ``b`` depends only on its index (its key ``bag_keys(key, b)``), so a forest
         of ``r`` trees continued by ``s`` more, with the same data, key and settings, equals a
         forest of ``r + s`` trees bitwise. The result holds every tree.
+      devices: data-parallel forests: ``"all"`` (every device of ``jax.devices()``), a list of
+        devices, or a ``jax.sharding.Mesh`` whose first axis the rows are sharded over (padded
+        with zero-weight rows to a multiple of the devices). Each device holds its rows, every
+        bag's bootstrap counts are drawn for the whole table (the draws of a one-device fit),
+        and each level's histograms, node counts and leaf sums are summed across devices
+        (``psum``): the trees of the one-device fit (classification: bitwise, the sums being
+        whole bootstrap counts; regression: the same splits, leaf means to float rounding, and a
+        split that rounding decides could go the other way). Depth-wise trees then grow level
+        by level in JAX (:func:`jboost.depthwise.fit_tree`'s compact path; the CPU whole-tree
+        kernel grows unsharded trees only). A concrete fit (not under ``jax.vmap``).
+      rows: ``"global"`` (the default: ``X`` and ``y`` are the whole table) or ``"local"``:
+        the multi-process mode (:mod:`jboost.distributed`; ``jax.distributed.initialize()``
+        first): every process passes the same settings and only its own rows; the forest is
+        that of the processes' rows concatenated in process order, the same on every process
+        (borders merged from per-process samples, labels and weights gathered: ``O(n)``
+        numbers, the features never leave their process). ``devices``: ``None`` / ``"all"``
+        or a one-axis mesh whose devices come process by process. Not with ``init_model``,
+        ``checkpoint_dir`` or ``callbacks`` (yet); ``bag_weights`` holds the whole table's
+        bootstrap counts on every process.
 
     A concrete fit (not under ``jax.vmap`` / ``jax.jit``) grows its chunks of trees as host-side
     calls of one compiled chunk program (bitwise the trees of one program), so ``Ctrl-C`` stops
@@ -496,11 +600,28 @@ def fit_forest(
     memory_budget = _validation.check_memory_budget(memory_budget)
     hyper = ForestHyperparams.create(min_child_weight, min_split_gain, l2)
     first_tree = 0
+    local = None
+    if _validation.check_choice(rows, "rows", distributed.ROWS) == "local":
+        local = _local_rows(X, y, sample_weight, devices, dict(
+            task=task, n_trees=n_trees, depth=depth, max_features=max_features,
+            min_child_weight=min_child_weight, min_split_gain=min_split_gain, l2=l2, n_bins=n_bins,
+            bootstrap=bootstrap, n_classes=n_classes, key=key, chunk_size=chunk_size,
+            memory_budget=memory_budget, borders=borders, verbose=bool(verbose),
+            tree_family=tree_family, max_nodes=max_nodes,
+            names=_validation.feature_names_of(X)), init_model=init_model is not None,
+            checkpoint_dir=checkpoint_dir is not None, callbacks=bool(callbacks))
+        devices = local.mesh
+        y = local.y  # the whole table's labels: classes and K are those of the concatenation
+    mesh = _validation.mesh_of(devices)
+    if mesh is not None and not _common.host_fit(hyper, key):
+        raise ValueError("devices= and rows='local' need a concrete fit (not under jax.vmap or "
+                         "jax.jit): fit a vmapped forest on one device (devices=None).")
     # Categorical columns are refused (naming the fix): each tree would need its own target
     # statistics from its bootstrap weights, which the forest's tree grower does not compute;
     # jboost.bagging.fit_bagged_boosters does (bags of boosted trees, n_rounds=1 for one tree).
     tab = _common.tabular(X, y, init_model=init_model, loss=_LABEL_LOSS.get(task),
-                          classify=task != "regression", who="jboost.bagging.fit_forest")
+                          classify=task != "regression", who="jboost.bagging.fit_forest",
+                          n_rows=None if local is None else local.n_total)
     X, y = tab.X, tab.y
     if init_model is not None:
         borders, n_classes = _check_init_forest(init_model, X, task, n_classes, borders,
@@ -517,9 +638,21 @@ def fit_forest(
             classes.append(_validation.n_classes_of(labels, n_classes, name,
                                                     "binary" if task == "binary" else "multiclass"))
 
-    data = _validation.prepare(X, y, sample_weight=sample_weight, n_bins=n_bins, borders=borders,
-                               label_check=label_check, weighted_borders=False)
-    n_features, n = data.X_binned.shape
+    if local is None:
+        data = _validation.prepare(X, y, sample_weight=sample_weight, n_bins=n_bins, borders=borders,
+                                   label_check=label_check, weighted_borders=False)
+        y_all, w_all = data.y, data.w
+    else:  # every process checks the whole table's labels and weights alike, then bins its rows
+        y_all = _validation.as_labels(y, local.n_total)
+        label_check(y_all, "y")
+        w_all = _validation.as_weights(local.sample_weight, local.n_total)
+        if borders is None:  # unweighted, as a one-process forest's
+            borders = local.borders(X, None, _validation.check_int(n_bins, "n_bins", 3, binning.MAX_BINS))
+        data = local.run_everywhere(_validation.prepare, X, local.mine(y_all),
+                                    sample_weight=local.mine(w_all), n_bins=n_bins, borders=borders,
+                                    weighted_borders=False)
+    n_features = data.X_binned.shape[0]
+    n = int(y_all.shape[0])  # the whole table's rows
     n_bins = data.borders.shape[1] + 1
     k = classes[0] if classes else 1
     if init_model is not None and init_model.bag_weights.shape[-1] != n:
@@ -533,20 +666,29 @@ def fit_forest(
     elif max_nodes is not None:
         raise ValueError("max_nodes applies to depth-wise trees: pass tree_family=\"depthwise\" or "
                          "omit max_nodes.")
-    if chunk_size is None and tree_family == "depthwise" and _kernel_grows(data.X_binned, n_bins):
+    if mesh is not None and tree_family == "depthwise":
+        max_nodes = min(max_nodes, max(1, n // 2))  # the unsharded bound (padding rows add none)
+    # Rows of each device (sharded: the table's rows over the devices, padded to a multiple).
+    n_devices = 1 if mesh is None else mesh.shape[mesh.axis_names[0]]
+    n_dev = n if mesh is None else -(-n // n_devices)
+    kernel = mesh is None and tree_family == "depthwise" and _kernel_grows(data.X_binned, n_bins)
+    if chunk_size is None and kernel:
         chunk_size = kernel_chunk_size(depth, k, n, n_trees, memory_budget, max_nodes)
     elif chunk_size is None:
-        chunk_size = _batching.forest_chunk_size(m, n_features, depth, n_bins, k, n, n_trees, memory_budget)
+        chunk_size = _batching.forest_chunk_size(m, n_features, depth, n_bins, k, n_dev, n_trees,
+                                                 memory_budget)
     chunk_size = min(_validation.check_int(chunk_size, "chunk_size", 1, 10**6), n_trees)
     from_labels = bool(classes) and n_classes is None and k > 2  # K = max(y) + 1
-    _validation.check_memory(
-        _batching.forest_bytes(m, n_features, depth, n_bins, k, n, n_trees, chunk_size,
+    check_memory = (_validation.check_memory if local is None
+                    else local.everywhere(_validation.check_memory, MemoryError))
+    check_memory(
+        _batching.forest_bytes(m, n_features, depth, n_bins, k, n_dev, n_trees, chunk_size,
                                tree_family=tree_family,
                                n_nodes=(depthwise.node_capacity(depth, n, max_nodes)
                                         if tree_family == "depthwise" else None),
-                               max_nodes=max_nodes,
-                               kernel=(tree_family == "depthwise"
-                                       and _kernel_grows(data.X_binned, n_bins))),
+                               max_nodes=max_nodes, kernel=kernel)
+        + (0 if mesh is None else n_trees * (n - n_dev) * 4),  # the whole table's bag weights
+        devices=devices,
         cause=f"K = max(y) + 1 = {k} classes, from the labels' maximum" if from_labels else None,
         detail=f"estimated for {n_trees} trees, {chunk_size} fitted together, on {n} rows, "
         f"{n_features} features ({m} per level), depth={depth}, n_bins={n_bins}, K={k} (each "
@@ -559,12 +701,18 @@ def fit_forest(
     # Regression targets so large that a node's split gain G^2 / H overflows float32 (labels at
     # scale 1e18: a near-constant forest) are fitted divided by a power of two 2^e, exactly: the
     # same splits (gains and min_split_gain scaled by 2^-2e), leaf values multiplied back.
-    e = _validation.gain_exponent(data.y, data.w) if task == "regression" else 0
+    e = _validation.gain_exponent(jnp.asarray(y_all), jnp.asarray(w_all)) if task == "regression" else 0
     y_fit = data.y if e == 0 else data.y * jnp.float32(2.0 ** -e)
     if e:
         hyper = hyper._replace(min_split_gain=hyper.min_split_gain * jnp.float32(2.0 ** (-2 * e)))
     args = (data.X_binned, y_fit, data.w, _validation.as_key(key), hyper)
-    if not _common.host_fit(args) and checkpoint_dir is None and not callbacks:
+    if mesh is not None:  # rows sharded over the mesh's first axis (one process, or several)
+        trees, counts = _fit_forest_checkpointed(
+            *args, first_tree, config=config, checkpoint_dir=checkpoint_dir, borders=data.borders,
+            callbacks=callbacks, sharded=_ShardedRows.create(mesh, args[:3], n, local))
+        if tree_family == "depthwise":
+            trees = depthwise.trim_nodes(trees)
+    elif not _common.host_fit(args) and checkpoint_dir is None and not callbacks:
         # Under the caller's jax.vmap / jit: one traced program (progress from inside it).
         trees, counts = fit_forest_binned(*args, first_tree, config=config)
     else:  # a concrete fit: its chunks of trees from the host (Ctrl-C keeps the trees so far)
@@ -684,6 +832,18 @@ def _check_init_forest(model, X, task: str, n_classes, borders, n_bins, depth, t
         raise ValueError(f"n_classes={n_classes} differs from init_model's {model.n_outputs} "
                          "classes: omit n_classes (the model's K is used).")
     return borders, model.n_outputs
+
+
+def _local_rows(X, y, sample_weight, devices, settings: dict, **refused) -> "distributed.LocalRows":
+    """The checks and gathers of a multi-process forest (``rows="local"``): the same ``settings``
+    on every process, then the refused arguments (given on any process: every process raises)."""
+    local = distributed.gather(X, y, sample_weight, None, devices, dict(settings, **refused))
+    given = [k for k, v in refused.items() if v]
+    if given:
+        raise ValueError(f"fit_forest with rows='local' does not support "
+                         f"{', '.join(k + '=' for k in given)} yet: fit with rows='global' (every "
+                         "process passing the whole table) for them.")
+    return local
 
 
 def fit_bagged_trees(X, y, **kwargs) -> Forest:

@@ -54,7 +54,8 @@ def refuse_categorical(X, who: str, name: str = "X") -> None:
 
 
 def tabular(X, y, *, init_model=None, eval_set=None, loss=None, n_outputs=None, task=None,
-            classify: bool = True, categorical=None, who: str = "this ensemble") -> Tabular:
+            classify: bool = True, categorical=None, who: str = "this ensemble",
+            n_rows=None) -> Tabular:
     """The tabular input of an ensemble's fit, read as :func:`jboost.fit` reads it: a
     DataFrame's feature names (:func:`jboost._validation.tabular_input`: columns ordered by
     ``init_model``'s names, the ``eval_set``'s too), then, for a classification fit
@@ -63,6 +64,7 @@ def tabular(X, y, *, init_model=None, eval_set=None, loss=None, n_outputs=None, 
     ``task``) through :func:`jboost._validation.class_labels` (``eval_set``'s labels, and a
     continued fit's, with the training or ``init_model``'s classes; a model of class indices is
     not continued with labels it would map). The same function as :func:`jboost.fit`'s.
+    ``n_rows``: the labels' rows when ``y`` is not ``X``'s (a multi-process fit's whole table).
 
     ``categorical``: ``(cat_features, one_hot_max_size)`` for an entry point that encodes
     categorical columns (:func:`jboost._validation.categorical_plan`); ``None``: a DataFrame's
@@ -83,7 +85,8 @@ def tabular(X, y, *, init_model=None, eval_set=None, loss=None, n_outputs=None, 
     if classify:
         # (a continued fit of class indices refuses mapped labels there: no silent relabelling)
         y, classes, eval_set = _validation.mapped_labels(y, eval_set, loss, n_outputs, task,
-                                                         init_model, n_rows=X.shape[0])
+                                                         init_model,
+                                                         n_rows=X.shape[0] if n_rows is None else n_rows)
     return Tabular(X, y, eval_set, model_lib.named(names),
                    None if classes is None else model_lib.Classes(classes), plan)
 
