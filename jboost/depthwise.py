@@ -700,28 +700,39 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         # order at positions 0..n_open-1 (heap node ``heap[p]``): lefts then rights of the splits
         # in order, so every array is sized by the rows and slots, never by 2**d (depth 30 fits).
         # Nodes and leaves get their table numbers level by level in heap order, as _dense_table
-        # numbers the dense levels' (and the CPU kernel its own): the same table.
+        # numbers the dense levels' (and the CPU kernel its own): the same table. The levels
+        # whose widths still grow are unrolled; the rest (the same slots and width: deep levels)
+        # are one while loop, which ends once no node is open.
         null = splits.null_threshold(n_bins)
         rows = jnp.arange(n, dtype=jnp.int32)
         i32 = lambda v: jnp.asarray(v, jnp.int32)  # noqa: E731
-        width = 1                                  # static bound on the open positions
-        pos = jnp.zeros((n,), jnp.int32)           # each row's open position (width: at a leaf)
-        heap = jnp.zeros((1,), jnp.int32)
-        n_open, node_base, leaf_base = i32(1), i32(0), i32(0)
-        parent_base, parent_splits = i32(0), i32(1)
-        t_feat = jnp.zeros((capacity,), jnp.int32)
-        t_thr = jnp.full((capacity,), null, jnp.int32)
-        t_mr = jnp.zeros((capacity,), bool)
-        t_gain = jnp.zeros((capacity,), jnp.float32)
-        t_kids = jnp.full((capacity, 2), -1, jnp.int32)
-        row_leaf = jnp.zeros((n,), jnp.int32)
-        level_counts = []
         ext = lambda a, fill: jnp.concatenate([a, jnp.full((1,), fill, a.dtype)])  # noqa: E731
-        for d in range(depth + 1):
+        slots = [node_slots(n_rows, int(max_nodes), d) for d in range(depth)]
+        widths = [1]
+        for d in range(depth):
+            widths.append(2 * min(slots[d], widths[d]))
+        # the first level from which slots and widths stay the same (a loop over the levels)
+        steady = depth
+        while (steady > 0 and masks is None and subsets is None and slots[steady - 1] == slots[-1]
+               and widths[steady - 1] == widths[-1] == widths[steady]):
+            steady -= 1
+        state = dict(
+            pos=jnp.zeros((n,), jnp.int32),  # each row's open position (width: at a leaf)
+            heap=jnp.zeros((1,), jnp.int32), n_open=i32(1), node_base=i32(0), leaf_base=i32(0),
+            parent_base=i32(0), parent_splits=i32(1),
+            t_feat=jnp.zeros((capacity,), jnp.int32), t_thr=jnp.full((capacity,), null, jnp.int32),
+            t_mr=jnp.zeros((capacity,), bool), t_gain=jnp.zeros((capacity,), jnp.float32),
+            t_kids=jnp.full((capacity, 2), -1, jnp.int32), row_leaf=jnp.zeros((n,), jnp.int32),
+            level_counts=jnp.zeros((depth,), jnp.int32))
+
+        def level(st, d, width: int, n_slots: int, last: bool):
+            """Level ``d`` (static or traced) of ``width`` open positions and ``n_slots`` slots;
+            ``last``: the leaves below the deepest level."""
+            st = dict(st)
+            pos, heap = st["pos"], st["heap"]
             p = jnp.arange(width, dtype=jnp.int32)
-            valid = p < n_open
-            if d < depth:
-                n_slots = node_slots(n_rows, int(max_nodes), d)
+            valid = p < st["n_open"]
+            if not last:
                 count = total(histograms.spread_sum(takes_part.astype(jnp.int32), pos, width + 1))[:width]
                 can = valid & (count >= 2)
                 order = jnp.cumsum(can.astype(jnp.int32)) - 1
@@ -795,44 +806,56 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             rank_s = jnp.cumsum(split.astype(jnp.int32)) - 1
             rank_l = jnp.cumsum(leafy.astype(jnp.int32)) - 1
             n_split = jnp.sum(split.astype(jnp.int32))
-            node_id = node_base + rank_s
-            leaf_id = leaf_base + rank_l
-            if d:  # the last level's splits point at their children: nodes or leaves
-                half = jnp.maximum(parent_splits, 1)
-                parent = jnp.where(valid, parent_base + p % half, capacity)
-                kid = jnp.where(split, node_id, ~leaf_id)
-                t_kids = t_kids.at[parent, (p >= half).astype(jnp.int32)].set(kid, mode="drop")
-            row_leaf = jnp.where(ext(leafy, False)[pos], ext(leaf_id, 0)[pos], row_leaf)
-            if d == depth:
-                break
+            node_id = st["node_base"] + rank_s
+            leaf_id = st["leaf_base"] + rank_l
+            # the last level's splits point at their children: nodes or leaves (none at the root)
+            half = jnp.maximum(st["parent_splits"], 1)
+            parent = jnp.where(valid & (i32(d) > 0), st["parent_base"] + p % half, capacity)
+            kid = jnp.where(split, node_id, ~leaf_id)
+            st["t_kids"] = st["t_kids"].at[parent, (p >= half).astype(jnp.int32)].set(kid, mode="drop")
+            st["row_leaf"] = jnp.where(ext(leafy, False)[pos], ext(leaf_id, 0)[pos], st["row_leaf"])
+            if last:
+                return st
             put = jnp.where(split, node_id, capacity)
-            t_feat = t_feat.at[put].set(feature, mode="drop")
-            t_thr = t_thr.at[put].set(thr, mode="drop")
-            t_mr = t_mr.at[put].set(mr, mode="drop")
-            t_gain = t_gain.at[put].set(jnp.where(split, gain, 0.0).astype(jnp.float32), mode="drop")
-            level_counts.append(n_split)
+            st["t_feat"] = st["t_feat"].at[put].set(feature, mode="drop")
+            st["t_thr"] = st["t_thr"].at[put].set(thr, mode="drop")
+            st["t_mr"] = st["t_mr"].at[put].set(mr, mode="drop")
+            st["t_gain"] = st["t_gain"].at[put].set(jnp.where(split, gain, 0.0).astype(jnp.float32),
+                                                    mode="drop")
+            st["level_counts"] = st["level_counts"].at[d].set(n_split)
             # The next level: split j's children at positions j (left) and n_split + j (right).
             nxt = 2 * min(n_slots, width)
             heap_of_split = jnp.zeros((nxt // 2 + 1,), jnp.int32).at[
                 jnp.where(split, rank_s, nxt // 2)].set(heap, mode="drop")[:nxt // 2]
             q = jnp.arange(nxt, dtype=jnp.int32)
             half = jnp.maximum(n_split, 1)
-            heap = heap_of_split[jnp.minimum(q % half, nxt // 2 - 1)] + jnp.where(
-                q >= half, jnp.int32(1 << d), 0)
+            st["heap"] = heap_of_split[jnp.minimum(q % half, nxt // 2 - 1)] + jnp.where(
+                q >= half, jnp.left_shift(jnp.int32(1), i32(d)), 0)
             new_pos = ext(rank_s, 0)[pos] + jnp.where(right, n_split, 0)
-            pos = jnp.where(ext(split, False)[pos], new_pos, nxt)
-            parent_base, parent_splits = node_base, n_split
-            node_base = node_base + n_split
-            leaf_base = leaf_base + jnp.sum(leafy.astype(jnp.int32))
-            n_open, width = 2 * n_split, nxt
-        sums = total(histograms.spread_sum(payload, row_leaf, capacity + 1))
-        reached = total(histograms.spread_sum(takes_part.astype(jnp.int32), row_leaf, capacity + 1))
-        values = _table_leaf_values(t_kids, node_base, sums, reached, depth, k, l2, min_child_weight,
-                                    criterion)
-        counts = jnp.stack(level_counts) if depth else jnp.zeros((0,), jnp.int32)
-        tree = DepthwiseTrees(t_feat, t_thr, jnp.zeros((capacity,), jnp.float32), t_mr, t_kids,
-                              values, t_gain, counts)
-        return tree, row_leaf
+            st["pos"] = jnp.where(ext(split, False)[pos], new_pos, nxt)
+            st["parent_base"], st["parent_splits"] = st["node_base"], n_split
+            st["node_base"] = st["node_base"] + n_split
+            st["leaf_base"] = st["leaf_base"] + jnp.sum(leafy.astype(jnp.int32))
+            st["n_open"] = 2 * n_split
+            return st
+
+        for d in range(steady):
+            state = level(state, d, widths[d], slots[d], False)
+        if steady < depth:  # the deep levels of one width: a loop, ended when no node is open
+            state = lax.while_loop(
+                lambda c: (c[0] < depth) & (c[1]["n_open"] > 0),
+                lambda c: (c[0] + 1, level(c[1], c[0], widths[steady], slots[steady], False)),
+                (i32(steady), state))[1]
+        state = level(state, depth, widths[depth], 1, True)
+        sums = total(histograms.spread_sum(payload, state["row_leaf"], capacity + 1))
+        reached = total(histograms.spread_sum(takes_part.astype(jnp.int32), state["row_leaf"],
+                                              capacity + 1))
+        values = _table_leaf_values(state["t_kids"], state["node_base"], sums, reached, depth, k, l2,
+                                    min_child_weight, criterion)
+        tree = DepthwiseTrees(state["t_feat"], state["t_thr"], jnp.zeros((capacity,), jnp.float32),
+                              state["t_mr"], state["t_kids"], values, state["t_gain"],
+                              state["level_counts"])
+        return tree, state["row_leaf"]
 
     def table():  # the levels in JAX, as a node table
         if compact:
