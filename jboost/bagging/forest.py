@@ -446,8 +446,11 @@ def _sharded_program(mesh, config: ForestConfig, n_total: int, row_starts: Tuple
 def _sharded_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, sharded, program):
     """:func:`_forest_chunk_from` of rows sharded over a mesh (``program``: :func:`_sharded_program`);
     a multi-process fit's outputs as process-local copies (bitwise the same on every process)."""
-    out = program(X_binned, y, w, key, hyper, np.asarray(bags, np.int32) + np.int32(first))
-    return out if sharded.local is None else sharded.local.localize(out)
+    if sharded.local is None:  # (also traced: the shapes of checkpoints, jax.eval_shape)
+        return program(X_binned, y, w, key, hyper, jnp.asarray(bags, jnp.int32) + jnp.int32(first))
+    # several processes: host indices (the same on every process), process-local outputs
+    return sharded.local.localize(program(X_binned, y, w, key, hyper,
+                                          np.asarray(bags, np.int32) + np.int32(first)))
 
 
 def _forest_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, config: ForestConfig):
