@@ -75,6 +75,12 @@ SWEEPS = {2: {}, 3: dict(metric="error_rate", early_stopping_rounds=2)}
 BAG_KW = dict(n_bags=3, n_rounds=6, depth=2, n_bins=16, learning_rate=1.0, subsample=0.7, chunk_size=2, key=4,
               early_stopping_rounds=2)
 
+#: Forests (every group): depth-wise classification trees grown until pure (the default) from
+#: class labels -1/1 mapped from the whole table's, integer weights, bootstrap counts of the
+#: whole table, 2 chunks; the 3-process group also fits oblivious regression trees.
+FOREST_KW = dict(n_trees=4, n_bins=32, key=6, chunk_size=2)
+FOREST_REG_KW = dict(task="regression", tree_family="oblivious", depth=4, n_trees=3, n_bins=16, key=7)
+
 WORKER = textwrap.dedent(
     """
     import json, sys
@@ -87,7 +93,7 @@ WORKER = textwrap.dedent(
     import numpy as np
     import jboost
     sys.path.insert(0, %r)
-    from test_distributed import BAG_KW, CUTS, N, FIT_KW, SWEEP_KW, SWEEPS, table
+    from test_distributed import BAG_KW, CUTS, N, FIT_KW, FOREST_KW, FOREST_REG_KW, SWEEP_KW, SWEEPS, table
 
     X, y_reg, y_cls, w = table()
     (c, v) = CUTS[n]
@@ -152,6 +158,18 @@ WORKER = textwrap.dedent(
                                    eval_set=(X[va], y_cls[va], w[va]), rows="local", **BAG_KW)
         with open(f"{out}/bags_{pid}.pkl", "wb") as f:
             pickle.dump(bags, f)
+    from jboost.bagging import fit_forest
+    forests = [fit_forest(X[tr], y_cls[tr], sample_weight=w[tr], rows="local", **FOREST_KW)]
+    if n == 3:
+        forests.append(fit_forest(X[tr], y_reg[tr], rows="local", **FOREST_REG_KW))
+    with open(f"{out}/forest_{pid}.pkl", "wb") as f:
+        pickle.dump(forests, f)
+    try:  # an argument rows='local' refuses, on process 0 only: every process raises
+        fit_forest(X[tr], y_cls[tr], rows="local", n_trees=2, depth=2,
+                   checkpoint_dir=f"{out}/forest_ckpt" if pid == 0 else None)
+        res["forest_refused"] = None
+    except ValueError as e:
+        res["forest_refused"] = str(e)
     print("RESULT " + json.dumps(res), flush=True)
     """
 ) % (os.path.dirname(os.path.abspath(__file__)),)
@@ -258,7 +276,7 @@ def group(request, tmp_path_factory):
     models = {name: [jboost.load(f"{out}/{name}_{p}.jbm") for p in range(request.param)]
               for name in ("cls", "cut")}
     for p in range(request.param):
-        for name in ("sweep", "bags"):
+        for name in ("sweep", "bags", "forest"):
             if os.path.exists(f"{out}/{name}_{p}.pkl"):
                 with open(f"{out}/{name}_{p}.pkl", "rb") as f:
                     models.setdefault(name, []).append(pickle.load(f))
@@ -465,3 +483,36 @@ def test_bagged_boosters_equal_the_single_process_fit(group):
 def jax_leaves(tree):
     import jax
     return jax.tree_util.tree_leaves(tree)
+
+
+def test_forest_equals_the_single_process_forest(group):
+    """A forest of rows spread over processes (``fit_forest(..., rows="local")``): every bag's
+    bootstrap counts drawn for the whole table, histograms, node counts and leaf sums summed
+    across processes. Classification (whole counts times integer weights: exact sums) is the
+    single-process forest on the concatenated rows bitwise -- borders, classes, bootstrap
+    weights, every node and leaf -- and oblivious regression trees have its splits, leaf means
+    to 1e-5; every process holds the same forest bitwise."""
+    from jboost.bagging import fit_forest
+    n, results, models = group
+    X, y_reg, y_cls, w = table()
+    refs = [fit_forest(X[:N], y_cls[:N], sample_weight=w[:N], **FOREST_KW)]
+    if n == 3:
+        refs.append(fit_forest(X[:N], y_reg[:N], **FOREST_REG_KW))
+    mine = models["forest"][0]
+    assert len(mine) == len(refs)
+    cls, ref = mine[0], refs[0]
+    assert int((np.asarray(ref.trees.gains) > 0).sum()) >= 100  # deep trees, not stumps
+    assert np.array_equal(np.asarray(cls.classes.array), CLASSES)
+    assert all(np.array_equal(np.asarray(a), np.asarray(b)) and np.shape(a) == np.shape(b)
+               for a, b in zip(jax_leaves(cls), jax_leaves(ref)))
+    if n == 3:
+        reg, ref = mine[1], refs[1]
+        for field in ("features", "thresholds", "missing_right"):
+            assert np.array_equal(np.asarray(getattr(reg.trees, field)), np.asarray(getattr(ref.trees, field)))
+        assert np.array_equal(np.asarray(reg.bag_weights), np.asarray(ref.bag_weights))
+        assert np.max(np.abs(np.asarray(reg.trees.leaf_values) - np.asarray(ref.trees.leaf_values))) < 1e-5
+    for other in models["forest"][1:]:  # bitwise the same on every process
+        assert all(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True) for a, b in zip(
+            jax_leaves(mine), jax_leaves(other)))
+    for r in results:  # refused on process 0 only: every process raises, naming it
+        assert "checkpoint_dir differ between processes" in r["forest_refused"], r
