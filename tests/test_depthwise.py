@@ -713,3 +713,28 @@ def test_kernel_vmapped_trees_equal_separate_calls():
         for x, y in zip(jax.tree_util.tree_leaves(batched), jax.tree_util.tree_leaves(one)):
             np.testing.assert_array_equal(np.asarray(x)[i], y)
     assert not np.asarray(batched[0].gains[1]).any()  # zero weights: no split, a null tree
+
+
+@pytest.mark.parametrize("seed,depth,max_nodes", [(6, 30, N // 2), (7, 30, 8), (8, 9, 3)])
+def test_compact_levels_in_jax_are_the_kernels_tree_at_any_depth(seed, depth, max_nodes):
+    """The pure-JAX compact path numbers each level's open nodes compactly (no ``2**depth``
+    array: depth 30 on 400 rows) and runs the deep levels of one width as a while loop that
+    ends once no node is open: depth 30 grown until pure, the slot bound ``max_nodes`` reached
+    from level 3 on (a loop over 27 levels of 16 open nodes), and a shallow bound; random
+    targets, poisson row weights (zero rows), two outputs. Bitwise the CPU kernel's table."""
+    from _pure_jax import pure_jax
+    Xb, g, h = _kernel_case(2, seed=seed)
+    w = jnp.asarray(np.random.default_rng(seed).poisson(1.0, N).astype(np.float32))
+    kw = dict(depth=depth, n_bins=N_BINS, l2=0.5, min_split_gain=0.0, min_child_weight=1.0,
+              feature_key=jax.random.PRNGKey(seed), max_features=KERNEL_F // 2,
+              max_nodes=max_nodes, row_weights=w)
+    a, la = depthwise.fit_tree(Xb, g, h, **kw)
+    b, lb = pure_jax(depthwise.fit_tree, Xb, g, h, **kw)
+    used = check_table(b)
+    assert used >= (40 if max_nodes > 8 else 2 * max_nodes), used
+    counts = np.asarray(b.level_counts)
+    if max_nodes == 8:  # the bound held; levels of the loop split; the loop ended before depth 30
+        assert counts.max() <= 8 and counts[4:].sum() > 0 and counts[-1] == 0, counts
+    for name in a._fields:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_array_equal(la, lb)
