@@ -1,5 +1,6 @@
 """Data spread over processes: ``jboost.fit(X_local, y_local, ..., rows="local")``, and the same
-for ``jboost.sweep.sweep`` and ``jboost.bagging.fit_bagged_boosters`` (below).
+for ``jboost.sweep.sweep``, ``jboost.bagging.fit_bagged_boosters`` and
+``jboost.bagging.fit_forest`` (below).
 
 On JAX's multi-process runtime (``jax.distributed.initialize()``: several hosts, or several
 processes on one host) every process calls :func:`jboost.fit` with the same settings and only its
@@ -40,7 +41,10 @@ the raw scores gathered in table order, :attr:`LocalRows.table_positions`). **Ba
 whole table on every process (the single-process draws), each process training on its rows'
 part; baselines from the whole table. Both: splits, folds, weights, baselines and stopping
 rounds bitwise, curves and leaf values to float rounding (as for ``fit``), the same result on
-every process.
+every process. **Forests** (``fit_forest(..., rows="local")``): the bags' bootstrap counts are
+drawn for the whole table inside the chunk program (every device draws them and weights its own
+rows), borders unweighted, classes from the whole table's labels; classification forests bitwise
+the single-process forest (whole-count sums are exact), regression to float rounding.
 
 Every process must pass the same settings (checked: a fingerprint of each argument is gathered
 and compared; the error names the arguments that differ). The rounds run in fixed chunks
