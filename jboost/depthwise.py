@@ -376,6 +376,11 @@ def _selected(cum, features, thresholds, missing_right):
     return jnp.concatenate([total - right, right], axis=0)
 
 
+#: The compact path's shallow levels run as one loop of ``2 * EARLY_SLOTS`` open positions
+#: and ``EARLY_SLOTS`` histogram slots (level ``d < EARLY_LEVELS`` has at most ``2**d``).
+EARLY_LEVELS, EARLY_SLOTS = 6, 32
+
+
 def _materialised(a):
     """``a`` written by a scatter (its rows in order): computed once into a buffer, not fused
     into its consumers. A chain of steps each reading the last one's array at several places
@@ -707,18 +712,27 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         rows = jnp.arange(n, dtype=jnp.int32)
         i32 = lambda v: jnp.asarray(v, jnp.int32)  # noqa: E731
         ext = lambda a, fill: jnp.concatenate([a, jnp.full((1,), fill, a.dtype)])  # noqa: E731
-        slots = [node_slots(n_rows, int(max_nodes), d) for d in range(depth)]
-        widths = [1]
+        # Static shapes per level: the first EARLY_LEVELS levels (at most 32 open nodes each) as
+        # one loop of 64 positions and 32 slots (the level's own bound node_slots applied to the
+        # slot order, traced: the same slots); then each level's own widths while they grow; then
+        # the deep levels of one width and bound as a second loop. (Loops need a traced level:
+        # not with per-level masks or subsets.)
+        loops = masks is None and subsets is None
+        early = min(depth, EARLY_LEVELS) if loops else 0
+        slots = [EARLY_SLOTS if d < early else node_slots(n_rows, int(max_nodes), d)
+                 for d in range(depth)]
+        widths = [2 * EARLY_SLOTS if early else 1]
         for d in range(depth):
             widths.append(2 * min(slots[d], widths[d]))
         # the first level from which slots and widths stay the same (a loop over the levels)
         steady = depth
-        while (steady > 0 and masks is None and subsets is None and slots[steady - 1] == slots[-1]
+        while (steady > early and loops and slots[steady - 1] == slots[-1]
                and widths[steady - 1] == widths[-1] == widths[steady]):
             steady -= 1
         state = dict(
             pos=jnp.zeros((n,), jnp.int32),  # each row's open position (width: at a leaf)
-            heap=jnp.zeros((1,), jnp.int32), n_open=i32(1), node_base=i32(0), leaf_base=i32(0),
+            heap=jnp.zeros((widths[0],), jnp.int32), n_open=i32(1), node_base=i32(0),
+            leaf_base=i32(0),
             parent_base=i32(0), parent_splits=i32(1),
             t_feat=jnp.zeros((capacity,), jnp.int32), t_thr=jnp.full((capacity,), null, jnp.int32),
             t_mr=jnp.zeros((capacity,), bool), t_gain=jnp.zeros((capacity,), jnp.float32),
@@ -736,7 +750,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
                 count = total(histograms.spread_sum(takes_part.astype(jnp.int32), pos, width + 1))[:width]
                 can = valid & (count >= 2)
                 order = jnp.cumsum(can.astype(jnp.int32)) - 1
-                slot = jnp.where(can & (order < n_slots), order, n_slots)        # n_slots: no slot
+                bound = jnp.maximum(jnp.minimum(jnp.left_shift(jnp.int32(1), jnp.minimum(i32(d), 30)),
+                                                min(int(max_nodes), n_rows // 2, n_slots)), 1)
+                slot = jnp.where(can & (order < bound), order, n_slots)          # n_slots: no slot
                 pos_of_slot = jnp.zeros((n_slots + 1,), jnp.int32).at[slot].set(p)[:n_slots]
                 heap_of_slot = heap[pos_of_slot]
                 row_slot = ext(slot, n_slots)[pos]
@@ -839,7 +855,12 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             st["n_open"] = 2 * n_split
             return st
 
-        for d in range(steady):
+        if early:  # the shallow levels: one loop, ended when no node is open
+            state = lax.while_loop(
+                lambda c: (c[0] < early) & (c[1]["n_open"] > 0),
+                lambda c: (c[0] + 1, level(c[1], c[0], widths[0], slots[0], False)),
+                (i32(0), state))[1]
+        for d in range(early, steady):
             state = level(state, d, widths[d], slots[d], False)
         if steady < depth:  # the deep levels of one width: a loop, ended when no node is open
             state = lax.while_loop(
