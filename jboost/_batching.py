@@ -597,7 +597,8 @@ DEPTHWISE_RULE_BYTES = 25
 def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
                  n_samples: int, n_trees: int, chunk_size: int, device=None,
                  tree_family: str = "oblivious", n_nodes: Optional[int] = None,
-                 max_nodes: Optional[int] = None, kernel: Optional[bool] = None) -> int:
+                 max_nodes: Optional[int] = None, kernel: Optional[bool] = None,
+                 table_rows: Optional[int] = None) -> int:
     """Estimated peak device memory of one forest's fit (bytes): ``chunk_size`` trees' fits
     (:func:`forest_tree_bytes`) at once, the fused kernel's scratch where it runs
     (:func:`kernel_scratch_bytes`), and the outputs of every tree: leaf values
@@ -623,8 +624,11 @@ def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_ou
         if kernel:
             per_tree = rows + n_samples * 4 * 8 + 3 * slot_hist
         else:
-            cap = max(1, n_samples // 2) if max_nodes is None else int(max_nodes)
-            slots = max(1, min(1 << max(depth - 1, 0), cap, n_samples // 2))
+            # (rows sharded over devices: n_samples per device, the slots bounded by the whole
+            # table's table_rows, as the sharded levels bound them)
+            whole = n_samples if table_rows is None else int(table_rows)
+            cap = max(1, whole // 2) if max_nodes is None else int(max_nodes)
+            slots = max(1, min(1 << max(depth - 1, 0), cap, whole // 2))
             # the levels' per-node arrays and the node table: at most 2n entries, never 2^depth
             per_tree = int(rows + FOREST_HIST_OVERHEAD * (slots + 1) * slot_hist
                            + min(2 << depth, 2 * n_samples + 2) * 48)

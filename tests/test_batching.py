@@ -127,3 +127,16 @@ def test_fingerprint_covers_arrays_and_settings_but_no_addresses():
     # Functions by qualified name, not by address (the same in every process).
     assert _batching.stable_repr(_chunk) == f"{__name__}._chunk"
     assert "0x" not in _batching.stable_repr((Out, [np.sin], {"f": _like}))
+
+
+def test_sharded_forest_estimate_bounds_slots_by_the_whole_table():
+    """Rows sharded over devices: each device holds its rows, but the JAX levels' slots are
+    bounded by the whole table's rows (``table_rows``), so the per-device estimate counts the
+    slot histograms of the whole table's bound: twice the slots of 300 rows for 600."""
+    from jboost import _batching
+    kw = dict(n_eligible=7, n_features=57, depth=30, n_bins=256, n_outputs=2, n_samples=300,
+              n_trees=10, chunk_size=2, tree_family="depthwise", kernel=False)
+    one = _batching.forest_bytes(**kw)
+    sharded = _batching.forest_bytes(**kw, table_rows=600)
+    slot_hist = 7 * 256 * 2 * 4
+    assert sharded - one == 2 * _batching.FOREST_HIST_OVERHEAD * 150 * slot_hist

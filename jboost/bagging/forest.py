@@ -689,7 +689,7 @@ def fit_forest(
                                tree_family=tree_family,
                                n_nodes=(depthwise.node_capacity(depth, n, max_nodes)
                                         if tree_family == "depthwise" else None),
-                               max_nodes=max_nodes, kernel=kernel)
+                               max_nodes=max_nodes, kernel=kernel, table_rows=n)
         + (0 if mesh is None else n_trees * (n - n_dev) * 4),  # the whole table's bag weights
         devices=devices,
         cause=f"K = max(y) + 1 = {k} classes, from the labels' maximum" if from_labels else None,
