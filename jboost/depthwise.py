@@ -627,7 +627,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     takes_part = jnp.any(payload != 0, axis=-1)
     cat = lambda xs, dtype: jnp.concatenate(xs) if depth else jnp.zeros((0,), dtype)
 
-    def grow_xla():  # the levels in JAX: (features, thresholds, missing_right, gains, leaf, last)
+    def grow_xla():  # the dense levels in JAX: (features, thresholds, missing_right, gains, leaf, last)
         rows = jnp.arange(n, dtype=jnp.int32)
         leaf = jnp.zeros((n,), jnp.int32)
         active = jnp.ones((1,), bool)  # nodes of the level that may still split
@@ -677,13 +677,10 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             miss.append(mr)
             gains.append(jnp.where(ok, split.gain, 0.0).astype(jnp.float32))
         return (cat(feats, jnp.int32), cat(thrs, jnp.int32), cat(miss, bool), cat(gains, jnp.float32),
-                leaf, last if depth and not compact else None)
+                leaf, last if depth else None)
 
-    def leaf_values_of(leaf, last, n_leaves=1 << depth):  # the criterion's leaf values
-        if compact:  # the leaves' sums and counts from the rows
-            sums = total(histograms.spread_sum(payload, leaf, n_leaves))
-            counts = total(histograms.spread_sum(takes_part.astype(jnp.int32), leaf, n_leaves))
-        elif depth:  # the leaves' sums off the last level's (global) histograms; counts from the rows
+    def leaf_values_of(leaf, last):  # the dense levels' leaf values (grow_compact: the table's)
+        if depth:  # the leaves' sums off the last level's (global) histograms; counts from the rows
             sums = _selected(*last)
             counts = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 1 << depth)
             if axis_name is not None:
