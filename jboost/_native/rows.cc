@@ -109,23 +109,39 @@ Compacted Compact(int64_t n, const float* p, int64_t c, const int32_t* l, const 
   int32_t* ids = reinterpret_cast<int32_t*>(mem);
   int32_t* base = ids + n;
   float* cpay = reinterpret_cast<float*>(base + n);
+  // Per leaf (and a last entry for every leaf out of range): its slot's output offset and
+  // whether it has a slot. Table lookups, not tests: with tests the compiler branched on each
+  // row's slot, mispredicted for about half the rows (1M rows: 3.3 ms a level, now under 1 ms).
+  std::vector<int32_t> offset(n_leaves + 1, 0), has_slot(n_leaves + 1, 0);
+  for (int64_t j = 0; j < n_leaves; ++j) {
+    const int32_t si = s[j];
+    has_slot[j] = static_cast<uint32_t>(si) < static_cast<uint32_t>(n_slots);
+    offset[j] = has_slot[j] ? static_cast<int32_t>(si * n_bins * c) : 0;
+  }
+  const uint32_t last = static_cast<uint32_t>(n_leaves);
   Parallel(threads, [&](int64_t t) {
     const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
     int64_t m = r0;
     for (int64_t i = r0; i < r1; ++i) {  // branch-free compaction
-      const int32_t li = l[i];
-      const bool in_range = static_cast<uint32_t>(li) < static_cast<uint32_t>(n_leaves);
-      const int32_t si = in_range ? s[in_range ? li : 0] : -1;
-      bool keep = static_cast<uint32_t>(si) < static_cast<uint32_t>(n_slots);
-      bool nonzero = false;
+      const uint32_t li = std::min(static_cast<uint32_t>(l[i]), last);
       ids[m] = static_cast<int32_t>(i);
-      base[m] = static_cast<int32_t>((keep ? si : 0) * n_bins * c);
-      for (int64_t j = 0; j < c; ++j) {
-        const float v = p[i * c + j];
-        cpay[m * c + j] = v;
-        nonzero |= v != 0.0f;
+      base[m] = offset[li];
+      int64_t nonzero;
+      if (c == 2) {  // one 64-bit (g, h) pair (-0.0 counts as zero, as v != 0.0f says)
+        uint64_t pair;
+        std::memcpy(&pair, p + 2 * i, sizeof(pair));
+        std::memcpy(cpay + 2 * m, &pair, sizeof(pair));
+        nonzero = (pair & 0x7fffffff7fffffffULL) != 0;
+      } else {
+        bool any = false;
+        for (int64_t j = 0; j < c; ++j) {
+          const float v = p[i * c + j];
+          cpay[m * c + j] = v;
+          any |= v != 0.0f;
+        }
+        nonzero = any;
       }
-      m += keep && nonzero;
+      m += has_slot[li] & nonzero;
     }
     out.chunks[t] = Rows{ids + r0, base + r0, cpay + r0 * c, m - r0, r0};
   });
@@ -289,6 +305,15 @@ void SmallerSlots(const float* p, const int32_t* l, int64_t n, int64_t c, int64_
   std::vector<int64_t> counts(threads * n_leaves, 0);
   Parallel(threads, [&](int64_t t) {
     int64_t* cnt = counts.data() + t * n_leaves;
+    if (c == 2) {  // as Compact: one 64-bit (g, h) pair per row
+      for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
+        const uint32_t li = static_cast<uint32_t>(l[i]);
+        uint64_t pair;
+        std::memcpy(&pair, p + 2 * i, sizeof(pair));
+        if (li < static_cast<uint32_t>(n_leaves)) cnt[li] += (pair & 0x7fffffff7fffffffULL) != 0;
+      }
+      return;
+    }
     for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
       const uint32_t li = static_cast<uint32_t>(l[i]);
       bool nonzero = false;
