@@ -106,6 +106,28 @@ def test_kernel_small_bins_clamped_and_slots():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("channels", [1, 2, 3])
+def test_kernel_one_leaf_with_rows_outside_it(channels):
+    # One leaf: the kernel reads the rows without compacting them only when every row is in leaf
+    # 0 (checked in parallel over row chunks); rows of another leaf (here one at the end of the
+    # second chunk), or with a zero payload, must add nothing.
+    n = 300_000  # two threads check and compact it
+    X, payload, leaf = _data(6, n, 5, 64, 1, channels, zero_rows=0.1)
+    ln = np.asarray(leaf).copy()
+    ln[n - 1] = 1
+    ln[7] = -1
+    got = np.asarray(_kernel(X, payload, jnp.asarray(ln), 1, 64, 2))
+    Xn, pn = np.asarray(X), np.asarray(payload).astype(np.float64)
+    want = np.zeros((5, 1, 64, channels))
+    keep = ln == 0
+    for f in range(5):
+        for j in range(channels):
+            want[f, 0, :, j] = np.bincount(Xn[f, keep], weights=pn[keep, j], minlength=64)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    whole = np.asarray(_kernel(X, payload, jnp.zeros_like(leaf), 1, 64, 2))
+    assert not np.allclose(whole, got)  # the two outside rows do change the sums
+
+
 def test_kernel_cumulative_is_prefix_sum():
     X, payload, leaf = _data(3, 5000, 4, 32, 2, 2)
     plain = np.asarray(_kernel(X, payload, leaf, 2, 32, 2))

@@ -87,14 +87,32 @@ Compacted Compact(int64_t n, const float* p, int64_t c, const int32_t* l, const 
                   int64_t n_leaves, int64_t n_slots, int64_t n_bins, int64_t threads) {
   Compacted out;
   bool dense = n_leaves == 1 && s[0] == 0;
-  int64_t zero_rows = 0;  // rows of all-zero payload (zero weight): worth compacting away
-  for (int64_t i = 0; dense && i < n; ++i) {
-    dense = l[i] == 0;
-    bool nonzero = false;
-    for (int64_t j = 0; j < c; ++j) nonzero |= p[i * c + j] != 0.0f;
-    zero_rows += !nonzero;
+  if (dense) {  // every row in leaf 0, and rows of all-zero payload (zero weight) few
+    std::vector<int64_t> other(threads, 0), zero(threads, 0);  // per row chunk, in parallel
+    Parallel(threads, [&](int64_t t) {
+      int64_t o = 0, z = 0;
+      for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
+        o += l[i] != 0;
+        if (c == 2) {
+          uint64_t pair;
+          std::memcpy(&pair, p + 2 * i, sizeof(pair));
+          z += (pair & 0x7fffffff7fffffffULL) == 0;
+        } else {
+          bool nonzero = false;
+          for (int64_t j = 0; j < c; ++j) nonzero |= p[i * c + j] != 0.0f;
+          z += !nonzero;
+        }
+      }
+      other[t] = o;
+      zero[t] = z;
+    });
+    int64_t zero_rows = 0;
+    for (int64_t t = 0; t < threads; ++t) {
+      dense = dense && other[t] == 0;
+      zero_rows += zero[t];
+    }
+    dense = dense && 4 * zero_rows <= n;
   }
-  dense = dense && 4 * zero_rows <= n;
   out.dense = dense;
   out.chunks.resize(threads);
   if (dense) {
@@ -302,28 +320,35 @@ void SmallerSlots(const float* p, const int32_t* l, int64_t n, int64_t c, int64_
                   int64_t n_threads, int32_t* slot, int32_t* which) {
   const int64_t n_leaves = 2 * n_slots;
   const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(n_threads, n >> 16));
-  std::vector<int64_t> counts(threads * n_leaves, 0);
+  // Each thread counts into kLanes interleaved copies (row i into copy i % kLanes), each of
+  // n_leaves + 1 counters (the last for leaves out of range): consecutive rows of one leaf (two
+  // leaves at the second level) no longer wait on each other's increment (a store-to-load chain
+  // through one counter: 2.8 ms for 1M rows, now bound by reading the rows).
+  constexpr int64_t kLanes = 4;
+  const int64_t width = n_leaves + 1;
+  std::vector<int64_t> counts(threads * kLanes * width, 0);
+  const uint32_t last = static_cast<uint32_t>(n_leaves);
   Parallel(threads, [&](int64_t t) {
-    int64_t* cnt = counts.data() + t * n_leaves;
-    if (c == 2) {  // as Compact: one 64-bit (g, h) pair per row
-      for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
-        const uint32_t li = static_cast<uint32_t>(l[i]);
+    int64_t* cnt = counts.data() + t * kLanes * width;
+    const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
+    for (int64_t i = r0; i < r1; ++i) {
+      const uint32_t li = std::min(static_cast<uint32_t>(l[i]), last);
+      int64_t nonzero;
+      if (c == 2) {  // as Compact: one 64-bit (g, h) pair per row
         uint64_t pair;
         std::memcpy(&pair, p + 2 * i, sizeof(pair));
-        if (li < static_cast<uint32_t>(n_leaves)) cnt[li] += (pair & 0x7fffffff7fffffffULL) != 0;
+        nonzero = (pair & 0x7fffffff7fffffffULL) != 0;
+      } else {
+        bool any = false;
+        for (int64_t j = 0; j < c; ++j) any |= p[i * c + j] != 0.0f;
+        nonzero = any;
       }
-      return;
-    }
-    for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
-      const uint32_t li = static_cast<uint32_t>(l[i]);
-      bool nonzero = false;
-      for (int64_t j = 0; j < c; ++j) nonzero |= p[i * c + j] != 0.0f;
-      if (li < static_cast<uint32_t>(n_leaves)) cnt[li] += nonzero;
+      cnt[(i % kLanes) * width + li] += nonzero;
     }
   });
   std::vector<int64_t> count(n_leaves, 0);
-  for (int64_t t = 0; t < threads; ++t) {
-    for (int64_t j = 0; j < n_leaves; ++j) count[j] += counts[t * n_leaves + j];
+  for (int64_t q = 0; q < threads * kLanes; ++q) {
+    for (int64_t j = 0; j < n_leaves; ++j) count[j] += counts[q * width + j];
   }
   for (int64_t j = 0; j < n_leaves; ++j) slot[j] = -1;
   for (int64_t j = 0; j < n_slots; ++j) {
