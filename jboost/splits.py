@@ -165,46 +165,24 @@ def _scalar(x):
 
 
 def _native_level(X_binned, payload, leaf, parent, l2, min_child_weight, *, n_leaves: int,
-                  n_bins: int, missing: bool, keep_hist: bool, n_threads: Optional[int] = None,
-                  advance=None):
-    n_features, n, c = X_binned.shape[-2], X_binned.shape[-1], payload.shape[-1]
-    _native.check_indexable(n, n_leaves, n_bins, c)
+                  n_bins: int, missing: bool, keep_hist: bool, n_threads: Optional[int] = None):
+    n_features, c = X_binned.shape[-2], payload.shape[-1]
+    _native.check_indexable(X_binned.shape[-1], n_leaves, n_bins, c)
     _native.load()
     out = (jax.ShapeDtypeStruct((n_features, n_bins - 1, 2), jnp.float32),
-           jax.ShapeDtypeStruct((n_features, n_leaves, n_bins, c) if keep_hist else (1,), jnp.float32),
-           jax.ShapeDtypeStruct((n,) if advance is not None else (1,), jnp.int32))
-    if advance is None:
-        split, bit = jnp.zeros((1,), jnp.int32), 0
-    else:
-        feature, threshold, missing_right, first_level = advance
-        split = jnp.stack([jnp.asarray(feature, jnp.int32), jnp.asarray(threshold, jnp.int32),
-                           jnp.asarray(missing_right).astype(jnp.int32)])
-        bit = 1 << first_level
+           jax.ShapeDtypeStruct((n_features, n_leaves, n_bins, c) if keep_hist else (1,), jnp.float32))
     call = jax.ffi.ffi_call(_native.LEVEL, out, vmap_method="expand_dims")
-    gains, hist, new_leaf = call(X_binned, payload, leaf.astype(jnp.int32),
-                                 jnp.zeros((1,), jnp.float32) if parent is None else parent,
-                                 _scalar(l2), _scalar(min_child_weight), split,
-                                 n_threads=np.int64(n_threads or histograms.kernel_threads(None)),
-                                 n_leaves=np.int64(n_leaves), subtract=parent is not None,
-                                 missing=missing, write_hist=keep_hist, advance_bit=np.int64(bit))
-    if advance is None:
-        return gains, hist if keep_hist else None
-    return gains, hist if keep_hist else None, new_leaf
-
-
-def advanced_leaf(X_binned, leaf, advance, n_bins: int):
-    """``leaf`` after a split ``advance = (feature, threshold, missing_right, first_level)``: the
-    rows whose bin of ``feature`` is above ``threshold`` (or is the missing bin ``n_bins - 1``,
-    with ``missing_right``) add ``2**first_level`` (:func:`jboost.tree.leaf_index` of one level)."""
-    feature, threshold, missing_right, first_level = advance
-    col = X_binned[feature].astype(jnp.int32)
-    right = jnp.where(col == n_bins - 1, missing_right, col > threshold)
-    return leaf + right.astype(jnp.int32) * (1 << first_level)
+    gains, hist = call(X_binned, payload, leaf.astype(jnp.int32),
+                       jnp.zeros((1,), jnp.float32) if parent is None else parent,
+                       _scalar(l2), _scalar(min_child_weight),
+                       n_threads=np.int64(n_threads or histograms.kernel_threads(None)), n_leaves=np.int64(n_leaves),
+                       subtract=parent is not None, missing=missing, write_hist=keep_hist)
+    return gains, hist if keep_hist else None
 
 
 def level_gains(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_leaves: int, n_bins: int,
                 l2, min_child_weight, missing: bool = True, keep_hist: bool = False,
-                criterion: SplitCriterion = NEWTON, advance=None):
+                criterion: SplitCriterion = NEWTON):
     """Split gains of one level of an oblivious tree (rows on one device), fused on CPU.
 
     On CPU with the kernel, one call per level does, feature by feature while its histograms are
@@ -225,39 +203,11 @@ def level_gains(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_leave
       keep_hist: static; also return the level's ``(F, L, B, C)`` cumulative histograms.
       criterion: the static :class:`SplitCriterion`.
 
-      advance: optional ``(feature, threshold, missing_right, first_level)``, the previous
-        level's split: ``leaf`` is then the leaves before it, and the level's leaves are
-        :func:`advanced_leaf` (on CPU inside the kernel, in the pass that counts the leaves' rows:
-        no separate pass of XLA over the rows).
-
     Returns:
       ``(gains, hist)``: ``(F, B - 1, 2)`` gains (as :func:`split_gains_cumulative`)
-      and the cumulative histograms, or ``None`` without ``keep_hist``; with ``advance``,
-      ``(gains, hist, leaf)`` with the level's ``(n,)`` leaves.
+      and the cumulative histograms, or ``None`` without ``keep_hist``.
     """
     payload = payload.astype(jnp.float32)
-    if advance is not None:
-        def jax_leaf():
-            return advanced_leaf(X_binned, leaf, advance, n_bins)
-
-        if not criterion.kernel or payload.shape[-1] % 2 or n_bins < 2:
-            new_leaf = jax_leaf()
-            return level_gains(X_binned, payload, new_leaf, parent, n_leaves=n_leaves, n_bins=n_bins,
-                               l2=l2, min_child_weight=min_child_weight, missing=missing,
-                               keep_hist=keep_hist, criterion=criterion) + (new_leaf,)
-
-        def native_advanced():
-            return _native_level(X_binned, payload, leaf, parent, l2, min_child_weight,
-                                 n_leaves=n_leaves, n_bins=n_bins, missing=missing,
-                                 keep_hist=keep_hist, advance=advance)
-
-        def xla_advanced():
-            new_leaf = jax_leaf()
-            cum = histograms.xla_level_histograms(X_binned, payload, new_leaf, parent, n_leaves, n_bins)
-            return split_gains_cumulative(cum, l2, min_child_weight, missing), cum if keep_hist else None, new_leaf
-
-        return histograms.dispatch(X_binned, n_bins, native_advanced, xla_advanced, n_leaves,
-                                   payload.shape[-1])
     if not criterion.kernel:
         if parent is None:
             cum = histograms.prefix_sum(histograms.build_histogram(

@@ -300,7 +300,6 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     plan = (histograms.level_plan(n, depth, n_bins, channels=payload.shape[-1])
             if feature_subsets is None else [(False, False)] * depth)
     hist = local = None  # the level's (global) cumulative histograms; this device's own
-    pending = None  # a split not yet applied to `leaf` (the next level's kernel applies it)
     for d in range(depth):  # static unroll over levels: the leaf count sets the shapes
         if feature_subsets is None:
             X_level, mask = X_binned, None if feature_masks is None else feature_masks[d]
@@ -309,16 +308,10 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             mask = None if feature_masks is None else feature_masks[d][feature_subsets[d]]
         if axis_name is None:
             subtract, keep = plan[d]
-            level_kw = dict(n_leaves=2**d, n_bins=n_bins, l2=l2, min_child_weight=min_child_weight,
-                            missing=missing, keep_hist=keep, criterion=criterion)
-            if pending is None:
-                level_gains, hist = splits.level_gains(X_level, payload, leaf,
-                                                       hist if subtract else None, **level_kw)
-            else:  # the previous level's split applied to the leaves in the level's own pass
-                level_gains, hist, leaf = splits.level_gains(X_level, payload, leaf,
-                                                             hist if subtract else None,
-                                                             advance=pending, **level_kw)
-                pending = None
+            level_gains, hist = splits.level_gains(
+                X_level, payload, leaf, hist if subtract else None, n_leaves=2**d,
+                n_bins=n_bins, l2=l2, min_child_weight=min_child_weight, missing=missing,
+                keep_hist=keep, criterion=criterion)
         elif feature_subsets is None:  # rows sharded: local histograms, psum, global gains
             hist, local = histograms.level_histograms(X_level, payload, leaf, local, n_bins=n_bins,
                                                       axis_name=axis_name)
@@ -334,13 +327,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         if feature_subsets is not None:  # position in the subset -> feature index
             split = split._replace(feature=jnp.where(split.gain > 0, feature_subsets[d][split.feature],
                                                      0).astype(jnp.int32))
-        if axis_name is None and feature_subsets is None and d + 1 < depth:
-            pending = (split.feature, split.threshold, split.missing_right, d)  # the next level's
-        else:
-            col = X_binned[split.feature][None]  # (1, n): this level's feature
-            leaf = leaf + leaf_index(col.astype(jnp.int32), split.threshold[None],
-                                     split.missing_right[None], col == binning.missing_bin(n_bins),
-                                     first_level=d)
+        col = X_binned[split.feature][None]  # (1, n): this level's feature
+        leaf = leaf + leaf_index(col.astype(jnp.int32), split.threshold[None], split.missing_right[None],
+                                 col == binning.missing_bin(n_bins), first_level=d)
         feats.append(split.feature)
         thrs.append(split.threshold)
         miss.append(split.missing_right)

@@ -418,52 +418,6 @@ def test_level_kernel_vmap_equals_separate_calls():
         np.testing.assert_array_equal(np.asarray(gains[b]), np.asarray(got[0][b]))
 
 
-def test_level_kernel_applies_the_previous_split():
-    # advance=(feature, threshold, missing_right, first_level): the kernel updates the leaves in
-    # its own pass (one thread or several: 200k rows), as the pure-JAX update does, then builds
-    # the level from them: missing rows (bin 63) go by missing_right; a null split (threshold
-    # n_bins - 2, missing left) sends every row left; under vmap every model has its own split.
-    rng = np.random.default_rng(31)
-    n, n_bins = 200_000, 64
-    X = rng.integers(0, n_bins, size=(5, n)).astype(np.uint8)
-    X[2, rng.uniform(size=n) < 0.2] = n_bins - 1  # feature 2: a fifth of the rows missing
-    X = jnp.asarray(X)
-    payload = jnp.asarray(rng.normal(size=(n, 2)).astype(np.float32)).at[:, 1].set(0.5)
-    leaf = jnp.asarray(rng.integers(0, 2, n).astype(np.int32))
-    parent = histograms._native_histogram(X, payload, leaf, 2, n_bins, None, cumulative=True)
-    kw = dict(n_leaves=4, n_bins=n_bins, missing=True, keep_hist=True)
-    splits_ = [(2, 30, True), (2, 30, False), (0, 10, False), (4, n_bins - 2, False)]
-    for feature, threshold, right in splits_:
-        advance = (jnp.int32(feature), jnp.int32(threshold), jnp.bool_(right), 1)
-        want_leaf = np.asarray(leaf) + 2 * np.where(np.asarray(X[feature]) == n_bins - 1, right,
-                                                    np.asarray(X[feature]) > threshold)
-        got = splits._native_level(X, payload, leaf, parent, 1.0, 1.0, advance=advance, **kw)
-        np.testing.assert_array_equal(np.asarray(got[2]), want_leaf)
-        np.testing.assert_array_equal(np.asarray(splits.advanced_leaf(X, leaf, advance, n_bins)), want_leaf)
-        direct = splits._native_level(X, payload, jnp.asarray(want_leaf), parent, 1.0, 1.0, **kw)
-        np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(direct[0]))
-        np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(direct[1]))
-    assert np.all(np.asarray(got[2]) == np.asarray(leaf))  # the null split: every row left
-    feats, thrs, rights = (jnp.asarray(v) for v in zip(*splits_))
-    batched = jax.jit(jax.vmap(lambda f, t, r: splits._native_level(
-        X, payload, leaf, parent, 1.0, 1.0, advance=(f, t, r, 1), **kw)))(feats, thrs, rights.astype(bool))
-    for b, (feature, threshold, right) in enumerate(splits_):
-        one = splits._native_level(X, payload, leaf, parent, 1.0, 1.0,
-                                   advance=(jnp.int32(feature), jnp.int32(threshold), jnp.bool_(right), 1), **kw)
-        for got_b, want_b in zip(batched, one):
-            np.testing.assert_array_equal(np.asarray(got_b[b]), np.asarray(want_b))
-    # The dispatcher: level_gains(advance=) returns the same (gains, hist, leaf) on the kernel
-    # and in pure JAX.
-    args = (X, payload, leaf, parent)
-    lg = lambda X, p, lf, par: splits.level_gains(X, p, lf, par, n_leaves=4, n_bins=n_bins, l2=1.0,
-                                                  min_child_weight=1.0, keep_hist=True,
-                                                  advance=(jnp.int32(2), jnp.int32(30), jnp.bool_(True), 1))
-    kernel = jax.jit(lg)(*args)
-    jax_only = pure_jax(jax.jit(lg), *args)
-    np.testing.assert_array_equal(np.asarray(kernel[2]), np.asarray(jax_only[2]))
-    np.testing.assert_allclose(np.asarray(kernel[0]), np.asarray(jax_only[0]), rtol=1e-4, atol=1e-2)
-
-
 @pytest.mark.parametrize("n_models", [2, 3, 5, 8, 17])
 @pytest.mark.parametrize("missing", [True, False])
 def test_first_level_batch_bitwise_equals_separate_calls(n_models, missing):
@@ -772,15 +726,12 @@ def test_kernel_rejects_what_it_cannot_index():
                                  missing=True, keep_hist=False)
     with pytest.raises(ValueError, match="rows"):
         _native.check_indexable(2**31, 1, 256, 2)
-    out = (jax.ShapeDtypeStruct((2, n_bins - 1, 2), jnp.float32), jax.ShapeDtypeStruct((1,), jnp.float32),
-           jax.ShapeDtypeStruct((1,), jnp.int32))
-    _native.load()
+    out = (jax.ShapeDtypeStruct((2, n_bins - 1, 2), jnp.float32), jax.ShapeDtypeStruct((1,), jnp.float32))
     call = jax.ffi.ffi_call(_native.LEVEL, out)
     with pytest.raises(Exception, match="32-bit offsets"):
         jax.block_until_ready(call(X, payload, leaf, jnp.zeros((1,), jnp.float32), jnp.float32(1.0),
-                                   jnp.float32(1.0), jnp.zeros((1,), jnp.int32), n_threads=np.int64(1),
-                                   n_leaves=np.int64(n_leaves), subtract=False, missing=True,
-                                   write_hist=False, advance_bit=np.int64(0)))
+                                   jnp.float32(1.0), n_threads=np.int64(1), n_leaves=np.int64(n_leaves),
+                                   subtract=False, missing=True, write_hist=False))
     lowered = jax.jit(lambda X, p, lf: splits.level_gains(
         X, p, lf, None, n_leaves=n_leaves, n_bins=n_bins, l2=1.0, min_child_weight=1.0)).lower(X, payload, leaf)
     assert _native.LEVEL not in lowered.as_text()

@@ -30,8 +30,7 @@ SELF_TEST = "jboost_self_test"  # throws C++ exceptions on request: the FFI boun
 #: The version of the kernels' interface (targets, operands, attributes) these Python wrappers
 #: call; the library exports its own (``JboostAbiVersion()``, histogram.cc: kAbiVersion). Bump
 #: both together whenever a target's signature or meaning changes.
-ABI_VERSION = 4  # 2: depth-wise node tables (jboost_depthwise_tree, PREDICT_DEPTHWISE); 3: its row weights;
-# 4: the level kernel's split operand and updated leaves (splits.level_gains(advance=))
+ABI_VERSION = 3  # 2: depth-wise node tables (jboost_depthwise_tree, PREDICT_DEPTHWISE); 3: its row weights
 
 
 #: The kernels index rows, and the cells of one feature's histograms (leaves x bins x channels,

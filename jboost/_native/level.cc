@@ -408,34 +408,12 @@ void FirstLevelBatch(const uint8_t* b, int64_t n_features, int64_t n,
   }
 }
 
-// The leaves after the previous level's split (`split`: feature, bin threshold, missing goes
-// right): leaf_out[i] = leaf[i] + bit for the rows that go right (bin > threshold, or the missing
-// bin n_bins - 1 and missing right), as jboost.tree.leaf_index adds the level's bit; in
-// parallel over row chunks. The feature index is clamped into [0, F), as JAX indexes.
-void Advance(const uint8_t* b, int64_t n_features, int64_t n, const int32_t* split, int64_t n_bins,
-             int64_t bit, const int32_t* leaf, int32_t* leaf_out, int64_t n_threads) {
-  const int64_t f = std::clamp<int64_t>(split[0], 0, n_features - 1);
-  const int32_t threshold = split[1], missing_bin = static_cast<int32_t>(n_bins - 1);
-  const int32_t when_missing = split[2] != 0 ? static_cast<int32_t>(bit) : 0;
-  const int32_t add = static_cast<int32_t>(bit);
-  const uint8_t* col = b + f * n;
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(n_threads, n >> 16));
-  Parallel(threads, [&](int64_t t) {
-    for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
-      const int32_t v = col[i];
-      const int32_t right = v > threshold ? add : 0;
-      leaf_out[i] = leaf[i] + (v == missing_bin ? when_missing : right);
-    }
-  });
-}
-
 ffi::Error LevelImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
                      ffi::Buffer<ffi::S32> leaf, ffi::Buffer<ffi::F32> parent,
                      ffi::Buffer<ffi::F32> l2, ffi::Buffer<ffi::F32> mcw,
-                     ffi::Buffer<ffi::S32> split, ffi::ResultBuffer<ffi::F32> gains,
-                     ffi::ResultBuffer<ffi::F32> hist, ffi::ResultBuffer<ffi::S32> leaf_out,
+                     ffi::ResultBuffer<ffi::F32> gains, ffi::ResultBuffer<ffi::F32> hist,
                      int64_t n_threads, int64_t n_leaves, bool subtract, bool missing,
-                     bool write_hist, int64_t advance_bit) {
+                     bool write_hist) {
   auto gd = gains->dimensions();
   if (gd.size() < 3 || gd[gd.size() - 1] != 2) {
     return ffi::Error::InvalidArgument("jboost level: gains must be (..., F, B - 1, 2)");
@@ -457,11 +435,7 @@ ffi::Error LevelImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
     return ffi::Error::InvalidArgument("jboost level: inconsistent shapes");
   }
   if (auto err = CheckIndexable("jboost level", n, n_leaves, n_bins, c); !err.success()) return err;
-  const bool advance = advance_bit > 0;
-  if (advance && (advance_bit >= n_leaves || n_leaves % 2 != 0)) {
-    return ffi::Error::InvalidArgument("jboost level: advance_bit must be a leaf bit below n_leaves");
-  }
-  std::vector<int64_t> ob, op, ol, opar, ol2, omcw, og, oh, osp, olo;
+  std::vector<int64_t> ob, op, ol, opar, ol2, omcw, og, oh;
   const int64_t full = n_features * n_leaves * n_bins * c;
   auto hd = hist->dimensions();
   auto ad = parent.dimensions();
@@ -471,10 +445,6 @@ ffi::Error LevelImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
       BatchOffsets(l2.dimensions(), 0, shape, &ol2) &&
       BatchOffsets(mcw.dimensions(), 0, shape, &omcw) &&
       BatchOffsets(gd, 3, shape, &og) && BatchOffsets(hd, write_hist ? 4 : 1, shape, &oh) &&
-      BatchOffsets(split.dimensions(), 1, shape, &osp) &&
-      BatchOffsets(leaf_out->dimensions(), 1, shape, &olo) &&
-      split.dimensions()[nb] == (advance ? 3 : 1) &&
-      leaf_out->dimensions()[nb] == (advance ? n : 1) &&
       (!subtract || (ad[nb] == n_features && ad[nb + 1] == n_leaves / 2 &&
                      ad[nb + 2] == n_bins && ad[nb + 3] == c)) &&
       (!write_hist || hist->element_count() == n_models * full);
@@ -488,18 +458,12 @@ ffi::Error LevelImpl(ffi::Buffer<ffi::U8> bins, ffi::Buffer<ffi::F32> payload,
                            write_hist ? hist->typed_data() + oh[m] : nullptr};
     shared_bins = shared_bins && ob[m] == ob[0];
   }
-  if (shared_bins && n_leaves == 1 && !subtract && c == 2 && !advance) {
+  if (shared_bins && n_leaves == 1 && !subtract && c == 2) {
     FirstLevelBatch(bins.typed_data() + ob[0], n_features, n, models, n_bins, missing, n_threads);
     return ffi::Error::Success();
   }
   ForEachModel(n_models, n_threads, [&](int64_t m, int64_t threads) {
-    LevelModel a = models[m];
-    if (advance) {
-      int32_t* out = leaf_out->typed_data() + olo[m];
-      Advance(bins.typed_data() + ob[m], n_features, n, split.typed_data() + osp[m], n_bins,
-              advance_bit, a.leaf, out, threads);
-      a.leaf = out;
-    }
+    const LevelModel& a = models[m];
     Level(bins.typed_data() + ob[m], n_features, n, a.payload, c, a.leaf, n_leaves, n_bins,
           subtract ? parent.typed_data() + opar[m] : nullptr, a.l2, a.mcw, missing, a.gains,
           a.hist_out, threads);
@@ -521,13 +485,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostLevel, Guarded<jboost::LevelImpl>::Call,
                                   .Arg<ffi::Buffer<ffi::F32>>()  // parent (..., F, L/2, B, C) or (..., 1)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // l2 (...)
                                   .Arg<ffi::Buffer<ffi::F32>>()  // min_child_weight (...)
-                                  .Arg<ffi::Buffer<ffi::S32>>()  // split (..., 3) or (..., 1): see Advance
                                   .Ret<ffi::Buffer<ffi::F32>>()  // gains (..., F, B-1, 2)
                                   .Ret<ffi::Buffer<ffi::F32>>()  // hist (..., F, L, B, C) or (..., 1)
-                                  .Ret<ffi::Buffer<ffi::S32>>()  // leaf_out (..., n) or (..., 1)
                                   .Attr<int64_t>("n_threads")
                                   .Attr<int64_t>("n_leaves")
                                   .Attr<bool>("subtract")
                                   .Attr<bool>("missing")
-                                  .Attr<bool>("write_hist")
-                                  .Attr<int64_t>("advance_bit"));  // 0: leaf as given
+                                  .Attr<bool>("write_hist"));
