@@ -80,6 +80,10 @@ BAG_KW = dict(n_bags=3, n_rounds=6, depth=2, n_bins=16, learning_rate=1.0, subsa
 #: whole table, 2 chunks; the 3-process group also fits oblivious regression trees.
 FOREST_KW = dict(n_trees=4, n_bins=32, key=6, chunk_size=2)
 FOREST_REG_KW = dict(task="regression", tree_family="oblivious", depth=4, n_trees=3, n_bins=16, key=7)
+#: Loss-guided boosting (every group): best-first trees of up to 8 leaves, no depth bound, integer
+#: weights and row subsampling (each row's draw is its table row's).
+LOSSGUIDE_KW = dict(tree_family="lossguide", max_leaves=8, depth=None, n_rounds=4, learning_rate=0.5,
+                    n_bins=16, subsample=0.8, key=8)
 
 WORKER = textwrap.dedent(
     """
@@ -93,7 +97,8 @@ WORKER = textwrap.dedent(
     import numpy as np
     import jboost
     sys.path.insert(0, %r)
-    from test_distributed import BAG_KW, CUTS, N, FIT_KW, FOREST_KW, FOREST_REG_KW, SWEEP_KW, SWEEPS, table
+    from test_distributed import (BAG_KW, CUTS, N, FIT_KW, FOREST_KW, FOREST_REG_KW, LOSSGUIDE_KW,
+                                  SWEEP_KW, SWEEPS, table)
 
     X, y_reg, y_cls, w = table()
     (c, v) = CUTS[n]
@@ -164,6 +169,8 @@ WORKER = textwrap.dedent(
         forests.append(fit_forest(X[tr], y_reg[tr], rows="local", **FOREST_REG_KW))
     with open(f"{out}/forest_{pid}.pkl", "wb") as f:
         pickle.dump(forests, f)
+    lg = jboost.fit(X[tr], y_reg[tr], "squared_error", sample_weight=w[tr], rows="local", **LOSSGUIDE_KW)
+    jboost.save(lg, f"{out}/lossguide_{pid}.jbm")
     try:  # an argument rows='local' refuses, on process 0 only: every process raises
         fit_forest(X[tr], y_cls[tr], rows="local", n_trees=2, depth=2,
                    checkpoint_dir=f"{out}/forest_ckpt" if pid == 0 else None)
@@ -274,7 +281,7 @@ def group(request, tmp_path_factory):
     out = str(tmp_path_factory.mktemp(f"processes{request.param}"))
     results = run_processes(request.param, out)
     models = {name: [jboost.load(f"{out}/{name}_{p}.jbm") for p in range(request.param)]
-              for name in ("cls", "cut")}
+              for name in ("cls", "cut", "lossguide")}
     for p in range(request.param):
         for name in ("sweep", "bags", "forest"):
             if os.path.exists(f"{out}/{name}_{p}.pkl"):
@@ -516,3 +523,36 @@ def test_forest_equals_the_single_process_forest(group):
             jax_leaves(mine), jax_leaves(other)))
     for r in results:  # refused on process 0 only: every process raises, naming it
         assert "checkpoint_dir differ between processes" in r["forest_refused"], r
+
+
+def test_loss_guided_fit_equals_the_single_process_fit(group):
+    """Loss-guided boosting with each process's own rows (histograms summed across processes):
+    every process holds the same model bitwise, and it is the single-process fit on the
+    concatenated rows up to the first split a near tie decides differently (per-process partial
+    sums are added in another order): every earlier split the same, gains and leaf values to
+    1e-5, and at that split both gains equal to rounding; without such a tie, the predictions
+    to 1e-4."""
+    import jax
+    n, _, models = group
+    X, y_reg, _, w = table()
+    ref = jboost.fit(X[:N], y_reg[:N], "squared_error", sample_weight=w[:N], **LOSSGUIDE_KW)
+    mine = models["lossguide"]
+    assert mine[0].settings["tree_family"] == ref.settings["tree_family"] == "LossGuidedTrees"
+    for other in mine[1:]:
+        for a, b in zip(jax.tree_util.tree_leaves(mine[0].trees), jax.tree_util.tree_leaves(other.trees)):
+            assert np.array_equal(np.asarray(a), np.asarray(b))
+    ta, tb = jax.tree_util.tree_map(np.asarray, (ref.trees, mine[0].trees))
+    assert np.array_equal(np.asarray(ref.borders), np.asarray(mine[0].borders))
+    rule = lambda t: np.stack([t.features, t.thresholds, t.missing_right], -1)  # noqa: E731
+    differs = (rule(ta) != rule(tb)).any(-1).reshape(-1)
+    assert (ta.gains > 0).sum() >= 20  # the trees really split
+    first = int(np.argmax(differs)) if differs.any() else None
+    ga, gb = ta.gains.reshape(-1), tb.gains.reshape(-1)
+    before = slice(0, first)
+    assert np.max(np.abs(ga[before] - gb[before]) / np.maximum(1, np.abs(ga[before])), initial=0) < 1e-5
+    r0 = first // int(np.prod(ta.features.shape[1:])) if first is not None else ta.features.shape[0]
+    assert np.max(np.abs(ta.leaf_values[:r0] - tb.leaf_values[:r0]), initial=0) < 1e-5
+    if first is not None:
+        assert abs(ga[first] - gb[first]) / max(1.0, abs(ga[first])) < 1e-5, (first, ga[first], gb[first])
+    else:
+        assert np.max(np.abs(np.asarray(jboost.predict(ref, X)) - np.asarray(jboost.predict(mine[0], X)))) < 1e-4
