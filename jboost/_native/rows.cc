@@ -11,6 +11,19 @@
 
 namespace jboost {
 
+// Whether row i's payload (c floats) is not all zero: rows of zero payload (zero sample weight)
+// add nothing and are skipped. A -0.0 is zero, as v != 0.0f says; with c = 2 one 64-bit test.
+inline bool NonZeroRow(const float* p, int64_t i, int64_t c) {
+  if (c == 2) {
+    uint64_t pair;
+    std::memcpy(&pair, p + 2 * i, sizeof(pair));
+    return (pair & 0x7fffffff7fffffffULL) != 0;
+  }
+  bool nonzero = false;
+  for (int64_t j = 0; j < c; ++j) nonzero |= p[i * c + j] != 0.0f;
+  return nonzero;
+}
+
 // The rows of one chunk into the histograms of features [f_begin, f_end).
 // Feature f's histograms start at out + (f - f_base) * hist_size.
 // With kMark, every updated cell (slot, bin) of feature f also sets bit slot * B + bin of
@@ -93,15 +106,7 @@ Compacted Compact(int64_t n, const float* p, int64_t c, const int32_t* l, const 
       int64_t o = 0, z = 0;
       for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
         o += l[i] != 0;
-        if (c == 2) {
-          uint64_t pair;
-          std::memcpy(&pair, p + 2 * i, sizeof(pair));
-          z += (pair & 0x7fffffff7fffffffULL) == 0;
-        } else {
-          bool nonzero = false;
-          for (int64_t j = 0; j < c; ++j) nonzero |= p[i * c + j] != 0.0f;
-          z += !nonzero;
-        }
+        z += !NonZeroRow(p, i, c);
       }
       other[t] = o;
       zero[t] = z;
@@ -144,22 +149,12 @@ Compacted Compact(int64_t n, const float* p, int64_t c, const int32_t* l, const 
       const uint32_t li = std::min(static_cast<uint32_t>(l[i]), last);
       ids[m] = static_cast<int32_t>(i);
       base[m] = offset[li];
-      int64_t nonzero;
-      if (c == 2) {  // one 64-bit (g, h) pair (-0.0 counts as zero, as v != 0.0f says)
-        uint64_t pair;
-        std::memcpy(&pair, p + 2 * i, sizeof(pair));
-        std::memcpy(cpay + 2 * m, &pair, sizeof(pair));
-        nonzero = (pair & 0x7fffffff7fffffffULL) != 0;
+      if (c == 2) {  // a fixed-size copy (no call per row)
+        std::memcpy(cpay + 2 * m, p + 2 * i, 2 * sizeof(float));
       } else {
-        bool any = false;
-        for (int64_t j = 0; j < c; ++j) {
-          const float v = p[i * c + j];
-          cpay[m * c + j] = v;
-          any |= v != 0.0f;
-        }
-        nonzero = any;
+        std::memcpy(cpay + m * c, p + i * c, sizeof(float) * c);
       }
-      m += has_slot[li] & nonzero;
+      m += has_slot[li] & static_cast<int32_t>(NonZeroRow(p, i, c));
     }
     out.chunks[t] = Rows{ids + r0, base + r0, cpay + r0 * c, m - r0, r0};
   });
@@ -333,17 +328,7 @@ void SmallerSlots(const float* p, const int32_t* l, int64_t n, int64_t c, int64_
     const int64_t r0 = n * t / threads, r1 = n * (t + 1) / threads;
     for (int64_t i = r0; i < r1; ++i) {
       const uint32_t li = std::min(static_cast<uint32_t>(l[i]), last);
-      int64_t nonzero;
-      if (c == 2) {  // as Compact: one 64-bit (g, h) pair per row
-        uint64_t pair;
-        std::memcpy(&pair, p + 2 * i, sizeof(pair));
-        nonzero = (pair & 0x7fffffff7fffffffULL) != 0;
-      } else {
-        bool any = false;
-        for (int64_t j = 0; j < c; ++j) any |= p[i * c + j] != 0.0f;
-        nonzero = any;
-      }
-      cnt[(i % kLanes) * width + li] += nonzero;
+      cnt[(i % kLanes) * width + li] += NonZeroRow(p, i, c);
     }
   });
   std::vector<int64_t> count(n_leaves, 0);
