@@ -478,10 +478,15 @@ def node_features(key, level: int, nodes, n_features: int, m: int):
     return jnp.sort(jnp.argsort(u, axis=1)[:, :m], axis=1).astype(jnp.int32)
 
 
-def node_slots(n_rows: int, max_nodes: int, depth_d: int) -> int:
-    """Static number of histogram slots of level ``d`` in the compact path:
-    ``min(2**d, max_nodes, n_rows // 2)`` (at least 1)."""
-    return max(1, min(1 << depth_d, max_nodes, n_rows // 2))
+def node_slots(n_rows: int, max_nodes: int, depth_d):
+    """Number of histogram slots of level ``d`` in the compact path:
+    ``min(2**d, max_nodes, n_rows // 2)`` (at least 1); static for a Python ``int`` level, a
+    traced int32 for a traced one (the levels run in a loop)."""
+    cap = min(max_nodes, n_rows // 2)
+    if isinstance(depth_d, (int, np.integer)):
+        return max(1, min(1 << int(depth_d), cap))
+    wide = jnp.left_shift(jnp.int32(1), jnp.minimum(jnp.asarray(depth_d, jnp.int32), 30))
+    return jnp.maximum(jnp.minimum(wide, cap), 1)
 
 
 def _route(X_binned, rows, leaf, feature, thr, mr, d: int, n_bins: int):
@@ -747,8 +752,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
                 count = total(histograms.spread_sum(takes_part.astype(jnp.int32), pos, width + 1))[:width]
                 can = valid & (count >= 2)
                 order = jnp.cumsum(can.astype(jnp.int32)) - 1
-                bound = jnp.maximum(jnp.minimum(jnp.left_shift(jnp.int32(1), jnp.minimum(i32(d), 30)),
-                                                min(int(max_nodes), n_rows // 2, n_slots)), 1)
+                bound = jnp.minimum(node_slots(n_rows, int(max_nodes), d), n_slots)  # d: maybe traced
                 slot = jnp.where(can & (order < bound), order, n_slots)          # n_slots: no slot
                 pos_of_slot = jnp.zeros((n_slots + 1,), jnp.int32).at[slot].set(p)[:n_slots]
                 heap_of_slot = heap[pos_of_slot]
