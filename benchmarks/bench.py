@@ -40,6 +40,10 @@ import sys
 import time
 
 import numpy as np
+from jboost import checks as checks_lib
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import state
+from jboost.losses import checks
 
 CASES = {
     "binary-100k": dict(task="binary", n_train=100_000, n_test=1_000_000, n_features=50),
@@ -125,7 +129,7 @@ def run_jboost(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
     pred = predict()
     t_pred = time.perf_counter() - t0
     out = dict(bin_s=t_bin, compile_s=t_first - t_train, train_s=t_train_only, predict_s=t_pred,
-               devices=len(jax.devices()), native_kernel=jboost.histograms._native.available())
+               devices=len(jax.devices()), native_kernel=jboost.trees.histograms._native.available())
     if devices is None:
         out.update(_jboost_memory(Xtr, ytr, loss, borders, rounds, depth, n_bins, lr))
     return out, pred
@@ -137,17 +141,16 @@ def _jboost_memory(Xtr, ytr, loss, borders, rounds, depth, n_bins, lr):
     gradients, scores), beside the size of the binned data and of one level's histograms."""
     import jax.numpy as jnp
     import jboost
-    from jboost import _validation, api, boosting
 
     Xb = jboost.bin_features(Xtr, borders)
     y = jnp.asarray(ytr, jnp.float32)
     w = jnp.ones_like(y)
-    loss_obj = _validation.resolve_loss(loss, np.asarray(ytr))
-    config = boosting.BoostConfig(n_rounds=rounds, depth=depth, n_bins=n_bins)
-    hyper = boosting.Hyperparams.create(learning_rate=lr, l2=1.0, min_child_weight=1.0)
-    args = (boosting.Data.train_only(Xb, y, w), _validation.as_key(0), hyper, loss_obj,
+    loss_obj = checks.resolve_loss(loss, np.asarray(ytr))
+    config = boosting_lib.BoostConfig(n_rounds=rounds, depth=depth, n_bins=n_bins)
+    hyper = boosting_lib.Hyperparams.create(learning_rate=lr, l2=1.0, min_child_weight=1.0)
+    args = (state.Data.train_only(Xb, y, w), checks_lib.as_key(0), hyper, loss_obj,
             jboost.losses.baseline(loss_obj, y, w))
-    ma = boosting.boost.lower(*args, config=config).compile().memory_analysis()
+    ma = boosting_lib.boost.lower(*args, config=config).compile().memory_analysis()
     if ma is None:
         return {}
     hist_mb = Xb.shape[0] * 2 ** (depth - 1) * n_bins * 2 * 4 / 1e6

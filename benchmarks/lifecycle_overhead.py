@@ -31,6 +31,7 @@ import numpy as np
 import jboost
 from jboost import bagging
 from jboost import datasets
+from jboost.engine import rounds
 
 
 def _loadavg() -> str:
@@ -66,13 +67,12 @@ def _variants(fit, X, y):
 def _one_program(fit, X, y):
     """The fit as one compiled program (the path of a fit under ``jax.vmap`` / ``jax.jit``)
     instead of host-side chunks: :func:`jboost.combine._common.host_fit` answers no."""
-    from jboost.combine import _common
-    host_fit = _common.host_fit
-    _common.host_fit = lambda *values: False
+    host_fit = rounds.host_fit
+    rounds.host_fit = lambda *values: False
     try:
         return fit(X, y)
     finally:
-        _common.host_fit = host_fit
+        rounds.host_fit = host_fit
 
 
 def _time_interleaved(variants, repeats: int) -> dict:

@@ -121,7 +121,7 @@ def run_jboost(Xtr, ytr, Xte, k, a):
     t_train, c_train = time.perf_counter() - t0, cpu_seconds() - c0
     scores = np.asarray(jboost.predict(model, Xte))
     return dict(train_s=t_train - t_transform, cpu_s=c_train - t_transform,
-                compile_s=t_first - t_train, native_kernel=jboost.histograms._native.available()), scores
+                compile_s=t_first - t_train, native_kernel=jboost.trees.histograms._native.available()), scores
 
 
 def run_xgboost(Xtr, ytr, Xte, k, a):

@@ -78,6 +78,15 @@ import sys
 import time
 
 import numpy as np
+from jboost import checks as checks_lib
+from jboost.data import labels
+from jboost.data import tabular
+from jboost.engine import boosting as boosting_lib
+from jboost.fitting import prepare
+from jboost.fitting import settings
+from jboost.losses import checks
+from jboost.models import booster
+from jboost.trees import family
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = ("california", "diabetes", "hetero")
@@ -143,19 +152,19 @@ def fit_line_search(X, y, rounds, lr, depth):
     (distributions.LINE_SEARCH, an algorithm of the boosting scaffold; jboost.fit takes no
     algorithm, so the scaffold is called here: jboost.api.settings + jboost.boosting.boost)."""
     import jax
-    from jboost import _validation, api, boosting, distributions, losses, model, tree
+    from jboost import distributions, losses
 
-    X = _validation.as_matrix(X, "X")
-    y = _validation.as_labels(y, X.shape[0])
-    loss = _validation.resolve_loss(distributions.loss(distributions.Normal, natural_gradient=True), y)
-    config, hyper = api.settings(n_rounds=rounds, depth=depth, n_bins=256, learning_rate=lr, l2=1.0,
+    X = tabular.as_matrix(X, "X")
+    y = labels.as_labels(y, X.shape[0])
+    loss = checks.resolve_loss(distributions.loss(distributions.Normal, natural_gradient=True), y)
+    config, hyper = settings.settings(n_rounds=rounds, depth=depth, n_bins=256, learning_rate=lr, l2=1.0,
                                  min_split_gain=0.0, min_child_weight=distributions.MIN_LEAF_ROWS,
                                  subsample=1.0, colsample=1.0, per_output_trees=True,
                                  algorithm=distributions.LINE_SEARCH)
-    data, borders = _validation.prepare_boosting(X, y, n_bins=256)
+    data, borders = prepare.prepare_boosting(X, y, n_bins=256)
     init_raw = jax.jit(losses.baseline)(loss, data.y, data.w)
-    out = boosting.boost(data, _validation.as_key(0), hyper, loss, init_raw, config=config)
-    return model.Booster(trees=tree.with_borders(out.trees, borders), borders=borders, baseline=init_raw,
+    out = boosting_lib.boost(data, checks_lib.as_key(0), hyper, loss, init_raw, config=config)
+    return booster.Booster(trees=family.with_borders(out.trees, borders), borders=borders, baseline=init_raw,
                          loss=out.final_loss, train_loss=out.train_loss, valid_loss=out.valid_loss)
 
 

@@ -1,45 +1,50 @@
-"""jboost: boosting and bagging of oblivious trees in JAX, with losses as pure functions."""
+"""jboost: boosting and bagging of oblivious trees in JAX, with losses as pure functions.
+
+The public names are below; the namespaces follow the way data flows: :mod:`jboost.data` (tabular
+input, labels, binning, categorical columns, folds) -> :mod:`jboost.losses` (losses, objectives,
+distributions, derivatives) -> :mod:`jboost.trees` (tree families, histograms, splits, refits) ->
+:mod:`jboost.engine` (the boosting step and scan, the host round loop, batching, memory) ->
+:mod:`jboost.models` (every fitted model type and ``predict``) -> the entry points
+(:func:`jboost.fit`, :mod:`jboost.sweep`, :mod:`jboost.bagging`, :mod:`jboost.combine`,
+:mod:`jboost.algorithms`) -> :mod:`jboost.io`, :mod:`jboost.inspect`, :mod:`jboost.plot`.
+"""
 
 from jboost import algorithms
 from jboost import bagging
-from jboost import binning
 from jboost import combine
+from jboost import data
 from jboost import datasets
-from jboost import boosting
-from jboost import derivatives
 from jboost import distributions
-from jboost import histograms
+from jboost import engine
 from jboost import inspect
+from jboost import io
 from jboost import losses
-from jboost import model
+from jboost import models
 from jboost import objectives
 from jboost import plot
-from jboost import refit
-from jboost import samplers
-from jboost import splits
 from jboost import sweep
-from jboost import tree
-from jboost.api import fit
+from jboost import trees
+from jboost.data.binning import bin_features
+from jboost.data.binning import compute_borders
+from jboost.engine.boosting import BoostConfig
+from jboost.engine.boosting import Hyperparams
 from jboost.finetune import finetune
-from jboost.model import Booster
-from jboost.model import feature_importance
-from jboost.model import predict
-from jboost.model import predict_class
-from jboost.model import predict_mean
-from jboost.model import predict_proba
-from jboost.model import staged_predict
-from jboost.binning import bin_features
-from jboost.binning import compute_borders
-from jboost.boosting import BoostConfig
-from jboost.boosting import Hyperparams
-from jboost.derivatives import grad_hess
-from jboost.losses import Loss
-from jboost.sweep import SweepResult
-from jboost.tree import ObliviousTrees
-from jboost.depthwise import DepthwiseTrees
+from jboost.fitting.boost import fit
 from jboost.io import ModelFileError
 from jboost.io import load
 from jboost.io import save
+from jboost.losses.derivatives import grad_hess
+from jboost.losses.loss import Loss
+from jboost.models.base import feature_importance
+from jboost.models.base import predict
+from jboost.models.base import predict_class
+from jboost.models.base import predict_mean
+from jboost.models.base import predict_proba
+from jboost.models.base import staged_predict
+from jboost.models.booster import Booster
+from jboost.sweep import SweepResult
+from jboost.trees.depthwise import DepthwiseTrees
+from jboost.trees.oblivious import ObliviousTrees
 
 __version__ = "0.1.0"
 

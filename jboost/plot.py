@@ -11,9 +11,12 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from jboost import inspect as inspect_lib
-from jboost import depthwise
-from jboost import tree as tree_lib
+from jboost.inspect import dependence
+from jboost.inspect import importance as importance_lib
+from jboost.inspect import shap
+from jboost.models import sums
+from jboost.trees import depthwise as depthwise_lib
+from jboost.trees import oblivious
 
 
 def _pyplot():
@@ -53,7 +56,7 @@ def importance(model, kind: str = "relative", *, max_features: int = 20,
     """Horizontal bars of :func:`jboost.inspect.importance` (ESL Figure 10.6 / 10.14 for
     ``"relative"``), the most important feature on top, at most ``max_features``."""
     _one_model(model, "importance")
-    imp = np.asarray(inspect_lib.importance(model, kind))
+    imp = np.asarray(importance_lib.importance(model, kind))
     names = _names(model, imp.shape[-1], feature_names)
     order = np.argsort(imp)[::-1][:max_features][::-1]
     ax = _axes(ax, (6.0, 0.3 * len(order) + 1.2))
@@ -73,9 +76,9 @@ def partial_dependence(model, features, data, *, method: str = "tree", ice: bool
     10.15-10.16). ``output`` picks the raw output of a K-output model. Other keyword arguments
     go to :func:`jboost.inspect.partial_dependence`."""
     _one_model(model, "partial dependence")
-    pdp = inspect_lib.partial_dependence(model, features, data, method="average" if ice else method,
+    pdp = dependence.partial_dependence(model, features, data, method="average" if ice else method,
                                          ice=ice, grid_resolution=grid_resolution, **kwargs)
-    targets = inspect_lib._target_features(model, features)
+    targets = dependence.target_features(model, features)
     names = _names(model, model.n_features, feature_names)
     values = np.asarray(pdp.values)
     if values.ndim == len(targets) + 1:
@@ -110,7 +113,7 @@ def shap_summary(model, X, *, data=None, max_features: int = 20, output: int = 0
     dot at its SHAP value, coloured by the feature's value (low blue, high red; NaN grey),
     jittered vertically."""
     _one_model(model, "SHAP summary")
-    values = np.asarray(inspect_lib.shap_values(model, X, data=data).values)
+    values = np.asarray(shap.shap_values(model, X, data=data).values)
     values = values[..., output] if values.ndim == 3 else values
     Xa = np.asarray(X.to_numpy(np.float64, na_value=np.nan) if hasattr(X, "to_numpy") else X, np.float64)
     names = _names(model, values.shape[1], feature_names)
@@ -136,8 +139,8 @@ def shap_dependence(model, feature, X, *, data=None, output: int = 0,
                     feature_names: Optional[Sequence[str]] = None, ax=None):
     """SHAP dependence plot: a feature's value against its SHAP value, one dot per row."""
     _one_model(model, "SHAP dependence")
-    j = inspect_lib._target_features(model, feature)[0]
-    values = np.asarray(inspect_lib.shap_values(model, X, data=data).values)
+    j = dependence.target_features(model, feature)[0]
+    values = np.asarray(shap.shap_values(model, X, data=data).values)
     values = values[..., output] if values.ndim == 3 else values
     Xa = np.asarray(X.to_numpy(np.float64, na_value=np.nan) if hasattr(X, "to_numpy") else X, np.float64)
     ax = _axes(ax)
@@ -177,14 +180,14 @@ def tree(model, index: int = 0, *, output: int = 0, feature_names: Optional[Sequ
     A depth-wise tree is drawn node by node (:func:`_depthwise_tree`). ``index`` counts trees
     in the order :func:`jboost.predict` adds them."""
     _one_model(model, "tree")
-    trees, _, _ = inspect_lib.tree_sum(model)
-    if not isinstance(trees, (tree_lib.ObliviousTrees, depthwise.DepthwiseTrees)):
+    trees, _, _ = sums.tree_sum(model)
+    if not isinstance(trees, (oblivious.ObliviousTrees, depthwise_lib.DepthwiseTrees)):
         raise TypeError("jboost.plot.tree draws oblivious and depth-wise trees; this model's trees "
                         f"are {type(trees).__name__}.")
     n = trees.features.shape[0]
     if not 0 <= index < n:
         raise ValueError(f"index={index} must be in [0, {n - 1}] (the model has {n} trees).")
-    if isinstance(trees, depthwise.DepthwiseTrees):
+    if isinstance(trees, depthwise_lib.DepthwiseTrees):
         return _depthwise_tree(model, trees, index, output, feature_names, ax)
     feats = np.asarray(trees.features[index])
     borders = np.asarray(trees.borders[index])

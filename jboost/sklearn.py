@@ -43,7 +43,9 @@ except ImportError:  # pragma: no cover - older scikit-learn
 
 import jboost
 from jboost import bagging
-from jboost import losses as losses_lib
+from jboost.data import categorical as categorical_lib
+from jboost.losses import loss as loss_lib
+from jboost.losses import per_sample
 
 __all__ = [
     "JBoostClassifier", "JBoostRegressor", "JBoostForestClassifier", "JBoostForestRegressor",
@@ -120,8 +122,7 @@ class _JBoostBase(BaseEstimator):
         jboost as they are, which encodes them (:mod:`jboost.categorical`)."""
         if not hasattr(self, "cat_features"):
             return False
-        from jboost import categorical  # noqa: PLC0415
-        return categorical.has_categorical(X, self.cat_features)
+        return categorical_lib.has_categorical(X, self.cat_features)
 
     def _encode_targets(self, y):
         return y
@@ -191,13 +192,13 @@ class _ClassifierBase(ClassifierMixin, _JBoostBase):
         extra = {}
         if loss is None:
             loss = "binomial_deviance" if k == 2 else "multinomial_deviance"
-        elif callable(loss) and not isinstance(loss, losses_lib.Loss) and "task" not in kwargs:
+        elif callable(loss) and not isinstance(loss, loss_lib.Loss) and "task" not in kwargs:
             extra["task"] = "binary" if k == 2 else "multiclass"
         if k > 2 and "n_outputs" not in kwargs:
             task = kwargs.get("task", extra.get("task"))
-            if task is None and isinstance(loss, (str, losses_lib.Loss)):
+            if task is None and isinstance(loss, (str, loss_lib.Loss)):
                 try:
-                    task = losses_lib.get(loss).task
+                    task = per_sample.get(loss).task
                 except ValueError:  # not a built-in name: jboost.fit says so
                     pass
             if task == "multiclass":
@@ -337,7 +338,7 @@ class JBoostRegressor(RegressorMixin, _BoostingBase):
         """Yield the prediction after each fitted round (round 1, 2, ...)."""
         loss = self.booster_.loss
         for raw in self._staged_raw(X):
-            yield np.asarray(loss.link(losses_lib.as_predicted(raw, loss), **loss.params),
+            yield np.asarray(loss.link(loss_lib.as_predicted(raw, loss), **loss.params),
                              dtype=np.float64)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 import jboost
 from jboost import algorithms as A
-from jboost import tree as tree_lib
+from jboost.trees import oblivious
 
 N_ROUNDS, DEPTH = 30, 2
 STUMPS = ("adaboost_m1", "real_adaboost", "gentle_adaboost")
@@ -84,7 +84,7 @@ def three_class_fit(name: str) -> jboost.Booster:
 def leaves(model, X, round_=0, tree=0):
     """Leaf of every row in one fitted tree, via the float-threshold path."""
     t = jax.tree_util.tree_map(lambda a: a[round_, tree], model.trees)
-    return np.asarray(tree_lib.leaf_index_raw(t, jnp.asarray(X).T))
+    return np.asarray(oblivious.leaf_index_raw(t, jnp.asarray(X).T))
 
 
 def raw(model, X):

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from jboost import bagging
-from jboost import binning
-from jboost import tree as tree_lib
+from jboost.data import binning
+from jboost.trees import family
+from jboost.trees import oblivious
 
 N_BINS = 16
 DEPTH = 4
@@ -64,8 +65,8 @@ def reg_setup():
 def reg_forest(reg_setup):
     X, y, Xb, key, config, hyper, trees, counts = reg_setup
     borders = jnp.asarray(binning.compute_borders(X, N_BINS))
-    return bagging.Forest(tree_lib.with_borders(trees, borders), borders, counts)
+    return bagging.Forest(family.with_borders(trees, borders), borders, counts)
 
 
-core_fit = jax.jit(functools.partial(tree_lib.fit_tree, depth=DEPTH, n_bins=N_BINS, l2=0.0,
+core_fit = jax.jit(functools.partial(oblivious.fit_tree, depth=DEPTH, n_bins=N_BINS, l2=0.0,
                                      min_split_gain=0.0))

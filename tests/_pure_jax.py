@@ -24,7 +24,8 @@ from __future__ import annotations
 import jax
 import pytest
 
-from jboost import _native, histograms
+from jboost import _native
+from jboost.trees import histograms
 
 
 def pure_jax(fn, *args, **kwargs):

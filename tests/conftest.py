@@ -22,6 +22,8 @@ import hypothesis
 import jax
 import numpy as np
 import pytest
+from jboost.trees import family
+from jboost.trees import oblivious
 
 # --------------------------------------------------------------------------------------------
 # One compilation cache for the whole test run: JAX's persistent compilation cache in a directory
@@ -286,11 +288,10 @@ def assert_trees_equal():
 
 
 def _random_trees(rng, n_trees, depth, n_features, k, lead=(), decimals=None):
-    from jboost import tree
 
     shape = tuple(lead) + (n_trees,)
     borders = rng.normal(size=shape + (depth,))
-    return tree.ObliviousTrees(
+    return oblivious.ObliviousTrees(
         features=jax.numpy.asarray(rng.integers(0, n_features, shape + (depth,)), np.int32),
         thresholds=jax.numpy.zeros(shape + (depth,), np.int32),
         borders=jax.numpy.asarray(borders if decimals is None else borders.round(decimals), np.float32),
@@ -302,10 +303,9 @@ def _random_trees(rng, n_trees, depth, n_features, k, lead=(), decimals=None):
 def _predict_reference(trees, X):
     """``(n, K)`` float64: every tree's leaf ``sum_d right_d << d`` (NaN follows missing_right;
     subnormal values and borders compare as 0, as on XLA's CPU), leaf values summed over trees."""
-    from jboost import tree
 
     tiny = np.finfo(np.float32).tiny
-    flat = jax.tree_util.tree_map(np.asarray, tree.flatten_trees(trees))
+    flat = jax.tree_util.tree_map(np.asarray, family.flatten_trees(trees))
     X = np.where(np.abs(X) < tiny, 0.0, X)
     n, depth = X.shape[0], flat.features.shape[-1]
     out = np.zeros((n, flat.leaf_values.shape[-1]))

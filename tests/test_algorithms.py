@@ -18,12 +18,16 @@ import pytest
 
 import jboost
 from jboost import algorithms as A
-from jboost import binning
+from jboost.data import binning
 from jboost import boosting
 from jboost.algorithms import adaboost
 
 from tests._algorithms_data import (BIN, BINARY, DEPTH, N_ROUNDS, REG, REG_KW, THREE_CLASS, TRI,
                                     assert_fits_equal, binary_fit, error, raw, three_class_fit)
+from jboost.engine import algorithm
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import calls
+from jboost.engine import state as state_lib
 
 
 # ------------------------------------------------------------------------------------------------
@@ -137,14 +141,14 @@ def test_every_protocol_function_works_on_every_algorithm(name):
 # ------------------------------------------------------------------------------------------------
 
 
-def l2boost_round(r: boosting.Round) -> boosting.RoundResult:
+def l2boost_round(r: algorithm.Round) -> algorithm.RoundResult:
     """L2Boost (Buhlmann and Yu 2003): a least-squares tree of the residuals ``y - F`` on the
     round's weighted rows, shrunk by the learning rate."""
     w = r.data.w * r.sample
     residual = r.data.y - r.raw[:, 0]
-    tree, leaf = boosting.grow_trees(r, (-w * residual)[:, None], w[:, None])
+    tree, leaf = algorithm.grow_trees(r, (-w * residual)[:, None], w[:, None])
     tree = tree._replace(leaf_values=r.learning_rate * tree.leaf_values)
-    return boosting.RoundResult(*boosting.one_tree(tree, leaf))
+    return algorithm.RoundResult(*algorithm.one_tree(tree, leaf))
 
 
 def test_a_new_algorithm_is_one_round_function():
@@ -154,12 +158,12 @@ def test_a_new_algorithm_is_one_round_function():
     kw = dict(n_rounds=N_ROUNDS, depth=DEPTH, learning_rate=0.3, l2=1.0, min_split_gain=0.0,
               min_child_weight=1.0, subsample=0.7, colsample=1.0)
     ref = jboost.fit(X, y, "squared_error", key=5, **kw)
-    config, hyper = jboost.api.settings(n_bins=256, algorithm=boosting.Algorithm(l2boost_round),
+    config, hyper = jboost.fitting.settings.settings(n_bins=256, algorithm=algorithm.Algorithm(l2boost_round),
                                         **kw)
     X_binned = binning.bin_features(X, np.asarray(ref.borders))
     config = config._replace(missing=binning.has_missing(X_binned, 256))
-    data = boosting.Data.train_only(X_binned, jnp.asarray(y), jnp.ones(len(y), jnp.float32))
-    out = boosting.boost(data, jax.random.PRNGKey(5), hyper, jboost.losses.squared_error(),
+    data = state_lib.Data.train_only(X_binned, jnp.asarray(y), jnp.ones(len(y), jnp.float32))
+    out = boosting_lib.boost(data, jax.random.PRNGKey(5), hyper, jboost.losses.squared_error(),
                          ref.baseline, config=config)
     for field in ("features", "thresholds", "missing_right", "leaf_values", "gains"):
         np.testing.assert_array_equal(getattr(out.trees, field), getattr(ref.trees, field), field)
@@ -180,7 +184,7 @@ def test_an_algorithm_compiles_once_for_its_shapes_and_static_settings(monkeypat
     monkeypatch.setattr(adaboost, "adaboost_m1_round",
                         chex.assert_max_traces(adaboost.adaboost_m1_round, n=2))
     monkeypatch.setattr(boosting, "boost_rounds",
-                        jax.jit(chex.assert_max_traces(boosting.boost_rounds.__wrapped__, n=1),
+                        jax.jit(chex.assert_max_traces(calls.boost_rounds.__wrapped__, n=1),
                                 static_argnames=("config",)))
     for lr, sub, key in [(1.0, 1.0, 0), (0.5, 0.8, 1), (0.3, 0.6, 2)]:
         A.adaboost_m1(X[::-1], y[::-1], n_rounds=N_ROUNDS, depth=1, learning_rate=lr,

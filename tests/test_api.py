@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import jboost
+from jboost.engine import rounds
 
 RNG = np.random.default_rng(0)
 X10 = RNG.normal(size=(10, 3)).astype(np.float32)
@@ -594,9 +595,9 @@ def test_the_remaining_time_leaves_out_the_first_chunk(monkeypatch, capsys):
     of the chunks after the first (a fake clock: 5 s for the first chunk of 7 rounds, then
     0.14 s per chunk; the uninterrupted estimate would be ~(5 + 0.14) / 14 s per round)."""
     from jboost import api as api_lib
-    assert api_lib.time_left([4.6, 0.1, 0.1], [50, 50, 50], 5850) == pytest.approx(11.7)
-    assert api_lib.time_left([4.6], [50], 5950) == pytest.approx(547.4)
-    assert api_lib.time_left([], [], 10) == 0.0
+    assert rounds.time_left([4.6, 0.1, 0.1], [50, 50, 50], 5850) == pytest.approx(11.7)
+    assert rounds.time_left([4.6], [50], 5950) == pytest.approx(547.4)
+    assert rounds.time_left([], [], 10) == 0.0
     ticks = iter([0.0, 5.0] + [5.0 + 0.14 * i for i in range(1, 100)])
     monkeypatch.setattr(api_lib, "_clock", lambda: next(ticks))
     X, y, Xv, yv = _stopping_data(6)  # the chunked fit of test_chunked_fits_equal_one_call...

@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import _validation
 from jboost import algorithms
 from jboost import _native
 from jboost import bagging
@@ -29,6 +28,10 @@ from jboost import losses
 from jboost import sweep as sweep_lib
 
 from conftest import F, FIT_KW, N
+from jboost import devices
+from jboost.data import labels as labels_lib
+from jboost.engine import memory
+from jboost.losses import checks
 
 # Plumbing tests on tiny programs: compiled without XLA's optimisations (conftest.quick_compiles).
 pytestmark = pytest.mark.usefixtures("quick_compiles")
@@ -229,22 +232,22 @@ def test_labels_without_class_zero_warn(entry, kwargs):
 def test_labels_from_zero_and_given_classes_do_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _validation.resolve_loss("multinomial_deviance", C20)
-        _validation.resolve_loss("multinomial_deviance", SHIFTED20, n_outputs=4)
-        assert _validation.n_classes_of(C20) == 3
-        assert _validation.n_classes_of(SHIFTED20, n_classes=4) == 4
+        checks.resolve_loss("multinomial_deviance", C20)
+        checks.resolve_loss("multinomial_deviance", SHIFTED20, n_outputs=4)
+        assert labels_lib.n_classes_of(C20) == 3
+        assert labels_lib.n_classes_of(SHIFTED20, n_classes=4) == 4
 
 
 def test_sharded_deep_fits_are_refused_with_an_estimate():
     # 11. Sharded over devices, every device builds each level's full F x 2^d x n_bins x 2K
     # histograms (for their psum): depth 16 on 20k x 200 needs ~40 GB per device, refused before
     # compiling with the way out; on one device the kernel's deep levels need a fraction of it.
-    one = _validation.boosting_bytes(20000, 200, 16, 256, 1, 10)
-    sharded = _validation.boosting_bytes(20000, 200, 16, 256, 1, 10, devices=[jax.devices()[0]])
+    one = memory.boosting_bytes(20000, 200, 16, 256, 1, 10)
+    sharded = memory.boosting_bytes(20000, 200, 16, 256, 1, 10, devices=[jax.devices()[0]])
     assert one < (1 << 30) < (30 << 30) < sharded
     cpu = jax.devices("cpu")[0]
-    assert (_validation.boosting_bytes(20000, 20, 12, 256, 1, 10, devices=[cpu, cpu])
-            == 2 * _validation.boosting_bytes(10000, 20, 12, 256, 1, 10, devices=[cpu]))
+    assert (memory.boosting_bytes(20000, 20, 12, 256, 1, 10, devices=[cpu, cpu])
+            == 2 * memory.boosting_bytes(10000, 20, 12, 256, 1, 10, devices=[cpu]))
     X = np.zeros((20000, 200), np.float32)
     with pytest.raises(MemoryError, match=r"sharded over devices, every device builds .*devices=None"):
         jboost.fit(X, np.zeros(20000), depth=16, n_rounds=10, devices=[jax.devices()[0]])
@@ -253,10 +256,10 @@ def test_sharded_deep_fits_are_refused_with_an_estimate():
 def test_memory_estimate_refuses_only_impossible_fits():
     # fit's own estimate (features x 2^(depth-1) x n_bins x 2K) refuses what the K-only bound of
     # resolve_loss lets through; ordinary settings pass.
-    limit = _validation.memory_limit()
-    assert _validation.boosting_bytes(200, 5, 6, 256, 1, 100) < 1 << 24 < limit
-    assert _validation.boosting_bytes(20, 3, 16, 256, 4000, 2, dense_hessian=True) > 1 << 40
-    assert _validation.fit_bytes(10**6, 5000, 16, 256, 30, dense_hessian=True) > 1 << 40
+    limit = devices.memory_limit()
+    assert memory.boosting_bytes(200, 5, 6, 256, 1, 100) < 1 << 24 < limit
+    assert memory.boosting_bytes(20, 3, 16, 256, 4000, 2, dense_hessian=True) > 1 << 40
+    assert devices.fit_bytes(10**6, 5000, 16, 256, 30, dense_hessian=True) > 1 << 40
     with pytest.raises(MemoryError, match=r"needs about .* GiB but the device has .*n_outputs=200000"):
         jboost.fit(X20, C20, "multinomial_deviance", n_outputs=200000, depth=16, n_bins=256,
                    n_rounds=2)

@@ -11,10 +11,10 @@ import pytest
 
 import jboost
 from jboost import bagging
-from jboost import model as model_lib
 from _bagging_data import clf_data  # noqa: F401 (fixture)
 from _bagging_data import regression
 from test_oob import brute_force_oob
+from jboost.models import base
 
 KW = dict(n_rounds=4, depth=2, learning_rate=0.5, n_bins=8)
 
@@ -64,7 +64,7 @@ def _bag(model, b):
 def test_every_protocol_function_on_bagged_boosters(bagged):
     X, y, model = bagged
     Xs = X[:30]
-    assert isinstance(model, model_lib.Model)
+    assert isinstance(model, base.Model)
     assert model.task == "binary" and model.batch_shape == () and model.n_features == 4
     assert model.n_stages == model.n_rounds == 4 and model.n_bags == 3
     per_bag = np.stack([np.asarray(jboost.predict(_bag(model, b), Xs)) for b in range(3)])

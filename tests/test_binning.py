@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import binning
+from jboost.data import binning
 
 
 def real_borders(row):
@@ -275,7 +275,7 @@ def test_bin_rule_property(data):
         vals = probe_values(borders[f])
         probe[: vals.size, f] = vals
     # The neighbours of a zero border are subnormal; binning treats subnormals as 0 (documented).
-    probe = jboost.binning.flush_subnormals(probe)
+    probe = jboost.data.binning.flush_subnormals(probe)
     pbins = np.asarray(jboost.bin_features(probe, borders))
     np.testing.assert_array_equal(pbins, reference_bins(probe, borders))
     check_rule(probe, borders, pbins)

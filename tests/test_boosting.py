@@ -20,13 +20,16 @@ import pytest
 
 import jboost
 from jboost import boosting
-from jboost import derivatives
+from jboost.losses import derivatives
 from jboost import losses
-from jboost import samplers
-from jboost import tree
+from jboost.engine import samplers
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import calls
+from jboost.engine import state as state_lib
+from jboost.trees import oblivious
 
 # Jitted pieces for the hand replications (one compilation per shape).
-fit_tree = jax.jit(tree.fit_tree, static_argnames=("depth", "n_bins"))
+fit_tree = jax.jit(oblivious.fit_tree, static_argnames=("depth", "n_bins"))
 grad_hess = jax.jit(derivatives.grad_hess)
 
 
@@ -114,7 +117,7 @@ def test_boost_compiles_once_for_all_hyperparameter_values(data, fit_kw, monkeyp
     # The program of a concrete fit's rounds (boosting.boost_rounds, called once per host-side
     # call of rounds) traced at most once for four settings of every continuous hyperparameter
     # and the key, and for all the calls of each fit (chex raises on a second trace).
-    counted = jax.jit(chex.assert_max_traces(boosting.boost_rounds.__wrapped__, n=1),
+    counted = jax.jit(chex.assert_max_traces(calls.boost_rounds.__wrapped__, n=1),
                       static_argnames=("config",))
     monkeypatch.setattr(boosting, "boost_rounds", counted)
     settings = [dict(), dict(learning_rate=0.05, l2=3.0, key=1),
@@ -237,23 +240,23 @@ def test_init_step_scan_is_boost_and_reads_held_out_rows_off_the_training_scores
     # the same rows passed as a validation set (same trees, same scores; the final weighted sum
     # may be reduced in another order by XLA: equal to float rounding).
     X, y, *_ = data
-    Xb = jnp.asarray(jboost.binning.bin_features(jnp.asarray(X), jboost.binning.compute_borders(X, 32)))
+    Xb = jnp.asarray(jboost.data.binning.bin_features(jnp.asarray(X), jboost.data.binning.compute_borders(X, 32)))
     held = (np.arange(len(y)) % 4 == 1).astype(np.float32)
-    config = boosting.BoostConfig(n_rounds=5, depth=3, n_bins=32)
+    config = boosting_lib.BoostConfig(n_rounds=5, depth=3, n_bins=32)
     loss = losses.get("squared_error")
-    key, hyper = jax.random.key(3), boosting.Hyperparams.create(learning_rate=0.3, subsample=0.7)
+    key, hyper = jax.random.key(3), boosting_lib.Hyperparams.create(learning_rate=0.3, subsample=0.7)
     y_j, w_train, w_held = jnp.asarray(y), jnp.asarray(1.0 - held), jnp.asarray(held)
-    with_valid = boosting.Data(Xb, y_j, w_train, Xb, y_j, w_held)
-    by_valid_set = boosting.boost(with_valid, key, hyper, loss, jnp.zeros((1,)), config=config)
+    with_valid = state_lib.Data(Xb, y_j, w_train, Xb, y_j, w_held)
+    by_valid_set = boosting_lib.boost(with_valid, key, hyper, loss, jnp.zeros((1,)), config=config)
 
-    train_only = boosting.Data.train_only(Xb, y_j, w_train)
+    train_only = state_lib.Data.train_only(Xb, y_j, w_train)
 
     def body(state, m):
-        state, out = boosting.step(state, m, data=train_only, key=key, hyper=hyper, config=config)
+        state, out = boosting_lib.step(state, m, data=train_only, key=key, hyper=hyper, config=config)
         return state, (out.trees, out.train_loss,
-                       boosting.mean_loss(state.loss, y_j, state.raw, w_held))
+                       boosting_lib.mean_loss(state.loss, y_j, state.raw, w_held))
 
-    state0 = boosting.init(train_only, loss, jnp.zeros((1,)), config)
+    state0 = boosting_lib.init(train_only, loss, jnp.zeros((1,)), config)
     _, (trees, train_loss, held_loss) = jax.jit(
         lambda s: jax.lax.scan(body, s, jnp.arange(config.n_rounds)))(state0)
     np.testing.assert_allclose(held_loss, by_valid_set.valid_loss, rtol=1e-6)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from jboost import bagging
-from jboost import samplers
+from jboost.engine import samplers
 
 
 def test_multinomial_counts_sum_to_n_and_match_multinomial_statistics():

@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import categorical
 from jboost import io as jio
+from jboost.data import categorical as categorical_lib
+from jboost.data import categorical_stats
+from jboost.models import base as base_lib
 
 pd = pytest.importorskip("pandas")
 
@@ -48,7 +50,7 @@ def test_kinds_vocabularies_and_layout(fitted):
     assert spec.kinds == ("numeric", "one_hot", "ctr")
     assert spec.vocab[1] == ("blue", "green", "red") and spec.vocab[2] == tuple(CITIES)
     assert spec.missing == (False, False, True)           # city has missing values: a category
-    assert categorical.encoded_names(model) == ("x", "color==blue", "color==green", "color==red", "city:ctr")
+    assert categorical_lib.encoded_names(model) == ("x", "color==blue", "color==green", "color==red", "city:ctr")
     assert model.n_features == 5 and model.n_inputs == 3
     assert list(model.feature_names_in_) == ["x", "color", "city"]
 
@@ -62,7 +64,7 @@ def test_one_hot_split_is_x_equals_c():
     y = (color == "red").astype(np.float32)
     model = jboost.fit(df, y, "squared_error", n_rounds=1, depth=1, n_bins=16, learning_rate=1.0, l2=0.0)
     f = int(np.asarray(model.trees.features).reshape(-1)[0])
-    assert categorical.encoded_names(model)[f] == "color==red"
+    assert categorical_lib.encoded_names(model)[f] == "color==red"
     pred = np.asarray(jboost.predict(model, df))
     np.testing.assert_allclose(pred[color == "red"], 1.0, atol=1e-6)
     np.testing.assert_allclose(pred[color != "red"], 0.0, atol=1e-6)
@@ -72,7 +74,7 @@ def test_one_hot_split_is_x_equals_c():
 
 
 def _positions(key, n):
-    return np.asarray(jax.random.permutation(jax.random.fold_in(key, categorical.PERMUTATION_STREAM), n))
+    return np.asarray(jax.random.permutation(jax.random.fold_in(key, categorical_stats.PERMUTATION_STREAM), n))
 
 
 def test_ordered_statistics_hand_worked():
@@ -81,11 +83,11 @@ def test_ordered_statistics_hand_worked():
     (t0 + t1 + t2 + .5)/4 (each from the rows before it only); a second column's rows of
     another category do not mix in. The table holds the sums of every row."""
     key = jax.random.PRNGKey(3)
-    perm_key = jax.random.fold_in(key, categorical.PERMUTATION_STREAM)
+    perm_key = jax.random.fold_in(key, categorical_stats.PERMUTATION_STREAM)
     t = np.array([[1.0], [0.0], [1.0], [1.0], [0.0], [1.0]], np.float32)
     w = np.ones(6, np.float32)
     codes = np.array([[0], [0], [0], [0], [1], [1]], np.int32)
-    values, borders, bins, sums, counts = categorical.training_features(
+    values, borders, bins, sums, counts = categorical_stats.training_features(
         jnp.asarray(codes), jnp.asarray(t), jnp.asarray(w), perm_key, jnp.array([0.5]), jnp.float32(1.0),
         jnp.array([0], jnp.int32), n_table_rows=2, n_bins=16)
     pos = _positions(key, 6)
@@ -112,12 +114,12 @@ def test_no_target_leakage():
     in the permutation; the rows of its category after it change."""
     df, y = _frame(n=120)
     key = jax.random.PRNGKey(0)
-    spec, X_enc = categorical.build_spec(df, [False, True, True], ("x", "color", "city"), 4, 1)
+    spec, X_enc = categorical_lib.build_spec(df, [False, True, True], ("x", "color", "city"), 4, 1)
     codes = jnp.asarray(X_enc[:, spec.host_width:], jnp.int32)
-    perm_key = jax.random.fold_in(key, categorical.PERMUTATION_STREAM)
+    perm_key = jax.random.fold_in(key, categorical_stats.PERMUTATION_STREAM)
 
     def values(labels):
-        return np.asarray(categorical.training_features(
+        return np.asarray(categorical_stats.training_features(
             codes, jnp.asarray(labels[:, None]), jnp.ones(120), perm_key, jnp.array([0.3]),
             jnp.float32(1.0), jnp.asarray(spec.offsets), n_table_rows=spec.n_table_rows, n_bins=16)[0])[:, 0]
 
@@ -145,7 +147,7 @@ def test_zero_weight_rows_get_every_training_row():
     w[::3] = 0.0
     model = jboost.fit(df, y, "binomial_deviance", sample_weight=w, **KW)
     cat = model.categorical
-    codes = categorical.encode(cat.spec, df)[:, cat.spec.host_width:]
+    codes = categorical_lib.encode(cat.spec, df)[:, cat.spec.host_width:]
     c = np.where(codes[:, 0] >= 0, codes[:, 0], 0).astype(int)
     keep = w > 0
     sums = np.bincount(c[keep], weights=y[keep], minlength=cat.spec.n_table_rows)
@@ -154,10 +156,10 @@ def test_zero_weight_rows_get_every_training_row():
     np.testing.assert_array_equal(np.asarray(cat.counts), counts)
     p, a = float(cat.prior[0]), float(cat.prior_weight)
     assert p == pytest.approx(np.mean(y[keep]), abs=1e-6)
-    spec, X_enc = categorical.build_spec(df, [False, True, True], ("x", "color", "city"), 4, 1)
-    vals = np.asarray(categorical.training_features(
+    spec, X_enc = categorical_lib.build_spec(df, [False, True, True], ("x", "color", "city"), 4, 1)
+    vals = np.asarray(categorical_stats.training_features(
         jnp.asarray(X_enc[:, spec.host_width:], jnp.int32), jnp.asarray(y[:, None]), jnp.asarray(w),
-        jax.random.fold_in(jax.random.PRNGKey(0), categorical.PERMUTATION_STREAM), cat.prior,
+        jax.random.fold_in(jax.random.PRNGKey(0), categorical_stats.PERMUTATION_STREAM), cat.prior,
         cat.prior_weight, jnp.asarray(spec.offsets), n_table_rows=spec.n_table_rows, n_bins=16)[0])[:, 0]
     np.testing.assert_allclose(vals[~keep], ((sums[c] + a * p) / (counts[c] + a))[~keep], rtol=1e-6)
 
@@ -167,10 +169,10 @@ def test_unseen_and_missing_categories_at_prediction(fitted):
     cat = model.categorical
     new = pd.DataFrame({"x": [0.1] * 4, "color": ["red", "mauve", None, "red"],
                         "city": ["c03", None, None, "atlantis"]})
-    enc = categorical.encode(cat.spec, new)
+    enc = categorical_lib.encode(cat.spec, new)
     np.testing.assert_array_equal(enc[:, 1:4], [[0, 0, 1], [0, 0, 0], [0, 0, 0], [0, 0, 1]])
     assert list(enc[:, 4]) == [3, 12, 12, -1]      # missing: its own category (12); unseen: -1
-    feats = np.asarray(categorical.expand(cat, enc))
+    feats = np.asarray(categorical_stats.expand(cat, enc))
     assert feats[3, 4] == pytest.approx(float(cat.prior[0]))          # unseen: the prior
     s, n_c, p, a = (float(np.asarray(v).reshape(-1)[i]) for v, i in
                     ((cat.sums, 12), (cat.counts, 12), (cat.prior, 0), (cat.prior_weight, 0)))
@@ -179,7 +181,7 @@ def test_unseen_and_missing_categories_at_prediction(fitted):
     assert np.all(np.isfinite(pred)) and pred[1] == pred[2]  # unseen and missing color: no indicator
     # a model whose training rows had no missing city: a missing city gets the prior
     clean = jboost.fit(df.fillna({"city": "c00"}), y, "binomial_deviance", **KW)
-    enc = categorical.encode(clean.categorical.spec, new)
+    enc = categorical_lib.encode(clean.categorical.spec, new)
     assert enc[2, 4] == -1 and np.all(np.isfinite(np.asarray(jboost.predict_proba(clean, new))))
 
 
@@ -219,10 +221,10 @@ def test_save_load_round_trip(fitted, tmp_path):
 def test_vmap_over_the_prior_is_one_program_equal_to_separate_fits(tmp_path):
     df, y = _frame(seed=2)
     weights = np.array([0.5, 2.0, 8.0], np.float32)
-    before = categorical.training_features._cache_size()
+    before = categorical_stats.training_features._cache_size()
     fit = lambda a: jboost.fit(df, y, "binomial_deviance", cat_prior_weight=a, **KW)  # noqa: E731
     batch = jax.vmap(fit)(weights)
-    assert categorical.training_features._cache_size() - before <= 1   # traced once, one program
+    assert categorical_stats.training_features._cache_size() - before <= 1   # traced once, one program
     assert batch.batch_shape == (3,)
     preds = np.asarray(jboost.predict(batch, df))
     for i, a in enumerate(weights):
@@ -272,10 +274,10 @@ def test_importance_and_shap_by_input_column(fitted):
     imp = np.asarray(jboost.feature_importance(model))
     enc = np.asarray(jboost.feature_importance(model, encoded=True))
     np.testing.assert_allclose(imp, [enc[0], enc[1:4].sum(), enc[4]], rtol=1e-6)
-    rows = np.asarray(categorical.expanded_rows(model, df))
+    rows = np.asarray(base_lib.expanded_rows(model, df))
     plain = model._replace(categorical=None, feature_names=None)       # the trees on encoded rows
     values, expected = jboost.inspect.shap_values(plain, rows, data=rows)
-    by_input = np.asarray(categorical.sum_by_input(model, values))
+    by_input = np.asarray(categorical_lib.sum_by_input(model, values))
     assert by_input.shape == (len(df), 3)
     np.testing.assert_allclose(by_input.sum(-1) + np.asarray(expected), np.asarray(jboost.predict(model, df)),
                                atol=1e-4)
@@ -322,8 +324,8 @@ def test_string_dtypes_are_inferred():
         df = pd.DataFrame({"s3": ["a", "b", None], "o": pd.Series(["u", None, "v"], dtype=object),
                            "st": pd.array(["p", "q", None], dtype="string"), "b": [True, False, True],
                            "i": pd.array([1, None, 3], dtype="Int64")})
-        names, cat = categorical.resolve_columns(df, None)
+        names, cat = categorical_lib.resolve_columns(df, None)
     assert str(df["s3"].dtype) == "str" and cat == [True, True, True, False, False]
-    spec, X_enc = categorical.build_spec(df, cat, names, 4, 1)
+    spec, X_enc = categorical_lib.build_spec(df, cat, names, 4, 1)
     assert spec.vocab[:3] == (("a", "b"), ("u", "v"), ("p", "q")) and spec.missing[:3] == (True,) * 3
     np.testing.assert_array_equal(X_enc[:, -2:], [[1, 1], [0, np.nan], [1, 3]])

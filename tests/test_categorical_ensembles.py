@@ -21,9 +21,9 @@ import pytest
 import jboost
 import test_categorical  # noqa: E402 - its data generator (tests/ is on sys.path)
 from jboost import bagging
-from jboost import categorical
-from jboost.sweep import program as program_lib
 import jboost.sweep as sweep_lib
+from jboost.data import categorical as categorical_lib
+from jboost.sweep import program
 
 # Plumbing tests on tiny programs: compiled without XLA's optimisations (conftest.quick_compiles).
 pytestmark = pytest.mark.usefixtures("quick_compiles")
@@ -63,12 +63,12 @@ def _sweep(df, y, **kw):
 def res(data):
     """The sweep, its program's body allowed one trace (chex raises on a second)."""
     chex.clear_trace_counter()
-    plain = program_lib.fit_chunk
-    program_lib.fit_chunk = chex.assert_max_traces(plain, n=1)
+    plain = program.fit_chunk
+    program.fit_chunk = chex.assert_max_traces(plain, n=1)
     try:
         return _sweep(*data)
     finally:
-        program_lib.fit_chunk = plain
+        program.fit_chunk = plain
 
 
 def _row(res, i):
@@ -176,7 +176,7 @@ def test_models_and_refit_predict_dataframes(res, fold_fits, data):
     assert refit.categorical.spec == models.categorical.spec
     assert float(refit.categorical.prior_weight) == WEIGHTS[1]
     np.testing.assert_array_equal(np.asarray(refit.categorical.counts),
-                                  np.bincount(categorical.encode(refit.categorical.spec, df)[:, -1].astype(int),
+                                  np.bincount(categorical_lib.encode(refit.categorical.spec, df)[:, -1].astype(int),
                                               minlength=13))
     assert np.all(np.isfinite(np.asarray(jboost.predict(refit, NEW))))
 
@@ -292,7 +292,7 @@ def test_sweep_settings_of_categorical_columns_are_checked(data):
         sweep_lib.sweep(df, y, "binomial_deviance", grid={"cat_prior_weight": [0.0]}, **KW)
     with pytest.raises(ValueError, match="cat_prior_weight=-1"):
         sweep_lib.sweep(df, y, "binomial_deviance", cat_prior_weight=-1.0, **KW)
-    assert categorical.ONE_HOT_MAX_SIZE == 16  # the default the sweep and bagging share
+    assert categorical_lib.ONE_HOT_MAX_SIZE == 16  # the default the sweep and bagging share
 
 
 def test_bagged_categorical_model_files_and_what_inspect_refuses(bags, data, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 import jboost
 from jboost import io as jio
-from jboost import model as model_lib
+from jboost.models import metadata
 
 KW = dict(n_rounds=3, depth=2, n_bins=16)
 
@@ -28,7 +28,7 @@ def test_string_labels_are_the_fit_of_their_codes(data):
     names = np.array(["ham", "spam"])[codes.astype(int)]
     model = jboost.fit(X, names, "binomial_deviance", eval_set=(X[:30], names[:30]), **KW)
     ref = jboost.fit(X, codes, "binomial_deviance", eval_set=(X[:30], codes[:30]), **KW)
-    assert model.classes == model_lib.Classes(["ham", "spam"]) and ref.classes is None
+    assert model.classes == metadata.Classes(["ham", "spam"]) and ref.classes is None
     np.testing.assert_array_equal(model.classes_, ["ham", "spam"])
     np.testing.assert_array_equal(jboost.predict(model, X), jboost.predict(ref, X))
     np.testing.assert_array_equal(model.valid_loss, ref.valid_loss)

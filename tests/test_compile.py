@@ -10,7 +10,7 @@ import numpy as np
 
 import jboost
 from jboost import _compile
-from jboost import boosting
+from jboost.engine import calls
 
 
 def _program(x, scale):
@@ -51,7 +51,7 @@ def test_the_users_xla_flags_win(monkeypatch):
 def test_a_fit_and_a_vmapped_fit_run_through_the_compiled_programs():
     """jboost.fit (its rounds' program a _compile.jit) and the same fit under the user's vmap
     (the program nested, without options) give the same model to float rounding."""
-    assert isinstance(boosting.boost_rounds, _compile.Jitted)
+    assert isinstance(calls.boost_rounds, _compile.Jitted)
     rng = np.random.default_rng(3)
     X = rng.normal(size=(200, 4)).astype(np.float32)
     y = (X[:, 0] - X[:, 1] + 0.3 * rng.normal(size=200) > 0).astype(np.float32)

@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import boosting, losses
+from jboost import losses, boosting
+from jboost.engine import boosting as boosting_lib
 
 
 def focal(y, f, gamma):
@@ -181,7 +182,7 @@ def test_hand_written_pinball_equals_the_built_in_quantile_loss_vmapped_over_alp
     w = np.random.default_rng(0).uniform(0.5, 1.5, len(y)).astype(np.float32)
     kw = dict(fit_kw, sample_weight=w, learning_rate=0.3)
     built_in = jboost.fit(X, y, losses.quantile(0.3), **kw)
-    counted = jax.jit(chex.assert_max_traces(boosting.boost.__wrapped__, n=1), static_argnames=("config",))
+    counted = jax.jit(chex.assert_max_traces(boosting_lib.boost.__wrapped__, n=1), static_argnames=("config",))
     monkeypatch.setattr(boosting, "boost", counted)
     make = lambda alpha: jboost.Loss(pinball, params={"alpha": alpha}, baseline=losses.quantile_baseline)
     alphas = [0.1, 0.3, 0.9]

@@ -6,7 +6,7 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 
-from jboost import cv
+from jboost.data import folds as cv
 
 
 @hypothesis.settings(max_examples=25, deadline=None, derandomize=True)

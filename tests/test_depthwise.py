@@ -16,10 +16,12 @@ import pytest
 
 import jboost
 import jboost.plot
-from jboost import binning
-from jboost import depthwise
-from jboost import tree as tree_lib
-from jboost.depthwise import DepthwiseTrees
+from jboost.data import binning
+from jboost.trees.depthwise import DepthwiseTrees
+from jboost.trees import depthwise as depthwise_lib
+from jboost.trees import family as family_lib
+from jboost.trees import node_table
+from jboost.trees import oblivious
 
 N, F, N_BINS, DEPTH = 400, 4, 16, 3
 
@@ -154,7 +156,7 @@ def test_depth_one_equals_the_oblivious_tree():
     X, Y, borders, Xb = _data()
     g, h = _squared_error(Y)
     a, leaf_a = _grow(Xb, g, h, depth=1)
-    b, leaf_b = _grow(Xb, g, h, family=tree_lib.ObliviousTrees, depth=1)
+    b, leaf_b = _grow(Xb, g, h, family=oblivious.ObliviousTrees, depth=1)
     for name in ("features", "thresholds", "missing_right"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     np.testing.assert_allclose(a.gains, b.gains, rtol=1e-5)
@@ -413,21 +415,21 @@ def test_kernel_tree_is_bitwise_the_pure_jax_levels(k, max_features, max_nodes, 
     node's scores in one written order, splits.sum_outputs_16), with max_nodes capping the
     slots; and it is the program that ran."""
     from _pure_jax import pure_jax
-    assert depthwise.kernel_available()
+    assert depthwise_lib.kernel_available()
     Xb, g, h = _kernel_case(k, seed=k + max_features, n_bins=n_bins)
     kw = dict(depth=KERNEL_DEPTH, n_bins=n_bins, l2=0.5, min_split_gain=0.01, min_child_weight=1.0,
               feature_key=jax.random.PRNGKey(3), max_features=max_features, max_nodes=max_nodes)
-    assert depthwise.KERNEL_TARGET in str(jax.jit(
-        lambda g: depthwise.fit_tree(Xb, g, h, **kw)).lower(g).as_text())
-    a, la = depthwise.fit_tree(Xb, g, h, **kw)
-    b, lb = pure_jax(depthwise.fit_tree, Xb, g, h, **kw)
+    assert depthwise_lib.KERNEL_TARGET in str(jax.jit(
+        lambda g: depthwise_lib.fit_tree(Xb, g, h, **kw)).lower(g).as_text())
+    a, la = depthwise_lib.fit_tree(Xb, g, h, **kw)
+    b, lb = pure_jax(depthwise_lib.fit_tree, Xb, g, h, **kw)
     for name in ("features", "thresholds", "missing_right", "leaf_values"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     np.testing.assert_array_equal(la, lb)
     np.testing.assert_array_equal(a.gains, b.gains)
     for name in ("children", "level_counts"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-    assert a.features.shape == (depthwise.node_capacity(KERNEL_DEPTH, N, max_nodes),)
+    assert a.features.shape == (node_table.node_capacity(KERNEL_DEPTH, N, max_nodes),)
     splits = check_table(a, n_bins)
     assert splits >= 8
     per_level = list(np.asarray(a.level_counts))
@@ -469,22 +471,22 @@ def test_kernel_payload_layouts_with_row_weights_are_bitwise_the_pure_jax_levels
               feature_key=jax.random.PRNGKey(4), max_features=4, max_nodes=N // 2,
               row_weights=jnp.asarray(counts))
     g, h = jnp.asarray(g), jnp.asarray(h)
-    assert depthwise.KERNEL_TARGET in str(jax.jit(
-        lambda g: depthwise.fit_tree(Xb, g, h, **kw)).lower(g).as_text())
-    a, la = depthwise.fit_tree(Xb, g, h, **kw)
-    b, lb = pure_jax(depthwise.fit_tree, Xb, g, h, **kw)
+    assert depthwise_lib.KERNEL_TARGET in str(jax.jit(
+        lambda g: depthwise_lib.fit_tree(Xb, g, h, **kw)).lower(g).as_text())
+    a, la = depthwise_lib.fit_tree(Xb, g, h, **kw)
+    b, lb = pure_jax(depthwise_lib.fit_tree, Xb, g, h, **kw)
     for name in a._fields:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     np.testing.assert_array_equal(la, lb)
     assert check_table(a, n_bins) >= 8
     # row_weights is the weighted targets' tree: the same as passing them weighted.
-    c, lc = depthwise.fit_tree(Xb, g * counts[:, None], h * counts[:, None],
+    c, lc = depthwise_lib.fit_tree(Xb, g * counts[:, None], h * counts[:, None],
                                **{**kw, "row_weights": None})
     for name in a._fields:
         np.testing.assert_array_equal(getattr(a, name), getattr(c, name), err_msg=name)
     np.testing.assert_array_equal(la, lc)
     with pytest.raises(ValueError, match="row_weights must be"):
-        depthwise.fit_tree(Xb, g, h, **{**kw, "row_weights": jnp.asarray(counts)[:, None]})
+        depthwise_lib.fit_tree(Xb, g, h, **{**kw, "row_weights": jnp.asarray(counts)[:, None]})
 
 
 @pytest.mark.parametrize("case", ["one-hot", "a row of two gradients", "an infinite weight"])
@@ -517,11 +519,11 @@ def test_bags_sharing_one_payload_are_bitwise_the_pure_jax_levels(case):
     g, h = jnp.asarray(g), jnp.asarray(h)
 
     def bags(c, keys):
-        return jax.vmap(lambda w, key: depthwise.fit_tree(Xb, g, h, feature_key=key, row_weights=w,
+        return jax.vmap(lambda w, key: depthwise_lib.fit_tree(Xb, g, h, feature_key=key, row_weights=w,
                                                           **kw))(c, keys)
 
     keys = jax.random.split(jax.random.PRNGKey(6), n_bags)
-    assert depthwise.KERNEL_TARGET in str(jax.jit(bags).lower(jnp.asarray(counts), keys).as_text())
+    assert depthwise_lib.KERNEL_TARGET in str(jax.jit(bags).lower(jnp.asarray(counts), keys).as_text())
     a, la = bags(jnp.asarray(counts), keys)
     b, lb = pure_jax(bags, jnp.asarray(counts), keys)
     for name in a._fields:
@@ -553,8 +555,8 @@ def test_min_child_weight_at_the_shared_hessian_boundary_is_the_pure_jax_levels(
         kw = dict(depth=KERNEL_DEPTH, n_bins=N_BINS, l2=0.0, min_split_gain=0.0,
                   min_child_weight=float(mcw), feature_key=jax.random.PRNGKey(2), max_features=KERNEL_F,
                   max_nodes=N // 2)
-        a, la = depthwise.fit_tree(Xb, g, h, **kw)
-        b, lb = pure_jax(depthwise.fit_tree, Xb, g, h, **kw)
+        a, la = depthwise_lib.fit_tree(Xb, g, h, **kw)
+        b, lb = pure_jax(depthwise_lib.fit_tree, Xb, g, h, **kw)
         for name in a._fields:
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=f"{name} {mcw}")
         np.testing.assert_array_equal(la, lb)
@@ -570,15 +572,15 @@ def test_deep_trees_hold_only_their_nodes():
     Xb, g, h = _kernel_case(2, seed=5)
     kw = dict(depth=12, n_bins=N_BINS, l2=0.0, min_split_gain=0.0, min_child_weight=0.0,
               feature_key=jax.random.PRNGKey(1), max_features=KERNEL_F, max_nodes=N // 2)
-    a, la = depthwise.fit_tree(Xb, g, h, **kw)
-    assert depthwise.node_capacity(12, N, N // 2) == N - 1 and a.features.shape == (N - 1,)
+    a, la = depthwise_lib.fit_tree(Xb, g, h, **kw)
+    assert node_table.node_capacity(12, N, N // 2) == N - 1 and a.features.shape == (N - 1,)
     used = check_table(a)
     weighted = np.asarray(jnp.any(h != 0, axis=-1))
     leaves_with_rows = np.unique(np.asarray(la)[weighted])
     np.testing.assert_array_equal(leaves_with_rows, np.arange(used + 1))  # each leaf holds one
     assert used >= 40 and int(np.asarray(a.level_counts)[6:].sum()) > 0  # deep, not a stub
     np.testing.assert_array_equal(numpy_walk(a, np.asarray(Xb).T, binned=True), la)
-    b, lb = pure_jax(depthwise.fit_tree, Xb, g, h, **kw)
+    b, lb = pure_jax(depthwise_lib.fit_tree, Xb, g, h, **kw)
     for name in a._fields:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     np.testing.assert_array_equal(la, lb)
@@ -612,8 +614,8 @@ def test_kernel_small_nodes_on_many_bins_are_bitwise_the_pure_jax_levels(seed, n
     h = jnp.asarray(w * rng.uniform(0.5, 2, size=(N, 1)).astype(np.float32))
     kw = dict(depth=10, n_bins=n_bins, l2=0.0, min_split_gain=0.0, min_child_weight=0.0,
               feature_key=jax.random.PRNGKey(seed), max_features=3, max_nodes=N // 2)
-    a, la = depthwise.fit_tree(Xb, g, h, **kw)
-    b, lb = pure_jax(depthwise.fit_tree, Xb, g, h, **kw)
+    a, la = depthwise_lib.fit_tree(Xb, g, h, **kw)
+    b, lb = pure_jax(depthwise_lib.fit_tree, Xb, g, h, **kw)
     assert check_table(a, n_bins) >= (100 if distinct is None else 30)  # deep trees
     for name in a._fields:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
@@ -627,12 +629,12 @@ def test_a_table_too_small_for_the_tree_is_an_error_not_a_dropped_node():
     payload = jnp.concatenate([g, h], axis=-1)
     kw = dict(depth=KERNEL_DEPTH, n_bins=N_BINS, max_features=KERNEL_F, max_nodes=N // 2, missing=True)
     args = (Xb, payload, None, 0.5, 0.0, 1.0)
-    tree, _ = depthwise._kernel_tree(*args, capacity=depthwise.node_capacity(KERNEL_DEPTH, N, N // 2), **kw)
+    tree, _ = depthwise_lib._kernel_tree(*args, capacity=node_table.node_capacity(KERNEL_DEPTH, N, N // 2), **kw)
     used = int(np.asarray(tree.level_counts).sum())
     assert used >= 8
     with pytest.raises(Exception, match="more node slots than its table holds"):
-        jax.block_until_ready(depthwise._kernel_tree(*args, capacity=used - 1, **kw))
-    exact, _ = depthwise._kernel_tree(*args, capacity=used, **kw)  # exactly enough: the same tree
+        jax.block_until_ready(depthwise_lib._kernel_tree(*args, capacity=used - 1, **kw))
+    exact, _ = depthwise_lib._kernel_tree(*args, capacity=used, **kw)  # exactly enough: the same tree
     np.testing.assert_array_equal(exact.features, tree.features[:used])
     np.testing.assert_array_equal(exact.leaf_values, tree.leaf_values[:used + 1])
 
@@ -647,7 +649,7 @@ def test_prediction_kernel_is_bitwise_the_pure_jax_walk():
     kw = dict(depth=KERNEL_DEPTH, n_bins=N_BINS, l2=0.5, min_split_gain=0.0, min_child_weight=1.0,
               feature_key=jax.random.PRNGKey(2), max_features=4, max_nodes=N // 2)
     scales = jnp.arange(5, dtype=jnp.float32)
-    trees = jax.vmap(lambda s: depthwise.fit_tree(Xb, g * (1.0 + s), h, **kw)[0])(scales)
+    trees = jax.vmap(lambda s: depthwise_lib.fit_tree(Xb, g * (1.0 + s), h, **kw)[0])(scales)
     rng = np.random.default_rng(3)
     borders = np.sort(rng.normal(size=(KERNEL_F, N_BINS - 1)).astype(np.float32), axis=1)
     trees = trees.with_borders(jnp.asarray(borders))
@@ -657,11 +659,11 @@ def test_prediction_kernel_is_bitwise_the_pure_jax_walk():
     hostile = trees._replace(children=trees.children.at[0, 0, 1].set(10_000).at[1, 0, 0].set(0),
                              features=trees.features.at[2, 0].set(99))
     for t in (trees, hostile):
-        assert tree_lib.predict_raw(t, X).shape == (700, 3)
-        assert "jboost_predict_depthwise" in str(jax.jit(tree_lib.predict_raw).lower(t, X).as_text())
-        np.testing.assert_array_equal(tree_lib.predict_raw(t, X), pure_jax(tree_lib.predict_raw, t, X))
-        np.testing.assert_array_equal(tree_lib.predict_raw_feature_major(t, X.T),
-                                      pure_jax(tree_lib.predict_raw_feature_major, t, X.T))
+        assert family_lib.predict_raw(t, X).shape == (700, 3)
+        assert "jboost_predict_depthwise" in str(jax.jit(family_lib.predict_raw).lower(t, X).as_text())
+        np.testing.assert_array_equal(family_lib.predict_raw(t, X), pure_jax(family_lib.predict_raw, t, X))
+        np.testing.assert_array_equal(family_lib.predict_raw_feature_major(t, X.T),
+                                      pure_jax(family_lib.predict_raw_feature_major, t, X.T))
 
 
 def test_from_dense_refuses_a_capacity_below_the_splitting_nodes():
@@ -690,11 +692,11 @@ def test_from_dense_refuses_a_capacity_below_the_splitting_nodes():
         fill(int(kids[code, 1]), d + 1, j + 2**d)
 
     fill(0, 0, 0)
-    back = depthwise.from_dense(capacity=used, **dense)
+    back = depthwise_lib.from_dense(capacity=used, **dense)
     np.testing.assert_array_equal(numpy_walk(back, Xb.T, binned=True), numpy_walk(t, Xb.T, binned=True))
     np.testing.assert_array_equal(back.features, np.asarray(t.features)[:used])
     with pytest.raises(ValueError, match=f"capacity={used - 1}.*capacity >= {used}"):
-        depthwise.from_dense(capacity=used - 1, **dense)
+        depthwise_lib.from_dense(capacity=used - 1, **dense)
 
 
 def test_kernel_vmapped_trees_equal_separate_calls():
@@ -705,7 +707,7 @@ def test_kernel_vmapped_trees_equal_separate_calls():
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     kw = dict(depth=KERNEL_DEPTH, n_bins=N_BINS, min_split_gain=0.0, min_child_weight=1.0,
               max_features=3, max_nodes=N // 2)
-    fit = lambda g, h, key, l2: depthwise.fit_tree(Xb, g, h, l2=l2, feature_key=key, **kw)  # noqa: E731
+    fit = lambda g, h, key, l2: depthwise_lib.fit_tree(Xb, g, h, l2=l2, feature_key=key, **kw)  # noqa: E731
     l2s = jnp.asarray([0.0, 1.0, 0.5])
     batched = jax.vmap(fit)(g * scale, h * scale, keys, l2s)
     for i in range(3):
@@ -728,8 +730,8 @@ def test_compact_levels_in_jax_are_the_kernels_tree_at_any_depth(seed, depth, ma
     kw = dict(depth=depth, n_bins=N_BINS, l2=0.5, min_split_gain=0.0, min_child_weight=1.0,
               feature_key=jax.random.PRNGKey(seed), max_features=KERNEL_F // 2,
               max_nodes=max_nodes, row_weights=w)
-    a, la = depthwise.fit_tree(Xb, g, h, **kw)
-    b, lb = pure_jax(depthwise.fit_tree, Xb, g, h, **kw)
+    a, la = depthwise_lib.fit_tree(Xb, g, h, **kw)
+    b, lb = pure_jax(depthwise_lib.fit_tree, Xb, g, h, **kw)
     used = check_table(b)
     assert used >= (40 if max_nodes > 8 else 2 * max_nodes), used
     counts = np.asarray(b.level_counts)

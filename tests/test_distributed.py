@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import binning
+from jboost.data import binning
 
 N, F, N_VALID = 600, 6, 120
 #: Uneven slices of the table per process count (training rows, validation rows).

@@ -25,6 +25,10 @@ from scipy import stats
 import jboost
 from jboost import boosting
 from jboost import distributions as D
+from jboost.engine import boosting as boosting_lib
+from jboost.fitting import prepare
+from jboost.fitting import settings
+from jboost.losses import checks
 
 ALL = (D.Normal, D.LogNormal, D.Poisson, D.NegativeBinomial, D.Gamma, D.StudentT)
 
@@ -217,7 +221,7 @@ def test_intervals_cover_at_the_nominal_rate(regression_data, normal_fit):
 
 def test_student_t_df_is_traced_a_sweep_compiles_once(regression_data, fit_kw, monkeypatch):
     X, y, Xv, yv = regression_data
-    counted = jax.jit(chex.assert_max_traces(boosting.boost.__wrapped__, n=1), static_argnames=("config",))
+    counted = jax.jit(chex.assert_max_traces(boosting_lib.boost.__wrapped__, n=1), static_argnames=("config",))
     monkeypatch.setattr(boosting, "boost", counted)
     fit = lambda df: jboost.fit(X, y, D.loss(D.StudentT, df=df), learning_rate=0.3, **fit_kw)
     sweep = jax.vmap(fit)(jnp.asarray([1.5, 4.0, 30.0], jnp.float32))
@@ -316,16 +320,15 @@ def test_line_search_round_scales_the_natural_gradient_trees(regression_data, fi
     """distributions.LINE_SEARCH on the scaffold: round 0's trees are distributions.fit's round-0
     trees times rho (its info['scale'], a power of two), the training NLL falls every round, and
     with the later rounds' rho = 2 below distributions.fit's."""
-    from jboost import _validation, api
 
     X, y, _, _ = regression_data
-    loss = _validation.resolve_loss(D.loss(D.Normal, natural_gradient=True), y)
-    config, hyper = api.settings(learning_rate=0.3, l2=1.0, min_split_gain=0.0,
+    loss = checks.resolve_loss(D.loss(D.Normal, natural_gradient=True), y)
+    config, hyper = settings.settings(learning_rate=0.3, l2=1.0, min_split_gain=0.0,
                                  min_child_weight=D.MIN_LEAF_ROWS, subsample=1.0, colsample=1.0,
                                  per_output_trees=True, algorithm=D.LINE_SEARCH, **fit_kw)
-    data, _ = _validation.prepare_boosting(X, y, n_bins=fit_kw["n_bins"])
+    data, _ = prepare.prepare_boosting(X, y, n_bins=fit_kw["n_bins"])
     init_raw = jboost.losses.baseline(loss, data.y, data.w)
-    out = boosting.boost(data, jax.random.key(0), hyper, loss, init_raw, config=config)
+    out = boosting_lib.boost(data, jax.random.key(0), hyper, loss, init_raw, config=config)
     rho = np.asarray(out.info["scale"])
     assert np.all(rho > 0) and np.all(np.log2(rho) == np.round(np.log2(rho))), rho
     assert np.all(np.diff(np.asarray(out.train_loss)) < 0)

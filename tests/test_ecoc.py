@@ -9,7 +9,8 @@ import pytest
 
 import jboost
 from jboost import combine
-from jboost.combine import ecoc
+from jboost.combine import ecoc as ecoc_lib
+from jboost.models import ecoc as ecoc_mod
 
 # Boosting settings shared by every fit in this file (and by tests/test_stacking.py): one
 # compilation of each program.
@@ -32,7 +33,7 @@ def letters():
 @pytest.fixture(scope="module")
 def model(letters):
     X, y = letters
-    return ecoc.fit_ecoc_boosters(X, y, ecoc.exhaustive_code(3), key=KEY, chunk_size=2, **KW)
+    return ecoc_lib.fit_ecoc_boosters(X, y, ecoc_lib.exhaustive_code(3), key=KEY, chunk_size=2, **KW)
 
 
 # --------------------------------------------------------------------------------------------
@@ -42,7 +43,7 @@ def model(letters):
 
 @pytest.mark.parametrize("k", [3, 4, 5])
 def test_exhaustive_code_properties(k):
-    code = ecoc.exhaustive_code(k)
+    code = ecoc_lib.exhaustive_code(k)
     assert code.shape == (k, 2 ** (k - 1) - 1)
     np.testing.assert_array_equal(code[0], 1)
     for a, b in itertools.combinations(range(k), 2):
@@ -51,54 +52,54 @@ def test_exhaustive_code_properties(k):
     assert len(cols) == code.shape[1]
     assert all(0 < sum(c) < k for c in cols)
     assert all(tuple(1 - np.array(c)) not in cols for c in cols)
-    assert int(ecoc.min_row_distance(code)) == 2 ** (k - 2)
+    assert int(ecoc_lib.min_row_distance(code)) == 2 ** (k - 2)
 
 
 def test_exhaustive_code_for_three_classes_by_hand():
-    np.testing.assert_array_equal(ecoc.exhaustive_code(3), [[1, 1, 1], [0, 0, 1], [0, 1, 0]])
+    np.testing.assert_array_equal(ecoc_lib.exhaustive_code(3), [[1, 1, 1], [0, 0, 1], [0, 1, 0]])
     with pytest.raises(ValueError, match=r"n_classes=2 must be in \[3, 11\]"):
-        ecoc.exhaustive_code(2)
+        ecoc_lib.exhaustive_code(2)
     with pytest.raises(TypeError, match="n_classes must be an int"):
-        ecoc.exhaustive_code(3.0)
+        ecoc_lib.exhaustive_code(3.0)
 
 
 def test_random_code_is_admissible_and_well_separated():
-    code = np.asarray(ecoc.random_code(jax.random.PRNGKey(0), 6, 12))
+    code = np.asarray(ecoc_lib.random_code(jax.random.PRNGKey(0), 6, 12))
     assert code.shape == (6, 12)
     s = code.sum(0)
     assert np.all((s > 0) & (s < 6))
     cols = [tuple(c) for c in code.T]
     assert len(set(cols)) == 12 and not any(tuple(1 - np.array(c)) in cols for c in cols)
-    assert int(ecoc.min_row_distance(code)) >= 4
+    assert int(ecoc_lib.min_row_distance(code)) >= 4
     # The best candidate beats a typical single draw.
-    single = np.asarray(ecoc.random_code(jax.random.PRNGKey(0), 6, 12, n_candidates=1))
-    assert int(ecoc.min_row_distance(code)) >= int(ecoc.min_row_distance(single))
+    single = np.asarray(ecoc_lib.random_code(jax.random.PRNGKey(0), 6, 12, n_candidates=1))
+    assert int(ecoc_lib.min_row_distance(code)) >= int(ecoc_lib.min_row_distance(single))
     # An int seed is the key PRNGKey(seed).
-    np.testing.assert_array_equal(ecoc.random_code(0, 6, 12), code)
+    np.testing.assert_array_equal(ecoc_lib.random_code(0, 6, 12), code)
     with pytest.raises(ValueError, match=r"n_bits=0 must be in \[1, "):
-        ecoc.random_code(0, 6, 0)
+        ecoc_lib.random_code(0, 6, 0)
 
 
 def test_decoding_on_a_known_code_matrix():
-    code = ecoc.exhaustive_code(4)  # rows 4 apart: one wrong bit is corrected
-    np.testing.assert_array_equal(ecoc.ecoc_targets(np.array([0, 3, 1]), code),
+    code = ecoc_lib.exhaustive_code(4)  # rows 4 apart: one wrong bit is corrected
+    np.testing.assert_array_equal(ecoc_lib.ecoc_targets(np.array([0, 3, 1]), code),
                                   np.stack([code[0], code[3], code[1]]).T)
     raw = np.where(code == 1, 2.0, -2.0)           # perfect bit scores for classes 0..3
     raw[2, 5] *= -1                                # one wrong bit for class 2
-    np.testing.assert_array_equal(ecoc.decode_hamming(raw, code), [0, 1, 2, 3])
-    np.testing.assert_array_equal(ecoc.decode(raw, code, "hamming"), [0, 1, 2, 3])
+    np.testing.assert_array_equal(ecoc_mod.decode_hamming(raw, code), [0, 1, 2, 3])
+    np.testing.assert_array_equal(ecoc_mod.decode(raw, code, "hamming"), [0, 1, 2, 3])
     probs = np.array([[0.9, 0.8, 0.7, 0.9, 0.6, 0.8, 0.55],     # near class 0 (all ones)
                       [0.1, 0.2, 0.3, 0.1, 0.2, 0.3, 0.45]])    # far from every codeword
     d = np.abs(probs[:, None, :] - code[None]).sum(-1)
-    np.testing.assert_array_equal(ecoc.decode_l1(probs, code), d.argmin(1))
-    assert int(ecoc.decode_l1(probs, code)[0]) == 0
+    np.testing.assert_array_equal(ecoc_mod.decode_l1(probs, code), d.argmin(1))
+    assert int(ecoc_mod.decode_l1(probs, code)[0]) == 0
     # Hand case: bit probabilities (0.1, 0.1, 0.1, 0.1, 0.9, 0.9, 0.9) are closest to class 1.
-    assert int(ecoc.decode_l1(np.array([[0.1] * 4 + [0.9] * 3]), code)[0]) == 1
+    assert int(ecoc_mod.decode_l1(np.array([[0.1] * 4 + [0.9] * 3]), code)[0]) == 1
     # decode "l1" is decode_l1 on the sigmoid of the log-odds.
     logodds = np.log(probs / (1 - probs))
-    np.testing.assert_array_equal(ecoc.decode(logodds, code), d.argmin(1))
+    np.testing.assert_array_equal(ecoc_mod.decode(logodds, code), d.argmin(1))
     with pytest.raises(ValueError, match="decoding='vote' must be one of"):
-        ecoc.decode(raw, code, "vote")
+        ecoc_mod.decode(raw, code, "vote")
 
 
 # --------------------------------------------------------------------------------------------
@@ -108,34 +109,34 @@ def test_decoding_on_a_known_code_matrix():
 
 def test_ecoc_bits_are_vmapped_binary_boosters(letters, model):
     X, y = letters
-    code = ecoc.exhaustive_code(3)
+    code = ecoc_lib.exhaustive_code(3)
     assert model.trees.features.shape == (3, 4, 1, 2)
-    raw = np.asarray(ecoc.ecoc_bit_scores(model, X))
+    raw = np.asarray(ecoc_mod.ecoc_bit_scores(model, X))
     for bit in range(code.shape[1]):
         yl = code[y.astype(int), bit].astype(np.float32)
         ref = jboost.fit(X, yl, "binomial_deviance", key=jax.random.fold_in(KEY, bit),
                          borders=model.borders, **KW)
         np.testing.assert_array_equal(model.trees.features[bit], ref.trees.features)
         np.testing.assert_allclose(raw[:, bit], jboost.predict(ref, X), rtol=1e-4, atol=1e-5)
-    acc_l1 = np.mean(np.asarray(ecoc.ecoc_predict(model, X, "l1")) == y)
-    acc_h = np.mean(np.asarray(ecoc.ecoc_predict(model, X, "hamming")) == y)
+    acc_l1 = np.mean(np.asarray(ecoc_mod.ecoc_predict(model, X, "l1")) == y)
+    acc_h = np.mean(np.asarray(ecoc_mod.ecoc_predict(model, X, "hamming")) == y)
     assert acc_l1 > 0.75 and acc_h > 0.6, (acc_l1, acc_h)
     with pytest.raises(ValueError, match="decoding='vote' must be one of"):
-        ecoc.ecoc_predict(model, X, "vote")
+        ecoc_mod.ecoc_predict(model, X, "vote")
 
 
 def test_chunks_and_sample_weights(letters, model):
     """All bits in one chunk give the trees of chunks of 2; zero weights on some rows give the
     fit without those rows (weighted borders, baselines and histograms ignore them)."""
     X, y = letters
-    code = ecoc.exhaustive_code(3)
-    one_chunk = ecoc.fit_ecoc_boosters(X, y, code, key=KEY, **KW)
+    code = ecoc_lib.exhaustive_code(3)
+    one_chunk = ecoc_lib.fit_ecoc_boosters(X, y, code, key=KEY, **KW)
     np.testing.assert_array_equal(one_chunk.trees.features, model.trees.features)
     np.testing.assert_allclose(one_chunk.trees.leaf_values, model.trees.leaf_values, rtol=1e-5, atol=1e-6)
     zero_last = np.ones(len(y), np.float32)
     zero_last[-30:] = 0.0
-    weighted = ecoc.fit_ecoc_boosters(X, y, code, key=KEY, sample_weight=zero_last, chunk_size=2, **KW)
-    dropped = ecoc.fit_ecoc_boosters(X[:-30], y[:-30], code, key=KEY, chunk_size=2, **KW)
+    weighted = ecoc_lib.fit_ecoc_boosters(X, y, code, key=KEY, sample_weight=zero_last, chunk_size=2, **KW)
+    dropped = ecoc_lib.fit_ecoc_boosters(X[:-30], y[:-30], code, key=KEY, chunk_size=2, **KW)
     np.testing.assert_array_equal(weighted.borders, dropped.borders)
     np.testing.assert_array_equal(weighted.trees.features, dropped.trees.features)
     np.testing.assert_allclose(weighted.baseline, dropped.baseline, rtol=1e-5)
@@ -147,7 +148,7 @@ def test_verbose_ecoc_reports_each_chunk_of_bits_and_fits_the_same_model(letters
     """verbose=True prints a line as each chunk of bits finishes (bits done, elapsed and
     remaining time, while the program runs); the model is bitwise the quiet fit's."""
     X, y = letters
-    loud = ecoc.fit_ecoc_boosters(X, y, ecoc.exhaustive_code(3), key=KEY, chunk_size=2, verbose=True, **KW)
+    loud = ecoc_lib.fit_ecoc_boosters(X, y, ecoc_lib.exhaustive_code(3), key=KEY, chunk_size=2, verbose=True, **KW)
     jax.block_until_ready(loud.trees)
     for a, b in zip(jax.tree_util.tree_leaves(loud), jax.tree_util.tree_leaves(model)):
         assert a.dtype == b.dtype
@@ -169,13 +170,13 @@ def test_every_protocol_function_on_ecoc(letters, model):
     assert (model.n_features, model.n_classes, model.n_bits) == (4, 3, 3)
     raw = np.asarray(jboost.predict(model, X))
     assert raw.shape == (len(X), 3)
-    np.testing.assert_array_equal(raw, np.asarray(ecoc.ecoc_bit_scores(model, X)))
+    np.testing.assert_array_equal(raw, np.asarray(ecoc_mod.ecoc_bit_scores(model, X)))
     # predict_class: nearest codeword in L1 distance on the bits' probabilities.
     labels = np.asarray(jboost.predict_class(model, X))
     p = 1 / (1 + np.exp(-raw.astype(np.float64)))
     d = np.abs(p[:, None, :] - np.asarray(model.code)[None]).sum(-1)
     np.testing.assert_array_equal(labels, d.argmin(1))
-    np.testing.assert_array_equal(labels, np.asarray(ecoc.ecoc_predict(model, X)))
+    np.testing.assert_array_equal(labels, np.asarray(ecoc_mod.ecoc_predict(model, X)))
     with pytest.raises(ValueError, match="ECOC ensemble has no calibrated class probabilities"):
         jboost.predict_proba(model, X)
     with pytest.raises(TypeError, match="predict_mean needs a model with a loss"):
@@ -192,7 +193,7 @@ def test_every_protocol_function_on_ecoc(letters, model):
         np.testing.assert_array_equal(staged[m - 1], first)
         np.testing.assert_array_equal(
             jboost.predict_class(model, X, n_rounds=m),
-            ecoc.decode(first, model.code))
+            ecoc_mod.decode(first, model.code))
     np.testing.assert_array_equal(staged[-1], raw)
     # Device arrays, zero rows, wrong columns.
     np.testing.assert_array_equal(np.asarray(jboost.predict(model, jnp.asarray(X))), raw)
@@ -200,52 +201,52 @@ def test_every_protocol_function_on_ecoc(letters, model):
     with pytest.raises(ValueError, match=r"X has 3 features, but the model was fitted on 4"):
         jboost.predict(model, X[:, :3])
     with pytest.raises(ValueError, match=r"X has 3 features, but the model was fitted on 4"):
-        ecoc.ecoc_predict(model, X[:, :3], "hamming")
+        ecoc_mod.ecoc_predict(model, X[:, :3], "hamming")
     with pytest.raises(ValueError, match=r"n_rounds=5 must be in \[0, 4\]"):
         jboost.predict(model, X, n_rounds=5)
 
 
 def test_a_vmapped_batch_of_ecoc_models_predicts_outside_vmap(letters, model):
     X, y = letters
-    code = ecoc.exhaustive_code(3)
+    code = ecoc_lib.exhaustive_code(3)
     kw = {k: v for k, v in KW.items() if k != "learning_rate"}
     rates = jnp.array([0.5, 0.2])
-    batch = jax.vmap(lambda lr: ecoc.fit_ecoc_boosters(X, y, code, key=KEY, chunk_size=2,
+    batch = jax.vmap(lambda lr: ecoc_lib.fit_ecoc_boosters(X, y, code, key=KEY, chunk_size=2,
                                                        learning_rate=lr, **kw))(rates)
     assert batch.batch_shape == (2,)
     raw = np.asarray(jboost.predict(batch, X))
     labels = np.asarray(jboost.predict_class(batch, X))
-    hamming = np.asarray(ecoc.ecoc_predict(batch, X, "hamming"))
+    hamming = np.asarray(ecoc_mod.ecoc_predict(batch, X, "hamming"))
     assert raw.shape == (2, len(X), 3) and labels.shape == hamming.shape == (2, len(X))
     np.testing.assert_allclose(raw[0], np.asarray(jboost.predict(model, X)), rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(hamming[0], np.asarray(ecoc.ecoc_predict(model, X, "hamming")))
-    np.testing.assert_array_equal(labels[1], np.asarray(ecoc.decode(raw[1], code)))
+    np.testing.assert_array_equal(hamming[0], np.asarray(ecoc_mod.ecoc_predict(model, X, "hamming")))
+    np.testing.assert_array_equal(labels[1], np.asarray(ecoc_mod.decode(raw[1], code)))
 
 
 def test_fit_ecoc_boosters_checks_like_fit(letters):
     X, y = letters
-    code = ecoc.exhaustive_code(3)
+    code = ecoc_lib.exhaustive_code(3)
     with pytest.raises(ValueError, match=r"code must hold only 0 and 1; got values such as \[2\]"):
-        ecoc.fit_ecoc_boosters(X, y, code * 2, **KW)
+        ecoc_lib.fit_ecoc_boosters(X, y, code * 2, **KW)
     with pytest.raises(ValueError, match=r"code must be a \(n_classes >= 2, n_bits >= 1\) 0/1 matrix"):
-        ecoc.fit_ecoc_boosters(X, y, code[0], **KW)
+        ecoc_lib.fit_ecoc_boosters(X, y, code[0], **KW)
     with pytest.raises(ValueError, match=r"y must hold class labels in \[0, 2\) for n_classes=2"):
-        ecoc.fit_ecoc_boosters(X, y, code[:2], **KW)
+        ecoc_lib.fit_ecoc_boosters(X, y, code[:2], **KW)
     with pytest.raises(ValueError, match=r"y holds 3 classes \[0.5, 1.5, 2.5\] .* but code has 2 rows"):
-        ecoc.fit_ecoc_boosters(X, y + 0.5, code[:2], **KW)  # other labels are mapped (classes_)
+        ecoc_lib.fit_ecoc_boosters(X, y + 0.5, code[:2], **KW)  # other labels are mapped (classes_)
     # The settings are checked by jboost.api.settings: the messages of jboost.fit.
     for bad, exc in ((dict(learning_rate=-1.0), ValueError), (dict(depth=0), ValueError),
                      (dict(subsample=1.5), ValueError), (dict(n_bins=2.5), TypeError),
                      (dict(colsample_by="forest"), ValueError)):
         with pytest.raises(exc) as ours:
-            ecoc.fit_ecoc_boosters(X, y, code, **dict(KW, **bad))
+            ecoc_lib.fit_ecoc_boosters(X, y, code, **dict(KW, **bad))
         with pytest.raises(exc) as fits:
             jboost.fit(X, y, "multinomial_deviance", **dict(KW, **bad))
         assert str(ours.value) == str(fits.value)
     with pytest.raises(ValueError, match="sample_weight must be non-negative"):
-        ecoc.fit_ecoc_boosters(X, y, code, sample_weight=-np.ones(len(y)), **KW)
+        ecoc_lib.fit_ecoc_boosters(X, y, code, sample_weight=-np.ones(len(y)), **KW)
     with pytest.raises(ValueError, match=r"chunk_size=0 must be in \[1, "):
-        ecoc.fit_ecoc_boosters(X, y, code, chunk_size=0, **KW)
+        ecoc_lib.fit_ecoc_boosters(X, y, code, chunk_size=0, **KW)
     with pytest.raises(TypeError, match="key must be an int seed or a jax.random key"):
-        ecoc.fit_ecoc_boosters(X, y, code, key="seven", **KW)
-    assert combine.fit_ecoc_boosters is ecoc.fit_ecoc_boosters
+        ecoc_lib.fit_ecoc_boosters(X, y, code, key="seven", **KW)
+    assert combine.fit_ecoc_boosters is ecoc_lib.fit_ecoc_boosters

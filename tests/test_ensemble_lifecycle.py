@@ -12,6 +12,9 @@ import jboost
 from jboost import bagging
 from jboost import combine
 from _bagging_data import DEPTH, clf_data, forest, noisy_classification  # noqa: F401 (fixtures)
+from jboost.engine import batching
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import checkpoints
 
 # Plumbing tests on tiny programs: compiled without XLA's optimisations (conftest.quick_compiles).
 pytestmark = pytest.mark.usefixtures("quick_compiles")
@@ -157,7 +160,7 @@ def test_each_ecoc_bit_stops_on_its_own_as_its_separate_fit(letters, tmp_path):
                                       early_stopping_rounds=3, **kw)
     best = np.asarray(model.best_round)
     assert best.shape == (code.shape[1],) and model.n_rounds < 40
-    key = jboost._validation.as_key(3)
+    key = jboost.checks.as_key(3)
     for l in (int(np.argmin(best)), int(np.argmax(best))):
         alone = jboost.fit(X, code[y, l], "binomial_deviance", n_rounds=40, key=jax.random.fold_in(key, l),
                            eval_set=(Xv, code[yv, l]), early_stopping_rounds=3, **kw)
@@ -204,18 +207,18 @@ def test_stacking_stops_each_fold_fit_and_uses_each_learners_best_round(clf, sta
     assert_bitwise(jboost.load(tmp_path / "stack.jbm"), model)
     # The fold fits themselves (stopping on the error rate), against separate fits; the best
     # rounds from their curves.
-    from jboost import boosting, cv
-    data = jboost._validation.prepare(X, y, n_bins=N_BINS)
+    from jboost.data import folds as cv
+    data = jboost.fitting.prepare.prepare(X, y, n_bins=N_BINS)
     masks = cv.fold_masks(np.asarray([0, 1] * 150), 2)
     config, hyper = jboost.combine.stacking._learner_settings(hypers, n_rounds=40, **kw)
     config = config._replace(missing=data.missing,
-                             early_stopping=boosting.EarlyStopping(3, metric="error_rate"))
+                             early_stopping=boosting_lib.EarlyStopping(3, metric="error_rate"))
     _, _, _, valid, n_fitted = combine.stacking.cross_fit_stopped(
-        data.X_binned, data.y, data.w, jboost._validation.as_key(5), masks, hyper,
+        data.X_binned, data.y, data.w, jboost.checks.as_key(5), masks, hyper,
         jboost.losses.binomial_deviance(), config=config)
     mask = np.asarray(masks[1])
     alone = jboost.fit(X, y, "binomial_deviance", n_rounds=40,
-                       key=jax.random.fold_in(jboost._validation.as_key(5), 0),
+                       key=jax.random.fold_in(jboost.checks.as_key(5), 0),
                        sample_weight=mask, eval_set=(X, y, 1.0 - mask), early_stopping_rounds=3,
                        eval_metric="error_rate", learning_rate=0.6, borders=data.borders, **kw)
     assert int(n_fitted[1, 0]) == alone.n_rounds
@@ -284,9 +287,8 @@ def test_an_interrupted_ecoc_fit_resumes_bitwise_and_callbacks_see_each_chunk(le
     """Ctrl-C as the second chunk of bits is saved: KeyboardInterrupt naming the saved chunk;
     the rerun fits only the rest and equals the fit without checkpoints (one chunk) bitwise. A
     callback returning True keeps the bits fitted (and the code's first columns, warned)."""
-    from jboost import _batching
     X, y, code = letters
-    save, calls = _batching.ChunkCheckpoints.save, []
+    save, calls = checkpoints.ChunkCheckpoints.save, []
 
     def save_then_interrupt(self, part, chunk, outputs, items):
         calls.append(chunk)
@@ -294,10 +296,10 @@ def test_an_interrupted_ecoc_fit_resumes_bitwise_and_callbacks_see_each_chunk(le
             raise KeyboardInterrupt
         save(self, part, chunk, outputs, items)
 
-    monkeypatch.setattr(_batching.ChunkCheckpoints, "save", save_then_interrupt)
+    monkeypatch.setattr(checkpoints.ChunkCheckpoints, "save", save_then_interrupt)
     with pytest.raises(KeyboardInterrupt, match="1 of them saved"):
         combine.fit_ecoc_boosters(X, y, code, n_rounds=4, chunk_size=3, checkpoint_dir=tmp_path, **ECOC)
-    monkeypatch.setattr(_batching.ChunkCheckpoints, "save", save)
+    monkeypatch.setattr(checkpoints.ChunkCheckpoints, "save", save)
     seen = []
     resumed = combine.fit_ecoc_boosters(X, y, code, n_rounds=4, chunk_size=3, checkpoint_dir=tmp_path,
                                         callbacks=[seen.append], **ECOC)
@@ -341,9 +343,8 @@ def test_an_interrupted_early_stopped_stacking_resumes_bitwise(clf, stack, tmp_p
     """Ctrl-C as the second fold's fits are saved: the rerun fits the second fold and the
     all-data learners only, and equals the stacking fit without checkpoints bitwise."""
     import os
-    from jboost import _batching
     X, y = clf
-    save, calls = _batching.ChunkCheckpoints.save, []
+    save, calls = checkpoints.ChunkCheckpoints.save, []
 
     def save_then_interrupt(self, part, chunk, outputs, items):
         calls.append(chunk)
@@ -351,10 +352,10 @@ def test_an_interrupted_early_stopped_stacking_resumes_bitwise(clf, stack, tmp_p
             raise KeyboardInterrupt
         save(self, part, chunk, outputs, items)
 
-    monkeypatch.setattr(_batching.ChunkCheckpoints, "save", save_then_interrupt)
+    monkeypatch.setattr(checkpoints.ChunkCheckpoints, "save", save_then_interrupt)
     with pytest.raises(KeyboardInterrupt, match="1 of them saved"):
         combine.fit_stacked_boosters(X, y, "binomial_deviance", checkpoint_dir=tmp_path, **STACK)
-    monkeypatch.setattr(_batching.ChunkCheckpoints, "save", save)
+    monkeypatch.setattr(checkpoints.ChunkCheckpoints, "save", save)
     assert sorted(os.listdir(tmp_path)) == ["stacking-folds-chunk00000.npz"]
     resumed = combine.fit_stacked_boosters(X, y, "binomial_deviance", checkpoint_dir=tmp_path, **STACK)
     assert_bitwise(resumed, stack)
@@ -378,7 +379,7 @@ def test_bagged_boosters_start_each_bag_from_the_rows_offsets(letters):
     kw = dict(depth=2, n_bins=N_BINS, learning_rate=0.3, n_rounds=4)
     model = bagging.fit_bagged_boosters(X, y, "poisson", base_margin=np.log(exposure), n_bags=2, key=3,
                                         **kw)
-    _, k_fit = bootstrap.bag_keys(jboost._validation.as_key(3), 1)
+    _, k_fit = bootstrap.bag_keys(jboost.checks.as_key(3), 1)
     alone = jboost.fit(X, y, "poisson", sample_weight=model.bag_weights[1], base_margin=np.log(exposure),
                        key=k_fit, borders=model.borders, **kw)
     np.testing.assert_allclose(model.baseline[1], alone.baseline, rtol=1e-6)
@@ -407,8 +408,7 @@ def _interrupt_waiting_for_chunk(monkeypatch, n: int):
     """Send SIGINT (a real signal, what Ctrl-C sends) while the host waits for the ``n``-th chunk
     of a fit (:func:`jboost._batching.wait`)."""
     import signal
-    from jboost import _batching
-    wait, calls = _batching.wait, []
+    wait, calls = batching.wait, []
 
     def interrupting(out, *args, **kwargs):
         calls.append(len(calls))
@@ -491,13 +491,13 @@ def test_waiting_for_a_chunk_lets_ctrl_c_land_at_once():
         start = time.perf_counter()
         timer.start()
         with pytest.raises(KeyboardInterrupt):
-            _batching.wait([np.zeros(3), Running()])
+            batching.wait([np.zeros(3), Running()])
         assert time.perf_counter() - start < 1.0
     finally:
         timer.cancel()
         signal.signal(signal.SIGINT, previous)
     ready = [np.ones(2), jax.numpy.ones(2)]
-    assert _batching.wait(ready) is ready
+    assert batching.wait(ready) is ready
 
 
 def test_stacking_reports_each_masks_fits_to_callbacks_and_progress_lines(clf, stack, capsys):

@@ -11,7 +11,7 @@ import pytest
 import jboost
 from jboost import bagging
 from jboost import combine
-from jboost import model as model_lib
+from jboost.models import metadata
 
 # Plumbing tests on tiny programs: compiled without XLA's optimisations (conftest.quick_compiles).
 pytestmark = pytest.mark.usefixtures("quick_compiles")
@@ -101,7 +101,7 @@ def test_an_ensemble_fitted_on_a_dataframe_matches_columns_by_name(kind, table, 
     column are named; a model file keeps the names."""
     df, y3, _ = table
     model = fitted[kind][0]
-    assert model.feature_names == model_lib.FeatureNames(COLS)
+    assert model.feature_names == metadata.FeatureNames(COLS)
     np.testing.assert_array_equal(model.feature_names_in_, COLS)
     reversed_df = df[COLS[::-1]]
     for name, predict in prediction_paths(kind, y3).items():
@@ -134,7 +134,7 @@ def test_a_continued_fit_orders_a_dataframes_columns_by_the_models_names(kind, t
         more.update(eval_set=(reversed_df.iloc[:40], y3[:40]))
     continued = fit(kind, reversed_df, y3, init_model=first, **more)
     assert_same(continued, ordered)
-    assert continued.feature_names == model_lib.FeatureNames(COLS)
+    assert continued.feature_names == metadata.FeatureNames(COLS)
     if kind == "bagged":
         assert np.isfinite(np.asarray(continued.valid_loss)[:, -1]).all()
         more.pop("eval_set")
@@ -162,7 +162,7 @@ def test_class_labels_as_users_have_them(kind, labels, table, fitted, tmp_path):
     model = fit(kind, df, y, n_classes=k)
     reference = fitted[kind][0 if k == 3 else 1]
     np.testing.assert_array_equal(model.classes_, classes)
-    assert model.classes == model_lib.Classes(classes) and reference.classes is None
+    assert model.classes == metadata.Classes(classes) and reference.classes is None
     assert_same(jboost.predict(model, df), jboost.predict(reference, df))
     if kind != "ecoc":
         assert_same(jboost.predict_proba(model, df), jboost.predict_proba(reference, df))

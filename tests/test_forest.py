@@ -7,15 +7,16 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import _batching
 from jboost import bagging
-from jboost import binning
-from jboost import histograms
-from jboost import model as model_lib
-from jboost import splits
-from jboost import tree as tree_lib
+from jboost.data import binning
+from jboost.trees import histograms
 from _bagging_data import DEPTH, N_BINS, core_fit
 from _bagging_data import clf_data, forest, reg_forest, reg_setup  # noqa: F401 (fixtures)
+from jboost.engine import memory
+from jboost.models import base
+from jboost.trees import family
+from jboost.trees import oblivious
+from jboost.trees import splits as splits_lib
 
 
 # --------------------------------------------------------------------------------------------
@@ -55,7 +56,7 @@ def _subset_reference(X_binned, grad, hess, subsets, *, depth, n_bins, l2, min_s
     feats, thrs, miss, gains = [], [], [], []
     for d in range(depth):
         hist = histograms.build_histogram(X_binned[subsets[d]], payload, leaf, n_leaves=2**d, n_bins=n_bins)
-        split = splits.best_split(hist, l2=l2, min_split_gain=min_split_gain,
+        split = splits_lib.best_split(hist, l2=l2, min_split_gain=min_split_gain,
                                   min_child_weight=min_child_weight)
         feature = jnp.where(split.gain > 0, subsets[d][split.feature], 0).astype(jnp.int32)
         col = X_binned[feature].astype(jnp.int32)
@@ -66,8 +67,8 @@ def _subset_reference(X_binned, grad, hess, subsets, *, depth, n_bins, l2, min_s
         miss.append(split.missing_right)
         gains.append(split.gain)
     sums = jax.ops.segment_sum(payload, leaf, num_segments=2**depth)
-    values = tree_lib.newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight)
-    return tree_lib.ObliviousTrees(jnp.stack(feats), jnp.stack(thrs), jnp.zeros((depth,)),
+    values = family.newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight)
+    return oblivious.ObliviousTrees(jnp.stack(feats), jnp.stack(thrs), jnp.zeros((depth,)),
                                    jnp.stack(miss), values, jnp.stack(gains)), leaf
 
 
@@ -100,7 +101,7 @@ def test_forest_trees_are_bitwise_those_of_the_previous_subset_grower(task, max_
         sub = bagging.feature_subsets(k_feat, n_features, depth, max_features)
         return fn(Xb, g * wb, h * wb, sub)
 
-    new = jax.jit(jax.vmap(lambda b: bag(lambda *a: tree_lib.fit_tree(*a[:3], feature_subsets=a[3], **kw), b)))
+    new = jax.jit(jax.vmap(lambda b: bag(lambda *a: oblivious.fit_tree(*a[:3], feature_subsets=a[3], **kw), b)))
     old = jax.jit(jax.vmap(lambda b: bag(lambda *a: _subset_reference(*a, **kw), b)))
     (t_new, leaf_new), (t_old, leaf_old) = new(jnp.arange(6)), old(jnp.arange(6))
     for name in ("features", "thresholds", "missing_right", "leaf_values"):
@@ -136,7 +137,7 @@ def test_regression_leaves_are_bootstrap_weighted_means(reg_setup):
     X, y, Xb, key, config, hyper, trees, counts = reg_setup
     for b in range(2):
         one = jax.tree_util.tree_map(lambda a: a[b], trees)
-        leaf = np.asarray(tree_lib.leaf_index_binned(one, Xb, N_BINS))
+        leaf = np.asarray(family.leaf_index_binned(one, Xb, N_BINS))
         w = np.asarray(counts[b])
         for j in np.unique(leaf[w > 0]):
             sel = (leaf == j) & (w > 0)
@@ -183,7 +184,7 @@ def test_classification_leaves_are_class_frequencies(forest, clf_data):
     assert lv.shape == (24, 2**DEPTH, 2)
     np.testing.assert_allclose(lv.sum(-1), 1.0, atol=1e-5)
     one = jax.tree_util.tree_map(lambda a: a[0], forest.trees)
-    leaf = np.asarray(tree_lib.leaf_index_raw(one, jnp.asarray(X).T))
+    leaf = np.asarray(oblivious.leaf_index_raw(one, jnp.asarray(X).T))
     w = np.asarray(forest.bag_weights[0])
     j = np.bincount(leaf, weights=w).argmax()
     sel = leaf == j
@@ -197,8 +198,8 @@ def test_forest_beats_a_single_tree_on_noisy_data(forest, clf_data):
     all_features = jnp.ones((DEPTH, X.shape[1]), bool)  # same program as the masked fits above
     single, _ = core_fit(binning.bin_features(X, borders), g, h, feature_masks=all_features,
                          min_child_weight=2.0)
-    single = tree_lib.with_borders(single, borders)
-    single_err = np.mean(np.argmax(np.asarray(tree_lib.predict_raw(single, Xt)), 1) != yt_clean)
+    single = family.with_borders(single, borders)
+    single_err = np.mean(np.argmax(np.asarray(family.predict_raw(single, Xt)), 1) != yt_clean)
     forest_err = np.mean(np.asarray(bagging.forest_predict_class(forest, Xt)) != yt_clean)
     vote_err = np.mean(np.asarray(bagging.forest_predict_class(forest, Xt, vote=True)) != yt_clean)
     assert forest_err < single_err - 0.03, (forest_err, single_err)
@@ -246,7 +247,7 @@ def test_predictions_average_and_vote_over_trees(forest, clf_data):
 def test_every_protocol_function_on_a_classification_forest(forest, clf_data):
     _, _, Xt, _ = clf_data
     Xs = Xt[:60]
-    assert isinstance(forest, model_lib.Model)
+    assert isinstance(forest, base.Model)
     assert forest.task == "binary" and forest.batch_shape == () and forest.n_features == 8
     assert forest.n_stages == forest.n_trees == 24
     outs = np.asarray(bagging.tree_outputs(forest.trees, Xs))
@@ -274,7 +275,7 @@ def test_every_protocol_function_on_a_classification_forest(forest, clf_data):
 
 def test_every_protocol_function_on_a_regression_forest(reg_forest, reg_setup):
     X = reg_setup[0][:40]
-    assert isinstance(reg_forest, model_lib.Model)
+    assert isinstance(reg_forest, base.Model)
     assert reg_forest.task == "regression" and reg_forest.n_stages == 5
     outs = np.asarray(bagging.tree_outputs(reg_forest.trees, X))
     pred = np.asarray(jboost.predict(reg_forest, X))
@@ -364,14 +365,14 @@ def test_chunk_size_budget():
     small = bagging.chunk_size_for_budget(7, 8, 64, 2, 3000, budget_bytes=1 << 30)
     big = bagging.chunk_size_for_budget(57, 12, 256, 3, 3000, budget_bytes=1 << 30)
     assert big == 1 and small > 10
-    per_tree = _batching.FOREST_HIST_OVERHEAD * 7 * 2**7 * 64 * 2 * 4 + 3000 * 6 * 4
+    per_tree = memory.FOREST_HIST_OVERHEAD * 7 * 2**7 * 64 * 2 * 4 + 3000 * 6 * 4
     assert small * per_tree <= 1 << 30 < (small + 1) * per_tree
     # The fused kernel materialises no subset histogram: far more trees fit the same budget.
     fused = bagging.chunk_size_for_budget(7, 12, 256, 2, 3000, budget_bytes=1 << 30, fused=True)
     assert fused > 100 * bagging.chunk_size_for_budget(7, 12, 256, 2, 3000, budget_bytes=1 << 30)
     # Bagged trees keep the histograms histogram subtraction reads.
-    assert (_batching.forest_tree_bytes(57, 8, 64, 2, 3000, fused=True, n_features=57)
-            > _batching.forest_tree_bytes(56, 8, 64, 2, 3000, fused=True, n_features=57))
+    assert (memory.forest_tree_bytes(57, 8, 64, 2, 3000, fused=True, n_features=57)
+            > memory.forest_tree_bytes(56, 8, 64, 2, 3000, fused=True, n_features=57))
     cpu = jax.devices("cpu")[0]
     assert bagging.forest_chunk_size(7, 57, 12, 64, 2, 3000, 500, device=cpu) <= 8
     assert bagging.forest_chunk_size(7, 57, 12, 64, 2, 3000, 3, device=cpu) == 3

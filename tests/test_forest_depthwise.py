@@ -10,13 +10,16 @@ import pytest
 
 import jboost
 from jboost import bagging
-from jboost import binning
-from jboost import depthwise
+from jboost.data import binning
 from jboost import io as jio
-from jboost import tree as tree_lib
 from jboost.bagging import bootstrap as bootstrap_lib
-from jboost.bagging import forest as forest_lib
 from _bagging_data import N_BINS, noisy_classification
+from jboost.bagging import forest_binned
+from jboost.models import forest
+from jboost.trees import depthwise as depthwise_lib
+from jboost.trees import family
+from jboost.trees import node_table
+from jboost.trees import oblivious
 
 DEPTH = 4
 KW = dict(n_trees=6, depth=DEPTH, max_features=3, n_bins=N_BINS, key=5, chunk_size=3,
@@ -56,7 +59,7 @@ def test_trees_are_depthwise_fit_tree_of_the_bag_on_per_node_subsets(dw_forest, 
     per level as in an oblivious tree)."""
     X, y, _, _ = data
     f = dw_forest
-    assert isinstance(f.trees, depthwise.DepthwiseTrees) and forest_lib.tree_family_of(f) == "depthwise"
+    assert isinstance(f.trees, depthwise_lib.DepthwiseTrees) and forest.tree_family_of(f) == "depthwise"
     assert f.trees.features.shape == (6, 2**DEPTH - 1) and f.depth == DEPTH and f.n_trees == 6
     Xb = binning.bin_features(X, f.borders)
     n_features = X.shape[1]
@@ -69,7 +72,7 @@ def test_trees_are_depthwise_fit_tree_of_the_bag_on_per_node_subsets(dw_forest, 
         assert [s.shape for s in subsets] == [(2**d, 3) for d in range(DEPTH)]
         wb = counts[:, None]
         g = -jnp.asarray(y)[:, None] * wb
-        tree, _ = depthwise.fit_tree(Xb, g, wb, depth=DEPTH, n_bins=N_BINS, l2=0.0, min_split_gain=0.0,
+        tree, _ = depthwise_lib.fit_tree(Xb, g, wb, depth=DEPTH, n_bins=N_BINS, l2=0.0, min_split_gain=0.0,
                                      min_child_weight=1.0, feature_subsets=subsets)
         t = jax.tree_util.tree_map(lambda a: a[b], f.trees)
         np.testing.assert_array_equal(t.features, tree.features)
@@ -99,24 +102,24 @@ def test_per_node_subsets_differ_from_per_level_and_are_the_masks():
     assert bootstrap_lib.node_feature_subsets(jax.random.PRNGKey(1), 8, DEPTH, 8) is None
     g, h = -jnp.asarray(y)[:, None], jnp.ones((300, 1))
     kw = dict(depth=DEPTH, n_bins=N_BINS, l2=0.0, min_split_gain=0.0, min_child_weight=1.0)
-    a, la = depthwise.fit_tree(Xb, g, h, feature_subsets=subsets, **kw)
+    a, la = depthwise_lib.fit_tree(Xb, g, h, feature_subsets=subsets, **kw)
     heap = heap_of(a)  # (per-node subsets == per-node masks: tests/test_depthwise.py)
     assert len(heap) == int((np.asarray(a.gains) > 0).sum()) >= 3
     for node, (d, j) in heap.items():
         assert int(a.features[node]) in np.asarray(subsets[d][j])
     # The compact path (histogram slots for the splittable nodes only): the same tree with
     # n // 2 slots; with 2 slots, at most 2 nodes of a level split.
-    c, lc = depthwise.fit_tree(Xb, g, h, feature_subsets=subsets, max_nodes=150, **kw)
+    c, lc = depthwise_lib.fit_tree(Xb, g, h, feature_subsets=subsets, max_nodes=150, **kw)
     np.testing.assert_array_equal(c.features, a.features)
     np.testing.assert_array_equal(c.thresholds, a.thresholds)
     np.testing.assert_array_equal(lc, la)
     np.testing.assert_allclose(c.leaf_values, a.leaf_values, rtol=1e-6, atol=1e-7)
     # Drawn inside from the key (only for the slots' nodes): the same sets, the same tree.
-    k, lk = depthwise.fit_tree(Xb, g, h, feature_key=jax.random.PRNGKey(1), max_features=3,
+    k, lk = depthwise_lib.fit_tree(Xb, g, h, feature_key=jax.random.PRNGKey(1), max_features=3,
                                max_nodes=150, **kw)
     np.testing.assert_array_equal(k.features, a.features)
     np.testing.assert_array_equal(lk, la)
-    two, _ = depthwise.fit_tree(Xb, g, h, feature_subsets=subsets, max_nodes=2, **kw)
+    two, _ = depthwise_lib.fit_tree(Xb, g, h, feature_subsets=subsets, max_nodes=2, **kw)
     per_level = [int(c) for c in np.asarray(two.level_counts)]
     assert max(per_level) == 2 and (np.asarray(a.gains) > 0).sum() > sum(per_level)
 
@@ -142,7 +145,7 @@ def test_protocol_on_a_depthwise_forest(dw_forest, data, tmp_path):
     path = tmp_path / "forest.jbm"
     jio.save(f, path)
     g = jio.load(path)
-    assert isinstance(g.trees, depthwise.DepthwiseTrees)
+    assert isinstance(g.trees, depthwise_lib.DepthwiseTrees)
     for a, b in zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(f)):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(np.asarray(jboost.predict(g, Xs)), raw)
@@ -159,10 +162,10 @@ def test_warm_start_and_checkpoints_equal_one_fit(dw_forest, data, tmp_path):
     # A forest whose tables hold more slots (an old model file's dense 2^D - 1, converted)
     # continues at the larger capacity: the same trees and predictions, null slots padded.
     cap = dw_forest.trees.features.shape[-1] + 9
-    wide = part._replace(trees=tree_lib.with_borders(depthwise.pad_nodes(part.trees, cap, N_BINS),
+    wide = part._replace(trees=family.with_borders(node_table.pad_nodes(part.trees, cap, N_BINS),
                                                      part.borders))
     cont = bagging.fit_forest(X, y, init_model=wide, **{**KW, "n_trees": 3})
-    want = tree_lib.with_borders(depthwise.pad_nodes(dw_forest.trees, cap, N_BINS), dw_forest.borders)
+    want = family.with_borders(node_table.pad_nodes(dw_forest.trees, cap, N_BINS), dw_forest.borders)
     assert cont.trees.features.shape == (6, cap)
     for a, b in zip(jax.tree_util.tree_leaves(cont.trees), jax.tree_util.tree_leaves(want)):
         np.testing.assert_array_equal(a, b)
@@ -178,11 +181,11 @@ def test_default_chunks_of_kernel_grown_trees_give_the_same_forest(dw_forest, da
     """On CPU with the kernel, a depth-wise forest's default chunk holds up to KERNEL_CHUNK trees
     (as many as KERNEL_CHUNK_BYTES of outputs hold, evened out): the same trees as chunks of 3."""
     X, y, _, _ = data
-    assert forest_lib._kernel_grows(jnp.zeros((2, 2), jnp.uint8), N_BINS)
-    assert forest_lib.kernel_chunk_size(DEPTH, 2, 300, 6) == 6
-    assert forest_lib.kernel_chunk_size(16, 1, 3065, 500) == 63      # 8 chunks of 63
-    assert forest_lib.kernel_chunk_size(16, 26, 16000, 300) == 60    # 5 chunks of at most 64
-    assert forest_lib.kernel_chunk_size(16, 26, 16000, 300, memory_budget=1) == 1
+    assert forest_binned.kernel_grows(jnp.zeros((2, 2), jnp.uint8), N_BINS)
+    assert forest_binned.kernel_chunk_size(DEPTH, 2, 300, 6) == 6
+    assert forest_binned.kernel_chunk_size(16, 1, 3065, 500) == 63      # 8 chunks of 63
+    assert forest_binned.kernel_chunk_size(16, 26, 16000, 300) == 60    # 5 chunks of at most 64
+    assert forest_binned.kernel_chunk_size(16, 26, 16000, 300, memory_budget=1) == 1
     f = bagging.fit_forest(X, y, **{**KW, "chunk_size": None})
     for a, b in zip(jax.tree_util.tree_leaves(f), jax.tree_util.tree_leaves(dw_forest)):
         np.testing.assert_array_equal(a, b)
@@ -201,7 +204,7 @@ def test_forests_grow_beyond_depth_16_in_tables_of_their_nodes():
     counts = np.asarray(f.trees.level_counts)
     # Grown in tables of n - 1 = 199 slots, kept at the slots the trees use.
     assert f.trees.features.shape == (4, counts.sum(axis=1).max()) and counts.shape == (4, 24)
-    assert depthwise.node_capacity(24, n, n // 2) == n - 1 > counts.sum(axis=1).max()
+    assert node_table.node_capacity(24, n, n // 2) == n - 1 > counts.sum(axis=1).max()
     assert (counts[:, 20:].sum(axis=1) > 0).all() and f.depth == 24
     Xb = np.asarray(binning.bin_features(X, f.borders)).T
     mean = np.zeros(n)
@@ -226,7 +229,7 @@ def test_the_default_forest_is_the_books_and_a_continued_forest_keeps_its_family
     continued equals one fit of all its trees)."""
     X, y, _, _ = data
     default = bagging.fit_forest(X, y, n_trees=3, n_bins=N_BINS, key=1)
-    assert isinstance(default.trees, depthwise.DepthwiseTrees) and default.depth == 30
+    assert isinstance(default.trees, depthwise_lib.DepthwiseTrees) and default.depth == 30
     asked = bagging.fit_forest(X, y, n_trees=3, n_bins=N_BINS, key=1, tree_family="depthwise",
                                depth=30)
     for a, b in zip(jax.tree_util.tree_leaves(default), jax.tree_util.tree_leaves(asked)):
@@ -236,6 +239,6 @@ def test_the_default_forest_is_the_books_and_a_continued_forest_keeps_its_family
     first = bagging.fit_forest(X, y, n_trees=2, tree_family="oblivious", depth=3, **kw)
     more = bagging.fit_forest(X, y, n_trees=2, init_model=first, **kw)
     whole = bagging.fit_forest(X, y, n_trees=4, tree_family="oblivious", depth=3, **kw)
-    assert isinstance(more.trees, tree_lib.ObliviousTrees) and more.depth == 3
+    assert isinstance(more.trees, oblivious.ObliviousTrees) and more.depth == 3
     for a, b in zip(jax.tree_util.tree_leaves(more), jax.tree_util.tree_leaves(whole)):
         np.testing.assert_array_equal(a, b)

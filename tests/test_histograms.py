@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jboost import histograms
+from jboost.trees import histograms
 
 
 def reference_histogram(X_binned, payload, leaf, n_leaves, n_bins):
@@ -83,7 +83,7 @@ def test_rows_sharded_over_a_mapped_axis_are_summed():
 def test_level_plan_for_wide_payloads():
     # Up to 16 channels the plan does not depend on them; wider payloads subtract only with 8
     # rows per cell (their kept histograms cost more memory traffic than the rows save).
-    from jboost import histograms
+    from jboost.trees import histograms
 
     n, depth, n_bins = 20_000, 6, 256
     narrow = histograms.level_plan(n, depth, n_bins)

@@ -15,9 +15,10 @@ from jboost import bagging
 from jboost import combine
 from jboost import inspect as ji
 from jboost import losses as losses_lib
-from jboost import tree as tree_lib
-from jboost.combine import _common
-from jboost.depthwise import DepthwiseTrees
+from jboost.trees.depthwise import DepthwiseTrees
+from jboost.models import ensemble
+from jboost.trees import family
+from jboost.trees import oblivious
 
 F = 4
 ROWS = 12  # the rows explained by most tests (one shape: shared compiled programs)
@@ -83,7 +84,7 @@ def _tree_value(t, S, x, counts):
 
 
 def _numpy_trees(trees):
-    flat = tree_lib.flatten_trees(trees)
+    flat = family.flatten_trees(trees)
     return [tuple(np.asarray(a[i]) for a in (flat.features, flat.borders, flat.missing_right, flat.leaf_values))
             for i in range(flat.features.shape[0])]
 
@@ -161,7 +162,7 @@ def test_weighted_background_equals_repeated_rows(reg):
 def test_multiclass_values_per_class_equal_brute_force(reg):
     X = reg[0]
     rng = np.random.default_rng(2)
-    model = _common.as_booster(_trees(rng, (2, 2), k=3), jnp.zeros((F, 15), jnp.float32),
+    model = ensemble.as_booster(_trees(rng, (2, 2), k=3), jnp.zeros((F, 15), jnp.float32),
                                jnp.array([0.1, -0.2, 0.3]), losses_lib.multinomial_deviance(3))
     rows, background = X[:ROWS], X[40:40 + ROWS]
     sv = ji.shap_values(model, rows, data=background)
@@ -186,7 +187,7 @@ def test_interaction_values_equal_brute_force_and_sum_to_shap_values(reg):
 
 def test_row_by_row_pass_for_deep_trees_equals_the_per_leaf_tables(reg):
     X, y, model = reg
-    trees = tree_lib.flatten_trees(model.trees)
+    trees = family.flatten_trees(model.trees)
     args = (trees, jnp.asarray(X[:ROWS]), jnp.asarray(X[40:40 + ROWS]), jnp.ones((ROWS,), jnp.float32))
     tables = ji.explain_trees(*args)                    # depth 3: per-leaf tables (the default)
     rows = ji.explain_trees(*args, per_leaf=False)      # what trees deeper than 10 levels use
@@ -196,7 +197,7 @@ def test_row_by_row_pass_for_deep_trees_equals_the_per_leaf_tables(reg):
 
 def test_a_feature_used_at_two_levels_is_one_player():
     # Tree: levels split on features (0, 0, 1): feature 0 twice; brute force over 3 features.
-    trees = tree_lib.ObliviousTrees(
+    trees = oblivious.ObliviousTrees(
         features=jnp.array([[0, 0, 1]], jnp.int32), thresholds=jnp.zeros((1, 3), jnp.int32),
         borders=jnp.array([[-0.5, 0.5, 0.0]], jnp.float32), missing_right=jnp.array([[True, False, True]]),
         leaf_values=jnp.arange(8, dtype=jnp.float32).reshape(1, 8, 1) ** 1.5,
@@ -230,7 +231,7 @@ def _local_accuracy(model, X, atol=2e-5):
 def _trees(rng, lead, k=1, depth=3):
     """Random oblivious trees with leading axes ``lead`` (features may repeat within a tree)."""
     shape = tuple(lead)
-    return tree_lib.ObliviousTrees(
+    return oblivious.ObliviousTrees(
         features=jnp.asarray(rng.integers(0, F, shape + (depth,)), jnp.int32),
         thresholds=jnp.zeros(shape + (depth,), jnp.int32),
         borders=jnp.asarray(rng.normal(size=shape + (depth,)), jnp.float32),
@@ -246,11 +247,11 @@ def test_local_accuracy_of_every_model_type(reg):
     rng = np.random.default_rng(5)
     borders = jnp.zeros((F, 15), jnp.float32)
     sq = losses_lib.squared_error()
-    booster = lambda lead, k=1: _common.as_booster(_trees(rng, lead, k=k), borders,
+    booster = lambda lead, k=1: ensemble.as_booster(_trees(rng, lead, k=k), borders,
                                                    jnp.asarray(rng.normal(size=k), jnp.float32), sq)
     models = {  # every one a sum of 6 trees of 1 or 3 outputs: two compiled programs
         "booster_best_round": booster((8, 1))._replace(best_round=jnp.int32(5)),
-        "multiclass_vector_leaves": _common.as_booster(_trees(rng, (3, 2), k=3), borders,
+        "multiclass_vector_leaves": ensemble.as_booster(_trees(rng, (3, 2), k=3), borders,
                                                        jnp.array([0.1, -0.2, 0.3]), losses_lib.multinomial_deviance(3)),
         "forest": bagging.Forest(_trees(rng, (6,), k=3), borders, jnp.ones((6, 5), jnp.float32)),
         "bagged_best_rounds": bagging.BaggedBoosters(_trees(rng, (2, 4, 1)), borders, jnp.array([[0.5], [1.0]]),
@@ -307,10 +308,10 @@ def _hand_model(per_output=False):
         feats = jnp.concatenate([feats, jnp.array([[[1, 1]], [[2, 1]]], jnp.int32)], axis=1)
         gains = jnp.concatenate([gains, jnp.array([[[1.0, 3.0]], [[8.0, 0.0]]], jnp.float32)], axis=1)
     shape = feats.shape
-    trees = tree_lib.ObliviousTrees(feats, jnp.zeros(shape, jnp.int32), jnp.zeros(shape, jnp.float32),
+    trees = oblivious.ObliviousTrees(feats, jnp.zeros(shape, jnp.int32), jnp.zeros(shape, jnp.float32),
                                     jnp.zeros(shape, bool), jnp.zeros(shape[:-1] + (4, k), jnp.float32), gains)
     loss = losses_lib.multinomial_deviance(2) if per_output else losses_lib.squared_error()
-    return _common.as_booster(trees, jnp.zeros((3, 15), jnp.float32), jnp.zeros((k,), jnp.float32), loss)
+    return ensemble.as_booster(trees, jnp.zeros((3, 15), jnp.float32), jnp.zeros((k,), jnp.float32), loss)
 
 
 def test_importance_definitions_by_hand():
@@ -420,14 +421,14 @@ def test_agrees_with_shap_tree_explainer_on_the_same_trees():
     X = rng.standard_normal((2000, F)).astype(np.float32)
     X[rng.uniform(size=X.shape) < 0.05] = np.nan
     n_trees, depth = 5, 3
-    trees = tree_lib.ObliviousTrees(
+    trees = oblivious.ObliviousTrees(
         features=jnp.asarray(np.stack([rng.permutation(F)[:depth] for _ in range(n_trees)]), jnp.int32)[:, None],
         thresholds=jnp.zeros((n_trees, 1, depth), jnp.int32),
         borders=jnp.asarray(rng.uniform(-0.6, 0.6, (n_trees, 1, depth)), jnp.float32),
         missing_right=jnp.asarray(rng.uniform(size=(n_trees, 1, depth)) < 0.5),
         leaf_values=jnp.asarray(rng.normal(size=(n_trees, 1, 2**depth, 1)), jnp.float32),
         gains=jnp.ones((n_trees, 1, depth), jnp.float32))
-    model = _common.as_booster(trees, jnp.zeros((F, 15), jnp.float32), jnp.array([0.3], jnp.float32),
+    model = ensemble.as_booster(trees, jnp.zeros((F, 15), jnp.float32), jnp.array([0.3], jnp.float32),
                                losses_lib.squared_error())
     counts = [np.bincount(_leaves(t[0], t[1], t[2], X), minlength=len(t[3])).astype(np.float64)
               for t in _numpy_trees(trees)]
@@ -542,7 +543,7 @@ def _depthwise_leaves(t, X):
 
 
 def _depthwise_numpy(trees):
-    flat = tree_lib.flatten_trees(trees)
+    flat = family.flatten_trees(trees)
     return [tuple(np.asarray(a[i]) for a in (flat.features, flat.borders, flat.missing_right,
                                            flat.leaf_values, flat.gains, flat.children))
             for i in range(flat.features.shape[0])]
@@ -648,7 +649,7 @@ def test_depthwise_paths_of_different_lengths_equal_brute_force():
     the path-dependent value function over the 3 features, sum with the expected value to the
     prediction, and partial dependence is the brute-force walk."""
     trees = _ragged_trees()
-    model = _common.as_booster(trees, jnp.zeros((3, 15), jnp.float32), jnp.array([0.25], jnp.float32),
+    model = ensemble.as_booster(trees, jnp.zeros((3, 15), jnp.float32), jnp.array([0.25], jnp.float32),
                                losses_lib.squared_error())
     rng = np.random.default_rng(5)
     data = rng.standard_normal((40, 3)).astype(np.float32)
@@ -660,7 +661,7 @@ def test_depthwise_paths_of_different_lengths_equal_brute_force():
     ts = _depthwise_numpy(trees)
     # The trees are what the docstring says: leaves at different depths, the walk's leaves.
     np.testing.assert_array_equal(np.asarray(jax.vmap(lambda t: t.leaf_index_raw(jnp.asarray(rows.T)))(
-        tree_lib.flatten_trees(trees))), np.stack([_depthwise_leaves(t, rows) for t in ts]))
+        family.flatten_trees(trees))), np.stack([_depthwise_leaves(t, rows) for t in ts]))
     assert np.bincount(_depthwise_leaves(ts[1], data), minlength=5)[1:3].sum() == 0  # node 1 unreached
     assert {int(v) for v in _depthwise_leaves(ts[0], rows)} == {0, 1, 2, 3}
     want, expected = depthwise_brute_force(model, rows, data, interactions=True)

@@ -23,6 +23,8 @@ from jboost import algorithms
 from jboost import bagging
 from jboost import combine
 from jboost import io as jio
+from jboost.losses import per_sample
+from jboost.trees import depthwise as depthwise_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KW = dict(n_rounds=4, depth=2, n_bins=16)
@@ -224,13 +226,12 @@ def test_a_custom_loss_is_supplied_at_load(models, data, fit_kw, tmp_path):
 def test_every_built_in_loss_loads_by_name(models, tmp_path):
     """Every loss of jboost.losses and of the classical algorithms (their functions, links,
     baselines, parameters and static fields) is rebuilt from its record alone."""
-    from jboost.algorithms import additive_logistic
 
     one, three = models["fit_binary"], models["fit_multiclass"]
     L = jboost.losses
     cases = [(one, L.squared_error()), (one, L.absolute_error()), (one, L.huber(delta=2.5)),
              (one, L.huber(alpha=0.8)), (one, L.quantile(0.3)), (one, L.exponential()),
-             (one, L.poisson()), (one, additive_logistic.logit_deviance()),
+             (one, L.poisson()), (one, per_sample.logit_deviance()),
              (three, L.multinomial_deviance(3)), (three, L.samme_exponential(3))]
     for i, (m, loss) in enumerate(cases):
         m = m._replace(loss=loss)
@@ -458,7 +459,7 @@ def test_a_fits_settings_are_saved_and_loaded_bitwise(models, data, tmp_path):
             "early_stopping_tolerance": f32(0.001)}
     names = {"colsample_by": "level", "row_sampler": "poisson", "eval_metric": "error_rate",
              "split_criterion": "newton", "tree_family": "ObliviousTrees"}
-    assert isinstance(m.settings, jboost.model.Settings)
+    assert isinstance(m.settings, jboost.models.metadata.Settings)
     assert set(m.settings.arrays) == set(want) and m.settings.names == names
     for k, v in want.items():
         got = np.asarray(m.settings[k])
@@ -603,7 +604,6 @@ def test_depthwise_tables_round_trip_and_old_dense_files_load(depthwise_models, 
     """A model of depth-wise node tables round-trips bitwise as format version 5; a file of the
     dense heap layout (format 2, as jboost wrote them before) loads as node tables
     (depthwise.from_dense) that predict bitwise what the model predicted, and explain the same."""
-    from jboost import depthwise
     from jboost import inspect as ji
     X = data[4][:60]
     X = np.where(np.arange(X.size).reshape(X.shape) % 11 == 0, np.nan, X).astype(np.float32)
@@ -623,7 +623,7 @@ def test_depthwise_tables_round_trip_and_old_dense_files_load(depthwise_models, 
         header = jio.read_header(old_path)
         assert header["format_version"] == 2 and ".trees.children" not in header["arrays"]
         old = jboost.load(old_path)
-        assert isinstance(old.trees, depthwise.DepthwiseTrees)
+        assert isinstance(old.trees, depthwise_lib.DepthwiseTrees)
         assert old.trees.children.shape == old.trees.features.shape + (2,)
         assert old.trees.features.shape[-1] == 2**old.trees.depth - 1 == dense["features"].shape[-1]
         _assert_bitwise(_predictions(m, X, full=False), _predictions(old, X, full=False), f"old {name}")

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import derivatives, losses
+from jboost import losses
+from jboost.losses import derivatives
 
 K = 3  # classes of the K-class losses in this file
 

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import binning
-from jboost import depthwise
-from jboost import lossguide
-from jboost import splits
+from jboost.data import binning
+from jboost.trees import lossguide
+from jboost.trees import depthwise as depthwise_lib
+from jboost.trees import node_splits
+from jboost.trees import splits as splits_lib
 
 N, F, N_BINS = 300, 5, 16
 
@@ -43,8 +44,8 @@ def _node_best(Xb, g, h, rows, l2, min_split_gain, min_child_weight, mask):
     for f in range(F):
         np.add.at(hist[f, 0], Xb[f, rows].astype(int), payload)
     cum = np.cumsum(hist, axis=2, dtype=np.float32)
-    gains = depthwise.node_gains(jnp.asarray(cum), l2, min_child_weight)[0]
-    sp = splits.best_split_of_gains(gains, min_split_gain=min_split_gain,
+    gains = node_splits.node_gains(jnp.asarray(cum), l2, min_child_weight)[0]
+    sp = splits_lib.best_split_of_gains(gains, min_split_gain=min_split_gain,
                                     feature_mask=None if mask is None else jnp.asarray(mask))
     return float(sp.gain), int(sp.feature), int(sp.threshold), bool(sp.missing_right)
 
@@ -129,7 +130,7 @@ def test_the_full_leaf_budget_grows_the_depthwise_tree():
     Xb, g, h = _case(4)
     kw = dict(depth=4, n_bins=N_BINS, l2=1.0, min_split_gain=0.0, min_child_weight=1.0)
     lg, lg_leaf = lossguide.fit_tree(jnp.asarray(Xb), jnp.asarray(g), jnp.asarray(h), max_leaves=16, **kw)
-    dw, dw_leaf = depthwise.fit_tree(jnp.asarray(Xb), jnp.asarray(g), jnp.asarray(h), **kw)
+    dw, dw_leaf = depthwise_lib.fit_tree(jnp.asarray(Xb), jnp.asarray(g), jnp.asarray(h), **kw)
     lg_leaf, dw_leaf = np.asarray(lg_leaf), np.asarray(dw_leaf)
     pairs = set(zip(lg_leaf.tolist(), dw_leaf.tolist()))
     assert len(pairs) == len(set(lg_leaf.tolist())) == len(set(dw_leaf.tolist())) >= 10
@@ -151,7 +152,7 @@ def test_vmap_over_traced_settings_equals_separate_fits_and_compiles_once():
     batched = jax.vmap(grow)(*(jnp.float32([s[i] for s in settings]) for i in range(3)))
     for i, s in enumerate(settings):
         one = grow(*(jnp.float32(v) for v in s))
-        for name in depthwise.DepthwiseTrees._fields:
+        for name in depthwise_lib.DepthwiseTrees._fields:
             np.testing.assert_array_equal(np.asarray(getattr(batched[0], name)[i]),
                                           np.asarray(getattr(one[0], name)), err_msg=name)
         np.testing.assert_array_equal(batched[1][i], one[1])
@@ -198,7 +199,7 @@ KW = dict(tree_family="lossguide", max_leaves=10, n_rounds=6, n_bins=32, learnin
 def test_boosting_model_protocol_files_shap_continuation_and_determinism(tmp_path):
     X, y = _table()
     m = jboost.fit(X, y, depth=None, **KW)
-    assert isinstance(m.trees, depthwise.DepthwiseTrees) and m.trees.features.shape == (6, 1, 9)
+    assert isinstance(m.trees, depthwise_lib.DepthwiseTrees) and m.trees.features.shape == (6, 1, 9)
     assert m.depth == 9 and int(m.settings["max_leaves"]) == 10
     assert m.settings["tree_family"] == "LossGuidedTrees"
     assert (np.asarray(m.trees.level_counts).sum(-1) == 9).all()  # every tree uses its 10 leaves
@@ -313,7 +314,7 @@ def test_a_sweep_of_loss_guided_trees_equals_its_separate_fits():
                           seeds=1, n_rounds=4, depth=None, n_bins=32, tree_family="lossguide",
                           max_leaves=6, keep_trees=True, key=5, metric="mae", devices=None)
     trees = res.trees[(5, 32)]
-    assert isinstance(trees, depthwise.DepthwiseTrees) and trees.features.shape[-1] == 5
+    assert isinstance(trees, depthwise_lib.DepthwiseTrees) and trees.features.shape[-1] == 5
     for i in range(res.n_rows):
         w_train, w_valid = res.fold_weights(i)
         model = jboost.fit(X, y, **res.fit_kwargs(res.config[i]), sample_weight=w_train,
@@ -330,7 +331,7 @@ def test_a_sweep_of_loss_guided_trees_equals_its_separate_fits():
         mae = np.mean(np.abs(np.asarray(jboost.predict(model, X[held])) - y[held]))
         np.testing.assert_allclose(res.valid_curves[i, -1], mae, rtol=1e-5)
     refit = res.refit(X, y)
-    assert isinstance(refit.trees, depthwise.DepthwiseTrees) and int(refit.settings["max_leaves"]) == 6
+    assert isinstance(refit.trees, depthwise_lib.DepthwiseTrees) and int(refit.settings["max_leaves"]) == 6
 
 
 @pytest.mark.parametrize("name", ["adaboost_m1", "samme", "samme_r", "real_adaboost", "gentle_adaboost",
@@ -346,7 +347,7 @@ def test_every_algorithm_grows_loss_guided_weak_learners(name):
     target = y if name in ("gradient_boost", "forward_stagewise") else labels
     kw = dict(n_rounds=3, n_bins=16, depth=None, tree_family="lossguide", max_leaves=5)
     m = fn(X, target, **kw)
-    assert isinstance(m.trees, depthwise.DepthwiseTrees) and m.trees.features.shape[-1] == 4
+    assert isinstance(m.trees, depthwise_lib.DepthwiseTrees) and m.trees.features.shape[-1] == 4
     assert np.asarray(m.trees.level_counts).sum() > 0
     more = fn(X, target, **{**kw, "n_rounds": 2}, init_model=fn(X, target, **{**kw, "n_rounds": 1}))
     np.testing.assert_array_equal(np.asarray(jboost.predict(more, X)),
@@ -362,7 +363,7 @@ def test_bagged_boosters_of_loss_guided_trees_continue_as_one_fit():
     X, y = _table(n=200)
     kw = dict(n_bags=3, n_rounds=2, n_bins=16, depth=None, tree_family="lossguide", max_leaves=6, key=4)
     bags = bagging.fit_bagged_boosters(X, y, **kw)
-    assert isinstance(bags.trees, depthwise.DepthwiseTrees) and bags.trees.features.shape[-1] == 5
+    assert isinstance(bags.trees, depthwise_lib.DepthwiseTrees) and bags.trees.features.shape[-1] == 5
     assert bags.trees.features.shape[0] == 3
     more = bagging.fit_bagged_boosters(X, y, **{**kw, "n_rounds": 1},
                                        init_model=bagging.fit_bagged_boosters(X, y, **{**kw, "n_rounds": 1}))
@@ -378,13 +379,13 @@ def test_stacked_and_ecoc_boosters_grow_loss_guided_trees():
     kw = dict(n_rounds=3, n_bins=16, depth=None, tree_family="lossguide", max_leaves=5)
     stack = combine.fit_stacked_boosters(X, cls, "multinomial_deviance", folds=2,
                                          hypers=[dict(learning_rate=0.3), dict(l2=3.0)], **kw)
-    assert isinstance(stack.trees, depthwise.DepthwiseTrees) and stack.trees.features.shape[-1] == 4
+    assert isinstance(stack.trees, depthwise_lib.DepthwiseTrees) and stack.trees.features.shape[-1] == 4
     assert np.asarray(jboost.predict_proba(stack, X)).shape == (240, 3)
     ecoc = combine.fit_ecoc_boosters(X, cls, combine.exhaustive_code(3), **kw)
-    assert isinstance(ecoc.trees, depthwise.DepthwiseTrees) and ecoc.trees.features.shape[-1] == 4
+    assert isinstance(ecoc.trees, depthwise_lib.DepthwiseTrees) and ecoc.trees.features.shape[-1] == 4
     more = combine.fit_ecoc_boosters(X, cls, combine.exhaustive_code(3), init_model=ecoc,
                                      **{**kw, "n_rounds": 1})
-    assert more.n_rounds == ecoc.n_rounds + 1 and isinstance(more.trees, depthwise.DepthwiseTrees)
+    assert more.n_rounds == ecoc.n_rounds + 1 and isinstance(more.trees, depthwise_lib.DepthwiseTrees)
     with pytest.raises(ValueError, match="pass tree_family='lossguide', max_leaves=5"):
         combine.fit_ecoc_boosters(X, cls, combine.exhaustive_code(3), init_model=ecoc, n_rounds=1,
                                   n_bins=16, depth=4)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import model as model_lib
+from jboost.models import base
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def multi_model(multiclass_data, fit_kw):
 def test_every_protocol_function_on_a_booster(binary_data, binary_model, multi_model, multiclass_data):
     _, _, Xv, _ = binary_data
     for model, k in ((binary_model, 1), (multi_model, 3)):
-        assert isinstance(model, model_lib.Model)
+        assert isinstance(model, base.Model)
         raw = np.asarray(jboost.predict(model, Xv))
         assert raw.shape == ((len(Xv),) if k == 1 else (len(Xv), k))
         proba = np.asarray(jboost.predict_proba(model, Xv))
@@ -132,13 +132,13 @@ def test_row_buckets_cover_every_row_with_few_sizes():
     # reuses a compiled program; the head is a view (no copy), only the rest is padded.
     sizes = set()
     for n in range(1, 5000):
-        parts = model_lib.row_parts(n)
+        parts = base.row_parts(n)
         assert parts[0][0] == 0 and parts[-1][1] == n
         assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
         assert all(stop - start <= size for start, stop, size in parts)
-        assert parts[0][2] == parts[0][1] or n <= model_lib.SMALLEST_BUCKET  # the head is not padded
+        assert parts[0][2] == parts[0][1] or n <= base.SMALLEST_BUCKET  # the head is not padded
         sizes.update(size for _, _, size in parts)
-        assert model_lib.row_bucket(n) >= n and model_lib.row_bucket(n) <= max(16, 1.125 * n)
+        assert base.row_bucket(n) >= n and base.row_bucket(n) <= max(16, 1.125 * n)
     assert len(sizes) <= 8 * 13 + 1, len(sizes)  # 8 per octave up to 2^13 rows, and 16
 
 

@@ -16,10 +16,11 @@ import pytest
 
 import jboost
 from jboost import _native
-from jboost import histograms
-from jboost import splits
-from jboost import tree
+from jboost.trees import histograms
 from _pure_jax import pure_jax
+from jboost.trees import family
+from jboost.trees import oblivious
+from jboost.trees import splits as splits_lib
 
 pytestmark = pytest.mark.skipif(os.environ.get("JBOOST_NATIVE", "1") == "0",
                                 reason="JBOOST_NATIVE=0: the kernel is switched off on purpose")
@@ -253,8 +254,8 @@ def test_fit_tree_same_splits_with_and_without_kernel():
     h[rng.uniform(size=n) < 0.3] = 0.0  # subsampled-out rows (zero weight)
     g[h == 0] = 0.0
     kw = dict(depth=6, n_bins=256, l2=1.0, min_split_gain=0.0, min_child_weight=1.0)
-    native, native_leaf = tree.fit_tree(jnp.asarray(X), jnp.asarray(g), jnp.asarray(h), **kw)
-    pure, pure_leaf = pure_jax(tree.fit_tree, jnp.asarray(X), jnp.asarray(g), jnp.asarray(h), **kw)
+    native, native_leaf = oblivious.fit_tree(jnp.asarray(X), jnp.asarray(g), jnp.asarray(h), **kw)
+    pure, pure_leaf = pure_jax(oblivious.fit_tree, jnp.asarray(X), jnp.asarray(g), jnp.asarray(h), **kw)
     np.testing.assert_array_equal(native.features, pure.features)
     np.testing.assert_array_equal(native.thresholds, pure.thresholds)
     np.testing.assert_array_equal(native.missing_right, pure.missing_right)
@@ -300,7 +301,7 @@ def test_nested_vmap_and_batched_bins_equal_separate_calls():
 
 def test_binning_kernel_equals_pure_jax():
     # Values on the borders (ties), between, outside, +-inf, NaN, subnormals and -0.0.
-    from jboost import binning
+    from jboost.data import binning
     rng = np.random.default_rng(12)
     X = rng.normal(size=(5000, 6)).astype(np.float32)
     X[:, 1] = rng.integers(0, 4, 5000)                   # few distinct values: exact borders
@@ -359,16 +360,16 @@ def test_level_kernel_equals_pure_jax(k, missing, subtract, l2, mcw):
         parent = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf % (L // 2), L // 2, n_bins),
                                    axis=2)
     gains, hist = jax.jit(
-        lambda X, p, lf, par: splits._native_level(X, p, lf, par, l2, mcw, n_leaves=L, n_bins=n_bins,
+        lambda X, p, lf, par: splits_lib._native_level(X, p, lf, par, l2, mcw, n_leaves=L, n_bins=n_bins,
                                                        missing=missing, keep_hist=True, n_threads=2)
     )(X, payload, leaf, parent)
     np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=2e-3)
-    _assert_gains_close(gains, splits.split_gains_cumulative(direct, l2, mcw, missing))
+    _assert_gains_close(gains, splits_lib.split_gains_cumulative(direct, l2, mcw, missing))
     if mcw > 1:  # the kernel skips a leaf below min_child_weight: there is one
         h_leaf = np.asarray(direct)[0, :, -1, k:].sum(axis=-1)
         assert np.any(h_leaf < mcw) and np.any(h_leaf >= mcw)
     # The same call without writing the histograms gives bitwise the same gains.
-    gains2, none = splits._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L, n_bins=n_bins,
+    gains2, none = splits_lib._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L, n_bins=n_bins,
                                             missing=missing, keep_hist=False, n_threads=2)
     assert none is None
     np.testing.assert_array_equal(np.asarray(gains2), np.asarray(gains))
@@ -378,8 +379,8 @@ def test_level_gains_dispatch_equals_pure_jax():
     # The public function on CPU (kernel) and with the kernel off (pure JAX), one leaf (dense path).
     X, payload, leaf = _level_data(20, 30_000, 6, 256, 1, 1, False)
     kw = dict(n_leaves=1, n_bins=256, l2=1.0, min_child_weight=1.0, missing=False, keep_hist=True)
-    g1, h1 = splits.level_gains(X, payload, leaf, None, **kw)
-    g0, h0 = pure_jax(splits.level_gains, X, payload, leaf, None, **kw)
+    g1, h1 = splits_lib.level_gains(X, payload, leaf, None, **kw)
+    g0, h0 = pure_jax(splits_lib.level_gains, X, payload, leaf, None, **kw)
     np.testing.assert_allclose(np.asarray(h1), np.asarray(h0), rtol=1e-5, atol=1e-3)
     _assert_gains_close(g1, g0)
 
@@ -389,7 +390,7 @@ def test_level_kernel_bitwise_independent_of_threads():
     X, payload, leaf = _level_data(21, 200_000, 11, 64, 8, 1, True)
     parent = histograms._native_histogram(X, payload, leaf % 4, 4, 64, None, cumulative=True)
     for par in (None, parent):
-        outs = [splits._native_level(X, payload, leaf, par, 1.0, 1.0, n_leaves=8, n_bins=64,
+        outs = [splits_lib._native_level(X, payload, leaf, par, 1.0, 1.0, n_leaves=8, n_bins=64,
                                          missing=True, keep_hist=True, n_threads=t) for t in (1, 2, 3, 7)]
         for g, h in outs[1:]:
             np.testing.assert_array_equal(np.asarray(g), np.asarray(outs[0][0]))
@@ -405,7 +406,7 @@ def test_level_kernel_vmap_equals_separate_calls():
     parents = jax.vmap(lambda p: histograms._native_histogram(X, p, leaf % 2, 2, 64, None, cumulative=True))(payloads)
 
     def one(p, par, l2, mcw):
-        return splits._native_level(X, p, leaf, par, l2, mcw, n_leaves=4, n_bins=64, missing=True,
+        return splits_lib._native_level(X, p, leaf, par, l2, mcw, n_leaves=4, n_bins=64, missing=True,
                                         keep_hist=True)
 
     got = jax.jit(jax.vmap(one))(payloads, parents, l2s, mcws)
@@ -413,7 +414,7 @@ def test_level_kernel_vmap_equals_separate_calls():
         want = one(payloads[b], parents[b], l2s[b], mcws[b])
         np.testing.assert_array_equal(np.asarray(got[0][b]), np.asarray(want[0]))
         np.testing.assert_array_equal(np.asarray(got[1][b]), np.asarray(want[1]))
-    gains = jax.jit(jax.vmap(lambda h, l2, mcw: splits.cumulative_split_gains(h, l2, mcw)))(got[1], l2s, mcws)
+    gains = jax.jit(jax.vmap(lambda h, l2, mcw: splits_lib.cumulative_split_gains(h, l2, mcw)))(got[1], l2s, mcws)
     for b in range(3):
         np.testing.assert_array_equal(np.asarray(gains[b]), np.asarray(got[0][b]))
 
@@ -435,7 +436,7 @@ def test_first_level_batch_bitwise_equals_separate_calls(n_models, missing):
     mcws = jnp.asarray(rng.choice([0.0, 1.0, 200.0], n_models), jnp.float32)
 
     def one(p, lf, l2, mcw, keep_hist):
-        return splits._native_level(X, p, lf, None, l2, mcw, n_leaves=1, n_bins=32, missing=missing,
+        return splits_lib._native_level(X, p, lf, None, l2, mcw, n_leaves=1, n_bins=32, missing=missing,
                                         keep_hist=keep_hist)
 
     hists = None
@@ -458,8 +459,8 @@ def test_split_gains_kernel_equals_pure_jax(k):
     X, payload, leaf = _level_data(23 + k, 30_000, 7, 128, 16, k, True)
     cum = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf, 16, 128), axis=2)
     for missing in (True, False):
-        _assert_gains_close(splits.cumulative_split_gains(cum, 0.5, 2.0, missing),
-                            splits.split_gains_cumulative(cum, 0.5, 2.0, missing))
+        _assert_gains_close(splits_lib.cumulative_split_gains(cum, 0.5, 2.0, missing),
+                            splits_lib.split_gains_cumulative(cum, 0.5, 2.0, missing))
 
 
 @pytest.mark.parametrize("missing", [True, False])
@@ -476,10 +477,10 @@ def test_level_kernel_empty_bin_tails(missing):
     Xn[5] = n_bins - 1 if missing else 0
     X = jnp.asarray(Xn)
     direct = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf, L, n_bins), axis=2)
-    gains, hist = splits._native_level(X, payload, leaf, None, 1.0, 0.5, n_leaves=L, n_bins=n_bins,
+    gains, hist = splits_lib._native_level(X, payload, leaf, None, 1.0, 0.5, n_leaves=L, n_bins=n_bins,
                                            missing=missing, keep_hist=True, n_threads=1)
     np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=1e-3)
-    _assert_gains_close(gains, splits.split_gains_cumulative(direct, 1.0, 0.5, missing))
+    _assert_gains_close(gains, splits_lib.split_gains_cumulative(direct, 1.0, 0.5, missing))
     g = np.asarray(gains)
     assert np.all(g[:, 7 * (L - 1):, 0] == g[:, -1:, 0])  # above every leaf's bins: one gain
 
@@ -501,10 +502,10 @@ def test_predict_kernel_bitwise_equals_pure_jax(depth, k, n, random_trees, predi
     trees = random_trees(rng, 15, depth, 7, k, lead=(2,), decimals=1)  # ties with the data
     trees = trees._replace(borders=trees.borders.at[0, 0].set(1e-40 if depth else 0.0))
     X = _predict_data(rng, n, 7)
-    got = np.asarray(tree.predict_raw(trees, X))
-    np.testing.assert_array_equal(got, np.asarray(pure_jax(tree.predict_raw, trees, X)))
+    got = np.asarray(family.predict_raw(trees, X))
+    np.testing.assert_array_equal(got, np.asarray(pure_jax(family.predict_raw, trees, X)))
     # Feature-major input: the same kernel reading columns.
-    np.testing.assert_array_equal(np.asarray(tree.predict_raw_feature_major(trees, X.T)), got)
+    np.testing.assert_array_equal(np.asarray(family.predict_raw_feature_major(trees, X.T)), got)
     # And the NumPy definition (float64 sums: equal up to rounding).
     ref = predict_reference(trees, X)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
@@ -514,7 +515,7 @@ def test_predict_kernel_bitwise_independent_of_threads_and_vmap(random_trees):
     rng = np.random.default_rng(21)
     trees = random_trees(rng, 40, 5, 9, 2, decimals=1)
     X = jnp.asarray(_predict_data(rng, 3000, 9))
-    flat = tree.flatten_trees(trees)
+    flat = family.flatten_trees(trees)
 
     def call(threads):
         out = jax.ShapeDtypeStruct((X.shape[0], 2), jnp.float32)
@@ -525,13 +526,13 @@ def test_predict_kernel_bitwise_independent_of_threads_and_vmap(random_trees):
     one = call(1)
     for threads in (2, 3, 7, 64):  # more threads than 128-row blocks too
         np.testing.assert_array_equal(call(threads), one)
-    np.testing.assert_array_equal(np.asarray(tree.predict_raw(trees, X)), one)
+    np.testing.assert_array_equal(np.asarray(family.predict_raw(trees, X)), one)
     # Batched models (as from jax.vmap(fit)): vmapped prediction == one call per model.
     stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), trees, random_trees(rng, 40, 5, 9, 2, decimals=1))
-    batched = np.asarray(jax.jit(jax.vmap(tree.predict_raw, in_axes=(0, None)))(stacked, X))
+    batched = np.asarray(jax.jit(jax.vmap(family.predict_raw, in_axes=(0, None)))(stacked, X))
     for m in range(2):
         one_model = jax.tree_util.tree_map(lambda a: a[m], stacked)
-        np.testing.assert_array_equal(batched[m], np.asarray(tree.predict_raw(one_model, X)))
+        np.testing.assert_array_equal(batched[m], np.asarray(family.predict_raw(one_model, X)))
 
 
 def test_predict_kernel_rejects_bad_shapes(random_trees):
@@ -575,20 +576,20 @@ def test_sparse_level_bitwise_equals_dense_level(missing, l2, mcw):
     n_bins, L = 256, 16
     X, payload, leaf = _sparse_level_data(40 + missing, 900, 9, n_bins, L, missing)
     kw = dict(n_leaves=L, n_bins=n_bins, missing=missing)
-    sparse, _ = splits._native_level(X, payload, leaf, None, l2, mcw, keep_hist=False, n_threads=2, **kw)
-    dense, hist = splits._native_level(X, payload, leaf, None, l2, mcw, keep_hist=True, n_threads=2, **kw)
+    sparse, _ = splits_lib._native_level(X, payload, leaf, None, l2, mcw, keep_hist=False, n_threads=2, **kw)
+    dense, hist = splits_lib._native_level(X, payload, leaf, None, l2, mcw, keep_hist=True, n_threads=2, **kw)
     np.testing.assert_array_equal(np.asarray(sparse), np.asarray(dense))
-    from_hist = splits.cumulative_split_gains(hist, l2, mcw, missing)
+    from_hist = splits_lib.cumulative_split_gains(hist, l2, mcw, missing)
     np.testing.assert_array_equal(np.asarray(from_hist), np.asarray(sparse))
     direct = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf, L, n_bins), axis=2)
     np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=1e-4)
-    _assert_gains_close(sparse, splits.split_gains_cumulative(direct, l2, mcw, missing))
+    _assert_gains_close(sparse, splits_lib.split_gains_cumulative(direct, l2, mcw, missing))
     if mcw > 1:  # a leaf below min_child_weight is skipped on both paths
         h_leaf = np.asarray(direct)[0, :, -1, 1]
         assert np.any((h_leaf < mcw) & (h_leaf > 0)) and np.any(h_leaf >= mcw)
     # Threads and repeated calls (the sparse path's buffer must be left all-zero): bitwise.
     for threads in (1, 3):
-        again, _ = splits._native_level(X, payload, leaf, None, l2, mcw, keep_hist=False,
+        again, _ = splits_lib._native_level(X, payload, leaf, None, l2, mcw, keep_hist=False,
                                             n_threads=threads, **kw)
         np.testing.assert_array_equal(np.asarray(again), np.asarray(sparse))
 
@@ -602,12 +603,12 @@ def test_sparse_level_in_a_sweep_sized_batch():
     leaves = jnp.stack([leaf, (leaf + 3) % L, leaf[::-1]])
 
     def one(p, lf):
-        return splits._native_level(X, p, lf, None, 1.0, 0.5, n_leaves=L, n_bins=n_bins,
+        return splits_lib._native_level(X, p, lf, None, 1.0, 0.5, n_leaves=L, n_bins=n_bins,
                                         missing=True, keep_hist=False)[0]
 
     got = jax.jit(jax.vmap(one))(payloads, leaves)
     Xd, pd, ld = _level_data(51, 60_000, 6, n_bins, 4, 1, True)
-    splits._native_level(Xd, pd, ld, None, 1.0, 0.5, n_leaves=4, n_bins=n_bins, missing=True,
+    splits_lib._native_level(Xd, pd, ld, None, 1.0, 0.5, n_leaves=4, n_bins=n_bins, missing=True,
                              keep_hist=False)
     for b in range(3):
         np.testing.assert_array_equal(np.asarray(got[b]), np.asarray(one(payloads[b], leaves[b])))
@@ -633,24 +634,24 @@ def test_wide_level_kernel_equals_pure_jax(k, missing, subtract):
         parent = histograms.prefix_sum(histograms.pure_jax_histogram(X, payload, leaf % (L // 2), L // 2, n_bins),
                                    axis=2)
     for l2, mcw in ((1.0, 1.0), (0.0, 0.0), (3.0, 20.0 * k)):  # hessian sums add over K outputs
-        outs = [splits._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L, n_bins=n_bins,
+        outs = [splits_lib._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L, n_bins=n_bins,
                                          missing=missing, keep_hist=True, n_threads=t) for t in (1, 3)]
         gains, hist = outs[0]
         np.testing.assert_allclose(np.asarray(hist), np.asarray(direct), rtol=1e-5, atol=5e-3)
-        _assert_gains_close(gains, splits.split_gains_cumulative(direct, l2, mcw, missing))
+        _assert_gains_close(gains, splits_lib.split_gains_cumulative(direct, l2, mcw, missing))
         if mcw > 1:  # a leaf is below min_child_weight and another above it
             h_leaf = np.asarray(direct)[0, :, -1, k:].sum(axis=-1)
             assert np.any(h_leaf < mcw) and np.any(h_leaf >= mcw)
         # Bitwise the same with 3 threads, and without writing the histograms.
         np.testing.assert_array_equal(np.asarray(outs[1][0]), np.asarray(gains))
         np.testing.assert_array_equal(np.asarray(outs[1][1]), np.asarray(hist))
-        gains2, none = splits._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L,
+        gains2, none = splits_lib._native_level(X, payload, leaf, parent, l2, mcw, n_leaves=L,
                                                 n_bins=n_bins, missing=missing, keep_hist=False)
         assert none is None
         np.testing.assert_array_equal(np.asarray(gains2), np.asarray(gains))
         # The split-gains kernel (sharded rows) on the same cumulative histograms.
-        _assert_gains_close(splits.cumulative_split_gains(direct, l2, mcw, missing),
-                            splits.split_gains_cumulative(direct, l2, mcw, missing))
+        _assert_gains_close(splits_lib.cumulative_split_gains(direct, l2, mcw, missing),
+                            splits_lib.split_gains_cumulative(direct, l2, mcw, missing))
 
 
 @pytest.mark.parametrize("k", [9, 26])
@@ -676,7 +677,7 @@ def test_wide_level_kernel_vmap_equals_separate_calls():
     parents = jax.vmap(lambda p: histograms._native_histogram(X, p, leaf % 2, 2, 32, None, cumulative=True))(payloads)
 
     def one(p, par, l2, mcw):
-        return splits._native_level(X, p, leaf, par, l2, mcw, n_leaves=4, n_bins=32, missing=True,
+        return splits_lib._native_level(X, p, leaf, par, l2, mcw, n_leaves=4, n_bins=32, missing=True,
                                         keep_hist=True)
 
     got = jax.jit(jax.vmap(one))(payloads, parents, l2s, mcws)
@@ -690,7 +691,7 @@ def test_wide_level_gains_dispatch_runs_the_kernel():
     # level_gains takes the kernel for K > 8 on CPU (no pure-JAX fallback): its program holds
     # the level custom call.
     X, payload, leaf = _level_data(61, 2_000, 3, 16, 2, 12, True)
-    fn = lambda X, p, lf: splits.level_gains(X, p, lf, None, n_leaves=2, n_bins=16, l2=1.0,
+    fn = lambda X, p, lf: splits_lib.level_gains(X, p, lf, None, n_leaves=2, n_bins=16, l2=1.0,
                                                  min_child_weight=1.0)
     assert _native.LEVEL in jax.jit(fn).lower(X, payload, leaf).as_text()
     g1, _ = fn(X, payload, leaf)
@@ -722,7 +723,7 @@ def test_kernel_rejects_what_it_cannot_index():
     payload = jnp.ones((4, c), jnp.float32)
     leaf = jnp.zeros((4,), jnp.int32)
     with pytest.raises(ValueError, match="32-bit"):
-        splits._native_level(X, payload, leaf, None, 1.0, 1.0, n_leaves=n_leaves, n_bins=n_bins,
+        splits_lib._native_level(X, payload, leaf, None, 1.0, 1.0, n_leaves=n_leaves, n_bins=n_bins,
                                  missing=True, keep_hist=False)
     with pytest.raises(ValueError, match="rows"):
         _native.check_indexable(2**31, 1, 256, 2)
@@ -732,7 +733,7 @@ def test_kernel_rejects_what_it_cannot_index():
         jax.block_until_ready(call(X, payload, leaf, jnp.zeros((1,), jnp.float32), jnp.float32(1.0),
                                    jnp.float32(1.0), n_threads=np.int64(1), n_leaves=np.int64(n_leaves),
                                    subtract=False, missing=True, write_hist=False))
-    lowered = jax.jit(lambda X, p, lf: splits.level_gains(
+    lowered = jax.jit(lambda X, p, lf: splits_lib.level_gains(
         X, p, lf, None, n_leaves=n_leaves, n_bins=n_bins, l2=1.0, min_child_weight=1.0)).lower(X, payload, leaf)
     assert _native.LEVEL not in lowered.as_text()
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import derivatives
+from jboost.losses import derivatives
 from jboost import losses
 from jboost import objectives
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from jboost import _native
-from jboost import histograms
-from jboost import pallas_kernels as pk
-from jboost import splits
+from jboost.trees import histograms
+from jboost._native import pallas as pk
+from jboost.trees import splits as splits_lib
 
 
 def _data(seed, n, n_features, n_leaves, n_bins, channels):
@@ -193,13 +193,13 @@ def test_split_gains_match_xla(n_leaves, n_bins, l2, weight_fraction):
     some leaves are inadmissible (their leaf counts 0, as in the reference) and some are not."""
     cum = _cumulative(n_bins + n_leaves, 400, n_leaves, n_bins)
     min_child_weight = float(weight_fraction * np.median(np.asarray(cum)[:, :, -1, 1]))
-    ref = splits.split_gains_cumulative(cum, l2, min_child_weight)
+    ref = splits_lib.split_gains_cumulative(cum, l2, min_child_weight)
     got = pk.split_gains(cum, l2, min_child_weight, interpret=True)
     assert got.shape == ref.shape == (4, n_bins - 1, 2) and got.dtype == ref.dtype
     # The same expression op for op; only the sum over leaves may be ordered differently.
     np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(
-        np.asarray(got), np.asarray(splits.cumulative_split_gains(cum, l2, min_child_weight)),
+        np.asarray(got), np.asarray(splits_lib.cumulative_split_gains(cum, l2, min_child_weight)),
         rtol=1e-5, atol=1e-5)
     if min_child_weight > 0:  # some leaves' splits are inadmissible (and count 0), some not
         h_left = np.asarray(cum)[..., :-1, 1]
@@ -212,7 +212,7 @@ def test_split_gains_match_xla(n_leaves, n_bins, l2, weight_fraction):
 
 def test_split_gains_without_missing_values():
     cum = _cumulative(5, 400, 4, 16)
-    ref = splits.split_gains_cumulative(cum, 1.0, 3.0, missing=False)
+    ref = splits_lib.split_gains_cumulative(cum, 1.0, 3.0, missing=False)
     got = pk.split_gains(cum, 1.0, 3.0, missing=False, interpret=True)
     np.testing.assert_array_equal(np.asarray(got)[..., 1], -np.inf)
     np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-6, atol=1e-6)
@@ -234,7 +234,7 @@ def test_interpret_none_is_interpret_mode_on_cpu():
     np.testing.assert_array_equal(np.asarray(hist_int), ref)
     cum = histograms.prefix_sum(hist, axis=2)
     np.testing.assert_allclose(np.asarray(pk.split_gains(cum, 1.0, 0.0)),
-                               np.asarray(splits.split_gains_cumulative(cum, 1.0, 0.0)),
+                               np.asarray(splits_lib.split_gains_cumulative(cum, 1.0, 0.0)),
                                rtol=1e-6, atol=1e-6)
 
 

@@ -14,6 +14,7 @@ from jboost import inspect as ji
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from jboost.models import ensemble
 
 KW = dict(n_rounds=6, depth=3, n_bins=16, learning_rate=0.5)
 
@@ -89,7 +90,7 @@ def test_shap_plots_learning_curves_and_a_tree(fitted):
 def _table(nodes, values):
     """One depth-wise node table (4 node slots, depth 3) from ``(feature, border, missing right,
     children, gain)`` rows; unused slots are null nodes."""
-    from jboost.depthwise import DepthwiseTrees
+    from jboost.trees.depthwise import DepthwiseTrees
     nodes = list(nodes) + [(0, 0.0, False, (-1, -1), 0.0)] * (4 - len(nodes))
     f, b, mr, ch, g = zip(*nodes)
     levels = [0, 0, 0]
@@ -106,7 +107,6 @@ def test_a_depthwise_tree_is_drawn_node_by_node(fitted):
     import jax
     import jax.numpy as jnp
     from jboost import losses
-    from jboost.combine import _common
     # (a) leaves at depths 1, 2, 3, 3; (b) the root's left child a node, its right a leaf;
     # (c) a root that does not split: one leaf, no rule.
     a = _table([(0, 0.0, False, (~0, 1), 2.0), (2, 0.3, True, (~1, 2), 1.0),
@@ -115,7 +115,7 @@ def test_a_depthwise_tree_is_drawn_node_by_node(fitted):
                [0.4, -1.1, 2.2, 0.0, 0.0])
     c = _table([], [0.9, 0.0, 0.0, 0.0, 0.0])
     trees = jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs])[:, None], a, b, c)
-    model = _common.as_booster(trees, jnp.zeros((4, 15), jnp.float32), jnp.zeros((1,), jnp.float32),
+    model = ensemble.as_booster(trees, jnp.zeros((4, 15), jnp.float32), jnp.zeros((1,), jnp.float32),
                                losses.squared_error())
     want = {0: ([0, 1, 2, 3], ["a <= 0", "c <= 0.3", "d <= 0.8"]),
             1: ([1, 2, 0], ["b <= -0.25", "c <= 0.5"]), 2: ([0], [])}

@@ -40,9 +40,9 @@ import pytest
 
 import jboost
 from jboost import _native
-from jboost import derivatives
+from jboost.losses import derivatives
 from jboost import losses
-from jboost import samplers
+from jboost.engine import samplers
 from _pure_jax import accelerator_paths, pure_jax
 
 U = 2.0 ** -24            # float32 unit roundoff

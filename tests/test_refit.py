@@ -17,7 +17,8 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 import jboost
-from jboost import losses, refit
+from jboost import losses
+from jboost.trees import refit
 
 L = 8  # leaves; leaf L - 1 holds no row and leaf L - 2 only zero-weight rows
 

@@ -21,6 +21,8 @@ import pytest
 import jboost
 from jboost import api
 from jboost import boosting
+from jboost.engine import calls as calls_lib
+from jboost.engine import rounds as rounds_lib
 
 KW = dict(depth=2, n_bins=16)
 
@@ -111,7 +113,7 @@ def test_ctrl_c_between_a_calls_rounds_and_its_commit_keeps_the_model_consistent
     X, y, Xv, yv = binary
     monkeypatch.setattr(api, "FIRST_CALLS", (2, 3, 5))
     monkeypatch.setattr(api, "CALL_SECONDS", 1e9)
-    real_add, adds = api._HostRounds.add, [0]
+    real_add, adds = rounds_lib._HostRounds.add, [0]
 
     def add_then_interrupt(self, rounds, count):
         real_add(self, rounds, count)
@@ -119,11 +121,11 @@ def test_ctrl_c_between_a_calls_rounds_and_its_commit_keeps_the_model_consistent
         if adds[0] == 3:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(api._HostRounds, "add", add_then_interrupt)
+    monkeypatch.setattr(rounds_lib._HostRounds, "add", add_then_interrupt)
     kw = dict(eval_set=(Xv, yv), learning_rate=0.3, **KW)
     with pytest.warns(UserWarning, match="interrupted after round 5 of 40:"):
         cut = jboost.fit(X, y, "binomial_deviance", n_rounds=40, **kw)
-    monkeypatch.setattr(api._HostRounds, "add", real_add)
+    monkeypatch.setattr(rounds_lib._HostRounds, "add", real_add)
     five = jboost.fit(X, y, "binomial_deviance", n_rounds=5, **kw)
     assert cut.n_rounds == 5
     _same(cut, five)
@@ -142,9 +144,9 @@ def test_one_compilation_and_the_same_model_however_the_calls_are_cut(binary, mo
     X, y, Xv, yv = binary
     # The body of boosting.boost_rounds, run when it is traced (this test's settings are its own:
     # no program of them is cached).
-    monkeypatch.setattr(boosting, "_boost_rounds", chex.assert_max_traces(boosting._boost_rounds, n=1))
+    monkeypatch.setattr(boosting, "_boost_rounds", chex.assert_max_traces(calls_lib.rounds_body, n=1))
     calls = []
-    real = api._rounds_fn
+    real = rounds_lib._rounds_fn
 
     def counting(mesh, data, config):
         fn, d, rows = real(mesh, data, config)
@@ -171,10 +173,10 @@ def test_one_program_for_every_number_of_rounds(binary, monkeypatch):
     buffers hold; the first rounds of a long fit are bitwise a short fit's; chunks longer than a
     call (checkpoint_every=100) still report and call back once per chunk, with the same model."""
     X, y, Xv, yv = binary
-    cap = boosting.ROUNDS_PER_CALL
-    monkeypatch.setattr(boosting, "_boost_rounds", chex.assert_max_traces(boosting._boost_rounds, n=1))
+    cap = calls_lib.ROUNDS_PER_CALL
+    monkeypatch.setattr(boosting, "_boost_rounds", chex.assert_max_traces(calls_lib.rounds_body, n=1))
     sizes = []
-    real = api._rounds_fn
+    real = rounds_lib._rounds_fn
 
     def counting(mesh, data, config):
         assert config.n_rounds == cap  # the program's static settings hold the buffers' size

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import boosting
 from jboost import losses
-from jboost import samplers
+from jboost.engine import samplers
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import state
 
 
 @pytest.mark.parametrize("by", ["tree", "level"])
@@ -52,18 +53,18 @@ def test_a_new_row_sampler_is_one_function(regression_data, fit_kw):
     borders = jboost.compute_borders(X, fit_kw["n_bins"])
     Xb = jboost.bin_features(X, borders)
     even = (np.arange(len(y)) % 2 == 0).astype(np.float32)
-    hyper = boosting.Hyperparams.create(learning_rate=0.3)
+    hyper = boosting_lib.Hyperparams.create(learning_rate=0.3)
     loss, init = losses.squared_error(), jnp.zeros((1,))
-    config = boosting.BoostConfig(n_rounds=4, depth=3, n_bins=fit_kw["n_bins"])
-    by_sampler = boosting.boost(boosting.Data.train_only(Xb, jnp.asarray(y), jnp.ones(len(y))),
+    config = boosting_lib.BoostConfig(n_rounds=4, depth=3, n_bins=fit_kw["n_bins"])
+    by_sampler = boosting_lib.boost(state.Data.train_only(Xb, jnp.asarray(y), jnp.ones(len(y))),
                                 jax.random.key(0), hyper, loss, init,
                                 config=config._replace(row_sampler=even_rows))
-    by_weights = boosting.boost(boosting.Data.train_only(Xb, jnp.asarray(y), jnp.asarray(even)),
+    by_weights = boosting_lib.boost(state.Data.train_only(Xb, jnp.asarray(y), jnp.asarray(even)),
                                 jax.random.key(0), hyper, loss, init, config=config)
     jax.tree_util.tree_map(np.testing.assert_array_equal, by_sampler.trees, by_weights.trees)
     # Through fit, by keyword: the same trees from fit's baseline.
     a = jboost.fit(X, y, **fit_kw, learning_rate=0.3, row_sampler=even_rows, borders=borders)
-    ref = boosting.boost(boosting.Data.train_only(Xb, jnp.asarray(y), jnp.ones(len(y))), jax.random.PRNGKey(0),
+    ref = boosting_lib.boost(state.Data.train_only(Xb, jnp.asarray(y), jnp.ones(len(y))), jax.random.PRNGKey(0),
                          hyper, loss, a.baseline,
                          config=config._replace(n_rounds=fit_kw["n_rounds"], row_sampler=even_rows, missing=False))
     np.testing.assert_array_equal(a.trees.features, ref.trees.features)

@@ -45,6 +45,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
 import jboost  # noqa: E402
 from jboost import sklearn as jsk  # noqa: E402
+from jboost.trees import depthwise as depthwise_lib
 
 _SKLEARN = tuple(int(part) for part in sklearn.__version__.split(".")[:2])
 
@@ -290,10 +291,10 @@ def test_categorical_columns_go_to_jboost_as_they_are():
 def test_forest_estimators_take_the_tree_family():
     """``tree_family="depthwise"`` reaches fit_forest: the forest of depth-wise trees (m features
     drawn per node) that fit_forest grows with the same key."""
-    from jboost import bagging, depthwise
+    from jboost import bagging
     clf = jsk.JBoostForestClassifier(n_trees=2, depth=3, n_bins=16, tree_family="depthwise",
                                      random_state=0).fit(X, Y)
-    assert isinstance(clf.booster_.trees, depthwise.DepthwiseTrees)
+    assert isinstance(clf.booster_.trees, depthwise_lib.DepthwiseTrees)
     direct = bagging.fit_forest(X, Y01, n_trees=2, depth=3, n_bins=16, max_features="sqrt",
                                 tree_family="depthwise", task="classification", n_classes=2, key=0)
     np.testing.assert_array_equal(clf.predict_proba(X), np.asarray(jboost.predict_proba(direct, X)))

@@ -18,14 +18,15 @@ import pytest
 
 import jboost
 from jboost import _native
-from jboost import histograms
-from jboost import splits
-from jboost import tree as tree_lib
+from jboost.trees import histograms
 from _pure_jax import pure_jax
+from jboost._native import newton
+from jboost.trees import oblivious
+from jboost.trees import splits as splits_lib
 
 # Jitted once per shape: eager evaluation would compile every primitive separately.
-split_gains = jax.jit(splits.split_gains)
-best_split = jax.jit(splits.best_split, static_argnames=("cumulative", "missing"))
+split_gains = jax.jit(splits_lib.split_gains)
+best_split = jax.jit(splits_lib.best_split, static_argnames=("cumulative", "missing"))
 prefix_sum = jax.jit(histograms.prefix_sum, static_argnums=1)
 
 
@@ -141,7 +142,7 @@ def test_missing_direction_is_chosen_by_gain():
 
 def _assert_null(split, n_bins):
     assert int(split.feature) == 0
-    assert int(split.threshold) == n_bins - 2 == splits.null_threshold(n_bins)
+    assert int(split.threshold) == n_bins - 2 == splits_lib.null_threshold(n_bins)
     assert not bool(split.missing_right)
     assert float(split.gain) == 0.0
 
@@ -201,7 +202,7 @@ def test_no_missing_shortcut_gives_the_same_split(n_leaves):
     short = best_split(cum, missing=False, **kw)
     for a, b in zip(full, short):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    gains = np.asarray(jax.jit(splits.split_gains_cumulative, static_argnums=3)(cum, 1.0, 0.5, False))
+    gains = np.asarray(jax.jit(splits_lib.split_gains_cumulative, static_argnums=3)(cum, 1.0, 0.5, False))
     np.testing.assert_allclose(gains[..., 0], reference_gains(hist, 1.0, 0.5)[..., 0], rtol=1e-4, atol=1e-4)
     assert np.all(gains[..., 1] == -np.inf)
 
@@ -218,7 +219,7 @@ def test_best_split_of_gains_is_the_first_flat_maximum(seed):
     masks = [None, rng.uniform(size=7) < 0.5, np.zeros(7, bool)]
     for mask in masks:
         for msg in (0.0, 1.5, 10.0):
-            got = splits.best_split_of_gains(jnp.asarray(gains), min_split_gain=msg,
+            got = splits_lib.best_split_of_gains(jnp.asarray(gains), min_split_gain=msg,
                                              feature_mask=None if mask is None else jnp.asarray(mask))
             g = gains if mask is None else np.where(mask[:, None, None], gains, -np.inf)
             flat = g.reshape(-1)
@@ -227,7 +228,7 @@ def test_best_split_of_gains_is_the_first_flat_maximum(seed):
             f, t, d = np.unravel_index(best, g.shape)
             ok = flat[best] - msg > 0
             assert int(got.feature) == (f if ok else 0)
-            assert int(got.threshold) == (t if ok else splits.null_threshold(16))
+            assert int(got.threshold) == (t if ok else splits_lib.null_threshold(16))
             assert bool(got.missing_right) == bool(ok and d == 1)
             assert float(got.gain) == (float(flat[best] - msg) if ok else 0.0)
 
@@ -241,14 +242,14 @@ def l1_score(G, H, l2):
     """XGBoost's ``reg_alpha`` (Chen & Guestrin 2016): the Newton score of the soft-thresholded
     gradient sum, ``T_alpha(G)^2 / (H + l2)``."""
     t = jnp.sign(G) * jnp.maximum(jnp.abs(G) - ALPHA, 0.0)
-    return splits.newton_score(t, H, l2)
+    return newton.newton_score(t, H, l2)
 
 
 def l1_value(G, H, l2):
-    return splits.newton_value(jnp.sign(G) * jnp.maximum(jnp.abs(G) - ALPHA, 0.0), H, l2)
+    return newton.newton_value(jnp.sign(G) * jnp.maximum(jnp.abs(G) - ALPHA, 0.0), H, l2)
 
 
-L1 = splits.SplitCriterion(score=l1_score, value=l1_value, name="l1")
+L1 = splits_lib.SplitCriterion(score=l1_score, value=l1_value, name="l1")
 
 
 def _np_l1_score(G, H, l2):
@@ -270,7 +271,7 @@ def reference_tree(X_binned, g, h, depth, n_bins, l2, score, alpha):
         gains = reference_gains(hist, l2, 0.0, score)
         f, t, direction = np.unravel_index(np.argmax(gains), gains.shape)
         if gains[f, t, direction] <= 0:  # the null split: everything left
-            f, t, direction = 0, splits.null_threshold(n_bins), 0
+            f, t, direction = 0, splits_lib.null_threshold(n_bins), 0
         col = X_binned[f]
         right = np.where(col == n_bins - 1, direction == 1, col > t)
         leaf = leaf + (right.astype(np.int64) << d)
@@ -301,7 +302,7 @@ def criterion_case(seed):
 @functools.lru_cache(maxsize=None)
 def _tree_program(depth, n_bins, criterion):
     """``tree.fit_tree`` jitted once per static setting (the same program for every seed)."""
-    return jax.jit(functools.partial(tree_lib.fit_tree, depth=depth, n_bins=n_bins, l2=1.0,
+    return jax.jit(functools.partial(oblivious.fit_tree, depth=depth, n_bins=n_bins, l2=1.0,
                                      min_split_gain=0.0, min_child_weight=0.0, criterion=criterion))
 
 
@@ -328,7 +329,7 @@ def test_a_new_split_criterion_is_one_namedtuple(seed):
         got = [(int(f), int(th), bool(m)) for f, th, m in zip(t.features, t.thresholds, t.missing_right)]
         assert got == [(int(f), int(th), m) for f, th, m in rules]
         np.testing.assert_allclose(np.asarray(t.leaf_values)[:, 0], values, rtol=1e-5, atol=1e-6)
-    t_newton = _grow(X_binned, g, h, n_bins, 2, splits.NEWTON)
+    t_newton = _grow(X_binned, g, h, n_bins, 2, splits_lib.NEWTON)
     assert int(t_newton.features[0]) == newton_rules[0][0]
     # End to end: one round at learning rate 1 from a zero baseline is that tree.
     X = X_binned.T.astype(np.float64)
@@ -351,8 +352,8 @@ def test_a_criterion_outside_the_kernel_gets_the_kernels_histograms():
     g = (X_binned[0] > 7) * 2.0 - (X_binned[1] > 3) + 0.5 * (X_binned[2] > 11) + rng.normal(size=n)
     h = rng.uniform(0.5, 1.5, n)
     assert all(s for s, _ in histograms.level_plan(n, depth, n_bins)[1:])
-    plain = splits.SplitCriterion(score=splits.newton_score, value=splits.newton_value)
-    a, b = (_grow(X_binned, g, h, n_bins, depth, c) for c in (splits.NEWTON, plain))
+    plain = splits_lib.SplitCriterion(score=newton.newton_score, value=newton.newton_value)
+    a, b = (_grow(X_binned, g, h, n_bins, depth, c) for c in (splits_lib.NEWTON, plain))
     for field in ("features", "thresholds", "missing_right"):
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
     np.testing.assert_allclose(a.gains, b.gains, rtol=1e-5)

@@ -7,10 +7,10 @@ import pytest
 
 import jboost
 from jboost import combine
-from jboost import cv
-from jboost import _validation
-from jboost.combine import linear
-from jboost.combine import stacking
+from jboost.data import folds as cv
+from jboost import checks
+from jboost.combine import stacking as stacking_lib
+from jboost.models import stacked
 
 # Static settings of the small fits (tests/test_ecoc.py uses the same).
 KW = dict(n_rounds=4, depth=2, n_bins=8)
@@ -41,7 +41,7 @@ def noisy():
 @pytest.fixture(scope="module")
 def binary_stack(noisy):
     X, y, _, _ = noisy
-    return stacking.fit_stacked_boosters(X, y, "binomial_deviance", hypers=HYPERS, folds=4,
+    return stacking_lib.fit_stacked_boosters(X, y, "binomial_deviance", hypers=HYPERS, folds=4,
                                          stacker_l2=1e-2, key=1, **MEMO_KW)
 
 
@@ -56,7 +56,7 @@ def _stacker_on_learners(model, X, n_rounds=None):
     """The definition: the stacker's linear output on the learners' raw scores ``(n, K_out)``."""
     z = np.concatenate([np.asarray(jboost.predict(_learner(model, m), X, n_rounds)).reshape(len(X), -1)
                         for m in range(model.n_learners)], axis=1)
-    return np.asarray(linear.linear_raw(model.stacker, z))
+    return np.asarray(stacked.linear_raw(model.stacker, z))
 
 
 # --------------------------------------------------------------------------------------------
@@ -87,14 +87,14 @@ def test_stacking_out_of_fold_predictions_never_see_their_row(noisy, binary_stac
     # Each row's out-of-fold score is that of a fold model with zero weight on the row (stratified
     # folds from jboost.cv seeded by the first half of the key): refit fold 0's first learner
     # alone with jboost.fit and compare on its held-out rows.
-    ids = cv.fold_ids(y, 4, seed=[int(v) for v in _validation.as_raw_key(k_folds)], stratified=True)
+    ids = cv.fold_ids(y, 4, seed=[int(v) for v in checks.as_raw_key(k_folds)], stratified=True)
     masks = np.asarray(cv.fold_masks(ids, 4))
     ref = jboost.fit(X, y, "binomial_deviance", sample_weight=masks[0], borders=model.borders,
                      key=jax.random.fold_in(k_fit, 0), **HYPERS[0], **MEMO_KW)
     np.testing.assert_allclose(oof[ids == 0], np.asarray(jboost.predict(ref, X))[ids == 0],
                                rtol=1e-4, atol=1e-4)
     # The stacked model predicts the clean signal better than chance.
-    p = np.asarray(stacking.stacked_predict(model, X))
+    p = np.asarray(stacked.stacked_predict(model, X))
     assert p.shape == (n, 2)
     np.testing.assert_allclose(p.sum(1), 1.0, rtol=1e-5)
     assert np.mean((p[:, 1] > 0.5) == (clean == 1)) > 0.8
@@ -104,16 +104,16 @@ def test_explicit_fold_ids_are_the_folds(noisy, binary_stack):
     """folds=K draws stratified cv.fold_ids from the key; passing those ids gives the same model."""
     X, y, _, _ = noisy
     k_folds, _ = jax.random.split(jax.random.PRNGKey(1))
-    ids = cv.fold_ids(y, 4, seed=[int(v) for v in _validation.as_raw_key(k_folds)], stratified=True)
-    again = stacking.fit_stacked_boosters(X, y, "binomial_deviance", hypers=HYPERS, folds=ids,
+    ids = cv.fold_ids(y, 4, seed=[int(v) for v in checks.as_raw_key(k_folds)], stratified=True)
+    again = stacking_lib.fit_stacked_boosters(X, y, "binomial_deviance", hypers=HYPERS, folds=ids,
                                           stacker_l2=1e-2, key=1, **MEMO_KW)
     np.testing.assert_array_equal(again.oof_raw, binary_stack.oof_raw)
     np.testing.assert_array_equal(again.stacker.coef, binary_stack.stacker.coef)
     # Renaming the folds changes nothing; another partition changes the out-of-fold scores.
-    renamed = stacking.fit_stacked_boosters(X, y, "binomial_deviance", hypers=HYPERS, folds=(ids + 1) % 4,
+    renamed = stacking_lib.fit_stacked_boosters(X, y, "binomial_deviance", hypers=HYPERS, folds=(ids + 1) % 4,
                                             stacker_l2=1e-2, key=1, **MEMO_KW)
     np.testing.assert_array_equal(renamed.oof_raw, binary_stack.oof_raw)
-    other = stacking.fit_stacked_boosters(X, y, "binomial_deviance", hypers=HYPERS, folds=np.roll(ids, 1),
+    other = stacking_lib.fit_stacked_boosters(X, y, "binomial_deviance", hypers=HYPERS, folds=np.roll(ids, 1),
                                           stacker_l2=1e-2, key=1, **MEMO_KW)
     assert not np.allclose(other.oof_raw, binary_stack.oof_raw, atol=1e-3)
 
@@ -137,7 +137,7 @@ def test_every_protocol_function_on_a_binary_stack(noisy, binary_stack):
     np.testing.assert_allclose(proba, np.stack([1 - p1, p1], 1), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(np.asarray(jboost.predict_class(model, X)), proba.argmax(1))
     np.testing.assert_array_equal(np.asarray(jboost.predict_mean(model, X)), proba)
-    np.testing.assert_array_equal(np.asarray(stacking.stacked_predict(model, X)), proba)
+    np.testing.assert_array_equal(np.asarray(stacked.stacked_predict(model, X)), proba)
     imp = np.asarray(jboost.feature_importance(model))
     gains = np.bincount(np.asarray(model.trees.features).ravel(),
                         np.asarray(model.trees.gains).ravel(), minlength=4)
@@ -156,17 +156,17 @@ def test_every_protocol_function_on_a_binary_stack(noisy, binary_stack):
     with pytest.raises(ValueError, match=r"X has 3 features, but the model was fitted on 4"):
         jboost.predict(model, X[:, :3])
     with pytest.raises(ValueError, match=r"X has 3 features, but the model was fitted on 4"):
-        stacking.stacked_predict(model, X[:, :3])
+        stacked.stacked_predict(model, X[:, :3])
 
 
 def test_regression_and_multiclass_stacks(regression_data, multiclass_data):
     X, y, Xv, _ = regression_data
-    reg = stacking.fit_stacked_boosters(X, y, hypers=[dict(learning_rate=0.5), dict(l2=5.0)], folds=3, **KW)
+    reg = stacking_lib.fit_stacked_boosters(X, y, hypers=[dict(learning_rate=0.5), dict(l2=5.0)], folds=3, **KW)
     assert reg.task == "regression" and reg.loss.name == "squared_error"
     raw = np.asarray(jboost.predict(reg, Xv))
     np.testing.assert_allclose(raw, _stacker_on_learners(reg, Xv)[:, 0], rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(np.asarray(jboost.predict_mean(reg, Xv)), raw)
-    np.testing.assert_array_equal(np.asarray(stacking.stacked_predict(reg, Xv)), raw)
+    np.testing.assert_array_equal(np.asarray(stacked.stacked_predict(reg, Xv)), raw)
     with pytest.raises(ValueError, match="predict_proba needs a classification model"):
         jboost.predict_proba(reg, Xv)
     with pytest.raises(ValueError, match="predict_class needs a classification model"):
@@ -175,7 +175,7 @@ def test_regression_and_multiclass_stacks(regression_data, multiclass_data):
         reg.proba_from_raw(jnp.zeros((2, 1)))
 
     X, y, Xv, _ = multiclass_data
-    multi = stacking.fit_stacked_boosters(X, y, "multinomial_deviance",
+    multi = stacking_lib.fit_stacked_boosters(X, y, "multinomial_deviance",
                                           hypers=[dict(learning_rate=0.5), dict(learning_rate=0.1)],
                                           folds=3, **KW)
     assert multi.task == "multiclass" and multi.oof_raw.shape == (len(X), 2, 3)
@@ -199,7 +199,7 @@ def test_regression_and_multiclass_stacks(regression_data, multiclass_data):
 
 def test_fit_stacked_boosters_checks_like_fit(binary_data):
     X, y, _, _ = binary_data
-    fit = lambda **kw: stacking.fit_stacked_boosters(X, y, "binomial_deviance", **dict(dict(hypers=HYPERS), **kw))
+    fit = lambda **kw: stacking_lib.fit_stacked_boosters(X, y, "binomial_deviance", **dict(dict(hypers=HYPERS), **kw))
     with pytest.raises(ValueError, match="hypers must be a non-empty list of dicts"):
         fit(hypers=[])
     with pytest.raises(ValueError, match="hypers must be a non-empty list of dicts"):
@@ -223,7 +223,7 @@ def test_fit_stacked_boosters_checks_like_fit(binary_data):
             jboost.fit(X, y, "binomial_deviance", **bad)
         assert str(ours.value) == str(fits.value)
     with pytest.raises(ValueError, match="y must hold binary labels 0/1 for loss 'binomial_deviance'"):
-        stacking.fit_stacked_boosters(X, y + 1, "binomial_deviance", hypers=HYPERS)
+        stacking_lib.fit_stacked_boosters(X, y + 1, "binomial_deviance", hypers=HYPERS)
     with pytest.raises(ValueError, match=r"folds=1 must be in \[2, "):
         fit(folds=1)
     with pytest.raises(ValueError, match=r"folds must be an int or an \(n,\)"):
@@ -231,13 +231,13 @@ def test_fit_stacked_boosters_checks_like_fit(binary_data):
     with pytest.raises(ValueError, match=r"stacker_l2=-1.0 must be in \[0.0, inf\]"):
         fit(stacker_l2=-1.0)
     with pytest.raises(ValueError, match="X must be 2-D"):
-        stacking.fit_stacked_boosters(X[:, 0], y, hypers=HYPERS)
+        stacking_lib.fit_stacked_boosters(X[:, 0], y, hypers=HYPERS)
     with pytest.raises(ValueError, match="sample_weight has 3 samples but X has"):
         fit(sample_weight=np.ones(3))
-    checked = stacking.stack_hyperparams([dict(learning_rate=0.3), dict(l2=2.0)])
+    checked = stacking_lib.stack_hyperparams([dict(learning_rate=0.3), dict(l2=2.0)])
     np.testing.assert_allclose(checked.learning_rate, [0.3, 0.1])
     np.testing.assert_allclose(checked.l2, [1.0, 2.0])
-    assert combine.fit_stacked_boosters is stacking.fit_stacked_boosters
+    assert combine.fit_stacked_boosters is stacking_lib.fit_stacked_boosters
 
 
 def test_zero_sample_weights_are_the_fit_without_those_rows(regression_data):
@@ -248,8 +248,8 @@ def test_zero_sample_weights_are_the_fit_without_those_rows(regression_data):
     ids = np.arange(len(y), dtype=np.int32) % 3
     w = np.ones(len(y), np.float32)
     w[-40:] = 0.0
-    weighted = stacking.fit_stacked_boosters(X, y, hypers=hypers, folds=ids, sample_weight=w, **KW)
-    dropped = stacking.fit_stacked_boosters(X[:-40], y[:-40], hypers=hypers, folds=ids[:-40], **KW)
+    weighted = stacking_lib.fit_stacked_boosters(X, y, hypers=hypers, folds=ids, sample_weight=w, **KW)
+    dropped = stacking_lib.fit_stacked_boosters(X[:-40], y[:-40], hypers=hypers, folds=ids[:-40], **KW)
     np.testing.assert_array_equal(weighted.borders, dropped.borders)
     np.testing.assert_array_equal(weighted.trees.features, dropped.trees.features)
     np.testing.assert_allclose(weighted.oof_raw[:-40], dropped.oof_raw, rtol=1e-4, atol=1e-4)

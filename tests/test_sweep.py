@@ -23,9 +23,11 @@ import pytest
 
 import jboost
 import jboost.sweep as sweep_lib
-from jboost import tree as tree_lib
-from jboost import _batching
 from jboost.sweep import program as program_lib
+from jboost.engine import checkpoints
+from jboost.engine import memory
+from jboost.sweep import program as program_mod
+from jboost.trees import family
 
 N, DEPTH, BINS, ROUNDS = 240, 2, 16, 12
 GRID_A = {"learning_rate": [0.3, 1.5], "subsample": [0.6, 1.0]}
@@ -157,13 +159,13 @@ def test_multiclass_per_output_trees_rows_equal_separate_fits():
 def _held_out_error(trees, X, y, w_valid, baseline, m):
     """Weighted error of sign(raw) after m rounds, computed with NumPy from the trees."""
     first = jax.tree_util.tree_map(lambda a: a[:m], trees)
-    raw = baseline + np.asarray(tree_lib.predict_raw(first, X))[:, 0]
+    raw = baseline + np.asarray(family.predict_raw(first, X))[:, 0]
     return np.sum(w_valid * ((raw > 0) != (y > 0.5))) / np.sum(w_valid)
 
 
 def _held_out_deviance(trees, X, y, w_valid, baseline, m):
     first = jax.tree_util.tree_map(lambda a: a[:m], trees)
-    f = baseline + np.asarray(tree_lib.predict_raw(first, X), np.float64)[:, 0]
+    f = baseline + np.asarray(family.predict_raw(first, X), np.float64)[:, 0]
     dev = np.logaddexp(0.0, f) - y * f
     return np.sum(w_valid * dev) / np.sum(w_valid)
 
@@ -235,12 +237,12 @@ def test_builtin_metrics_match_numpy():
 def test_cpu_chunks_widen_on_small_data():
     # 16 models per chunk, doubled while the chunk's (row, feature) cells stay within
     # CPU_CHUNK_CELLS, at most 64; shared by the devices.
-    assert _batching.cpu_models_per_device(1) == _batching.DEFAULT_CPU_MODELS_PER_CHUNK == 16
-    assert _batching.cpu_models_per_device(1, 3065, 57) == 64     # spam
-    assert _batching.cpu_models_per_device(2, 3065, 57) == 32     # spam on 2 host devices
-    assert _batching.cpu_models_per_device(1, 20_000, 20) == 32   # 32 x 400k cells <= 2**24
-    assert _batching.cpu_models_per_device(1, 100_000, 50) == 16  # large data: the default
-    assert _batching.cpu_models_per_device(64, 3065, 57) == 1
+    assert memory.cpu_models_per_device(1) == memory.DEFAULT_CPU_MODELS_PER_CHUNK == 16
+    assert memory.cpu_models_per_device(1, 3065, 57) == 64     # spam
+    assert memory.cpu_models_per_device(2, 3065, 57) == 32     # spam on 2 host devices
+    assert memory.cpu_models_per_device(1, 20_000, 20) == 32   # 32 x 400k cells <= 2**24
+    assert memory.cpu_models_per_device(1, 100_000, 50) == 16  # large data: the default
+    assert memory.cpu_models_per_device(64, 3065, 57) == 1
 
 
 def test_chunked_and_unchunked_sweeps_give_the_same_table(res_a, data):
@@ -249,7 +251,7 @@ def test_chunked_and_unchunked_sweeps_give_the_same_table(res_a, data):
     X = data[0]
     whole = _sweep_a(*data, chunk_size=None)  # automatic: all 24 models in one vmapped call
     n_dev = whole.info["n_devices"]
-    per_chunk = _batching.cpu_models_per_device(n_dev, X.shape[0], X.shape[1]) * n_dev
+    per_chunk = memory.cpu_models_per_device(n_dev, X.shape[0], X.shape[1]) * n_dev
     assert whole.info["n_chunks"] == -(-24 // per_chunk) == 1
     padded = _sweep_a(*data, chunk_size=5)  # 5 chunks, the last one padded with a repeated model
     single = _sweep_a(*data, chunk_size=1)  # one model per call
@@ -287,7 +289,7 @@ def test_memory_estimate_bounds_what_xla_allocates(data):
     m, depth, n_bins = 2, 4, 64
     X_binned = jboost.bin_features(X, jboost.compute_borders(X, n_bins))
     config = jboost.BoostConfig(n_rounds=ROUNDS, depth=depth, n_bins=n_bins)
-    program = program_lib.chunk_program(config, None, False, tuple(jax.devices()[:1]))
+    program = program_mod.chunk_program(config, None, False, tuple(jax.devices()[:1]))
     hyper = jboost.Hyperparams(*(jnp.full((m,), v, jnp.float32) for v in (0.1, 1.0, 0.0, 1.0, 1.0, 1.0)))
     args = (X_binned, jnp.asarray(y), jnp.ones(N), jnp.zeros((1, N), jnp.int32),
             jax.random.PRNGKey(0)[None], hyper, jboost.losses.binomial_deviance(),
@@ -305,7 +307,7 @@ def test_one_compilation_per_static_combination_and_round_prefixes(monkeypatch, 
     # The chunk program's body may be traced twice in all (depths 1 and 2), whatever the number
     # of chunks, of round counts and of sweeps: chex raises on a third trace.
     chex.clear_trace_counter()
-    monkeypatch.setattr(program_lib, "fit_chunk", chex.assert_max_traces(program_lib.fit_chunk, n=2))
+    monkeypatch.setattr(program_lib, "fit_chunk", chex.assert_max_traces(program_mod.fit_chunk, n=2))
     res = sweep_lib.sweep(X, y, "binomial_deviance", **kw)
     assert res.info["n_compilations"] == 2  # depths 1 and 2; n_rounds 3 and 7 share the fits
     assert res.info["n_chunks"] == 2 * 4  # 4 models per depth, one per chunk
@@ -414,7 +416,7 @@ def test_early_stopping_on_a_maximised_custom_metric_compiles_once(monkeypatch):
               keep_trees=True)
     # One trace and one compilation for both round counts, both chunks and a second sweep.
     chex.clear_trace_counter()
-    monkeypatch.setattr(program_lib, "fit_chunk", chex.assert_max_traces(program_lib.fit_chunk, n=1))
+    monkeypatch.setattr(program_lib, "fit_chunk", chex.assert_max_traces(program_mod.fit_chunk, n=1))
     res = sweep_lib.sweep(X, y, "binomial_deviance", grid={"learning_rate": [0.2, 0.6]}, **kw)
     assert res.info["n_compilations"] == 1 and res.info["n_chunks"] == 2
     again = sweep_lib.sweep(X, y, "binomial_deviance", grid={"learning_rate": [0.3, 0.9]}, **kw)
@@ -601,18 +603,18 @@ def test_ctrl_c_stops_a_sweep_after_its_chunk_and_a_rerun_resumes_bitwise(res_a,
     raises KeyboardInterrupt naming what is kept (the first chunk); the same call then fits only
     the other chunks: bitwise the uninterrupted sweep."""
     import signal
-    save = _batching.ChunkCheckpoints.save
+    save = checkpoints.ChunkCheckpoints.save
 
     def interrupt_the_second_save(self, part, chunk, outputs, items):
         if chunk == 1:
             signal.raise_signal(signal.SIGINT)
         save(self, part, chunk, outputs, items)
 
-    monkeypatch.setattr(_batching.ChunkCheckpoints, "save", interrupt_the_second_save)
+    monkeypatch.setattr(checkpoints.ChunkCheckpoints, "save", interrupt_the_second_save)
     with pytest.raises(KeyboardInterrupt, match=r"interrupted after 2 of \d+ sweep chunks were "
                                                 r"computed; 1 of them saved \(checkpoint_dir\)"):
         _sweep_a(*data, checkpoint_dir=tmp_path)
-    monkeypatch.setattr(_batching.ChunkCheckpoints, "save", save)
+    monkeypatch.setattr(checkpoints.ChunkCheckpoints, "save", save)
     resumed = _sweep_a(*data, checkpoint_dir=tmp_path)
     assert resumed.info["n_resumed_chunks"] == 1
     _assert_same_result(resumed, res_a)

@@ -18,6 +18,9 @@ import jboost
 import jboost.sweep as sweep_lib
 from test_sweep import (BINS, DEPTH, ES_PATIENCE, GRID_A, N, ROUNDS, _assert_same_trees, _data,
                         _sweep_a, _sweep_es)
+from jboost.fitting import prepare
+from jboost.fitting import settings
+from jboost.sweep import program
 
 
 @pytest.fixture(scope="module")
@@ -163,19 +166,18 @@ def test_program_gives_nan_curves_outside_the_domains(data):
     # The sweep refuses bad grid values on the host; its program does not rank them either.
     import functools
     import jax
-    from jboost import _validation, api, losses
-    from jboost.sweep import program as program_lib
+    from jboost import losses
     X, y = data
-    prepared = _validation.prepare(X, y, n_bins=BINS)
-    config, _ = api.settings(n_rounds=2, depth=DEPTH, n_bins=BINS, **{
+    prepared = prepare.prepare(X, y, n_bins=BINS)
+    config, _ = settings.settings(n_rounds=2, depth=DEPTH, n_bins=BINS, **{
         k: 1.0 for k in ("l2", "min_child_weight", "subsample", "colsample")},
         learning_rate=0.1, min_split_gain=0.0, colsample_by="tree")
-    hyper = jboost.boosting.Hyperparams.create(learning_rate=jnp.asarray([0.1, 0.1, -0.1]),
+    hyper = jboost.engine.boosting.Hyperparams.create(learning_rate=jnp.asarray([0.1, 0.1, -0.1]),
                                                l2=jnp.ones(3), min_split_gain=jnp.zeros(3),
                                                min_child_weight=jnp.ones(3), subsample=jnp.ones(3),
                                                colsample=jnp.ones(3))
     loss = losses.quantile(0.5).replace(params={"alpha": jnp.asarray([0.5, 1.5, 0.5])})
-    fit = jax.jit(functools.partial(program_lib.fit_chunk, config=config, metric=None,
+    fit = jax.jit(functools.partial(program.fit_chunk, config=config, metric=None,
                                     keep_trees=False))
     out = fit(prepared.X_binned, prepared.y, prepared.w, (jnp.arange(N) % 2)[None].astype(jnp.int32),
               jnp.zeros((1, 2), jnp.uint32), hyper, loss, jnp.asarray([1, 1, 1]), jnp.zeros(3, jnp.int32))

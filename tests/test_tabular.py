@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import _validation
 from jboost import io as jio
+from jboost.data import tabular
 
 pd = pytest.importorskip("pandas")
 
@@ -38,8 +38,8 @@ def _array(df):
 def test_a_frame_is_its_array_and_keeps_its_names(frame, tmp_path):
     df, y = frame
     # Nullable columns' pd.NA become NaN (missing), bools 0/1: the settings layer's matrix.
-    np.testing.assert_array_equal(_validation.as_matrix(df), _array(df).astype(np.float32))
-    assert np.isnan(_validation.as_matrix(df)[[3, 7], 1]).all()
+    np.testing.assert_array_equal(tabular.as_matrix(df), _array(df).astype(np.float32))
+    assert np.isnan(tabular.as_matrix(df)[[3, 7], 1]).all()
     model = jboost.fit(df, y, "binomial_deviance", **KW)
     ref = jboost.fit(_array(df), y.to_numpy(), "binomial_deviance", **KW)
     np.testing.assert_array_equal(jboost.predict(model, df), jboost.predict(ref, _array(df)))
@@ -85,7 +85,7 @@ def test_category_labels_and_non_numeric_columns(frame):
     with pytest.raises(TypeError, match=r"X has non-numeric columns 'city' \((object|str)\), 'kind' "
                                         r"\(category\): jboost.fit, jboost.sweep.sweep and "
                                         r"jboost.bagging.fit_bagged_boosters encode categorical columns"):
-        _validation.as_matrix(text)  # the entry points of numeric columns only (forests, algorithms)
+        tabular.as_matrix(text)  # the entry points of numeric columns only (forests, algorithms)
     dates = df.assign(when=pd.to_datetime(["2020-01-01"] * 120))
     with pytest.raises(TypeError, match=r"X column 'when' has dtype datetime64\[\w+\], which jboost "
                                         "cannot use"):

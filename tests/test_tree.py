@@ -18,19 +18,22 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import histograms
+from jboost.trees import histograms
 from jboost import losses
-from jboost import refit
+from jboost.trees import refit
 from jboost import splits
 from jboost import tree
+from jboost.trees import family
+from jboost.trees import oblivious as oblivious_lib
+from jboost.trees import splits as splits_lib
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _jit_tree_pieces():
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(splits, "best_split", jax.jit(splits.best_split,
+        mp.setattr(splits, "best_split", jax.jit(splits_lib.best_split,
                                                  static_argnames=("cumulative", "missing", "criterion")))
-        mp.setattr(tree, "newton_leaf_values", jax.jit(tree.newton_leaf_values, static_argnames="value"))
+        mp.setattr(tree, "newton_leaf_values", jax.jit(family.newton_leaf_values, static_argnames="value"))
         yield
 
 
@@ -41,7 +44,7 @@ F, N, N_BINS = 3, 64, 8
 def fit(X_binned, g, h, *, depth, n_bins, l2=0.0, min_split_gain=0.0, min_child_weight=0.0, **kw):
     g = jnp.asarray(g, jnp.float32).reshape(len(g), -1)
     h = jnp.asarray(h, jnp.float32).reshape(len(h), -1)
-    return tree.fit_tree(jnp.asarray(X_binned), g, h, depth=depth, n_bins=n_bins, l2=l2,
+    return oblivious_lib.fit_tree(jnp.asarray(X_binned), g, h, depth=depth, n_bins=n_bins, l2=l2,
                          min_split_gain=min_split_gain, min_child_weight=min_child_weight, **kw)
 
 
@@ -87,7 +90,7 @@ def test_leaf_index_hand_computed():
     missing_right = jnp.asarray([False, True])
     is_missing = jnp.asarray([[False, False, False], [False, False, True]])
     # row 0: (1>1)=0, (2>1)=1 -> 2; row 1: 1, 0 -> 1; row 2: 0, missing->right -> 2.
-    np.testing.assert_array_equal(tree.leaf_index(columns, thresholds, missing_right, is_missing), [2, 1, 2])
+    np.testing.assert_array_equal(oblivious_lib.leaf_index(columns, thresholds, missing_right, is_missing), [2, 1, 2])
 
 
 def test_leaf_index_of_later_levels_adds_their_bits():
@@ -98,11 +101,11 @@ def test_leaf_index_of_later_levels_adds_their_bits():
     thresholds = jnp.asarray([2, 3, 1, 4])
     missing_right = jnp.asarray([True, False, True, False])
     is_missing = jnp.asarray(rng.random((4, 50)) < 0.2)
-    whole = tree.leaf_index(columns, thresholds, missing_right, is_missing)
-    by_level = sum(tree.leaf_index(columns[d:d + 1], thresholds[d:d + 1], missing_right[d:d + 1],
+    whole = oblivious_lib.leaf_index(columns, thresholds, missing_right, is_missing)
+    by_level = sum(oblivious_lib.leaf_index(columns[d:d + 1], thresholds[d:d + 1], missing_right[d:d + 1],
                                    is_missing[d:d + 1], first_level=d) for d in range(4))
     np.testing.assert_array_equal(by_level, whole)
-    np.testing.assert_array_equal(tree.leaf_index(columns[2:], thresholds[2:], missing_right[2:],
+    np.testing.assert_array_equal(oblivious_lib.leaf_index(columns[2:], thresholds[2:], missing_right[2:],
                                                   is_missing[2:], first_level=2),
                                   whole - whole % 4)
 
@@ -121,7 +124,7 @@ def test_known_rule_recovered_exactly_on_prebinned_data():
     np.testing.assert_allclose(np.asarray(t.leaf_values)[:, 0], [0.0, 2.0, 1.0, 3.0], atol=1e-6)
     expected_leaf = (Xb[0] > 2) + 2 * (Xb[2] > 4)
     np.testing.assert_array_equal(leaf, expected_leaf)
-    np.testing.assert_array_equal(tree.leaf_index_binned(t, jnp.asarray(Xb), N_BINS), expected_leaf)
+    np.testing.assert_array_equal(family.leaf_index_binned(t, jnp.asarray(Xb), N_BINS), expected_leaf)
     sse = lambda groups: sum(((y[groups == g] - y[groups == g].mean()) ** 2).sum() for g in np.unique(groups))
     sse0, sse1 = sse(np.zeros(N)), sse((Xb[0] > 2).astype(int))
     # With l2 = 0, G^2/H = n * mean^2 per node, so the gain is the drop in the sum of squares.
@@ -148,21 +151,21 @@ def test_fit_binned_and_raw_leaf_indices_agree():
     borders = jboost.compute_borders(X, n_bins=N_BINS)
     Xb = jboost.bin_features(X, borders)
     t, leaf = fit(Xb, -y, np.ones(N), depth=4, n_bins=N_BINS, l2=1.0)
-    tr = tree.with_borders(t, jnp.asarray(borders))
+    tr = family.with_borders(t, jnp.asarray(borders))
     np.testing.assert_array_equal(tr.borders, borders[np.asarray(t.features), np.asarray(t.thresholds)])
-    np.testing.assert_array_equal(tree.leaf_index_binned(t, Xb, N_BINS), leaf)
-    np.testing.assert_array_equal(tree.leaf_index_raw(tr, jnp.asarray(X.T)), leaf)
+    np.testing.assert_array_equal(family.leaf_index_binned(t, Xb, N_BINS), leaf)
+    np.testing.assert_array_equal(oblivious_lib.leaf_index_raw(tr, jnp.asarray(X.T)), leaf)
     np.testing.assert_array_equal(numpy_leaf_index(np.asarray(tr.features), np.asarray(tr.borders),
                                                    np.asarray(tr.missing_right), X), leaf)
-    np.testing.assert_array_equal(tree.predict_raw(tr, X), np.asarray(tr.leaf_values)[np.asarray(leaf)])
+    np.testing.assert_array_equal(family.predict_raw(tr, X), np.asarray(tr.leaf_values)[np.asarray(leaf)])
     # New rows, including values exactly on the used borders and +-inf: bins and raw floats agree.
     Xn = rng.normal(size=(N, F)).astype(np.float32)
     Xn[:8, np.asarray(tr.features)] = np.asarray(tr.borders)[None, :]
     Xn[8:12] = np.inf
     Xn[12:16] = -np.inf
     Xn[16:20] = np.nan
-    via_bins = tree.leaf_index_binned(t, jboost.bin_features(Xn, borders), N_BINS)
-    np.testing.assert_array_equal(tree.leaf_index_raw(tr, jnp.asarray(Xn.T)), via_bins)
+    via_bins = family.leaf_index_binned(t, jboost.bin_features(Xn, borders), N_BINS)
+    np.testing.assert_array_equal(oblivious_lib.leaf_index_raw(tr, jnp.asarray(Xn.T)), via_bins)
 
 
 def test_missing_values_follow_the_learned_direction():
@@ -178,8 +181,8 @@ def test_missing_values_follow_the_learned_direction():
         t, leaf = fit(Xb, -y, np.ones(N), depth=1, n_bins=N_BINS)
         assert int(t.features[0]) == 0
         assert bool(t.missing_right[0]) is expect_right
-        tr = tree.with_borders(t, jnp.asarray(borders))
-        pred = np.asarray(tree.predict_raw(tr, X))[:, 0]
+        tr = family.with_borders(t, jnp.asarray(borders))
+        pred = np.asarray(family.predict_raw(tr, X))[:, 0]
         np.testing.assert_allclose(pred[nan_rows], nan_target, atol=1e-6)
         np.testing.assert_array_equal(np.asarray(leaf)[nan_rows], int(expect_right))
     # A feature never missing in training: missing values at prediction time go left (the tie
@@ -188,17 +191,17 @@ def test_missing_values_follow_the_learned_direction():
     Xcb = jboost.bin_features(Xc, borders)
     t, _ = fit(Xcb, -np.where(Xc[:, 0] > cut, 1.0, -1.0), np.ones(N), depth=1, n_bins=N_BINS)
     assert int(t.features[0]) == 0 and not bool(t.missing_right[0])
-    tr = tree.with_borders(t, jnp.asarray(borders))
+    tr = family.with_borders(t, jnp.asarray(borders))
     probe = np.full((1, F), 0.5, np.float32)
     probe[0, 0] = np.nan
-    assert float(tree.predict_raw(tr, probe)[0, 0]) == float(t.leaf_values[0, 0])
+    assert float(family.predict_raw(tr, probe)[0, 0]) == float(t.leaf_values[0, 0])
 
 
 def test_predict_raw_sums_all_trees_over_leading_axes():
     rng = np.random.default_rng(4)
     F, D, K = 4, 3, 2
     shape = (2, 3)
-    trees = tree.ObliviousTrees(
+    trees = oblivious_lib.ObliviousTrees(
         features=jnp.asarray(rng.integers(0, F, size=shape + (D,)), jnp.int32),
         thresholds=jnp.zeros(shape + (D,), jnp.int32),
         borders=jnp.asarray(rng.normal(size=shape + (D,)), jnp.float32),
@@ -214,8 +217,8 @@ def test_predict_raw_sums_all_trees_over_leading_axes():
             leaf = numpy_leaf_index(np.asarray(trees.features[i, j]), np.asarray(trees.borders[i, j]),
                                     np.asarray(trees.missing_right[i, j]), X)
             expected += np.asarray(trees.leaf_values[i, j])[leaf]
-    np.testing.assert_allclose(np.asarray(tree.predict_raw(trees, X)), expected, rtol=1e-5, atol=1e-5)
-    assert tree.flatten_trees(trees).features.shape == (6, D)
+    np.testing.assert_allclose(np.asarray(family.predict_raw(trees, X)), expected, rtol=1e-5, atol=1e-5)
+    assert family.flatten_trees(trees).features.shape == (6, D)
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,13 +232,13 @@ def test_newton_leaf_values_hand_computed():
     # -(-8) / (5 + 1); leaves 1, 2, 3 keep -G/(H+1): 4/4, 6/5, -3/3.
     G = jnp.asarray([[-2.0], [-4.0], [-6.0], [3.0]])
     H = jnp.asarray([[1.0], [3.0], [4.0], [2.0]])
-    np.testing.assert_allclose(tree.newton_leaf_values(G, H, 1.0, 2.0)[:, 0], [8 / 6, 1.0, 1.2, -1.0], rtol=1e-6)
+    np.testing.assert_allclose(family.newton_leaf_values(G, H, 1.0, 2.0)[:, 0], [8 / 6, 1.0, 1.2, -1.0], rtol=1e-6)
     # Level-1 node 1 (leaves 1 and 3) is empty: both its leaves get the root's value -(-8)/(5+1).
     G = jnp.asarray([[-2.0], [0.0], [-6.0], [0.0]])
     H = jnp.asarray([[1.0], [0.0], [4.0], [0.0]])
-    np.testing.assert_allclose(tree.newton_leaf_values(G, H, 1.0, 0.0)[:, 0], [1.0, 8 / 6, 1.2, 8 / 6], rtol=1e-6)
+    np.testing.assert_allclose(family.newton_leaf_values(G, H, 1.0, 0.0)[:, 0], [1.0, 8 / 6, 1.2, 8 / 6], rtol=1e-6)
     # Nothing anywhere and l2 = 0: zeros, not NaN.
-    np.testing.assert_array_equal(tree.newton_leaf_values(jnp.zeros((4, 1)), jnp.zeros((4, 1)), 0.0, 0.0), 0.0)
+    np.testing.assert_array_equal(family.newton_leaf_values(jnp.zeros((4, 1)), jnp.zeros((4, 1)), 0.0, 0.0), 0.0)
     # Emptiness is decided by the rows, not by H: leaf 1's rows have vanishing hessians (H = 0,
     # as a difference of cumulative sums gives for log-cosh at residuals ~44), so it keeps its own
     # value -G / (0 + l2) = 4; leaf 3 holds a rounding residue in H but no row: its parent's
@@ -244,12 +247,12 @@ def test_newton_leaf_values_hand_computed():
     H = jnp.asarray([[1.0], [0.0], [4.0], [1e-6]])
     rows = jnp.asarray([3, 4, 5, 0])
     want = [1.0, 4.0, 1.2, (4 - 1e-7) / (1 + 1e-6)]
-    np.testing.assert_allclose(tree.newton_leaf_values(G, H, 1.0, 0.0, rows=rows)[:, 0], want, rtol=1e-6)
-    np.testing.assert_allclose(np.asarray(tree.newton_leaf_values(G, H, 1.0, 0.0, rows=rows)),
+    np.testing.assert_allclose(family.newton_leaf_values(G, H, 1.0, 0.0, rows=rows)[:, 0], want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(family.newton_leaf_values(G, H, 1.0, 0.0, rows=rows)),
                                newton_reference(np.asarray(G), np.asarray(H), 1.0, 0.0, np.asarray(rows)), rtol=1e-6)
     # min_child_weight still applies to reached nodes: leaf 1 (H = 0 < 0.5) and its parent node 1
     # (H = 1e-6) fall back to the root: 12 / (5 + 1e-6 + 1).
-    assert float(tree.newton_leaf_values(G, H, 1.0, 0.5, rows=rows)[1, 0]) == pytest.approx(2.0, rel=1e-6)
+    assert float(family.newton_leaf_values(G, H, 1.0, 0.5, rows=rows)[1, 0]) == pytest.approx(2.0, rel=1e-6)
 
 
 @pytest.mark.parametrize("mcw", [0.0, 1.0, 3.0])
@@ -259,7 +262,7 @@ def test_newton_leaf_values_match_recursive_reference(mcw):
     H = rng.uniform(0.0, 2.0, size=(16, 2))
     empty = rng.random(16) < 0.3
     G[empty], H[empty] = 0.0, 0.0
-    got = tree.newton_leaf_values(jnp.asarray(G, jnp.float32), jnp.asarray(H, jnp.float32), 0.5, mcw)
+    got = family.newton_leaf_values(jnp.asarray(G, jnp.float32), jnp.asarray(H, jnp.float32), 0.5, mcw)
     np.testing.assert_allclose(np.asarray(got), newton_reference(G, H, 0.5, mcw), rtol=1e-5, atol=1e-6)
 
 
@@ -518,7 +521,7 @@ def test_line_search_refit_stays_finite_and_never_raises_a_leaf_loss():
     # Leaf 0 holds only positives at raw -40 under logistic loss: its minimiser is at +infinity.
     # Damped, trust-region Newton moves it by at most n_steps * max_step and never increases any
     # leaf's loss; leaf 1 (one positive, one negative at raw 0) has its exact minimiser 0.
-    from jboost import refit
+    from jboost.trees import refit
 
     loss = jboost.losses.binomial_deviance()
     y = jnp.array([1.0, 1.0, 0.0, 1.0])
@@ -546,7 +549,7 @@ def test_predict_raw_equals_numpy_reference(k, depth, random_trees, predict_refe
     X = rng.normal(size=(1000, 7)).astype(np.float32)
     X[rng.uniform(size=X.shape) < 0.1] = np.nan
     trees = random_trees(np.random.default_rng(depth + k), 37, depth, 7, k)
-    got = tree.predict_raw(trees, jnp.asarray(X))
+    got = family.predict_raw(trees, jnp.asarray(X))
     ref = predict_reference(trees, X)  # leaf = sum_d right_d << d
     np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-5)
 
@@ -571,7 +574,7 @@ class DepthwiseTrees(NamedTuple):
     @staticmethod
     def grow(X_binned, grad, hess, *, depth, n_bins, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name=None, missing=True,
-             criterion=splits.NEWTON):
+             criterion=splits_lib.NEWTON):
         assert feature_subsets is None
         k, n = grad.shape[-1], X_binned.shape[1]
         payload = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
@@ -581,7 +584,7 @@ class DepthwiseTrees(NamedTuple):
             hist = histograms.build_histogram(X_binned, payload, leaf, n_leaves=2**d, n_bins=n_bins,
                                               axis_name=axis_name)
             mask = None if feature_masks is None else feature_masks[d]
-            node = jax.vmap(lambda h: splits.best_split(
+            node = jax.vmap(lambda h: splits_lib.best_split(
                 h[:, None], l2=l2, min_split_gain=min_split_gain, min_child_weight=min_child_weight,
                 feature_mask=mask, missing=missing, criterion=criterion), in_axes=1)(hist)
             col = jnp.take_along_axis(X_binned, node.feature[leaf][None], axis=0)[0].astype(jnp.int32)
@@ -595,7 +598,7 @@ class DepthwiseTrees(NamedTuple):
                                    num_segments=2**depth)
         if axis_name is not None:
             sums = jax.lax.psum(sums, axis_name)
-        values = tree.newton_leaf_values(sums[:, :k], sums[:, k:2 * k], l2, min_child_weight,
+        values = family.newton_leaf_values(sums[:, :k], sums[:, k:2 * k], l2, min_child_weight,
                                          value=criterion.value, rows=sums[:, -1])
         cat = lambda name: jnp.concatenate([getattr(r, name)[None] if getattr(r, name).ndim == 0
                                             else getattr(r, name) for r in rules])
@@ -676,10 +679,10 @@ def test_take_borders_on_the_host_is_jax_indexing():
         features = rng.integers(-9, 11, shape).astype(np.int32)      # out of range both ways
         thresholds = rng.integers(-17, 19, shape).astype(np.int32)
         want = jax.jit(lambda b, f, t: b[f, t])(borders, features, thresholds)
-        got = tree.take_borders(borders, jnp.asarray(features), jnp.asarray(thresholds))
+        got = family.take_borders(borders, jnp.asarray(features), jnp.asarray(thresholds))
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     features = rng.integers(0, 7, (5, 9)).astype(np.int32)  # in range: the usual case
     thresholds = rng.integers(0, 15, (5, 9)).astype(np.int32)
-    np.testing.assert_array_equal(np.asarray(tree.take_borders(borders, features, thresholds)),
+    np.testing.assert_array_equal(np.asarray(family.take_borders(borders, features, thresholds)),
                                   np.asarray(borders)[features, thresholds])

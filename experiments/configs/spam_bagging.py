@@ -75,10 +75,10 @@ import numpy as np
 
 import jboost
 from jboost import bagging
-from jboost import binning
+from jboost.data import binning
 from jboost import datasets
-from jboost import tree as tree_lib
 from experiments.configs import binary_error, staged_metric
+from jboost.trees import family as family_lib
 
 
 def get_config(smoke: bool = False) -> dict:
@@ -154,7 +154,7 @@ def run(config: dict, ctx) -> dict:
                                   chunk_size=min(chunk, n_fit), tree_family=family,
                                   max_nodes=n // 2 if family == "depthwise" else None)
         (trees, counts), t_compile, t_run, mem = _compile_and_run(Xb, y_j, w, key, hyper, fc)
-        forest = bagging.Forest(tree_lib.with_borders(trees, borders), borders, counts)
+        forest = bagging.Forest(family_lib.with_borders(trees, borders), borders, counts)
         del trees
         if label == "forest":  # kept for the timing checks below; the others are dropped once
             forests[label] = forest  # their curves are taken

@@ -76,7 +76,7 @@ from jboost.algorithms.adaboost import samme_r_round
 from jboost.algorithms.adaboost import samme_round
 from jboost.algorithms.additive_logistic import gentle_adaboost
 from jboost.algorithms.additive_logistic import gentle_adaboost_round
-from jboost.algorithms.additive_logistic import logit_deviance
+from jboost.losses.per_sample import logit_deviance
 from jboost.algorithms.additive_logistic import logitboost
 from jboost.algorithms.additive_logistic import logitboost_2_round
 from jboost.algorithms.additive_logistic import logitboost_k_round

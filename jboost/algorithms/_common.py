@@ -1,8 +1,4 @@
-"""What every algorithm of :mod:`jboost.algorithms` shares: the round status codes, binding an
-algorithm's static settings into a :class:`jboost.boosting.Algorithm`, the host-side data
-preparation and the run on the boosting scaffold (a new fit, or one continued from
-``init_model=``), observation weights in log space, and staged (round-by-round) evaluation of a
-fitted model.
+"""Shared pieces of the classical algorithms, with the refusal of base_margin where an algorithm cannot take it.
 
 Every algorithm is a ``round`` function on the scaffold of :mod:`jboost.boosting` (``boost`` is
 the ``lax.scan``; the scaffold draws the round's rows and columns, adds the round's trees to the
@@ -35,11 +31,38 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import _validation
-from jboost import boosting
-from jboost import losses as losses_lib
-from jboost import model as model_lib
-from jboost import tree as tree_lib
+from jboost import checks
+from jboost.data import labels as labels_lib
+from jboost.data import tabular
+from jboost.engine import algorithm as algorithm_lib
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import memory
+from jboost.engine import rounds as rounds_lib
+from jboost.engine import state as state_lib
+from jboost.fitting import init_model as init_model_lib
+from jboost.fitting import prepare as prepare_lib
+from jboost.fitting import settings
+from jboost.losses import checks as checks_lib
+from jboost.losses import loss as loss_lib
+from jboost.models import base
+from jboost.models import booster as booster_lib
+from jboost.models import metadata
+from jboost.trees import family as family_lib
+
+
+def check_base_margin_supported(who: str, base_margin, eval_base_margin, offsets: bool) -> None:
+    """Refuse ``base_margin`` / ``eval_base_margin`` for an algorithm whose rounds cannot start
+    from per-row offsets of the raw scores (``offsets`` false: the AdaBoost family reweights
+    rows from their labels and weak learners' votes, not from raw scores)."""
+    if offsets:
+        return
+    given = [k for k, v in (("base_margin", base_margin), ("eval_base_margin", eval_base_margin))
+             if v is not None]
+    if given:
+        raise ValueError(f"{given[0]} is not supported by jboost.algorithms.{who}: its rounds "
+                         "reweight the rows from the weak learners' votes, which an offset of the "
+                         "raw scores would not enter. Use jboost.fit, gradient_boost, "
+                         "forward_stagewise or logitboost for per-row offsets.")
 
 # Round status codes (``Booster.info["status"]``).
 OK = 0        # the round's weak learner was added
@@ -60,25 +83,25 @@ ALGORITHMS = ("adaboost_m1", "samme", "samme_r", "real_adaboost", "gentle_adaboo
 
 
 @functools.lru_cache(maxsize=None)
-def algorithm(round_fn: Callable, init: Optional[Callable] = None, **static) -> boosting.Algorithm:
+def algorithm(round_fn: Callable, init: Optional[Callable] = None, **static) -> algorithm_lib.Algorithm:
     """The :class:`jboost.boosting.Algorithm` of ``round_fn`` with its static settings bound
     (``round_fn(r, **static)``). Cached: the same settings give the same (hashable) algorithm, so
     the compiled ``boosting.boost`` is reused."""
     fn = functools.partial(round_fn, **static) if static else round_fn
-    return boosting.Algorithm(fn) if init is None else boosting.Algorithm(fn, init)
+    return algorithm_lib.Algorithm(fn) if init is None else algorithm_lib.Algorithm(fn, init)
 
 
 def static_real(v, name: str, lo: float, hi: float, lo_open: bool = False) -> float:
     """A concrete scalar setting in ``[lo, hi]`` (a numerical guard of an algorithm, static in
     its compiled program) as a Python float."""
-    if _validation.is_traced(v):
+    if checks.is_traced(v):
         raise TypeError(f"{name} must be a concrete number (it is a static setting of the "
                         "algorithm), not a traced value.")
-    _validation.check_real(v, name, lo, hi, lo_open=lo_open)
+    checks.check_real(v, name, lo, hi, lo_open=lo_open)
     return float(v)
 
 
-prepare = _validation.prepare_boosting  # (boosting.Data, borders) from checked, binned inputs
+prepare = prepare_lib.prepare_boosting  # (boosting.Data, borders) from checked, binned inputs
 
 
 def prepare_classes(X, y, n_classes, *, task: str = "multiclass", **kwargs):
@@ -88,7 +111,7 @@ def prepare_classes(X, y, n_classes, *, task: str = "multiclass", **kwargs):
     found = {}
 
     def label_check(v, name):
-        k = _validation.n_classes_of(v, n_classes if name == "y" else found["k"], name, task)
+        k = labels_lib.n_classes_of(v, n_classes if name == "y" else found["k"], name, task)
         found.setdefault("k", k)
 
     data, borders = prepare(X, y, label_check=label_check, **kwargs)
@@ -101,30 +124,30 @@ class Table(NamedTuple):
     names: Optional[tuple] = None
     classes: Optional[np.ndarray] = None
 
-    def kept(self, booster: model_lib.Booster) -> model_lib.Booster:
-        return booster._replace(feature_names=model_lib.named(self.names),
-                                classes=None if self.classes is None else model_lib.Classes(self.classes))
+    def kept(self, booster: booster_lib.Booster) -> booster_lib.Booster:
+        return booster._replace(feature_names=metadata.named(self.names),
+                                classes=None if self.classes is None else metadata.Classes(self.classes))
 
 
-def read_table(X, y, eval_set, init_model: Optional[model_lib.Booster], name: str,
-               config: boosting.BoostConfig, borders, labels=None, n_outputs=None, task=None):
+def read_table(X, y, eval_set, init_model: Optional[booster_lib.Booster], name: str,
+               config: boosting_lib.BoostConfig, borders, labels=None, n_outputs=None, task=None):
     """The inputs of algorithm ``name`` read as :func:`jboost.fit` reads them: a DataFrame's
     columns in ``init_model``'s order and its names kept (:func:`jboost._validation.tabular_input`),
     ``init_model`` checked (:func:`check_init_model`), and, for a classification ``labels`` loss
     (a name or a loss; ``None``: labels as they are), class labels as users have them mapped to
     ``0..K-1`` (``init_model``'s classes for a continued fit). Returns
     ``(X, y, eval_set, borders, Table)``."""
-    X, names, eval_set = _validation.tabular_input(X, init_model, eval_set)
+    X, names, eval_set = tabular.tabular_input(X, init_model, eval_set)
     X, borders = check_init_model(init_model, name, X, config, borders)
     classes = None
     if labels is not None:
-        y, classes, eval_set = _validation.mapped_labels(y, eval_set, labels, n_outputs, task,
+        y, classes, eval_set = prepare_lib.mapped_labels(y, eval_set, labels, n_outputs, task,
                                                          init_model, n_rows=X.shape[0])
     return X, y, eval_set, borders, Table(names, classes)
 
 
-def check_init_model(init_model: Optional[model_lib.Booster], name: str, X, config:
-                     boosting.BoostConfig, borders):
+def check_init_model(init_model: Optional[booster_lib.Booster], name: str, X, config:
+                     boosting_lib.BoostConfig, borders):
     """Check ``init_model`` (a continued fit, ``init_model=``) of algorithm ``name`` (one of
     :data:`ALGORITHMS`) before the data are binned; returns ``(X, borders)``: ``X`` as a checked
     matrix and the borders to bin with (the model's). Without ``init_model``: ``(X, borders)``
@@ -137,8 +160,8 @@ def check_init_model(init_model: Optional[model_lib.Booster], name: str, X, conf
     """
     if init_model is None:
         return X, borders
-    X = _validation.as_matrix(X, "X")
-    if isinstance(init_model, model_lib.Booster) and not init_model.batch_shape:
+    X = tabular.as_matrix(X, "X")
+    if isinstance(init_model, booster_lib.Booster) and not init_model.batch_shape:
         code = init_model.info.get("algorithm") if isinstance(init_model.info, Mapping) else None
         if code is None or np.shape(code) != () or not 0 <= int(code) < len(ALGORITHMS):
             raise ValueError(f"init_model records no algorithm of jboost.algorithms in its info (a "
@@ -148,17 +171,17 @@ def check_init_model(init_model: Optional[model_lib.Booster], name: str, X, conf
         if fitted_by != name:
             raise ValueError(f"init_model was fitted by jboost.algorithms.{fitted_by}: continue it "
                              f"with {fitted_by}(..., init_model=model), not {name}.")
-    return X, _validation.check_init_model(init_model, model_lib.Booster, X.shape[1], borders,
+    return X, init_model_lib.check_init_model(init_model, booster_lib.Booster, X.shape[1], borders,
                                            n_bins=config.n_bins, depth=config.depth,
                                            who=f"jboost.algorithms.{name}", config=config)
 
 
-def _resumed(model: model_lib.Booster, data: boosting.Data, loss: losses_lib.Loss,
-             config: boosting.BoostConfig, state: Tuple[str, ...]) -> boosting.BoostState:
+def _resumed(model: booster_lib.Booster, data: state_lib.Data, loss: loss_lib.Loss,
+             config: boosting_lib.BoostConfig, state: Tuple[str, ...]) -> state_lib.BoostState:
     """The scaffold's state after ``model``'s rounds on ``data``: its raw scores
     (:func:`jboost.boosting.resume`) and the algorithm's state read back from ``model.info``
     under the names ``state`` (the leaves of the algorithm's ``init`` state, in order)."""
-    _validation.check_init_loss(model, loss)
+    init_model_lib.check_init_loss(model, loss)
     template = jax.eval_shape(config.algorithm.init, data, loss)
     leaves, treedef = jax.tree_util.tree_flatten(template)
     assert len(leaves) == len(state), (state, template)  # the algorithm names its whole state
@@ -174,7 +197,7 @@ def _resumed(model: model_lib.Booster, data: boosting.Data, loss: losses_lib.Los
                              "was fitted on (its state is per row).")
         kept.append(a)
     extra = jax.tree_util.tree_unflatten(treedef, kept)
-    return boosting.resume(data, model.trees, model.baseline, loss, config, extra)
+    return boosting_lib.resume(data, model.trees, model.baseline, loss, config, extra)
 
 
 # The keyword arguments every algorithm takes to run its rounds as jboost.fit does (run's
@@ -194,23 +217,22 @@ def rounds_args(namespace: Mapping) -> dict:
     return {k: namespace[k] for k in ROUNDS_DEFAULTS}
 
 
-def margins(data: boosting.Data, name: str, base_margin, eval_base_margin, eval_set, k: int,
-            offsets: bool) -> boosting.Data:
+def margins(data: state_lib.Data, name: str, base_margin, eval_base_margin, eval_set, k: int,
+            offsets: bool) -> state_lib.Data:
     """``data`` with per-row offsets of the raw scores (``base_margin``, ``eval_base_margin``;
     :func:`jboost.fit`'s), checked; ``offsets``: whether algorithm ``name`` can start its raw
     scores from them (else a given ``base_margin`` is refused, naming the argument)."""
-    from jboost import api
 
-    _validation.check_base_margin_supported(name, base_margin, eval_base_margin, offsets)
-    return api._with_margins(data, base_margin, eval_base_margin, eval_set, k)
+    check_base_margin_supported(name, base_margin, eval_base_margin, offsets)
+    return prepare_lib.with_margins(data, base_margin, eval_base_margin, eval_set, k)
 
 
-def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
-        config: boosting.BoostConfig, loss: losses_lib.Loss, init_raw=None,
+def run(data: state_lib.Data, borders, key, hyper: boosting_lib.Hyperparams,
+        config: boosting_lib.BoostConfig, loss: loss_lib.Loss, init_raw=None,
         weights: Optional[Callable] = None, *, name: str, state: Tuple[str, ...] = (),
-        init_model: Optional[model_lib.Booster] = None,
+        init_model: Optional[booster_lib.Booster] = None,
         k_from_labels: bool = False, rounds: Optional[Mapping] = None,
-        table: Table = Table()) -> model_lib.Booster:
+        table: Table = Table()) -> booster_lib.Booster:
     """Boost on the scaffold (:func:`jboost.boosting.boost` with ``config.algorithm``) from
     ``init_raw`` (zeros by default) and wrap the result as a :class:`jboost.Booster` of
     algorithm ``name`` (:data:`ALGORITHMS`; kept as ``info["algorithm"]``).
@@ -233,63 +255,62 @@ def run(data: boosting.Data, borders, key, hyper: boosting.Hyperparams,
     refuses what cannot fit (``MemoryError``; ``k_from_labels``: the message names K = max(y) + 1
     from the labels, e.g. a class label of 1e6).
     """
-    from jboost import api
 
     rounds = dict(ROUNDS_DEFAULTS, **(rounds or {}))
     has_valid = data.y_valid.shape[0] > 0
-    stopping = _validation.check_early_stopping(
+    stopping = settings.check_early_stopping(
         rounds["early_stopping_rounds"], rounds["early_stopping_tolerance"], None, loss,
         has_validation=has_valid)
-    metric = _validation.check_eval_metric(rounds["eval_metric"], loss, has_validation=has_valid)
+    metric = settings.check_eval_metric(rounds["eval_metric"], loss, has_validation=has_valid)
     if stopping is not None:
         stopping = stopping._replace(metric=metric)
     config = config._replace(early_stopping=stopping, eval_metric=metric if stopping is None else None)
     n_features, n_rows = data.X_binned.shape
-    _validation.check_boosting_memory(
+    memory.check_boosting_memory(
         n_rows, n_features, config, loss, k_from_labels=k_from_labels and loss.n_outputs > 1,
         what=f"{name} model", fix="use a smaller depth or n_bins"
         + (", or map the labels to 0..K-1" if k_from_labels and loss.n_outputs > 1 else ""))
-    key = _validation.as_key(key)
+    key = checks.as_key(key)
     if init_model is None:
         init_raw = jnp.zeros((loss.n_outputs,), jnp.float32) if init_raw is None else init_raw
     else:
         init_raw = init_model.baseline
     init_raw = jnp.asarray(init_raw, jnp.float32)
-    traced = any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, key)))
+    traced = any(checks.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, key)))
     if init_model is None and not traced:
-        _validation.warn_if_no_gradient(loss, data, init_raw)  # fit's warning: nothing to learn
+        checks_lib.warn_if_no_gradient(loss, data, init_raw)  # fit's warning: nothing to learn
 
-    def booster_of(out: boosting.BoostOutput, start: Optional[model_lib.Booster]) -> model_lib.Booster:
+    def booster_of(out: state_lib.BoostOutput, start: Optional[booster_lib.Booster]) -> booster_lib.Booster:
         info = dict(out.info, weights=data.w if weights is None else weights(out.extra),
                     algorithm=jnp.int32(ALGORITHMS.index(name)),
                     **dict(zip(state, jax.tree_util.tree_leaves(out.extra))))
-        booster = model_lib.Booster(trees=tree_lib.with_borders(out.trees, borders), borders=borders,
+        booster = booster_lib.Booster(trees=family_lib.with_borders(out.trees, borders), borders=borders,
                                     baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
                                     valid_loss=out.valid_loss, info=info, best_round=out.best_round)
         booster = table.kept(booster)  # checkpoints (model_of) keep names and classes too
-        return booster if start is None else model_lib.joined(start, booster, tuple(out.info))
+        return booster if start is None else booster_lib.joined(start, booster, tuple(out.info))
 
-    if not traced and _validation.host_rounds_possible():
-        ran = api.run_rounds(data, key, hyper, loss, init_raw, config, start=init_model,
+    if not traced and rounds_lib.host_rounds_possible():
+        ran = rounds_lib.run_rounds(data, key, hyper, loss, init_raw, config, start=init_model,
                              resume=lambda model: _resumed(model, data, loss, config, state),
                              model_of=booster_of, verbose=rounds["verbose"],
                              callbacks=rounds["callbacks"], checkpoint_dir=rounds["checkpoint_dir"],
                              checkpoint_every=rounds["checkpoint_every"])
         out, start = ran.out, ran.start
     else:
-        _validation.check_concrete_rounds(rounds, f"jboost.algorithms.{name}")
+        rounds_lib.check_concrete_rounds(rounds, f"jboost.algorithms.{name}")
         config = config._replace(eval_metric=None)
         # The same compiled program serves a new fit and a continued one (the state and the
         # first round are arguments).
         if init_model is None:
-            begin, first_round = boosting.init(data, loss, init_raw, config), 0
+            begin, first_round = boosting_lib.init(data, loss, init_raw, config), 0
         else:
             begin, first_round = _resumed(init_model, data, loss, config, state), init_model.n_rounds
-        out = boosting.boost(data, key, hyper, loss, init_raw, config=config, state=begin,
+        out = boosting_lib.boost(data, key, hyper, loss, init_raw, config=config, state=begin,
                              first_round=first_round)
         start = init_model
-    if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, out.train_loss))):
-        _validation.check_finite_fit(out.train_loss, loss, data, init_raw)  # no silent NaN model
+    if not any(checks.is_traced(v) for v in jax.tree_util.tree_leaves((hyper, out.train_loss))):
+        checks_lib.check_finite_fit(out.train_loss, loss, data, init_raw)  # no silent NaN model
     return booster_of(out, start)
 
 
@@ -305,7 +326,7 @@ def normalise_log_weights(log_w):
     return log_w - jax.nn.logsumexp(log_w) + jnp.log(jnp.float32(n))
 
 
-def init_log_weights(data: boosting.Data, loss: losses_lib.Loss):
+def init_log_weights(data: state_lib.Data, loss: loss_lib.Loss):
     """The AdaBoost family's observation weights before round 0: the sample weights, in log
     space, summing to ``n``."""
     return normalise_log_weights(jnp.log(data.w))
@@ -339,17 +360,17 @@ def _error(raw, y):
     return jnp.mean((classify(raw) != y.astype(jnp.int32)).astype(jnp.float32))
 
 
-def staged_error(model: model_lib.Model, X, y):
+def staged_error(model: base.Model, X, y):
     """Misclassification rate after each round ``(n_rounds,)`` (class as in :func:`classify`)."""
-    return model_lib.staged_predict(model, X, _error, jnp.asarray(np.asarray(y, np.float32)))
+    return base.staged_predict(model, X, _error, jnp.asarray(np.asarray(y, np.float32)))
 
 
 def _loss(raw, loss, y):
-    return jnp.mean(losses_lib.per_sample_losses(loss, y, raw))
+    return jnp.mean(loss_lib.per_sample_losses(loss, y, raw))
 
 
-def staged_loss(model: model_lib.Booster, X, y):
+def staged_loss(model: booster_lib.Booster, X, y):
     """Mean of ``model.loss`` on ``(X, y)`` after each round ``(n_rounds,)`` (e.g. test
     deviance)."""
-    return model_lib.staged_predict(model, X, _loss, model.loss,
+    return base.staged_predict(model, X, _loss, model.loss,
                                     jnp.asarray(np.asarray(y, np.float32)))

@@ -40,13 +40,19 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jboost import _validation
-from jboost import api
-from jboost import boosting
-from jboost import losses as losses_lib
-from jboost import model as model_lib
 from jboost.algorithms import _common
-from jboost.algorithms._common import OK, PERFECT, STOPPED, WEAK
+from jboost.algorithms import _common as _common_lib
+from jboost.algorithms._common import OK
+from jboost.algorithms._common import PERFECT
+from jboost.algorithms._common import STOPPED
+from jboost.algorithms._common import WEAK
+from jboost.engine import algorithm
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import state
+from jboost.fitting import settings
+from jboost.losses import loss as loss_lib
+from jboost.losses import per_sample
+from jboost.models import booster
 
 
 def discrete_alpha(err, n_classes: int, err_floor, done):
@@ -74,7 +80,7 @@ def _record(status, err):
     return jnp.where(status == STOPPED, jnp.nan, err)
 
 
-def init_discrete(data: boosting.Data, loss: losses_lib.Loss):
+def init_discrete(data: state.Data, loss: loss_lib.Loss):
     """State of AdaBoost.M1 and SAMME before round 0: ``(log weights, done=False)``."""
     return _common.init_log_weights(data, loss), jnp.array(False)
 
@@ -92,14 +98,14 @@ def _final_weights(extra):
 # --------------------------------------------------------------------------------------------
 
 
-def adaboost_m1_round(r: boosting.Round, *, err_floor: float = 1e-10) -> boosting.RoundResult:
+def adaboost_m1_round(r: algorithm.Round, *, err_floor: float = 1e-10) -> algorithm.RoundResult:
     """Round ``m`` of AdaBoost.M1 (ESL Algorithm 10.1, step 2); state ``(log_w, done)``."""
     log_w, done = r.extra
     w = jnp.exp(log_w)                                                  # sums to n
     y_pm = 2.0 * r.data.y - 1.0
     wk = w * r.sample
     # 2(a) fit G_m to the weighted data: weighted least squares of y in {-1,+1}, leaf = sign.
-    tree, leaf = boosting.grow_trees(r, (-wk * y_pm)[:, None], wk[:, None])
+    tree, leaf = algorithm.grow_trees(r, (-wk * y_pm)[:, None], wk[:, None])
     vote = jnp.where(tree.leaf_values > 0, 1.0, -1.0)                  # (L, 1) G_m per leaf
     miss = (vote[leaf, 0] != y_pm).astype(jnp.float32)
     # 2(b)-(c) err_m and alpha_m = log((1 - err_m) / err_m).
@@ -111,8 +117,8 @@ def adaboost_m1_round(r: boosting.Round, *, err_floor: float = 1e-10) -> boostin
     # f_m = beta_m G_m with beta_m = alpha_m / 2 (ESL Section 10.4): exponential-loss scale.
     tree = tree._replace(leaf_values=0.5 * alpha * vote,
                          gains=jnp.where(alpha > 0, tree.gains, 0.0))
-    trees, leaves = boosting.one_tree(tree, leaf)
-    return boosting.RoundResult(trees, leaves, (log_w, done),
+    trees, leaves = algorithm.one_tree(tree, leaf)
+    return algorithm.RoundResult(trees, leaves, (log_w, done),
                                 _common.info(alpha, _record(status, err), status))
 
 
@@ -123,7 +129,7 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
                 early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
                 checkpoint_dir=None, checkpoint_every=None, base_margin=None,
                 eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> model_lib.Booster:
+        max_leaves=None) -> booster.Booster:
     """Discrete AdaBoost.M1 (ESL Algorithm 10.1; Freund and Schapire 1997) with oblivious trees.
 
     1. ``w_i = 1/N``. 2. For ``m = 1..M``: (a) fit a classifier ``G_m(x) in {-1,+1}`` to the
@@ -174,10 +180,10 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
       stopped; and ``algorithm`` ``()`` (an index into :data:`jboost.algorithms.ALGORITHMS`).
     """
     rounds = _common.rounds_args(locals())
-    _validation.check_base_margin_supported("adaboost_m1", base_margin, eval_base_margin, False)
+    _common_lib.check_base_margin_supported("adaboost_m1", base_margin, eval_base_margin, False)
     err_floor = _common.static_real(err_floor, "err_floor", 0.0, 0.5, lo_open=True)
     family = _common.family(tree_family, max_leaves)
-    config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+    config, hyper = settings.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
@@ -189,7 +195,7 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
     data, borders, _ = _common.prepare_classes(X, y, None, task="binary",
                                                sample_weight=sample_weight, eval_set=eval_set,
                                                n_bins=n_bins, borders=borders)
-    return _common.run(data, borders, key, hyper, config, losses_lib.exponential(),
+    return _common.run(data, borders, key, hyper, config, per_sample.exponential(),
                        weights=_final_weights, name="adaboost_m1", state=STATE,
                        init_model=init_model, rounds=rounds, table=table)
 
@@ -199,7 +205,7 @@ def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0,
 # --------------------------------------------------------------------------------------------
 
 
-def _plurality_tree(r: boosting.Round, w):
+def _plurality_tree(r: algorithm.Round, w):
     """The K-class tree on the round's weighted rows: the weighted least-squares tree of the
     one-hot labels (hessian ``w / K`` per class), whose leaf values ``W_k / (W / K + l2)`` are
     proportional to the weighted class counts ``W_k``; and the leaves' plurality classes, the
@@ -213,14 +219,14 @@ def _plurality_tree(r: boosting.Round, w):
     onehot = jax.nn.one_hot(y_int, k, dtype=jnp.float32)
     grad = -wk[:, None] * onehot
     hess = jnp.broadcast_to(wk[:, None] / k, onehot.shape)
-    tree, leaf = boosting.grow_trees(r, grad, hess)
+    tree, leaf = algorithm.grow_trees(r, grad, hess)
     counts = tree.leaf_values                                           # (L, K) ∝ W_k
     cls = jnp.argmax(counts, axis=-1)                                   # weighted plurality
     miss = (cls[leaf] != y_int).astype(jnp.float32)
     return tree, leaf, counts, miss, _common.weighted_error(w, miss)
 
 
-def samme_round(r: boosting.Round, *, err_floor: float = 1e-10) -> boosting.RoundResult:
+def samme_round(r: algorithm.Round, *, err_floor: float = 1e-10) -> algorithm.RoundResult:
     """Round ``m`` of SAMME (Zhu et al. Algorithm 2, step 2); state ``(log_w, done)``."""
     k = r.raw.shape[-1]
     log_w, done = r.extra
@@ -235,12 +241,12 @@ def samme_round(r: boosting.Round, *, err_floor: float = 1e-10) -> boosting.Roun
     onehot = jax.nn.one_hot(jnp.argmax(counts, axis=-1), k, dtype=jnp.float32)
     tree = tree._replace(leaf_values=(k - 1) * alpha * (onehot - 1.0 / k),
                          gains=jnp.where(alpha > 0, tree.gains, 0.0))
-    trees, leaves = boosting.one_tree(tree, leaf)
-    return boosting.RoundResult(trees, leaves, (log_w, done),
+    trees, leaves = algorithm.one_tree(tree, leaf)
+    return algorithm.RoundResult(trees, leaves, (log_w, done),
                                 _common.info(alpha, _record(status, err), status))
 
 
-def samme_r_round(r: boosting.Round, *, eps: float = 1e-6) -> boosting.RoundResult:
+def samme_r_round(r: algorithm.Round, *, eps: float = 1e-6) -> algorithm.RoundResult:
     """Round ``m`` of SAMME.R (Zhu et al. Algorithm 4, step 2); state ``(log_w, done)`` (``done``
     stays False: every round is added)."""
     k = r.raw.shape[-1]
@@ -254,19 +260,19 @@ def samme_r_round(r: boosting.Round, *, eps: float = 1e-6) -> boosting.RoundResu
     values = r.learning_rate * (k - 1) * (log_p - jnp.mean(log_p, axis=-1, keepdims=True))
     # w_i <- w_i exp(-(K-1)/K y_i^T log p(x_i)) = w_i exp(-h_{y_i}(x_i) / (K-1)) as
     # sum_k h_k = 0 (with the learning rate on h, as in scikit-learn).
-    trees, leaves = boosting.one_tree(tree._replace(leaf_values=values), leaf)
-    h = boosting.round_values(trees, leaves)                              # (n, K) h(x_i)
+    trees, leaves = algorithm.one_tree(tree._replace(leaf_values=values), leaf)
+    h = boosting_lib.round_values(trees, leaves)                              # (n, K) h(x_i)
     h_true = jnp.take_along_axis(h, r.data.y.astype(jnp.int32)[:, None], axis=1)[:, 0]
     log_w = _common.normalise_log_weights(log_w - h_true / (k - 1))
-    return boosting.RoundResult(trees, leaves, (log_w, done), _common.info(r.learning_rate, err))
+    return algorithm.RoundResult(trees, leaves, (log_w, done), _common.info(r.learning_rate, err))
 
 
 def _fit_samme(X, y, name, round_fn, static, *, n_classes, n_rounds, depth, learning_rate, l2,
                min_split_gain, min_child_weight, subsample, colsample, colsample_by, n_bins,
-               sample_weight, eval_set, key, borders, init_model, rounds, family) -> model_lib.Booster:
+               sample_weight, eval_set, key, borders, init_model, rounds, family) -> booster.Booster:
     (setting, value), = static.items()
     value = _common.static_real(value, setting, 0.0, 0.5, lo_open=True)
-    config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+    config, hyper = settings.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
@@ -277,7 +283,7 @@ def _fit_samme(X, y, name, round_fn, static, *, n_classes, n_rounds, depth, lear
                                                        borders, labels="multinomial_deviance")
     data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
                                                eval_set=eval_set, n_bins=n_bins, borders=borders)
-    return _common.run(data, borders, key, hyper, config, losses_lib.samme_exponential(k),
+    return _common.run(data, borders, key, hyper, config, per_sample.samme_exponential(k),
                        weights=_final_weights, name=name, state=STATE, init_model=init_model,
                        k_from_labels=n_classes is None, rounds=rounds, table=table)
 
@@ -289,7 +295,7 @@ def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning
           early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
           checkpoint_dir=None, checkpoint_every=None, base_margin=None,
           eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> model_lib.Booster:
+        max_leaves=None) -> booster.Booster:
     """SAMME (Zhu, Zou, Rosset and Hastie 2009, Algorithm 2): multi-class discrete AdaBoost.
 
     As :func:`adaboost_m1` with a K-class weak learner (each leaf votes its weighted plurality
@@ -310,7 +316,7 @@ def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning
       (``coef`` is ``alpha_m``).
     """
     rounds = _common.rounds_args(locals())
-    _validation.check_base_margin_supported("samme", base_margin, eval_base_margin, False)
+    _common_lib.check_base_margin_supported("samme", base_margin, eval_base_margin, False)
     return _fit_samme(X, y, "samme", samme_round, dict(err_floor=err_floor), n_classes=n_classes,
                       n_rounds=n_rounds, depth=depth, learning_rate=learning_rate, l2=l2,
                       min_split_gain=min_split_gain, min_child_weight=min_child_weight,
@@ -327,7 +333,7 @@ def samme_r(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learni
           early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
           checkpoint_dir=None, checkpoint_every=None, base_margin=None,
           eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> model_lib.Booster:
+        max_leaves=None) -> booster.Booster:
     """SAMME.R (Zhu, Zou, Rosset and Hastie 2009, Algorithm 4): multi-class real AdaBoost.
 
     For ``m = 1..M``: (a) fit the K-class tree to the weighted data and take its leaf's weighted
@@ -343,7 +349,7 @@ def samme_r(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learni
       ``weights`` the final observation weights.
     """
     rounds = _common.rounds_args(locals())
-    _validation.check_base_margin_supported("samme_r", base_margin, eval_base_margin, False)
+    _common_lib.check_base_margin_supported("samme_r", base_margin, eval_base_margin, False)
     return _fit_samme(X, y, "samme_r", samme_r_round, dict(eps=eps), n_classes=n_classes,
                       n_rounds=n_rounds,
                       depth=depth, learning_rate=learning_rate, l2=l2,

@@ -1,6 +1,4 @@
-"""Real AdaBoost, Gentle AdaBoost and LogitBoost (two-class and K-class) of Friedman, Hastie and
-Tibshirani (2000), "Additive logistic regression: a statistical view of boosting", Annals of
-Statistics 28(2) (FHT below), Algorithms 2, 4, 3 and 6.
+"""Real AdaBoost, Gentle AdaBoost and LogitBoost (Friedman, Hastie and Tibshirani 2000).
 
 Each algorithm is a ``round`` function on the boosting scaffold (:mod:`jboost.boosting`), which
 draws the round's rows and columns, adds the round's trees to the raw scores and records the
@@ -29,31 +27,21 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jboost import _validation
-from jboost import api
-from jboost import boosting
-from jboost import losses as losses_lib
-from jboost import model as model_lib
+from jboost import checks
 from jboost.algorithms import _common
-
-
-def _logit_deviance_fn(y, f):
-    """Binomial deviance of ``p = 1 / (1 + e^{-2f})``: ``log(1 + e^{2f}) - 2 y f`` (FHT eq. 21)."""
-    return jax.nn.softplus(2.0 * f) - 2.0 * y * f
-
-
-def logit_deviance() -> losses_lib.Loss:
-    """The loss two-class LogitBoost minimises, on FHT's half-log-odds scale ``F``."""
-    return losses_lib.Loss(_logit_deviance_fn, name="logit_deviance", task="binary",
-                           link=losses_lib.adaboost_link, baseline=losses_lib.half_logit_baseline)
-
+from jboost.algorithms import _common as _common_lib
+from jboost.engine import algorithm as algorithm_lib
+from jboost.fitting import settings
+from jboost.losses import loss as loss_lib
+from jboost.losses import per_sample
+from jboost.models import booster
 
 # --------------------------------------------------------------------------------------------
 # Real and Gentle AdaBoost (FHT Algorithms 2 and 4)
 # --------------------------------------------------------------------------------------------
 
 
-def _reweighting_round(r: boosting.Round, leaf_function) -> boosting.RoundResult:
+def _reweighting_round(r: algorithm_lib.Round, leaf_function) -> algorithm_lib.RoundResult:
     """One round of Real or Gentle AdaBoost; state: the log observation weights.
 
     (a) the least-squares tree of ``y in {-1,+1}`` on the weighted rows gives the weighted mean
@@ -64,16 +52,16 @@ def _reweighting_round(r: boosting.Round, leaf_function) -> boosting.RoundResult
     w = jnp.exp(log_w)
     y_pm = 2.0 * r.data.y - 1.0
     wk = w * r.sample
-    tree, leaf = boosting.grow_trees(r, (-wk * y_pm)[:, None], wk[:, None])
+    tree, leaf = algorithm_lib.grow_trees(r, (-wk * y_pm)[:, None], wk[:, None])
     values = r.learning_rate * leaf_function(tree.leaf_values)     # leaf values: E_w[y | leaf]
     f_rows = values[leaf, 0]
     log_w = _common.normalise_log_weights(log_w - y_pm * f_rows)
     err = _common.weighted_error(w, jnp.where(f_rows > 0, 1.0, -1.0) != y_pm)
-    trees, leaves = boosting.one_tree(tree._replace(leaf_values=values), leaf)
-    return boosting.RoundResult(trees, leaves, log_w, _common.info(r.learning_rate, err))
+    trees, leaves = algorithm_lib.one_tree(tree._replace(leaf_values=values), leaf)
+    return algorithm_lib.RoundResult(trees, leaves, log_w, _common.info(r.learning_rate, err))
 
 
-def real_adaboost_round(r: boosting.Round, *, eps: float = 1e-6) -> boosting.RoundResult:
+def real_adaboost_round(r: algorithm_lib.Round, *, eps: float = 1e-6) -> algorithm_lib.RoundResult:
     """Round ``m`` of Real AdaBoost (FHT Algorithm 2, step 2): ``p_m(x) = P_w(y = 1 | x) =
     (1 + E_w[y | x]) / 2`` clipped to ``[eps, 1 - eps]``, ``f_m = 1/2 log(p / (1 - p))``."""
     eps = jnp.float32(eps)
@@ -85,17 +73,17 @@ def real_adaboost_round(r: boosting.Round, *, eps: float = 1e-6) -> boosting.Rou
     return _reweighting_round(r, half_log_odds)
 
 
-def gentle_adaboost_round(r: boosting.Round) -> boosting.RoundResult:
+def gentle_adaboost_round(r: algorithm_lib.Round) -> algorithm_lib.RoundResult:
     """Round ``m`` of Gentle AdaBoost (FHT Algorithm 4, step 2): ``f_m`` is the weighted
     least-squares fit of ``y``, i.e. ``E_w[y | x]``."""
     return _reweighting_round(r, lambda mean_y: mean_y)
 
 
-def _fit_binary(X, y, name, algorithm: boosting.Algorithm, loss: losses_lib.Loss, *, n_rounds,
+def _fit_binary(X, y, name, algorithm: algorithm_lib.Algorithm, loss: loss_lib.Loss, *, n_rounds,
                 depth, learning_rate, l2, min_split_gain, min_child_weight, subsample, colsample,
                 colsample_by, n_bins, sample_weight, eval_set, key, borders, init_model, rounds,
                 family):
-    config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+    config, hyper = settings.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
@@ -118,7 +106,7 @@ def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.
                   early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
                   checkpoint_dir=None, checkpoint_every=None, base_margin=None,
                   eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> model_lib.Booster:
+        max_leaves=None) -> booster.Booster:
     """Real AdaBoost (FHT Algorithm 2; Schapire and Singer 1999).
 
     ``w_i = 1/N``, ``F = 0``. For ``m = 1..M``: (a) fit the classifier (a least-squares tree of
@@ -142,8 +130,8 @@ def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.
     eps = _common.static_real(eps, "eps", 0.0, 0.5, lo_open=True)
     algorithm = _common.algorithm(real_adaboost_round, _common.init_log_weights, eps=eps)
     rounds = _common.rounds_args(locals())
-    _validation.check_base_margin_supported("real_adaboost", base_margin, eval_base_margin, False)
-    return _fit_binary(X, y, "real_adaboost", algorithm, losses_lib.exponential(),
+    _common_lib.check_base_margin_supported("real_adaboost", base_margin, eval_base_margin, False)
+    return _fit_binary(X, y, "real_adaboost", algorithm, per_sample.exponential(),
                        n_rounds=n_rounds, depth=depth, learning_rate=learning_rate, l2=l2,
                        min_split_gain=min_split_gain, min_child_weight=min_child_weight,
                        subsample=subsample, colsample=colsample, colsample_by=colsample_by,
@@ -159,7 +147,7 @@ def gentle_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=
                     early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
                     checkpoint_dir=None, checkpoint_every=None, base_margin=None,
                     eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> model_lib.Booster:
+        max_leaves=None) -> booster.Booster:
     """Gentle AdaBoost (FHT Algorithm 4).
 
     ``w_i = 1/N``, ``F = 0``. For ``m = 1..M``: (a) fit ``f_m(x)`` by weighted least squares of
@@ -172,10 +160,10 @@ def gentle_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=
       A :class:`jboost.Booster` (exponential loss); ``info`` as :func:`real_adaboost`'s.
     """
     rounds = _common.rounds_args(locals())
-    _validation.check_base_margin_supported("gentle_adaboost", base_margin, eval_base_margin, False)
+    _common_lib.check_base_margin_supported("gentle_adaboost", base_margin, eval_base_margin, False)
     return _fit_binary(X, y, "gentle_adaboost",
                        _common.algorithm(gentle_adaboost_round, _common.init_log_weights),
-                       losses_lib.exponential(), n_rounds=n_rounds, depth=depth,
+                       per_sample.exponential(), n_rounds=n_rounds, depth=depth,
                        learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                        min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
                        colsample_by=colsample_by, n_bins=n_bins, sample_weight=sample_weight,
@@ -200,7 +188,7 @@ def working_response(is_class, p, q, z_max):
     return jnp.clip(z, -z_max, z_max)
 
 
-def logitboost_2_round(r: boosting.Round, *, z_max: float = 4.0) -> boosting.RoundResult:
+def logitboost_2_round(r: algorithm_lib.Round, *, z_max: float = 4.0) -> algorithm_lib.RoundResult:
     """Round ``m`` of two-class LogitBoost (FHT Algorithm 3, step 2); no state."""
     z_max = jnp.float32(z_max)
     F = r.raw[:, 0]
@@ -209,14 +197,14 @@ def logitboost_2_round(r: boosting.Round, *, z_max: float = 4.0) -> boosting.Rou
     z = working_response(r.data.y > 0.5, p, q, z_max)
     wz = r.data.w * r.sample * p * q
     # (b) f_m: weighted least-squares fit of z.
-    tree, leaf = boosting.grow_trees(r, (-wz * z)[:, None], wz[:, None])
+    tree, leaf = algorithm_lib.grow_trees(r, (-wz * z)[:, None], wz[:, None])
     # (c) F <- F + f_m / 2.
     tree = tree._replace(leaf_values=0.5 * r.learning_rate * tree.leaf_values)
-    trees, leaves = boosting.one_tree(tree, leaf)
-    return boosting.RoundResult(trees, leaves, info=_common.info(r.learning_rate))
+    trees, leaves = algorithm_lib.one_tree(tree, leaf)
+    return algorithm_lib.RoundResult(trees, leaves, info=_common.info(r.learning_rate))
 
 
-def logitboost_k_round(r: boosting.Round, *, z_max: float = 4.0) -> boosting.RoundResult:
+def logitboost_k_round(r: algorithm_lib.Round, *, z_max: float = 4.0) -> algorithm_lib.RoundResult:
     """Round ``m`` of K-class LogitBoost (FHT Algorithm 6, step 2): K trees; no state."""
     z_max = jnp.float32(z_max)
     k = r.raw.shape[-1]
@@ -229,11 +217,11 @@ def logitboost_k_round(r: boosting.Round, *, z_max: float = 4.0) -> boosting.Rou
     Z = working_response(onehot > 0.5, P, Q, z_max)
     W = (r.data.w * r.sample)[:, None] * P * Q
     # f_mj: weighted least-squares fit of z_j, one tree per class (leading axis K).
-    trees, leaves = jax.vmap(lambda g, h: boosting.grow_trees(r, g[:, None], h[:, None]),
+    trees, leaves = jax.vmap(lambda g, h: algorithm_lib.grow_trees(r, g[:, None], h[:, None]),
                              in_axes=(1, 1))(-W * Z, W)
     # 2(b) f_mj <- (K-1)/K (f_mj - 1/K sum_k f_mk); F_j <- F_j + f_mj.
     values = r.learning_rate * trees.leaf_values[:, :, 0:1] * centring[:, None, :]  # (K, L, K)
-    return boosting.RoundResult(trees._replace(leaf_values=values), leaves,
+    return algorithm_lib.RoundResult(trees._replace(leaf_values=values), leaves,
                                 info=_common.info(r.learning_rate))
 
 
@@ -244,7 +232,7 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
                init_model=None, early_stopping_rounds=None, early_stopping_tolerance=0.0,
                eval_metric=None, verbose: int = 0, callbacks=(), checkpoint_dir=None,
                checkpoint_every=None, base_margin=None, eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> model_lib.Booster:
+        max_leaves=None) -> booster.Booster:
     """LogitBoost: Newton steps for the Bernoulli / multinomial log-likelihood (FHT Alg. 3 and 6).
 
     Two classes (FHT Algorithm 3): ``F = 0``, ``p = 1/2``. For ``m = 1..M``: (a) ``z_i = (y*_i -
@@ -287,10 +275,10 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
       ``err`` NaN, ``status`` OK, ``weights`` the sample weights.
     """
     rounds = _common.rounds_args(locals())
-    _validation.check_choice(form, "form", ("auto", "two_class", "k_class"))
+    checks.check_choice(form, "form", ("auto", "two_class", "k_class"))
     z_max = _common.static_real(z_max, "z_max", 0.0, float("inf"), lo_open=True)
     family = _common.family(tree_family, max_leaves)
-    config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+    config, hyper = settings.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
@@ -302,9 +290,9 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
     if form == "two_class" and k != 2:
         raise ValueError(f"form='two_class' needs 2 classes; y has {k}.")
     if form == "two_class" or (form == "auto" and k == 2):
-        round_fn, loss = logitboost_2_round, logit_deviance()
+        round_fn, loss = logitboost_2_round, per_sample.logit_deviance()
     else:
-        round_fn, loss = logitboost_k_round, losses_lib.multinomial_deviance(k)
+        round_fn, loss = logitboost_k_round, per_sample.multinomial_deviance(k)
     # The round (one tree, or K per round) depends on K, known once the labels are checked.
     config = config._replace(algorithm=_common.algorithm(round_fn, z_max=z_max))
     data = _common.margins(data, "logitboost", base_margin, eval_base_margin, eval_set,

@@ -40,14 +40,16 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jboost import _validation
-from jboost import api
-from jboost import boosting
-from jboost import derivatives
-from jboost import losses as losses_lib
-from jboost import model as model_lib
-from jboost import refit
+from jboost import checks
 from jboost.algorithms import _common
+from jboost.engine import algorithm as algorithm_lib
+from jboost.fitting import settings
+from jboost.losses import baselines
+from jboost.losses import checks as checks_lib
+from jboost.losses import derivatives
+from jboost.losses import loss as loss_lib
+from jboost.models import booster
+from jboost.trees import refit
 
 LEAF_REFITS = ("auto", "line_search", "none")
 
@@ -64,7 +66,7 @@ def newton_step(G, H, max_step):
     return jnp.clip(-jnp.where(ok, G / jnp.where(ok, H, 1.0), 0.0), -max_step, max_step)
 
 
-def line_search_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: int, init,
+def line_search_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int, init,
                             n_steps: int, max_step):
     """``gamma_j = argmin_gamma sum_{i in leaf j} w_i L(y_i, f_i + gamma)`` (ESL Alg. 10.3 2(c)).
 
@@ -88,7 +90,7 @@ def line_search_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: in
         loss = loss.replace(hessian="autodiff")
 
     def leaf_loss(gamma):  # (L,) each leaf's weighted loss at its value gamma_j
-        values = losses_lib.per_sample_losses(loss, y, raw + gamma[leaf])
+        values = loss_lib.per_sample_losses(loss, y, raw + gamma[leaf])
         return jax.ops.segment_sum(w * values, leaf, num_segments=n_leaves)
 
     def body(_, gamma):
@@ -104,7 +106,7 @@ def line_search_leaf_values(loss: losses_lib.Loss, y, raw, w, leaf, n_leaves: in
     return jnp.where((leaf_loss(gamma) <= at_zero)[:, None], gamma, zero)
 
 
-def line_search_coefficient(loss: losses_lib.Loss, y, raw, b, w, n_steps: int, max_step,
+def line_search_coefficient(loss: loss_lib.Loss, y, raw, b, w, n_steps: int, max_step,
                             init=1.0):
     """``beta = argmin_beta sum_i w_i L(y_i, raw_i + beta b_i)`` by ``n_steps`` Newton iterations.
 
@@ -115,7 +117,7 @@ def line_search_coefficient(loss: losses_lib.Loss, y, raw, b, w, n_steps: int, m
       y: ``(n,)``; raw, b: ``(n, K)``; w: ``(n,)``.
     """
     def phi(beta):
-        return jnp.sum(w * losses_lib.per_sample_losses(loss, y, raw + beta * b))
+        return jnp.sum(w * loss_lib.per_sample_losses(loss, y, raw + beta * b))
 
     d1 = jax.grad(phi)
     d2 = jax.grad(d1)
@@ -126,15 +128,15 @@ def line_search_coefficient(loss: losses_lib.Loss, y, raw, b, w, n_steps: int, m
     return lax.fori_loop(0, n_steps, body, jnp.asarray(init, jnp.float32))
 
 
-def _pseudo_residual_tree(r: boosting.Round, wk):
+def _pseudo_residual_tree(r: algorithm_lib.Round, wk):
     """Least-squares tree of the pseudo-residuals ``r = -dL/df`` (ESL Alg. 10.3 2(a)-(b))."""
     g, _ = derivatives.grad_hess(r.loss.replace(hessian="unit"), r.data.y, r.raw)
     hess = jnp.broadcast_to(wk[:, None], g.shape)
-    return boosting.grow_trees(r, wk[:, None] * g, hess)
+    return algorithm_lib.grow_trees(r, wk[:, None] * g, hess)
 
 
-def gradient_round(r: boosting.Round, *, leaf_refit: str = "auto", n_newton: int = 5,
-                   max_step: float = 1.0) -> boosting.RoundResult:
+def gradient_round(r: algorithm_lib.Round, *, leaf_refit: str = "auto", n_newton: int = 5,
+                   max_step: float = 1.0) -> algorithm_lib.RoundResult:
     """Round ``m`` of gradient tree boosting (ESL Algorithm 10.3, step 2); no state."""
     loss, y, raw = r.loss, r.data.y, r.raw
     wk = r.data.w * r.sample
@@ -147,12 +149,12 @@ def gradient_round(r: boosting.Round, *, leaf_refit: str = "auto", n_newton: int
     else:
         gamma = line_search_leaf_values(loss, y, raw, wk, leaf, tree.leaf_values.shape[-2], tree.leaf_values,
                                         n_newton, jnp.float32(max_step))
-    trees, leaves = boosting.one_tree(tree._replace(leaf_values=r.learning_rate * gamma), leaf)
-    return boosting.RoundResult(trees, leaves, info=_common.info(r.learning_rate))
+    trees, leaves = algorithm_lib.one_tree(tree._replace(leaf_values=r.learning_rate * gamma), leaf)
+    return algorithm_lib.RoundResult(trees, leaves, info=_common.info(r.learning_rate))
 
 
-def stagewise_round(r: boosting.Round, *, n_newton: int = 5,
-                    max_step: float = 1.0) -> boosting.RoundResult:
+def stagewise_round(r: algorithm_lib.Round, *, n_newton: int = 5,
+                    max_step: float = 1.0) -> algorithm_lib.RoundResult:
     """Round ``m`` of forward stagewise additive modelling (ESL Algorithm 10.2, step 2); no
     state."""
     wk = r.data.w * r.sample
@@ -160,16 +162,16 @@ def stagewise_round(r: boosting.Round, *, n_newton: int = 5,
     # beta_m = argmin sum L(y, f + beta b(x; gamma_m)).
     beta = line_search_coefficient(r.loss, r.data.y, r.raw, tree.leaf_values[leaf], wk, n_newton,
                                    jnp.float32(max_step))
-    trees, leaves = boosting.one_tree(
+    trees, leaves = algorithm_lib.one_tree(
         tree._replace(leaf_values=r.learning_rate * beta * tree.leaf_values), leaf)
-    return boosting.RoundResult(trees, leaves, info=_common.info(r.learning_rate * beta))
+    return algorithm_lib.RoundResult(trees, leaves, info=_common.info(r.learning_rate * beta))
 
 
 def _fit(X, y, name, loss, algorithm, *, n_rounds, depth, learning_rate, subsample, colsample,
          colsample_by, l2, min_split_gain, min_child_weight, n_bins, sample_weight, eval_set, key,
          n_outputs, task, borders, init_model, rounds, base_margin,
-         eval_base_margin, family) -> model_lib.Booster:
-    config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+         eval_base_margin, family) -> booster.Booster:
+    config, hyper = settings.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
@@ -182,9 +184,9 @@ def _fit(X, y, name, loss, algorithm, *, n_rounds, depth, learning_rate, subsamp
 
     def label_check(v, name):
         if name == "y":
-            resolved["loss"] = _validation.resolve_loss(loss, v, n_outputs, task)
+            resolved["loss"] = checks_lib.resolve_loss(loss, v, n_outputs, task)
         else:
-            losses_lib.check_labels(resolved["loss"], v, name)
+            checks_lib.check_labels(resolved["loss"], v, name)
 
     data, borders = _common.prepare(X, y, sample_weight=sample_weight, eval_set=eval_set,
                                     n_bins=n_bins, borders=borders, label_check=label_check)
@@ -197,13 +199,13 @@ def _fit(X, y, name, loss, algorithm, *, n_rounds, depth, learning_rate, subsamp
     # A continued fit starts from init_model's baseline and raw scores; with offsets the
     # baseline is the optimal constant next to them (as jboost.fit's).
     init_raw = (None if init_model is not None else
-                losses_lib.baseline(loss_obj, data.y, data.w, data.margin))
+                baselines.baseline(loss_obj, data.y, data.w, data.margin))
     return _common.run(data, borders, key, hyper, config, loss_obj, init_raw, name=name,
                        init_model=init_model, rounds=rounds, table=table)
 
 
 def _newton_settings(n_newton, max_step):
-    n_newton = _validation.check_int(n_newton, "n_newton", 0, 1000)
+    n_newton = checks.check_int(n_newton, "n_newton", 0, 1000)
     return n_newton, _common.static_real(max_step, "max_step", 0.0, float("inf"), lo_open=True)
 
 
@@ -213,11 +215,11 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
                    n_newton: int = 5, max_step=1.0, n_bins: int = 256, sample_weight=None,
                    eval_set=None, key=0, n_outputs: Optional[int] = None,
                    task: Optional[str] = None, borders=None,
-                   init_model: Optional[model_lib.Booster] = None, early_stopping_rounds=None,
+                   init_model: Optional[booster.Booster] = None, early_stopping_rounds=None,
                    early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0,
                    callbacks=(), checkpoint_dir=None, checkpoint_every=None, base_margin=None,
                    eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> model_lib.Booster:
+        max_leaves=None) -> booster.Booster:
     """Gradient tree boosting, ESL Algorithm 10.3 (Friedman 2001), with shrinkage and subsampling.
 
     1. ``f_0 = argmin_gamma sum L(y_i, gamma)``. 2. For ``m = 1..M``: (a) ``r_im = -dL(y_i,
@@ -257,7 +259,7 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
       ``jboost.fit`` model); ``info``: ``coef`` the round's learning rate, ``err`` NaN,
       ``status`` OK, ``weights`` the sample weights.
     """
-    _validation.check_choice(leaf_refit, "leaf_refit", LEAF_REFITS)
+    checks.check_choice(leaf_refit, "leaf_refit", LEAF_REFITS)
     n_newton, max_step = _newton_settings(n_newton, max_step)
     algorithm = _common.algorithm(gradient_round, leaf_refit=leaf_refit, n_newton=n_newton,
                                   max_step=max_step)
@@ -277,11 +279,11 @@ def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth:
                       max_step=1.0, n_bins: int = 256, sample_weight=None, eval_set=None, key=0,
                       n_outputs: Optional[int] = None, task: Optional[str] = None,
                       borders=None,
-                      init_model: Optional[model_lib.Booster] = None,
+                      init_model: Optional[booster.Booster] = None,
                       early_stopping_rounds=None, early_stopping_tolerance=0.0, eval_metric=None,
                       verbose: int = 0, callbacks=(), checkpoint_dir=None, checkpoint_every=None,
                       base_margin=None, eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> model_lib.Booster:
+        max_leaves=None) -> booster.Booster:
     """Forward stagewise additive modelling, ESL Algorithm 10.2, with trees as basis functions.
 
     1. ``f_0 = argmin_gamma sum L(y_i, gamma)``. 2. For ``m = 1..M``: (a) the basis function

@@ -24,15 +24,15 @@ The memory estimates that size the chunks of bags fitted together are
 (re-exported here).
 """
 
-from jboost._batching import chunk_size_for_budget
-from jboost._batching import forest_chunk_size
-from jboost._batching import map_in_chunks
-from jboost.bagging.boosters import BaggedBoosters
-from jboost.bagging.boosters import bag_boost_binned
-from jboost.bagging.boosters import bagged_oob
-from jboost.bagging.boosters import bagged_outputs
-from jboost.bagging.boosters import bagged_predict
-from jboost.bagging.boosters import bagged_predict_proba
+from jboost.engine.memory import chunk_size_for_budget
+from jboost.engine.memory import forest_chunk_size
+from jboost.engine.batching import map_in_chunks
+from jboost.models.bagged import BaggedBoosters
+from jboost.bagging.boosters_binned import bag_boost_binned
+from jboost.bagging.oob import bagged_oob
+from jboost.models.bagged import bagged_outputs
+from jboost.models.bagged import bagged_predict
+from jboost.models.bagged import bagged_predict_proba
 from jboost.bagging.boosters import fit_bagged_boosters
 from jboost.bagging.bootstrap import BOOTSTRAPS
 from jboost.bagging.bootstrap import all_bootstrap_weights
@@ -44,18 +44,18 @@ from jboost.bagging.bootstrap import resolve_max_features
 from jboost.bagging.bootstrap import subsets_to_masks
 from jboost.bagging.forest import FOREST_TASKS
 from jboost.bagging.forest import TREE_FAMILIES
-from jboost.bagging.forest import Forest
-from jboost.bagging.forest import ForestConfig
-from jboost.bagging.forest import ForestHyperparams
+from jboost.models.forest import Forest
+from jboost.bagging.forest_binned import ForestConfig
+from jboost.bagging.forest_binned import ForestHyperparams
 from jboost.bagging.forest import fit_bagged_trees
 from jboost.bagging.forest import fit_forest
-from jboost.bagging.forest import fit_forest_binned
-from jboost.bagging.forest import forest_predict
-from jboost.bagging.forest import forest_predict_class
-from jboost.bagging.forest import forest_vote
-from jboost.bagging.forest import tree_family_of
-from jboost.bagging.forest import tree_outputs
-from jboost.bagging.forest import tree_targets
+from jboost.bagging.forest_binned import fit_forest_binned
+from jboost.models.forest import forest_predict
+from jboost.models.forest import forest_predict_class
+from jboost.models.forest import forest_vote
+from jboost.models.forest import tree_family_of
+from jboost.models.forest import tree_outputs
+from jboost.bagging.forest_binned import tree_targets
 from jboost.bagging.oob import OOBResult
 from jboost.bagging.oob import forest_oob
 from jboost.bagging.oob import forest_staged

@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 
 from jboost import _compile
-from jboost import _validation
+from jboost import checks
+from jboost.trees import node_splits
 
 BOOTSTRAPS = ("multinomial", "poisson", "bayesian")
 
@@ -49,7 +50,7 @@ def bootstrap_weights(key, n: int, kind: str = "multinomial") -> jax.Array:
     if kind == "bayesian":
         e = jax.random.exponential(key, (n,), jnp.float32)  # Dirichlet(1) = normalised Exp(1)
         return n * e / jnp.sum(e)
-    _validation.check_choice(kind, "bootstrap", BOOTSTRAPS)
+    checks.check_choice(kind, "bootstrap", BOOTSTRAPS)
     raise AssertionError(kind)  # unreachable: check_choice raised
 
 
@@ -91,10 +92,9 @@ def node_feature_subsets(key, n_features: int, depth: int, max_features: int):
     ``max_features >= n_features`` (every feature everywhere: bagging). As ``feature_subsets``
     of :func:`jboost.depthwise.fit_tree` they give the tree of ``feature_key=key,
     max_features=m``, which draws them only for the nodes that get histograms."""
-    from jboost import depthwise  # noqa: PLC0415 (jboost.bagging imports depthwise's users)
     if max_features >= n_features:
         return None
-    return [depthwise.node_features(key, d, jnp.arange(1 << d), n_features, max_features)
+    return [node_splits.node_features(key, d, jnp.arange(1 << d), n_features, max_features)
             for d in range(depth)]
 
 
@@ -117,7 +117,7 @@ def resolve_max_features(max_features, n_features: int) -> int:
     if isinstance(max_features, bool):
         raise TypeError("max_features must be None, a rule name, an int or a float; got a bool.")
     if isinstance(max_features, numbers.Integral):
-        return _validation.check_int(max_features, "max_features", 1, n_features)
+        return checks.check_int(max_features, "max_features", 1, n_features)
     if isinstance(max_features, numbers.Real):
         if not 0.0 < float(max_features) <= 1.0:
             raise ValueError(f"max_features={max_features} as a fraction must be in (0, 1].")

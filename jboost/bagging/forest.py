@@ -1,5 +1,4 @@
-"""Random forests and bagged trees of oblivious or depth-wise trees (Breiman 2001; ESL Algorithm
-15.1 / 8.7).
+"""fit_forest / fit_bagged_trees: the random-forest entry point (task, family and depth defaults, memory check, warm start, checkpointed chunks of trees).
 
 * **Depth-wise trees** (the default; ``fit_forest(tree_family="depthwise")``): each tree is
   :func:`jboost.depthwise.fit_tree`, every node its own split from its own ``m`` features drawn
@@ -58,270 +57,48 @@ tree equals ``fit_tree`` with the equivalent feature masks (tests check it).
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from jboost import _compile
-from jboost import _batching
 from jboost import _native
-from jboost import _validation
-from jboost import binning
-from jboost import depthwise
-from jboost import distributed
-from jboost import model as model_lib
-from jboost import tree as tree_lib
+from jboost import checks
+from jboost import devices as devices_lib
 from jboost.bagging import bootstrap as bootstrap_lib
-from jboost.combine import _common
+from jboost.bagging import forest_binned
+from jboost.bagging import forest_sharded
+from jboost.data import binning
+from jboost.data import labels as labels_lib
+from jboost.data import tabular as tabular_lib
+from jboost.engine import batching
+from jboost.engine import distributed
+from jboost.engine import memory
+from jboost.engine import rounds
+from jboost.fitting import init_model as init_model_lib
+from jboost.fitting import prepare
+from jboost.fitting import settings as settings_lib
+from jboost.fitting import tabular
+from jboost.losses import loss
+from jboost.models import forest as forest_lib
+from jboost.trees import family
+from jboost.trees import node_table
 
 #: Forest tasks: ``"classification"`` is binary or multiclass, K from the labels.
-FOREST_TASKS = ("regression",) + _validation.CLASSIFICATION + ("classification",)
+FOREST_TASKS = ("regression",) + loss.CLASSIFICATION + ("classification",)
 # The loss whose task maps a forest's class labels (jboost._validation.class_labels): two
 # classes at most for "binary", any number otherwise.
 _LABEL_LOSS = {"binary": "binomial_deviance", "multiclass": "multinomial_deviance",
                "classification": "multinomial_deviance"}
 
 
-class ForestConfig(NamedTuple):
-    """Static settings of :func:`fit_forest_binned`."""
-
-    n_trees: int
-    depth: int
-    n_bins: int
-    n_outputs: int            # 1: regression (leaf means); K >= 2: classification (frequencies)
-    max_features: int         # features eligible per level (= F: bagged trees)
-    bootstrap: str = "multinomial"
-    chunk_size: int = 1       # bags fitted together (one vmap) per lax.map step
-    verbose: bool = False     # a progress line per chunk of bags (map_in_chunks)
-    tree_family: str = "oblivious"  # or "depthwise": each node its own split and m features
-    max_nodes: Optional[int] = None  # depth-wise: histogram slots per level (None: 2**d, dense)
-
-
-class ForestHyperparams(NamedTuple):
-    """Traced regularisation of the trees (defaults grow them as far as ``depth`` allows)."""
-
-    min_child_weight: jax.Array  # minimal bootstrap-weighted row count of a child
-    min_split_gain: jax.Array
-    l2: jax.Array
-
-    @classmethod
-    def create(cls, min_child_weight=1.0, min_split_gain=0.0, l2=0.0) -> "ForestHyperparams":
-        for name, v in (("min_child_weight", min_child_weight), ("min_split_gain", min_split_gain),
-                        ("l2", l2)):
-            _validation.check_hyperparameter(name, v)
-        f = lambda v: jnp.asarray(v, jnp.float32)
-        return cls(f(min_child_weight), f(min_split_gain), f(l2))
-
-
-class Forest(NamedTuple):
-    """A bagged ensemble of trees: a pytree of arrays, a :class:`jboost.model.Model`.
-
-    Attributes:
-      trees: :class:`~jboost.tree.ObliviousTrees` or :class:`~jboost.depthwise.DepthwiseTrees`
-        (:func:`tree_family_of`) with a leading tree (bag) axis ``(B, ...)``;
-        ``leaf_values`` ``(B, 2**D, K)`` hold means (``K = 1``, regression) or class
-        frequencies (``K = n_classes >= 2``, classification).
-      borders: ``(F, n_bins - 1)`` bin borders of the training data.
-      bag_weights: ``(B, n_train)`` bootstrap weights of every tree (0 = out of bag).
-      classes: a classification forest's class labels when they were mapped to ``0..K-1``
-        (strings, negative or fractional numbers; a :class:`jboost.model.Classes`, as
-        ``Booster.classes``): :func:`jboost.predict_class` returns them and the columns of the
-        probabilities follow their order; ``None`` when the labels were class indices already.
-      feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
-        prediction from a DataFrame then matches its columns by name.
-
-    Its raw score (:func:`jboost.predict`) is the average of the trees' leaf values: means
-    ``(n,)`` for regression, class frequencies ``(n, K)`` for classification (then also its
-    probabilities). Leading axes before the tree axis (``jax.vmap`` of forests) are batch axes.
-    """
-
-    trees: tree_lib.TreeFamily  # ObliviousTrees or depthwise.DepthwiseTrees
-    borders: jax.Array
-    bag_weights: jax.Array
-    classes: Optional[model_lib.Classes] = None
-    feature_names: Optional[model_lib.FeatureNames] = None
-
-    feature_names_in_ = model_lib.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
-    classes_ = model_lib.CLASSES_  # and class labels (one definition for every model type)
-
-    @property
-    def n_trees(self) -> int:
-        return self.trees.features.shape[-2]
-
-    @property
-    def n_outputs(self) -> int:
-        return self.trees.leaf_values.shape[-1]
-
-    @property
-    def depth(self) -> int:
-        return tree_lib.depth_of(self.trees)
-
-    @property
-    def is_classifier(self) -> bool:
-        return self.n_outputs > 1
-
-    # The model protocol (jboost.model.Model).
-
-    @property
-    def n_features(self) -> int:
-        return self.borders.shape[-2]
-
-    @property
-    def task(self) -> str:
-        return "regression" if self.n_outputs == 1 else "binary" if self.n_outputs == 2 else "multiclass"
-
-    @property
-    def batch_shape(self) -> Tuple[int, ...]:
-        return tuple(self.bag_weights.shape[:-2])
-
-    @property
-    def n_stages(self) -> int:
-        return self.n_trees
-
-    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
-        """``(n, K)`` average of the first ``n_stages`` trees' leaf values (all by default)."""
-        if n_stages is not None:
-            n_stages = _validation.check_int(n_stages, "n_trees", 1, self.n_trees)
-        trees = model_lib.first_stages(self.trees, n_stages, self.n_trees, "n_trees")
-        return model_lib.sum_of_trees(trees, X) / trees.features.shape[0]
-
-    def proba_from_raw(self, raw) -> jax.Array:
-        """A classification forest's raw scores are its probabilities (averaged frequencies)."""
-        if not self.is_classifier:
-            raise ValueError("predict_proba needs a classification forest; this one is a "
-                             "'regression' forest (use jboost.predict for the averaged means).")
-        return raw
-
-    def classes_from_raw(self, raw) -> jax.Array:
-        return jnp.argmax(self.proba_from_raw(raw), axis=-1)
-
-    def staged(self, X, fn: Callable, *args) -> Any:
-        """``fn(average of the first b trees, *args)`` for ``b = 1..B``: one scan over trees."""
-        return _staged_average(self.trees, X, fn, args)
-
-
-@functools.partial(_compile.jit, static_argnames=("fn",))
-def _staged_average(trees, X, fn, args):
-    X_t = jnp.asarray(X, jnp.float32).T
-    k = trees.leaf_values.shape[-1]
-
-    def step(carry, tree):
-        acc, b = carry
-        # Summed from 0 in tree order, then divided: the order of jboost.predict(n_rounds=b).
-        acc = acc + tree.leaf_values[tree.leaf_index_raw(X_t)]
-        return (acc, b + 1.0), fn(acc / (b + 1.0), *args)
-
-    _, out = lax.scan(step, (jnp.zeros((X_t.shape[1], k), jnp.float32), jnp.float32(0.0)), trees)
-    return out
-
-
-def tree_targets(y, n_outputs: int):
-    """Gradients and hessians at a zero score whose Newton leaves are means (``K = 1``) or class
-    frequencies (one-hot targets, ``K >= 2``): ``g = -target``, ``h = 1``, each ``(n, K)``."""
-    if n_outputs == 1:
-        target = y.astype(jnp.float32)[:, None]
-    else:
-        target = jax.nn.one_hot(y.astype(jnp.int32), n_outputs, dtype=jnp.float32)
-    return -target, jnp.ones_like(target)
-
-
-@functools.partial(_compile.jit, static_argnames=("config",))
-def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, first_tree=0, *,
-                      config: ForestConfig):
-    """Fit ``config.n_trees`` bagged trees on binned data.
-
-    Args:
-      X_binned: ``(F, n)`` uint8 bins; y: ``(n,)`` targets (real, or class labels 0..K-1);
-      w: ``(n,)`` sample weights (multiplied by each bag's bootstrap weights).
-      key: root key; bag ``b`` uses :func:`~jboost.bagging.bag_keys` ``(key, b)``.
-      hyper: traced :class:`ForestHyperparams`.
-      first_tree: the index of the first tree (traced): trees ``first_tree ..
-        first_tree + n_trees - 1`` are fitted, so a forest continued by more trees
-        (``fit_forest(init_model=)``) equals one fit of all its trees bitwise.
-      config: static :class:`ForestConfig`.
-
-    Returns:
-      ``(trees, bag_weights)``: trees with a leading ``(n_trees,)`` axis (float thresholds not
-      filled) and the ``(n_trees, n)`` bootstrap weights.
-    """
-    one_bag = _one_bag(X_binned, y, w, key, hyper, config)
-    first = jnp.asarray(first_tree, jnp.int32)
-    trees, counts = _batching.map_in_chunks(lambda b: one_bag(first + b), config.n_trees,
-                                            config.chunk_size,
-                                            progress="forest: trees" if config.verbose else None)
-    return _two_class_leaves(trees, config), counts
-
-
-def _one_bag(X_binned, y, w, key, hyper: ForestHyperparams, config: ForestConfig, *,
-             axis_name: Optional[str] = None, n_total: Optional[int] = None, rows=None):
-    """The fit of bag ``b``: ``b -> (tree, bootstrap counts)``.
-
-    Rows sharded over ``axis_name`` (:func:`_sharded_program`): the bag's bootstrap counts are
-    drawn for the whole table of ``n_total`` rows (the unsharded draw: ``(n_total,)``, returned),
-    this device's rows weighted by theirs (``rows``: each local row's table row), and the
-    tree's histograms and sums ``psum``-ed."""
-    n_features, n = X_binned.shape
-    n_draw = n if n_total is None else n_total
-    # Two classes: fit the 0/1 target with one output. Its gain sum_c n1_c^2/n_c - n1^2/n is
-    # exactly half the one-hot gain (n0 = n - n1), so the splits are the same at half the
-    # histogram size; the leaves p are expanded to (1 - p, p) by _two_class_leaves.
-    k = 1 if config.n_outputs == 2 else config.n_outputs
-    g, h = tree_targets(y, k)
-    # Hessians are summed over the K outputs, so K * (row count) is the child's hessian mass.
-    mcw = hyper.min_child_weight * k
-
-    def one_bag(b):
-        k_boot, k_feat = bootstrap_lib.bag_keys(key, b)
-        counts = bootstrap_lib.bootstrap_weights(k_boot, n_draw, config.bootstrap)
-        wb = w * (counts if rows is None else counts[rows])
-        common = dict(depth=config.depth, n_bins=config.n_bins, l2=hyper.l2,
-                      min_split_gain=hyper.min_split_gain, min_child_weight=mcw,
-                      axis_name=axis_name)
-        if config.tree_family == "depthwise":  # m features drawn per node (ESL Algorithm 15.1),
-            # for the nodes with histograms only; the bag's weights multiplied in by the tree
-            # (the kernel: row by row, the bags sharing g and h)
-            tree, _ = depthwise.fit_tree(X_binned, g, h, max_nodes=config.max_nodes,
-                                         feature_key=k_feat, max_features=config.max_features,
-                                         row_weights=wb, **common)
-        else:  # an oblivious tree applies one rule per level: m features drawn per level
-            subsets = bootstrap_lib.feature_subsets(k_feat, n_features, config.depth,
-                                                    config.max_features)
-            tree, _ = tree_lib.fit_tree(X_binned, g * wb[:, None], h * wb[:, None],
-                                        feature_subsets=subsets, **common)
-        return tree, counts
-
-    return one_bag
-
-
-def _two_class_leaves(trees, config: ForestConfig):
-    """Two classes were fitted as one output ``p``: leaves ``(1 - p, p)``, the one-hot gains."""
-    if config.n_outputs != 2:
-        return trees
-    p = trees.leaf_values
-    values = jnp.concatenate([1.0 - p, p], axis=-1)
-    if isinstance(trees, depthwise.DepthwiseTrees):  # a table's unused leaves stay zero
-        used = jnp.sum(trees.level_counts, axis=-1, keepdims=True)             # (..., 1)
-        slot = jnp.arange(p.shape[-2], dtype=used.dtype)
-        values = jnp.where((slot <= used)[..., None], values, 0.0)
-    return trees._replace(leaf_values=values, gains=2.0 * trees.gains)
-
-
-@functools.partial(_compile.jit, static_argnames=("config",))
-def _forest_chunk(X_binned, y, w, key, hyper, bags, *, config: ForestConfig):
-    """The bags ``bags`` of :func:`fit_forest_binned` (one ``vmap``; a chunk of its ``lax.map``)."""
-    return jax.vmap(_one_bag(X_binned, y, w, key, hyper, config))(bags)
-
-
 CHECKPOINT_KIND = "forest"
 
 
-def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, first_tree: int = 0, *,
-                            config: ForestConfig, checkpoint_dir, borders=None, callbacks=(),
-                            sharded: Optional["_ShardedRows"] = None):
+def _fit_forest_checkpointed(X_binned, y, w, key, hyper: forest_binned.ForestHyperparams, first_tree: int = 0, *,
+                            config: forest_binned.ForestConfig, checkpoint_dir, borders=None, callbacks=(),
+                            sharded: Optional["forest_sharded.ShardedRows"] = None):
     """:func:`fit_forest_binned` with its chunks of bags run from the host
     (:func:`jboost._batching.map_checkpointed`): with ``checkpoint_dir`` each saved as it
     finishes (files ``forest-chunk*.npz``); the chunks already there are not fitted again, so a
@@ -339,11 +116,11 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, firs
     quiet = config._replace(verbose=False)
     chunk_config = quiet._replace(n_trees=quiet.chunk_size)
     if sharded is None:
-        chunk_fn = functools.partial(_forest_chunk_from, first=int(first_tree), config=chunk_config)
+        chunk_fn = functools.partial(forest_binned.forest_chunk_from, first=int(first_tree), config=chunk_config)
     else:
         X_binned, y, w = sharded.arrays
-        chunk_fn = functools.partial(_sharded_chunk_from, first=int(first_tree), sharded=sharded,
-                                     program=_sharded_program(sharded.mesh, chunk_config,
+        chunk_fn = functools.partial(forest_sharded.sharded_chunk_from, first=int(first_tree), sharded=sharded,
+                                     program=forest_sharded.sharded_program(sharded.mesh, chunk_config,
                                                               sharded.n_total, sharded.row_starts))
     first_process = sharded is None or sharded.local is None or sharded.local.is_first
 
@@ -351,7 +128,7 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, firs
         size = chunk[1].shape[0]
         return {"trees": [first_tree + b for b in range(c * size, (c + 1) * size) if b < config.n_trees]}
 
-    trees, counts = _batching.map_checkpointed(
+    trees, counts = batching.map_checkpointed(
         # The chunk program does not depend on the number of trees: one compilation for every
         # forest size (and warm start) with the same chunk size and settings.
         chunk_fn, (X_binned, y, w, key, hyper, borders), config.n_trees,
@@ -365,10 +142,10 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: ForestHyperparams, firs
         **(_depthwise_chunks(config) if config.tree_family == "depthwise" else {}))
     if config.tree_family == "depthwise":  # two-class leaves expanded per chunk (_depthwise_chunks)
         return trees, counts
-    return _two_class_leaves(trees, config), counts
+    return forest_binned.two_class_leaves(trees, config), counts
 
 
-def _depthwise_chunks(config: ForestConfig) -> dict:
+def _depthwise_chunks(config: forest_binned.ForestConfig) -> dict:
     """Each chunk of depth-wise trees kept, with its two-class leaves expanded
     (:func:`_two_class_leaves`, on the chunk's shapes: compiled once), cut to the node slots it
     uses (:func:`jboost.depthwise.trim_nodes`; its tables' capacity is the bound
@@ -378,85 +155,15 @@ def _depthwise_chunks(config: ForestConfig) -> dict:
 
     def combine(outs, n_done):  # on the host, then one device array each
         cap = max(t.features.shape[-1] for t, _ in outs)
-        outs = [(depthwise.pad_nodes(t, cap, config.n_bins), c) for t, c in outs]
+        outs = [(node_table.pad_nodes(t, cap, config.n_bins), c) for t, c in outs]
         joined = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[:n_done], *outs)
         return jax.tree_util.tree_map(jax.device_put, joined)
 
     def keep(out):
         trees, counts = out
-        return depthwise.trim_nodes(_two_class_leaves(trees, config), host=True), np.array(counts)
+        return node_table.trim_nodes(forest_binned.two_class_leaves(trees, config), host=True), np.array(counts)
 
     return dict(keep=keep, combine=combine)
-
-
-class _ShardedRows(NamedTuple):
-    """A forest's training rows sharded over the first axis of ``mesh``: ``arrays`` are the
-    global ``(X_binned (F, N), y (N,), w (N,))``, device ``i``'s part starting at table row
-    ``row_starts[i]`` (padding rows: weight 0), the table holding ``n_total`` rows; ``local``:
-    the :class:`jboost.distributed.LocalRows` of a multi-process fit (else ``None``)."""
-
-    mesh: Any
-    arrays: Tuple[Any, Any, Any]
-    n_total: int
-    row_starts: Tuple[int, ...]
-    local: Any = None
-
-    @classmethod
-    def create(cls, mesh, arrays, n_total: int, local=None) -> "_ShardedRows":
-        X_binned, y, w = (np.asarray(a) for a in arrays)
-        if local is not None:  # each process's rows, padded to the same count
-            return cls(mesh, (local.shard(X_binned, 1), local.shard(y, edge=True), local.shard(w)),
-                       n_total, tuple(local.row_starts), local)
-        from jax.sharding import NamedSharding, PartitionSpec as P
-
-        axis = mesh.axis_names[0]
-        d = mesh.shape[axis]
-        n = X_binned.shape[1]
-        extra = -(-n // d) * d - n   # zero-weight rows up to a multiple of the devices
-        put = lambda a, spec: jax.device_put(a, NamedSharding(mesh, spec))  # noqa: E731
-        arrays = (put(np.pad(X_binned, ((0, 0), (0, extra))), P(None, axis)),
-                  put(np.pad(y, (0, extra), mode="edge"), P(axis)), put(np.pad(w, (0, extra)), P(axis)))
-        return cls(mesh, arrays, n_total, tuple(i * ((n + extra) // d) for i in range(d)))
-
-
-@functools.lru_cache(maxsize=16)
-def _sharded_program(mesh, config: ForestConfig, n_total: int, row_starts: Tuple[int, ...]):
-    """The compiled chunk of bags of a forest whose rows are sharded over the first axis of
-    ``mesh`` (``fit_forest(devices=)``, ``rows="local"``): ``program(X_binned, y, w, key, hyper,
-    bags)`` with the rows of :class:`_ShardedRows` and the rest replicated, returning the bags'
-    ``(trees, counts (C, n_total))`` replicated. Each device fits every bag of the chunk on its
-    rows: the bag's counts drawn for the whole table (the unsharded draws), its rows weighted by
-    theirs, histograms, node counts and leaf sums ``psum``-ed (:func:`_one_bag`)."""
-    from jax.sharding import PartitionSpec as P
-
-    axis = mesh.axis_names[0]
-
-    def body(X_binned, y, w, key, hyper, bags):
-        start = jnp.asarray(row_starts, jnp.int32)[lax.axis_index(axis)]
-        rows = jnp.minimum(start + jnp.arange(X_binned.shape[1], dtype=jnp.int32), n_total - 1)
-        return jax.vmap(_one_bag(X_binned, y, w, key, hyper, config, axis_name=axis,
-                                 n_total=n_total, rows=rows))(bags)
-
-    rep = P()
-    fn = jax.shard_map(body, mesh=mesh, in_specs=(P(None, axis), P(axis), P(axis), rep, rep, rep),
-                       out_specs=rep, check_vma=False)
-    return _compile.jit(fn)
-
-
-def _sharded_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, sharded, program):
-    """:func:`_forest_chunk_from` of rows sharded over a mesh (``program``: :func:`_sharded_program`);
-    a multi-process fit's outputs as process-local copies (bitwise the same on every process)."""
-    if sharded.local is None:  # (also traced: the shapes of checkpoints, jax.eval_shape)
-        return program(X_binned, y, w, key, hyper, jnp.asarray(bags, jnp.int32) + jnp.int32(first))
-    # several processes: host indices (the same on every process), process-local outputs
-    return sharded.local.localize(program(X_binned, y, w, key, hyper,
-                                          np.asarray(bags, np.int32) + np.int32(first)))
-
-
-def _forest_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, config: ForestConfig):
-    """:func:`_forest_chunk` of bags ``first + bags`` (``borders`` only fingerprints the
-    checkpoints)."""
-    return _forest_chunk(X_binned, y, w, key, hyper, bags + jnp.int32(first), config=config)
 
 
 def fit_forest(
@@ -480,13 +187,13 @@ def fit_forest(
     borders=None,
     verbose: bool = False,
     checkpoint_dir=None,
-    init_model: Optional[Forest] = None,
+    init_model: Optional[forest_lib.Forest] = None,
     callbacks: Sequence[Callable] = (),
     tree_family: Optional[str] = None,
     max_nodes: Optional[int] = None,
     devices=None,
     rows: str = "global",
-) -> Forest:
+) -> forest_lib.Forest:
     """Random forest of oblivious or depth-wise trees (ESL Algorithm 15.1); bagged trees with
     ``max_features=None``.
 
@@ -596,33 +303,33 @@ def fit_forest(
         :func:`jboost._batching.forest_bytes`, checked before compiling; e.g. K = max(y) + 1
         classes from a class label of 1e6).
     """
-    task = _validation.check_choice(task, "task", FOREST_TASKS)
-    bootstrap = _validation.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
-    n_trees = _validation.check_int(n_trees, "n_trees", 1, 10**6)
+    task = checks.check_choice(task, "task", FOREST_TASKS)
+    bootstrap = checks.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
+    n_trees = checks.check_int(n_trees, "n_trees", 1, 10**6)
     tree_family, depth = _forest_family_and_depth(tree_family, depth, init_model)
-    memory_budget = _validation.check_memory_budget(memory_budget)
-    hyper = ForestHyperparams.create(min_child_weight, min_split_gain, l2)
+    memory_budget = devices_lib.check_memory_budget(memory_budget)
+    hyper = forest_binned.ForestHyperparams.create(min_child_weight, min_split_gain, l2)
     first_tree = 0
     local = None
-    if _validation.check_choice(rows, "rows", distributed.ROWS) == "local":
-        local = _local_rows(X, y, sample_weight, devices, dict(
+    if checks.check_choice(rows, "rows", distributed.ROWS) == "local":
+        local = forest_sharded.local_rows(X, y, sample_weight, devices, dict(
             task=task, n_trees=n_trees, depth=depth, max_features=max_features,
             min_child_weight=min_child_weight, min_split_gain=min_split_gain, l2=l2, n_bins=n_bins,
             bootstrap=bootstrap, n_classes=n_classes, key=key, chunk_size=chunk_size,
             memory_budget=memory_budget, borders=borders, verbose=bool(verbose),
             tree_family=tree_family, max_nodes=max_nodes,
-            names=_validation.feature_names_of(X)), init_model=init_model is not None,
+            names=tabular_lib.feature_names_of(X)), init_model=init_model is not None,
             checkpoint_dir=checkpoint_dir is not None, callbacks=bool(callbacks))
         devices = local.mesh
         y = local.y  # the whole table's labels: classes and K are those of the concatenation
-    mesh = _validation.mesh_of(devices)
-    if mesh is not None and not _common.host_fit(hyper, key):
+    mesh = devices_lib.mesh_of(devices)
+    if mesh is not None and not rounds.host_fit(hyper, key):
         raise ValueError("devices= and rows='local' need a concrete fit (not under jax.vmap or "
                          "jax.jit): fit a vmapped forest on one device (devices=None).")
     # Categorical columns are refused (naming the fix): each tree would need its own target
     # statistics from its bootstrap weights, which the forest's tree grower does not compute;
     # jboost.bagging.fit_bagged_boosters does (bags of boosted trees, n_rounds=1 for one tree).
-    tab = _common.tabular(X, y, init_model=init_model, loss=_LABEL_LOSS.get(task),
+    tab = tabular.tabular(X, y, init_model=init_model, loss=_LABEL_LOSS.get(task),
                           classify=task != "regression", who="jboost.bagging.fit_forest",
                           n_rows=None if local is None else local.n_total)
     X, y = tab.X, tab.y
@@ -638,20 +345,20 @@ def fit_forest(
 
     def label_check(labels, name):
         if task != "regression" and name == "y":
-            classes.append(_validation.n_classes_of(labels, n_classes, name,
+            classes.append(labels_lib.n_classes_of(labels, n_classes, name,
                                                     "binary" if task == "binary" else "multiclass"))
 
     if local is None:
-        data = _validation.prepare(X, y, sample_weight=sample_weight, n_bins=n_bins, borders=borders,
+        data = prepare.prepare(X, y, sample_weight=sample_weight, n_bins=n_bins, borders=borders,
                                    label_check=label_check, weighted_borders=False)
         y_all, w_all = data.y, data.w
     else:  # every process checks the whole table's labels and weights alike, then bins its rows
-        y_all = _validation.as_labels(y, local.n_total)
+        y_all = labels_lib.as_labels(y, local.n_total)
         label_check(y_all, "y")
-        w_all = _validation.as_weights(local.sample_weight, local.n_total)
+        w_all = tabular_lib.as_weights(local.sample_weight, local.n_total)
         if borders is None:  # unweighted, as a one-process forest's
-            borders = local.borders(X, None, _validation.check_int(n_bins, "n_bins", 3, binning.MAX_BINS))
-        data = local.run_everywhere(_validation.prepare, X, local.mine(y_all),
+            borders = local.borders(X, None, checks.check_int(n_bins, "n_bins", 3, binning.MAX_BINS))
+        data = local.run_everywhere(prepare.prepare, X, local.mine(y_all),
                                     sample_weight=local.mine(w_all), n_bins=n_bins, borders=borders,
                                     weighted_borders=False)
     n_features = data.X_binned.shape[0]
@@ -664,7 +371,7 @@ def fit_forest(
                          "fitted on.")
     m = bootstrap_lib.resolve_max_features(max_features, n_features)
     if tree_family == "depthwise":
-        max_nodes = max(1, n // 2) if max_nodes is None else _validation.check_int(
+        max_nodes = max(1, n // 2) if max_nodes is None else checks.check_int(
             max_nodes, "max_nodes", 1, 1 << 30)
     elif max_nodes is not None:
         raise ValueError("max_nodes applies to depth-wise trees: pass tree_family=\"depthwise\" or "
@@ -674,20 +381,20 @@ def fit_forest(
     # Rows of each device (sharded: the table's rows over the devices, padded to a multiple).
     n_devices = 1 if mesh is None else mesh.shape[mesh.axis_names[0]]
     n_dev = n if mesh is None else -(-n // n_devices)
-    kernel = mesh is None and tree_family == "depthwise" and _kernel_grows(data.X_binned, n_bins)
+    kernel = mesh is None and tree_family == "depthwise" and forest_binned.kernel_grows(data.X_binned, n_bins)
     if chunk_size is None and kernel:
-        chunk_size = kernel_chunk_size(depth, k, n, n_trees, memory_budget, max_nodes)
+        chunk_size = forest_binned.kernel_chunk_size(depth, k, n, n_trees, memory_budget, max_nodes)
     elif chunk_size is None:
-        chunk_size = _batching.forest_chunk_size(m, n_features, depth, n_bins, k, n_dev, n_trees,
+        chunk_size = memory.forest_chunk_size(m, n_features, depth, n_bins, k, n_dev, n_trees,
                                                  memory_budget)
-    chunk_size = min(_validation.check_int(chunk_size, "chunk_size", 1, 10**6), n_trees)
+    chunk_size = min(checks.check_int(chunk_size, "chunk_size", 1, 10**6), n_trees)
     from_labels = bool(classes) and n_classes is None and k > 2  # K = max(y) + 1
-    check_memory = (_validation.check_memory if local is None
-                    else local.everywhere(_validation.check_memory, MemoryError))
+    check_memory = (devices_lib.check_memory if local is None
+                    else local.everywhere(devices_lib.check_memory, MemoryError))
     check_memory(
-        _batching.forest_bytes(m, n_features, depth, n_bins, k, n_dev, n_trees, chunk_size,
+        memory.forest_bytes(m, n_features, depth, n_bins, k, n_dev, n_trees, chunk_size,
                                tree_family=tree_family,
-                               n_nodes=(depthwise.node_capacity(depth, n, max_nodes)
+                               n_nodes=(node_table.node_capacity(depth, n, max_nodes)
                                         if tree_family == "depthwise" else None),
                                max_nodes=max_nodes, kernel=kernel, table_rows=n)
         + (0 if mesh is None else n_trees * (n - n_dev) * 4),  # the whole table's bag weights
@@ -698,85 +405,51 @@ def fit_forest(
         f"tree's histograms 2^(depth-1) x n_bins x 2K float32 per feature, its leaf values "
         f"2^depth x K); use a smaller depth, n_bins or chunk_size"
         f"{', or map the labels to 0..K-1' if from_labels else ''}")
-    config = ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k, max_features=m,
+    config = forest_binned.ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k, max_features=m,
                           bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose),
                           tree_family=tree_family, max_nodes=max_nodes)
     # Regression targets so large that a node's split gain G^2 / H overflows float32 (labels at
     # scale 1e18: a near-constant forest) are fitted divided by a power of two 2^e, exactly: the
     # same splits (gains and min_split_gain scaled by 2^-2e), leaf values multiplied back.
-    e = _validation.gain_exponent(jnp.asarray(y_all), jnp.asarray(w_all)) if task == "regression" else 0
+    e = labels_lib.gain_exponent(jnp.asarray(y_all), jnp.asarray(w_all)) if task == "regression" else 0
     y_fit = data.y if e == 0 else data.y * jnp.float32(2.0 ** -e)
     if e:
         hyper = hyper._replace(min_split_gain=hyper.min_split_gain * jnp.float32(2.0 ** (-2 * e)))
-    args = (data.X_binned, y_fit, data.w, _validation.as_key(key), hyper)
+    args = (data.X_binned, y_fit, data.w, checks.as_key(key), hyper)
     if mesh is not None:  # rows sharded over the mesh's first axis (one process, or several)
         trees, counts = _fit_forest_checkpointed(
             *args, first_tree, config=config, checkpoint_dir=checkpoint_dir, borders=data.borders,
-            callbacks=callbacks, sharded=_ShardedRows.create(mesh, args[:3], n, local))
+            callbacks=callbacks, sharded=forest_sharded.ShardedRows.create(mesh, args[:3], n, local))
         if tree_family == "depthwise":
-            trees = depthwise.trim_nodes(trees)
-    elif not _common.host_fit(args) and checkpoint_dir is None and not callbacks:
+            trees = node_table.trim_nodes(trees)
+    elif not rounds.host_fit(args) and checkpoint_dir is None and not callbacks:
         # Under the caller's jax.vmap / jit: one traced program (progress from inside it).
-        trees, counts = fit_forest_binned(*args, first_tree, config=config)
+        trees, counts = forest_binned.fit_forest_binned(*args, first_tree, config=config)
     else:  # a concrete fit: its chunks of trees from the host (Ctrl-C keeps the trees so far)
         trees, counts = _fit_forest_checkpointed(*args, first_tree, config=config,
                                                  checkpoint_dir=checkpoint_dir, borders=data.borders,
                                                  callbacks=callbacks)
         if tree_family == "depthwise" and not isinstance(trees.features, jax.core.Tracer):
-            trees = depthwise.trim_nodes(trees)  # the node slots the trees use
+            trees = node_table.trim_nodes(trees)  # the node slots the trees use
     if e:  # the leaf means of y (the gains stay those of y * 2^-e: their ranking is the same)
         trees = trees._replace(leaf_values=trees.leaf_values * jnp.float32(2.0 ** e))
-    forest = Forest(trees=tree_lib.with_borders(trees, data.borders), borders=data.borders,
+    forest = forest_lib.Forest(trees=family.with_borders(trees, data.borders), borders=data.borders,
                     bag_weights=counts)
     if init_model is not None:  # its trees first, then the new ones
         arrays = lambda f: f._replace(borders=None, classes=None, feature_names=None)  # noqa: E731
         old = init_model
         if tree_family == "depthwise":  # node tables of one capacity (e.g. an old file's 2^D - 1)
             cap = max(old.trees.features.shape[-1], forest.trees.features.shape[-1])
-            old = old._replace(trees=depthwise.pad_nodes(old.trees, cap, n_bins))
-            forest = forest._replace(trees=depthwise.pad_nodes(forest.trees, cap, n_bins))
+            old = old._replace(trees=node_table.pad_nodes(old.trees, cap, n_bins))
+            forest = forest._replace(trees=node_table.pad_nodes(forest.trees, cap, n_bins))
         forest = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]),
                                         arrays(old), arrays(forest)
                                         )._replace(borders=data.borders)
         if tree_family == "depthwise":  # the padded slots' borders, as grown null nodes have
-            forest = forest._replace(trees=tree_lib.with_borders(forest.trees, data.borders))
+            forest = forest._replace(trees=family.with_borders(forest.trees, data.borders))
     forest = forest._replace(classes=tab.classes, feature_names=tab.feature_names)
     # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN forest, and a warning.
-    return _validation.nan_outside_domains(forest, None, hyper)
-
-
-#: Depth-wise trees grown by the CPU kernel per chunk, at most (a chunk is one kernel call whose
-#: threads take whole trees; each host call of the chunk program and each chunk's outputs cost
-#: a little, so more trees per call are faster: measured on spam, depth 16, 2 cores, about 9 ms
-#: per tree in chunks of 8 and 5-7 ms in chunks of 32).
-KERNEL_CHUNK = 64
-#: The default memory for the outputs of one chunk of kernel-grown trees.
-KERNEL_CHUNK_BYTES = 512 << 20
-
-
-def _kernel_grows(X_binned, n_bins: int) -> bool:
-    """Whether a depth-wise forest's trees are grown by the CPU kernel here (the default device
-    is a CPU, the kernel is built, uint8 bins)."""
-    return (jax.devices()[0].platform == "cpu" and depthwise.kernel_available()
-            and X_binned.dtype == jnp.uint8 and n_bins <= 256)
-
-
-def kernel_chunk_size(depth: int, n_outputs: int, n_samples: int, n_trees: int,
-                      memory_budget: Optional[int] = None, max_nodes: Optional[int] = None) -> int:
-    """Default trees per chunk of a depth-wise forest grown by the CPU kernel: as many as the
-    outputs of :data:`KERNEL_CHUNK_BYTES` (or ``memory_budget``) hold -- each tree's node table
-    (:func:`jboost.depthwise.node_capacity` nodes of
-    :data:`jboost._batching.DEPTHWISE_RULE_BYTES`, its leaf values ``(nodes + 1) x K`` float32,
-    twice: two classes are expanded) and its rows' bootstrap weights, counts and leaves (the
-    kernel weights the bags' shared targets row by row) -- at most :data:`KERNEL_CHUNK`, evened
-    out over the chunks (``max_nodes``: default ``n // 2``)."""
-    nodes = depthwise.node_capacity(depth, n_samples, max(1, n_samples // 2) if max_nodes is None
-                                    else max_nodes)
-    per_tree = (nodes * _batching.DEPTHWISE_RULE_BYTES + (nodes + 1) * n_outputs * 8
-                + n_samples * 12)
-    budget = KERNEL_CHUNK_BYTES if memory_budget is None else int(memory_budget)
-    cap = max(1, min(KERNEL_CHUNK, budget // per_tree, n_trees))
-    return _batching.chunk_layout(n_trees, cap)[1]
+    return settings_lib.nan_outside_domains(forest, None, hyper)
 
 
 #: The tree families of a forest (``fit_forest(tree_family=)``).
@@ -790,41 +463,36 @@ def _check_tree_family(tree_family) -> str:
     return tree_family
 
 
-def tree_family_of(model: "Forest") -> str:
-    """``"depthwise"`` or ``"oblivious"``: the family of a forest's trees."""
-    return "depthwise" if isinstance(model.trees, depthwise.DepthwiseTrees) else "oblivious"
-
-
 def _forest_family_and_depth(tree_family, depth, init_model):
     """``fit_forest``'s tree family and depth: the given ones, else ``init_model``'s, else
     depth-wise trees of up to :data:`jboost._validation.MAX_DEPTHWISE_DEPTH` levels (grown until
     their nodes are pure or too small) or oblivious trees of 10."""
-    continued = isinstance(init_model, Forest)
+    continued = isinstance(init_model, forest_lib.Forest)
     if tree_family is None:
-        tree_family = tree_family_of(init_model) if continued else "depthwise"
+        tree_family = forest_lib.tree_family_of(init_model) if continued else "depthwise"
     tree_family = _check_tree_family(tree_family)
     if depth is None:
-        if continued and tree_family_of(init_model) == tree_family:
+        if continued and forest_lib.tree_family_of(init_model) == tree_family:
             depth = init_model.depth
         else:
-            depth = _validation.MAX_DEPTHWISE_DEPTH if tree_family == "depthwise" else 10
-    depth = _validation.check_int(depth, "depth", 1, _validation.MAX_DEPTHWISE_DEPTH
-                                  if tree_family == "depthwise" else _validation.MAX_DEPTH)
+            depth = settings_lib.MAX_DEPTHWISE_DEPTH if tree_family == "depthwise" else 10
+    depth = checks.check_int(depth, "depth", 1, settings_lib.MAX_DEPTHWISE_DEPTH
+                                  if tree_family == "depthwise" else settings_lib.MAX_DEPTH)
     return tree_family, depth
 
 
 def _check_init_forest(model, X, task: str, n_classes, borders, n_bins, depth, tree_family):
     """Check a forest to continue (``init_model=``); returns ``(borders, n_classes)`` to fit
     with: the model's borders and its K (a classification forest)."""
-    if not isinstance(model, Forest):
+    if not isinstance(model, forest_lib.Forest):
         raise TypeError(f"init_model must be a Forest fitted by bagging.fit_forest; got "
                         f"{type(model).__name__}.")
-    if tree_family_of(model) != tree_family:
+    if forest_lib.tree_family_of(model) != tree_family:
         raise ValueError(f"tree_family={tree_family!r} differs from init_model's "
-                         f"({tree_family_of(model)!r} trees): continue it with "
-                         f"tree_family={tree_family_of(model)!r}.")
-    X = _validation.as_matrix(X, "X")
-    borders = _validation.check_init_model(model, Forest, X.shape[1], borders, n_bins=n_bins,
+                         f"({forest_lib.tree_family_of(model)!r} trees): continue it with "
+                         f"tree_family={forest_lib.tree_family_of(model)!r}.")
+    X = tabular_lib.as_matrix(X, "X")
+    borders = init_model_lib.check_init_model(model, forest_lib.Forest, X.shape[1], borders, n_bins=n_bins,
                                            depth=depth, who="bagging.fit_forest")
     if (task == "regression") == model.is_classifier:
         raise ValueError(f"task={task!r} differs from init_model's ({model.task!r} forest): "
@@ -837,67 +505,6 @@ def _check_init_forest(model, X, task: str, n_classes, borders, n_bins, depth, t
     return borders, model.n_outputs
 
 
-def _local_rows(X, y, sample_weight, devices, settings: dict, **refused) -> "distributed.LocalRows":
-    """The checks and gathers of a multi-process forest (``rows="local"``): the same ``settings``
-    on every process, then the refused arguments (given on any process: every process raises)."""
-    local = distributed.gather(X, y, sample_weight, None, devices, dict(settings, **refused))
-    given = [k for k, v in refused.items() if v]
-    if given:
-        raise ValueError(f"fit_forest with rows='local' does not support "
-                         f"{', '.join(k + '=' for k in given)} yet: fit with rows='global' (every "
-                         "process passing the whole table) for them.")
-    return local
-
-
-def fit_bagged_trees(X, y, **kwargs) -> Forest:
+def fit_bagged_trees(X, y, **kwargs) -> forest_lib.Forest:
     """Bagged oblivious trees (ESL 8.7): :func:`fit_forest` with every feature eligible."""
     return fit_forest(X, y, **{**kwargs, "max_features": None})
-
-
-# --------------------------------------------------------------------------------------------
-# Prediction: the protocol's functions, and the forest's own names for them.
-# --------------------------------------------------------------------------------------------
-
-
-def tree_outputs(trees: tree_lib.ObliviousTrees, X) -> jax.Array:
-    """Leaf value of every tree for every row: trees ``(B, ...)``, ``X (n, F)`` -> ``(B, n, K)``."""
-    X_t = jnp.asarray(X, jnp.float32).T
-    return jax.vmap(lambda t: t.leaf_values[t.leaf_index_raw(X_t)])(trees)
-
-
-def forest_predict(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
-    """Alias of ``jboost.predict(forest, X, n_trees)``: the average of the (first ``n_trees``)
-    trees (ESL Algorithm 15.1): means ``(n,)`` or class probabilities ``(n, K)``."""
-    return model_lib.predict(forest, X, n_trees)
-
-
-@_compile.jit
-def _vote_fractions(trees, X):
-    X_t = jnp.asarray(X, jnp.float32).T
-    k = trees.leaf_values.shape[-1]
-
-    def step(acc, t):
-        out = t.leaf_values[t.leaf_index_raw(X_t)]
-        return acc + jax.nn.one_hot(jnp.argmax(out, axis=-1), k, dtype=jnp.float32), None
-
-    acc, _ = lax.scan(step, jnp.zeros((X_t.shape[1], k), jnp.float32), trees)
-    return acc / trees.features.shape[0]
-
-
-def forest_vote(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
-    """Fraction of trees voting for each class ``(n, K)`` (majority vote, ESL Algorithm 15.1)."""
-    if not forest.is_classifier:
-        raise ValueError("forest_vote needs a classification forest (n_outputs >= 2).")
-    X = _validation.predict_matrix(model_lib._in_order(forest, X), forest.n_features)
-    if n_trees is not None:
-        n_trees = _validation.check_int(n_trees, "n_trees", 1, forest.n_trees)
-    return _vote_fractions(model_lib.first_stages(forest.trees, n_trees, forest.n_trees, "n_trees"), X)
-
-
-def forest_predict_class(forest: Forest, X, vote: bool = False, n_trees: Optional[int] = None):
-    """Class labels ``(n,)``: alias of ``jboost.predict_class(forest, X, n_trees)`` (argmax of the
-    averaged probabilities), or with ``vote=True`` the majority vote of the trees (the forest's
-    ``classes`` when it has them, as ``predict_class`` returns them)."""
-    if vote:
-        return model_lib.labels_of(forest, jnp.argmax(forest_vote(forest, X, n_trees), axis=-1))
-    return model_lib.predict_class(forest, X, n_trees)

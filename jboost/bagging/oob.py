@@ -1,4 +1,4 @@
-"""Out-of-bag (OOB) estimates (ESL 15.3.1) and error curves against the number of bags.
+"""Out-of-bag estimates and error curves of forests and bagged boosters (ESL 15.3.1).
 
 Each training row is scored only by the bags whose bootstrap weight for it is 0; the OOB error
 against the number of trees is one ``lax.scan`` over the bag axis that carries the running
@@ -17,9 +17,45 @@ import jax.numpy as jnp
 from jax import lax
 
 from jboost import _compile
-from jboost import _validation
-from jboost import model as model_lib
-from jboost.bagging.forest import Forest
+from jboost.bagging import oob as oob_lib
+from jboost.data import categorical_stats
+from jboost.data import labels
+from jboost.data import tabular as tabular_lib
+from jboost.losses import loss as loss_lib
+from jboost.models import bagged
+from jboost.models import base
+from jboost.models.forest import Forest
+from jboost.trees import family
+
+
+def bagged_oob(model: bagged.BaggedBoosters, X_train, y_train) -> oob_lib.OOBResult:
+    """OOB estimates of bagged boosters (same machinery as :func:`jboost.bagging.forest_oob`), each
+    bag with its rounds ``0..best_round`` (:meth:`BaggedBoosters.best_trees`).
+
+    With early stopping on the out-of-bag rows (the default), each bag's best round was chosen on
+    the very rows it is scored on here, so this estimate is optimistic (a selection bias, small
+    for one integer per bag): use a held-out set for an honest error."""
+    if model.categorical is None:
+        X_train, y_train = oob_lib.rows_and_labels(model, X_train, y_train, "X_train", "y_train")
+    else:  # rows as users hold them, encoded by the model's vocabularies; labels mapped likewise
+        X_train = jnp.asarray(base.checked_rows(model, X_train, "X_train"), jnp.float32)
+        if model.classes is not None:
+            y_train = labels.class_codes(tabular_lib.series_values(y_train),
+                                              model.classes.array, "y_train")
+        y_train = jnp.asarray(labels.as_labels(y_train, X_train.shape[0], "y_train", "X_train"),
+                              jnp.float32)
+    classification = model.task in loss_lib.CLASSIFICATION
+
+    def outputs(x):
+        trees, baseline, params, cat = x
+        rows = X_train if cat is None else categorical_stats.expand(cat, X_train)  # its statistics
+        raw = baseline + family.predict_raw(trees, rows)
+        out = model.loss.link(raw if model.n_outputs > 1 else raw[:, 0], **params)
+        return out if out.ndim == 2 else out[:, None]
+
+    return oob_lib.oob_scan(outputs, (model.best_trees(), model.baseline, model.loss.params,
+                                      model.categorical), model.bag_weights,
+                            jnp.asarray(y_train), classification)
 
 
 class OOBResult(NamedTuple):
@@ -108,11 +144,11 @@ def _forest_oob(trees, bag_weights, X, y, classification: bool):
 def rows_and_labels(model, X, y, x_name: str, y_name: str):
     """Rows ``X`` (a DataFrame's columns matched by the model's feature names) and labels ``y``
     (as users have them: mapped to the model's class indices when it keeps ``classes``)."""
-    X = _validation.predict_matrix(model_lib._in_order(model, X), model.n_features, x_name)
+    X = tabular_lib.predict_matrix(base.in_order(model, X), model.n_features, x_name)
     classes = getattr(model, "classes", None)
     if classes is not None:
-        y = _validation.class_codes(_validation.series_values(y), classes.array, y_name)
-    y = _validation.as_labels(y, X.shape[0], y_name, x_name)
+        y = labels.class_codes(tabular_lib.series_values(y), classes.array, y_name)
+    y = labels.as_labels(y, X.shape[0], y_name, x_name)
     return jnp.asarray(X, jnp.float32), jnp.asarray(y, jnp.float32)
 
 

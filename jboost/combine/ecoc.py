@@ -1,4 +1,4 @@
-"""Error-correcting output codes (Dietterich and Bakiri 1995) with boosted bit learners.
+"""fit_ecoc_boosters (Dietterich and Bakiri 1995): code matrices (exhaustive, random), the vmapped bit learners and their checkpointed chunks.
 
 A ``(K, L)`` 0/1 code matrix gives each of the ``K`` classes a codeword of ``L`` bits; one
 binary learner is fitted per bit, all ``L`` in one vmapped call with the per-bit labels as a
@@ -22,25 +22,33 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jboost import _compile
-from jboost import _batching
 from jboost import _native
-from jboost import _validation
-from jboost import api
-from jboost import boosting
-from jboost import losses as losses_lib
-from jboost import model as model_lib
-from jboost import tree as tree_lib
-from jboost.combine import _common
+from jboost import checks
+from jboost import devices
+from jboost.data import labels
+from jboost.data import tabular as tabular_lib
+from jboost.engine import batching
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import memory
+from jboost.engine import rounds
+from jboost.engine import state as state_lib
+from jboost.fitting import init_model as init_model_lib
+from jboost.fitting import prepare
+from jboost.fitting import settings
+from jboost.fitting import tabular
+from jboost.losses import baselines
+from jboost.losses import per_sample
+from jboost.models import ecoc
+from jboost.trees import family
 
-DECODINGS = ("l1", "hamming")
-_D = _validation.DEFAULTS
+_D = settings.DEFAULTS
 
 
 # --------------------------------------------------------------------------------------------
@@ -55,7 +63,7 @@ def exhaustive_code(n_classes: int) -> np.ndarray:
     Every column is a distinct non-trivial two-class split and every pair of rows is
     ``2**(K-2)`` apart (Hamming). Practical for ``3 <= K <= 11``.
     """
-    k = _validation.check_int(n_classes, "n_classes", 3, 11)
+    k = checks.check_int(n_classes, "n_classes", 3, 11)
     j = np.arange(2 ** (k - 1) - 1)
     rows = [np.ones_like(j)] + [(j >> (k - 1 - c)) & 1 for c in range(1, k)]
     return np.stack(rows).astype(np.int32)
@@ -77,16 +85,16 @@ def random_code(key, n_classes: int, n_bits: int, n_candidates: int = 200) -> ja
     with the largest minimal row distance wins (Dietterich and Bakiri 1995, random codes;
     Allwein et al. 2000 draw many and keep the best).
     """
-    n_classes = _validation.check_int(n_classes, "n_classes", 2, 1 << 20)
-    n_bits = _validation.check_int(n_bits, "n_bits", 1, 1 << 20)
-    n_candidates = _validation.check_int(n_candidates, "n_candidates", 1, 1 << 20)
+    n_classes = checks.check_int(n_classes, "n_classes", 2, 1 << 20)
+    n_bits = checks.check_int(n_bits, "n_bits", 1, 1 << 20)
+    n_candidates = checks.check_int(n_candidates, "n_candidates", 1, 1 << 20)
     k, l = n_classes, n_bits
-    _validation.check_memory(
+    devices.check_memory(
         n_candidates * (4 * k * l + 2 * k * l * l + k * k * l + 4 * k * k), what="random_code",
         cause=f"its {n_candidates} candidate codes are scored at once",
         detail=f"each compares its {n_bits} columns pairwise over {n_classes} classes (K x L x L) "
         "and its rows pairwise (K x K x L); use fewer n_candidates or n_bits")
-    return _random_code(_validation.as_key(key), n_classes, n_bits, n_candidates)
+    return _random_code(checks.as_key(key), n_classes, n_bits, n_candidates)
 
 
 @functools.partial(_compile.jit, static_argnames=("n_classes", "n_bits", "n_candidates"))
@@ -123,156 +131,9 @@ def ecoc_targets(y, code) -> jax.Array:
     return jnp.asarray(code, jnp.float32)[jnp.asarray(y).astype(jnp.int32)].T
 
 
-# --------------------------------------------------------------------------------------------
-# Decoding.
-# --------------------------------------------------------------------------------------------
-
-
-def decode_hamming(raw, code) -> jax.Array:
-    """Nearest codeword by Hamming distance between ``raw > 0`` and the codewords: ``(n,)``.
-
-    Args:
-      raw: ``(n, L)`` real scores of the bits (positive: bit 1).
-      code: ``(K, L)`` 0/1. Ties go to the lowest class index.
-    """
-    bits = (jnp.asarray(raw) > 0).astype(jnp.int32)
-    d = jnp.sum(bits[:, None, :] != jnp.asarray(code, jnp.int32)[None], axis=-1)
-    return jnp.argmin(d, axis=-1)
-
-
-def decode_l1(probs, code) -> jax.Array:
-    """Nearest codeword in L1 distance ``sum_l |p_l - code_kl|`` of bit probabilities: ``(n,)``."""
-    d = jnp.sum(jnp.abs(jnp.asarray(probs)[:, None, :] - jnp.asarray(code, jnp.float32)[None]), axis=-1)
-    return jnp.argmin(d, axis=-1)
-
-
-def decode(raw, code, decoding: str = "l1") -> jax.Array:
-    """Class labels ``(n,)`` from the bits' log-odds ``raw (n, L)``: :func:`decode_l1` on their
-    sigmoid probabilities (``"l1"``) or :func:`decode_hamming` on their signs (``"hamming"``)."""
-    _validation.check_choice(decoding, "decoding", DECODINGS)
-    if decoding == "l1":
-        return decode_l1(jax.nn.sigmoid(raw), code)
-    return decode_hamming(raw, code)
-
-
-# --------------------------------------------------------------------------------------------
-# The model.
-# --------------------------------------------------------------------------------------------
-
-
-class ECOCBoosters(NamedTuple):
-    """One boosted binary learner per code bit: a :class:`jboost.model.Model`.
-
-    Attributes:
-      trees: ObliviousTrees with leading axes ``(L, n_rounds, 1)``.
-      borders: ``(F, n_bins - 1)``.
-      baseline: ``(L, 1)`` each bit's constant log-odds.
-      code: ``(K, L)`` the 0/1 code matrix.
-      best_round: with early stopping, ``(L,)`` int32: each bit's round of its best validation
-        score (predictions use each bit's rounds ``0..best_round``); ``None`` otherwise.
-      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`jboost.model.Classes`, as ``Booster.classes``): class
-        ``k`` (codeword ``code[k]``) is ``classes[k]``, and :func:`jboost.predict_class` returns
-        these labels; ``None`` when the labels were class indices already.
-      feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
-        prediction from a DataFrame then matches its columns by name.
-
-    The model protocol: ``raw_scores`` are the bits' log-odds ``(n, L)`` (so ``jboost.predict``
-    gives them), ``classes_from_raw`` the nearest codeword by L1 distance on the bits'
-    probabilities (``jboost.predict_class``; :func:`ecoc_predict` also decodes by Hamming
-    distance), task ``"multiclass"``. ECOC has no calibrated class probabilities:
-    ``jboost.predict_proba`` raises a ``ValueError``. Stages are boosting rounds of every bit
-    learner (``n_rounds=m``: the first ``m`` rounds of each bit).
-    """
-
-    trees: tree_lib.ObliviousTrees
-    borders: jax.Array
-    baseline: jax.Array
-    code: jax.Array
-    best_round: Optional[jax.Array] = None
-    classes: Optional[model_lib.Classes] = None
-    feature_names: Optional[model_lib.FeatureNames] = None
-
-    @property
-    def n_features(self) -> int:
-        return self.borders.shape[-2]
-
-    feature_names_in_ = model_lib.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
-    classes_ = model_lib.CLASSES_  # and class labels (one definition for every model type)
-
-    def best_trees(self) -> tree_lib.ObliviousTrees:
-        """The trees a prediction without ``n_rounds`` uses: with ``best_round``, bit ``l``'s
-        rounds after its ``best_round[l]`` get zero leaf values (exact zeros: the sum of the
-        earlier rounds is unchanged); else every round."""
-        if self.best_round is None:
-            return self.trees
-        lv = self.trees.leaf_values
-        keep = jnp.arange(lv.shape[-4])[None, :] <= jnp.asarray(self.best_round)[..., :, None]
-        keep = keep.reshape(keep.shape + (1,) * 3)  # (L, R) -> (L, R, T, 2^D, K)
-        return self.trees._replace(leaf_values=jnp.where(keep, lv, jnp.zeros((), lv.dtype)))
-
-    @property
-    def n_classes(self) -> int:
-        return self.code.shape[-2]
-
-    @property
-    def n_bits(self) -> int:
-        return self.code.shape[-1]
-
-    @property
-    def n_rounds(self) -> int:
-        return self.trees.features.shape[-3]
-
-    @property
-    def depth(self) -> int:
-        return tree_lib.depth_of(self.trees)
-
-    @property
-    def task(self) -> str:
-        return "multiclass"
-
-    @property
-    def batch_shape(self) -> Tuple[int, ...]:
-        return tuple(self.baseline.shape[:-2])
-
-    @property
-    def n_stages(self) -> int:
-        return self.n_rounds
-
-    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
-        """``(n, L)`` the bits' log-odds: their first ``n_stages`` rounds, or (``None``)
-        :meth:`best_trees`."""
-        if n_stages is None:
-            trees = self.best_trees()
-        else:
-            m = _validation.check_int(n_stages, "n_rounds", 0, self.n_rounds)
-            trees = jax.tree_util.tree_map(lambda a: a[:, :m], self.trees)
-        raw = _common.batched_raw_scores(trees, self.baseline, jnp.asarray(X, jnp.float32), n_lead=1)
-        return raw[:, :, 0].T                                                   # (L, n, 1) -> (n, L)
-
-    def proba_from_raw(self, raw) -> jax.Array:
-        raise ValueError("an ECOC ensemble has no calibrated class probabilities (its bits are "
-                         "decoded to the nearest codeword): use jboost.predict_class for labels, or "
-                         "jboost.predict for the bits' log-odds.")
-
-    def classes_from_raw(self, raw) -> jax.Array:
-        return decode(raw, self.code, "l1")
-
-    def staged(self, X, fn: Callable, *args) -> Any:
-        # The L bits as one L-output sum of trees: round r holds every bit's round-r tree, bit l's
-        # leaf values in output l and exact zeros elsewhere (so every bit's sum is unchanged).
-        n_bits = self.baseline.shape[-2]
-        trees = _common.rounds_first(self.trees)                                # (R, L, ...)
-        onehot = trees.leaf_values * jnp.eye(n_bits, dtype=jnp.float32)[:, None, :]
-        bits = _common.as_booster(trees._replace(leaf_values=onehot), self.borders,
-                                  self.baseline[:, 0], losses_lib.binomial_deviance())
-        return bits.staged(X, fn, *args)
-
-
 @functools.partial(_compile.jit, static_argnames=("config", "chunk_size", "verbose"))
-def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, code, *,
-                    config: boosting.BoostConfig, chunk_size: int, verbose: bool = False,
+def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, code, *,
+                    config: boosting_lib.BoostConfig, chunk_size: int, verbose: bool = False,
                     start=None, valid=None):
     """All ``L`` bit learners (binomial deviance boosting) in one call.
 
@@ -296,7 +157,7 @@ def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting.Hyperparams, code, *,
     are zero trees).
     """
     one = _bit_fn(X_binned, y, w, key, hyper, code, config, start, valid)
-    return _batching.map_in_chunks(one, code.shape[1], chunk_size,
+    return batching.map_in_chunks(one, code.shape[1], chunk_size,
                                    progress="ecoc: bits" if verbose else None)
 
 
@@ -305,23 +166,23 @@ def _bit_fn(X_binned, y, w, key, hyper, code, config, start, valid):
     n_fitted])``."""
     bits = ecoc_targets(y, code)
     bits_valid = None if valid is None else ecoc_targets(valid[1], code)
-    loss = losses_lib.binomial_deviance()
+    loss = per_sample.binomial_deviance()
     n_bits = code.shape[1]
 
     def one(l):
         yl = bits[l]
         if valid is None:
-            data = boosting.Data.train_only(X_binned, yl, w)
+            data = state_lib.Data.train_only(X_binned, yl, w)
         else:
-            data = boosting.Data(X_binned, yl, w, valid[0], bits_valid[l], valid[2])
+            data = state_lib.Data(X_binned, yl, w, valid[0], bits_valid[l], valid[2])
         if start is None:
-            init = losses_lib.baseline(loss, yl, w)
-            out = boosting.boost(data, jax.random.fold_in(key, l), hyper, loss, init, config=config)
+            init = baselines.baseline(loss, yl, w)
+            out = boosting_lib.boost(data, jax.random.fold_in(key, l), hyper, loss, init, config=config)
         else:
             i = jnp.minimum(l, n_bits - 1)  # the padding of the last chunk repeats the last bit
             trees, init = jax.tree_util.tree_map(lambda a: a[i], start)
-            state = boosting.resume(data, trees, init, loss, config)
-            out = boosting.boost(data, jax.random.fold_in(key, l), hyper, loss, init, config=config,
+            state = boosting_lib.resume(data, trees, init, loss, config)
+            out = boosting_lib.boost(data, jax.random.fold_in(key, l), hyper, loss, init, config=config,
                                  state=state, first_round=start[0].features.shape[1])
         if config.early_stopping is not None:
             return out.trees, init, out.best_round, out.n_fitted
@@ -366,7 +227,7 @@ def fit_ecoc_boosters(
     row_sampler="bernoulli",
     chunk_size: Optional[int] = None,
     verbose: bool = False,
-    init_model: Optional[ECOCBoosters] = None,
+    init_model: Optional[ecoc.ECOCBoosters] = None,
     eval_set=None,
     early_stopping_rounds: Optional[int] = None,
     early_stopping_tolerance: float = 0.0,
@@ -376,7 +237,7 @@ def fit_ecoc_boosters(
     base_margin=None,
     tree_family="oblivious",
     max_leaves: Optional[int] = None,
-) -> ECOCBoosters:
+) -> ecoc.ECOCBoosters:
     """Fit an ECOC multiclass model (Dietterich and Bakiri 1995) with boosted bit learners.
 
     Args:
@@ -437,10 +298,10 @@ def fit_ecoc_boosters(
     if base_margin is not None:
         raise ValueError(NO_BASE_MARGIN)
     code = check_code(code)
-    stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
-                                                eval_metric, losses_lib.binomial_deviance(),
+    stopping = settings.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
+                                                eval_metric, per_sample.binomial_deviance(),
                                                 has_validation=eval_set is not None)
-    config, hyper = api.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+    config, hyper = settings.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                  learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
                                  min_child_weight=min_child_weight, subsample=subsample,
                                  colsample=colsample, colsample_by=colsample_by,
@@ -448,8 +309,8 @@ def fit_ecoc_boosters(
                                  max_leaves=max_leaves)
     n_bits = code.shape[1]
     chunk_size = n_bits if chunk_size is None else min(
-        _validation.check_int(chunk_size, "chunk_size", 1, 1 << 30), n_bits)
-    tab = _common.tabular(X, y, init_model=init_model, eval_set=eval_set,
+        checks.check_int(chunk_size, "chunk_size", 1, 1 << 30), n_bits)
+    tab = tabular.tabular(X, y, init_model=init_model, eval_set=eval_set,
                           loss="multinomial_deviance")
     X, y, eval_set = tab.X, tab.y, tab.eval_set
     if tab.classes is not None and len(tab.classes) != code.shape[0]:
@@ -457,19 +318,19 @@ def fit_ecoc_boosters(
                          f"mapped to 0..K-1 in sorted order) but code has {code.shape[0]} rows, one "
                          "codeword per class: pass a code with a row per class.")
     borders = None if init_model is None else _check_init_ecoc(init_model, X, code, config)
-    data = _validation.prepare(
+    data = prepare.prepare(
         X, y, sample_weight=sample_weight, n_bins=config.n_bins, borders=borders, eval_set=eval_set,
-        label_check=lambda v, name: _validation.n_classes_of(v, code.shape[0], name))
+        label_check=lambda v, name: labels.n_classes_of(v, code.shape[0], name))
     config = config._replace(missing=data.missing, early_stopping=stopping)
-    _validation.check_boosting_memory(
-        data.X_binned.shape[1], data.X_binned.shape[0], config, losses_lib.binomial_deviance(),
+    memory.check_boosting_memory(
+        data.X_binned.shape[1], data.X_binned.shape[0], config, per_sample.binomial_deviance(),
         n_models=n_bits, n_together=chunk_size, what="ECOC bit learners",
         fix="use a smaller chunk_size, depth or n_bins, or a code with fewer bits")
     code_j = jnp.asarray(code, jnp.int32)
     start = None if init_model is None else (init_model.trees, init_model.baseline)
     valid = None if eval_set is None else (data.X_valid, data.y_valid, data.w_valid)
-    key = _validation.as_key(key)
-    if not _common.host_fit(hyper, key) and checkpoint_dir is None and not callbacks:
+    key = checks.as_key(key)
+    if not rounds.host_fit(hyper, key) and checkpoint_dir is None and not callbacks:
         # Under the caller's jax.vmap / jit: one traced program (progress from inside it).
         out = fit_ecoc_binned(data.X_binned, data.y, data.w, key, hyper, code_j, config=config,
                               chunk_size=chunk_size, verbose=bool(verbose), start=start, valid=valid)
@@ -481,7 +342,7 @@ def fit_ecoc_boosters(
                     {"bits": bits, "best_round": np.asarray(chunk[2])[:len(bits)]})
 
         try:
-            out = _batching.map_checkpointed(
+            out = batching.map_checkpointed(
                 functools.partial(_bits_chunk, config=config),
                 (data.X_binned, data.y, data.w, key, hyper, code_j, start, valid), n_bits, chunk_size,
                 checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
@@ -506,25 +367,25 @@ def fit_ecoc_boosters(
     best = None
     if stopping is not None:
         best, n_fitted = out[2:]
-        if not _validation.is_traced(n_fitted):  # keep the rounds up to the last bit's stop
+        if not checks.is_traced(n_fitted):  # keep the rounds up to the last bit's stop
             last = int(np.max(np.asarray(n_fitted)))
             trees = jax.tree_util.tree_map(lambda a: a[:, :last], trees)
-    trees = tree_lib.with_borders(trees, data.borders)
+    trees = family.with_borders(trees, data.borders)
     if init_model is not None:  # its rounds first, then the new ones (per bit)
         trees = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b], axis=1),
                                        init_model.trees, trees)
-    model = ECOCBoosters(trees, data.borders, init, code_j, best, classes=tab.classes,
+    model = ecoc.ECOCBoosters(trees, data.borders, init, code_j, best, classes=tab.classes,
                          feature_names=tab.feature_names)
     # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN model, and a warning.
-    return _validation.nan_outside_domains(model, None, hyper)
+    return settings.nan_outside_domains(model, None, hyper)
 
 
-def _check_init_ecoc(model, X, code: np.ndarray, config: boosting.BoostConfig):
+def _check_init_ecoc(model, X, code: np.ndarray, config: boosting_lib.BoostConfig):
     """Check an ECOC model to continue (``init_model=``); returns the borders to bin with."""
-    if not isinstance(model, ECOCBoosters):
+    if not isinstance(model, ecoc.ECOCBoosters):
         raise TypeError(f"init_model must be ECOCBoosters fitted by combine.fit_ecoc_boosters; got "
                         f"{type(model).__name__}.")
-    borders = _validation.check_init_model(model, ECOCBoosters, _validation.as_matrix(X, "X").shape[1],
+    borders = init_model_lib.check_init_model(model, ecoc.ECOCBoosters, tabular_lib.as_matrix(X, "X").shape[1],
                                            None, n_bins=config.n_bins, depth=config.depth,
                                            who="combine.fit_ecoc_boosters", config=config)
     if model.code.shape != code.shape or not np.array_equal(np.asarray(model.code), code):
@@ -536,27 +397,3 @@ def _check_init_ecoc(model, X, code: np.ndarray, config: boosting.BoostConfig):
                          "continues it. Fit it again with more n_rounds (and early_stopping_rounds), "
                          "or continue a model fitted without early stopping.")
     return borders
-
-
-# --------------------------------------------------------------------------------------------
-# Aliases of the protocol functions.
-# --------------------------------------------------------------------------------------------
-
-
-def ecoc_bit_scores(model: ECOCBoosters, X) -> jax.Array:
-    """Alias of :func:`jboost.predict`: the bits' raw log-odds ``(n, L)`` (``(n,)`` for one bit)."""
-    return model_lib.predict(model, X)
-
-
-def ecoc_predict(model: ECOCBoosters, X, decoding: str = "l1") -> jax.Array:
-    """Class labels ``(n,)``: the nearest codeword, by ``"l1"`` distance on the bits'
-    probabilities (the default: an alias of :func:`jboost.predict_class`) or ``"hamming"``
-    distance on their signs (:func:`decode`)."""
-    _validation.check_choice(decoding, "decoding", DECODINGS)
-    if decoding == "l1":
-        return model_lib.predict_class(model, X)
-    raw = model_lib.predict(model, X)
-    fn = lambda m, r: decode(r.reshape(r.shape[0], -1), m.code, decoding)
-    for _ in model.batch_shape:
-        fn = jax.vmap(fn)
-    return model_lib.labels_of(model, fn(model, raw))

@@ -1,4 +1,4 @@
-"""Stacking of boosted learners (Wolpert 1992; Breiman 1996; ESL 8.8).
+"""fit_stacked_boosters (Wolpert 1992; ESL 8.8): per-learner settings, the vmapped cross-fits (with early stopping) and the second tier's fit.
 
 A second-tier learner is fitted on out-of-fold predictions of the base learners. The folds are
 weight masks ``(n_folds, n)`` (0 = held out; :mod:`jboost.cv`) and every base learner of every
@@ -20,33 +20,42 @@ of its fold-averaged curve (:func:`cross_fit_stopped`, :func:`learner_best_round
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jboost import _compile
-from jboost import _batching
 from jboost import _native
-from jboost import _validation
-from jboost import api
-from jboost import boosting
-from jboost import cv
-from jboost import losses as losses_lib
-from jboost import metrics as metrics_lib
-from jboost import model as model_lib
-from jboost import tree as tree_lib
-from jboost.combine import _common
-from jboost.combine import linear
+from jboost import checks as checks_lib
+from jboost.combine import linear as linear_lib
+from jboost.data import folds as cv
+from jboost.data import folds as folds_lib
+from jboost.data import labels
+from jboost.engine import batching
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import memory
+from jboost.engine import state as state_lib
+from jboost.fitting import prepare
+from jboost.fitting import settings
+from jboost.fitting import tabular
+from jboost.losses import baselines as baselines_lib
+from jboost.losses import checks
+from jboost.losses import loss as loss_lib
+from jboost.losses import metrics as metrics_lib
+from jboost.models import ensemble
+from jboost.models import stacked
+from jboost.trees import family
+from jboost.trees import oblivious
 
 # Each base learner sets these (traced) settings; unset ones take jboost.fit's defaults.
-HYPERPARAMS = boosting.Hyperparams._fields
-HYPER_DEFAULTS = {name: _validation.DEFAULTS[name] for name in HYPERPARAMS}
-_D = _validation.DEFAULTS
+HYPERPARAMS = boosting_lib.Hyperparams._fields
+HYPER_DEFAULTS = {name: settings.DEFAULTS[name] for name in HYPERPARAMS}
+_D = settings.DEFAULTS
 
 
-def _learner_settings(hypers, **static) -> Tuple[boosting.BoostConfig, boosting.Hyperparams]:
+def _learner_settings(hypers, **static) -> Tuple[boosting_lib.BoostConfig, boosting_lib.Hyperparams]:
     """Check every learner's settings with :func:`jboost.api.settings` (the messages of
     ``jboost.fit``); returns the shared static config and ``(M,)``-stacked Hyperparams."""
     if isinstance(hypers, Mapping) or not isinstance(hypers, Sequence) or len(hypers) == 0:
@@ -61,7 +70,7 @@ def _learner_settings(hypers, **static) -> Tuple[boosting.BoostConfig, boosting.
         if unknown:
             raise ValueError(f"hypers[{i}] has unknown keys {unknown}; a base learner sets only "
                              f"{HYPERPARAMS} (static settings are arguments of the fit).")
-        config, hyper = api.settings(**static, **{**HYPER_DEFAULTS, **h})
+        config, hyper = settings.settings(**static, **{**HYPER_DEFAULTS, **h})
         configs.append(config)
         made.append(hyper)
     if any(c != configs[0] for c in configs[1:]):
@@ -70,7 +79,7 @@ def _learner_settings(hypers, **static) -> Tuple[boosting.BoostConfig, boosting.
     return configs[0], jax.tree_util.tree_map(lambda *a: jnp.stack(a), *made)
 
 
-def stack_hyperparams(hypers: Sequence[Mapping[str, Any]]) -> boosting.Hyperparams:
+def stack_hyperparams(hypers: Sequence[Mapping[str, Any]]) -> boosting_lib.Hyperparams:
     """``M`` dicts of :class:`jboost.Hyperparams` fields (unset ones: ``jboost.fit``'s defaults),
     each checked as ``jboost.fit`` checks them -> one Hyperparams with ``(M,)`` leaves."""
     static = {k: _D[k] for k in ("n_rounds", "depth", "n_bins")}
@@ -78,8 +87,8 @@ def stack_hyperparams(hypers: Sequence[Mapping[str, Any]]) -> boosting.Hyperpara
 
 
 @functools.partial(_compile.jit, static_argnames=("config", "with_train_loss"))
-def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
-                       loss: losses_lib.Loss, *, config: boosting.BoostConfig,
+def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting_lib.Hyperparams,
+                       loss: loss_lib.Loss, *, config: boosting_lib.BoostConfig,
                        with_train_loss: bool = False):
     """Every (fold, learner) boosting fit in one vmapped call.
 
@@ -97,8 +106,8 @@ def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
 
     def one(mask, hyper, k):
         wm = w * mask
-        init = losses_lib.baseline(loss, y, wm)
-        out = boosting.boost(boosting.Data.train_only(X_binned, y, wm), k, hyper, loss, init, config=config)
+        init = baselines_lib.baseline(loss, y, wm)
+        out = boosting_lib.boost(state_lib.Data.train_only(X_binned, y, wm), k, hyper, loss, init, config=config)
         return (out.trees, init, out.train_loss) if with_train_loss else (out.trees, init)
 
     per_learner = jax.vmap(one, in_axes=(None, 0, 0))
@@ -106,8 +115,8 @@ def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
 
 
 @functools.partial(_compile.jit, static_argnames=("config",))
-def cross_fit_stopped(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
-                      loss: losses_lib.Loss, *, config: boosting.BoostConfig):
+def cross_fit_stopped(X_binned, y, w, key, masks, hypers: boosting_lib.Hyperparams,
+                      loss: loss_lib.Loss, *, config: boosting_lib.BoostConfig):
     """Every (fold, learner) fit of :func:`cross_fit_boosters`, each stopping early on its own
     held-out fold (``config.early_stopping``): fit ``(s, m)`` validates on the rows its mask
     holds out (weights ``w * (1 - masks[s])``, the training bins: one ``vmap``), as
@@ -125,18 +134,18 @@ def cross_fit_stopped(X_binned, y, w, key, masks, hypers: boosting.Hyperparams,
 
     def one(mask, hyper, k):
         wm, wv = w * mask, w * (1.0 - mask)
-        init = losses_lib.baseline(loss, y, wm)
-        data = boosting.Data(X_binned, y, wm, X_binned, y, wv)
+        init = baselines_lib.baseline(loss, y, wm)
+        data = state_lib.Data(X_binned, y, wm, X_binned, y, wv)
         if es.metric is None:
-            out = boosting.boost(data, k, hyper, loss, init, config=config)
+            out = boosting_lib.boost(data, k, hyper, loss, init, config=config)
             return out.trees, init, out.train_loss, out.valid_loss, out.n_fitted
 
         def body(state, m):  # the round, its score (the metric) in valid_loss
-            state, out = boosting.step(state, m, data=data, key=k, hyper=hyper, config=config)
+            state, out = boosting_lib.step(state, m, data=data, key=k, hyper=hyper, config=config)
             score = metrics_lib.evaluate(es.metric, state.loss, y, state.raw_valid, wv)
             return state, out._replace(valid_loss=score.astype(jnp.float32).reshape(()))
 
-        out = boosting.boost_until_stopped(body, boosting.init(data, loss, init, config),
+        out = boosting_lib.boost_until_stopped(body, boosting_lib.init(data, loss, init, config),
                                            jnp.arange(config.n_rounds, dtype=jnp.int32), data,
                                            es._replace(metric=None), (jnp.float32(jnp.inf), jnp.int32(-1)))
         return out.trees, init, out.train_loss, out.valid_loss, out.n_fitted
@@ -155,123 +164,13 @@ def learner_best_rounds(valid_loss, n_fitted) -> jax.Array:
     return jnp.argmin(jnp.where(ran & ~jnp.isnan(mean), mean, jnp.inf), axis=-1).astype(jnp.int32)
 
 
-def _first_rounds_only(trees: tree_lib.ObliviousTrees, best) -> tree_lib.ObliviousTrees:
+def _first_rounds_only(trees: oblivious.ObliviousTrees, best) -> oblivious.ObliviousTrees:
     """Trees ``(..., M, R, T, ...)`` with learner ``m``'s rounds after ``best[m]`` given exact
     zero leaf values (the sum of its earlier rounds is unchanged)."""
     lv = trees.leaf_values
     keep = jnp.arange(lv.shape[-4])[None, :] <= best[:, None]                      # (M, R)
     keep = keep.reshape(keep.shape + (1,) * 3)
     return trees._replace(leaf_values=jnp.where(keep, lv, jnp.zeros((), lv.dtype)))
-
-
-def stack_task(loss: losses_lib.Loss) -> str:
-    """The second tier's task for base learners of ``loss``: ``"binary"`` and ``"multiclass"``
-    stay; every other task (regression, count) is stacked by least squares: ``"regression"``."""
-    return loss.task if loss.task in _validation.CLASSIFICATION else "regression"
-
-
-class StackedBoosters(NamedTuple):
-    """Base boosters fitted on all rows plus a linear second tier on their raw scores: a
-    :class:`jboost.model.Model`.
-
-    Attributes:
-      trees: ObliviousTrees with leading axes ``(M, n_rounds, trees_per_round)``.
-      borders: ``(F, n_bins - 1)``.
-      baseline: ``(M, K)``.
-      stacker: :class:`jboost.combine.LinearModel` on the ``(n, M*K)`` raw scores.
-      oof_raw: ``(n_train, M, K)`` the out-of-fold raw scores the stacker was trained on.
-      base_loss: the base learners' :class:`jboost.Loss`.
-      best_round: with early stopping, ``(M,)`` int32: each learner's best round (chosen on its
-        folds' held-out rows); its all-data learner's later rounds are zero trees. ``None``
-        otherwise.
-      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`jboost.model.Classes`, as ``Booster.classes``):
-        :func:`jboost.predict_class` returns them and the columns of the probabilities follow
-        their order; ``None`` when the labels were class indices already.
-      feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
-        prediction from a DataFrame then matches its columns by name.
-
-    The model protocol: ``raw_scores`` is the stacker's linear output ``(n, K_out)`` on the base
-    learners' raw scores (``K_out = 1`` for regression and binary, the number of classes for
-    multiclass); :attr:`loss` is the second tier's loss, whose link gives ``predict_proba``
-    (sigmoid / softmax) and ``predict_mean``; :attr:`task` is the second tier's
-    (:func:`stack_task`). Stages are boosting rounds of the base learners: ``n_rounds=m`` keeps the
-    first ``m`` rounds of every base learner under the same stacker (fitted on the full learners'
-    out-of-fold scores, not refitted), which is what ``staged_predict`` scans over.
-    ``feature_importance`` sums the split gains of every base learner's trees.
-    """
-
-    trees: tree_lib.ObliviousTrees
-    borders: jax.Array
-    baseline: jax.Array
-    stacker: linear.LinearModel
-    oof_raw: jax.Array
-    base_loss: losses_lib.Loss
-    best_round: Optional[jax.Array] = None
-    classes: Optional[model_lib.Classes] = None
-    feature_names: Optional[model_lib.FeatureNames] = None
-
-    @property
-    def n_features(self) -> int:
-        return self.borders.shape[-2]
-
-    feature_names_in_ = model_lib.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
-    classes_ = model_lib.CLASSES_  # and class labels (one definition for every model type)
-
-    @property
-    def n_learners(self) -> int:
-        return self.baseline.shape[-2]
-
-    @property
-    def n_rounds(self) -> int:
-        return self.trees.features.shape[-3]
-
-    @property
-    def task(self) -> str:
-        return stack_task(self.base_loss)
-
-    @property
-    def loss(self) -> losses_lib.Loss:
-        """The second tier's loss (squared error, binomial or multinomial deviance)."""
-        return linear.linear_loss(self.task, self.stacker.intercept.shape[-1])
-
-    @property
-    def batch_shape(self) -> Tuple[int, ...]:
-        return tuple(self.baseline.shape[:-2])
-
-    @property
-    def n_stages(self) -> int:
-        return self.n_rounds
-
-    def as_booster(self) -> model_lib.Booster:
-        """The stacked ensemble as one :class:`jboost.Booster` (of one unbatched model): round
-        ``r`` holds the ``M`` learners' round-``r`` trees, learner ``m``'s leaf values mapped by
-        its ``(K, K_out)`` block of the stacker's coefficients; the baseline is the intercept plus
-        the mapped baselines. The same function as the stacker on the learners' raw scores (up to
-        float rounding), with the ensemble's ``classes`` and ``feature_names``."""
-        coef = self.stacker.coef.reshape(self.n_learners, self.baseline.shape[-1], -1)  # (M, K, K_out)
-        leaves = jnp.einsum("mrtlk,mko->mrtlo", self.trees.leaf_values, coef)
-        trees = _common.rounds_first(self.trees._replace(leaf_values=leaves))
-        baseline = self.stacker.intercept + jnp.einsum("mk,mko->o", self.baseline, coef)
-        return _common.as_booster(trees, self.borders, baseline, self.loss, self.classes,
-                                  self.feature_names)
-
-    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
-        return self.as_booster().raw_scores(X, n_stages)
-
-    def proba_from_raw(self, raw) -> jax.Array:
-        if self.task not in _validation.CLASSIFICATION:
-            raise ValueError(f"predict_proba needs a classification model; this stacked model's "
-                             f"base loss {self.base_loss.name!r} makes it a {self.task!r} model "
-                             "(use jboost.predict).")
-        return self.loss.link(raw[..., 0] if raw.shape[-1] == 1 else raw, **self.loss.params)
-
-    def classes_from_raw(self, raw) -> jax.Array:
-        return jnp.argmax(self.proba_from_raw(raw), axis=-1)
-
-    def staged(self, X, fn: Callable, *args) -> Any:
-        return self.as_booster().staged(X, fn, *args)
 
 
 NO_WARM_START = (
@@ -302,7 +201,7 @@ def fit_stacked_boosters(
     stacker_l2=1e-3,
     stacker_steps: int = 200,
     key=0,
-    init_model: Optional[StackedBoosters] = None,
+    init_model: Optional[stacked.StackedBoosters] = None,
     early_stopping_rounds: Optional[int] = None,
     early_stopping_tolerance: float = 0.0,
     eval_metric=None,
@@ -311,7 +210,7 @@ def fit_stacked_boosters(
     verbose: bool = False,
     tree_family="oblivious",
     max_leaves: Optional[int] = None,
-) -> StackedBoosters:
+) -> stacked.StackedBoosters:
     """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters.
 
     1. Fold masks ``(n_folds, n)`` (:func:`jboost.cv.fold_masks`; stratified folds for
@@ -368,34 +267,34 @@ def fit_stacked_boosters(
     """
     if init_model is not None:
         raise ValueError(NO_WARM_START)
-    tab = _common.tabular(X, y, loss=loss, n_outputs=n_outputs, task=task)
+    tab = tabular.tabular(X, y, loss=loss, n_outputs=n_outputs, task=task)
     X = tab.X
     n = X.shape[0]
-    y = _validation.as_labels(tab.y, n)
-    loss_obj = _validation.resolve_loss(loss, y, n_outputs, task)
+    y = labels.as_labels(tab.y, n)
+    loss_obj = checks.resolve_loss(loss, y, n_outputs, task)
     config, hyper = _learner_settings(hypers, n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                       colsample_by=colsample_by, per_output_trees=per_output_trees,
                                       row_sampler=row_sampler, tree_family=tree_family,
                                       max_leaves=max_leaves)
-    stopping = _validation.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
+    stopping = settings.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
                                                 eval_metric, loss_obj, has_validation=True)
-    explicit = _validation.check_folds(folds, n)
-    _validation.check_real(stacker_l2, "stacker_l2", 0.0, float("inf"))
-    stacker_steps = _validation.check_int(stacker_steps, "stacker_steps", 1, _validation.MAX_ROUNDS)
-    data = _validation.prepare(X, y, sample_weight=sample_weight, n_bins=config.n_bins)
+    explicit = folds_lib.check_folds(folds, n)
+    checks_lib.check_real(stacker_l2, "stacker_l2", 0.0, float("inf"))
+    stacker_steps = checks_lib.check_int(stacker_steps, "stacker_steps", 1, settings.MAX_ROUNDS)
+    data = prepare.prepare(X, y, sample_weight=sample_weight, n_bins=config.n_bins)
     config = config._replace(missing=data.missing)
     n_folds = int(folds) if explicit is None else int(explicit.max()) + 1
     fits = (n_folds + 1) * len(hypers)  # every fold's and the all-data fit of each learner: one vmap
-    _validation.check_boosting_memory(
+    memory.check_boosting_memory(
         n, X.shape[1], config, loss_obj,
         k_from_labels=loss_obj.task == "multiclass" and n_outputs is None, n_models=fits,
         n_together=fits, what=f"boosters ({n_folds} folds + 1) x {len(hypers)} learners",
         fix="use fewer folds or learners, or a smaller depth, n_bins or n_outputs")
-    second = stack_task(loss_obj)
-    k_folds, k_fit = jax.random.split(_validation.as_key(key))
+    second = stacked.stack_task(loss_obj)
+    k_folds, k_fit = jax.random.split(checks_lib.as_key(key))
     if explicit is None:
-        ids = cv.fold_ids(y, n_folds, seed=[int(v) for v in _validation.as_raw_key(k_folds)],
-                          stratified=second in _validation.CLASSIFICATION)
+        ids = cv.fold_ids(y, n_folds, seed=[int(v) for v in checks_lib.as_raw_key(k_folds)],
+                          stratified=second in loss_lib.CLASSIFICATION)
     else:
         ids = explicit
     masks = jnp.concatenate([cv.fold_masks(ids, n_folds), jnp.ones((1, n), jnp.float32)])
@@ -409,25 +308,25 @@ def fit_stacked_boosters(
         trees, baselines, train_loss, best, n_fitted = _fit_stopped(
             data, k_fit, masks, hyper, loss_obj, config._replace(early_stopping=stopping), **host)
     # A concrete fit: no silent NaN learner (fit's FloatingPointError, naming the fit).
-    if not any(_validation.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):
-        _validation.check_finite_fits(
-            train_loss, loss_obj, boosting.Data.train_only(data.X_binned, data.y, data.w), baselines,
+    if not any(checks_lib.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):
+        checks.check_finite_fits(
+            train_loss, loss_obj, state_lib.Data.train_only(data.X_binned, data.y, data.w), baselines,
             n_fitted=n_fitted,
             names=lambda i: (f"learner {i[1]} (hypers[{i[1]}]) on "
                              + (f"fold {i[0]}'s training rows" if i[0] < n_folds else "all rows")),
             what="fits")
-    trees = tree_lib.with_borders(trees, data.borders)
+    trees = family.with_borders(trees, data.borders)
     fold_trees = jax.tree_util.tree_map(lambda a: a[:-1], trees)
-    raw = _common.batched_raw_scores(fold_trees, baselines[:-1], jnp.asarray(X), n_lead=2)  # (S, M, n, K)
+    raw = ensemble.batched_raw_scores(fold_trees, baselines[:-1], jnp.asarray(X), n_lead=2)  # (S, M, n, K)
     oof = cv.out_of_fold(jnp.swapaxes(raw, 1, 2), masks[:-1])                                # (n, M, K)
     k_out = loss_obj.n_outputs if second == "multiclass" else 1
-    stacker = linear.fit_linear(oof.reshape(n, -1), data.y, task=second, n_outputs=k_out,
+    stacker = linear_lib.fit_linear(oof.reshape(n, -1), data.y, task=second, n_outputs=k_out,
                                 l2=stacker_l2, n_steps=stacker_steps, sample_weight=data.w)
     final = jax.tree_util.tree_map(lambda a: a[-1], trees)
-    model = StackedBoosters(final, data.borders, baselines[-1], stacker, oof, loss_obj, best,
+    model = stacked.StackedBoosters(final, data.borders, baselines[-1], stacker, oof, loss_obj, best,
                             classes=tab.classes, feature_names=tab.feature_names)
     # Traced settings (the caller's vmap) outside their domains: a NaN model, and a warning.
-    return _validation.nan_outside_domains(model, loss_obj, hyper)
+    return settings.nan_outside_domains(model, loss_obj, hyper)
 
 
 @functools.partial(_compile.jit, static_argnames=("config",))
@@ -463,7 +362,7 @@ def _cross_fit(data, key, masks, hyper, loss, config, *, kind, checkpoint_dir=No
             entry.update(valid_loss=np.asarray(out[3])[0], n_fitted=np.asarray(out[4])[0])
         return entry
 
-    out = _batching.map_checkpointed(
+    out = batching.map_checkpointed(
         functools.partial(_masks_chunk, config=config), args, masks.shape[0], 1,
         checkpoint_dir=checkpoint_dir, kind=kind,
         settings=(config, loss.name, loss.fn, loss.n_outputs, loss.task, _native.available(),
@@ -492,7 +391,7 @@ def _fit_stopped(data, key, masks, hyper, loss, config, **host):
         data, key, masks[:-1], hyper, loss, config, kind="stacking-folds", **host)
     best = learner_best_rounds(valid_loss, n_fitted)
     rounds = config.n_rounds
-    if not _validation.is_traced(best):
+    if not checks_lib.is_traced(best):
         rounds = int(np.max(np.asarray(best))) + 1
     all_trees, all_base, all_loss = _cross_fit(
         data, key, masks[-1:], hyper, loss, config._replace(n_rounds=rounds, early_stopping=None),
@@ -503,10 +402,3 @@ def _fit_stopped(data, key, masks, hyper, loss, config, **host):
     n_fitted = jnp.concatenate([n_fitted, jnp.full((1,) + n_fitted.shape[1:], rounds, n_fitted.dtype)])
     return (trees, jnp.concatenate([baselines, all_base]),
             jnp.concatenate([cut(train_loss), all_loss], axis=0), best, n_fitted)
-
-
-def stacked_predict(model: StackedBoosters, X) -> jax.Array:
-    """Alias of :func:`jboost.predict_mean`: class probabilities ``(n, n_classes)`` for
-    classification, predictions ``(n,)`` otherwise (``jboost.predict`` gives the stacker's raw
-    output, ``jboost.predict_proba`` the probabilities)."""
-    return model_lib.predict_mean(model, X)

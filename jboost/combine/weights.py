@@ -19,7 +19,8 @@ import jax.numpy as jnp
 import optax
 
 from jboost import _compile
-from jboost import _validation
+from jboost import checks
+from jboost.fitting import settings
 
 OBJECTIVES = ("squared_error", "log_loss")
 
@@ -81,8 +82,8 @@ def fit_simplex_weights(predictions, y, *, objective: str = "squared_error", n_s
       n_steps: optimiser steps (static); learning_rate: traced.
       sample_weight: optional ``(n,)`` weights of the validation rows.
     """
-    _validation.check_choice(objective, "objective", OBJECTIVES)
-    n_steps = _validation.check_int(n_steps, "n_steps", 1, _validation.MAX_ROUNDS)
+    checks.check_choice(objective, "objective", OBJECTIVES)
+    n_steps = checks.check_int(n_steps, "n_steps", 1, settings.MAX_ROUNDS)
     predictions = jnp.asarray(predictions, jnp.float32)
     y = jnp.asarray(y, jnp.float32)
     n = predictions.shape[1]

@@ -15,9 +15,10 @@ import numbers
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
+from jboost.fitting import settings
+from jboost.losses import checks
+from jboost.losses import loss as loss_lib
 
-from jboost import _validation
-from jboost import losses as losses_lib
 
 # The continuous hyperparameters of jboost.fit, in the order of boosting.Hyperparams.
 HYPERPARAMETERS = ("learning_rate", "l2", "min_split_gain", "min_child_weight", "subsample",
@@ -33,7 +34,7 @@ def loss_param_name(name: str) -> str:
     return name[len(LOSS_PREFIX):] if name.startswith(LOSS_PREFIX) else name
 
 
-def classify(name: str, loss: losses_lib.Loss) -> str:
+def classify(name: str, loss: loss_lib.Loss) -> str:
     """``"hyper"`` (a continuous hyperparameter), ``"loss"`` (a parameter of ``loss``) or
     ``"categorical"`` (:data:`CATEGORICAL_SETTINGS`); raises for anything else."""
     if name in CATEGORICAL_SETTINGS:
@@ -82,7 +83,7 @@ def _as_list(v, name: str) -> list:
     return arr.tolist()
 
 
-def grid_points(grid, loss: losses_lib.Loss) -> Tuple[List[Dict[str, float]], Tuple[str, ...]]:
+def grid_points(grid, loss: loss_lib.Loss) -> Tuple[List[Dict[str, float]], Tuple[str, ...]]:
     """Grid points (dicts of continuous values, checked) and the swept names.
 
     ``grid`` is ``{name: values}`` (cartesian product), a list of ``{name: value}`` dicts
@@ -112,7 +113,7 @@ def grid_points(grid, loss: losses_lib.Loss) -> Tuple[List[Dict[str, float]], Tu
                 raise TypeError(f"grid[{name!r}] values must be real numbers; got {v!r}.")
             p[name] = float(v)
             if kind == "hyper":
-                _validation.check_hyperparameter(name, p[name])
+                settings.check_hyperparameter(name, p[name])
             elif kind == "categorical":
                 ok = np.isfinite(p[name]) and (name == "cat_prior" or p[name] > 0)
                 if not ok:
@@ -120,7 +121,7 @@ def grid_points(grid, loss: losses_lib.Loss) -> Tuple[List[Dict[str, float]], Tu
                                      + (" > 0 (the weight of the prior)." if name != "cat_prior"
                                         else "."))
             else:
-                _validation.check_loss_param(loss, loss_param_name(name), p[name], f"grid[{name!r}]")
+                checks.check_loss_param(loss, loss_param_name(name), p[name], f"grid[{name!r}]")
     return points, names
 
 
@@ -176,7 +177,7 @@ class Grid(NamedTuple):
         return self.names + tuple(s for s, values in zip(STATIC_SETTINGS, lists) if len(values) > 1)
 
 
-def make_grid(grid, loss: losses_lib.Loss, rounds: Sequence[int], depths: Sequence[int],
+def make_grid(grid, loss: loss_lib.Loss, rounds: Sequence[int], depths: Sequence[int],
               bins: Sequence[int], fixed_hyper: Mapping[str, float],
               fixed_cat: Optional[Mapping[str, Any]] = None, n_stats: int = 1) -> Grid:
     """The :class:`Grid` of ``grid`` x the static lists; ``fixed_hyper`` fills the

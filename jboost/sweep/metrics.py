@@ -12,20 +12,21 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jboost import losses as losses_lib
-from jboost import tree as tree_lib
 
 # The metrics themselves live in jboost.metrics (shared with early stopping); re-exported here.
-from jboost.metrics import METRICS  # noqa: F401
-from jboost.metrics import Metric  # noqa: F401
-from jboost.metrics import absolute_error  # noqa: F401
-from jboost.metrics import error_rate  # noqa: F401
-from jboost.metrics import evaluate
-from jboost.metrics import metric_name  # noqa: F401
-from jboost.metrics import squared_error  # noqa: F401
+from jboost.losses.metrics import METRICS  # noqa: F401
+from jboost.losses.metrics import Metric  # noqa: F401
+from jboost.losses.metrics import absolute_error  # noqa: F401
+from jboost.losses.metrics import error_rate  # noqa: F401
+from jboost.losses.metrics import evaluate
+from jboost.losses.metrics import metric_name  # noqa: F401
+from jboost.losses.metrics import squared_error  # noqa: F401
+from jboost.losses import loss as loss_lib
+from jboost.trees import family
+from jboost.trees import oblivious
 
 
-def metric_curve(metric: Metric, loss: losses_lib.Loss, trees: tree_lib.ObliviousTrees, init_raw,
+def metric_curve(metric: Metric, loss: loss_lib.Loss, trees: oblivious.ObliviousTrees, init_raw,
                  X_binned, y, w_valid, n_bins: int):
     """The metric after every round (``trees`` with leading axes ``(R, T)``), from the raw scores
     accumulated round by round."""
@@ -33,7 +34,7 @@ def metric_curve(metric: Metric, loss: losses_lib.Loss, trees: tree_lib.Obliviou
     take = jax.vmap(lambda t, leaf: t.leaf_values[leaf])
 
     def step(raw, round_trees):
-        leaves = jax.vmap(lambda t: tree_lib.leaf_index_binned(t, X_binned, n_bins))(round_trees)
+        leaves = jax.vmap(lambda t: family.leaf_index_binned(t, X_binned, n_bins))(round_trees)
         raw = raw + jnp.sum(take(round_trees, leaves), axis=0)
         return raw, evaluate(metric, loss, y, raw, w_valid)
 

@@ -1,4 +1,4 @@
-"""The compiled program of a sweep: a chunk of models, vmapped over ``boosting.init``/``step``.
+"""The compiled program of a sweep: a chunk of models vmapped over boosting init/step, its shard_map over devices, and the chunk loop of a group.
 
 Every model of a ``(depth, n_bins)`` group shares the binned data; a model is a grid point, a
 fold and a seed, which are arrays with a leading model axis:
@@ -56,14 +56,17 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from jboost import _compile
-from jboost import _batching
-from jboost import _validation
-from jboost import boosting
-from jboost import categorical as categorical_lib
-from jboost import losses as losses_lib
-from jboost import tree as tree_lib
+from jboost.engine import batching
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import checkpoints as checkpoints_lib
+from jboost.engine import state as state_lib
+from jboost.fitting import settings
+from jboost.losses import baselines
+from jboost.losses import loss as loss_lib
+from jboost.sweep import categorical as sweep_categorical
 from jboost.sweep import grid as grid_lib
 from jboost.sweep import metrics as metrics_lib
+from jboost.trees import oblivious
 
 
 class ChunkOut(NamedTuple):
@@ -72,66 +75,9 @@ class ChunkOut(NamedTuple):
     valid: jax.Array   # (M, R) validation metric after each round
     train: jax.Array   # (M, R) training loss after each round
     baseline: Optional[jax.Array]  # (M, K) the constant raw score the rounds start from (kept trees)
-    trees: Optional[tree_lib.ObliviousTrees]  # (M, R, T, ...) when kept, else None
+    trees: Optional[oblivious.ObliviousTrees]  # (M, R, T, ...) when kept, else None
     n_fitted: Optional[jax.Array] = None  # (M,) early stopping: the rounds each model fitted
-    cat: Optional["CatOut"] = None  # categorical columns, kept trees: each model's statistics
-
-
-class CatLayout(NamedTuple):
-    """The static layout of a sweep's categorical columns (hashable: part of the program's key):
-    ``host_width`` the shared host-binned rows (numeric columns, one-hot indicators; the ctr
-    columns' codes follow them in the host matrix), ``n_table_rows`` the categories of every
-    ctr column (:attr:`jboost.categorical.CategoricalSpec.n_table_rows`)."""
-
-    host_width: int
-    n_table_rows: int
-
-
-class CatShared(NamedTuple):
-    """The categorical inputs every model of a group shares (device arrays)."""
-
-    codes: jax.Array    # (n, J) int32 category codes of the ctr columns (every row >= 0)
-    targets: jax.Array  # (n, K) float32 the statistics' values (jboost.categorical.targets)
-    priors: jax.Array   # (S, n_folds, K) float32 the default prior of each (seed, fold): the
-    #                     weighted mean of the targets over its training rows, as jboost.fit's
-    offsets: jax.Array  # (J,) int32 each ctr column's first row in the tables
-
-
-class CatPoint(NamedTuple):
-    """Each model's categorical settings (leading model axis; traced)."""
-
-    prior: jax.Array         # (M, K) float32; NaN: the default (its (seed, fold)'s prior)
-    prior_weight: jax.Array  # (M,) float32
-
-
-class CatOut(NamedTuple):
-    """What a model with categorical columns keeps (leading model axis): the borders of its
-    statistics ``(M, J*K, n_bins - 1)`` and its :class:`jboost.categorical.Categorical` arrays."""
-
-    borders: jax.Array       # (M, J*K, n_bins - 1)
-    sums: jax.Array          # (M, V, K)
-    counts: jax.Array        # (M, V)
-    prior: jax.Array         # (M, K)
-    prior_weight: jax.Array  # (M,)
-
-
-def model_bins(X_binned, cat: CatShared, w_train, key, prior, prior_weight, *,
-               layout: CatLayout, n_bins: int):
-    """One model's bins ``(host_width + J*K, n)``: the shared host bins, then its ctr columns'
-    ordered target statistics from its training weights ``w_train`` (rows of weight 0 get the
-    statistics of every training row), permuted by ``fold_in(key, PERMUTATION_STREAM)``, binned by
-    their own weighted quantiles; and its :class:`CatOut` row (no model axis). What
-    :func:`jboost.fit` computes for ``sample_weight=w_train``, ``key=key``."""
-    if cat.codes.shape[1] == 0:  # one-hot columns only: the host bins are every model's
-        k = cat.targets.shape[1]
-        return X_binned, CatOut(jnp.zeros((0, n_bins - 1), jnp.float32), jnp.zeros((0, k), jnp.float32),
-                                jnp.zeros((0,), jnp.float32), prior, prior_weight)
-    perm_key = jax.random.fold_in(key, categorical_lib.PERMUTATION_STREAM)
-    _, borders, bins, sums, counts = categorical_lib.training_features(
-        cat.codes, cat.targets, w_train, perm_key, prior, prior_weight, cat.offsets,
-        n_table_rows=layout.n_table_rows, n_bins=n_bins)
-    X = jnp.concatenate([X_binned[:layout.host_width], bins], axis=0)
-    return X, CatOut(borders, sums, counts, prior, prior_weight)
+    cat: Optional["sweep_categorical.CatOut"] = None  # categorical columns, kept trees: each model's statistics
 
 
 class RowsShared(NamedTuple):
@@ -149,9 +95,9 @@ class RowsShared(NamedTuple):
 
 
 def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed,
-              cat_shared: Optional[CatShared] = None, cat_point: Optional[CatPoint] = None, *,
-              config: boosting.BoostConfig, metric, keep_trees: bool,
-              greater_is_better: bool = False, cat_layout: Optional[CatLayout] = None,
+              cat_shared: Optional[sweep_categorical.CatShared] = None, cat_point: Optional[sweep_categorical.CatPoint] = None, *,
+              config: boosting_lib.BoostConfig, metric, keep_trees: bool,
+              greater_is_better: bool = False, cat_layout: Optional[sweep_categorical.CatLayout] = None,
               rows: Optional[RowsShared] = None) -> ChunkOut:
     """Fit the models of one chunk (leading axis of ``hyper``, ``loss``, ``fold``, ``seed``).
 
@@ -183,17 +129,17 @@ def _one_model(X_binned, y, sample_weight, fold_table, seed_keys, hyper_i, loss_
     w_train = jnp.where(held_out, 0.0, sample_weight)
     w_valid = jnp.where(held_out, sample_weight, 0.0)
     if rows is None:
-        init_raw = losses_lib.baseline(loss_i, y, w_train)
+        init_raw = baselines.baseline(loss_i, y, w_train)
     else:  # the whole table's baseline (this device holds a shard of the rows)
         held_all = rows.fold_table[s] == f
-        init_raw = losses_lib.baseline(loss_i, rows.y, jnp.where(held_all, 0.0, rows.sample_weight))
+        init_raw = baselines.baseline(loss_i, rows.y, jnp.where(held_all, 0.0, rows.sample_weight))
     cat_out = None
     if cat_layout is not None:
         prior = jnp.where(jnp.isnan(cat_i.prior), cat_shared.priors[s, f], cat_i.prior)
-        X_binned, cat_out = model_bins(X_binned, cat_shared, w_train, seed_keys[s], prior,
+        X_binned, cat_out = sweep_categorical.model_bins(X_binned, cat_shared, w_train, seed_keys[s], prior,
                                        cat_i.prior_weight, layout=cat_layout,
                                        n_bins=config.n_bins)
-    data = boosting.Data.train_only(X_binned, y, w_train)
+    data = state_lib.Data.train_only(X_binned, y, w_train)
     score = _held_out_score(metric, y, w_valid, config.axis_name, rows, s, f)
     if config.early_stopping is not None:
         out = _until_stopped(data, seed_keys[s], hyper_i, loss_i, init_raw, score,
@@ -203,14 +149,14 @@ def _one_model(X_binned, y, sample_weight, fold_table, seed_keys, hyper_i, loss_
     in_rounds = metric is None or rows is not None  # else from the kept trees, after the scan
 
     def body(state, m):
-        state, out = boosting.step(state, m, data=data, key=seed_keys[s], hyper=hyper_i,
+        state, out = boosting_lib.step(state, m, data=data, key=seed_keys[s], hyper=hyper_i,
                                    config=config)
         # No separate validation set: with the default metric, the held-out rows' loss is
         # read off the training raw scores (every row is predicted as the trees grow).
         valid = score(state) if in_rounds else jnp.float32(0.0)
         return state, (out.trees, out.train_loss, valid)
 
-    state0 = boosting.init(data, loss_i, init_raw, config)
+    state0 = boosting_lib.init(data, loss_i, init_raw, config)
     state, (trees, train_loss, valid) = lax.scan(body, state0, jnp.arange(config.n_rounds))
     if not in_rounds:
         valid = metrics_lib.metric_curve(metric, state.loss, trees, init_raw, X_binned, y,
@@ -226,7 +172,7 @@ def _held_out_score(metric, y, w_valid, axis, rows: Optional[RowsShared], s, f):
     devices' rows under ``axis``) or ``metric`` (with rows spread over devices, on the whole
     table's rows in table order: the raw scores gathered), from the training raw scores."""
     if metric is None:
-        return lambda state: boosting.mean_loss(state.loss, y, state.raw, w_valid, axis)
+        return lambda state: boosting_lib.mean_loss(state.loss, y, state.raw, w_valid, axis)
     if rows is None:
         return lambda state: metrics_lib.evaluate(metric, state.loss, y, state.raw,
                                                   w_valid).astype(jnp.float32).reshape(())
@@ -248,12 +194,12 @@ def _until_stopped(data, key, hyper, loss, init_raw, held_out_score, *, config, 
     sign = -1.0 if (metric is not None and greater_is_better) else 1.0  # the score is minimised
 
     def body(state, m):
-        state, out = boosting.step(state, m, data=data, key=key, hyper=hyper, config=config)
+        state, out = boosting_lib.step(state, m, data=data, key=key, hyper=hyper, config=config)
         return state, out._replace(valid_loss=sign * held_out_score(state))
 
-    state0 = boosting.init(data, loss, init_raw, config)
+    state0 = boosting_lib.init(data, loss, init_raw, config)
     rounds = jnp.arange(config.n_rounds, dtype=jnp.int32)
-    out = boosting.boost_until_stopped(body, state0, rounds, data, config.early_stopping,
+    out = boosting_lib.boost_until_stopped(body, state0, rounds, data, config.early_stopping,
                                        (jnp.float32(jnp.inf), jnp.int32(-1)))
     valid = -out.valid_loss if sign < 0 else out.valid_loss  # the metric itself again
     valid, train_loss = _nan_outside(valid, out.train_loss, hyper, loss)
@@ -267,13 +213,13 @@ def _nan_outside(valid, train, hyper, loss):
     domain (:func:`jboost._validation.nan_outside_domains`): never ranked. The sweep checks its
     grid on the host first, so this guards the program itself; the selection reports NaN
     configurations (:func:`jboost.sweep.result.select`)."""
-    return _validation.nan_outside_domains((valid, train), loss, hyper, warn=False)
+    return settings.nan_outside_domains((valid, train), loss, hyper, warn=False)
 
 
 @functools.lru_cache(maxsize=64)
-def chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, devices: Tuple,
+def chunk_program(config: boosting_lib.BoostConfig, metric, keep_trees: bool, devices: Tuple,
                   greater_is_better: bool = False,
-                  cat_layout: Optional[CatLayout] = None) -> Callable:
+                  cat_layout: Optional[sweep_categorical.CatLayout] = None) -> Callable:
     """The jit-compiled :func:`fit_chunk` for one static combination (cached per combination):
     ``program(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed)``,
     with categorical columns (``cat_layout``) followed by ``cat_shared, cat_point``."""
@@ -295,7 +241,7 @@ def chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, device
 
 
 @functools.lru_cache(maxsize=64)
-def rows_chunk_program(config: boosting.BoostConfig, metric, keep_trees: bool, mesh: Mesh,
+def rows_chunk_program(config: boosting_lib.BoostConfig, metric, keep_trees: bool, mesh: Mesh,
                        greater_is_better: bool = False) -> Callable:
     """The compiled :func:`fit_chunk` of a sweep whose rows are spread over processes
     (``rows="local"``): ``program(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss,
@@ -351,7 +297,7 @@ class Shared(NamedTuple):
     sample_weight: jax.Array  # (n,)
     fold_table: jax.Array    # (S, n) int32
     seed_keys: jax.Array     # (S, 2) uint32
-    categorical: Optional[CatShared] = None  # categorical columns: their codes, targets, priors
+    categorical: Optional[sweep_categorical.CatShared] = None  # categorical columns: their codes, targets, priors
     rows: Optional[RowsShared] = None  # rows spread over processes: the whole table's labels, ...
 
 
@@ -380,19 +326,19 @@ class GroupFit(NamedTuple):
     valid: np.ndarray                # (n_models, R) float64
     train: np.ndarray                # (n_models, R) float64
     baseline: Optional[np.ndarray]   # (n_models, K) when trees are kept
-    trees: Optional[tree_lib.ObliviousTrees]  # (n_models, R, T, ...) when kept
+    trees: Optional[oblivious.ObliviousTrees]  # (n_models, R, T, ...) when kept
     n_chunks: int
     first_chunk_seconds: float
     n_fitted: Optional[np.ndarray] = None  # (n_models,) early stopping: rounds each model fitted
     n_resumed: int = 0                     # chunks read from checkpoints instead of fitted
     n_models_fitted: Optional[int] = None  # a callback stopped: the models fitted (the rest NaN)
-    cat: Optional[CatOut] = None           # categorical columns, kept trees: (n_models, ...) each
+    cat: Optional[sweep_categorical.CatOut] = None           # categorical columns, kept trees: (n_models, ...) each
 
 
-def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: losses_lib.Loss,
+def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss_lib.Loss,
               layout: Layout, models_per_call: int, *,
               log: Optional[Callable[[int, int, bool], None]] = None,
-              checkpoints: Optional[_batching.ChunkCheckpoints] = None, part: str = "",
+              checkpoints: Optional[checkpoints_lib.ChunkCheckpoints] = None, part: str = "",
               callbacks=(), stop: Optional[list] = None) -> GroupFit:
     """Fit every model of ``layout`` with ``program``, ``models_per_call`` at a time (the last
     call padded by repeating the last model); ``log(chunk, n_chunks, resumed)`` after each
@@ -415,7 +361,7 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
     def inputs(c):
         idx = models_of(c)
         pts = layout.point[idx]
-        hyper = boosting.Hyperparams(*(jnp.asarray(grid.hyper_values[h][pts])
+        hyper = boosting_lib.Hyperparams(*(jnp.asarray(grid.hyper_values[h][pts])
                                        for h in grid_lib.HYPERPARAMETERS))
         loss_c = loss.replace(params={p: jnp.asarray(v[pts]) for p, v in grid.loss_values.items()})
         args = (*shared[:5], hyper, loss_c, jnp.asarray(layout.fold[idx], jnp.int32),
@@ -424,7 +370,7 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
             return args + (shared.rows,)
         if shared.categorical is None:
             return args
-        point = CatPoint(jnp.asarray(grid.cat_values["cat_prior"][pts]),
+        point = sweep_categorical.CatPoint(jnp.asarray(grid.cat_values["cat_prior"][pts]),
                          jnp.asarray(grid.cat_values["cat_prior_weight"][pts]))
         return args + (shared.categorical, point)
 
@@ -462,7 +408,7 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
             return True
         return False
 
-    outs = [] if stop else _batching.map_chunks(
+    outs = [] if stop else batching.map_chunks(
         run, n_chunks * models_per_call, models_per_call, done=done, on_chunk=on_chunk,
         what="sweep chunks", keeps=checkpoints is not None,
         callbacks=[stopping] if callbacks else (), info=info)

@@ -27,12 +27,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import _validation
-from jboost import api
-from jboost import losses as losses_lib
-from jboost import model as model_lib
-from jboost import tree as tree_lib
+from jboost import checks
+from jboost.fitting import boost
+from jboost.losses import loss as loss_lib
+from jboost.models import booster
+from jboost.models import metadata
 from jboost.sweep import grid as grid_lib
+from jboost.trees import oblivious
 
 Group = Tuple[int, int]  # (depth, n_bins): one compiled program
 
@@ -116,9 +117,9 @@ class SweepResult:
     seed_keys: np.ndarray
     sample_weight: np.ndarray
     borders: Dict[int, np.ndarray]
-    loss: losses_lib.Loss
+    loss: loss_lib.Loss
     fixed: Dict[str, Any]
-    trees: Optional[Dict[Group, tree_lib.ObliviousTrees]]
+    trees: Optional[Dict[Group, oblivious.ObliviousTrees]]
     model_of_row: np.ndarray
     info: Dict[str, Any]
     baselines: Optional[Dict[Group, np.ndarray]] = None
@@ -189,7 +190,7 @@ class SweepResult:
             kwargs.update(self.early_stopping)
         return kwargs
 
-    def refit(self, X, y, *, config: Optional[int] = None, key=None, **overrides) -> model_lib.Booster:
+    def refit(self, X, y, *, config: Optional[int] = None, key=None, **overrides) -> booster.Booster:
         """Fit a configuration (default: the best) on all of ``X, y`` for its best round count
         (with early stopping too: the round count chosen from the mean curve, no early stopping).
 
@@ -217,7 +218,7 @@ class SweepResult:
                                  f"but X has {np.shape(X)[0]}: pass sample_weight= to refit.")
             kwargs["sample_weight"] = self.sample_weight
         kwargs.update(overrides)
-        return api.fit(X, y, **kwargs)
+        return boost.fit(X, y, **kwargs)
 
     def rows_of(self, config: Optional[int] = None) -> np.ndarray:
         """The rows (fold x seed fits) of a configuration (default: the best)."""
@@ -225,7 +226,7 @@ class SweepResult:
         return np.flatnonzero(self.config == c)
 
     def models(self, rows: Optional[Sequence[int]] = None, *,
-               n_rounds: Optional[int] = None) -> model_lib.Booster:
+               n_rounds: Optional[int] = None) -> booster.Booster:
         """The cross-validation models of ``rows`` as one batched :class:`jboost.Booster`
         (``batch_shape == (len(rows),)``): ``jboost.predict(result.models(), X)`` is
         ``(len(rows), n, ...)``, row ``i`` the prediction of the model fitted on its training folds.
@@ -258,7 +259,7 @@ class SweepResult:
                 raise ValueError(f"rows have different n_rounds {sorted(counts)}: pass n_rounds= "
                                  f"(at most {min(counts)}).")
             n_rounds = min(counts)
-        n_rounds = _validation.check_int(n_rounds, "n_rounds", 1, min(counts))
+        n_rounds = checks.check_int(n_rounds, "n_rounds", 1, min(counts))
         models = self.model_of_row[rows]
         trees = jax.tree_util.tree_map(lambda a: a[models, :n_rounds], self.trees[group])
         m = rows.size
@@ -280,14 +281,14 @@ class SweepResult:
         if self.early_stopping is not None:
             chosen = np.minimum(self.best_rounds[self.config[rows]], n_rounds) - 1
             best_round = jnp.asarray(chosen, jnp.int32)
-        return model_lib.Booster(
+        return booster.Booster(
             trees=trees, borders=jnp.asarray(borders),
             baseline=jnp.asarray(self.baselines[group][models]),
             loss=self.loss.replace(params=loss_params),
             train_loss=jnp.asarray(self.train_curves[rows, :n_rounds], jnp.float32),
             valid_loss=jnp.asarray(valid, jnp.float32), best_round=best_round,
-            classes=None if self.classes is None else model_lib.Classes(self.classes),
-            feature_names=model_lib.named(self.feature_names), categorical=cat)
+            classes=None if self.classes is None else metadata.Classes(self.classes),
+            feature_names=metadata.named(self.feature_names), categorical=cat)
 
     def summary(self) -> List[Dict[str, Any]]:
         """One dict per configuration: its values, ``best_round``, ``mean``, ``se``, ``n``."""
@@ -397,7 +398,7 @@ def stopping_best(curves: np.ndarray, tolerance: float, greater: bool) -> np.nda
     return best_i + 1
 
 
-def refit(result: SweepResult, X, y, **kwargs) -> model_lib.Booster:
+def refit(result: SweepResult, X, y, **kwargs) -> booster.Booster:
     """:meth:`SweepResult.refit`: the chosen configuration on all data, at its best round count."""
     return result.refit(X, y, **kwargs)
 

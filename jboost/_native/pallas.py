@@ -1,0 +1,381 @@
+"""Pallas kernels for the accelerator path: histograms, deterministic (quantised) histograms and
+split gains.
+
+What it is: the GPU counterparts of the CPU kernel's two jobs (:mod:`jboost.histograms`,
+:mod:`jboost.splits`) written as Pallas kernels for the **Triton** backend. On this repository's
+CPU machines they run in Pallas's interpret mode and are tested there (``tests/test_pallas.py``)
+against the CPU kernel's histograms (:func:`jboost.histograms.build_histogram`) and the XLA
+gains (:func:`jboost.splits.split_gains_cumulative`); the test also lowers them to Triton IR for
+a CUDA target, which checks what Pallas checks (power-of-two tensors, dot operand types), not
+what the Triton compiler or a GPU would. They are **not wired into** :func:`jboost.fit`: a GPU
+run must first validate the Triton compilation and measure them against the pure-JAX scatter
+(:func:`jboost.histograms.pure_jax_histogram`).
+
+* :func:`histogram`: per (feature, leaf, bin) sums of a float32 payload, as
+  :func:`jboost.histograms.build_histogram`, in the matmul form that GPUs run on tensor cores:
+  each program turns a block of rows' cell indices ``leaf * n_bins + bin`` into a one-hot
+  ``(rows, cells)`` matrix and accumulates ``one_hot.T @ payload`` (float32 operands at
+  ``Precision.HIGHEST``: Pallas's Triton lowering turns the default precision into TF32, which
+  would round the payload to 10 mantissa bits).
+* :func:`quantized_histogram` and :func:`dequantize`: deterministic histograms as XGBoost's GPU
+  ``hist`` builds them: the payload is quantised per channel to int32 (:func:`quantize_payload`)
+  and summed exactly in integers, so the result is bitwise the same whatever the order of the
+  rows, the block sizes or the order in which thread blocks finish.
+* :func:`split_gains`: the Newton gains of every (feature, threshold, missing direction) of
+  one output from cumulative histograms, as :func:`jboost.splits.split_gains_cumulative`.
+
+How to call it (``interpret=None``: interpret mode when JAX's default backend is the CPU, the
+compiled Triton kernel otherwise)::
+
+    from jboost import pallas_kernels as pk
+    hist = pk.histogram(X_binned, payload, leaf, n_leaves=4, n_bins=64)       # (F, 4, 64, C)
+    hist_int, scale = pk.quantized_histogram(X_binned, payload, leaf, n_leaves=4, n_bins=64)
+    hist = pk.dequantize(hist_int, scale)
+    gains = pk.split_gains(jboost.histograms.prefix_sum(hist, axis=2), l2, min_child_weight)
+
+**Schedules.** The usual Pallas form of a reduction puts the rows on the last grid axis and
+revisits the output block (zeroed at the first row block). That is an accumulation only where
+the grid runs in order: interpret mode, TPU, Mosaic GPU's ``"sequential"`` dimensions. The
+Triton backend launches every grid point as its own CUDA program, all concurrently
+(``jax/_src/pallas/triton/lowering.py``: each grid axis is a program id), so there a revisited
+output block is a data race. The default schedule (``rows_in_grid=False``) therefore has the
+grid over (feature, block of cells) and loops over the row blocks inside each program
+(``lax.fori_loop``, accumulator in registers, one store); ``rows_in_grid=True`` gives the grid
+form (feature, block of cells, block of rows), for sequential backends. Both are tested equal.
+With the loop schedule each cell is summed by one program in row order, so even the float
+histogram is reproducible run to run on a GPU (no atomics), though not across row orders.
+
+**Block sizes** (Triton's constraints: every tensor a power of two in size, ``tl.dot`` operands
+at least 16 along each dimension):
+
+* :data:`BLOCK_ROWS` = 128 rows per block: the contraction (K) of ``one_hot.T @ payload``; a
+  power of two and a multiple of 32, the K step of the int8 tensor-core MMA (16 suffices for
+  float32); the one-hot block (128 x 128) is 128 values per thread at 4 warps.
+* :data:`BLOCK_CELLS` = 128 cells per block (M): a level's ``L * B`` cells are padded to a power
+  of two (at least 16) and, beyond 128, split over the second grid axis (each cell block reads
+  its feature's rows once: 256 bins, 1 leaf: 2 blocks).
+* Channels (N) are padded with zero columns to a power of two of at least 16.
+
+The one-hot product costs ``n * L * B * C`` multiply-adds per feature where a scatter costs
+``n * C`` adds; whether tensor-core throughput repays that, and up to which ``L * B``, is for the
+GPU measurement to say.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as pltriton
+
+from jboost import _compile
+from jboost._native import newton
+
+#: Rows per block: the contraction dimension of the one-hot matmul (see the module docstring).
+BLOCK_ROWS = 128
+#: Histogram cells (``leaf * n_bins + bin``) per block: the matmul's M dimension.
+BLOCK_CELLS = 128
+#: Smallest dimension of a Triton ``tl.dot`` operand (cells and channels are padded to it).
+MIN_DOT = 16
+#: Warps per Triton program.
+NUM_WARPS = 4
+#: The quantised absolute sum of a channel is at most ``2**QUANT_BITS`` (plus half a unit per row).
+QUANT_BITS = 30
+#: int32 values are summed as ``N_LIMBS`` int8 limbs of ``LIMB_BITS`` bits (see
+#: :func:`quantized_histogram`): 5 x 7 bits cover the 32 bits of two's complement.
+LIMB_BITS = 7
+N_LIMBS = 5
+
+
+def _next_pow2(x: int) -> int:
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
+def _use_interpret(interpret: Optional[bool]) -> bool:
+    """``interpret=None``: interpret mode exactly when JAX's default backend is the CPU (which has
+    no Pallas GPU lowering)."""
+    return jax.default_backend() == "cpu" if interpret is None else bool(interpret)
+
+
+def _compiler_params():
+    # Selects the Triton backend on CUDA: without it JAX 0.10 lowers pallas_call to Mosaic GPU.
+    return pltriton.CompilerParams(num_warps=NUM_WARPS)
+
+
+def _check_block(name: str, size: int, least: int):
+    if size < least or size & (size - 1):
+        raise ValueError(f"{name} must be a power of two >= {least} (Triton), got {size}")
+
+
+def _block_sums(bins, leaf, payload, cell0, *, n_leaves: int, n_bins: int, block_cells: int,
+                acc_dtype):
+    """One row block's sums into cells ``[cell0, cell0 + block_cells)``: ``one_hot.T @ payload``.
+
+    Bins above ``n_bins - 1`` count in the last (missing) bin and rows whose leaf is outside
+    ``[0, n_leaves)`` in no cell, as in the CPU kernel.
+    """
+    bins = jnp.minimum(bins.astype(jnp.int32), n_bins - 1)
+    valid = (leaf >= 0) & (leaf < n_leaves)
+    cell = jnp.where(valid, leaf * n_bins + bins - cell0, -1)
+    ids = lax.broadcasted_iota(jnp.int32, (bins.shape[0], block_cells), 1)
+    one_hot = (cell[:, None] == ids).astype(payload.dtype)
+    return lax.dot_general(one_hot, payload, (((0,), (0,)), ((), ())),
+                           precision=lax.Precision.HIGHEST, preferred_element_type=acc_dtype)
+
+
+def _loop_kernel(x_ref, leaf_ref, p_ref, out_ref, *, n_row_blocks: int, block_rows: int,
+                 **kw):
+    """Grid (feature, cell block); the row blocks are looped over inside the program."""
+    cell0 = pl.program_id(1) * kw["block_cells"]
+
+    def body(i, acc):
+        rows = pl.ds(pl.multiple_of(i * block_rows, block_rows), block_rows)
+        return acc + _block_sums(x_ref[rows], leaf_ref[rows], p_ref[rows, :], cell0, **kw)
+
+    acc = lax.fori_loop(0, n_row_blocks, body, jnp.zeros(out_ref.shape, kw["acc_dtype"]))
+    out_ref[...] = acc
+
+
+def _grid_kernel(x_ref, leaf_ref, p_ref, out_ref, **kw):
+    """Grid (feature, cell block, row block); the output block is revisited along the rows."""
+
+    @pl.when(pl.program_id(2) == 0)
+    def _():
+        out_ref[...] = jnp.zeros(out_ref.shape, out_ref.dtype)
+
+    cell0 = pl.program_id(1) * kw["block_cells"]
+    out_ref[...] += _block_sums(x_ref[...], leaf_ref[...], p_ref[...], cell0, **kw)
+
+
+def _histogram_call(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, acc_dtype,
+                    interpret: bool, block_rows: int, block_cells: int, rows_in_grid: bool):
+    """``(F, cells_padded, C_padded)`` sums of the (padded) payload per (feature, cell)."""
+    _check_block("block_rows", block_rows, MIN_DOT)
+    _check_block("block_cells", block_cells, MIN_DOT)
+    n_features, n = X_binned.shape
+    c = payload.shape[1]
+    cells = n_leaves * n_bins
+    block_cells = min(block_cells, _next_pow2(max(cells, MIN_DOT)))
+    n_cell_blocks = -(-cells // block_cells)
+    n_row_blocks = max(1, -(-n // block_rows))
+    n_pad = n_row_blocks * block_rows
+    c_pad = _next_pow2(max(c, MIN_DOT))
+    # Padded rows: bin 0, no leaf (n_leaves is out of range) and zero payload.
+    X_binned = jnp.pad(X_binned, ((0, 0), (0, n_pad - n)))
+    leaf = jnp.pad(leaf.astype(jnp.int32), (0, n_pad - n), constant_values=n_leaves)
+    payload = jnp.pad(payload, ((0, n_pad - n), (0, c_pad - c)))
+    kw = dict(n_leaves=n_leaves, n_bins=n_bins, block_cells=block_cells, acc_dtype=acc_dtype)
+    out_shape = jax.ShapeDtypeStruct((n_features, n_cell_blocks * block_cells, c_pad), acc_dtype)
+    if rows_in_grid:
+        kernel = functools.partial(_grid_kernel, **kw)
+        grid = (n_features, n_cell_blocks, n_row_blocks)
+        in_specs = [pl.BlockSpec((None, block_rows), lambda f, b, r: (f, r)),
+                    pl.BlockSpec((block_rows,), lambda f, b, r: (r,)),
+                    pl.BlockSpec((block_rows, c_pad), lambda f, b, r: (r, 0))]
+        out_specs = pl.BlockSpec((None, block_cells, c_pad), lambda f, b, r: (f, b, 0))
+    else:
+        kernel = functools.partial(_loop_kernel, n_row_blocks=n_row_blocks,
+                                   block_rows=block_rows, **kw)
+        grid = (n_features, n_cell_blocks)
+        in_specs = [pl.BlockSpec((None, n_pad), lambda f, b: (f, 0)),
+                    pl.BlockSpec((n_pad,), lambda f, b: (0,)),
+                    pl.BlockSpec((n_pad, c_pad), lambda f, b: (0, 0))]
+        out_specs = pl.BlockSpec((None, block_cells, c_pad), lambda f, b: (f, b, 0))
+    return pl.pallas_call(kernel, out_shape=out_shape, grid=grid, in_specs=in_specs,
+                          out_specs=out_specs, interpret=interpret,
+                          compiler_params=None if interpret else _compiler_params(),
+                          name="jboost_histogram")(X_binned, leaf, payload)
+
+
+_HIST_STATIC = ("n_leaves", "n_bins", "interpret", "block_rows", "block_cells", "rows_in_grid")
+
+
+@functools.partial(_compile.jit, static_argnames=_HIST_STATIC)
+def histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int,
+              interpret: Optional[bool] = None, block_rows: int = BLOCK_ROWS,
+              block_cells: int = BLOCK_CELLS, rows_in_grid: bool = False):
+    """Sums of ``payload`` rows per (feature, leaf, bin), by one-hot matmuls in a Pallas kernel.
+
+    The same sums as :func:`jboost.histograms.build_histogram` (up to float32 summation order):
+    bins above ``n_bins - 1`` count in the last (missing) bin and rows whose leaf is outside
+    ``[0, n_leaves)`` count nowhere, as in the CPU kernel.
+
+    Args:
+      X_binned: ``(F, n)`` uint8 bins (feature-major).
+      payload: ``(n, C)`` float32, e.g. gradients then hessians.
+      leaf: ``(n,)`` int32 leaf of each row.
+      n_leaves, n_bins: static sizes.
+      interpret: static; ``None``: interpret mode on the CPU backend, Triton elsewhere.
+      block_rows, block_cells: static block sizes (powers of two >= 16; module docstring).
+      rows_in_grid: static; the row blocks on the last grid axis (sequential backends only:
+        module docstring, "Schedules") instead of a loop inside each program.
+
+    Returns:
+      ``(F, n_leaves, n_bins, C)`` float32.
+    """
+    n_features, c = X_binned.shape[0], payload.shape[1]
+    out = _histogram_call(X_binned, payload.astype(jnp.float32), leaf, n_leaves=n_leaves,
+                          n_bins=n_bins, acc_dtype=jnp.float32,
+                          interpret=_use_interpret(interpret), block_rows=block_rows,
+                          block_cells=block_cells, rows_in_grid=rows_in_grid)
+    return out[:, : n_leaves * n_bins, :c].reshape(n_features, n_leaves, n_bins, c)
+
+
+def quantize_payload(payload):
+    """Per-channel int32 quantisation of ``payload`` ``(n, C)``: ``(q (n, C) int32, scale (C,))``.
+
+    ``q = round(p / s_c)`` (half to even) with ``s_c = 2**(e_c - 30)``, ``2**e_c`` an upper bound
+    of the channel's absolute sum ``A_c = sum_i |p_ic|``: the smaller of ``2**ceil(log2 n)``
+    times the power of two above ``max_i |p_ic|`` and the power of two above the float32 sum of
+    ``|p_ic|`` enlarged by float32 summation's worst-case relative error (``n * 2**-23``, used up
+    to ``n = 2**23``). So ``sum_i |q_ic| <= 2**30 + n / 2 < 2**31`` (``n <= 2**29``): no sum of
+    any subset of a channel's quantised values, added in any order, leaves int32. A power-of-two
+    scale makes ``p / s_c`` exact, so each row's only error is the rounding to an integer, at
+    most ``s_c / 2``; and ``s_c < 2**-29 * A_c * (1 + n * 2**-23)``: the rounding of a row is
+    below ``2**-30`` of its channel's absolute sum. Finite payloads only.
+    """
+    p = payload.astype(jnp.float32)
+    n = p.shape[0]
+    a = jnp.abs(p)
+    # n * max|p| < 2**(e_max + ceil(log2 n)), in integers: no float32 overflow.
+    e = jnp.frexp(jnp.max(a, axis=0, initial=0.0))[1] + max(0, n - 1).bit_length()
+    if n <= 2**23:  # recursive float32 summation of n >= 0 terms: relative error <= n * 2**-23
+        by_sum = jnp.sum(a, axis=0) * np.float32((1 + n * 2.0**-23) * (1 + 2.0**-20))
+        e = jnp.where(jnp.isfinite(by_sum), jnp.minimum(e, jnp.frexp(by_sum)[1]), e)
+    e = jnp.clip(e - QUANT_BITS, -126, 127)  # 2**-126: the smallest normal float32
+    scale = jnp.ldexp(jnp.ones((p.shape[1],), jnp.float32), e)
+    return jnp.round(p / scale).astype(jnp.int32), scale
+
+
+def _limbs(q):
+    """``(n, C)`` int32 -> ``(n, N_LIMBS * C)`` int8: column ``j * C + c`` holds bits
+    ``[7j, 7j + 7)`` of ``q[:, c]``'s two's complement (0..127, so a non-negative int8)."""
+    parts = [lax.shift_right_logical(q, jnp.int32(LIMB_BITS * j)) & jnp.int32(2**LIMB_BITS - 1)
+             for j in range(N_LIMBS)]
+    return jnp.concatenate(parts, axis=1).astype(jnp.int8)
+
+
+def _combine_limbs(sums, c: int):
+    """``(..., N_LIMBS * C)`` int32 limb sums -> ``(..., C)`` int32 ``sum_j sums_j << 7j``.
+
+    int32 arithmetic wraps modulo ``2**32``, so this is the cell's sum of ``q`` modulo ``2**32``;
+    the sum is in int32's range (:func:`quantize_payload`), so it is that sum exactly, however
+    the limb sums (up to ``127 n``) wrapped on the way.
+    """
+    out = sums[..., :c]
+    for j in range(1, N_LIMBS):
+        out = out + lax.shift_left(sums[..., j * c:(j + 1) * c], jnp.int32(LIMB_BITS * j))
+    return out
+
+
+@functools.partial(_compile.jit, static_argnames=_HIST_STATIC)
+def quantized_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int,
+                        interpret: Optional[bool] = None, block_rows: int = BLOCK_ROWS,
+                        block_cells: int = BLOCK_CELLS, rows_in_grid: bool = False):
+    """Deterministic histograms: the quantised payload summed exactly in int32 per cell.
+
+    The payload is quantised per channel (:func:`quantize_payload`), each int32 value split into
+    five 7-bit int8 limbs, and the kernel sums them by int8 x int8 -> int32 one-hot matmuls
+    (what int8 tensor cores do; Triton's ``tl.dot`` takes no int32 operands on tensor cores),
+    accumulating in int32; the limb sums are recombined modulo ``2**32`` (exact, see
+    :func:`_combine_limbs`). Integer sums do not depend on the order of the additions, so the
+    result is bitwise the same under any permutation of the rows, any block sizes and any
+    schedule (as XGBoost's GPU ``hist``, whose float atomics would otherwise add in no fixed
+    order). Arguments as :func:`histogram`.
+
+    Error: each row's quantisation error is at most ``s_c / 2``, so ``dequantize`` gives each
+    cell within ``n_rows_in_cell * s_c / 2`` of its exact sum (plus the float32 rounding of the
+    int32 -> float32 conversion, a relative ``2**-24``), where ``s_c`` is below about
+    ``2**-29 * sum_i |p_ic|`` (:func:`quantize_payload`).
+
+    Returns:
+      ``(hist_int, scale)``: ``(F, n_leaves, n_bins, C)`` int32 and ``(C,)`` float32 scales.
+    """
+    n_features, c = X_binned.shape[0], payload.shape[1]
+    q, scale = quantize_payload(payload)
+    sums = _histogram_call(X_binned, _limbs(q), leaf, n_leaves=n_leaves, n_bins=n_bins,
+                           acc_dtype=jnp.int32, interpret=_use_interpret(interpret),
+                           block_rows=block_rows, block_cells=block_cells,
+                           rows_in_grid=rows_in_grid)
+    hist = _combine_limbs(sums[:, : n_leaves * n_bins, : N_LIMBS * c], c)
+    return hist.reshape(n_features, n_leaves, n_bins, c), scale
+
+
+def dequantize(hist_int, scale):
+    """Float32 histograms from :func:`quantized_histogram`'s ``(hist_int, scale)``."""
+    return hist_int.astype(jnp.float32) * scale.astype(jnp.float32)
+
+
+def _gains_kernel(params_ref, cum_ref, out_ref, *, n_bins: int, missing: bool):
+    """One feature: ``cum_ref`` ``(2, L, B)`` (gradient, hessian), ``out_ref`` ``(2, B)``."""
+    l2, min_child_weight = params_ref[0], params_ref[1]
+    g, h = cum_ref[0], cum_ref[1]                               # (L, B) left sums
+    total_g = cum_ref[0, :, pl.ds(n_bins - 1, 1)]               # (L, 1)
+    total_h = cum_ref[1, :, pl.ds(n_bins - 1, 1)]
+    parent = newton.newton_score(total_g, total_h, l2)
+
+    def direction(left_g, left_h):
+        right_g, right_h = total_g - left_g, total_h - left_h
+        leaf_gain = (newton.newton_score(left_g, left_h, l2)
+                     + newton.newton_score(right_g, right_h, l2) - parent)
+        ok = (left_h >= min_child_weight) & (right_h >= min_child_weight)
+        return jnp.sum(jnp.where(ok, leaf_gain, 0.0), axis=0)  # (B,)
+
+    # Direction 0: missing goes left; direction 1: missing goes right.
+    miss_g = total_g - cum_ref[0, :, pl.ds(n_bins - 2, 1)]
+    miss_h = total_h - cum_ref[1, :, pl.ds(n_bins - 2, 1)]
+    out_ref[0] = direction(g + miss_g, h + miss_h)
+    if missing:
+        out_ref[1] = direction(g, h)
+    else:
+        out_ref[1] = jnp.full((g.shape[1],), -jnp.inf, jnp.float32)
+
+
+@functools.partial(_compile.jit, static_argnames=("missing", "interpret"))
+def split_gains(cum_hist, l2, min_child_weight, *, missing: bool = True,
+                interpret: Optional[bool] = None):
+    """Newton split gains of one output from cumulative histograms, one program per feature.
+
+    The formula, ``min_child_weight`` rule and missing-direction convention of
+    :func:`jboost.splits.split_gains_cumulative` (with :data:`jboost.splits.NEWTON`): a leaf adds
+    ``S(left) + S(right) - S(parent)`` (``S = G^2 / (H + l2)``, 0 where ``H + l2 <= 0``) when
+    both children's hessian sums are ``>= min_child_weight`` and 0 otherwise; direction 0 sends
+    the missing bin left, direction 1 right (``-inf`` with ``missing=False``).
+
+    Args:
+      cum_hist: ``(F, L, B, 2)`` inclusive prefix sums over the bins of (gradient, hessian)
+        histograms; bin ``B - 1`` is the missing bin.
+      l2, min_child_weight: traced scalars.
+      missing: static, as in :func:`jboost.splits.split_gains_cumulative`.
+      interpret: static; as in :func:`histogram`.
+
+    Returns:
+      ``(F, B - 1, 2)`` float32 gains.
+    """
+    n_features, n_leaves, n_bins, c = cum_hist.shape
+    if c != 2:
+        raise ValueError(f"split_gains takes one output (2 channels), got {c} channels")
+    if n_bins < 2:
+        return jnp.zeros((n_features, 0, 2), jnp.float32)
+    l_pad, b_pad = _next_pow2(n_leaves), _next_pow2(n_bins)
+    # (F, 2, L, B), padded with zero leaves (gain exactly 0) and bins (results dropped).
+    cum = jnp.moveaxis(cum_hist.astype(jnp.float32), 3, 1)
+    cum = jnp.pad(cum, ((0, 0), (0, 0), (0, l_pad - n_leaves), (0, b_pad - n_bins)))
+    params = jnp.stack([jnp.asarray(l2, jnp.float32).reshape(()),
+                        jnp.asarray(min_child_weight, jnp.float32).reshape(())])
+    interpret = _use_interpret(interpret)
+    out = pl.pallas_call(
+        functools.partial(_gains_kernel, n_bins=n_bins, missing=missing),
+        out_shape=jax.ShapeDtypeStruct((n_features, 2, b_pad), jnp.float32),
+        grid=(n_features,),
+        in_specs=[pl.BlockSpec((2,), lambda f: (0,)),
+                  pl.BlockSpec((None, 2, l_pad, b_pad), lambda f: (f, 0, 0, 0))],
+        out_specs=pl.BlockSpec((None, 2, b_pad), lambda f: (f, 0, 0)),
+        interpret=interpret, compiler_params=None if interpret else _compiler_params(),
+        name="jboost_split_gains")(params, cum)
+    return jnp.moveaxis(out[:, :, : n_bins - 1], 1, 2)

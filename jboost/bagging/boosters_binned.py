@@ -1,0 +1,250 @@
+"""The compiled program of bagged boosters on binned data: each bag's bootstrap-weighted boost (categorical statistics, warm start, out-of-bag validation) and its chunk program."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jboost import _compile
+from jboost import checks
+from jboost.bagging import bootstrap as bootstrap_lib
+from jboost.data import categorical as data_categorical
+from jboost.data import categorical_stats
+from jboost.engine import batching
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import state as state_lib
+from jboost.fitting import settings as settings_lib
+from jboost.losses import baselines
+from jboost.losses import loss as loss_lib
+from jboost.trees import oblivious
+
+
+class BagCat(NamedTuple):
+    """The categorical inputs of a fit of bags (:func:`bag_boost_binned`'s ``cat``; the spec
+    is its static ``cat_spec``): the ctr columns' codes of the training rows ``(n, J)`` int32
+    and of the shared validation rows ``(m, J)`` (``None``: none), the statistics' targets
+    ``(n, K)``, the bootstrap weights of every bag ``(B, n)`` (drawn on the host), each bag's
+    prior ``(B, K)`` and the prior's weight ``()``."""
+
+    codes: jax.Array
+    valid_codes: Optional[jax.Array]
+    targets: jax.Array
+    counts: jax.Array
+    priors: jax.Array
+    prior_weight: jax.Array
+
+
+class BagStart(NamedTuple):
+    """The bags a fit continues (``fit_bagged_boosters(init_model=)``): each bag's rounds so far
+    ``(B, R, T, ...)``, baseline ``(B, K)``, bootstrap weights ``(B, n)`` and loss parameters
+    ``{name: (B,)}`` after its last round."""
+
+    trees: oblivious.ObliviousTrees
+    baseline: jax.Array
+    bag_weights: jax.Array
+    loss_params: Any
+
+
+@functools.partial(_compile.jit, static_argnames=("config", "n_bags", "bootstrap", "chunk_size", "verbose",
+                                             "oob", "cat_spec"))
+def bag_boost_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, loss: loss_lib.Loss, *,
+                     config: boosting_lib.BoostConfig, n_bags: int, bootstrap: str, chunk_size: int,
+                     verbose: bool = False, valid=None, oob: bool = False,
+                     start: Optional[BagStart] = None, margins=None, cat: Optional[BagCat] = None,
+                     cat_spec: Optional[data_categorical.CategoricalSpec] = None):
+    """``n_bags`` runs of :func:`jboost.boosting.boost`, bag ``b`` on weights ``w * c_b``.
+
+    Bag ``b``: ``(k_boot, k_fit) = bag_keys(key, b)``; ``c_b = bootstrap_weights(k_boot)``; its
+    baseline is the optimal constant on its own weights; boosting uses key ``k_fit``. Its
+    validation set (``BoostOutput.valid_loss``, and the score of ``config.early_stopping``):
+    ``oob``: its out-of-bag rows (the training bins, weights ``w * [c_b == 0]``); else ``valid``
+    ``(X_valid (F, m) bins, y_valid, w_valid)`` shared by the bags; else none.
+    Returns ``(BoostOutput with a leading bag axis, baselines (B, K), bag weights (B, n))``; with
+    early stopping each bag stops on its own (``best_round``, ``n_fitted`` per bag) and its
+    ``state`` is dropped.
+
+    ``start``: continue these bags (:class:`BagStart`, a warm start): bag ``b`` keeps its
+    bootstrap weights and baseline, its raw scores are replayed from its trees
+    (:func:`jboost.boosting.resume`) and its rounds continue from round ``R`` (keys
+    ``fold_in(k_fit, m)``), so ``R`` rounds then ``n_rounds`` more equal ``R + n_rounds``
+    rounds bitwise.
+
+    ``margins``: ``(margin (n, K), margin_valid (m, K) or None)`` per-row raw-score offsets of
+    the training and shared validation rows (``base_margin``; the out-of-bag rows take the
+    training rows' own): each bag's rounds start from them plus its baseline, the optimal
+    constant next to them.
+
+    ``cat`` (:class:`BagCat`) with its static ``cat_spec``: categorical columns; ``X_binned``
+    holds the spec's host rows (then the ctr codes' rows, unused), and every bag computes its
+    ordered target statistics from its weights ``w * counts[b]`` with the permutation of
+    ``fold_in(k_fit, PERMUTATION_STREAM)`` (:func:`jboost.categorical.training_features`), as
+    :func:`jboost.fit` does. The output gains a fourth entry, each bag's statistics' borders and
+    :class:`jboost.categorical.Categorical` arrays (``None`` without categorical columns).
+    """
+    one_bag = _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start,
+                      margins, cat, cat_spec)
+    return batching.map_in_chunks(one_bag, n_bags, chunk_size,
+                                   progress="bagged boosters: bags" if verbose else None)
+
+
+def _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start,
+            margins=None, cat: Optional[BagCat] = None,
+            cat_spec: Optional[data_categorical.CategoricalSpec] = None):
+    """The fit of bag ``b`` of :func:`bag_boost_binned`: ``b -> (BoostOutput, baseline, counts,
+    categorical)`` (``categorical``: ``(ctr borders, Categorical)`` of the bag, or ``None``)."""
+    n = X_binned.shape[1]
+
+    def one_bag(b):
+        X_b, valid_b = X_binned, valid
+        k_boot, k_fit = bootstrap_lib.bag_keys(key, b)
+        i = jnp.minimum(b, n_bags - 1)  # the padding of the last chunk repeats the last bag
+        if start is not None:
+            counts = start.bag_weights[i]
+        elif cat is not None:  # drawn on the host (its default prior computed there)
+            counts = cat.counts[i]
+        else:
+            counts = bootstrap_lib.bootstrap_weights(k_boot, n, bootstrap)
+        wb = w * counts
+        cat_out = None
+        if cat is not None:
+            X_b, valid_b, cat_out = _bag_categorical(X_binned, valid, cat, cat_spec, wb, k_fit,
+                                                     cat.priors[i], config.n_bins)
+        margin, margin_valid = (None, None) if margins is None else margins
+        if start is None:
+            init = baselines.baseline(loss, y, wb, margin)
+        else:
+            init = start.baseline[i]
+        if oob:
+            data = state_lib.Data(X_b, y, wb, X_b, y, jnp.where(counts == 0, w, 0.0),
+                                 margin, margin)
+        elif valid_b is not None:
+            data = state_lib.Data(X_b, y, wb, *valid_b, margin, margin_valid)
+        else:
+            data = state_lib.Data.train_only(X_b, y, wb)._replace(margin=margin)
+        if start is None:
+            out = boosting_lib.boost(data, k_fit, hyper, loss, init, config=config)
+        else:
+            loss_b = loss.replace(params={k: v[i] for k, v in start.loss_params.items()})
+            trees_b = jax.tree_util.tree_map(lambda a: a[i], start.trees)
+            state = boosting_lib.resume(data, trees_b, init, loss_b, config)
+            out = boosting_lib.boost(data, k_fit, hyper, loss_b, init, config=config, state=state,
+                                 first_round=start.trees.features.shape[1])
+        if config.early_stopping is not None:
+            out = out._replace(state=None)  # (n, K) raw scores per bag that nothing reads
+        return out, init, counts, cat_out
+
+    return one_bag
+
+
+def _bag_categorical(X_binned, valid, cat: BagCat, spec, wb, k_fit, prior, n_bins: int):
+    """One bag's bins with its ordered target statistics: ``(X_binned, valid, (ctr borders,
+    Categorical))``, the host rows then its statistics' bins, and the shared validation rows'
+    (the statistics of all the bag's training rows, as :func:`jboost.fit` encodes an eval set)."""
+    h = spec.host_width
+    if not spec.ctr_columns:  # one-hot columns only: the host bins are every bag's
+        k = cat.targets.shape[1]
+        empty = categorical_stats.Categorical(spec, jnp.zeros((0, k), jnp.float32),
+                                            jnp.zeros((0,), jnp.float32), prior, cat.prior_weight)
+        return X_binned, valid, (jnp.zeros((0, n_bins - 1), jnp.float32), empty)
+    perm_key = jax.random.fold_in(k_fit, categorical_stats.PERMUTATION_STREAM)
+    _, borders, bins, sums, counts = categorical_stats.training_features(
+        cat.codes, cat.targets, wb, perm_key, prior, cat.prior_weight, jnp.asarray(spec.offsets),
+        n_table_rows=spec.n_table_rows, n_bins=n_bins)
+    table = categorical_stats.Categorical(spec, sums, counts, prior, cat.prior_weight)
+    X_b = jnp.concatenate([X_binned[:h], bins], axis=0)
+    if valid is not None:
+        values = categorical_stats.ctr_values(table, cat.valid_codes)
+        valid = (jnp.concatenate([valid[0][:h], categorical_stats.bin_values(values, borders)], axis=0),
+                 *valid[1:])
+    return X_b, valid, (borders, table)
+
+
+
+@functools.partial(_compile.jit, static_argnames=("config", "n_bags", "bootstrap", "oob", "cat_spec"))
+def bags_chunk(X_binned, y, w, key, hyper, loss, valid, start, margins, cat, bags, *, config,
+                n_bags, bootstrap, oob, cat_spec=None):
+    """The bags ``bags`` of :func:`bag_boost_binned` (one ``vmap``: a chunk of its ``lax.map``),
+    run from the host (checkpoints, callbacks); each bag's final state is dropped."""
+    one_bag = _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start,
+                      margins, cat, cat_spec)
+
+    def one(b):
+        out, init, counts, cat_out = one_bag(b)
+        return out._replace(state=None), init, counts, cat_out
+
+    return jax.vmap(one)(bags)
+
+
+def categorical_inputs(plan, data, loss: loss_lib.Loss, key, n_bags: int, bootstrap: str, prior,
+                        prior_weight):
+    """``(BagCat, spec)`` of a fit of bags with categorical columns: the ctr columns' codes, the
+    statistics' targets (:func:`jboost.categorical.targets`), every bag's bootstrap weights drawn
+    on the host (:func:`jboost.bagging.all_bootstrap_weights`: the draws of the program) and its
+    prior: ``prior``, or (``None``) the weighted mean of the targets over the bag's weights
+    ``sample_weight * counts``, computed as :func:`jboost.fit` computes it (float64 on the host,
+    then float32)."""
+    if loss.batch:
+        raise ValueError(f"categorical features need a loss of one label per row; {loss.name!r} is "
+                         "an objective of the whole batch (Cox, ranking): encode the categorical "
+                         "columns as numbers first.")
+    spec = plan.spec
+    t = categorical_stats.targets(np.asarray(data.y), loss)
+    K = t.shape[1]
+    spec = data_categorical.CategoricalSpec(spec.names, spec.kinds, spec.vocab, spec.vocab_type,
+                                           spec.missing, K, spec.one_hot_max_size)
+    data_categorical.check_settings(spec.one_hot_max_size, prior, prior_weight)
+    h = spec.host_width
+    n = t.shape[0]
+    counts = np.asarray(bootstrap_lib.all_bootstrap_weights(key, n_bags, n, bootstrap))
+    w = np.asarray(data.w, np.float32)
+    if prior is None:
+        priors = np.zeros((n_bags, K), np.float32)
+        for b in range(n_bags):
+            wb = (w * counts[b]).astype(np.float32)
+            priors[b] = (t * wb[:, None]).sum(0, dtype=np.float64) / max(float(wb.sum(dtype=np.float64)), 1e-30)
+        priors = jnp.asarray(priors)
+    else:
+        if not checks.is_traced(prior) and np.asarray(prior).size not in (1, K):
+            raise ValueError(f"cat_prior has {np.asarray(prior).size} values; the statistics have {K} "
+                             f"(one per class or label column): give one number or {K}.")
+        priors = jnp.broadcast_to(jnp.asarray(prior, jnp.float32), (n_bags, K))
+    valid_codes = None if plan.X_valid is None else jnp.asarray(plan.X_valid[:, h:], jnp.int32)
+    cat = BagCat(jnp.asarray(plan.X[:, h:], jnp.int32), valid_codes, jnp.asarray(t),
+                 jnp.asarray(counts), priors, jnp.asarray(prior_weight, jnp.float32))
+    return cat, spec
+
+
+def bag_early_stopping(rounds, tolerance, metric, eval_set, loss: loss_lib.Loss,
+                    bootstrap: str) -> Tuple[Optional[boosting_lib.EarlyStopping], bool]:
+    """Check the validation and early-stopping arguments of :func:`fit_bagged_boosters`:
+    ``(the static EarlyStopping or None, whether the validation rows are the out-of-bag rows)``.
+    The arguments shared with :func:`jboost.fit` get its messages."""
+    if isinstance(eval_set, str) and eval_set != "oob":
+        raise ValueError(f"eval_set={eval_set!r} must be 'oob' (each bag's out-of-bag rows), a tuple "
+                         "(X_valid, y_valid) or (X_valid, y_valid, w_valid), or None.")
+    oob = eval_set == "oob" if isinstance(eval_set, str) else (eval_set is None and rounds is not None)
+    if oob and bootstrap == "bayesian":
+        raise ValueError("early stopping and eval_set='oob' score each bag on its out-of-bag rows, "
+                         "but bootstrap='bayesian' weights every row (none is out of bag): use "
+                         "bootstrap='multinomial' or 'poisson', or pass eval_set=(X_valid, y_valid).")
+    return settings_lib.check_early_stopping(rounds, tolerance, metric, loss,
+                                            has_validation=True), oob
+
+
+def check_out_of_bag_rows(key, n_bags: int, w, bootstrap: str, counts=None) -> None:
+    """Every bag has out-of-bag rows with weight (its early-stopping score), else a ValueError
+    before fitting (the bags' bootstrap weights drawn as the fit draws them, or ``counts``)."""
+    if counts is None:
+        counts = bootstrap_lib.all_bootstrap_weights(key, n_bags, int(w.shape[0]), bootstrap)
+    counts = np.asarray(counts)
+    oob_weight = np.where(counts == 0, np.asarray(w)[None, :], 0.0).sum(axis=1)
+    empty = np.flatnonzero(~(oob_weight > 0))
+    if empty.size:
+        raise ValueError(f"early stopping scores each bag on its out-of-bag rows, but bag {int(empty[0])} "
+                         f"({empty.size} of {n_bags} bags) has no out-of-bag row with a positive "
+                         f"sample_weight among the {w.shape[0]} rows: pass eval_set=(X_valid, y_valid), "
+                         "or fit on more rows.")

@@ -1,0 +1,271 @@
+"""Quantile bin borders and binning (today's binning.py), with the check of user-given borders.
+
+The pipeline follows scikit-learn's histogram GBDT: borders are computed once from the
+training data on the host (NumPy), and a jit-compiled transform maps floats to bins.
+
+Bin rule (for one feature with ``m`` borders ``b[0] < b[1] < ... < b[m-1]``)::
+
+    x is mapped to bin i  iff  b[i-1] < x <= b[i]      (with b[-1] = -inf, b[m] = +inf)
+    NaN is mapped to the missing bin, ``n_bins - 1``.
+
+So a finite or infinite ``x`` lands in one of the bins ``0 .. m`` (``m <= n_bins - 2``) and
+``+-inf`` are ordinary extreme values. Borders are stored padded with ``+inf`` to a common
+width of ``n_bins - 1`` (the extra ``+inf`` column is the float threshold of the "everything
+non-missing goes left" split), so that bin ``t`` and border column ``t`` satisfy::
+
+    bin(x) > t   iff   x > borders[f, t]     (for non-missing x)
+
+which is what lets trees fitted on bins predict directly on raw floats.
+
+Subnormal float32 values are treated as 0 (XLA's CPU backend flushes them to zero in
+comparisons), and no border is ever subnormal.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jboost import _compile
+from jboost import _native
+
+
+def check_borders(borders, n_features: int, n_bins: int) -> np.ndarray:
+    """User-supplied ``(n_features, n_bins - 1)`` bin borders: no NaN, non-decreasing along each
+    feature (as :func:`jboost.binning.compute_borders` makes them; +-inf allowed), else training
+    bins and prediction thresholds would disagree."""
+    if np.iscomplexobj(borders):
+        raise TypeError("borders must be real; got a complex array.")
+    borders = np.asarray(borders, np.float32)
+    if borders.shape != (n_features, n_bins - 1):
+        raise ValueError(f"borders has shape {borders.shape}; expected {(n_features, n_bins - 1)} "
+                         f"for {n_features} features and n_bins={n_bins}.")
+    nan = np.isnan(borders)
+    if nan.any():
+        raise ValueError(f"borders must not contain NaN; found NaN for feature "
+                         f"{int(np.argmax(nan.any(axis=1)))}.")
+    unsorted = ~(borders[:, 1:] >= borders[:, :-1]).all(axis=1)
+    if unsorted.any():
+        raise ValueError(f"borders must be non-decreasing along each feature (row); feature "
+                         f"{int(np.argmax(unsorted))} is not sorted.")
+    return borders
+
+X_BINNED_DTYPE = jnp.uint8
+MAX_BINS = 256
+# Rows used to compute borders when the data is larger (a seeded subsample, as in
+# scikit-learn's `subsample=2e5`); binning all rows then uses these borders.
+DEFAULT_BORDER_SAMPLE = 200_000
+
+
+def missing_bin(n_bins: int) -> int:
+    """Index of the bin reserved for missing values (NaN)."""
+    return n_bins - 1
+
+
+def has_missing(X_binned, n_bins: int) -> bool:
+    """Whether any row of the binned data is missing (a host-side bool, to set the static
+    ``BoostConfig.missing``: without missing values the split search does half the work)."""
+    return bool(jnp.any(jnp.asarray(X_binned) == missing_bin(n_bins)))
+
+
+def _quantile_values(v: np.ndarray, cw: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """Smallest of the sorted values ``v`` whose cumulative weight ``cw`` reaches ``level * total``
+    (the inverted CDF)."""
+    idx = np.searchsorted(cw, levels * cw[-1], side="left")
+    return v[np.clip(idx, 0, len(v) - 1)]
+
+
+def _feature_borders(col: np.ndarray, weights: np.ndarray | None, max_bins: int) -> np.ndarray:
+    """Borders for one float32 column (NaN already removed), at most ``max_bins - 1`` of them."""
+    if weights is not None:
+        keep = weights > 0
+        col, weights = col[keep], weights[keep]
+    if col.size == 0:
+        return np.zeros((0,), np.float32)
+    # One sort per column: the distinct values and the quantiles both come from it. Equal
+    # weights (sample_weight=None is passed as ones) need no argsort: the sorted weights are the same.
+    if weights is None or np.all(weights == weights[0]):
+        v = np.sort(col)
+    else:
+        order = np.argsort(col, kind="stable")
+        v, weights = col[order], weights[order]
+    first = np.empty(v.shape, bool)
+    first[0] = True
+    np.not_equal(v[1:], v[:-1], out=first[1:])
+    distinct = v[first]
+    if distinct.size <= max_bins:
+        # Exact borders: one bin per distinct value.
+        lower, upper = distinct[:-1], distinct[1:]
+    else:
+        levels = np.arange(1, max_bins, dtype=np.float64) / max_bins
+        cw = (np.arange(1, v.size + 1, dtype=np.float64) if weights is None
+              else np.cumsum(weights, dtype=np.float64))
+        q = np.unique(_quantile_values(v, cw, levels))
+        # A border equal to the maximum would leave the last bin empty.
+        q = q[q < distinct[-1]]
+        lower = q
+        upper = distinct[np.searchsorted(distinct, q, side="right")]
+    # Midpoints between a border value and the next distinct value, in float32; fall back to the
+    # lower value when rounding would reach the upper one (keeps every bin non-empty).
+    with np.errstate(over="ignore", invalid="ignore"):
+        mid = (lower.astype(np.float64) + upper.astype(np.float64)) / 2.0
+        mid32 = mid.astype(np.float32)
+    # XLA on CPU flushes subnormals to zero, so a subnormal border would compare as 0.
+    bad = (~(mid32 < upper) | ~(mid32 >= lower) | ~np.isfinite(mid32)
+           | ((mid32 != 0) & (np.abs(mid32) < np.finfo(np.float32).tiny)))
+    return np.where(bad, lower, mid32).astype(np.float32)
+
+
+def flush_subnormals(X: np.ndarray) -> np.ndarray:
+    """Subnormal float32 values -> 0 (what XLA's CPU backend does to them in comparisons)."""
+    tiny = np.finfo(np.float32).tiny
+    return np.where(np.abs(X) < tiny, np.float32(0), X)
+
+
+def compute_borders(
+    X,
+    n_bins: int = MAX_BINS,
+    sample_weight=None,
+    *,
+    max_rows: int | None = DEFAULT_BORDER_SAMPLE,
+    seed: int = 0,
+) -> np.ndarray:
+    """Per-feature quantile borders, padded with ``+inf`` to shape ``(n_features, n_bins - 1)``.
+
+    Args:
+      X: ``(n_samples, n_features)`` array; NaN means missing.
+      n_bins: total number of bins including the missing bin (``3 <= n_bins <= 256``). At most
+        ``n_bins - 1`` bins hold non-missing values. Features with at most that many distinct
+        values get exact borders (one bin per value, midpoints between values).
+      sample_weight: optional non-negative weights; borders are weighted quantiles.
+      max_rows: borders are computed from a seeded subsample of this many rows when the data is
+        larger (``None``: always all rows).
+      seed: seed of that subsample.
+
+    Returns:
+      float32 ``(n_features, n_bins - 1)``; row ``f`` holds its ``m_f`` increasing borders
+      followed by ``+inf``.
+    """
+    if not 3 <= int(n_bins) <= MAX_BINS:
+        raise ValueError(f"n_bins={n_bins} must be in [3, {MAX_BINS}].")
+    X = np.asarray(X, dtype=np.float32)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}.")
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    rows = border_sample_rows(X.shape[0], max_rows, seed)
+    if rows is not None:
+        X = X[rows]
+        w = None if w is None else w[rows]
+    X = flush_subnormals(X)  # after subsampling: no full-size temporaries for large X
+    max_bins = n_bins - 1
+    out = np.full((X.shape[1], n_bins - 1), np.inf, dtype=np.float32)
+    for f in range(X.shape[1]):  # host-side, once per fit; not a hot path
+        col = X[:, f]
+        ok = ~np.isnan(col)
+        b = _feature_borders(col[ok], None if w is None else w[ok], max_bins)
+        out[f, : b.size] = b
+    return out
+
+
+def border_sample_rows(n_rows: int, max_rows: int | None = DEFAULT_BORDER_SAMPLE,
+                       seed: int = 0) -> np.ndarray | None:
+    """The sorted indices of the rows :func:`compute_borders` reads when the data has ``n_rows``
+    rows: a seeded subsample of ``max_rows`` of them when there are more (``None``: all rows)."""
+    if max_rows is None or n_rows <= max_rows:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n_rows, max_rows, replace=False))
+
+
+def local_border_sample(X, sample_weight, start: int, n_total: int, *,
+                        max_rows: int | None = DEFAULT_BORDER_SAMPLE, seed: int = 0):
+    """``(X_part, w_part)``: the rows of one block of a larger table that :func:`compute_borders`
+    of the whole table reads, in their order.
+
+    The table is the concatenation of blocks (one per process of a multi-process fit, in process
+    order, :mod:`jboost.distributed`); this block holds its rows ``start .. start + len(X) - 1`` of
+    ``n_total``. The blocks' parts concatenated in block order are exactly the rows (and weights)
+    the border computation of the whole table reads (all of them, or its seeded subsample of
+    ``max_rows``, :func:`border_sample_rows`), so :func:`merge_border_samples` of the parts equals
+    :func:`compute_borders` of the concatenation bitwise. A part holds at most ``max_rows`` rows
+    whatever the table's size (``w_part`` is ``None`` without weights)."""
+    X = np.asarray(X, dtype=np.float32)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}.")
+    if start < 0 or start + X.shape[0] > n_total:
+        raise ValueError(f"a block of {X.shape[0]} rows from row {start} does not fit in "
+                         f"n_total={n_total} rows.")
+    rows = border_sample_rows(n_total, max_rows, seed)
+    if rows is None:
+        return X, w
+    lo, hi = np.searchsorted(rows, [start, start + X.shape[0]], side="left")
+    mine = rows[lo:hi] - start
+    return X[mine], None if w is None else w[mine]
+
+
+def merge_border_samples(parts, n_bins: int = MAX_BINS, weights=None) -> np.ndarray:
+    """Borders of a table held in blocks from their :func:`local_border_sample` parts (``parts``:
+    the blocks' ``X_part`` in block order; ``weights``: their ``w_part``, or ``None``): the
+    parts are the rows the whole table's :func:`compute_borders` reads, so this is
+    :func:`compute_borders` of the concatenated table, bitwise (exact weighted quantiles of the
+    same rows, sorted the same way)."""
+    parts = [np.asarray(p, np.float32) for p in parts]
+    if not parts:
+        raise ValueError("merge_border_samples needs at least one part.")
+    X = np.concatenate(parts, axis=0)
+    w = None
+    if weights is not None:
+        if len(weights) != len(parts):
+            raise ValueError(f"weights has {len(weights)} parts but parts has {len(parts)}.")
+        w = np.concatenate([np.asarray(v, np.float64) for v in weights])
+    return compute_borders(X, n_bins, w, max_rows=None)
+
+
+@functools.partial(_compile.jit, static_argnames=("n_bins",))
+def _bin_transposed(X, borders, n_bins: int):
+    def xla():
+        search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left"))
+        bins = search(borders[:, :-1], X.T)
+        bins = jnp.where(jnp.isnan(X.T), missing_bin(n_bins), bins)
+        return bins.astype(X_BINNED_DTYPE)
+
+    if not (_native.available() and n_bins <= 256):
+        return xla()
+
+    def native():  # jboost/_native: a branch-free binary search per value, threads over rows
+        out = jax.ShapeDtypeStruct((X.shape[1], X.shape[0]), X_BINNED_DTYPE)
+        call = jax.ffi.ffi_call(_native.BIN, out, vmap_method="sequential")
+        return call(X, borders[:, :-1], n_threads=np.int64(_native.cpu_threads()),
+                    missing_bin=np.int64(missing_bin(n_bins)))
+
+    return _native.platform_dependent(cpu=native, default=xla)
+
+
+def bin_features(X, borders) -> jax.Array:
+    """Map floats to bins with the rule of this module; returns feature-major ``(n_features, n)``.
+
+    The transposed layout puts each feature's bins in one contiguous row, which is what the
+    histogram builder reads. Concrete ``borders`` get the check of every fit
+    (:func:`jboost._validation.check_borders`: no NaN, non-decreasing along each feature), else
+    the bins would disagree with the prediction thresholds; traced ones are the caller's.
+    """
+    if not isinstance(borders, jax.core.Tracer):
+        if np.ndim(borders) != 2:
+            raise ValueError(f"borders must be 2-D (n_features, n_bins - 1); got shape "
+                             f"{np.shape(borders)}.")
+        borders = check_borders(borders, np.shape(borders)[0], np.shape(borders)[1] + 1)
+    borders = jnp.asarray(borders, jnp.float32)
+    X = jnp.asarray(X, jnp.float32)
+    if X.ndim != 2 or X.shape[1] != borders.shape[0]:
+        raise ValueError(
+            f"X has shape {X.shape} but the borders are for {borders.shape[0]} features."
+        )
+    return _bin_transposed(X, borders, n_bins=borders.shape[1] + 1)
+
+
+def n_bins_of(borders) -> int:
+    """Total number of bins (including the missing bin) that ``borders`` were made for."""
+    return borders.shape[-1] + 1

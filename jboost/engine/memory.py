@@ -1,0 +1,353 @@
+"""Memory estimates of fits and the chunk sizes they set: bytes per model / forest tree, budgets, models per chunk and device.
+
+* :func:`map_in_chunks`: the chunks as one program (``lax.map`` over chunks, each a ``vmap``),
+  with an optional progress line per chunk from inside the program.
+* :func:`map_chunks`: the chunks as host-side calls of one compiled chunk program, so that each
+  chunk's outputs can be saved as it finishes and a rerun skip the chunks it already has
+  (``done=``, ``on_chunk=``); :class:`ChunkCheckpoints` is that store (one ``.npz`` per chunk,
+  written atomically, guarded by a :func:`fingerprint` of the call). Sweeps and forests
+  (``checkpoint_dir=``) resume through them to the bitwise result of an uninterrupted call.
+  ``map_chunks(callbacks=)`` calls the caller's functions after each chunk (one may stop);
+  ``map_chunks(at_once=True)`` waits for a chunk by polling, so ``Ctrl-C`` lands within
+  milliseconds, and ``keep_on_interrupt=True`` then returns the chunks finished so far (with a
+  warning) instead of raising: the concrete fits of forests and bagged boosters.
+* :func:`map_checkpointed`: both together for a jitted chunk function over item indices -- the
+  checkpoints and callbacks of forests, bagged boosters, ECOC ensembles and stacking.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+
+from jboost import _native
+from jboost import devices as devices_lib
+from jboost.engine import boosting as boosting_lib
+from jboost.losses import loss as loss_lib
+from jboost.trees import histograms
+
+# Default memory budget of one chunk of models, per device (bytes).
+DEFAULT_CPU_BUDGET = 1 << 30
+# On CPU the kernels of a chunk's models run side by side (whole models spread over the kernel's
+# threads, and the first level of a tree built for up to 8 models in one pass over the bins), so
+# batching pays, up to a point: measured on 2 cores (2 host devices, spam, 80 models, 100 rounds,
+# depth 6), 88-99 ms per model with 8 models per device, 105-115 with 4 (129-133 with 16, whose
+# last chunk was half padding); on 100k x 50, 0.89-0.91 s per model with 4 or 8. Accelerators
+# take as many models as the memory budget allows.
+DEFAULT_CPU_MODELS_PER_DEVICE = 8
+# A sweep's chunk on CPU holds between DEFAULT_CPU_MODELS_PER_CHUNK and MAX_CPU_MODELS_PER_CHUNK
+# models over all the CPU's devices: as many as keep its models' (row, feature) cells within
+# CPU_CHUNK_CELLS, rounded down to a power of two. Small data gains most from wide chunks (the
+# per-round work outside the kernels, and the kernels' start and balance, are shared by more
+# models); on large data a model's own work dominates and narrower chunks report progress and
+# keep checkpoints more often. Measured on spam (3065 x 57, one device, 64 models, 100 rounds,
+# depth 6, three alternated warm runs): 16 models per chunk 9.6-10.2 s wall, 32: 7.9-9.2 s, 64:
+# 6.9-8.3 s (CPU 17.1-17.9, 14.5-16.9 and 12.6-15.3 s).
+DEFAULT_CPU_MODELS_PER_CHUNK = 16
+MAX_CPU_MODELS_PER_CHUNK = 64
+CPU_CHUNK_CELLS = 1 << 24
+
+
+def cpu_models_per_device(n_devices: int, n_rows: Optional[int] = None,
+                          n_features: Optional[int] = None) -> int:
+    """A sweep's models per CPU device and chunk: the models of a chunk (see
+    :data:`CPU_CHUNK_CELLS`; :data:`DEFAULT_CPU_MODELS_PER_CHUNK` when the data's shape is not
+    given) shared by ``n_devices`` devices."""
+    models = DEFAULT_CPU_MODELS_PER_CHUNK
+    cells = None if n_rows is None or n_features is None else max(int(n_rows) * int(n_features), 1)
+    while cells is not None and models < MAX_CPU_MODELS_PER_CHUNK and 2 * models * cells <= CPU_CHUNK_CELLS:
+        models *= 2
+    return max(1, models // max(int(n_devices), 1))
+
+
+def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outputs: int = 1,
+                n_rounds: int = 100, trees_per_round: int = 1, keep_trees: bool = False,
+                fused: bool = False) -> int:
+    """Estimated peak device memory of ONE model of the sweep (bytes).
+
+    The largest live arrays are the level histograms and the per-row state (raw scores,
+    gradients, hessians, weights, leaf indices), then the outputs (validation/training curves,
+    and the trees when kept). Pure JAX (``fused=False``: GPU, TPU, or CPU without the kernel)
+    materialises every level's cumulative histograms, ``F x L x B x 2K`` float32, and the split
+    search's fused temporaries: about three last-level histograms' worth (XLA's memory analysis
+    measured 1.4-2.5 plus the rows). The CPU kernel's fused levels (``fused=True``) only
+    materialise the split gains (``F x (B - 1) x 2``) and the histograms kept for histogram
+    subtraction (:func:`jboost.histograms.level_plan`): the previous level's and this one's.
+    """
+    k = int(n_outputs)
+    cell = n_features * n_bins * 2 * k * 4  # one leaf's histograms over all features, bytes
+    if fused:
+        plan = histograms.level_plan(n_samples, depth, n_bins, channels=2 * k)
+        live = [cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
+                for d, (subtract, keep) in enumerate(plan)]
+        hist = max(live, default=0) + n_features * n_bins * 2 * 4
+    else:
+        hist = 3 * cell * 2 ** max(int(depth) - 1, 0)
+    rows = n_samples * (10 * k + 10) * 4
+    out = 2 * n_rounds * 4 + (trees_bytes(depth, k, n_rounds, trees_per_round) if keep_trees else 0)
+    return int(hist + rows + out)
+
+
+def trees_bytes(depth: int, n_outputs: int, n_rounds: int, trees_per_round: int = 1) -> int:
+    """Bytes of one boosted model's trees: per tree ``depth`` features, bins, thresholds and
+    gains, and ``2^depth x K`` float32 leaf values."""
+    return int((4 * 4 * depth + 2**depth * int(n_outputs) * 4) * trees_per_round * n_rounds)
+
+
+def default_budget(device) -> int:
+    if device.platform == "cpu":
+        return DEFAULT_CPU_BUDGET
+    try:
+        limit = device.memory_stats()["bytes_limit"]
+        return int(0.5 * limit)
+    except Exception:  # noqa: BLE001 - a backend without memory_stats
+        return 4 << 30
+
+
+def auto_chunk_size(per_model_bytes: int, n_models: int, device, memory_budget: Optional[int] = None,
+                    max_models: Optional[int] = None) -> int:
+    """Models per device in one chunk: as many as ``memory_budget`` holds, at most ``max_models``
+    (default: ``DEFAULT_CPU_MODELS_PER_DEVICE`` on CPU, no limit elsewhere) and ``n_models``,
+    at least one; then evened out over the chunks that takes (20 models at most 8 per chunk:
+    chunks of 7, the last padded by one, rather than 8, 8 and 4 padded by 4)."""
+    budget = default_budget(device) if memory_budget is None else int(memory_budget)
+    size = max(1, budget // max(per_model_bytes, 1))
+    if max_models is None and device.platform == "cpu":
+        max_models = DEFAULT_CPU_MODELS_PER_DEVICE
+    if max_models is not None:
+        size = min(size, int(max_models))
+    size = int(max(1, min(size, n_models)))
+    n_chunks = -(-max(n_models, 1) // size)
+    return -(-max(n_models, 1) // n_chunks)
+
+
+# Temporary bytes of one forest tree's fit per byte of its deepest histogram when the histograms
+# are materialised (pure JAX: GPU, TPU, or CPU without the kernel): ``temp_size_in_bytes`` of
+# ``jax.jit(fit_forest_binned).lower(...).compile().memory_analysis()`` divided by
+# ``chunk_size * m * 2**(depth-1) * n_bins * C * 4`` was 2.56-2.62 for depths 10 and 14, m = 7 or
+# 57, 32 bins, chunks of 1 and 4 (spam's shapes, two classes; trees grown by tree.fit_tree). With
+# the fused CPU kernel no histogram of a subset level is materialised: the same programs' temporaries
+# were 0.29-0.47 MB per tree (0.004-0.31 of the deepest histogram), about ``3 * depth`` int32 per
+# row (levels' leaves, gathered bins) plus the histograms kept for subtraction (bagged trees).
+FOREST_HIST_OVERHEAD = 2.6
+FOREST_ROW_WORDS_PER_LEVEL = 3
+
+
+def forest_tree_bytes(n_eligible: int, depth: int, n_bins: int, n_outputs: int, n_samples: int,
+                      fused: bool = False, n_features: Optional[int] = None) -> int:
+    """Estimated device memory of one forest tree's fit (bytes).
+
+    Args:
+      n_eligible: features per level ``m``; ``n_features`` (default ``m``) the total ``F``.
+      n_outputs: the forest's K (two classes are fitted as one output).
+      fused: the CPU kernel's fused levels (no level histogram materialised, except those kept
+        for histogram subtraction when ``m == F``); ``False``: pure JAX, which materialises the
+        deepest histogram and ``FOREST_HIST_OVERHEAD`` times it in temporaries.
+    """
+    k = 1 if n_outputs == 2 else n_outputs
+    rows = n_samples * (2 * k + 4) * 4
+    if not fused:
+        hist = n_eligible * 2 ** max(depth - 1, 0) * n_bins * 2 * k * 4
+        return int(FOREST_HIST_OVERHEAD * hist + rows)
+    n_features = n_eligible if n_features is None else n_features
+    kept = 0
+    if n_eligible >= n_features:  # every feature at every level: fit_tree subtracts where it pays
+        cell = n_features * n_bins * 2 * k * 4
+        plan = histograms.level_plan(n_samples, depth, n_bins, channels=2 * k)
+        kept = max([cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
+                    for d, (subtract, keep) in enumerate(plan)], default=0)
+    return int(rows + n_samples * 4 * FOREST_ROW_WORDS_PER_LEVEL * depth + kept)
+
+
+def chunk_size_for_budget(n_eligible: int, depth: int, n_bins: int, n_outputs: int, n_samples: int,
+                          budget_bytes: Optional[int] = None, fused: bool = False,
+                          n_features: Optional[int] = None) -> int:
+    """Number of forest bags to fit together (one ``vmap``) so that their arrays fit in
+    ``budget_bytes`` (default :data:`DEFAULT_CPU_BUDGET`): the budget over
+    :func:`forest_tree_bytes`, at least 1."""
+    budget = DEFAULT_CPU_BUDGET if budget_bytes is None else int(budget_bytes)
+    per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples, fused, n_features)
+    return max(1, int(budget // per_tree))
+
+
+def kernel_fits(device) -> bool:
+    """Whether fits on ``device`` run jboost's fused CPU kernels (a CPU device, kernels built)."""
+    return device.platform == "cpu" and _native.available()
+
+
+def forest_fused(device, n_samples: int, depth: int, n_bins: int, n_outputs: int) -> bool:
+    """Whether a forest's trees on ``device`` are grown by the fused CPU kernels: a CPU device
+    with the kernels built (:func:`kernel_fits`), and sizes the kernels can index
+    (:func:`jboost._native.indexable`; larger ones run in pure JAX)."""
+    k = 1 if n_outputs == 2 else int(n_outputs)
+    return kernel_fits(device) and _native.indexable(n_samples, 1 << max(depth - 1, 0), n_bins, 2 * k)
+
+
+def kernel_scratch_bytes(depth: int, n_bins: int, channels: int, n_features: int) -> int:
+    """A lower bound of the scratch memory of the fused level kernel at the deepest level
+    (bytes): each of its threads keeps about three of one feature's level histograms
+    ``2^(depth-1) x n_bins x channels`` float32 (``jboost/_native/level.cc``: the features built
+    per pass and the full level), and it uses at most one thread per feature."""
+    threads = min(_native.cpu_threads(), max(int(n_features), 1))
+    return int(3 * (1 << max(depth - 1, 0)) * n_bins * channels * 4 * threads)
+
+
+def forest_chunk_size(n_eligible: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
+                      n_samples: int, n_trees: int, memory_budget: Optional[int] = None,
+                      device=None) -> int:
+    """Forest bags per chunk on ``device`` (default: the first device): :func:`auto_chunk_size` of
+    :func:`forest_tree_bytes` (fused where :func:`forest_fused`), the policy of every batch of
+    models (on CPU at most :data:`DEFAULT_CPU_MODELS_PER_DEVICE` per chunk, chunks evened out)."""
+    device = jax.devices()[0] if device is None else device
+    per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples,
+                                 fused=forest_fused(device, n_samples, depth, n_bins, n_outputs),
+                                 n_features=n_features)
+    return auto_chunk_size(per_tree, n_trees, device, memory_budget)
+
+
+#: Bytes of one depth-wise node (``jboost.depthwise.DepthwiseTrees``' table): feature, threshold
+#: and two children int32, border and gain float32, missing direction bool.
+DEPTHWISE_RULE_BYTES = 25
+
+
+def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
+                 n_samples: int, n_trees: int, chunk_size: int, device=None,
+                 tree_family: str = "oblivious", n_nodes: Optional[int] = None,
+                 max_nodes: Optional[int] = None, kernel: Optional[bool] = None,
+                 table_rows: Optional[int] = None) -> int:
+    """Estimated peak device memory of one forest's fit (bytes): ``chunk_size`` trees' fits
+    (:func:`forest_tree_bytes`) at once, the fused kernel's scratch where it runs
+    (:func:`kernel_scratch_bytes`), and the outputs of every tree: leaf values
+    ``n_trees x 2^depth x K`` (depth-wise: ``n_nodes + 1`` leaves), bootstrap weights
+    ``n_trees x n_samples`` float32 and, for depth-wise trees (``tree_family="depthwise"``),
+    their ``n_nodes`` table nodes each (:func:`jboost.depthwise.node_capacity`, default
+    ``2^depth - 1``; :data:`DEPTHWISE_RULE_BYTES`).
+
+    A depth-wise tree's fit (``max_nodes``: its histogram slots per level, default ``n // 2``)
+    holds, with the whole-tree CPU kernel (``kernel``; default: where it runs on ``device``),
+    its rows' targets and node lists and a thread's ``(m, n_bins, 2K)`` slot histogram; in pure
+    JAX, its widest level's slot histograms (:data:`FOREST_HIST_OVERHEAD` times) and its
+    levels' per-node arrays (at most ``2 n`` entries: the open nodes are numbered compactly)."""
+    device = jax.devices()[0] if device is None else device
+    depthwise = tree_family == "depthwise"
+    k = 1 if n_outputs == 2 else int(n_outputs)
+    if depthwise:
+        fused = False
+        kernel = (kernel_fits(device) and _native.indexable(n_samples, 1, n_bins, 2 * k)
+                  if kernel is None else bool(kernel))
+        slot_hist = n_eligible * n_bins * 2 * k * 4
+        rows = n_samples * (2 * k + 4) * 4
+        if kernel:
+            per_tree = rows + n_samples * 4 * 8 + 3 * slot_hist
+        else:
+            # (rows sharded over devices: n_samples per device, the slots bounded by the whole
+            # table's table_rows, as the sharded levels bound them)
+            whole = n_samples if table_rows is None else int(table_rows)
+            cap = max(1, whole // 2) if max_nodes is None else int(max_nodes)
+            slots = max(1, min(1 << max(depth - 1, 0), cap, whole // 2))
+            # the levels' per-node arrays and the node table: at most 2n entries, never 2^depth
+            per_tree = int(rows + FOREST_HIST_OVERHEAD * (slots + 1) * slot_hist
+                           + min(2 << depth, 2 * n_samples + 2) * 48)
+    else:
+        fused = forest_fused(device, n_samples, depth, n_bins, n_outputs)
+        per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples, fused=fused,
+                                     n_features=n_features)
+    scratch = kernel_scratch_bytes(depth, n_bins, 2 * k, n_eligible) if fused else 0
+    n_nodes = ((1 << depth) - 1 if n_nodes is None else int(n_nodes)) if depthwise else 0
+    n_leaves = n_nodes + 1 if depthwise else 1 << depth
+    out = n_trees * (n_leaves * int(n_outputs) * 4 + n_samples * 4 + depth * 16
+                     + n_nodes * DEPTHWISE_RULE_BYTES)
+    return int(chunk_size * per_tree + scratch + out)
+
+
+def boosting_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
+                   n_rounds: int, trees_per_round: int = 1, dense_hessian: bool = False,
+                   devices=None) -> int:
+    """Estimated peak memory of one :func:`jboost.fit` (bytes) on the memory of the first device
+    used: the sweep's estimate :func:`jboost._batching.model_bytes` (fused levels when the CPU
+    kernel serves every level of one device, else the materialised pure-JAX histograms
+    ``3 x F x 2^(depth-1) x n_bins x 2K`` float32), plus the per-row ``K x K`` autodiff hessians
+    when ``dense_hessian``. Sharded over ``devices``, every device materialises each level's
+    full histograms (their ``psum`` needs them dense) for its share of the rows, and the CPU
+    devices of one host share its memory: their estimates add up."""
+    devs = devices_lib.devices_of(devices)
+    device = devs[0]
+    k = int(n_outputs)
+    fused = (devices is None and kernel_fits(device)
+             and _native.indexable(n_rows, 1 << (depth - 1), n_bins, 2 * k))
+    rows = -(-int(n_rows) // len(devs))
+    need = model_bytes(rows, n_features, depth, n_bins, k, n_rounds=n_rounds,
+                                 trees_per_round=trees_per_round, keep_trees=True, fused=fused)
+    need += 4 * rows * k * k if dense_hessian and k > 1 else 0
+    sharing = sum(1 for d in devs if d.platform == device.platform == "cpu"
+                  and d.process_index == device.process_index) if devices is not None else 1
+    return int(need * max(1, sharing))
+
+
+def memory_depth(config: boosting_lib.BoostConfig) -> int:
+    """The depth the memory estimates (:func:`boosting_bytes`) take for ``config``'s trees: its
+    ``depth``; for loss-guided trees (``max_leaves``: three histogram slots per split, tables of
+    ``max_leaves`` leaf slots) the depth of as many leaves, at least 3."""
+    if config.max_leaves is None:
+        return config.depth
+    return max(3, (int(config.max_leaves) - 1).bit_length())
+
+
+def family_bytes(config: boosting_lib.BoostConfig, n_rows: int, n_features: int,
+                 n_outputs: int) -> int:
+    """Memory a tree family holds beside :func:`boosting_bytes`' levels: for loss-guided trees
+    the open leaves' histograms (``max_leaves x F x n_bins x 2K`` float32, twice: the loop's
+    state and its update) and the rows grouped by leaf (three ``(n,)`` int32); else 0."""
+    if config.max_leaves is None:
+        return 0
+    cells = int(config.max_leaves) * int(n_features) * int(config.n_bins) * 2 * int(n_outputs)
+    return 2 * 4 * cells + 3 * 4 * int(n_rows)
+
+
+def histogram_note(config: boosting_lib.BoostConfig) -> str:
+    """The settings that shape the largest histograms, for memory messages."""
+    if config.max_leaves is None:
+        return f"depth={config.depth}, n_bins={config.n_bins}"
+    return f"max_leaves={config.max_leaves} (depth bound {config.depth}), n_bins={config.n_bins}"
+
+
+def histogram_shape(config: boosting_lib.BoostConfig) -> str:
+    """The largest histograms' shape in words, for memory messages."""
+    return ("F x 2^(depth-1) x n_bins x 2K float32" if config.max_leaves is None
+            else "of the open leaves, max_leaves x F x n_bins x 2K float32")
+
+
+def sharded_memory_hint(devices) -> str:
+    """What to do when a sharded fit's level histograms do not fit (for :func:`check_memory`)."""
+    if devices is None:
+        return ""
+    return ("; sharded over devices, every device builds each level's full F x 2^d x n_bins x 2K "
+            "histograms (dense, for their psum): fit on one device (devices=None: on CPU the "
+            "kernel builds deep levels from the rows they hold, and uses every core) or lower depth")
+
+
+def check_boosting_memory(n_rows: int, n_features: int, config: boosting_lib.BoostConfig,
+                          loss: loss_lib.Loss, *, k_from_labels: bool = False, n_models: int = 1,
+                          n_together: int = 1, devices=None, what: str = "models",
+                          fix: str = "use a smaller depth, n_bins or n_outputs") -> None:
+    """:func:`check_memory` of ``n_models`` boosted models of ``loss`` (static settings
+    ``config``), ``n_together`` of them fitted at once (one ``vmap``, each
+    :func:`boosting_bytes`) and the others' trees kept (:func:`jboost._batching.trees_bytes`):
+    bagged boosters, stacking, ECOC. ``k_from_labels``: the message names K = max(y) + 1 as the
+    cause (a K-class loss took its K from the labels); ``fix`` ends the message."""
+    k = int(loss.n_outputs)
+    dense = loss.hessian != "unit"  # every non-unit hessian takes a per-row K x K Jacobian
+    per_round = k if config.per_output_trees else 1
+    one = boosting_bytes(n_rows, n_features, memory_depth(config), config.n_bins, k, config.n_rounds,
+                         per_round, dense, devices) + family_bytes(config, n_rows, n_features, k)
+    kept = trees_bytes(memory_depth(config), k, config.n_rounds, per_round)
+    need = n_together * one + (n_models - n_together) * kept
+    cause = (f"K = max(y) + 1 = {k} classes, from the labels' maximum (the n_outputs of a K-class "
+             "loss)" if k_from_labels else None)
+    devices_lib.check_memory(need, devices=devices, cause=cause,
+                 detail=f"estimated for {n_models} {what}, {n_together} fitted together, each on "
+                 f"{n_rows} rows, {n_features} features, {histogram_note(config)}, "
+                 f"n_outputs={k}, n_rounds={config.n_rounds} (histograms "
+                 f"{histogram_shape(config)}"
+                 f"{', per-row K x K autodiff hessians' if dense and k > 1 else ''}); {fix}")

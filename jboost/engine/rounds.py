@@ -1,0 +1,347 @@
+"""The host round loop (today's api.run_rounds), with whether rounds can run on the host and the settings that need it."""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+import warnings
+from typing import Callable, NamedTuple, Optional, Sequence
+
+import jax
+import numpy as np
+
+from jboost import checks
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import calls
+from jboost.engine import checkpoints
+from jboost.engine import sharded
+from jboost.engine import state as state_lib
+from jboost.io import loader
+from jboost.io import reader
+from jboost.io import writer
+from jboost.losses import loss as loss_lib
+from jboost.losses import metrics as metrics_lib
+from jboost.losses import per_sample
+from jboost.models import booster as booster_lib
+
+
+def host_rounds_possible() -> bool:
+    """Whether the caller runs outside every JAX transformation (``jit``, ``vmap``, ``grad``):
+    a fit's rounds can then run as host-side calls of one compiled program
+    (:func:`jboost.api.run_rounds`: ``Ctrl-C``, progress, checkpoints); inside one they are one
+    traced program."""
+    try:
+        from jax._src import core as _core
+        return bool(_core.trace_state_clean())
+    except (ImportError, AttributeError):  # a JAX without it: a traced value tells
+        return not isinstance(jax.device_put(np.int32(0)), jax.core.Tracer)
+
+
+def check_concrete_rounds(rounds, who: str = "jboost.fit") -> None:
+    """``verbose=``, ``callbacks=`` and ``checkpoint_dir=`` (``rounds``: a dict of them) need a
+    fit that runs on the host: refused inside ``jax.vmap`` / ``jax.jit`` (traced settings)."""
+    given = [k for k in ("verbose", "callbacks", "checkpoint_dir") if rounds.get(k)]
+    if given:
+        raise ValueError(f"{who}: {', '.join(k + '=' for k in given)} need a concrete fit (not "
+                         "under jax.vmap or jax.jit, where the rounds are one traced program); "
+                         "drop them there.")
+
+
+CHECKPOINT_FILE = "checkpoint.jbm"
+
+
+def _fingerprint(args, config, n_total: int) -> str:
+    """What a checkpoint must match to be continued: the data (bins, labels, weights, validation
+    set, offsets), the key, the hyperparameters, the static settings and the loss."""
+    data, key, hyper, loss, init_raw = args
+    return checkpoints.fingerprint((data, key, hyper, loss.params, init_raw),
+                                 (config._replace(n_rounds=n_total), loss.name, loss.n_outputs))
+
+
+class RoundsOutput(NamedTuple):
+    """What :func:`run_rounds` returns: ``out`` the :class:`jboost.boosting.BoostOutput` of the
+    rounds this call fitted (``best_round``/``n_fitted``/``best_score`` set with early
+    stopping), ``start`` the model they continue (``init_model``, or the checkpoint the call
+    resumed from; ``None``: none), ``score`` their per-round validation score
+    (:func:`jboost.boosting.eval_metric_of`; the validation loss without a metric)."""
+
+    out: state_lib.BoostOutput
+    start: Optional[booster_lib.Booster]
+    score: jax.Array
+
+
+# Host-side calls of a concrete fit: seconds a call should take once the pace is known (so Ctrl-C
+# lands within about that), and the rounds of the first calls, which measure it.
+CALL_SECONDS = 0.25
+FIRST_CALLS = (1, 2, 4)
+
+
+def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss: loss_lib.Loss,
+               init_raw, config: boosting_lib.BoostConfig, *, start: Optional[booster_lib.Booster] = None,
+               resume: Callable, model_of: Callable, verbose: int = 0, callbacks: Sequence[Callable] = (),
+               checkpoint_dir=None, checkpoint_every: Optional[int] = None, mesh=None,
+               processes=None) -> RoundsOutput:
+    """The rounds of a concrete fit (:func:`jboost.fit`, every algorithm of
+    :mod:`jboost.algorithms`): ``config.n_rounds`` rounds after ``start``'s as host-side calls of
+    one compiled program, :func:`jboost.boosting.boost_rounds` (the state, the buffers of the
+    rounds and the early-stopping record carried from call to call, so the rounds equal one
+    call's bitwise, however they are cut).
+
+    The program does not depend on ``config.n_rounds``: a call fits at most
+    :data:`jboost.boosting.ROUNDS_PER_CALL` rounds into buffers of that size, copied to the host
+    after it (fits that differ only in their number of rounds compile nothing new). Without
+    ``verbose``, ``callbacks`` or ``checkpoint_dir`` the calls are timed: 1, 2 and 4 rounds,
+    then about :data:`CALL_SECONDS` each at the pace measured; otherwise the progress, callbacks
+    and checkpoint come after chunks of ``checkpoint_every`` (else ``verbose``, else a twentieth
+    of the rounds) rounds, in calls that never span two chunks. The next
+    call is dispatched before the last one is waited for (the device never idles), and the wait
+    polls ``is_ready()``, so ``Ctrl-C`` lands within about a call: the rounds fitted so far are
+    returned with a warning (a ``KeyboardInterrupt`` before the first call has finished is
+    raised). After every call: a progress line every ``verbose`` rounds (round, training and
+    validation losses, the eval metric, the best round, elapsed and remaining time,
+    :func:`time_left`), the ``callbacks`` (a dict: ``round``, ``rounds``, per-round
+    ``train_loss``, ``valid_loss``, ``elapsed``; with an eval metric its name ``metric`` and
+    values ``valid_metric``; a callback returning ``True`` stops the fit), and a checkpoint
+    (``checkpoint_dir/checkpoint.jbm``, a model file of ``model_of(out, start)``, rewritten; a
+    rerun of the same fit continues from it: ``resume(model)`` is the
+    :class:`jboost.boosting.BoostState` after a model's rounds).
+
+    ``resume(model) -> BoostState`` and ``model_of(BoostOutput, start) -> Booster`` are the
+    caller's: a fit's (:func:`jboost.boosting.resume`) or an algorithm's (its state in
+    ``Booster.info``). ``mesh``: the training rows sharded over its first axis
+    (:func:`jboost.boosting.boost_rounds_sharded`). ``processes``: a multi-process fit's
+    :class:`jboost.distributed.LocalRows` (``rows="local"``): the calls are of fixed length on
+    every process (the same programs everywhere), a callback's stop is any process's, progress
+    lines are printed by process 0, and the output holds process-local arrays."""
+
+
+    base = 0 if start is None else start.n_rounds
+    total = base + config.n_rounds
+    fixed = bool(verbose) or bool(callbacks) or checkpoint_dir is not None or processes is not None
+    chunk = int(checkpoint_every or verbose or max(1, -(-config.n_rounds // 20))) if fixed else None
+    if processes is not None and not processes.is_first:
+        verbose = 0  # chunks as process 0's; its progress lines only
+    path = None if checkpoint_dir is None else os.path.join(os.fspath(checkpoint_dir), CHECKPOINT_FILE)
+    fingerprint, best = None, None
+    if path is not None:
+        os.makedirs(os.fspath(checkpoint_dir), exist_ok=True)
+        fingerprint = _fingerprint((data, key, hyper, loss, init_raw), config, total)
+        if os.path.exists(path):
+            header = reader.read_header(path)
+            meta = header.get("metadata") or {}
+            if meta.get("fingerprint") != fingerprint:
+                raise ValueError(f"checkpoint_dir={checkpoint_dir!r} holds a checkpoint of another fit "
+                                 "(different data, key or settings): use another directory or "
+                                 f"delete {path}.")
+            start = loader.load(path, loss=None if per_sample.is_built_in(loss) else loss)
+            if config.early_stopping is not None and meta.get("best_round") is not None:
+                best = (np.float32(meta["best_score"]), np.int32(meta["best_round"]))
+    done = 0 if start is None else start.n_rounds  # rounds of the whole fit so far
+    first = done - base  # this call's first position in the buffers
+    if first >= config.n_rounds:
+        raise ValueError(f"nothing left to fit: the model already holds {done} of {total} rounds.")
+    n_rows = data.y.shape[0]
+    # One program for every number of rounds: calls of at most ROUNDS_PER_CALL rounds, each
+    # writing its rounds from index 0 of buffers of that size (copied to the host after it).
+    capacity = calls.ROUNDS_PER_CALL
+    call_config = config._replace(n_rounds=capacity)
+    call, data_run, rows = _rounds_fn(mesh, data, call_config)
+    carry = calls.rounds_template(data_run, key, hyper, loss, init_raw, call_config)
+    fresh = start is None
+    if not fresh:
+        state = resume(start)
+        carry = carry._replace(state=state._replace(base=rows(state.base), pending=rows(state.pending)),
+                               done=np.int32(first))
+    if config.early_stopping is not None:
+        best = best if best is not None else (np.float32(np.inf), np.int32(done - 1))
+        carry = carry._replace(best=best, stopped=np.bool_(
+            first > 0 and done - 1 - int(best[1]) >= config.early_stopping.rounds))
+    if processes is not None:  # sharded as the calls' outputs: one compiled program
+        carry = processes.place_carry(carry)
+    metric = calls.eval_metric_of(config)
+    metric_name = None if metric is None else metrics_lib.metric_name(metric)
+    t0 = _clock()  # the progress lines' clock; the pace of the calls is timed by perf_counter
+    last_t, chunk_seconds, chunk_rounds = t0, [], []
+    queue, dispatched, pos = [], first, first  # calls in flight; positions dispatched, fitted
+    latest, pace, last_done = None, None, None  # the last finished call; seconds per round
+    fitted = _HostRounds(first)  # the rounds fitted so far, on the host
+    reported = first  # fixed calls: the position up to which progress and callbacks have run
+
+    def size(i, at):
+        if fixed:  # up to the end of the chunk ``at`` is in (a call never spans two chunks)
+            return min(capacity, chunk - (at - first) % chunk)
+        if pace is None:
+            return min(capacity, FIRST_CALLS[min(i, len(FIRST_CALLS) - 1)])
+        return min(capacity, max(1, int(CALL_SECONDS / max(pace, 1e-9))))
+
+    n_calls, stop = 0, False
+    try:
+        while True:
+            while len(queue) < 2 and dispatched < config.n_rounds and not stop:
+                end = min(config.n_rounds, dispatched + size(n_calls, dispatched))
+                prev = queue[-1][0] if queue else (latest if latest is not None else carry)
+                out = call(data_run, key, hyper, init_raw, prev, np.int32(base), np.int32(end),
+                           np.bool_(fresh and n_calls == 0))
+                queue.append((out, time.perf_counter(), end))
+                dispatched, n_calls = end, n_calls + 1
+            if not queue:
+                break
+            out, sent, asked_end = queue.pop(0)
+            _wait(out.done)
+            finished = time.perf_counter()
+            reached = int(out.done)
+            if reached != asked_end and not bool(out.stopped):  # never a fit silently cut short
+                raise RuntimeError(f"internal error: a call of the rounds ended at position "
+                                   f"{reached}, not {asked_end}; please report it.")
+            if last_done is not None and reached > pos:  # the first call's time includes compiling
+                pace = (finished - max(sent, last_done)) / (reached - pos)
+            fitted.add(out.rounds if processes is None else processes.localize(out.rounds),
+                       reached - pos)
+            # The commit: one statement of plain stores (no call, so no Ctrl-C inside it). Until
+            # it runs, ``pos`` and ``latest`` are the previous call's; a Ctrl-C before it cuts
+            # ``fitted`` back to ``pos`` below, so the rounds, the state and the warning agree.
+            pos, latest, last_done = reached, out, finished
+            stop = bool(out.stopped) or pos >= config.n_rounds
+            chunk_done = fixed and pos > reported and (stop or (pos - first) % chunk == 0)
+            if chunk_done:
+                now = _clock()
+                chunk_seconds.append(now - last_t)
+                chunk_rounds.append(pos - reported)
+                last_t = now
+                asked = _after_call(fitted, out.best, reported, pos, base, total, t0, now, stop,
+                                    chunk_seconds, chunk_rounds, metric_name, verbose, callbacks)
+                reported = pos
+                stop = (asked if processes is None else processes.any(asked)) or stop
+                if path is not None:
+                    meta = {"fingerprint": fingerprint}
+                    if config.early_stopping is not None:
+                        meta.update(best_round=int(out.best[1]), best_score=float(out.best[0]))
+                    writer.save(model_of(_rounds_output(out, fitted, config, n_rows), start), path,
+                                metadata=meta)
+            if stop:
+                break
+    except KeyboardInterrupt:
+        if latest is None or pos == first:
+            raise
+        fitted.cut(pos)  # rounds added by a call whose commit the Ctrl-C stopped
+        warnings.warn(f"interrupted after round {base + pos} of {total}: the model holds the rounds "
+                      "fitted so far.", UserWarning, stacklevel=3)
+    if processes is not None:  # replicated results as this process's arrays
+        latest = processes.localize(latest)
+    return RoundsOutput(_rounds_output(latest, fitted, config, n_rows), start,
+                        jax.device_put(fitted.rounds().score))
+
+
+class _HostRounds:
+    """The rounds of a fit's calls (:class:`jboost.boosting.Rounds` buffers, each call's first
+    ``count`` indices) joined on the host: NumPy copies, so that neither the joining nor a
+    slice compiles a program for the fit's number of rounds. ``first``: the position of the
+    first round added."""
+
+    def __init__(self, first: int):
+        self.first, self.parts, self._joined = first, [], None
+
+    def add(self, rounds: calls.Rounds, count: int) -> None:
+        if count > 0:
+            self.parts.append(jax.tree_util.tree_map(lambda b: np.asarray(b)[:count], rounds))
+            self._joined = None
+
+    def cut(self, end: int) -> None:
+        """Keep positions ``first..end - 1`` only."""
+        joined = self.rounds(None, end)
+        self.parts, self._joined = [joined], joined
+
+    def rounds(self, lo: Optional[int] = None, hi: Optional[int] = None) -> calls.Rounds:
+        """Positions ``lo..hi - 1`` of the fit (default: all added), joined."""
+        if self._joined is None:
+            self._joined = jax.tree_util.tree_map(lambda *p: np.concatenate(p, axis=0), *self.parts)
+            self.parts = [self._joined]
+        lo = 0 if lo is None else lo - self.first
+        hi = None if hi is None else hi - self.first
+        return jax.tree_util.tree_map(lambda a: a[lo:hi], self._joined)
+
+
+def _wait(x, longest: float = 0.005):
+    """Block until ``x`` is computed, polling ``is_ready()`` with short sleeps (so a ``Ctrl-C``
+    lands at once; ``block_until_ready`` would hold it until the computation ends)."""
+    pause = 1e-4
+    while not x.is_ready():
+        time.sleep(pause)
+        pause = min(2 * pause, longest)
+
+
+def _rounds_output(carry: calls.RoundsCarry, fitted: _HostRounds, config,
+                   n_rows: int) -> state_lib.BoostOutput:
+    """The :class:`jboost.boosting.BoostOutput` of the rounds ``fitted`` after the last call
+    ``carry`` (its state cut to the ``n_rows`` training rows: a sharded fit pads them)."""
+    r = jax.tree_util.tree_map(jax.device_put, fitted.rounds())  # (jnp.asarray would compile)
+    state = carry.state
+    if state.base.shape[0] != n_rows:
+        state = state._replace(base=state.base[:n_rows], pending=state.pending[:n_rows])
+    out = state_lib.BoostOutput(r.trees, r.train_loss, r.valid_loss, state.loss, dict(r.info),
+                               state.extra, state)
+    if config.early_stopping is not None:
+        out = out._replace(best_round=carry.best[1], n_fitted=r.train_loss.shape[0],
+                           best_score=carry.best[0])
+    return out
+
+
+def _after_call(fitted: _HostRounds, best, a, b, base, total, t0, now, stopped, chunk_seconds,
+                chunk_rounds, metric_name, verbose, callbacks) -> bool:
+    """A progress line and the callbacks after the calls that fitted positions ``a..b - 1``
+    (``best``: the early-stopping record after them); whether a callback asked to stop."""
+    r = fitted.rounds(a, b)
+    train, valid = r.train_loss, r.valid_loss
+    scores = None if metric_name is None else r.score
+    done, elapsed = base + b, now - t0
+    best = None if isinstance(best, tuple) and not best else best
+    if verbose:
+        left = 0.0 if stopped else time_left(chunk_seconds, chunk_rounds, total - done)
+        best_txt = "" if best is None else f"  best round {int(best[1])}"
+        print(f"[jboost] round {done}/{total}  train loss {train[-1]:.6g}"
+              + ("" if np.isnan(valid[-1]) else f"  valid loss {valid[-1]:.6g}")
+              + ("" if scores is None else f"  valid {metric_name} {scores[-1]:.6g}") + best_txt
+              + f"  {elapsed:.1f}s elapsed, ~{left:.1f}s left", flush=True)
+    stop = False
+    for callback in callbacks or ():
+        info = {"round": done, "rounds": list(range(base + a, done)), "train_loss": train,
+                "valid_loss": valid, "elapsed": elapsed}
+        if scores is not None:
+            info.update(metric=metric_name, valid_metric=scores)
+        if callback(info):
+            stop = True
+    return stop
+
+
+def _rounds_fn(mesh, data: state_lib.Data, config):
+    """``(call, data, rows)``: :func:`boosting.boost_rounds` with ``config`` and its data, or its
+    sharded form over ``mesh`` with the training rows padded once to a multiple of the devices
+    (``rows`` pads a per-row array of the state likewise)."""
+    if mesh is None:
+        return functools.partial(calls.boost_rounds, config=config), data, lambda a: a
+    padded, rows = sharded.pad_rows(data, mesh.shape[mesh.axis_names[0]])
+    return functools.partial(sharded.boost_rounds_sharded, mesh, config=config), padded, rows
+
+
+_clock = time.perf_counter  # the progress lines' clock (a test replaces it)
+
+
+def time_left(chunk_seconds: Sequence[float], chunk_rounds: Sequence[int], rounds_left: int) -> float:
+    """Seconds the ``rounds_left`` remaining rounds should take, at the pace of the chunks run
+    so far (their durations ``chunk_seconds``, rounds ``chunk_rounds``): the first chunk's time
+    includes compiling the program (seconds, where a chunk then takes milliseconds), so once a
+    second chunk has run the pace is that of the chunks after the first; after one chunk, the
+    first's (an overestimate, refined from the next line on)."""
+    seconds, rounds = list(chunk_seconds), list(chunk_rounds)
+    if len(seconds) > 1:
+        seconds, rounds = seconds[1:], rounds[1:]
+    return float(sum(seconds)) / max(int(sum(rounds)), 1) * rounds_left
+
+
+def host_fit(*values) -> bool:
+    """Whether a fit may run its chunks as host-side calls (``Ctrl-C``, progress, callbacks,
+    checkpoints): outside every JAX transformation, with no traced value among ``values`` (the
+    caller's ``jax.vmap`` over a hyperparameter makes it one traced program)."""
+    return host_rounds_possible() and not any(
+        checks.is_traced(v) for v in jax.tree_util.tree_leaves(values))

@@ -1,0 +1,424 @@
+"""finetune, objective and soft_predict: the checked inputs (model, labels, loss, optimizer, temperature), the run, and the tuned Booster returned.
+
+Boosting fits each tree's leaves once, greedily, given the trees before it (ESL Algorithm
+10.3); the fitted model is then a linear function of its leaf values. :func:`finetune` takes
+the model's raw score as one differentiable function of the stacked leaf values ``v`` and the
+baseline ``b`` (the intercept),
+
+    f(x) = base_margin(x) + b + sum_s v_s[leaf_s(x)],
+
+and minimises the weighted mean of any loss of it (a :class:`jboost.Loss`, a built-in's name or
+a function ``loss(y, raw)``, resolved and checked as :func:`jboost.fit` does; vector labels
+``(n, C)`` and batch objectives such as Cox's partial likelihood or listwise ranking too, whose
+value couples the rows: :func:`jboost.losses.total_loss`) with any optax optimizer: the loop of
+``n_steps`` steps is one ``lax.scan`` in one compiled program. This is
+the refitting of all leaves of a tree ensemble as one linear model in its leaf indicators
+(Friedman and Popescu 2003, "Importance sampled learning ensembles": post-processing an ensemble
+by regularised regression on its base learners; the RuleFit idea, Friedman and Popescu 2008,
+applied to whole leaves), solved by first-order steps instead of a lasso path. Uses: moving a
+model to another loss (a squared-error model to a quantile or a distributional loss), to new
+data (a shifted data set), or refitting the greedy leaves jointly on the training loss.
+
+Optionally (``soft=True``) the splits become sigmoids with a temperature, so the thresholds
+move too (soft decision trees: Jordan and Jacobs 1994; "soft trees" of Irsoy, Yildiz and
+Alpaydin 2012; for oblivious trees NODE, Popov, Morozov and Babenko 2020). A row goes right at
+level ``d`` of a tree with probability ``sigmoid((x_f - t_d) / (temperature * scale_f))``, and
+its soft raw score is the sum over leaves of the products of its level probabilities times the
+leaf values; as ``temperature -> 0`` that is exactly the hard tree (:func:`soft_predict`).
+
+**Thresholds** live in raw feature space: a tree level's rule is ``x_f > t`` with ``t`` the float
+border ``ObliviousTrees.borders`` that :func:`jboost.predict` compares with. The optimizer moves
+``(t - t_fitted) / scale_f`` (so one learning rate fits every feature; 0 is the fitted border
+bitwise), where ``scale_f`` is a robust spread of feature ``f`` read off the model's bin borders
+(the interquartile range of its finite borders over 1.349, the standard deviation of a normal;
+1 where that is 0): the temperature is in these units too (``temperature=0.1``: a split is soft
+over about a tenth of a feature's spread). Levels that do not split (a ``+inf`` border) and
+missing values (NaN goes where ``missing_right`` says) stay hard. Bins are a training-time
+device: a moved threshold generally lies between two bin borders of ``Booster.borders``, so the
+returned trees' bin ``thresholds`` are the nearest bin at or above it (the smallest ``t`` with
+``borders[f, t] >= t_new``): exact for the float predictions, approximate on bins (continuing
+such a model with ``jboost.fit(init_model=)``, which replays the trees on bins, would move the
+rows between a moved threshold and the bin border above it).
+
+**What is returned** is a :class:`jboost.Booster` of hard trees: the fitted trees with the tuned
+leaf values (and, with ``soft=True``, the moved thresholds), the tuned baseline, the fine-tuning
+loss as its ``loss`` (so :func:`jboost.predict_proba` and :func:`jboost.predict_mean` follow
+it), and ``train_loss`` / ``valid_loss`` recomputed per round for the tuned model (the
+``eval_set``'s, NaN without one). With ``soft=True`` it is the limit ``temperature -> 0`` of the
+soft model that was trained (anneal the temperature with a schedule so that the two agree;
+the curves of :class:`Curves` are always the hard, returned model's). It saves and loads like
+every Booster. A model with ``best_round`` is first cut to its rounds ``0..best_round`` (the ones
+its predictions use), and its ``best_round`` is dropped; the classical algorithms' ``info`` (their
+per-round coefficients and observation weights, which no longer describe the tuned leaves) is
+dropped. The label offset of a model with one (``Booster.offset``, issue 14) is kept: the labels
+are centred by it in float64 as the fit did, and the loss must then be a loss of the residual
+(squared, absolute, Huber, quantile).
+
+**Scales.** Leaf values already include the fit's learning rate, and a row's raw score is the
+sum of one leaf per tree: an optimizer that moves every parameter by about its learning rate per
+step (Adam, sign methods) moves a prediction by up to ``n_trees`` times that. Take Adam's
+learning rate about (the change of a prediction wanted per step) / ``n_trees``; SGD's step is
+the gradient's, whose leaf entries are the leaf's share of the rows. ``optax.multi_transform``
+gives leaves, baseline and thresholds (the fields of :class:`Params`) their own rates.
+
+Continuous settings are traced: the optimizer's learning rate (closed over by the optax
+transformation, or in its state with ``optax.inject_hyperparams``), ``temperature``, ``l2`` and
+the loss's parameters may be ``jax.vmap``-ed over (one compilation for a whole sweep). Memory:
+the hard objective gathers an ``(n_trees, n_rows, K)`` array per step (plus the ``(n_trees,
+n_rows)`` int32 leaf indices, computed once); the soft one scans the trees with
+rematerialisation, holding ``(n_rows, 2**depth)`` per tree.
+
+``jboost.finetune`` is the function; the module's other public names are imported from it:
+``from jboost.finetune import Params, Curves, objective, soft_predict``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jboost import checks
+from jboost.data import labels
+from jboost.data import tabular
+from jboost.finetune import loop
+from jboost.finetune import scores
+from jboost.fitting import settings
+from jboost.losses import checks as checks_lib
+from jboost.losses import loss as loss_lib
+from jboost.losses import per_sample
+from jboost.models import base
+from jboost.models import booster
+from jboost.trees import family
+from jboost.trees import oblivious
+
+# --------------------------------------------------------------------------------------------
+# Host-side checks (the settings layer's functions, one message everywhere).
+# --------------------------------------------------------------------------------------------
+
+
+def _check_model(model, soft: bool) -> booster.Booster:
+    """The Booster to fine-tune: one model, cut to the rounds its predictions use."""
+    if not isinstance(model, booster.Booster):
+        has_leaves = hasattr(getattr(model, "trees", None), "leaf_values")
+        why = ("its raw score is not the baseline plus the sum of its trees' leaf values, so "
+               "there is no leaf-value objective to fine-tune" if has_leaves else
+               "it has no trees with leaf values")
+        raise TypeError(f"model must be a jboost.Booster (from jboost.fit or jboost.algorithms); "
+                        f"got {type(model).__name__}: {why}. Fine-tune each Booster of an "
+                        "ensemble of Boosters on its own.")
+    if model.batch_shape:
+        raise ValueError(f"model is a batch of {model.batch_shape} models (jax.vmap): fine-tune one "
+                         "model (index it: jax.tree_util.tree_map(lambda a: a[i], model)), or "
+                         "jax.vmap finetune itself over a continuous setting.")
+    if checks.is_traced(model.trees.leaf_values):
+        raise TypeError("model must be concrete here (its trees are traced): jax.vmap finetune over "
+                        "its continuous settings (learning rate, temperature, l2, loss "
+                        "parameters), not over models.")
+    if soft and not isinstance(model.trees, oblivious.ObliviousTrees):
+        raise TypeError(f"soft=True needs oblivious trees (jboost.ObliviousTrees: a feature and a "
+                        f"border per level); this model's trees are {type(model.trees).__name__}: "
+                        "use soft=False (its leaf values are fine-tuned on its own leaf indices).")
+    if model.best_round is not None:
+        model = model._replace(trees=base.first_stages(model.trees, int(model.best_round) + 1,
+                                                            model.n_rounds), best_round=None,
+                               train_loss=model.train_loss[: int(model.best_round) + 1],
+                               valid_loss=model.valid_loss[: int(model.best_round) + 1])
+    return model
+
+
+def _resolve_loss(loss, model: booster.Booster, y: np.ndarray) -> loss_lib.Loss:
+    """The fine-tuning loss (the model's own for ``None``), checked against the labels and the
+    model's number of raw outputs K."""
+    if loss is None:
+        want = model.loss.label_columns  # a batch objective's structure: its check_labels
+        if not model.loss.batch and ((y.ndim == 2) != (want is not None)
+                                     or (want is not None and y.shape[1] != want)):
+            shape = f"({y.shape[0]},)" if want is None else f"({y.shape[0]}, {want})"
+            raise ValueError(f"y has shape {y.shape} but the model's loss {model.loss.name!r} takes "
+                             f"labels of shape {shape}, as it was fitted: pass labels of that shape, "
+                             "or the loss for these labels (loss=).")
+        checks_lib.check_labels(model.loss, y)
+        return model.loss
+    if model.offset is not None:  # before the label checks: they would see the centred labels
+        given = loss if isinstance(loss, loss_lib.Loss) else per_sample.get(loss)
+        _check_offset_loss(model, given)
+    declared = (loss.n_outputs if isinstance(loss, loss_lib.Loss) else
+                per_sample.get(loss).n_outputs if isinstance(loss, str) else None)
+    resolved = checks_lib.resolve_loss(loss, y, n_outputs=model.n_outputs if declared is None else None)
+    if resolved.n_outputs != model.n_outputs:
+        raise ValueError(f"loss {resolved.name!r} has {resolved.n_outputs} raw output(s) per row but "
+                         f"the model has {model.n_outputs}: fine-tuning keeps the trees' leaves; fit "
+                         f"a model with the loss's K = {resolved.n_outputs} outputs instead.")
+    return resolved
+
+
+def _check_offset_loss(model: booster.Booster, loss: loss_lib.Loss) -> None:
+    if not per_sample.shifts_with_labels(loss):
+        raise ValueError(f"the model has a label offset (Booster.offset = {np.asarray(model.offset).tolist()}, "
+                         f"subtracted from labels float32 could not hold); loss {loss.name!r} is "
+                         "not a loss of the residual y - f, so it cannot be fine-tuned on the centred "
+                         "labels: use squared_error, absolute_error, huber or quantile, or fit y on "
+                         "a scale float32 holds.")
+
+
+def _labels(y, model: booster.Booster, n: int, name: str = "y", x_name: str = "X",
+            columns: Optional[int] = None, warn: bool = True) -> np.ndarray:
+    """Checked float32 labels ``(n,)`` or ``(n, C)`` (``columns``: ``None`` either, an int the
+    training labels' columns, 0 one per row), centred by the model's label offset in float64 (as
+    ``fit`` did)."""
+    classes = getattr(model, "classes", None)
+    if classes is not None:  # labels as the model was fitted on (strings, {-1, 1}, ...)
+        y = labels.class_codes(tabular.series_values(y), classes.array, name)
+    checked = labels.as_labels(y, n, name, x_name, warn=warn and model.offset is None,
+                                    columns=columns)
+    if model.offset is None:
+        return checked
+    if checked.ndim != np.ndim(model.offset) + 1:  # one offset per label column
+        raise ValueError(f"{name} has shape {checked.shape} but the model's label offset is for "
+                         f"labels of shape ({n},{'' if np.ndim(model.offset) == 0 else f' {np.size(model.offset)}'}): "
+                         "pass labels of the shape the model was fitted on.")
+    return labels.centred_labels(y, np.asarray(model.offset), n, name, x_name)
+
+
+def _matrix(X, model, name: str = "X") -> np.ndarray:
+    names = getattr(model, "feature_names", None)  # a DataFrame's columns matched by name
+    X = tabular.as_matrix(tabular.frame_in_order(X, None if names is None else names.values,
+                                                         name), name)
+    tabular.predict_matrix(X, model.n_features, name)  # the feature count's one message
+    return X
+
+
+def _rows(model, X, y, sample_weight, base_margin, soft: bool, names=("X", "y", "sample_weight",
+                                                                       "base_margin"),
+          columns: Optional[int] = None, warn: bool = True) -> scores.Rows:
+    x_name, y_name, w_name, m_name = names
+    X = _matrix(X, model, x_name)
+    n = X.shape[0]
+    y = _labels(y, model, n, y_name, x_name, columns, warn)
+    w = tabular.as_weights(sample_weight, n, w_name, x_name)
+    margin = tabular.as_margin(base_margin, n, model.n_outputs, m_name, x_name)
+    flat = family.flatten_trees(model.trees)
+    return scores.Rows(jnp.asarray(y), jnp.asarray(w), None if margin is None else jnp.asarray(margin),
+                 None if soft else scores.leaf_indices(flat, X), jnp.asarray(X.T) if soft else None)
+
+
+def _check_temperature(temperature):
+    if callable(temperature):
+        return jnp.float32(1.0), temperature
+    if temperature is None or isinstance(temperature, bool):
+        raise TypeError(f"temperature must be a positive number or a schedule step -> temperature "
+                        f"(e.g. optax.exponential_decay); got {temperature!r}.")
+    checks.check_real(temperature, "temperature", 0.0, np.inf, lo_open=True)
+    return jnp.asarray(temperature, jnp.float32), None
+
+
+def _check_optimizer(optimizer) -> None:
+    if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
+        raise TypeError(f"optimizer must be an optax GradientTransformation (e.g. optax.adam(1e-3), "
+                        f"optax.sgd(0.1), optax.lbfgs()); got {type(optimizer).__name__}"
+                        f"{f' {optimizer!r}' if isinstance(optimizer, (int, float)) else ''}.")
+    try:
+        hash(optimizer)
+    except TypeError:
+        raise TypeError("optimizer must be hashable (an optax GradientTransformation is): it is "
+                        "static in the compiled loop.") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Public functions.
+# --------------------------------------------------------------------------------------------
+
+
+def objective(model: booster.Booster, X, y, loss=None, *, sample_weight=None, base_margin=None,
+              soft: bool = False, temperature: Any = 0.1, l2: Any = 0.0):
+    """The fine-tuning objective as a pure function of the parameters, and its starting point.
+
+    Returns ``(fn, params)``: ``fn(params: Params) -> scalar``, the weighted mean loss of the
+    model's raw scores (soft ones with ``soft=True``, at ``temperature``) on the rows ``X, y``
+    plus ``l2 / 2`` times the squared change of the leaf values; ``params`` the model's own
+    :class:`Params`. ``fn`` may be jitted, differentiated and handed to any solver;
+    :func:`finetune` minimises it with optax (same arguments; see there).
+    """
+    model = _check_model(model, soft)
+    y_np = _labels(y, model, _matrix(X, model).shape[0])
+    loss = _resolve_loss(loss, model, y_np)
+    temp, schedule = _check_temperature(temperature)
+    if schedule is not None:
+        raise TypeError("objective takes one temperature (a number), not a schedule.")
+    checks.check_real(l2, "l2", 0.0, np.inf)
+    rows = _rows(model, X, y, sample_weight, base_margin, soft, warn=False)  # warned above
+    st = scores.soft_structure(model) if soft else None
+    params0 = scores.initial_params(model, st)
+    l2 = jnp.asarray(l2, jnp.float32)
+
+    def fn(params: scores.Params):
+        return scores.penalised_loss(params, rows, loss, st, temp, l2, params0.leaf_values)[0]
+
+    return fn, params0
+
+
+def soft_predict(model: booster.Booster, X, temperature: Any, base_margin=None) -> jax.Array:
+    """Raw scores of the model with sigmoid splits at ``temperature`` (``soft=True``'s model):
+    ``(n,)`` or ``(n, K)`` as :func:`jboost.predict`. As ``temperature -> 0`` it is
+    :func:`jboost.predict` (a row at distance ``> ~20 * temperature * scale_f`` from every
+    border it is compared with gets the hard tree's value to float32 precision)."""
+    model = _check_model(model, soft=True)
+    X = _matrix(X, model)
+    temp, schedule = _check_temperature(temperature)
+    if schedule is not None:
+        raise TypeError("soft_predict takes one temperature (a number), not a schedule.")
+    st = scores.soft_structure(model)
+    raw = scores.soft_scores(scores.initial_params(model, st), st, jnp.asarray(X.T), temp)
+    margin = tabular.as_margin(base_margin, X.shape[0], model.n_outputs)
+    if margin is not None:
+        raw = raw + margin
+    raw = base.add_offset(raw, model.offset)
+    return loss_lib.as_predicted(raw, model.loss)
+
+
+def finetune(model: booster.Booster, X, y, loss: Union[None, str, loss_lib.Loss, Callable],
+             optimizer: optax.GradientTransformation, *, n_steps: int, sample_weight=None,
+             base_margin=None, eval_set=None, eval_base_margin=None, key: Any = None,
+             batch_size: Optional[int] = None, soft: bool = False, temperature: Any = None,
+             l2: Any = 0.0, restore_best: bool = False, return_curves: bool = False):
+    """Refit every leaf value (and the baseline; with ``soft=True`` the thresholds too) of a
+    fitted :class:`jboost.Booster` jointly, minimising ``loss`` with an optax optimizer.
+
+    The model's raw score is one differentiable function of its parameters (:class:`Params`;
+    the module docstring gives the formula, the soft splits and what the thresholds are), and
+    ``n_steps`` steps of ``optimizer`` on the objective of :func:`objective` run as one
+    ``lax.scan`` in one compiled program.
+
+    Args:
+      model: a :class:`jboost.Booster` (from :func:`jboost.fit` or :mod:`jboost.algorithms`;
+        one model, not a vmapped batch).
+      X: ``(n_samples, n_features)`` rows to fine-tune on (the model's feature count; NaN missing).
+      y: ``(n_samples,)`` labels, as :func:`jboost.fit` takes them for ``loss``.
+      loss: the loss to minimise: ``None`` (the model's own), a built-in name, a
+        :class:`jboost.Loss` or a function ``loss(y, raw)``; its number of raw outputs must be
+        the model's (K). Checked as :func:`jboost.fit` checks it (labels, parameter domains).
+      optimizer: an optax ``GradientTransformation`` (``optax.adam(1e-3)``, ``optax.sgd``,
+        ``optax.lbfgs()``, chains, ``optax.multi_transform`` over the fields of :class:`Params`).
+        Static in the compiled loop (the same optimizer object reuses the program); its
+        learning rate may be traced.
+      n_steps: optimizer steps (static).
+      sample_weight: optional non-negative ``(n_samples,)`` weights of the rows.
+      base_margin: per-row raw-score offsets ``(n_samples,)`` or ``(n_samples, K)`` of a model
+        fitted with them (:func:`jboost.fit`'s ``base_margin``), added to every raw score.
+      eval_set: optional ``(X_valid, y_valid)`` or ``(X_valid, y_valid, w_valid)``: its mean loss
+        after every step is monitored (:class:`Curves`), and it becomes the returned model's
+        ``valid_loss``.
+      eval_base_margin: the offsets of ``eval_set``'s rows (with ``base_margin``).
+      key: an int seed or a ``jax.random`` key for ``batch_size``'s draws (default 0).
+      batch_size: ``None`` (every step on all rows: deterministic) or the rows per step, drawn
+        uniformly with replacement from step ``s``'s key ``fold_in(key, s)`` (static).
+      soft: sigmoid splits whose thresholds move too (oblivious trees only; module docstring).
+      temperature: ``soft=True``: the sigmoid's temperature in units of each feature's scale
+        (traced; positive; ``None``: 0.1), or a schedule ``step -> temperature`` (e.g. an
+        ``optax.exponential_decay``, static) to anneal it towards the hard model returned.
+      l2: penalty ``l2 / 2 * sum (v - v_fitted)**2`` on the change of the leaf values (traced,
+        ``>= 0``): 0 refits freely, large keeps the fitted leaves.
+      restore_best: with ``eval_set``, return the parameters of the step (0..n_steps: 0 is the
+        model as given) with the lowest ``eval_set`` loss instead of the last.
+      return_curves: return ``(model, Curves)`` instead of the model alone.
+
+    Returns:
+      A :class:`jboost.Booster` of hard trees with the tuned parameters and ``loss`` as its loss
+      (module docstring), and with ``return_curves`` the per-step :class:`Curves`.
+
+    Raises:
+      TypeError / ValueError: naming the argument (a model that is not one Booster, another
+        feature count, labels the loss refuses, a loss with another number of outputs, an
+        optimizer that is not an optax transformation, ``soft=True`` for non-oblivious trees).
+      FloatingPointError: the training loss of a concrete fine-tuning became NaN or infinite
+        (the first such step; lower the optimizer's learning rate). Not checked under ``jax.vmap``.
+    """
+    soft = bool(soft)
+    model = _check_model(model, soft)
+    n_steps = checks.check_int(n_steps, "n_steps", 1, settings.MAX_ROUNDS)
+    X_np = _matrix(X, model)
+    n = X_np.shape[0]
+    loss_obj = _resolve_loss(loss, model, _labels(y, model, n))
+    _check_optimizer(optimizer)
+    if temperature is not None and not soft:
+        raise ValueError(f"temperature={temperature!r} applies to soft splits only: pass soft=True "
+                         "with it, or leave it out.")
+    temperature = 0.1 if temperature is None else temperature
+    temp, schedule = _check_temperature(temperature)
+    checks.check_real(l2, "l2", 0.0, np.inf)
+    if loss_obj.batch:
+        loss_obj = checks_lib.check_batch_objective(loss_obj, eval_set, None)
+    if batch_size is not None:
+        batch_size = checks.check_int(batch_size, "batch_size", 1, max(n, 1))
+        if loss_obj.batch:
+            raise ValueError(f"batch_size={batch_size}: loss {loss_obj.name!r} is a batch objective "
+                             "(one function of every row: risk sets, query groups), which rows drawn "
+                             "at random would break; use batch_size=None.")
+    if restore_best and eval_set is None:
+        raise ValueError("restore_best needs eval_set=(X_valid, y_valid): the best step is the one "
+                         "of the lowest eval_set loss.")
+    if base_margin is None and eval_base_margin is not None:
+        raise ValueError("eval_base_margin is given without base_margin: pass the training rows' "
+                         "offsets too (or neither).")
+    if eval_set is None and eval_base_margin is not None:
+        raise ValueError("eval_base_margin is given without eval_set.")
+    if eval_set is not None and base_margin is not None and eval_base_margin is None:
+        raise ValueError("base_margin is given with an eval_set: pass eval_base_margin (the offsets "
+                         "of eval_set's rows), or the validation scores would leave them out.")
+    rows = _rows(model, X_np, y, sample_weight, base_margin, soft, warn=False)  # warned above
+    valid = None
+    if eval_set is not None:
+        if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
+            raise TypeError("eval_set must be a tuple (X_valid, y_valid) or (X_valid, y_valid, w_valid).")
+        valid = _rows(model, eval_set[0], eval_set[1], None if len(eval_set) == 2 else eval_set[2],
+                      eval_base_margin, soft,
+                      names=("eval_set X", "eval_set y", "eval_set weights", "eval_base_margin"),
+                      columns=rows.y.shape[1] if rows.y.ndim == 2 else 0)
+        checks_lib.check_labels(loss_obj, np.asarray(valid.y), "eval_set y")
+    key = checks.as_key(0 if key is None else key)
+    st = scores.soft_structure(model) if soft else None
+    params0 = scores.initial_params(model, st)
+    params, curves = loop.run_steps(params0, rows, valid, loss_obj, st, temp, jnp.asarray(l2, jnp.float32), key,
+                          optimizer=optimizer, n_steps=n_steps, batch_size=batch_size,
+                          schedule=schedule, restore_best=bool(restore_best))
+    if not checks.is_traced(curves.train_loss):  # a concrete fine-tuning (not under vmap)
+        loop.check_finite_curve(curves.train_loss)
+    tuned = _model(model, params, st, loss_obj, rows, valid, X_np, eval_set)
+    bad = ~((temp > 0) & (jnp.asarray(l2, jnp.float32) >= 0))  # traced settings out of domain
+    if checks.is_traced(bad):
+        tuned, curves = jax.tree_util.tree_map(
+            lambda a: jnp.where(bad, jnp.nan, a) if jnp.issubdtype(a.dtype, jnp.floating) else a,
+            (tuned, curves))
+    tuned = settings.nan_outside_domains(tuned, loss_obj)  # traced loss parameters
+    return (tuned, curves) if return_curves else tuned
+
+
+def _model(model: booster.Booster, params: scores.Params, st, loss, rows: scores.Rows, valid, X_np,
+           eval_set) -> booster.Booster:
+    """The returned Booster: tuned leaves (thresholds), baseline, loss and per-round losses."""
+    trees = model.trees
+    lead = trees.leaf_values.shape[:-2]
+    trees = trees._replace(leaf_values=params.leaf_values.reshape(trees.leaf_values.shape))
+    if st is not None:
+        borders = scores.moved_borders(params, st)
+        # The nearest bin at or above a moved border: the smallest t with borders[f, t] >= it.
+        bins = jnp.sum(model.borders[st.features] < borders[..., None], axis=-1).astype(jnp.int32)
+        bins = jnp.minimum(bins, model.borders.shape[-1] - 1)
+        thresholds = jnp.where(st.movable, bins, family.flatten_trees(trees).thresholds)
+        trees = trees._replace(borders=borders.reshape(lead + borders.shape[-1:]),
+                               thresholds=thresholds.reshape(lead + thresholds.shape[-1:]))
+    # settings={}: the fitted settings no longer describe the tuned leaf values.
+    tuned = model._replace(trees=trees, baseline=params.baseline, loss=loss, info={},
+                           best_round=None, settings={})
+    plain = tuned._replace(offset=None)  # the losses of the centred labels, in float32
+    train = plain.staged(X_np, scores.round_loss, rows.y, rows.w, rows.margin, loss)
+    if valid is None:
+        valid_curve = jnp.full_like(train, jnp.nan)
+    else:
+        valid_curve = plain.staged(_matrix(eval_set[0], model, "eval_set X"), scores.round_loss,
+                                   valid.y, valid.w, valid.margin, loss)
+    return tuned._replace(train_loss=train, valid_loss=valid_curve)

@@ -1,0 +1,357 @@
+"""A fit's inputs: class labels mapped to codes, the label offset, and X/y/weights/eval_set checked and binned into Data."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jboost import checks
+from jboost.data import binning
+from jboost.data import binning as binning_lib
+from jboost.data import categorical as categorical_lib
+from jboost.data import categorical_stats
+from jboost.data import labels
+from jboost.data import tabular
+from jboost.engine import distributed
+from jboost.engine import state
+from jboost.losses import loss as loss_lib
+from jboost.losses import per_sample
+
+
+def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
+    """The offset ``c`` that ``jboost.fit`` subtracts from the labels in float64 (and its
+    :class:`jboost.Booster` adds back to the raw scores, ``Booster.offset``), or ``None``.
+
+    Taken when the loss is a loss of the residual (:func:`jboost.losses.shifts_with_labels`:
+    squared, absolute, Huber, quantile; the fit of ``y - c`` plus ``c`` is the same model) and
+    float32 would lose what tells the labels apart (:func:`warn_if_labels_lose_precision`'s
+    criterion): ``c`` is the labels' median, a float64 scalar with ``jax_enable_x64`` (the
+    predictions are then float64 and lose nothing), else the nearest float32 (the fit is exact,
+    but float32 predictions near ``c`` are rounded to its float32 spacing: a warning says so).
+    Otherwise ``None``, and the precision warning is given where it applies.
+    """
+    lost = labels.label_precision_loss(y, y32)
+    if lost is None or not per_sample.shifts_with_labels(loss):
+        if lost is not None:
+            labels.warn_if_labels_lose_precision(y, y32, name)
+        return None
+    _, spread, centre = lost
+    if np.ndim(y) == 2:  # vector labels: every column's median (a shift of each target)
+        centres = np.median(np.asarray(y, np.float64), axis=0)
+        if jax.config.jax_enable_x64:
+            return centres
+        c = centres.astype(np.float32)
+        warnings.warn(f"{name} has a large offset (column medians {centres.tolist()[:4]}): the fit "
+                      "subtracts each column's median in float64 and the model adds it back "
+                      "(Booster.offset), but its float32 predictions are rounded to the offsets' "
+                      "float32 spacing. Enable float64 predictions with "
+                      "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
+                      stacklevel=3)
+        return c
+    if jax.config.jax_enable_x64:
+        return np.float64(centre)
+    c = np.float32(centre)
+    warnings.warn(f"{name} has a large offset (median {centre:.6g}, spread {spread:.3g}): the fit "
+                  f"subtracts c = {float(c):.9g} in float64 and the model adds it back "
+                  f"(Booster.offset), but its float32 predictions near c are rounded to "
+                  f"+-{float(np.spacing(c)) / 2:.3g}. Enable float64 predictions with "
+                  "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
+                  stacklevel=3)
+    return c
+
+
+# --------------------------------------------------------------------------------------------
+# Data: checked, binned.
+# --------------------------------------------------------------------------------------------
+
+
+class Data(NamedTuple):
+    """Training and validation arrays after the host-side checks and binning.
+
+    ``X_binned`` and ``X_valid`` are feature-major ``uint8`` bins; without an eval set the
+    validation arrays have 0 rows. ``borders`` are the ``(F, n_bins - 1)`` float32 bin borders.
+    """
+
+    X_binned: jax.Array  # (F, n) uint8
+    y: jax.Array         # (n,) float32
+    w: jax.Array         # (n,) float32
+    X_valid: jax.Array   # (F, m) uint8
+    y_valid: jax.Array   # (m,)
+    w_valid: jax.Array   # (m,)
+    borders: jax.Array   # (F, n_bins - 1)
+
+    @property
+    def missing(self) -> bool:
+        """Whether any training row has a missing value (static: halves the split search when not)."""
+        return binning.has_missing(self.X_binned, self.borders.shape[1] + 1)
+
+
+def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borders=None,
+            label_check: Optional[Callable[[np.ndarray, str], Any]] = None,
+            weighted_borders: bool = True, label_columns: bool = False) -> Data:
+    """Check ``X``, ``y``, ``sample_weight`` and ``eval_set`` (errors name the argument), compute
+    the bin borders (or check the given ones) and bin everything.
+
+    Args:
+      label_check: ``label_check(labels, name)`` validates the labels of ``y`` (``name="y"``) and
+        of the eval set (``name="eval_set y"``), e.g. against the loss.
+      weighted_borders: compute the borders from the sample-weighted quantiles (as ``fit``);
+        ``False``: unweighted (forests, whose weights are bootstrap counts).
+      label_columns: whether ``y`` may be ``(n, C)`` vector labels (``jboost.fit``); the
+        ``eval_set``'s labels must then have the same ``C`` columns. Otherwise 2-D labels are
+        refused (:func:`as_labels`).
+    """
+    X = tabular.as_matrix(X, "X")
+    n, n_features = X.shape
+    y = labels.as_labels(y, n, columns=None if label_columns else 0)
+    if label_check is not None:
+        label_check(y, "y")
+    w = tabular.as_weights(sample_weight, n)
+    n_bins = checks.check_int(n_bins, "n_bins", 3, binning.MAX_BINS)
+    if borders is None:
+        borders = binning.compute_borders(X, n_bins, sample_weight=w if weighted_borders else None)
+    else:
+        borders = binning_lib.check_borders(borders, n_features, n_bins)
+    X_binned = binning.bin_features(X, borders)
+    if eval_set is None:
+        Xv = jnp.zeros((n_features, 0), binning.X_BINNED_DTYPE)
+        yv = np.zeros((0,) + y.shape[1:], np.float32)
+        wv = np.zeros((0,), np.float32)
+    else:
+        if not isinstance(eval_set, (tuple, list)) or len(eval_set) not in (2, 3):
+            raise TypeError("eval_set must be a tuple (X_valid, y_valid) or (X_valid, y_valid, w_valid).")
+        Xv_host = tabular.as_matrix(eval_set[0], "eval_set X")
+        if Xv_host.shape[1] != n_features:
+            raise ValueError(f"eval_set X has {Xv_host.shape[1]} features but X has {n_features}.")
+        m = Xv_host.shape[0]
+        if y.ndim == 1 and np.ndim(eval_set[1]) == 2:
+            raise ValueError(f"eval_set y has shape {np.shape(eval_set[1])} but y is 1-D: give the "
+                             "validation labels the shape of the training labels.")
+        yv = labels.as_labels(eval_set[1], m, "eval_set y", "eval_set X",
+                       columns=y.shape[1] if y.ndim == 2 else 0)
+        if label_check is not None:
+            label_check(yv, "eval_set y")
+        wv = (np.ones((m,), np.float32) if len(eval_set) == 2
+              else tabular.as_weights(eval_set[2], m, "eval_set weights", "eval_set X"))
+        Xv = binning.bin_features(Xv_host, borders)
+    return Data(X_binned, jnp.asarray(y), jnp.asarray(w), Xv, jnp.asarray(yv), jnp.asarray(wv),
+                jnp.asarray(borders))
+
+
+def prepare_boosting(X, y, **kwargs):
+    """:func:`prepare` as ``(jboost.boosting.Data, borders)``: the arrays boosting runs on and the
+    bin borders the model keeps (the entry points that boost: ``fit``, the algorithms)."""
+    data = prepare(X, y, **kwargs)
+    return state.Data(*data[:6]), data.borders
+
+
+# --------------------------------------------------------------------------------------------
+# Class labels as users have them (issue 17): mapped to 0..K-1, the labels kept in the model.
+# --------------------------------------------------------------------------------------------
+
+
+def _is_class_index(arr: np.ndarray) -> bool:
+    """Whether labels already are class indices: bools, or non-negative integers (of an integer
+    or float dtype). Non-finite floats count as indices here (:func:`as_labels` refuses them)."""
+    if arr.dtype.kind == "b":
+        return True
+    if arr.dtype.kind in "iu":
+        return arr.size == 0 or int(arr.min()) >= 0
+    if arr.dtype.kind == "f":
+        finite = arr[np.isfinite(arr)]
+        return bool(np.all(finite >= 0) and np.all(finite == np.round(finite)))
+    return False
+
+
+def class_labels(y, loss, n_outputs: Optional[int] = None, task: Optional[str] = None,
+                 name: str = "y"):
+    """``(labels, classes)``: class labels as users have them mapped to ``0..K-1`` for a
+    classification loss, with the sorted distinct labels ``classes`` (``None`` when ``y`` is
+    returned as it is).
+
+    Non-negative integer (or integer-valued) labels and bools are class indices already
+    (XGBoost's convention: ``0..K-1``; labels ``1..K`` keep their warning that class 0 is
+    absent). Strings, objects, and numbers that are negative or fractional (``{-1, 1}``,
+    ``{0.5, 2.5}``) are mapped in sorted order (``np.unique``); the model keeps ``classes`` and
+    :func:`jboost.predict_class` returns them. Such labels with a regression loss: a
+    ``TypeError`` for non-numbers (they cannot be regression targets), numbers pass as they are.
+    """
+    if checks.is_traced(y) or isinstance(y, jax.Array):
+        return y, None
+    y = tabular.series_values(y)
+    arr = np.asarray(y)
+    if arr.dtype.kind == "O" and arr.ndim == 1 and arr.size and all(
+            isinstance(v, str) for v in arr.tolist()):
+        arr = arr.astype(str)
+    if arr.ndim != 1 or arr.size == 0 or _is_class_index(arr):
+        return y, None
+    try:
+        resolved_task = per_sample.get(loss, n_outputs=n_outputs, task=task).task
+    except Exception:  # noqa: BLE001 - resolve_loss gives the loss's own message next
+        resolved_task = None
+    numeric = arr.dtype.kind in "iuf"
+    if resolved_task not in loss_lib.CLASSIFICATION:
+        if numeric:
+            return y, None
+        examples = ", ".join(repr(v) for v in list(dict.fromkeys(arr.tolist()))[:3])
+        raise TypeError(f"{name} holds non-numeric labels ({examples}, dtype {arr.dtype}): class "
+                        "labels need a classification loss (loss='binomial_deviance' for 2 "
+                        "classes, 'multinomial_deviance' for more), or convert them to numbers "
+                        "for regression.")
+    if arr.dtype.kind == "O":
+        bad = [v for v in arr.tolist() if v is None or (isinstance(v, float) and not np.isfinite(v))]
+        if bad:
+            raise ValueError(f"{name} holds missing class labels ({bad[0]!r}): every row needs a "
+                             "class; drop those rows or give them a class of their own.")
+    try:
+        classes, codes = np.unique(arr, return_inverse=True)
+    except TypeError as e:
+        raise TypeError(f"{name} holds class labels of mixed types that cannot be sorted "
+                        f"({e}): make them one type (e.g. all strings).") from None
+    if arr.dtype.kind == "f" and not np.all(np.isfinite(classes)):
+        return y, None  # as_labels names the NaN / inf
+    if resolved_task == "binary" and len(classes) > 2:
+        raise ValueError(f"{name} holds {len(classes)} classes ({classes[:5].tolist()}...) but the "
+                         "loss is binary: use loss='multinomial_deviance' for K classes.")
+    return codes.reshape(-1).astype(np.float32), classes
+
+
+def mapped_labels(y, eval_set, loss, n_outputs, task, init_model, n_rows: Optional[int] = None):
+    """Class labels as users have them (strings, ``{-1, 1}``, ...) mapped to ``0..K-1`` for a
+    classification loss (:func:`class_labels`), ``eval_set``'s labels with
+    the same classes; a continued fit maps with ``init_model``'s classes. Returns
+    ``(y, classes or None, eval_set)``. ``n_rows``: X's rows, which ``y`` must have (checked
+    first, so that a short ``y`` is named as such, not by its labels)."""
+    if n_rows is not None and not checks.is_traced(y):
+        tabular.check_length(y, n_rows)
+    model_classes = getattr(init_model, "classes", None)
+    if model_classes is not None:
+        classes = model_classes.array
+        y = labels.class_codes(y, classes, "y")
+    else:
+        y, classes = class_labels(y, loss, n_outputs, task)
+        if init_model is not None and classes is not None:  # else a silent relabelling
+            raise ValueError(f"y holds class labels {classes[:5].tolist()} that are not class "
+                             "indices 0..K-1, but init_model was fitted on class indices: continue "
+                             "it with the labels it was fitted on.")
+    if classes is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
+        eval_set = (eval_set[0], labels.class_codes(eval_set[1], classes)) + tuple(eval_set[2:])
+    return y, classes, eval_set
+
+
+def categorical_data(plan, data: state.Data, borders, loss, key, prior, prior_weight,
+                      n_bins: int, init_model=None):
+    """``(data, borders, Categorical)``: the host-binned columns of ``plan``'s encoded rows
+    followed by the ctr columns' ordered target statistics (:func:`jboost.categorical.training_features`,
+    from the permutation of ``fold_in(key, PERMUTATION_STREAM)``; traced prior and weight),
+    their borders and bins; the eval set's rows get the statistics of every training row.
+    A continued fit (``init_model``) takes the model's prior, its weight and its borders, so the
+    same rows and key give the statistics and bins its trees were fitted on."""
+    spec = plan.spec
+    init_cat = getattr(init_model, "categorical", None)
+    if init_cat is not None:
+        prior, prior_weight = init_cat.prior, init_cat.prior_weight
+    if loss.batch:
+        raise ValueError(f"categorical features need a loss of one label per row; {loss.name!r} is "
+                         "an objective of the whole batch (Cox, ranking): encode the categorical "
+                         "columns as numbers first.")
+    t = categorical_stats.targets(np.asarray(data.y), loss)
+    spec = categorical_lib.CategoricalSpec(spec.names, spec.kinds, spec.vocab, spec.vocab_type,
+                                       spec.missing, t.shape[1], spec.one_hot_max_size)
+    w = np.asarray(data.w, np.float32)
+    if prior is None:  # the weighted mean of the statistic over the training rows
+        prior = (t * w[:, None]).sum(0, dtype=np.float64) / max(float(w.sum(dtype=np.float64)), 1e-30)
+    categorical_lib.check_settings(spec.one_hot_max_size, prior, prior_weight)
+    prior = jnp.broadcast_to(jnp.asarray(prior, jnp.float32), (t.shape[1],))
+    prior_weight = jnp.asarray(prior_weight, jnp.float32)
+    h, J = spec.host_width, len(spec.ctr_columns)
+    if J == 0:  # one-hot columns only
+        empty = jnp.zeros((0, t.shape[1]), jnp.float32)
+        return data, borders, categorical_stats.Categorical(spec, empty, jnp.zeros((0,), jnp.float32),
+                                                      prior, prior_weight)
+    codes = np.asarray(plan.X[:, h:], np.int32)
+    perm_key = jax.random.fold_in(key, categorical_stats.PERMUTATION_STREAM)
+    values, ctr_borders, bins, sums, counts = categorical_stats.training_features(
+        jnp.asarray(codes), jnp.asarray(t), jnp.asarray(w), perm_key, prior, prior_weight,
+        jnp.asarray(spec.offsets), n_table_rows=spec.n_table_rows, n_bins=n_bins)
+    if init_cat is not None:  # the model's borders of the statistics
+        if init_cat.spec.n_stats != spec.n_stats:
+            raise ValueError(f"init_model's categorical columns have {init_cat.spec.n_stats} "
+                             f"statistics each; this fit's labels give {spec.n_stats}.")
+        ctr_borders = jnp.asarray(init_model.borders)[h:]
+        bins = categorical_stats.bin_values(values, ctr_borders)
+    cat = categorical_stats.Categorical(spec, sums, counts, prior, prior_weight)
+    X_binned = jnp.concatenate([jnp.asarray(data.X_binned)[:h], bins], axis=0)
+    X_valid = data.X_valid
+    if X_valid.shape[1]:
+        valid_values = categorical_stats.ctr_values(cat, plan.X_valid[:, h:])
+        X_valid = jnp.concatenate([jnp.asarray(X_valid)[:h],
+                                   categorical_stats.bin_values(valid_values, ctr_borders)], axis=0)
+    else:
+        X_valid = jnp.zeros((spec.n_features, 0), X_binned.dtype)
+    borders = jnp.concatenate([jnp.asarray(borders)[:h], ctr_borders], axis=0)
+    return data._replace(X_binned=X_binned, X_valid=X_valid), borders, cat
+
+
+def centred_inputs(y, eval_set, offset, n: int, eval_metric):
+    """The labels of ``y`` and of ``eval_set`` minus the label offset, computed in float64
+    (:func:`jboost._validation.label_offset`)."""
+    if callable(eval_metric):
+        warnings.warn("eval_metric sees the labels and raw scores minus the label offset "
+                      f"Booster.offset = {np.asarray(offset).tolist()} (a metric of the residual is unchanged; "
+                      "one of the labels' scale, such as a relative error, is not).", UserWarning,
+                      stacklevel=3)
+    y = labels.centred_labels(y, offset, n)
+    if eval_set is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
+        Xv = tabular.as_matrix(eval_set[0], "eval_set X")
+        yv = labels.centred_labels(eval_set[1], offset, Xv.shape[0], "eval_set y", "eval_set X")
+        eval_set = (Xv, yv) + tuple(eval_set[2:])
+    return y, eval_set
+
+
+def with_margins(data: state.Data, base_margin, eval_base_margin, eval_set, k: int):
+    """``data`` with the checked per-row offsets of the training and validation rows."""
+    if base_margin is None and eval_base_margin is None:
+        return data
+    if base_margin is None:
+        raise ValueError("eval_base_margin is given without base_margin: pass the training rows' "
+                         "offsets too (or neither).")
+    if eval_set is None and eval_base_margin is not None:
+        raise ValueError("eval_base_margin is given without eval_set.")
+    if eval_set is not None and eval_base_margin is None:
+        raise ValueError("base_margin is given with an eval_set: pass eval_base_margin (the "
+                         "offsets of eval_set's rows), or the validation scores would leave "
+                         "them out.")
+    n, m = data.y.shape[0], data.y_valid.shape[0]
+    margin = tabular.as_margin(base_margin, n, k)
+    margin_valid = (None if eval_set is None else
+                    tabular.as_margin(eval_base_margin, m, k, "eval_base_margin", "eval_set X"))
+    return data._replace(margin=jnp.asarray(margin),
+                         margin_valid=None if margin_valid is None else jnp.asarray(margin_valid))
+
+
+def local_rows(X, y, loss, sample_weight, eval_set, devices, cat_features, settings, **refused):
+    """The checks and gathers of a multi-process fit (``rows="local"``,
+    :func:`jboost.distributed.gather`); refuses what it does not support.
+
+    The refusals come after the settings (what is refused included) are compared across processes,
+    so a process that passes an argument the others do not makes every process raise instead of
+    leaving the others waiting in a collective."""
+    has_cats = cat_features is not None and not (np.ndim(cat_features) == 1 and len(cat_features) == 0)
+    local = distributed.gather(X, y, sample_weight, eval_set, devices, dict(
+        settings, cat_features=has_cats, **{k: v is not None for k, v in refused.items()}))
+    # The settings are the same on every process from here: every process raises alike.
+    given = [k for k, v in refused.items() if v is not None]
+    if given:
+        raise ValueError(f"rows='local' does not support {', '.join(k + '=' for k in given)} yet: "
+                         "fit with rows='global' (every process passing the whole table) for them.")
+    if has_cats:
+        raise ValueError("rows='local' does not support cat_features yet: encode the categorical "
+                         "columns as numbers (the same encoding on every process).")
+    if isinstance(loss, loss_lib.Loss) and loss.batch:
+        raise ValueError(f"loss: rows='local' does not support batch objectives ({loss.name!r}).")
+    return local

@@ -1,0 +1,195 @@
+"""Feature importance: ESL relative importance, summed gains, split counts, permutation importance."""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jboost import _compile
+from jboost import checks
+from jboost.data import labels
+from jboost.data import tabular
+from jboost.inspect import covers as covers_lib
+from jboost.losses import loss as loss_lib
+from jboost.losses import metrics as metrics_lib
+from jboost.losses import per_sample
+from jboost.models import base as base_lib
+from jboost.models import booster
+from jboost.models.bagged import BaggedBoosters
+from jboost.models.ecoc import ECOCBoosters
+
+# --------------------------------------------------------------------------------------------
+# Importance.
+# --------------------------------------------------------------------------------------------
+
+IMPORTANCE_KINDS = ("relative", "gain", "split_count")
+
+
+def _class_axis(model):
+    """``(n_groups, group_of_tree)``: how a model's trees (flattened leading axes, batch axes
+    excluded) divide among its outputs for per-class importance, or ``None``."""
+    if isinstance(model, ECOCBoosters):  # (L, R, 1): one learner per code bit
+        return "bits"
+    if isinstance(model, (booster.Booster, BaggedBoosters)):
+        k = model.n_outputs
+        if k > 1 and model.trees.features.shape[-2] == k:  # per_output_trees: tree p is output p
+            return "per_output"
+    return None
+
+
+def importance(model, kind: str = "relative", per_class: bool = False) -> jax.Array:
+    """Feature importance from the trees' splits, per model of a batched model (never summed).
+
+    Args:
+      kind: ``"relative"``: ESL's relative importance (eq. 10.42-10.43): ``I_l = sqrt(sum of the
+        squared improvements of the splits on feature l, averaged over trees)``, scaled so the
+        largest is 100. A split's squared improvement ``i_t**2`` is its gain (jboost's trees
+        store one per level: the sum over the level's nodes, ESL's sum over nodes ``t``); for
+        squared error with ``l2=0`` exactly ESL's improvement in squared error ``w_l w_r /
+        (w_l + w_r) (ybar_l - ybar_r)**2``, otherwise the loss's second-order (Newton)
+        improvement. ``"gain"``: the summed gains (the squared scale; :func:`jboost.feature_importance`
+        is this normalised to sum to 1). ``"split_count"``: the number of splits (levels of
+        positive gain) on each feature.
+      per_class: ``(K, F)``: each output's importance from its own trees (ESL eq. 10.43's
+        ``I_lk``: models with one tree per output per round, ``per_output_trees=True``, and
+        ECOC's code bits). Without it a ``"relative"`` importance of such a model is ESL's
+        average ``I_l = mean_k I_lk`` (then scaled to 100); of a model of vector-leaf trees
+        (one tree moves all ``K`` outputs, its gain summed over them) the square root of the
+        summed gains.
+
+    The trees are those :func:`jboost.predict` uses: with early stopping only the rounds up to
+    ``best_round`` count.
+
+    Returns:
+      ``(F,)``, or ``(K, F)`` with ``per_class`` (batch axes in front), float32.
+    """
+    base_lib.check_model(model)
+    if kind not in IMPORTANCE_KINDS:
+        raise ValueError(f"kind={kind!r} is not an importance kind; use one of {IMPORTANCE_KINDS}.")
+    covers_lib.check_trees(model.trees)
+    axis = _class_axis(model)
+    if per_class and axis is None:
+        raise ValueError(
+            f"per_class=True needs one tree per output: a {type(model).__name__} with "
+            f"{getattr(model, 'n_outputs', 1)} output(s) whose trees each move every output (their "
+            "gains are summed over the outputs and cannot be split by class). Fit with "
+            "per_output_trees=True (ESL Algorithm 10.4), or use per_class=False.")
+
+    return _importance(model, kind=kind, per_class=per_class, axis=axis)
+
+
+@functools.partial(_compile.jit, static_argnames=("kind", "per_class", "axis"))
+def _importance(model, *, kind: str, per_class: bool, axis: Optional[str]):
+    """:func:`importance` of checked arguments, every model of a batch."""
+
+    def one(m):
+        n_features = m.n_features
+        gains, feats = _used_gains(m), m.trees.features          # (..., D)
+        if axis == "bits":  # (L, R, 1, D) -> groups (L, R*D)
+            groups_g = gains.reshape(gains.shape[0], -1)
+            groups_f = feats.reshape(feats.shape[0], -1)
+        elif axis == "per_output":  # (B?, R, K, D) -> (K, ...)
+            groups_g = jnp.moveaxis(gains, -2, 0).reshape(gains.shape[-2], -1)
+            groups_f = jnp.moveaxis(feats, -2, 0).reshape(feats.shape[-2], -1)
+        else:
+            groups_g, groups_f = gains.reshape(1, -1), feats.reshape(1, -1)
+        if kind == "split_count":
+            g = (groups_g > 0).astype(jnp.float32)
+        else:
+            g = jnp.maximum(groups_g, 0.0)
+        per = jax.vmap(lambda gg, ff: jax.ops.segment_sum(gg, ff, num_segments=n_features))(g, groups_f)
+        if kind != "relative":
+            return per if per_class else jnp.sum(per, axis=0)
+        n_trees = groups_g.shape[1] / max(gains.shape[-1], 1)
+        root = jnp.sqrt(per / n_trees)                                       # I_lk (eq. 10.43)
+        if per_class:
+            return _scaled(root)
+        return _scaled(jnp.mean(root, axis=0))  # I_l = mean_k I_lk; one group: sqrt of the sum
+
+    return base_lib.batched(model, one)
+
+
+def _used_gains(m):
+    """The split gains of the rounds a prediction uses (:func:`jboost.model.used_gains`)."""
+    return base_lib.used_gains(m)
+
+
+def _scaled(imp):
+    """Scaled so the largest entry (along the last axis) is 100 (all zero stays zero)."""
+    top = jnp.max(imp, axis=-1, keepdims=True)
+    return 100.0 * imp / jnp.where(top > 0, top, 1.0)
+
+
+def permutation_importance(model, X, y, metric=None, n_repeats: int = 5, key=0,
+                           sample_weight=None, n_rounds: Optional[int] = None) -> jax.Array:
+    """Permutation importance on held-out rows (Breiman 2001; ESL 15.3.2 for random forests):
+    the increase of ``metric`` when feature ``j``'s column is shuffled, averaged over
+    ``n_repeats`` permutations.
+
+    Args:
+      model: any fitted ensemble with a loss (a Forest or ECOC model needs ``metric``); batch
+        axes allowed (each model its own importance).
+      X, y: held-out rows and labels.
+      metric: ``None`` (the model's loss, the mean weighted loss of the raw scores), a named
+        metric (``"mse"``, ``"mae"``, ``"error_rate"``) or ``metric(y, raw, w) -> scalar`` (raw
+        scores as :func:`jboost.predict` gives them). Lower must be better.
+      n_repeats: permutations per feature.
+      key: int seed or a ``jax.random`` key; feature ``j``'s repeat ``r`` uses
+        ``fold_in(fold_in(key, j), r)``, the same for every model of a batch.
+
+    Returns:
+      ``(F, n_repeats)`` the increases (mean over the last axis for the importance), batch axes
+      in front; one compiled program (a ``lax.map`` over features, ``vmap`` over repeats).
+    """
+    base_lib.check_model(model)
+    X = jnp.asarray(tabular.predict_matrix(base_lib.in_order(model, X), model.n_features),
+                    jnp.float32)
+    n_repeats = checks.check_int(n_repeats, "n_repeats", 1, 10**6)
+    classes = getattr(model, "classes", None)
+    if classes is not None:  # labels as the model was fitted on: strings, {-1, 1}, ...
+        y = labels.class_codes(tabular.series_values(y), classes.array, "y")
+    y = jnp.asarray(tabular.series_values(y))
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(f"y has {y.shape[0]} rows but X has {X.shape[0]}.")
+    w = jnp.asarray(tabular.as_weights(sample_weight, X.shape[0]))
+    if isinstance(key, (int, np.integer)):
+        key = jax.random.PRNGKey(int(key))
+    if metric is None and not isinstance(getattr(model, "loss", None), loss_lib.Loss):
+        raise ValueError(f"a {type(model).__name__} has no loss: pass metric= (\"mse\", "
+                         "\"error_rate\", or metric(y, raw, w)).")
+    if isinstance(metric, str) and metric not in metrics_lib.METRICS:
+        raise ValueError(f"metric={metric!r} is not a named metric; use one of "
+                         f"{sorted(metrics_lib.METRICS)} or a function metric(y, raw, w).")
+    return _permutation(model, X, y, w, key, metric=metric, n_repeats=n_repeats, n_rounds=n_rounds)
+
+
+@functools.partial(_compile.jit, static_argnames=("metric", "n_repeats", "n_rounds"))
+def _permutation(model, X, y, w, key, *, metric, n_repeats: int, n_rounds):
+    """:func:`permutation_importance` of checked arguments: one compiled program."""
+
+    def score(m, raw):
+        if metric is None:  # the mean weighted loss (a batch objective: its value over the rows)
+            return loss_lib.total_loss(m.loss, y, raw, w) / jnp.sum(w)
+        m_loss = getattr(m, "loss", None)
+        if m_loss is None:  # a forest: its raw scores are the prediction (identity link)
+            m_loss = per_sample.squared_error()
+        return metrics_lib.evaluate(metric, m_loss, y, raw, w)
+
+    def one(m):
+        base = score(m, m.raw_scores(X, n_rounds))
+
+        def feature(j):
+            def repeat(r):
+                perm = jax.random.permutation(jax.random.fold_in(jax.random.fold_in(key, j), r), X.shape[0])
+                Xp = X.at[:, j].set(X[perm, j])
+                return score(m, m.raw_scores(Xp, n_rounds)) - base
+            return jax.vmap(repeat)(jnp.arange(n_repeats))
+
+        return lax.map(feature, jnp.arange(X.shape[1]))
+
+    return base_lib.batched(model, one)

@@ -1,0 +1,344 @@
+"""Loading a model file: rebuilding the model from its structure and the registry only (losses, custom tree families, old formats), then checking it.
+
+A model file is a NumPy ``.npz`` archive (a zip of ``.npy`` arrays, written by ``np.savez`` and
+read by ``np.load(..., allow_pickle=False)``, so an object array in a file is refused rather than
+unpickled). It holds
+
+* every array of the model, named by its pytree key path (``jax.tree_util.keystr``:
+  ``.trees.leaf_values``, ``.loss.params['alpha']``, ``.info['coef']``), bit for bit;
+* one JSON header (the uint8 member ``__header__``): the format name and version
+  (:data:`FORMAT_VERSION`), the jboost version, the model type (a name from the registry of the
+  known model classes: ``Booster``, ``Forest``, ``BaggedBoosters``, ``StackedBoosters``,
+  ``ECOCBoosters``), the static part of the model and of its nested pytrees (field names; for
+  each :class:`jboost.Loss` its name, ``n_outputs``, ``task``, ``hessian``, ``leaf_refit``,
+  domains, the names of its function, link and baseline, and its label columns, per-column and
+  batch-objective settings (``label_columns``, ``per_column``, ``batch``, ``hessian_diag``,
+  ``max_group``, ``n_probes``; absent in older files: their defaults); the tree family's class), the
+  dtype and shape of every array, the model's ``n_features``, ``batch_shape``, ``n_stages`` and
+  ``task``, optional ``feature_names`` and user ``metadata``, the fit's ``settings`` (a
+  Booster's :class:`jboost.model.Settings` as JSON values: ``{"learning_rate": 0.3, "depth":
+  3, "key": [0, 7], "colsample_by": "level", ...}``, lists for a batch of models; ``None`` for
+  models without them), and a SHA-256 checksum over the header and every array's bytes,
+  verified on load.
+
+The model is rebuilt from the registry (``Booster(**fields)``), never from a pickled treedef.
+Built-in losses (those of :mod:`jboost.losses`, by name with their saved parameters, and the
+classical algorithms' losses) and the built-in tree family load by themselves. A custom loss
+function, link or baseline, or a custom tree family, is code, which a model file does not hold:
+it is recorded by name and must be passed to :func:`load` (``loss=``, ``tree_family=``); the
+error says exactly what to pass.
+
+A file that is truncated, corrupted, edited, of an unknown model type or of a newer format
+raises :class:`ModelFileError` (a ``ValueError``) naming the problem; the arrays of a file whose
+checksum matched are also checked against the model's structure (dtypes, shapes, feature
+indices) before the model is returned.
+
+**Without jax.** This module imports only the standard library and NumPy at import time (jax and
+the rest of jboost are imported inside :func:`save` and :func:`load`), so the file can be copied
+alone to a machine with NumPy only: :func:`read` checks and reads a model file into NumPy arrays
+and :func:`predict_numpy` predicts the raw scores of a ``Booster`` of oblivious trees from it,
+equal bit for bit to :func:`jboost.predict` (float32 sums in the same order) in the tests.
+
+References: the oblivious-tree layout (CatBoost's model export: per level a feature and a
+border, ``2**D`` leaf values; Prokhorenkova et al. 2018) is what :func:`predict_numpy` applies.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from jboost.io import checks
+from jboost.io import reader
+from jboost.io import registry
+from jboost.trees import depthwise as depthwise_lib
+
+# --------------------------------------------------------------------------------------------
+# Loading.
+# --------------------------------------------------------------------------------------------
+
+
+def load(path, loss=None, tree_family: Optional[type] = None):
+    """Read a model written by :func:`save`: the same model type, every array bit for bit.
+
+    Args:
+      path: the model file.
+      loss: the custom loss the model was fitted with, when the file records one (a custom loss
+        function, link or baseline is code, which a file does not hold): the function
+        ``loss(y, raw)`` or the :class:`jboost.Loss` (needed when its link or baseline is
+        custom). Its parameters are the file's. Built-in losses need nothing.
+      tree_family: the tree family class the model was fitted with, when it is not jboost's
+        own (``jboost.fit(tree_family=...)``).
+
+    Raises:
+      ModelFileError: the file is not a readable model file (see :func:`read`), or its arrays
+        do not fit its model type.
+      ValueError: the file needs ``loss=`` or ``tree_family=`` (the message says which), or the
+        one given does not match the file.
+    """
+    header, arrays = reader.read(path)
+    reg = registry.registry()
+    model_type = header.get("model_type")
+    if model_type not in reg["models"]:
+        raise reader.file_error(path, f"its model type {model_type!r} is not one this jboost knows "
+                          f"({', '.join(sorted(reg['models']))}).")
+    builder = _Builder(path, arrays, loss, tree_family, header.get("format_version"))
+    try:
+        model = builder.build(header.get("structure"), "")
+    except RecursionError:
+        raise reader.file_error(path, "its structure is nested too deeply.") from None
+    if type(model) is not reg["models"][model_type]:
+        raise reader.file_error(path, f"its structure is a {type(model).__name__}, its header says {model_type}.")
+    if loss is not None and not builder.used_loss:
+        raise ValueError(f"loss= was given, but the model in {os.fspath(path)} has only built-in "
+                         "losses, which load by name: leave loss= out.")
+    if tree_family is not None and not builder.used_family:
+        raise ValueError(f"tree_family= was given, but the model in {os.fspath(path)} uses jboost's "
+                         "own tree family: leave tree_family= out.")
+    checks.check_loaded_model(path, header, model)
+    return model
+
+
+class _Builder:
+    """Rebuilds a model from a header's structure and the arrays, from the registry only."""
+
+    def __init__(self, path, arrays, loss, tree_family, version: int = reader.FORMAT_VERSION):
+        self.path, self.arrays, self.version = path, arrays, version
+        self.loss_arg, self.family_arg = loss, tree_family
+        self.used_loss = self.used_family = False
+
+    def fail(self, what: str) -> reader.ModelFileError:
+        return reader.file_error(self.path, what)
+
+    def build(self, node, path: str):
+        if not isinstance(node, dict):
+            raise self.fail(f"its structure at {path or 'the root'} is not an object.")
+        kind = node.get("kind")
+        if kind == "array":
+            return self.array(node, path)
+        if kind == "none":
+            return None
+        if kind == "value":
+            v, t = node.get("value"), node.get("type")
+            if t == "bool" and isinstance(v, bool):
+                return v
+            if t == "int" and isinstance(v, int) and not isinstance(v, bool):
+                return v
+            if t == "float" and isinstance(v, str):
+                try:
+                    return float(v)
+                except ValueError:
+                    pass
+            raise self.fail(f"its value at {path} is invalid ({t!r}: {v!r}).")
+        if kind == "dict":
+            items = node.get("items")
+            if not isinstance(items, dict):
+                raise self.fail(f"its dict at {path} has no items.")
+            return {k: self.build(v, f"{path}[{k!r}]") for k, v in items.items()}
+        if kind == "namedtuple":
+            reg = registry.registry()
+            name = node.get("type")
+            cls = reg["models"].get(name) or reg["nested"].get(name) or reg["families"].get(name)
+            if cls is None:
+                raise self.fail(f"its structure names the type {name!r} at {path or 'the root'}, "
+                                "which this jboost does not know.")
+            return self.namedtuple(cls, node, path)
+        if kind == "settings":
+            return self.settings(node, path)
+        if kind == "classes":
+            return self.classes(node, path)
+        if kind == "feature_names":
+            names = node.get("names")
+            if not isinstance(names, list) or not names or not all(isinstance(v, str) for v in names):
+                raise self.fail(f"its feature names at {path} are invalid.")
+            return registry.registry()["FeatureNames"](names)
+        if kind == "categorical_spec":
+            try:
+                return registry.registry()["CategoricalSpec"].from_json(node.get("spec"))
+            except (TypeError, ValueError):
+                raise self.fail(f"its categorical columns at {path} are invalid.") from None
+        if kind == "tree_family":
+            return self.custom_family(node, path)
+        if kind == "loss":
+            return self.loss(node, path)
+        raise self.fail(f"its structure has an unknown node kind {kind!r} at {path or 'the root'}.")
+
+    def classes(self, node, path: str):
+        """A :class:`jboost.model.Classes` from its JSON labels (floats as their repr)."""
+        labels, kind = node.get("labels"), node.get("dtype")
+        if not isinstance(labels, list) or not labels or kind not in ("U", "S", "O", "i", "u", "f", "b"):
+            raise self.fail(f"its class labels at {path} are invalid.")
+        try:
+            if kind == "f":
+                values = np.asarray([float(v) for v in labels], np.float64)
+            elif kind in "iu":
+                values = np.asarray([int(v) for v in labels])
+            elif kind == "b":
+                values = np.asarray([bool(v) for v in labels])
+            else:
+                if not all(isinstance(v, (str, int, bool)) for v in labels):
+                    raise ValueError(labels)
+                values = np.asarray(labels)
+        except (TypeError, ValueError, OverflowError):
+            raise self.fail(f"its class labels at {path} are invalid.") from None
+        return registry.registry()["Classes"](values)
+
+    def array(self, node, path: str):
+        import jax
+        import jax.numpy as jnp
+        if node.get("path") != path or path not in self.arrays:
+            raise self.fail(f"its structure names the array {node.get('path')!r} at {path}.")
+        a = self.arrays[path]
+        if a.dtype.itemsize == 8 and a.dtype.kind in "iuf" and not jax.config.jax_enable_x64:
+            raise ValueError(f"{os.fspath(self.path)}: array {path} is {a.dtype} (saved with "
+                             "jax_enable_x64); enable it to load the model exactly.")
+        return jnp.asarray(a)
+
+    def fields(self, cls, node, path: str) -> Dict[str, Any]:
+        """The fields of ``cls`` from the file; a field the file lacks takes the class's default
+        (a file written before the field existed), an unknown one is an error."""
+        fields = node.get("fields")
+        names = set(fields) if isinstance(fields, dict) else set()
+        defaults = getattr(cls, "_field_defaults", {})
+        unknown = sorted(names - set(cls._fields))
+        lacking = [f for f in cls._fields if f not in names and f not in defaults]
+        if not isinstance(fields, dict) or unknown or lacking:
+            raise self.fail(f"its {cls.__name__} at {path or 'the root'} has the fields "
+                            f"{sorted(names)}; this jboost's {cls.__name__} has {list(cls._fields)} "
+                            f"(unknown: {unknown}, missing: {lacking}; a file of another jboost "
+                            "version, or edited).")
+        return {f: self.build(fields[f], f"{path}.{f}") for f in cls._fields if f in names}
+
+    def settings(self, node, path: str):
+        items, names = node.get("items"), node.get("names")
+        if not isinstance(items, dict) or not isinstance(names, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in names.items()):
+            raise self.fail(f"its settings at {path} need items and names (strings).")
+        try:
+            return registry.registry()["Settings"]({k: self.build(v, f"{path}[{k!r}]") for k, v in items.items()},
+                                           names)
+        except ValueError as e:
+            if isinstance(e, reader.ModelFileError):
+                raise
+            raise self.fail(f"its settings at {path} are invalid ({e}).") from None
+
+    def namedtuple(self, cls, node, path: str):
+        fields = node.get("fields")
+        if (cls is registry.registry()["families"]["DepthwiseTrees"] and self.version < 5
+                and isinstance(fields, dict) and set(fields) == set(checks.RULE_DTYPES)):
+            return self.dense_depthwise(cls, node, path)
+        return cls(**self.fields(cls, node, path))
+
+    def dense_depthwise(self, cls, node, path: str):
+        """Depth-wise trees of a file of format 1-4: the dense heap layout (``(..., 2**D - 1)``
+        rules, rule ``2**d - 1 + j`` heap node ``j`` of level ``d``, ``(..., 2**D, K)`` leaves),
+        checked, then converted into node tables (:func:`jboost.depthwise.from_dense`)."""
+        dense = {f: self.build(node["fields"][f], f"{path}.{f}") for f in checks.RULE_DTYPES}
+        checks.check_dtypes(self.path, dense, checks.RULE_DTYPES)
+        shape = dense["features"].shape
+        checks.check_same_shape(self.path, dense, ("thresholds", "borders", "missing_right", "gains"), shape)
+        lv = dense["leaf_values"].shape
+        n_leaves = shape[-1] + 1 if shape else 0
+        if (not shape or len(lv) != len(shape) + 1 or lv[:-2] != shape[:-1] or lv[-2] != n_leaves
+                or n_leaves & (n_leaves - 1)):
+            raise self.fail(f"trees.leaf_values has shape {lv}; dense DepthwiseTrees (format "
+                            f"{self.version}) of rule shape {shape} need {shape[:-1] + (n_leaves,)} "
+                            "+ (K,), a power of 2 leaves.")
+        return depthwise_lib.from_dense(**dense)
+
+    def custom_family(self, node, path: str):
+        name = node.get("class")
+        fam = self.family_arg
+        if fam is None:
+            raise ValueError(
+                f"the model in {os.fspath(self.path)} was fitted with the custom tree family "
+                f"{name!r} (module {node.get('module')!r}), which a model file does not hold (it "
+                f"is code): pass the class, jboost.load(path, tree_family={name}).")
+        if getattr(fam, "__name__", None) != name or not hasattr(fam, "_fields"):
+            raise ValueError(f"tree_family={getattr(fam, '__name__', fam)!r} does not match the file's "
+                             f"tree family {name!r} (a NamedTuple class of that name).")
+        self.used_family = True
+        return self.namedtuple(fam, node, path)
+
+    def callable(self, rec, what: str, supplied, loss_name: str):
+        if rec is None:
+            return None
+        if isinstance(rec, str):
+            fn = registry.registry()["callables"].get(rec)
+            if fn is None:
+                raise self.fail(f"its loss {loss_name!r} names the function {rec!r} as its {what}, "
+                                "which this jboost does not have.")
+            return fn
+        if not (isinstance(rec, dict) and isinstance(rec.get("custom"), str)):
+            raise self.fail(f"its loss {loss_name!r} has an invalid {what} record {rec!r}.")
+        if supplied is None:
+            raise ValueError(self.missing_loss(loss_name, what, rec["custom"]))
+        return supplied
+
+    def missing_loss(self, loss_name: str, what: str, fn_name: str) -> str:
+        if what == "fn":
+            return (f"the model in {os.fspath(self.path)} was fitted with the custom loss "
+                    f"{loss_name!r} (function {fn_name!r}), which a model file does not hold (it is "
+                    f"code): pass it, jboost.load(path, loss={fn_name}) with the function "
+                    f"{fn_name}(y, raw) (or the jboost.Loss you fitted with).")
+        return (f"the model in {os.fspath(self.path)} was fitted with the loss {loss_name!r} whose "
+                f"{what} is the custom function {fn_name!r} (code, which a model file does not "
+                f"hold): pass the jboost.Loss you fitted with, jboost.load(path, "
+                f"loss=jboost.Loss(fn, {what}={fn_name}, ...)).")
+
+    def loss(self, node, path: str):
+        reg = registry.registry()
+        Loss = reg["Loss"]
+        name = node.get("name")
+        if not isinstance(name, str):
+            raise self.fail(f"its loss at {path} has no name.")
+        recs = {w: node.get(w) for w in ("fn", "link", "baseline")}
+        custom = [w for w, r in recs.items() if isinstance(r, dict)]
+        given = self.loss_arg
+        supplied = {"fn": None, "link": None, "baseline": None}
+        if custom and given is not None:
+            given_name = given.name if isinstance(given, Loss) else getattr(given, "__name__", None)
+            if given_name != name:
+                raise ValueError(f"loss={given_name!r} does not match the loss the model in "
+                                 f"{os.fspath(self.path)} was fitted with, {name!r}: pass that one.")
+            if isinstance(given, Loss):
+                supplied = {"fn": given.fn, "link": given.link, "baseline": given.baseline,
+                            "hessian_diag": given.hessian_diag}
+                if given.task != node.get("task"):
+                    raise ValueError(f"loss={name!r} has task {given.task!r}; the model was fitted "
+                                     f"with task {node.get('task')!r}.")
+            elif callable(given):
+                supplied["fn"] = given
+            else:
+                raise TypeError(f"loss must be a function loss(y, raw) or a jboost.Loss; got "
+                                f"{type(given).__name__}.")
+            self.used_loss = True
+        params_node = node.get("params")
+        domains = node.get("domains")
+        if not isinstance(params_node, dict) or not isinstance(domains, dict):
+            raise self.fail(f"its loss {name!r} has no params or domains.")
+        if isinstance(given, Loss) and custom and set(given.params) != set(params_node):
+            raise ValueError(f"loss={name!r} has the parameters {sorted(given.params)}; the model "
+                             f"was fitted with {sorted(params_node)}.")
+        fns = {w: self.callable(recs[w], w, supplied[w], name) for w in recs}
+        if fns["fn"] is None:
+            raise self.fail(f"its loss {name!r} has no function.")
+        params = {k: self.build(v, f"{path}.params[{k!r}]") for k, v in params_node.items()}
+        diag = node.get("hessian_diag")
+        if isinstance(diag, dict):  # a batch objective's diagonal function (format 1: optional)
+            diag = self.callable(diag.get("callable"), "hessian_diag", supplied.get("hessian_diag"),
+                                 name)
+        try:
+            doms = {k: (float(v[0]), float(v[1]), bool(v[2]), bool(v[3])) for k, v in domains.items()}
+            return Loss(fns["fn"], params=params, name=name, n_outputs=node.get("n_outputs"),
+                        task=node.get("task"), link=fns["link"], baseline=fns["baseline"],
+                        hessian=node.get("hessian"), leaf_refit=node.get("leaf_refit"),
+                        adaptive_huber_alpha=bool(node.get("adaptive_huber_alpha")), domains=doms,
+                        label_columns=node.get("label_columns"),
+                        per_column=bool(node.get("per_column", False)),
+                        batch=bool(node.get("batch", False)), hessian_diag=diag,
+                        max_group=node.get("max_group"), n_probes=int(node.get("n_probes", 32)))
+        except (TypeError, ValueError, IndexError) as e:
+            raise self.fail(f"its loss {name!r} is invalid ({e}).") from None

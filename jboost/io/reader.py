@@ -1,0 +1,253 @@
+"""The model file format and its NumPy-only reader: constants, checksum, read/read_header and predict_numpy (stdlib + NumPy imports only: copyable alone)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from typing import Any, Dict
+
+import numpy as np
+
+FORMAT = "jboost-model"
+FORMAT_VERSION = 5
+# Format versions: 1, the first; 2 adds Booster.settings (a "settings" node: arrays and names)
+# and the header's "settings" summary; 3 adds Booster.classes (a "classes" node: the class labels
+# of a model fitted on mapped labels, in the header as JSON values, no arrays) and
+# Booster.feature_names (a "feature_names" node). Every version up
+# to FORMAT_VERSION loads (a version-1 Booster gets settings {}, a version-2 one classes None,
+# the fields' defaults). A model without classes is written as version 2, which the jboost
+# versions before classes existed read as well; one with classes as version 3, which they
+# refuse (rather than predict class indices for labels, or match columns by position).
+# 4 adds Booster.categorical (a "Categorical" namedtuple: the final target statistics' arrays, and
+# a "categorical_spec" node: column kinds and vocabularies as JSON); only a model with
+# categorical features is written as version 4 (older jboost versions refuse it rather than
+# read string columns by position).
+# 5 changes DepthwiseTrees into a node table (fields children and level_counts; N node slots, N + 1
+# leaves, jboost.depthwise); a model with depth-wise trees is written as version 5 (older jboost
+# versions refuse it rather than read a table as a heap). A file of versions 1-4 holds depth-wise
+# trees in the dense heap layout (2**D - 1 rules, 2**D leaves, no children or level_counts): it
+# loads, converted by jboost.depthwise.from_dense (the same predictions).
+HEADER = "__header__"
+
+# The dtypes a model file may hold (no object, string or structured arrays).
+DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+           "float16", "float32", "float64")
+
+
+class ModelFileError(ValueError):
+    """A model file that cannot be read: not a jboost model file, truncated, corrupted, edited
+    (checksum), of an unknown model type, of a newer format version, or with arrays that do
+    not fit the model's structure."""
+
+
+def checksum(header: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> str:
+    """SHA-256 over the header (without its checksum, canonical JSON) and every array's name,
+    dtype, shape and bytes, in name order."""
+    h = hashlib.sha256()
+    body = {k: v for k, v in header.items() if k != "checksum"}
+    h.update(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
+    for name in sorted(arrays):
+        a = arrays[name]
+        h.update(json.dumps([name, a.dtype.str, list(a.shape)]).encode())
+        h.update(a.tobytes(order="C"))
+    return "sha256:" + h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Reading (NumPy only).
+# --------------------------------------------------------------------------------------------
+
+
+def file_error(path, what: str) -> ModelFileError:
+    return ModelFileError(f"{os.fspath(path)!s} is not a readable jboost model file: {what}")
+
+
+def read(path):
+    """Check a model file and read it with NumPy only: ``(header, arrays)``, the header dict and
+    ``{key path: np.ndarray}``.
+
+    Checks: a zip/npz archive, a JSON header of this format, a format version this jboost reads,
+    no object arrays (``allow_pickle=False``), exactly the arrays the header lists with their
+    dtypes and shapes, and the checksum. Raises :class:`ModelFileError` otherwise (and
+    ``FileNotFoundError`` for a missing file).
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data:
+        raise file_error(path, "the file is empty.")
+    if not data.startswith(b"PK"):
+        raise file_error(path, "it is not a zip (.npz) archive.")
+    try:
+        npz = np.load(io.BytesIO(data), allow_pickle=False)
+        names = set(npz.files)
+    except Exception as e:  # noqa: BLE001 - any parse failure of untrusted bytes is a bad file
+        raise file_error(path, f"the archive cannot be opened ({type(e).__name__}: {e}); the file is "
+                          "truncated or corrupted.") from None
+    with npz:
+        if HEADER not in names:
+            raise file_error(path, f"it has no {HEADER!r} member (not written by jboost.save).")
+        header = _read_header(path, npz)
+        listed = header["arrays"]
+        missing = sorted(set(listed) - names)
+        extra = sorted(names - set(listed) - {HEADER})
+        if missing:
+            raise file_error(path, f"the arrays {missing} listed in its header are missing.")
+        if extra:
+            raise file_error(path, f"it holds arrays {extra} that its header does not list.")
+        arrays = {}
+        for name, spec in listed.items():
+            a = _member(path, npz, name)
+            if a.dtype.name not in DTYPES or a.dtype.name != spec.get("dtype") \
+                    or list(a.shape) != spec.get("shape"):
+                raise file_error(path, f"array {name!r} is {a.dtype.name} {list(a.shape)}; its header says "
+                                  f"{spec.get('dtype')} {spec.get('shape')}.")
+            arrays[name] = a
+    if checksum(header, arrays) != header.get("checksum"):
+        raise file_error(path, "its checksum does not match its contents: the file was corrupted or "
+                          "edited after jboost.save wrote it.")
+    return header, arrays
+
+
+def _member(path, npz, name: str) -> np.ndarray:
+    _check_member_size(path, npz, name)
+    try:
+        return npz[name]
+    except ValueError as e:
+        if "pickle" in str(e):
+            raise file_error(path, f"array {name!r} is an object array, which would need pickle to read; "
+                              "model files never hold one (refused, nothing was executed).") from None
+        raise file_error(path, f"array {name!r} cannot be read ({e}).") from None
+    except Exception as e:  # noqa: BLE001 - truncated or corrupted member bytes
+        raise file_error(path, f"array {name!r} cannot be read ({type(e).__name__}: {e}); the file is "
+                          "truncated or corrupted.") from None
+
+
+def _check_member_size(path, npz, name: str) -> None:
+    """The member's own ``.npy`` header (read before its data) declares a shape whose bytes the
+    member holds: a forged header declaring a huge array is refused before anything is allocated."""
+    try:
+        info = npz.zip.getinfo(name + ".npy")
+        with npz.zip.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(f, max_header_size=10000)
+    except Exception as e:  # noqa: BLE001 - a corrupted member header
+        raise file_error(path, f"array {name!r} cannot be read ({type(e).__name__}: {e}); the file is "
+                          "truncated or corrupted.") from None
+    n_bytes = int(np.prod(shape, dtype=np.float64)) * max(dtype.itemsize, 1)
+    if n_bytes > info.file_size:
+        raise file_error(path, f"array {name!r} declares shape {shape} ({n_bytes} bytes) but its member "
+                          f"holds {info.file_size} bytes: truncated or forged.")
+
+
+def _read_header(path, npz) -> Dict[str, Any]:
+    raw = _member(path, npz, HEADER)
+    if raw.dtype != np.uint8 or raw.ndim != 1:
+        raise file_error(path, f"its header is a {raw.dtype} array of shape {raw.shape}, not JSON bytes.")
+    try:
+        header = json.loads(raw.tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise file_error(path, f"its header is not valid JSON ({type(e).__name__}: {e}).") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise file_error(path, f"its header does not name the format {FORMAT!r}.")
+    version = header.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise file_error(path, f"its format version {version!r} is not a positive integer.")
+    if version > FORMAT_VERSION:
+        raise ModelFileError(
+            f"{os.fspath(path)} was written by a newer jboost ({header.get('jboost_version')!r}) in "
+            f"model file format version {version}; this jboost reads format versions up to "
+            f"{FORMAT_VERSION}: upgrade jboost to load it.")
+    arrays = header.get("arrays")
+    if not isinstance(arrays, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("shape"), list) for v in arrays.values()):
+        raise file_error(path, "its header has no valid 'arrays' table.")
+    return header
+
+
+def read_header(path) -> Dict[str, Any]:
+    """The checked header of a model file (model type, versions, ``n_features``, ``task``,
+    ``feature_names``, ``metadata``, ...), NumPy only."""
+    return read(path)[0]
+
+
+def _frame_in_order(X, names):
+    """A pandas DataFrame's columns in the order of the file's ``feature_names`` (matched by
+    name, as :func:`jboost.predict` does; NumPy only); a missing or unexpected column is refused
+    by name. A DataFrame for a model without names, and arrays, are taken by position."""
+    if not (type(X).__module__.startswith("pandas") and hasattr(X, "columns")) or names is None:
+        return X
+    have = [str(c) for c in X.columns]
+    missing = [n for n in names if n not in have]
+    extra = [n for n in have if n not in set(names)]
+    if missing or extra:
+        raise ValueError(f"X's columns do not match the model's features: missing {missing[:10]}, "
+                         f"unexpected {extra[:10]} (the model was fitted on {list(names)[:10]}).")
+    return X.iloc[:, [have.index(n) for n in names]].to_numpy(dtype=np.float32, na_value=np.nan)
+
+
+def predict_numpy(path_or_read, X) -> np.ndarray:
+    """Raw scores of a ``Booster`` of oblivious trees from a model file, with NumPy only (no jax):
+    ``(n,)`` for one output, ``(n, K)`` otherwise, as :func:`jboost.predict`.
+
+    ``path_or_read`` is a path or the ``(header, arrays)`` of :func:`read`. Each tree's leaf is
+    ``sum_d [x_{f_d} > border_d] << d`` (NaN: the level's missing direction); the trees' leaf
+    values are added in float32 from zero in tree order and the baseline last: the order of
+    jboost's prediction, so the result is bitwise :func:`jboost.predict`'s on CPU in the tests
+    (subnormal inputs and borders compare as 0, as on XLA's CPU; a subnormal partial sum of
+    leaf values, which XLA's CPU would flush to 0, is kept).
+    Batched Boosters (``jax.vmap`` of fits, sweeps) get a leading batch axis. A DataFrame's
+    columns are matched by the file's ``feature_names`` when it has them.
+    """
+    header, arrays = read(path_or_read) if not isinstance(path_or_read, tuple) else path_or_read
+    fam = header["structure"].get("fields", {}).get("trees", {})
+    if header["model_type"] != "Booster" or fam.get("type") != "ObliviousTrees":
+        raise ValueError(f"predict_numpy reads Boosters of oblivious trees; this file holds a "
+                         f"{header['model_type']} (use jboost.load and jboost.predict).")
+    if header["structure"].get("fields", {}).get("categorical", {}).get("kind", "none") != "none":
+        raise ValueError("predict_numpy reads models of numeric features; this one was fitted with "
+                         "categorical features, whose encoding needs jboost: use jboost.load and "
+                         "jboost.predict.")
+    X = np.asarray(_frame_in_order(X, header.get("feature_names")), np.float32)
+    if X.ndim != 2 or X.shape[1] != header["n_features"]:
+        raise ValueError(f"X must be (n, {header['n_features']}); got shape {X.shape}.")
+    # XLA's CPU compares subnormal floats as 0 (flush to zero): so do we.
+    tiny = np.finfo(np.float32).tiny
+    X = np.where(np.abs(X) < tiny, np.float32(0.0), X)
+    feats = arrays[".trees.features"]
+    borders = arrays[".trees.borders"]
+    borders = np.where(np.abs(borders) < tiny, np.float32(0.0), borders)
+    miss = arrays[".trees.missing_right"]
+    leaves = arrays[".trees.leaf_values"]
+    baseline = arrays[".baseline"]
+    batch = tuple(header["batch_shape"])
+    m = int(np.prod(batch, dtype=np.int64))
+    depth = feats.shape[-1]
+    feats = feats.reshape((m, -1, depth))
+    borders = borders.reshape((m, -1, depth))
+    miss = miss.reshape((m, -1, depth))
+    leaves = leaves.reshape((m, -1) + leaves.shape[-2:])
+    baseline = baseline.reshape((m, -1))
+    # A model with early stopping predicts with its rounds 0..best_round (all trees of a round).
+    n_trees = np.full((m,), feats.shape[1], np.int64)
+    if arrays.get(".best_round") is not None:
+        per_round = arrays[".trees.features"].shape[-2]
+        n_trees = (arrays[".best_round"].reshape(m).astype(np.int64) + 1) * per_round
+    out = np.empty((m, X.shape[0], baseline.shape[-1]), np.float32)
+    weights = (1 << np.arange(depth)).astype(np.int64)
+    for i in range(m):
+        acc = np.zeros((X.shape[0], baseline.shape[-1]), np.float32)
+        for t in range(int(min(n_trees[i], feats.shape[1]))):
+            cols = X[:, feats[i, t]]                                     # (n, D)
+            right = np.where(np.isnan(cols), miss[i, t], cols > borders[i, t])
+            acc = acc + leaves[i, t][right.astype(np.int64) @ weights]
+        out[i] = baseline[i] + acc
+    if arrays.get(".offset") is not None:  # a label offset (Booster.offset), added last as predict does
+        out = out + arrays[".offset"].reshape((m, 1, -1))
+    out = out.reshape(batch + out.shape[1:])
+    loss = header["structure"].get("fields", {}).get("loss", {})
+    keeps = loss.get("label_columns") is not None and not loss.get("batch", False)
+    return out[..., 0] if out.shape[-1] == 1 and not keeps else out

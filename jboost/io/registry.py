@@ -1,0 +1,70 @@
+"""The classes and functions a model file may name: model and nested types (from jboost.models' registry), tree families, metadata pytrees, built-in loss functions by recorded name, and the old->new name table."""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from jboost.data import categorical as categorical_lib
+from jboost.data import categorical_stats
+from jboost.losses import baselines
+from jboost.losses import links
+from jboost.losses import loss as loss_lib
+from jboost.losses import objectives as objectives_lib
+from jboost.losses import per_sample
+from jboost.models import bagged
+from jboost.models import booster
+from jboost.models import ecoc as ecoc_lib
+from jboost.models import forest as forest_lib
+from jboost.models import metadata as metadata_lib
+from jboost.models import stacked
+from jboost.trees import registry
+
+# --------------------------------------------------------------------------------------------
+# The registry of known classes and functions (built lazily: importing jax is deferred).
+# --------------------------------------------------------------------------------------------
+
+_REGISTRY_CACHE: Dict[str, Any] = {}
+
+
+def qualified_name(obj) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', getattr(obj, '__name__', '?'))}"
+
+
+def registry() -> Dict[str, Any]:
+    """The known classes and functions: ``models`` (the model types by name), ``families`` (the
+    built-in tree families), ``nested`` (other pytrees inside models), ``callables`` (every
+    function of a built-in loss by qualified name) and ``Loss``."""
+    if _REGISTRY_CACHE:
+        return _REGISTRY_CACHE
+
+    models = {"Booster": booster.Booster, "Forest": forest_lib.Forest,
+              "BaggedBoosters": bagged.BaggedBoosters,
+              "StackedBoosters": stacked.StackedBoosters, "ECOCBoosters": ecoc_lib.ECOCBoosters}
+    # Every function of a built-in loss (the per-sample function, its link and its baseline),
+    # read off the constructors, plus the links and baselines a Loss may name.
+    built_in = [per_sample.squared_error(), per_sample.absolute_error(), per_sample.huber(),
+                per_sample.huber(alpha=0.9), per_sample.quantile(), per_sample.binomial_deviance(),
+                per_sample.exponential(), per_sample.multinomial_deviance(),
+                per_sample.samme_exponential(), per_sample.poisson(),
+                per_sample.logit_deviance(), objectives_lib.cox("breslow"),
+                objectives_lib.cox("efron"), objectives_lib.ranking("softmax"),
+                objectives_lib.ranking("lambdarank")]
+    fns = [f for loss in built_in for f in (loss.fn, loss.link, loss.baseline)]
+    fns += [loss.hessian_diag for loss in built_in if callable(loss.hessian_diag)]
+    fns += [links.identity_link, links.exp_link, links.sigmoid_link,
+            links.adaboost_link, links.softmax_link, links.samme_link,
+            baselines.mean_baseline, baselines.median_baseline, baselines.quantile_baseline,
+            baselines.huber_baseline, baselines.logit_baseline, baselines.half_logit_baseline,
+            baselines.log_freq_baseline, baselines.samme_baseline, baselines.log_mean_baseline]
+    _REGISTRY_CACHE.update(
+        models=models,
+        families={cls.__name__: cls for cls in registry.TREE_FAMILIES.values()},
+        nested={"LinearModel": stacked.LinearModel, "Categorical": categorical_stats.Categorical},
+        CategoricalSpec=categorical_lib.CategoricalSpec,
+        Settings=metadata_lib.Settings,
+        Classes=metadata_lib.Classes,
+        FeatureNames=metadata_lib.FeatureNames,
+        callables={qualified_name(f): f for f in fns if f is not None},
+        Loss=loss_lib.Loss,
+    )
+    return _REGISTRY_CACHE

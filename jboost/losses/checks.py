@@ -1,0 +1,445 @@
+"""Loss checks: resolving a loss against the labels, parameter domains, output shape and link, and the diagnosis of non-finite fits.
+
+Every public function of jboost that takes user data or settings (``fit``, the classical
+algorithms, forests, bagged boosters, stacking, ECOC, sweeps, ``predict``) validates through
+the functions below, so one mistake gets one message everywhere; each message names the
+argument and says what was expected. Values that may be JAX tracers (continuous
+hyperparameters under ``jax.vmap``) are checked only when they are concrete.
+
+The vocabulary (the README's glossary) and the shared defaults live here too:
+
+* ``n_outputs`` (K): the number of raw scores per row a loss (or a tree leaf) holds;
+* ``n_classes``: the number of classes of a classification problem (labels 0..K-1); for
+  ``multinomial_deviance`` ``n_outputs == n_classes``, for binary losses ``n_outputs == 1`` and
+  ``n_classes == 2``;
+* ``task``: one of :data:`TASKS` (``"regression"``, ``"binary"``, ``"multiclass"``,
+  ``"count"``); ``"classification"`` means binary or multiclass, K from the labels;
+* ``label_columns`` (C): the columns of 2-D labels ``y (n, C)``, which only ``jboost.fit``
+  takes (multi-output targets, survival and ranking labels; :func:`as_labels` refuses them
+  everywhere else with one message);
+* ``folds``: a number of folds K >= 2, or an ``(n,)`` int array of fold ids 0..K-1;
+* ``devices``: ``None`` (one device), ``"all"`` (every device of ``jax.devices()``), a list of
+  devices, or a ``jax.sharding.Mesh``; ``None`` is the default everywhere except
+  :func:`jboost.sweep.sweep`, whose models are independent and default to ``"all"``;
+* ``memory_budget``: bytes of device memory per chunk of models fitted together;
+* ``key``: an int seed or a ``jax.random`` key.
+
+Checks that need concrete values (loss parameter domains, the finiteness of a fitted model's
+training loss in :func:`jboost.fit`) are skipped for traced values: under ``jax.vmap`` a sweep's
+bad configuration is not refused here (the sweep checks its grid values on the host first).
+Inside a trace, :func:`nan_outside_domains` makes a setting outside its domain a NaN result
+with a warning when the program runs (the sweep's program uses it), so it is never ranked.
+
+Memory is estimated before anything is compiled, and an impossible request refused with a
+``MemoryError`` naming its cause (:func:`check_memory`; :func:`check_boosting_memory` for
+batches of boosters, :func:`jboost._batching.forest_bytes` for forests).
+
+A custom loss must be pure (the purity rule of :func:`resolve_loss`); the common impure case,
+a Python number read from a global that changes between fits, is caught by
+:func:`pin_globals`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jboost import _compile
+from jboost import checks
+from jboost import devices as devices_lib
+from jboost.data import labels
+from jboost.losses import derivatives
+from jboost.losses import loss as loss_lib
+from jboost.losses import per_sample
+from jboost.losses import purity
+
+
+def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
+                 task: Optional[str] = None) -> loss_lib.Loss:
+    """The :class:`jboost.Loss` for ``loss`` (name, Loss or function) with ``n_outputs`` set
+    (K-class losses take K from the labels) and the labels ``y`` checked against it.
+
+    Also checked here: the loss's parameters against their declared domains
+    (:func:`check_loss_params`), that the loss returns one scalar per sample
+    (:func:`check_loss_output`, by ``jax.eval_shape``), that a K-class loss has K >= 2 outputs,
+    and that the K taken from the labels fits in memory (:func:`check_memory` of
+    :func:`fit_bytes`); labels 1..K with class 0 absent get a ``UserWarning``.
+
+    **The purity rule.** A loss function is traced once and compiled: the program keeps every
+    value the function read from outside its arguments (a module global, a closure variable) as
+    it was at that time, and ``jax.jit`` reuses the program for as long as the function object
+    is the same. A value that changes between fits must therefore be a loss parameter, passed
+    as ``jboost.Loss(fn, params={"scale": 2.0})`` with ``fn(y, raw, scale)``: it is then traced
+    (no recompilation when it changes, and a sweep can vary it). The common case is caught
+    here (:func:`pin_globals`): Python numbers, strings, NumPy/JAX scalars and small arrays read
+    from globals and closure cells are compared with their values at the function's last fit;
+    a changed one compiles the fit anew (the right answer) with a ``UserWarning`` naming it.
+    Values read through object attributes, large arrays and custom links or baselines are the
+    user's to keep constant.
+    """
+    if task is not None:
+        checks.check_choice(task, "task", loss_lib.TASKS)
+    if n_outputs is not None:
+        n_outputs = checks.check_int(n_outputs, "n_outputs", 1, 1 << 20)
+    resolved = per_sample.get(loss, n_outputs=n_outputs, task=task)
+    if np.ndim(y) == 2 and resolved.task == "multiclass":
+        raise ValueError(f"y has shape {np.shape(y)}: loss {resolved.name!r} takes one column of "
+                         "class labels 0..K-1. For several independent 0/1 labels (multi-label) "
+                         "use 'binomial_deviance' with y of shape (n, C).")
+    if resolved.n_outputs is None:
+        if resolved.task != "multiclass":
+            raise ValueError(f"n_outputs must be given for loss {resolved.name!r}.")
+        if np.any(y != np.round(y)) or np.any(y < 0):
+            raise ValueError(f"y must hold integer class labels 0..K-1 for loss {resolved.name!r}.")
+        k = int(y.max()) + 1
+        if k < 2:
+            raise ValueError(f"y holds a single class; loss {resolved.name!r} needs at least 2.")
+        if k > 1 << 20:
+            raise ValueError(f"y has maximum {y.max()}: K = max(y) + 1 = {k} classes (from the "
+                             f"labels' maximum) is more than {1 << 20}; map the labels to 0..K-1.")
+        labels.warn_class_zero_absent(y, "y")
+        devices_lib.check_memory(devices_lib.fit_bytes(y.shape[0], 1, 1, 3, k, dense_hessian=resolved.hessian != "unit"),
+                     cause=f"K = max(y) + 1 = {k} classes, from the labels' maximum",
+                     detail=f"{y.shape[0]} rows x K raw scores, gradients, hessians"
+                     f"{' and K x K autodiff hessians' if resolved.hessian != 'unit' else ''} "
+                     "(a lower bound: one feature, depth 1, 3 bins)")
+        resolved = resolved.replace(n_outputs=k)
+    elif resolved.task == "multiclass" and resolved.n_outputs < 2:
+        raise ValueError(f"loss {resolved.name!r} has task='multiclass' but n_outputs="
+                         f"{resolved.n_outputs}: pass n_outputs=K, the number of classes (raw "
+                         "scores per row), to jboost.Loss or to fit.")
+    if np.ndim(y) == 2:
+        resolved = _with_label_columns(resolved, y, n_outputs)
+    elif resolved.batch:
+        raise ValueError(f"loss {resolved.name!r} is a {resolved.task} objective: y must be "
+                         f"(n, 2) structured labels ({_STRUCTURE.get(resolved.task, 'see its docstring')}); "
+                         f"got shape {np.shape(y)}.")
+    check_loss_params(resolved)
+    resolved = purity.pin_globals(resolved)
+    check_loss_output(resolved)
+    check_link(resolved)
+    check_labels(resolved, y)
+    return resolved
+
+
+def check_batch_objective(loss: loss_lib.Loss, eval_set, devices) -> loss_lib.Loss:
+    """A batch objective's fit (:attr:`jboost.Loss.batch`): its value couples every row, so the
+    rows must all be on one device (``devices=None``); a group-structured one's ``max_group``
+    covers the ``eval_set``'s query groups too. Returns the loss to fit."""
+    if devices is not None:
+        raise ValueError(f"devices={devices!r}: loss {loss.name!r} is a batch objective (one function "
+                         "of every row: risk sets, query groups), which needs all rows on one device; "
+                         "fit with devices=None.")
+    if loss.max_group is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) >= 2:
+        yv = np.asarray(eval_set[1])
+        if yv.ndim == 2 and yv.shape[1] >= 2 and yv.shape[0] > 0:
+            query_starts(yv[:, 1], "eval_set y")
+            loss = loss.replace(max_group=max(loss.max_group, max_group_size(yv[:, 1])))
+    return loss
+
+
+_STRUCTURE = {"survival": "time > 0, event 0/1", "ranking": "relevance >= 0, query id"}
+
+
+def _with_label_columns(loss: loss_lib.Loss, y: np.ndarray, n_outputs) -> loss_lib.Loss:
+    """``loss`` for vector labels ``y (n, C)``: a batch objective reads its structured columns; a
+    built-in loss of a scalar label is applied per column (:func:`jboost.losses.columnwise`: C
+    outputs); a custom loss gets each row's ``(C,)`` label and has C outputs."""
+    c = int(y.shape[1])
+    if loss.batch:
+        if loss.hessian_diag == "groups" or loss.task == "ranking":
+            loss = loss.replace(max_group=max_group_size(y[:, 1]) if y.shape[1] >= 2 else 1)
+        return loss.replace(label_columns=c)
+    if loss.adaptive_huber_alpha:
+        raise ValueError(f"y has shape {y.shape}: the adaptive Huber loss (huber(alpha=)) takes one "
+                         "label column; use a fixed delta (jboost.losses.huber(delta)) or fit one "
+                         "model per column.")
+    given = n_outputs if n_outputs is not None else (loss.n_outputs if loss.n_outputs not in (None, 1)
+                                                      else None)
+    if given is not None and int(given) != c:
+        raise ValueError(f"n_outputs={given} disagrees with y's {c} columns: with y of shape "
+                         f"(n, C) every column is one output (n_outputs = C = {c}); pass "
+                         f"n_outputs={c} or leave it out.")
+    if loss.per_column or per_sample.is_built_in(loss):
+        if loss.label_columns is not None and loss.label_columns != c:
+            raise ValueError(f"loss {loss.name!r} was made for {loss.label_columns} label columns; "
+                             f"y has {c}.")
+        return loss_lib.columnwise(loss, c)
+    return loss.replace(label_columns=c, n_outputs=c)
+
+
+def max_group_size(qid) -> int:
+    """The largest query group's number of rows (contiguous ids, :func:`jboost.losses.query_starts`)."""
+    qid = np.asarray(qid)
+    if qid.size == 0:
+        return 1
+    starts = query_starts(qid)
+    return int(np.max(np.diff(np.r_[starts, qid.shape[0]])))
+
+
+def check_loss_param(loss: loss_lib.Loss, name: str, value, label: Optional[str] = None) -> None:
+    """A concrete value of parameter ``name`` of ``loss`` must be finite and inside the domain the
+    loss declares for it (:attr:`jboost.Loss.domains`); tracers pass unchecked. ``label`` names
+    where the value came from in the message (e.g. a sweep's grid key)."""
+    if checks.is_traced(value) or value is None:
+        return
+    where = f"{label}: " if label else ""
+    arr = np.asarray(value, np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{where}loss {loss.name!r} parameter {name} must be finite; got "
+                         f"{arr.ravel()[~np.isfinite(arr.ravel())][0]}.")
+    domain = loss.domains.get(name)
+    if domain is not None:
+        bad = ~domain.contains(arr)
+        if bad.any():
+            raise ValueError(f"{where}loss {loss.name!r} parameter {name}={arr.ravel()[bad.ravel()][0]:g} "
+                             f"must be in {domain}.")
+
+
+def check_loss_params(loss: loss_lib.Loss) -> None:
+    """Every concrete parameter of ``loss`` inside its declared domain."""
+    for name, value in loss.params.items():
+        check_loss_param(loss, name, value)
+
+
+# --------------------------------------------------------------------------------------------
+# After a concrete fit: no silent NaN model, no silent all-zero model.
+# --------------------------------------------------------------------------------------------
+
+
+@_compile.jit
+def _at_baseline(loss, y, w, init_raw, margin=None):
+    """At the baseline: whether any weighted row has a non-zero gradient, and the number of rows
+    whose loss or gradient is not finite (one grad_hess, no tree)."""
+    raw = jnp.broadcast_to(init_raw, (y.shape[0], init_raw.shape[-1]))
+    if margin is not None:
+        raw = margin + raw
+    used = w > 0
+    if loss.batch:  # one value of the whole batch: 1 if it is not finite
+        value, g = jax.value_and_grad(lambda r: loss_lib.total_loss(loss, y, r, w))(raw)
+        bad_grad = jnp.sum(~jnp.all(jnp.isfinite(g), axis=-1) & used)
+        return jnp.any((g != 0) & used[:, None]), jnp.sum(~jnp.isfinite(value)), bad_grad
+    g, _ = derivatives.grad_hess(loss, y, raw)
+    values = loss_lib.per_sample_losses(loss, y, raw)
+    moves = jnp.any((g != 0) & used[:, None])
+    bad_loss = jnp.sum(~jnp.isfinite(values) & used)
+    bad_grad = jnp.sum(~jnp.all(jnp.isfinite(g), axis=-1) & used)
+    return moves, bad_loss, bad_grad
+
+
+def _warn_no_gradient(loss, data, init_raw) -> None:
+    moves, _, _ = _at_baseline(loss, data.y, data.w, init_raw, data.margin)
+    if not bool(moves):
+        warnings.warn(f"the gradient of loss {loss.name!r} is zero at every row at the baseline "
+                      f"{np.asarray(init_raw).tolist()}: nothing will be learned (is the loss "
+                      "piecewise constant, e.g. jnp.round, or does it stop gradients?).",
+                      UserWarning, stacklevel=3)
+
+
+def check_finite_fit(train_loss, loss, data, init_raw) -> None:
+    """Raise ``FloatingPointError`` when a concrete fit's training loss (``(n_rounds,)``, or a
+    batch of such curves) is NaN or infinite: the first such round and the likely causes (the
+    loss's value and gradient at the labels and the baseline, the learning rate)."""
+    curve = np.asarray(train_loss)
+    finite = np.isfinite(curve)
+    if finite.all():
+        return
+    first = int(np.argmax(~finite.reshape(-1, curve.shape[-1]).all(axis=0)))
+    base = np.asarray(init_raw)
+    _, bad_loss, bad_grad = (np.asarray(v) for v in _at_baseline(loss, data.y, data.w, init_raw, data.margin))
+    n = int(np.sum(np.asarray(data.w) > 0))
+    if not np.all(np.isfinite(base)):
+        cause = (f"the baseline (optimal constant raw score) of loss {loss.name!r} is "
+                 f"{base.tolist()}: check the labels and the loss's baseline")
+    elif bad_loss.max() > 0 or bad_grad.max() > 0:
+        cause = (f"loss {loss.name!r} at the labels and the baseline is not finite for "
+                 f"{int(bad_loss.max())} of {n} rows (its gradient for {int(bad_grad.max())}): "
+                 "check the loss function for these labels (a too large learning_rate is the "
+                 "other possible cause)")
+    else:
+        cause = (f"loss {loss.name!r} is finite at the baseline, so the rounds diverged: "
+                 "learning_rate too large, or the loss overflows at large raw scores")
+        y = np.asarray(data.y, np.float64)
+        scale = float(np.max(np.abs(y - np.median(y)))) if y.size else 0.0
+        if loss.task == "regression" and scale > 1e15:
+            cause += (f"; here the labels spread {scale:.3g} from their median, and float32 "
+                      f"(max {float(np.finfo(np.float32).max):.3g}) overflows on their squares: "
+                      "divide y by a scale (e.g. its standard deviation) and multiply the "
+                      "predictions back")
+    raise FloatingPointError(f"the training loss is not finite from round {first} on "
+                             f"(Booster.train_loss[{first}] = {curve.reshape(-1, curve.shape[-1])[:, first].tolist()[:3]}); "
+                             f"likely cause: {cause}.")
+
+
+
+def warn_if_no_gradient(loss: loss_lib.Loss, data, init_raw) -> None:
+    """Warn (``jboost.fit``'s ``UserWarning``) when a custom loss's gradient is zero at every row
+    at the baseline ``init_raw``: nothing would be learned (``jnp.round``, a stopped gradient).
+    ``data``: a :class:`jboost.boosting.Data` (or anything with ``y``, ``w``, ``margin``). Skipped
+    for the built-in losses and for traced values (one check for every boosting entry point:
+    fit, the gradient algorithms, bagged boosters, sweeps)."""
+    if per_sample.is_built_in(loss) or any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(
+            (init_raw, loss.params))):
+        return
+    _warn_no_gradient(loss, data, init_raw)
+
+
+def check_finite_fits(train_loss, loss: loss_lib.Loss, data, baselines, *, n_fitted=None,
+                      names=None, what: str = "models") -> None:
+    """``jboost.fit``'s ``FloatingPointError`` (:func:`check_finite_fit`: the first
+    non-finite round and its likely cause: a NaN loss, a too large ``learning_rate``, labels whose
+    squares overflow float32, "divide y by a scale") for a batch of concrete fits: ``train_loss``
+    ``(..., n_rounds)`` curves with ``baselines`` ``(..., K)`` of the same leading axes (bagged
+    boosters' bags, stacking's (fold, learner) fits). ``n_fitted`` (optional, the leading axes):
+    the rounds each model fitted before it stopped early (the later rounds' NaN are not checked).
+    ``names(index)`` names the first bad model in the message (e.g. ``"bag 1"``), ``what`` the
+    batch's models (``"bags"``). Traced values
+    (the caller's ``jax.vmap``) are skipped: :func:`nan_outside_domains` serves them."""
+    if any(checks.is_traced(v) for v in jax.tree_util.tree_leaves((train_loss, baselines, n_fitted,
+                                                             loss.params))):
+        return
+    curve = np.asarray(train_loss)
+    lead = curve.shape[:-1]
+    curves = curve.reshape(-1, curve.shape[-1])
+    finite = np.isfinite(curves)
+    if n_fitted is not None:
+        finite |= np.arange(curves.shape[-1])[None, :] >= np.asarray(n_fitted).reshape(-1, 1)
+    bad = np.flatnonzero(~finite.all(axis=1))
+    if not bad.size:
+        return
+    i = int(bad[0])
+    base = np.asarray(baselines).reshape(curves.shape[0], -1)[i]
+    try:
+        fitted = curves[i] if n_fitted is None else curves[i][:int(np.asarray(n_fitted).reshape(-1)[i])]
+        check_finite_fit(fitted, loss, data, jnp.asarray(base, jnp.float32))
+    except FloatingPointError as e:
+        where = names(np.unravel_index(i, lead)) if names is not None else f"model {i}"
+        raise FloatingPointError(f"{where} ({bad.size} of {curves.shape[0]} {what} not finite): "
+                                 f"{e}") from None
+
+
+def check_loss_output(loss: loss_lib.Loss) -> None:
+    """``loss(y, raw)`` must return one scalar per sample (checked abstractly, no computation)."""
+    k = loss.n_outputs
+    if k is None or any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(loss.params)):
+        return
+    c = loss.label_columns
+    if loss.batch:
+        n0 = 4
+        raw_shape = (n0,) if k == 1 else (n0, k)
+        out = jax.eval_shape(lambda y, raw, w: loss_lib.batch_value(loss, y, raw, w),
+                             jax.ShapeDtypeStruct((n0, c or 2), jnp.float32),
+                             jax.ShapeDtypeStruct((n0, k), jnp.float32),
+                             jax.ShapeDtypeStruct((n0,), jnp.float32))
+        if getattr(out, "shape", None) != ():
+            raise ValueError(f"a batch objective must return one scalar (the weighted sum over the "
+                             f"rows); loss {loss.name!r} called with y ({n0}, {c}), raw {raw_shape} "
+                             f"and w ({n0},) returned shape {getattr(out, 'shape', None)}.")
+        return
+    f = loss_lib.vector_fn(loss)
+    out = jax.eval_shape(f, jax.ShapeDtypeStruct(() if c is None else (c,), jnp.float32),
+                         jax.ShapeDtypeStruct((k,), jnp.float32), loss.params)
+    shape = getattr(out, "shape", None)
+    if shape != ():
+        raw = "a scalar raw score" if k == 1 else f"raw scores of shape ({k},)"
+        label = "one label" if c is None else f"a label vector of shape ({c},) (y has {c} columns)"
+        hint = ("" if c is None else ": sum over the columns (jnp.sum), or apply a loss of a "
+                f"scalar label to each column, jboost.losses.columnwise(jboost.Loss(fn), {c})")
+        raise ValueError(f"the loss must return a scalar per sample; loss {loss.name!r} called "
+                         f"with {label} and {raw} returned shape {shape}{hint}.")
+
+
+def check_link(loss: loss_lib.Loss) -> None:
+    """A classification loss's ``link`` must give what ``predict_proba`` returns: ``(n,
+    n_classes)`` class probabilities (each in [0, 1], each row summing to 1) from ``(n,)`` raw
+    scores (one output: ``n_classes = 2``, as :func:`jboost.losses.sigmoid_link` gives
+    ``[1 - p, p]``) or ``(n, K)`` (``n_classes = K``). Checked on a few raw scores in
+    [-2, 2], for a loss of one label per row with concrete parameters; else a ``ValueError``
+    naming ``link=`` (e.g. ``identity_link`` on a binary loss: ``(n,)`` "probabilities" whose
+    argmax runs over the rows)."""
+    k = loss.n_outputs
+    if (loss.task not in loss_lib.CLASSIFICATION or k is None or loss.batch or loss.label_columns is not None
+            or any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(loss.params))):
+        return
+    n0 = 3
+    raw = jnp.linspace(-2.0, 2.0, n0 * k, dtype=jnp.float32).reshape(n0, k)
+    raw = raw[:, 0] if k == 1 else raw
+    n_classes = 2 if k == 1 else k
+    name = getattr(loss.link, "__name__", repr(loss.link))
+    fix = ("a link returning (n, n_classes) probabilities, e.g. jboost.losses.sigmoid_link for one "
+           "raw score per row, softmax_link for K; or leave link= out (the task's link)")
+    try:
+        out = np.asarray(loss.link(raw, **loss.params), np.float64)
+    except Exception as e:  # noqa: BLE001 - any failure of the user's link on valid raw scores
+        raise ValueError(f"link={name} of loss {loss.name!r} (task {loss.task!r}) failed on raw "
+                         f"scores of shape {raw.shape}: {type(e).__name__}: {e}. Pass {fix}.") from e
+    if out.shape != (n0, n_classes):
+        raise ValueError(f"link={name} of loss {loss.name!r} (task {loss.task!r}, {k} raw score(s) "
+                         f"per row) returned shape {out.shape} for raw scores of shape {raw.shape}; "
+                         f"predict_proba needs (n, {n_classes}) class probabilities. Pass {fix}.")
+    if not (np.all(np.isfinite(out)) and np.all(out >= 0) and np.all(out <= 1)
+            and np.allclose(out.sum(axis=-1), 1.0, atol=1e-4)):
+        raise ValueError(f"link={name} of loss {loss.name!r} (task {loss.task!r}) must return class "
+                         f"probabilities (in [0, 1], each row summing to 1); for raw scores in "
+                         f"[-2, 2] it returned values in [{out.min():.3g}, {out.max():.3g}] with row "
+                         f"sums in [{out.sum(-1).min():.3g}, {out.sum(-1).max():.3g}]. Pass {fix}.")
+
+
+def query_starts(qid: np.ndarray, name: str = "y") -> np.ndarray:
+    """The first row of each query group of the ids ``qid`` ``(n,)``, whose rows must be
+    contiguous (each id one run of rows); raises ``ValueError`` naming ``name`` otherwise."""
+    qid = np.asarray(qid)
+    if np.any(qid != np.round(qid)) or np.any(np.abs(qid) >= 2**24):
+        raise ValueError(f"{name}[:, 1] (query ids) must be integers below 2**24 = 16777216 in "
+                         "absolute value (labels are float32, which merges larger ids); renumber "
+                         f"them: {name}[:, 1] = np.unique(qid, return_inverse=True)[1].")
+    starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
+    if len(np.unique(qid)) != len(starts):
+        raise ValueError(f"{name}[:, 1] (query ids) must be contiguous: every query's rows "
+                         "together, one run each; sort the rows by query id first (order = "
+                         f"np.argsort({name}[:, 1], kind='stable'); X, y = X[order], y[order]).")
+    return starts
+
+
+def check_labels(loss: loss_lib.Loss, y: np.ndarray, name: str = "y") -> None:
+    """Raise ``ValueError`` naming the labels (``name``) when they are not what ``loss`` expects
+    (the loss function's own ``check_labels`` first: the most specific message)."""
+    check = getattr(loss.fn, "check_labels", None)  # a loss function's own domain of labels
+    if callable(check):
+        check(y, name)
+    if loss.task == "binary":
+        bad = ~np.isin(y, (0, 1))
+        if bad.any():
+            raise ValueError(f"{name} must hold binary labels 0/1 for loss {loss.name!r}; got values "
+                             f"such as {np.unique(y[bad])[:5].tolist()}.")
+    elif loss.task == "multiclass":
+        k = loss.n_outputs
+        if np.any(y != np.round(y)) or np.any(y < 0) or (k is not None and np.any(y >= k)):
+            raise ValueError(f"{name} must hold integer class labels in [0, {k}) for loss "
+                             f"{loss.name!r}; got values in [{y.min()}, {y.max()}].")
+    elif loss.task == "count":
+        if np.any(y < 0):
+            raise ValueError(f"{name} must be non-negative for loss {loss.name!r}; got min {y.min()}.")
+    elif loss.task == "survival":
+        if y.ndim != 2 or y.shape[1] != 2:
+            raise ValueError(f"{name} must be (n, 2) survival labels (time, event) for loss "
+                             f"{loss.name!r}; got shape {y.shape}.")
+        if np.any(y[:, 0] <= 0):
+            raise ValueError(f"{name}[:, 0] (survival times) must be > 0 for loss {loss.name!r}; "
+                             f"got min {y[:, 0].min()}.")
+        bad = ~np.isin(y[:, 1], (0, 1))
+        if bad.any():
+            raise ValueError(f"{name}[:, 1] (events) must be 0 (censored) or 1 (event) for loss "
+                             f"{loss.name!r}; got values such as {np.unique(y[bad, 1])[:5].tolist()}.")
+    elif loss.task == "ranking":
+        if y.ndim != 2 or y.shape[1] != 2:
+            raise ValueError(f"{name} must be (n, 2) ranking labels (relevance, query id) for loss "
+                             f"{loss.name!r}; got shape {y.shape}.")
+        if np.any(y[:, 0] < 0):
+            raise ValueError(f"{name}[:, 0] (relevance grades) must be >= 0 for loss "
+                             f"{loss.name!r}; got min {y[:, 0].min()}.")
+        query_starts(y[:, 1], name)

@@ -1,0 +1,128 @@
+"""Validation metrics and the check of a metric=/eval_metric= argument against a loss.
+
+The one home of the named metrics: early stopping (:class:`jboost.boosting.EarlyStopping`) and
+sweeps (:mod:`jboost.sweep.metrics`) evaluate them here; :func:`jboost._validation.check_metric`
+checks a metric against a loss. A custom metric is ``metric(y, raw, w) -> scalar``.
+
+With vector labels ``y (n, C)`` (multi-target regression, multi-label classification) a named
+metric averages over every (row, column) cell: ``"mse"`` and ``"mae"`` over all targets,
+``"error_rate"`` the fraction of wrong labels (the Hamming loss). Batch objectives (Cox,
+ranking: :mod:`jboost.objectives`) take their own value or a custom metric.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Union
+
+import jax.numpy as jnp
+import numpy as np
+
+from jboost.losses import checks
+from jboost.losses import loss as loss_lib
+from jboost.losses import metrics as metrics_lib
+
+
+def check_metric(metric, loss: loss_lib.Loss, greater_is_better: bool = False,
+                 name: str = "metric") -> bool:
+    """Check ``metric`` (``None``: the loss; a name of :data:`jboost.metrics.METRICS`; a function
+    ``metric(y, raw, w)``) against ``loss``; returns whether greater is better (only a custom
+    metric may say so: the loss and the named metrics are minimised). ``name``: the argument's
+    name in messages (``metric`` of sweeps, ``eval_metric`` of fit)."""
+    if metric is not None and not callable(metric):
+        if metric not in metrics_lib.METRICS:
+            raise ValueError(f"{name}={metric!r} must be None, one of {sorted(metrics_lib.METRICS)} or a function "
+                             "metric(y, raw, w).")
+        if metric == "error_rate" and loss.task not in loss_lib.CLASSIFICATION:
+            raise ValueError(f"{name}='error_rate' needs a classification loss; {loss.name!r} is "
+                             f"{loss.task!r}.")
+        if loss.batch:
+            raise ValueError(f"{name}={metric!r} is a metric of per-row predictions; loss "
+                             f"{loss.name!r} is a {loss.task} objective of structured labels: "
+                             f"use {name}=None (the objective) or a function metric(y, raw, w).")
+    if metric is not None and not isinstance(metric, str):
+        try:
+            hash(metric)
+        except TypeError:
+            raise TypeError(f"{name} must be hashable (a function); it is static in the compiled program.")
+    return bool(greater_is_better) if callable(metric) else False
+
+Metric = Union[None, str, Callable]
+
+
+def _weighted_mean(values, w):
+    if values.ndim == 2:  # vector labels: each row's mean over its columns
+        values = jnp.mean(values, axis=-1)
+    total = jnp.sum(w)
+    return jnp.where(total > 0, jnp.sum(w * values) / jnp.where(total > 0, total, 1.0), jnp.nan)
+
+
+def error_rate(y, raw, w, loss):
+    """Weighted misclassification rate of the argmax of ``loss.link(raw)`` (classification)."""
+    proba = loss.link(raw, **loss.params)
+    return _weighted_mean((jnp.argmax(proba, axis=-1) != y.astype(jnp.int32)).astype(jnp.float32), w)
+
+
+def squared_error(y, raw, w, loss):
+    """Weighted mean squared error of ``loss.link(raw)`` (regression and counts)."""
+    pred = loss.link(raw, **loss.params)
+    return _weighted_mean((y - pred) ** 2, w)
+
+
+def absolute_error(y, raw, w, loss):
+    """Weighted mean absolute error of ``loss.link(raw)`` (regression and counts)."""
+    pred = loss.link(raw, **loss.params)
+    return _weighted_mean(jnp.abs(y - pred), w)
+
+
+METRICS = {"error_rate": error_rate, "mse": squared_error, "mae": absolute_error}
+
+
+def metric_name(metric: Metric) -> str:
+    """``"loss"`` for the default, the name of a named or custom metric otherwise."""
+    if metric is None:
+        return "loss"
+    if isinstance(metric, str):
+        return metric
+    return getattr(metric, "__name__", "custom")
+
+
+def evaluate(metric: Metric, loss: loss_lib.Loss, y, raw, w):
+    """``metric`` (not ``None``) of raw scores ``(n, K)``, seen as :func:`jboost.predict` returns them."""
+    if isinstance(metric, str):
+        return METRICS[metric](y, loss_lib.as_predicted(raw, loss), w, loss)
+    return jnp.asarray(metric(y, loss_lib.as_predicted(raw, loss), w), jnp.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Held-out measures (NumPy, on the host).
+# --------------------------------------------------------------------------------------------
+
+
+def concordance_index(y, risk) -> float:
+    """Harrell's concordance index of risk scores (higher: earlier event) on survival labels
+    ``y = (time, event)``: the fraction of comparable pairs (the earlier time an event) ordered
+    correctly, ties in risk counting one half (as ``sksurv.metrics.concordance_index_censored``)."""
+    y, risk = np.asarray(y, np.float64), np.asarray(risk, np.float64).reshape(-1)
+    t, d = y[:, 0], y[:, 1] > 0
+    comparable = d[:, None] & (t[:, None] < t[None, :])
+    right = (risk[:, None] > risk[None, :]) + 0.5 * (risk[:, None] == risk[None, :])
+    return float(np.sum(comparable * right) / max(np.sum(comparable), 1))
+
+
+def ndcg(y, scores, k: Optional[int] = 10) -> float:
+    """Mean NDCG@k over the queries with a relevant row (gains ``2^rel - 1``, discounts
+    ``1/log2(1 + rank)``; ties in score broken by row order), ``y = (relevance, query id)``."""
+    y, scores = np.asarray(y, np.float64), np.asarray(scores, np.float64).reshape(-1)
+    starts = checks.query_starts(y[:, 1])
+    ends = np.r_[starts[1:], len(y)]
+    out = []
+    for a, b in zip(starts, ends):
+        g = np.exp2(y[a:b, 0]) - 1
+        if not np.any(g > 0):
+            continue
+        top = k or (b - a)
+        disc = 1 / np.log2(np.arange(2, b - a + 2))
+        dcg = np.sum(g[np.argsort(-scores[a:b], kind="stable")][:top] * disc[:top])
+        idcg = np.sum(np.sort(g)[::-1][:top] * disc[:top])
+        out.append(dcg / idcg)
+    return float(np.mean(out)) if out else float("nan")

@@ -1,0 +1,273 @@
+"""Batch objectives (Cox, ranking, user batch losses); receives runs(), the traced run/position helper of query groups and tie blocks.
+
+A batch objective is a :class:`jboost.Loss` with ``batch=True`` whose ``fn(y, raw, w, **params)``
+is ONE scalar function of every row: ``y (n, C)`` the structured labels, ``raw (n,)`` the raw
+scores (``(n, K)`` for several outputs), ``w (n,)`` the row weights, which the function applies
+itself (as frequency weights: a row of weight 2 counts as two copies); it returns the weighted
+sum, and the fit reports ``fn / sum(w)``. Boosting takes its gradient with ``jax.grad`` and its
+Newton curvature from the diagonal of its hessian (:func:`jboost.derivatives.batch_grad_hess`):
+
+* exactly by colouring where the hessian is block-diagonal over query groups (ranking):
+  ``max_group`` Hessian-vector products, one per position in a group, probing every group at
+  once;
+* exactly by an autodiff route where the loss's structure gives one (Cox: below);
+* exactly by one product per row (``hessian_diag="exact"``: ``n`` products, small ``n``), or by
+  Hutchinson's estimator (``"hutchinson"``: Rademacher probes from the round's key; Bekas,
+  Kokiopoulou and Saad 2007), for a loss the user writes.
+
+**Label conventions** (checked by :func:`jboost.losses.check_labels` before anything runs):
+
+* survival: ``y = (time, event)``, ``(n, 2)``: times ``> 0``, events 1 (observed) or 0
+  (right-censored);
+* ranking: ``y = (relevance, query id)``, ``(n, 2)``: graded relevance ``>= 0`` (the gain of a
+  document is ``2^rel - 1``), query ids whose rows are contiguous (sort by query id first; the
+  error says how).
+
+**What cannot work, and says so**: a batch objective couples its rows, so its rows must be on
+one device (``devices=`` is refused), and the entry points that take a label per row (sweeps,
+forests, bagging, stacking, ECOC, the classical algorithms) refuse its 2-D labels; ``jax.vmap``
+of :func:`jboost.fit` over continuous settings works (one program). Row subsampling
+(``subsample < 1``) masks rows of the gradient computed on the whole batch, as XGBoost does
+(the loss is not recomputed on the sample, so a subsample never splits a query group or a risk
+set); predictions are raw scores: Cox log relative risks (higher: earlier events), ranking scores.
+
+References: Cox (1972), Breslow (1974) and Efron (1977) for the partial likelihood and its ties;
+Cao et al. (2007, ListNet) for the listwise softmax cross entropy; Burges (2010, "From RankNet to
+LambdaRank to LambdaMART") for the NDCG-weighted pairwise surrogate.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+
+from jboost.losses import loss
+
+
+def runs(v):
+    """``(run (n,), position (n,))`` int32, traced: each entry's run of equal consecutive values
+    of ``v`` ``(n,)`` (0, 1, ...: a query group, a block of tied times) and its position in it."""
+    n = v.shape[0]
+    new = jnp.concatenate([jnp.ones((1,), bool), v[1:] != v[:-1]])
+    idx = jnp.arange(n, dtype=jnp.int32)
+    return jnp.cumsum(new.astype(jnp.int32)) - 1, idx - jax.lax.cummax(jnp.where(new, idx, 0))
+
+
+def zero_baseline(y, w, n_outputs, **params):
+    """A baseline of 0: the objective is invariant to a constant shift of the raw scores (Cox's
+    partial likelihood, losses within query groups)."""
+    return jnp.zeros((n_outputs,), jnp.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Cox proportional hazards.
+# --------------------------------------------------------------------------------------------
+
+
+def _cox_terms(f, y, w, efron: bool):
+    """The partial likelihood's parts, rows sorted by time: ``(linear, lse, q)`` with
+
+    ``-log PL = lse - linear``, ``linear = sum_i w_i d_i f_i`` and ``lse = sum_t a_t log D_t``
+    over the event terms ``t`` (one per event row), ``D_t = sum_k c_tk w_k exp(f_k)``:
+    ``c_tk = 1`` for the rows at risk (time ``>= t``), except that Efron (1977) gives the ``l``-th
+    of ``m`` events tied at a time the weight ``1 - l/m`` to those tied events; ``a_t`` is the
+    event's weight (Efron: the mean weight of the tied events, as R's ``coxph``). Breslow is
+    ``l = 0`` throughout; without ties the two coincide.
+
+    ``q = sum_t a_t sum_k c_tk^2 w_k^2 exp(2 f_k) / (2 sg(D_t)^2)`` (``sg``: stop gradient) gives
+    the hessian's exact diagonal by autodiff: with ``pi_tk = c_tk w_k exp(f_k) / D_t``, the
+    hessian of ``a_t log D_t`` is ``a_t (diag(pi_t) - pi_t pi_t^T)``, so ``diag(H)_k = sum_t a_t
+    (pi_tk - pi_tk^2) = d(lse - q)/df_k``.
+    """
+    t, d = y[:, 0], y[:, 1]
+    n = t.shape[0]
+    if n == 0:  # no rows (an absent validation set): an empty sum
+        zero = jnp.sum(f)
+        return zero, zero, zero
+    order = jnp.argsort(t)
+    ts, ds, ws, fs = t[order], d[order], w[order], f[order]
+    live = ws > 0
+    shift = jax.lax.stop_gradient(jnp.max(jnp.where(live, fs, -jnp.inf), initial=-jnp.inf))
+    shift = jnp.where(jnp.isfinite(shift), shift, 0.0)
+    e = jnp.where(live, ws * jnp.exp(fs - shift), 0.0)          # w_k exp(f_k - shift)
+    e2 = e * e
+    first = jnp.searchsorted(ts, ts, side="left")               # the first row of each tie block
+    risk = jnp.cumsum(e[::-1])[::-1][first]                      # sum over the rows at risk
+    risk2 = jnp.cumsum(e2[::-1])[::-1][first]
+    event = ds * ws                                              # weighted event indicator
+    if efron:
+        block, _ = runs(ts)                           # tie blocks of the times
+        seg = lambda v: jax.ops.segment_sum(v, block, num_segments=n)[block]
+        m = seg(ds)                                              # events tied at the row's time
+        cs = jnp.cumsum(ds)
+        before = (cs - ds)[first]                                # events before the tie block
+        ratio = jnp.where(m > 0, (cs - ds - before) / jnp.maximum(m, 1.0), 0.0)  # l / m
+        denom = risk - ratio * seg(ds * e)
+        denom2 = risk2 - (2.0 * ratio - ratio * ratio) * seg(ds * e2)
+        a = ds * seg(event) / jnp.maximum(m, 1.0)                # mean weight of the tied events
+    else:
+        denom, denom2, a = risk, risk2, event
+    has = a > 0
+    safe = jnp.where(has, denom, 1.0)
+    lse = jnp.sum(jnp.where(has, a * (jnp.log(safe) + shift), 0.0))
+    q = jnp.sum(jnp.where(has, a * denom2 / (2.0 * jax.lax.stop_gradient(safe) ** 2), 0.0))
+    linear = jnp.sum(event * fs)
+    return linear, lse, q
+
+
+def cox_breslow_fn(y, f, w):
+    """Cox's negative log partial likelihood, ties as Breslow (1974): ``sum_i w_i d_i (log
+    sum_{t_k >= t_i} w_k exp(f_k) - f_i)``; ``y = (time, event)``."""
+    linear, lse, _ = _cox_terms(f, y, w, efron=False)
+    return lse - linear
+
+
+def cox_efron_fn(y, f, w):
+    """Cox's negative log partial likelihood, ties as Efron (1977); equal to Breslow's when no
+    two events share a time."""
+    linear, lse, _ = _cox_terms(f, y, w, efron=True)
+    return lse - linear
+
+
+def cox_breslow_diag(y, f, w):
+    """The exact hessian diagonal of :func:`cox_breslow_fn` by autodiff (:func:`_cox_terms`)."""
+    return jax.grad(lambda g: (lambda _, lse, q: lse - q)(*_cox_terms(g, y, w, efron=False)))(f)
+
+
+def cox_efron_diag(y, f, w):
+    """The exact hessian diagonal of :func:`cox_efron_fn` by autodiff (:func:`_cox_terms`)."""
+    return jax.grad(lambda g: (lambda _, lse, q: lse - q)(*_cox_terms(g, y, w, efron=True)))(f)
+
+
+def cox(ties: str = "efron") -> loss.Loss:
+    """Cox proportional hazards (Cox 1972): boosting the log relative risk ``f(x)`` by the
+    negative log partial likelihood, ties as ``"breslow"`` or ``"efron"`` (the default, as R's
+    ``coxph``, lifelines and scikit-survival). Labels ``y = (time, event)``, ``(n, 2)``.
+
+    Its Newton curvature is the hessian's exact diagonal by an autodiff route (:func:`_cox_terms`:
+    one more gradient, ``O(n log n)`` like the loss; no estimator, no variance). Predictions are
+    log relative risks (higher: shorter survival; the baseline hazard is not estimated).
+    """
+    if ties not in ("breslow", "efron"):
+        raise ValueError(f"ties={ties!r} must be 'breslow' or 'efron'.")
+    efron = ties == "efron"
+    return loss.Loss(cox_efron_fn if efron else cox_breslow_fn, name=f"cox_{ties}",
+                           task="survival", baseline=zero_baseline, hessian="autodiff",
+                           batch=True, hessian_diag=cox_efron_diag if efron else cox_breslow_diag)
+
+
+# --------------------------------------------------------------------------------------------
+# Listwise ranking within query groups.
+# --------------------------------------------------------------------------------------------
+
+
+def gains(rel):
+    """The gain ``2^rel - 1`` of a relevance grade (Järvelin and Kekäläinen 2002)."""
+    return jnp.exp2(rel) - 1.0
+
+
+def softmax_cross_entropy_fn(y, f, w):
+    """Listwise softmax cross entropy (ListNet's top-one probabilities, Cao et al. 2007): per
+    query, ``-sum_i t_i log softmax(f)_i`` with targets ``t_i`` proportional to the gains
+    ``w_i (2^rel_i - 1)``; the softmax is over the query's rows, weighted as copies (``w``); a
+    query without a relevant row adds nothing. ``y = (relevance, query id)``."""
+    n = f.shape[0]
+    if n == 0:  # no rows: an empty sum
+        return jnp.sum(f)
+    block, _ = runs(y[:, 1])
+    seg = lambda v: jax.ops.segment_sum(v, block, num_segments=n)
+    live = w > 0
+    top = jax.lax.stop_gradient(jax.ops.segment_max(jnp.where(live, f, -jnp.inf), block,
+                                                    num_segments=n))
+    top = jnp.where(jnp.isfinite(top), top, 0.0)[block]
+    z = seg(jnp.where(live, w * jnp.exp(f - top), 0.0))[block]
+    gain = w * gains(y[:, 0])
+    total = seg(gain)[block]
+    target = jnp.where(total > 0, gain / jnp.where(total > 0, total, 1.0), 0.0)
+    logp = f - top - jnp.log(jnp.where(z > 0, z, 1.0))
+    return -jnp.sum(jnp.where(target > 0, target * logp, 0.0))
+
+
+def _pairs(y, f, w, max_group: int):
+    """Every row's partners in its query group, ``(n, G)``: their index, validity, scores,
+    relevance and weights (``G = max_group``, static)."""
+    n = f.shape[0]
+    _, pos = runs(y[:, 1])
+    start = jnp.arange(n, dtype=jnp.int32) - pos
+    size = jax.ops.segment_sum(jnp.ones((n,), jnp.int32), start, num_segments=n)[start]
+    j = jnp.arange(max_group, dtype=jnp.int32)
+    idx = jnp.minimum(start[:, None] + j[None, :], n - 1)
+    valid = (j[None, :] < size[:, None]) & (w[idx] > 0) & (w[:, None] > 0)
+    return idx, valid
+
+
+def lambdarank_fn(y, f, w, sigma=1.0, max_group: int = 1):
+    """A LambdaRank-style NDCG surrogate (Burges 2010): per query, over the pairs ``(i, j)`` with
+    ``rel_i > rel_j``, ``|dNDCG_ij| log(1 + exp(-sigma (f_i - f_j)))`` weighted ``w_i w_j``, where
+    ``|dNDCG_ij|`` (held constant: its gradient is not taken) is the change of the query's NDCG
+    if ``i`` and ``j`` swapped their current ranks. Its gradient is LambdaRank's lambda."""
+    rel = y[:, 0]
+    n = f.shape[0]
+    if n == 0:  # no rows: an empty sum
+        return jnp.sum(f)
+    idx, valid = _pairs(y, f, w, max_group)
+    i = jnp.arange(n)[:, None]
+    fs = jax.lax.stop_gradient(f)
+    gain = gains(rel)
+    before = lambda s: valid & ((s[idx] > s[:, None]) | ((s[idx] == s[:, None]) & (idx < i)))
+    rank = 1.0 + jnp.sum(before(fs), axis=1, dtype=jnp.float32)   # current rank in the query
+    ideal = 1.0 + jnp.sum(before(rel), axis=1, dtype=jnp.float32)  # rank in the ideal order
+    disc, ideal_disc = 1.0 / jnp.log2(1.0 + rank), 1.0 / jnp.log2(1.0 + ideal)
+    idcg = jnp.sum(jnp.where(valid, (gain * ideal_disc)[idx], 0.0), axis=1)
+    delta = (jnp.abs(gain[:, None] - gain[idx]) * jnp.abs(disc[:, None] - disc[idx])
+             / jnp.where(idcg > 0, idcg, 1.0)[:, None])
+    pair = valid & (rel[:, None] > rel[idx])
+    terms = jax.lax.stop_gradient(delta) * jax.nn.softplus(-sigma * (f[:, None] - f[idx]))
+    return jnp.sum(jnp.where(pair, (w[:, None] * w[idx]) * terms, 0.0))
+
+
+def ranking(kind: str = "softmax", sigma: float = 1.0) -> loss.Loss:
+    """Listwise ranking within query groups, ``y = (relevance, query id)`` ``(n, 2)`` (query ids
+    contiguous): ``"softmax"`` (:func:`softmax_cross_entropy_fn`) or ``"lambdarank"``
+    (:func:`lambdarank_fn`, an NDCG surrogate; ``sigma`` its logistic scale, traced). The
+    hessian is block-diagonal over the queries: its exact diagonal costs ``max_group``
+    Hessian-vector products (``hessian_diag="groups"``)."""
+    if kind == "softmax":
+        return loss.Loss(softmax_cross_entropy_fn, name="ranking_softmax", task="ranking",
+                               baseline=zero_baseline, hessian="autodiff", batch=True,
+                               hessian_diag="groups")
+    if kind == "lambdarank":
+        return loss.Loss(lambdarank_fn, params={"sigma": sigma}, name="ranking_lambdarank",
+                               task="ranking", baseline=zero_baseline, hessian="autodiff",
+                               batch=True, hessian_diag="groups",
+                               domains={"sigma": loss.POSITIVE})
+    raise ValueError(f"kind={kind!r} must be 'softmax' or 'lambdarank'.")
+
+
+# --------------------------------------------------------------------------------------------
+# A loss the user writes.
+# --------------------------------------------------------------------------------------------
+
+
+def batch_loss(fn: Callable, *, params: Optional[dict] = None, name: Optional[str] = None,
+               task: str = "regression", n_outputs: int = 1, hessian_diag: Any = None,
+               n_probes: int = 32, baseline: Optional[Callable] = None) -> loss.Loss:
+    """A loss the user writes as one function of the batch, ``fn(y, raw, w, **params) ->
+    scalar`` (the weighted sum; see the module docstring): jboost differentiates it.
+
+    ``hessian_diag``: ``None`` (the default) is ``"groups"`` for ``task="ranking"`` (``y[:, 1]``
+    query ids: exact with ``max_group`` products; ``fn`` may take the static ``max_group=``
+    keyword) and ``"exact"`` otherwise (one Hessian-vector product per row: exact, ``n`` gradients
+    per round); ``"hutchinson"`` for large ``n`` (``n_probes`` Rademacher probes from the
+    round's key: unbiased, entry ``i``'s variance ``sum_{j != i} H_ij^2 / n_probes``, negative
+    estimates floored at 0); or a function ``diag(y, raw, w, **params)``. ``baseline``:
+    ``baseline(y, w, n_outputs, **params) -> (K,)``; ``None``: the optimal constant found
+    numerically (L-BFGS).
+    """
+    if hessian_diag is None:
+        hessian_diag = "groups" if task == "ranking" else "exact"
+    return loss.Loss(fn, params=params or {}, name=name or getattr(fn, "__name__", "custom"),
+                           task=task, n_outputs=n_outputs, baseline=baseline, hessian="autodiff",
+                           batch=True, hessian_diag=hessian_diag, n_probes=int(n_probes))

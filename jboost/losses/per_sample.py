@@ -1,0 +1,223 @@
+"""(existing target: per-sample loss fns + constructors) gains logit_deviance and its per-sample function."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+from jboost.losses import baselines
+from jboost.losses import links
+from jboost.losses import loss as loss_lib
+
+
+def _logit_deviance_fn(y, f):
+    """Binomial deviance of ``p = 1 / (1 + e^{-2f})``: ``log(1 + e^{2f}) - 2 y f`` (FHT eq. 21)."""
+    return jax.nn.softplus(2.0 * f) - 2.0 * y * f
+
+
+def logit_deviance() -> loss_lib.Loss:
+    """The loss two-class LogitBoost minimises, on FHT's half-log-odds scale ``F``."""
+    return loss_lib.Loss(_logit_deviance_fn, name="logit_deviance", task="binary",
+                           link=links.adaboost_link, baseline=baselines.half_logit_baseline)
+
+# Beyond this exponent, exponentials continue as their second-order Taylor expansion: values,
+# gradients and hessians stay finite and positive (no overflow at large margins).
+_EXP_CLIP = 30.0
+
+
+def safe_exp(z):
+    """``exp(z)`` for ``z <= 30``; beyond, the quadratic continuation (C2, finite, increasing)."""
+    c = jnp.minimum(z, _EXP_CLIP)
+    d = jnp.maximum(z - _EXP_CLIP, 0.0)
+    return jnp.exp(c) * (1.0 + d + 0.5 * d * d)
+
+
+# --------------------------------------------------------------------------------------------
+# Per-sample loss functions (module level, so they are hashable static metadata).
+# --------------------------------------------------------------------------------------------
+
+
+def squared_error_fn(y, f):
+    """Half squared error ``(y - f)^2 / 2`` (ESL Table 10.2)."""
+    return 0.5 * (y - f) ** 2
+
+
+def absolute_error_fn(y, f):
+    """Absolute error ``|y - f|`` (least absolute deviation)."""
+    return jnp.abs(y - f)
+
+
+def huber_fn(y, f, delta):
+    """Huber loss (ESL eq. 10.23): ``r^2/2`` for ``|r| <= delta``, else ``delta (|r| - delta/2)``."""
+    r = jnp.abs(y - f)
+    delta = jnp.asarray(delta, r.dtype)
+    return jnp.where(r <= delta, 0.5 * r * r, delta * (r - 0.5 * delta))
+
+
+def quantile_fn(y, f, alpha):
+    """Pinball loss at level ``alpha``: ``alpha * r`` if ``r >= 0`` else ``(alpha - 1) * r``."""
+    r = y - f
+    alpha = jnp.asarray(alpha, r.dtype)
+    return jnp.maximum(alpha * r, (alpha - 1.0) * r)
+
+
+def binomial_deviance_fn(y, f):
+    """Binomial deviance / log loss with ``p = sigmoid(f)``: ``log(1 + e^f) - y f``, y in {0,1}."""
+    return jax.nn.softplus(f) - y * f
+
+
+def exponential_fn(y, f):
+    """AdaBoost's exponential loss ``exp(-y' f)`` with ``y' = 2y - 1`` (ESL eq. 10.8)."""
+    return safe_exp(-(2.0 * y - 1.0) * f)
+
+
+def multinomial_deviance_fn(y, f):
+    """Multinomial deviance ``logsumexp(f) - f[y]`` for integer label ``y`` (ESL eq. 10.22)."""
+    return jax.nn.logsumexp(f) - jnp.take(f, y.astype(jnp.int32))
+
+
+def samme_exponential_fn(y, f):
+    """K-class exponential loss ``exp(-y.f / K)`` with ESL/SAMME coding.
+
+    ``y_k = 1`` for the true class and ``-1/(K-1)`` otherwise (Zhu, Zou, Rosset, Hastie 2009).
+    """
+    k = f.shape[-1]
+    code = jnp.where(jnp.arange(k, dtype=jnp.int32) == y.astype(jnp.int32), 1.0, -1.0 / (k - 1)).astype(f.dtype)
+    return safe_exp(-jnp.dot(code, f) / k)
+
+
+def poisson_fn(y, f):
+    """Poisson deviance up to a constant, log link: ``exp(f) - y f``."""
+    return safe_exp(f) - y * f
+
+
+# --------------------------------------------------------------------------------------------
+# Constructors of the built-in losses.
+# --------------------------------------------------------------------------------------------
+
+
+def squared_error() -> loss_lib.Loss:
+    return loss_lib.Loss(squared_error_fn, name="squared_error", baseline=baselines.mean_baseline, hessian="autodiff")
+
+
+def absolute_error() -> loss_lib.Loss:
+    return loss_lib.Loss(absolute_error_fn, name="absolute_error", baseline=baselines.median_baseline,
+                hessian="unit", leaf_refit="quantile")
+
+
+def huber(delta=1.0, alpha=None) -> loss_lib.Loss:
+    """Huber loss with fixed ``delta``, or ESL's adaptive delta when ``alpha`` is given.
+
+    With ``alpha`` (e.g. 0.9), delta is recomputed each round as the alpha-quantile of the
+    absolute residuals ``|y - f_{m-1}|`` (ESL section 10.10.2); ``delta`` is then only the value
+    used before the first round.
+
+    The baseline is the optimal constant (Huber's M-estimate of location) for a fixed delta, and
+    the weighted median with the adaptive delta, as in Friedman (2001), Algorithm 4.
+    """
+    params = {"delta": delta}
+    domains = {"delta": loss_lib.POSITIVE}
+    if alpha is not None:
+        params["alpha"] = alpha
+        domains["alpha"] = loss_lib.PROBABILITY
+    return loss_lib.Loss(huber_fn if alpha is None else _huber_adaptive_fn, params=params, name="huber",
+                baseline=baselines.huber_baseline if alpha is None else baselines.median_baseline, hessian="unit",
+                leaf_refit="huber", adaptive_huber_alpha=alpha is not None, domains=domains)
+
+
+def _huber_adaptive_fn(y, f, delta, alpha):
+    return huber_fn(y, f, delta)
+
+
+def quantile(alpha=0.5) -> loss_lib.Loss:
+    return loss_lib.Loss(quantile_fn, params={"alpha": alpha}, name="quantile", baseline=baselines.quantile_baseline,
+                hessian="unit", leaf_refit="quantile", domains={"alpha": loss_lib.PROBABILITY})
+
+
+def binomial_deviance() -> loss_lib.Loss:
+    return loss_lib.Loss(binomial_deviance_fn, name="binomial_deviance", task="binary",
+                link=links.sigmoid_link, baseline=baselines.logit_baseline, hessian="autodiff")
+
+
+def exponential() -> loss_lib.Loss:
+    return loss_lib.Loss(exponential_fn, name="exponential", task="binary", link=links.adaboost_link,
+                baseline=baselines.half_logit_baseline, hessian="autodiff")
+
+
+def multinomial_deviance(n_classes=None) -> loss_lib.Loss:
+    return loss_lib.Loss(multinomial_deviance_fn, name="multinomial_deviance", n_outputs=n_classes,
+                task="multiclass", link=links.softmax_link, baseline=baselines.log_freq_baseline, hessian="autodiff")
+
+
+def samme_exponential(n_classes=None) -> loss_lib.Loss:
+    return loss_lib.Loss(samme_exponential_fn, name="samme_exponential", n_outputs=n_classes,
+                task="multiclass", link=links.samme_link, baseline=baselines.samme_baseline, hessian="autodiff")
+
+
+def poisson() -> loss_lib.Loss:
+    return loss_lib.Loss(poisson_fn, name="poisson", task="count", link=links.exp_link,
+                baseline=baselines.log_mean_baseline, hessian="autodiff")
+
+
+# The per-sample functions of the built-in losses (custom losses get the host-side sanity checks
+# of jboost.fit that these pass by construction, e.g. a gradient that is not zero everywhere).
+BUILT_IN_FNS = frozenset({squared_error_fn, absolute_error_fn, huber_fn, _huber_adaptive_fn,
+                          quantile_fn, binomial_deviance_fn, exponential_fn,
+                          multinomial_deviance_fn, samme_exponential_fn, poisson_fn})
+
+
+def is_built_in(loss: loss_lib.Loss) -> bool:
+    """Whether ``loss`` computes one of jboost's built-in losses."""
+    return loss.fn in BUILT_IN_FNS
+
+
+# Built-in losses of the residual y - f alone: fitting y - c from the baseline of y - c and
+# adding c back to the raw scores gives the same model (their baselines -- mean, median,
+# quantile, Huber's M-estimate -- move with the labels too).
+SHIFT_EQUIVARIANT_FNS = frozenset({squared_error_fn, absolute_error_fn, huber_fn,
+                                   _huber_adaptive_fn, quantile_fn})
+
+
+def shifts_with_labels(loss: loss_lib.Loss) -> bool:
+    """Whether ``loss(y + c, f + c) == loss(y, f)`` for every ``c`` (a built-in loss of the
+    residual), so that a fit may subtract a label offset in float64 and add it back to the model's
+    raw scores (:func:`jboost._validation.label_offset`)."""
+    return loss.fn in SHIFT_EQUIVARIANT_FNS
+
+
+_REGISTRY = {
+    "squared_error": squared_error,
+    "absolute_error": absolute_error,
+    "huber": huber,
+    "quantile": quantile,
+    "binomial_deviance": binomial_deviance,
+    "logistic": binomial_deviance,
+    "exponential": exponential,
+    "multinomial_deviance": multinomial_deviance,
+    "softmax": multinomial_deviance,
+    "samme_exponential": samme_exponential,
+    "poisson": poisson,
+}
+
+
+def get(loss, n_outputs: Optional[int] = None, task: Optional[str] = None) -> loss_lib.Loss:
+    """Resolve a loss given as a name, a :class:`Loss` or a plain function ``fn(y, raw)``."""
+    if isinstance(loss, loss_lib.Loss):
+        out = loss
+    elif isinstance(loss, str):
+        if loss not in _REGISTRY:
+            raise ValueError(f"loss={loss!r} is not a built-in loss; choose one of {sorted(_REGISTRY)}"
+                             " or pass a function loss(y, raw).")
+        out = _REGISTRY[loss]()
+    elif callable(loss):
+        # The link is the task's (Loss.link's default); a K-class task needs n_outputs (checked
+        # in jboost._validation.resolve_loss, which says to pass it).
+        out = loss_lib.Loss(loss, name=getattr(loss, "__name__", "custom"), n_outputs=n_outputs or 1,
+                   task=task or "regression")
+    else:
+        raise TypeError(f"loss must be a name, a jboost.Loss or a function loss(y, raw); got {type(loss).__name__}.")
+    if n_outputs is not None and out.n_outputs != n_outputs:
+        out = out.replace(n_outputs=int(n_outputs))
+    return out

@@ -1,0 +1,240 @@
+"""BaggedBoosters, the bagged-boosters model type, and its predict functions (bagged outputs, mean, probabilities)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jboost import _compile
+from jboost import checks
+from jboost.data import categorical_stats
+from jboost.losses import loss as loss_lib
+from jboost.models import base
+from jboost.models import metadata
+from jboost.trees import family
+from jboost.trees import oblivious
+
+
+class BaggedBoosters(NamedTuple):
+    """``B`` boosted ensembles fitted on bootstrap samples: a pytree with a leading bag axis, a
+    :class:`jboost.model.Model`.
+
+    Attributes:
+      trees: ObliviousTrees with leading axes ``(B, n_rounds, trees_per_round)``.
+      borders: ``(F, n_bins - 1)`` shared borders.
+      baseline: ``(B, K)`` each bag's constant raw score (fitted on its bootstrap weights).
+      loss: the :class:`jboost.Loss` (params with a leading bag axis).
+      bag_weights: ``(B, n_train)`` bootstrap weights.
+      train_loss: ``(B, n_rounds)`` bootstrap-weighted training loss of each bag.
+      valid_loss: ``(B, n_rounds)`` each bag's mean validation loss after each round (its
+        out-of-bag rows, or the shared ``eval_set``); ``None`` without a validation set.
+      best_round: with early stopping, ``(B,)`` int32: each bag's round of its best validation
+        score; ``None`` otherwise. A bag that stopped before the last round has zero trees and
+        NaN losses in its rounds after the stop.
+      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
+        fractional numbers; a :class:`jboost.model.Classes`, as ``Booster.classes``):
+        :func:`jboost.predict_class` returns them and the columns of the probabilities follow
+        their order; ``None`` when the labels were class indices already.
+      feature_names: the fit's feature names (a DataFrame's columns; a
+        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
+        prediction from a DataFrame then matches its columns by name.
+      categorical: ``None``, or a fit with categorical columns' :class:`jboost.categorical.Categorical`
+        with a leading bag axis (each bag's final statistics, from its bootstrap weights, and
+        prior): prediction encodes the rows with the spec and each bag expands them with its own
+        statistics. ``borders`` are then each bag's ``(B, F, n_bins - 1)``.
+
+    As a model: its raw score (:func:`jboost.predict`) is the mean over bags of the bags' raw
+    scores, its stages are the boosting rounds (``n_rounds=m``: every bag's first ``m`` rounds),
+    and :func:`jboost.predict_proba` / :func:`jboost.predict_class` are the loss's link of that
+    mean raw score (and its argmax). Bagging's usual combination of probability estimates, the
+    mean over bags of each bag's probabilities, is :meth:`proba` (:func:`bagged_predict_proba`).
+    With ``best_round`` every prediction without ``n_rounds`` (``predict``, ``predict_proba``,
+    ``predict_class``, :func:`bagged_predict`, :func:`bagged_oob`) uses each bag's rounds
+    ``0..best_round``; ``n_rounds=m`` and the stages of :func:`jboost.staged_predict` are every
+    bag's first ``m`` rounds, as for a :class:`jboost.Booster` with ``best_round``.
+    """
+
+    trees: oblivious.ObliviousTrees
+    borders: jax.Array
+    baseline: jax.Array
+    loss: loss_lib.Loss
+    bag_weights: jax.Array
+    train_loss: jax.Array
+    valid_loss: Optional[jax.Array] = None
+    best_round: Optional[jax.Array] = None
+    classes: Optional[metadata.Classes] = None
+    feature_names: Optional[metadata.FeatureNames] = None
+    categorical: Optional[categorical_stats.Categorical] = None
+
+    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
+    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
+
+    @property
+    def n_bags(self) -> int:
+        return self.baseline.shape[-2]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.baseline.shape[-1]
+
+    @property
+    def n_rounds(self) -> int:
+        return self.trees.features.shape[-3]
+
+    @property
+    def depth(self) -> int:
+        return family.depth_of(self.trees)
+
+    # The model protocol (jboost.model.Model).
+
+    @property
+    def n_features(self) -> int:
+        return self.borders.shape[-2]
+
+    @property
+    def n_inputs(self) -> int:
+        """Columns of the rows to predict (:attr:`n_features` without categorical columns)."""
+        return self.n_features if self.categorical is None else self.categorical.spec.n_inputs
+
+    def bag_features(self, X) -> jax.Array:
+        """The trees' features of checked rows for every bag: ``X`` itself without categorical
+        columns; with them ``(B, n, n_features)``, the encoded rows expanded with each bag's own
+        statistics (:func:`jboost.categorical.expand`)."""
+        if self.categorical is None:
+            return jnp.asarray(X, jnp.float32)
+        return jax.vmap(lambda cat: categorical_stats.expand(cat, X))(self.categorical)
+
+    @property
+    def task(self) -> str:
+        return self.loss.task
+
+    @property
+    def batch_shape(self) -> Tuple[int, ...]:
+        return tuple(self.baseline.shape[:-2])
+
+    @property
+    def n_stages(self) -> int:
+        return self.n_rounds
+
+    def best_trees(self) -> oblivious.ObliviousTrees:
+        """The trees a prediction without ``n_rounds`` uses: with ``best_round``, bag ``b``'s
+        rounds after its ``best_round[b]`` get zero leaf values (and the rounds after the last
+        bag's best round are dropped when ``best_round`` is concrete); else every round."""
+        trees, best = self.trees, self.best_round
+        if best is None:
+            return trees
+        if not checks.is_traced(best):
+            last = int(np.max(np.asarray(best), initial=-1)) + 1
+            trees = jax.tree_util.tree_map(lambda a: a[:, :last], trees)
+        lv = trees.leaf_values
+        keep = jnp.arange(lv.shape[1])[None, :] <= jnp.asarray(best)[:, None]  # (B, rounds)
+        return trees._replace(leaf_values=jnp.where(
+            keep.reshape(keep.shape + (1,) * (lv.ndim - 2)), lv, jnp.zeros((), lv.dtype)))
+
+    def bag_raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        """``(B, n, K)`` every bag's raw scores for checked rows: its first ``n_stages`` rounds,
+        or (``None``) :meth:`best_trees`."""
+        if n_stages is not None:
+            n_stages = checks.check_int(n_stages, "n_rounds", 0, self.n_rounds)
+            trees = jax.tree_util.tree_map(lambda a: a[:, :n_stages], self.trees)
+        else:
+            trees = self.best_trees()
+        if self.categorical is not None:  # each bag's own statistics
+            return jax.vmap(lambda t, b0, Xb: b0 + family.predict_raw(t, Xb))(
+                trees, self.baseline, self.bag_features(X))
+        X = jnp.asarray(X, jnp.float32)
+        return jax.vmap(lambda t, b0: b0 + family.predict_raw(t, X))(trees, self.baseline)
+
+    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        """``(n, K)`` mean over bags of the bags' raw scores."""
+        return jnp.mean(self.bag_raw_scores(X, n_stages), axis=0)
+
+    def proba_from_raw(self, raw) -> jax.Array:
+        if self.task not in loss_lib.CLASSIFICATION:
+            raise ValueError(f"predict_proba needs a classification model; {self.loss.name!r} is a "
+                             f"{self.task!r} model (use jboost.predict for raw scores).")
+        return self.loss.link(raw[..., 0] if self.n_outputs == 1 else raw)
+
+    def classes_from_raw(self, raw) -> jax.Array:
+        return jnp.argmax(self.proba_from_raw(raw), axis=-1)
+
+    def staged(self, X, fn: Callable, *args) -> Any:
+        """``fn(mean over bags of the raw scores after round m, *args)`` for every round: one
+        scan over rounds carrying the ``(B, n, K)`` sums."""
+        if self.categorical is not None:  # each bag's own statistics: (B, n, F) rows
+            return _staged_bagged(self.trees, self.baseline, self.bag_features(X), fn, args,
+                                  per_bag=True)
+        return _staged_bagged(self.trees, self.baseline, X, fn, args)
+
+    def proba(self, X, n_stages: Optional[int] = None, margin=None) -> jax.Array:
+        """``(n, n_classes)`` mean over bags of each bag's class probabilities (checked rows);
+        ``margin`` ``(n, K)``: the rows' raw-score offsets (``base_margin``), added to every
+        bag's raw scores before its link."""
+        if self.task not in loss_lib.CLASSIFICATION:
+            self.proba_from_raw(None)  # raises the protocol's message
+        raw = self.bag_raw_scores(X, n_stages)
+        if margin is not None:
+            raw = raw + jnp.asarray(margin, raw.dtype)[None]
+        return jnp.mean(_bag_links(self.loss, raw), axis=0)
+
+
+def _bag_links(loss: loss_lib.Loss, raw):
+    """``(B, n, K)`` each bag's loss link (its own parameters) of its ``(B, n, K)`` raw scores."""
+
+    def one(r, params):
+        out = loss.link(r if loss.n_outputs > 1 else r[:, 0], **params)
+        return out if out.ndim == 2 else out[:, None]
+
+    return jax.vmap(one)(raw, loss.params)
+
+
+@functools.partial(_compile.jit, static_argnames=("fn", "per_bag"))
+def _staged_bagged(trees, baseline, X, fn, args, per_bag: bool = False):
+    """The staged scan of bagged boosters; ``per_bag``: ``X`` is ``(B, n, F)``, each bag's own
+    rows (categorical columns: its own statistics)."""
+    X = jnp.asarray(X, jnp.float32)
+    X_t = jnp.swapaxes(X, -1, -2)
+    rounds = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 1, 0), trees)  # (R, B, T, ...)
+
+    def step(acc, trees_r):
+        # Summed from 0 and the baseline added last: the order of raw_scores(n_stages=m).
+        if per_bag:
+            acc = jax.vmap(lambda a, t, x: base.add_round(a, t, x))(acc, trees_r, X_t)
+        else:
+            acc = jax.vmap(lambda a, t: base.add_round(a, t, X_t))(acc, trees_r)  # tree by tree
+        return acc, fn(jnp.mean(baseline[:, None, :] + acc, axis=0), *args)
+
+    acc0 = jnp.zeros((baseline.shape[0], X_t.shape[-1], baseline.shape[-1]), jnp.float32)
+    _, out = lax.scan(step, acc0, rounds)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Prediction and OOB: the module's own names.
+# --------------------------------------------------------------------------------------------
+
+
+def bagged_outputs(model: BaggedBoosters, X) -> jax.Array:
+    """Per-bag outputs ``(B, n, K)``: each bag's loss link of its raw scores (class
+    probabilities, or predictions through the link)."""
+    return _bag_links(model.loss, model.bag_raw_scores(base.checked_rows(model, X)))
+
+
+def bagged_predict(model: BaggedBoosters, X) -> jax.Array:
+    """Bagged prediction: mean over bags of :func:`bagged_outputs` (``(n,)`` for one output).
+
+    For classification it is :func:`bagged_predict_proba`; for regression the mean over bags of
+    each bag's ``jboost.predict_mean`` (for an identity link, ``jboost.predict(model, X)``).
+    """
+    avg = jnp.mean(bagged_outputs(model, X), axis=0)
+    return avg[:, 0] if avg.shape[-1] == 1 else avg
+
+
+def bagged_predict_proba(model: BaggedBoosters, X, n_rounds: Optional[int] = None) -> jax.Array:
+    """:meth:`BaggedBoosters.proba`: the mean over bags of each bag's probabilities ``(n, n_classes)``."""
+    return model.proba(base.checked_rows(model, X), n_rounds)

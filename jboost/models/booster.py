@@ -1,0 +1,190 @@
+"""Booster: the fitted boosted ensemble (a pytree of arrays), its staged scan and the joining of a continued fit."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jboost import _compile
+from jboost import checks
+from jboost.data import categorical_stats
+from jboost.losses import loss as loss_lib
+from jboost.models import base
+from jboost.models import metadata
+from jboost.trees import family
+from jboost.trees import oblivious
+
+
+@functools.partial(_compile.jit, static_argnames=("fn",))
+def _staged_boosting(trees, baseline, X, fn, args, offset=None):
+    X_t = jnp.asarray(X, jnp.float32).T
+    k = baseline.shape[-1]
+    acc0 = jnp.zeros((X_t.shape[1], k), jnp.float32)
+
+    def step(acc, trees_m):
+        # Summed from 0 and the baseline added last: the order of jboost.predict(n_rounds=m).
+        acc = base.add_round(acc, trees_m, X_t)
+        raw = baseline + acc
+        return acc, fn(base.add_offset(raw, offset), *args)
+
+    _, out = lax.scan(step, acc0, trees)
+    return out
+
+
+class Booster(NamedTuple):
+    """A fitted boosted ensemble: a pytree of arrays (the :class:`Model` of ``fit`` and of every
+    algorithm of :mod:`jboost.algorithms`).
+
+    Attributes:
+      trees: :class:`jboost.ObliviousTrees` with leading axes ``(n_rounds, trees_per_round)``;
+        leaf values already include the learning rate (and each round's coefficient).
+      borders: ``(n_features, n_bins - 1)`` float32 bin borders (``+inf`` padded).
+      baseline: ``(K,)`` the constant raw score the rounds start from.
+      loss: the :class:`jboost.Loss` (with its final parameters); ``predict_proba`` is its link.
+      train_loss: ``(n_rounds,)`` weighted mean training loss after each round.
+      valid_loss: ``(n_rounds,)`` mean loss on ``eval_set`` after each round (NaN without one).
+      info: the algorithm's per-round diagnostics, each ``(n_rounds,)`` (e.g. AdaBoost's
+        ``coef``, ``err``, ``status``), its final observation ``weights`` ``(n_samples,)``, the
+        ``algorithm`` (an index into ``jboost.algorithms.ALGORITHMS``) and the algorithm's state
+        after the last round (``log_weights``, ``done``: what ``init_model=`` continues from);
+        empty for :func:`jboost.fit`.
+      best_round: with early stopping, ``()`` int32: the round of the best validation score;
+        predictions use rounds ``0..best_round`` unless ``n_rounds`` says otherwise (``None``:
+        every round).
+      offset: ``None``, or ``()`` (``(C,)`` for vector labels, one per column) the label offset ``c`` that :func:`jboost.fit` subtracted from
+        labels whose offset float32 could not hold (:func:`jboost._validation.label_offset`):
+        the raw scores are ``c + (baseline + trees)``, float64 with ``jax_enable_x64``;
+        ``baseline``, the trees and the losses are those of ``y - c``.
+      settings: the :class:`Settings` :func:`jboost.fit` was called with (saved in model files,
+        :func:`jboost.io.read_header`'s ``"settings"``): ``learning_rate`` (absent with a
+        schedule, whose name is ``learning_rate_schedule``), ``l2``, ``min_split_gain``,
+        ``min_child_weight``, ``subsample``, ``colsample``, ``early_stopping_tolerance`` float32;
+        ``n_rounds`` (the rounds asked of that call), ``init_rounds`` (the rounds of
+        ``init_model``, 0 without one), ``depth``, ``n_bins``, ``early_stopping_rounds`` int32;
+        ``per_output_trees``, ``base_margin`` (whether the fit had row offsets: pass them to
+        ``predict``) bool; ``key`` (its raw uint32 data); and the names ``colsample_by``,
+        ``row_sampler``, ``split_criterion``, ``tree_family``, ``eval_metric``. The early-stopping
+        entries only with early stopping. A continued fit records its own call's settings. Empty
+        (``{}``) for the classical algorithms of :mod:`jboost.algorithms`, for models built from
+        parts (sweeps' ``models()``, stacking) and for files written before format version 2.
+      feature_names: the fit's feature names (a DataFrame's columns; a :class:`FeatureNames`),
+        or ``None``: prediction from a DataFrame then matches its columns by name (reordered
+        columns work; missing or unexpected ones are named in an error).
+      classes: the fit's class labels when they were mapped to ``0..K-1`` (strings, negative or
+        fractional numbers; a :class:`Classes`): :func:`predict_class` returns these labels
+        and ``predict_proba``'s columns follow their order; ``None`` when the labels were class
+        indices already.
+
+      categorical: ``None``, or the :class:`jboost.categorical.Categorical` of a fit with
+        categorical columns (column kinds, vocabularies, the final target statistics, the
+        prior): prediction encodes the rows with it, so the trees' :attr:`n_features` are the
+        encoded features and :attr:`n_inputs` the columns given.
+
+    ``jax.vmap(jboost.fit)`` gives a Booster whose every leaf has a leading model axis
+    (``batch_shape == (M,)``); :func:`predict` and friends then predict for every model.
+    """
+
+    trees: oblivious.ObliviousTrees
+    borders: jax.Array
+    baseline: jax.Array
+    loss: loss_lib.Loss
+    train_loss: jax.Array
+    valid_loss: jax.Array
+    info: Mapping[str, jax.Array] = {}
+    best_round: Optional[jax.Array] = None
+    offset: Optional[jax.Array] = None
+    settings: Mapping[str, Any] = {}
+    classes: Optional[metadata.Classes] = None
+    feature_names: Optional[metadata.FeatureNames] = None
+    categorical: Optional[categorical_stats.Categorical] = None
+
+    @property
+    def n_features(self) -> int:
+        """Features the trees split on (with categorical columns: the encoded features,
+        :func:`jboost.categorical.encoded_names`; :attr:`n_inputs` columns are given)."""
+        return self.borders.shape[-2]
+
+    @property
+    def n_inputs(self) -> int:
+        """Columns of the rows to predict (:attr:`n_features` without categorical columns)."""
+        return self.n_features if self.categorical is None else self.categorical.spec.n_inputs
+
+    def features(self, X):
+        """The trees' features of checked rows: with categorical columns, the encoded rows
+        (:func:`jboost.categorical.encode`) with their statistics (:func:`jboost.categorical.expand`)."""
+        return X if self.categorical is None else categorical_stats.expand(self.categorical, X)
+
+    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
+    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
+
+    @property
+    def n_outputs(self) -> int:
+        return self.baseline.shape[-1]
+
+    @property
+    def n_rounds(self) -> int:
+        return self.trees.features.shape[-3]
+
+    @property
+    def depth(self) -> int:
+        return family.depth_of(self.trees)
+
+    @property
+    def task(self) -> str:
+        return self.loss.task
+
+    @property
+    def batch_shape(self) -> Tuple[int, ...]:
+        return tuple(self.baseline.shape[:-1])
+
+    @property
+    def n_stages(self) -> int:
+        return self.n_rounds
+
+    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        trees = self.trees
+        if n_stages is None and self.best_round is not None:
+            if checks.is_traced(self.best_round):  # models of a batch: each its own best
+                keep = jnp.arange(self.n_rounds) <= self.best_round
+                trees = trees._replace(leaf_values=jnp.where(
+                    keep.reshape((-1,) + (1,) * (trees.leaf_values.ndim - 1)), trees.leaf_values, 0.0))
+            else:
+                n_stages = int(self.best_round) + 1
+        trees = base.first_stages(trees, n_stages, self.n_rounds)
+        return self._offset(self.baseline + base.sum_of_trees(trees, self.features(X)))
+
+    def _offset(self, raw):
+        return base.add_offset(raw, self.offset)
+
+    def proba_from_raw(self, raw) -> jax.Array:
+        base.require_classification(self, "predict_proba")
+        if loss_lib.keeps_columns(self.loss):  # multi-label: P(label k = 1), (n, C)
+            return self.loss.link(raw, **self.loss.params)[..., 1]
+        return self.loss.link(raw[..., 0] if self.n_outputs == 1 else raw, **self.loss.params)
+
+    def classes_from_raw(self, raw) -> jax.Array:
+        if loss_lib.keeps_columns(self.loss):  # multi-label: each label's argmax, (n, C)
+            base.require_classification(self, "predict_class")
+            return jnp.argmax(self.loss.link(raw, **self.loss.params), axis=-1)
+        return jnp.argmax(self.proba_from_raw(raw), axis=-1)
+
+    def staged(self, X, fn: Callable, *args) -> Any:
+        return _staged_boosting(self.trees, self.baseline, self.features(X), fn, args, self.offset)
+
+
+def joined(first: Booster, then: Booster, per_round_info=()) -> Booster:
+    """``first``'s rounds followed by ``then``'s (a continued fit, ``init_model=``): trees,
+    losses and the per-round ``info`` entries ``per_round_info`` concatenated; the rest of
+    ``info`` (an algorithm's final state) and ``best_round`` (counted from ``first``'s first
+    round already) are ``then``'s."""
+    def rounds(m):
+        return m.trees, m.train_loss, m.valid_loss, {k: m.info[k] for k in per_round_info}
+
+    trees, train_loss, valid_loss, info = jax.tree_util.tree_map(
+        lambda a, b: jnp.concatenate([a, b], axis=0), rounds(first), rounds(then))
+    return then._replace(trees=trees, train_loss=train_loss, valid_loss=valid_loss,
+                         info={**then.info, **info})

@@ -1,0 +1,189 @@
+"""ECOCBoosters, the error-correcting-output-code model type, its decoders (L1, Hamming) and predict functions."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+
+from jboost import checks
+from jboost.losses import per_sample
+from jboost.models import base
+from jboost.models import ensemble
+from jboost.models import metadata
+from jboost.trees import family
+from jboost.trees import oblivious
+
+DECODINGS = ("l1", "hamming")
+
+
+# --------------------------------------------------------------------------------------------
+# Decoding.
+# --------------------------------------------------------------------------------------------
+
+
+def decode_hamming(raw, code) -> jax.Array:
+    """Nearest codeword by Hamming distance between ``raw > 0`` and the codewords: ``(n,)``.
+
+    Args:
+      raw: ``(n, L)`` real scores of the bits (positive: bit 1).
+      code: ``(K, L)`` 0/1. Ties go to the lowest class index.
+    """
+    bits = (jnp.asarray(raw) > 0).astype(jnp.int32)
+    d = jnp.sum(bits[:, None, :] != jnp.asarray(code, jnp.int32)[None], axis=-1)
+    return jnp.argmin(d, axis=-1)
+
+
+def decode_l1(probs, code) -> jax.Array:
+    """Nearest codeword in L1 distance ``sum_l |p_l - code_kl|`` of bit probabilities: ``(n,)``."""
+    d = jnp.sum(jnp.abs(jnp.asarray(probs)[:, None, :] - jnp.asarray(code, jnp.float32)[None]), axis=-1)
+    return jnp.argmin(d, axis=-1)
+
+
+def decode(raw, code, decoding: str = "l1") -> jax.Array:
+    """Class labels ``(n,)`` from the bits' log-odds ``raw (n, L)``: :func:`decode_l1` on their
+    sigmoid probabilities (``"l1"``) or :func:`decode_hamming` on their signs (``"hamming"``)."""
+    checks.check_choice(decoding, "decoding", DECODINGS)
+    if decoding == "l1":
+        return decode_l1(jax.nn.sigmoid(raw), code)
+    return decode_hamming(raw, code)
+
+
+# --------------------------------------------------------------------------------------------
+# The model.
+# --------------------------------------------------------------------------------------------
+
+
+class ECOCBoosters(NamedTuple):
+    """One boosted binary learner per code bit: a :class:`jboost.model.Model`.
+
+    Attributes:
+      trees: ObliviousTrees with leading axes ``(L, n_rounds, 1)``.
+      borders: ``(F, n_bins - 1)``.
+      baseline: ``(L, 1)`` each bit's constant log-odds.
+      code: ``(K, L)`` the 0/1 code matrix.
+      best_round: with early stopping, ``(L,)`` int32: each bit's round of its best validation
+        score (predictions use each bit's rounds ``0..best_round``); ``None`` otherwise.
+      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
+        fractional numbers; a :class:`jboost.model.Classes`, as ``Booster.classes``): class
+        ``k`` (codeword ``code[k]``) is ``classes[k]``, and :func:`jboost.predict_class` returns
+        these labels; ``None`` when the labels were class indices already.
+      feature_names: the fit's feature names (a DataFrame's columns; a
+        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
+        prediction from a DataFrame then matches its columns by name.
+
+    The model protocol: ``raw_scores`` are the bits' log-odds ``(n, L)`` (so ``jboost.predict``
+    gives them), ``classes_from_raw`` the nearest codeword by L1 distance on the bits'
+    probabilities (``jboost.predict_class``; :func:`ecoc_predict` also decodes by Hamming
+    distance), task ``"multiclass"``. ECOC has no calibrated class probabilities:
+    ``jboost.predict_proba`` raises a ``ValueError``. Stages are boosting rounds of every bit
+    learner (``n_rounds=m``: the first ``m`` rounds of each bit).
+    """
+
+    trees: oblivious.ObliviousTrees
+    borders: jax.Array
+    baseline: jax.Array
+    code: jax.Array
+    best_round: Optional[jax.Array] = None
+    classes: Optional[metadata.Classes] = None
+    feature_names: Optional[metadata.FeatureNames] = None
+
+    @property
+    def n_features(self) -> int:
+        return self.borders.shape[-2]
+
+    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
+    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
+
+    def best_trees(self) -> oblivious.ObliviousTrees:
+        """The trees a prediction without ``n_rounds`` uses: with ``best_round``, bit ``l``'s
+        rounds after its ``best_round[l]`` get zero leaf values (exact zeros: the sum of the
+        earlier rounds is unchanged); else every round."""
+        if self.best_round is None:
+            return self.trees
+        lv = self.trees.leaf_values
+        keep = jnp.arange(lv.shape[-4])[None, :] <= jnp.asarray(self.best_round)[..., :, None]
+        keep = keep.reshape(keep.shape + (1,) * 3)  # (L, R) -> (L, R, T, 2^D, K)
+        return self.trees._replace(leaf_values=jnp.where(keep, lv, jnp.zeros((), lv.dtype)))
+
+    @property
+    def n_classes(self) -> int:
+        return self.code.shape[-2]
+
+    @property
+    def n_bits(self) -> int:
+        return self.code.shape[-1]
+
+    @property
+    def n_rounds(self) -> int:
+        return self.trees.features.shape[-3]
+
+    @property
+    def depth(self) -> int:
+        return family.depth_of(self.trees)
+
+    @property
+    def task(self) -> str:
+        return "multiclass"
+
+    @property
+    def batch_shape(self) -> Tuple[int, ...]:
+        return tuple(self.baseline.shape[:-2])
+
+    @property
+    def n_stages(self) -> int:
+        return self.n_rounds
+
+    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        """``(n, L)`` the bits' log-odds: their first ``n_stages`` rounds, or (``None``)
+        :meth:`best_trees`."""
+        if n_stages is None:
+            trees = self.best_trees()
+        else:
+            m = checks.check_int(n_stages, "n_rounds", 0, self.n_rounds)
+            trees = jax.tree_util.tree_map(lambda a: a[:, :m], self.trees)
+        raw = ensemble.batched_raw_scores(trees, self.baseline, jnp.asarray(X, jnp.float32), n_lead=1)
+        return raw[:, :, 0].T                                                   # (L, n, 1) -> (n, L)
+
+    def proba_from_raw(self, raw) -> jax.Array:
+        raise ValueError("an ECOC ensemble has no calibrated class probabilities (its bits are "
+                         "decoded to the nearest codeword): use jboost.predict_class for labels, or "
+                         "jboost.predict for the bits' log-odds.")
+
+    def classes_from_raw(self, raw) -> jax.Array:
+        return decode(raw, self.code, "l1")
+
+    def staged(self, X, fn: Callable, *args) -> Any:
+        # The L bits as one L-output sum of trees: round r holds every bit's round-r tree, bit l's
+        # leaf values in output l and exact zeros elsewhere (so every bit's sum is unchanged).
+        n_bits = self.baseline.shape[-2]
+        trees = ensemble.rounds_first(self.trees)                                # (R, L, ...)
+        onehot = trees.leaf_values * jnp.eye(n_bits, dtype=jnp.float32)[:, None, :]
+        bits = ensemble.as_booster(trees._replace(leaf_values=onehot), self.borders,
+                                  self.baseline[:, 0], per_sample.binomial_deviance())
+        return bits.staged(X, fn, *args)
+
+
+# --------------------------------------------------------------------------------------------
+# Aliases of the protocol functions.
+# --------------------------------------------------------------------------------------------
+
+
+def ecoc_bit_scores(model: ECOCBoosters, X) -> jax.Array:
+    """Alias of :func:`jboost.predict`: the bits' raw log-odds ``(n, L)`` (``(n,)`` for one bit)."""
+    return base.predict(model, X)
+
+
+def ecoc_predict(model: ECOCBoosters, X, decoding: str = "l1") -> jax.Array:
+    """Class labels ``(n,)``: the nearest codeword, by ``"l1"`` distance on the bits'
+    probabilities (the default: an alias of :func:`jboost.predict_class`) or ``"hamming"``
+    distance on their signs (:func:`decode`)."""
+    checks.check_choice(decoding, "decoding", DECODINGS)
+    if decoding == "l1":
+        return base.predict_class(model, X)
+    raw = base.predict(model, X)
+    fn = lambda m, r: decode(r.reshape(r.shape[0], -1), m.code, decoding)
+    for _ in model.batch_shape:
+        fn = jax.vmap(fn)
+    return metadata.labels_of(model, fn(model, raw))

@@ -1,0 +1,176 @@
+"""Forest, the random-forest model type (averaged leaf values of oblivious or depth-wise trees), and its predict functions (tree outputs, majority vote)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jboost import _compile
+from jboost import checks
+from jboost.data import tabular as tabular_lib
+from jboost.models import base
+from jboost.models import metadata
+from jboost.trees import depthwise as depthwise_lib
+from jboost.trees import family
+from jboost.trees import oblivious
+
+
+class Forest(NamedTuple):
+    """A bagged ensemble of trees: a pytree of arrays, a :class:`jboost.model.Model`.
+
+    Attributes:
+      trees: :class:`~jboost.tree.ObliviousTrees` or :class:`~jboost.depthwise.DepthwiseTrees`
+        (:func:`tree_family_of`) with a leading tree (bag) axis ``(B, ...)``;
+        ``leaf_values`` ``(B, 2**D, K)`` hold means (``K = 1``, regression) or class
+        frequencies (``K = n_classes >= 2``, classification).
+      borders: ``(F, n_bins - 1)`` bin borders of the training data.
+      bag_weights: ``(B, n_train)`` bootstrap weights of every tree (0 = out of bag).
+      classes: a classification forest's class labels when they were mapped to ``0..K-1``
+        (strings, negative or fractional numbers; a :class:`jboost.model.Classes`, as
+        ``Booster.classes``): :func:`jboost.predict_class` returns them and the columns of the
+        probabilities follow their order; ``None`` when the labels were class indices already.
+      feature_names: the fit's feature names (a DataFrame's columns; a
+        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
+        prediction from a DataFrame then matches its columns by name.
+
+    Its raw score (:func:`jboost.predict`) is the average of the trees' leaf values: means
+    ``(n,)`` for regression, class frequencies ``(n, K)`` for classification (then also its
+    probabilities). Leading axes before the tree axis (``jax.vmap`` of forests) are batch axes.
+    """
+
+    trees: family.TreeFamily  # ObliviousTrees or depthwise.DepthwiseTrees
+    borders: jax.Array
+    bag_weights: jax.Array
+    classes: Optional[metadata.Classes] = None
+    feature_names: Optional[metadata.FeatureNames] = None
+
+    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
+    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
+
+    @property
+    def n_trees(self) -> int:
+        return self.trees.features.shape[-2]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.trees.leaf_values.shape[-1]
+
+    @property
+    def depth(self) -> int:
+        return family.depth_of(self.trees)
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.n_outputs > 1
+
+    # The model protocol (jboost.model.Model).
+
+    @property
+    def n_features(self) -> int:
+        return self.borders.shape[-2]
+
+    @property
+    def task(self) -> str:
+        return "regression" if self.n_outputs == 1 else "binary" if self.n_outputs == 2 else "multiclass"
+
+    @property
+    def batch_shape(self) -> Tuple[int, ...]:
+        return tuple(self.bag_weights.shape[:-2])
+
+    @property
+    def n_stages(self) -> int:
+        return self.n_trees
+
+    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        """``(n, K)`` average of the first ``n_stages`` trees' leaf values (all by default)."""
+        if n_stages is not None:
+            n_stages = checks.check_int(n_stages, "n_trees", 1, self.n_trees)
+        trees = base.first_stages(self.trees, n_stages, self.n_trees, "n_trees")
+        return base.sum_of_trees(trees, X) / trees.features.shape[0]
+
+    def proba_from_raw(self, raw) -> jax.Array:
+        """A classification forest's raw scores are its probabilities (averaged frequencies)."""
+        if not self.is_classifier:
+            raise ValueError("predict_proba needs a classification forest; this one is a "
+                             "'regression' forest (use jboost.predict for the averaged means).")
+        return raw
+
+    def classes_from_raw(self, raw) -> jax.Array:
+        return jnp.argmax(self.proba_from_raw(raw), axis=-1)
+
+    def staged(self, X, fn: Callable, *args) -> Any:
+        """``fn(average of the first b trees, *args)`` for ``b = 1..B``: one scan over trees."""
+        return _staged_average(self.trees, X, fn, args)
+
+
+@functools.partial(_compile.jit, static_argnames=("fn",))
+def _staged_average(trees, X, fn, args):
+    X_t = jnp.asarray(X, jnp.float32).T
+    k = trees.leaf_values.shape[-1]
+
+    def step(carry, tree):
+        acc, b = carry
+        # Summed from 0 in tree order, then divided: the order of jboost.predict(n_rounds=b).
+        acc = acc + tree.leaf_values[tree.leaf_index_raw(X_t)]
+        return (acc, b + 1.0), fn(acc / (b + 1.0), *args)
+
+    _, out = lax.scan(step, (jnp.zeros((X_t.shape[1], k), jnp.float32), jnp.float32(0.0)), trees)
+    return out
+
+
+def tree_family_of(model: "Forest") -> str:
+    """``"depthwise"`` or ``"oblivious"``: the family of a forest's trees."""
+    return "depthwise" if isinstance(model.trees, depthwise_lib.DepthwiseTrees) else "oblivious"
+
+
+# --------------------------------------------------------------------------------------------
+# Prediction: the protocol's functions, and the forest's own names for them.
+# --------------------------------------------------------------------------------------------
+
+
+def tree_outputs(trees: oblivious.ObliviousTrees, X) -> jax.Array:
+    """Leaf value of every tree for every row: trees ``(B, ...)``, ``X (n, F)`` -> ``(B, n, K)``."""
+    X_t = jnp.asarray(X, jnp.float32).T
+    return jax.vmap(lambda t: t.leaf_values[t.leaf_index_raw(X_t)])(trees)
+
+
+def forest_predict(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
+    """Alias of ``jboost.predict(forest, X, n_trees)``: the average of the (first ``n_trees``)
+    trees (ESL Algorithm 15.1): means ``(n,)`` or class probabilities ``(n, K)``."""
+    return base.predict(forest, X, n_trees)
+
+
+@_compile.jit
+def _vote_fractions(trees, X):
+    X_t = jnp.asarray(X, jnp.float32).T
+    k = trees.leaf_values.shape[-1]
+
+    def step(acc, t):
+        out = t.leaf_values[t.leaf_index_raw(X_t)]
+        return acc + jax.nn.one_hot(jnp.argmax(out, axis=-1), k, dtype=jnp.float32), None
+
+    acc, _ = lax.scan(step, jnp.zeros((X_t.shape[1], k), jnp.float32), trees)
+    return acc / trees.features.shape[0]
+
+
+def forest_vote(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
+    """Fraction of trees voting for each class ``(n, K)`` (majority vote, ESL Algorithm 15.1)."""
+    if not forest.is_classifier:
+        raise ValueError("forest_vote needs a classification forest (n_outputs >= 2).")
+    X = tabular_lib.predict_matrix(base.in_order(forest, X), forest.n_features)
+    if n_trees is not None:
+        n_trees = checks.check_int(n_trees, "n_trees", 1, forest.n_trees)
+    return _vote_fractions(base.first_stages(forest.trees, n_trees, forest.n_trees, "n_trees"), X)
+
+
+def forest_predict_class(forest: Forest, X, vote: bool = False, n_trees: Optional[int] = None):
+    """Class labels ``(n,)``: alias of ``jboost.predict_class(forest, X, n_trees)`` (argmax of the
+    averaged probabilities), or with ``vote=True`` the majority vote of the trees (the forest's
+    ``classes`` when it has them, as ``predict_class`` returns them)."""
+    if vote:
+        return metadata.labels_of(forest, jnp.argmax(forest_vote(forest, X, n_trees), axis=-1))
+    return base.predict_class(forest, X, n_trees)

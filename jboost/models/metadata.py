@@ -1,0 +1,146 @@
+"""A model's static and recorded metadata: the fit's Settings, class labels (Classes, labels_of) and feature names (FeatureNames)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jboost import checks
+
+# --------------------------------------------------------------------------------------------
+# The boosted model.
+# --------------------------------------------------------------------------------------------
+
+
+@jax.tree_util.register_pytree_with_keys_class
+class Settings(Mapping):
+    """The settings a fit was called with (``Booster.settings``): a read-only mapping of
+    ``arrays`` (0-d: float32 hyperparameters, int32 counts, bool flags; the key's raw uint32
+    data ``(2,)``), the pytree's leaves, so ``jax.vmap``, ``jax.jit`` and model files carry
+    them (a vmapped fit's have the model axis), and ``names`` (strings: samplers, metric,
+    criterion), static like a treedef. ``settings["colsample_by"]`` reads either kind."""
+
+    __slots__ = ("arrays", "names")
+
+    def __init__(self, arrays: Optional[Mapping[str, Any]] = None,
+                 names: Optional[Mapping[str, str]] = None):
+        object.__setattr__(self, "arrays", dict(arrays or {}))
+        object.__setattr__(self, "names", {k: str(v) for k, v in (names or {}).items()})
+        both = set(self.arrays) & set(self.names)
+        if both:
+            raise ValueError(f"Settings: {sorted(both)} given both as arrays and as names.")
+
+    def __getitem__(self, k: str):
+        return self.arrays[k] if k in self.arrays else self.names[k]
+
+    def __iter__(self):
+        return iter(sorted(self.arrays) + sorted(self.names))
+
+    def __len__(self) -> int:
+        return len(self.arrays) + len(self.names)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Settings is read-only.")
+
+    def __repr__(self) -> str:
+        return f"Settings({dict(self.items())!r})"
+
+    def __reduce__(self):  # pickle (e.g. scikit-learn's clone checks) without __slots__ state
+        return (Settings, (self.arrays, self.names))
+
+    def tree_flatten_with_keys(self):
+        keys = tuple(sorted(self.arrays))
+        return ([(jax.tree_util.DictKey(k), self.arrays[k]) for k in keys],
+                (keys, tuple(sorted(self.names.items()))))
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        keys, names = aux
+        return cls(dict(zip(keys, children)), dict(names))
+
+
+class StaticValues:
+    """A tuple of Python values (strings, numbers) carried by a model as static pytree data: a
+    pytree node without leaves, so ``jax.vmap``, ``jit`` and ``tree_map`` pass it unchanged and
+    model files store it in their header."""
+
+    def __init__(self, values):
+        self.values = tuple(np.asarray(values).tolist())
+
+    @property
+    def array(self) -> np.ndarray:
+        return np.asarray(self.values)
+
+    def tree_flatten(self):
+        return (), self.values
+
+    @classmethod
+    def tree_unflatten(cls, values, children):
+        out = object.__new__(cls)
+        out.values = values
+        return out
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self.values == other.values
+
+    def __hash__(self):
+        return hash((type(self).__name__, self.values))
+
+    def __len__(self):
+        return len(self.values)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({list(self.values)!r})"
+
+
+@jax.tree_util.register_pytree_node_class
+class Classes(StaticValues):
+    """The class labels of a classification model whose labels were mapped to ``0..K-1``
+    (strings, negative or fractional numbers: :func:`jboost._validation.class_labels`):
+    ``values[k]`` is class ``k``; ``array`` gives them as NumPy."""
+
+    @property
+    def labels(self) -> tuple:
+        return self.values
+
+
+@jax.tree_util.register_pytree_node_class
+class FeatureNames(StaticValues):
+    """The names of a model's features (a pandas DataFrame's columns at fit time): prediction
+    matches a DataFrame's columns by these names."""
+
+
+#: ``model.feature_names_in_`` of every model type: its :class:`FeatureNames` as NumPy, or ``None``.
+FEATURE_NAMES_IN = property(
+    lambda self: None if self.feature_names is None else self.feature_names.array,
+    doc="The feature names (``feature_names`` as NumPy), or ``None``.")
+#: ``model.classes_`` of every model type: its :class:`Classes` as NumPy, or ``None``.
+CLASSES_ = property(
+    lambda self: None if self.classes is None else self.classes.array,
+    doc="The class labels (``classes`` as NumPy), or ``None``.")
+
+
+def named(names) -> Optional[FeatureNames]:
+    """``names`` (from :func:`jboost._validation.tabular_input`) as a model's
+    ``feature_names`` field, ``None`` for a fit on arrays."""
+    return None if names is None else FeatureNames(names)
+
+
+def labels_of(model, classes_idx):
+    """Class indices ``classes_idx`` as the model's class labels (:class:`Classes`, a NumPy
+    array), or the indices themselves for a model without mapped labels."""
+    classes = getattr(model, "classes", None)
+    if classes is None:
+        return classes_idx
+    if checks.is_traced(classes_idx):
+        labels = classes.array
+        if labels.dtype.kind not in "iufb":
+            raise TypeError("predict_class of a model with non-numeric class labels "
+                            f"{list(classes.labels)[:5]} needs concrete values (call it outside "
+                            "jax.jit / jax.vmap, or take the class indices from predict_proba's "
+                            "argmax).")
+        return jnp.asarray(labels)[classes_idx]
+    return classes.array[np.asarray(classes_idx)]

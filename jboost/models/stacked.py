@@ -1,0 +1,157 @@
+"""(see jboost.combine.stacking) receives the stacker's model: LINEAR_TASKS, LinearModel, linear_raw, linear_loss."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+
+from jboost import checks
+from jboost.losses import loss
+from jboost.losses import per_sample
+from jboost.models import base
+from jboost.models import booster
+from jboost.models import ensemble
+from jboost.models import metadata
+from jboost.trees import oblivious
+
+LINEAR_TASKS = ("regression", "binary", "multiclass")
+
+
+class LinearModel(NamedTuple):
+    coef: jax.Array       # (P, K)
+    intercept: jax.Array  # (K,)
+
+
+def linear_raw(model: LinearModel, Z) -> jax.Array:
+    """Raw scores ``Z @ coef + intercept`` ``(n, K)``."""
+    return jnp.asarray(Z, jnp.float32) @ model.coef + model.intercept
+
+
+def linear_loss(task: str, n_outputs: int = 1) -> loss.Loss:
+    """The loss :func:`fit_linear` minimises for ``task``: squared error, binomial deviance or
+    multinomial deviance with ``n_outputs`` classes (its ``link`` gives the prediction)."""
+    checks.check_choice(task, "task", LINEAR_TASKS)
+    if task == "regression":
+        return per_sample.squared_error()
+    if task == "binary":
+        return per_sample.binomial_deviance()
+    return per_sample.multinomial_deviance(int(n_outputs))
+
+
+def stack_task(loss: loss.Loss) -> str:
+    """The second tier's task for base learners of ``loss``: ``"binary"`` and ``"multiclass"``
+    stay; every other task (regression, count) is stacked by least squares: ``"regression"``."""
+    return loss.task if loss.task in loss.CLASSIFICATION else "regression"
+
+
+class StackedBoosters(NamedTuple):
+    """Base boosters fitted on all rows plus a linear second tier on their raw scores: a
+    :class:`jboost.model.Model`.
+
+    Attributes:
+      trees: ObliviousTrees with leading axes ``(M, n_rounds, trees_per_round)``.
+      borders: ``(F, n_bins - 1)``.
+      baseline: ``(M, K)``.
+      stacker: :class:`jboost.combine.LinearModel` on the ``(n, M*K)`` raw scores.
+      oof_raw: ``(n_train, M, K)`` the out-of-fold raw scores the stacker was trained on.
+      base_loss: the base learners' :class:`jboost.Loss`.
+      best_round: with early stopping, ``(M,)`` int32: each learner's best round (chosen on its
+        folds' held-out rows); its all-data learner's later rounds are zero trees. ``None``
+        otherwise.
+      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
+        fractional numbers; a :class:`jboost.model.Classes`, as ``Booster.classes``):
+        :func:`jboost.predict_class` returns them and the columns of the probabilities follow
+        their order; ``None`` when the labels were class indices already.
+      feature_names: the fit's feature names (a DataFrame's columns; a
+        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
+        prediction from a DataFrame then matches its columns by name.
+
+    The model protocol: ``raw_scores`` is the stacker's linear output ``(n, K_out)`` on the base
+    learners' raw scores (``K_out = 1`` for regression and binary, the number of classes for
+    multiclass); :attr:`loss` is the second tier's loss, whose link gives ``predict_proba``
+    (sigmoid / softmax) and ``predict_mean``; :attr:`task` is the second tier's
+    (:func:`stack_task`). Stages are boosting rounds of the base learners: ``n_rounds=m`` keeps the
+    first ``m`` rounds of every base learner under the same stacker (fitted on the full learners'
+    out-of-fold scores, not refitted), which is what ``staged_predict`` scans over.
+    ``feature_importance`` sums the split gains of every base learner's trees.
+    """
+
+    trees: oblivious.ObliviousTrees
+    borders: jax.Array
+    baseline: jax.Array
+    stacker: LinearModel
+    oof_raw: jax.Array
+    base_loss: loss.Loss
+    best_round: Optional[jax.Array] = None
+    classes: Optional[metadata.Classes] = None
+    feature_names: Optional[metadata.FeatureNames] = None
+
+    @property
+    def n_features(self) -> int:
+        return self.borders.shape[-2]
+
+    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
+    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
+
+    @property
+    def n_learners(self) -> int:
+        return self.baseline.shape[-2]
+
+    @property
+    def n_rounds(self) -> int:
+        return self.trees.features.shape[-3]
+
+    @property
+    def task(self) -> str:
+        return stack_task(self.base_loss)
+
+    @property
+    def loss(self) -> loss.Loss:
+        """The second tier's loss (squared error, binomial or multinomial deviance)."""
+        return linear_loss(self.task, self.stacker.intercept.shape[-1])
+
+    @property
+    def batch_shape(self) -> Tuple[int, ...]:
+        return tuple(self.baseline.shape[:-2])
+
+    @property
+    def n_stages(self) -> int:
+        return self.n_rounds
+
+    def as_booster(self) -> booster.Booster:
+        """The stacked ensemble as one :class:`jboost.Booster` (of one unbatched model): round
+        ``r`` holds the ``M`` learners' round-``r`` trees, learner ``m``'s leaf values mapped by
+        its ``(K, K_out)`` block of the stacker's coefficients; the baseline is the intercept plus
+        the mapped baselines. The same function as the stacker on the learners' raw scores (up to
+        float rounding), with the ensemble's ``classes`` and ``feature_names``."""
+        coef = self.stacker.coef.reshape(self.n_learners, self.baseline.shape[-1], -1)  # (M, K, K_out)
+        leaves = jnp.einsum("mrtlk,mko->mrtlo", self.trees.leaf_values, coef)
+        trees = ensemble.rounds_first(self.trees._replace(leaf_values=leaves))
+        baseline = self.stacker.intercept + jnp.einsum("mk,mko->o", self.baseline, coef)
+        return ensemble.as_booster(trees, self.borders, baseline, self.loss, self.classes,
+                                  self.feature_names)
+
+    def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
+        return self.as_booster().raw_scores(X, n_stages)
+
+    def proba_from_raw(self, raw) -> jax.Array:
+        if self.task not in loss.CLASSIFICATION:
+            raise ValueError(f"predict_proba needs a classification model; this stacked model's "
+                             f"base loss {self.base_loss.name!r} makes it a {self.task!r} model "
+                             "(use jboost.predict).")
+        return self.loss.link(raw[..., 0] if raw.shape[-1] == 1 else raw, **self.loss.params)
+
+    def classes_from_raw(self, raw) -> jax.Array:
+        return jnp.argmax(self.proba_from_raw(raw), axis=-1)
+
+    def staged(self, X, fn: Callable, *args) -> Any:
+        return self.as_booster().staged(X, fn, *args)
+
+
+def stacked_predict(model: StackedBoosters, X) -> jax.Array:
+    """Alias of :func:`jboost.predict_mean`: class probabilities ``(n, n_classes)`` for
+    classification, predictions ``(n,)`` otherwise (``jboost.predict`` gives the stacker's raw
+    output, ``jboost.predict_proba`` the probabilities)."""
+    return base.predict_mean(model, X)

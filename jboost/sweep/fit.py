@@ -1,0 +1,530 @@
+"""The sweep entry point: checked inputs, categorical columns, folds and grid, one binned copy per n_bins, the groups fitted, the SweepResult assembled.
+
+A sweep fits every configuration of a grid (cartesian product) on every fold of every seed
+(ESL section 7.10: K-fold cross-validation; repeated over seeds it is repeated K-fold CV). All
+those models share ONE copy of the binned data; they differ only in arrays, so they are fitted by
+``jax.vmap`` of boosting's ``init``/``step`` (:mod:`jboost.sweep.program`):
+
+* a fold is a pair of weight masks on the same rows: training weight 0 on the held-out fold,
+  held-out weight (the sample weight) on it and 0 elsewhere, so the per-round validation metric
+  only ever sees held-out rows and the shapes never change (:mod:`jboost.cv`);
+* every continuous hyperparameter (``learning_rate``, ``l2``, ``min_split_gain``,
+  ``min_child_weight``, ``subsample``, ``colsample``) and every parameter of the loss (Huber
+  ``delta``, quantile ``alpha``, or the parameter of any custom :class:`jboost.Loss` family) is a
+  traced array with a leading model axis (:mod:`jboost.sweep.grid`);
+* static settings (``depth``, ``n_bins``) select a compiled program: one compilation per
+  ``(depth, n_bins)`` combination. ``n_rounds`` costs no compilation and no fitting: boosting
+  round ``m`` does not depend on later rounds (:mod:`jboost.boosting`), so a configuration with
+  fewer rounds is the prefix of the largest fit of its group.
+
+The models are fitted in chunks of a fixed size (the last one padded) by a Python loop over the
+same compiled function; the chunk size comes from an estimate of the histogram and state memory
+of one model (:func:`model_bytes`) against a budget (:mod:`jboost._batching`). With several
+devices the chunk's model axis is sharded over them (``shard_map``), each device fitting its share.
+
+On CPU the work of a vmapped chunk is the sum of its models' work (each model has its own
+histograms and split search); the CPU kernels run a chunk's models side by side on their threads
+and build the first level of up to 8 models' trees in one pass over the shared bins, so a few
+models per chunk (16 to 64 by the data's size, shared by the CPU's devices:
+``jboost._batching.cpu_models_per_device``) beat one at a time. The held-out fold's
+loss is read off the training raw scores (the fold's rows are predicted as the trees grow).
+What the fused sweep buys on CPU is one compilation, one binning, no per-fit overhead, and the use
+of every core (more so when Python is started with
+``XLA_FLAGS=--xla_force_host_platform_device_count=<cores>``: each host device fits its share of
+the models). Accelerators take as many models per chunk as fit.
+
+The best round of a configuration is the round minimising its validation curve averaged over
+folds and seeds (early stopping: ESL section 10.12 chooses the number of rounds on validation
+data);
+the best configuration is the one with the best such value, reported with its standard error
+over the folds x seeds rows. (Those rows are not independent -- they share training data -- so
+the standard error is the usual optimistic CV one; Bengio and Grandvalet, 2004.) See
+:mod:`jboost.sweep.result`.
+
+With ``early_stopping_rounds`` every fit (configuration x fold x seed) also stops on its own
+held-out fold's score, ``early_stopping_rounds`` rounds after its own best round (ESL section
+10.12; :class:`jboost.boosting.EarlyStopping`), and equals its separate
+``jboost.fit(..., eval_set=held-out fold, early_stopping_rounds=...)``; a chunk of models stops
+when its last model stops, so the rounds after every stop are not computed. Its curves are NaN
+after its stop; a configuration's best round is the optimum of the mean curve over the rounds
+all its fits ran (as the best iteration of ``xgboost.cv`` / ``lightgbm.cv``), which
+:meth:`SweepResult.refit` and :meth:`SweepResult.models` use.
+
+With ``checkpoint_dir`` each chunk's curves (and trees) are saved as the chunk finishes, one
+``.npz`` file per chunk written atomically (:class:`jboost._batching.ChunkCheckpoints`); a rerun
+of the same sweep reads the chunks saved and fits only the others, so a killed sweep resumes to
+bitwise the result of an uninterrupted one. A fingerprint of everything the chunks depend on
+(data, folds, seeds, grid, static settings, loss, metric, early stopping) guards the directory.
+
+The package: :mod:`~jboost.sweep.grid` (configurations), :mod:`~jboost.sweep.metrics`
+(validation metrics), :mod:`~jboost.sweep.program` (the compiled chunk program and the chunk
+loop), :mod:`~jboost.sweep.result` (:class:`SweepResult`, selection, the text table, the models);
+this module holds :func:`sweep`, which strings them together.
+
+Example::
+
+    import jboost.sweep
+    result = jboost.sweep.sweep(X, y, "binomial_deviance",
+                                grid={"learning_rate": [0.05, 0.1], "l2": [0.0, 1.0, 10.0]},
+                                folds=5, seeds=3, n_rounds=200, depth=[4, 6])
+    print(result)                      # configurations ranked, best first
+    model = result.refit(X, y)         # the best configuration, at its best round count
+
+With ``keep_trees=True``, ``result.models()`` is the best configuration's fold x seed models as
+one batched :class:`jboost.Booster` (``jboost.predict(result.models(), X)``: ``(M, n, ...)``).
+
+**Categorical columns** (``cat_features=``, ``one_hot_max_size=``, ``cat_prior=``,
+``cat_prior_weight=``: as :func:`jboost.fit`, :mod:`jboost.categorical`). The columns' kinds and
+vocabularies are read once from all of ``X``; numeric columns and one-hot indicators are binned
+once and shared. Each model (configuration x fold x seed) computes its ordered target statistics
+inside the program from its own training rows (the held-out fold has weight 0: its rows are
+encoded like prediction rows, and their labels never reach the training rows' statistics), so
+every fold's model is the separate ``jboost.fit(X, y, sample_weight=<its training mask>,
+key=<its seed's key>, cat_features=...)``. ``cat_prior`` and ``cat_prior_weight`` may be grid keys
+(traced: one compilation)::
+
+    result = jboost.sweep.sweep(df, y, "binomial_deviance", cat_features=["city", "color"],
+                                grid={"cat_prior_weight": [0.5, 1.0, 4.0], "l2": [1.0, 10.0]},
+                                keep_trees=True)
+    jboost.predict(result.models(), df_new)      # each fold's model, its own statistics
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+import time
+import warnings
+from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jboost import checks
+from jboost import devices as devices_lib
+from jboost.data import categorical
+from jboost.data import categorical_stats
+from jboost.data import folds as cv
+from jboost.data import labels
+from jboost.data import tabular
+from jboost.engine import boosting as boosting_lib
+from jboost.engine import checkpoints as checkpoints_lib
+from jboost.engine import distributed
+from jboost.engine import state
+from jboost.fitting import prepare
+from jboost.fitting import settings as settings_lib
+from jboost.losses import baselines as baselines_lib
+from jboost.losses import checks as checks_lib
+from jboost.losses import loss as loss_lib
+from jboost.losses import metrics
+from jboost.sweep import categorical as sweep_categorical
+from jboost.sweep import grid as grid_lib
+from jboost.sweep import groups
+from jboost.sweep import metrics as metrics_lib
+from jboost.sweep import program as sweep_program
+from jboost.sweep import result as result_lib
+from jboost.sweep.grid import HYPERPARAMETERS
+from jboost.sweep.result import SweepResult
+from jboost.trees import family as family_lib
+
+NO_WARM_START = (
+    "sweep does not continue a model (init_model=): every configuration x fold x seed is fitted "
+    "from its first round in one vmapped program. Sweep the longer n_rounds instead (a "
+    "configuration with fewer rounds is the prefix of the same fit: n_rounds=[100, 200] costs one "
+    "fit of 200 rounds), or continue the chosen model with jboost.fit(X, y, ..., "
+    "init_model=result.refit(X, y)).")
+
+
+def sweep(
+    X,
+    y,
+    loss: Union[str, loss_lib.Loss, Callable] = "squared_error",
+    *,
+    grid: Union[Mapping[str, Sequence[float]], Sequence[Mapping[str, float]], None] = None,
+    folds: Union[int, Sequence[int], np.ndarray] = 5,
+    seeds: int = 3,
+    n_rounds: Union[int, Sequence[int]] = 100,
+    depth: Union[int, Sequence[int]] = 6,
+    n_bins: Union[int, Sequence[int]] = 256,
+    metric: Union[None, str, Callable] = None,
+    greater_is_better: bool = False,
+    stratified: Optional[bool] = None,
+    repeat_folds: bool = True,
+    chunk_size: Optional[int] = None,
+    memory_budget: Optional[int] = None,
+    devices: Any = "all",
+    key: Any = 0,
+    sample_weight=None,
+    learning_rate: float = 0.1,
+    l2: float = 1.0,
+    min_split_gain: float = 0.0,
+    min_child_weight: float = 1.0,
+    subsample: float = 1.0,
+    colsample: float = 1.0,
+    colsample_by: Any = "tree",
+    per_output_trees: bool = False,
+    n_outputs: Optional[int] = None,
+    task: Optional[str] = None,
+    keep_trees: bool = False,
+    verbose: bool = False,
+    early_stopping_rounds: Optional[int] = None,
+    early_stopping_tolerance: float = 0.0,
+    checkpoint_dir=None,
+    init_model=None,
+    callbacks: Sequence[Callable] = (),
+    cat_features=None,
+    one_hot_max_size: int = categorical.ONE_HOT_MAX_SIZE,
+    cat_prior: Any = None,
+    cat_prior_weight: float = categorical_stats.PRIOR_WEIGHT,
+    tree_family: Any = "oblivious",
+    max_leaves: Optional[int] = None,
+    rows: str = "global",
+) -> SweepResult:
+    """Cross-validate every configuration of a grid, all models vmapped in one compiled program.
+
+    Args:
+      X, y, loss: as :func:`jboost.fit`.
+      grid: ``{name: values}`` (cartesian product) or a list of ``{name: value}`` dicts (explicit
+        configurations). Names: the continuous hyperparameters ``HYPERPARAMETERS`` or a parameter
+        of ``loss`` (e.g. ``"alpha"`` of the quantile loss, ``"delta"`` of Huber; ``"loss.<p>"``
+        when a name is both).
+      folds: the number of folds K (>= 2), or an explicit ``(n,)`` int array of fold ids 0..K-1
+        (the same partition for every seed).
+      seeds: the number of seeds S. Seed ``s`` fits with key ``fold_in(key, s)`` and, when
+        ``repeat_folds``, draws its own random partition (repeated K-fold CV).
+      n_rounds, depth, n_bins: static settings; an int or a list of ints (the sweep takes their
+        product with the grid). One compilation per ``(depth, n_bins)``; fewer rounds are prefixes.
+      metric: ``None`` (the mean loss on the held-out fold), a name in ``METRICS``
+        (``"error_rate"``, ``"mse"``, ``"mae"``), or a function ``metric(y, raw, w) -> scalar``
+        (``raw`` shaped as :func:`jboost.predict` returns it, ``w`` the held-out weights: zero
+        outside the fold), traced under ``vmap``.
+      greater_is_better: the direction of a custom metric.
+      stratified: stratify the folds by class; default: True for classification losses (an
+        error for others).
+      repeat_folds: a new partition per seed (True) or one partition for all seeds.
+      chunk_size: models per device in one compiled call; default from :func:`model_bytes`
+        against ``memory_budget`` (see :func:`auto_chunk_size`). The last chunk is padded.
+      memory_budget: bytes per device for one chunk (default: 1 GiB on CPU, half the device
+        memory on accelerators).
+      devices: the devices sharing the model axis: ``"all"`` (the default: every device of
+        ``jax.devices()``; a sweep's models are independent, so it uses them all), ``None`` (one
+        device, as everywhere else in jboost), a list of devices or a ``jax.sharding.Mesh``.
+      key: an int seed or a ``jax.random`` key.
+      sample_weight: optional ``(n,)`` non-negative weights (multiplied into both masks).
+      learning_rate, l2, min_split_gain, min_child_weight, subsample, colsample: values of the
+        hyperparameters not in ``grid``.
+      colsample_by, per_output_trees, n_outputs, task: as :func:`jboost.fit` (not swept).
+      tree_family, max_leaves: as :func:`jboost.fit` (static, not swept): the trees every
+        model grows (``"lossguide"``: ``max_leaves`` leaves, ``depth`` a bound or ``None``).
+      keep_trees: also return every fitted model's trees (``SweepResult.trees``; as batched
+        boosters: :meth:`SweepResult.models`).
+      verbose: print progress per chunk.
+      early_stopping_rounds: stop each fit when its held-out fold's score (``metric``) has not
+        improved (by more than ``early_stopping_tolerance``) for this many rounds, as
+        :func:`jboost.fit` with that fold as ``eval_set``. Each fit stops on its own (under
+        ``vmap``: :func:`jboost.boosting.boost_until_stopped`); a chunk's loop ends when all its
+        fits have stopped. A fit's curves are NaN after its stop (``SweepResult.rounds_fitted``,
+        ``row_best_rounds``); a configuration's best round is the optimum of its mean curve over
+        the rounds all its fits ran (:mod:`jboost.sweep.result`). A named or custom metric is
+        then evaluated inside every round (from the training raw scores) instead of after the
+        rounds. ``None``: no early stopping (every fit runs its ``n_rounds``).
+      early_stopping_tolerance: the least improvement of the score that counts (>= 0).
+      checkpoint_dir: a directory where each chunk's curves (and trees with ``keep_trees``) are
+        saved as the chunk finishes (``sweep-depth<d>-bins<b>-chunk<c>.npz``); rerunning the same
+        sweep fits only the chunks not saved yet and returns bitwise the result of an
+        uninterrupted sweep (a killed sweep resumes). The files are guarded by a fingerprint of
+        the data, folds, seeds, key, grid, static settings, loss, metric and early stopping:
+        another sweep in the same directory is refused, naming the file; a rerun must also
+        chunk the models as before (the same ``chunk_size``/``memory_budget`` and devices).
+      callbacks: functions called on the host after each chunk of models with a dict
+        (``group``: ``"depth=<d>,n_bins=<b>"``, ``models``: the chunk's model indices in its
+        group, ``valid_curves`` and ``train_curves`` ``(models, R)``, ``done``/``items``: models
+        of the group finished / in it, ``chunk``/``chunks``, ``elapsed`` seconds,
+        ``from_checkpoint``); one returning ``True`` stops the sweep: the models not fitted get
+        NaN curves (never ranked; a warning names how many) and the result ranks the others.
+      init_model: refused with a ``ValueError`` (:data:`NO_WARM_START`): a sweep continues
+        nothing; sweep the longer ``n_rounds`` (fewer rounds are prefixes of the same fits, so
+        ``n_rounds=[100, 200]`` costs one fit of 200), or continue the chosen model with
+        ``jboost.fit(..., init_model=result.refit(X, y))``.
+      cat_features, one_hot_max_size: the categorical columns and the largest one-hot encoded
+        one, as :func:`jboost.fit` (read once from all of ``X``).
+      cat_prior, cat_prior_weight: the prior of the ordered target statistics and its weight, as
+        :func:`jboost.fit` (``None``: each fit's weighted mean of the statistic over its training
+        rows); both may be ``grid`` keys instead (numbers; traced, one compilation). Each model
+        computes its statistics from its own training rows inside the program.
+      rows: ``"global"`` (default): ``X``, ``y``, ``sample_weight`` and an explicit ``folds`` are
+        the whole data. ``"local"``: the multi-process mode (:mod:`jboost.distributed`, after
+        ``jax.distributed.initialize()``): every process calls ``sweep`` with the same settings
+        and only its own rows (and their fold ids when ``folds`` is an array); the result,
+        returned on every process, is the sweep of the processes' rows concatenated in process
+        order: the same borders, folds (a function of the whole table's labels and row order),
+        baselines and splits; curves and leaf values up to float rounding (histograms summed
+        over the processes' devices). Each chunk of models is fitted by every device on its
+        rows (``devices``: ``"all"`` / ``None``, every process's devices). Not with
+        ``checkpoint_dir``, categorical columns or batch objectives.
+
+    Returns:
+      A :class:`SweepResult`.
+    """
+    if init_model is not None:
+        raise ValueError(NO_WARM_START)
+    t_start = time.perf_counter()
+    X, names, _ = tabular.tabular_input(X)
+    local = None
+    if checks.check_choice(rows, "rows", distributed.ROWS) == "local":
+        local, folds = _local_rows(X, y, loss, sample_weight, folds, devices, dict(
+            loss=loss, grid=grid, seeds=seeds, n_rounds=n_rounds, depth=depth, n_bins=n_bins,
+            metric=metric, greater_is_better=greater_is_better, stratified=stratified,
+            repeat_folds=repeat_folds, chunk_size=chunk_size, memory_budget=memory_budget, key=key,
+            learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
+            min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
+            colsample_by=colsample_by, per_output_trees=per_output_trees, n_outputs=n_outputs,
+            task=task, keep_trees=keep_trees, verbose=verbose,
+            early_stopping_rounds=early_stopping_rounds,
+            early_stopping_tolerance=early_stopping_tolerance, n_callbacks=len(callbacks or ()),
+            checkpoint_dir=checkpoint_dir is not None, cat_features=cat_features,
+            one_hot_max_size=one_hot_max_size, cat_prior=cat_prior,
+            cat_prior_weight=cat_prior_weight, names=names))
+        y, sample_weight, devices = local.y, local.sample_weight, local.mesh
+        callbacks = _any_process(callbacks)
+        verbose = verbose and local.is_first
+    n_table = X.shape[0] if local is None else local.n_total  # the rows of the whole table
+    plan = categorical.categorical_plan(X, cat_features, one_hot_max_size)
+    if plan is not None:  # the encoded rows: numeric, one-hot indicators, ctr codes
+        X = plan.X
+    # Class labels as users have them (strings, {-1, 1}, ...) mapped to 0..K-1, as jboost.fit.
+    y, classes, _ = prepare.mapped_labels(y, None, loss, n_outputs, task, None, n_rows=n_table)
+    X, y, w, loss_obj = _check_data(X, y, sample_weight, loss, n_outputs, task, n_table)
+    fixed_hyper = dict(learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
+                       min_child_weight=min_child_weight, subsample=subsample, colsample=colsample)
+    cats = None if plan is None else sweep_categorical.categorical_columns(plan, X, y, loss_obj, cat_prior,
+                                                  cat_prior_weight)
+    family = dict(tree_family=tree_family, max_leaves=max_leaves)
+    grid_ = _make_grid(grid, loss_obj, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
+                       per_output_trees, cats, family)
+    greater = metrics.check_metric(metric, loss_obj, greater_is_better)
+    # Its score is the held-out fold's loss or metric, which the program puts in valid_loss.
+    stopping = settings_lib.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
+                                                None, loss_obj, has_validation=True)
+    seeds = checks.check_int(seeds, "seeds", 1, 10**6)
+    if chunk_size is not None:
+        chunk_size = checks.check_int(chunk_size, "chunk_size", 1, 10**7)
+    memory_budget = devices_lib.check_memory_budget(memory_budget)
+    devices = (devices_lib.devices_of(devices) if local is None
+               else tuple(local.mesh.devices.flat))
+    base_key = checks.as_raw_key(key)
+    fold_table, n_folds = _folds(y, w, folds, seeds, base_key, stratified, repeat_folds, loss_obj)
+    seed_keys = np.stack([np.asarray(jax.random.fold_in(jnp.asarray(base_key), s))
+                          for s in range(seeds)])
+    cat_shared = None if cats is None else cats.shared(w, fold_table, n_folds)
+
+    def put(a):  # one device: commit the shared inputs to it; several: shard_map places them
+        return jax.device_put(a, devices[0]) if len(devices) == 1 else jnp.asarray(a)
+
+    layout = sweep_program.Layout.of(grid_.n_points, n_folds, seeds)
+    checkpoints = None
+    if checkpoint_dir is not None:
+        checkpoints = checkpoints_lib.ChunkCheckpoints(
+            checkpoint_dir, groups.CHECKPOINT_KIND,
+            groups.checkpoint_fingerprint(X, y, w, loss_obj, grid_, fold_table, seed_keys, metric, greater, stopping,
+                         keep_trees, fixed_hyper, colsample_by, per_output_trees, devices,
+                         None if cats is None else cats.spec, family),
+            differs="data, folds, seeds, key, grid, settings, loss, metric or early stopping")
+    fits, borders_of, stats, stop = {}, {}, groups.GroupStats(), []
+    for b in grid_.bins:
+        if local is None:
+            data = prepare.prepare(X, y, sample_weight=w, n_bins=b)  # one binned copy per n_bins
+            missing = data.missing
+        else:  # the whole table's borders (as jboost.fit's); this process's rows binned
+            data = prepare.prepare(X, local.mine(y), sample_weight=local.mine(w), n_bins=b,
+                                       borders=local.borders(X, local.mine(w), b))
+            missing = local.any(data.missing)
+        if b == grid_.bins[0]:  # fit's warning for a custom loss with no gradient at the baseline
+            checks_lib.warn_if_no_gradient(loss_obj, state.Data(*data[:6]),
+                                            baselines_lib.baseline(loss_obj, data.y, data.w))
+        borders_of[b] = np.asarray(data.borders)
+        if local is None:
+            shared = sweep_program.Shared(put(data.X_binned), put(y), put(w), put(fold_table),
+                                        put(seed_keys),
+                                        None if cat_shared is None else jax.tree_util.tree_map(put, cat_shared))
+        else:
+            shared = _local_shared(local, data, y, w, fold_table, seed_keys)
+        for d in grid_.depths:
+            config = _config(grid_.max_rounds, d, b, fixed_hyper, colsample_by, per_output_trees,
+                             missing=missing, family=family)._replace(early_stopping=stopping)
+            if local is not None:
+                config = config._replace(row_starts=local.row_starts)
+            fits[(d, b)] = groups.run_group(config, shared, grid_, loss_obj, layout, metric, keep_trees,
+                                      devices, chunk_size, memory_budget, stats,
+                                      t_start if verbose else None, greater, checkpoints,
+                                      groups.group_callbacks(callbacks, (d, b)), stop,
+                                      None if cats is None else cats.layout, local)
+    if stop:
+        fitted = sum(layout.n_models if f.n_models_fitted is None else f.n_models_fitted
+                     for f in fits.values())
+        warnings.warn(f"a callback stopped the sweep after {fitted} of "
+                      f"{layout.n_models * len(fits)} models: the others have NaN curves and are "
+                      "not ranked.", UserWarning, stacklevel=2)
+
+    rows = result_lib.rows(grid_.configs, grid_.n_points, n_folds, seeds,
+                           {g: f.valid for g, f in fits.items()},
+                           {g: f.train for g, f in fits.items()}, grid_.max_rounds,
+                           n_fitted=None if stopping is None else {g: f.n_fitted for g, f in fits.items()},
+                           tolerance=0.0 if stopping is None else stopping.tolerance, greater=greater)
+    sel = result_lib.select(rows.valid_curves, grid_.configs, n_folds * seeds, greater,
+                            rows.rounds_fitted)
+    fixed = {h: float(fixed_hyper[h]) for h in HYPERPARAMETERS}
+    fixed.update(colsample_by=colsample_by, per_output_trees=bool(per_output_trees))
+    if tree_family != "oblivious" or max_leaves is not None:  # jboost.fit's (refit, fit_kwargs)
+        fixed.update(tree_family=tree_family, max_leaves=max_leaves)
+    if cats is not None:  # jboost.fit's categorical arguments (fit_kwargs, refit)
+        fixed.update(cats.fit_kwargs)
+    trees = baselines = model_cats = model_borders = None
+    if keep_trees:
+        trees, model_borders = {}, {}
+        for g, f in fits.items():
+            model_borders[g] = np.asarray(borders_of[g[1]])
+            if cats is not None:  # the shared host rows, then each model's statistics' borders
+                model_borders[g] = cats.model_borders(model_borders[g], np.asarray(f.cat.borders))
+            trees[g] = _with_borders(jax.tree_util.tree_map(jnp.asarray, f.trees),
+                                     jnp.asarray(model_borders[g]))
+        if cats is None:
+            model_borders = None
+        else:
+            model_cats = {g: categorical_stats.Categorical(cats.spec, *(
+                np.asarray(a) for a in (f.cat.sums, f.cat.counts, f.cat.prior, f.cat.prior_weight)))
+                for g, f in fits.items()}
+        baselines = {g: f.baseline for g, f in fits.items()}
+    return SweepResult(
+        configs=tuple(grid_.configs), swept=grid_.swept, config=rows.config, fold=rows.fold,
+        seed=rows.seed, valid_curves=rows.valid_curves, train_curves=rows.train_curves,
+        mean_curves=sel.mean_curves, se_curves=sel.se_curves, best_rounds=sel.best_rounds,
+        best_scores=sel.best_scores, best_ses=sel.best_ses, best_index=int(sel.best_index),
+        metric=metrics_lib.metric_name(metric), greater_is_better=greater, fold_table=fold_table,
+        seed_keys=seed_keys, sample_weight=w, borders=borders_of, loss=loss_obj, fixed=fixed,
+        trees=trees, model_of_row=rows.model, info=stats.info(len(devices), t_start),
+        baselines=baselines,
+        early_stopping=result_lib.early_stopping_kwargs(stopping, metric, greater),
+        rounds_fitted=rows.rounds_fitted, row_best_rounds=rows.row_best_rounds,
+        feature_names=names, classes=classes, categorical=model_cats, model_borders=model_borders)
+
+
+# --------------------------------------------------------------------------------------------
+# The steps of a sweep.
+# --------------------------------------------------------------------------------------------
+
+
+def _with_borders(trees, borders):
+    """Trees ``(M, R, T, ...)`` with float thresholds from shared ``(F, n_bins - 1)`` borders or
+    per-model ``(M, F, n_bins - 1)`` ones (categorical columns)."""
+    if borders.ndim == 2:
+        return family_lib.with_borders(trees, borders)
+    return jax.vmap(family_lib.with_borders)(trees, borders)
+
+
+def _check_data(X, y, sample_weight, loss, n_outputs, task, n_rows: Optional[int] = None):
+    """Checked host ``X``, labels, weights (ones when none) and the resolved loss; ``y`` and the
+    weights have ``n_rows`` rows (default ``X``'s; with ``rows="local"`` the whole table's)."""
+    X = tabular.as_matrix(X, "X")
+    n_rows = X.shape[0] if n_rows is None else n_rows
+    y = labels.as_labels(y, n_rows)
+    w = tabular.as_weights(sample_weight, n_rows)
+    return X, y, w, checks_lib.resolve_loss(loss, y, n_outputs, task)
+
+
+def _local_rows(X, y, loss, sample_weight, folds, devices, settings):
+    """The checks and gathers of a sweep of rows spread over processes (``rows="local"``,
+    :func:`jboost.distributed.gather`): ``(LocalRows, folds)`` with an explicit ``folds`` (this
+    process's rows' fold ids) gathered into the whole table's. The settings are compared first,
+    so a refusal below is raised on every process alike (none is left waiting)."""
+    explicit = not (isinstance(folds, numbers.Integral) and not isinstance(folds, bool))
+    local = distributed.gather(X, y, sample_weight, None, devices,
+                               dict(settings, folds="ids" if explicit else folds))
+    if settings["checkpoint_dir"]:
+        raise ValueError("checkpoint_dir: a sweep with rows='local' does not save checkpoints yet; "
+                         "leave checkpoint_dir=None (or sweep with rows='global').")
+    cat = settings["cat_features"]
+    if cat is not None and not (np.ndim(cat) == 1 and len(cat) == 0):
+        raise ValueError("cat_features: a sweep with rows='local' does not support categorical "
+                         "columns yet: encode them as numbers (the same encoding on every process).")
+    if isinstance(loss, loss_lib.Loss) and loss.batch:
+        raise ValueError(f"loss: rows='local' does not support batch objectives ({loss.name!r}).")
+
+    def check_rows():
+        kinds = getattr(X, "dtypes", None)
+        if kinds is not None and any(getattr(d, "kind", "O") not in "biuf" for d in kinds):
+            raise ValueError("X: a sweep with rows='local' does not support categorical DataFrame "
+                             "columns yet: encode them as numbers (the same encoding on every "
+                             "process).")
+        if explicit and np.shape(folds) != (local.n_rows,):
+            raise ValueError(f"folds: with rows='local' an explicit folds array holds this process's "
+                             f"rows' fold ids, shape ({local.n_rows},); got shape {np.shape(folds)}.")
+    local.everywhere(check_rows, ValueError)()
+    if explicit:
+        folds = distributed.allgather_rows(np.asarray(folds).astype(np.int64))
+    return local, folds
+
+
+def _local_shared(local, data, y, w, fold_table, seed_keys) -> sweep_program.Shared:
+    """A multi-process sweep's shared inputs: this process's bins, labels, weights and folds
+    sharded over every process's devices (:meth:`jboost.distributed.LocalRows.shard`; padding
+    rows of weight 0), the seed keys and the whole table's labels, weights and folds replicated
+    (:class:`jboost.sweep.program.RowsShared`)."""
+    mine = slice(local.start, local.start + local.n_rows)
+    rows = sweep_program.RowsShared(*(local.replicate(a) for a in (
+        y, w, fold_table, local.table_positions)))
+    return sweep_program.Shared(local.shard(data.X_binned, 1), local.shard(y[mine], edge=True),
+                              local.shard(w[mine]), local.shard(fold_table[:, mine], 1),
+                              local.replicate(seed_keys), None, rows)
+
+
+def _any_process(callbacks):
+    """The sweep's callbacks as one whose stop is any process's (every process stops alike)."""
+    if not callbacks:
+        return callbacks
+    return [lambda entry: distributed.any_process(any([bool(cb(entry)) for cb in callbacks]))]
+
+
+def _config(n_rounds, depth, n_bins, fixed_hyper, colsample_by, per_output_trees, *,
+            missing: bool = True, family=None) -> boosting_lib.BoostConfig:
+    """The static configuration of one program, checked by :func:`jboost.api.settings`
+    (``family``: the tree family's ``tree_family`` and ``max_leaves``)."""
+    config, _ = settings_lib.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins, **fixed_hyper,
+                             colsample_by=colsample_by, per_output_trees=per_output_trees,
+                             **(family or {}))
+    return config._replace(missing=missing)
+
+
+def _make_grid(grid, loss, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
+               per_output_trees, cats: Optional[sweep_categorical.CategoricalColumns] = None, family=None) -> grid_lib.Grid:
+    """The configurations; every static combination and the fixed hyperparameters are checked
+    (by :func:`jboost.api.settings`) before anything is fitted."""
+    for name, v in fixed_hyper.items():
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{name} must be a real number (sweep it through grid); got {v!r}.")
+    lists = [grid_lib.static_list(v, name)
+             for v, name in ((n_rounds, "n_rounds"), (depth, "depth"), (n_bins, "n_bins"))]
+    resolved = {}  # each depth as the configuration takes it (loss-guided depth=None: a bound)
+    for r, d, b in itertools.product(*lists):
+        resolved[d] = _config(r, d, b, fixed_hyper, colsample_by, per_output_trees,
+                              family=family).depth
+    lists[1] = [resolved[d] for d in lists[1]]
+    if len(set(lists[1])) != len(lists[1]):
+        raise ValueError(f"depth={depth!r} names one depth bound twice ({lists[1]}).")
+    rounds, depths, bins = ([int(v) for v in values] for values in lists)
+    if cats is None:
+        return grid_lib.make_grid(grid, loss, rounds, depths, bins, fixed_hyper)
+    return grid_lib.make_grid(grid, loss, rounds, depths, bins, fixed_hyper, cats.fixed,
+                              cats.spec.n_stats)
+
+
+def _folds(y, w, folds, n_seeds, base_key, stratified, repeat, loss) -> Tuple[np.ndarray, int]:
+    """``(S, n)`` fold of every row under each seed (stratified by default for classification)."""
+    classification = loss.task in loss_lib.CLASSIFICATION
+    if stratified is None:
+        stratified = classification
+    if stratified and not classification:
+        raise ValueError(f"stratified=True needs class labels; loss {loss.name!r} is {loss.task!r}.")
+    return cv.fold_table(y, w, folds, n_seeds, [int(base_key[0]), int(base_key[1])],
+                         stratified=bool(stratified), repeat=repeat)

@@ -1,0 +1,246 @@
+"""The tree-family protocol (TreeFamily) and what every family shares: bin-to-float borders, flattening stacked trees, leaf replay on bins, the Newton leaf values with parent fallbacks, and raw-float prediction (predict_raw).
+
+A depth-``D`` oblivious tree is ``D`` rules ``(feature_d, threshold_d, missing_right_d)``
+shared by all nodes of level ``d``, plus ``2**D`` leaf values. A row's leaf is the bits of its
+level comparisons (as in CatBoost's model format)::
+
+    leaf = sum_d  right_d << d,   right_d = missing_d ? missing_right_d : x[feature_d] > thr_d
+
+The same :func:`leaf_index` serves fitting (on bins, ``thr`` a bin index) and prediction (on raw
+floats, ``thr`` the border value): by the binning rule, ``bin(x) > t  iff  x > borders[f, t]``.
+Leading axes of :class:`ObliviousTrees` stack trees (rounds, trees per round, bags, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jboost import _compile
+from jboost import _native
+from jboost._native import newton
+from jboost.data import binning
+from jboost.trees import depthwise as depthwise_lib
+from jboost.trees import oblivious
+from jboost.trees import splits as splits_lib
+
+
+class TreeFamily(Protocol):
+    """What a tree family implements: **the one place to write a new family** is a pytree class
+    (e.g. a ``NamedTuple`` of arrays, leading axes indexing stacked trees) with these members.
+
+    Boosting grows it through ``grow`` (``BoostConfig.tree_family``, ``jboost.fit(tree_family=)``);
+    the model protocol predicts it through ``leaf_index_raw`` (:func:`predict_raw`, staged
+    predictions) and reads ``features``/``gains`` for feature importance. Families share the
+    histograms (:mod:`jboost.histograms`), the split criteria (:mod:`jboost.splits`) and the leaf
+    values (:func:`newton_leaf_values`). :class:`ObliviousTrees` is the first family.
+    """
+
+    leaf_values: jax.Array  # float32 (..., n_leaves, K)
+    features: jax.Array     # int32 (..., n_rules): the feature of each rule (importance)
+    gains: jax.Array        # float32 (..., n_rules): the gain of each rule (0: not split)
+
+    @staticmethod
+    def grow(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
+             feature_masks=None, feature_subsets=None, axis_name=None, missing: bool = True,
+             criterion: splits_lib.SplitCriterion = splits_lib.NEWTON):
+        """One tree on feature-major bins and weighted ``(n, K)`` gradients/hessians, with the
+        arguments of :func:`fit_tree`; returns ``(tree, leaf)``: the tree (leaf values before
+        shrinkage, bin thresholds only) and every training row's leaf ``(n,)`` int32."""
+
+    def leaf_index_raw(self, X_t) -> jax.Array:
+        """``(n,)`` leaf of each row of feature-major raw floats ``X_t (F, n)`` (NaN: missing),
+        for one unstacked tree."""
+
+    def with_borders(self, borders) -> "TreeFamily":
+        """The trees with float thresholds from the fit's ``(F, n_bins - 1)`` bin borders (a bin
+        threshold ``t`` of feature ``f`` becomes ``borders[f, t]``); any leading axes."""
+
+    def leaf_index_binned(self, X_binned, n_bins: int) -> jax.Array:
+        """``(n,)`` leaf of each row of feature-major bins ``X_binned (F, n)`` (``n_bins - 1``:
+        missing), for one unstacked tree: boosting replays a round's trees on the validation
+        bins (and a continued fit on the training bins) through it."""
+
+
+def depth_of(trees) -> int:
+    """The depth of a family's trees: its ``depth`` property where it has one (oblivious trees:
+    their levels; depth-wise tables: their ``level_counts``), else ``log2`` of the leaves."""
+    depth = getattr(trees, "depth", None)
+    return int(depth) if depth is not None else trees.leaf_values.shape[-2].bit_length() - 1
+
+
+def take_borders(borders, features, thresholds):
+    """``borders[features, thresholds]`` (JAX's indexing: negative indices count from the end,
+    others are clamped into range); concrete arrays are indexed on the host, so that a fit's
+    trees get their float thresholds without a program compiled for their number."""
+    if any(isinstance(a, jax.core.Tracer) for a in (borders, features, thresholds)):
+        return borders[features, thresholds]
+    b = np.asarray(borders)
+    if 0 in b.shape:  # no borders at all: JAX's own (empty-operand) gather
+        return borders[features, thresholds]
+    # One flat take with an int32 row-major index (int64 past 2**31 cells): a depth-16 forest of
+    # 500 trees has 33M nodes, for which a two-array fancy index (int64 conversions, where,
+    # clip) took 2.2 s, most of the forest's fit.
+    dtype = np.int32 if b.size < 2**31 else np.int64
+    f, t = (_in_range(np.asarray(a), size).astype(dtype, copy=False)
+            for a, size in zip((features, thresholds), b.shape))
+    flat = f * dtype(b.shape[1]) + t
+    return jax.device_put(np.take(b.reshape(-1), flat))
+
+
+def _in_range(a: np.ndarray, size: int) -> np.ndarray:
+    """JAX's index rule on the host: negative indices count from the end, the rest are clamped
+    into ``[0, size)`` (only computed when some index is out of range: the rare case)."""
+    if a.size and (a.min() < 0 or a.max() >= size):
+        return np.clip(np.where(a < 0, a.astype(np.int64) + size, a), 0, size - 1)
+    return a
+
+
+def leaf_index_binned(tree: oblivious.ObliviousTrees, X_binned, n_bins: int):
+    """:func:`leaf_index` of one tree on feature-major bins ``(F, n)`` (another family: its own
+    ``leaf_index_binned``, as boosting replays trees on the validation and training bins)."""
+    if not isinstance(tree, oblivious.ObliviousTrees):
+        if hasattr(tree, "leaf_index_binned"):
+            return tree.leaf_index_binned(X_binned, n_bins)
+        if X_binned.shape[-1] == 0:  # no rows to replay (a fit without eval_set)
+            return jnp.zeros((0,), jnp.int32)
+        raise TypeError(f"tree family {type(tree).__name__} has no leaf_index_binned(X_binned, "
+                        "n_bins): boosting replays its trees on binned rows (eval_set=, init_model=); "
+                        "add the member (jboost.tree.TreeFamily).")
+    cols = X_binned[tree.features]
+    return oblivious.leaf_index(cols.astype(jnp.int32), tree.thresholds, tree.missing_right,
+                      cols == binning.missing_bin(n_bins))
+
+
+def node_sums(leaf_sums):
+    """Sums at every level from the ``(2**D, C)`` leaf sums: list ``[level 0 (1, C), ..., level D]``."""
+    depth = (leaf_sums.shape[0] - 1).bit_length()
+    out = [leaf_sums]
+    s = leaf_sums
+    for d in range(depth - 1, -1, -1):
+        s = s.reshape(2, 2**d, -1).sum(axis=0)  # node j of level d = children j and j + 2**d
+        out.append(s)
+    return out[::-1]
+
+
+def newton_leaf_values(G, H, l2, min_child_weight, value=newton.newton_value, rows=None,
+                       output_sum=None):
+    """Newton leaf values ``-G / (H + l2)`` with fallback to the parent's value.
+
+    A node that no training row reaches (empty) or whose hessian sum is below
+    ``min_child_weight`` keeps its parent's value, recursively; so a level that was not split,
+    or a leaf no training row reaches, gets a sensible value for prediction. Emptiness is
+    decided by the rows, not by the float hessian sum: a node whose rows' hessians vanish (e.g.
+    log-cosh at residuals ~44, where they underflow to ~1e-38 or 0) gets its own value
+    ``value(G, H, l2)`` (Newton: ``-G / l2``; 0 when ``H + l2 <= 0``) whether its ``H`` came out
+    as a tiny positive direct sum or as an exact 0 from a difference of cumulative sums, so one
+    device and several agree (issue 14); and a node no row reaches takes its parent's value even
+    where histogram subtraction left rounding residue in its sums.
+
+    Args:
+      G, H: ``(2**D, K)`` gradient and hessian sums per leaf.
+      value: ``value(G, H, l2)`` of a node (a :class:`jboost.splits.SplitCriterion`'s ``value``;
+        default the Newton value).
+      rows: ``(2**D,)`` non-negative counts of the rows that reach each leaf (only ``> 0``
+        matters). :func:`fit_tree` counts the rows of non-zero payload (weighted gradient or
+        hessian), the rows the CPU kernel does not skip: a row of zero weight is absent, and so
+        is a row whose gradient and hessian are both exactly 0 (a saturated logistic row with
+        ``p == y``), which changes no sum. ``None``: a node is taken as reached when its hessian
+        sum is ``> 0`` (right for direct sums of positive hessians).
+      output_sum: how a node's hessian sum over the outputs is taken (default ``jnp.sum``;
+        :func:`jboost.splits.sum_outputs_16` fixes the order, as the depth-wise kernel's).
+
+    Returns:
+      ``(2**D, K)`` leaf values.
+    """
+    k = G.shape[-1]
+    levels = node_sums(jnp.concatenate([G, H], axis=-1))
+    reached = [jnp.sum(s[:, k:], axis=-1, keepdims=True) > 0 for s in levels] if rows is None else \
+        [r > 0 for r in node_sums(jnp.reshape(rows, (-1, 1)))]
+
+    def node_value(s):
+        return value(s[:, :k], s[:, k:], l2)
+
+    values = node_value(levels[0])
+    for s, r in zip(levels[1:], reached[1:]):
+        h_node = (jnp.sum(s[:, k:], axis=-1, keepdims=True) if output_sum is None
+                  else output_sum(s[:, k:], keepdims=True))
+        ok = r & (h_node >= min_child_weight)
+        parent = jnp.tile(values, (2, 1))  # node c's parent is c mod 2**d
+        values = jnp.where(ok, node_value(s), parent)
+    return values
+
+
+def with_borders(trees: TreeFamily, borders) -> TreeFamily:
+    """The trees (of any family) with float thresholds from the bin ``borders``."""
+    return trees.with_borders(borders)
+
+
+@_compile.jit
+def predict_raw(trees: oblivious.ObliviousTrees, X):
+    """Sum of the leaf values of every tree for raw-float rows ``X (n, F)`` -> ``(n, K)``.
+
+    ``trees`` may have any number of leading axes; all of them are summed over, in order, each
+    row's sum starting from 0. On CPU with jboost's compiled kernels: one pass over row blocks
+    that applies every tree to a block held in cache (``jboost/_native``; oblivious trees and
+    depth-wise node tables); elsewhere, and for other tree families (:class:`TreeFamily`), a
+    ``lax.scan`` over trees on the feature-major ``X.T``. Both add the same floats in the same
+    order: the same result, bit for bit.
+    """
+    return _predict(trees, jnp.asarray(X, jnp.float32), feature_major=False)
+
+
+@_compile.jit
+def predict_raw_feature_major(trees: oblivious.ObliviousTrees, X_t):
+    """:func:`predict_raw` on feature-major rows ``X_t (F, n)`` (no transposition needed)."""
+    return _predict(trees, jnp.asarray(X_t, jnp.float32), feature_major=True)
+
+
+def _predict(trees: oblivious.ObliviousTrees, X, feature_major: bool):
+    flat = flatten_trees(trees)
+    k = flat.leaf_values.shape[-1]
+    n = X.shape[1] if feature_major else X.shape[0]
+
+    def xla():
+        # Each scan step gathers the tree's feature rows of X_t (contiguous: the comparisons
+        # stream and vectorise), compares them to the borders and gathers the leaf values.
+        X_t = X if feature_major else X.T
+
+        def step(acc, tree):
+            leaf = tree.leaf_index_raw(X_t)
+            return acc + tree.leaf_values[leaf], None
+
+        out, _ = lax.scan(step, jnp.zeros((n, k), jnp.float32), flat)
+        return out
+
+
+    table = isinstance(flat, depthwise_lib.DepthwiseTrees)
+    if not _native.available() or not (isinstance(flat, oblivious.ObliviousTrees) or table):
+        return xla()
+
+    def native():  # jboost/_native: row blocks in cache, every tree per block
+        out = jax.ShapeDtypeStruct((n, k), jnp.float32)
+        common = (X, flat.features.astype(jnp.int32), flat.borders.astype(jnp.float32),
+                  flat.missing_right.astype(jnp.uint8))
+        if table:  # node tables: pointer steps (predict.cc's PredictTableRows)
+            call = jax.ffi.ffi_call(_native.PREDICT_DEPTHWISE, out, vmap_method="sequential")
+            return call(*common, flat.children.astype(jnp.int32), flat.leaf_values.astype(jnp.float32),
+                        depth=np.int64(flat.depth), n_threads=np.int64(_native.cpu_threads()),
+                        feature_major=feature_major)
+        call = jax.ffi.ffi_call(_native.PREDICT, out, vmap_method="sequential")
+        return call(*common, flat.leaf_values.astype(jnp.float32),
+                    n_threads=np.int64(_native.cpu_threads()), feature_major=feature_major)
+
+    return _native.platform_dependent(cpu=native, default=xla)
+
+
+def flatten_trees(trees: TreeFamily) -> TreeFamily:
+    """Merge all leading (tree-indexing) axes into one (any family: ``leaf_values`` is
+    ``(..., n_leaves, K)``)."""
+    n_lead = trees.leaf_values.ndim - 2
+    n_trees = int(np.prod(trees.leaf_values.shape[:n_lead], dtype=np.int64))
+    return jax.tree_util.tree_map(lambda a: a.reshape((n_trees,) + a.shape[n_lead:]), trees)

@@ -1,0 +1,109 @@
+"""A depth-wise level's per-node steps: eligible features (masks, subsets, the hashed per-node draws the CPU kernel computes too), per-node gains and children sums, and row routing."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jboost.data import binning
+from jboost.trees import splits as splits_lib
+
+
+def node_masks(feature_masks, feature_subsets, depth: int, n_features: int):
+    """Per-level subsets to gather (``(depth, m)``), per-node subsets to gather (a list of
+    ``(2**d, m)`` per level) or ``None``, and per-node masks of the eligible features
+    (``(depth, 2**(depth-1), F')``, a list of ``(2**d, m)`` for per-node subsets, or ``None``;
+    ``F'`` the gathered count)."""
+    per_level_subsets = None
+    masks = None
+    if feature_masks is not None:
+        fm = jnp.asarray(feature_masks, bool)
+        masks = fm[:, None, :] if fm.ndim == 2 else fm
+    if isinstance(feature_subsets, (list, tuple)):  # per node, one (2**d, m) array per level
+        levels = [jnp.asarray(s, jnp.int32) for s in feature_subsets]
+        if len(levels) != depth or any(s.ndim != 2 or s.shape[0] != 1 << d for d, s in enumerate(levels)):
+            raise ValueError(f"feature_subsets as a list must hold one (2**d, m) array per level d "
+                             f"< depth={depth}; got shapes {[tuple(s.shape) for s in levels]}.")
+        feature_subsets = None if levels and levels[0].shape[-1] >= n_features else levels
+        if feature_subsets is None:  # every feature at every node
+            return None, masks
+        if masks is not None:  # the masks in the subsets' coordinates
+            masks = [jnp.take_along_axis(jnp.broadcast_to(masks[d][:1 << d], (1 << d, n_features)),
+                                         levels[d], axis=1) for d in range(depth)]
+        return levels, masks
+    if feature_subsets is not None:
+        fs = jnp.asarray(feature_subsets, jnp.int32)
+        if fs.shape[-1] >= n_features:
+            pass  # sorted and distinct: every feature
+        elif fs.ndim == 2:  # one subset per level: histograms of those features only
+            per_level_subsets = fs
+            if masks is not None:  # the masks in the subsets' coordinates
+                masks = jnp.stack([masks[d][:, fs[d]] for d in range(depth)])
+        else:  # one subset per node: histograms of each node's own m gathered features
+            return node_masks(feature_masks, [fs[d, :1 << d] for d in range(depth)], depth,
+                               n_features)
+    return per_level_subsets, masks
+
+
+def node_children_sums(cum, features, thresholds, missing_right):
+    """``(2L, C)`` the children's sums of the ``L`` nodes of a level split at their own
+    ``(feature, threshold, missing_right)``, read off the level's ``(F, L, B, C)`` cumulative
+    histograms: node ``j``'s left child is ``j``, its right child ``j + L``."""
+    n_leaves, n_bins = cum.shape[1], cum.shape[2]
+    own = cum[features, jnp.arange(n_leaves)]                      # (L, B, C)
+    total = own[:, n_bins - 1]
+    missing = total - own[:, n_bins - 2]
+    at_t = jnp.take_along_axis(own, thresholds[:, None, None], axis=1)[:, 0]
+    # Right first: a null split (threshold n_bins - 2, missing left) gives exactly zero.
+    right = own[:, n_bins - 2] - at_t + jnp.where(missing_right[:, None], missing, 0.0)
+    return jnp.concatenate([total - right, right], axis=0)
+
+
+def node_gains(cum, l2, min_child_weight, missing: bool = True,
+               criterion: splits_lib.SplitCriterion = splits_lib.NEWTON):
+    """``(L, F, B - 1, 2)`` the gain of every ``(feature, threshold, missing direction)`` at each
+    node of a level, from its ``(F, L, B, C)`` cumulative histograms: the oblivious level's
+    :func:`jboost.splits.split_gains_cumulative` of each node alone, summed over the outputs in
+    the kernel's order (:func:`jboost.splits.sum_outputs_16`)."""
+    return jax.vmap(lambda c: splits_lib.split_gains_cumulative(
+        c[:, None], l2, min_child_weight, missing, criterion,
+        output_sum=splits_lib.sum_outputs_16), in_axes=1)(cum)
+
+
+def _mix(x):
+    """lowbias32, a bijective mix of ``uint32`` values (the kernel's ``Mix``, depthwise.cc)."""
+    x = x ^ jnp.right_shift(x, jnp.uint32(16))
+    x = x * jnp.uint32(0x7FEB352D)
+    x = x ^ jnp.right_shift(x, jnp.uint32(15))
+    x = x * jnp.uint32(0x846CA68B)
+    return x ^ jnp.right_shift(x, jnp.uint32(16))
+
+
+def feature_seed(key) -> jax.Array:
+    """``(2,)`` uint32: the words of ``key`` that :func:`node_features` hashes."""
+    return jax.random.bits(key, (2,), jnp.uint32)
+
+
+def node_features(key, level: int, nodes, n_features: int, m: int):
+    """``(len(nodes), m)`` int32: the sorted random features of nodes ``nodes`` of level
+    ``level`` (ESL Algorithm 15.1's per-node draw): node ``j`` takes the ``m`` features of
+    smallest hash ``u_f = mix(mix(mix(s0 ^ mix(level ^ c)) ^ j) ^ s1) + f * c)`` (``mix``:
+    the bijective lowbias32 of ``uint32`` words, ``c = 0x9E3779B9``, ``(s0, s1)``:
+    :func:`feature_seed` of ``key``), distinct for distinct ``f``. A function of ``(key, level,
+    j)`` only, so the compact path draws them for its slots alone and the dense one for every
+    node, the same sets; the CPU kernel (``jboost/_native/depthwise.cc``) computes the same
+    ``uint32`` words, so its draws are these."""
+    seed = feature_seed(key)
+    golden = jnp.uint32(0x9E3779B9)
+    a = _mix(seed[0] ^ _mix(jnp.uint32(level) ^ golden))
+    c = _mix(_mix(a ^ jnp.asarray(nodes).astype(jnp.uint32)) ^ seed[1])          # (S,)
+    u = _mix(c[:, None] + jnp.arange(n_features, dtype=jnp.uint32)[None, :] * golden)
+    return jnp.sort(jnp.argsort(u, axis=1)[:, :m], axis=1).astype(jnp.int32)
+
+
+def route_level(X_binned, rows, leaf, feature, thr, mr, d: int, n_bins: int):
+    """Each row's node at level ``d + 1``: its node's rule ``(feature, thr, mr)`` read on its own
+    binned value (the missing bin goes to the rule's missing side); bit ``d`` of the leaf index."""
+    col = X_binned[feature[leaf], rows].astype(jnp.int32)
+    right = jnp.where(col == binning.missing_bin(n_bins), mr[leaf], col > thr[leaf])
+    return leaf + jnp.left_shift(right.astype(jnp.int32), d)

@@ -1,0 +1,206 @@
+"""Oblivious (symmetric) trees: the ObliviousTrees arrays, the one leaf-index function and the level-by-level grower fit_tree."""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jboost import _compile
+from jboost.data import binning
+from jboost.trees import family
+from jboost.trees import histograms
+from jboost.trees import splits as splits_lib
+
+
+class ObliviousTrees(NamedTuple):
+    """One or many oblivious trees as arrays (leading axes index trees): the default
+    :class:`TreeFamily`."""
+
+    features: jax.Array       # int32 (..., D)
+    thresholds: jax.Array     # int32 (..., D) bin thresholds: right iff bin > threshold
+    borders: jax.Array        # float32 (..., D) float thresholds: right iff x > border
+    missing_right: jax.Array  # bool (..., D)
+    leaf_values: jax.Array    # float32 (..., 2**D, K)
+    gains: jax.Array          # float32 (..., D) split gain of each level (0: null split)
+
+    @property
+    def depth(self) -> int:
+        return self.features.shape[-1]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.leaf_values.shape[-1]
+
+    # The TreeFamily members.
+    @staticmethod
+    def grow(X_binned, grad, hess, **settings):
+        """:func:`fit_tree`."""
+        return fit_tree(X_binned, grad, hess, **settings)
+
+    def leaf_index_raw(self, X_t) -> jax.Array:
+        """:func:`leaf_index_raw`."""
+        return leaf_index_raw(self, X_t)
+
+    def leaf_index_binned(self, X_binned, n_bins: int) -> jax.Array:
+        """:func:`leaf_index_binned`."""
+        return family.leaf_index_binned(self, X_binned, n_bins)
+
+    def with_borders(self, borders) -> "ObliviousTrees":
+        """Fill the float thresholds from the bin thresholds: ``border = borders[f, t]``."""
+        return self._replace(borders=family.take_borders(borders, self.features, self.thresholds))
+
+
+def leaf_index(columns, thresholds, missing_right, is_missing, first_level: int = 0):
+    """Leaf of each row from its level comparisons: ``sum_d right_d << d``.
+
+    Args:
+      columns: ``(D, n)`` the value of each level's feature for every row (bins or floats).
+      thresholds: ``(D,)`` each level's threshold, in the same units as ``columns``.
+      missing_right: ``(D,)`` bool, where missing values go.
+      is_missing: ``(D, n)`` bool.
+      first_level: static; the given levels are ``first_level, first_level + 1, ...`` of the
+        tree (their bits start there): fitting adds one level's bits to the leaves so far.
+
+    Returns:
+      ``(n,)`` int32 in ``[0, 2**(first_level + D))``.
+    """
+    right = jnp.where(is_missing, missing_right[:, None], columns > thresholds[:, None])
+    weights = jnp.left_shift(1, jnp.arange(first_level, first_level + columns.shape[0], dtype=jnp.int32))
+    return jnp.sum(right.astype(jnp.int32) * weights[:, None], axis=0)
+
+
+def leaf_index_raw(tree: ObliviousTrees, X_t):
+    """:func:`leaf_index` of one tree on feature-major raw floats ``(F, n)`` (NaN = missing)."""
+    cols = X_t[tree.features]
+    return leaf_index(cols, tree.borders, tree.missing_right, jnp.isnan(cols))
+
+
+def _children_sums(cum, threshold, missing_right):
+    """``(2L, C)`` sums of the children of ``L`` leaves split at ``threshold``, from the leaves'
+    ``(L, B, C)`` cumulative histograms of the split feature: leaf ``j``'s left child is ``j``,
+    its right child ``j + L``."""
+    n_bins = cum.shape[1]
+    total = cum[:, n_bins - 1]
+    missing = total - cum[:, n_bins - 2]
+    # Right first: for a null split (threshold n_bins - 2, missing left) it is exactly zero.
+    right = cum[:, n_bins - 2] - cum[:, threshold] + jnp.where(missing_right, missing, 0.0)
+    return jnp.concatenate([total - right, right], axis=0)
+
+
+@functools.partial(_compile.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion"))
+def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
+             feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
+             missing: bool = True, criterion: splits_lib.SplitCriterion = splits_lib.NEWTON):
+    """Fit one oblivious tree of fixed depth to weighted gradients and hessians.
+
+    The one tree grower of jboost: boosting (every algorithm), sweeps and forests grow through
+    it. Each level: the split gains of every (feature, threshold, missing direction) from the
+    leaves' histograms (:func:`jboost.splits.level_gains`: on CPU one fused kernel call,
+    with histogram subtraction where :func:`jboost.histograms.level_plan` says it pays), the
+    best admissible split (:func:`jboost.splits.best_split_of_gains`), then every row's leaf
+    gains that level's bit (:func:`leaf_index`).
+
+    Args:
+      X_binned: ``(F, n)`` uint8 bins.
+      grad, hess: ``(n, K)`` gradients and hessians, already multiplied by sample weights
+        (a row with zero weight contributes nothing).
+      depth: static number of levels.
+      n_bins: static number of bins (missing bin included).
+      l2, min_split_gain, min_child_weight: traced regularisation.
+      feature_masks: optional ``(depth, F)`` bool: features eligible at each level.
+      feature_subsets: optional ``(depth, m)`` int32 sorted, distinct feature indices (a random
+        forest's per-level subsets, :func:`jboost.bagging.feature_subsets`): level ``d`` may
+        only split on ``feature_subsets[d]``, and its histograms are built on those ``m``
+        gathered feature rows only (``m / F`` of the work and memory of masking). The tree
+        equals the one grown with the equivalent ``feature_masks`` (ties go to the lowest
+        feature index either way). Levels with different subsets share no histograms, so there
+        is no histogram subtraction when ``m < F``; ``m == F`` (every feature at every level:
+        bagging) is the unrestricted tree.
+      axis_name: mapped axis over which rows are sharded (histograms are ``psum``-ed).
+      missing: static; ``False`` promises that no row is in the missing bin (``n_bins - 1``), so
+        the split search skips the missing-goes-right direction (see :func:`jboost.splits.best_split`).
+      criterion: static :class:`jboost.splits.SplitCriterion`: the score of splits and the value
+        of leaves (default the Newton criterion).
+
+    Returns:
+      ``(tree, leaf)``: an :class:`ObliviousTrees` with Newton leaf values (before shrinkage)
+      and ``(n,)`` the leaf of every training row.
+    """
+    k = grad.shape[-1]
+    payload = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
+    n_features, n = X_binned.shape
+    if feature_subsets is not None and feature_subsets.shape[-1] >= n_features:
+        feature_subsets = None  # sorted and distinct: every feature, every level
+    leaf = jnp.zeros((n,), jnp.int32)
+    feats, thrs, miss, gains = [], [], [], []
+    # Static plan: (subtract, keep_hist) per level; subsets change from level to level, so
+    # their levels are built directly and keep nothing (the leaf sums then come from the rows).
+    plan = (histograms.level_plan(n, depth, n_bins, channels=payload.shape[-1])
+            if feature_subsets is None else [(False, False)] * depth)
+    hist = local = None  # the level's (global) cumulative histograms; this device's own
+    for d in range(depth):  # static unroll over levels: the leaf count sets the shapes
+        if feature_subsets is None:
+            X_level, mask = X_binned, None if feature_masks is None else feature_masks[d]
+        else:
+            X_level = X_binned[feature_subsets[d]]  # (m, n): only the eligible features
+            mask = None if feature_masks is None else feature_masks[d][feature_subsets[d]]
+        if axis_name is None:
+            subtract, keep = plan[d]
+            level_gains, hist = splits_lib.level_gains(
+                X_level, payload, leaf, hist if subtract else None, n_leaves=2**d,
+                n_bins=n_bins, l2=l2, min_child_weight=min_child_weight, missing=missing,
+                keep_hist=keep, criterion=criterion)
+        elif feature_subsets is None:  # rows sharded: local histograms, psum, global gains
+            hist, local = histograms.level_histograms(X_level, payload, leaf, local, n_bins=n_bins,
+                                                      axis_name=axis_name)
+            level_gains = splits_lib.cumulative_split_gains(hist, l2, min_child_weight, missing,
+                                                        axis_name=axis_name, criterion=criterion)
+        else:  # sharded, subsets: each level's histograms built directly (and psum-ed)
+            cum = histograms.prefix_sum(histograms.build_histogram(
+                X_level, payload, leaf, n_leaves=2**d, n_bins=n_bins, axis_name=axis_name), axis=2)
+            level_gains = splits_lib.cumulative_split_gains(cum, l2, min_child_weight, missing,
+                                                        axis_name=axis_name, criterion=criterion)
+        split = splits_lib.best_split_of_gains(level_gains, min_split_gain=min_split_gain,
+                                           feature_mask=mask)
+        if feature_subsets is not None:  # position in the subset -> feature index
+            split = split._replace(feature=jnp.where(split.gain > 0, feature_subsets[d][split.feature],
+                                                     0).astype(jnp.int32))
+        col = X_binned[split.feature][None]  # (1, n): this level's feature
+        leaf = leaf + leaf_index(col.astype(jnp.int32), split.threshold[None], split.missing_right[None],
+                                 col == binning.missing_bin(n_bins), first_level=d)
+        feats.append(split.feature)
+        thrs.append(split.threshold)
+        miss.append(split.missing_right)
+        gains.append(split.gain)
+    # The rows that reach each leaf decide which nodes are empty (not the float hessian sums,
+    # which a difference of cumulative sums can round to 0 where a direct sum is > 0): rows of
+    # non-zero payload, the kernel's rows of non-zero weight.
+    takes_part = jnp.any(payload != 0, axis=-1)
+    if depth and hist is not None:
+        # The leaves' sums are the last level's children, read off its (global, cumulative)
+        # histograms of the chosen feature; only the counts take a pass over the rows.
+        sums = _children_sums(hist[split.feature], split.threshold, split.missing_right)
+        rows = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 2**depth)
+        if axis_name is not None:
+            rows = lax.psum(rows, axis_name)
+    else:  # one pass over the rows: the sums and the counts (exact in float32: only > 0 matters)
+        sums = histograms.spread_sum(jnp.concatenate([payload, takes_part[:, None].astype(jnp.float32)], axis=-1),
+                                     leaf, 2**depth)
+        if axis_name is not None:
+            sums = lax.psum(sums, axis_name)
+        sums, rows = sums[:, :-1], sums[:, -1]
+    values = family.newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight,
+                                value=criterion.value, rows=rows)
+    tree = ObliviousTrees(
+        features=jnp.stack(feats) if depth else jnp.zeros((0,), jnp.int32),
+        thresholds=jnp.stack(thrs) if depth else jnp.zeros((0,), jnp.int32),
+        borders=jnp.zeros((depth,), jnp.float32),  # filled in by with_borders
+        missing_right=jnp.stack(miss) if depth else jnp.zeros((0,), bool),
+        leaf_values=values,
+        gains=jnp.stack(gains) if depth else jnp.zeros((0,), jnp.float32),
+    )
+    return tree, leaf
