@@ -23,7 +23,7 @@ California). Reported per case: test error (classification, averaged probabiliti
 AAE (regression), fit wall time (jboost: its second fit of the compiled program; its first, with
 compilation, in ``cold s``; and the size of its forest's arrays), and each one's error and time
 over scikit-learn's. Depth-wise forests grow each tree by the CPU kernel
-(:func:`jboost.depthwise.kernel_available`). All in this
+(:func:`jboost.trees.depthwise.kernel_available`). All in this
 process, one after the other, 2 threads where settable. The machine is shared: say its load.
 """
 

@@ -150,7 +150,7 @@ def run_ngboost(Xtr, ytr, Xte, yte, rounds, lr):
 def fit_line_search(X, y, rounds, lr, depth):
     """distributions.fit's model, with NGBoost's line search on the scale of each round
     (distributions.LINE_SEARCH, an algorithm of the boosting scaffold; jboost.fit takes no
-    algorithm, so the scaffold is called here: jboost.api.settings + jboost.boosting.boost)."""
+    algorithm, so the scaffold is called here: jboost.fitting.settings.settings + jboost.engine.boosting.boost)."""
     import jax
     from jboost import distributions, losses
 

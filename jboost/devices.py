@@ -75,7 +75,7 @@ def fit_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: 
     only the labels are known (:func:`resolve_loss`, :func:`n_classes_of`): one level's
     histograms ``F x 2^(depth-1) x n_bins x 2K`` float32, the per-row raw scores, gradients and
     hessians ``3 x n x K`` float32, and ``n x K x K`` float32 when ``dense_hessian`` (the
-    autodiff diagonal hessian of a K-output loss, :func:`jboost.derivatives.grad_hess`, takes the
+    autodiff diagonal hessian of a K-output loss, :func:`jboost.losses.derivatives.grad_hess`, takes the
     diagonal of a per-row ``K x K`` Jacobian)."""
     n, k = int(n_rows), int(n_outputs)
     dense = n * k * k if dense_hessian and k > 1 else 0

@@ -216,7 +216,7 @@ def tree(model, index: int = 0, *, output: int = 0, feature_names: Optional[Sequ
 
 
 def _depthwise_tree(model, trees, index, output, feature_names, ax):
-    """A depth-wise tree (a node table, :class:`jboost.depthwise.DepthwiseTrees`): each
+    """A depth-wise tree (a node table, :class:`jboost.trees.depthwise.DepthwiseTrees`): each
     splitting node's rule (``feature <= border``, the missing values' side) above its two
     children, the tree's leaves (only those a row can reach, at whatever depth) as coloured
     cells in root-to-leaf order (left first), labelled with their leaf ids; unused slots and a

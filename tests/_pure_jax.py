@@ -37,7 +37,7 @@ def pure_jax(fn, *args, **kwargs):
 
 def accelerator_paths(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` on the CPU through the branches GPUs and TPUs take (the pure-JAX
-    path with :func:`jboost.histograms.spread_sum`'s spread scatters), its outputs ready. Another
+    path with :func:`jboost.trees.histograms.spread_sum`'s spread scatters), its outputs ready. Another
     trace context than :func:`pure_jax`'s (the default matmul precision, which no CPU result
     here depends on: float32 matmuls on the CPU are float32 at every precision) keeps the two
     paths' programs apart in the jit caches."""

@@ -283,7 +283,7 @@ def assert_trees_equal():
 
 
 # --------------------------------------------------------------------------------------------
-# Random oblivious trees and the NumPy definition of their prediction (jboost.tree.predict_raw),
+# Random oblivious trees and the NumPy definition of their prediction (jboost.trees.family.predict_raw),
 # shared by the prediction tests of test_tree.py (any backend) and test_native.py (the kernel).
 
 
@@ -324,7 +324,7 @@ def _predict_reference(trees, X):
 @pytest.fixture(scope="session")
 def random_trees():
     """``random_trees(rng, n_trees, depth, n_features, k, lead=(), decimals=None)``: an
-    :class:`jboost.tree.ObliviousTrees` stack of shape ``lead + (n_trees,)``."""
+    :class:`jboost.trees.oblivious.ObliviousTrees` stack of shape ``lead + (n_trees,)``."""
     return _random_trees
 
 

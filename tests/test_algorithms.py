@@ -19,7 +19,6 @@ import pytest
 import jboost
 from jboost import algorithms as A
 from jboost.data import binning
-from jboost import boosting
 from jboost.algorithms import adaboost
 
 from tests._algorithms_data import (BIN, BINARY, DEPTH, N_ROUNDS, REG, REG_KW, THREE_CLASS, TRI,
@@ -28,6 +27,7 @@ from jboost.engine import algorithm
 from jboost.engine import boosting as boosting_lib
 from jboost.engine import calls
 from jboost.engine import state as state_lib
+from jboost.engine import calls as calls_mod
 
 
 # ------------------------------------------------------------------------------------------------
@@ -183,7 +183,7 @@ def test_an_algorithm_compiles_once_for_its_shapes_and_static_settings(monkeypat
     X, y, _, _ = BIN
     monkeypatch.setattr(adaboost, "adaboost_m1_round",
                         chex.assert_max_traces(adaboost.adaboost_m1_round, n=2))
-    monkeypatch.setattr(boosting, "boost_rounds",
+    monkeypatch.setattr(calls_mod, "boost_rounds",
                         jax.jit(chex.assert_max_traces(calls.boost_rounds.__wrapped__, n=1),
                                 static_argnames=("config",)))
     for lr, sub, key in [(1.0, 1.0, 0), (0.5, 0.8, 1), (0.3, 0.6, 2)]:

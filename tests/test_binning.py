@@ -1,4 +1,4 @@
-"""Binning: borders and the bin rule ``x -> i  iff  b[i-1] < x <= b[i]`` (jboost/binning.py).
+"""Binning: borders and the bin rule ``x -> i  iff  b[i-1] < x <= b[i]`` (jboost/data/binning.py).
 
 Every check compares against a brute-force NumPy reference or hand-computed values.
 """

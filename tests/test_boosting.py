@@ -19,7 +19,6 @@ import optax
 import pytest
 
 import jboost
-from jboost import boosting
 from jboost.losses import derivatives
 from jboost import losses
 from jboost.engine import samplers
@@ -27,6 +26,7 @@ from jboost.engine import boosting as boosting_lib
 from jboost.engine import calls
 from jboost.engine import state as state_lib
 from jboost.trees import oblivious
+from jboost.engine import calls as calls_mod
 
 # Jitted pieces for the hand replications (one compilation per shape).
 fit_tree = jax.jit(oblivious.fit_tree, static_argnames=("depth", "n_bins"))
@@ -119,7 +119,7 @@ def test_boost_compiles_once_for_all_hyperparameter_values(data, fit_kw, monkeyp
     # and the key, and for all the calls of each fit (chex raises on a second trace).
     counted = jax.jit(chex.assert_max_traces(calls.boost_rounds.__wrapped__, n=1),
                       static_argnames=("config",))
-    monkeypatch.setattr(boosting, "boost_rounds", counted)
+    monkeypatch.setattr(calls_mod, "boost_rounds", counted)
     settings = [dict(), dict(learning_rate=0.05, l2=3.0, key=1),
                 dict(min_split_gain=0.1, min_child_weight=5.0, subsample=0.5, colsample=0.4, key=7),
                 dict(learning_rate=1.0, l2=0.0, subsample=0.9, colsample=0.8)]

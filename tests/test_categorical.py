@@ -104,7 +104,7 @@ def test_ordered_statistics_hand_worked():
                                                (t0 + t1 + t2 + 0.5) / 4], atol=1e-7)
     np.testing.assert_array_equal(np.asarray(sums)[:, 0], [3.0, 1.0])
     np.testing.assert_array_equal(np.asarray(counts), [4.0, 2.0])
-    # bins follow the borders by jboost.binning's rule: bin > t iff value > border[t]
+    # bins follow the borders by jboost.data.binning's rule: bin > t iff value > border[t]
     b = np.asarray(borders)[0]
     np.testing.assert_array_equal(np.asarray(bins)[0], np.searchsorted(b[:-1], values, side="left"))
 

@@ -1,4 +1,4 @@
-"""Tests of jboost.cv: random and stratified partitions, the per-seed fold table of repeated
+"""Tests of jboost.data.folds: random and stratified partitions, the per-seed fold table of repeated
 K-fold CV, weight masks and out-of-fold predictions."""
 
 import hypothesis

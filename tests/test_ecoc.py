@@ -16,7 +16,7 @@ from jboost.models import ecoc as ecoc_mod
 # compilation of each program.
 KW = dict(n_rounds=4, depth=2, learning_rate=0.5, n_bins=8)
 KEY = jax.random.PRNGKey(4)
-# The members of jboost.model.Model.
+# The members of jboost.models.base.Model.
 PROTOCOL = ("trees", "n_features", "task", "batch_shape", "n_stages", "raw_scores", "proba_from_raw",
             "classes_from_raw", "staged")
 
@@ -234,7 +234,7 @@ def test_fit_ecoc_boosters_checks_like_fit(letters):
         ecoc_lib.fit_ecoc_boosters(X, y, code[:2], **KW)
     with pytest.raises(ValueError, match=r"y holds 3 classes \[0.5, 1.5, 2.5\] .* but code has 2 rows"):
         ecoc_lib.fit_ecoc_boosters(X, y + 0.5, code[:2], **KW)  # other labels are mapped (classes_)
-    # The settings are checked by jboost.api.settings: the messages of jboost.fit.
+    # The settings are checked by jboost.fitting.settings.settings: the messages of jboost.fit.
     for bad, exc in ((dict(learning_rate=-1.0), ValueError), (dict(depth=0), ValueError),
                      (dict(subsample=1.5), ValueError), (dict(n_bins=2.5), TypeError),
                      (dict(colsample_by="forest"), ValueError)):

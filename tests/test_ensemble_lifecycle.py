@@ -141,7 +141,7 @@ def test_warm_start_refusals_say_why_and_what_to_do(clf, letters, forests, bags,
     with pytest.raises(ValueError, match="second tier was trained on the out-of-fold scores"):
         combine.fit_stacked_boosters(X, y, "binomial_deviance", hypers=[{}], init_model=ecoc)
     with pytest.raises(ValueError, match=re.escape("init_model=result.refit(X, y)")):
-        jboost.sweep.sweep(X, y, "binomial_deviance", init_model=ecoc)
+        jboost.sweep.fit.sweep(X, y, "binomial_deviance", init_model=ecoc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,7 +239,8 @@ def test_stacking_stops_each_fold_fit_and_uses_each_learners_best_round(clf, sta
 _KILLED_BAGS = """
 import os, signal, sys
 sys.path.insert(0, {tests!r})
-from jboost import _batching, bagging
+from jboost import bagging
+from jboost.engine import batching as batching_mod
 from _bagging_data import noisy_classification
 save = _batching.ChunkCheckpoints.save
 def save_then_die(self, part, chunk, outputs, items):
@@ -332,7 +333,7 @@ def test_forest_and_sweep_callbacks_report_each_chunk_and_stop(clf, clf_data, fo
     kw = dict(grid={"learning_rate": [0.1, 0.5, 0.9]}, folds=2, seeds=1, n_rounds=3, depth=2,
               n_bins=N_BINS, chunk_size=4, devices=None)
     with pytest.warns(UserWarning, match="stopped the sweep after 4 of 6 models"):
-        part = jboost.sweep.sweep(X, y, "binomial_deviance", callbacks=[seen.append, lambda e: True], **kw)
+        part = jboost.sweep.fit.sweep(X, y, "binomial_deviance", callbacks=[seen.append, lambda e: True], **kw)
     assert [(e["group"], e["models"], e["done"], e["items"]) for e in seen] == [
         ("depth=2,n_bins=16", [0, 1, 2, 3], 4, 6)]
     np.testing.assert_array_equal(seen[0]["valid_curves"], part.valid_curves[:4])
@@ -406,7 +407,7 @@ def test_bagged_boosters_start_each_bag_from_the_rows_offsets(letters):
 
 def _interrupt_waiting_for_chunk(monkeypatch, n: int):
     """Send SIGINT (a real signal, what Ctrl-C sends) while the host waits for the ``n``-th chunk
-    of a fit (:func:`jboost._batching.wait`)."""
+    of a fit (:func:`jboost.engine.batching.wait`)."""
     import signal
     wait, calls = batching.wait, []
 
@@ -416,7 +417,7 @@ def _interrupt_waiting_for_chunk(monkeypatch, n: int):
             signal.raise_signal(signal.SIGINT)
         return wait(out, *args, **kwargs)
 
-    monkeypatch.setattr(_batching, "wait", interrupting)
+    monkeypatch.setattr(batching_mod, "wait", interrupting)
     return calls
 
 
@@ -473,7 +474,7 @@ def test_waiting_for_a_chunk_lets_ctrl_c_land_at_once():
     import signal
     import threading
     import time
-    from jboost import _batching
+    from jboost.engine import batching
 
     class Running:  # a computation that ends only after 30 s (the test must not hang if it fails)
         def __init__(self):

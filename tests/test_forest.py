@@ -407,13 +407,14 @@ def test_verbose_forest_reports_each_chunk_and_grows_the_same_trees(capsys):
 _KILLED_FOREST = """
 import os, signal, sys
 sys.path.insert(0, {tests!r})
-from jboost import _batching, bagging
+from jboost import bagging
+from jboost.engine import checkpoints
 from _bagging_data import noisy_classification
-save = _batching.ChunkCheckpoints.save
+save = checkpoints.ChunkCheckpoints.save
 def save_then_die(self, part, chunk, outputs, items):
     save(self, part, chunk, outputs, items)
     os.kill(os.getpid(), signal.SIGKILL)  # a real kill, after the first chunk's file is written
-_batching.ChunkCheckpoints.save = save_then_die
+checkpoints.ChunkCheckpoints.save = save_then_die
 X, y, _ = noisy_classification(400, seed=0)
 bagging.fit_forest(X, y, checkpoint_dir=sys.argv[1], **{kw!r})
 """

@@ -1,4 +1,4 @@
-"""Histograms of (feature, leaf, bin) sums (jboost/histograms.py) against a NumPy triple loop."""
+"""Histograms of (feature, leaf, bin) sums (jboost/trees/histograms.py) against a NumPy triple loop."""
 
 from __future__ import annotations
 

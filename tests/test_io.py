@@ -74,7 +74,7 @@ def models(data, fit_kw):
         Xm, ym, "multinomial_deviance", hypers=[dict(learning_rate=0.5), dict(learning_rate=0.1)],
         folds=3, n_rounds=4, depth=2, n_bins=8)
     out["ecoc"] = combine.fit_ecoc_boosters(Xm, ym, combine.exhaustive_code(3), **KW)
-    res = jboost.sweep.sweep(Xr, yr, "quantile", grid={"alpha": [0.3, 0.7]}, folds=2, seeds=1,
+    res = jboost.sweep.fit.sweep(Xr, yr, "quantile", grid={"alpha": [0.3, 0.7]}, folds=2, seeds=1,
                              keep_trees=True, devices=None, **KW)
     out["sweep_models"] = res.models()
     return out
@@ -417,7 +417,7 @@ def test_numpy_reader_predicts_without_jax(models, data, tmp_path):
     script = textwrap.dedent(f"""
         import sys, importlib.util, numpy as np
         sys.modules["jax"] = None          # any import of jax now fails
-        spec = importlib.util.spec_from_file_location("reader", {os.path.join(REPO, 'jboost', 'io.py')!r})
+        spec = importlib.util.spec_from_file_location("reader", {os.path.join(REPO, 'jboost', 'io', 'reader.py')!r})
         reader = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(reader)
         X = np.load({str(tmp_path / 'X.npy')!r})

@@ -1,4 +1,4 @@
-"""Losses, links, baselines (jboost/losses.py) and autodiff derivatives (jboost/derivatives.py).
+"""Losses, links, baselines (jboost/losses.py) and autodiff derivatives (jboost/losses/derivatives.py).
 
 Derivatives are checked twice: against the closed forms of ESL Table 10.2 (float32, the dtype
 boosting uses) and against central finite differences of the loss values (float64). Baselines
@@ -619,7 +619,7 @@ def test_built_in_losses_are_recognised():
 
 def test_custom_losses_default_to_auto_curvature_and_built_ins_keep_theirs():
     # "auto": Newton where the curvature is positive, else least-squares trees with exact leaves
-    # (jboost.boosting.newton_round); the built-ins say what they use, so their fits are unchanged.
+    # (jboost.engine.algorithm.newton_round); the built-ins say what they use, so their fits are unchanged.
     assert losses.get(lambda y, f: jnp.abs(y - f)).hessian == "auto"
     assert jboost.Loss(losses.squared_error_fn).hessian == "auto"
     want = {"squared_error": "autodiff", "binomial_deviance": "autodiff", "exponential": "autodiff",

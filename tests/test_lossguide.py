@@ -1,4 +1,4 @@
-"""Loss-guided (best-first) trees (jboost/lossguide.py): every split against a NumPy best-first
+"""Loss-guided (best-first) trees (jboost/trees/lossguide.py): every split against a NumPy best-first
 reference on random cases with exact float sums, the full leaf budget against the depth-wise
 tree, vmap over traced hyperparameters (one compilation, the separate fits), the pure-JAX
 histograms against the kernel's, and the model protocol (jboost.fit(tree_family="lossguide"),

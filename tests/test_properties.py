@@ -151,7 +151,7 @@ def cases(draw, loss_names=LOSS_NAMES):
 # * a split where the models differ: the two splits' gain intervals overlap (a near-tie);
 # * a leaf value -G / (H + l2): inside the interval, unless the leaf's hessian sum is within its
 #   error of min_child_weight (then the leaf may keep its parent's value, see
-#   jboost.tree.newton_leaf_values; whether a node is empty is decided exactly, by its rows) or
+#   jboost.trees.family.newton_leaf_values; whether a node is empty is decided exactly, by its rows) or
 #   H + l2 is within its error of 0 (then any value is rounding): from there on the models may
 #   legitimately differ, and the comparison stops;
 # * the training loss of every round up to there: the two models' predictions' losses.
@@ -283,7 +283,7 @@ def _row_sample(seed, m, subsample, *, n):
 @jax.jit
 def _at_scores(loss, y, raws, learning_rate):
     """Gradients, Newton curvatures (those of a fit at ``learning_rate``: see
-    :func:`jboost.derivatives.grad_hess`) ``(S, n, K)`` and per-row losses ``(S, n)`` at raw
+    :func:`jboost.losses.derivatives.grad_hess`) ``(S, n, K)`` and per-row losses ``(S, n)`` at raw
     scores ``(S, n, K)``."""
     def one(raw):
         g, h = derivatives.grad_hess(loss, y, raw, learning_rate=learning_rate)
@@ -347,7 +347,7 @@ def compare(a, b, case):
                                 f"value intervals {va} and {vb}")
                     return None
             if case.loss == "huber":
-                # An exact refit (ESL Algorithm 10.3 2(c); jboost.refit.huber_leaf_values):
+                # An exact refit (ESL Algorithm 10.3 2(c); jboost.trees.refit.huber_leaf_values):
                 # median + mean of clipped deviations moves by at most 3 x the residuals' drift.
                 bound = lr * (3 * drift + (2 * n + 4) * U * (np.abs(case.y).max() + np.abs(raw_a[m]).max()
                                                              + HUBER_DELTA))

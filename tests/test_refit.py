@@ -1,6 +1,6 @@
-"""The exact leaf search of jboost/refit.py (issue 16: custom losses with degenerate curvature).
+"""The exact leaf search of jboost/trees/refit.py (issue 16: custom losses with degenerate curvature).
 
-:func:`jboost.refit.exact_leaf_values` minimises each leaf's loss by autodiff bracketing and
+:func:`jboost.trees.refit.exact_leaf_values` minimises each leaf's loss by autodiff bracketing and
 bisection, with no curvature. Checked against the closed forms (the weighted quantile of the
 residuals for a pinball or absolute loss), against brute force in float64 (Huber, where the
 built-in refit is Friedman's one-step approximation; the binomial deviance), and on non-convex

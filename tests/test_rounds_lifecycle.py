@@ -1,5 +1,5 @@
 """The rounds of a concrete fit run as host-side calls of one compiled program
-(:func:`jboost.api.run_rounds`, :func:`jboost.boosting.boost_rounds`), for :func:`jboost.fit` and
+(:func:`jboost.engine.rounds.run_rounds`, :func:`jboost.engine.calls.boost_rounds`), for :func:`jboost.fit` and
 every algorithm of :mod:`jboost.algorithms`: Ctrl-C in a fit without progress or callbacks, one
 compilation however the rounds are cut, bitwise the same model; the algorithms' early stopping,
 progress, callbacks, checkpoints and offsets; ``eval_metric`` without early stopping."""
@@ -19,8 +19,6 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost import api
-from jboost import boosting
 from jboost.engine import calls as calls_lib
 from jboost.engine import rounds as rounds_lib
 
@@ -51,15 +49,15 @@ _INTERRUPTED_FIT = """
 import sys, time, warnings
 import numpy as np
 import jboost
-from jboost import api
+from jboost.engine import rounds
 waits = [0]
-wait = api._wait
+wait = rounds._wait
 def announcing_wait(x, *args):
     waits[0] += 1
     if waits[0] == 3:  # the first call (compiling) and a timed one have finished
         print("fitting", flush=True)
     return wait(x, *args)
-api._wait = announcing_wait
+rounds._wait = announcing_wait
 rng = np.random.default_rng(0)
 X = rng.normal(size=(400, 4)); y = X[:, 0] + rng.normal(size=400)
 with warnings.catch_warnings(record=True) as caught:
@@ -111,8 +109,8 @@ def test_ctrl_c_between_a_calls_rounds_and_its_commit_keeps_the_model_consistent
     returns the rounds of the calls before it: the warning's round, the model's rounds, losses and
     predictions all those of a fit of exactly that many rounds."""
     X, y, Xv, yv = binary
-    monkeypatch.setattr(api, "FIRST_CALLS", (2, 3, 5))
-    monkeypatch.setattr(api, "CALL_SECONDS", 1e9)
+    monkeypatch.setattr(rounds_lib, "FIRST_CALLS", (2, 3, 5))
+    monkeypatch.setattr(rounds_lib, "CALL_SECONDS", 1e9)
     real_add, adds = rounds_lib._HostRounds.add, [0]
 
     def add_then_interrupt(self, rounds, count):
@@ -144,7 +142,7 @@ def test_one_compilation_and_the_same_model_however_the_calls_are_cut(binary, mo
     X, y, Xv, yv = binary
     # The body of boosting.boost_rounds, run when it is traced (this test's settings are its own:
     # no program of them is cached).
-    monkeypatch.setattr(boosting, "_boost_rounds", chex.assert_max_traces(calls_lib.rounds_body, n=1))
+    monkeypatch.setattr(calls_lib, "rounds_body", chex.assert_max_traces(calls_lib.rounds_body, n=1))
     calls = []
     real = rounds_lib._rounds_fn
 
@@ -152,18 +150,18 @@ def test_one_compilation_and_the_same_model_however_the_calls_are_cut(binary, mo
         fn, d, rows = real(mesh, data, config)
         return (lambda *a, **k: calls.append(a[6]) or fn(*a, **k)), d, rows
 
-    monkeypatch.setattr(api, "_rounds_fn", counting)
+    monkeypatch.setattr(rounds_lib, "_rounds_fn", counting)
     kw = dict(n_rounds=23, eval_set=(Xv, yv), subsample=0.8, learning_rate=0.3, **KW)
-    monkeypatch.setattr(api, "FIRST_CALLS", (23,))
+    monkeypatch.setattr(rounds_lib, "FIRST_CALLS", (23,))
     whole = jboost.fit(X, y, "binomial_deviance", **kw)
     assert len(calls) == 1
-    monkeypatch.setattr(api, "FIRST_CALLS", (1, 3, 7, 2))
-    monkeypatch.setattr(api, "CALL_SECONDS", 1e-9)  # then one round per call
+    monkeypatch.setattr(rounds_lib, "FIRST_CALLS", (1, 3, 7, 2))
+    monkeypatch.setattr(rounds_lib, "CALL_SECONDS", 1e-9)  # then one round per call
     cut = jboost.fit(X, y, "binomial_deviance", **kw)
     assert len(calls) > 10
     _same(cut, whole)
-    monkeypatch.setattr(api, "FIRST_CALLS", (1, 2, 4))
-    monkeypatch.setattr(api, "CALL_SECONDS", 1.0)
+    monkeypatch.setattr(rounds_lib, "FIRST_CALLS", (1, 2, 4))
+    monkeypatch.setattr(rounds_lib, "CALL_SECONDS", 1.0)
     _same(jboost.fit(X, y, "binomial_deviance", verbose=5, **kw), whole)
 
 
@@ -174,7 +172,7 @@ def test_one_program_for_every_number_of_rounds(binary, monkeypatch):
     call (checkpoint_every=100) still report and call back once per chunk, with the same model."""
     X, y, Xv, yv = binary
     cap = calls_lib.ROUNDS_PER_CALL
-    monkeypatch.setattr(boosting, "_boost_rounds", chex.assert_max_traces(calls_lib.rounds_body, n=1))
+    monkeypatch.setattr(calls_lib, "rounds_body", chex.assert_max_traces(calls_lib.rounds_body, n=1))
     sizes = []
     real = rounds_lib._rounds_fn
 
@@ -188,11 +186,11 @@ def test_one_program_for_every_number_of_rounds(binary, monkeypatch):
             return out
         return call, d, rows
 
-    monkeypatch.setattr(api, "_rounds_fn", counting)
+    monkeypatch.setattr(rounds_lib, "_rounds_fn", counting)
     kw = dict(eval_set=(Xv, yv), subsample=0.7, learning_rate=0.2, depth=3, n_bins=16)
     long_n = 2 * cap + 22
-    monkeypatch.setattr(api, "FIRST_CALLS", (long_n,))  # asks for every round in one call
-    monkeypatch.setattr(api, "CALL_SECONDS", 1e9)
+    monkeypatch.setattr(rounds_lib, "FIRST_CALLS", (long_n,))  # asks for every round in one call
+    monkeypatch.setattr(rounds_lib, "CALL_SECONDS", 1e9)
     fits = {n: jboost.fit(X, y, "binomial_deviance", n_rounds=n, **kw) for n in (5, cap, long_n)}
     assert max(sizes) == cap and sum(sizes) == 5 + cap + long_n
     for n, model in fits.items():

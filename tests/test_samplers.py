@@ -1,4 +1,4 @@
-"""Row and column samplers (jboost/samplers.py), and a new sampler written as one function."""
+"""Row and column samplers (jboost/engine/samplers.py), and a new sampler written as one function."""
 
 from __future__ import annotations
 

@@ -361,5 +361,5 @@ def test_a_criterion_outside_the_kernel_gets_the_kernels_histograms():
 
 
 def test_split_criterion_must_be_a_split_criterion():
-    with pytest.raises(TypeError, match="split_criterion must be a jboost.splits.SplitCriterion"):
+    with pytest.raises(TypeError, match="split_criterion must be a jboost.trees.splits.SplitCriterion"):
         jboost.fit(np.zeros((4, 1)), np.zeros(4), split_criterion=l1_score)

@@ -18,7 +18,7 @@ KW = dict(n_rounds=4, depth=2, n_bins=8)
 MEMO_KW = dict(n_rounds=12, depth=3, n_bins=128)
 HYPERS = [dict(learning_rate=1.0, l2=0.01, min_child_weight=0.0),
           dict(learning_rate=0.3, l2=1.0, min_child_weight=0.0)]
-# The members of jboost.model.Model.
+# The members of jboost.models.base.Model.
 PROTOCOL = ("trees", "n_features", "task", "batch_shape", "n_stages", "raw_scores", "proba_from_raw",
             "classes_from_raw", "staged")
 
@@ -85,7 +85,7 @@ def test_stacking_out_of_fold_predictions_never_see_their_row(noisy, binary_stac
     assert agree_in > 0.6, agree_in
     assert agree_oof < 0.35, agree_oof
     # Each row's out-of-fold score is that of a fold model with zero weight on the row (stratified
-    # folds from jboost.cv seeded by the first half of the key): refit fold 0's first learner
+    # folds from jboost.data.folds seeded by the first half of the key): refit fold 0's first learner
     # alone with jboost.fit and compare on its held-out rows.
     ids = cv.fold_ids(y, 4, seed=[int(v) for v in checks.as_raw_key(k_folds)], stratified=True)
     masks = np.asarray(cv.fold_masks(ids, 4))
@@ -210,7 +210,7 @@ def test_fit_stacked_boosters_checks_like_fit(binary_data):
         fit(hypers=[dict(depth=3)])
     with pytest.raises(ValueError, match="schedules differ"):
         fit(hypers=[dict(learning_rate=lambda m: 0.1), dict(learning_rate=lambda m: 0.2)])
-    # The settings are checked by jboost.api.settings: the messages of jboost.fit.
+    # The settings are checked by jboost.fitting.settings.settings: the messages of jboost.fit.
     for bad, exc, where in ((dict(learning_rate=-1.0), ValueError, "hypers"),
                             (dict(l2=-1.0), ValueError, "hypers"),
                             (dict(subsample=0.0), ValueError, "hypers"),

@@ -26,7 +26,6 @@ import jboost.sweep as sweep_lib
 from jboost.sweep import program as program_lib
 from jboost.engine import checkpoints
 from jboost.engine import memory
-from jboost.sweep import program as program_mod
 from jboost.trees import family
 
 N, DEPTH, BINS, ROUNDS = 240, 2, 16, 12
@@ -289,7 +288,7 @@ def test_memory_estimate_bounds_what_xla_allocates(data):
     m, depth, n_bins = 2, 4, 64
     X_binned = jboost.bin_features(X, jboost.compute_borders(X, n_bins))
     config = jboost.BoostConfig(n_rounds=ROUNDS, depth=depth, n_bins=n_bins)
-    program = program_mod.chunk_program(config, None, False, tuple(jax.devices()[:1]))
+    program = program_lib.chunk_program(config, None, False, tuple(jax.devices()[:1]))
     hyper = jboost.Hyperparams(*(jnp.full((m,), v, jnp.float32) for v in (0.1, 1.0, 0.0, 1.0, 1.0, 1.0)))
     args = (X_binned, jnp.asarray(y), jnp.ones(N), jnp.zeros((1, N), jnp.int32),
             jax.random.PRNGKey(0)[None], hyper, jboost.losses.binomial_deviance(),
@@ -307,7 +306,7 @@ def test_one_compilation_per_static_combination_and_round_prefixes(monkeypatch, 
     # The chunk program's body may be traced twice in all (depths 1 and 2), whatever the number
     # of chunks, of round counts and of sweeps: chex raises on a third trace.
     chex.clear_trace_counter()
-    monkeypatch.setattr(program_lib, "fit_chunk", chex.assert_max_traces(program_mod.fit_chunk, n=2))
+    monkeypatch.setattr(program_lib, "fit_chunk", chex.assert_max_traces(program_lib.fit_chunk, n=2))
     res = sweep_lib.sweep(X, y, "binomial_deviance", **kw)
     assert res.info["n_compilations"] == 2  # depths 1 and 2; n_rounds 3 and 7 share the fits
     assert res.info["n_chunks"] == 2 * 4  # 4 models per depth, one per chunk
@@ -416,7 +415,7 @@ def test_early_stopping_on_a_maximised_custom_metric_compiles_once(monkeypatch):
               keep_trees=True)
     # One trace and one compilation for both round counts, both chunks and a second sweep.
     chex.clear_trace_counter()
-    monkeypatch.setattr(program_lib, "fit_chunk", chex.assert_max_traces(program_mod.fit_chunk, n=1))
+    monkeypatch.setattr(program_lib, "fit_chunk", chex.assert_max_traces(program_lib.fit_chunk, n=1))
     res = sweep_lib.sweep(X, y, "binomial_deviance", grid={"learning_rate": [0.2, 0.6]}, **kw)
     assert res.info["n_compilations"] == 1 and res.info["n_chunks"] == 2
     again = sweep_lib.sweep(X, y, "binomial_deviance", grid={"learning_rate": [0.3, 0.9]}, **kw)
@@ -564,13 +563,13 @@ def _assert_same_result(a, b):
 _KILLED_SWEEP = """
 import os, signal, sys
 sys.path.insert(0, {tests!r})
-from jboost import _batching
+from jboost.engine import checkpoints
 import test_sweep as t
-save = _batching.ChunkCheckpoints.save
+save = checkpoints.ChunkCheckpoints.save
 def save_then_die(self, part, chunk, outputs, items):
     save(self, part, chunk, outputs, items)
     os.kill(os.getpid(), signal.SIGKILL)  # a real kill, after the first chunk's file is written
-_batching.ChunkCheckpoints.save = save_then_die
+checkpoints.ChunkCheckpoints.save = save_then_die
 t._sweep_a(*t._data(), checkpoint_dir=sys.argv[1])
 """
 

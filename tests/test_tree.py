@@ -1,4 +1,4 @@
-"""Oblivious trees (jboost/tree.py) and exact leaf refits (jboost/refit.py).
+"""Oblivious trees (jboost/tree.py) and exact leaf refits (jboost/trees/refit.py).
 
 ``fit_tree`` is called outside ``jit`` here (as the core does not jit it on its own). Evaluated
 eagerly, every primitive of the split search and of the leaf values would be compiled separately
@@ -21,8 +21,6 @@ import jboost
 from jboost.trees import histograms
 from jboost import losses
 from jboost.trees import refit
-from jboost import splits
-from jboost import tree
 from jboost.trees import family
 from jboost.trees import oblivious as oblivious_lib
 from jboost.trees import splits as splits_lib
@@ -31,9 +29,9 @@ from jboost.trees import splits as splits_lib
 @pytest.fixture(scope="module", autouse=True)
 def _jit_tree_pieces():
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(splits, "best_split", jax.jit(splits_lib.best_split,
+        mp.setattr(splits_lib, "best_split", jax.jit(splits_lib.best_split,
                                                  static_argnames=("cumulative", "missing", "criterion")))
-        mp.setattr(tree, "newton_leaf_values", jax.jit(family.newton_leaf_values, static_argnames="value"))
+        mp.setattr(family, "newton_leaf_values", jax.jit(family.newton_leaf_values, static_argnames="value"))
         yield
 
 
@@ -554,7 +552,7 @@ def test_predict_raw_equals_numpy_reference(k, depth, random_trees, predict_refe
     np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-5)
 
 
-# --- How to extend: a tree family is one class (jboost.tree.TreeFamily) --------------------------
+# --- How to extend: a tree family is one class (jboost.trees.family.TreeFamily) --------------------------
 
 
 class DepthwiseTrees(NamedTuple):
@@ -562,7 +560,7 @@ class DepthwiseTrees(NamedTuple):
     own rule, chosen by the criterion from the same (node, feature, bin) histograms. Rules are
     stored per node, level by level (node ``j`` of level ``d`` at ``2**d - 1 + j``); a row's node
     in level ``d`` is the bits of its first ``d`` comparisons, as in oblivious trees, so the leaf
-    layout and the parent fallback of :func:`jboost.tree.newton_leaf_values` are shared."""
+    layout and the parent fallback of :func:`jboost.trees.family.newton_leaf_values` are shared."""
 
     features: jax.Array       # int32 (..., 2**D - 1)
     thresholds: jax.Array     # int32 (..., 2**D - 1)
@@ -666,7 +664,7 @@ def test_a_new_tree_family_is_one_class():
 
 
 def test_tree_family_must_implement_the_protocol():
-    with pytest.raises(TypeError, match="or a class implementing jboost.tree.TreeFamily; .* lacks grow"):
+    with pytest.raises(TypeError, match="or a class implementing jboost.trees.family.TreeFamily; .* lacks grow"):
         jboost.fit(np.zeros((4, 1)), np.zeros(4), tree_family=tuple)
 
 

@@ -5,7 +5,7 @@ bagged trees and 4.88% for a random forest (``m = sqrt(p)``, i.e. 7 of the 57 fe
 the out-of-bag (OOB) error tracking the test error as trees are added (Figure 15.1 / 15.4).
 
 Ours: forests of *oblivious* trees (:mod:`jboost.bagging`), each fitted by
-:func:`jboost.tree.fit_tree` to a multinomial bootstrap given as integer weights; a random
+:func:`jboost.trees.oblivious.fit_tree` to a multinomial bootstrap given as integer weights; a random
 forest draws, per tree and per level, a sorted random subset of ``m = 7`` features (an oblivious
 level is one rule shared by all its nodes, so the per-node sampling of ESL Algorithm 15.1
 becomes per-level sampling). Leaves hold class frequencies (Gini splits); the forest averages
@@ -15,7 +15,7 @@ bagged tree has all 57 features eligible at every level, so its histograms are `
 a forest tree's: at depth 16 it would have needed about 2.4 GB of temporaries per tree and about
 four times the depth-14 time, which was 640 s for 500 trees on the loaded 2-core machine --
 figures of the grower of the time, which materialised every level's histograms; through
-:func:`jboost.tree.fit_tree`'s fused CPU kernel the same trees, bit for bit, take 16 MB of
+:func:`jboost.trees.oblivious.fit_tree`'s fused CPU kernel the same trees, bit for bit, take 16 MB of
 temporaries for the bagged trees' program and 12-17 s per fit, and the settings are kept so
 that the results stay those reported); 32 bins per feature; ``B = 500`` forest trees and
 ``B = 200`` bagged trees (its curve is flat after ~100 trees).
@@ -31,7 +31,7 @@ Beside them, the same forest and bagged trees of **depth-wise** trees (``tree_fa
 fewer than two rows): ``depth=30`` only bounds it, as the book's and scikit-learn's trees are
 unbounded (until the eighteenth session depth 16 was jboost's deepest, and these trees were
 cut there); each level builds histograms only for its splittable nodes (at most ``n // 2``),
-:func:`jboost.depthwise.fit_tree`'s compact path, and each tree is a node table of the nodes it
+:func:`jboost.trees.depthwise.fit_tree`'s compact path, and each tree is a node table of the nodes it
 has. Measured once (2026-11-23, 2-core machine loaded by other jobs, load 6-11): test
 error 4.88% for the depth-wise forest and 5.21% for the depth-wise bagged trees (OOB 5.22% and
 5.97%), 172 s for each fit (compilation apart: 135 s and 52 s).

@@ -5,7 +5,7 @@ The kernels (``*.cc`` here: one file per kernel, shared code in ``parallel.h``, 
 the installed jaxlib's XLA FFI headers; an optional extension: without a C++ compiler the install
 still succeeds). The library's ABI version is checked when it is loaded (:data:`ABI_VERSION`).
 When the library is absent or stale, or ``JBOOST_NATIVE=0`` is set, jboost uses its pure-JAX
-histogram path everywhere; on GPU and TPU it always does. Both paths compute the same sums; see ``jboost/histograms.py``.
+histogram path everywhere; on GPU and TPU it always does. Both paths compute the same sums; see ``jboost/trees/histograms.py``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,18 @@
 """Pallas kernels for the accelerator path: histograms, deterministic (quantised) histograms and
 split gains.
 
-What it is: the GPU counterparts of the CPU kernel's two jobs (:mod:`jboost.histograms`,
+What it is: the GPU counterparts of the CPU kernel's two jobs (:mod:`jboost.trees.histograms`,
 :mod:`jboost.splits`) written as Pallas kernels for the **Triton** backend. On this repository's
 CPU machines they run in Pallas's interpret mode and are tested there (``tests/test_pallas.py``)
-against the CPU kernel's histograms (:func:`jboost.histograms.build_histogram`) and the XLA
-gains (:func:`jboost.splits.split_gains_cumulative`); the test also lowers them to Triton IR for
+against the CPU kernel's histograms (:func:`jboost.trees.histograms.build_histogram`) and the XLA
+gains (:func:`jboost.trees.splits.split_gains_cumulative`); the test also lowers them to Triton IR for
 a CUDA target, which checks what Pallas checks (power-of-two tensors, dot operand types), not
 what the Triton compiler or a GPU would. They are **not wired into** :func:`jboost.fit`: a GPU
 run must first validate the Triton compilation and measure them against the pure-JAX scatter
-(:func:`jboost.histograms.pure_jax_histogram`).
+(:func:`jboost.trees.histograms.pure_jax_histogram`).
 
 * :func:`histogram`: per (feature, leaf, bin) sums of a float32 payload, as
-  :func:`jboost.histograms.build_histogram`, in the matmul form that GPUs run on tensor cores:
+  :func:`jboost.trees.histograms.build_histogram`, in the matmul form that GPUs run on tensor cores:
   each program turns a block of rows' cell indices ``leaf * n_bins + bin`` into a one-hot
   ``(rows, cells)`` matrix and accumulates ``one_hot.T @ payload`` (float32 operands at
   ``Precision.HIGHEST``: Pallas's Triton lowering turns the default precision into TF32, which
@@ -22,16 +22,16 @@ run must first validate the Triton compilation and measure them against the pure
   and summed exactly in integers, so the result is bitwise the same whatever the order of the
   rows, the block sizes or the order in which thread blocks finish.
 * :func:`split_gains`: the Newton gains of every (feature, threshold, missing direction) of
-  one output from cumulative histograms, as :func:`jboost.splits.split_gains_cumulative`.
+  one output from cumulative histograms, as :func:`jboost.trees.splits.split_gains_cumulative`.
 
 How to call it (``interpret=None``: interpret mode when JAX's default backend is the CPU, the
 compiled Triton kernel otherwise)::
 
-    from jboost import pallas_kernels as pk
+    from jboost._native import pallas as pk
     hist = pk.histogram(X_binned, payload, leaf, n_leaves=4, n_bins=64)       # (F, 4, 64, C)
     hist_int, scale = pk.quantized_histogram(X_binned, payload, leaf, n_leaves=4, n_bins=64)
     hist = pk.dequantize(hist_int, scale)
-    gains = pk.split_gains(jboost.histograms.prefix_sum(hist, axis=2), l2, min_child_weight)
+    gains = pk.split_gains(jboost.trees.histograms.prefix_sum(hist, axis=2), l2, min_child_weight)
 
 **Schedules.** The usual Pallas form of a reduction puts the rows on the last grid axis and
 revisits the output block (zeroed at the first row block). That is an accumulation only where
@@ -201,7 +201,7 @@ def histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int,
               block_cells: int = BLOCK_CELLS, rows_in_grid: bool = False):
     """Sums of ``payload`` rows per (feature, leaf, bin), by one-hot matmuls in a Pallas kernel.
 
-    The same sums as :func:`jboost.histograms.build_histogram` (up to float32 summation order):
+    The same sums as :func:`jboost.trees.histograms.build_histogram` (up to float32 summation order):
     bins above ``n_bins - 1`` count in the last (missing) bin and rows whose leaf is outside
     ``[0, n_leaves)`` count nowhere, as in the CPU kernel.
 
@@ -342,7 +342,7 @@ def split_gains(cum_hist, l2, min_child_weight, *, missing: bool = True,
     """Newton split gains of one output from cumulative histograms, one program per feature.
 
     The formula, ``min_child_weight`` rule and missing-direction convention of
-    :func:`jboost.splits.split_gains_cumulative` (with :data:`jboost.splits.NEWTON`): a leaf adds
+    :func:`jboost.trees.splits.split_gains_cumulative` (with :data:`jboost.trees.splits.NEWTON`): a leaf adds
     ``S(left) + S(right) - S(parent)`` (``S = G^2 / (H + l2)``, 0 where ``H + l2 <= 0``) when
     both children's hessian sums are ``>= min_child_weight`` and 0 otherwise; direction 0 sends
     the missing bin left, direction 1 right (``-inf`` with ``missing=False``).
@@ -351,7 +351,7 @@ def split_gains(cum_hist, l2, min_child_weight, *, missing: bool = True,
       cum_hist: ``(F, L, B, 2)`` inclusive prefix sums over the bins of (gradient, hessian)
         histograms; bin ``B - 1`` is the missing bin.
       l2, min_child_weight: traced scalars.
-      missing: static, as in :func:`jboost.splits.split_gains_cumulative`.
+      missing: static, as in :func:`jboost.trees.splits.split_gains_cumulative`.
       interpret: static; as in :func:`histogram`.
 
     Returns:

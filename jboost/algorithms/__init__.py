@@ -1,9 +1,9 @@
 """The literature's boosting algorithms on the boosting scaffold.
 
 Every algorithm is a ``round`` function on :mod:`jboost.boosting`'s scaffold (an
-:class:`jboost.boosting.Algorithm` in the static ``BoostConfig``): the scaffold's
+:class:`jboost.engine.algorithm.Algorithm` in the static ``BoostConfig``): the scaffold's
 ``lax.scan`` draws each round's rows and columns, the round function grows its trees with the
-shared builder (:func:`jboost.boosting.grow_trees`) and gives their final leaf values, its own
+shared builder (:func:`jboost.engine.algorithm.grow_trees`) and gives their final leaf values, its own
 state (e.g. AdaBoost's observation weights) and its diagnostics, and the scaffold adds the trees
 to the raw scores and records the losses. Continuous settings and the key may be traced
 (``jax.vmap`` over a sweep is one compiled program; the same shapes and static settings compile
@@ -27,7 +27,7 @@ state is per training row, so it continues on the rows it was fitted on.
 
 Lifecycle: every entry point takes ``early_stopping_rounds``, ``early_stopping_tolerance``,
 ``eval_metric``, ``verbose``, ``callbacks``, ``checkpoint_dir`` and ``checkpoint_every`` as
-:func:`jboost.fit` does, on the same round runner (:func:`jboost.api.run_rounds`): stop once the
+:func:`jboost.fit` does, on the same round runner (:func:`jboost.engine.rounds.run_rounds`): stop once the
 ``eval_set`` score (its loss, or ``eval_metric``) has not improved for ``early_stopping_rounds``
 rounds (the model records ``best_round``, which predictions use), progress lines every
 ``verbose`` rounds, ``callbacks`` after each chunk of rounds, a checkpoint (the model, the
@@ -45,8 +45,8 @@ the rounds fitted so far, with a warning.
 The round functions (:func:`adaboost_m1_round`, ...; with :func:`init_discrete` and
 :func:`init_log_weights`, the initial state of the reweighting algorithms) are public, so a
 round can be read, tested or reused: ``boosting.Algorithm(adaboost_m1_round, init_discrete)``
-passed as ``algorithm=`` to :func:`jboost.api.settings` runs AdaBoost.M1 through
-:func:`jboost.boosting.boost`. A new algorithm is one such function (README, "How to extend
+passed as ``algorithm=`` to :func:`jboost.fitting.settings.settings` runs AdaBoost.M1 through
+:func:`jboost.engine.boosting.boost`. A new algorithm is one such function (README, "How to extend
 jboost").
 
 Their defaults (small trees, ``l2 = 0``, ``min_child_weight = 0``, ``learning_rate = 1`` for the

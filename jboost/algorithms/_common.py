@@ -10,13 +10,13 @@ that fitted it (``algorithm``, an index into :data:`ALGORITHMS`) and the algorit
 after the last round under the names its entry point gives (e.g. ``log_weights``, ``done``).
 
 Warm start (:func:`check_init_model`, then :func:`run` with ``init_model=``): the continued fit
-bins with the model's borders, starts from its raw scores (:func:`jboost.boosting.resume`) and
+bins with the model's borders, starts from its raw scores (:func:`jboost.engine.boosting.resume`) and
 state, and folds round ``m``'s key from ``m`` counted from the model's first round, so ``r``
 rounds then ``s`` more equal ``r + s`` rounds bitwise (the big_vision ``fold_in(key, step)``
 rule); the result holds every round. A new fit runs the same compiled program, from the
 scaffold's initial state and round 0.
 
-A concrete fit runs its rounds through :func:`jboost.fit`'s runner (:func:`jboost.api.run_rounds`:
+A concrete fit runs its rounds through :func:`jboost.fit`'s runner (:func:`jboost.engine.rounds.run_rounds`:
 host-side calls of one compiled program, so ``Ctrl-C`` returns the rounds fitted so far), with
 its early stopping, progress, callbacks and checkpoints (:data:`ROUNDS_DEFAULTS`; a checkpoint is
 the model, whose ``info`` holds the algorithm's state, so a rerun resumes bitwise).
@@ -84,7 +84,7 @@ ALGORITHMS = ("adaboost_m1", "samme", "samme_r", "real_adaboost", "gentle_adaboo
 
 @functools.lru_cache(maxsize=None)
 def algorithm(round_fn: Callable, init: Optional[Callable] = None, **static) -> algorithm_lib.Algorithm:
-    """The :class:`jboost.boosting.Algorithm` of ``round_fn`` with its static settings bound
+    """The :class:`jboost.engine.algorithm.Algorithm` of ``round_fn`` with its static settings bound
     (``round_fn(r, **static)``). Cached: the same settings give the same (hashable) algorithm, so
     the compiled ``boosting.boost`` is reused."""
     fn = functools.partial(round_fn, **static) if static else round_fn
@@ -132,7 +132,7 @@ class Table(NamedTuple):
 def read_table(X, y, eval_set, init_model: Optional[booster_lib.Booster], name: str,
                config: boosting_lib.BoostConfig, borders, labels=None, n_outputs=None, task=None):
     """The inputs of algorithm ``name`` read as :func:`jboost.fit` reads them: a DataFrame's
-    columns in ``init_model``'s order and its names kept (:func:`jboost._validation.tabular_input`),
+    columns in ``init_model``'s order and its names kept (:func:`jboost.data.tabular.tabular_input`),
     ``init_model`` checked (:func:`check_init_model`), and, for a classification ``labels`` loss
     (a name or a loss; ``None``: labels as they are), class labels as users have them mapped to
     ``0..K-1`` (``init_model``'s classes for a continued fit). Returns
@@ -179,7 +179,7 @@ def check_init_model(init_model: Optional[booster_lib.Booster], name: str, X, co
 def _resumed(model: booster_lib.Booster, data: state_lib.Data, loss: loss_lib.Loss,
              config: boosting_lib.BoostConfig, state: Tuple[str, ...]) -> state_lib.BoostState:
     """The scaffold's state after ``model``'s rounds on ``data``: its raw scores
-    (:func:`jboost.boosting.resume`) and the algorithm's state read back from ``model.info``
+    (:func:`jboost.engine.boosting.resume`) and the algorithm's state read back from ``model.info``
     under the names ``state`` (the leaves of the algorithm's ``init`` state, in order)."""
     init_model_lib.check_init_loss(model, loss)
     template = jax.eval_shape(config.algorithm.init, data, loss)
@@ -207,7 +207,7 @@ ROUNDS_DEFAULTS = dict(early_stopping_rounds=None, early_stopping_tolerance=0.0,
 
 
 def family(tree_family, max_leaves) -> dict:
-    """An algorithm's tree family settings for :func:`jboost.api.settings` (as
+    """An algorithm's tree family settings for :func:`jboost.fitting.settings.settings` (as
     :func:`jboost.fit`'s ``tree_family`` and ``max_leaves``)."""
     return dict(tree_family=tree_family, max_leaves=max_leaves)
 
@@ -233,7 +233,7 @@ def run(data: state_lib.Data, borders, key, hyper: boosting_lib.Hyperparams,
         init_model: Optional[booster_lib.Booster] = None,
         k_from_labels: bool = False, rounds: Optional[Mapping] = None,
         table: Table = Table()) -> booster_lib.Booster:
-    """Boost on the scaffold (:func:`jboost.boosting.boost` with ``config.algorithm``) from
+    """Boost on the scaffold (:func:`jboost.engine.boosting.boost` with ``config.algorithm``) from
     ``init_raw`` (zeros by default) and wrap the result as a :class:`jboost.Booster` of
     algorithm ``name`` (:data:`ALGORITHMS`; kept as ``info["algorithm"]``).
 
@@ -247,11 +247,11 @@ def run(data: state_lib.Data, borders, key, hyper: boosting_lib.Hyperparams,
 
     ``rounds``: the entry point's :data:`ROUNDS_DEFAULTS` arguments (early stopping, progress,
     callbacks, checkpoints). A concrete fit runs its rounds through :func:`jboost.fit`'s runner,
-    :func:`jboost.api.run_rounds` (host-side calls of one compiled program: ``Ctrl-C``,
+    :func:`jboost.engine.rounds.run_rounds` (host-side calls of one compiled program: ``Ctrl-C``,
     progress, checkpoints of the model with its state in ``info``); under ``jax.vmap`` it is
-    one program (:func:`jboost.boosting.boost`; early stopping too, each model on its own).
+    one program (:func:`jboost.engine.boosting.boost`; early stopping too, each model on its own).
 
-    Before compiling, the fit's memory estimate (:func:`jboost._validation.check_boosting_memory`)
+    Before compiling, the fit's memory estimate (:func:`jboost.engine.memory.check_boosting_memory`)
     refuses what cannot fit (``MemoryError``; ``k_from_labels``: the message names K = max(y) + 1
     from the labels, e.g. a class label of 1e6).
     """

@@ -5,7 +5,7 @@ Each algorithm is a ``round`` function on the boosting scaffold (:mod:`jboost.bo
 scaffold draws the round's rows and columns, adds the round's tree to the raw scores and records
 the exponential loss); its own state is the observation weights and, for the discrete
 algorithms, whether the model has stopped. The weak learner is an oblivious tree grown by the
-shared builder (:func:`jboost.boosting.grow_trees`) on the weighted training data:
+shared builder (:func:`jboost.engine.algorithm.grow_trees`) on the weighted training data:
 
 * two classes (AdaBoost.M1): the structure is the weighted least-squares fit of the labels
   ``y in {-1, +1}`` (gradients ``-w y``, hessians ``w``; for two classes this is the weighted Gini

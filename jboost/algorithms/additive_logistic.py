@@ -3,7 +3,7 @@
 Each algorithm is a ``round`` function on the boosting scaffold (:mod:`jboost.boosting`), which
 draws the round's rows and columns, adds the round's trees to the raw scores and records the
 loss. Each round fits one oblivious tree (K for K-class LogitBoost) with the shared builder
-(:func:`jboost.boosting.grow_trees`) by weighted least squares (gradients ``-w z``, hessians
+(:func:`jboost.engine.algorithm.grow_trees`) by weighted least squares (gradients ``-w z``, hessians
 ``w``: the tree's leaf values are then the weighted means of the working response ``z`` in each
 leaf, with ``l2 = 0``), as FHT do with regression trees. Two-class labels are 0/1 (FHT's
 ``y* = y01`` and ``y = 2 y01 - 1``); raw scores ``F(x)`` are FHT's, with ``p(x) = e^F / (e^F +
@@ -253,7 +253,7 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100,
     The K-class step is kept as published: a per-class Newton step on the diagonal hessian
     ``p (1 - p)`` scaled by ``(K-1)/K`` (LightGBM's ``K/(K-1)`` hessian factor), which does not
     bound the coupled multinomial hessian as :func:`jboost.fit`'s default curvature (the
-    Gershgorin majorant ``2 p (1 - p)``, :mod:`jboost.derivatives`) does. At learning rate 1
+    Gershgorin majorant ``2 p (1 - p)``, :mod:`jboost.losses.derivatives`) does. At learning rate 1
     with deep trees on overlapping classes its training deviance can rise (measured: by 0.0135 in
     one round, K = 3, depth 6, 5000 rows; never at K = 12: ``benchmarks/multiclass_step.py
     --algorithms``); shrinkage, or ``jboost.fit(..., "multinomial_deviance")``, avoids it.

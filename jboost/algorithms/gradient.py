@@ -4,7 +4,7 @@ Friedman 2001, Algorithm 1).
 
 Both are ``round`` functions on the boosting scaffold (:mod:`jboost.boosting`: it draws the
 round's rows and columns, adds the round's tree to the raw scores and records the loss) and fit
-each round's oblivious tree (shared builder :func:`jboost.boosting.grow_trees`) to the
+each round's oblivious tree (shared builder :func:`jboost.engine.algorithm.grow_trees`) to the
 pseudo-residuals ``r_i = -dL(y_i, f(x_i)) / df`` by least squares (unit hessians: the gain is the
 reduction in squared error and the leaf values are the mean residuals). They differ in the step:
 
@@ -71,9 +71,9 @@ def line_search_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int,
     """``gamma_j = argmin_gamma sum_{i in leaf j} w_i L(y_i, f_i + gamma)`` (ESL Alg. 10.3 2(c)).
 
     ``n_steps`` Newton iterations on the true loss from ``init`` ``(L, K)``, all leaves at once,
-    each step clipped by :func:`newton_step` (unlike :func:`jboost.refit.line_search_leaf_values`,
+    each step clipped by :func:`newton_step` (unlike :func:`jboost.trees.refit.line_search_leaf_values`,
     whose unclipped steps can diverge). Exact after one step for squared error. The curvature is
-    the loss's (:func:`jboost.derivatives.grad_hess`; a ``"unit"`` loss gets the autodiff one):
+    the loss's (:func:`jboost.losses.derivatives.grad_hess`; a ``"unit"`` loss gets the autodiff one):
     for K coupled outputs the Gershgorin majorant of the hessian by default, whose per-output
     step cannot overshoot the coupled Newton step (issue 14), or its diagonal with
     ``hessian="diagonal"``.

@@ -71,7 +71,7 @@ def line_search_scale(loss: loss_lib.Loss, y, raw, step, w, axis_name=None):
 
 
 def line_search_round(r: algorithm.Round) -> algorithm.RoundResult:
-    """A round of :func:`jboost.boosting.newton_round` (for a natural-gradient loss: trees fitted
+    """A round of :func:`jboost.engine.algorithm.newton_round` (for a natural-gradient loss: trees fitted
     by least squares to ``F^{-1} g``) whose whole step is scaled by NGBoost's line search
     (:func:`line_search_scale`) before the shrinkage: ``learning_rate * rho * trees``, as
     ``ngboost`` updates its parameters. ``info["scale"]`` records ``rho`` per round."""
@@ -84,8 +84,8 @@ def line_search_round(r: algorithm.Round) -> algorithm.RoundResult:
     return algorithm.RoundResult(trees, res.leaves, info={"scale": rho})
 
 
-#: NGBoost's per-round line search as an algorithm of the scaffold: ``jboost.api.settings(...,
-#: algorithm=LINE_SEARCH)`` and :func:`jboost.boosting.boost` (module docstring: not a default).
+#: NGBoost's per-round line search as an algorithm of the scaffold: ``jboost.fitting.settings.settings(...,
+#: algorithm=LINE_SEARCH)`` and :func:`jboost.engine.boosting.boost` (module docstring: not a default).
 LINE_SEARCH = algorithm.Algorithm(line_search_round)
 
 

@@ -1,12 +1,12 @@
 """fit_bagged_boosters: bagging any boosted learner (Breiman 1996) -- the entry point, warm start and checkpointed chunks of bags.
 
-:func:`fit_bagged_boosters` vmaps :func:`jboost.boosting.boost` over bag keys with the bootstrap
+:func:`fit_bagged_boosters` vmaps :func:`jboost.engine.boosting.boost` over bag keys with the bootstrap
 counts (:mod:`jboost.bagging.bootstrap`) as sample weights: one compiled call, chunked like a
-forest. The result, :class:`BaggedBoosters`, implements :class:`jboost.model.Model`.
+forest. The result, :class:`BaggedBoosters`, implements :class:`jboost.models.base.Model`.
 
 **Early stopping per bag.** With ``early_stopping_rounds`` every bag stops on its own validation
-score (:class:`jboost.boosting.EarlyStopping`, the ``while_loop`` of chunks of rounds of
-:func:`jboost.boosting.boost_until_stopped`; a chunk of bags fitted together runs until its last
+score (:class:`jboost.engine.boosting.EarlyStopping`, the ``while_loop`` of chunks of rounds of
+:func:`jboost.engine.boosting.boost_until_stopped`; a chunk of bags fitted together runs until its last
 bag has stopped, and a stopped bag's state no longer changes). The default validation set is each
 bag's own out-of-bag rows (ESL 15.3.1; Breiman 1996b, "Out-of-bag estimation"): the training rows
 that bag's bootstrap sample left out, weighted ``sample_weight * [count == 0]``. They are the
@@ -35,9 +35,9 @@ model keeps every bag's statistics (``BaggedBoosters.categorical``, a leading ba
 borders (``(B, F, n_bins - 1)``), and predicts from rows as users hold them.
 
 **Lifecycle.** ``init_model=`` continues every bag (its bootstrap weights and baseline kept, its
-raw scores replayed by :func:`jboost.boosting.resume`, rounds continuing its keys): bitwise the
+raw scores replayed by :func:`jboost.engine.boosting.resume`, rounds continuing its keys): bitwise the
 longer fit. ``checkpoint_dir=`` and ``callbacks=`` run the chunks of bags from the host
-(:func:`jboost._batching.map_checkpointed`). ``base_margin=`` offsets every bag's rows.
+(:func:`jboost.engine.batching.map_checkpointed`). ``base_margin=`` offsets every bag's rows.
 """
 
 from __future__ import annotations
@@ -120,8 +120,8 @@ def fit_bagged_boosters(
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
     One compiled call: ``lax.map`` (chunks of ``chunk_size`` bags, each chunk a ``vmap``) of
-    :func:`jboost.boosting.boost` with the bootstrap weights as sample weights. The boosting
-    arguments mean what they mean in :func:`jboost.fit` (checked by :func:`jboost.api.settings`;
+    :func:`jboost.engine.boosting.boost` with the bootstrap weights as sample weights. The boosting
+    arguments mean what they mean in :func:`jboost.fit` (checked by :func:`jboost.fitting.settings.settings`;
     the same defaults; ``tree_family`` and ``max_leaves`` pick every bag's trees). The bin borders are the unweighted quantiles of ``X``, shared by the bags.
     ``verbose``: print a line (bags done, elapsed and remaining time) as each chunk of bags is
     fitted, while the program runs (not under ``jax.vmap``).
@@ -172,7 +172,7 @@ def fit_bagged_boosters(
 
     Checkpoints, callbacks and ``Ctrl-C``: a concrete fit (not under ``jax.vmap`` / ``jax.jit``)
     runs its chunks of bags as host-side calls of one compiled chunk program
-    (:func:`jboost._batching.map_checkpointed`; bitwise the bags of one program), so ``Ctrl-C``
+    (:func:`jboost.engine.batching.map_checkpointed`; bitwise the bags of one program), so ``Ctrl-C``
     stops it at once and returns the bags of the chunks finished so far, with a warning (a
     ``KeyboardInterrupt`` before the first chunk has finished; the running chunk ends in the
     background).
@@ -186,7 +186,7 @@ def fit_bagged_boosters(
 
     Raises:
       MemoryError: the ``chunk_size`` bags fitted together (and every bag's trees) would not fit
-        in the device's memory (:func:`jboost._validation.check_boosting_memory`, before compiling).
+        in the device's memory (:func:`jboost.engine.memory.check_boosting_memory`, before compiling).
       ValueError: early stopping on out-of-bag rows where a bag has none with weight (a tiny
         data set, or ``sample_weight`` zero on its out-of-bag rows), before fitting.
     """

@@ -56,7 +56,7 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, loss:
                      verbose: bool = False, valid=None, oob: bool = False,
                      start: Optional[BagStart] = None, margins=None, cat: Optional[BagCat] = None,
                      cat_spec: Optional[data_categorical.CategoricalSpec] = None):
-    """``n_bags`` runs of :func:`jboost.boosting.boost`, bag ``b`` on weights ``w * c_b``.
+    """``n_bags`` runs of :func:`jboost.engine.boosting.boost`, bag ``b`` on weights ``w * c_b``.
 
     Bag ``b``: ``(k_boot, k_fit) = bag_keys(key, b)``; ``c_b = bootstrap_weights(k_boot)``; its
     baseline is the optimal constant on its own weights; boosting uses key ``k_fit``. Its
@@ -69,7 +69,7 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, loss:
 
     ``start``: continue these bags (:class:`BagStart`, a warm start): bag ``b`` keeps its
     bootstrap weights and baseline, its raw scores are replayed from its trees
-    (:func:`jboost.boosting.resume`) and its rounds continue from round ``R`` (keys
+    (:func:`jboost.engine.boosting.resume`) and its rounds continue from round ``R`` (keys
     ``fold_in(k_fit, m)``), so ``R`` rounds then ``n_rounds`` more equal ``R + n_rounds``
     rounds bitwise.
 
@@ -81,9 +81,9 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, loss:
     ``cat`` (:class:`BagCat`) with its static ``cat_spec``: categorical columns; ``X_binned``
     holds the spec's host rows (then the ctr codes' rows, unused), and every bag computes its
     ordered target statistics from its weights ``w * counts[b]`` with the permutation of
-    ``fold_in(k_fit, PERMUTATION_STREAM)`` (:func:`jboost.categorical.training_features`), as
+    ``fold_in(k_fit, PERMUTATION_STREAM)`` (:func:`jboost.data.categorical_stats.training_features`), as
     :func:`jboost.fit` does. The output gains a fourth entry, each bag's statistics' borders and
-    :class:`jboost.categorical.Categorical` arrays (``None`` without categorical columns).
+    :class:`jboost.data.categorical_stats.Categorical` arrays (``None`` without categorical columns).
     """
     one_bag = _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start,
                       margins, cat, cat_spec)
@@ -182,7 +182,7 @@ def bags_chunk(X_binned, y, w, key, hyper, loss, valid, start, margins, cat, bag
 def categorical_inputs(plan, data, loss: loss_lib.Loss, key, n_bags: int, bootstrap: str, prior,
                         prior_weight):
     """``(BagCat, spec)`` of a fit of bags with categorical columns: the ctr columns' codes, the
-    statistics' targets (:func:`jboost.categorical.targets`), every bag's bootstrap weights drawn
+    statistics' targets (:func:`jboost.data.categorical_stats.targets`), every bag's bootstrap weights drawn
     on the host (:func:`jboost.bagging.all_bootstrap_weights`: the draws of the program) and its
     prior: ``prior``, or (``None``) the weighted mean of the targets over the bag's weights
     ``sample_weight * counts``, computed as :func:`jboost.fit` computes it (float64 on the host,

@@ -11,7 +11,7 @@
   Algorithm 15.1): an oblivious tree applies one rule per level, so the per-node feature
   sampling becomes per-level sampling: level ``d`` may only split on a sorted random subset of
   ``m`` features (:func:`feature_subsets`; ``m`` is static: it sets the shape). The subsets are
-  the sets of :func:`jboost.samplers.column_masks` (``by="level"``) for the same key.
+  the sets of :func:`jboost.engine.samplers.column_masks` (``by="level"``) for the same key.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ def feature_subsets(key, n_features: int, depth: int, max_features: int) -> jax.
 
     Level ``d`` takes the ``max_features`` features of smallest ``uniform(k_d, (F,))`` with
     ``k_d = split(key, depth)[d]``: the same sets as
-    ``jboost.samplers.column_masks(key, F, depth, max_features / F, "level")``. They are the
-    ``feature_subsets`` argument of :func:`jboost.tree.fit_tree`.
+    ``jboost.engine.samplers.column_masks(key, F, depth, max_features / F, "level")``. They are the
+    ``feature_subsets`` argument of :func:`jboost.trees.oblivious.fit_tree`.
     """
     if max_features >= n_features:
         return jnp.broadcast_to(jnp.arange(n_features, dtype=jnp.int32), (depth, n_features))
@@ -88,9 +88,9 @@ def node_feature_subsets(key, n_features: int, depth: int, max_features: int):
     """Per-node feature subsets of a depth-wise tree (ESL Algorithm 15.1: ``m`` features drawn
     at every node): a list of ``depth`` int32 arrays ``(2**d, max_features)``, row ``j`` of level
     ``d`` the sorted features eligible at node ``j`` of level ``d``
-    (:func:`jboost.depthwise.node_features`: a function of ``(key, d, j)``), or ``None`` when
+    (:func:`jboost.trees.node_splits.node_features`: a function of ``(key, d, j)``), or ``None`` when
     ``max_features >= n_features`` (every feature everywhere: bagging). As ``feature_subsets``
-    of :func:`jboost.depthwise.fit_tree` they give the tree of ``feature_key=key,
+    of :func:`jboost.trees.depthwise.fit_tree` they give the tree of ``feature_key=key,
     max_features=m``, which draws them only for the nodes that get histograms."""
     if max_features >= n_features:
         return None

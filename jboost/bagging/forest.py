@@ -1,25 +1,25 @@
 """fit_forest / fit_bagged_trees: the random-forest entry point (task, family and depth defaults, memory check, warm start, checkpointed chunks of trees).
 
 * **Depth-wise trees** (the default; ``fit_forest(tree_family="depthwise")``): each tree is
-  :func:`jboost.depthwise.fit_tree`, every node its own split from its own ``m`` features drawn
-  at random (:func:`jboost.depthwise.node_features`: ESL Algorithm 15.1 as written), grown until
+  :func:`jboost.trees.depthwise.fit_tree`, every node its own split from its own ``m`` features drawn
+  at random (:func:`jboost.trees.node_splits.node_features`: ESL Algorithm 15.1 as written), grown until
   nodes are pure, too small for ``min_child_weight`` or at ``depth`` (default 30: grown until
   pure, as the book's forests and scikit-learn's; on spam, letter and California at or under
   scikit-learn's time and test error within 4% of it, benchmarks/RESULTS.md); each level builds
   histograms only for its splittable nodes (at most ``n // 2``: the compact path), and each
-  tree is a node table (:class:`jboost.depthwise.DepthwiseTrees`) of at most ``n - 1`` nodes,
+  tree is a node table (:class:`jboost.trees.depthwise.DepthwiseTrees`) of at most ``n - 1`` nodes,
   so a tree costs its non-empty nodes, not ``2^depth``: depth up to 30. On CPU each tree is one
-  call of the whole-tree kernel (:func:`jboost.depthwise.kernel_available`; chunks of up to
+  call of the whole-tree kernel (:func:`jboost.trees.depthwise.kernel_available`; chunks of up to
   :data:`KERNEL_CHUNK` trees, the kernel's threads taking whole trees), which writes the table
   directly, bitwise the trees of the levels in JAX. Measured on spam (ESL split, 500 trees,
   ``m = 7``, 64 bins, depth 16, ``benchmarks/forest_bench.py``, 2 cores, one run): 5.14% test
   error, fit 0.83 s where scikit-learn's forest took 2.10 s in the same run; the forest's arrays
   hold 10 MiB (787 MiB as dense ``2^depth`` trees before the node table: a concrete forest keeps
-  the node slots its trees use, :func:`jboost.depthwise.trim_nodes`). The rest of this page
+  the node slots its trees use, :func:`jboost.trees.node_table.trim_nodes`). The rest of this page
   describes the oblivious family (``tree_family="oblivious"``, depth 10 by default); the model
   protocol below applies to both.
 
-Each tree is fitted by :func:`jboost.tree.fit_tree` -- the one grower of jboost -- to the
+Each tree is fitted by :func:`jboost.trees.oblivious.fit_tree` -- the one grower of jboost -- to the
 bootstrap-weighted targets of its bag, level ``d`` restricted to the random subset
 ``feature_subsets[d]`` of ``m = max_features`` features (:mod:`jboost.bagging.bootstrap`). The
 level's histograms are built on those ``m`` gathered feature rows only (``m / F`` of the memory
@@ -33,7 +33,7 @@ tree equals ``fit_tree`` with the equivalent feature masks (tests check it).
   ``sum_k G_k^2 / H`` is the weighted decrease of the Gini index (ESL 9.2.3). Two classes
   are fitted as one 0/1 output (half the gain, the same splits, half the histogram) and the
   leaves expanded to ``(1 - p, p)``.
-* **The model.** A :class:`Forest` implements :class:`jboost.model.Model`: its raw score
+* **The model.** A :class:`Forest` implements :class:`jboost.models.base.Model`: its raw score
   (:func:`jboost.predict`) is the average of its trees' leaf values -- the mean for regression,
   the averaged class frequencies for classification -- so :func:`jboost.predict_proba` is the
   averaged frequencies and :func:`jboost.predict_class` their argmax (ESL Algorithm 15.1's
@@ -41,12 +41,12 @@ tree equals ``fit_tree`` with the equivalent feature masks (tests check it).
   ``forest_predict_class(vote=True)``. A forest's stages are its trees: ``n_rounds=b`` keeps
   the first ``b`` and :func:`jboost.staged_predict` gives the average after each tree.
 * **Memory and chunking.** Bags are fitted in chunks: ``lax.map`` over chunks, each chunk a
-  ``vmap`` over ``chunk_size`` bags (:func:`jboost._batching.map_in_chunks`); the default
-  chunk size comes from the estimate :func:`jboost._batching.forest_chunk_size` and a memory
+  ``vmap`` over ``chunk_size`` bags (:func:`jboost.engine.batching.map_in_chunks`); the default
+  chunk size comes from the estimate :func:`jboost.engine.memory.forest_chunk_size` and a memory
   budget (or pass ``chunk_size``, or use fewer ``n_bins``).
 * **Checkpoints.** With ``fit_forest(checkpoint_dir=)`` the chunks run as host-side calls of one
-  compiled chunk program (:func:`jboost._batching.map_chunks`), each chunk's trees saved as it
-  finishes (:class:`jboost._batching.ChunkCheckpoints`); a rerun fits only the missing chunks
+  compiled chunk program (:func:`jboost.engine.batching.map_chunks`), each chunk's trees saved as it
+  finishes (:class:`jboost.engine.checkpoints.ChunkCheckpoints`); a rerun fits only the missing chunks
   and ends with bitwise the forest of an uninterrupted fit (with or without checkpoints).
   ``callbacks=`` run the chunks the same way and get a dict per chunk (one may stop the fit).
 * **Warm start.** Tree ``b``'s randomness is ``bag_keys(key, b)``, so
@@ -87,7 +87,7 @@ from jboost.trees import node_table
 
 #: Forest tasks: ``"classification"`` is binary or multiclass, K from the labels.
 FOREST_TASKS = ("regression",) + loss.CLASSIFICATION + ("classification",)
-# The loss whose task maps a forest's class labels (jboost._validation.class_labels): two
+# The loss whose task maps a forest's class labels (jboost.fitting.prepare.class_labels): two
 # classes at most for "binary", any number otherwise.
 _LABEL_LOSS = {"binary": "binomial_deviance", "multiclass": "multinomial_deviance",
                "classification": "multinomial_deviance"}
@@ -100,7 +100,7 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: forest_binned.ForestHyp
                             config: forest_binned.ForestConfig, checkpoint_dir, borders=None, callbacks=(),
                             sharded: Optional["forest_sharded.ShardedRows"] = None):
     """:func:`fit_forest_binned` with its chunks of bags run from the host
-    (:func:`jboost._batching.map_checkpointed`): with ``checkpoint_dir`` each saved as it
+    (:func:`jboost.engine.batching.map_checkpointed`): with ``checkpoint_dir`` each saved as it
     finishes (files ``forest-chunk*.npz``); the chunks already there are not fitted again, so a
     rerun of a killed fit ends with bitwise the trees of an uninterrupted one. The checkpoints
     are guarded by a fingerprint of the data (bins, labels, weights, ``borders``), the key, the
@@ -109,7 +109,7 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: forest_binned.ForestHyp
     indices, ``done``/``items``: trees finished / ``n_trees``, ``elapsed``, ...); one returning
     ``True`` stops, keeping the trees fitted. ``config.verbose``: a line per chunk. Not under
     ``jax.vmap``/``jit`` (concrete arrays only). ``Ctrl-C`` lands at once and keeps the trees of
-    the chunks finished so far (a warning says how many; :func:`jboost._batching.map_chunks`).
+    the chunks finished so far (a warning says how many; :func:`jboost.engine.batching.map_chunks`).
     ``sharded``: the rows sharded over a mesh (:class:`_ShardedRows`, whose arrays replace
     ``X_binned, y, w``): the chunks are :func:`_sharded_program`'s.
     """
@@ -148,7 +148,7 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: forest_binned.ForestHyp
 def _depthwise_chunks(config: forest_binned.ForestConfig) -> dict:
     """Each chunk of depth-wise trees kept, with its two-class leaves expanded
     (:func:`_two_class_leaves`, on the chunk's shapes: compiled once), cut to the node slots it
-    uses (:func:`jboost.depthwise.trim_nodes`; its tables' capacity is the bound
+    uses (:func:`jboost.trees.node_table.trim_nodes`; its tables' capacity is the bound
     ``node_capacity``, mostly empty: letter, depth 16, about 1.5k of 16k nodes); then the chunks
     padded to the largest use and joined on the host: no forest-sized copy of empty slots, and
     no array op on a shape that changes from fit to fit."""
@@ -231,10 +231,10 @@ def fit_forest(
       n_classes: the number of classes K for classification (default ``max(y) + 1``).
       sample_weight: optional ``(n,)`` weights, multiplied by the bootstrap weights.
       key: int seed or ``jax.random`` key.
-      chunk_size: bags per vmapped chunk; default :func:`jboost._batching.forest_chunk_size` (the
+      chunk_size: bags per vmapped chunk; default :func:`jboost.engine.memory.forest_chunk_size` (the
         memory estimate within ``memory_budget``; on CPU at most 8, as for every batch of models).
       memory_budget: bytes for the bags fitted together (default: the device's, see
-        :func:`jboost._batching.default_budget`); sets the default ``chunk_size``.
+        :func:`jboost.engine.memory.default_budget`); sets the default ``chunk_size``.
       borders: optional precomputed ``(F, n_bins - 1)`` borders (default: unweighted quantiles:
         the sample weights are bootstrap counts' multipliers, not a reweighting of the data).
       verbose: print a line (trees done, elapsed and remaining time) as each chunk of trees is
@@ -250,14 +250,14 @@ def fit_forest(
         seconds, ``chunk``/``chunks``, ``from_checkpoint``); one returning ``True`` stops the fit,
         and the forest keeps the trees fitted so far. The chunks then run as host-side calls of
         one compiled chunk program (as with ``checkpoint_dir``; bitwise the same trees).
-      tree_family: ``"depthwise"`` (the default: :class:`jboost.depthwise.DepthwiseTrees`,
+      tree_family: ``"depthwise"`` (the default: :class:`jboost.trees.depthwise.DepthwiseTrees`,
         every node its own rule from its own ``m`` randomly drawn features, ESL Algorithm 15.1;
         histograms of each node's ``m`` gathered features) or ``"oblivious"`` (one rule per
         level, ``m`` features drawn per level). Static; ``init_model``'s family when continuing
         (default ``None``). Trees grow until a node is pure (no positive gain),
         its children would fall below ``min_child_weight``, or ``depth`` is reached; both
         families keep ``2**depth`` leaves per tree. Depth-wise levels build histograms only for
-        their splittable nodes (:func:`jboost.depthwise.fit_tree`'s compact path; ``max_nodes``).
+        their splittable nodes (:func:`jboost.trees.depthwise.fit_tree`'s compact path; ``max_nodes``).
       max_nodes: depth-wise trees only (static): histogram slots per level. Default ``n // 2``
         (``n`` training rows): every node with two rows gets one, so the trees are those of the
         dense levels, at the cost of the splittable nodes rather than ``2**d``; a smaller value
@@ -276,10 +276,10 @@ def fit_forest(
         (``psum``): the trees of the one-device fit (classification: bitwise, the sums being
         whole bootstrap counts; regression: the same splits, leaf means to float rounding, and a
         split that rounding decides could go the other way). Depth-wise trees then grow level
-        by level in JAX (:func:`jboost.depthwise.fit_tree`'s compact path; the CPU whole-tree
+        by level in JAX (:func:`jboost.trees.depthwise.fit_tree`'s compact path; the CPU whole-tree
         kernel grows unsharded trees only). A concrete fit (not under ``jax.vmap``).
       rows: ``"global"`` (the default: ``X`` and ``y`` are the whole table) or ``"local"``:
-        the multi-process mode (:mod:`jboost.distributed`; ``jax.distributed.initialize()``
+        the multi-process mode (:mod:`jboost.engine.distributed`; ``jax.distributed.initialize()``
         first): every process passes the same settings and only its own rows; the forest is
         that of the processes' rows concatenated in process order, the same on every process
         (borders merged from per-process samples, labels and weights gathered: ``O(n)``
@@ -300,7 +300,7 @@ def fit_forest(
 
     Raises:
       MemoryError: the forest would not fit in the device's memory (the estimate
-        :func:`jboost._batching.forest_bytes`, checked before compiling; e.g. K = max(y) + 1
+        :func:`jboost.engine.memory.forest_bytes`, checked before compiling; e.g. K = max(y) + 1
         classes from a class label of 1e6).
     """
     task = checks.check_choice(task, "task", FOREST_TASKS)
@@ -465,7 +465,7 @@ def _check_tree_family(tree_family) -> str:
 
 def _forest_family_and_depth(tree_family, depth, init_model):
     """``fit_forest``'s tree family and depth: the given ones, else ``init_model``'s, else
-    depth-wise trees of up to :data:`jboost._validation.MAX_DEPTHWISE_DEPTH` levels (grown until
+    depth-wise trees of up to :data:`jboost.fitting.settings.MAX_DEPTHWISE_DEPTH` levels (grown until
     their nodes are pure or too small) or oblivious trees of 10."""
     continued = isinstance(init_model, forest_lib.Forest)
     if tree_family is None:

@@ -172,8 +172,8 @@ def kernel_chunk_size(depth: int, n_outputs: int, n_samples: int, n_trees: int,
                       memory_budget: Optional[int] = None, max_nodes: Optional[int] = None) -> int:
     """Default trees per chunk of a depth-wise forest grown by the CPU kernel: as many as the
     outputs of :data:`KERNEL_CHUNK_BYTES` (or ``memory_budget``) hold -- each tree's node table
-    (:func:`jboost.depthwise.node_capacity` nodes of
-    :data:`jboost._batching.DEPTHWISE_RULE_BYTES`, its leaf values ``(nodes + 1) x K`` float32,
+    (:func:`jboost.trees.node_table.node_capacity` nodes of
+    :data:`jboost.engine.memory.DEPTHWISE_RULE_BYTES`, its leaf values ``(nodes + 1) x K`` float32,
     twice: two classes are expanded) and its rows' bootstrap weights, counts and leaves (the
     kernel weights the bags' shared targets row by row) -- at most :data:`KERNEL_CHUNK`, evened
     out over the chunks (``max_nodes``: default ``n // 2``)."""

@@ -19,7 +19,7 @@ class ShardedRows(NamedTuple):
     """A forest's training rows sharded over the first axis of ``mesh``: ``arrays`` are the
     global ``(X_binned (F, N), y (N,), w (N,))``, device ``i``'s part starting at table row
     ``row_starts[i]`` (padding rows: weight 0), the table holding ``n_total`` rows; ``local``:
-    the :class:`jboost.distributed.LocalRows` of a multi-process fit (else ``None``)."""
+    the :class:`jboost.engine.distributed.LocalRows` of a multi-process fit (else ``None``)."""
 
     mesh: Any
     arrays: Tuple[Any, Any, Any]

@@ -31,7 +31,7 @@ from jboost.trees import family
 
 def fit_local(X, y, loss, sample_weight, eval_set, settings: dict) -> bagged.BaggedBoosters:
     """:func:`fit_bagged_boosters` of rows spread over processes (``rows="local"``,
-    :mod:`jboost.distributed`): every process passes its own rows (and validation rows) and gets
+    :mod:`jboost.engine.distributed`): every process passes its own rows (and validation rows) and gets
     the bags of the processes' rows concatenated in process order. The borders (unweighted, as a
     single-process fit's), labels, classes and every bag's bootstrap weights and baseline are the
     whole table's (the weights drawn on the host for all rows, :func:`all_bootstrap_weights`: the
@@ -133,7 +133,7 @@ def _local_bags_program(mesh, config: boosting_lib.BoostConfig, n_bags: int):
     bootstrap weights ``(B, n)`` sharded over the rows of the one-axis ``mesh``, the shared
     validation rows and the whole table's labels, weights and bootstrap weights replicated.
     Bag ``b``: ``k_fit = bag_keys(key, b)[1]``, baseline on the whole table's weights
-    ``w_all * counts_all[b]``, :func:`jboost.boosting.boost` on its rows (histograms ``psum``-ed;
+    ``w_all * counts_all[b]``, :func:`jboost.engine.boosting.boost` on its rows (histograms ``psum``-ed;
     ``config.row_starts`` gives every row its draw in the whole table). Outputs replicated."""
     from jax.sharding import PartitionSpec as P
 

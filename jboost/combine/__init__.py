@@ -5,12 +5,12 @@
 * :mod:`jboost.combine.linear`: the regularised linear / logistic / softmax second tier of
   stacking (optax L-BFGS; LeBlanc and Tibshirani 1996).
 * :mod:`jboost.combine.stacking`: stacking of boosted learners (Wolpert 1992; Breiman 1996;
-  ESL 8.8): every (fold, learner) fit in one vmapped call, folds from :mod:`jboost.cv`;
+  ESL 8.8): every (fold, learner) fit in one vmapped call, folds from :mod:`jboost.data.folds`;
   :class:`StackedBoosters`.
 * :mod:`jboost.combine.ecoc`: error-correcting output codes (Dietterich and Bakiri 1995) with
   boosted bit learners, all bits in one vmapped call; :class:`ECOCBoosters`.
 
-:class:`StackedBoosters` and :class:`ECOCBoosters` implement :class:`jboost.model.Model`:
+:class:`StackedBoosters` and :class:`ECOCBoosters` implement :class:`jboost.models.base.Model`:
 ``jboost.predict`` (raw scores), ``predict_proba``, ``predict_class``, ``feature_importance`` and
 ``staged_predict`` work on them; :func:`stacked_predict`, :func:`ecoc_predict` and
 :func:`ecoc_bit_scores` are thin aliases of those.

@@ -9,7 +9,7 @@ distance on their signs (Allwein, Schapire and Singer 2000 for loss-based decodi
 * Codes: :func:`exhaustive_code` (every two-class split, ``3 <= K <= 11``), :func:`random_code`
   (the best of many random dense codes), :func:`min_row_distance`.
 * Decoding: :func:`decode_l1`, :func:`decode_hamming`.
-* The model: :class:`ECOCBoosters`, a :class:`jboost.model.Model` whose raw scores are the bits'
+* The model: :class:`ECOCBoosters`, a :class:`jboost.models.base.Model` whose raw scores are the bits'
   log-odds ``(n, L)`` and whose classes are the nearest codewords (it has no class
   probabilities); :func:`fit_ecoc_boosters` (``verbose=True``: a progress line per chunk of
   bits, as forests print per chunk of trees).
@@ -137,19 +137,19 @@ def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, code, 
                     start=None, valid=None):
     """All ``L`` bit learners (binomial deviance boosting) in one call.
 
-    Bit ``l`` is :func:`jboost.boosting.boost` on labels ``code[y, l]`` (a row of the traced
+    Bit ``l`` is :func:`jboost.engine.boosting.boost` on labels ``code[y, l]`` (a row of the traced
     ``(L, n)`` label array) with key ``fold_in(key, l)``; bits are vmapped in chunks of
-    ``chunk_size`` (:func:`jboost._batching.map_in_chunks`); ``verbose``: a progress line as
+    ``chunk_size`` (:func:`jboost.engine.batching.map_in_chunks`); ``verbose``: a progress line as
     each chunk of bits finishes (not under ``jax.vmap``).
 
     ``start``: ``(trees (L, R, 1, ...), baselines (L, 1))`` of bit learners to continue (a warm
-    start): bit ``l``'s raw scores are replayed from its trees (:func:`jboost.boosting.resume`)
+    start): bit ``l``'s raw scores are replayed from its trees (:func:`jboost.engine.boosting.resume`)
     and its rounds continue from round ``R``, so ``R`` rounds then ``n_rounds`` more equal
     ``R + n_rounds`` rounds bitwise.
 
     ``valid``: ``(X_valid (F, m) bins, y_valid, w_valid)``, the validation rows of every bit
     (bit ``l``'s labels ``code[y_valid, l]``): the score of ``config.early_stopping``, on which
-    each bit stops on its own (:func:`jboost.boosting.boost_until_stopped`; a chunk of bits runs
+    each bit stops on its own (:func:`jboost.engine.boosting.boost_until_stopped`; a chunk of bits runs
     until its last bit has stopped).
 
     Returns ``(trees (L, ...), baselines (L, 1))``; with ``config.early_stopping`` also each
@@ -265,14 +265,14 @@ def fit_ecoc_boosters(
         validation rows of every bit learner (bit ``l``'s labels ``code[y_valid, l]``).
       early_stopping_rounds: each bit learner stops when its validation score has not improved
         (by more than ``early_stopping_tolerance``) for this many rounds, on its own, as
-        :func:`jboost.fit` with that ``eval_set`` would (:func:`jboost.boosting.boost_until_stopped`;
+        :func:`jboost.fit` with that ``eval_set`` would (:func:`jboost.engine.boosting.boost_until_stopped`;
         a chunk of bits runs until its last bit has stopped). ``eval_metric``: the score of a bit
         (``None``: its binomial deviance; ``"error_rate"``, ``"mse"``, ``"mae"`` or
         ``metric(y, raw, w)`` on its 0/1 labels). The model records each bit's ``best_round``
         and predicts with its rounds ``0..best_round``; a concrete fit keeps the rounds up to
         the last bit's stop.
       checkpoint_dir: a directory where each chunk of bit learners is saved as it is fitted
-        (``ecoc-chunk*.npz``, :func:`jboost._batching.map_checkpointed`); rerunning the same fit
+        (``ecoc-chunk*.npz``, :func:`jboost.engine.batching.map_checkpointed`); rerunning the same fit
         (data, code, key, settings, ``chunk_size``) fits only the chunks not saved yet and gives
         bitwise the model of an uninterrupted fit (a killed fit resumes; another fit's files are
         refused, naming the file). The chunks then run as host-side calls of one compiled chunk
@@ -293,7 +293,7 @@ def fit_ecoc_boosters(
 
     Raises:
       MemoryError: the ``chunk_size`` bits fitted together (and every bit's trees) would not fit
-        in the device's memory (:func:`jboost._validation.check_boosting_memory`, before compiling).
+        in the device's memory (:func:`jboost.engine.memory.check_boosting_memory`, before compiling).
     """
     if base_margin is not None:
         raise ValueError(NO_BASE_MARGIN)

@@ -1,14 +1,14 @@
 """fit_stacked_boosters (Wolpert 1992; ESL 8.8): per-learner settings, the vmapped cross-fits (with early stopping) and the second tier's fit.
 
 A second-tier learner is fitted on out-of-fold predictions of the base learners. The folds are
-weight masks ``(n_folds, n)`` (0 = held out; :mod:`jboost.cv`) and every base learner of every
-fold -- plus the final all-data fit -- is ONE vmapped call of :func:`jboost.boosting.boost`
+weight masks ``(n_folds, n)`` (0 = held out; :mod:`jboost.data.folds`) and every base learner of every
+fold -- plus the final all-data fit -- is ONE vmapped call of :func:`jboost.engine.boosting.boost`
 (:func:`cross_fit_boosters`). The second tier is a regularised linear / logistic / softmax model
 on the base learners' raw scores (:func:`jboost.combine.fit_linear`).
 
 Because the second tier is linear in the base learners' raw scores, a stacked ensemble is itself
 a sum of trees: learner ``m``'s leaf values times its block of the stacker's coefficients, plus
-one constant (:meth:`StackedBoosters.as_booster`). It is a :class:`jboost.model.Model`:
+one constant (:meth:`StackedBoosters.as_booster`). It is a :class:`jboost.models.base.Model`:
 ``jboost.predict`` gives the stacker's raw output, ``predict_proba`` its sigmoid / softmax.
 
 Early stopping stops every fold's fit on its held-out fold and gives each learner the best round
@@ -56,7 +56,7 @@ _D = settings.DEFAULTS
 
 
 def _learner_settings(hypers, **static) -> Tuple[boosting_lib.BoostConfig, boosting_lib.Hyperparams]:
-    """Check every learner's settings with :func:`jboost.api.settings` (the messages of
+    """Check every learner's settings with :func:`jboost.fitting.settings.settings` (the messages of
     ``jboost.fit``); returns the shared static config and ``(M,)``-stacked Hyperparams."""
     if isinstance(hypers, Mapping) or not isinstance(hypers, Sequence) or len(hypers) == 0:
         raise ValueError("hypers must be a non-empty list of dicts, one per base learner "
@@ -92,7 +92,7 @@ def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting_lib.Hyperpar
                        with_train_loss: bool = False):
     """Every (fold, learner) boosting fit in one vmapped call.
 
-    Learner ``m`` of fold ``s`` is :func:`jboost.boosting.boost` with sample weights
+    Learner ``m`` of fold ``s`` is :func:`jboost.engine.boosting.boost` with sample weights
     ``w * masks[s]``, hyperparameters ``hypers[m]`` and key ``fold_in(key, m)`` (the same in
     every fold), from the optimal constant on those weights.
 
@@ -126,7 +126,7 @@ def cross_fit_stopped(X_binned, y, w, key, masks, hypers: boosting_lib.Hyperpara
     Returns ``(trees, baselines, train_loss, valid_loss, n_fitted)`` with leading axes
     ``(S, M)`` (curves ``(S, M, n_rounds)``, NaN after a fit's stop; its later trees are zero).
     ``valid_loss`` is the early-stopping score after each round: the held-out loss, or the
-    ``eval_metric`` (computed in the round, as :func:`jboost.boosting.boost_until_stopped`
+    ``eval_metric`` (computed in the round, as :func:`jboost.engine.boosting.boost_until_stopped`
     scores it, so the fit stops where ``jboost.fit`` would)."""
     n_learners = jax.tree_util.tree_leaves(hypers)[0].shape[0]
     keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(n_learners))
@@ -213,11 +213,11 @@ def fit_stacked_boosters(
 ) -> stacked.StackedBoosters:
     """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters.
 
-    1. Fold masks ``(n_folds, n)`` (:func:`jboost.cv.fold_masks`; stratified folds for
+    1. Fold masks ``(n_folds, n)`` (:func:`jboost.data.folds.fold_masks`; stratified folds for
        classification) plus one all-ones mask; ONE call of :func:`cross_fit_boosters` fits all
        ``(n_folds + 1) * M`` ensembles.
     2. Out-of-fold raw scores ``(n, M, K)``: row ``i`` is scored by the fold models whose weight
-       for ``i`` is 0 (:func:`jboost.cv.out_of_fold`).
+       for ``i`` is 0 (:func:`jboost.data.folds.out_of_fold`).
     3. :func:`jboost.combine.fit_linear` on the flattened out-of-fold raw scores (logistic /
        softmax / linear, :func:`stack_task`).
     4. The final base learners are the all-data fits.
@@ -245,7 +245,7 @@ def fit_stacked_boosters(
       checkpoint_dir: a directory where the fits are saved mask by mask as they finish (each
         fold's ``M`` learners, then the all-data learners: ``stacking-chunk*.npz``; with early
         stopping ``stacking-folds-chunk*.npz`` and ``stacking-all-chunk*.npz``), as host-side
-        calls of one compiled program per phase (:func:`jboost._batching.map_checkpointed`);
+        calls of one compiled program per phase (:func:`jboost.engine.batching.map_checkpointed`);
         rerunning the same fit (data, folds, key, hypers, settings) fits only what is not saved
         and gives bitwise the model of an uninterrupted fit (a killed fit resumes; another
         fit's files are refused, naming the file). Not under ``jax.vmap``.

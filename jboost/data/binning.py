@@ -35,7 +35,7 @@ from jboost import _native
 
 def check_borders(borders, n_features: int, n_bins: int) -> np.ndarray:
     """User-supplied ``(n_features, n_bins - 1)`` bin borders: no NaN, non-decreasing along each
-    feature (as :func:`jboost.binning.compute_borders` makes them; +-inf allowed), else training
+    feature (as :func:`jboost.data.binning.compute_borders` makes them; +-inf allowed), else training
     bins and prediction thresholds would disagree."""
     if np.iscomplexobj(borders):
         raise TypeError("borders must be real; got a complex array.")
@@ -185,7 +185,7 @@ def local_border_sample(X, sample_weight, start: int, n_total: int, *,
     of the whole table reads, in their order.
 
     The table is the concatenation of blocks (one per process of a multi-process fit, in process
-    order, :mod:`jboost.distributed`); this block holds its rows ``start .. start + len(X) - 1`` of
+    order, :mod:`jboost.engine.distributed`); this block holds its rows ``start .. start + len(X) - 1`` of
     ``n_total``. The blocks' parts concatenated in block order are exactly the rows (and weights)
     the border computation of the whole table reads (all of them, or its seeded subsample of
     ``max_rows``, :func:`border_sample_rows`), so :func:`merge_border_samples` of the parts equals
@@ -249,7 +249,7 @@ def bin_features(X, borders) -> jax.Array:
 
     The transposed layout puts each feature's bins in one contiguous row, which is what the
     histogram builder reads. Concrete ``borders`` get the check of every fit
-    (:func:`jboost._validation.check_borders`: no NaN, non-decreasing along each feature), else
+    (:func:`jboost.data.binning.check_borders`: no NaN, non-decreasing along each feature), else
     the bins would disagree with the prediction thresholds; traced ones are the caller's.
     """
     if not isinstance(borders, jax.core.Tracer):

@@ -29,7 +29,7 @@ training rows have one) and is encoded in one of two ways (Prokhorenkova et al. 
 
 The prior and its weight are traced: ``jax.vmap(lambda a: jboost.fit(X, y,
 cat_prior_weight=a))`` is one compiled program. The statistics, their bin borders (weighted
-quantiles of the training values, as :mod:`jboost.binning` computes them on the host) and their
+quantiles of the training values, as :mod:`jboost.data.binning` computes them on the host) and their
 bins are computed in JAX (:func:`training_features`), so they follow the traced values; the
 numeric and one-hot columns are binned on the host as before.
 
@@ -59,8 +59,8 @@ from jboost.data import tabular
 def categorical_plan(X, cat_features, one_hot_max_size, eval_set=None, n_stats: int = 1):
     """The one place a fit reads categorical columns (:mod:`jboost.categorical`): ``None`` when
     ``X`` has none (``cat_features=None`` and no category, object or string column; or
-    ``cat_features=[]``), else a :class:`jboost.categorical.Plan`: the column kinds and
-    vocabularies (a :class:`~jboost.categorical.CategoricalSpec`), the training rows' encoded
+    ``cat_features=[]``), else a :class:`jboost.data.categorical.Plan`: the column kinds and
+    vocabularies (a :class:`~jboost.data.categorical.CategoricalSpec`), the training rows' encoded
     matrix and the ``eval_set``'s (by the same vocabularies). Errors name the argument: a
     ``cat_features`` entry that names no column, a categorical column of non-integer numbers,
     a non-numeric column left out of ``cat_features``."""
@@ -87,7 +87,7 @@ def categorical_plan(X, cat_features, one_hot_max_size, eval_set=None, n_stats: 
 
 
 def categorical_plan_like(spec, X, eval_set=None):
-    """The :class:`jboost.categorical.Plan` of a continued fit: ``X`` (and the ``eval_set``'s
+    """The :class:`jboost.data.categorical.Plan` of a continued fit: ``X`` (and the ``eval_set``'s
     rows) encoded with the model's columns and vocabularies ``spec`` (a category unseen by the
     model: the prior, as at prediction)."""
     X_valid = None
@@ -98,7 +98,7 @@ def categorical_plan_like(spec, X, eval_set=None):
 
 def categorical_rows(spec, X, name: str = "X") -> np.ndarray:
     """Rows to predict with a model fitted on categorical columns, as the encoded float32 matrix
-    the model reads (:func:`jboost.categorical.encode`: vocabulary look-ups; unseen and missing
+    the model reads (:func:`jboost.data.categorical.encode`: vocabulary look-ups; unseen and missing
     categories never an error). A DataFrame's columns are matched by name beforehand
     (:func:`frame_in_order`)."""
     if checks.is_traced(X):
@@ -585,7 +585,7 @@ def check_settings(one_hot_max_size, prior, prior_weight) -> int:
 
 
 # The entry points that encode categorical columns (named by the refusal of the others).
-CATEGORICAL_ENTRY_POINTS = ("jboost.fit, jboost.sweep.sweep or jboost.bagging.fit_bagged_boosters "
+CATEGORICAL_ENTRY_POINTS = ("jboost.fit, jboost.sweep.fit.sweep or jboost.bagging.fit_bagged_boosters "
                             "(their cat_features=)")
 
 

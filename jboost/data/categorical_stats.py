@@ -68,7 +68,7 @@ def _segmented_exclusive_sum(values, starts):
 
 def _weighted_borders(v, w, n_bins: int):
     """Weighted quantile borders of one column ``v`` (rows of weight 0 left out) as
-    :func:`jboost.binning.compute_borders` places them (midpoints between a quantile value and
+    :func:`jboost.data.binning.compute_borders` places them (midpoints between a quantile value and
     the next larger value, none at the maximum, distinct), ``+inf`` padded to ``n_bins - 1``."""
     n = v.shape[0]
     pos = w > 0
@@ -103,7 +103,7 @@ def _flush(v):
 
 def bin_values(values, borders):
     """Bins ``(F, n)`` uint8 of values ``(n, F)`` with borders ``(F, n_bins - 1)`` by
-    :mod:`jboost.binning`'s rule (``b[i-1] < x <= b[i]``; no missing values here)."""
+    :mod:`jboost.data.binning`'s rule (``b[i-1] < x <= b[i]``; no missing values here)."""
     search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left"))
     return search(borders[:, :-1], values.T).astype(jnp.uint8)
 

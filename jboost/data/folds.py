@@ -73,7 +73,7 @@ def fold_table(y, sample_weight, folds, n_seeds: int, seed: Sequence[int] = (0,)
         row on both sides (to train on and to validate on).
       folds: the number of folds K (a new random partition per seed when ``repeat``: seed ``s``
         draws with ``[*seed, s]``; one partition, that of ``s = 0``, otherwise), or ``(n,)`` fold
-        ids 0..K-1 (the same partition for every seed); see :func:`jboost._validation.check_folds`.
+        ids 0..K-1 (the same partition for every seed); see :func:`jboost.data.folds.check_folds`.
       n_seeds: the number of seeds S.
       seed: the integers every partition's random generator starts from.
       stratified: stratified partitions (:func:`fold_ids`).

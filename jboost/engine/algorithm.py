@@ -54,7 +54,7 @@ class Algorithm(NamedTuple):
 
 def grow_trees(r: Round, grad, hess):
     """Grow one tree per round on weighted ``grad``, ``hess`` ``(n, K)`` with the fit's settings
-    (``config.tree_family.grow``: :func:`jboost.tree.fit_tree` for oblivious trees); returns ``(tree, leaf (n,))``, the split criterion's
+    (``config.tree_family.grow``: :func:`jboost.trees.oblivious.fit_tree` for oblivious trees); returns ``(tree, leaf (n,))``, the split criterion's
     leaf values (Newton: ``-G / (H + l2)``) before shrinkage."""
     c = r.config
     return c.tree_family.grow(r.data.X_binned, grad, hess, depth=c.depth, n_bins=c.n_bins,
@@ -75,19 +75,19 @@ def newton_round(r: Round) -> RoundResult:
     ESL Algorithm 10.4), the loss's exact leaf refit if it has one, shrinkage.
 
     A loss with ``hessian="auto"`` (a custom loss's default) decides the round from its traced
-    curvature (:func:`jboost.derivatives.curvature_is_positive`; no Python branch, so a sweep
+    curvature (:func:`jboost.losses.derivatives.curvature_is_positive`; no Python branch, so a sweep
     is one program): positive for every row that moves the fit, a Newton round as above;
     otherwise the tree is grown on unit curvature
-    (:func:`jboost.derivatives.first_order_curvature`: least squares on the negative gradient,
+    (:func:`jboost.losses.derivatives.first_order_curvature`: least squares on the negative gradient,
     ESL Algorithm 10.3) and its leaves are the loss's
-    refit if it has one, else :func:`jboost.refit.degenerate_leaf_values` (the exact per-leaf
+    refit if it has one, else :func:`jboost.trees.refit.degenerate_leaf_values` (the exact per-leaf
     minimisers of a regression loss; safeguarded first-order values for a classification loss;
     with ``per_output_trees``, output by output).
 
     A per-column loss (vector labels, :attr:`jboost.Loss.per_column`) refits each output's
     leaves with its column's refit (the absolute, quantile or Huber loss of that column). A batch
     objective (:attr:`jboost.Loss.batch`) takes its gradient and hessian diagonal from
-    :func:`jboost.derivatives.batch_grad_hess` (weighted by the loss itself; Hutchinson probes
+    :func:`jboost.losses.derivatives.batch_grad_hess` (weighted by the loss itself; Hutchinson probes
     from ``r.key``, the round's folded key), and the row sampler masks rows of them."""
     config, hyper = r.config, r.hyper
     y, w = r.data.y, r.data.w * r.sample

@@ -22,7 +22,7 @@ The scaffold (in the style of optax's ``init``/``update``):
 
 A classical algorithm (:mod:`jboost.algorithms`) is an :class:`Algorithm`: one ``round``
 function from a :class:`Round` to a :class:`RoundResult` (and an optional ``init`` of its state);
-gradient boosting is :data:`NEWTON`. Samplers are plain functions (:mod:`jboost.samplers`).
+gradient boosting is :data:`NEWTON`. Samplers are plain functions (:mod:`jboost.engine.samplers`).
 
 Static (shape-setting) settings live in :class:`BoostConfig`; every continuous hyperparameter is
 a traced array in :class:`Hyperparams`, so ``jax.vmap`` over them is one compiled program.
@@ -58,7 +58,7 @@ class BoostConfig(NamedTuple):
     depth: int
     n_bins: int
     per_output_trees: bool = False   # K trees per round (ESL Alg. 10.4) instead of vector leaves
-    colsample_by: Union[str, Callable] = "tree"  # "tree", "level" or a column sampler (jboost.samplers)
+    colsample_by: Union[str, Callable] = "tree"  # "tree", "level" or a column sampler (jboost.engine.samplers)
     learning_rate_schedule: Optional[Callable] = None  # round -> multiplier (e.g. an optax schedule)
     axis_name: Optional[str] = None   # set by boost_sharded: rows are sharded over this mesh axis
     missing: bool = True              # False: no training row has a missing value (half the split search)
@@ -67,9 +67,9 @@ class BoostConfig(NamedTuple):
     early_stopping: Optional["EarlyStopping"] = None  # stop on the validation score
     split_criterion: splits_lib.SplitCriterion = splits_lib.NEWTON  # split scores and leaf values
     tree_family: type = oblivious.ObliviousTrees  # a tree_lib.TreeFamily: how trees grow and predict
-    max_leaves: Optional[int] = None  # loss-guided trees (jboost.lossguide): the most leaves
+    max_leaves: Optional[int] = None  # loss-guided trees (jboost.trees.lossguide): the most leaves
     eval_metric: Union[None, str, Callable] = None  # a validation metric recorded per round (boost_rounds)
-    # Sharded rows not in table order (a multi-process fit, jboost.distributed): the table row of
+    # Sharded rows not in table order (a multi-process fit, jboost.engine.distributed): the table row of
     # each shard's first row, per device of the mesh axis (its row draws are read from there).
     row_starts: Optional[tuple] = None
 
@@ -106,7 +106,7 @@ class EarlyStopping(NamedTuple):
     """Stop when the validation score has not improved for ``rounds`` rounds (static settings).
 
     The score is the mean validation loss (``metric=None``), a named metric of
-    :data:`jboost.metrics.METRICS` (through the loss's link) or ``metric(y, raw, w) -> scalar``
+    :data:`jboost.losses.metrics.METRICS` (through the loss's link) or ``metric(y, raw, w) -> scalar``
     (minimised; ``raw`` as :func:`jboost.predict` returns it, ``w`` the validation weights) after
     each round; a round
     improves on the best so far when its score is below ``best - tolerance``. Rounds run in

@@ -1,5 +1,5 @@
 """Data spread over processes: ``jboost.fit(X_local, y_local, ..., rows="local")``, and the same
-for ``jboost.sweep.sweep``, ``jboost.bagging.fit_bagged_boosters`` and
+for ``jboost.sweep.fit.sweep``, ``jboost.bagging.fit_bagged_boosters`` and
 ``jboost.bagging.fit_forest`` (below).
 
 On JAX's multi-process runtime (``jax.distributed.initialize()``: several hosts, or several
@@ -9,9 +9,9 @@ rows in process order (``jax.process_index()``):
 
 * **Borders**: each process takes the rows of its block that :func:`jboost.compute_borders` of the
   whole table reads (all rows, or its seeded subsample of ``max_rows = 200_000``,
-  :func:`jboost.binning.local_border_sample`: at most that many rows in all, whatever the table's
+  :func:`jboost.data.binning.local_border_sample`: at most that many rows in all, whatever the table's
   size); the parts are gathered and merged identically on every process
-  (:func:`jboost.binning.merge_border_samples`): bitwise the borders of the concatenated table.
+  (:func:`jboost.data.binning.merge_border_samples`): bitwise the borders of the concatenated table.
 * **Labels and weights** (``O(n)`` numbers, not the ``O(n F)`` features) are gathered so that
   class labels, the number of classes, the label offset and the baseline are those of the
   whole table, bitwise. The ``eval_set`` of each process holds its own validation rows: they are
@@ -19,7 +19,7 @@ rows in process order (``jax.process_index()``):
 * **Training**: each process bins its own rows, pads them with zero-weight rows to the largest
   process's count, and the rows are one global array sharded over the mesh of every process's
   devices; the sharded program of a single-process multi-device fit
-  (:func:`jboost.boosting.boost_rounds_sharded`) runs on it, histograms summed across processes
+  (:func:`jboost.engine.sharded.boost_rounds_sharded`) runs on it, histograms summed across processes
   (``psum``); each row's subsampling draw is that of its row in the concatenated table
   (``BoostConfig.row_starts``). The model, returned on every process, holds ordinary
   (process-local) arrays, bitwise the same on every process.
@@ -30,7 +30,7 @@ of per-device partial sums, added in another order than one device adds them: di
 about 1e-7 in a 600-row test); as in any sharded fit, a split that rounding decides could go the
 other way. The models of all processes are bitwise equal.
 
-**Sweeps** (``jboost.sweep.sweep(..., rows="local")``): the borders as above; labels, weights
+**Sweeps** (``jboost.sweep.fit.sweep(..., rows="local")``): the borders as above; labels, weights
 and an explicit ``folds`` array are gathered, so the folds (drawn from the whole table's labels)
 and each model's baseline (from the whole table's labels, weights and fold, replicated:
 ``O(S n)`` numbers) are the single-process sweep's, bitwise. Every device fits every model of a
@@ -190,8 +190,8 @@ class LocalRows(NamedTuple):
         return None if a is None else a[self.start: self.start + self.n_rows]
 
     def borders(self, X, sample_weight, n_bins: int) -> np.ndarray:
-        """The borders of the whole table (:func:`jboost.binning.merge_border_samples` of every
-        process's :func:`jboost.binning.local_border_sample`), the same on every process."""
+        """The borders of the whole table (:func:`jboost.data.binning.merge_border_samples` of every
+        process's :func:`jboost.data.binning.local_border_sample`), the same on every process."""
         X_part, w_part = binning.local_border_sample(X, sample_weight, self.start, self.n_total)
         parts = _split(allgather_rows(X_part), X_part.shape[0])
         weights = None if w_part is None else _split(allgather_rows(w_part), w_part.shape[0])
@@ -232,7 +232,7 @@ class LocalRows(NamedTuple):
                                enumerate(self.counts)]).astype(np.int32)
 
     def global_data(self, data):
-        """``data`` (this process's rows, :class:`jboost.boosting.Data`) as global arrays: the
+        """``data`` (this process's rows, :class:`jboost.engine.state.Data`) as global arrays: the
         training rows padded with zero-weight rows to ``n_local`` and sharded over the mesh,
         the validation rows (already every process's) replicated."""
         if data.margin is not None or data.margin_valid is not None:
@@ -242,7 +242,7 @@ class LocalRows(NamedTuple):
                              y_valid=self.replicate(data.y_valid), w_valid=self.replicate(data.w_valid))
 
     def place_carry(self, carry):
-        """A :class:`jboost.boosting.RoundsCarry` (host arrays of the whole table's shapes, the
+        """A :class:`jboost.engine.calls.RoundsCarry` (host arrays of the whole table's shapes, the
         same on every process) as global arrays sharded as the program's output is (per-row
         state over the rows, the rest replicated), so the first call compiles the program the
         later calls use."""

@@ -73,7 +73,7 @@ def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outp
     search's fused temporaries: about three last-level histograms' worth (XLA's memory analysis
     measured 1.4-2.5 plus the rows). The CPU kernel's fused levels (``fused=True``) only
     materialise the split gains (``F x (B - 1) x 2``) and the histograms kept for histogram
-    subtraction (:func:`jboost.histograms.level_plan`): the previous level's and this one's.
+    subtraction (:func:`jboost.trees.histograms.level_plan`): the previous level's and this one's.
     """
     k = int(n_outputs)
     cell = n_features * n_bins * 2 * k * 4  # one leaf's histograms over all features, bytes
@@ -206,7 +206,7 @@ def forest_chunk_size(n_eligible: int, n_features: int, depth: int, n_bins: int,
     return auto_chunk_size(per_tree, n_trees, device, memory_budget)
 
 
-#: Bytes of one depth-wise node (``jboost.depthwise.DepthwiseTrees``' table): feature, threshold
+#: Bytes of one depth-wise node (``jboost.trees.depthwise.DepthwiseTrees``' table): feature, threshold
 #: and two children int32, border and gain float32, missing direction bool.
 DEPTHWISE_RULE_BYTES = 25
 
@@ -221,7 +221,7 @@ def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_ou
     (:func:`kernel_scratch_bytes`), and the outputs of every tree: leaf values
     ``n_trees x 2^depth x K`` (depth-wise: ``n_nodes + 1`` leaves), bootstrap weights
     ``n_trees x n_samples`` float32 and, for depth-wise trees (``tree_family="depthwise"``),
-    their ``n_nodes`` table nodes each (:func:`jboost.depthwise.node_capacity`, default
+    their ``n_nodes`` table nodes each (:func:`jboost.trees.node_table.node_capacity`, default
     ``2^depth - 1``; :data:`DEPTHWISE_RULE_BYTES`).
 
     A depth-wise tree's fit (``max_nodes``: its histogram slots per level, default ``n // 2``)
@@ -265,7 +265,7 @@ def boosting_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outp
                    n_rounds: int, trees_per_round: int = 1, dense_hessian: bool = False,
                    devices=None) -> int:
     """Estimated peak memory of one :func:`jboost.fit` (bytes) on the memory of the first device
-    used: the sweep's estimate :func:`jboost._batching.model_bytes` (fused levels when the CPU
+    used: the sweep's estimate :func:`jboost.engine.memory.model_bytes` (fused levels when the CPU
     kernel serves every level of one device, else the materialised pure-JAX histograms
     ``3 x F x 2^(depth-1) x n_bins x 2K`` float32), plus the per-row ``K x K`` autodiff hessians
     when ``dense_hessian``. Sharded over ``devices``, every device materialises each level's
@@ -333,7 +333,7 @@ def check_boosting_memory(n_rows: int, n_features: int, config: boosting_lib.Boo
                           fix: str = "use a smaller depth, n_bins or n_outputs") -> None:
     """:func:`check_memory` of ``n_models`` boosted models of ``loss`` (static settings
     ``config``), ``n_together`` of them fitted at once (one ``vmap``, each
-    :func:`boosting_bytes`) and the others' trees kept (:func:`jboost._batching.trees_bytes`):
+    :func:`boosting_bytes`) and the others' trees kept (:func:`jboost.engine.memory.trees_bytes`):
     bagged boosters, stacking, ECOC. ``k_from_labels``: the message names K = max(y) + 1 as the
     cause (a K-class loss took its K from the labels); ``fix`` ends the message."""
     k = int(loss.n_outputs)

@@ -29,7 +29,7 @@ from jboost.models import booster as booster_lib
 def host_rounds_possible() -> bool:
     """Whether the caller runs outside every JAX transformation (``jit``, ``vmap``, ``grad``):
     a fit's rounds can then run as host-side calls of one compiled program
-    (:func:`jboost.api.run_rounds`: ``Ctrl-C``, progress, checkpoints); inside one they are one
+    (:func:`jboost.engine.rounds.run_rounds`: ``Ctrl-C``, progress, checkpoints); inside one they are one
     traced program."""
     try:
         from jax._src import core as _core
@@ -60,11 +60,11 @@ def _fingerprint(args, config, n_total: int) -> str:
 
 
 class RoundsOutput(NamedTuple):
-    """What :func:`run_rounds` returns: ``out`` the :class:`jboost.boosting.BoostOutput` of the
+    """What :func:`run_rounds` returns: ``out`` the :class:`jboost.engine.state.BoostOutput` of the
     rounds this call fitted (``best_round``/``n_fitted``/``best_score`` set with early
     stopping), ``start`` the model they continue (``init_model``, or the checkpoint the call
     resumed from; ``None``: none), ``score`` their per-round validation score
-    (:func:`jboost.boosting.eval_metric_of`; the validation loss without a metric)."""
+    (:func:`jboost.engine.calls.eval_metric_of`; the validation loss without a metric)."""
 
     out: state_lib.BoostOutput
     start: Optional[booster_lib.Booster]
@@ -84,12 +84,12 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
                processes=None) -> RoundsOutput:
     """The rounds of a concrete fit (:func:`jboost.fit`, every algorithm of
     :mod:`jboost.algorithms`): ``config.n_rounds`` rounds after ``start``'s as host-side calls of
-    one compiled program, :func:`jboost.boosting.boost_rounds` (the state, the buffers of the
+    one compiled program, :func:`jboost.engine.calls.boost_rounds` (the state, the buffers of the
     rounds and the early-stopping record carried from call to call, so the rounds equal one
     call's bitwise, however they are cut).
 
     The program does not depend on ``config.n_rounds``: a call fits at most
-    :data:`jboost.boosting.ROUNDS_PER_CALL` rounds into buffers of that size, copied to the host
+    :data:`jboost.engine.calls.ROUNDS_PER_CALL` rounds into buffers of that size, copied to the host
     after it (fits that differ only in their number of rounds compile nothing new). Without
     ``verbose``, ``callbacks`` or ``checkpoint_dir`` the calls are timed: 1, 2 and 4 rounds,
     then about :data:`CALL_SECONDS` each at the pace measured; otherwise the progress, callbacks
@@ -105,13 +105,13 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
     values ``valid_metric``; a callback returning ``True`` stops the fit), and a checkpoint
     (``checkpoint_dir/checkpoint.jbm``, a model file of ``model_of(out, start)``, rewritten; a
     rerun of the same fit continues from it: ``resume(model)`` is the
-    :class:`jboost.boosting.BoostState` after a model's rounds).
+    :class:`jboost.engine.state.BoostState` after a model's rounds).
 
     ``resume(model) -> BoostState`` and ``model_of(BoostOutput, start) -> Booster`` are the
-    caller's: a fit's (:func:`jboost.boosting.resume`) or an algorithm's (its state in
+    caller's: a fit's (:func:`jboost.engine.boosting.resume`) or an algorithm's (its state in
     ``Booster.info``). ``mesh``: the training rows sharded over its first axis
-    (:func:`jboost.boosting.boost_rounds_sharded`). ``processes``: a multi-process fit's
-    :class:`jboost.distributed.LocalRows` (``rows="local"``): the calls are of fixed length on
+    (:func:`jboost.engine.sharded.boost_rounds_sharded`). ``processes``: a multi-process fit's
+    :class:`jboost.engine.distributed.LocalRows` (``rows="local"``): the calls are of fixed length on
     every process (the same programs everywhere), a callback's stop is any process's, progress
     lines are printed by process 0, and the output holds process-local arrays."""
 
@@ -234,7 +234,7 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
 
 
 class _HostRounds:
-    """The rounds of a fit's calls (:class:`jboost.boosting.Rounds` buffers, each call's first
+    """The rounds of a fit's calls (:class:`jboost.engine.calls.Rounds` buffers, each call's first
     ``count`` indices) joined on the host: NumPy copies, so that neither the joining nor a
     slice compiles a program for the fit's number of rounds. ``first``: the position of the
     first round added."""
@@ -273,7 +273,7 @@ def _wait(x, longest: float = 0.005):
 
 def _rounds_output(carry: calls.RoundsCarry, fitted: _HostRounds, config,
                    n_rows: int) -> state_lib.BoostOutput:
-    """The :class:`jboost.boosting.BoostOutput` of the rounds ``fitted`` after the last call
+    """The :class:`jboost.engine.state.BoostOutput` of the rounds ``fitted`` after the last call
     ``carry`` (its state cut to the ``n_rows`` training rows: a sharded fit pads them)."""
     r = jax.tree_util.tree_map(jax.device_put, fitted.rounds())  # (jnp.asarray would compile)
     state = carry.state

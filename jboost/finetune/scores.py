@@ -73,7 +73,7 @@ def moved_borders(params: Params, st: Structure):
 
 def _soft_tree(values, borders, features, missing_right, movable, X_t, scale, temperature):
     """One oblivious tree on rows ``X_t (F, n)``: its soft values ``(n, K)`` (sigmoid splits) and
-    its hard values (the comparisons ``x > border`` of :func:`jboost.tree.leaf_index_raw`)."""
+    its hard values (the comparisons ``x > border`` of :func:`jboost.trees.oblivious.leaf_index_raw`)."""
     x = X_t[features]                                          # (D, n)
     hard = jnp.where(jnp.isnan(x), missing_right[:, None], x > borders[:, None])
     soft_ok = jnp.isfinite(x) & movable[:, None]
@@ -165,7 +165,7 @@ def penalised_loss(params: Params, rows: Rows, loss, st, temperature, l2, leaves
 @_compile.jit
 def leaf_indices(trees, X):
     """``(S, n)`` int32 leaf of each row of ``X (n, F)`` in each of the flattened trees (any
-    :class:`jboost.tree.TreeFamily`: its ``leaf_index_raw``)."""
+    :class:`jboost.trees.family.TreeFamily`: its ``leaf_index_raw``)."""
     X_t = jnp.asarray(X, jnp.float32).T
     return jax.vmap(lambda t: t.leaf_index_raw(X_t))(trees).astype(jnp.int32)
 

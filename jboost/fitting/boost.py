@@ -2,7 +2,7 @@
 
 ``fit`` checks its inputs on the host through the settings layer (clear ``ValueError`` /
 ``TypeError`` naming the argument), bins the features, then calls the jit-compiled
-:func:`jboost.boosting.boost`. Continuous hyperparameters may be JAX tracers:
+:func:`jboost.engine.boosting.boost`. Continuous hyperparameters may be JAX tracers:
 ``jax.vmap(lambda lr: jboost.fit(X, y, learning_rate=lr))`` fits a whole sweep in one compiled
 call (X and y must then be concrete, closed-over arrays). Prediction and the model protocol are
 in :mod:`jboost.model`.
@@ -125,7 +125,7 @@ def fit(
       min_child_weight: minimal hessian sum of a child (traced; see :mod:`jboost.splits`).
       subsample: probability that a row takes part in a round (Bernoulli weights; traced).
       colsample: fraction of features eligible per tree or per level (traced).
-      colsample_by: ``"tree"``, ``"level"`` or a column sampler function (:mod:`jboost.samplers`).
+      colsample_by: ``"tree"``, ``"level"`` or a column sampler function (:mod:`jboost.engine.samplers`).
       n_bins: bins per feature including the missing bin, 3..256 (static).
       sample_weight: optional non-negative ``(n_samples,)`` weights.
       eval_set: optional ``(X_valid, y_valid)`` or ``(X_valid, y_valid, w_valid)``; its mean loss
@@ -141,17 +141,17 @@ def fit(
         to reuse a binning.
       devices: data-parallel training: ``"all"`` (every device of ``jax.devices()``), a list of
         devices, or a ``jax.sharding.Mesh`` whose first axis the rows are sharded over; histograms
-        are summed across devices with ``psum`` (:func:`jboost.boosting.boost_sharded`).
+        are summed across devices with ``psum`` (:func:`jboost.engine.sharded.boost_sharded`).
         ``None`` (default): one device.
       row_sampler: ``"bernoulli"`` (each row kept with probability ``subsample``), ``"poisson"``
-        (Poisson(``subsample``) counts: a bootstrap per round) or a function (:mod:`jboost.samplers`).
+        (Poisson(``subsample``) counts: a bootstrap per round) or a function (:mod:`jboost.engine.samplers`).
       split_criterion: how splits are scored and leaves valued, a
-        :class:`jboost.splits.SplitCriterion` (static); default the regularised Newton criterion.
+        :class:`jboost.trees.splits.SplitCriterion` (static); default the regularised Newton criterion.
       tree_family: the class of trees to grow (static): ``"oblivious"`` (the default,
-        :class:`jboost.tree.ObliviousTrees`), ``"depthwise"`` (:class:`jboost.depthwise.DepthwiseTrees`),
+        :class:`jboost.trees.oblivious.ObliviousTrees`), ``"depthwise"`` (:class:`jboost.trees.depthwise.DepthwiseTrees`),
         ``"lossguide"`` (best-first: the leaf of largest gain splits next,
-        :class:`jboost.lossguide.LossGuidedTrees`; its trees are depth-wise node tables) or any
-        :class:`jboost.tree.TreeFamily` class.
+        :class:`jboost.trees.lossguide.LossGuidedTrees`; its trees are depth-wise node tables) or any
+        :class:`jboost.trees.family.TreeFamily` class.
       max_leaves: loss-guided trees only (static): the most leaves of a tree (default 31,
         LightGBM's ``num_leaves``); ``depth`` is then a depth bound (up to 30) and
         ``depth=None`` leaves only ``max_leaves`` to bound the trees.
@@ -165,7 +165,7 @@ def fit(
       eval_metric: the early-stopping score (without ``early_stopping_rounds``: a validation
         metric shown by ``verbose``, given to ``callbacks`` and named in the settings, nothing
         more; it needs ``eval_set``): ``None`` (the loss), ``"error_rate"``, ``"mse"``,
-        ``"mae"`` (:data:`jboost.metrics.METRICS`, through the loss's link) or ``metric(y, raw, w) -> scalar``
+        ``"mae"`` (:data:`jboost.losses.metrics.METRICS`, through the loss's link) or ``metric(y, raw, w) -> scalar``
         (minimised; ``raw`` as :func:`jboost.predict` returns it). A module-level function: it is
         static in the compiled program.
       init_model: continue boosting this :class:`Booster` (a warm start, :func:`jboost.fit`'s
@@ -206,7 +206,7 @@ def fit(
       cat_prior_weight: its weight ``a > 0`` in ``(sum + a p) / (count + a)`` (traced).
       rows: ``"global"`` (default): ``X``, ``y``, ``sample_weight`` and ``eval_set`` are the whole
         data (on every process of a multi-process run). ``"local"``: the multi-process mode
-        (:mod:`jboost.distributed`, after ``jax.distributed.initialize()``): every process calls
+        (:mod:`jboost.engine.distributed`, after ``jax.distributed.initialize()``): every process calls
         ``fit`` with the same settings and only its own rows (and validation rows); the model,
         returned on every process, is the fit of the processes' rows concatenated in process
         order (the same borders, classes, baseline and splits; leaf values up to float rounding).
@@ -224,12 +224,12 @@ def fit(
     which ``Ctrl-C`` cannot stop before it ends.
 
     Returns:
-      A :class:`Booster`, whose ``settings`` (:class:`jboost.model.Settings`) record this call's
+      A :class:`Booster`, whose ``settings`` (:class:`jboost.models.metadata.Settings`) record this call's
       settings (saved in model files by :func:`jboost.save`).
 
     Raises:
       MemoryError: the fit's histograms would not fit in the device's memory (checked before
-        compiling; :func:`jboost._validation.check_memory`).
+        compiling; :func:`jboost.devices.check_memory`).
       FloatingPointError: the training loss of a concrete fit is NaN or infinite (the message
         names the first such round and the likely causes: the loss at the labels and baseline,
         the learning rate). Not checked under ``jax.vmap``.

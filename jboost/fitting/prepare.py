@@ -143,7 +143,7 @@ def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borde
 
 
 def prepare_boosting(X, y, **kwargs):
-    """:func:`prepare` as ``(jboost.boosting.Data, borders)``: the arrays boosting runs on and the
+    """:func:`prepare` as ``(jboost.engine.state.Data, borders)``: the arrays boosting runs on and the
     bin borders the model keeps (the entry points that boost: ``fit``, the algorithms)."""
     data = prepare(X, y, **kwargs)
     return state.Data(*data[:6]), data.borders
@@ -246,7 +246,7 @@ def mapped_labels(y, eval_set, loss, n_outputs, task, init_model, n_rows: Option
 def categorical_data(plan, data: state.Data, borders, loss, key, prior, prior_weight,
                       n_bins: int, init_model=None):
     """``(data, borders, Categorical)``: the host-binned columns of ``plan``'s encoded rows
-    followed by the ctr columns' ordered target statistics (:func:`jboost.categorical.training_features`,
+    followed by the ctr columns' ordered target statistics (:func:`jboost.data.categorical_stats.training_features`,
     from the permutation of ``fold_in(key, PERMUTATION_STREAM)``; traced prior and weight),
     their borders and bins; the eval set's rows get the statistics of every training row.
     A continued fit (``init_model``) takes the model's prior, its weight and its borders, so the
@@ -299,7 +299,7 @@ def categorical_data(plan, data: state.Data, borders, loss, key, prior, prior_we
 
 def centred_inputs(y, eval_set, offset, n: int, eval_metric):
     """The labels of ``y`` and of ``eval_set`` minus the label offset, computed in float64
-    (:func:`jboost._validation.label_offset`)."""
+    (:func:`jboost.fitting.prepare.label_offset`)."""
     if callable(eval_metric):
         warnings.warn("eval_metric sees the labels and raw scores minus the label offset "
                       f"Booster.offset = {np.asarray(offset).tolist()} (a metric of the residual is unchanged; "
@@ -336,7 +336,7 @@ def with_margins(data: state.Data, base_margin, eval_base_margin, eval_set, k: i
 
 def local_rows(X, y, loss, sample_weight, eval_set, devices, cat_features, settings, **refused):
     """The checks and gathers of a multi-process fit (``rows="local"``,
-    :func:`jboost.distributed.gather`); refuses what it does not support.
+    :func:`jboost.engine.distributed.gather`); refuses what it does not support.
 
     The refusals come after the settings (what is refused included) are compared across processes,
     so a process that passes an argument the others do not makes every process raise instead of

@@ -51,7 +51,7 @@ BOUNDS = {
 
 def check_early_stopping(rounds, tolerance, metric, loss, *, has_validation: bool,
                          needs: str = "eval_set=(X_valid, y_valid)"):
-    """The static :class:`jboost.boosting.EarlyStopping` of ``early_stopping_rounds``,
+    """The static :class:`jboost.engine.boosting.EarlyStopping` of ``early_stopping_rounds``,
     ``early_stopping_tolerance`` and ``eval_metric`` (``None`` without ``rounds``), for every
     entry point that stops early (``fit``, bagged boosters, the sweep); ``needs`` names the
     validation rows the entry point lacks when ``has_validation`` is false."""
@@ -96,7 +96,7 @@ def _hyper_domains() -> dict:
 def in_domains(loss: Optional[loss_lib.Loss], hyper=None) -> jax.Array:
     """A traced boolean: every parameter of ``loss`` is finite and inside its declared domain
     (:attr:`jboost.Loss.domains`, none without ``loss``) and every continuous hyperparameter of
-    ``hyper`` (a :class:`jboost.boosting.Hyperparams` or a forest's, optional: the fields named
+    ``hyper`` (a :class:`jboost.engine.boosting.Hyperparams` or a forest's, optional: the fields named
     in :data:`BOUNDS`) inside its bounds. The check that values traced under ``jax.vmap`` or
     ``jit`` get in place of the host's (:func:`check_loss_param`, :func:`check_hyperparameter`)."""
     ok = jnp.asarray(True)
@@ -174,7 +174,7 @@ def check_eval_metric(metric, loss: loss_lib.Loss, *, has_validation: bool,
 def recorded_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hyperparams, key, *,
                       init_rounds: int = 0, base_margin: bool = False,
                       categorical: Optional[categorical_stats.Categorical] = None) -> metadata.Settings:
-    """The :class:`jboost.model.Settings` of a fit (``Booster.settings``, its docstring lists
+    """The :class:`jboost.models.metadata.Settings` of a fit (``Booster.settings``, its docstring lists
     them): the traced hyperparameters as the fit used them (float32; tracers under ``jax.vmap``,
     so the batch's settings get the model axis), the static counts and flags as int32 / bool
     arrays, the key's raw uint32 data, and the samplers', criterion's, tree family's and
@@ -223,8 +223,8 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
     callable ``round -> rate`` (e.g. an optax schedule): it is then the static
     ``learning_rate_schedule`` and the traced rate is 1. Loss-guided trees
     (``tree_family="lossguide"``) take ``max_leaves`` (default
-    :data:`jboost.lossguide.DEFAULT_MAX_LEAVES`) and ``depth`` as their depth bound, up to
-    :data:`jboost._validation.MAX_DEPTHWISE_DEPTH`; ``depth=None`` there is no bound but
+    :data:`jboost.trees.lossguide.DEFAULT_MAX_LEAVES`) and ``depth`` as their depth bound, up to
+    :data:`jboost.fitting.settings.MAX_DEPTHWISE_DEPTH`; ``depth=None`` there is no bound but
     ``max_leaves`` itself (``max_leaves - 1``, at most that maximum).
     """
     n_rounds = checks.check_int(n_rounds, "n_rounds", 1, MAX_ROUNDS)
@@ -232,7 +232,7 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
     if isinstance(tree_family, str):  # the built-in families by name
         if tree_family not in families:
             raise ValueError(f"tree_family must be \"oblivious\", \"depthwise\", \"lossguide\" or "
-                             f"a class implementing jboost.tree.TreeFamily; got {tree_family!r}.")
+                             f"a class implementing jboost.trees.family.TreeFamily; got {tree_family!r}.")
         tree_family = families[tree_family]
     if tree_family is families["lossguide"]:
         max_leaves = checks.check_int(
@@ -264,14 +264,14 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
     if not callable(row_sampler):
         checks.check_choice(row_sampler, "row_sampler", tuple(samplers.ROW_SAMPLERS))
     if not isinstance(split_criterion, splits_lib.SplitCriterion):
-        raise TypeError(f"split_criterion must be a jboost.splits.SplitCriterion(score, value), got "
+        raise TypeError(f"split_criterion must be a jboost.trees.splits.SplitCriterion(score, value), got "
                         f"{type(split_criterion).__name__}: write score(G, H, l2) and value(G, H, l2) "
                         "and pass SplitCriterion(score, value).")
     missing = [m for m in ("grow", "leaf_index_raw", "leaf_index_binned", "with_borders")
                if not isinstance(tree_family, type) or not callable(getattr(tree_family, m, None))]
     if missing:
         raise TypeError(f"tree_family must be \"oblivious\", \"depthwise\", \"lossguide\" or a "
-                        f"class implementing jboost.tree.TreeFamily; {tree_family!r} lacks "
+                        f"class implementing jboost.trees.family.TreeFamily; {tree_family!r} lacks "
                         f"{', '.join(missing)}.")
     config = boosting_lib.BoostConfig(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                                   per_output_trees=bool(per_output_trees), colsample_by=colsample_by,

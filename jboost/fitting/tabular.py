@@ -14,33 +14,33 @@ class Tabular(NamedTuple):
     """What :func:`tabular` read: ``X`` a float32 ``(n, F)`` host matrix (a DataFrame's columns
     in ``init_model``'s order), ``y`` the labels (class labels mapped to ``0..K-1``), ``eval_set``
     (its X ordered and labels mapped likewise), and the model's ``feature_names`` and
-    ``classes`` fields (:class:`jboost.model.FeatureNames`, :class:`jboost.model.Classes`, or
+    ``classes`` fields (:class:`jboost.models.metadata.FeatureNames`, :class:`jboost.models.metadata.Classes`, or
     ``None``); with categorical columns, ``X`` is their encoded matrix and ``plan`` the
-    :class:`jboost.categorical.Plan` (the ``eval_set``'s X encoded too)."""
+    :class:`jboost.data.categorical.Plan` (the ``eval_set``'s X encoded too)."""
 
     X: Any
     y: Any
     eval_set: Any
     feature_names: Optional[metadata.FeatureNames]
     classes: Optional[metadata.Classes]
-    plan: Any = None  # categorical columns (tabular(categorical=...)): a jboost.categorical.Plan
+    plan: Any = None  # categorical columns (tabular(categorical=...)): a jboost.data.categorical.Plan
 
 
 def tabular(X, y, *, init_model=None, eval_set=None, loss=None, n_outputs=None, task=None,
             classify: bool = True, categorical=None, who: str = "this ensemble",
             n_rows=None) -> Tabular:
     """The tabular input of an ensemble's fit, read as :func:`jboost.fit` reads it: a
-    DataFrame's feature names (:func:`jboost._validation.tabular_input`: columns ordered by
+    DataFrame's feature names (:func:`jboost.data.tabular.tabular_input`: columns ordered by
     ``init_model``'s names, the ``eval_set``'s too), then, for a classification fit
     (``classify``), class labels as users have them (strings, ``{-1, 1}``, ...) mapped to
     ``0..K-1`` by ``loss`` (a name, :class:`jboost.Loss` or function, with ``n_outputs`` and
-    ``task``) through :func:`jboost._validation.class_labels` (``eval_set``'s labels, and a
+    ``task``) through :func:`jboost.fitting.prepare.class_labels` (``eval_set``'s labels, and a
     continued fit's, with the training or ``init_model``'s classes; a model of class indices is
     not continued with labels it would map). The same function as :func:`jboost.fit`'s.
     ``n_rows``: the labels' rows when ``y`` is not ``X``'s (a multi-process fit's whole table).
 
     ``categorical``: ``(cat_features, one_hot_max_size)`` for an entry point that encodes
-    categorical columns (:func:`jboost._validation.categorical_plan`); ``None``: a DataFrame's
+    categorical columns (:func:`jboost.data.categorical.categorical_plan`); ``None``: a DataFrame's
     categorical columns are refused, naming ``who`` and the fix (:func:`refuse_categorical`)."""
     X, names, eval_set = tabular_lib.tabular_input(X, init_model, eval_set)
     plan = None

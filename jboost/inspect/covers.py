@@ -80,7 +80,7 @@ def path_terms(tree, cover, path):
     cover(node)``, a node's cover the sum of the covers of the leaves below it; a node that does
     not split sends everything left; a split node no background row reaches splits by halves;
     a step past the path's end is 1) and the feature of each path node. ``cover`` ``(N + 1,)``
-    the leaves' covers, ``path`` :func:`jboost.depthwise.paths` of the tree."""
+    the leaves' covers, ``path`` :func:`jboost.trees.node_table.paths` of the tree."""
     nodes, right, valid = path
     n_nodes = tree.features.shape[-1]
     n_leaves = tree.leaf_values.shape[-2]

@@ -115,7 +115,7 @@ def _importance(model, *, kind: str, per_class: bool, axis: Optional[str]):
 
 
 def _used_gains(m):
-    """The split gains of the rounds a prediction uses (:func:`jboost.model.used_gains`)."""
+    """The split gains of the rounds a prediction uses (:func:`jboost.models.base.used_gains`)."""
     return base_lib.used_gains(m)
 
 

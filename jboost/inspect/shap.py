@@ -198,8 +198,8 @@ def _explain_depthwise(trees, X, data, weight, interactions: bool):
     node whose feature is in ``S`` and the node's cover share otherwise: a product game per
     path, whose Shapley (interaction) values are closed-form polynomial sums
     (:func:`_shapley_of_products`; a feature met twice on a path is one player). The trees are
-    node tables (:class:`jboost.depthwise.DepthwiseTrees`): a leaf's path
-    (:func:`jboost.depthwise.paths`) is as long as its depth, the steps past its end null
+    node tables (:class:`jboost.trees.depthwise.DepthwiseTrees`): a leaf's path
+    (:func:`jboost.trees.node_table.paths`) is as long as its depth, the steps past its end null
     players. Per row and tree ``O(L D**3)`` for ``L = N + 1`` leaf slots (interactions ``O(L
     D**4)``), fixed shapes: rows in batches of :data:`_ROW_BATCH`, trees a ``lax.scan``."""
     n_features = X.shape[1]
@@ -309,8 +309,8 @@ def explain_trees(trees: oblivious.ObliviousTrees, X, data, weight, interactions
 def _explain(model, X, n_rounds, data, data_weight, interactions: bool) -> ShapValues:
     """SHAP values of rows ``X`` (a DataFrame's columns matched by the model's names). A model
     with categorical columns is explained on the encoded features its trees split on
-    (:func:`jboost.categorical.expanded_rows`: indicators, target statistics), then summed by
-    input column (:func:`jboost.categorical.sum_by_input`; SHAP values are additive, so local
+    (:func:`jboost.models.base.expanded_rows`: indicators, target statistics), then summed by
+    input column (:func:`jboost.data.categorical.sum_by_input`; SHAP values are additive, so local
     accuracy holds per input column)."""
     sums.refuse_bagged_categorical(model)
 

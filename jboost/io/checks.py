@@ -28,7 +28,7 @@ def check_same_shape(path, fam, names, shape) -> None:
 
 
 def _check_node_table(path, fam) -> None:
-    """Depth-wise trees' node tables (:class:`jboost.depthwise.DepthwiseTrees`): dtypes, shapes
+    """Depth-wise trees' node tables (:class:`jboost.trees.depthwise.DepthwiseTrees`): dtypes, shapes
     (``N`` node slots, ``children (..., N, 2)``, ``N + 1`` leaf slots, ``level_counts (...,
     D)``) and children that name nodes after their parent or leaves in range, so that the walk
     reads only the table (a hostile file's indices would otherwise be clamped silently)."""

@@ -16,7 +16,7 @@ unpickled). It holds
   ``max_group``, ``n_probes``; absent in older files: their defaults); the tree family's class), the
   dtype and shape of every array, the model's ``n_features``, ``batch_shape``, ``n_stages`` and
   ``task``, optional ``feature_names`` and user ``metadata``, the fit's ``settings`` (a
-  Booster's :class:`jboost.model.Settings` as JSON values: ``{"learning_rate": 0.3, "depth":
+  Booster's :class:`jboost.models.metadata.Settings` as JSON values: ``{"learning_rate": 0.3, "depth":
   3, "key": [0, 7], "colsample_by": "level", ...}``, lists for a batch of models; ``None`` for
   models without them), and a SHA-256 checksum over the header and every array's bytes,
   verified on load.
@@ -166,7 +166,7 @@ class _Builder:
         raise self.fail(f"its structure has an unknown node kind {kind!r} at {path or 'the root'}.")
 
     def classes(self, node, path: str):
-        """A :class:`jboost.model.Classes` from its JSON labels (floats as their repr)."""
+        """A :class:`jboost.models.metadata.Classes` from its JSON labels (floats as their repr)."""
         labels, kind = node.get("labels"), node.get("dtype")
         if not isinstance(labels, list) or not labels or kind not in ("U", "S", "O", "i", "u", "f", "b"):
             raise self.fail(f"its class labels at {path} are invalid.")
@@ -234,7 +234,7 @@ class _Builder:
     def dense_depthwise(self, cls, node, path: str):
         """Depth-wise trees of a file of format 1-4: the dense heap layout (``(..., 2**D - 1)``
         rules, rule ``2**d - 1 + j`` heap node ``j`` of level ``d``, ``(..., 2**D, K)`` leaves),
-        checked, then converted into node tables (:func:`jboost.depthwise.from_dense`)."""
+        checked, then converted into node tables (:func:`jboost.trees.depthwise.from_dense`)."""
         dense = {f: self.build(node["fields"][f], f"{path}.{f}") for f in checks.RULE_DTYPES}
         checks.check_dtypes(self.path, dense, checks.RULE_DTYPES)
         shape = dense["features"].shape

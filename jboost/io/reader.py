@@ -28,7 +28,7 @@ FORMAT_VERSION = 5
 # leaves, jboost.depthwise); a model with depth-wise trees is written as version 5 (older jboost
 # versions refuse it rather than read a table as a heap). A file of versions 1-4 holds depth-wise
 # trees in the dense heap layout (2**D - 1 rules, 2**D leaves, no children or level_counts): it
-# loads, converted by jboost.depthwise.from_dense (the same predictions).
+# loads, converted by jboost.trees.depthwise.from_dense (the same predictions).
 HEADER = "__header__"
 
 # The dtypes a model file may hold (no object, string or structured arrays).

@@ -17,7 +17,7 @@ from jboost.models import ecoc as ecoc_lib
 from jboost.models import forest as forest_lib
 from jboost.models import metadata as metadata_lib
 from jboost.models import stacked
-from jboost.trees import registry
+from jboost.trees import registry as tree_registry
 
 # --------------------------------------------------------------------------------------------
 # The registry of known classes and functions (built lazily: importing jax is deferred).
@@ -30,10 +30,28 @@ def qualified_name(obj) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', getattr(obj, '__name__', '?'))}"
 
 
+#: The modules the built-in loss functions were defined in when model files started naming them:
+#: files keep naming them so, whatever module defines them today (a file is the same bytes
+#: whichever jboost wrote it, and every jboost reads it).
+RECORDED_MODULES = {"jboost.losses.per_sample": "jboost.losses", "jboost.losses.links": "jboost.losses",
+                    "jboost.losses.baselines": "jboost.losses", "jboost.losses.objectives": "jboost.objectives"}
+RECORDED_NAMES = {"jboost.losses.per_sample._logit_deviance_fn":
+                  "jboost.losses.per_sample._logit_deviance_fn"}
+
+
+def recorded_name(f) -> str:
+    """The name a model file gives the built-in function ``f`` (see :data:`RECORDED_MODULES`)."""
+    name = qualified_name(f)
+    if name in RECORDED_NAMES:
+        return RECORDED_NAMES[name]
+    module = getattr(f, "__module__", "?")
+    return RECORDED_MODULES.get(module, module) + name[len(module):]
+
+
 def registry() -> Dict[str, Any]:
     """The known classes and functions: ``models`` (the model types by name), ``families`` (the
     built-in tree families), ``nested`` (other pytrees inside models), ``callables`` (every
-    function of a built-in loss by qualified name) and ``Loss``."""
+    function of a built-in loss by its recorded name) and ``Loss``."""
     if _REGISTRY_CACHE:
         return _REGISTRY_CACHE
 
@@ -58,13 +76,13 @@ def registry() -> Dict[str, Any]:
             baselines.log_freq_baseline, baselines.samme_baseline, baselines.log_mean_baseline]
     _REGISTRY_CACHE.update(
         models=models,
-        families={cls.__name__: cls for cls in registry.TREE_FAMILIES.values()},
+        families={cls.__name__: cls for cls in tree_registry.TREE_FAMILIES.values()},
         nested={"LinearModel": stacked.LinearModel, "Categorical": categorical_stats.Categorical},
         CategoricalSpec=categorical_lib.CategoricalSpec,
         Settings=metadata_lib.Settings,
         Classes=metadata_lib.Classes,
         FeatureNames=metadata_lib.FeatureNames,
-        callables={qualified_name(f): f for f in fns if f is not None},
+        callables={recorded_name(f): f for f in fns if f is not None},
         Loss=loss_lib.Loss,
     )
     return _REGISTRY_CACHE

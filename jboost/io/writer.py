@@ -30,7 +30,7 @@ def _callable_record(f, what: str) -> Any:
     if f is None:
         return None
     f_inner = getattr(f, "__wrapped__", f)  # a loss pinned by _validation (PinnedFn)
-    name = registry.qualified_name(f_inner)
+    name = registry.recorded_name(f_inner)
     if registry.registry()["callables"].get(name) is f_inner:
         return name
     return {"custom": str(getattr(f_inner, "__name__", what))}
@@ -207,7 +207,7 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
 
 
 def _settings_summary(settings, settings_cls) -> Optional[Dict[str, Any]]:
-    """A model's :class:`jboost.model.Settings` as readable JSON values (numbers, booleans, lists
+    """A model's :class:`jboost.models.metadata.Settings` as readable JSON values (numbers, booleans, lists
     for arrays with axes, strings for names); ``None`` for a model without them."""
     if not isinstance(settings, settings_cls) or not len(settings):
         return None

@@ -20,7 +20,7 @@ The vocabulary (the README's glossary) and the shared defaults live here too:
 * ``folds``: a number of folds K >= 2, or an ``(n,)`` int array of fold ids 0..K-1;
 * ``devices``: ``None`` (one device), ``"all"`` (every device of ``jax.devices()``), a list of
   devices, or a ``jax.sharding.Mesh``; ``None`` is the default everywhere except
-  :func:`jboost.sweep.sweep`, whose models are independent and default to ``"all"``;
+  :func:`jboost.sweep.fit.sweep`, whose models are independent and default to ``"all"``;
 * ``memory_budget``: bytes of device memory per chunk of models fitted together;
 * ``key``: an int seed or a ``jax.random`` key.
 
@@ -32,7 +32,7 @@ with a warning when the program runs (the sweep's program uses it), so it is nev
 
 Memory is estimated before anything is compiled, and an impossible request refused with a
 ``MemoryError`` naming its cause (:func:`check_memory`; :func:`check_boosting_memory` for
-batches of boosters, :func:`jboost._batching.forest_bytes` for forests).
+batches of boosters, :func:`jboost.engine.memory.forest_bytes` for forests).
 
 A custom loss must be pure (the purity rule of :func:`resolve_loss`); the common impure case,
 a Python number read from a global that changes between fits, is caught by
@@ -279,7 +279,7 @@ def check_finite_fit(train_loss, loss, data, init_raw) -> None:
 def warn_if_no_gradient(loss: loss_lib.Loss, data, init_raw) -> None:
     """Warn (``jboost.fit``'s ``UserWarning``) when a custom loss's gradient is zero at every row
     at the baseline ``init_raw``: nothing would be learned (``jnp.round``, a stopped gradient).
-    ``data``: a :class:`jboost.boosting.Data` (or anything with ``y``, ``w``, ``margin``). Skipped
+    ``data``: a :class:`jboost.engine.state.Data` (or anything with ``y``, ``w``, ``margin``). Skipped
     for the built-in losses and for traced values (one check for every boosting entry point:
     fit, the gradient algorithms, bagged boosters, sweeps)."""
     if per_sample.is_built_in(loss) or any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(

@@ -34,9 +34,9 @@ decides every round, from the traced values (:func:`curvature_is_positive`): if 
 moves the fit has positive curvature, the round is a Newton round as above; otherwise the tree
 is grown on unit curvature (:func:`first_order_curvature`), i.e. fitted by least squares to the
 negative gradient (ESL Algorithm 10.3; Friedman 2001, Algorithm 1), and its leaves
-(:func:`jboost.refit.degenerate_leaf_values`) are, for a regression loss, the exact minimisers
+(:func:`jboost.trees.refit.degenerate_leaf_values`) are, for a regression loss, the exact minimisers
 of the user's loss found by an autodiff search that needs no curvature
-(:func:`jboost.refit.exact_leaf_values`; the built-in absolute, quantile and Huber losses are
+(:func:`jboost.trees.refit.exact_leaf_values`; the built-in absolute, quantile and Huber losses are
 this rule with closed-form leaves: ``hessian="unit"`` and the quantile or Huber refit), and for
 a classification loss the first-order values on the unit curvature of the rows with a
 gradient (XGBoost's ``binary:hinge``), kept from raising a leaf's loss.
@@ -94,7 +94,7 @@ def first_order_curvature(g, task: str):
     loss (the built-in absolute, quantile and Huber losses' ``hessian="unit"``), and for a
     classification loss 1 where the row has a gradient and 0 on stationary rows (XGBoost's
     ``binary:hinge`` curvature: a row beyond the hinge's margin neither pulls nor dilutes a
-    leaf's first-order value ``-G / (W + l2)``; :func:`jboost.refit.degenerate_leaf_values`)."""
+    leaf's first-order value ``-G / (W + l2)``; :func:`jboost.trees.refit.degenerate_leaf_values`)."""
     if task in ("binary", "multiclass"):
         return (g != 0).astype(g.dtype)
     return jnp.ones_like(g)

@@ -8,7 +8,7 @@ losses. A built-in loss given C label columns applies to each column and sums
 ``k``). Objectives that are not sums over samples (Cox, ranking) are batch losses
 (``Loss.batch``, :mod:`jboost.objectives`).
 The library vmaps it over samples and takes gradients and hessians with autodiff
-(:mod:`jboost.derivatives`); no derivative code is ever written by hand.
+(:mod:`jboost.losses.derivatives`); no derivative code is ever written by hand.
 
 A :class:`Loss` bundles the function with what boosting needs around it: the number of outputs,
 the link (raw score -> prediction / probability), the optimal constant baseline, how labels are
@@ -18,14 +18,14 @@ everything else is static metadata.
 
 A loss's parameters have declared domains (:attr:`Loss.domains`, e.g. the quantile level
 ``alpha`` in ``(0, 1)``), checked on the host wherever a loss is resolved
-(:func:`jboost._validation.resolve_loss`) and for every value of a sweep's grid.
+(:func:`jboost.losses.checks.resolve_loss`) and for every value of a sweep's grid.
 
 **Custom losses need no smoothness.** A custom loss's default ``hessian="auto"`` grows Newton
 trees in a round where every row's autodiff curvature is positive, and otherwise (a hessian
 zero almost everywhere: pinball, absolute error, hinge, epsilon-insensitive; or negative
 somewhere: Cauchy, Tukey's biweight) a least-squares tree on the negative gradient (ESL
 Algorithm 10.3) whose leaves are the exact minimisers of the loss, found by autodiff bisection
-(:func:`jboost.refit.exact_leaf_values`; Friedman 2001, eq. 18). The built-in absolute error and
+(:func:`jboost.trees.refit.exact_leaf_values`; Friedman 2001, eq. 18). The built-in absolute error and
 quantile loss are the closed-form case of this rule: a hand-written pinball loss gives the same
 trees and, to float32 rounding, the same leaves (the weighted quantiles of the residuals).
 
@@ -50,15 +50,15 @@ CLASSIFICATION = ("binary", "multiclass")
 
 TASKS = ("regression", "binary", "multiclass", "count", "survival", "ranking")
 
-# Newton curvatures of a loss (Loss.hessian; jboost.derivatives.grad_hess). "auto", a custom
+# Newton curvatures of a loss (Loss.hessian; jboost.losses.derivatives.grad_hess). "auto", a custom
 # loss's default: "autodiff" in a round where every row's curvature is positive, else "unit"
-# trees with exact leaves (jboost.derivatives.curvature_is_positive, jboost.boosting.newton_round).
+# trees with exact leaves (jboost.losses.derivatives.curvature_is_positive, jboost.engine.algorithm.newton_round).
 HESSIANS = ("auto", "autodiff", "diagonal", "unit")
 
 # The hessian diagonals of a batch objective (Loss.hessian_diag; jboost.objectives).
 BATCH_HESSIANS = ("exact", "groups", "hutchinson")
 
-# Exact leaf refits (Loss.leaf_refit; jboost.refit.refit_leaf_values).
+# Exact leaf refits (Loss.leaf_refit; jboost.trees.refit.refit_leaf_values).
 LEAF_REFITS = (None, "quantile", "huber", "line_search", "exact")
 
 
@@ -149,12 +149,12 @@ class Loss:
       baseline: ``baseline(y, w, n_outputs, **params) -> (K,)`` the optimal constant raw score
         (the adaptive Huber loss starts from the median, as Friedman's Algorithm 4), or ``None``
         to solve for it numerically (L-BFGS).
-      hessian: the Newton curvature of the trees (:func:`jboost.derivatives.grad_hess`):
+      hessian: the Newton curvature of the trees (:func:`jboost.losses.derivatives.grad_hess`):
         ``"auto"`` (the default of a custom loss), decided each round from the traced values
-        (:func:`jboost.derivatives.curvature_is_positive`): where every row that moves the fit
+        (:func:`jboost.losses.derivatives.curvature_is_positive`): where every row that moves the fit
         has positive curvature, ``"autodiff"``; otherwise (a curvature zero almost everywhere or
         negative somewhere) ``"unit"`` trees whose leaves are the exact per-leaf minimisers of
-        the loss (``leaf_refit`` if set, else ``"exact"``: :func:`jboost.refit.exact_leaf_values`);
+        the loss (``leaf_refit`` if set, else ``"exact"``: :func:`jboost.trees.refit.exact_leaf_values`);
         ``"autodiff"`` (the built-in smooth losses'; Newton trees every round, whatever the
         curvature) the second derivative for one output and, for
         K coupled outputs, the Gershgorin majorant ``H_kk + sum_{j != k} |H_kj|`` of the
@@ -171,14 +171,14 @@ class Loss:
         from ``params['alpha']`` or 0.5), ``"huber"`` (ESL Algorithm 10.3 step 2(c)),
         ``"line_search"`` (Newton iterations on the true loss per leaf) or ``"exact"`` (the
         per-leaf minimiser of the true loss by autodiff bisection, no curvature needed:
-        :func:`jboost.refit.exact_leaf_values`).
+        :func:`jboost.trees.refit.exact_leaf_values`).
       adaptive_huber_alpha: when set, ``params['delta']`` is recomputed every round as the
         alpha-quantile of ``|y - f|`` (ESL section 10.10.2, the M-regression of Friedman 2001).
       domains: ``{parameter: Interval or (lo, hi[, lo_open, hi_open])}``, the values each
         parameter may take (open ends by default); checked on the host when the loss is resolved
-        (:func:`jboost._validation.resolve_loss`). Stored as a hashable :class:`Domains`.
+        (:func:`jboost.losses.checks.resolve_loss`). Stored as a hashable :class:`Domains`.
       label_columns: ``None`` (a scalar label per row, ``y (n,)``) or ``C``: each row's label is
-        a ``(C,)`` vector, ``y (n, C)`` (set by :func:`jboost._validation.resolve_loss` from
+        a ``(C,)`` vector, ``y (n, C)`` (set by :func:`jboost.losses.checks.resolve_loss` from
         ``y``'s columns): multi-target regression, multi-label classification (``task="binary"``:
         ``C`` independent 0/1 labels), or the structured labels of a batch objective
         (:mod:`jboost.objectives`: ``(time, event)``, ``(relevance, query id)``). A per-sample

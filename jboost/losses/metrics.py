@@ -1,7 +1,7 @@
 """Validation metrics and the check of a metric=/eval_metric= argument against a loss.
 
-The one home of the named metrics: early stopping (:class:`jboost.boosting.EarlyStopping`) and
-sweeps (:mod:`jboost.sweep.metrics`) evaluate them here; :func:`jboost._validation.check_metric`
+The one home of the named metrics: early stopping (:class:`jboost.engine.boosting.EarlyStopping`) and
+sweeps (:mod:`jboost.sweep.metrics`) evaluate them here; :func:`jboost.losses.metrics.check_metric`
 checks a metric against a loss. A custom metric is ``metric(y, raw, w) -> scalar``.
 
 With vector labels ``y (n, C)`` (multi-target regression, multi-label classification) a named
@@ -24,7 +24,7 @@ from jboost.losses import metrics as metrics_lib
 
 def check_metric(metric, loss: loss_lib.Loss, greater_is_better: bool = False,
                  name: str = "metric") -> bool:
-    """Check ``metric`` (``None``: the loss; a name of :data:`jboost.metrics.METRICS`; a function
+    """Check ``metric`` (``None``: the loss; a name of :data:`jboost.losses.metrics.METRICS`; a function
     ``metric(y, raw, w)``) against ``loss``; returns whether greater is better (only a custom
     metric may say so: the loss and the named metrics are minimised). ``name``: the argument's
     name in messages (``metric`` of sweeps, ``eval_metric`` of fit)."""

@@ -5,7 +5,7 @@ is ONE scalar function of every row: ``y (n, C)`` the structured labels, ``raw (
 scores (``(n, K)`` for several outputs), ``w (n,)`` the row weights, which the function applies
 itself (as frequency weights: a row of weight 2 counts as two copies); it returns the weighted
 sum, and the fit reports ``fn / sum(w)``. Boosting takes its gradient with ``jax.grad`` and its
-Newton curvature from the diagonal of its hessian (:func:`jboost.derivatives.batch_grad_hess`):
+Newton curvature from the diagonal of its hessian (:func:`jboost.losses.derivatives.batch_grad_hess`):
 
 * exactly by colouring where the hessian is block-diagonal over query groups (ranking):
   ``max_group`` Hessian-vector products, one per position in a group, probing every group at

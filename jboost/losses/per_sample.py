@@ -183,7 +183,7 @@ SHIFT_EQUIVARIANT_FNS = frozenset({squared_error_fn, absolute_error_fn, huber_fn
 def shifts_with_labels(loss: loss_lib.Loss) -> bool:
     """Whether ``loss(y + c, f + c) == loss(y, f)`` for every ``c`` (a built-in loss of the
     residual), so that a fit may subtract a label offset in float64 and add it back to the model's
-    raw scores (:func:`jboost._validation.label_offset`)."""
+    raw scores (:func:`jboost.fitting.prepare.label_offset`)."""
     return loss.fn in SHIFT_EQUIVARIANT_FNS
 
 
@@ -213,7 +213,7 @@ def get(loss, n_outputs: Optional[int] = None, task: Optional[str] = None) -> lo
         out = _REGISTRY[loss]()
     elif callable(loss):
         # The link is the task's (Loss.link's default); a K-class task needs n_outputs (checked
-        # in jboost._validation.resolve_loss, which says to pass it).
+        # in jboost.losses.checks.resolve_loss, which says to pass it).
         out = loss_lib.Loss(loss, name=getattr(loss, "__name__", "custom"), n_outputs=n_outputs or 1,
                    task=task or "regression")
     else:

@@ -22,7 +22,7 @@ from jboost.trees import oblivious
 
 class BaggedBoosters(NamedTuple):
     """``B`` boosted ensembles fitted on bootstrap samples: a pytree with a leading bag axis, a
-    :class:`jboost.model.Model`.
+    :class:`jboost.models.base.Model`.
 
     Attributes:
       trees: ObliviousTrees with leading axes ``(B, n_rounds, trees_per_round)``.
@@ -37,13 +37,13 @@ class BaggedBoosters(NamedTuple):
         score; ``None`` otherwise. A bag that stopped before the last round has zero trees and
         NaN losses in its rounds after the stop.
       classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`jboost.model.Classes`, as ``Booster.classes``):
+        fractional numbers; a :class:`jboost.models.metadata.Classes`, as ``Booster.classes``):
         :func:`jboost.predict_class` returns them and the columns of the probabilities follow
         their order; ``None`` when the labels were class indices already.
       feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
+        :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
         prediction from a DataFrame then matches its columns by name.
-      categorical: ``None``, or a fit with categorical columns' :class:`jboost.categorical.Categorical`
+      categorical: ``None``, or a fit with categorical columns' :class:`jboost.data.categorical_stats.Categorical`
         with a leading bag axis (each bag's final statistics, from its bootstrap weights, and
         prior): prediction encodes the rows with the spec and each bag expands them with its own
         statistics. ``borders`` are then each bag's ``(B, F, n_bins - 1)``.
@@ -90,7 +90,7 @@ class BaggedBoosters(NamedTuple):
     def depth(self) -> int:
         return family.depth_of(self.trees)
 
-    # The model protocol (jboost.model.Model).
+    # The model protocol (jboost.models.base.Model).
 
     @property
     def n_features(self) -> int:
@@ -104,7 +104,7 @@ class BaggedBoosters(NamedTuple):
     def bag_features(self, X) -> jax.Array:
         """The trees' features of checked rows for every bag: ``X`` itself without categorical
         columns; with them ``(B, n, n_features)``, the encoded rows expanded with each bag's own
-        statistics (:func:`jboost.categorical.expand`)."""
+        statistics (:func:`jboost.data.categorical_stats.expand`)."""
         if self.categorical is None:
             return jnp.asarray(X, jnp.float32)
         return jax.vmap(lambda cat: categorical_stats.expand(cat, X))(self.categorical)

@@ -90,7 +90,7 @@ class Model(Protocol):
 
 
 def sum_of_trees(trees: oblivious.ObliviousTrees, X) -> jax.Array:
-    """Sum of every tree's leaf value for rows ``X (n, F)`` -> ``(n, K)`` (:func:`jboost.tree.predict_raw`).
+    """Sum of every tree's leaf value for rows ``X (n, F)`` -> ``(n, K)`` (:func:`jboost.trees.family.predict_raw`).
 
     Host arrays go to one device with ``jax.device_put`` (on CPU it shares a suitably aligned
     numpy buffer instead of copying it); a model fitted on several devices (replicated there) is
@@ -122,7 +122,7 @@ def first_stages(trees: oblivious.ObliviousTrees, n_stages: Optional[int], total
 
 def add_round(acc, trees_m: oblivious.ObliviousTrees, X_t):
     """``acc`` plus the values of the trees of one round ``(T, ...)`` at rows ``X_t (F, n)``,
-    added one tree at a time in tree order: the order of :func:`jboost.tree.predict_raw`, so a
+    added one tree at a time in tree order: the order of :func:`jboost.trees.family.predict_raw`, so a
     staged sum equals the prediction of the same rounds bitwise."""
     leaves = jax.vmap(lambda t: t.leaf_index_raw(X_t))(trees_m)
     values = jax.vmap(lambda t, leaf: t.leaf_values[leaf])(trees_m, leaves)
@@ -180,7 +180,7 @@ def _raw(model, X, n_rounds, base_margin=None, then=lambda raw: raw):
 def checked_rows(model, X, name: str = "X"):
     """Checked rows to predict: a DataFrame's columns matched by name (:func:`_in_order`); with
     categorical columns, encoded by the model's vocabularies
-    (:func:`jboost._validation.categorical_rows`); the column count checked."""
+    (:func:`jboost.data.categorical.categorical_rows`); the column count checked."""
     X = in_order(model, X)
     cat = getattr(model, "categorical", None)
     if cat is None:
@@ -420,7 +420,7 @@ def feature_importance(model: Model, encoded: bool = False) -> jax.Array:
     A model with categorical columns gives one importance per input column (its
     ``feature_names``): the gains of a column's one-hot indicators or target statistics added
     up; ``encoded=True`` gives them per encoded feature
-    (:func:`jboost.categorical.encoded_names`)."""
+    (:func:`jboost.data.categorical.encoded_names`)."""
     check_model(model)
 
     def one(m):

@@ -56,7 +56,7 @@ class Booster(NamedTuple):
         predictions use rounds ``0..best_round`` unless ``n_rounds`` says otherwise (``None``:
         every round).
       offset: ``None``, or ``()`` (``(C,)`` for vector labels, one per column) the label offset ``c`` that :func:`jboost.fit` subtracted from
-        labels whose offset float32 could not hold (:func:`jboost._validation.label_offset`):
+        labels whose offset float32 could not hold (:func:`jboost.fitting.prepare.label_offset`):
         the raw scores are ``c + (baseline + trees)``, float64 with ``jax_enable_x64``;
         ``baseline``, the trees and the losses are those of ``y - c``.
       settings: the :class:`Settings` :func:`jboost.fit` was called with (saved in model files,
@@ -79,7 +79,7 @@ class Booster(NamedTuple):
         and ``predict_proba``'s columns follow their order; ``None`` when the labels were class
         indices already.
 
-      categorical: ``None``, or the :class:`jboost.categorical.Categorical` of a fit with
+      categorical: ``None``, or the :class:`jboost.data.categorical_stats.Categorical` of a fit with
         categorical columns (column kinds, vocabularies, the final target statistics, the
         prior): prediction encodes the rows with it, so the trees' :attr:`n_features` are the
         encoded features and :attr:`n_inputs` the columns given.
@@ -105,7 +105,7 @@ class Booster(NamedTuple):
     @property
     def n_features(self) -> int:
         """Features the trees split on (with categorical columns: the encoded features,
-        :func:`jboost.categorical.encoded_names`; :attr:`n_inputs` columns are given)."""
+        :func:`jboost.data.categorical.encoded_names`; :attr:`n_inputs` columns are given)."""
         return self.borders.shape[-2]
 
     @property
@@ -115,7 +115,7 @@ class Booster(NamedTuple):
 
     def features(self, X):
         """The trees' features of checked rows: with categorical columns, the encoded rows
-        (:func:`jboost.categorical.encode`) with their statistics (:func:`jboost.categorical.expand`)."""
+        (:func:`jboost.data.categorical.encode`) with their statistics (:func:`jboost.data.categorical_stats.expand`)."""
         return X if self.categorical is None else categorical_stats.expand(self.categorical, X)
 
     feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names

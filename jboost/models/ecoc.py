@@ -56,7 +56,7 @@ def decode(raw, code, decoding: str = "l1") -> jax.Array:
 
 
 class ECOCBoosters(NamedTuple):
-    """One boosted binary learner per code bit: a :class:`jboost.model.Model`.
+    """One boosted binary learner per code bit: a :class:`jboost.models.base.Model`.
 
     Attributes:
       trees: ObliviousTrees with leading axes ``(L, n_rounds, 1)``.
@@ -66,11 +66,11 @@ class ECOCBoosters(NamedTuple):
       best_round: with early stopping, ``(L,)`` int32: each bit's round of its best validation
         score (predictions use each bit's rounds ``0..best_round``); ``None`` otherwise.
       classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`jboost.model.Classes`, as ``Booster.classes``): class
+        fractional numbers; a :class:`jboost.models.metadata.Classes`, as ``Booster.classes``): class
         ``k`` (codeword ``code[k]``) is ``classes[k]``, and :func:`jboost.predict_class` returns
         these labels; ``None`` when the labels were class indices already.
       feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
+        :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
         prediction from a DataFrame then matches its columns by name.
 
     The model protocol: ``raw_scores`` are the bits' log-odds ``(n, L)`` (so ``jboost.predict``

@@ -17,7 +17,7 @@ from jboost.trees import oblivious
 def batched_raw_scores(trees: oblivious.ObliviousTrees, baselines, X, n_lead: int) -> jax.Array:
     """Raw scores of ensembles batched over ``n_lead`` leading axes: ``(*lead, n, K)``.
 
-    Ensemble ``i`` is ``baselines[i] + jboost.tree.predict_raw(trees[i], X)`` (its trees summed
+    Ensemble ``i`` is ``baselines[i] + jboost.trees.family.predict_raw(trees[i], X)`` (its trees summed
     from 0 in order, the baseline added last: the order of :func:`jboost.predict`).
     """
     fn = lambda t, b: b + family.predict_raw(t, X)

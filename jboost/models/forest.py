@@ -20,21 +20,21 @@ from jboost.trees import oblivious
 
 
 class Forest(NamedTuple):
-    """A bagged ensemble of trees: a pytree of arrays, a :class:`jboost.model.Model`.
+    """A bagged ensemble of trees: a pytree of arrays, a :class:`jboost.models.base.Model`.
 
     Attributes:
-      trees: :class:`~jboost.tree.ObliviousTrees` or :class:`~jboost.depthwise.DepthwiseTrees`
+      trees: :class:`~jboost.trees.oblivious.ObliviousTrees` or :class:`~jboost.trees.depthwise.DepthwiseTrees`
         (:func:`tree_family_of`) with a leading tree (bag) axis ``(B, ...)``;
         ``leaf_values`` ``(B, 2**D, K)`` hold means (``K = 1``, regression) or class
         frequencies (``K = n_classes >= 2``, classification).
       borders: ``(F, n_bins - 1)`` bin borders of the training data.
       bag_weights: ``(B, n_train)`` bootstrap weights of every tree (0 = out of bag).
       classes: a classification forest's class labels when they were mapped to ``0..K-1``
-        (strings, negative or fractional numbers; a :class:`jboost.model.Classes`, as
+        (strings, negative or fractional numbers; a :class:`jboost.models.metadata.Classes`, as
         ``Booster.classes``): :func:`jboost.predict_class` returns them and the columns of the
         probabilities follow their order; ``None`` when the labels were class indices already.
       feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
+        :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
         prediction from a DataFrame then matches its columns by name.
 
     Its raw score (:func:`jboost.predict`) is the average of the trees' leaf values: means
@@ -67,7 +67,7 @@ class Forest(NamedTuple):
     def is_classifier(self) -> bool:
         return self.n_outputs > 1
 
-    # The model protocol (jboost.model.Model).
+    # The model protocol (jboost.models.base.Model).
 
     @property
     def n_features(self) -> int:

@@ -99,7 +99,7 @@ class StaticValues:
 @jax.tree_util.register_pytree_node_class
 class Classes(StaticValues):
     """The class labels of a classification model whose labels were mapped to ``0..K-1``
-    (strings, negative or fractional numbers: :func:`jboost._validation.class_labels`):
+    (strings, negative or fractional numbers: :func:`jboost.fitting.prepare.class_labels`):
     ``values[k]`` is class ``k``; ``array`` gives them as NumPy."""
 
     @property
@@ -124,7 +124,7 @@ CLASSES_ = property(
 
 
 def named(names) -> Optional[FeatureNames]:
-    """``names`` (from :func:`jboost._validation.tabular_input`) as a model's
+    """``names`` (from :func:`jboost.data.tabular.tabular_input`) as a model's
     ``feature_names`` field, ``None`` for a fit on arrays."""
     return None if names is None else FeatureNames(names)
 

@@ -48,7 +48,7 @@ def stack_task(loss: loss.Loss) -> str:
 
 class StackedBoosters(NamedTuple):
     """Base boosters fitted on all rows plus a linear second tier on their raw scores: a
-    :class:`jboost.model.Model`.
+    :class:`jboost.models.base.Model`.
 
     Attributes:
       trees: ObliviousTrees with leading axes ``(M, n_rounds, trees_per_round)``.
@@ -61,11 +61,11 @@ class StackedBoosters(NamedTuple):
         folds' held-out rows); its all-data learner's later rounds are zero trees. ``None``
         otherwise.
       classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`jboost.model.Classes`, as ``Booster.classes``):
+        fractional numbers; a :class:`jboost.models.metadata.Classes`, as ``Booster.classes``):
         :func:`jboost.predict_class` returns them and the columns of the probabilities follow
         their order; ``None`` when the labels were class indices already.
       feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.model.FeatureNames`, as ``Booster.feature_names``), or ``None``:
+        :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
         prediction from a DataFrame then matches its columns by name.
 
     The model protocol: ``raw_scores`` is the stacker's linear output ``(n, K_out)`` on the base

@@ -78,7 +78,7 @@ class CatLayout(NamedTuple):
     """The static layout of a sweep's categorical columns (hashable: part of the program's key):
     ``host_width`` the shared host-binned rows (numeric columns, one-hot indicators; the ctr
     columns' codes follow them in the host matrix), ``n_table_rows`` the categories of every
-    ctr column (:attr:`jboost.categorical.CategoricalSpec.n_table_rows`)."""
+    ctr column (:attr:`jboost.data.categorical.CategoricalSpec.n_table_rows`)."""
 
     host_width: int
     n_table_rows: int
@@ -88,7 +88,7 @@ class CatShared(NamedTuple):
     """The categorical inputs every model of a group shares (device arrays)."""
 
     codes: jax.Array    # (n, J) int32 category codes of the ctr columns (every row >= 0)
-    targets: jax.Array  # (n, K) float32 the statistics' values (jboost.categorical.targets)
+    targets: jax.Array  # (n, K) float32 the statistics' values (jboost.data.categorical_stats.targets)
     priors: jax.Array   # (S, n_folds, K) float32 the default prior of each (seed, fold): the
     #                     weighted mean of the targets over its training rows, as jboost.fit's
     offsets: jax.Array  # (J,) int32 each ctr column's first row in the tables
@@ -103,7 +103,7 @@ class CatPoint(NamedTuple):
 
 class CatOut(NamedTuple):
     """What a model with categorical columns keeps (leading model axis): the borders of its
-    statistics ``(M, J*K, n_bins - 1)`` and its :class:`jboost.categorical.Categorical` arrays."""
+    statistics ``(M, J*K, n_bins - 1)`` and its :class:`jboost.data.categorical_stats.Categorical` arrays."""
 
     borders: jax.Array       # (M, J*K, n_bins - 1)
     sums: jax.Array          # (M, V, K)

@@ -7,7 +7,7 @@ those models share ONE copy of the binned data; they differ only in arrays, so t
 
 * a fold is a pair of weight masks on the same rows: training weight 0 on the held-out fold,
   held-out weight (the sample weight) on it and 0 elsewhere, so the per-round validation metric
-  only ever sees held-out rows and the shapes never change (:mod:`jboost.cv`);
+  only ever sees held-out rows and the shapes never change (:mod:`jboost.data.folds`);
 * every continuous hyperparameter (``learning_rate``, ``l2``, ``min_split_gain``,
   ``min_child_weight``, ``subsample``, ``colsample``) and every parameter of the loss (Huber
   ``delta``, quantile ``alpha``, or the parameter of any custom :class:`jboost.Loss` family) is a
@@ -26,7 +26,7 @@ On CPU the work of a vmapped chunk is the sum of its models' work (each model ha
 histograms and split search); the CPU kernels run a chunk's models side by side on their threads
 and build the first level of up to 8 models' trees in one pass over the shared bins, so a few
 models per chunk (16 to 64 by the data's size, shared by the CPU's devices:
-``jboost._batching.cpu_models_per_device``) beat one at a time. The held-out fold's
+``jboost.engine.memory.cpu_models_per_device``) beat one at a time. The held-out fold's
 loss is read off the training raw scores (the fold's rows are predicted as the trees grow).
 What the fused sweep buys on CPU is one compilation, one binning, no per-fit overhead, and the use
 of every core (more so when Python is started with
@@ -43,7 +43,7 @@ the standard error is the usual optimistic CV one; Bengio and Grandvalet, 2004.)
 
 With ``early_stopping_rounds`` every fit (configuration x fold x seed) also stops on its own
 held-out fold's score, ``early_stopping_rounds`` rounds after its own best round (ESL section
-10.12; :class:`jboost.boosting.EarlyStopping`), and equals its separate
+10.12; :class:`jboost.engine.boosting.EarlyStopping`), and equals its separate
 ``jboost.fit(..., eval_set=held-out fold, early_stopping_rounds=...)``; a chunk of models stops
 when its last model stops, so the rounds after every stop are not computed. Its curves are NaN
 after its stop; a configuration's best round is the optimum of the mean curve over the rounds
@@ -51,7 +51,7 @@ all its fits ran (as the best iteration of ``xgboost.cv`` / ``lightgbm.cv``), wh
 :meth:`SweepResult.refit` and :meth:`SweepResult.models` use.
 
 With ``checkpoint_dir`` each chunk's curves (and trees) are saved as the chunk finishes, one
-``.npz`` file per chunk written atomically (:class:`jboost._batching.ChunkCheckpoints`); a rerun
+``.npz`` file per chunk written atomically (:class:`jboost.engine.checkpoints.ChunkCheckpoints`); a rerun
 of the same sweep reads the chunks saved and fits only the others, so a killed sweep resumes to
 bitwise the result of an uninterrupted one. A fingerprint of everything the chunks depend on
 (data, folds, seeds, grid, static settings, loss, metric, early stopping) guards the directory.
@@ -64,7 +64,7 @@ this module holds :func:`sweep`, which strings them together.
 Example::
 
     import jboost.sweep
-    result = jboost.sweep.sweep(X, y, "binomial_deviance",
+    result = jboost.sweep.fit.sweep(X, y, "binomial_deviance",
                                 grid={"learning_rate": [0.05, 0.1], "l2": [0.0, 1.0, 10.0]},
                                 folds=5, seeds=3, n_rounds=200, depth=[4, 6])
     print(result)                      # configurations ranked, best first
@@ -83,7 +83,7 @@ every fold's model is the separate ``jboost.fit(X, y, sample_weight=<its trainin
 key=<its seed's key>, cat_features=...)``. ``cat_prior`` and ``cat_prior_weight`` may be grid keys
 (traced: one compilation)::
 
-    result = jboost.sweep.sweep(df, y, "binomial_deviance", cat_features=["city", "color"],
+    result = jboost.sweep.fit.sweep(df, y, "binomial_deviance", cat_features=["city", "color"],
                                 grid={"cat_prior_weight": [0.5, 1.0, 4.0], "l2": [1.0, 10.0]},
                                 keep_trees=True)
     jboost.predict(result.models(), df_new)      # each fold's model, its own statistics
@@ -223,7 +223,7 @@ def sweep(
       early_stopping_rounds: stop each fit when its held-out fold's score (``metric``) has not
         improved (by more than ``early_stopping_tolerance``) for this many rounds, as
         :func:`jboost.fit` with that fold as ``eval_set``. Each fit stops on its own (under
-        ``vmap``: :func:`jboost.boosting.boost_until_stopped`); a chunk's loop ends when all its
+        ``vmap``: :func:`jboost.engine.boosting.boost_until_stopped`); a chunk's loop ends when all its
         fits have stopped. A fit's curves are NaN after its stop (``SweepResult.rounds_fitted``,
         ``row_best_rounds``); a configuration's best round is the optimum of its mean curve over
         the rounds all its fits ran (:mod:`jboost.sweep.result`). A named or custom metric is
@@ -254,7 +254,7 @@ def sweep(
         rows); both may be ``grid`` keys instead (numbers; traced, one compilation). Each model
         computes its statistics from its own training rows inside the program.
       rows: ``"global"`` (default): ``X``, ``y``, ``sample_weight`` and an explicit ``folds`` are
-        the whole data. ``"local"``: the multi-process mode (:mod:`jboost.distributed`, after
+        the whole data. ``"local"``: the multi-process mode (:mod:`jboost.engine.distributed`, after
         ``jax.distributed.initialize()``): every process calls ``sweep`` with the same settings
         and only its own rows (and their fold ids when ``folds`` is an array); the result,
         returned on every process, is the sweep of the processes' rows concatenated in process
@@ -435,7 +435,7 @@ def _check_data(X, y, sample_weight, loss, n_outputs, task, n_rows: Optional[int
 
 def _local_rows(X, y, loss, sample_weight, folds, devices, settings):
     """The checks and gathers of a sweep of rows spread over processes (``rows="local"``,
-    :func:`jboost.distributed.gather`): ``(LocalRows, folds)`` with an explicit ``folds`` (this
+    :func:`jboost.engine.distributed.gather`): ``(LocalRows, folds)`` with an explicit ``folds`` (this
     process's rows' fold ids) gathered into the whole table's. The settings are compared first,
     so a refusal below is raised on every process alike (none is left waiting)."""
     explicit = not (isinstance(folds, numbers.Integral) and not isinstance(folds, bool))
@@ -468,7 +468,7 @@ def _local_rows(X, y, loss, sample_weight, folds, devices, settings):
 
 def _local_shared(local, data, y, w, fold_table, seed_keys) -> sweep_program.Shared:
     """A multi-process sweep's shared inputs: this process's bins, labels, weights and folds
-    sharded over every process's devices (:meth:`jboost.distributed.LocalRows.shard`; padding
+    sharded over every process's devices (:meth:`jboost.engine.distributed.LocalRows.shard`; padding
     rows of weight 0), the seed keys and the whole table's labels, weights and folds replicated
     (:class:`jboost.sweep.program.RowsShared`)."""
     mine = slice(local.start, local.start + local.n_rows)
@@ -488,7 +488,7 @@ def _any_process(callbacks):
 
 def _config(n_rounds, depth, n_bins, fixed_hyper, colsample_by, per_output_trees, *,
             missing: bool = True, family=None) -> boosting_lib.BoostConfig:
-    """The static configuration of one program, checked by :func:`jboost.api.settings`
+    """The static configuration of one program, checked by :func:`jboost.fitting.settings.settings`
     (``family``: the tree family's ``tree_family`` and ``max_leaves``)."""
     config, _ = settings_lib.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins, **fixed_hyper,
                              colsample_by=colsample_by, per_output_trees=per_output_trees,
@@ -499,7 +499,7 @@ def _config(n_rounds, depth, n_bins, fixed_hyper, colsample_by, per_output_trees
 def _make_grid(grid, loss, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
                per_output_trees, cats: Optional[sweep_categorical.CategoricalColumns] = None, family=None) -> grid_lib.Grid:
     """The configurations; every static combination and the fixed hyperparameters are checked
-    (by :func:`jboost.api.settings`) before anything is fitted."""
+    (by :func:`jboost.fitting.settings.settings`) before anything is fitted."""
     for name, v in fixed_hyper.items():
         if isinstance(v, bool) or not isinstance(v, numbers.Real):
             raise TypeError(f"{name} must be a real number (sweep it through grid); got {v!r}.")

@@ -127,7 +127,7 @@ def grid_points(grid, loss: loss_lib.Loss) -> Tuple[List[Dict[str, float]], Tupl
 
 def static_list(v, name: str) -> list:
     """A static setting given as one value or a list of distinct values (the values themselves
-    are checked by :func:`jboost.api.settings`)."""
+    are checked by :func:`jboost.fitting.settings.settings`)."""
     values = list(v) if isinstance(v, (list, tuple, np.ndarray)) else [v]
     if not values:
         raise ValueError(f"{name} must be an int or a non-empty list of ints.")

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jax import lax
 
 
-# The metrics themselves live in jboost.metrics (shared with early stopping); re-exported here.
+# The metrics themselves live in jboost.losses.metrics (shared with early stopping); re-exported here.
 from jboost.losses.metrics import METRICS  # noqa: F401
 from jboost.losses.metrics import Metric  # noqa: F401
 from jboost.losses.metrics import absolute_error  # noqa: F401

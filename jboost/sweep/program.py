@@ -8,14 +8,14 @@ fold and a seed, which are arrays with a leading model axis:
 * every continuous hyperparameter and every loss parameter is traced (:mod:`jboost.sweep.grid`);
 * a seed is the ``jax.random`` key of the fit (round ``m`` folds in ``m``).
 
-One model is :func:`jboost.boosting.boost` written as the scan of :func:`jboost.boosting.step`
-from :func:`jboost.boosting.init`, with no validation set: the held-out fold's mean loss after
+One model is :func:`jboost.engine.boosting.boost` written as the scan of :func:`jboost.engine.boosting.step`
+from :func:`jboost.engine.boosting.init`, with no validation set: the held-out fold's mean loss after
 each round is read off the training raw scores (the fold's rows are predicted as the trees grow;
 no second pass over the rows). A named or custom metric is computed from the kept trees after
 the scan (:func:`jboost.sweep.metrics.metric_curve`).
 
-With early stopping (``config.early_stopping``, a :class:`jboost.boosting.EarlyStopping`) a model
-is :func:`jboost.boosting.boost_until_stopped` of the same round: its score, the held-out fold's
+With early stopping (``config.early_stopping``, a :class:`jboost.engine.boosting.EarlyStopping`) a model
+is :func:`jboost.engine.boosting.boost_until_stopped` of the same round: its score, the held-out fold's
 loss or metric (sign-flipped when greater is better), is computed from the training raw scores
 inside the round and put in ``RoundOutput.valid_loss``. Each model stops on its own, ``rounds``
 rounds after its best; its later rounds are zero trees with NaN curves; the ``while_loop`` of a
@@ -23,16 +23,16 @@ chunk ends when every model of the chunk has stopped (so a chunk costs the round
 slowest model, in steps of ``EarlyStopping.chunk`` rounds).
 
 The models are fitted in chunks of a fixed size (the last one padded by repeating the last model)
-by a Python loop over the same compiled function (:func:`jboost._batching.map_chunks`): one
+by a Python loop over the same compiled function (:func:`jboost.engine.batching.map_chunks`): one
 compilation per static combination. With several devices the chunk's model axis is sharded over
 them (``shard_map``), each device fitting its share. With checkpoints each chunk's outputs are
 saved as it finishes and a rerun reads them back instead of fitting them
-(:class:`jboost._batching.ChunkCheckpoints`).
+(:class:`jboost.engine.checkpoints.ChunkCheckpoints`).
 
 **Categorical columns** (:mod:`jboost.categorical`): the numeric columns and one-hot indicators
 are binned once on the host and shared; the ordered target statistics of the high-cardinality
 columns depend on a model's training rows, so each model computes its own inside the program
-(:func:`jboost.categorical.training_features` on its training-weight mask: held-out rows have
+(:func:`jboost.data.categorical_stats.training_features` on its training-weight mask: held-out rows have
 weight 0, so they are encoded like prediction rows and their labels never enter the training
 rows' statistics), with the permutation of ``fold_in(seed key, PERMUTATION_STREAM)`` and its
 configuration's (traced) prior and prior weight, exactly as :func:`jboost.fit` with
@@ -81,7 +81,7 @@ class ChunkOut(NamedTuple):
 
 
 class RowsShared(NamedTuple):
-    """A sweep of rows spread over processes (``rows="local"``, :mod:`jboost.distributed`): the
+    """A sweep of rows spread over processes (``rows="local"``, :mod:`jboost.engine.distributed`): the
     training arrays are every process's rows sharded over the mesh (``config.axis_name``); these
     are the whole table's labels, weights and folds, replicated (``O(S n)`` numbers, not the
     ``O(n F)`` bins), and each table row's position in the sharded arrays. Each model's baseline
@@ -91,7 +91,7 @@ class RowsShared(NamedTuple):
     y: jax.Array            # (n,) or (n, C) the whole table's labels
     sample_weight: jax.Array  # (n,)
     fold_table: jax.Array   # (S, n) int32
-    positions: jax.Array    # (n,) int32 (jboost.distributed.LocalRows.table_positions)
+    positions: jax.Array    # (n,) int32 (jboost.engine.distributed.LocalRows.table_positions)
 
 
 def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed,
@@ -188,7 +188,7 @@ def _held_out_score(metric, y, w_valid, axis, rows: Optional[RowsShared], s, f):
 
 def _until_stopped(data, key, hyper, loss, init_raw, held_out_score, *, config, metric, keep_trees,
                    greater_is_better) -> ChunkOut:
-    """One model with early stopping (:func:`jboost.boosting.boost_until_stopped`): each round's
+    """One model with early stopping (:func:`jboost.engine.boosting.boost_until_stopped`): each round's
     score is ``held_out_score(state)``, the held-out fold's loss, or ``metric``, from the training
     raw scores (:func:`_held_out_score`)."""
     sign = -1.0 if (metric is not None and greater_is_better) else 1.0  # the score is minimised
@@ -210,7 +210,7 @@ def _until_stopped(data, key, hyper, loss, init_raw, held_out_score, *, config, 
 
 def _nan_outside(valid, train, hyper, loss):
     """A model's curves NaN when a (traced) hyperparameter or loss parameter is outside its
-    domain (:func:`jboost._validation.nan_outside_domains`): never ranked. The sweep checks its
+    domain (:func:`jboost.fitting.settings.nan_outside_domains`): never ranked. The sweep checks its
     grid on the host first, so this guards the program itself; the selection reports NaN
     configurations (:func:`jboost.sweep.result.select`)."""
     return settings.nan_outside_domains((valid, train), loss, hyper, warn=False)
@@ -246,7 +246,7 @@ def rows_chunk_program(config: boosting_lib.BoostConfig, metric, keep_trees: boo
     """The compiled :func:`fit_chunk` of a sweep whose rows are spread over processes
     (``rows="local"``): ``program(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss,
     fold, seed, rows)`` with the training arrays global arrays sharded over the rows of the
-    one-axis ``mesh`` (every device of every process; :meth:`jboost.distributed.LocalRows.shard`)
+    one-axis ``mesh`` (every device of every process; :meth:`jboost.engine.distributed.LocalRows.shard`)
     and ``rows`` a :class:`RowsShared`. Every device fits every model of the chunk on its rows,
     histograms and sums ``psum``-ed over the mesh (``config`` gets its ``axis_name``; its
     ``row_starts`` give each shard's rows their row draws in the whole table). The outputs,
@@ -344,11 +344,11 @@ def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss
     call padded by repeating the last model); ``log(chunk, n_chunks, resumed)`` after each
     dispatch (``resumed=False``) and for each chunk read from a checkpoint (``True``).
 
-    With ``checkpoints`` (:class:`jboost._batching.ChunkCheckpoints`) each chunk's outputs are
+    With ``checkpoints`` (:class:`jboost.engine.checkpoints.ChunkCheckpoints`) each chunk's outputs are
     saved as ``part`` chunk files when it finishes, and the chunks already saved are read
     instead of fitted (their model indices checked); ``GroupFit.n_resumed`` counts them.
 
-    ``callbacks`` (:func:`jboost._batching.map_chunks`) get each chunk's ``models`` (indices in
+    ``callbacks`` (:func:`jboost.engine.batching.map_chunks`) get each chunk's ``models`` (indices in
     the group), ``valid_curves`` and ``train_curves`` ``(models, R)``; one returning ``True``
     stops: the group's (and, through the shared ``stop`` list, every later group's) models not
     fitted get NaN curves (``GroupFit.n_models_fitted``)."""

@@ -90,7 +90,7 @@ class SweepResult:
       classes: the class labels when they were mapped to ``0..K-1`` (strings, ``{-1, 1}``, ...;
         :meth:`models` keep them: ``predict_class`` returns them), else ``None``.
       categorical: with categorical columns and ``keep_trees=True``,
-        ``{(depth, n_bins): jboost.categorical.Categorical}`` with a leading model axis: each
+        ``{(depth, n_bins): jboost.data.categorical_stats.Categorical}`` with a leading model axis: each
         model's final statistics (from its training rows) and prior; :meth:`models` keep them, so
         they predict from rows as users hold them (category columns, unseen categories). ``borders``
         are then the host-binned columns' (the ctr columns' rows unused) and
@@ -371,7 +371,7 @@ _MAXIMISED = "<greater-is-better custom metric>"
 
 def early_stopping_kwargs(early_stopping, metric, greater: bool) -> Optional[Dict[str, Any]]:
     """The :func:`jboost.fit` arguments of a sweep's early stopping (``SweepResult.early_stopping``)
-    from its :class:`jboost.boosting.EarlyStopping` and metric; ``None`` without one."""
+    from its :class:`jboost.engine.boosting.EarlyStopping` and metric; ``None`` without one."""
     if early_stopping is None:
         return None
     return {"early_stopping_rounds": early_stopping.rounds,
@@ -381,7 +381,7 @@ def early_stopping_kwargs(early_stopping, metric, greater: bool) -> Optional[Dic
 
 def stopping_best(curves: np.ndarray, tolerance: float, greater: bool) -> np.ndarray:
     """``(rows,)`` each curve's best round count (1-based; 0 if no round has a finite score) under
-    :class:`jboost.boosting.EarlyStopping`'s rule: a round improves on the best so far when its
+    :class:`jboost.engine.boosting.EarlyStopping`'s rule: a round improves on the best so far when its
     score is below ``best - tolerance`` (above ``best + tolerance`` when greater is better),
     compared in float32 as the program compares them; NaN never improves."""
     score = np.asarray(curves, np.float32)
@@ -472,7 +472,7 @@ def select(valid_curves, configs, n_per_config: int, greater: bool,
     it (early stopping) and the best configuration.
 
     Only finite means are ranked: a round whose mean is NaN or infinite (a fold's fit diverged,
-    or a setting was outside its domain: :func:`jboost._validation.nan_outside_domains`) is never
+    or a setting was outside its domain: :func:`jboost.fitting.settings.nan_outside_domains`) is never
     a best round, and a configuration with no finite round is never the best (its best score is
     NaN); a ``UserWarning`` names such configurations. With per-fit early stopping
     (``rounds_fitted``, ``(n_rows,)``) the rows' curves are NaN after their stops, so the mean is

@@ -3,7 +3,7 @@
 **Growth** numbers nodes as the oblivious trees do: level ``d`` has ``2**d`` heap positions,
 node ``j`` of level ``d`` holds its own rule ``(feature, threshold, missing_right)`` and sends
 its rows to node ``j`` (left) or ``j + 2**d`` (right) of level ``d + 1``; the leaf values, their
-fallbacks (:func:`jboost.tree.newton_leaf_values`), boosting's leaf refits and the model
+fallbacks (:func:`jboost.trees.family.newton_leaf_values`), boosting's leaf refits and the model
 protocol are shared.
 
 **A fitted tree is a node table** (:class:`DepthwiseTrees`): only the nodes that split, level by
@@ -16,14 +16,14 @@ has at most as many leaves as such rows). A tree's memory and prediction follow 
 :func:`from_dense` converts trees of the dense heap layout (model files written before the
 table).
 
-Growing a level (:func:`fit_tree`) reuses :mod:`jboost.histograms` as the oblivious grower
+Growing a level (:func:`fit_tree`) reuses :mod:`jboost.trees.histograms` as the oblivious grower
 does: the ``(feature, node, bin)`` cumulative histograms of the level -- on CPU the native
 kernel's, built by **histogram subtraction** (only the smaller sibling of each pair from the
-rows, the other as ``parent - sibling``) when :func:`jboost.histograms.subtraction_pays` --
-then the split criterion's gain (:func:`jboost.splits.split_gains_cumulative`, Newton by
+rows, the other as ``parent - sibling``) when :func:`jboost.trees.histograms.subtraction_pays` --
+then the split criterion's gain (:func:`jboost.trees.splits.split_gains_cumulative`, Newton by
 default) of every ``(feature, threshold, missing direction)`` **per node** (the oblivious
 grower sums it over the level's nodes) and each node's first maximum
-(:func:`jboost.splits.best_split_of_gains`, ``min_split_gain`` subtracted). A node whose best
+(:func:`jboost.trees.splits.best_split_of_gains`, ``min_split_gain`` subtracted). A node whose best
 gain is not positive (no gain, children below ``min_child_weight``, ``min_split_gain``, no
 rows) becomes a **leaf**: it sends every row left (a null split: gain 0, every descendant a
 null split too), so every leaf below it gets its value. Fixed shapes (``2**d`` nodes at level
@@ -48,7 +48,7 @@ Measured on spam (3065 rows, 500 trees, depth 16, ``m = 7``, 2 cores): 0.83 s fo
 (depth 14).
 
 Prediction follows the children pointers (each row reads the feature of its current node):
-pure JAX, the same program for host and device rows (:func:`jboost.tree.predict_raw`'s scan).
+pure JAX, the same program for host and device rows (:func:`jboost.trees.family.predict_raw`'s scan).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ from jboost.trees import splits as splits_lib
 
 class DepthwiseTrees(NamedTuple):
     """One or many depth-wise trees as a **node table** (leading axes index trees): a
-    :class:`jboost.tree.TreeFamily` whose memory follows the nodes a tree has, not ``2**D``.
+    :class:`jboost.trees.family.TreeFamily` whose memory follows the nodes a tree has, not ``2**D``.
 
     A table holds ``N`` node slots and ``N + 1`` leaf slots (:func:`node_capacity`: ``2**D - 1``
     for dense growth, at most the rows minus one for the compact path's forests). Node 0 is the
@@ -221,7 +221,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
              row_weights=None):
     """Fit one depth-wise tree of fixed depth to weighted gradients and hessians.
 
-    The arguments are :func:`jboost.tree.fit_tree`'s, with per-node feature sampling:
+    The arguments are :func:`jboost.trees.oblivious.fit_tree`'s, with per-node feature sampling:
 
     Args:
       feature_masks: optional ``(depth, F)`` bool, the features eligible at each level, or

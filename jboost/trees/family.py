@@ -36,7 +36,7 @@ class TreeFamily(Protocol):
     Boosting grows it through ``grow`` (``BoostConfig.tree_family``, ``jboost.fit(tree_family=)``);
     the model protocol predicts it through ``leaf_index_raw`` (:func:`predict_raw`, staged
     predictions) and reads ``features``/``gains`` for feature importance. Families share the
-    histograms (:mod:`jboost.histograms`), the split criteria (:mod:`jboost.splits`) and the leaf
+    histograms (:mod:`jboost.trees.histograms`), the split criteria (:mod:`jboost.splits`) and the leaf
     values (:func:`newton_leaf_values`). :class:`ObliviousTrees` is the first family.
     """
 
@@ -110,7 +110,7 @@ def leaf_index_binned(tree: oblivious.ObliviousTrees, X_binned, n_bins: int):
             return jnp.zeros((0,), jnp.int32)
         raise TypeError(f"tree family {type(tree).__name__} has no leaf_index_binned(X_binned, "
                         "n_bins): boosting replays its trees on binned rows (eval_set=, init_model=); "
-                        "add the member (jboost.tree.TreeFamily).")
+                        "add the member (jboost.trees.family.TreeFamily).")
     cols = X_binned[tree.features]
     return oblivious.leaf_index(cols.astype(jnp.int32), tree.thresholds, tree.missing_right,
                       cols == binning.missing_bin(n_bins))
@@ -143,7 +143,7 @@ def newton_leaf_values(G, H, l2, min_child_weight, value=newton.newton_value, ro
 
     Args:
       G, H: ``(2**D, K)`` gradient and hessian sums per leaf.
-      value: ``value(G, H, l2)`` of a node (a :class:`jboost.splits.SplitCriterion`'s ``value``;
+      value: ``value(G, H, l2)`` of a node (a :class:`jboost.trees.splits.SplitCriterion`'s ``value``;
         default the Newton value).
       rows: ``(2**D,)`` non-negative counts of the rows that reach each leaf (only ``> 0``
         matters). :func:`fit_tree` counts the rows of non-zero payload (weighted gradient or
@@ -152,7 +152,7 @@ def newton_leaf_values(G, H, l2, min_child_weight, value=newton.newton_value, ro
         ``p == y``), which changes no sum. ``None``: a node is taken as reached when its hessian
         sum is ``> 0`` (right for direct sums of positive hessians).
       output_sum: how a node's hessian sum over the outputs is taken (default ``jnp.sum``;
-        :func:`jboost.splits.sum_outputs_16` fixes the order, as the depth-wise kernel's).
+        :func:`jboost.trees.splits.sum_outputs_16` fixes the order, as the depth-wise kernel's).
 
     Returns:
       ``(2**D, K)`` leaf values.

@@ -297,7 +297,7 @@ def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_
     """Cumulative histograms of one level of an oblivious tree, by subtraction from the last level.
 
     The result holds inclusive prefix sums over the bins (``cum[..., t, :]`` = sums of bins
-    ``<= t``), which is what :func:`jboost.splits.split_gains_cumulative` needs; prefix sums are
+    ``<= t``), which is what :func:`jboost.trees.splits.split_gains_cumulative` needs; prefix sums are
     linear, so subtraction and ``psum`` apply to them unchanged. Leaves ``j`` and ``j + S``
     (``S = 2**d`` at level ``d``) are the children of the previous level's leaf ``j``. With the CPU
     kernel and on accelerators only the sibling with fewer rows of non-zero weight is built; the

@@ -4,8 +4,8 @@ CatBoost's ``Lossguide``).
 
 **Growth** (:func:`fit_tree`) keeps every open leaf's best split -- the same Newton gain (or
 split criterion) of every ``(feature, threshold, missing direction)`` as the other families, read
-off the same cumulative ``(feature, node, bin)`` histograms (:mod:`jboost.histograms`,
-:func:`jboost.depthwise.node_gains`, :func:`jboost.splits.best_split_of_gains` with
+off the same cumulative ``(feature, node, bin)`` histograms (:mod:`jboost.trees.histograms`,
+:func:`jboost.trees.node_splits.node_gains`, :func:`jboost.trees.splits.best_split_of_gains` with
 ``min_split_gain`` subtracted) -- and splits, ``max_leaves - 1`` times, the open leaf of largest
 positive gain (the first of equal gains: the lowest leaf number). Its left child keeps the leaf's
 number, its right child takes the next. A leaf stops being open when its best gain is not
@@ -29,13 +29,13 @@ over them one compilation. With ``axis_name`` (rows sharded over a mapped axis) 
 groups its own rows and the histograms are summed across devices, so every device grows the
 same tree.
 
-**A fitted tree is a depth-wise node table** (:class:`jboost.depthwise.DepthwiseTrees`): node
+**A fitted tree is a depth-wise node table** (:class:`jboost.trees.depthwise.DepthwiseTrees`): node
 ``i`` is the ``i``-th split (so a child is always after its parent), leaf ``l`` as numbered
 above, ``level_counts`` the splitting nodes at each depth up to the bound. Prediction (walk of
 ``depth`` pointer steps), model files, TreeSHAP, staged predictions, the model protocol: all the
 depth-wise tables'. Leaf values are the criterion's value of each leaf's own sums (read off its
 histograms). Unlike the fixed-shape levels of the other families
-(:func:`jboost.tree.newton_leaf_values`), no leaf here needs its parent's value: a leaf is the
+(:func:`jboost.trees.family.newton_leaf_values`), no leaf here needs its parent's value: a leaf is the
 root or a child of a split of positive gain, which sends rows of non-zero payload both ways (a
 side of zero sums gives gain exactly 0), each side's hessian sum at least ``min_child_weight``
 (up to the rounding of its sums).
@@ -68,8 +68,8 @@ MAX_LEAVES = 1 << 16
 
 class LossGuidedTrees(depthwise_lib.DepthwiseTrees):
     """The loss-guided tree family (``jboost.fit(tree_family="lossguide", max_leaves=...)``): a
-    :class:`jboost.tree.TreeFamily` whose ``grow`` is :func:`fit_tree` and whose trees are
-    :class:`jboost.depthwise.DepthwiseTrees` node tables (predicted, saved and explained as
+    :class:`jboost.trees.family.TreeFamily` whose ``grow`` is :func:`fit_tree` and whose trees are
+    :class:`jboost.trees.depthwise.DepthwiseTrees` node tables (predicted, saved and explained as
     those)."""
 
     __slots__ = ()
@@ -166,7 +166,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
       criterion: the split criterion (scores and leaf values).
 
     Returns:
-      ``(tree, leaf)``: a :class:`jboost.depthwise.DepthwiseTrees` table of ``max_leaves - 1``
+      ``(tree, leaf)``: a :class:`jboost.trees.depthwise.DepthwiseTrees` table of ``max_leaves - 1``
       node slots with the criterion's leaf values (before shrinkage; bin thresholds, borders 0
       until ``with_borders``), and ``(n,)`` int32 the leaf of every training row.
     """

@@ -63,8 +63,8 @@ def node_gains(cum, l2, min_child_weight, missing: bool = True,
                criterion: splits_lib.SplitCriterion = splits_lib.NEWTON):
     """``(L, F, B - 1, 2)`` the gain of every ``(feature, threshold, missing direction)`` at each
     node of a level, from its ``(F, L, B, C)`` cumulative histograms: the oblivious level's
-    :func:`jboost.splits.split_gains_cumulative` of each node alone, summed over the outputs in
-    the kernel's order (:func:`jboost.splits.sum_outputs_16`)."""
+    :func:`jboost.trees.splits.split_gains_cumulative` of each node alone, summed over the outputs in
+    the kernel's order (:func:`jboost.trees.splits.sum_outputs_16`)."""
     return jax.vmap(lambda c: splits_lib.split_gains_cumulative(
         c[:, None], l2, min_child_weight, missing, criterion,
         output_sum=splits_lib.sum_outputs_16), in_axes=1)(cum)

@@ -201,7 +201,7 @@ def table_leaf_values(children, n_split, sums, rows, depth: int, k: int, l2, min
                        criterion: splits_lib.SplitCriterion):
     """``(N + 1, K)`` leaf values of one node table (``children (N, 2)``, ``n_split`` splitting
     nodes, its leaves' payload ``sums (N + 1, 2K)`` and row counts) with
-    :func:`jboost.tree.newton_leaf_values`' fallbacks: a node's sums are its children's added,
+    :func:`jboost.trees.family.newton_leaf_values`' fallbacks: a node's sums are its children's added,
     the root takes its own value, any other node or leaf its own where rows reach it and its
     hessian sum is at least ``min_child_weight``, else its parent's; unused leaves 0. The values
     of the dense levels' heap (whose null splits add zeros), on ``N`` slots."""

@@ -99,9 +99,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
 
     The one tree grower of jboost: boosting (every algorithm), sweeps and forests grow through
     it. Each level: the split gains of every (feature, threshold, missing direction) from the
-    leaves' histograms (:func:`jboost.splits.level_gains`: on CPU one fused kernel call,
-    with histogram subtraction where :func:`jboost.histograms.level_plan` says it pays), the
-    best admissible split (:func:`jboost.splits.best_split_of_gains`), then every row's leaf
+    leaves' histograms (:func:`jboost.trees.splits.level_gains`: on CPU one fused kernel call,
+    with histogram subtraction where :func:`jboost.trees.histograms.level_plan` says it pays), the
+    best admissible split (:func:`jboost.trees.splits.best_split_of_gains`), then every row's leaf
     gains that level's bit (:func:`leaf_index`).
 
     Args:
@@ -122,8 +122,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         bagging) is the unrestricted tree.
       axis_name: mapped axis over which rows are sharded (histograms are ``psum``-ed).
       missing: static; ``False`` promises that no row is in the missing bin (``n_bins - 1``), so
-        the split search skips the missing-goes-right direction (see :func:`jboost.splits.best_split`).
-      criterion: static :class:`jboost.splits.SplitCriterion`: the score of splits and the value
+        the split search skips the missing-goes-right direction (see :func:`jboost.trees.splits.best_split`).
+      criterion: static :class:`jboost.trees.splits.SplitCriterion`: the score of splits and the value
         of leaves (default the Newton criterion).
 
     Returns:

@@ -239,7 +239,7 @@ def exact_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int, direc
       learning_rate: the shrinkage the values will be multiplied by (traced; ``None``: 1), for
         the safeguard.
       active: traced bool: ``False`` returns zeros without searching (a round whose curvature
-        allows Newton leaves, :func:`jboost.boosting.newton_round`).
+        allows Newton leaves, :func:`jboost.engine.algorithm.newton_round`).
       axis_name: rows sharded over this mesh axis: leaf sums are ``psum``-ed.
 
     Returns:
@@ -317,7 +317,7 @@ def safeguarded_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int,
 def degenerate_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int, values,
                            learning_rate=None, active=True, axis_name=None):
     """The leaves of a round whose curvature is degenerate (``Loss.hessian="auto"``,
-    :func:`jboost.derivatives.first_order_curvature`), from the tree's unit-curvature values
+    :func:`jboost.losses.derivatives.first_order_curvature`), from the tree's unit-curvature values
     ``values`` ``(L, K)``:
 
     * regression and count losses, whose raw score is in the labels' units: the exact per-leaf

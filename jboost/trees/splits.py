@@ -12,10 +12,10 @@ default, :data:`NEWTON`, is the regularised Newton score ``S(G, H) = sum_k G_k^2
 (the loss reduction of a Newton step, Chen & Guestrin 2016, eq. 7) with leaf values
 ``-G / (H + l2)``. ``min_child_weight``: a leaf contributes to the gain only when both of its
 children have hessian sum >= it (children below it later keep their parent's value, see
-:func:`jboost.tree.newton_leaf_values`). The level is split only when the best gain is > 0;
+:func:`jboost.trees.family.newton_leaf_values`). The level is split only when the best gain is > 0;
 otherwise it is a null split sending everything left.
 
-Histograms are built in :mod:`jboost.histograms`; this module turns them into gains. On CPU the
+Histograms are built in :mod:`jboost.trees.histograms`; this module turns them into gains. On CPU the
 kernel fuses both for the Newton criterion (:func:`level_gains`); any other criterion gets its
 histograms from the kernel (with histogram subtraction) and its gains in JAX.
 """
@@ -58,7 +58,7 @@ class SplitCriterion(NamedTuple):
         with the histograms. A criterion without ``kernel`` still gets its histograms from the
         kernel (with histogram subtraction); its gains are computed in JAX from them.
 
-    The grower (:func:`jboost.tree.fit_tree`), boosting (``BoostConfig.split_criterion``) and
+    The grower (:func:`jboost.trees.oblivious.fit_tree`), boosting (``BoostConfig.split_criterion``) and
     ``jboost.fit(split_criterion=...)`` take it as a static setting (a distinct criterion is a
     distinct compilation; write it at module level so repeated fits reuse the program).
     """
@@ -177,7 +177,7 @@ def level_gains(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_leave
     pair from the rows and the other by subtraction), their prefix sums over bins and the gains of
     every split; the level's histograms are written out only when ``keep_hist``. Elsewhere, and
     for a criterion the kernel does not compute: the level's cumulative histograms
-    (:mod:`jboost.histograms`: the kernel's on CPU, by subtraction from ``parent``) and
+    (:mod:`jboost.trees.histograms`: the kernel's on CPU, by subtraction from ``parent``) and
     :func:`split_gains_cumulative`. Same sums both ways (up to float rounding).
 
     Args:
@@ -248,7 +248,7 @@ def best_split(hist, *, l2, min_split_gain, min_child_weight, feature_mask=None,
       min_child_weight: minimal hessian sum of a child for its leaf to count (traced).
       feature_mask: optional ``(F,)`` bool; only these features are eligible.
       cumulative: ``hist`` already holds inclusive prefix sums over the bins (as built by
-        :func:`jboost.histograms.level_histograms`; static).
+        :func:`jboost.trees.histograms.level_histograms`; static).
       criterion: the static :class:`SplitCriterion` (default :data:`NEWTON`).
       missing: whether any training row may be missing (static; ``False`` skips the gains of
         sending missing values right, which then equal those of sending them left).

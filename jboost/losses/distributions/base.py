@@ -42,7 +42,7 @@ where one is known (Normal in ``(loc, log scale)``: ``diag(1 / scale^2, 2)``), e
 Monte-Carlo estimate ``(1/M) sum_j g(y_j) g(y_j)^T`` from ``M = n_mc_samples`` draws ``y_j`` of
 the row's distribution (NGBoost's estimate, M = 100 by default), taken with a fixed key folded
 with the bits of the row's label and raw scores, so fits stay deterministic. It is carried to
-:func:`jboost.derivatives.grad_hess` as the derivative of the loss (a ``jax.custom_jvp`` whose
+:func:`jboost.losses.derivatives.grad_hess` as the derivative of the loss (a ``jax.custom_jvp`` whose
 value is the NLL and whose first derivative is ``F^{-1} g``): the training and validation losses
 stay the NLL, nothing else in jboost changes. The second derivative of such a loss (used only by
 a Newton leaf refit, ``line_search=True``) is the derivative of ``F^{-1} g`` with ``F`` held
@@ -69,8 +69,8 @@ trees give it, times the learning rate: on ``benchmarks/ngboost_bench.py``'s thr
 mean scale was 1.19 (California, diabetes) and 1.46 (heteroscedastic), so its steps are 20-50%
 longer, which helped jboost's depth-6 trees on California (test NLL 0.578 against 0.636) and
 hurt on diabetes (6.01 against 5.80: faster overfitting of 354 rows). It is available as
-:data:`LINE_SEARCH`, an algorithm of the boosting scaffold (``jboost.api.settings(...,
-algorithm=LINE_SEARCH)`` and :func:`jboost.boosting.boost`; :func:`jboost.fit` takes no
+:data:`LINE_SEARCH`, an algorithm of the boosting scaffold (``jboost.fitting.settings.settings(...,
+algorithm=LINE_SEARCH)`` and :func:`jboost.engine.boosting.boost`; :func:`jboost.fit` takes no
 algorithm), not a default. Where NGBoost's test NLL was better (depth-3 oblivious trees on
 California: 0.792 against 0.671) the cause was the trees, not the step: an oblivious tree of
 depth 3 has 3 split rules where NGBoost's depth-3 CART has up to 7, and 500 rounds at learning

@@ -91,7 +91,7 @@ def loss(dist: base.Distribution, natural_gradient: bool = False, *, line_search
       natural_gradient: fit each tree to the natural gradient ``F^{-1} g`` by least squares
         (NGBoost; module docstring) instead of a Newton tree on the NLL.
       line_search: refit every leaf by damped Newton iterations on the leaf (``leaf_refit=
-        "line_search"``, :func:`jboost.refit.line_search_leaf_values`; backtracking on the
+        "line_search"``, :func:`jboost.trees.refit.line_search_leaf_values`; backtracking on the
         leaf's NLL). With ``natural_gradient`` the iterations solve ``sum_i F_i^{-1} g_i = 0``
         (module docstring). Applies to vector-leaf trees (not ``per_output_trees``).
       n_mc_samples: draws per row of the Monte-Carlo Fisher information (distributions without
