@@ -4,7 +4,7 @@ The grid is 64 configurations (learning_rate x l2 x subsample, 4 values each) x 
 256 bins, binomial deviance with the held-out log loss after every round, on spam (3065 x 57)
 and on synthetic 100k x 50 data (``jboost.datasets.make_classification``). Methods:
 
-* ``jboost fused``: :func:`jboost.sweep.fit.sweep` (all configurations x folds in one compiled
+* ``jboost fused``: :func:`jboost.sweep.sweep` (all configurations x folds in one compiled
   program per static setting; ``--devices N`` host devices share the models);
 * ``jboost fused (1 dev)``: the same on one device (one core's worth of XLA CPU);
 * ``jboost separate``: ``jboost.fit`` once per configuration x fold on the fold's training rows

@@ -24,6 +24,7 @@ from jboost import objectives
 from jboost import plot
 from jboost import sweep
 from jboost import trees
+from jboost._version import __version__
 from jboost.data.binning import bin_features
 from jboost.data.binning import compute_borders
 from jboost.engine.boosting import BoostConfig
@@ -45,8 +46,6 @@ from jboost.models.booster import Booster
 from jboost.sweep import SweepResult
 from jboost.trees.depthwise import DepthwiseTrees
 from jboost.trees.oblivious import ObliviousTrees
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Booster", "BoostConfig", "Hyperparams", "Loss", "ObliviousTrees", "DepthwiseTrees",

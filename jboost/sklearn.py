@@ -119,7 +119,7 @@ class _JBoostBase(BaseEstimator):
     def _categorical(self, X) -> bool:
         """Whether this fit has categorical columns (an estimator with ``cat_features``: the
         columns it names, else a DataFrame's category, object and string columns): they go to
-        jboost as they are, which encodes them (:mod:`jboost.categorical`)."""
+        jboost as they are, which encodes them (:mod:`jboost.data.categorical`)."""
         if not hasattr(self, "cat_features"):
             return False
         return categorical_lib.has_categorical(X, self.cat_features)

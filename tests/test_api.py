@@ -1,4 +1,4 @@
-"""The user-facing API (jboost/api.py): input checks with errors naming the argument, input
+"""The user-facing API (jboost/fitting/boost.py): input checks with errors naming the argument, input
 types, missing values, predictions.
 
 Error cases fail on the host before anything is compiled, so they are cheap; the fits that do

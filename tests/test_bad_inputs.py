@@ -418,9 +418,10 @@ def _stop(*args, **kwargs):
 
 
 # What each entry point compiles after its checks: replaced by _stop (no fit, no compile).
-FITTERS = {"gradient_boost": (jboost.api, "run_rounds"), "forward_stagewise": (jboost.api, "run_rounds"),
-           "bagged_boosters": (bagging.boosters._batching, "map_checkpointed"),
-           "sweep": (sweep_lib, "_fit_group")}
+FITTERS = {"gradient_boost": (jboost.engine.rounds, "run_rounds"),
+           "forward_stagewise": (jboost.engine.rounds, "run_rounds"),
+           "bagged_boosters": (jboost.engine.batching, "map_checkpointed"),
+           "sweep": (jboost.sweep.groups, "run_group")}
 
 
 @pytest.mark.parametrize("entry", list(FITTERS))

@@ -1,4 +1,4 @@
-"""Tests of jboost._batching's host-side chunks and their checkpoints (map_chunks,
+"""Tests of jboost.engine.batching's host-side chunks and their checkpoints (map_chunks,
 ChunkCheckpoints, fingerprint), on plain arrays: no program is compiled here. The sweep and the
 forest resume through them (killed-process tests in test_sweep.py and test_forest.py); the memory
 estimates are tested with the sweep and the forest."""

@@ -1,4 +1,4 @@
-"""Boosting (jboost/boosting.py, through jboost.fit / jboost.predict).
+"""Boosting (jboost/engine/boosting.py, through jboost.fit / jboost.predict).
 
 Most fits here share one compiled program: the same shapes (the session data sets, always with
 the same weighted ``eval_set``), the same loss and the same static settings; only traced

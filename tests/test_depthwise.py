@@ -1,4 +1,4 @@
-"""Depth-wise trees (jboost/depthwise.py): each node's split against a NumPy brute force of the
+"""Depth-wise trees (jboost/trees/depthwise.py): each node's split against a NumPy brute force of the
 Newton gain on that node's rows, a depth-1 tree against the oblivious one, the NumPy tree walk
 (missing values to the learned side), leaf values, feature masks per node and subsets per level,
 multi-output, vmap over traced hyperparameters (one compilation), and the model protocol

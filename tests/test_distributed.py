@@ -1,5 +1,5 @@
 """Data spread over processes (``jboost.fit(..., rows="local")`` and
-``jboost.sweep.fit.sweep(..., rows="local")``, jboost/engine/distributed.py).
+``jboost.sweep.sweep(..., rows="local")``, jboost/engine/distributed.py).
 
 Two CPU processes of two devices each and three of one device each on localhost
 (``jax.distributed`` with gloo collectives) each fit their own uneven slice of one table; every
@@ -141,19 +141,19 @@ WORKER = textwrap.dedent(
     import pickle, warnings
     import jboost.sweep
     sweep_kw = dict(SWEEP_KW, **SWEEPS[n])
-    sw = jboost.sweep.fit.sweep(X[tr], y_cls[tr], "binomial_deviance", sample_weight=w[tr],
+    sw = jboost.sweep.sweep(X[tr], y_cls[tr], "binomial_deviance", sample_weight=w[tr],
                             rows="local", **sweep_kw)
     # A callback stopping the sweep on process 0 after its first chunk stops every process.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cut = jboost.sweep.fit.sweep(X[tr], y_cls[tr], "binomial_deviance", sample_weight=w[tr],
+        cut = jboost.sweep.sweep(X[tr], y_cls[tr], "binomial_deviance", sample_weight=w[tr],
                                  rows="local", callbacks=[lambda entry: pid == 0], **sweep_kw)
     with open(f"{out}/sweep_{pid}.pkl", "wb") as f:
         pickle.dump((sw, cut), f)
     # An explicit folds array of the wrong length on the last process: every process raises.
     try:
         bad = np.zeros(tr.stop - tr.start - (pid == n - 1), np.int64)
-        jboost.sweep.fit.sweep(X[tr], y_cls[tr], "binomial_deviance", rows="local", **dict(sweep_kw, folds=bad))
+        jboost.sweep.sweep(X[tr], y_cls[tr], "binomial_deviance", rows="local", **dict(sweep_kw, folds=bad))
         res["sweep_error"] = None
     except ValueError as e:
         res["sweep_error"] = str(e)
@@ -298,7 +298,7 @@ def single_sweep(n: int):
     if n not in _SINGLE_SWEEPS:
         import jboost.sweep
         X, _, y_cls, w = table()
-        _SINGLE_SWEEPS[n] = jboost.sweep.fit.sweep(X[:N], y_cls[:N], "binomial_deviance",
+        _SINGLE_SWEEPS[n] = jboost.sweep.sweep(X[:N], y_cls[:N], "binomial_deviance",
                                                sample_weight=w[:N], **dict(SWEEP_KW, **SWEEPS[n]))
     return _SINGLE_SWEEPS[n]
 
@@ -454,9 +454,9 @@ def test_sweep_folds_refused_on_one_process_raise_on_every_process(group):
 def test_local_sweep_needs_the_distributed_runtime():
     import jboost.sweep
     with pytest.raises(ValueError, match="jax.distributed.initialize"):
-        jboost.sweep.fit.sweep(np.zeros((10, 2), np.float32), np.zeros(10, np.float32), rows="local")
+        jboost.sweep.sweep(np.zeros((10, 2), np.float32), np.zeros(10, np.float32), rows="local")
     with pytest.raises(ValueError, match="rows="):
-        jboost.sweep.fit.sweep(np.zeros((10, 2), np.float32), np.zeros(10, np.float32), rows="mine")
+        jboost.sweep.sweep(np.zeros((10, 2), np.float32), np.zeros(10, np.float32), rows="mine")
 
 
 def test_bagged_boosters_equal_the_single_process_fit(group):

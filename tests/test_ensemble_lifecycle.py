@@ -141,7 +141,7 @@ def test_warm_start_refusals_say_why_and_what_to_do(clf, letters, forests, bags,
     with pytest.raises(ValueError, match="second tier was trained on the out-of-fold scores"):
         combine.fit_stacked_boosters(X, y, "binomial_deviance", hypers=[{}], init_model=ecoc)
     with pytest.raises(ValueError, match=re.escape("init_model=result.refit(X, y)")):
-        jboost.sweep.fit.sweep(X, y, "binomial_deviance", init_model=ecoc)
+        jboost.sweep.sweep(X, y, "binomial_deviance", init_model=ecoc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -333,7 +333,7 @@ def test_forest_and_sweep_callbacks_report_each_chunk_and_stop(clf, clf_data, fo
     kw = dict(grid={"learning_rate": [0.1, 0.5, 0.9]}, folds=2, seeds=1, n_rounds=3, depth=2,
               n_bins=N_BINS, chunk_size=4, devices=None)
     with pytest.warns(UserWarning, match="stopped the sweep after 4 of 6 models"):
-        part = jboost.sweep.fit.sweep(X, y, "binomial_deviance", callbacks=[seen.append, lambda e: True], **kw)
+        part = jboost.sweep.sweep(X, y, "binomial_deviance", callbacks=[seen.append, lambda e: True], **kw)
     assert [(e["group"], e["models"], e["done"], e["items"]) for e in seen] == [
         ("depth=2,n_bins=16", [0, 1, 2, 3], 4, 6)]
     np.testing.assert_array_equal(seen[0]["valid_curves"], part.valid_curves[:4])

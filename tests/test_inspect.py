@@ -501,7 +501,7 @@ def test_partial_dependence_of_a_vmapped_model_and_bad_arguments(reg, vmapped):
 
 
 # --------------------------------------------------------------------------------------------
-# Depth-wise trees (jboost.depthwise): each node its own rule, explained leaf path by leaf path.
+# Depth-wise trees (jboost.trees.depthwise): each node its own rule, explained leaf path by leaf path.
 # --------------------------------------------------------------------------------------------
 
 

@@ -74,7 +74,7 @@ def models(data, fit_kw):
         Xm, ym, "multinomial_deviance", hypers=[dict(learning_rate=0.5), dict(learning_rate=0.1)],
         folds=3, n_rounds=4, depth=2, n_bins=8)
     out["ecoc"] = combine.fit_ecoc_boosters(Xm, ym, combine.exhaustive_code(3), **KW)
-    res = jboost.sweep.fit.sweep(Xr, yr, "quantile", grid={"alpha": [0.3, 0.7]}, folds=2, seeds=1,
+    res = jboost.sweep.sweep(Xr, yr, "quantile", grid={"alpha": [0.3, 0.7]}, folds=2, seeds=1,
                              keep_trees=True, devices=None, **KW)
     out["sweep_models"] = res.models()
     return out

@@ -1,4 +1,4 @@
-"""The model protocol (jboost/model.py): predict, predict_proba, predict_class, predict_mean,
+"""The model protocol (jboost/models/base.py): predict, predict_proba, predict_class, predict_mean,
 feature_importance and staged_predict on a Booster, one model or a vmapped batch of them."""
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ def test_label_offset_per_column(data):
 
 def test_errors_name_the_labels(data):
     X, Y = data
-    for call in (lambda: jboost.sweep.fit.sweep(X, Y, "squared_error", grid={"l2": [0.0, 1.0]},
+    for call in (lambda: jboost.sweep.sweep(X, Y, "squared_error", grid={"l2": [0.0, 1.0]},
                                             folds=2, n_rounds=2, depth=2),
                  lambda: jboost.bagging.fit_forest(X, Y, n_trees=2, depth=2),
                  lambda: jboost.algorithms.adaboost_m1(X, Y, n_rounds=2)):

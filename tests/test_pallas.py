@@ -1,7 +1,7 @@
 """The Pallas kernels (jboost/_native/pallas.py) in interpret mode on the CPU: histograms against
 the CPU kernel's (:func:`jboost.trees.histograms.build_histogram`) and a NumPy float64 reference,
 quantised histograms against exact integer sums, split gains against the XLA gains of
-:mod:`jboost.splits`; and each kernel lowered to Triton IR for a CUDA target (what Pallas checks,
+:mod:`jboost.trees.splits`; and each kernel lowered to Triton IR for a CUDA target (what Pallas checks,
 without a GPU)."""
 
 from __future__ import annotations

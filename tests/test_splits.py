@@ -1,4 +1,4 @@
-"""Oblivious split search (jboost/splits.py) against brute-force enumeration in NumPy.
+"""Oblivious split search (jboost/trees/splits.py) against brute-force enumeration in NumPy.
 
 The reference enumerates every (feature f, threshold t, missing direction d) and applies the
 module's gain formula literally: for each leaf, left = bins <= t (+ the missing bin when d is

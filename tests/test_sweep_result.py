@@ -242,7 +242,7 @@ def test_early_stopped_rows_models_and_refit_use_the_chosen_round(res_es, data, 
     np.testing.assert_array_equal(np.asarray(short.best_round), min(chosen, 2) - 1)
     # refit: the chosen round count on all the rows, without early stopping.
     seen = {}
-    monkeypatch.setattr(jboost.api, "fit", lambda X, y, **kw: seen.update(kw))
+    monkeypatch.setattr(jboost.fitting.boost, "fit", lambda X, y, **kw: seen.update(kw))
     res_es.refit(X, y)
     assert seen["n_rounds"] == chosen and "early_stopping_rounds" not in seen
 

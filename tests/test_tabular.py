@@ -83,7 +83,7 @@ def test_category_labels_and_non_numeric_columns(frame):
     cats = jboost.fit(text, y, "binomial_deviance", **KW)  # categorical columns: jboost.fit encodes
     assert cats.categorical.spec.kinds[-2:] == ("one_hot", "one_hot")
     with pytest.raises(TypeError, match=r"X has non-numeric columns 'city' \((object|str)\), 'kind' "
-                                        r"\(category\): jboost.fit, jboost.sweep.fit.sweep and "
+                                        r"\(category\): jboost.fit, jboost.sweep.sweep and "
                                         r"jboost.bagging.fit_bagged_boosters encode categorical columns"):
         tabular.as_matrix(text)  # the entry points of numeric columns only (forests, algorithms)
     dates = df.assign(when=pd.to_datetime(["2020-01-01"] * 120))

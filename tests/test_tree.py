@@ -1,4 +1,4 @@
-"""Oblivious trees (jboost/tree.py) and exact leaf refits (jboost/trees/refit.py).
+"""Oblivious trees (jboost/trees/oblivious.py) and exact leaf refits (jboost/trees/refit.py).
 
 ``fit_tree`` is called outside ``jit`` here (as the core does not jit it on its own). Evaluated
 eagerly, every primitive of the split search and of the leaf values would be compiled separately

@@ -1,4 +1,4 @@
-"""The settings and data layer (jboost/_validation.py): one message per mistake, and the same
+"""The settings and data layer (jboost/fitting/prepare.py): one message per mistake, and the same
 message from every entry point."""
 
 from __future__ import annotations

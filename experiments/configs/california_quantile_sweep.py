@@ -62,7 +62,7 @@ def run(config: dict, ctx) -> dict:
         rows = np.random.default_rng(config["seed"]).permutation(len(y))[: config["n_train"]]
         X, y = X[rows], y[rows]
     alphas = [float(a) for a in config["alphas"]]
-    result = jboost.sweep.fit.sweep(
+    result = jboost.sweep.sweep(
         X, y, "quantile", grid={"alpha": alphas, "learning_rate": config["learning_rates"]},
         folds=config["folds"], seeds=config["seeds"], n_rounds=config["n_rounds"],
         depth=config["depth"], n_bins=config["n_bins"], key=config["seed"])

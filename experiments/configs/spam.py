@@ -16,7 +16,7 @@ Tree size, shrinkage and ``l2`` were fixed by reasoning before any test error wa
 
 **The number of rounds is chosen by 10-fold cross-validation on the training set only** (ESL
 Section 7.10; Section 10.12 chooses the number of rounds on validation data): one
-``jboost.sweep.fit.sweep`` per model fits the 10 folds up to a round cap (2500 for depth 3, 5000
+``jboost.sweep.sweep`` per model fits the 10 folds up to a round cap (2500 for depth 3, 5000
 for stumps) and the chosen count is the round minimising the mean held-out binomial deviance
 over the 10 folds. Every fold runs to the cap (no per-fold early stopping): per-fold early
 stopping ends each fold ``patience`` rounds after its own best, and the CV optimum is then
@@ -85,7 +85,7 @@ def _fit(X, y, spec, seed, n_rounds, eval_set=None):
 def _cv(X, y, spec, seed, folds, n_bins):
     """10-fold CV of one model on the training set: the round count minimising the mean held-out
     deviance over the folds, every fold fitted to ``max_rounds``."""
-    return jboost.sweep.fit.sweep(
+    return jboost.sweep.sweep(
         X, y, "binomial_deviance", grid=[{"learning_rate": spec["learning_rate"], "l2": spec["l2"]}],
         folds=folds, seeds=1, n_rounds=spec["max_rounds"], depth=spec["depth"], n_bins=n_bins, key=seed)
 

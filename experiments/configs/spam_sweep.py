@@ -88,7 +88,7 @@ def run(config: dict, ctx) -> dict:
     if config["n_train"]:
         rows = np.random.default_rng(config["seed"]).permutation(len(y))[: config["n_train"]]
         X, y = X[rows], y[rows]
-    result = jboost.sweep.fit.sweep(
+    result = jboost.sweep.sweep(
         X, y, "binomial_deviance", grid=config["grid"], folds=config["folds"], seeds=config["seeds"],
         n_rounds=config["n_rounds"], depth=config["depth"], n_bins=config["n_bins"], key=config["seed"])
     print(result)

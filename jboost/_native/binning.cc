@@ -1,4 +1,4 @@
-// jboost's CPU kernels: binning (jboost.binning.bin_features).
+// jboost's CPU kernels: binning (jboost.data.binning.bin_features).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -55,7 +55,7 @@ ffi::Error BinImpl(ffi::Buffer<ffi::F32> X, ffi::Buffer<ffi::F32> borders,
 
 
 // ---------------------------------------------------------------------------------------------
-// Prediction (jboost.tree.predict_raw): out[i, k] = the sum over trees t, in order from 0.0f, of
+// Prediction (jboost.trees.family.predict_raw): out[i, k] = the sum over trees t, in order from 0.0f, of
 // leaf_values[t, leaf_t(i), k], with leaf_t(i) = sum_d right_{t,d}(i) << d and
 // right = isnan(x) ? missing_right[t, d] : x > border[t, d], x = X[i, feature[t, d]] (subnormal
 // values and borders taken as 0 as XLA's CPU comparisons do; a feature index is clamped into

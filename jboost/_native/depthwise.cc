@@ -1,20 +1,20 @@
-// jboost's CPU kernels: one whole depth-wise tree per call (jboost.depthwise.fit_tree's compact
-// path, the random forests' grower), registered by jboost/depthwise.py.
+// jboost's CPU kernels: one whole depth-wise tree per call (jboost.trees.depthwise.fit_tree's compact
+// path, the random forests' grower), registered by jboost/trees/depthwise.py.
 //
 // Level by level, as the pure-JAX compact path computes it:
 //   * the nodes that may split (not yet a leaf, at least two rows of non-zero payload) get a slot,
 //     in node order, at most S_d = max(1, min(2**d, max_nodes, n // 2)) of them;
-//   * a slot's node draws its m features (DrawFeatures: the hash of jboost.depthwise.node_features,
+//   * a slot's node draws its m features (DrawFeatures: the hash of jboost.trees.node_splits.node_features,
 //     the same uint32 operations) or takes every feature (m >= F);
 //   * its (m, B, C) histogram sums its rows in row order (rows of all-zero payload skipped: they add
-//     exact zeros), its prefix sums over the bins are jboost.histograms.prefix_sum's two-level
-//     blocked cumsum (blocks of 16), its gains jboost.splits.split_gains_cumulative's float
+//     exact zeros), its prefix sums over the bins are jboost.trees.histograms.prefix_sum's two-level
+//     blocked cumsum (blocks of 16), its gains jboost.trees.splits.split_gains_cumulative's float
 //     expressions for one node, and its split the first maximum in (feature, threshold, direction)
-//     order (jboost.splits.best_split_of_gains), min_split_gain subtracted; a node whose best gain is
+//     order (jboost.trees.splits.best_split_of_gains), min_split_gain subtracted; a node whose best gain is
 //     not positive, or that has no slot, is a leaf (a null split: feature 0, threshold B - 2,
 //     missing left, gain 0); so is a node whose best split would send all its rows of non-zero
 //     payload one way (a split's children each hold such a row: a tree has at most as many leaves
-//     as such rows, jboost.depthwise.node_capacity);
+//     as such rows, jboost.trees.node_table.node_capacity);
 //   * every row moves to node j (left) or j + 2**d (right) of the next level.
 // Rows are kept grouped by node (a stable counting sort per level), so a slot reads only its own
 // rows and a level costs its rows and its splittable nodes, not 2**d. A level with no splittable
@@ -37,7 +37,7 @@
 namespace jboost {
 namespace {
 
-inline uint32_t Mix(uint32_t x) {  // lowbias32 (jboost.depthwise._mix)
+inline uint32_t Mix(uint32_t x) {  // lowbias32 (jboost.trees.node_splits._mix)
   x ^= x >> 16;
   x *= 0x7feb352du;
   x ^= x >> 15;
@@ -314,7 +314,7 @@ inline float Halved(float* acc) {
 
 // A sum over the K outputs in the order of XLA's CPU row reduction (measured: 16 accumulators,
 // output k into accumulator k % 16, then halved pairwise), so that the gains are bitwise those of
-// jboost.splits.split_gains_cumulative (checked for K <= 40; K = 1: the value itself).
+// jboost.trees.splits.split_gains_cumulative (checked for K <= 40; K = 1: the value itself).
 template <typename Term>
 inline float SumOutputs(int64_t k, Term term) {
   if (k == 1) return 0.0f + term(0);
@@ -400,7 +400,7 @@ struct Best {
 
 // Both missing directions of threshold t of the node's q-th feature (left sums `present`, the
 // prefix sum at t), folded into the first maximum (best, best_idx) in (feature, threshold,
-// direction) order: jboost.splits.split_gains_cumulative's float expressions.
+// direction) order: jboost.trees.splits.split_gains_cumulative's float expressions.
 inline void EvalThreshold(const Settings& s, int64_t q, int64_t t, const float* present,
                           const float* total, const float* miss, float parent, bool no_missing,
                           SlotScratch* sc, float* best, int64_t* best_idx) {
@@ -451,7 +451,7 @@ inline Best BestOf(float best, int64_t best_idx, int64_t nt, float msg) {
   return out;
 }
 
-constexpr int64_t kBlock = 16;  // jboost.histograms.prefix_sum's block of bins
+constexpr int64_t kBlock = 16;  // jboost.trees.histograms.prefix_sum's block of bins
 
 // A set of bins (B <= 256), iterated in increasing order.
 struct BinSet {
@@ -673,7 +673,7 @@ JBOOST_AVX2_CLONES Best SplitSlot(const Settings& s, const uint8_t* X, const Row
       }
     }
   });
-  // jboost.histograms.prefix_sum: within blocks of 16 bins (each from 0.0f), then the block
+  // jboost.trees.histograms.prefix_sum: within blocks of 16 bins (each from 0.0f), then the block
   // totals' cumsum minus the block's own total added to each block (B <= 16: one plain cumsum).
   // Per channel, the float operations of that order; bins outer, channels inner.
   sc->blocks.resize(2 * C);
@@ -745,7 +745,7 @@ inline int64_t NodeSlots(int64_t n, int64_t max_nodes, int64_t d) {
   return std::max<int64_t>(1, std::min<int64_t>({int64_t{1} << d, max_nodes, n / 2}));
 }
 
-// The tree's node table (jboost.depthwise.DepthwiseTrees): N node slots, N + 1 leaves.
+// The tree's node table (jboost.trees.depthwise.DepthwiseTrees): N node slots, N + 1 leaves.
 struct Table {
   int64_t cap;  // N
   int32_t *features, *thresholds, *missing_right, *children, *level_counts;
@@ -756,7 +756,7 @@ struct Table {
 // Grows the tree into `t`, level by level over the level's present nodes only (the children of
 // the last level's splits, in heap order: lefts j, then rights j + 2**d), so a level costs its
 // rows and nodes, never 2**d. Splitting nodes get table ids in (level, heap) order, leaves too
-// (a leaf's level is the level where its node stops): jboost.depthwise._dense_table's numbering
+// (a leaf's level is the level where its node stops): jboost.trees.node_table.dense_table's numbering
 // of the pure-JAX levels. node_parent/leaf_parent: each id's parent node (-1: the root).
 // Returns false when the tree needs more than t.cap nodes (node_capacity's bound broken).
 bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
@@ -961,7 +961,7 @@ bool GrowTree(const Settings& s, const uint8_t* X, const Rows& rows,
   return true;
 }
 
-// jboost.tree.newton_leaf_values of the table's leaves, as the dense levels compute them: each
+// jboost.trees.family.newton_leaf_values of the table's leaves, as the dense levels compute them: each
 // leaf's sums (every row, in row order, as jax.ops.segment_sum) and count of rows of non-zero
 // payload; a node's sums (0 + left) + right, bottom-up (children have larger ids); the root's
 // Newton value, then each node's and leaf's own value where a row of non-zero payload reaches it
@@ -1123,7 +1123,7 @@ ffi::Error DepthwiseTreeImpl(ffi::Buffer<ffi::U8> X, ffi::Buffer<ffi::F32> paylo
   });
   if (overflow) {
     return ffi::Error::Internal("jboost depthwise tree: a tree needs more node slots than its "
-                                "table holds (jboost.depthwise.node_capacity); please report it");
+                                "table holds (jboost.trees.node_table.node_capacity); please report it");
   }
   return ffi::Error::Success();
 }

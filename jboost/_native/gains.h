@@ -10,7 +10,7 @@
 namespace jboost {
 
 // ---------------------------------------------------------------------------------------------
-// Split gains (jboost.splits.split_gains_cumulative), from one feature's cumulative histograms
+// Split gains (jboost.trees.splits.split_gains_cumulative), from one feature's cumulative histograms
 // cum (L, B, C) of the level's L leaves (C = 2K: gradient sums, then hessian sums; bin B - 1 the
 // missing bin): out (B - 1, 2), out[t, d] = sum over leaves whose children both have hessian
 // sum >= min_child_weight of S(left) + S(right) - S(leaf), S(G, H) = sum_k G_k (G_k / (H_k + l2))

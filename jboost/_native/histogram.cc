@@ -1,5 +1,5 @@
 // jboost's CPU kernels are XLA FFI custom calls (registered by jboost/_native/__init__.py), one
-// file per kernel: histogram.cc (this file: histograms, jboost/histograms.py), level.cc (one
+// file per kernel: histogram.cc (this file: histograms, jboost/trees/histograms.py), level.cc (one
 // fused level of a tree), split_gains.cc, binning.cc, predict.cc; shared code in parallel.h (the
 // parallel runtime and the FFI boundary), rows.h/.cc (histograms from rows) and gains.h/.cc
 // (split gains); abi.cc (the ABI version checked at load, and a test of the boundary).

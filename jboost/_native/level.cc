@@ -1,4 +1,4 @@
-// jboost's CPU kernels: one fused level of an oblivious tree (jboost.histograms.level_gains):
+// jboost's CPU kernels: one fused level of an oblivious tree (jboost.trees.histograms.level_gains):
 // the level's histograms (directly or by subtraction), their prefix sums and the split gains,
 // feature by feature while its histograms are in cache.
 #include <algorithm>

@@ -2,7 +2,7 @@
 split gains.
 
 What it is: the GPU counterparts of the CPU kernel's two jobs (:mod:`jboost.trees.histograms`,
-:mod:`jboost.splits`) written as Pallas kernels for the **Triton** backend. On this repository's
+:mod:`jboost.trees.splits`) written as Pallas kernels for the **Triton** backend. On this repository's
 CPU machines they run in Pallas's interpret mode and are tested there (``tests/test_pallas.py``)
 against the CPU kernel's histograms (:func:`jboost.trees.histograms.build_histogram`) and the XLA
 gains (:func:`jboost.trees.splits.split_gains_cumulative`); the test also lowers them to Triton IR for

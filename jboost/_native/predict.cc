@@ -1,4 +1,4 @@
-// jboost's CPU kernels: prediction (jboost.tree.predict_raw).
+// jboost's CPU kernels: prediction (jboost.trees.family.predict_raw).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -79,8 +79,8 @@ void PredictRows(const float* X, int64_t row_stride, int64_t feature_stride, int
   }
 }
 
-// Depth-wise trees' node tables (jboost.depthwise.DepthwiseTrees): per row and tree, max(D, 1)
-// pointer steps from the root (jboost.depthwise.walk), then the leaf's values added in tree
+// Depth-wise trees' node tables (jboost.trees.depthwise.DepthwiseTrees): per row and tree, max(D, 1)
+// pointer steps from the root (jboost.trees.node_table.walk), then the leaf's values added in tree
 // order: the pure-JAX walk's floats, its clamped gathers included (an index past a table's end
 // reads its last slot; a negative leaf index counts from the end).
 JBOOST_AVX2_CLONES

@@ -1,5 +1,5 @@
 // jboost's CPU kernels: split gains from cumulative histograms summed over devices
-// (jboost.histograms.cumulative_split_gains).
+// (jboost.trees.histograms.cumulative_split_gains).
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -49,7 +49,7 @@ ffi::Error SplitGainsImpl(ffi::Buffer<ffi::F32> cum, ffi::Buffer<ffi::F32> l2,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Binning (jboost.binning.bin_features): out[f, i] = missing_bin when X[i, f] is NaN, else the
+// Binning (jboost.data.binning.bin_features): out[f, i] = missing_bin when X[i, f] is NaN, else the
 // number of borders[f, :] strictly below X[i, f] (searchsorted, side="left"), with subnormal
 // values taken as 0 as XLA's CPU comparisons do. A branch-free binary search per value; threads
 // split the rows. Exact integer results: identical to the pure-JAX path.

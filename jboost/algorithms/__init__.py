@@ -1,6 +1,6 @@
 """The literature's boosting algorithms on the boosting scaffold.
 
-Every algorithm is a ``round`` function on :mod:`jboost.boosting`'s scaffold (an
+Every algorithm is a ``round`` function on :mod:`jboost.engine.boosting`'s scaffold (an
 :class:`jboost.engine.algorithm.Algorithm` in the static ``BoostConfig``): the scaffold's
 ``lax.scan`` draws each round's rows and columns, the round function grows its trees with the
 shared builder (:func:`jboost.engine.algorithm.grow_trees`) and gives their final leaf values, its own

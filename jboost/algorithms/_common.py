@@ -1,6 +1,6 @@
-"""Shared pieces of the classical algorithms, with the refusal of base_margin where an algorithm cannot take it.
+"""What every algorithm of :mod:`jboost.algorithms` shares: round status codes, static settings, data preparation and the run on the boosting scaffold.
 
-Every algorithm is a ``round`` function on the scaffold of :mod:`jboost.boosting` (``boost`` is
+Every algorithm is a ``round`` function on the scaffold of :mod:`jboost.engine.boosting` (``boost`` is
 the ``lax.scan``; the scaffold draws the round's rows and columns, adds the round's trees to the
 raw scores and records the losses) and returns a :class:`jboost.Booster` whose raw score is on
 the scale of the loss that the algorithm minimises in the forward-stagewise view (ESL Section

@@ -1,7 +1,7 @@
 """Discrete AdaBoost.M1 (ESL Algorithm 10.1) and its multi-class extensions SAMME and SAMME.R
 (Zhu, Zou, Rosset and Hastie 2009, "Multi-class AdaBoost", Algorithms 2 and 4).
 
-Each algorithm is a ``round`` function on the boosting scaffold (:mod:`jboost.boosting`: the
+Each algorithm is a ``round`` function on the boosting scaffold (:mod:`jboost.engine.boosting`: the
 scaffold draws the round's rows and columns, adds the round's tree to the raw scores and records
 the exponential loss); its own state is the observation weights and, for the discrete
 algorithms, whether the model has stopped. The weak learner is an oblivious tree grown by the

@@ -1,6 +1,6 @@
 """Real AdaBoost, Gentle AdaBoost and LogitBoost (Friedman, Hastie and Tibshirani 2000).
 
-Each algorithm is a ``round`` function on the boosting scaffold (:mod:`jboost.boosting`), which
+Each algorithm is a ``round`` function on the boosting scaffold (:mod:`jboost.engine.boosting`), which
 draws the round's rows and columns, adds the round's trees to the raw scores and records the
 loss. Each round fits one oblivious tree (K for K-class LogitBoost) with the shared builder
 (:func:`jboost.engine.algorithm.grow_trees`) by weighted least squares (gradients ``-w z``, hessians

@@ -2,7 +2,7 @@
 forward stagewise additive modelling with one global line search per round (ESL Algorithm 10.2;
 Friedman 2001, Algorithm 1).
 
-Both are ``round`` functions on the boosting scaffold (:mod:`jboost.boosting`: it draws the
+Both are ``round`` functions on the boosting scaffold (:mod:`jboost.engine.boosting`: it draws the
 round's rows and columns, adds the round's tree to the raw scores and records the loss) and fit
 each round's oblivious tree (shared builder :func:`jboost.engine.algorithm.grow_trees`) to the
 pseudo-residuals ``r_i = -dL(y_i, f(x_i)) / df`` by least squares (unit hessians: the gain is the

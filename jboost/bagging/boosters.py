@@ -21,7 +21,7 @@ rounds a bag fitted after its best round are kept, not zeroed, so ``n_rounds=m``
 for a :class:`jboost.Booster`.
 
 **Categorical columns** (``cat_features=``, ``one_hot_max_size=``, ``cat_prior=``,
-``cat_prior_weight=``: as :func:`jboost.fit`, :mod:`jboost.categorical`). The columns' kinds and
+``cat_prior_weight=``: as :func:`jboost.fit`, :mod:`jboost.data.categorical`). The columns' kinds and
 vocabularies are read once from all of ``X``; numeric columns and one-hot indicators are binned
 once and shared. Each bag computes its ordered target statistics inside the program from its own
 bootstrap weights (its out-of-bag rows have weight 0: they are encoded like prediction rows, so

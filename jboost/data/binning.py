@@ -1,4 +1,4 @@
-"""Quantile bin borders and binning (today's binning.py), with the check of user-given borders.
+"""Quantile binning of features into ``uint8`` bins with a reserved missing-value bin.
 
 The pipeline follows scikit-learn's histogram GBDT: borders are computed once from the
 training data on the host (NumPy), and a jit-compiled transform maps floats to bins.

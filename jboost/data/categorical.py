@@ -1,4 +1,4 @@
-"""Categorical columns: spec and encoding, and a fit's encoding plan (categorical_plan, categorical_plan_like, categorical_rows) (the spec/encoding half if categorical is split).
+"""Categorical columns: column kinds, vocabularies and encodings (one-hot splits, codes), and a fit's encoding plan.
 
 :func:`jboost.fit` takes categorical columns as users hold them: a pandas DataFrame's
 ``category``, ``object`` and string (``string``, pandas 3 ``str``) columns are categorical
@@ -57,7 +57,7 @@ from jboost.data import tabular
 
 
 def categorical_plan(X, cat_features, one_hot_max_size, eval_set=None, n_stats: int = 1):
-    """The one place a fit reads categorical columns (:mod:`jboost.categorical`): ``None`` when
+    """The one place a fit reads categorical columns (:mod:`jboost.data.categorical`): ``None`` when
     ``X`` has none (``cat_features=None`` and no category, object or string column; or
     ``cat_features=[]``), else a :class:`jboost.data.categorical.Plan`: the column kinds and
     vocabularies (a :class:`~jboost.data.categorical.CategoricalSpec`), the training rows' encoded
@@ -585,7 +585,7 @@ def check_settings(one_hot_max_size, prior, prior_weight) -> int:
 
 
 # The entry points that encode categorical columns (named by the refusal of the others).
-CATEGORICAL_ENTRY_POINTS = ("jboost.fit, jboost.sweep.fit.sweep or jboost.bagging.fit_bagged_boosters "
+CATEGORICAL_ENTRY_POINTS = ("jboost.fit, jboost.sweep.sweep or jboost.bagging.fit_bagged_boosters "
                             "(their cat_features=)")
 
 

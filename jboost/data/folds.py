@@ -1,10 +1,10 @@
-"""Cross-validation folds (today's cv.py), with the check of folds=.
+"""Cross-validation folds: one partition of the rows, as fold ids and as weight masks.
 
 A fold is a pair of weight masks over one copy of the data (training weight 0 on the held-out
 rows), so every fold's model has the same shapes and a whole cross-validation is one ``vmap``.
 Used by :mod:`jboost.sweep` (hyperparameter sweeps: repeated K-fold cross-validation, ESL
 section 7.10) and :mod:`jboost.combine` (stacking). A sweep with categorical columns computes each
-model's ordered target statistics from its training mask (:mod:`jboost.categorical`: rows of
+model's ordered target statistics from its training mask (:mod:`jboost.data.categorical`: rows of
 weight 0 are encoded like prediction rows), so the statistics are computed within each training
 fold only and a held-out label never reaches them.
 """

@@ -101,7 +101,7 @@ def _frame_values(X, name: str) -> np.ndarray:
            if not numeric_dtype(dtype)]
     if bad:
         cats = [c for c, d in zip(X.columns, X.dtypes) if categorical_dtype(d)]
-        hint = (f"jboost.fit, jboost.sweep.fit.sweep and jboost.bagging.fit_bagged_boosters encode "
+        hint = (f"jboost.fit, jboost.sweep.sweep and jboost.bagging.fit_bagged_boosters encode "
                 f"categorical columns ({cats[:8]} here: one-hot or ordered target statistics, "
                 "cat_features=); this entry point takes numeric columns only: fit with one of "
                 "them, or encode them as numbers yourself (e.g. df[c].cat.codes "

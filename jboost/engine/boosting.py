@@ -1,4 +1,4 @@
-"""Boosting as init/step (BoostConfig static, Hyperparams traced, EarlyStopping); boost = a scan of step, resume, early stopping.
+"""Boosting as a public ``init`` / ``step`` pair; :func:`boost` is a ``lax.scan`` of ``step``.
 
 ESL Algorithm 10.3 with second-order (Newton) trees as in XGBoost: per round, gradients and
 hessians of the loss by autodiff, a row sampler (Bernoulli weights: shapes stay fixed) and a

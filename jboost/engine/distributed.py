@@ -1,5 +1,5 @@
 """Data spread over processes: ``jboost.fit(X_local, y_local, ..., rows="local")``, and the same
-for ``jboost.sweep.fit.sweep``, ``jboost.bagging.fit_bagged_boosters`` and
+for ``jboost.sweep.sweep``, ``jboost.bagging.fit_bagged_boosters`` and
 ``jboost.bagging.fit_forest`` (below).
 
 On JAX's multi-process runtime (``jax.distributed.initialize()``: several hosts, or several
@@ -30,7 +30,7 @@ of per-device partial sums, added in another order than one device adds them: di
 about 1e-7 in a 600-row test); as in any sharded fit, a split that rounding decides could go the
 other way. The models of all processes are bitwise equal.
 
-**Sweeps** (``jboost.sweep.fit.sweep(..., rows="local")``): the borders as above; labels, weights
+**Sweeps** (``jboost.sweep.sweep(..., rows="local")``): the borders as above; labels, weights
 and an explicit ``folds`` array are gathered, so the folds (drawn from the whole table's labels)
 and each model's baseline (from the whole table's labels, weights and fold, replicated:
 ``O(S n)`` numbers) are the single-process sweep's, bitwise. Every device fits every model of a

@@ -1,4 +1,4 @@
-"""The host round loop (today's api.run_rounds), with whether rounds can run on the host and the settings that need it."""
+"""The host round loop of a fit: compiled calls of rounds, Ctrl-C, callbacks, verbose lines and checkpoints."""
 
 from __future__ import annotations
 

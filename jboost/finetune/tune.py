@@ -1,4 +1,4 @@
-"""finetune, objective and soft_predict: the checked inputs (model, labels, loss, optimizer, temperature), the run, and the tuned Booster returned.
+"""``finetune``: every leaf value of a fitted Booster refitted jointly with optax, under ``jit``.
 
 Boosting fits each tree's leaves once, greedily, given the trees before it (ESL Algorithm
 10.3); the fitted model is then a linear function of its leaf values. :func:`finetune` takes

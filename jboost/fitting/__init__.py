@@ -1,1 +1,7 @@
-"""jboost.fitting."""
+"""The fit pipeline behind :func:`jboost.fit`: settings, prepared inputs, continuation.
+
+:mod:`~jboost.fitting.settings` (defaults, limits and domains of the settings),
+:mod:`~jboost.fitting.prepare` (labels, offsets, the checked and binned data),
+:mod:`~jboost.fitting.tabular` (an ensemble's tabular input), :mod:`~jboost.fitting.init_model`
+(checks of a continued fit) and :mod:`~jboost.fitting.boost` (``jboost.fit`` itself).
+"""

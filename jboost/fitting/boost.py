@@ -1,11 +1,11 @@
-"""jboost.fit: gradient boosting of oblivious trees, from user data to a Booster (the entry point and its finish).
+"""``jboost.fit``: gradient boosting of trees, from user data to a :class:`jboost.Booster`.
 
 ``fit`` checks its inputs on the host through the settings layer (clear ``ValueError`` /
 ``TypeError`` naming the argument), bins the features, then calls the jit-compiled
 :func:`jboost.engine.boosting.boost`. Continuous hyperparameters may be JAX tracers:
 ``jax.vmap(lambda lr: jboost.fit(X, y, learning_rate=lr))`` fits a whole sweep in one compiled
 call (X and y must then be concrete, closed-over arrays). Prediction and the model protocol are
-in :mod:`jboost.model`.
+in :mod:`jboost.models.base`.
 
 No silent wrong answers: before compiling, ``fit`` refuses a fit whose histograms cannot fit in
 the device's memory (``MemoryError``, e.g. K = max(y) + 1 classes from a label of 1e6) and warns
@@ -122,7 +122,7 @@ def fit(
       learning_rate: shrinkage (traced), or a callable ``round -> rate`` such as an optax schedule.
       l2: L2 penalty on leaf values, the lambda of ``-G / (H + lambda)`` (traced).
       min_split_gain: a level is split only if its gain exceeds this (traced).
-      min_child_weight: minimal hessian sum of a child (traced; see :mod:`jboost.splits`).
+      min_child_weight: minimal hessian sum of a child (traced; see :mod:`jboost.trees.splits`).
       subsample: probability that a row takes part in a round (Bernoulli weights; traced).
       colsample: fraction of features eligible per tree or per level (traced).
       colsample_by: ``"tree"``, ``"level"`` or a column sampler function (:mod:`jboost.engine.samplers`).
@@ -193,7 +193,7 @@ def fit(
         :func:`jboost.predict` (``base_margin=``) and its siblings, and again to a continued fit.
       eval_base_margin: the offsets of ``eval_set``'s rows (required with ``base_margin`` and
         an ``eval_set``).
-      cat_features: the categorical columns (:mod:`jboost.categorical`): ``None`` (a
+      cat_features: the categorical columns (:mod:`jboost.data.categorical`): ``None`` (a
         DataFrame's ``category``, ``object`` and string columns; none of an array's), or
         column names / indices / a boolean mask (strings, or integer codes
         in numeric columns). ``[]``: none. Prediction encodes them with the model's tables

@@ -33,7 +33,7 @@ way (a ``(2**D, D, D)`` map). Everything is exact up to float32 rounding.
 **Importance** (:func:`importance`): ESL's relative importance (eq. 10.42-10.43), the summed
 split gains, split counts; :func:`permutation_importance` on held-out rows.
 
-Every model of the protocol (:mod:`jboost.model`) is a constant plus a sum of trees (a forest and
+Every model of the protocol (:mod:`jboost.models.base`) is a constant plus a sum of trees (a forest and
 bagged boosters average them, ECOC has one output per code bit, a stacked model maps its
 learners' leaves by the stacker's coefficients), which is how it is explained; a model with batch
 axes (``jax.vmap`` of fits) gives every model's values, the batch axes in front.

@@ -25,7 +25,7 @@ FORMAT_VERSION = 5
 # categorical features is written as version 4 (older jboost versions refuse it rather than
 # read string columns by position).
 # 5 changes DepthwiseTrees into a node table (fields children and level_counts; N node slots, N + 1
-# leaves, jboost.depthwise); a model with depth-wise trees is written as version 5 (older jboost
+# leaves, jboost.trees.depthwise); a model with depth-wise trees is written as version 5 (older jboost
 # versions refuse it rather than read a table as a heap). A file of versions 1-4 holds depth-wise
 # trees in the dense heap layout (2**D - 1 rules, 2**D leaves, no children or level_counts): it
 # loads, converted by jboost.trees.depthwise.from_dense (the same predictions).

@@ -1,4 +1,4 @@
-"""The classes and functions a model file may name: model and nested types (from jboost.models' registry), tree families, metadata pytrees, built-in loss functions by recorded name, and the old->new name table."""
+"""The classes and functions a model file may name: model types, tree families, metadata pytrees and the built-in loss functions."""
 
 from __future__ import annotations
 

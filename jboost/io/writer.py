@@ -9,6 +9,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
+from jboost._version import __version__
 from jboost.io import reader
 from jboost.io import registry
 
@@ -148,8 +149,6 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
     """
     import jax
 
-    import jboost
-
     reg = registry.registry()
     name = type(model).__name__
     if reg["models"].get(name) is not type(model):
@@ -181,7 +180,7 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
         "format": reader.FORMAT,
         "format_version": (reader.FORMAT_VERSION if writer.depthwise else 4 if writer.categorical
                            else 3 if writer.classes else 2),
-        "jboost_version": jboost.__version__,
+        "jboost_version": __version__,
         "model_type": name, "n_features": int(model.n_features),
         "batch_shape": [int(s) for s in model.batch_shape], "n_stages": int(model.n_stages),
         "task": str(model.task), "feature_names": feature_names, "metadata": metadata,

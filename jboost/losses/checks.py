@@ -20,7 +20,7 @@ The vocabulary (the README's glossary) and the shared defaults live here too:
 * ``folds``: a number of folds K >= 2, or an ``(n,)`` int array of fold ids 0..K-1;
 * ``devices``: ``None`` (one device), ``"all"`` (every device of ``jax.devices()``), a list of
   devices, or a ``jax.sharding.Mesh``; ``None`` is the default everywhere except
-  :func:`jboost.sweep.fit.sweep`, whose models are independent and default to ``"all"``;
+  :func:`jboost.sweep.sweep`, whose models are independent and default to ``"all"``;
 * ``memory_budget``: bytes of device memory per chunk of models fitted together;
 * ``key``: an int seed or a ``jax.random`` key.
 

@@ -1,4 +1,4 @@
-"""Batch objectives (Cox, ranking, user batch losses); receives runs(), the traced run/position helper of query groups and tie blocks.
+"""Objectives that are not sums over rows: Cox's partial likelihood, listwise ranking, and any loss written as one function of the whole batch.
 
 A batch objective is a :class:`jboost.Loss` with ``batch=True`` whose ``fn(y, raw, w, **params)``
 is ONE scalar function of every row: ``y (n, C)`` the structured labels, ``raw (n,)`` the raw

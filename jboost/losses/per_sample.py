@@ -1,4 +1,4 @@
-"""(existing target: per-sample loss fns + constructors) gains logit_deviance and its per-sample function."""
+"""Per-sample losses ``loss(y, raw) -> scalar``: the built-in losses, their constructors and their names."""
 
 from __future__ import annotations
 

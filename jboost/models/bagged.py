@@ -59,6 +59,9 @@ class BaggedBoosters(NamedTuple):
     bag's first ``m`` rounds, as for a :class:`jboost.Booster` with ``best_round``.
     """
 
+    #: Per-row offsets of the raw scores (``base_margin=``) are part of its predictions.
+    takes_base_margin = True
+
     trees: oblivious.ObliviousTrees
     borders: jax.Array
     baseline: jax.Array

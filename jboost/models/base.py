@@ -1,4 +1,4 @@
-"""The model protocol and prediction helpers (expanded_rows lands here, next to encoded_features).
+"""The one model protocol, and the functions every fitted ensemble works with.
 
 Every fitted ensemble of jboost -- a :class:`Booster` (from :func:`jboost.fit`, from every
 algorithm of :mod:`jboost.algorithms`, or ``jax.vmap`` of them), a forest, bagged boosters, a
@@ -34,7 +34,6 @@ from jboost import checks
 from jboost.data import categorical as data_categorical
 from jboost.data import tabular
 from jboost.losses import loss as loss_lib
-from jboost.models import booster
 from jboost.models import metadata
 from jboost.trees import family
 from jboost.trees import oblivious
@@ -82,6 +81,8 @@ class Model(Protocol):
     # Optional: ``proba(X, n_stages) -> (n, n_classes)`` when the probabilities are not
     # ``proba_from_raw`` of the combined raw score (bagged boosters average the bags'
     # probabilities); predict_proba and predict_class then use it.
+    # Optional: ``takes_base_margin = True`` (a class attribute) when per-row offsets of the raw
+    # scores (``base_margin=``) are part of its predictions (Booster, BaggedBoosters).
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,7 +212,7 @@ def _margin(model, base_margin, n: int):
     """Checked per-row offsets ``(n, K)`` of a Booster's raw scores (``fit(base_margin=)``)."""
     if base_margin is None:
         return None
-    if not (isinstance(model, booster.Booster) or type(model).__name__ == "BaggedBoosters"):
+    if not getattr(model, "takes_base_margin", False):
         raise TypeError(f"base_margin is for models fitted with offsets (jboost.fit(base_margin=), "
                         f"jboost.bagging.fit_bagged_boosters(base_margin=)); got a "
                         f"{type(model).__name__}.")

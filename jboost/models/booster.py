@@ -88,6 +88,9 @@ class Booster(NamedTuple):
     (``batch_shape == (M,)``); :func:`predict` and friends then predict for every model.
     """
 
+    #: Per-row offsets of the raw scores (``base_margin=``) are part of its predictions.
+    takes_base_margin = True
+
     trees: oblivious.ObliviousTrees
     borders: jax.Array
     baseline: jax.Array

@@ -1,4 +1,4 @@
-"""(see jboost.combine.stacking) receives the stacker's model: LINEAR_TASKS, LinearModel, linear_raw, linear_loss."""
+"""StackedBoosters, the stacking model type, with its second tier (LinearModel) and predict function."""
 
 from __future__ import annotations
 

@@ -14,12 +14,12 @@ those models share ONE copy of the binned data; they differ only in arrays, so t
   traced array with a leading model axis (:mod:`jboost.sweep.grid`);
 * static settings (``depth``, ``n_bins``) select a compiled program: one compilation per
   ``(depth, n_bins)`` combination. ``n_rounds`` costs no compilation and no fitting: boosting
-  round ``m`` does not depend on later rounds (:mod:`jboost.boosting`), so a configuration with
+  round ``m`` does not depend on later rounds (:mod:`jboost.engine.boosting`), so a configuration with
   fewer rounds is the prefix of the largest fit of its group.
 
 The models are fitted in chunks of a fixed size (the last one padded) by a Python loop over the
 same compiled function; the chunk size comes from an estimate of the histogram and state memory
-of one model (:func:`model_bytes`) against a budget (:mod:`jboost._batching`). With several
+of one model (:func:`model_bytes`) against a budget (:mod:`jboost.engine.batching`). With several
 devices the chunk's model axis is sharded over them (``shard_map``), each device fitting its share.
 
 On CPU the work of a vmapped chunk is the sum of its models' work (each model has its own
@@ -64,7 +64,7 @@ this module holds :func:`sweep`, which strings them together.
 Example::
 
     import jboost.sweep
-    result = jboost.sweep.fit.sweep(X, y, "binomial_deviance",
+    result = jboost.sweep.sweep(X, y, "binomial_deviance",
                                 grid={"learning_rate": [0.05, 0.1], "l2": [0.0, 1.0, 10.0]},
                                 folds=5, seeds=3, n_rounds=200, depth=[4, 6])
     print(result)                      # configurations ranked, best first
@@ -74,7 +74,7 @@ With ``keep_trees=True``, ``result.models()`` is the best configuration's fold x
 one batched :class:`jboost.Booster` (``jboost.predict(result.models(), X)``: ``(M, n, ...)``).
 
 **Categorical columns** (``cat_features=``, ``one_hot_max_size=``, ``cat_prior=``,
-``cat_prior_weight=``: as :func:`jboost.fit`, :mod:`jboost.categorical`). The columns' kinds and
+``cat_prior_weight=``: as :func:`jboost.fit`, :mod:`jboost.data.categorical`). The columns' kinds and
 vocabularies are read once from all of ``X``; numeric columns and one-hot indicators are binned
 once and shared. Each model (configuration x fold x seed) computes its ordered target statistics
 inside the program from its own training rows (the held-out fold has weight 0: its rows are
@@ -83,7 +83,7 @@ every fold's model is the separate ``jboost.fit(X, y, sample_weight=<its trainin
 key=<its seed's key>, cat_features=...)``. ``cat_prior`` and ``cat_prior_weight`` may be grid keys
 (traced: one compilation)::
 
-    result = jboost.sweep.fit.sweep(df, y, "binomial_deviance", cat_features=["city", "color"],
+    result = jboost.sweep.sweep(df, y, "binomial_deviance", cat_features=["city", "color"],
                                 grid={"cat_prior_weight": [0.5, 1.0, 4.0], "l2": [1.0, 10.0]},
                                 keep_trees=True)
     jboost.predict(result.models(), df_new)      # each fold's model, its own statistics

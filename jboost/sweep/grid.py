@@ -5,7 +5,7 @@ traced arrays with a leading model axis in the compiled program) combined with o
 static setting (``n_rounds``, ``depth``, ``n_bins``: array shapes, so one compiled program per
 ``(depth, n_bins)``; ``n_rounds`` only sets how long a prefix of the fitted rounds is read).
 The prior of categorical columns' target statistics and its weight (``cat_prior``,
-``cat_prior_weight``; :mod:`jboost.categorical`) are traced too: a grid over them is one program.
+``cat_prior_weight``; :mod:`jboost.data.categorical`) are traced too: a grid over them is one program.
 """
 
 from __future__ import annotations

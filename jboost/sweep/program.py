@@ -29,7 +29,7 @@ them (``shard_map``), each device fitting its share. With checkpoints each chunk
 saved as it finishes and a rerun reads them back instead of fitting them
 (:class:`jboost.engine.checkpoints.ChunkCheckpoints`).
 
-**Categorical columns** (:mod:`jboost.categorical`): the numeric columns and one-hot indicators
+**Categorical columns** (:mod:`jboost.data.categorical`): the numeric columns and one-hot indicators
 are binned once on the host and shared; the ordered target statistics of the high-cardinality
 columns depend on a model's training rows, so each model computes its own inside the program
 (:func:`jboost.data.categorical_stats.training_features` on its training-weight mask: held-out rows have

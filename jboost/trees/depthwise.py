@@ -1,4 +1,4 @@
-"""Depth-wise trees: the DepthwiseTrees node-table family (prediction members) and its grower fit_tree (dense levels and compact path in JAX, the CPU whole-tree kernel's binding).
+"""Depth-wise ("free") trees: the DepthwiseTrees node table and its growers (levels in JAX, the CPU whole-tree kernel).
 
 **Growth** numbers nodes as the oblivious trees do: level ``d`` has ``2**d`` heap positions,
 node ``j`` of level ``d`` holds its own rule ``(feature, threshold, missing_right)`` and sends
@@ -124,6 +124,12 @@ class DepthwiseTrees(NamedTuple):
         return node_table.walk(self.features, self.thresholds, self.missing_right, self.children, self.depth,
                     X_binned, lambda col: col == binning.missing_bin(n_bins))
 
+    def predict_native(self, X, feature_major: bool) -> jax.Array:
+        """Every tree's leaf values summed by the compiled CPU kernel (node tables: pointer steps,
+        ``predict.cc``'s PredictTableRows)."""
+        return family.native_sum(_native.PREDICT_DEPTHWISE, self, X, feature_major,
+                                 self.children.astype(jnp.int32), depth=np.int64(self.depth))
+
     def with_borders(self, borders) -> "DepthwiseTrees":
         """Fill the float thresholds from the bin thresholds: ``border = borders[f, t]``."""
         return self._replace(borders=family.take_borders(borders, self.features, self.thresholds))
@@ -143,7 +149,8 @@ def from_dense(features, thresholds, borders, missing_right, leaf_values, gains,
             (features, jnp.asarray(thresholds, jnp.int32), jnp.asarray(borders, jnp.float32),
              jnp.asarray(missing_right, bool), jnp.asarray(gains, jnp.float32),
              jnp.asarray(leaf_values, jnp.float32))]
-    table, _ = jax.vmap(lambda *a: node_table.dense_table(*a, capacity))(*args)
+    fields, _ = jax.vmap(lambda *a: node_table.dense_table(*a, capacity))(*args)
+    table = DepthwiseTrees(*fields)
     if not isinstance(table.level_counts, jax.core.Tracer) and table.level_counts.size:
         used = int(np.asarray(table.level_counts).sum(axis=-1).max())
         if used > capacity:  # the table would lose nodes
@@ -544,9 +551,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             return grow_compact()
         *rules, last = grow_xla()
         features, thresholds, missing_right, gains, leaf = rules
-        tree, table_leaf = node_table.dense_table(features, thresholds, jnp.zeros(features.shape, jnp.float32),
-                                        missing_right, gains, leaf_values_of(leaf, last), capacity)
-        return tree, table_leaf[leaf]  # borders: filled in by with_borders
+        fields, table_leaf = node_table.dense_table(features, thresholds, jnp.zeros(features.shape, jnp.float32),
+                                                    missing_right, gains, leaf_values_of(leaf, last), capacity)
+        return DepthwiseTrees(*fields), table_leaf[leaf]  # borders: filled in by with_borders
 
     if (compact and depth and axis_name is None and feature_masks is None and feature_subsets is None and criterion.kernel
             and c % 2 == 0 and kernel_available()):  # the CPU kernel grows the whole tree in one

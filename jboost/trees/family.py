@@ -24,8 +24,6 @@ from jboost import _compile
 from jboost import _native
 from jboost._native import newton
 from jboost.data import binning
-from jboost.trees import depthwise as depthwise_lib
-from jboost.trees import oblivious
 from jboost.trees import splits as splits_lib
 
 
@@ -36,7 +34,7 @@ class TreeFamily(Protocol):
     Boosting grows it through ``grow`` (``BoostConfig.tree_family``, ``jboost.fit(tree_family=)``);
     the model protocol predicts it through ``leaf_index_raw`` (:func:`predict_raw`, staged
     predictions) and reads ``features``/``gains`` for feature importance. Families share the
-    histograms (:mod:`jboost.trees.histograms`), the split criteria (:mod:`jboost.splits`) and the leaf
+    histograms (:mod:`jboost.trees.histograms`), the split criteria (:mod:`jboost.trees.splits`) and the leaf
     values (:func:`newton_leaf_values`). :class:`ObliviousTrees` is the first family.
     """
 
@@ -100,20 +98,16 @@ def _in_range(a: np.ndarray, size: int) -> np.ndarray:
     return a
 
 
-def leaf_index_binned(tree: oblivious.ObliviousTrees, X_binned, n_bins: int):
-    """:func:`leaf_index` of one tree on feature-major bins ``(F, n)`` (another family: its own
-    ``leaf_index_binned``, as boosting replays trees on the validation and training bins)."""
-    if not isinstance(tree, oblivious.ObliviousTrees):
-        if hasattr(tree, "leaf_index_binned"):
-            return tree.leaf_index_binned(X_binned, n_bins)
-        if X_binned.shape[-1] == 0:  # no rows to replay (a fit without eval_set)
-            return jnp.zeros((0,), jnp.int32)
-        raise TypeError(f"tree family {type(tree).__name__} has no leaf_index_binned(X_binned, "
-                        "n_bins): boosting replays its trees on binned rows (eval_set=, init_model=); "
-                        "add the member (jboost.trees.family.TreeFamily).")
-    cols = X_binned[tree.features]
-    return oblivious.leaf_index(cols.astype(jnp.int32), tree.thresholds, tree.missing_right,
-                      cols == binning.missing_bin(n_bins))
+def leaf_index_binned(tree: TreeFamily, X_binned, n_bins: int):
+    """The leaf of each row of one tree on feature-major bins ``(F, n)``: the family's own
+    ``leaf_index_binned`` (boosting replays trees on the validation and training bins)."""
+    if hasattr(tree, "leaf_index_binned"):
+        return tree.leaf_index_binned(X_binned, n_bins)
+    if X_binned.shape[-1] == 0:  # no rows to replay (a fit without eval_set)
+        return jnp.zeros((0,), jnp.int32)
+    raise TypeError(f"tree family {type(tree).__name__} has no leaf_index_binned(X_binned, "
+                    "n_bins): boosting replays its trees on binned rows (eval_set=, init_model=); "
+                    "add the member (jboost.trees.family.TreeFamily).")
 
 
 def node_sums(leaf_sums):
@@ -181,7 +175,7 @@ def with_borders(trees: TreeFamily, borders) -> TreeFamily:
 
 
 @_compile.jit
-def predict_raw(trees: oblivious.ObliviousTrees, X):
+def predict_raw(trees: TreeFamily, X):
     """Sum of the leaf values of every tree for raw-float rows ``X (n, F)`` -> ``(n, K)``.
 
     ``trees`` may have any number of leading axes; all of them are summed over, in order, each
@@ -195,12 +189,12 @@ def predict_raw(trees: oblivious.ObliviousTrees, X):
 
 
 @_compile.jit
-def predict_raw_feature_major(trees: oblivious.ObliviousTrees, X_t):
+def predict_raw_feature_major(trees: TreeFamily, X_t):
     """:func:`predict_raw` on feature-major rows ``X_t (F, n)`` (no transposition needed)."""
     return _predict(trees, jnp.asarray(X_t, jnp.float32), feature_major=True)
 
 
-def _predict(trees: oblivious.ObliviousTrees, X, feature_major: bool):
+def _predict(trees: TreeFamily, X, feature_major: bool):
     flat = flatten_trees(trees)
     k = flat.leaf_values.shape[-1]
     n = X.shape[1] if feature_major else X.shape[0]
@@ -218,24 +212,22 @@ def _predict(trees: oblivious.ObliviousTrees, X, feature_major: bool):
         return out
 
 
-    table = isinstance(flat, depthwise_lib.DepthwiseTrees)
-    if not _native.available() or not (isinstance(flat, oblivious.ObliviousTrees) or table):
+    native = getattr(flat, "predict_native", None)  # the family's compiled CPU kernel, if any
+    if not _native.available() or native is None:
         return xla()
+    return _native.platform_dependent(cpu=lambda: native(X, feature_major), default=xla)
 
-    def native():  # jboost/_native: row blocks in cache, every tree per block
-        out = jax.ShapeDtypeStruct((n, k), jnp.float32)
-        common = (X, flat.features.astype(jnp.int32), flat.borders.astype(jnp.float32),
-                  flat.missing_right.astype(jnp.uint8))
-        if table:  # node tables: pointer steps (predict.cc's PredictTableRows)
-            call = jax.ffi.ffi_call(_native.PREDICT_DEPTHWISE, out, vmap_method="sequential")
-            return call(*common, flat.children.astype(jnp.int32), flat.leaf_values.astype(jnp.float32),
-                        depth=np.int64(flat.depth), n_threads=np.int64(_native.cpu_threads()),
-                        feature_major=feature_major)
-        call = jax.ffi.ffi_call(_native.PREDICT, out, vmap_method="sequential")
-        return call(*common, flat.leaf_values.astype(jnp.float32),
-                    n_threads=np.int64(_native.cpu_threads()), feature_major=feature_major)
 
-    return _native.platform_dependent(cpu=native, default=xla)
+def native_sum(target: str, trees: TreeFamily, X, feature_major: bool, *structure, **attrs):
+    """Every tree's leaf values summed by the compiled CPU kernel ``target``: rows in blocks held
+    in cache, every tree applied to a block (``jboost/_native/predict.cc``). ``structure``: the
+    family's arrays after its rules (a node table's children), ``attrs`` its static attributes."""
+    n = X.shape[1] if feature_major else X.shape[0]
+    out = jax.ShapeDtypeStruct((n, trees.leaf_values.shape[-1]), jnp.float32)
+    call = jax.ffi.ffi_call(target, out, vmap_method="sequential")
+    return call(X, trees.features.astype(jnp.int32), trees.borders.astype(jnp.float32),
+                trees.missing_right.astype(jnp.uint8), *structure, trees.leaf_values.astype(jnp.float32),
+                n_threads=np.int64(_native.cpu_threads()), feature_major=feature_major, **attrs)
 
 
 def flatten_trees(trees: TreeFamily) -> TreeFamily:

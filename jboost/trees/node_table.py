@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost.trees import depthwise
 from jboost.trees import splits as splits_lib
+from jboost.trees.family import TreeFamily
 
 
 def walk(features, thresholds, missing_right, children, depth: int, X_t, is_missing):
@@ -43,8 +43,9 @@ def node_capacity(depth: int, n_rows: int, max_nodes: Optional[int] = None) -> i
 def dense_table(features, thresholds, borders, missing_right, gains, values, capacity: int):
     """One tree of the dense heap layout (rule ``2**d - 1 + j`` is heap node ``j`` of level
     ``d``, children ``j`` and ``j + 2**d``; a rule splits iff its gain is positive; leaf ``p`` of
-    ``2**D``) as a :class:`DepthwiseTrees` table of ``capacity`` nodes, and ``(2**D,)`` the table
-    leaf of each dense leaf (a leaf node ``(d, j)`` is dense leaf ``j``: its rows go left below)."""
+    ``2**D``) as the fields of a :class:`jboost.trees.depthwise.DepthwiseTrees` table of
+    ``capacity`` nodes, and ``(2**D,)`` the table leaf of each dense leaf (a leaf node ``(d, j)``
+    is dense leaf ``j``: its rows go left below)."""
     n_rules = features.shape[-1]
     depth = (n_rules + 1).bit_length() - 1
     k = values.shape[-1]
@@ -92,12 +93,11 @@ def dense_table(features, thresholds, borders, missing_right, gains, values, cap
     dense_to_table = jnp.zeros((1 << depth,), jnp.int32).at[jnp.where(is_leaf, heap_j, 1 << depth)].set(
         leaf_id, mode="drop")
     counts = jnp.stack([jnp.sum(s.astype(jnp.int32)) for s in split_at]) if depth else jnp.zeros((0,), jnp.int32)
-    table = depthwise.DepthwiseTrees(features_t, thresholds_t, borders_t, missing_t, children_t, values_t,
-                           gains_t, counts)
+    table = (features_t, thresholds_t, borders_t, missing_t, children_t, values_t, gains_t, counts)
     return table, dense_to_table
 
 
-def pad_nodes(trees: depthwise.DepthwiseTrees, capacity: int, n_bins: int) -> depthwise.DepthwiseTrees:
+def pad_nodes(trees: TreeFamily, capacity: int, n_bins: int) -> TreeFamily:
     """``trees`` with ``capacity`` node slots (at least their own): the added slots are null
     nodes (feature 0, threshold ``n_bins - 2``, missing left, gain 0, children ``(~0, ~0)``;
     borders 0 until :meth:`DepthwiseTrees.with_borders`) and zero leaves, which no row reaches:
@@ -122,7 +122,7 @@ def pad_nodes(trees: depthwise.DepthwiseTrees, capacity: int, n_bins: int) -> de
         gains=pad(trees.gains, 0.0, -1))
 
 
-def trim_nodes(trees: depthwise.DepthwiseTrees, *, host: bool = False) -> depthwise.DepthwiseTrees:
+def trim_nodes(trees: TreeFamily, *, host: bool = False) -> TreeFamily:
     """Concrete trees cut to the node slots they use: the most splitting nodes of any of them
     (at least 1), and one leaf more. Nodes ``0..I-1`` and leaves ``0..I`` are a tree's used
     slots, so the cut drops only null nodes and zero leaves: the same predictions. A forest's
@@ -146,7 +146,7 @@ def trim_nodes(trees: depthwise.DepthwiseTrees, *, host: bool = False) -> depthw
         level_counts=put(np.asarray(trees.level_counts)))
 
 
-def paths(tree: depthwise.DepthwiseTrees):
+def paths(tree: TreeFamily):
     """Every leaf's path from the root in one unstacked tree: ``(nodes, right, valid)``, each
     ``(N + 1, D)``: step ``s`` of leaf ``l``'s path is node ``nodes[l, s]``, where the path goes
     right iff ``right[l, s]``; steps past the path's end (and every step of an unused leaf, or of

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from jboost import _compile
+from jboost import _native
 from jboost.data import binning
 from jboost.trees import family
 from jboost.trees import histograms
@@ -46,8 +47,14 @@ class ObliviousTrees(NamedTuple):
         return leaf_index_raw(self, X_t)
 
     def leaf_index_binned(self, X_binned, n_bins: int) -> jax.Array:
-        """:func:`leaf_index_binned`."""
-        return family.leaf_index_binned(self, X_binned, n_bins)
+        """:func:`leaf_index` of one tree on feature-major bins ``(F, n)``."""
+        cols = X_binned[self.features]
+        return leaf_index(cols.astype(jnp.int32), self.thresholds, self.missing_right,
+                          cols == binning.missing_bin(n_bins))
+
+    def predict_native(self, X, feature_major: bool) -> jax.Array:
+        """Every tree's leaf values summed by the compiled CPU kernel (``predict.cc``)."""
+        return family.native_sum(_native.PREDICT, self, X, feature_major)
 
     def with_borders(self, borders) -> "ObliviousTrees":
         """Fill the float thresholds from the bin thresholds: ``border = borders[f, t]``."""

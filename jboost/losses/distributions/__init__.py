@@ -1,1 +1,1 @@
-"""Distributional losses (API docstring ~15 lines: what a Distribution is, the six families, pointer to docs/distributions.md); re-exports the L2 names only."""
+"""Distributional losses: a Distribution's negative log-likelihood as a jboost Loss (one raw output per parameter)."""
