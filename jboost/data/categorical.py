@@ -179,6 +179,7 @@ class CategoricalSpec:
     # derived layout
     @property
     def n_inputs(self) -> int:
+        """The number of input columns."""
         return len(self.kinds)
 
     def input_name(self, j: int) -> str:
@@ -191,6 +192,7 @@ class CategoricalSpec:
 
     @property
     def ctr_columns(self) -> Tuple[int, ...]:
+        """The input columns encoded by ordered target statistics, in order."""
         return tuple(j for j, k in enumerate(self.kinds) if k == "ctr")
 
     @property
@@ -218,6 +220,7 @@ class CategoricalSpec:
 
     @property
     def n_table_rows(self) -> int:
+        """The rows of the statistics tables: the categories of every ctr column."""
         return int(sum(self.n_categories(j) for j in self.ctr_columns))
 
     @property
@@ -395,9 +398,6 @@ def has_categorical(X, cat_features) -> bool:
     Args:
       X: the features.
       cat_features: ``None``, or column names / indices / a boolean mask.
-
-    Returns:
-      A bool.
     """
     if cat_features is not None:
         return len(_as_list(cat_features)) > 0
