@@ -4,8 +4,8 @@ Every program jboost compiles goes through :func:`jit`. On the CPU it passes
 :data:`CPU_COMPILER_OPTIONS` to XLA as per-program compiler options (``jax.jit``'s
 ``compiler_options``): XLA's classic LLVM loop emitters instead of its newer MLIR fusion
 emitters. jboost's programs are many small fusions around its kernels, and there the classic
-emitters compile about twice as fast and run as fast or faster (``benchmarks/RESULTS.md``,
-"Compile time"): a first ``jboost.fit`` on 100k rows compiled in 3.4 s instead of 7.5 s.
+emitters compile faster and run as fast or faster (measured in ``benchmarks/RESULTS.md``,
+"Compile time").
 
 Nothing global is changed: ``XLA_FLAGS`` is read, never written, and an option the user sets
 there wins (``--xla_cpu_use_fusion_emitters=true`` brings XLA's default back for jboost's
@@ -32,7 +32,11 @@ CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 
 def cpu_options() -> dict:
-    """The options of :data:`CPU_COMPILER_OPTIONS` that the user's ``XLA_FLAGS`` leaves unset."""
+    """The options of :data:`CPU_COMPILER_OPTIONS` that the user's ``XLA_FLAGS`` leaves unset.
+
+    Returns:
+      A dict of XLA option names and values.
+    """
     flags = os.environ.get("XLA_FLAGS", "")
     return {k: v for k, v in CPU_COMPILER_OPTIONS.items() if f"--{k}" not in flags}
 
@@ -40,7 +44,12 @@ def cpu_options() -> dict:
 class Jitted:
     """A ``jax.jit`` of ``fun`` with :func:`cpu_options` when the default backend is the CPU,
     without them elsewhere; calls and attributes (``lower``, ``eval_shape``,
-    ``_cache_size``...) go to the one that applies. ``__wrapped__`` is ``fun``."""
+    ``_cache_size``...) go to the one that applies. ``__wrapped__`` is ``fun``.
+
+    Args:
+      fun: the function to compile.
+      kwargs: ``jax.jit``'s keyword arguments (``static_argnames``, ``donate_argnums``, ...).
+    """
 
     def __init__(self, fun: Callable, kwargs: dict):
         self._fun, self._kwargs = fun, kwargs
@@ -90,7 +99,15 @@ def _on_cpu() -> bool:
 
 def jit(fun: Optional[Callable] = None, /, **kwargs):
     """``jax.jit(fun, **kwargs)`` (also as ``@jit`` or ``functools.partial(jit, ...)``), with
-    jboost's CPU compiler options (:class:`Jitted`)."""
+    jboost's CPU compiler options (:class:`Jitted`).
+
+    Args:
+      fun: the function to compile; ``None``: return a decorator.
+      **kwargs: ``jax.jit``'s keyword arguments.
+
+    Returns:
+      A :class:`Jitted`, or a decorator that makes one.
+    """
     if fun is None:
         return lambda f: Jitted(f, kwargs)
     return Jitted(fun, kwargs)

@@ -39,7 +39,18 @@ def nested_spheres(n: int, seed: int = 0, n_features: int = 10):
     """ESL eq. (10.2): ``X ~ N(0, I_10)``, ``y = 1`` if ``sum_j X_j^2 > chi2_10(0.5)`` else 0.
 
     (ESL codes the classes as -1/+1; jboost's binary losses take 0/1.) The classes are balanced
-    and the Bayes error is 0. Returns ``(X (n, 10) float32, y (n,) float32)``.
+    and the Bayes error is 0.
+
+    Args:
+      n: the number of rows.
+      seed: the random generator's seed.
+      n_features: must be 10.
+
+    Returns:
+      ``(X (n, 10) float32, y (n,) float32)``.
+
+    Raises:
+      ValueError: ``n_features`` is not 10.
     """
     if n_features != 10:
         raise ValueError(f"n_features={n_features}: eq. (10.2) is defined for 10 features.")
@@ -55,6 +66,15 @@ def samme_gaussian(n: int, seed: int = 0, n_features: int = 10, n_classes: int =
     ``X ~ N(0, I_10)``; the classes cut the squared radius ``sum_j X_j^2`` at the quantiles of the
     chi-square(10) distribution (estimated from a large seeded reference sample) into
     ``n_classes`` classes of equal probability.
+
+    Args:
+      n: the number of rows.
+      seed: the random generator's seed.
+      n_features: the number of features.
+      n_classes: the number of classes.
+
+    Returns:
+      ``(X (n, n_features) float32, y (n,) float32)`` with labels ``0 .. n_classes - 1``.
     """
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, n_features))
@@ -68,7 +88,18 @@ def samme_gaussian(n: int, seed: int = 0, n_features: int = 10, n_classes: int =
 def make_classification(n: int, n_features: int = 50, n_informative: int = 20, seed: int = 0,
                         flip: float = 0.01):
     """Binary classification like scikit-learn's: ``n_informative`` Gaussian features drive a
-    random nonlinear score; the other features are noise; a fraction ``flip`` of labels flipped."""
+    random nonlinear score; the other features are noise; a fraction ``flip`` of labels flipped.
+
+    Args:
+      n: the number of rows.
+      n_features: the number of features.
+      n_informative: the number of features the score depends on.
+      seed: the random generator's seed.
+      flip: the fraction of labels flipped.
+
+    Returns:
+      ``(X (n, n_features) float32, y (n,) float32)`` with balanced 0/1 labels.
+    """
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, n_features)).astype(np.float32)
     inf = X[:, :n_informative]
@@ -84,7 +115,18 @@ def make_classification(n: int, n_features: int = 50, n_informative: int = 20, s
 
 def make_regression(n: int, n_features: int = 50, n_informative: int = 20, seed: int = 0,
                     noise: float = 0.5):
-    """Regression with a nonlinear signal in ``n_informative`` of ``n_features`` Gaussian features."""
+    """Regression with a nonlinear signal in ``n_informative`` of ``n_features`` Gaussian features.
+
+    Args:
+      n: the number of rows.
+      n_features: the number of features.
+      n_informative: the number of features the signal depends on.
+      seed: the random generator's seed.
+      noise: the standard deviation of the Gaussian noise.
+
+    Returns:
+      ``(X (n, n_features) float32, y (n,) float32)``.
+    """
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, n_features)).astype(np.float32)
     inf = X[:, :n_informative]
@@ -99,7 +141,16 @@ def make_regression(n: int, n_features: int = 50, n_informative: int = 20, seed:
 
 
 def data_dir(path: Optional[os.PathLike] = None) -> Path:
-    """The data directory (see the module docstring for the search order)."""
+    """The data directory.
+
+    Args:
+      path: an explicit directory, or ``None``: the environment variable :data:`ENV_VAR`, then
+        ``../shared/data`` and ``shared/data`` relative to the working directory and to the
+        repository (the first holding ``spambase.csv.gz``), else ``../shared/data``.
+
+    Returns:
+      The directory as a ``Path`` (it may not exist).
+    """
     if path is not None:
         return Path(path)
     if os.environ.get(ENV_VAR):
@@ -134,13 +185,34 @@ def _numeric(name: str, path) -> Tuple[np.ndarray, np.ndarray, list]:
 
 
 def feature_names(name: str, data_dir: Optional[os.PathLike] = None) -> list:
-    """Column names (without the target) of a numeric dataset file."""
+    """Column names (without the target) of a numeric dataset file.
+
+    Args:
+      name: the file's name (``"california_housing.csv.gz"``).
+      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
+
+    Returns:
+      A list of strings.
+
+    Raises:
+      FileNotFoundError: the file is not in the data directory.
+    """
     with gzip.open(_file(name, data_dir), "rt", newline="") as fh:
         return next(csv.reader(fh))[:-1]
 
 
 def load_spam(data_dir: Optional[os.PathLike] = None) -> Split:
-    """Spambase with ESL's split: 3065 train / 1536 test rows, 57 features, 1 = spam."""
+    """Spambase with ESL's split: 3065 train / 1536 test rows, 57 features, 1 = spam.
+
+    Args:
+      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
+
+    Returns:
+      ``(X_train, y_train, X_test, y_test)``, float32.
+
+    Raises:
+      FileNotFoundError: a dataset file is not in the data directory.
+    """
     X, y, _ = _numeric("spambase.csv.gz", data_dir)
     with gzip.open(_file("spambase_esl_split.csv.gz", data_dir), "rt") as fh:
         next(fh)
@@ -150,7 +222,19 @@ def load_spam(data_dir: Optional[os.PathLike] = None) -> Split:
 
 def load_california(data_dir: Optional[os.PathLike] = None, seed: int = 0,
                     test_fraction: float = 0.2) -> Split:
-    """California housing (20640 x 8; target in $100,000), a seeded random 80/20 split."""
+    """California housing (20640 x 8; target in $100,000), a seeded random 80/20 split.
+
+    Args:
+      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
+      seed: the split's seed.
+      test_fraction: the fraction of rows held out.
+
+    Returns:
+      ``(X_train, y_train, X_test, y_test)``, float32.
+
+    Raises:
+      FileNotFoundError: a dataset file is not in the data directory.
+    """
     X, y, _ = _numeric("california_housing.csv.gz", data_dir)
     perm = np.random.default_rng(seed).permutation(len(y))
     n_test = int(round(test_fraction * len(y)))
@@ -159,27 +243,68 @@ def load_california(data_dir: Optional[os.PathLike] = None, seed: int = 0,
 
 
 def load_letter(data_dir: Optional[os.PathLike] = None) -> Split:
-    """Letter recognition, 26 classes: the standard first 16000 rows train, last 4000 test."""
+    """Letter recognition, 26 classes: the standard first 16000 rows train, last 4000 test.
+
+    Args:
+      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
+
+    Returns:
+      ``(X_train, y_train, X_test, y_test)``, float32.
+
+    Raises:
+      FileNotFoundError: a dataset file is not in the data directory.
+    """
     X, y, _ = _numeric("letter.csv.gz", data_dir)
     return X[:16000], y[:16000], X[16000:], y[16000:]
 
 
 def load_waveform(data_dir: Optional[os.PathLike] = None, n_train: int = 300) -> Split:
     """Waveform (21 features, 3 classes): the first ``n_train`` rows train (CART's protocol of a
-    small training set), the remaining rows test."""
+    small training set), the remaining rows test.
+
+    Args:
+      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
+      n_train: the number of training rows.
+
+    Returns:
+      ``(X_train, y_train, X_test, y_test)``, float32.
+
+    Raises:
+      FileNotFoundError: a dataset file is not in the data directory.
+    """
     X, y, _ = _numeric("waveform.csv.gz", data_dir)
     return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
 
 
 def load_vowel(data_dir: Optional[os.PathLike] = None) -> Split:
-    """Vowel (10 features, 11 classes), ESL's 528 train / 462 test split."""
+    """Vowel (10 features, 11 classes), ESL's 528 train / 462 test split.
+
+    Args:
+      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
+
+    Returns:
+      ``(X_train, y_train, X_test, y_test)``, float32.
+
+    Raises:
+      FileNotFoundError: a dataset file is not in the data directory.
+    """
     X, y, _ = _numeric("vowel_train.csv.gz", data_dir)
     Xt, yt, _ = _numeric("vowel_test.csv.gz", data_dir)
     return X, y, Xt, yt
 
 
 def load_segmentation(data_dir: Optional[os.PathLike] = None) -> Split:
-    """Image segmentation (19 features, 7 classes), the official 210 train / 2100 test split."""
+    """Image segmentation (19 features, 7 classes), the official 210 train / 2100 test split.
+
+    Args:
+      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
+
+    Returns:
+      ``(X_train, y_train, X_test, y_test)``, float32.
+
+    Raises:
+      FileNotFoundError: a dataset file is not in the data directory.
+    """
     X, y, _ = _numeric("segmentation_train.csv.gz", data_dir)
     Xt, yt, _ = _numeric("segmentation_test.csv.gz", data_dir)
     return X, y, Xt, yt
@@ -190,6 +315,15 @@ def load_adult(data_dir: Optional[os.PathLike] = None) -> Split:
 
     Categorical columns become integer codes (categories sorted, from the training file; a test
     category unseen in training becomes missing); missing values are NaN.
+
+    Args:
+      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
+
+    Returns:
+      ``(X_train, y_train, X_test, y_test)``, float32.
+
+    Raises:
+      FileNotFoundError: a dataset file is not in the data directory.
     """
     def columns(name):
         with gzip.open(_file(name, data_dir), "rt", newline="") as fh:

@@ -4,7 +4,8 @@
 The families and natural-gradient losses live in :mod:`jboost.losses.distributions`; fitting with
 NGBoost's defaults in :mod:`jboost.algorithms.ngboost`; predictions and scores of the fitted model
 in :mod:`jboost.models.distributional`; loading a distributional model in
-:mod:`jboost.io.distributional`.
+:mod:`jboost.io.distributional`. NGBoost: Duan et al. (2020), "NGBoost: Natural Gradient Boosting
+for Probabilistic Prediction", ICML. The concepts are described in ``docs/distributions.md``.
 """
 
 from jboost.algorithms.ngboost import LINE_SEARCH

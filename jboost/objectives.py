@@ -1,6 +1,7 @@
 """Objectives that are not sums over rows: Cox's partial likelihood, listwise ranking, and any
 loss written as one function of the whole batch (the public ``jboost.objectives`` namespace;
-defined in :mod:`jboost.losses.objectives`, their metrics in :mod:`jboost.losses.metrics`).
+defined in :mod:`jboost.losses.objectives`, their metrics in :mod:`jboost.losses.metrics`;
+described in ``docs/objectives.md``).
 """
 
 from jboost.losses.metrics import concordance_index

@@ -1,7 +1,9 @@
 """Quantile binning of features into ``uint8`` bins with a reserved missing-value bin.
 
-The pipeline follows scikit-learn's histogram GBDT: borders are computed once from the
-training data on the host (NumPy), and a jit-compiled transform maps floats to bins.
+The pipeline follows scikit-learn's histogram GBDT (``HistGradientBoosting``, after LightGBM: Ke
+et al. 2017, "LightGBM: A Highly Efficient Gradient Boosting Decision Tree"): borders are
+computed once from the training data on the host (NumPy), and a jit-compiled transform maps
+floats to bins.
 
 Bin rule (for one feature with ``m`` borders ``b[0] < b[1] < ... < b[m-1]``)::
 
@@ -34,9 +36,21 @@ from jboost import _native
 
 
 def check_borders(borders, n_features: int, n_bins: int) -> np.ndarray:
-    """User-supplied ``(n_features, n_bins - 1)`` bin borders: no NaN, non-decreasing along each
-    feature (as :func:`jboost.data.binning.compute_borders` makes them; +-inf allowed), else training
-    bins and prediction thresholds would disagree."""
+    """Check user-supplied bin borders, else training bins and prediction thresholds would disagree.
+
+    Args:
+      borders: ``(n_features, n_bins - 1)`` real borders: no NaN, non-decreasing along each
+        feature (as :func:`compute_borders` makes them; +-inf allowed).
+      n_features: the expected number of features.
+      n_bins: the expected number of bins (including the missing bin).
+
+    Returns:
+      The borders as a float32 array.
+
+    Raises:
+      TypeError: complex borders.
+      ValueError: the wrong shape, a NaN, or a feature whose borders decrease.
+    """
     if np.iscomplexobj(borders):
         raise TypeError("borders must be real; got a complex array.")
     borders = np.asarray(borders, np.float32)
@@ -61,13 +75,30 @@ DEFAULT_BORDER_SAMPLE = 200_000
 
 
 def missing_bin(n_bins: int) -> int:
-    """Index of the bin reserved for missing values (NaN)."""
+    """The index of the bin reserved for missing values (NaN).
+
+    Args:
+      n_bins: the total number of bins.
+
+    Returns:
+      ``n_bins - 1``.
+    """
     return n_bins - 1
 
 
 def has_missing(X_binned, n_bins: int) -> bool:
-    """Whether any row of the binned data is missing (a host-side bool, to set the static
-    ``BoostConfig.missing``: without missing values the split search does half the work)."""
+    """Whether any value of the binned data is missing.
+
+    A host-side bool, to set the static ``BoostConfig.missing``: without missing values the split
+    search does half the work.
+
+    Args:
+      X_binned: binned features (any layout).
+      n_bins: the total number of bins.
+
+    Returns:
+      A Python bool.
+    """
     return bool(jnp.any(jnp.asarray(X_binned) == missing_bin(n_bins)))
 
 
@@ -120,7 +151,14 @@ def _feature_borders(col: np.ndarray, weights: np.ndarray | None, max_bins: int)
 
 
 def flush_subnormals(X: np.ndarray) -> np.ndarray:
-    """Subnormal float32 values -> 0 (what XLA's CPU backend does to them in comparisons)."""
+    """Subnormal float32 values -> 0 (what XLA's CPU backend does to them in comparisons).
+
+    Args:
+      X: a float32 array.
+
+    Returns:
+      A copy of ``X`` with its subnormal values replaced by 0.
+    """
     tiny = np.finfo(np.float32).tiny
     return np.where(np.abs(X) < tiny, np.float32(0), X)
 
@@ -148,6 +186,9 @@ def compute_borders(
     Returns:
       float32 ``(n_features, n_bins - 1)``; row ``f`` holds its ``m_f`` increasing borders
       followed by ``+inf``.
+
+    Raises:
+      ValueError: ``n_bins`` outside ``[3, 256]``, or ``X`` not 2-D.
     """
     if not 3 <= int(n_bins) <= MAX_BINS:
         raise ValueError(f"n_bins={n_bins} must be in [3, {MAX_BINS}].")
@@ -172,8 +213,17 @@ def compute_borders(
 
 def border_sample_rows(n_rows: int, max_rows: int | None = DEFAULT_BORDER_SAMPLE,
                        seed: int = 0) -> np.ndarray | None:
-    """The sorted indices of the rows :func:`compute_borders` reads when the data has ``n_rows``
-    rows: a seeded subsample of ``max_rows`` of them when there are more (``None``: all rows)."""
+    """The rows :func:`compute_borders` reads.
+
+    Args:
+      n_rows: the number of rows of the data.
+      max_rows: the subsample's size (``None``: always all rows).
+      seed: the subsample's seed.
+
+    Returns:
+      The sorted indices of a seeded subsample of ``max_rows`` rows when there are more, else
+      ``None`` (all rows).
+    """
     if max_rows is None or n_rows <= max_rows:
         return None
     return np.sort(np.random.default_rng(seed).choice(n_rows, max_rows, replace=False))
@@ -190,7 +240,22 @@ def local_border_sample(X, sample_weight, start: int, n_total: int, *,
     the border computation of the whole table reads (all of them, or its seeded subsample of
     ``max_rows``, :func:`border_sample_rows`), so :func:`merge_border_samples` of the parts equals
     :func:`compute_borders` of the concatenation bitwise. A part holds at most ``max_rows`` rows
-    whatever the table's size (``w_part`` is ``None`` without weights)."""
+    whatever the table's size.
+
+    Args:
+      X: ``(n_block, n_features)`` this block's rows.
+      sample_weight: ``(n_block,)`` their weights, or ``None``.
+      start: the block's first row in the whole table.
+      n_total: the whole table's number of rows.
+      max_rows: as :func:`compute_borders`.
+      seed: as :func:`compute_borders`.
+
+    Returns:
+      ``(X_part, w_part)`` (``w_part`` is ``None`` without weights).
+
+    Raises:
+      ValueError: ``X`` is not 2-D, or the block does not fit in ``n_total`` rows.
+    """
     X = np.asarray(X, dtype=np.float32)
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     if X.ndim != 2:
@@ -211,7 +276,20 @@ def merge_border_samples(parts, n_bins: int = MAX_BINS, weights=None) -> np.ndar
     the blocks' ``X_part`` in block order; ``weights``: their ``w_part``, or ``None``): the
     parts are the rows the whole table's :func:`compute_borders` reads, so this is
     :func:`compute_borders` of the concatenated table, bitwise (exact weighted quantiles of the
-    same rows, sorted the same way)."""
+    same rows, sorted the same way).
+
+    Args:
+      parts: the blocks' ``X_part`` in block order.
+      n_bins: the total number of bins.
+      weights: the blocks' ``w_part`` in block order, or ``None``.
+
+    Returns:
+      float32 ``(n_features, n_bins - 1)`` borders.
+
+    Raises:
+      ValueError: no parts, or ``weights`` and ``parts`` of different lengths (and as
+        :func:`compute_borders`).
+    """
     parts = [np.asarray(p, np.float32) for p in parts]
     if not parts:
         raise ValueError("merge_border_samples needs at least one part.")
@@ -249,8 +327,20 @@ def bin_features(X, borders) -> jax.Array:
 
     The transposed layout puts each feature's bins in one contiguous row, which is what the
     histogram builder reads. Concrete ``borders`` get the check of every fit
-    (:func:`jboost.data.binning.check_borders`: no NaN, non-decreasing along each feature), else
-    the bins would disagree with the prediction thresholds; traced ones are the caller's.
+    (:func:`check_borders`: no NaN, non-decreasing along each feature), else the bins would
+    disagree with the prediction thresholds; traced ones are the caller's.
+
+    Args:
+      X: ``(n, n_features)`` floats (NaN: missing).
+      borders: ``(n_features, n_bins - 1)`` borders.
+
+    Returns:
+      ``(n_features, n)`` uint8 bins.
+
+    Raises:
+      ValueError: borders that are not 2-D or fail :func:`check_borders`, or ``X`` whose shape
+        does not match them.
+      TypeError: complex borders.
     """
     if not isinstance(borders, jax.core.Tracer):
         if np.ndim(borders) != 2:
@@ -267,5 +357,12 @@ def bin_features(X, borders) -> jax.Array:
 
 
 def n_bins_of(borders) -> int:
-    """Total number of bins (including the missing bin) that ``borders`` were made for."""
+    """The total number of bins (including the missing bin) that ``borders`` were made for.
+
+    Args:
+      borders: ``(..., n_bins - 1)`` borders.
+
+    Returns:
+      ``n_bins``.
+    """
     return borders.shape[-1] + 1

@@ -1,46 +1,10 @@
-"""Categorical columns: column kinds, vocabularies and encodings (one-hot splits, codes), and a fit's encoding plan.
+"""Categorical columns: column kinds, vocabularies and encodings (one-hot splits, codes), and a
+fit's encoding plan.
 
-:func:`jboost.fit` takes categorical columns as users hold them: a pandas DataFrame's
-``category``, ``object`` and string (``string``, pandas 3 ``str``) columns are categorical
-(``cat_features=None``), or the columns named or indexed by ``cat_features=`` (strings, or
-integer codes in a numeric column; NumPy arrays too). Each categorical column ``j`` gets a
-vocabulary (its distinct training values, sorted; a missing value is one more category when the
-training rows have one) and is encoded in one of two ways (Prokhorenkova et al. 2018,
-"CatBoost: unbiased boosting with categorical features", Sections 3-4):
-
-* **one-hot** when it has at most ``one_hot_max_size`` categories (missing included): one 0/1
-  indicator feature per category, so a level of an oblivious tree splits on ``x_j == c``;
-* **ordered target statistics** otherwise: one feature per statistic (``K`` of them: 1 for
-  regression and binary losses, the class indicators of a K-class loss, one per label column of
-  ``y (n, C)``). With a random permutation ``sigma`` of the training rows (drawn from the fit's
-  key, folded with :data:`PERMUTATION_STREAM`: the same key gives the same model), training row
-  ``i``'s value is computed from the rows *before* it in ``sigma`` only::
-
-      x_i = (sum_{j: sigma(j) < sigma(i), c_j = c_i} w_j t_j + a p) / (sum_{...} w_j + a)
-
-  (``t`` the target statistic's value, ``w`` the sample weights, ``p`` the prior
-  ``cat_prior``, default the weighted mean of ``t``; ``a`` the prior weight
-  ``cat_prior_weight``, > 0), so a row's own label never enters its encoding (no target
-  leakage). Rows with zero weight are not training rows (held-out folds of a CV given as
-  weight masks): they get the statistics of every training row, like prediction rows.
-  Prediction rows use every training row: ``(S_c + a p) / (N_c + a)`` with the category's
-  weighted sums ``S_c``, ``N_c`` (:class:`Categorical`'s tables); an unseen category, or a
-  missing value when training had none, gets the prior ``p`` (``N = 0``). Never an error.
-
-The prior and its weight are traced: ``jax.vmap(lambda a: jboost.fit(X, y,
-cat_prior_weight=a))`` is one compiled program. The statistics, their bin borders (weighted
-quantiles of the training values, as :mod:`jboost.data.binning` computes them on the host) and their
-bins are computed in JAX (:func:`training_features`), so they follow the traced values; the
-numeric and one-hot columns are binned on the host as before.
-
-The model keeps what prediction needs in ``Booster.categorical`` (a :class:`Categorical`: the
-static :class:`CategoricalSpec` -- column kinds, vocabularies, the layout of the encoded
-features -- and the arrays of the final statistics), saved in model files. Prediction encodes a
-DataFrame's columns by name (:func:`encode`, on the host: vocabulary look-ups into codes) and
-the model turns the codes into features (:func:`expand`, in JAX: per model of a batch). The
-trees split on the *encoded* features (``Booster.n_features`` of them: numeric columns, the
-indicators, the statistics); :func:`encoded_names` names them and :func:`sum_by_input` adds
-per-feature quantities (importances, SHAP values) up by original column.
+A column is encoded one-hot (at most ``one_hot_max_size`` categories) or by ordered target
+statistics (:mod:`jboost.data.categorical_stats`), as in CatBoost (Prokhorenkova, Gusev,
+Vorobev, Dorogush and Gulin 2018, "CatBoost: unbiased boosting with categorical features",
+NeurIPS, Sections 3-4). The encoding is described in ``docs/categorical.md``.
 """
 
 from __future__ import annotations
@@ -61,9 +25,24 @@ def categorical_plan(X, cat_features, one_hot_max_size, eval_set=None, n_stats: 
     ``X`` has none (``cat_features=None`` and no category, object or string column; or
     ``cat_features=[]``), else a :class:`jboost.data.categorical.Plan`: the column kinds and
     vocabularies (a :class:`~jboost.data.categorical.CategoricalSpec`), the training rows' encoded
-    matrix and the ``eval_set``'s (by the same vocabularies). Errors name the argument: a
-    ``cat_features`` entry that names no column, a categorical column of non-integer numbers,
-    a non-numeric column left out of ``cat_features``."""
+    matrix and the ``eval_set``'s (by the same vocabularies). Errors name the argument.
+
+    Args:
+      X: the training features (a DataFrame or an array).
+      cat_features: ``None``, or column names / indices / a boolean mask.
+      one_hot_max_size: the most categories of a one-hot column.
+      eval_set: ``None`` or a ``(X, y[, w])`` tuple.
+      n_stats: statistics per ordered-target-statistics column (``K``).
+
+    Returns:
+      ``None`` or a :class:`Plan`.
+
+    Raises:
+      TypeError: traced ``X``, an ``eval_set`` that is not a tuple, a ``cat_features`` entry of
+        the wrong kind, or a non-numeric column left out of ``cat_features``.
+      ValueError: an invalid ``one_hot_max_size``, an empty ``X``, a ``cat_features`` entry
+        that names no column, or a categorical column of non-integer numbers.
+    """
     size = check_settings(one_hot_max_size, None, None)
     if checks.is_traced(X):
         raise TypeError("X must be a concrete array (it is binned on the host); under "
@@ -89,7 +68,19 @@ def categorical_plan(X, cat_features, one_hot_max_size, eval_set=None, n_stats: 
 def categorical_plan_like(spec, X, eval_set=None):
     """The :class:`jboost.data.categorical.Plan` of a continued fit: ``X`` (and the ``eval_set``'s
     rows) encoded with the model's columns and vocabularies ``spec`` (a category unseen by the
-    model: the prior, as at prediction)."""
+    model: the prior, as at prediction).
+
+    Args:
+      spec: the model's :class:`CategoricalSpec`.
+      X: the training features.
+      eval_set: ``None`` or a ``(X, y[, w])`` tuple.
+
+    Returns:
+      A :class:`Plan`.
+
+    Raises:
+      TypeError, ValueError: as :func:`categorical_rows`.
+    """
     X_valid = None
     if isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
         X_valid = categorical_rows(spec, eval_set[0], "eval_set X")
@@ -100,7 +91,20 @@ def categorical_rows(spec, X, name: str = "X") -> np.ndarray:
     """Rows to predict with a model fitted on categorical columns, as the encoded float32 matrix
     the model reads (:func:`jboost.data.categorical.encode`: vocabulary look-ups; unseen and missing
     categories never an error). A DataFrame's columns are matched by name beforehand
-    (:func:`frame_in_order`)."""
+    (:func:`jboost.data.tabular.frame_in_order`).
+
+    Args:
+      spec: the model's :class:`CategoricalSpec`.
+      X: the rows (a DataFrame or an array).
+      name: the argument's name in messages.
+
+    Returns:
+      float32 ``(n, spec.encoded_width)``.
+
+    Raises:
+      TypeError: traced rows, or a non-numeric value in a numeric column.
+      ValueError: rows not 2-D or of the wrong width, or a non-integer code.
+    """
     if checks.is_traced(X):
         raise TypeError(f"{name} of a model with categorical features must be concrete (its "
                         "categories are looked up on the host); predict outside jax.jit / jax.vmap.")
@@ -111,14 +115,8 @@ def categorical_rows(spec, X, name: str = "X") -> np.ndarray:
     return encode(spec, X, name)
 
 #: Default ``one_hot_max_size``: columns with at most this many categories (a missing value
-#: counts as one) are one-hot encoded, the others get ordered target statistics. Chosen on a
-#: validation split of adult's training file (26,061 / 6,500 rows; depth 6, 1000 rounds, rate
-#: 0.05): validation log loss 0.2740 with 2 or 4 (race, relationship, marital status,
-#: workclass, education, occupation as statistics), 0.2718 with 10, 0.2699 with 16 (only
-#: native-country, 42 categories, as a statistic) and 0.2699 with every column one-hot;
-#: CatBoost's defaults 0.2698. An oblivious level splits every leaf on one rule, and one
-#: indicator per category lets the trees isolate a category that a single statistic orders
-#: among others; beyond a few dozen categories the indicators' splits are too narrow to pay.
+#: counts as one) are one-hot encoded, the others get ordered target statistics
+#: (``docs/categorical.md``).
 ONE_HOT_MAX_SIZE = 16
 
 KINDS = ("numeric", "one_hot", "ctr")
@@ -181,9 +179,11 @@ class CategoricalSpec:
     # derived layout
     @property
     def n_inputs(self) -> int:
+        """The number of input columns."""
         return len(self.kinds)
 
     def input_name(self, j: int) -> str:
+        """The name of input column ``j`` (``x{j}`` for arrays)."""
         return self.names[j] if self.names is not None else f"x{j}"
 
     def n_categories(self, j: int) -> int:
@@ -192,6 +192,7 @@ class CategoricalSpec:
 
     @property
     def ctr_columns(self) -> Tuple[int, ...]:
+        """The input columns encoded by ordered target statistics, in order."""
         return tuple(j for j, k in enumerate(self.kinds) if k == "ctr")
 
     @property
@@ -219,6 +220,7 @@ class CategoricalSpec:
 
     @property
     def n_table_rows(self) -> int:
+        """The rows of the statistics tables: the categories of every ctr column."""
         return int(sum(self.n_categories(j) for j in self.ctr_columns))
 
     @property
@@ -235,6 +237,7 @@ class CategoricalSpec:
         return np.asarray(out, np.int32)
 
     def category_name(self, j: int, c: int) -> str:
+        """The name of category ``c`` of input column ``j`` (:data:`MISSING_NAME` for missing)."""
         return MISSING_NAME if c == len(self.vocab[j]) else str(self.vocab[j][c])
 
     @property
@@ -254,6 +257,7 @@ class CategoricalSpec:
         return tuple(out)
 
     def to_json(self) -> dict:
+        """The spec as a JSON-able dict (model files; :meth:`from_json` reads it back)."""
         return {"names": None if self.names is None else list(self.names), "kinds": list(self.kinds),
                 "vocab": [list(v) for v in self.vocab], "vocab_type": list(self.vocab_type),
                 "missing": list(self.missing), "n_stats": self.n_stats,
@@ -261,7 +265,17 @@ class CategoricalSpec:
 
     @classmethod
     def from_json(cls, d) -> "CategoricalSpec":
-        """The spec of a model file's JSON; ``ValueError`` for anything malformed."""
+        """The spec of a model file's JSON.
+
+        Args:
+          d: the dict :meth:`to_json` wrote.
+
+        Returns:
+          A :class:`CategoricalSpec`.
+
+        Raises:
+          ValueError: anything malformed.
+        """
         if not isinstance(d, dict):
             raise ValueError("not an object")
         kinds, vocab, vtype, missing = d.get("kinds"), d.get("vocab"), d.get("vocab_type"), d.get("missing")
@@ -379,7 +393,12 @@ def _numbers(col, name: str) -> np.ndarray:
 
 def has_categorical(X, cat_features) -> bool:
     """Whether a fit on ``X`` has categorical columns (``cat_features`` given and non-empty, or
-    a DataFrame with category or string columns; arrays need ``cat_features``)."""
+    a DataFrame with category or string columns; arrays need ``cat_features``).
+
+    Args:
+      X: the features.
+      cat_features: ``None``, or column names / indices / a boolean mask.
+    """
     if cat_features is not None:
         return len(_as_list(cat_features)) > 0
     return tabular.is_frame(X) and any(tabular.categorical_dtype(d) for d in X.dtypes)
@@ -395,7 +414,20 @@ def _as_list(cat_features) -> list:
 def resolve_columns(X, cat_features, name: str = "X") -> Tuple[Optional[Tuple[str, ...]], list]:
     """``(names, categorical)``: the input's column names (``None`` for arrays) and which columns
     are categorical (bools). ``cat_features``: ``None`` (a DataFrame's category, object and
-    string columns; none of an array's), or names / indices / a boolean mask."""
+    string columns; none of an array's), or names / indices / a boolean mask.
+
+    Args:
+      X: the features (a DataFrame or an array).
+      cat_features: as above.
+      name: the argument's name in messages.
+
+    Returns:
+      ``(names, categorical)``.
+
+    Raises:
+      TypeError: a mix of booleans and names or indices, a name for an array, another entry.
+      ValueError: ``X`` not 2-D, a mask of the wrong length, an unknown index or name.
+    """
     if tabular.is_frame(X):
         names = tabular.feature_names_of(X)
         dtypes = list(X.dtypes)
@@ -439,7 +471,23 @@ def resolve_columns(X, cat_features, name: str = "X") -> Tuple[Optional[Tuple[st
 def build_spec(X, categorical: Sequence[bool], names, one_hot_max_size: int, n_stats: int,
                name: str = "X") -> Tuple[CategoricalSpec, np.ndarray]:
     """The :class:`CategoricalSpec` of training rows ``X`` (vocabularies from its values) and
-    their encoded matrix (:func:`encode`)."""
+    their encoded matrix (:func:`encode`).
+
+    Args:
+      X: the training features (a DataFrame or an array).
+      categorical: per column, whether it is categorical.
+      names: the columns' names, or ``None``.
+      one_hot_max_size: the most categories of a one-hot column.
+      n_stats: statistics per ordered-target-statistics column.
+      name: the argument's name in messages.
+
+    Returns:
+      ``(spec, X_enc)``.
+
+    Raises:
+      TypeError: a column jboost cannot use (a non-numeric column not named categorical).
+      ValueError: a categorical column of non-integer numbers.
+    """
     kinds, vocab, vtype, missing = [], [], [], []
     for j, is_cat in enumerate(categorical):
         col = _column(X, j)
@@ -506,7 +554,20 @@ def encode(spec: CategoricalSpec, X, name: str = "X") -> np.ndarray:
     """Rows ``X`` (a DataFrame with the spec's columns in its order, or an array of
     ``spec.n_inputs`` columns) as the float32 ``(n, spec.encoded_width)`` matrix the model reads:
     numeric columns, one-hot indicators, then one category code per ctr column (``-1``:
-    unseen). Host-side (vocabulary look-ups); never an error for unseen or missing categories."""
+    unseen). Host-side (vocabulary look-ups); never an error for unseen or missing categories.
+
+    Args:
+      spec: the model's :class:`CategoricalSpec`.
+      X: the rows.
+      name: the argument's name in messages.
+
+    Returns:
+      float32 ``(n, spec.encoded_width)``.
+
+    Raises:
+      ValueError: the wrong number of columns, or a non-integer code.
+      TypeError: a non-numeric value in a numeric column.
+    """
     n_cols = X.shape[1] if hasattr(X, "shape") and len(X.shape) == 2 else None
     if n_cols != spec.n_inputs:
         raise ValueError(f"{name} has {n_cols} columns, but the model was fitted on {spec.n_inputs} "
@@ -534,7 +595,14 @@ def encode(spec: CategoricalSpec, X, name: str = "X") -> np.ndarray:
 
 def encoded_names(model) -> Tuple[str, ...]:
     """Names of the features a model's trees split on (its :class:`CategoricalSpec`'s
-    ``encoded_names``; a model without categorical columns: its feature names, or ``x0..``)."""
+    ``encoded_names``; a model without categorical columns: its feature names, or ``x0..``).
+
+    Args:
+      model: a fitted model.
+
+    Returns:
+      A tuple of ``model.n_features`` strings.
+    """
     cat = getattr(model, "categorical", None)
     if cat is not None:
         return cat.spec.encoded_names
@@ -545,7 +613,13 @@ def encoded_names(model) -> Tuple[str, ...]:
 def sum_by_input(model, values, axis: int = -1):
     """Per-encoded-feature quantities (importances, SHAP values: additive) summed by original
     input column along ``axis``: ``(..., n_features, ...) -> (..., n_inputs, ...)``. A model
-    without categorical columns: ``values`` as they are."""
+    without categorical columns: ``values`` as they are.
+
+    Args:
+      model: a fitted model.
+      values: the per-encoded-feature quantities.
+      axis: the feature axis.
+    """
     cat = getattr(model, "categorical", None)
     if cat is None:
         return values
@@ -570,7 +644,20 @@ class Plan(NamedTuple):
 
 
 def check_settings(one_hot_max_size, prior, prior_weight) -> int:
-    """Check the categorical settings (concrete values only; traced ones are the caller's)."""
+    """Check the categorical settings (concrete values only; traced ones are the caller's).
+
+    Args:
+      one_hot_max_size: an int ``>= 0``.
+      prior: ``None``, or a finite number or ``(K,)`` array.
+      prior_weight: ``None``, or a finite number ``> 0``.
+
+    Returns:
+      ``one_hot_max_size`` as an int.
+
+    Raises:
+      TypeError: ``one_hot_max_size`` is not an int.
+      ValueError: a value out of its domain.
+    """
     size = checks.check_int(one_hot_max_size, "one_hot_max_size", 0, 2**31 - 1)
     if prior_weight is not None and not checks.is_traced(prior_weight):
         a = np.asarray(prior_weight, np.float64)
@@ -592,7 +679,16 @@ CATEGORICAL_ENTRY_POINTS = ("jboost.fit, jboost.sweep.sweep or jboost.bagging.fi
 def refuse_categorical(X, who: str, name: str = "X") -> None:
     """A ``TypeError`` when ``X`` is a DataFrame with categorical (category, object or string)
     columns and the entry point ``who`` takes numeric columns only: it names the columns and the
-    fix (the entry points that encode them, or an encoding by hand)."""
+    fix (the entry points that encode them, or an encoding by hand).
+
+    Args:
+      X: the features.
+      who: the entry point's name in the message.
+      name: the argument's name in the message.
+
+    Raises:
+      TypeError: ``X`` has categorical columns.
+    """
     if not tabular.is_frame(X):
         return
     cats = [str(c) for c, d in zip(X.columns, X.dtypes) if tabular.categorical_dtype(d)]

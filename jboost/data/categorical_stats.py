@@ -1,4 +1,10 @@
-"""CatBoost's ordered target statistics in JAX: training values, their bins, the model's tables (Categorical) and prediction values."""
+"""CatBoost's ordered target statistics in JAX: training values, their bins, the model's tables
+(Categorical) and prediction values.
+
+Prokhorenkova, Gusev, Vorobev, Dorogush and Gulin (2018), "CatBoost: unbiased boosting with
+categorical features", NeurIPS, Section 3.2 (ordered target statistics); see
+``docs/categorical.md``.
+"""
 
 from __future__ import annotations
 
@@ -45,7 +51,15 @@ class Categorical(NamedTuple):
 def targets(y: np.ndarray, loss) -> np.ndarray:
     """The target statistics' values ``t (n, K)`` of labels ``y`` for ``loss``: the class
     indicators of a K-class loss, the labels' columns otherwise (binary: P(y = 1); regression:
-    the mean of y)."""
+    the mean of y).
+
+    Args:
+      y: ``(n,)`` or ``(n, C)`` labels.
+      loss: the fit's :class:`jboost.Loss`.
+
+    Returns:
+      ``(n, K)`` float32.
+    """
     y = np.asarray(y, np.float32)
     if loss.task == "multiclass" and y.ndim == 1:
         k = int(loss.n_outputs)
@@ -103,13 +117,31 @@ def _flush(v):
 
 def bin_values(values, borders):
     """Bins ``(F, n)`` uint8 of values ``(n, F)`` with borders ``(F, n_bins - 1)`` by
-    :mod:`jboost.data.binning`'s rule (``b[i-1] < x <= b[i]``; no missing values here)."""
+    :mod:`jboost.data.binning`'s rule (``b[i-1] < x <= b[i]``; no missing values here).
+
+    Args:
+      values: ``(n, F)`` floats.
+      borders: ``(F, n_bins - 1)`` borders.
+
+    Returns:
+      ``(F, n)`` uint8 bins.
+    """
     search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left"))
     return search(borders[:, :-1], values.T).astype(jnp.uint8)
 
 
 def table_values(sums, counts, prior, prior_weight):
-    """``(V, K)``: every category's statistic from all training rows, ``(S + a p) / (N + a)``."""
+    """Every category's statistic from all training rows, ``(S + a p) / (N + a)``.
+
+    Args:
+      sums: ``(V, K)`` weighted sums ``S`` of the statistic per category.
+      counts: ``(V,)`` weight sums ``N``.
+      prior: ``(K,)`` the prior ``p``.
+      prior_weight: ``()`` its weight ``a``.
+
+    Returns:
+      ``(V, K)``.
+    """
     return (sums + prior_weight * prior) / (counts[:, None] + prior_weight)
 
 
@@ -156,7 +188,15 @@ def training_features(codes, t, w, key, prior, prior_weight, offsets, *, n_table
 
 
 def ctr_values(cat: Categorical, codes):
-    """``(n, J*K)`` prediction values of ctr codes ``(n, J)`` (``-1``: the prior)."""
+    """Prediction values of ctr codes: the category's statistic from every training row.
+
+    Args:
+      cat: the model's :class:`Categorical`.
+      codes: ``(n, J)`` category codes (``-1``: unseen or missing, which gets the prior).
+
+    Returns:
+      ``(n, J*K)`` float32.
+    """
     spec = cat.spec
     K = spec.n_stats
     codes = jnp.asarray(codes).astype(jnp.int32)
@@ -168,8 +208,16 @@ def ctr_values(cat: Categorical, codes):
 
 def expand(cat: Categorical, X_enc):
     """The trees' features ``(n, n_features)`` of encoded rows ``X_enc (n, encoded_width)``
-    (:func:`encode`): the host features, then the ctr columns' statistics (one model: call it
-    per model of a batch)."""
+    (:func:`jboost.data.categorical.encode`): the host features, then the ctr columns'
+    statistics (one model: call it per model of a batch).
+
+    Args:
+      cat: the model's :class:`Categorical`.
+      X_enc: ``(n, encoded_width)`` encoded rows.
+
+    Returns:
+      ``(n, n_features)`` float32.
+    """
     spec = cat.spec
     X_enc = jnp.asarray(X_enc, jnp.float32)
     h = spec.host_width

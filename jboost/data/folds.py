@@ -22,8 +22,20 @@ from jboost.data import labels
 
 
 def check_folds(folds, n: int, name: str = "folds") -> Optional[np.ndarray]:
-    """``folds`` is an int K in ``[2, n]`` (returns ``None``) or ``(n,)`` fold ids 0..K-1, every id
-    used (returns them as int32)."""
+    """Check a ``folds=`` argument.
+
+    Args:
+      folds: an int ``K`` in ``[2, n]``, or ``(n,)`` integer fold ids ``0..K-1`` with every id used.
+      n: the number of rows.
+      name: the argument's name in messages.
+
+    Returns:
+      ``None`` for an int, else the fold ids as int32.
+
+    Raises:
+      ValueError: an int out of range, or fold ids of the wrong shape or dtype, not ``0..K-1``,
+        an unused id, or ``K < 2``.
+    """
     if isinstance(folds, (numbers.Integral, np.integer)) and not isinstance(folds, bool):
         checks.check_int(folds, name, 2, max(n, 2))
         if int(folds) > n:
@@ -47,7 +59,22 @@ def fold_ids(y, n_folds: int, seed: Union[int, Sequence[int]] = 0, stratified: b
     Stratified (classification): rows are shuffled, grouped by class and dealt round-robin in
     that order, so every class is split as evenly as possible (per-class counts differ by at most
     one between folds) and the fold sizes still differ by at most one (as scikit-learn's
-    ``StratifiedKFold``; Kohavi 1995).
+    ``StratifiedKFold``; Kohavi 1995, "A Study of Cross-Validation and Bootstrap for Accuracy
+    Estimation and Model Selection").
+
+    Args:
+      y: ``(n,)`` labels (stratification groups rows by their value).
+      n_folds: ``K`` in ``[2, n]``.
+      seed: the random generator's seed (an int or a sequence of ints).
+      stratified: whether to stratify by ``y``.
+
+    Returns:
+      ``(n,)`` int32 fold ids.
+
+    Raises:
+      TypeError: ``n_folds`` is not an int.
+      ValueError: ``n_folds`` out of range, or labels that :func:`jboost.data.labels.as_labels`
+        refuses.
     """
     y = labels.as_labels(y, len(y), warn=False)
     n = y.shape[0]
@@ -80,6 +107,10 @@ def fold_table(y, sample_weight, folds, n_seeds: int, seed: Sequence[int] = (0,)
 
     Returns:
       ``(table, K)``: ``(S, n)`` int32 fold of every row under each seed, and the number of folds.
+
+    Raises:
+      ValueError: ``folds`` fails :func:`check_folds`, or a fold leaves no positively weighted
+        row to train or to validate on.
     """
     y = np.asarray(y)
     n = y.shape[0]
@@ -102,8 +133,15 @@ def fold_table(y, sample_weight, folds, n_seeds: int, seed: Sequence[int] = (0,)
 
 
 def fold_masks(fold_ids, n_folds: int) -> jnp.ndarray:
-    """``(n_folds, n)`` float32 training weights from ``(n,)`` fold ids: fold ``k``'s mask is 0
-    on its held-out rows and 1 elsewhere."""
+    """Training weight masks of the folds.
+
+    Args:
+      fold_ids: ``(n,)`` fold ids.
+      n_folds: ``K``.
+
+    Returns:
+      ``(K, n)`` float32: fold ``k``'s mask is 0 on its held-out rows and 1 elsewhere.
+    """
     ids = jnp.asarray(fold_ids, jnp.int32)
     return (ids[None, :] != jnp.arange(n_folds)[:, None]).astype(jnp.float32)
 

@@ -1,4 +1,5 @@
-"""Labels: finite float32 labels (1-D or (n, C)), float32 precision warnings, centring by an offset, gain scaling, class counts and class codes."""
+"""Labels: finite float32 labels (1-D or (n, C)), float32 precision warnings, centring by an
+offset, gain scaling, class counts and class codes."""
 
 from __future__ import annotations
 
@@ -21,7 +22,26 @@ def as_labels(y, n: int, name: str = "y", x_name: str = "X", warn: bool = True,
     that takes a label per row only (sweeps, forests, bagging, stacking, ECOC, the classical
     algorithms, cross-validation); ``None`` also takes ``(n, C)`` vector labels (``jboost.fit``:
     multi-output targets, survival and ranking labels); ``C``: ``(n, C)`` labels required (an
-    ``eval_set``'s labels next to training labels of ``C`` columns)."""
+    ``eval_set``'s labels next to training labels of ``C`` columns).
+
+    Args:
+      y: the labels (array-like, a pandas Series).
+      n: the number of rows of ``X``.
+      name: the labels' argument name in messages.
+      x_name: the features' argument name in messages.
+      warn: whether to warn about float32 precision.
+      columns: ``0``, ``None`` or ``C``, as above.
+
+    Returns:
+      float32 ``(n,)`` or ``(n, C)`` labels.
+
+    Raises:
+      TypeError: traced or non-numeric labels.
+      ValueError: the wrong shape or length, or a NaN or inf.
+
+    Warns:
+      UserWarning: float32 moves the labels by more than :data:`LABEL_PRECISION` of their spread.
+    """
     if checks.is_traced(y):
         raise TypeError(f"{name} must be a concrete array, not a traced value.")
     arr = np.asarray(y)
@@ -56,8 +76,16 @@ LABEL_PRECISION = 1e-4
 
 
 def label_precision_loss(y, y32: np.ndarray):
-    """``(moved, spread, median)`` when casting float64 labels ``y`` to ``y32`` moves them by more
-    than :data:`LABEL_PRECISION` of their spread, else ``None``."""
+    """How far casting float64 labels to float32 moves them, when it matters.
+
+    Args:
+      y: the labels as given (float64 or 64-bit integers to be checked; others are not).
+      y32: the same labels as float32.
+
+    Returns:
+      ``(moved, spread, median)`` when the cast moves them by more than :data:`LABEL_PRECISION`
+      of their spread (standard deviation), else ``None``.
+    """
     y64 = np.asarray(y)
     if y64.dtype.kind not in "fiu" or y64.dtype.itemsize <= 4 or y64.size < 2:
         return None
@@ -79,8 +107,18 @@ def warn_if_labels_lose_precision(y, y32: np.ndarray, name: str = "y") -> None:
     """Warn when casting the labels to float32 (jboost's dtype) moves them by more than
     :data:`LABEL_PRECISION` of their spread (e.g. ``1e9 + N(0, 1)``: float32 holds 1e9 to +-64,
     and both the fit and its float32 predictions then lose the signal). ``jboost.fit`` removes
-    such an offset itself for the losses of the residual (:func:`label_offset`); elsewhere the
-    fix is the user's offset: fit ``y - c`` and add ``c`` back to the predictions in float64."""
+    such an offset itself for the losses of the residual
+    (:func:`jboost.fitting.prepare.label_offset`); elsewhere the fix is the user's offset: fit
+    ``y - c`` and add ``c`` back to the predictions in float64.
+
+    Args:
+      y: the labels as given.
+      y32: the same labels as float32.
+      name: the labels' argument name in the message.
+
+    Warns:
+      UserWarning: the labels lose precision; the message names the offset to subtract.
+    """
     lost = label_precision_loss(y, y32)
     if lost is not None:
         moved, spread, centre = lost
@@ -101,8 +139,17 @@ def gain_exponent(y: np.ndarray, w: np.ndarray, max_count: float = 2.0) -> int:
     that no node's weighted target sum exceeds :data:`GAIN_BOUND`, i.e. its split gain ``G^2 / H``
     stays finite in float32. 0 for ordinary labels (``|y| * sum(w) <= 2^60``: nothing changes).
     A power of two divides exactly, so the trees of ``y * 2^-e`` are those of ``y`` with leaf
-    values scaled by ``2^-e`` and gains by ``2^-2e`` (forests of labels at scale 1e18, whose
-    gains overflowed to a near-constant model)."""
+    values scaled by ``2^-e`` and gains by ``2^-2e``; without it, labels at a scale such as 1e18
+    overflow the gains and give a near-constant model.
+
+    Args:
+      y: ``(n,)`` regression targets.
+      w: ``(n,)`` weights.
+      max_count: a margin for the weights' spread.
+
+    Returns:
+      ``e``, a non-negative int.
+    """
     y, w = np.asarray(y, np.float64), np.asarray(w, np.float64)
     bound = float(np.max(np.abs(y), initial=0.0)) * float(np.max(w, initial=0.0)) * y.shape[0] * max_count
     if not bound > GAIN_BOUND:
@@ -111,7 +158,23 @@ def gain_exponent(y: np.ndarray, w: np.ndarray, max_count: float = 2.0) -> int:
 
 
 def centred_labels(y, offset, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
-    """``y - offset`` computed in float64, as float32 labels (:func:`label_offset`)."""
+    """``y - offset`` computed in float64, as float32 labels
+    (:func:`jboost.fitting.prepare.label_offset`).
+
+    Args:
+      y: ``(n,)`` or ``(n, C)`` labels.
+      offset: a scalar, or ``(C,)`` one per column.
+      n: the number of rows of ``X``.
+      name: the labels' argument name in messages.
+      x_name: the features' argument name in messages.
+
+    Returns:
+      float32 labels shaped like ``y``.
+
+    Raises:
+      TypeError: as :func:`as_labels`.
+      ValueError: as :func:`as_labels`.
+    """
     if np.ndim(y) == 2:  # vector labels: the offset of each column
         as_labels(y, n, name, x_name, warn=False, columns=np.shape(offset)[-1])
         return (np.asarray(y, np.float64) - np.asarray(offset, np.float64)).astype(np.float32)
@@ -124,6 +187,24 @@ def n_classes_of(y: np.ndarray, n_classes: Optional[int] = None, name: str = "y"
     """Check class labels (0/1 for ``task="binary"``, 0..K-1 otherwise) and return K (>= 2).
 
     ``n_classes`` (when given) fixes K; otherwise K is ``max(y) + 1``.
+
+    Args:
+      y: float32 labels.
+      n_classes: ``K``, or ``None``.
+      name: the labels' argument name in messages.
+      task: ``"binary"`` or ``"multiclass"``.
+
+    Returns:
+      ``K`` (2 for ``"binary"``).
+
+    Raises:
+      ValueError: labels that are not integer classes in range, a single class, or more than
+        ``2^20`` classes.
+      MemoryError: ``K`` scores per row (``K`` from the labels' maximum) do not fit on the
+        device (:func:`jboost.devices.check_memory`).
+
+    Warns:
+      UserWarning: class 0 is absent (:func:`warn_class_zero_absent`).
     """
     if np.any(y != np.round(y)) or np.any(y < 0):
         raise ValueError(f"{name} must hold integer class labels 0..K-1; got values in "
@@ -155,6 +236,16 @@ def n_classes_of(y: np.ndarray, n_classes: Optional[int] = None, name: str = "y"
 
 
 def warn_class_zero_absent(y: np.ndarray, name: str) -> None:
+    """Warn when K-class labels start at 1 or above (class 0 absent: ``K = max + 1`` counts an
+    empty class).
+
+    Args:
+      y: class labels.
+      name: the labels' argument name in the message.
+
+    Warns:
+      UserWarning: the smallest label is ``>= 1``.
+    """
     if y.size and y.min() >= 1:
         warnings.warn(f"{name} holds class labels {y.min():g}..{y.max():g} with class 0 absent: "
                       f"K-class labels are 0..K-1, so K = max + 1 = {int(y.max()) + 1} includes "
@@ -164,7 +255,20 @@ def warn_class_zero_absent(y: np.ndarray, name: str) -> None:
 
 def class_codes(y, classes: np.ndarray, name: str = "eval_set y"):
     """Labels ``y`` (e.g. a validation set's) as indices into the training ``classes``
-    (:func:`class_labels`); a label the training labels did not have is refused by name."""
+    (:func:`jboost.fitting.prepare.class_labels`); a label the training labels did not have is
+    refused by name.
+
+    Args:
+      y: ``(n,)`` labels.
+      classes: the training labels' sorted distinct values.
+      name: the labels' argument name in messages.
+
+    Returns:
+      ``(n,)`` float32 class indices.
+
+    Raises:
+      ValueError: ``y`` is not 1-D, or holds a label not in ``classes``.
+    """
     arr = np.asarray(y)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D class labels like y; got shape {arr.shape}.")

@@ -1,4 +1,5 @@
-"""Tabular input: DataFrames and arrays as checked float32 matrices, feature names and column order, Series values, vectors, weights and per-row margins."""
+"""Tabular input: DataFrames and arrays as checked float32 matrices, feature names and column
+order, Series values, vectors, weights and per-row margins."""
 
 from __future__ import annotations
 
@@ -17,6 +18,15 @@ from jboost import checks
 
 
 def check_numeric(arr: np.ndarray, name: str) -> None:
+    """Refuse an array that is not numeric (float, int or bool).
+
+    Args:
+      arr: the array.
+      name: its argument name in the message.
+
+    Raises:
+      TypeError: an object, string or other non-numeric dtype.
+    """
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
         raise TypeError(f"{name} must be numeric (float, int or bool); got dtype {arr.dtype}.")
 
@@ -29,7 +39,14 @@ def _is_series(y) -> bool:
 def series_values(y):
     """A pandas Series' values as NumPy: numeric and nullable ones as float64 (``pd.NA`` -> NaN,
     refused later as a missing label), others (``category``, strings) as their objects. Anything
-    else is returned as it is."""
+    else is returned as it is.
+
+    Args:
+      y: a pandas Series, or anything else.
+
+    Returns:
+      A NumPy array for a Series, else ``y``.
+    """
     if not _is_series(y):
         return y
     if getattr(y.dtype, "kind", "O") in "biuf" and str(y.dtype) != "category":
@@ -40,7 +57,17 @@ def series_values(y):
 
 
 def feature_names_of(X) -> Optional[tuple]:
-    """The column names of a pandas DataFrame ``X`` as strings (``None`` for arrays)."""
+    """The column names of a pandas DataFrame as strings.
+
+    Args:
+      X: a DataFrame or an array.
+
+    Returns:
+      A tuple of strings, or ``None`` for arrays.
+
+    Raises:
+      ValueError: duplicate column names.
+    """
     if not is_frame(X):
         return None
     names = tuple(str(c) for c in X.columns)
@@ -53,7 +80,19 @@ def feature_names_of(X) -> Optional[tuple]:
 def frame_in_order(X, names: Optional[Sequence[str]], name: str = "X"):
     """A DataFrame ``X``'s columns in the order of the model's feature ``names`` (matched by
     name: reordered columns work); a missing or unexpected column is refused by name. Arrays,
-    and any ``X`` when the model has no names, are returned as they are (by position)."""
+    and any ``X`` when the model has no names, are returned as they are (by position).
+
+    Args:
+      X: a DataFrame or an array.
+      names: the model's feature names, or ``None``.
+      name: the argument's name in messages.
+
+    Returns:
+      ``X`` with its columns in the order of ``names``.
+
+    Raises:
+      ValueError: a missing or unexpected column.
+    """
     if names is None or not is_frame(X):
         return X
     have = feature_names_of(X)
@@ -77,7 +116,20 @@ def tabular_input(X, init_model=None, eval_set=None, name: str = "X"):
     continued has names, ``names`` the fit's feature names (``None`` for arrays), and the
     ``eval_set``'s X (a ``(X, y[, w])`` tuple or a list of them) in the same order. Every fit of
     every model type calls it, so a model fitted on a DataFrame always keeps its names and
-    prediction matches columns by name (never silently by position)."""
+    prediction matches columns by name (never silently by position).
+
+    Args:
+      X: the training features (a DataFrame or an array).
+      init_model: the model a fit continues, or ``None``.
+      eval_set: ``None``, a ``(X, y[, w])`` tuple or a list of them.
+      name: the argument's name in messages.
+
+    Returns:
+      ``(X, names, eval_set)``.
+
+    Raises:
+      ValueError: columns that do not match ``init_model``'s or each other's, or duplicate names.
+    """
     own = getattr(init_model, "feature_names", None)
     X = frame_in_order(X, None if own is None else own.values, name)
     names = feature_names_of(X)
@@ -115,7 +167,24 @@ def _frame_values(X, name: str) -> np.ndarray:
 def as_matrix(X, name: str = "X", allow_empty: bool = False) -> np.ndarray:
     """``X`` as a float32 ``(n_samples, n_features)`` host array (NaN = missing); zero rows only
     when ``allow_empty`` (prediction). A pandas DataFrame's numeric, bool and nullable columns
-    are taken (missing values become NaN; its names: :func:`feature_names_of`)."""
+    are taken (missing values become NaN; its names: :func:`feature_names_of`).
+
+    Args:
+      X: a DataFrame or an array-like.
+      name: the argument's name in messages.
+      allow_empty: whether zero rows are allowed.
+
+    Returns:
+      A float32 ``(n_samples, n_features)`` NumPy array.
+
+    Raises:
+      TypeError: complex, traced or non-numeric input (non-numeric DataFrame columns by name).
+      ValueError: not 2-D, or empty.
+
+    Warns:
+      UserWarning: a 64-bit column loses precision in float32
+        (:func:`warn_if_features_lose_precision`).
+    """
     if is_frame(X):
         X = _frame_values(X, name)
     if np.iscomplexobj(X):
@@ -148,7 +217,15 @@ def warn_if_features_lose_precision(arr: np.ndarray, name: str = "X") -> None:
     """Warn when float64 (or 64-bit integer) features cannot be told apart in float32, jboost's
     dtype: a column whose float32 spacing at its largest magnitude is more than
     :data:`FEATURE_PRECISION` of its range (e.g. ``1e9 + N(0, 1)``: float32 holds it to +-64, so
-    the column collapses to a few values and a few bins). Two passes over the data (min, max)."""
+    the column collapses to a few values and a few bins). Two passes over the data (min, max).
+
+    Args:
+      arr: the features as given (float64 or 64-bit integers are checked; others are not).
+      name: the argument's name in the message.
+
+    Warns:
+      UserWarning: some column loses precision; the message names the first and the fix.
+    """
     if arr.dtype.itemsize <= 4 or arr.dtype.kind not in "fiu" or arr.shape[0] < 2:
         return
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
@@ -166,14 +243,38 @@ def warn_if_features_lose_precision(arr: np.ndarray, name: str = "X") -> None:
 
 
 def check_length(v, n: int, name: str = "y", x_name: str = "X") -> None:
-    """``v`` has ``n`` rows, as ``X`` (checked first, before its values are read)."""
+    """Check that ``v`` has ``n`` rows, as ``X`` (checked first, before its values are read).
+
+    Args:
+      v: an array-like or a pandas Series.
+      n: the number of rows of ``X``.
+      name: ``v``'s argument name in the message.
+      x_name: ``X``'s argument name in the message.
+
+    Raises:
+      ValueError: the lengths differ.
+    """
     rows = np.shape(series_values(v))[:1]
     if rows and rows[0] != n:
         raise ValueError(f"{name} has {rows[0]} samples but {x_name} has {n}: lengths must match.")
 
 
 def as_vector(v, n: int, name: str, x_name: str = "X") -> np.ndarray:
-    """``v`` as a float32 ``(n,)`` host array (a pandas Series: :func:`series_values`)."""
+    """``v`` as a float32 ``(n,)`` host array (a pandas Series: :func:`series_values`).
+
+    Args:
+      v: an array-like or a pandas Series.
+      n: the number of rows of ``X``.
+      name: ``v``'s argument name in messages.
+      x_name: ``X``'s argument name in messages.
+
+    Returns:
+      A float32 ``(n,)`` NumPy array.
+
+    Raises:
+      TypeError: traced or non-numeric values.
+      ValueError: not 1-D, or not ``n`` rows.
+    """
     if checks.is_traced(v):
         raise TypeError(f"{name} must be a concrete array, not a traced value.")
     arr = np.asarray(series_values(v))
@@ -188,7 +289,22 @@ def as_vector(v, n: int, name: str, x_name: str = "X") -> np.ndarray:
 def as_margin(base_margin, n: int, k: int, name: str = "base_margin", x_name: str = "X"):
     """Checked per-row raw-score offsets as a float32 ``(n, K)`` host array, or ``None``:
     ``(n,)`` for one output, ``(n, K)`` for ``K`` outputs (the scale of :func:`jboost.predict`),
-    finite."""
+    finite.
+
+    Args:
+      base_margin: the offsets, or ``None``.
+      n: the number of rows of ``X``.
+      k: the number of outputs ``K``.
+      name: the argument's name in messages.
+      x_name: ``X``'s argument name in messages.
+
+    Returns:
+      A float32 ``(n, K)`` NumPy array, or ``None``.
+
+    Raises:
+      TypeError: traced or non-numeric offsets.
+      ValueError: the wrong shape, or a NaN or inf.
+    """
     if base_margin is None:
         return None
     if checks.is_traced(base_margin):
@@ -208,7 +324,21 @@ def as_margin(base_margin, n: int, k: int, name: str = "base_margin", x_name: st
 
 
 def as_weights(sample_weight, n: int, name: str = "sample_weight", x_name: str = "X") -> np.ndarray:
-    """Checked ``(n,)`` float32 weights: ones when ``None``; finite, non-negative, positive sum."""
+    """Checked sample weights.
+
+    Args:
+      sample_weight: ``(n,)`` weights, or ``None``.
+      n: the number of rows of ``X``.
+      name: the argument's name in messages.
+      x_name: ``X``'s argument name in messages.
+
+    Returns:
+      A float32 ``(n,)`` NumPy array: ones when ``None``.
+
+    Raises:
+      TypeError: traced or non-numeric weights.
+      ValueError: the wrong shape, a NaN or inf, a negative weight, or all weights zero.
+    """
     if sample_weight is None:
         return np.ones((n,), np.float32)
     w = as_vector(sample_weight, n, name, x_name)
@@ -223,7 +353,20 @@ def as_weights(sample_weight, n: int, name: str = "sample_weight", x_name: str =
 
 def predict_matrix(X, n_features: int, name: str = "X"):
     """Rows to predict: a device array is kept as it is (no round trip through the host, tracers
-    allowed); anything else becomes a float32 host array. The feature count must match."""
+    allowed); anything else becomes a float32 host array. The feature count must match.
+
+    Args:
+      X: the rows (a ``jax.Array``, a DataFrame or an array-like).
+      n_features: the model's number of features.
+      name: the argument's name in messages.
+
+    Returns:
+      ``X`` as a ``jax.Array`` (kept) or a float32 NumPy array.
+
+    Raises:
+      TypeError: non-numeric (or, for host input, complex or traced) rows.
+      ValueError: not 2-D, or a feature count other than ``n_features``.
+    """
     if isinstance(X, jax.Array):
         if X.ndim != 2:
             raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}.")
@@ -243,14 +386,37 @@ def predict_matrix(X, n_features: int, name: str = "X"):
 
 
 def is_frame(X) -> bool:
+    """Whether ``X`` is a pandas DataFrame (without importing pandas).
+
+    Args:
+      X: anything.
+
+    Returns:
+      A bool.
+    """
     return type(X).__module__.startswith("pandas") and hasattr(X, "columns") and hasattr(X, "dtypes")
 
 
 def categorical_dtype(dtype) -> bool:
-    """A pandas or NumPy dtype whose values are categories: category, object, strings."""
+    """Whether a pandas or NumPy dtype's values are categories: category, object, strings.
+
+    Args:
+      dtype: a dtype.
+
+    Returns:
+      A bool.
+    """
     s = str(dtype)
     return s == "category" or s == "str" or s.startswith("string") or getattr(dtype, "kind", "O") in "OUS"
 
 
 def numeric_dtype(dtype) -> bool:
+    """Whether a pandas or NumPy dtype is numeric (bool, int, unsigned, float; not category).
+
+    Args:
+      dtype: a dtype.
+
+    Returns:
+      A bool.
+    """
     return str(dtype) != "category" and getattr(dtype, "kind", "O") in "biuf"

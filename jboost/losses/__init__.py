@@ -9,6 +9,8 @@ links and baselines. Modules: :mod:`~jboost.losses.per_sample` (the losses), :mo
 :mod:`~jboost.losses.objectives` (batch objectives), :mod:`~jboost.losses.distributions`,
 :mod:`~jboost.losses.derivatives` (gradients and curvatures), :mod:`~jboost.losses.checks` and
 :mod:`~jboost.losses.purity` (what every entry point checks of a loss), :mod:`~jboost.losses.metrics`.
+The concepts are described in ``docs/losses.md``; how to add a loss, a batch objective or a
+distribution in ``docs/extending.md``.
 """
 
 from jboost.losses.baselines import baseline

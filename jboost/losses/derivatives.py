@@ -1,45 +1,17 @@
-"""Gradients and Newton curvatures of a per-sample loss, by autodiff, vmapped over samples.
+"""Gradients and Newton curvatures of a per-sample loss, by autodiff, vmapped over samples, and
+of a batch objective.
 
-A tree's Newton leaf value is ``-G_k / H_k`` for each output ``k`` separately: the step of a
-separable (diagonal) quadratic model of the loss. For one output the curvature is the second
-derivative. For K coupled outputs (the multinomial deviance, or any vector-valued loss whose
-hessian has off-diagonal terms) the diagonal of the hessian ``H`` under-estimates the curvature
-along directions that move several outputs at once, so the separable step overshoots the
-coupled Newton step and boosting at a large learning rate diverges (issue 14: the multinomial
-deviance at learning rate 1 went 0.563 -> 0.774 -> 3.558). The default curvature is therefore
-a diagonal majorant of ``H`` by diagonal dominance (Gershgorin 1931):
+For K coupled outputs the default curvature is the Gershgorin (1931) diagonal majorant of the
+autodiff hessian, ``h_k = H_kk + sum_{j != k} |H_kj|``: a local quadratic majoriser (Böhning and
+Lindsay 1988; Lange, Hunter and Yang 2000) whose separable Newton step does not overshoot the
+coupled one; for the softmax it is XGBoost's ``multi:softprob`` hessian ``2 p (1 - p)``. Where a
+custom loss's curvature is degenerate (zero or negative), a round falls back to least-squares
+trees on the negative gradient (ESL Algorithm 10.3; Friedman 2001, "Greedy Function
+Approximation: A Gradient Boosting Machine", Algorithm 1). Batch objectives take the hessian's
+diagonal by Hessian-vector products: exact, by the colouring of Curtis, Powell and Reid (1974),
+or by Hutchinson's estimator (Bekas, Kokiopoulou and Saad 2007).
 
-    h_k = H_kk + sum_{j != k} |H_kj|,
-
-so ``diag(h) - H`` is diagonally dominant with a non-negative diagonal, hence positive
-semi-definite: the separable quadratic model lies above the coupled one at the current scores (a
-quadratic majoriser in the sense of Böhning and Lindsay 1988 and Lange, Hunter and Yang 2000,
-taken locally rather than Böhning's global bound), so its step lowers the coupled quadratic
-model however a leaf mixes its rows. For one output it IS the second derivative (no off-diagonal
-terms: every single-output number is unchanged). For the softmax (``H = diag(p) - p p^T``) it is
-``2 p_k (1 - p_k)``, exactly XGBoost's ``multi:softprob`` hessian
-(``src/objective/multiclass_obj.cu``: ``h = 2 p (1 - p)``). The classical diagonal (Friedman
-2001, Algorithm 6 without its ``(K - 1)/K`` factor) stays available as ``hessian="diagonal"``;
-LightGBM's ``multiclass`` (``src/objective/multiclass_objective.hpp``) scales it by ``K / (K -
-1)``, which is the majorant's factor 2 only for K = 2 and was not enough at K = 12 (training
-deviance 1.82 -> 5.72 in one round at learning rate 1; ``benchmarks/multiclass_step.py``).
-
-**Degenerate curvature** (issue 16). A hand-written loss can have a hessian that is zero almost
-everywhere (pinball, absolute error, hinge, epsilon-insensitive: piecewise linear) or negative
-somewhere (Cauchy, Tukey's biweight: non-convex). A Newton leaf ``-G / (H + l2)`` is then
-meaningless: with ``H = 0`` it is ``-G / l2``, a step that grows with the number of rows (a
-hand-written pinball loss diverged to a test loss 240-830 times the built-in's), and with ``H <
-0`` it points uphill. A custom loss's default curvature, ``Loss.hessian="auto"``, therefore
-decides every round, from the traced values (:func:`curvature_is_positive`): if every row that
-moves the fit has positive curvature, the round is a Newton round as above; otherwise the tree
-is grown on unit curvature (:func:`first_order_curvature`), i.e. fitted by least squares to the
-negative gradient (ESL Algorithm 10.3; Friedman 2001, Algorithm 1), and its leaves
-(:func:`jboost.trees.refit.degenerate_leaf_values`) are, for a regression loss, the exact minimisers
-of the user's loss found by an autodiff search that needs no curvature
-(:func:`jboost.trees.refit.exact_leaf_values`; the built-in absolute, quantile and Huber losses are
-this rule with closed-form leaves: ``hessian="unit"`` and the quantile or Huber refit), and for
-a classification loss the first-order values on the unit curvature of the rows with a
-gradient (XGBoost's ``binary:hinge``), kept from raising a leaf's loss.
+The reasoning, and what the built-in losses use, is in ``docs/losses.md``.
 """
 
 from __future__ import annotations
@@ -52,14 +24,22 @@ from jboost.losses import objectives
 
 
 def curvature(hess, kind: str = "autodiff", learning_rate=None):
-    """Newton curvatures ``(..., K)`` from full per-sample hessians ``hess`` ``(..., K, K)``.
+    """Newton curvatures from full per-sample hessians.
 
-    ``kind="autodiff"`` (or ``"auto"``): the Gershgorin majorant ``M_k = H_kk + sum_{j != k}
-    |H_kj|`` (module docstring); ``"diagonal"``: ``H_kk``. Equal when ``K == 1`` or ``H`` is
+    ``kind="autodiff"`` (or ``"auto"``): the Gershgorin (1931) majorant ``M_k = H_kk + sum_{j !=
+    k} |H_kj|`` (``docs/losses.md``); ``"diagonal"``: ``H_kk``. Equal when ``K == 1`` or ``H`` is
     diagonal. With a ``learning_rate`` ``lr`` (traced), ``"autodiff"`` gives ``max(H_kk, lr
     M_k)``: the shrunk step ``lr G / h`` then never exceeds the majorised Newton step ``G / M``,
     and it is the classical diagonal step wherever the shrinkage alone keeps it there (``lr <=
     H_kk / M_k``, which is ``1/2`` for the softmax).
+
+    Args:
+      hess: ``(..., K, K)`` per-sample hessians.
+      kind: ``"autodiff"``, ``"auto"`` or ``"diagonal"``.
+      learning_rate: ``None``, or the (traced) shrinkage of the step.
+
+    Returns:
+      ``(..., K)`` curvatures, of ``hess``'s dtype.
     """
     diag = jnp.diagonal(hess, axis1=-2, axis2=-1)
     if kind == "diagonal":
@@ -79,7 +59,13 @@ def curvature_is_positive(g, h, w, axis_name=None):
     ``axis_name``, all devices' rows count.
 
     Args:
-      g, h: ``(n, K)`` gradients and curvatures (:func:`grad_hess`); w: ``(n,)`` weights.
+      g: ``(n, K)`` gradients (:func:`grad_hess`).
+      h: ``(n, K)`` curvatures.
+      w: ``(n,)`` weights.
+      axis_name: the ``pmap``/``shard_map`` axis the rows are sharded over, or ``None``.
+
+    Returns:
+      A traced bool scalar.
     """
     fine = (h > 0) | ((h == 0) & (g == 0)) | (w[:, None] == 0)
     bad = jnp.sum(~fine, dtype=jnp.int32)
@@ -89,12 +75,22 @@ def curvature_is_positive(g, h, w, axis_name=None):
 
 
 def first_order_curvature(g, task: str):
-    """The unit curvature ``(n, K)`` that replaces a degenerate one (ESL Algorithm 10.3: the tree
-    is a least-squares fit to the negative gradient): 1 for every row of a regression or count
-    loss (the built-in absolute, quantile and Huber losses' ``hessian="unit"``), and for a
-    classification loss 1 where the row has a gradient and 0 on stationary rows (XGBoost's
-    ``binary:hinge`` curvature: a row beyond the hinge's margin neither pulls nor dilutes a
-    leaf's first-order value ``-G / (W + l2)``; :func:`jboost.trees.refit.degenerate_leaf_values`)."""
+    """The unit curvature that replaces a degenerate one.
+
+    With it the tree is a least-squares fit to the negative gradient (ESL Algorithm 10.3): 1 for
+    every row of a regression or count loss (the built-in absolute, quantile and Huber losses'
+    ``hessian="unit"``), and for a classification loss 1 where the row has a gradient and 0 on
+    stationary rows (XGBoost's ``binary:hinge`` curvature: a row beyond the hinge's margin
+    neither pulls nor dilutes a leaf's first-order value ``-G / (W + l2)``;
+    :func:`jboost.trees.refit.degenerate_leaf_values`).
+
+    Args:
+      g: ``(n, K)`` gradients.
+      task: the loss's task (:data:`jboost.losses.TASKS`).
+
+    Returns:
+      ``(n, K)`` curvatures of ``g``'s dtype.
+    """
     if task in ("binary", "multiclass"):
         return (g != 0).astype(g.dtype)
     return jnp.ones_like(g)
@@ -119,8 +115,11 @@ def grad_hess(loss: loss_lib.Loss, y, raw, learning_rate=None):
       built-in losses') and ``"auto"`` (a custom loss's default, which boosting may replace by 1
       in a round, :func:`curvature_is_positive`) the Gershgorin majorant ``h_k = H_kk + sum_{j !=
       k} |H_kj|`` (the second derivative when ``K == 1``; ``2 p_k (1 - p_k)`` for the multinomial
-      deviance; see the module docstring), ``"diagonal"`` ``h_k = H_kk``, or ``"unit"`` ``h = 1``
+      deviance; see ``docs/losses.md``), ``"diagonal"`` ``h_k = H_kk``, or ``"unit"`` ``h = 1``
       (the tree structure is a least-squares fit to the negative gradient, ESL Algorithm 10.3).
+
+    Raises:
+      TypeError: ``loss`` is a batch objective (use :func:`batch_grad_hess`).
     """
     if loss.per_column:  # a separable loss: each column's scalar derivatives, as a one-output fit
         one = loss_lib.column_loss(loss)
@@ -147,8 +146,9 @@ def grad_hess(loss: loss_lib.Loss, y, raw, learning_rate=None):
 
 
 def batch_grad_hess(loss: loss_lib.Loss, y, raw, w, key=None):
-    """Gradient and hessian diagonal of a batch objective (:attr:`jboost.Loss.batch`): one
-    scalar function ``L(raw)`` of every row, ``raw (n, K)``.
+    """Gradient and hessian diagonal of a batch objective (:attr:`jboost.Loss.batch`).
+
+    The objective is one scalar function ``L(raw)`` of every row, ``raw (n, K)``.
 
     ``g = jax.grad(L)``; the Newton curvature is the diagonal of the hessian ``H`` by
     ``loss.hessian_diag`` (each a Hessian-vector product ``Hv``, forward over reverse, costs
@@ -168,7 +168,18 @@ def batch_grad_hess(loss: loss_lib.Loss, y, raw, w, key=None):
     * a function ``diag(y, raw, w, **params)``: a closed form or an autodiff route of the loss
       (Cox: :func:`jboost.objectives.cox`).
 
-    Returns ``(g, h)``, each ``(n, K)``, already weighted (the loss applies ``w`` itself).
+    Args:
+      loss: a batch objective.
+      y: ``(n, C)`` structured labels.
+      raw: ``(n, K)`` raw scores.
+      w: ``(n,)`` row weights (the objective applies them itself).
+      key: the round's key (needed by ``"hutchinson"`` only).
+
+    Returns:
+      ``(g, h)``, each ``(n, K)``, already weighted.
+
+    Raises:
+      ValueError: ``hessian_diag="hutchinson"`` without a ``key``.
     """
     params = loss.params
     n, k = raw.shape

@@ -1,4 +1,6 @@
-"""Links: raw scores -> predictions or class probabilities, and the link each task gets by default."""
+"""Links: raw scores -> predictions or class probabilities, and the link each task gets by
+default (the inverse links of the generalised linear models each loss corresponds to: ESL
+section 10.5, Friedman, Hastie and Tibshirani 2000, Zhu et al. 2009)."""
 
 from __future__ import annotations
 
@@ -11,30 +13,83 @@ import jax.numpy as jnp
 
 
 def identity_link(raw, **params):
+    """The identity: predictions are the raw scores (regression).
+
+    Args:
+      raw: raw scores ``(...)``.
+      **params: the loss's parameters (unused).
+
+    Returns:
+      ``raw``.
+    """
     return raw
 
 
 def exp_link(raw, **params):
+    """``exp(raw)``: the mean of a log-link model (Poisson counts).
+
+    Args:
+      raw: raw scores ``(...)``.
+      **params: the loss's parameters (unused).
+
+    Returns:
+      ``exp(raw)``, shaped like ``raw``.
+    """
     return jnp.exp(raw)
 
 
 def sigmoid_link(raw, **params):
+    """Binary class probabilities ``(1 - p, p)`` with ``p = sigmoid(raw)`` (log-odds scores).
+
+    Args:
+      raw: raw scores ``(...)``.
+      **params: the loss's parameters (unused).
+
+    Returns:
+      ``(..., 2)`` probabilities.
+    """
     p = jax.nn.sigmoid(raw)
     return jnp.stack([1.0 - p, p], axis=-1)
 
 
 def adaboost_link(raw, **params):
-    """P(y=1|x) = 1 / (1 + exp(-2 f)) (Friedman, Hastie, Tibshirani 2000)."""
+    """Binary class probabilities with ``P(y=1|x) = 1 / (1 + exp(-2 f))`` (Friedman, Hastie and
+    Tibshirani 2000: AdaBoost's scores are half log-odds).
+
+    Args:
+      raw: raw scores ``(...)``.
+      **params: the loss's parameters (unused).
+
+    Returns:
+      ``(..., 2)`` probabilities.
+    """
     p = jax.nn.sigmoid(2.0 * raw)
     return jnp.stack([1.0 - p, p], axis=-1)
 
 
 def softmax_link(raw, **params):
+    """Class probabilities ``softmax(raw)`` over the last axis (multinomial deviance).
+
+    Args:
+      raw: raw scores ``(..., K)``.
+      **params: the loss's parameters (unused).
+
+    Returns:
+      ``(..., K)`` probabilities.
+    """
     return jax.nn.softmax(raw, axis=-1)
 
 
 def samme_link(raw, **params):
-    """SAMME probabilities ``p_k ∝ exp(f_k / (K - 1))`` (Zhu et al. 2009, eq. 4 inverted)."""
+    """SAMME probabilities ``p_k ∝ exp(f_k / (K - 1))`` (Zhu et al. 2009, eq. 4 inverted).
+
+    Args:
+      raw: raw scores ``(..., K)``.
+      **params: the loss's parameters (unused).
+
+    Returns:
+      ``(..., K)`` probabilities.
+    """
     k = raw.shape[-1]
     return jax.nn.softmax(raw / (k - 1), axis=-1)
 

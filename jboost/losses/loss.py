@@ -1,36 +1,18 @@
 """The Loss type, Domains, Interval and the task vocabulary (TASKS, CLASSIFICATION).
 
-A loss is written for ONE sample, rlax-style: ``y`` is that sample's label (a scalar, or a
-``(C,)`` vector when ``y`` has C columns: multi-target regression, multi-label classification)
-and ``raw`` its raw score, a scalar for one-output losses and a ``(K,)`` vector for K-output
-losses. A built-in loss given C label columns applies to each column and sums
-(:func:`columnwise`, ``Loss.per_column``: output ``k`` is fitted as a one-output fit of column
-``k``). Objectives that are not sums over samples (Cox, ranking) are batch losses
+A loss is written for ONE sample, rlax-style (``fn(y, raw, **params) -> scalar``; ``raw`` a
+scalar for one output, a ``(K,)`` vector for K); boosting vmaps it over samples and takes its
+gradients and Newton curvatures by autodiff (:mod:`jboost.losses.derivatives`), as in gradient
+boosting of an arbitrary differentiable loss (Friedman 2001, "Greedy Function Approximation: A
+Gradient Boosting Machine", Annals of Statistics). A :class:`Loss` bundles the function with its
+number of outputs, link, optimal constant baseline, label check, curvature rule and optional
+exact leaf refit; its continuous parameters are pytree leaves (traced, vmappable) with declared
+domains (:class:`Domains`). Objectives that are not sums over samples are batch losses
 (``Loss.batch``, :mod:`jboost.objectives`).
-The library vmaps it over samples and takes gradients and hessians with autodiff
-(:mod:`jboost.losses.derivatives`); no derivative code is ever written by hand.
 
-A :class:`Loss` bundles the function with what boosting needs around it: the number of outputs,
-the link (raw score -> prediction / probability), the optimal constant baseline, how labels are
-checked, how the trees use its curvature, and optionally an exact leaf refit. Its continuous parameters (Huber ``delta``, quantile
-level ``alpha``, ...) live in ``params`` and are pytree leaves, so they can be traced and vmapped;
-everything else is static metadata.
-
-A loss's parameters have declared domains (:attr:`Loss.domains`, e.g. the quantile level
-``alpha`` in ``(0, 1)``), checked on the host wherever a loss is resolved
-(:func:`jboost.losses.checks.resolve_loss`) and for every value of a sweep's grid.
-
-**Custom losses need no smoothness.** A custom loss's default ``hessian="auto"`` grows Newton
-trees in a round where every row's autodiff curvature is positive, and otherwise (a hessian
-zero almost everywhere: pinball, absolute error, hinge, epsilon-insensitive; or negative
-somewhere: Cauchy, Tukey's biweight) a least-squares tree on the negative gradient (ESL
-Algorithm 10.3) whose leaves are the exact minimisers of the loss, found by autodiff bisection
-(:func:`jboost.trees.refit.exact_leaf_values`; Friedman 2001, eq. 18). The built-in absolute error and
-quantile loss are the closed-form case of this rule: a hand-written pinball loss gives the same
-trees and, to float32 rounding, the same leaves (the weighted quantiles of the residuals).
-
-Binary labels are ``{0, 1}`` for every binary loss (including the exponential loss, where the
-margin is ``(2y - 1) * raw``). Class labels for K-class losses are the integers ``0 .. K-1``.
+Binary labels are ``{0, 1}`` for every binary loss; class labels of K-class losses are the
+integers ``0 .. K-1``. The concepts (vector labels, curvature rules, losses without smoothness)
+are described in ``docs/losses.md``.
 """
 
 from __future__ import annotations
@@ -76,7 +58,14 @@ class Interval(NamedTuple):
     hi_open: bool = True
 
     def contains(self, x) -> np.ndarray:
-        """Elementwise: ``x`` is finite and inside the interval."""
+        """Elementwise: whether ``x`` is finite and inside the interval.
+
+        Args:
+          x: a number or an array of numbers.
+
+        Returns:
+          A bool array shaped like ``x``.
+        """
         x = np.asarray(x, np.float64)
         above = x > self.lo if self.lo_open else x >= self.lo
         below = x < self.hi if self.hi_open else x <= self.hi
@@ -160,11 +149,10 @@ class Loss:
         K coupled outputs, the Gershgorin majorant ``H_kk + sum_{j != k} |H_kj|`` of the
         autodiff hessian ``H`` (``2 p_k (1 - p_k)`` for the multinomial deviance, XGBoost's
         ``multi:softprob``), whose separable quadratic model bounds the coupled one, so the
-        per-output step does not overshoot (the training deviance fell every round up to
-        learning rate 1 in the tests; for the softmax it is half the classical step);
+        per-output step does not overshoot (for the softmax it is half the classical step);
         ``"diagonal"``: ``H_kk`` only, the classical diagonal Newton step (Friedman 2001,
         Algorithm 6 without its ``(K-1)/K`` factor), which can diverge for coupled outputs at
-        large learning rates (issue 14); equal to ``"autodiff"`` for one output; or ``"unit"``: tree
+        large learning rates; equal to ``"autodiff"`` for one output; or ``"unit"``: tree
         structure fitted by least squares to the negative gradient (ESL Algorithm 10.3), used
         where the hessian is zero or a poor guide (absolute, quantile, Huber).
       leaf_refit: ``None``, ``"quantile"`` (weighted alpha-quantile of residuals per leaf; alpha
@@ -203,6 +191,10 @@ class Loss:
         (:func:`jboost.objectives.hessian_diagonal`).
       max_group: the largest query group's size (static; set from the labels by ``fit``).
       n_probes: the probes of ``hessian_diag="hutchinson"``.
+
+    Raises:
+      ValueError: ``task``, ``hessian``, ``leaf_refit`` or (for a batch objective)
+        ``hessian_diag`` is not one of its values, or ``n_outputs`` / ``label_columns`` is below 1.
     """
 
     fn: Callable
@@ -259,13 +251,40 @@ class Loss:
         )
 
     def __call__(self, y, raw):
-        """Per-sample loss with this loss's parameters."""
+        """The per-sample loss with this loss's parameters.
+
+        Args:
+          y: one sample's label.
+          raw: its raw score (a scalar, or ``(K,)``).
+
+        Returns:
+          ``fn(y, raw, **params)``.
+        """
         return self.fn(y, raw, **self.params)
 
     def replace(self, **changes) -> "Loss":
+        """A copy with the given fields replaced (``dataclasses.replace``).
+
+        Args:
+          **changes: field names and their new values.
+
+        Returns:
+          A new :class:`Loss` (its checks run again).
+
+        Raises:
+          ValueError: as the constructor.
+        """
         return dataclasses.replace(self, **changes)
 
     def with_params(self, **params) -> "Loss":
+        """A copy with these parameters set (the others kept).
+
+        Args:
+          **params: parameter names and values (numbers, arrays or tracers).
+
+        Returns:
+          A new :class:`Loss`.
+        """
         return dataclasses.replace(self, params={**self.params, **params})
 
 
@@ -279,8 +298,18 @@ jax.tree_util.register_dataclass(
 
 
 def vector_fn(loss: Loss):
-    """``(y, raw (K,), params) -> scalar``: the loss with its raw argument always a vector (a
-    :attr:`Loss.per_column` loss: its scalar function summed over the columns)."""
+    """The loss with its raw argument always a vector.
+
+    Args:
+      loss: a per-sample loss (a :attr:`Loss.per_column` loss: its scalar function summed over
+        the columns).
+
+    Returns:
+      ``f(y, raw (K,), params) -> scalar``.
+
+    Raises:
+      TypeError: ``loss`` is a batch objective (it has no per-sample value).
+    """
     if loss.batch:
         raise TypeError(f"loss {loss.name!r} is a batch objective (a function of every row): it "
                         "has no per-sample value.")
@@ -293,13 +322,33 @@ def vector_fn(loss: Loss):
 
 
 def per_sample_losses(loss: Loss, y, raw):
-    """Loss of every sample: ``y (n,)`` (or ``(n, C)``), ``raw (n, K)`` -> ``(n,)``."""
+    """The loss of every sample.
+
+    Args:
+      loss: a per-sample loss.
+      y: ``(n,)`` labels (``(n, C)`` vector labels).
+      raw: ``(n, K)`` raw scores.
+
+    Returns:
+      ``(n,)`` losses.
+
+    Raises:
+      TypeError: ``loss`` is a batch objective.
+    """
     f = vector_fn(loss)
     return jax.vmap(f, in_axes=(0, 0, None))(y, raw, loss.params)
 
 
 def batch_raw(loss: Loss, raw):
-    """A batch objective's raw argument: ``(n,)`` for one output, else ``(n, K)``."""
+    """A batch objective's raw argument.
+
+    Args:
+      loss: the batch objective.
+      raw: ``(n, K)`` raw scores.
+
+    Returns:
+      ``(n,)`` for one output, else ``raw``.
+    """
     return raw[:, 0] if loss.n_outputs == 1 else raw
 
 
@@ -312,8 +361,21 @@ def _takes_max_group(fn) -> bool:
 
 
 def batch_value(loss: Loss, y, raw, w, params=None):
-    """A batch objective's ``fn(y, raw, w, **params)`` with ``raw`` as :func:`batch_raw` gives it;
-    a function with a ``max_group`` parameter also gets the static :attr:`Loss.max_group`."""
+    """A batch objective's value ``fn(y, raw, w, **params)``.
+
+    ``raw`` is passed as :func:`batch_raw` gives it; a function with a ``max_group`` parameter
+    also gets the static :attr:`Loss.max_group`.
+
+    Args:
+      loss: the batch objective.
+      y: ``(n, C)`` structured labels.
+      raw: ``(n, K)`` raw scores.
+      w: ``(n,)`` row weights.
+      params: the parameters to use; ``None``: ``loss.params``.
+
+    Returns:
+      The weighted sum, a scalar.
+    """
     params = loss.params if params is None else params
     extra = ({"max_group": int(loss.max_group)}
              if loss.max_group is not None and _takes_max_group(loss.fn) else {})
@@ -321,32 +383,71 @@ def batch_value(loss: Loss, y, raw, w, params=None):
 
 
 def total_loss(loss: Loss, y, raw, w):
-    """The weighted sum of the loss over the rows ``y``, ``raw (n, K)``, ``w (n,)``: a batch
-    objective's ``fn(y, raw, w)``, else ``sum_i w_i loss(y_i, raw_i)``."""
+    """The weighted sum of the loss over the rows.
+
+    Args:
+      loss: a per-sample loss or a batch objective.
+      y: ``(n,)`` or ``(n, C)`` labels.
+      raw: ``(n, K)`` raw scores.
+      w: ``(n,)`` row weights.
+
+    Returns:
+      A batch objective's ``fn(y, raw, w)``, else ``sum_i w_i loss(y_i, raw_i)``: a scalar.
+    """
     if loss.batch:
         return jnp.asarray(batch_value(loss, y, raw, w), jnp.float32)
     return jnp.sum(w * per_sample_losses(loss, y, raw))
 
 
 def column_loss(loss: Loss) -> Loss:
-    """The scalar loss of one column of a :attr:`Loss.per_column` loss (one output)."""
+    """The scalar loss of one column of a :attr:`Loss.per_column` loss.
+
+    Args:
+      loss: a per-column loss.
+
+    Returns:
+      The same loss with one output and scalar labels.
+    """
     return loss.replace(per_column=False, label_columns=None, n_outputs=1)
 
 
 def columnwise(loss: Loss, n_columns: int) -> Loss:
-    """``loss`` (a loss of a scalar label) applied to each of ``n_columns`` label columns and
-    summed: multi-target regression (``squared_error`` per column) or multi-label
-    classification (``binomial_deviance`` per column, ``task="binary"``); one output per column."""
+    """A loss of a scalar label applied to each of ``n_columns`` label columns and summed.
+
+    Multi-target regression (``squared_error`` per column) or multi-label classification
+    (``binomial_deviance`` per column, ``task="binary"``).
+
+    Args:
+      loss: a loss of a scalar label and one output.
+      n_columns: the number of label columns ``C``.
+
+    Returns:
+      A :attr:`Loss.per_column` loss with ``C`` outputs.
+    """
     return loss.replace(per_column=True, label_columns=int(n_columns), n_outputs=int(n_columns))
 
 
 def keeps_columns(loss: Loss) -> bool:
-    """Whether predictions keep the label columns ``(n, C)`` (a per-sample loss of vector labels)."""
+    """Whether predictions keep the label columns ``(n, C)``.
+
+    Args:
+      loss: a loss.
+
+    Returns:
+      ``True`` for a per-sample loss of vector labels.
+    """
     return loss.label_columns is not None and not loss.batch
 
 
 def as_predicted(raw, loss):
-    """Raw scores ``(..., K)`` as :func:`jboost.predict` returns them: ``(...,)`` for one output,
-    unless ``loss`` (a :class:`Loss`, or ``None`` for models without one) keeps label columns."""
+    """Raw scores as :func:`jboost.predict` returns them.
+
+    Args:
+      raw: ``(..., K)`` raw scores.
+      loss: a :class:`Loss`, or ``None`` for models without one.
+
+    Returns:
+      ``(...,)`` for one output (unless ``loss`` keeps label columns), else ``raw``.
+    """
     keeps = isinstance(loss, Loss) and keeps_columns(loss)
     return raw[..., 0] if raw.shape[-1] == 1 and not keeps else raw

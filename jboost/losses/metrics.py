@@ -24,10 +24,24 @@ from jboost.losses import metrics as metrics_lib
 
 def check_metric(metric, loss: loss_lib.Loss, greater_is_better: bool = False,
                  name: str = "metric") -> bool:
-    """Check ``metric`` (``None``: the loss; a name of :data:`jboost.losses.metrics.METRICS`; a function
-    ``metric(y, raw, w)``) against ``loss``; returns whether greater is better (only a custom
-    metric may say so: the loss and the named metrics are minimised). ``name``: the argument's
-    name in messages (``metric`` of sweeps, ``eval_metric`` of fit)."""
+    """Check a ``metric=``/``eval_metric=`` argument against ``loss``.
+
+    Args:
+      metric: ``None`` (the loss), a name of :data:`METRICS`, or a hashable function
+        ``metric(y, raw, w) -> scalar``.
+      loss: the fit's :class:`jboost.Loss`.
+      greater_is_better: whether a custom metric is maximised.
+      name: the argument's name in messages (``metric`` of sweeps, ``eval_metric`` of fit).
+
+    Returns:
+      Whether greater is better (only a custom metric may say so: the loss and the named
+      metrics are minimised).
+
+    Raises:
+      ValueError: an unknown name, ``"error_rate"`` with a loss that is not a classification
+        loss, or a named metric with a batch objective.
+      TypeError: a custom metric that is not hashable.
+    """
     if metric is not None and not callable(metric):
         if metric not in metrics_lib.METRICS:
             raise ValueError(f"{name}={metric!r} must be None, one of {sorted(metrics_lib.METRICS)} or a function "
@@ -57,19 +71,49 @@ def _weighted_mean(values, w):
 
 
 def error_rate(y, raw, w, loss):
-    """Weighted misclassification rate of the argmax of ``loss.link(raw)`` (classification)."""
+    """Weighted misclassification rate of the argmax of ``loss.link(raw)`` (classification).
+
+    Args:
+      y: ``(n,)`` class labels (``(n, C)`` multi-label: the Hamming loss).
+      raw: raw scores as :func:`jboost.predict` returns them.
+      w: ``(n,)`` weights.
+      loss: the model's loss.
+
+    Returns:
+      A float32 scalar (NaN when the weights sum to 0).
+    """
     proba = loss.link(raw, **loss.params)
     return _weighted_mean((jnp.argmax(proba, axis=-1) != y.astype(jnp.int32)).astype(jnp.float32), w)
 
 
 def squared_error(y, raw, w, loss):
-    """Weighted mean squared error of ``loss.link(raw)`` (regression and counts)."""
+    """Weighted mean squared error of ``loss.link(raw)`` (regression and counts).
+
+    Args:
+      y: ``(n,)`` or ``(n, C)`` labels.
+      raw: raw scores as :func:`jboost.predict` returns them.
+      w: ``(n,)`` weights.
+      loss: the model's loss.
+
+    Returns:
+      A float32 scalar (NaN when the weights sum to 0).
+    """
     pred = loss.link(raw, **loss.params)
     return _weighted_mean((y - pred) ** 2, w)
 
 
 def absolute_error(y, raw, w, loss):
-    """Weighted mean absolute error of ``loss.link(raw)`` (regression and counts)."""
+    """Weighted mean absolute error of ``loss.link(raw)`` (regression and counts).
+
+    Args:
+      y: ``(n,)`` or ``(n, C)`` labels.
+      raw: raw scores as :func:`jboost.predict` returns them.
+      w: ``(n,)`` weights.
+      loss: the model's loss.
+
+    Returns:
+      A float32 scalar (NaN when the weights sum to 0).
+    """
     pred = loss.link(raw, **loss.params)
     return _weighted_mean(jnp.abs(y - pred), w)
 
@@ -78,7 +122,14 @@ METRICS = {"error_rate": error_rate, "mse": squared_error, "mae": absolute_error
 
 
 def metric_name(metric: Metric) -> str:
-    """``"loss"`` for the default, the name of a named or custom metric otherwise."""
+    """The name a metric is reported under.
+
+    Args:
+      metric: ``None``, a name, or a function.
+
+    Returns:
+      ``"loss"`` for ``None``, the name of a named metric, a function's ``__name__``.
+    """
     if metric is None:
         return "loss"
     if isinstance(metric, str):
@@ -87,7 +138,18 @@ def metric_name(metric: Metric) -> str:
 
 
 def evaluate(metric: Metric, loss: loss_lib.Loss, y, raw, w):
-    """``metric`` (not ``None``) of raw scores ``(n, K)``, seen as :func:`jboost.predict` returns them."""
+    """A metric of raw scores, seen as :func:`jboost.predict` returns them.
+
+    Args:
+      metric: a name of :data:`METRICS` or a function ``metric(y, raw, w)`` (not ``None``).
+      loss: the model's loss.
+      y: labels.
+      raw: ``(n, K)`` raw scores.
+      w: ``(n,)`` weights.
+
+    Returns:
+      A float32 scalar.
+    """
     if isinstance(metric, str):
         return METRICS[metric](y, loss_lib.as_predicted(raw, loss), w, loss)
     return jnp.asarray(metric(y, loss_lib.as_predicted(raw, loss), w), jnp.float32)
@@ -101,7 +163,16 @@ def evaluate(metric: Metric, loss: loss_lib.Loss, y, raw, w):
 def concordance_index(y, risk) -> float:
     """Harrell's concordance index of risk scores (higher: earlier event) on survival labels
     ``y = (time, event)``: the fraction of comparable pairs (the earlier time an event) ordered
-    correctly, ties in risk counting one half (as ``sksurv.metrics.concordance_index_censored``)."""
+    correctly, ties in risk counting one half (Harrell et al. 1982; as
+    ``sksurv.metrics.concordance_index_censored``).
+
+    Args:
+      y: ``(n, 2)`` survival labels ``(time, event)``.
+      risk: ``(n,)`` risk scores.
+
+    Returns:
+      The index in ``[0, 1]`` (0.5: random ordering).
+    """
     y, risk = np.asarray(y, np.float64), np.asarray(risk, np.float64).reshape(-1)
     t, d = y[:, 0], y[:, 1] > 0
     comparable = d[:, None] & (t[:, None] < t[None, :])
@@ -111,7 +182,16 @@ def concordance_index(y, risk) -> float:
 
 def ndcg(y, scores, k: Optional[int] = 10) -> float:
     """Mean NDCG@k over the queries with a relevant row (gains ``2^rel - 1``, discounts
-    ``1/log2(1 + rank)``; ties in score broken by row order), ``y = (relevance, query id)``."""
+    ``1/log2(1 + rank)``; ties in score broken by row order; Järvelin and Kekäläinen 2002).
+
+    Args:
+      y: ``(n, 2)`` labels ``(relevance, query id)``, query ids contiguous.
+      scores: ``(n,)`` ranking scores.
+      k: the cut-off; ``None``: every row of a query.
+
+    Returns:
+      The mean NDCG@k, or NaN when no query has a relevant row.
+    """
     y, scores = np.asarray(y, np.float64), np.asarray(scores, np.float64).reshape(-1)
     starts = checks.query_starts(y[:, 1])
     ends = np.r_[starts[1:], len(y)]

@@ -1,39 +1,17 @@
-"""Objectives that are not sums over rows: Cox's partial likelihood, listwise ranking, and any loss written as one function of the whole batch.
+"""Objectives that are not sums over rows: Cox's partial likelihood, listwise ranking, and any
+loss written as one function of the whole batch.
 
 A batch objective is a :class:`jboost.Loss` with ``batch=True`` whose ``fn(y, raw, w, **params)``
-is ONE scalar function of every row: ``y (n, C)`` the structured labels, ``raw (n,)`` the raw
-scores (``(n, K)`` for several outputs), ``w (n,)`` the row weights, which the function applies
-itself (as frequency weights: a row of weight 2 counts as two copies); it returns the weighted
-sum, and the fit reports ``fn / sum(w)``. Boosting takes its gradient with ``jax.grad`` and its
-Newton curvature from the diagonal of its hessian (:func:`jboost.losses.derivatives.batch_grad_hess`):
-
-* exactly by colouring where the hessian is block-diagonal over query groups (ranking):
-  ``max_group`` Hessian-vector products, one per position in a group, probing every group at
-  once;
-* exactly by an autodiff route where the loss's structure gives one (Cox: below);
-* exactly by one product per row (``hessian_diag="exact"``: ``n`` products, small ``n``), or by
-  Hutchinson's estimator (``"hutchinson"``: Rademacher probes from the round's key; Bekas,
-  Kokiopoulou and Saad 2007), for a loss the user writes.
-
-**Label conventions** (checked by :func:`jboost.losses.check_labels` before anything runs):
-
-* survival: ``y = (time, event)``, ``(n, 2)``: times ``> 0``, events 1 (observed) or 0
-  (right-censored);
-* ranking: ``y = (relevance, query id)``, ``(n, 2)``: graded relevance ``>= 0`` (the gain of a
-  document is ``2^rel - 1``), query ids whose rows are contiguous (sort by query id first; the
-  error says how).
-
-**What cannot work, and says so**: a batch objective couples its rows, so its rows must be on
-one device (``devices=`` is refused), and the entry points that take a label per row (sweeps,
-forests, bagging, stacking, ECOC, the classical algorithms) refuse its 2-D labels; ``jax.vmap``
-of :func:`jboost.fit` over continuous settings works (one program). Row subsampling
-(``subsample < 1``) masks rows of the gradient computed on the whole batch, as XGBoost does
-(the loss is not recomputed on the sample, so a subsample never splits a query group or a risk
-set); predictions are raw scores: Cox log relative risks (higher: earlier events), ranking scores.
+is ONE scalar function of every row (``y (n, C)`` structured labels, ``raw (n,)`` or ``(n, K)``,
+``w (n,)`` weights it applies itself) returning the weighted sum. Boosting takes its gradient
+with ``jax.grad`` and its Newton curvature from the diagonal of its hessian
+(:func:`jboost.losses.derivatives.batch_grad_hess`).
 
 References: Cox (1972), Breslow (1974) and Efron (1977) for the partial likelihood and its ties;
 Cao et al. (2007, ListNet) for the listwise softmax cross entropy; Burges (2010, "From RankNet to
-LambdaRank to LambdaMART") for the NDCG-weighted pairwise surrogate.
+LambdaRank to LambdaMART") for the NDCG-weighted pairwise surrogate; Järvelin and Kekäläinen
+(2002) for the gains. Label conventions, the hessian diagonals and what batch objectives cannot
+do are described in ``docs/objectives.md``.
 """
 
 from __future__ import annotations
@@ -47,8 +25,15 @@ from jboost.losses import loss
 
 
 def runs(v):
-    """``(run (n,), position (n,))`` int32, traced: each entry's run of equal consecutive values
-    of ``v`` ``(n,)`` (0, 1, ...: a query group, a block of tied times) and its position in it."""
+    """Runs of equal consecutive values: query groups, blocks of tied times.
+
+    Args:
+      v: ``(n,)`` values.
+
+    Returns:
+      ``(run, position)``, each ``(n,)`` int32 (traced): each entry's run (0, 1, ...) and its
+      position in it.
+    """
     n = v.shape[0]
     new = jnp.concatenate([jnp.ones((1,), bool), v[1:] != v[:-1]])
     idx = jnp.arange(n, dtype=jnp.int32)
@@ -56,8 +41,18 @@ def runs(v):
 
 
 def zero_baseline(y, w, n_outputs, **params):
-    """A baseline of 0: the objective is invariant to a constant shift of the raw scores (Cox's
-    partial likelihood, losses within query groups)."""
+    """A baseline of 0, for objectives invariant to a constant shift of the raw scores (Cox's
+    partial likelihood, losses within query groups).
+
+    Args:
+      y: labels (unused).
+      w: weights (unused).
+      n_outputs: ``K``.
+      **params: the loss's parameters (unused).
+
+    Returns:
+      ``(K,)`` float32 zeros.
+    """
     return jnp.zeros((n_outputs,), jnp.float32)
 
 
@@ -119,25 +114,61 @@ def _cox_terms(f, y, w, efron: bool):
 
 def cox_breslow_fn(y, f, w):
     """Cox's negative log partial likelihood, ties as Breslow (1974): ``sum_i w_i d_i (log
-    sum_{t_k >= t_i} w_k exp(f_k) - f_i)``; ``y = (time, event)``."""
+    sum_{t_k >= t_i} w_k exp(f_k) - f_i)``.
+
+    Args:
+      y: ``(n, 2)`` labels ``(time, event)``.
+      f: ``(n,)`` raw scores (log relative risks).
+      w: ``(n,)`` row weights.
+
+    Returns:
+      The weighted negative log partial likelihood, a scalar.
+    """
     linear, lse, _ = _cox_terms(f, y, w, efron=False)
     return lse - linear
 
 
 def cox_efron_fn(y, f, w):
     """Cox's negative log partial likelihood, ties as Efron (1977); equal to Breslow's when no
-    two events share a time."""
+    two events share a time.
+
+    Args:
+      y: ``(n, 2)`` labels ``(time, event)``.
+      f: ``(n,)`` raw scores (log relative risks).
+      w: ``(n,)`` row weights.
+
+    Returns:
+      The weighted negative log partial likelihood, a scalar.
+    """
     linear, lse, _ = _cox_terms(f, y, w, efron=True)
     return lse - linear
 
 
 def cox_breslow_diag(y, f, w):
-    """The exact hessian diagonal of :func:`cox_breslow_fn` by autodiff (:func:`_cox_terms`)."""
+    """The exact hessian diagonal of :func:`cox_breslow_fn`, by autodiff of one more scalar.
+
+    Args:
+      y: ``(n, 2)`` labels ``(time, event)``.
+      f: ``(n,)`` raw scores.
+      w: ``(n,)`` row weights.
+
+    Returns:
+      ``(n,)`` the hessian's diagonal.
+    """
     return jax.grad(lambda g: (lambda _, lse, q: lse - q)(*_cox_terms(g, y, w, efron=False)))(f)
 
 
 def cox_efron_diag(y, f, w):
-    """The exact hessian diagonal of :func:`cox_efron_fn` by autodiff (:func:`_cox_terms`)."""
+    """The exact hessian diagonal of :func:`cox_efron_fn`, by autodiff of one more scalar.
+
+    Args:
+      y: ``(n, 2)`` labels ``(time, event)``.
+      f: ``(n,)`` raw scores.
+      w: ``(n,)`` row weights.
+
+    Returns:
+      ``(n,)`` the hessian's diagonal.
+    """
     return jax.grad(lambda g: (lambda _, lse, q: lse - q)(*_cox_terms(g, y, w, efron=True)))(f)
 
 
@@ -146,9 +177,18 @@ def cox(ties: str = "efron") -> loss.Loss:
     negative log partial likelihood, ties as ``"breslow"`` or ``"efron"`` (the default, as R's
     ``coxph``, lifelines and scikit-survival). Labels ``y = (time, event)``, ``(n, 2)``.
 
-    Its Newton curvature is the hessian's exact diagonal by an autodiff route (:func:`_cox_terms`:
-    one more gradient, ``O(n log n)`` like the loss; no estimator, no variance). Predictions are
-    log relative risks (higher: shorter survival; the baseline hazard is not estimated).
+    Its Newton curvature is the hessian's exact diagonal by an autodiff route (one more
+    gradient, ``O(n log n)`` like the loss; no estimator, no variance). Predictions are log
+    relative risks (higher: shorter survival; the baseline hazard is not estimated).
+
+    Args:
+      ties: ``"efron"`` or ``"breslow"``.
+
+    Returns:
+      A batch :class:`jboost.Loss` of task ``"survival"``.
+
+    Raises:
+      ValueError: ``ties`` is neither.
     """
     if ties not in ("breslow", "efron"):
         raise ValueError(f"ties={ties!r} must be 'breslow' or 'efron'.")
@@ -164,7 +204,14 @@ def cox(ties: str = "efron") -> loss.Loss:
 
 
 def gains(rel):
-    """The gain ``2^rel - 1`` of a relevance grade (Järvelin and Kekäläinen 2002)."""
+    """The gain ``2^rel - 1`` of a relevance grade (Järvelin and Kekäläinen 2002).
+
+    Args:
+      rel: relevance grades ``>= 0`` (any shape).
+
+    Returns:
+      The gains, shaped like ``rel``.
+    """
     return jnp.exp2(rel) - 1.0
 
 
@@ -172,7 +219,16 @@ def softmax_cross_entropy_fn(y, f, w):
     """Listwise softmax cross entropy (ListNet's top-one probabilities, Cao et al. 2007): per
     query, ``-sum_i t_i log softmax(f)_i`` with targets ``t_i`` proportional to the gains
     ``w_i (2^rel_i - 1)``; the softmax is over the query's rows, weighted as copies (``w``); a
-    query without a relevant row adds nothing. ``y = (relevance, query id)``."""
+    query without a relevant row adds nothing.
+
+    Args:
+      y: ``(n, 2)`` labels ``(relevance, query id)``.
+      f: ``(n,)`` raw scores.
+      w: ``(n,)`` row weights.
+
+    Returns:
+      The weighted loss summed over the queries, a scalar.
+    """
     n = f.shape[0]
     if n == 0:  # no rows: an empty sum
         return jnp.sum(f)
@@ -207,7 +263,18 @@ def lambdarank_fn(y, f, w, sigma=1.0, max_group: int = 1):
     """A LambdaRank-style NDCG surrogate (Burges 2010): per query, over the pairs ``(i, j)`` with
     ``rel_i > rel_j``, ``|dNDCG_ij| log(1 + exp(-sigma (f_i - f_j)))`` weighted ``w_i w_j``, where
     ``|dNDCG_ij|`` (held constant: its gradient is not taken) is the change of the query's NDCG
-    if ``i`` and ``j`` swapped their current ranks. Its gradient is LambdaRank's lambda."""
+    if ``i`` and ``j`` swapped their current ranks. Its gradient is LambdaRank's lambda.
+
+    Args:
+      y: ``(n, 2)`` labels ``(relevance, query id)``.
+      f: ``(n,)`` raw scores.
+      w: ``(n,)`` row weights.
+      sigma: the logistic scale of the pairwise term.
+      max_group: the largest query group's size (static).
+
+    Returns:
+      The weighted surrogate summed over the queries, a scalar.
+    """
     rel = y[:, 0]
     n = f.shape[0]
     if n == 0:  # no rows: an empty sum
@@ -233,7 +300,18 @@ def ranking(kind: str = "softmax", sigma: float = 1.0) -> loss.Loss:
     contiguous): ``"softmax"`` (:func:`softmax_cross_entropy_fn`) or ``"lambdarank"``
     (:func:`lambdarank_fn`, an NDCG surrogate; ``sigma`` its logistic scale, traced). The
     hessian is block-diagonal over the queries: its exact diagonal costs ``max_group``
-    Hessian-vector products (``hessian_diag="groups"``)."""
+    Hessian-vector products (``hessian_diag="groups"``).
+
+    Args:
+      kind: ``"softmax"`` (ListNet, Cao et al. 2007) or ``"lambdarank"`` (Burges 2010).
+      sigma: the logistic scale of ``"lambdarank"`` (traced, ``> 0``).
+
+    Returns:
+      A batch :class:`jboost.Loss` of task ``"ranking"``.
+
+    Raises:
+      ValueError: ``kind`` is neither.
+    """
     if kind == "softmax":
         return loss.Loss(softmax_cross_entropy_fn, name="ranking_softmax", task="ranking",
                                baseline=zero_baseline, hessian="autodiff", batch=True,
@@ -254,17 +332,30 @@ def ranking(kind: str = "softmax", sigma: float = 1.0) -> loss.Loss:
 def batch_loss(fn: Callable, *, params: Optional[dict] = None, name: Optional[str] = None,
                task: str = "regression", n_outputs: int = 1, hessian_diag: Any = None,
                n_probes: int = 32, baseline: Optional[Callable] = None) -> loss.Loss:
-    """A loss the user writes as one function of the batch, ``fn(y, raw, w, **params) ->
-    scalar`` (the weighted sum; see the module docstring): jboost differentiates it.
+    """A loss the user writes as one function of the batch; jboost differentiates it.
 
-    ``hessian_diag``: ``None`` (the default) is ``"groups"`` for ``task="ranking"`` (``y[:, 1]``
-    query ids: exact with ``max_group`` products; ``fn`` may take the static ``max_group=``
-    keyword) and ``"exact"`` otherwise (one Hessian-vector product per row: exact, ``n`` gradients
-    per round); ``"hutchinson"`` for large ``n`` (``n_probes`` Rademacher probes from the
-    round's key: unbiased, entry ``i``'s variance ``sum_{j != i} H_ij^2 / n_probes``, negative
-    estimates floored at 0); or a function ``diag(y, raw, w, **params)``. ``baseline``:
-    ``baseline(y, w, n_outputs, **params) -> (K,)``; ``None``: the optimal constant found
-    numerically (L-BFGS).
+    Args:
+      fn: ``fn(y, raw, w, **params) -> scalar``, the weighted SUM over the rows (``y (n, C)``,
+        ``raw (n,)`` for one output or ``(n, K)``, ``w (n,)``; ``docs/objectives.md``).
+      params: its continuous parameters (traced, vmappable).
+      name: the loss's name; ``None``: ``fn.__name__``.
+      task: the task (:data:`jboost.losses.TASKS`).
+      n_outputs: ``K``.
+      hessian_diag: ``None`` (the default) is ``"groups"`` for ``task="ranking"`` (``y[:, 1]``
+        query ids: exact with ``max_group`` products; ``fn`` may take the static ``max_group=``
+        keyword) and ``"exact"`` otherwise (one Hessian-vector product per row: exact, ``n``
+        gradients per round); ``"hutchinson"`` for large ``n`` (``n_probes`` Rademacher probes
+        from the round's key: unbiased, negative estimates floored at 0; Bekas, Kokiopoulou and
+        Saad 2007); or a function ``diag(y, raw, w, **params)``.
+      n_probes: the probes of ``"hutchinson"``.
+      baseline: ``baseline(y, w, n_outputs, **params) -> (K,)``; ``None``: the optimal constant
+        found numerically (L-BFGS).
+
+    Returns:
+      A batch :class:`jboost.Loss`.
+
+    Raises:
+      ValueError: ``hessian_diag`` is not one of its values, or ``n_outputs`` is below 1.
     """
     if hessian_diag is None:
         hessian_diag = "groups" if task == "ranking" else "exact"

@@ -1,4 +1,12 @@
-"""Per-sample losses ``loss(y, raw) -> scalar``: the built-in losses, their constructors and their names."""
+"""Per-sample losses ``loss(y, raw) -> scalar``: the built-in losses, their constructors and their
+names.
+
+The losses of Friedman (2001, "Greedy Function Approximation: A Gradient Boosting Machine") and
+ESL (Hastie, Tibshirani and Friedman 2009, "The Elements of Statistical Learning", Table 10.2):
+squared, absolute, Huber and quantile error, the binomial and multinomial deviances, AdaBoost's
+exponential loss (Friedman, Hastie and Tibshirani 2000) and its K-class SAMME form (Zhu, Zou,
+Rosset and Hastie 2009), and the Poisson deviance.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +26,14 @@ def _logit_deviance_fn(y, f):
 
 
 def logit_deviance() -> loss_lib.Loss:
-    """The loss two-class LogitBoost minimises, on FHT's half-log-odds scale ``F``."""
+    """The loss two-class LogitBoost minimises, on the half-log-odds scale ``F``.
+
+    Friedman, Hastie and Tibshirani (2000), "Additive Logistic Regression: a Statistical View of
+    Boosting", eq. 21: ``log(1 + e^{2F}) - 2 y F``, labels 0/1.
+
+    Returns:
+      A binary :class:`jboost.Loss` with AdaBoost's link and the half-logit baseline.
+    """
     return loss_lib.Loss(_logit_deviance_fn, name="logit_deviance", task="binary",
                            link=links.adaboost_link, baseline=baselines.half_logit_baseline)
 
@@ -28,7 +43,17 @@ _EXP_CLIP = 30.0
 
 
 def safe_exp(z):
-    """``exp(z)`` for ``z <= 30``; beyond, the quadratic continuation (C2, finite, increasing)."""
+    """``exp(z)`` for ``z <= 30``; beyond, its second-order Taylor continuation.
+
+    The continuation is C2, finite and increasing, so values, gradients and hessians of
+    exponential losses stay finite at large margins.
+
+    Args:
+      z: an array.
+
+    Returns:
+      An array like ``z``.
+    """
     c = jnp.minimum(z, _EXP_CLIP)
     d = jnp.maximum(z - _EXP_CLIP, 0.0)
     return jnp.exp(c) * (1.0 + d + 0.5 * d * d)
@@ -40,48 +65,116 @@ def safe_exp(z):
 
 
 def squared_error_fn(y, f):
-    """Half squared error ``(y - f)^2 / 2`` (ESL Table 10.2)."""
+    """Half squared error ``(y - f)^2 / 2`` (ESL Table 10.2).
+
+    Args:
+      y: one sample's label.
+      f: its raw score.
+
+    Returns:
+      The loss, a scalar.
+    """
     return 0.5 * (y - f) ** 2
 
 
 def absolute_error_fn(y, f):
-    """Absolute error ``|y - f|`` (least absolute deviation)."""
+    """Absolute error ``|y - f|`` (least absolute deviation; ESL Table 10.2).
+
+    Args:
+      y: one sample's label.
+      f: its raw score.
+
+    Returns:
+      The loss, a scalar.
+    """
     return jnp.abs(y - f)
 
 
 def huber_fn(y, f, delta):
-    """Huber loss (ESL eq. 10.23): ``r^2/2`` for ``|r| <= delta``, else ``delta (|r| - delta/2)``."""
+    """Huber loss (ESL eq. 10.23): ``r^2/2`` for ``|r| <= delta``, else ``delta (|r| - delta/2)``.
+
+    Args:
+      y: one sample's label.
+      f: its raw score.
+      delta: the transition point, ``> 0``.
+
+    Returns:
+      The loss, a scalar.
+    """
     r = jnp.abs(y - f)
     delta = jnp.asarray(delta, r.dtype)
     return jnp.where(r <= delta, 0.5 * r * r, delta * (r - 0.5 * delta))
 
 
 def quantile_fn(y, f, alpha):
-    """Pinball loss at level ``alpha``: ``alpha * r`` if ``r >= 0`` else ``(alpha - 1) * r``."""
+    """Pinball loss at level ``alpha``: ``alpha * r`` if ``r >= 0`` else ``(alpha - 1) * r``.
+
+    ``r = y - f``; its minimiser is the ``alpha``-quantile (Koenker and Bassett 1978).
+
+    Args:
+      y: one sample's label.
+      f: its raw score.
+      alpha: the quantile level in ``(0, 1)``.
+
+    Returns:
+      The loss, a scalar.
+    """
     r = y - f
     alpha = jnp.asarray(alpha, r.dtype)
     return jnp.maximum(alpha * r, (alpha - 1.0) * r)
 
 
 def binomial_deviance_fn(y, f):
-    """Binomial deviance / log loss with ``p = sigmoid(f)``: ``log(1 + e^f) - y f``, y in {0,1}."""
+    """Binomial deviance / log loss with ``p = sigmoid(f)``: ``log(1 + e^f) - y f``.
+
+    Args:
+      y: one sample's label in ``{0, 1}``.
+      f: its raw score (log-odds).
+
+    Returns:
+      The loss, a scalar.
+    """
     return jax.nn.softplus(f) - y * f
 
 
 def exponential_fn(y, f):
-    """AdaBoost's exponential loss ``exp(-y' f)`` with ``y' = 2y - 1`` (ESL eq. 10.8)."""
+    """AdaBoost's exponential loss ``exp(-y' f)`` with ``y' = 2y - 1`` (ESL eq. 10.8).
+
+    Args:
+      y: one sample's label in ``{0, 1}``.
+      f: its raw score.
+
+    Returns:
+      The loss, a scalar.
+    """
     return safe_exp(-(2.0 * y - 1.0) * f)
 
 
 def multinomial_deviance_fn(y, f):
-    """Multinomial deviance ``logsumexp(f) - f[y]`` for integer label ``y`` (ESL eq. 10.22)."""
+    """Multinomial deviance ``logsumexp(f) - f[y]`` for an integer label ``y`` (ESL eq. 10.22).
+
+    Args:
+      y: one sample's label, a class in ``0 .. K-1``.
+      f: its raw scores ``(K,)``.
+
+    Returns:
+      The loss, a scalar.
+    """
     return jax.nn.logsumexp(f) - jnp.take(f, y.astype(jnp.int32))
 
 
 def samme_exponential_fn(y, f):
     """K-class exponential loss ``exp(-y.f / K)`` with ESL/SAMME coding.
 
-    ``y_k = 1`` for the true class and ``-1/(K-1)`` otherwise (Zhu, Zou, Rosset, Hastie 2009).
+    ``y_k = 1`` for the true class and ``-1/(K-1)`` otherwise (Zhu, Zou, Rosset, Hastie 2009,
+    "Multi-class AdaBoost").
+
+    Args:
+      y: one sample's label, a class in ``0 .. K-1``.
+      f: its raw scores ``(K,)``.
+
+    Returns:
+      The loss, a scalar.
     """
     k = f.shape[-1]
     code = jnp.where(jnp.arange(k, dtype=jnp.int32) == y.astype(jnp.int32), 1.0, -1.0 / (k - 1)).astype(f.dtype)
@@ -89,7 +182,15 @@ def samme_exponential_fn(y, f):
 
 
 def poisson_fn(y, f):
-    """Poisson deviance up to a constant, log link: ``exp(f) - y f``."""
+    """Poisson deviance up to a constant, log link: ``exp(f) - y f``.
+
+    Args:
+      y: one sample's label, a count ``>= 0``.
+      f: its raw score (log mean).
+
+    Returns:
+      The loss, a scalar.
+    """
     return safe_exp(f) - y * f
 
 
@@ -99,10 +200,22 @@ def poisson_fn(y, f):
 
 
 def squared_error() -> loss_lib.Loss:
+    """Least-squares regression (ESL Table 10.2): :func:`squared_error_fn`, identity link, the
+    weighted mean as baseline, Newton trees.
+
+    Returns:
+      A regression :class:`jboost.Loss`.
+    """
     return loss_lib.Loss(squared_error_fn, name="squared_error", baseline=baselines.mean_baseline, hessian="autodiff")
 
 
 def absolute_error() -> loss_lib.Loss:
+    """Least absolute deviation regression (Friedman 2001, Algorithm 3): least-squares trees on
+    the gradient's sign, leaves refitted to the weighted median of their residuals.
+
+    Returns:
+      A regression :class:`jboost.Loss`.
+    """
     return loss_lib.Loss(absolute_error_fn, name="absolute_error", baseline=baselines.median_baseline,
                 hessian="unit", leaf_refit="quantile")
 
@@ -116,6 +229,13 @@ def huber(delta=1.0, alpha=None) -> loss_lib.Loss:
 
     The baseline is the optimal constant (Huber's M-estimate of location) for a fixed delta, and
     the weighted median with the adaptive delta, as in Friedman (2001), Algorithm 4.
+
+    Args:
+      delta: the transition point, ``> 0`` (traced).
+      alpha: ``None``, or the quantile level in ``(0, 1)`` of the adaptive delta.
+
+    Returns:
+      A regression :class:`jboost.Loss` (least-squares trees, Huber leaf refit).
     """
     params = {"delta": delta}
     domains = {"delta": loss_lib.POSITIVE}
@@ -132,31 +252,77 @@ def _huber_adaptive_fn(y, f, delta, alpha):
 
 
 def quantile(alpha=0.5) -> loss_lib.Loss:
+    """Quantile regression by the pinball loss (Koenker and Bassett 1978; Friedman 2001):
+    least-squares trees on the gradient, leaves refitted to the weighted ``alpha``-quantile of
+    their residuals.
+
+    Args:
+      alpha: the quantile level in ``(0, 1)`` (traced).
+
+    Returns:
+      A regression :class:`jboost.Loss`.
+    """
     return loss_lib.Loss(quantile_fn, params={"alpha": alpha}, name="quantile", baseline=baselines.quantile_baseline,
                 hessian="unit", leaf_refit="quantile", domains={"alpha": loss_lib.PROBABILITY})
 
 
 def binomial_deviance() -> loss_lib.Loss:
+    """Logistic regression by the binomial deviance (ESL Table 10.2; Friedman 2001, Algorithm 5),
+    labels 0/1, sigmoid link, the log-odds of the positive frequency as baseline.
+
+    Returns:
+      A binary :class:`jboost.Loss`.
+    """
     return loss_lib.Loss(binomial_deviance_fn, name="binomial_deviance", task="binary",
                 link=links.sigmoid_link, baseline=baselines.logit_baseline, hessian="autodiff")
 
 
 def exponential() -> loss_lib.Loss:
+    """AdaBoost's exponential loss (Friedman, Hastie and Tibshirani 2000; ESL eq. 10.8), labels
+    0/1, probabilities ``1 / (1 + exp(-2f))``, the half log-odds as baseline.
+
+    Returns:
+      A binary :class:`jboost.Loss`.
+    """
     return loss_lib.Loss(exponential_fn, name="exponential", task="binary", link=links.adaboost_link,
                 baseline=baselines.half_logit_baseline, hessian="autodiff")
 
 
 def multinomial_deviance(n_classes=None) -> loss_lib.Loss:
+    """K-class logistic regression by the multinomial deviance (ESL eq. 10.22; Friedman 2001,
+    Algorithm 6), softmax link, centred log class frequencies as baseline.
+
+    Args:
+      n_classes: ``K``, or ``None`` (set from the labels at fit time).
+
+    Returns:
+      A multiclass :class:`jboost.Loss`.
+    """
     return loss_lib.Loss(multinomial_deviance_fn, name="multinomial_deviance", n_outputs=n_classes,
                 task="multiclass", link=links.softmax_link, baseline=baselines.log_freq_baseline, hessian="autodiff")
 
 
 def samme_exponential(n_classes=None) -> loss_lib.Loss:
+    """The K-class exponential loss of SAMME (Zhu, Zou, Rosset and Hastie 2009, "Multi-class
+    AdaBoost"), with its probabilities ``p_k ∝ exp(f_k / (K - 1))``.
+
+    Args:
+      n_classes: ``K``, or ``None`` (set from the labels at fit time).
+
+    Returns:
+      A multiclass :class:`jboost.Loss`.
+    """
     return loss_lib.Loss(samme_exponential_fn, name="samme_exponential", n_outputs=n_classes,
                 task="multiclass", link=links.samme_link, baseline=baselines.samme_baseline, hessian="autodiff")
 
 
 def poisson() -> loss_lib.Loss:
+    """Poisson regression of counts (the Poisson deviance with a log link), predictions
+    ``exp(f)``, the log of the weighted mean as baseline.
+
+    Returns:
+      A count :class:`jboost.Loss`.
+    """
     return loss_lib.Loss(poisson_fn, name="poisson", task="count", link=links.exp_link,
                 baseline=baselines.log_mean_baseline, hessian="autodiff")
 
@@ -169,7 +335,14 @@ BUILT_IN_FNS = frozenset({squared_error_fn, absolute_error_fn, huber_fn, _huber_
 
 
 def is_built_in(loss: loss_lib.Loss) -> bool:
-    """Whether ``loss`` computes one of jboost's built-in losses."""
+    """Whether ``loss`` computes one of jboost's built-in losses.
+
+    Args:
+      loss: a :class:`jboost.Loss`.
+
+    Returns:
+      ``True`` when its function is one of :data:`BUILT_IN_FNS`.
+    """
     return loss.fn in BUILT_IN_FNS
 
 
@@ -183,7 +356,14 @@ SHIFT_EQUIVARIANT_FNS = frozenset({squared_error_fn, absolute_error_fn, huber_fn
 def shifts_with_labels(loss: loss_lib.Loss) -> bool:
     """Whether ``loss(y + c, f + c) == loss(y, f)`` for every ``c`` (a built-in loss of the
     residual), so that a fit may subtract a label offset in float64 and add it back to the model's
-    raw scores (:func:`jboost.fitting.prepare.label_offset`)."""
+    raw scores (:func:`jboost.fitting.prepare.label_offset`).
+
+    Args:
+      loss: a :class:`jboost.Loss`.
+
+    Returns:
+      ``True`` when its function is one of :data:`SHIFT_EQUIVARIANT_FNS`.
+    """
     return loss.fn in SHIFT_EQUIVARIANT_FNS
 
 
@@ -203,7 +383,21 @@ _REGISTRY = {
 
 
 def get(loss, n_outputs: Optional[int] = None, task: Optional[str] = None) -> loss_lib.Loss:
-    """Resolve a loss given as a name, a :class:`Loss` or a plain function ``fn(y, raw)``."""
+    """Resolve a loss given as a name, a :class:`Loss` or a plain function ``fn(y, raw)``.
+
+    Args:
+      loss: a built-in loss's name (``"squared_error"``, ``"logistic"``, ...), a
+        :class:`jboost.Loss`, or a function ``fn(y, raw, **params) -> scalar`` of one sample.
+      n_outputs: ``K``; when given, the resolved loss has ``K`` outputs.
+      task: the task of a plain function (default ``"regression"``).
+
+    Returns:
+      A :class:`jboost.Loss`.
+
+    Raises:
+      ValueError: ``loss`` is a name that is not a built-in loss.
+      TypeError: ``loss`` is neither a name, a :class:`jboost.Loss` nor a function.
+    """
     if isinstance(loss, loss_lib.Loss):
         out = loss
     elif isinstance(loss, str):

@@ -1,4 +1,6 @@
-"""The purity rule of custom losses: PinnedFn pins the Python values a loss reads from globals and closure cells."""
+"""The purity rule of custom losses: PinnedFn pins the Python values a loss reads from globals
+and closure cells, so that ``jax.jit``'s cache (keyed on the static loss function) tells a
+changed value from an unchanged one; see ``docs/losses.md``."""
 
 from __future__ import annotations
 
@@ -35,6 +37,10 @@ class PinnedFn:
     fits would silently reuse the stale program. Two ``PinnedFn`` are equal only when they wrap
     the same function AND its values are equal, so a changed value compiles anew (the right
     answer) and an unchanged one reuses the program. Calls go to the wrapped function.
+
+    Args:
+      fn: the user's loss function.
+      values: the pinned values, ``((name, comparable value), ...)``.
     """
 
     __slots__ = ("fn", "values", "__weakref__")
@@ -126,7 +132,16 @@ def pin_globals(loss: loss_lib.Loss) -> loss_lib.Loss:
 
     Not detected: values read through attributes of objects or modules (``cfg.scale``), arrays
     larger than :data:`PIN_MAX_SIZE`, and callable objects; the purity rule of
-    :func:`resolve_loss` applies to them.
+    :func:`jboost.losses.checks.resolve_loss` applies to them.
+
+    Args:
+      loss: a resolved :class:`jboost.Loss`.
+
+    Returns:
+      ``loss``, or a copy whose ``fn`` is a :class:`PinnedFn`.
+
+    Warns:
+      UserWarning: a value the function reads changed since its last fit.
     """
     if not isinstance(loss.fn, PinnedFn) and per_sample.is_built_in(loss):
         return loss

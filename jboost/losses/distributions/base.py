@@ -1,98 +1,16 @@
-"""The Distribution type and what one row's distribution gives: its support and label check, the NLL on the support, quantiles (closed form or bisection), CRPS (closed form, count sum, Monte Carlo), a per-row key.
+"""The Distribution type and what one row's distribution gives: its support and label check,
+the NLL on the support, quantiles (closed form or bisection), the CRPS (closed form, count sum,
+Monte Carlo) and a per-row key.
 
-A :class:`Distribution` is a negative log-likelihood for ONE sample, written in a few lines of
-JAX on its raw parameters (the ``K`` raw scores of a row: e.g. Normal ``(loc, log scale)``),
-with the transforms that turn raw scores into the distribution's parameters (``exp`` for
-scales and rates), and what prediction needs around it: the mean, the CDF and quantiles (for
-intervals), draws, the Fisher information, the CRPS. :func:`loss` makes it a
-:class:`jboost.Loss` with ``K = n_outputs`` raw outputs, fitted by :func:`jboost.fit` like any
-loss (one tree with vector leaves per round, or ``per_output_trees=True``); the fitted model is
-an ordinary :class:`jboost.Booster` and every function of the model protocol applies
-(``jboost.predict`` gives the raw scores ``(n, K)``, ``jboost.predict_mean`` the distribution's
-mean). This module adds :func:`fit` (:func:`jboost.fit` with NGBoost's layout and a label
-check), :func:`predict_params`, :func:`predict_interval`, and the metrics :func:`nll` and
-:func:`crps`.
+A :class:`Distribution` is a negative log-likelihood for one sample, written in JAX on its ``K``
+raw parameters, with the transforms, moments, CDF, draws and (optionally) closed-form quantiles,
+Fisher information and CRPS that distributional boosting needs (NGBoost: Duan et al. 2020, "NGBoost:
+Natural Gradient Boosting for Probabilistic Prediction", ICML). :func:`jboost.distributions.loss`
+makes it a :class:`jboost.Loss` for :func:`jboost.fit`. The CRPS is Gneiting and Raftery's (2007,
+"Strictly Proper Scoring Rules, Prediction, and Estimation", JASA).
 
-The distributions (raw outputs in brackets; scales, rates, shapes and sizes are ``exp`` of
-theirs):
-
-* ``Normal`` ``(loc, log scale)``: closed-form Fisher information, CRPS, quantiles, MLE baseline.
-* ``LogNormal`` ``(mu, log sigma)`` of ``log y`` (``y > 0``): the same, CRPS of Baran and Lerch
-  (2015).
-* ``Poisson`` ``(log rate,)``, task ``"count"``: closed-form Fisher information.
-* ``NegativeBinomial`` ``(log mean, log size)``, task ``"count"``, ``var = mean + mean^2 /
-  size``: no closed-form Fisher information (Monte Carlo).
-* ``Gamma`` ``(log shape, log rate)`` (``y > 0``): closed-form Fisher information, CRPS of
-  Scheuerer and Moller (2015).
-* ``StudentT`` ``(loc, log scale)`` with ``df`` a traced loss parameter (default 3: not learned,
-  vmappable): closed-form Fisher information, CRPS for ``df > 1``.
-
-Count distributions' CRPS is the sum over the support; quantiles without a closed form are found
-by bisection on the CDF (:func:`quantile`); the MLE baseline without a closed form is L-BFGS on
-the NLL from the moments.
-
-**Natural gradient** (NGBoost: Duan, Avati, Ding, Thai, Basu, Ng and Schuler 2020, "NGBoost:
-Natural Gradient Boosting for Probabilistic Prediction", ICML; Amari 1998). With
-``loss(dist, natural_gradient=True)`` each tree is fitted to the natural gradient
-``F(theta)^{-1} g`` of every row, ``g`` the gradient of the NLL in the raw parameters ``theta``
-and ``F(theta) = E_y[g g^T] = -E_y[hess]`` the Fisher information of the distribution in the
-same parameterisation, by least squares (``hessian="unit"``, NGBoost's base learners): the step
-is invariant to how the distribution is parameterised. ``F`` is the distribution's closed form
-where one is known (Normal in ``(loc, log scale)``: ``diag(1 / scale^2, 2)``), else a
-Monte-Carlo estimate ``(1/M) sum_j g(y_j) g(y_j)^T`` from ``M = n_mc_samples`` draws ``y_j`` of
-the row's distribution (NGBoost's estimate, M = 100 by default), taken with a fixed key folded
-with the bits of the row's label and raw scores, so fits stay deterministic. It is carried to
-:func:`jboost.losses.derivatives.grad_hess` as the derivative of the loss (a ``jax.custom_jvp`` whose
-value is the NLL and whose first derivative is ``F^{-1} g``): the training and validation losses
-stay the NLL, nothing else in jboost changes. The second derivative of such a loss (used only by
-a Newton leaf refit, ``line_search=True``) is the derivative of ``F^{-1} g`` with ``F`` held
-fixed, ``F^{-1} H``, the identity in expectation: the per-leaf Newton iterations then solve
-``sum_i F_i^{-1} g_i = 0`` over the leaf (backtracking on the leaf's true NLL, so it never
-rises), a per-leaf version of NGBoost's line search on the scale of each round.
-
-Without ``natural_gradient`` the trees are Newton trees on the NLL (autodiff gradient and
-curvature, as every jboost loss). Their curvature is on the labels' scale (``1/sigma^2`` for the
-Normal's location), and so are ``l2`` and ``min_child_weight``: with labels of large spread
-(sigma ~ 60 on diabetes) the defaults leave few splits. Natural gradients with their unit
-curvature are free of that scale (``min_child_weight`` then counts rows).
-
-**Labels.** Counts (``Poisson``, ``NegativeBinomial``) must be non-negative integers, ``Gamma``
-and ``LogNormal`` labels positive. :func:`fit` checks them first (:func:`check_labels`: a
-``ValueError`` naming the labels and the fix); through :func:`jboost.fit` the NLL of a label
-outside the support is ``+inf`` (:func:`support_nll`, scipy's ``logpdf`` of ``-inf``), so the
-fit stops with a ``FloatingPointError`` instead of fitting a non-integer count silently.
-
-**The step of a round.** NGBoost scales each round's step by a line search on the training
-NLL (Duan et al. 2020, Algorithm 1; :func:`line_search_scale`: the largest power of two, up to
-512, whose whole step lowers it) before the learning rate. jboost's fits take the step as the
-trees give it, times the learning rate: on ``benchmarks/ngboost_bench.py``'s three sets NGBoost's
-mean scale was 1.19 (California, diabetes) and 1.46 (heteroscedastic), so its steps are 20-50%
-longer, which helped jboost's depth-6 trees on California (test NLL 0.578 against 0.636) and
-hurt on diabetes (6.01 against 5.80: faster overfitting of 354 rows). It is available as
-:data:`LINE_SEARCH`, an algorithm of the boosting scaffold (``jboost.fitting.settings.settings(...,
-algorithm=LINE_SEARCH)`` and :func:`jboost.engine.boosting.boost`; :func:`jboost.fit` takes no
-algorithm), not a default. Where NGBoost's test NLL was better (depth-3 oblivious trees on
-California: 0.792 against 0.671) the cause was the trees, not the step: an oblivious tree of
-depth 3 has 3 split rules where NGBoost's depth-3 CART has up to 7, and 500 rounds at learning
-rate 0.01 underfit it; jboost's default depth 6 fits it (0.636), and :func:`fit`'s leaves of at
-least 20 rows keep depth 6 from overfitting the scale on small sets (diabetes: 6.23 with leaves
-of 1 row, 5.80 with 20; NGBoost 5.94).
-
-Known limits. With a Monte-Carlo Fisher information a natural-gradient fit needs NGBoost's
-small learning rate (0.01): where a row's distribution has nearly all its mass at one value (a
-negative binomial whose size tends to 0), the ``M`` draws miss the rare values, the estimate is
-nearly singular and the natural gradient huge; the fit then stops with a ``FloatingPointError``
-(a negative binomial on 300 rows diverged at learning rate 0.05 and trained at 0.01).
-``line_search=True`` (vector-leaf trees) starts each leaf's search from the better of the
-tree's value and 0, so such a leaf falls back to 0 instead of raising its NLL.
-
-**Parameters.** A distribution's continuous parameters (Student-t ``df``) are loss parameters:
-traced, so ``jax.vmap`` over them is one compilation; ``loss(StudentT, df=5.0)`` sets one.
-
-**Saving.** A distributional model saves with :func:`jboost.save` like any model; its loss is
-code, so :func:`load` here (or ``jboost.load(path, loss=distributions.loss(Normal))``) reads it
-back: the file records the loss's name (``"normal"``, ``"normal_natural"``), from which
-:func:`load` rebuilds it.
+The concepts (families, natural gradient, labels, the step of a round, known limits, saving) are
+described in ``docs/distributions.md``.
 """
 
 from __future__ import annotations
@@ -143,6 +61,9 @@ class Distribution:
       support: ``"real"``, ``"positive"`` (``y > 0``) or ``"count"`` (``y = 0, 1, 2, ...``).
       defaults: ``((name, value), ...)`` the traced parameters and their default values.
       domains: ``((name, Interval), ...)`` their domains (checked as every loss parameter's).
+
+    Raises:
+      ValueError: ``support`` is not one of :data:`SUPPORTS`, or ``raw_names`` is empty.
     """
 
     name: str
@@ -171,10 +92,12 @@ class Distribution:
 
     @property
     def n_outputs(self) -> int:
+        """``K``, the number of raw outputs (one per name of :attr:`raw_names`)."""
         return len(self.raw_names)
 
     @property
     def task(self) -> str:
+        """The loss task: ``"count"`` for a count support, ``"regression"`` otherwise."""
         return "count" if self.support == "count" else "regression"
 
     def __repr__(self) -> str:
@@ -187,8 +110,18 @@ class Distribution:
 
 
 def row_key(y, raw):
-    """A fixed key folded with the bits of one row's label and first raw score: deterministic,
-    different across rows and rounds."""
+    """A fixed PRNG key folded with the bits of one row's label and first raw score.
+
+    Deterministic (a fit draws the same Monte-Carlo samples every time) and different across
+    rows and rounds.
+
+    Args:
+      y: the row's label (a scalar).
+      raw: the row's raw scores ``(K,)``.
+
+    Returns:
+      A ``jax.random.key``.
+    """
     bits = lambda v: lax.bitcast_convert_type(jnp.asarray(v, jnp.float32), jnp.uint32)
     return jax.random.fold_in(jax.random.fold_in(jax.random.key(0), bits(y)), bits(raw[0]))
 
@@ -202,9 +135,17 @@ SUPPORT_LABELS = {"real": "real numbers", "positive": "positive numbers (y > 0)"
 
 
 def in_support(dist: Distribution, y):
-    """``(inside, y_safe)``: whether the label ``y`` is in ``dist``'s support (``None`` for a
-    real support: every finite label) and ``y`` replaced by a label inside it where it is not
-    (so the NLL and its gradient stay finite in the branch ``jnp.where`` discards)."""
+    """Whether labels are in ``dist``'s support, and labels safe to evaluate the NLL at.
+
+    Args:
+      dist: the distribution.
+      y: labels (any shape).
+
+    Returns:
+      ``(inside, y_safe)``: ``inside`` a bool array like ``y`` (``None`` for a real support:
+      every finite label is inside), and ``y`` replaced by a label inside the support where it is
+      not, so the NLL and its gradient stay finite in the branch ``jnp.where`` discards.
+    """
     if dist.support == "real":
         return None, y
     if dist.support == "positive":
@@ -215,11 +156,23 @@ def in_support(dist: Distribution, y):
 
 
 def check_labels(dist: Distribution, y, name: str = "y") -> None:
-    """Raise ``ValueError`` naming ``name`` when labels are outside ``dist``'s support: counts
-    (``Poisson``, ``NegativeBinomial``) must be non-negative integers, ``Gamma`` and
-    ``LogNormal`` labels positive. (Their NLL is ``+inf`` there: :func:`support_nll`.)"""
+    """Check that labels are inside ``dist``'s support, on the host.
+
+    Counts (``Poisson``, ``NegativeBinomial``) must be non-negative integers, ``Gamma`` and
+    ``LogNormal`` labels positive (their NLL is ``+inf`` outside: :func:`support_nll`). Labels
+    that are not numbers are left to every entry point's own label check.
+
+    Args:
+      dist: the distribution.
+      y: the labels (array-like).
+      name: the argument's name in the message.
+
+    Raises:
+      ValueError: some labels are outside the support; the message names ``name``, how many
+        labels, examples and the fix.
+    """
     if dist.support == "real":
-        return   # finite labels: every entry point's label check (_validation.as_labels)
+        return   # finite labels: every entry point's label check (jboost.data.labels.as_labels)
     try:
         y = np.asarray(y, np.float64)
     except (TypeError, ValueError):
@@ -241,11 +194,22 @@ def check_labels(dist: Distribution, y, name: str = "y") -> None:
 
 
 def quantile(dist: Distribution, q, raw, params: Optional[Mapping] = None):
-    """The ``q``-quantile of ``dist`` at one row's ``raw (K,)``: ``dist.ppf`` in closed form, or
-    else bisection on the CDF (:data:`PPF_BISECTIONS` steps, float32-exact): the bracket starts
-    at the mean +- one standard deviation (0 +- 1 where they are not finite) and doubles until it
-    holds the quantile; counts bisect over the integers (the smallest ``k`` with
-    ``cdf(k) >= q``)."""
+    """The ``q``-quantile of ``dist`` at one row.
+
+    ``dist.ppf`` in closed form, or else bisection on the CDF (:data:`PPF_BISECTIONS` steps,
+    float32-exact): the bracket starts at the mean +- one standard deviation (0 +- 1 where they
+    are not finite) and doubles until it holds the quantile; counts bisect over the integers
+    (the smallest ``k`` with ``cdf(k) >= q``).
+
+    Args:
+      dist: the distribution.
+      q: the level(s) in ``(0, 1)``.
+      raw: the row's raw scores ``(K,)``.
+      params: the distribution's traced parameters (``{"df": 5.0}``), or ``None``.
+
+    Returns:
+      The quantile(s), float32, shaped like ``q``.
+    """
     params = dict(params or {})
     raw = jnp.asarray(raw, jnp.float32)
     q = jnp.asarray(q, jnp.float32)
@@ -304,11 +268,25 @@ def _count_crps(dist, y, raw, params):
 
 def crps_one(dist: Distribution, y, raw, params: Optional[Mapping] = None, key=None,
              n_samples: int = CRPS_MC_SAMPLES):
-    """The continuous ranked probability score ``int (F(x) - 1{x >= y})^2 dx`` of one row (lower
-    is better; Gneiting and Raftery 2007): ``dist.crps`` in closed form; for counts the sum
-    ``sum_k (F(k) - 1{k >= y})^2`` over the support (until the CDF is 1 to float32); or else
-    the Monte-Carlo estimate ``E|X - y| - E|X - X'| / 2`` from ``n_samples`` draws with ``key`` (the pairwise
-    term unbiased, from the sorted draws)."""
+    """The continuous ranked probability score ``int (F(x) - 1{x >= y})^2 dx`` of one row.
+
+    Lower is better (Gneiting and Raftery 2007, "Strictly Proper Scoring Rules, Prediction, and
+    Estimation", JASA). ``dist.crps`` in closed form; for counts the sum ``sum_k (F(k) - 1{k >=
+    y})^2`` over the support (until the CDF is 1 to float32); or else the Monte-Carlo estimate
+    ``E|X - y| - E|X - X'| / 2`` from ``n_samples`` draws (the pairwise term unbiased, from the
+    sorted draws).
+
+    Args:
+      dist: the distribution.
+      y: the row's label.
+      raw: the row's raw scores ``(K,)``.
+      params: the distribution's traced parameters, or ``None``.
+      key: the key of the Monte-Carlo draws; ``None``: :func:`row_key` of ``(y, raw)``.
+      n_samples: the number of Monte-Carlo draws.
+
+    Returns:
+      The CRPS, a float32 scalar.
+    """
     params = dict(params or {})
     raw = jnp.asarray(raw, jnp.float32)
     if dist.crps is not None:
@@ -324,11 +302,23 @@ def crps_one(dist: Distribution, y, raw, params: Optional[Mapping] = None, key=N
 
 
 def support_nll(dist: Distribution, y, raw, params: Optional[Mapping] = None):
-    """``dist.nll`` of one row, ``+inf`` where ``y`` is outside the support (a density or mass
-    of 0, as ``scipy.stats``' ``logpdf``/``logpmf`` of ``-inf``: a count that is negative or not
-    an integer, a non-positive label of a positive distribution), with a finite gradient there
-    (the NLL is evaluated at a label inside the support). A fit on such labels stops with a
-    ``FloatingPointError`` instead of a silent wrong answer; :func:`check_labels` says so first."""
+    """``dist.nll`` of one row, ``+inf`` where ``y`` is outside the support.
+
+    Outside the support the density or mass is 0, as ``scipy.stats``' ``logpdf``/``logpmf`` of
+    ``-inf`` (a count that is negative or not an integer, a non-positive label of a positive
+    distribution); the gradient stays finite there (the NLL is evaluated at a label inside the
+    support). A fit on such labels stops with a ``FloatingPointError`` instead of a silent wrong
+    answer; :func:`check_labels` says so first.
+
+    Args:
+      dist: the distribution.
+      y: the row's label.
+      raw: the row's raw scores ``(K,)``.
+      params: the distribution's traced parameters, or ``None``.
+
+    Returns:
+      The negative log-likelihood, a scalar (``+inf`` outside the support).
+    """
     inside, y = in_support(dist, y)
     value = dist.nll(y, raw, **dict(params or {}))
     return value if inside is None else jnp.where(inside, value, jnp.inf)

@@ -1,4 +1,6 @@
-"""The jboost Loss of a Distribution: its NLL (optionally natural-gradient), mean link and MLE baseline; distribution_of(model)."""
+"""The jboost Loss of a Distribution: its NLL (optionally with NGBoost's natural gradient, Duan
+et al. 2020), its mean as the link and its MLE as the baseline; :func:`distribution_of` a model.
+"""
 
 from __future__ import annotations
 
@@ -89,20 +91,27 @@ def loss(dist: base.Distribution, natural_gradient: bool = False, *, line_search
       dist: a :class:`Distribution` (``Normal``, ``LogNormal``, ``Poisson``,
         ``NegativeBinomial``, ``Gamma``, ``StudentT``, or your own).
       natural_gradient: fit each tree to the natural gradient ``F^{-1} g`` by least squares
-        (NGBoost; module docstring) instead of a Newton tree on the NLL.
+        (NGBoost, Duan et al. 2020; ``docs/distributions.md``) instead of a Newton tree on the NLL.
       line_search: refit every leaf by damped Newton iterations on the leaf (``leaf_refit=
         "line_search"``, :func:`jboost.trees.refit.line_search_leaf_values`; backtracking on the
         leaf's NLL). With ``natural_gradient`` the iterations solve ``sum_i F_i^{-1} g_i = 0``
-        (module docstring). Applies to vector-leaf trees (not ``per_output_trees``).
+        (``docs/distributions.md``). Applies to vector-leaf trees (not ``per_output_trees``).
       n_mc_samples: draws per row of the Monte-Carlo Fisher information (distributions without
         a closed form, with ``natural_gradient``; static).
       **params: the distribution's traced parameters (``df=5.0`` for ``StudentT``), defaults
         ``dist.defaults``; may be tracers (a ``jax.vmap`` sweep is one compilation).
 
-    The loss's link is the distribution's mean (:func:`jboost.predict_mean`), its baseline the
-    MLE of a constant distribution, its task ``"count"`` for count distributions (labels
-    ``>= 0`` checked) and ``"regression"`` otherwise. A model file records the loss by name
-    (``dist.name``, ``+ "_natural"``); :func:`load` rebuilds it.
+    Returns:
+      A :class:`jboost.Loss` whose link is the distribution's mean (:func:`jboost.predict_mean`),
+      whose baseline is the MLE of a constant distribution, and whose task is ``"count"`` for
+      count distributions (labels ``>= 0`` checked) and ``"regression"`` otherwise. A model file
+      records the loss by name (``dist.name``, ``+ "_natural"``);
+      :func:`jboost.distributions.load` rebuilds it.
+
+    Raises:
+      TypeError: ``dist`` is not a :class:`Distribution`, or ``params`` names a parameter the
+        distribution does not have.
+      ValueError: ``n_mc_samples`` is not an integer ``>= 2``.
     """
     if not isinstance(dist, base.Distribution):
         raise TypeError(f"dist must be a jboost.distributions.Distribution (e.g. "
@@ -123,7 +132,17 @@ def loss(dist: base.Distribution, natural_gradient: bool = False, *, line_search
 
 
 def distribution_of(model) -> base.Distribution:
-    """The :class:`Distribution` a model was fitted with (``TypeError`` for any other loss)."""
+    """The :class:`Distribution` a model was fitted with.
+
+    Args:
+      model: a fitted model (a :class:`jboost.Booster` of :func:`loss`).
+
+    Returns:
+      The model's :class:`Distribution`.
+
+    Raises:
+      TypeError: the model's loss is not a distribution's (or it has no loss).
+    """
     fitted = getattr(model, "loss", None)
     fn = getattr(getattr(fitted, "fn", None), "__wrapped__", getattr(fitted, "fn", None))
     if not isinstance(fn, _NLL):
