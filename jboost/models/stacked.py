@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from jboost import checks
-from jboost.losses import loss
+from jboost.losses import loss as loss_lib
 from jboost.losses import per_sample
 from jboost.models import base
 from jboost.models import booster
@@ -19,6 +19,7 @@ from jboost.trees import oblivious
 LINEAR_TASKS = ("regression", "binary", "multiclass")
 
 
+@base.register_nested_type
 class LinearModel(NamedTuple):
     coef: jax.Array       # (P, K)
     intercept: jax.Array  # (K,)
@@ -29,7 +30,7 @@ def linear_raw(model: LinearModel, Z) -> jax.Array:
     return jnp.asarray(Z, jnp.float32) @ model.coef + model.intercept
 
 
-def linear_loss(task: str, n_outputs: int = 1) -> loss.Loss:
+def linear_loss(task: str, n_outputs: int = 1) -> loss_lib.Loss:
     """The loss :func:`fit_linear` minimises for ``task``: squared error, binomial deviance or
     multinomial deviance with ``n_outputs`` classes (its ``link`` gives the prediction)."""
     checks.check_choice(task, "task", LINEAR_TASKS)
@@ -40,12 +41,13 @@ def linear_loss(task: str, n_outputs: int = 1) -> loss.Loss:
     return per_sample.multinomial_deviance(int(n_outputs))
 
 
-def stack_task(loss: loss.Loss) -> str:
+def stack_task(loss: loss_lib.Loss) -> str:
     """The second tier's task for base learners of ``loss``: ``"binary"`` and ``"multiclass"``
     stay; every other task (regression, count) is stacked by least squares: ``"regression"``."""
-    return loss.task if loss.task in loss.CLASSIFICATION else "regression"
+    return loss.task if loss.task in loss_lib.CLASSIFICATION else "regression"
 
 
+@base.register_model_type
 class StackedBoosters(NamedTuple):
     """Base boosters fitted on all rows plus a linear second tier on their raw scores: a
     :class:`jboost.models.base.Model`.
@@ -83,7 +85,7 @@ class StackedBoosters(NamedTuple):
     baseline: jax.Array
     stacker: LinearModel
     oof_raw: jax.Array
-    base_loss: loss.Loss
+    base_loss: loss_lib.Loss
     best_round: Optional[jax.Array] = None
     classes: Optional[metadata.Classes] = None
     feature_names: Optional[metadata.FeatureNames] = None
@@ -108,7 +110,7 @@ class StackedBoosters(NamedTuple):
         return stack_task(self.base_loss)
 
     @property
-    def loss(self) -> loss.Loss:
+    def loss(self) -> loss_lib.Loss:
         """The second tier's loss (squared error, binomial or multinomial deviance)."""
         return linear_loss(self.task, self.stacker.intercept.shape[-1])
 
@@ -136,8 +138,12 @@ class StackedBoosters(NamedTuple):
     def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
         return self.as_booster().raw_scores(X, n_stages)
 
+    def tree_sum(self, n_stages: Optional[int] = None):
+        """:meth:`as_booster`'s sum of trees (:meth:`jboost.models.base.Model.tree_sum`)."""
+        return self.as_booster().tree_sum(n_stages)
+
     def proba_from_raw(self, raw) -> jax.Array:
-        if self.task not in loss.CLASSIFICATION:
+        if self.task not in loss_lib.CLASSIFICATION:
             raise ValueError(f"predict_proba needs a classification model; this stacked model's "
                              f"base loss {self.base_loss.name!r} makes it a {self.task!r} model "
                              "(use jboost.predict).")
