@@ -71,7 +71,7 @@ CASES = {
     "stacked": ("multiclass",
                 lambda X, y: combine.fit_stacked_boosters(
                     X, y, "multinomial_deviance",
-                    hypers=[dict(learning_rate=0.5), dict(learning_rate=0.1)], folds=3, **SMALL),
+                    hypers=[dict(learning_rate=0.5), dict(learning_rate=0.1)], folds=2, **SMALL),
                 None),
 }
 TYPES = {"booster": "Booster", "booster_depthwise": "Booster", "booster_lossguide": "Booster",
