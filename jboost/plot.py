@@ -11,8 +11,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from jboost import inspect as inspect_lib  # its importance() (the name shadows the module)
 from jboost.inspect import dependence
-from jboost.inspect import importance as importance_lib
 from jboost.inspect import shap
 from jboost.models import sums
 from jboost.trees import depthwise as depthwise_lib
@@ -56,7 +56,7 @@ def importance(model, kind: str = "relative", *, max_features: int = 20,
     """Horizontal bars of :func:`jboost.inspect.importance` (ESL Figure 10.6 / 10.14 for
     ``"relative"``), the most important feature on top, at most ``max_features``."""
     _one_model(model, "importance")
-    imp = np.asarray(importance_lib.importance(model, kind))
+    imp = np.asarray(inspect_lib.importance(model, kind))
     names = _names(model, imp.shape[-1], feature_names)
     order = np.argsort(imp)[::-1][:max_features][::-1]
     ax = _axes(ax, (6.0, 0.3 * len(order) + 1.2))

@@ -102,7 +102,7 @@ from jboost.trees import oblivious
 
 def _check_model(model, soft: bool) -> booster.Booster:
     """The Booster to fine-tune: one model, cut to the rounds its predictions use."""
-    if not isinstance(model, booster.Booster):
+    if not getattr(model, "fine_tunable", False):
         has_leaves = hasattr(getattr(model, "trees", None), "leaf_values")
         why = ("its raw score is not the baseline plus the sum of its trees' leaf values, so "
                "there is no leaf-value objective to fine-tune" if has_leaves else

@@ -131,7 +131,7 @@ def partial_dependence(model, features, data, *, grid=None, grid_resolution: int
       :class:`PartialDependence` ``(grid, values, individual)`` on the raw-score scale.
     """
     base_lib.check_model(model)
-    sums.refuse_bagged_categorical(model)
+    sums.check_tree_sum(model)
     checks.check_choice(method, "method", ("tree", "average"))
     if ice and method != "average":
         raise ValueError("ice=True needs method='average' (the traversal has no per-row curves).")

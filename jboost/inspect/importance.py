@@ -19,27 +19,12 @@ from jboost.losses import loss as loss_lib
 from jboost.losses import metrics as metrics_lib
 from jboost.losses import per_sample
 from jboost.models import base as base_lib
-from jboost.models import booster
-from jboost.models.bagged import BaggedBoosters
-from jboost.models.ecoc import ECOCBoosters
 
 # --------------------------------------------------------------------------------------------
 # Importance.
 # --------------------------------------------------------------------------------------------
 
 IMPORTANCE_KINDS = ("relative", "gain", "split_count")
-
-
-def _class_axis(model):
-    """``(n_groups, group_of_tree)``: how a model's trees (flattened leading axes, batch axes
-    excluded) divide among its outputs for per-class importance, or ``None``."""
-    if isinstance(model, ECOCBoosters):  # (L, R, 1): one learner per code bit
-        return "bits"
-    if isinstance(model, (booster.Booster, BaggedBoosters)):
-        k = model.n_outputs
-        if k > 1 and model.trees.features.shape[-2] == k:  # per_output_trees: tree p is output p
-            return "per_output"
-    return None
 
 
 def importance(model, kind: str = "relative", per_class: bool = False) -> jax.Array:
@@ -72,7 +57,7 @@ def importance(model, kind: str = "relative", per_class: bool = False) -> jax.Ar
     if kind not in IMPORTANCE_KINDS:
         raise ValueError(f"kind={kind!r} is not an importance kind; use one of {IMPORTANCE_KINDS}.")
     covers_lib.check_trees(model.trees)
-    axis = _class_axis(model)
+    axis = getattr(model, "class_axis", None)  # how the trees divide among the outputs
     if per_class and axis is None:
         raise ValueError(
             f"per_class=True needs one tree per output: a {type(model).__name__} with "

@@ -312,7 +312,7 @@ def _explain(model, X, n_rounds, data, data_weight, interactions: bool) -> ShapV
     (:func:`jboost.models.base.expanded_rows`: indicators, target statistics), then summed by
     input column (:func:`jboost.data.categorical.sum_by_input`; SHAP values are additive, so local
     accuracy holds per input column)."""
-    sums.refuse_bagged_categorical(model)
+    sums.check_tree_sum(model)
 
     base_lib.check_model(model)
     encoded = getattr(model, "categorical", None) is not None

@@ -5,18 +5,13 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from jboost.data import categorical as categorical_lib
-from jboost.data import categorical_stats
 from jboost.losses import baselines
 from jboost.losses import links
 from jboost.losses import loss as loss_lib
 from jboost.losses import objectives as objectives_lib
 from jboost.losses import per_sample
-from jboost.models import bagged
-from jboost.models import booster
-from jboost.models import ecoc as ecoc_lib
-from jboost.models import forest as forest_lib
+from jboost.models import base as model_base  # importing jboost.models registers every model type
 from jboost.models import metadata as metadata_lib
-from jboost.models import stacked
 from jboost.trees import registry as tree_registry
 
 # --------------------------------------------------------------------------------------------
@@ -49,15 +44,14 @@ def recorded_name(f) -> str:
 
 
 def registry() -> Dict[str, Any]:
-    """The known classes and functions: ``models`` (the model types by name), ``families`` (the
-    built-in tree families), ``nested`` (other pytrees inside models), ``callables`` (every
-    function of a built-in loss by its recorded name) and ``Loss``."""
-    if _REGISTRY_CACHE:
+    """The known classes and functions: ``models`` (the model types by name, those registered
+    with :func:`jboost.models.base.register_model_type`), ``families`` (the built-in tree
+    families), ``nested`` (other pytrees inside models, :func:`jboost.models.base.register_nested_type`),
+    ``callables`` (every function of a built-in loss by its recorded name) and ``Loss``."""
+    if _REGISTRY_CACHE:  # the model types as registered now (a type may register later)
+        _REGISTRY_CACHE.update(models=model_base.model_types(), nested=model_base.nested_types())
         return _REGISTRY_CACHE
 
-    models = {"Booster": booster.Booster, "Forest": forest_lib.Forest,
-              "BaggedBoosters": bagged.BaggedBoosters,
-              "StackedBoosters": stacked.StackedBoosters, "ECOCBoosters": ecoc_lib.ECOCBoosters}
     # Every function of a built-in loss (the per-sample function, its link and its baseline),
     # read off the constructors, plus the links and baselines a Loss may name.
     built_in = [per_sample.squared_error(), per_sample.absolute_error(), per_sample.huber(),
@@ -75,9 +69,9 @@ def registry() -> Dict[str, Any]:
             baselines.huber_baseline, baselines.logit_baseline, baselines.half_logit_baseline,
             baselines.log_freq_baseline, baselines.samme_baseline, baselines.log_mean_baseline]
     _REGISTRY_CACHE.update(
-        models=models,
+        models=model_base.model_types(),
         families={cls.__name__: cls for cls in tree_registry.TREE_FAMILIES.values()},
-        nested={"LinearModel": stacked.LinearModel, "Categorical": categorical_stats.Categorical},
+        nested=model_base.nested_types(),
         CategoricalSpec=categorical_lib.CategoricalSpec,
         Settings=metadata_lib.Settings,
         Classes=metadata_lib.Classes,

@@ -6,3 +6,12 @@
 :mod:`~jboost.models.sums` (every model as a sum of trees), :mod:`~jboost.models.metadata` and
 :mod:`~jboost.models.distributional`.
 """
+
+# The model types register themselves (jboost.models.base.register_model_type) when their
+# modules are imported: importing the package imports them all, so that model files can name them.
+from jboost.models import bagged  # noqa: F401
+from jboost.models import base  # noqa: F401
+from jboost.models import booster  # noqa: F401
+from jboost.models import ecoc  # noqa: F401
+from jboost.models import forest  # noqa: F401
+from jboost.models import stacked  # noqa: F401

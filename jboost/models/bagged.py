@@ -20,6 +20,7 @@ from jboost.trees import family
 from jboost.trees import oblivious
 
 
+@base.register_model_type
 class BaggedBoosters(NamedTuple):
     """``B`` boosted ensembles fitted on bootstrap samples: a pytree with a leading bag axis, a
     :class:`jboost.models.base.Model`.
@@ -138,6 +139,42 @@ class BaggedBoosters(NamedTuple):
         keep = jnp.arange(lv.shape[1])[None, :] <= jnp.asarray(best)[:, None]  # (B, rounds)
         return trees._replace(leaf_values=jnp.where(
             keep.reshape(keep.shape + (1,) * (lv.ndim - 2)), lv, jnp.zeros((), lv.dtype)))
+
+    @property
+    def class_axis(self) -> Optional[str]:
+        """``"per_output"`` with one tree per output per round, else ``None``."""
+        return base.per_output_axis(self)
+
+    @property
+    def no_tree_sum(self) -> Optional[str]:
+        """With categorical columns, why the model is not one sum of trees (each bag encodes the
+        rows with its own target statistics); else ``None``."""
+        if self.categorical is None:
+            return None
+        return ("SHAP values and partial dependence of bagged boosters with categorical "
+                "columns are not defined by one sum of trees (each bag encodes the rows "
+                "with its own ordered target statistics): explain a jboost.fit model, "
+                "or use jboost.inspect.permutation_importance, which predicts rows as "
+                "users hold them.")
+
+    def tree_sum(self, n_stages: Optional[int] = None):
+        """``(trees, mean baseline, None)``: every bag's trees of the rounds :meth:`raw_scores`
+        uses, their leaf values divided by the number of bags
+        (:meth:`jboost.models.base.Model.tree_sum`).
+
+        Raises:
+          TypeError: the model has categorical columns (:attr:`no_tree_sum`).
+        """
+        if self.no_tree_sum is not None:
+            raise TypeError(self.no_tree_sum)
+        if n_stages is not None:
+            n_stages = checks.check_int(n_stages, "n_rounds", 0, self.n_rounds)
+            trees = jax.tree_util.tree_map(lambda a: a[:, :n_stages], self.trees)
+        else:
+            trees = self.best_trees()
+        trees = family.flatten_trees(trees)
+        trees = trees._replace(leaf_values=trees.leaf_values / self.n_bags)
+        return trees, jnp.mean(self.baseline, axis=0), None
 
     def bag_raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
         """``(B, n, K)`` every bag's raw scores for checked rows: its first ``n_stages`` rounds,

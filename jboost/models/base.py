@@ -18,13 +18,18 @@ stacked or an ECOC ensemble -- is a pytree of arrays that implements :class:`Mod
 A model with leading batch axes (``jax.vmap(jboost.fit)`` over a sweep: ``model.batch_shape ==
 (M,)``) predicts for every model at once, outputs ``(M, n, ...)``.
 
-To add a model type, implement the members of :class:`Model` (a structural protocol: no base
-class to inherit) and test it with ``tests/test_model.py``'s protocol test.
+Every consumer of models (prediction, model files, SHAP values and partial dependence, feature
+importance, fine-tuning, the scikit-learn wrappers, plots) works through the members of
+:class:`Model` and never names a model class. To add a model type, write one module that defines
+it, implements the members of :class:`Model` (a structural protocol: no base class to inherit)
+and registers it with :func:`register_model_type` (and any other pytree classes its fields hold
+with :func:`register_nested_type`), so that model files can name it; import that module in
+:mod:`jboost.models`; and add it to ``tests/test_protocol.py``'s parametrised protocol test.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Protocol, Tuple, runtime_checkable
+from typing import Any, Callable, Dict, Optional, Protocol, Tuple, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +51,62 @@ def expanded_rows(model, X):
     return encoded_features(model, X)
 
 CLASSIFICATION = ("binary", "multiclass")
+
+
+# --------------------------------------------------------------------------------------------
+# The registry of model types (the classes model files name).
+# --------------------------------------------------------------------------------------------
+
+_MODEL_TYPES: Dict[str, type] = {}
+_NESTED_TYPES: Dict[str, type] = {}
+
+
+def _register(table: Dict[str, type], cls: type, what: str) -> type:
+    name = cls.__name__
+    known = table.get(name)
+    if known is not None and known is not cls:
+        raise ValueError(f"a {what} named {name!r} is registered already "
+                         f"({known.__module__}.{known.__qualname__}): model files name {what}s "
+                         "by their class name, which must be unique.")
+    if not hasattr(cls, "_fields"):
+        raise TypeError(f"{cls.__module__}.{cls.__qualname__} is not a NamedTuple: model files "
+                        f"store a {what}'s fields by name.")
+    table[name] = cls
+    return cls
+
+
+def register_model_type(cls: type) -> type:
+    """Register a model type (a NamedTuple class implementing :class:`Model`): model files name
+    it by its class name (``jboost.save`` writes it, ``jboost.load`` rebuilds it from its
+    fields). Usable as a class decorator; returns ``cls``.
+
+    Raises:
+      ValueError: another class of the same name is registered.
+      TypeError: ``cls`` is not a NamedTuple class.
+    """
+    return _register(_MODEL_TYPES, cls, "model type")
+
+
+def register_nested_type(cls: type) -> type:
+    """Register a NamedTuple pytree class a model's fields hold (a stacked model's
+    ``LinearModel``, the ``Categorical`` tables of categorical columns), so that model files can
+    name it. Usable as a class decorator; returns ``cls``.
+
+    Raises:
+      ValueError: another class of the same name is registered.
+      TypeError: ``cls`` is not a NamedTuple class.
+    """
+    return _register(_NESTED_TYPES, cls, "nested type")
+
+
+def model_types() -> Dict[str, type]:
+    """The registered model types by class name (a copy)."""
+    return dict(_MODEL_TYPES)
+
+
+def nested_types() -> Dict[str, type]:
+    """The registered nested pytree types by class name (a copy)."""
+    return dict(_NESTED_TYPES)
 
 
 @runtime_checkable
@@ -78,11 +139,33 @@ class Model(Protocol):
     def staged(self, X, fn: Callable) -> Any:
         """``fn(raw (n, K))`` after every stage, stacked on a leading ``(n_stages,)`` axis."""
 
-    # Optional: ``proba(X, n_stages) -> (n, n_classes)`` when the probabilities are not
-    # ``proba_from_raw`` of the combined raw score (bagged boosters average the bags'
-    # probabilities); predict_proba and predict_class then use it.
-    # Optional: ``takes_base_margin = True`` (a class attribute) when per-row offsets of the raw
-    # scores (``base_margin=``) are part of its predictions (Booster, BaggedBoosters).
+    def tree_sum(self, n_stages: Optional[int] = None) -> Tuple[Any, jax.Array, Optional[jax.Array]]:
+        """One unbatched model as ``(trees, constant, offset)``: its raw scores are ``offset +
+        constant + sum_t trees[t].leaf_values[leaf_t(x)]`` (``offset`` may be ``None``), the
+        trees with one leading tree axis and leaf values ``(T, leaves, K)`` in the model's output
+        units, of the stages :func:`predict` uses (``n_stages``, else every stage, or up to
+        ``best_round``). What SHAP values, partial dependence and tree plots read
+        (:func:`jboost.models.sums.tree_sum`)."""
+
+    # Optional members (absent: the default after the dash):
+    # ``proba(X, n_stages, margin=None) -> (n, n_classes)`` when the probabilities are not
+    #   ``proba_from_raw`` of the combined raw score (bagged boosters average the bags'
+    #   probabilities); predict_proba and predict_class then use it -- ``proba_from_raw``.
+    # ``takes_base_margin = True`` (a class attribute) when per-row offsets of the raw scores
+    #   (``base_margin=``) are part of its predictions (Booster, BaggedBoosters) -- False.
+    # ``best_round``: with early stopping, the last round predictions use, ``()`` or one per
+    #   ensemble of the model ``(E,)`` (its split gains ``(E, n_rounds, ...)``) -- None.
+    # ``class_axis``: how the trees divide among the outputs for per-class importance:
+    #   ``"bits"`` (one one-output ensemble per output on the first axis: ECOC) or
+    #   ``"per_output"`` (tree ``p`` of every round is output ``p``) -- None (every tree moves
+    #   every output).
+    # ``no_tree_sum``: a message (a string) when the model is not one sum of trees of one feature
+    #   matrix (bagged boosters with categorical columns), which SHAP values and partial
+    #   dependence then raise as a TypeError -- None.
+    # ``fine_tunable = True`` (a class attribute) when ``jboost.finetune`` can fine-tune its leaf
+    #   values: its raw score is its baseline plus the sum of its trees (a Booster) -- False.
+    # ``categorical``, ``feature_names``, ``classes``, ``loss``, ``n_outputs``, ``n_inputs``:
+    #   the fit's metadata (see :class:`jboost.Booster`) -- None.
 
 
 # --------------------------------------------------------------------------------------------
@@ -130,6 +213,23 @@ def add_round(acc, trees_m: oblivious.ObliviousTrees, X_t):
     for p in range(values.shape[0]):  # static: trees per round
         acc = acc + values[p]
     return acc
+
+
+def zero_after(trees, keep_rounds):
+    """``trees`` with zero leaf values in the rounds (axis 0) where ``keep_rounds`` is False."""
+    lv = trees.leaf_values
+    keep = keep_rounds.reshape(keep_rounds.shape + (1,) * (lv.ndim - keep_rounds.ndim))
+    return trees._replace(leaf_values=jnp.where(keep, lv, jnp.zeros((), lv.dtype)))
+
+
+def per_output_axis(model) -> Optional[str]:
+    """``"per_output"`` for a boosted model of ``K > 1`` outputs and one tree per output per
+    round (``per_output_trees=True``: tree ``p`` is output ``p``), else ``None``: its
+    ``class_axis``."""
+    k = model.n_outputs
+    if k > 1 and model.trees.features.shape[-2] == k:
+        return "per_output"
+    return None
 
 
 def add_offset(raw, offset):

@@ -35,6 +35,7 @@ def _staged_boosting(trees, baseline, X, fn, args, offset=None):
     return out
 
 
+@base.register_model_type
 class Booster(NamedTuple):
     """A fitted boosted ensemble: a pytree of arrays (the :class:`Model` of ``fit`` and of every
     algorithm of :mod:`jboost.algorithms`).
@@ -90,6 +91,8 @@ class Booster(NamedTuple):
 
     #: Per-row offsets of the raw scores (``base_margin=``) are part of its predictions.
     takes_base_margin = True
+    #: Its raw score is the baseline plus the sum of its trees: ``jboost.finetune`` tunes them.
+    fine_tunable = True
 
     trees: oblivious.ObliviousTrees
     borders: jax.Array
@@ -160,6 +163,23 @@ class Booster(NamedTuple):
         trees = base.first_stages(trees, n_stages, self.n_rounds)
         return self._offset(self.baseline + base.sum_of_trees(trees, self.features(X)))
 
+    def tree_sum(self, n_stages: Optional[int] = None):
+        """``(trees, baseline, offset)``: its trees of the rounds :meth:`raw_scores` uses, one
+        leading tree axis (:meth:`jboost.models.base.Model.tree_sum`)."""
+        trees = self.trees
+        if n_stages is None and self.best_round is not None:
+            if checks.is_traced(self.best_round):
+                trees = base.zero_after(trees, jnp.arange(self.n_rounds) <= self.best_round)
+            else:
+                n_stages = int(self.best_round) + 1
+        trees = base.first_stages(trees, n_stages, self.n_rounds)
+        return family.flatten_trees(trees), self.baseline, self.offset
+
+    @property
+    def class_axis(self) -> Optional[str]:
+        """``"per_output"`` with one tree per output per round, else ``None``."""
+        return base.per_output_axis(self)
+
     def _offset(self, raw):
         return base.add_offset(raw, self.offset)
 
@@ -177,6 +197,9 @@ class Booster(NamedTuple):
 
     def staged(self, X, fn: Callable, *args) -> Any:
         return _staged_boosting(self.trees, self.baseline, self.features(X), fn, args, self.offset)
+
+
+base.register_nested_type(categorical_stats.Categorical)
 
 
 def joined(first: Booster, then: Booster, per_round_info=()) -> Booster:

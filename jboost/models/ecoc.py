@@ -55,6 +55,7 @@ def decode(raw, code, decoding: str = "l1") -> jax.Array:
 # --------------------------------------------------------------------------------------------
 
 
+@base.register_model_type
 class ECOCBoosters(NamedTuple):
     """One boosted binary learner per code bit: a :class:`jboost.models.base.Model`.
 
@@ -145,6 +146,21 @@ class ECOCBoosters(NamedTuple):
             trees = jax.tree_util.tree_map(lambda a: a[:, :m], self.trees)
         raw = ensemble.batched_raw_scores(trees, self.baseline, jnp.asarray(X, jnp.float32), n_lead=1)
         return raw[:, :, 0].T                                                   # (L, n, 1) -> (n, L)
+
+    #: Per-class importance: the first tree axis is the code bits.
+    class_axis = "bits"
+
+    def tree_sum(self, n_stages: Optional[int] = None):
+        """``(trees, the bits' baselines (L,), None)``: the bits' first ``n_stages`` rounds (all
+        by default), bit ``l``'s leaf values in output ``l`` and exact zeros elsewhere
+        (:meth:`jboost.models.base.Model.tree_sum`)."""
+        trees = self.trees  # (L, R, 1, ...) one-output learners, one per bit
+        if n_stages is not None:
+            m = checks.check_int(n_stages, "n_rounds", 0, self.n_rounds)
+            trees = jax.tree_util.tree_map(lambda a: a[:, :m], trees)
+        onehot = jnp.eye(self.n_bits, dtype=jnp.float32)[:, None, None, None, :]  # (L, 1, 1, 1, L)
+        trees = trees._replace(leaf_values=trees.leaf_values * onehot)
+        return family.flatten_trees(trees), self.baseline[:, 0], None
 
     def proba_from_raw(self, raw) -> jax.Array:
         raise ValueError("an ECOC ensemble has no calibrated class probabilities (its bits are "

@@ -19,6 +19,7 @@ from jboost.trees import family
 from jboost.trees import oblivious
 
 
+@base.register_model_type
 class Forest(NamedTuple):
     """A bagged ensemble of trees: a pytree of arrays, a :class:`jboost.models.base.Model`.
 
@@ -91,6 +92,17 @@ class Forest(NamedTuple):
             n_stages = checks.check_int(n_stages, "n_trees", 1, self.n_trees)
         trees = base.first_stages(self.trees, n_stages, self.n_trees, "n_trees")
         return base.sum_of_trees(trees, X) / trees.features.shape[0]
+
+    def tree_sum(self, n_stages: Optional[int] = None):
+        """``(trees, zeros (K,), None)``: the first ``n_stages`` trees (all by default), their leaf
+        values divided by the number of trees (:meth:`jboost.models.base.Model.tree_sum`)."""
+        if n_stages is not None:
+            n_stages = checks.check_int(n_stages, "n_rounds", 1, self.n_trees)
+        trees = base.first_stages(self.trees, n_stages, self.n_trees)
+        n_used = trees.features.shape[0]
+        trees = family.flatten_trees(trees)
+        trees = trees._replace(leaf_values=trees.leaf_values / n_used)
+        return trees, jnp.zeros((self.n_outputs,), jnp.float32), None
 
     def proba_from_raw(self, raw) -> jax.Array:
         """A classification forest's raw scores are its probabilities (averaged frequencies)."""

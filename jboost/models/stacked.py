@@ -19,6 +19,7 @@ from jboost.trees import oblivious
 LINEAR_TASKS = ("regression", "binary", "multiclass")
 
 
+@base.register_nested_type
 class LinearModel(NamedTuple):
     coef: jax.Array       # (P, K)
     intercept: jax.Array  # (K,)
@@ -46,6 +47,7 @@ def stack_task(loss: loss_lib.Loss) -> str:
     return loss.task if loss.task in loss_lib.CLASSIFICATION else "regression"
 
 
+@base.register_model_type
 class StackedBoosters(NamedTuple):
     """Base boosters fitted on all rows plus a linear second tier on their raw scores: a
     :class:`jboost.models.base.Model`.
@@ -135,6 +137,10 @@ class StackedBoosters(NamedTuple):
 
     def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
         return self.as_booster().raw_scores(X, n_stages)
+
+    def tree_sum(self, n_stages: Optional[int] = None):
+        """:meth:`as_booster`'s sum of trees (:meth:`jboost.models.base.Model.tree_sum`)."""
+        return self.as_booster().tree_sum(n_stages)
 
     def proba_from_raw(self, raw) -> jax.Array:
         if self.task not in loss_lib.CLASSIFICATION:
