@@ -240,13 +240,13 @@ _KILLED_BAGS = """
 import os, signal, sys
 sys.path.insert(0, {tests!r})
 from jboost import bagging
-from jboost.engine import batching as batching_mod
+from jboost.engine import checkpoints
 from _bagging_data import noisy_classification
-save = _batching.ChunkCheckpoints.save
+save = checkpoints.ChunkCheckpoints.save
 def save_then_die(self, part, chunk, outputs, items):
     save(self, part, chunk, outputs, items)
     os.kill(os.getpid(), signal.SIGKILL)  # a real kill, after the first chunk's file is written
-_batching.ChunkCheckpoints.save = save_then_die
+checkpoints.ChunkCheckpoints.save = save_then_die
 X, y, _ = noisy_classification(300, seed=0)
 bagging.fit_bagged_boosters(X, y, "binomial_deviance", n_rounds=5, checkpoint_dir=sys.argv[1],
                             **{kw!r})
@@ -417,7 +417,7 @@ def _interrupt_waiting_for_chunk(monkeypatch, n: int):
             signal.raise_signal(signal.SIGINT)
         return wait(out, *args, **kwargs)
 
-    monkeypatch.setattr(batching_mod, "wait", interrupting)
+    monkeypatch.setattr(batching, "wait", interrupting)
     return calls
 
 
