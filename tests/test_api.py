@@ -440,7 +440,6 @@ _KILLED_FIT = """
 import os, signal, sys
 import numpy as np
 import jboost
-from jboost.engine import rounds as rounds_mod
 rng = np.random.default_rng(7)
 X = rng.normal(size=(1500, 5)); y = X[:, 0] + np.sin(2 * X[:, 1]) + 0.7 * rng.normal(size=1500)
 def killer(info):

@@ -24,7 +24,6 @@ import pytest
 import jboost
 from jboost import losses
 from jboost.engine import boosting as boosting_lib
-from jboost.engine import boosting as boosting_mod
 
 
 def focal(y, f, gamma):
@@ -184,7 +183,7 @@ def test_hand_written_pinball_equals_the_built_in_quantile_loss_vmapped_over_alp
     kw = dict(fit_kw, sample_weight=w, learning_rate=0.3)
     built_in = jboost.fit(X, y, losses.quantile(0.3), **kw)
     counted = jax.jit(chex.assert_max_traces(boosting_lib.boost.__wrapped__, n=1), static_argnames=("config",))
-    monkeypatch.setattr(boosting_mod, "boost", counted)
+    monkeypatch.setattr(boosting_lib, "boost", counted)
     make = lambda alpha: jboost.Loss(pinball, params={"alpha": alpha}, baseline=losses.quantile_baseline)
     alphas = [0.1, 0.3, 0.9]
     sweep = jax.vmap(lambda a: jboost.fit(X, y, make(a), **kw))(jnp.asarray(alphas))

@@ -28,7 +28,6 @@ from jboost.engine import boosting as boosting_lib
 from jboost.fitting import prepare
 from jboost.fitting import settings
 from jboost.losses import checks
-from jboost.engine import boosting as boosting_mod
 
 ALL = (D.Normal, D.LogNormal, D.Poisson, D.NegativeBinomial, D.Gamma, D.StudentT)
 
@@ -222,7 +221,7 @@ def test_intervals_cover_at_the_nominal_rate(regression_data, normal_fit):
 def test_student_t_df_is_traced_a_sweep_compiles_once(regression_data, fit_kw, monkeypatch):
     X, y, Xv, yv = regression_data
     counted = jax.jit(chex.assert_max_traces(boosting_lib.boost.__wrapped__, n=1), static_argnames=("config",))
-    monkeypatch.setattr(boosting_mod, "boost", counted)
+    monkeypatch.setattr(boosting_lib, "boost", counted)
     fit = lambda df: jboost.fit(X, y, D.loss(D.StudentT, df=df), learning_rate=0.3, **fit_kw)
     sweep = jax.vmap(fit)(jnp.asarray([1.5, 4.0, 30.0], jnp.float32))
     again = jax.vmap(fit)(jnp.asarray([2.0, 5.0, 50.0], jnp.float32))   # no new trace
