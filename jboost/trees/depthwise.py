@@ -190,8 +190,9 @@ def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_w
                  depth: int, n_bins: int, max_features: int, max_nodes: int, missing: bool,
                  capacity: int, row_weights=None):
     """The compact path's tree by the CPU kernel, written as its node table of ``capacity``
-    nodes: ``(tree, leaf)``, the pure-JAX levels' tree (:func:`_dense_table` of their rules and
-    Newton leaves) and every row's leaf. ``row_weights`` ``(n,)``: the tree of ``payload *
+    nodes: ``(tree, leaf)``, the tree of the compact levels in JAX
+    (:func:`jboost.trees.depthwise_levels.grow_compact`: their rules and Newton leaves) and every
+    row's leaf. ``row_weights`` ``(n,)``: the tree of ``payload *
     row_weights[:, None]``, multiplied row by row in the kernel (a forest's bags share one
     unweighted payload: no ``(n, 2K)`` array per tree)."""
     if not _register_kernel():
