@@ -16,7 +16,9 @@ has at most as many leaves as such rows). A tree's memory and prediction follow 
 :func:`from_dense` converts trees of the dense heap layout (model files written before the
 table).
 
-Growing a level (:func:`fit_tree`) reuses :mod:`jboost.trees.histograms` as the oblivious grower
+Growing a level (:func:`fit_tree`; the two growers in JAX, dense heap levels and compact
+levels, are :mod:`jboost.trees.depthwise_levels`; rows are routed by
+:func:`jboost.trees.routing.goes_right`) reuses :mod:`jboost.trees.histograms` as the oblivious grower
 does: the ``(feature, node, bin)`` cumulative histograms of the level -- on CPU the native
 kernel's, built by **histogram subtraction** (only the smaller sibling of each pair from the
 rows, the other as ``parent - sibling``) when :func:`jboost.trees.histograms.subtraction_pays` --
@@ -65,6 +67,7 @@ from jax import lax
 from jboost import _compile
 from jboost import _native
 from jboost.data import binning
+from jboost.trees import depthwise_levels
 from jboost.trees import family
 from jboost.trees import histograms
 from jboost.trees import node_splits
@@ -159,11 +162,6 @@ def from_dense(features, thresholds, borders, missing_right, leaf_values, gains,
     return jax.tree_util.tree_map(lambda a: a.reshape(lead + a.shape[1:]), table)
 
 
-#: The compact path's shallow levels run as one loop of ``2 * EARLY_SLOTS`` open positions
-#: and ``EARLY_SLOTS`` histogram slots (level ``d < EARLY_LEVELS`` has at most ``2**d``).
-EARLY_LEVELS, EARLY_SLOTS = 6, 32
-
-
 #: The FFI target of the CPU kernel that grows a whole depth-wise tree (``_native/depthwise.cc``).
 KERNEL_TARGET = "jboost_depthwise_tree"
 
@@ -192,8 +190,9 @@ def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_w
                  depth: int, n_bins: int, max_features: int, max_nodes: int, missing: bool,
                  capacity: int, row_weights=None):
     """The compact path's tree by the CPU kernel, written as its node table of ``capacity``
-    nodes: ``(tree, leaf)``, the pure-JAX levels' tree (:func:`_dense_table` of their rules and
-    Newton leaves) and every row's leaf. ``row_weights`` ``(n,)``: the tree of ``payload *
+    nodes: ``(tree, leaf)``, the tree of the compact levels in JAX
+    (:func:`jboost.trees.depthwise_levels.grow_compact`: their rules and Newton leaves) and every
+    row's leaf. ``row_weights`` ``(n,)``: the tree of ``payload *
     row_weights[:, None]``, multiplied row by row in the kernel (a forest's bags share one
     unweighted payload: no ``(n, 2K)`` array per tree)."""
     if not _register_kernel():
@@ -268,15 +267,13 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
       ways) with the criterion's leaf values (before shrinkage), and ``(n,)`` the table leaf of
       every training row.
     """
-    k = grad.shape[-1]
-    if row_weights is not None and jnp.shape(row_weights) != (X_binned.shape[-1],):
-        raise ValueError(f"depthwise.fit_tree: row_weights must be ({X_binned.shape[-1]},), one "
+    n_features, n = X_binned.shape
+    if row_weights is not None and jnp.shape(row_weights) != (n,):
+        raise ValueError(f"depthwise.fit_tree: row_weights must be ({n},), one "
                          f"weight per row; got shape {jnp.shape(row_weights)}.")
     unweighted = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
     payload = (unweighted if row_weights is None
                else unweighted * jnp.asarray(row_weights, jnp.float32)[:, None])
-    c = payload.shape[-1]
-    n_features, n = X_binned.shape
     compact = max_nodes is not None
     keyed = feature_key is not None and max_features is not None and max_features < n_features
     if feature_key is not None:
@@ -287,277 +284,30 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             raise ValueError("depthwise.fit_tree: feature_key needs max_features (m per node).")
         if keyed and not compact:  # dense levels: every node's draw
             feature_subsets = [node_splits.node_features(feature_key, d, jnp.arange(1 << d), n_features,
-                                             max_features) for d in range(depth)]
+                                                         max_features) for d in range(depth)]
             keyed = False
     subsets, masks = node_splits.node_masks(feature_masks, feature_subsets, depth, n_features)
-    per_node = isinstance(subsets, list)
     # Rows sharded over ``axis_name``: the bounds on slots and nodes are the whole table's (every
     # device's rows, padding included: at least the rows of the unsharded fit, so a ``max_nodes``
     # of at most half its rows bounds them alike), and the counts that pick the slots are psum-ed.
     n_rows = n if axis_name is None else n * lax.axis_size(axis_name)
-    total = (lambda a: a) if axis_name is None else (lambda a: lax.psum(a, axis_name))  # noqa: E731
-    takes_part = jnp.any(payload != 0, axis=-1)
-    cat = lambda xs, dtype: jnp.concatenate(xs) if depth else jnp.zeros((0,), dtype)
-
-    def grow_xla():  # the dense levels in JAX: (features, thresholds, missing_right, gains, leaf, last)
-        rows = jnp.arange(n, dtype=jnp.int32)
-        leaf = jnp.zeros((n,), jnp.int32)
-        active = jnp.ones((1,), bool)  # nodes of the level that may still split
-        feats, thrs, miss, gains = [], [], [], []
-        cum = local = None
-        for d in range(depth):  # static unroll over levels: 2**d nodes
-            n_nodes = 1 << d
-            if per_node:  # each node's own m features: row i's slot s is feature subsets[d][leaf_i, s]
-                X_level = X_binned[subsets[d][leaf].T, rows[None, :]]              # (m, n)
-                cum = histograms.prefix_sum(histograms.build_histogram(
-                    X_level, payload, leaf, n_leaves=n_nodes, n_bins=n_bins, axis_name=axis_name), axis=2)
-            elif subsets is not None:  # this level's features only: built directly
-                X_level = X_binned[subsets[d]]
-                cum = histograms.prefix_sum(histograms.build_histogram(
-                    X_level, payload, leaf, n_leaves=n_nodes, n_bins=n_bins, axis_name=axis_name), axis=2)
-            elif d == 0 or histograms.subtraction_pays(n, n_nodes, n_bins, c):
-                # Level 0 directly; deeper levels from the last level's (this device's) histograms.
-                cum, local = histograms.level_histograms(X_binned, payload, leaf, local if d else None,
-                                                         n_bins=n_bins, axis_name=axis_name)
-            else:  # few rows per cell: every node built directly
-                local = histograms.prefix_sum(histograms.build_histogram(
-                    X_binned, payload, leaf, n_leaves=n_nodes, n_bins=n_bins), axis=2)
-                cum = local if axis_name is None else lax.psum(local, axis_name)
-            g = node_splits.node_gains(cum, l2, min_child_weight, missing, criterion)          # (L, F', B-1, 2)
-            if masks is None:
-                split = jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=min_split_gain))(g)
-            else:
-                mask = jnp.broadcast_to(masks[d][:n_nodes], (n_nodes, g.shape[1]))
-                split = jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
-                    gn, min_split_gain=min_split_gain, feature_mask=mn))(g, mask)
-            ok = active & (split.gain > 0)  # a leaf's descendants never split
-            pos = jnp.where(ok, split.feature, 0).astype(jnp.int32)
-            thr = jnp.where(ok, split.threshold, splits_lib.null_threshold(n_bins)).astype(jnp.int32)
-            mr = ok & split.missing_right
-            if subsets is None:
-                feature = pos
-            elif per_node:  # node j's slot pos[j] is its feature subsets[d][j, pos[j]]
-                feature = jnp.where(ok, jnp.take_along_axis(subsets[d], pos[:, None], axis=1)[:, 0], 0)
-            else:
-                feature = jnp.where(ok, subsets[d][pos], 0)
-            feature = feature.astype(jnp.int32)
-            last = (cum, pos, thr, mr)
-            leaf = node_splits.route_level(X_binned, rows, leaf, feature, thr, mr, d, n_bins)
-            active = jnp.concatenate([ok, ok])
-            feats.append(feature)
-            thrs.append(thr)
-            miss.append(mr)
-            gains.append(jnp.where(ok, split.gain, 0.0).astype(jnp.float32))
-        return (cat(feats, jnp.int32), cat(thrs, jnp.int32), cat(miss, bool), cat(gains, jnp.float32),
-                leaf, last if depth else None)
-
-    def leaf_values_of(leaf, last):  # the dense levels' leaf values (grow_compact: the table's)
-        if depth:  # the leaves' sums off the last level's (global) histograms; counts from the rows
-            sums = node_splits.node_children_sums(*last)
-            counts = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 1 << depth)
-            if axis_name is not None:
-                counts = lax.psum(counts, axis_name)
-        else:
-            sums = jnp.sum(payload, axis=0, keepdims=True)
-            counts = jnp.sum(takes_part.astype(jnp.int32), keepdims=True)
-            if axis_name is not None:
-                sums, counts = lax.psum((sums, counts), axis_name)
-        values = family.newton_leaf_values(sums[:, :k], sums[:, k:], l2, min_child_weight,
-                                             value=criterion.value, rows=counts,
-                                             output_sum=splits_lib.sum_outputs_16)
-        return values
-
     capacity = node_table.node_capacity(depth, n_rows, max_nodes if compact else None)
+    g = depthwise_levels.Grow(
+        X_binned=X_binned, payload=payload, takes_part=jnp.any(payload != 0, axis=-1), depth=depth,
+        n_bins=n_bins, n_rows=n_rows, l2=l2, min_split_gain=min_split_gain,
+        min_child_weight=min_child_weight, missing=missing, criterion=criterion, axis_name=axis_name,
+        subsets=subsets, masks=masks, feature_key=feature_key if keyed else None,
+        max_features=max_features, max_nodes=max_nodes, capacity=capacity)
 
-    def grow_compact():  # the compact levels in JAX, written into the node table directly
-        # Level d's open nodes (children of the last level's splits; the root) are listed in heap
-        # order at positions 0..n_open-1 (heap node ``heap[p]``): lefts then rights of the splits
-        # in order, so every array is sized by the rows and slots, never by 2**d (depth 30 fits).
-        # Nodes and leaves get their table numbers level by level in heap order, as _dense_table
-        # numbers the dense levels' (and the CPU kernel its own): the same table. The levels
-        # whose widths still grow are unrolled; the rest (the same slots and width: deep levels)
-        # are one while loop, which ends once no node is open.
-        null = splits_lib.null_threshold(n_bins)
-        rows = jnp.arange(n, dtype=jnp.int32)
-        i32 = lambda v: jnp.asarray(v, jnp.int32)  # noqa: E731
-        ext = lambda a, fill: jnp.concatenate([a, jnp.full((1,), fill, a.dtype)])  # noqa: E731
-        # Static shapes per level: the first EARLY_LEVELS levels (at most 32 open nodes each) as
-        # one loop of 64 positions and 32 slots (the level's own bound node_slots applied to the
-        # slot order, traced: the same slots); then each level's own widths while they grow; then
-        # the deep levels of one width and bound as a second loop. (Loops need a traced level:
-        # not with per-level masks or subsets.)
-        loops = masks is None and subsets is None
-        early = min(depth, EARLY_LEVELS) if loops else 0
-        slots = [EARLY_SLOTS if d < early else node_table.node_slots(n_rows, int(max_nodes), d)
-                 for d in range(depth)]
-        widths = [2 * EARLY_SLOTS if early else 1]
-        for d in range(depth):
-            widths.append(2 * min(slots[d], widths[d]))
-        # the first level from which slots and widths stay the same (a loop over the levels)
-        steady = depth
-        while (steady > early and loops and slots[steady - 1] == slots[-1]
-               and widths[steady - 1] == widths[-1] == widths[steady]):
-            steady -= 1
-        state = dict(
-            pos=jnp.zeros((n,), jnp.int32),  # each row's open position (width: at a leaf)
-            heap=jnp.zeros((widths[0],), jnp.int32), n_open=i32(1), node_base=i32(0),
-            leaf_base=i32(0),
-            parent_base=i32(0), parent_splits=i32(1),
-            t_feat=jnp.zeros((capacity,), jnp.int32), t_thr=jnp.full((capacity,), null, jnp.int32),
-            t_mr=jnp.zeros((capacity,), bool), t_gain=jnp.zeros((capacity,), jnp.float32),
-            t_kids=jnp.full((capacity, 2), -1, jnp.int32), row_leaf=jnp.zeros((n,), jnp.int32),
-            level_counts=jnp.zeros((depth,), jnp.int32))
+    def table():  # the levels in JAX, as a node table (borders: filled in by with_borders)
+        fields, leaf = (depthwise_levels.grow_compact if compact else depthwise_levels.grow_dense)(g)
+        return DepthwiseTrees(*fields), leaf
 
-        def level(st, d, width: int, n_slots: int, last: bool):
-            """Level ``d`` (static or traced) of ``width`` open positions and ``n_slots`` slots;
-            ``last``: the leaves below the deepest level."""
-            st = dict(st)
-            pos, heap = st["pos"], st["heap"]
-            p = jnp.arange(width, dtype=jnp.int32)
-            valid = p < st["n_open"]
-            if not last:
-                count = total(histograms.spread_sum(takes_part.astype(jnp.int32), pos, width + 1))[:width]
-                can = valid & (count >= 2)
-                order = jnp.cumsum(can.astype(jnp.int32)) - 1
-                bound = jnp.minimum(node_table.node_slots(n_rows, int(max_nodes), d), n_slots)  # d: maybe traced
-                slot = jnp.where(can & (order < bound), order, n_slots)          # n_slots: no slot
-                pos_of_slot = jnp.zeros((n_slots + 1,), jnp.int32).at[slot].set(p)[:n_slots]
-                heap_of_slot = heap[pos_of_slot]
-                row_slot = ext(slot, n_slots)[pos]
-                if keyed:  # the slots' own draws; rows of no slot read slot n_slots's (zeros)
-                    drawn = node_splits.node_features(feature_key, d, heap_of_slot, n_features, max_features)
-                    pad = jnp.concatenate([drawn, jnp.zeros((1, max_features), jnp.int32)])
-                    X_level = X_binned[pad[row_slot].T, rows[None, :]]
-                elif per_node:
-                    node_subsets = jnp.concatenate([subsets[d][heap_of_slot],
-                                                    jnp.zeros((1, subsets[d].shape[1]), jnp.int32)])
-                    X_level = X_binned[node_subsets[row_slot].T, rows[None, :]]
-                elif subsets is not None:
-                    X_level = X_binned[subsets[d]]
-                else:
-                    X_level = X_binned
-                cum = histograms.prefix_sum(histograms.build_histogram(
-                    X_level, payload, row_slot, n_leaves=n_slots + 1, n_bins=n_bins,
-                    axis_name=axis_name), axis=2)[:, :n_slots]
-                g = node_splits.node_gains(cum, l2, min_child_weight, missing, criterion)      # (S, F', B-1, 2)
-                if masks is None:
-                    sp = jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=min_split_gain))(g)
-                else:
-                    mask = masks[d]
-                    mask = (mask[heap_of_slot] if mask.shape[0] > 1
-                            else jnp.broadcast_to(mask[0], (n_slots, mask.shape[-1])))
-                    sp = jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
-                        gn, min_split_gain=min_split_gain, feature_mask=mn))(g, mask)
-                has = slot < n_slots
-                at = jnp.minimum(slot, n_slots - 1)
-                ok = has & (sp.gain[at] > 0)
-                gain = sp.gain[at]
-                thr = jnp.where(ok, sp.threshold[at], null).astype(jnp.int32)
-                mr = ok & sp.missing_right[at]
-                pos_f = jnp.where(ok, sp.feature[at], 0).astype(jnp.int32)
-                if keyed:
-                    slot_feature = jnp.take_along_axis(drawn, sp.feature[:, None], axis=1)[:, 0]
-                    feature = jnp.where(ok, slot_feature[at], 0)
-                elif per_node:
-                    slot_feature = jnp.take_along_axis(node_subsets[:n_slots], sp.feature[:, None],
-                                                       axis=1)[:, 0]
-                    feature = jnp.where(ok, slot_feature[at], 0)
-                elif subsets is None:
-                    feature = pos_f
-                else:
-                    feature = jnp.where(ok, subsets[d][pos_f], 0)
-                feature = feature.astype(jnp.int32)
-
-                def right_of(feature, thr, mr):  # each row's side under its node's rule
-                    col = X_binned[ext(feature, 0)[pos], rows].astype(jnp.int32)
-                    return jnp.where(col == binning.missing_bin(n_bins), ext(mr, False)[pos],
-                                     col > ext(thr, null)[pos])
-
-                # A split sends rows of non-zero weight both ways, else its node is a leaf: so a
-                # tree has at most as many leaves as such rows (node_capacity's bound).
-                right = right_of(feature, thr, mr)
-                n_right = total(histograms.spread_sum((takes_part & right).astype(jnp.int32), pos,
-                                                      width + 1))[:width]
-                ok = ok & (n_right > 0) & (n_right < count)
-                thr = jnp.where(ok, thr, null).astype(jnp.int32)
-                mr = ok & mr
-                feature = jnp.where(ok, feature, 0).astype(jnp.int32)
-                right = right & ext(ok, False)[pos]
-                split = ok
-            else:  # the last level: every open node is a leaf
-                split = jnp.zeros((width,), bool)
-            leafy = valid & ~split
-            rank_s = jnp.cumsum(split.astype(jnp.int32)) - 1
-            rank_l = jnp.cumsum(leafy.astype(jnp.int32)) - 1
-            n_split = jnp.sum(split.astype(jnp.int32))
-            node_id = st["node_base"] + rank_s
-            leaf_id = st["leaf_base"] + rank_l
-            # the last level's splits point at their children: nodes or leaves (none at the root)
-            half = jnp.maximum(st["parent_splits"], 1)
-            parent = jnp.where(valid & (i32(d) > 0), st["parent_base"] + p % half, capacity)
-            kid = jnp.where(split, node_id, ~leaf_id)
-            st["t_kids"] = st["t_kids"].at[parent, (p >= half).astype(jnp.int32)].set(kid, mode="drop")
-            st["row_leaf"] = jnp.where(ext(leafy, False)[pos], ext(leaf_id, 0)[pos], st["row_leaf"])
-            if last:
-                return st
-            put = jnp.where(split, node_id, capacity)
-            st["t_feat"] = st["t_feat"].at[put].set(feature, mode="drop")
-            st["t_thr"] = st["t_thr"].at[put].set(thr, mode="drop")
-            st["t_mr"] = st["t_mr"].at[put].set(mr, mode="drop")
-            st["t_gain"] = st["t_gain"].at[put].set(jnp.where(split, gain, 0.0).astype(jnp.float32),
-                                                    mode="drop")
-            st["level_counts"] = st["level_counts"].at[d].set(n_split)
-            # The next level: split j's children at positions j (left) and n_split + j (right).
-            nxt = 2 * min(n_slots, width)
-            heap_of_split = jnp.zeros((nxt // 2 + 1,), jnp.int32).at[
-                jnp.where(split, rank_s, nxt // 2)].set(heap, mode="drop")[:nxt // 2]
-            q = jnp.arange(nxt, dtype=jnp.int32)
-            half = jnp.maximum(n_split, 1)
-            st["heap"] = heap_of_split[jnp.minimum(q % half, nxt // 2 - 1)] + jnp.where(
-                q >= half, jnp.left_shift(jnp.int32(1), i32(d)), 0)
-            new_pos = ext(rank_s, 0)[pos] + jnp.where(right, n_split, 0)
-            st["pos"] = jnp.where(ext(split, False)[pos], new_pos, nxt)
-            st["parent_base"], st["parent_splits"] = st["node_base"], n_split
-            st["node_base"] = st["node_base"] + n_split
-            st["leaf_base"] = st["leaf_base"] + jnp.sum(leafy.astype(jnp.int32))
-            st["n_open"] = 2 * n_split
-            return st
-
-        if early:  # the shallow levels: one loop, ended when no node is open
-            state = lax.while_loop(
-                lambda c: (c[0] < early) & (c[1]["n_open"] > 0),
-                lambda c: (c[0] + 1, level(c[1], c[0], widths[0], slots[0], False)),
-                (i32(0), state))[1]
-        for d in range(early, steady):
-            state = level(state, d, widths[d], slots[d], False)
-        if steady < depth:  # the deep levels of one width: a loop, ended when no node is open
-            state = lax.while_loop(
-                lambda c: (c[0] < depth) & (c[1]["n_open"] > 0),
-                lambda c: (c[0] + 1, level(c[1], c[0], widths[steady], slots[steady], False)),
-                (i32(steady), state))[1]
-        state = level(state, depth, widths[depth], 1, True)
-        sums = total(histograms.spread_sum(payload, state["row_leaf"], capacity + 1))
-        reached = total(histograms.spread_sum(takes_part.astype(jnp.int32), state["row_leaf"],
-                                              capacity + 1))
-        values = node_table.table_leaf_values(state["t_kids"], state["node_base"], sums, reached, depth, k, l2,
-                                    min_child_weight, criterion)
-        tree = DepthwiseTrees(state["t_feat"], state["t_thr"], jnp.zeros((capacity,), jnp.float32),
-                              state["t_mr"], state["t_kids"], values, state["t_gain"],
-                              state["level_counts"])
-        return tree, state["row_leaf"]
-
-    def table():  # the levels in JAX, as a node table
-        if compact:
-            return grow_compact()
-        *rules, last = grow_xla()
-        features, thresholds, missing_right, gains, leaf = rules
-        fields, table_leaf = node_table.dense_table(features, thresholds, jnp.zeros(features.shape, jnp.float32),
-                                                    missing_right, gains, leaf_values_of(leaf, last), capacity)
-        return DepthwiseTrees(*fields), table_leaf[leaf]  # borders: filled in by with_borders
-
-    if (compact and depth and axis_name is None and feature_masks is None and feature_subsets is None and criterion.kernel
-            and c % 2 == 0 and kernel_available()):  # the CPU kernel grows the whole tree in one
-        # call (a kernel library built before it existed lacks it: then the levels below, in JAX)
+    c = payload.shape[-1]
+    if (compact and depth and axis_name is None and feature_masks is None and feature_subsets is None
+            and criterion.kernel and c % 2 == 0 and kernel_available()):
+        # the CPU kernel grows the whole tree in one call (a kernel library built before it
+        # existed lacks it: then the levels in JAX)
         native = lambda: _kernel_tree(X_binned, unweighted, feature_key, l2, min_split_gain,  # noqa: E731
                                       min_child_weight, depth=depth, n_bins=n_bins,
                                       max_features=max_features if keyed else n_features,

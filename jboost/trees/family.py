@@ -6,8 +6,9 @@ level comparisons (as in CatBoost's model format)::
 
     leaf = sum_d  right_d << d,   right_d = missing_d ? missing_right_d : x[feature_d] > thr_d
 
-The same :func:`leaf_index` serves fitting (on bins, ``thr`` a bin index) and prediction (on raw
-floats, ``thr`` the border value): by the binning rule, ``bin(x) > t  iff  x > borders[f, t]``.
+The same rule (:func:`jboost.trees.routing.goes_right`, every family's one routing rule) serves
+fitting (on bins, ``thr`` a bin index) and prediction (on raw floats, ``thr`` the border value):
+by the binning rule, ``bin(x) > t  iff  x > borders[f, t]``.
 Leading axes of :class:`ObliviousTrees` stack trees (rounds, trees per round, bags, ...).
 """
 

@@ -48,16 +48,16 @@ each chunk is an XLA gather and a histogram-kernel call.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jboost.data import binning
 from jboost.trees import depthwise as depthwise_lib
 from jboost.trees import histograms
 from jboost.trees import node_splits
+from jboost.trees import routing
 from jboost.trees import splits as splits_lib
 
 #: Default leaves of a loss-guided tree (LightGBM's ``num_leaves`` default).
@@ -144,6 +144,187 @@ def _per_depth_masks(feature_masks, feature_subsets, depth: int, n_features: int
     return masks
 
 
+class _Grow(NamedTuple):
+    """One loss-guided tree's inputs and settings, as the growth steps read them."""
+
+    X_binned: jax.Array       # (F, n) bins, feature-major
+    payload: jax.Array        # (n, 2K) float32 [grad, hess]
+    depth: int                # static depth bound
+    n_bins: int
+    max_leaves: int
+    l2: Any
+    min_split_gain: Any
+    min_child_weight: Any
+    missing: bool
+    criterion: splits_lib.SplitCriterion
+    masks: Any                # (depth, F) bool or None
+    axis_name: Optional[str]
+    chunk: int                # rows per step of a split's loops (chunk_rows)
+
+    @property
+    def k(self) -> int:
+        return self.payload.shape[-1] // 2
+
+    @property
+    def n(self) -> int:
+        return self.X_binned.shape[1]
+
+    def value_of(self, sums):
+        """``(S, K)`` the criterion's value of each of ``S`` nodes' ``(S, C)`` sums."""
+        return self.criterion.value(sums[:, :self.k], sums[:, self.k:], self.l2)
+
+    def chunks(self, rows, body, init):
+        """``body`` over the chunks of ``rows`` rows (one chunk: no loop)."""
+        if self.chunk == self.n:
+            return body(0, init)
+        return lax.fori_loop(0, (rows + self.chunk - 1) // self.chunk, body, init)
+
+
+def _best_splits(g: _Grow, hist, child_depth):
+    """The best split and the sums of the ``S`` nodes of the ``(F, S, B, C)`` histograms
+    ``hist`` (summed over devices), whose leaves lie at ``child_depth (S,)``: ``(split, can,
+    sums)``, ``can`` where the leaf may split (positive gain, above the depth bound)."""
+    cum = histograms.prefix_sum(hist, axis=2)                        # (F, S, B, C)
+    sums = cum[0, :, g.n_bins - 1]                                   # (S, C) every row
+    gains = node_splits.node_gains(cum, g.l2, g.min_child_weight, g.missing, g.criterion)  # (S, F, B-1, 2)
+    if g.masks is None:
+        sp = jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=g.min_split_gain))(gains)
+    else:
+        m = g.masks[jnp.minimum(child_depth, g.depth - 1)]
+        sp = jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
+            gn, min_split_gain=g.min_split_gain, feature_mask=mn))(gains, m)
+    can = (child_depth < g.depth) & (sp.gain > 0)
+    return sp, can, sums
+
+
+def _start(g: _Grow) -> _Open:
+    """The root leaf (every row, its histograms and best split) and an empty table."""
+    n, max_leaves, n_nodes = g.n, g.max_leaves, g.max_leaves - 1
+    null = splits_lib.null_threshold(g.n_bins)
+    root = histograms.build_histogram(g.X_binned, g.payload, jnp.zeros((n,), jnp.int32), n_leaves=1,
+                                      n_bins=g.n_bins, axis_name=g.axis_name)  # (F, 1, B, C)
+    sp, can, sums = _best_splits(g, root, jnp.zeros((1,), jnp.int32))
+
+    def at0(x, fill, dtype):  # (L,) with leaf 0's entry x[0]
+        return jnp.full((max_leaves,), fill, dtype).at[0].set(x[0].astype(dtype))
+
+    return _Open(
+        order=jnp.arange(n, dtype=jnp.int32),
+        start=jnp.zeros((max_leaves,), jnp.int32),
+        count=jnp.zeros((max_leaves,), jnp.int32).at[0].set(n),
+        hist=jnp.zeros((max_leaves,) + root[:, 0].shape, jnp.float32).at[0].set(root[:, 0]),
+        gain=at0(jnp.where(can, sp.gain, 0.0), 0.0, jnp.float32),
+        feature=at0(sp.feature, 0, jnp.int32),
+        threshold=at0(sp.threshold, null, jnp.int32),
+        missing_right=at0(sp.missing_right, False, bool),
+        leaf_depth=jnp.zeros((max_leaves,), jnp.int32),
+        pointer=jnp.full((max_leaves,), -1, jnp.int32),
+        value=jnp.zeros((max_leaves, g.k), jnp.float32).at[0].set(g.value_of(sums)[0]),
+        features=jnp.zeros((n_nodes,), jnp.int32),
+        thresholds=jnp.full((n_nodes,), null, jnp.int32),
+        missing=jnp.zeros((n_nodes,), bool),
+        gains=jnp.zeros((n_nodes,), jnp.float32),
+        children=jnp.full((n_nodes, 2), -1, jnp.int32),
+        node_depth=jnp.full((n_nodes,), -1, jnp.int32))
+
+
+def _partition(g: _Grow, s: _Open, best):
+    """Leaf ``best``'s rows moved to their child's place in ``order`` (:func:`jboost.trees.routing.
+    bin_goes_right` of its rule): left rows from the leaf's start up, right rows from its end
+    down. Returns ``(order, n_left, n_right)``."""
+    n, chunk = g.n, g.chunk
+    f, thr, mr = s.feature[best], s.threshold[best], s.missing_right[best]
+    first, size = s.start[best], s.count[best]
+    lane = jnp.arange(chunk, dtype=jnp.int32)
+
+    def body(c, carry):  # chunk c of the leaf's rows
+        order, n_left, n_right = carry
+        at = c * chunk + lane
+        valid = at < size
+        rows = s.order[jnp.minimum(first + at, n - 1)]
+        right = routing.bin_goes_right(g.X_binned[f, rows], thr, mr, g.n_bins)
+        left, right = valid & ~right, valid & right
+        to = jnp.where(left, first + n_left + jnp.cumsum(left) - 1,
+                       jnp.where(right, first + size - n_right - jnp.cumsum(right), n))
+        return (order.at[to].set(rows, mode="drop"), n_left + jnp.sum(left, dtype=jnp.int32),
+                n_right + jnp.sum(right, dtype=jnp.int32))
+
+    return g.chunks(size, body, (s.order, jnp.int32(0), jnp.int32(0)))
+
+
+def _children_histograms(g: _Grow, order, first, n_left, n_right, parent):
+    """The two children's ``(F, B, C)`` histograms (summed over devices) of a leaf of
+    histograms ``parent`` whose rows start at ``first`` in ``order``, ``n_left`` then
+    ``n_right``: the smaller child's from its rows, the other's as the parent's minus them
+    (every device the same side: the global counts)."""
+    n, chunk = g.n, g.chunk
+    both = jnp.stack([n_left, n_right]) if g.axis_name is None else lax.psum(
+        jnp.stack([n_left, n_right]), g.axis_name)
+    left_small = both[0] <= both[1]
+    small_first = jnp.where(left_small, first, first + n_left)
+    small_size = jnp.where(left_small, n_left, n_right)
+    lane = jnp.arange(chunk, dtype=jnp.int32)
+
+    def build(c, hist):
+        at = c * chunk + lane
+        rows = order[jnp.minimum(small_first + at, n - 1)]
+        part = jnp.where((at < small_size)[:, None], g.payload[rows], 0.0)
+        return hist + histograms.build_histogram(g.X_binned[:, rows], part, jnp.zeros((chunk,), jnp.int32),
+                                                 n_leaves=1, n_bins=g.n_bins)[:, 0]
+
+    small = g.chunks(small_size, build, jnp.zeros_like(parent))
+    if g.axis_name is not None:
+        small = lax.psum(small, g.axis_name)
+    large = parent - small
+    return jnp.where(left_small, small, large), jnp.where(left_small, large, small)
+
+
+def _split(g: _Grow, t, s: _Open) -> _Open:
+    """Split ``t``: the open leaf of largest gain (the first of equal gains) splits into itself
+    (left) and leaf ``t + 1`` (right), node ``t`` of the table."""
+    n_nodes = g.max_leaves - 1
+    best = jnp.argmax(s.gain).astype(jnp.int32)
+    new = t + 1
+    first = s.start[best]
+    order, n_left, n_right = _partition(g, s, best)
+    left_hist, right_hist = _children_histograms(g, order, first, n_left, n_right, s.hist[best])
+    hist = jnp.stack([left_hist, right_hist], axis=1)               # (F, 2, B, C)
+    child_depth = jnp.full((2,), s.leaf_depth[best] + 1, jnp.int32)
+    sp, can, sums = _best_splits(g, hist, child_depth)
+    pair = jnp.stack([best, new])
+    children = s.children.at[t].set(jnp.stack([~best, ~new]))
+    parent_cell = s.pointer[best]
+    children = children.reshape(-1).at[jnp.where(parent_cell >= 0, parent_cell, 2 * n_nodes)].set(
+        t, mode="drop").reshape(n_nodes, 2)
+    return s._replace(
+        order=order,
+        hist=s.hist.at[best].set(left_hist).at[new].set(right_hist),
+        start=s.start.at[new].set(first + n_left),
+        count=s.count.at[pair].set(jnp.stack([n_left, n_right])),
+        gain=s.gain.at[pair].set(jnp.where(can, sp.gain, 0.0)),
+        feature=s.feature.at[pair].set(sp.feature),
+        threshold=s.threshold.at[pair].set(sp.threshold),
+        missing_right=s.missing_right.at[pair].set(sp.missing_right),
+        leaf_depth=s.leaf_depth.at[pair].set(child_depth),
+        pointer=s.pointer.at[pair].set(2 * t + jnp.arange(2, dtype=jnp.int32)),
+        value=s.value.at[pair].set(g.value_of(sums)),
+        features=s.features.at[t].set(s.feature[best]),
+        thresholds=s.thresholds.at[t].set(s.threshold[best]),
+        missing=s.missing.at[t].set(s.missing_right[best]),
+        gains=s.gains.at[t].set(s.gain[best]),
+        children=children,
+        node_depth=s.node_depth.at[t].set(s.leaf_depth[best]))
+
+
+def _row_leaves(s: _Open, n: int):
+    """``(n,)`` int32 each row's leaf: the leaf whose rows hold its place in ``order`` (a used
+    leaf holds a row; the unused slots start past the end)."""
+    starts = jnp.where(s.count > 0, s.start, n)
+    by_start = jnp.argsort(starts).astype(jnp.int32)
+    at = jnp.searchsorted(starts[by_start], jnp.arange(n, dtype=jnp.int32), side="right") - 1
+    return jnp.zeros((n,), jnp.int32).at[s.order].set(by_start[at])
+
+
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              max_leaves: int = DEFAULT_MAX_LEAVES, feature_masks=None, feature_subsets=None,
              axis_name: Optional[str] = None, missing: bool = True,
@@ -175,145 +356,17 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         raise ValueError(f"lossguide.fit_tree: max_leaves must be at least 2; got {max_leaves}.")
     if depth < 1:
         raise ValueError(f"lossguide.fit_tree: depth must be at least 1; got {depth}.")
-    k = grad.shape[-1]
     n_features, n = X_binned.shape
-    payload = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
-    masks = _per_depth_masks(feature_masks, feature_subsets, depth, n_features)
+    g = _Grow(X_binned=X_binned, payload=jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32),
+              depth=depth, n_bins=n_bins, max_leaves=max_leaves, l2=l2, min_split_gain=min_split_gain,
+              min_child_weight=min_child_weight, missing=missing, criterion=criterion,
+              masks=_per_depth_masks(feature_masks, feature_subsets, depth, n_features),
+              axis_name=axis_name, chunk=chunk_rows(n))
     n_nodes = max_leaves - 1
-
-    def value_of(sums):  # (S, C) -> (S, K)
-        return criterion.value(sums[:, :k], sums[:, k:], l2)
-
-    def best_splits(hist, child_depth):
-        """The best split and the sums of the ``S`` nodes of the ``(F, S, B, C)`` histograms
-        ``hist`` (summed over devices), whose leaves lie at ``child_depth (S,)``."""
-        cum = histograms.prefix_sum(hist, axis=2)                        # (F, S, B, C)
-        sums = cum[0, :, n_bins - 1]                                     # (S, C) every row
-        g = node_splits.node_gains(cum, l2, min_child_weight, missing, criterion)  # (S, F, B-1, 2)
-        if masks is None:
-            sp = jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=min_split_gain))(g)
-        else:
-            m = masks[jnp.minimum(child_depth, depth - 1)]
-            sp = jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
-                gn, min_split_gain=min_split_gain, feature_mask=mn))(g, m)
-        can = (child_depth < depth) & (sp.gain > 0)
-        return sp, can, sums
-
-    # The root: every row.
-    zeros = jnp.zeros((n,), jnp.int32)
-    root = histograms.build_histogram(X_binned, payload, zeros, n_leaves=1, n_bins=n_bins,
-                                      axis_name=axis_name)                  # (F, 1, B, C)
-    sp, can, sums = best_splits(root, jnp.zeros((1,), jnp.int32))
-    chunk = chunk_rows(n)
-
-    def at0(x, fill, dtype):  # (L,) with leaf 0's entry x[0]
-        return jnp.full((max_leaves,), fill, dtype).at[0].set(x[0].astype(dtype))
-
-    state = _Open(
-        order=jnp.arange(n, dtype=jnp.int32),
-        start=jnp.zeros((max_leaves,), jnp.int32),
-        count=jnp.zeros((max_leaves,), jnp.int32).at[0].set(n),
-        hist=jnp.zeros((max_leaves,) + root[:, 0].shape, jnp.float32).at[0].set(root[:, 0]),
-        gain=at0(jnp.where(can, sp.gain, 0.0), 0.0, jnp.float32),
-        feature=at0(sp.feature, 0, jnp.int32),
-        threshold=at0(sp.threshold, splits_lib.null_threshold(n_bins), jnp.int32),
-        missing_right=at0(sp.missing_right, False, bool),
-        leaf_depth=jnp.zeros((max_leaves,), jnp.int32),
-        pointer=jnp.full((max_leaves,), -1, jnp.int32),
-        value=jnp.zeros((max_leaves, k), jnp.float32).at[0].set(value_of(sums)[0]),
-        features=jnp.zeros((n_nodes,), jnp.int32),
-        thresholds=jnp.full((n_nodes,), splits_lib.null_threshold(n_bins), jnp.int32),
-        missing=jnp.zeros((n_nodes,), bool),
-        gains=jnp.zeros((n_nodes,), jnp.float32),
-        children=jnp.full((n_nodes, 2), -1, jnp.int32),
-        node_depth=jnp.full((n_nodes,), -1, jnp.int32))
-
-    def split(t, s: _Open) -> _Open:
-        """Split the open leaf of largest gain into itself (left) and leaf ``t + 1`` (right)."""
-        best = jnp.argmax(s.gain).astype(jnp.int32)     # the first of equal gains
-        new = t + 1
-        f, thr, mr = s.feature[best], s.threshold[best], s.missing_right[best]
-        first, size = s.start[best], s.count[best]
-        lane = jnp.arange(chunk, dtype=jnp.int32)
-
-        def chunks(rows, body, init):  # body over the chunks of `rows` rows (one: no loop)
-            if chunk == n:
-                return body(0, init)
-            return lax.fori_loop(0, (rows + chunk - 1) // chunk, body, init)
-
-        def partition(c, carry):
-            """Chunk ``c`` of the leaf's rows to their child's place in ``order``: left rows
-            from the leaf's start up, right rows from its end down."""
-            order, n_left, n_right = carry
-            at = c * chunk + lane
-            valid = at < size
-            rows = s.order[jnp.minimum(first + at, n - 1)]
-            col = X_binned[f, rows].astype(jnp.int32)
-            right = jnp.where(col == binning.missing_bin(n_bins), mr, col > thr)
-            left, right = valid & ~right, valid & right
-            to = jnp.where(left, first + n_left + jnp.cumsum(left) - 1,
-                           jnp.where(right, first + size - n_right - jnp.cumsum(right), n))
-            return (order.at[to].set(rows, mode="drop"), n_left + jnp.sum(left, dtype=jnp.int32),
-                    n_right + jnp.sum(right, dtype=jnp.int32))
-
-        order, n_left, n_right = chunks(size, partition, (s.order, jnp.int32(0), jnp.int32(0)))
-        # The smaller child's histograms from its rows, the other's as the parent's minus them.
-        # (Every device the same side: the global counts.)
-        both = jnp.stack([n_left, n_right]) if axis_name is None else lax.psum(
-            jnp.stack([n_left, n_right]), axis_name)
-        left_small = both[0] <= both[1]
-        small_first = jnp.where(left_small, first, first + n_left)
-        small_size = jnp.where(left_small, n_left, n_right)
-
-        def build(c, hist):
-            at = c * chunk + lane
-            rows = order[jnp.minimum(small_first + at, n - 1)]
-            part = jnp.where((at < small_size)[:, None], payload[rows], 0.0)
-            return hist + histograms.build_histogram(X_binned[:, rows], part, jnp.zeros((chunk,), jnp.int32),
-                                                     n_leaves=1, n_bins=n_bins)[:, 0]
-
-        small = chunks(small_size, build, jnp.zeros_like(s.hist[0]))
-        if axis_name is not None:
-            small = lax.psum(small, axis_name)
-        large = s.hist[best] - small
-        left_hist, right_hist = (jnp.where(left_small, small, large), jnp.where(left_small, large, small))
-        hist = jnp.stack([left_hist, right_hist], axis=1)               # (F, 2, B, C)
-        child_depth = jnp.full((2,), s.leaf_depth[best] + 1, jnp.int32)
-        sp, can, sums = best_splits(hist, child_depth)
-        pair = jnp.stack([best, new])
-        children = s.children.at[t].set(jnp.stack([~best, ~new]))
-        parent_cell = s.pointer[best]
-        children = children.reshape(-1).at[jnp.where(parent_cell >= 0, parent_cell, 2 * n_nodes)].set(
-            t, mode="drop").reshape(n_nodes, 2)
-        return s._replace(
-            order=order,
-            hist=s.hist.at[best].set(left_hist).at[new].set(right_hist),
-            start=s.start.at[new].set(first + n_left),
-            count=s.count.at[pair].set(jnp.stack([n_left, n_right])),
-            gain=s.gain.at[pair].set(jnp.where(can, sp.gain, 0.0)),
-            feature=s.feature.at[pair].set(sp.feature),
-            threshold=s.threshold.at[pair].set(sp.threshold),
-            missing_right=s.missing_right.at[pair].set(sp.missing_right),
-            leaf_depth=s.leaf_depth.at[pair].set(child_depth),
-            pointer=s.pointer.at[pair].set(2 * t + jnp.arange(2, dtype=jnp.int32)),
-            value=s.value.at[pair].set(value_of(sums)),
-            features=s.features.at[t].set(f),
-            thresholds=s.thresholds.at[t].set(thr),
-            missing=s.missing.at[t].set(mr),
-            gains=s.gains.at[t].set(s.gain[best]),
-            children=children,
-            node_depth=s.node_depth.at[t].set(s.leaf_depth[best]))
-
     # Split while a leaf is open, at most max_leaves - 1 times (a while loop, not a fori_loop of
     # conditional steps: a `lax.cond` over the carry copied the leaves' histograms every step).
     _, state = lax.while_loop(lambda c: (c[0] < n_nodes) & (jnp.max(c[1].gain) > 0),
-                              lambda c: (c[0] + 1, split(c[0], c[1])), (jnp.int32(0), state))
-    # Each row's leaf: the leaf whose rows hold its place in ``order`` (a used leaf holds a row;
-    # the unused slots start past the end).
-    starts = jnp.where(state.count > 0, state.start, n)
-    by_start = jnp.argsort(starts).astype(jnp.int32)
-    at = jnp.searchsorted(starts[by_start], jnp.arange(n, dtype=jnp.int32), side="right") - 1
-    leaf = jnp.zeros((n,), jnp.int32).at[state.order].set(by_start[at])
+                              lambda c: (c[0] + 1, _split(g, c[0], c[1])), (jnp.int32(0), _start(g)))
     level_counts = jnp.sum((state.node_depth[None, :] == jnp.arange(depth)[:, None]).astype(jnp.int32),
                            axis=1)
     tree = depthwise_lib.DepthwiseTrees(
@@ -321,4 +374,4 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         borders=jnp.zeros((n_nodes,), jnp.float32), missing_right=state.missing,
         children=state.children, leaf_values=state.value, gains=state.gains,
         level_counts=level_counts)
-    return tree, leaf
+    return tree, _row_leaves(state, n)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jboost.data import binning
+from jboost.trees import routing
 from jboost.trees import splits as splits_lib
 
 
@@ -49,14 +49,8 @@ def node_children_sums(cum, features, thresholds, missing_right):
     """``(2L, C)`` the children's sums of the ``L`` nodes of a level split at their own
     ``(feature, threshold, missing_right)``, read off the level's ``(F, L, B, C)`` cumulative
     histograms: node ``j``'s left child is ``j``, its right child ``j + L``."""
-    n_leaves, n_bins = cum.shape[1], cum.shape[2]
-    own = cum[features, jnp.arange(n_leaves)]                      # (L, B, C)
-    total = own[:, n_bins - 1]
-    missing = total - own[:, n_bins - 2]
-    at_t = jnp.take_along_axis(own, thresholds[:, None, None], axis=1)[:, 0]
-    # Right first: a null split (threshold n_bins - 2, missing left) gives exactly zero.
-    right = own[:, n_bins - 2] - at_t + jnp.where(missing_right[:, None], missing, 0.0)
-    return jnp.concatenate([total - right, right], axis=0)
+    own = cum[features, jnp.arange(cum.shape[1])]                  # (L, B, C)
+    return routing.children_sums(own, thresholds, missing_right)
 
 
 def node_gains(cum, l2, min_child_weight, missing: bool = True,
@@ -101,9 +95,9 @@ def node_features(key, level: int, nodes, n_features: int, m: int):
     return jnp.sort(jnp.argsort(u, axis=1)[:, :m], axis=1).astype(jnp.int32)
 
 
-def route_level(X_binned, rows, leaf, feature, thr, mr, d: int, n_bins: int):
-    """Each row's node at level ``d + 1``: its node's rule ``(feature, thr, mr)`` read on its own
-    binned value (the missing bin goes to the rule's missing side); bit ``d`` of the leaf index."""
-    col = X_binned[feature[leaf], rows].astype(jnp.int32)
-    right = jnp.where(col == binning.missing_bin(n_bins), mr[leaf], col > thr[leaf])
+def route_level(X_binned, leaf, feature, thr, mr, d: int, n_bins: int):
+    """Each row's node at level ``d + 1`` of the dense heap: its node ``leaf``'s rule ``(feature,
+    thr, mr)`` read on its own binned value (:func:`jboost.trees.routing.rows_go_right`); bit
+    ``d`` of the leaf index."""
+    right = routing.rows_go_right(X_binned, leaf, feature, thr, mr, n_bins)
     return leaf + jnp.left_shift(right.astype(jnp.int32), d)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost.trees import routing
 from jboost.trees import splits as splits_lib
 from jboost.trees.family import TreeFamily
 
@@ -23,7 +24,7 @@ def walk(features, thresholds, missing_right, children, depth: int, X_t, is_miss
     for _ in range(max(depth, 1)):
         i = jnp.maximum(cur, 0)
         col = X_t[features[i], rows].astype(thresholds.dtype)
-        right = jnp.where(is_missing(col), missing_right[i], col > thresholds[i])
+        right = routing.goes_right(col, thresholds[i], missing_right[i], is_missing(col))
         cur = jnp.where(cur >= 0, children[i, right.astype(jnp.int32)], cur)
     return ~cur
 

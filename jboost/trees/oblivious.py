@@ -14,6 +14,7 @@ from jboost import _native
 from jboost.data import binning
 from jboost.trees import family
 from jboost.trees import histograms
+from jboost.trees import routing
 from jboost.trees import splits as splits_lib
 
 
@@ -75,7 +76,7 @@ def leaf_index(columns, thresholds, missing_right, is_missing, first_level: int 
     Returns:
       ``(n,)`` int32 in ``[0, 2**(first_level + D))``.
     """
-    right = jnp.where(is_missing, missing_right[:, None], columns > thresholds[:, None])
+    right = routing.goes_right(columns, thresholds[:, None], missing_right[:, None], is_missing)
     weights = jnp.left_shift(1, jnp.arange(first_level, first_level + columns.shape[0], dtype=jnp.int32))
     return jnp.sum(right.astype(jnp.int32) * weights[:, None], axis=0)
 
@@ -84,18 +85,6 @@ def leaf_index_raw(tree: ObliviousTrees, X_t):
     """:func:`leaf_index` of one tree on feature-major raw floats ``(F, n)`` (NaN = missing)."""
     cols = X_t[tree.features]
     return leaf_index(cols, tree.borders, tree.missing_right, jnp.isnan(cols))
-
-
-def _children_sums(cum, threshold, missing_right):
-    """``(2L, C)`` sums of the children of ``L`` leaves split at ``threshold``, from the leaves'
-    ``(L, B, C)`` cumulative histograms of the split feature: leaf ``j``'s left child is ``j``,
-    its right child ``j + L``."""
-    n_bins = cum.shape[1]
-    total = cum[:, n_bins - 1]
-    missing = total - cum[:, n_bins - 2]
-    # Right first: for a null split (threshold n_bins - 2, missing left) it is exactly zero.
-    right = cum[:, n_bins - 2] - cum[:, threshold] + jnp.where(missing_right, missing, 0.0)
-    return jnp.concatenate([total - right, right], axis=0)
 
 
 @functools.partial(_compile.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion"))
@@ -190,7 +179,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     if depth and hist is not None:
         # The leaves' sums are the last level's children, read off its (global, cumulative)
         # histograms of the chosen feature; only the counts take a pass over the rows.
-        sums = _children_sums(hist[split.feature], split.threshold, split.missing_right)
+        sums = routing.children_sums(hist[split.feature], split.threshold, split.missing_right)
         rows = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 2**depth)
         if axis_name is not None:
             rows = lax.psum(rows, axis_name)

@@ -1,0 +1,401 @@
+"""The depth-wise growers in JAX: the dense heap levels (``2**d`` nodes at level ``d``) and the compact levels (only the open nodes, written into the node table directly).
+
+Both grow the tree of :func:`jboost.trees.depthwise.fit_tree` level by level: each level's
+``(feature, node, bin)`` cumulative histograms (:mod:`jboost.trees.histograms`), each node's
+gains (:func:`jboost.trees.node_splits.node_gains`) and first maximum
+(:func:`jboost.trees.splits.best_split_of_gains`), a node whose best gain is not positive a
+leaf, the rows routed by :func:`jboost.trees.routing.rows_go_right`.
+
+* :func:`grow_dense` (``max_nodes`` ``None``: boosting) keeps the dense heap: ``2**d`` nodes at
+  level ``d`` whether or not they split, histogram subtraction where
+  :func:`jboost.trees.histograms.subtraction_pays`, the leaf sums read off the last level's
+  histograms; the heap is then written as a table (:func:`jboost.trees.node_table.dense_table`).
+* :func:`grow_compact` (``max_nodes`` given: forests) lists only the open nodes of a level (the
+  children of the last level's splits), gives a histogram slot to at most ``S_d``
+  (:func:`jboost.trees.node_table.node_slots`) of those with two rows of non-zero weight, demands
+  that a split send such rows both ways, writes the table directly and sums the leaves over the
+  rows: no array is ``2**d`` wide (depth 30 fits). The CPU whole-tree kernel
+  (``jboost/_native/depthwise.cc``) computes this grower's tree.
+
+They are two growers, not one, because their trees differ in the last float bits: the dense
+levels' histograms come from subtraction and their leaf sums from the histograms, the compact
+levels' from the rows; and a dense node may split with every row of non-zero weight on one
+side (gain from rounding), which the compact levels (and the kernel) refuse.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from jboost.trees import family
+from jboost.trees import histograms
+from jboost.trees import node_splits
+from jboost.trees import node_table
+from jboost.trees import routing
+from jboost.trees import splits as splits_lib
+
+#: The compact levels' shallow levels run as one loop of ``2 * EARLY_SLOTS`` open positions
+#: and ``EARLY_SLOTS`` histogram slots (level ``d < EARLY_LEVELS`` has at most ``2**d``).
+EARLY_LEVELS, EARLY_SLOTS = 6, 32
+
+
+class Grow(NamedTuple):
+    """One depth-wise tree's inputs and settings, as the growers' steps read them."""
+
+    X_binned: jax.Array       # (F, n) bins, feature-major
+    payload: jax.Array        # (n, 2K) float32 [grad, hess], row weights applied
+    takes_part: jax.Array     # (n,) bool: rows of non-zero payload
+    depth: int                # static levels
+    n_bins: int               # static bins (missing bin included)
+    n_rows: int               # static rows of every device (the bounds on slots and nodes)
+    l2: Any                   # traced regularisation
+    min_split_gain: Any
+    min_child_weight: Any
+    missing: bool             # static: some row may be in the missing bin
+    criterion: splits_lib.SplitCriterion
+    axis_name: Optional[str]  # rows sharded over this mapped axis
+    subsets: Any              # node_splits.node_masks' subsets: None, (depth, m), or a list per node
+    masks: Any                # node_splits.node_masks' masks, or None
+    feature_key: Any          # the compact levels' per-node draws (node_splits.node_features), or None
+    max_features: Optional[int]
+    max_nodes: Optional[int]  # the compact levels' slot bound
+    capacity: int             # the table's node slots (node_table.node_capacity)
+
+    @property
+    def k(self) -> int:
+        return self.payload.shape[-1] // 2
+
+    @property
+    def per_node(self) -> bool:
+        return isinstance(self.subsets, list)
+
+    def total(self, a):
+        """``a`` summed over the devices of ``axis_name`` (itself when unsharded)."""
+        return a if self.axis_name is None else lax.psum(a, self.axis_name)
+
+
+def best_node_splits(g: Grow, cum, mask=None) -> splits_lib.Split:
+    """Each node's first best split (``min_split_gain`` subtracted) from its ``(F', S, B, C)``
+    cumulative histograms; ``mask (S, F')``: the features each node may split on."""
+    gains = node_splits.node_gains(cum, g.l2, g.min_child_weight, g.missing, g.criterion)  # (S, F', B-1, 2)
+    if mask is None:
+        return jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=g.min_split_gain))(gains)
+    return jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
+        gn, min_split_gain=g.min_split_gain, feature_mask=mn))(gains, mask)
+
+
+# --- the dense heap levels -------------------------------------------------------------------
+
+def dense_histograms(g: Grow, d: int, leaf, local):
+    """Level ``d``'s ``(F', 2**d, B, C)`` cumulative histograms (summed over devices) and this
+    device's own (kept for the next level's subtraction; ``local`` the last level's)."""
+    n_nodes, n = 1 << d, g.X_binned.shape[1]
+    build = lambda X, axis_name: histograms.prefix_sum(histograms.build_histogram(  # noqa: E731
+        X, g.payload, leaf, n_leaves=n_nodes, n_bins=g.n_bins, axis_name=axis_name), axis=2)
+    if g.per_node:  # each node's own m features: row i's slot s is feature subsets[d][leaf_i, s]
+        rows = jnp.arange(n, dtype=jnp.int32)
+        return build(g.X_binned[g.subsets[d][leaf].T, rows[None, :]], g.axis_name), local
+    if g.subsets is not None:  # this level's features only: built directly
+        return build(g.X_binned[g.subsets[d]], g.axis_name), local
+    if d == 0 or histograms.subtraction_pays(n, n_nodes, g.n_bins, g.payload.shape[-1]):
+        # Level 0 directly; deeper levels from the last level's (this device's) histograms.
+        return histograms.level_histograms(g.X_binned, g.payload, leaf, local if d else None,
+                                           n_bins=g.n_bins, axis_name=g.axis_name)
+    local = build(g.X_binned, None)  # few rows per cell: every node built directly
+    return g.total(local), local
+
+
+def dense_level(g: Grow, d: int, leaf, active, local):
+    """Dense level ``d``: ``(rule, leaf, active, local, last)``, the level's ``2**d`` rules
+    ``(features, thresholds, missing_right, gains)`` (a node that is not ``active`` or has no
+    positive gain: the null rule), every row's node at level ``d + 1``, the nodes of level
+    ``d + 1`` that may split, this device's histograms and ``(cum, positions, thresholds,
+    missing_right)`` for the leaf sums."""
+    n_nodes = 1 << d
+    cum, local = dense_histograms(g, d, leaf, local)
+    mask = None if g.masks is None else jnp.broadcast_to(g.masks[d][:n_nodes], (n_nodes, cum.shape[0]))
+    split = best_node_splits(g, cum, mask)
+    ok = active & (split.gain > 0)  # a leaf's descendants never split
+    pos = jnp.where(ok, split.feature, 0).astype(jnp.int32)
+    thr = jnp.where(ok, split.threshold, splits_lib.null_threshold(g.n_bins)).astype(jnp.int32)
+    mr = ok & split.missing_right
+    if g.subsets is None:
+        feature = pos
+    elif g.per_node:  # node j's slot pos[j] is its feature subsets[d][j, pos[j]]
+        feature = jnp.where(ok, jnp.take_along_axis(g.subsets[d], pos[:, None], axis=1)[:, 0], 0)
+    else:
+        feature = jnp.where(ok, g.subsets[d][pos], 0)
+    feature = feature.astype(jnp.int32)
+    leaf = node_splits.route_level(g.X_binned, leaf, feature, thr, mr, d, g.n_bins)
+    rule = (feature, thr, mr, jnp.where(ok, split.gain, 0.0).astype(jnp.float32))
+    return rule, leaf, jnp.concatenate([ok, ok]), local, (cum, pos, thr, mr)
+
+
+def dense_leaf_values(g: Grow, leaf, last):
+    """``(2**D, K)`` the dense heap's leaf values (:func:`jboost.trees.family.newton_leaf_values`'
+    fallbacks): the leaves' sums off the last level's histograms (``last``), the counts of
+    rows of non-zero weight from the rows."""
+    k = g.k
+    if g.depth:
+        sums = node_splits.node_children_sums(*last)
+        counts = g.total(histograms.spread_sum(g.takes_part.astype(jnp.int32), leaf, 1 << g.depth))
+    else:
+        sums = jnp.sum(g.payload, axis=0, keepdims=True)
+        counts = jnp.sum(g.takes_part.astype(jnp.int32), keepdims=True)
+        sums, counts = g.total((sums, counts))
+    return family.newton_leaf_values(sums[:, :k], sums[:, k:], g.l2, g.min_child_weight,
+                                     value=g.criterion.value, rows=counts,
+                                     output_sum=splits_lib.sum_outputs_16)
+
+
+def grow_dense(g: Grow):
+    """The dense heap levels, written as a node table of ``g.capacity`` slots: ``(fields,
+    leaf)``, the :class:`jboost.trees.depthwise.DepthwiseTrees` fields (borders 0) and every
+    row's table leaf."""
+    n = g.X_binned.shape[1]
+    leaf = jnp.zeros((n,), jnp.int32)
+    active = jnp.ones((1,), bool)  # nodes of the level that may still split
+    rules, local, last = [], None, None
+    for d in range(g.depth):  # static unroll over levels: 2**d nodes
+        rule, leaf, active, local, last = dense_level(g, d, leaf, active, local)
+        rules.append(rule)
+    cat = lambda i, dtype: (jnp.concatenate([r[i] for r in rules]) if g.depth  # noqa: E731
+                            else jnp.zeros((0,), dtype))
+    features, thresholds = cat(0, jnp.int32), cat(1, jnp.int32)
+    missing_right, gains = cat(2, bool), cat(3, jnp.float32)
+    fields, table_leaf = node_table.dense_table(
+        features, thresholds, jnp.zeros(features.shape, jnp.float32), missing_right, gains,
+        dense_leaf_values(g, leaf, last), g.capacity)
+    return fields, table_leaf[leaf]
+
+
+# --- the compact levels ----------------------------------------------------------------------
+
+class CompactState(NamedTuple):
+    """The compact levels' carry. Level ``d``'s open nodes (children of the last level's splits;
+    the root) are listed in heap order at positions ``0..n_open-1``: the lefts, then the rights
+    of the last level's splits, in order."""
+
+    pos: jax.Array            # (n,) int32 each row's open position (past the width: at a leaf)
+    heap: jax.Array           # (width,) int32 the heap node of each position
+    n_open: jax.Array         # int32 open positions
+    node_base: jax.Array      # int32 the table number of the level's first splitting node
+    leaf_base: jax.Array      # int32 and of its first leaf
+    parent_base: jax.Array    # int32 the last level's first splitting node
+    parent_splits: jax.Array  # int32 and how many split
+    features: jax.Array       # (N,) int32 the table
+    thresholds: jax.Array     # (N,) int32
+    missing_right: jax.Array  # (N,) bool
+    gains: jax.Array          # (N,) float32
+    children: jax.Array       # (N, 2) int32
+    row_leaf: jax.Array       # (n,) int32 each row's table leaf (once at a leaf)
+    level_counts: jax.Array   # (D,) int32
+
+
+def _ext(a, fill):
+    """``a`` with one more entry ``fill`` (read by the rows past the open positions)."""
+    return jnp.concatenate([a, jnp.full((1,), fill, a.dtype)])
+
+
+def compact_plan(g: Grow):
+    """Static shapes per level: ``(early, steady, slots, widths)``. The first ``early``
+    (:data:`EARLY_LEVELS`) levels run as one loop of ``2 * EARLY_SLOTS`` positions and
+    :data:`EARLY_SLOTS` slots (the level's own bound :func:`jboost.trees.node_table.node_slots`
+    applied in the loop, traced: the same slots); then each level's own widths while they grow;
+    from level ``steady`` on (one width and bound) a second loop. Loops need a traced level:
+    not with per-level masks or subsets."""
+    depth = g.depth
+    loops = g.masks is None and g.subsets is None
+    early = min(depth, EARLY_LEVELS) if loops else 0
+    slots = [EARLY_SLOTS if d < early else node_table.node_slots(g.n_rows, int(g.max_nodes), d)
+             for d in range(depth)]
+    widths = [2 * EARLY_SLOTS if early else 1]
+    for d in range(depth):
+        widths.append(2 * min(slots[d], widths[d]))
+    steady = depth  # the first level from which slots and widths stay the same
+    while (steady > early and loops and slots[steady - 1] == slots[-1]
+           and widths[steady - 1] == widths[-1] == widths[steady]):
+        steady -= 1
+    return early, steady, slots, widths
+
+
+def compact_start(g: Grow, width: int) -> CompactState:
+    """The root open at position 0 of ``width``, every row on it, an empty table."""
+    n, capacity = g.X_binned.shape[1], g.capacity
+    zero = jnp.asarray(0, jnp.int32)
+    return CompactState(
+        pos=jnp.zeros((n,), jnp.int32), heap=jnp.zeros((width,), jnp.int32),
+        n_open=jnp.asarray(1, jnp.int32), node_base=zero, leaf_base=zero, parent_base=zero,
+        parent_splits=jnp.asarray(1, jnp.int32),
+        features=jnp.zeros((capacity,), jnp.int32),
+        thresholds=jnp.full((capacity,), splits_lib.null_threshold(g.n_bins), jnp.int32),
+        missing_right=jnp.zeros((capacity,), bool), gains=jnp.zeros((capacity,), jnp.float32),
+        children=jnp.full((capacity, 2), -1, jnp.int32), row_leaf=jnp.zeros((n,), jnp.int32),
+        level_counts=jnp.zeros((g.depth,), jnp.int32))
+
+
+def slot_histograms(g: Grow, st: CompactState, d, width: int, n_slots: int):
+    """Level ``d``'s histogram slots: ``(count, slot, heap_of_slot, cum, candidates)``, each
+    position's rows of non-zero weight, its slot (``n_slots``: none; the first positions in
+    order that have two such rows, at most ``node_slots``), each slot's heap node, the slots'
+    ``(F', S, B, C)`` cumulative histograms and ``(S, m)`` each slot's candidate features (its
+    draw or per-node subset; ``None``: the level's)."""
+    p = jnp.arange(width, dtype=jnp.int32)
+    rows = jnp.arange(g.X_binned.shape[1], dtype=jnp.int32)
+    count = g.total(histograms.spread_sum(g.takes_part.astype(jnp.int32), st.pos, width + 1))[:width]
+    can = (p < st.n_open) & (count >= 2)
+    order = jnp.cumsum(can.astype(jnp.int32)) - 1
+    bound = jnp.minimum(node_table.node_slots(g.n_rows, int(g.max_nodes), d), n_slots)  # d: maybe traced
+    slot = jnp.where(can & (order < bound), order, n_slots)          # n_slots: no slot
+    pos_of_slot = jnp.zeros((n_slots + 1,), jnp.int32).at[slot].set(p)[:n_slots]
+    heap_of_slot = st.heap[pos_of_slot]
+    row_slot = _ext(slot, n_slots)[st.pos]
+    candidates = None
+    if g.feature_key is not None:  # the slots' own draws; rows of no slot read zeros
+        candidates = node_splits.node_features(g.feature_key, d, heap_of_slot, g.X_binned.shape[0],
+                                               g.max_features)
+    elif g.per_node:
+        candidates = g.subsets[d][heap_of_slot]
+    if candidates is not None:
+        pad = jnp.concatenate([candidates, jnp.zeros((1, candidates.shape[1]), jnp.int32)])
+        X_level = g.X_binned[pad[row_slot].T, rows[None, :]]
+    elif g.subsets is not None:
+        X_level = g.X_binned[g.subsets[d]]
+    else:
+        X_level = g.X_binned
+    cum = histograms.prefix_sum(histograms.build_histogram(
+        X_level, g.payload, row_slot, n_leaves=n_slots + 1, n_bins=g.n_bins,
+        axis_name=g.axis_name), axis=2)[:, :n_slots]
+    return count, slot, heap_of_slot, cum, candidates
+
+
+def position_rules(g: Grow, d, sp, slot, n_slots: int, candidates):
+    """Each open position's rule ``(ok, gain, thresholds, missing_right, features)`` from its
+    slot's best split ``sp`` (``ok``: a slot with positive gain; otherwise the null rule)."""
+    at = jnp.minimum(slot, n_slots - 1)
+    ok = (slot < n_slots) & (sp.gain[at] > 0)
+    gain = sp.gain[at]
+    thr = jnp.where(ok, sp.threshold[at], splits_lib.null_threshold(g.n_bins)).astype(jnp.int32)
+    mr = ok & sp.missing_right[at]
+    pos_f = jnp.where(ok, sp.feature[at], 0).astype(jnp.int32)
+    if candidates is not None:
+        slot_feature = jnp.take_along_axis(candidates, sp.feature[:, None], axis=1)[:, 0]
+        feature = jnp.where(ok, slot_feature[at], 0)
+    elif g.subsets is None:
+        feature = pos_f
+    else:
+        feature = jnp.where(ok, g.subsets[d][pos_f], 0)
+    return ok, gain, thr, mr, feature.astype(jnp.int32)
+
+
+def compact_splits(g: Grow, st: CompactState, d, width: int, n_slots: int):
+    """Level ``d``'s splits: ``(split, rule, right)``, which open positions split, their rules
+    ``(features, thresholds, missing_right, gains)`` and each row's side. A split must send
+    rows of non-zero weight both ways, else its node is a leaf: so a tree has at most as many
+    leaves as such rows (:func:`jboost.trees.node_table.node_capacity`'s bound)."""
+    count, slot, heap_of_slot, cum, candidates = slot_histograms(g, st, d, width, n_slots)
+    mask = None
+    if g.masks is not None:
+        mask = g.masks[d]
+        mask = (mask[heap_of_slot] if mask.shape[0] > 1
+                else jnp.broadcast_to(mask[0], (n_slots, mask.shape[-1])))
+    sp = best_node_splits(g, cum, mask)
+    ok, gain, thr, mr, feature = position_rules(g, d, sp, slot, n_slots, candidates)
+    null = splits_lib.null_threshold(g.n_bins)
+    right = routing.rows_go_right(g.X_binned, st.pos, _ext(feature, 0), _ext(thr, null),
+                                  _ext(mr, False), g.n_bins)
+    n_right = g.total(histograms.spread_sum((g.takes_part & right).astype(jnp.int32), st.pos,
+                                            width + 1))[:width]
+    ok = ok & (n_right > 0) & (n_right < count)
+    thr = jnp.where(ok, thr, null).astype(jnp.int32)
+    mr = ok & mr
+    feature = jnp.where(ok, feature, 0).astype(jnp.int32)
+    right = right & _ext(ok, False)[st.pos]
+    return ok, (feature, thr, mr, jnp.where(ok, gain, 0.0).astype(jnp.float32)), right
+
+
+def link_level(g: Grow, st: CompactState, d, width: int, split):
+    """Number the level's splitting nodes and leaves (level by level in heap order, as
+    :func:`jboost.trees.node_table.dense_table` and the CPU kernel number theirs), point the last
+    level's splits at them and give the rows at the new leaves their leaf: ``(st, rank_s,
+    node_id, n_split, leafy)``."""
+    p = jnp.arange(width, dtype=jnp.int32)
+    valid = p < st.n_open
+    leafy = valid & ~split
+    rank_s = jnp.cumsum(split.astype(jnp.int32)) - 1
+    rank_l = jnp.cumsum(leafy.astype(jnp.int32)) - 1
+    n_split = jnp.sum(split.astype(jnp.int32))
+    node_id = st.node_base + rank_s
+    leaf_id = st.leaf_base + rank_l
+    # the last level's splits point at their children: nodes or leaves (none at the root)
+    half = jnp.maximum(st.parent_splits, 1)
+    parent = jnp.where(valid & (jnp.asarray(d, jnp.int32) > 0), st.parent_base + p % half, g.capacity)
+    kid = jnp.where(split, node_id, ~leaf_id)
+    st = st._replace(
+        children=st.children.at[parent, (p >= half).astype(jnp.int32)].set(kid, mode="drop"),
+        row_leaf=jnp.where(_ext(leafy, False)[st.pos], _ext(leaf_id, 0)[st.pos], st.row_leaf))
+    return st, rank_s, node_id, n_split, leafy
+
+
+def compact_level(g: Grow, st: CompactState, d, width: int, n_slots: int) -> CompactState:
+    """Level ``d`` (static or traced) of ``width`` open positions and ``n_slots`` slots: its
+    splits written into the table, its leaves numbered, the next level's open positions (split
+    ``j``'s children at ``j`` (left) and ``n_split + j`` (right)) and every row's position."""
+    split, (feature, thr, mr, gain), right = compact_splits(g, st, d, width, n_slots)
+    st, rank_s, node_id, n_split, leafy = link_level(g, st, d, width, split)
+    put = jnp.where(split, node_id, g.capacity)
+    nxt = 2 * min(n_slots, width)
+    heap_of_split = jnp.zeros((nxt // 2 + 1,), jnp.int32).at[
+        jnp.where(split, rank_s, nxt // 2)].set(st.heap, mode="drop")[:nxt // 2]
+    q = jnp.arange(nxt, dtype=jnp.int32)
+    half = jnp.maximum(n_split, 1)
+    new_pos = _ext(rank_s, 0)[st.pos] + jnp.where(right, n_split, 0)
+    return st._replace(
+        features=st.features.at[put].set(feature, mode="drop"),
+        thresholds=st.thresholds.at[put].set(thr, mode="drop"),
+        missing_right=st.missing_right.at[put].set(mr, mode="drop"),
+        gains=st.gains.at[put].set(gain, mode="drop"),
+        level_counts=st.level_counts.at[d].set(n_split),
+        heap=heap_of_split[jnp.minimum(q % half, nxt // 2 - 1)] + jnp.where(
+            q >= half, jnp.left_shift(jnp.int32(1), jnp.asarray(d, jnp.int32)), 0),
+        pos=jnp.where(_ext(split, False)[st.pos], new_pos, nxt),
+        parent_base=st.node_base, parent_splits=n_split,
+        node_base=st.node_base + n_split,
+        leaf_base=st.leaf_base + jnp.sum(leafy.astype(jnp.int32)),
+        n_open=2 * n_split)
+
+
+def grow_compact(g: Grow):
+    """The compact levels, written into a node table of ``g.capacity`` slots directly: ``(fields,
+    leaf)``, the :class:`jboost.trees.depthwise.DepthwiseTrees` fields (borders 0) and every
+    row's table leaf. Every array is sized by the rows and slots, never by ``2**d``; the loops
+    end once no node is open."""
+    early, steady, slots, widths = compact_plan(g)
+    depth, i32 = g.depth, (lambda v: jnp.asarray(v, jnp.int32))
+    state = compact_start(g, widths[0])
+    if early:  # the shallow levels: one loop, ended when no node is open
+        state = lax.while_loop(
+            lambda c: (c[0] < early) & (c[1].n_open > 0),
+            lambda c: (c[0] + 1, compact_level(g, c[1], c[0], widths[0], slots[0])),
+            (i32(0), state))[1]
+    for d in range(early, steady):
+        state = compact_level(g, state, d, widths[d], slots[d])
+    if steady < depth:  # the deep levels of one width: a loop, ended when no node is open
+        state = lax.while_loop(
+            lambda c: (c[0] < depth) & (c[1].n_open > 0),
+            lambda c: (c[0] + 1, compact_level(g, c[1], c[0], widths[steady], slots[steady])),
+            (i32(steady), state))[1]
+    # below the deepest level every open node is a leaf
+    state = link_level(g, state, depth, widths[depth], jnp.zeros((widths[depth],), bool))[0]
+    sums = g.total(histograms.spread_sum(g.payload, state.row_leaf, g.capacity + 1))
+    reached = g.total(histograms.spread_sum(g.takes_part.astype(jnp.int32), state.row_leaf,
+                                            g.capacity + 1))
+    values = node_table.table_leaf_values(state.children, state.node_base, sums, reached, depth,
+                                          g.k, g.l2, g.min_child_weight, g.criterion)
+    fields = (state.features, state.thresholds, jnp.zeros((g.capacity,), jnp.float32),
+              state.missing_right, state.children, values, state.gains, state.level_counts)
+    return fields, state.row_leaf
