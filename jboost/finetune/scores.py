@@ -13,6 +13,7 @@ from jboost import _compile
 from jboost.losses import loss as loss_lib
 from jboost.models import booster
 from jboost.trees import family
+from jboost.trees import routing
 
 
 class Params(NamedTuple):
@@ -73,9 +74,9 @@ def moved_borders(params: Params, st: Structure):
 
 def _soft_tree(values, borders, features, missing_right, movable, X_t, scale, temperature):
     """One oblivious tree on rows ``X_t (F, n)``: its soft values ``(n, K)`` (sigmoid splits) and
-    its hard values (the comparisons ``x > border`` of :func:`jboost.trees.oblivious.leaf_index_raw`)."""
+    its hard values (:func:`jboost.trees.routing.float_goes_right`, as :func:`jboost.trees.oblivious.leaf_index_raw`)."""
     x = X_t[features]                                          # (D, n)
-    hard = jnp.where(jnp.isnan(x), missing_right[:, None], x > borders[:, None])
+    hard = routing.float_goes_right(x, borders[:, None], missing_right[:, None])
     soft_ok = jnp.isfinite(x) & movable[:, None]
     z = ((jnp.where(soft_ok, x, 0.0) - jnp.where(movable, borders, 0.0)[:, None])
          / (temperature * scale[features])[:, None])

@@ -8,6 +8,7 @@ from jax import lax
 
 from jboost.trees import depthwise as depthwise_lib
 from jboost.trees import oblivious
+from jboost.trees import routing
 
 
 def check_trees(trees) -> None:
@@ -103,7 +104,7 @@ def path_agree(tree, x, path):
     agrees)."""
     nodes, right_path, valid = path
     col = x[tree.features]
-    right = jnp.where(jnp.isnan(col), tree.missing_right, col > tree.borders) & (tree.gains > 0)
+    right = routing.float_goes_right(col, tree.borders, tree.missing_right) & (tree.gains > 0)
     return (right[nodes] == right_path) | ~valid
 
 

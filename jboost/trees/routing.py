@@ -12,6 +12,8 @@ its leaf sums are summed over the routed rows), and ``PredictRows`` and ``Predic
 ``jboost/_native/predict.cc`` (prediction of oblivious trees and node tables on floats:
 ``missing_right ? !(x <= border) : x > border``, NaN comparing false). The oblivious level
 kernels (``level.cc``, ``rows.cc``) only build histograms and gains; their rows are routed here.
+The NumPy-only reader of model files (``jboost/io/reader.py``, which runs without jax) repeats it
+in NumPy; fine-tuning's hard splits and SHAP's leaf paths call :func:`float_goes_right`.
 """
 
 from __future__ import annotations
