@@ -190,7 +190,7 @@ def fit_bagged_boosters(
       ValueError: early stopping on out-of-bag rows where a bag has none with weight (a tiny
         data set, or ``sample_weight`` zero on its out-of-bag rows), before fitting.
     """
-    if checks.check_choice(rows, "rows", distributed.ROWS) == "local":
+    if settings_lib.check_setting("rows", rows) == "local":
         return local_lib.fit_local(X, y, loss, sample_weight, eval_set, dict(
             loss=loss, n_bags=n_bags, bootstrap=bootstrap, n_rounds=n_rounds, depth=depth,
             learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,

@@ -311,7 +311,7 @@ def fit_forest(
     hyper = forest_binned.ForestHyperparams.create(min_child_weight, min_split_gain, l2)
     first_tree = 0
     local = None
-    if checks.check_choice(rows, "rows", distributed.ROWS) == "local":
+    if settings_lib.check_setting("rows", rows) == "local":
         local = forest_sharded.local_rows(X, y, sample_weight, devices, dict(
             task=task, n_trees=n_trees, depth=depth, max_features=max_features,
             min_child_weight=min_child_weight, min_split_gain=min_split_gain, l2=l2, n_bins=n_bins,
@@ -357,7 +357,7 @@ def fit_forest(
         label_check(y_all, "y")
         w_all = tabular_lib.as_weights(local.sample_weight, local.n_total)
         if borders is None:  # unweighted, as a one-process forest's
-            borders = local.borders(X, None, checks.check_int(n_bins, "n_bins", 3, binning.MAX_BINS))
+            borders = local.borders(X, None, settings_lib.check_setting("n_bins", n_bins))
         data = local.run_everywhere(prepare.prepare, X, local.mine(y_all),
                                     sample_weight=local.mine(w_all), n_bins=n_bins, borders=borders,
                                     weighted_borders=False)

@@ -51,49 +51,14 @@ from jboost.trees import oblivious
 from jboost.trees import splits as splits_lib
 
 
-def fit(
-    X,
-    y,
-    loss: Union[str, loss_lib.Loss, Callable] = "squared_error",
-    *,
-    n_rounds: int = 100,
-    depth: int = 6,
-    learning_rate: Any = 0.1,
-    l2: Any = 1.0,
-    min_split_gain: Any = 0.0,
-    min_child_weight: Any = 1.0,
-    subsample: Any = 1.0,
-    colsample: Any = 1.0,
-    colsample_by: str = "tree",
-    n_bins: int = 256,
-    sample_weight=None,
-    eval_set=None,
-    key: Any = 0,
-    n_outputs: Optional[int] = None,
-    task: Optional[str] = None,
-    per_output_trees: bool = False,
-    borders=None,
-    devices=None,
-    row_sampler: Any = "bernoulli",
-    split_criterion: splits_lib.SplitCriterion = splits_lib.NEWTON,
-    tree_family: type = oblivious.ObliviousTrees,
-    max_leaves: Optional[int] = None,
-    early_stopping_rounds: Optional[int] = None,
-    early_stopping_tolerance: float = 0.0,
-    eval_metric: Union[None, str, Callable] = None,
-    init_model: Optional[booster_lib.Booster] = None,
-    verbose: int = 0,
-    callbacks: Sequence[Callable] = (),
-    checkpoint_dir=None,
-    checkpoint_every: Optional[int] = None,
-    base_margin=None,
-    eval_base_margin=None,
-    cat_features=None,
-    one_hot_max_size: int = categorical_lib.ONE_HOT_MAX_SIZE,
-    cat_prior: Any = None,
-    cat_prior_weight: Any = categorical_stats.PRIOR_WEIGHT,
-    rows: str = "global",
-) -> booster_lib.Booster:
+@settings_lib.takes_settings()
+def fit(X, y, loss: Union[str, loss_lib.Loss, Callable] = "squared_error", *,
+        n_rounds, depth, learning_rate, l2, min_split_gain, min_child_weight, subsample,
+        colsample, colsample_by, n_bins, sample_weight, eval_set, key, n_outputs, task,
+        per_output_trees, borders, devices, row_sampler, split_criterion, tree_family,
+        max_leaves, early_stopping_rounds, early_stopping_tolerance, eval_metric, init_model,
+        verbose, callbacks, checkpoint_dir, checkpoint_every, base_margin, eval_base_margin,
+        cat_features, one_hot_max_size, cat_prior, cat_prior_weight, rows) -> booster_lib.Booster:
     """Fit a boosted ensemble of oblivious trees (ESL Algorithm 10.3, Newton trees).
 
     Args:
@@ -117,102 +82,6 @@ def fit(
         ``loss(y, raw) -> scalar`` for one sample (gradients and hessians come from autodiff),
         or a batch objective of every row (:mod:`jboost.objectives`: ``cox``, ``ranking``,
         ``batch_loss``; one device only, ``devices=None``).
-      n_rounds: boosting rounds (static).
-      depth: levels per oblivious tree, 1..16 (static; 2**depth leaves).
-      learning_rate: shrinkage (traced), or a callable ``round -> rate`` such as an optax schedule.
-      l2: L2 penalty on leaf values, the lambda of ``-G / (H + lambda)`` (traced).
-      min_split_gain: a level is split only if its gain exceeds this (traced).
-      min_child_weight: minimal hessian sum of a child (traced; see :mod:`jboost.trees.splits`).
-      subsample: probability that a row takes part in a round (Bernoulli weights; traced).
-      colsample: fraction of features eligible per tree or per level (traced).
-      colsample_by: ``"tree"``, ``"level"`` or a column sampler function (:mod:`jboost.engine.samplers`).
-      n_bins: bins per feature including the missing bin, 3..256 (static).
-      sample_weight: optional non-negative ``(n_samples,)`` weights.
-      eval_set: optional ``(X_valid, y_valid)`` or ``(X_valid, y_valid, w_valid)``; its mean loss
-        after every round is returned in ``Booster.valid_loss``.
-      key: an int seed or a ``jax.random`` key. Same key, data, settings and device: bitwise the
-        same model (a vmapped or sharded fit equals it up to float rounding: README, numerical contract).
-      n_outputs: number of raw outputs K for a custom loss (built-ins know theirs; K-class losses
-        infer K from the labels).
-      task: for a custom loss: ``"regression"``, ``"binary"``, ``"multiclass"`` or ``"count"``.
-      per_output_trees: with K outputs, fit K separate trees per round (ESL Algorithm 10.4)
-        instead of one tree with vector leaves.
-      borders: precomputed ``(n_features, n_bins - 1)`` borders (from :func:`jboost.compute_borders`)
-        to reuse a binning.
-      devices: data-parallel training: ``"all"`` (every device of ``jax.devices()``), a list of
-        devices, or a ``jax.sharding.Mesh`` whose first axis the rows are sharded over; histograms
-        are summed across devices with ``psum`` (:func:`jboost.engine.sharded.boost_sharded`).
-        ``None`` (default): one device.
-      row_sampler: ``"bernoulli"`` (each row kept with probability ``subsample``), ``"poisson"``
-        (Poisson(``subsample``) counts: a bootstrap per round) or a function (:mod:`jboost.engine.samplers`).
-      split_criterion: how splits are scored and leaves valued, a
-        :class:`jboost.trees.splits.SplitCriterion` (static); default the regularised Newton criterion.
-      tree_family: the class of trees to grow (static): ``"oblivious"`` (the default,
-        :class:`jboost.trees.oblivious.ObliviousTrees`), ``"depthwise"`` (:class:`jboost.trees.depthwise.DepthwiseTrees`),
-        ``"lossguide"`` (best-first: the leaf of largest gain splits next,
-        :class:`jboost.trees.lossguide.LossGuidedTrees`; its trees are depth-wise node tables) or any
-        :class:`jboost.trees.family.TreeFamily` class.
-      max_leaves: loss-guided trees only (static): the most leaves of a tree (default 31,
-        LightGBM's ``num_leaves``); ``depth`` is then a depth bound (up to 30) and
-        ``depth=None`` leaves only ``max_leaves`` to bound the trees.
-      early_stopping_rounds: stop when the ``eval_set`` score has not improved (by more than
-        ``early_stopping_tolerance``) for this many rounds; the fit really stops (a concrete fit
-        after that round, :func:`run_rounds`; under ``jax.vmap`` the rounds run in chunks of 8
-        inside a ``while_loop``). The Booster then holds the rounds fitted and
-        ``best_round``, which predictions use by default. Under ``jax.vmap`` each model stops on
-        its own; its rounds after the stop are zero trees with NaN losses.
-      early_stopping_tolerance: the least decrease of the score that counts as an improvement.
-      eval_metric: the early-stopping score (without ``early_stopping_rounds``: a validation
-        metric shown by ``verbose``, given to ``callbacks`` and named in the settings, nothing
-        more; it needs ``eval_set``): ``None`` (the loss), ``"error_rate"``, ``"mse"``,
-        ``"mae"`` (:data:`jboost.losses.metrics.METRICS`, through the loss's link) or ``metric(y, raw, w) -> scalar``
-        (minimised; ``raw`` as :func:`jboost.predict` returns it). A module-level function: it is
-        static in the compiled program.
-      init_model: continue boosting this :class:`Booster` (a warm start, :func:`jboost.fit`'s
-        gradient boosting): ``n_rounds`` more rounds on the same data and binning (its borders),
-        keys folded from its round count, so ``r`` rounds then ``s`` more with the same settings
-        equal ``r + s`` rounds bitwise. The result holds every round.
-      verbose: print the round, the training and validation losses (and the ``eval_metric``),
-        the best round and the elapsed and remaining time every ``verbose`` rounds while the fit
-        runs; the remaining time is estimated from the chunks after the first (whose time
-        includes compiling the program).
-      callbacks: functions called on the host after every chunk of rounds with a dict (``round``,
-        ``rounds``, per-round ``train_loss`` and ``valid_loss``, ``elapsed`` seconds; with an
-        ``eval_metric``, its name ``metric`` and per-round values ``valid_metric``); a callback
-        returning ``True`` stops the fit (the rounds fitted are kept).
-      checkpoint_dir: a directory where the model so far is saved (``checkpoint.jbm``, a model
-        file) every ``checkpoint_every`` rounds; rerunning the same fit (same data, key and
-        settings) continues from it and ends with bitwise the model of an uninterrupted fit.
-      checkpoint_every: rounds between checkpoints (default: ``verbose``, else a twentieth of
-        ``n_rounds``).
-      base_margin: per-row offsets of the raw scores, ``(n_samples,)`` or ``(n_samples, K)``
-        (XGBoost's ``base_margin``, LightGBM's ``init_score``; e.g. ``log(exposure)`` for a
-        Poisson rate): every training row's raw score starts from its offset plus the baseline,
-        which is then the optimal constant next to the offsets (the intercept of a model with
-        offsets, found numerically). The model does not store them: pass the rows' offsets to
-        :func:`jboost.predict` (``base_margin=``) and its siblings, and again to a continued fit.
-      eval_base_margin: the offsets of ``eval_set``'s rows (required with ``base_margin`` and
-        an ``eval_set``).
-      cat_features: the categorical columns (:mod:`jboost.data.categorical`): ``None`` (a
-        DataFrame's ``category``, ``object`` and string columns; none of an array's), or
-        column names / indices / a boolean mask (strings, or integer codes
-        in numeric columns). ``[]``: none. Prediction encodes them with the model's tables
-        (unseen and missing categories: the prior, never an error).
-      one_hot_max_size: columns with at most this many categories (missing counted) become
-        0/1 indicators (splits ``x == c``); larger ones get CatBoost's ordered target
-        statistics (static).
-      cat_prior: the prior ``p`` of the target statistics, a number or ``(K,)`` (traced);
-        default the training rows' weighted mean of the statistic (the positive rate).
-      cat_prior_weight: its weight ``a > 0`` in ``(sum + a p) / (count + a)`` (traced).
-      rows: ``"global"`` (default): ``X``, ``y``, ``sample_weight`` and ``eval_set`` are the whole
-        data (on every process of a multi-process run). ``"local"``: the multi-process mode
-        (:mod:`jboost.engine.distributed`, after ``jax.distributed.initialize()``): every process calls
-        ``fit`` with the same settings and only its own rows (and validation rows); the model,
-        returned on every process, is the fit of the processes' rows concatenated in process
-        order (the same borders, classes, baseline and splits; leaf values up to float rounding).
-        ``devices``: ``None`` / ``"all"`` (every process's devices) or a one-axis mesh whose
-        devices come process by process. Not with ``init_model``, ``checkpoint_dir``,
-        ``base_margin``, categorical columns, batch objectives or traced settings.
 
     A concrete fit (not under ``jax.vmap`` / ``jax.jit``) runs its rounds as host-side calls of
     one compiled program (:func:`run_rounds`: about a quarter of a second each, or a chunk of
@@ -236,7 +105,7 @@ def fit(
     """
     X, names, eval_set = tabular.tabular_input(X, init_model, eval_set)
     local = None
-    if checks_lib.check_choice(rows, "rows", distributed.ROWS) == "local":
+    if settings_lib.check_setting("rows", rows) == "local":
         local = prepare.local_rows(X, y, loss, sample_weight, eval_set, devices, cat_features, dict(
             loss=loss, n_rounds=n_rounds, depth=depth, learning_rate=learning_rate, l2=l2,
             min_split_gain=min_split_gain, min_child_weight=min_child_weight, subsample=subsample,
@@ -304,7 +173,7 @@ def fit(
         y_table, y = y, local.mine(y)
         if borders is None:
             borders = local.borders(X, tabular.as_weights(sample_weight, X.shape[0]),
-                                    checks_lib.check_int(n_bins, "n_bins", 3, binning.MAX_BINS))
+                                    settings_lib.check_setting("n_bins", n_bins))
     data, borders = prepare.prepare_boosting(
         X, y, sample_weight=sample_weight, eval_set=eval_set, n_bins=config.n_bins, borders=borders,
         label_check=lambda v, name: checks.check_labels(loss_obj, v, name), label_columns=True)

@@ -272,7 +272,7 @@ def sweep(
     t_start = time.perf_counter()
     X, names, _ = tabular.tabular_input(X)
     local = None
-    if checks.check_choice(rows, "rows", distributed.ROWS) == "local":
+    if settings_lib.check_setting("rows", rows) == "local":
         local, folds = _local_rows(X, y, loss, sample_weight, folds, devices, dict(
             loss=loss, grid=grid, seeds=seeds, n_rounds=n_rounds, depth=depth, n_bins=n_bins,
             metric=metric, greater_is_better=greater_is_better, stratified=stratified,
