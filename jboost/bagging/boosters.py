@@ -77,46 +77,16 @@ from jboost.trees import family
 CHECKPOINT_KIND = "bags"
 
 
-def fit_bagged_boosters(
-    X,
-    y,
-    loss="squared_error",
-    *,
-    n_bags: int = 10,
-    bootstrap: str = "multinomial",
-    n_rounds: int = 100,
-    depth: int = 6,
-    learning_rate=0.1,
-    l2=1.0,
-    min_split_gain=0.0,
-    min_child_weight=1.0,
-    subsample=1.0,
-    colsample=1.0,
-    colsample_by: str = "tree",
-    n_bins: int = 256,
-    n_outputs: Optional[int] = None,
-    per_output_trees: bool = False,
-    sample_weight=None,
-    key=0,
-    chunk_size: int = 1,
-    verbose: bool = False,
-    eval_set=None,
-    early_stopping_rounds: Optional[int] = None,
-    early_stopping_tolerance: float = 0.0,
-    eval_metric=None,
-    init_model: Optional[bagged.BaggedBoosters] = None,
-    checkpoint_dir=None,
-    callbacks: Sequence[Callable] = (),
-    base_margin=None,
-    eval_base_margin=None,
-    cat_features=None,
-    one_hot_max_size: int = data_categorical.ONE_HOT_MAX_SIZE,
-    cat_prior=None,
-    cat_prior_weight=categorical_stats.PRIOR_WEIGHT,
-    rows: str = "global",
-    tree_family="oblivious",
-    max_leaves: Optional[int] = None,
-) -> bagged.BaggedBoosters:
+@settings_lib.takes_settings(verbose=False)
+def fit_bagged_boosters(X, y, loss="squared_error", *, n_bags: int = 10,
+                        bootstrap: str = "multinomial", n_rounds, depth, learning_rate, l2,
+                        min_split_gain, min_child_weight, subsample, colsample, colsample_by,
+                        n_bins, n_outputs, per_output_trees, sample_weight, key,
+                        chunk_size: int = 1, verbose, eval_set, early_stopping_rounds,
+                        early_stopping_tolerance, eval_metric, init_model, checkpoint_dir,
+                        callbacks, base_margin, eval_base_margin, cat_features, one_hot_max_size,
+                        cat_prior, cat_prior_weight, rows, tree_family,
+                        max_leaves) -> bagged.BaggedBoosters:
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
     One compiled call: ``lax.map`` (chunks of ``chunk_size`` bags, each chunk a ``vmap``) of

@@ -166,34 +166,14 @@ def _depthwise_chunks(config: forest_binned.ForestConfig) -> dict:
     return dict(keep=keep, combine=combine)
 
 
-def fit_forest(
-    X,
-    y,
-    *,
-    task: str = "classification",
-    n_trees: int = 100,
-    depth: Optional[int] = None,
-    max_features: Union[None, str, int, float] = "sqrt",
-    min_child_weight=1.0,
-    min_split_gain=0.0,
-    l2=0.0,
-    n_bins: int = 256,
-    bootstrap: str = "multinomial",
-    n_classes: Optional[int] = None,
-    sample_weight=None,
-    key=0,
-    chunk_size: Optional[int] = None,
-    memory_budget: Optional[int] = None,
-    borders=None,
-    verbose: bool = False,
-    checkpoint_dir=None,
-    init_model: Optional[forest_lib.Forest] = None,
-    callbacks: Sequence[Callable] = (),
-    tree_family: Optional[str] = None,
-    max_nodes: Optional[int] = None,
-    devices=None,
-    rows: str = "global",
-) -> forest_lib.Forest:
+@settings_lib.takes_settings(task="classification", depth=None, l2=0.0, verbose=False, tree_family=None)
+def fit_forest(X, y, *, task, n_trees: int = 100, depth,
+               max_features: Union[None, str, int, float] = "sqrt", min_child_weight,
+               min_split_gain, l2, n_bins, bootstrap: str = "multinomial",
+               n_classes: Optional[int] = None, sample_weight, key,
+               chunk_size: Optional[int] = None, memory_budget: Optional[int] = None, borders,
+               verbose, checkpoint_dir, init_model, callbacks, tree_family,
+               max_nodes: Optional[int] = None, devices, rows) -> forest_lib.Forest:
     """Random forest of oblivious or depth-wise trees (ESL Algorithm 15.1); bagged trees with
     ``max_features=None``.
 

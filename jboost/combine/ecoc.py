@@ -207,37 +207,13 @@ NO_BASE_MARGIN = (
     "base_margin=...) with one offset per class.")
 
 
-def fit_ecoc_boosters(
-    X,
-    y,
-    code,
-    *,
-    n_rounds: int = _D["n_rounds"],
-    depth: int = _D["depth"],
-    learning_rate=_D["learning_rate"],
-    l2=_D["l2"],
-    min_split_gain=_D["min_split_gain"],
-    min_child_weight=_D["min_child_weight"],
-    subsample=_D["subsample"],
-    colsample=_D["colsample"],
-    colsample_by=_D["colsample_by"],
-    n_bins: int = _D["n_bins"],
-    sample_weight=None,
-    key=0,
-    row_sampler="bernoulli",
-    chunk_size: Optional[int] = None,
-    verbose: bool = False,
-    init_model: Optional[ecoc.ECOCBoosters] = None,
-    eval_set=None,
-    early_stopping_rounds: Optional[int] = None,
-    early_stopping_tolerance: float = 0.0,
-    eval_metric=None,
-    checkpoint_dir=None,
-    callbacks: Sequence[Callable] = (),
-    base_margin=None,
-    tree_family="oblivious",
-    max_leaves: Optional[int] = None,
-) -> ecoc.ECOCBoosters:
+@settings.takes_settings(verbose=False)
+def fit_ecoc_boosters(X, y, code, *, n_rounds, depth, learning_rate, l2, min_split_gain,
+                      min_child_weight, subsample, colsample, colsample_by, n_bins, sample_weight,
+                      key, row_sampler, chunk_size: Optional[int] = None, verbose, init_model,
+                      eval_set, early_stopping_rounds, early_stopping_tolerance, eval_metric,
+                      checkpoint_dir, callbacks, base_margin, tree_family,
+                      max_leaves) -> ecoc.ECOCBoosters:
     """Fit an ECOC multiclass model (Dietterich and Bakiri 1995) with boosted bit learners.
 
     Args:

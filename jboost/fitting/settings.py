@@ -273,7 +273,8 @@ def takes_settings(**defaults):
         kwdefaults = dict(fn.__kwdefaults__ or {})
         params = inspect.signature(fn).parameters.values()
         for p in params:
-            if p.kind is p.KEYWORD_ONLY and p.default is p.empty:
+            if p.kind is p.KEYWORD_ONLY and p.default is p.empty and (p.name in defaults
+                                                                     or p.name in SETTINGS):
                 kwdefaults[p.name] = defaults[p.name] if p.name in defaults else SETTINGS[p.name].default
         fn.__kwdefaults__ = kwdefaults
         fn.__doc__ = _args_doc(fn.__doc__ or "", [p.name for p in params])
@@ -282,7 +283,7 @@ def takes_settings(**defaults):
     return decorate
 
 
-_ENTRY = re.compile(r"^(\s+)([\w*]+(?:, [\w*]+)*):(?: |$)")
+_NAMES = re.compile(r"^\*{0,2}\w+(?:, \*{0,2}\w+)*$")
 
 
 def _args_doc(doc: str, names) -> str:
@@ -292,41 +293,49 @@ def _args_doc(doc: str, names) -> str:
     lines = doc.split("\n")
     head = [i for i, line in enumerate(lines) if line.strip() == "Args:"]
     if head:
-        start = head[0] + 1
         indent = lines[head[0]][:len(lines[head[0]]) - len(lines[head[0]].lstrip())]
-        end = start
-        while end < len(lines) and (lines[end].startswith(indent + " ") or not lines[end].strip()) \
-                and not (not lines[end].strip() and (end + 1 >= len(lines) or not lines[end + 1].startswith(indent + " "))):
+        start = end = head[0] + 1
+        while end < len(lines) and (lines[end].startswith(indent + "  ") or not lines[end].strip() and
+                                    end + 1 < len(lines) and lines[end + 1].startswith(indent + "  ")):
             end += 1
     else:
         ends = [i for i, line in enumerate(lines) if line.strip() in ("Returns:", "Raises:")]
+        indent = "    "
         start = end = ends[0] if ends else len(lines)
-        indent = "    " if ends else re.match(r"\s*", lines[-1]).group(0) or "    "
-        lines[start:start] = [indent + "Args:", ""]
+        lines[start:start] = [indent + "Args:", ""] if ends else ["", indent + "Args:"]
         start = end = start + 1
-    own, order, cur = {}, [], None
-    for line in lines[start:end]:
-        m = _ENTRY.match(line)
-        if m and len(m.group(1)) == len(indent) + 2:
-            cur = m.group(2)
-            order.append(cur)
-            own[cur] = [line]
-        elif cur is not None:
-            own[cur].append(line)
-    documented = {n for key in own for n in key.split(", ")}
+    own = _entries(lines[start:end], indent + "  ")
     body, used = [], set()
     for name in names:
-        key = next((k for k in order if name in k.split(", ")), None)
+        key = next((k for k in own if name in k), None)
         if key is not None and key not in used:
             used.add(key)
             body += own[key]
-        elif key is None and name in SETTINGS and name not in documented:
+        elif key is None and name in SETTINGS:
             body += textwrap.wrap(f"{name}: {SETTINGS[name].doc}", 100 - len(indent) - 2,
-                                  initial_indent=indent + "  ", subsequent_indent=indent + "    ")
-    body += [line for k in order if k not in used for line in own[k]]
-    if not head:
-        body.append("")
+                                  initial_indent=indent + "  ", subsequent_indent=indent + "    ",
+                                  break_long_words=False, break_on_hyphens=False)
+    body += [line for k in own if k not in used for line in own[k]]
     return "\n".join(lines[:start] + body + lines[end:])
+
+
+def _entries(lines, indent: str) -> dict:
+    """The entries of an ``Args`` section, ``{(name, ...): lines}`` in order: an entry starts
+    at ``indent`` and names its parameters before its first colon."""
+    entries, cur = {}, None
+    for line in lines:
+        if line.startswith(indent) and line[len(indent):len(indent) + 1].strip():
+            cur = [line]
+            entries[len(entries)] = cur
+        elif cur is not None:
+            cur.append(line)
+    named = {}
+    for i, body in entries.items():
+        text = " ".join(line.strip() for line in body)
+        names = text.split(":", 1)[0] if ":" in text else ""
+        key = tuple(n.strip().lstrip("*") for n in names.split(",")) if _NAMES.match(names) else (i,)
+        named[key] = body
+    return named
 
 
 def check_early_stopping(rounds, tolerance, metric, loss, *, has_validation: bool,
