@@ -34,7 +34,6 @@ rounds bitwise; as with :func:`jboost.fit`'s ``init_model=``, the rows may be ne
 
 from __future__ import annotations
 
-from typing import Optional
 
 import jax
 import jax.numpy as jnp

@@ -43,7 +43,6 @@ longer fit. ``checkpoint_dir=`` and ``callbacks=`` run the chunks of bags from t
 from __future__ import annotations
 
 import functools
-from typing import Callable, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -54,12 +53,10 @@ from jboost import checks
 from jboost.bagging import boosters_binned
 from jboost.bagging import bootstrap as bootstrap_lib
 from jboost.bagging import local as local_lib
-from jboost.data import categorical as data_categorical
 from jboost.data import categorical_stats
 from jboost.data import labels
 from jboost.engine import batching
 from jboost.engine import boosting as boosting_lib
-from jboost.engine import distributed
 from jboost.engine import memory
 from jboost.engine import rounds as rounds_lib
 from jboost.engine import state as state_lib

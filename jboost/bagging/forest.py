@@ -57,7 +57,7 @@ tree equals ``fit_tree`` with the equivalent feature masks (tests check it).
 from __future__ import annotations
 
 import functools
-from typing import Callable, Optional, Sequence, Union
+from typing import Optional, Union
 
 import jax
 import jax.numpy as jnp
@@ -69,11 +69,9 @@ from jboost import devices as devices_lib
 from jboost.bagging import bootstrap as bootstrap_lib
 from jboost.bagging import forest_binned
 from jboost.bagging import forest_sharded
-from jboost.data import binning
 from jboost.data import labels as labels_lib
 from jboost.data import tabular as tabular_lib
 from jboost.engine import batching
-from jboost.engine import distributed
 from jboost.engine import memory
 from jboost.engine import rounds
 from jboost.fitting import init_model as init_model_lib

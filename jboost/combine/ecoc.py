@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 import jax
 import jax.numpy as jnp

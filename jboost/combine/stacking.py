@@ -20,7 +20,7 @@ of its fold-averaged curve (:func:`cross_fit_stopped`, :func:`learner_best_round
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
+from typing import Any, Mapping, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp

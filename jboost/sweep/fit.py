@@ -95,7 +95,7 @@ import itertools
 import numbers
 import time
 import warnings
-from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Mapping, Optional, Sequence, Tuple, Union
 
 import jax
 import jax.numpy as jnp
