@@ -192,7 +192,7 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
             raise
         fitted.cut(pos)  # rounds added by a call whose commit the Ctrl-C stopped
         warnings.warn(f"interrupted after round {base + pos} of {total}: the model holds the rounds "
-                      "fitted so far.", UserWarning, stacklevel=3)
+                      "fitted so far.", UserWarning, stacklevel=4)
     if processes is not None:  # replicated results as this process's arrays
         latest = processes.localize(latest)
     return RoundsOutput(_rounds_output(latest, fitted, config, n_rows), start,
