@@ -87,80 +87,80 @@ class Setting(NamedTuple):
 
 
 SETTINGS = {s.name: s for s in (
-    Setting('n_rounds', 100, STATIC,
+    Setting("n_rounds", 100, STATIC,
             'boosting rounds (static).',
             domain=Ints(1, MAX_ROUNDS)),
-    Setting('depth', 6, STATIC,
+    Setting("depth", 6, STATIC,
             'levels per oblivious tree, 1..16 (static; 2**depth leaves).'),
-    Setting('learning_rate', 0.1, TRACED,
+    Setting("learning_rate", 0.1, TRACED,
             'shrinkage (traced), or a callable ``round -> rate`` such as an optax schedule.',
             domain=Reals(0.0, np.inf, lo_open=True)),
     Setting('l2', 1.0, TRACED,
             'L2 penalty on leaf values, the lambda of ``-G / (H + lambda)`` (traced).',
             domain=Reals(0.0, np.inf)),
-    Setting('min_split_gain', 0.0, TRACED,
+    Setting("min_split_gain", 0.0, TRACED,
             'a level is split only if its gain exceeds this (traced).',
             domain=Reals(0.0, np.inf)),
-    Setting('min_child_weight', 1.0, TRACED,
+    Setting("min_child_weight", 1.0, TRACED,
             'minimal hessian sum of a child (traced; see :mod:`jboost.trees.splits`).',
             domain=Reals(0.0, np.inf)),
-    Setting('subsample', 1.0, TRACED,
+    Setting("subsample", 1.0, TRACED,
             'probability that a row takes part in a round (Bernoulli weights; traced).',
             domain=Reals(0.0, 1.0, lo_open=True)),
-    Setting('colsample', 1.0, TRACED,
+    Setting("colsample", 1.0, TRACED,
             'fraction of features eligible per tree or per level (traced).',
             domain=Reals(0.0, 1.0, lo_open=True)),
-    Setting('colsample_by', 'tree', STATIC,
+    Setting("colsample_by", 'tree', STATIC,
             '``"tree"``, ``"level"`` or a column sampler function (:mod:`jboost.engine.samplers`).',
             domain=Choice(tuple(samplers.COLUMN_SAMPLERS))),
-    Setting('n_bins', 256, STATIC,
+    Setting("n_bins", 256, STATIC,
             'bins per feature including the missing bin, 3..256 (static).',
             domain=Ints(3, binning.MAX_BINS)),
-    Setting('sample_weight', None, DATA,
+    Setting("sample_weight", None, DATA,
             'optional non-negative ``(n_samples,)`` weights.'),
-    Setting('eval_set', None, DATA,
+    Setting("eval_set", None, DATA,
             'optional ``(X_valid, y_valid)`` or ``(X_valid, y_valid, w_valid)``; its mean loss '
             'after every round is returned in ``Booster.valid_loss``.'),
-    Setting('key', 0, TRACED,
+    Setting("key", 0, TRACED,
             'an int seed or a ``jax.random`` key. Same key, data, settings and device: bitwise the '
             'same model (a vmapped or sharded fit equals it up to float rounding: README, numerical '
             'contract).'),
-    Setting('n_outputs', None, STATIC,
+    Setting("n_outputs", None, STATIC,
             'number of raw outputs K for a custom loss (built-ins know theirs; K-class losses infer '
             'K from the labels).'),
-    Setting('task', None, STATIC,
+    Setting("task", None, STATIC,
             'for a custom loss: ``"regression"``, ``"binary"``, ``"multiclass"`` or ``"count"``.'),
-    Setting('per_output_trees', False, STATIC,
+    Setting("per_output_trees", False, STATIC,
             'with K outputs, fit K separate trees per round (ESL Algorithm 10.4) instead of one '
             'tree with vector leaves.'),
-    Setting('borders', None, DATA,
+    Setting("borders", None, DATA,
             'precomputed ``(n_features, n_bins - 1)`` borders (from :func:`jboost.compute_borders`) '
             'to reuse a binning.'),
-    Setting('devices', None, HOST,
+    Setting("devices", None, HOST,
             'data-parallel training: ``"all"`` (every device of ``jax.devices()``), a list of '
             'devices, or a ``jax.sharding.Mesh`` whose first axis the rows are sharded over; '
             'histograms are summed across devices with ``psum`` '
             '(:func:`jboost.engine.sharded.boost_sharded`). ``None`` (default): one device.'),
-    Setting('row_sampler', 'bernoulli', STATIC,
+    Setting("row_sampler", 'bernoulli', STATIC,
             '``"bernoulli"`` (each row kept with probability ``subsample``), ``"poisson"`` '
             '(Poisson(``subsample``) counts: a bootstrap per round) or a function '
             '(:mod:`jboost.engine.samplers`).',
             domain=Choice(tuple(samplers.ROW_SAMPLERS))),
-    Setting('split_criterion', splits_lib.NEWTON, STATIC,
+    Setting("split_criterion", splits_lib.NEWTON, STATIC,
             'how splits are scored and leaves valued, a :class:`jboost.trees.splits.SplitCriterion` '
             '(static); default the regularised Newton criterion.'),
-    Setting('tree_family', "oblivious", STATIC,
+    Setting("tree_family", "oblivious", STATIC,
             'the class of trees to grow (static): ``"oblivious"`` (the default, '
             ':class:`jboost.trees.oblivious.ObliviousTrees`), ``"depthwise"`` '
             '(:class:`jboost.trees.depthwise.DepthwiseTrees`), ``"lossguide"`` (best-first: the '
             'leaf of largest gain splits next, :class:`jboost.trees.lossguide.LossGuidedTrees`; its '
             'trees are depth-wise node tables) or any :class:`jboost.trees.family.TreeFamily` '
             'class.'),
-    Setting('max_leaves', None, STATIC,
+    Setting("max_leaves", None, STATIC,
             "loss-guided trees only (static): the most leaves of a tree (default 31, LightGBM's "
             '``num_leaves``); ``depth`` is then a depth bound (up to 30) and ``depth=None`` leaves '
             'only ``max_leaves`` to bound the trees.'),
-    Setting('early_stopping_rounds', None, STATIC,
+    Setting("early_stopping_rounds", None, STATIC,
             'stop when the ``eval_set`` score has not improved (by more than '
             '``early_stopping_tolerance``) for this many rounds; the fit really stops (a concrete '
             'fit after that round, :func:`run_rounds`; under ``jax.vmap`` the rounds run in chunks '
@@ -168,38 +168,38 @@ SETTINGS = {s.name: s for s in (
             '``best_round``, which predictions use by default. Under ``jax.vmap`` each model stops '
             'on its own; its rounds after the stop are zero trees with NaN losses.',
             domain=Ints(1, MAX_ROUNDS)),
-    Setting('early_stopping_tolerance', 0.0, STATIC,
+    Setting("early_stopping_tolerance", 0.0, STATIC,
             'the least decrease of the score that counts as an improvement.',
             domain=Reals(0.0, np.inf)),
-    Setting('eval_metric', None, STATIC,
+    Setting("eval_metric", None, STATIC,
             'the early-stopping score (without ``early_stopping_rounds``: a validation metric shown '
             'by ``verbose``, given to ``callbacks`` and named in the settings, nothing more; it '
             'needs ``eval_set``): ``None`` (the loss), ``"error_rate"``, ``"mse"``, ``"mae"`` '
             "(:data:`jboost.losses.metrics.METRICS`, through the loss's link) or ``metric(y, raw, "
             'w) -> scalar`` (minimised; ``raw`` as :func:`jboost.predict` returns it). A module- '
             'level function: it is static in the compiled program.'),
-    Setting('init_model', None, DATA,
+    Setting("init_model", None, DATA,
             "continue boosting this :class:`Booster` (a warm start, :func:`jboost.fit`'s gradient "
             'boosting): ``n_rounds`` more rounds on the same data and binning (its borders), keys '
             'folded from its round count, so ``r`` rounds then ``s`` more with the same settings '
             'equal ``r + s`` rounds bitwise. The result holds every round.'),
-    Setting('verbose', 0, STATIC,
+    Setting("verbose", 0, HOST,
             'print the round, the training and validation losses (and the ``eval_metric``), the '
             'best round and the elapsed and remaining time every ``verbose`` rounds while the fit '
             'runs; the remaining time is estimated from the chunks after the first (whose time '
             'includes compiling the program).'),
-    Setting('callbacks', (), HOST,
+    Setting("callbacks", (), HOST,
             'functions called on the host after every chunk of rounds with a dict (``round``, '
             '``rounds``, per-round ``train_loss`` and ``valid_loss``, ``elapsed`` seconds; with an '
             '``eval_metric``, its name ``metric`` and per-round values ``valid_metric``); a '
             'callback returning ``True`` stops the fit (the rounds fitted are kept).'),
-    Setting('checkpoint_dir', None, HOST,
+    Setting("checkpoint_dir", None, HOST,
             'a directory where the model so far is saved (``checkpoint.jbm``, a model file) every '
             '``checkpoint_every`` rounds; rerunning the same fit (same data, key and settings) '
             'continues from it and ends with bitwise the model of an uninterrupted fit.'),
-    Setting('checkpoint_every', None, STATIC,
+    Setting("checkpoint_every", None, HOST,
             'rounds between checkpoints (default: ``verbose``, else a twentieth of ``n_rounds``).'),
-    Setting('base_margin', None, DATA,
+    Setting("base_margin", None, DATA,
             "per-row offsets of the raw scores, ``(n_samples,)`` or ``(n_samples, K)`` (XGBoost's "
             "``base_margin``, LightGBM's ``init_score``; e.g. ``log(exposure)`` for a Poisson "
             "rate): every training row's raw score starts from its offset plus the baseline, which "
@@ -207,24 +207,24 @@ SETTINGS = {s.name: s for s in (
             "offsets, found numerically). The model does not store them: pass the rows' offsets to "
             ':func:`jboost.predict` (``base_margin=``) and its siblings, and again to a continued '
             'fit.'),
-    Setting('eval_base_margin', None, DATA,
+    Setting("eval_base_margin", None, DATA,
             "the offsets of ``eval_set``'s rows (required with ``base_margin`` and an "
             '``eval_set``).'),
-    Setting('cat_features', None, DATA,
+    Setting("cat_features", None, DATA,
             "the categorical columns (:mod:`jboost.data.categorical`): ``None`` (a DataFrame's "
             "``category``, ``object`` and string columns; none of an array's), or column names / "
             'indices / a boolean mask (strings, or integer codes in numeric columns). ``[]``: none. '
             "Prediction encodes them with the model's tables (unseen and missing categories: the "
             'prior, never an error).'),
-    Setting('one_hot_max_size', categorical.ONE_HOT_MAX_SIZE, STATIC,
+    Setting("one_hot_max_size", categorical.ONE_HOT_MAX_SIZE, STATIC,
             'columns with at most this many categories (missing counted) become 0/1 indicators '
             "(splits ``x == c``); larger ones get CatBoost's ordered target statistics (static)."),
-    Setting('cat_prior', None, TRACED,
+    Setting("cat_prior", None, TRACED,
             'the prior ``p`` of the target statistics, a number or ``(K,)`` (traced); default the '
             "training rows' weighted mean of the statistic (the positive rate)."),
-    Setting('cat_prior_weight', categorical_stats.PRIOR_WEIGHT, TRACED,
+    Setting("cat_prior_weight", categorical_stats.PRIOR_WEIGHT, TRACED,
             'its weight ``a > 0`` in ``(sum + a p) / (count + a)`` (traced).'),
-    Setting('rows', 'global', HOST,
+    Setting("rows", 'global', HOST,
             '``"global"`` (default): ``X``, ``y``, ``sample_weight`` and ``eval_set`` are the whole '
             'data (on every process of a multi-process run). ``"local"``: the multi-process mode '
             '(:mod:`jboost.engine.distributed`, after ``jax.distributed.initialize()``): every '
