@@ -202,8 +202,9 @@ def _resumed(model: booster_lib.Booster, data: state_lib.Data, loss: loss_lib.Lo
 
 # The keyword arguments every algorithm takes to run its rounds as jboost.fit does (run's
 # ``rounds``): early stopping, progress, callbacks, checkpoints and per-row offsets.
-ROUNDS_DEFAULTS = dict(early_stopping_rounds=None, early_stopping_tolerance=0.0, eval_metric=None,
-                       verbose=0, callbacks=(), checkpoint_dir=None, checkpoint_every=None)
+ROUNDS_DEFAULTS = {name: settings.SETTINGS[name].default for name in (
+    "early_stopping_rounds", "early_stopping_tolerance", "eval_metric", "verbose", "callbacks",
+    "checkpoint_dir", "checkpoint_every")}
 
 
 def family(tree_family, max_leaves) -> dict:

@@ -122,14 +122,12 @@ def adaboost_m1_round(r: algorithm.Round, *, err_floor: float = 1e-10) -> algori
                                 _common.info(alpha, _record(status, err), status))
 
 
-def adaboost_m1(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0, l2=0.0,
-                min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
-                colsample_by: str = "tree", err_floor=1e-10, n_bins: int = 256, sample_weight=None,
-                eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
-                early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
-                checkpoint_dir=None, checkpoint_every=None, base_margin=None,
-                eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> booster.Booster:
+@settings.takes_settings(depth=1, learning_rate=1.0, l2=0.0, min_child_weight=0.0)
+def adaboost_m1(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, min_child_weight,
+                subsample, colsample, colsample_by, err_floor=1e-10, n_bins, sample_weight,
+                eval_set, key, borders, init_model, early_stopping_rounds, early_stopping_tolerance,
+                eval_metric, verbose, callbacks, checkpoint_dir, checkpoint_every, base_margin,
+                eval_base_margin, tree_family, max_leaves) -> booster.Booster:
     """Discrete AdaBoost.M1 (ESL Algorithm 10.1; Freund and Schapire 1997) with oblivious trees.
 
     1. ``w_i = 1/N``. 2. For ``m = 1..M``: (a) fit a classifier ``G_m(x) in {-1,+1}`` to the
@@ -288,14 +286,13 @@ def _fit_samme(X, y, name, round_fn, static, *, n_classes, n_rounds, depth, lear
                        k_from_labels=n_classes is None, rounds=rounds, table=table)
 
 
-def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning_rate=1.0, l2=0.0,
-          min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
-          colsample_by: str = "tree", err_floor=1e-10, n_bins: int = 256, sample_weight=None,
-          eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
-          early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
-          checkpoint_dir=None, checkpoint_every=None, base_margin=None,
-          eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> booster.Booster:
+@settings.takes_settings(depth=2, learning_rate=1.0, l2=0.0, min_child_weight=0.0)
+def samme(X, y, *, n_classes=None, n_rounds, depth, learning_rate, l2, min_split_gain,
+          min_child_weight, subsample, colsample, colsample_by, err_floor=1e-10, n_bins,
+          sample_weight, eval_set, key, borders, init_model, early_stopping_rounds,
+          early_stopping_tolerance, eval_metric, verbose, callbacks, checkpoint_dir,
+          checkpoint_every, base_margin, eval_base_margin, tree_family,
+          max_leaves) -> booster.Booster:
     """SAMME (Zhu, Zou, Rosset and Hastie 2009, Algorithm 2): multi-class discrete AdaBoost.
 
     As :func:`adaboost_m1` with a K-class weak learner (each leaf votes its weighted plurality
@@ -326,14 +323,12 @@ def samme(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning
                       family=_common.family(tree_family, max_leaves))
 
 
-def samme_r(X, y, *, n_classes=None, n_rounds: int = 100, depth: int = 2, learning_rate=1.0,
-            l2=0.0, min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
-            colsample_by: str = "tree", eps=1e-6, n_bins: int = 256, sample_weight=None,
-            eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
-          early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
-          checkpoint_dir=None, checkpoint_every=None, base_margin=None,
-          eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> booster.Booster:
+@settings.takes_settings(depth=2, learning_rate=1.0, l2=0.0, min_child_weight=0.0)
+def samme_r(X, y, *, n_classes=None, n_rounds, depth, learning_rate, l2, min_split_gain,
+            min_child_weight, subsample, colsample, colsample_by, eps=1e-6, n_bins, sample_weight,
+            eval_set, key, borders, init_model, early_stopping_rounds, early_stopping_tolerance,
+            eval_metric, verbose, callbacks, checkpoint_dir, checkpoint_every, base_margin,
+            eval_base_margin, tree_family, max_leaves) -> booster.Booster:
     """SAMME.R (Zhu, Zou, Rosset and Hastie 2009, Algorithm 4): multi-class real AdaBoost.
 
     For ``m = 1..M``: (a) fit the K-class tree to the weighted data and take its leaf's weighted

@@ -99,14 +99,12 @@ def _fit_binary(X, y, name, algorithm: algorithm_lib.Algorithm, loss: loss_lib.L
                        state=("log_weights",), init_model=init_model, rounds=rounds, table=table)
 
 
-def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0, l2=0.0,
-                  min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
-                  colsample_by: str = "tree", eps=1e-6, n_bins: int = 256, sample_weight=None,
-                  eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
-                  early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
-                  checkpoint_dir=None, checkpoint_every=None, base_margin=None,
-                  eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> booster.Booster:
+@settings.takes_settings(depth=1, learning_rate=1.0, l2=0.0, min_child_weight=0.0)
+def real_adaboost(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, min_child_weight,
+                  subsample, colsample, colsample_by, eps=1e-6, n_bins, sample_weight, eval_set,
+                  key, borders, init_model, early_stopping_rounds, early_stopping_tolerance,
+                  eval_metric, verbose, callbacks, checkpoint_dir, checkpoint_every, base_margin,
+                  eval_base_margin, tree_family, max_leaves) -> booster.Booster:
     """Real AdaBoost (FHT Algorithm 2; Schapire and Singer 1999).
 
     ``w_i = 1/N``, ``F = 0``. For ``m = 1..M``: (a) fit the classifier (a least-squares tree of
@@ -140,14 +138,12 @@ def real_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.
                        family=_common.family(tree_family, max_leaves))
 
 
-def gentle_adaboost(X, y, *, n_rounds: int = 100, depth: int = 1, learning_rate=1.0, l2=0.0,
-                    min_split_gain=0.0, min_child_weight=0.0, subsample=1.0, colsample=1.0,
-                    colsample_by: str = "tree", n_bins: int = 256, sample_weight=None,
-                    eval_set=None, key=0, borders=None, init_model=None, early_stopping_rounds=None,
-                    early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0, callbacks=(),
-                    checkpoint_dir=None, checkpoint_every=None, base_margin=None,
-                    eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> booster.Booster:
+@settings.takes_settings(depth=1, learning_rate=1.0, l2=0.0, min_child_weight=0.0)
+def gentle_adaboost(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, min_child_weight,
+                    subsample, colsample, colsample_by, n_bins, sample_weight, eval_set, key,
+                    borders, init_model, early_stopping_rounds, early_stopping_tolerance,
+                    eval_metric, verbose, callbacks, checkpoint_dir, checkpoint_every, base_margin,
+                    eval_base_margin, tree_family, max_leaves) -> booster.Booster:
     """Gentle AdaBoost (FHT Algorithm 4).
 
     ``w_i = 1/N``, ``F = 0``. For ``m = 1..M``: (a) fit ``f_m(x)`` by weighted least squares of
@@ -225,14 +221,13 @@ def logitboost_k_round(r: algorithm_lib.Round, *, z_max: float = 4.0) -> algorit
                                 info=_common.info(r.learning_rate))
 
 
-def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds: int = 100, depth: int = 2,
-               learning_rate=1.0, l2=0.0, min_split_gain=0.0, min_child_weight=0.0, subsample=1.0,
-               colsample=1.0, colsample_by: str = "tree", z_max=4.0, n_bins: int = 256,
-               sample_weight=None, eval_set=None, key=0, borders=None,
-               init_model=None, early_stopping_rounds=None, early_stopping_tolerance=0.0,
-               eval_metric=None, verbose: int = 0, callbacks=(), checkpoint_dir=None,
-               checkpoint_every=None, base_margin=None, eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> booster.Booster:
+@settings.takes_settings(depth=2, learning_rate=1.0, l2=0.0, min_child_weight=0.0)
+def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds, depth, learning_rate, l2,
+               min_split_gain, min_child_weight, subsample, colsample, colsample_by, z_max=4.0,
+               n_bins, sample_weight, eval_set, key, borders, init_model, early_stopping_rounds,
+               early_stopping_tolerance, eval_metric, verbose, callbacks, checkpoint_dir,
+               checkpoint_every, base_margin, eval_base_margin, tree_family,
+               max_leaves) -> booster.Booster:
     """LogitBoost: Newton steps for the Bernoulli / multinomial log-likelihood (FHT Alg. 3 and 6).
 
     Two classes (FHT Algorithm 3): ``F = 0``, ``p = 1/2``. For ``m = 1..M``: (a) ``z_i = (y*_i -

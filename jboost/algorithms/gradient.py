@@ -34,7 +34,6 @@ rounds bitwise; as with :func:`jboost.fit`'s ``init_model=``, the rows may be ne
 
 from __future__ import annotations
 
-from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -209,17 +208,14 @@ def _newton_settings(n_newton, max_step):
     return n_newton, _common.static_real(max_step, "max_step", 0.0, float("inf"), lo_open=True)
 
 
-def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: int = 3,
-                   learning_rate=0.1, subsample=1.0, colsample=1.0, colsample_by: str = "tree",
-                   l2=0.0, min_split_gain=0.0, min_child_weight=1.0, leaf_refit: str = "auto",
-                   n_newton: int = 5, max_step=1.0, n_bins: int = 256, sample_weight=None,
-                   eval_set=None, key=0, n_outputs: Optional[int] = None,
-                   task: Optional[str] = None, borders=None,
-                   init_model: Optional[booster.Booster] = None, early_stopping_rounds=None,
-                   early_stopping_tolerance=0.0, eval_metric=None, verbose: int = 0,
-                   callbacks=(), checkpoint_dir=None, checkpoint_every=None, base_margin=None,
-                   eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> booster.Booster:
+@settings.takes_settings(depth=3, l2=0.0)
+def gradient_boost(X, y, loss="squared_error", *, n_rounds, depth, learning_rate, subsample,
+                   colsample, colsample_by, l2, min_split_gain, min_child_weight,
+                   leaf_refit: str = "auto", n_newton: int = 5, max_step=1.0, n_bins, sample_weight,
+                   eval_set, key, n_outputs, task, borders, init_model, early_stopping_rounds,
+                   early_stopping_tolerance, eval_metric, verbose, callbacks, checkpoint_dir,
+                   checkpoint_every, base_margin, eval_base_margin, tree_family,
+                   max_leaves) -> booster.Booster:
     """Gradient tree boosting, ESL Algorithm 10.3 (Friedman 2001), with shrinkage and subsampling.
 
     1. ``f_0 = argmin_gamma sum L(y_i, gamma)``. 2. For ``m = 1..M``: (a) ``r_im = -dL(y_i,
@@ -273,17 +269,14 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds: int = 100, depth: in
                 family=_common.family(tree_family, max_leaves))
 
 
-def forward_stagewise(X, y, loss="squared_error", *, n_rounds: int = 100, depth: int = 3,
-                      learning_rate=1.0, subsample=1.0, colsample=1.0, colsample_by: str = "tree",
-                      l2=0.0, min_split_gain=0.0, min_child_weight=1.0, n_newton: int = 5,
-                      max_step=1.0, n_bins: int = 256, sample_weight=None, eval_set=None, key=0,
-                      n_outputs: Optional[int] = None, task: Optional[str] = None,
-                      borders=None,
-                      init_model: Optional[booster.Booster] = None,
-                      early_stopping_rounds=None, early_stopping_tolerance=0.0, eval_metric=None,
-                      verbose: int = 0, callbacks=(), checkpoint_dir=None, checkpoint_every=None,
-                      base_margin=None, eval_base_margin=None, tree_family="oblivious",
-        max_leaves=None) -> booster.Booster:
+@settings.takes_settings(depth=3, learning_rate=1.0, l2=0.0)
+def forward_stagewise(X, y, loss="squared_error", *, n_rounds, depth, learning_rate, subsample,
+                      colsample, colsample_by, l2, min_split_gain, min_child_weight,
+                      n_newton: int = 5, max_step=1.0, n_bins, sample_weight, eval_set, key,
+                      n_outputs, task, borders, init_model, early_stopping_rounds,
+                      early_stopping_tolerance, eval_metric, verbose, callbacks, checkpoint_dir,
+                      checkpoint_every, base_margin, eval_base_margin, tree_family,
+                      max_leaves) -> booster.Booster:
     """Forward stagewise additive modelling, ESL Algorithm 10.2, with trees as basis functions.
 
     1. ``f_0 = argmin_gamma sum L(y_i, gamma)``. 2. For ``m = 1..M``: (a) the basis function

@@ -43,7 +43,8 @@ longer fit. ``checkpoint_dir=`` and ``callbacks=`` run the chunks of bags from t
 from __future__ import annotations
 
 import functools
-from typing import Callable, Optional, Sequence
+import types
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -52,14 +53,11 @@ import numpy as np
 from jboost import _native
 from jboost import checks
 from jboost.bagging import boosters_binned
-from jboost.bagging import bootstrap as bootstrap_lib
 from jboost.bagging import local as local_lib
-from jboost.data import categorical as data_categorical
 from jboost.data import categorical_stats
 from jboost.data import labels
 from jboost.engine import batching
 from jboost.engine import boosting as boosting_lib
-from jboost.engine import distributed
 from jboost.engine import memory
 from jboost.engine import rounds as rounds_lib
 from jboost.engine import state as state_lib
@@ -77,46 +75,16 @@ from jboost.trees import family
 CHECKPOINT_KIND = "bags"
 
 
-def fit_bagged_boosters(
-    X,
-    y,
-    loss="squared_error",
-    *,
-    n_bags: int = 10,
-    bootstrap: str = "multinomial",
-    n_rounds: int = 100,
-    depth: int = 6,
-    learning_rate=0.1,
-    l2=1.0,
-    min_split_gain=0.0,
-    min_child_weight=1.0,
-    subsample=1.0,
-    colsample=1.0,
-    colsample_by: str = "tree",
-    n_bins: int = 256,
-    n_outputs: Optional[int] = None,
-    per_output_trees: bool = False,
-    sample_weight=None,
-    key=0,
-    chunk_size: int = 1,
-    verbose: bool = False,
-    eval_set=None,
-    early_stopping_rounds: Optional[int] = None,
-    early_stopping_tolerance: float = 0.0,
-    eval_metric=None,
-    init_model: Optional[bagged.BaggedBoosters] = None,
-    checkpoint_dir=None,
-    callbacks: Sequence[Callable] = (),
-    base_margin=None,
-    eval_base_margin=None,
-    cat_features=None,
-    one_hot_max_size: int = data_categorical.ONE_HOT_MAX_SIZE,
-    cat_prior=None,
-    cat_prior_weight=categorical_stats.PRIOR_WEIGHT,
-    rows: str = "global",
-    tree_family="oblivious",
-    max_leaves: Optional[int] = None,
-) -> bagged.BaggedBoosters:
+@settings_lib.takes_settings(verbose=False)
+def fit_bagged_boosters(X, y, loss="squared_error", *, n_bags: int = 10,
+                        bootstrap: str = "multinomial", n_rounds, depth, learning_rate, l2,
+                        min_split_gain, min_child_weight, subsample, colsample, colsample_by,
+                        n_bins, n_outputs, per_output_trees, sample_weight, key,
+                        chunk_size: int = 1, verbose, eval_set, early_stopping_rounds,
+                        early_stopping_tolerance, eval_metric, init_model, checkpoint_dir,
+                        callbacks, base_margin, eval_base_margin, cat_features, one_hot_max_size,
+                        cat_prior, cat_prior_weight, rows, tree_family,
+                        max_leaves) -> bagged.BaggedBoosters:
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
     One compiled call: ``lax.map`` (chunks of ``chunk_size`` bags, each chunk a ``vmap``) of
@@ -190,50 +158,82 @@ def fit_bagged_boosters(
       ValueError: early stopping on out-of-bag rows where a bag has none with weight (a tiny
         data set, or ``sample_weight`` zero on its out-of-bag rows), before fitting.
     """
-    if checks.check_choice(rows, "rows", distributed.ROWS) == "local":
-        return local_lib.fit_local(X, y, loss, sample_weight, eval_set, dict(
-            loss=loss, n_bags=n_bags, bootstrap=bootstrap, n_rounds=n_rounds, depth=depth,
-            learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-            min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
-            colsample_by=colsample_by, n_bins=n_bins, n_outputs=n_outputs,
-            per_output_trees=per_output_trees, key=key, chunk_size=chunk_size, verbose=verbose,
-            early_stopping_rounds=early_stopping_rounds,
-            early_stopping_tolerance=early_stopping_tolerance, eval_metric=eval_metric,
-            init_model=init_model is not None, checkpoint_dir=checkpoint_dir is not None,
-            n_callbacks=len(callbacks or ()), base_margin=base_margin is not None,
-            eval_base_margin=eval_base_margin is not None, cat_features=cat_features,
-            one_hot_max_size=one_hot_max_size, cat_prior=cat_prior,
-            cat_prior_weight=cat_prior_weight, tree_family=tree_family, max_leaves=max_leaves))
-    bootstrap = checks.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
-    n_bags = checks.check_int(n_bags, "n_bags", 1, 10**6)
-    chunk_size = min(checks.check_int(chunk_size, "chunk_size", 1, 10**6), n_bags)
-    config, hyper = settings_lib.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
-                                 learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                                 min_child_weight=min_child_weight, subsample=subsample,
-                                 colsample=colsample, colsample_by=colsample_by,
-                                 per_output_trees=per_output_trees, tree_family=tree_family,
-                                 max_leaves=max_leaves)
+    a = types.SimpleNamespace(**locals())  # this call's arguments, for the pipeline's steps
+    if settings_lib.check_setting("rows", rows) == "local":
+        return local_lib.fit_local(X, y, loss, sample_weight, eval_set, _local_settings(a))
+    b = _prepare_bags(a)
+    return _finish_bags(b, a, *_run_bags(b, a))
+
+
+# The settings every process of a rows="local" fit compares (before any collective): as given,
+# or (the rest) whether given.
+_LOCAL_SETTINGS = ("loss", "n_bags", "bootstrap", "n_rounds", "depth", "learning_rate", "l2",
+                   "min_split_gain", "min_child_weight", "subsample", "colsample", "colsample_by",
+                   "n_bins", "n_outputs", "per_output_trees", "key", "chunk_size", "verbose",
+                   "early_stopping_rounds", "early_stopping_tolerance", "eval_metric")
+
+
+def _local_settings(a) -> dict:
+    """The settings of a multi-process fit (:func:`jboost.bagging.local.fit_local`)."""
+    return dict({k: getattr(a, k) for k in _LOCAL_SETTINGS},
+                init_model=a.init_model is not None, checkpoint_dir=a.checkpoint_dir is not None,
+                n_callbacks=len(a.callbacks or ()), base_margin=a.base_margin is not None,
+                eval_base_margin=a.eval_base_margin is not None, cat_features=a.cat_features,
+                one_hot_max_size=a.one_hot_max_size, cat_prior=a.cat_prior,
+                cat_prior_weight=a.cat_prior_weight, tree_family=a.tree_family,
+                max_leaves=a.max_leaves)
+
+
+class _Bags(NamedTuple):
+    """Bagged boosters' inputs after the host-side checks and binning (:func:`_prepare_bags`)."""
+
+    tab: tabular.Tabular
+    data: prepare.Data
+    train: state_lib.Data
+    valid: Any          # a shared eval_set's binned rows, or None
+    config: boosting_lib.BoostConfig
+    hyper: boosting_lib.Hyperparams
+    loss: loss_lib.Loss
+    key: Any
+    bootstrap: str
+    n_bags: int
+    chunk_size: int
+    oob: bool           # validation on each bag's out-of-bag rows
+    shared: bool        # validation on a shared eval_set
+    start: Any          # a continued fit's boosters_binned.BagStart, or None
+    margins: Any
+    cat: Any
+    cat_spec: Any
+
+
+def _prepare_bags(a) -> _Bags:
+    """The first step of :func:`fit_bagged_boosters`: check the settings, read the table, bin
+    it (a continued fit's borders), check the memory, draw the categorical statistics' inputs,
+    check the out-of-bag rows and take the offsets."""
+    bootstrap, n_bags, chunk_size, config, hyper = boosters_binned.bag_settings(vars(a))
+    init_model = a.init_model
     if getattr(init_model, "categorical", None) is not None:
         raise ValueError("init_model has categorical columns: continuing bagged boosters with "
                          "categorical columns is not supported (each bag's statistics would have "
                          "to be replayed); fit again with more n_rounds.")
-    tab = tabular.tabular(X, y, init_model=init_model, eval_set=eval_set, loss=loss,
-                          n_outputs=n_outputs, categorical=(cat_features, one_hot_max_size))
+    tab = tabular.tabular(a.X, a.y, init_model=init_model, eval_set=a.eval_set, loss=a.loss,
+                          n_outputs=a.n_outputs, categorical=(a.cat_features, a.one_hot_max_size))
     X, eval_set = tab.X, tab.eval_set
     y = labels.as_labels(tab.y, X.shape[0])
-    loss_obj = checks_lib.resolve_loss(loss, y, n_outputs)
+    loss_obj = checks_lib.resolve_loss(a.loss, y, a.n_outputs)
     if tab.plan is not None and init_model is not None:
         raise ValueError("init_model was fitted without categorical features; this X has "
                          "categorical columns: continue on the model's numeric columns.")
-    stopping, oob = boosters_binned.bag_early_stopping(early_stopping_rounds, early_stopping_tolerance, eval_metric,
-                                    eval_set, loss_obj, bootstrap)
+    stopping, oob = boosters_binned.bag_early_stopping(
+        a.early_stopping_rounds, a.early_stopping_tolerance, a.eval_metric, eval_set, loss_obj,
+        bootstrap)
     shared = eval_set is not None and not oob
     borders = None if init_model is None else _check_init_bags(init_model, X, loss_obj, config,
                                                                n_bags)
-    data = prepare.prepare(X, y, sample_weight=sample_weight, n_bins=config.n_bins,
-                               weighted_borders=False, eval_set=eval_set if shared else None,
-                               borders=borders,
-                               label_check=lambda v, name: checks_lib.check_labels(loss_obj, v, name))
+    data = prepare.prepare(X, y, sample_weight=a.sample_weight, n_bins=config.n_bins,
+                           weighted_borders=False, eval_set=eval_set if shared else None,
+                           borders=borders,
+                           label_check=lambda v, name: checks_lib.check_labels(loss_obj, v, name))
     n_features = X.shape[1]
     if tab.plan is not None:  # the trees' features: host columns, then K statistics per ctr column
         spec = tab.plan.spec
@@ -241,98 +241,126 @@ def fit_bagged_boosters(
             np.asarray(y[:1]), loss_obj).shape[1]
     memory.check_boosting_memory(
         X.shape[0], n_features, config, loss_obj,
-        k_from_labels=loss_obj.task == "multiclass" and n_outputs is None, n_models=n_bags,
+        k_from_labels=loss_obj.task == "multiclass" and a.n_outputs is None, n_models=n_bags,
         n_together=chunk_size, what="bagged boosters",
         fix="use a smaller chunk_size, depth, n_bins or n_outputs")
-    key = checks.as_key(key)
+    key = checks.as_key(a.key)
     start = None
     if init_model is not None:
-        start = boosters_binned.BagStart(init_model.trees, init_model.baseline, init_model.bag_weights,
-                         dict(init_model.loss.params))
+        start = boosters_binned.BagStart(init_model.trees, init_model.baseline,
+                                         init_model.bag_weights, dict(init_model.loss.params))
     cat, cat_spec = None, None
     if tab.plan is not None:  # every bag's statistics from its own (host-drawn) weights
-        cat, cat_spec = boosters_binned.categorical_inputs(tab.plan, data, loss_obj, key, n_bags, bootstrap,
-                                            cat_prior, cat_prior_weight)
+        cat, cat_spec = boosters_binned.categorical_inputs(tab.plan, data, loss_obj, key, n_bags,
+                                                           bootstrap, a.cat_prior,
+                                                           a.cat_prior_weight)
     if oob and stopping is not None:
         boosters_binned.check_out_of_bag_rows(key, n_bags, data.w, bootstrap,
-                               start.bag_weights if start is not None else
-                               None if cat is None else cat.counts)
+                                              start.bag_weights if start is not None else
+                                              None if cat is None else cat.counts)
     train = state_lib.Data.train_only(data.X_binned, data.y, data.w)
     if not per_sample.is_built_in(loss_obj) and not checks.is_traced(hyper.learning_rate):
-        checks_lib.warn_if_no_gradient(loss_obj, train, baselines.baseline(loss_obj, data.y, data.w))
+        checks_lib.warn_if_no_gradient(loss_obj, train,
+                                       baselines.baseline(loss_obj, data.y, data.w))
     valid = (data.X_valid, data.y_valid, data.w_valid) if shared else None
-    config = config._replace(early_stopping=stopping)
-    margins = None
-    if base_margin is not None or eval_base_margin is not None:
-        if oob and eval_base_margin is not None:
-            raise ValueError("eval_base_margin is for a shared eval_set=(X_valid, y_valid); the "
-                             "out-of-bag rows take base_margin's own offsets: drop eval_base_margin.")
-        offsets = prepare.with_margins(state_lib.Data(*data[:6]), base_margin, eval_base_margin,
-                                    eval_set if shared else None, loss_obj.n_outputs)
-        margins = (offsets.margin, offsets.margin_valid)
-    if not rounds_lib.host_fit(hyper, key, loss_obj.params, cat) and checkpoint_dir is None and not callbacks:
+    margins = _bag_margins(a, data, eval_set, loss_obj, oob=oob, shared=shared)
+    return _Bags(tab, data, train, valid, config._replace(early_stopping=stopping), hyper,
+                 loss_obj, key, bootstrap, n_bags, chunk_size, oob, shared, start, margins, cat,
+                 cat_spec)
+
+
+def _bag_margins(a, data: prepare.Data, eval_set, loss_obj, *, oob: bool, shared: bool):
+    """``(margin, margin_valid)``: the checked per-row offsets (``base_margin``,
+    ``eval_base_margin``), or ``None``."""
+    if a.base_margin is None and a.eval_base_margin is None:
+        return None
+    if oob and a.eval_base_margin is not None:
+        raise ValueError("eval_base_margin is for a shared eval_set=(X_valid, y_valid); the "
+                         "out-of-bag rows take base_margin's own offsets: drop eval_base_margin.")
+    offsets = prepare.with_margins(state_lib.Data(*data[:6]), a.base_margin, a.eval_base_margin,
+                                   eval_set if shared else None, loss_obj.n_outputs)
+    return offsets.margin, offsets.margin_valid
+
+
+def _run_bags(b: _Bags, a):
+    """The engine step of :func:`fit_bagged_boosters`: ``(out, baselines, bag weights,
+    categorical outputs, init_model)`` of every bag fitted (fewer when a callback or Ctrl-C
+    stopped a concrete fit: ``init_model`` cut to them too). Under the caller's ``jax.vmap`` /
+    ``jit``: one traced program; else chunks of bags as host-side calls (checkpoints)."""
+    data, config, n_bags, init_model = b.data, b.config, b.n_bags, a.init_model
+    if (not rounds_lib.host_fit(b.hyper, b.key, b.loss.params, b.cat)
+            and a.checkpoint_dir is None and not a.callbacks):
         # Under the caller's jax.vmap / jit: one traced program (progress from inside it).
         out, init, counts, cat_out = boosters_binned.bag_boost_binned(
-            data.X_binned, data.y, data.w, key, hyper, loss_obj, config=config, n_bags=n_bags,
-            bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose), oob=oob, valid=valid,
-            start=start, margins=margins, cat=cat, cat_spec=cat_spec)
-    else:
-        def info(c, chunk):
-            first = c * chunk[1].shape[0]
-            bags = [b for b in range(first, first + chunk[1].shape[0]) if b < n_bags]
-            return {"bags": bags, "train_loss": np.asarray(chunk[0].train_loss)[:len(bags)],
-                    "valid_loss": np.asarray(chunk[0].valid_loss)[:len(bags)]}
+            data.X_binned, data.y, data.w, b.key, b.hyper, b.loss, config=config, n_bags=n_bags,
+            bootstrap=b.bootstrap, chunk_size=b.chunk_size, verbose=bool(a.verbose), oob=b.oob,
+            valid=b.valid, start=b.start, margins=b.margins, cat=b.cat, cat_spec=b.cat_spec)
+        return out, init, counts, cat_out, init_model
 
-        out, init, counts, cat_out = batching.map_checkpointed(
-            functools.partial(boosters_binned.bags_chunk, config=config, n_bags=n_bags, bootstrap=bootstrap, oob=oob,
-                              cat_spec=cat_spec),
-            (data.X_binned, data.y, data.w, key, hyper, loss_obj, valid, start, margins, cat), n_bags,
-            chunk_size,
-            checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
-            settings=(config, n_bags, bootstrap, oob, loss_obj.name, loss_obj.fn, loss_obj.n_outputs,
-                      _native.available(), jax.devices()[0].platform)
-            + (() if cat_spec is None else (cat_spec.to_json(),)),
-            differs="data, key, settings or init_model", what="chunks of bags",
-            progress="bagged boosters: bags" if verbose else None, callbacks=callbacks, info=info,
-            at_once=True, keep_on_interrupt=True, unit="bags")
-        if init.shape[0] < n_bags:  # a callback or Ctrl-C stopped: the bags fitted so far
-            n_bags = init.shape[0]
-            if init_model is not None:
-                init_model = init_model._replace(**{
-                    f: jax.tree_util.tree_map(lambda a: a[:n_bags], getattr(init_model, f))
-                    for f in ("trees", "train_loss", "valid_loss")})
-            cat_out = jax.tree_util.tree_map(lambda a: a[:n_bags], cat_out)
+    def info(c, chunk):
+        first = c * chunk[1].shape[0]
+        bags = [i for i in range(first, first + chunk[1].shape[0]) if i < n_bags]
+        return {"bags": bags, "train_loss": np.asarray(chunk[0].train_loss)[:len(bags)],
+                "valid_loss": np.asarray(chunk[0].valid_loss)[:len(bags)]}
+
+    out, init, counts, cat_out = batching.map_checkpointed(
+        functools.partial(boosters_binned.bags_chunk, config=config, n_bags=n_bags,
+                          bootstrap=b.bootstrap, oob=b.oob, cat_spec=b.cat_spec),
+        (data.X_binned, data.y, data.w, b.key, b.hyper, b.loss, b.valid, b.start, b.margins,
+         b.cat), n_bags, b.chunk_size,
+        checkpoint_dir=a.checkpoint_dir, kind=CHECKPOINT_KIND,
+        settings=(config, n_bags, b.bootstrap, b.oob, b.loss.name, b.loss.fn, b.loss.n_outputs,
+                  _native.available(), jax.devices()[0].platform)
+        + (() if b.cat_spec is None else (b.cat_spec.to_json(),)),
+        differs="data, key, settings or init_model", what="chunks of bags",
+        progress="bagged boosters: bags" if a.verbose else None, callbacks=a.callbacks,
+        info=info, at_once=True, keep_on_interrupt=True, unit="bags")
+    if init.shape[0] < n_bags:  # a callback or Ctrl-C stopped: the bags fitted so far
+        n_bags = init.shape[0]
+        if init_model is not None:
+            init_model = init_model._replace(**{
+                f: jax.tree_util.tree_map(lambda v: v[:n_bags], getattr(init_model, f))
+                for f in ("trees", "train_loss", "valid_loss")})
+        cat_out = jax.tree_util.tree_map(lambda v: v[:n_bags], cat_out)
+    return out, init, counts, cat_out, init_model
+
+
+def _finish_bags(b: _Bags, a, out, init, counts, cat_out, init_model) -> bagged.BaggedBoosters:
+    """The last step of :func:`fit_bagged_boosters`: the finite-loss check of a concrete fit,
+    the rounds kept (to the last bag's stop), every bag's borders, a continued fit's rounds
+    first; traced settings outside their domains give NaN bags (with a warning)."""
     trees, train_loss, valid_loss = out.trees, out.train_loss, out.valid_loss
+    stopping, data = b.config.early_stopping, b.data
     # A concrete fit: no silent NaN bag (fit's FloatingPointError, naming the bag).
-    if not any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(hyper)):
-        checks_lib.check_finite_fits(train_loss, loss_obj, train, init,
-                                      n_fitted=None if stopping is None else out.n_fitted,
-                                      names=lambda i: f"bag {i[0]}", what="bags")
+    if not any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(b.hyper)):
+        checks_lib.check_finite_fits(train_loss, b.loss, b.train, init,
+                                     n_fitted=None if stopping is None else out.n_fitted,
+                                     names=lambda i: f"bag {i[0]}", what="bags")
     if stopping is not None and not checks.is_traced(out.n_fitted):
         # A concrete fit keeps the rounds up to the last bag's stop (later bags' rounds: zeros).
         last = int(np.max(np.asarray(out.n_fitted)))
         trees, train_loss, valid_loss = jax.tree_util.tree_map(
-            lambda a: a[:, :last], (trees, train_loss, valid_loss))
-    valid_loss = valid_loss if oob or shared else None
+            lambda v: v[:, :last], (trees, train_loss, valid_loss))
+    valid_loss = valid_loss if b.oob or b.shared else None
     borders, categorical = data.borders, None
     if cat_out is not None:  # each bag's borders: the shared host rows, then its statistics'
         ctr_borders, categorical = cat_out
-        h = cat_spec.host_width
-        borders = jnp.concatenate([jnp.broadcast_to(jnp.asarray(data.borders)[:h],
-                                                    (ctr_borders.shape[0], h) + data.borders.shape[1:]),
-                                   ctr_borders], axis=1)
+        h = b.cat_spec.host_width
+        borders = jnp.concatenate([jnp.broadcast_to(
+            jnp.asarray(data.borders)[:h], (ctr_borders.shape[0], h) + data.borders.shape[1:]),
+            ctr_borders], axis=1)
         trees = jax.vmap(family.with_borders)(trees, borders)
     else:
         trees = family.with_borders(trees, data.borders)
     if init_model is not None:  # its rounds first, then the new ones (per bag)
         trees, train_loss, valid_loss = _joined_rounds(init_model, trees, train_loss, valid_loss)
-    model = bagged.BaggedBoosters(trees=trees, borders=borders,
-                           baseline=init, loss=out.final_loss, bag_weights=counts,
-                           train_loss=train_loss, valid_loss=valid_loss,
-                           best_round=out.best_round, classes=tab.classes,
-                           feature_names=tab.feature_names, categorical=categorical)
+    model = bagged.BaggedBoosters(trees=trees, borders=borders, baseline=init,
+                                  loss=out.final_loss, bag_weights=counts, train_loss=train_loss,
+                                  valid_loss=valid_loss, best_round=out.best_round,
+                                  classes=b.tab.classes, feature_names=b.tab.feature_names,
+                                  categorical=categorical)
     # Traced settings (the caller's vmap) outside their domains: NaN bags, and a warning.
-    return settings_lib.nan_outside_domains(model, loss_obj, hyper)
+    return settings_lib.nan_outside_domains(model, b.loss, b.hyper)
 
 
 def _check_init_bags(model, X, loss: loss_lib.Loss, config: boosting_lib.BoostConfig, n_bags: int):

@@ -91,6 +91,23 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, loss:
                                    progress="bagged boosters: bags" if verbose else None)
 
 
+#: The boosting settings of every bag (:func:`jboost.fitting.settings.settings`' arguments).
+BAG_BOOST_SETTINGS = ("n_rounds", "depth", "n_bins", "learning_rate", "l2", "min_split_gain",
+                      "min_child_weight", "subsample", "colsample", "colsample_by",
+                      "per_output_trees", "tree_family", "max_leaves")
+
+
+def bag_settings(settings):
+    """``(bootstrap, n_bags, chunk_size, BoostConfig, Hyperparams)``: the checked settings of
+    bagged boosters (``settings``: a mapping of the entry point's arguments), one pass of the
+    same checks for one process's fit and a multi-process one."""
+    bootstrap = checks.check_choice(settings["bootstrap"], "bootstrap", bootstrap_lib.BOOTSTRAPS)
+    n_bags = checks.check_int(settings["n_bags"], "n_bags", 1, 10**6)
+    chunk_size = min(checks.check_int(settings["chunk_size"], "chunk_size", 1, 10**6), n_bags)
+    config, hyper = settings_lib.settings(**{k: settings[k] for k in BAG_BOOST_SETTINGS})
+    return bootstrap, n_bags, chunk_size, config, hyper
+
+
 def _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start,
             margins=None, cat: Optional[BagCat] = None,
             cat_spec: Optional[data_categorical.CategoricalSpec] = None):

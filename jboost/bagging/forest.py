@@ -57,7 +57,8 @@ tree equals ``fit_tree`` with the equivalent feature masks (tests check it).
 from __future__ import annotations
 
 import functools
-from typing import Callable, Optional, Sequence, Union
+import types
+from typing import Optional, Union
 
 import jax
 import jax.numpy as jnp
@@ -69,11 +70,9 @@ from jboost import devices as devices_lib
 from jboost.bagging import bootstrap as bootstrap_lib
 from jboost.bagging import forest_binned
 from jboost.bagging import forest_sharded
-from jboost.data import binning
 from jboost.data import labels as labels_lib
 from jboost.data import tabular as tabular_lib
 from jboost.engine import batching
-from jboost.engine import distributed
 from jboost.engine import memory
 from jboost.engine import rounds
 from jboost.fitting import init_model as init_model_lib
@@ -166,34 +165,14 @@ def _depthwise_chunks(config: forest_binned.ForestConfig) -> dict:
     return dict(keep=keep, combine=combine)
 
 
-def fit_forest(
-    X,
-    y,
-    *,
-    task: str = "classification",
-    n_trees: int = 100,
-    depth: Optional[int] = None,
-    max_features: Union[None, str, int, float] = "sqrt",
-    min_child_weight=1.0,
-    min_split_gain=0.0,
-    l2=0.0,
-    n_bins: int = 256,
-    bootstrap: str = "multinomial",
-    n_classes: Optional[int] = None,
-    sample_weight=None,
-    key=0,
-    chunk_size: Optional[int] = None,
-    memory_budget: Optional[int] = None,
-    borders=None,
-    verbose: bool = False,
-    checkpoint_dir=None,
-    init_model: Optional[forest_lib.Forest] = None,
-    callbacks: Sequence[Callable] = (),
-    tree_family: Optional[str] = None,
-    max_nodes: Optional[int] = None,
-    devices=None,
-    rows: str = "global",
-) -> forest_lib.Forest:
+@settings_lib.takes_settings(task="classification", depth=None, l2=0.0, verbose=False, tree_family=None)
+def fit_forest(X, y, *, task, n_trees: int = 100, depth,
+               max_features: Union[None, str, int, float] = "sqrt", min_child_weight,
+               min_split_gain, l2, n_bins, bootstrap: str = "multinomial",
+               n_classes: Optional[int] = None, sample_weight, key,
+               chunk_size: Optional[int] = None, memory_budget: Optional[int] = None, borders,
+               verbose, checkpoint_dir, init_model, callbacks, tree_family,
+               max_nodes: Optional[int] = None, devices, rows) -> forest_lib.Forest:
     """Random forest of oblivious or depth-wise trees (ESL Algorithm 15.1); bagged trees with
     ``max_features=None``.
 
@@ -303,153 +282,207 @@ def fit_forest(
         :func:`jboost.engine.memory.forest_bytes`, checked before compiling; e.g. K = max(y) + 1
         classes from a class label of 1e6).
     """
-    task = checks.check_choice(task, "task", FOREST_TASKS)
-    bootstrap = checks.check_choice(bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
-    n_trees = checks.check_int(n_trees, "n_trees", 1, 10**6)
-    tree_family, depth = _forest_family_and_depth(tree_family, depth, init_model)
-    memory_budget = devices_lib.check_memory_budget(memory_budget)
-    hyper = forest_binned.ForestHyperparams.create(min_child_weight, min_split_gain, l2)
-    first_tree = 0
-    local = None
-    if checks.check_choice(rows, "rows", distributed.ROWS) == "local":
-        local = forest_sharded.local_rows(X, y, sample_weight, devices, dict(
-            task=task, n_trees=n_trees, depth=depth, max_features=max_features,
-            min_child_weight=min_child_weight, min_split_gain=min_split_gain, l2=l2, n_bins=n_bins,
-            bootstrap=bootstrap, n_classes=n_classes, key=key, chunk_size=chunk_size,
-            memory_budget=memory_budget, borders=borders, verbose=bool(verbose),
-            tree_family=tree_family, max_nodes=max_nodes,
-            names=tabular_lib.feature_names_of(X)), init_model=init_model is not None,
-            checkpoint_dir=checkpoint_dir is not None, callbacks=bool(callbacks))
-        devices = local.mesh
-        y = local.y  # the whole table's labels: classes and K are those of the concatenation
-    mesh = devices_lib.mesh_of(devices)
-    if mesh is not None and not rounds.host_fit(hyper, key):
+    # The fit's state: the call's arguments, replaced by their checked values step by step.
+    s = types.SimpleNamespace(**locals())
+    _check_forest_settings(s)
+    _read_forest_table(s)
+    data = _bin_forest(s)
+    config = _forest_config(s, data)
+    trees, counts = _grow_forest(s, data, config)
+    return _finish_forest(s, data, trees, counts)
+
+
+def _check_forest_settings(s) -> None:
+    """The settings of :func:`fit_forest`, checked; with ``rows="local"``, the processes'
+    settings compared and their rows gathered (``s.local``; ``s.y`` the whole table's)."""
+    s.task = checks.check_choice(s.task, "task", FOREST_TASKS)
+    s.bootstrap = checks.check_choice(s.bootstrap, "bootstrap", bootstrap_lib.BOOTSTRAPS)
+    s.n_trees = checks.check_int(s.n_trees, "n_trees", 1, 10**6)
+    s.tree_family, s.depth = _forest_family_and_depth(s.tree_family, s.depth, s.init_model)
+    s.memory_budget = devices_lib.check_memory_budget(s.memory_budget)
+    s.hyper = forest_binned.ForestHyperparams.create(s.min_child_weight, s.min_split_gain, s.l2)
+    s.first_tree, s.local = 0, None
+    if settings_lib.check_setting("rows", s.rows) == "local":
+        s.local = forest_sharded.local_rows(s.X, s.y, s.sample_weight, s.devices, dict(
+            {k: getattr(s, k) for k in _LOCAL_SETTINGS}, verbose=bool(s.verbose),
+            tree_family=s.tree_family, max_nodes=s.max_nodes,
+            names=tabular_lib.feature_names_of(s.X)), init_model=s.init_model is not None,
+            checkpoint_dir=s.checkpoint_dir is not None, callbacks=bool(s.callbacks))
+        s.devices = s.local.mesh
+        s.y = s.local.y  # the whole table's labels: classes and K are those of the concatenation
+    s.mesh = devices_lib.mesh_of(s.devices)
+    if s.mesh is not None and not rounds.host_fit(s.hyper, s.key):
         raise ValueError("devices= and rows='local' need a concrete fit (not under jax.vmap or "
                          "jax.jit): fit a vmapped forest on one device (devices=None).")
+
+
+# The settings every process of a rows="local" forest compares (before any collective).
+_LOCAL_SETTINGS = ("task", "n_trees", "depth", "max_features", "min_child_weight",
+                   "min_split_gain", "l2", "n_bins", "bootstrap", "n_classes", "key", "chunk_size",
+                   "memory_budget", "borders")
+
+
+def _read_forest_table(s) -> None:
+    """The table (``s.tab``: a DataFrame's names, class labels mapped), a continued forest's
+    borders and classes checked against it."""
     # Categorical columns are refused (naming the fix): each tree would need its own target
     # statistics from its bootstrap weights, which the forest's tree grower does not compute;
     # jboost.bagging.fit_bagged_boosters does (bags of boosted trees, n_rounds=1 for one tree).
-    tab = tabular.tabular(X, y, init_model=init_model, loss=_LABEL_LOSS.get(task),
-                          classify=task != "regression", who="jboost.bagging.fit_forest",
-                          n_rows=None if local is None else local.n_total)
-    X, y = tab.X, tab.y
-    if init_model is not None:
-        borders, n_classes = _check_init_forest(init_model, X, task, n_classes, borders,
-                                                n_bins, depth, tree_family)
-        first_tree = init_model.n_trees
-    if tab.classes is not None and n_classes is not None and int(n_classes) != len(tab.classes):
-        raise ValueError(f"n_classes={n_classes} but y holds {len(tab.classes)} classes "
-                         f"{list(tab.classes.labels)[:10]} (labels mapped to 0..K-1 in sorted order): "
+    s.tab = tabular.tabular(s.X, s.y, init_model=s.init_model, loss=_LABEL_LOSS.get(s.task),
+                            classify=s.task != "regression", who="jboost.bagging.fit_forest",
+                            n_rows=None if s.local is None else s.local.n_total)
+    s.X, s.y = s.tab.X, s.tab.y
+    if s.init_model is not None:
+        s.borders, s.n_classes = _check_init_forest(s.init_model, s.X, s.task, s.n_classes,
+                                                    s.borders, s.n_bins, s.depth, s.tree_family)
+        s.first_tree = s.init_model.n_trees
+    classes = s.tab.classes
+    if classes is not None and s.n_classes is not None and int(s.n_classes) != len(classes):
+        raise ValueError(f"n_classes={s.n_classes} but y holds {len(classes)} classes "
+                         f"{list(classes.labels)[:10]} (labels mapped to 0..K-1 in sorted order): "
                          "omit n_classes.")
-    classes = []  # K found by the label check
+
+
+def _bin_forest(s) -> prepare.Data:
+    """The checked and binned rows (this process's with ``rows="local"``, after every process
+    checked the whole table's labels and weights alike); sets ``s.y_all``, ``s.w_all``,
+    ``s.n`` (the whole table's rows), ``s.k`` (the outputs) and ``s.n_bins``."""
+    found = []  # K found by the label check
 
     def label_check(labels, name):
-        if task != "regression" and name == "y":
-            classes.append(labels_lib.n_classes_of(labels, n_classes, name,
-                                                    "binary" if task == "binary" else "multiclass"))
+        if s.task != "regression" and name == "y":
+            found.append(labels_lib.n_classes_of(labels, s.n_classes, name,
+                                                 "binary" if s.task == "binary" else "multiclass"))
 
+    local = s.local
     if local is None:
-        data = prepare.prepare(X, y, sample_weight=sample_weight, n_bins=n_bins, borders=borders,
-                                   label_check=label_check, weighted_borders=False)
-        y_all, w_all = data.y, data.w
+        data = prepare.prepare(s.X, s.y, sample_weight=s.sample_weight, n_bins=s.n_bins,
+                               borders=s.borders, label_check=label_check, weighted_borders=False)
+        s.y_all, s.w_all = data.y, data.w
     else:  # every process checks the whole table's labels and weights alike, then bins its rows
-        y_all = labels_lib.as_labels(y, local.n_total)
-        label_check(y_all, "y")
-        w_all = tabular_lib.as_weights(local.sample_weight, local.n_total)
-        if borders is None:  # unweighted, as a one-process forest's
-            borders = local.borders(X, None, checks.check_int(n_bins, "n_bins", 3, binning.MAX_BINS))
-        data = local.run_everywhere(prepare.prepare, X, local.mine(y_all),
-                                    sample_weight=local.mine(w_all), n_bins=n_bins, borders=borders,
-                                    weighted_borders=False)
-    n_features = data.X_binned.shape[0]
-    n = int(y_all.shape[0])  # the whole table's rows
-    n_bins = data.borders.shape[1] + 1
-    k = classes[0] if classes else 1
-    if init_model is not None and init_model.bag_weights.shape[-1] != n:
-        raise ValueError(f"init_model was fitted on {init_model.bag_weights.shape[-1]} rows (its "
-                         f"bootstrap weights); X has {n}: continue a forest on the rows it was "
+        s.y_all = labels_lib.as_labels(s.y, local.n_total)
+        label_check(s.y_all, "y")
+        s.w_all = tabular_lib.as_weights(local.sample_weight, local.n_total)
+        if s.borders is None:  # unweighted, as a one-process forest's
+            s.borders = local.borders(s.X, None, settings_lib.check_setting("n_bins", s.n_bins))
+        data = local.run_everywhere(prepare.prepare, s.X, local.mine(s.y_all),
+                                    sample_weight=local.mine(s.w_all), n_bins=s.n_bins,
+                                    borders=s.borders, weighted_borders=False)
+    s.n = int(s.y_all.shape[0])  # the whole table's rows
+    s.n_bins = data.borders.shape[1] + 1
+    s.k = found[0] if found else 1
+    s.k_from_labels = bool(found) and s.n_classes is None and s.k > 2  # K = max(y) + 1
+    if s.init_model is not None and s.init_model.bag_weights.shape[-1] != s.n:
+        raise ValueError(f"init_model was fitted on {s.init_model.bag_weights.shape[-1]} rows (its "
+                         f"bootstrap weights); X has {s.n}: continue a forest on the rows it was "
                          "fitted on.")
-    m = bootstrap_lib.resolve_max_features(max_features, n_features)
-    if tree_family == "depthwise":
+    return data
+
+
+def _forest_config(s, data: prepare.Data) -> forest_binned.ForestConfig:
+    """The static :class:`ForestConfig`: features per level, node slots, the chunk of trees
+    fitted together (default: as many as ``memory_budget`` holds), after the memory check."""
+    n, k, depth, n_bins, n_trees, mesh = s.n, s.k, s.depth, s.n_bins, s.n_trees, s.mesh
+    n_features = data.X_binned.shape[0]
+    m = bootstrap_lib.resolve_max_features(s.max_features, n_features)
+    max_nodes = s.max_nodes
+    if s.tree_family == "depthwise":
         max_nodes = max(1, n // 2) if max_nodes is None else checks.check_int(
             max_nodes, "max_nodes", 1, 1 << 30)
     elif max_nodes is not None:
         raise ValueError("max_nodes applies to depth-wise trees: pass tree_family=\"depthwise\" or "
                          "omit max_nodes.")
-    if mesh is not None and tree_family == "depthwise":
+    if mesh is not None and s.tree_family == "depthwise":
         max_nodes = min(max_nodes, max(1, n // 2))  # the unsharded bound (padding rows add none)
     # Rows of each device (sharded: the table's rows over the devices, padded to a multiple).
-    n_devices = 1 if mesh is None else mesh.shape[mesh.axis_names[0]]
-    n_dev = n if mesh is None else -(-n // n_devices)
-    kernel = mesh is None and tree_family == "depthwise" and forest_binned.kernel_grows(data.X_binned, n_bins)
+    n_dev = n if mesh is None else -(-n // mesh.shape[mesh.axis_names[0]])
+    kernel = (mesh is None and s.tree_family == "depthwise"
+              and forest_binned.kernel_grows(data.X_binned, n_bins))
+    chunk_size = s.chunk_size
     if chunk_size is None and kernel:
-        chunk_size = forest_binned.kernel_chunk_size(depth, k, n, n_trees, memory_budget, max_nodes)
+        chunk_size = forest_binned.kernel_chunk_size(depth, k, n, n_trees, s.memory_budget,
+                                                     max_nodes)
     elif chunk_size is None:
         chunk_size = memory.forest_chunk_size(m, n_features, depth, n_bins, k, n_dev, n_trees,
-                                                 memory_budget)
+                                              s.memory_budget)
     chunk_size = min(checks.check_int(chunk_size, "chunk_size", 1, 10**6), n_trees)
-    from_labels = bool(classes) and n_classes is None and k > 2  # K = max(y) + 1
-    check_memory = (devices_lib.check_memory if local is None
-                    else local.everywhere(devices_lib.check_memory, MemoryError))
+    check_memory = (devices_lib.check_memory if s.local is None
+                    else s.local.everywhere(devices_lib.check_memory, MemoryError))
+    from_labels = s.k_from_labels
     check_memory(
         memory.forest_bytes(m, n_features, depth, n_bins, k, n_dev, n_trees, chunk_size,
-                               tree_family=tree_family,
-                               n_nodes=(node_table.node_capacity(depth, n, max_nodes)
-                                        if tree_family == "depthwise" else None),
-                               max_nodes=max_nodes, kernel=kernel, table_rows=n)
+                            tree_family=s.tree_family,
+                            n_nodes=(node_table.node_capacity(depth, n, max_nodes)
+                                     if s.tree_family == "depthwise" else None),
+                            max_nodes=max_nodes, kernel=kernel, table_rows=n)
         + (0 if mesh is None else n_trees * (n - n_dev) * 4),  # the whole table's bag weights
-        devices=devices,
+        devices=s.devices,
         cause=f"K = max(y) + 1 = {k} classes, from the labels' maximum" if from_labels else None,
         detail=f"estimated for {n_trees} trees, {chunk_size} fitted together, on {n} rows, "
         f"{n_features} features ({m} per level), depth={depth}, n_bins={n_bins}, K={k} (each "
         f"tree's histograms 2^(depth-1) x n_bins x 2K float32 per feature, its leaf values "
         f"2^depth x K); use a smaller depth, n_bins or chunk_size"
         f"{', or map the labels to 0..K-1' if from_labels else ''}")
-    config = forest_binned.ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k, max_features=m,
-                          bootstrap=bootstrap, chunk_size=chunk_size, verbose=bool(verbose),
-                          tree_family=tree_family, max_nodes=max_nodes)
+    return forest_binned.ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k,
+                                      max_features=m, bootstrap=s.bootstrap, chunk_size=chunk_size,
+                                      verbose=bool(s.verbose), tree_family=s.tree_family,
+                                      max_nodes=max_nodes)
+
+
+def _grow_forest(s, data: prepare.Data, config: forest_binned.ForestConfig):
+    """The engine step of :func:`fit_forest`: ``(trees, bootstrap counts)``, sharded over a
+    mesh, one traced program under the caller's ``jax.vmap`` / ``jit``, or chunks of trees from
+    the host (checkpoints, callbacks; Ctrl-C keeps the trees so far)."""
     # Regression targets so large that a node's split gain G^2 / H overflows float32 (labels at
     # scale 1e18: a near-constant forest) are fitted divided by a power of two 2^e, exactly: the
     # same splits (gains and min_split_gain scaled by 2^-2e), leaf values multiplied back.
-    e = labels_lib.gain_exponent(jnp.asarray(y_all), jnp.asarray(w_all)) if task == "regression" else 0
+    e = (labels_lib.gain_exponent(jnp.asarray(s.y_all), jnp.asarray(s.w_all))
+         if s.task == "regression" else 0)
     y_fit = data.y if e == 0 else data.y * jnp.float32(2.0 ** -e)
     if e:
-        hyper = hyper._replace(min_split_gain=hyper.min_split_gain * jnp.float32(2.0 ** (-2 * e)))
-    args = (data.X_binned, y_fit, data.w, checks.as_key(key), hyper)
-    if mesh is not None:  # rows sharded over the mesh's first axis (one process, or several)
+        s.hyper = s.hyper._replace(
+            min_split_gain=s.hyper.min_split_gain * jnp.float32(2.0 ** (-2 * e)))
+    args = (data.X_binned, y_fit, data.w, checks.as_key(s.key), s.hyper)
+    host = dict(config=config, checkpoint_dir=s.checkpoint_dir, borders=data.borders,
+                callbacks=s.callbacks)
+    if s.mesh is not None:  # rows sharded over the mesh's first axis (one process, or several)
         trees, counts = _fit_forest_checkpointed(
-            *args, first_tree, config=config, checkpoint_dir=checkpoint_dir, borders=data.borders,
-            callbacks=callbacks, sharded=forest_sharded.ShardedRows.create(mesh, args[:3], n, local))
-        if tree_family == "depthwise":
+            *args, s.first_tree, **host,
+            sharded=forest_sharded.ShardedRows.create(s.mesh, args[:3], s.n, s.local))
+        if s.tree_family == "depthwise":
             trees = node_table.trim_nodes(trees)
-    elif not rounds.host_fit(args) and checkpoint_dir is None and not callbacks:
+    elif not rounds.host_fit(args) and s.checkpoint_dir is None and not s.callbacks:
         # Under the caller's jax.vmap / jit: one traced program (progress from inside it).
-        trees, counts = forest_binned.fit_forest_binned(*args, first_tree, config=config)
+        trees, counts = forest_binned.fit_forest_binned(*args, s.first_tree, config=config)
     else:  # a concrete fit: its chunks of trees from the host (Ctrl-C keeps the trees so far)
-        trees, counts = _fit_forest_checkpointed(*args, first_tree, config=config,
-                                                 checkpoint_dir=checkpoint_dir, borders=data.borders,
-                                                 callbacks=callbacks)
-        if tree_family == "depthwise" and not isinstance(trees.features, jax.core.Tracer):
+        trees, counts = _fit_forest_checkpointed(*args, s.first_tree, **host)
+        if s.tree_family == "depthwise" and not isinstance(trees.features, jax.core.Tracer):
             trees = node_table.trim_nodes(trees)  # the node slots the trees use
     if e:  # the leaf means of y (the gains stay those of y * 2^-e: their ranking is the same)
         trees = trees._replace(leaf_values=trees.leaf_values * jnp.float32(2.0 ** e))
-    forest = forest_lib.Forest(trees=family.with_borders(trees, data.borders), borders=data.borders,
-                    bag_weights=counts)
-    if init_model is not None:  # its trees first, then the new ones
+    return trees, counts
+
+
+def _finish_forest(s, data: prepare.Data, trees, counts) -> forest_lib.Forest:
+    """The last step of :func:`fit_forest`: the :class:`Forest` (a continued forest's trees
+    first); traced hyperparameters outside their bounds give a NaN forest (with a warning)."""
+    forest = forest_lib.Forest(trees=family.with_borders(trees, data.borders),
+                               borders=data.borders, bag_weights=counts)
+    if s.init_model is not None:  # its trees first, then the new ones
         arrays = lambda f: f._replace(borders=None, classes=None, feature_names=None)  # noqa: E731
-        old = init_model
-        if tree_family == "depthwise":  # node tables of one capacity (e.g. an old file's 2^D - 1)
+        old = s.init_model
+        if s.tree_family == "depthwise":  # node tables of one capacity (an old file's 2^D - 1)
             cap = max(old.trees.features.shape[-1], forest.trees.features.shape[-1])
-            old = old._replace(trees=node_table.pad_nodes(old.trees, cap, n_bins))
-            forest = forest._replace(trees=node_table.pad_nodes(forest.trees, cap, n_bins))
+            old = old._replace(trees=node_table.pad_nodes(old.trees, cap, s.n_bins))
+            forest = forest._replace(trees=node_table.pad_nodes(forest.trees, cap, s.n_bins))
         forest = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]),
                                         arrays(old), arrays(forest)
                                         )._replace(borders=data.borders)
-        if tree_family == "depthwise":  # the padded slots' borders, as grown null nodes have
+        if s.tree_family == "depthwise":  # the padded slots' borders, as grown null nodes have
             forest = forest._replace(trees=family.with_borders(forest.trees, data.borders))
-    forest = forest._replace(classes=tab.classes, feature_names=tab.feature_names)
+    forest = forest._replace(classes=s.tab.classes, feature_names=s.tab.feature_names)
     # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN forest, and a warning.
-    return settings_lib.nan_outside_domains(forest, None, hyper)
+    return settings_lib.nan_outside_domains(forest, None, s.hyper)
 
 
 #: The tree families of a forest (``fit_forest(tree_family=)``).

@@ -20,7 +20,6 @@ from jboost.engine import memory
 from jboost.engine import rounds as rounds_lib
 from jboost.engine import state as state_lib
 from jboost.fitting import prepare
-from jboost.fitting import settings as settings_lib
 from jboost.losses import baselines
 from jboost.losses import checks as checks_lib
 from jboost.losses import loss as loss_lib
@@ -45,29 +44,8 @@ def fit_local(X, y, loss, sample_weight, eval_set, settings: dict) -> bagged.Bag
     names = tabular_lib.feature_names_of(X)
     local = distributed.gather(X, y, sample_weight, None if oob_asked else eval_set, None,
                                dict(s, eval_set="oob" if oob_asked else eval_set is None, names=names))
-    refused = [k for k in ("init_model", "checkpoint_dir", "base_margin", "eval_base_margin") if s[k]]
-    if s["n_callbacks"]:
-        refused.append("callbacks")
-    if refused:
-        raise ValueError(f"bagged boosters with rows='local' do not support "
-                         f"{', '.join(k + '=' for k in refused)} yet: fit with rows='global' (every "
-                         "process passing the whole table) for them.")
-    cat = s["cat_features"]
-    if cat is not None and not (np.ndim(cat) == 1 and len(cat) == 0):
-        raise ValueError("cat_features: bagged boosters with rows='local' do not support categorical "
-                         "columns yet: encode them as numbers (the same encoding on every process).")
-    if oob_asked or (eval_set is None and s["early_stopping_rounds"] is not None):
-        raise ValueError("eval_set: bagged boosters with rows='local' score no out-of-bag rows yet "
-                         "(eval_set='oob', or early stopping without an eval_set): pass "
-                         "eval_set=(X_valid, y_valid[, w_valid]) with each process's validation rows.")
-    if isinstance(loss, loss_lib.Loss) and loss.batch:
-        raise ValueError(f"loss: rows='local' does not support batch objectives ({loss.name!r}).")
-    bootstrap = checks.check_choice(s["bootstrap"], "bootstrap", bootstrap_lib.BOOTSTRAPS)
-    n_bags = checks.check_int(s["n_bags"], "n_bags", 1, 10**6)
-    chunk_size = min(checks.check_int(s["chunk_size"], "chunk_size", 1, 10**6), n_bags)
-    config, hyper = settings_lib.settings(**{k: s[k] for k in (
-        "n_rounds", "depth", "n_bins", "learning_rate", "l2", "min_split_gain", "min_child_weight",
-        "subsample", "colsample", "colsample_by", "per_output_trees", "tree_family", "max_leaves")})
+    _refuse_unsupported(s, loss, eval_set, oob_asked)
+    bootstrap, n_bags, chunk_size, config, hyper = boosters_binned.bag_settings(s)
     if not rounds_lib.host_fit(hyper, s["key"]):
         raise ValueError("rows='local' needs a concrete fit (not under jax.vmap or jax.jit).")
     n = local.n_total
@@ -125,6 +103,27 @@ def fit_local(X, y, loss, sample_weight, eval_set, settings: dict) -> bagged.Bag
         classes=None if classes is None else metadata.Classes(classes),
         feature_names=metadata.named(names), categorical=None)
 
+
+def _refuse_unsupported(s: dict, loss, eval_set, oob_asked: bool) -> None:
+    """The settings a multi-process fit does not support yet, refused (after the processes'
+    settings were compared: every process raises alike)."""
+    refused = [k for k in ("init_model", "checkpoint_dir", "base_margin", "eval_base_margin") if s[k]]
+    if s["n_callbacks"]:
+        refused.append("callbacks")
+    if refused:
+        raise ValueError(f"bagged boosters with rows='local' do not support "
+                         f"{', '.join(k + '=' for k in refused)} yet: fit with rows='global' (every "
+                         "process passing the whole table) for them.")
+    cat = s["cat_features"]
+    if cat is not None and not (np.ndim(cat) == 1 and len(cat) == 0):
+        raise ValueError("cat_features: bagged boosters with rows='local' do not support categorical "
+                         "columns yet: encode them as numbers (the same encoding on every process).")
+    if oob_asked or (eval_set is None and s["early_stopping_rounds"] is not None):
+        raise ValueError("eval_set: bagged boosters with rows='local' score no out-of-bag rows yet "
+                         "(eval_set='oob', or early stopping without an eval_set): pass "
+                         "eval_set=(X_valid, y_valid[, w_valid]) with each process's validation rows.")
+    if isinstance(loss, loss_lib.Loss) and loss.batch:
+        raise ValueError(f"loss: rows='local' does not support batch objectives ({loss.name!r}).")
 
 @functools.lru_cache(maxsize=16)
 def _local_bags_program(mesh, config: boosting_lib.BoostConfig, n_bags: int):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -207,37 +207,13 @@ NO_BASE_MARGIN = (
     "base_margin=...) with one offset per class.")
 
 
-def fit_ecoc_boosters(
-    X,
-    y,
-    code,
-    *,
-    n_rounds: int = _D["n_rounds"],
-    depth: int = _D["depth"],
-    learning_rate=_D["learning_rate"],
-    l2=_D["l2"],
-    min_split_gain=_D["min_split_gain"],
-    min_child_weight=_D["min_child_weight"],
-    subsample=_D["subsample"],
-    colsample=_D["colsample"],
-    colsample_by=_D["colsample_by"],
-    n_bins: int = _D["n_bins"],
-    sample_weight=None,
-    key=0,
-    row_sampler="bernoulli",
-    chunk_size: Optional[int] = None,
-    verbose: bool = False,
-    init_model: Optional[ecoc.ECOCBoosters] = None,
-    eval_set=None,
-    early_stopping_rounds: Optional[int] = None,
-    early_stopping_tolerance: float = 0.0,
-    eval_metric=None,
-    checkpoint_dir=None,
-    callbacks: Sequence[Callable] = (),
-    base_margin=None,
-    tree_family="oblivious",
-    max_leaves: Optional[int] = None,
-) -> ecoc.ECOCBoosters:
+@settings.takes_settings(verbose=False)
+def fit_ecoc_boosters(X, y, code, *, n_rounds, depth, learning_rate, l2, min_split_gain,
+                      min_child_weight, subsample, colsample, colsample_by, n_bins, sample_weight,
+                      key, row_sampler, chunk_size: Optional[int] = None, verbose, init_model,
+                      eval_set, early_stopping_rounds, early_stopping_tolerance, eval_metric,
+                      checkpoint_dir, callbacks, base_margin, tree_family,
+                      max_leaves) -> ecoc.ECOCBoosters:
     """Fit an ECOC multiclass model (Dietterich and Bakiri 1995) with boosted bit learners.
 
     Args:
@@ -335,34 +311,9 @@ def fit_ecoc_boosters(
         out = fit_ecoc_binned(data.X_binned, data.y, data.w, key, hyper, code_j, config=config,
                               chunk_size=chunk_size, verbose=bool(verbose), start=start, valid=valid)
     else:
-        def info(c, chunk):
-            size = chunk[1].shape[0]
-            bits = [b for b in range(c * size, (c + 1) * size) if b < n_bits]
-            return ({"bits": bits} if stopping is None else
-                    {"bits": bits, "best_round": np.asarray(chunk[2])[:len(bits)]})
-
-        try:
-            out = batching.map_checkpointed(
-                functools.partial(_bits_chunk, config=config),
-                (data.X_binned, data.y, data.w, key, hyper, code_j, start, valid), n_bits, chunk_size,
-                checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
-                settings=(config, _native.available(), jax.devices()[0].platform),
-                differs="data, code, key, settings or init_model", what="chunks of bits",
-                progress="ecoc: bits" if verbose else None, callbacks=callbacks, info=info,
-                at_once=True)
-        except KeyboardInterrupt as e:  # no partial model: it would decode with a part of the code
-            raise KeyboardInterrupt(f"{e} No model is returned: an ECOC model decodes every class "
-                                    "with every bit of its code (to keep the bits fitted so far, "
-                                    "stop from a callback instead).") from None
-        if out[1].shape[0] < n_bits:  # a callback stopped: the bits fitted so far
-            n_bits = out[1].shape[0]
-            warnings.warn(f"a callback stopped the fit after {n_bits} of {code.shape[1]} bits: the "
-                          f"model decodes with the code's first {n_bits} columns.", UserWarning,
-                          stacklevel=2)
-            code_j = code_j[:, :n_bits]
-            if init_model is not None:
-                init_model = init_model._replace(
-                    trees=jax.tree_util.tree_map(lambda a: a[:n_bits], init_model.trees))
+        out, code_j, init_model = _fit_bits_on_host(
+            data, key, hyper, code_j, start, valid, config, chunk_size, init_model,
+            checkpoint_dir=checkpoint_dir, verbose=verbose, callbacks=callbacks)
     trees, init = out[:2]
     best = None
     if stopping is not None:
@@ -378,6 +329,45 @@ def fit_ecoc_boosters(
                          feature_names=tab.feature_names)
     # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN model, and a warning.
     return settings.nan_outside_domains(model, None, hyper)
+
+
+def _fit_bits_on_host(data, key, hyper, code_j, start, valid, config, chunk_size, init_model, *,
+                      checkpoint_dir, verbose, callbacks):
+    """A concrete fit's chunks of bit learners as host-side calls of one compiled chunk program
+    (:func:`jboost.engine.batching.map_checkpointed`: checkpoints, progress, callbacks);
+    returns ``(out, code, init_model)``, cut to the bits fitted when a callback stopped."""
+    n_bits = code_j.shape[1]
+    stopping = config.early_stopping
+
+    def info(c, chunk):
+        size = chunk[1].shape[0]
+        bits = [b for b in range(c * size, (c + 1) * size) if b < n_bits]
+        return ({"bits": bits} if stopping is None else
+                {"bits": bits, "best_round": np.asarray(chunk[2])[:len(bits)]})
+
+    try:
+        out = batching.map_checkpointed(
+            functools.partial(_bits_chunk, config=config),
+            (data.X_binned, data.y, data.w, key, hyper, code_j, start, valid), n_bits, chunk_size,
+            checkpoint_dir=checkpoint_dir, kind=CHECKPOINT_KIND,
+            settings=(config, _native.available(), jax.devices()[0].platform),
+            differs="data, code, key, settings or init_model", what="chunks of bits",
+            progress="ecoc: bits" if verbose else None, callbacks=callbacks, info=info,
+            at_once=True)
+    except KeyboardInterrupt as e:  # no partial model: it would decode with a part of the code
+        raise KeyboardInterrupt(f"{e} No model is returned: an ECOC model decodes every class "
+                                "with every bit of its code (to keep the bits fitted so far, "
+                                "stop from a callback instead).") from None
+    if out[1].shape[0] < n_bits:  # a callback stopped: the bits fitted so far
+        fitted = out[1].shape[0]
+        warnings.warn(f"a callback stopped the fit after {fitted} of {n_bits} bits: the "
+                      f"model decodes with the code's first {fitted} columns.", UserWarning,
+                      stacklevel=3)
+        code_j = code_j[:, :fitted]
+        if init_model is not None:
+            init_model = init_model._replace(
+                trees=jax.tree_util.tree_map(lambda a: a[:fitted], init_model.trees))
+    return out, code_j, init_model
 
 
 def _check_init_ecoc(model, X, code: np.ndarray, config: boosting_lib.BoostConfig):

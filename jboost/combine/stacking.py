@@ -20,7 +20,7 @@ of its fold-averaged curve (:func:`cross_fit_stopped`, :func:`learner_best_round
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping, Optional, Sequence, Tuple
+from typing import Any, Mapping, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -182,35 +182,13 @@ NO_WARM_START = (
     "are one vmapped call).")
 
 
-def fit_stacked_boosters(
-    X,
-    y,
-    loss="squared_error",
-    *,
-    hypers: Sequence[Mapping[str, Any]],
-    folds=5,
-    n_rounds: int = _D["n_rounds"],
-    depth: int = _D["depth"],
-    n_bins: int = _D["n_bins"],
-    colsample_by=_D["colsample_by"],
-    per_output_trees: bool = False,
-    row_sampler="bernoulli",
-    sample_weight=None,
-    n_outputs: Optional[int] = None,
-    task: Optional[str] = None,
-    stacker_l2=1e-3,
-    stacker_steps: int = 200,
-    key=0,
-    init_model: Optional[stacked.StackedBoosters] = None,
-    early_stopping_rounds: Optional[int] = None,
-    early_stopping_tolerance: float = 0.0,
-    eval_metric=None,
-    checkpoint_dir=None,
-    callbacks: Sequence[Callable] = (),
-    verbose: bool = False,
-    tree_family="oblivious",
-    max_leaves: Optional[int] = None,
-) -> stacked.StackedBoosters:
+@settings.takes_settings(verbose=False)
+def fit_stacked_boosters(X, y, loss="squared_error", *, hypers: Sequence[Mapping[str, Any]],
+                         folds=5, n_rounds, depth, n_bins, colsample_by, per_output_trees,
+                         row_sampler, sample_weight, n_outputs, task, stacker_l2=1e-3,
+                         stacker_steps: int = 200, key, init_model, early_stopping_rounds,
+                         early_stopping_tolerance, eval_metric, checkpoint_dir, callbacks, verbose,
+                         tree_family, max_leaves) -> stacked.StackedBoosters:
     """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters.
 
     1. Fold masks ``(n_folds, n)`` (:func:`jboost.data.folds.fold_masks`; stratified folds for

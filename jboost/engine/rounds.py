@@ -122,21 +122,8 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
     chunk = int(checkpoint_every or verbose or max(1, -(-config.n_rounds // 20))) if fixed else None
     if processes is not None and not processes.is_first:
         verbose = 0  # chunks as process 0's; its progress lines only
-    path = None if checkpoint_dir is None else os.path.join(os.fspath(checkpoint_dir), CHECKPOINT_FILE)
-    fingerprint, best = None, None
-    if path is not None:
-        os.makedirs(os.fspath(checkpoint_dir), exist_ok=True)
-        fingerprint = _fingerprint((data, key, hyper, loss, init_raw), config, total)
-        if os.path.exists(path):
-            header = reader.read_header(path)
-            meta = header.get("metadata") or {}
-            if meta.get("fingerprint") != fingerprint:
-                raise ValueError(f"checkpoint_dir={checkpoint_dir!r} holds a checkpoint of another fit "
-                                 "(different data, key or settings): use another directory or "
-                                 f"delete {path}.")
-            start = loader.load(path, loss=None if per_sample.is_built_in(loss) else loss)
-            if config.early_stopping is not None and meta.get("best_round") is not None:
-                best = (np.float32(meta["best_score"]), np.int32(meta["best_round"]))
+    path, fingerprint, start, best = _checkpoint_start(
+        checkpoint_dir, (data, key, hyper, loss, init_raw), config, total, start)
     done = 0 if start is None else start.n_rounds  # rounds of the whole fit so far
     first = done - base  # this call's first position in the buffers
     if first >= config.n_rounds:
@@ -149,16 +136,7 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
     call, data_run, rows = _rounds_fn(mesh, data, call_config)
     carry = calls.rounds_template(data_run, key, hyper, loss, init_raw, call_config)
     fresh = start is None
-    if not fresh:
-        state = resume(start)
-        carry = carry._replace(state=state._replace(base=rows(state.base), pending=rows(state.pending)),
-                               done=np.int32(first))
-    if config.early_stopping is not None:
-        best = best if best is not None else (np.float32(np.inf), np.int32(done - 1))
-        carry = carry._replace(best=best, stopped=np.bool_(
-            first > 0 and done - 1 - int(best[1]) >= config.early_stopping.rounds))
-    if processes is not None:  # sharded as the calls' outputs: one compiled program
-        carry = processes.place_carry(carry)
+    carry = _first_carry(carry, start, resume, rows, config, first, done, best, processes)
     metric = calls.eval_metric_of(config)
     metric_name = None if metric is None else metrics_lib.metric_name(metric)
     t0 = _clock()  # the progress lines' clock; the pace of the calls is timed by perf_counter
@@ -168,18 +146,12 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
     fitted = _HostRounds(first)  # the rounds fitted so far, on the host
     reported = first  # fixed calls: the position up to which progress and callbacks have run
 
-    def size(i, at):
-        if fixed:  # up to the end of the chunk ``at`` is in (a call never spans two chunks)
-            return min(capacity, chunk - (at - first) % chunk)
-        if pace is None:
-            return min(capacity, FIRST_CALLS[min(i, len(FIRST_CALLS) - 1)])
-        return min(capacity, max(1, int(CALL_SECONDS / max(pace, 1e-9))))
-
     n_calls, stop = 0, False
     try:
         while True:
             while len(queue) < 2 and dispatched < config.n_rounds and not stop:
-                end = min(config.n_rounds, dispatched + size(n_calls, dispatched))
+                end = min(config.n_rounds, dispatched + _call_size(
+                    n_calls, dispatched, first, chunk if fixed else None, pace))
                 prev = queue[-1][0] if queue else (latest if latest is not None else carry)
                 out = call(data_run, key, hyper, init_raw, prev, np.int32(base), np.int32(end),
                            np.bool_(fresh and n_calls == 0))
@@ -205,20 +177,14 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
             stop = bool(out.stopped) or pos >= config.n_rounds
             chunk_done = fixed and pos > reported and (stop or (pos - first) % chunk == 0)
             if chunk_done:
-                now = _clock()
-                chunk_seconds.append(now - last_t)
-                chunk_rounds.append(pos - reported)
-                last_t = now
+                now = last_t = _timed(chunk_seconds, chunk_rounds, last_t, pos - reported)
                 asked = _after_call(fitted, out.best, reported, pos, base, total, t0, now, stop,
                                     chunk_seconds, chunk_rounds, metric_name, verbose, callbacks)
                 reported = pos
                 stop = (asked if processes is None else processes.any(asked)) or stop
                 if path is not None:
-                    meta = {"fingerprint": fingerprint}
-                    if config.early_stopping is not None:
-                        meta.update(best_round=int(out.best[1]), best_score=float(out.best[0]))
-                    writer.save(model_of(_rounds_output(out, fitted, config, n_rows), start), path,
-                                metadata=meta)
+                    _save_checkpoint(path, fingerprint, config, model_of(
+                        _rounds_output(out, fitted, config, n_rows), start), out.best)
             if stop:
                 break
     except KeyboardInterrupt:
@@ -226,11 +192,82 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
             raise
         fitted.cut(pos)  # rounds added by a call whose commit the Ctrl-C stopped
         warnings.warn(f"interrupted after round {base + pos} of {total}: the model holds the rounds "
-                      "fitted so far.", UserWarning, stacklevel=3)
+                      "fitted so far.", UserWarning, stacklevel=4)
     if processes is not None:  # replicated results as this process's arrays
         latest = processes.localize(latest)
     return RoundsOutput(_rounds_output(latest, fitted, config, n_rows), start,
                         jax.device_put(fitted.rounds().score))
+
+
+def _call_size(i: int, at: int, first: int, chunk: Optional[int], pace) -> int:
+    """The rounds of call ``i``, dispatched at position ``at``: up to the end of the chunk
+    ``at`` is in (``chunk`` rounds from ``first``: a call never spans two chunks), else 1, 2
+    and 4 rounds, then about :data:`CALL_SECONDS` at ``pace`` seconds a round; at most
+    :data:`jboost.engine.calls.ROUNDS_PER_CALL`."""
+    capacity = calls.ROUNDS_PER_CALL
+    if chunk is not None:
+        return min(capacity, chunk - (at - first) % chunk)
+    if pace is None:
+        return min(capacity, FIRST_CALLS[min(i, len(FIRST_CALLS) - 1)])
+    return min(capacity, max(1, int(CALL_SECONDS / max(pace, 1e-9))))
+
+
+def _timed(chunk_seconds: list, chunk_rounds: list, since: float, n_rounds: int) -> float:
+    """The clock now, with the chunk that ended (its seconds since ``since``, ``n_rounds``
+    rounds) appended to the chunks' times (:func:`time_left`'s pace)."""
+    now = _clock()
+    chunk_seconds.append(now - since)
+    chunk_rounds.append(n_rounds)
+    return now
+
+
+def _checkpoint_start(checkpoint_dir, args, config: boosting_lib.BoostConfig, total: int, start):
+    """``(path, fingerprint, start, best)`` of a fit with ``checkpoint_dir``: a checkpoint of
+    the same fit (same data, key, settings: its fingerprint) is where the fit continues
+    (``start``, and the early-stopping record ``best``); one of another fit is refused."""
+    if checkpoint_dir is None:
+        return None, None, start, None
+    path = os.path.join(os.fspath(checkpoint_dir), CHECKPOINT_FILE)
+    best, loss = None, args[3]
+    os.makedirs(os.fspath(checkpoint_dir), exist_ok=True)
+    fingerprint = _fingerprint(args, config, total)
+    if os.path.exists(path):
+        header = reader.read_header(path)
+        meta = header.get("metadata") or {}
+        if meta.get("fingerprint") != fingerprint:
+            raise ValueError(f"checkpoint_dir={checkpoint_dir!r} holds a checkpoint of another fit "
+                             "(different data, key or settings): use another directory or "
+                             f"delete {path}.")
+        start = loader.load(path, loss=None if per_sample.is_built_in(loss) else loss)
+        if config.early_stopping is not None and meta.get("best_round") is not None:
+            best = (np.float32(meta["best_score"]), np.int32(meta["best_round"]))
+    return path, fingerprint, start, best
+
+
+def _first_carry(carry, start, resume, rows, config: boosting_lib.BoostConfig, first: int,
+                 done: int, best, processes):
+    """The carry of the first call: ``start``'s state (``resume(start)``) from position
+    ``first``, the early-stopping record so far, placed as the calls' outputs are."""
+    if start is not None:
+        state = resume(start)
+        carry = carry._replace(state=state._replace(base=rows(state.base), pending=rows(state.pending)),
+                               done=np.int32(first))
+    if config.early_stopping is not None:
+        best = best if best is not None else (np.float32(np.inf), np.int32(done - 1))
+        carry = carry._replace(best=best, stopped=np.bool_(
+            first > 0 and done - 1 - int(best[1]) >= config.early_stopping.rounds))
+    if processes is not None:  # sharded as the calls' outputs: one compiled program
+        carry = processes.place_carry(carry)
+    return carry
+
+
+def _save_checkpoint(path: str, fingerprint, config: boosting_lib.BoostConfig, model, best) -> None:
+    """The checkpoint of the rounds so far (``model``), with the fit's fingerprint and its
+    early-stopping record."""
+    meta = {"fingerprint": fingerprint}
+    if config.early_stopping is not None:
+        meta.update(best_round=int(best[1]), best_score=float(best[0]))
+    writer.save(model, path, metadata=meta)
 
 
 class _HostRounds:

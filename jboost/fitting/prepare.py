@@ -50,7 +50,7 @@ def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
                       "(Booster.offset), but its float32 predictions are rounded to the offsets' "
                       "float32 spacing. Enable float64 predictions with "
                       "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
-                      stacklevel=3)
+                      stacklevel=4)
         return c
     if jax.config.jax_enable_x64:
         return np.float64(centre)
@@ -60,7 +60,7 @@ def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
                   f"(Booster.offset), but its float32 predictions near c are rounded to "
                   f"+-{float(np.spacing(c)) / 2:.3g}. Enable float64 predictions with "
                   "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
-                  stacklevel=3)
+                  stacklevel=4)
     return c
 
 
@@ -304,7 +304,7 @@ def centred_inputs(y, eval_set, offset, n: int, eval_metric):
         warnings.warn("eval_metric sees the labels and raw scores minus the label offset "
                       f"Booster.offset = {np.asarray(offset).tolist()} (a metric of the residual is unchanged; "
                       "one of the labels' scale, such as a relative error, is not).", UserWarning,
-                      stacklevel=3)
+                      stacklevel=4)
     y = labels.centred_labels(y, offset, n)
     if eval_set is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
         Xv = tabular.as_matrix(eval_set[0], "eval_set X")

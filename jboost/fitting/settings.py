@@ -1,10 +1,15 @@
-"""Shared defaults, limits and domains of the fit settings; host and traced (NaN-masking) domain checks; early stopping and eval_metric settings."""
+"""Every setting of the fit entry points, declared once (:data:`SETTINGS`: name, default, static
+or traced, domain, documentation) and given to each entry point by :func:`takes_settings`; their
+checks (host and traced NaN-masking domain checks), early stopping and eval_metric settings."""
 
 from __future__ import annotations
 
 import functools
+import inspect
+import re
+import textwrap
 import warnings
-from typing import Optional
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -12,9 +17,11 @@ import numpy as np
 
 from jboost import checks
 from jboost.data import binning
+from jboost.data import categorical
 from jboost.data import categorical_stats
 from jboost.engine import algorithm as algorithm_lib
 from jboost.engine import boosting as boosting_lib
+from jboost.engine import distributed
 from jboost.engine import samplers
 from jboost.losses import loss as loss_lib
 from jboost.losses import metrics
@@ -30,23 +37,305 @@ MAX_DEPTH = 16
 MAX_DEPTHWISE_DEPTH = 30
 MAX_ROUNDS = 10**7
 
+#: How a setting enters the compiled program: a static value (it shapes or selects the program;
+#: a new value compiles again), a traced value (an array argument: ``jax.vmap`` may batch it),
+#: the data (arrays checked and binned on the host), or a host-side option of the run.
+STATIC, TRACED, DATA, HOST = "static", "traced", "data", "host"
+
+
+class Ints(NamedTuple):
+    """The domain of an integer setting: ``lo <= v <= hi`` (a Python int)."""
+
+    lo: int
+    hi: int
+
+    def check(self, v, name: str):
+        return checks.check_int(v, name, self.lo, self.hi)
+
+
+class Reals(NamedTuple):
+    """The domain of a real setting: ``[lo, hi]`` (``(lo, hi]`` when ``lo_open``); tracers pass."""
+
+    lo: float
+    hi: float
+    lo_open: bool = False
+
+    def check(self, v, name: str):
+        checks.check_real(v, name, self.lo, self.hi, lo_open=self.lo_open)
+        return v
+
+
+class Choice(NamedTuple):
+    """The domain of a setting that names one of ``options``."""
+
+    options: tuple
+
+    def check(self, v, name: str):
+        return checks.check_choice(v, name, self.options)
+
+
+class Setting(NamedTuple):
+    """One setting of the fit entry points: its ``name``, ``default``, ``kind`` (:data:`STATIC`,
+    :data:`TRACED`, :data:`DATA` or :data:`HOST`), ``doc`` (its ``Args`` entry) and ``domain``
+    (:class:`Ints`, :class:`Reals`, :class:`Choice` or ``None``: checked where it is used)."""
+
+    name: str
+    default: Any
+    kind: str
+    doc: str
+    domain: Any = None
+
+
+SETTINGS = {s.name: s for s in (
+    Setting("n_rounds", 100, STATIC,
+            'boosting rounds (static).',
+            domain=Ints(1, MAX_ROUNDS)),
+    Setting("depth", 6, STATIC,
+            'levels per oblivious tree, 1..16 (static; 2**depth leaves).'),
+    Setting("learning_rate", 0.1, TRACED,
+            'shrinkage (traced), or a callable ``round -> rate`` such as an optax schedule.',
+            domain=Reals(0.0, np.inf, lo_open=True)),
+    Setting('l2', 1.0, TRACED,
+            'L2 penalty on leaf values, the lambda of ``-G / (H + lambda)`` (traced).',
+            domain=Reals(0.0, np.inf)),
+    Setting("min_split_gain", 0.0, TRACED,
+            'a level is split only if its gain exceeds this (traced).',
+            domain=Reals(0.0, np.inf)),
+    Setting("min_child_weight", 1.0, TRACED,
+            'minimal hessian sum of a child (traced; see :mod:`jboost.trees.splits`).',
+            domain=Reals(0.0, np.inf)),
+    Setting("subsample", 1.0, TRACED,
+            'probability that a row takes part in a round (Bernoulli weights; traced).',
+            domain=Reals(0.0, 1.0, lo_open=True)),
+    Setting("colsample", 1.0, TRACED,
+            'fraction of features eligible per tree or per level (traced).',
+            domain=Reals(0.0, 1.0, lo_open=True)),
+    Setting("colsample_by", 'tree', STATIC,
+            '``"tree"``, ``"level"`` or a column sampler function (:mod:`jboost.engine.samplers`).',
+            domain=Choice(tuple(samplers.COLUMN_SAMPLERS))),
+    Setting("n_bins", 256, STATIC,
+            'bins per feature including the missing bin, 3..256 (static).',
+            domain=Ints(3, binning.MAX_BINS)),
+    Setting("sample_weight", None, DATA,
+            'optional non-negative ``(n_samples,)`` weights.'),
+    Setting("eval_set", None, DATA,
+            'optional ``(X_valid, y_valid)`` or ``(X_valid, y_valid, w_valid)``; its mean loss '
+            'after every round is returned in ``Booster.valid_loss``.'),
+    Setting("key", 0, TRACED,
+            'an int seed or a ``jax.random`` key. Same key, data, settings and device: bitwise the '
+            'same model (a vmapped or sharded fit equals it up to float rounding: README, numerical '
+            'contract).'),
+    Setting("n_outputs", None, STATIC,
+            'number of raw outputs K for a custom loss (built-ins know theirs; K-class losses infer '
+            'K from the labels).'),
+    Setting("task", None, STATIC,
+            'for a custom loss: ``"regression"``, ``"binary"``, ``"multiclass"`` or ``"count"``.'),
+    Setting("per_output_trees", False, STATIC,
+            'with K outputs, fit K separate trees per round (ESL Algorithm 10.4) instead of one '
+            'tree with vector leaves.'),
+    Setting("borders", None, DATA,
+            'precomputed ``(n_features, n_bins - 1)`` borders (from :func:`jboost.compute_borders`) '
+            'to reuse a binning.'),
+    Setting("devices", None, HOST,
+            'data-parallel training: ``"all"`` (every device of ``jax.devices()``), a list of '
+            'devices, or a ``jax.sharding.Mesh`` whose first axis the rows are sharded over; '
+            'histograms are summed across devices with ``psum`` '
+            '(:func:`jboost.engine.sharded.boost_sharded`). ``None`` (default): one device.'),
+    Setting("row_sampler", 'bernoulli', STATIC,
+            '``"bernoulli"`` (each row kept with probability ``subsample``), ``"poisson"`` '
+            '(Poisson(``subsample``) counts: a bootstrap per round) or a function '
+            '(:mod:`jboost.engine.samplers`).',
+            domain=Choice(tuple(samplers.ROW_SAMPLERS))),
+    Setting("split_criterion", splits_lib.NEWTON, STATIC,
+            'how splits are scored and leaves valued, a :class:`jboost.trees.splits.SplitCriterion` '
+            '(static); default the regularised Newton criterion.'),
+    Setting("tree_family", "oblivious", STATIC,
+            'the class of trees to grow (static): ``"oblivious"`` (the default, '
+            ':class:`jboost.trees.oblivious.ObliviousTrees`), ``"depthwise"`` '
+            '(:class:`jboost.trees.depthwise.DepthwiseTrees`), ``"lossguide"`` (best-first: the '
+            'leaf of largest gain splits next, :class:`jboost.trees.lossguide.LossGuidedTrees`; its '
+            'trees are depth-wise node tables) or any :class:`jboost.trees.family.TreeFamily` '
+            'class.'),
+    Setting("max_leaves", None, STATIC,
+            "loss-guided trees only (static): the most leaves of a tree (default 31, LightGBM's "
+            '``num_leaves``); ``depth`` is then a depth bound (up to 30) and ``depth=None`` leaves '
+            'only ``max_leaves`` to bound the trees.'),
+    Setting("early_stopping_rounds", None, STATIC,
+            'stop when the ``eval_set`` score has not improved (by more than '
+            '``early_stopping_tolerance``) for this many rounds; the fit really stops (a concrete '
+            'fit after that round, :func:`run_rounds`; under ``jax.vmap`` the rounds run in chunks '
+            'of 8 inside a ``while_loop``). The Booster then holds the rounds fitted and '
+            '``best_round``, which predictions use by default. Under ``jax.vmap`` each model stops '
+            'on its own; its rounds after the stop are zero trees with NaN losses.',
+            domain=Ints(1, MAX_ROUNDS)),
+    Setting("early_stopping_tolerance", 0.0, STATIC,
+            'the least decrease of the score that counts as an improvement.',
+            domain=Reals(0.0, np.inf)),
+    Setting("eval_metric", None, STATIC,
+            'the early-stopping score (without ``early_stopping_rounds``: a validation metric shown '
+            'by ``verbose``, given to ``callbacks`` and named in the settings, nothing more; it '
+            'needs ``eval_set``): ``None`` (the loss), ``"error_rate"``, ``"mse"``, ``"mae"`` '
+            "(:data:`jboost.losses.metrics.METRICS`, through the loss's link) or ``metric(y, raw, "
+            'w) -> scalar`` (minimised; ``raw`` as :func:`jboost.predict` returns it). A module- '
+            'level function: it is static in the compiled program.'),
+    Setting("init_model", None, DATA,
+            "continue boosting this :class:`Booster` (a warm start, :func:`jboost.fit`'s gradient "
+            'boosting): ``n_rounds`` more rounds on the same data and binning (its borders), keys '
+            'folded from its round count, so ``r`` rounds then ``s`` more with the same settings '
+            'equal ``r + s`` rounds bitwise. The result holds every round.'),
+    Setting("verbose", 0, HOST,
+            'print the round, the training and validation losses (and the ``eval_metric``), the '
+            'best round and the elapsed and remaining time every ``verbose`` rounds while the fit '
+            'runs; the remaining time is estimated from the chunks after the first (whose time '
+            'includes compiling the program).'),
+    Setting("callbacks", (), HOST,
+            'functions called on the host after every chunk of rounds with a dict (``round``, '
+            '``rounds``, per-round ``train_loss`` and ``valid_loss``, ``elapsed`` seconds; with an '
+            '``eval_metric``, its name ``metric`` and per-round values ``valid_metric``); a '
+            'callback returning ``True`` stops the fit (the rounds fitted are kept).'),
+    Setting("checkpoint_dir", None, HOST,
+            'a directory where the model so far is saved (``checkpoint.jbm``, a model file) every '
+            '``checkpoint_every`` rounds; rerunning the same fit (same data, key and settings) '
+            'continues from it and ends with bitwise the model of an uninterrupted fit.'),
+    Setting("checkpoint_every", None, HOST,
+            'rounds between checkpoints (default: ``verbose``, else a twentieth of ``n_rounds``).'),
+    Setting("base_margin", None, DATA,
+            "per-row offsets of the raw scores, ``(n_samples,)`` or ``(n_samples, K)`` (XGBoost's "
+            "``base_margin``, LightGBM's ``init_score``; e.g. ``log(exposure)`` for a Poisson "
+            "rate): every training row's raw score starts from its offset plus the baseline, which "
+            'is then the optimal constant next to the offsets (the intercept of a model with '
+            "offsets, found numerically). The model does not store them: pass the rows' offsets to "
+            ':func:`jboost.predict` (``base_margin=``) and its siblings, and again to a continued '
+            'fit.'),
+    Setting("eval_base_margin", None, DATA,
+            "the offsets of ``eval_set``'s rows (required with ``base_margin`` and an "
+            '``eval_set``).'),
+    Setting("cat_features", None, DATA,
+            "the categorical columns (:mod:`jboost.data.categorical`): ``None`` (a DataFrame's "
+            "``category``, ``object`` and string columns; none of an array's), or column names / "
+            'indices / a boolean mask (strings, or integer codes in numeric columns). ``[]``: none. '
+            "Prediction encodes them with the model's tables (unseen and missing categories: the "
+            'prior, never an error).'),
+    Setting("one_hot_max_size", categorical.ONE_HOT_MAX_SIZE, STATIC,
+            'columns with at most this many categories (missing counted) become 0/1 indicators '
+            "(splits ``x == c``); larger ones get CatBoost's ordered target statistics (static)."),
+    Setting("cat_prior", None, TRACED,
+            'the prior ``p`` of the target statistics, a number or ``(K,)`` (traced); default the '
+            "training rows' weighted mean of the statistic (the positive rate)."),
+    Setting("cat_prior_weight", categorical_stats.PRIOR_WEIGHT, TRACED,
+            'its weight ``a > 0`` in ``(sum + a p) / (count + a)`` (traced).'),
+    Setting("rows", 'global', HOST,
+            '``"global"`` (default): ``X``, ``y``, ``sample_weight`` and ``eval_set`` are the whole '
+            'data (on every process of a multi-process run). ``"local"``: the multi-process mode '
+            '(:mod:`jboost.engine.distributed`, after ``jax.distributed.initialize()``): every '
+            'process calls ``fit`` with the same settings and only its own rows (and validation '
+            "rows); the model, returned on every process, is the fit of the processes' rows "
+            'concatenated in process order (the same borders, classes, baseline and splits; leaf '
+            'values up to float rounding). ``devices``: ``None`` / ``"all"`` (every process\'s '
+            'devices) or a one-axis mesh whose devices come process by process. Not with '
+            '``init_model``, ``checkpoint_dir``, ``base_margin``, categorical columns, batch '
+            'objectives or traced settings.',
+            domain=Choice(distributed.ROWS)),
+
+)}
+
 # Shared defaults of the boosting entry points (fit, sweep, bagged boosters, stacking, ECOC).
 # The classical algorithms (jboost.algorithms) and forests differ where their docstrings say why
 # (the published algorithms use stumps or small trees and no L2 penalty; forests grow deep,
 # unpenalised trees).
-DEFAULTS = dict(n_rounds=100, depth=6, learning_rate=0.1, l2=1.0, min_split_gain=0.0,
-                min_child_weight=1.0, subsample=1.0, colsample=1.0, colsample_by="tree",
-                n_bins=256)
+DEFAULTS = {name: SETTINGS[name].default for name in (
+    "n_rounds", "depth", "learning_rate", "l2", "min_split_gain", "min_child_weight", "subsample",
+    "colsample", "colsample_by", "n_bins")}
+
+#: The traced (continuous) hyperparameters of a boosting fit.
+HYPERPARAMETERS = ("learning_rate", "l2", "min_split_gain", "min_child_weight", "subsample",
+                   "colsample")
 
 # name -> (low, high, low end open): the domain of every continuous hyperparameter.
-BOUNDS = {
-    "learning_rate": (0.0, np.inf, True),
-    "l2": (0.0, np.inf, False),
-    "min_split_gain": (0.0, np.inf, False),
-    "min_child_weight": (0.0, np.inf, False),
-    "subsample": (0.0, 1.0, True),
-    "colsample": (0.0, 1.0, True),
-}
+BOUNDS = {name: tuple(SETTINGS[name].domain) for name in HYPERPARAMETERS}
+
+
+def check_setting(name: str, v):
+    """``v`` checked against the domain of setting ``name`` (:data:`SETTINGS`): the same message
+    from every entry point. Returns the value as used (an int for :class:`Ints`)."""
+    return SETTINGS[name].domain.check(v, name)
+
+
+def takes_settings(**defaults):
+    """Decorator of an entry point whose keyword-only parameters without a default are settings
+    of :data:`SETTINGS`: each takes its declared default (or the one in ``defaults``, where the
+    entry point's differs), shown by ``inspect.signature`` and ``help()``, and the docstring's
+    ``Args`` section gets, in the signature's order, the declared documentation of every
+    parameter it does not document itself. The function itself is returned (its
+    ``__kwdefaults__`` filled: no wrapper, so an unknown keyword is its own ``TypeError``)."""
+
+    def decorate(fn):
+        kwdefaults = dict(fn.__kwdefaults__ or {})
+        params = inspect.signature(fn).parameters.values()
+        for p in params:
+            if p.kind is p.KEYWORD_ONLY and p.default is p.empty and (p.name in defaults
+                                                                     or p.name in SETTINGS):
+                kwdefaults[p.name] = defaults[p.name] if p.name in defaults else SETTINGS[p.name].default
+        fn.__kwdefaults__ = kwdefaults
+        fn.__doc__ = _args_doc(fn.__doc__ or "", [p.name for p in params])
+        return fn
+
+    return decorate
+
+
+_NAMES = re.compile(r"^\*{0,2}\w+(?:, \*{0,2}\w+)*$")
+
+
+def _args_doc(doc: str, names) -> str:
+    """``doc`` with its ``Args`` section (made before ``Returns:`` / ``Raises:`` / the end when
+    it has none) listing every parameter of ``names`` in order: its own entry where it has one
+    (an entry may name several, ``a, b: ...``), else the declared documentation."""
+    lines = doc.split("\n")
+    head = [i for i, line in enumerate(lines) if line.strip() == "Args:"]
+    if head:
+        indent = lines[head[0]][:len(lines[head[0]]) - len(lines[head[0]].lstrip())]
+        start = end = head[0] + 1
+        while end < len(lines) and (lines[end].startswith(indent + "  ") or not lines[end].strip() and
+                                    end + 1 < len(lines) and lines[end + 1].startswith(indent + "  ")):
+            end += 1
+    else:
+        ends = [i for i, line in enumerate(lines) if line.strip() in ("Returns:", "Raises:")]
+        indent = "    "
+        start = end = ends[0] if ends else len(lines)
+        lines[start:start] = [indent + "Args:", ""] if ends else ["", indent + "Args:"]
+        start = end = start + 1
+    own = _entries(lines[start:end], indent + "  ")
+    body, used = [], set()
+    for name in names:
+        key = next((k for k in own if name in k), None)
+        if key is not None and key not in used:
+            used.add(key)
+            body += own[key]
+        elif key is None and name in SETTINGS:
+            body += textwrap.wrap(f"{name}: {SETTINGS[name].doc}", 100 - len(indent) - 2,
+                                  initial_indent=indent + "  ", subsequent_indent=indent + "    ",
+                                  break_long_words=False, break_on_hyphens=False)
+    body += [line for k in own if k not in used for line in own[k]]
+    return "\n".join(lines[:start] + body + lines[end:])
+
+
+def _entries(lines, indent: str) -> dict:
+    """The entries of an ``Args`` section, ``{(name, ...): lines}`` in order: an entry starts
+    at ``indent`` and names its parameters before its first colon."""
+    entries, cur = {}, None
+    for line in lines:
+        if line.startswith(indent) and line[len(indent):len(indent) + 1].strip():
+            cur = [line]
+            entries[len(entries)] = cur
+        elif cur is not None:
+            cur.append(line)
+    named = {}
+    for i, body in entries.items():
+        text = " ".join(line.strip() for line in body)
+        names = text.split(":", 1)[0] if ":" in text else ""
+        key = tuple(n.strip().lstrip("*") for n in names.split(",")) if _NAMES.match(names) else (i,)
+        named[key] = body
+    return named
 
 
 def check_early_stopping(rounds, tolerance, metric, loss, *, has_validation: bool,
@@ -57,7 +346,7 @@ def check_early_stopping(rounds, tolerance, metric, loss, *, has_validation: boo
     validation rows the entry point lacks when ``has_validation`` is false."""
     if tolerance is None or isinstance(tolerance, bool):
         raise TypeError(f"early_stopping_tolerance must be a real number >= 0; got {tolerance!r}.")
-    checks.check_real(tolerance, "early_stopping_tolerance", 0.0, np.inf)
+    check_setting("early_stopping_tolerance", tolerance)
     if rounds is None:
         if metric is not None:
             raise ValueError("eval_metric is the early-stopping score: pass early_stopping_rounds too.")
@@ -65,7 +354,7 @@ def check_early_stopping(rounds, tolerance, metric, loss, *, has_validation: boo
             raise ValueError(f"early_stopping_tolerance={tolerance} needs early_stopping_rounds: "
                              "pass early_stopping_rounds= too (or drop the tolerance).")
         return None
-    rounds = checks.check_int(rounds, "early_stopping_rounds", 1, MAX_ROUNDS)
+    rounds = check_setting("early_stopping_rounds", rounds)
     if not has_validation:
         raise ValueError(f"early_stopping_rounds needs {needs}: the rounds stop on its score.")
     metrics.check_metric(metric, loss, name="eval_metric")
@@ -74,8 +363,7 @@ def check_early_stopping(rounds, tolerance, metric, loss, *, has_validation: boo
 
 def check_hyperparameter(name: str, v) -> None:
     """``v`` within the domain :data:`BOUNDS` of hyperparameter ``name``."""
-    lo, hi, lo_open = BOUNDS[name]
-    checks.check_real(v, name, lo, hi, lo_open=lo_open)
+    check_setting(name, v)
 
 
 def _traced_contains(domain, x) -> jax.Array:
@@ -227,7 +515,7 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
     :data:`jboost.fitting.settings.MAX_DEPTHWISE_DEPTH`; ``depth=None`` there is no bound but
     ``max_leaves`` itself (``max_leaves - 1``, at most that maximum).
     """
-    n_rounds = checks.check_int(n_rounds, "n_rounds", 1, MAX_ROUNDS)
+    n_rounds = check_setting("n_rounds", n_rounds)
     families = registry.TREE_FAMILIES
     if isinstance(tree_family, str):  # the built-in families by name
         if tree_family not in families:
@@ -251,7 +539,7 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
                              "(tree_family=\"lossguide\", bounded by max_leaves); pass an integer "
                              f"depth in [1, {MAX_DEPTH}].")
         depth = checks.check_int(depth, "depth", 1, MAX_DEPTH)
-    n_bins = checks.check_int(n_bins, "n_bins", 3, binning.MAX_BINS)
+    n_bins = check_setting("n_bins", n_bins)
     schedule = None
     if callable(learning_rate):
         schedule, learning_rate = learning_rate, 1.0
@@ -260,9 +548,9 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
     for name, v in values.items():
         check_hyperparameter(name, v)
     if not callable(colsample_by):
-        checks.check_choice(colsample_by, "colsample_by", tuple(samplers.COLUMN_SAMPLERS))
+        check_setting("colsample_by", colsample_by)
     if not callable(row_sampler):
-        checks.check_choice(row_sampler, "row_sampler", tuple(samplers.ROW_SAMPLERS))
+        check_setting("row_sampler", row_sampler)
     if not isinstance(split_criterion, splits_lib.SplitCriterion):
         raise TypeError(f"split_criterion must be a jboost.trees.splits.SplitCriterion(score, value), got "
                         f"{type(split_criterion).__name__}: write score(G, H, l2) and value(G, H, l2) "

@@ -94,8 +94,9 @@ from __future__ import annotations
 import itertools
 import numbers
 import time
+import types
 import warnings
-from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import jax
 import jax.numpy as jnp
@@ -136,51 +137,18 @@ NO_WARM_START = (
     "init_model=result.refit(X, y)).")
 
 
-def sweep(
-    X,
-    y,
-    loss: Union[str, loss_lib.Loss, Callable] = "squared_error",
-    *,
-    grid: Union[Mapping[str, Sequence[float]], Sequence[Mapping[str, float]], None] = None,
-    folds: Union[int, Sequence[int], np.ndarray] = 5,
-    seeds: int = 3,
-    n_rounds: Union[int, Sequence[int]] = 100,
-    depth: Union[int, Sequence[int]] = 6,
-    n_bins: Union[int, Sequence[int]] = 256,
-    metric: Union[None, str, Callable] = None,
-    greater_is_better: bool = False,
-    stratified: Optional[bool] = None,
-    repeat_folds: bool = True,
-    chunk_size: Optional[int] = None,
-    memory_budget: Optional[int] = None,
-    devices: Any = "all",
-    key: Any = 0,
-    sample_weight=None,
-    learning_rate: float = 0.1,
-    l2: float = 1.0,
-    min_split_gain: float = 0.0,
-    min_child_weight: float = 1.0,
-    subsample: float = 1.0,
-    colsample: float = 1.0,
-    colsample_by: Any = "tree",
-    per_output_trees: bool = False,
-    n_outputs: Optional[int] = None,
-    task: Optional[str] = None,
-    keep_trees: bool = False,
-    verbose: bool = False,
-    early_stopping_rounds: Optional[int] = None,
-    early_stopping_tolerance: float = 0.0,
-    checkpoint_dir=None,
-    init_model=None,
-    callbacks: Sequence[Callable] = (),
-    cat_features=None,
-    one_hot_max_size: int = categorical.ONE_HOT_MAX_SIZE,
-    cat_prior: Any = None,
-    cat_prior_weight: float = categorical_stats.PRIOR_WEIGHT,
-    tree_family: Any = "oblivious",
-    max_leaves: Optional[int] = None,
-    rows: str = "global",
-) -> SweepResult:
+@settings_lib.takes_settings(devices="all", verbose=False)
+def sweep(X, y, loss: Union[str, loss_lib.Loss, Callable] = "squared_error", *,
+          grid: Union[Mapping[str, Sequence[float]], Sequence[Mapping[str, float]], None] = None,
+          folds: Union[int, Sequence[int], np.ndarray] = 5, seeds: int = 3, n_rounds, depth, n_bins,
+          metric: Union[None, str, Callable] = None, greater_is_better: bool = False,
+          stratified: Optional[bool] = None, repeat_folds: bool = True,
+          chunk_size: Optional[int] = None, memory_budget: Optional[int] = None, devices, key,
+          sample_weight, learning_rate, l2, min_split_gain, min_child_weight, subsample, colsample,
+          colsample_by, per_output_trees, n_outputs, task, keep_trees: bool = False, verbose,
+          early_stopping_rounds, early_stopping_tolerance, checkpoint_dir, init_model, callbacks,
+          cat_features, one_hot_max_size, cat_prior, cat_prior_weight, tree_family, max_leaves,
+          rows) -> SweepResult:
     """Cross-validate every configuration of a grid, all models vmapped in one compiled program.
 
     Args:
@@ -269,145 +237,217 @@ def sweep(
     """
     if init_model is not None:
         raise ValueError(NO_WARM_START)
-    t_start = time.perf_counter()
-    X, names, _ = tabular.tabular_input(X)
-    local = None
-    if checks.check_choice(rows, "rows", distributed.ROWS) == "local":
-        local, folds = _local_rows(X, y, loss, sample_weight, folds, devices, dict(
-            loss=loss, grid=grid, seeds=seeds, n_rounds=n_rounds, depth=depth, n_bins=n_bins,
-            metric=metric, greater_is_better=greater_is_better, stratified=stratified,
-            repeat_folds=repeat_folds, chunk_size=chunk_size, memory_budget=memory_budget, key=key,
-            learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-            min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
-            colsample_by=colsample_by, per_output_trees=per_output_trees, n_outputs=n_outputs,
-            task=task, keep_trees=keep_trees, verbose=verbose,
-            early_stopping_rounds=early_stopping_rounds,
-            early_stopping_tolerance=early_stopping_tolerance, n_callbacks=len(callbacks or ()),
-            checkpoint_dir=checkpoint_dir is not None, cat_features=cat_features,
-            one_hot_max_size=one_hot_max_size, cat_prior=cat_prior,
-            cat_prior_weight=cat_prior_weight, names=names))
+    a = types.SimpleNamespace(**locals(), t_start=time.perf_counter())  # the pipeline's inputs
+    s = _prepare_sweep(a)
+    fits, borders_of, stats = _run_sweep(s, a)
+    return _finish_sweep(s, a, fits, borders_of, stats)
+
+
+# The settings every process of a rows="local" sweep compares (before any collective).
+_LOCAL_SETTINGS = (
+    "loss", "grid", "seeds", "n_rounds", "depth", "n_bins", "metric", "greater_is_better",
+    "stratified", "repeat_folds", "chunk_size", "memory_budget", "key", "learning_rate", "l2",
+    "min_split_gain", "min_child_weight", "subsample", "colsample", "colsample_by",
+    "per_output_trees", "n_outputs", "task", "keep_trees", "verbose", "early_stopping_rounds",
+    "early_stopping_tolerance")
+
+
+class _Sweep(NamedTuple):
+    """A sweep's inputs after the host-side checks (:func:`_prepare_sweep`)."""
+
+    X: Any
+    y: Any
+    w: Any
+    loss: loss_lib.Loss
+    names: Any
+    classes: Any
+    local: Any                  # rows="local": the distributed.LocalRows, else None
+    grid: Any                   # the sweep_grid.Grid of configurations
+    cats: Any                   # categorical columns (sweep_categorical), or None
+    cat_shared: Any
+    greater: bool
+    stopping: Any
+    seeds: int
+    chunk_size: Optional[int]
+    memory_budget: Any
+    devices: tuple
+    fold_table: np.ndarray
+    n_folds: int
+    seed_keys: np.ndarray
+    fixed_hyper: dict
+    family: dict
+    layout: sweep_program.Layout
+    checkpoints: Any
+    callbacks: Any
+    verbose: Any
+
+
+def _prepare_sweep(a) -> _Sweep:
+    """The first step of :func:`sweep`: read and check the table and labels (with
+    ``rows="local"``, the processes' settings compared and their rows gathered), the grid, the
+    metric, early stopping, the folds and seeds' keys, and the checkpoints' fingerprint."""
+    X, names, _ = tabular.tabular_input(a.X)
+    local, y, sample_weight, devices, callbacks, verbose = (
+        None, a.y, a.sample_weight, a.devices, a.callbacks, a.verbose)
+    if settings_lib.check_setting("rows", a.rows) == "local":
+        local, folds = _local_rows(X, y, a.loss, sample_weight, a.folds, devices, dict(
+            {k: getattr(a, k) for k in _LOCAL_SETTINGS}, n_callbacks=len(callbacks or ()),
+            checkpoint_dir=a.checkpoint_dir is not None, cat_features=a.cat_features,
+            one_hot_max_size=a.one_hot_max_size, cat_prior=a.cat_prior,
+            cat_prior_weight=a.cat_prior_weight, names=names))
         y, sample_weight, devices = local.y, local.sample_weight, local.mesh
         callbacks = _any_process(callbacks)
         verbose = verbose and local.is_first
+    else:
+        folds = a.folds
     n_table = X.shape[0] if local is None else local.n_total  # the rows of the whole table
-    plan = categorical.categorical_plan(X, cat_features, one_hot_max_size)
+    plan = categorical.categorical_plan(X, a.cat_features, a.one_hot_max_size)
     if plan is not None:  # the encoded rows: numeric, one-hot indicators, ctr codes
         X = plan.X
     # Class labels as users have them (strings, {-1, 1}, ...) mapped to 0..K-1, as jboost.fit.
-    y, classes, _ = prepare.mapped_labels(y, None, loss, n_outputs, task, None, n_rows=n_table)
-    X, y, w, loss_obj = _check_data(X, y, sample_weight, loss, n_outputs, task, n_table)
-    fixed_hyper = dict(learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                       min_child_weight=min_child_weight, subsample=subsample, colsample=colsample)
-    cats = None if plan is None else sweep_categorical.categorical_columns(plan, X, y, loss_obj, cat_prior,
-                                                  cat_prior_weight)
-    family = dict(tree_family=tree_family, max_leaves=max_leaves)
-    grid_ = _make_grid(grid, loss_obj, n_rounds, depth, n_bins, fixed_hyper, colsample_by,
-                       per_output_trees, cats, family)
-    greater = metrics.check_metric(metric, loss_obj, greater_is_better)
+    y, classes, _ = prepare.mapped_labels(y, None, a.loss, a.n_outputs, a.task, None,
+                                          n_rows=n_table)
+    X, y, w, loss_obj = _check_data(X, y, sample_weight, a.loss, a.n_outputs, a.task, n_table)
+    fixed_hyper = {h: getattr(a, h) for h in HYPERPARAMETERS}
+    cats = None if plan is None else sweep_categorical.categorical_columns(
+        plan, X, y, loss_obj, a.cat_prior, a.cat_prior_weight)
+    family = dict(tree_family=a.tree_family, max_leaves=a.max_leaves)
+    grid_ = _make_grid(a.grid, loss_obj, a.n_rounds, a.depth, a.n_bins, fixed_hyper,
+                       a.colsample_by, a.per_output_trees, cats, family)
+    greater = metrics.check_metric(a.metric, loss_obj, a.greater_is_better)
     # Its score is the held-out fold's loss or metric, which the program puts in valid_loss.
-    stopping = settings_lib.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
-                                                None, loss_obj, has_validation=True)
-    seeds = checks.check_int(seeds, "seeds", 1, 10**6)
-    if chunk_size is not None:
-        chunk_size = checks.check_int(chunk_size, "chunk_size", 1, 10**7)
-    memory_budget = devices_lib.check_memory_budget(memory_budget)
+    stopping = settings_lib.check_early_stopping(a.early_stopping_rounds,
+                                                 a.early_stopping_tolerance, None, loss_obj,
+                                                 has_validation=True)
+    seeds = checks.check_int(a.seeds, "seeds", 1, 10**6)
+    chunk_size = (None if a.chunk_size is None
+                  else checks.check_int(a.chunk_size, "chunk_size", 1, 10**7))
+    memory_budget = devices_lib.check_memory_budget(a.memory_budget)
     devices = (devices_lib.devices_of(devices) if local is None
                else tuple(local.mesh.devices.flat))
-    base_key = checks.as_raw_key(key)
-    fold_table, n_folds = _folds(y, w, folds, seeds, base_key, stratified, repeat_folds, loss_obj)
+    base_key = checks.as_raw_key(a.key)
+    fold_table, n_folds = _folds(y, w, folds, seeds, base_key, a.stratified, a.repeat_folds,
+                                 loss_obj)
     seed_keys = np.stack([np.asarray(jax.random.fold_in(jnp.asarray(base_key), s))
                           for s in range(seeds)])
     cat_shared = None if cats is None else cats.shared(w, fold_table, n_folds)
-
-    def put(a):  # one device: commit the shared inputs to it; several: shard_map places them
-        return jax.device_put(a, devices[0]) if len(devices) == 1 else jnp.asarray(a)
-
-    layout = sweep_program.Layout.of(grid_.n_points, n_folds, seeds)
     checkpoints = None
-    if checkpoint_dir is not None:
+    if a.checkpoint_dir is not None:
         checkpoints = checkpoints_lib.ChunkCheckpoints(
-            checkpoint_dir, groups.CHECKPOINT_KIND,
-            groups.checkpoint_fingerprint(X, y, w, loss_obj, grid_, fold_table, seed_keys, metric, greater, stopping,
-                         keep_trees, fixed_hyper, colsample_by, per_output_trees, devices,
-                         None if cats is None else cats.spec, family),
+            a.checkpoint_dir, groups.CHECKPOINT_KIND, groups.checkpoint_fingerprint(
+                X, y, w, loss_obj, grid_, fold_table, seed_keys, a.metric, greater, stopping,
+                a.keep_trees, fixed_hyper, a.colsample_by, a.per_output_trees, devices,
+                None if cats is None else cats.spec, family),
             differs="data, folds, seeds, key, grid, settings, loss, metric or early stopping")
+    return _Sweep(X, y, w, loss_obj, names, classes, local, grid_, cats, cat_shared, greater,
+                  stopping, seeds, chunk_size, memory_budget, devices, fold_table, n_folds,
+                  seed_keys, fixed_hyper, family, sweep_program.Layout.of(grid_.n_points, n_folds,
+                                                                          seeds),
+                  checkpoints, callbacks, verbose)
+
+
+def _run_sweep(s: _Sweep, a):
+    """The engine step of :func:`sweep`: the :func:`jboost.sweep.groups.run_group` of every
+    ``(depth, n_bins)`` group (one binned copy of the data per ``n_bins``); returns ``(fits,
+    borders per n_bins, stats)``. A callback that stopped the sweep leaves NaN curves (a
+    warning says how many models were fitted)."""
+    devices, local, y, w = s.devices, s.local, s.y, s.w
+
+    def put(v):  # one device: commit the shared inputs to it; several: shard_map places them
+        return jax.device_put(v, devices[0]) if len(devices) == 1 else jnp.asarray(v)
+
     fits, borders_of, stats, stop = {}, {}, groups.GroupStats(), []
-    for b in grid_.bins:
+    for b in s.grid.bins:
         if local is None:
-            data = prepare.prepare(X, y, sample_weight=w, n_bins=b)  # one binned copy per n_bins
+            data = prepare.prepare(s.X, y, sample_weight=w, n_bins=b)  # one binned copy per n_bins
             missing = data.missing
         else:  # the whole table's borders (as jboost.fit's); this process's rows binned
-            data = prepare.prepare(X, local.mine(y), sample_weight=local.mine(w), n_bins=b,
-                                       borders=local.borders(X, local.mine(w), b))
+            data = prepare.prepare(s.X, local.mine(y), sample_weight=local.mine(w), n_bins=b,
+                                   borders=local.borders(s.X, local.mine(w), b))
             missing = local.any(data.missing)
-        if b == grid_.bins[0]:  # fit's warning for a custom loss with no gradient at the baseline
-            checks_lib.warn_if_no_gradient(loss_obj, state.Data(*data[:6]),
-                                            baselines_lib.baseline(loss_obj, data.y, data.w))
+        if b == s.grid.bins[0]:  # fit's warning for a custom loss with no gradient at the baseline
+            checks_lib.warn_if_no_gradient(s.loss, state.Data(*data[:6]),
+                                           baselines_lib.baseline(s.loss, data.y, data.w))
         borders_of[b] = np.asarray(data.borders)
         if local is None:
-            shared = sweep_program.Shared(put(data.X_binned), put(y), put(w), put(fold_table),
-                                        put(seed_keys),
-                                        None if cat_shared is None else jax.tree_util.tree_map(put, cat_shared))
+            shared = sweep_program.Shared(put(data.X_binned), put(y), put(w), put(s.fold_table),
+                                          put(s.seed_keys), None if s.cat_shared is None else
+                                          jax.tree_util.tree_map(put, s.cat_shared))
         else:
-            shared = _local_shared(local, data, y, w, fold_table, seed_keys)
-        for d in grid_.depths:
-            config = _config(grid_.max_rounds, d, b, fixed_hyper, colsample_by, per_output_trees,
-                             missing=missing, family=family)._replace(early_stopping=stopping)
+            shared = _local_shared(local, data, y, w, s.fold_table, s.seed_keys)
+        for d in s.grid.depths:
+            config = _config(s.grid.max_rounds, d, b, s.fixed_hyper, a.colsample_by,
+                             a.per_output_trees, missing=missing,
+                             family=s.family)._replace(early_stopping=s.stopping)
             if local is not None:
                 config = config._replace(row_starts=local.row_starts)
-            fits[(d, b)] = groups.run_group(config, shared, grid_, loss_obj, layout, metric, keep_trees,
-                                      devices, chunk_size, memory_budget, stats,
-                                      t_start if verbose else None, greater, checkpoints,
-                                      groups.group_callbacks(callbacks, (d, b)), stop,
-                                      None if cats is None else cats.layout, local)
+            fits[(d, b)] = groups.run_group(
+                config, shared, s.grid, s.loss, s.layout, a.metric, a.keep_trees, devices,
+                s.chunk_size, s.memory_budget, stats, a.t_start if s.verbose else None, s.greater,
+                s.checkpoints, groups.group_callbacks(s.callbacks, (d, b)), stop,
+                None if s.cats is None else s.cats.layout, local)
     if stop:
-        fitted = sum(layout.n_models if f.n_models_fitted is None else f.n_models_fitted
+        fitted = sum(s.layout.n_models if f.n_models_fitted is None else f.n_models_fitted
                      for f in fits.values())
         warnings.warn(f"a callback stopped the sweep after {fitted} of "
-                      f"{layout.n_models * len(fits)} models: the others have NaN curves and are "
-                      "not ranked.", UserWarning, stacklevel=2)
+                      f"{s.layout.n_models * len(fits)} models: the others have NaN curves and are "
+                      "not ranked.", UserWarning, stacklevel=3)
+    return fits, borders_of, stats
 
-    rows = result_lib.rows(grid_.configs, grid_.n_points, n_folds, seeds,
+
+def _finish_sweep(s: _Sweep, a, fits, borders_of, stats) -> SweepResult:
+    """The last step of :func:`sweep`: every row's curves, the selection (the mean and
+    standard error over folds and seeds, the best round and configuration), the fixed settings
+    (:func:`jboost.fit`'s, for ``refit``) and, with ``keep_trees``, every model."""
+    stopping, greater, grid_ = s.stopping, s.greater, s.grid
+    rows = result_lib.rows(grid_.configs, grid_.n_points, s.n_folds, s.seeds,
                            {g: f.valid for g, f in fits.items()},
                            {g: f.train for g, f in fits.items()}, grid_.max_rounds,
                            n_fitted=None if stopping is None else {g: f.n_fitted for g, f in fits.items()},
                            tolerance=0.0 if stopping is None else stopping.tolerance, greater=greater)
-    sel = result_lib.select(rows.valid_curves, grid_.configs, n_folds * seeds, greater,
+    sel = result_lib.select(rows.valid_curves, grid_.configs, s.n_folds * s.seeds, greater,
                             rows.rounds_fitted)
-    fixed = {h: float(fixed_hyper[h]) for h in HYPERPARAMETERS}
-    fixed.update(colsample_by=colsample_by, per_output_trees=bool(per_output_trees))
-    if tree_family != "oblivious" or max_leaves is not None:  # jboost.fit's (refit, fit_kwargs)
-        fixed.update(tree_family=tree_family, max_leaves=max_leaves)
-    if cats is not None:  # jboost.fit's categorical arguments (fit_kwargs, refit)
-        fixed.update(cats.fit_kwargs)
-    trees = baselines = model_cats = model_borders = None
-    if keep_trees:
-        trees, model_borders = {}, {}
-        for g, f in fits.items():
-            model_borders[g] = np.asarray(borders_of[g[1]])
-            if cats is not None:  # the shared host rows, then each model's statistics' borders
-                model_borders[g] = cats.model_borders(model_borders[g], np.asarray(f.cat.borders))
-            trees[g] = _with_borders(jax.tree_util.tree_map(jnp.asarray, f.trees),
-                                     jnp.asarray(model_borders[g]))
-        if cats is None:
-            model_borders = None
-        else:
-            model_cats = {g: categorical_stats.Categorical(cats.spec, *(
-                np.asarray(a) for a in (f.cat.sums, f.cat.counts, f.cat.prior, f.cat.prior_weight)))
-                for g, f in fits.items()}
-        baselines = {g: f.baseline for g, f in fits.items()}
+    fixed = {h: float(s.fixed_hyper[h]) for h in HYPERPARAMETERS}
+    fixed.update(colsample_by=a.colsample_by, per_output_trees=bool(a.per_output_trees))
+    if a.tree_family != "oblivious" or a.max_leaves is not None:  # fit's (refit, fit_kwargs)
+        fixed.update(tree_family=a.tree_family, max_leaves=a.max_leaves)
+    if s.cats is not None:  # jboost.fit's categorical arguments (fit_kwargs, refit)
+        fixed.update(s.cats.fit_kwargs)
+    trees, baselines, model_cats, model_borders = (_kept_models(s.cats, fits, borders_of)
+                                                   if a.keep_trees else (None,) * 4)
     return SweepResult(
         configs=tuple(grid_.configs), swept=grid_.swept, config=rows.config, fold=rows.fold,
         seed=rows.seed, valid_curves=rows.valid_curves, train_curves=rows.train_curves,
         mean_curves=sel.mean_curves, se_curves=sel.se_curves, best_rounds=sel.best_rounds,
         best_scores=sel.best_scores, best_ses=sel.best_ses, best_index=int(sel.best_index),
-        metric=metrics_lib.metric_name(metric), greater_is_better=greater, fold_table=fold_table,
-        seed_keys=seed_keys, sample_weight=w, borders=borders_of, loss=loss_obj, fixed=fixed,
-        trees=trees, model_of_row=rows.model, info=stats.info(len(devices), t_start),
-        baselines=baselines,
-        early_stopping=result_lib.early_stopping_kwargs(stopping, metric, greater),
+        metric=metrics_lib.metric_name(a.metric), greater_is_better=greater,
+        fold_table=s.fold_table, seed_keys=s.seed_keys, sample_weight=s.w, borders=borders_of,
+        loss=s.loss, fixed=fixed, trees=trees, model_of_row=rows.model,
+        info=stats.info(len(s.devices), a.t_start), baselines=baselines,
+        early_stopping=result_lib.early_stopping_kwargs(stopping, a.metric, greater),
         rounds_fitted=rows.rounds_fitted, row_best_rounds=rows.row_best_rounds,
-        feature_names=names, classes=classes, categorical=model_cats, model_borders=model_borders)
+        feature_names=s.names, classes=s.classes, categorical=model_cats,
+        model_borders=model_borders)
+
+
+def _kept_models(cats, fits, borders_of):
+    """``(trees, baselines, categorical, borders)`` of every group's models
+    (``keep_trees=True``; the last two ``None`` without categorical columns)."""
+    trees, model_borders = {}, {}
+    for g, f in fits.items():
+        model_borders[g] = np.asarray(borders_of[g[1]])
+        if cats is not None:  # the shared host rows, then each model's statistics' borders
+            model_borders[g] = cats.model_borders(model_borders[g], np.asarray(f.cat.borders))
+        trees[g] = _with_borders(jax.tree_util.tree_map(jnp.asarray, f.trees),
+                                 jnp.asarray(model_borders[g]))
+    model_cats = None
+    if cats is None:
+        model_borders = None
+    else:
+        model_cats = {g: categorical_stats.Categorical(cats.spec, *(
+            np.asarray(v) for v in (f.cat.sums, f.cat.counts, f.cat.prior, f.cat.prior_weight)))
+            for g, f in fits.items()}
+    return trees, {g: f.baseline for g, f in fits.items()}, model_cats, model_borders
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,8 +21,7 @@ from jboost.losses import loss as loss_lib
 
 
 # The continuous hyperparameters of jboost.fit, in the order of boosting.Hyperparams.
-HYPERPARAMETERS = ("learning_rate", "l2", "min_split_gain", "min_child_weight", "subsample",
-                   "colsample")
+HYPERPARAMETERS = settings.HYPERPARAMETERS
 STATIC_SETTINGS = ("n_rounds", "depth", "n_bins")
 # The traced settings of categorical columns' target statistics (sweeps with categorical columns).
 CATEGORICAL_SETTINGS = ("cat_prior", "cat_prior_weight")
