@@ -31,7 +31,7 @@ import numpy as np
 import jboost
 from jboost import bagging
 from jboost import datasets
-from jboost.engine import rounds
+from jboost.fitting import rounds
 
 
 def _loadavg() -> str:
@@ -66,7 +66,7 @@ def _variants(fit, X, y):
 
 def _one_program(fit, X, y):
     """The fit as one compiled program (the path of a fit under ``jax.vmap`` / ``jax.jit``)
-    instead of host-side chunks: :func:`jboost.engine.rounds.host_fit` answers no."""
+    instead of host-side chunks: :func:`jboost.fitting.rounds.host_fit` answers no."""
     host_fit = rounds.host_fit
     rounds.host_fit = lambda *values: False
     try:

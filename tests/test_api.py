@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost.engine import rounds
+from jboost.fitting import rounds
 
 RNG = np.random.default_rng(0)
 X10 = RNG.normal(size=(10, 3)).astype(np.float32)
@@ -594,7 +594,7 @@ def test_the_remaining_time_leaves_out_the_first_chunk(monkeypatch, capsys):
     """The first chunk's time includes compiling: the estimate after the second chunk is the pace
     of the chunks after the first (a fake clock: 5 s for the first chunk of 7 rounds, then
     0.14 s per chunk; the uninterrupted estimate would be ~(5 + 0.14) / 14 s per round)."""
-    from jboost.engine import rounds as rounds_mod
+    from jboost.fitting import rounds as rounds_mod
     assert rounds.time_left([4.6, 0.1, 0.1], [50, 50, 50], 5850) == pytest.approx(11.7)
     assert rounds.time_left([4.6], [50], 5950) == pytest.approx(547.4)
     assert rounds.time_left([], [], 10) == 0.0

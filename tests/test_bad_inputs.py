@@ -418,8 +418,8 @@ def _stop(*args, **kwargs):
 
 
 # What each entry point compiles after its checks: replaced by _stop (no fit, no compile).
-FITTERS = {"gradient_boost": (jboost.engine.rounds, "run_rounds"),
-           "forward_stagewise": (jboost.engine.rounds, "run_rounds"),
+FITTERS = {"gradient_boost": (jboost.fitting.rounds, "run_rounds"),
+           "forward_stagewise": (jboost.fitting.rounds, "run_rounds"),
            "bagged_boosters": (jboost.engine.batching, "map_checkpointed"),
            "sweep": (jboost.sweep.groups, "run_group")}
 

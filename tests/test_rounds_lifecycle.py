@@ -1,5 +1,5 @@
 """The rounds of a concrete fit run as host-side calls of one compiled program
-(:func:`jboost.engine.rounds.run_rounds`, :func:`jboost.engine.calls.boost_rounds`), for :func:`jboost.fit` and
+(:func:`jboost.fitting.rounds.run_rounds`, :func:`jboost.engine.calls.boost_rounds`), for :func:`jboost.fit` and
 every algorithm of :mod:`jboost.algorithms`: Ctrl-C in a fit without progress or callbacks, one
 compilation however the rounds are cut, bitwise the same model; the algorithms' early stopping,
 progress, callbacks, checkpoints and offsets; ``eval_metric`` without early stopping."""
@@ -20,7 +20,7 @@ import pytest
 
 import jboost
 from jboost.engine import calls as calls_lib
-from jboost.engine import rounds as rounds_lib
+from jboost.fitting import rounds as rounds_lib
 
 KW = dict(depth=2, n_bins=16)
 
@@ -49,7 +49,7 @@ _INTERRUPTED_FIT = """
 import sys, time, warnings
 import numpy as np
 import jboost
-from jboost.engine import rounds
+from jboost.fitting import rounds
 waits = [0]
 wait = rounds._wait
 def announcing_wait(x, *args):

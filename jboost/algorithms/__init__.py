@@ -27,7 +27,7 @@ state is per training row, so it continues on the rows it was fitted on.
 
 Lifecycle: every entry point takes ``early_stopping_rounds``, ``early_stopping_tolerance``,
 ``eval_metric``, ``verbose``, ``callbacks``, ``checkpoint_dir`` and ``checkpoint_every`` as
-:func:`jboost.fit` does, on the same round runner (:func:`jboost.engine.rounds.run_rounds`): stop once the
+:func:`jboost.fit` does, on the same round runner (:func:`jboost.fitting.rounds.run_rounds`): stop once the
 ``eval_set`` score (its loss, or ``eval_metric``) has not improved for ``early_stopping_rounds``
 rounds (the model records ``best_round``, which predictions use), progress lines every
 ``verbose`` rounds, ``callbacks`` after each chunk of rounds, a checkpoint (the model, the

@@ -16,7 +16,7 @@ rounds then ``s`` more equal ``r + s`` rounds bitwise (the big_vision ``fold_in(
 rule); the result holds every round. A new fit runs the same compiled program, from the
 scaffold's initial state and round 0.
 
-A concrete fit runs its rounds through :func:`jboost.fit`'s runner (:func:`jboost.engine.rounds.run_rounds`:
+A concrete fit runs its rounds through :func:`jboost.fit`'s runner (:func:`jboost.fitting.rounds.run_rounds`:
 host-side calls of one compiled program, so ``Ctrl-C`` returns the rounds fitted so far), with
 its early stopping, progress, callbacks and checkpoints (:data:`ROUNDS_DEFAULTS`; a checkpoint is
 the model, whose ``info`` holds the algorithm's state, so a rerun resumes bitwise).
@@ -37,10 +37,10 @@ from jboost.data import tabular
 from jboost.engine import algorithm as algorithm_lib
 from jboost.engine import boosting as boosting_lib
 from jboost.engine import memory
-from jboost.engine import rounds as rounds_lib
 from jboost.engine import state as state_lib
 from jboost.fitting import init_model as init_model_lib
 from jboost.fitting import prepare as prepare_lib
+from jboost.fitting import rounds as rounds_lib
 from jboost.fitting import settings
 from jboost.losses import checks as checks_lib
 from jboost.losses import loss as loss_lib
@@ -248,7 +248,7 @@ def run(data: state_lib.Data, borders, key, hyper: boosting_lib.Hyperparams,
 
     ``rounds``: the entry point's :data:`ROUNDS_DEFAULTS` arguments (early stopping, progress,
     callbacks, checkpoints). A concrete fit runs its rounds through :func:`jboost.fit`'s runner,
-    :func:`jboost.engine.rounds.run_rounds` (host-side calls of one compiled program: ``Ctrl-C``,
+    :func:`jboost.fitting.rounds.run_rounds` (host-side calls of one compiled program: ``Ctrl-C``,
     progress, checkpoints of the model with its state in ``info``); under ``jax.vmap`` it is
     one program (:func:`jboost.engine.boosting.boost`; early stopping too, each model on its own).
 

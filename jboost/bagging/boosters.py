@@ -59,10 +59,10 @@ from jboost.data import labels
 from jboost.engine import batching
 from jboost.engine import boosting as boosting_lib
 from jboost.engine import memory
-from jboost.engine import rounds as rounds_lib
 from jboost.engine import state as state_lib
 from jboost.fitting import init_model as init_model_lib
 from jboost.fitting import prepare
+from jboost.fitting import rounds as rounds_lib
 from jboost.fitting import settings as settings_lib
 from jboost.fitting import tabular
 from jboost.losses import baselines

@@ -74,9 +74,9 @@ from jboost.data import labels as labels_lib
 from jboost.data import tabular as tabular_lib
 from jboost.engine import batching
 from jboost.engine import memory
-from jboost.engine import rounds
 from jboost.fitting import init_model as init_model_lib
 from jboost.fitting import prepare
+from jboost.fitting import rounds
 from jboost.fitting import settings as settings_lib
 from jboost.fitting import tabular
 from jboost.losses import loss

@@ -17,9 +17,9 @@ from jboost.data import tabular as tabular_lib
 from jboost.engine import boosting as boosting_lib
 from jboost.engine import distributed
 from jboost.engine import memory
-from jboost.engine import rounds as rounds_lib
 from jboost.engine import state as state_lib
 from jboost.fitting import prepare
+from jboost.fitting import rounds as rounds_lib
 from jboost.losses import baselines
 from jboost.losses import checks as checks_lib
 from jboost.losses import loss as loss_lib

@@ -37,10 +37,10 @@ from jboost.data import tabular as tabular_lib
 from jboost.engine import batching
 from jboost.engine import boosting as boosting_lib
 from jboost.engine import memory
-from jboost.engine import rounds
 from jboost.engine import state as state_lib
 from jboost.fitting import init_model as init_model_lib
 from jboost.fitting import prepare
+from jboost.fitting import rounds
 from jboost.fitting import settings
 from jboost.fitting import tabular
 from jboost.losses import baselines

@@ -33,11 +33,11 @@ from jboost.data import labels
 from jboost.data import tabular
 from jboost.engine import boosting as boosting_lib
 from jboost.engine import memory
-from jboost.engine import rounds as rounds_lib
 from jboost.engine import sharded
 from jboost.engine import state as state_lib
 from jboost.fitting import init_model as init_model_lib
 from jboost.fitting import prepare
+from jboost.fitting import rounds as rounds_lib
 from jboost.fitting import settings as settings_lib
 from jboost.losses import baselines
 from jboost.losses import checks
@@ -307,7 +307,7 @@ def _with_baseline(a, data, borders, config, hyper, loss_obj, key, offset, cat, 
 def run_fit(p: Prepared, a):
     """The engine step of :func:`fit`: ``(BoostOutput, start)`` (``start`` the continued model
     or ``None``). A concrete fit runs as host-side calls of one compiled program
-    (:func:`jboost.engine.rounds.run_rounds`: Ctrl-C, progress, checkpoints; bitwise the same
+    (:func:`jboost.fitting.rounds.run_rounds`: Ctrl-C, progress, checkpoints; bitwise the same
     rounds however they are cut); a traced one (under ``jax.vmap`` / ``jit``) as one program."""
     data, config, init_model = p.data, p.config, a.init_model
     args = (data, p.key, p.hyper, p.loss, p.init_raw)

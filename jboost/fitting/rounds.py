@@ -29,7 +29,7 @@ from jboost.models import booster as booster_lib
 def host_rounds_possible() -> bool:
     """Whether the caller runs outside every JAX transformation (``jit``, ``vmap``, ``grad``):
     a fit's rounds can then run as host-side calls of one compiled program
-    (:func:`jboost.engine.rounds.run_rounds`: ``Ctrl-C``, progress, checkpoints); inside one they are one
+    (:func:`jboost.fitting.rounds.run_rounds`: ``Ctrl-C``, progress, checkpoints); inside one they are one
     traced program."""
     try:
         from jax._src import core as _core
