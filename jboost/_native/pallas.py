@@ -1,31 +1,23 @@
 """Pallas kernels for the accelerator path: histograms, deterministic (quantised) histograms and
 split gains.
 
-What it is: the GPU counterparts of the CPU kernel's two jobs (:mod:`jboost.trees.histograms`,
-:mod:`jboost.trees.splits`) written as Pallas kernels for the **Triton** backend. On this repository's
-CPU machines they run in Pallas's interpret mode and are tested there (``tests/test_pallas.py``)
-against the CPU kernel's histograms (:func:`jboost.trees.histograms.build_histogram`) and the XLA
-gains (:func:`jboost.trees.splits.split_gains_cumulative`); the test also lowers them to Triton IR for
-a CUDA target, which checks what Pallas checks (power-of-two tensors, dot operand types), not
-what the Triton compiler or a GPU would. They are **not wired into** :func:`jboost.fit`: a GPU
-run must first validate the Triton compilation and measure them against the pure-JAX scatter
-(:func:`jboost.trees.histograms.pure_jax_histogram`).
+The GPU counterparts of the CPU kernel's two jobs (:mod:`jboost.trees.histograms`,
+:mod:`jboost.trees.splits`), written as Pallas kernels for the **Triton** backend. They are tested
+in Pallas's interpret mode against the CPU kernel's histograms and the XLA gains, and lowered to
+Triton IR for a CUDA target. They are **not wired into** :func:`jboost.fit`.
 
 * :func:`histogram`: per (feature, leaf, bin) sums of a float32 payload, as
-  :func:`jboost.trees.histograms.build_histogram`, in the matmul form that GPUs run on tensor cores:
-  each program turns a block of rows' cell indices ``leaf * n_bins + bin`` into a one-hot
-  ``(rows, cells)`` matrix and accumulates ``one_hot.T @ payload`` (float32 operands at
-  ``Precision.HIGHEST``: Pallas's Triton lowering turns the default precision into TF32, which
-  would round the payload to 10 mantissa bits).
+  :func:`jboost.trees.histograms.build_histogram`, as a one-hot matmul ``one_hot.T @ payload``
+  (float32 operands at ``Precision.HIGHEST``: the default precision would round the payload to
+  TF32).
 * :func:`quantized_histogram` and :func:`dequantize`: deterministic histograms as XGBoost's GPU
   ``hist`` builds them: the payload is quantised per channel to int32 (:func:`quantize_payload`)
-  and summed exactly in integers, so the result is bitwise the same whatever the order of the
-  rows, the block sizes or the order in which thread blocks finish.
+  and summed exactly in integers, bitwise the same whatever the row order or block schedule.
 * :func:`split_gains`: the Newton gains of every (feature, threshold, missing direction) of
   one output from cumulative histograms, as :func:`jboost.trees.splits.split_gains_cumulative`.
 
-How to call it (``interpret=None``: interpret mode when JAX's default backend is the CPU, the
-compiled Triton kernel otherwise)::
+``interpret=None``: interpret mode when JAX's default backend is the CPU, the compiled Triton
+kernel otherwise::
 
     from jboost._native import pallas as pk
     hist = pk.histogram(X_binned, payload, leaf, n_leaves=4, n_bins=64)       # (F, 4, 64, C)
@@ -33,32 +25,7 @@ compiled Triton kernel otherwise)::
     hist = pk.dequantize(hist_int, scale)
     gains = pk.split_gains(jboost.trees.histograms.prefix_sum(hist, axis=2), l2, min_child_weight)
 
-**Schedules.** The usual Pallas form of a reduction puts the rows on the last grid axis and
-revisits the output block (zeroed at the first row block). That is an accumulation only where
-the grid runs in order: interpret mode, TPU, Mosaic GPU's ``"sequential"`` dimensions. The
-Triton backend launches every grid point as its own CUDA program, all concurrently
-(``jax/_src/pallas/triton/lowering.py``: each grid axis is a program id), so there a revisited
-output block is a data race. The default schedule (``rows_in_grid=False``) therefore has the
-grid over (feature, block of cells) and loops over the row blocks inside each program
-(``lax.fori_loop``, accumulator in registers, one store); ``rows_in_grid=True`` gives the grid
-form (feature, block of cells, block of rows), for sequential backends. Both are tested equal.
-With the loop schedule each cell is summed by one program in row order, so even the float
-histogram is reproducible run to run on a GPU (no atomics), though not across row orders.
-
-**Block sizes** (Triton's constraints: every tensor a power of two in size, ``tl.dot`` operands
-at least 16 along each dimension):
-
-* :data:`BLOCK_ROWS` = 128 rows per block: the contraction (K) of ``one_hot.T @ payload``; a
-  power of two and a multiple of 32, the K step of the int8 tensor-core MMA (16 suffices for
-  float32); the one-hot block (128 x 128) is 128 values per thread at 4 warps.
-* :data:`BLOCK_CELLS` = 128 cells per block (M): a level's ``L * B`` cells are padded to a power
-  of two (at least 16) and, beyond 128, split over the second grid axis (each cell block reads
-  its feature's rows once: 256 bins, 1 leaf: 2 blocks).
-* Channels (N) are padded with zero columns to a power of two of at least 16.
-
-The one-hot product costs ``n * L * B * C`` multiply-adds per feature where a scatter costs
-``n * C`` adds; whether tensor-core throughput repays that, and up to which ``L * B``, is for the
-GPU measurement to say.
+See docs/trees.md for the grid schedules (``rows_in_grid``) and the block sizes.
 """
 
 from __future__ import annotations
@@ -76,7 +43,7 @@ from jax.experimental.pallas import triton as pltriton
 from jboost import _compile
 from jboost._native import newton
 
-#: Rows per block: the contraction dimension of the one-hot matmul (see the module docstring).
+#: Rows per block: the contraction dimension of the one-hot matmul (see docs/trees.md).
 BLOCK_ROWS = 128
 #: Histogram cells (``leaf * n_bins + bin``) per block: the matmul's M dimension.
 BLOCK_CELLS = 128

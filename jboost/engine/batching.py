@@ -1,4 +1,16 @@
-"""Fitting many models together: chunks of vmap-ed models as one program (map_in_chunks) or as host-side calls (map_chunks, map_checkpointed)."""
+"""Fitting many models together: chunks of vmap-ed models as one program (map_in_chunks) or as host-side calls (map_chunks, map_checkpointed).
+
+* :func:`map_in_chunks`: the chunks as one program (``lax.map`` over chunks, each a ``vmap``),
+  with an optional progress line per chunk from inside the program.
+* :func:`map_chunks`: the chunks as host-side calls of one compiled chunk program, so that each
+  chunk's outputs can be saved as it finishes and a rerun skip the chunks it already has
+  (``done=``, ``on_chunk=``; the store is :class:`jboost.engine.checkpoints.ChunkCheckpoints`);
+  ``callbacks=`` are called after each chunk (one may stop the run); ``at_once=True`` waits for a
+  chunk by polling, so ``Ctrl-C`` lands promptly, and ``keep_on_interrupt=True`` then returns
+  the chunks finished so far (with a warning) instead of raising.
+* :func:`map_checkpointed`: both together for a jitted chunk function over item indices -- the
+  checkpoints and callbacks of forests, bagged boosters, ECOC ensembles and stacking.
+"""
 
 from __future__ import annotations
 

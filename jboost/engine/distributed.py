@@ -1,56 +1,17 @@
 """Data spread over processes: ``jboost.fit(X_local, y_local, ..., rows="local")``, and the same
 for ``jboost.sweep.sweep``, ``jboost.bagging.fit_bagged_boosters`` and
-``jboost.bagging.fit_forest`` (below).
+``jboost.bagging.fit_forest``.
 
-On JAX's multi-process runtime (``jax.distributed.initialize()``: several hosts, or several
-processes on one host) every process calls :func:`jboost.fit` with the same settings and only its
-own rows. The fit is the single-process fit of the table made by concatenating the processes'
-rows in process order (``jax.process_index()``):
+On JAX's multi-process runtime (``jax.distributed.initialize()``) every process calls the fit
+with the same settings and only its own rows. The fit is the single-process fit of the table made
+by concatenating the processes' rows in process order (``jax.process_index()``): the borders are
+merged from every process's border sample, labels and weights are gathered (:func:`gather`,
+:class:`LocalRows`), and the rows are one global array sharded over every process's devices.
+Borders, classes, baselines and splits equal the single-process fit's bitwise; leaf values,
+losses and predictions up to float rounding; the models of all processes are bitwise equal.
+Every process must pass the same settings (:func:`check_same_settings`).
 
-* **Borders**: each process takes the rows of its block that :func:`jboost.compute_borders` of the
-  whole table reads (all rows, or its seeded subsample of ``max_rows = 200_000``,
-  :func:`jboost.data.binning.local_border_sample`: at most that many rows in all, whatever the table's
-  size); the parts are gathered and merged identically on every process
-  (:func:`jboost.data.binning.merge_border_samples`): bitwise the borders of the concatenated table.
-* **Labels and weights** (``O(n)`` numbers, not the ``O(n F)`` features) are gathered so that
-  class labels, the number of classes, the label offset and the baseline are those of the
-  whole table, bitwise. The ``eval_set`` of each process holds its own validation rows: they are
-  gathered (the validation set is replicated on every device, as in a single-process sharded fit).
-* **Training**: each process bins its own rows, pads them with zero-weight rows to the largest
-  process's count, and the rows are one global array sharded over the mesh of every process's
-  devices; the sharded program of a single-process multi-device fit
-  (:func:`jboost.engine.sharded.boost_rounds_sharded`) runs on it, histograms summed across processes
-  (``psum``); each row's subsampling draw is that of its row in the concatenated table
-  (``BoostConfig.row_starts``). The model, returned on every process, holds ordinary
-  (process-local) arrays, bitwise the same on every process.
-
-What equals the single-process fit on the concatenated rows: borders, classes, baseline and every
-split bitwise; leaf values, losses and predictions up to float rounding (the histograms are sums
-of per-device partial sums, added in another order than one device adds them: differences of
-about 1e-7 in a 600-row test); as in any sharded fit, a split that rounding decides could go the
-other way. The models of all processes are bitwise equal.
-
-**Sweeps** (``jboost.sweep.sweep(..., rows="local")``): the borders as above; labels, weights
-and an explicit ``folds`` array are gathered, so the folds (drawn from the whole table's labels)
-and each model's baseline (from the whole table's labels, weights and fold, replicated:
-``O(S n)`` numbers) are the single-process sweep's, bitwise. Every device fits every model of a
-chunk on its rows (:func:`jboost.sweep.program.rows_chunk_program`: ``shard_map`` over the rows
-of the ``vmap`` over models; held-out sums ``psum``-ed, a named or custom metric evaluated on
-the raw scores gathered in table order, :attr:`LocalRows.table_positions`). **Bagged boosters**
-(``fit_bagged_boosters(..., rows="local")``): every bag's bootstrap weights are drawn for the
-whole table on every process (the single-process draws), each process training on its rows'
-part; baselines from the whole table. Both: splits, folds, weights, baselines and stopping
-rounds bitwise, curves and leaf values to float rounding (as for ``fit``), the same result on
-every process. **Forests** (``fit_forest(..., rows="local")``): the bags' bootstrap counts are
-drawn for the whole table inside the chunk program (every device draws them and weights its own
-rows), borders unweighted, classes from the whole table's labels; classification forests bitwise
-the single-process forest (whole-count sums are exact), regression to float rounding.
-
-Every process must pass the same settings (checked: a fingerprint of each argument is gathered
-and compared; the error names the arguments that differ). The rounds run in fixed chunks
-(``checkpoint_every``, ``verbose``, else a twentieth of the rounds) so that every process runs the
-same programs; a callback stopping the fit on one process stops it on all; ``verbose`` prints on
-process 0 only.
+See docs/engine.md for what is gathered, sweeps, bagged boosters and forests.
 """
 
 from __future__ import annotations

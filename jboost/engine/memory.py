@@ -1,18 +1,12 @@
 """Memory estimates of fits and the chunk sizes they set: bytes per model / forest tree, budgets, models per chunk and device.
 
-* :func:`map_in_chunks`: the chunks as one program (``lax.map`` over chunks, each a ``vmap``),
-  with an optional progress line per chunk from inside the program.
-* :func:`map_chunks`: the chunks as host-side calls of one compiled chunk program, so that each
-  chunk's outputs can be saved as it finishes and a rerun skip the chunks it already has
-  (``done=``, ``on_chunk=``); :class:`ChunkCheckpoints` is that store (one ``.npz`` per chunk,
-  written atomically, guarded by a :func:`fingerprint` of the call). Sweeps and forests
-  (``checkpoint_dir=``) resume through them to the bitwise result of an uninterrupted call.
-  ``map_chunks(callbacks=)`` calls the caller's functions after each chunk (one may stop);
-  ``map_chunks(at_once=True)`` waits for a chunk by polling, so ``Ctrl-C`` lands within
-  milliseconds, and ``keep_on_interrupt=True`` then returns the chunks finished so far (with a
-  warning) instead of raising: the concrete fits of forests and bagged boosters.
-* :func:`map_checkpointed`: both together for a jitted chunk function over item indices -- the
-  checkpoints and callbacks of forests, bagged boosters, ECOC ensembles and stacking.
+* sweeps: :func:`model_bytes`, :func:`auto_chunk_size`, :func:`cpu_models_per_device`;
+* forests: :func:`forest_tree_bytes`, :func:`forest_bytes`, :func:`forest_chunk_size`,
+  :func:`chunk_size_for_budget`;
+* one fit: :func:`boosting_bytes`, :func:`family_bytes`, :func:`check_boosting_memory` (a
+  ``MemoryError`` before compiling what cannot fit).
+
+The chunks themselves run in :mod:`jboost.engine.batching`.
 """
 
 from __future__ import annotations
@@ -31,19 +25,15 @@ from jboost.trees import histograms
 DEFAULT_CPU_BUDGET = 1 << 30
 # On CPU the kernels of a chunk's models run side by side (whole models spread over the kernel's
 # threads, and the first level of a tree built for up to 8 models in one pass over the bins), so
-# batching pays, up to a point: measured on 2 cores (2 host devices, spam, 80 models, 100 rounds,
-# depth 6), 88-99 ms per model with 8 models per device, 105-115 with 4 (129-133 with 16, whose
-# last chunk was half padding); on 100k x 50, 0.89-0.91 s per model with 4 or 8. Accelerators
-# take as many models as the memory budget allows.
+# batching pays, up to a point (past it the last chunk is mostly padding). Accelerators take as
+# many models as the memory budget allows.
 DEFAULT_CPU_MODELS_PER_DEVICE = 8
 # A sweep's chunk on CPU holds between DEFAULT_CPU_MODELS_PER_CHUNK and MAX_CPU_MODELS_PER_CHUNK
 # models over all the CPU's devices: as many as keep its models' (row, feature) cells within
 # CPU_CHUNK_CELLS, rounded down to a power of two. Small data gains most from wide chunks (the
 # per-round work outside the kernels, and the kernels' start and balance, are shared by more
 # models); on large data a model's own work dominates and narrower chunks report progress and
-# keep checkpoints more often. Measured on spam (3065 x 57, one device, 64 models, 100 rounds,
-# depth 6, three alternated warm runs): 16 models per chunk 9.6-10.2 s wall, 32: 7.9-9.2 s, 64:
-# 6.9-8.3 s (CPU 17.1-17.9, 14.5-16.9 and 12.6-15.3 s).
+# keep checkpoints more often.
 DEFAULT_CPU_MODELS_PER_CHUNK = 16
 MAX_CPU_MODELS_PER_CHUNK = 64
 CPU_CHUNK_CELLS = 1 << 24
@@ -70,8 +60,8 @@ def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outp
     gradients, hessians, weights, leaf indices), then the outputs (validation/training curves,
     and the trees when kept). Pure JAX (``fused=False``: GPU, TPU, or CPU without the kernel)
     materialises every level's cumulative histograms, ``F x L x B x 2K`` float32, and the split
-    search's fused temporaries: about three last-level histograms' worth (XLA's memory analysis
-    measured 1.4-2.5 plus the rows). The CPU kernel's fused levels (``fused=True``) only
+    search's fused temporaries: about three last-level histograms' worth (an upper bound on XLA's
+    memory analysis). The CPU kernel's fused levels (``fused=True``) only
     materialise the split gains (``F x (B - 1) x 2``) and the histograms kept for histogram
     subtraction (:func:`jboost.trees.histograms.level_plan`): the previous level's and this one's.
     """
@@ -123,12 +113,10 @@ def auto_chunk_size(per_model_bytes: int, n_models: int, device, memory_budget: 
 
 
 # Temporary bytes of one forest tree's fit per byte of its deepest histogram when the histograms
-# are materialised (pure JAX: GPU, TPU, or CPU without the kernel): ``temp_size_in_bytes`` of
-# ``jax.jit(fit_forest_binned).lower(...).compile().memory_analysis()`` divided by
-# ``chunk_size * m * 2**(depth-1) * n_bins * C * 4`` was 2.56-2.62 for depths 10 and 14, m = 7 or
-# 57, 32 bins, chunks of 1 and 4 (spam's shapes, two classes; trees grown by tree.fit_tree). With
-# the fused CPU kernel no histogram of a subset level is materialised: the same programs' temporaries
-# were 0.29-0.47 MB per tree (0.004-0.31 of the deepest histogram), about ``3 * depth`` int32 per
+# are materialised (pure JAX: GPU, TPU, or CPU without the kernel), calibrated on
+# ``temp_size_in_bytes`` of ``jax.jit(fit_forest_binned).lower(...).compile().memory_analysis()``
+# divided by ``chunk_size * m * 2**(depth-1) * n_bins * C * 4``. With the fused CPU kernel no
+# histogram of a subset level is materialised: the temporaries are about ``3 * depth`` int32 per
 # row (levels' leaves, gathered bins) plus the histograms kept for subtraction (bagged trees).
 FOREST_HIST_OVERHEAD = 2.6
 FOREST_ROW_WORDS_PER_LEVEL = 3

@@ -150,7 +150,7 @@ def prepare_boosting(X, y, **kwargs):
 
 
 # --------------------------------------------------------------------------------------------
-# Class labels as users have them (issue 17): mapped to 0..K-1, the labels kept in the model.
+# Class labels as users have them: mapped to 0..K-1, the labels kept in the model.
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,56 +1,19 @@
-"""Depth-wise ("free") trees: the DepthwiseTrees node table and its growers (levels in JAX, the CPU whole-tree kernel).
+"""Depth-wise ("free") trees: the :class:`DepthwiseTrees` node table and its growers (levels in
+JAX, the CPU whole-tree kernel).
 
-**Growth** numbers nodes as the oblivious trees do: level ``d`` has ``2**d`` heap positions,
-node ``j`` of level ``d`` holds its own rule ``(feature, threshold, missing_right)`` and sends
-its rows to node ``j`` (left) or ``j + 2**d`` (right) of level ``d + 1``; the leaf values, their
-fallbacks (:func:`jboost.trees.family.newton_leaf_values`), boosting's leaf refits and the model
-protocol are shared.
+Every node of a level holds its own rule ``(feature, threshold, missing_right)``; node ``j`` of
+level ``d`` sends its rows to nodes ``j`` and ``j + 2**d`` of level ``d + 1``. A fitted tree is a
+node table that holds only the nodes that split and the leaves the tree has (at most
+:func:`jboost.trees.node_table.node_capacity` slots), so deep trees cost what their nodes cost, not ``2**D``.
 
-**A fitted tree is a node table** (:class:`DepthwiseTrees`): only the nodes that split, level by
-level, each with its two children (a node or a leaf), and only the leaves the tree has -- at
-most :func:`node_capacity` slots: ``2**D - 1`` for dense growth (boosting), at most ``n - 1``
-for the compact path (forests: a split must send rows of non-zero weight both ways, so a tree
-has at most as many leaves as such rows). A tree's memory and prediction follow its nodes, not
-``2**D``: depth-wise forests grow to depth 30. Prediction walks ``D`` pointer steps
-(:func:`walk`); :func:`paths` lists each leaf's path (TreeSHAP, partial dependence);
-:func:`from_dense` converts trees of the dense heap layout (model files written before the
-table).
+* :func:`fit_tree` grows a tree level by level (:mod:`jboost.trees.depthwise_levels`) from the
+  shared histograms and split criterion; on CPU the compact path runs as one kernel call per tree
+  (``jboost/_native/depthwise.cc``, :func:`kernel_available`), bitwise the levels in JAX.
+* :func:`jboost.trees.node_table.walk` predicts by pointer steps,
+  :func:`jboost.trees.node_table.paths` lists each leaf's path, :func:`from_dense` converts trees
+  of the dense heap layout.
 
-Growing a level (:func:`fit_tree`; the two growers in JAX, dense heap levels and compact
-levels, are :mod:`jboost.trees.depthwise_levels`; rows are routed by
-:func:`jboost.trees.routing.goes_right`) reuses :mod:`jboost.trees.histograms` as the oblivious grower
-does: the ``(feature, node, bin)`` cumulative histograms of the level -- on CPU the native
-kernel's, built by **histogram subtraction** (only the smaller sibling of each pair from the
-rows, the other as ``parent - sibling``) when :func:`jboost.trees.histograms.subtraction_pays` --
-then the split criterion's gain (:func:`jboost.trees.splits.split_gains_cumulative`, Newton by
-default) of every ``(feature, threshold, missing direction)`` **per node** (the oblivious
-grower sums it over the level's nodes) and each node's first maximum
-(:func:`jboost.trees.splits.best_split_of_gains`, ``min_split_gain`` subtracted). A node whose best
-gain is not positive (no gain, children below ``min_child_weight``, ``min_split_gain``, no
-rows) becomes a **leaf**: it sends every row left (a null split: gain 0, every descendant a
-null split too), so every leaf below it gets its value. Fixed shapes (``2**d`` nodes at level
-``d`` whether or not they split), a Python loop over the levels only, traced ``l2``,
-``min_split_gain`` and ``min_child_weight``: a tree is ``vmap``-able and a sweep over them is
-one compilation.
-
-On CPU, the compact path (``max_nodes``) with per-node draws from a key (or every feature) and
-the Newton criterion runs as **one kernel call per tree** (``jboost/_native/depthwise.cc``, an
-XLA FFI custom call; :func:`kernel_available`): rows kept grouped by node, each level holding
-only the children of the last level's splits (never ``2**d`` arrays), each splittable node's
-histogram of its own rows and its split search, the rows routed in place, the table written
-directly, then the leaves' Newton values with their fallbacks. It computes the pure-JAX levels' float expressions
-in their order: the rules, the rows' leaves and the leaf values are bitwise those of the levels
-in JAX (tests/test_depthwise.py; the gains too for one output -- for ``K`` outputs XLA sums a
-node's score over them in an order the kernel follows only up to rounding). It compiles in
-moments (no unrolled levels) and a ``vmap`` of trees (a forest's chunk) gives the kernel's
-threads whole trees; a node of fewer rows than half the bins searches its split over its
-occupied bins (and the prefix sum's block starts) only, the dense search's values bit for bit.
-Measured on spam (3065 rows, 500 trees, depth 16, ``m = 7``, 2 cores): 0.83 s for the forest
-(scikit-learn 2.10 s in the same run), where the levels in JAX took about 220 ms per tree
-(depth 14).
-
-Prediction follows the children pointers (each row reads the feature of its current node):
-pure JAX, the same program for host and device rows (:func:`jboost.trees.family.predict_raw`'s scan).
+See docs/trees.md for growth, leaves, the compact path and the CPU kernel.
 """
 
 from __future__ import annotations
@@ -79,7 +42,7 @@ class DepthwiseTrees(NamedTuple):
     """One or many depth-wise trees as a **node table** (leading axes index trees): a
     :class:`jboost.trees.family.TreeFamily` whose memory follows the nodes a tree has, not ``2**D``.
 
-    A table holds ``N`` node slots and ``N + 1`` leaf slots (:func:`node_capacity`: ``2**D - 1``
+    A table holds ``N`` node slots and ``N + 1`` leaf slots (:func:`jboost.trees.node_table.node_capacity`: ``2**D - 1``
     for dense growth, at most the rows minus one for the compact path's forests). Node 0 is the
     root; nodes are numbered level by level, leaves too (a leaf's level is its depth). Node ``i``
     sends a row to ``children[i, right]``: ``c >= 0`` is node ``c`` (always ``> i``), ``c < 0``
@@ -140,7 +103,7 @@ class DepthwiseTrees(NamedTuple):
 
 def from_dense(features, thresholds, borders, missing_right, leaf_values, gains,
                capacity: Optional[int] = None) -> DepthwiseTrees:
-    """Trees of the dense heap layout (before the node table: ``(..., 2**D - 1)`` rules, rule
+    """Trees of the dense heap layout (``(..., 2**D - 1)`` rules, rule
     ``2**d - 1 + j`` heap node ``j`` of level ``d``, a rule splitting iff its gain is positive,
     ``(..., 2**D, K)`` leaves) as :class:`DepthwiseTrees` tables of ``capacity`` nodes (default
     ``2**D - 1``); any leading axes. The tables predict every row as the dense trees did."""
@@ -168,8 +131,8 @@ KERNEL_TARGET = "jboost_depthwise_tree"
 
 @functools.lru_cache(maxsize=None)
 def _register_kernel() -> bool:
-    """Register the whole-tree kernel with XLA (once); ``False`` when the library lacks it (built
-    from older sources: the pure-JAX levels run)."""
+    """Register the whole-tree kernel with XLA (once); ``False`` when the loaded library lacks
+    it (then the pure-JAX levels run)."""
     if not _native.load():
         return False
     lib = ctypes.cdll.LoadLibrary(_native.library_path())
@@ -306,8 +269,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     c = payload.shape[-1]
     if (compact and depth and axis_name is None and feature_masks is None and feature_subsets is None
             and criterion.kernel and c % 2 == 0 and kernel_available()):
-        # the CPU kernel grows the whole tree in one call (a kernel library built before it
-        # existed lacks it: then the levels in JAX)
+        # the CPU kernel grows the whole tree in one call (a library without it: the levels
+        # in JAX)
         native = lambda: _kernel_tree(X_binned, unweighted, feature_key, l2, min_split_gain,  # noqa: E731
                                       min_child_weight, depth=depth, n_bins=n_bins,
                                       max_features=max_features if keyed else n_features,

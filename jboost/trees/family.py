@@ -81,9 +81,9 @@ def take_borders(borders, features, thresholds):
     b = np.asarray(borders)
     if 0 in b.shape:  # no borders at all: JAX's own (empty-operand) gather
         return borders[features, thresholds]
-    # One flat take with an int32 row-major index (int64 past 2**31 cells): a depth-16 forest of
-    # 500 trees has 33M nodes, for which a two-array fancy index (int64 conversions, where,
-    # clip) took 2.2 s, most of the forest's fit.
+    # One flat take with an int32 row-major index (int64 past 2**31 cells): deep forests have
+    # tens of millions of nodes, for which a two-array fancy index (int64 conversions, where,
+    # clip) dominates the fit.
     dtype = np.int32 if b.size < 2**31 else np.int64
     f, t = (_in_range(np.asarray(a), size).astype(dtype, copy=False)
             for a, size in zip((features, thresholds), b.shape))
@@ -133,7 +133,7 @@ def newton_leaf_values(G, H, l2, min_child_weight, value=newton.newton_value, ro
     log-cosh at residuals ~44, where they underflow to ~1e-38 or 0) gets its own value
     ``value(G, H, l2)`` (Newton: ``-G / l2``; 0 when ``H + l2 <= 0``) whether its ``H`` came out
     as a tiny positive direct sum or as an exact 0 from a difference of cumulative sums, so one
-    device and several agree (issue 14); and a node no row reaches takes its parent's value even
+    device and several agree; and a node no row reaches takes its parent's value even
     where histogram subtraction left rounding residue in its sums.
 
     Args:

@@ -12,14 +12,12 @@ The hot path of tree fitting. Two implementations of the same sums:
   run in pure JAX.
 * **Pure JAX on CPU** (no kernel): a scatter-add per feature (``lax.map`` over features, one
   ``segment_sum`` of the whole payload per feature), which on CPU beats vectorising over features
-  because each feature's bins and the payload stay in cache (see ``../shared/PERF-NOTES.md``);
+  because each feature's bins and the payload stay in cache;
   pairs of float32 channels are packed into one complex64 payload so one scatter moves both.
 * **Pure JAX on accelerators** (GPU, TPU): one float32 scatter-add over all features at once,
   with the rows of a shallow level spread over copies of its histograms (:func:`spread_sum`) so
-  that atomic adds to the same cell do not queue. Measured on an NVIDIA H100 (1M x 50, 256 bins,
-  two channels): one level of 1 leaf took 2983 ms with the CPU's complex64 per-feature scatter
-  (complex atomics are emulated), 7.7 ms as one float32 scatter; 32 leaves 15.8 and 0.91 ms.
-  Float atomics add in no fixed order: on a GPU the sums, and so near-tied splits, may differ in
+  that atomic adds to the same cell do not queue (the CPU's complex64 per-feature scatter would
+  be slow there: complex atomics are emulated). Float atomics add in no fixed order: on a GPU the sums, and so near-tied splits, may differ in
   the last bits from run to run (the README's determinism section).
 
 ``jax.lax.platform_dependent`` picks the implementation when the program is lowered, so the same
@@ -237,14 +235,12 @@ def dispatch(X_binned, n_bins: int, native, xla, n_leaves: int = 1, channels: in
 
 #: Histogram subtraction at a level of ``L`` leaves pays when the rows outnumber the level's
 #: histogram cells per feature by this factor: it saves building about half the rows but reads
-#: the parent's and writes the level's ``L x B`` cells per feature (measured on the 2-core CPU:
-#: spam-sized data builds its deep levels directly, 100k rows and more subtract throughout).
+#: the parent's and writes the level's ``L x B`` cells per feature (so small data builds its deep
+#: levels directly, large data subtracts throughout).
 SUBTRACT_ROWS_PER_CELL = 2
 #: The same for wide payloads (more than 16 channels: 9 or more outputs), whose kept histograms
 #: (``F x L x B x 2K`` floats per level) cost memory traffic that the rows they save do not
-#: repay as soon: measured on the 2-core VM (synthetic 20k x 20, 256 bins, depth 6, kernel CPU
-#: time per tree): K = 26: 52.9 ms at 2 rows per cell, 39.1 at 8; K = 100: 252 ms at 2, 175 at 8
-#: (mostly the last level's histograms, kept at 2 only to read the leaf sums off them).
+#: repay as soon (mostly the last level's histograms, kept only to read the leaf sums off them).
 SUBTRACT_ROWS_PER_CELL_WIDE = 8
 
 

@@ -2,48 +2,15 @@
 ``max_leaves`` leaves (LightGBM's ``num_leaves``, XGBoost's ``grow_policy="lossguide"``,
 CatBoost's ``Lossguide``).
 
-**Growth** (:func:`fit_tree`) keeps every open leaf's best split -- the same Newton gain (or
-split criterion) of every ``(feature, threshold, missing direction)`` as the other families, read
-off the same cumulative ``(feature, node, bin)`` histograms (:mod:`jboost.trees.histograms`,
-:func:`jboost.trees.node_splits.node_gains`, :func:`jboost.trees.splits.best_split_of_gains` with
-``min_split_gain`` subtracted) -- and splits, ``max_leaves - 1`` times, the open leaf of largest
-positive gain (the first of equal gains: the lowest leaf number). Its left child keeps the leaf's
-number, its right child takes the next. A leaf stops being open when its best gain is not
-positive (no gain, ``min_child_weight``, ``min_split_gain``, too few rows) or it lies at the depth
-bound ``depth``. Growth stops when no leaf is open (a ``lax.while_loop``).
+:func:`fit_tree` keeps every open leaf's best split (the shared Newton gain or split criterion,
+read off the shared cumulative histograms) and splits, ``max_leaves - 1`` times, the open leaf of
+largest positive gain, in one ``lax.while_loop``. Rows are kept grouped by leaf, so a split walks
+only its leaf's rows and builds the smaller child's histograms (the other by subtraction). A
+fitted tree is a :class:`jboost.trees.depthwise.DepthwiseTrees` node table (predicted, saved and
+explained as those). Memory: the open leaves' histograms, ``max_leaves x F x B x C`` float32, and
+three ``(n,)`` int32 row arrays.
 
-**Rows grouped by leaf**, as LightGBM and the depth-wise kernel keep them: ``order`` lists the
-rows so that each leaf's rows lie together (``start``, ``count``). A split walks only its leaf's
-rows, in chunks (:func:`chunk_rows`; a ``fori_loop`` of a traced trip count): it moves them to
-their child's part of the leaf's range (left rows up from the start, right rows down from the
-end), then builds the smaller child's histograms from its rows (the columns gathered per chunk)
-and the larger child's as the parent's minus them (histogram subtraction); each leaf keeps its
-``(F, B, C)`` histograms while it is open. A tree of ``L`` leaves reads each row about once per
-level it passes (the split column) and builds histograms over the smaller children only, not
-``L`` passes over every row.
-
-Fixed shapes (``max_leaves`` leaf slots, ``max_leaves - 1`` node slots, ``n`` rows), one
-``lax.while_loop`` over the splits (no unrolling: compilation does not grow with ``max_leaves``),
-traced ``l2``, ``min_split_gain`` and ``min_child_weight``: a tree is ``vmap``-able and a sweep
-over them one compilation. With ``axis_name`` (rows sharded over a mapped axis) each device
-groups its own rows and the histograms are summed across devices, so every device grows the
-same tree.
-
-**A fitted tree is a depth-wise node table** (:class:`jboost.trees.depthwise.DepthwiseTrees`): node
-``i`` is the ``i``-th split (so a child is always after its parent), leaf ``l`` as numbered
-above, ``level_counts`` the splitting nodes at each depth up to the bound. Prediction (walk of
-``depth`` pointer steps), model files, TreeSHAP, staged predictions, the model protocol: all the
-depth-wise tables'. Leaf values are the criterion's value of each leaf's own sums (read off its
-histograms). Unlike the fixed-shape levels of the other families
-(:func:`jboost.trees.family.newton_leaf_values`), no leaf here needs its parent's value: a leaf is the
-root or a child of a split of positive gain, which sends rows of non-zero payload both ways (a
-side of zero sums gives gain exactly 0), each side's hessian sum at least ``min_child_weight``
-(up to the rounding of its sums).
-
-Memory: the open leaves' histograms, ``max_leaves x F x B x C`` float32 (31 leaves, 50 features,
-256 bins, one output: 6.3 MB), and three ``(n,)`` int32 row arrays. There is no whole-tree CPU
-kernel for this family yet (the depth-wise kernel's per-node row partition would be its base):
-each chunk is an XLA gather and a histogram-kernel call.
+See docs/trees.md for the growth, the row layout and the leaf values.
 """
 
 from __future__ import annotations
@@ -90,9 +57,7 @@ MIN_CHUNK_ROWS = 1024
 def chunk_rows(n: int) -> int:
     """Rows per step of a split's loop: about a sixteenth of the ``n`` rows (a power of 2),
     between :data:`MIN_CHUNK_ROWS` and :data:`CHUNK_ROWS`, at most ``n``. A step reads a whole
-    chunk, so a small leaf wants small chunks and a large one few steps; measured (31 leaves,
-    2 cores): California (16.5k rows) 8.2 ms per tree with chunks of 16384, 2.8 with 1024;
-    200k x 50: 37.7 ms with 16384, 47.4 with 1024."""
+    chunk, so a small leaf wants small chunks and a large one few steps."""
     c = 1 << max(0, (n // 16).bit_length() - 1)
     return min(n, CHUNK_ROWS, max(MIN_CHUNK_ROWS, c))
 
@@ -364,7 +329,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
               axis_name=axis_name, chunk=chunk_rows(n))
     n_nodes = max_leaves - 1
     # Split while a leaf is open, at most max_leaves - 1 times (a while loop, not a fori_loop of
-    # conditional steps: a `lax.cond` over the carry copied the leaves' histograms every step).
+    # conditional steps: a `lax.cond` over the carry would copy the leaves' histograms every step).
     _, state = lax.while_loop(lambda c: (c[0] < n_nodes) & (jnp.max(c[1].gain) > 0),
                               lambda c: (c[0] + 1, _split(g, c[0], c[1])), (jnp.int32(0), _start(g)))
     level_counts = jnp.sum((state.node_depth[None, :] == jnp.arange(depth)[:, None]).astype(jnp.int32),

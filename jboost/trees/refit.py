@@ -328,9 +328,7 @@ def degenerate_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int, 
       ``binary:hinge``), safeguarded (:func:`safeguarded_leaf_values`). The exact minimiser of
       such a leaf sits where its rows reach the flat part of the loss (the hinge's margin 1);
       shrunk steps approach that kink geometrically and never cross it, so those rows keep their
-      full gradient and the trees keep chasing them (a hand-written hinge loss stalled at
-      training loss 0.17 and 9.8% test error on spam; 4.6% with these leaves,
-      ``benchmarks/custom_losses.py``).
+      full gradient and the trees keep chasing them (``benchmarks/custom_losses.py``).
     """
     fn = safeguarded_leaf_values if loss.task in CLASSIFICATION else exact_leaf_values
     return fn(loss, y, raw, w, leaf, n_leaves, values, learning_rate=learning_rate, active=active,

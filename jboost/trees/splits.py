@@ -81,8 +81,7 @@ def sum_outputs_16(x, keepdims: bool = False):
     sum ``i + 8``, then ``i + 4``, ``i + 2``, ``i + 1``). Written as elementwise adds, which XLA
     never reassociates, it is the depth-wise tree kernel's order (``depthwise.cc``:
     ``SumOutputs``) on every backend, bit for bit up to the sign of a zero sum; a reduce's
-    association is XLA's own choice and varies with the shapes (measured: in order for a node's
-    gains of up to 8 outputs, in 16 running sums for more, or for many rows)."""
+    association is XLA's own choice and varies with the shapes."""
     k = x.shape[-1]
     if k == 1:
         out = 0.0 + x[..., 0]
