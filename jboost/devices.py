@@ -37,6 +37,11 @@ def mesh_of(devices) -> Optional[jax.sharding.Mesh]:
 
 
 def check_memory_budget(memory_budget) -> Optional[int]:
+    """``memory_budget`` as an int of bytes, or ``None``.
+
+    Raises:
+      TypeError: not an int; ValueError: outside ``[1, 2**62]``.
+    """
     if memory_budget is None:
         return None
     return checks.check_int(memory_budget, "memory_budget", 1, 1 << 62)

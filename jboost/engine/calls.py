@@ -110,6 +110,8 @@ def boost_rounds(data: state_lib.Data, key, hyper: boosting.Hyperparams, init_ra
 
 
 def rounds_body(data, key, hyper, init_raw, carry, first_round, end, fresh, *, config):
+    """The traced body of :func:`boost_rounds` (the same arguments), for callers that compile it
+    into their own program (the sharded rounds)."""
     es = config.early_stopping
     metric = eval_metric_of(config)
     w_valid = data.w_valid.astype(jnp.float32)

@@ -86,6 +86,8 @@ def trees_bytes(depth: int, n_outputs: int, n_rounds: int, trees_per_round: int 
 
 
 def default_budget(device) -> int:
+    """The default memory budget of one chunk on ``device`` (bytes): :data:`DEFAULT_CPU_BUDGET` on
+    CPU, else half the device's ``bytes_limit`` (4 GiB when the backend does not report it)."""
     if device.platform == "cpu":
         return DEFAULT_CPU_BUDGET
     try:

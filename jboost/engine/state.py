@@ -64,6 +64,8 @@ class BoostState(NamedTuple):
 
 
 class RoundOutput(NamedTuple):
+    """What one boosting round returns besides the state: its trees, losses and diagnostics."""
+
     trees: oblivious.ObliviousTrees  # the round's trees, leading axis trees_per_round
     train_loss: jax.Array           # weighted mean training loss after the round
     valid_loss: jax.Array           # mean validation loss after the round (NaN: none)
@@ -71,6 +73,9 @@ class RoundOutput(NamedTuple):
 
 
 class BoostOutput(NamedTuple):
+    """A fit's rounds: the trees and per-round losses of ``n_rounds`` rounds, the final loss, the
+    state to continue from and, with early stopping, the best round and score."""
+
     trees: oblivious.ObliviousTrees  # leading axes (n_rounds, trees_per_round)
     train_loss: jax.Array           # (n_rounds,) weighted mean training loss after each round
     valid_loss: jax.Array           # (n_rounds,) mean validation loss after each round (NaN: none)

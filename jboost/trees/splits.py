@@ -34,6 +34,8 @@ from jboost.trees import histograms
 
 
 class Split(NamedTuple):
+    """One split rule of an oblivious level and its gain (a null split: gain 0)."""
+
     feature: jax.Array        # int32 ()
     threshold: jax.Array      # int32 (): non-missing rows go right iff bin > threshold
     missing_right: jax.Array  # bool (): where rows in the missing bin go
