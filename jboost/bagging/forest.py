@@ -148,7 +148,7 @@ def _depthwise_chunks(config: forest_binned.ForestConfig) -> dict:
     """Each chunk of depth-wise trees kept, with its two-class leaves expanded
     (:func:`_two_class_leaves`, on the chunk's shapes: compiled once), cut to the node slots it
     uses (:func:`jboost.trees.node_table.trim_nodes`; its tables' capacity is the bound
-    ``node_capacity``, mostly empty: letter, depth 16, about 1.5k of 16k nodes); then the chunks
+    ``node_capacity``, mostly empty for deep trees); then the chunks
     padded to the largest use and joined on the host: no forest-sized copy of empty slots, and
     no array op on a shape that changes from fit to fit."""
 

@@ -50,7 +50,7 @@ the curves of :class:`Curves` are always the hard, returned model's). It saves a
 every Booster. A model with ``best_round`` is first cut to its rounds ``0..best_round`` (the ones
 its predictions use), and its ``best_round`` is dropped; the classical algorithms' ``info`` (their
 per-round coefficients and observation weights, which no longer describe the tuned leaves) is
-dropped. The label offset of a model with one (``Booster.offset``, issue 14) is kept: the labels
+dropped. The label offset of a model with one (``Booster.offset``) is kept: the labels
 are centred by it in float64 as the fit did, and the loss must then be a loss of the residual
 (squared, absolute, Huber, quantile).
 

@@ -325,7 +325,7 @@ def _plus(raw, margin):
 
 
 # Rows of host arrays are predicted in a few fixed batch sizes (buckets), so that a new batch
-# size does not compile the prediction program again (about 0.1-0.2 s each on a CPU): at most
+# size does not compile the prediction program again: at most
 # 8 sizes per octave of rows, the smallest SMALLEST_BUCKET rows.
 SMALLEST_BUCKET = 16
 
