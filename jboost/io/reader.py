@@ -61,6 +61,7 @@ def checksum(header: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> str:
 
 
 def file_error(path, what: str) -> ModelFileError:
+    """The :class:`ModelFileError` saying that ``path`` is not a readable model file: ``what``."""
     return ModelFileError(f"{os.fspath(path)!s} is not a readable jboost model file: {what}")
 
 
