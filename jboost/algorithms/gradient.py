@@ -74,13 +74,13 @@ def line_search_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int,
     whose unclipped steps can diverge). Exact after one step for squared error. The curvature is
     the loss's (:func:`jboost.losses.derivatives.grad_hess`; a ``"unit"`` loss gets the autodiff one):
     for K coupled outputs the Gershgorin majorant of the hessian by default, whose per-output
-    step cannot overshoot the coupled Newton step (issue 14), or its diagonal with
+    step cannot overshoot the coupled Newton step, or its diagonal with
     ``hessian="diagonal"``.
 
     **The loss never rises.** The least-squares tree's leaf values (the mean pseudo-residuals,
     ``init``) are on the scale of the gradient, not of the step: for ``L = c (y - f)^2`` they are
     ``2c`` times the optimal step, and ``n_steps`` steps of at most ``max_step`` cannot come back
-    from ``2c = 200`` times it (the training loss then grew ~300-fold per round, issue 14). So
+    from, say, ``2c = 200`` times it (the training loss would grow every round). So
     each leaf starts from the better of ``init`` and 0 (no move), and keeps 0 where the search
     ends above the leaf's loss at 0: every leaf's loss is at most its loss before the round (for
     a convex loss, the shrunk step ``nu * gamma`` then too).

@@ -120,9 +120,8 @@ def fit(X, y, dist: base.Distribution = families.Normal, *, natural_gradient: bo
     * ``min_child_weight=MIN_LEAF_ROWS`` (20) with natural gradients: their curvature is 1 per
       row, so it is the least number of rows in a leaf (LightGBM's default ``min_data_in_leaf``).
       Each tree of the scale estimates a variance from the residuals of its leaves' rows, which
-      needs more rows than a mean: with 1 (:func:`jboost.fit`'s default) depth-6 trees on 354
-      training rows (diabetes, ``benchmarks/ngboost_bench.py``) left a few rows per leaf and
-      overfitted the scale (test NLL 6.23, against 5.80 with 20 and 5.94 for NGBoost). Without
+      needs more rows than a mean: with 1 (:func:`jboost.fit`'s default) deep trees on small
+      data sets leave a few rows per leaf and overfit the scale. Without
       natural gradients the curvature is on the labels' scale and the default is
       :func:`jboost.fit`'s (1).
 

@@ -2,42 +2,14 @@
 
 :func:`fit_bagged_boosters` vmaps :func:`jboost.engine.boosting.boost` over bag keys with the bootstrap
 counts (:mod:`jboost.bagging.bootstrap`) as sample weights: one compiled call, chunked like a
-forest. The result, :class:`BaggedBoosters`, implements :class:`jboost.models.base.Model`.
+forest. The result, :class:`BaggedBoosters`, implements :class:`jboost.models.base.Model`. With
+``early_stopping_rounds`` each bag stops on its own validation score, by default on its own
+out-of-bag rows (ESL 15.3.1; Breiman 1996b); categorical target statistics are computed per bag
+from its bootstrap weights; ``init_model=``, ``checkpoint_dir=`` and ``callbacks=`` work as for
+:func:`jboost.fit`. Bag ``b`` equals the separate ``jboost.fit`` on its bootstrap weights up to
+float rounding.
 
-**Early stopping per bag.** With ``early_stopping_rounds`` every bag stops on its own validation
-score (:class:`jboost.engine.boosting.EarlyStopping`, the ``while_loop`` of chunks of rounds of
-:func:`jboost.engine.boosting.boost_until_stopped`; a chunk of bags fitted together runs until its last
-bag has stopped, and a stopped bag's state no longer changes). The default validation set is each
-bag's own out-of-bag rows (ESL 15.3.1; Breiman 1996b, "Out-of-bag estimation"): the training rows
-that bag's bootstrap sample left out, weighted ``sample_weight * [count == 0]``. They are the
-training bins with per-bag weights, so every bag has the same shapes (one ``vmap``), and no row
-is set aside from training. ``eval_set=(X_valid, y_valid[, w_valid])`` is one validation set shared
-by all bags instead. Bag ``b`` is the separate ``jboost.fit`` on its bootstrap weights with that
-validation set up to float rounding (the numerical contract; in the tests the same trees, stop
-round and best round). The model records each bag's ``best_round`` (``(B,)``, as
-``Booster.best_round``) and predicts with each bag's rounds ``0..best_round`` by default; the
-rounds a bag fitted after its best round are kept, not zeroed, so ``n_rounds=m`` and
-:func:`jboost.staged_predict` still show them (the validation curve past the best round), as
-for a :class:`jboost.Booster`.
-
-**Categorical columns** (``cat_features=``, ``one_hot_max_size=``, ``cat_prior=``,
-``cat_prior_weight=``: as :func:`jboost.fit`, :mod:`jboost.data.categorical`). The columns' kinds and
-vocabularies are read once from all of ``X``; numeric columns and one-hot indicators are binned
-once and shared. Each bag computes its ordered target statistics inside the program from its own
-bootstrap weights (its out-of-bag rows have weight 0: they are encoded like prediction rows, so
-their labels never reach the bag's statistics, and its out-of-bag score does not leak), with the
-permutation of its fitting key ``k_fit`` folded as :func:`jboost.fit` folds it: bag ``b`` is the
-separate ``jboost.fit(X, y, sample_weight=model.bag_weights[b] * sample_weight, key=k_fit_b,
-borders=<the bag's host borders>, cat_features=...)``. The bootstrap weights are drawn on the host
-first (:func:`jboost.bagging.all_bootstrap_weights`, the same draws) so that each bag's default
-prior (the weighted mean of the statistic) is computed as :func:`jboost.fit` computes it. The
-model keeps every bag's statistics (``BaggedBoosters.categorical``, a leading bag axis) and
-borders (``(B, F, n_bins - 1)``), and predicts from rows as users hold them.
-
-**Lifecycle.** ``init_model=`` continues every bag (its bootstrap weights and baseline kept, its
-raw scores replayed by :func:`jboost.engine.boosting.resume`, rounds continuing its keys): bitwise the
-longer fit. ``checkpoint_dir=`` and ``callbacks=`` run the chunks of bags from the host
-(:func:`jboost.engine.batching.map_checkpointed`). ``base_margin=`` offsets every bag's rows.
+See docs/ensembles.md.
 """
 
 from __future__ import annotations

@@ -1,57 +1,21 @@
 """fit_forest / fit_bagged_trees: the random-forest entry point (task, family and depth defaults, memory check, warm start, checkpointed chunks of trees).
 
-* **Depth-wise trees** (the default; ``fit_forest(tree_family="depthwise")``): each tree is
-  :func:`jboost.trees.depthwise.fit_tree`, every node its own split from its own ``m`` features drawn
-  at random (:func:`jboost.trees.node_splits.node_features`: ESL Algorithm 15.1 as written), grown until
-  nodes are pure, too small for ``min_child_weight`` or at ``depth`` (default 30: grown until
-  pure, as the book's forests and scikit-learn's; on spam, letter and California at or under
-  scikit-learn's time and test error within 4% of it, benchmarks/RESULTS.md); each level builds
-  histograms only for its splittable nodes (at most ``n // 2``: the compact path), and each
-  tree is a node table (:class:`jboost.trees.depthwise.DepthwiseTrees`) of at most ``n - 1`` nodes,
-  so a tree costs its non-empty nodes, not ``2^depth``: depth up to 30. On CPU each tree is one
-  call of the whole-tree kernel (:func:`jboost.trees.depthwise.kernel_available`; chunks of up to
-  :data:`KERNEL_CHUNK` trees, the kernel's threads taking whole trees), which writes the table
-  directly, bitwise the trees of the levels in JAX. Measured on spam (ESL split, 500 trees,
-  ``m = 7``, 64 bins, depth 16, ``benchmarks/forest_bench.py``, 2 cores, one run): 5.14% test
-  error, fit 0.83 s where scikit-learn's forest took 2.10 s in the same run; the forest's arrays
-  hold 10 MiB (787 MiB as dense ``2^depth`` trees before the node table: a concrete forest keeps
-  the node slots its trees use, :func:`jboost.trees.node_table.trim_nodes`). The rest of this page
-  describes the oblivious family (``tree_family="oblivious"``, depth 10 by default); the model
-  protocol below applies to both.
+Random forests (ESL Algorithm 15.1; Breiman 2001) and bagged trees. Two tree families:
 
-Each tree is fitted by :func:`jboost.trees.oblivious.fit_tree` -- the one grower of jboost -- to the
-bootstrap-weighted targets of its bag, level ``d`` restricted to the random subset
-``feature_subsets[d]`` of ``m = max_features`` features (:mod:`jboost.bagging.bootstrap`). The
-level's histograms are built on those ``m`` gathered feature rows only (``m / F`` of the memory
-and work of masking; ESL's ``m = sqrt(p)`` on spam: 7 of 57 features), through the fused CPU
-kernel where it applies; bagged trees (``m = F``) also get histogram subtraction. The fitted
-tree equals ``fit_tree`` with the equivalent feature masks (tests check it).
+* **depth-wise** (the default, depth 30: grown until pure): every node splits on its own ``m``
+  random features (:func:`jboost.trees.depthwise.fit_tree`); trees are node tables of at most
+  ``n - 1`` nodes, grown on CPU by the whole-tree kernel in chunks of
+  :data:`jboost.bagging.forest_binned.KERNEL_CHUNK` trees;
+* **oblivious** (``tree_family="oblivious"``, depth 10): every level splits on its own random
+  subset of ``m`` features (:func:`jboost.trees.oblivious.fit_tree`, :mod:`jboost.bagging.bootstrap`).
 
-* **Leaves.** Regression leaves hold the (bootstrap-weighted) mean: a Newton step of squared
-  error with ``l2 = 0`` from a zero score. Classification trees are fitted to one-hot targets
-  with squared error, so leaves hold class frequencies and the split gain
-  ``sum_k G_k^2 / H`` is the weighted decrease of the Gini index (ESL 9.2.3). Two classes
-  are fitted as one 0/1 output (half the gain, the same splits, half the histogram) and the
-  leaves expanded to ``(1 - p, p)``.
-* **The model.** A :class:`Forest` implements :class:`jboost.models.base.Model`: its raw score
-  (:func:`jboost.predict`) is the average of its trees' leaf values -- the mean for regression,
-  the averaged class frequencies for classification -- so :func:`jboost.predict_proba` is the
-  averaged frequencies and :func:`jboost.predict_class` their argmax (ESL Algorithm 15.1's
-  averaged probabilities); the majority vote is :func:`forest_vote` /
-  ``forest_predict_class(vote=True)``. A forest's stages are its trees: ``n_rounds=b`` keeps
-  the first ``b`` and :func:`jboost.staged_predict` gives the average after each tree.
-* **Memory and chunking.** Bags are fitted in chunks: ``lax.map`` over chunks, each chunk a
-  ``vmap`` over ``chunk_size`` bags (:func:`jboost.engine.batching.map_in_chunks`); the default
-  chunk size comes from the estimate :func:`jboost.engine.memory.forest_chunk_size` and a memory
-  budget (or pass ``chunk_size``, or use fewer ``n_bins``).
-* **Checkpoints.** With ``fit_forest(checkpoint_dir=)`` the chunks run as host-side calls of one
-  compiled chunk program (:func:`jboost.engine.batching.map_chunks`), each chunk's trees saved as it
-  finishes (:class:`jboost.engine.checkpoints.ChunkCheckpoints`); a rerun fits only the missing chunks
-  and ends with bitwise the forest of an uninterrupted fit (with or without checkpoints).
-  ``callbacks=`` run the chunks the same way and get a dict per chunk (one may stop the fit).
-* **Warm start.** Tree ``b``'s randomness is ``bag_keys(key, b)``, so
-  ``fit_forest(init_model=forest, n_trees=s)`` grows trees ``r .. r + s - 1`` of the same
-  sequence: bitwise the forest of ``r + s`` trees.
+Regression leaves hold the bootstrap-weighted mean; classification leaves the class frequencies
+(the split gain is the Gini decrease, ESL 9.2.3). A :class:`Forest` implements
+:class:`jboost.models.base.Model`: its raw score is the average of its trees' leaf values, its
+stages are its trees. Bags are fitted in memory-sized chunks; ``checkpoint_dir=`` and
+``init_model=`` give bitwise the forest of an uninterrupted, longer fit.
+
+See docs/ensembles.md.
 """
 
 from __future__ import annotations
@@ -148,7 +112,7 @@ def _depthwise_chunks(config: forest_binned.ForestConfig) -> dict:
     """Each chunk of depth-wise trees kept, with its two-class leaves expanded
     (:func:`_two_class_leaves`, on the chunk's shapes: compiled once), cut to the node slots it
     uses (:func:`jboost.trees.node_table.trim_nodes`; its tables' capacity is the bound
-    ``node_capacity``, mostly empty: letter, depth 16, about 1.5k of 16k nodes); then the chunks
+    ``node_capacity``, mostly empty for deep trees); then the chunks
     padded to the largest use and joined on the host: no forest-sized copy of empty slots, and
     no array op on a shape that changes from fit to fit."""
 

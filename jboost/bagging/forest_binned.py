@@ -154,8 +154,7 @@ def forest_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, 
 
 #: Depth-wise trees grown by the CPU kernel per chunk, at most (a chunk is one kernel call whose
 #: threads take whole trees; each host call of the chunk program and each chunk's outputs cost
-#: a little, so more trees per call are faster: measured on spam, depth 16, 2 cores, about 9 ms
-#: per tree in chunks of 8 and 5-7 ms in chunks of 32).
+#: a little, so more trees per call cost less per tree).
 KERNEL_CHUNK = 64
 #: The default memory for the outputs of one chunk of kernel-grown trees.
 KERNEL_CHUNK_BYTES = 512 << 20

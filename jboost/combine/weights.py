@@ -52,6 +52,8 @@ def error_weights(errors, beta) -> jax.Array:
 
 
 class SimplexWeights(NamedTuple):
+    """Simplex weights learnt by :func:`fit_simplex_weights`, their logits and the objective per
+    step."""
     weights: jax.Array   # (M,) on the simplex
     logits: jax.Array    # (M,) weights = softmax(logits)
     losses: jax.Array    # (n_steps,) objective before each step

@@ -104,6 +104,11 @@ def run_steps(params0: scores.Params, rows: scores.Rows, valid: Optional[scores.
 
 
 def check_finite_curve(train_loss) -> None:
+    """Check that a fine-tuning loss curve is finite.
+
+    Raises:
+      FloatingPointError: naming the first step whose loss is not finite.
+    """
     curve = np.asarray(train_loss)
     if np.all(np.isfinite(curve)):
         return

@@ -194,6 +194,8 @@ def _feature_scale(borders) -> np.ndarray:
 
 
 def soft_structure(model: booster.Booster) -> Structure:
+    """The fixed part of a model's soft trees: split features, missing directions, movable
+    levels, float borders and feature scales."""
     flat = family.flatten_trees(model.trees)
     borders = jnp.asarray(flat.borders, jnp.float32)
     return Structure(flat.features.astype(jnp.int32), flat.missing_right, jnp.isfinite(borders),
@@ -201,6 +203,8 @@ def soft_structure(model: booster.Booster) -> Structure:
 
 
 def initial_params(model: booster.Booster, st: Optional[Structure]) -> Params:
+    """The model's leaf values and baseline as :class:`Params`; threshold offsets 0 when ``st``
+    is given (soft), else ``None``."""
     flat = family.flatten_trees(model.trees)
     thresholds = None
     if st is not None:
@@ -211,4 +215,5 @@ def initial_params(model: booster.Booster, st: Optional[Structure]) -> Params:
 
 @_compile.jit
 def soft_scores(params, st, X_t, temperature):
+    """Soft raw scores of the rows ``X_t`` at ``temperature`` (compiled)."""
     return _soft_raw(params, st, X_t, temperature)[0]

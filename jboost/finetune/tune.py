@@ -1,75 +1,24 @@
 """``finetune``: every leaf value of a fitted Booster refitted jointly with optax, under ``jit``.
 
-Boosting fits each tree's leaves once, greedily, given the trees before it (ESL Algorithm
-10.3); the fitted model is then a linear function of its leaf values. :func:`finetune` takes
-the model's raw score as one differentiable function of the stacked leaf values ``v`` and the
-baseline ``b`` (the intercept),
+The model's raw score ``f(x) = base_margin(x) + b + sum_s v_s[leaf_s(x)]`` is one differentiable
+function of the stacked leaf values ``v`` and the baseline ``b``; :func:`finetune` minimises the
+weighted mean of any loss of it (resolved and checked as :func:`jboost.fit` does) with any optax
+optimizer, ``n_steps`` steps in one ``lax.scan``. This is post-processing a tree ensemble by
+regression on its base learners (Friedman and Popescu 2003, "Importance sampled learning
+ensembles"; RuleFit, Friedman and Popescu 2008), solved by first-order steps. With ``soft=True``
+the splits become sigmoids with a temperature, so the thresholds move too (soft decision trees:
+Jordan and Jacobs 1994; Irsoy, Yildiz and Alpaydin 2012; NODE, Popov, Morozov and Babenko 2020);
+thresholds are moved in units of a robust spread of each feature.
 
-    f(x) = base_margin(x) + b + sum_s v_s[leaf_s(x)],
-
-and minimises the weighted mean of any loss of it (a :class:`jboost.Loss`, a built-in's name or
-a function ``loss(y, raw)``, resolved and checked as :func:`jboost.fit` does; vector labels
-``(n, C)`` and batch objectives such as Cox's partial likelihood or listwise ranking too, whose
-value couples the rows: :func:`jboost.losses.total_loss`) with any optax optimizer: the loop of
-``n_steps`` steps is one ``lax.scan`` in one compiled program. This is
-the refitting of all leaves of a tree ensemble as one linear model in its leaf indicators
-(Friedman and Popescu 2003, "Importance sampled learning ensembles": post-processing an ensemble
-by regularised regression on its base learners; the RuleFit idea, Friedman and Popescu 2008,
-applied to whole leaves), solved by first-order steps instead of a lasso path. Uses: moving a
-model to another loss (a squared-error model to a quantile or a distributional loss), to new
-data (a shifted data set), or refitting the greedy leaves jointly on the training loss.
-
-Optionally (``soft=True``) the splits become sigmoids with a temperature, so the thresholds
-move too (soft decision trees: Jordan and Jacobs 1994; "soft trees" of Irsoy, Yildiz and
-Alpaydin 2012; for oblivious trees NODE, Popov, Morozov and Babenko 2020). A row goes right at
-level ``d`` of a tree with probability ``sigmoid((x_f - t_d) / (temperature * scale_f))``, and
-its soft raw score is the sum over leaves of the products of its level probabilities times the
-leaf values; as ``temperature -> 0`` that is exactly the hard tree (:func:`soft_predict`).
-
-**Thresholds** live in raw feature space: a tree level's rule is ``x_f > t`` with ``t`` the float
-border ``ObliviousTrees.borders`` that :func:`jboost.predict` compares with. The optimizer moves
-``(t - t_fitted) / scale_f`` (so one learning rate fits every feature; 0 is the fitted border
-bitwise), where ``scale_f`` is a robust spread of feature ``f`` read off the model's bin borders
-(the interquartile range of its finite borders over 1.349, the standard deviation of a normal;
-1 where that is 0): the temperature is in these units too (``temperature=0.1``: a split is soft
-over about a tenth of a feature's spread). Levels that do not split (a ``+inf`` border) and
-missing values (NaN goes where ``missing_right`` says) stay hard. Bins are a training-time
-device: a moved threshold generally lies between two bin borders of ``Booster.borders``, so the
-returned trees' bin ``thresholds`` are the nearest bin at or above it (the smallest ``t`` with
-``borders[f, t] >= t_new``): exact for the float predictions, approximate on bins (continuing
-such a model with ``jboost.fit(init_model=)``, which replays the trees on bins, would move the
-rows between a moved threshold and the bin border above it).
-
-**What is returned** is a :class:`jboost.Booster` of hard trees: the fitted trees with the tuned
-leaf values (and, with ``soft=True``, the moved thresholds), the tuned baseline, the fine-tuning
-loss as its ``loss`` (so :func:`jboost.predict_proba` and :func:`jboost.predict_mean` follow
-it), and ``train_loss`` / ``valid_loss`` recomputed per round for the tuned model (the
-``eval_set``'s, NaN without one). With ``soft=True`` it is the limit ``temperature -> 0`` of the
-soft model that was trained (anneal the temperature with a schedule so that the two agree;
-the curves of :class:`Curves` are always the hard, returned model's). It saves and loads like
-every Booster. A model with ``best_round`` is first cut to its rounds ``0..best_round`` (the ones
-its predictions use), and its ``best_round`` is dropped; the classical algorithms' ``info`` (their
-per-round coefficients and observation weights, which no longer describe the tuned leaves) is
-dropped. The label offset of a model with one (``Booster.offset``, issue 14) is kept: the labels
-are centred by it in float64 as the fit did, and the loss must then be a loss of the residual
-(squared, absolute, Huber, quantile).
-
-**Scales.** Leaf values already include the fit's learning rate, and a row's raw score is the
-sum of one leaf per tree: an optimizer that moves every parameter by about its learning rate per
-step (Adam, sign methods) moves a prediction by up to ``n_trees`` times that. Take Adam's
-learning rate about (the change of a prediction wanted per step) / ``n_trees``; SGD's step is
-the gradient's, whose leaf entries are the leaf's share of the rows. ``optax.multi_transform``
-gives leaves, baseline and thresholds (the fields of :class:`Params`) their own rates.
-
-Continuous settings are traced: the optimizer's learning rate (closed over by the optax
-transformation, or in its state with ``optax.inject_hyperparams``), ``temperature``, ``l2`` and
-the loss's parameters may be ``jax.vmap``-ed over (one compilation for a whole sweep). Memory:
-the hard objective gathers an ``(n_trees, n_rows, K)`` array per step (plus the ``(n_trees,
-n_rows)`` int32 leaf indices, computed once); the soft one scans the trees with
-rematerialisation, holding ``(n_rows, 2**depth)`` per tree.
+The result is a :class:`jboost.Booster` of hard trees with the tuned leaves (and thresholds), the
+fine-tuning loss as its ``loss`` and recomputed curves. An optimizer that moves every parameter by
+about its learning rate (Adam) moves a prediction by up to ``n_trees`` times that: take its
+learning rate about (the change wanted per step) / ``n_trees``. Continuous settings are traced
+(``jax.vmap``-able).
 
 ``jboost.finetune`` is the function; the module's other public names are imported from it:
-``from jboost.finetune import Params, Curves, objective, soft_predict``.
+``from jboost.finetune import Params, Curves, objective, soft_predict``. See docs/models.md
+(thresholds and bins, what is returned, scales, memory).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from jboost.trees import routing
 
 
 def check_trees(trees) -> None:
+    """Raise ``TypeError`` unless ``trees`` are oblivious or depth-wise trees."""
     if not isinstance(trees, (oblivious.ObliviousTrees, depthwise_lib.DepthwiseTrees)):
         raise TypeError(f"SHAP values are implemented for oblivious and depth-wise trees; this "
                         f"model's trees are {type(trees).__name__}.")

@@ -1,42 +1,17 @@
 """Exact path-dependent SHAP (interaction) values of oblivious and depth-wise tree sums.
 
-**SHAP values** (Lundberg et al. 2020, "From local explanations to global understanding with
-explainable AI for trees"). A tree's *path-dependent* value function of a feature set ``S`` at a
-row ``x`` walks the tree from the root: a level whose feature is in ``S`` sends the walk where
-``x`` goes (NaN: the level's missing direction); any other level splits it between the two
-children in proportion to their *covers*. ``v(S)`` is the walk's average leaf value, and the
-SHAP values are the Shapley values of ``v`` (``v(all) = f(x)``, ``v({}) =`` the cover-weighted
-mean leaf value, the *expected value*).
+SHAP values (Lundberg et al. 2020, "From local explanations to global understanding with
+explainable AI for trees") with TreeSHAP's path-dependent value function, whose covers are the
+row counts (or ``data_weight`` sums) of a background data set ``data`` at every node (the
+training rows: TreeSHAP's ``feature_perturbation="tree_path_dependent"``; ``None``: the explained
+rows). In an oblivious tree the SHAP vector depends only on the leaf a row reaches, so each tree
+of depth ``D <= MAX_TABLE_DEPTH`` gets a per-leaf table (``O(D 4**D)`` once) and each row and tree
+costs ``O(D)``; deeper trees evaluate the same pass per row. Interaction values
+(:func:`shap_interaction_values`) use the Shapley interaction index the same way. Everything is
+exact up to float32 rounding. Every model of the protocol (:mod:`jboost.models.base`) is
+explained as a constant plus a sum of trees; batch axes come first.
 
-jboost's trees store no covers (no per-node row counts or hessian sums), so the covers are the
-row counts (or ``data_weight`` sums) of a **background data set** ``data`` at every node: with
-``data`` the training rows (unweighted, squared error: the hessian sums XGBoost stores) this is
-exactly TreeSHAP's ``feature_perturbation="tree_path_dependent"``, and the expected value is the
-mean prediction over ``data``. ``data=None`` takes the explained rows ``X`` themselves. A node
-that no background row reaches splits a walk by its level's split proportions over all rows.
-
-**The algorithm.** In an oblivious tree ``v(S)``
-depends on ``x`` only through the leaf ``x`` reaches (which way it goes at each level), so a
-depth-``D`` tree has only ``2**D`` distinct SHAP vectors. For each leaf, ``v`` of all ``2**D``
-subsets of levels comes from one bottom-up pass over the levels (``O(D 2**D)``); the Shapley
-values over the tree's ``p <= D`` distinct features are then one fixed linear map of those
-``2**D`` values (a ``(2**D, D)`` weight matrix of the tree's structure; a feature used at
-several levels is one player). So each tree costs ``O(D 4**D)`` once (``D <= 10`` and at least
-``2**D`` rows: a per-leaf table), and each row and tree costs ``O(D)``: find the leaf, add its ``D`` values --
-``O(n T D)`` in all for ``n`` rows and ``T`` trees, against ``O(n T L D**2)`` for the
-polynomial TreeSHAP recursion (``L`` leaves). Trees deeper than :data:`MAX_TABLE_DEPTH`
-evaluate the same pass per row instead of per leaf (``O(D 2**D)`` per row and tree, still below
-the recursion's ``O(2**D D**2)`` on a tree of ``2**D`` leaves).
-Interaction values (:func:`shap_interaction_values`) use the Shapley interaction index the same
-way (a ``(2**D, D, D)`` map). Everything is exact up to float32 rounding.
-
-**Importance** (:func:`importance`): ESL's relative importance (eq. 10.42-10.43), the summed
-split gains, split counts; :func:`permutation_importance` on held-out rows.
-
-Every model of the protocol (:mod:`jboost.models.base`) is a constant plus a sum of trees (a forest and
-bagged boosters average them, ECOC has one output per code bit, a stacked model maps its
-learners' leaves by the stacker's coefficients), which is how it is explained; a model with batch
-axes (``jax.vmap`` of fits) gives every model's values, the batch axes in front.
+See docs/models.md for the algorithm.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ def check_dtypes(path, fam, want) -> None:
 
 
 def check_same_shape(path, fam, names, shape) -> None:
+    """Raise :class:`jboost.io.reader.ModelFileError` unless every tree field in ``names`` has
+    ``shape``."""
     for f in names:
         a = fam[f] if isinstance(fam, dict) else getattr(fam, f)
         if a.shape != shape:

@@ -1,46 +1,13 @@
 """Loading a model file: rebuilding the model from its structure and the registry only (losses, custom tree families, old formats), then checking it.
 
-A model file is a NumPy ``.npz`` archive (a zip of ``.npy`` arrays, written by ``np.savez`` and
-read by ``np.load(..., allow_pickle=False)``, so an object array in a file is refused rather than
-unpickled). It holds
+A model file is a NumPy ``.npz`` archive read with ``allow_pickle=False``: every array of the
+model named by its pytree key path, one JSON header (format version
+:data:`jboost.io.reader.FORMAT_VERSION`, model type, static structure, settings, metadata) and a
+SHA-256 checksum verified on load. The model is rebuilt from the registry (``Booster(**fields)``), never from a pickled treedef. Built-in losses
+and tree families load by themselves; a custom loss function, link, baseline or tree family is
+code, recorded by name, and must be passed to :func:`load` (``loss=``, ``tree_family=``).
 
-* every array of the model, named by its pytree key path (``jax.tree_util.keystr``:
-  ``.trees.leaf_values``, ``.loss.params['alpha']``, ``.info['coef']``), bit for bit;
-* one JSON header (the uint8 member ``__header__``): the format name and version
-  (:data:`FORMAT_VERSION`), the jboost version, the model type (a name from the registry of the
-  known model classes: ``Booster``, ``Forest``, ``BaggedBoosters``, ``StackedBoosters``,
-  ``ECOCBoosters``), the static part of the model and of its nested pytrees (field names; for
-  each :class:`jboost.Loss` its name, ``n_outputs``, ``task``, ``hessian``, ``leaf_refit``,
-  domains, the names of its function, link and baseline, and its label columns, per-column and
-  batch-objective settings (``label_columns``, ``per_column``, ``batch``, ``hessian_diag``,
-  ``max_group``, ``n_probes``; absent in older files: their defaults); the tree family's class), the
-  dtype and shape of every array, the model's ``n_features``, ``batch_shape``, ``n_stages`` and
-  ``task``, optional ``feature_names`` and user ``metadata``, the fit's ``settings`` (a
-  Booster's :class:`jboost.models.metadata.Settings` as JSON values: ``{"learning_rate": 0.3, "depth":
-  3, "key": [0, 7], "colsample_by": "level", ...}``, lists for a batch of models; ``None`` for
-  models without them), and a SHA-256 checksum over the header and every array's bytes,
-  verified on load.
-
-The model is rebuilt from the registry (``Booster(**fields)``), never from a pickled treedef.
-Built-in losses (those of :mod:`jboost.losses`, by name with their saved parameters, and the
-classical algorithms' losses) and the built-in tree family load by themselves. A custom loss
-function, link or baseline, or a custom tree family, is code, which a model file does not hold:
-it is recorded by name and must be passed to :func:`load` (``loss=``, ``tree_family=``); the
-error says exactly what to pass.
-
-A file that is truncated, corrupted, edited, of an unknown model type or of a newer format
-raises :class:`ModelFileError` (a ``ValueError``) naming the problem; the arrays of a file whose
-checksum matched are also checked against the model's structure (dtypes, shapes, feature
-indices) before the model is returned.
-
-**Without jax.** This module imports only the standard library and NumPy at import time (jax and
-the rest of jboost are imported inside :func:`save` and :func:`load`), so the file can be copied
-alone to a machine with NumPy only: :func:`read` checks and reads a model file into NumPy arrays
-and :func:`predict_numpy` predicts the raw scores of a ``Booster`` of oblivious trees from it,
-equal bit for bit to :func:`jboost.predict` (float32 sums in the same order) in the tests.
-
-References: the oblivious-tree layout (CatBoost's model export: per level a feature and a
-border, ``2**D`` leaf values; Prokhorenkova et al. 2018) is what :func:`predict_numpy` applies.
+See docs/models.md for the file format.
 """
 
 from __future__ import annotations

@@ -61,6 +61,7 @@ def checksum(header: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> str:
 
 
 def file_error(path, what: str) -> ModelFileError:
+    """The :class:`ModelFileError` saying that ``path`` is not a readable model file: ``what``."""
     return ModelFileError(f"{os.fspath(path)!s} is not a readable jboost model file: {what}")
 
 
@@ -196,7 +197,7 @@ def predict_numpy(path_or_read, X) -> np.ndarray:
     ``path_or_read`` is a path or the ``(header, arrays)`` of :func:`read`. Each tree's leaf is
     ``sum_d [x_{f_d} > border_d] << d`` (NaN: the level's missing direction); the trees' leaf
     values are added in float32 from zero in tree order and the baseline last: the order of
-    jboost's prediction, so the result is bitwise :func:`jboost.predict`'s on CPU in the tests
+    jboost's prediction, so the result is bitwise :func:`jboost.predict`'s on CPU
     (subnormal inputs and borders compare as 0, as on XLA's CPU; a subnormal partial sum of
     leaf values, which XLA's CPU would flush to 0, is kept).
     Batched Boosters (``jax.vmap`` of fits, sweeps) get a leading batch axis. A DataFrame's

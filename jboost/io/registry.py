@@ -22,6 +22,7 @@ _REGISTRY_CACHE: Dict[str, Any] = {}
 
 
 def qualified_name(obj) -> str:
+    """``module.qualname`` of a function or class (``?`` for parts it lacks)."""
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', getattr(obj, '__name__', '?'))}"
 
 

@@ -239,6 +239,7 @@ def add_offset(raw, offset):
 
 
 def require_classification(model, what: str) -> None:
+    """Raise ``ValueError`` unless ``model`` is a classification model (``what``: the caller)."""
     if model.task not in CLASSIFICATION:
         name = getattr(getattr(model, "loss", None), "name", type(model).__name__)
         raise ValueError(f"{what} needs a classification model; {name!r} is a {model.task!r} model "
@@ -251,6 +252,7 @@ def require_classification(model, what: str) -> None:
 
 
 def check_model(model) -> None:
+    """Raise ``TypeError`` unless ``model`` has the members of :class:`Model`."""
     for attr in ("raw_scores", "proba_from_raw", "classes_from_raw", "staged", "batch_shape",
                  "n_features", "task", "trees"):
         if not hasattr(model, attr):
@@ -325,7 +327,7 @@ def _plus(raw, margin):
 
 
 # Rows of host arrays are predicted in a few fixed batch sizes (buckets), so that a new batch
-# size does not compile the prediction program again (about 0.1-0.2 s each on a CPU): at most
+# size does not compile the prediction program again: at most
 # 8 sizes per octave of rows, the smallest SMALLEST_BUCKET rows.
 SMALLEST_BUCKET = 16
 

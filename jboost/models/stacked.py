@@ -21,6 +21,8 @@ LINEAR_TASKS = ("regression", "binary", "multiclass")
 
 @base.register_nested_type
 class LinearModel(NamedTuple):
+    """A stacker's linear model: raw scores ``Z @ coef + intercept`` of the stacking features
+    ``Z`` ``(n, P)``."""
     coef: jax.Array       # (P, K)
     intercept: jax.Array  # (K,)
 

@@ -2,64 +2,14 @@
 
 A sweep fits every configuration of a grid (cartesian product) on every fold of every seed
 (ESL section 7.10: K-fold cross-validation; repeated over seeds it is repeated K-fold CV). All
-those models share ONE copy of the binned data; they differ only in arrays, so they are fitted by
-``jax.vmap`` of boosting's ``init``/``step`` (:mod:`jboost.sweep.program`):
-
-* a fold is a pair of weight masks on the same rows: training weight 0 on the held-out fold,
-  held-out weight (the sample weight) on it and 0 elsewhere, so the per-round validation metric
-  only ever sees held-out rows and the shapes never change (:mod:`jboost.data.folds`);
-* every continuous hyperparameter (``learning_rate``, ``l2``, ``min_split_gain``,
-  ``min_child_weight``, ``subsample``, ``colsample``) and every parameter of the loss (Huber
-  ``delta``, quantile ``alpha``, or the parameter of any custom :class:`jboost.Loss` family) is a
-  traced array with a leading model axis (:mod:`jboost.sweep.grid`);
-* static settings (``depth``, ``n_bins``) select a compiled program: one compilation per
-  ``(depth, n_bins)`` combination. ``n_rounds`` costs no compilation and no fitting: boosting
-  round ``m`` does not depend on later rounds (:mod:`jboost.engine.boosting`), so a configuration with
-  fewer rounds is the prefix of the largest fit of its group.
-
-The models are fitted in chunks of a fixed size (the last one padded) by a Python loop over the
-same compiled function; the chunk size comes from an estimate of the histogram and state memory
-of one model (:func:`model_bytes`) against a budget (:mod:`jboost.engine.batching`). With several
-devices the chunk's model axis is sharded over them (``shard_map``), each device fitting its share.
-
-On CPU the work of a vmapped chunk is the sum of its models' work (each model has its own
-histograms and split search); the CPU kernels run a chunk's models side by side on their threads
-and build the first level of up to 8 models' trees in one pass over the shared bins, so a few
-models per chunk (16 to 64 by the data's size, shared by the CPU's devices:
-``jboost.engine.memory.cpu_models_per_device``) beat one at a time. The held-out fold's
-loss is read off the training raw scores (the fold's rows are predicted as the trees grow).
-What the fused sweep buys on CPU is one compilation, one binning, no per-fit overhead, and the use
-of every core (more so when Python is started with
-``XLA_FLAGS=--xla_force_host_platform_device_count=<cores>``: each host device fits its share of
-the models). Accelerators take as many models per chunk as fit.
-
-The best round of a configuration is the round minimising its validation curve averaged over
-folds and seeds (early stopping: ESL section 10.12 chooses the number of rounds on validation
-data);
-the best configuration is the one with the best such value, reported with its standard error
-over the folds x seeds rows. (Those rows are not independent -- they share training data -- so
-the standard error is the usual optimistic CV one; Bengio and Grandvalet, 2004.) See
-:mod:`jboost.sweep.result`.
-
-With ``early_stopping_rounds`` every fit (configuration x fold x seed) also stops on its own
-held-out fold's score, ``early_stopping_rounds`` rounds after its own best round (ESL section
-10.12; :class:`jboost.engine.boosting.EarlyStopping`), and equals its separate
-``jboost.fit(..., eval_set=held-out fold, early_stopping_rounds=...)``; a chunk of models stops
-when its last model stops, so the rounds after every stop are not computed. Its curves are NaN
-after its stop; a configuration's best round is the optimum of the mean curve over the rounds
-all its fits ran (as the best iteration of ``xgboost.cv`` / ``lightgbm.cv``), which
-:meth:`SweepResult.refit` and :meth:`SweepResult.models` use.
-
-With ``checkpoint_dir`` each chunk's curves (and trees) are saved as the chunk finishes, one
-``.npz`` file per chunk written atomically (:class:`jboost.engine.checkpoints.ChunkCheckpoints`); a rerun
-of the same sweep reads the chunks saved and fits only the others, so a killed sweep resumes to
-bitwise the result of an uninterrupted one. A fingerprint of everything the chunks depend on
-(data, folds, seeds, grid, static settings, loss, metric, early stopping) guards the directory.
-
-The package: :mod:`~jboost.sweep.grid` (configurations), :mod:`~jboost.sweep.metrics`
-(validation metrics), :mod:`~jboost.sweep.program` (the compiled chunk program and the chunk
-loop), :mod:`~jboost.sweep.result` (:class:`SweepResult`, selection, the text table, the models);
-this module holds :func:`sweep`, which strings them together.
+those models share one copy of the binned data and are fitted by ``jax.vmap`` of boosting's
+``init``/``step`` (:mod:`jboost.sweep.program`), in chunks sized by a memory estimate
+(:func:`jboost.engine.memory.model_bytes`), sharded over devices. Folds are weight masks,
+continuous hyperparameters and loss parameters are traced (:mod:`jboost.sweep.grid`), and each
+``(depth, n_bins)`` combination is one compiled program; ``n_rounds`` costs nothing (a shorter
+fit is a prefix). Selection of the best round and configuration: :mod:`jboost.sweep.result`.
+Options: per-fit early stopping (``early_stopping_rounds``), resumable chunks
+(``checkpoint_dir``), categorical columns with per-model target statistics (``cat_features``).
 
 Example::
 
@@ -70,23 +20,8 @@ Example::
     print(result)                      # configurations ranked, best first
     model = result.refit(X, y)         # the best configuration, at its best round count
 
-With ``keep_trees=True``, ``result.models()`` is the best configuration's fold x seed models as
-one batched :class:`jboost.Booster` (``jboost.predict(result.models(), X)``: ``(M, n, ...)``).
-
-**Categorical columns** (``cat_features=``, ``one_hot_max_size=``, ``cat_prior=``,
-``cat_prior_weight=``: as :func:`jboost.fit`, :mod:`jboost.data.categorical`). The columns' kinds and
-vocabularies are read once from all of ``X``; numeric columns and one-hot indicators are binned
-once and shared. Each model (configuration x fold x seed) computes its ordered target statistics
-inside the program from its own training rows (the held-out fold has weight 0: its rows are
-encoded like prediction rows, and their labels never reach the training rows' statistics), so
-every fold's model is the separate ``jboost.fit(X, y, sample_weight=<its training mask>,
-key=<its seed's key>, cat_features=...)``. ``cat_prior`` and ``cat_prior_weight`` may be grid keys
-(traced: one compilation)::
-
-    result = jboost.sweep.sweep(df, y, "binomial_deviance", cat_features=["city", "color"],
-                                grid={"cat_prior_weight": [0.5, 1.0, 4.0], "l2": [1.0, 10.0]},
-                                keep_trees=True)
-    jboost.predict(result.models(), df_new)      # each fold's model, its own statistics
+See docs/sweeps.md for the design (folds as masks, chunks, devices, early stopping, checkpoints,
+categorical columns).
 """
 
 from __future__ import annotations

@@ -1,44 +1,19 @@
 """The compiled program of a sweep: a chunk of models vmapped over boosting init/step, its shard_map over devices, and the chunk loop of a group.
 
 Every model of a ``(depth, n_bins)`` group shares the binned data; a model is a grid point, a
-fold and a seed, which are arrays with a leading model axis:
+fold (a pair of training / held-out weight masks) and a seed, arrays with a leading model axis.
+One model is :func:`jboost.engine.boosting.boost` as the scan of :func:`jboost.engine.boosting.step`
+with no validation set: the held-out fold's loss is read off the training raw scores; a named or
+custom metric is computed from the kept trees after the scan
+(:func:`jboost.sweep.metrics.metric_curve`). With early stopping a model is
+:func:`jboost.engine.boosting.boost_until_stopped`, its score computed inside the round; a chunk's
+``while_loop`` ends when its last model stops. Chunks run by
+:func:`jboost.engine.batching.map_chunks` (one compilation per static combination), sharded with
+``shard_map`` over several devices, optionally checkpointed
+(:class:`jboost.engine.checkpoints.ChunkCheckpoints`). Categorical target statistics are computed
+per model inside the program from its training-weight mask (:mod:`jboost.sweep.categorical`).
 
-* a fold is a pair of weight masks on the same rows: training weight 0 on the held-out fold,
-  held-out weight (the sample weight) only on it, so the shapes never change;
-* every continuous hyperparameter and every loss parameter is traced (:mod:`jboost.sweep.grid`);
-* a seed is the ``jax.random`` key of the fit (round ``m`` folds in ``m``).
-
-One model is :func:`jboost.engine.boosting.boost` written as the scan of :func:`jboost.engine.boosting.step`
-from :func:`jboost.engine.boosting.init`, with no validation set: the held-out fold's mean loss after
-each round is read off the training raw scores (the fold's rows are predicted as the trees grow;
-no second pass over the rows). A named or custom metric is computed from the kept trees after
-the scan (:func:`jboost.sweep.metrics.metric_curve`).
-
-With early stopping (``config.early_stopping``, a :class:`jboost.engine.boosting.EarlyStopping`) a model
-is :func:`jboost.engine.boosting.boost_until_stopped` of the same round: its score, the held-out fold's
-loss or metric (sign-flipped when greater is better), is computed from the training raw scores
-inside the round and put in ``RoundOutput.valid_loss``. Each model stops on its own, ``rounds``
-rounds after its best; its later rounds are zero trees with NaN curves; the ``while_loop`` of a
-chunk ends when every model of the chunk has stopped (so a chunk costs the rounds of its
-slowest model, in steps of ``EarlyStopping.chunk`` rounds).
-
-The models are fitted in chunks of a fixed size (the last one padded by repeating the last model)
-by a Python loop over the same compiled function (:func:`jboost.engine.batching.map_chunks`): one
-compilation per static combination. With several devices the chunk's model axis is sharded over
-them (``shard_map``), each device fitting its share. With checkpoints each chunk's outputs are
-saved as it finishes and a rerun reads them back instead of fitting them
-(:class:`jboost.engine.checkpoints.ChunkCheckpoints`).
-
-**Categorical columns** (:mod:`jboost.data.categorical`): the numeric columns and one-hot indicators
-are binned once on the host and shared; the ordered target statistics of the high-cardinality
-columns depend on a model's training rows, so each model computes its own inside the program
-(:func:`jboost.data.categorical_stats.training_features` on its training-weight mask: held-out rows have
-weight 0, so they are encoded like prediction rows and their labels never enter the training
-rows' statistics), with the permutation of ``fold_in(seed key, PERMUTATION_STREAM)`` and its
-configuration's (traced) prior and prior weight, exactly as :func:`jboost.fit` with
-``sample_weight=`` the mask computes them. Its statistics' bins (``J x K`` rows per model) follow
-the shared host bins; the model keeps the statistics' borders and tables
-(:class:`CatOut`).
+See docs/sweeps.md.
 """
 
 from __future__ import annotations
