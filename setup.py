@@ -47,8 +47,8 @@ class BuildNative(build_ext):
 
     def get_export_symbols(self, ext):
         return ["JboostHistogram", "JboostHistogramSmallerSibling", "JboostBin", "JboostLevel",
-                "JboostSplitGains", "JboostPredict", "JboostSelfTest", "JboostAbiVersion",
-                "JboostDepthwiseTree"]
+                "JboostSplitGains", "JboostPredict", "JboostPredictDepthwise", "JboostSelfTest",
+                "JboostAbiVersion", "JboostDepthwiseTree"]
 
 
 if sys.platform == "win32":
@@ -62,7 +62,7 @@ else:
 setup(
     ext_modules=[] if FFI_INCLUDE is None else [
         Extension(
-            "jboost._native._histogram",
+            "jboost._native._kernels",
             sources=[f"jboost/_native/{name}.cc" for name in NATIVE_SOURCES],
             depends=[f"jboost/_native/{name}.h" for name in ("parallel", "rows", "gains")],
             include_dirs=[FFI_INCLUDE],

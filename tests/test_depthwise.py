@@ -16,6 +16,7 @@ import pytest
 
 import jboost
 import jboost.plot
+from jboost import _native
 from jboost.data import binning
 from jboost.trees.depthwise import DepthwiseTrees
 from jboost.trees import depthwise as depthwise_lib
@@ -419,7 +420,7 @@ def test_kernel_tree_is_bitwise_the_pure_jax_levels(k, max_features, max_nodes, 
     Xb, g, h = _kernel_case(k, seed=k + max_features, n_bins=n_bins)
     kw = dict(depth=KERNEL_DEPTH, n_bins=n_bins, l2=0.5, min_split_gain=0.01, min_child_weight=1.0,
               feature_key=jax.random.PRNGKey(3), max_features=max_features, max_nodes=max_nodes)
-    assert depthwise_lib.KERNEL_TARGET in str(jax.jit(
+    assert _native.DEPTHWISE_TREE in str(jax.jit(
         lambda g: depthwise_lib.fit_tree(Xb, g, h, **kw)).lower(g).as_text())
     a, la = depthwise_lib.fit_tree(Xb, g, h, **kw)
     b, lb = pure_jax(depthwise_lib.fit_tree, Xb, g, h, **kw)
@@ -471,7 +472,7 @@ def test_kernel_payload_layouts_with_row_weights_are_bitwise_the_pure_jax_levels
               feature_key=jax.random.PRNGKey(4), max_features=4, max_nodes=N // 2,
               row_weights=jnp.asarray(counts))
     g, h = jnp.asarray(g), jnp.asarray(h)
-    assert depthwise_lib.KERNEL_TARGET in str(jax.jit(
+    assert _native.DEPTHWISE_TREE in str(jax.jit(
         lambda g: depthwise_lib.fit_tree(Xb, g, h, **kw)).lower(g).as_text())
     a, la = depthwise_lib.fit_tree(Xb, g, h, **kw)
     b, lb = pure_jax(depthwise_lib.fit_tree, Xb, g, h, **kw)
@@ -523,7 +524,7 @@ def test_bags_sharing_one_payload_are_bitwise_the_pure_jax_levels(case):
                                                           **kw))(c, keys)
 
     keys = jax.random.split(jax.random.PRNGKey(6), n_bags)
-    assert depthwise_lib.KERNEL_TARGET in str(jax.jit(bags).lower(jnp.asarray(counts), keys).as_text())
+    assert _native.DEPTHWISE_TREE in str(jax.jit(bags).lower(jnp.asarray(counts), keys).as_text())
     a, la = bags(jnp.asarray(counts), keys)
     b, lb = pure_jax(bags, jnp.asarray(counts), keys)
     for name in a._fields:

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(os.environ.get("JBOOST_NATIVE", "1") == "0",
 
 def test_kernel_is_built_and_loaded():
     assert _native.library_path() is not None, (
-        "jboost/_native/_histogram*.so is missing: `pip install -e .` builds it and needs a C++17 "
+        "jboost/_native/_kernels*.so is missing: `pip install -e .` builds it and needs a C++17 "
         "compiler (g++ or clang++); see setup.py")
     assert _native.available()
 

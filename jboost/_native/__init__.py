@@ -1,7 +1,8 @@
-"""jboost's compiled CPU kernels (histograms, binning, prediction), registered with XLA as FFI custom calls (``jax.ffi``).
+"""jboost's compiled CPU kernels (histograms, levels, split gains, binning, prediction, the
+depth-wise whole tree), registered with XLA as FFI custom calls (``jax.ffi``): every binding is here.
 
 The kernels (``*.cc`` here: one file per kernel, shared code in ``parallel.h``, ``rows.h`` and
-``gains.h``) are built into ``_histogram*.so`` when the package is installed (``setup.py``, against
+``gains.h``) are built into one library, ``_kernels*.so``, when the package is installed (``setup.py``, against
 the installed jaxlib's XLA FFI headers; an optional extension: without a C++ compiler the install
 still succeeds). The library's ABI version is checked when it is loaded (:data:`ABI_VERSION`).
 When the library is absent or stale, or ``JBOOST_NATIVE=0`` is set, jboost uses its pure-JAX
@@ -25,6 +26,7 @@ LEVEL = "jboost_level"
 SPLIT_GAINS = "jboost_split_gains"
 PREDICT = "jboost_predict"
 PREDICT_DEPTHWISE = "jboost_predict_depthwise"  # depth-wise node tables (predict.cc)
+DEPTHWISE_TREE = "jboost_depthwise_tree"  # one whole depth-wise tree per call (depthwise.cc)
 SELF_TEST = "jboost_self_test"  # throws C++ exceptions on request: the FFI boundary's test
 
 #: The version of the kernels' interface (targets, operands, attributes) these Python wrappers
@@ -58,9 +60,9 @@ def check_indexable(n_rows: int, n_leaves: int, n_bins: int, channels: int) -> N
 def library_path():
     """Path of the compiled kernel library, or ``None`` when it was not built."""
     here = os.path.dirname(os.path.abspath(__file__))
-    paths = sorted(glob.glob(os.path.join(here, "_histogram*.so")) +
-                   glob.glob(os.path.join(here, "_histogram*.pyd")) +
-                   glob.glob(os.path.join(here, "_histogram*.dylib")))
+    paths = sorted(glob.glob(os.path.join(here, "_kernels*.so")) +
+                   glob.glob(os.path.join(here, "_kernels*.pyd")) +
+                   glob.glob(os.path.join(here, "_kernels*.dylib")))
     return paths[0] if paths else None
 
 
@@ -105,6 +107,7 @@ def load() -> bool:
     jax.ffi.register_ffi_target(PREDICT_DEPTHWISE, jax.ffi.pycapsule(lib.JboostPredictDepthwise),
                                 platform="cpu")
     jax.ffi.register_ffi_target(SELF_TEST, jax.ffi.pycapsule(lib.JboostSelfTest), platform="cpu")
+    jax.ffi.register_ffi_target(DEPTHWISE_TREE, jax.ffi.pycapsule(lib.JboostDepthwiseTree), platform="cpu")
     return True
 
 

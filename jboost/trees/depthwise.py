@@ -18,7 +18,6 @@ See docs/trees.md for growth, leaves, the compact path and the CPU kernel.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from typing import NamedTuple, Optional
 
@@ -126,27 +125,13 @@ def from_dense(features, thresholds, borders, missing_right, leaf_values, gains,
 
 
 #: The FFI target of the CPU kernel that grows a whole depth-wise tree (``_native/depthwise.cc``).
-KERNEL_TARGET = "jboost_depthwise_tree"
 
 
 @functools.lru_cache(maxsize=None)
-def _register_kernel() -> bool:
-    """Register the whole-tree kernel with XLA (once); ``False`` when the loaded library lacks
-    it (then the pure-JAX levels run)."""
-    if not _native.load():
-        return False
-    lib = ctypes.cdll.LoadLibrary(_native.library_path())
-    fn = getattr(lib, "JboostDepthwiseTree", None)
-    if fn is None:
-        return False
-    jax.ffi.register_ffi_target(KERNEL_TARGET, jax.ffi.pycapsule(fn), platform="cpu")
-    return True
-
-
 def kernel_available() -> bool:
     """Whether :func:`fit_tree`'s compact path runs the CPU whole-tree kernel (built, loaded,
     ``JBOOST_NATIVE`` not ``0``)."""
-    return _native.available() and _register_kernel()
+    return _native.available()
 
 
 def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_weight, *,
@@ -158,7 +143,7 @@ def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_w
     row's leaf. ``row_weights`` ``(n,)``: the tree of ``payload *
     row_weights[:, None]``, multiplied row by row in the kernel (a forest's bags share one
     unweighted payload: no ``(n, 2K)`` array per tree)."""
-    if not _register_kernel():
+    if not _native.load():
         raise RuntimeError("jboost's depth-wise tree kernel is not built; rebuild the kernels "
                            "(`python setup.py build_ext --inplace`) or set JBOOST_NATIVE=0.")
     n = X_binned.shape[-1]
@@ -169,7 +154,7 @@ def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_w
     out = (i32(capacity), i32(capacity), i32(capacity), jax.ShapeDtypeStruct((capacity,), jnp.float32),
            i32(capacity, 2), i32(depth), i32(n),
            jax.ShapeDtypeStruct((capacity + 1, payload.shape[-1] // 2), jnp.float32))
-    call = jax.ffi.ffi_call(KERNEL_TARGET, out, vmap_method="expand_dims")
+    call = jax.ffi.ffi_call(_native.DEPTHWISE_TREE, out, vmap_method="expand_dims")
     w = jnp.ones((n,), jnp.float32) if row_weights is None else jnp.asarray(row_weights, jnp.float32)
     features, thresholds, mr, gains, children, counts, leaf, values = call(
         X_binned, payload, w, seed, f32(l2), f32(min_split_gain), f32(min_child_weight),
