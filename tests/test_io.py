@@ -1,4 +1,4 @@
-"""Model files (jboost/io.py): every model type round-trips bit for bit, in this process and in a
+"""Model files (jboost/io/): every model type round-trips bit for bit, in this process and in a
 new one; custom losses and tree families are supplied at load; corrupted, truncated, edited,
 wrong-type and future-version files raise ModelFileError and execute nothing; the NumPy-only
 reader equals jboost.predict without importing jax."""
@@ -406,7 +406,7 @@ def test_damaged_files_raise_model_file_errors_and_execute_nothing(models, tmp_p
 
 
 def test_numpy_reader_predicts_without_jax(models, data, tmp_path):
-    """jboost/io.py copied alone, in a process where importing jax fails, predicts Boosters of
+    """jboost/io/reader.py copied alone, in a process where importing jax fails, predicts Boosters of
     oblivious trees bitwise as jboost.predict (one output, K outputs, a batch of models)."""
     X = data[0]
     np.save(tmp_path / "X.npy", X)

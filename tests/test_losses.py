@@ -1,4 +1,4 @@
-"""Losses, links, baselines (jboost/losses.py) and autodiff derivatives (jboost/losses/derivatives.py).
+"""Losses, links, baselines (jboost/losses/) and autodiff derivatives (jboost/losses/derivatives.py).
 
 Derivatives are checked twice: against the closed forms of ESL Table 10.2 (float32, the dtype
 boosting uses) and against central finite differences of the loss values (float64). Baselines
