@@ -594,12 +594,11 @@ def test_the_remaining_time_leaves_out_the_first_chunk(monkeypatch, capsys):
     """The first chunk's time includes compiling: the estimate after the second chunk is the pace
     of the chunks after the first (a fake clock: 5 s for the first chunk of 7 rounds, then
     0.14 s per chunk; the uninterrupted estimate would be ~(5 + 0.14) / 14 s per round)."""
-    from jboost.fitting import rounds as rounds_mod
     assert rounds.time_left([4.6, 0.1, 0.1], [50, 50, 50], 5850) == pytest.approx(11.7)
     assert rounds.time_left([4.6], [50], 5950) == pytest.approx(547.4)
     assert rounds.time_left([], [], 10) == 0.0
     ticks = iter([0.0, 5.0] + [5.0 + 0.14 * i for i in range(1, 100)])
-    monkeypatch.setattr(rounds_mod, "_clock", lambda: next(ticks))
+    monkeypatch.setattr(rounds, "_clock", lambda: next(ticks))
     X, y, Xv, yv = _stopping_data(6)  # the chunked fit of test_chunked_fits_equal_one_call...
     m = jboost.fit(X, y, n_rounds=N_ES, early_stopping_rounds=PATIENCE, verbose=7,
                    eval_set=(Xv, yv), **ES_KW)

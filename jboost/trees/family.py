@@ -24,7 +24,6 @@ from jax import lax
 from jboost import _compile
 from jboost import _native
 from jboost._native import newton
-from jboost.data import binning
 from jboost.trees import splits as splits_lib
 
 
