@@ -1,18 +1,7 @@
-"""How jboost's programs are compiled: :func:`jit`, ``jax.jit`` with XLA options for the CPU.
-
-Every program jboost compiles goes through :func:`jit`. On the CPU it passes
-:data:`CPU_COMPILER_OPTIONS` to XLA as per-program compiler options (``jax.jit``'s
-``compiler_options``): XLA's classic LLVM loop emitters instead of its newer MLIR fusion
-emitters. jboost's programs are many small fusions around its kernels, and there the classic
-emitters compile faster and run as fast or faster (measured in ``benchmarks/RESULTS.md``,
-"Compile time").
-
-Nothing global is changed: ``XLA_FLAGS`` is read, never written, and an option the user sets
-there wins (``--xla_cpu_use_fusion_emitters=true`` brings XLA's default back for jboost's
-programs too). Other backends (GPU, TPU) get no options, and neither does a program called
-inside the user's own ``jax.jit`` or ``jax.vmap`` (JAX takes compiler options on top-level
-programs only: the enclosing program's options apply). The choice is made when a program is
-called (the backend is known then, not at import), so importing jboost initialises no backend.
+"""How jboost's programs are compiled: :func:`jit`, ``jax.jit`` with XLA options for the CPU
+(:data:`CPU_COMPILER_OPTIONS`: XLA's classic loop emitters, which compile jboost's many small
+fusions faster). ``XLA_FLAGS`` is read, never written; other backends and programs nested in the
+user's own ``jax.jit``/``jax.vmap`` get no options. See docs/compile.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""Synthetic generators (no files needed) and loaders of the benchmark datasets.
-
-Real datasets are read from a data directory holding the gzip CSVs documented in
-``shared/data/README.md``. The directory is, in order: the ``data_dir`` argument, the
-``JBOOST_DATA_DIR`` environment variable, then ``../shared/data`` and ``shared/data`` relative
-to the working directory and to the repository. A missing file raises ``FileNotFoundError``
-saying where to put it.
-
-All loaders return float32 features and float32 labels (integer-valued for classification:
-0/1 for binary, 0..K-1 for K classes), as ``(X_train, y_train, X_test, y_test)``.
+"""Synthetic generators (no files needed) and loaders of the benchmark datasets, read as gzip
+CSVs from a data directory (:func:`data_dir`). Loaders return float32
+``(X_train, y_train, X_test, y_test)``; class labels are ``0..K-1``. See docs/datasets.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
-"""scikit-learn estimators over jboost: boosting, random forests and bagged boosters.
-
-``JBoostRegressor`` / ``JBoostClassifier`` fit :func:`jboost.fit`; ``JBoostForestRegressor`` /
-``JBoostForestClassifier`` fit :func:`jboost.bagging.fit_forest`; ``JBoostBaggingRegressor`` /
-``JBoostBaggingClassifier`` fit :func:`jboost.bagging.fit_bagged_boosters`. Each is a
-scikit-learn estimator (``get_params``/``set_params``, ``clone``, pipelines, grid searches,
-cross-validation) whose fitted jboost model is ``booster_``.
-
-The data checks are scikit-learn's own (``validate_data``: dtypes, shapes, sparse or complex
-input, ``n_features_in_`` and ``feature_names_in_`` and their checks at predict time; NaN is
-allowed: jboost's missing value). jboost's settings are checked by jboost, with its messages.
-A classifier maps any labels (strings, bools, arbitrary numbers) to ``0..K-1`` through
-``classes_ = np.unique(y)`` and predicts the original labels.
-
-``random_state``: an int is jboost's ``key`` (the same int, the same model as
-``jboost.fit(key=...)``); ``None`` or a ``RandomState`` draws one (scikit-learn's meaning). It
-also seeds the validation split of early stopping.
-
-scikit-learn is an optional extra: ``pip install "jboost[sklearn]"``; ``import jboost`` does not
-import it.
+"""scikit-learn estimators over jboost: boosting (:func:`jboost.fit`), random forests
+(:func:`jboost.bagging.fit_forest`) and bagged boosters (:func:`jboost.bagging.fit_bagged_boosters`),
+each a scikit-learn estimator whose fitted jboost model is ``booster_``. An optional extra
+(``pip install "jboost[sklearn]"``); ``import jboost`` does not import it. See docs/sklearn.md.
 """
 
 from __future__ import annotations
