@@ -146,7 +146,7 @@ class _Sweep(NamedTuple):
     seed_keys: np.ndarray
     fixed_hyper: dict
     family: dict
-    layout: sweep_program.Layout
+    layout: grid_lib.Layout
     checkpoints: Any
     callbacks: Any
     verbose: Any
@@ -211,8 +211,7 @@ def _prepare_sweep(a) -> _Sweep:
             differs="data, folds, seeds, key, grid, settings, loss, metric or early stopping")
     return _Sweep(X, y, w, loss_obj, names, classes, local, grid_, cats, cat_shared, greater,
                   stopping, seeds, chunk_size, memory_budget, devices, fold_table, n_folds,
-                  seed_keys, fixed_hyper, family, sweep_program.Layout.of(grid_.n_points, n_folds,
-                                                                          seeds),
+                  seed_keys, fixed_hyper, family, grid_lib.Layout.of(grid_.n_points, n_folds, seeds),
                   checkpoints, callbacks, verbose)
 
 

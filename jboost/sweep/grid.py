@@ -1,11 +1,6 @@
-"""The grid of a sweep: its configurations, and which names are traced and which are static.
-
-A configuration is a grid point (values of continuous hyperparameters and loss parameters:
-traced arrays with a leading model axis in the compiled program) combined with one value of each
-static setting (``n_rounds``, ``depth``, ``n_bins``: array shapes, so one compiled program per
-``(depth, n_bins)``; ``n_rounds`` only sets how long a prefix of the fitted rounds is read).
-The prior of categorical columns' target statistics and its weight (``cat_prior``,
-``cat_prior_weight``; :mod:`jboost.data.categorical`) are traced too: a grid over them is one program.
+"""The grid of a sweep: its configurations, grid points (continuous hyperparameters, loss
+parameters and categorical priors: traced) times static settings (``n_rounds``, ``depth``,
+``n_bins``: one compiled program per ``(depth, n_bins)``). See docs/sweeps.md.
 """
 
 from __future__ import annotations
@@ -174,6 +169,25 @@ class Grid(NamedTuple):
         """The names that vary: grid keys, then static settings given as lists."""
         lists = (self.rounds, self.depths, self.bins)
         return self.names + tuple(s for s, values in zip(STATIC_SETTINGS, lists) if len(values) > 1)
+
+
+class Layout(NamedTuple):
+    """The models of a group, grid point x fold x seed (``(n_models,)`` each): model
+    ``(point * n_folds + fold) * n_seeds + seed``; the rows of a sweep likewise, by configuration."""
+
+    point: np.ndarray
+    fold: np.ndarray
+    seed: np.ndarray
+
+    @classmethod
+    def of(cls, n_points: int, n_folds: int, n_seeds: int) -> "Layout":
+        return cls(np.repeat(np.arange(n_points), n_folds * n_seeds),
+                   np.tile(np.repeat(np.arange(n_folds), n_seeds), n_points),
+                   np.tile(np.arange(n_seeds), n_points * n_folds))
+
+    @property
+    def n_models(self) -> int:
+        return int(self.point.shape[0])
 
 
 def make_grid(grid, loss: loss_lib.Loss, rounds: Sequence[int], depths: Sequence[int],

@@ -227,25 +227,6 @@ class Shared(NamedTuple):
     rows: Optional[RowsShared] = None  # rows spread over processes: the whole table's labels, ...
 
 
-class Layout(NamedTuple):
-    """The models of a group, grid point x fold x seed (``(n_models,)`` each): model
-    ``(point * n_folds + fold) * n_seeds + seed``."""
-
-    point: np.ndarray
-    fold: np.ndarray
-    seed: np.ndarray
-
-    @classmethod
-    def of(cls, n_points: int, n_folds: int, n_seeds: int) -> "Layout":
-        return cls(np.repeat(np.arange(n_points), n_folds * n_seeds),
-                   np.tile(np.repeat(np.arange(n_folds), n_seeds), n_points),
-                   np.tile(np.arange(n_seeds), n_points * n_folds))
-
-    @property
-    def n_models(self) -> int:
-        return int(self.point.shape[0])
-
-
 class GroupFit(NamedTuple):
     """Every model of a ``(depth, n_bins)`` group, fitted (host arrays)."""
 
@@ -262,7 +243,7 @@ class GroupFit(NamedTuple):
 
 
 def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss_lib.Loss,
-              layout: Layout, models_per_call: int, *,
+              layout: grid_lib.Layout, models_per_call: int, *,
               log: Optional[Callable[[int, int, bool], None]] = None,
               checkpoints: Optional[checkpoints_lib.ChunkCheckpoints] = None, part: str = "",
               callbacks=(), stop: Optional[list] = None) -> GroupFit:
