@@ -24,11 +24,9 @@ from jboost.trees import oblivious
 
 
 class BagCat(NamedTuple):
-    """The categorical inputs of a fit of bags (:func:`bag_boost_binned`'s ``cat``; the spec
-    is its static ``cat_spec``): the ctr columns' codes of the training rows ``(n, J)`` int32
-    and of the shared validation rows ``(m, J)`` (``None``: none), the statistics' targets
-    ``(n, K)``, the bootstrap weights of every bag ``(B, n)`` (drawn on the host), each bag's
-    prior ``(B, K)`` and the prior's weight ``()``."""
+    """The categorical inputs of a fit of bags (:func:`bag_boost_binned`'s ``cat``): the ctr
+    codes of the training ``(n, J)`` and shared validation rows ``(m, J)`` or ``None``, the
+    targets ``(n, K)``, every bag's bootstrap weights ``(B, n)`` and prior ``(B, K)``, its weight."""
 
     codes: jax.Array
     valid_codes: Optional[jax.Array]

@@ -193,9 +193,7 @@ _LOCAL_SETTINGS = ("task", "n_trees", "depth", "max_features", "min_child_weight
 def _read_forest_table(s) -> None:
     """The table (``s.tab``: a DataFrame's names, class labels mapped), a continued forest's
     borders and classes checked against it."""
-    # Categorical columns are refused (naming the fix): each tree would need its own target
-    # statistics from its bootstrap weights, which the forest's tree grower does not compute;
-    # jboost.bagging.fit_bagged_boosters does (bags of boosted trees, n_rounds=1 for one tree).
+    # Categorical columns are refused, naming the fix (docs/ensembles.md).
     s.tab = tabular.tabular(s.X, s.y, init_model=s.init_model, loss=_LABEL_LOSS.get(s.task),
                             classify=s.task != "regression", who="jboost.bagging.fit_forest",
                             n_rows=None if s.local is None else s.local.n_total)
@@ -301,9 +299,8 @@ def _grow_forest(s, data: prepare.Data, config: forest_binned.ForestConfig):
     """The engine step of :func:`fit_forest`: ``(trees, bootstrap counts)``, sharded over a
     mesh, one traced program under the caller's ``jax.vmap`` / ``jit``, or chunks of trees from
     the host (checkpoints, callbacks; Ctrl-C keeps the trees so far)."""
-    # Regression targets so large that a node's split gain G^2 / H overflows float32 (labels at
-    # scale 1e18: a near-constant forest) are fitted divided by a power of two 2^e, exactly: the
-    # same splits (gains and min_split_gain scaled by 2^-2e), leaf values multiplied back.
+    # Targets so large that a split gain G^2 / H overflows float32 are fitted divided by 2^e,
+    # exactly: the same splits (gains and min_split_gain scaled by 2^-2e), leaves scaled back.
     e = (labels_lib.gain_exponent(jnp.asarray(s.y_all), jnp.asarray(s.w_all))
          if s.task == "regression" else 0)
     y_fit = data.y if e == 0 else data.y * jnp.float32(2.0 ** -e)
@@ -357,13 +354,6 @@ def _finish_forest(s, data: prepare.Data, trees, counts) -> forest_lib.Forest:
 TREE_FAMILIES = ("oblivious", "depthwise")
 
 
-def _check_tree_family(tree_family) -> str:
-    if not isinstance(tree_family, str) or tree_family not in TREE_FAMILIES:
-        raise ValueError(f"tree_family must be \"oblivious\" or \"depthwise\" for a forest; got "
-                         f"{tree_family!r}.")
-    return tree_family
-
-
 def _forest_family_and_depth(tree_family, depth, init_model):
     """``fit_forest``'s tree family and depth: the given ones, else ``init_model``'s, else
     depth-wise trees of up to :data:`jboost.fitting.settings.MAX_DEPTHWISE_DEPTH` levels (grown until
@@ -371,7 +361,9 @@ def _forest_family_and_depth(tree_family, depth, init_model):
     continued = isinstance(init_model, forest_lib.Forest)
     if tree_family is None:
         tree_family = forest_lib.tree_family_of(init_model) if continued else "depthwise"
-    tree_family = _check_tree_family(tree_family)
+    if not isinstance(tree_family, str) or tree_family not in TREE_FAMILIES:
+        raise ValueError(f"tree_family must be \"oblivious\" or \"depthwise\" for a forest; got "
+                         f"{tree_family!r}.")
     if depth is None:
         if continued and forest_lib.tree_family_of(init_model) == tree_family:
             depth = init_model.depth

@@ -132,12 +132,9 @@ def static_list(v, name: str) -> list:
 
 
 class Grid(NamedTuple):
-    """Every configuration of a sweep.
-
-    Configurations are ordered static combination (outer: ``n_rounds``, then ``depth``, then
-    ``n_bins``) x grid point (inner). The models of a ``(depth, n_bins)`` group are grid point x
-    fold x seed, fitted to the group's largest ``n_rounds``; every ``n_rounds`` reads a prefix.
-    """
+    """Every configuration of a sweep: static combination (``n_rounds``, then ``depth``, then
+    ``n_bins``) x grid point (inner). A ``(depth, n_bins)`` group's models are fitted to the
+    largest ``n_rounds``; every ``n_rounds`` reads a prefix."""
 
     points: List[Dict[str, float]]        # the grid points (continuous values only)
     names: Tuple[str, ...]                # the grid keys

@@ -116,7 +116,10 @@ def _one_model(X_binned, y, sample_weight, fold_table, seed_keys, hyper_i, loss_
         if not in_rounds:
             valid = metrics_lib.metric_curve(metric, state.loss, out.trees, init_raw, X_binned, y,
                                              w_valid, config.n_bins)
-    valid, train_loss = _nan_outside(valid, out.train_loss, hyper_i, loss_i)
+    # Curves NaN where a traced setting is outside its domain (never ranked): the grid was checked
+    # on the host, so this guards the program itself.
+    valid, train_loss = settings.nan_outside_domains((valid, out.train_loss), loss_i, hyper_i,
+                                                     warn=False)
     if not keep_trees:
         return ChunkOut(valid, train_loss, None, None, n_fitted)
     return ChunkOut(valid, train_loss, init_raw, out.trees, n_fitted, cat=cat_out)
@@ -139,12 +142,6 @@ def _held_out_score(metric, y, w_valid, axis, rows: Optional[RowsShared], s, f):
         return metrics_lib.evaluate(metric, state.loss, rows.y, raw, w_all).astype(
             jnp.float32).reshape(())
     return score
-
-
-def _nan_outside(valid, train, hyper, loss):
-    """A model's curves NaN when a traced hyperparameter or loss parameter is outside its domain
-    (never ranked; the grid was checked on the host, so this guards the program itself)."""
-    return settings.nan_outside_domains((valid, train), loss, hyper, warn=False)
 
 
 @functools.lru_cache(maxsize=64)

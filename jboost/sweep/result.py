@@ -298,7 +298,8 @@ class SweepResult:
         lines = []
         shown = order if max_rows is None else order[:max_rows]
         for rank, c in enumerate(shown, 1):
-            cells = [str(rank)] + [_fmt(self.configs[c][k]) for k in self.swept]
+            cells = [str(rank)] + [f"{v:.6g}" if isinstance(v, float) else str(v)
+                                   for v in (self.configs[c][k] for k in self.swept)]
             cells += [str(int(self.best_rounds[c])), f"{self.best_scores[c]:.6g}", f"{self.best_ses[c]:.3g}"]
             lines.append(cells + (["<- best"] if c == self.best_index else []))
         widths = [max(len(h), *(len(l[j]) for l in lines)) for j, h in enumerate(cols)]
@@ -308,12 +309,6 @@ class SweepResult:
         if max_rows is not None and len(order) > max_rows:
             text.append(f"... ({len(order) - max_rows} more configurations)")
         return "\n".join(text)
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
 
 
 def _best_index(curve, greater_is_better: bool) -> int:
