@@ -26,7 +26,8 @@ from jboost.trees import oblivious
 class BagCat(NamedTuple):
     """The categorical inputs of a fit of bags (:func:`bag_boost_binned`'s ``cat``): the ctr
     codes of the training ``(n, J)`` and shared validation rows ``(m, J)`` or ``None``, the
-    targets ``(n, K)``, every bag's bootstrap weights ``(B, n)`` and prior ``(B, K)``, its weight."""
+    targets ``(n, K)``, every bag's bootstrap weights ``(B, n)`` and prior ``(B, K)``, and the
+    prior's weight."""
 
     codes: jax.Array
     valid_codes: Optional[jax.Array]

@@ -68,7 +68,8 @@ def feature_subsets(key, n_features: int, depth: int, max_features: int) -> jax.
 def node_feature_subsets(key, n_features: int, depth: int, max_features: int):
     """Per-node feature subsets of a depth-wise tree (ESL Algorithm 15.1): ``depth`` int32 arrays
     ``(2**d, max_features)`` (:func:`jboost.trees.node_splits.node_features`), or ``None`` when
-    every feature is eligible; the ``feature_subsets`` of :func:`jboost.trees.depthwise.fit_tree`."""
+    every feature is eligible: the ``feature_subsets`` of
+    :func:`jboost.trees.depthwise.fit_tree`."""
     if max_features >= n_features:
         return None
     return [node_splits.node_features(key, d, jnp.arange(1 << d), n_features, max_features)

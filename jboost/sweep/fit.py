@@ -211,7 +211,8 @@ def _prepare_sweep(a) -> _Sweep:
             differs="data, folds, seeds, key, grid, settings, loss, metric or early stopping")
     return _Sweep(X, y, w, loss_obj, names, classes, local, grid_, cats, cat_shared, greater,
                   stopping, seeds, chunk_size, memory_budget, devices, fold_table, n_folds,
-                  seed_keys, fixed_hyper, family, grid_lib.Layout.of(grid_.n_points, n_folds, seeds),
+                  seed_keys, fixed_hyper, family, grid_lib.Layout.of(grid_.n_points, n_folds,
+                                                                     seeds),
                   checkpoints, callbacks, verbose)
 
 
@@ -338,10 +339,8 @@ def _check_data(X, y, sample_weight, loss, n_outputs, task, n_rows: Optional[int
 
 
 def _local_rows(X, y, loss, sample_weight, folds, devices, settings):
-    """The checks and gathers of a sweep of rows spread over processes (``rows="local"``,
-    :func:`jboost.engine.distributed.gather`): ``(LocalRows, folds)`` with an explicit ``folds`` (this
-    process's rows' fold ids) gathered into the whole table's. The settings are compared first,
-    so a refusal below is raised on every process alike (none is left waiting)."""
+    """The checks and gathers of a multi-process sweep: ``(LocalRows, folds)``, an explicit
+    ``folds`` gathered; the settings compared first, so every process raises alike."""
     explicit = not (isinstance(folds, numbers.Integral) and not isinstance(folds, bool))
     local = distributed.gather(X, y, sample_weight, None, devices,
                                dict(settings, folds="ids" if explicit else folds))
@@ -371,10 +370,8 @@ def _local_rows(X, y, loss, sample_weight, folds, devices, settings):
 
 
 def _local_shared(local, data, y, w, fold_table, seed_keys) -> sweep_program.Shared:
-    """A multi-process sweep's shared inputs: this process's bins, labels, weights and folds
-    sharded over every process's devices (:meth:`jboost.engine.distributed.LocalRows.shard`; padding
-    rows of weight 0), the seed keys and the whole table's labels, weights and folds replicated
-    (:class:`jboost.sweep.program.RowsShared`)."""
+    """A multi-process sweep's shared inputs: this process's rows sharded over every process's
+    devices, the seed keys and the whole table's labels, weights and folds replicated."""
     mine = slice(local.start, local.start + local.n_rows)
     rows = sweep_program.RowsShared(*(local.replicate(a) for a in (
         y, w, fold_table, local.table_positions)))

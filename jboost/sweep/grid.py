@@ -78,11 +78,8 @@ def _as_list(v, name: str) -> list:
 
 
 def grid_points(grid, loss: loss_lib.Loss) -> Tuple[List[Dict[str, float]], Tuple[str, ...]]:
-    """Grid points (dicts of continuous values, checked) and the swept names.
-
-    ``grid`` is ``{name: values}`` (cartesian product), a list of ``{name: value}`` dicts
-    (explicit configurations), or ``None`` / ``{}`` (one point: the fixed values).
-    """
+    """Grid points (dicts of continuous values, checked) and the swept names, from ``{name:
+    values}``, a list of ``{name: value}`` dicts, or ``None`` / ``{}`` (one point)."""
     if grid is None or (isinstance(grid, Mapping) and not grid):
         return [{}], ()
     if isinstance(grid, Mapping):
@@ -170,7 +167,7 @@ class Grid(NamedTuple):
 
 class Layout(NamedTuple):
     """The models of a group, grid point x fold x seed (``(n_models,)`` each): model
-    ``(point * n_folds + fold) * n_seeds + seed``; the rows of a sweep likewise, by configuration."""
+    ``(point * n_folds + fold) * n_seeds + seed`` (a sweep's rows likewise, by configuration)."""
 
     point: np.ndarray
     fold: np.ndarray
@@ -190,11 +187,9 @@ class Layout(NamedTuple):
 def make_grid(grid, loss: loss_lib.Loss, rounds: Sequence[int], depths: Sequence[int],
               bins: Sequence[int], fixed_hyper: Mapping[str, float],
               fixed_cat: Optional[Mapping[str, Any]] = None, n_stats: int = 1) -> Grid:
-    """The :class:`Grid` of ``grid`` x the static lists; ``fixed_hyper`` fills the
-    hyperparameters the grid does not name, ``loss.params`` the loss parameters. With
-    categorical columns, ``fixed_cat`` (``cat_prior``: ``None``, a number or ``(n_stats,)``;
-    ``cat_prior_weight``) fills the categorical settings the grid does not name; without them
-    (``None``) a grid naming one is refused."""
+    """The :class:`Grid` of ``grid`` x the static lists; ``fixed_hyper``, ``loss.params`` and
+    ``fixed_cat`` (categorical columns, else ``None``: a grid naming them is refused) fill the
+    values the grid does not name."""
     points, names = grid_points(grid, loss)
     cat_names = [n for n in names if n in CATEGORICAL_SETTINGS]
     if cat_names and fixed_cat is None:

@@ -32,7 +32,7 @@ class SweepResult:
     Rows are configuration x fold x seed, row ``i = (config * n_folds + fold) * n_seeds + seed``.
 
     Attributes:
-      configs: one dict per configuration: the swept values plus ``n_rounds``, ``depth``, ``n_bins``.
+      configs: one dict per configuration: the swept values, ``n_rounds``, ``depth``, ``n_bins``.
       swept: the names that vary (grid keys, then static settings given as lists).
       config, fold, seed: ``(n_rows,)`` int: each row's configuration, fold and seed index.
       valid_curves: ``(n_rows, R)`` the metric on the held-out fold after each round (NaN beyond
@@ -375,7 +375,8 @@ def rows(configs: Sequence[Mapping[str, Any]], n_points: int, n_folds: int, n_se
          greater: bool = False) -> Rows:
     """Each row's curves, read from its group's fits (``(n_models, R)`` per group) up to its
     configuration's ``n_rounds``; with early stopping (``n_fitted``) a row's rounds fitted and its
-    best round over its first ``n_rounds`` (:func:`stopping_best`), as a separate fit records them."""
+    best round over its first ``n_rounds`` (:func:`stopping_best`), as a separate fit records
+    them."""
     per_config = n_folds * n_seeds
     row_config, row_fold, row_seed = grid_lib.Layout.of(len(configs), n_folds, n_seeds)
     n_rows = row_config.shape[0]
