@@ -1,27 +1,8 @@
-"""Bagging and random forests of oblivious or depth-wise trees (``fit_forest(tree_family=)``), with
-out-of-bag (OOB) estimates.
+"""Bagging (Breiman 1996; ESL 8.7) and random forests (Breiman 2001; ESL Algorithm 15.1) of
+oblivious or depth-wise trees, bagged boosters, and out-of-bag estimates (ESL 15.3.1).
 
-Bagging (Breiman 1996; ESL section 8.7) fits ``B`` learners to bootstrap samples and averages
-them; a random forest (Breiman 2001; ESL Algorithm 15.1) also decorrelates the trees by making
-only ``m = max_features`` randomly chosen features eligible for each split. The package, by
-concept:
-
-* :mod:`~jboost.bagging.bootstrap`: bootstrap samples as integer weights (multinomial, Poisson,
-  Bayesian), per-bag keys (bag ``b`` is the same whatever the number of bags or the chunking),
-  and the per-level random feature subsets of a forest's oblivious trees;
-* :mod:`~jboost.bagging.forest`: :class:`Forest` (a :class:`jboost.models.base.Model`: its raw score is
-  the average of its trees' leaf values), :func:`fit_forest`, :func:`fit_bagged_trees`, the
-  majority vote; every tree grows through :func:`jboost.trees.oblivious.fit_tree` with ``feature_subsets``;
-* :mod:`~jboost.bagging.oob`: out-of-bag estimates and error curves against the number of bags
-  (ESL 15.3.1), one ``lax.scan`` over bags;
-* :mod:`~jboost.bagging.boosters`: :class:`BaggedBoosters`, bagging of any boosted learner
-  (:func:`fit_bagged_boosters`, a vmap of :func:`jboost.engine.boosting.boost` over bags); with
-  ``early_stopping_rounds`` each bag stops on its own out-of-bag rows (or a shared ``eval_set``)
-  and predicts with its own ``best_round``.
-
-The memory estimates that size the chunks of bags fitted together are
-:func:`jboost.engine.memory.forest_chunk_size` and :func:`jboost.engine.memory.chunk_size_for_budget`
-(re-exported here).
+Modules: ``bootstrap`` (bootstrap weights, bag keys, feature subsets), ``forest``
+(:func:`fit_forest`), ``boosters`` (:func:`fit_bagged_boosters`), ``oob``. See docs/ensembles.md.
 """
 
 from jboost.engine.memory import chunk_size_for_budget

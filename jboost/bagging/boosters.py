@@ -1,13 +1,6 @@
-"""fit_bagged_boosters: bagging any boosted learner (Breiman 1996) -- the entry point, warm start and checkpointed chunks of bags.
-
-:func:`fit_bagged_boosters` vmaps :func:`jboost.engine.boosting.boost` over bag keys with the bootstrap
-counts (:mod:`jboost.bagging.bootstrap`) as sample weights: one compiled call, chunked like a
-forest. The result, :class:`BaggedBoosters`, implements :class:`jboost.models.base.Model`. With
-``early_stopping_rounds`` each bag stops on its own validation score, by default on its own
-out-of-bag rows (ESL 15.3.1; Breiman 1996b); categorical target statistics are computed per bag
-from its bootstrap weights; ``init_model=``, ``checkpoint_dir=`` and ``callbacks=`` work as for
-:func:`jboost.fit`. Bag ``b`` equals the separate ``jboost.fit`` on its bootstrap weights up to
-float rounding.
+"""fit_bagged_boosters: bagging any boosted learner (Breiman 1996), a vmap of
+:func:`jboost.engine.boosting.boost` over bags with bootstrap counts as sample weights, with
+per-bag out-of-bag early stopping, warm start and checkpointed chunks of bags.
 
 See docs/ensembles.md.
 """
@@ -59,76 +52,34 @@ def fit_bagged_boosters(X, y, loss="squared_error", *, n_bags: int = 10,
                         max_leaves) -> bagged.BaggedBoosters:
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
-    One compiled call: ``lax.map`` (chunks of ``chunk_size`` bags, each chunk a ``vmap``) of
-    :func:`jboost.engine.boosting.boost` with the bootstrap weights as sample weights. The boosting
-    arguments mean what they mean in :func:`jboost.fit` (checked by :func:`jboost.fitting.settings.settings`;
-    the same defaults; ``tree_family`` and ``max_leaves`` pick every bag's trees). The bin borders are the unweighted quantiles of ``X``, shared by the bags.
-    ``verbose``: print a line (bags done, elapsed and remaining time) as each chunk of bags is
-    fitted, while the program runs (not under ``jax.vmap``).
+    One compiled call: chunks of ``chunk_size`` bags (each a ``vmap``) of
+    :func:`jboost.engine.boosting.boost` with the bootstrap weights as sample weights. The
+    boosting arguments mean what they mean in :func:`jboost.fit`. See docs/ensembles.md
+    (bagged boosters) for early stopping, warm start, offsets, categorical columns and checkpoints.
 
-    Validation and early stopping (the arguments of :func:`jboost.fit`, with its messages):
+    Args:
+      X, y, loss: as :func:`jboost.fit`.
+      n_bags: number of bags ``B``.
+      bootstrap: ``"multinomial"``, ``"poisson"`` or ``"bayesian"``
+        (:func:`~jboost.bagging.bootstrap_weights`).
+      chunk_size: bags fitted together.
+      verbose: print a line as each chunk of bags is fitted.
+      eval_set: ``None``, ``"oob"`` (each bag's out-of-bag rows; the default with
+        ``early_stopping_rounds``) or ``(X_valid, y_valid[, w_valid])`` shared by the bags.
+      early_stopping_rounds: each bag stops on its own validation score and predicts with its
+        own ``best_round``.
+      init_model: :class:`BaggedBoosters` to continue by ``n_rounds`` more rounds in every bag.
+      checkpoint_dir: save each chunk of bags as it finishes; a rerun resumes bitwise.
+      callbacks: functions called after each chunk of bags with a dict; ``True`` stops the fit.
+      rows: ``"global"`` or ``"local"`` (multi-process: each process passes its own rows).
 
-    * ``eval_set``: ``None`` (none; with ``early_stopping_rounds``, ``"oob"``), ``"oob"``: each
-      bag's out-of-bag rows (``sample_weight`` where its bootstrap count is 0; a bootstrap that
-      leaves rows out: ``"multinomial"`` or ``"poisson"``), or ``(X_valid, y_valid)`` /
-      ``(X_valid, y_valid, w_valid)`` shared by every bag. Each bag's mean validation loss after
-      every round is ``BaggedBoosters.valid_loss``.
-    * ``early_stopping_rounds``: each bag stops when its validation score has not improved (by
-      more than ``early_stopping_tolerance``) for this many rounds; ``eval_metric`` is the score
-      (``None``: the loss; ``"error_rate"``, ``"mse"``, ``"mae"`` or ``metric(y, raw, w)``). The
-      fit really stops: a chunk of bags runs until its last bag has stopped. Each bag's
-      ``best_round`` is recorded and predictions use it; a concrete fit keeps the rounds up to
-      the last bag's stop.
-
-    Warm start: ``init_model`` (a :class:`BaggedBoosters`) is continued by ``n_rounds`` more
-    rounds in every bag, on the same rows (its bootstrap weights and baselines), binned with its
-    borders (the same ``n_bins``, ``depth``, loss, ``n_bags`` and trees per round). Round ``m``
-    of bag ``b`` uses ``fold_in(k_fit_b, m)``, so ``r`` rounds then ``s`` more with the same key
-    and settings equal ``r + s`` rounds bitwise; early stopping may stop the new rounds. A model
-    fitted with early stopping is refused (its bags stopped at different rounds, so no longer
-    fit continues it): fit it again with more ``n_rounds``.
-
-    Offsets: ``base_margin`` ``(n,)`` or ``(n, K)`` (and ``eval_base_margin`` for a shared
-    ``eval_set``) are per-row offsets of the raw scores, as in :func:`jboost.fit`: every bag's
-    rows start from their offset plus the bag's baseline (the optimal constant next to the
-    offsets on its bootstrap weights); out-of-bag validation rows keep their own offsets. The
-    model does not store them: add the rows' offsets to ``jboost.predict(model, X)`` (the mean
-    over bags of ``offset + bag raw score`` is ``offset + predict``), and pass them again to a
-    continued fit.
-
-    Tabular input, as in :func:`jboost.fit`: a pandas DataFrame ``X`` keeps its column names
-    (``BaggedBoosters.feature_names``; prediction from a DataFrame matches columns by name, a
-    continued fit orders its columns by the model's), and class labels other than ``0..K-1``
-    (strings, ``{-1, 1}``, ...) for a classification loss are mapped to ``0..K-1`` in sorted
-    order and kept (``BaggedBoosters.classes``, which :func:`jboost.predict_class` returns; the
-    ``eval_set``'s labels are mapped with them).
-
-    Categorical columns: ``cat_features``, ``one_hot_max_size``, ``cat_prior`` and
-    ``cat_prior_weight`` as in :func:`jboost.fit` (the module's docstring): each bag computes its
-    ordered target statistics from its own bootstrap weights (out-of-bag rows: weight 0, no
-    leakage into its out-of-bag score) and equals the separate weighted ``jboost.fit``; the model
-    predicts from rows as users hold them. ``cat_prior_weight`` may be traced (a ``jax.vmap``
-    over it). A continued fit (``init_model``) of such a model is refused.
-
-    Checkpoints, callbacks and ``Ctrl-C``: a concrete fit (not under ``jax.vmap`` / ``jax.jit``)
-    runs its chunks of bags as host-side calls of one compiled chunk program
-    (:func:`jboost.engine.batching.map_checkpointed`; bitwise the bags of one program), so ``Ctrl-C``
-    stops it at once and returns the bags of the chunks finished so far, with a warning (a
-    ``KeyboardInterrupt`` before the first chunk has finished; the running chunk ends in the
-    background).
-    ``checkpoint_dir``: each chunk of bags is saved as it finishes (``bags-chunk*.npz``); a rerun
-    of the same fit (data, key, settings, ``chunk_size``) fits only the chunks not saved yet and
-    gives bitwise the model of an uninterrupted fit (a killed fit resumes; another fit's files
-    are refused). ``callbacks``: functions called after each chunk with a dict (``bags``: the
-    bags of the chunk, ``done``/``items``: bags finished / ``n_bags``, ``train_loss`` and
-    ``valid_loss`` ``(bags, rounds)``, ``elapsed``, ``chunk``/``chunks``, ``from_checkpoint``);
-    returning ``True`` stops: the model keeps the bags fitted so far (fewer bags).
+    Returns:
+      A :class:`BaggedBoosters`.
 
     Raises:
-      MemoryError: the ``chunk_size`` bags fitted together (and every bag's trees) would not fit
-        in the device's memory (:func:`jboost.engine.memory.check_boosting_memory`, before compiling).
-      ValueError: early stopping on out-of-bag rows where a bag has none with weight (a tiny
-        data set, or ``sample_weight`` zero on its out-of-bag rows), before fitting.
+      MemoryError: the ``chunk_size`` bags fitted together would not fit in the device's memory
+        (:func:`jboost.engine.memory.check_boosting_memory`, before compiling).
+      ValueError: early stopping on out-of-bag rows where a bag has none with weight.
     """
     a = types.SimpleNamespace(**locals())  # this call's arguments, for the pipeline's steps
     if settings_lib.check_setting("rows", rows) == "local":

@@ -24,11 +24,10 @@ from jboost.trees import oblivious
 
 
 class BagCat(NamedTuple):
-    """The categorical inputs of a fit of bags (:func:`bag_boost_binned`'s ``cat``; the spec
-    is its static ``cat_spec``): the ctr columns' codes of the training rows ``(n, J)`` int32
-    and of the shared validation rows ``(m, J)`` (``None``: none), the statistics' targets
-    ``(n, K)``, the bootstrap weights of every bag ``(B, n)`` (drawn on the host), each bag's
-    prior ``(B, K)`` and the prior's weight ``()``."""
+    """The categorical inputs of a fit of bags (:func:`bag_boost_binned`'s ``cat``): the ctr
+    codes of the training ``(n, J)`` and shared validation rows ``(m, J)`` or ``None``, the
+    targets ``(n, K)``, every bag's bootstrap weights ``(B, n)`` and prior ``(B, K)``, and the
+    prior's weight."""
 
     codes: jax.Array
     valid_codes: Optional[jax.Array]
@@ -58,32 +57,16 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, loss:
                      cat_spec: Optional[data_categorical.CategoricalSpec] = None):
     """``n_bags`` runs of :func:`jboost.engine.boosting.boost`, bag ``b`` on weights ``w * c_b``.
 
-    Bag ``b``: ``(k_boot, k_fit) = bag_keys(key, b)``; ``c_b = bootstrap_weights(k_boot)``; its
-    baseline is the optimal constant on its own weights; boosting uses key ``k_fit``. Its
-    validation set (``BoostOutput.valid_loss``, and the score of ``config.early_stopping``):
-    ``oob``: its out-of-bag rows (the training bins, weights ``w * [c_b == 0]``); else ``valid``
-    ``(X_valid (F, m) bins, y_valid, w_valid)`` shared by the bags; else none.
-    Returns ``(BoostOutput with a leading bag axis, baselines (B, K), bag weights (B, n))``; with
-    early stopping each bag stops on its own (``best_round``, ``n_fitted`` per bag) and its
-    ``state`` is dropped.
+    Bag ``b``: ``(k_boot, k_fit) = bag_keys(key, b)``, ``c_b = bootstrap_weights(k_boot)``, its
+    baseline the optimal constant on its own weights (next to ``margins``), boosting with
+    ``k_fit``. Validation: with ``oob`` its out-of-bag rows, else ``valid`` ``(X_valid, y_valid,
+    w_valid)`` shared by the bags, else none. ``start`` (:class:`BagStart`) continues bags
+    bitwise; ``cat`` (:class:`BagCat`, static ``cat_spec``) gives every bag its own categorical
+    statistics. See docs/ensembles.md (bagged boosters).
 
-    ``start``: continue these bags (:class:`BagStart`, a warm start): bag ``b`` keeps its
-    bootstrap weights and baseline, its raw scores are replayed from its trees
-    (:func:`jboost.engine.boosting.resume`) and its rounds continue from round ``R`` (keys
-    ``fold_in(k_fit, m)``), so ``R`` rounds then ``n_rounds`` more equal ``R + n_rounds``
-    rounds bitwise.
-
-    ``margins``: ``(margin (n, K), margin_valid (m, K) or None)`` per-row raw-score offsets of
-    the training and shared validation rows (``base_margin``; the out-of-bag rows take the
-    training rows' own): each bag's rounds start from them plus its baseline, the optimal
-    constant next to them.
-
-    ``cat`` (:class:`BagCat`) with its static ``cat_spec``: categorical columns; ``X_binned``
-    holds the spec's host rows (then the ctr codes' rows, unused), and every bag computes its
-    ordered target statistics from its weights ``w * counts[b]`` with the permutation of
-    ``fold_in(k_fit, PERMUTATION_STREAM)`` (:func:`jboost.data.categorical_stats.training_features`), as
-    :func:`jboost.fit` does. The output gains a fourth entry, each bag's statistics' borders and
-    :class:`jboost.data.categorical_stats.Categorical` arrays (``None`` without categorical columns).
+    Returns:
+      ``(BoostOutput with a leading bag axis, baselines (B, K), bag weights (B, n), categorical)``
+      (``categorical``: each bag's statistics' borders and ``Categorical`` arrays, or ``None``).
     """
     one_bag = _bag_fn(X_binned, y, w, key, hyper, loss, config, n_bags, bootstrap, valid, oob, start,
                       margins, cat, cat_spec)
@@ -198,12 +181,8 @@ def bags_chunk(X_binned, y, w, key, hyper, loss, valid, start, margins, cat, bag
 
 def categorical_inputs(plan, data, loss: loss_lib.Loss, key, n_bags: int, bootstrap: str, prior,
                         prior_weight):
-    """``(BagCat, spec)`` of a fit of bags with categorical columns: the ctr columns' codes, the
-    statistics' targets (:func:`jboost.data.categorical_stats.targets`), every bag's bootstrap weights drawn
-    on the host (:func:`jboost.bagging.all_bootstrap_weights`: the draws of the program) and its
-    prior: ``prior``, or (``None``) the weighted mean of the targets over the bag's weights
-    ``sample_weight * counts``, computed as :func:`jboost.fit` computes it (float64 on the host,
-    then float32)."""
+    """``(BagCat, spec)`` of a fit of bags with categorical columns; every bag's bootstrap weights
+    drawn on the host and its default prior computed as :func:`jboost.fit` computes it."""
     if loss.batch:
         raise ValueError(f"categorical features need a loss of one label per row; {loss.name!r} is "
                          "an objective of the whole batch (Cox, ranking): encode the categorical "

@@ -1,17 +1,5 @@
-"""Bootstrap weights, per-bag randomness and per-level feature subsets.
-
-* **Bootstrap samples are integer weights** (ESL 8.7: a bootstrap sample is a multinomial draw
-  of ``n`` rows with replacement; its count vector ``c ~ Multinomial(n, 1/n)`` weights the rows),
-  so every bag has the same fixed shapes and ``B`` fits are one ``vmap``. Options: Poisson(1)
-  counts (Oza and Russell 2001, the online/large-n approximation) and the Bayesian bootstrap
-  (Rubin 1981: weights ``n * Dirichlet(1, ..., 1)``, which has no out-of-bag rows).
-* **Randomness**: bag ``b`` uses ``fold_in(key, b)`` (split into a bootstrap key and a feature
-  (or fitting) key), so bag ``b`` is the same whatever the number of bags or the chunking.
-* **Random subsets per level** (a random forest's ``m = max_features``, Breiman 2001; ESL
-  Algorithm 15.1): an oblivious tree applies one rule per level, so the per-node feature
-  sampling becomes per-level sampling: level ``d`` may only split on a sorted random subset of
-  ``m`` features (:func:`feature_subsets`; ``m`` is static: it sets the shape). The subsets are
-  the sets of :func:`jboost.engine.samplers.column_masks` (``by="level"``) for the same key.
+"""Bootstrap weights (multinomial, Poisson, Bayesian), per-bag keys and the random feature
+subsets of a forest's trees (ESL 8.7, Algorithm 15.1). See docs/ensembles.md.
 """
 
 from __future__ import annotations
@@ -36,11 +24,8 @@ def bootstrap_weights(key, n: int, kind: str = "multinomial") -> jax.Array:
     Args:
       key: a ``jax.random`` key.
       n: number of rows (static).
-      kind: ``"multinomial"``: counts of ``n`` uniform draws with replacement (the ordinary
-        bootstrap, ESL 7.11 / 8.7; integer counts summing to ``n``); ``"poisson"``: independent
-        Poisson(1) counts (the large-``n`` limit of a multinomial count); ``"bayesian"``:
-        ``n * Dirichlet(1, ..., 1)`` (Rubin 1981; positive real weights summing to ``n``, so no
-        row is out of bag).
+      kind: ``"multinomial"`` (counts of ``n`` draws with replacement), ``"poisson"``
+        (Poisson(1) counts) or ``"bayesian"`` (``n * Dirichlet(1, ..., 1)``: no row out of bag).
     """
     if kind == "multinomial":
         draws = jax.random.randint(key, (n,), 0, n)
@@ -67,13 +52,9 @@ def all_bootstrap_weights(key, n_bags: int, n: int, kind: str = "multinomial") -
 
 
 def feature_subsets(key, n_features: int, depth: int, max_features: int) -> jax.Array:
-    """``(depth, max_features)`` int32: the sorted features eligible at each level.
-
-    Level ``d`` takes the ``max_features`` features of smallest ``uniform(k_d, (F,))`` with
-    ``k_d = split(key, depth)[d]``: the same sets as
-    ``jboost.engine.samplers.column_masks(key, F, depth, max_features / F, "level")``. They are the
-    ``feature_subsets`` argument of :func:`jboost.trees.oblivious.fit_tree`.
-    """
+    """``(depth, max_features)`` int32: the sorted features eligible at each level, the sets of
+    ``column_masks(key, F, depth, max_features / F, "level")``; level ``d`` takes the
+    ``max_features`` smallest ``uniform(split(key, depth)[d], (F,))``."""
     if max_features >= n_features:
         return jnp.broadcast_to(jnp.arange(n_features, dtype=jnp.int32), (depth, n_features))
 
@@ -85,13 +66,10 @@ def feature_subsets(key, n_features: int, depth: int, max_features: int) -> jax.
 
 
 def node_feature_subsets(key, n_features: int, depth: int, max_features: int):
-    """Per-node feature subsets of a depth-wise tree (ESL Algorithm 15.1: ``m`` features drawn
-    at every node): a list of ``depth`` int32 arrays ``(2**d, max_features)``, row ``j`` of level
-    ``d`` the sorted features eligible at node ``j`` of level ``d``
-    (:func:`jboost.trees.node_splits.node_features`: a function of ``(key, d, j)``), or ``None`` when
-    ``max_features >= n_features`` (every feature everywhere: bagging). As ``feature_subsets``
-    of :func:`jboost.trees.depthwise.fit_tree` they give the tree of ``feature_key=key,
-    max_features=m``, which draws them only for the nodes that get histograms."""
+    """Per-node feature subsets of a depth-wise tree (ESL Algorithm 15.1): ``depth`` int32 arrays
+    ``(2**d, max_features)`` (:func:`jboost.trees.node_splits.node_features`), or ``None`` when
+    every feature is eligible: the ``feature_subsets`` of
+    :func:`jboost.trees.depthwise.fit_tree`."""
     if max_features >= n_features:
         return None
     return [node_splits.node_features(key, d, jnp.arange(1 << d), n_features, max_features)

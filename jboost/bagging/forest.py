@@ -1,19 +1,5 @@
-"""fit_forest / fit_bagged_trees: the random-forest entry point (task, family and depth defaults, memory check, warm start, checkpointed chunks of trees).
-
-Random forests (ESL Algorithm 15.1; Breiman 2001) and bagged trees. Two tree families:
-
-* **depth-wise** (the default, depth 30: grown until pure): every node splits on its own ``m``
-  random features (:func:`jboost.trees.depthwise.fit_tree`); trees are node tables of at most
-  ``n - 1`` nodes, grown on CPU by the whole-tree kernel in chunks of
-  :data:`jboost.bagging.forest_binned.KERNEL_CHUNK` trees;
-* **oblivious** (``tree_family="oblivious"``, depth 10): every level splits on its own random
-  subset of ``m`` features (:func:`jboost.trees.oblivious.fit_tree`, :mod:`jboost.bagging.bootstrap`).
-
-Regression leaves hold the bootstrap-weighted mean; classification leaves the class frequencies
-(the split gain is the Gini decrease, ESL 9.2.3). A :class:`Forest` implements
-:class:`jboost.models.base.Model`: its raw score is the average of its trees' leaf values, its
-stages are its trees. Bags are fitted in memory-sized chunks; ``checkpoint_dir=`` and
-``init_model=`` give bitwise the forest of an uninterrupted, longer fit.
+"""fit_forest / fit_bagged_trees: random forests (ESL Algorithm 15.1; Breiman 2001) and bagged
+trees of depth-wise or oblivious trees, fitted in checkpointed chunks of bags.
 
 See docs/ensembles.md.
 """
@@ -63,19 +49,8 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: forest_binned.ForestHyp
                             config: forest_binned.ForestConfig, checkpoint_dir, borders=None, callbacks=(),
                             sharded: Optional["forest_sharded.ShardedRows"] = None):
     """:func:`fit_forest_binned` with its chunks of bags run from the host
-    (:func:`jboost.engine.batching.map_checkpointed`): with ``checkpoint_dir`` each saved as it
-    finishes (files ``forest-chunk*.npz``); the chunks already there are not fitted again, so a
-    rerun of a killed fit ends with bitwise the trees of an uninterrupted one. The checkpoints
-    are guarded by a fingerprint of the data (bins, labels, weights, ``borders``), the key, the
-    hyperparameters and the static settings (chunk size included): another forest in the same
-    directory is refused. ``callbacks`` get a dict per chunk (``trees``: the chunk's tree
-    indices, ``done``/``items``: trees finished / ``n_trees``, ``elapsed``, ...); one returning
-    ``True`` stops, keeping the trees fitted. ``config.verbose``: a line per chunk. Not under
-    ``jax.vmap``/``jit`` (concrete arrays only). ``Ctrl-C`` lands at once and keeps the trees of
-    the chunks finished so far (a warning says how many; :func:`jboost.engine.batching.map_chunks`).
-    ``sharded``: the rows sharded over a mesh (:class:`_ShardedRows`, whose arrays replace
-    ``X_binned, y, w``): the chunks are :func:`_sharded_program`'s.
-    """
+    (:func:`jboost.engine.batching.map_checkpointed`: checkpoints, callbacks, Ctrl-C keeps the
+    chunks finished); ``sharded``: the rows sharded over a mesh, replacing ``X_binned, y, w``."""
     quiet = config._replace(verbose=False)
     chunk_config = quiet._replace(n_trees=quiet.chunk_size)
     if sharded is None:
@@ -109,12 +84,8 @@ def _fit_forest_checkpointed(X_binned, y, w, key, hyper: forest_binned.ForestHyp
 
 
 def _depthwise_chunks(config: forest_binned.ForestConfig) -> dict:
-    """Each chunk of depth-wise trees kept, with its two-class leaves expanded
-    (:func:`_two_class_leaves`, on the chunk's shapes: compiled once), cut to the node slots it
-    uses (:func:`jboost.trees.node_table.trim_nodes`; its tables' capacity is the bound
-    ``node_capacity``, mostly empty for deep trees); then the chunks
-    padded to the largest use and joined on the host: no forest-sized copy of empty slots, and
-    no array op on a shape that changes from fit to fit."""
+    """Each chunk of depth-wise trees kept with its two-class leaves expanded and cut to the node
+    slots it uses; the chunks then padded to the largest use and joined on the host."""
 
     def combine(outs, n_done):  # on the host, then one device array each
         cap = max(t.features.shape[-1] for t, _ in outs)
@@ -137,114 +108,47 @@ def fit_forest(X, y, *, task, n_trees: int = 100, depth,
                chunk_size: Optional[int] = None, memory_budget: Optional[int] = None, borders,
                verbose, checkpoint_dir, init_model, callbacks, tree_family,
                max_nodes: Optional[int] = None, devices, rows) -> forest_lib.Forest:
-    """Random forest of oblivious or depth-wise trees (ESL Algorithm 15.1); bagged trees with
-    ``max_features=None``.
+    """Random forest of oblivious or depth-wise trees (ESL Algorithm 15.1; Breiman 2001); bagged
+    trees with ``max_features=None``.
 
-    The defaults differ from :func:`jboost.fit`'s where a forest differs from boosting: its
-    trees are depth-wise (every node its own split from its own ``m`` drawn features), grown
-    until their nodes are pure or too small for ``min_child_weight`` (``depth=None``: up to 30
-    levels), and unpenalised (``l2=0``, so leaves are the exact bootstrap-weighted means or class
-    frequencies), as ESL Algorithm 15.1 grows them.
+    The defaults are a forest's, not :func:`jboost.fit`'s: depth-wise trees grown until their
+    nodes are pure or too small, unpenalised (``l2=0``). See docs/ensembles.md (random forests).
 
     Args:
-      X: ``(n, F)`` floats (NaN: missing), or a pandas DataFrame, whose column names the forest
-        keeps (``Forest.feature_names``: prediction from a DataFrame matches columns by name), as
-        :func:`jboost.fit` does.
-      y: ``(n,)`` real targets, or class labels: ``0..K-1``, or any others (strings,
-        ``{-1, 1}``, ...), mapped to ``0..K-1`` in sorted order and kept in ``Forest.classes``
-        (:func:`jboost.predict_class` returns them), as :func:`jboost.fit` maps them.
-      task: ``"classification"`` (binary or multiclass, K from the labels or ``n_classes``;
-        leaves hold class frequencies), ``"binary"``, ``"multiclass"`` or ``"regression"``
-        (leaves hold means).
+      X: ``(n, F)`` floats (NaN: missing) or a pandas DataFrame, as :func:`jboost.fit`.
+      y: ``(n,)`` real targets or class labels (any labels, mapped as :func:`jboost.fit` maps them).
+      task: ``"classification"`` (binary or multiclass, K from the labels or ``n_classes``; leaves
+        hold class frequencies), ``"binary"``, ``"multiclass"`` or ``"regression"`` (means).
       n_trees: number of bootstrap trees ``B`` (static).
-      depth: levels per tree (static): 1..16 for oblivious trees (10-12 is typical here), 1..30
-        for depth-wise ones, whose node tables hold at most ``n - 1`` nodes however deep.
-        Default ``None``: 30 for depth-wise trees (grown until their nodes are pure or too small,
-        as the book's forests), 10 for oblivious ones; ``init_model``'s depth when continuing.
-      max_features: features eligible per level (static, it sets the histogram shape): ``None``
-        = all (bagging), ``"sqrt"`` (ESL's classification default ``floor(sqrt(p))``),
-        ``"third"`` (ESL's regression default ``floor(p/3)``), ``"log2"``, an int or a fraction.
-      min_child_weight: minimal (bootstrap-weighted) number of rows in each child (traced;
-        ESL's minimum node size).
-      min_split_gain, l2: traced; ``l2 = 0`` keeps leaves at exact means/frequencies (with
-        ``l2 > 0`` two-class leaves are ``(1 - p, p)`` with ``p = n_1 / (n + l2)``).
-      n_bins: bins per feature including the missing bin (static).
+      depth: levels per tree (static): 1..16 oblivious, 1..30 depth-wise. Default ``None``: 30
+        depth-wise, 10 oblivious, ``init_model``'s when continuing.
+      max_features: features eligible per node (per level for oblivious trees; static): ``None``
+        (all: bagging), ``"sqrt"``, ``"third"``, ``"log2"``, an int or a fraction.
+      min_child_weight: minimal bootstrap-weighted number of rows in each child (traced).
       bootstrap: ``"multinomial"``, ``"poisson"`` or ``"bayesian"``
         (:func:`~jboost.bagging.bootstrap_weights`).
       n_classes: the number of classes K for classification (default ``max(y) + 1``).
-      sample_weight: optional ``(n,)`` weights, multiplied by the bootstrap weights.
-      key: int seed or ``jax.random`` key.
-      chunk_size: bags per vmapped chunk; default :func:`jboost.engine.memory.forest_chunk_size` (the
-        memory estimate within ``memory_budget``; on CPU at most 8, as for every batch of models).
-      memory_budget: bytes for the bags fitted together (default: the device's, see
-        :func:`jboost.engine.memory.default_budget`); sets the default ``chunk_size``.
-      borders: optional precomputed ``(F, n_bins - 1)`` borders (default: unweighted quantiles:
-        the sample weights are bootstrap counts' multipliers, not a reweighting of the data).
-      verbose: print a line (trees done, elapsed and remaining time) as each chunk of trees is
-        fitted, while the forest runs (not under ``jax.vmap``).
-      checkpoint_dir: a directory where each chunk of trees is saved as it is fitted
-        (``forest-chunk*.npz``); rerunning the same fit (same data, key, settings and chunk size)
-        fits only the chunks not saved yet and gives bitwise the forest of an uninterrupted fit
-        (a killed fit resumes). Another forest in the same directory is refused, naming the file.
-        The chunks then run as host-side calls of one compiled chunk program (not under
-        ``jax.vmap``).
-      callbacks: functions called on the host after each chunk of trees with a dict (``trees``:
-        the chunk's tree indices, ``done``/``items``: trees finished / ``n_trees``, ``elapsed``
-        seconds, ``chunk``/``chunks``, ``from_checkpoint``); one returning ``True`` stops the fit,
-        and the forest keeps the trees fitted so far. The chunks then run as host-side calls of
-        one compiled chunk program (as with ``checkpoint_dir``; bitwise the same trees).
-      tree_family: ``"depthwise"`` (the default: :class:`jboost.trees.depthwise.DepthwiseTrees`,
-        every node its own rule from its own ``m`` randomly drawn features, ESL Algorithm 15.1;
-        histograms of each node's ``m`` gathered features) or ``"oblivious"`` (one rule per
-        level, ``m`` features drawn per level). Static; ``init_model``'s family when continuing
-        (default ``None``). Trees grow until a node is pure (no positive gain),
-        its children would fall below ``min_child_weight``, or ``depth`` is reached; both
-        families keep ``2**depth`` leaves per tree. Depth-wise levels build histograms only for
-        their splittable nodes (:func:`jboost.trees.depthwise.fit_tree`'s compact path; ``max_nodes``).
-      max_nodes: depth-wise trees only (static): histogram slots per level. Default ``n // 2``
-        (``n`` training rows): every node with two rows gets one, so the trees are those of the
-        dense levels, at the cost of the splittable nodes rather than ``2**d``; a smaller value
-        caps a level's work and makes the nodes past its first ``max_nodes`` splittable ones
-        leaves.
-      init_model: a :class:`Forest` to continue (a warm start): ``n_trees`` more trees on the
-        same rows, binned with its borders (the same ``n_bins`` and ``depth``; K from the
-        model). Tree ``b`` depends only on its index (its key ``bag_keys(key, b)``), so a forest
-        of ``r`` trees continued by ``s`` more, with the same data, key and settings, equals a
-        forest of ``r + s`` trees bitwise. The result holds every tree.
-      devices: data-parallel forests: ``"all"`` (every device of ``jax.devices()``), a list of
-        devices, or a ``jax.sharding.Mesh`` whose first axis the rows are sharded over (padded
-        with zero-weight rows to a multiple of the devices). Each device holds its rows, every
-        bag's bootstrap counts are drawn for the whole table (the draws of a one-device fit),
-        and each level's histograms, node counts and leaf sums are summed across devices
-        (``psum``): the trees of the one-device fit (classification: bitwise, the sums being
-        whole bootstrap counts; regression: the same splits, leaf means to float rounding, and a
-        split that rounding decides could go the other way). Depth-wise trees then grow level
-        by level in JAX (:func:`jboost.trees.depthwise.fit_tree`'s compact path; the CPU whole-tree
-        kernel grows unsharded trees only). A concrete fit (not under ``jax.vmap``).
-      rows: ``"global"`` (the default: ``X`` and ``y`` are the whole table) or ``"local"``:
-        the multi-process mode (:mod:`jboost.engine.distributed`; ``jax.distributed.initialize()``
-        first): every process passes the same settings and only its own rows; the forest is
-        that of the processes' rows concatenated in process order, the same on every process
-        (borders merged from per-process samples, labels and weights gathered: ``O(n)``
-        numbers, the features never leave their process). ``devices``: ``None`` / ``"all"``
-        or a one-axis mesh whose devices come process by process. Not with ``init_model``,
-        ``checkpoint_dir`` or ``callbacks`` (yet); ``bag_weights`` holds the whole table's
-        bootstrap counts on every process.
-
-    A concrete fit (not under ``jax.vmap`` / ``jax.jit``) grows its chunks of trees as host-side
-    calls of one compiled chunk program (bitwise the trees of one program), so ``Ctrl-C`` stops
-    it at once and returns the forest of the trees of the chunks finished so far, with a warning
-    (a ``KeyboardInterrupt`` is raised before the first chunk has finished); the running chunk
-    ends in the background. Under ``jax.vmap`` the forest is one traced program, which ``Ctrl-C``
-    cannot stop before it ends.
+      chunk_size: bags fitted together; default from the memory estimate
+        (:func:`jboost.engine.memory.forest_chunk_size`) within ``memory_budget``.
+      memory_budget: bytes for the bags fitted together (default: the device's).
+      verbose: print a line as each chunk of trees is fitted.
+      checkpoint_dir: save each chunk of trees as it finishes; a rerun resumes bitwise.
+      callbacks: functions called after each chunk of trees with a dict; ``True`` stops the fit.
+      tree_family: ``"depthwise"`` (default; each node its own ``m`` random features) or
+        ``"oblivious"`` (``m`` features per level); ``init_model``'s when continuing (static).
+      max_nodes: depth-wise trees only (static): histogram slots per level, default ``n // 2``
+        (exact trees); a smaller value caps a level's work.
+      init_model: a :class:`Forest` to continue by ``n_trees`` more trees, bitwise the longer fit.
+      devices: rows sharded over these devices (``"all"``, a list or a ``Mesh``), histograms
+        summed with ``psum``: the one-device trees.
+      rows: ``"global"`` or ``"local"`` (multi-process: each process passes its own rows).
 
     Returns:
       A :class:`Forest`.
 
     Raises:
-      MemoryError: the forest would not fit in the device's memory (the estimate
-        :func:`jboost.engine.memory.forest_bytes`, checked before compiling; e.g. K = max(y) + 1
-        classes from a class label of 1e6).
+      MemoryError: the forest would not fit in the device's memory
+        (:func:`jboost.engine.memory.forest_bytes`, checked before compiling).
     """
     # The fit's state: the call's arguments, replaced by their checked values step by step.
     s = types.SimpleNamespace(**locals())
@@ -289,9 +193,7 @@ _LOCAL_SETTINGS = ("task", "n_trees", "depth", "max_features", "min_child_weight
 def _read_forest_table(s) -> None:
     """The table (``s.tab``: a DataFrame's names, class labels mapped), a continued forest's
     borders and classes checked against it."""
-    # Categorical columns are refused (naming the fix): each tree would need its own target
-    # statistics from its bootstrap weights, which the forest's tree grower does not compute;
-    # jboost.bagging.fit_bagged_boosters does (bags of boosted trees, n_rounds=1 for one tree).
+    # Categorical columns are refused, naming the fix (docs/ensembles.md).
     s.tab = tabular.tabular(s.X, s.y, init_model=s.init_model, loss=_LABEL_LOSS.get(s.task),
                             classify=s.task != "regression", who="jboost.bagging.fit_forest",
                             n_rows=None if s.local is None else s.local.n_total)
@@ -397,9 +299,8 @@ def _grow_forest(s, data: prepare.Data, config: forest_binned.ForestConfig):
     """The engine step of :func:`fit_forest`: ``(trees, bootstrap counts)``, sharded over a
     mesh, one traced program under the caller's ``jax.vmap`` / ``jit``, or chunks of trees from
     the host (checkpoints, callbacks; Ctrl-C keeps the trees so far)."""
-    # Regression targets so large that a node's split gain G^2 / H overflows float32 (labels at
-    # scale 1e18: a near-constant forest) are fitted divided by a power of two 2^e, exactly: the
-    # same splits (gains and min_split_gain scaled by 2^-2e), leaf values multiplied back.
+    # Targets so large that a split gain G^2 / H overflows float32 are fitted divided by 2^e,
+    # exactly: the same splits (gains and min_split_gain scaled by 2^-2e), leaves scaled back.
     e = (labels_lib.gain_exponent(jnp.asarray(s.y_all), jnp.asarray(s.w_all))
          if s.task == "regression" else 0)
     y_fit = data.y if e == 0 else data.y * jnp.float32(2.0 ** -e)
@@ -453,13 +354,6 @@ def _finish_forest(s, data: prepare.Data, trees, counts) -> forest_lib.Forest:
 TREE_FAMILIES = ("oblivious", "depthwise")
 
 
-def _check_tree_family(tree_family) -> str:
-    if not isinstance(tree_family, str) or tree_family not in TREE_FAMILIES:
-        raise ValueError(f"tree_family must be \"oblivious\" or \"depthwise\" for a forest; got "
-                         f"{tree_family!r}.")
-    return tree_family
-
-
 def _forest_family_and_depth(tree_family, depth, init_model):
     """``fit_forest``'s tree family and depth: the given ones, else ``init_model``'s, else
     depth-wise trees of up to :data:`jboost.fitting.settings.MAX_DEPTHWISE_DEPTH` levels (grown until
@@ -467,7 +361,9 @@ def _forest_family_and_depth(tree_family, depth, init_model):
     continued = isinstance(init_model, forest_lib.Forest)
     if tree_family is None:
         tree_family = forest_lib.tree_family_of(init_model) if continued else "depthwise"
-    tree_family = _check_tree_family(tree_family)
+    if not isinstance(tree_family, str) or tree_family not in TREE_FAMILIES:
+        raise ValueError(f"tree_family must be \"oblivious\" or \"depthwise\" for a forest; got "
+                         f"{tree_family!r}.")
     if depth is None:
         if continued and forest_lib.tree_family_of(init_model) == tree_family:
             depth = init_model.depth

@@ -65,18 +65,14 @@ def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, first_tree=
     """Fit ``config.n_trees`` bagged trees on binned data.
 
     Args:
-      X_binned: ``(F, n)`` uint8 bins; y: ``(n,)`` targets (real, or class labels 0..K-1);
+      X_binned: ``(F, n)`` uint8 bins; y: ``(n,)`` real targets or class labels 0..K-1;
       w: ``(n,)`` sample weights (multiplied by each bag's bootstrap weights).
       key: root key; bag ``b`` uses :func:`~jboost.bagging.bag_keys` ``(key, b)``.
-      hyper: traced :class:`ForestHyperparams`.
-      first_tree: the index of the first tree (traced): trees ``first_tree ..
-        first_tree + n_trees - 1`` are fitted, so a forest continued by more trees
-        (``fit_forest(init_model=)``) equals one fit of all its trees bitwise.
-      config: static :class:`ForestConfig`.
+      hyper: traced :class:`ForestHyperparams`; config: static :class:`ForestConfig`.
+      first_tree: the index of the first tree (traced): a continued forest equals one fit.
 
     Returns:
-      ``(trees, bag_weights)``: trees with a leading ``(n_trees,)`` axis (float thresholds not
-      filled) and the ``(n_trees, n)`` bootstrap weights.
+      ``(trees with a leading (n_trees,) axis, (n_trees, n) bootstrap weights)``.
     """
     one_bag = forest_bag_fn(X_binned, y, w, key, hyper, config)
     first = jnp.asarray(first_tree, jnp.int32)
@@ -88,12 +84,9 @@ def fit_forest_binned(X_binned, y, w, key, hyper: ForestHyperparams, first_tree=
 
 def forest_bag_fn(X_binned, y, w, key, hyper: ForestHyperparams, config: ForestConfig, *,
              axis_name: Optional[str] = None, n_total: Optional[int] = None, rows=None):
-    """The fit of bag ``b``: ``b -> (tree, bootstrap counts)``.
-
-    Rows sharded over ``axis_name`` (:func:`_sharded_program`): the bag's bootstrap counts are
-    drawn for the whole table of ``n_total`` rows (the unsharded draw: ``(n_total,)``, returned),
-    this device's rows weighted by theirs (``rows``: each local row's table row), and the
-    tree's histograms and sums ``psum``-ed."""
+    """The fit of bag ``b``: ``b -> (tree, bootstrap counts)``. Rows sharded over ``axis_name``:
+    the counts drawn for the whole table of ``n_total`` rows, this device's ``rows`` weighted by
+    theirs, the tree's histograms and sums ``psum``-ed."""
     n_features, n = X_binned.shape
     n_draw = n if n_total is None else n_total
     # Two classes: fit the 0/1 target with one output. Its gain sum_c n1_c^2/n_c - n1^2/n is
@@ -152,9 +145,8 @@ def forest_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, 
     return _forest_chunk(X_binned, y, w, key, hyper, bags + jnp.int32(first), config=config)
 
 
-#: Depth-wise trees grown by the CPU kernel per chunk, at most (a chunk is one kernel call whose
-#: threads take whole trees; each host call of the chunk program and each chunk's outputs cost
-#: a little, so more trees per call cost less per tree).
+#: Depth-wise trees grown by the CPU kernel per chunk, at most (one kernel call whose threads
+#: take whole trees; each call costs a little, so more trees per call cost less per tree).
 KERNEL_CHUNK = 64
 #: The default memory for the outputs of one chunk of kernel-grown trees.
 KERNEL_CHUNK_BYTES = 512 << 20
@@ -169,13 +161,9 @@ def kernel_grows(X_binned, n_bins: int) -> bool:
 
 def kernel_chunk_size(depth: int, n_outputs: int, n_samples: int, n_trees: int,
                       memory_budget: Optional[int] = None, max_nodes: Optional[int] = None) -> int:
-    """Default trees per chunk of a depth-wise forest grown by the CPU kernel: as many as the
-    outputs of :data:`KERNEL_CHUNK_BYTES` (or ``memory_budget``) hold -- each tree's node table
-    (:func:`jboost.trees.node_table.node_capacity` nodes of
-    :data:`jboost.engine.memory.DEPTHWISE_RULE_BYTES`, its leaf values ``(nodes + 1) x K`` float32,
-    twice: two classes are expanded) and its rows' bootstrap weights, counts and leaves (the
-    kernel weights the bags' shared targets row by row) -- at most :data:`KERNEL_CHUNK`, evened
-    out over the chunks (``max_nodes``: default ``n // 2``)."""
+    """Default trees per chunk of a depth-wise forest grown by the CPU kernel: as many as
+    :data:`KERNEL_CHUNK_BYTES` (or ``memory_budget``) holds of each tree's node table, leaf values
+    and its rows' weights, at most :data:`KERNEL_CHUNK`, evened out over the chunks."""
     nodes = node_table.node_capacity(depth, n_samples, max(1, n_samples // 2) if max_nodes is None
                                     else max_nodes)
     per_tree = (nodes * memory.DEPTHWISE_RULE_BYTES + (nodes + 1) * n_outputs * 8

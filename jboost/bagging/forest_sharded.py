@@ -49,11 +49,8 @@ class ShardedRows(NamedTuple):
 @functools.lru_cache(maxsize=16)
 def sharded_program(mesh, config: forest_binned.ForestConfig, n_total: int, row_starts: Tuple[int, ...]):
     """The compiled chunk of bags of a forest whose rows are sharded over the first axis of
-    ``mesh`` (``fit_forest(devices=)``, ``rows="local"``): ``program(X_binned, y, w, key, hyper,
-    bags)`` with the rows of :class:`_ShardedRows` and the rest replicated, returning the bags'
-    ``(trees, counts (C, n_total))`` replicated. Each device fits every bag of the chunk on its
-    rows: the bag's counts drawn for the whole table (the unsharded draws), its rows weighted by
-    theirs, histograms, node counts and leaf sums ``psum``-ed (:func:`_one_bag`)."""
+    ``mesh``: ``program(X_binned, y, w, key, hyper, bags)`` with the rows of :class:`ShardedRows`,
+    returning the bags' ``(trees, counts (C, n_total))`` replicated (:func:`forest_bag_fn`)."""
     from jax.sharding import PartitionSpec as P
 
     axis = mesh.axis_names[0]
@@ -71,8 +68,8 @@ def sharded_program(mesh, config: forest_binned.ForestConfig, n_total: int, row_
 
 
 def sharded_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, sharded, program):
-    """:func:`_forest_chunk_from` of rows sharded over a mesh (``program``: :func:`_sharded_program`);
-    a multi-process fit's outputs as process-local copies (bitwise the same on every process)."""
+    """:func:`forest_chunk_from` of rows sharded over a mesh (``program``: :func:`sharded_program`);
+    a multi-process fit's outputs as process-local copies (the same on every process)."""
     if sharded.local is None:  # (also traced: the shapes of checkpoints, jax.eval_shape)
         return program(X_binned, y, w, key, hyper, jnp.asarray(bags, jnp.int32) + jnp.int32(first))
     # several processes: host indices (the same on every process), process-local outputs

@@ -29,16 +29,8 @@ from jboost.trees import family
 
 
 def fit_local(X, y, loss, sample_weight, eval_set, settings: dict) -> bagged.BaggedBoosters:
-    """:func:`fit_bagged_boosters` of rows spread over processes (``rows="local"``,
-    :mod:`jboost.engine.distributed`): every process passes its own rows (and validation rows) and gets
-    the bags of the processes' rows concatenated in process order. The borders (unweighted, as a
-    single-process fit's), labels, classes and every bag's bootstrap weights and baseline are the
-    whole table's (the weights drawn on the host for all rows, :func:`all_bootstrap_weights`: the
-    draws of a single-process fit; each process keeps its rows' part for training); the bags
-    are fitted chunk by chunk, every device fitting every bag of a chunk on its rows
-    (:func:`_local_bags_program`). Bag ``b`` equals the single-process fit's bag ``b``: weights,
-    baseline, splits and stopping round bitwise, leaf values and losses up to float rounding
-    (histograms summed over the devices)."""
+    """:func:`fit_bagged_boosters` of rows spread over processes (``rows="local"``): the bags of
+    the processes' rows concatenated in process order, on every process. See docs/ensembles.md."""
     s = settings
     oob_asked = isinstance(eval_set, str)
     names = tabular_lib.feature_names_of(X)
@@ -127,13 +119,9 @@ def _refuse_unsupported(s: dict, loss, eval_set, oob_asked: bool) -> None:
 
 @functools.lru_cache(maxsize=16)
 def _local_bags_program(mesh, config: boosting_lib.BoostConfig, n_bags: int):
-    """The compiled chunk of bags of :func:`_fit_local`: ``program(X_binned, y, w, counts, key,
-    hyper, loss, valid, y_all, w_all, counts_all, bags)`` with this process's training arrays and
-    bootstrap weights ``(B, n)`` sharded over the rows of the one-axis ``mesh``, the shared
-    validation rows and the whole table's labels, weights and bootstrap weights replicated.
-    Bag ``b``: ``k_fit = bag_keys(key, b)[1]``, baseline on the whole table's weights
-    ``w_all * counts_all[b]``, :func:`jboost.engine.boosting.boost` on its rows (histograms ``psum``-ed;
-    ``config.row_starts`` gives every row its draw in the whole table). Outputs replicated."""
+    """The compiled chunk of bags of :func:`fit_local`: this process's rows and bootstrap weights
+    sharded over the one-axis ``mesh``, histograms ``psum``-ed; the whole table's labels, weights
+    and bootstrap weights (for the baselines) and the validation rows replicated."""
     from jax.sharding import PartitionSpec as P
 
     axis = mesh.axis_names[0]

@@ -1,10 +1,8 @@
 """Out-of-bag estimates and error curves of forests and bagged boosters (ESL 15.3.1).
 
-Each training row is scored only by the bags whose bootstrap weight for it is 0; the OOB error
-against the number of trees is one ``lax.scan`` over the bag axis that carries the running
-(cumulative) sums, so no ``(B, n, K)`` array is materialised. The same scan with every row out
-of every bag gives the error of the first ``b`` trees on any data (:func:`forest_staged`, ESL
-Figure 15.1's curves).
+Each row is scored by the bags whose bootstrap weight for it is 0, by one ``lax.scan`` over bags
+carrying running sums (no ``(B, n, K)`` array); with every row out of every bag the same scan
+gives the error of the first ``b`` trees on any data (ESL Figure 15.1).
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ import jax.numpy as jnp
 from jax import lax
 
 from jboost import _compile
-from jboost.bagging import oob as oob_lib
 from jboost.data import categorical_stats
 from jboost.data import labels
 from jboost.data import tabular as tabular_lib
@@ -28,22 +25,10 @@ from jboost.models.forest import Forest
 from jboost.trees import family
 
 
-def bagged_oob(model: bagged.BaggedBoosters, X_train, y_train) -> oob_lib.OOBResult:
-    """OOB estimates of bagged boosters (same machinery as :func:`jboost.bagging.forest_oob`), each
-    bag with its rounds ``0..best_round`` (:meth:`BaggedBoosters.best_trees`).
-
-    With early stopping on the out-of-bag rows (the default), each bag's best round was chosen on
-    the very rows it is scored on here, so this estimate is optimistic (a selection bias, small
-    for one integer per bag): use a held-out set for an honest error."""
-    if model.categorical is None:
-        X_train, y_train = oob_lib.rows_and_labels(model, X_train, y_train, "X_train", "y_train")
-    else:  # rows as users hold them, encoded by the model's vocabularies; labels mapped likewise
-        X_train = jnp.asarray(base.checked_rows(model, X_train, "X_train"), jnp.float32)
-        if model.classes is not None:
-            y_train = labels.class_codes(tabular_lib.series_values(y_train),
-                                              model.classes.array, "y_train")
-        y_train = jnp.asarray(labels.as_labels(y_train, X_train.shape[0], "y_train", "X_train"),
-                              jnp.float32)
+def bagged_oob(model: bagged.BaggedBoosters, X_train, y_train) -> OOBResult:
+    """OOB estimates of bagged boosters (as :func:`forest_oob`), each bag with its rounds
+    ``0..best_round``; optimistic when the bags stopped early on their out-of-bag rows."""
+    X_train, y_train = rows_and_labels(model, X_train, y_train, "X_train", "y_train")
     classification = model.task in loss_lib.CLASSIFICATION
 
     def outputs(x):
@@ -53,9 +38,9 @@ def bagged_oob(model: bagged.BaggedBoosters, X_train, y_train) -> oob_lib.OOBRes
         out = model.loss.link(raw if model.n_outputs > 1 else raw[:, 0], **params)
         return out if out.ndim == 2 else out[:, None]
 
-    return oob_lib.oob_scan(outputs, (model.best_trees(), model.baseline, model.loss.params,
-                                      model.categorical), model.bag_weights,
-                            jnp.asarray(y_train), classification)
+    return oob_scan(outputs, (model.best_trees(), model.baseline, model.loss.params,
+                              model.categorical), model.bag_weights, jnp.asarray(y_train),
+                    classification)
 
 
 class OOBResult(NamedTuple):
@@ -142,9 +127,9 @@ def _forest_oob(trees, bag_weights, X, y, classification: bool):
 
 
 def rows_and_labels(model, X, y, x_name: str, y_name: str):
-    """Rows ``X`` (a DataFrame's columns matched by the model's feature names) and labels ``y``
-    (as users have them: mapped to the model's class indices when it keeps ``classes``)."""
-    X = tabular_lib.predict_matrix(base.in_order(model, X), model.n_features, x_name)
+    """Rows ``X`` (a DataFrame's columns matched by the model's feature names; with categorical
+    columns, rows as users hold them) and labels ``y`` mapped to the model's ``classes``."""
+    X = base.checked_rows(model, X, x_name)
     classes = getattr(model, "classes", None)
     if classes is not None:
         y = labels.class_codes(tabular_lib.series_values(y), classes.array, y_name)
@@ -167,12 +152,8 @@ def forest_oob(forest: Forest, X_train, y_train) -> OOBResult:
 
 
 def forest_staged(forest: Forest, X, y) -> OOBResult:
-    """Errors of the first ``b = 1..B`` trees on any rows ``(X, y)`` (e.g. a test set).
-
-    The OOB scan with every row out of every bag: ``error[b]`` is the error of the forest
-    truncated to ``b + 1`` trees (ESL Figure 15.1's curves), ``prediction`` the full average
-    (for other functions of the staged averages: :func:`jboost.staged_predict`).
-    """
+    """Errors of the first ``b = 1..B`` trees on any rows ``(X, y)`` (ESL Figure 15.1's curves):
+    the OOB scan with every row out of every bag; ``prediction`` is the full average."""
     X, y = rows_and_labels(forest, X, y, "X", "y")
     zeros = jnp.zeros((forest.n_trees, X.shape[0]), jnp.float32)
     return _forest_oob(forest.trees, zeros, X, y, classification=forest.is_classifier)

@@ -1,10 +1,6 @@
-"""Hyperparameter sweeps with K-fold cross-validation, fitted as one vmapped, compiled program.
-
+"""Hyperparameter sweeps with K-fold cross-validation, fitted as one vmapped, compiled program:
 :func:`sweep` fits every configuration of a grid on every fold; :class:`SweepResult` holds the
-curves, the selection and the models. Modules: :mod:`~jboost.sweep.fit` (the entry point),
-:mod:`~jboost.sweep.grid`, :mod:`~jboost.sweep.groups`, :mod:`~jboost.sweep.program` (the
-compiled program), :mod:`~jboost.sweep.categorical`, :mod:`~jboost.sweep.metrics` and
-:mod:`~jboost.sweep.result`.
+curves, the selection and the models. See docs/sweeps.md.
 """
 
 from jboost.data.folds import fold_ids

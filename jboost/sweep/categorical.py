@@ -75,10 +75,8 @@ def categorical_columns(plan, X, y, loss, prior, prior_weight) -> CategoricalCol
 
 
 class CatLayout(NamedTuple):
-    """The static layout of a sweep's categorical columns (hashable: part of the program's key):
-    ``host_width`` the shared host-binned rows (numeric columns, one-hot indicators; the ctr
-    columns' codes follow them in the host matrix), ``n_table_rows`` the categories of every
-    ctr column (:attr:`jboost.data.categorical.CategoricalSpec.n_table_rows`)."""
+    """The static layout of a sweep's categorical columns (part of the program's key): the
+    shared host-binned rows, then the ctr columns' ``n_table_rows`` categories."""
 
     host_width: int
     n_table_rows: int
@@ -114,11 +112,9 @@ class CatOut(NamedTuple):
 
 def model_bins(X_binned, cat: CatShared, w_train, key, prior, prior_weight, *,
                layout: CatLayout, n_bins: int):
-    """One model's bins ``(host_width + J*K, n)``: the shared host bins, then its ctr columns'
-    ordered target statistics from its training weights ``w_train`` (rows of weight 0 get the
-    statistics of every training row), permuted by ``fold_in(key, PERMUTATION_STREAM)``, binned by
-    their own weighted quantiles; and its :class:`CatOut` row (no model axis). What
-    :func:`jboost.fit` computes for ``sample_weight=w_train``, ``key=key``."""
+    """One model's bins ``(host_width + J*K, n)``, the shared host bins then its ordered target
+    statistics from ``w_train`` and ``key``, and its :class:`CatOut` row: what :func:`jboost.fit`
+    computes for ``sample_weight=w_train``, ``key=key``."""
     if cat.codes.shape[1] == 0:  # one-hot columns only: the host bins are every model's
         k = cat.targets.shape[1]
         return X_binned, CatOut(jnp.zeros((0, n_bins - 1), jnp.float32), jnp.zeros((0, k), jnp.float32),

@@ -1,27 +1,8 @@
-"""The sweep entry point: checked inputs, categorical columns, folds and grid, one binned copy per n_bins, the groups fitted, the SweepResult assembled.
+"""The sweep entry point: every configuration of a grid cross-validated on every fold of every
+seed (ESL 7.10, repeated K-fold CV), the models fitted as one vmapped program per
+``(depth, n_bins)``; the checked inputs, folds, grid, groups and the :class:`SweepResult`.
 
-A sweep fits every configuration of a grid (cartesian product) on every fold of every seed
-(ESL section 7.10: K-fold cross-validation; repeated over seeds it is repeated K-fold CV). All
-those models share one copy of the binned data and are fitted by ``jax.vmap`` of boosting's
-``init``/``step`` (:mod:`jboost.sweep.program`), in chunks sized by a memory estimate
-(:func:`jboost.engine.memory.model_bytes`), sharded over devices. Folds are weight masks,
-continuous hyperparameters and loss parameters are traced (:mod:`jboost.sweep.grid`), and each
-``(depth, n_bins)`` combination is one compiled program; ``n_rounds`` costs nothing (a shorter
-fit is a prefix). Selection of the best round and configuration: :mod:`jboost.sweep.result`.
-Options: per-fit early stopping (``early_stopping_rounds``), resumable chunks
-(``checkpoint_dir``), categorical columns with per-model target statistics (``cat_features``).
-
-Example::
-
-    import jboost.sweep
-    result = jboost.sweep.sweep(X, y, "binomial_deviance",
-                                grid={"learning_rate": [0.05, 0.1], "l2": [0.0, 1.0, 10.0]},
-                                folds=5, seeds=3, n_rounds=200, depth=[4, 6])
-    print(result)                      # configurations ranked, best first
-    model = result.refit(X, y)         # the best configuration, at its best round count
-
-See docs/sweeps.md for the design (folds as masks, chunks, devices, early stopping, checkpoints,
-categorical columns).
+See docs/sweeps.md.
 """
 
 from __future__ import annotations
@@ -86,86 +67,40 @@ def sweep(X, y, loss: Union[str, loss_lib.Loss, Callable] = "squared_error", *,
           rows) -> SweepResult:
     """Cross-validate every configuration of a grid, all models vmapped in one compiled program.
 
+    See docs/sweeps.md for the design, early stopping, checkpoints, categorical columns and
+    multi-process sweeps.
+
     Args:
       X, y, loss: as :func:`jboost.fit`.
-      grid: ``{name: values}`` (cartesian product) or a list of ``{name: value}`` dicts (explicit
-        configurations). Names: the continuous hyperparameters ``HYPERPARAMETERS`` or a parameter
-        of ``loss`` (e.g. ``"alpha"`` of the quantile loss, ``"delta"`` of Huber; ``"loss.<p>"``
-        when a name is both).
-      folds: the number of folds K (>= 2), or an explicit ``(n,)`` int array of fold ids 0..K-1
-        (the same partition for every seed).
-      seeds: the number of seeds S. Seed ``s`` fits with key ``fold_in(key, s)`` and, when
-        ``repeat_folds``, draws its own random partition (repeated K-fold CV).
-      n_rounds, depth, n_bins: static settings; an int or a list of ints (the sweep takes their
-        product with the grid). One compilation per ``(depth, n_bins)``; fewer rounds are prefixes.
-      metric: ``None`` (the mean loss on the held-out fold), a name in ``METRICS``
-        (``"error_rate"``, ``"mse"``, ``"mae"``), or a function ``metric(y, raw, w) -> scalar``
-        (``raw`` shaped as :func:`jboost.predict` returns it, ``w`` the held-out weights: zero
-        outside the fold), traced under ``vmap``.
+      grid: ``{name: values}`` (cartesian product) or a list of ``{name: value}`` dicts. Names:
+        ``HYPERPARAMETERS``, a parameter of ``loss`` (``"loss.<p>"`` when a name is both),
+        ``cat_prior`` or ``cat_prior_weight``.
+      folds: the number of folds K (>= 2), or an ``(n,)`` int array of fold ids 0..K-1.
+      seeds: the number of seeds S; seed ``s`` fits with key ``fold_in(key, s)``.
+      n_rounds, depth, n_bins: an int or a list of ints (static; the sweep takes their product
+        with the grid). One compilation per ``(depth, n_bins)``; fewer rounds are prefixes.
+      metric: ``None`` (the held-out fold's mean loss), a name in ``METRICS`` or a function
+        ``metric(y, raw, w) -> scalar`` (``w``: zero outside the held-out fold).
       greater_is_better: the direction of a custom metric.
-      stratified: stratify the folds by class; default: True for classification losses (an
-        error for others).
+      stratified: stratify the folds by class; default: True for classification losses.
       repeat_folds: a new partition per seed (True) or one partition for all seeds.
       chunk_size: models per device in one compiled call; default from :func:`model_bytes`
-        against ``memory_budget`` (see :func:`auto_chunk_size`). The last chunk is padded.
+        against ``memory_budget`` (:func:`auto_chunk_size`).
       memory_budget: bytes per device for one chunk (default: 1 GiB on CPU, half the device
         memory on accelerators).
-      devices: the devices sharing the model axis: ``"all"`` (the default: every device of
-        ``jax.devices()``; a sweep's models are independent, so it uses them all), ``None`` (one
-        device, as everywhere else in jboost), a list of devices or a ``jax.sharding.Mesh``.
-      key: an int seed or a ``jax.random`` key.
-      sample_weight: optional ``(n,)`` non-negative weights (multiplied into both masks).
-      learning_rate, l2, min_split_gain, min_child_weight, subsample, colsample: values of the
-        hyperparameters not in ``grid``.
-      colsample_by, per_output_trees, n_outputs, task: as :func:`jboost.fit` (not swept).
-      tree_family, max_leaves: as :func:`jboost.fit` (static, not swept): the trees every
-        model grows (``"lossguide"``: ``max_leaves`` leaves, ``depth`` a bound or ``None``).
-      keep_trees: also return every fitted model's trees (``SweepResult.trees``; as batched
-        boosters: :meth:`SweepResult.models`).
+      devices: the devices the models are sharded over: ``"all"`` (default), ``None`` (one), a
+        list of devices or a ``jax.sharding.Mesh``.
+      keep_trees: also keep every fitted model (:meth:`SweepResult.models`).
       verbose: print progress per chunk.
       early_stopping_rounds: stop each fit when its held-out fold's score (``metric``) has not
-        improved (by more than ``early_stopping_tolerance``) for this many rounds, as
-        :func:`jboost.fit` with that fold as ``eval_set``. Each fit stops on its own (under
-        ``vmap``: :func:`jboost.engine.boosting.boost_until_stopped`); a chunk's loop ends when all its
-        fits have stopped. A fit's curves are NaN after its stop (``SweepResult.rounds_fitted``,
-        ``row_best_rounds``); a configuration's best round is the optimum of its mean curve over
-        the rounds all its fits ran (:mod:`jboost.sweep.result`). A named or custom metric is
-        then evaluated inside every round (from the training raw scores) instead of after the
-        rounds. ``None``: no early stopping (every fit runs its ``n_rounds``).
-      early_stopping_tolerance: the least improvement of the score that counts (>= 0).
-      checkpoint_dir: a directory where each chunk's curves (and trees with ``keep_trees``) are
-        saved as the chunk finishes (``sweep-depth<d>-bins<b>-chunk<c>.npz``); rerunning the same
-        sweep fits only the chunks not saved yet and returns bitwise the result of an
-        uninterrupted sweep (a killed sweep resumes). The files are guarded by a fingerprint of
-        the data, folds, seeds, key, grid, static settings, loss, metric and early stopping:
-        another sweep in the same directory is refused, naming the file; a rerun must also
-        chunk the models as before (the same ``chunk_size``/``memory_budget`` and devices).
-      callbacks: functions called on the host after each chunk of models with a dict
-        (``group``: ``"depth=<d>,n_bins=<b>"``, ``models``: the chunk's model indices in its
-        group, ``valid_curves`` and ``train_curves`` ``(models, R)``, ``done``/``items``: models
-        of the group finished / in it, ``chunk``/``chunks``, ``elapsed`` seconds,
-        ``from_checkpoint``); one returning ``True`` stops the sweep: the models not fitted get
-        NaN curves (never ranked; a warning names how many) and the result ranks the others.
-      init_model: refused with a ``ValueError`` (:data:`NO_WARM_START`): a sweep continues
-        nothing; sweep the longer ``n_rounds`` (fewer rounds are prefixes of the same fits, so
-        ``n_rounds=[100, 200]`` costs one fit of 200), or continue the chosen model with
-        ``jboost.fit(..., init_model=result.refit(X, y))``.
-      cat_features, one_hot_max_size: the categorical columns and the largest one-hot encoded
-        one, as :func:`jboost.fit` (read once from all of ``X``).
-      cat_prior, cat_prior_weight: the prior of the ordered target statistics and its weight, as
-        :func:`jboost.fit` (``None``: each fit's weighted mean of the statistic over its training
-        rows); both may be ``grid`` keys instead (numbers; traced, one compilation). Each model
-        computes its statistics from its own training rows inside the program.
-      rows: ``"global"`` (default): ``X``, ``y``, ``sample_weight`` and an explicit ``folds`` are
-        the whole data. ``"local"``: the multi-process mode (:mod:`jboost.engine.distributed`, after
-        ``jax.distributed.initialize()``): every process calls ``sweep`` with the same settings
-        and only its own rows (and their fold ids when ``folds`` is an array); the result,
-        returned on every process, is the sweep of the processes' rows concatenated in process
-        order: the same borders, folds (a function of the whole table's labels and row order),
-        baselines and splits; curves and leaf values up to float rounding (histograms summed
-        over the processes' devices). Each chunk of models is fitted by every device on its
-        rows (``devices``: ``"all"`` / ``None``, every process's devices). Not with
-        ``checkpoint_dir``, categorical columns or batch objectives.
+        improved for this many rounds; ``None``: every fit runs its ``n_rounds``.
+      checkpoint_dir: save each chunk as it finishes; a rerun of the same sweep resumes bitwise.
+      callbacks: functions called after each chunk of models with a dict; ``True`` stops the
+        sweep (the models not fitted get NaN curves).
+      init_model: refused (:data:`NO_WARM_START`).
+      cat_prior, cat_prior_weight: as :func:`jboost.fit`, or ``grid`` keys (traced).
+      rows: ``"global"`` or ``"local"`` (multi-process: each process passes its own rows, and
+        their fold ids when ``folds`` is an array).
 
     Returns:
       A :class:`SweepResult`.
@@ -211,7 +146,7 @@ class _Sweep(NamedTuple):
     seed_keys: np.ndarray
     fixed_hyper: dict
     family: dict
-    layout: sweep_program.Layout
+    layout: grid_lib.Layout
     checkpoints: Any
     callbacks: Any
     verbose: Any
@@ -276,8 +211,8 @@ def _prepare_sweep(a) -> _Sweep:
             differs="data, folds, seeds, key, grid, settings, loss, metric or early stopping")
     return _Sweep(X, y, w, loss_obj, names, classes, local, grid_, cats, cat_shared, greater,
                   stopping, seeds, chunk_size, memory_budget, devices, fold_table, n_folds,
-                  seed_keys, fixed_hyper, family, sweep_program.Layout.of(grid_.n_points, n_folds,
-                                                                          seeds),
+                  seed_keys, fixed_hyper, family, grid_lib.Layout.of(grid_.n_points, n_folds,
+                                                                     seeds),
                   checkpoints, callbacks, verbose)
 
 
@@ -385,11 +320,6 @@ def _kept_models(cats, fits, borders_of):
     return trees, {g: f.baseline for g, f in fits.items()}, model_cats, model_borders
 
 
-# --------------------------------------------------------------------------------------------
-# The steps of a sweep.
-# --------------------------------------------------------------------------------------------
-
-
 def _with_borders(trees, borders):
     """Trees ``(M, R, T, ...)`` with float thresholds from shared ``(F, n_bins - 1)`` borders or
     per-model ``(M, F, n_bins - 1)`` ones (categorical columns)."""
@@ -409,10 +339,8 @@ def _check_data(X, y, sample_weight, loss, n_outputs, task, n_rows: Optional[int
 
 
 def _local_rows(X, y, loss, sample_weight, folds, devices, settings):
-    """The checks and gathers of a sweep of rows spread over processes (``rows="local"``,
-    :func:`jboost.engine.distributed.gather`): ``(LocalRows, folds)`` with an explicit ``folds`` (this
-    process's rows' fold ids) gathered into the whole table's. The settings are compared first,
-    so a refusal below is raised on every process alike (none is left waiting)."""
+    """The checks and gathers of a multi-process sweep: ``(LocalRows, folds)``, an explicit
+    ``folds`` gathered; the settings compared first, so every process raises alike."""
     explicit = not (isinstance(folds, numbers.Integral) and not isinstance(folds, bool))
     local = distributed.gather(X, y, sample_weight, None, devices,
                                dict(settings, folds="ids" if explicit else folds))
@@ -442,10 +370,8 @@ def _local_rows(X, y, loss, sample_weight, folds, devices, settings):
 
 
 def _local_shared(local, data, y, w, fold_table, seed_keys) -> sweep_program.Shared:
-    """A multi-process sweep's shared inputs: this process's bins, labels, weights and folds
-    sharded over every process's devices (:meth:`jboost.engine.distributed.LocalRows.shard`; padding
-    rows of weight 0), the seed keys and the whole table's labels, weights and folds replicated
-    (:class:`jboost.sweep.program.RowsShared`)."""
+    """A multi-process sweep's shared inputs: this process's rows sharded over every process's
+    devices, the seed keys and the whole table's labels, weights and folds replicated."""
     mine = slice(local.start, local.start + local.n_rows)
     rows = sweep_program.RowsShared(*(local.replicate(a) for a in (
         y, w, fold_table, local.table_positions)))

@@ -1,11 +1,6 @@
-"""The grid of a sweep: its configurations, and which names are traced and which are static.
-
-A configuration is a grid point (values of continuous hyperparameters and loss parameters:
-traced arrays with a leading model axis in the compiled program) combined with one value of each
-static setting (``n_rounds``, ``depth``, ``n_bins``: array shapes, so one compiled program per
-``(depth, n_bins)``; ``n_rounds`` only sets how long a prefix of the fitted rounds is read).
-The prior of categorical columns' target statistics and its weight (``cat_prior``,
-``cat_prior_weight``; :mod:`jboost.data.categorical`) are traced too: a grid over them is one program.
+"""The grid of a sweep: its configurations, grid points (continuous hyperparameters, loss
+parameters and categorical priors: traced) times static settings (``n_rounds``, ``depth``,
+``n_bins``: one compiled program per ``(depth, n_bins)``). See docs/sweeps.md.
 """
 
 from __future__ import annotations
@@ -83,11 +78,8 @@ def _as_list(v, name: str) -> list:
 
 
 def grid_points(grid, loss: loss_lib.Loss) -> Tuple[List[Dict[str, float]], Tuple[str, ...]]:
-    """Grid points (dicts of continuous values, checked) and the swept names.
-
-    ``grid`` is ``{name: values}`` (cartesian product), a list of ``{name: value}`` dicts
-    (explicit configurations), or ``None`` / ``{}`` (one point: the fixed values).
-    """
+    """Grid points (dicts of continuous values, checked) and the swept names, from ``{name:
+    values}``, a list of ``{name: value}`` dicts, or ``None`` / ``{}`` (one point)."""
     if grid is None or (isinstance(grid, Mapping) and not grid):
         return [{}], ()
     if isinstance(grid, Mapping):
@@ -137,12 +129,9 @@ def static_list(v, name: str) -> list:
 
 
 class Grid(NamedTuple):
-    """Every configuration of a sweep.
-
-    Configurations are ordered static combination (outer: ``n_rounds``, then ``depth``, then
-    ``n_bins``) x grid point (inner). The models of a ``(depth, n_bins)`` group are grid point x
-    fold x seed, fitted to the group's largest ``n_rounds``; every ``n_rounds`` reads a prefix.
-    """
+    """Every configuration of a sweep: static combination (``n_rounds``, then ``depth``, then
+    ``n_bins``) x grid point (inner). A ``(depth, n_bins)`` group's models are fitted to the
+    largest ``n_rounds``; every ``n_rounds`` reads a prefix."""
 
     points: List[Dict[str, float]]        # the grid points (continuous values only)
     names: Tuple[str, ...]                # the grid keys
@@ -176,14 +165,31 @@ class Grid(NamedTuple):
         return self.names + tuple(s for s, values in zip(STATIC_SETTINGS, lists) if len(values) > 1)
 
 
+class Layout(NamedTuple):
+    """The models of a group, grid point x fold x seed (``(n_models,)`` each): model
+    ``(point * n_folds + fold) * n_seeds + seed`` (a sweep's rows likewise, by configuration)."""
+
+    point: np.ndarray
+    fold: np.ndarray
+    seed: np.ndarray
+
+    @classmethod
+    def of(cls, n_points: int, n_folds: int, n_seeds: int) -> "Layout":
+        return cls(np.repeat(np.arange(n_points), n_folds * n_seeds),
+                   np.tile(np.repeat(np.arange(n_folds), n_seeds), n_points),
+                   np.tile(np.arange(n_seeds), n_points * n_folds))
+
+    @property
+    def n_models(self) -> int:
+        return int(self.point.shape[0])
+
+
 def make_grid(grid, loss: loss_lib.Loss, rounds: Sequence[int], depths: Sequence[int],
               bins: Sequence[int], fixed_hyper: Mapping[str, float],
               fixed_cat: Optional[Mapping[str, Any]] = None, n_stats: int = 1) -> Grid:
-    """The :class:`Grid` of ``grid`` x the static lists; ``fixed_hyper`` fills the
-    hyperparameters the grid does not name, ``loss.params`` the loss parameters. With
-    categorical columns, ``fixed_cat`` (``cat_prior``: ``None``, a number or ``(n_stats,)``;
-    ``cat_prior_weight``) fills the categorical settings the grid does not name; without them
-    (``None``) a grid naming one is refused."""
+    """The :class:`Grid` of ``grid`` x the static lists; ``fixed_hyper``, ``loss.params`` and
+    ``fixed_cat`` (categorical columns, else ``None``: a grid naming them is refused) fill the
+    values the grid does not name."""
     points, names = grid_points(grid, loss)
     cat_names = [n for n in names if n in CATEGORICAL_SETTINGS]
     if cat_names and fixed_cat is None:

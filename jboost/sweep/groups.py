@@ -22,11 +22,8 @@ CHECKPOINT_KIND = "sweep"
 def checkpoint_fingerprint(X, y, w, loss, grid_, fold_table, seed_keys, metric, greater, stopping, keep_trees,
                  fixed_hyper, colsample_by, per_output_trees, devices, cat_spec=None,
                  family=None) -> str:
-    """What a sweep's checkpoints must match to be continued (:func:`jboost.engine.checkpoints.fingerprint`):
-    the data, folds and seed keys; the grid (its points, swept values and static settings) and
-    the fixed hyperparameters; the loss (name, function, parameters), the metric (by qualified
-    name) and its direction, early stopping; whether trees are kept; the devices' platforms and
-    whether the CPU kernels run (they set the last bits of a result)."""
+    """What a sweep's checkpoints must match to be continued
+    (:func:`jboost.engine.checkpoints.fingerprint`; listed in docs/sweeps.md)."""
     arrays = (X, y, w, fold_table, seed_keys, grid_.hyper_values, grid_.loss_values, loss.params,
               grid_.cat_values)
     settings = (grid_.points, grid_.names, grid_.rounds, grid_.depths, grid_.bins, grid_.configs,
@@ -72,10 +69,8 @@ def run_group(config, shared, grid_, loss, layout, metric, keep_trees, devices, 
                callbacks=(), stop: Optional[list] = None,
                cat_layout: Optional[sweep_categorical.CatLayout] = None,
                local=None) -> sweep_program.GroupFit:
-    """Every model of one ``(depth, n_bins)`` group: chunk size from the memory estimate, then
-    the chunks through the group's compiled program (with categorical columns, ``cat_layout``:
-    each model's own statistics' bins; with rows spread over processes, ``local``
-    (:class:`jboost.engine.distributed.LocalRows`): every device fits every model on its rows)."""
+    """Every model of one ``(depth, n_bins)`` group: the chunk size from the memory estimate,
+    then the chunks through the group's compiled program."""
     group, n_dev = (config.depth, config.n_bins), len(devices)
     n, n_features = shared.X_binned.shape[1], shared.X_binned.shape[0]
     if local is not None:  # each device holds a shard of the rows and fits all the models

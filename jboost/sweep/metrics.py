@@ -1,9 +1,6 @@
-"""Validation metrics of a sweep, evaluated on the held-out fold after every round.
-
-The default metric is the loss itself: the weighted mean loss of the held-out rows, read off the
-training raw scores (:mod:`jboost.sweep.program`). A named metric (:data:`METRICS`) or a custom
-function ``metric(y, raw, w) -> scalar`` is evaluated on the raw scores accumulated round by round
-(``raw`` shaped as :func:`jboost.predict` returns it, ``w`` zero outside the held-out fold).
+"""Validation metrics of a sweep on the held-out fold after every round: the loss (the
+default, read off the training raw scores), a named metric (:data:`METRICS`) or a function
+``metric(y, raw, w) -> scalar``.
 """
 
 from __future__ import annotations

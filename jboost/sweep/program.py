@@ -1,19 +1,7 @@
 """The compiled program of a sweep: a chunk of models vmapped over boosting init/step, its shard_map over devices, and the chunk loop of a group.
 
-Every model of a ``(depth, n_bins)`` group shares the binned data; a model is a grid point, a
-fold (a pair of training / held-out weight masks) and a seed, arrays with a leading model axis.
-One model is :func:`jboost.engine.boosting.boost` as the scan of :func:`jboost.engine.boosting.step`
-with no validation set: the held-out fold's loss is read off the training raw scores; a named or
-custom metric is computed from the kept trees after the scan
-(:func:`jboost.sweep.metrics.metric_curve`). With early stopping a model is
-:func:`jboost.engine.boosting.boost_until_stopped`, its score computed inside the round; a chunk's
-``while_loop`` ends when its last model stops. Chunks run by
-:func:`jboost.engine.batching.map_chunks` (one compilation per static combination), sharded with
-``shard_map`` over several devices, optionally checkpointed
-(:class:`jboost.engine.checkpoints.ChunkCheckpoints`). Categorical target statistics are computed
-per model inside the program from its training-weight mask (:mod:`jboost.sweep.categorical`).
-
-See docs/sweeps.md.
+A model is a grid point, a fold (training / held-out weight masks) and a seed, all sharing the
+group's binned data; its held-out score is read off the training raw scores. See docs/sweeps.md.
 """
 
 from __future__ import annotations
@@ -56,12 +44,8 @@ class ChunkOut(NamedTuple):
 
 
 class RowsShared(NamedTuple):
-    """A sweep of rows spread over processes (``rows="local"``, :mod:`jboost.engine.distributed`): the
-    training arrays are every process's rows sharded over the mesh (``config.axis_name``); these
-    are the whole table's labels, weights and folds, replicated (``O(S n)`` numbers, not the
-    ``O(n F)`` bins), and each table row's position in the sharded arrays. Each model's baseline
-    is computed from them (bitwise the single-process one) and a named or custom metric sees the
-    held-out rows in table order."""
+    """The whole table's labels, weights and folds, replicated, and each table row's position in
+    the sharded arrays, of a sweep whose rows are spread over processes (``rows="local"``)."""
 
     y: jax.Array            # (n,) or (n, C) the whole table's labels
     sample_weight: jax.Array  # (n,)
@@ -74,26 +58,14 @@ def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fo
               config: boosting_lib.BoostConfig, metric, keep_trees: bool,
               greater_is_better: bool = False, cat_layout: Optional[sweep_categorical.CatLayout] = None,
               rows: Optional[RowsShared] = None) -> ChunkOut:
-    """Fit the models of one chunk (leading axis of ``hyper``, ``loss``, ``fold``, ``seed``).
-
-    ``fold_table`` ``(S, n)`` is every row's fold under each seed, ``seed_keys`` ``(S, 2)`` the
-    raw key of each seed; ``fold`` and ``seed`` index them per model. With
-    ``config.early_stopping`` each model stops on its held-out score (``greater_is_better``: the
-    direction of a custom ``metric``). With categorical columns (``cat_layout``, ``cat_shared``,
-    ``cat_point``: per model) each model bins its own target statistics (:func:`model_bins`).
-    With rows spread over processes (``rows``, :class:`RowsShared`; ``config.axis_name`` set,
-    inside ``shard_map``) every device fits every model on its shard of the rows.
-    """
-    if cat_layout is None:
-        return jax.vmap(lambda h, l, f, s: _one_model(
-            X_binned, y, sample_weight, fold_table, seed_keys, h, l, f, s, None, None,
-            config=config, metric=metric, keep_trees=keep_trees,
-            greater_is_better=greater_is_better, cat_layout=None, rows=rows))(hyper, loss, fold, seed)
+    """Fit the models of one chunk (leading axis of ``hyper``, ``loss``, ``fold``, ``seed``, which
+    index ``fold_table`` ``(S, n)`` and ``seed_keys`` ``(S, 2)``); with categorical columns each
+    model bins its own statistics (:func:`model_bins`), with ``rows`` (inside ``shard_map``)
+    every device fits every model on its shard of the rows."""
     return jax.vmap(lambda h, l, f, s, c: _one_model(
         X_binned, y, sample_weight, fold_table, seed_keys, h, l, f, s, cat_shared, c,
-        config=config, metric=metric, keep_trees=keep_trees,
-        greater_is_better=greater_is_better, cat_layout=cat_layout))(hyper, loss, fold, seed,
-                                                                     cat_point)
+        config=config, metric=metric, keep_trees=keep_trees, greater_is_better=greater_is_better,
+        cat_layout=cat_layout, rows=rows))(hyper, loss, fold, seed, cat_point)
 
 
 def _one_model(X_binned, y, sample_weight, fold_table, seed_keys, hyper_i, loss_i, f, s,
@@ -116,30 +88,41 @@ def _one_model(X_binned, y, sample_weight, fold_table, seed_keys, hyper_i, loss_
                                        n_bins=config.n_bins)
     data = state_lib.Data.train_only(X_binned, y, w_train)
     score = _held_out_score(metric, y, w_valid, config.axis_name, rows, s, f)
-    if config.early_stopping is not None:
-        out = _until_stopped(data, seed_keys[s], hyper_i, loss_i, init_raw, score,
-                             config=config, metric=metric, keep_trees=keep_trees,
-                             greater_is_better=greater_is_better)
-        return out._replace(cat=cat_out if keep_trees else None)
-    in_rounds = metric is None or rows is not None  # else from the kept trees, after the scan
+    stopping = config.early_stopping is not None
+    # The held-out score in every round (early stopping's score, minimised), else after the rounds
+    # from the kept trees (a named or custom metric).
+    in_rounds = stopping or metric is None or rows is not None
+    sign = -1.0 if (stopping and metric is not None and greater_is_better) else 1.0
 
     def body(state, m):
         state, out = boosting_lib.step(state, m, data=data, key=seed_keys[s], hyper=hyper_i,
-                                   config=config)
-        # No separate validation set: with the default metric, the held-out rows' loss is
-        # read off the training raw scores (every row is predicted as the trees grow).
+                                       config=config)
+        # No separate validation set: the held-out rows' score is read off the training raw
+        # scores (every row is predicted as the trees grow).
         valid = score(state) if in_rounds else jnp.float32(0.0)
-        return state, (out.trees, out.train_loss, valid)
+        return state, out._replace(valid_loss=-valid if sign < 0 else valid)
 
     state0 = boosting_lib.init(data, loss_i, init_raw, config)
-    state, (trees, train_loss, valid) = lax.scan(body, state0, jnp.arange(config.n_rounds))
-    if not in_rounds:
-        valid = metrics_lib.metric_curve(metric, state.loss, trees, init_raw, X_binned, y,
-                                         w_valid, config.n_bins)
-    valid, train_loss = _nan_outside(valid, train_loss, hyper_i, loss_i)
+    rounds = jnp.arange(config.n_rounds, dtype=jnp.int32)
+    n_fitted = None
+    if stopping:  # each model stops on its own; the chunk's loop ends when all have stopped
+        out = boosting_lib.boost_until_stopped(body, state0, rounds, data, config.early_stopping,
+                                               (jnp.float32(jnp.inf), jnp.int32(-1)))
+        n_fitted = out.n_fitted
+        valid = -out.valid_loss if sign < 0 else out.valid_loss  # the metric itself again
+    else:
+        state, out = lax.scan(body, state0, rounds)
+        valid = out.valid_loss
+        if not in_rounds:
+            valid = metrics_lib.metric_curve(metric, state.loss, out.trees, init_raw, X_binned, y,
+                                             w_valid, config.n_bins)
+    # Curves NaN where a traced setting is outside its domain (never ranked): the grid was checked
+    # on the host, so this guards the program itself.
+    valid, train_loss = settings.nan_outside_domains((valid, out.train_loss), loss_i, hyper_i,
+                                                     warn=False)
     if not keep_trees:
-        return ChunkOut(valid, train_loss, None, None)
-    return ChunkOut(valid, train_loss, init_raw, trees, cat=cat_out)
+        return ChunkOut(valid, train_loss, None, None, n_fitted)
+    return ChunkOut(valid, train_loss, init_raw, out.trees, n_fitted, cat=cat_out)
 
 
 def _held_out_score(metric, y, w_valid, axis, rows: Optional[RowsShared], s, f):
@@ -159,36 +142,6 @@ def _held_out_score(metric, y, w_valid, axis, rows: Optional[RowsShared], s, f):
         return metrics_lib.evaluate(metric, state.loss, rows.y, raw, w_all).astype(
             jnp.float32).reshape(())
     return score
-
-
-def _until_stopped(data, key, hyper, loss, init_raw, held_out_score, *, config, metric, keep_trees,
-                   greater_is_better) -> ChunkOut:
-    """One model with early stopping (:func:`jboost.engine.boosting.boost_until_stopped`): each round's
-    score is ``held_out_score(state)``, the held-out fold's loss, or ``metric``, from the training
-    raw scores (:func:`_held_out_score`)."""
-    sign = -1.0 if (metric is not None and greater_is_better) else 1.0  # the score is minimised
-
-    def body(state, m):
-        state, out = boosting_lib.step(state, m, data=data, key=key, hyper=hyper, config=config)
-        return state, out._replace(valid_loss=sign * held_out_score(state))
-
-    state0 = boosting_lib.init(data, loss, init_raw, config)
-    rounds = jnp.arange(config.n_rounds, dtype=jnp.int32)
-    out = boosting_lib.boost_until_stopped(body, state0, rounds, data, config.early_stopping,
-                                       (jnp.float32(jnp.inf), jnp.int32(-1)))
-    valid = -out.valid_loss if sign < 0 else out.valid_loss  # the metric itself again
-    valid, train_loss = _nan_outside(valid, out.train_loss, hyper, loss)
-    if not keep_trees:
-        return ChunkOut(valid, train_loss, None, None, out.n_fitted)
-    return ChunkOut(valid, train_loss, init_raw, out.trees, out.n_fitted)
-
-
-def _nan_outside(valid, train, hyper, loss):
-    """A model's curves NaN when a (traced) hyperparameter or loss parameter is outside its
-    domain (:func:`jboost.fitting.settings.nan_outside_domains`): never ranked. The sweep checks its
-    grid on the host first, so this guards the program itself; the selection reports NaN
-    configurations (:func:`jboost.sweep.result.select`)."""
-    return settings.nan_outside_domains((valid, train), loss, hyper, warn=False)
 
 
 @functools.lru_cache(maxsize=64)
@@ -219,13 +172,8 @@ def chunk_program(config: boosting_lib.BoostConfig, metric, keep_trees: bool, de
 def rows_chunk_program(config: boosting_lib.BoostConfig, metric, keep_trees: bool, mesh: Mesh,
                        greater_is_better: bool = False) -> Callable:
     """The compiled :func:`fit_chunk` of a sweep whose rows are spread over processes
-    (``rows="local"``): ``program(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss,
-    fold, seed, rows)`` with the training arrays global arrays sharded over the rows of the
-    one-axis ``mesh`` (every device of every process; :meth:`jboost.engine.distributed.LocalRows.shard`)
-    and ``rows`` a :class:`RowsShared`. Every device fits every model of the chunk on its rows,
-    histograms and sums ``psum``-ed over the mesh (``config`` gets its ``axis_name``; its
-    ``row_starts`` give each shard's rows their row draws in the whole table). The outputs,
-    replicated, are returned as this process's arrays (the same on every process)."""
+    (``rows="local"``): the training arrays sharded over the rows of the one-axis ``mesh``,
+    histograms ``psum``-ed, the replicated outputs returned as this process's arrays."""
     axis = mesh.axis_names[0]
     config = config._replace(axis_name=axis)
 
@@ -276,25 +224,6 @@ class Shared(NamedTuple):
     rows: Optional[RowsShared] = None  # rows spread over processes: the whole table's labels, ...
 
 
-class Layout(NamedTuple):
-    """The models of a group, grid point x fold x seed (``(n_models,)`` each): model
-    ``(point * n_folds + fold) * n_seeds + seed``."""
-
-    point: np.ndarray
-    fold: np.ndarray
-    seed: np.ndarray
-
-    @classmethod
-    def of(cls, n_points: int, n_folds: int, n_seeds: int) -> "Layout":
-        return cls(np.repeat(np.arange(n_points), n_folds * n_seeds),
-                   np.tile(np.repeat(np.arange(n_folds), n_seeds), n_points),
-                   np.tile(np.arange(n_seeds), n_points * n_folds))
-
-    @property
-    def n_models(self) -> int:
-        return int(self.point.shape[0])
-
-
 class GroupFit(NamedTuple):
     """Every model of a ``(depth, n_bins)`` group, fitted (host arrays)."""
 
@@ -311,22 +240,15 @@ class GroupFit(NamedTuple):
 
 
 def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss_lib.Loss,
-              layout: Layout, models_per_call: int, *,
+              layout: grid_lib.Layout, models_per_call: int, *,
               log: Optional[Callable[[int, int, bool], None]] = None,
               checkpoints: Optional[checkpoints_lib.ChunkCheckpoints] = None, part: str = "",
               callbacks=(), stop: Optional[list] = None) -> GroupFit:
     """Fit every model of ``layout`` with ``program``, ``models_per_call`` at a time (the last
-    call padded by repeating the last model); ``log(chunk, n_chunks, resumed)`` after each
-    dispatch (``resumed=False``) and for each chunk read from a checkpoint (``True``).
-
-    With ``checkpoints`` (:class:`jboost.engine.checkpoints.ChunkCheckpoints`) each chunk's outputs are
-    saved as ``part`` chunk files when it finishes, and the chunks already saved are read
-    instead of fitted (their model indices checked); ``GroupFit.n_resumed`` counts them.
-
-    ``callbacks`` (:func:`jboost.engine.batching.map_chunks`) get each chunk's ``models`` (indices in
-    the group), ``valid_curves`` and ``train_curves`` ``(models, R)``; one returning ``True``
-    stops: the group's (and, through the shared ``stop`` list, every later group's) models not
-    fitted get NaN curves (``GroupFit.n_models_fitted``)."""
+    call padded by repeating the last model); ``log(chunk, n_chunks, resumed)`` after each chunk.
+    ``checkpoints`` save each chunk (``part`` files) and read those saved; a callback returning
+    ``True`` stops, and the models not fitted (in later groups too, through ``stop``) get NaN
+    curves."""
     n_models = layout.n_models
     stop = [] if stop is None else stop
     n_chunks = math.ceil(n_models / models_per_call)

@@ -1,20 +1,7 @@
-"""The result of a sweep: every fit's curves, the selection, the text table, and the models.
+"""The result of a sweep: every fit's curves, the selection of the best round and configuration
+(ESL 10.12; the mean over folds x seeds and its standard error), the text table, and the models.
 
-The best round of a configuration is the round minimising its validation curve averaged over
-folds and seeds (early stopping: ESL section 10.12 chooses the number of rounds on validation
-data); the best configuration is the one with the best such value, reported with its standard
-error over the folds x seeds rows. (Those rows are not independent -- they share training data --
-so the standard error is the usual optimistic CV one; Bengio and Grandvalet, 2004.)
-
-With per-fit early stopping (``sweep(early_stopping_rounds=)``) every fit stops on its own
-held-out fold and its curves are NaN after its stop, so the mean curve is defined on the rounds
-every fold x seed fit of the configuration ran: the configuration's best round is the round
-minimising that mean curve, and its score is the mean there. This is the choice of
-``xgboost.cv`` and ``lightgbm.cv`` (the best iteration of the mean curve over folds, one round
-count for every fold's booster), except that their folds all stop together when the mean stops
-improving, whereas here each fit stops on its own (it runs ``early_stopping_rounds`` rounds past
-its own best), so the earliest-stopping fit of a configuration bounds its best round. Each row's
-own best round and rounds fitted are kept too (``row_best_rounds``, ``rounds_fitted``).
+See docs/sweeps.md (selection, early stopping per fit).
 """
 
 from __future__ import annotations
@@ -40,62 +27,44 @@ Group = Tuple[int, int]  # (depth, n_bins): one compiled program
 
 @dataclasses.dataclass(frozen=True)
 class SweepResult:
-    """Every fit of a sweep and what was chosen from them (host NumPy arrays; no pandas).
+    """Every fit of a sweep and what was chosen from them (host NumPy arrays).
 
     Rows are configuration x fold x seed, row ``i = (config * n_folds + fold) * n_seeds + seed``.
 
     Attributes:
-      configs: one dict per configuration: the swept values plus ``n_rounds``, ``depth``,
-        ``n_bins``.
+      configs: one dict per configuration: the swept values, ``n_rounds``, ``depth``, ``n_bins``.
       swept: the names that vary (grid keys, then static settings given as lists).
       config, fold, seed: ``(n_rows,)`` int: each row's configuration, fold and seed index.
-      valid_curves: ``(n_rows, R)`` the validation metric on the held-out fold after each round
-        (``R`` the largest ``n_rounds``; NaN beyond a row's own ``n_rounds``, and with early
-        stopping after its ``rounds_fitted``).
+      valid_curves: ``(n_rows, R)`` the metric on the held-out fold after each round (NaN beyond
+        a row's ``n_rounds`` and, with early stopping, its ``rounds_fitted``).
       train_curves: ``(n_rows, R)`` the weighted mean training loss after each round.
-      mean_curves, se_curves: ``(n_configs, R)`` mean and standard error over folds x seeds
-        (with early stopping: NaN from the first round some fit of the configuration did not run).
-      best_rounds: ``(n_configs,)`` the round count (1-based) optimising the mean curve (with
-        early stopping: over the rounds every fit of the configuration ran).
+      mean_curves, se_curves: ``(n_configs, R)`` mean and standard error over folds x seeds.
+      best_rounds: ``(n_configs,)`` the round count (1-based) optimising the mean curve.
       best_scores, best_ses: ``(n_configs,)`` mean and standard error at that round.
       best_index: the best configuration.
       metric: the metric's name (``"loss"``: the mean loss on the held-out fold).
       greater_is_better: direction of the metric.
       fold_table: ``(n_seeds, n)`` fold of every row under each seed.
       seed_keys: ``(n_seeds, 2)`` uint32 raw ``jax.random`` key of each seed.
-      sample_weight: ``(n,)`` float32 sample weights of the sweep (ones if none were given).
+      sample_weight: ``(n,)`` float32 sample weights (ones if none were given).
       borders: ``{n_bins: (F, n_bins - 1) borders}`` used to bin the data.
       loss: the resolved :class:`jboost.Loss` (its swept params are set per configuration).
       fixed: the non-swept settings passed on to :func:`jboost.fit`.
-      trees: with ``keep_trees=True``, ``{(depth, n_bins): ObliviousTrees}`` with leading axes
-        ``(n_models, n_rounds_fitted, trees_per_round)``; ``model_of_row`` indexes it
-        (:meth:`models` gives them as a batched :class:`jboost.Booster`).
+      trees: with ``keep_trees``, ``{(depth, n_bins): trees (n_models, R, T, ...)}``.
       model_of_row: ``(n_rows,)`` each row's index in its group's ``trees``.
-      info: timings and chunking (``n_compilations``: programs compiled by this sweep,
-        ``chunk_size``, ``n_chunks``, ``n_resumed_chunks``: chunks read from ``checkpoint_dir``
-        instead of fitted, ``n_devices``, ``seconds``, ``first_chunk_seconds``: the first chunk
-        fitted, ``model_bytes``).
-      baselines: with ``keep_trees=True``, ``{(depth, n_bins): (n_models, K)}`` each model's
-        constant raw score (the baseline of its training folds).
-      early_stopping: with ``sweep(early_stopping_rounds=)``, the :func:`jboost.fit` arguments of
-        a row's stopping (``early_stopping_rounds``, ``early_stopping_tolerance``,
-        ``eval_metric``); else ``None``.
-      rounds_fitted: with early stopping, ``(n_rows,)`` the rounds each row fitted (at most its
-        ``n_rounds``); its curves are NaN after them.
+      info: chunking, compilations and timings (``n_compilations``, ``chunk_size``, ``n_chunks``,
+        ``n_resumed_chunks``, ``n_devices``, ``seconds``, ``first_chunk_seconds``, ``model_bytes``).
+      baselines: with ``keep_trees``, ``{(depth, n_bins): (n_models, K)}`` each model's baseline.
+      early_stopping: the :func:`jboost.fit` arguments of a row's early stopping, or ``None``.
+      rounds_fitted: with early stopping, ``(n_rows,)`` the rounds each row fitted.
       row_best_rounds: with early stopping, ``(n_rows,)`` each row's own best round count
-        (1-based; the round that last improved its score by more than the tolerance, as
-        :func:`jboost.fit`'s ``best_round + 1``; 0 when no round had a finite score).
-      feature_names: the columns of a DataFrame ``X`` (:meth:`models` keep them: prediction
-        matches columns by name), else ``None``.
-      classes: the class labels when they were mapped to ``0..K-1`` (strings, ``{-1, 1}``, ...;
-        :meth:`models` keep them: ``predict_class`` returns them), else ``None``.
-      categorical: with categorical columns and ``keep_trees=True``,
-        ``{(depth, n_bins): jboost.data.categorical_stats.Categorical}`` with a leading model axis: each
-        model's final statistics (from its training rows) and prior; :meth:`models` keep them, so
-        they predict from rows as users hold them (category columns, unseen categories). ``borders``
-        are then the host-binned columns' (the ctr columns' rows unused) and
-      model_borders: ``{(depth, n_bins): (n_models, F, n_bins - 1)}`` each model's borders of the
-        features its trees split on (its statistics' own); ``None`` without categorical columns.
+        (1-based, as :func:`jboost.fit`'s ``best_round + 1``; 0: no finite score).
+      feature_names: the columns of a DataFrame ``X``, else ``None``.
+      classes: the class labels mapped to ``0..K-1``, else ``None``.
+      categorical: with categorical columns and ``keep_trees``, ``{(depth, n_bins): Categorical}``
+        with a leading model axis: each model's statistics (``borders`` are then the host rows').
+      model_borders: ``{(depth, n_bins): (n_models, F, n_bins - 1)}`` each model's borders (with
+        categorical columns, else ``None``).
     """
 
     configs: Tuple[Dict[str, Any], ...]
@@ -191,18 +160,12 @@ class SweepResult:
         return kwargs
 
     def refit(self, X, y, *, config: Optional[int] = None, key=None, **overrides) -> booster.Booster:
-        """Fit a configuration (default: the best) on all of ``X, y`` for its best round count
-        (with early stopping too: the round count chosen from the mean curve, no early stopping).
+        """Fit a configuration (default: the best) on all of ``X, y`` for its best round count,
+        with :func:`jboost.fit`'s API (no early stopping).
 
-        Same API as :func:`jboost.fit`; ``key`` defaults to the key of seed 0; ``overrides`` are
-        passed on (e.g. ``eval_set``, or ``n_rounds``). Borders are recomputed from ``X`` unless
-        given. With categorical columns the sweep's ``cat_features`` (as a mask of ``X``'s
-        columns), ``one_hot_max_size``, ``cat_prior`` and ``cat_prior_weight`` (the
-        configuration's) are passed on: the model encodes ``X``'s columns as the sweep did. If the sweep had sample weights, they are used again (``X`` must then have the
-        sweep's rows) unless ``sample_weight`` is given.
-        A sweep of rows spread over processes is refitted the same way:
-        ``result.refit(X_local, y_local, rows="local")`` on every process (with this process's
-        ``sample_weight=`` if the sweep had weights).
+        ``key`` defaults to the key of seed 0; ``overrides`` are passed on (e.g. ``eval_set``,
+        ``n_rounds``). Borders are recomputed from ``X`` unless given; the sweep's categorical
+        settings and sample weights (``X`` must then have the sweep's rows) are passed on.
         """
         c = self.best_index if config is None else int(config)
         kwargs = self.fit_kwargs(c, early_stopping=False)  # the chosen round count, all the rows
@@ -228,18 +191,12 @@ class SweepResult:
     def models(self, rows: Optional[Sequence[int]] = None, *,
                n_rounds: Optional[int] = None) -> booster.Booster:
         """The cross-validation models of ``rows`` as one batched :class:`jboost.Booster`
-        (``batch_shape == (len(rows),)``): ``jboost.predict(result.models(), X)`` is
-        ``(len(rows), n, ...)``, row ``i`` the prediction of the model fitted on its training folds.
+        (``batch_shape == (len(rows),)``), each fitted on its training folds; needs ``keep_trees``.
 
-        Needs ``keep_trees=True``. ``rows`` default to those of the best configuration
-        (:meth:`rows_of`); they must share ``(depth, n_bins)`` (one tree shape). ``n_rounds``
-        (default: the rows' configured round count, which they must then share) keeps the first
-        rounds. Each model's ``train_loss`` is its training curve, ``valid_loss`` its held-out
-        fold's mean loss (NaN when the sweep's metric is not the loss), ``loss`` the row's loss
-        with its configuration's parameters. With early stopping, a model's rounds after its stop
-        are zero trees and each model's ``best_round`` is its configuration's chosen round
-        (``best_rounds - 1``, at most ``n_rounds - 1``), which predictions use by default (as
-        ``lightgbm.cv`` sets every fold booster's ``best_iteration`` to the CV best iteration).
+        ``rows`` (default: the best configuration's) must share ``(depth, n_bins)``; ``n_rounds``
+        (default: the rows' round count, which they must then share) keeps the first rounds.
+        ``valid_loss`` is the held-out fold's mean loss (NaN unless the metric is the loss); with
+        early stopping ``best_round`` is the configuration's chosen round (docs/sweeps.md).
         """
         if self.trees is None:
             raise ValueError("the sweep kept no trees: run it with keep_trees=True to get its models "
@@ -341,7 +298,8 @@ class SweepResult:
         lines = []
         shown = order if max_rows is None else order[:max_rows]
         for rank, c in enumerate(shown, 1):
-            cells = [str(rank)] + [_fmt(self.configs[c][k]) for k in self.swept]
+            cells = [str(rank)] + [f"{v:.6g}" if isinstance(v, float) else str(v)
+                                   for v in (self.configs[c][k] for k in self.swept)]
             cells += [str(int(self.best_rounds[c])), f"{self.best_scores[c]:.6g}", f"{self.best_ses[c]:.3g}"]
             lines.append(cells + (["<- best"] if c == self.best_index else []))
         widths = [max(len(h), *(len(l[j]) for l in lines)) for j, h in enumerate(cols)]
@@ -351,12 +309,6 @@ class SweepResult:
         if max_rows is not None and len(order) > max_rows:
             text.append(f"... ({len(order) - max_rows} more configurations)")
         return "\n".join(text)
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
 
 
 def _best_index(curve, greater_is_better: bool) -> int:
@@ -421,19 +373,13 @@ def rows(configs: Sequence[Mapping[str, Any]], n_points: int, n_folds: int, n_se
          valid: Mapping[Group, np.ndarray], train: Mapping[Group, np.ndarray], r_max: int, *,
          n_fitted: Optional[Mapping[Group, np.ndarray]] = None, tolerance: float = 0.0,
          greater: bool = False) -> Rows:
-    """Each row's curves, read from its group's fits (``valid``, ``train``: ``(n_models, R)`` per
-    group, models grid point x fold x seed) up to its configuration's ``n_rounds``.
-
-    With early stopping, ``n_fitted`` ``{group: (n_models,)}`` are the rounds each model fitted:
-    a row of ``n_rounds = r`` fitted ``min(n_fitted, r)`` rounds and its best round is that of
-    its first ``r`` rounds (:func:`stopping_best`), as a separate fit of ``r`` rounds records
-    them (round ``m`` does not depend on later rounds, nor does the stopping record)."""
-    n_configs = len(configs)
+    """Each row's curves, read from its group's fits (``(n_models, R)`` per group) up to its
+    configuration's ``n_rounds``; with early stopping (``n_fitted``) a row's rounds fitted and its
+    best round over its first ``n_rounds`` (:func:`stopping_best`), as a separate fit records
+    them."""
     per_config = n_folds * n_seeds
-    n_rows = n_configs * per_config
-    row_config = np.repeat(np.arange(n_configs), per_config)
-    row_fold = np.tile(np.repeat(np.arange(n_folds), n_seeds), n_configs)
-    row_seed = np.tile(np.arange(n_seeds), n_configs * n_folds)
+    row_config, row_fold, row_seed = grid_lib.Layout.of(len(configs), n_folds, n_seeds)
+    n_rows = row_config.shape[0]
     row_point = row_config % n_points
     model_of_row = (row_point * n_folds + row_fold) * n_seeds + row_seed
     valid_curves = np.full((n_rows, r_max), np.nan)
@@ -469,15 +415,9 @@ class Selection(NamedTuple):
 def select(valid_curves, configs, n_per_config: int, greater: bool,
            rounds_fitted: Optional[np.ndarray] = None) -> Selection:
     """Each configuration's curve averaged over its ``n_per_config`` rows, the round optimising
-    it (early stopping) and the best configuration.
-
-    Only finite means are ranked: a round whose mean is NaN or infinite (a fold's fit diverged,
-    or a setting was outside its domain: :func:`jboost.fitting.settings.nan_outside_domains`) is never
-    a best round, and a configuration with no finite round is never the best (its best score is
-    NaN); a ``UserWarning`` names such configurations. With per-fit early stopping
-    (``rounds_fitted``, ``(n_rows,)``) the rows' curves are NaN after their stops, so the mean is
-    ranked on the rounds every row of the configuration fitted; the warning then concerns those
-    rounds only."""
+    it and the best configuration. Only finite means are ranked (a ``UserWarning`` names the
+    configurations with non-finite rounds); with ``rounds_fitted`` (early stopping) the rounds
+    every row of a configuration fitted."""
     n_configs, r_max = len(configs), valid_curves.shape[1]
     per_config = valid_curves.reshape(n_configs, n_per_config, r_max)
     with np.errstate(invalid="ignore"):   # inf - inf in a diverged configuration's spread
