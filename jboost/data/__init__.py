@@ -1,7 +1,4 @@
-"""Data as jboost reads it: tabular input, labels, binning, categorical columns, folds.
-
-:mod:`~jboost.data.tabular`, :mod:`~jboost.data.labels`, :mod:`~jboost.data.binning`,
-:mod:`~jboost.data.categorical` (column kinds and encodings),
-:mod:`~jboost.data.categorical_stats` (CatBoost's ordered target statistics) and
-:mod:`~jboost.data.folds`.
+"""Data as jboost reads it: tabular input, labels, binning, categorical columns (kinds,
+encodings, CatBoost's ordered target statistics), folds. See ``docs/data.md`` and
+``docs/categorical.md``.
 """

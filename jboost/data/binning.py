@@ -1,26 +1,9 @@
 """Quantile binning of features into ``uint8`` bins with a reserved missing-value bin.
 
-The pipeline follows scikit-learn's histogram GBDT (``HistGradientBoosting``, after LightGBM: Ke
-et al. 2017, "LightGBM: A Highly Efficient Gradient Boosting Decision Tree"): borders are
-computed once from the training data on the host (NumPy), and a jit-compiled transform maps
-floats to bins.
-
-Bin rule (for one feature with ``m`` borders ``b[0] < b[1] < ... < b[m-1]``)::
-
-    x is mapped to bin i  iff  b[i-1] < x <= b[i]      (with b[-1] = -inf, b[m] = +inf)
-    NaN is mapped to the missing bin, ``n_bins - 1``.
-
-So a finite or infinite ``x`` lands in one of the bins ``0 .. m`` (``m <= n_bins - 2``) and
-``+-inf`` are ordinary extreme values. Borders are stored padded with ``+inf`` to a common
-width of ``n_bins - 1`` (the extra ``+inf`` column is the float threshold of the "everything
-non-missing goes left" split), so that bin ``t`` and border column ``t`` satisfy::
-
-    bin(x) > t   iff   x > borders[f, t]     (for non-missing x)
-
-which is what lets trees fitted on bins predict directly on raw floats.
-
-Subnormal float32 values are treated as 0 (XLA's CPU backend flushes them to zero in
-comparisons), and no border is ever subnormal.
+As scikit-learn's histogram GBDT (after LightGBM: Ke et al. 2017): borders from the training
+data on the host, a jit-compiled transform of floats to bins. ``x`` goes to bin ``i`` iff
+``b[i-1] < x <= b[i]``, NaN to ``n_bins - 1``; borders are padded with ``+inf``, so ``bin(x) >
+t`` iff ``x > borders[f, t]``. See ``docs/data.md``.
 """
 
 from __future__ import annotations
@@ -36,16 +19,8 @@ from jboost import _native
 
 
 def check_borders(borders, n_features: int, n_bins: int) -> np.ndarray:
-    """Check user-supplied bin borders, else training bins and prediction thresholds would disagree.
-
-    Args:
-      borders: ``(n_features, n_bins - 1)`` real borders: no NaN, non-decreasing along each
-        feature (as :func:`compute_borders` makes them; +-inf allowed).
-      n_features: the expected number of features.
-      n_bins: the expected number of bins (including the missing bin).
-
-    Returns:
-      The borders as a float32 array.
+    """Check user-supplied bin borders ``(n_features, n_bins - 1)`` (no NaN, non-decreasing along
+    each feature), else training bins and prediction thresholds would disagree; returns float32.
 
     Raises:
       TypeError: complex borders.
@@ -75,29 +50,13 @@ DEFAULT_BORDER_SAMPLE = 200_000
 
 
 def missing_bin(n_bins: int) -> int:
-    """The index of the bin reserved for missing values (NaN).
-
-    Args:
-      n_bins: the total number of bins.
-
-    Returns:
-      ``n_bins - 1``.
-    """
+    """The index of the bin reserved for missing values (NaN): ``n_bins - 1``."""
     return n_bins - 1
 
 
 def has_missing(X_binned, n_bins: int) -> bool:
-    """Whether any value of the binned data is missing.
-
-    A host-side bool, to set the static ``BoostConfig.missing``: without missing values the split
-    search does half the work.
-
-    Args:
-      X_binned: binned features (any layout).
-      n_bins: the total number of bins.
-
-    Returns:
-      A Python bool.
+    """Whether any value of the binned data is missing: a host bool, to set the static
+    ``BoostConfig.missing`` (without missing values the split search does half the work).
     """
     return bool(jnp.any(jnp.asarray(X_binned) == missing_bin(n_bins)))
 
@@ -151,14 +110,7 @@ def _feature_borders(col: np.ndarray, weights: np.ndarray | None, max_bins: int)
 
 
 def flush_subnormals(X: np.ndarray) -> np.ndarray:
-    """Subnormal float32 values -> 0 (what XLA's CPU backend does to them in comparisons).
-
-    Args:
-      X: a float32 array.
-
-    Returns:
-      A copy of ``X`` with its subnormal values replaced by 0.
-    """
+    """A copy of float32 ``X`` with subnormals as 0 (as XLA's CPU backend compares them)."""
     tiny = np.finfo(np.float32).tiny
     return np.where(np.abs(X) < tiny, np.float32(0), X)
 
@@ -175,17 +127,15 @@ def compute_borders(
 
     Args:
       X: ``(n_samples, n_features)`` array; NaN means missing.
-      n_bins: total number of bins including the missing bin (``3 <= n_bins <= 256``). At most
-        ``n_bins - 1`` bins hold non-missing values. Features with at most that many distinct
-        values get exact borders (one bin per value, midpoints between values).
+      n_bins: total number of bins including the missing bin (``3 <= n_bins <= 256``). Features
+        with at most ``n_bins - 1`` distinct values get exact borders (one bin per value).
       sample_weight: optional non-negative weights; borders are weighted quantiles.
       max_rows: borders are computed from a seeded subsample of this many rows when the data is
         larger (``None``: always all rows).
       seed: seed of that subsample.
 
     Returns:
-      float32 ``(n_features, n_bins - 1)``; row ``f`` holds its ``m_f`` increasing borders
-      followed by ``+inf``.
+      float32 ``(n_features, n_bins - 1)``: row ``f`` holds its increasing borders, then ``+inf``.
 
     Raises:
       ValueError: ``n_bins`` outside ``[3, 256]``, or ``X`` not 2-D.
@@ -213,16 +163,8 @@ def compute_borders(
 
 def border_sample_rows(n_rows: int, max_rows: int | None = DEFAULT_BORDER_SAMPLE,
                        seed: int = 0) -> np.ndarray | None:
-    """The rows :func:`compute_borders` reads.
-
-    Args:
-      n_rows: the number of rows of the data.
-      max_rows: the subsample's size (``None``: always all rows).
-      seed: the subsample's seed.
-
-    Returns:
-      The sorted indices of a seeded subsample of ``max_rows`` rows when there are more, else
-      ``None`` (all rows).
+    """The rows of ``n_rows`` that :func:`compute_borders` reads: the sorted indices of a seeded
+    subsample of ``max_rows`` when there are more, else ``None`` (all rows).
     """
     if max_rows is None or n_rows <= max_rows:
         return None
@@ -231,27 +173,9 @@ def border_sample_rows(n_rows: int, max_rows: int | None = DEFAULT_BORDER_SAMPLE
 
 def local_border_sample(X, sample_weight, start: int, n_total: int, *,
                         max_rows: int | None = DEFAULT_BORDER_SAMPLE, seed: int = 0):
-    """``(X_part, w_part)``: the rows of one block of a larger table that :func:`compute_borders`
-    of the whole table reads, in their order.
-
-    The table is the concatenation of blocks (one per process of a multi-process fit, in process
-    order, :mod:`jboost.engine.distributed`); this block holds its rows ``start .. start + len(X) - 1`` of
-    ``n_total``. The blocks' parts concatenated in block order are exactly the rows (and weights)
-    the border computation of the whole table reads (all of them, or its seeded subsample of
-    ``max_rows``, :func:`border_sample_rows`), so :func:`merge_border_samples` of the parts equals
-    :func:`compute_borders` of the concatenation bitwise. A part holds at most ``max_rows`` rows
-    whatever the table's size.
-
-    Args:
-      X: ``(n_block, n_features)`` this block's rows.
-      sample_weight: ``(n_block,)`` their weights, or ``None``.
-      start: the block's first row in the whole table.
-      n_total: the whole table's number of rows.
-      max_rows: as :func:`compute_borders`.
-      seed: as :func:`compute_borders`.
-
-    Returns:
-      ``(X_part, w_part)`` (``w_part`` is ``None`` without weights).
+    """``(X_part, w_part)``: the rows of one block of a larger table (rows ``start ..`` of
+    ``n_total``) that :func:`compute_borders` of the whole table reads, in their order; merged by
+    :func:`merge_border_samples` (``docs/data.md``).
 
     Raises:
       ValueError: ``X`` is not 2-D, or the block does not fit in ``n_total`` rows.
@@ -272,19 +196,9 @@ def local_border_sample(X, sample_weight, start: int, n_total: int, *,
 
 
 def merge_border_samples(parts, n_bins: int = MAX_BINS, weights=None) -> np.ndarray:
-    """Borders of a table held in blocks from their :func:`local_border_sample` parts (``parts``:
-    the blocks' ``X_part`` in block order; ``weights``: their ``w_part``, or ``None``): the
-    parts are the rows the whole table's :func:`compute_borders` reads, so this is
-    :func:`compute_borders` of the concatenated table, bitwise (exact weighted quantiles of the
-    same rows, sorted the same way).
-
-    Args:
-      parts: the blocks' ``X_part`` in block order.
-      n_bins: the total number of bins.
-      weights: the blocks' ``w_part`` in block order, or ``None``.
-
-    Returns:
-      float32 ``(n_features, n_bins - 1)`` borders.
+    """Borders of a table held in blocks from their :func:`local_border_sample` parts (``parts``
+    and ``weights``, the blocks' ``X_part`` and ``w_part`` in block order): :func:`compute_borders`
+    of the concatenated table, bitwise.
 
     Raises:
       ValueError: no parts, or ``weights`` and ``parts`` of different lengths (and as
@@ -323,19 +237,10 @@ def _bin_transposed(X, borders, n_bins: int):
 
 
 def bin_features(X, borders) -> jax.Array:
-    """Map floats to bins with the rule of this module; returns feature-major ``(n_features, n)``.
+    """Map floats ``(n, n_features)`` to feature-major uint8 bins ``(n_features, n)``.
 
-    The transposed layout puts each feature's bins in one contiguous row, which is what the
-    histogram builder reads. Concrete ``borders`` get the check of every fit
-    (:func:`check_borders`: no NaN, non-decreasing along each feature), else the bins would
-    disagree with the prediction thresholds; traced ones are the caller's.
-
-    Args:
-      X: ``(n, n_features)`` floats (NaN: missing).
-      borders: ``(n_features, n_bins - 1)`` borders.
-
-    Returns:
-      ``(n_features, n)`` uint8 bins.
+    The transposed layout puts each feature's bins in one contiguous row, as the histogram builder
+    reads them. Concrete ``borders`` get :func:`check_borders`; traced ones are the caller's.
 
     Raises:
       ValueError: borders that are not 2-D or fail :func:`check_borders`, or ``X`` whose shape
@@ -357,12 +262,5 @@ def bin_features(X, borders) -> jax.Array:
 
 
 def n_bins_of(borders) -> int:
-    """The total number of bins (including the missing bin) that ``borders`` were made for.
-
-    Args:
-      borders: ``(..., n_bins - 1)`` borders.
-
-    Returns:
-      ``n_bins``.
-    """
+    """The total number of bins (the missing bin included) of ``borders (..., n_bins - 1)``."""
     return borders.shape[-1] + 1

@@ -1,10 +1,9 @@
 """Categorical columns: column kinds, vocabularies and encodings (one-hot splits, codes), and a
 fit's encoding plan.
 
-A column is encoded one-hot (at most ``one_hot_max_size`` categories) or by ordered target
-statistics (:mod:`jboost.data.categorical_stats`), as in CatBoost (Prokhorenkova, Gusev,
-Vorobev, Dorogush and Gulin 2018, "CatBoost: unbiased boosting with categorical features",
-NeurIPS, Sections 3-4). The encoding is described in ``docs/categorical.md``.
+A column is one-hot (at most ``one_hot_max_size`` categories) or gets ordered target statistics
+(:mod:`jboost.data.categorical_stats`), as in CatBoost (Prokhorenkova et al. 2018, NeurIPS,
+Sections 3-4). See ``docs/categorical.md``.
 """
 
 from __future__ import annotations
@@ -21,11 +20,8 @@ from jboost.data import tabular
 
 
 def categorical_plan(X, cat_features, one_hot_max_size, eval_set=None, n_stats: int = 1):
-    """The one place a fit reads categorical columns (:mod:`jboost.data.categorical`): ``None`` when
-    ``X`` has none (``cat_features=None`` and no category, object or string column; or
-    ``cat_features=[]``), else a :class:`jboost.data.categorical.Plan`: the column kinds and
-    vocabularies (a :class:`~jboost.data.categorical.CategoricalSpec`), the training rows' encoded
-    matrix and the ``eval_set``'s (by the same vocabularies). Errors name the argument.
+    """The one place a fit reads categorical columns: ``None`` when ``X`` has none, else a
+    :class:`Plan` (``docs/categorical.md``). Errors name the argument.
 
     Args:
       X: the training features (a DataFrame or an array).
@@ -66,20 +62,9 @@ def categorical_plan(X, cat_features, one_hot_max_size, eval_set=None, n_stats: 
 
 
 def categorical_plan_like(spec, X, eval_set=None):
-    """The :class:`jboost.data.categorical.Plan` of a continued fit: ``X`` (and the ``eval_set``'s
-    rows) encoded with the model's columns and vocabularies ``spec`` (a category unseen by the
-    model: the prior, as at prediction).
-
-    Args:
-      spec: the model's :class:`CategoricalSpec`.
-      X: the training features.
-      eval_set: ``None`` or a ``(X, y[, w])`` tuple.
-
-    Returns:
-      A :class:`Plan`.
-
-    Raises:
-      TypeError, ValueError: as :func:`categorical_rows`.
+    """The :class:`Plan` of a continued fit: ``X`` and the ``eval_set``'s rows encoded with the
+    model's ``spec`` (an unseen category: the prior, as at prediction); raises as
+    :func:`categorical_rows`.
     """
     X_valid = None
     if isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
@@ -89,17 +74,8 @@ def categorical_plan_like(spec, X, eval_set=None):
 
 def categorical_rows(spec, X, name: str = "X") -> np.ndarray:
     """Rows to predict with a model fitted on categorical columns, as the encoded float32 matrix
-    the model reads (:func:`jboost.data.categorical.encode`: vocabulary look-ups; unseen and missing
-    categories never an error). A DataFrame's columns are matched by name beforehand
-    (:func:`jboost.data.tabular.frame_in_order`).
-
-    Args:
-      spec: the model's :class:`CategoricalSpec`.
-      X: the rows (a DataFrame or an array).
-      name: the argument's name in messages.
-
-    Returns:
-      float32 ``(n, spec.encoded_width)``.
+    ``(n, spec.encoded_width)`` the model reads (:func:`encode`; unseen and missing categories are
+    never an error).
 
     Raises:
       TypeError: traced rows, or a non-numeric value in a numeric column.
@@ -131,14 +107,13 @@ MISSING_NAME = "<missing>"
 @jax.tree_util.register_pytree_node_class
 class CategoricalSpec:
     """The static description of a model's input columns (a pytree node without leaves, so
-    ``jax.vmap`` and ``jit`` pass it unchanged, and JSON in model files).
+    ``jax.vmap`` and ``jit`` pass it unchanged; JSON in model files).
 
     Attributes:
       names: the input columns' names (a DataFrame's), or ``None`` (arrays: by position).
-      kinds: per input column, ``"numeric"``, ``"one_hot"`` or ``"ctr"``.
+      kinds: per input column, one of :data:`KINDS`.
       vocab: per input column, its categories (sorted training values; ``()`` for numeric).
-      vocab_type: per input column, ``"str"`` (values compared as strings), ``"int"`` (integer
-        codes) or ``""`` (numeric).
+      vocab_type: per input column, ``"str"``, ``"int"`` (integer codes) or ``""`` (numeric).
       missing: per input column, whether a missing value is a category (code ``len(vocab)``).
       n_stats: statistics per ``"ctr"`` column (K).
       one_hot_max_size: the setting the kinds were chosen with.
@@ -265,17 +240,7 @@ class CategoricalSpec:
 
     @classmethod
     def from_json(cls, d) -> "CategoricalSpec":
-        """The spec of a model file's JSON.
-
-        Args:
-          d: the dict :meth:`to_json` wrote.
-
-        Returns:
-          A :class:`CategoricalSpec`.
-
-        Raises:
-          ValueError: anything malformed.
-        """
+        """The spec of a model file's JSON (:meth:`to_json`); ``ValueError`` when malformed."""
         if not isinstance(d, dict):
             raise ValueError("not an object")
         kinds, vocab, vtype, missing = d.get("kinds"), d.get("vocab"), d.get("vocab_type"), d.get("missing")
@@ -392,12 +357,8 @@ def _numbers(col, name: str) -> np.ndarray:
 
 
 def has_categorical(X, cat_features) -> bool:
-    """Whether a fit on ``X`` has categorical columns (``cat_features`` given and non-empty, or
-    a DataFrame with category or string columns; arrays need ``cat_features``).
-
-    Args:
-      X: the features.
-      cat_features: ``None``, or column names / indices / a boolean mask.
+    """Whether a fit on ``X`` has categorical columns: ``cat_features`` given and non-empty, or a
+    DataFrame with category or string columns.
     """
     if cat_features is not None:
         return len(_as_list(cat_features)) > 0
@@ -413,16 +374,8 @@ def _as_list(cat_features) -> list:
 
 def resolve_columns(X, cat_features, name: str = "X") -> Tuple[Optional[Tuple[str, ...]], list]:
     """``(names, categorical)``: the input's column names (``None`` for arrays) and which columns
-    are categorical (bools). ``cat_features``: ``None`` (a DataFrame's category, object and
-    string columns; none of an array's), or names / indices / a boolean mask.
-
-    Args:
-      X: the features (a DataFrame or an array).
-      cat_features: as above.
-      name: the argument's name in messages.
-
-    Returns:
-      ``(names, categorical)``.
+    are categorical (bools), from ``cat_features`` (``None``: a DataFrame's category, object and
+    string columns; or names / indices / a boolean mask).
 
     Raises:
       TypeError: a mix of booleans and names or indices, a name for an array, another entry.
@@ -470,19 +423,8 @@ def resolve_columns(X, cat_features, name: str = "X") -> Tuple[Optional[Tuple[st
 
 def build_spec(X, categorical: Sequence[bool], names, one_hot_max_size: int, n_stats: int,
                name: str = "X") -> Tuple[CategoricalSpec, np.ndarray]:
-    """The :class:`CategoricalSpec` of training rows ``X`` (vocabularies from its values) and
-    their encoded matrix (:func:`encode`).
-
-    Args:
-      X: the training features (a DataFrame or an array).
-      categorical: per column, whether it is categorical.
-      names: the columns' names, or ``None``.
-      one_hot_max_size: the most categories of a one-hot column.
-      n_stats: statistics per ordered-target-statistics column.
-      name: the argument's name in messages.
-
-    Returns:
-      ``(spec, X_enc)``.
+    """``(spec, X_enc)``: the :class:`CategoricalSpec` of training rows ``X`` (vocabularies from
+    its values; ``categorical`` says per column whether it is) and their :func:`encode` matrix.
 
     Raises:
       TypeError: a column jboost cannot use (a non-numeric column not named categorical).
@@ -553,16 +495,8 @@ def _codes(spec: CategoricalSpec, j: int, col, label: str) -> np.ndarray:
 def encode(spec: CategoricalSpec, X, name: str = "X") -> np.ndarray:
     """Rows ``X`` (a DataFrame with the spec's columns in its order, or an array of
     ``spec.n_inputs`` columns) as the float32 ``(n, spec.encoded_width)`` matrix the model reads:
-    numeric columns, one-hot indicators, then one category code per ctr column (``-1``:
-    unseen). Host-side (vocabulary look-ups); never an error for unseen or missing categories.
-
-    Args:
-      spec: the model's :class:`CategoricalSpec`.
-      X: the rows.
-      name: the argument's name in messages.
-
-    Returns:
-      float32 ``(n, spec.encoded_width)``.
+    numeric columns, one-hot indicators, then one category code per ctr column (``-1``: unseen).
+    Host-side; never an error for unseen or missing categories.
 
     Raises:
       ValueError: the wrong number of columns, or a non-integer code.
@@ -594,14 +528,8 @@ def encode(spec: CategoricalSpec, X, name: str = "X") -> np.ndarray:
 
 
 def encoded_names(model) -> Tuple[str, ...]:
-    """Names of the features a model's trees split on (its :class:`CategoricalSpec`'s
-    ``encoded_names``; a model without categorical columns: its feature names, or ``x0..``).
-
-    Args:
-      model: a fitted model.
-
-    Returns:
-      A tuple of ``model.n_features`` strings.
+    """Names of the features a model's trees split on: its spec's ``encoded_names``, else its
+    feature names, or ``x0..``.
     """
     cat = getattr(model, "categorical", None)
     if cat is not None:
@@ -611,14 +539,8 @@ def encoded_names(model) -> Tuple[str, ...]:
 
 
 def sum_by_input(model, values, axis: int = -1):
-    """Per-encoded-feature quantities (importances, SHAP values: additive) summed by original
-    input column along ``axis``: ``(..., n_features, ...) -> (..., n_inputs, ...)``. A model
-    without categorical columns: ``values`` as they are.
-
-    Args:
-      model: a fitted model.
-      values: the per-encoded-feature quantities.
-      axis: the feature axis.
+    """Per-encoded-feature quantities (importances, SHAP values: additive) summed by original input
+    column along ``axis``; a model without categorical columns: ``values`` as they are.
     """
     cat = getattr(model, "categorical", None)
     if cat is None:
@@ -644,15 +566,12 @@ class Plan(NamedTuple):
 
 
 def check_settings(one_hot_max_size, prior, prior_weight) -> int:
-    """Check the categorical settings (concrete values only; traced ones are the caller's).
+    """Check the concrete categorical settings and return ``one_hot_max_size`` as an int.
 
     Args:
       one_hot_max_size: an int ``>= 0``.
       prior: ``None``, or a finite number or ``(K,)`` array.
       prior_weight: ``None``, or a finite number ``> 0``.
-
-    Returns:
-      ``one_hot_max_size`` as an int.
 
     Raises:
       TypeError: ``one_hot_max_size`` is not an int.
@@ -677,17 +596,8 @@ CATEGORICAL_ENTRY_POINTS = ("jboost.fit, jboost.sweep.sweep or jboost.bagging.fi
 
 
 def refuse_categorical(X, who: str, name: str = "X") -> None:
-    """A ``TypeError`` when ``X`` is a DataFrame with categorical (category, object or string)
-    columns and the entry point ``who`` takes numeric columns only: it names the columns and the
-    fix (the entry points that encode them, or an encoding by hand).
-
-    Args:
-      X: the features.
-      who: the entry point's name in the message.
-      name: the argument's name in the message.
-
-    Raises:
-      TypeError: ``X`` has categorical columns.
+    """Raise ``TypeError`` when ``X`` is a DataFrame with categorical columns and the entry point
+    ``who`` takes numeric columns only; the message names the columns and the fix.
     """
     if not tabular.is_frame(X):
         return

@@ -2,8 +2,7 @@
 (Categorical) and prediction values.
 
 Prokhorenkova, Gusev, Vorobev, Dorogush and Gulin (2018), "CatBoost: unbiased boosting with
-categorical features", NeurIPS, Section 3.2 (ordered target statistics); see
-``docs/categorical.md``.
+categorical features", NeurIPS, Section 3.2. See ``docs/categorical.md``.
 """
 
 from __future__ import annotations
@@ -49,16 +48,8 @@ class Categorical(NamedTuple):
 
 
 def targets(y: np.ndarray, loss) -> np.ndarray:
-    """The target statistics' values ``t (n, K)`` of labels ``y`` for ``loss``: the class
-    indicators of a K-class loss, the labels' columns otherwise (binary: P(y = 1); regression:
-    the mean of y).
-
-    Args:
-      y: ``(n,)`` or ``(n, C)`` labels.
-      loss: the fit's :class:`jboost.Loss`.
-
-    Returns:
-      ``(n, K)`` float32.
+    """The target statistics' values ``t (n, K)`` float32 of labels ``y`` for ``loss``: the class
+    indicators of a K-class loss, else the labels' columns.
     """
     y = np.asarray(y, np.float32)
     if loss.task == "multiclass" and y.ndim == 1:
@@ -68,8 +59,9 @@ def targets(y: np.ndarray, loss) -> np.ndarray:
 
 
 def _segmented_exclusive_sum(values, starts):
-    """Per segment (``starts`` marks each segment's first row, rows sorted by segment), the sum
-    of the rows before each row in its segment: ``(n, K)``."""
+    """Per segment (``starts`` marks each first row, rows sorted by segment), the sum of the rows
+    before each row in its segment: ``(n, K)``.
+    """
     def combine(a, b):
         va, fa = a
         vb, fb = b
@@ -81,9 +73,9 @@ def _segmented_exclusive_sum(values, starts):
 
 
 def _weighted_borders(v, w, n_bins: int):
-    """Weighted quantile borders of one column ``v`` (rows of weight 0 left out) as
-    :func:`jboost.data.binning.compute_borders` places them (midpoints between a quantile value and
-    the next larger value, none at the maximum, distinct), ``+inf`` padded to ``n_bins - 1``."""
+    """Weighted quantile borders of one column ``v`` (rows of weight 0 left out) placed as
+    :func:`jboost.data.binning.compute_borders` places them, ``+inf`` padded to ``n_bins - 1``.
+    """
     n = v.shape[0]
     pos = w > 0
     v = jnp.where(pos, v, jnp.inf)
@@ -117,30 +109,15 @@ def _flush(v):
 
 def bin_values(values, borders):
     """Bins ``(F, n)`` uint8 of values ``(n, F)`` with borders ``(F, n_bins - 1)`` by
-    :mod:`jboost.data.binning`'s rule (``b[i-1] < x <= b[i]``; no missing values here).
-
-    Args:
-      values: ``(n, F)`` floats.
-      borders: ``(F, n_bins - 1)`` borders.
-
-    Returns:
-      ``(F, n)`` uint8 bins.
+    :mod:`jboost.data.binning`'s rule (no missing values here).
     """
     search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left"))
     return search(borders[:, :-1], values.T).astype(jnp.uint8)
 
 
 def table_values(sums, counts, prior, prior_weight):
-    """Every category's statistic from all training rows, ``(S + a p) / (N + a)``.
-
-    Args:
-      sums: ``(V, K)`` weighted sums ``S`` of the statistic per category.
-      counts: ``(V,)`` weight sums ``N``.
-      prior: ``(K,)`` the prior ``p``.
-      prior_weight: ``()`` its weight ``a``.
-
-    Returns:
-      ``(V, K)``.
+    """Every category's statistic from all training rows, ``(S + a p) / (N + a)``: sums ``(V, K)``,
+    counts ``(V,)``, prior ``(K,)`` and its weight ``()`` give ``(V, K)``.
     """
     return (sums + prior_weight * prior) / (counts[:, None] + prior_weight)
 
@@ -188,14 +165,8 @@ def training_features(codes, t, w, key, prior, prior_weight, offsets, *, n_table
 
 
 def ctr_values(cat: Categorical, codes):
-    """Prediction values of ctr codes: the category's statistic from every training row.
-
-    Args:
-      cat: the model's :class:`Categorical`.
-      codes: ``(n, J)`` category codes (``-1``: unseen or missing, which gets the prior).
-
-    Returns:
-      ``(n, J*K)`` float32.
+    """Prediction values ``(n, J*K)`` float32 of ctr codes ``(n, J)``: the category's statistic from
+    every training row (code ``-1``, unseen or missing: the prior).
     """
     spec = cat.spec
     K = spec.n_stats
@@ -207,16 +178,8 @@ def ctr_values(cat: Categorical, codes):
 
 
 def expand(cat: Categorical, X_enc):
-    """The trees' features ``(n, n_features)`` of encoded rows ``X_enc (n, encoded_width)``
-    (:func:`jboost.data.categorical.encode`): the host features, then the ctr columns'
-    statistics (one model: call it per model of a batch).
-
-    Args:
-      cat: the model's :class:`Categorical`.
-      X_enc: ``(n, encoded_width)`` encoded rows.
-
-    Returns:
-      ``(n, n_features)`` float32.
+    """The trees' features ``(n, n_features)`` of encoded rows ``X_enc (n, encoded_width)``: the
+    host features, then the ctr columns' statistics (one model: call it per model of a batch).
     """
     spec = cat.spec
     X_enc = jnp.asarray(X_enc, jnp.float32)

@@ -1,12 +1,8 @@
 """Cross-validation folds: one partition of the rows, as fold ids and as weight masks.
 
-A fold is a pair of weight masks over one copy of the data (training weight 0 on the held-out
-rows), so every fold's model has the same shapes and a whole cross-validation is one ``vmap``.
-Used by :mod:`jboost.sweep` (hyperparameter sweeps: repeated K-fold cross-validation, ESL
-section 7.10) and :mod:`jboost.combine` (stacking). A sweep with categorical columns computes each
-model's ordered target statistics from its training mask (:mod:`jboost.data.categorical`: rows of
-weight 0 are encoded like prediction rows), so the statistics are computed within each training
-fold only and a held-out label never reaches them.
+A fold is a pair of weight masks over one copy of the data, so every fold's model has the same
+shapes and a whole cross-validation is one ``vmap`` (:mod:`jboost.sweep`, :mod:`jboost.combine`).
+See ``docs/data.md``.
 """
 
 from __future__ import annotations
@@ -22,19 +18,11 @@ from jboost.data import labels
 
 
 def check_folds(folds, n: int, name: str = "folds") -> Optional[np.ndarray]:
-    """Check a ``folds=`` argument.
-
-    Args:
-      folds: an int ``K`` in ``[2, n]``, or ``(n,)`` integer fold ids ``0..K-1`` with every id used.
-      n: the number of rows.
-      name: the argument's name in messages.
-
-    Returns:
-      ``None`` for an int, else the fold ids as int32.
+    """Check a ``folds=`` argument: an int ``K`` in ``[2, n]`` (returns ``None``) or ``(n,)``
+    integer fold ids ``0..K-1``, every id used, ``K >= 2`` (returns them as int32).
 
     Raises:
-      ValueError: an int out of range, or fold ids of the wrong shape or dtype, not ``0..K-1``,
-        an unused id, or ``K < 2``.
+      ValueError: an int out of range, or fold ids that are not as above.
     """
     if isinstance(folds, (numbers.Integral, np.integer)) and not isinstance(folds, bool):
         checks.check_int(folds, name, 2, max(n, 2))
@@ -55,12 +43,8 @@ def check_folds(folds, n: int, name: str = "folds") -> Optional[np.ndarray]:
 def fold_ids(y, n_folds: int, seed: Union[int, Sequence[int]] = 0, stratified: bool = False) -> np.ndarray:
     """A random partition of the rows into ``n_folds`` folds: ``(n,)`` int32 fold of each row.
 
-    Unstratified: a random permutation dealt round-robin (fold sizes differ by at most one).
-    Stratified (classification): rows are shuffled, grouped by class and dealt round-robin in
-    that order, so every class is split as evenly as possible (per-class counts differ by at most
-    one between folds) and the fold sizes still differ by at most one (as scikit-learn's
-    ``StratifiedKFold``; Kohavi 1995, "A Study of Cross-Validation and Bootstrap for Accuracy
-    Estimation and Model Selection").
+    A random permutation dealt round-robin; stratified (classification), the shuffled rows are
+    grouped by class first, as scikit-learn's ``StratifiedKFold`` (Kohavi 1995; ``docs/data.md``).
 
     Args:
       y: ``(n,)`` labels (stratification groups rows by their value).
@@ -73,8 +57,8 @@ def fold_ids(y, n_folds: int, seed: Union[int, Sequence[int]] = 0, stratified: b
 
     Raises:
       TypeError: ``n_folds`` is not an int.
-      ValueError: ``n_folds`` out of range, or labels that :func:`jboost.data.labels.as_labels`
-        refuses.
+      ValueError: ``n_folds`` out of range, or labels that
+        :func:`jboost.data.labels.as_labels` refuses.
     """
     y = labels.as_labels(y, len(y), warn=False)
     n = y.shape[0]
@@ -96,13 +80,11 @@ def fold_table(y, sample_weight, folds, n_seeds: int, seed: Sequence[int] = (0,)
 
     Args:
       y: ``(n,)`` labels (stratification groups rows by their value).
-      sample_weight: ``(n,)`` non-negative weights: every fold must leave a positively weighted
-        row on both sides (to train on and to validate on).
-      folds: the number of folds K (a new random partition per seed when ``repeat``: seed ``s``
-        draws with ``[*seed, s]``; one partition, that of ``s = 0``, otherwise), or ``(n,)`` fold
-        ids 0..K-1 (the same partition for every seed); see :func:`jboost.data.folds.check_folds`.
+      sample_weight: ``(n,)`` non-negative weights.
+      folds: the number of folds K, or ``(n,)`` fold ids (the same partition for every seed).
       n_seeds: the number of seeds S.
-      seed: the integers every partition's random generator starts from.
+      seed: the integers every partition's random generator starts from (seed ``s`` draws with
+        ``[*seed, s]`` when ``repeat``, else every seed uses ``s = 0``).
       stratified: stratified partitions (:func:`fold_ids`).
 
     Returns:
@@ -133,29 +115,16 @@ def fold_table(y, sample_weight, folds, n_seeds: int, seed: Sequence[int] = (0,)
 
 
 def fold_masks(fold_ids, n_folds: int) -> jnp.ndarray:
-    """Training weight masks of the folds.
-
-    Args:
-      fold_ids: ``(n,)`` fold ids.
-      n_folds: ``K``.
-
-    Returns:
-      ``(K, n)`` float32: fold ``k``'s mask is 0 on its held-out rows and 1 elsewhere.
+    """``(K, n)`` float32 training weight masks of the folds: fold ``k``'s is 0 on its held-out rows
+    and 1 elsewhere.
     """
     ids = jnp.asarray(fold_ids, jnp.int32)
     return (ids[None, :] != jnp.arange(n_folds)[:, None]).astype(jnp.float32)
 
 
 def out_of_fold(per_fold, masks) -> jnp.ndarray:
-    """Each row's prediction from the fold that held it out.
-
-    Args:
-      per_fold: ``(n_folds, n, ...)`` predictions of each fold's model on all rows.
-      masks: ``(n_folds, n)`` the training weights of those models; every row must be 0 in
-        exactly one fold.
-
-    Returns:
-      ``(n, ...)``: ``per_fold[k_i, i]`` where ``masks[k_i, i] == 0``.
+    """Each row's prediction ``(n, ...)`` from the fold that held it out: ``per_fold (n_folds, n,
+    ...)`` at the fold whose training weight ``masks (n_folds, n)`` is 0 for the row.
     """
     held = jnp.argmin(jnp.asarray(masks), axis=0)  # the fold whose weight for the row is 0
     per_fold = jnp.asarray(per_fold)

@@ -15,14 +15,8 @@ from jboost.data import tabular
 
 def as_labels(y, n: int, name: str = "y", x_name: str = "X", warn: bool = True,
               columns: Optional[int] = 0) -> np.ndarray:
-    """Finite float32 ``(n,)`` labels; warns (``warn=True``) when float32 loses what tells them
-    apart (a large offset next to a small spread: :func:`warn_if_labels_lose_precision`).
-
-    ``columns``: ``0`` (the default) refuses 2-D labels with the one message of every entry point
-    that takes a label per row only (sweeps, forests, bagging, stacking, ECOC, the classical
-    algorithms, cross-validation); ``None`` also takes ``(n, C)`` vector labels (``jboost.fit``:
-    multi-output targets, survival and ranking labels); ``C``: ``(n, C)`` labels required (an
-    ``eval_set``'s labels next to training labels of ``C`` columns).
+    """Finite float32 labels ``(n,)`` (or ``(n, C)``), with a warning when float32 loses what tells
+    them apart (``docs/data.md``).
 
     Args:
       y: the labels (array-like, a pandas Series).
@@ -30,7 +24,8 @@ def as_labels(y, n: int, name: str = "y", x_name: str = "X", warn: bool = True,
       name: the labels' argument name in messages.
       x_name: the features' argument name in messages.
       warn: whether to warn about float32 precision.
-      columns: ``0``, ``None`` or ``C``, as above.
+      columns: ``0`` refuses 2-D labels (entry points that take one label per row), ``None`` also
+        takes ``(n, C)`` labels (``jboost.fit``), ``C`` requires ``(n, C)``.
 
     Returns:
       float32 ``(n,)`` or ``(n, C)`` labels.
@@ -76,15 +71,9 @@ LABEL_PRECISION = 1e-4
 
 
 def label_precision_loss(y, y32: np.ndarray):
-    """How far casting float64 labels to float32 moves them, when it matters.
-
-    Args:
-      y: the labels as given (float64 or 64-bit integers to be checked; others are not).
-      y32: the same labels as float32.
-
-    Returns:
-      ``(moved, spread, median)`` when the cast moves them by more than :data:`LABEL_PRECISION`
-      of their spread (standard deviation), else ``None``.
+    """``(moved, spread, median)`` when casting float64 (or 64-bit integer) labels to float32 moves
+    them by more than :data:`LABEL_PRECISION` of their standard deviation, else ``None``; vector
+    labels column by column.
     """
     y64 = np.asarray(y)
     if y64.dtype.kind not in "fiu" or y64.dtype.itemsize <= 4 or y64.size < 2:
@@ -104,20 +93,9 @@ def label_precision_loss(y, y32: np.ndarray):
 
 
 def warn_if_labels_lose_precision(y, y32: np.ndarray, name: str = "y") -> None:
-    """Warn when casting the labels to float32 (jboost's dtype) moves them by more than
-    :data:`LABEL_PRECISION` of their spread (e.g. ``1e9 + N(0, 1)``: float32 holds 1e9 to +-64,
-    and both the fit and its float32 predictions then lose the signal). ``jboost.fit`` removes
-    such an offset itself for the losses of the residual
-    (:func:`jboost.fitting.prepare.label_offset`); elsewhere the fix is the user's offset: fit
-    ``y - c`` and add ``c`` back to the predictions in float64.
-
-    Args:
-      y: the labels as given.
-      y32: the same labels as float32.
-      name: the labels' argument name in the message.
-
-    Warns:
-      UserWarning: the labels lose precision; the message names the offset to subtract.
+    """Warn (``UserWarning``) when casting the labels to float32 moves them by more than
+    :data:`LABEL_PRECISION` of their spread; the message names the offset to subtract
+    (``docs/data.md``).
     """
     lost = label_precision_loss(y, y32)
     if lost is not None:
@@ -134,21 +112,9 @@ GAIN_BOUND = 2.0 ** 60
 
 
 def gain_exponent(y: np.ndarray, w: np.ndarray, max_count: float = 2.0) -> int:
-    """The power of two ``e >= 0`` by which regression targets ``y`` (weights ``w``, bootstrap
-    counts summing to about ``n``; ``max_count`` a margin for their spread) must be divided so
-    that no node's weighted target sum exceeds :data:`GAIN_BOUND`, i.e. its split gain ``G^2 / H``
-    stays finite in float32. 0 for ordinary labels (``|y| * sum(w) <= 2^60``: nothing changes).
-    A power of two divides exactly, so the trees of ``y * 2^-e`` are those of ``y`` with leaf
-    values scaled by ``2^-e`` and gains by ``2^-2e``; without it, labels at a scale such as 1e18
-    overflow the gains and give a near-constant model.
-
-    Args:
-      y: ``(n,)`` regression targets.
-      w: ``(n,)`` weights.
-      max_count: a margin for the weights' spread.
-
-    Returns:
-      ``e``, a non-negative int.
+    """The power of two ``e >= 0`` by which regression targets ``y`` must be divided so that no
+    node's weighted target sum exceeds :data:`GAIN_BOUND` (0 for ordinary labels; ``docs/data.md``).
+    ``max_count`` is a margin for the spread of the weights ``w``.
     """
     y, w = np.asarray(y, np.float64), np.asarray(w, np.float64)
     bound = float(np.max(np.abs(y), initial=0.0)) * float(np.max(w, initial=0.0)) * y.shape[0] * max_count
@@ -158,22 +124,9 @@ def gain_exponent(y: np.ndarray, w: np.ndarray, max_count: float = 2.0) -> int:
 
 
 def centred_labels(y, offset, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
-    """``y - offset`` computed in float64, as float32 labels
-    (:func:`jboost.fitting.prepare.label_offset`).
-
-    Args:
-      y: ``(n,)`` or ``(n, C)`` labels.
-      offset: a scalar, or ``(C,)`` one per column.
-      n: the number of rows of ``X``.
-      name: the labels' argument name in messages.
-      x_name: the features' argument name in messages.
-
-    Returns:
-      float32 labels shaped like ``y``.
-
-    Raises:
-      TypeError: as :func:`as_labels`.
-      ValueError: as :func:`as_labels`.
+    """``y - offset`` computed in float64, as float32 labels shaped like ``y`` (``offset`` a scalar,
+    or ``(C,)`` one per column; :func:`jboost.fitting.prepare.label_offset`); checked as
+    :func:`as_labels`.
     """
     if np.ndim(y) == 2:  # vector labels: the offset of each column
         as_labels(y, n, name, x_name, warn=False, columns=np.shape(offset)[-1])
@@ -186,11 +139,9 @@ def n_classes_of(y: np.ndarray, n_classes: Optional[int] = None, name: str = "y"
                  task: str = "multiclass") -> int:
     """Check class labels (0/1 for ``task="binary"``, 0..K-1 otherwise) and return K (>= 2).
 
-    ``n_classes`` (when given) fixes K; otherwise K is ``max(y) + 1``.
-
     Args:
       y: float32 labels.
-      n_classes: ``K``, or ``None``.
+      n_classes: ``K``, or ``None``: ``max(y) + 1``.
       name: the labels' argument name in messages.
       task: ``"binary"`` or ``"multiclass"``.
 
@@ -200,8 +151,7 @@ def n_classes_of(y: np.ndarray, n_classes: Optional[int] = None, name: str = "y"
     Raises:
       ValueError: labels that are not integer classes in range, a single class, or more than
         ``2^20`` classes.
-      MemoryError: ``K`` scores per row (``K`` from the labels' maximum) do not fit on the
-        device (:func:`jboost.devices.check_memory`).
+      MemoryError: ``K`` scores per row (``K`` from the labels' maximum) do not fit on the device.
 
     Warns:
       UserWarning: class 0 is absent (:func:`warn_class_zero_absent`).
@@ -236,15 +186,8 @@ def n_classes_of(y: np.ndarray, n_classes: Optional[int] = None, name: str = "y"
 
 
 def warn_class_zero_absent(y: np.ndarray, name: str) -> None:
-    """Warn when K-class labels start at 1 or above (class 0 absent: ``K = max + 1`` counts an
-    empty class).
-
-    Args:
-      y: class labels.
-      name: the labels' argument name in the message.
-
-    Warns:
-      UserWarning: the smallest label is ``>= 1``.
+    """Warn (``UserWarning``) when K-class labels start at 1 or above (class 0 absent: ``K = max +
+    1`` counts an empty class).
     """
     if y.size and y.min() >= 1:
         warnings.warn(f"{name} holds class labels {y.min():g}..{y.max():g} with class 0 absent: "
@@ -254,20 +197,9 @@ def warn_class_zero_absent(y: np.ndarray, name: str) -> None:
 
 
 def class_codes(y, classes: np.ndarray, name: str = "eval_set y"):
-    """Labels ``y`` (e.g. a validation set's) as indices into the training ``classes``
-    (:func:`jboost.fitting.prepare.class_labels`); a label the training labels did not have is
-    refused by name.
-
-    Args:
-      y: ``(n,)`` labels.
-      classes: the training labels' sorted distinct values.
-      name: the labels' argument name in messages.
-
-    Returns:
-      ``(n,)`` float32 class indices.
-
-    Raises:
-      ValueError: ``y`` is not 1-D, or holds a label not in ``classes``.
+    """Labels ``y (n,)`` (e.g. a validation set's) as float32 indices into the training ``classes``
+    (sorted); a label the training labels did not have is refused by name (``ValueError``, as is
+    ``y`` that is not 1-D).
     """
     arr = np.asarray(y)
     if arr.ndim != 1:

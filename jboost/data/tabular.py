@@ -1,5 +1,6 @@
 """Tabular input: DataFrames and arrays as checked float32 matrices, feature names and column
-order, Series values, vectors, weights and per-row margins."""
+order, Series values, vectors, weights and per-row margins. See ``docs/data.md``.
+"""
 
 from __future__ import annotations
 
@@ -12,21 +13,9 @@ import numpy as np
 
 from jboost import checks
 
-# --------------------------------------------------------------------------------------------
-# Arrays.
-# --------------------------------------------------------------------------------------------
-
 
 def check_numeric(arr: np.ndarray, name: str) -> None:
-    """Refuse an array that is not numeric (float, int or bool).
-
-    Args:
-      arr: the array.
-      name: its argument name in the message.
-
-    Raises:
-      TypeError: an object, string or other non-numeric dtype.
-    """
+    """Raise ``TypeError`` naming ``name`` for an array that is not numeric (float, int or bool)."""
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
         raise TypeError(f"{name} must be numeric (float, int or bool); got dtype {arr.dtype}.")
 
@@ -37,15 +26,8 @@ def _is_series(y) -> bool:
 
 
 def series_values(y):
-    """A pandas Series' values as NumPy: numeric and nullable ones as float64 (``pd.NA`` -> NaN,
-    refused later as a missing label), others (``category``, strings) as their objects. Anything
-    else is returned as it is.
-
-    Args:
-      y: a pandas Series, or anything else.
-
-    Returns:
-      A NumPy array for a Series, else ``y``.
+    """A pandas Series' values as NumPy (numeric and nullable ones as float64, ``pd.NA`` -> NaN;
+    others as objects); anything else as it is.
     """
     if not _is_series(y):
         return y
@@ -57,16 +39,8 @@ def series_values(y):
 
 
 def feature_names_of(X) -> Optional[tuple]:
-    """The column names of a pandas DataFrame as strings.
-
-    Args:
-      X: a DataFrame or an array.
-
-    Returns:
-      A tuple of strings, or ``None`` for arrays.
-
-    Raises:
-      ValueError: duplicate column names.
+    """A DataFrame's column names as a tuple of strings (``None`` for arrays); ``ValueError`` on
+    duplicate names.
     """
     if not is_frame(X):
         return None
@@ -78,20 +52,11 @@ def feature_names_of(X) -> Optional[tuple]:
 
 
 def frame_in_order(X, names: Optional[Sequence[str]], name: str = "X"):
-    """A DataFrame ``X``'s columns in the order of the model's feature ``names`` (matched by
-    name: reordered columns work); a missing or unexpected column is refused by name. Arrays,
-    and any ``X`` when the model has no names, are returned as they are (by position).
-
-    Args:
-      X: a DataFrame or an array.
-      names: the model's feature names, or ``None``.
-      name: the argument's name in messages.
-
-    Returns:
-      ``X`` with its columns in the order of ``names``.
+    """A DataFrame ``X``'s columns in the order of the model's feature ``names`` (matched by name);
+    arrays, and any ``X`` when ``names`` is ``None``, as they are.
 
     Raises:
-      ValueError: a missing or unexpected column.
+      ValueError: a missing or unexpected column, named.
     """
     if names is None or not is_frame(X):
         return X
@@ -111,21 +76,12 @@ def frame_in_order(X, names: Optional[Sequence[str]], name: str = "X"):
 
 
 def tabular_input(X, init_model=None, eval_set=None, name: str = "X"):
-    """The one place a fit reads a table's feature names: ``(X, names, eval_set)`` with a
-    DataFrame's columns put in ``init_model``'s order (matched by name) when the model being
-    continued has names, ``names`` the fit's feature names (``None`` for arrays), and the
-    ``eval_set``'s X (a ``(X, y[, w])`` tuple or a list of them) in the same order. Every fit of
-    every model type calls it, so a model fitted on a DataFrame always keeps its names and
-    prediction matches columns by name (never silently by position).
+    """``(X, names, eval_set)``: the one place a fit reads a table's feature names
+    (``docs/data.md``).
 
-    Args:
-      X: the training features (a DataFrame or an array).
-      init_model: the model a fit continues, or ``None``.
-      eval_set: ``None``, a ``(X, y[, w])`` tuple or a list of them.
-      name: the argument's name in messages.
-
-    Returns:
-      ``(X, names, eval_set)``.
+    A DataFrame's columns are put in ``init_model``'s order when the continued model has names;
+    ``names`` are the fit's feature names (``None`` for arrays); the ``eval_set``'s X (a ``(X, y[,
+    w])`` tuple or a list of them) is put in the same order.
 
     Raises:
       ValueError: columns that do not match ``init_model``'s or each other's, or duplicate names.
@@ -146,9 +102,9 @@ def tabular_input(X, init_model=None, eval_set=None, name: str = "X"):
 
 
 def _frame_values(X, name: str) -> np.ndarray:
-    """A DataFrame's values as a float64 ``(n, F)`` array: numeric, bool and nullable columns
-    (missing values, ``pd.NA``, become NaN); other columns are refused by name (categorical
-    columns are encoded by :func:`jboost.fit` only: :func:`categorical_plan`)."""
+    """A DataFrame's values as float64 ``(n, F)`` (nullable missing values -> NaN); non-numeric
+    columns are refused by name, with the entry points that encode categorical columns.
+    """
     bad = [f"{col!r} ({dtype})" for col, dtype in zip(X.columns, X.dtypes)
            if not numeric_dtype(dtype)]
     if bad:
@@ -165,14 +121,13 @@ def _frame_values(X, name: str) -> np.ndarray:
 
 
 def as_matrix(X, name: str = "X", allow_empty: bool = False) -> np.ndarray:
-    """``X`` as a float32 ``(n_samples, n_features)`` host array (NaN = missing); zero rows only
-    when ``allow_empty`` (prediction). A pandas DataFrame's numeric, bool and nullable columns
-    are taken (missing values become NaN; its names: :func:`feature_names_of`).
+    """``X`` as a float32 ``(n_samples, n_features)`` host array (NaN = missing; a DataFrame's
+    numeric, bool and nullable columns).
 
     Args:
       X: a DataFrame or an array-like.
       name: the argument's name in messages.
-      allow_empty: whether zero rows are allowed.
+      allow_empty: whether zero rows are allowed (prediction).
 
     Returns:
       A float32 ``(n_samples, n_features)`` NumPy array.
@@ -214,17 +169,9 @@ FEATURE_PRECISION = 1e-3
 
 
 def warn_if_features_lose_precision(arr: np.ndarray, name: str = "X") -> None:
-    """Warn when float64 (or 64-bit integer) features cannot be told apart in float32, jboost's
-    dtype: a column whose float32 spacing at its largest magnitude is more than
-    :data:`FEATURE_PRECISION` of its range (e.g. ``1e9 + N(0, 1)``: float32 holds it to +-64, so
-    the column collapses to a few values and a few bins). Two passes over the data (min, max).
-
-    Args:
-      arr: the features as given (float64 or 64-bit integers are checked; others are not).
-      name: the argument's name in the message.
-
-    Warns:
-      UserWarning: some column loses precision; the message names the first and the fix.
+    """Warn (``UserWarning``, naming the first column and the fix) when float64 or 64-bit integer
+    features cannot be told apart in float32: a column whose float32 spacing at its largest
+    magnitude exceeds :data:`FEATURE_PRECISION` of its range (``docs/data.md``).
     """
     if arr.dtype.itemsize <= 4 or arr.dtype.kind not in "fiu" or arr.shape[0] < 2:
         return
@@ -243,16 +190,8 @@ def warn_if_features_lose_precision(arr: np.ndarray, name: str = "X") -> None:
 
 
 def check_length(v, n: int, name: str = "y", x_name: str = "X") -> None:
-    """Check that ``v`` has ``n`` rows, as ``X`` (checked first, before its values are read).
-
-    Args:
-      v: an array-like or a pandas Series.
-      n: the number of rows of ``X``.
-      name: ``v``'s argument name in the message.
-      x_name: ``X``'s argument name in the message.
-
-    Raises:
-      ValueError: the lengths differ.
+    """Raise ``ValueError`` when ``v`` (an array-like or Series) does not have ``n`` rows, as ``X``;
+    checked before its values are read.
     """
     rows = np.shape(series_values(v))[:1]
     if rows and rows[0] != n:
@@ -260,16 +199,7 @@ def check_length(v, n: int, name: str = "y", x_name: str = "X") -> None:
 
 
 def as_vector(v, n: int, name: str, x_name: str = "X") -> np.ndarray:
-    """``v`` as a float32 ``(n,)`` host array (a pandas Series: :func:`series_values`).
-
-    Args:
-      v: an array-like or a pandas Series.
-      n: the number of rows of ``X``.
-      name: ``v``'s argument name in messages.
-      x_name: ``X``'s argument name in messages.
-
-    Returns:
-      A float32 ``(n,)`` NumPy array.
+    """``v`` (an array-like or a pandas Series) as a float32 ``(n,)`` host array.
 
     Raises:
       TypeError: traced or non-numeric values.
@@ -287,19 +217,10 @@ def as_vector(v, n: int, name: str, x_name: str = "X") -> np.ndarray:
 
 
 def as_margin(base_margin, n: int, k: int, name: str = "base_margin", x_name: str = "X"):
-    """Checked per-row raw-score offsets as a float32 ``(n, K)`` host array, or ``None``:
-    ``(n,)`` for one output, ``(n, K)`` for ``K`` outputs (the scale of :func:`jboost.predict`),
-    finite.
+    """Checked per-row raw-score offsets as a float32 ``(n, K)`` host array, or ``None``.
 
-    Args:
-      base_margin: the offsets, or ``None``.
-      n: the number of rows of ``X``.
-      k: the number of outputs ``K``.
-      name: the argument's name in messages.
-      x_name: ``X``'s argument name in messages.
-
-    Returns:
-      A float32 ``(n, K)`` NumPy array, or ``None``.
+    ``base_margin``: ``None``, or finite offsets on the scale of :func:`jboost.predict`, ``(n,)``
+    for one output (or ``(n, 1)``), ``(n, K)`` for ``K``.
 
     Raises:
       TypeError: traced or non-numeric offsets.
@@ -324,16 +245,7 @@ def as_margin(base_margin, n: int, k: int, name: str = "base_margin", x_name: st
 
 
 def as_weights(sample_weight, n: int, name: str = "sample_weight", x_name: str = "X") -> np.ndarray:
-    """Checked sample weights.
-
-    Args:
-      sample_weight: ``(n,)`` weights, or ``None``.
-      n: the number of rows of ``X``.
-      name: the argument's name in messages.
-      x_name: ``X``'s argument name in messages.
-
-    Returns:
-      A float32 ``(n,)`` NumPy array: ones when ``None``.
+    """Checked sample weights: float32 ``(n,)``, ones when ``sample_weight`` is ``None``.
 
     Raises:
       TypeError: traced or non-numeric weights.
@@ -352,16 +264,8 @@ def as_weights(sample_weight, n: int, name: str = "sample_weight", x_name: str =
 
 
 def predict_matrix(X, n_features: int, name: str = "X"):
-    """Rows to predict: a device array is kept as it is (no round trip through the host, tracers
-    allowed); anything else becomes a float32 host array. The feature count must match.
-
-    Args:
-      X: the rows (a ``jax.Array``, a DataFrame or an array-like).
-      n_features: the model's number of features.
-      name: the argument's name in messages.
-
-    Returns:
-      ``X`` as a ``jax.Array`` (kept) or a float32 NumPy array.
+    """Rows to predict with ``n_features`` features: a ``jax.Array`` is kept as it is (no host
+    round trip, tracers allowed), anything else becomes a float32 host array (:func:`as_matrix`).
 
     Raises:
       TypeError: non-numeric (or, for host input, complex or traced) rows.
@@ -380,43 +284,20 @@ def predict_matrix(X, n_features: int, name: str = "X"):
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# Columns as users hold them: kinds, vocabularies and codes (host).
-# --------------------------------------------------------------------------------------------
+# Column kinds as users hold them (host).
 
 
 def is_frame(X) -> bool:
-    """Whether ``X`` is a pandas DataFrame (without importing pandas).
-
-    Args:
-      X: anything.
-
-    Returns:
-      A bool.
-    """
+    """Whether ``X`` is a pandas DataFrame (without importing pandas)."""
     return type(X).__module__.startswith("pandas") and hasattr(X, "columns") and hasattr(X, "dtypes")
 
 
 def categorical_dtype(dtype) -> bool:
-    """Whether a pandas or NumPy dtype's values are categories: category, object, strings.
-
-    Args:
-      dtype: a dtype.
-
-    Returns:
-      A bool.
-    """
+    """Whether a pandas or NumPy dtype's values are categories: category, object, strings."""
     s = str(dtype)
     return s == "category" or s == "str" or s.startswith("string") or getattr(dtype, "kind", "O") in "OUS"
 
 
 def numeric_dtype(dtype) -> bool:
-    """Whether a pandas or NumPy dtype is numeric (bool, int, unsigned, float; not category).
-
-    Args:
-      dtype: a dtype.
-
-    Returns:
-      A bool.
-    """
+    """Whether a pandas or NumPy dtype is numeric (bool, int, unsigned, float; not category)."""
     return str(dtype) != "category" and getattr(dtype, "kind", "O") in "biuf"

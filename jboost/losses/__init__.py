@@ -1,16 +1,9 @@
 """Losses as pure functions: per-sample losses ``loss(y, raw) -> scalar`` with their links and
 optimal constant baselines, batch objectives, distributions, and the derivatives boosting takes
-from them by autodiff.
+from them by autodiff (the public namespace ``jboost.losses``).
 
-The public namespace ``jboost.losses``: the built-in losses (``jboost.losses.binomial_deviance()``,
-``jboost.losses.huber(delta=...)``, ...), the :class:`Loss` type a custom loss is wrapped in, the
-links and baselines. Modules: :mod:`~jboost.losses.per_sample` (the losses), :mod:`~jboost.losses.links`,
-:mod:`~jboost.losses.baselines`, :mod:`~jboost.losses.loss` (the ``Loss`` type and its domains),
-:mod:`~jboost.losses.objectives` (batch objectives), :mod:`~jboost.losses.distributions`,
-:mod:`~jboost.losses.derivatives` (gradients and curvatures), :mod:`~jboost.losses.checks` and
-:mod:`~jboost.losses.purity` (what every entry point checks of a loss), :mod:`~jboost.losses.metrics`.
-The concepts are described in ``docs/losses.md``; how to add a loss, a batch objective or a
-distribution in ``docs/extending.md``.
+See ``docs/losses.md``; how to add a loss, a batch objective or a distribution:
+``docs/extending.md``.
 """
 
 from jboost.losses.baselines import baseline

@@ -1,42 +1,9 @@
-"""Loss checks: resolving a loss against the labels, parameter domains, output shape and link, and the diagnosis of non-finite fits.
+"""Loss checks: resolving a loss against the labels, parameter domains, output shape and link,
+and the diagnosis of non-finite fits.
 
-Every public function of jboost that takes user data or settings (``fit``, the classical
-algorithms, forests, bagged boosters, stacking, ECOC, sweeps, ``predict``) validates through
-the functions below, so one mistake gets one message everywhere; each message names the
-argument and says what was expected. Values that may be JAX tracers (continuous
-hyperparameters under ``jax.vmap``) are checked only when they are concrete.
-
-The vocabulary (the README's glossary) and the shared defaults live here too:
-
-* ``n_outputs`` (K): the number of raw scores per row a loss (or a tree leaf) holds;
-* ``n_classes``: the number of classes of a classification problem (labels 0..K-1); for
-  ``multinomial_deviance`` ``n_outputs == n_classes``, for binary losses ``n_outputs == 1`` and
-  ``n_classes == 2``;
-* ``task``: one of :data:`TASKS` (``"regression"``, ``"binary"``, ``"multiclass"``,
-  ``"count"``); ``"classification"`` means binary or multiclass, K from the labels;
-* ``label_columns`` (C): the columns of 2-D labels ``y (n, C)``, which only ``jboost.fit``
-  takes (multi-output targets, survival and ranking labels; :func:`as_labels` refuses them
-  everywhere else with one message);
-* ``folds``: a number of folds K >= 2, or an ``(n,)`` int array of fold ids 0..K-1;
-* ``devices``: ``None`` (one device), ``"all"`` (every device of ``jax.devices()``), a list of
-  devices, or a ``jax.sharding.Mesh``; ``None`` is the default everywhere except
-  :func:`jboost.sweep.sweep`, whose models are independent and default to ``"all"``;
-* ``memory_budget``: bytes of device memory per chunk of models fitted together;
-* ``key``: an int seed or a ``jax.random`` key.
-
-Checks that need concrete values (loss parameter domains, the finiteness of a fitted model's
-training loss in :func:`jboost.fit`) are skipped for traced values: under ``jax.vmap`` a sweep's
-bad configuration is not refused here (the sweep checks its grid values on the host first).
-Inside a trace, :func:`nan_outside_domains` makes a setting outside its domain a NaN result
-with a warning when the program runs (the sweep's program uses it), so it is never ranked.
-
-Memory is estimated before anything is compiled, and an impossible request refused with a
-``MemoryError`` naming its cause (:func:`check_memory`; :func:`check_boosting_memory` for
-batches of boosters, :func:`jboost.engine.memory.forest_bytes` for forests).
-
-A custom loss must be pure (the purity rule of :func:`resolve_loss`); the common impure case,
-a Python number read from a global that changes between fits, is caught by
-:func:`pin_globals`.
+Every entry point validates through these functions, so one mistake gets one message everywhere;
+traced values are checked only when concrete. The vocabulary and the rules are in
+``docs/losses.md`` ("What every entry point checks").
 """
 
 from __future__ import annotations
@@ -60,26 +27,12 @@ from jboost.losses import purity
 
 def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
                  task: Optional[str] = None) -> loss_lib.Loss:
-    """The :class:`jboost.Loss` for ``loss`` (name, Loss or function) with ``n_outputs`` set
-    (K-class losses take K from the labels) and the labels ``y`` checked against it.
+    """The :class:`jboost.Loss` for ``loss`` (name, Loss or function), checked against labels ``y``.
 
-    Also checked here: the loss's parameters against their declared domains
-    (:func:`check_loss_params`), that the loss returns one scalar per sample
-    (:func:`check_loss_output`, by ``jax.eval_shape``), that a K-class loss has K >= 2 outputs,
-    and that the K taken from the labels fits in memory (:func:`check_memory` of
-    :func:`fit_bytes`); labels 1..K with class 0 absent get a ``UserWarning``.
-
-    **The purity rule.** A loss function is traced once and compiled: the program keeps every
-    value the function read from outside its arguments (a module global, a closure variable) as
-    it was at that time, and ``jax.jit`` reuses the program for as long as the function object
-    is the same. A value that changes between fits must therefore be a loss parameter, passed
-    as ``jboost.Loss(fn, params={"scale": 2.0})`` with ``fn(y, raw, scale)``: it is then traced
-    (no recompilation when it changes, and a sweep can vary it). The common case is caught
-    here (:func:`pin_globals`): Python numbers, strings, NumPy/JAX scalars and small arrays read
-    from globals and closure cells are compared with their values at the function's last fit;
-    a changed one compiles the fit anew (the right answer) with a ``UserWarning`` naming it.
-    Values read through object attributes, large arrays and custom links or baselines are the
-    user's to keep constant.
+    K-class losses take K from the labels (class 0 absent: a ``UserWarning``; K checked against
+    memory). Also checked: parameter domains, one scalar per sample, the link, the labels; the
+    function is pinned by the purity rule (:func:`jboost.losses.purity.pin_globals`;
+    ``docs/losses.md``).
     """
     if task is not None:
         checks.check_choice(task, "task", loss_lib.TASKS)
@@ -127,9 +80,9 @@ def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
 
 
 def check_batch_objective(loss: loss_lib.Loss, eval_set, devices) -> loss_lib.Loss:
-    """A batch objective's fit (:attr:`jboost.Loss.batch`): its value couples every row, so the
-    rows must all be on one device (``devices=None``); a group-structured one's ``max_group``
-    covers the ``eval_set``'s query groups too. Returns the loss to fit."""
+    """A batch objective's loss to fit: all rows on one device (``devices=None``), and a
+    group-structured one's ``max_group`` covering the ``eval_set``'s query groups too.
+    """
     if devices is not None:
         raise ValueError(f"devices={devices!r}: loss {loss.name!r} is a batch objective (one function "
                          "of every row: risk sets, query groups), which needs all rows on one device; "
@@ -146,9 +99,9 @@ _STRUCTURE = {"survival": "time > 0, event 0/1", "ranking": "relevance >= 0, que
 
 
 def _with_label_columns(loss: loss_lib.Loss, y: np.ndarray, n_outputs) -> loss_lib.Loss:
-    """``loss`` for vector labels ``y (n, C)``: a batch objective reads its structured columns; a
-    built-in loss of a scalar label is applied per column (:func:`jboost.losses.columnwise`: C
-    outputs); a custom loss gets each row's ``(C,)`` label and has C outputs."""
+    """``loss`` for vector labels ``y (n, C)``: a batch objective reads its structured columns, a
+    built-in scalar loss is applied per column, a custom loss gets each row's ``(C,)`` label.
+    """
     c = int(y.shape[1])
     if loss.batch:
         if loss.hessian_diag == "groups" or loss.task == "ranking":
@@ -182,9 +135,9 @@ def max_group_size(qid) -> int:
 
 
 def check_loss_param(loss: loss_lib.Loss, name: str, value, label: Optional[str] = None) -> None:
-    """A concrete value of parameter ``name`` of ``loss`` must be finite and inside the domain the
-    loss declares for it (:attr:`jboost.Loss.domains`); tracers pass unchecked. ``label`` names
-    where the value came from in the message (e.g. a sweep's grid key)."""
+    """A concrete value of parameter ``name`` must be finite and inside the loss's declared domain;
+    tracers pass. ``label`` names where the value came from (e.g. a sweep's grid key).
+    """
     if checks.is_traced(value) or value is None:
         return
     where = f"{label}: " if label else ""
@@ -213,37 +166,27 @@ def check_loss_params(loss: loss_lib.Loss) -> None:
 
 @_compile.jit
 def _at_baseline(loss, y, w, init_raw, margin=None):
-    """At the baseline: whether any weighted row has a non-zero gradient, and the number of rows
-    whose loss or gradient is not finite (one grad_hess, no tree)."""
+    """At the baseline: whether any weighted row has a non-zero gradient, and how many rows' loss
+    and gradient are not finite.
+    """
     raw = jnp.broadcast_to(init_raw, (y.shape[0], init_raw.shape[-1]))
     if margin is not None:
         raw = margin + raw
     used = w > 0
     if loss.batch:  # one value of the whole batch: 1 if it is not finite
         value, g = jax.value_and_grad(lambda r: loss_lib.total_loss(loss, y, r, w))(raw)
-        bad_grad = jnp.sum(~jnp.all(jnp.isfinite(g), axis=-1) & used)
-        return jnp.any((g != 0) & used[:, None]), jnp.sum(~jnp.isfinite(value)), bad_grad
-    g, _ = derivatives.grad_hess(loss, y, raw)
-    values = loss_lib.per_sample_losses(loss, y, raw)
-    moves = jnp.any((g != 0) & used[:, None])
-    bad_loss = jnp.sum(~jnp.isfinite(values) & used)
+        bad_loss = jnp.sum(~jnp.isfinite(value))
+    else:
+        g, _ = derivatives.grad_hess(loss, y, raw)
+        bad_loss = jnp.sum(~jnp.isfinite(loss_lib.per_sample_losses(loss, y, raw)) & used)
     bad_grad = jnp.sum(~jnp.all(jnp.isfinite(g), axis=-1) & used)
-    return moves, bad_loss, bad_grad
-
-
-def _warn_no_gradient(loss, data, init_raw) -> None:
-    moves, _, _ = _at_baseline(loss, data.y, data.w, init_raw, data.margin)
-    if not bool(moves):
-        warnings.warn(f"the gradient of loss {loss.name!r} is zero at every row at the baseline "
-                      f"{np.asarray(init_raw).tolist()}: nothing will be learned (is the loss "
-                      "piecewise constant, e.g. jnp.round, or does it stop gradients?).",
-                      UserWarning, stacklevel=3)
+    return jnp.any((g != 0) & used[:, None]), bad_loss, bad_grad
 
 
 def check_finite_fit(train_loss, loss, data, init_raw) -> None:
-    """Raise ``FloatingPointError`` when a concrete fit's training loss (``(n_rounds,)``, or a
-    batch of such curves) is NaN or infinite: the first such round and the likely causes (the
-    loss's value and gradient at the labels and the baseline, the learning rate)."""
+    """Raise ``FloatingPointError`` when a concrete fit's training loss curve is not finite, naming
+    the first such round and the likely cause.
+    """
     curve = np.asarray(train_loss)
     finite = np.isfinite(curve)
     if finite.all():
@@ -275,30 +218,31 @@ def check_finite_fit(train_loss, loss, data, init_raw) -> None:
                              f"likely cause: {cause}.")
 
 
-
 def warn_if_no_gradient(loss: loss_lib.Loss, data, init_raw) -> None:
-    """Warn (``jboost.fit``'s ``UserWarning``) when a custom loss's gradient is zero at every row
-    at the baseline ``init_raw``: nothing would be learned (``jnp.round``, a stopped gradient).
-    ``data``: a :class:`jboost.engine.state.Data` (or anything with ``y``, ``w``, ``margin``). Skipped
-    for the built-in losses and for traced values (one check for every boosting entry point:
-    fit, the gradient algorithms, bagged boosters, sweeps)."""
+    """Warn (``UserWarning``) when a custom loss's gradient is zero at every row at the baseline
+    ``init_raw``; skipped for built-in losses and traced values (``data``: ``y``, ``w``, ``margin``).
+    """
     if per_sample.is_built_in(loss) or any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(
             (init_raw, loss.params))):
         return
-    _warn_no_gradient(loss, data, init_raw)
+    moves, _, _ = _at_baseline(loss, data.y, data.w, init_raw, data.margin)
+    if not bool(moves):
+        warnings.warn(f"the gradient of loss {loss.name!r} is zero at every row at the baseline "
+                      f"{np.asarray(init_raw).tolist()}: nothing will be learned (is the loss "
+                      "piecewise constant, e.g. jnp.round, or does it stop gradients?).",
+                      UserWarning, stacklevel=2)
 
 
 def check_finite_fits(train_loss, loss: loss_lib.Loss, data, baselines, *, n_fitted=None,
                       names=None, what: str = "models") -> None:
-    """``jboost.fit``'s ``FloatingPointError`` (:func:`check_finite_fit`: the first
-    non-finite round and its likely cause: a NaN loss, a too large ``learning_rate``, labels whose
-    squares overflow float32, "divide y by a scale") for a batch of concrete fits: ``train_loss``
-    ``(..., n_rounds)`` curves with ``baselines`` ``(..., K)`` of the same leading axes (bagged
-    boosters' bags, stacking's (fold, learner) fits). ``n_fitted`` (optional, the leading axes):
-    the rounds each model fitted before it stopped early (the later rounds' NaN are not checked).
-    ``names(index)`` names the first bad model in the message (e.g. ``"bag 1"``), ``what`` the
-    batch's models (``"bags"``). Traced values
-    (the caller's ``jax.vmap``) are skipped: :func:`nan_outside_domains` serves them."""
+    """:func:`check_finite_fit` for a batch of concrete fits (``train_loss (..., n_rounds)``,
+    ``baselines (..., K)``); skipped when traced.
+
+    Args:
+      n_fitted: the rounds each model fitted before it stopped early (later rounds unchecked).
+      names: ``names(index)`` names the first bad model (``"bag 1"``).
+      what: the batch's models in the message (``"bags"``).
+    """
     if any(checks.is_traced(v) for v in jax.tree_util.tree_leaves((train_loss, baselines, n_fitted,
                                                              loss.params))):
         return
@@ -323,7 +267,7 @@ def check_finite_fits(train_loss, loss: loss_lib.Loss, data, baselines, *, n_fit
 
 
 def check_loss_output(loss: loss_lib.Loss) -> None:
-    """``loss(y, raw)`` must return one scalar per sample (checked abstractly, no computation)."""
+    """``loss(y, raw)`` must return one scalar per sample (checked abstractly by ``jax.eval_shape``)."""
     k = loss.n_outputs
     if k is None or any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(loss.params)):
         return
@@ -354,13 +298,9 @@ def check_loss_output(loss: loss_lib.Loss) -> None:
 
 
 def check_link(loss: loss_lib.Loss) -> None:
-    """A classification loss's ``link`` must give what ``predict_proba`` returns: ``(n,
-    n_classes)`` class probabilities (each in [0, 1], each row summing to 1) from ``(n,)`` raw
-    scores (one output: ``n_classes = 2``, as :func:`jboost.losses.sigmoid_link` gives
-    ``[1 - p, p]``) or ``(n, K)`` (``n_classes = K``). Checked on a few raw scores in
-    [-2, 2], for a loss of one label per row with concrete parameters; else a ``ValueError``
-    naming ``link=`` (e.g. ``identity_link`` on a binary loss: ``(n,)`` "probabilities" whose
-    argmax runs over the rows)."""
+    """A classification loss's ``link`` must give ``(n, n_classes)`` class probabilities (in [0, 1],
+    rows summing to 1); checked on a few raw scores in [-2, 2] when the parameters are concrete.
+    """
     k = loss.n_outputs
     if (loss.task not in loss_lib.CLASSIFICATION or k is None or loss.batch or loss.label_columns is not None
             or any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(loss.params))):
@@ -390,8 +330,9 @@ def check_link(loss: loss_lib.Loss) -> None:
 
 
 def query_starts(qid: np.ndarray, name: str = "y") -> np.ndarray:
-    """The first row of each query group of the ids ``qid`` ``(n,)``, whose rows must be
-    contiguous (each id one run of rows); raises ``ValueError`` naming ``name`` otherwise."""
+    """The first row of each query group of the ids ``qid (n,)``, whose rows must be contiguous;
+    raises ``ValueError`` naming ``name`` otherwise.
+    """
     qid = np.asarray(qid)
     if np.any(qid != np.round(qid)) or np.any(np.abs(qid) >= 2**24):
         raise ValueError(f"{name}[:, 1] (query ids) must be integers below 2**24 = 16777216 in "
@@ -406,8 +347,9 @@ def query_starts(qid: np.ndarray, name: str = "y") -> np.ndarray:
 
 
 def check_labels(loss: loss_lib.Loss, y: np.ndarray, name: str = "y") -> None:
-    """Raise ``ValueError`` naming the labels (``name``) when they are not what ``loss`` expects
-    (the loss function's own ``check_labels`` first: the most specific message)."""
+    """Raise ``ValueError`` naming the labels when they are not what ``loss`` expects (the loss
+    function's own ``check_labels`` first).
+    """
     check = getattr(loss.fn, "check_labels", None)  # a loss function's own domain of labels
     if callable(check):
         check(y, name)

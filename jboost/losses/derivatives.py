@@ -1,17 +1,9 @@
-"""Gradients and Newton curvatures of a per-sample loss, by autodiff, vmapped over samples, and
+"""Gradients and Newton curvatures of a per-sample loss (autodiff, vmapped over samples) and
 of a batch objective.
 
-For K coupled outputs the default curvature is the Gershgorin (1931) diagonal majorant of the
-autodiff hessian, ``h_k = H_kk + sum_{j != k} |H_kj|``: a local quadratic majoriser (Böhning and
-Lindsay 1988; Lange, Hunter and Yang 2000) whose separable Newton step does not overshoot the
-coupled one; for the softmax it is XGBoost's ``multi:softprob`` hessian ``2 p (1 - p)``. Where a
-custom loss's curvature is degenerate (zero or negative), a round falls back to least-squares
-trees on the negative gradient (ESL Algorithm 10.3; Friedman 2001, "Greedy Function
-Approximation: A Gradient Boosting Machine", Algorithm 1). Batch objectives take the hessian's
-diagonal by Hessian-vector products: exact, by the colouring of Curtis, Powell and Reid (1974),
-or by Hutchinson's estimator (Bekas, Kokiopoulou and Saad 2007).
-
-The reasoning, and what the built-in losses use, is in ``docs/losses.md``.
+K coupled outputs get the Gershgorin (1931) diagonal majorant of the hessian; degenerate
+curvatures fall back to least-squares trees (ESL Algorithm 10.3); batch objectives take the
+hessian's diagonal by Hessian-vector products. See ``docs/losses.md``, ``docs/objectives.md``.
 """
 
 from __future__ import annotations
@@ -24,22 +16,11 @@ from jboost.losses import objectives
 
 
 def curvature(hess, kind: str = "autodiff", learning_rate=None):
-    """Newton curvatures from full per-sample hessians.
+    """Newton curvatures ``(..., K)`` from full per-sample hessians ``(..., K, K)``.
 
-    ``kind="autodiff"`` (or ``"auto"``): the Gershgorin (1931) majorant ``M_k = H_kk + sum_{j !=
-    k} |H_kj|`` (``docs/losses.md``); ``"diagonal"``: ``H_kk``. Equal when ``K == 1`` or ``H`` is
-    diagonal. With a ``learning_rate`` ``lr`` (traced), ``"autodiff"`` gives ``max(H_kk, lr
-    M_k)``: the shrunk step ``lr G / h`` then never exceeds the majorised Newton step ``G / M``,
-    and it is the classical diagonal step wherever the shrinkage alone keeps it there (``lr <=
-    H_kk / M_k``, which is ``1/2`` for the softmax).
-
-    Args:
-      hess: ``(..., K, K)`` per-sample hessians.
-      kind: ``"autodiff"``, ``"auto"`` or ``"diagonal"``.
-      learning_rate: ``None``, or the (traced) shrinkage of the step.
-
-    Returns:
-      ``(..., K)`` curvatures, of ``hess``'s dtype.
+    ``kind="autodiff"`` (or ``"auto"``): the Gershgorin majorant ``M_k = H_kk + sum_{j != k}
+    |H_kj|``, or ``max(H_kk, lr M_k)`` with a (traced) ``learning_rate``; ``"diagonal"``: ``H_kk``
+    (``docs/losses.md``).
     """
     diag = jnp.diagonal(hess, axis1=-2, axis2=-1)
     if kind == "diagonal":
@@ -51,21 +32,9 @@ def curvature(hess, kind: str = "autodiff", learning_rate=None):
 
 
 def curvature_is_positive(g, h, w, axis_name=None):
-    """Whether a round's curvature allows Newton leaves (traced bool ``()``): every row of
-    positive weight has ``h > 0`` in every output, or is stationary (``g == 0`` and ``h == 0``,
-    e.g. a row beyond Tukey's cut-off, a saturated logistic row with ``p == y``: it changes no
-    sum). A row with ``h <= 0`` and a gradient (a kink of a piecewise-linear loss, a non-convex
-    region, a hessian that underflowed) or a NaN makes it ``False``. With rows sharded over
-    ``axis_name``, all devices' rows count.
-
-    Args:
-      g: ``(n, K)`` gradients (:func:`grad_hess`).
-      h: ``(n, K)`` curvatures.
-      w: ``(n,)`` weights.
-      axis_name: the ``pmap``/``shard_map`` axis the rows are sharded over, or ``None``.
-
-    Returns:
-      A traced bool scalar.
+    """Whether a round's curvature allows Newton leaves (traced bool): every weighted row has
+    ``h > 0`` in every output or is stationary (``g == 0`` and ``h == 0``); summed over
+    ``axis_name`` when the rows are sharded.
     """
     fine = (h > 0) | ((h == 0) & (g == 0)) | (w[:, None] == 0)
     bad = jnp.sum(~fine, dtype=jnp.int32)
@@ -75,21 +44,9 @@ def curvature_is_positive(g, h, w, axis_name=None):
 
 
 def first_order_curvature(g, task: str):
-    """The unit curvature that replaces a degenerate one.
-
-    With it the tree is a least-squares fit to the negative gradient (ESL Algorithm 10.3): 1 for
-    every row of a regression or count loss (the built-in absolute, quantile and Huber losses'
-    ``hessian="unit"``), and for a classification loss 1 where the row has a gradient and 0 on
-    stationary rows (XGBoost's ``binary:hinge`` curvature: a row beyond the hinge's margin
-    neither pulls nor dilutes a leaf's first-order value ``-G / (W + l2)``;
-    :func:`jboost.trees.refit.degenerate_leaf_values`).
-
-    Args:
-      g: ``(n, K)`` gradients.
-      task: the loss's task (:data:`jboost.losses.TASKS`).
-
-    Returns:
-      ``(n, K)`` curvatures of ``g``'s dtype.
+    """The unit curvature ``(n, K)`` that replaces a degenerate one: 1 for regression and count
+    losses; for classification 1 where the row has a gradient, 0 on stationary rows (XGBoost's
+    ``binary:hinge``; ``docs/losses.md``).
     """
     if task in ("binary", "multiclass"):
         return (g != 0).astype(g.dtype)
@@ -97,26 +54,18 @@ def first_order_curvature(g, task: str):
 
 
 def grad_hess(loss: loss_lib.Loss, y, raw, learning_rate=None):
-    """First derivatives and Newton curvatures of ``loss`` in ``raw``.
+    """First derivatives and Newton curvatures of ``loss`` in ``raw`` (autodiff).
 
     Args:
-      loss: a :class:`jboost.Loss`.
-      y: ``(n,)`` labels (``(n, C)`` vector labels: the loss sees each row's ``(C,)``; a
-        :attr:`jboost.Loss.per_column` loss gets each column's scalar derivatives).
+      loss: a per-sample :class:`jboost.Loss`.
+      y: ``(n,)`` labels, or ``(n, C)`` vector labels.
       raw: ``(n, K)`` raw scores.
-      learning_rate: ``None``, or the shrinkage the Newton step is multiplied by (traced): for K
-        coupled outputs the ``"autodiff"`` curvature is then ``max(H_kk, lr M_k)`` (see
-        :func:`curvature`); no effect with one output.
+      learning_rate: ``None``, or the (traced) shrinkage of the step: the ``"autodiff"`` curvature
+        of K coupled outputs is then ``max(H_kk, lr M_k)`` (:func:`curvature`).
 
     Returns:
-      ``(g, h)``, each ``(n, K)``: ``g_k = d loss / d raw_k`` from ``jax.grad``, and ``h`` from
-      the per-sample hessian ``H = jax.hessian`` computed as forward-over-reverse (a jvp of the
-      gradient along each basis vector, K of them): by ``loss.hessian``, ``"autodiff"`` (the
-      built-in losses') and ``"auto"`` (a custom loss's default, which boosting may replace by 1
-      in a round, :func:`curvature_is_positive`) the Gershgorin majorant ``h_k = H_kk + sum_{j !=
-      k} |H_kj|`` (the second derivative when ``K == 1``; ``2 p_k (1 - p_k)`` for the multinomial
-      deviance; see ``docs/losses.md``), ``"diagonal"`` ``h_k = H_kk``, or ``"unit"`` ``h = 1``
-      (the tree structure is a least-squares fit to the negative gradient, ESL Algorithm 10.3).
+      ``(g, h)``, each ``(n, K)``: ``jax.grad`` and the curvature by ``loss.hessian``
+      (``docs/losses.md``).
 
     Raises:
       TypeError: ``loss`` is a batch objective (use :func:`batch_grad_hess`).
@@ -146,27 +95,8 @@ def grad_hess(loss: loss_lib.Loss, y, raw, learning_rate=None):
 
 
 def batch_grad_hess(loss: loss_lib.Loss, y, raw, w, key=None):
-    """Gradient and hessian diagonal of a batch objective (:attr:`jboost.Loss.batch`).
-
-    The objective is one scalar function ``L(raw)`` of every row, ``raw (n, K)``.
-
-    ``g = jax.grad(L)``; the Newton curvature is the diagonal of the hessian ``H`` by
-    ``loss.hessian_diag`` (each a Hessian-vector product ``Hv``, forward over reverse, costs
-    about two gradients):
-
-    * ``"exact"``: ``H_ii = (H e_i)_i``, ``n K`` products (``lax.map`` in batches of 32): exact,
-      ``O(n)`` gradients per round, for small ``n``;
-    * ``"groups"``: ``H`` block-diagonal over query groups (``y[:, 1]``, contiguous: a loss that
-      is a sum over groups): probe ``v_j`` = the one-hot of position ``j`` in EVERY group at
-      once; a row at position ``j`` reads its own diagonal entry off ``H v_j`` (no other row
-      of its block is probed), so ``loss.max_group * K`` products give the exact diagonal
-      (the colouring of Curtis, Powell and Reid 1974 for a block-diagonal pattern);
-    * ``"hutchinson"``: ``diag(H) ~ mean_s v_s * H v_s`` over ``loss.n_probes`` Rademacher
-      probes from ``key`` (the round's folded key; Bekas, Kokiopoulou and Saad 2007):
-      unbiased, the variance of entry ``i`` is ``sum_{j != i} H_ij^2 / n_probes``; a negative
-      estimate is floored at 0 (a row with no curvature; then biased upwards);
-    * a function ``diag(y, raw, w, **params)``: a closed form or an autodiff route of the loss
-      (Cox: :func:`jboost.objectives.cox`).
+    """Gradient and hessian diagonal of a batch objective by ``loss.hessian_diag``
+    (``"exact"``, ``"groups"``, ``"hutchinson"`` or a function; ``docs/objectives.md``).
 
     Args:
       loss: a batch objective.

@@ -1,13 +1,8 @@
-"""Validation metrics and the check of a metric=/eval_metric= argument against a loss.
+"""Validation metrics (early stopping, sweeps), the check of a metric=/eval_metric= argument,
+and the held-out measures of batch objectives (concordance index, NDCG).
 
-The one home of the named metrics: early stopping (:class:`jboost.engine.boosting.EarlyStopping`) and
-sweeps (:mod:`jboost.sweep.metrics`) evaluate them here; :func:`jboost.losses.metrics.check_metric`
-checks a metric against a loss. A custom metric is ``metric(y, raw, w) -> scalar``.
-
-With vector labels ``y (n, C)`` (multi-target regression, multi-label classification) a named
-metric averages over every (row, column) cell: ``"mse"`` and ``"mae"`` over all targets,
-``"error_rate"`` the fraction of wrong labels (the Hamming loss). Batch objectives (Cox,
-ranking: :mod:`jboost.objectives`) take their own value or a custom metric.
+A custom metric is ``metric(y, raw, w) -> scalar``; with vector labels a named metric averages
+over every (row, column) cell. See ``docs/losses.md``.
 """
 
 from __future__ import annotations
@@ -19,32 +14,28 @@ import numpy as np
 
 from jboost.losses import checks
 from jboost.losses import loss as loss_lib
-from jboost.losses import metrics as metrics_lib
 
 
 def check_metric(metric, loss: loss_lib.Loss, greater_is_better: bool = False,
                  name: str = "metric") -> bool:
-    """Check a ``metric=``/``eval_metric=`` argument against ``loss``.
+    """Check a ``metric=``/``eval_metric=`` argument against ``loss``; returns whether greater is
+    better (only a custom metric may say so).
 
     Args:
       metric: ``None`` (the loss), a name of :data:`METRICS`, or a hashable function
         ``metric(y, raw, w) -> scalar``.
       loss: the fit's :class:`jboost.Loss`.
       greater_is_better: whether a custom metric is maximised.
-      name: the argument's name in messages (``metric`` of sweeps, ``eval_metric`` of fit).
-
-    Returns:
-      Whether greater is better (only a custom metric may say so: the loss and the named
-      metrics are minimised).
+      name: the argument's name in messages.
 
     Raises:
-      ValueError: an unknown name, ``"error_rate"`` with a loss that is not a classification
-        loss, or a named metric with a batch objective.
+      ValueError: an unknown name, ``"error_rate"`` without a classification loss, or a named
+        metric with a batch objective.
       TypeError: a custom metric that is not hashable.
     """
     if metric is not None and not callable(metric):
-        if metric not in metrics_lib.METRICS:
-            raise ValueError(f"{name}={metric!r} must be None, one of {sorted(metrics_lib.METRICS)} or a function "
+        if metric not in METRICS:
+            raise ValueError(f"{name}={metric!r} must be None, one of {sorted(METRICS)} or a function "
                              "metric(y, raw, w).")
         if metric == "error_rate" and loss.task not in loss_lib.CLASSIFICATION:
             raise ValueError(f"{name}='error_rate' needs a classification loss; {loss.name!r} is "
@@ -71,49 +62,21 @@ def _weighted_mean(values, w):
 
 
 def error_rate(y, raw, w, loss):
-    """Weighted misclassification rate of the argmax of ``loss.link(raw)`` (classification).
-
-    Args:
-      y: ``(n,)`` class labels (``(n, C)`` multi-label: the Hamming loss).
-      raw: raw scores as :func:`jboost.predict` returns them.
-      w: ``(n,)`` weights.
-      loss: the model's loss.
-
-    Returns:
-      A float32 scalar (NaN when the weights sum to 0).
+    """Weighted misclassification rate of the argmax of ``loss.link(raw)`` (multi-label: the
+    Hamming loss); NaN when the weights sum to 0.
     """
     proba = loss.link(raw, **loss.params)
     return _weighted_mean((jnp.argmax(proba, axis=-1) != y.astype(jnp.int32)).astype(jnp.float32), w)
 
 
 def squared_error(y, raw, w, loss):
-    """Weighted mean squared error of ``loss.link(raw)`` (regression and counts).
-
-    Args:
-      y: ``(n,)`` or ``(n, C)`` labels.
-      raw: raw scores as :func:`jboost.predict` returns them.
-      w: ``(n,)`` weights.
-      loss: the model's loss.
-
-    Returns:
-      A float32 scalar (NaN when the weights sum to 0).
-    """
+    """Weighted mean squared error of ``loss.link(raw)``; NaN when the weights sum to 0."""
     pred = loss.link(raw, **loss.params)
     return _weighted_mean((y - pred) ** 2, w)
 
 
 def absolute_error(y, raw, w, loss):
-    """Weighted mean absolute error of ``loss.link(raw)`` (regression and counts).
-
-    Args:
-      y: ``(n,)`` or ``(n, C)`` labels.
-      raw: raw scores as :func:`jboost.predict` returns them.
-      w: ``(n,)`` weights.
-      loss: the model's loss.
-
-    Returns:
-      A float32 scalar (NaN when the weights sum to 0).
-    """
+    """Weighted mean absolute error of ``loss.link(raw)``; NaN when the weights sum to 0."""
     pred = loss.link(raw, **loss.params)
     return _weighted_mean(jnp.abs(y - pred), w)
 
@@ -122,13 +85,8 @@ METRICS = {"error_rate": error_rate, "mse": squared_error, "mae": absolute_error
 
 
 def metric_name(metric: Metric) -> str:
-    """The name a metric is reported under.
-
-    Args:
-      metric: ``None``, a name, or a function.
-
-    Returns:
-      ``"loss"`` for ``None``, the name of a named metric, a function's ``__name__``.
+    """The name a metric is reported under: ``"loss"`` for ``None``, a named metric's name, a
+    function's ``__name__``.
     """
     if metric is None:
         return "loss"
@@ -138,17 +96,8 @@ def metric_name(metric: Metric) -> str:
 
 
 def evaluate(metric: Metric, loss: loss_lib.Loss, y, raw, w):
-    """A metric of raw scores, seen as :func:`jboost.predict` returns them.
-
-    Args:
-      metric: a name of :data:`METRICS` or a function ``metric(y, raw, w)`` (not ``None``).
-      loss: the model's loss.
-      y: labels.
-      raw: ``(n, K)`` raw scores.
-      w: ``(n,)`` weights.
-
-    Returns:
-      A float32 scalar.
+    """A metric (a name of :data:`METRICS` or a function, not ``None``) of raw scores ``(n, K)``,
+    seen as :func:`jboost.predict` returns them: a float32 scalar.
     """
     if isinstance(metric, str):
         return METRICS[metric](y, loss_lib.as_predicted(raw, loss), w, loss)
@@ -161,10 +110,10 @@ def evaluate(metric: Metric, loss: loss_lib.Loss, y, raw, w):
 
 
 def concordance_index(y, risk) -> float:
-    """Harrell's concordance index of risk scores (higher: earlier event) on survival labels
-    ``y = (time, event)``: the fraction of comparable pairs (the earlier time an event) ordered
-    correctly, ties in risk counting one half (Harrell et al. 1982; as
-    ``sksurv.metrics.concordance_index_censored``).
+    """Harrell's concordance index of risk scores (higher: earlier event) on survival labels.
+
+    The fraction of comparable pairs ordered correctly, ties in risk counting one half (Harrell et
+    al. 1982; as ``sksurv.metrics.concordance_index_censored``).
 
     Args:
       y: ``(n, 2)`` survival labels ``(time, event)``.
@@ -181,8 +130,7 @@ def concordance_index(y, risk) -> float:
 
 
 def ndcg(y, scores, k: Optional[int] = 10) -> float:
-    """Mean NDCG@k over the queries with a relevant row (gains ``2^rel - 1``, discounts
-    ``1/log2(1 + rank)``; ties in score broken by row order; Järvelin and Kekäläinen 2002).
+    """Mean NDCG@k over the queries with a relevant row (Järvelin and Kekäläinen 2002).
 
     Args:
       y: ``(n, 2)`` labels ``(relevance, query id)``, query ids contiguous.

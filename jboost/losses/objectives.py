@@ -1,17 +1,8 @@
 """Objectives that are not sums over rows: Cox's partial likelihood, listwise ranking, and any
-loss written as one function of the whole batch.
+loss written as one function of the whole batch (a :class:`jboost.Loss` with ``batch=True``).
 
-A batch objective is a :class:`jboost.Loss` with ``batch=True`` whose ``fn(y, raw, w, **params)``
-is ONE scalar function of every row (``y (n, C)`` structured labels, ``raw (n,)`` or ``(n, K)``,
-``w (n,)`` weights it applies itself) returning the weighted sum. Boosting takes its gradient
-with ``jax.grad`` and its Newton curvature from the diagonal of its hessian
-(:func:`jboost.losses.derivatives.batch_grad_hess`).
-
-References: Cox (1972), Breslow (1974) and Efron (1977) for the partial likelihood and its ties;
-Cao et al. (2007, ListNet) for the listwise softmax cross entropy; Burges (2010, "From RankNet to
-LambdaRank to LambdaMART") for the NDCG-weighted pairwise surrogate; Järvelin and Kekäläinen
-(2002) for the gains. Label conventions, the hessian diagonals and what batch objectives cannot
-do are described in ``docs/objectives.md``.
+Cox (1972), Breslow (1974), Efron (1977); ListNet (Cao et al. 2007); LambdaRank (Burges 2010);
+NDCG gains (Järvelin and Kekäläinen 2002). See ``docs/objectives.md``.
 """
 
 from __future__ import annotations
@@ -25,14 +16,8 @@ from jboost.losses import loss
 
 
 def runs(v):
-    """Runs of equal consecutive values: query groups, blocks of tied times.
-
-    Args:
-      v: ``(n,)`` values.
-
-    Returns:
-      ``(run, position)``, each ``(n,)`` int32 (traced): each entry's run (0, 1, ...) and its
-      position in it.
+    """Runs of equal consecutive values of ``v (n,)`` (query groups, blocks of tied times):
+    ``(run, position)``, each ``(n,)`` int32, each entry's run (0, 1, ...) and its place in it.
     """
     n = v.shape[0]
     new = jnp.concatenate([jnp.ones((1,), bool), v[1:] != v[:-1]])
@@ -41,17 +26,8 @@ def runs(v):
 
 
 def zero_baseline(y, w, n_outputs, **params):
-    """A baseline of 0, for objectives invariant to a constant shift of the raw scores (Cox's
-    partial likelihood, losses within query groups).
-
-    Args:
-      y: labels (unused).
-      w: weights (unused).
-      n_outputs: ``K``.
-      **params: the loss's parameters (unused).
-
-    Returns:
-      ``(K,)`` float32 zeros.
+    """``(K,)`` float32 zeros: the baseline of an objective invariant to a constant shift of the raw
+    scores (Cox, losses within query groups).
     """
     return jnp.zeros((n_outputs,), jnp.float32)
 
@@ -62,19 +38,8 @@ def zero_baseline(y, w, n_outputs, **params):
 
 
 def _cox_terms(f, y, w, efron: bool):
-    """The partial likelihood's parts, rows sorted by time: ``(linear, lse, q)`` with
-
-    ``-log PL = lse - linear``, ``linear = sum_i w_i d_i f_i`` and ``lse = sum_t a_t log D_t``
-    over the event terms ``t`` (one per event row), ``D_t = sum_k c_tk w_k exp(f_k)``:
-    ``c_tk = 1`` for the rows at risk (time ``>= t``), except that Efron (1977) gives the ``l``-th
-    of ``m`` events tied at a time the weight ``1 - l/m`` to those tied events; ``a_t`` is the
-    event's weight (Efron: the mean weight of the tied events, as R's ``coxph``). Breslow is
-    ``l = 0`` throughout; without ties the two coincide.
-
-    ``q = sum_t a_t sum_k c_tk^2 w_k^2 exp(2 f_k) / (2 sg(D_t)^2)`` (``sg``: stop gradient) gives
-    the hessian's exact diagonal by autodiff: with ``pi_tk = c_tk w_k exp(f_k) / D_t``, the
-    hessian of ``a_t log D_t`` is ``a_t (diag(pi_t) - pi_t pi_t^T)``, so ``diag(H)_k = sum_t a_t
-    (pi_tk - pi_tk^2) = d(lse - q)/df_k``.
+    """The partial likelihood's parts ``(linear, lse, q)``, rows sorted by time: ``-log PL = lse -
+    linear`` and ``grad(lse - q)`` is the hessian's exact diagonal (``docs/objectives.md``).
     """
     t, d = y[:, 0], y[:, 1]
     n = t.shape[0]
@@ -112,77 +77,42 @@ def _cox_terms(f, y, w, efron: bool):
     return linear, lse, q
 
 
+def _cox_diag(y, f, w, efron: bool):
+    return jax.grad(lambda g: (lambda _, lse, q: lse - q)(*_cox_terms(g, y, w, efron=efron)))(f)
+
+
 def cox_breslow_fn(y, f, w):
-    """Cox's negative log partial likelihood, ties as Breslow (1974): ``sum_i w_i d_i (log
-    sum_{t_k >= t_i} w_k exp(f_k) - f_i)``.
-
-    Args:
-      y: ``(n, 2)`` labels ``(time, event)``.
-      f: ``(n,)`` raw scores (log relative risks).
-      w: ``(n,)`` row weights.
-
-    Returns:
-      The weighted negative log partial likelihood, a scalar.
+    """Cox's weighted negative log partial likelihood, ties as Breslow (1974): ``sum_i w_i d_i (log
+    sum_{t_k >= t_i} w_k exp(f_k) - f_i)`` of labels ``y (n, 2) = (time, event)``, raw scores ``f
+    (n,)`` (log relative risks) and weights ``w (n,)``.
     """
     linear, lse, _ = _cox_terms(f, y, w, efron=False)
     return lse - linear
 
 
 def cox_efron_fn(y, f, w):
-    """Cox's negative log partial likelihood, ties as Efron (1977); equal to Breslow's when no
-    two events share a time.
-
-    Args:
-      y: ``(n, 2)`` labels ``(time, event)``.
-      f: ``(n,)`` raw scores (log relative risks).
-      w: ``(n,)`` row weights.
-
-    Returns:
-      The weighted negative log partial likelihood, a scalar.
-    """
+    """:func:`cox_breslow_fn` with ties as Efron (1977) (equal without tied events)."""
     linear, lse, _ = _cox_terms(f, y, w, efron=True)
     return lse - linear
 
 
 def cox_breslow_diag(y, f, w):
-    """The exact hessian diagonal of :func:`cox_breslow_fn`, by autodiff of one more scalar.
-
-    Args:
-      y: ``(n, 2)`` labels ``(time, event)``.
-      f: ``(n,)`` raw scores.
-      w: ``(n,)`` row weights.
-
-    Returns:
-      ``(n,)`` the hessian's diagonal.
-    """
-    return jax.grad(lambda g: (lambda _, lse, q: lse - q)(*_cox_terms(g, y, w, efron=False)))(f)
+    """The exact hessian diagonal ``(n,)`` of :func:`cox_breslow_fn`."""
+    return _cox_diag(y, f, w, efron=False)
 
 
 def cox_efron_diag(y, f, w):
-    """The exact hessian diagonal of :func:`cox_efron_fn`, by autodiff of one more scalar.
-
-    Args:
-      y: ``(n, 2)`` labels ``(time, event)``.
-      f: ``(n,)`` raw scores.
-      w: ``(n,)`` row weights.
-
-    Returns:
-      ``(n,)`` the hessian's diagonal.
-    """
-    return jax.grad(lambda g: (lambda _, lse, q: lse - q)(*_cox_terms(g, y, w, efron=True)))(f)
+    """The exact hessian diagonal ``(n,)`` of :func:`cox_efron_fn`."""
+    return _cox_diag(y, f, w, efron=True)
 
 
 def cox(ties: str = "efron") -> loss.Loss:
-    """Cox proportional hazards (Cox 1972): boosting the log relative risk ``f(x)`` by the
-    negative log partial likelihood, ties as ``"breslow"`` or ``"efron"`` (the default, as R's
-    ``coxph``, lifelines and scikit-survival). Labels ``y = (time, event)``, ``(n, 2)``.
-
-    Its Newton curvature is the hessian's exact diagonal by an autodiff route (one more
-    gradient, ``O(n log n)`` like the loss; no estimator, no variance). Predictions are log
-    relative risks (higher: shorter survival; the baseline hazard is not estimated).
+    """Cox proportional hazards (Cox 1972): boosting the log relative risk by the negative log
+    partial likelihood, labels ``y = (time, event)`` ``(n, 2)``; its Newton curvature is the
+    hessian's exact diagonal (``docs/objectives.md``).
 
     Args:
-      ties: ``"efron"`` or ``"breslow"``.
+      ties: ``"efron"`` (the default, as R's ``coxph``) or ``"breslow"``.
 
     Returns:
       A batch :class:`jboost.Loss` of task ``"survival"``.
@@ -204,30 +134,15 @@ def cox(ties: str = "efron") -> loss.Loss:
 
 
 def gains(rel):
-    """The gain ``2^rel - 1`` of a relevance grade (Järvelin and Kekäläinen 2002).
-
-    Args:
-      rel: relevance grades ``>= 0`` (any shape).
-
-    Returns:
-      The gains, shaped like ``rel``.
-    """
+    """The gain ``2^rel - 1`` of relevance grades ``rel >= 0`` (Järvelin and Kekäläinen 2002)."""
     return jnp.exp2(rel) - 1.0
 
 
 def softmax_cross_entropy_fn(y, f, w):
-    """Listwise softmax cross entropy (ListNet's top-one probabilities, Cao et al. 2007): per
-    query, ``-sum_i t_i log softmax(f)_i`` with targets ``t_i`` proportional to the gains
-    ``w_i (2^rel_i - 1)``; the softmax is over the query's rows, weighted as copies (``w``); a
-    query without a relevant row adds nothing.
-
-    Args:
-      y: ``(n, 2)`` labels ``(relevance, query id)``.
-      f: ``(n,)`` raw scores.
-      w: ``(n,)`` row weights.
-
-    Returns:
-      The weighted loss summed over the queries, a scalar.
+    """Listwise softmax cross entropy (ListNet, Cao et al. 2007), summed over the queries: per
+    query ``-sum_i t_i log softmax(f)_i``, targets ``t_i`` proportional to the gains ``w_i (2^rel_i -
+    1)``, the softmax over the query's rows weighted as copies; a query without a relevant row adds
+    nothing. ``y (n, 2) = (relevance, query id)``, ``f (n,)``, ``w (n,)``.
     """
     n = f.shape[0]
     if n == 0:  # no rows: an empty sum
@@ -247,8 +162,9 @@ def softmax_cross_entropy_fn(y, f, w):
 
 
 def _pairs(y, f, w, max_group: int):
-    """Every row's partners in its query group, ``(n, G)``: their index, validity, scores,
-    relevance and weights (``G = max_group``, static)."""
+    """Every row's partners in its query group, ``(n, G)`` (``G = max_group``, static): their
+    index and validity.
+    """
     n = f.shape[0]
     _, pos = runs(y[:, 1])
     start = jnp.arange(n, dtype=jnp.int32) - pos
@@ -260,20 +176,10 @@ def _pairs(y, f, w, max_group: int):
 
 
 def lambdarank_fn(y, f, w, sigma=1.0, max_group: int = 1):
-    """A LambdaRank-style NDCG surrogate (Burges 2010): per query, over the pairs ``(i, j)`` with
-    ``rel_i > rel_j``, ``|dNDCG_ij| log(1 + exp(-sigma (f_i - f_j)))`` weighted ``w_i w_j``, where
-    ``|dNDCG_ij|`` (held constant: its gradient is not taken) is the change of the query's NDCG
-    if ``i`` and ``j`` swapped their current ranks. Its gradient is LambdaRank's lambda.
-
-    Args:
-      y: ``(n, 2)`` labels ``(relevance, query id)``.
-      f: ``(n,)`` raw scores.
-      w: ``(n,)`` row weights.
-      sigma: the logistic scale of the pairwise term.
-      max_group: the largest query group's size (static).
-
-    Returns:
-      The weighted surrogate summed over the queries, a scalar.
+    """A LambdaRank-style NDCG surrogate (Burges 2010), summed over the queries: over the pairs
+    with ``rel_i > rel_j``, ``|dNDCG_ij| log(1 + exp(-sigma (f_i - f_j)))`` weighted ``w_i w_j``,
+    ``|dNDCG_ij|`` (held constant) the NDCG change if ``i`` and ``j`` swapped their current ranks.
+    ``y (n, 2) = (relevance, query id)``, ``f (n,)``, ``w (n,)``; ``max_group`` is static.
     """
     rel = y[:, 0]
     n = f.shape[0]
@@ -296,11 +202,8 @@ def lambdarank_fn(y, f, w, sigma=1.0, max_group: int = 1):
 
 
 def ranking(kind: str = "softmax", sigma: float = 1.0) -> loss.Loss:
-    """Listwise ranking within query groups, ``y = (relevance, query id)`` ``(n, 2)`` (query ids
-    contiguous): ``"softmax"`` (:func:`softmax_cross_entropy_fn`) or ``"lambdarank"``
-    (:func:`lambdarank_fn`, an NDCG surrogate; ``sigma`` its logistic scale, traced). The
-    hessian is block-diagonal over the queries: its exact diagonal costs ``max_group``
-    Hessian-vector products (``hessian_diag="groups"``).
+    """Listwise ranking within query groups, ``y = (relevance, query id)`` ``(n, 2)``, query ids
+    contiguous; the hessian's exact diagonal by ``hessian_diag="groups"``.
 
     Args:
       kind: ``"softmax"`` (ListNet, Cao et al. 2007) or ``"lambdarank"`` (Burges 2010).
@@ -332,21 +235,17 @@ def ranking(kind: str = "softmax", sigma: float = 1.0) -> loss.Loss:
 def batch_loss(fn: Callable, *, params: Optional[dict] = None, name: Optional[str] = None,
                task: str = "regression", n_outputs: int = 1, hessian_diag: Any = None,
                n_probes: int = 32, baseline: Optional[Callable] = None) -> loss.Loss:
-    """A loss the user writes as one function of the batch; jboost differentiates it.
+    """A loss the user writes as one function of the batch; jboost differentiates it
+    (``docs/objectives.md``).
 
     Args:
-      fn: ``fn(y, raw, w, **params) -> scalar``, the weighted SUM over the rows (``y (n, C)``,
-        ``raw (n,)`` for one output or ``(n, K)``, ``w (n,)``; ``docs/objectives.md``).
+      fn: ``fn(y, raw, w, **params) -> scalar``, the weighted SUM over the rows.
       params: its continuous parameters (traced, vmappable).
       name: the loss's name; ``None``: ``fn.__name__``.
       task: the task (:data:`jboost.losses.TASKS`).
       n_outputs: ``K``.
-      hessian_diag: ``None`` (the default) is ``"groups"`` for ``task="ranking"`` (``y[:, 1]``
-        query ids: exact with ``max_group`` products; ``fn`` may take the static ``max_group=``
-        keyword) and ``"exact"`` otherwise (one Hessian-vector product per row: exact, ``n``
-        gradients per round); ``"hutchinson"`` for large ``n`` (``n_probes`` Rademacher probes
-        from the round's key: unbiased, negative estimates floored at 0; Bekas, Kokiopoulou and
-        Saad 2007); or a function ``diag(y, raw, w, **params)``.
+      hessian_diag: ``None`` (``"groups"`` for ``task="ranking"``, else ``"exact"``),
+        ``"exact"``, ``"groups"``, ``"hutchinson"`` or a function ``diag(y, raw, w, **params)``.
       n_probes: the probes of ``"hutchinson"``.
       baseline: ``baseline(y, w, n_outputs, **params) -> (K,)``; ``None``: the optimal constant
         found numerically (L-BFGS).

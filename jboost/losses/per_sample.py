@@ -1,11 +1,10 @@
-"""Per-sample losses ``loss(y, raw) -> scalar``: the built-in losses, their constructors and their
-names.
+"""Per-sample losses ``loss(y, raw) -> scalar``: the built-in losses, their constructors and names.
 
-The losses of Friedman (2001, "Greedy Function Approximation: A Gradient Boosting Machine") and
-ESL (Hastie, Tibshirani and Friedman 2009, "The Elements of Statistical Learning", Table 10.2):
+The losses of Friedman (2001) and ESL (Hastie, Tibshirani and Friedman 2009, Table 10.2):
 squared, absolute, Huber and quantile error, the binomial and multinomial deviances, AdaBoost's
 exponential loss (Friedman, Hastie and Tibshirani 2000) and its K-class SAMME form (Zhu, Zou,
-Rosset and Hastie 2009), and the Poisson deviance.
+Rosset and Hastie 2009), and the Poisson deviance. Each ``*_fn`` takes one sample's label ``y``
+and raw score ``f`` (``(K,)`` for K-class losses) and returns a scalar.
 """
 
 from __future__ import annotations
@@ -26,13 +25,9 @@ def _logit_deviance_fn(y, f):
 
 
 def logit_deviance() -> loss_lib.Loss:
-    """The loss two-class LogitBoost minimises, on the half-log-odds scale ``F``.
-
-    Friedman, Hastie and Tibshirani (2000), "Additive Logistic Regression: a Statistical View of
-    Boosting", eq. 21: ``log(1 + e^{2F}) - 2 y F``, labels 0/1.
-
-    Returns:
-      A binary :class:`jboost.Loss` with AdaBoost's link and the half-logit baseline.
+    """The loss two-class LogitBoost minimises, ``log(1 + e^{2F}) - 2 y F`` on the half-log-odds
+    scale, labels 0/1 (Friedman, Hastie and Tibshirani 2000, eq. 21): AdaBoost's link and the
+    half-logit baseline.
     """
     return loss_lib.Loss(_logit_deviance_fn, name="logit_deviance", task="binary",
                            link=links.adaboost_link, baseline=baselines.half_logit_baseline)
@@ -43,81 +38,37 @@ _EXP_CLIP = 30.0
 
 
 def safe_exp(z):
-    """``exp(z)`` for ``z <= 30``; beyond, its second-order Taylor continuation.
-
-    The continuation is C2, finite and increasing, so values, gradients and hessians of
-    exponential losses stay finite at large margins.
-
-    Args:
-      z: an array.
-
-    Returns:
-      An array like ``z``.
+    """``exp(z)`` for ``z <= 30``; beyond, its second-order Taylor continuation (C2, finite and
+    increasing), so exponential losses and their derivatives stay finite at large margins.
     """
     c = jnp.minimum(z, _EXP_CLIP)
     d = jnp.maximum(z - _EXP_CLIP, 0.0)
     return jnp.exp(c) * (1.0 + d + 0.5 * d * d)
 
 
-# --------------------------------------------------------------------------------------------
 # Per-sample loss functions (module level, so they are hashable static metadata).
-# --------------------------------------------------------------------------------------------
 
 
 def squared_error_fn(y, f):
-    """Half squared error ``(y - f)^2 / 2`` (ESL Table 10.2).
-
-    Args:
-      y: one sample's label.
-      f: its raw score.
-
-    Returns:
-      The loss, a scalar.
-    """
+    """Half squared error ``(y - f)^2 / 2`` (ESL Table 10.2)."""
     return 0.5 * (y - f) ** 2
 
 
 def absolute_error_fn(y, f):
-    """Absolute error ``|y - f|`` (least absolute deviation; ESL Table 10.2).
-
-    Args:
-      y: one sample's label.
-      f: its raw score.
-
-    Returns:
-      The loss, a scalar.
-    """
+    """Absolute error ``|y - f|`` (least absolute deviation; ESL Table 10.2)."""
     return jnp.abs(y - f)
 
 
 def huber_fn(y, f, delta):
-    """Huber loss (ESL eq. 10.23): ``r^2/2`` for ``|r| <= delta``, else ``delta (|r| - delta/2)``.
-
-    Args:
-      y: one sample's label.
-      f: its raw score.
-      delta: the transition point, ``> 0``.
-
-    Returns:
-      The loss, a scalar.
-    """
+    """Huber loss (ESL 10.23): ``r^2/2`` for ``|r| <= delta``, else ``delta (|r| - delta/2)``."""
     r = jnp.abs(y - f)
     delta = jnp.asarray(delta, r.dtype)
     return jnp.where(r <= delta, 0.5 * r * r, delta * (r - 0.5 * delta))
 
 
 def quantile_fn(y, f, alpha):
-    """Pinball loss at level ``alpha``: ``alpha * r`` if ``r >= 0`` else ``(alpha - 1) * r``.
-
-    ``r = y - f``; its minimiser is the ``alpha``-quantile (Koenker and Bassett 1978).
-
-    Args:
-      y: one sample's label.
-      f: its raw score.
-      alpha: the quantile level in ``(0, 1)``.
-
-    Returns:
-      The loss, a scalar.
+    """Pinball loss at level ``alpha`` of ``r = y - f``: ``max(alpha r, (alpha - 1) r)``, minimised
+    by the ``alpha``-quantile (Koenker and Bassett 1978).
     """
     r = y - f
     alpha = jnp.asarray(alpha, r.dtype)
@@ -125,56 +76,23 @@ def quantile_fn(y, f, alpha):
 
 
 def binomial_deviance_fn(y, f):
-    """Binomial deviance / log loss with ``p = sigmoid(f)``: ``log(1 + e^f) - y f``.
-
-    Args:
-      y: one sample's label in ``{0, 1}``.
-      f: its raw score (log-odds).
-
-    Returns:
-      The loss, a scalar.
-    """
+    """Binomial deviance (log loss) with ``p = sigmoid(f)``: ``log(1 + e^f) - y f``."""
     return jax.nn.softplus(f) - y * f
 
 
 def exponential_fn(y, f):
-    """AdaBoost's exponential loss ``exp(-y' f)`` with ``y' = 2y - 1`` (ESL eq. 10.8).
-
-    Args:
-      y: one sample's label in ``{0, 1}``.
-      f: its raw score.
-
-    Returns:
-      The loss, a scalar.
-    """
+    """AdaBoost's exponential loss ``exp(-y' f)`` with ``y' = 2y - 1`` (ESL eq. 10.8)."""
     return safe_exp(-(2.0 * y - 1.0) * f)
 
 
 def multinomial_deviance_fn(y, f):
-    """Multinomial deviance ``logsumexp(f) - f[y]`` for an integer label ``y`` (ESL eq. 10.22).
-
-    Args:
-      y: one sample's label, a class in ``0 .. K-1``.
-      f: its raw scores ``(K,)``.
-
-    Returns:
-      The loss, a scalar.
-    """
+    """Multinomial deviance ``logsumexp(f) - f[y]`` of a class ``y`` (ESL eq. 10.22)."""
     return jax.nn.logsumexp(f) - jnp.take(f, y.astype(jnp.int32))
 
 
 def samme_exponential_fn(y, f):
-    """K-class exponential loss ``exp(-y.f / K)`` with ESL/SAMME coding.
-
-    ``y_k = 1`` for the true class and ``-1/(K-1)`` otherwise (Zhu, Zou, Rosset, Hastie 2009,
-    "Multi-class AdaBoost").
-
-    Args:
-      y: one sample's label, a class in ``0 .. K-1``.
-      f: its raw scores ``(K,)``.
-
-    Returns:
-      The loss, a scalar.
+    """K-class exponential loss ``exp(-y.f / K)``, ``y_k = 1`` for the true class and ``-1/(K-1)``
+    otherwise (SAMME coding, Zhu, Zou, Rosset and Hastie 2009).
     """
     k = f.shape[-1]
     code = jnp.where(jnp.arange(k, dtype=jnp.int32) == y.astype(jnp.int32), 1.0, -1.0 / (k - 1)).astype(f.dtype)
@@ -182,15 +100,7 @@ def samme_exponential_fn(y, f):
 
 
 def poisson_fn(y, f):
-    """Poisson deviance up to a constant, log link: ``exp(f) - y f``.
-
-    Args:
-      y: one sample's label, a count ``>= 0``.
-      f: its raw score (log mean).
-
-    Returns:
-      The loss, a scalar.
-    """
+    """Poisson deviance up to a constant, log link: ``exp(f) - y f``."""
     return safe_exp(f) - y * f
 
 
@@ -200,42 +110,34 @@ def poisson_fn(y, f):
 
 
 def squared_error() -> loss_lib.Loss:
-    """Least-squares regression (ESL Table 10.2): :func:`squared_error_fn`, identity link, the
-    weighted mean as baseline, Newton trees.
-
-    Returns:
-      A regression :class:`jboost.Loss`.
+    """Least-squares regression (ESL Table 10.2): identity link, the weighted mean as baseline,
+    Newton trees.
     """
     return loss_lib.Loss(squared_error_fn, name="squared_error", baseline=baselines.mean_baseline, hessian="autodiff")
 
 
 def absolute_error() -> loss_lib.Loss:
-    """Least absolute deviation regression (Friedman 2001, Algorithm 3): least-squares trees on
-    the gradient's sign, leaves refitted to the weighted median of their residuals.
-
-    Returns:
-      A regression :class:`jboost.Loss`.
+    """Least absolute deviation regression (Friedman 2001, Algorithm 3): least-squares trees on the
+    gradient's sign, leaves refitted to the weighted median of their residuals.
     """
     return loss_lib.Loss(absolute_error_fn, name="absolute_error", baseline=baselines.median_baseline,
                 hessian="unit", leaf_refit="quantile")
 
 
 def huber(delta=1.0, alpha=None) -> loss_lib.Loss:
-    """Huber loss with fixed ``delta``, or ESL's adaptive delta when ``alpha`` is given.
+    """Huber loss with a fixed ``delta``, or ESL's adaptive delta when ``alpha`` is given.
 
-    With ``alpha`` (e.g. 0.9), delta is recomputed each round as the alpha-quantile of the
-    absolute residuals ``|y - f_{m-1}|`` (ESL section 10.10.2); ``delta`` is then only the value
-    used before the first round.
-
-    The baseline is the optimal constant (Huber's M-estimate of location) for a fixed delta, and
-    the weighted median with the adaptive delta, as in Friedman (2001), Algorithm 4.
+    Least-squares trees with Huber leaf refits (Friedman 2001, Algorithm 4); the baseline is Huber's
+    M-estimate for a fixed delta, the weighted median with the adaptive one.
 
     Args:
-      delta: the transition point, ``> 0`` (traced).
-      alpha: ``None``, or the quantile level in ``(0, 1)`` of the adaptive delta.
+      delta: the transition point, ``> 0`` (traced); with ``alpha``, its value before the first
+        round.
+      alpha: ``None``, or the level in ``(0, 1)`` of the adaptive delta: the alpha-quantile of the
+        absolute residuals, recomputed every round (ESL section 10.10.2).
 
     Returns:
-      A regression :class:`jboost.Loss` (least-squares trees, Huber leaf refit).
+      A regression :class:`jboost.Loss`.
     """
     params = {"delta": delta}
     domains = {"delta": loss_lib.POSITIVE}
@@ -253,8 +155,7 @@ def _huber_adaptive_fn(y, f, delta, alpha):
 
 def quantile(alpha=0.5) -> loss_lib.Loss:
     """Quantile regression by the pinball loss (Koenker and Bassett 1978; Friedman 2001):
-    least-squares trees on the gradient, leaves refitted to the weighted ``alpha``-quantile of
-    their residuals.
+    least-squares trees, leaves refitted to the weighted ``alpha``-quantile of their residuals.
 
     Args:
       alpha: the quantile level in ``(0, 1)`` (traced).
@@ -269,20 +170,14 @@ def quantile(alpha=0.5) -> loss_lib.Loss:
 def binomial_deviance() -> loss_lib.Loss:
     """Logistic regression by the binomial deviance (ESL Table 10.2; Friedman 2001, Algorithm 5),
     labels 0/1, sigmoid link, the log-odds of the positive frequency as baseline.
-
-    Returns:
-      A binary :class:`jboost.Loss`.
     """
     return loss_lib.Loss(binomial_deviance_fn, name="binomial_deviance", task="binary",
                 link=links.sigmoid_link, baseline=baselines.logit_baseline, hessian="autodiff")
 
 
 def exponential() -> loss_lib.Loss:
-    """AdaBoost's exponential loss (Friedman, Hastie and Tibshirani 2000; ESL eq. 10.8), labels
-    0/1, probabilities ``1 / (1 + exp(-2f))``, the half log-odds as baseline.
-
-    Returns:
-      A binary :class:`jboost.Loss`.
+    """AdaBoost's exponential loss (Friedman, Hastie and Tibshirani 2000; ESL eq. 10.8), labels 0/1,
+    probabilities ``1 / (1 + exp(-2f))``, the half log-odds as baseline.
     """
     return loss_lib.Loss(exponential_fn, name="exponential", task="binary", link=links.adaboost_link,
                 baseline=baselines.half_logit_baseline, hessian="autodiff")
@@ -303,8 +198,8 @@ def multinomial_deviance(n_classes=None) -> loss_lib.Loss:
 
 
 def samme_exponential(n_classes=None) -> loss_lib.Loss:
-    """The K-class exponential loss of SAMME (Zhu, Zou, Rosset and Hastie 2009, "Multi-class
-    AdaBoost"), with its probabilities ``p_k ∝ exp(f_k / (K - 1))``.
+    """The K-class exponential loss of SAMME (Zhu, Zou, Rosset and Hastie 2009), probabilities
+    ``p_k ∝ exp(f_k / (K - 1))``.
 
     Args:
       n_classes: ``K``, or ``None`` (set from the labels at fit time).
@@ -317,11 +212,8 @@ def samme_exponential(n_classes=None) -> loss_lib.Loss:
 
 
 def poisson() -> loss_lib.Loss:
-    """Poisson regression of counts (the Poisson deviance with a log link), predictions
-    ``exp(f)``, the log of the weighted mean as baseline.
-
-    Returns:
-      A count :class:`jboost.Loss`.
+    """Poisson regression of counts (the Poisson deviance with a log link): predictions ``exp(f)``,
+    the log of the weighted mean as baseline.
     """
     return loss_lib.Loss(poisson_fn, name="poisson", task="count", link=links.exp_link,
                 baseline=baselines.log_mean_baseline, hessian="autodiff")
@@ -335,14 +227,7 @@ BUILT_IN_FNS = frozenset({squared_error_fn, absolute_error_fn, huber_fn, _huber_
 
 
 def is_built_in(loss: loss_lib.Loss) -> bool:
-    """Whether ``loss`` computes one of jboost's built-in losses.
-
-    Args:
-      loss: a :class:`jboost.Loss`.
-
-    Returns:
-      ``True`` when its function is one of :data:`BUILT_IN_FNS`.
-    """
+    """Whether ``loss`` computes one of jboost's built-in losses (:data:`BUILT_IN_FNS`)."""
     return loss.fn in BUILT_IN_FNS
 
 
@@ -355,14 +240,8 @@ SHIFT_EQUIVARIANT_FNS = frozenset({squared_error_fn, absolute_error_fn, huber_fn
 
 def shifts_with_labels(loss: loss_lib.Loss) -> bool:
     """Whether ``loss(y + c, f + c) == loss(y, f)`` for every ``c`` (a built-in loss of the
-    residual), so that a fit may subtract a label offset in float64 and add it back to the model's
-    raw scores (:func:`jboost.fitting.prepare.label_offset`).
-
-    Args:
-      loss: a :class:`jboost.Loss`.
-
-    Returns:
-      ``True`` when its function is one of :data:`SHIFT_EQUIVARIANT_FNS`.
+    residual), so a fit may subtract a label offset in float64 and add it back to the raw scores
+    (:func:`jboost.fitting.prepare.label_offset`).
     """
     return loss.fn in SHIFT_EQUIVARIANT_FNS
 
@@ -383,11 +262,11 @@ _REGISTRY = {
 
 
 def get(loss, n_outputs: Optional[int] = None, task: Optional[str] = None) -> loss_lib.Loss:
-    """Resolve a loss given as a name, a :class:`Loss` or a plain function ``fn(y, raw)``.
+    """Resolve a loss given as a name, a :class:`jboost.Loss` or a per-sample function.
 
     Args:
       loss: a built-in loss's name (``"squared_error"``, ``"logistic"``, ...), a
-        :class:`jboost.Loss`, or a function ``fn(y, raw, **params) -> scalar`` of one sample.
+        :class:`jboost.Loss`, or a per-sample function.
       n_outputs: ``K``; when given, the resolved loss has ``K`` outputs.
       task: the task of a plain function (default ``"regression"``).
 

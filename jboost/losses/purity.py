@@ -29,14 +29,9 @@ _LIBRARIES = ("jax", "jaxlib", "numpy", "jboost", "optax", "chex", "scipy", "equ
 
 
 class PinnedFn:
-    """A user's loss function together with the values of the Python numbers and small arrays it
-    reads from module globals and closure cells when it is resolved (:func:`pin_globals`).
-
-    ``jax.jit`` caches a compiled program per static ``Loss.fn`` (a pytree meta field) and keeps
-    in it the values the function read when it was traced; a loss whose global changes between
-    fits would silently reuse the stale program. Two ``PinnedFn`` are equal only when they wrap
-    the same function AND its values are equal, so a changed value compiles anew (the right
-    answer) and an unchanged one reuses the program. Calls go to the wrapped function.
+    """A user's loss function with the values of the Python numbers and small arrays it reads from
+    globals and closure cells (:func:`pin_globals`); equal only to a ``PinnedFn`` of the same
+    function and values, so jit's cache tells a changed value from an unchanged one.
 
     Args:
       fn: the user's loss function.
@@ -71,8 +66,9 @@ class PinnedFn:
 
 
 def _pinnable(v):
-    """The comparable value of ``v`` if it is a Python number or string, a NumPy scalar or a
-    small concrete array (a constant of the traced program); ``None`` otherwise."""
+    """The comparable value of a Python number or string, a NumPy scalar or a small concrete array;
+    ``None`` otherwise.
+    """
     if isinstance(v, np.generic):
         return (type(v).__name__, v.dtype.str, v.tobytes())
     if isinstance(v, (bool, numbers.Number, str)):
@@ -122,17 +118,9 @@ _LAST_VALUES: "weakref.WeakKeyDictionary[Callable, dict]" = weakref.WeakKeyDicti
 
 
 def pin_globals(loss: loss_lib.Loss) -> loss_lib.Loss:
-    """``loss`` with its user function wrapped in a :class:`PinnedFn` holding the values of the
-    Python numbers, NumPy/JAX scalars and small arrays (up to :data:`PIN_MAX_SIZE` elements)
-    that it reads from module globals and closure cells (and the user functions it calls read),
-    so that jit's cache tells a changed value from an unchanged one. When a value changed since
-    the function's last fit, a ``UserWarning`` names it and says how to make it a traced
-    parameter (``jboost.Loss(fn, params={...})``). Built-in losses, and functions that read no
-    such value, are returned unchanged.
-
-    Not detected: values read through attributes of objects or modules (``cfg.scale``), arrays
-    larger than :data:`PIN_MAX_SIZE`, and callable objects; the purity rule of
-    :func:`jboost.losses.checks.resolve_loss` applies to them.
+    """``loss`` with its user function wrapped in a :class:`PinnedFn` of the values it reads
+    (``docs/losses.md``, "The purity rule"); built-in losses and functions that read none are
+    returned unchanged.
 
     Args:
       loss: a resolved :class:`jboost.Loss`.

@@ -1,16 +1,8 @@
 """The Distribution type and what one row's distribution gives: its support and label check,
-the NLL on the support, quantiles (closed form or bisection), the CRPS (closed form, count sum,
-Monte Carlo) and a per-row key.
+the NLL on the support, quantiles (closed form or bisection), the CRPS and a per-row key.
 
-A :class:`Distribution` is a negative log-likelihood for one sample, written in JAX on its ``K``
-raw parameters, with the transforms, moments, CDF, draws and (optionally) closed-form quantiles,
-Fisher information and CRPS that distributional boosting needs (NGBoost: Duan et al. 2020, "NGBoost:
-Natural Gradient Boosting for Probabilistic Prediction", ICML). :func:`jboost.distributions.loss`
-makes it a :class:`jboost.Loss` for :func:`jboost.fit`. The CRPS is Gneiting and Raftery's (2007,
-"Strictly Proper Scoring Rules, Prediction, and Estimation", JASA).
-
-The concepts (families, natural gradient, labels, the step of a round, known limits, saving) are
-described in ``docs/distributions.md``.
+After NGBoost (Duan et al. 2020, ICML); the CRPS of Gneiting and Raftery (2007, JASA). See
+``docs/distributions.md``.
 """
 
 from __future__ import annotations
@@ -38,29 +30,25 @@ _PPF_WIDEN = 100   # doublings of the bracket's half widths (2^100 standard devi
 class Distribution:
     """A parametric distribution for distributional boosting: its NLL and what prediction needs.
 
-    Every function takes the raw parameters ``raw`` with the ``K`` raw scores on the last axis
-    (``raw[..., k]``; one sample: ``(K,)``) and the distribution's traced parameters as keywords.
+    Every function takes the raw parameters ``raw`` with the ``K`` raw scores on the last axis and
+    the traced parameters as keywords (``docs/distributions.md``, "Adding a distribution").
 
     Attributes:
       name: the loss's name (``"normal"``); model files record it.
       param_names: the distribution's parameters, in the order :attr:`params` returns them.
       raw_names: the ``K`` raw outputs (``("loc", "log_scale")``).
-      nll: ``nll(y, raw, **params) -> scalar`` for one sample: the negative log-likelihood
-        (log-density or log-mass, all constants included).
-      params: ``params(raw, **params) -> tuple`` of arrays ``raw.shape[:-1]``: the parameters.
-      mean, variance: ``f(raw, **params) -> raw.shape[:-1]`` (``inf``/NaN where undefined).
+      nll: ``nll(y, raw, **params) -> scalar``, one sample's negative log-likelihood.
+      params: ``params(raw, **params) -> tuple`` of the parameters.
+      mean, variance: ``f(raw, **params)`` (``inf``/NaN where undefined).
       cdf: ``cdf(y, raw, **params)``: ``P(Y <= y)``.
-      sample: ``sample(key, raw (K,), n, **params) -> (n,)`` draws (Monte-Carlo Fisher and CRPS).
+      sample: ``sample(key, raw (K,), n, **params) -> (n,)`` draws.
       init: ``init(y, w, **params) -> (K,)``: the weighted MLE of a constant distribution when
-        ``init_is_mle``, else a starting point (moments) refined by L-BFGS on the NLL.
-      ppf: the quantile function ``ppf(q, raw, **params)`` in closed form, or ``None``:
-        bisection on the CDF (:func:`quantile`).
-      fisher: ``fisher(raw (K,), **params) -> (K, K)`` the Fisher information in the raw
-        parameterisation in closed form, or ``None``: a Monte-Carlo estimate from draws.
-      crps: ``crps(y, raw, **params)`` in closed form, or ``None``: Monte Carlo (:func:`crps`).
-      support: ``"real"``, ``"positive"`` (``y > 0``) or ``"count"`` (``y = 0, 1, 2, ...``).
-      defaults: ``((name, value), ...)`` the traced parameters and their default values.
-      domains: ``((name, Interval), ...)`` their domains (checked as every loss parameter's).
+        ``init_is_mle``, else a starting point refined by L-BFGS on the NLL.
+      ppf, fisher, crps: closed forms of the quantile function, the Fisher information ``(K, K)``
+        and the CRPS, or ``None`` (bisection, Monte Carlo).
+      support: one of :data:`SUPPORTS`.
+      defaults: ``((name, value), ...)`` the traced parameters and their defaults.
+      domains: ``((name, Interval), ...)`` their domains.
 
     Raises:
       ValueError: ``support`` is not one of :data:`SUPPORTS`, or ``raw_names`` is empty.
@@ -110,17 +98,8 @@ class Distribution:
 
 
 def row_key(y, raw):
-    """A fixed PRNG key folded with the bits of one row's label and first raw score.
-
-    Deterministic (a fit draws the same Monte-Carlo samples every time) and different across
-    rows and rounds.
-
-    Args:
-      y: the row's label (a scalar).
-      raw: the row's raw scores ``(K,)``.
-
-    Returns:
-      A ``jax.random.key``.
+    """A fixed PRNG key folded with the bits of one row's label and first raw score: deterministic,
+    and different across rows and rounds.
     """
     bits = lambda v: lax.bitcast_convert_type(jnp.asarray(v, jnp.float32), jnp.uint32)
     return jax.random.fold_in(jax.random.fold_in(jax.random.key(0), bits(y)), bits(raw[0]))
@@ -135,16 +114,9 @@ SUPPORT_LABELS = {"real": "real numbers", "positive": "positive numbers (y > 0)"
 
 
 def in_support(dist: Distribution, y):
-    """Whether labels are in ``dist``'s support, and labels safe to evaluate the NLL at.
-
-    Args:
-      dist: the distribution.
-      y: labels (any shape).
-
-    Returns:
-      ``(inside, y_safe)``: ``inside`` a bool array like ``y`` (``None`` for a real support:
-      every finite label is inside), and ``y`` replaced by a label inside the support where it is
-      not, so the NLL and its gradient stay finite in the branch ``jnp.where`` discards.
+    """``(inside, y_safe)``: whether labels are in ``dist``'s support (``None`` for a real support)
+    and the labels with those outside replaced by one inside, so the NLL and its gradient stay
+    finite in the branch ``jnp.where`` discards.
     """
     if dist.support == "real":
         return None, y
@@ -156,20 +128,12 @@ def in_support(dist: Distribution, y):
 
 
 def check_labels(dist: Distribution, y, name: str = "y") -> None:
-    """Check that labels are inside ``dist``'s support, on the host.
-
-    Counts (``Poisson``, ``NegativeBinomial``) must be non-negative integers, ``Gamma`` and
-    ``LogNormal`` labels positive (their NLL is ``+inf`` outside: :func:`support_nll`). Labels
-    that are not numbers are left to every entry point's own label check.
-
-    Args:
-      dist: the distribution.
-      y: the labels (array-like).
-      name: the argument's name in the message.
+    """Check on the host that labels are inside ``dist``'s support (counts: non-negative integers;
+    ``"positive"``: ``y > 0``); labels that are not numbers are left to the entry point's checks.
 
     Raises:
-      ValueError: some labels are outside the support; the message names ``name``, how many
-        labels, examples and the fix.
+      ValueError: labels outside the support; the message names ``name``, how many, examples and
+        the fix.
     """
     if dist.support == "real":
         return   # finite labels: every entry point's label check (jboost.data.labels.as_labels)
@@ -194,21 +158,8 @@ def check_labels(dist: Distribution, y, name: str = "y") -> None:
 
 
 def quantile(dist: Distribution, q, raw, params: Optional[Mapping] = None):
-    """The ``q``-quantile of ``dist`` at one row.
-
-    ``dist.ppf`` in closed form, or else bisection on the CDF (:data:`PPF_BISECTIONS` steps,
-    float32-exact): the bracket starts at the mean +- one standard deviation (0 +- 1 where they
-    are not finite) and doubles until it holds the quantile; counts bisect over the integers
-    (the smallest ``k`` with ``cdf(k) >= q``).
-
-    Args:
-      dist: the distribution.
-      q: the level(s) in ``(0, 1)``.
-      raw: the row's raw scores ``(K,)``.
-      params: the distribution's traced parameters (``{"df": 5.0}``), or ``None``.
-
-    Returns:
-      The quantile(s), float32, shaped like ``q``.
+    """The ``q``-quantile(s) of ``dist`` at one row's raw scores ``(K,)``: float32, shaped like ``q``;
+    ``dist.ppf`` in closed form, else bisection on the CDF (``docs/distributions.md``).
     """
     params = dict(params or {})
     raw = jnp.asarray(raw, jnp.float32)
@@ -250,8 +201,9 @@ def quantile(dist: Distribution, q, raw, params: Optional[Mapping] = None):
 
 
 def _count_crps(dist, y, raw, params):
-    """``sum_{k >= 0} (F(k) - 1{k >= y})^2``, summed until ``k >= y`` and ``1 - F(k) <= 1e-7``
-    (at most :data:`COUNT_CRPS_MAX_TERMS` terms)."""
+    """``sum_{k >= 0} (F(k) - 1{k >= y})^2``, summed until ``k >= y`` and ``1 - F(k) <= 1e-7`` (at
+    most :data:`COUNT_CRPS_MAX_TERMS` terms).
+    """
 
     def cond(state):
         k, _, f = state
@@ -268,24 +220,11 @@ def _count_crps(dist, y, raw, params):
 
 def crps_one(dist: Distribution, y, raw, params: Optional[Mapping] = None, key=None,
              n_samples: int = CRPS_MC_SAMPLES):
-    """The continuous ranked probability score ``int (F(x) - 1{x >= y})^2 dx`` of one row.
+    """The continuous ranked probability score ``int (F(x) - 1{x >= y})^2 dx`` of one row (lower is
+    better; Gneiting and Raftery 2007), a float32 scalar.
 
-    Lower is better (Gneiting and Raftery 2007, "Strictly Proper Scoring Rules, Prediction, and
-    Estimation", JASA). ``dist.crps`` in closed form; for counts the sum ``sum_k (F(k) - 1{k >=
-    y})^2`` over the support (until the CDF is 1 to float32); or else the Monte-Carlo estimate
-    ``E|X - y| - E|X - X'| / 2`` from ``n_samples`` draws (the pairwise term unbiased, from the
-    sorted draws).
-
-    Args:
-      dist: the distribution.
-      y: the row's label.
-      raw: the row's raw scores ``(K,)``.
-      params: the distribution's traced parameters, or ``None``.
-      key: the key of the Monte-Carlo draws; ``None``: :func:`row_key` of ``(y, raw)``.
-      n_samples: the number of Monte-Carlo draws.
-
-    Returns:
-      The CRPS, a float32 scalar.
+    ``dist.crps`` in closed form, the sum over the support for counts, else the Monte-Carlo estimate
+    from ``n_samples`` draws with ``key`` (``None``: :func:`row_key`; ``docs/distributions.md``).
     """
     params = dict(params or {})
     raw = jnp.asarray(raw, jnp.float32)
@@ -302,22 +241,8 @@ def crps_one(dist: Distribution, y, raw, params: Optional[Mapping] = None, key=N
 
 
 def support_nll(dist: Distribution, y, raw, params: Optional[Mapping] = None):
-    """``dist.nll`` of one row, ``+inf`` where ``y`` is outside the support.
-
-    Outside the support the density or mass is 0, as ``scipy.stats``' ``logpdf``/``logpmf`` of
-    ``-inf`` (a count that is negative or not an integer, a non-positive label of a positive
-    distribution); the gradient stays finite there (the NLL is evaluated at a label inside the
-    support). A fit on such labels stops with a ``FloatingPointError`` instead of a silent wrong
-    answer; :func:`check_labels` says so first.
-
-    Args:
-      dist: the distribution.
-      y: the row's label.
-      raw: the row's raw scores ``(K,)``.
-      params: the distribution's traced parameters, or ``None``.
-
-    Returns:
-      The negative log-likelihood, a scalar (``+inf`` outside the support).
+    """``dist.nll`` of one row, ``+inf`` where ``y`` is outside the support (as scipy's ``logpdf``
+    of ``-inf``), with a finite gradient there.
     """
     inside, y = in_support(dist, y)
     value = dist.nll(y, raw, **dict(params or {}))

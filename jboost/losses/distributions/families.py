@@ -1,4 +1,7 @@
-"""The built-in distributions (Normal, LogNormal, Poisson, NegativeBinomial, Gamma, StudentT), each NLL, transforms, moments, CDF, draws, Fisher information and CRPS, and the DISTRIBUTIONS registry by name."""
+"""The built-in distributions (Normal, LogNormal, Poisson, NegativeBinomial, Gamma, StudentT):
+each NLL, transforms, moments, CDF, draws, Fisher information and CRPS, and the DISTRIBUTIONS
+registry by name.
+"""
 
 from __future__ import annotations
 

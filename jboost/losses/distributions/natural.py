@@ -1,9 +1,8 @@
 """Fisher information (closed form or Monte Carlo) and NGBoost's natural gradient, with the
 custom-jvp NLL whose derivative is ``F^-1 g``.
 
-Implements the natural gradient of NGBoost (Duan, Avati, Ding, Thai, Basu, Ng and Schuler 2020,
-"NGBoost: Natural Gradient Boosting for Probabilistic Prediction", ICML; Amari 1998, "Natural
-gradient works efficiently in learning"); see ``docs/distributions.md``.
+Duan et al. (2020), "NGBoost: Natural Gradient Boosting for Probabilistic Prediction", ICML;
+Amari (1998). See ``docs/distributions.md``.
 """
 
 from __future__ import annotations
@@ -20,23 +19,11 @@ from jboost.losses.distributions import base
 
 def fisher_information(dist: base.Distribution, raw, params: Optional[Mapping] = None,
                        n_mc_samples: int = 100, key=None):
-    """The Fisher information of ``dist`` at one row's raw parameters.
+    """The Fisher information ``(K, K)`` of ``dist`` at one row's raw parameters ``(K,)``.
 
-    The closed form ``dist.fisher`` where there is one; otherwise the Monte-Carlo estimate
-    ``(1/M) sum_j g_j g_j^T`` of ``E_y[g g^T]``, ``g_j = d nll(y_j, raw) / d raw`` by autodiff at
-    ``M = n_mc_samples`` draws ``y_j ~ dist(raw)``, plus ``1e-6 tr / K`` on the diagonal (an
-    estimate of rank below K stays invertible). This is NGBoost's estimate (Duan et al. 2020).
-
-    Args:
-      dist: the distribution.
-      raw: the row's raw parameters ``(K,)``.
-      params: the distribution's traced parameters, or ``None``.
-      n_mc_samples: the number of draws ``M`` of the Monte-Carlo estimate.
-      key: the key of the draws; ``None``: a fixed key folded with the bits of ``raw``.
-
-    Returns:
-      ``(K, K)`` float32, symmetric positive semi-definite (definite for the Monte-Carlo
-      estimate).
+    The closed form ``dist.fisher``, else NGBoost's Monte-Carlo estimate ``(1/M) sum_j g_j g_j^T``
+    from ``M = n_mc_samples`` draws with ``key`` (``None``: a fixed key folded with ``raw``), plus
+    ``1e-6 tr / K`` on the diagonal so that it stays invertible.
     """
     params = dict(params or {})
     raw = jnp.asarray(raw, jnp.float32)
@@ -53,21 +40,8 @@ def fisher_information(dist: base.Distribution, raw, params: Optional[Mapping] =
 
 def natural_gradient(dist: base.Distribution, y, raw, params: Optional[Mapping] = None,
                      n_mc_samples: int = 100):
-    """NGBoost's natural gradient ``F(raw)^{-1} g`` of one row (Duan et al. 2020, eq. 6).
-
-    The gradient ``g`` of the NLL in the raw parameters premultiplied by the inverse Fisher
-    information (:func:`fisher_information`; Monte Carlo with the row's key ``(y, raw)`` where
-    no closed form exists). ``F`` is held fixed under differentiation (``stop_gradient``).
-
-    Args:
-      dist: the distribution.
-      y: the row's label.
-      raw: the row's raw parameters ``(K,)``.
-      params: the distribution's traced parameters, or ``None``.
-      n_mc_samples: the draws of a Monte-Carlo Fisher information.
-
-    Returns:
-      ``(K,)`` float32.
+    """NGBoost's natural gradient ``F(raw)^{-1} g`` ``(K,)`` of one row (Duan et al. 2020, eq. 6),
+    ``F`` held fixed under differentiation.
     """
     params = dict(params or {})
     raw = jnp.asarray(raw, jnp.float32)
@@ -76,10 +50,9 @@ def natural_gradient(dist: base.Distribution, y, raw, params: Optional[Mapping] 
 
 
 def _spd_solve(f, g):
-    """``f^{-1} g`` for a small symmetric positive-definite ``f (K, K)``: an unrolled Cholesky
-    solve (elementwise ops: vmapped over rows it stays one fusion, where a batched LAPACK call
-    of tiny systems is dominated by its per-call overhead on CPU); ``jnp.linalg.solve`` beyond
-    K = 4."""
+    """``f^{-1} g`` for a small symmetric positive-definite ``f (K, K)``: an unrolled Cholesky solve
+    (elementwise, so vmapped over rows it stays one fusion); ``jnp.linalg.solve`` beyond K = 4.
+    """
     k = g.shape[0]
     if k > 4:
         return jnp.linalg.solve(f, g)
@@ -104,19 +77,8 @@ def _solve_fisher(dist, y, raw, g, params, n_mc_samples):
 
 @functools.lru_cache(maxsize=None)
 def natural_nll(dist: base.Distribution, n_mc_samples: int):
-    """The NLL of ``dist`` with the natural gradient as its derivative in ``raw``.
-
-    A ``jax.custom_jvp`` whose value is ``dist.nll`` and whose tangent is ``<F^{-1} g, d raw>``
-    (plus the true derivatives in ``y`` and the parameters), so that
-    :func:`jboost.losses.derivatives.grad_hess` yields NGBoost's natural gradient while the
-    reported losses stay the NLL. One function per distribution (cached), so jit caches hit.
-
-    Args:
-      dist: the distribution.
-      n_mc_samples: the draws of a Monte-Carlo Fisher information.
-
-    Returns:
-      ``nll(y, raw, params) -> scalar``.
+    """``nll(y, raw, params)``: ``dist.nll`` with the natural gradient as its derivative in ``raw``
+    (a ``jax.custom_jvp``); cached per distribution, so jit caches hit.
     """
 
     def value(y, raw, params):

@@ -84,29 +84,23 @@ def _loss_name(dist: base.Distribution, natural: bool) -> str:
 
 def loss(dist: base.Distribution, natural_gradient: bool = False, *, line_search: bool = False,
          n_mc_samples: int = 100, **params) -> loss_lib.Loss:
-    """The :class:`jboost.Loss` of ``dist``: its per-sample NLL with ``K = dist.n_outputs`` raw
-    outputs, for :func:`jboost.fit`.
+    """The :class:`jboost.Loss` of ``dist``: its per-sample NLL with ``K = dist.n_outputs`` outputs.
 
     Args:
-      dist: a :class:`Distribution` (``Normal``, ``LogNormal``, ``Poisson``,
-        ``NegativeBinomial``, ``Gamma``, ``StudentT``, or your own).
-      natural_gradient: fit each tree to the natural gradient ``F^{-1} g`` by least squares
-        (NGBoost, Duan et al. 2020; ``docs/distributions.md``) instead of a Newton tree on the NLL.
-      line_search: refit every leaf by damped Newton iterations on the leaf (``leaf_refit=
-        "line_search"``, :func:`jboost.trees.refit.line_search_leaf_values`; backtracking on the
-        leaf's NLL). With ``natural_gradient`` the iterations solve ``sum_i F_i^{-1} g_i = 0``
-        (``docs/distributions.md``). Applies to vector-leaf trees (not ``per_output_trees``).
-      n_mc_samples: draws per row of the Monte-Carlo Fisher information (distributions without
-        a closed form, with ``natural_gradient``; static).
+      dist: a :class:`Distribution` (``Normal``, ``LogNormal``, ``Poisson``, ``NegativeBinomial``,
+        ``Gamma``, ``StudentT``, or your own).
+      natural_gradient: fit each tree to NGBoost's natural gradient ``F^{-1} g`` by least squares
+        instead of a Newton tree on the NLL (``docs/distributions.md``).
+      line_search: refit every leaf by damped Newton iterations on its NLL
+        (``leaf_refit="line_search"``; vector-leaf trees only).
+      n_mc_samples: draws per row of a Monte-Carlo Fisher information (static, ``>= 2``).
       **params: the distribution's traced parameters (``df=5.0`` for ``StudentT``), defaults
-        ``dist.defaults``; may be tracers (a ``jax.vmap`` sweep is one compilation).
+        ``dist.defaults``.
 
     Returns:
-      A :class:`jboost.Loss` whose link is the distribution's mean (:func:`jboost.predict_mean`),
-      whose baseline is the MLE of a constant distribution, and whose task is ``"count"`` for
-      count distributions (labels ``>= 0`` checked) and ``"regression"`` otherwise. A model file
-      records the loss by name (``dist.name``, ``+ "_natural"``);
-      :func:`jboost.distributions.load` rebuilds it.
+      A :class:`jboost.Loss`: the distribution's mean as link, the MLE of a constant distribution
+      as baseline, task ``"count"`` or ``"regression"``; named ``dist.name`` (``+ "_natural"``),
+      which model files record.
 
     Raises:
       TypeError: ``dist`` is not a :class:`Distribution`, or ``params`` names a parameter the
@@ -132,13 +126,8 @@ def loss(dist: base.Distribution, natural_gradient: bool = False, *, line_search
 
 
 def distribution_of(model) -> base.Distribution:
-    """The :class:`Distribution` a model was fitted with.
-
-    Args:
-      model: a fitted model (a :class:`jboost.Booster` of :func:`loss`).
-
-    Returns:
-      The model's :class:`Distribution`.
+    """The :class:`Distribution` a model (a :class:`jboost.Booster` of :func:`loss`) was fitted
+    with.
 
     Raises:
       TypeError: the model's loss is not a distribution's (or it has no loss).
