@@ -235,14 +235,10 @@ def run(data: state_lib.Data, borders, key, hyper: boosting_lib.Hyperparams,
     names K = max(y) + 1). See docs/algorithms.md.
     """
     rounds = dict(ROUNDS_DEFAULTS, **(rounds or {}))
-    has_valid = data.y_valid.shape[0] > 0
-    stopping = settings.check_early_stopping(
-        rounds["early_stopping_rounds"], rounds["early_stopping_tolerance"], None, loss,
-        has_validation=has_valid)
-    metric = settings.check_eval_metric(rounds["eval_metric"], loss, has_validation=has_valid)
-    if stopping is not None:
-        stopping = stopping._replace(metric=metric)
-    config = config._replace(early_stopping=stopping, eval_metric=metric if stopping is None else None)
+    stopping, shown = settings.early_stopping(
+        rounds["early_stopping_rounds"], rounds["early_stopping_tolerance"], rounds["eval_metric"],
+        loss, has_validation=data.y_valid.shape[0] > 0)
+    config = config._replace(early_stopping=stopping, eval_metric=shown)
     n_features, n_rows = data.X_binned.shape
     memory.check_boosting_memory(
         n_rows, n_features, config, loss, k_from_labels=k_from_labels and loss.n_outputs > 1,
@@ -320,8 +316,7 @@ def info(coef, err=jnp.nan, status=OK) -> dict:
 
 
 # --------------------------------------------------------------------------------------------
-# Staged evaluation of a fitted model: thin functions over jboost.staged_predict (one compiled
-# scan over rounds; any other function of the raw scores goes to jboost.staged_predict directly).
+# Staged evaluation of a fitted model: thin functions over jboost.staged_predict.
 # --------------------------------------------------------------------------------------------
 
 

@@ -23,14 +23,9 @@ from jboost.models import booster
 
 
 def discrete_alpha(err, n_classes: int, err_floor, done):
-    """SAMME's ``alpha = log((1 - err) / err) + log(K - 1)`` (AdaBoost.M1's for K = 2), and status.
-
-    ``err >= 1 - 1/K`` (no better than chance): the round is WEAK and gets ``alpha = 0``.
-    ``err == 0`` (perfect on the weighted data): ``err`` is floored at ``err_floor`` so alpha is
-    finite (the round is PERFECT). Either way the model stops: later rounds are STOPPED.
-
-    Returns ``(alpha, status, done)``.
-    """
+    """SAMME's ``alpha = log((1 - err) / err) + log(K - 1)`` (AdaBoost.M1's for K = 2):
+    ``(alpha, status, done)``. A WEAK round (``err >= 1 - 1/K``) gets ``alpha = 0``, a PERFECT
+    one (``err == 0``) ``err`` floored at ``err_floor``; either way the model stops."""
     k = n_classes
     err_floor = jnp.asarray(err_floor, jnp.float32)
     weak = err >= 1.0 - 1.0 / k
@@ -132,13 +127,9 @@ def adaboost_m1(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, min
 
 
 def _plurality_tree(r: algorithm.Round, w):
-    """The K-class tree on the round's weighted rows: the weighted least-squares tree of the
-    one-hot labels (hessian ``w / K`` per class), whose leaf values ``W_k / (W / K + l2)`` are
-    proportional to the weighted class counts ``W_k``; and the leaves' plurality classes, the
-    rows it misclassifies and its weighted error on all rows.
-
-    Returns ``(tree, leaf, counts (L, K), miss (n,), err)``.
-    """
+    """The K-class tree on the round's weighted rows (least squares of the one-hot labels: leaf
+    values proportional to the weighted class counts), the rows its leaves' plurality classes
+    miss and its weighted error: ``(tree, leaf, counts (L, K), miss (n,), err)``."""
     k = r.raw.shape[-1]
     y_int = r.data.y.astype(jnp.int32)
     wk = w * r.sample

@@ -27,13 +27,8 @@ LEAF_REFITS = ("auto", "line_search", "none")
 
 
 def newton_step(G, H, max_step):
-    """Newton step ``-G / H``, 0 where ``H <= 0``, clipped to ``[-max_step, max_step]``.
-
-    The clip is a trust region: where the loss has no finite minimiser along the step (a leaf
-    whose rows are all of one class under the deviance) or its curvature vanishes (saturated
-    probabilities, ``p (1 - p) ~ 1e-30``), a plain Newton step is astronomically large; clipped,
-    the value grows by at most ``max_step`` per iteration (cf. XGBoost's ``max_delta_step``).
-    """
+    """Newton step ``-G / H``, 0 where ``H <= 0``, clipped to ``[-max_step, max_step]`` (a trust
+    region, cf. XGBoost's ``max_delta_step``: docs/algorithms.md)."""
     ok = H > 0
     return jnp.clip(-jnp.where(ok, G / jnp.where(ok, H, 1.0), 0.0), -max_step, max_step)
 
@@ -69,13 +64,8 @@ def line_search_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int,
 
 def line_search_coefficient(loss: loss_lib.Loss, y, raw, b, w, n_steps: int, max_step,
                             init=1.0):
-    """``beta = argmin_beta sum_i w_i L(y_i, raw_i + beta b_i)`` by ``n_steps`` Newton iterations.
-
-    ``phi'(beta)`` and ``phi''(beta)`` are exact (autodiff of the scalar objective), so for a loss
-    quadratic in ``raw`` one step is exact. Steps are clipped by :func:`newton_step`.
-
-    Args:
-      y: ``(n,)``; raw, b: ``(n, K)``; w: ``(n,)``.
+    """``beta = argmin_beta sum_i w_i L(y_i, raw_i + beta b_i)`` by ``n_steps`` Newton iterations
+    on the exact (autodiff) derivatives, clipped by :func:`newton_step`; ``raw``, ``b``: ``(n, K)``.
     """
     def phi(beta):
         return jnp.sum(w * loss_lib.per_sample_losses(loss, y, raw + beta * b))

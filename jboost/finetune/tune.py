@@ -64,8 +64,7 @@ def _check_model(model, soft: bool) -> booster.Booster:
 
 
 def _resolve_loss(loss, model: booster.Booster, y: np.ndarray) -> loss_lib.Loss:
-    """The fine-tuning loss (the model's own for ``None``), checked against the labels and the
-    model's number of raw outputs K."""
+    """The fine-tuning loss (``None``: the model's), checked against the labels and K."""
     if loss is None:
         want = model.loss.label_columns  # a batch objective's structure: its check_labels
         if not model.loss.batch and ((y.ndim == 2) != (want is not None)
@@ -100,9 +99,8 @@ def _check_offset_loss(model: booster.Booster, loss: loss_lib.Loss) -> None:
 
 def _labels(y, model: booster.Booster, n: int, name: str = "y", x_name: str = "X",
             columns: Optional[int] = None, warn: bool = True) -> np.ndarray:
-    """Checked float32 labels ``(n,)`` or ``(n, C)`` (``columns``: ``None`` either, an int the
-    training labels' columns, 0 one per row), centred by the model's label offset in float64 (as
-    ``fit`` did)."""
+    """Checked float32 labels (``columns`` as :func:`jboost.data.labels.as_labels`'s), centred by
+    the model's label offset in float64 (as ``fit`` did)."""
     classes = getattr(model, "classes", None)
     if classes is not None:  # labels as the model was fitted on (strings, {-1, 1}, ...)
         y = labels.class_codes(tabular.series_values(y), classes.array, name)

@@ -208,13 +208,9 @@ _LOCAL_SETTINGS = (
 def _fit_settings(a, loss_obj: loss_lib.Loss, *, has_validation: bool):
     """``(BoostConfig, Hyperparams)`` of the call's settings, with its early stopping (or the
     metric shown without it)."""
-    stopping = settings_lib.check_early_stopping(
-        a.early_stopping_rounds, a.early_stopping_tolerance,
-        a.eval_metric if a.early_stopping_rounds is not None else None, loss_obj,
+    stopping, shown_metric = settings_lib.early_stopping(
+        a.early_stopping_rounds, a.early_stopping_tolerance, a.eval_metric, loss_obj,
         has_validation=has_validation)
-    shown_metric = (None if a.early_stopping_rounds is not None else  # progress and callbacks
-                    settings_lib.check_eval_metric(a.eval_metric, loss_obj,
-                                                   has_validation=has_validation))
     config, hyper = settings_lib.settings_of(
         vars(a), per_output_trees=a.per_output_trees, row_sampler=a.row_sampler,
         split_criterion=a.split_criterion)

@@ -312,6 +312,17 @@ def check_early_stopping(rounds, tolerance, metric, loss, *, has_validation: boo
     return boosting_lib.EarlyStopping(rounds=rounds, tolerance=float(tolerance), metric=metric)
 
 
+def early_stopping(rounds, tolerance, metric, loss, *, has_validation: bool):
+    """``(EarlyStopping or None, shown metric or None)`` of an entry point's early-stopping
+    settings: ``metric`` is the stopping score with ``rounds``, else only shown and given to
+    the callbacks (:func:`check_eval_metric`)."""
+    stopping = check_early_stopping(rounds, tolerance, None if rounds is None else metric, loss,
+                                    has_validation=has_validation)
+    if rounds is not None:
+        return stopping, None
+    return stopping, check_eval_metric(metric, loss, has_validation=has_validation)
+
+
 def check_hyperparameter(name: str, v) -> None:
     """``v`` within the domain :data:`BOUNDS` of hyperparameter ``name``."""
     check_setting(name, v)
