@@ -17,9 +17,6 @@ from jboost.losses.distributions import base
 from jboost.losses.distributions import families
 from jboost.losses.distributions import nll_loss
 
-# --------------------------------------------------------------------------------------------
-# NGBoost's line search on the scale of a round (an algorithm of the boosting scaffold).
-# --------------------------------------------------------------------------------------------
 
 # ngboost's NGBoost.line_search: scales 1, 2, 4, ... up to 512, then halved; a step whose mean
 # row norm is below LINE_SEARCH_TOL is taken as it is.

@@ -34,10 +34,6 @@ from jboost.losses import per_sample
 from jboost.models import ecoc
 from jboost.trees import family
 
-# --------------------------------------------------------------------------------------------
-# Codes.
-# --------------------------------------------------------------------------------------------
-
 
 def exhaustive_code(n_classes: int) -> np.ndarray:
     """Dietterich and Bakiri's (1995) exhaustive code: ``(K, 2**(K-1) - 1)`` 0/1 int32, every

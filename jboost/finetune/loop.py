@@ -31,11 +31,6 @@ class Curves(NamedTuple):
     best_step: jax.Array
 
 
-# --------------------------------------------------------------------------------------------
-# The compiled loop.
-# --------------------------------------------------------------------------------------------
-
-
 def _batch(rows: scores.Rows, key, batch_size: int) -> scores.Rows:
     """``batch_size`` rows drawn uniformly with replacement (their weights kept)."""
     n = rows.y.shape[0]

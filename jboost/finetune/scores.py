@@ -52,11 +52,6 @@ class Structure(NamedTuple):
     scale: jax.Array          # (F,) float32 per-feature scale
 
 
-# --------------------------------------------------------------------------------------------
-# Raw scores as functions of the parameters.
-# --------------------------------------------------------------------------------------------
-
-
 def _hard_raw(params: Params, leaves):
     """``(n, K)`` baseline + the sum over trees of each row's leaf value (a gather)."""
     s, n_leaves, k = params.leaf_values.shape

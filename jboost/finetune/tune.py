@@ -28,10 +28,6 @@ from jboost.models import booster
 from jboost.trees import family
 from jboost.trees import oblivious
 
-# --------------------------------------------------------------------------------------------
-# Host-side checks.
-# --------------------------------------------------------------------------------------------
-
 
 def _check_model(model, soft: bool) -> booster.Booster:
     """The Booster to fine-tune: one model, cut to the rounds its predictions use."""
@@ -157,11 +153,6 @@ def _check_optimizer(optimizer) -> None:
     except TypeError:
         raise TypeError("optimizer must be hashable (an optax GradientTransformation is): it is "
                         "static in the compiled loop.") from None
-
-
-# --------------------------------------------------------------------------------------------
-# Public functions.
-# --------------------------------------------------------------------------------------------
 
 
 def objective(model: booster.Booster, X, y, loss=None, *, sample_weight=None, base_margin=None,

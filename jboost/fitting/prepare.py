@@ -57,11 +57,6 @@ def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
     return c
 
 
-# --------------------------------------------------------------------------------------------
-# Data: checked, binned.
-# --------------------------------------------------------------------------------------------
-
-
 class Data(NamedTuple):
     """Training and validation arrays after the host-side checks and binning (without an eval
     set the validation arrays have 0 rows)."""
@@ -132,11 +127,6 @@ def prepare_boosting(X, y, **kwargs):
     """:func:`prepare` as ``(jboost.engine.state.Data, borders)``."""
     data = prepare(X, y, **kwargs)
     return state.Data(*data[:6]), data.borders
-
-
-# --------------------------------------------------------------------------------------------
-# Class labels as users have them: mapped to 0..K-1, the labels kept in the model.
-# --------------------------------------------------------------------------------------------
 
 
 def _is_class_index(arr: np.ndarray) -> bool:
