@@ -106,10 +106,8 @@ def ecoc_targets(y, code) -> jax.Array:
 def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, code, *,
                     config: boosting_lib.BoostConfig, chunk_size: int, verbose: bool = False,
                     start=None, valid=None):
-    """All ``L`` bit learners (binomial deviance boosting) in one call.
-
-    Bit ``l`` is :func:`jboost.engine.boosting.boost` on labels ``code[y, l]`` with key
-    ``fold_in(key, l)``, vmapped in chunks of ``chunk_size``.
+    """All ``L`` bit learners (binomial deviance boosting) in one call: bit ``l`` on labels
+    ``code[y, l]`` with key ``fold_in(key, l)``, vmapped in chunks of ``chunk_size``.
 
     Args:
       start: ``(trees (L, R, 1, ...), baselines (L, 1))`` of bit learners to continue from

@@ -215,8 +215,7 @@ def finetune(model: booster.Booster, X, y, loss: Union[None, str, loss_lib.Loss,
         ``loss(y, raw)``, with the model's number of raw outputs K.
       optimizer: an optax ``GradientTransformation`` (static; its learning rate may be traced).
       n_steps: optimizer steps (static).
-      sample_weight: optional non-negative ``(n_samples,)`` weights of the rows.
-      base_margin: per-row raw-score offsets of a model fitted with them.
+      sample_weight, base_margin: the rows' weights and raw-score offsets (as ``jboost.fit``).
       eval_set: optional ``(X_valid, y_valid[, w_valid])``, monitored after every step; it
         becomes the returned model's ``valid_loss``.
       eval_base_margin: the offsets of ``eval_set``'s rows (with ``base_margin``).
