@@ -1,22 +1,8 @@
-"""The literature's boosting algorithms on the boosting scaffold.
-
-* :func:`adaboost_m1` — discrete AdaBoost.M1, ESL Algorithm 10.1.
-* :func:`samme`, :func:`samme_r` — multi-class AdaBoost, Zhu, Zou, Rosset and Hastie (2009).
-* :func:`real_adaboost`, :func:`gentle_adaboost`, :func:`logitboost` — Friedman, Hastie and
-  Tibshirani (2000), Algorithms 2, 4, 3 and 6.
-* :func:`gradient_boost` — gradient tree boosting with per-leaf line search, ESL Algorithm 10.3.
-* :func:`forward_stagewise` — forward stagewise additive modelling, ESL Algorithm 10.2.
-
-Each algorithm is a ``round`` function (public: :func:`adaboost_m1_round`, ...) on the scaffold of
-:mod:`jboost.engine.boosting`, and each entry point returns a :class:`jboost.Booster` whose
-``info`` holds the per-round ``coef``, ``err`` and ``status`` and the algorithm's state. Every
-entry point takes ``init_model=`` (a model the same algorithm fitted: ``r`` then ``s`` rounds
-equal ``r + s`` rounds bitwise) and the lifecycle arguments of :func:`jboost.fit`
-(``early_stopping_rounds``, ``eval_metric``, ``verbose``, ``callbacks``, ``checkpoint_dir``, ...).
-Defaults are the published algorithms', not :func:`jboost.fit`'s. :func:`staged_error` and
-:func:`staged_loss` evaluate a model after every round.
-
-See docs/ensembles.md (warm start, lifecycle, writing a new algorithm).
+"""The literature's boosting algorithms on the boosting scaffold: AdaBoost.M1 (ESL Algorithm
+10.1), SAMME and SAMME.R (Zhu et al. 2009), Real and Gentle AdaBoost and LogitBoost (Friedman,
+Hastie and Tibshirani 2000), gradient boosting (ESL 10.3) and forward stagewise modelling (ESL
+10.2). Each returns a :class:`jboost.Booster`; the defaults are the published algorithms'.
+See docs/algorithms.md and docs/ensembles.md.
 """
 
 from jboost.algorithms._common import ALGORITHMS

@@ -1,25 +1,7 @@
-"""What every algorithm of :mod:`jboost.algorithms` shares: round status codes, static settings, data preparation and the run on the boosting scaffold.
-
-Every algorithm is a ``round`` function on the scaffold of :mod:`jboost.engine.boosting` (``boost`` is
-the ``lax.scan``; the scaffold draws the round's rows and columns, adds the round's trees to the
-raw scores and records the losses) and returns a :class:`jboost.Booster` whose raw score is on
-the scale of the loss that the algorithm minimises in the forward-stagewise view (ESL Section
-10.4; Friedman, Hastie and Tibshirani 2000). Its ``info`` holds each round's ``coef``, ``err``
-and ``status`` ``(n_rounds,)``, the final observation ``weights`` ``(n_samples,)``, the algorithm
-that fitted it (``algorithm``, an index into :data:`ALGORITHMS`) and the algorithm's exact state
-after the last round under the names its entry point gives (e.g. ``log_weights``, ``done``).
-
-Warm start (:func:`check_init_model`, then :func:`run` with ``init_model=``): the continued fit
-bins with the model's borders, starts from its raw scores (:func:`jboost.engine.boosting.resume`) and
-state, and folds round ``m``'s key from ``m`` counted from the model's first round, so ``r``
-rounds then ``s`` more equal ``r + s`` rounds bitwise (the big_vision ``fold_in(key, step)``
-rule); the result holds every round. A new fit runs the same compiled program, from the
-scaffold's initial state and round 0.
-
-A concrete fit runs its rounds through :func:`jboost.fit`'s runner (:func:`jboost.fitting.rounds.run_rounds`:
-host-side calls of one compiled program, so ``Ctrl-C`` returns the rounds fitted so far), with
-its early stopping, progress, callbacks and checkpoints (:data:`ROUNDS_DEFAULTS`; a checkpoint is
-the model, whose ``info`` holds the algorithm's state, so a rerun resumes bitwise).
+"""What every algorithm of :mod:`jboost.algorithms` shares: round status codes, static settings,
+data preparation and the run on the boosting scaffold (:mod:`jboost.engine.boosting`), through
+:func:`jboost.fit`'s round runner for a concrete fit. See docs/algorithms.md (``Booster.info``,
+warm start, lifecycle).
 """
 
 from __future__ import annotations
@@ -44,6 +26,7 @@ from jboost.fitting import rounds as rounds_lib
 from jboost.fitting import settings
 from jboost.losses import checks as checks_lib
 from jboost.losses import loss as loss_lib
+from jboost.losses import per_sample
 from jboost.models import base
 from jboost.models import booster as booster_lib
 from jboost.models import metadata
@@ -52,8 +35,7 @@ from jboost.trees import family as family_lib
 
 def check_base_margin_supported(who: str, base_margin, eval_base_margin, offsets: bool) -> None:
     """Refuse ``base_margin`` / ``eval_base_margin`` for an algorithm whose rounds cannot start
-    from per-row offsets of the raw scores (``offsets`` false: the AdaBoost family reweights
-    rows from their labels and weak learners' votes, not from raw scores)."""
+    from per-row offsets of the raw scores (``offsets`` false: the AdaBoost family)."""
     if offsets:
         return
     given = [k for k, v in (("base_margin", base_margin), ("eval_base_margin", eval_base_margin))
@@ -84,16 +66,14 @@ ALGORITHMS = ("adaboost_m1", "samme", "samme_r", "real_adaboost", "gentle_adaboo
 
 @functools.lru_cache(maxsize=None)
 def algorithm(round_fn: Callable, init: Optional[Callable] = None, **static) -> algorithm_lib.Algorithm:
-    """The :class:`jboost.engine.algorithm.Algorithm` of ``round_fn`` with its static settings bound
-    (``round_fn(r, **static)``). Cached: the same settings give the same (hashable) algorithm, so
-    the compiled ``boosting.boost`` is reused."""
+    """The :class:`jboost.engine.algorithm.Algorithm` of ``round_fn`` with its static settings bound.
+    Cached: the same settings give the same (hashable) algorithm, so no new compile."""
     fn = functools.partial(round_fn, **static) if static else round_fn
     return algorithm_lib.Algorithm(fn) if init is None else algorithm_lib.Algorithm(fn, init)
 
 
 def static_real(v, name: str, lo: float, hi: float, lo_open: bool = False) -> float:
-    """A concrete scalar setting in ``[lo, hi]`` (a numerical guard of an algorithm, static in
-    its compiled program) as a Python float."""
+    """A concrete scalar setting in ``[lo, hi]`` (an algorithm's static guard) as a float."""
     if checks.is_traced(v):
         raise TypeError(f"{name} must be a concrete number (it is a static setting of the "
                         "algorithm), not a traced value.")
@@ -105,9 +85,8 @@ prepare = prepare_lib.prepare_boosting  # (boosting.Data, borders) from checked,
 
 
 def prepare_classes(X, y, n_classes, *, task: str = "multiclass", **kwargs):
-    """:func:`prepare` for class labels (0/1 for ``task="binary"``, 0..K-1 otherwise): K from
-    ``n_classes`` or the training labels, the eval-set labels checked against that K.
-    Returns ``(Data, borders, K)``."""
+    """:func:`prepare` for class labels (0/1 for ``task="binary"``, 0..K-1 otherwise), K from
+    ``n_classes`` or the training labels. Returns ``(Data, borders, K)``."""
     found = {}
 
     def label_check(v, name):
@@ -119,8 +98,7 @@ def prepare_classes(X, y, n_classes, *, task: str = "multiclass", **kwargs):
 
 
 class Table(NamedTuple):
-    """What a fit read from the user's table and keeps in its model: the feature names (a
-    DataFrame's columns) and the class labels mapped to ``0..K-1`` (strings, ``{-1, 1}``, ...)."""
+    """What a fit keeps of the user's table: a DataFrame's feature names and the class labels."""
     names: Optional[tuple] = None
     classes: Optional[np.ndarray] = None
 
@@ -131,12 +109,9 @@ class Table(NamedTuple):
 
 def read_table(X, y, eval_set, init_model: Optional[booster_lib.Booster], name: str,
                config: boosting_lib.BoostConfig, borders, labels=None, n_outputs=None, task=None):
-    """The inputs of algorithm ``name`` read as :func:`jboost.fit` reads them: a DataFrame's
-    columns in ``init_model``'s order and its names kept (:func:`jboost.data.tabular.tabular_input`),
-    ``init_model`` checked (:func:`check_init_model`), and, for a classification ``labels`` loss
-    (a name or a loss; ``None``: labels as they are), class labels as users have them mapped to
-    ``0..K-1`` (``init_model``'s classes for a continued fit). Returns
-    ``(X, y, eval_set, borders, Table)``."""
+    """The inputs of algorithm ``name`` read as :func:`jboost.fit` reads them (a DataFrame's
+    columns, ``init_model`` checked, class labels of a classification ``labels`` loss mapped to
+    ``0..K-1``). Returns ``(X, y, eval_set, borders, Table)``."""
     X, names, eval_set = tabular.tabular_input(X, init_model, eval_set)
     X, borders = check_init_model(init_model, name, X, config, borders)
     classes = None
@@ -148,16 +123,9 @@ def read_table(X, y, eval_set, init_model: Optional[booster_lib.Booster], name: 
 
 def check_init_model(init_model: Optional[booster_lib.Booster], name: str, X, config:
                      boosting_lib.BoostConfig, borders):
-    """Check ``init_model`` (a continued fit, ``init_model=``) of algorithm ``name`` (one of
-    :data:`ALGORITHMS`) before the data are binned; returns ``(X, borders)``: ``X`` as a checked
-    matrix and the borders to bin with (the model's). Without ``init_model``: ``(X, borders)``
-    unchanged.
-
-    The model must be one Booster (not a batch) that the same algorithm fitted (its
-    ``info["algorithm"]``) on as many features, with the same ``n_bins`` and ``depth``; given
-    ``borders`` must be its own. The loss and the algorithm's state are checked by :func:`run`
-    once the labels have been read (they give K).
-    """
+    """Check ``init_model`` of algorithm ``name`` before the data are binned: one Booster that
+    the same algorithm fitted, on as many features, with the same ``n_bins`` and ``depth``.
+    Returns ``(X, borders)``: ``X`` checked and the borders to bin with (the model's)."""
     if init_model is None:
         return X, borders
     X = tabular.as_matrix(X, "X")
@@ -178,9 +146,8 @@ def check_init_model(init_model: Optional[booster_lib.Booster], name: str, X, co
 
 def _resumed(model: booster_lib.Booster, data: state_lib.Data, loss: loss_lib.Loss,
              config: boosting_lib.BoostConfig, state: Tuple[str, ...]) -> state_lib.BoostState:
-    """The scaffold's state after ``model``'s rounds on ``data``: its raw scores
-    (:func:`jboost.engine.boosting.resume`) and the algorithm's state read back from ``model.info``
-    under the names ``state`` (the leaves of the algorithm's ``init`` state, in order)."""
+    """The scaffold's state after ``model``'s rounds on ``data``: its raw scores and the
+    algorithm's state read back from ``model.info`` under the names ``state``."""
     init_model_lib.check_init_loss(model, loss)
     template = jax.eval_shape(config.algorithm.init, data, loss)
     leaves, treedef = jax.tree_util.tree_flatten(template)
@@ -201,16 +168,10 @@ def _resumed(model: booster_lib.Booster, data: state_lib.Data, loss: loss_lib.Lo
 
 
 # The keyword arguments every algorithm takes to run its rounds as jboost.fit does (run's
-# ``rounds``): early stopping, progress, callbacks, checkpoints and per-row offsets.
+# ``rounds``): early stopping, progress, callbacks and checkpoints.
 ROUNDS_DEFAULTS = {name: settings.SETTINGS[name].default for name in (
     "early_stopping_rounds", "early_stopping_tolerance", "eval_metric", "verbose", "callbacks",
     "checkpoint_dir", "checkpoint_every")}
-
-
-def family(tree_family, max_leaves) -> dict:
-    """An algorithm's tree family settings for :func:`jboost.fitting.settings.settings` (as
-    :func:`jboost.fit`'s ``tree_family`` and ``max_leaves``)."""
-    return dict(tree_family=tree_family, max_leaves=max_leaves)
 
 
 def rounds_args(namespace: Mapping) -> dict:
@@ -220,12 +181,41 @@ def rounds_args(namespace: Mapping) -> dict:
 
 def margins(data: state_lib.Data, name: str, base_margin, eval_base_margin, eval_set, k: int,
             offsets: bool) -> state_lib.Data:
-    """``data`` with per-row offsets of the raw scores (``base_margin``, ``eval_base_margin``;
-    :func:`jboost.fit`'s), checked; ``offsets``: whether algorithm ``name`` can start its raw
-    scores from them (else a given ``base_margin`` is refused, naming the argument)."""
-
+    """``data`` with per-row offsets of the raw scores (:func:`jboost.fit`'s ``base_margin``),
+    checked; ``offsets``: whether algorithm ``name`` can start its raw scores from them."""
     check_base_margin_supported(name, base_margin, eval_base_margin, offsets)
     return prepare_lib.with_margins(data, base_margin, eval_base_margin, eval_set, k)
+
+
+def read_classes(args: Mapping, name: str, config: boosting_lib.BoostConfig, *, binary: bool):
+    """The class labels of the call ``args`` (the entry point's ``locals()``) of algorithm
+    ``name`` read (:func:`read_table`) and prepared (:func:`prepare_classes`): 0/1 when
+    ``binary``, else ``0..K-1``. Returns ``(Data, borders, K, eval_set, Table)``."""
+    X, y, eval_set, borders, table = read_table(
+        args["X"], args["y"], args["eval_set"], args["init_model"], name, config, args["borders"],
+        labels="binomial_deviance" if binary else "multinomial_deviance")
+    data, borders, k = prepare_classes(
+        X, y, None if binary else args["n_classes"], task="binary" if binary else "multiclass",
+        sample_weight=args["sample_weight"], eval_set=eval_set, n_bins=args["n_bins"],
+        borders=borders)
+    return data, borders, k, eval_set, table
+
+
+def fit_reweighted(args: Mapping, name: str, round_fn: Callable, init: Callable, *, binary: bool,
+                   weights: Callable, state: Tuple[str, ...], **static) -> booster_lib.Booster:
+    """The fit of the call ``args`` (the entry point's ``locals()``) of an algorithm of the
+    AdaBoost family: observation weights as its state (``weights(extra)`` the final ones, kept
+    under the names ``state``), the exponential loss (SAMME's for K classes unless ``binary``),
+    no ``base_margin``; ``static``: its numerical guards, in ``(0, 0.5]``."""
+    check_base_margin_supported(name, args["base_margin"], args["eval_base_margin"], False)
+    static = {k: static_real(v, k, 0.0, 0.5, lo_open=True) for k, v in static.items()}
+    config, hyper = settings.settings_of(args, algorithm=algorithm(round_fn, init, **static))
+    data, borders, k, _, table = read_classes(args, name, config, binary=binary)
+    loss = per_sample.exponential() if binary else per_sample.samme_exponential(k)
+    return run(data, borders, args["key"], hyper, config, loss, weights=weights, name=name,
+               state=state, init_model=args["init_model"],
+               k_from_labels=not binary and args["n_classes"] is None, rounds=rounds_args(args),
+               table=table)
 
 
 def run(data: state_lib.Data, borders, key, hyper: boosting_lib.Hyperparams,
@@ -234,38 +224,21 @@ def run(data: state_lib.Data, borders, key, hyper: boosting_lib.Hyperparams,
         init_model: Optional[booster_lib.Booster] = None,
         k_from_labels: bool = False, rounds: Optional[Mapping] = None,
         table: Table = Table()) -> booster_lib.Booster:
-    """Boost on the scaffold (:func:`jboost.engine.boosting.boost` with ``config.algorithm``) from
-    ``init_raw`` (zeros by default) and wrap the result as a :class:`jboost.Booster` of
-    algorithm ``name`` (:data:`ALGORITHMS`; kept as ``info["algorithm"]``).
+    """Boost on the scaffold with ``config.algorithm`` from ``init_raw`` (zeros by default) and
+    wrap the result as a :class:`jboost.Booster` of algorithm ``name`` (:data:`ALGORITHMS`).
 
-    ``weights(extra)`` gives the final observation weights from the algorithm's final state
-    (AdaBoost family); without it ``info["weights"]`` holds the sample weights. ``state`` names
-    the leaves of the algorithm's state (e.g. ``("log_weights", "done")``): the final state is
-    kept in ``info`` under these names, exactly, so that ``init_model=`` (a model checked by
-    :func:`check_init_model`, binned with its borders) continues it: ``config.n_rounds`` more
-    rounds from its raw scores and state, round keys folded from its round count, so ``r``
-    rounds then ``s`` more equal ``r + s`` rounds bitwise; the result holds every round.
-
-    ``rounds``: the entry point's :data:`ROUNDS_DEFAULTS` arguments (early stopping, progress,
-    callbacks, checkpoints). A concrete fit runs its rounds through :func:`jboost.fit`'s runner,
-    :func:`jboost.fitting.rounds.run_rounds` (host-side calls of one compiled program: ``Ctrl-C``,
-    progress, checkpoints of the model with its state in ``info``); under ``jax.vmap`` it is
-    one program (:func:`jboost.engine.boosting.boost`; early stopping too, each model on its own).
-
-    Before compiling, the fit's memory estimate (:func:`jboost.engine.memory.check_boosting_memory`)
-    refuses what cannot fit (``MemoryError``; ``k_from_labels``: the message names K = max(y) + 1
-    from the labels, e.g. a class label of 1e6).
+    ``weights(extra)``: the final observation weights from the algorithm's final state (default:
+    the sample weights). ``state`` names the leaves of the algorithm's state, kept in ``info``
+    so that ``init_model=`` continues it. ``rounds``: the entry point's :data:`ROUNDS_DEFAULTS`
+    arguments. A concrete fit runs through :func:`jboost.fitting.rounds.run_rounds`, a traced
+    one as one program; the memory estimate is checked first (``k_from_labels``: the message
+    names K = max(y) + 1). See docs/algorithms.md.
     """
-
     rounds = dict(ROUNDS_DEFAULTS, **(rounds or {}))
-    has_valid = data.y_valid.shape[0] > 0
-    stopping = settings.check_early_stopping(
-        rounds["early_stopping_rounds"], rounds["early_stopping_tolerance"], None, loss,
-        has_validation=has_valid)
-    metric = settings.check_eval_metric(rounds["eval_metric"], loss, has_validation=has_valid)
-    if stopping is not None:
-        stopping = stopping._replace(metric=metric)
-    config = config._replace(early_stopping=stopping, eval_metric=metric if stopping is None else None)
+    stopping, shown = settings.early_stopping(
+        rounds["early_stopping_rounds"], rounds["early_stopping_tolerance"], rounds["eval_metric"],
+        loss, has_validation=data.y_valid.shape[0] > 0)
+    config = config._replace(early_stopping=stopping, eval_metric=shown)
     n_features, n_rows = data.X_binned.shape
     memory.check_boosting_memory(
         n_rows, n_features, config, loss, k_from_labels=k_from_labels and loss.n_outputs > 1,
@@ -301,8 +274,6 @@ def run(data: state_lib.Data, borders, key, hyper: boosting_lib.Hyperparams,
     else:
         rounds_lib.check_concrete_rounds(rounds, f"jboost.algorithms.{name}")
         config = config._replace(eval_metric=None)
-        # The same compiled program serves a new fit and a continued one (the state and the
-        # first round are arguments).
         if init_model is None:
             begin, first_round = boosting_lib.init(data, loss, init_raw, config), 0
         else:
@@ -345,8 +316,7 @@ def info(coef, err=jnp.nan, status=OK) -> dict:
 
 
 # --------------------------------------------------------------------------------------------
-# Staged evaluation of a fitted model: thin functions over jboost.staged_predict (one compiled
-# scan over rounds; any other function of the raw scores goes to jboost.staged_predict directly).
+# Staged evaluation of a fitted model: thin functions over jboost.staged_predict.
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,38 +1,7 @@
 """Discrete AdaBoost.M1 (ESL Algorithm 10.1) and its multi-class extensions SAMME and SAMME.R
-(Zhu, Zou, Rosset and Hastie 2009, "Multi-class AdaBoost", Algorithms 2 and 4).
-
-Each algorithm is a ``round`` function on the boosting scaffold (:mod:`jboost.engine.boosting`: the
-scaffold draws the round's rows and columns, adds the round's tree to the raw scores and records
-the exponential loss); its own state is the observation weights and, for the discrete
-algorithms, whether the model has stopped. The weak learner is an oblivious tree grown by the
-shared builder (:func:`jboost.engine.algorithm.grow_trees`) on the weighted training data:
-
-* two classes (AdaBoost.M1): the structure is the weighted least-squares fit of the labels
-  ``y in {-1, +1}`` (gradients ``-w y``, hessians ``w``; for two classes this is the weighted Gini
-  criterion) and each leaf votes the sign of its weighted class balance (weighted majority);
-* K classes (SAMME, SAMME.R): the structure is the weighted least-squares fit of the one-hot
-  labels (gradients ``-w Y``, hessians ``w / K`` per class, i.e. the weighted Gini criterion again;
-  for K = 2 the very same gains as AdaBoost.M1's learner) and each leaf holds its weighted class
-  proportions: SAMME votes the plurality class, SAMME.R uses the proportions as probabilities.
-
-The observation weights live in log space and are renormalised to sum to ``n`` every round, so
-no weight overflows or underflows to the whole sum however long the run. Raw scores are on the
-scale of the exponential loss that each algorithm fits stagewise (ESL Section 10.4; Zhu et al.
-Section 2.1), so ``jboost.predict_proba`` of the returned model gives the population-minimiser
-probabilities: two classes ``f = sum_m (alpha_m / 2) G_m(x)`` and ``p = 1 / (1 + e^{-2f})``;
-K classes ``f = sum_m beta_m T_m(x)`` with ``T`` the ``(1, -1/(K-1))`` coding and
-``p_k ∝ exp(f_k / (K-1))``. The class decisions are exactly ESL's ``sign(sum alpha_m G_m)`` and
-Zhu et al.'s ``argmax_k sum_m alpha_m I(T_m(x) = k)``.
-
-Warm start: ``init_model=`` (a model the same algorithm fitted) boosts ``n_rounds`` more rounds on
-the same rows from the model's raw scores and exact state, ``info["log_weights"]`` (the log
-observation weights) and ``info["done"]`` (a PERFECT or WEAK round stopped the model: it stays
-stopped), so ``r`` rounds then ``s`` more equal ``r + s`` rounds bitwise.
-
-Defaults differ from :func:`jboost.fit` where the published algorithms do: small trees (stumps
-for AdaBoost.M1, as in ESL Figure 10.2; depth 2 for SAMME), no L2 penalty and no minimal child
-weight (the weak learner is the plain weighted least-squares / Gini tree), and no shrinkage
-(``learning_rate=1``: ``alpha_m`` as published).
+(Zhu, Zou, Rosset and Hastie 2009, "Multi-class AdaBoost", Algorithms 2 and 4): ``round``
+functions on the boosting scaffold, whose state is the log observation weights and whether the
+model has stopped. See docs/algorithms.md (weak learners, raw-score scale, defaults, warm start).
 """
 
 from __future__ import annotations
@@ -41,7 +10,6 @@ import jax
 import jax.numpy as jnp
 
 from jboost.algorithms import _common
-from jboost.algorithms import _common as _common_lib
 from jboost.algorithms._common import OK
 from jboost.algorithms._common import PERFECT
 from jboost.algorithms._common import STOPPED
@@ -51,19 +19,13 @@ from jboost.engine import boosting as boosting_lib
 from jboost.engine import state
 from jboost.fitting import settings
 from jboost.losses import loss as loss_lib
-from jboost.losses import per_sample
 from jboost.models import booster
 
 
 def discrete_alpha(err, n_classes: int, err_floor, done):
-    """SAMME's ``alpha = log((1 - err) / err) + log(K - 1)`` (AdaBoost.M1's for K = 2), and status.
-
-    ``err >= 1 - 1/K`` (no better than chance): the round is WEAK and gets ``alpha = 0``.
-    ``err == 0`` (perfect on the weighted data): ``err`` is floored at ``err_floor`` so alpha is
-    finite (the round is PERFECT). Either way the model stops: later rounds are STOPPED.
-
-    Returns ``(alpha, status, done)``.
-    """
+    """SAMME's ``alpha = log((1 - err) / err) + log(K - 1)`` (AdaBoost.M1's for K = 2):
+    ``(alpha, status, done)``. A WEAK round (``err >= 1 - 1/K``) gets ``alpha = 0``, a PERFECT
+    one (``err == 0``) ``err`` floored at ``err_floor``; either way the model stops."""
     k = n_classes
     err_floor = jnp.asarray(err_floor, jnp.float32)
     weak = err >= 1.0 - 1.0 / k
@@ -128,74 +90,35 @@ def adaboost_m1(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, min
                 eval_set, key, borders, init_model, early_stopping_rounds, early_stopping_tolerance,
                 eval_metric, verbose, callbacks, checkpoint_dir, checkpoint_every, base_margin,
                 eval_base_margin, tree_family, max_leaves) -> booster.Booster:
-    """Discrete AdaBoost.M1 (ESL Algorithm 10.1; Freund and Schapire 1997) with oblivious trees.
-
-    1. ``w_i = 1/N``. 2. For ``m = 1..M``: (a) fit a classifier ``G_m(x) in {-1,+1}`` to the
-    weighted data; (b) ``err_m = sum w_i I(y_i != G_m(x_i)) / sum w_i``; (c) ``alpha_m =
-    log((1 - err_m) / err_m)``; (d) ``w_i <- w_i exp(alpha_m I(y_i != G_m(x_i)))``.
-    3. ``G(x) = sign(sum_m alpha_m G_m(x))``.
+    """Discrete AdaBoost.M1 (ESL Algorithm 10.1; Freund and Schapire 1997).
 
     A round with ``err_m >= 1/2`` adds nothing and stops the model (status WEAK); a round with
-    ``err_m == 0`` is added with ``err_m`` floored at ``err_floor`` and stops the model (PERFECT);
-    later rounds are STOPPED (see :func:`discrete_alpha`). ``learning_rate`` (a number or an optax
-    schedule ``round -> rate``) multiplies ``alpha_m``, in the vote and in the weight update (as in
-    scikit-learn). Continuous settings and ``key`` may be traced (``jax.vmap``); ``err_floor`` is
-    static.
-
-    The defaults are the published algorithm's, not :func:`jboost.fit`'s: stumps (ESL Figure
-    10.2), ``l2 = 0`` and ``min_child_weight = 0`` (the plain weighted least-squares tree), no
-    shrinkage (``learning_rate = 1``).
+    ``err_m == 0`` is added with ``err_m`` floored at ``err_floor`` (static) and stops it
+    (PERFECT); later rounds are STOPPED (:func:`discrete_alpha`). ``learning_rate`` multiplies
+    ``alpha_m`` in the vote and in the weight update. The defaults are the published algorithm's
+    (docs/algorithms.md).
 
     Args:
       X: ``(n, F)`` features (NaN missing). y: ``(n,)`` labels 0/1 (class 1 is ESL's ``+1``).
-      depth: oblivious-tree depth (1: stumps, as in ESL Figure 10.2).
-      l2, min_split_gain, min_child_weight: regularisation of the weak learner's splits (weights
-        are normalised to sum to ``n``, so ``min_child_weight`` is in units of an average row).
-      subsample, colsample, colsample_by: the weak learner sees a Bernoulli(subsample) subset of
-        the rows and a subset of the features; ``err_m`` is measured on all rows.
-      init_model: continue this Booster, fitted by the same algorithm on the same rows
-        (``X``, ``y``, ``sample_weight``): ``n_rounds`` more rounds with its borders (``n_bins``
-        and ``depth`` must be its own), keys folded from its round count, from its observation
-        weights and stop; with the same settings ``r`` rounds then ``s`` more equal ``r + s``
-        rounds bitwise. The result holds every round. A model of another algorithm, of
-        :func:`jboost.fit` or a batch of models is refused.
-
-      early_stopping_rounds, early_stopping_tolerance, eval_metric, verbose, callbacks,
-        checkpoint_dir, checkpoint_every: as :func:`jboost.fit`'s (the lifecycle paragraph of
-        :mod:`jboost.algorithms`).
-      base_margin, eval_base_margin: refused (the weights are reweighted from the weak
-        learners' votes, which an offset of the raw scores would not enter).
-      tree_family, max_leaves: the weak learner's tree family, as :func:`jboost.fit`'s
-        (``"oblivious"`` by default; ``"depthwise"``; ``"lossguide"`` with ``max_leaves``), for
-        every algorithm of :mod:`jboost.algorithms`.
+      depth: tree depth (1: stumps, as in ESL Figure 10.2).
+      l2, min_split_gain, min_child_weight: regularisation of the weak learner's splits (the
+        weights sum to ``n``: ``min_child_weight`` is in units of an average row).
+      subsample, colsample, colsample_by: the weak learner's rows and features; ``err_m`` is
+        measured on all rows.
+      init_model: a model of the same algorithm to continue on the same rows (docs/algorithms.md).
+      base_margin, eval_base_margin: refused (the rows are reweighted from the weak learners'
+        votes, which an offset of the raw scores would not enter).
 
     Returns:
       A :class:`jboost.Booster`: loss the exponential loss, raw score
       ``sum_m (alpha_m / 2) G_m(x)``; ``info``: ``coef`` ``alpha_m`` (times the learning rate),
-      ``err`` ``err_m`` (NaN once STOPPED), ``status``, each ``(n_rounds,)``, ``weights``
-      ``(n,)`` the final observation weights (summing to ``n``); the state ``init_model=``
-      continues: ``log_weights`` ``(n,)`` their exact logs and ``done`` ``()`` whether the model
-      stopped; and ``algorithm`` ``()`` (an index into :data:`jboost.algorithms.ALGORITHMS`).
+      ``err`` ``err_m`` (NaN once STOPPED), ``status``, ``weights`` the final observation weights
+      (summing to ``n``), ``log_weights`` and ``done`` (the state ``init_model=`` continues) and
+      ``algorithm`` (an index into :data:`jboost.algorithms.ALGORITHMS`).
     """
-    rounds = _common.rounds_args(locals())
-    _common_lib.check_base_margin_supported("adaboost_m1", base_margin, eval_base_margin, False)
-    err_floor = _common.static_real(err_floor, "err_floor", 0.0, 0.5, lo_open=True)
-    family = _common.family(tree_family, max_leaves)
-    config, hyper = settings.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
-                                 learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                                 min_child_weight=min_child_weight, subsample=subsample,
-                                 colsample=colsample, colsample_by=colsample_by,
-                                 algorithm=_common.algorithm(adaboost_m1_round, init_discrete,
-                                                             err_floor=err_floor),
-                                 **family)
-    X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, "adaboost_m1",
-                                                       config, borders, labels="binomial_deviance")
-    data, borders, _ = _common.prepare_classes(X, y, None, task="binary",
-                                               sample_weight=sample_weight, eval_set=eval_set,
-                                               n_bins=n_bins, borders=borders)
-    return _common.run(data, borders, key, hyper, config, per_sample.exponential(),
-                       weights=_final_weights, name="adaboost_m1", state=STATE,
-                       init_model=init_model, rounds=rounds, table=table)
+    return _common.fit_reweighted(locals(), "adaboost_m1", adaboost_m1_round, init_discrete,
+                                  binary=True, weights=_final_weights, state=STATE,
+                                  err_floor=err_floor)
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,13 +127,9 @@ def adaboost_m1(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, min
 
 
 def _plurality_tree(r: algorithm.Round, w):
-    """The K-class tree on the round's weighted rows: the weighted least-squares tree of the
-    one-hot labels (hessian ``w / K`` per class), whose leaf values ``W_k / (W / K + l2)`` are
-    proportional to the weighted class counts ``W_k``; and the leaves' plurality classes, the
-    rows it misclassifies and its weighted error on all rows.
-
-    Returns ``(tree, leaf, counts (L, K), miss (n,), err)``.
-    """
+    """The K-class tree on the round's weighted rows (least squares of the one-hot labels: leaf
+    values proportional to the weighted class counts), the rows its leaves' plurality classes
+    miss and its weighted error: ``(tree, leaf, counts (L, K), miss (n,), err)``."""
     k = r.raw.shape[-1]
     y_int = r.data.y.astype(jnp.int32)
     wk = w * r.sample
@@ -265,27 +184,6 @@ def samme_r_round(r: algorithm.Round, *, eps: float = 1e-6) -> algorithm.RoundRe
     return algorithm.RoundResult(trees, leaves, (log_w, done), _common.info(r.learning_rate, err))
 
 
-def _fit_samme(X, y, name, round_fn, static, *, n_classes, n_rounds, depth, learning_rate, l2,
-               min_split_gain, min_child_weight, subsample, colsample, colsample_by, n_bins,
-               sample_weight, eval_set, key, borders, init_model, rounds, family) -> booster.Booster:
-    (setting, value), = static.items()
-    value = _common.static_real(value, setting, 0.0, 0.5, lo_open=True)
-    config, hyper = settings.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
-                                 learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                                 min_child_weight=min_child_weight, subsample=subsample,
-                                 colsample=colsample, colsample_by=colsample_by,
-                                 algorithm=_common.algorithm(round_fn, init_discrete,
-                                                             **{setting: value}),
-                                 **family)
-    X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, name, config,
-                                                       borders, labels="multinomial_deviance")
-    data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
-                                               eval_set=eval_set, n_bins=n_bins, borders=borders)
-    return _common.run(data, borders, key, hyper, config, per_sample.samme_exponential(k),
-                       weights=_final_weights, name=name, state=STATE, init_model=init_model,
-                       k_from_labels=n_classes is None, rounds=rounds, table=table)
-
-
 @settings.takes_settings(depth=2, learning_rate=1.0, l2=0.0, min_child_weight=0.0)
 def samme(X, y, *, n_classes=None, n_rounds, depth, learning_rate, l2, min_split_gain,
           min_child_weight, subsample, colsample, colsample_by, err_floor=1e-10, n_bins,
@@ -297,11 +195,7 @@ def samme(X, y, *, n_classes=None, n_rounds, depth, learning_rate, l2, min_split
 
     As :func:`adaboost_m1` with a K-class weak learner (each leaf votes its weighted plurality
     class) and ``alpha_m = log((1 - err_m) / err_m) + log(K - 1)``; a round is WEAK when
-    ``err_m >= 1 - 1/K``. Output ``C(x) = argmax_k sum_m alpha_m I(T_m(x) = k)``. For K = 2 it is
-    AdaBoost.M1 (``log(K-1) = 0``; the weak learners' gains coincide).
-
-    Defaults as :func:`adaboost_m1` (the published algorithm: no L2 penalty, no minimal child
-    weight, no shrinkage), with depth-2 trees (stumps rarely separate K classes).
+    ``err_m >= 1 - 1/K``. For K = 2 it is AdaBoost.M1. Depth-2 trees by default.
 
     Args:
       y: ``(n,)`` labels ``0..K-1``; ``n_classes`` defaults to ``max(y) + 1``.
@@ -309,18 +203,10 @@ def samme(X, y, *, n_classes=None, n_rounds, depth, learning_rate, l2, min_split
 
     Returns:
       A :class:`jboost.Booster`: loss ``samme_exponential``, raw score
-      ``f = (K-1) sum_m alpha_m (onehot(T_m) - 1/K)``; ``info`` as :func:`adaboost_m1`'s
-      (``coef`` is ``alpha_m``).
+      ``f = (K-1) sum_m alpha_m (onehot(T_m) - 1/K)``; ``info`` as :func:`adaboost_m1`'s.
     """
-    rounds = _common.rounds_args(locals())
-    _common_lib.check_base_margin_supported("samme", base_margin, eval_base_margin, False)
-    return _fit_samme(X, y, "samme", samme_round, dict(err_floor=err_floor), n_classes=n_classes,
-                      n_rounds=n_rounds, depth=depth, learning_rate=learning_rate, l2=l2,
-                      min_split_gain=min_split_gain, min_child_weight=min_child_weight,
-                      subsample=subsample, colsample=colsample, colsample_by=colsample_by,
-                      n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
-                      borders=borders, init_model=init_model, rounds=rounds,
-                      family=_common.family(tree_family, max_leaves))
+    return _common.fit_reweighted(locals(), "samme", samme_round, init_discrete, binary=False,
+                                  weights=_final_weights, state=STATE, err_floor=err_floor)
 
 
 @settings.takes_settings(depth=2, learning_rate=1.0, l2=0.0, min_child_weight=0.0)
@@ -331,25 +217,14 @@ def samme_r(X, y, *, n_classes=None, n_rounds, depth, learning_rate, l2, min_spl
             eval_base_margin, tree_family, max_leaves) -> booster.Booster:
     """SAMME.R (Zhu, Zou, Rosset and Hastie 2009, Algorithm 4): multi-class real AdaBoost.
 
-    For ``m = 1..M``: (a) fit the K-class tree to the weighted data and take its leaf's weighted
-    class proportions ``p_k(x)`` (clipped below at ``eps``); (b) ``h_k(x) = (K-1) (log p_k(x) -
-    (1/K) sum_j log p_j(x))``; (c) ``w_i <- w_i exp(-(K-1)/K y_i^T log p(x_i))``, renormalised.
-    Output ``C(x) = argmax_k sum_m h_k^{(m)}(x)``. ``learning_rate`` multiplies ``h`` (also in
-    the weight update). Defaults as :func:`samme` (the published algorithm).
+    Each round's leaves hold ``h_k = (K-1) (log p_k - mean_j log p_j)`` of their weighted class
+    proportions ``p_k`` (clipped below at ``eps``, static); ``learning_rate`` multiplies ``h``
+    (also in the weight update). Defaults as :func:`samme`.
 
     Returns:
       A :class:`jboost.Booster`: raw score ``sum_m h^{(m)}(x)`` (the ``samme_exponential``
-      scale; ``predict_proba`` gives ``p_k ∝ exp(f_k / (K-1))``); ``info``: ``coef`` the round's
-      learning rate, ``err`` the weighted error of the leaf plurality class, ``status`` (OK),
-      ``weights`` the final observation weights.
+      scale); ``info``: ``coef`` the round's learning rate, ``err`` the weighted error of the
+      leaf plurality class, ``status`` (OK), ``weights`` the final observation weights.
     """
-    rounds = _common.rounds_args(locals())
-    _common_lib.check_base_margin_supported("samme_r", base_margin, eval_base_margin, False)
-    return _fit_samme(X, y, "samme_r", samme_r_round, dict(eps=eps), n_classes=n_classes,
-                      n_rounds=n_rounds,
-                      depth=depth, learning_rate=learning_rate, l2=l2,
-                      min_split_gain=min_split_gain, min_child_weight=min_child_weight,
-                      subsample=subsample, colsample=colsample, colsample_by=colsample_by,
-                      n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
-                      borders=borders, init_model=init_model, rounds=rounds,
-                      family=_common.family(tree_family, max_leaves))
+    return _common.fit_reweighted(locals(), "samme_r", samme_r_round, init_discrete, binary=False,
+                                  weights=_final_weights, state=STATE, eps=eps)

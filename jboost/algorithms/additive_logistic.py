@@ -1,25 +1,7 @@
-"""Real AdaBoost, Gentle AdaBoost and LogitBoost (Friedman, Hastie and Tibshirani 2000).
-
-Each algorithm is a ``round`` function on the boosting scaffold (:mod:`jboost.engine.boosting`), which
-draws the round's rows and columns, adds the round's trees to the raw scores and records the
-loss. Each round fits one oblivious tree (K for K-class LogitBoost) with the shared builder
-(:func:`jboost.engine.algorithm.grow_trees`) by weighted least squares (gradients ``-w z``, hessians
-``w``: the tree's leaf values are then the weighted means of the working response ``z`` in each
-leaf, with ``l2 = 0``), as FHT do with regression trees. Two-class labels are 0/1 (FHT's
-``y* = y01`` and ``y = 2 y01 - 1``); raw scores ``F(x)`` are FHT's, with ``p(x) = e^F / (e^F +
-e^-F) = 1 / (1 + e^{-2F})`` for two classes and ``p_j = e^{F_j} / sum_k e^{F_k}`` for K classes,
-which is what ``jboost.predict_proba`` of the returned model gives.
-
-Warm start: ``init_model=`` (a model the same algorithm fitted) boosts ``n_rounds`` more rounds
-from the model's raw scores (and, for Real and Gentle AdaBoost, its exact log observation
-weights, ``info["log_weights"]``, so on the same rows; LogitBoost has no state beyond ``F``), so
-``r`` rounds then ``s`` more equal ``r + s`` rounds bitwise (K-class LogitBoost, whose K trees
-per round overlap in their vector leaves, to float rounding: the scaffold's sum of a round's
-trees may fuse their last multiply, which the stored leaf values do not).
-
-Defaults differ from :func:`jboost.fit` where FHT's algorithms do: small trees (stumps for Real
-and Gentle AdaBoost, depth 2 for LogitBoost), ``l2 = 0`` and ``min_child_weight = 0`` (the leaf
-values are then exactly FHT's weighted means), no shrinkage (``learning_rate = 1``).
+"""Real AdaBoost, Gentle AdaBoost and LogitBoost (Friedman, Hastie and Tibshirani 2000, "FHT"):
+``round`` functions on the boosting scaffold whose trees are weighted least-squares fits of a
+working response; two-class labels are 0/1, raw scores ``F(x)`` FHT's. See docs/algorithms.md
+(the scale of ``F``, defaults, warm start).
 """
 
 from __future__ import annotations
@@ -29,10 +11,8 @@ import jax.numpy as jnp
 
 from jboost import checks
 from jboost.algorithms import _common
-from jboost.algorithms import _common as _common_lib
 from jboost.engine import algorithm as algorithm_lib
 from jboost.fitting import settings
-from jboost.losses import loss as loss_lib
 from jboost.losses import per_sample
 from jboost.models import booster
 
@@ -79,26 +59,6 @@ def gentle_adaboost_round(r: algorithm_lib.Round) -> algorithm_lib.RoundResult:
     return _reweighting_round(r, lambda mean_y: mean_y)
 
 
-def _fit_binary(X, y, name, algorithm: algorithm_lib.Algorithm, loss: loss_lib.Loss, *, n_rounds,
-                depth, learning_rate, l2, min_split_gain, min_child_weight, subsample, colsample,
-                colsample_by, n_bins, sample_weight, eval_set, key, borders, init_model, rounds,
-                family):
-    config, hyper = settings.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
-                                 learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                                 min_child_weight=min_child_weight, subsample=subsample,
-                                 colsample=colsample, colsample_by=colsample_by,
-                                 algorithm=algorithm,
-                                 **family)
-    X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, name, config,
-                                                       borders, labels="binomial_deviance")
-    data, borders, _ = _common.prepare_classes(X, y, None, task="binary",
-                                               sample_weight=sample_weight, eval_set=eval_set,
-                                               n_bins=n_bins, borders=borders)
-    # The state is the log observation weights, kept as info["log_weights"].
-    return _common.run(data, borders, key, hyper, config, loss, weights=jnp.exp, name=name,
-                       state=("log_weights",), init_model=init_model, rounds=rounds, table=table)
-
-
 @settings.takes_settings(depth=1, learning_rate=1.0, l2=0.0, min_child_weight=0.0)
 def real_adaboost(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, min_child_weight,
                   subsample, colsample, colsample_by, eps=1e-6, n_bins, sample_weight, eval_set,
@@ -107,17 +67,11 @@ def real_adaboost(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, m
                   eval_base_margin, tree_family, max_leaves) -> booster.Booster:
     """Real AdaBoost (FHT Algorithm 2; Schapire and Singer 1999).
 
-    ``w_i = 1/N``, ``F = 0``. For ``m = 1..M``: (a) fit the classifier (a least-squares tree of
-    ``y in {-1,+1}``) to obtain ``p_m(x) = P_w(y = 1 | x)``, the weighted proportion of class 1 in
-    ``x``'s leaf, clipped to ``[eps, 1 - eps]``; (b) ``f_m(x) = 1/2 log(p_m(x) / (1 - p_m(x)))``;
-    (c) ``w_i <- w_i exp(-y_i f_m(x_i))``, renormalised; ``F <- F + f_m``.
-    Output ``sign(F(x))``. ``learning_rate`` (number or schedule) multiplies ``f_m``.
+    Each round's leaves hold ``f_m = 1/2 log(p / (1 - p))`` of their weighted proportion ``p`` of
+    class 1 (clipped to ``[eps, 1 - eps]``, static); ``w_i <- w_i exp(-y_i f_m(x_i))``,
+    renormalised. ``learning_rate`` multiplies ``f_m``. Published defaults (docs/algorithms.md).
 
-    Defaults are the published algorithm's (stumps, no L2 penalty or minimal child weight, no
-    shrinkage: see the module docstring). ``eps`` is static.
-
-    Args: as :func:`jboost.algorithms.adaboost_m1`, with labels 0/1 (``init_model``: a Real
-      AdaBoost model, continued on its training rows).
+    Args: as :func:`jboost.algorithms.adaboost_m1`, with labels 0/1.
 
     Returns:
       A :class:`jboost.Booster` (exponential loss); ``info``: ``coef`` the round's learning rate,
@@ -125,17 +79,9 @@ def real_adaboost(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, m
       observation weights (summing to ``n``), ``log_weights`` their exact logs (the state
       ``init_model=`` continues), ``algorithm``.
     """
-    eps = _common.static_real(eps, "eps", 0.0, 0.5, lo_open=True)
-    algorithm = _common.algorithm(real_adaboost_round, _common.init_log_weights, eps=eps)
-    rounds = _common.rounds_args(locals())
-    _common_lib.check_base_margin_supported("real_adaboost", base_margin, eval_base_margin, False)
-    return _fit_binary(X, y, "real_adaboost", algorithm, per_sample.exponential(),
-                       n_rounds=n_rounds, depth=depth, learning_rate=learning_rate, l2=l2,
-                       min_split_gain=min_split_gain, min_child_weight=min_child_weight,
-                       subsample=subsample, colsample=colsample, colsample_by=colsample_by,
-                       n_bins=n_bins, sample_weight=sample_weight, eval_set=eval_set, key=key,
-                       borders=borders, init_model=init_model, rounds=rounds,
-                       family=_common.family(tree_family, max_leaves))
+    return _common.fit_reweighted(locals(), "real_adaboost", real_adaboost_round,
+                                  _common.init_log_weights, binary=True, weights=jnp.exp,
+                                  state=("log_weights",), eps=eps)
 
 
 @settings.takes_settings(depth=1, learning_rate=1.0, l2=0.0, min_child_weight=0.0)
@@ -146,26 +92,16 @@ def gentle_adaboost(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain,
                     eval_base_margin, tree_family, max_leaves) -> booster.Booster:
     """Gentle AdaBoost (FHT Algorithm 4).
 
-    ``w_i = 1/N``, ``F = 0``. For ``m = 1..M``: (a) fit ``f_m(x)`` by weighted least squares of
-    ``y_i in {-1,+1}`` on ``x_i`` with weights ``w_i`` (an oblivious tree; its leaf values are the
-    weighted means of ``y``); (b) ``F <- F + f_m``; (c) ``w_i <- w_i exp(-y_i f_m(x_i))``,
-    renormalised. Output ``sign(F(x))``. ``learning_rate`` multiplies ``f_m``. Defaults are the
-    published algorithm's (see the module docstring).
+    Each round's tree is the weighted least-squares fit ``f_m`` of ``y in {-1, +1}``;
+    ``F <- F + f_m``, ``w_i <- w_i exp(-y_i f_m(x_i))``, renormalised. ``learning_rate``
+    multiplies ``f_m``. Published defaults (docs/algorithms.md).
 
     Returns:
       A :class:`jboost.Booster` (exponential loss); ``info`` as :func:`real_adaboost`'s.
     """
-    rounds = _common.rounds_args(locals())
-    _common_lib.check_base_margin_supported("gentle_adaboost", base_margin, eval_base_margin, False)
-    return _fit_binary(X, y, "gentle_adaboost",
-                       _common.algorithm(gentle_adaboost_round, _common.init_log_weights),
-                       per_sample.exponential(), n_rounds=n_rounds, depth=depth,
-                       learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                       min_child_weight=min_child_weight, subsample=subsample, colsample=colsample,
-                       colsample_by=colsample_by, n_bins=n_bins, sample_weight=sample_weight,
-                       eval_set=eval_set, key=key, borders=borders, init_model=init_model,
-                       rounds=rounds,
-                       family=_common.family(tree_family, max_leaves))
+    return _common.fit_reweighted(locals(), "gentle_adaboost", gentle_adaboost_round,
+                                  _common.init_log_weights, binary=True, weights=jnp.exp,
+                                  state=("log_weights",))
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,36 +166,17 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds, depth, lea
                max_leaves) -> booster.Booster:
     """LogitBoost: Newton steps for the Bernoulli / multinomial log-likelihood (FHT Alg. 3 and 6).
 
-    Two classes (FHT Algorithm 3): ``F = 0``, ``p = 1/2``. For ``m = 1..M``: (a) ``z_i = (y*_i -
-    p(x_i)) / (p(x_i)(1 - p(x_i)))``, ``w_i = p(x_i)(1 - p(x_i))``; (b) fit ``f_m`` by weighted
-    least squares of ``z_i`` on ``x_i`` with weights ``w_i``; (c) ``F <- F + f_m / 2``,
-    ``p = e^F / (e^F + e^-F)``.
-
-    K classes (FHT Algorithm 6): ``F_j = 0``, ``p_j = 1/K``. For ``m = 1..M``: (a) for each
-    ``j``, ``z_ij = (y*_ij - p_ij) / (p_ij (1 - p_ij))``, ``w_ij = p_ij (1 - p_ij)``, fit ``f_mj``
-    by weighted least squares (one tree per class); (b) ``f_mj <- (K-1)/K (f_mj - 1/K sum_k
-    f_mk)``, ``F_j <- F_j + f_mj``; (c) ``p_j = e^{F_j} / sum_k e^{F_k}``.
-
-    ``z`` is clipped to ``[-z_max, z_max]`` (FHT recommend ``z_max`` in [2, 4]; static). Sample
-    weights multiply ``w``; ``learning_rate`` (number or schedule) multiplies ``f_m``. Defaults
-    are FHT's algorithm (see the module docstring): the leaf values are exactly the weighted
-    least-squares fits.
-
-    The K-class step is kept as published: a per-class Newton step on the diagonal hessian
-    ``p (1 - p)`` scaled by ``(K-1)/K`` (LightGBM's ``K/(K-1)`` hessian factor), which does not
-    bound the coupled multinomial hessian as :func:`jboost.fit`'s default curvature (the
-    Gershgorin majorant ``2 p (1 - p)``, :mod:`jboost.losses.derivatives`) does. At learning rate 1
-    with deep trees on overlapping classes its training deviance can rise in a round (more so
-    for few classes); shrinkage, or ``jboost.fit(..., "multinomial_deviance")``, avoids it.
+    Each round fits the working response ``z = (y* - p) / (p (1 - p))`` (clipped to
+    ``[-z_max, z_max]``, static; FHT recommend 2 to 4) by least squares with weights
+    ``p (1 - p)``, one tree (two classes, ``F <- F + f_m / 2``) or K trees (K classes, centred).
+    ``learning_rate`` multiplies ``f_m``. The K-class step is kept as published; see
+    docs/algorithms.md for when its training deviance can rise.
 
     Args:
       y: labels ``0..K-1`` (0/1 for two classes); ``n_classes`` defaults to ``max(y) + 1``.
       form: ``"auto"`` (Algorithm 3 for K = 2, else 6), ``"two_class"`` or ``"k_class"`` (also
         for K = 2: then ``F_1 - F_0`` equals twice Algorithm 3's ``F``).
-      init_model: a LogitBoost model to continue (same form, K, ``n_bins`` and ``depth``; its
-        state is the raw scores, so other rows may be used).
-      base_margin, eval_base_margin: per-row offsets of the raw scores, as :func:`jboost.fit`'s
-        (``F`` starts from them; pass them again to :func:`jboost.predict`).
+      init_model: a LogitBoost model to continue (same form and K; other rows may be used).
       Other arguments as :func:`jboost.algorithms.adaboost_m1`.
 
     Returns:
@@ -268,19 +185,11 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds, depth, lea
       vector leaves, loss ``multinomial_deviance``. ``info``: ``coef`` the round's learning rate,
       ``err`` NaN, ``status`` OK, ``weights`` the sample weights.
     """
-    rounds = _common.rounds_args(locals())
     checks.check_choice(form, "form", ("auto", "two_class", "k_class"))
     z_max = _common.static_real(z_max, "z_max", 0.0, float("inf"), lo_open=True)
-    family = _common.family(tree_family, max_leaves)
-    config, hyper = settings.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
-                                 learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                                 min_child_weight=min_child_weight, subsample=subsample,
-                                 colsample=colsample, colsample_by=colsample_by,
-                                 **family)
-    X, y, eval_set, borders, table = _common.read_table(X, y, eval_set, init_model, "logitboost",
-                                                       config, borders, labels="multinomial_deviance")
-    data, borders, k = _common.prepare_classes(X, y, n_classes, sample_weight=sample_weight,
-                                               eval_set=eval_set, n_bins=n_bins, borders=borders)
+    config, hyper = settings.settings_of(locals())
+    data, borders, k, eval_set, table = _common.read_classes(locals(), "logitboost", config,
+                                                             binary=False)
     if form == "two_class" and k != 2:
         raise ValueError(f"form='two_class' needs 2 classes; y has {k}.")
     if form == "two_class" or (form == "auto" and k == 2):
@@ -292,5 +201,5 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds, depth, lea
     data = _common.margins(data, "logitboost", base_margin, eval_base_margin, eval_set,
                            loss.n_outputs, offsets=True)  # the raw scores F start at the offsets
     return _common.run(data, borders, key, hyper, config, loss, name="logitboost",
-                       init_model=init_model, k_from_labels=n_classes is None, rounds=rounds,
-                       table=table)
+                       init_model=init_model, k_from_labels=n_classes is None,
+                       rounds=_common.rounds_args(locals()), table=table)

@@ -1,4 +1,6 @@
-"""NGBoost's method on the scaffold: the per-round line search algorithm (LINE_SEARCH) and fit(), jboost.fit with NGBoost's defaults (natural gradients, per-output trees, 20-row leaves)."""
+"""NGBoost's method on the scaffold (Duan et al. 2020): the per-round line search algorithm
+(:data:`LINE_SEARCH`) and :func:`fit`, ``jboost.fit`` with NGBoost's defaults (natural gradients,
+per-output trees, 20-row leaves). See docs/algorithms.md and docs/distributions.md."""
 
 from __future__ import annotations
 
@@ -15,9 +17,6 @@ from jboost.losses.distributions import base
 from jboost.losses.distributions import families
 from jboost.losses.distributions import nll_loss
 
-# --------------------------------------------------------------------------------------------
-# NGBoost's line search on the scale of a round (an algorithm of the boosting scaffold).
-# --------------------------------------------------------------------------------------------
 
 # ngboost's NGBoost.line_search: scales 1, 2, 4, ... up to 512, then halved; a step whose mean
 # row norm is below LINE_SEARCH_TOL is taken as it is.
@@ -27,14 +26,9 @@ _LINE_SEARCH_HALVINGS = 64
 
 
 def line_search_scale(loss: loss_lib.Loss, y, raw, step, w, axis_name=None):
-    """NGBoost's scaling factor ``rho`` of a round (Duan et al. 2020, Algorithm 1: ``rho =
-    argmin_rho sum_i S(theta_i + rho f(x_i), y_i)``), found as the ``ngboost`` package finds it
-    (``NGBoost.line_search``): ``rho = 1, 2, 4, ...`` doubles while the weighted training loss
-    at ``raw + rho step`` is finite and not above its value at ``raw`` (up to 512), then halves
-    until it is finite and below it (or the step's weighted mean row norm ``rho |step_i|`` is
-    below :data:`LINE_SEARCH_TOL`). So ``rho`` is a power of two at which the whole unshrunk
-    step lowers the loss, up to twice its minimiser along the step; 0 if no halving (at most 64)
-    finds one. Both loops are ``lax.while_loop``s (under ``jax.vmap`` each model its own).
+    """NGBoost's scaling factor ``rho`` of a round (Duan et al. 2020, Algorithm 1), found as the
+    ``ngboost`` package's ``NGBoost.line_search`` finds it: a power of two at which the whole
+    unshrunk step lowers the weighted training loss, or 0 (docs/algorithms.md).
 
     Args:
       y: ``(n,)``; raw, step: ``(n, K)`` (the round's trees' values before shrinkage); w: ``(n,)``.
@@ -71,10 +65,8 @@ def line_search_scale(loss: loss_lib.Loss, y, raw, step, w, axis_name=None):
 
 
 def line_search_round(r: algorithm.Round) -> algorithm.RoundResult:
-    """A round of :func:`jboost.engine.algorithm.newton_round` (for a natural-gradient loss: trees fitted
-    by least squares to ``F^{-1} g``) whose whole step is scaled by NGBoost's line search
-    (:func:`line_search_scale`) before the shrinkage: ``learning_rate * rho * trees``, as
-    ``ngboost`` updates its parameters. ``info["scale"]`` records ``rho`` per round."""
+    """A round of :func:`jboost.engine.algorithm.newton_round` whose whole step is scaled by
+    NGBoost's line search before the shrinkage; ``info["scale"]`` records ``rho`` per round."""
     unit = r._replace(learning_rate=jnp.ones_like(r.learning_rate))
     res = algorithm.newton_round(unit)
     step = boosting_lib.round_values(res.trees, res.leaves)
@@ -99,31 +91,8 @@ def fit(X, y, dist: base.Distribution = families.Normal, *, natural_gradient: bo
         dist_params: Optional[Mapping[str, Any]] = None, per_output_trees: bool = True,
         min_child_weight: Any = None, eval_set=None, **kwargs):
     """Fit a distributional model: :func:`jboost.fit` with ``dist``'s loss and the defaults of
-    NGBoost's layout; returns a :class:`jboost.Booster` (read it with :func:`predict_params`,
-    :func:`predict_interval`, :func:`nll`, :func:`crps`).
-
-    The labels of ``y`` (and of ``eval_set``) are checked against ``dist``'s support first
-    (:func:`check_labels`: counts must be non-negative integers, ``Gamma`` and ``LogNormal``
-    labels positive). Then ``jboost.fit(X, y, loss(dist, natural_gradient, ...),
-    per_output_trees=per_output_trees, min_child_weight=..., eval_set=eval_set, **kwargs)``:
-    every other argument (``n_rounds``, ``learning_rate``, ``depth``, ``l2``, ``eval_set``,
-    early stopping, ``init_model``, ...) is :func:`jboost.fit`'s, with its defaults.
-
-    Defaults that differ from :func:`jboost.fit`'s, and why:
-
-    * ``natural_gradient=True`` (NGBoost, Duan et al. 2020; module docstring): the trees are
-      least-squares fits to ``F^{-1} g``, free of the labels' scale.
-    * ``per_output_trees=True``: one tree per raw parameter per round (NGBoost's layout, ESL
-      Algorithm 10.4), each with its own splits. A vector-leaf tree splits on the summed gain of
-      all parameters, dominated by the location's (in the labels' units) where the labels
-      spread widely.
-    * ``min_child_weight=MIN_LEAF_ROWS`` (20) with natural gradients: their curvature is 1 per
-      row, so it is the least number of rows in a leaf (LightGBM's default ``min_data_in_leaf``).
-      Each tree of the scale estimates a variance from the residuals of its leaves' rows, which
-      needs more rows than a mean: with 1 (:func:`jboost.fit`'s default) deep trees on small
-      data sets leave a few rows per leaf and overfit the scale. Without
-      natural gradients the curvature is on the labels' scale and the default is
-      :func:`jboost.fit`'s (1).
+    NGBoost's layout (docs/algorithms.md says why); returns a :class:`jboost.Booster`. The
+    labels are checked against ``dist``'s support first.
 
     Args:
       X, y: as :func:`jboost.fit`; ``y`` in ``dist``'s support.
@@ -131,10 +100,10 @@ def fit(X, y, dist: base.Distribution = families.Normal, *, natural_gradient: bo
       natural_gradient, line_search, n_mc_samples: :func:`loss`'s. ``line_search`` (per-leaf
         Newton refits) applies to vector-leaf trees: pass ``per_output_trees=False`` with it.
       dist_params: the distribution's traced parameters (``{"df": 5.0}`` for ``StudentT``).
-      per_output_trees, min_child_weight: as above (``None``: the default described).
+      per_output_trees: one tree per raw parameter per round (default ``True``).
+      min_child_weight: ``None``: :data:`MIN_LEAF_ROWS` with natural gradients, else 1.
       eval_set, **kwargs: :func:`jboost.fit`'s.
     """
-
     if not isinstance(dist, base.Distribution):
         raise TypeError(f"dist must be a jboost.distributions.Distribution (e.g. "
                         f"distributions.Normal); got {type(dist).__name__}.")

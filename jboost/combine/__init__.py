@@ -1,19 +1,7 @@
-"""Combining models: averaging, weighted averaging, stacking, error-correcting output codes.
-
-* :mod:`jboost.combine.weights`: committee averages (ESL 8.8), a-priori error weights, and
-  simplex weights learnt with optax (Breiman 1996, "Stacked regressions").
-* :mod:`jboost.combine.linear`: the regularised linear / logistic / softmax second tier of
-  stacking (optax L-BFGS; LeBlanc and Tibshirani 1996).
-* :mod:`jboost.combine.stacking`: stacking of boosted learners (Wolpert 1992; Breiman 1996;
-  ESL 8.8): every (fold, learner) fit in one vmapped call, folds from :mod:`jboost.data.folds`;
-  :class:`StackedBoosters`.
-* :mod:`jboost.combine.ecoc`: error-correcting output codes (Dietterich and Bakiri 1995) with
-  boosted bit learners, all bits in one vmapped call; :class:`ECOCBoosters`.
-
-:class:`StackedBoosters` and :class:`ECOCBoosters` implement :class:`jboost.models.base.Model`:
-``jboost.predict`` (raw scores), ``predict_proba``, ``predict_class``, ``feature_importance`` and
-``staged_predict`` work on them; :func:`stacked_predict`, :func:`ecoc_predict` and
-:func:`ecoc_bit_scores` are thin aliases of those.
+"""Combining models: averages and simplex weights (:mod:`~jboost.combine.weights`), the linear
+second tier of stacking (:mod:`~jboost.combine.linear`), stacking of boosted learners
+(:mod:`~jboost.combine.stacking`, :class:`StackedBoosters`) and error-correcting output codes
+(:mod:`~jboost.combine.ecoc`, :class:`ECOCBoosters`). See docs/combine.md.
 """
 
 from jboost.models.ecoc import DECODINGS

@@ -1,21 +1,7 @@
-"""fit_ecoc_boosters (Dietterich and Bakiri 1995): code matrices (exhaustive, random), the vmapped bit learners and their checkpointed chunks.
-
-A ``(K, L)`` 0/1 code matrix gives each of the ``K`` classes a codeword of ``L`` bits; one
-binary learner is fitted per bit, all ``L`` in one vmapped call with the per-bit labels as a
-traced ``(L, n)`` array (:func:`fit_ecoc_binned`), and a row goes to the class whose codeword is
-nearest to the predicted bits: L1 distance on the bits' probabilities (the default), or Hamming
-distance on their signs (Allwein, Schapire and Singer 2000 for loss-based decoding).
-
-* Codes: :func:`exhaustive_code` (every two-class split, ``3 <= K <= 11``), :func:`random_code`
-  (the best of many random dense codes), :func:`min_row_distance`.
-* Decoding: :func:`decode_l1`, :func:`decode_hamming`.
-* The model: :class:`ECOCBoosters`, a :class:`jboost.models.base.Model` whose raw scores are the bits'
-  log-odds ``(n, L)`` and whose classes are the nearest codewords (it has no class
-  probabilities); :func:`fit_ecoc_boosters` (``verbose=True``: a progress line per chunk of
-  bits, as forests print per chunk of trees).
-* Lifecycle: ``init_model=`` (more rounds per bit, bitwise the longer fit), early stopping per bit
-  on an ``eval_set`` (``best_round`` per bit), ``checkpoint_dir=`` and ``callbacks=`` per chunk of
-  bits; ``base_margin`` is refused (:data:`NO_BASE_MARGIN`).
+"""fit_ecoc_boosters (Dietterich and Bakiri 1995): code matrices (exhaustive, random), the
+vmapped bit learners and their checkpointed chunks. A ``(K, L)`` 0/1 code gives each class a
+codeword of ``L`` bits; one binary learner is fitted per bit and a row goes to the class whose
+codeword is nearest to the predicted bits. See docs/combine.md.
 """
 
 from __future__ import annotations
@@ -48,21 +34,10 @@ from jboost.losses import per_sample
 from jboost.models import ecoc
 from jboost.trees import family
 
-_D = settings.DEFAULTS
-
-
-# --------------------------------------------------------------------------------------------
-# Codes.
-# --------------------------------------------------------------------------------------------
-
 
 def exhaustive_code(n_classes: int) -> np.ndarray:
-    """Dietterich and Bakiri's (1995) exhaustive code: ``(K, 2**(K-1) - 1)`` 0/1 int32.
-
-    Class 0 is all ones; class ``c >= 1`` alternates runs of ``2**(K-1-c)`` zeros and ones.
-    Every column is a distinct non-trivial two-class split and every pair of rows is
-    ``2**(K-2)`` apart (Hamming). Practical for ``3 <= K <= 11``.
-    """
+    """Dietterich and Bakiri's (1995) exhaustive code: ``(K, 2**(K-1) - 1)`` 0/1 int32, every
+    column a distinct two-class split, rows ``2**(K-2)`` apart; ``3 <= K <= 11``."""
     k = checks.check_int(n_classes, "n_classes", 3, 11)
     j = np.arange(2 ** (k - 1) - 1)
     rows = [np.ones_like(j)] + [(j >> (k - 1 - c)) & 1 for c in range(1, k)]
@@ -78,13 +53,9 @@ def min_row_distance(code) -> jax.Array:
 
 
 def random_code(key, n_classes: int, n_bits: int, n_candidates: int = 200) -> jax.Array:
-    """Random dense code ``(K, L)`` 0/1 int32: the best of ``n_candidates`` Bernoulli(1/2) draws.
-
-    A candidate is admissible when no column is constant (each bit is a real two-class
-    problem) and no two columns are equal or complementary; among admissible candidates the one
-    with the largest minimal row distance wins (Dietterich and Bakiri 1995, random codes;
-    Allwein et al. 2000 draw many and keep the best).
-    """
+    """Random dense code ``(K, L)`` 0/1 int32: of ``n_candidates`` Bernoulli(1/2) draws without
+    constant, equal or complementary columns, the one of largest minimal row distance
+    (Dietterich and Bakiri 1995; Allwein et al. 2000)."""
     n_classes = checks.check_int(n_classes, "n_classes", 2, 1 << 20)
     n_bits = checks.check_int(n_bits, "n_bits", 1, 1 << 20)
     n_candidates = checks.check_int(n_candidates, "n_candidates", 1, 1 << 20)
@@ -135,26 +106,18 @@ def ecoc_targets(y, code) -> jax.Array:
 def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, code, *,
                     config: boosting_lib.BoostConfig, chunk_size: int, verbose: bool = False,
                     start=None, valid=None):
-    """All ``L`` bit learners (binomial deviance boosting) in one call.
+    """All ``L`` bit learners (binomial deviance boosting) in one call: bit ``l`` on labels
+    ``code[y, l]`` with key ``fold_in(key, l)``, vmapped in chunks of ``chunk_size``.
 
-    Bit ``l`` is :func:`jboost.engine.boosting.boost` on labels ``code[y, l]`` (a row of the traced
-    ``(L, n)`` label array) with key ``fold_in(key, l)``; bits are vmapped in chunks of
-    ``chunk_size`` (:func:`jboost.engine.batching.map_in_chunks`); ``verbose``: a progress line as
-    each chunk of bits finishes (not under ``jax.vmap``).
+    Args:
+      start: ``(trees (L, R, 1, ...), baselines (L, 1))`` of bit learners to continue from
+        round ``R``.
+      valid: ``(X_valid (F, m) bins, y_valid, w_valid)``: every bit's validation rows, on which
+        it stops on its own (``config.early_stopping``).
 
-    ``start``: ``(trees (L, R, 1, ...), baselines (L, 1))`` of bit learners to continue (a warm
-    start): bit ``l``'s raw scores are replayed from its trees (:func:`jboost.engine.boosting.resume`)
-    and its rounds continue from round ``R``, so ``R`` rounds then ``n_rounds`` more equal
-    ``R + n_rounds`` rounds bitwise.
-
-    ``valid``: ``(X_valid (F, m) bins, y_valid, w_valid)``, the validation rows of every bit
-    (bit ``l``'s labels ``code[y_valid, l]``): the score of ``config.early_stopping``, on which
-    each bit stops on its own (:func:`jboost.engine.boosting.boost_until_stopped`; a chunk of bits runs
-    until its last bit has stopped).
-
-    Returns ``(trees (L, ...), baselines (L, 1))``; with ``config.early_stopping`` also each
-    bit's ``best_round`` and rounds fitted ``n_fitted``, ``(L,)`` each (its rounds after the stop
-    are zero trees).
+    Returns:
+      ``(trees (L, ...), baselines (L, 1))``; with early stopping also each bit's
+      ``best_round`` and ``n_fitted``, ``(L,)`` each.
     """
     one = _bit_fn(X_binned, y, w, key, hyper, code, config, start, valid)
     return batching.map_in_chunks(one, code.shape[1], chunk_size,
@@ -162,8 +125,7 @@ def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, code, 
 
 
 def _bit_fn(X_binned, y, w, key, hyper, code, config, start, valid):
-    """The fit of bit ``l`` of :func:`fit_ecoc_binned`: ``l -> (trees, baseline[, best_round,
-    n_fitted])``."""
+    """The fit of bit ``l`` of :func:`fit_ecoc_binned`, as a function of ``l``."""
     bits = ecoc_targets(y, code)
     bits_valid = None if valid is None else ecoc_targets(valid[1], code)
     loss = per_sample.binomial_deviance()
@@ -193,8 +155,7 @@ def _bit_fn(X_binned, y, w, key, hyper, code, config, start, valid):
 
 @functools.partial(_compile.jit, static_argnames=("config",))
 def _bits_chunk(X_binned, y, w, key, hyper, code, start, valid, bits, *, config):
-    """The bits ``bits`` of :func:`fit_ecoc_binned` (one ``vmap``: a chunk of its ``lax.map``),
-    run from the host (checkpoints, callbacks)."""
+    """The bits ``bits`` of :func:`fit_ecoc_binned` in one ``vmap``, run from the host."""
     return jax.vmap(_bit_fn(X_binned, y, w, key, hyper, code, config, start, valid))(bits)
 
 
@@ -217,59 +178,29 @@ def fit_ecoc_boosters(X, y, code, *, n_rounds, depth, learning_rate, l2, min_spl
     """Fit an ECOC multiclass model (Dietterich and Bakiri 1995) with boosted bit learners.
 
     Args:
-      X: ``(n, F)``, or a pandas DataFrame, whose column names the model keeps
-        (``ECOCBoosters.feature_names``: prediction from a DataFrame matches columns by name), as
-        :func:`jboost.fit` does.
-      y: ``(n,)`` class labels ``0..K-1``, or any others (strings, ``{-1, 1}``, ...) mapped to
-        ``0..K-1`` in sorted order (class ``k`` is ``code[k]``) and kept in
-        ``ECOCBoosters.classes`` (:func:`jboost.predict_class` returns them); the ``eval_set``'s
-        labels are mapped with them.
+      X: ``(n, F)``, or a pandas DataFrame whose column names the model keeps.
+      y: ``(n,)`` class labels ``0..K-1`` (class ``k`` is ``code[k]``), or any others, mapped to
+        ``0..K-1`` in sorted order and kept in ``ECOCBoosters.classes``.
       code: ``(K, L)`` 0/1 code matrix (:func:`exhaustive_code`, :func:`random_code`, or
         ``np.eye(K)`` for one-vs-rest).
       chunk_size: bits fitted together per ``vmap`` (default: all ``L`` in one).
-      tree_family, max_leaves: every bit's trees, as :func:`jboost.fit`'s (static).
-      verbose: print a line (bits done, elapsed and remaining time) as each chunk of bits is
-        fitted, while the fit runs, as ``fit_forest(verbose=True)`` does (not under
-        ``jax.vmap``); the model is bitwise that of a quiet fit.
-      init_model: an :class:`ECOCBoosters` to continue (a warm start): ``n_rounds`` more rounds
-        of every bit learner on the same rows, binned with its borders (the same ``code``,
-        ``n_bins`` and ``depth``). Round ``m`` of bit ``l`` uses ``fold_in(fold_in(key, l), m)``,
-        so ``r`` rounds then ``s`` more with the same key and settings equal ``r + s`` rounds
-        bitwise. The result holds every round. A model fitted with early stopping is refused
-        (its bits stopped at different rounds): fit it again with more ``n_rounds``.
-      eval_set: ``(X_valid, y_valid)`` or ``(X_valid, y_valid, w_valid)`` with class labels: the
-        validation rows of every bit learner (bit ``l``'s labels ``code[y_valid, l]``).
-      early_stopping_rounds: each bit learner stops when its validation score has not improved
-        (by more than ``early_stopping_tolerance``) for this many rounds, on its own, as
-        :func:`jboost.fit` with that ``eval_set`` would (:func:`jboost.engine.boosting.boost_until_stopped`;
-        a chunk of bits runs until its last bit has stopped). ``eval_metric``: the score of a bit
-        (``None``: its binomial deviance; ``"error_rate"``, ``"mse"``, ``"mae"`` or
-        ``metric(y, raw, w)`` on its 0/1 labels). The model records each bit's ``best_round``
-        and predicts with its rounds ``0..best_round``; a concrete fit keeps the rounds up to
-        the last bit's stop.
-      checkpoint_dir: a directory where each chunk of bit learners is saved as it is fitted
-        (``ecoc-chunk*.npz``, :func:`jboost.engine.batching.map_checkpointed`); rerunning the same fit
-        (data, code, key, settings, ``chunk_size``) fits only the chunks not saved yet and gives
-        bitwise the model of an uninterrupted fit (a killed fit resumes; another fit's files are
-        refused, naming the file). The chunks then run as host-side calls of one compiled chunk
-        program (as with ``callbacks``; not under ``jax.vmap``).
-      callbacks: functions called after each chunk of bits with a dict (``bits``: the chunk's
-        bit indices, ``done``/``items``: bits finished / ``L``, ``elapsed``,
-        ``chunk``/``chunks``, ``from_checkpoint``; with early stopping ``best_round`` of the
-        chunk's bits); returning ``True`` stops: the model keeps the bits fitted so far, with
-        the code's first columns (a warning says so: fewer bits separate the classes less).
+      verbose: print a line as each chunk of bits is fitted.
+      init_model: an :class:`ECOCBoosters` (fitted without early stopping) to continue:
+        ``n_rounds`` more rounds of every bit on the same rows, bitwise the longer fit.
+      eval_set: validation rows with class labels, shared by every bit.
+      early_stopping_rounds: each bit learner stops on its own validation score (its binomial
+        deviance, or ``eval_metric`` on its 0/1 labels); the model keeps each bit's
+        ``best_round``.
+      checkpoint_dir: a directory where each chunk of bits is saved as it is fitted; a rerun of
+        the same fit fits only the chunks not saved yet.
+      callbacks: functions called after each chunk of bits with a dict; returning ``True``
+        stops: the model keeps the bits fitted so far (with a warning).
       base_margin: refused with a ``ValueError`` (:data:`NO_BASE_MARGIN` says why).
-      Other arguments and their defaults as in :func:`jboost.fit` (binomial deviance per bit).
 
-    A concrete fit (not under ``jax.vmap`` / ``jax.jit``) runs its chunks of bits as host-side
-    calls of one compiled chunk program (bitwise the bits of one program), so ``Ctrl-C`` stops it
-    at once; it raises ``KeyboardInterrupt`` (saying what was fitted and saved: with
-    ``checkpoint_dir`` a rerun fits only the rest), since a model of a part of the code's bits
-    would decode with a part of the code.
+    See docs/combine.md for the chunks run from the host, ``Ctrl-C`` and the callbacks' dict.
 
     Raises:
-      MemoryError: the ``chunk_size`` bits fitted together (and every bit's trees) would not fit
-        in the device's memory (:func:`jboost.engine.memory.check_boosting_memory`, before compiling).
+      MemoryError: the ``chunk_size`` bits fitted together would not fit in the device's memory.
     """
     if base_margin is not None:
         raise ValueError(NO_BASE_MARGIN)
@@ -277,12 +208,7 @@ def fit_ecoc_boosters(X, y, code, *, n_rounds, depth, learning_rate, l2, min_spl
     stopping = settings.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
                                                 eval_metric, per_sample.binomial_deviance(),
                                                 has_validation=eval_set is not None)
-    config, hyper = settings.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins,
-                                 learning_rate=learning_rate, l2=l2, min_split_gain=min_split_gain,
-                                 min_child_weight=min_child_weight, subsample=subsample,
-                                 colsample=colsample, colsample_by=colsample_by,
-                                 row_sampler=row_sampler, tree_family=tree_family,
-                                 max_leaves=max_leaves)
+    config, hyper = settings.settings_of(locals(), row_sampler=row_sampler)
     n_bits = code.shape[1]
     chunk_size = n_bits if chunk_size is None else min(
         checks.check_int(chunk_size, "chunk_size", 1, 1 << 30), n_bits)
@@ -327,15 +253,13 @@ def fit_ecoc_boosters(X, y, code, *, n_rounds, depth, learning_rate, l2, min_spl
                                        init_model.trees, trees)
     model = ecoc.ECOCBoosters(trees, data.borders, init, code_j, best, classes=tab.classes,
                          feature_names=tab.feature_names)
-    # Traced hyperparameters (the caller's vmap) outside their bounds: a NaN model, and a warning.
     return settings.nan_outside_domains(model, None, hyper)
 
 
 def _fit_bits_on_host(data, key, hyper, code_j, start, valid, config, chunk_size, init_model, *,
                       checkpoint_dir, verbose, callbacks):
-    """A concrete fit's chunks of bit learners as host-side calls of one compiled chunk program
-    (:func:`jboost.engine.batching.map_checkpointed`: checkpoints, progress, callbacks);
-    returns ``(out, code, init_model)``, cut to the bits fitted when a callback stopped."""
+    """A concrete fit's chunks of bit learners as host-side calls (checkpoints, progress,
+    callbacks); ``(out, code, init_model)``, cut to the bits fitted when a callback stopped."""
     n_bits = code_j.shape[1]
     stopping = config.early_stopping
 

@@ -1,9 +1,5 @@
-"""fit_linear: the stacker's regularised linear / logistic / softmax regression by optax L-BFGS.
-
-Stacking (Wolpert 1992; Breiman 1996; ESL 8.8) fits a convex model on the out-of-fold raw scores
-of the base learners; :func:`fit_linear` is that model, with a ridge penalty (LeBlanc and
-Tibshirani 1996), and :func:`linear_loss` the :class:`jboost.Loss` whose link maps its raw
-output to a prediction (identity, sigmoid, softmax).
+"""fit_linear: the stacker's regularised linear / logistic / softmax regression by optax L-BFGS
+(LeBlanc and Tibshirani 1996). See docs/combine.md.
 """
 
 from __future__ import annotations
@@ -32,11 +28,8 @@ def _linear_per_sample(task: str):
 @functools.partial(_compile.jit, static_argnames=("task", "n_outputs", "n_steps"))
 def fit_linear(Z, y, *, task: str, n_outputs: int = 1, l2=1e-3, n_steps: int = 200,
                sample_weight=None) -> stacked.LinearModel:
-    """Regularised linear (squared error), logistic or softmax regression by optax L-BFGS.
-
-    Minimises ``sum_i w_i loss(y_i, z_i^T B + b) / sum_i w_i + l2/2 ||B||^2`` (intercept not
-    penalised): the convex second-tier model of stacking (ESL 8.8 with a ridge penalty,
-    LeBlanc and Tibshirani 1996).
+    """Regularised linear (squared error), logistic or softmax regression by optax L-BFGS:
+    ``sum_i w_i loss(y_i, z_i^T B + b) / sum_i w_i + l2/2 ||B||^2`` (intercept not penalised).
 
     Args:
       Z: ``(n, P)`` features (e.g. out-of-fold raw scores of the base learners).

@@ -1,20 +1,7 @@
-"""fit_stacked_boosters (Wolpert 1992; ESL 8.8): per-learner settings, the vmapped cross-fits (with early stopping) and the second tier's fit.
-
-A second-tier learner is fitted on out-of-fold predictions of the base learners. The folds are
-weight masks ``(n_folds, n)`` (0 = held out; :mod:`jboost.data.folds`) and every base learner of every
-fold -- plus the final all-data fit -- is ONE vmapped call of :func:`jboost.engine.boosting.boost`
-(:func:`cross_fit_boosters`). The second tier is a regularised linear / logistic / softmax model
-on the base learners' raw scores (:func:`jboost.combine.fit_linear`).
-
-Because the second tier is linear in the base learners' raw scores, a stacked ensemble is itself
-a sum of trees: learner ``m``'s leaf values times its block of the stacker's coefficients, plus
-one constant (:meth:`StackedBoosters.as_booster`). It is a :class:`jboost.models.base.Model`:
-``jboost.predict`` gives the stacker's raw output, ``predict_proba`` its sigmoid / softmax.
-
-Early stopping stops every fold's fit on its held-out fold and gives each learner the best round
-of its fold-averaged curve (:func:`cross_fit_stopped`, :func:`learner_best_rounds`);
-``checkpoint_dir=`` saves the fits mask by mask. A stacked model cannot be continued
-(:data:`NO_WARM_START`).
+"""fit_stacked_boosters (Wolpert 1992; ESL 8.8): per-learner settings, the vmapped cross-fits
+(with early stopping) and the second tier's fit. Every base learner of every fold, and the
+all-data fits, are one vmapped call of :func:`jboost.engine.boosting.boost`; the second tier is a
+regularised linear model of their out-of-fold raw scores. See docs/combine.md.
 """
 
 from __future__ import annotations
@@ -56,8 +43,8 @@ _D = settings.DEFAULTS
 
 
 def _learner_settings(hypers, **static) -> Tuple[boosting_lib.BoostConfig, boosting_lib.Hyperparams]:
-    """Check every learner's settings with :func:`jboost.fitting.settings.settings` (the messages of
-    ``jboost.fit``); returns the shared static config and ``(M,)``-stacked Hyperparams."""
+    """Every learner's settings checked as ``jboost.fit`` checks them: the shared static config
+    and ``(M,)``-stacked Hyperparams."""
     if isinstance(hypers, Mapping) or not isinstance(hypers, Sequence) or len(hypers) == 0:
         raise ValueError("hypers must be a non-empty list of dicts, one per base learner "
                          f"(keys among {HYPERPARAMS}).")
@@ -90,26 +77,28 @@ def stack_hyperparams(hypers: Sequence[Mapping[str, Any]]) -> boosting_lib.Hyper
 def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting_lib.Hyperparams,
                        loss: loss_lib.Loss, *, config: boosting_lib.BoostConfig,
                        with_train_loss: bool = False):
-    """Every (fold, learner) boosting fit in one vmapped call.
-
-    Learner ``m`` of fold ``s`` is :func:`jboost.engine.boosting.boost` with sample weights
-    ``w * masks[s]``, hyperparameters ``hypers[m]`` and key ``fold_in(key, m)`` (the same in
-    every fold), from the optimal constant on those weights.
+    """Every (fold, learner) boosting fit in one vmapped call: learner ``m`` of fold ``s`` with
+    weights ``w * masks[s]``, ``hypers[m]`` and key ``fold_in(key, m)``.
 
     Returns:
       ``(trees, baselines)``: trees with leading axes ``(S, M, n_rounds, trees_per_round)``
       (bin thresholds only) and ``(S, M, K)`` baselines; ``with_train_loss``: also the
       ``(S, M, n_rounds)`` training losses (each fit's weighted rows).
     """
-    n_learners = jax.tree_util.tree_leaves(hypers)[0].shape[0]
-    keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(n_learners))
-
     def one(mask, hyper, k):
         wm = w * mask
         init = baselines_lib.baseline(loss, y, wm)
         out = boosting_lib.boost(state_lib.Data.train_only(X_binned, y, wm), k, hyper, loss, init, config=config)
         return (out.trees, init, out.train_loss) if with_train_loss else (out.trees, init)
 
+    return _each_fit(one, key, masks, hypers)
+
+
+def _each_fit(one, key, masks, hypers):
+    """``one(mask, hyper, key)`` of every (fold, learner): learner ``m``'s key is
+    ``fold_in(key, m)`` in every fold."""
+    n_learners = jax.tree_util.tree_leaves(hypers)[0].shape[0]
+    keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(n_learners))
     per_learner = jax.vmap(one, in_axes=(None, 0, 0))
     return jax.vmap(per_learner, in_axes=(0, None, None))(masks, hypers, keys)
 
@@ -117,19 +106,11 @@ def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting_lib.Hyperpar
 @functools.partial(_compile.jit, static_argnames=("config",))
 def cross_fit_stopped(X_binned, y, w, key, masks, hypers: boosting_lib.Hyperparams,
                       loss: loss_lib.Loss, *, config: boosting_lib.BoostConfig):
-    """Every (fold, learner) fit of :func:`cross_fit_boosters`, each stopping early on its own
-    held-out fold (``config.early_stopping``): fit ``(s, m)`` validates on the rows its mask
-    holds out (weights ``w * (1 - masks[s])``, the training bins: one ``vmap``), as
-    ``jboost.fit(sample_weight=w * masks[s], eval_set=(X, y, w * (1 - masks[s])),
-    early_stopping_rounds=...)`` would.
+    """Every (fold, learner) fit of :func:`cross_fit_boosters`, each stopping early on the rows
+    its mask holds out (``config.early_stopping``), as ``jboost.fit`` with that ``eval_set``.
 
     Returns ``(trees, baselines, train_loss, valid_loss, n_fitted)`` with leading axes
-    ``(S, M)`` (curves ``(S, M, n_rounds)``, NaN after a fit's stop; its later trees are zero).
-    ``valid_loss`` is the early-stopping score after each round: the held-out loss, or the
-    ``eval_metric`` (computed in the round, as :func:`jboost.engine.boosting.boost_until_stopped`
-    scores it, so the fit stops where ``jboost.fit`` would)."""
-    n_learners = jax.tree_util.tree_leaves(hypers)[0].shape[0]
-    keys = jax.vmap(lambda m: jax.random.fold_in(key, m))(jnp.arange(n_learners))
+    ``(S, M)``; ``valid_loss`` is the early-stopping score (NaN after a fit's stop)."""
     es = config.early_stopping
 
     def one(mask, hyper, k):
@@ -150,14 +131,12 @@ def cross_fit_stopped(X_binned, y, w, key, masks, hypers: boosting_lib.Hyperpara
                                            es._replace(metric=None), (jnp.float32(jnp.inf), jnp.int32(-1)))
         return out.trees, init, out.train_loss, out.valid_loss, out.n_fitted
 
-    per_learner = jax.vmap(one, in_axes=(None, 0, 0))
-    return jax.vmap(per_learner, in_axes=(0, None, None))(masks, hypers, keys)
+    return _each_fit(one, key, masks, hypers)
 
 
 def learner_best_rounds(valid_loss, n_fitted) -> jax.Array:
-    """``(M,)`` each learner's best round: the minimum of its held-out score (loss or metric)
-    averaged over the folds ``valid_loss (S, M, R)``, over the rounds all its fold fits ran (``n_fitted (S, M)``;
-    the best iteration of ``xgboost.cv`` / ``lightgbm.cv``, as the sweep's)."""
+    """``(M,)`` each learner's best round: the minimum of its held-out score averaged over the
+    folds, over the rounds all its fold fits ran (the best iteration of ``xgboost.cv``)."""
     rounds = jnp.arange(valid_loss.shape[-1])
     ran = rounds[None, :] < jnp.min(n_fitted, axis=0)[:, None]                    # (M, R)
     mean = jnp.mean(valid_loss, axis=0)                                            # (M, R)
@@ -165,8 +144,7 @@ def learner_best_rounds(valid_loss, n_fitted) -> jax.Array:
 
 
 def _first_rounds_only(trees: oblivious.ObliviousTrees, best) -> oblivious.ObliviousTrees:
-    """Trees ``(..., M, R, T, ...)`` with learner ``m``'s rounds after ``best[m]`` given exact
-    zero leaf values (the sum of its earlier rounds is unchanged)."""
+    """Trees ``(..., M, R, T, ...)`` with learner ``m``'s rounds after ``best[m]`` zeroed."""
     lv = trees.leaf_values
     keep = jnp.arange(lv.shape[-4])[None, :] <= best[:, None]                      # (M, R)
     keep = keep.reshape(keep.shape + (1,) * 3)
@@ -189,59 +167,24 @@ def fit_stacked_boosters(X, y, loss="squared_error", *, hypers: Sequence[Mapping
                          stacker_steps: int = 200, key, init_model, early_stopping_rounds,
                          early_stopping_tolerance, eval_metric, checkpoint_dir, callbacks, verbose,
                          tree_family, max_leaves) -> stacked.StackedBoosters:
-    """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters.
-
-    1. Fold masks ``(n_folds, n)`` (:func:`jboost.data.folds.fold_masks`; stratified folds for
-       classification) plus one all-ones mask; ONE call of :func:`cross_fit_boosters` fits all
-       ``(n_folds + 1) * M`` ensembles.
-    2. Out-of-fold raw scores ``(n, M, K)``: row ``i`` is scored by the fold models whose weight
-       for ``i`` is 0 (:func:`jboost.data.folds.out_of_fold`).
-    3. :func:`jboost.combine.fit_linear` on the flattened out-of-fold raw scores (logistic /
-       softmax / linear, :func:`stack_task`).
-    4. The final base learners are the all-data fits.
+    """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters:
+    every fold's and the all-data fits in one vmapped call, a linear / logistic / softmax second
+    tier (:func:`jboost.combine.fit_linear`) on the out-of-fold raw scores. See docs/combine.md.
 
     Args:
-      hypers: ``M`` dicts of :class:`jboost.Hyperparams` fields (learning_rate, l2,
-        min_split_gain, min_child_weight, subsample, colsample), one per base learner; unset
-        fields take ``jboost.fit``'s defaults, and every value is checked as ``jboost.fit`` does.
+      hypers: ``M`` dicts of :class:`jboost.Hyperparams` fields, one per base learner; unset
+        fields take ``jboost.fit``'s defaults.
       folds: the number of folds K >= 2, or ``(n,)`` int fold ids 0..K-1.
-      tree_family, max_leaves: every base learner's trees, as :func:`jboost.fit`'s (static).
       stacker_l2: the second tier's ridge penalty; stacker_steps: its L-BFGS iterations.
       key: an int seed or a ``jax.random`` key, split into the folds' key and the fits' key.
-      init_model: refused with a ``ValueError`` (:data:`NO_WARM_START` says why): the second
-        tier is trained on the fold models' out-of-fold scores, which a stacked model does not
-        keep, so it cannot be continued; fit again with the total ``n_rounds``.
-      early_stopping_rounds: each fold's fit of each learner stops when the score on its
-        held-out fold (the loss, or ``eval_metric``: ``"error_rate"``, ``"mse"``, ``"mae"`` or
-        ``metric(y, raw, w)``) has not improved (by more than ``early_stopping_tolerance``) for
-        this many rounds, on its own (one vmapped ``while_loop``, :func:`cross_fit_stopped`).
-        Learner ``m``'s best round is the minimum of its held-out score averaged over the folds,
-        over the rounds all its fold fits ran (:func:`learner_best_rounds`, the best iteration of
-        ``xgboost.cv``); its out-of-fold scores and its all-data fit (a second call, as many
-        rounds as the latest best round needs) use its rounds ``0..best_round``
-        (``StackedBoosters.best_round``), so the stacker is trained on the learners it combines.
-      checkpoint_dir: a directory where the fits are saved mask by mask as they finish (each
-        fold's ``M`` learners, then the all-data learners: ``stacking-chunk*.npz``; with early
-        stopping ``stacking-folds-chunk*.npz`` and ``stacking-all-chunk*.npz``), as host-side
-        calls of one compiled program per phase (:func:`jboost.engine.batching.map_checkpointed`);
-        rerunning the same fit (data, folds, key, hypers, settings) fits only what is not saved
-        and gives bitwise the model of an uninterrupted fit (a killed fit resumes; another
-        fit's files are refused, naming the file). Not under ``jax.vmap``.
-      callbacks: functions called on the host as the fits of each mask finish (one fold's ``M``
-        learners, then the all-data learners), with a dict: ``fold`` (the fold whose rows were
-        held out, or ``"all"`` for the all-data learners), ``learners`` (``0..M-1``),
-        ``train_loss`` ``(M, rounds)``, with early stopping the held-out score ``valid_loss``
-        ``(M, rounds)`` and ``n_fitted`` ``(M,)``; ``done``/``items`` (masks finished / masks of
-        the phase: the folds, then with early stopping the all-data fits as a second phase),
-        ``elapsed``, ``chunk``/``chunks``, ``from_checkpoint``. A stacked model needs every fit,
-        so a callback returning ``True`` stops the fit with a ``RuntimeError`` (saying what
-        ``checkpoint_dir`` kept). The fits then run mask by mask from the host, as with
-        ``checkpoint_dir`` (bitwise the same model); ``Ctrl-C`` then stops at once with a
-        ``KeyboardInterrupt`` (without them the fit is one compiled program).
-      verbose: print a line (masks done, elapsed and remaining time) as each mask's fits finish
-        (mask by mask from the host, as with ``callbacks``).
-      Other arguments and their defaults as in :func:`jboost.fit` (static settings, shared by
-      every learner).
+      init_model: refused with a ``ValueError`` (:data:`NO_WARM_START` says why).
+      early_stopping_rounds: each fold's fit of each learner stops on its held-out fold; each
+        learner's best round is that of its fold-averaged score.
+      checkpoint_dir: a directory where the fits are saved mask by mask; a rerun of the same
+        fit fits only what is not saved.
+      callbacks: functions called as each mask's fits finish, with a dict; returning ``True``
+        stops the fit with a ``RuntimeError``.
+      verbose: print a line as each mask's fits finish.
     """
     if init_model is not None:
         raise ValueError(NO_WARM_START)
@@ -303,15 +246,13 @@ def fit_stacked_boosters(X, y, loss="squared_error", *, hypers: Sequence[Mapping
     final = jax.tree_util.tree_map(lambda a: a[-1], trees)
     model = stacked.StackedBoosters(final, data.borders, baselines[-1], stacker, oof, loss_obj, best,
                             classes=tab.classes, feature_names=tab.feature_names)
-    # Traced settings (the caller's vmap) outside their domains: a NaN model, and a warning.
     return settings.nan_outside_domains(model, loss_obj, hyper)
 
 
 @functools.partial(_compile.jit, static_argnames=("config",))
 def _masks_chunk(X_binned, y, w, key, masks, hypers, loss, items, *, config):
-    """The fits of the masks ``masks[items]`` (the last chunk's padding repeats the last mask):
-    :func:`cross_fit_stopped` with ``config.early_stopping``, else :func:`cross_fit_boosters`
-    with its training losses."""
+    """The fits of the masks ``masks[items]`` (padding repeats the last mask), with their
+    training losses (and early stopping: :func:`cross_fit_stopped`)."""
     chunk = masks[jnp.minimum(items, masks.shape[0] - 1)]
     if config.early_stopping is not None:
         return cross_fit_stopped(X_binned, y, w, key, chunk, hypers, loss, config=config)
@@ -322,10 +263,8 @@ def _masks_chunk(X_binned, y, w, key, masks, hypers, loss, items, *, config):
 def _cross_fit(data, key, masks, hyper, loss, config, *, kind, checkpoint_dir=None, callbacks=(),
                verbose=False, n_folds=0, first_mask=0):
     """Every mask's fits in one call, or with ``checkpoint_dir``, ``callbacks`` or ``verbose``
-    mask by mask from the host (bitwise the same fits), each saved as it finishes
-    (``{kind}-chunk*.npz``, read back by a rerun), reported to the callbacks and printed.
-    ``masks[c]`` is mask ``first_mask + c`` of the fit: fold ``first_mask + c`` held out, the
-    all-data fits for ``n_folds``. A callback returning ``True``: a ``RuntimeError``."""
+    mask by mask from the host (bitwise the same fits; ``masks[c]`` is the fit's mask
+    ``first_mask + c``). A callback returning ``True``: a ``RuntimeError``."""
     args = (data.X_binned, data.y, data.w, key, masks, hyper, loss)
     if checkpoint_dir is None and not callbacks and not verbose:
         if config.early_stopping is not None:
@@ -358,13 +297,9 @@ def _cross_fit(data, key, masks, hyper, loss, config, *, kind, checkpoint_dir=No
 
 
 def _fit_stopped(data, key, masks, hyper, loss, config, **host):
-    """The fits of :func:`fit_stacked_boosters` with early stopping: the fold fits stop on their
-    held-out folds (:func:`cross_fit_stopped`), each learner's best round comes from its folds
-    (:func:`learner_best_rounds`), then the all-data fits run as many rounds as the latest best
-    round needs (a concrete fit; all ``n_rounds`` under ``jax.vmap``); every fit's rounds after
-    its learner's best round are zeroed. Returns ``(trees (S + 1, M, R, ...), baselines,
-    train_loss, best (M,), n_fitted (S + 1, M))`` as the one call without early stopping
-    (``R``: the all-data fits' rounds)."""
+    """The fits of :func:`fit_stacked_boosters` with early stopping (docs/combine.md): the fold
+    fits, each learner's best round, then the all-data fits; ``(trees (S + 1, M, R, ...),
+    baselines, train_loss, best (M,), n_fitted (S + 1, M))``."""
     trees, baselines, train_loss, valid_loss, n_fitted = _cross_fit(
         data, key, masks[:-1], hyper, loss, config, kind="stacking-folds", **host)
     best = learner_best_rounds(valid_loss, n_fitted)

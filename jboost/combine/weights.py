@@ -1,12 +1,5 @@
-"""Committee weights: averages, a-priori error weights, and simplex weights learnt with optax.
-
-* :func:`average`, :func:`weighted_average`: committee averages (ESL 8.8).
-* :func:`error_weights`: weights fixed a priori from each model's training error,
-  ``w_m ∝ exp(-beta * err_m)`` (exponential-weights aggregation; ESL 8.8 motivates
-  posterior-like weights ``∝ exp(-BIC_m / 2)``).
-* :func:`fit_simplex_weights`: weights trained on a validation set with optax, parameterised
-  as ``softmax(logits)`` so they stay on the simplex (Breiman 1996, "Stacked regressions":
-  non-negative weights summing to one).
+"""Committee weights: averages (ESL 8.8), a-priori error weights ``w_m ∝ exp(-beta err_m)``, and
+simplex weights learnt with optax (Breiman 1996, "Stacked regressions"). See docs/combine.md.
 """
 
 from __future__ import annotations
@@ -41,10 +34,8 @@ def weighted_average(predictions, weights) -> jax.Array:
 
 
 def error_weights(errors, beta) -> jax.Array:
-    """A-priori weights ``w_m = exp(-beta err_m) / sum_j exp(-beta err_j)`` (traced ``beta``).
-
-    ``beta = 0`` gives the simple average; ``beta -> inf`` selects the model of least error.
-    """
+    """A-priori weights ``w_m = exp(-beta err_m) / sum_j exp(-beta err_j)`` (traced ``beta``;
+    0: the simple average)."""
     errors = jnp.asarray(errors, jnp.float32)
     if errors.ndim != 1:
         raise ValueError(f"errors must be 1-D (one per model); got shape {errors.shape}.")
@@ -72,9 +63,8 @@ def _mixture_loss(objective: str, mix, y, w):
 @functools.partial(_compile.jit, static_argnames=("objective", "n_steps"))
 def fit_simplex_weights(predictions, y, *, objective: str = "squared_error", n_steps: int = 300,
                         learning_rate=0.1, sample_weight=None) -> SimplexWeights:
-    """Weights on the simplex minimising the validation loss of the weighted average.
-
-    Adam on ``logits`` (zero: the uniform average to start), ``weights = softmax(logits)``.
+    """Weights on the simplex minimising the validation loss of the weighted average: Adam on
+    ``logits`` (zero to start), ``weights = softmax(logits)``.
 
     Args:
       predictions: ``(M, n)`` or ``(M, n, K)`` validation predictions of ``M`` models (class

@@ -1,5 +1,5 @@
-"""Fine-tuning a fitted Booster's leaves (and soft thresholds) with optax: re-exports finetune, objective, soft_predict, Params, Curves (the public jboost.finetune namespace).
-"""
+"""Fine-tuning a fitted Booster's leaves (and soft thresholds) with optax: the public
+``jboost.finetune`` namespace (finetune, objective, soft_predict, Params, Curves)."""
 
 from jboost.finetune.loop import Curves
 from jboost.finetune.scores import Params

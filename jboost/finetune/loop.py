@@ -1,4 +1,5 @@
-"""The compiled optimizer loop: n_steps optax steps in one lax.scan, minibatches, restore_best, and the curves it records."""
+"""The compiled optimizer loop: ``n_steps`` optax steps in one ``lax.scan``, minibatches,
+``restore_best``, and the curves it records."""
 
 from __future__ import annotations
 
@@ -16,27 +17,18 @@ from jboost.finetune import scores
 
 
 class Curves(NamedTuple):
-    """The fine-tuning curves (``return_curves=True``), of the hard (returned) model.
+    """The fine-tuning curves (``return_curves=True``) of the hard (returned) model.
 
     Attributes:
-      train_loss: ``(n_steps + 1,)`` the weighted mean training loss before each step (entry
-        ``s``: after ``s`` steps; the last entry: the returned parameters before any
-        ``restore_best`` choice), on the rows of the step (all rows, or the step's batch with
-        ``batch_size``; the last entry on all rows).
-      valid_loss: ``(n_steps + 1,)`` the mean loss on ``eval_set`` after ``s`` steps (NaN
-        without one).
-      best_step: ``()`` int32 the step whose parameters were returned (``n_steps`` unless
-        ``restore_best`` chose an earlier one).
+      train_loss: ``(n_steps + 1,)`` the weighted mean training loss after ``s`` steps, on the
+        step's rows (the last entry: the final parameters, on all rows).
+      valid_loss: ``(n_steps + 1,)`` the mean ``eval_set`` loss after ``s`` steps (NaN without).
+      best_step: ``()`` int32 the step whose parameters were returned.
     """
 
     train_loss: jax.Array
     valid_loss: jax.Array
     best_step: jax.Array
-
-
-# --------------------------------------------------------------------------------------------
-# The compiled loop.
-# --------------------------------------------------------------------------------------------
 
 
 def _batch(rows: scores.Rows, key, batch_size: int) -> scores.Rows:
@@ -104,11 +96,7 @@ def run_steps(params0: scores.Params, rows: scores.Rows, valid: Optional[scores.
 
 
 def check_finite_curve(train_loss) -> None:
-    """Check that a fine-tuning loss curve is finite.
-
-    Raises:
-      FloatingPointError: naming the first step whose loss is not finite.
-    """
+    """Raise ``FloatingPointError`` naming the first step whose fine-tuning loss is not finite."""
     curve = np.asarray(train_loss)
     if np.all(np.isfinite(curve)):
         return

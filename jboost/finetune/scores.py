@@ -1,4 +1,5 @@
-"""The fine-tuned model's raw scores and objective as functions of its parameters: hard leaf gathers, soft sigmoid splits, the weighted loss and its l2 penalty."""
+"""The fine-tuned model's raw scores and objective as functions of its parameters: hard leaf
+gathers, soft sigmoid splits, the weighted loss and its l2 penalty."""
 
 from __future__ import annotations
 
@@ -20,12 +21,10 @@ class Params(NamedTuple):
     """The parameters fine-tuning moves (a pytree: optax optimizes it as it is).
 
     Attributes:
-      leaf_values: ``(n_trees, n_leaves, K)`` every tree's leaf values (rounds and trees per
-        round flattened, in round order), learning rate included.
+      leaf_values: ``(n_trees, n_leaves, K)`` every tree's leaf values, in round order.
       baseline: ``(K,)`` the constant raw score every row starts from.
-      thresholds: ``soft=True``: ``(n_trees, depth)`` the move of each level's float border
-        from its fitted value, in units of its feature's scale (0: the fitted border, exactly;
-        levels that do not split stay at 0); ``None`` for hard fine-tuning.
+      thresholds: ``soft=True``: ``(n_trees, depth)`` the move of each level's border from its
+        fitted value, in units of its feature's scale; ``None`` for hard fine-tuning.
     """
 
     leaf_values: jax.Array
@@ -51,11 +50,6 @@ class Structure(NamedTuple):
     movable: jax.Array        # (S, D) bool: a finite border (a level that splits)
     borders: jax.Array        # (S, D) float32 the fitted borders
     scale: jax.Array          # (F,) float32 per-feature scale
-
-
-# --------------------------------------------------------------------------------------------
-# Raw scores as functions of the parameters.
-# --------------------------------------------------------------------------------------------
 
 
 def _hard_raw(params: Params, leaves):
@@ -90,9 +84,8 @@ def _soft_tree(values, borders, features, missing_right, movable, X_t, scale, te
 
 
 def _soft_raw(params: Params, st: Structure, X_t, temperature):
-    """``(soft (n, K), hard (n, K))`` raw scores of every tree on ``X_t``: a scan over trees
-    whose body is rematerialised in the backward pass (memory ``(n, 2**D)`` per tree, not per
-    tree kept)."""
+    """``(soft (n, K), hard (n, K))`` raw scores of every tree on ``X_t``: a scan over trees,
+    rematerialised in the backward pass (memory ``(n, 2**D)`` for one tree at a time)."""
     borders = moved_borders(params, st)
     k = params.baseline.shape[0]
     zeros = jnp.zeros((X_t.shape[1], k), jnp.float32)
@@ -177,8 +170,8 @@ def round_loss(raw, y, w, margin, loss):
 
 
 def _feature_scale(borders) -> np.ndarray:
-    """``(F,)`` a robust spread of each feature from its finite bin borders (quantiles of the
-    training data): the interquartile range of the borders over 1.349; 1 where that is 0."""
+    """``(F,)`` a robust spread of each feature: the interquartile range of its finite bin
+    borders over 1.349 (half their range, else 1, where that is 0)."""
     b = np.asarray(borders, np.float64)
     out = np.ones((b.shape[0],), np.float32)
     for f in range(b.shape[0]):

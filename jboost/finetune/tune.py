@@ -1,24 +1,7 @@
-"""``finetune``: every leaf value of a fitted Booster refitted jointly with optax, under ``jit``.
-
-The model's raw score ``f(x) = base_margin(x) + b + sum_s v_s[leaf_s(x)]`` is one differentiable
-function of the stacked leaf values ``v`` and the baseline ``b``; :func:`finetune` minimises the
-weighted mean of any loss of it (resolved and checked as :func:`jboost.fit` does) with any optax
-optimizer, ``n_steps`` steps in one ``lax.scan``. This is post-processing a tree ensemble by
-regression on its base learners (Friedman and Popescu 2003, "Importance sampled learning
-ensembles"; RuleFit, Friedman and Popescu 2008), solved by first-order steps. With ``soft=True``
-the splits become sigmoids with a temperature, so the thresholds move too (soft decision trees:
-Jordan and Jacobs 1994; Irsoy, Yildiz and Alpaydin 2012; NODE, Popov, Morozov and Babenko 2020);
-thresholds are moved in units of a robust spread of each feature.
-
-The result is a :class:`jboost.Booster` of hard trees with the tuned leaves (and thresholds), the
-fine-tuning loss as its ``loss`` and recomputed curves. An optimizer that moves every parameter by
-about its learning rate (Adam) moves a prediction by up to ``n_trees`` times that: take its
-learning rate about (the change wanted per step) / ``n_trees``. Continuous settings are traced
-(``jax.vmap``-able).
-
-``jboost.finetune`` is the function; the module's other public names are imported from it:
-``from jboost.finetune import Params, Curves, objective, soft_predict``. See docs/models.md
-(thresholds and bins, what is returned, scales, memory).
+"""``finetune``: every leaf value of a fitted Booster refitted jointly with optax, under ``jit``:
+post-processing a tree ensemble by regression on its base learners (Friedman and Popescu 2003;
+RuleFit 2008), with ``soft=True`` sigmoid splits whose thresholds move too (soft decision trees,
+NODE). See docs/finetune.md and docs/models.md.
 """
 
 from __future__ import annotations
@@ -35,6 +18,7 @@ from jboost.data import labels
 from jboost.data import tabular
 from jboost.finetune import loop
 from jboost.finetune import scores
+from jboost.fitting import prepare
 from jboost.fitting import settings
 from jboost.losses import checks as checks_lib
 from jboost.losses import loss as loss_lib
@@ -43,10 +27,6 @@ from jboost.models import base
 from jboost.models import booster
 from jboost.trees import family
 from jboost.trees import oblivious
-
-# --------------------------------------------------------------------------------------------
-# Host-side checks (the settings layer's functions, one message everywhere).
-# --------------------------------------------------------------------------------------------
 
 
 def _check_model(model, soft: bool) -> booster.Booster:
@@ -80,8 +60,7 @@ def _check_model(model, soft: bool) -> booster.Booster:
 
 
 def _resolve_loss(loss, model: booster.Booster, y: np.ndarray) -> loss_lib.Loss:
-    """The fine-tuning loss (the model's own for ``None``), checked against the labels and the
-    model's number of raw outputs K."""
+    """The fine-tuning loss (``None``: the model's), checked against the labels and K."""
     if loss is None:
         want = model.loss.label_columns  # a batch objective's structure: its check_labels
         if not model.loss.batch and ((y.ndim == 2) != (want is not None)
@@ -116,9 +95,8 @@ def _check_offset_loss(model: booster.Booster, loss: loss_lib.Loss) -> None:
 
 def _labels(y, model: booster.Booster, n: int, name: str = "y", x_name: str = "X",
             columns: Optional[int] = None, warn: bool = True) -> np.ndarray:
-    """Checked float32 labels ``(n,)`` or ``(n, C)`` (``columns``: ``None`` either, an int the
-    training labels' columns, 0 one per row), centred by the model's label offset in float64 (as
-    ``fit`` did)."""
+    """Checked float32 labels (``columns`` as :func:`jboost.data.labels.as_labels`'s), centred by
+    the model's label offset in float64 (as ``fit`` did)."""
     classes = getattr(model, "classes", None)
     if classes is not None:  # labels as the model was fitted on (strings, {-1, 1}, ...)
         y = labels.class_codes(tabular.series_values(y), classes.array, name)
@@ -177,20 +155,13 @@ def _check_optimizer(optimizer) -> None:
                         "static in the compiled loop.") from None
 
 
-# --------------------------------------------------------------------------------------------
-# Public functions.
-# --------------------------------------------------------------------------------------------
-
-
 def objective(model: booster.Booster, X, y, loss=None, *, sample_weight=None, base_margin=None,
               soft: bool = False, temperature: Any = 0.1, l2: Any = 0.0):
     """The fine-tuning objective as a pure function of the parameters, and its starting point.
 
     Returns ``(fn, params)``: ``fn(params: Params) -> scalar``, the weighted mean loss of the
-    model's raw scores (soft ones with ``soft=True``, at ``temperature``) on the rows ``X, y``
-    plus ``l2 / 2`` times the squared change of the leaf values; ``params`` the model's own
-    :class:`Params`. ``fn`` may be jitted, differentiated and handed to any solver;
-    :func:`finetune` minimises it with optax (same arguments; see there).
+    model's raw scores (soft ones with ``soft=True``) plus ``l2 / 2`` times the squared change
+    of the leaf values; ``params`` the model's own :class:`Params`. Arguments as :func:`finetune`.
     """
     model = _check_model(model, soft)
     y_np = _labels(y, model, _matrix(X, model).shape[0])
@@ -211,10 +182,8 @@ def objective(model: booster.Booster, X, y, loss=None, *, sample_weight=None, ba
 
 
 def soft_predict(model: booster.Booster, X, temperature: Any, base_margin=None) -> jax.Array:
-    """Raw scores of the model with sigmoid splits at ``temperature`` (``soft=True``'s model):
-    ``(n,)`` or ``(n, K)`` as :func:`jboost.predict`. As ``temperature -> 0`` it is
-    :func:`jboost.predict` (a row at distance ``> ~20 * temperature * scale_f`` from every
-    border it is compared with gets the hard tree's value to float32 precision)."""
+    """Raw scores of the model with sigmoid splits at ``temperature`` (``soft=True``'s model),
+    shaped as :func:`jboost.predict`'s, which it tends to as ``temperature -> 0``."""
     model = _check_model(model, soft=True)
     X = _matrix(X, model)
     temp, schedule = _check_temperature(temperature)
@@ -235,56 +204,39 @@ def finetune(model: booster.Booster, X, y, loss: Union[None, str, loss_lib.Loss,
              batch_size: Optional[int] = None, soft: bool = False, temperature: Any = None,
              l2: Any = 0.0, restore_best: bool = False, return_curves: bool = False):
     """Refit every leaf value (and the baseline; with ``soft=True`` the thresholds too) of a
-    fitted :class:`jboost.Booster` jointly, minimising ``loss`` with an optax optimizer.
-
-    The model's raw score is one differentiable function of its parameters (:class:`Params`;
-    the module docstring gives the formula, the soft splits and what the thresholds are), and
-    ``n_steps`` steps of ``optimizer`` on the objective of :func:`objective` run as one
-    ``lax.scan`` in one compiled program.
+    fitted :class:`jboost.Booster` jointly, minimising ``loss`` with an optax optimizer:
+    ``n_steps`` steps on the objective of :func:`objective` in one ``lax.scan``
+    (docs/finetune.md).
 
     Args:
-      model: a :class:`jboost.Booster` (from :func:`jboost.fit` or :mod:`jboost.algorithms`;
-        one model, not a vmapped batch).
-      X: ``(n_samples, n_features)`` rows to fine-tune on (the model's feature count; NaN missing).
-      y: ``(n_samples,)`` labels, as :func:`jboost.fit` takes them for ``loss``.
-      loss: the loss to minimise: ``None`` (the model's own), a built-in name, a
-        :class:`jboost.Loss` or a function ``loss(y, raw)``; its number of raw outputs must be
-        the model's (K). Checked as :func:`jboost.fit` checks it (labels, parameter domains).
-      optimizer: an optax ``GradientTransformation`` (``optax.adam(1e-3)``, ``optax.sgd``,
-        ``optax.lbfgs()``, chains, ``optax.multi_transform`` over the fields of :class:`Params`).
-        Static in the compiled loop (the same optimizer object reuses the program); its
-        learning rate may be traced.
+      model: one :class:`jboost.Booster` (from :func:`jboost.fit` or :mod:`jboost.algorithms`).
+      X, y: the rows to fine-tune on and their labels, as :func:`jboost.fit` takes them.
+      loss: ``None`` (the model's own), a built-in name, a :class:`jboost.Loss` or a function
+        ``loss(y, raw)``, with the model's number of raw outputs K.
+      optimizer: an optax ``GradientTransformation`` (static; its learning rate may be traced).
       n_steps: optimizer steps (static).
-      sample_weight: optional non-negative ``(n_samples,)`` weights of the rows.
-      base_margin: per-row raw-score offsets ``(n_samples,)`` or ``(n_samples, K)`` of a model
-        fitted with them (:func:`jboost.fit`'s ``base_margin``), added to every raw score.
-      eval_set: optional ``(X_valid, y_valid)`` or ``(X_valid, y_valid, w_valid)``: its mean loss
-        after every step is monitored (:class:`Curves`), and it becomes the returned model's
-        ``valid_loss``.
+      sample_weight, base_margin: the rows' weights and raw-score offsets (as ``jboost.fit``).
+      eval_set: optional ``(X_valid, y_valid[, w_valid])``, monitored after every step; it
+        becomes the returned model's ``valid_loss``.
       eval_base_margin: the offsets of ``eval_set``'s rows (with ``base_margin``).
       key: an int seed or a ``jax.random`` key for ``batch_size``'s draws (default 0).
-      batch_size: ``None`` (every step on all rows: deterministic) or the rows per step, drawn
-        uniformly with replacement from step ``s``'s key ``fold_in(key, s)`` (static).
-      soft: sigmoid splits whose thresholds move too (oblivious trees only; module docstring).
+      batch_size: ``None`` (all rows every step) or the rows per step, drawn with replacement
+        from ``fold_in(key, s)`` (static).
+      soft: sigmoid splits whose thresholds move too (oblivious trees only).
       temperature: ``soft=True``: the sigmoid's temperature in units of each feature's scale
-        (traced; positive; ``None``: 0.1), or a schedule ``step -> temperature`` (e.g. an
-        ``optax.exponential_decay``, static) to anneal it towards the hard model returned.
-      l2: penalty ``l2 / 2 * sum (v - v_fitted)**2`` on the change of the leaf values (traced,
-        ``>= 0``): 0 refits freely, large keeps the fitted leaves.
-      restore_best: with ``eval_set``, return the parameters of the step (0..n_steps: 0 is the
-        model as given) with the lowest ``eval_set`` loss instead of the last.
+        (traced, positive; ``None``: 0.1), or a schedule ``step -> temperature`` (static).
+      l2: penalty ``l2 / 2 * sum (v - v_fitted)**2`` on the change of the leaf values (traced).
+      restore_best: with ``eval_set``, return the parameters of the step of lowest ``eval_set``
+        loss (0: the model as given) instead of the last.
       return_curves: return ``(model, Curves)`` instead of the model alone.
 
     Returns:
-      A :class:`jboost.Booster` of hard trees with the tuned parameters and ``loss`` as its loss
-      (module docstring), and with ``return_curves`` the per-step :class:`Curves`.
+      A :class:`jboost.Booster` of hard trees with the tuned parameters and ``loss`` as its
+      loss; with ``return_curves`` also the per-step :class:`Curves`.
 
     Raises:
-      TypeError / ValueError: naming the argument (a model that is not one Booster, another
-        feature count, labels the loss refuses, a loss with another number of outputs, an
-        optimizer that is not an optax transformation, ``soft=True`` for non-oblivious trees).
-      FloatingPointError: the training loss of a concrete fine-tuning became NaN or infinite
-        (the first such step; lower the optimizer's learning rate). Not checked under ``jax.vmap``.
+      TypeError / ValueError: naming the argument.
+      FloatingPointError: the training loss of a concrete fine-tuning became NaN or infinite.
     """
     soft = bool(soft)
     model = _check_model(model, soft)
@@ -310,14 +262,7 @@ def finetune(model: booster.Booster, X, y, loss: Union[None, str, loss_lib.Loss,
     if restore_best and eval_set is None:
         raise ValueError("restore_best needs eval_set=(X_valid, y_valid): the best step is the one "
                          "of the lowest eval_set loss.")
-    if base_margin is None and eval_base_margin is not None:
-        raise ValueError("eval_base_margin is given without base_margin: pass the training rows' "
-                         "offsets too (or neither).")
-    if eval_set is None and eval_base_margin is not None:
-        raise ValueError("eval_base_margin is given without eval_set.")
-    if eval_set is not None and base_margin is not None and eval_base_margin is None:
-        raise ValueError("base_margin is given with an eval_set: pass eval_base_margin (the offsets "
-                         "of eval_set's rows), or the validation scores would leave them out.")
+    prepare.check_margins(base_margin, eval_base_margin, eval_set)
     rows = _rows(model, X_np, y, sample_weight, base_margin, soft, warn=False)  # warned above
     valid = None
     if eval_set is not None:

@@ -1,18 +1,8 @@
 """``jboost.fit``: gradient boosting of trees, from user data to a :class:`jboost.Booster`.
 
-``fit`` checks its inputs on the host through the settings layer (clear ``ValueError`` /
-``TypeError`` naming the argument), bins the features, then calls the jit-compiled
-:func:`jboost.engine.boosting.boost`. Continuous hyperparameters may be JAX tracers:
-``jax.vmap(lambda lr: jboost.fit(X, y, learning_rate=lr))`` fits a whole sweep in one compiled
-call (X and y must then be concrete, closed-over arrays). Prediction and the model protocol are
-in :mod:`jboost.models.base`.
-
-No silent wrong answers: before compiling, ``fit`` refuses a fit whose histograms cannot fit in
-the device's memory (``MemoryError``, e.g. K = max(y) + 1 classes from a label of 1e6) and warns
-when a custom loss's gradient is zero at every row at the baseline (nothing would be learned);
-after a concrete fit it raises ``FloatingPointError`` when the training loss is not finite,
-naming the first such round and the likely causes. These checks need concrete values: under
-``jax.vmap`` (traced hyperparameters or loss parameters) they are skipped.
+Three steps: :func:`prepare_fit` (host-side checks, binning, memory check, baseline),
+:func:`run_fit` (host-side calls of the compiled rounds, or one traced program under
+``jax.vmap``) and :func:`finish_fit` (the finite-loss check, the model). See docs/fitting.md.
 """
 
 from __future__ import annotations
@@ -56,49 +46,30 @@ def fit(X, y, loss: Union[str, loss_lib.Loss, Callable] = "squared_error", *,
         max_leaves, early_stopping_rounds, early_stopping_tolerance, eval_metric, init_model,
         verbose, callbacks, checkpoint_dir, checkpoint_every, base_margin, eval_base_margin,
         cat_features, one_hot_max_size, cat_prior, cat_prior_weight, rows) -> booster_lib.Booster:
-    """Fit a boosted ensemble of oblivious trees (ESL Algorithm 10.3, Newton trees).
+    """Fit a boosted ensemble of trees (ESL Algorithm 10.3, Newton trees).
 
     Args:
       X: ``(n_samples, n_features)`` numeric; NaN is a missing value. A pandas DataFrame's
-        numeric, bool and nullable columns are taken (missing values as NaN) and its column
-        names kept (``Booster.feature_names``): predicting from a DataFrame matches columns by
-        name.
-      y: ``(n_samples,)`` labels: real for regression, 0/1 for binary losses, 0..K-1 for K-class
-        (other class labels -- strings, ``{-1, 1}``, any negative or fractional numbers -- are
-        mapped to ``0..K-1`` in sorted order and kept in ``Booster.classes``, which
-        :func:`jboost.predict_class` returns);
-        or ``(n_samples, C)`` vector labels: multi-target regression (a built-in loss applies to
-        each column, :func:`jboost.losses.columnwise`; a custom loss gets each row's ``(C,)``
-        label), multi-label classification (``"binomial_deviance"``: C independent 0/1 labels,
-        ``predict_proba`` ``(n, C)``), with one output per column (``n_outputs = C``; predictions
-        ``(n, C)``); or the structured labels of a batch objective (:mod:`jboost.objectives`:
-        ``(time, event)`` for Cox, ``(relevance, query id)`` for ranking).
+        numeric, bool and nullable columns are taken and its column names kept.
+      y: ``(n_samples,)`` labels: real for regression, 0/1 for binary losses, 0..K-1 for K
+        classes (other class labels are mapped to ``0..K-1`` in sorted order, kept in
+        ``Booster.classes``); ``(n_samples, C)`` vector labels (multi-target regression,
+        multi-label classification: ``n_outputs = C``); or a batch objective's structured labels
+        (:mod:`jboost.objectives`). See docs/fitting.md.
       loss: a built-in name (``"squared_error"``, ``"absolute_error"``, ``"huber"``,
         ``"quantile"``, ``"binomial_deviance"``, ``"exponential"``, ``"multinomial_deviance"``,
-        ``"samme_exponential"``, ``"poisson"``), a :class:`jboost.Loss`, or any function
-        ``loss(y, raw) -> scalar`` for one sample (gradients and hessians come from autodiff),
-        or a batch objective of every row (:mod:`jboost.objectives`: ``cox``, ``ranking``,
-        ``batch_loss``; one device only, ``devices=None``).
-
-    A concrete fit (not under ``jax.vmap`` / ``jax.jit``) runs its rounds as host-side calls of
-    one compiled program (:func:`run_rounds`: about a quarter of a second each, or a chunk of
-    ``checkpoint_every`` / ``verbose`` rounds; bitwise the same model however the rounds are
-    cut), so ``Ctrl-C`` returns the rounds fitted so far within about a second, with a warning
-    (during the first call, which compiles, it raises ``KeyboardInterrupt``). The fit returns
-    before the device has finished (asynchronous dispatch): time it with
-    ``jax.block_until_ready(model.trees)``. Under ``jax.vmap`` the fit is one traced program,
-    which ``Ctrl-C`` cannot stop before it ends.
+        ``"samme_exponential"``, ``"poisson"``), a :class:`jboost.Loss`, a function
+        ``loss(y, raw) -> scalar`` for one sample (autodiff derivatives), or a batch objective
+        (:mod:`jboost.objectives`; one device only).
 
     Returns:
-      A :class:`Booster`, whose ``settings`` (:class:`jboost.models.metadata.Settings`) record this call's
-      settings (saved in model files by :func:`jboost.save`).
+      A :class:`Booster`; its ``settings`` record this call's settings.
 
     Raises:
       MemoryError: the fit's histograms would not fit in the device's memory (checked before
-        compiling; :func:`jboost.devices.check_memory`).
+        compiling).
       FloatingPointError: the training loss of a concrete fit is NaN or infinite (the message
-        names the first such round and the likely causes: the loss at the labels and baseline,
-        the learning rate). Not checked under ``jax.vmap``.
+        names the first such round and the likely causes). Not checked under ``jax.vmap``.
     """
     a = types.SimpleNamespace(**locals())  # this call's arguments, for the pipeline's steps
     p = prepare_fit(a)
@@ -107,8 +78,7 @@ def fit(X, y, loss: Union[str, loss_lib.Loss, Callable] = "squared_error", *,
 
 
 class Prepared(NamedTuple):
-    """A fit's inputs after the host-side checks and binning (:func:`prepare_fit`): what the
-    engine runs on (:func:`run_fit`) and what the model keeps (:func:`finish_fit`)."""
+    """A fit's inputs after :func:`prepare_fit`: what the engine runs on and the model keeps."""
 
     data: state_lib.Data        # the rows the rounds run on (rows="local": every process's)
     data_local: state_lib.Data  # this process's rows (the finite-loss check's)
@@ -140,9 +110,8 @@ class _Table(NamedTuple):
 
 
 def prepare_fit(a) -> Prepared:
-    """The first step of :func:`fit`: read and check the table, labels and settings, bin the
-    features (the model's or a continued fit's borders), compute the categorical statistics,
-    check the memory and take the baseline. ``a``: the call's arguments."""
+    """The first step of :func:`fit` (``a``: the call's arguments): the table, labels and
+    settings read and checked, the features binned, the memory checked, the baseline."""
     t = _read_table(a)
     X, eval_set, local, devices = t.X, t.eval_set, t.local, t.devices
     n_table = X.shape[0] if local is None else local.n_total  # the rows of the whole table
@@ -196,9 +165,8 @@ def prepare_fit(a) -> Prepared:
 
 
 def _read_table(a) -> _Table:
-    """``X`` (a DataFrame's columns named, a continued fit's in its model's order; categorical
-    columns encoded), the labels mapped to class codes, the ``eval_set`` likewise; with
-    ``rows="local"``, the processes' settings compared and their rows gathered."""
+    """``X`` (categorical columns encoded), the labels mapped to class codes, the ``eval_set``
+    likewise; with ``rows="local"``, the processes' settings compared and their rows gathered."""
     X, names, eval_set = tabular.tabular_input(a.X, a.init_model, a.eval_set)
     local, devices, y = None, a.devices, a.y
     if settings_lib.check_setting("rows", a.rows) == "local":
@@ -240,25 +208,17 @@ _LOCAL_SETTINGS = (
 def _fit_settings(a, loss_obj: loss_lib.Loss, *, has_validation: bool):
     """``(BoostConfig, Hyperparams)`` of the call's settings, with its early stopping (or the
     metric shown without it)."""
-    stopping = settings_lib.check_early_stopping(
-        a.early_stopping_rounds, a.early_stopping_tolerance,
-        a.eval_metric if a.early_stopping_rounds is not None else None, loss_obj,
+    stopping, shown_metric = settings_lib.early_stopping(
+        a.early_stopping_rounds, a.early_stopping_tolerance, a.eval_metric, loss_obj,
         has_validation=has_validation)
-    shown_metric = (None if a.early_stopping_rounds is not None else  # progress and callbacks
-                    settings_lib.check_eval_metric(a.eval_metric, loss_obj,
-                                                   has_validation=has_validation))
-    config, hyper = settings_lib.settings(
-        n_rounds=a.n_rounds, depth=a.depth, n_bins=a.n_bins, learning_rate=a.learning_rate,
-        l2=a.l2, min_split_gain=a.min_split_gain, min_child_weight=a.min_child_weight,
-        subsample=a.subsample, colsample=a.colsample, colsample_by=a.colsample_by,
-        per_output_trees=a.per_output_trees, row_sampler=a.row_sampler,
-        split_criterion=a.split_criterion, tree_family=a.tree_family, max_leaves=a.max_leaves)
+    config, hyper = settings_lib.settings_of(
+        vars(a), per_output_trees=a.per_output_trees, row_sampler=a.row_sampler,
+        split_criterion=a.split_criterion)
     return config._replace(early_stopping=stopping, eval_metric=shown_metric), hyper
 
 
 def _check_fit_memory(config, loss_obj, shape, devices, *, k_from_labels: bool, local) -> None:
-    """:func:`jboost.devices.check_memory` of one fit's histograms (every process's devices
-    with ``rows="local"``) before compiling."""
+    """:func:`jboost.devices.check_memory` of one fit's histograms, before compiling."""
     k = loss_obj.n_outputs
     cause = (f"n_outputs K = {k} (a K-class loss takes K = max(y) + 1 from the labels' maximum)"
              if k_from_labels else None)
@@ -277,8 +237,8 @@ def _check_fit_memory(config, loss_obj, shape, devices, *, k_from_labels: bool, 
 
 def _with_baseline(a, data, borders, config, hyper, loss_obj, key, offset, cat, local, y_table,
                    devices, *, fields) -> Prepared:
-    """The :class:`Prepared` fit: its baseline (the whole table's with ``rows="local"``, a
-    continued fit's model's), the custom-gradient check, the mesh and the recorded settings."""
+    """The :class:`Prepared` fit: its baseline, the custom-gradient check, the mesh and the
+    recorded settings."""
     init_model = a.init_model
     if local is not None:  # the whole table's baseline
         init_raw = _baseline(loss_obj, jnp.asarray(y_table), jnp.asarray(
@@ -306,9 +266,8 @@ def _with_baseline(a, data, borders, config, hyper, loss_obj, key, offset, cat, 
 
 def run_fit(p: Prepared, a):
     """The engine step of :func:`fit`: ``(BoostOutput, start)`` (``start`` the continued model
-    or ``None``). A concrete fit runs as host-side calls of one compiled program
-    (:func:`jboost.fitting.rounds.run_rounds`: Ctrl-C, progress, checkpoints; bitwise the same
-    rounds however they are cut); a traced one (under ``jax.vmap`` / ``jit``) as one program."""
+    or ``None``), by :func:`jboost.fitting.rounds.run_rounds` for a concrete fit, else as one
+    traced program."""
     data, config, init_model = p.data, p.config, a.init_model
     args = (data, p.key, p.hyper, p.loss, p.init_raw)
     if p.concrete and rounds_lib.host_rounds_possible():
@@ -326,24 +285,21 @@ def run_fit(p: Prepared, a):
         raise ValueError("verbose=, callbacks= and checkpoint_dir= need a concrete fit (not "
                          "under jax.vmap or jax.jit).")
     config = config._replace(eval_metric=None)  # recorded in the settings only
+    start = {}
     if init_model is not None:
-        state = boosting_lib.resume(data, init_model.trees, p.init_raw,
-                                    init_model_lib.continued_loss(init_model.loss, p.loss), config)
-        out = _booster_fn(p.mesh)(*args, config=config, state=state,
-                                  first_round=init_model.n_rounds)
-    elif p.mesh is None:
-        out = boosting_lib.boost(*args, config=config)
-    else:
-        out = sharded.boost_sharded(p.mesh, *args, config=config)
+        start = dict(state=boosting_lib.resume(
+            data, init_model.trees, p.init_raw,
+            init_model_lib.continued_loss(init_model.loss, p.loss), config),
+            first_round=init_model.n_rounds)
+    out = _booster_fn(p.mesh)(*args, config=config, **start)
     if config.early_stopping is not None and not checks_lib.is_traced(out.n_fitted):
         out = _first_rounds(out, int(out.n_fitted))  # a concrete fit keeps the rounds it fitted
     return out, init_model
 
 
 def finish_fit(p: Prepared, out: state_lib.BoostOutput, start) -> booster_lib.Booster:
-    """The last step of :func:`fit`: the :class:`Booster` of ``start``'s rounds and ``out``'s,
-    after the finite-loss check of a concrete fit; traced settings outside their domains give
-    NaN (with a warning); the recorded settings are the call's."""
+    """The last step of :func:`fit`: the :class:`Booster` of ``start``'s rounds and ``out``'s
+    (NaN for traced settings outside their domains), after the finite-loss check."""
     if p.concrete and not checks_lib.is_traced(out.train_loss):
         checks.check_finite_fit(out.train_loss, p.loss, p.data_local, p.init_raw)
     booster = _fit_model(out, None, p.borders, p.init_raw, p.offset)
@@ -364,8 +320,7 @@ def _booster_fn(mesh):
 
 
 def _fit_model(out: state_lib.BoostOutput, start, borders, init_raw, offset, settings=None):
-    """The :class:`Booster` of ``start``'s rounds (``None``: none) and ``out``'s, with the fit's
-    ``settings`` (a checkpoint of :func:`run_rounds`)."""
+    """The :class:`Booster` of ``start``'s rounds (``None``: none) and ``out``'s."""
     model = booster_lib.Booster(trees=family.with_borders(out.trees, borders), borders=borders,
                               baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
                               valid_loss=out.valid_loss, best_round=out.best_round,

@@ -16,9 +16,8 @@ def check_init_model(model, booster_type: type, n_features: int, borders, *, n_b
                      depth: int, who: str = "jboost.fit",
                      config: Optional[boosting_lib.BoostConfig] = None):
     """Check a model to continue (``init_model=``) against a new fit of ``who``: one
-    ``booster_type`` (not a batch) on as many features, with the same ``n_bins`` and ``depth``
-    (and, given a boosting ``config``, the same tree family: :func:`check_init_family`); given
-    ``borders`` must be its own. Returns the borders to bin with (the model's)."""
+    ``booster_type`` on as many features, with the same ``n_bins``, ``depth``, borders and
+    (given ``config``) tree family. Returns the borders to bin with (the model's)."""
     if not isinstance(model, booster_type):
         raise TypeError(f"init_model must be a {booster_type.__name__} fitted by {who}; got {type(model).__name__}.")
     if model.batch_shape:
@@ -55,8 +54,7 @@ _FAMILY_ARGS = {cls.__name__: name for name, cls in registry.TREE_FAMILIES.items
 
 def check_init_family(model, config: boosting_lib.BoostConfig) -> None:
     """A continued fit grows the model's tree family (the one its settings name, else the one
-    its trees show: oblivious, or node tables of ``2**depth - 1`` nodes (depth-wise) or of
-    another count (loss-guided, ``max_leaves - 1``)) with tables of as many node slots."""
+    its trees show) with tables of as many node slots."""
     want = config.tree_family.__name__
     trees = model.trees
     tables = isinstance(trees, depthwise_lib.DepthwiseTrees)
@@ -89,14 +87,14 @@ def check_init_loss(model, loss) -> None:
 
 
 def continued_loss(model_loss, loss):
-    """The loss a continued fit starts from: the model's (its last-round parameters), with a batch
-    objective's static ``max_group`` taken from this fit's labels (its query groups)."""
+    """The loss a continued fit starts from: the model's, with a batch objective's static
+    ``max_group`` taken from this fit's labels."""
     return model_loss.replace(max_group=loss.max_group) if loss.batch else model_loss
 
 
 def init_model_borders(model, X, loss, borders, config):
-    """Check ``init_model`` against the new fit (``X``: its rows, or the number of features
-    its trees split on); returns the borders to bin with (the model's)."""
+    """Check ``init_model`` against the new fit (``X``: its rows, or its number of features);
+    returns the borders to bin with (the model's)."""
     if isinstance(model, booster_lib.Booster) and model.info:
         raise TypeError("init_model must be a Booster from jboost.fit (gradient boosting); this "
                         "one has an algorithm's state: continue it with its algorithm "

@@ -1,4 +1,5 @@
-"""A fit's inputs: class labels mapped to codes, the label offset, and X/y/weights/eval_set checked and binned into Data."""
+"""A fit's inputs: class labels mapped to codes, the label offset, and X/y/weights/eval_set
+checked and binned into Data. See docs/fitting.md."""
 
 from __future__ import annotations
 
@@ -23,17 +24,9 @@ from jboost.losses import per_sample
 
 
 def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
-    """The offset ``c`` that ``jboost.fit`` subtracts from the labels in float64 (and its
-    :class:`jboost.Booster` adds back to the raw scores, ``Booster.offset``), or ``None``.
-
-    Taken when the loss is a loss of the residual (:func:`jboost.losses.shifts_with_labels`:
-    squared, absolute, Huber, quantile; the fit of ``y - c`` plus ``c`` is the same model) and
-    float32 would lose what tells the labels apart (:func:`warn_if_labels_lose_precision`'s
-    criterion): ``c`` is the labels' median, a float64 scalar with ``jax_enable_x64`` (the
-    predictions are then float64 and lose nothing), else the nearest float32 (the fit is exact,
-    but float32 predictions near ``c`` are rounded to its float32 spacing: a warning says so).
-    Otherwise ``None``, and the precision warning is given where it applies.
-    """
+    """The offset ``c`` (the labels' median) that ``jboost.fit`` subtracts from the labels in
+    float64 and ``Booster.offset`` adds back, for a loss of the residual when float32 would lose
+    what tells the labels apart; else ``None`` (docs/fitting.md)."""
     lost = labels.label_precision_loss(y, y32)
     if lost is None or not per_sample.shifts_with_labels(loss):
         if lost is not None:
@@ -64,17 +57,9 @@ def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
     return c
 
 
-# --------------------------------------------------------------------------------------------
-# Data: checked, binned.
-# --------------------------------------------------------------------------------------------
-
-
 class Data(NamedTuple):
-    """Training and validation arrays after the host-side checks and binning.
-
-    ``X_binned`` and ``X_valid`` are feature-major ``uint8`` bins; without an eval set the
-    validation arrays have 0 rows. ``borders`` are the ``(F, n_bins - 1)`` float32 bin borders.
-    """
+    """Training and validation arrays after the host-side checks and binning (without an eval
+    set the validation arrays have 0 rows)."""
 
     X_binned: jax.Array  # (F, n) uint8
     y: jax.Array         # (n,) float32
@@ -97,13 +82,9 @@ def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borde
     the bin borders (or check the given ones) and bin everything.
 
     Args:
-      label_check: ``label_check(labels, name)`` validates the labels of ``y`` (``name="y"``) and
-        of the eval set (``name="eval_set y"``), e.g. against the loss.
-      weighted_borders: compute the borders from the sample-weighted quantiles (as ``fit``);
-        ``False``: unweighted (forests, whose weights are bootstrap counts).
-      label_columns: whether ``y`` may be ``(n, C)`` vector labels (``jboost.fit``); the
-        ``eval_set``'s labels must then have the same ``C`` columns. Otherwise 2-D labels are
-        refused (:func:`as_labels`).
+      label_check: ``label_check(labels, name)`` validates the labels of ``y`` and the eval set.
+      weighted_borders: borders from the sample-weighted quantiles (``False``: unweighted).
+      label_columns: whether ``y`` may be ``(n, C)`` vector labels.
     """
     X = tabular.as_matrix(X, "X")
     n, n_features = X.shape
@@ -143,20 +124,14 @@ def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borde
 
 
 def prepare_boosting(X, y, **kwargs):
-    """:func:`prepare` as ``(jboost.engine.state.Data, borders)``: the arrays boosting runs on and the
-    bin borders the model keeps (the entry points that boost: ``fit``, the algorithms)."""
+    """:func:`prepare` as ``(jboost.engine.state.Data, borders)``."""
     data = prepare(X, y, **kwargs)
     return state.Data(*data[:6]), data.borders
 
 
-# --------------------------------------------------------------------------------------------
-# Class labels as users have them: mapped to 0..K-1, the labels kept in the model.
-# --------------------------------------------------------------------------------------------
-
-
 def _is_class_index(arr: np.ndarray) -> bool:
-    """Whether labels already are class indices: bools, or non-negative integers (of an integer
-    or float dtype). Non-finite floats count as indices here (:func:`as_labels` refuses them)."""
+    """Whether labels already are class indices: bools, or non-negative integers (non-finite
+    floats count: :func:`as_labels` refuses them)."""
     if arr.dtype.kind == "b":
         return True
     if arr.dtype.kind in "iu":
@@ -169,17 +144,10 @@ def _is_class_index(arr: np.ndarray) -> bool:
 
 def class_labels(y, loss, n_outputs: Optional[int] = None, task: Optional[str] = None,
                  name: str = "y"):
-    """``(labels, classes)``: class labels as users have them mapped to ``0..K-1`` for a
-    classification loss, with the sorted distinct labels ``classes`` (``None`` when ``y`` is
-    returned as it is).
-
-    Non-negative integer (or integer-valued) labels and bools are class indices already
-    (XGBoost's convention: ``0..K-1``; labels ``1..K`` keep their warning that class 0 is
-    absent). Strings, objects, and numbers that are negative or fractional (``{-1, 1}``,
-    ``{0.5, 2.5}``) are mapped in sorted order (``np.unique``); the model keeps ``classes`` and
-    :func:`jboost.predict_class` returns them. Such labels with a regression loss: a
-    ``TypeError`` for non-numbers (they cannot be regression targets), numbers pass as they are.
-    """
+    """``(labels, classes)``: class labels as users have them mapped to ``0..K-1`` in sorted
+    order for a classification loss, with the distinct labels ``classes`` (``None`` when ``y``
+    is returned as it is: class indices already, or numbers for a regression loss).
+    See docs/fitting.md."""
     if checks.is_traced(y) or isinstance(y, jax.Array):
         return y, None
     y = tabular.series_values(y)
@@ -221,11 +189,9 @@ def class_labels(y, loss, n_outputs: Optional[int] = None, task: Optional[str] =
 
 
 def mapped_labels(y, eval_set, loss, n_outputs, task, init_model, n_rows: Optional[int] = None):
-    """Class labels as users have them (strings, ``{-1, 1}``, ...) mapped to ``0..K-1`` for a
-    classification loss (:func:`class_labels`), ``eval_set``'s labels with
-    the same classes; a continued fit maps with ``init_model``'s classes. Returns
-    ``(y, classes or None, eval_set)``. ``n_rows``: X's rows, which ``y`` must have (checked
-    first, so that a short ``y`` is named as such, not by its labels)."""
+    """:func:`class_labels` of ``y`` and ``eval_set``'s labels with the same classes (a continued
+    fit's: ``init_model``'s); ``(y, classes or None, eval_set)``. ``n_rows``: X's rows, which
+    ``y`` must have (checked first)."""
     if n_rows is not None and not checks.is_traced(y):
         tabular.check_length(y, n_rows)
     model_classes = getattr(init_model, "classes", None)
@@ -246,11 +212,8 @@ def mapped_labels(y, eval_set, loss, n_outputs, task, init_model, n_rows: Option
 def categorical_data(plan, data: state.Data, borders, loss, key, prior, prior_weight,
                       n_bins: int, init_model=None):
     """``(data, borders, Categorical)``: the host-binned columns of ``plan``'s encoded rows
-    followed by the ctr columns' ordered target statistics (:func:`jboost.data.categorical_stats.training_features`,
-    from the permutation of ``fold_in(key, PERMUTATION_STREAM)``; traced prior and weight),
-    their borders and bins; the eval set's rows get the statistics of every training row.
-    A continued fit (``init_model``) takes the model's prior, its weight and its borders, so the
-    same rows and key give the statistics and bins its trees were fitted on."""
+    followed by the ctr columns' ordered target statistics, their borders and bins (a continued
+    fit's: ``init_model``'s prior, weight and borders). See docs/categorical.md."""
     spec = plan.spec
     init_cat = getattr(init_model, "categorical", None)
     if init_cat is not None:
@@ -298,8 +261,7 @@ def categorical_data(plan, data: state.Data, borders, loss, key, prior, prior_we
 
 
 def centred_inputs(y, eval_set, offset, n: int, eval_metric):
-    """The labels of ``y`` and of ``eval_set`` minus the label offset, computed in float64
-    (:func:`jboost.fitting.prepare.label_offset`)."""
+    """The labels of ``y`` and of ``eval_set`` minus the label offset, in float64."""
     if callable(eval_metric):
         warnings.warn("eval_metric sees the labels and raw scores minus the label offset "
                       f"Booster.offset = {np.asarray(offset).tolist()} (a metric of the residual is unchanged; "
@@ -317,15 +279,7 @@ def with_margins(data: state.Data, base_margin, eval_base_margin, eval_set, k: i
     """``data`` with the checked per-row offsets of the training and validation rows."""
     if base_margin is None and eval_base_margin is None:
         return data
-    if base_margin is None:
-        raise ValueError("eval_base_margin is given without base_margin: pass the training rows' "
-                         "offsets too (or neither).")
-    if eval_set is None and eval_base_margin is not None:
-        raise ValueError("eval_base_margin is given without eval_set.")
-    if eval_set is not None and eval_base_margin is None:
-        raise ValueError("base_margin is given with an eval_set: pass eval_base_margin (the "
-                         "offsets of eval_set's rows), or the validation scores would leave "
-                         "them out.")
+    check_margins(base_margin, eval_base_margin, eval_set)
     n, m = data.y.shape[0], data.y_valid.shape[0]
     margin = tabular.as_margin(base_margin, n, k)
     margin_valid = (None if eval_set is None else
@@ -334,13 +288,23 @@ def with_margins(data: state.Data, base_margin, eval_base_margin, eval_set, k: i
                          margin_valid=None if margin_valid is None else jnp.asarray(margin_valid))
 
 
-def local_rows(X, y, loss, sample_weight, eval_set, devices, cat_features, settings, **refused):
-    """The checks and gathers of a multi-process fit (``rows="local"``,
-    :func:`jboost.engine.distributed.gather`); refuses what it does not support.
+def check_margins(base_margin, eval_base_margin, eval_set) -> None:
+    """Refuse ``eval_base_margin`` without ``base_margin`` or ``eval_set``, and ``base_margin``
+    with an ``eval_set`` but without ``eval_base_margin``."""
+    if base_margin is None and eval_base_margin is not None:
+        raise ValueError("eval_base_margin is given without base_margin: pass the training rows' "
+                         "offsets too (or neither).")
+    if eval_set is None and eval_base_margin is not None:
+        raise ValueError("eval_base_margin is given without eval_set.")
+    if eval_set is not None and base_margin is not None and eval_base_margin is None:
+        raise ValueError("base_margin is given with an eval_set: pass eval_base_margin (the "
+                         "offsets of eval_set's rows), or the validation scores would leave "
+                         "them out.")
 
-    The refusals come after the settings (what is refused included) are compared across processes,
-    so a process that passes an argument the others do not makes every process raise instead of
-    leaving the others waiting in a collective."""
+
+def local_rows(X, y, loss, sample_weight, eval_set, devices, cat_features, settings, **refused):
+    """The checks and gathers of a multi-process fit (``rows="local"``); refuses what it does not
+    support, after the settings are compared across processes (so every process raises alike)."""
     has_cats = cat_features is not None and not (np.ndim(cat_features) == 1 and len(cat_features) == 0)
     local = distributed.gather(X, y, sample_weight, eval_set, devices, dict(
         settings, cat_features=has_cats, **{k: v is not None for k, v in refused.items()}))

@@ -1,4 +1,5 @@
-"""The host round loop of a fit: compiled calls of rounds, Ctrl-C, callbacks, verbose lines and checkpoints."""
+"""The host round loop of a fit: compiled calls of rounds, Ctrl-C, callbacks, verbose lines and
+checkpoints. See docs/fitting.md."""
 
 from __future__ import annotations
 
@@ -27,10 +28,8 @@ from jboost.models import booster as booster_lib
 
 
 def host_rounds_possible() -> bool:
-    """Whether the caller runs outside every JAX transformation (``jit``, ``vmap``, ``grad``):
-    a fit's rounds can then run as host-side calls of one compiled program
-    (:func:`jboost.fitting.rounds.run_rounds`: ``Ctrl-C``, progress, checkpoints); inside one they are one
-    traced program."""
+    """Whether the caller runs outside every JAX transformation (``jit``, ``vmap``, ``grad``), so
+    that a fit's rounds can run as host-side calls (:func:`run_rounds`)."""
     try:
         from jax._src import core as _core
         return bool(_core.trace_state_clean())
@@ -39,8 +38,8 @@ def host_rounds_possible() -> bool:
 
 
 def check_concrete_rounds(rounds, who: str = "jboost.fit") -> None:
-    """``verbose=``, ``callbacks=`` and ``checkpoint_dir=`` (``rounds``: a dict of them) need a
-    fit that runs on the host: refused inside ``jax.vmap`` / ``jax.jit`` (traced settings)."""
+    """Refuse ``verbose=``, ``callbacks=`` and ``checkpoint_dir=`` (``rounds``: a dict of them)
+    inside ``jax.vmap`` / ``jax.jit``."""
     given = [k for k in ("verbose", "callbacks", "checkpoint_dir") if rounds.get(k)]
     if given:
         raise ValueError(f"{who}: {', '.join(k + '=' for k in given)} need a concrete fit (not "
@@ -52,19 +51,16 @@ CHECKPOINT_FILE = "checkpoint.jbm"
 
 
 def _fingerprint(args, config, n_total: int) -> str:
-    """What a checkpoint must match to be continued: the data (bins, labels, weights, validation
-    set, offsets), the key, the hyperparameters, the static settings and the loss."""
+    """What a checkpoint must match to be continued: the data, key, settings and loss."""
     data, key, hyper, loss, init_raw = args
     return checkpoints.fingerprint((data, key, hyper, loss.params, init_raw),
                                  (config._replace(n_rounds=n_total), loss.name, loss.n_outputs))
 
 
 class RoundsOutput(NamedTuple):
-    """What :func:`run_rounds` returns: ``out`` the :class:`jboost.engine.state.BoostOutput` of the
-    rounds this call fitted (``best_round``/``n_fitted``/``best_score`` set with early
-    stopping), ``start`` the model they continue (``init_model``, or the checkpoint the call
-    resumed from; ``None``: none), ``score`` their per-round validation score
-    (:func:`jboost.engine.calls.eval_metric_of`; the validation loss without a metric)."""
+    """What :func:`run_rounds` returns: ``out`` the BoostOutput of the rounds this call fitted,
+    ``start`` the model they continue (``init_model`` or a checkpoint; ``None``: none) and
+    ``score`` their per-round validation score (the validation loss without a metric)."""
 
     out: state_lib.BoostOutput
     start: Optional[booster_lib.Booster]
@@ -82,40 +78,18 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
                resume: Callable, model_of: Callable, verbose: int = 0, callbacks: Sequence[Callable] = (),
                checkpoint_dir=None, checkpoint_every: Optional[int] = None, mesh=None,
                processes=None) -> RoundsOutput:
-    """The rounds of a concrete fit (:func:`jboost.fit`, every algorithm of
-    :mod:`jboost.algorithms`): ``config.n_rounds`` rounds after ``start``'s as host-side calls of
-    one compiled program, :func:`jboost.engine.calls.boost_rounds` (the state, the buffers of the
-    rounds and the early-stopping record carried from call to call, so the rounds equal one
-    call's bitwise, however they are cut).
+    """The rounds of a concrete fit (:func:`jboost.fit`, the algorithms): ``config.n_rounds``
+    rounds after ``start``'s as host-side calls of one compiled program
+    (:func:`jboost.engine.calls.boost_rounds`), bitwise one call's rounds however they are cut.
+    See docs/fitting.md (call sizes, Ctrl-C, progress lines, callbacks, checkpoints).
 
-    The program does not depend on ``config.n_rounds``: a call fits at most
-    :data:`jboost.engine.calls.ROUNDS_PER_CALL` rounds into buffers of that size, copied to the host
-    after it (fits that differ only in their number of rounds compile nothing new). Without
-    ``verbose``, ``callbacks`` or ``checkpoint_dir`` the calls are timed: 1, 2 and 4 rounds,
-    then about :data:`CALL_SECONDS` each at the pace measured; otherwise the progress, callbacks
-    and checkpoint come after chunks of ``checkpoint_every`` (else ``verbose``, else a twentieth
-    of the rounds) rounds, in calls that never span two chunks. The next
-    call is dispatched before the last one is waited for (the device never idles), and the wait
-    polls ``is_ready()``, so ``Ctrl-C`` lands within about a call: the rounds fitted so far are
-    returned with a warning (a ``KeyboardInterrupt`` before the first call has finished is
-    raised). After every call: a progress line every ``verbose`` rounds (round, training and
-    validation losses, the eval metric, the best round, elapsed and remaining time,
-    :func:`time_left`), the ``callbacks`` (a dict: ``round``, ``rounds``, per-round
-    ``train_loss``, ``valid_loss``, ``elapsed``; with an eval metric its name ``metric`` and
-    values ``valid_metric``; a callback returning ``True`` stops the fit), and a checkpoint
-    (``checkpoint_dir/checkpoint.jbm``, a model file of ``model_of(out, start)``, rewritten; a
-    rerun of the same fit continues from it: ``resume(model)`` is the
-    :class:`jboost.engine.state.BoostState` after a model's rounds).
-
-    ``resume(model) -> BoostState`` and ``model_of(BoostOutput, start) -> Booster`` are the
-    caller's: a fit's (:func:`jboost.engine.boosting.resume`) or an algorithm's (its state in
-    ``Booster.info``). ``mesh``: the training rows sharded over its first axis
-    (:func:`jboost.engine.sharded.boost_rounds_sharded`). ``processes``: a multi-process fit's
-    :class:`jboost.engine.distributed.LocalRows` (``rows="local"``): the calls are of fixed length on
-    every process (the same programs everywhere), a callback's stop is any process's, progress
-    lines are printed by process 0, and the output holds process-local arrays."""
-
-
+    Args:
+      resume: ``resume(model) -> BoostState``, the state after a model's rounds.
+      model_of: ``model_of(BoostOutput, start) -> Booster``, the model a checkpoint saves.
+      mesh: the training rows sharded over its first axis.
+      processes: a multi-process fit's :class:`jboost.engine.distributed.LocalRows`
+        (``rows="local"``): calls of fixed length, progress lines from process 0.
+    """
     base = 0 if start is None else start.n_rounds
     total = base + config.n_rounds
     fixed = bool(verbose) or bool(callbacks) or checkpoint_dir is not None or processes is not None
@@ -200,10 +174,8 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
 
 
 def _call_size(i: int, at: int, first: int, chunk: Optional[int], pace) -> int:
-    """The rounds of call ``i``, dispatched at position ``at``: up to the end of the chunk
-    ``at`` is in (``chunk`` rounds from ``first``: a call never spans two chunks), else 1, 2
-    and 4 rounds, then about :data:`CALL_SECONDS` at ``pace`` seconds a round; at most
-    :data:`jboost.engine.calls.ROUNDS_PER_CALL`."""
+    """The rounds of call ``i``, dispatched at position ``at``: up to the end of its chunk, else
+    :data:`FIRST_CALLS`, then about :data:`CALL_SECONDS` at ``pace`` seconds a round."""
     capacity = calls.ROUNDS_PER_CALL
     if chunk is not None:
         return min(capacity, chunk - (at - first) % chunk)
@@ -213,8 +185,7 @@ def _call_size(i: int, at: int, first: int, chunk: Optional[int], pace) -> int:
 
 
 def _timed(chunk_seconds: list, chunk_rounds: list, since: float, n_rounds: int) -> float:
-    """The clock now, with the chunk that ended (its seconds since ``since``, ``n_rounds``
-    rounds) appended to the chunks' times (:func:`time_left`'s pace)."""
+    """The clock now, with the chunk that ended appended to the chunks' times."""
     now = _clock()
     chunk_seconds.append(now - since)
     chunk_rounds.append(n_rounds)
@@ -223,8 +194,7 @@ def _timed(chunk_seconds: list, chunk_rounds: list, since: float, n_rounds: int)
 
 def _checkpoint_start(checkpoint_dir, args, config: boosting_lib.BoostConfig, total: int, start):
     """``(path, fingerprint, start, best)`` of a fit with ``checkpoint_dir``: a checkpoint of
-    the same fit (same data, key, settings: its fingerprint) is where the fit continues
-    (``start``, and the early-stopping record ``best``); one of another fit is refused."""
+    the same fit is where it continues (``start``, early-stopping record ``best``)."""
     if checkpoint_dir is None:
         return None, None, start, None
     path = os.path.join(os.fspath(checkpoint_dir), CHECKPOINT_FILE)
@@ -246,8 +216,8 @@ def _checkpoint_start(checkpoint_dir, args, config: boosting_lib.BoostConfig, to
 
 def _first_carry(carry, start, resume, rows, config: boosting_lib.BoostConfig, first: int,
                  done: int, best, processes):
-    """The carry of the first call: ``start``'s state (``resume(start)``) from position
-    ``first``, the early-stopping record so far, placed as the calls' outputs are."""
+    """The carry of the first call: ``start``'s state from position ``first`` and the
+    early-stopping record so far."""
     if start is not None:
         state = resume(start)
         carry = carry._replace(state=state._replace(base=rows(state.base), pending=rows(state.pending)),
@@ -262,8 +232,7 @@ def _first_carry(carry, start, resume, rows, config: boosting_lib.BoostConfig, f
 
 
 def _save_checkpoint(path: str, fingerprint, config: boosting_lib.BoostConfig, model, best) -> None:
-    """The checkpoint of the rounds so far (``model``), with the fit's fingerprint and its
-    early-stopping record."""
+    """The checkpoint of the rounds so far, with the fingerprint and early-stopping record."""
     meta = {"fingerprint": fingerprint}
     if config.early_stopping is not None:
         meta.update(best_round=int(best[1]), best_score=float(best[0]))
@@ -271,10 +240,8 @@ def _save_checkpoint(path: str, fingerprint, config: boosting_lib.BoostConfig, m
 
 
 class _HostRounds:
-    """The rounds of a fit's calls (:class:`jboost.engine.calls.Rounds` buffers, each call's first
-    ``count`` indices) joined on the host: NumPy copies, so that neither the joining nor a
-    slice compiles a program for the fit's number of rounds. ``first``: the position of the
-    first round added."""
+    """The rounds of a fit's calls joined on the host (NumPy: nothing compiled per number of
+    rounds); ``first``: the position of the first round added."""
 
     def __init__(self, first: int):
         self.first, self.parts, self._joined = first, [], None
@@ -310,8 +277,8 @@ def _wait(x, longest: float = 0.005):
 
 def _rounds_output(carry: calls.RoundsCarry, fitted: _HostRounds, config,
                    n_rows: int) -> state_lib.BoostOutput:
-    """The :class:`jboost.engine.state.BoostOutput` of the rounds ``fitted`` after the last call
-    ``carry`` (its state cut to the ``n_rows`` training rows: a sharded fit pads them)."""
+    """The BoostOutput of the rounds ``fitted`` after the last call ``carry`` (its state cut to
+    the ``n_rows`` training rows)."""
     r = jax.tree_util.tree_map(jax.device_put, fitted.rounds())  # (jnp.asarray would compile)
     state = carry.state
     if state.base.shape[0] != n_rows:
@@ -326,8 +293,7 @@ def _rounds_output(carry: calls.RoundsCarry, fitted: _HostRounds, config,
 
 def _after_call(fitted: _HostRounds, best, a, b, base, total, t0, now, stopped, chunk_seconds,
                 chunk_rounds, metric_name, verbose, callbacks) -> bool:
-    """A progress line and the callbacks after the calls that fitted positions ``a..b - 1``
-    (``best``: the early-stopping record after them); whether a callback asked to stop."""
+    """A progress line and the callbacks after positions ``a..b - 1``; whether to stop."""
     r = fitted.rounds(a, b)
     train, valid = r.train_loss, r.valid_loss
     scores = None if metric_name is None else r.score
@@ -352,9 +318,8 @@ def _after_call(fitted: _HostRounds, best, a, b, base, total, t0, now, stopped, 
 
 
 def _rounds_fn(mesh, data: state_lib.Data, config):
-    """``(call, data, rows)``: :func:`boosting.boost_rounds` with ``config`` and its data, or its
-    sharded form over ``mesh`` with the training rows padded once to a multiple of the devices
-    (``rows`` pads a per-row array of the state likewise)."""
+    """``(call, data, rows)``: :func:`calls.boost_rounds` with ``config``, or its sharded form
+    over ``mesh`` with the rows padded to a multiple of the devices (``rows`` pads likewise)."""
     if mesh is None:
         return functools.partial(calls.boost_rounds, config=config), data, lambda a: a
     padded, rows = sharded.pad_rows(data, mesh.shape[mesh.axis_names[0]])
@@ -366,10 +331,7 @@ _clock = time.perf_counter  # the progress lines' clock (a test replaces it)
 
 def time_left(chunk_seconds: Sequence[float], chunk_rounds: Sequence[int], rounds_left: int) -> float:
     """Seconds the ``rounds_left`` remaining rounds should take, at the pace of the chunks run
-    so far (their durations ``chunk_seconds``, rounds ``chunk_rounds``): the first chunk's time
-    includes compiling the program (seconds, where a chunk then takes milliseconds), so once a
-    second chunk has run the pace is that of the chunks after the first; after one chunk, the
-    first's (an overestimate, refined from the next line on)."""
+    so far after the first (whose time includes compiling), or the first's alone."""
     seconds, rounds = list(chunk_seconds), list(chunk_rounds)
     if len(seconds) > 1:
         seconds, rounds = seconds[1:], rounds[1:]
@@ -377,8 +339,7 @@ def time_left(chunk_seconds: Sequence[float], chunk_rounds: Sequence[int], round
 
 
 def host_fit(*values) -> bool:
-    """Whether a fit may run its chunks as host-side calls (``Ctrl-C``, progress, callbacks,
-    checkpoints): outside every JAX transformation, with no traced value among ``values`` (the
-    caller's ``jax.vmap`` over a hyperparameter makes it one traced program)."""
+    """Whether a fit may run its chunks as host-side calls: outside every JAX transformation,
+    with no traced value among ``values``."""
     return host_rounds_possible() and not any(
         checks.is_traced(v) for v in jax.tree_util.tree_leaves(values))

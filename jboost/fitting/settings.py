@@ -1,6 +1,5 @@
-"""Every setting of the fit entry points, declared once (:data:`SETTINGS`: name, default, static
-or traced, domain, documentation) and given to each entry point by :func:`takes_settings`; their
-checks (host and traced NaN-masking domain checks), early stopping and eval_metric settings."""
+"""Every setting of the fit entry points, declared once (:data:`SETTINGS`) and given to each
+entry point by :func:`takes_settings`; their host and traced checks. See docs/fitting.md."""
 
 from __future__ import annotations
 
@@ -37,9 +36,8 @@ MAX_DEPTH = 16
 MAX_DEPTHWISE_DEPTH = 30
 MAX_ROUNDS = 10**7
 
-#: How a setting enters the compiled program: a static value (it shapes or selects the program;
-#: a new value compiles again), a traced value (an array argument: ``jax.vmap`` may batch it),
-#: the data (arrays checked and binned on the host), or a host-side option of the run.
+#: How a setting enters the compiled program: static (a new value compiles again), traced (an
+#: array argument ``jax.vmap`` may batch), data (checked and binned on the host), or host-side.
 STATIC, TRACED, DATA, HOST = "static", "traced", "data", "host"
 
 
@@ -75,9 +73,8 @@ class Choice(NamedTuple):
 
 
 class Setting(NamedTuple):
-    """One setting of the fit entry points: its ``name``, ``default``, ``kind`` (:data:`STATIC`,
-    :data:`TRACED`, :data:`DATA` or :data:`HOST`), ``doc`` (its ``Args`` entry) and ``domain``
-    (:class:`Ints`, :class:`Reals`, :class:`Choice` or ``None``: checked where it is used)."""
+    """One setting: ``name``, ``default``, ``kind`` (:data:`STATIC`, ...), ``doc`` (its ``Args``
+    entry) and ``domain`` (``None``: checked where it is used)."""
 
     name: str
     default: Any
@@ -122,9 +119,8 @@ SETTINGS = {s.name: s for s in (
             'optional ``(X_valid, y_valid)`` or ``(X_valid, y_valid, w_valid)``; its mean loss '
             'after every round is returned in ``Booster.valid_loss``.'),
     Setting("key", 0, TRACED,
-            'an int seed or a ``jax.random`` key. Same key, data, settings and device: bitwise the '
-            'same model (a vmapped or sharded fit equals it up to float rounding: README, numerical '
-            'contract).'),
+            'an int seed or a ``jax.random`` key; the same key, data, settings and device give '
+            'bitwise the same model.'),
     Setting("n_outputs", None, STATIC,
             'number of raw outputs K for a custom loss (built-ins know theirs; K-class losses infer '
             'K from the labels).'),
@@ -137,85 +133,57 @@ SETTINGS = {s.name: s for s in (
             'precomputed ``(n_features, n_bins - 1)`` borders (from :func:`jboost.compute_borders`) '
             'to reuse a binning.'),
     Setting("devices", None, HOST,
-            'data-parallel training: ``"all"`` (every device of ``jax.devices()``), a list of '
-            'devices, or a ``jax.sharding.Mesh`` whose first axis the rows are sharded over; '
-            'histograms are summed across devices with ``psum`` '
-            '(:func:`jboost.engine.sharded.boost_sharded`). ``None`` (default): one device.'),
+            'data-parallel training: ``"all"``, a list of devices or a ``jax.sharding.Mesh`` '
+            'whose first axis the rows are sharded over; ``None`` (default): one device.'),
     Setting("row_sampler", 'bernoulli', STATIC,
-            '``"bernoulli"`` (each row kept with probability ``subsample``), ``"poisson"`` '
-            '(Poisson(``subsample``) counts: a bootstrap per round) or a function '
-            '(:mod:`jboost.engine.samplers`).',
+            '``"bernoulli"`` (each row kept with probability ``subsample``), ``"poisson"`` (a '
+            'bootstrap per round) or a function (:mod:`jboost.engine.samplers`).',
             domain=Choice(tuple(samplers.ROW_SAMPLERS))),
     Setting("split_criterion", splits_lib.NEWTON, STATIC,
             'how splits are scored and leaves valued, a :class:`jboost.trees.splits.SplitCriterion` '
             '(static); default the regularised Newton criterion.'),
     Setting("tree_family", "oblivious", STATIC,
-            'the class of trees to grow (static): ``"oblivious"`` (the default, '
-            ':class:`jboost.trees.oblivious.ObliviousTrees`), ``"depthwise"`` '
-            '(:class:`jboost.trees.depthwise.DepthwiseTrees`), ``"lossguide"`` (best-first: the '
-            'leaf of largest gain splits next, :class:`jboost.trees.lossguide.LossGuidedTrees`; its '
-            'trees are depth-wise node tables) or any :class:`jboost.trees.family.TreeFamily` '
-            'class.'),
+            'the trees to grow (static): ``"oblivious"`` (the default), ``"depthwise"``, '
+            '``"lossguide"`` (best-first) or a :class:`jboost.trees.family.TreeFamily` class.'),
     Setting("max_leaves", None, STATIC,
-            "loss-guided trees only (static): the most leaves of a tree (default 31, LightGBM's "
-            '``num_leaves``); ``depth`` is then a depth bound (up to 30) and ``depth=None`` leaves '
-            'only ``max_leaves`` to bound the trees.'),
+            'loss-guided trees only (static): the most leaves of a tree (default 31); ``depth`` '
+            'is then a bound up to 30, or ``None``.'),
     Setting("early_stopping_rounds", None, STATIC,
             'stop when the ``eval_set`` score has not improved (by more than '
-            '``early_stopping_tolerance``) for this many rounds; the fit really stops (a concrete '
-            'fit after that round, :func:`run_rounds`; under ``jax.vmap`` the rounds run in chunks '
-            'of 8 inside a ``while_loop``). The Booster then holds the rounds fitted and '
-            '``best_round``, which predictions use by default. Under ``jax.vmap`` each model stops '
-            'on its own; its rounds after the stop are zero trees with NaN losses.',
+            '``early_stopping_tolerance``) for this many rounds; the model keeps ``best_round``, '
+            'which predictions use.',
             domain=Ints(1, MAX_ROUNDS)),
     Setting("early_stopping_tolerance", 0.0, STATIC,
             'the least decrease of the score that counts as an improvement.',
             domain=Reals(0.0, np.inf)),
     Setting("eval_metric", None, STATIC,
-            'the early-stopping score (without ``early_stopping_rounds``: a validation metric shown '
-            'by ``verbose``, given to ``callbacks`` and named in the settings, nothing more; it '
-            'needs ``eval_set``): ``None`` (the loss), ``"error_rate"``, ``"mse"``, ``"mae"`` '
-            "(:data:`jboost.losses.metrics.METRICS`, through the loss's link) or ``metric(y, raw, "
-            'w) -> scalar`` (minimised; ``raw`` as :func:`jboost.predict` returns it). A module- '
-            'level function: it is static in the compiled program.'),
+            'the early-stopping score, else a validation metric shown and given to callbacks '
+            '(needs ``eval_set``): ``None`` (the loss), ``"error_rate"``, ``"mse"``, ``"mae"`` or '
+            'a static ``metric(y, raw, w)`` (minimised).'),
     Setting("init_model", None, DATA,
-            "continue boosting this :class:`Booster` (a warm start, :func:`jboost.fit`'s gradient "
-            'boosting): ``n_rounds`` more rounds on the same data and binning (its borders), keys '
-            'folded from its round count, so ``r`` rounds then ``s`` more with the same settings '
-            'equal ``r + s`` rounds bitwise. The result holds every round.'),
+            'a :class:`Booster` to continue: ``n_rounds`` more rounds on its binning; ``r`` '
+            'rounds then ``s`` more equal ``r + s`` rounds bitwise.'),
     Setting("verbose", 0, HOST,
-            'print the round, the training and validation losses (and the ``eval_metric``), the '
-            'best round and the elapsed and remaining time every ``verbose`` rounds while the fit '
-            'runs; the remaining time is estimated from the chunks after the first (whose time '
-            'includes compiling the program).'),
+            'print the round, the losses, the eval metric, the best round and the elapsed and '
+            'remaining time every ``verbose`` rounds.'),
     Setting("callbacks", (), HOST,
-            'functions called on the host after every chunk of rounds with a dict (``round``, '
-            '``rounds``, per-round ``train_loss`` and ``valid_loss``, ``elapsed`` seconds; with an '
-            '``eval_metric``, its name ``metric`` and per-round values ``valid_metric``); a '
-            'callback returning ``True`` stops the fit (the rounds fitted are kept).'),
+            'functions called on the host after every chunk of rounds with a dict of the '
+            'progress; one returning ``True`` stops the fit.'),
     Setting("checkpoint_dir", None, HOST,
-            'a directory where the model so far is saved (``checkpoint.jbm``, a model file) every '
-            '``checkpoint_every`` rounds; rerunning the same fit (same data, key and settings) '
-            'continues from it and ends with bitwise the model of an uninterrupted fit.'),
+            'a directory where the model so far is saved (``checkpoint.jbm``) every '
+            '``checkpoint_every`` rounds; a rerun of the same fit continues from it, bitwise.'),
     Setting("checkpoint_every", None, HOST,
             'rounds between checkpoints (default: ``verbose``, else a twentieth of ``n_rounds``).'),
     Setting("base_margin", None, DATA,
             "per-row offsets of the raw scores, ``(n_samples,)`` or ``(n_samples, K)`` (XGBoost's "
-            "``base_margin``, LightGBM's ``init_score``; e.g. ``log(exposure)`` for a Poisson "
-            "rate): every training row's raw score starts from its offset plus the baseline, which "
-            'is then the optimal constant next to the offsets (the intercept of a model with '
-            "offsets, found numerically). The model does not store them: pass the rows' offsets to "
-            ':func:`jboost.predict` (``base_margin=``) and its siblings, and again to a continued '
-            'fit.'),
+            '``base_margin``); the model does not store them: pass them to :func:`jboost.predict` '
+            'too.'),
     Setting("eval_base_margin", None, DATA,
             "the offsets of ``eval_set``'s rows (required with ``base_margin`` and an "
             '``eval_set``).'),
     Setting("cat_features", None, DATA,
-            "the categorical columns (:mod:`jboost.data.categorical`): ``None`` (a DataFrame's "
-            "``category``, ``object`` and string columns; none of an array's), or column names / "
-            'indices / a boolean mask (strings, or integer codes in numeric columns). ``[]``: none. '
-            "Prediction encodes them with the model's tables (unseen and missing categories: the "
-            'prior, never an error).'),
+            "the categorical columns: ``None`` (a DataFrame's category, object and string "
+            'columns), names, indices or a boolean mask; ``[]``: none.'),
     Setting("one_hot_max_size", categorical.ONE_HOT_MAX_SIZE, STATIC,
             'columns with at most this many categories (missing counted) become 0/1 indicators '
             "(splits ``x == c``); larger ones get CatBoost's ordered target statistics (static)."),
@@ -225,24 +193,14 @@ SETTINGS = {s.name: s for s in (
     Setting("cat_prior_weight", categorical_stats.PRIOR_WEIGHT, TRACED,
             'its weight ``a > 0`` in ``(sum + a p) / (count + a)`` (traced).'),
     Setting("rows", 'global', HOST,
-            '``"global"`` (default): ``X``, ``y``, ``sample_weight`` and ``eval_set`` are the whole '
-            'data (on every process of a multi-process run). ``"local"``: the multi-process mode '
-            '(:mod:`jboost.engine.distributed`, after ``jax.distributed.initialize()``): every '
-            'process calls ``fit`` with the same settings and only its own rows (and validation '
-            "rows); the model, returned on every process, is the fit of the processes' rows "
-            'concatenated in process order (the same borders, classes, baseline and splits; leaf '
-            'values up to float rounding). ``devices``: ``None`` / ``"all"`` (every process\'s '
-            'devices) or a one-axis mesh whose devices come process by process. Not with '
-            '``init_model``, ``checkpoint_dir``, ``base_margin``, categorical columns, batch '
-            'objectives or traced settings.',
+            '``"global"`` (default: every process passes the whole data) or ``"local"`` (each '
+            'process of a multi-process fit passes its own rows; '
+            ':mod:`jboost.engine.distributed`).',
             domain=Choice(distributed.ROWS)),
 
 )}
 
-# Shared defaults of the boosting entry points (fit, sweep, bagged boosters, stacking, ECOC).
-# The classical algorithms (jboost.algorithms) and forests differ where their docstrings say why
-# (the published algorithms use stumps or small trees and no L2 penalty; forests grow deep,
-# unpenalised trees).
+# Shared defaults of the boosting entry points (the algorithms and forests differ: docs/fitting.md).
 DEFAULTS = {name: SETTINGS[name].default for name in (
     "n_rounds", "depth", "learning_rate", "l2", "min_split_gain", "min_child_weight", "subsample",
     "colsample", "colsample_by", "n_bins")}
@@ -256,18 +214,15 @@ BOUNDS = {name: tuple(SETTINGS[name].domain) for name in HYPERPARAMETERS}
 
 
 def check_setting(name: str, v):
-    """``v`` checked against the domain of setting ``name`` (:data:`SETTINGS`): the same message
-    from every entry point. Returns the value as used (an int for :class:`Ints`)."""
+    """``v`` checked against the domain of setting ``name``; the value as used."""
     return SETTINGS[name].domain.check(v, name)
 
 
 def takes_settings(**defaults):
-    """Decorator of an entry point whose keyword-only parameters without a default are settings
-    of :data:`SETTINGS`: each takes its declared default (or the one in ``defaults``, where the
-    entry point's differs), shown by ``inspect.signature`` and ``help()``, and the docstring's
-    ``Args`` section gets, in the signature's order, the declared documentation of every
-    parameter it does not document itself. The function itself is returned (its
-    ``__kwdefaults__`` filled: no wrapper, so an unknown keyword is its own ``TypeError``)."""
+    """Decorator of an entry point whose keyword-only parameters without a default are settings:
+    each takes its declared default (or the one in ``defaults``), and the docstring's ``Args``
+    gets the declared documentation of every parameter it does not document itself. No wrapper:
+    the function is returned with its ``__kwdefaults__`` filled (docs/fitting.md)."""
 
     def decorate(fn):
         kwdefaults = dict(fn.__kwdefaults__ or {})
@@ -287,9 +242,8 @@ _NAMES = re.compile(r"^\*{0,2}\w+(?:, \*{0,2}\w+)*$")
 
 
 def _args_doc(doc: str, names) -> str:
-    """``doc`` with its ``Args`` section (made before ``Returns:`` / ``Raises:`` / the end when
-    it has none) listing every parameter of ``names`` in order: its own entry where it has one
-    (an entry may name several, ``a, b: ...``), else the declared documentation."""
+    """``doc`` with its ``Args`` section (made when it has none) listing every parameter of
+    ``names`` in order: its own entry (which may name several) or the declared one."""
     lines = doc.split("\n")
     head = [i for i, line in enumerate(lines) if line.strip() == "Args:"]
     if head:
@@ -320,8 +274,7 @@ def _args_doc(doc: str, names) -> str:
 
 
 def _entries(lines, indent: str) -> dict:
-    """The entries of an ``Args`` section, ``{(name, ...): lines}`` in order: an entry starts
-    at ``indent`` and names its parameters before its first colon."""
+    """The entries of an ``Args`` section, ``{(name, ...): lines}`` in order."""
     entries, cur = {}, None
     for line in lines:
         if line.startswith(indent) and line[len(indent):len(indent) + 1].strip():
@@ -340,10 +293,8 @@ def _entries(lines, indent: str) -> dict:
 
 def check_early_stopping(rounds, tolerance, metric, loss, *, has_validation: bool,
                          needs: str = "eval_set=(X_valid, y_valid)"):
-    """The static :class:`jboost.engine.boosting.EarlyStopping` of ``early_stopping_rounds``,
-    ``early_stopping_tolerance`` and ``eval_metric`` (``None`` without ``rounds``), for every
-    entry point that stops early (``fit``, bagged boosters, the sweep); ``needs`` names the
-    validation rows the entry point lacks when ``has_validation`` is false."""
+    """The static :class:`jboost.engine.boosting.EarlyStopping` of the early-stopping settings
+    (``None`` without ``rounds``); ``needs`` names the validation rows an entry point takes."""
     if tolerance is None or isinstance(tolerance, bool):
         raise TypeError(f"early_stopping_tolerance must be a real number >= 0; got {tolerance!r}.")
     check_setting("early_stopping_tolerance", tolerance)
@@ -361,14 +312,24 @@ def check_early_stopping(rounds, tolerance, metric, loss, *, has_validation: boo
     return boosting_lib.EarlyStopping(rounds=rounds, tolerance=float(tolerance), metric=metric)
 
 
+def early_stopping(rounds, tolerance, metric, loss, *, has_validation: bool):
+    """``(EarlyStopping or None, shown metric or None)`` of an entry point's early-stopping
+    settings: ``metric`` is the stopping score with ``rounds``, else only shown and given to
+    the callbacks (:func:`check_eval_metric`)."""
+    stopping = check_early_stopping(rounds, tolerance, None if rounds is None else metric, loss,
+                                    has_validation=has_validation)
+    if rounds is not None:
+        return stopping, None
+    return stopping, check_eval_metric(metric, loss, has_validation=has_validation)
+
+
 def check_hyperparameter(name: str, v) -> None:
     """``v`` within the domain :data:`BOUNDS` of hyperparameter ``name``."""
     check_setting(name, v)
 
 
 def _traced_contains(domain, x) -> jax.Array:
-    """Traced :meth:`jboost.losses.Interval.contains`: every element of ``x`` finite and inside
-    ``domain`` (``None``: finite only)."""
+    """Traced :meth:`jboost.losses.Interval.contains` (``domain`` ``None``: finite only)."""
     x = jnp.asarray(x, jnp.float32)
     ok = jnp.isfinite(x)
     if domain is not None:
@@ -382,11 +343,8 @@ def _hyper_domains() -> dict:
 
 
 def in_domains(loss: Optional[loss_lib.Loss], hyper=None) -> jax.Array:
-    """A traced boolean: every parameter of ``loss`` is finite and inside its declared domain
-    (:attr:`jboost.Loss.domains`, none without ``loss``) and every continuous hyperparameter of
-    ``hyper`` (a :class:`jboost.engine.boosting.Hyperparams` or a forest's, optional: the fields named
-    in :data:`BOUNDS`) inside its bounds. The check that values traced under ``jax.vmap`` or
-    ``jit`` get in place of the host's (:func:`check_loss_param`, :func:`check_hyperparameter`)."""
+    """A traced boolean: every parameter of ``loss`` inside its declared domain and every
+    hyperparameter of ``hyper`` (optional) inside :data:`BOUNDS`; the traced values' check."""
     ok = jnp.asarray(True)
     for name, value in ({} if loss is None else loss.params).items():
         ok &= _traced_contains(loss.domains.get(name), value)
@@ -418,12 +376,9 @@ def _report_outside(ok, params, hyper, *, loss_name: str, domains) -> None:
 
 
 def nan_outside_domains(values, loss: Optional[loss_lib.Loss], hyper=None, *, warn: bool = True):
-    """``values`` (any pytree: a fit's outputs, its loss curves) with every floating leaf NaN
-    when a traced parameter of ``loss`` or hyperparameter of ``hyper`` is outside its domain
-    (:func:`in_domains`), so that a bad setting of a vmapped fit is a NaN row, never ranked; with
-    ``warn``, a ``UserWarning`` names the value when the program runs (``jax.debug.callback``,
-    once per model under ``vmap``). Concrete values were checked on the host already (errors):
-    without a traced value ``values`` is returned as it is."""
+    """``values`` (any pytree) with every floating leaf NaN when a traced parameter of ``loss``
+    or hyperparameter of ``hyper`` is outside its domain (:func:`in_domains`), and with ``warn``
+    a ``UserWarning`` naming it when the program runs; without a traced value, ``values``."""
     params = {} if loss is None else dict(loss.params)
     if not any(checks.is_traced(leaf) for leaf in jax.tree_util.tree_leaves((params, hyper))):
         return values
@@ -446,10 +401,8 @@ def nan_outside_domains(values, loss: Optional[loss_lib.Loss], hyper=None, *, wa
 
 def check_eval_metric(metric, loss: loss_lib.Loss, *, has_validation: bool,
                       needs: str = "eval_set=(X_valid, y_valid)"):
-    """``eval_metric`` given without ``early_stopping_rounds``: a validation metric computed
-    after every round for the progress lines, the callbacks and the model's settings only
-    (``None`` stays ``None``). It needs the validation rows (``needs``) and is checked as an
-    early-stopping metric is (:func:`check_metric`)."""
+    """``eval_metric`` given without ``early_stopping_rounds`` (shown and given to callbacks
+    only), checked; it needs the validation rows (``needs``)."""
     if metric is None:
         return None
     if not has_validation:
@@ -462,11 +415,9 @@ def check_eval_metric(metric, loss: loss_lib.Loss, *, has_validation: bool,
 def recorded_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hyperparams, key, *,
                       init_rounds: int = 0, base_margin: bool = False,
                       categorical: Optional[categorical_stats.Categorical] = None) -> metadata.Settings:
-    """The :class:`jboost.models.metadata.Settings` of a fit (``Booster.settings``, its docstring lists
-    them): the traced hyperparameters as the fit used them (float32; tracers under ``jax.vmap``,
-    so the batch's settings get the model axis), the static counts and flags as int32 / bool
-    arrays, the key's raw uint32 data, and the samplers', criterion's, tree family's and
-    early-stopping metric's names."""
+    """The :class:`jboost.models.metadata.Settings` of a fit (``Booster.settings``): the traced
+    hyperparameters as used, the static ones as int32 / bool arrays, the key's raw data and the
+    names of the samplers, criterion, tree family and metric."""
     arrays = dict(hyper._asdict())
     names = {"colsample_by": _name(config.colsample_by), "row_sampler": _name(config.row_sampler),
              "split_criterion": str(config.split_criterion.name),
@@ -499,6 +450,18 @@ def _name(x) -> str:
     return x if isinstance(x, str) else str(getattr(x, "__name__", type(x).__name__))
 
 
+#: The arguments of :func:`settings` that every boosting entry point passes on as it got them.
+BOOST_ARGS = ("n_rounds", "depth", "n_bins", "learning_rate", "l2", "min_split_gain",
+              "min_child_weight", "subsample", "colsample", "colsample_by", "tree_family",
+              "max_leaves")
+
+
+def settings_of(args, **more):
+    """:func:`settings` of an entry point's arguments ``args`` (a mapping: its ``locals()``), with
+    the ``more`` settings it takes beyond :data:`BOOST_ARGS`."""
+    return settings(**{name: args[name] for name in BOOST_ARGS}, **more)
+
+
 def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_child_weight,
              subsample, colsample, colsample_by="tree", per_output_trees=False,
              row_sampler="bernoulli", algorithm: Optional[algorithm_lib.Algorithm] = None,
@@ -506,14 +469,9 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
              tree_family: type = oblivious.ObliviousTrees, max_leaves: Optional[int] = None):
     """Check the boosting settings; returns ``(BoostConfig (static), Hyperparams (traced))``.
 
-    The one place every boosting entry point (``fit``, the algorithms, sweeps, bagged boosters,
-    stacking, ECOC) turns its keyword arguments into a configuration. ``learning_rate`` may be a
-    callable ``round -> rate`` (e.g. an optax schedule): it is then the static
-    ``learning_rate_schedule`` and the traced rate is 1. Loss-guided trees
-    (``tree_family="lossguide"``) take ``max_leaves`` (default
-    :data:`jboost.trees.lossguide.DEFAULT_MAX_LEAVES`) and ``depth`` as their depth bound, up to
-    :data:`jboost.fitting.settings.MAX_DEPTHWISE_DEPTH`; ``depth=None`` there is no bound but
-    ``max_leaves`` itself (``max_leaves - 1``, at most that maximum).
+    A callable ``learning_rate`` is the static ``learning_rate_schedule`` (the traced rate is 1).
+    Loss-guided trees take ``max_leaves`` and ``depth`` as a bound up to
+    :data:`MAX_DEPTHWISE_DEPTH` (``None``: ``max_leaves - 1``).
     """
     n_rounds = check_setting("n_rounds", n_rounds)
     families = registry.TREE_FAMILIES
