@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax import lax
 
-from jboost import _compile
-from jboost import checks
 from jboost.data import categorical_stats
 from jboost.losses import loss as loss_lib
 from jboost.models import base
@@ -20,7 +15,8 @@ from jboost.trees import family
 from jboost.trees import oblivious
 
 
-@base.register_model_type
+@base.model_type("n_features", "n_inputs", "n_outputs", "n_rounds", "n_stages", "depth", "task",
+                 "class_axis", "feature_names_in_", "classes_")
 class BaggedBoosters(NamedTuple):
     """``B`` boosted ensembles fitted on bootstrap samples: a pytree with a leading bag axis, a
     :class:`jboost.models.base.Model`.
@@ -49,15 +45,8 @@ class BaggedBoosters(NamedTuple):
         prior): prediction encodes the rows with the spec and each bag expands them with its own
         statistics. ``borders`` are then each bag's ``(B, F, n_bins - 1)``.
 
-    As a model: its raw score (:func:`jboost.predict`) is the mean over bags of the bags' raw
-    scores, its stages are the boosting rounds (``n_rounds=m``: every bag's first ``m`` rounds),
-    and :func:`jboost.predict_proba` / :func:`jboost.predict_class` are the loss's link of that
-    mean raw score (and its argmax). Bagging's usual combination of probability estimates, the
-    mean over bags of each bag's probabilities, is :meth:`proba` (:func:`bagged_predict_proba`).
-    With ``best_round`` every prediction without ``n_rounds`` (``predict``, ``predict_proba``,
-    ``predict_class``, :func:`bagged_predict`, :func:`bagged_oob`) uses each bag's rounds
-    ``0..best_round``; ``n_rounds=m`` and the stages of :func:`jboost.staged_predict` are every
-    bag's first ``m`` rounds, as for a :class:`jboost.Booster` with ``best_round``.
+    Its raw score is the mean over bags of the bags' raw scores; its stages are boosting rounds
+    (docs/models.md, "Model types").
     """
 
     #: Per-row offsets of the raw scores (``base_margin=``) are part of its predictions.
@@ -75,35 +64,9 @@ class BaggedBoosters(NamedTuple):
     feature_names: Optional[metadata.FeatureNames] = None
     categorical: Optional[categorical_stats.Categorical] = None
 
-    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
-    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
-
     @property
     def n_bags(self) -> int:
         return self.baseline.shape[-2]
-
-    @property
-    def n_outputs(self) -> int:
-        return self.baseline.shape[-1]
-
-    @property
-    def n_rounds(self) -> int:
-        return self.trees.features.shape[-3]
-
-    @property
-    def depth(self) -> int:
-        return family.depth_of(self.trees)
-
-    # The model protocol (jboost.models.base.Model).
-
-    @property
-    def n_features(self) -> int:
-        return self.borders.shape[-2]
-
-    @property
-    def n_inputs(self) -> int:
-        """Columns of the rows to predict (:attr:`n_features` without categorical columns)."""
-        return self.n_features if self.categorical is None else self.categorical.spec.n_inputs
 
     def bag_features(self, X) -> jax.Array:
         """The trees' features of checked rows for every bag: ``X`` itself without categorical
@@ -114,36 +77,12 @@ class BaggedBoosters(NamedTuple):
         return jax.vmap(lambda cat: categorical_stats.expand(cat, X))(self.categorical)
 
     @property
-    def task(self) -> str:
-        return self.loss.task
-
-    @property
     def batch_shape(self) -> Tuple[int, ...]:
         return tuple(self.baseline.shape[:-2])
 
-    @property
-    def n_stages(self) -> int:
-        return self.n_rounds
-
     def best_trees(self) -> oblivious.ObliviousTrees:
-        """The trees a prediction without ``n_rounds`` uses: with ``best_round``, bag ``b``'s
-        rounds after its ``best_round[b]`` get zero leaf values (and the rounds after the last
-        bag's best round are dropped when ``best_round`` is concrete); else every round."""
-        trees, best = self.trees, self.best_round
-        if best is None:
-            return trees
-        if not checks.is_traced(best):
-            last = int(np.max(np.asarray(best), initial=-1)) + 1
-            trees = jax.tree_util.tree_map(lambda a: a[:, :last], trees)
-        lv = trees.leaf_values
-        keep = jnp.arange(lv.shape[1])[None, :] <= jnp.asarray(best)[:, None]  # (B, rounds)
-        return trees._replace(leaf_values=jnp.where(
-            keep.reshape(keep.shape + (1,) * (lv.ndim - 2)), lv, jnp.zeros((), lv.dtype)))
-
-    @property
-    def class_axis(self) -> Optional[str]:
-        """``"per_output"`` with one tree per output per round, else ``None``."""
-        return base.per_output_axis(self)
+        """The trees a prediction without ``n_rounds`` uses (:func:`jboost.models.base.used_rounds`)."""
+        return base.used_rounds(self.trees, None, self.best_round, lead=1)
 
     @property
     def no_tree_sum(self) -> Optional[str]:
@@ -167,23 +106,13 @@ class BaggedBoosters(NamedTuple):
         """
         if self.no_tree_sum is not None:
             raise TypeError(self.no_tree_sum)
-        if n_stages is not None:
-            n_stages = checks.check_int(n_stages, "n_rounds", 0, self.n_rounds)
-            trees = jax.tree_util.tree_map(lambda a: a[:, :n_stages], self.trees)
-        else:
-            trees = self.best_trees()
-        trees = family.flatten_trees(trees)
+        trees = family.flatten_trees(base.used_rounds(self.trees, n_stages, self.best_round, lead=1))
         trees = trees._replace(leaf_values=trees.leaf_values / self.n_bags)
         return trees, jnp.mean(self.baseline, axis=0), None
 
     def bag_raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
-        """``(B, n, K)`` every bag's raw scores for checked rows: its first ``n_stages`` rounds,
-        or (``None``) :meth:`best_trees`."""
-        if n_stages is not None:
-            n_stages = checks.check_int(n_stages, "n_rounds", 0, self.n_rounds)
-            trees = jax.tree_util.tree_map(lambda a: a[:, :n_stages], self.trees)
-        else:
-            trees = self.best_trees()
+        """``(B, n, K)`` every bag's raw scores for checked rows, of the rounds a prediction uses."""
+        trees = base.used_rounds(self.trees, n_stages, self.best_round, lead=1)
         if self.categorical is not None:  # each bag's own statistics
             return jax.vmap(lambda t, b0, Xb: b0 + family.predict_raw(t, Xb))(
                 trees, self.baseline, self.bag_features(X))
@@ -206,10 +135,11 @@ class BaggedBoosters(NamedTuple):
     def staged(self, X, fn: Callable, *args) -> Any:
         """``fn(mean over bags of the raw scores after round m, *args)`` for every round: one
         scan over rounds carrying the ``(B, n, K)`` sums."""
+        rounds = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 1, 0), self.trees)  # (R, B, ...)
         if self.categorical is not None:  # each bag's own statistics: (B, n, F) rows
-            return _staged_bagged(self.trees, self.baseline, self.bag_features(X), fn, args,
-                                  per_bag=True)
-        return _staged_bagged(self.trees, self.baseline, X, fn, args)
+            return base.staged_scan(rounds, self.bag_features(X), fn, args, _bag_mean,
+                                    self.baseline, bags="own")
+        return base.staged_scan(rounds, X, fn, args, _bag_mean, self.baseline, bags="shared")
 
     def proba(self, X, n_stages: Optional[int] = None, margin=None) -> jax.Array:
         """``(n, n_classes)`` mean over bags of each bag's class probabilities (checked rows);
@@ -233,25 +163,9 @@ def _bag_links(loss: loss_lib.Loss, raw):
     return jax.vmap(one)(raw, loss.params)
 
 
-@functools.partial(_compile.jit, static_argnames=("fn", "per_bag"))
-def _staged_bagged(trees, baseline, X, fn, args, per_bag: bool = False):
-    """The staged scan of bagged boosters; ``per_bag``: ``X`` is ``(B, n, F)``, each bag's own
-    rows (categorical columns: its own statistics)."""
-    X = jnp.asarray(X, jnp.float32)
-    X_t = jnp.swapaxes(X, -1, -2)
-    rounds = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 1, 0), trees)  # (R, B, T, ...)
-
-    def step(acc, trees_r):
-        # Summed from 0 and the baseline added last: the order of raw_scores(n_stages=m).
-        if per_bag:
-            acc = jax.vmap(lambda a, t, x: base.add_round(a, t, x))(acc, trees_r, X_t)
-        else:
-            acc = jax.vmap(lambda a, t: base.add_round(a, t, X_t))(acc, trees_r)  # tree by tree
-        return acc, fn(jnp.mean(baseline[:, None, :] + acc, axis=0), *args)
-
-    acc0 = jnp.zeros((baseline.shape[0], X_t.shape[-1], baseline.shape[-1]), jnp.float32)
-    _, out = lax.scan(step, acc0, rounds)
-    return out
+def _bag_mean(acc, stage, baseline):
+    """A staged sum's raw scores: the mean over bags of the baselines plus the bags' sums."""
+    return jnp.mean(baseline[:, None, :] + acc, axis=0)
 
 
 # --------------------------------------------------------------------------------------------

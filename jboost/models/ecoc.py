@@ -55,7 +55,7 @@ def decode(raw, code, decoding: str = "l1") -> jax.Array:
 # --------------------------------------------------------------------------------------------
 
 
-@base.register_model_type
+@base.model_type("n_features", "n_rounds", "n_stages", "depth", "feature_names_in_", "classes_")
 class ECOCBoosters(NamedTuple):
     """One boosted binary learner per code bit: a :class:`jboost.models.base.Model`.
 
@@ -74,12 +74,8 @@ class ECOCBoosters(NamedTuple):
         :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
         prediction from a DataFrame then matches its columns by name.
 
-    The model protocol: ``raw_scores`` are the bits' log-odds ``(n, L)`` (so ``jboost.predict``
-    gives them), ``classes_from_raw`` the nearest codeword by L1 distance on the bits'
-    probabilities (``jboost.predict_class``; :func:`ecoc_predict` also decodes by Hamming
-    distance), task ``"multiclass"``. ECOC has no calibrated class probabilities:
-    ``jboost.predict_proba`` raises a ``ValueError``. Stages are boosting rounds of every bit
-    learner (``n_rounds=m``: the first ``m`` rounds of each bit).
+    Its raw scores are the bits' log-odds ``(n, L)``, its classes the nearest codeword; it has
+    no class probabilities (docs/models.md, "Model types").
     """
 
     trees: oblivious.ObliviousTrees
@@ -90,23 +86,9 @@ class ECOCBoosters(NamedTuple):
     classes: Optional[metadata.Classes] = None
     feature_names: Optional[metadata.FeatureNames] = None
 
-    @property
-    def n_features(self) -> int:
-        return self.borders.shape[-2]
-
-    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
-    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
-
     def best_trees(self) -> oblivious.ObliviousTrees:
-        """The trees a prediction without ``n_rounds`` uses: with ``best_round``, bit ``l``'s
-        rounds after its ``best_round[l]`` get zero leaf values (exact zeros: the sum of the
-        earlier rounds is unchanged); else every round."""
-        if self.best_round is None:
-            return self.trees
-        lv = self.trees.leaf_values
-        keep = jnp.arange(lv.shape[-4])[None, :] <= jnp.asarray(self.best_round)[..., :, None]
-        keep = keep.reshape(keep.shape + (1,) * 3)  # (L, R) -> (L, R, T, 2^D, K)
-        return self.trees._replace(leaf_values=jnp.where(keep, lv, jnp.zeros((), lv.dtype)))
+        """The trees a prediction without ``n_rounds`` uses (:func:`jboost.models.base.used_rounds`)."""
+        return base.used_rounds(self.trees, None, self.best_round, lead=1)
 
     @property
     def n_classes(self) -> int:
@@ -117,14 +99,6 @@ class ECOCBoosters(NamedTuple):
         return self.code.shape[-1]
 
     @property
-    def n_rounds(self) -> int:
-        return self.trees.features.shape[-3]
-
-    @property
-    def depth(self) -> int:
-        return family.depth_of(self.trees)
-
-    @property
     def task(self) -> str:
         return "multiclass"
 
@@ -132,18 +106,9 @@ class ECOCBoosters(NamedTuple):
     def batch_shape(self) -> Tuple[int, ...]:
         return tuple(self.baseline.shape[:-2])
 
-    @property
-    def n_stages(self) -> int:
-        return self.n_rounds
-
     def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
-        """``(n, L)`` the bits' log-odds: their first ``n_stages`` rounds, or (``None``)
-        :meth:`best_trees`."""
-        if n_stages is None:
-            trees = self.best_trees()
-        else:
-            m = checks.check_int(n_stages, "n_rounds", 0, self.n_rounds)
-            trees = jax.tree_util.tree_map(lambda a: a[:, :m], self.trees)
+        """``(n, L)`` the bits' log-odds, of the rounds a prediction uses."""
+        trees = base.used_rounds(self.trees, n_stages, self.best_round, lead=1)
         raw = ensemble.batched_raw_scores(trees, self.baseline, jnp.asarray(X, jnp.float32), n_lead=1)
         return raw[:, :, 0].T                                                   # (L, n, 1) -> (n, L)
 
@@ -151,13 +116,9 @@ class ECOCBoosters(NamedTuple):
     class_axis = "bits"
 
     def tree_sum(self, n_stages: Optional[int] = None):
-        """``(trees, the bits' baselines (L,), None)``: the bits' first ``n_stages`` rounds (all
-        by default), bit ``l``'s leaf values in output ``l`` and exact zeros elsewhere
-        (:meth:`jboost.models.base.Model.tree_sum`)."""
-        trees = self.trees  # (L, R, 1, ...) one-output learners, one per bit
-        if n_stages is not None:
-            m = checks.check_int(n_stages, "n_rounds", 0, self.n_rounds)
-            trees = jax.tree_util.tree_map(lambda a: a[:, :m], trees)
+        """``(trees, the bits' baselines (L,), None)``: the rounds :meth:`raw_scores` uses, bit
+        ``l``'s leaf values in output ``l`` and exact zeros elsewhere."""
+        trees = base.used_rounds(self.trees, n_stages, self.best_round, lead=1)  # (L, R, 1, ...)
         onehot = jnp.eye(self.n_bits, dtype=jnp.float32)[:, None, None, None, :]  # (L, 1, 1, 1, L)
         trees = trees._replace(leaf_values=trees.leaf_values * onehot)
         return family.flatten_trees(trees), self.baseline[:, 0], None

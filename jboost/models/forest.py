@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
@@ -19,7 +18,7 @@ from jboost.trees import family
 from jboost.trees import oblivious
 
 
-@base.register_model_type
+@base.model_type("n_features", "depth", "feature_names_in_", "classes_")
 class Forest(NamedTuple):
     """A bagged ensemble of trees: a pytree of arrays, a :class:`jboost.models.base.Model`.
 
@@ -49,9 +48,6 @@ class Forest(NamedTuple):
     classes: Optional[metadata.Classes] = None
     feature_names: Optional[metadata.FeatureNames] = None
 
-    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
-    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
-
     @property
     def n_trees(self) -> int:
         return self.trees.features.shape[-2]
@@ -61,18 +57,8 @@ class Forest(NamedTuple):
         return self.trees.leaf_values.shape[-1]
 
     @property
-    def depth(self) -> int:
-        return family.depth_of(self.trees)
-
-    @property
     def is_classifier(self) -> bool:
         return self.n_outputs > 1
-
-    # The model protocol (jboost.models.base.Model).
-
-    @property
-    def n_features(self) -> int:
-        return self.borders.shape[-2]
 
     @property
     def task(self) -> str:
@@ -116,22 +102,13 @@ class Forest(NamedTuple):
 
     def staged(self, X, fn: Callable, *args) -> Any:
         """``fn(average of the first b trees, *args)`` for ``b = 1..B``: one scan over trees."""
-        return _staged_average(self.trees, X, fn, args)
+        stages = jax.tree_util.tree_map(lambda a: a[:, None], self.trees)  # one tree per stage
+        return base.staged_scan(stages, X, fn, args, _average, None)
 
 
-@functools.partial(_compile.jit, static_argnames=("fn",))
-def _staged_average(trees, X, fn, args):
-    X_t = jnp.asarray(X, jnp.float32).T
-    k = trees.leaf_values.shape[-1]
-
-    def step(carry, tree):
-        acc, b = carry
-        # Summed from 0 in tree order, then divided: the order of jboost.predict(n_rounds=b).
-        acc = acc + tree.leaf_values[tree.leaf_index_raw(X_t)]
-        return (acc, b + 1.0), fn(acc / (b + 1.0), *args)
-
-    _, out = lax.scan(step, (jnp.zeros((X_t.shape[1], k), jnp.float32), jnp.float32(0.0)), trees)
-    return out
+def _average(acc, stage, consts):
+    """A staged sum's raw scores: the mean of the first ``stage`` trees."""
+    return acc / stage
 
 
 def tree_family_of(model: "Forest") -> str:
