@@ -1,4 +1,5 @@
-"""Checks of a loaded model's arrays against its type: oblivious trees, depth-wise node tables, categorical tables, the protocol's properties and one abstract prediction."""
+"""Checks of a loaded model's arrays against its type: oblivious trees, depth-wise node tables,
+categorical tables, the protocol's properties and one abstract prediction (docs/io.md)."""
 
 from __future__ import annotations
 
@@ -30,10 +31,8 @@ def check_same_shape(path, fam, names, shape) -> None:
 
 
 def _check_node_table(path, fam) -> None:
-    """Depth-wise trees' node tables (:class:`jboost.trees.depthwise.DepthwiseTrees`): dtypes, shapes
-    (``N`` node slots, ``children (..., N, 2)``, ``N + 1`` leaf slots, ``level_counts (...,
-    D)``) and children that name nodes after their parent or leaves in range, so that the walk
-    reads only the table (a hostile file's indices would otherwise be clamped silently)."""
+    """Depth-wise trees' node tables: dtypes, shapes, and children that name nodes after their
+    parent or leaves in range (docs/io.md)."""
     check_dtypes(path, fam, {**RULE_DTYPES, "children": "int32", "level_counts": "int32"})
     shape = fam.features.shape
     if len(shape) < 2 or shape[-1] < 1:
@@ -81,9 +80,8 @@ def _check_node_table(path, fam) -> None:
 
 
 def check_loaded_model(path, header, model) -> None:
-    """The model's arrays fit its type: oblivious trees' and depth-wise node tables' dtypes,
-    shapes and feature indices (and the tables' children), the protocol's properties against the
-    header, and one abstract prediction (shapes only)."""
+    """Raise :class:`jboost.io.reader.ModelFileError` unless the model's arrays fit its type and
+    the header (docs/io.md)."""
     import jax
     import jax.numpy as jnp
 

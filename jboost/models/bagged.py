@@ -31,19 +31,12 @@ class BaggedBoosters(NamedTuple):
       valid_loss: ``(B, n_rounds)`` each bag's mean validation loss after each round (its
         out-of-bag rows, or the shared ``eval_set``); ``None`` without a validation set.
       best_round: with early stopping, ``(B,)`` int32: each bag's round of its best validation
-        score; ``None`` otherwise. A bag that stopped before the last round has zero trees and
-        NaN losses in its rounds after the stop.
-      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`jboost.models.metadata.Classes`, as ``Booster.classes``):
-        :func:`jboost.predict_class` returns them and the columns of the probabilities follow
-        their order; ``None`` when the labels were class indices already.
-      feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
-        prediction from a DataFrame then matches its columns by name.
-      categorical: ``None``, or a fit with categorical columns' :class:`jboost.data.categorical_stats.Categorical`
-        with a leading bag axis (each bag's final statistics, from its bootstrap weights, and
-        prior): prediction encodes the rows with the spec and each bag expands them with its own
-        statistics. ``borders`` are then each bag's ``(B, F, n_bins - 1)``.
+        score; ``None`` otherwise.
+      classes: the mapped class labels, as ``Booster.classes``, or ``None``.
+      feature_names: the fit's feature names, as ``Booster.feature_names``, or ``None``.
+      categorical: ``None``, or the :class:`jboost.data.categorical_stats.Categorical` of a fit
+        with categorical columns, with a leading bag axis (each bag's own statistics);
+        ``borders`` are then each bag's ``(B, F, n_bins - 1)``.
 
     Its raw score is the mean over bags of the bags' raw scores; its stages are boosting rounds
     (docs/models.md, "Model types").
@@ -69,9 +62,8 @@ class BaggedBoosters(NamedTuple):
         return self.baseline.shape[-2]
 
     def bag_features(self, X) -> jax.Array:
-        """The trees' features of checked rows for every bag: ``X`` itself without categorical
-        columns; with them ``(B, n, n_features)``, the encoded rows expanded with each bag's own
-        statistics (:func:`jboost.data.categorical_stats.expand`)."""
+        """The trees' features of checked rows: ``X``, or with categorical columns ``(B, n, F)``,
+        the rows expanded with each bag's own statistics."""
         if self.categorical is None:
             return jnp.asarray(X, jnp.float32)
         return jax.vmap(lambda cat: categorical_stats.expand(cat, X))(self.categorical)
@@ -98,8 +90,7 @@ class BaggedBoosters(NamedTuple):
 
     def tree_sum(self, n_stages: Optional[int] = None):
         """``(trees, mean baseline, None)``: every bag's trees of the rounds :meth:`raw_scores`
-        uses, their leaf values divided by the number of bags
-        (:meth:`jboost.models.base.Model.tree_sum`).
+        uses, their leaf values divided by the number of bags.
 
         Raises:
           TypeError: the model has categorical columns (:attr:`no_tree_sum`).
@@ -133,8 +124,7 @@ class BaggedBoosters(NamedTuple):
         return jnp.argmax(self.proba_from_raw(raw), axis=-1)
 
     def staged(self, X, fn: Callable, *args) -> Any:
-        """``fn(mean over bags of the raw scores after round m, *args)`` for every round: one
-        scan over rounds carrying the ``(B, n, K)`` sums."""
+        """``fn(mean over bags of the raw scores after round m, *args)`` for every round."""
         rounds = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 1, 0), self.trees)  # (R, B, ...)
         if self.categorical is not None:  # each bag's own statistics: (B, n, F) rows
             return base.staged_scan(rounds, self.bag_features(X), fn, args, _bag_mean,
@@ -143,8 +133,7 @@ class BaggedBoosters(NamedTuple):
 
     def proba(self, X, n_stages: Optional[int] = None, margin=None) -> jax.Array:
         """``(n, n_classes)`` mean over bags of each bag's class probabilities (checked rows);
-        ``margin`` ``(n, K)``: the rows' raw-score offsets (``base_margin``), added to every
-        bag's raw scores before its link."""
+        ``margin`` ``(n, K)``: raw-score offsets added to every bag's raw scores."""
         if self.task not in loss_lib.CLASSIFICATION:
             self.proba_from_raw(None)  # raises the protocol's message
         raw = self.bag_raw_scores(X, n_stages)
@@ -180,11 +169,8 @@ def bagged_outputs(model: BaggedBoosters, X) -> jax.Array:
 
 
 def bagged_predict(model: BaggedBoosters, X) -> jax.Array:
-    """Bagged prediction: mean over bags of :func:`bagged_outputs` (``(n,)`` for one output).
-
-    For classification it is :func:`bagged_predict_proba`; for regression the mean over bags of
-    each bag's ``jboost.predict_mean`` (for an identity link, ``jboost.predict(model, X)``).
-    """
+    """Bagged prediction: mean over bags of :func:`bagged_outputs` (``(n,)`` for one output):
+    the mean of the bags' probabilities, or of their ``jboost.predict_mean``."""
     avg = jnp.mean(bagged_outputs(model, X), axis=0)
     return avg[:, 0] if avg.shape[-1] == 1 else avg
 

@@ -1,4 +1,4 @@
-"""Booster: the fitted boosted ensemble (a pytree of arrays), its staged scan and the joining of a continued fit."""
+"""Booster: the fitted boosted ensemble (a pytree of arrays) and the joining of a continued fit."""
 
 from __future__ import annotations
 
@@ -35,45 +35,24 @@ class Booster(NamedTuple):
       loss: the :class:`jboost.Loss` (with its final parameters); ``predict_proba`` is its link.
       train_loss: ``(n_rounds,)`` weighted mean training loss after each round.
       valid_loss: ``(n_rounds,)`` mean loss on ``eval_set`` after each round (NaN without one).
-      info: the algorithm's per-round diagnostics, each ``(n_rounds,)`` (e.g. AdaBoost's
-        ``coef``, ``err``, ``status``), its final observation ``weights`` ``(n_samples,)``, the
-        ``algorithm`` (an index into ``jboost.algorithms.ALGORITHMS``) and the algorithm's state
-        after the last round (``log_weights``, ``done``: what ``init_model=`` continues from);
-        empty for :func:`jboost.fit`.
-      best_round: with early stopping, ``()`` int32: the round of the best validation score;
-        predictions use rounds ``0..best_round`` unless ``n_rounds`` says otherwise (``None``:
-        every round).
-      offset: ``None``, or ``()`` (``(C,)`` for vector labels, one per column) the label offset ``c`` that :func:`jboost.fit` subtracted from
-        labels whose offset float32 could not hold (:func:`jboost.fitting.prepare.label_offset`):
-        the raw scores are ``c + (baseline + trees)``, float64 with ``jax_enable_x64``;
-        ``baseline``, the trees and the losses are those of ``y - c``.
-      settings: the :class:`Settings` :func:`jboost.fit` was called with (saved in model files,
-        :func:`jboost.io.read_header`'s ``"settings"``): ``learning_rate`` (absent with a
-        schedule, whose name is ``learning_rate_schedule``), ``l2``, ``min_split_gain``,
-        ``min_child_weight``, ``subsample``, ``colsample``, ``early_stopping_tolerance`` float32;
-        ``n_rounds`` (the rounds asked of that call), ``init_rounds`` (the rounds of
-        ``init_model``, 0 without one), ``depth``, ``n_bins``, ``early_stopping_rounds`` int32;
-        ``per_output_trees``, ``base_margin`` (whether the fit had row offsets: pass them to
-        ``predict``) bool; ``key`` (its raw uint32 data); and the names ``colsample_by``,
-        ``row_sampler``, ``split_criterion``, ``tree_family``, ``eval_metric``. The early-stopping
-        entries only with early stopping. A continued fit records its own call's settings. Empty
-        (``{}``) for the classical algorithms of :mod:`jboost.algorithms`, for models built from
-        parts (sweeps' ``models()``, stacking) and for files written before format version 2.
+      info: the algorithm's per-round diagnostics (each ``(n_rounds,)``), final observation
+        ``weights`` and state (what ``init_model=`` continues from); empty for :func:`jboost.fit`.
+      best_round: with early stopping, ``()`` int32: the round of the best validation score,
+        the last one predictions use unless ``n_rounds`` says otherwise; else ``None``.
+      offset: ``None``, or ``()`` (``(C,)`` for vector labels) the label offset ``c`` that
+        :func:`jboost.fit` subtracted from labels whose offset float32 could not hold: the raw
+        scores are ``c + (baseline + trees)``.
+      settings: the :class:`Settings` :func:`jboost.fit` was called with (docs/models.md);
+        ``{}`` for the classical algorithms and for models built from parts.
       feature_names: the fit's feature names (a DataFrame's columns; a :class:`FeatureNames`),
-        or ``None``: prediction from a DataFrame then matches its columns by name (reordered
-        columns work; missing or unexpected ones are named in an error).
-      classes: the fit's class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`Classes`): :func:`predict_class` returns these labels
-        and ``predict_proba``'s columns follow their order; ``None`` when the labels were class
-        indices already.
+        or ``None``: prediction from a DataFrame then matches its columns by name.
+      classes: the fit's class labels when they were mapped to ``0..K-1`` (a :class:`Classes`):
+        :func:`predict_class` returns them, ``predict_proba``'s columns follow their order;
+        else ``None``.
+      categorical: ``None``, or the :class:`jboost.data.categorical_stats.Categorical` of a fit
+        with categorical columns, which prediction encodes the rows with.
 
-      categorical: ``None``, or the :class:`jboost.data.categorical_stats.Categorical` of a fit with
-        categorical columns (column kinds, vocabularies, the final target statistics, the
-        prior): prediction encodes the rows with it, so the trees' :attr:`n_features` are the
-        encoded features and :attr:`n_inputs` the columns given.
-
-    ``jax.vmap(jboost.fit)`` gives a Booster whose every leaf has a leading model axis
-    (``batch_shape == (M,)``); :func:`predict` and friends then predict for every model.
+    ``jax.vmap(jboost.fit)`` gives a Booster with a leading model axis (``batch_shape == (M,)``).
     """
 
     #: Per-row offsets of the raw scores (``base_margin=``) are part of its predictions.
@@ -135,10 +114,8 @@ base.register_nested_type(categorical_stats.Categorical)
 
 
 def joined(first: Booster, then: Booster, per_round_info=()) -> Booster:
-    """``first``'s rounds followed by ``then``'s (a continued fit, ``init_model=``): trees,
-    losses and the per-round ``info`` entries ``per_round_info`` concatenated; the rest of
-    ``info`` (an algorithm's final state) and ``best_round`` (counted from ``first``'s first
-    round already) are ``then``'s."""
+    """``first``'s rounds followed by ``then``'s (a continued fit, ``init_model=``; the per-round
+    ``info`` entries ``per_round_info`` concatenated, the rest ``then``'s: docs/models.md)."""
     def rounds(m):
         return m.trees, m.train_loss, m.valid_loss, {k: m.info[k] for k in per_round_info}
 

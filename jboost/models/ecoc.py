@@ -66,13 +66,9 @@ class ECOCBoosters(NamedTuple):
       code: ``(K, L)`` the 0/1 code matrix.
       best_round: with early stopping, ``(L,)`` int32: each bit's round of its best validation
         score (predictions use each bit's rounds ``0..best_round``); ``None`` otherwise.
-      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`jboost.models.metadata.Classes`, as ``Booster.classes``): class
-        ``k`` (codeword ``code[k]``) is ``classes[k]``, and :func:`jboost.predict_class` returns
-        these labels; ``None`` when the labels were class indices already.
-      feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
-        prediction from a DataFrame then matches its columns by name.
+      classes: the mapped class labels (class ``k``, codeword ``code[k]``, is ``classes[k]``), as
+        ``Booster.classes``, or ``None``.
+      feature_names: the fit's feature names, as ``Booster.feature_names``, or ``None``.
 
     Its raw scores are the bits' log-odds ``(n, L)``, its classes the nearest codeword; it has
     no class probabilities (docs/models.md, "Model types").
@@ -132,8 +128,7 @@ class ECOCBoosters(NamedTuple):
         return decode(raw, self.code, "l1")
 
     def staged(self, X, fn: Callable, *args) -> Any:
-        # The L bits as one L-output sum of trees: round r holds every bit's round-r tree, bit l's
-        # leaf values in output l and exact zeros elsewhere (so every bit's sum is unchanged).
+        # The L bits as one L-output sum of trees (bit l's leaf values in output l, zeros elsewhere).
         n_bits = self.baseline.shape[-2]
         trees = ensemble.rounds_first(self.trees)                                # (R, L, ...)
         onehot = trees.leaf_values * jnp.eye(n_bits, dtype=jnp.float32)[:, None, :]

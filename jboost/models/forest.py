@@ -1,4 +1,5 @@
-"""Forest, the random-forest model type (averaged leaf values of oblivious or depth-wise trees), and its predict functions (tree outputs, majority vote)."""
+"""Forest, the random-forest model type (averaged leaf values of oblivious or depth-wise trees),
+and its predict functions (tree outputs, majority vote)."""
 
 from __future__ import annotations
 
@@ -29,17 +30,10 @@ class Forest(NamedTuple):
         frequencies (``K = n_classes >= 2``, classification).
       borders: ``(F, n_bins - 1)`` bin borders of the training data.
       bag_weights: ``(B, n_train)`` bootstrap weights of every tree (0 = out of bag).
-      classes: a classification forest's class labels when they were mapped to ``0..K-1``
-        (strings, negative or fractional numbers; a :class:`jboost.models.metadata.Classes`, as
-        ``Booster.classes``): :func:`jboost.predict_class` returns them and the columns of the
-        probabilities follow their order; ``None`` when the labels were class indices already.
-      feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
-        prediction from a DataFrame then matches its columns by name.
+      classes: a classification forest's mapped class labels, as ``Booster.classes``, or ``None``.
+      feature_names: the fit's feature names, as ``Booster.feature_names``, or ``None``.
 
-    Its raw score (:func:`jboost.predict`) is the average of the trees' leaf values: means
-    ``(n,)`` for regression, class frequencies ``(n, K)`` for classification (then also its
-    probabilities). Leading axes before the tree axis (``jax.vmap`` of forests) are batch axes.
+    Its raw score is the average of the trees' leaf values (docs/models.md, "Model types").
     """
 
     trees: family.TreeFamily  # ObliviousTrees or depthwise.DepthwiseTrees
@@ -81,7 +75,7 @@ class Forest(NamedTuple):
 
     def tree_sum(self, n_stages: Optional[int] = None):
         """``(trees, zeros (K,), None)``: the first ``n_stages`` trees (all by default), their leaf
-        values divided by the number of trees (:meth:`jboost.models.base.Model.tree_sum`)."""
+        values divided by the number of trees."""
         if n_stages is not None:
             n_stages = checks.check_int(n_stages, "n_rounds", 1, self.n_trees)
         trees = base.first_stages(self.trees, n_stages, self.n_trees)

@@ -62,15 +62,9 @@ class StackedBoosters(NamedTuple):
       oof_raw: ``(n_train, M, K)`` the out-of-fold raw scores the stacker was trained on.
       base_loss: the base learners' :class:`jboost.Loss`.
       best_round: with early stopping, ``(M,)`` int32: each learner's best round (chosen on its
-        folds' held-out rows); its all-data learner's later rounds are zero trees. ``None``
-        otherwise.
-      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`jboost.models.metadata.Classes`, as ``Booster.classes``):
-        :func:`jboost.predict_class` returns them and the columns of the probabilities follow
-        their order; ``None`` when the labels were class indices already.
-      feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
-        prediction from a DataFrame then matches its columns by name.
+        folds' held-out rows; its later rounds are zero trees); ``None`` otherwise.
+      classes: the mapped class labels, as ``Booster.classes``, or ``None``.
+      feature_names: the fit's feature names, as ``Booster.feature_names``, or ``None``.
 
     Its raw scores are the stacker's linear output on the base learners' raw scores, its
     :attr:`loss` and :attr:`task` the second tier's (docs/models.md, "Model types").
