@@ -20,10 +20,6 @@ from jboost.trees import depthwise as depthwise_lib
 from jboost.trees import family
 from jboost.trees import node_table
 
-# --------------------------------------------------------------------------------------------
-# Partial dependence (ESL 10.13.2; Friedman 2001, section 8.2) and ICE curves.
-# --------------------------------------------------------------------------------------------
-
 
 class PartialDependence(NamedTuple):
     """:func:`partial_dependence`'s result.

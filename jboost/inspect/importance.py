@@ -20,9 +20,6 @@ from jboost.losses import metrics as metrics_lib
 from jboost.losses import per_sample
 from jboost.models import base as base_lib
 
-# --------------------------------------------------------------------------------------------
-# Importance.
-# --------------------------------------------------------------------------------------------
 
 IMPORTANCE_KINDS = ("relative", "gain", "split_count")
 

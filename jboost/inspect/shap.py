@@ -177,11 +177,6 @@ def _explain_depthwise(trees, X, data, weight, interactions: bool):
     return values, expected
 
 
-# --------------------------------------------------------------------------------------------
-# Every row, every tree.
-# --------------------------------------------------------------------------------------------
-
-
 @functools.partial(_compile.jit, static_argnames=("interactions", "per_leaf"))
 def explain_trees(trees: oblivious.ObliviousTrees, X, data, weight, interactions: bool = False,
                   per_leaf: Optional[bool] = None):

@@ -157,11 +157,6 @@ def _bag_mean(acc, stage, baseline):
     return jnp.mean(baseline[:, None, :] + acc, axis=0)
 
 
-# --------------------------------------------------------------------------------------------
-# Prediction and OOB: the module's own names.
-# --------------------------------------------------------------------------------------------
-
-
 def bagged_outputs(model: BaggedBoosters, X) -> jax.Array:
     """Per-bag outputs ``(B, n, K)``: each bag's loss link of its raw scores (class
     probabilities, or predictions through the link)."""

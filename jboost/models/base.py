@@ -63,12 +63,7 @@ def register_model_type(cls: type) -> type:
 
 def register_nested_type(cls: type) -> type:
     """Register a NamedTuple pytree class a model's fields hold (a stacked model's
-    ``LinearModel``), so that model files can name it. Usable as a class decorator; returns ``cls``.
-
-    Raises:
-      ValueError: another class of the same name is registered.
-      TypeError: ``cls`` is not a NamedTuple class.
-    """
+    ``LinearModel``), so that model files can name it; as :func:`register_model_type`."""
     return _register(_NESTED_TYPES, cls, "nested type")
 
 
@@ -477,13 +472,15 @@ def predict_class(model: Model, X, n_rounds: Optional[int] = None, base_margin=N
         empty = _empty(model, (), jnp.int32)
         return empty if getattr(model, "classes", None) is None else np.asarray(
             np.zeros(empty.shape, model.classes.array.dtype))
-    if hasattr(model, "proba"):
-        idx = _by_row_buckets(model, X, margin, lambda X, margin: batched(
-            model, lambda m: jnp.argmax(_proba(m, X, n_rounds, margin), axis=-1)))
-    else:
-        idx = _by_row_buckets(model, X, margin, lambda X, margin: batched(
-            model, lambda m: m.classes_from_raw(_plus(m.raw_scores(X, n_rounds), margin))))
+    idx = _by_row_buckets(model, X, margin, lambda X, margin: batched(
+        model, lambda m: _classes(m, X, n_rounds, margin)))
     return metadata.labels_of(model, idx)
+
+
+def _classes(m, X, n_rounds, margin):
+    if hasattr(m, "proba"):
+        return jnp.argmax(_proba(m, X, n_rounds, margin), axis=-1)
+    return m.classes_from_raw(_plus(m.raw_scores(X, n_rounds), margin))
 
 
 def predict_mean(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -> jax.Array:

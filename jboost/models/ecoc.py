@@ -18,11 +18,6 @@ from jboost.trees import oblivious
 DECODINGS = ("l1", "hamming")
 
 
-# --------------------------------------------------------------------------------------------
-# Decoding.
-# --------------------------------------------------------------------------------------------
-
-
 def decode_hamming(raw, code) -> jax.Array:
     """Nearest codeword by Hamming distance between ``raw > 0`` and the codewords: ``(n,)``.
 
@@ -48,11 +43,6 @@ def decode(raw, code, decoding: str = "l1") -> jax.Array:
     if decoding == "l1":
         return decode_l1(jax.nn.sigmoid(raw), code)
     return decode_hamming(raw, code)
-
-
-# --------------------------------------------------------------------------------------------
-# The model.
-# --------------------------------------------------------------------------------------------
 
 
 @base.model_type("n_features", "n_rounds", "n_stages", "depth", "feature_names_in_", "classes_")
@@ -135,11 +125,6 @@ class ECOCBoosters(NamedTuple):
         bits = ensemble.as_booster(trees._replace(leaf_values=onehot), self.borders,
                                   self.baseline[:, 0], per_sample.binomial_deviance())
         return bits.staged(X, fn, *args)
-
-
-# --------------------------------------------------------------------------------------------
-# Aliases of the protocol functions.
-# --------------------------------------------------------------------------------------------
 
 
 def ecoc_bit_scores(model: ECOCBoosters, X) -> jax.Array:

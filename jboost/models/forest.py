@@ -66,19 +66,21 @@ class Forest(NamedTuple):
     def n_stages(self) -> int:
         return self.n_trees
 
+    def first_trees(self, n_trees: Optional[int], name: str = "n_trees"):
+        """The first ``n_trees`` trees (at least 1; all by default)."""
+        if n_trees is not None:
+            n_trees = checks.check_int(n_trees, name, 1, self.n_trees)
+        return base.first_stages(self.trees, n_trees, self.n_trees, name)
+
     def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
         """``(n, K)`` average of the first ``n_stages`` trees' leaf values (all by default)."""
-        if n_stages is not None:
-            n_stages = checks.check_int(n_stages, "n_trees", 1, self.n_trees)
-        trees = base.first_stages(self.trees, n_stages, self.n_trees, "n_trees")
+        trees = self.first_trees(n_stages)
         return base.sum_of_trees(trees, X) / trees.features.shape[0]
 
     def tree_sum(self, n_stages: Optional[int] = None):
         """``(trees, zeros (K,), None)``: the first ``n_stages`` trees (all by default), their leaf
         values divided by the number of trees."""
-        if n_stages is not None:
-            n_stages = checks.check_int(n_stages, "n_rounds", 1, self.n_trees)
-        trees = base.first_stages(self.trees, n_stages, self.n_trees)
+        trees = self.first_trees(n_stages, "n_rounds")
         n_used = trees.features.shape[0]
         trees = family.flatten_trees(trees)
         trees = trees._replace(leaf_values=trees.leaf_values / n_used)
@@ -108,11 +110,6 @@ def _average(acc, stage, consts):
 def tree_family_of(model: "Forest") -> str:
     """``"depthwise"`` or ``"oblivious"``: the family of a forest's trees."""
     return "depthwise" if isinstance(model.trees, depthwise_lib.DepthwiseTrees) else "oblivious"
-
-
-# --------------------------------------------------------------------------------------------
-# Prediction: the protocol's functions, and the forest's own names for them.
-# --------------------------------------------------------------------------------------------
 
 
 def tree_outputs(trees: oblivious.ObliviousTrees, X) -> jax.Array:
@@ -145,9 +142,7 @@ def forest_vote(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
     if not forest.is_classifier:
         raise ValueError("forest_vote needs a classification forest (n_outputs >= 2).")
     X = tabular_lib.predict_matrix(base.in_order(forest, X), forest.n_features)
-    if n_trees is not None:
-        n_trees = checks.check_int(n_trees, "n_trees", 1, forest.n_trees)
-    return _vote_fractions(base.first_stages(forest.trees, n_trees, forest.n_trees, "n_trees"), X)
+    return _vote_fractions(forest.first_trees(n_trees), X)
 
 
 def forest_predict_class(forest: Forest, X, vote: bool = False, n_trees: Optional[int] = None):
