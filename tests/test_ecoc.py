@@ -206,6 +206,22 @@ def test_every_protocol_function_on_ecoc(letters, model):
         jboost.predict(model, X, n_rounds=5)
 
 
+def test_shap_of_an_early_stopped_ecoc_model_adds_up_to_its_predictions(letters, model):
+    """Local accuracy: an early-stopped model's SHAP values explain the rounds it predicts with
+    (each bit's rounds up to its own best round)."""
+    X, y = letters
+    stopped = model._replace(best_round=jnp.asarray([0, 2, 1], jnp.int32))
+    fitted = ecoc_lib.fit_ecoc_boosters(X[:80], y[:80], ecoc_lib.exhaustive_code(3), key=KEY,
+                                        eval_set=(X[80:], y[80:]), early_stopping_rounds=1,
+                                        **{**KW, "learning_rate": 2.0})
+    assert fitted.best_round is not None
+    for m in (stopped, fitted):
+        values, expected = jboost.inspect.shap_values(m, X[:20])
+        np.testing.assert_allclose(np.sum(values, axis=1) + expected, jboost.predict(m, X[:20]),
+                                   rtol=1e-5, atol=1e-5)
+    assert not np.allclose(jboost.predict(stopped, X), jboost.predict(model, X))
+
+
 def test_a_vmapped_batch_of_ecoc_models_predicts_outside_vmap(letters, model):
     X, y = letters
     code = ecoc_lib.exhaustive_code(3)

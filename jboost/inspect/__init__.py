@@ -1,8 +1,5 @@
-"""Interpreting fitted ensembles: exact SHAP values, feature importance and partial dependence.
-
-Every model is read as a constant plus a sum of trees (:func:`tree_sum`). Modules:
-:mod:`~jboost.inspect.shap`, :mod:`~jboost.inspect.importance`, :mod:`~jboost.inspect.dependence`
-and :mod:`~jboost.inspect.covers` (what SHAP and partial dependence share).
+"""Interpreting fitted ensembles, each read as a constant plus a sum of trees (:func:`tree_sum`):
+exact SHAP values, feature importance and partial dependence. See docs/inspect.md.
 """
 
 from jboost.inspect.covers import leaf_covers

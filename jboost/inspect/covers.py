@@ -24,9 +24,8 @@ def check_trees(trees) -> None:
 
 
 def leaf_covers(trees: oblivious.ObliviousTrees, data_t, weight) -> jax.Array:
-    """``(T, L)`` float32 background cover (row count, or ``weight`` sum) of every leaf of
-    every tree (one leading tree axis; ``L`` leaf slots: ``2**D`` for oblivious trees, ``N + 1``
-    for depth-wise ones), from feature-major background rows ``data_t (F, m)``."""
+    """``(T, L)`` float32 background cover (``weight`` sum) of every leaf slot of every tree,
+    from feature-major background rows ``data_t (F, m)``."""
     n_leaves = trees.leaf_values.shape[-2]
 
     def one(tree):
@@ -34,6 +33,16 @@ def leaf_covers(trees: oblivious.ObliviousTrees, data_t, weight) -> jax.Array:
         return jax.ops.segment_sum(weight, leaf, num_segments=n_leaves)
 
     return lax.map(one, trees)
+
+
+def _level_split(c, l: int, total):
+    """The covers ``(2**l,)`` of level ``l``'s nodes from their children's covers ``c`` (node
+    ``j``'s children: ``j`` and ``j + 2**l``) and ``ratio[b, j]``, the share of the walk that
+    goes to child ``b`` (a node of zero cover: the level's proportions over all rows)."""
+    child = c.reshape(2, 2**l)
+    node = jnp.sum(child, axis=0)
+    level = jnp.sum(child, axis=1) / jnp.where(total > 0, total, 1.0)
+    return node, jnp.where(node > 0, child / jnp.where(node > 0, node, 1.0), level[:, None])
 
 
 def subset_values(leaf_values, covers, leaves) -> jax.Array:
@@ -45,10 +54,8 @@ def subset_values(leaf_values, covers, leaves) -> jax.Array:
       leaves: ``(X,)`` int32 the leaves of the explained rows (``x`` enters only through them).
 
     Returns:
-      ``(X, 2**D, K)``: ``v[x, S]`` with level ``l`` in ``S`` iff bit ``l`` of the index is set
-      (a level of ``S`` follows ``x``; any other splits the walk by its children's covers; a
-      node of zero cover splits it by the level's proportions over all background rows).
-      One bottom-up pass over the levels: ``O(D 2**D)`` per leaf.
+      ``(X, 2**D, K)``: ``v[x, S]``, level ``l`` in ``S`` iff bit ``l`` of the index is set
+      (docs/inspect.md); one bottom-up pass over the levels.
     """
     n_leaves, k = leaf_values.shape
     depth = n_leaves.bit_length() - 1
@@ -57,11 +64,7 @@ def subset_values(leaf_values, covers, leaves) -> jax.Array:
     c = covers
     total = jnp.sum(covers)
     for l in range(depth - 1, -1, -1):
-        # Nodes of level l + 1 are  node + b * 2**l  (bit l of the leaf index is level l).
-        child = c.reshape(2, 2**l)                                   # [b, node]
-        node = jnp.sum(child, axis=0)
-        level = jnp.sum(child, axis=1) / jnp.where(total > 0, total, 1.0)
-        ratio = jnp.where(node > 0, child / jnp.where(node > 0, node, 1.0), level[:, None])
+        node, ratio = _level_split(c, l, total)
         gb = g.reshape(n_x, g.shape[1], 2, 2**l, k)
         out = jnp.einsum("xsbnk,bn->xsnk", gb, ratio)               # level l not in S
         bit = ((leaves >> l) & 1).reshape(n_x, 1, 1, 1)
@@ -78,11 +81,8 @@ def subset_values(leaf_values, covers, leaves) -> jax.Array:
 
 def path_terms(tree, cover, path):
     """One depth-wise tree's ``(ratio (N + 1, D), features (N + 1, D))``: the share of the
-    background cover that follows each leaf's path at each of its nodes (``cover(child) /
-    cover(node)``, a node's cover the sum of the covers of the leaves below it; a node that does
-    not split sends everything left; a split node no background row reaches splits by halves;
-    a step past the path's end is 1) and the feature of each path node. ``cover`` ``(N + 1,)``
-    the leaves' covers, ``path`` :func:`jboost.trees.node_table.paths` of the tree."""
+    background cover that follows each leaf's path at each of its nodes (docs/inspect.md), and
+    the feature of each path node. ``path``: :func:`jboost.trees.node_table.paths`."""
     nodes, right, valid = path
     n_nodes = tree.features.shape[-1]
     n_leaves = tree.leaf_values.shape[-2]
@@ -101,8 +101,7 @@ def path_terms(tree, cover, path):
 
 def path_agree(tree, x, path):
     """``(N + 1, D)`` bool: whether row ``x (F,)`` goes the way of each leaf's path at each of
-    its nodes (a node that does not split sends every row left; a step past the path's end
-    agrees)."""
+    its nodes (a step past the path's end agrees)."""
     nodes, right_path, valid = path
     col = x[tree.features]
     right = routing.float_goes_right(col, tree.borders, tree.missing_right) & (tree.gains > 0)
@@ -110,12 +109,8 @@ def path_agree(tree, x, path):
 
 
 def walk_values(leaf_values, covers, leaves, in_s) -> jax.Array:
-    """Friedman's weighted traversal of one oblivious tree for a set of levels: a level in
-    ``in_s`` (``(D,)`` bool) follows the walk's own branch (bit ``l`` of ``leaves``), any other
-    splits the walk between its children in proportion to their ``covers`` (a node of zero
-    cover: by its level's proportions). ``leaf_values`` ``(2**D, K)``, ``covers`` ``(2**D,)``,
-    ``leaves`` ``(X,)`` -> ``(X, K)``; ``O(2**D)`` per row. The one-subset case of
-    :func:`subset_values` (the same value function)."""
+    """Friedman's weighted traversal of one oblivious tree for the levels ``in_s`` (``(D,)``
+    bool) -> ``(X, K)``: the one-subset case of :func:`subset_values`."""
     n_leaves, k = leaf_values.shape
     depth = n_leaves.bit_length() - 1
     n_x = leaves.shape[0]
@@ -123,10 +118,7 @@ def walk_values(leaf_values, covers, leaves, in_s) -> jax.Array:
     c = covers
     total = jnp.sum(covers)
     for l in range(depth - 1, -1, -1):
-        child = c.reshape(2, 2**l)
-        node = jnp.sum(child, axis=0)
-        level = jnp.sum(child, axis=1) / jnp.where(total > 0, total, 1.0)
-        ratio = jnp.where(node > 0, child / jnp.where(node > 0, node, 1.0), level[:, None])
+        node, ratio = _level_split(c, l, total)
         gb = g.reshape(n_x, 2, 2**l, k)
         out = jnp.einsum("xbnk,bn->xnk", gb, ratio)
         bit = ((leaves >> l) & 1).reshape(n_x, 1, 1)

@@ -20,21 +20,15 @@ from jboost.trees import depthwise as depthwise_lib
 from jboost.trees import family
 from jboost.trees import node_table
 
-# --------------------------------------------------------------------------------------------
-# Partial dependence (ESL 10.13.2; Friedman 2001, section 8.2) and ICE curves.
-# --------------------------------------------------------------------------------------------
-
 
 class PartialDependence(NamedTuple):
     """:func:`partial_dependence`'s result.
 
     Attributes:
       grid: one ``(G_j,)`` float32 grid per target feature.
-      values: the partial dependence on the raw-score scale (log-odds for binary losses, as ESL
-        plots it): ``(G_1,)`` or ``(G_1, G_2)``, ``+ (K,)`` for ``K`` outputs, batch axes in
-        front.
-      individual: with ``ice=True`` (``method="average"``), every data row's curve (ICE):
-        ``(m, G_1[, G_2][, K])``; else ``None``.
+      values: the partial dependence on the raw-score scale: ``(G_1[, G_2][, K])``, batch axes
+        in front.
+      individual: with ``ice=True``, every data row's curve ``(m, G_1[, G_2][, K])``; else ``None``.
     """
 
     grid: tuple
@@ -44,8 +38,8 @@ class PartialDependence(NamedTuple):
 
 @_compile.jit
 def _pd_tree(trees, grid_rows, data, weight, targets):
-    """``(G, K)``: the sum over trees of Friedman's traversal at the grid rows (only the target
-    features' columns of ``grid_rows`` matter; covers from ``data``)."""
+    """``(G, K)``: the sum over trees of Friedman's traversal at the grid rows (covers from
+    ``data``)."""
     covers = covers_lib.leaf_covers(trees, data.T, weight)
     X_t = grid_rows.T
     if isinstance(trees, depthwise_lib.DepthwiseTrees):
@@ -71,7 +65,7 @@ def _pd_tree(trees, grid_rows, data, weight, targets):
 @functools.partial(_compile.jit, static_argnames=("ice",))
 def _pd_average(trees, grid_values, data, weight, targets, ice: bool):
     """``(G, K)`` the weighted mean over ``data`` of the trees' sum with the target columns set
-    to each grid point (``grid_values`` ``(G, S)``); with ``ice``, also every row's ``(m, G, K)``."""
+    to each grid point; with ``ice``, also every row's ``(m, G, K)``."""
     def one(point):
         rows = data.at[:, targets].set(jnp.broadcast_to(point, (data.shape[0], point.shape[0])))
         raw = family.predict_raw(trees, rows)                          # (m, K)
@@ -83,8 +77,7 @@ def _pd_average(trees, grid_values, data, weight, targets, ice: bool):
 
 
 def _grid(column: np.ndarray, resolution: int, percentiles) -> np.ndarray:
-    """scikit-learn's grid: the distinct values if at most ``resolution``, else ``resolution``
-    equally spaced values between the column's ``percentiles``."""
+    """scikit-learn's grid of a column (docs/inspect.md)."""
     values = np.unique(column[np.isfinite(column)])
     if values.size == 0:
         raise ValueError("a target feature has no finite value in data: no grid can be made.")
@@ -97,31 +90,18 @@ def _grid(column: np.ndarray, resolution: int, percentiles) -> np.ndarray:
 def partial_dependence(model, features, data, *, grid=None, grid_resolution: int = 20,
                        percentiles=(0.05, 0.95), method: str = "tree", ice: bool = False,
                        data_weight=None, n_rounds: Optional[int] = None) -> PartialDependence:
-    """Partial dependence of the raw score on one or two features (ESL eq. 10.47-10.48).
-
-    ``f_S(x_S)`` is the average of the model over the other features ``x_C``. Two estimates:
-
-    * ``method="tree"`` (default; Friedman 2001, section 8.2, "weighted tree traversal"): each
-      tree is walked once per grid point; a level splitting on a target feature follows the
-      grid point, any other level splits the walk by its children's *covers* (row counts, or
-      ``data_weight`` sums, of ``data`` at each node: the training rows for Friedman's
-      definition). No pass over the data per grid point; ``O(T 2**D)`` per point.
-    * ``method="average"``: the weighted mean over the rows of ``data`` of the model with the
-      target columns set to the grid point (ESL eq. 10.47): one pass over ``data`` per point;
-      ``ice=True`` also returns every row's curve (individual conditional expectation).
-
-    The two agree for additive models (stumps) and differ in general (the traversal averages
-    over the data reaching each node, the conditional rather than the marginal distribution of
-    ``x_C``; ESL p. 370).
+    """Partial dependence of the raw score on one or two features (ESL eq. 10.47-10.48):
+    Friedman's weighted tree traversal (``method="tree"``) or the average over ``data``
+    (``"average"``, with ICE curves). See docs/inspect.md.
 
     Args:
-      model: any fitted jboost ensemble (as :func:`shap_values`), batch axes allowed.
+      model: any fitted jboost ensemble, batch axes allowed.
       features: a feature index or name (a model fitted on a DataFrame), or a pair of them.
       data: ``(m, F)`` rows: the covers (``"tree"``) or the rows averaged over (``"average"``);
         also the source of the default grid.
-      grid: optional sequence of one grid per feature; default :func:`_grid` of ``data``'s
-        column (its distinct values if at most ``grid_resolution``, else equally spaced
-        between its ``percentiles``).
+      grid: optional sequence of one grid per feature; default from ``data``'s column (its
+        distinct values if at most ``grid_resolution``, else equally spaced between its
+        ``percentiles``).
       method: ``"tree"`` or ``"average"``.
       ice: with ``method="average"``, also every row's curve.
       data_weight: optional ``(m,)`` weights of ``data``.

@@ -20,35 +20,19 @@ from jboost.losses import metrics as metrics_lib
 from jboost.losses import per_sample
 from jboost.models import base as base_lib
 
-# --------------------------------------------------------------------------------------------
-# Importance.
-# --------------------------------------------------------------------------------------------
 
 IMPORTANCE_KINDS = ("relative", "gain", "split_count")
 
 
 def importance(model, kind: str = "relative", per_class: bool = False) -> jax.Array:
-    """Feature importance from the trees' splits, per model of a batched model (never summed).
+    """Feature importance from the splits of the trees a prediction uses, per model of a batch
+    (ESL eq. 10.42-10.43; docs/inspect.md).
 
     Args:
-      kind: ``"relative"``: ESL's relative importance (eq. 10.42-10.43): ``I_l = sqrt(sum of the
-        squared improvements of the splits on feature l, averaged over trees)``, scaled so the
-        largest is 100. A split's squared improvement ``i_t**2`` is its gain (jboost's trees
-        store one per level: the sum over the level's nodes, ESL's sum over nodes ``t``); for
-        squared error with ``l2=0`` exactly ESL's improvement in squared error ``w_l w_r /
-        (w_l + w_r) (ybar_l - ybar_r)**2``, otherwise the loss's second-order (Newton)
-        improvement. ``"gain"``: the summed gains (the squared scale; :func:`jboost.feature_importance`
-        is this normalised to sum to 1). ``"split_count"``: the number of splits (levels of
-        positive gain) on each feature.
-      per_class: ``(K, F)``: each output's importance from its own trees (ESL eq. 10.43's
-        ``I_lk``: models with one tree per output per round, ``per_output_trees=True``, and
-        ECOC's code bits). Without it a ``"relative"`` importance of such a model is ESL's
-        average ``I_l = mean_k I_lk`` (then scaled to 100); of a model of vector-leaf trees
-        (one tree moves all ``K`` outputs, its gain summed over them) the square root of the
-        summed gains.
-
-    The trees are those :func:`jboost.predict` uses: with early stopping only the rounds up to
-    ``best_round`` count.
+      kind: ``"relative"`` (ESL's relative importance, the largest 100), ``"gain"`` (the summed
+        gains) or ``"split_count"`` (the number of splits on each feature).
+      per_class: each output's importance from its own trees (ESL's ``I_lk``: models with one
+        tree per output per round, and ECOC's code bits).
 
     Returns:
       ``(F,)``, or ``(K, F)`` with ``per_class`` (batch axes in front), float32.
@@ -74,7 +58,7 @@ def _importance(model, *, kind: str, per_class: bool, axis: Optional[str]):
 
     def one(m):
         n_features = m.n_features
-        gains, feats = _used_gains(m), m.trees.features          # (..., D)
+        gains, feats = base_lib.used_gains(m), m.trees.features          # (..., D)
         if axis == "bits":  # (L, R, 1, D) -> groups (L, R*D)
             groups_g = gains.reshape(gains.shape[0], -1)
             groups_f = feats.reshape(feats.shape[0], -1)
@@ -99,11 +83,6 @@ def _importance(model, *, kind: str, per_class: bool, axis: Optional[str]):
     return base_lib.batched(model, one)
 
 
-def _used_gains(m):
-    """The split gains of the rounds a prediction uses (:func:`jboost.models.base.used_gains`)."""
-    return base_lib.used_gains(m)
-
-
 def _scaled(imp):
     """Scaled so the largest entry (along the last axis) is 100 (all zero stays zero)."""
     top = jnp.max(imp, axis=-1, keepdims=True)
@@ -112,9 +91,8 @@ def _scaled(imp):
 
 def permutation_importance(model, X, y, metric=None, n_repeats: int = 5, key=0,
                            sample_weight=None, n_rounds: Optional[int] = None) -> jax.Array:
-    """Permutation importance on held-out rows (Breiman 2001; ESL 15.3.2 for random forests):
-    the increase of ``metric`` when feature ``j``'s column is shuffled, averaged over
-    ``n_repeats`` permutations.
+    """Permutation importance on held-out rows (Breiman 2001; ESL 15.3.2): the increase of
+    ``metric`` when a feature's column is shuffled, over ``n_repeats`` permutations.
 
     Args:
       model: any fitted ensemble with a loss (a Forest or ECOC model needs ``metric``); batch
@@ -124,12 +102,10 @@ def permutation_importance(model, X, y, metric=None, n_repeats: int = 5, key=0,
         metric (``"mse"``, ``"mae"``, ``"error_rate"``) or ``metric(y, raw, w) -> scalar`` (raw
         scores as :func:`jboost.predict` gives them). Lower must be better.
       n_repeats: permutations per feature.
-      key: int seed or a ``jax.random`` key; feature ``j``'s repeat ``r`` uses
-        ``fold_in(fold_in(key, j), r)``, the same for every model of a batch.
+      key: int seed or a ``jax.random`` key (docs/inspect.md).
 
     Returns:
-      ``(F, n_repeats)`` the increases (mean over the last axis for the importance), batch axes
-      in front; one compiled program (a ``lax.map`` over features, ``vmap`` over repeats).
+      ``(F, n_repeats)`` the increases (their mean is the importance), batch axes in front.
     """
     base_lib.check_model(model)
     X = jnp.asarray(tabular.predict_matrix(base_lib.in_order(model, X), model.n_features),

@@ -1,17 +1,8 @@
-"""Exact path-dependent SHAP (interaction) values of oblivious and depth-wise tree sums.
+"""Exact path-dependent SHAP (interaction) values of oblivious and depth-wise tree sums
+(Lundberg et al. 2020, TreeSHAP's path-dependent value function with covers from background
+rows): per-leaf tables for oblivious trees, product games per path for depth-wise ones.
 
-SHAP values (Lundberg et al. 2020, "From local explanations to global understanding with
-explainable AI for trees") with TreeSHAP's path-dependent value function, whose covers are the
-row counts (or ``data_weight`` sums) of a background data set ``data`` at every node (the
-training rows: TreeSHAP's ``feature_perturbation="tree_path_dependent"``; ``None``: the explained
-rows). In an oblivious tree the SHAP vector depends only on the leaf a row reaches, so each tree
-of depth ``D <= MAX_TABLE_DEPTH`` gets a per-leaf table (``O(D 4**D)`` once) and each row and tree
-costs ``O(D)``; deeper trees evaluate the same pass per row. Interaction values
-(:func:`shap_interaction_values`) use the Shapley interaction index the same way. Everything is
-exact up to float32 rounding. Every model of the protocol (:mod:`jboost.models.base`) is
-explained as a constant plus a sum of trees; batch axes come first.
-
-See docs/models.md for the algorithm.
+See docs/inspect.md for the algorithms.
 """
 
 from __future__ import annotations
@@ -35,9 +26,8 @@ from jboost.trees import depthwise as depthwise_lib
 from jboost.trees import node_table
 from jboost.trees import oblivious
 
-#: Trees up to this depth get per-leaf SHAP tables (``O(D 4**D)`` per tree) when there are at
-#: least ``2**D`` rows to explain; deeper trees (or fewer rows) are explained row by row
-#: (``O(D 2**D)`` per row and tree).
+#: Trees up to this depth get per-leaf SHAP tables when there are at least ``2**D`` rows to
+#: explain; deeper trees (or fewer rows) are explained row by row.
 MAX_TABLE_DEPTH = 10
 
 #: Rows explained together by trees deeper than :data:`MAX_TABLE_DEPTH` (bounds the memory).
@@ -47,11 +37,9 @@ _ROW_BATCH = 64
 class ShapValues(NamedTuple):
     """SHAP values and the expected value they add to (unpacks as ``values, expected_value``).
 
-    ``values``: ``(n, F)`` for one-output models, ``(n, F, K)`` for ``K`` outputs (interaction
-    values: ``(n, F, F)`` / ``(n, F, F, K)``); ``expected_value``: ``()`` / ``(K,)``; a batched
-    model's batch axes in front of both. Local accuracy: ``values`` summed over the feature
-    axis (both feature axes for interactions) plus ``expected_value`` is the raw prediction
-    (:func:`jboost.predict`) of every row.
+    ``values``: ``(n, F)``, ``(n, F, K)`` for ``K`` outputs (interactions ``(n, F, F[, K])``);
+    ``expected_value``: ``()`` / ``(K,)``; batch axes in front. ``values`` summed over the
+    feature axes plus ``expected_value`` is :func:`jboost.predict`'s raw score of every row.
     """
 
     values: jax.Array
@@ -77,11 +65,9 @@ def _players(features):
 
 
 def shapley_weights(features) -> jax.Array:
-    """``(2**D, D)`` the map from ``v`` of every subset of levels to the Shapley values of one
-    tree's features: ``phi[j] = sum_S W[S, j] v(S)`` for the first level ``j`` of each distinct
-    feature (0 for a repeated feature's later levels). ``W[S, j] = w(|S| - 1)`` if ``j`` in
-    ``S``, ``-w(|S|)`` if not, ``w(s) = s! (p - s - 1)! / p!`` with ``p`` distinct features,
-    over the consistent subsets only (see :func:`_players`)."""
+    """``(2**D, D)`` the map ``W`` from ``v`` of every subset of levels to one tree's Shapley
+    values: ``phi[j] = sum_S W[S, j] v(S)`` for the first level ``j`` of each distinct feature;
+    ``W[S, j] = w(|S| - 1)`` if ``j`` in ``S``, else ``-w(|S|)``, ``w(s) = s! (p - s - 1)! / p!``."""
     bits, consistent, canonical, p = _players(features)
     s = jnp.sum(jnp.where(canonical, bits, 0), axis=1)[:, None]  # players in S
     size = jnp.where(bits == 1, s - 1, s)                       # |S \ {j}|
@@ -92,10 +78,9 @@ def shapley_weights(features) -> jax.Array:
 
 
 def interaction_weights(features) -> jax.Array:
-    """``(2**D, D, D)`` the map from ``v`` of every subset of levels to the SHAP interaction
-    values of one tree (Lundberg et al. 2020, eq. 9): off the diagonal the Shapley interaction
-    index ``sum_{S without i, j} s! (p - s - 2)! / (2 (p - 1)!) [v(S+ij) - v(S+i) - v(S+j) +
-    v(S)]``, on it ``phi_i`` minus the row's other entries."""
+    """``(2**D, D, D)`` the map from ``v`` of every subset of levels to one tree's SHAP
+    interaction values (Lundberg et al. 2020, eq. 9: the Shapley interaction index off the
+    diagonal, ``phi_i`` minus the row's other entries on it)."""
     bits, consistent, canonical, p = _players(features)
     depth = features.shape[0]
     s = jnp.sum(jnp.where(canonical, bits, 0), axis=1)[:, None, None] - bits[:, :, None] - bits[:, None, :]
@@ -121,11 +106,8 @@ def _tree_tables(tree, covers, leaves, interactions: bool):
 
 
 def _players_of_paths(fpath, agree, ratio):
-    """Each path's players: its distinct features, a feature met at several nodes of the path
-    being one player (its first slot) whose ``one`` and ``zero`` fractions are products over
-    those nodes; the other slots are null players (``one = zero = 1``), which change no
-    Shapley value (so are a path's steps past its end: ``agree`` True, ``ratio`` 1, whatever
-    their feature). Returns ``(one, zero)`` ``(..., L, D)`` float32."""
+    """Each path's players ``(one, zero)`` ``(..., L, D)``: a feature met at several nodes is one
+    player (its first slot), the other slots null players (``one = zero = 1``)."""
     depth = fpath.shape[-1]
     first = jnp.argmax(fpath[..., :, None] == fpath[..., None, :], axis=-1)     # (L, D)
     owner = first[..., None, :] == jnp.arange(depth)[:, None]                  # (L, U, D)
@@ -135,12 +117,9 @@ def _players_of_paths(fpath, agree, ratio):
 
 
 def _shapley_of_products(one, zero, n_out: int):
-    """Shapley weights of the product games ``g(S) = prod_{i in S} one_i prod_{i not in S}
-    zero_i`` of ``P`` players: ``(..., P)`` ``(one_u - zero_u) sum_s w(s) e_s`` where ``e_s`` is
-    the coefficient of ``t**s`` in ``prod_{i != u} (zero_i + one_i t)`` and ``w(s) = s! (P - s -
-    1)! / P!`` (``n_out = 1``); with ``n_out = 2``, the Shapley interaction index ``(..., P, P)``
-    of pairs ``u != v``: ``(one_u - zero_u)(one_v - zero_v) sum_s s! (P - s - 2)! / (2 (P -
-    1)!) e_s``, ``e_s`` of the players other than ``u, v``."""
+    """Shapley values ``(..., P)`` (``n_out = 1``) or interaction indices ``(..., P, P)``
+    (``n_out = 2``) of the product games ``g(S) = prod_{i in S} one_i prod_{i not in S} zero_i``,
+    from the polynomial ``prod_i (zero_i + one_i t)`` without the players themselves."""
     p = one.shape[-1]
     eye = jnp.eye(p, dtype=bool)
     if n_out == 1:
@@ -167,16 +146,8 @@ def _shapley_of_products(one, zero, n_out: int):
 
 
 def _explain_depthwise(trees, X, data, weight, interactions: bool):
-    """:func:`explain_trees` of depth-wise trees: TreeSHAP's path-dependent value function
-    (Lundberg et al. 2020, Algorithm 2) taken leaf by leaf. A tree's ``v(S)`` is the sum over
-    its leaves of the leaf value times, along the leaf's path, ``1[x goes the path's way]`` at a
-    node whose feature is in ``S`` and the node's cover share otherwise: a product game per
-    path, whose Shapley (interaction) values are closed-form polynomial sums
-    (:func:`_shapley_of_products`; a feature met twice on a path is one player). The trees are
-    node tables (:class:`jboost.trees.depthwise.DepthwiseTrees`): a leaf's path
-    (:func:`jboost.trees.node_table.paths`) is as long as its depth, the steps past its end null
-    players. Per row and tree ``O(L D**3)`` for ``L = N + 1`` leaf slots (interactions ``O(L
-    D**4)``), fixed shapes: rows in batches of :data:`_ROW_BATCH`, trees a ``lax.scan``."""
+    """:func:`explain_trees` of depth-wise trees: a product game per leaf's path
+    (Lundberg et al. 2020, Algorithm 2; docs/inspect.md)."""
     n_features = X.shape[1]
     k = trees.leaf_values.shape[-1]
     covers = covers_lib.leaf_covers(trees, jnp.asarray(data, jnp.float32).T, weight)
@@ -206,31 +177,23 @@ def _explain_depthwise(trees, X, data, weight, interactions: bool):
     return values, expected
 
 
-# --------------------------------------------------------------------------------------------
-# Every row, every tree.
-# --------------------------------------------------------------------------------------------
-
-
 @functools.partial(_compile.jit, static_argnames=("interactions", "per_leaf"))
 def explain_trees(trees: oblivious.ObliviousTrees, X, data, weight, interactions: bool = False,
                   per_leaf: Optional[bool] = None):
-    """Exact path-dependent SHAP values of a sum of oblivious trees (one leading tree axis).
+    """Exact path-dependent SHAP values of a sum of trees (one leading tree axis).
 
     Args:
-      trees: the trees, leaf values ``(T, 2**D, K)``, float thresholds filled in.
+      trees: oblivious or depth-wise trees, leaf values ``(T, leaves, K)``, float thresholds.
       X: ``(n, F)`` float32 rows to explain (NaN: missing).
       data: ``(m, F)`` background rows whose counts are the covers.
       weight: ``(m,)`` their weights.
       interactions: static; SHAP interaction values instead.
-      per_leaf: static; per-leaf tables (default for depth <= :data:`MAX_TABLE_DEPTH` when the
-        rows are at least as many as the leaves) or the same pass per row (``False``: deeper
-        trees, or fewer rows than leaves; the same values).
+      per_leaf: static; oblivious trees' per-leaf tables, or (``False``) the same pass per row;
+        default: tables for depth <= :data:`MAX_TABLE_DEPTH` and at least ``2**D`` rows.
 
     Returns:
       ``(values, expected)``: ``(n, F, K)`` (interactions ``(n, F, F, K)``) and ``(K,)``, the
-      sum over trees (no constant). Per tree ``O(D 4**D)`` for its per-leaf table (depth <=
-      :data:`MAX_TABLE_DEPTH`), then per row ``O(D)`` (``O(D**2)`` interactions): the rows are
-      vmapped, the trees a ``lax.scan``.
+      sum over trees (no constant).
     """
     if isinstance(trees, depthwise_lib.DepthwiseTrees):
         return _explain_depthwise(trees, X, data, weight, interactions)
@@ -282,13 +245,9 @@ def explain_trees(trees: oblivious.ObliviousTrees, X, data, weight, interactions
 
 
 def _explain(model, X, n_rounds, data, data_weight, interactions: bool) -> ShapValues:
-    """SHAP values of rows ``X`` (a DataFrame's columns matched by the model's names). A model
-    with categorical columns is explained on the encoded features its trees split on
-    (:func:`jboost.models.base.expanded_rows`: indicators, target statistics), then summed by
-    input column (:func:`jboost.data.categorical.sum_by_input`; SHAP values are additive, so local
-    accuracy holds per input column)."""
+    """SHAP values of rows ``X``; with categorical columns, of the encoded features summed by
+    input column (docs/inspect.md)."""
     sums.check_tree_sum(model)
-
     base_lib.check_model(model)
     encoded = getattr(model, "categorical", None) is not None
     if encoded and model.batch_shape:
@@ -322,8 +281,7 @@ def _explain(model, X, n_rounds, data, data_weight, interactions: bool) -> ShapV
 
 
 def _explain_models(model, X, data, weight, *, n_rounds, interactions: bool, keeps: bool) -> ShapValues:
-    """Every model of a batch: its sum of trees explained (:func:`explain_trees`, compiled once
-    per shape of the trees, whatever the model type)."""
+    """Every model of a batch: its sum of trees explained (:func:`explain_trees`)."""
 
     def one(m):
         trees, constant, offset = sums.tree_sum(m, n_rounds)
@@ -339,29 +297,26 @@ def _explain_models(model, X, data, weight, *, n_rounds, interactions: bool, kee
 
 def shap_values(model, X, n_rounds: Optional[int] = None, *, data=None,
                 data_weight=None) -> ShapValues:
-    """Exact SHAP values of every row and feature (path-dependent TreeSHAP; module docstring).
+    """Exact SHAP values of every row and feature (path-dependent TreeSHAP, Lundberg et al.
+    2020; docs/inspect.md).
 
     Args:
-      model: any fitted jboost ensemble (Booster from :func:`jboost.fit` or an algorithm,
-        Forest, BaggedBoosters, ECOCBoosters: one output per code bit, StackedBoosters), batch
-        axes allowed.
-      X: ``(n, F)`` rows to explain; NaN is missing (it follows each level's missing direction).
+      model: any fitted jboost ensemble, batch axes allowed.
+      X: ``(n, F)`` rows to explain; NaN is missing.
       n_rounds: explain the model of the first ``n_rounds`` stages (as :func:`jboost.predict`).
       data: ``(m, F)`` background rows whose node counts are the trees' covers (the training
         rows for TreeSHAP's path-dependent definition); default ``X``.
-      data_weight: ``(m,)`` non-negative weights of ``data`` (e.g. the training weights).
+      data_weight: ``(m,)`` non-negative weights of ``data``.
 
     Returns:
-      :class:`ShapValues` ``(values, expected_value)``: ``values`` ``(n, F)`` (``(n, F, K)``
-      for ``K`` outputs), summing with ``expected_value`` to :func:`jboost.predict`'s raw scores.
+      :class:`ShapValues` ``(values, expected_value)``.
     """
     return _explain(model, X, n_rounds, data, data_weight, interactions=False)
 
 
 def shap_interaction_values(model, X, n_rounds: Optional[int] = None, *, data=None,
                             data_weight=None) -> ShapValues:
-    """Exact SHAP interaction values ``(n, F, F)`` (``(n, F, F, K)`` for ``K`` outputs):
-    symmetric, each row summing over ``j`` to :func:`shap_values`, all entries with
-    ``expected_value`` to the raw prediction (Lundberg et al. 2020, eq. 9-10). Arguments as
-    :func:`shap_values`; memory ``n F**2 K`` floats."""
+    """Exact SHAP interaction values ``(n, F, F[, K])`` (Lundberg et al. 2020, eq. 9-10):
+    symmetric, each row summing over ``j`` to :func:`shap_values`. Arguments as
+    :func:`shap_values`."""
     return _explain(model, X, n_rounds, data, data_weight, interactions=True)

@@ -1,9 +1,5 @@
 """Model files: :func:`save` and :func:`load` for every fitted model type, versioned, checked, with
-no pickle and no code executed on load.
-
-Modules: :mod:`~jboost.io.reader` (the format, the checksum and the NumPy-only reader),
-:mod:`~jboost.io.writer`, :mod:`~jboost.io.loader`, :mod:`~jboost.io.registry` (the known classes
-and functions) and :mod:`~jboost.io.checks` (what a loaded model must satisfy).
+no pickle and no code executed on load. See docs/io.md.
 """
 
 from jboost.io.loader import load

@@ -1,10 +1,13 @@
-"""Checks of a loaded model's arrays against its type: oblivious trees, depth-wise node tables, categorical tables, the protocol's properties and one abstract prediction."""
+"""Checks of a loaded model's arrays against its type: oblivious trees, depth-wise node tables,
+categorical tables, the protocol's properties and one abstract prediction (docs/io.md)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from jboost.io import reader
+from jboost.trees import depthwise as depthwise_lib
+from jboost.trees import oblivious
 
 #: The fields of oblivious trees, and of depth-wise trees in the dense heap layout (format
 #: versions 1-4), with their dtypes.
@@ -29,11 +32,21 @@ def check_same_shape(path, fam, names, shape) -> None:
             raise reader.file_error(path, f"trees.{f} has shape {a.shape}; trees.features has {shape}.")
 
 
+def _check_rule_table(path, fam) -> None:
+    """Oblivious trees: dtypes, and shapes of a rule per level and ``2**D`` leaves."""
+    check_dtypes(path, fam, RULE_DTYPES)
+    shape = fam.features.shape
+    check_same_shape(path, fam, ("thresholds", "borders", "missing_right", "gains"), shape)
+    lv = fam.leaf_values.shape
+    n_leaves = 2 ** shape[-1] if shape else 0
+    if not shape or len(lv) != len(shape) + 1 or lv[:-2] != shape[:-1] or lv[-2] != n_leaves:
+        raise reader.file_error(path, f"trees.leaf_values has shape {lv}; ObliviousTrees of rule shape "
+                                f"{shape} need {shape[:-1] + (n_leaves,)} + (K,), a power of 2 leaves.")
+
+
 def _check_node_table(path, fam) -> None:
-    """Depth-wise trees' node tables (:class:`jboost.trees.depthwise.DepthwiseTrees`): dtypes, shapes
-    (``N`` node slots, ``children (..., N, 2)``, ``N + 1`` leaf slots, ``level_counts (...,
-    D)``) and children that name nodes after their parent or leaves in range, so that the walk
-    reads only the table (a hostile file's indices would otherwise be clamped silently)."""
+    """Depth-wise trees' node tables: dtypes, shapes, and children that name nodes after their
+    parent or leaves in range (docs/io.md)."""
     check_dtypes(path, fam, {**RULE_DTYPES, "children": "int32", "level_counts": "int32"})
     shape = fam.features.shape
     if len(shape) < 2 or shape[-1] < 1:
@@ -80,25 +93,21 @@ def _check_node_table(path, fam) -> None:
                           f"{n_nodes} node slots.")
 
 
+#: The check of each built-in tree family's arrays, by class (a custom family's: none).
+FAMILY_CHECKS = {oblivious.ObliviousTrees: _check_rule_table,
+                 depthwise_lib.DepthwiseTrees: _check_node_table}
+
+
 def check_loaded_model(path, header, model) -> None:
-    """The model's arrays fit its type: oblivious trees' and depth-wise node tables' dtypes,
-    shapes and feature indices (and the tables' children), the protocol's properties against the
-    header, and one abstract prediction (shapes only)."""
+    """Raise :class:`jboost.io.reader.ModelFileError` unless the model's arrays fit its type and
+    the header (docs/io.md)."""
     import jax
     import jax.numpy as jnp
 
     fam = model.trees
-    if type(fam).__name__ == "ObliviousTrees":
-        check_dtypes(path, fam, RULE_DTYPES)
-        shape = fam.features.shape
-        check_same_shape(path, fam, ("thresholds", "borders", "missing_right", "gains"), shape)
-        lv = fam.leaf_values.shape
-        n_leaves = 2 ** shape[-1] if shape else 0  # a rule per level, 2^D leaves
-        if not shape or len(lv) != len(shape) + 1 or lv[:-2] != shape[:-1] or lv[-2] != n_leaves:
-            raise reader.file_error(path, f"trees.leaf_values has shape {lv}; ObliviousTrees of rule shape "
-                              f"{shape} need {shape[:-1] + (n_leaves,)} + (K,), a power of 2 leaves.")
-    elif type(fam).__name__ == "DepthwiseTrees":
-        _check_node_table(path, fam)
+    check_family = FAMILY_CHECKS.get(type(fam))
+    if check_family is not None:
+        check_family(path, fam)
     try:
         props = (int(model.n_features), [int(s) for s in model.batch_shape], int(model.n_stages),
                  str(model.task))

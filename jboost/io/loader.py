@@ -1,13 +1,7 @@
-"""Loading a model file: rebuilding the model from its structure and the registry only (losses, custom tree families, old formats), then checking it.
+"""Loading a model file: the model rebuilt from its structure and the registry only (built-in
+losses and tree families by name, custom ones passed to :func:`load`, older formats), then checked.
 
-A model file is a NumPy ``.npz`` archive read with ``allow_pickle=False``: every array of the
-model named by its pytree key path, one JSON header (format version
-:data:`jboost.io.reader.FORMAT_VERSION`, model type, static structure, settings, metadata) and a
-SHA-256 checksum verified on load. The model is rebuilt from the registry (``Booster(**fields)``), never from a pickled treedef. Built-in losses
-and tree families load by themselves; a custom loss function, link, baseline or tree family is
-code, recorded by name, and must be passed to :func:`load` (``loss=``, ``tree_family=``).
-
-See docs/models.md for the file format.
+See docs/io.md for the file format.
 """
 
 from __future__ import annotations
@@ -22,22 +16,14 @@ from jboost.io import reader
 from jboost.io import registry
 from jboost.trees import depthwise as depthwise_lib
 
-# --------------------------------------------------------------------------------------------
-# Loading.
-# --------------------------------------------------------------------------------------------
-
-
 def load(path, loss=None, tree_family: Optional[type] = None):
     """Read a model written by :func:`save`: the same model type, every array bit for bit.
 
     Args:
       path: the model file.
-      loss: the custom loss the model was fitted with, when the file records one (a custom loss
-        function, link or baseline is code, which a file does not hold): the function
-        ``loss(y, raw)`` or the :class:`jboost.Loss` (needed when its link or baseline is
-        custom). Its parameters are the file's. Built-in losses need nothing.
-      tree_family: the tree family class the model was fitted with, when it is not jboost's
-        own (``jboost.fit(tree_family=...)``).
+      loss: the custom loss the model was fitted with, when the file records one: the function
+        ``loss(y, raw)`` or the :class:`jboost.Loss` (docs/io.md); built-in losses need nothing.
+      tree_family: the tree family class the model was fitted with, when it is not jboost's own.
 
     Raises:
       ModelFileError: the file is not a readable model file (see :func:`read`), or its arrays
@@ -164,8 +150,7 @@ class _Builder:
         return jnp.asarray(a)
 
     def fields(self, cls, node, path: str) -> Dict[str, Any]:
-        """The fields of ``cls`` from the file; a field the file lacks takes the class's default
-        (a file written before the field existed), an unknown one is an error."""
+        """The fields of ``cls`` from the file; a field the file lacks takes the class's default."""
         fields = node.get("fields")
         names = set(fields) if isinstance(fields, dict) else set()
         defaults = getattr(cls, "_field_defaults", {})
@@ -199,9 +184,8 @@ class _Builder:
         return cls(**self.fields(cls, node, path))
 
     def dense_depthwise(self, cls, node, path: str):
-        """Depth-wise trees of a file of format 1-4: the dense heap layout (``(..., 2**D - 1)``
-        rules, rule ``2**d - 1 + j`` heap node ``j`` of level ``d``, ``(..., 2**D, K)`` leaves),
-        checked, then converted into node tables (:func:`jboost.trees.depthwise.from_dense`)."""
+        """Depth-wise trees of a file of format 1-4 (the dense heap layout, docs/io.md), checked,
+        then converted into node tables (:func:`jboost.trees.depthwise.from_dense`)."""
         dense = {f: self.build(node["fields"][f], f"{path}.{f}") for f in checks.RULE_DTYPES}
         checks.check_dtypes(self.path, dense, checks.RULE_DTYPES)
         shape = dense["features"].shape

@@ -1,4 +1,5 @@
-"""The model file format and its NumPy-only reader: constants, checksum, read/read_header and predict_numpy (stdlib + NumPy imports only: copyable alone)."""
+"""The model file format and its NumPy-only reader: constants, checksum, read/read_header and
+predict_numpy (stdlib + NumPy imports only: copyable alone). See docs/io.md."""
 
 from __future__ import annotations
 
@@ -11,24 +12,7 @@ from typing import Any, Dict
 import numpy as np
 
 FORMAT = "jboost-model"
-FORMAT_VERSION = 5
-# Format versions: 1, the first; 2 adds Booster.settings (a "settings" node: arrays and names)
-# and the header's "settings" summary; 3 adds Booster.classes (a "classes" node: the class labels
-# of a model fitted on mapped labels, in the header as JSON values, no arrays) and
-# Booster.feature_names (a "feature_names" node). Every version up
-# to FORMAT_VERSION loads (a version-1 Booster gets settings {}, a version-2 one classes None,
-# the fields' defaults). A model without classes is written as version 2, which the jboost
-# versions before classes existed read as well; one with classes as version 3, which they
-# refuse (rather than predict class indices for labels, or match columns by position).
-# 4 adds Booster.categorical (a "Categorical" namedtuple: the final target statistics' arrays, and
-# a "categorical_spec" node: column kinds and vocabularies as JSON); only a model with
-# categorical features is written as version 4 (older jboost versions refuse it rather than
-# read string columns by position).
-# 5 changes DepthwiseTrees into a node table (fields children and level_counts; N node slots, N + 1
-# leaves, jboost.trees.depthwise); a model with depth-wise trees is written as version 5 (older jboost
-# versions refuse it rather than read a table as a heap). A file of versions 1-4 holds depth-wise
-# trees in the dense heap layout (2**D - 1 rules, 2**D leaves, no children or level_counts): it
-# loads, converted by jboost.trees.depthwise.from_dense (the same predictions).
+FORMAT_VERSION = 5  # every version up to it loads; what each added: docs/io.md
 HEADER = "__header__"
 
 # The dtypes a model file may hold (no object, string or structured arrays).
@@ -55,24 +39,18 @@ def checksum(header: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> str:
     return "sha256:" + h.hexdigest()
 
 
-# --------------------------------------------------------------------------------------------
-# Reading (NumPy only).
-# --------------------------------------------------------------------------------------------
-
-
 def file_error(path, what: str) -> ModelFileError:
     """The :class:`ModelFileError` saying that ``path`` is not a readable model file: ``what``."""
     return ModelFileError(f"{os.fspath(path)!s} is not a readable jboost model file: {what}")
 
 
 def read(path):
-    """Check a model file and read it with NumPy only: ``(header, arrays)``, the header dict and
-    ``{key path: np.ndarray}``.
+    """Check a model file and read it with NumPy only: ``(header, {key path: np.ndarray})``.
 
-    Checks: a zip/npz archive, a JSON header of this format, a format version this jboost reads,
-    no object arrays (``allow_pickle=False``), exactly the arrays the header lists with their
-    dtypes and shapes, and the checksum. Raises :class:`ModelFileError` otherwise (and
-    ``FileNotFoundError`` for a missing file).
+    Raises:
+      ModelFileError: not a jboost model file of a format version this jboost reads, an object
+        array, arrays other than the header lists, or a checksum that does not match.
+      FileNotFoundError: no such file.
     """
     with open(path, "rb") as f:
         data = f.read()
@@ -126,8 +104,8 @@ def _member(path, npz, name: str) -> np.ndarray:
 
 
 def _check_member_size(path, npz, name: str) -> None:
-    """The member's own ``.npy`` header (read before its data) declares a shape whose bytes the
-    member holds: a forged header declaring a huge array is refused before anything is allocated."""
+    """Refuse a member whose own ``.npy`` header declares more bytes than the member holds (before
+    anything is allocated)."""
     try:
         info = npz.zip.getinfo(name + ".npy")
         with npz.zip.open(info) as f:
@@ -176,9 +154,8 @@ def read_header(path) -> Dict[str, Any]:
 
 
 def _frame_in_order(X, names):
-    """A pandas DataFrame's columns in the order of the file's ``feature_names`` (matched by
-    name, as :func:`jboost.predict` does; NumPy only); a missing or unexpected column is refused
-    by name. A DataFrame for a model without names, and arrays, are taken by position."""
+    """A pandas DataFrame's columns in the order of the file's ``feature_names`` (NumPy only);
+    arrays, and a DataFrame for a model without names, are taken by position."""
     if not (type(X).__module__.startswith("pandas") and hasattr(X, "columns")) or names is None:
         return X
     have = [str(c) for c in X.columns]
@@ -191,17 +168,9 @@ def _frame_in_order(X, names):
 
 
 def predict_numpy(path_or_read, X) -> np.ndarray:
-    """Raw scores of a ``Booster`` of oblivious trees from a model file, with NumPy only (no jax):
-    ``(n,)`` for one output, ``(n, K)`` otherwise, as :func:`jboost.predict`.
-
-    ``path_or_read`` is a path or the ``(header, arrays)`` of :func:`read`. Each tree's leaf is
-    ``sum_d [x_{f_d} > border_d] << d`` (NaN: the level's missing direction); the trees' leaf
-    values are added in float32 from zero in tree order and the baseline last: the order of
-    jboost's prediction, so the result is bitwise :func:`jboost.predict`'s on CPU
-    (subnormal inputs and borders compare as 0, as on XLA's CPU; a subnormal partial sum of
-    leaf values, which XLA's CPU would flush to 0, is kept).
-    Batched Boosters (``jax.vmap`` of fits, sweeps) get a leading batch axis. A DataFrame's
-    columns are matched by the file's ``feature_names`` when it has them.
+    """Raw scores of a ``Booster`` of oblivious trees from a model file (a path or :func:`read`'s
+    ``(header, arrays)``) with NumPy only: ``(n,)`` or ``(n, K)``, bitwise :func:`jboost.predict`'s
+    on CPU (docs/io.md); batched Boosters get a leading batch axis.
     """
     header, arrays = read(path_or_read) if not isinstance(path_or_read, tuple) else path_or_read
     fam = header["structure"].get("fields", {}).get("trees", {})

@@ -14,9 +14,6 @@ from jboost.models import base as model_base  # importing jboost.models register
 from jboost.models import metadata as metadata_lib
 from jboost.trees import registry as tree_registry
 
-# --------------------------------------------------------------------------------------------
-# The registry of known classes and functions (built lazily: importing jax is deferred).
-# --------------------------------------------------------------------------------------------
 
 _REGISTRY_CACHE: Dict[str, Any] = {}
 
@@ -26,9 +23,8 @@ def qualified_name(obj) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', getattr(obj, '__name__', '?'))}"
 
 
-#: The modules the built-in loss functions were defined in when model files started naming them:
-#: files keep naming them so, whatever module defines them today (a file is the same bytes
-#: whichever jboost wrote it, and every jboost reads it).
+#: The modules the built-in loss functions were defined in when model files started naming them,
+#: which files keep naming (docs/io.md).
 RECORDED_MODULES = {"jboost.losses.per_sample": "jboost.losses", "jboost.losses.links": "jboost.losses",
                     "jboost.losses.baselines": "jboost.losses", "jboost.losses.objectives": "jboost.objectives"}
 RECORDED_NAMES = {"jboost.losses.per_sample._logit_deviance_fn":
@@ -45,10 +41,9 @@ def recorded_name(f) -> str:
 
 
 def registry() -> Dict[str, Any]:
-    """The known classes and functions: ``models`` (the model types by name, those registered
-    with :func:`jboost.models.base.register_model_type`), ``families`` (the built-in tree
-    families), ``nested`` (other pytrees inside models, :func:`jboost.models.base.register_nested_type`),
-    ``callables`` (every function of a built-in loss by its recorded name) and ``Loss``."""
+    """The known classes and functions: ``models`` and ``nested`` (the registered model types and
+    pytrees inside models), ``families`` (the built-in tree families), ``callables`` (every
+    function of a built-in loss by its recorded name), ``Loss`` and the metadata classes."""
     if _REGISTRY_CACHE:  # the model types as registered now (a type may register later)
         _REGISTRY_CACHE.update(models=model_base.model_types(), nested=model_base.nested_types())
         return _REGISTRY_CACHE

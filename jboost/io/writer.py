@@ -13,11 +13,6 @@ from jboost._version import __version__
 from jboost.io import reader
 from jboost.io import registry
 
-# --------------------------------------------------------------------------------------------
-# Saving.
-# --------------------------------------------------------------------------------------------
-
-
 def _is_namedtuple(x) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
@@ -132,16 +127,14 @@ class _Writer:
 
 def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
          metadata: Optional[Dict[str, Any]] = None) -> None:
-    """Write a fitted model to ``path`` (a ``.npz`` model file; see the module docstring).
+    """Write a fitted model to ``path`` (a ``.npz`` model file; docs/io.md).
 
     Args:
-      model: any fitted model of the model protocol: a :class:`jboost.Booster` (from
-        :func:`jboost.fit`, any algorithm, ``jax.vmap`` of them, or a sweep's ``models()``), a
-        ``Forest``, ``BaggedBoosters``, ``StackedBoosters`` or ``ECOCBoosters``.
+      model: any fitted model of a registered model type (batch axes allowed).
       path: the file to write (written whole to a temporary file, then renamed into place).
       feature_names: optional ``n_features`` names, kept in the header (:func:`read_header`);
-        default: the model's own (``Booster.feature_names``, from a DataFrame), if any.
-      metadata: optional JSON-serialisable dict kept in the header (e.g. the fit's settings).
+        default: the model's own, if any.
+      metadata: optional JSON-serialisable dict kept in the header.
 
     Raises:
       TypeError: ``model`` is not a known model type, or holds something a file cannot store
@@ -206,8 +199,8 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
 
 
 def _settings_summary(settings, settings_cls) -> Optional[Dict[str, Any]]:
-    """A model's :class:`jboost.models.metadata.Settings` as readable JSON values (numbers, booleans, lists
-    for arrays with axes, strings for names); ``None`` for a model without them."""
+    """A model's :class:`jboost.models.metadata.Settings` as readable JSON values; ``None`` for a
+    model without them."""
     if not isinstance(settings, settings_cls) or not len(settings):
         return None
     out: Dict[str, Any] = {k: _readable(np.asarray(v)) for k, v in settings.arrays.items()}

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax import lax
 
-from jboost import _compile
-from jboost import checks
 from jboost.data import categorical_stats
 from jboost.losses import loss as loss_lib
 from jboost.models import base
@@ -20,7 +15,8 @@ from jboost.trees import family
 from jboost.trees import oblivious
 
 
-@base.register_model_type
+@base.model_type("n_features", "n_inputs", "n_outputs", "n_rounds", "n_stages", "depth", "task",
+                 "class_axis", "feature_names_in_", "classes_")
 class BaggedBoosters(NamedTuple):
     """``B`` boosted ensembles fitted on bootstrap samples: a pytree with a leading bag axis, a
     :class:`jboost.models.base.Model`.
@@ -35,29 +31,15 @@ class BaggedBoosters(NamedTuple):
       valid_loss: ``(B, n_rounds)`` each bag's mean validation loss after each round (its
         out-of-bag rows, or the shared ``eval_set``); ``None`` without a validation set.
       best_round: with early stopping, ``(B,)`` int32: each bag's round of its best validation
-        score; ``None`` otherwise. A bag that stopped before the last round has zero trees and
-        NaN losses in its rounds after the stop.
-      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`jboost.models.metadata.Classes`, as ``Booster.classes``):
-        :func:`jboost.predict_class` returns them and the columns of the probabilities follow
-        their order; ``None`` when the labels were class indices already.
-      feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
-        prediction from a DataFrame then matches its columns by name.
-      categorical: ``None``, or a fit with categorical columns' :class:`jboost.data.categorical_stats.Categorical`
-        with a leading bag axis (each bag's final statistics, from its bootstrap weights, and
-        prior): prediction encodes the rows with the spec and each bag expands them with its own
-        statistics. ``borders`` are then each bag's ``(B, F, n_bins - 1)``.
+        score; ``None`` otherwise.
+      classes: the mapped class labels, as ``Booster.classes``, or ``None``.
+      feature_names: the fit's feature names, as ``Booster.feature_names``, or ``None``.
+      categorical: ``None``, or the :class:`jboost.data.categorical_stats.Categorical` of a fit
+        with categorical columns, with a leading bag axis (each bag's own statistics);
+        ``borders`` are then each bag's ``(B, F, n_bins - 1)``.
 
-    As a model: its raw score (:func:`jboost.predict`) is the mean over bags of the bags' raw
-    scores, its stages are the boosting rounds (``n_rounds=m``: every bag's first ``m`` rounds),
-    and :func:`jboost.predict_proba` / :func:`jboost.predict_class` are the loss's link of that
-    mean raw score (and its argmax). Bagging's usual combination of probability estimates, the
-    mean over bags of each bag's probabilities, is :meth:`proba` (:func:`bagged_predict_proba`).
-    With ``best_round`` every prediction without ``n_rounds`` (``predict``, ``predict_proba``,
-    ``predict_class``, :func:`bagged_predict`, :func:`bagged_oob`) uses each bag's rounds
-    ``0..best_round``; ``n_rounds=m`` and the stages of :func:`jboost.staged_predict` are every
-    bag's first ``m`` rounds, as for a :class:`jboost.Booster` with ``best_round``.
+    Its raw score is the mean over bags of the bags' raw scores; its stages are boosting rounds
+    (docs/models.md, "Model types").
     """
 
     #: Per-row offsets of the raw scores (``base_margin=``) are part of its predictions.
@@ -75,75 +57,24 @@ class BaggedBoosters(NamedTuple):
     feature_names: Optional[metadata.FeatureNames] = None
     categorical: Optional[categorical_stats.Categorical] = None
 
-    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
-    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
-
     @property
     def n_bags(self) -> int:
         return self.baseline.shape[-2]
 
-    @property
-    def n_outputs(self) -> int:
-        return self.baseline.shape[-1]
-
-    @property
-    def n_rounds(self) -> int:
-        return self.trees.features.shape[-3]
-
-    @property
-    def depth(self) -> int:
-        return family.depth_of(self.trees)
-
-    # The model protocol (jboost.models.base.Model).
-
-    @property
-    def n_features(self) -> int:
-        return self.borders.shape[-2]
-
-    @property
-    def n_inputs(self) -> int:
-        """Columns of the rows to predict (:attr:`n_features` without categorical columns)."""
-        return self.n_features if self.categorical is None else self.categorical.spec.n_inputs
-
     def bag_features(self, X) -> jax.Array:
-        """The trees' features of checked rows for every bag: ``X`` itself without categorical
-        columns; with them ``(B, n, n_features)``, the encoded rows expanded with each bag's own
-        statistics (:func:`jboost.data.categorical_stats.expand`)."""
+        """The trees' features of checked rows: ``X``, or with categorical columns ``(B, n, F)``,
+        the rows expanded with each bag's own statistics."""
         if self.categorical is None:
             return jnp.asarray(X, jnp.float32)
         return jax.vmap(lambda cat: categorical_stats.expand(cat, X))(self.categorical)
 
     @property
-    def task(self) -> str:
-        return self.loss.task
-
-    @property
     def batch_shape(self) -> Tuple[int, ...]:
         return tuple(self.baseline.shape[:-2])
 
-    @property
-    def n_stages(self) -> int:
-        return self.n_rounds
-
     def best_trees(self) -> oblivious.ObliviousTrees:
-        """The trees a prediction without ``n_rounds`` uses: with ``best_round``, bag ``b``'s
-        rounds after its ``best_round[b]`` get zero leaf values (and the rounds after the last
-        bag's best round are dropped when ``best_round`` is concrete); else every round."""
-        trees, best = self.trees, self.best_round
-        if best is None:
-            return trees
-        if not checks.is_traced(best):
-            last = int(np.max(np.asarray(best), initial=-1)) + 1
-            trees = jax.tree_util.tree_map(lambda a: a[:, :last], trees)
-        lv = trees.leaf_values
-        keep = jnp.arange(lv.shape[1])[None, :] <= jnp.asarray(best)[:, None]  # (B, rounds)
-        return trees._replace(leaf_values=jnp.where(
-            keep.reshape(keep.shape + (1,) * (lv.ndim - 2)), lv, jnp.zeros((), lv.dtype)))
-
-    @property
-    def class_axis(self) -> Optional[str]:
-        """``"per_output"`` with one tree per output per round, else ``None``."""
-        return base.per_output_axis(self)
+        """The trees a prediction without ``n_rounds`` uses (:func:`jboost.models.base.used_rounds`)."""
+        return base.used_rounds(self.trees, None, self.best_round, lead=1)
 
     @property
     def no_tree_sum(self) -> Optional[str]:
@@ -159,31 +90,20 @@ class BaggedBoosters(NamedTuple):
 
     def tree_sum(self, n_stages: Optional[int] = None):
         """``(trees, mean baseline, None)``: every bag's trees of the rounds :meth:`raw_scores`
-        uses, their leaf values divided by the number of bags
-        (:meth:`jboost.models.base.Model.tree_sum`).
+        uses, their leaf values divided by the number of bags.
 
         Raises:
           TypeError: the model has categorical columns (:attr:`no_tree_sum`).
         """
         if self.no_tree_sum is not None:
             raise TypeError(self.no_tree_sum)
-        if n_stages is not None:
-            n_stages = checks.check_int(n_stages, "n_rounds", 0, self.n_rounds)
-            trees = jax.tree_util.tree_map(lambda a: a[:, :n_stages], self.trees)
-        else:
-            trees = self.best_trees()
-        trees = family.flatten_trees(trees)
+        trees = family.flatten_trees(base.used_rounds(self.trees, n_stages, self.best_round, lead=1))
         trees = trees._replace(leaf_values=trees.leaf_values / self.n_bags)
         return trees, jnp.mean(self.baseline, axis=0), None
 
     def bag_raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
-        """``(B, n, K)`` every bag's raw scores for checked rows: its first ``n_stages`` rounds,
-        or (``None``) :meth:`best_trees`."""
-        if n_stages is not None:
-            n_stages = checks.check_int(n_stages, "n_rounds", 0, self.n_rounds)
-            trees = jax.tree_util.tree_map(lambda a: a[:, :n_stages], self.trees)
-        else:
-            trees = self.best_trees()
+        """``(B, n, K)`` every bag's raw scores for checked rows, of the rounds a prediction uses."""
+        trees = base.used_rounds(self.trees, n_stages, self.best_round, lead=1)
         if self.categorical is not None:  # each bag's own statistics
             return jax.vmap(lambda t, b0, Xb: b0 + family.predict_raw(t, Xb))(
                 trees, self.baseline, self.bag_features(X))
@@ -204,17 +124,16 @@ class BaggedBoosters(NamedTuple):
         return jnp.argmax(self.proba_from_raw(raw), axis=-1)
 
     def staged(self, X, fn: Callable, *args) -> Any:
-        """``fn(mean over bags of the raw scores after round m, *args)`` for every round: one
-        scan over rounds carrying the ``(B, n, K)`` sums."""
+        """``fn(mean over bags of the raw scores after round m, *args)`` for every round."""
+        rounds = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 1, 0), self.trees)  # (R, B, ...)
         if self.categorical is not None:  # each bag's own statistics: (B, n, F) rows
-            return _staged_bagged(self.trees, self.baseline, self.bag_features(X), fn, args,
-                                  per_bag=True)
-        return _staged_bagged(self.trees, self.baseline, X, fn, args)
+            return base.staged_scan(rounds, self.bag_features(X), fn, args, _bag_mean,
+                                    self.baseline, bags="own")
+        return base.staged_scan(rounds, X, fn, args, _bag_mean, self.baseline, bags="shared")
 
     def proba(self, X, n_stages: Optional[int] = None, margin=None) -> jax.Array:
         """``(n, n_classes)`` mean over bags of each bag's class probabilities (checked rows);
-        ``margin`` ``(n, K)``: the rows' raw-score offsets (``base_margin``), added to every
-        bag's raw scores before its link."""
+        ``margin`` ``(n, K)``: raw-score offsets added to every bag's raw scores."""
         if self.task not in loss_lib.CLASSIFICATION:
             self.proba_from_raw(None)  # raises the protocol's message
         raw = self.bag_raw_scores(X, n_stages)
@@ -233,30 +152,9 @@ def _bag_links(loss: loss_lib.Loss, raw):
     return jax.vmap(one)(raw, loss.params)
 
 
-@functools.partial(_compile.jit, static_argnames=("fn", "per_bag"))
-def _staged_bagged(trees, baseline, X, fn, args, per_bag: bool = False):
-    """The staged scan of bagged boosters; ``per_bag``: ``X`` is ``(B, n, F)``, each bag's own
-    rows (categorical columns: its own statistics)."""
-    X = jnp.asarray(X, jnp.float32)
-    X_t = jnp.swapaxes(X, -1, -2)
-    rounds = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 1, 0), trees)  # (R, B, T, ...)
-
-    def step(acc, trees_r):
-        # Summed from 0 and the baseline added last: the order of raw_scores(n_stages=m).
-        if per_bag:
-            acc = jax.vmap(lambda a, t, x: base.add_round(a, t, x))(acc, trees_r, X_t)
-        else:
-            acc = jax.vmap(lambda a, t: base.add_round(a, t, X_t))(acc, trees_r)  # tree by tree
-        return acc, fn(jnp.mean(baseline[:, None, :] + acc, axis=0), *args)
-
-    acc0 = jnp.zeros((baseline.shape[0], X_t.shape[-1], baseline.shape[-1]), jnp.float32)
-    _, out = lax.scan(step, acc0, rounds)
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# Prediction and OOB: the module's own names.
-# --------------------------------------------------------------------------------------------
+def _bag_mean(acc, stage, baseline):
+    """A staged sum's raw scores: the mean over bags of the baselines plus the bags' sums."""
+    return jnp.mean(baseline[:, None, :] + acc, axis=0)
 
 
 def bagged_outputs(model: BaggedBoosters, X) -> jax.Array:
@@ -266,11 +164,8 @@ def bagged_outputs(model: BaggedBoosters, X) -> jax.Array:
 
 
 def bagged_predict(model: BaggedBoosters, X) -> jax.Array:
-    """Bagged prediction: mean over bags of :func:`bagged_outputs` (``(n,)`` for one output).
-
-    For classification it is :func:`bagged_predict_proba`; for regression the mean over bags of
-    each bag's ``jboost.predict_mean`` (for an identity link, ``jboost.predict(model, X)``).
-    """
+    """Bagged prediction: mean over bags of :func:`bagged_outputs` (``(n,)`` for one output):
+    the mean of the bags' probabilities, or of their ``jboost.predict_mean``."""
     avg = jnp.mean(bagged_outputs(model, X), axis=0)
     return avg[:, 0] if avg.shape[-1] == 1 else avg
 

@@ -1,40 +1,21 @@
-"""The one model protocol, and the functions every fitted ensemble works with.
+"""The model protocol (:class:`Model`), the registry of model types, and the functions every
+fitted ensemble works with: :func:`predict`, :func:`predict_proba`, :func:`predict_class`,
+:func:`predict_mean`, :func:`staged_predict`, :func:`feature_importance`.
 
-Every fitted ensemble of jboost -- a :class:`Booster` (from :func:`jboost.fit`, from every
-algorithm of :mod:`jboost.algorithms`, or ``jax.vmap`` of them), a forest, bagged boosters, a
-stacked or an ECOC ensemble -- is a pytree of arrays that implements :class:`Model`, so that
-
-* :func:`predict` gives **raw scores** ``(n,)`` or ``(n, K)`` (the scale the trees add up on:
-  log-odds, logits, the regression value; a forest's averaged leaf values; Cox log relative
-  risks, ranking scores); a model of vector labels ``y (n, C)`` gives ``(n, C)``;
-* :func:`predict_proba` gives **class probabilities** ``(n, n_classes)`` (classification;
-  multi-label: ``(n, C)``, the probability of each label being 1);
-* :func:`predict_class` gives **class labels** ``(n,)`` (multi-label: ``(n, C)`` of 0/1);
-* :func:`predict_mean` gives the loss's link of the raw score (the mean for Poisson);
-* :func:`feature_importance` gives the total split gain per feature, normalised;
-* :func:`staged_predict` evaluates a function of the raw scores after every stage (a boosting
-  round, or one more tree of a forest) in one compiled scan.
-
-A model with leading batch axes (``jax.vmap(jboost.fit)`` over a sweep: ``model.batch_shape ==
-(M,)``) predicts for every model at once, outputs ``(M, n, ...)``.
-
-Every consumer of models (prediction, model files, SHAP values and partial dependence, feature
-importance, fine-tuning, the scikit-learn wrappers, plots) works through the members of
-:class:`Model` and never names a model class. To add a model type, write one module that defines
-it, implements the members of :class:`Model` (a structural protocol: no base class to inherit)
-and registers it with :func:`register_model_type` (and any other pytree classes its fields hold
-with :func:`register_nested_type`), so that model files can name it; import that module in
-:mod:`jboost.models`; and add it to ``tests/test_protocol.py``'s parametrised protocol test.
+See docs/models.md ("The model protocol") for what each returns and how to add a model type.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Dict, Optional, Protocol, Tuple, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
+from jboost import _compile
 from jboost import checks
 from jboost.data import categorical as data_categorical
 from jboost.data import tabular
@@ -43,12 +24,6 @@ from jboost.models import metadata
 from jboost.trees import family
 from jboost.trees import oblivious
 
-
-def expanded_rows(model, X):
-    """The rows ``X`` (as users hold them) as the float features a model's trees split on,
-    ``(n, model.n_features)``, for tools that read the trees directly (SHAP values, partial
-    dependence on an encoded feature). One model (no batch axes)."""
-    return encoded_features(model, X)
 
 CLASSIFICATION = ("binary", "multiclass")
 
@@ -76,9 +51,8 @@ def _register(table: Dict[str, type], cls: type, what: str) -> type:
 
 
 def register_model_type(cls: type) -> type:
-    """Register a model type (a NamedTuple class implementing :class:`Model`): model files name
-    it by its class name (``jboost.save`` writes it, ``jboost.load`` rebuilds it from its
-    fields). Usable as a class decorator; returns ``cls``.
+    """Register a model type (a NamedTuple class implementing :class:`Model`), which model files
+    name by its class name. Usable as a class decorator; returns ``cls``.
 
     Raises:
       ValueError: another class of the same name is registered.
@@ -89,13 +63,7 @@ def register_model_type(cls: type) -> type:
 
 def register_nested_type(cls: type) -> type:
     """Register a NamedTuple pytree class a model's fields hold (a stacked model's
-    ``LinearModel``, the ``Categorical`` tables of categorical columns), so that model files can
-    name it. Usable as a class decorator; returns ``cls``.
-
-    Raises:
-      ValueError: another class of the same name is registered.
-      TypeError: ``cls`` is not a NamedTuple class.
-    """
+    ``LinearModel``), so that model files can name it; as :func:`register_model_type`."""
     return _register(_NESTED_TYPES, cls, "nested type")
 
 
@@ -109,9 +77,68 @@ def nested_types() -> Dict[str, type]:
     return dict(_NESTED_TYPES)
 
 
+class Members:
+    """The members several model types share, written once; a model type takes those it names
+    with :func:`model_type` (NamedTuple classes take no mixins)."""
+
+    @property
+    def n_features(self) -> int:
+        """Features the trees split on (with categorical columns: the encoded features,
+        :func:`jboost.data.categorical.encoded_names`; :attr:`n_inputs` columns are given)."""
+        return self.borders.shape[-2]
+
+    @property
+    def n_inputs(self) -> int:
+        """Columns of the rows to predict (:attr:`n_features` without categorical columns)."""
+        return self.n_features if self.categorical is None else self.categorical.spec.n_inputs
+
+    @property
+    def n_outputs(self) -> int:
+        return self.baseline.shape[-1]
+
+    @property
+    def n_rounds(self) -> int:
+        return self.trees.features.shape[-3]
+
+    @property
+    def n_stages(self) -> int:
+        return self.n_rounds
+
+    @property
+    def depth(self) -> int:
+        return family.depth_of(self.trees)
+
+    @property
+    def task(self) -> str:
+        return self.loss.task
+
+    @property
+    def class_axis(self) -> Optional[str]:
+        """``"per_output"`` for ``K > 1`` outputs and one tree per output per round
+        (``per_output_trees=True``: tree ``p`` is output ``p``), else ``None``."""
+        if self.n_outputs > 1 and self.trees.features.shape[-2] == self.n_outputs:
+            return "per_output"
+        return None
+
+    feature_names_in_ = metadata.FEATURE_NAMES_IN
+    classes_ = metadata.CLASSES_
+
+
+def model_type(*members: str):
+    """A class decorator: :func:`register_model_type`, and the class takes the named
+    :class:`Members`."""
+
+    def decorate(cls: type) -> type:
+        for name in members:
+            setattr(cls, name, vars(Members)[name])
+        return register_model_type(cls)
+
+    return decorate
+
+
 @runtime_checkable
 class Model(Protocol):
-    """What every fitted ensemble provides (see the module docstring)."""
+    """What every fitted ensemble provides (docs/models.md, "The model protocol")."""
 
     trees: oblivious.ObliviousTrees  # every tree, leading axes (batch..., stages, ...)
 
@@ -141,31 +168,11 @@ class Model(Protocol):
 
     def tree_sum(self, n_stages: Optional[int] = None) -> Tuple[Any, jax.Array, Optional[jax.Array]]:
         """One unbatched model as ``(trees, constant, offset)``: its raw scores are ``offset +
-        constant + sum_t trees[t].leaf_values[leaf_t(x)]`` (``offset`` may be ``None``), the
-        trees with one leading tree axis and leaf values ``(T, leaves, K)`` in the model's output
-        units, of the stages :func:`predict` uses (``n_stages``, else every stage, or up to
-        ``best_round``). What SHAP values, partial dependence and tree plots read
-        (:func:`jboost.models.sums.tree_sum`)."""
+        constant + sum_t trees[t].leaf_values[leaf_t(x)]`` over the stages :func:`predict`
+        uses (``offset`` may be ``None``; docs/models.md)."""
 
-    # Optional members (absent: the default after the dash):
-    # ``proba(X, n_stages, margin=None) -> (n, n_classes)`` when the probabilities are not
-    #   ``proba_from_raw`` of the combined raw score (bagged boosters average the bags'
-    #   probabilities); predict_proba and predict_class then use it -- ``proba_from_raw``.
-    # ``takes_base_margin = True`` (a class attribute) when per-row offsets of the raw scores
-    #   (``base_margin=``) are part of its predictions (Booster, BaggedBoosters) -- False.
-    # ``best_round``: with early stopping, the last round predictions use, ``()`` or one per
-    #   ensemble of the model ``(E,)`` (its split gains ``(E, n_rounds, ...)``) -- None.
-    # ``class_axis``: how the trees divide among the outputs for per-class importance:
-    #   ``"bits"`` (one one-output ensemble per output on the first axis: ECOC) or
-    #   ``"per_output"`` (tree ``p`` of every round is output ``p``) -- None (every tree moves
-    #   every output).
-    # ``no_tree_sum``: a message (a string) when the model is not one sum of trees of one feature
-    #   matrix (bagged boosters with categorical columns), which SHAP values and partial
-    #   dependence then raise as a TypeError -- None.
-    # ``fine_tunable = True`` (a class attribute) when ``jboost.finetune`` can fine-tune its leaf
-    #   values: its raw score is its baseline plus the sum of its trees (a Booster) -- False.
-    # ``categorical``, ``feature_names``, ``classes``, ``loss``, ``n_outputs``, ``n_inputs``:
-    #   the fit's metadata (see :class:`jboost.Booster`) -- None.
+    # Optional members (proba, takes_base_margin, best_round, class_axis, no_tree_sum,
+    # fine_tunable, the fit's metadata): docs/models.md, "The model protocol".
 
 
 # --------------------------------------------------------------------------------------------
@@ -174,14 +181,9 @@ class Model(Protocol):
 
 
 def sum_of_trees(trees: oblivious.ObliviousTrees, X) -> jax.Array:
-    """Sum of every tree's leaf value for rows ``X (n, F)`` -> ``(n, K)`` (:func:`jboost.trees.family.predict_raw`).
-
-    Host arrays go to one device with ``jax.device_put`` (on CPU it shares a suitably aligned
-    numpy buffer instead of copying it); a model fitted on several devices (replicated there) is
-    brought to that device too, rather than every device predicting every row. Column-major
-    arrays (Fortran order, or row slices of one: each column contiguous) go feature-major, as
-    whole columns instead of a transposition.
-    """
+    """Sum of every tree's leaf value for rows ``X (n, F)`` -> ``(n, K)``
+    (:func:`jboost.trees.family.predict_raw`). Host rows go to one device (a model replicated on
+    several is brought there too); column-major rows go feature-major, without a transposition."""
     if not isinstance(X, np.ndarray):
         return family.predict_raw(trees, X)
     leaves = trees.leaf_values
@@ -196,18 +198,40 @@ def sum_of_trees(trees: oblivious.ObliviousTrees, X) -> jax.Array:
 
 
 def first_stages(trees: oblivious.ObliviousTrees, n_stages: Optional[int], total: int,
-                 name: str = "n_rounds") -> oblivious.ObliviousTrees:
-    """The trees of the first ``n_stages`` stages (leading axis), checked against ``total``."""
+                 name: str = "n_rounds", lead: int = 0) -> oblivious.ObliviousTrees:
+    """The trees of the first ``n_stages`` stages (axis ``lead``), checked against ``total``."""
     if n_stages is None:
         return trees
     n_stages = checks.check_int(n_stages, name, 0, total)
-    return jax.tree_util.tree_map(lambda a: a[:n_stages], trees)
+    return jax.tree_util.tree_map(lambda a: a[(slice(None),) * lead + (slice(0, n_stages),)], trees)
+
+
+def kept_rounds(a, best, axis: int):
+    """``a`` with zeros in the rounds (its axis ``axis``) after ``best`` (of shape
+    ``a.shape[:axis]``: one best round per ensemble)."""
+    keep = jnp.arange(a.shape[axis]) <= jnp.asarray(best)[..., None]
+    keep = keep.reshape(keep.shape + (1,) * (a.ndim - keep.ndim))
+    return jnp.where(keep, a, jnp.zeros((), a.dtype))
+
+
+def used_rounds(trees, n_stages: Optional[int], best_round, lead: int = 0):
+    """The trees a prediction uses (rounds on axis ``lead``, after ``lead`` ensemble axes): the
+    first ``n_stages`` rounds; without ``n_stages`` and with early stopping, each ensemble's
+    rounds up to its ``best_round`` (later rounds get zero leaf values; those after the last
+    best round are dropped when ``best_round`` is concrete); else every round."""
+    if n_stages is not None or best_round is None:
+        return first_stages(trees, n_stages, trees.features.shape[lead], lead=lead)
+    if not checks.is_traced(best_round):
+        last = int(np.max(np.asarray(best_round), initial=-1)) + 1
+        trees = jax.tree_util.tree_map(lambda a: a[(slice(None),) * lead + (slice(0, last),)], trees)
+        if np.ndim(best_round) == 0:
+            return trees
+    return trees._replace(leaf_values=kept_rounds(trees.leaf_values, best_round, lead))
 
 
 def add_round(acc, trees_m: oblivious.ObliviousTrees, X_t):
     """``acc`` plus the values of the trees of one round ``(T, ...)`` at rows ``X_t (F, n)``,
-    added one tree at a time in tree order: the order of :func:`jboost.trees.family.predict_raw`, so a
-    staged sum equals the prediction of the same rounds bitwise."""
+    tree by tree: the order of :func:`jboost.trees.family.predict_raw` (so bitwise equal)."""
     leaves = jax.vmap(lambda t: t.leaf_index_raw(X_t))(trees_m)
     values = jax.vmap(lambda t, leaf: t.leaf_values[leaf])(trees_m, leaves)
     for p in range(values.shape[0]):  # static: trees per round
@@ -215,26 +239,32 @@ def add_round(acc, trees_m: oblivious.ObliviousTrees, X_t):
     return acc
 
 
-def zero_after(trees, keep_rounds):
-    """``trees`` with zero leaf values in the rounds (axis 0) where ``keep_rounds`` is False."""
-    lv = trees.leaf_values
-    keep = keep_rounds.reshape(keep_rounds.shape + (1,) * (lv.ndim - keep_rounds.ndim))
-    return trees._replace(leaf_values=jnp.where(keep, lv, jnp.zeros((), lv.dtype)))
+@functools.partial(_compile.jit, static_argnames=("fn", "raw_of", "bags"))
+def staged_scan(rounds, X, fn, args, raw_of, consts, bags: Optional[str] = None):
+    """``fn(raw_of(acc, stage, consts), *args)`` after every stage of ``rounds`` (a leading
+    stage axis, then ``(T, ...)`` trees): one ``lax.scan`` whose ``acc`` sums the trees so far
+    from 0 (:func:`add_round`), ``stage`` the 1-based stage (float32). ``bags``: ``None`` (one
+    ensemble), ``"shared"`` (``B`` ensembles, trees ``(B, T, ...)`` per stage, on rows ``X``) or
+    ``"own"`` (each ensemble on its own rows ``X (B, n, F)``)."""
+    X_t = jnp.swapaxes(jnp.asarray(X, jnp.float32), -1, -2)
+    add = add_round if bags is None else jax.vmap(
+        add_round, in_axes=(0, 0, 0 if bags == "own" else None))
+    lv = rounds.leaf_values
+    lead = () if bags is None else (lv.shape[1],)
 
+    def step(acc, xs):
+        trees_m, stage = xs
+        acc = add(acc, trees_m, X_t)
+        return acc, fn(raw_of(acc, stage, consts), *args)
 
-def per_output_axis(model) -> Optional[str]:
-    """``"per_output"`` for a boosted model of ``K > 1`` outputs and one tree per output per
-    round (``per_output_trees=True``: tree ``p`` is output ``p``), else ``None``: its
-    ``class_axis``."""
-    k = model.n_outputs
-    if k > 1 and model.trees.features.shape[-2] == k:
-        return "per_output"
-    return None
+    acc0 = jnp.zeros(lead + (X_t.shape[-1], lv.shape[-1]), jnp.float32)
+    stages = jnp.arange(1, lv.shape[0] + 1, dtype=jnp.float32)
+    _, out = lax.scan(step, acc0, (rounds, stages))
+    return out
 
 
 def add_offset(raw, offset):
-    """``raw + offset`` in the offset's dtype (float64 with ``jax_enable_x64``): a label offset
-    (``Booster.offset``) is added last."""
+    """``raw + offset`` in the offset's dtype (a label offset, ``Booster.offset``, is added last)."""
     return raw if offset is None else raw.astype(offset.dtype) + offset
 
 
@@ -268,12 +298,19 @@ def batched(model, fn):
     return fn(model)
 
 
+def _rows_and_margin(model, X, base_margin, what: Optional[str] = None):
+    """The checked model, rows and per-row offsets; ``what``: a caller needing classification."""
+    check_model(model)
+    if what is not None:
+        require_classification(model, what)
+    X = checked_rows(model, X)
+    return X, _margin(model, base_margin, X.shape[0])
+
+
 def _raw(model, X, n_rounds, base_margin=None, then=lambda raw: raw):
     """``then(raw scores)`` of the checked rows ``X`` (``(None, X)`` for zero rows), computed in
     row buckets (:func:`_by_row_buckets`)."""
-    check_model(model)
-    X = checked_rows(model, X)
-    margin = _margin(model, base_margin, X.shape[0])
+    X, margin = _rows_and_margin(model, X, base_margin)
     if X.shape[0] == 0:
         return None, X
     return _by_row_buckets(model, X, margin, lambda X, margin: then(
@@ -281,9 +318,8 @@ def _raw(model, X, n_rounds, base_margin=None, then=lambda raw: raw):
 
 
 def checked_rows(model, X, name: str = "X"):
-    """Checked rows to predict: a DataFrame's columns matched by name (:func:`_in_order`); with
-    categorical columns, encoded by the model's vocabularies
-    (:func:`jboost.data.categorical.categorical_rows`); the column count checked."""
+    """Checked rows to predict: a DataFrame's columns matched by name (:func:`in_order`), with
+    categorical columns encoded by the model's vocabularies; the column count checked."""
     X = in_order(model, X)
     cat = getattr(model, "categorical", None)
     if cat is None:
@@ -292,9 +328,9 @@ def checked_rows(model, X, name: str = "X"):
                                       cat.spec.encoded_width, name)
 
 
-def encoded_features(model, X):
-    """The float features ``(n, model.n_features)`` a model's trees split on, for rows ``X`` as
-    users hold them (one model): the rows themselves without categorical columns."""
+def expanded_rows(model, X):
+    """The float features ``(n, model.n_features)`` one model's trees split on, for rows ``X`` as
+    users hold them (SHAP values and partial dependence read the trees directly)."""
     X = checked_rows(model, X)
     return model.features(X) if getattr(model, "categorical", None) is not None else X
 
@@ -326,9 +362,8 @@ def _plus(raw, margin):
     return raw if margin is None else raw + jnp.asarray(margin).astype(raw.dtype)
 
 
-# Rows of host arrays are predicted in a few fixed batch sizes (buckets), so that a new batch
-# size does not compile the prediction program again: at most
-# 8 sizes per octave of rows, the smallest SMALLEST_BUCKET rows.
+# Host rows are predicted in a few fixed batch sizes (buckets), so that a new row count does not
+# compile the prediction again: at most 8 sizes per octave, the smallest SMALLEST_BUCKET rows.
 SMALLEST_BUCKET = 16
 
 
@@ -355,11 +390,9 @@ def row_parts(n: int) -> Tuple[Tuple[int, int, int], ...]:
 
 
 def _by_row_buckets(model, X, margin, fn):
-    """``fn(X, margin)`` (rows on the axis after the model's batch axes) computed on bucketed
-    row counts (:func:`row_parts`) for host rows, so that every call compiles only bucket sizes;
-    the padded rows' results are dropped. Device arrays, and any rows of a traced model (inside
-    the caller's ``jax.vmap`` or ``jit``), are passed as they are (their shapes are the caller's). Rows are predicted independently: the result is the same bit for
-    bit."""
+    """``fn(X, margin)`` (rows after the model's batch axes) on bucketed row counts
+    (:func:`row_parts`) for host rows, the padded rows' results dropped (the same bit for bit);
+    device rows, and the rows of a traced model, are passed as they are."""
     n = X.shape[0]
     traced = any(checks.is_traced(v) for v in jax.tree_util.tree_leaves((model, margin)))
     parts = row_parts(n) if isinstance(X, np.ndarray) and not traced else ()
@@ -379,8 +412,8 @@ def _by_row_buckets(model, X, margin, fn):
 
 
 def _width(model, fn) -> int:
-    """The last dimension of ``fn(one model, rows)``, from shapes alone (``jax.eval_shape``: nothing
-    is compiled or run), for the empty result of predicting zero rows."""
+    """The last dimension of ``fn(one model, rows)``, from shapes alone (``jax.eval_shape``), for
+    the empty result of predicting zero rows."""
     X1 = jax.ShapeDtypeStruct((1, _input_width(model)), jnp.float32)
     return jax.eval_shape(lambda m, X: batched(m, lambda one: fn(one, X)), model, X1).shape[-1]
 
@@ -397,9 +430,8 @@ def predict(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -
       model: any fitted jboost ensemble (:class:`Model`).
       X: ``(n, n_features)``; NaN is missing. A device array stays on its device.
       n_rounds: use only the first ``n_rounds`` stages (boosting rounds; trees of a forest).
-      base_margin: the rows' raw-score offsets ``(n,)`` or ``(n, K)`` of a Booster fitted with
-        ``jboost.fit(base_margin=)``, added to its raw scores (and so to what
-        :func:`predict_proba`, :func:`predict_class` and :func:`predict_mean` see).
+      base_margin: the rows' raw-score offsets ``(n,)`` or ``(n, K)`` of a model fitted with
+        ``base_margin=``, added to its raw scores.
     """
     raw, X = _raw(model, X, n_rounds, base_margin,
                   then=lambda raw: loss_lib.as_predicted(raw, getattr(model, "loss", None)))
@@ -416,16 +448,9 @@ def keeps_columns(model) -> bool:
 
 
 def predict_proba(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -> jax.Array:
-    """Class probabilities ``(n, n_classes)`` (classification models).
-
-    A model whose probabilities are not a function of its combined raw score (bagged boosters:
-    the mean of the bags' probabilities) defines ``proba(X, n_stages)``, which is used instead
-    of ``proba_from_raw(raw_scores(X))``.
-    """
-    check_model(model)
-    require_classification(model, "predict_proba")
-    X = checked_rows(model, X)
-    margin = _margin(model, base_margin, X.shape[0])
+    """Class probabilities ``(n, n_classes)`` (classification models; arguments as
+    :func:`predict`): the model's ``proba`` where it has one, else ``proba_from_raw``."""
+    X, margin = _rows_and_margin(model, X, base_margin, "predict_proba")
     if X.shape[0] == 0:
         return _empty(model, (_width(model, lambda m, X1: _proba(m, X1, n_rounds)),))
     return _by_row_buckets(model, X, margin,
@@ -442,21 +467,20 @@ def predict_class(model: Model, X, n_rounds: Optional[int] = None, base_margin=N
     """Class labels ``(n,)`` (argmax of the probabilities; ECOC: the nearest codeword): class
     indices ``0..K-1``, or, for a model fitted on labels mapped to classes (strings, ``{-1, 1}``:
     ``model.classes``), those labels as a NumPy array."""
-    check_model(model)
-    require_classification(model, "predict_class")
-    X = checked_rows(model, X)
-    margin = _margin(model, base_margin, X.shape[0])
+    X, margin = _rows_and_margin(model, X, base_margin, "predict_class")
     if X.shape[0] == 0:
         empty = _empty(model, (), jnp.int32)
         return empty if getattr(model, "classes", None) is None else np.asarray(
             np.zeros(empty.shape, model.classes.array.dtype))
-    if hasattr(model, "proba"):
-        idx = _by_row_buckets(model, X, margin, lambda X, margin: batched(
-            model, lambda m: jnp.argmax(_proba(m, X, n_rounds, margin), axis=-1)))
-    else:
-        idx = _by_row_buckets(model, X, margin, lambda X, margin: batched(
-            model, lambda m: m.classes_from_raw(_plus(m.raw_scores(X, n_rounds), margin))))
+    idx = _by_row_buckets(model, X, margin, lambda X, margin: batched(
+        model, lambda m: _classes(m, X, n_rounds, margin)))
     return metadata.labels_of(model, idx)
+
+
+def _classes(m, X, n_rounds, margin):
+    if hasattr(m, "proba"):
+        return jnp.argmax(_proba(m, X, n_rounds, margin), axis=-1)
+    return m.classes_from_raw(_plus(m.raw_scores(X, n_rounds), margin))
 
 
 def predict_mean(model: Model, X, n_rounds: Optional[int] = None, base_margin=None) -> jax.Array:
@@ -478,18 +502,16 @@ def predict_mean(model: Model, X, n_rounds: Optional[int] = None, base_margin=No
 
 
 def _batched_pair(model, raw, fn):
-    f = fn
     for _ in model.batch_shape:
-        f = jax.vmap(f)
-    return f(model, raw)
+        fn = jax.vmap(fn)
+    return fn(model, raw)
 
 
 def staged_predict(model: Model, X, fn: Optional[Callable] = None, *args):
-    """``fn(raw (n, K), *args)`` after every stage, stacked ``(n_stages, ...)``: one compiled
-    ``lax.scan`` over the stages (boosting rounds, or trees of a forest), whose memory is one
-    ``(n, K)`` score matrix however many stages. ``fn`` must be hashable (a module-level
-    function: it is static in the compiled scan); default: the raw scores themselves.
-    Stage ``m`` sees exactly ``jboost.predict(model, X, n_rounds=m)`` (``(n, K)``)."""
+    """``fn(raw (n, K), *args)`` after every stage (boosting round, or tree of a forest), stacked
+    ``(n_stages, ...)``, in one compiled ``lax.scan``: stage ``m`` sees exactly
+    ``jboost.predict(model, X, n_rounds=m)``. ``fn`` must be hashable (a module-level function);
+    default: the raw scores themselves."""
     check_model(model)
     if model.batch_shape:
         raise ValueError(f"staged_predict takes one model; this one has batch axes "
@@ -503,27 +525,17 @@ def _identity(raw):
 
 
 def used_gains(m) -> jax.Array:
-    """The split gains of the rounds a prediction uses: with early stopping (``best_round``, of
-    shape ``S``: ``()`` for a Booster, ``(B,)`` for bagged boosters, whose gains are
-    ``S + (n_rounds, ...)``), the later rounds count 0, as :func:`predict` drops them."""
+    """The split gains of the rounds a prediction uses (with early stopping, the rounds after
+    ``best_round`` count 0, as :func:`predict` drops them)."""
     gains, best = m.trees.gains, getattr(m, "best_round", None)
-    if best is None:
-        return gains
-    best = jnp.asarray(best)
-    keep = jnp.arange(gains.shape[best.ndim]) <= best[..., None]
-    keep = keep.reshape(keep.shape + (1,) * (gains.ndim - keep.ndim))
-    return jnp.where(keep, gains, jnp.zeros((), gains.dtype))
+    return gains if best is None else kept_rounds(gains, best, jnp.ndim(best))
 
 
 def feature_importance(model: Model, encoded: bool = False) -> jax.Array:
-    """Total split gain per feature over the trees a prediction uses (rounds up to
-    ``best_round``), normalised to sum to 1 ``(n_features,)`` (with the model's batch axes in
-    front). ESL's relative importance and others: :func:`jboost.inspect.importance`.
-
-    A model with categorical columns gives one importance per input column (its
-    ``feature_names``): the gains of a column's one-hot indicators or target statistics added
-    up; ``encoded=True`` gives them per encoded feature
-    (:func:`jboost.data.categorical.encoded_names`)."""
+    """Total split gain per feature over the trees a prediction uses, normalised to sum to 1
+    ``(n_features,)`` (batch axes in front); other kinds: :func:`jboost.inspect.importance`.
+    With categorical columns, one importance per input column (its encoded features' gains added
+    up), or per encoded feature with ``encoded=True``."""
     check_model(model)
 
     def one(m):

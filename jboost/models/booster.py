@@ -1,16 +1,12 @@
-"""Booster: the fitted boosted ensemble (a pytree of arrays), its staged scan and the joining of a continued fit."""
+"""Booster: the fitted boosted ensemble (a pytree of arrays) and the joining of a continued fit."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
-from jboost import _compile
-from jboost import checks
 from jboost.data import categorical_stats
 from jboost.losses import loss as loss_lib
 from jboost.models import base
@@ -19,23 +15,14 @@ from jboost.trees import family
 from jboost.trees import oblivious
 
 
-@functools.partial(_compile.jit, static_argnames=("fn",))
-def _staged_boosting(trees, baseline, X, fn, args, offset=None):
-    X_t = jnp.asarray(X, jnp.float32).T
-    k = baseline.shape[-1]
-    acc0 = jnp.zeros((X_t.shape[1], k), jnp.float32)
-
-    def step(acc, trees_m):
-        # Summed from 0 and the baseline added last: the order of jboost.predict(n_rounds=m).
-        acc = base.add_round(acc, trees_m, X_t)
-        raw = baseline + acc
-        return acc, fn(base.add_offset(raw, offset), *args)
-
-    _, out = lax.scan(step, acc0, trees)
-    return out
+def _boosted_raw(acc, stage, consts):
+    """A staged sum's raw scores: the baseline added last, then the label offset."""
+    baseline, offset = consts
+    return base.add_offset(baseline + acc, offset)
 
 
-@base.register_model_type
+@base.model_type("n_features", "n_inputs", "n_outputs", "n_rounds", "n_stages", "depth", "task",
+                 "class_axis", "feature_names_in_", "classes_")
 class Booster(NamedTuple):
     """A fitted boosted ensemble: a pytree of arrays (the :class:`Model` of ``fit`` and of every
     algorithm of :mod:`jboost.algorithms`).
@@ -48,45 +35,24 @@ class Booster(NamedTuple):
       loss: the :class:`jboost.Loss` (with its final parameters); ``predict_proba`` is its link.
       train_loss: ``(n_rounds,)`` weighted mean training loss after each round.
       valid_loss: ``(n_rounds,)`` mean loss on ``eval_set`` after each round (NaN without one).
-      info: the algorithm's per-round diagnostics, each ``(n_rounds,)`` (e.g. AdaBoost's
-        ``coef``, ``err``, ``status``), its final observation ``weights`` ``(n_samples,)``, the
-        ``algorithm`` (an index into ``jboost.algorithms.ALGORITHMS``) and the algorithm's state
-        after the last round (``log_weights``, ``done``: what ``init_model=`` continues from);
-        empty for :func:`jboost.fit`.
-      best_round: with early stopping, ``()`` int32: the round of the best validation score;
-        predictions use rounds ``0..best_round`` unless ``n_rounds`` says otherwise (``None``:
-        every round).
-      offset: ``None``, or ``()`` (``(C,)`` for vector labels, one per column) the label offset ``c`` that :func:`jboost.fit` subtracted from
-        labels whose offset float32 could not hold (:func:`jboost.fitting.prepare.label_offset`):
-        the raw scores are ``c + (baseline + trees)``, float64 with ``jax_enable_x64``;
-        ``baseline``, the trees and the losses are those of ``y - c``.
-      settings: the :class:`Settings` :func:`jboost.fit` was called with (saved in model files,
-        :func:`jboost.io.read_header`'s ``"settings"``): ``learning_rate`` (absent with a
-        schedule, whose name is ``learning_rate_schedule``), ``l2``, ``min_split_gain``,
-        ``min_child_weight``, ``subsample``, ``colsample``, ``early_stopping_tolerance`` float32;
-        ``n_rounds`` (the rounds asked of that call), ``init_rounds`` (the rounds of
-        ``init_model``, 0 without one), ``depth``, ``n_bins``, ``early_stopping_rounds`` int32;
-        ``per_output_trees``, ``base_margin`` (whether the fit had row offsets: pass them to
-        ``predict``) bool; ``key`` (its raw uint32 data); and the names ``colsample_by``,
-        ``row_sampler``, ``split_criterion``, ``tree_family``, ``eval_metric``. The early-stopping
-        entries only with early stopping. A continued fit records its own call's settings. Empty
-        (``{}``) for the classical algorithms of :mod:`jboost.algorithms`, for models built from
-        parts (sweeps' ``models()``, stacking) and for files written before format version 2.
+      info: the algorithm's per-round diagnostics (each ``(n_rounds,)``), final observation
+        ``weights`` and state (what ``init_model=`` continues from); empty for :func:`jboost.fit`.
+      best_round: with early stopping, ``()`` int32: the round of the best validation score,
+        the last one predictions use unless ``n_rounds`` says otherwise; else ``None``.
+      offset: ``None``, or ``()`` (``(C,)`` for vector labels) the label offset ``c`` that
+        :func:`jboost.fit` subtracted from labels whose offset float32 could not hold: the raw
+        scores are ``c + (baseline + trees)``.
+      settings: the :class:`Settings` :func:`jboost.fit` was called with (docs/models.md);
+        ``{}`` for the classical algorithms and for models built from parts.
       feature_names: the fit's feature names (a DataFrame's columns; a :class:`FeatureNames`),
-        or ``None``: prediction from a DataFrame then matches its columns by name (reordered
-        columns work; missing or unexpected ones are named in an error).
-      classes: the fit's class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`Classes`): :func:`predict_class` returns these labels
-        and ``predict_proba``'s columns follow their order; ``None`` when the labels were class
-        indices already.
+        or ``None``: prediction from a DataFrame then matches its columns by name.
+      classes: the fit's class labels when they were mapped to ``0..K-1`` (a :class:`Classes`):
+        :func:`predict_class` returns them, ``predict_proba``'s columns follow their order;
+        else ``None``.
+      categorical: ``None``, or the :class:`jboost.data.categorical_stats.Categorical` of a fit
+        with categorical columns, which prediction encodes the rows with.
 
-      categorical: ``None``, or the :class:`jboost.data.categorical_stats.Categorical` of a fit with
-        categorical columns (column kinds, vocabularies, the final target statistics, the
-        prior): prediction encodes the rows with it, so the trees' :attr:`n_features` are the
-        encoded features and :attr:`n_inputs` the columns given.
-
-    ``jax.vmap(jboost.fit)`` gives a Booster whose every leaf has a leading model axis
-    (``batch_shape == (M,)``); :func:`predict` and friends then predict for every model.
+    ``jax.vmap(jboost.fit)`` gives a Booster with a leading model axis (``batch_shape == (M,)``).
     """
 
     #: Per-row offsets of the raw scores (``base_margin=``) are part of its predictions.
@@ -108,80 +74,24 @@ class Booster(NamedTuple):
     feature_names: Optional[metadata.FeatureNames] = None
     categorical: Optional[categorical_stats.Categorical] = None
 
-    @property
-    def n_features(self) -> int:
-        """Features the trees split on (with categorical columns: the encoded features,
-        :func:`jboost.data.categorical.encoded_names`; :attr:`n_inputs` columns are given)."""
-        return self.borders.shape[-2]
-
-    @property
-    def n_inputs(self) -> int:
-        """Columns of the rows to predict (:attr:`n_features` without categorical columns)."""
-        return self.n_features if self.categorical is None else self.categorical.spec.n_inputs
-
     def features(self, X):
         """The trees' features of checked rows: with categorical columns, the encoded rows
-        (:func:`jboost.data.categorical.encode`) with their statistics (:func:`jboost.data.categorical_stats.expand`)."""
+        expanded with their statistics (:func:`jboost.data.categorical_stats.expand`)."""
         return X if self.categorical is None else categorical_stats.expand(self.categorical, X)
-
-    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
-    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
-
-    @property
-    def n_outputs(self) -> int:
-        return self.baseline.shape[-1]
-
-    @property
-    def n_rounds(self) -> int:
-        return self.trees.features.shape[-3]
-
-    @property
-    def depth(self) -> int:
-        return family.depth_of(self.trees)
-
-    @property
-    def task(self) -> str:
-        return self.loss.task
 
     @property
     def batch_shape(self) -> Tuple[int, ...]:
         return tuple(self.baseline.shape[:-1])
 
-    @property
-    def n_stages(self) -> int:
-        return self.n_rounds
-
     def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
-        trees = self.trees
-        if n_stages is None and self.best_round is not None:
-            if checks.is_traced(self.best_round):  # models of a batch: each its own best
-                keep = jnp.arange(self.n_rounds) <= self.best_round
-                trees = trees._replace(leaf_values=jnp.where(
-                    keep.reshape((-1,) + (1,) * (trees.leaf_values.ndim - 1)), trees.leaf_values, 0.0))
-            else:
-                n_stages = int(self.best_round) + 1
-        trees = base.first_stages(trees, n_stages, self.n_rounds)
-        return self._offset(self.baseline + base.sum_of_trees(trees, self.features(X)))
+        trees = base.used_rounds(self.trees, n_stages, self.best_round)
+        return base.add_offset(self.baseline + base.sum_of_trees(trees, self.features(X)),
+                               self.offset)
 
     def tree_sum(self, n_stages: Optional[int] = None):
-        """``(trees, baseline, offset)``: its trees of the rounds :meth:`raw_scores` uses, one
-        leading tree axis (:meth:`jboost.models.base.Model.tree_sum`)."""
-        trees = self.trees
-        if n_stages is None and self.best_round is not None:
-            if checks.is_traced(self.best_round):
-                trees = base.zero_after(trees, jnp.arange(self.n_rounds) <= self.best_round)
-            else:
-                n_stages = int(self.best_round) + 1
-        trees = base.first_stages(trees, n_stages, self.n_rounds)
+        """``(trees, baseline, offset)``: the trees of the rounds :meth:`raw_scores` uses."""
+        trees = base.used_rounds(self.trees, n_stages, self.best_round)
         return family.flatten_trees(trees), self.baseline, self.offset
-
-    @property
-    def class_axis(self) -> Optional[str]:
-        """``"per_output"`` with one tree per output per round, else ``None``."""
-        return base.per_output_axis(self)
-
-    def _offset(self, raw):
-        return base.add_offset(raw, self.offset)
 
     def proba_from_raw(self, raw) -> jax.Array:
         base.require_classification(self, "predict_proba")
@@ -196,17 +106,16 @@ class Booster(NamedTuple):
         return jnp.argmax(self.proba_from_raw(raw), axis=-1)
 
     def staged(self, X, fn: Callable, *args) -> Any:
-        return _staged_boosting(self.trees, self.baseline, self.features(X), fn, args, self.offset)
+        return base.staged_scan(self.trees, self.features(X), fn, args, _boosted_raw,
+                                (self.baseline, self.offset))
 
 
 base.register_nested_type(categorical_stats.Categorical)
 
 
 def joined(first: Booster, then: Booster, per_round_info=()) -> Booster:
-    """``first``'s rounds followed by ``then``'s (a continued fit, ``init_model=``): trees,
-    losses and the per-round ``info`` entries ``per_round_info`` concatenated; the rest of
-    ``info`` (an algorithm's final state) and ``best_round`` (counted from ``first``'s first
-    round already) are ``then``'s."""
+    """``first``'s rounds followed by ``then``'s (a continued fit, ``init_model=``; the per-round
+    ``info`` entries ``per_round_info`` concatenated, the rest ``then``'s: docs/models.md)."""
     def rounds(m):
         return m.trees, m.train_loss, m.valid_loss, {k: m.info[k] for k in per_round_info}
 

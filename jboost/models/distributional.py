@@ -1,4 +1,5 @@
-"""Predictions of a distributional model: per-row parameters, quantiles, intervals, and the mean NLL and CRPS of labels."""
+"""Predictions of a distributional model: per-row parameters, quantiles, intervals, and the mean
+NLL and CRPS of labels."""
 
 from __future__ import annotations
 
@@ -16,10 +17,6 @@ from jboost.losses import loss as loss_lib
 from jboost.losses.distributions import base as base_lib
 from jboost.losses.distributions import nll_loss
 from jboost.models import base
-
-# --------------------------------------------------------------------------------------------
-# Prediction and metrics for fitted models (the one model protocol's raw scores).
-# --------------------------------------------------------------------------------------------
 
 
 def _raw_and_params(model, X, n_rounds, base_margin):
@@ -79,8 +76,7 @@ def predict_quantile(model, X, q, n_rounds: Optional[int] = None, base_margin=No
 def predict_interval(model, X, level: float = 0.9, n_rounds: Optional[int] = None,
                      base_margin=None):
     """Central prediction intervals ``(lower, upper)``, each ``(n,)``: the ``(1 - level)/2`` and
-    ``(1 + level)/2`` quantiles of each row's predicted distribution (for counts, the
-    smallest counts whose CDF reaches them)."""
+    ``(1 + level)/2`` quantiles of each row's predicted distribution."""
     if not loss_lib.PROBABILITY.contains(level):
         raise ValueError(f"level={level!r} must be in (0, 1), e.g. 0.9 for 90% intervals.")
     level = float(level)

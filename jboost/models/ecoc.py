@@ -18,11 +18,6 @@ from jboost.trees import oblivious
 DECODINGS = ("l1", "hamming")
 
 
-# --------------------------------------------------------------------------------------------
-# Decoding.
-# --------------------------------------------------------------------------------------------
-
-
 def decode_hamming(raw, code) -> jax.Array:
     """Nearest codeword by Hamming distance between ``raw > 0`` and the codewords: ``(n,)``.
 
@@ -50,12 +45,7 @@ def decode(raw, code, decoding: str = "l1") -> jax.Array:
     return decode_hamming(raw, code)
 
 
-# --------------------------------------------------------------------------------------------
-# The model.
-# --------------------------------------------------------------------------------------------
-
-
-@base.register_model_type
+@base.model_type("n_features", "n_rounds", "n_stages", "depth", "feature_names_in_", "classes_")
 class ECOCBoosters(NamedTuple):
     """One boosted binary learner per code bit: a :class:`jboost.models.base.Model`.
 
@@ -66,20 +56,12 @@ class ECOCBoosters(NamedTuple):
       code: ``(K, L)`` the 0/1 code matrix.
       best_round: with early stopping, ``(L,)`` int32: each bit's round of its best validation
         score (predictions use each bit's rounds ``0..best_round``); ``None`` otherwise.
-      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`jboost.models.metadata.Classes`, as ``Booster.classes``): class
-        ``k`` (codeword ``code[k]``) is ``classes[k]``, and :func:`jboost.predict_class` returns
-        these labels; ``None`` when the labels were class indices already.
-      feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
-        prediction from a DataFrame then matches its columns by name.
+      classes: the mapped class labels (class ``k``, codeword ``code[k]``, is ``classes[k]``), as
+        ``Booster.classes``, or ``None``.
+      feature_names: the fit's feature names, as ``Booster.feature_names``, or ``None``.
 
-    The model protocol: ``raw_scores`` are the bits' log-odds ``(n, L)`` (so ``jboost.predict``
-    gives them), ``classes_from_raw`` the nearest codeword by L1 distance on the bits'
-    probabilities (``jboost.predict_class``; :func:`ecoc_predict` also decodes by Hamming
-    distance), task ``"multiclass"``. ECOC has no calibrated class probabilities:
-    ``jboost.predict_proba`` raises a ``ValueError``. Stages are boosting rounds of every bit
-    learner (``n_rounds=m``: the first ``m`` rounds of each bit).
+    Its raw scores are the bits' log-odds ``(n, L)``, its classes the nearest codeword; it has
+    no class probabilities (docs/models.md, "Model types").
     """
 
     trees: oblivious.ObliviousTrees
@@ -90,23 +72,9 @@ class ECOCBoosters(NamedTuple):
     classes: Optional[metadata.Classes] = None
     feature_names: Optional[metadata.FeatureNames] = None
 
-    @property
-    def n_features(self) -> int:
-        return self.borders.shape[-2]
-
-    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
-    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
-
     def best_trees(self) -> oblivious.ObliviousTrees:
-        """The trees a prediction without ``n_rounds`` uses: with ``best_round``, bit ``l``'s
-        rounds after its ``best_round[l]`` get zero leaf values (exact zeros: the sum of the
-        earlier rounds is unchanged); else every round."""
-        if self.best_round is None:
-            return self.trees
-        lv = self.trees.leaf_values
-        keep = jnp.arange(lv.shape[-4])[None, :] <= jnp.asarray(self.best_round)[..., :, None]
-        keep = keep.reshape(keep.shape + (1,) * 3)  # (L, R) -> (L, R, T, 2^D, K)
-        return self.trees._replace(leaf_values=jnp.where(keep, lv, jnp.zeros((), lv.dtype)))
+        """The trees a prediction without ``n_rounds`` uses (:func:`jboost.models.base.used_rounds`)."""
+        return base.used_rounds(self.trees, None, self.best_round, lead=1)
 
     @property
     def n_classes(self) -> int:
@@ -117,14 +85,6 @@ class ECOCBoosters(NamedTuple):
         return self.code.shape[-1]
 
     @property
-    def n_rounds(self) -> int:
-        return self.trees.features.shape[-3]
-
-    @property
-    def depth(self) -> int:
-        return family.depth_of(self.trees)
-
-    @property
     def task(self) -> str:
         return "multiclass"
 
@@ -132,18 +92,9 @@ class ECOCBoosters(NamedTuple):
     def batch_shape(self) -> Tuple[int, ...]:
         return tuple(self.baseline.shape[:-2])
 
-    @property
-    def n_stages(self) -> int:
-        return self.n_rounds
-
     def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
-        """``(n, L)`` the bits' log-odds: their first ``n_stages`` rounds, or (``None``)
-        :meth:`best_trees`."""
-        if n_stages is None:
-            trees = self.best_trees()
-        else:
-            m = checks.check_int(n_stages, "n_rounds", 0, self.n_rounds)
-            trees = jax.tree_util.tree_map(lambda a: a[:, :m], self.trees)
+        """``(n, L)`` the bits' log-odds, of the rounds a prediction uses."""
+        trees = base.used_rounds(self.trees, n_stages, self.best_round, lead=1)
         raw = ensemble.batched_raw_scores(trees, self.baseline, jnp.asarray(X, jnp.float32), n_lead=1)
         return raw[:, :, 0].T                                                   # (L, n, 1) -> (n, L)
 
@@ -151,13 +102,9 @@ class ECOCBoosters(NamedTuple):
     class_axis = "bits"
 
     def tree_sum(self, n_stages: Optional[int] = None):
-        """``(trees, the bits' baselines (L,), None)``: the bits' first ``n_stages`` rounds (all
-        by default), bit ``l``'s leaf values in output ``l`` and exact zeros elsewhere
-        (:meth:`jboost.models.base.Model.tree_sum`)."""
-        trees = self.trees  # (L, R, 1, ...) one-output learners, one per bit
-        if n_stages is not None:
-            m = checks.check_int(n_stages, "n_rounds", 0, self.n_rounds)
-            trees = jax.tree_util.tree_map(lambda a: a[:, :m], trees)
+        """``(trees, the bits' baselines (L,), None)``: the rounds :meth:`raw_scores` uses, bit
+        ``l``'s leaf values in output ``l`` and exact zeros elsewhere."""
+        trees = base.used_rounds(self.trees, n_stages, self.best_round, lead=1)  # (L, R, 1, ...)
         onehot = jnp.eye(self.n_bits, dtype=jnp.float32)[:, None, None, None, :]  # (L, 1, 1, 1, L)
         trees = trees._replace(leaf_values=trees.leaf_values * onehot)
         return family.flatten_trees(trees), self.baseline[:, 0], None
@@ -171,19 +118,13 @@ class ECOCBoosters(NamedTuple):
         return decode(raw, self.code, "l1")
 
     def staged(self, X, fn: Callable, *args) -> Any:
-        # The L bits as one L-output sum of trees: round r holds every bit's round-r tree, bit l's
-        # leaf values in output l and exact zeros elsewhere (so every bit's sum is unchanged).
+        # The L bits as one L-output sum of trees (bit l's leaf values in output l, zeros elsewhere).
         n_bits = self.baseline.shape[-2]
         trees = ensemble.rounds_first(self.trees)                                # (R, L, ...)
         onehot = trees.leaf_values * jnp.eye(n_bits, dtype=jnp.float32)[:, None, :]
         bits = ensemble.as_booster(trees._replace(leaf_values=onehot), self.borders,
                                   self.baseline[:, 0], per_sample.binomial_deviance())
         return bits.staged(X, fn, *args)
-
-
-# --------------------------------------------------------------------------------------------
-# Aliases of the protocol functions.
-# --------------------------------------------------------------------------------------------
 
 
 def ecoc_bit_scores(model: ECOCBoosters, X) -> jax.Array:

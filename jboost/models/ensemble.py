@@ -1,4 +1,5 @@
-"""What the ensemble model types share: raw scores of ensembles batched over leading axes, rounds-first tree stacks, and a sum of trees viewed as one Booster."""
+"""What the ensemble model types share: raw scores of ensembles batched over leading axes,
+rounds-first tree stacks, and a sum of trees viewed as one Booster."""
 
 from __future__ import annotations
 
@@ -15,11 +16,8 @@ from jboost.trees import oblivious
 
 
 def batched_raw_scores(trees: oblivious.ObliviousTrees, baselines, X, n_lead: int) -> jax.Array:
-    """Raw scores of ensembles batched over ``n_lead`` leading axes: ``(*lead, n, K)``.
-
-    Ensemble ``i`` is ``baselines[i] + jboost.trees.family.predict_raw(trees[i], X)`` (its trees summed
-    from 0 in order, the baseline added last: the order of :func:`jboost.predict`).
-    """
+    """Raw scores ``(*lead, n, K)`` of ensembles batched over ``n_lead`` leading axes: ensemble
+    ``i`` is ``baselines[i] + predict_raw(trees[i], X)`` (the order of :func:`jboost.predict`)."""
     fn = lambda t, b: b + family.predict_raw(t, X)
     for _ in range(n_lead):
         fn = jax.vmap(fn)
@@ -41,9 +39,8 @@ def as_booster(trees: oblivious.ObliviousTrees, borders, baseline, loss: loss_li
                classes: Optional[metadata.Classes] = None,
                feature_names: Optional[metadata.FeatureNames] = None) -> booster.Booster:
     """A sum of trees with leading axes ``(n_rounds, trees_per_round)`` as a
-    :class:`jboost.Booster` (for its prediction and staged scan; no training curves: NaN), with
-    the ensemble's ``classes`` and ``feature_names`` (so that its own predictions match a
-    DataFrame's columns by name and return the class labels)."""
+    :class:`jboost.Booster` (no training curves: NaN), with the ensemble's ``classes`` and
+    ``feature_names``."""
     nan = jnp.full((trees.features.shape[0],), jnp.nan, jnp.float32)
     return booster.Booster(trees=trees, borders=borders, baseline=baseline, loss=loss,
                              train_loss=nan, valid_loss=nan, classes=classes,

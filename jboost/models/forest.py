@@ -1,8 +1,8 @@
-"""Forest, the random-forest model type (averaged leaf values of oblivious or depth-wise trees), and its predict functions (tree outputs, majority vote)."""
+"""Forest, the random-forest model type (averaged leaf values of oblivious or depth-wise trees),
+and its predict functions (tree outputs, majority vote)."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
@@ -19,7 +19,7 @@ from jboost.trees import family
 from jboost.trees import oblivious
 
 
-@base.register_model_type
+@base.model_type("n_features", "depth", "feature_names_in_", "classes_")
 class Forest(NamedTuple):
     """A bagged ensemble of trees: a pytree of arrays, a :class:`jboost.models.base.Model`.
 
@@ -30,17 +30,10 @@ class Forest(NamedTuple):
         frequencies (``K = n_classes >= 2``, classification).
       borders: ``(F, n_bins - 1)`` bin borders of the training data.
       bag_weights: ``(B, n_train)`` bootstrap weights of every tree (0 = out of bag).
-      classes: a classification forest's class labels when they were mapped to ``0..K-1``
-        (strings, negative or fractional numbers; a :class:`jboost.models.metadata.Classes`, as
-        ``Booster.classes``): :func:`jboost.predict_class` returns them and the columns of the
-        probabilities follow their order; ``None`` when the labels were class indices already.
-      feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
-        prediction from a DataFrame then matches its columns by name.
+      classes: a classification forest's mapped class labels, as ``Booster.classes``, or ``None``.
+      feature_names: the fit's feature names, as ``Booster.feature_names``, or ``None``.
 
-    Its raw score (:func:`jboost.predict`) is the average of the trees' leaf values: means
-    ``(n,)`` for regression, class frequencies ``(n, K)`` for classification (then also its
-    probabilities). Leading axes before the tree axis (``jax.vmap`` of forests) are batch axes.
+    Its raw score is the average of the trees' leaf values (docs/models.md, "Model types").
     """
 
     trees: family.TreeFamily  # ObliviousTrees or depthwise.DepthwiseTrees
@@ -48,9 +41,6 @@ class Forest(NamedTuple):
     bag_weights: jax.Array
     classes: Optional[metadata.Classes] = None
     feature_names: Optional[metadata.FeatureNames] = None
-
-    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
-    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
 
     @property
     def n_trees(self) -> int:
@@ -61,18 +51,8 @@ class Forest(NamedTuple):
         return self.trees.leaf_values.shape[-1]
 
     @property
-    def depth(self) -> int:
-        return family.depth_of(self.trees)
-
-    @property
     def is_classifier(self) -> bool:
         return self.n_outputs > 1
-
-    # The model protocol (jboost.models.base.Model).
-
-    @property
-    def n_features(self) -> int:
-        return self.borders.shape[-2]
 
     @property
     def task(self) -> str:
@@ -86,19 +66,21 @@ class Forest(NamedTuple):
     def n_stages(self) -> int:
         return self.n_trees
 
+    def first_trees(self, n_trees: Optional[int], name: str = "n_trees"):
+        """The first ``n_trees`` trees (at least 1; all by default)."""
+        if n_trees is not None:
+            n_trees = checks.check_int(n_trees, name, 1, self.n_trees)
+        return base.first_stages(self.trees, n_trees, self.n_trees, name)
+
     def raw_scores(self, X, n_stages: Optional[int] = None) -> jax.Array:
         """``(n, K)`` average of the first ``n_stages`` trees' leaf values (all by default)."""
-        if n_stages is not None:
-            n_stages = checks.check_int(n_stages, "n_trees", 1, self.n_trees)
-        trees = base.first_stages(self.trees, n_stages, self.n_trees, "n_trees")
+        trees = self.first_trees(n_stages)
         return base.sum_of_trees(trees, X) / trees.features.shape[0]
 
     def tree_sum(self, n_stages: Optional[int] = None):
         """``(trees, zeros (K,), None)``: the first ``n_stages`` trees (all by default), their leaf
-        values divided by the number of trees (:meth:`jboost.models.base.Model.tree_sum`)."""
-        if n_stages is not None:
-            n_stages = checks.check_int(n_stages, "n_rounds", 1, self.n_trees)
-        trees = base.first_stages(self.trees, n_stages, self.n_trees)
+        values divided by the number of trees."""
+        trees = self.first_trees(n_stages, "n_rounds")
         n_used = trees.features.shape[0]
         trees = family.flatten_trees(trees)
         trees = trees._replace(leaf_values=trees.leaf_values / n_used)
@@ -116,32 +98,18 @@ class Forest(NamedTuple):
 
     def staged(self, X, fn: Callable, *args) -> Any:
         """``fn(average of the first b trees, *args)`` for ``b = 1..B``: one scan over trees."""
-        return _staged_average(self.trees, X, fn, args)
+        stages = jax.tree_util.tree_map(lambda a: a[:, None], self.trees)  # one tree per stage
+        return base.staged_scan(stages, X, fn, args, _average, None)
 
 
-@functools.partial(_compile.jit, static_argnames=("fn",))
-def _staged_average(trees, X, fn, args):
-    X_t = jnp.asarray(X, jnp.float32).T
-    k = trees.leaf_values.shape[-1]
-
-    def step(carry, tree):
-        acc, b = carry
-        # Summed from 0 in tree order, then divided: the order of jboost.predict(n_rounds=b).
-        acc = acc + tree.leaf_values[tree.leaf_index_raw(X_t)]
-        return (acc, b + 1.0), fn(acc / (b + 1.0), *args)
-
-    _, out = lax.scan(step, (jnp.zeros((X_t.shape[1], k), jnp.float32), jnp.float32(0.0)), trees)
-    return out
+def _average(acc, stage, consts):
+    """A staged sum's raw scores: the mean of the first ``stage`` trees."""
+    return acc / stage
 
 
 def tree_family_of(model: "Forest") -> str:
     """``"depthwise"`` or ``"oblivious"``: the family of a forest's trees."""
     return "depthwise" if isinstance(model.trees, depthwise_lib.DepthwiseTrees) else "oblivious"
-
-
-# --------------------------------------------------------------------------------------------
-# Prediction: the protocol's functions, and the forest's own names for them.
-# --------------------------------------------------------------------------------------------
 
 
 def tree_outputs(trees: oblivious.ObliviousTrees, X) -> jax.Array:
@@ -174,9 +142,7 @@ def forest_vote(forest: Forest, X, n_trees: Optional[int] = None) -> jax.Array:
     if not forest.is_classifier:
         raise ValueError("forest_vote needs a classification forest (n_outputs >= 2).")
     X = tabular_lib.predict_matrix(base.in_order(forest, X), forest.n_features)
-    if n_trees is not None:
-        n_trees = checks.check_int(n_trees, "n_trees", 1, forest.n_trees)
-    return _vote_fractions(base.first_stages(forest.trees, n_trees, forest.n_trees, "n_trees"), X)
+    return _vote_fractions(forest.first_trees(n_trees), X)
 
 
 def forest_predict_class(forest: Forest, X, vote: bool = False, n_trees: Optional[int] = None):

@@ -1,4 +1,5 @@
-"""A model's static and recorded metadata: the fit's Settings, class labels (Classes, labels_of) and feature names (FeatureNames)."""
+"""A model's static and recorded metadata: the fit's Settings, class labels (Classes,
+labels_of) and feature names (FeatureNames)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,10 @@ import numpy as np
 
 from jboost import checks
 
-# --------------------------------------------------------------------------------------------
-# The boosted model.
-# --------------------------------------------------------------------------------------------
-
-
 @jax.tree_util.register_pytree_with_keys_class
 class Settings(Mapping):
-    """The settings a fit was called with (``Booster.settings``): a read-only mapping of
-    ``arrays`` (0-d: float32 hyperparameters, int32 counts, bool flags; the key's raw uint32
-    data ``(2,)``), the pytree's leaves, so ``jax.vmap``, ``jax.jit`` and model files carry
-    them (a vmapped fit's have the model axis), and ``names`` (strings: samplers, metric,
-    criterion), static like a treedef. ``settings["colsample_by"]`` reads either kind."""
+    """The settings a fit was called with (``Booster.settings``; docs/models.md): a read-only
+    mapping of ``arrays`` (the pytree's leaves) and ``names`` (static strings)."""
 
     __slots__ = ("arrays", "names")
 
@@ -63,9 +56,8 @@ class Settings(Mapping):
 
 
 class StaticValues:
-    """A tuple of Python values (strings, numbers) carried by a model as static pytree data: a
-    pytree node without leaves, so ``jax.vmap``, ``jit`` and ``tree_map`` pass it unchanged and
-    model files store it in their header."""
+    """A tuple of Python values (strings, numbers) carried by a model as static pytree data (a
+    pytree node without leaves)."""
 
     def __init__(self, values):
         self.values = tuple(np.asarray(values).tolist())
@@ -98,9 +90,8 @@ class StaticValues:
 
 @jax.tree_util.register_pytree_node_class
 class Classes(StaticValues):
-    """The class labels of a classification model whose labels were mapped to ``0..K-1``
-    (strings, negative or fractional numbers: :func:`jboost.fitting.prepare.class_labels`):
-    ``values[k]`` is class ``k``; ``array`` gives them as NumPy."""
+    """The class labels of a model whose labels were mapped to ``0..K-1`` (strings, negative or
+    fractional numbers): ``values[k]`` is class ``k``; ``array`` gives them as NumPy."""
 
     @property
     def labels(self) -> tuple:
@@ -109,8 +100,7 @@ class Classes(StaticValues):
 
 @jax.tree_util.register_pytree_node_class
 class FeatureNames(StaticValues):
-    """The names of a model's features (a pandas DataFrame's columns at fit time): prediction
-    matches a DataFrame's columns by these names."""
+    """The names of a model's features (a DataFrame's columns at fit time)."""
 
 
 #: ``model.feature_names_in_`` of every model type: its :class:`FeatureNames` as NumPy, or ``None``.
@@ -124,14 +114,13 @@ CLASSES_ = property(
 
 
 def named(names) -> Optional[FeatureNames]:
-    """``names`` (from :func:`jboost.data.tabular.tabular_input`) as a model's
-    ``feature_names`` field, ``None`` for a fit on arrays."""
+    """``names`` as a model's ``feature_names`` field, ``None`` for a fit on arrays."""
     return None if names is None else FeatureNames(names)
 
 
 def labels_of(model, classes_idx):
-    """Class indices ``classes_idx`` as the model's class labels (:class:`Classes`, a NumPy
-    array), or the indices themselves for a model without mapped labels."""
+    """Class indices as the model's class labels (a NumPy array), or the indices themselves for
+    a model without mapped labels."""
     classes = getattr(model, "classes", None)
     if classes is None:
         return classes_idx

@@ -49,7 +49,7 @@ def stack_task(loss: loss_lib.Loss) -> str:
     return loss.task if loss.task in loss_lib.CLASSIFICATION else "regression"
 
 
-@base.register_model_type
+@base.model_type("n_features", "n_rounds", "n_stages", "feature_names_in_", "classes_")
 class StackedBoosters(NamedTuple):
     """Base boosters fitted on all rows plus a linear second tier on their raw scores: a
     :class:`jboost.models.base.Model`.
@@ -62,24 +62,12 @@ class StackedBoosters(NamedTuple):
       oof_raw: ``(n_train, M, K)`` the out-of-fold raw scores the stacker was trained on.
       base_loss: the base learners' :class:`jboost.Loss`.
       best_round: with early stopping, ``(M,)`` int32: each learner's best round (chosen on its
-        folds' held-out rows); its all-data learner's later rounds are zero trees. ``None``
-        otherwise.
-      classes: the class labels when they were mapped to ``0..K-1`` (strings, negative or
-        fractional numbers; a :class:`jboost.models.metadata.Classes`, as ``Booster.classes``):
-        :func:`jboost.predict_class` returns them and the columns of the probabilities follow
-        their order; ``None`` when the labels were class indices already.
-      feature_names: the fit's feature names (a DataFrame's columns; a
-        :class:`jboost.models.metadata.FeatureNames`, as ``Booster.feature_names``), or ``None``:
-        prediction from a DataFrame then matches its columns by name.
+        folds' held-out rows; its later rounds are zero trees); ``None`` otherwise.
+      classes: the mapped class labels, as ``Booster.classes``, or ``None``.
+      feature_names: the fit's feature names, as ``Booster.feature_names``, or ``None``.
 
-    The model protocol: ``raw_scores`` is the stacker's linear output ``(n, K_out)`` on the base
-    learners' raw scores (``K_out = 1`` for regression and binary, the number of classes for
-    multiclass); :attr:`loss` is the second tier's loss, whose link gives ``predict_proba``
-    (sigmoid / softmax) and ``predict_mean``; :attr:`task` is the second tier's
-    (:func:`stack_task`). Stages are boosting rounds of the base learners: ``n_rounds=m`` keeps the
-    first ``m`` rounds of every base learner under the same stacker (fitted on the full learners'
-    out-of-fold scores, not refitted), which is what ``staged_predict`` scans over.
-    ``feature_importance`` sums the split gains of every base learner's trees.
+    Its raw scores are the stacker's linear output on the base learners' raw scores, its
+    :attr:`loss` and :attr:`task` the second tier's (docs/models.md, "Model types").
     """
 
     trees: oblivious.ObliviousTrees
@@ -93,19 +81,8 @@ class StackedBoosters(NamedTuple):
     feature_names: Optional[metadata.FeatureNames] = None
 
     @property
-    def n_features(self) -> int:
-        return self.borders.shape[-2]
-
-    feature_names_in_ = metadata.FEATURE_NAMES_IN  # the protocol's NumPy views of its names
-    classes_ = metadata.CLASSES_  # and class labels (one definition for every model type)
-
-    @property
     def n_learners(self) -> int:
         return self.baseline.shape[-2]
-
-    @property
-    def n_rounds(self) -> int:
-        return self.trees.features.shape[-3]
 
     @property
     def task(self) -> str:
@@ -120,16 +97,10 @@ class StackedBoosters(NamedTuple):
     def batch_shape(self) -> Tuple[int, ...]:
         return tuple(self.baseline.shape[:-2])
 
-    @property
-    def n_stages(self) -> int:
-        return self.n_rounds
-
     def as_booster(self) -> booster.Booster:
-        """The stacked ensemble as one :class:`jboost.Booster` (of one unbatched model): round
-        ``r`` holds the ``M`` learners' round-``r`` trees, learner ``m``'s leaf values mapped by
-        its ``(K, K_out)`` block of the stacker's coefficients; the baseline is the intercept plus
-        the mapped baselines. The same function as the stacker on the learners' raw scores (up to
-        float rounding), with the ensemble's ``classes`` and ``feature_names``."""
+        """The stacked ensemble as one :class:`jboost.Booster` (one unbatched model): round ``r``
+        holds the learners' round-``r`` trees, each learner's leaf values mapped by its block of
+        the stacker's coefficients (the same function up to float rounding)."""
         coef = self.stacker.coef.reshape(self.n_learners, self.baseline.shape[-1], -1)  # (M, K, K_out)
         leaves = jnp.einsum("mrtlk,mko->mrtlo", self.trees.leaf_values, coef)
         trees = ensemble.rounds_first(self.trees._replace(leaf_values=leaves))
@@ -141,7 +112,7 @@ class StackedBoosters(NamedTuple):
         return self.as_booster().raw_scores(X, n_stages)
 
     def tree_sum(self, n_stages: Optional[int] = None):
-        """:meth:`as_booster`'s sum of trees (:meth:`jboost.models.base.Model.tree_sum`)."""
+        """:meth:`as_booster`'s sum of trees."""
         return self.as_booster().tree_sum(n_stages)
 
     def proba_from_raw(self, raw) -> jax.Array:
