@@ -285,6 +285,15 @@ def resume(data: state_lib.Data, trees, init_raw, loss: loss_lib.Loss, config: B
                           pending_valid=jnp.zeros_like(raw_valid))
 
 
+def validation_score(metric, data: state_lib.Data, state: state_lib.BoostState, out):
+    """A round's validation score: ``metric`` on the validation rows, or (``None``) the round's
+    ``valid_loss``."""
+    if metric is None:
+        return out.valid_loss.astype(jnp.float32)
+    return metrics_lib.evaluate(metric, state.loss, data.y_valid, state.raw_valid,
+                                data.w_valid.astype(jnp.float32)).astype(jnp.float32).reshape(())
+
+
 def boost_until_stopped(body, state0: state_lib.BoostState, rounds, data: state_lib.Data, es: EarlyStopping,
                         best) -> state_lib.BoostOutput:
     """:func:`boost` with early stopping: chunks of ``es.chunk`` rounds (a ``lax.scan``) in a
@@ -304,21 +313,13 @@ def boost_until_stopped(body, state0: state_lib.BoostState, rounds, data: state_
     zeros = lambda s: jnp.zeros((n_chunks * chunk,) + s.shape, s.dtype)
     buffers = state_lib.RoundOutput(jax.tree_util.tree_map(zeros, template.trees), nan_losses(template.train_loss),
                           nan_losses(template.valid_loss), jax.tree_util.tree_map(zeros, template.info))
-    w_valid = data.w_valid.astype(jnp.float32)
-
-    def score(state, out):
-        if es.metric is None:
-            return out.valid_loss
-        return metrics_lib.evaluate(es.metric, state.loss, data.y_valid, state.raw_valid,
-                                    w_valid).astype(jnp.float32).reshape(())
-
     def one_round(carry, i):
         c, state, best, best_i, last_i, stopped = carry
         j = c * chunk + i  # position in this fit
         active = (j < n_rounds) & ~stopped
         m = rounds[jnp.minimum(j, n_rounds - 1)]  # the round's index in the whole fit
         new_state, out = body(state, m)
-        s = score(new_state, out)
+        s = validation_score(es.metric, data, new_state, out)
         better = active & (s < best - es.tolerance)  # NaN never improves
         best, best_i = jnp.where(better, s, best), jnp.where(better, m, best_i)
         last_i = jnp.where(active, j, last_i)

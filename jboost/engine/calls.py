@@ -13,7 +13,6 @@ from jboost import _compile
 from jboost.engine import boosting
 from jboost.engine import state as state_lib
 from jboost.losses import loss as loss_lib
-from jboost.losses import metrics as metrics_lib
 from jboost.trees import oblivious
 
 # The rounds one call of :func:`boost_rounds` can fit: the size of its buffers. The program of a
@@ -114,15 +113,8 @@ def rounds_body(data, key, hyper, init_raw, carry, first_round, end, fresh, *, c
     into their own program (the sharded rounds)."""
     es = config.early_stopping
     metric = eval_metric_of(config)
-    w_valid = data.w_valid.astype(jnp.float32)
     state = lax.cond(fresh, lambda s: boosting.init(data, s.loss, init_raw, config), lambda s: s, carry.state)
     first_round = jnp.asarray(first_round, jnp.int32)
-
-    def score(state, out):
-        if metric is None:
-            return out.valid_loss.astype(jnp.float32)
-        return metrics_lib.evaluate(metric, state.loss, data.y_valid, state.raw_valid,
-                                    w_valid).astype(jnp.float32).reshape(())
 
     begin = jnp.asarray(carry.done, jnp.int32)  # the position of the buffers' index 0
     end = jnp.minimum(jnp.asarray(end, jnp.int32), begin + config.n_rounds)
@@ -134,7 +126,8 @@ def rounds_body(data, key, hyper, init_raw, carry, first_round, end, fresh, *, c
         j = c.done
         m = first_round + j
         state, out = boosting.step(c.state, m, data=data, key=key, hyper=hyper, config=config)
-        s = score(state, out) if (metric is not None or es is not None) else jnp.float32(jnp.nan)
+        s = (boosting.validation_score(metric, data, state, out)
+             if metric is not None or es is not None else jnp.float32(jnp.nan))
         put = lambda b, o: lax.dynamic_update_index_in_dim(b, o.astype(b.dtype), j - begin, 0)
         rounds = Rounds(jax.tree_util.tree_map(put, c.rounds.trees, out.trees),
                         put(c.rounds.train_loss, out.train_loss), put(c.rounds.valid_loss, out.valid_loss),

@@ -68,15 +68,20 @@ def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outp
     k = int(n_outputs)
     cell = n_features * n_bins * 2 * k * 4  # one leaf's histograms over all features, bytes
     if fused:
-        plan = histograms.level_plan(n_samples, depth, n_bins, channels=2 * k)
-        live = [cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
-                for d, (subtract, keep) in enumerate(plan)]
-        hist = max(live, default=0) + n_features * n_bins * 2 * 4
+        hist = kept_histogram_bytes(cell, n_samples, depth, n_bins, k) + n_features * n_bins * 2 * 4
     else:
         hist = 3 * cell * 2 ** max(int(depth) - 1, 0)
     rows = n_samples * (10 * k + 10) * 4
     out = 2 * n_rounds * 4 + (trees_bytes(depth, k, n_rounds, trees_per_round) if keep_trees else 0)
     return int(hist + rows + out)
+
+
+def kept_histogram_bytes(cell: int, n_samples: int, depth: int, n_bins: int, k: int) -> int:
+    """The most bytes of histograms the fused levels keep at once for histogram subtraction
+    (:func:`jboost.trees.histograms.level_plan`), ``cell`` bytes per leaf."""
+    plan = histograms.level_plan(n_samples, depth, n_bins, channels=2 * k)
+    return max([cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
+                for d, (subtract, keep) in enumerate(plan)], default=0)
 
 
 def trees_bytes(depth: int, n_outputs: int, n_rounds: int, trees_per_round: int = 1) -> int:
@@ -143,10 +148,7 @@ def forest_tree_bytes(n_eligible: int, depth: int, n_bins: int, n_outputs: int, 
     n_features = n_eligible if n_features is None else n_features
     kept = 0
     if n_eligible >= n_features:  # every feature at every level: fit_tree subtracts where it pays
-        cell = n_features * n_bins * 2 * k * 4
-        plan = histograms.level_plan(n_samples, depth, n_bins, channels=2 * k)
-        kept = max([cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
-                    for d, (subtract, keep) in enumerate(plan)], default=0)
+        kept = kept_histogram_bytes(n_features * n_bins * 2 * k * 4, n_samples, depth, n_bins, k)
     return int(rows + n_samples * 4 * FOREST_ROW_WORDS_PER_LEVEL * depth + kept)
 
 

@@ -30,15 +30,10 @@ def boost_sharded(mesh, data: state_lib.Data, key, hyper: boosting.Hyperparams, 
     raw scores are sharded with the rows); the returned ``BoostOutput.state`` holds every row.
     """
     axis = mesh.axis_names[0]
-    n_dev = mesh.shape[axis]
     n = data.y.shape[0]
-    pad = (-n) % n_dev
-    rows = lambda a: None if a is None else jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1))
-    if pad:
-        data = data._replace(X_binned=jnp.pad(data.X_binned, ((0, 0), (0, pad))),
-                             y=rows(data.y), w=rows(data.w), margin=rows(data.margin))
-        if state is not None:
-            state = state._replace(base=rows(state.base), pending=rows(state.pending))
+    data, rows = pad_rows(data, mesh.shape[axis])
+    if state is not None:
+        state = state._replace(base=rows(state.base), pending=rows(state.pending))
     fn = _sharded_boost(mesh, config._replace(axis_name=axis), data.margin is not None,
                         data.margin_valid is not None, state is not None,
                         config.early_stopping is not None and best is not None)
@@ -48,22 +43,13 @@ def boost_sharded(mesh, data: state_lib.Data, key, hyper: boosting.Hyperparams, 
     if config.early_stopping is not None and best is not None:
         args += (best,)
     out = fn(*args)
-    if pad:
-        out = out._replace(state=out.state._replace(base=out.state.base[:n],
-                                                    pending=out.state.pending[:n]))
-    return out
+    return out._replace(state=out.state._replace(base=out.state.base[:n], pending=out.state.pending[:n]))
 
 
 @functools.lru_cache(maxsize=64)
 def _sharded_boost(mesh, config: boosting.BoostConfig, margin: bool = False, margin_valid: bool = False,
                    continued: bool = False, with_best: bool = False):
-    from jax.sharding import PartitionSpec as P
-
-    axis = config.axis_name
-    rows, rep = P(axis), P()
-    data_spec = state_lib.Data(P(None, axis), rows, rows, rep, rep, rep, rows if margin else None,
-                     rep if margin_valid else None)
-    state_spec = state_lib.BoostState(rows, rep, rep, rep, rows, rep)
+    rep, data_spec, state_spec = _specs(config.axis_name, margin, margin_valid)
     in_specs = (data_spec, rep, rep, rep, rep)
     if continued:
         in_specs += (state_spec, rep)
@@ -79,6 +65,16 @@ def _sharded_boost(mesh, config: boosting.BoostConfig, margin: bool = False, mar
     out_spec = state_lib.BoostOutput(rep, rep, rep, rep, rep, rep, state_spec, rep, rep, rep)
     fn = jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_spec, check_vma=False)
     return _compile.jit(fn)
+
+
+def _specs(axis: str, margin: bool, margin_valid: bool):
+    """``(replicated, data_spec, state_spec)``: the partition specs of a fit's rows over ``axis``."""
+    from jax.sharding import PartitionSpec as P
+
+    rows, rep = P(axis), P()
+    data_spec = state_lib.Data(P(None, axis), rows, rows, rep, rep, rep, rows if margin else None,
+                               rep if margin_valid else None)
+    return rep, data_spec, state_lib.BoostState(rows, rep, rep, rep, rows, rep)
 
 
 def pad_rows(data: state_lib.Data, n_devices: int):
@@ -106,13 +102,8 @@ def boost_rounds_sharded(mesh, data: state_lib.Data, key, hyper: boosting.Hyperp
 
 @functools.lru_cache(maxsize=64)
 def _sharded_rounds(mesh, config: boosting.BoostConfig, margin: bool = False, margin_valid: bool = False):
-    from jax.sharding import PartitionSpec as P
-
-    axis = config.axis_name
-    rows, rep = P(axis), P()
-    data_spec = state_lib.Data(P(None, axis), rows, rows, rep, rep, rep, rows if margin else None,
-                     rep if margin_valid else None)
-    carry_spec = calls.RoundsCarry(state_lib.BoostState(rows, rep, rep, rep, rows, rep), rep, rep, rep, rep)
+    rep, data_spec, state_spec = _specs(config.axis_name, margin, margin_valid)
+    carry_spec = calls.RoundsCarry(state_spec, rep, rep, rep, rep)
 
     def body(data, key, hyper, init_raw, carry, first_round, end, fresh):
         return calls.rounds_body(data, key, hyper, init_raw, carry, first_round, end, fresh, config=config)

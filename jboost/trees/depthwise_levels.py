@@ -78,16 +78,6 @@ class Grow(NamedTuple):
         return a if self.axis_name is None else lax.psum(a, self.axis_name)
 
 
-def best_node_splits(g: Grow, cum, mask=None) -> splits_lib.Split:
-    """Each node's first best split (``min_split_gain`` subtracted) from its ``(F', S, B, C)``
-    cumulative histograms; ``mask (S, F')``: the features each node may split on."""
-    gains = node_splits.node_gains(cum, g.l2, g.min_child_weight, g.missing, g.criterion)  # (S, F', B-1, 2)
-    if mask is None:
-        return jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=g.min_split_gain))(gains)
-    return jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
-        gn, min_split_gain=g.min_split_gain, feature_mask=mn))(gains, mask)
-
-
 # --- the dense heap levels -------------------------------------------------------------------
 
 def dense_histograms(g: Grow, d: int, leaf, local):
@@ -118,7 +108,7 @@ def dense_level(g: Grow, d: int, leaf, active, local):
     n_nodes = 1 << d
     cum, local = dense_histograms(g, d, leaf, local)
     mask = None if g.masks is None else jnp.broadcast_to(g.masks[d][:n_nodes], (n_nodes, cum.shape[0]))
-    split = best_node_splits(g, cum, mask)
+    split = node_splits.best_node_splits(g, cum, mask)
     ok = active & (split.gain > 0)  # a leaf's descendants never split
     pos = jnp.where(ok, split.feature, 0).astype(jnp.int32)
     thr = jnp.where(ok, split.threshold, splits_lib.null_threshold(g.n_bins)).astype(jnp.int32)
@@ -303,7 +293,7 @@ def compact_splits(g: Grow, st: CompactState, d, width: int, n_slots: int):
         mask = g.masks[d]
         mask = (mask[heap_of_slot] if mask.shape[0] > 1
                 else jnp.broadcast_to(mask[0], (n_slots, mask.shape[-1])))
-    sp = best_node_splits(g, cum, mask)
+    sp = node_splits.best_node_splits(g, cum, mask)
     ok, gain, thr, mr, feature = position_rules(g, d, sp, slot, n_slots, candidates)
     null = splits_lib.null_threshold(g.n_bins)
     right = routing.rows_go_right(g.X_binned, st.pos, _ext(feature, 0), _ext(thr, null),

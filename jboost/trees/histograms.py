@@ -174,11 +174,17 @@ def xla_level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], n
         in_small = (leaf >= half) == right_smaller[slot]
         small = prefix_sum(_all_features_histogram(X_binned, payload, slot, half, n_bins, keep=in_small),
                            axis=2)
-        other = parent - small
-        flip = right_smaller[None, :, None, None]
-        return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)], axis=1)
+        return siblings(parent, small, right_smaller)
 
     return _platform_dependent(X_binned, payload, leaf, parent, cpu=direct, default=subtracted)
+
+
+def siblings(parent, small, right_smaller):
+    """A level's ``(F, 2S, B, C)`` histograms from the parents' and the smaller siblings'
+    ``(F, S, B, C)`` ones: the larger sibling is ``parent - small``."""
+    other = parent - small
+    flip = right_smaller[None, :, None, None]
+    return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)], axis=1)
 
 
 def _per_feature_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int):
@@ -319,9 +325,7 @@ def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_
                                      cumulative=True)
         small, right_smaller = _native_smaller_sibling(X_binned, payload, leaf, parent.shape[1],
                                                        n_bins, axis_name)
-        other = parent - small
-        flip = (right_smaller == 1)[None, :, None, None]
-        return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)], axis=1)
+        return siblings(parent, small, right_smaller == 1)
 
     xla = lambda: xla_level_histograms(X_binned, payload, leaf, parent, n_leaves, n_bins)
     local = dispatch(X_binned, n_bins, native, xla, n_leaves, payload.shape[-1])

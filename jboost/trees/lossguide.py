@@ -151,13 +151,8 @@ def _best_splits(g: _Grow, hist, child_depth):
     sums)``, ``can`` where the leaf may split (positive gain, above the depth bound)."""
     cum = histograms.prefix_sum(hist, axis=2)                        # (F, S, B, C)
     sums = cum[0, :, g.n_bins - 1]                                   # (S, C) every row
-    gains = node_splits.node_gains(cum, g.l2, g.min_child_weight, g.missing, g.criterion)  # (S, F, B-1, 2)
-    if g.masks is None:
-        sp = jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=g.min_split_gain))(gains)
-    else:
-        m = g.masks[jnp.minimum(child_depth, g.depth - 1)]
-        sp = jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
-            gn, min_split_gain=g.min_split_gain, feature_mask=mn))(gains, m)
+    mask = None if g.masks is None else g.masks[jnp.minimum(child_depth, g.depth - 1)]
+    sp = node_splits.best_node_splits(g, cum, mask)
     can = (child_depth < g.depth) & (sp.gain > 0)
     return sp, can, sums
 

@@ -64,6 +64,17 @@ def node_gains(cum, l2, min_child_weight, missing: bool = True,
         output_sum=splits_lib.sum_outputs_16), in_axes=1)(cum)
 
 
+def best_node_splits(g, cum, mask=None) -> splits_lib.Split:
+    """Each node's first best split (``min_split_gain`` subtracted) from its ``(F', S, B, C)``
+    cumulative histograms, with the settings of a grower ``g``; ``mask (S, F')``: the features
+    each node may split on."""
+    gains = node_gains(cum, g.l2, g.min_child_weight, g.missing, g.criterion)  # (S, F', B-1, 2)
+    if mask is None:
+        return jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=g.min_split_gain))(gains)
+    return jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
+        gn, min_split_gain=g.min_split_gain, feature_mask=mn))(gains, mask)
+
+
 def _mix(x):
     """lowbias32, a bijective mix of ``uint32`` values (the kernel's ``Mix``, depthwise.cc)."""
     x = x ^ jnp.right_shift(x, jnp.uint32(16))

@@ -112,9 +112,8 @@ def line_search_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int,
     auto = loss if loss.hessian != "unit" else loss.replace(hessian="autodiff")
 
     def leaf_losses(gamma):
-        per_row = w * loss_lib.per_sample_losses(auto, y, raw + gamma[leaf])
-        out = jax.ops.segment_sum(per_row, leaf, num_segments=n_leaves)
-        return out if axis_name is None else lax.psum(out, axis_name)
+        return _leaf_sums(w * loss_lib.per_sample_losses(auto, y, raw + gamma[leaf]), leaf, n_leaves,
+                          axis_name)
 
     def body(_, gamma):
         g, h = derivatives.grad_hess(auto, y, raw + gamma[leaf])
