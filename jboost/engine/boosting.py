@@ -1,34 +1,9 @@
 """Boosting as a public ``init`` / ``step`` pair; :func:`boost` is a ``lax.scan`` of ``step``.
 
-ESL Algorithm 10.3 with second-order (Newton) trees as in XGBoost: per round, gradients and
-hessians of the loss by autodiff, a row sampler (Bernoulli weights: shapes stay fixed) and a
-column sampler (per tree or per level), one oblivious tree (or K, one per output), an optional
-exact leaf refit, shrinkage by the learning rate.
-
-The scaffold (in the style of optax's ``init``/``update``):
-
-* :func:`init` ``(data, loss, init_raw, config) -> BoostState`` -- the raw scores start at the
-  baseline; the algorithm's own state (AdaBoost's observation weights, ...) starts from
-  ``config.algorithm.init``;
-* :func:`step` ``(state, m, data=, key=, hyper=, config=) -> (state, RoundOutput)`` -- round
-  ``m``: its key ``fold_in(key, m)``, the samplers' draws, then ``config.algorithm.round`` (which
-  grows the round's trees and gives their final leaf values), then the raw scores of the training
-  and validation rows and the round's losses;
-* :func:`boost` = ``lax.scan(step)`` over ``config.n_rounds`` rounds; with
-  ``config.early_stopping`` (:class:`EarlyStopping`) a ``lax.while_loop`` over chunks of rounds
-  that really stops once the validation score has not improved for ``rounds`` rounds (under
-  ``vmap`` each model stops on its own: the loop runs until every model has stopped, and a stopped
-  model's state no longer changes). ``state=``/``first_round=`` continue a fit (warm start).
-
-A classical algorithm (:mod:`jboost.algorithms`) is an :class:`Algorithm`: one ``round``
-function from a :class:`Round` to a :class:`RoundResult` (and an optional ``init`` of its state);
-gradient boosting is :data:`NEWTON`. Samplers are plain functions (:mod:`jboost.engine.samplers`).
-
-Static (shape-setting) settings live in :class:`BoostConfig`; every continuous hyperparameter is
-a traced array in :class:`Hyperparams`, so ``jax.vmap`` over them is one compiled program.
-Randomness: round ``m`` uses ``fold_in(key, m)``, so the same key and data give bitwise the same
-model, and round ``m`` does not depend on how many rounds follow.
-"""
+ESL Algorithm 10.3 with second-order (Newton) trees as in XGBoost: per round gradients and hessians
+by autodiff, row and column samplers, the algorithm's round (:class:`Algorithm`) and shrinkage.
+Static settings are a :class:`BoostConfig`, continuous ones traced :class:`Hyperparams`. See
+docs/engine.md ("The boosting step")."""
 
 from __future__ import annotations
 
@@ -106,13 +81,9 @@ class EarlyStopping(NamedTuple):
     """Stop when the validation score has not improved for ``rounds`` rounds (static settings).
 
     The score is the mean validation loss (``metric=None``), a named metric of
-    :data:`jboost.losses.metrics.METRICS` (through the loss's link) or ``metric(y, raw, w) -> scalar``
-    (minimised; ``raw`` as :func:`jboost.predict` returns it, ``w`` the validation weights) after
-    each round; a round
-    improves on the best so far when its score is below ``best - tolerance``. Rounds run in
-    chunks of ``chunk`` inside a ``lax.while_loop``: a fit that stops at round ``s`` runs fewer
-    than ``s + chunk`` rounds (rounds after the stop within its chunk are masked out).
-    """
+    :data:`jboost.losses.metrics.METRICS` or ``metric(y, raw, w) -> scalar`` (minimised); a round
+    improves when its score is below ``best - tolerance``. Rounds run in chunks of ``chunk`` inside
+    a ``lax.while_loop`` (rounds after the stop within its chunk are masked out)."""
 
     rounds: int
     tolerance: float = 0.0
@@ -179,12 +150,8 @@ def init(data: state_lib.Data, loss: loss_lib.Loss, init_raw, config: BoostConfi
 
 
 def step(state: state_lib.BoostState, m, *, data: state_lib.Data, key, hyper: Hyperparams, config: BoostConfig):
-    """Round ``m`` of boosting: returns ``(state, RoundOutput)``.
-
-    With ``config.axis_name`` set (inside ``shard_map``, see :func:`boost_sharded`), the training
-    rows are this device's shard; histograms and sums are ``psum``-ed so every device grows the
-    same trees; the validation set is replicated.
-    """
+    """Round ``m`` of boosting: returns ``(state, RoundOutput)``. With ``config.axis_name`` the
+    training rows are this device's shard (sums ``psum``-ed), the validation set replicated."""
     axis = config.axis_name
     y = data.y
     n = y.shape[0]
@@ -231,24 +198,21 @@ def step(state: state_lib.BoostState, m, *, data: state_lib.Data, key, hyper: Hy
 def boost(data: state_lib.Data, key, hyper: Hyperparams, loss: loss_lib.Loss, init_raw, *,
           config: BoostConfig, state: Optional[state_lib.BoostState] = None, first_round=0,
           best=None) -> state_lib.BoostOutput:
-    """Run ``config.n_rounds`` rounds of boosting from the constant raw score ``init_raw``:
-    ``lax.scan`` of :func:`step` from :func:`init` (a ``while_loop`` of chunks with
-    ``config.early_stopping``).
+    """Run ``config.n_rounds`` rounds of boosting from the constant raw score ``init_raw``: a
+    ``lax.scan`` of :func:`step` from :func:`init` (chunks in a ``while_loop`` with early stopping).
 
     Args:
-      data: :class:`Data` (training bins ``(F, n)``, labels, weights; validation set, maybe empty).
+      data: :class:`jboost.engine.state.Data`: training bins ``(F, n)``, labels, weights and a
+        validation set (maybe empty).
       key: a ``jax.random`` key (typed or raw uint32).
       hyper: traced :class:`Hyperparams`.
       loss: a :class:`jboost.Loss` with ``n_outputs`` set.
       init_raw: ``(K,)`` the baseline raw score.
       config: static :class:`BoostConfig`.
-      state: continue from this :class:`BoostState` (a warm start: the raw scores of an earlier
-        fit's rounds, accumulated in the order training accumulates them) instead of :func:`init`.
-      first_round: the index of the first round (traced; rounds use ``fold_in(key, m)``), so
-        ``r`` rounds then ``s`` more from the state equal ``r + s`` rounds bitwise.
-      best: with early stopping, ``(best_score, best_round)`` of the rounds before
-        ``first_round`` (``BoostOutput.best_score``, ``best_round`` of the previous call), so a fit
-        run in several calls stops where one call would.
+      state: continue from this :class:`jboost.engine.state.BoostState` instead of :func:`init`.
+      first_round: the (traced) index of the first round: ``r`` rounds, then ``s`` more from the
+        state, equal ``r + s`` rounds bitwise.
+      best: with early stopping, ``(best_score, best_round)`` of the rounds before ``first_round``.
     """
     body = functools.partial(step, data=data, key=key, hyper=hyper, config=config)
     state0 = init(data, loss, init_raw, config) if state is None else state
@@ -264,12 +228,10 @@ def boost(data: state_lib.Data, key, hyper: Hyperparams, loss: loss_lib.Loss, in
 
 def resume(data: state_lib.Data, trees, init_raw, loss: loss_lib.Loss, config: BoostConfig,
            extra: Any = None) -> state_lib.BoostState:
-    """The :class:`BoostState` after the rounds ``trees`` (leading axes ``(rounds, T)``, final
-    leaf values) of an earlier fit on the same bins: the raw scores accumulated round by round in
-    the order :func:`step` accumulates them (so a continued fit equals an uninterrupted one
-    bitwise), ``loss`` with its last-round parameters, and the algorithm's state ``extra`` after
-    those rounds (``None``: its ``init``, right for gradient boosting, whose state is empty; an
-    algorithm with a state, e.g. AdaBoost's observation weights, passes the one its fit kept)."""
+    """The :class:`jboost.engine.state.BoostState` after the rounds ``trees`` (leading axes
+    ``(rounds, T)``) of an earlier fit on the same bins, accumulated as :func:`step` accumulates
+    them (so a continued fit equals an uninterrupted one bitwise); ``extra``: the algorithm's state
+    (``None``: its ``init``)."""
     state = init(data, loss, init_raw, config)
     if extra is not None:
         state = state._replace(extra=extra)
@@ -298,12 +260,7 @@ def boost_until_stopped(body, state0: state_lib.BoostState, rounds, data: state_
                         best) -> state_lib.BoostOutput:
     """:func:`boost` with early stopping: chunks of ``es.chunk`` rounds (a ``lax.scan``) in a
     ``lax.while_loop`` that ends when the score has not improved for ``es.rounds`` rounds.
-
-    ``body(state, m) -> (state, RoundOutput)`` is one round (:func:`step` with its data, key and
-    settings bound); ``rounds`` the ``(n_rounds,)`` round indices; ``best`` the ``(best_score,
-    best_round)`` so far. The score of a round is ``RoundOutput.valid_loss`` when ``es.metric``
-    is ``None`` (a caller may put any held-out loss there, as the sweep does for its held-out
-    fold), else ``es.metric`` on ``data``'s validation rows."""
+    ``body(state, m)`` is one round; ``best`` the ``(best_score, best_round)`` so far."""
     n_rounds = rounds.shape[0]
     chunk = max(1, min(int(es.chunk), n_rounds))
     n_chunks = -(-n_rounds // chunk)

@@ -18,17 +18,10 @@ from jboost.losses import loss as loss_lib
 def boost_sharded(mesh, data: state_lib.Data, key, hyper: boosting.Hyperparams, loss: loss_lib.Loss, init_raw, *,
                   config: boosting.BoostConfig, state: Optional[state_lib.BoostState] = None, first_round=0,
                   best=None) -> state_lib.BoostOutput:
-    """:func:`boost` with the training rows sharded over the first axis of ``mesh``.
-
-    Data parallelism with JAX's own machinery: rows are padded with zero-weight rows to a
-    multiple of the number of devices and split across them (``shard_map``); each device builds
-    the histograms of its rows and a ``psum`` over the mesh axis gives every device the global
-    histograms, so all devices choose the same splits and hold the same trees. The same code
-    serves several XLA CPU devices (``--xla_force_host_platform_device_count``), several GPUs,
-    and several hosts after ``jax.distributed.initialize()`` (a mesh over ``jax.devices()``).
-    ``state``/``first_round``/``best`` continue a fit as in :func:`boost` (the state's per-row
-    raw scores are sharded with the rows); the returned ``BoostOutput.state`` holds every row.
-    """
+    """:func:`boost` with the training rows sharded over the first axis of ``mesh``: rows padded
+    with zero-weight rows to a multiple of the devices, histograms ``psum``-ed, so every device
+    grows the same trees (docs/engine.md, "Rows sharded over devices"). The returned state holds
+    every row."""
     axis = mesh.axis_names[0]
     n = data.y.shape[0]
     data, rows = pad_rows(data, mesh.shape[axis])
@@ -78,9 +71,8 @@ def _specs(axis: str, margin: bool, margin_valid: bool):
 
 
 def pad_rows(data: state_lib.Data, n_devices: int):
-    """``(data, rows)``: ``data`` with its training rows padded with zero-weight rows to a
-    multiple of ``n_devices`` (as :func:`boost_sharded` pads them), and ``rows``, which pads a
-    per-row array ``(n, ...)`` likewise."""
+    """``(data, rows)``: ``data``'s training rows padded with zero-weight rows to a multiple of
+    ``n_devices``, and ``rows``, which pads a per-row array likewise."""
     pad = (-data.y.shape[0]) % n_devices
     rows = lambda a: None if a is None or not pad else jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1))
     if not pad:
@@ -91,9 +83,8 @@ def pad_rows(data: state_lib.Data, n_devices: int):
 
 def boost_rounds_sharded(mesh, data: state_lib.Data, key, hyper: boosting.Hyperparams, init_raw, carry: calls.RoundsCarry,
                          first_round, end, fresh, *, config: boosting.BoostConfig) -> calls.RoundsCarry:
-    """:func:`boost_rounds` with the training rows sharded over the first axis of ``mesh``
-    (``shard_map``, histograms ``psum``-ed, as :func:`boost_sharded`): ``data``'s rows and the
-    carried state's per-row arrays padded to a multiple of the devices (:func:`pad_rows`)."""
+    """:func:`boost_rounds` with the training rows sharded over the first axis of ``mesh``, as
+    :func:`boost_sharded` (rows padded by :func:`pad_rows`)."""
     axis = mesh.axis_names[0]
     fn = _sharded_rounds(mesh, config._replace(axis_name=axis), data.margin is not None,
                          data.margin_valid is not None)

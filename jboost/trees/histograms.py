@@ -1,29 +1,8 @@
-"""Gradient and hessian histograms per (feature, leaf, bin).
+"""Gradient and hessian histograms per (feature, leaf, bin): the hot path of tree fitting.
 
-The hot path of tree fitting. Two implementations of the same sums:
-
-* **CPU kernel** (``jboost/_native/histogram.cc``, an XLA FFI custom call, used on CPU when it
-  was built at install time): rows are compacted once per level, then features are split across
-  threads; each feature's sums run in row order on one thread, so the result does not depend on
-  the thread count. It skips rows of zero weight (subsampled-out rows cost nothing) and, level
-  by level, builds only the smaller sibling of each pair (**histogram subtraction**: the larger
-  sibling is the parent's histogram minus the smaller one's). Any number of outputs (payloads
-  of 2K channels); sizes it cannot index with 32-bit offsets (:func:`jboost._native.indexable`)
-  run in pure JAX.
-* **Pure JAX on CPU** (no kernel): a scatter-add per feature (``lax.map`` over features, one
-  ``segment_sum`` of the whole payload per feature), which on CPU beats vectorising over features
-  because each feature's bins and the payload stay in cache;
-  pairs of float32 channels are packed into one complex64 payload so one scatter moves both.
-* **Pure JAX on accelerators** (GPU, TPU): one float32 scatter-add over all features at once,
-  with the rows of a shallow level spread over copies of its histograms (:func:`spread_sum`) so
-  that atomic adds to the same cell do not queue (the CPU's complex64 per-feature scatter would
-  be slow there: complex atomics are emulated). Float atomics add in no fixed order: on a GPU the sums, and so near-tied splits, may differ in
-  the last bits from run to run (the README's determinism section).
-
-``jax.lax.platform_dependent`` picks the implementation when the program is lowered, so the same
-jitted function runs everywhere (in a CPU-only process only the CPU's branches are traced:
-:func:`jboost._native.platform_dependent`).
-"""
+One set of sums, three implementations chosen when the program is lowered: the CPU kernel
+(``jboost/_native/histogram.cc``, with histogram subtraction), a per-feature scatter in pure JAX on
+CPU, and one spread scatter over all features on accelerators. See docs/trees.md ("Histograms")."""
 
 from __future__ import annotations
 
@@ -40,12 +19,8 @@ from jboost import _native
 
 
 def prefix_sum(x, axis: int):
-    """Inclusive prefix sum along ``axis`` as a two-level blocked cumsum.
-
-    ``jnp.cumsum`` over ``B`` bins lowers to an O(B^2) reduce-window on XLA's CPU backend and a
-    log-depth associative scan is slow to compile; cumsums within blocks of 16 plus a cumsum of
-    the block totals cost O(16 B) and compile quickly.
-    """
+    """Inclusive prefix sum along ``axis`` as a two-level blocked cumsum (blocks of 16): O(16 B)
+    where ``jnp.cumsum`` lowers to an O(B^2) reduce-window on XLA's CPU backend."""
     x = jnp.moveaxis(x, axis, -1)
     b = x.shape[-1]
     block = 16
@@ -87,14 +62,9 @@ def _spread_copies(num_segments: int) -> int:
 
 
 def spread_sum(values, idx, num_segments: int, cells_per_group: Optional[int] = None):
-    """``jax.ops.segment_sum(values, idx, num_segments)`` (``values``: ``(n, ...)``).
-
-    On CPU exactly that. On accelerators, where the sum is a scatter of atomic adds, rows are
-    first spread over ``R`` copies of the output (row ``i`` into copy ``i % R``) which are then
-    added up, so that the many rows of a small output (a shallow level's histogram, a tree's
-    leaf sums) do not queue on the same cells; ``R`` is static, from the cells per group
-    (``cells_per_group``, default ``num_segments``: one group).
-    """
+    """``jax.ops.segment_sum(values, idx, num_segments)``; on accelerators the rows are spread over
+    copies of the output (row ``i`` into copy ``i % R``, ``R`` static from ``cells_per_group``) so
+    that atomic adds to the same cells do not queue."""
     groups_cells = num_segments if cells_per_group is None else cells_per_group
     copies = _spread_copies(groups_cells)
 
@@ -116,8 +86,7 @@ def spread_sum(values, idx, num_segments: int, cells_per_group: Optional[int] = 
     return _platform_dependent(values, idx, cpu=plain, default=spread)
 
 
-#: Tests only (``tests/_pure_jax.accelerator_paths``): trace the accelerators' pure-JAX branches
-#: on the CPU too.
+#: Tests only (``tests/_pure_jax.accelerator_paths``): trace the accelerators' branches on CPU.
 _ACCELERATOR_PATHS = False
 
 
@@ -129,7 +98,7 @@ def _platform_dependent(*args, cpu, default):
 
 def pure_jax_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int):
     """Sums of ``payload`` per (feature, leaf, bin), ``(F, n_leaves, n_bins, C)``: per feature on
-    CPU, one spread scatter on accelerators (see the module's docstring)."""
+    CPU, one spread scatter on accelerators."""
     cpu = functools.partial(_per_feature_histogram, n_leaves=n_leaves, n_bins=n_bins)
     accel = functools.partial(_all_features_histogram, n_leaves=n_leaves, n_bins=n_bins)
     return _platform_dependent(X_binned, payload, leaf, cpu=cpu, default=accel)
@@ -153,14 +122,9 @@ def _all_features_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int,
 
 def xla_level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], n_leaves: int,
                          n_bins: int):
-    """The pure-JAX cumulative histograms of one level (``(F, n_leaves, B, C)``).
-
-    On CPU every leaf is built directly. On accelerators, given the previous level's cumulative
-    histograms ``parent`` (``(F, n_leaves / 2, B, C)``, this device's), only the sibling of each
-    pair with fewer rows of non-zero payload is scattered; the other is ``parent - sibling``
-    (as the CPU kernel does). The atomic adds, which bound the accelerators' histograms, fall
-    to the smaller siblings' rows: at most half of them.
-    """
+    """The pure-JAX cumulative histograms of one level, ``(F, n_leaves, B, C)``: on CPU every leaf
+    directly; on accelerators, given this device's ``parent`` histograms, only the sibling of each
+    pair with fewer rows of non-zero payload is scattered, the other is ``parent - sibling``."""
     direct = lambda X, p, l, par: prefix_sum(pure_jax_histogram(X, p, l, n_leaves, n_bins), axis=2)
     if parent is None:
         return direct(X_binned, payload, leaf, None)
@@ -239,14 +203,9 @@ def dispatch(X_binned, n_bins: int, native, xla, n_leaves: int = 1, channels: in
     return _native.platform_dependent(cpu=native, default=xla)
 
 
-#: Histogram subtraction at a level of ``L`` leaves pays when the rows outnumber the level's
-#: histogram cells per feature by this factor: it saves building about half the rows but reads
-#: the parent's and writes the level's ``L x B`` cells per feature (so small data builds its deep
-#: levels directly, large data subtracts throughout).
+#: Histogram subtraction pays when the rows outnumber a level's cells per feature by this factor.
 SUBTRACT_ROWS_PER_CELL = 2
-#: The same for wide payloads (more than 16 channels: 9 or more outputs), whose kept histograms
-#: (``F x L x B x 2K`` floats per level) cost memory traffic that the rows they save do not
-#: repay as soon (mostly the last level's histograms, kept only to read the leaf sums off them).
+#: The same for wide payloads (more than 16 channels), whose kept histograms cost more traffic.
 SUBTRACT_ROWS_PER_CELL_WIDE = 8
 
 
@@ -258,13 +217,9 @@ def subtraction_pays(n_rows: int, n_leaves: int, n_bins: int, channels: int = 2)
 
 
 def level_plan(n_rows: int, depth: int, n_bins: int, channels: int = 2):
-    """Static plan of a tree's levels on one device: ``[(subtract, keep_hist), ...]`` per level.
-
-    Level ``d`` (``2**d`` leaves) is built by subtraction when :func:`subtraction_pays`; it keeps
-    its histograms when the next level subtracts from them, and the last level when they are
-    cheap next to the rows (the leaf sums are then read off them, else summed over the rows).
-    ``channels``: the payload's (``2K``); up to 16 (the default, 2) the plan does not depend on it.
-    """
+    """Static plan of a tree's levels on one device: ``[(subtract, keep_hist), ...]``: a level
+    subtracts where :func:`subtraction_pays` and keeps its histograms for the next level's
+    subtraction, the last level where they are cheap next to the rows (its leaf sums)."""
     subtract = [subtraction_pays(n_rows, 2**d, n_bins, channels) for d in range(depth)]
     return [(subtract[d], subtract[d + 1] if d + 1 < depth else subtract[d]) for d in range(depth)]
 
@@ -278,8 +233,7 @@ def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis
       payload: ``(n_samples, C)`` float32, e.g. ``[w*g_1..w*g_K, w*h_1..w*h_K]``.
       leaf: ``(n_samples,)`` int32 leaf of each row, in ``[0, n_leaves)``.
       n_leaves, n_bins: static sizes.
-      axis_name: when rows are sharded over a mapped axis (``shard_map``/``pmap``), the
-        histograms are summed across it with ``psum`` so every device sees the global sums.
+      axis_name: the mapped axis rows are sharded over: the histograms are ``psum``-ed.
 
     Returns:
       ``(n_features, n_leaves, n_bins, C)`` float32.
@@ -296,26 +250,13 @@ def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis
 
 def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_bins: int,
                      axis_name=None):
-    """Cumulative histograms of one level of an oblivious tree, by subtraction from the last level.
+    """Cumulative histograms of one level by subtraction from the last level: ``(hist, local)``.
 
-    The result holds inclusive prefix sums over the bins (``cum[..., t, :]`` = sums of bins
-    ``<= t``), which is what :func:`jboost.trees.splits.split_gains_cumulative` needs; prefix sums are
-    linear, so subtraction and ``psum`` apply to them unchanged. Leaves ``j`` and ``j + S``
-    (``S = 2**d`` at level ``d``) are the children of the previous level's leaf ``j``. With the CPU
-    kernel and on accelerators only the sibling with fewer rows of non-zero weight is built; the
-    other is ``parent - sibling``. The CPU without the kernel builds every leaf directly.
-
-    Args:
-      X_binned, payload, leaf: as in :func:`build_histogram`; ``leaf`` in ``[0, 2 * S)``.
-      parent: this device's ``(F, S, B, C)`` cumulative histograms of the previous level (before
-        any ``psum``), or ``None`` at the first level (one leaf).
-      n_bins: static number of bins.
-      axis_name: mapped axis rows are sharded over (the returned ``hist`` is ``psum``-ed).
-
-    Returns:
-      ``(hist, local)``: the level's ``(F, L, B, C)`` cumulative histograms summed over devices,
-      and this device's own (to pass as ``parent`` to the next level).
-    """
+    Leaves ``j`` and ``j + S`` are the children of ``parent``'s leaf ``j``; with the CPU kernel and
+    on accelerators only the sibling with fewer rows of non-zero weight is built, the other is
+    ``parent - sibling``. ``parent``: this device's ``(F, S, B, C)`` histograms of the last level,
+    or ``None`` at the root. ``hist`` is summed over ``axis_name``; ``local``, this device's own, is
+    the next level's ``parent``."""
     payload = payload.astype(jnp.float32)
     n_leaves = 1 if parent is None else 2 * parent.shape[1]
 
