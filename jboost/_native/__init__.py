@@ -27,15 +27,11 @@ SYMBOLS = {HISTOGRAM: "JboostHistogram", SMALLER_SIBLING: "JboostHistogramSmalle
            PREDICT: "JboostPredict", PREDICT_DEPTHWISE: "JboostPredictDepthwise",
            SELF_TEST: "JboostSelfTest", DEPTHWISE_TREE: "JboostDepthwiseTree"}
 
-#: The version of the kernels' interface (targets, operands, attributes) these Python wrappers
-#: call; the library exports its own (``JboostAbiVersion()``, histogram.cc: kAbiVersion). Bump
-#: both together whenever a target's signature or meaning changes.
-ABI_VERSION = 3  # 2: depth-wise node tables (jboost_depthwise_tree, PREDICT_DEPTHWISE); 3: its row weights
+#: The kernels' interface version, bumped with the library's (histogram.cc: kAbiVersion).
+ABI_VERSION = 3
 
 
-#: The kernels index rows, and the cells of one feature's histograms (leaves x bins x channels,
-#: 2 channels per output), with 32-bit ints: larger inputs are rejected (by the kernel with an
-#: FFI error, by :func:`check_indexable` with a ``ValueError``) and jboost runs them in pure JAX.
+#: The kernels index rows, and one feature's histogram cells, with 32-bit ints (docs/native.md).
 MAX_INDEX = 2**31 - 1
 
 

@@ -139,21 +139,11 @@ _HIST_STATIC = ("n_leaves", "n_bins", "interpret", "block_rows", "block_cells", 
 def histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int,
               interpret: Optional[bool] = None, block_rows: int = BLOCK_ROWS,
               block_cells: int = BLOCK_CELLS, rows_in_grid: bool = False):
-    """Sums of ``payload`` rows per (feature, leaf, bin), by one-hot matmuls in a Pallas kernel: the
-    sums of :func:`jboost.trees.histograms.build_histogram` up to float32 summation order.
-
-    Args:
-      X_binned: ``(F, n)`` uint8 bins (feature-major).
-      payload: ``(n, C)`` float32; leaf: ``(n,)`` int32 leaf of each row.
-      n_leaves, n_bins: static sizes.
-      interpret: static; ``None``: interpret mode on the CPU backend, Triton elsewhere.
-      block_rows, block_cells: static block sizes (powers of two >= 16).
-      rows_in_grid: static; the row blocks on the last grid axis (sequential backends only) instead
-        of a loop inside each program (docs/native.md, "Schedules").
-
-    Returns:
-      ``(F, n_leaves, n_bins, C)`` float32.
-    """
+    """Sums of ``payload (n, C)`` rows per (feature, leaf, bin), ``(F, n_leaves, n_bins, C)``, by
+    one-hot matmuls in a Pallas kernel: :func:`jboost.trees.histograms.build_histogram`'s sums up to
+    float32 summation order. ``block_rows``, ``block_cells``: powers of two >= 16; ``rows_in_grid``:
+    the row blocks on the last grid axis, for sequential backends only (docs/native.md,
+    "Schedules")."""
     n_features, c = X_binned.shape[0], payload.shape[1]
     out = _histogram_call(X_binned, payload.astype(jnp.float32), leaf, n_leaves=n_leaves,
                           n_bins=n_bins, acc_dtype=jnp.float32,
@@ -250,20 +240,9 @@ def _gains_kernel(params_ref, cum_ref, out_ref, *, n_bins: int, missing: bool):
 @functools.partial(_compile.jit, static_argnames=("missing", "interpret"))
 def split_gains(cum_hist, l2, min_child_weight, *, missing: bool = True,
                 interpret: Optional[bool] = None):
-    """Newton split gains of one output from cumulative histograms, one program per feature: the
-    gains of :func:`jboost.trees.splits.split_gains_cumulative` with
-    :data:`jboost.trees.splits.NEWTON`.
-
-    Args:
-      cum_hist: ``(F, L, B, 2)`` inclusive prefix sums over the bins of (gradient, hessian)
-        histograms; bin ``B - 1`` is the missing bin.
-      l2, min_child_weight: traced scalars.
-      missing, interpret: static, as in :func:`jboost.trees.splits.split_gains_cumulative` and
-        :func:`histogram`.
-
-    Returns:
-      ``(F, B - 1, 2)`` float32 gains.
-    """
+    """Newton split gains ``(F, B - 1, 2)`` of one output from ``(F, L, B, 2)`` cumulative
+    histograms, one program per feature: :func:`jboost.trees.splits.split_gains_cumulative`'s with
+    :data:`jboost.trees.splits.NEWTON`."""
     n_features, n_leaves, n_bins, c = cum_hist.shape
     if c != 2:
         raise ValueError(f"split_gains takes one output (2 channels), got {c} channels")

@@ -82,24 +82,18 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
                at_once: bool = False, keep_on_interrupt: bool = False,
                unit: str = "items", keep: Optional[Callable[[Any], Any]] = None) -> list:
     """``chunk_fn(c, items)`` for every chunk ``c`` (items ``c * size .. (c + 1) * size - 1``, an
-    int64 host array), called one after another from the host.
-
-    Each chunk is waited for before the next is dispatched, so ``Ctrl-C`` raises
-    ``KeyboardInterrupt`` at the end of the running chunk (``at_once=True``: at once), saying how
-    many chunks were finished and kept; ``keep_on_interrupt=True`` returns the chunks finished so
-    far with a warning instead (docs/engine.md, "Batching").
+    int64 host array), called one after another from the host; ``Ctrl-C`` raises at the end of the
+    running chunk (``at_once``: at once) or, with ``keep_on_interrupt``, returns the chunks finished
+    so far (docs/engine.md, "Batching").
 
     Args:
       done: ``{c: outputs}`` of chunks already computed (e.g. :meth:`ChunkCheckpoints.load`).
       on_chunk: ``on_chunk(c, outputs)`` after each chunk computed here (e.g. a checkpoint).
-      progress: a name; then a progress line per chunk.
-      what: the chunks' name in the ``KeyboardInterrupt`` message, e.g. ``"sweep chunks"``.
       keeps: whether ``on_chunk`` keeps finished chunks for a rerun (default: ``on_chunk`` given).
       callbacks: called on the host after each chunk with a dict (``info(c, outputs)``'s entries,
         ``chunk``, ``chunks``, ``done``, ``items``, ``elapsed``, ``from_checkpoint``); one returning
         ``True`` stops the run.
-      unit: the items' name in the interrupt warning, e.g. ``"trees"``.
-      keep: ``keep(outputs)`` is what is kept of each chunk (``on_chunk`` and callbacks see all).
+      keep: ``keep(outputs)`` is what is kept of each chunk.
 
     Returns:
       The chunks' outputs (``keep``'s), in order (shorter when a callback stopped).

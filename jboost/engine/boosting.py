@@ -108,8 +108,7 @@ def round_learning_rate(config: BoostConfig, hyper: Hyperparams, m):
     """Shrinkage of round ``m``: ``learning_rate * schedule(m)`` (ESL Section 10.12.1)."""
     lr = hyper.learning_rate
     if config.learning_rate_schedule is not None:
-        # optax's schedules mix Python floats, bools and int32 counts: standard promotion inside
-        # the user's schedule, whatever the caller's setting (e.g. strict in the test suite).
+        # optax's schedules mix Python floats, bools and int32 counts: standard promotion.
         with jax.numpy_dtype_promotion("standard"):
             rate = config.learning_rate_schedule(m)
         lr = lr * jnp.asarray(rate, jnp.float32)
@@ -123,10 +122,8 @@ def round_values(trees: oblivious.ObliviousTrees, leaves):
     values = jax.vmap(lambda t, leaf: t.leaf_values[leaf])
     if trees.leaf_values.shape[0] == 1:
         return values(trees, leaves)[0]
-    # Several trees: a loop whose operands (the round's leaf values) are materialised buffers, so
-    # XLA cannot contract the leaf values' last multiply into the sum (an FMA) in the fitting
-    # program while a continued fit (resume), adding the stored values, does not: the same
-    # additions in the same order in both.
+    # Several trees: a loop over materialised leaf values, so that no FMA is contracted in the
+    # fitting program that a continued fit (resume) would not contract.
     def add(t, acc):
         tree = jax.tree_util.tree_map(lambda a: a[t], trees)
         return acc + tree.leaf_values[leaves[t]]
@@ -165,14 +162,11 @@ def step(state: state_lib.BoostState, m, *, data: state_lib.Data, key, hyper: Hy
         delta = baselines.weighted_quantile(_all_rows(jnp.abs(y - raw_m[:, 0]), axis),
                                              _all_rows(w, axis), loss_m.params["alpha"])
         loss_m = loss_m.with_params(delta=jnp.maximum(delta, 1e-12))
-    # Draws for all rows, then this shard's slice: the same rows are kept whatever the sharding
-    # (threefry is partitionable, so a prefix of a longer draw equals a shorter draw).
+    # Draws for all rows, then this shard's slice: the same rows whatever the sharding.
     if axis is None:
         sample = config.row_sampler_fn(k_rows, n, hyper.subsample)
     else:
-        # A multi-process fit's shards hold each process's rows then zero-weight padding rows:
-        # ``row_starts`` gives the table row of each shard's first row, so every row gets the draw
-        # of its row in the concatenated table (padding rows, of weight 0, take any draw).
+        # ``row_starts``: each shard's first table row (a multi-process fit's shards are padded).
         n_global = n * lax.psum(1, axis)
         start = (lax.axis_index(axis) * n if config.row_starts is None
                  else jnp.asarray(config.row_starts, jnp.int32)[lax.axis_index(axis)])
@@ -256,6 +250,15 @@ def validation_score(metric, data: state_lib.Data, state: state_lib.BoostState, 
                                 data.w_valid.astype(jnp.float32)).astype(jnp.float32).reshape(())
 
 
+def _blank_rounds(out: state_lib.RoundOutput, lead: tuple = ()) -> state_lib.RoundOutput:
+    """Rounds not fitted, of ``out``'s shapes with leading axes ``lead``: zero trees and info,
+    NaN losses."""
+    zeros = lambda s: jnp.zeros(lead + s.shape, s.dtype)  # noqa: E731
+    nan = lambda s: jnp.full(lead + s.shape, jnp.nan, s.dtype)  # noqa: E731
+    return state_lib.RoundOutput(jax.tree_util.tree_map(zeros, out.trees), nan(out.train_loss),
+                                 nan(out.valid_loss), jax.tree_util.tree_map(zeros, out.info))
+
+
 def boost_until_stopped(body, state0: state_lib.BoostState, rounds, data: state_lib.Data, es: EarlyStopping,
                         best) -> state_lib.BoostOutput:
     """:func:`boost` with early stopping: chunks of ``es.chunk`` rounds (a ``lax.scan``) in a
@@ -265,11 +268,7 @@ def boost_until_stopped(body, state0: state_lib.BoostState, rounds, data: state_
     chunk = max(1, min(int(es.chunk), n_rounds))
     n_chunks = -(-n_rounds // chunk)
     _, template = jax.eval_shape(body, state0, rounds[0])
-    # Rounds never fitted keep zero trees and info, and NaN losses.
-    nan_losses = lambda s: jnp.full((n_chunks * chunk,) + s.shape, jnp.nan, s.dtype)
-    zeros = lambda s: jnp.zeros((n_chunks * chunk,) + s.shape, s.dtype)
-    buffers = state_lib.RoundOutput(jax.tree_util.tree_map(zeros, template.trees), nan_losses(template.train_loss),
-                          nan_losses(template.valid_loss), jax.tree_util.tree_map(zeros, template.info))
+    buffers = _blank_rounds(template, (n_chunks * chunk,))
     def one_round(carry, i):
         c, state, best, best_i, last_i, stopped = carry
         j = c * chunk + i  # position in this fit
@@ -283,10 +282,7 @@ def boost_until_stopped(body, state0: state_lib.BoostState, rounds, data: state_
         stopped = stopped | (active & (m - best_i >= es.rounds)) | (j >= n_rounds - 1)
         keep = lambda new, old: jnp.where(active, new, old)
         state = jax.tree_util.tree_map(keep, new_state, state)
-        blank = state_lib.RoundOutput(jax.tree_util.tree_map(jnp.zeros_like, out.trees),
-                            jnp.full_like(out.train_loss, jnp.nan), jnp.full_like(out.valid_loss, jnp.nan),
-                            jax.tree_util.tree_map(jnp.zeros_like, out.info))
-        out = jax.tree_util.tree_map(keep, out, blank)
+        out = jax.tree_util.tree_map(keep, out, _blank_rounds(out))
         return (c, state, best, best_i, last_i, stopped), out
 
     def run_chunk(carry):

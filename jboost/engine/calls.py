@@ -15,9 +15,8 @@ from jboost.engine import state as state_lib
 from jboost.losses import loss as loss_lib
 from jboost.trees import oblivious
 
-# The rounds one call of :func:`boost_rounds` can fit: the size of its buffers. The program of a
-# concrete fit's rounds does not depend on the fit's number of rounds (``config.n_rounds`` is
-# this constant in its static settings), so fits that differ only in ``n_rounds`` share it.
+# The rounds one call of :func:`boost_rounds` can fit (its ``config.n_rounds``): fits that differ
+# only in ``n_rounds`` share one program.
 ROUNDS_PER_CALL = 64
 
 

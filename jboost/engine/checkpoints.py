@@ -12,10 +12,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# --------------------------------------------------------------------------------------------
-# Checkpoints of chunks.
-# --------------------------------------------------------------------------------------------
-
 
 def stable_repr(x) -> str:
     """``repr`` with functions and classes by qualified name (not by address), tuples, lists and

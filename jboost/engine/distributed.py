@@ -47,7 +47,7 @@ def allgather_rows(a: np.ndarray) -> np.ndarray:
     n = a.shape[0]
     width = a.dtype.itemsize * int(np.prod(a.shape[1:]))  # bytes per row
     raw = a.reshape(n, -1).view(np.uint8) if a.size else np.zeros((n, width), np.uint8)
-    counts = np.asarray(multihost_utils.process_allgather(np.array([n], np.int32))).reshape(-1)
+    counts = _gathered_ints(n)
     longest = int(counts.max())
     padded = np.zeros((longest, raw.shape[1]), np.uint8)
     padded[:n] = raw
@@ -58,9 +58,7 @@ def allgather_rows(a: np.ndarray) -> np.ndarray:
 
 def any_process(flag: bool) -> bool:
     """Whether ``flag`` holds on any process (the same answer on every process)."""
-    from jax.experimental import multihost_utils
-
-    return bool(np.asarray(multihost_utils.process_allgather(np.array([bool(flag)], np.int32))).any())
+    return bool(_gathered_ints(bool(flag)).any())
 
 
 def _describe(v) -> str:
@@ -255,9 +253,7 @@ class LocalRows(NamedTuple):
 
 def _split(rows: np.ndarray, mine: int):
     """Every process's part of a gathered concatenation (counts gathered again: cheap)."""
-    from jax.experimental import multihost_utils
-
-    counts = np.asarray(multihost_utils.process_allgather(np.array([mine], np.int32))).reshape(-1)
+    counts = _gathered_ints(mine)
     return np.split(rows, np.cumsum(counts)[:-1])
 
 
@@ -316,6 +312,11 @@ def gather(X, y, sample_weight, eval_set, devices, settings: dict) -> LocalRows:
 
 def _allgather_flags(flag: bool) -> np.ndarray:
     """``(P,)`` every process's ``flag``."""
+    return _gathered_ints(bool(flag)) != 0
+
+
+def _gathered_ints(value: int) -> np.ndarray:
+    """``(P,)`` int32: every process's ``value``."""
     from jax.experimental import multihost_utils
 
-    return np.asarray(multihost_utils.process_allgather(np.array([bool(flag)], np.int32))).reshape(-1) != 0
+    return np.asarray(multihost_utils.process_allgather(np.array([value], np.int32))).reshape(-1)

@@ -16,17 +16,11 @@ from jboost.trees import histograms
 
 # Default memory budget of one chunk of models, per device (bytes).
 DEFAULT_CPU_BUDGET = 1 << 30
-# On CPU the kernels of a chunk's models run side by side (whole models spread over the kernel's
-# threads, and the first level of a tree built for up to 8 models in one pass over the bins), so
-# batching pays, up to a point (past it the last chunk is mostly padding). Accelerators take as
-# many models as the memory budget allows.
+# Models per chunk and CPU device (the kernels run a chunk's models side by side; accelerators
+# take as many as the budget allows).
 DEFAULT_CPU_MODELS_PER_DEVICE = 8
-# A sweep's chunk on CPU holds between DEFAULT_CPU_MODELS_PER_CHUNK and MAX_CPU_MODELS_PER_CHUNK
-# models over all the CPU's devices: as many as keep its models' (row, feature) cells within
-# CPU_CHUNK_CELLS, rounded down to a power of two. Small data gains most from wide chunks (the
-# per-round work outside the kernels, and the kernels' start and balance, are shared by more
-# models); on large data a model's own work dominates and narrower chunks report progress and
-# keep checkpoints more often.
+# A sweep's chunk on CPU: between these many models over all the CPU's devices, as many as keep
+# their (row, feature) cells within CPU_CHUNK_CELLS (a power of two; small data gains most).
 DEFAULT_CPU_MODELS_PER_CHUNK = 16
 MAX_CPU_MODELS_PER_CHUNK = 64
 CPU_CHUNK_CELLS = 1 << 24
@@ -102,12 +96,8 @@ def auto_chunk_size(per_model_bytes: int, n_models: int, device, memory_budget: 
     return -(-max(n_models, 1) // n_chunks)
 
 
-# Temporary bytes of one forest tree's fit per byte of its deepest histogram when the histograms
-# are materialised (pure JAX: GPU, TPU, or CPU without the kernel), calibrated on
-# ``temp_size_in_bytes`` of ``jax.jit(fit_forest_binned).lower(...).compile().memory_analysis()``
-# divided by ``chunk_size * m * 2**(depth-1) * n_bins * C * 4``. With the fused CPU kernel no
-# histogram of a subset level is materialised: the temporaries are about ``3 * depth`` int32 per
-# row (levels' leaves, gathered bins) plus the histograms kept for subtraction (bagged trees).
+# A pure-JAX forest tree's temporaries per byte of its deepest histogram (calibrated on XLA's
+# memory_analysis()), and the fused kernel's int32 words per row and level.
 FOREST_HIST_OVERHEAD = 2.6
 FOREST_ROW_WORDS_PER_LEVEL = 3
 
@@ -195,12 +185,11 @@ def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_ou
         if kernel:
             per_tree = rows + n_samples * 4 * 8 + 3 * slot_hist
         else:
-            # (rows sharded over devices: n_samples per device, the slots bounded by the whole
-            # table's table_rows, as the sharded levels bound them)
+            # rows sharded: the slots are bounded by the whole table's rows
             whole = n_samples if table_rows is None else int(table_rows)
             cap = max(1, whole // 2) if max_nodes is None else int(max_nodes)
             slots = max(1, min(1 << max(depth - 1, 0), cap, whole // 2))
-            # the levels' per-node arrays and the node table: at most 2n entries, never 2^depth
+            # the levels' per-node arrays and the node table: at most 2n entries
             per_tree = int(rows + FOREST_HIST_OVERHEAD * (slots + 1) * slot_hist
                            + min(2 << depth, 2 * n_samples + 2) * 48)
     else:

@@ -106,21 +106,11 @@ def node_sums(leaf_sums):
 
 def newton_leaf_values(G, H, l2, min_child_weight, value=newton.newton_value, rows=None,
                        output_sum=None):
-    """Newton leaf values ``-G / (H + l2)`` with fallback to the parent's value.
-
-    A node that no training row reaches, or whose hessian sum is below ``min_child_weight``, keeps
-    its parent's value, recursively (docs/trees.md, "Leaf values").
-
-    Args:
-      G, H: ``(2**D, K)`` gradient and hessian sums per leaf.
-      value: ``value(G, H, l2)`` of a node (a criterion's ``value``; default Newton's).
-      rows: ``(2**D,)`` counts of the rows of non-zero payload that reach each leaf (only ``> 0``
-        matters); ``None``: a node is reached when its hessian sum is ``> 0``.
-      output_sum: how a node's hessian sum over the outputs is taken (default ``jnp.sum``).
-
-    Returns:
-      ``(2**D, K)`` leaf values.
-    """
+    """Newton leaf values ``-G / (H + l2)`` of ``(2**D, K)`` leaf sums, where a node no row reaches
+    or below ``min_child_weight`` keeps its parent's value (docs/trees.md, "Leaf values").
+    ``value``: a criterion's node value; ``rows``: ``(2**D,)`` counts of the rows of non-zero
+    payload per leaf (``None``: a hessian sum ``> 0``); ``output_sum``: the sum over outputs
+    (default ``jnp.sum``)."""
     k = G.shape[-1]
     levels = node_sums(jnp.concatenate([G, H], axis=-1))
     reached = [jnp.sum(s[:, k:], axis=-1, keepdims=True) > 0 for s in levels] if rows is None else \
@@ -174,7 +164,6 @@ def _predict(trees: TreeFamily, X, feature_major: bool):
 
         out, _ = lax.scan(step, jnp.zeros((n, k), jnp.float32), flat)
         return out
-
 
     native = getattr(flat, "predict_native", None)  # the family's compiled CPU kernel, if any
     if not _native.available() or native is None:

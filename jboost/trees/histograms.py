@@ -226,18 +226,9 @@ def level_plan(n_rows: int, depth: int, n_bins: int, channels: int = 2):
 
 @functools.partial(_compile.jit, static_argnames=("n_leaves", "n_bins", "axis_name"))
 def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis_name=None):
-    """Sums of ``payload`` rows per (feature, leaf, bin).
-
-    Args:
-      X_binned: ``(n_features, n_samples)`` uint8 bins (feature-major).
-      payload: ``(n_samples, C)`` float32, e.g. ``[w*g_1..w*g_K, w*h_1..w*h_K]``.
-      leaf: ``(n_samples,)`` int32 leaf of each row, in ``[0, n_leaves)``.
-      n_leaves, n_bins: static sizes.
-      axis_name: the mapped axis rows are sharded over: the histograms are ``psum``-ed.
-
-    Returns:
-      ``(n_features, n_leaves, n_bins, C)`` float32.
-    """
+    """Sums of ``payload (n, C)`` rows per (feature, leaf, bin): ``(F, n_leaves, n_bins, C)``
+    float32 from ``(F, n)`` uint8 bins and ``(n,)`` int32 leaves; with ``axis_name`` (rows sharded
+    over a mapped axis) ``psum``-ed."""
     payload = payload.astype(jnp.float32)
     hist = dispatch(X_binned, n_bins,
                      lambda: _native_histogram(X_binned, payload, leaf, n_leaves, n_bins, axis_name),

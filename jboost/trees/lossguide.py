@@ -271,20 +271,11 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
              max_leaves: int = DEFAULT_MAX_LEAVES, feature_masks=None, feature_subsets=None,
              axis_name: Optional[str] = None, missing: bool = True,
              criterion: splits_lib.SplitCriterion = splits_lib.NEWTON):
-    """Fit one loss-guided tree to weighted gradients and hessians.
-
-    The arguments of :func:`jboost.trees.oblivious.fit_tree`, except:
-
-    Args:
-      depth: static depth bound (a leaf at depth ``depth`` does not split).
-      max_leaves: static, at least 2: the most leaves (``max_leaves - 1`` splits).
-      feature_masks: optional ``(depth, F)`` bool: the features eligible at each depth.
-      feature_subsets: optional ``(depth, m)`` sorted feature indices per depth (taken as masks).
-
-    Returns:
-      ``(tree, leaf)``: a :class:`jboost.trees.depthwise.DepthwiseTrees` table of ``max_leaves - 1``
-      nodes with the criterion's leaf values (before shrinkage), and ``(n,)`` int32 each row's leaf.
-    """
+    """Fit one loss-guided tree to weighted gradients and hessians, with the arguments of
+    :func:`jboost.trees.oblivious.fit_tree`: ``depth`` a static depth bound, ``max_leaves`` (static,
+    at least 2) the most leaves, per-depth ``feature_masks`` ``(depth, F)`` or ``feature_subsets``
+    ``(depth, m)``. Returns ``(tree, leaf)``: a :class:`jboost.trees.depthwise.DepthwiseTrees` table
+    of ``max_leaves - 1`` nodes and ``(n,)`` int32 each row's leaf."""
     max_leaves, depth = int(max_leaves), int(depth)
     if max_leaves < 2:
         raise ValueError(f"lossguide.fit_tree: max_leaves must be at least 2; got {max_leaves}.")

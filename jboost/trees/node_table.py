@@ -70,20 +70,14 @@ def dense_table(features, thresholds, borders, missing_right, gains, values, cap
     kids = jnp.concatenate(kids) if depth else jnp.zeros((0, 2), jnp.int32)
     at = jnp.where(is_node, node_id, capacity)  # rules that do not split: dropped
     null = jnp.argmax(~split) if depth else 0   # a rule that does not split: the null rule
-    if depth:
-        fill = lambda a: jnp.full((capacity,) + a.shape[1:], a[null], a.dtype).at[at].set(  # noqa: E731
-            a, mode="drop")
-        features_t, thresholds_t, borders_t, missing_t = (
-            fill(features), fill(thresholds), fill(borders), fill(missing_right))
-        gains_t = jnp.zeros((capacity,), gains.dtype).at[at].set(gains, mode="drop")
-        children_t = jnp.full((capacity, 2), -1, jnp.int32).at[at].set(kids, mode="drop")
-    else:
-        features_t = jnp.zeros((capacity,), jnp.int32)
-        thresholds_t = jnp.zeros((capacity,), jnp.int32)
-        borders_t = jnp.zeros((capacity,), jnp.float32)
-        missing_t = jnp.zeros((capacity,), bool)
-        gains_t = jnp.zeros((capacity,), jnp.float32)
-        children_t = jnp.full((capacity, 2), -1, jnp.int32)
+    def fill(a):  # the null rule's fields, then the splitting rules'
+        empty = jnp.full((capacity,) + a.shape[1:], a[null] if depth else 0, a.dtype)
+        return empty.at[at].set(a, mode="drop")
+
+    features_t, thresholds_t, borders_t, missing_t = (
+        fill(features), fill(thresholds), fill(borders), fill(missing_right))
+    gains_t = jnp.zeros((capacity,), gains.dtype).at[at].set(gains, mode="drop")
+    children_t = jnp.full((capacity, 2), -1, jnp.int32).at[at].set(kids, mode="drop")
     leaf_at_id = jnp.where(is_leaf, leaf_id, capacity + 1)
     values_t = jnp.zeros((capacity + 1, k), values.dtype).at[leaf_at_id].set(values[heap_j], mode="drop")
     dense_to_table = jnp.zeros((1 << depth,), jnp.int32).at[jnp.where(is_leaf, heap_j, 1 << depth)].set(

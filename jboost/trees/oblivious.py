@@ -84,27 +84,21 @@ def leaf_index_raw(tree: ObliviousTrees, X_t):
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
              missing: bool = True, criterion: splits_lib.SplitCriterion = splits_lib.NEWTON):
-    """Fit one oblivious tree of fixed depth to weighted gradients and hessians.
-
-    Each level: the gains of every (feature, threshold, missing direction) from the leaves'
-    histograms, the best admissible split, then every row's leaf gains that level's bit (see
-    docs/trees.md, "Oblivious trees").
+    """Fit one oblivious tree of fixed depth to weighted gradients and hessians ``(n, K)``: each
+    level's best admissible split from its leaves' histograms (docs/trees.md, "Oblivious trees").
 
     Args:
       X_binned: ``(F, n)`` uint8 bins.
-      grad, hess: ``(n, K)`` gradients and hessians, already multiplied by sample weights.
-      depth, n_bins: static levels and bins (missing bin included).
-      l2, min_split_gain, min_child_weight: traced regularisation.
       feature_masks: optional ``(depth, F)`` bool: the features eligible at each level.
       feature_subsets: optional ``(depth, m)`` sorted, distinct feature indices per level: the tree
         of the equivalent masks, from the histograms of those features only.
       axis_name: the mapped axis rows are sharded over (histograms ``psum``-ed).
-      missing: static; ``False`` promises that no row is in the missing bin (half the search).
+      missing: static; ``False`` promises that no row is in the missing bin.
       criterion: static :class:`jboost.trees.splits.SplitCriterion` (default Newton).
 
     Returns:
-      ``(tree, leaf)``: an :class:`ObliviousTrees` with leaf values before shrinkage and ``(n,)``
-      the leaf of every training row.
+      ``(tree, leaf)``: an :class:`ObliviousTrees` (leaf values before shrinkage) and ``(n,)`` the
+      leaf of every training row.
     """
     k = grad.shape[-1]
     payload = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)

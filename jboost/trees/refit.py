@@ -128,12 +128,12 @@ def _row_fns(loss: loss_lib.Loss):
             lambda y, raw: grad_rows(y, raw, loss.params))
 
 
-def _safeguard(loss_rows, y, raw, w, leaf, n_leaves: int, d, t, scale, check, axis_name=None):
-    """``t`` ``(L,)`` halved (at most ``MAX_HALVINGS`` times, then 0) where the shrunk step ``scale
-    * t
-    * d`` raises its leaf's loss by more than float32 rounding; only leaves in ``check`` are
-    tried."""
+def _safeguard(loss_rows, y, raw, w, leaf, n_leaves: int, d, t, learning_rate, check, axis_name=None):
+    """``t`` ``(L,)`` halved (at most ``MAX_HALVINGS`` times, then 0) where the shrunk step
+    ``learning_rate * t * d`` raises its leaf's loss by more than float32 rounding; only leaves in
+    ``check`` are tried."""
     sums = lambda v: _leaf_sums(v, leaf, n_leaves, axis_name)
+    scale = jnp.float32(1.0) if learning_rate is None else jnp.asarray(learning_rate, jnp.float32)
     base = loss_rows(y, raw)
     tol = _RISE_RTOL * sums(w * jnp.abs(base))
     d_rows = d[leaf]
@@ -158,19 +158,13 @@ def _when(active, n_leaves: int, k: int, fn):
 
 def exact_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int, direction=None,
                       learning_rate=None, active=True, axis_name=None):
-    """Per-leaf minimisers of the user's loss, found by autodiff without its curvature.
-
-    ESL Algorithm 10.3 step 2(c) (Friedman 2001, eq. 18) for any loss: each leaf moves along a
-    descent direction to the first minimiser of its loss along the ray, by bracketing (doubling) and
-    bisection on its summed directional (sub)gradient, then a safeguard for non-convex losses;
-    ``l2`` is ignored. See docs/trees.md ("Leaf refits").
+    """Per-leaf minimisers of the user's loss by autodiff, without its curvature (ESL Algorithm 10.3
+    step 2(c)): bracketing and bisection along a descent ray, then a safeguard for non-convex losses
+    (docs/trees.md, "Leaf refits").
 
     Args:
-      loss: a :class:`jboost.Loss` (only its function and parameters are used).
-      y: ``(n,)`` labels; raw: ``(n, K)`` raw scores; w: ``(n,)`` weights; leaf: ``(n,)`` leaves.
       direction: ``(L, K)`` preferred directions (``None``: the first-order ones).
-      learning_rate: the shrinkage applied to the values later (traced; ``None``: 1), for the
-        safeguard.
+      learning_rate: the shrinkage applied later (traced; ``None``: 1), for the safeguard.
       active: traced bool: ``False`` returns zeros without searching.
       axis_name: rows sharded over this mesh axis: leaf sums are ``psum``-ed.
 
@@ -179,7 +173,6 @@ def exact_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int, direc
     """
     loss_rows, grad_rows = _row_fns(loss)
     sums = lambda v: _leaf_sums(v, leaf, n_leaves, axis_name)
-    scale = jnp.float32(1.0) if learning_rate is None else jnp.asarray(learning_rate, jnp.float32)
 
     def search():
         G = sums(w[:, None] * grad_rows(y, raw))              # (L, K)
@@ -221,7 +214,7 @@ def exact_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int, direc
         _, _, t = lax.while_loop(
             lambda c: (c[0] < MAX_BISECTIONS) & jnp.any(c[2] - c[1] > _BISECTION_RTOL * c[2]),
             bisect, (jnp.int32(0), lo, hi))
-        t = _safeguard(loss_rows, y, raw, w, leaf, n_leaves, d, t, scale, go, axis_name)
+        t = _safeguard(loss_rows, y, raw, w, leaf, n_leaves, d, t, learning_rate, go, axis_name)
         values = t[:, None] * d
         return jnp.where(jnp.isfinite(values), values, 0.0)
 
@@ -233,11 +226,10 @@ def safeguarded_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int,
     """``values`` ``(L, K)`` with :func:`exact_leaf_values`' safeguard alone (step 4): each leaf's
     halved while its shrunk step would raise its loss; ``active=False`` gives zeros."""
     loss_rows, _ = _row_fns(loss)
-    scale = jnp.float32(1.0) if learning_rate is None else jnp.asarray(learning_rate, jnp.float32)
 
     def guard():
         ones = jnp.ones((n_leaves,), jnp.float32)
-        t = _safeguard(loss_rows, y, raw, w, leaf, n_leaves, values, ones, scale,
+        t = _safeguard(loss_rows, y, raw, w, leaf, n_leaves, values, ones, learning_rate,
                        jnp.ones((n_leaves,), bool) & active, axis_name)
         return t[:, None] * values
 

@@ -145,13 +145,10 @@ def _native_level(X_binned, payload, leaf, parent, l2, min_child_weight, *, n_le
 def level_gains(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_leaves: int, n_bins: int,
                 l2, min_child_weight, missing: bool = True, keep_hist: bool = False,
                 criterion: SplitCriterion = NEWTON):
-    """Split gains of one oblivious level (rows on one device): ``(gains (F, B - 1, 2), hist)``.
-
-    On CPU with the kernel one call per level builds the histograms (by subtraction from ``parent``,
-    the last level's cumulative histograms), their prefix sums and the gains, feature by feature;
-    elsewhere, and for criteria the kernel does not compute, the level's cumulative histograms and
-    :func:`split_gains_cumulative`. ``hist``: the level's cumulative histograms with ``keep_hist``
-    (static), else ``None``."""
+    """Split gains of one oblivious level (rows on one device): ``(gains (F, B - 1, 2), hist)``,
+    fused in one CPU kernel call for the Newton criterion (docs/trees.md, "Split gains");
+    ``parent``: the last level's cumulative histograms (subtraction); ``hist``: this level's with
+    ``keep_hist``."""
     payload = payload.astype(jnp.float32)
     if not criterion.kernel:
         if parent is None:
@@ -197,15 +194,8 @@ def cumulative_split_gains(cum, l2, min_child_weight, missing: bool = True, axis
 def best_split(hist, *, l2, min_split_gain, min_child_weight, feature_mask=None,
                cumulative: bool = False, missing: bool = True,
                criterion: SplitCriterion = NEWTON) -> Split:
-    """The admissible split of maximal gain for one oblivious level, or a null split.
-
-    Args:
-      hist: ``(F, L, B, 2K)`` histograms of this level's leaves (prefix sums if ``cumulative``).
-      l2, min_split_gain, min_child_weight: traced regularisation (the gain must exceed
-        ``min_split_gain``; a child below ``min_child_weight`` adds no gain).
-      feature_mask: optional ``(F,)`` bool; only these features are eligible.
-      cumulative, missing, criterion: static; see :func:`split_gains_cumulative`.
-    """
+    """The admissible split of maximal gain for one oblivious level of ``(F, L, B, 2K)`` histograms
+    (prefix sums if ``cumulative``), or a null split; ``feature_mask``: optional ``(F,)`` bool."""
     cum = hist if cumulative else histograms.prefix_sum(hist, axis=2)
     gains = split_gains_cumulative(cum, l2, min_child_weight, missing, criterion)
     return best_split_of_gains(gains, min_split_gain=min_split_gain, feature_mask=feature_mask)
