@@ -56,9 +56,7 @@ def _check_block(name: str, size: int, least: int):
 
 def _block_sums(bins, leaf, payload, cell0, *, n_leaves: int, n_bins: int, block_cells: int,
                 acc_dtype):
-    """One row block's sums into cells ``[cell0, cell0 + block_cells)``: ``one_hot.T @ payload``
-    (bins above ``n_bins - 1`` count as missing, leaves out of range nowhere, as in the CPU
-    kernel)."""
+    """One row block's sums into cells ``[cell0, cell0 + block_cells)``: ``one_hot.T @ payload``."""
     bins = jnp.minimum(bins.astype(jnp.int32), n_bins - 1)
     valid = (leaf >= 0) & (leaf < n_leaves)
     cell = jnp.where(valid, leaf * n_bins + bins - cell0, -1)
@@ -153,9 +151,8 @@ def histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int,
 
 
 def quantize_payload(payload):
-    """Per-channel int32 quantisation of ``payload`` ``(n, C)``: ``(q (n, C) int32, scale (C,))``,
-    ``q = round(p / s_c)`` with a power-of-two ``s_c`` such that no sum of a channel's quantised
-    values leaves int32 (docs/native.md, "Quantised histograms"). Finite payloads only."""
+    """Per-channel int32 quantisation of finite ``payload`` ``(n, C)``: ``(q, scale (C,))``
+    (docs/native.md, "Quantised histograms")."""
     p = payload.astype(jnp.float32)
     n = p.shape[0]
     a = jnp.abs(p)
@@ -190,13 +187,10 @@ def _combine_limbs(sums, c: int):
 def quantized_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int,
                         interpret: Optional[bool] = None, block_rows: int = BLOCK_ROWS,
                         block_cells: int = BLOCK_CELLS, rows_in_grid: bool = False):
-    """Deterministic histograms: the quantised payload summed exactly in int32 per cell (five 7-bit
-    int8 limbs by int8 x int8 -> int32 one-hot matmuls), bitwise the same under any row order, block
-    sizes and schedule. Arguments as :func:`histogram`; docs/native.md ("Quantised histograms").
-
-    Returns:
-      ``(hist_int, scale)``: ``(F, n_leaves, n_bins, C)`` int32 and ``(C,)`` float32 scales.
-    """
+    """Deterministic histograms ``(hist_int (F, n_leaves, n_bins, C) int32, scale (C,))``: the
+    quantised payload summed exactly in int32 by int8 limb matmuls, bitwise the same under any row
+    order, block sizes and schedule (docs/native.md, "Quantised histograms"); as
+    :func:`histogram`."""
     n_features, c = X_binned.shape[0], payload.shape[1]
     q, scale = quantize_payload(payload)
     sums = _histogram_call(X_binned, _limbs(q), leaf, n_leaves=n_leaves, n_bins=n_bins,
@@ -241,8 +235,7 @@ def _gains_kernel(params_ref, cum_ref, out_ref, *, n_bins: int, missing: bool):
 def split_gains(cum_hist, l2, min_child_weight, *, missing: bool = True,
                 interpret: Optional[bool] = None):
     """Newton split gains ``(F, B - 1, 2)`` of one output from ``(F, L, B, 2)`` cumulative
-    histograms, one program per feature: :func:`jboost.trees.splits.split_gains_cumulative`'s with
-    :data:`jboost.trees.splits.NEWTON`."""
+    histograms, as :func:`jboost.trees.splits.split_gains_cumulative`, one program per feature."""
     n_features, n_leaves, n_bins, c = cum_hist.shape
     if c != 2:
         raise ValueError(f"split_gains takes one output (2 channels), got {c} channels")

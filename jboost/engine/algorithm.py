@@ -69,10 +69,8 @@ def one_tree(tree: oblivious.ObliviousTrees, leaf) -> tuple:
 
 
 def newton_round(r: Round) -> RoundResult:
-    """Gradient boosting with Newton trees (ESL Algorithm 10.3; XGBoost's second-order step):
-    gradients and hessians by autodiff, one tree with vector leaves (or one per output, ESL
-    Algorithm 10.4), the loss's leaf refit if it has one, shrinkage. Losses of degenerate curvature
-    (``hessian="auto"``), per-column and batch losses: docs/engine.md ("The Newton round")."""
+    """Gradient boosting with Newton trees (ESL Algorithms 10.3 and 10.4; XGBoost's second-order
+    step), with the loss's leaf refit and shrinkage (docs/engine.md, "The Newton round")."""
     config, hyper = r.config, r.hyper
     y, w = r.data.y, r.data.w * r.sample
     loss = r.loss

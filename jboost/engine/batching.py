@@ -176,12 +176,9 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
                      at_once: bool = False, keep_on_interrupt: bool = False,
                      unit: str = "items", keep: Optional[Callable[[Any], Any]] = None,
                      combine: Optional[Callable[[list, int], Any]] = None) -> Any:
-    """``chunk_fn(*args, items)`` over ``n_items`` items in host-side chunks (:func:`map_chunks`,
-    laid out by :func:`chunk_layout`), each chunk saved to ``checkpoint_dir`` (files
-    ``{kind}-chunk*.npz`` guarded by the :func:`fingerprint` of ``args`` and ``settings``) and read
-    back by a rerun. Returns the chunks' outputs concatenated along their leading axis and cut to
-    the items finished, or ``combine(kept, n_done)``. Concrete arrays only (not under ``jax.vmap``
-    or ``jit``)."""
+    """:func:`map_chunks` of ``chunk_fn(*args, items)`` with each chunk saved to ``checkpoint_dir``
+    (guarded by the :func:`fingerprint` of ``args`` and ``settings``) and read back by a rerun: the
+    outputs concatenated and cut to the items finished, or ``combine(kept, n_done)``."""
     if any(_is_tracer(v) for v in jax.tree_util.tree_leaves(args)):
         raise ValueError("verbose=, checkpoint_dir= and callbacks= need a concrete fit (not under "
                          "jax.vmap or jit).")

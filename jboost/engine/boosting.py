@@ -78,12 +78,9 @@ class Hyperparams(NamedTuple):
 
 
 class EarlyStopping(NamedTuple):
-    """Stop when the validation score has not improved for ``rounds`` rounds (static settings).
-
-    The score is the mean validation loss (``metric=None``), a named metric of
-    :data:`jboost.losses.metrics.METRICS` or ``metric(y, raw, w) -> scalar`` (minimised); a round
-    improves when its score is below ``best - tolerance``. Rounds run in chunks of ``chunk`` inside
-    a ``lax.while_loop`` (rounds after the stop within its chunk are masked out)."""
+    """Stop when the validation score (the mean validation loss, a named metric or ``metric(y, raw,
+    w)``, minimised) has not improved by ``tolerance`` for ``rounds`` rounds; rounds run in chunks
+    of ``chunk`` in a ``lax.while_loop`` (rounds past the stop are masked out)."""
 
     rounds: int
     tolerance: float = 0.0
@@ -192,17 +189,11 @@ def step(state: state_lib.BoostState, m, *, data: state_lib.Data, key, hyper: Hy
 def boost(data: state_lib.Data, key, hyper: Hyperparams, loss: loss_lib.Loss, init_raw, *,
           config: BoostConfig, state: Optional[state_lib.BoostState] = None, first_round=0,
           best=None) -> state_lib.BoostOutput:
-    """Run ``config.n_rounds`` rounds of boosting from the constant raw score ``init_raw``: a
-    ``lax.scan`` of :func:`step` from :func:`init` (chunks in a ``while_loop`` with early stopping).
+    """Run ``config.n_rounds`` rounds of boosting from the constant raw score ``init_raw`` ``(K,)``:
+    a ``lax.scan`` of :func:`step` from :func:`init` (chunks in a ``while_loop`` with early
+    stopping).
 
     Args:
-      data: :class:`jboost.engine.state.Data`: training bins ``(F, n)``, labels, weights and a
-        validation set (maybe empty).
-      key: a ``jax.random`` key (typed or raw uint32).
-      hyper: traced :class:`Hyperparams`.
-      loss: a :class:`jboost.Loss` with ``n_outputs`` set.
-      init_raw: ``(K,)`` the baseline raw score.
-      config: static :class:`BoostConfig`.
       state: continue from this :class:`jboost.engine.state.BoostState` instead of :func:`init`.
       first_round: the (traced) index of the first round: ``r`` rounds, then ``s`` more from the
         state, equal ``r + s`` rounds bitwise.
@@ -222,10 +213,9 @@ def boost(data: state_lib.Data, key, hyper: Hyperparams, loss: loss_lib.Loss, in
 
 def resume(data: state_lib.Data, trees, init_raw, loss: loss_lib.Loss, config: BoostConfig,
            extra: Any = None) -> state_lib.BoostState:
-    """The :class:`jboost.engine.state.BoostState` after the rounds ``trees`` (leading axes
-    ``(rounds, T)``) of an earlier fit on the same bins, accumulated as :func:`step` accumulates
-    them (so a continued fit equals an uninterrupted one bitwise); ``extra``: the algorithm's state
-    (``None``: its ``init``)."""
+    """The :class:`jboost.engine.state.BoostState` after an earlier fit's rounds ``trees`` on the
+    same bins, accumulated as :func:`step` does; ``extra``: the algorithm's state (``None``: its
+    ``init``)."""
     state = init(data, loss, init_raw, config)
     if extra is not None:
         state = state._replace(extra=extra)

@@ -85,11 +85,9 @@ def eval_metric_of(config: boosting.BoostConfig):
 @functools.partial(_compile.jit, static_argnames=("config",))
 def boost_rounds(data: state_lib.Data, key, hyper: boosting.Hyperparams, init_raw, carry: RoundsCarry, first_round,
                  end, fresh, *, config: boosting.BoostConfig) -> RoundsCarry:
-    """Rounds ``carry.done .. end - 1`` of boosting (positions in a fit whose first round is
-    ``first_round``, at most ``config.n_rounds`` of them) as one host-side call: one compiled
-    program for every call and every number of rounds, so a fit runs in chunks that equal one call
-    bitwise. ``fresh``: start from :func:`jboost.engine.boosting.init`, else from ``carry.state``.
-    See docs/engine.md ("Host-side rounds")."""
+    """Rounds ``carry.done .. end - 1`` of a fit whose first round is ``first_round`` (at most
+    ``config.n_rounds``), as one host-side call of a program shared by every call (docs/engine.md,
+    "Host-side rounds"). ``fresh``: start from :func:`jboost.engine.boosting.init`."""
     return rounds_body(data, key, hyper, init_raw, carry, first_round, end, fresh, config=config)
 
 

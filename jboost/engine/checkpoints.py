@@ -47,12 +47,10 @@ _FINGERPRINT, _ITEMS = "__fingerprint__", "__items__"
 
 
 class ChunkCheckpoints:
-    """The finished chunks of a call (a sweep, a forest), one ``.npz`` file per chunk.
-
-    File ``{kind}-{part}chunk{c:05d}.npz`` holds the chunk's arrays (named by pytree path), its
-    items and the call's :func:`fingerprint`; it is written atomically and read without pickle.
-    Raises ``ValueError`` (naming the file) for a file of another call, an unreadable file, or items
-    or shapes that are not this call's. See docs/engine.md ("Checkpoints")."""
+    """The finished chunks of a call (a sweep, a forest), one ``.npz`` file per chunk, written
+    atomically and guarded by the call's :func:`fingerprint` (docs/engine.md, "Checkpoints"). Raises
+    ``ValueError`` (naming the file) for a file of another call, an unreadable file, or items or
+    shapes that are not this call's."""
 
     def __init__(self, directory, kind: str, fingerprint_: str, differs: str = "data, keys or settings"):
         if not isinstance(directory, (str, os.PathLike)):

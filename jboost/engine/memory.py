@@ -40,9 +40,8 @@ def cpu_models_per_device(n_devices: int, n_rows: Optional[int] = None,
 def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outputs: int = 1,
                 n_rounds: int = 100, trees_per_round: int = 1, keep_trees: bool = False,
                 fused: bool = False) -> int:
-    """Estimated peak device memory of ONE model of the sweep (bytes): the level histograms (pure
-    JAX, or the CPU kernel's ``fused`` levels), the per-row state and the outputs (docs/engine.md,
-    "Memory estimates")."""
+    """Estimated peak device memory of ONE model of the sweep (bytes; docs/engine.md, "Memory
+    estimates")."""
     k = int(n_outputs)
     cell = n_features * n_bins * 2 * k * 4  # one leaf's histograms over all features, bytes
     if fused:
@@ -83,8 +82,7 @@ def default_budget(device) -> int:
 def auto_chunk_size(per_model_bytes: int, n_models: int, device, memory_budget: Optional[int] = None,
                     max_models: Optional[int] = None) -> int:
     """Models per device in one chunk: as many as ``memory_budget`` holds, at most ``max_models``
-    (default :data:`DEFAULT_CPU_MODELS_PER_DEVICE` on CPU) and ``n_models``, at least one; then
-    evened out over the chunks that takes."""
+    and ``n_models``, at least one, evened out over the chunks."""
     budget = default_budget(device) if memory_budget is None else int(memory_budget)
     size = max(1, budget // max(per_model_bytes, 1))
     if max_models is None and device.platform == "cpu":
@@ -104,9 +102,8 @@ FOREST_ROW_WORDS_PER_LEVEL = 3
 
 def forest_tree_bytes(n_eligible: int, depth: int, n_bins: int, n_outputs: int, n_samples: int,
                       fused: bool = False, n_features: Optional[int] = None) -> int:
-    """Estimated device memory of one forest tree's fit (bytes): ``n_eligible`` features per level
-    (``n_features`` in all), ``fused``: the CPU kernel's fused levels, else pure JAX's materialised
-    histograms (:data:`FOREST_HIST_OVERHEAD`)."""
+    """Estimated device memory of one forest tree's fit (bytes); ``fused``: the CPU kernel's fused
+    levels."""
     k = 1 if n_outputs == 2 else n_outputs
     rows = n_samples * (2 * k + 4) * 4
     if not fused:
@@ -170,9 +167,8 @@ def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_ou
                  tree_family: str = "oblivious", n_nodes: Optional[int] = None,
                  max_nodes: Optional[int] = None, kernel: Optional[bool] = None,
                  table_rows: Optional[int] = None) -> int:
-    """Estimated peak device memory of one forest's fit (bytes): ``chunk_size`` trees' fits at once,
-    the fused kernel's scratch where it runs and the outputs of every tree (leaf values, bootstrap
-    weights, depth-wise tables of ``n_nodes`` nodes); docs/engine.md ("Memory estimates")."""
+    """Estimated peak device memory of one forest's fit (bytes): ``chunk_size`` trees' fits at once
+    and the outputs of every tree (docs/engine.md, "Memory estimates")."""
     device = jax.devices()[0] if device is None else device
     depthwise = tree_family == "depthwise"
     k = 1 if n_outputs == 2 else int(n_outputs)
@@ -207,9 +203,8 @@ def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_ou
 def boosting_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
                    n_rounds: int, trees_per_round: int = 1, dense_hessian: bool = False,
                    devices=None) -> int:
-    """Estimated peak memory of one :func:`jboost.fit` (bytes) on the first device used:
-    :func:`model_bytes`, the ``K x K`` hessians when ``dense_hessian``, and (sharded) every device's
-    full histograms, added up over the CPU devices of one host."""
+    """Estimated peak memory of one :func:`jboost.fit` (bytes) on the first device used
+    (docs/engine.md, "Memory estimates")."""
     devs = devices_lib.devices_of(devices)
     device = devs[0]
     k = int(n_outputs)
@@ -269,8 +264,7 @@ def check_boosting_memory(n_rows: int, n_features: int, config: boosting_lib.Boo
                           n_together: int = 1, devices=None, what: str = "models",
                           fix: str = "use a smaller depth, n_bins or n_outputs") -> None:
     """:func:`jboost.devices.check_memory` of ``n_models`` boosted models, ``n_together`` of them
-    fitted at once and the others' trees kept; ``k_from_labels``: the message names the labels as
-    the cause of K, ``fix`` ends it."""
+    fitted at once and the others' trees kept."""
     k = int(loss.n_outputs)
     dense = loss.hessian != "unit"  # every non-unit hessian takes a per-row K x K Jacobian
     per_round = k if config.per_output_trees else 1

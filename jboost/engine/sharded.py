@@ -18,9 +18,8 @@ from jboost.losses import loss as loss_lib
 def boost_sharded(mesh, data: state_lib.Data, key, hyper: boosting.Hyperparams, loss: loss_lib.Loss, init_raw, *,
                   config: boosting.BoostConfig, state: Optional[state_lib.BoostState] = None, first_round=0,
                   best=None) -> state_lib.BoostOutput:
-    """:func:`boost` with the training rows sharded over the first axis of ``mesh``: rows padded
-    with zero-weight rows to a multiple of the devices, histograms ``psum``-ed, so every device
-    grows the same trees (docs/engine.md, "Rows sharded over devices"). The returned state holds
+    """:func:`boost` with the training rows sharded over the first axis of ``mesh`` (padded,
+    histograms ``psum``-ed; docs/engine.md, "Rows sharded over devices"); the returned state holds
     every row."""
     axis = mesh.axis_names[0]
     n = data.y.shape[0]

@@ -13,9 +13,8 @@ from jboost.trees import oblivious
 
 
 class Data(NamedTuple):
-    """The arrays a fit runs on: feature-major ``uint8`` bins, labels and weights of the training
-    rows and of a validation set (``m`` may be 0), and optional per-row raw-score offsets
-    (``base_margin``)."""
+    """The arrays a fit runs on: training and validation bins, labels and weights (``m`` may be 0)
+    and optional per-row raw-score offsets."""
 
     X_binned: jax.Array  # (F, n) uint8
     y: jax.Array         # (n,)
@@ -35,10 +34,8 @@ class Data(NamedTuple):
 
 
 class BoostState(NamedTuple):
-    """What one round carries to the next. The raw scores are carried as ``base + pending``, the
-    last round's increment kept as its own array so that every round adds it exactly as stored, as
-    prediction and :func:`jboost.engine.boosting.resume` do (docs/engine.md, "The boosting
-    step")."""
+    """What one round carries to the next; the raw scores are ``base + pending`` (docs/engine.md,
+    "The boosting step")."""
 
     base: jax.Array       # (n, K) raw scores of the training rows before ``pending``
     base_valid: jax.Array  # (m, K) the same for the validation rows (m may be 0)

@@ -149,10 +149,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
              missing: bool = True, criterion: splits_lib.SplitCriterion = splits_lib.NEWTON,
              max_nodes: Optional[int] = None, feature_key=None, max_features: Optional[int] = None,
              row_weights=None):
-    """Fit one depth-wise tree of fixed depth to weighted gradients and hessians.
-
-    The arguments of :func:`jboost.trees.oblivious.fit_tree`, and (docs/trees.md, "Depth-wise growth
-    arguments"):
+    """Fit one depth-wise tree of fixed depth to weighted gradients and hessians, with the arguments
+    of :func:`jboost.trees.oblivious.fit_tree` and (docs/trees.md, "Depth-wise growth arguments"):
 
     Args:
       feature_masks: optional ``(depth, F)`` bool per level, or ``(depth, 2**(depth - 1), F)`` per
@@ -161,13 +159,12 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         node: ``(depth, 2**(depth - 1), m)`` or a list of ``depth`` arrays ``(2**d, m)``.
       max_nodes: static; ``None``: the dense levels; else the compact path, at most ``min(2**d,
         max_nodes, n // 2)`` histogram slots at level ``d``.
-      feature_key, max_features: a ``jax.random`` key and a static ``m``: each node splits on its
-        own draw of ``m`` features (:func:`jboost.trees.node_splits.node_features`).
+      feature_key, max_features: a key and a static ``m``: each node's own draw of ``m`` features.
       row_weights: optional ``(n,)`` multipliers of ``grad`` and ``hess`` (a bag's weights).
 
     Returns:
-      ``(tree, leaf)``: a :class:`DepthwiseTrees` table with the criterion's leaf values (before
-      shrinkage) and ``(n,)`` the table leaf of every training row.
+      ``(tree, leaf)``: a :class:`DepthwiseTrees` table (leaf values before shrinkage) and ``(n,)``
+      the table leaf of every training row.
     """
     n_features, n = X_binned.shape
     if row_weights is not None and jnp.shape(row_weights) != (n,):

@@ -136,10 +136,8 @@ def with_borders(trees: TreeFamily, borders) -> TreeFamily:
 
 @_compile.jit
 def predict_raw(trees: TreeFamily, X):
-    """Sum of the leaf values of every tree for raw-float rows ``X (n, F)`` -> ``(n, K)``.
-
-    ``trees`` may have any leading axes, all summed over in order. On CPU the compiled kernel
-    applies every tree to blocks of rows, elsewhere a ``lax.scan`` over trees: bitwise the same."""
+    """Sum of the leaf values of every tree (any leading axes) for raw-float rows ``X (n, F)`` ->
+    ``(n, K)``: the CPU kernel or a ``lax.scan`` over trees, bitwise the same."""
     return _predict(trees, jnp.asarray(X, jnp.float32), feature_major=False)
 
 

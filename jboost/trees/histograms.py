@@ -62,9 +62,8 @@ def _spread_copies(num_segments: int) -> int:
 
 
 def spread_sum(values, idx, num_segments: int, cells_per_group: Optional[int] = None):
-    """``jax.ops.segment_sum(values, idx, num_segments)``; on accelerators the rows are spread over
-    copies of the output (row ``i`` into copy ``i % R``, ``R`` static from ``cells_per_group``) so
-    that atomic adds to the same cells do not queue."""
+    """``jax.ops.segment_sum(values, idx, num_segments)``, spread over copies of the output on
+    accelerators so that atomic adds do not queue."""
     groups_cells = num_segments if cells_per_group is None else cells_per_group
     copies = _spread_copies(groups_cells)
 
@@ -122,9 +121,8 @@ def _all_features_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int,
 
 def xla_level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], n_leaves: int,
                          n_bins: int):
-    """The pure-JAX cumulative histograms of one level, ``(F, n_leaves, B, C)``: on CPU every leaf
-    directly; on accelerators, given this device's ``parent`` histograms, only the sibling of each
-    pair with fewer rows of non-zero payload is scattered, the other is ``parent - sibling``."""
+    """The pure-JAX cumulative histograms of one level, by subtraction from this device's ``parent``
+    on accelerators (docs/trees.md, "Histograms")."""
     direct = lambda X, p, l, par: prefix_sum(pure_jax_histogram(X, p, l, n_leaves, n_bins), axis=2)
     if parent is None:
         return direct(X_binned, payload, leaf, None)
@@ -191,9 +189,8 @@ def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, 
 
 
 def dispatch(X_binned, n_bins: int, native, xla, n_leaves: int = 1, channels: int = 0):
-    """``native()`` on CPU when the kernel is built and applies (uint8 bins, sizes it can index:
-    see :func:`jboost._native.indexable`), ``xla()`` elsewhere; ``lax.platform_dependent``
-    chooses when the program is lowered."""
+    """``native()`` on CPU when the kernel is built and applies (uint8 bins, indexable sizes),
+    ``xla()`` elsewhere."""
     if X_binned is not None and not (X_binned.dtype == jnp.uint8 and n_bins <= 256):
         return xla()
     if X_binned is not None and not _native.indexable(X_binned.shape[-1], n_leaves, n_bins, channels):
@@ -217,9 +214,7 @@ def subtraction_pays(n_rows: int, n_leaves: int, n_bins: int, channels: int = 2)
 
 
 def level_plan(n_rows: int, depth: int, n_bins: int, channels: int = 2):
-    """Static plan of a tree's levels on one device: ``[(subtract, keep_hist), ...]``: a level
-    subtracts where :func:`subtraction_pays` and keeps its histograms for the next level's
-    subtraction, the last level where they are cheap next to the rows (its leaf sums)."""
+    """Static plan of a tree's levels on one device: ``[(subtract, keep_hist), ...]``."""
     subtract = [subtraction_pays(n_rows, 2**d, n_bins, channels) for d in range(depth)]
     return [(subtract[d], subtract[d + 1] if d + 1 < depth else subtract[d]) for d in range(depth)]
 
@@ -241,13 +236,9 @@ def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis
 
 def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_bins: int,
                      axis_name=None):
-    """Cumulative histograms of one level by subtraction from the last level: ``(hist, local)``.
-
-    Leaves ``j`` and ``j + S`` are the children of ``parent``'s leaf ``j``; with the CPU kernel and
-    on accelerators only the sibling with fewer rows of non-zero weight is built, the other is
-    ``parent - sibling``. ``parent``: this device's ``(F, S, B, C)`` histograms of the last level,
-    or ``None`` at the root. ``hist`` is summed over ``axis_name``; ``local``, this device's own, is
-    the next level's ``parent``."""
+    """Cumulative histograms of one level, by subtraction from the last level's: ``(hist, local)``,
+    summed over ``axis_name`` and this device's own (the next ``parent``; ``None`` at the root).
+    Leaves ``j`` and ``j + S`` are the children of ``parent``'s leaf ``j``."""
     payload = payload.astype(jnp.float32)
     n_leaves = 1 if parent is None else 2 * parent.shape[1]
 

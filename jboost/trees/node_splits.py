@@ -62,9 +62,8 @@ def node_gains(cum, l2, min_child_weight, missing: bool = True,
 
 
 def best_node_splits(g, cum, mask=None) -> splits_lib.Split:
-    """Each node's first best split (``min_split_gain`` subtracted) from its ``(F', S, B, C)``
-    cumulative histograms, with the settings of a grower ``g``; ``mask (S, F')``: the features
-    each node may split on."""
+    """Each node's first best split from its ``(F', S, B, C)`` cumulative histograms, with the
+    settings of a grower ``g``; ``mask (S, F')``: the features each node may split on."""
     gains = node_gains(cum, g.l2, g.min_child_weight, g.missing, g.criterion)  # (S, F', B-1, 2)
     if mask is None:
         return jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=g.min_split_gain))(gains)
@@ -87,9 +86,8 @@ def feature_seed(key) -> jax.Array:
 
 
 def node_features(key, level: int, nodes, n_features: int, m: int):
-    """``(len(nodes), m)`` int32: the sorted random features of ``nodes`` of level ``level`` (ESL
-    Algorithm 15.1's per-node draw): the ``m`` smallest of a hash of ``(key, level, node, f)``, the
-    hash the CPU kernel computes too (docs/trees.md, "Per-node feature draws")."""
+    """``(len(nodes), m)`` int32: the sorted random features of ``nodes`` of level ``level``, the
+    CPU kernel's draws too (docs/trees.md, "Per-node feature draws")."""
     seed = feature_seed(key)
     golden = jnp.uint32(0x9E3779B9)
     a = _mix(seed[0] ^ _mix(jnp.uint32(level) ^ golden))

@@ -39,9 +39,8 @@ def node_capacity(depth: int, n_rows: int, max_nodes: Optional[int] = None) -> i
 
 
 def dense_table(features, thresholds, borders, missing_right, gains, values, capacity: int):
-    """One tree of the dense heap layout as the fields of a
-    :class:`jboost.trees.depthwise.DepthwiseTrees` table of ``capacity`` nodes, and ``(2**D,)`` the
-    table leaf of each dense leaf (a rule splits iff its gain is positive)."""
+    """One tree of the dense heap layout as the fields of a table of ``capacity`` nodes, and
+    ``(2**D,)`` the table leaf of each dense leaf."""
     n_rules = features.shape[-1]
     depth = (n_rules + 1).bit_length() - 1
     k = values.shape[-1]
@@ -177,8 +176,7 @@ def _materialised(a):
 def table_leaf_values(children, n_split, sums, rows, depth: int, k: int, l2, min_child_weight,
                        criterion: splits_lib.SplitCriterion):
     """``(N + 1, K)`` leaf values of one node table from its leaves' ``sums (N + 1, 2K)`` and row
-    counts, with :func:`jboost.trees.family.newton_leaf_values`' parent fallbacks (the dense levels'
-    values on ``N`` slots); unused leaves 0."""
+    counts, with :func:`jboost.trees.family.newton_leaf_values`' parent fallbacks."""
     n_nodes = children.shape[0]
     node = jnp.arange(n_nodes, dtype=jnp.int32)
     used = node < n_split

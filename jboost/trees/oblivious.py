@@ -64,11 +64,8 @@ class ObliviousTrees(NamedTuple):
 
 
 def leaf_index(columns, thresholds, missing_right, is_missing, first_level: int = 0):
-    """``(n,)`` int32 leaf of each row from its level comparisons, ``sum_d right_d << d``.
-
-    ``columns``, ``is_missing`` ``(D, n)`` and ``thresholds``, ``missing_right`` ``(D,)`` are the
-    given levels' (bins or floats); ``first_level`` (static): the tree level of the first of
-    them."""
+    """``(n,)`` int32 leaf of each row from the given levels' ``(D, n)`` comparisons, ``sum_d
+    right_d << d``; ``first_level`` (static): the tree level of the first of them."""
     right = routing.goes_right(columns, thresholds[:, None], missing_right[:, None], is_missing)
     weights = jnp.left_shift(1, jnp.arange(first_level, first_level + columns.shape[0], dtype=jnp.int32))
     return jnp.sum(right.astype(jnp.int32) * weights[:, None], axis=0)

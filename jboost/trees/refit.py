@@ -28,9 +28,8 @@ def _segmented_cumsum(values, starts):
 
 
 def segment_weighted_quantile(values, weights, segment_ids, num_segments: int, q, default):
-    """Weighted ``q``-quantile of ``values`` within each segment: the smallest value whose
-    within-segment cumulative weight reaches ``q`` times the segment's weight; segments without
-    positive weight get ``default[segment]``."""
+    """Weighted ``q``-quantile of ``values`` within each segment (``default[segment]`` for a segment
+    without positive weight)."""
     n = values.shape[0]
     seg, val, w = lax.sort((segment_ids.astype(jnp.int32), values, weights), num_keys=2)
     starts = jnp.concatenate([jnp.ones((1,), bool), seg[1:] != seg[:-1]])
@@ -49,10 +48,8 @@ def quantile_leaf_values(y, raw, w, leaf, n_leaves: int, q, default):
 
 
 def huber_leaf_values(y, raw, w, leaf, n_leaves: int, delta, default):
-    """ESL Algorithm 10.3 step 2(c) for Huber loss (Friedman 2001, eq. 24)::
-
-        gamma_j = median_j(r) + mean_j( sign(r - median_j) * min(delta, |r - median_j|) )
-    """
+    """Friedman's one-step Huber leaf values (2001, eq. 24): the leaf's median residual plus the
+    mean clipped deviation from it."""
     r = y - raw[:, 0]
     med = segment_weighted_quantile(r, w, leaf, n_leaves, 0.5, default[:, 0])
     dev = r - med[leaf]
@@ -66,11 +63,8 @@ def huber_leaf_values(y, raw, w, leaf, n_leaves: int, delta, default):
 def line_search_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int, init,
                             n_steps: int = 8, n_halvings: int = 12, max_step: float = 4.0,
                             axis_name=None):
-    """``gamma_j = argmin_gamma sum_{i in leaf j} w_i L(y_i, f_i + gamma)`` by damped Newton steps.
-
-    Each of ``n_steps`` iterations takes every leaf's longest step ``2^-k (-G/H)`` that lowers its
-    loss, clipped to ``max_step``; it starts from the better of ``init`` ``(L, K)`` and 0, so a
-    leaf's loss never rises above its value at 0 (docs/trees.md, "Leaf refits")."""
+    """``gamma_j = argmin_gamma sum_{i in leaf j} w_i L(y_i, f_i + gamma)`` by damped, clipped
+    Newton steps from the better of ``init`` and 0 (docs/trees.md, "Leaf refits")."""
     scales = 2.0 ** -jnp.arange(n_halvings, dtype=jnp.float32)
     auto = loss if loss.hessian != "unit" else loss.replace(hessian="autodiff")
 
@@ -238,9 +232,8 @@ def safeguarded_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int,
 
 def degenerate_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int, values,
                            learning_rate=None, active=True, axis_name=None):
-    """The leaves of a round whose curvature is degenerate (``Loss.hessian="auto"``) from the tree's
-    unit-curvature ``values``: :func:`exact_leaf_values` for regression and count losses,
-    :func:`safeguarded_leaf_values` for classification (docs/trees.md, "Leaf refits")."""
+    """The leaves of a round of degenerate curvature from the tree's unit-curvature ``values``
+    (docs/trees.md, "Leaf refits")."""
     fn = safeguarded_leaf_values if loss.task in CLASSIFICATION else exact_leaf_values
     return fn(loss, y, raw, w, leaf, n_leaves, values, learning_rate=learning_rate, active=active,
               axis_name=axis_name)
@@ -248,9 +241,7 @@ def degenerate_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int, 
 
 def refit_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int, newton_values,
                       axis_name=None, learning_rate=None):
-    """Dispatch on ``loss.leaf_refit``; returns ``(L, K)`` leaf values (before shrinkage). An empty
-    leaf gets 0 from the quantile, Huber and exact refits; sharded quantile refits gather the
-    rows."""
+    """Dispatch on ``loss.leaf_refit``: ``(L, K)`` leaf values before shrinkage."""
     kind = loss.leaf_refit
     if kind is None:
         return newton_values

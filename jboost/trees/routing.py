@@ -13,9 +13,8 @@ from jboost.data import binning
 
 
 def goes_right(value, threshold, missing_right, is_missing) -> jax.Array:
-    """Whether each row goes to the right child of its split rule: missing and ``missing_right``, or
-    not missing and ``value > threshold`` (bins or floats, broadcast). A null split (threshold
-    ``n_bins - 2``, missing left) sends every row left."""
+    """Whether each row goes right: missing and ``missing_right``, or not missing and ``value >
+    threshold`` (bins or floats, broadcast)."""
     return jnp.where(is_missing, missing_right, value > threshold)
 
 
@@ -31,11 +30,8 @@ def float_goes_right(x, border, missing_right) -> jax.Array:
 
 
 def children_sums(cum, thresholds, missing_right) -> jax.Array:
-    """``(2L, C)`` the sums of the two children of ``L`` nodes, read off each node's ``(L, B, C)``
-    cumulative histogram of its rule's feature: the left children, then the right ones.
-
-    The right side is computed first, so a null split gives exactly zero; ``thresholds`` and
-    ``missing_right`` are ``(L,)`` or scalars shared by every node."""
+    """``(2L, C)`` the left then right children's sums of ``L`` nodes, read off each node's ``(L, B,
+    C)`` cumulative histogram of its rule's feature (a null split: exactly zero right)."""
     n_nodes, n_bins = cum.shape[0], cum.shape[1]
     total = cum[:, n_bins - 1]
     missing = total - cum[:, n_bins - 2]

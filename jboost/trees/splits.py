@@ -61,10 +61,8 @@ NEWTON = SplitCriterion(score=newton.newton_score, value=newton.newton_value, na
 
 
 def sum_outputs_16(x, keepdims: bool = False):
-    """``x`` summed over its last axis (the ``K`` outputs) in one fixed order: 16 running sums,
-    output ``j`` into sum ``j % 16``, then halved pairwise. Written as elementwise adds, which XLA
-    never reassociates, it is the depth-wise kernel's ``SumOutputs`` order bit for bit on every
-    backend."""
+    """``x`` summed over its last axis in the depth-wise kernel's fixed order (16 running sums, then
+    halved pairwise), bit for bit on every backend (docs/trees.md, "Split gains")."""
     k = x.shape[-1]
     if k == 1:
         out = 0.0 + x[..., 0]
@@ -90,11 +88,9 @@ def split_gains(hist, l2, min_child_weight, criterion: SplitCriterion = NEWTON):
 
 def split_gains_cumulative(cum, l2, min_child_weight, missing: bool = True,
                            criterion: SplitCriterion = NEWTON, output_sum=None):
-    """:func:`split_gains` from inclusive prefix sums of the histograms over the ``B`` bins.
-
-    ``missing=False`` (static: no training row is missing) computes direction 0 only, direction 1
-    gets ``-inf``; ``output_sum``: how scores and hessians are summed over the outputs (default
-    ``jnp.sum``; :func:`sum_outputs_16` fixes the order)."""
+    """:func:`split_gains` from inclusive prefix sums over the ``B`` bins; ``missing=False``
+    (static) computes direction 0 only (direction 1: ``-inf``); ``output_sum``: the sum over
+    outputs."""
     out_sum = (lambda x: jnp.sum(x, axis=-1)) if output_sum is None else output_sum  # noqa: E731
     n_bins = cum.shape[2]
     k = cum.shape[-1] // 2
@@ -145,10 +141,9 @@ def _native_level(X_binned, payload, leaf, parent, l2, min_child_weight, *, n_le
 def level_gains(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_leaves: int, n_bins: int,
                 l2, min_child_weight, missing: bool = True, keep_hist: bool = False,
                 criterion: SplitCriterion = NEWTON):
-    """Split gains of one oblivious level (rows on one device): ``(gains (F, B - 1, 2), hist)``,
-    fused in one CPU kernel call for the Newton criterion (docs/trees.md, "Split gains");
-    ``parent``: the last level's cumulative histograms (subtraction); ``hist``: this level's with
-    ``keep_hist``."""
+    """Split gains of one oblivious level: ``(gains (F, B - 1, 2), hist)``, one CPU kernel call for
+    the Newton criterion; ``parent``: the last level's cumulative histograms, ``hist`` this level's
+    (``keep_hist``)."""
     payload = payload.astype(jnp.float32)
     if not criterion.kernel:
         if parent is None:
