@@ -1,13 +1,6 @@
-"""jboost's compiled CPU kernels (histograms, levels, split gains, binning, prediction, the
-depth-wise whole tree), registered with XLA as FFI custom calls (``jax.ffi``): every binding is here.
-
-The kernels (``*.cc`` here: one file per kernel, shared code in ``parallel.h``, ``rows.h`` and
-``gains.h``) are built into one library, ``_kernels*.so``, when the package is installed (``setup.py``, against
-the installed jaxlib's XLA FFI headers; an optional extension: without a C++ compiler the install
-still succeeds). The library's ABI version is checked when it is loaded (:data:`ABI_VERSION`).
-When the library is absent or stale, or ``JBOOST_NATIVE=0`` is set, jboost uses its pure-JAX
-histogram path everywhere; on GPU and TPU it always does. Both paths compute the same sums; see ``jboost/trees/histograms.py``.
-"""
+"""jboost's compiled CPU kernels, registered with XLA as FFI custom calls (``jax.ffi``): every
+binding is here. Without the library (or ``JBOOST_NATIVE=0``) jboost runs pure JAX, as it always
+does on GPU and TPU. See docs/native.md."""
 
 from __future__ import annotations
 
@@ -28,16 +21,17 @@ PREDICT = "jboost_predict"
 PREDICT_DEPTHWISE = "jboost_predict_depthwise"  # depth-wise node tables (predict.cc)
 DEPTHWISE_TREE = "jboost_depthwise_tree"  # one whole depth-wise tree per call (depthwise.cc)
 SELF_TEST = "jboost_self_test"  # throws C++ exceptions on request: the FFI boundary's test
+#: The library's exported handler of each FFI target.
+SYMBOLS = {HISTOGRAM: "JboostHistogram", SMALLER_SIBLING: "JboostHistogramSmallerSibling",
+           BIN: "JboostBin", LEVEL: "JboostLevel", SPLIT_GAINS: "JboostSplitGains",
+           PREDICT: "JboostPredict", PREDICT_DEPTHWISE: "JboostPredictDepthwise",
+           SELF_TEST: "JboostSelfTest", DEPTHWISE_TREE: "JboostDepthwiseTree"}
 
-#: The version of the kernels' interface (targets, operands, attributes) these Python wrappers
-#: call; the library exports its own (``JboostAbiVersion()``, histogram.cc: kAbiVersion). Bump
-#: both together whenever a target's signature or meaning changes.
-ABI_VERSION = 3  # 2: depth-wise node tables (jboost_depthwise_tree, PREDICT_DEPTHWISE); 3: its row weights
+#: The kernels' interface version, bumped with the library's (histogram.cc: kAbiVersion).
+ABI_VERSION = 3
 
 
-#: The kernels index rows, and the cells of one feature's histograms (leaves x bins x channels,
-#: 2 channels per output), with 32-bit ints: larger inputs are rejected (by the kernel with an
-#: FFI error, by :func:`check_indexable` with a ``ValueError``) and jboost runs them in pure JAX.
+#: The kernels index rows, and one feature's histogram cells, with 32-bit ints (docs/native.md).
 MAX_INDEX = 2**31 - 1
 
 
@@ -67,8 +61,8 @@ def library_path():
 
 
 def abi_matches(lib, path: str = "the jboost kernel library") -> bool:
-    """Whether a loaded library exports ``JboostAbiVersion() == ABI_VERSION``; if not (a library
-    built from older sources: its targets may take other operands), a warning says to rebuild."""
+    """Whether a loaded library exports ``JboostAbiVersion() == ABI_VERSION``; if not, a warning
+    says to rebuild."""
     try:
         version_fn = lib.JboostAbiVersion
     except AttributeError:
@@ -97,17 +91,8 @@ def load() -> bool:
     lib = ctypes.cdll.LoadLibrary(path)
     if not abi_matches(lib, path):
         return False
-    jax.ffi.register_ffi_target(HISTOGRAM, jax.ffi.pycapsule(lib.JboostHistogram), platform="cpu")
-    jax.ffi.register_ffi_target(SMALLER_SIBLING, jax.ffi.pycapsule(lib.JboostHistogramSmallerSibling),
-                                platform="cpu")
-    jax.ffi.register_ffi_target(BIN, jax.ffi.pycapsule(lib.JboostBin), platform="cpu")
-    jax.ffi.register_ffi_target(LEVEL, jax.ffi.pycapsule(lib.JboostLevel), platform="cpu")
-    jax.ffi.register_ffi_target(SPLIT_GAINS, jax.ffi.pycapsule(lib.JboostSplitGains), platform="cpu")
-    jax.ffi.register_ffi_target(PREDICT, jax.ffi.pycapsule(lib.JboostPredict), platform="cpu")
-    jax.ffi.register_ffi_target(PREDICT_DEPTHWISE, jax.ffi.pycapsule(lib.JboostPredictDepthwise),
-                                platform="cpu")
-    jax.ffi.register_ffi_target(SELF_TEST, jax.ffi.pycapsule(lib.JboostSelfTest), platform="cpu")
-    jax.ffi.register_ffi_target(DEPTHWISE_TREE, jax.ffi.pycapsule(lib.JboostDepthwiseTree), platform="cpu")
+    for target, symbol in SYMBOLS.items():
+        jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
     return True
 
 
@@ -123,10 +108,8 @@ def cpu_only() -> bool:
 
 
 def platform_dependent(*args, cpu, default):
-    """``jax.lax.platform_dependent(*args, cpu=cpu, default=default)``, which traces every
-    branch and keeps the one of the platform a program is lowered for; in a CPU-only process
-    (:func:`cpu_only`) only ``cpu`` is traced (about half the tracing time of a boosting
-    program)."""
+    """``jax.lax.platform_dependent(*args, cpu=cpu, default=default)``; in a CPU-only process only
+    ``cpu`` is traced."""
     if cpu_only():
         return cpu(*args)
     return jax.lax.platform_dependent(*args, cpu=cpu, default=default)
@@ -140,8 +123,8 @@ def available() -> bool:
 
 
 def cpu_threads() -> int:
-    """Cores this process may use: ``JBOOST_NUM_THREADS`` when set (a positive integer; a
-    ``ValueError`` naming the variable otherwise), else the CPUs this process may run on."""
+    """Cores this process may use: ``JBOOST_NUM_THREADS`` when set (a positive integer, else a
+    ``ValueError``), else the CPUs this process may run on."""
     env = os.environ.get("JBOOST_NUM_THREADS", "").strip()
     if env:
         try:

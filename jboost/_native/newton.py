@@ -1,4 +1,5 @@
-"""The regularised Newton score G^2/(H+l2) and leaf value -G/(H+l2): the formulas the CPU kernels and the Pallas kernels compute (no jboost dependency)."""
+"""The regularised Newton score ``G^2/(H+l2)`` and leaf value ``-G/(H+l2)``: the formulas the CPU
+and Pallas kernels compute (no jboost dependency)."""
 
 from __future__ import annotations
 

@@ -1,32 +1,7 @@
-"""Pallas kernels for the accelerator path: histograms, deterministic (quantised) histograms and
-split gains.
-
-The GPU counterparts of the CPU kernel's two jobs (:mod:`jboost.trees.histograms`,
-:mod:`jboost.trees.splits`), written as Pallas kernels for the **Triton** backend. They are tested
-in Pallas's interpret mode against the CPU kernel's histograms and the XLA gains, and lowered to
-Triton IR for a CUDA target. They are **not wired into** :func:`jboost.fit`.
-
-* :func:`histogram`: per (feature, leaf, bin) sums of a float32 payload, as
-  :func:`jboost.trees.histograms.build_histogram`, as a one-hot matmul ``one_hot.T @ payload``
-  (float32 operands at ``Precision.HIGHEST``: the default precision would round the payload to
-  TF32).
-* :func:`quantized_histogram` and :func:`dequantize`: deterministic histograms as XGBoost's GPU
-  ``hist`` builds them: the payload is quantised per channel to int32 (:func:`quantize_payload`)
-  and summed exactly in integers, bitwise the same whatever the row order or block schedule.
-* :func:`split_gains`: the Newton gains of every (feature, threshold, missing direction) of
-  one output from cumulative histograms, as :func:`jboost.trees.splits.split_gains_cumulative`.
-
-``interpret=None``: interpret mode when JAX's default backend is the CPU, the compiled Triton
-kernel otherwise::
-
-    from jboost._native import pallas as pk
-    hist = pk.histogram(X_binned, payload, leaf, n_leaves=4, n_bins=64)       # (F, 4, 64, C)
-    hist_int, scale = pk.quantized_histogram(X_binned, payload, leaf, n_leaves=4, n_bins=64)
-    hist = pk.dequantize(hist_int, scale)
-    gains = pk.split_gains(jboost.trees.histograms.prefix_sum(hist, axis=2), l2, min_child_weight)
-
-See docs/trees.md for the grid schedules (``rows_in_grid``) and the block sizes.
-"""
+"""Pallas kernels for the accelerator path (Triton backend): histograms as one-hot matmuls,
+deterministic quantised histograms and split gains. Tested in interpret mode and lowered to Triton
+IR; **not wired into** :func:`jboost.fit`. ``interpret=None``: interpret mode when JAX's default
+backend is the CPU. See docs/native.md ("Pallas kernels")."""
 
 from __future__ import annotations
 
@@ -43,7 +18,7 @@ from jax.experimental.pallas import triton as pltriton
 from jboost import _compile
 from jboost._native import newton
 
-#: Rows per block: the contraction dimension of the one-hot matmul (see docs/trees.md).
+#: Rows per block: the contraction dimension of the one-hot matmul (see docs/native.md).
 BLOCK_ROWS = 128
 #: Histogram cells (``leaf * n_bins + bin``) per block: the matmul's M dimension.
 BLOCK_CELLS = 128
@@ -81,11 +56,7 @@ def _check_block(name: str, size: int, least: int):
 
 def _block_sums(bins, leaf, payload, cell0, *, n_leaves: int, n_bins: int, block_cells: int,
                 acc_dtype):
-    """One row block's sums into cells ``[cell0, cell0 + block_cells)``: ``one_hot.T @ payload``.
-
-    Bins above ``n_bins - 1`` count in the last (missing) bin and rows whose leaf is outside
-    ``[0, n_leaves)`` in no cell, as in the CPU kernel.
-    """
+    """One row block's sums into cells ``[cell0, cell0 + block_cells)``: ``one_hot.T @ payload``."""
     bins = jnp.minimum(bins.astype(jnp.int32), n_bins - 1)
     valid = (leaf >= 0) & (leaf < n_leaves)
     cell = jnp.where(valid, leaf * n_bins + bins - cell0, -1)
@@ -166,25 +137,11 @@ _HIST_STATIC = ("n_leaves", "n_bins", "interpret", "block_rows", "block_cells", 
 def histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int,
               interpret: Optional[bool] = None, block_rows: int = BLOCK_ROWS,
               block_cells: int = BLOCK_CELLS, rows_in_grid: bool = False):
-    """Sums of ``payload`` rows per (feature, leaf, bin), by one-hot matmuls in a Pallas kernel.
-
-    The same sums as :func:`jboost.trees.histograms.build_histogram` (up to float32 summation order):
-    bins above ``n_bins - 1`` count in the last (missing) bin and rows whose leaf is outside
-    ``[0, n_leaves)`` count nowhere, as in the CPU kernel.
-
-    Args:
-      X_binned: ``(F, n)`` uint8 bins (feature-major).
-      payload: ``(n, C)`` float32, e.g. gradients then hessians.
-      leaf: ``(n,)`` int32 leaf of each row.
-      n_leaves, n_bins: static sizes.
-      interpret: static; ``None``: interpret mode on the CPU backend, Triton elsewhere.
-      block_rows, block_cells: static block sizes (powers of two >= 16; module docstring).
-      rows_in_grid: static; the row blocks on the last grid axis (sequential backends only:
-        module docstring, "Schedules") instead of a loop inside each program.
-
-    Returns:
-      ``(F, n_leaves, n_bins, C)`` float32.
-    """
+    """Sums of ``payload (n, C)`` rows per (feature, leaf, bin), ``(F, n_leaves, n_bins, C)``, by
+    one-hot matmuls in a Pallas kernel: :func:`jboost.trees.histograms.build_histogram`'s sums up to
+    float32 summation order. ``block_rows``, ``block_cells``: powers of two >= 16; ``rows_in_grid``:
+    the row blocks on the last grid axis, for sequential backends only (docs/native.md,
+    "Schedules")."""
     n_features, c = X_binned.shape[0], payload.shape[1]
     out = _histogram_call(X_binned, payload.astype(jnp.float32), leaf, n_leaves=n_leaves,
                           n_bins=n_bins, acc_dtype=jnp.float32,
@@ -194,18 +151,8 @@ def histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int,
 
 
 def quantize_payload(payload):
-    """Per-channel int32 quantisation of ``payload`` ``(n, C)``: ``(q (n, C) int32, scale (C,))``.
-
-    ``q = round(p / s_c)`` (half to even) with ``s_c = 2**(e_c - 30)``, ``2**e_c`` an upper bound
-    of the channel's absolute sum ``A_c = sum_i |p_ic|``: the smaller of ``2**ceil(log2 n)``
-    times the power of two above ``max_i |p_ic|`` and the power of two above the float32 sum of
-    ``|p_ic|`` enlarged by float32 summation's worst-case relative error (``n * 2**-23``, used up
-    to ``n = 2**23``). So ``sum_i |q_ic| <= 2**30 + n / 2 < 2**31`` (``n <= 2**29``): no sum of
-    any subset of a channel's quantised values, added in any order, leaves int32. A power-of-two
-    scale makes ``p / s_c`` exact, so each row's only error is the rounding to an integer, at
-    most ``s_c / 2``; and ``s_c < 2**-29 * A_c * (1 + n * 2**-23)``: the rounding of a row is
-    below ``2**-30`` of its channel's absolute sum. Finite payloads only.
-    """
+    """Per-channel int32 quantisation of finite ``payload`` ``(n, C)``: ``(q, scale (C,))``
+    (docs/native.md, "Quantised histograms")."""
     p = payload.astype(jnp.float32)
     n = p.shape[0]
     a = jnp.abs(p)
@@ -228,12 +175,8 @@ def _limbs(q):
 
 
 def _combine_limbs(sums, c: int):
-    """``(..., N_LIMBS * C)`` int32 limb sums -> ``(..., C)`` int32 ``sum_j sums_j << 7j``.
-
-    int32 arithmetic wraps modulo ``2**32``, so this is the cell's sum of ``q`` modulo ``2**32``;
-    the sum is in int32's range (:func:`quantize_payload`), so it is that sum exactly, however
-    the limb sums (up to ``127 n``) wrapped on the way.
-    """
+    """``(..., N_LIMBS * C)`` int32 limb sums -> ``(..., C)`` int32 ``sum_j sums_j << 7j``: exact,
+    since the cell's sum is in int32's range and int32 arithmetic wraps modulo ``2**32``."""
     out = sums[..., :c]
     for j in range(1, N_LIMBS):
         out = out + lax.shift_left(sums[..., j * c:(j + 1) * c], jnp.int32(LIMB_BITS * j))
@@ -244,25 +187,10 @@ def _combine_limbs(sums, c: int):
 def quantized_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int,
                         interpret: Optional[bool] = None, block_rows: int = BLOCK_ROWS,
                         block_cells: int = BLOCK_CELLS, rows_in_grid: bool = False):
-    """Deterministic histograms: the quantised payload summed exactly in int32 per cell.
-
-    The payload is quantised per channel (:func:`quantize_payload`), each int32 value split into
-    five 7-bit int8 limbs, and the kernel sums them by int8 x int8 -> int32 one-hot matmuls
-    (what int8 tensor cores do; Triton's ``tl.dot`` takes no int32 operands on tensor cores),
-    accumulating in int32; the limb sums are recombined modulo ``2**32`` (exact, see
-    :func:`_combine_limbs`). Integer sums do not depend on the order of the additions, so the
-    result is bitwise the same under any permutation of the rows, any block sizes and any
-    schedule (as XGBoost's GPU ``hist``, whose float atomics would otherwise add in no fixed
-    order). Arguments as :func:`histogram`.
-
-    Error: each row's quantisation error is at most ``s_c / 2``, so ``dequantize`` gives each
-    cell within ``n_rows_in_cell * s_c / 2`` of its exact sum (plus the float32 rounding of the
-    int32 -> float32 conversion, a relative ``2**-24``), where ``s_c`` is below about
-    ``2**-29 * sum_i |p_ic|`` (:func:`quantize_payload`).
-
-    Returns:
-      ``(hist_int, scale)``: ``(F, n_leaves, n_bins, C)`` int32 and ``(C,)`` float32 scales.
-    """
+    """Deterministic histograms ``(hist_int (F, n_leaves, n_bins, C) int32, scale (C,))``: the
+    quantised payload summed exactly in int32 by int8 limb matmuls, bitwise the same under any row
+    order, block sizes and schedule (docs/native.md, "Quantised histograms"); as
+    :func:`histogram`."""
     n_features, c = X_binned.shape[0], payload.shape[1]
     q, scale = quantize_payload(payload)
     sums = _histogram_call(X_binned, _limbs(q), leaf, n_leaves=n_leaves, n_bins=n_bins,
@@ -306,24 +234,8 @@ def _gains_kernel(params_ref, cum_ref, out_ref, *, n_bins: int, missing: bool):
 @functools.partial(_compile.jit, static_argnames=("missing", "interpret"))
 def split_gains(cum_hist, l2, min_child_weight, *, missing: bool = True,
                 interpret: Optional[bool] = None):
-    """Newton split gains of one output from cumulative histograms, one program per feature.
-
-    The formula, ``min_child_weight`` rule and missing-direction convention of
-    :func:`jboost.trees.splits.split_gains_cumulative` (with :data:`jboost.trees.splits.NEWTON`): a leaf adds
-    ``S(left) + S(right) - S(parent)`` (``S = G^2 / (H + l2)``, 0 where ``H + l2 <= 0``) when
-    both children's hessian sums are ``>= min_child_weight`` and 0 otherwise; direction 0 sends
-    the missing bin left, direction 1 right (``-inf`` with ``missing=False``).
-
-    Args:
-      cum_hist: ``(F, L, B, 2)`` inclusive prefix sums over the bins of (gradient, hessian)
-        histograms; bin ``B - 1`` is the missing bin.
-      l2, min_child_weight: traced scalars.
-      missing: static, as in :func:`jboost.trees.splits.split_gains_cumulative`.
-      interpret: static; as in :func:`histogram`.
-
-    Returns:
-      ``(F, B - 1, 2)`` float32 gains.
-    """
+    """Newton split gains ``(F, B - 1, 2)`` of one output from ``(F, L, B, 2)`` cumulative
+    histograms, as :func:`jboost.trees.splits.split_gains_cumulative`, one program per feature."""
     n_features, n_leaves, n_bins, c = cum_hist.shape
     if c != 2:
         raise ValueError(f"split_gains takes one output (2 channels), got {c} channels")

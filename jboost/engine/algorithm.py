@@ -53,9 +53,8 @@ class Algorithm(NamedTuple):
 
 
 def grow_trees(r: Round, grad, hess):
-    """Grow one tree per round on weighted ``grad``, ``hess`` ``(n, K)`` with the fit's settings
-    (``config.tree_family.grow``: :func:`jboost.trees.oblivious.fit_tree` for oblivious trees); returns ``(tree, leaf (n,))``, the split criterion's
-    leaf values (Newton: ``-G / (H + l2)``) before shrinkage."""
+    """Grow one tree on weighted ``grad``, ``hess`` ``(n, K)`` with the fit's settings
+    (``config.tree_family.grow``): ``(tree, leaf (n,))``, leaf values before shrinkage."""
     c = r.config
     return c.tree_family.grow(r.data.X_binned, grad, hess, depth=c.depth, n_bins=c.n_bins,
                               l2=r.hyper.l2, min_split_gain=r.hyper.min_split_gain,
@@ -70,25 +69,8 @@ def one_tree(tree: oblivious.ObliviousTrees, leaf) -> tuple:
 
 
 def newton_round(r: Round) -> RoundResult:
-    """Gradient boosting with Newton trees (ESL Algorithm 10.3; XGBoost's second-order step):
-    gradients and hessians by autodiff, one tree with vector leaves (or one tree per output,
-    ESL Algorithm 10.4), the loss's exact leaf refit if it has one, shrinkage.
-
-    A loss with ``hessian="auto"`` (a custom loss's default) decides the round from its traced
-    curvature (:func:`jboost.losses.derivatives.curvature_is_positive`; no Python branch, so a sweep
-    is one program): positive for every row that moves the fit, a Newton round as above;
-    otherwise the tree is grown on unit curvature
-    (:func:`jboost.losses.derivatives.first_order_curvature`: least squares on the negative gradient,
-    ESL Algorithm 10.3) and its leaves are the loss's
-    refit if it has one, else :func:`jboost.trees.refit.degenerate_leaf_values` (the exact per-leaf
-    minimisers of a regression loss; safeguarded first-order values for a classification loss;
-    with ``per_output_trees``, output by output).
-
-    A per-column loss (vector labels, :attr:`jboost.Loss.per_column`) refits each output's
-    leaves with its column's refit (the absolute, quantile or Huber loss of that column). A batch
-    objective (:attr:`jboost.Loss.batch`) takes its gradient and hessian diagonal from
-    :func:`jboost.losses.derivatives.batch_grad_hess` (weighted by the loss itself; Hutchinson probes
-    from ``r.key``, the round's folded key), and the row sampler masks rows of them."""
+    """Gradient boosting with Newton trees (ESL Algorithms 10.3 and 10.4; XGBoost's second-order
+    step), with the loss's leaf refit and shrinkage (docs/engine.md, "The Newton round")."""
     config, hyper = r.config, r.hyper
     y, w = r.data.y, r.data.w * r.sample
     loss = r.loss
@@ -153,9 +135,8 @@ def newton_round(r: Round) -> RoundResult:
 
 
 def _column_refit(r: Round, yk, rk, w, leaf, values):
-    """The leaf refit of one column of a :attr:`jboost.Loss.per_column` loss: ``(L,)`` values
-    from the column's labels ``yk (n,)``, raw scores ``rk (n,)`` and Newton values ``(L,)``,
-    as a one-output fit of that column refits them."""
+    """The leaf refit of one column of a per-column loss, as a one-output fit of that column refits
+    its ``(L,)`` Newton values."""
     one = loss_lib.column_loss(r.loss)
     return refit.refit_leaf_values(one, yk, rk[:, None], w, leaf, values.shape[0],
                                    values[:, None], axis_name=r.config.axis_name,

@@ -1,16 +1,6 @@
-"""Fitting many models together: chunks of vmap-ed models as one program (map_in_chunks) or as host-side calls (map_chunks, map_checkpointed).
-
-* :func:`map_in_chunks`: the chunks as one program (``lax.map`` over chunks, each a ``vmap``),
-  with an optional progress line per chunk from inside the program.
-* :func:`map_chunks`: the chunks as host-side calls of one compiled chunk program, so that each
-  chunk's outputs can be saved as it finishes and a rerun skip the chunks it already has
-  (``done=``, ``on_chunk=``; the store is :class:`jboost.engine.checkpoints.ChunkCheckpoints`);
-  ``callbacks=`` are called after each chunk (one may stop the run); ``at_once=True`` waits for a
-  chunk by polling, so ``Ctrl-C`` lands promptly, and ``keep_on_interrupt=True`` then returns
-  the chunks finished so far (with a warning) instead of raising.
-* :func:`map_checkpointed`: both together for a jitted chunk function over item indices -- the
-  checkpoints and callbacks of forests, bagged boosters, ECOC ensembles and stacking.
-"""
+"""Fitting many models together: chunks of vmap-ed models as one program (:func:`map_in_chunks`) or
+as host-side calls (:func:`map_chunks`, :func:`map_checkpointed`: checkpoints, callbacks,
+``Ctrl-C``). See docs/engine.md ("Batching")."""
 
 from __future__ import annotations
 
@@ -27,14 +17,9 @@ from jboost.engine import checkpoints
 
 
 def map_in_chunks(fn, n_items: int, chunk_size: int, progress: Optional[str] = None):
-    """``fn`` over ``arange(n_items)``: ``lax.map`` over chunks, each chunk one ``vmap``.
-
-    The items are padded up to a whole number of equal chunks (the extra items are computed
-    and dropped; fewer than the number of chunks), so only one chunk shape is compiled.
-    ``progress``: a name (e.g. ``"forest: trees"``); then a line with the items done, the elapsed
-    and the estimated remaining time is printed on the host as each chunk finishes
-    (``jax.debug.callback``, ordered; not under an outer ``jax.vmap``).
-    """
+    """``fn`` over ``arange(n_items)``: ``lax.map`` over equal chunks (padded; one chunk shape is
+    compiled), each chunk one ``vmap``. ``progress``: a name; then a line is printed on the host as
+    each chunk finishes (not under an outer ``jax.vmap``)."""
     n_chunks, size = chunk_layout(n_items, chunk_size)
     idx = jnp.arange(n_chunks * size).reshape(n_chunks, size)
     body = jax.vmap(fn)
@@ -96,38 +81,22 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
                info: Optional[Callable[[int, Any], Dict[str, Any]]] = None,
                at_once: bool = False, keep_on_interrupt: bool = False,
                unit: str = "items", keep: Optional[Callable[[Any], Any]] = None) -> list:
-    """``chunk_fn(c, items)`` for every chunk ``c``, called one after another from the host.
-
-    Chunk ``c`` holds items ``c * size .. (c + 1) * size - 1`` (``items``, an int64 host array;
-    the last chunk runs past ``n_items``: ``chunk_fn`` pads as it likes). Each chunk is waited
-    for before the next is dispatched, so nothing more is queued when ``Ctrl-C`` comes: it
-    raises ``KeyboardInterrupt`` at the end of the running chunk (``at_once=True``: at once, the
-    wait polling ``is_ready()``; the running chunk then ends in the background and its result
-    is dropped), saying how many chunks were finished and whether they were kept (``on_chunk``,
-    e.g. checkpoints: a rerun resumes). ``keep_on_interrupt=True``: instead of raising, the
-    outputs of the chunks finished so far are returned with a warning (counting them in
-    ``unit``, e.g. ``"trees"``); a ``Ctrl-C`` before the first chunk has finished still raises.
+    """``chunk_fn(c, items)`` for every chunk ``c`` (items ``c * size .. (c + 1) * size - 1``, an
+    int64 host array), called one after another from the host; ``Ctrl-C`` raises at the end of the
+    running chunk (``at_once``: at once) or, with ``keep_on_interrupt``, returns the chunks finished
+    so far (docs/engine.md, "Batching").
 
     Args:
-      done: ``{c: outputs}`` of chunks already computed (e.g. :meth:`ChunkCheckpoints.load`):
-        not run again, their outputs taken as they are.
-      on_chunk: ``on_chunk(c, outputs)`` after each chunk computed here (e.g.
-        :meth:`ChunkCheckpoints.save`).
-      progress: a name; then a line per chunk with the items done, the elapsed time and the
-        remaining time estimated from the chunks computed here.
-      what: the chunks' name in the ``KeyboardInterrupt`` message, e.g. ``"sweep chunks"``.
+      done: ``{c: outputs}`` of chunks already computed (e.g. :meth:`ChunkCheckpoints.load`).
+      on_chunk: ``on_chunk(c, outputs)`` after each chunk computed here (e.g. a checkpoint).
       keeps: whether ``on_chunk`` keeps finished chunks for a rerun (default: ``on_chunk`` given).
-      callbacks: functions called on the host after each chunk (computed here or loaded) with a
-        dict: ``info(c, outputs)`` (the caller's entries) plus ``chunk`` (``c``), ``chunks``
-        (their number), ``done`` (items finished), ``items`` (their number), ``elapsed``
-        (seconds) and ``from_checkpoint``. A callback returning ``True`` stops: no further chunk
-        runs, and the outputs of the chunks finished so far are returned (a shorter list).
-      keep: ``keep(outputs)`` is what is kept of each chunk (computed or loaded; ``on_chunk``
-        and the callbacks see the whole chunk), e.g. a chunk of trees cut to its used slots: the
-        full outputs are freed chunk by chunk.
+      callbacks: called on the host after each chunk with a dict (``info(c, outputs)``'s entries,
+        ``chunk``, ``chunks``, ``done``, ``items``, ``elapsed``, ``from_checkpoint``); one returning
+        ``True`` stops the run.
+      keep: ``keep(outputs)`` is what is kept of each chunk.
 
     Returns:
-      The chunks' outputs (``keep``'s), in order (a list; shorter when a callback stopped).
+      The chunks' outputs (``keep``'s), in order (shorter when a callback stopped).
     """
     kept_of = (lambda out: out) if keep is None else keep  # noqa: E731
     n_chunks = -(-n_items // size)
@@ -188,11 +157,8 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
 
 
 def wait(out, longest: float = 0.001):
-    """``out`` (a pytree) once every array of it is computed, polling ``is_ready()`` with short
-    sleeps (so a ``Ctrl-C`` lands at once; ``jax.block_until_ready`` would hold it until the
-    computation ends). Leaves without ``is_ready`` (host arrays) are taken as they are. The
-    sleeps grow to ``longest`` seconds: the most a chunk's end is noticed late (the next chunk
-    is dispatched only then, so a forest of many short chunks pays it per chunk)."""
+    """``out`` (a pytree) once every array of it is computed, polling ``is_ready()`` with sleeps of
+    at most ``longest`` seconds, so that a ``Ctrl-C`` lands at once."""
     pause = 1e-4
     for leaf in jax.tree_util.tree_leaves(out):
         if callable(getattr(leaf, "is_ready", None)):
@@ -210,22 +176,9 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
                      at_once: bool = False, keep_on_interrupt: bool = False,
                      unit: str = "items", keep: Optional[Callable[[Any], Any]] = None,
                      combine: Optional[Callable[[list, int], Any]] = None) -> Any:
-    """``chunk_fn(*args, items)`` over ``n_items`` items in host-side chunks (:func:`map_chunks`),
-    each chunk saved to ``checkpoint_dir`` as it finishes (:class:`ChunkCheckpoints`, files
-    ``{kind}-chunk*.npz``, guarded by the :func:`fingerprint` of ``args`` and ``settings``) and
-    read back by a rerun instead of computed; ``callbacks`` as :func:`map_chunks` (may stop).
-
-    ``chunk_fn`` (a jitted function, its static settings bound) maps ``(*args, items)`` --
-    ``items`` an int32 ``(size,)`` array of item indices, the last chunk's running past
-    ``n_items`` -- to a pytree whose leaves have a leading ``(size,)`` axis. The chunks are laid
-    out as :func:`map_in_chunks` lays them out (:func:`chunk_layout`). Returns the chunks'
-    outputs concatenated along that axis, cut to the items finished (all ``n_items``, or fewer
-    when a callback stopped, or a ``Ctrl-C`` with ``keep_on_interrupt``: :func:`map_chunks`).
-    Concrete arrays only (not under ``jax.vmap`` or ``jit``). ``keep``: what is kept of each
-    chunk (:func:`map_chunks`; checkpoints hold the whole chunk); ``combine(kept, n_done)``: the
-    result from the kept chunks and the number of items finished, instead of the concatenation
-    (e.g. chunks of different shapes).
-    """
+    """:func:`map_chunks` of ``chunk_fn(*args, items)`` with each chunk saved to ``checkpoint_dir``
+    (guarded by the :func:`fingerprint` of ``args`` and ``settings``) and read back by a rerun: the
+    outputs concatenated and cut to the items finished, or ``combine(kept, n_done)``."""
     if any(_is_tracer(v) for v in jax.tree_util.tree_leaves(args)):
         raise ValueError("verbose=, checkpoint_dir= and callbacks= need a concrete fit (not under "
                          "jax.vmap or jit).")
@@ -249,9 +202,8 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
 
 
 def join_chunks(outs: list, n_done: int) -> Any:
-    """Chunks' outputs (pytrees of arrays with a leading item axis) concatenated along it, cut
-    to the first ``n_done`` items: one copy at most (a large forest's arrays are hundreds of MB;
-    each chunk cut to its finished items before the one concatenation)."""
+    """Chunks' outputs concatenated along their leading item axis and cut to the first ``n_done``
+    items, with at most one copy."""
 
     def join(*chunks):
         parts, start = [], 0

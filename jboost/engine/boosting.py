@@ -1,34 +1,9 @@
 """Boosting as a public ``init`` / ``step`` pair; :func:`boost` is a ``lax.scan`` of ``step``.
 
-ESL Algorithm 10.3 with second-order (Newton) trees as in XGBoost: per round, gradients and
-hessians of the loss by autodiff, a row sampler (Bernoulli weights: shapes stay fixed) and a
-column sampler (per tree or per level), one oblivious tree (or K, one per output), an optional
-exact leaf refit, shrinkage by the learning rate.
-
-The scaffold (in the style of optax's ``init``/``update``):
-
-* :func:`init` ``(data, loss, init_raw, config) -> BoostState`` -- the raw scores start at the
-  baseline; the algorithm's own state (AdaBoost's observation weights, ...) starts from
-  ``config.algorithm.init``;
-* :func:`step` ``(state, m, data=, key=, hyper=, config=) -> (state, RoundOutput)`` -- round
-  ``m``: its key ``fold_in(key, m)``, the samplers' draws, then ``config.algorithm.round`` (which
-  grows the round's trees and gives their final leaf values), then the raw scores of the training
-  and validation rows and the round's losses;
-* :func:`boost` = ``lax.scan(step)`` over ``config.n_rounds`` rounds; with
-  ``config.early_stopping`` (:class:`EarlyStopping`) a ``lax.while_loop`` over chunks of rounds
-  that really stops once the validation score has not improved for ``rounds`` rounds (under
-  ``vmap`` each model stops on its own: the loop runs until every model has stopped, and a stopped
-  model's state no longer changes). ``state=``/``first_round=`` continue a fit (warm start).
-
-A classical algorithm (:mod:`jboost.algorithms`) is an :class:`Algorithm`: one ``round``
-function from a :class:`Round` to a :class:`RoundResult` (and an optional ``init`` of its state);
-gradient boosting is :data:`NEWTON`. Samplers are plain functions (:mod:`jboost.engine.samplers`).
-
-Static (shape-setting) settings live in :class:`BoostConfig`; every continuous hyperparameter is
-a traced array in :class:`Hyperparams`, so ``jax.vmap`` over them is one compiled program.
-Randomness: round ``m`` uses ``fold_in(key, m)``, so the same key and data give bitwise the same
-model, and round ``m`` does not depend on how many rounds follow.
-"""
+ESL Algorithm 10.3 with second-order (Newton) trees as in XGBoost: per round gradients and hessians
+by autodiff, row and column samplers, the algorithm's round (:class:`Algorithm`) and shrinkage.
+Static settings are a :class:`BoostConfig`, continuous ones traced :class:`Hyperparams`. See
+docs/engine.md ("The boosting step")."""
 
 from __future__ import annotations
 
@@ -103,16 +78,9 @@ class Hyperparams(NamedTuple):
 
 
 class EarlyStopping(NamedTuple):
-    """Stop when the validation score has not improved for ``rounds`` rounds (static settings).
-
-    The score is the mean validation loss (``metric=None``), a named metric of
-    :data:`jboost.losses.metrics.METRICS` (through the loss's link) or ``metric(y, raw, w) -> scalar``
-    (minimised; ``raw`` as :func:`jboost.predict` returns it, ``w`` the validation weights) after
-    each round; a round
-    improves on the best so far when its score is below ``best - tolerance``. Rounds run in
-    chunks of ``chunk`` inside a ``lax.while_loop``: a fit that stops at round ``s`` runs fewer
-    than ``s + chunk`` rounds (rounds after the stop within its chunk are masked out).
-    """
+    """Stop when the validation score (the mean validation loss, a named metric or ``metric(y, raw,
+    w)``, minimised) has not improved by ``tolerance`` for ``rounds`` rounds; rounds run in chunks
+    of ``chunk`` in a ``lax.while_loop`` (rounds past the stop are masked out)."""
 
     rounds: int
     tolerance: float = 0.0
@@ -137,8 +105,7 @@ def round_learning_rate(config: BoostConfig, hyper: Hyperparams, m):
     """Shrinkage of round ``m``: ``learning_rate * schedule(m)`` (ESL Section 10.12.1)."""
     lr = hyper.learning_rate
     if config.learning_rate_schedule is not None:
-        # optax's schedules mix Python floats, bools and int32 counts: standard promotion inside
-        # the user's schedule, whatever the caller's setting (e.g. strict in the test suite).
+        # optax's schedules mix Python floats, bools and int32 counts: standard promotion.
         with jax.numpy_dtype_promotion("standard"):
             rate = config.learning_rate_schedule(m)
         lr = lr * jnp.asarray(rate, jnp.float32)
@@ -152,10 +119,8 @@ def round_values(trees: oblivious.ObliviousTrees, leaves):
     values = jax.vmap(lambda t, leaf: t.leaf_values[leaf])
     if trees.leaf_values.shape[0] == 1:
         return values(trees, leaves)[0]
-    # Several trees: a loop whose operands (the round's leaf values) are materialised buffers, so
-    # XLA cannot contract the leaf values' last multiply into the sum (an FMA) in the fitting
-    # program while a continued fit (resume), adding the stored values, does not: the same
-    # additions in the same order in both.
+    # Several trees: a loop over materialised leaf values, so that no FMA is contracted in the
+    # fitting program that a continued fit (resume) would not contract.
     def add(t, acc):
         tree = jax.tree_util.tree_map(lambda a: a[t], trees)
         return acc + tree.leaf_values[leaves[t]]
@@ -179,12 +144,8 @@ def init(data: state_lib.Data, loss: loss_lib.Loss, init_raw, config: BoostConfi
 
 
 def step(state: state_lib.BoostState, m, *, data: state_lib.Data, key, hyper: Hyperparams, config: BoostConfig):
-    """Round ``m`` of boosting: returns ``(state, RoundOutput)``.
-
-    With ``config.axis_name`` set (inside ``shard_map``, see :func:`boost_sharded`), the training
-    rows are this device's shard; histograms and sums are ``psum``-ed so every device grows the
-    same trees; the validation set is replicated.
-    """
+    """Round ``m`` of boosting: returns ``(state, RoundOutput)``. With ``config.axis_name`` the
+    training rows are this device's shard (sums ``psum``-ed), the validation set replicated."""
     axis = config.axis_name
     y = data.y
     n = y.shape[0]
@@ -198,14 +159,11 @@ def step(state: state_lib.BoostState, m, *, data: state_lib.Data, key, hyper: Hy
         delta = baselines.weighted_quantile(_all_rows(jnp.abs(y - raw_m[:, 0]), axis),
                                              _all_rows(w, axis), loss_m.params["alpha"])
         loss_m = loss_m.with_params(delta=jnp.maximum(delta, 1e-12))
-    # Draws for all rows, then this shard's slice: the same rows are kept whatever the sharding
-    # (threefry is partitionable, so a prefix of a longer draw equals a shorter draw).
+    # Draws for all rows, then this shard's slice: the same rows whatever the sharding.
     if axis is None:
         sample = config.row_sampler_fn(k_rows, n, hyper.subsample)
     else:
-        # A multi-process fit's shards hold each process's rows then zero-weight padding rows:
-        # ``row_starts`` gives the table row of each shard's first row, so every row gets the draw
-        # of its row in the concatenated table (padding rows, of weight 0, take any draw).
+        # ``row_starts``: each shard's first table row (a multi-process fit's shards are padded).
         n_global = n * lax.psum(1, axis)
         start = (lax.axis_index(axis) * n if config.row_starts is None
                  else jnp.asarray(config.row_starts, jnp.int32)[lax.axis_index(axis)])
@@ -231,24 +189,15 @@ def step(state: state_lib.BoostState, m, *, data: state_lib.Data, key, hyper: Hy
 def boost(data: state_lib.Data, key, hyper: Hyperparams, loss: loss_lib.Loss, init_raw, *,
           config: BoostConfig, state: Optional[state_lib.BoostState] = None, first_round=0,
           best=None) -> state_lib.BoostOutput:
-    """Run ``config.n_rounds`` rounds of boosting from the constant raw score ``init_raw``:
-    ``lax.scan`` of :func:`step` from :func:`init` (a ``while_loop`` of chunks with
-    ``config.early_stopping``).
+    """Run ``config.n_rounds`` rounds of boosting from the constant raw score ``init_raw`` ``(K,)``:
+    a ``lax.scan`` of :func:`step` from :func:`init` (chunks in a ``while_loop`` with early
+    stopping).
 
     Args:
-      data: :class:`Data` (training bins ``(F, n)``, labels, weights; validation set, maybe empty).
-      key: a ``jax.random`` key (typed or raw uint32).
-      hyper: traced :class:`Hyperparams`.
-      loss: a :class:`jboost.Loss` with ``n_outputs`` set.
-      init_raw: ``(K,)`` the baseline raw score.
-      config: static :class:`BoostConfig`.
-      state: continue from this :class:`BoostState` (a warm start: the raw scores of an earlier
-        fit's rounds, accumulated in the order training accumulates them) instead of :func:`init`.
-      first_round: the index of the first round (traced; rounds use ``fold_in(key, m)``), so
-        ``r`` rounds then ``s`` more from the state equal ``r + s`` rounds bitwise.
-      best: with early stopping, ``(best_score, best_round)`` of the rounds before
-        ``first_round`` (``BoostOutput.best_score``, ``best_round`` of the previous call), so a fit
-        run in several calls stops where one call would.
+      state: continue from this :class:`jboost.engine.state.BoostState` instead of :func:`init`.
+      first_round: the (traced) index of the first round: ``r`` rounds, then ``s`` more from the
+        state, equal ``r + s`` rounds bitwise.
+      best: with early stopping, ``(best_score, best_round)`` of the rounds before ``first_round``.
     """
     body = functools.partial(step, data=data, key=key, hyper=hyper, config=config)
     state0 = init(data, loss, init_raw, config) if state is None else state
@@ -264,12 +213,9 @@ def boost(data: state_lib.Data, key, hyper: Hyperparams, loss: loss_lib.Loss, in
 
 def resume(data: state_lib.Data, trees, init_raw, loss: loss_lib.Loss, config: BoostConfig,
            extra: Any = None) -> state_lib.BoostState:
-    """The :class:`BoostState` after the rounds ``trees`` (leading axes ``(rounds, T)``, final
-    leaf values) of an earlier fit on the same bins: the raw scores accumulated round by round in
-    the order :func:`step` accumulates them (so a continued fit equals an uninterrupted one
-    bitwise), ``loss`` with its last-round parameters, and the algorithm's state ``extra`` after
-    those rounds (``None``: its ``init``, right for gradient boosting, whose state is empty; an
-    algorithm with a state, e.g. AdaBoost's observation weights, passes the one its fit kept)."""
+    """The :class:`jboost.engine.state.BoostState` after an earlier fit's rounds ``trees`` on the
+    same bins, accumulated as :func:`step` does; ``extra``: the algorithm's state (``None``: its
+    ``init``)."""
     state = init(data, loss, init_raw, config)
     if extra is not None:
         state = state._replace(extra=extra)
@@ -285,50 +231,48 @@ def resume(data: state_lib.Data, trees, init_raw, loss: loss_lib.Loss, config: B
                           pending_valid=jnp.zeros_like(raw_valid))
 
 
+def validation_score(metric, data: state_lib.Data, state: state_lib.BoostState, out):
+    """A round's validation score: ``metric`` on the validation rows, or (``None``) the round's
+    ``valid_loss``."""
+    if metric is None:
+        return out.valid_loss.astype(jnp.float32)
+    return metrics_lib.evaluate(metric, state.loss, data.y_valid, state.raw_valid,
+                                data.w_valid.astype(jnp.float32)).astype(jnp.float32).reshape(())
+
+
+def _blank_rounds(out: state_lib.RoundOutput, lead: tuple = ()) -> state_lib.RoundOutput:
+    """Rounds not fitted, of ``out``'s shapes with leading axes ``lead``: zero trees and info,
+    NaN losses."""
+    zeros = lambda s: jnp.zeros(lead + s.shape, s.dtype)  # noqa: E731
+    nan = lambda s: jnp.full(lead + s.shape, jnp.nan, s.dtype)  # noqa: E731
+    return state_lib.RoundOutput(jax.tree_util.tree_map(zeros, out.trees), nan(out.train_loss),
+                                 nan(out.valid_loss), jax.tree_util.tree_map(zeros, out.info))
+
+
 def boost_until_stopped(body, state0: state_lib.BoostState, rounds, data: state_lib.Data, es: EarlyStopping,
                         best) -> state_lib.BoostOutput:
     """:func:`boost` with early stopping: chunks of ``es.chunk`` rounds (a ``lax.scan``) in a
     ``lax.while_loop`` that ends when the score has not improved for ``es.rounds`` rounds.
-
-    ``body(state, m) -> (state, RoundOutput)`` is one round (:func:`step` with its data, key and
-    settings bound); ``rounds`` the ``(n_rounds,)`` round indices; ``best`` the ``(best_score,
-    best_round)`` so far. The score of a round is ``RoundOutput.valid_loss`` when ``es.metric``
-    is ``None`` (a caller may put any held-out loss there, as the sweep does for its held-out
-    fold), else ``es.metric`` on ``data``'s validation rows."""
+    ``body(state, m)`` is one round; ``best`` the ``(best_score, best_round)`` so far."""
     n_rounds = rounds.shape[0]
     chunk = max(1, min(int(es.chunk), n_rounds))
     n_chunks = -(-n_rounds // chunk)
     _, template = jax.eval_shape(body, state0, rounds[0])
-    # Rounds never fitted keep zero trees and info, and NaN losses.
-    nan_losses = lambda s: jnp.full((n_chunks * chunk,) + s.shape, jnp.nan, s.dtype)
-    zeros = lambda s: jnp.zeros((n_chunks * chunk,) + s.shape, s.dtype)
-    buffers = state_lib.RoundOutput(jax.tree_util.tree_map(zeros, template.trees), nan_losses(template.train_loss),
-                          nan_losses(template.valid_loss), jax.tree_util.tree_map(zeros, template.info))
-    w_valid = data.w_valid.astype(jnp.float32)
-
-    def score(state, out):
-        if es.metric is None:
-            return out.valid_loss
-        return metrics_lib.evaluate(es.metric, state.loss, data.y_valid, state.raw_valid,
-                                    w_valid).astype(jnp.float32).reshape(())
-
+    buffers = _blank_rounds(template, (n_chunks * chunk,))
     def one_round(carry, i):
         c, state, best, best_i, last_i, stopped = carry
         j = c * chunk + i  # position in this fit
         active = (j < n_rounds) & ~stopped
         m = rounds[jnp.minimum(j, n_rounds - 1)]  # the round's index in the whole fit
         new_state, out = body(state, m)
-        s = score(new_state, out)
+        s = validation_score(es.metric, data, new_state, out)
         better = active & (s < best - es.tolerance)  # NaN never improves
         best, best_i = jnp.where(better, s, best), jnp.where(better, m, best_i)
         last_i = jnp.where(active, j, last_i)
         stopped = stopped | (active & (m - best_i >= es.rounds)) | (j >= n_rounds - 1)
         keep = lambda new, old: jnp.where(active, new, old)
         state = jax.tree_util.tree_map(keep, new_state, state)
-        blank = state_lib.RoundOutput(jax.tree_util.tree_map(jnp.zeros_like, out.trees),
-                            jnp.full_like(out.train_loss, jnp.nan), jnp.full_like(out.valid_loss, jnp.nan),
-                            jax.tree_util.tree_map(jnp.zeros_like, out.info))
-        out = jax.tree_util.tree_map(keep, out, blank)
+        out = jax.tree_util.tree_map(keep, out, _blank_rounds(out))
         return (c, state, best, best_i, last_i, stopped), out
 
     def run_chunk(carry):

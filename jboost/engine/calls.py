@@ -13,20 +13,17 @@ from jboost import _compile
 from jboost.engine import boosting
 from jboost.engine import state as state_lib
 from jboost.losses import loss as loss_lib
-from jboost.losses import metrics as metrics_lib
 from jboost.trees import oblivious
 
-# The rounds one call of :func:`boost_rounds` can fit: the size of its buffers. The program of a
-# concrete fit's rounds does not depend on the fit's number of rounds (``config.n_rounds`` is
-# this constant in its static settings), so fits that differ only in ``n_rounds`` share it.
+# The rounds one call of :func:`boost_rounds` can fit (its ``config.n_rounds``): fits that differ
+# only in ``n_rounds`` share one program.
 ROUNDS_PER_CALL = 64
 
 
 class Rounds(NamedTuple):
     """The per-round record of one call of :func:`boost_rounds`: buffers of ``config.n_rounds``
-    (:data:`ROUNDS_PER_CALL`) rounds, index ``i`` holding the round at position ``start + i`` of
-    the fit, where ``start`` is the input carry's ``done``. Indices past the rounds the call fitted
-    hold what the input buffers held there (the caller reads the first ``done - start``)."""
+    rounds, index ``i`` holding the fit's round ``start + i`` (``start``: the input carry's
+    ``done``)."""
 
     trees: oblivious.ObliviousTrees  # leading axes (n_rounds, trees_per_round)
     train_loss: jax.Array           # (n_rounds,)
@@ -36,8 +33,7 @@ class Rounds(NamedTuple):
 
 
 class RoundsCarry(NamedTuple):
-    """What :func:`boost_rounds` hands from one call to the next (host side: the previous
-    call's output is the next call's input)."""
+    """What :func:`boost_rounds` hands from one call to the next."""
 
     state: state_lib.BoostState   # after the last round fitted
     rounds: Rounds      # the buffers
@@ -48,10 +44,8 @@ class RoundsCarry(NamedTuple):
 
 def rounds_template(data: state_lib.Data, key, hyper: boosting.Hyperparams, loss: loss_lib.Loss, init_raw,
                     config: boosting.BoostConfig) -> RoundsCarry:
-    """NumPy placeholders of :func:`boost_rounds`'s input for a new fit: a zero state of the
-    right shapes (the program builds the real one from :func:`init`), empty buffers of
-    ``config.n_rounds`` rounds (zero trees and info, NaN losses and scores), the initial early
-    stopping record. Only shapes are traced (``jax.eval_shape``): nothing is compiled."""
+    """NumPy placeholders of :func:`boost_rounds`'s input for a new fit: a zero state, empty
+    buffers, the initial early-stopping record (only shapes are traced, nothing is compiled)."""
     import numpy as np
 
     args = (data, key, hyper, loss, init_raw)
@@ -72,8 +66,7 @@ def rounds_template(data: state_lib.Data, key, hyper: boosting.Hyperparams, loss
 
 @functools.lru_cache(maxsize=256)
 def _template_shapes(config: boosting.BoostConfig, treedef, avals):
-    """The shapes of the state and of a round's output of a fit (``jax.eval_shape``, cached: a
-    repeated fit traces nothing before its compiled program is found)."""
+    """The shapes of the state and of a round's output of a fit (``jax.eval_shape``, cached)."""
     specs = [jax.ShapeDtypeStruct(shape, dtype, weak_type=weak) for shape, dtype, weak in avals]
     data, key, hyper, loss, init_raw = jax.tree_util.tree_unflatten(treedef, specs)
     state = jax.eval_shape(functools.partial(boosting.init, config=config), data, loss, init_raw)
@@ -92,37 +85,18 @@ def eval_metric_of(config: boosting.BoostConfig):
 @functools.partial(_compile.jit, static_argnames=("config",))
 def boost_rounds(data: state_lib.Data, key, hyper: boosting.Hyperparams, init_raw, carry: RoundsCarry, first_round,
                  end, fresh, *, config: boosting.BoostConfig) -> RoundsCarry:
-    """Rounds ``carry.done .. end - 1`` (positions in a fit whose first round is
-    ``first_round``; at most ``config.n_rounds`` of them, the buffers' size) of boosting, as one
-    call of a fit run in host-side calls: the same compiled program for every call and for
-    every number of rounds (positions and counts are traced; the caller sets
-    ``config.n_rounds`` to :data:`ROUNDS_PER_CALL`), so a fit can be run in chunks of any
-    length, stopped between two (``Ctrl-C``) and checkpointed, and its rounds equal those of
-    one call bitwise. ``fresh``: start from :func:`init` (``carry.state`` is then a placeholder
-    with its shapes and ``loss``), else from ``carry.state``.
-
-    A ``lax.while_loop`` over rounds (:func:`step`), writing round ``carry.done + i`` at index
-    ``i`` of the buffers ``carry.rounds`` (:class:`Rounds`); with ``config.early_stopping`` it ends once the score has not improved for
-    ``rounds`` rounds (``stopped``), as :func:`boost_until_stopped` does (each round's score:
-    the validation loss, or the metric, :func:`eval_metric_of`, recorded in ``rounds.score``).
-    With the training rows sharded (``config.axis_name``), see :func:`boost_rounds_sharded`."""
+    """Rounds ``carry.done .. end - 1`` of a fit whose first round is ``first_round`` (at most
+    ``config.n_rounds``), as one host-side call of a program shared by every call (docs/engine.md,
+    "Host-side rounds"). ``fresh``: start from :func:`jboost.engine.boosting.init`."""
     return rounds_body(data, key, hyper, init_raw, carry, first_round, end, fresh, config=config)
 
 
 def rounds_body(data, key, hyper, init_raw, carry, first_round, end, fresh, *, config):
-    """The traced body of :func:`boost_rounds` (the same arguments), for callers that compile it
-    into their own program (the sharded rounds)."""
+    """The traced body of :func:`boost_rounds`, for callers compiling it into their own program."""
     es = config.early_stopping
     metric = eval_metric_of(config)
-    w_valid = data.w_valid.astype(jnp.float32)
     state = lax.cond(fresh, lambda s: boosting.init(data, s.loss, init_raw, config), lambda s: s, carry.state)
     first_round = jnp.asarray(first_round, jnp.int32)
-
-    def score(state, out):
-        if metric is None:
-            return out.valid_loss.astype(jnp.float32)
-        return metrics_lib.evaluate(metric, state.loss, data.y_valid, state.raw_valid,
-                                    w_valid).astype(jnp.float32).reshape(())
 
     begin = jnp.asarray(carry.done, jnp.int32)  # the position of the buffers' index 0
     end = jnp.minimum(jnp.asarray(end, jnp.int32), begin + config.n_rounds)
@@ -134,7 +108,8 @@ def rounds_body(data, key, hyper, init_raw, carry, first_round, end, fresh, *, c
         j = c.done
         m = first_round + j
         state, out = boosting.step(c.state, m, data=data, key=key, hyper=hyper, config=config)
-        s = score(state, out) if (metric is not None or es is not None) else jnp.float32(jnp.nan)
+        s = (boosting.validation_score(metric, data, state, out)
+             if metric is not None or es is not None else jnp.float32(jnp.nan))
         put = lambda b, o: lax.dynamic_update_index_in_dim(b, o.astype(b.dtype), j - begin, 0)
         rounds = Rounds(jax.tree_util.tree_map(put, c.rounds.trees, out.trees),
                         put(c.rounds.train_loss, out.train_loss), put(c.rounds.valid_loss, out.valid_loss),

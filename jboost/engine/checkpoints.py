@@ -12,17 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# --------------------------------------------------------------------------------------------
-# Checkpoints of chunks.
-# --------------------------------------------------------------------------------------------
-
 
 def stable_repr(x) -> str:
-    """``repr`` with functions and classes by qualified name (a function's default repr holds
-    its address, which changes from process to process); tuples (NamedTuples: configs), lists
-    and dicts element by element.
-
-    The rule of every checkpoint fingerprint (``jboost.fit``, sweeps, forests)."""
+    """``repr`` with functions and classes by qualified name (not by address), tuples, lists and
+    dicts element by element: the rule of every checkpoint fingerprint."""
     if isinstance(x, functools.partial):
         return f"partial({stable_repr(x.func)}, {stable_repr(x.args)}, {stable_repr(x.keywords)})"
     if callable(x) and hasattr(x, "__qualname__"):
@@ -37,10 +30,8 @@ def stable_repr(x) -> str:
 
 
 def fingerprint(arrays: Iterable[Any], settings: Any) -> str:
-    """SHA-256 of ``arrays`` (any pytree: every leaf's shape, dtype and bytes; ``jax.random``
-    typed keys by their key data) and of :func:`stable_repr` ``(settings)``: what the outputs of
-    a checkpointed call depend on, so that its checkpoints are only ever continued by the same
-    call."""
+    """SHA-256 of ``arrays`` (every leaf's shape, dtype and bytes; typed keys by their key data) and
+    of :func:`stable_repr` ``(settings)``: what a checkpointed call's outputs depend on."""
     h = hashlib.sha256()
     for leaf in jax.tree_util.tree_leaves(arrays):
         if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
@@ -56,20 +47,10 @@ _FINGERPRINT, _ITEMS = "__fingerprint__", "__items__"
 
 
 class ChunkCheckpoints:
-    """The finished chunks of a call (a sweep, a forest), one ``.npz`` file per chunk.
-
-    File ``{kind}-{part}chunk{c:05d}.npz`` in ``directory`` holds the chunk's output arrays
-    (named by their pytree path), the chunk's items and the :func:`fingerprint` of the call. It
-    is written to a temporary file and renamed (``os.replace``), so a killed process leaves
-    whole files only; it is read with ``allow_pickle=False`` (no object is unpickled, no code
-    runs). ``part`` names a program's chunks when a call runs several (a sweep's ``(depth,
-    n_bins)`` groups).
-
-    Raises ``ValueError`` (naming the file) when ``directory`` holds a ``kind`` file of another
-    call (another fingerprint; ``differs`` says what the fingerprint covers), when a file is
-    unreadable, or when a chunk's items or array
-    shapes are not this call's (e.g. another ``chunk_size``).
-    """
+    """The finished chunks of a call (a sweep, a forest), one ``.npz`` file per chunk, written
+    atomically and guarded by the call's :func:`fingerprint` (docs/engine.md, "Checkpoints"). Raises
+    ``ValueError`` (naming the file) for a file of another call, an unreadable file, or items or
+    shapes that are not this call's."""
 
     def __init__(self, directory, kind: str, fingerprint_: str, differs: str = "data, keys or settings"):
         if not isinstance(directory, (str, os.PathLike)):
@@ -100,10 +81,9 @@ class ChunkCheckpoints:
 
     def load(self, part: str, n_chunks: int, like: Callable[[], Any],
              items_of: Callable[[int], np.ndarray]) -> Dict[int, Any]:
-        """``{c: outputs}`` of the chunks of ``part`` saved so far (host arrays), each checked
-        against ``items_of(c)`` and against the structure, shapes and dtypes of ``like()`` (a
-        pytree of ``jax.ShapeDtypeStruct``, e.g. from ``jax.eval_shape``; only called when a
-        file exists)."""
+        """``{c: outputs}`` of the chunks of ``part`` saved so far, each checked against
+        ``items_of(c)`` and the structure, shapes and dtypes of ``like()`` (called only when a file
+        exists)."""
         done, spec = {}, None
         for c in range(n_chunks):
             path = self.path(part, c)

@@ -1,18 +1,6 @@
-"""Data spread over processes: ``jboost.fit(X_local, y_local, ..., rows="local")``, and the same
-for ``jboost.sweep.sweep``, ``jboost.bagging.fit_bagged_boosters`` and
-``jboost.bagging.fit_forest``.
-
-On JAX's multi-process runtime (``jax.distributed.initialize()``) every process calls the fit
-with the same settings and only its own rows. The fit is the single-process fit of the table made
-by concatenating the processes' rows in process order (``jax.process_index()``): the borders are
-merged from every process's border sample, labels and weights are gathered (:func:`gather`,
-:class:`LocalRows`), and the rows are one global array sharded over every process's devices.
-Borders, classes, baselines and splits equal the single-process fit's bitwise; leaf values,
-losses and predictions up to float rounding; the models of all processes are bitwise equal.
-Every process must pass the same settings (:func:`check_same_settings`).
-
-See docs/engine.md for what is gathered, sweeps, bagged boosters and forests.
-"""
+"""Data spread over processes: ``rows="local"`` of ``jboost.fit``, sweeps, bagged boosters and
+forests. Every process passes the same settings and its own rows; the fit is the single-process fit
+of the processes' rows concatenated in process order. See docs/engine.md."""
 
 from __future__ import annotations
 
@@ -51,16 +39,15 @@ def check_initialised() -> None:
 
 
 def allgather_rows(a: np.ndarray) -> np.ndarray:
-    """The concatenation, in process order, of every process's ``a`` ``(n_p, ...)`` (any numeric
-    dtype, bitwise: gathered as bytes; the row counts may differ, the dtype and trailing shape
-    must agree)."""
+    """The concatenation, in process order, of every process's ``a`` ``(n_p, ...)``, gathered as
+    bytes (the row counts may differ, the dtype and trailing shape must agree)."""
     from jax.experimental import multihost_utils
 
     a = np.ascontiguousarray(a)
     n = a.shape[0]
     width = a.dtype.itemsize * int(np.prod(a.shape[1:]))  # bytes per row
     raw = a.reshape(n, -1).view(np.uint8) if a.size else np.zeros((n, width), np.uint8)
-    counts = np.asarray(multihost_utils.process_allgather(np.array([n], np.int32))).reshape(-1)
+    counts = _gathered_ints(n)
     longest = int(counts.max())
     padded = np.zeros((longest, raw.shape[1]), np.uint8)
     padded[:n] = raw
@@ -71,9 +58,7 @@ def allgather_rows(a: np.ndarray) -> np.ndarray:
 
 def any_process(flag: bool) -> bool:
     """Whether ``flag`` holds on any process (the same answer on every process)."""
-    from jax.experimental import multihost_utils
-
-    return bool(np.asarray(multihost_utils.process_allgather(np.array([bool(flag)], np.int32))).any())
+    return bool(_gathered_ints(bool(flag)).any())
 
 
 def _describe(v) -> str:
@@ -159,10 +144,9 @@ class LocalRows(NamedTuple):
         return binning.merge_border_samples(parts, n_bins, weights)
 
     def shard(self, a, row_axis: int = 0, edge: bool = False):
-        """This process's rows ``a`` (its ``n_rows`` along ``row_axis``) as one global array of
-        every process's rows, each process's padded to ``n_local`` (zeros; ``edge``: copies of its
-        last row, e.g. labels, so that a padding row of weight 0 never meets a loss outside its
-        domain) and sharded over the mesh along ``row_axis``."""
+        """This process's rows ``a`` as one global array of every process's rows, each padded to
+        ``n_local`` (zeros; ``edge``: copies of its last row) and sharded over the mesh along
+        ``row_axis``."""
         from jax.sharding import NamedSharding
         from jax.sharding import PartitionSpec as P
 
@@ -203,10 +187,8 @@ class LocalRows(NamedTuple):
                              y_valid=self.replicate(data.y_valid), w_valid=self.replicate(data.w_valid))
 
     def place_carry(self, carry):
-        """A :class:`jboost.engine.calls.RoundsCarry` (host arrays of the whole table's shapes, the
-        same on every process) as global arrays sharded as the program's output is (per-row
-        state over the rows, the rest replicated), so the first call compiles the program the
-        later calls use."""
+        """A :class:`jboost.engine.calls.RoundsCarry` of host arrays as global arrays sharded as the
+        program's output is, so that the first call compiles the program the later calls use."""
         from jax.sharding import NamedSharding
         from jax.sharding import PartitionSpec as P
 
@@ -222,8 +204,7 @@ class LocalRows(NamedTuple):
 
     def everywhere(self, check, others: type = RuntimeError):
         """``check`` run on every process, raising on every process when it raises on any (the
-        others raise ``others`` naming the processes), so that none is left waiting in a
-        collective."""
+        others raise ``others``), so that none is left waiting in a collective."""
         def run(*args, **kwargs):
             error = None
             try:
@@ -258,9 +239,8 @@ class LocalRows(NamedTuple):
         return jax.process_index() == 0
 
     def localize(self, tree):
-        """Process-local copies of a tree of global arrays: a replicated array's local copy
-        (bitwise the same on every process), a sharded one's rows held here (``n_local``, a host
-        array: they may span several local devices)."""
+        """Process-local copies of a tree of global arrays: a replicated array's local copy, a
+        sharded one's rows held here (a host array)."""
         def one(a):
             if not isinstance(a, jax.Array) or a.is_fully_addressable:
                 return a
@@ -273,19 +253,14 @@ class LocalRows(NamedTuple):
 
 def _split(rows: np.ndarray, mine: int):
     """Every process's part of a gathered concatenation (counts gathered again: cheap)."""
-    from jax.experimental import multihost_utils
-
-    counts = np.asarray(multihost_utils.process_allgather(np.array([mine], np.int32))).reshape(-1)
+    counts = _gathered_ints(mine)
     return np.split(rows, np.cumsum(counts)[:-1])
 
 
 def gather(X, y, sample_weight, eval_set, devices, settings: dict) -> LocalRows:
-    """Check a multi-process fit (initialised runtime, mesh, each process's rows, the same
-    ``settings`` everywhere, the same number of features and label shape) and gather what every
-    process needs of the others: row counts, labels, weights and validation rows.
-
-    A process whose rows are refused (its own ``ValueError`` / ``TypeError``) makes every process
-    raise (the others name it), rather than leave them waiting in a collective."""
+    """Check a multi-process fit (runtime, mesh, rows, the same ``settings`` and shapes everywhere)
+    and gather row counts, labels, weights and validation rows; a process that refuses its rows
+    makes every process raise."""
 
     check_initialised()
     mesh = _mesh(devices)
@@ -337,6 +312,11 @@ def gather(X, y, sample_weight, eval_set, devices, settings: dict) -> LocalRows:
 
 def _allgather_flags(flag: bool) -> np.ndarray:
     """``(P,)`` every process's ``flag``."""
+    return _gathered_ints(bool(flag)) != 0
+
+
+def _gathered_ints(value: int) -> np.ndarray:
+    """``(P,)`` int32: every process's ``value``."""
     from jax.experimental import multihost_utils
 
-    return np.asarray(multihost_utils.process_allgather(np.array([bool(flag)], np.int32))).reshape(-1) != 0
+    return np.asarray(multihost_utils.process_allgather(np.array([value], np.int32))).reshape(-1)

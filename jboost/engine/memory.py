@@ -1,13 +1,6 @@
-"""Memory estimates of fits and the chunk sizes they set: bytes per model / forest tree, budgets, models per chunk and device.
-
-* sweeps: :func:`model_bytes`, :func:`auto_chunk_size`, :func:`cpu_models_per_device`;
-* forests: :func:`forest_tree_bytes`, :func:`forest_bytes`, :func:`forest_chunk_size`,
-  :func:`chunk_size_for_budget`;
-* one fit: :func:`boosting_bytes`, :func:`family_bytes`, :func:`check_boosting_memory` (a
-  ``MemoryError`` before compiling what cannot fit).
-
-The chunks themselves run in :mod:`jboost.engine.batching`.
-"""
+"""Memory estimates of fits and the chunk sizes they set: bytes per model and forest tree, budgets,
+models per chunk and device, and :func:`check_boosting_memory` (a ``MemoryError`` before compiling
+what cannot fit). See docs/engine.md ("Memory estimates")."""
 
 from __future__ import annotations
 
@@ -23,17 +16,11 @@ from jboost.trees import histograms
 
 # Default memory budget of one chunk of models, per device (bytes).
 DEFAULT_CPU_BUDGET = 1 << 30
-# On CPU the kernels of a chunk's models run side by side (whole models spread over the kernel's
-# threads, and the first level of a tree built for up to 8 models in one pass over the bins), so
-# batching pays, up to a point (past it the last chunk is mostly padding). Accelerators take as
-# many models as the memory budget allows.
+# Models per chunk and CPU device (the kernels run a chunk's models side by side; accelerators
+# take as many as the budget allows).
 DEFAULT_CPU_MODELS_PER_DEVICE = 8
-# A sweep's chunk on CPU holds between DEFAULT_CPU_MODELS_PER_CHUNK and MAX_CPU_MODELS_PER_CHUNK
-# models over all the CPU's devices: as many as keep its models' (row, feature) cells within
-# CPU_CHUNK_CELLS, rounded down to a power of two. Small data gains most from wide chunks (the
-# per-round work outside the kernels, and the kernels' start and balance, are shared by more
-# models); on large data a model's own work dominates and narrower chunks report progress and
-# keep checkpoints more often.
+# A sweep's chunk on CPU: between these many models over all the CPU's devices, as many as keep
+# their (row, feature) cells within CPU_CHUNK_CELLS (a power of two; small data gains most).
 DEFAULT_CPU_MODELS_PER_CHUNK = 16
 MAX_CPU_MODELS_PER_CHUNK = 64
 CPU_CHUNK_CELLS = 1 << 24
@@ -41,9 +28,8 @@ CPU_CHUNK_CELLS = 1 << 24
 
 def cpu_models_per_device(n_devices: int, n_rows: Optional[int] = None,
                           n_features: Optional[int] = None) -> int:
-    """A sweep's models per CPU device and chunk: the models of a chunk (see
-    :data:`CPU_CHUNK_CELLS`; :data:`DEFAULT_CPU_MODELS_PER_CHUNK` when the data's shape is not
-    given) shared by ``n_devices`` devices."""
+    """A sweep's models per CPU device and chunk: the models of a chunk (:data:`CPU_CHUNK_CELLS`)
+    shared by ``n_devices`` devices."""
     models = DEFAULT_CPU_MODELS_PER_CHUNK
     cells = None if n_rows is None or n_features is None else max(int(n_rows) * int(n_features), 1)
     while cells is not None and models < MAX_CPU_MODELS_PER_CHUNK and 2 * models * cells <= CPU_CHUNK_CELLS:
@@ -54,29 +40,25 @@ def cpu_models_per_device(n_devices: int, n_rows: Optional[int] = None,
 def model_bytes(n_samples: int, n_features: int, depth: int, n_bins: int, n_outputs: int = 1,
                 n_rounds: int = 100, trees_per_round: int = 1, keep_trees: bool = False,
                 fused: bool = False) -> int:
-    """Estimated peak device memory of ONE model of the sweep (bytes).
-
-    The largest live arrays are the level histograms and the per-row state (raw scores,
-    gradients, hessians, weights, leaf indices), then the outputs (validation/training curves,
-    and the trees when kept). Pure JAX (``fused=False``: GPU, TPU, or CPU without the kernel)
-    materialises every level's cumulative histograms, ``F x L x B x 2K`` float32, and the split
-    search's fused temporaries: about three last-level histograms' worth (an upper bound on XLA's
-    memory analysis). The CPU kernel's fused levels (``fused=True``) only
-    materialise the split gains (``F x (B - 1) x 2``) and the histograms kept for histogram
-    subtraction (:func:`jboost.trees.histograms.level_plan`): the previous level's and this one's.
-    """
+    """Estimated peak device memory of ONE model of the sweep (bytes; docs/engine.md, "Memory
+    estimates")."""
     k = int(n_outputs)
     cell = n_features * n_bins * 2 * k * 4  # one leaf's histograms over all features, bytes
     if fused:
-        plan = histograms.level_plan(n_samples, depth, n_bins, channels=2 * k)
-        live = [cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
-                for d, (subtract, keep) in enumerate(plan)]
-        hist = max(live, default=0) + n_features * n_bins * 2 * 4
+        hist = kept_histogram_bytes(cell, n_samples, depth, n_bins, k) + n_features * n_bins * 2 * 4
     else:
         hist = 3 * cell * 2 ** max(int(depth) - 1, 0)
     rows = n_samples * (10 * k + 10) * 4
     out = 2 * n_rounds * 4 + (trees_bytes(depth, k, n_rounds, trees_per_round) if keep_trees else 0)
     return int(hist + rows + out)
+
+
+def kept_histogram_bytes(cell: int, n_samples: int, depth: int, n_bins: int, k: int) -> int:
+    """The most bytes of histograms the fused levels keep at once for histogram subtraction
+    (:func:`jboost.trees.histograms.level_plan`), ``cell`` bytes per leaf."""
+    plan = histograms.level_plan(n_samples, depth, n_bins, channels=2 * k)
+    return max([cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
+                for d, (subtract, keep) in enumerate(plan)], default=0)
 
 
 def trees_bytes(depth: int, n_outputs: int, n_rounds: int, trees_per_round: int = 1) -> int:
@@ -86,8 +68,8 @@ def trees_bytes(depth: int, n_outputs: int, n_rounds: int, trees_per_round: int 
 
 
 def default_budget(device) -> int:
-    """The default memory budget of one chunk on ``device`` (bytes): :data:`DEFAULT_CPU_BUDGET` on
-    CPU, else half the device's ``bytes_limit`` (4 GiB when the backend does not report it)."""
+    """The default memory budget of one chunk on ``device``: :data:`DEFAULT_CPU_BUDGET` on CPU, else
+    half the device's ``bytes_limit`` (4 GiB when not reported)."""
     if device.platform == "cpu":
         return DEFAULT_CPU_BUDGET
     try:
@@ -100,9 +82,7 @@ def default_budget(device) -> int:
 def auto_chunk_size(per_model_bytes: int, n_models: int, device, memory_budget: Optional[int] = None,
                     max_models: Optional[int] = None) -> int:
     """Models per device in one chunk: as many as ``memory_budget`` holds, at most ``max_models``
-    (default: ``DEFAULT_CPU_MODELS_PER_DEVICE`` on CPU, no limit elsewhere) and ``n_models``,
-    at least one; then evened out over the chunks that takes (20 models at most 8 per chunk:
-    chunks of 7, the last padded by one, rather than 8, 8 and 4 padded by 4)."""
+    and ``n_models``, at least one, evened out over the chunks."""
     budget = default_budget(device) if memory_budget is None else int(memory_budget)
     size = max(1, budget // max(per_model_bytes, 1))
     if max_models is None and device.platform == "cpu":
@@ -114,27 +94,16 @@ def auto_chunk_size(per_model_bytes: int, n_models: int, device, memory_budget: 
     return -(-max(n_models, 1) // n_chunks)
 
 
-# Temporary bytes of one forest tree's fit per byte of its deepest histogram when the histograms
-# are materialised (pure JAX: GPU, TPU, or CPU without the kernel), calibrated on
-# ``temp_size_in_bytes`` of ``jax.jit(fit_forest_binned).lower(...).compile().memory_analysis()``
-# divided by ``chunk_size * m * 2**(depth-1) * n_bins * C * 4``. With the fused CPU kernel no
-# histogram of a subset level is materialised: the temporaries are about ``3 * depth`` int32 per
-# row (levels' leaves, gathered bins) plus the histograms kept for subtraction (bagged trees).
+# A pure-JAX forest tree's temporaries per byte of its deepest histogram (calibrated on XLA's
+# memory_analysis()), and the fused kernel's int32 words per row and level.
 FOREST_HIST_OVERHEAD = 2.6
 FOREST_ROW_WORDS_PER_LEVEL = 3
 
 
 def forest_tree_bytes(n_eligible: int, depth: int, n_bins: int, n_outputs: int, n_samples: int,
                       fused: bool = False, n_features: Optional[int] = None) -> int:
-    """Estimated device memory of one forest tree's fit (bytes).
-
-    Args:
-      n_eligible: features per level ``m``; ``n_features`` (default ``m``) the total ``F``.
-      n_outputs: the forest's K (two classes are fitted as one output).
-      fused: the CPU kernel's fused levels (no level histogram materialised, except those kept
-        for histogram subtraction when ``m == F``); ``False``: pure JAX, which materialises the
-        deepest histogram and ``FOREST_HIST_OVERHEAD`` times it in temporaries.
-    """
+    """Estimated device memory of one forest tree's fit (bytes); ``fused``: the CPU kernel's fused
+    levels."""
     k = 1 if n_outputs == 2 else n_outputs
     rows = n_samples * (2 * k + 4) * 4
     if not fused:
@@ -143,19 +112,15 @@ def forest_tree_bytes(n_eligible: int, depth: int, n_bins: int, n_outputs: int, 
     n_features = n_eligible if n_features is None else n_features
     kept = 0
     if n_eligible >= n_features:  # every feature at every level: fit_tree subtracts where it pays
-        cell = n_features * n_bins * 2 * k * 4
-        plan = histograms.level_plan(n_samples, depth, n_bins, channels=2 * k)
-        kept = max([cell * ((2**d if keep else 0) + (2 ** (d - 1) if subtract else 0))
-                    for d, (subtract, keep) in enumerate(plan)], default=0)
+        kept = kept_histogram_bytes(n_features * n_bins * 2 * k * 4, n_samples, depth, n_bins, k)
     return int(rows + n_samples * 4 * FOREST_ROW_WORDS_PER_LEVEL * depth + kept)
 
 
 def chunk_size_for_budget(n_eligible: int, depth: int, n_bins: int, n_outputs: int, n_samples: int,
                           budget_bytes: Optional[int] = None, fused: bool = False,
                           n_features: Optional[int] = None) -> int:
-    """Number of forest bags to fit together (one ``vmap``) so that their arrays fit in
-    ``budget_bytes`` (default :data:`DEFAULT_CPU_BUDGET`): the budget over
-    :func:`forest_tree_bytes`, at least 1."""
+    """Forest bags fitted together so that their arrays fit in ``budget_bytes`` (default
+    :data:`DEFAULT_CPU_BUDGET`), at least 1."""
     budget = DEFAULT_CPU_BUDGET if budget_bytes is None else int(budget_bytes)
     per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples, fused, n_features)
     return max(1, int(budget // per_tree))
@@ -167,18 +132,15 @@ def kernel_fits(device) -> bool:
 
 
 def forest_fused(device, n_samples: int, depth: int, n_bins: int, n_outputs: int) -> bool:
-    """Whether a forest's trees on ``device`` are grown by the fused CPU kernels: a CPU device
-    with the kernels built (:func:`kernel_fits`), and sizes the kernels can index
-    (:func:`jboost._native.indexable`; larger ones run in pure JAX)."""
+    """Whether a forest's trees on ``device`` are grown by the fused CPU kernels (built, and sizes
+    they can index)."""
     k = 1 if n_outputs == 2 else int(n_outputs)
     return kernel_fits(device) and _native.indexable(n_samples, 1 << max(depth - 1, 0), n_bins, 2 * k)
 
 
 def kernel_scratch_bytes(depth: int, n_bins: int, channels: int, n_features: int) -> int:
-    """A lower bound of the scratch memory of the fused level kernel at the deepest level
-    (bytes): each of its threads keeps about three of one feature's level histograms
-    ``2^(depth-1) x n_bins x channels`` float32 (``jboost/_native/level.cc``: the features built
-    per pass and the full level), and it uses at most one thread per feature."""
+    """A lower bound of the fused level kernel's scratch at the deepest level: about three of one
+    feature's level histograms per thread, one thread per feature at most."""
     threads = min(_native.cpu_threads(), max(int(n_features), 1))
     return int(3 * (1 << max(depth - 1, 0)) * n_bins * channels * 4 * threads)
 
@@ -187,8 +149,7 @@ def forest_chunk_size(n_eligible: int, n_features: int, depth: int, n_bins: int,
                       n_samples: int, n_trees: int, memory_budget: Optional[int] = None,
                       device=None) -> int:
     """Forest bags per chunk on ``device`` (default: the first device): :func:`auto_chunk_size` of
-    :func:`forest_tree_bytes` (fused where :func:`forest_fused`), the policy of every batch of
-    models (on CPU at most :data:`DEFAULT_CPU_MODELS_PER_DEVICE` per chunk, chunks evened out)."""
+    :func:`forest_tree_bytes`."""
     device = jax.devices()[0] if device is None else device
     per_tree = forest_tree_bytes(n_eligible, depth, n_bins, n_outputs, n_samples,
                                  fused=forest_fused(device, n_samples, depth, n_bins, n_outputs),
@@ -206,19 +167,8 @@ def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_ou
                  tree_family: str = "oblivious", n_nodes: Optional[int] = None,
                  max_nodes: Optional[int] = None, kernel: Optional[bool] = None,
                  table_rows: Optional[int] = None) -> int:
-    """Estimated peak device memory of one forest's fit (bytes): ``chunk_size`` trees' fits
-    (:func:`forest_tree_bytes`) at once, the fused kernel's scratch where it runs
-    (:func:`kernel_scratch_bytes`), and the outputs of every tree: leaf values
-    ``n_trees x 2^depth x K`` (depth-wise: ``n_nodes + 1`` leaves), bootstrap weights
-    ``n_trees x n_samples`` float32 and, for depth-wise trees (``tree_family="depthwise"``),
-    their ``n_nodes`` table nodes each (:func:`jboost.trees.node_table.node_capacity`, default
-    ``2^depth - 1``; :data:`DEPTHWISE_RULE_BYTES`).
-
-    A depth-wise tree's fit (``max_nodes``: its histogram slots per level, default ``n // 2``)
-    holds, with the whole-tree CPU kernel (``kernel``; default: where it runs on ``device``),
-    its rows' targets and node lists and a thread's ``(m, n_bins, 2K)`` slot histogram; in pure
-    JAX, its widest level's slot histograms (:data:`FOREST_HIST_OVERHEAD` times) and its
-    levels' per-node arrays (at most ``2 n`` entries: the open nodes are numbered compactly)."""
+    """Estimated peak device memory of one forest's fit (bytes): ``chunk_size`` trees' fits at once
+    and the outputs of every tree (docs/engine.md, "Memory estimates")."""
     device = jax.devices()[0] if device is None else device
     depthwise = tree_family == "depthwise"
     k = 1 if n_outputs == 2 else int(n_outputs)
@@ -231,12 +181,11 @@ def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_ou
         if kernel:
             per_tree = rows + n_samples * 4 * 8 + 3 * slot_hist
         else:
-            # (rows sharded over devices: n_samples per device, the slots bounded by the whole
-            # table's table_rows, as the sharded levels bound them)
+            # rows sharded: the slots are bounded by the whole table's rows
             whole = n_samples if table_rows is None else int(table_rows)
             cap = max(1, whole // 2) if max_nodes is None else int(max_nodes)
             slots = max(1, min(1 << max(depth - 1, 0), cap, whole // 2))
-            # the levels' per-node arrays and the node table: at most 2n entries, never 2^depth
+            # the levels' per-node arrays and the node table: at most 2n entries
             per_tree = int(rows + FOREST_HIST_OVERHEAD * (slots + 1) * slot_hist
                            + min(2 << depth, 2 * n_samples + 2) * 48)
     else:
@@ -254,13 +203,8 @@ def forest_bytes(n_eligible: int, n_features: int, depth: int, n_bins: int, n_ou
 def boosting_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
                    n_rounds: int, trees_per_round: int = 1, dense_hessian: bool = False,
                    devices=None) -> int:
-    """Estimated peak memory of one :func:`jboost.fit` (bytes) on the memory of the first device
-    used: the sweep's estimate :func:`jboost.engine.memory.model_bytes` (fused levels when the CPU
-    kernel serves every level of one device, else the materialised pure-JAX histograms
-    ``3 x F x 2^(depth-1) x n_bins x 2K`` float32), plus the per-row ``K x K`` autodiff hessians
-    when ``dense_hessian``. Sharded over ``devices``, every device materialises each level's
-    full histograms (their ``psum`` needs them dense) for its share of the rows, and the CPU
-    devices of one host share its memory: their estimates add up."""
+    """Estimated peak memory of one :func:`jboost.fit` (bytes) on the first device used
+    (docs/engine.md, "Memory estimates")."""
     devs = devices_lib.devices_of(devices)
     device = devs[0]
     k = int(n_outputs)
@@ -276,9 +220,8 @@ def boosting_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outp
 
 
 def memory_depth(config: boosting_lib.BoostConfig) -> int:
-    """The depth the memory estimates (:func:`boosting_bytes`) take for ``config``'s trees: its
-    ``depth``; for loss-guided trees (``max_leaves``: three histogram slots per split, tables of
-    ``max_leaves`` leaf slots) the depth of as many leaves, at least 3."""
+    """The depth the memory estimates take for ``config``'s trees (loss-guided: the depth of
+    ``max_leaves`` leaves, at least 3)."""
     if config.max_leaves is None:
         return config.depth
     return max(3, (int(config.max_leaves) - 1).bit_length())
@@ -286,9 +229,8 @@ def memory_depth(config: boosting_lib.BoostConfig) -> int:
 
 def family_bytes(config: boosting_lib.BoostConfig, n_rows: int, n_features: int,
                  n_outputs: int) -> int:
-    """Memory a tree family holds beside :func:`boosting_bytes`' levels: for loss-guided trees
-    the open leaves' histograms (``max_leaves x F x n_bins x 2K`` float32, twice: the loop's
-    state and its update) and the rows grouped by leaf (three ``(n,)`` int32); else 0."""
+    """Memory a tree family holds beside :func:`boosting_bytes`' levels: the loss-guided open
+    leaves' histograms (twice) and row arrays; else 0."""
     if config.max_leaves is None:
         return 0
     cells = int(config.max_leaves) * int(n_features) * int(config.n_bins) * 2 * int(n_outputs)
@@ -321,11 +263,8 @@ def check_boosting_memory(n_rows: int, n_features: int, config: boosting_lib.Boo
                           loss: loss_lib.Loss, *, k_from_labels: bool = False, n_models: int = 1,
                           n_together: int = 1, devices=None, what: str = "models",
                           fix: str = "use a smaller depth, n_bins or n_outputs") -> None:
-    """:func:`check_memory` of ``n_models`` boosted models of ``loss`` (static settings
-    ``config``), ``n_together`` of them fitted at once (one ``vmap``, each
-    :func:`boosting_bytes`) and the others' trees kept (:func:`jboost.engine.memory.trees_bytes`):
-    bagged boosters, stacking, ECOC. ``k_from_labels``: the message names K = max(y) + 1 as the
-    cause (a K-class loss took its K from the labels); ``fix`` ends the message."""
+    """:func:`jboost.devices.check_memory` of ``n_models`` boosted models, ``n_together`` of them
+    fitted at once and the others' trees kept."""
     k = int(loss.n_outputs)
     dense = loss.hessian != "unit"  # every non-unit hessian takes a per-row K x K Jacobian
     per_round = k if config.per_output_trees else 1

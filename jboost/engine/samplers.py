@@ -1,18 +1,8 @@
 """Row and column samplers: plain functions, chosen in the static :class:`jboost.BoostConfig`.
 
-A **row sampler** ``sampler(key, n, rate) -> (n,) float32`` returns a non-negative multiplier of
-every row's sample weight for one round (0 drops the row; an integer count repeats it). ``rate``
-is the traced ``Hyperparams.subsample``. With rows sharded over devices the sampler draws for all
-``n`` rows and each device takes its slice, so the same rows are kept whatever the sharding.
-
-A **column sampler** ``sampler(key, n_features, depth, rate) -> (depth, n_features) bool``
-returns the features eligible at each level of one tree; ``rate`` is the traced
-``Hyperparams.colsample``.
-
-Write a new sampler as such a function and pass it as ``row_sampler=`` / ``colsample_by=`` to
-:func:`jboost.fit` (or put it in a ``BoostConfig``); it must be hashable (a module-level
-function), since it is part of the compiled program's static configuration.
-"""
+A row sampler ``(key, n, rate) -> (n,) float32`` multiplies each row's weight for one round; a
+column sampler ``(key, n_features, depth, rate) -> (depth, n_features) bool`` gives the features
+eligible at each level. See docs/engine.md ("Samplers")."""
 
 from __future__ import annotations
 
@@ -22,9 +12,8 @@ from jax import lax
 
 
 def bernoulli_rows(key, n: int, rate):
-    """Each row takes part with probability ``rate`` (stochastic gradient boosting, Friedman
-    2002; XGBoost's ``subsample``). No draws at all when ``rate >= 1`` (a ``cond``: under
-    ``vmap`` over rates both branches run and the result is the same)."""
+    """Each row takes part with probability ``rate`` (stochastic gradient boosting, Friedman 2002;
+    XGBoost's ``subsample``); no draws when ``rate >= 1``."""
     draw = lambda k: (jax.random.uniform(k, (n,)) < rate).astype(jnp.float32)
     return lax.cond(rate < 1.0, draw, lambda k: jnp.ones((n,), jnp.float32), key)
 

@@ -18,27 +18,14 @@ from jboost.losses import loss as loss_lib
 def boost_sharded(mesh, data: state_lib.Data, key, hyper: boosting.Hyperparams, loss: loss_lib.Loss, init_raw, *,
                   config: boosting.BoostConfig, state: Optional[state_lib.BoostState] = None, first_round=0,
                   best=None) -> state_lib.BoostOutput:
-    """:func:`boost` with the training rows sharded over the first axis of ``mesh``.
-
-    Data parallelism with JAX's own machinery: rows are padded with zero-weight rows to a
-    multiple of the number of devices and split across them (``shard_map``); each device builds
-    the histograms of its rows and a ``psum`` over the mesh axis gives every device the global
-    histograms, so all devices choose the same splits and hold the same trees. The same code
-    serves several XLA CPU devices (``--xla_force_host_platform_device_count``), several GPUs,
-    and several hosts after ``jax.distributed.initialize()`` (a mesh over ``jax.devices()``).
-    ``state``/``first_round``/``best`` continue a fit as in :func:`boost` (the state's per-row
-    raw scores are sharded with the rows); the returned ``BoostOutput.state`` holds every row.
-    """
+    """:func:`boost` with the training rows sharded over the first axis of ``mesh`` (padded,
+    histograms ``psum``-ed; docs/engine.md, "Rows sharded over devices"); the returned state holds
+    every row."""
     axis = mesh.axis_names[0]
-    n_dev = mesh.shape[axis]
     n = data.y.shape[0]
-    pad = (-n) % n_dev
-    rows = lambda a: None if a is None else jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1))
-    if pad:
-        data = data._replace(X_binned=jnp.pad(data.X_binned, ((0, 0), (0, pad))),
-                             y=rows(data.y), w=rows(data.w), margin=rows(data.margin))
-        if state is not None:
-            state = state._replace(base=rows(state.base), pending=rows(state.pending))
+    data, rows = pad_rows(data, mesh.shape[axis])
+    if state is not None:
+        state = state._replace(base=rows(state.base), pending=rows(state.pending))
     fn = _sharded_boost(mesh, config._replace(axis_name=axis), data.margin is not None,
                         data.margin_valid is not None, state is not None,
                         config.early_stopping is not None and best is not None)
@@ -48,22 +35,13 @@ def boost_sharded(mesh, data: state_lib.Data, key, hyper: boosting.Hyperparams, 
     if config.early_stopping is not None and best is not None:
         args += (best,)
     out = fn(*args)
-    if pad:
-        out = out._replace(state=out.state._replace(base=out.state.base[:n],
-                                                    pending=out.state.pending[:n]))
-    return out
+    return out._replace(state=out.state._replace(base=out.state.base[:n], pending=out.state.pending[:n]))
 
 
 @functools.lru_cache(maxsize=64)
 def _sharded_boost(mesh, config: boosting.BoostConfig, margin: bool = False, margin_valid: bool = False,
                    continued: bool = False, with_best: bool = False):
-    from jax.sharding import PartitionSpec as P
-
-    axis = config.axis_name
-    rows, rep = P(axis), P()
-    data_spec = state_lib.Data(P(None, axis), rows, rows, rep, rep, rep, rows if margin else None,
-                     rep if margin_valid else None)
-    state_spec = state_lib.BoostState(rows, rep, rep, rep, rows, rep)
+    rep, data_spec, state_spec = _specs(config.axis_name, margin, margin_valid)
     in_specs = (data_spec, rep, rep, rep, rep)
     if continued:
         in_specs += (state_spec, rep)
@@ -81,10 +59,19 @@ def _sharded_boost(mesh, config: boosting.BoostConfig, margin: bool = False, mar
     return _compile.jit(fn)
 
 
+def _specs(axis: str, margin: bool, margin_valid: bool):
+    """``(replicated, data_spec, state_spec)``: the partition specs of a fit's rows over ``axis``."""
+    from jax.sharding import PartitionSpec as P
+
+    rows, rep = P(axis), P()
+    data_spec = state_lib.Data(P(None, axis), rows, rows, rep, rep, rep, rows if margin else None,
+                               rep if margin_valid else None)
+    return rep, data_spec, state_lib.BoostState(rows, rep, rep, rep, rows, rep)
+
+
 def pad_rows(data: state_lib.Data, n_devices: int):
-    """``(data, rows)``: ``data`` with its training rows padded with zero-weight rows to a
-    multiple of ``n_devices`` (as :func:`boost_sharded` pads them), and ``rows``, which pads a
-    per-row array ``(n, ...)`` likewise."""
+    """``(data, rows)``: ``data``'s training rows padded with zero-weight rows to a multiple of
+    ``n_devices``, and ``rows``, which pads a per-row array likewise."""
     pad = (-data.y.shape[0]) % n_devices
     rows = lambda a: None if a is None or not pad else jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1))
     if not pad:
@@ -95,9 +82,8 @@ def pad_rows(data: state_lib.Data, n_devices: int):
 
 def boost_rounds_sharded(mesh, data: state_lib.Data, key, hyper: boosting.Hyperparams, init_raw, carry: calls.RoundsCarry,
                          first_round, end, fresh, *, config: boosting.BoostConfig) -> calls.RoundsCarry:
-    """:func:`boost_rounds` with the training rows sharded over the first axis of ``mesh``
-    (``shard_map``, histograms ``psum``-ed, as :func:`boost_sharded`): ``data``'s rows and the
-    carried state's per-row arrays padded to a multiple of the devices (:func:`pad_rows`)."""
+    """:func:`boost_rounds` with the training rows sharded over the first axis of ``mesh``, as
+    :func:`boost_sharded` (rows padded by :func:`pad_rows`)."""
     axis = mesh.axis_names[0]
     fn = _sharded_rounds(mesh, config._replace(axis_name=axis), data.margin is not None,
                          data.margin_valid is not None)
@@ -106,13 +92,8 @@ def boost_rounds_sharded(mesh, data: state_lib.Data, key, hyper: boosting.Hyperp
 
 @functools.lru_cache(maxsize=64)
 def _sharded_rounds(mesh, config: boosting.BoostConfig, margin: bool = False, margin_valid: bool = False):
-    from jax.sharding import PartitionSpec as P
-
-    axis = config.axis_name
-    rows, rep = P(axis), P()
-    data_spec = state_lib.Data(P(None, axis), rows, rows, rep, rep, rep, rows if margin else None,
-                     rep if margin_valid else None)
-    carry_spec = calls.RoundsCarry(state_lib.BoostState(rows, rep, rep, rep, rows, rep), rep, rep, rep, rep)
+    rep, data_spec, state_spec = _specs(config.axis_name, margin, margin_valid)
+    carry_spec = calls.RoundsCarry(state_spec, rep, rep, rep, rep)
 
     def body(data, key, hyper, init_raw, carry, first_round, end, fresh):
         return calls.rounds_body(data, key, hyper, init_raw, carry, first_round, end, fresh, config=config)

@@ -1,4 +1,5 @@
-"""The arrays of a boosting fit: its input Data, the BoostState carried from round to round, a round's and a fit's outputs."""
+"""The arrays of a boosting fit: its input :class:`Data`, the :class:`BoostState` carried from round
+to round, a round's and a fit's outputs."""
 
 from __future__ import annotations
 
@@ -12,10 +13,8 @@ from jboost.trees import oblivious
 
 
 class Data(NamedTuple):
-    """The arrays a fit runs on: feature-major ``uint8`` bins, labels and weights of the training
-    rows and of a validation set (``m`` may be 0: validation losses are then NaN), and optional
-    per-row raw-score offsets (``base_margin``: known offsets such as a log exposure, added to
-    every raw score the rounds start from; ``None``: none)."""
+    """The arrays a fit runs on: training and validation bins, labels and weights (``m`` may be 0)
+    and optional per-row raw-score offsets."""
 
     X_binned: jax.Array  # (F, n) uint8
     y: jax.Array         # (n,)
@@ -35,15 +34,8 @@ class Data(NamedTuple):
 
 
 class BoostState(NamedTuple):
-    """What one round carries to the next.
-
-    The raw scores are carried as ``base + pending``: the last round's increment (its trees'
-    values at each row) is carried as its own array and added at the start of the next round.
-    A loop-carried array is materialised, so every round adds the increment exactly as stored,
-    as prediction and :func:`resume` add it (XLA's CPU backend would otherwise fuse the leaf
-    values' last multiply into the addition, an FMA that rounds differently from program to
-    program: a continued or early-stopped fit then drifted by an ulp from an uninterrupted one).
-    """
+    """What one round carries to the next; the raw scores are ``base + pending`` (docs/engine.md,
+    "The boosting step")."""
 
     base: jax.Array       # (n, K) raw scores of the training rows before ``pending``
     base_valid: jax.Array  # (m, K) the same for the validation rows (m may be 0)
@@ -73,8 +65,8 @@ class RoundOutput(NamedTuple):
 
 
 class BoostOutput(NamedTuple):
-    """A fit's rounds: the trees and per-round losses of ``n_rounds`` rounds, the final loss, the
-    state to continue from and, with early stopping, the best round and score."""
+    """A fit's rounds: the trees and per-round losses, the final loss, the state to continue from
+    and, with early stopping, the best round and score."""
 
     trees: oblivious.ObliviousTrees  # leading axes (n_rounds, trees_per_round)
     train_loss: jax.Array           # (n_rounds,) weighted mean training loss after each round

@@ -1,20 +1,9 @@
-"""Depth-wise ("free") trees: the :class:`DepthwiseTrees` node table and its growers (levels in
-JAX, the CPU whole-tree kernel).
+"""Depth-wise ("free") trees: the :class:`DepthwiseTrees` node table and its grower
+:func:`fit_tree`.
 
-Every node of a level holds its own rule ``(feature, threshold, missing_right)``; node ``j`` of
-level ``d`` sends its rows to nodes ``j`` and ``j + 2**d`` of level ``d + 1``. A fitted tree is a
-node table that holds only the nodes that split and the leaves the tree has (at most
-:func:`jboost.trees.node_table.node_capacity` slots), so deep trees cost what their nodes cost, not ``2**D``.
-
-* :func:`fit_tree` grows a tree level by level (:mod:`jboost.trees.depthwise_levels`) from the
-  shared histograms and split criterion; on CPU the compact path runs as one kernel call per tree
-  (``jboost/_native/depthwise.cc``, :func:`kernel_available`), bitwise the levels in JAX.
-* :func:`jboost.trees.node_table.walk` predicts by pointer steps,
-  :func:`jboost.trees.node_table.paths` lists each leaf's path, :func:`from_dense` converts trees
-  of the dense heap layout.
-
-See docs/trees.md for growth, leaves, the compact path and the CPU kernel.
-"""
+Every node holds its own rule; a fitted tree is a node table of the nodes that split and the leaves
+it has. Levels grow in JAX (:mod:`jboost.trees.depthwise_levels`) or, on CPU, as one kernel call per
+tree (``jboost/_native/depthwise.cc``). See docs/trees.md."""
 
 from __future__ import annotations
 
@@ -41,15 +30,10 @@ class DepthwiseTrees(NamedTuple):
     """One or many depth-wise trees as a **node table** (leading axes index trees): a
     :class:`jboost.trees.family.TreeFamily` whose memory follows the nodes a tree has, not ``2**D``.
 
-    A table holds ``N`` node slots and ``N + 1`` leaf slots (:func:`jboost.trees.node_table.node_capacity`: ``2**D - 1``
-    for dense growth, at most the rows minus one for the compact path's forests). Node 0 is the
-    root; nodes are numbered level by level, leaves too (a leaf's level is its depth). Node ``i``
-    sends a row to ``children[i, right]``: ``c >= 0`` is node ``c`` (always ``> i``), ``c < 0``
-    is leaf ``~c``. A tree of ``I`` splitting nodes uses nodes ``0..I-1`` and leaves ``0..I``;
-    the other slots are null nodes (gain 0, feature 0, the null threshold ``n_bins - 2``, missing
-    left, children ``(~0, ~0)``) and zero leaves. A root that does not split is the null node 0:
-    every row reaches leaf 0. ``level_counts`` holds the splitting nodes of each level; its length
-    is the depth (static)."""
+    Node ``i`` sends a row to ``children[i, right]``: ``c >= 0`` is node ``c`` (always ``> i``), ``c
+    < 0`` is leaf ``~c``. A tree of ``I`` splitting nodes uses nodes ``0..I-1`` and leaves ``0..I``;
+    the other slots are null nodes and zero leaves. ``level_counts`` holds the splitting nodes of
+    each level; its length is the depth. See docs/trees.md ("Node tables")."""
 
     features: jax.Array       # int32 (..., N) each node's feature
     thresholds: jax.Array     # int32 (..., N) bin thresholds: right iff bin > threshold
@@ -90,8 +74,7 @@ class DepthwiseTrees(NamedTuple):
                     X_binned, lambda col: col == binning.missing_bin(n_bins))
 
     def predict_native(self, X, feature_major: bool) -> jax.Array:
-        """Every tree's leaf values summed by the compiled CPU kernel (node tables: pointer steps,
-        ``predict.cc``'s PredictTableRows)."""
+        """Every tree's leaf values summed by the compiled CPU kernel (``predict.cc``)."""
         return family.native_sum(_native.PREDICT_DEPTHWISE, self, X, feature_major,
                                  self.children.astype(jnp.int32), depth=np.int64(self.depth))
 
@@ -102,10 +85,9 @@ class DepthwiseTrees(NamedTuple):
 
 def from_dense(features, thresholds, borders, missing_right, leaf_values, gains,
                capacity: Optional[int] = None) -> DepthwiseTrees:
-    """Trees of the dense heap layout (``(..., 2**D - 1)`` rules, rule
-    ``2**d - 1 + j`` heap node ``j`` of level ``d``, a rule splitting iff its gain is positive,
-    ``(..., 2**D, K)`` leaves) as :class:`DepthwiseTrees` tables of ``capacity`` nodes (default
-    ``2**D - 1``); any leading axes. The tables predict every row as the dense trees did."""
+    """Trees of the dense heap layout (``(..., 2**D - 1)`` rules, ``(..., 2**D, K)`` leaves) as
+    :class:`DepthwiseTrees` tables of ``capacity`` nodes (default ``2**D - 1``), predicting
+    alike."""
     features = jnp.asarray(features, jnp.int32)
     lead = features.shape[:-1]
     depth = (features.shape[-1] + 1).bit_length() - 1
@@ -124,9 +106,6 @@ def from_dense(features, thresholds, borders, missing_right, leaf_values, gains,
     return jax.tree_util.tree_map(lambda a: a.reshape(lead + a.shape[1:]), table)
 
 
-#: The FFI target of the CPU kernel that grows a whole depth-wise tree (``_native/depthwise.cc``).
-
-
 @functools.lru_cache(maxsize=None)
 def kernel_available() -> bool:
     """Whether :func:`fit_tree`'s compact path runs the CPU whole-tree kernel (built, loaded,
@@ -137,12 +116,9 @@ def kernel_available() -> bool:
 def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_weight, *,
                  depth: int, n_bins: int, max_features: int, max_nodes: int, missing: bool,
                  capacity: int, row_weights=None):
-    """The compact path's tree by the CPU kernel, written as its node table of ``capacity``
-    nodes: ``(tree, leaf)``, the tree of the compact levels in JAX
-    (:func:`jboost.trees.depthwise_levels.grow_compact`: their rules and Newton leaves) and every
-    row's leaf. ``row_weights`` ``(n,)``: the tree of ``payload *
-    row_weights[:, None]``, multiplied row by row in the kernel (a forest's bags share one
-    unweighted payload: no ``(n, 2K)`` array per tree)."""
+    """The compact path's tree by the CPU kernel as a table of ``capacity`` nodes: ``(tree, leaf)``,
+    bitwise :func:`jboost.trees.depthwise_levels.grow_compact`'s. ``row_weights`` ``(n,)`` multiply
+    ``payload`` row by row in the kernel."""
     if not _native.load():
         raise RuntimeError("jboost's depth-wise tree kernel is not built; rebuild the kernels "
                            "(`python setup.py build_ext --inplace`) or set JBOOST_NATIVE=0.")
@@ -173,47 +149,22 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
              missing: bool = True, criterion: splits_lib.SplitCriterion = splits_lib.NEWTON,
              max_nodes: Optional[int] = None, feature_key=None, max_features: Optional[int] = None,
              row_weights=None):
-    """Fit one depth-wise tree of fixed depth to weighted gradients and hessians.
-
-    The arguments are :func:`jboost.trees.oblivious.fit_tree`'s, with per-node feature sampling:
+    """Fit one depth-wise tree of fixed depth to weighted gradients and hessians, with the arguments
+    of :func:`jboost.trees.oblivious.fit_tree` and (docs/trees.md, "Depth-wise growth arguments"):
 
     Args:
-      feature_masks: optional ``(depth, F)`` bool, the features eligible at each level, or
-        ``(depth, 2**(depth - 1), F)``: at each node (node ``j`` of level ``d`` reads
-        ``feature_masks[d, j]``). Per-node masks cost one ``where`` per level.
-      feature_subsets: optional ``(depth, m)`` int32 sorted, distinct feature indices per level
-        (histograms of the ``m`` gathered features only, no subtraction), or per node:
-        ``(depth, 2**(depth - 1), m)`` or a list of ``depth`` arrays ``(2**d, m)`` (node ``j`` of
-        level ``d`` reads row ``j``). Per node, each row's ``m`` columns are gathered from its
-        node's features, so a level's histograms are ``(m, 2**d, n_bins)``: ``m / F`` of the
-        full ones (ESL Algorithm 15.1's random forest: ``m`` features drawn per node).
-
-      max_nodes: static; ``None`` (dense levels: ``2**d`` histogram nodes at level ``d``), or
-        the **compact path**: only the nodes that can split -- not yet a leaf, with at least two
-        rows of non-zero weight -- get a histogram slot, in node order, at most
-        ``S_d = min(2**d, max_nodes, n // 2)`` of them (:func:`node_slots`); histograms, gains
-        and split searches are ``(S_d, ...)``, so deep levels cost what their splittable nodes
-        cost, not ``2**d``. Nodes are disjoint, so at most ``n // 2`` have two rows:
-        ``max_nodes >= n // 2`` gives the dense path's splits (leaf sums are then summed over the
-        rows, so leaf values may differ in the last float bits); a smaller ``max_nodes`` makes the
-        nodes past the first ``max_nodes`` splittable ones of a level leaves. With
-        ``axis_name`` the bound ``n`` is every device's rows (``n * axis_size``), the node
-        counts that choose the slots, the histograms and the leaf sums are ``psum``-ed: the
-        splits of the unsharded fit (the levels in JAX; the CPU kernel grows unsharded trees).
-
-      feature_key, max_features: a ``jax.random`` key and a static ``m``: node ``j`` of level
-        ``d`` may split on the ``m`` features :func:`node_features` draws for it (a random
-        forest's per-node sampling), drawn only for the nodes that get histograms (the compact
-        path's slots); not with ``feature_masks`` or ``feature_subsets``.
-      row_weights: optional ``(n,)``: the tree of ``grad * row_weights[:, None]`` and ``hess *
-        row_weights[:, None]`` (a bag's bootstrap weights), the same float products; the CPU
-        kernel multiplies row by row, so the bags of a ``vmap`` share unweighted targets.
+      feature_masks: optional ``(depth, F)`` bool per level, or ``(depth, 2**(depth - 1), F)`` per
+        node (node ``j`` of level ``d`` reads ``feature_masks[d, j]``).
+      feature_subsets: optional sorted, distinct feature indices per level ``(depth, m)``, or per
+        node: ``(depth, 2**(depth - 1), m)`` or a list of ``depth`` arrays ``(2**d, m)``.
+      max_nodes: static; ``None``: the dense levels; else the compact path, at most ``min(2**d,
+        max_nodes, n // 2)`` histogram slots at level ``d``.
+      feature_key, max_features: a key and a static ``m``: each node's own draw of ``m`` features.
+      row_weights: optional ``(n,)`` multipliers of ``grad`` and ``hess`` (a bag's weights).
 
     Returns:
-      ``(tree, leaf)``: a :class:`DepthwiseTrees` node table of :func:`node_capacity` slots
-      (``max_nodes`` given: at most ``n - 1``, a split sending rows of non-zero weight both
-      ways) with the criterion's leaf values (before shrinkage), and ``(n,)`` the table leaf of
-      every training row.
+      ``(tree, leaf)``: a :class:`DepthwiseTrees` table (leaf values before shrinkage) and ``(n,)``
+      the table leaf of every training row.
     """
     n_features, n = X_binned.shape
     if row_weights is not None and jnp.shape(row_weights) != (n,):
@@ -235,9 +186,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
                                                          max_features) for d in range(depth)]
             keyed = False
     subsets, masks = node_splits.node_masks(feature_masks, feature_subsets, depth, n_features)
-    # Rows sharded over ``axis_name``: the bounds on slots and nodes are the whole table's (every
-    # device's rows, padding included: at least the rows of the unsharded fit, so a ``max_nodes``
-    # of at most half its rows bounds them alike), and the counts that pick the slots are psum-ed.
+    # Rows sharded: the bounds on slots and nodes are the whole table's (docs/trees.md).
     n_rows = n if axis_name is None else n * lax.axis_size(axis_name)
     capacity = node_table.node_capacity(depth, n_rows, max_nodes if compact else None)
     g = depthwise_levels.Grow(
@@ -254,8 +203,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     c = payload.shape[-1]
     if (compact and depth and axis_name is None and feature_masks is None and feature_subsets is None
             and criterion.kernel and c % 2 == 0 and kernel_available()):
-        # the CPU kernel grows the whole tree in one call (a library without it: the levels
-        # in JAX)
+        # the CPU kernel grows the whole tree in one call
         native = lambda: _kernel_tree(X_binned, unweighted, feature_key, l2, min_split_gain,  # noqa: E731
                                       min_child_weight, depth=depth, n_bins=n_bins,
                                       max_features=max_features if keyed else n_features,

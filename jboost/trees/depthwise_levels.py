@@ -1,27 +1,8 @@
-"""The depth-wise growers in JAX: the dense heap levels (``2**d`` nodes at level ``d``) and the compact levels (only the open nodes, written into the node table directly).
+"""The depth-wise growers in JAX: the dense heap levels (``2**d`` nodes at level ``d``) and the
+compact levels (only the open nodes, written into the node table directly).
 
-Both grow the tree of :func:`jboost.trees.depthwise.fit_tree` level by level: each level's
-``(feature, node, bin)`` cumulative histograms (:mod:`jboost.trees.histograms`), each node's
-gains (:func:`jboost.trees.node_splits.node_gains`) and first maximum
-(:func:`jboost.trees.splits.best_split_of_gains`), a node whose best gain is not positive a
-leaf, the rows routed by :func:`jboost.trees.routing.rows_go_right`.
-
-* :func:`grow_dense` (``max_nodes`` ``None``: boosting) keeps the dense heap: ``2**d`` nodes at
-  level ``d`` whether or not they split, histogram subtraction where
-  :func:`jboost.trees.histograms.subtraction_pays`, the leaf sums read off the last level's
-  histograms; the heap is then written as a table (:func:`jboost.trees.node_table.dense_table`).
-* :func:`grow_compact` (``max_nodes`` given: forests) lists only the open nodes of a level (the
-  children of the last level's splits), gives a histogram slot to at most ``S_d``
-  (:func:`jboost.trees.node_table.node_slots`) of those with two rows of non-zero weight, demands
-  that a split send such rows both ways, writes the table directly and sums the leaves over the
-  rows: no array is ``2**d`` wide (depth 30 fits). The CPU whole-tree kernel
-  (``jboost/_native/depthwise.cc``) computes this grower's tree.
-
-They are two growers, not one, because their trees differ in the last float bits: the dense
-levels' histograms come from subtraction and their leaf sums from the histograms, the compact
-levels' from the rows; and a dense node may split with every row of non-zero weight on one
-side (gain from rounding), which the compact levels (and the kernel) refuse.
-"""
+Their trees differ in the last float bits, so they stay two growers; the CPU whole-tree kernel
+computes the compact one's. See docs/trees.md ("Two growers in JAX")."""
 
 from __future__ import annotations
 
@@ -78,21 +59,11 @@ class Grow(NamedTuple):
         return a if self.axis_name is None else lax.psum(a, self.axis_name)
 
 
-def best_node_splits(g: Grow, cum, mask=None) -> splits_lib.Split:
-    """Each node's first best split (``min_split_gain`` subtracted) from its ``(F', S, B, C)``
-    cumulative histograms; ``mask (S, F')``: the features each node may split on."""
-    gains = node_splits.node_gains(cum, g.l2, g.min_child_weight, g.missing, g.criterion)  # (S, F', B-1, 2)
-    if mask is None:
-        return jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=g.min_split_gain))(gains)
-    return jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
-        gn, min_split_gain=g.min_split_gain, feature_mask=mn))(gains, mask)
-
-
 # --- the dense heap levels -------------------------------------------------------------------
 
 def dense_histograms(g: Grow, d: int, leaf, local):
     """Level ``d``'s ``(F', 2**d, B, C)`` cumulative histograms (summed over devices) and this
-    device's own (kept for the next level's subtraction; ``local`` the last level's)."""
+    device's own, kept for the next level's subtraction."""
     n_nodes, n = 1 << d, g.X_binned.shape[1]
     build = lambda X, axis_name: histograms.prefix_sum(histograms.build_histogram(  # noqa: E731
         X, g.payload, leaf, n_leaves=n_nodes, n_bins=g.n_bins, axis_name=axis_name), axis=2)
@@ -110,15 +81,13 @@ def dense_histograms(g: Grow, d: int, leaf, local):
 
 
 def dense_level(g: Grow, d: int, leaf, active, local):
-    """Dense level ``d``: ``(rule, leaf, active, local, last)``, the level's ``2**d`` rules
-    ``(features, thresholds, missing_right, gains)`` (a node that is not ``active`` or has no
-    positive gain: the null rule), every row's node at level ``d + 1``, the nodes of level
-    ``d + 1`` that may split, this device's histograms and ``(cum, positions, thresholds,
-    missing_right)`` for the leaf sums."""
+    """Dense level ``d``: ``(rule, leaf, active, local, last)``: its ``2**d`` rules (null where not
+    ``active`` or no positive gain), every row's next node, the next level's active nodes, this
+    device's histograms and what :func:`dense_leaf_values` reads."""
     n_nodes = 1 << d
     cum, local = dense_histograms(g, d, leaf, local)
     mask = None if g.masks is None else jnp.broadcast_to(g.masks[d][:n_nodes], (n_nodes, cum.shape[0]))
-    split = best_node_splits(g, cum, mask)
+    split = node_splits.best_node_splits(g, cum, mask)
     ok = active & (split.gain > 0)  # a leaf's descendants never split
     pos = jnp.where(ok, split.feature, 0).astype(jnp.int32)
     thr = jnp.where(ok, split.threshold, splits_lib.null_threshold(g.n_bins)).astype(jnp.int32)
@@ -136,9 +105,8 @@ def dense_level(g: Grow, d: int, leaf, active, local):
 
 
 def dense_leaf_values(g: Grow, leaf, last):
-    """``(2**D, K)`` the dense heap's leaf values (:func:`jboost.trees.family.newton_leaf_values`'
-    fallbacks): the leaves' sums off the last level's histograms (``last``), the counts of
-    rows of non-zero weight from the rows."""
+    """``(2**D, K)`` the dense heap's leaf values: the sums off the last level's histograms, the row
+    counts from the rows."""
     k = g.k
     if g.depth:
         sums = node_splits.node_children_sums(*last)
@@ -153,9 +121,8 @@ def dense_leaf_values(g: Grow, leaf, last):
 
 
 def grow_dense(g: Grow):
-    """The dense heap levels, written as a node table of ``g.capacity`` slots: ``(fields,
-    leaf)``, the :class:`jboost.trees.depthwise.DepthwiseTrees` fields (borders 0) and every
-    row's table leaf."""
+    """The dense heap levels as a table of ``g.capacity`` nodes: ``(fields, leaf)``, the
+    :class:`jboost.trees.depthwise.DepthwiseTrees` fields (borders 0) and every row's table leaf."""
     n = g.X_binned.shape[1]
     leaf = jnp.zeros((n,), jnp.int32)
     active = jnp.ones((1,), bool)  # nodes of the level that may still split
@@ -176,9 +143,8 @@ def grow_dense(g: Grow):
 # --- the compact levels ----------------------------------------------------------------------
 
 class CompactState(NamedTuple):
-    """The compact levels' carry. Level ``d``'s open nodes (children of the last level's splits;
-    the root) are listed in heap order at positions ``0..n_open-1``: the lefts, then the rights
-    of the last level's splits, in order."""
+    """The compact levels' carry: level ``d``'s open nodes at positions ``0..n_open-1`` in heap
+    order (the lefts, then the rights of the last level's splits), and the table so far."""
 
     pos: jax.Array            # (n,) int32 each row's open position (past the width: at a leaf)
     heap: jax.Array           # (width,) int32 the heap node of each position
@@ -202,12 +168,9 @@ def _ext(a, fill):
 
 
 def compact_plan(g: Grow):
-    """Static shapes per level: ``(early, steady, slots, widths)``. The first ``early``
-    (:data:`EARLY_LEVELS`) levels run as one loop of ``2 * EARLY_SLOTS`` positions and
-    :data:`EARLY_SLOTS` slots (the level's own bound :func:`jboost.trees.node_table.node_slots`
-    applied in the loop, traced: the same slots); then each level's own widths while they grow;
-    from level ``steady`` on (one width and bound) a second loop. Loops need a traced level:
-    not with per-level masks or subsets."""
+    """Static shapes per level: ``(early, steady, slots, widths)``: the first ``early`` levels run
+    as one loop of :data:`EARLY_SLOTS` slots, then each level its own widths, and from level
+    ``steady`` on (one width and bound) a second loop. Loops need no per-level masks or subsets."""
     depth = g.depth
     loops = g.masks is None and g.subsets is None
     early = min(depth, EARLY_LEVELS) if loops else 0
@@ -239,11 +202,8 @@ def compact_start(g: Grow, width: int) -> CompactState:
 
 
 def slot_histograms(g: Grow, st: CompactState, d, width: int, n_slots: int):
-    """Level ``d``'s histogram slots: ``(count, slot, heap_of_slot, cum, candidates)``, each
-    position's rows of non-zero weight, its slot (``n_slots``: none; the first positions in
-    order that have two such rows, at most ``node_slots``), each slot's heap node, the slots'
-    ``(F', S, B, C)`` cumulative histograms and ``(S, m)`` each slot's candidate features (its
-    draw or per-node subset; ``None``: the level's)."""
+    """Level ``d``'s histogram slots: ``(count, slot, heap_of_slot, cum, candidates)``; a slot goes
+    to each of the first open positions with two rows of non-zero weight, at most ``node_slots``."""
     p = jnp.arange(width, dtype=jnp.int32)
     rows = jnp.arange(g.X_binned.shape[1], dtype=jnp.int32)
     count = g.total(histograms.spread_sum(g.takes_part.astype(jnp.int32), st.pos, width + 1))[:width]
@@ -274,8 +234,8 @@ def slot_histograms(g: Grow, st: CompactState, d, width: int, n_slots: int):
 
 
 def position_rules(g: Grow, d, sp, slot, n_slots: int, candidates):
-    """Each open position's rule ``(ok, gain, thresholds, missing_right, features)`` from its
-    slot's best split ``sp`` (``ok``: a slot with positive gain; otherwise the null rule)."""
+    """Each open position's rule ``(ok, gain, thresholds, missing_right, features)`` from its slot's
+    best split ``sp`` (the null rule where no slot or no positive gain)."""
     at = jnp.minimum(slot, n_slots - 1)
     ok = (slot < n_slots) & (sp.gain[at] > 0)
     gain = sp.gain[at]
@@ -293,17 +253,16 @@ def position_rules(g: Grow, d, sp, slot, n_slots: int, candidates):
 
 
 def compact_splits(g: Grow, st: CompactState, d, width: int, n_slots: int):
-    """Level ``d``'s splits: ``(split, rule, right)``, which open positions split, their rules
-    ``(features, thresholds, missing_right, gains)`` and each row's side. A split must send
-    rows of non-zero weight both ways, else its node is a leaf: so a tree has at most as many
-    leaves as such rows (:func:`jboost.trees.node_table.node_capacity`'s bound)."""
+    """Level ``d``'s splits: ``(split, rule, right)``. A split must send rows of non-zero weight
+    both ways, else its node is a leaf (the bound of
+    :func:`jboost.trees.node_table.node_capacity`)."""
     count, slot, heap_of_slot, cum, candidates = slot_histograms(g, st, d, width, n_slots)
     mask = None
     if g.masks is not None:
         mask = g.masks[d]
         mask = (mask[heap_of_slot] if mask.shape[0] > 1
                 else jnp.broadcast_to(mask[0], (n_slots, mask.shape[-1])))
-    sp = best_node_splits(g, cum, mask)
+    sp = node_splits.best_node_splits(g, cum, mask)
     ok, gain, thr, mr, feature = position_rules(g, d, sp, slot, n_slots, candidates)
     null = splits_lib.null_threshold(g.n_bins)
     right = routing.rows_go_right(g.X_binned, st.pos, _ext(feature, 0), _ext(thr, null),
@@ -319,10 +278,8 @@ def compact_splits(g: Grow, st: CompactState, d, width: int, n_slots: int):
 
 
 def link_level(g: Grow, st: CompactState, d, width: int, split):
-    """Number the level's splitting nodes and leaves (level by level in heap order, as
-    :func:`jboost.trees.node_table.dense_table` and the CPU kernel number theirs), point the last
-    level's splits at them and give the rows at the new leaves their leaf: ``(st, rank_s,
-    node_id, n_split, leafy)``."""
+    """Number the level's splitting nodes and leaves (in heap order, as the CPU kernel does), point
+    the last level's splits at them and give the rows at new leaves their leaf."""
     p = jnp.arange(width, dtype=jnp.int32)
     valid = p < st.n_open
     leafy = valid & ~split
@@ -342,9 +299,8 @@ def link_level(g: Grow, st: CompactState, d, width: int, split):
 
 
 def compact_level(g: Grow, st: CompactState, d, width: int, n_slots: int) -> CompactState:
-    """Level ``d`` (static or traced) of ``width`` open positions and ``n_slots`` slots: its
-    splits written into the table, its leaves numbered, the next level's open positions (split
-    ``j``'s children at ``j`` (left) and ``n_split + j`` (right)) and every row's position."""
+    """Level ``d`` (static or traced): its splits written into the table, its leaves numbered, the
+    next level's open positions (split ``j``'s children at ``j`` and ``n_split + j``)."""
     split, (feature, thr, mr, gain), right = compact_splits(g, st, d, width, n_slots)
     st, rank_s, node_id, n_split, leafy = link_level(g, st, d, width, split)
     put = jnp.where(split, node_id, g.capacity)
@@ -370,10 +326,8 @@ def compact_level(g: Grow, st: CompactState, d, width: int, n_slots: int) -> Com
 
 
 def grow_compact(g: Grow):
-    """The compact levels, written into a node table of ``g.capacity`` slots directly: ``(fields,
-    leaf)``, the :class:`jboost.trees.depthwise.DepthwiseTrees` fields (borders 0) and every
-    row's table leaf. Every array is sized by the rows and slots, never by ``2**d``; the loops
-    end once no node is open."""
+    """The compact levels written into a table of ``g.capacity`` nodes: ``(fields, leaf)``, as
+    :func:`grow_dense`; no array is ``2**d`` wide."""
     early, steady, slots, widths = compact_plan(g)
     depth, i32 = g.depth, (lambda v: jnp.asarray(v, jnp.int32))
     state = compact_start(g, widths[0])

@@ -1,16 +1,6 @@
-"""The tree-family protocol (TreeFamily) and what every family shares: bin-to-float borders, flattening stacked trees, leaf replay on bins, the Newton leaf values with parent fallbacks, and raw-float prediction (predict_raw).
-
-A depth-``D`` oblivious tree is ``D`` rules ``(feature_d, threshold_d, missing_right_d)``
-shared by all nodes of level ``d``, plus ``2**D`` leaf values. A row's leaf is the bits of its
-level comparisons (as in CatBoost's model format)::
-
-    leaf = sum_d  right_d << d,   right_d = missing_d ? missing_right_d : x[feature_d] > thr_d
-
-The same rule (:func:`jboost.trees.routing.goes_right`, every family's one routing rule) serves
-fitting (on bins, ``thr`` a bin index) and prediction (on raw floats, ``thr`` the border value):
-by the binning rule, ``bin(x) > t  iff  x > borders[f, t]``.
-Leading axes of :class:`ObliviousTrees` stack trees (rounds, trees per round, bags, ...).
-"""
+"""The tree-family protocol (:class:`TreeFamily`) and what every family shares: bin-to-float
+borders, flattening stacked trees, leaf replay on bins, the Newton leaf values with parent
+fallbacks, and raw-float prediction (:func:`predict_raw`). See docs/trees.md."""
 
 from __future__ import annotations
 
@@ -31,12 +21,9 @@ class TreeFamily(Protocol):
     """What a tree family implements: **the one place to write a new family** is a pytree class
     (e.g. a ``NamedTuple`` of arrays, leading axes indexing stacked trees) with these members.
 
-    Boosting grows it through ``grow`` (``BoostConfig.tree_family``, ``jboost.fit(tree_family=)``);
-    the model protocol predicts it through ``leaf_index_raw`` (:func:`predict_raw`, staged
-    predictions) and reads ``features``/``gains`` for feature importance. Families share the
-    histograms (:mod:`jboost.trees.histograms`), the split criteria (:mod:`jboost.trees.splits`) and the leaf
-    values (:func:`newton_leaf_values`). :class:`ObliviousTrees` is the first family.
-    """
+    Boosting grows it through ``grow`` (``jboost.fit(tree_family=)``), the model protocol predicts
+    it through ``leaf_index_raw`` and reads ``features``/``gains`` for feature importance. See
+    docs/extending.md."""
 
     leaf_values: jax.Array  # float32 (..., n_leaves, K)
     features: jax.Array     # int32 (..., n_rules): the feature of each rule (importance)
@@ -60,29 +47,26 @@ class TreeFamily(Protocol):
 
     def leaf_index_binned(self, X_binned, n_bins: int) -> jax.Array:
         """``(n,)`` leaf of each row of feature-major bins ``X_binned (F, n)`` (``n_bins - 1``:
-        missing), for one unstacked tree: boosting replays a round's trees on the validation
-        bins (and a continued fit on the training bins) through it."""
+        missing), for one unstacked tree (boosting replays trees on the validation and training
+        bins)."""
 
 
 def depth_of(trees) -> int:
-    """The depth of a family's trees: its ``depth`` property where it has one (oblivious trees:
-    their levels; depth-wise tables: their ``level_counts``), else ``log2`` of the leaves."""
+    """The depth of a family's trees: their ``depth`` property, else ``log2`` of the leaves."""
     depth = getattr(trees, "depth", None)
     return int(depth) if depth is not None else trees.leaf_values.shape[-2].bit_length() - 1
 
 
 def take_borders(borders, features, thresholds):
-    """``borders[features, thresholds]`` (JAX's indexing: negative indices count from the end,
-    others are clamped into range); concrete arrays are indexed on the host, so that a fit's
-    trees get their float thresholds without a program compiled for their number."""
+    """``borders[features, thresholds]`` with JAX's index rule; concrete arrays are indexed on the
+    host, with no program compiled for their number."""
     if any(isinstance(a, jax.core.Tracer) for a in (borders, features, thresholds)):
         return borders[features, thresholds]
     b = np.asarray(borders)
     if 0 in b.shape:  # no borders at all: JAX's own (empty-operand) gather
         return borders[features, thresholds]
-    # One flat take with an int32 row-major index (int64 past 2**31 cells): deep forests have
-    # tens of millions of nodes, for which a two-array fancy index (int64 conversions, where,
-    # clip) dominates the fit.
+    # One flat take with an int32 row-major index: a two-array fancy index (int64 conversions,
+    # where, clip) dominates the fit of deep forests' tens of millions of nodes.
     dtype = np.int32 if b.size < 2**31 else np.int64
     f, t = (_in_range(np.asarray(a), size).astype(dtype, copy=False)
             for a, size in zip((features, thresholds), b.shape))
@@ -91,8 +75,7 @@ def take_borders(borders, features, thresholds):
 
 
 def _in_range(a: np.ndarray, size: int) -> np.ndarray:
-    """JAX's index rule on the host: negative indices count from the end, the rest are clamped
-    into ``[0, size)`` (only computed when some index is out of range: the rare case)."""
+    """JAX's index rule on the host: negative indices count from the end, the rest are clamped."""
     if a.size and (a.min() < 0 or a.max() >= size):
         return np.clip(np.where(a < 0, a.astype(np.int64) + size, a), 0, size - 1)
     return a
@@ -100,7 +83,7 @@ def _in_range(a: np.ndarray, size: int) -> np.ndarray:
 
 def leaf_index_binned(tree: TreeFamily, X_binned, n_bins: int):
     """The leaf of each row of one tree on feature-major bins ``(F, n)``: the family's own
-    ``leaf_index_binned`` (boosting replays trees on the validation and training bins)."""
+    ``leaf_index_binned``."""
     if hasattr(tree, "leaf_index_binned"):
         return tree.leaf_index_binned(X_binned, n_bins)
     if X_binned.shape[-1] == 0:  # no rows to replay (a fit without eval_set)
@@ -123,34 +106,11 @@ def node_sums(leaf_sums):
 
 def newton_leaf_values(G, H, l2, min_child_weight, value=newton.newton_value, rows=None,
                        output_sum=None):
-    """Newton leaf values ``-G / (H + l2)`` with fallback to the parent's value.
-
-    A node that no training row reaches (empty) or whose hessian sum is below
-    ``min_child_weight`` keeps its parent's value, recursively; so a level that was not split,
-    or a leaf no training row reaches, gets a sensible value for prediction. Emptiness is
-    decided by the rows, not by the float hessian sum: a node whose rows' hessians vanish (e.g.
-    log-cosh at residuals ~44, where they underflow to ~1e-38 or 0) gets its own value
-    ``value(G, H, l2)`` (Newton: ``-G / l2``; 0 when ``H + l2 <= 0``) whether its ``H`` came out
-    as a tiny positive direct sum or as an exact 0 from a difference of cumulative sums, so one
-    device and several agree; and a node no row reaches takes its parent's value even
-    where histogram subtraction left rounding residue in its sums.
-
-    Args:
-      G, H: ``(2**D, K)`` gradient and hessian sums per leaf.
-      value: ``value(G, H, l2)`` of a node (a :class:`jboost.trees.splits.SplitCriterion`'s ``value``;
-        default the Newton value).
-      rows: ``(2**D,)`` non-negative counts of the rows that reach each leaf (only ``> 0``
-        matters). :func:`fit_tree` counts the rows of non-zero payload (weighted gradient or
-        hessian), the rows the CPU kernel does not skip: a row of zero weight is absent, and so
-        is a row whose gradient and hessian are both exactly 0 (a saturated logistic row with
-        ``p == y``), which changes no sum. ``None``: a node is taken as reached when its hessian
-        sum is ``> 0`` (right for direct sums of positive hessians).
-      output_sum: how a node's hessian sum over the outputs is taken (default ``jnp.sum``;
-        :func:`jboost.trees.splits.sum_outputs_16` fixes the order, as the depth-wise kernel's).
-
-    Returns:
-      ``(2**D, K)`` leaf values.
-    """
+    """Newton leaf values ``-G / (H + l2)`` of ``(2**D, K)`` leaf sums, where a node no row reaches
+    or below ``min_child_weight`` keeps its parent's value (docs/trees.md, "Leaf values").
+    ``value``: a criterion's node value; ``rows``: ``(2**D,)`` counts of the rows of non-zero
+    payload per leaf (``None``: a hessian sum ``> 0``); ``output_sum``: the sum over outputs
+    (default ``jnp.sum``)."""
     k = G.shape[-1]
     levels = node_sums(jnp.concatenate([G, H], axis=-1))
     reached = [jnp.sum(s[:, k:], axis=-1, keepdims=True) > 0 for s in levels] if rows is None else \
@@ -176,15 +136,8 @@ def with_borders(trees: TreeFamily, borders) -> TreeFamily:
 
 @_compile.jit
 def predict_raw(trees: TreeFamily, X):
-    """Sum of the leaf values of every tree for raw-float rows ``X (n, F)`` -> ``(n, K)``.
-
-    ``trees`` may have any number of leading axes; all of them are summed over, in order, each
-    row's sum starting from 0. On CPU with jboost's compiled kernels: one pass over row blocks
-    that applies every tree to a block held in cache (``jboost/_native``; oblivious trees and
-    depth-wise node tables); elsewhere, and for other tree families (:class:`TreeFamily`), a
-    ``lax.scan`` over trees on the feature-major ``X.T``. Both add the same floats in the same
-    order: the same result, bit for bit.
-    """
+    """Sum of the leaf values of every tree (any leading axes) for raw-float rows ``X (n, F)`` ->
+    ``(n, K)``: the CPU kernel or a ``lax.scan`` over trees, bitwise the same."""
     return _predict(trees, jnp.asarray(X, jnp.float32), feature_major=False)
 
 
@@ -200,8 +153,7 @@ def _predict(trees: TreeFamily, X, feature_major: bool):
     n = X.shape[1] if feature_major else X.shape[0]
 
     def xla():
-        # Each scan step gathers the tree's feature rows of X_t (contiguous: the comparisons
-        # stream and vectorise), compares them to the borders and gathers the leaf values.
+        # Each step gathers the tree's feature rows of X_t (contiguous: the comparisons vectorise).
         X_t = X if feature_major else X.T
 
         def step(acc, tree):
@@ -211,7 +163,6 @@ def _predict(trees: TreeFamily, X, feature_major: bool):
         out, _ = lax.scan(step, jnp.zeros((n, k), jnp.float32), flat)
         return out
 
-
     native = getattr(flat, "predict_native", None)  # the family's compiled CPU kernel, if any
     if not _native.available() or native is None:
         return xla()
@@ -219,9 +170,8 @@ def _predict(trees: TreeFamily, X, feature_major: bool):
 
 
 def native_sum(target: str, trees: TreeFamily, X, feature_major: bool, *structure, **attrs):
-    """Every tree's leaf values summed by the compiled CPU kernel ``target``: rows in blocks held
-    in cache, every tree applied to a block (``jboost/_native/predict.cc``). ``structure``: the
-    family's arrays after its rules (a node table's children), ``attrs`` its static attributes."""
+    """Every tree's leaf values summed by the compiled CPU kernel ``target`` (``predict.cc``);
+    ``structure``: the family's arrays after its rules, ``attrs`` its static attributes."""
     n = X.shape[1] if feature_major else X.shape[0]
     out = jax.ShapeDtypeStruct((n, trees.leaf_values.shape[-1]), jnp.float32)
     call = jax.ffi.ffi_call(target, out, vmap_method="sequential")
@@ -231,8 +181,7 @@ def native_sum(target: str, trees: TreeFamily, X, feature_major: bool, *structur
 
 
 def flatten_trees(trees: TreeFamily) -> TreeFamily:
-    """Merge all leading (tree-indexing) axes into one (any family: ``leaf_values`` is
-    ``(..., n_leaves, K)``)."""
+    """Merge all leading (tree-indexing) axes into one."""
     n_lead = trees.leaf_values.ndim - 2
     n_trees = int(np.prod(trees.leaf_values.shape[:n_lead], dtype=np.int64))
     return jax.tree_util.tree_map(lambda a: a.reshape((n_trees,) + a.shape[n_lead:]), trees)

@@ -1,29 +1,8 @@
-"""Gradient and hessian histograms per (feature, leaf, bin).
+"""Gradient and hessian histograms per (feature, leaf, bin): the hot path of tree fitting.
 
-The hot path of tree fitting. Two implementations of the same sums:
-
-* **CPU kernel** (``jboost/_native/histogram.cc``, an XLA FFI custom call, used on CPU when it
-  was built at install time): rows are compacted once per level, then features are split across
-  threads; each feature's sums run in row order on one thread, so the result does not depend on
-  the thread count. It skips rows of zero weight (subsampled-out rows cost nothing) and, level
-  by level, builds only the smaller sibling of each pair (**histogram subtraction**: the larger
-  sibling is the parent's histogram minus the smaller one's). Any number of outputs (payloads
-  of 2K channels); sizes it cannot index with 32-bit offsets (:func:`jboost._native.indexable`)
-  run in pure JAX.
-* **Pure JAX on CPU** (no kernel): a scatter-add per feature (``lax.map`` over features, one
-  ``segment_sum`` of the whole payload per feature), which on CPU beats vectorising over features
-  because each feature's bins and the payload stay in cache;
-  pairs of float32 channels are packed into one complex64 payload so one scatter moves both.
-* **Pure JAX on accelerators** (GPU, TPU): one float32 scatter-add over all features at once,
-  with the rows of a shallow level spread over copies of its histograms (:func:`spread_sum`) so
-  that atomic adds to the same cell do not queue (the CPU's complex64 per-feature scatter would
-  be slow there: complex atomics are emulated). Float atomics add in no fixed order: on a GPU the sums, and so near-tied splits, may differ in
-  the last bits from run to run (the README's determinism section).
-
-``jax.lax.platform_dependent`` picks the implementation when the program is lowered, so the same
-jitted function runs everywhere (in a CPU-only process only the CPU's branches are traced:
-:func:`jboost._native.platform_dependent`).
-"""
+One set of sums, three implementations chosen when the program is lowered: the CPU kernel
+(``jboost/_native/histogram.cc``, with histogram subtraction), a per-feature scatter in pure JAX on
+CPU, and one spread scatter over all features on accelerators. See docs/trees.md ("Histograms")."""
 
 from __future__ import annotations
 
@@ -40,12 +19,8 @@ from jboost import _native
 
 
 def prefix_sum(x, axis: int):
-    """Inclusive prefix sum along ``axis`` as a two-level blocked cumsum.
-
-    ``jnp.cumsum`` over ``B`` bins lowers to an O(B^2) reduce-window on XLA's CPU backend and a
-    log-depth associative scan is slow to compile; cumsums within blocks of 16 plus a cumsum of
-    the block totals cost O(16 B) and compile quickly.
-    """
+    """Inclusive prefix sum along ``axis`` as a two-level blocked cumsum (blocks of 16): O(16 B)
+    where ``jnp.cumsum`` lowers to an O(B^2) reduce-window on XLA's CPU backend."""
     x = jnp.moveaxis(x, axis, -1)
     b = x.shape[-1]
     block = 16
@@ -87,14 +62,8 @@ def _spread_copies(num_segments: int) -> int:
 
 
 def spread_sum(values, idx, num_segments: int, cells_per_group: Optional[int] = None):
-    """``jax.ops.segment_sum(values, idx, num_segments)`` (``values``: ``(n, ...)``).
-
-    On CPU exactly that. On accelerators, where the sum is a scatter of atomic adds, rows are
-    first spread over ``R`` copies of the output (row ``i`` into copy ``i % R``) which are then
-    added up, so that the many rows of a small output (a shallow level's histogram, a tree's
-    leaf sums) do not queue on the same cells; ``R`` is static, from the cells per group
-    (``cells_per_group``, default ``num_segments``: one group).
-    """
+    """``jax.ops.segment_sum(values, idx, num_segments)``, spread over copies of the output on
+    accelerators so that atomic adds do not queue."""
     groups_cells = num_segments if cells_per_group is None else cells_per_group
     copies = _spread_copies(groups_cells)
 
@@ -116,8 +85,7 @@ def spread_sum(values, idx, num_segments: int, cells_per_group: Optional[int] = 
     return _platform_dependent(values, idx, cpu=plain, default=spread)
 
 
-#: Tests only (``tests/_pure_jax.accelerator_paths``): trace the accelerators' pure-JAX branches
-#: on the CPU too.
+#: Tests only (``tests/_pure_jax.accelerator_paths``): trace the accelerators' branches on CPU.
 _ACCELERATOR_PATHS = False
 
 
@@ -129,7 +97,7 @@ def _platform_dependent(*args, cpu, default):
 
 def pure_jax_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int):
     """Sums of ``payload`` per (feature, leaf, bin), ``(F, n_leaves, n_bins, C)``: per feature on
-    CPU, one spread scatter on accelerators (see the module's docstring)."""
+    CPU, one spread scatter on accelerators."""
     cpu = functools.partial(_per_feature_histogram, n_leaves=n_leaves, n_bins=n_bins)
     accel = functools.partial(_all_features_histogram, n_leaves=n_leaves, n_bins=n_bins)
     return _platform_dependent(X_binned, payload, leaf, cpu=cpu, default=accel)
@@ -153,14 +121,8 @@ def _all_features_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int,
 
 def xla_level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], n_leaves: int,
                          n_bins: int):
-    """The pure-JAX cumulative histograms of one level (``(F, n_leaves, B, C)``).
-
-    On CPU every leaf is built directly. On accelerators, given the previous level's cumulative
-    histograms ``parent`` (``(F, n_leaves / 2, B, C)``, this device's), only the sibling of each
-    pair with fewer rows of non-zero payload is scattered; the other is ``parent - sibling``
-    (as the CPU kernel does). The atomic adds, which bound the accelerators' histograms, fall
-    to the smaller siblings' rows: at most half of them.
-    """
+    """The pure-JAX cumulative histograms of one level, by subtraction from this device's ``parent``
+    on accelerators (docs/trees.md, "Histograms")."""
     direct = lambda X, p, l, par: prefix_sum(pure_jax_histogram(X, p, l, n_leaves, n_bins), axis=2)
     if parent is None:
         return direct(X_binned, payload, leaf, None)
@@ -174,11 +136,17 @@ def xla_level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], n
         in_small = (leaf >= half) == right_smaller[slot]
         small = prefix_sum(_all_features_histogram(X_binned, payload, slot, half, n_bins, keep=in_small),
                            axis=2)
-        other = parent - small
-        flip = right_smaller[None, :, None, None]
-        return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)], axis=1)
+        return siblings(parent, small, right_smaller)
 
     return _platform_dependent(X_binned, payload, leaf, parent, cpu=direct, default=subtracted)
+
+
+def siblings(parent, small, right_smaller):
+    """A level's ``(F, 2S, B, C)`` histograms from the parents' and the smaller siblings'
+    ``(F, S, B, C)`` ones: the larger sibling is ``parent - small``."""
+    other = parent - small
+    flip = right_smaller[None, :, None, None]
+    return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)], axis=1)
 
 
 def _per_feature_histogram(X_binned, payload, leaf, n_leaves: int, n_bins: int):
@@ -221,9 +189,8 @@ def _native_smaller_sibling(X_binned, payload, leaf, n_slots: int, n_bins: int, 
 
 
 def dispatch(X_binned, n_bins: int, native, xla, n_leaves: int = 1, channels: int = 0):
-    """``native()`` on CPU when the kernel is built and applies (uint8 bins, sizes it can index:
-    see :func:`jboost._native.indexable`), ``xla()`` elsewhere; ``lax.platform_dependent``
-    chooses when the program is lowered."""
+    """``native()`` on CPU when the kernel is built and applies (uint8 bins, indexable sizes),
+    ``xla()`` elsewhere."""
     if X_binned is not None and not (X_binned.dtype == jnp.uint8 and n_bins <= 256):
         return xla()
     if X_binned is not None and not _native.indexable(X_binned.shape[-1], n_leaves, n_bins, channels):
@@ -233,14 +200,9 @@ def dispatch(X_binned, n_bins: int, native, xla, n_leaves: int = 1, channels: in
     return _native.platform_dependent(cpu=native, default=xla)
 
 
-#: Histogram subtraction at a level of ``L`` leaves pays when the rows outnumber the level's
-#: histogram cells per feature by this factor: it saves building about half the rows but reads
-#: the parent's and writes the level's ``L x B`` cells per feature (so small data builds its deep
-#: levels directly, large data subtracts throughout).
+#: Histogram subtraction pays when the rows outnumber a level's cells per feature by this factor.
 SUBTRACT_ROWS_PER_CELL = 2
-#: The same for wide payloads (more than 16 channels: 9 or more outputs), whose kept histograms
-#: (``F x L x B x 2K`` floats per level) cost memory traffic that the rows they save do not
-#: repay as soon (mostly the last level's histograms, kept only to read the leaf sums off them).
+#: The same for wide payloads (more than 16 channels), whose kept histograms cost more traffic.
 SUBTRACT_ROWS_PER_CELL_WIDE = 8
 
 
@@ -252,32 +214,16 @@ def subtraction_pays(n_rows: int, n_leaves: int, n_bins: int, channels: int = 2)
 
 
 def level_plan(n_rows: int, depth: int, n_bins: int, channels: int = 2):
-    """Static plan of a tree's levels on one device: ``[(subtract, keep_hist), ...]`` per level.
-
-    Level ``d`` (``2**d`` leaves) is built by subtraction when :func:`subtraction_pays`; it keeps
-    its histograms when the next level subtracts from them, and the last level when they are
-    cheap next to the rows (the leaf sums are then read off them, else summed over the rows).
-    ``channels``: the payload's (``2K``); up to 16 (the default, 2) the plan does not depend on it.
-    """
+    """Static plan of a tree's levels on one device: ``[(subtract, keep_hist), ...]``."""
     subtract = [subtraction_pays(n_rows, 2**d, n_bins, channels) for d in range(depth)]
     return [(subtract[d], subtract[d + 1] if d + 1 < depth else subtract[d]) for d in range(depth)]
 
 
 @functools.partial(_compile.jit, static_argnames=("n_leaves", "n_bins", "axis_name"))
 def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis_name=None):
-    """Sums of ``payload`` rows per (feature, leaf, bin).
-
-    Args:
-      X_binned: ``(n_features, n_samples)`` uint8 bins (feature-major).
-      payload: ``(n_samples, C)`` float32, e.g. ``[w*g_1..w*g_K, w*h_1..w*h_K]``.
-      leaf: ``(n_samples,)`` int32 leaf of each row, in ``[0, n_leaves)``.
-      n_leaves, n_bins: static sizes.
-      axis_name: when rows are sharded over a mapped axis (``shard_map``/``pmap``), the
-        histograms are summed across it with ``psum`` so every device sees the global sums.
-
-    Returns:
-      ``(n_features, n_leaves, n_bins, C)`` float32.
-    """
+    """Sums of ``payload (n, C)`` rows per (feature, leaf, bin): ``(F, n_leaves, n_bins, C)``
+    float32 from ``(F, n)`` uint8 bins and ``(n,)`` int32 leaves; with ``axis_name`` (rows sharded
+    over a mapped axis) ``psum``-ed."""
     payload = payload.astype(jnp.float32)
     hist = dispatch(X_binned, n_bins,
                      lambda: _native_histogram(X_binned, payload, leaf, n_leaves, n_bins, axis_name),
@@ -290,26 +236,9 @@ def build_histogram(X_binned, payload, leaf, *, n_leaves: int, n_bins: int, axis
 
 def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_bins: int,
                      axis_name=None):
-    """Cumulative histograms of one level of an oblivious tree, by subtraction from the last level.
-
-    The result holds inclusive prefix sums over the bins (``cum[..., t, :]`` = sums of bins
-    ``<= t``), which is what :func:`jboost.trees.splits.split_gains_cumulative` needs; prefix sums are
-    linear, so subtraction and ``psum`` apply to them unchanged. Leaves ``j`` and ``j + S``
-    (``S = 2**d`` at level ``d``) are the children of the previous level's leaf ``j``. With the CPU
-    kernel and on accelerators only the sibling with fewer rows of non-zero weight is built; the
-    other is ``parent - sibling``. The CPU without the kernel builds every leaf directly.
-
-    Args:
-      X_binned, payload, leaf: as in :func:`build_histogram`; ``leaf`` in ``[0, 2 * S)``.
-      parent: this device's ``(F, S, B, C)`` cumulative histograms of the previous level (before
-        any ``psum``), or ``None`` at the first level (one leaf).
-      n_bins: static number of bins.
-      axis_name: mapped axis rows are sharded over (the returned ``hist`` is ``psum``-ed).
-
-    Returns:
-      ``(hist, local)``: the level's ``(F, L, B, C)`` cumulative histograms summed over devices,
-      and this device's own (to pass as ``parent`` to the next level).
-    """
+    """Cumulative histograms of one level, by subtraction from the last level's: ``(hist, local)``,
+    summed over ``axis_name`` and this device's own (the next ``parent``; ``None`` at the root).
+    Leaves ``j`` and ``j + S`` are the children of ``parent``'s leaf ``j``."""
     payload = payload.astype(jnp.float32)
     n_leaves = 1 if parent is None else 2 * parent.shape[1]
 
@@ -319,9 +248,7 @@ def level_histograms(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_
                                      cumulative=True)
         small, right_smaller = _native_smaller_sibling(X_binned, payload, leaf, parent.shape[1],
                                                        n_bins, axis_name)
-        other = parent - small
-        flip = (right_smaller == 1)[None, :, None, None]
-        return jnp.concatenate([jnp.where(flip, other, small), jnp.where(flip, small, other)], axis=1)
+        return siblings(parent, small, right_smaller == 1)
 
     xla = lambda: xla_level_histograms(X_binned, payload, leaf, parent, n_leaves, n_bins)
     local = dispatch(X_binned, n_bins, native, xla, n_leaves, payload.shape[-1])

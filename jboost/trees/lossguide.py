@@ -1,17 +1,8 @@
-"""Loss-guided ("best-first", leaf-wise) trees: the leaf of largest gain splits next, up to
-``max_leaves`` leaves (LightGBM's ``num_leaves``, XGBoost's ``grow_policy="lossguide"``,
-CatBoost's ``Lossguide``).
+"""Loss-guided ("best-first", leaf-wise) trees: the open leaf of largest gain splits next, up to
+``max_leaves`` leaves (LightGBM's ``num_leaves``, XGBoost's ``grow_policy="lossguide"``).
 
-:func:`fit_tree` keeps every open leaf's best split (the shared Newton gain or split criterion,
-read off the shared cumulative histograms) and splits, ``max_leaves - 1`` times, the open leaf of
-largest positive gain, in one ``lax.while_loop``. Rows are kept grouped by leaf, so a split walks
-only its leaf's rows and builds the smaller child's histograms (the other by subtraction). A
-fitted tree is a :class:`jboost.trees.depthwise.DepthwiseTrees` node table (predicted, saved and
-explained as those). Memory: the open leaves' histograms, ``max_leaves x F x B x C`` float32, and
-three ``(n,)`` int32 row arrays.
-
-See docs/trees.md for the growth, the row layout and the leaf values.
-"""
+Rows are kept grouped by leaf; a fitted tree is a :class:`jboost.trees.depthwise.DepthwiseTrees`
+node table. See docs/trees.md ("Loss-guided trees")."""
 
 from __future__ import annotations
 
@@ -34,17 +25,14 @@ MAX_LEAVES = 1 << 16
 
 
 class LossGuidedTrees(depthwise_lib.DepthwiseTrees):
-    """The loss-guided tree family (``jboost.fit(tree_family="lossguide", max_leaves=...)``): a
-    :class:`jboost.trees.family.TreeFamily` whose ``grow`` is :func:`fit_tree` and whose trees are
-    :class:`jboost.trees.depthwise.DepthwiseTrees` node tables (predicted, saved and explained as
-    those)."""
+    """The loss-guided tree family (``jboost.fit(tree_family="lossguide", max_leaves=...)``): grown
+    by :func:`fit_tree`, its trees :class:`jboost.trees.depthwise.DepthwiseTrees` node tables."""
 
     __slots__ = ()
 
     @staticmethod
     def grow(X_binned, grad, hess, **settings):
-        """:func:`fit_tree` (``max_leaves`` among the settings, default
-        :data:`DEFAULT_MAX_LEAVES`)."""
+        """:func:`fit_tree` (``max_leaves`` default :data:`DEFAULT_MAX_LEAVES`)."""
         return fit_tree(X_binned, grad, hess, **settings)
 
 
@@ -85,9 +73,8 @@ class _Open(NamedTuple):
 
 
 def _per_depth_masks(feature_masks, feature_subsets, depth: int, n_features: int):
-    """``(depth, F)`` the features eligible at each depth, or ``None`` (all): per-depth masks
-    as given, per-depth subsets ``(depth, m)`` as masks (the same first maximum: subsets are
-    sorted). Per-node masks or subsets name heap nodes a best-first tree does not have."""
+    """``(depth, F)`` the features eligible at each depth, or ``None``: per-depth masks as given,
+    per-depth subsets as masks. Per-node masks or subsets are refused."""
     masks = None
     if feature_masks is not None:
         masks = jnp.asarray(feature_masks, bool)
@@ -146,18 +133,12 @@ class _Grow(NamedTuple):
 
 
 def _best_splits(g: _Grow, hist, child_depth):
-    """The best split and the sums of the ``S`` nodes of the ``(F, S, B, C)`` histograms
-    ``hist`` (summed over devices), whose leaves lie at ``child_depth (S,)``: ``(split, can,
-    sums)``, ``can`` where the leaf may split (positive gain, above the depth bound)."""
+    """The best splits of the ``S`` nodes of ``(F, S, B, C)`` histograms ``hist`` at depths
+    ``child_depth (S,)``: ``(split, can, sums)``, ``can`` where a node may split."""
     cum = histograms.prefix_sum(hist, axis=2)                        # (F, S, B, C)
     sums = cum[0, :, g.n_bins - 1]                                   # (S, C) every row
-    gains = node_splits.node_gains(cum, g.l2, g.min_child_weight, g.missing, g.criterion)  # (S, F, B-1, 2)
-    if g.masks is None:
-        sp = jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=g.min_split_gain))(gains)
-    else:
-        m = g.masks[jnp.minimum(child_depth, g.depth - 1)]
-        sp = jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
-            gn, min_split_gain=g.min_split_gain, feature_mask=mn))(gains, m)
+    mask = None if g.masks is None else g.masks[jnp.minimum(child_depth, g.depth - 1)]
+    sp = node_splits.best_node_splits(g, cum, mask)
     can = (child_depth < g.depth) & (sp.gain > 0)
     return sp, can, sums
 
@@ -194,9 +175,8 @@ def _start(g: _Grow) -> _Open:
 
 
 def _partition(g: _Grow, s: _Open, best):
-    """Leaf ``best``'s rows moved to their child's place in ``order`` (:func:`jboost.trees.routing.
-    bin_goes_right` of its rule): left rows from the leaf's start up, right rows from its end
-    down. Returns ``(order, n_left, n_right)``."""
+    """Leaf ``best``'s rows moved to their child's place in ``order`` (left rows up from the leaf's
+    start, right rows down from its end): ``(order, n_left, n_right)``."""
     n, chunk = g.n, g.chunk
     f, thr, mr = s.feature[best], s.threshold[best], s.missing_right[best]
     first, size = s.start[best], s.count[best]
@@ -218,10 +198,8 @@ def _partition(g: _Grow, s: _Open, best):
 
 
 def _children_histograms(g: _Grow, order, first, n_left, n_right, parent):
-    """The two children's ``(F, B, C)`` histograms (summed over devices) of a leaf of
-    histograms ``parent`` whose rows start at ``first`` in ``order``, ``n_left`` then
-    ``n_right``: the smaller child's from its rows, the other's as the parent's minus them
-    (every device the same side: the global counts)."""
+    """The two children's ``(F, B, C)`` histograms of a leaf: the smaller child's from its rows, the
+    other's as ``parent`` minus them (summed over devices)."""
     n, chunk = g.n, g.chunk
     both = jnp.stack([n_left, n_right]) if g.axis_name is None else lax.psum(
         jnp.stack([n_left, n_right]), g.axis_name)
@@ -282,8 +260,7 @@ def _split(g: _Grow, t, s: _Open) -> _Open:
 
 
 def _row_leaves(s: _Open, n: int):
-    """``(n,)`` int32 each row's leaf: the leaf whose rows hold its place in ``order`` (a used
-    leaf holds a row; the unused slots start past the end)."""
+    """``(n,)`` int32 each row's leaf: the leaf whose range of ``order`` holds it."""
     starts = jnp.where(s.count > 0, s.start, n)
     by_start = jnp.argsort(starts).astype(jnp.int32)
     at = jnp.searchsorted(starts[by_start], jnp.arange(n, dtype=jnp.int32), side="right") - 1
@@ -294,28 +271,11 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
              max_leaves: int = DEFAULT_MAX_LEAVES, feature_masks=None, feature_subsets=None,
              axis_name: Optional[str] = None, missing: bool = True,
              criterion: splits_lib.SplitCriterion = splits_lib.NEWTON):
-    """Fit one loss-guided tree to weighted gradients and hessians.
-
-    Args:
-      X_binned: ``(F, n)`` uint8 bins (feature-major).
-      grad, hess: ``(n, K)`` gradients and hessians, already multiplied by the sample weights.
-      depth: static depth bound (a leaf at depth ``depth`` does not split); the table's walk
-        takes ``depth`` steps.
-      n_bins: static number of bins (missing bin included).
-      l2, min_split_gain, min_child_weight: traced regularisation, as for the other families.
-      max_leaves: static, at least 2: the most leaves (``max_leaves - 1`` splits).
-      feature_masks: optional ``(depth, F)`` bool: the features eligible at each depth.
-      feature_subsets: optional ``(depth, m)`` int32 sorted feature indices per depth (taken as
-        masks: the same splits).
-      axis_name: rows sharded over this mapped axis: histograms ``psum``-ed.
-      missing: static; ``False`` when no training row has a missing value.
-      criterion: the split criterion (scores and leaf values).
-
-    Returns:
-      ``(tree, leaf)``: a :class:`jboost.trees.depthwise.DepthwiseTrees` table of ``max_leaves - 1``
-      node slots with the criterion's leaf values (before shrinkage; bin thresholds, borders 0
-      until ``with_borders``), and ``(n,)`` int32 the leaf of every training row.
-    """
+    """Fit one loss-guided tree to weighted gradients and hessians, with the arguments of
+    :func:`jboost.trees.oblivious.fit_tree`: ``depth`` a static depth bound, ``max_leaves`` (static,
+    at least 2) the most leaves, per-depth ``feature_masks`` ``(depth, F)`` or ``feature_subsets``
+    ``(depth, m)``. Returns ``(tree, leaf)``: a :class:`jboost.trees.depthwise.DepthwiseTrees` table
+    of ``max_leaves - 1`` nodes and ``(n,)`` int32 each row's leaf."""
     max_leaves, depth = int(max_leaves), int(depth)
     if max_leaves < 2:
         raise ValueError(f"lossguide.fit_tree: max_leaves must be at least 2; got {max_leaves}.")
@@ -328,8 +288,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
               masks=_per_depth_masks(feature_masks, feature_subsets, depth, n_features),
               axis_name=axis_name, chunk=chunk_rows(n))
     n_nodes = max_leaves - 1
-    # Split while a leaf is open, at most max_leaves - 1 times (a while loop, not a fori_loop of
-    # conditional steps: a `lax.cond` over the carry would copy the leaves' histograms every step).
+    # A while loop: a `lax.cond` per step would copy the leaves' histograms every step.
     _, state = lax.while_loop(lambda c: (c[0] < n_nodes) & (jnp.max(c[1].gain) > 0),
                               lambda c: (c[0] + 1, _split(g, c[0], c[1])), (jnp.int32(0), _start(g)))
     level_counts = jnp.sum((state.node_depth[None, :] == jnp.arange(depth)[:, None]).astype(jnp.int32),

@@ -1,4 +1,5 @@
-"""A depth-wise level's per-node steps: eligible features (masks, subsets, the hashed per-node draws the CPU kernel computes too), per-node gains and children sums, and row routing."""
+"""A depth-wise level's per-node steps: eligible features (masks, subsets, per-node draws), gains,
+children sums and row routing."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ from jboost.trees import splits as splits_lib
 
 
 def node_masks(feature_masks, feature_subsets, depth: int, n_features: int):
-    """Per-level subsets to gather (``(depth, m)``), per-node subsets to gather (a list of
-    ``(2**d, m)`` per level) or ``None``, and per-node masks of the eligible features
-    (``(depth, 2**(depth-1), F')``, a list of ``(2**d, m)`` for per-node subsets, or ``None``;
-    ``F'`` the gathered count)."""
+    """``(subsets, masks)``: per-level ``(depth, m)`` or per-node (a list of ``(2**d, m)``) subsets
+    to gather, or ``None``; and the per-node masks of the eligible features in the gathered
+    coordinates, or ``None``."""
     per_level_subsets = None
     masks = None
     if feature_masks is not None:
@@ -46,22 +46,29 @@ def node_masks(feature_masks, feature_subsets, depth: int, n_features: int):
 
 
 def node_children_sums(cum, features, thresholds, missing_right):
-    """``(2L, C)`` the children's sums of the ``L`` nodes of a level split at their own
-    ``(feature, threshold, missing_right)``, read off the level's ``(F, L, B, C)`` cumulative
-    histograms: node ``j``'s left child is ``j``, its right child ``j + L``."""
+    """``(2L, C)`` the children's sums of a level's ``L`` nodes, each split at its own rule, read
+    off the ``(F, L, B, C)`` cumulative histograms (node ``j``'s children: ``j`` and ``j + L``)."""
     own = cum[features, jnp.arange(cum.shape[1])]                  # (L, B, C)
     return routing.children_sums(own, thresholds, missing_right)
 
 
 def node_gains(cum, l2, min_child_weight, missing: bool = True,
                criterion: splits_lib.SplitCriterion = splits_lib.NEWTON):
-    """``(L, F, B - 1, 2)`` the gain of every ``(feature, threshold, missing direction)`` at each
-    node of a level, from its ``(F, L, B, C)`` cumulative histograms: the oblivious level's
-    :func:`jboost.trees.splits.split_gains_cumulative` of each node alone, summed over the outputs in
-    the kernel's order (:func:`jboost.trees.splits.sum_outputs_16`)."""
+    """``(L, F, B - 1, 2)`` each node's gains from a level's ``(F, L, B, C)`` cumulative histograms,
+    summed over the outputs in the kernel's order (:func:`jboost.trees.splits.sum_outputs_16`)."""
     return jax.vmap(lambda c: splits_lib.split_gains_cumulative(
         c[:, None], l2, min_child_weight, missing, criterion,
         output_sum=splits_lib.sum_outputs_16), in_axes=1)(cum)
+
+
+def best_node_splits(g, cum, mask=None) -> splits_lib.Split:
+    """Each node's first best split from its ``(F', S, B, C)`` cumulative histograms, with the
+    settings of a grower ``g``; ``mask (S, F')``: the features each node may split on."""
+    gains = node_gains(cum, g.l2, g.min_child_weight, g.missing, g.criterion)  # (S, F', B-1, 2)
+    if mask is None:
+        return jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=g.min_split_gain))(gains)
+    return jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
+        gn, min_split_gain=g.min_split_gain, feature_mask=mn))(gains, mask)
 
 
 def _mix(x):
@@ -79,14 +86,8 @@ def feature_seed(key) -> jax.Array:
 
 
 def node_features(key, level: int, nodes, n_features: int, m: int):
-    """``(len(nodes), m)`` int32: the sorted random features of nodes ``nodes`` of level
-    ``level`` (ESL Algorithm 15.1's per-node draw): node ``j`` takes the ``m`` features of
-    smallest hash ``u_f = mix(mix(mix(s0 ^ mix(level ^ c)) ^ j) ^ s1) + f * c)`` (``mix``:
-    the bijective lowbias32 of ``uint32`` words, ``c = 0x9E3779B9``, ``(s0, s1)``:
-    :func:`feature_seed` of ``key``), distinct for distinct ``f``. A function of ``(key, level,
-    j)`` only, so the compact path draws them for its slots alone and the dense one for every
-    node, the same sets; the CPU kernel (``jboost/_native/depthwise.cc``) computes the same
-    ``uint32`` words, so its draws are these."""
+    """``(len(nodes), m)`` int32: the sorted random features of ``nodes`` of level ``level``, the
+    CPU kernel's draws too (docs/trees.md, "Per-node feature draws")."""
     seed = feature_seed(key)
     golden = jnp.uint32(0x9E3779B9)
     a = _mix(seed[0] ^ _mix(jnp.uint32(level) ^ golden))
@@ -96,8 +97,7 @@ def node_features(key, level: int, nodes, n_features: int, m: int):
 
 
 def route_level(X_binned, leaf, feature, thr, mr, d: int, n_bins: int):
-    """Each row's node at level ``d + 1`` of the dense heap: its node ``leaf``'s rule ``(feature,
-    thr, mr)`` read on its own binned value (:func:`jboost.trees.routing.rows_go_right`); bit
-    ``d`` of the leaf index."""
+    """Each row's node at level ``d + 1`` of the dense heap: its node's rule read on its bin sets
+    bit ``d``."""
     right = routing.rows_go_right(X_binned, leaf, feature, thr, mr, n_bins)
     return leaf + jnp.left_shift(right.astype(jnp.int32), d)

@@ -1,4 +1,5 @@
-"""The depth-wise node table's layout: the pointer walk, node capacities and slots, the dense-heap conversion, padding and trimming, leaf paths and a table's leaf values."""
+"""The depth-wise node table's layout: the pointer walk, node capacities and slots, the dense-heap
+conversion, padding and trimming, leaf paths and a table's leaf values."""
 
 from __future__ import annotations
 
@@ -14,10 +15,8 @@ from jboost.trees.family import TreeFamily
 
 
 def walk(features, thresholds, missing_right, children, depth: int, X_t, is_missing):
-    """``(n,)`` int32 leaf of every row of one tree: ``max(depth, 1)`` pointer steps, each row
-    comparing its current node's feature with the node's threshold (``X_t (F, n)``: bins or
-    floats, in the units of ``thresholds``; ``is_missing(col)``: which values are missing); a
-    row at a leaf stays there."""
+    """``(n,)`` int32 leaf of every row of one tree by ``max(depth, 1)`` pointer steps (``X_t (F,
+    n)`` bins or floats in the units of ``thresholds``; ``is_missing(col)``: the missing values)."""
     n = X_t.shape[1]
     rows = jnp.arange(n, dtype=jnp.int32)
     cur = jnp.zeros((n,), jnp.int32)
@@ -30,10 +29,8 @@ def walk(features, thresholds, missing_right, children, depth: int, X_t, is_miss
 
 
 def node_capacity(depth: int, n_rows: int, max_nodes: Optional[int] = None) -> int:
-    """Static node slots ``N`` of a tree's table: ``2**D - 1`` for dense growth (``max_nodes``
-    ``None``); for the compact path also at most the levels' histogram slots (a node splits
-    only with a slot, :func:`node_slots`) and ``n_rows - 1`` (each child of a split holds a row
-    of non-zero weight, so a tree has at most as many leaves as such rows). At least 1."""
+    """Static node slots of a tree's table: ``2**D - 1``; with ``max_nodes`` (the compact path) also
+    at most the levels' histogram slots and ``n_rows - 1``. At least 1."""
     cap = (1 << depth) - 1
     if max_nodes is not None:
         slots = sum(node_slots(n_rows, int(max_nodes), d) for d in range(depth))
@@ -42,11 +39,8 @@ def node_capacity(depth: int, n_rows: int, max_nodes: Optional[int] = None) -> i
 
 
 def dense_table(features, thresholds, borders, missing_right, gains, values, capacity: int):
-    """One tree of the dense heap layout (rule ``2**d - 1 + j`` is heap node ``j`` of level
-    ``d``, children ``j`` and ``j + 2**d``; a rule splits iff its gain is positive; leaf ``p`` of
-    ``2**D``) as the fields of a :class:`jboost.trees.depthwise.DepthwiseTrees` table of
-    ``capacity`` nodes, and ``(2**D,)`` the table leaf of each dense leaf (a leaf node ``(d, j)``
-    is dense leaf ``j``: its rows go left below)."""
+    """One tree of the dense heap layout as the fields of a table of ``capacity`` nodes, and
+    ``(2**D,)`` the table leaf of each dense leaf."""
     n_rules = features.shape[-1]
     depth = (n_rules + 1).bit_length() - 1
     k = values.shape[-1]
@@ -75,20 +69,14 @@ def dense_table(features, thresholds, borders, missing_right, gains, values, cap
     kids = jnp.concatenate(kids) if depth else jnp.zeros((0, 2), jnp.int32)
     at = jnp.where(is_node, node_id, capacity)  # rules that do not split: dropped
     null = jnp.argmax(~split) if depth else 0   # a rule that does not split: the null rule
-    if depth:
-        fill = lambda a: jnp.full((capacity,) + a.shape[1:], a[null], a.dtype).at[at].set(  # noqa: E731
-            a, mode="drop")
-        features_t, thresholds_t, borders_t, missing_t = (
-            fill(features), fill(thresholds), fill(borders), fill(missing_right))
-        gains_t = jnp.zeros((capacity,), gains.dtype).at[at].set(gains, mode="drop")
-        children_t = jnp.full((capacity, 2), -1, jnp.int32).at[at].set(kids, mode="drop")
-    else:
-        features_t = jnp.zeros((capacity,), jnp.int32)
-        thresholds_t = jnp.zeros((capacity,), jnp.int32)
-        borders_t = jnp.zeros((capacity,), jnp.float32)
-        missing_t = jnp.zeros((capacity,), bool)
-        gains_t = jnp.zeros((capacity,), jnp.float32)
-        children_t = jnp.full((capacity, 2), -1, jnp.int32)
+    def fill(a):  # the null rule's fields, then the splitting rules'
+        empty = jnp.full((capacity,) + a.shape[1:], a[null] if depth else 0, a.dtype)
+        return empty.at[at].set(a, mode="drop")
+
+    features_t, thresholds_t, borders_t, missing_t = (
+        fill(features), fill(thresholds), fill(borders), fill(missing_right))
+    gains_t = jnp.zeros((capacity,), gains.dtype).at[at].set(gains, mode="drop")
+    children_t = jnp.full((capacity, 2), -1, jnp.int32).at[at].set(kids, mode="drop")
     leaf_at_id = jnp.where(is_leaf, leaf_id, capacity + 1)
     values_t = jnp.zeros((capacity + 1, k), values.dtype).at[leaf_at_id].set(values[heap_j], mode="drop")
     dense_to_table = jnp.zeros((1 << depth,), jnp.int32).at[jnp.where(is_leaf, heap_j, 1 << depth)].set(
@@ -99,11 +87,8 @@ def dense_table(features, thresholds, borders, missing_right, gains, values, cap
 
 
 def pad_nodes(trees: TreeFamily, capacity: int, n_bins: int) -> TreeFamily:
-    """``trees`` with ``capacity`` node slots (at least their own): the added slots are null
-    nodes (feature 0, threshold ``n_bins - 2``, missing left, gain 0, children ``(~0, ~0)``;
-    borders 0 until :meth:`DepthwiseTrees.with_borders`) and zero leaves, which no row reaches:
-    the same predictions. Tables of different capacities (e.g. a forest continued from a model
-    file of the dense layout) are joined at the larger one."""
+    """``trees`` with ``capacity`` node slots (at least their own): null nodes and zero leaves
+    added, which no row reaches."""
     n = trees.features.shape[-1]
     if capacity < n:
         raise ValueError(f"pad_nodes: capacity={capacity} is below the trees' {n} node slots.")
@@ -124,13 +109,8 @@ def pad_nodes(trees: TreeFamily, capacity: int, n_bins: int) -> TreeFamily:
 
 
 def trim_nodes(trees: TreeFamily, *, host: bool = False) -> TreeFamily:
-    """Concrete trees cut to the node slots they use: the most splitting nodes of any of them
-    (at least 1), and one leaf more. Nodes ``0..I-1`` and leaves ``0..I`` are a tree's used
-    slots, so the cut drops only null nodes and zero leaves: the same predictions. A forest's
-    trees are grown in tables of the bound ``node_capacity`` (``n - 1`` nodes) and kept at
-    their size (letter, 500 depth-16 trees: about 1.4k nodes used of 16k). ``host=True``: every
-    array as a numpy copy of its own (a chunk of a forest kept on the host, its full tables
-    freed)."""
+    """Concrete trees cut to the node slots any of them uses (at least 1), and one leaf more: only
+    null nodes and zero leaves go. ``host=True``: every array a numpy copy of its own."""
     counts = np.asarray(trees.level_counts)
     cap = max(1, int(counts.sum(axis=-1).max()) if counts.size else 0)
     if host:
@@ -148,10 +128,8 @@ def trim_nodes(trees: TreeFamily, *, host: bool = False) -> TreeFamily:
 
 
 def paths(tree: TreeFamily):
-    """Every leaf's path from the root in one unstacked tree: ``(nodes, right, valid)``, each
-    ``(N + 1, D)``: step ``s`` of leaf ``l``'s path is node ``nodes[l, s]``, where the path goes
-    right iff ``right[l, s]``; steps past the path's end (and every step of an unused leaf, or of
-    the root leaf of a tree that does not split) have ``valid`` False, node 0, right False."""
+    """Every leaf's path from the root in one tree: ``(nodes, right, valid)``, each ``(N + 1, D)``,
+    root first; steps past a path's end (and of unused leaves) are invalid, node 0, left."""
     n_nodes, depth = tree.features.shape[-1], tree.depth
     n_leaves = n_nodes + 1
     used = tree.gains > 0
@@ -190,22 +168,15 @@ def paths(tree: TreeFamily):
 
 
 def _materialised(a):
-    """``a`` written by a scatter (its rows in order): computed once into a buffer, not fused
-    into its consumers. A chain of steps each reading the last one's array at several places
-    (a table's node sums: both children) would otherwise be fused into one expression that
-    XLA's CPU emitters expand per use: ``2**steps`` code (optimization barriers are removed
-    before fusion)."""
+    """``a`` written by a scatter, so computed once into a buffer: a chain of steps each reading the
+    last one's array twice would otherwise fuse into code exponential in the steps on XLA's CPU."""
     return jnp.zeros_like(a).at[jnp.arange(a.shape[0])].set(a)
 
 
 def table_leaf_values(children, n_split, sums, rows, depth: int, k: int, l2, min_child_weight,
                        criterion: splits_lib.SplitCriterion):
-    """``(N + 1, K)`` leaf values of one node table (``children (N, 2)``, ``n_split`` splitting
-    nodes, its leaves' payload ``sums (N + 1, 2K)`` and row counts) with
-    :func:`jboost.trees.family.newton_leaf_values`' fallbacks: a node's sums are its children's added,
-    the root takes its own value, any other node or leaf its own where rows reach it and its
-    hessian sum is at least ``min_child_weight``, else its parent's; unused leaves 0. The values
-    of the dense levels' heap (whose null splits add zeros), on ``N`` slots."""
+    """``(N + 1, K)`` leaf values of one node table from its leaves' ``sums (N + 1, 2K)`` and row
+    counts, with :func:`jboost.trees.family.newton_leaf_values`' parent fallbacks."""
     n_nodes = children.shape[0]
     node = jnp.arange(n_nodes, dtype=jnp.int32)
     used = node < n_split
@@ -245,9 +216,8 @@ def table_leaf_values(children, n_split, sums, rows, depth: int, k: int, l2, min
 
 
 def node_slots(n_rows: int, max_nodes: int, depth_d):
-    """Number of histogram slots of level ``d`` in the compact path:
-    ``min(2**d, max_nodes, n_rows // 2)`` (at least 1); static for a Python ``int`` level, a
-    traced int32 for a traced one (the levels run in a loop)."""
+    """Histogram slots of level ``d`` in the compact path, ``max(1, min(2**d, max_nodes, n_rows //
+    2))``: static for an ``int`` level, traced for a traced one."""
     cap = min(max_nodes, n_rows // 2)
     if isinstance(depth_d, (int, np.integer)):
         return max(1, min(1 << int(depth_d), cap))

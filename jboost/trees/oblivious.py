@@ -1,4 +1,5 @@
-"""Oblivious (symmetric) trees: the ObliviousTrees arrays, the one leaf-index function and the level-by-level grower fit_tree."""
+"""Oblivious (symmetric) trees: the :class:`ObliviousTrees` arrays, their leaf index and the
+level-by-level grower :func:`fit_tree`. See docs/trees.md."""
 
 from __future__ import annotations
 
@@ -63,19 +64,8 @@ class ObliviousTrees(NamedTuple):
 
 
 def leaf_index(columns, thresholds, missing_right, is_missing, first_level: int = 0):
-    """Leaf of each row from its level comparisons: ``sum_d right_d << d``.
-
-    Args:
-      columns: ``(D, n)`` the value of each level's feature for every row (bins or floats).
-      thresholds: ``(D,)`` each level's threshold, in the same units as ``columns``.
-      missing_right: ``(D,)`` bool, where missing values go.
-      is_missing: ``(D, n)`` bool.
-      first_level: static; the given levels are ``first_level, first_level + 1, ...`` of the
-        tree (their bits start there): fitting adds one level's bits to the leaves so far.
-
-    Returns:
-      ``(n,)`` int32 in ``[0, 2**(first_level + D))``.
-    """
+    """``(n,)`` int32 leaf of each row from the given levels' ``(D, n)`` comparisons, ``sum_d
+    right_d << d``; ``first_level`` (static): the tree level of the first of them."""
     right = routing.goes_right(columns, thresholds[:, None], missing_right[:, None], is_missing)
     weights = jnp.left_shift(1, jnp.arange(first_level, first_level + columns.shape[0], dtype=jnp.int32))
     return jnp.sum(right.astype(jnp.int32) * weights[:, None], axis=0)
@@ -91,40 +81,21 @@ def leaf_index_raw(tree: ObliviousTrees, X_t):
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
              missing: bool = True, criterion: splits_lib.SplitCriterion = splits_lib.NEWTON):
-    """Fit one oblivious tree of fixed depth to weighted gradients and hessians.
-
-    The one tree grower of jboost: boosting (every algorithm), sweeps and forests grow through
-    it. Each level: the split gains of every (feature, threshold, missing direction) from the
-    leaves' histograms (:func:`jboost.trees.splits.level_gains`: on CPU one fused kernel call,
-    with histogram subtraction where :func:`jboost.trees.histograms.level_plan` says it pays), the
-    best admissible split (:func:`jboost.trees.splits.best_split_of_gains`), then every row's leaf
-    gains that level's bit (:func:`leaf_index`).
+    """Fit one oblivious tree of fixed depth to weighted gradients and hessians ``(n, K)``: each
+    level's best admissible split from its leaves' histograms (docs/trees.md, "Oblivious trees").
 
     Args:
       X_binned: ``(F, n)`` uint8 bins.
-      grad, hess: ``(n, K)`` gradients and hessians, already multiplied by sample weights
-        (a row with zero weight contributes nothing).
-      depth: static number of levels.
-      n_bins: static number of bins (missing bin included).
-      l2, min_split_gain, min_child_weight: traced regularisation.
-      feature_masks: optional ``(depth, F)`` bool: features eligible at each level.
-      feature_subsets: optional ``(depth, m)`` int32 sorted, distinct feature indices (a random
-        forest's per-level subsets, :func:`jboost.bagging.feature_subsets`): level ``d`` may
-        only split on ``feature_subsets[d]``, and its histograms are built on those ``m``
-        gathered feature rows only (``m / F`` of the work and memory of masking). The tree
-        equals the one grown with the equivalent ``feature_masks`` (ties go to the lowest
-        feature index either way). Levels with different subsets share no histograms, so there
-        is no histogram subtraction when ``m < F``; ``m == F`` (every feature at every level:
-        bagging) is the unrestricted tree.
-      axis_name: mapped axis over which rows are sharded (histograms are ``psum``-ed).
-      missing: static; ``False`` promises that no row is in the missing bin (``n_bins - 1``), so
-        the split search skips the missing-goes-right direction (see :func:`jboost.trees.splits.best_split`).
-      criterion: static :class:`jboost.trees.splits.SplitCriterion`: the score of splits and the value
-        of leaves (default the Newton criterion).
+      feature_masks: optional ``(depth, F)`` bool: the features eligible at each level.
+      feature_subsets: optional ``(depth, m)`` sorted, distinct feature indices per level: the tree
+        of the equivalent masks, from the histograms of those features only.
+      axis_name: the mapped axis rows are sharded over (histograms ``psum``-ed).
+      missing: static; ``False`` promises that no row is in the missing bin.
+      criterion: static :class:`jboost.trees.splits.SplitCriterion` (default Newton).
 
     Returns:
-      ``(tree, leaf)``: an :class:`ObliviousTrees` with Newton leaf values (before shrinkage)
-      and ``(n,)`` the leaf of every training row.
+      ``(tree, leaf)``: an :class:`ObliviousTrees` (leaf values before shrinkage) and ``(n,)`` the
+      leaf of every training row.
     """
     k = grad.shape[-1]
     payload = jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32)
@@ -133,8 +104,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         feature_subsets = None  # sorted and distinct: every feature, every level
     leaf = jnp.zeros((n,), jnp.int32)
     feats, thrs, miss, gains = [], [], [], []
-    # Static plan: (subtract, keep_hist) per level; subsets change from level to level, so
-    # their levels are built directly and keep nothing (the leaf sums then come from the rows).
+    # Levels of different subsets share no histograms: built directly, nothing kept.
     plan = (histograms.level_plan(n, depth, n_bins, channels=payload.shape[-1])
             if feature_subsets is None else [(False, False)] * depth)
     hist = local = None  # the level's (global) cumulative histograms; this device's own
@@ -172,13 +142,10 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         thrs.append(split.threshold)
         miss.append(split.missing_right)
         gains.append(split.gain)
-    # The rows that reach each leaf decide which nodes are empty (not the float hessian sums,
-    # which a difference of cumulative sums can round to 0 where a direct sum is > 0): rows of
-    # non-zero payload, the kernel's rows of non-zero weight.
+    # Rows of non-zero payload decide which nodes are empty, not the float hessian sums.
     takes_part = jnp.any(payload != 0, axis=-1)
     if depth and hist is not None:
-        # The leaves' sums are the last level's children, read off its (global, cumulative)
-        # histograms of the chosen feature; only the counts take a pass over the rows.
+        # The leaves' sums off the last level's histograms; only the counts read the rows.
         sums = routing.children_sums(hist[split.feature], split.threshold, split.missing_right)
         rows = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 2**depth)
         if axis_name is not None:

@@ -1,24 +1,9 @@
-"""Split criteria (SplitCriterion, NEWTON), split gains from cumulative histograms (JAX and the CPU kernel) and the best split of a level.
+"""Split criteria (:class:`SplitCriterion`, :data:`NEWTON`), split gains from cumulative histograms
+(JAX and the CPU kernel) and the best split of a level.
 
-An oblivious level applies ONE rule (feature ``f``, bin threshold ``t``, direction of missing
-values) to every current leaf. Its gain is summed over the ``L`` leaves::
-
-    gain(f, t, d) = sum_l [ S(G_L, H_L) + S(G_R, H_R) - S(G, H) ] - min_split_gain,
-
-where, for each leaf, ``G_L, H_L`` are the gradient/hessian sums of rows with ``bin <= t``
-(plus the missing bin when missing goes left) and ``G_R, H_R`` the rest, and ``S`` is the
-**split criterion**'s score of a node (:class:`SplitCriterion`), summed over outputs. The
-default, :data:`NEWTON`, is the regularised Newton score ``S(G, H) = sum_k G_k^2 / (H_k + l2)``
-(the loss reduction of a Newton step, Chen & Guestrin 2016, eq. 7) with leaf values
-``-G / (H + l2)``. ``min_child_weight``: a leaf contributes to the gain only when both of its
-children have hessian sum >= it (children below it later keep their parent's value, see
-:func:`jboost.trees.family.newton_leaf_values`). The level is split only when the best gain is > 0;
-otherwise it is a null split sending everything left.
-
-Histograms are built in :mod:`jboost.trees.histograms`; this module turns them into gains. On CPU the
-kernel fuses both for the Newton criterion (:func:`level_gains`); any other criterion gets its
-histograms from the kernel (with histogram subtraction) and its gains in JAX.
-"""
+An oblivious level's gain sums the criterion's ``S(left) + S(right) - S(parent)`` over its leaves;
+Newton's score is ``G^2 / (H + l2)`` (Chen & Guestrin 2016, eq. 7). See docs/trees.md ("Split
+gains")."""
 
 from __future__ import annotations
 
@@ -51,18 +36,16 @@ class SplitCriterion(NamedTuple):
     """How splits are scored and leaves valued: **the one place to write a new split criterion**.
 
     Attributes:
-      score: ``score(G, H, l2) -> (..., K)``: the score of nodes with gradient and hessian sums
-        ``G, H`` (each ``(..., K)``; ``l2`` traced); a split's gain is ``score(left) +
-        score(right) - score(parent)`` summed over outputs and leaves. Pure JAX, elementwise.
+      score: ``score(G, H, l2) -> (..., K)``: the score of nodes of gradient and hessian sums ``G,
+        H`` (each ``(..., K)``), pure JAX and elementwise; a split's gain is ``score(left) +
+        score(right) - score(parent)`` summed over outputs and leaves.
       value: ``value(G, H, l2) -> (..., K)``: the leaf value of such a node (before shrinkage).
       name: for messages and ``repr``.
-      kernel: only the built-in :data:`NEWTON` sets it: the CPU kernel computes its gains fused
-        with the histograms. A criterion without ``kernel`` still gets its histograms from the
-        kernel (with histogram subtraction); its gains are computed in JAX from them.
+      kernel: set by :data:`NEWTON` only: the CPU kernel computes its gains fused with the
+        histograms (other criteria get the kernel's histograms and their gains in JAX).
 
-    The grower (:func:`jboost.trees.oblivious.fit_tree`), boosting (``BoostConfig.split_criterion``) and
-    ``jboost.fit(split_criterion=...)`` take it as a static setting (a distinct criterion is a
-    distinct compilation; write it at module level so repeated fits reuse the program).
+    A static setting (``jboost.fit(split_criterion=...)``): write it at module level so that
+    repeated fits reuse the compiled program.
     """
 
     score: Callable
@@ -78,12 +61,8 @@ NEWTON = SplitCriterion(score=newton.newton_score, value=newton.newton_value, na
 
 
 def sum_outputs_16(x, keepdims: bool = False):
-    """``x`` summed over its last axis (the ``K`` outputs) in one fixed order: 16 running sums,
-    output ``j`` into sum ``j % 16`` (each from ``+0.0``), then halved pairwise (sum ``i`` plus
-    sum ``i + 8``, then ``i + 4``, ``i + 2``, ``i + 1``). Written as elementwise adds, which XLA
-    never reassociates, it is the depth-wise tree kernel's order (``depthwise.cc``:
-    ``SumOutputs``) on every backend, bit for bit up to the sign of a zero sum; a reduce's
-    association is XLA's own choice and varies with the shapes."""
+    """``x`` summed over its last axis in the depth-wise kernel's fixed order (16 running sums, then
+    halved pairwise), bit for bit on every backend (docs/trees.md, "Split gains")."""
     k = x.shape[-1]
     if k == 1:
         out = 0.0 + x[..., 0]
@@ -101,26 +80,17 @@ def sum_outputs_16(x, keepdims: bool = False):
 
 
 def split_gains(hist, l2, min_child_weight, criterion: SplitCriterion = NEWTON):
-    """Gain of every candidate ``(feature, threshold, missing direction)``: ``(F, B-1, 2)``.
-
-    ``hist`` is ``(F, L, B, 2K)`` with gradient sums in ``[..., :K]`` and hessian sums in
-    ``[..., K:]``; bin ``B-1`` is the missing bin.
-    """
+    """Gain of every candidate ``(feature, threshold, missing direction)``, ``(F, B-1, 2)``, from
+    ``(F, L, B, 2K)`` histograms (gradients then hessians; bin ``B-1`` the missing bin)."""
     return split_gains_cumulative(histograms.prefix_sum(hist, axis=2), l2, min_child_weight,
                                   criterion=criterion)
 
 
 def split_gains_cumulative(cum, l2, min_child_weight, missing: bool = True,
                            criterion: SplitCriterion = NEWTON, output_sum=None):
-    """:func:`split_gains` from inclusive prefix sums of the histograms over all ``B`` bins.
-
-    ``cum[:, :, t]`` is then the left child of threshold ``t`` (missing rows excluded) and
-    ``cum[:, :, B-1]`` the leaf's total. Each missing direction is one elementwise expression
-    reduced over leaves, which XLA fuses into a single loop. With ``missing=False`` (static: the
-    training rows have no missing values, so both directions give the same gains) only direction 0
-    is computed and direction 1 gets ``-inf``: half the work. ``output_sum``: how a node's scores and hessians are summed over the
-    outputs (default ``jnp.sum``, XLA's order; :func:`sum_outputs_16` fixes it).
-    """
+    """:func:`split_gains` from inclusive prefix sums over the ``B`` bins; ``missing=False``
+    (static) computes direction 0 only (direction 1: ``-inf``); ``output_sum``: the sum over
+    outputs."""
     out_sum = (lambda x: jnp.sum(x, axis=-1)) if output_sum is None else output_sum  # noqa: E731
     n_bins = cum.shape[2]
     k = cum.shape[-1] // 2
@@ -171,30 +141,9 @@ def _native_level(X_binned, payload, leaf, parent, l2, min_child_weight, *, n_le
 def level_gains(X_binned, payload, leaf, parent: Optional[jax.Array], *, n_leaves: int, n_bins: int,
                 l2, min_child_weight, missing: bool = True, keep_hist: bool = False,
                 criterion: SplitCriterion = NEWTON):
-    """Split gains of one level of an oblivious tree (rows on one device), fused on CPU.
-
-    On CPU with the kernel, one call per level does, feature by feature while its histograms are
-    in cache: the ``L`` leaves' histograms (with ``parent``, only the smaller sibling of each
-    pair from the rows and the other by subtraction), their prefix sums over bins and the gains of
-    every split; the level's histograms are written out only when ``keep_hist``. Elsewhere, and
-    for a criterion the kernel does not compute: the level's cumulative histograms
-    (:mod:`jboost.trees.histograms`: the kernel's on CPU, by subtraction from ``parent``) and
-    :func:`split_gains_cumulative`. Same sums both ways (up to float rounding).
-
-    Args:
-      X_binned, payload, leaf: as in :func:`build_histogram`; ``leaf`` in ``[0, n_leaves)``.
-      parent: ``None``, or the previous level's ``(F, n_leaves // 2, B, C)`` cumulative histograms
-        (as returned with ``keep_hist``): then the level is built by subtraction on CPU.
-      n_leaves, n_bins: static sizes.
-      l2, min_child_weight: traced regularisation of the gains.
-      missing: static, as in :func:`split_gains_cumulative`.
-      keep_hist: static; also return the level's ``(F, L, B, C)`` cumulative histograms.
-      criterion: the static :class:`SplitCriterion`.
-
-    Returns:
-      ``(gains, hist)``: ``(F, B - 1, 2)`` gains (as :func:`split_gains_cumulative`)
-      and the cumulative histograms, or ``None`` without ``keep_hist``.
-    """
+    """Split gains of one oblivious level: ``(gains (F, B - 1, 2), hist)``, one CPU kernel call for
+    the Newton criterion; ``parent``: the last level's cumulative histograms, ``hist`` this level's
+    (``keep_hist``)."""
     payload = payload.astype(jnp.float32)
     if not criterion.kernel:
         if parent is None:
@@ -240,34 +189,19 @@ def cumulative_split_gains(cum, l2, min_child_weight, missing: bool = True, axis
 def best_split(hist, *, l2, min_split_gain, min_child_weight, feature_mask=None,
                cumulative: bool = False, missing: bool = True,
                criterion: SplitCriterion = NEWTON) -> Split:
-    """The admissible split of maximal gain for one oblivious level, or a null split.
-
-    Args:
-      hist: ``(F, L, B, 2K)`` histograms of this level's leaves.
-      l2: L2 regularisation of leaf values (traced).
-      min_split_gain: the gain must exceed this (traced).
-      min_child_weight: minimal hessian sum of a child for its leaf to count (traced).
-      feature_mask: optional ``(F,)`` bool; only these features are eligible.
-      cumulative: ``hist`` already holds inclusive prefix sums over the bins (as built by
-        :func:`jboost.trees.histograms.level_histograms`; static).
-      criterion: the static :class:`SplitCriterion` (default :data:`NEWTON`).
-      missing: whether any training row may be missing (static; ``False`` skips the gains of
-        sending missing values right, which then equal those of sending them left).
-    """
+    """The admissible split of maximal gain for one oblivious level of ``(F, L, B, 2K)`` histograms
+    (prefix sums if ``cumulative``), or a null split; ``feature_mask``: optional ``(F,)`` bool."""
     cum = hist if cumulative else histograms.prefix_sum(hist, axis=2)
     gains = split_gains_cumulative(cum, l2, min_child_weight, missing, criterion)
     return best_split_of_gains(gains, min_split_gain=min_split_gain, feature_mask=feature_mask)
 
 
 def best_split_of_gains(gains, *, min_split_gain, feature_mask=None) -> Split:
-    """:func:`best_split` from the ``(F, B - 1, 2)`` gains of :func:`split_gains_cumulative`
-    (the first maximum in (feature, threshold, direction) order)."""
+    """:func:`best_split` from the ``(F, B - 1, 2)`` gains of :func:`split_gains_cumulative`: the
+    first maximum in (feature, threshold, direction) order."""
     n_features, n_bins = gains.shape[0], gains.shape[1] + 1
-    # Two stages, the same first maximum as one argmax over the flattened gains: each feature's
-    # maximum (a plain max-reduction, which vectorises), the first feature reaching the largest,
-    # then the first (threshold, direction) of that feature's gains reaching it. (A single
-    # argmax is a (value, index) reduction that XLA's CPU backend runs one element at a time;
-    # NaN, which argmax takes as the maximum, propagates through max to the same choice.)
+    # Two stages (docs/trees.md, "Split gains"), the first maximum of one flat argmax; NaN, the
+    # maximum for argmax, propagates through max to the same choice.
     per_feature = jnp.max(gains.reshape(n_features, -1), axis=1)
     if feature_mask is not None:
         per_feature = jnp.where(feature_mask, per_feature, -jnp.inf)
