@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jboost import _compile
+from jboost import checks
 from jboost.data import categorical as categorical_lib
 
 #: Default ``cat_prior_weight``: the weight ``a`` of the prior in ``(S + a p) / (N + a)``.
@@ -56,6 +57,32 @@ def targets(y: np.ndarray, loss) -> np.ndarray:
         k = int(loss.n_outputs)
         return (y[:, None] == np.arange(k, dtype=np.float32)[None, :]).astype(np.float32)
     return y[:, None] if y.ndim == 1 else y
+
+
+def checked_targets(spec, y, loss, prior, prior_weight):
+    """``(spec, t)``: the statistics' values ``t (n, K)`` of labels ``y`` (:func:`targets`) and
+    ``spec`` with their count ``K``, after the checks of ``loss`` (one label per row) and of the
+    concrete categorical settings (``cat_prior``: one number or ``K``)."""
+    if loss.batch:
+        raise ValueError(f"categorical features need a loss of one label per row; {loss.name!r} is "
+                         "an objective of the whole batch (Cox, ranking): encode the categorical "
+                         "columns as numbers first.")
+    t = targets(np.asarray(y), loss)
+    K = t.shape[1]
+    spec = categorical_lib.CategoricalSpec(spec.names, spec.kinds, spec.vocab, spec.vocab_type,
+                                           spec.missing, K, spec.one_hot_max_size)
+    categorical_lib.check_settings(spec.one_hot_max_size, prior, prior_weight)
+    if prior is not None and not checks.is_traced(prior) and np.asarray(prior).size not in (1, K):
+        raise ValueError(f"cat_prior has {np.asarray(prior).size} values; the statistics have {K} "
+                         f"(one per class or label column): give one number or {K}.")
+    return spec, t
+
+
+def default_prior(t, w) -> np.ndarray:
+    """The default prior ``(K,)`` float64 of the statistics ``t``: their mean weighted by ``w``
+    (float32), summed on the host as :func:`jboost.fit` sums it."""
+    w = np.asarray(w, np.float32)
+    return (t * w[:, None]).sum(0, dtype=np.float64) / max(float(w.sum(dtype=np.float64)), 1e-30)
 
 
 def _segmented_exclusive_sum(values, starts):
@@ -169,7 +196,6 @@ def ctr_values(cat: Categorical, codes):
     every training row (code ``-1``, unseen or missing: the prior).
     """
     spec = cat.spec
-    K = spec.n_stats
     codes = jnp.asarray(codes).astype(jnp.int32)
     idx = jnp.clip(codes + jnp.asarray(spec.offsets)[None, :], 0, max(spec.n_table_rows - 1, 0))
     table = table_values(cat.sums, cat.counts, cat.prior, cat.prior_weight)   # (V, K)
