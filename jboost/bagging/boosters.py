@@ -2,8 +2,7 @@
 :func:`jboost.engine.boosting.boost` over bags with bootstrap counts as sample weights, with
 per-bag out-of-bag early stopping, warm start and checkpointed chunks of bags.
 
-See docs/ensembles.md.
-"""
+See docs/ensembles.md."""
 
 from __future__ import annotations
 
@@ -71,7 +70,6 @@ def fit_bagged_boosters(X, y, loss="squared_error", *, n_bags: int = 10,
       init_model: :class:`BaggedBoosters` to continue by ``n_rounds`` more rounds in every bag.
       checkpoint_dir: save each chunk of bags as it finishes; a rerun resumes bitwise.
       callbacks: functions called after each chunk of bags with a dict; ``True`` stops the fit.
-      rows: ``"global"`` or ``"local"`` (multi-process: each process passes its own rows).
 
     Returns:
       A :class:`BaggedBoosters`.

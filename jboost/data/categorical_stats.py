@@ -2,8 +2,7 @@
 (Categorical) and prediction values.
 
 Prokhorenkova, Gusev, Vorobev, Dorogush and Gulin (2018), "CatBoost: unbiased boosting with
-categorical features", NeurIPS, Section 3.2. See ``docs/categorical.md``.
-"""
+categorical features", NeurIPS, Section 3.2. See ``docs/categorical.md``."""
 
 from __future__ import annotations
 
@@ -43,15 +42,9 @@ class Categorical(NamedTuple):
     prior_weight: jax.Array
 
 
-# --------------------------------------------------------------------------------------------
-# Target statistics (JAX: traced prior, prior weight and key).
-# --------------------------------------------------------------------------------------------
-
-
 def targets(y: np.ndarray, loss) -> np.ndarray:
     """The target statistics' values ``t (n, K)`` float32 of labels ``y`` for ``loss``: the class
-    indicators of a K-class loss, else the labels' columns.
-    """
+    indicators of a K-class loss, else the labels' columns."""
     y = np.asarray(y, np.float32)
     if loss.task == "multiclass" and y.ndim == 1:
         k = int(loss.n_outputs)
@@ -87,8 +80,7 @@ def default_prior(t, w) -> np.ndarray:
 
 def _segmented_exclusive_sum(values, starts):
     """Per segment (``starts`` marks each first row, rows sorted by segment), the sum of the rows
-    before each row in its segment: ``(n, K)``.
-    """
+    before each row in its segment: ``(n, K)``."""
     def combine(a, b):
         va, fa = a
         vb, fb = b
@@ -101,8 +93,7 @@ def _segmented_exclusive_sum(values, starts):
 
 def _weighted_borders(v, w, n_bins: int):
     """Weighted quantile borders of one column ``v`` (rows of weight 0 left out) placed as
-    :func:`jboost.data.binning.compute_borders` places them, ``+inf`` padded to ``n_bins - 1``.
-    """
+    :func:`jboost.data.binning.compute_borders` places them, ``+inf`` padded to ``n_bins - 1``."""
     n = v.shape[0]
     pos = w > 0
     v = jnp.where(pos, v, jnp.inf)
@@ -136,16 +127,14 @@ def _flush(v):
 
 def bin_values(values, borders):
     """Bins ``(F, n)`` uint8 of values ``(n, F)`` with borders ``(F, n_bins - 1)`` by
-    :mod:`jboost.data.binning`'s rule (no missing values here).
-    """
+    :mod:`jboost.data.binning`'s rule (no missing values here)."""
     search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left"))
     return search(borders[:, :-1], values.T).astype(jnp.uint8)
 
 
 def table_values(sums, counts, prior, prior_weight):
     """Every category's statistic from all training rows, ``(S + a p) / (N + a)``: sums ``(V, K)``,
-    counts ``(V,)``, prior ``(K,)`` and its weight ``()`` give ``(V, K)``.
-    """
+    counts ``(V,)``, prior ``(K,)`` and its weight ``()`` give ``(V, K)``."""
     return (sums + prior_weight * prior) / (counts[:, None] + prior_weight)
 
 
@@ -193,8 +182,7 @@ def training_features(codes, t, w, key, prior, prior_weight, offsets, *, n_table
 
 def ctr_values(cat: Categorical, codes):
     """Prediction values ``(n, J*K)`` float32 of ctr codes ``(n, J)``: the category's statistic from
-    every training row (code ``-1``, unseen or missing: the prior).
-    """
+    every training row (code ``-1``, unseen or missing: the prior)."""
     spec = cat.spec
     codes = jnp.asarray(codes).astype(jnp.int32)
     idx = jnp.clip(codes + jnp.asarray(spec.offsets)[None, :], 0, max(spec.n_table_rows - 1, 0))
@@ -205,8 +193,7 @@ def ctr_values(cat: Categorical, codes):
 
 def expand(cat: Categorical, X_enc):
     """The trees' features ``(n, n_features)`` of encoded rows ``X_enc (n, encoded_width)``: the
-    host features, then the ctr columns' statistics (one model: call it per model of a batch).
-    """
+    host features, then the ctr columns' statistics (one model: call it per model of a batch)."""
     spec = cat.spec
     X_enc = jnp.asarray(X_enc, jnp.float32)
     h = spec.host_width

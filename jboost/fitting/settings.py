@@ -484,8 +484,7 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
 
     A callable ``learning_rate`` is the static ``learning_rate_schedule`` (the traced rate is 1).
     Loss-guided trees take ``max_leaves`` and ``depth`` as a bound up to
-    :data:`MAX_DEPTHWISE_DEPTH` (``None``: ``max_leaves - 1``).
-    """
+    :data:`MAX_DEPTHWISE_DEPTH` (``None``: ``max_leaves - 1``)."""
     n_rounds = check_setting("n_rounds", n_rounds)
     families = registry.TREE_FAMILIES
     if isinstance(tree_family, str):  # the built-in families by name

@@ -2,8 +2,7 @@
 seed (ESL 7.10, repeated K-fold CV), the models fitted as one vmapped program per
 ``(depth, n_bins)``; the checked inputs, folds, grid, groups and the :class:`SweepResult`.
 
-See docs/sweeps.md.
-"""
+See docs/sweeps.md."""
 
 from __future__ import annotations
 
