@@ -2,8 +2,7 @@
 oblivious or depth-wise trees, bagged boosters, and out-of-bag estimates (ESL 15.3.1).
 
 Modules: ``bootstrap`` (bootstrap weights, bag keys, feature subsets), ``forest``
-(:func:`fit_forest`), ``boosters`` (:func:`fit_bagged_boosters`), ``oob``. See docs/ensembles.md.
-"""
+(:func:`fit_forest`), ``boosters`` (:func:`fit_bagged_boosters`), ``oob``. See docs/ensembles.md."""
 
 from jboost.engine.memory import chunk_size_for_budget
 from jboost.engine.memory import forest_chunk_size

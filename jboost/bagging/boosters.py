@@ -2,8 +2,7 @@
 :func:`jboost.engine.boosting.boost` over bags with bootstrap counts as sample weights, with
 per-bag out-of-bag early stopping, warm start and checkpointed chunks of bags.
 
-See docs/ensembles.md.
-"""
+See docs/ensembles.md."""
 
 from __future__ import annotations
 
@@ -71,7 +70,6 @@ def fit_bagged_boosters(X, y, loss="squared_error", *, n_bags: int = 10,
       init_model: :class:`BaggedBoosters` to continue by ``n_rounds`` more rounds in every bag.
       checkpoint_dir: save each chunk of bags as it finishes; a rerun resumes bitwise.
       callbacks: functions called after each chunk of bags with a dict; ``True`` stops the fit.
-      rows: ``"global"`` or ``"local"`` (multi-process: each process passes its own rows).
 
     Returns:
       A :class:`BaggedBoosters`.
@@ -252,18 +250,10 @@ def _finish_bags(b: _Bags, a, out, init, counts, cat_out, init_model) -> bagged.
     """The last step of :func:`fit_bagged_boosters`: the finite-loss check of a concrete fit,
     the rounds kept (to the last bag's stop), every bag's borders, a continued fit's rounds
     first; traced settings outside their domains give NaN bags (with a warning)."""
-    trees, train_loss, valid_loss = out.trees, out.train_loss, out.valid_loss
-    stopping, data = b.config.early_stopping, b.data
-    # A concrete fit: no silent NaN bag (fit's FloatingPointError, naming the bag).
-    if not any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(b.hyper)):
-        checks_lib.check_finite_fits(train_loss, b.loss, b.train, init,
-                                     n_fitted=None if stopping is None else out.n_fitted,
-                                     names=lambda i: f"bag {i[0]}", what="bags")
-    if stopping is not None and not checks.is_traced(out.n_fitted):
-        # A concrete fit keeps the rounds up to the last bag's stop (later bags' rounds: zeros).
-        last = int(np.max(np.asarray(out.n_fitted)))
-        trees, train_loss, valid_loss = jax.tree_util.tree_map(
-            lambda v: v[:, :last], (trees, train_loss, valid_loss))
+    data = b.data
+    concrete = not any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(b.hyper))
+    trees, train_loss, valid_loss = boosters_binned.kept_rounds(
+        out, b.loss, b.train, init, b.config.early_stopping, concrete=concrete)
     valid_loss = valid_loss if b.oob or b.shared else None
     borders, categorical = data.borders, None
     if cat_out is not None:  # each bag's borders: the shared host rows, then its statistics'

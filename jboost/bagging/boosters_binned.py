@@ -19,6 +19,7 @@ from jboost.engine import boosting as boosting_lib
 from jboost.engine import state as state_lib
 from jboost.fitting import settings as settings_lib
 from jboost.losses import baselines
+from jboost.losses import checks as checks_lib
 from jboost.losses import loss as loss_lib
 from jboost.trees import oblivious
 
@@ -74,12 +75,6 @@ def bag_boost_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, loss:
                                    progress="bagged boosters: bags" if verbose else None)
 
 
-#: The boosting settings of every bag (:func:`jboost.fitting.settings.settings`' arguments).
-BAG_BOOST_SETTINGS = ("n_rounds", "depth", "n_bins", "learning_rate", "l2", "min_split_gain",
-                      "min_child_weight", "subsample", "colsample", "colsample_by",
-                      "per_output_trees", "tree_family", "max_leaves")
-
-
 def bag_settings(settings):
     """``(bootstrap, n_bags, chunk_size, BoostConfig, Hyperparams)``: the checked settings of
     bagged boosters (``settings``: a mapping of the entry point's arguments), one pass of the
@@ -87,7 +82,7 @@ def bag_settings(settings):
     bootstrap = checks.check_choice(settings["bootstrap"], "bootstrap", bootstrap_lib.BOOTSTRAPS)
     n_bags = checks.check_int(settings["n_bags"], "n_bags", 1, 10**6)
     chunk_size = min(checks.check_int(settings["chunk_size"], "chunk_size", 1, 10**6), n_bags)
-    config, hyper = settings_lib.settings(**{k: settings[k] for k in BAG_BOOST_SETTINGS})
+    config, hyper = settings_lib.settings_of(settings, per_output_trees=settings["per_output_trees"])
     return bootstrap, n_bags, chunk_size, config, hyper
 
 
@@ -183,30 +178,15 @@ def categorical_inputs(plan, data, loss: loss_lib.Loss, key, n_bags: int, bootst
                         prior_weight):
     """``(BagCat, spec)`` of a fit of bags with categorical columns; every bag's bootstrap weights
     drawn on the host and its default prior computed as :func:`jboost.fit` computes it."""
-    if loss.batch:
-        raise ValueError(f"categorical features need a loss of one label per row; {loss.name!r} is "
-                         "an objective of the whole batch (Cox, ranking): encode the categorical "
-                         "columns as numbers first.")
-    spec = plan.spec
-    t = categorical_stats.targets(np.asarray(data.y), loss)
+    spec, t = categorical_stats.checked_targets(plan.spec, data.y, loss, prior, prior_weight)
     K = t.shape[1]
-    spec = data_categorical.CategoricalSpec(spec.names, spec.kinds, spec.vocab, spec.vocab_type,
-                                           spec.missing, K, spec.one_hot_max_size)
-    data_categorical.check_settings(spec.one_hot_max_size, prior, prior_weight)
     h = spec.host_width
-    n = t.shape[0]
-    counts = np.asarray(bootstrap_lib.all_bootstrap_weights(key, n_bags, n, bootstrap))
-    w = np.asarray(data.w, np.float32)
+    counts = np.asarray(bootstrap_lib.all_bootstrap_weights(key, n_bags, t.shape[0], bootstrap))
     if prior is None:
-        priors = np.zeros((n_bags, K), np.float32)
-        for b in range(n_bags):
-            wb = (w * counts[b]).astype(np.float32)
-            priors[b] = (t * wb[:, None]).sum(0, dtype=np.float64) / max(float(wb.sum(dtype=np.float64)), 1e-30)
-        priors = jnp.asarray(priors)
+        w = np.asarray(data.w, np.float32)
+        priors = jnp.asarray(np.stack([categorical_stats.default_prior(t, w * counts[b])
+                                       for b in range(n_bags)]).astype(np.float32))
     else:
-        if not checks.is_traced(prior) and np.asarray(prior).size not in (1, K):
-            raise ValueError(f"cat_prior has {np.asarray(prior).size} values; the statistics have {K} "
-                             f"(one per class or label column): give one number or {K}.")
         priors = jnp.broadcast_to(jnp.asarray(prior, jnp.float32), (n_bags, K))
     valid_codes = None if plan.X_valid is None else jnp.asarray(plan.X_valid[:, h:], jnp.int32)
     cat = BagCat(jnp.asarray(plan.X[:, h:], jnp.int32), valid_codes, jnp.asarray(t),
@@ -229,6 +209,21 @@ def bag_early_stopping(rounds, tolerance, metric, eval_set, loss: loss_lib.Loss,
                          "bootstrap='multinomial' or 'poisson', or pass eval_set=(X_valid, y_valid).")
     return settings_lib.check_early_stopping(rounds, tolerance, metric, loss,
                                             has_validation=True), oob
+
+
+def kept_rounds(out, loss: loss_lib.Loss, train, init, stopping, *, concrete: bool = True):
+    """``(trees, train_loss, valid_loss)`` of fitted bags: with ``concrete`` settings no NaN bag
+    (fit's FloatingPointError, naming the bag), and with early stopping the rounds up to the last
+    bag's stop (later bags' rounds: zeros)."""
+    n_fitted = None if stopping is None else out.n_fitted
+    if concrete:
+        checks_lib.check_finite_fits(out.train_loss, loss, train, init, n_fitted=n_fitted,
+                                     names=lambda i: f"bag {i[0]}", what="bags")
+    rounds = (out.trees, out.train_loss, out.valid_loss)
+    if n_fitted is None or checks.is_traced(n_fitted):
+        return rounds
+    last = int(np.max(np.asarray(n_fitted)))
+    return jax.tree_util.tree_map(lambda v: v[:, :last], rounds)
 
 
 def check_out_of_bag_rows(key, n_bags: int, w, bootstrap: str, counts=None) -> None:

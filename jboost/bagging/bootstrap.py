@@ -1,6 +1,5 @@
 """Bootstrap weights (multinomial, Poisson, Bayesian), per-bag keys and the random feature
-subsets of a forest's trees (ESL 8.7, Algorithm 15.1). See docs/ensembles.md.
-"""
+subsets of a forest's trees (ESL 8.7, Algorithm 15.1). See docs/ensembles.md."""
 
 from __future__ import annotations
 

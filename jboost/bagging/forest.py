@@ -1,8 +1,7 @@
 """fit_forest / fit_bagged_trees: random forests (ESL Algorithm 15.1; Breiman 2001) and bagged
 trees of depth-wise or oblivious trees, fitted in checkpointed chunks of bags.
 
-See docs/ensembles.md.
-"""
+See docs/ensembles.md."""
 
 from __future__ import annotations
 
@@ -141,7 +140,6 @@ def fit_forest(X, y, *, task, n_trees: int = 100, depth,
       init_model: a :class:`Forest` to continue by ``n_trees`` more trees, bitwise the longer fit.
       devices: rows sharded over these devices (``"all"``, a list or a ``Mesh``), histograms
         summed with ``psum``: the one-device trees.
-      rows: ``"global"`` or ``"local"`` (multi-process: each process passes its own rows).
 
     Returns:
       A :class:`Forest`.

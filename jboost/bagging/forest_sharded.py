@@ -13,6 +13,7 @@ from jax import lax
 from jboost import _compile
 from jboost.bagging import forest_binned
 from jboost.engine import distributed
+from jboost.fitting import settings as settings_lib
 
 
 class ShardedRows(NamedTuple):
@@ -81,9 +82,6 @@ def local_rows(X, y, sample_weight, devices, settings: dict, **refused) -> "dist
     """The checks and gathers of a multi-process forest (``rows="local"``): the same ``settings``
     on every process, then the refused arguments (given on any process: every process raises)."""
     local = distributed.gather(X, y, sample_weight, None, devices, dict(settings, **refused))
-    given = [k for k, v in refused.items() if v]
-    if given:
-        raise ValueError(f"fit_forest with rows='local' does not support "
-                         f"{', '.join(k + '=' for k in given)} yet: fit with rows='global' (every "
-                         "process passing the whole table) for them.")
+    settings_lib.refuse_local_rows("fit_forest with rows='local' does",
+                                   [k for k, v in refused.items() if v])
     return local

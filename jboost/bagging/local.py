@@ -20,9 +20,9 @@ from jboost.engine import memory
 from jboost.engine import state as state_lib
 from jboost.fitting import prepare
 from jboost.fitting import rounds as rounds_lib
+from jboost.fitting import settings as settings_lib
 from jboost.losses import baselines
 from jboost.losses import checks as checks_lib
-from jboost.losses import loss as loss_lib
 from jboost.models import bagged
 from jboost.models import metadata
 from jboost.trees import family
@@ -77,14 +77,8 @@ def fit_local(X, y, loss, sample_weight, eval_set, settings: dict) -> bagged.Bag
         if s["verbose"] and local.is_first:
             print(f"bagged boosters: bags {min((c + 1) * chunk_size, n_bags)}/{n_bags}", flush=True)
     out, init = jax.tree_util.tree_map(lambda *a: np.concatenate(a)[:n_bags], *outs)
-    train_loss, valid_loss, trees = out.train_loss, out.valid_loss, out.trees
-    checks_lib.check_finite_fits(train_loss, loss_obj, state_lib.Data.train_only(
-        data.X_binned, data.y, data.w), init, n_fitted=None if stopping is None else out.n_fitted,
-        names=lambda i: f"bag {i[0]}", what="bags")
-    if stopping is not None:  # the rounds up to the last bag's stop, as a single-process fit
-        last = int(np.max(out.n_fitted))
-        trees, train_loss, valid_loss = jax.tree_util.tree_map(
-            lambda a: a[:, :last], (trees, train_loss, valid_loss))
+    trees, train_loss, valid_loss = boosters_binned.kept_rounds(
+        out, loss_obj, state_lib.Data.train_only(data.X_binned, data.y, data.w), init, stopping)
     trees = family.with_borders(jax.tree_util.tree_map(jnp.asarray, trees), data.borders)
     return bagged.BaggedBoosters(
         trees=trees, borders=data.borders, baseline=jnp.asarray(init),
@@ -102,20 +96,13 @@ def _refuse_unsupported(s: dict, loss, eval_set, oob_asked: bool) -> None:
     refused = [k for k in ("init_model", "checkpoint_dir", "base_margin", "eval_base_margin") if s[k]]
     if s["n_callbacks"]:
         refused.append("callbacks")
-    if refused:
-        raise ValueError(f"bagged boosters with rows='local' do not support "
-                         f"{', '.join(k + '=' for k in refused)} yet: fit with rows='global' (every "
-                         "process passing the whole table) for them.")
-    cat = s["cat_features"]
-    if cat is not None and not (np.ndim(cat) == 1 and len(cat) == 0):
-        raise ValueError("cat_features: bagged boosters with rows='local' do not support categorical "
-                         "columns yet: encode them as numbers (the same encoding on every process).")
+    settings_lib.refuse_local_rows("bagged boosters with rows='local' do", refused,
+                                   s["cat_features"], loss)
     if oob_asked or (eval_set is None and s["early_stopping_rounds"] is not None):
         raise ValueError("eval_set: bagged boosters with rows='local' score no out-of-bag rows yet "
                          "(eval_set='oob', or early stopping without an eval_set): pass "
                          "eval_set=(X_valid, y_valid[, w_valid]) with each process's validation rows.")
-    if isinstance(loss, loss_lib.Loss) and loss.batch:
-        raise ValueError(f"loss: rows='local' does not support batch objectives ({loss.name!r}).")
+
 
 @functools.lru_cache(maxsize=16)
 def _local_bags_program(mesh, config: boosting_lib.BoostConfig, n_bags: int):

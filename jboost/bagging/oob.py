@@ -2,8 +2,7 @@
 
 Each row is scored by the bags whose bootstrap weight for it is 0, by one ``lax.scan`` over bags
 carrying running sums (no ``(B, n, K)`` array); with every row out of every bag the same scan
-gives the error of the first ``b`` trees on any data (ESL Figure 15.1).
-"""
+gives the error of the first ``b`` trees on any data (ESL Figure 15.1)."""
 
 from __future__ import annotations
 
@@ -141,8 +140,7 @@ def forest_oob(forest: Forest, X_train, y_train) -> OOBResult:
     """OOB predictions and OOB error against the number of trees, for the forest's training data.
 
     ``X_train, y_train`` must be the rows the forest was fitted on, in the same order
-    (``forest.bag_weights[b, i]`` is row ``i``'s bootstrap weight in tree ``b``).
-    """
+    (``forest.bag_weights[b, i]`` is row ``i``'s bootstrap weight in tree ``b``)."""
     X_train, y_train = rows_and_labels(forest, X_train, y_train, "X_train", "y_train")
     if X_train.shape[0] != forest.bag_weights.shape[1]:
         raise ValueError(f"X_train has {X_train.shape[0]} rows but the forest was fitted on "

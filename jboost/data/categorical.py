@@ -3,8 +3,7 @@ fit's encoding plan.
 
 A column is one-hot (at most ``one_hot_max_size`` categories) or gets ordered target statistics
 (:mod:`jboost.data.categorical_stats`), as in CatBoost (Prokhorenkova et al. 2018, NeurIPS,
-Sections 3-4). See ``docs/categorical.md``.
-"""
+Sections 3-4). See ``docs/categorical.md``."""
 
 from __future__ import annotations
 
@@ -21,24 +20,8 @@ from jboost.data import tabular
 
 def categorical_plan(X, cat_features, one_hot_max_size, eval_set=None, n_stats: int = 1):
     """The one place a fit reads categorical columns: ``None`` when ``X`` has none, else a
-    :class:`Plan` (``docs/categorical.md``). Errors name the argument.
-
-    Args:
-      X: the training features (a DataFrame or an array).
-      cat_features: ``None``, or column names / indices / a boolean mask.
-      one_hot_max_size: the most categories of a one-hot column.
-      eval_set: ``None`` or a ``(X, y[, w])`` tuple.
-      n_stats: statistics per ordered-target-statistics column (``K``).
-
-    Returns:
-      ``None`` or a :class:`Plan`.
-
-    Raises:
-      TypeError: traced ``X``, an ``eval_set`` that is not a tuple, a ``cat_features`` entry of
-        the wrong kind, or a non-numeric column left out of ``cat_features``.
-      ValueError: an invalid ``one_hot_max_size``, an empty ``X``, a ``cat_features`` entry
-        that names no column, or a categorical column of non-integer numbers.
-    """
+    :class:`Plan` of the training rows and ``eval_set``'s (``n_stats``: K statistics per ctr
+    column); errors name the argument (docs/categorical.md)."""
     size = check_settings(one_hot_max_size, None, None)
     if checks.is_traced(X):
         raise TypeError("X must be a concrete array (it is binned on the host); under "
@@ -64,8 +47,7 @@ def categorical_plan(X, cat_features, one_hot_max_size, eval_set=None, n_stats: 
 def categorical_plan_like(spec, X, eval_set=None):
     """The :class:`Plan` of a continued fit: ``X`` and the ``eval_set``'s rows encoded with the
     model's ``spec`` (an unseen category: the prior, as at prediction); raises as
-    :func:`categorical_rows`.
-    """
+    :func:`categorical_rows`."""
     X_valid = None
     if isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
         X_valid = categorical_rows(spec, eval_set[0], "eval_set X")
@@ -75,12 +57,7 @@ def categorical_plan_like(spec, X, eval_set=None):
 def categorical_rows(spec, X, name: str = "X") -> np.ndarray:
     """Rows to predict with a model fitted on categorical columns, as the encoded float32 matrix
     ``(n, spec.encoded_width)`` the model reads (:func:`encode`; unseen and missing categories are
-    never an error).
-
-    Raises:
-      TypeError: traced rows, or a non-numeric value in a numeric column.
-      ValueError: rows not 2-D or of the wrong width, or a non-integer code.
-    """
+    never an error)."""
     if checks.is_traced(X):
         raise TypeError(f"{name} of a model with categorical features must be concrete (its "
                         "categories are looked up on the host); predict outside jax.jit / jax.vmap.")
@@ -90,6 +67,7 @@ def categorical_rows(spec, X, name: str = "X") -> np.ndarray:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {np.shape(X)}.")
     return encode(spec, X, name)
 
+
 #: Default ``one_hot_max_size``: columns with at most this many categories (a missing value
 #: counts as one) are one-hot encoded, the others get ordered target statistics
 #: (``docs/categorical.md``).
@@ -97,11 +75,6 @@ ONE_HOT_MAX_SIZE = 16
 
 KINDS = ("numeric", "one_hot", "ctr")
 MISSING_NAME = "<missing>"
-
-
-# --------------------------------------------------------------------------------------------
-# The static part: column kinds, vocabularies, the encoded layout.
-# --------------------------------------------------------------------------------------------
 
 
 @jax.tree_util.register_pytree_node_class
@@ -358,8 +331,7 @@ def _numbers(col, name: str) -> np.ndarray:
 
 def has_categorical(X, cat_features) -> bool:
     """Whether a fit on ``X`` has categorical columns: ``cat_features`` given and non-empty, or a
-    DataFrame with category or string columns.
-    """
+    DataFrame with category or string columns."""
     if cat_features is not None:
         return len(_as_list(cat_features)) > 0
     return tabular.is_frame(X) and any(tabular.categorical_dtype(d) for d in X.dtypes)
@@ -375,12 +347,7 @@ def _as_list(cat_features) -> list:
 def resolve_columns(X, cat_features, name: str = "X") -> Tuple[Optional[Tuple[str, ...]], list]:
     """``(names, categorical)``: the input's column names (``None`` for arrays) and which columns
     are categorical (bools), from ``cat_features`` (``None``: a DataFrame's category, object and
-    string columns; or names / indices / a boolean mask).
-
-    Raises:
-      TypeError: a mix of booleans and names or indices, a name for an array, another entry.
-      ValueError: ``X`` not 2-D, a mask of the wrong length, an unknown index or name.
-    """
+    string columns; or names / indices / a boolean mask)."""
     if tabular.is_frame(X):
         names = tabular.feature_names_of(X)
         dtypes = list(X.dtypes)
@@ -424,12 +391,7 @@ def resolve_columns(X, cat_features, name: str = "X") -> Tuple[Optional[Tuple[st
 def build_spec(X, categorical: Sequence[bool], names, one_hot_max_size: int, n_stats: int,
                name: str = "X") -> Tuple[CategoricalSpec, np.ndarray]:
     """``(spec, X_enc)``: the :class:`CategoricalSpec` of training rows ``X`` (vocabularies from
-    its values; ``categorical`` says per column whether it is) and their :func:`encode` matrix.
-
-    Raises:
-      TypeError: a column jboost cannot use (a non-numeric column not named categorical).
-      ValueError: a categorical column of non-integer numbers.
-    """
+    its values; ``categorical`` says per column whether it is) and their :func:`encode` matrix."""
     kinds, vocab, vtype, missing = [], [], [], []
     for j, is_cat in enumerate(categorical):
         col = _column(X, j)
@@ -496,12 +458,7 @@ def encode(spec: CategoricalSpec, X, name: str = "X") -> np.ndarray:
     """Rows ``X`` (a DataFrame with the spec's columns in its order, or an array of
     ``spec.n_inputs`` columns) as the float32 ``(n, spec.encoded_width)`` matrix the model reads:
     numeric columns, one-hot indicators, then one category code per ctr column (``-1``: unseen).
-    Host-side; never an error for unseen or missing categories.
-
-    Raises:
-      ValueError: the wrong number of columns, or a non-integer code.
-      TypeError: a non-numeric value in a numeric column.
-    """
+    Host-side; never an error for unseen or missing categories."""
     n_cols = X.shape[1] if hasattr(X, "shape") and len(X.shape) == 2 else None
     if n_cols != spec.n_inputs:
         raise ValueError(f"{name} has {n_cols} columns, but the model was fitted on {spec.n_inputs} "
@@ -529,8 +486,7 @@ def encode(spec: CategoricalSpec, X, name: str = "X") -> np.ndarray:
 
 def encoded_names(model) -> Tuple[str, ...]:
     """Names of the features a model's trees split on: its spec's ``encoded_names``, else its
-    feature names, or ``x0..``.
-    """
+    feature names, or ``x0..``."""
     cat = getattr(model, "categorical", None)
     if cat is not None:
         return cat.spec.encoded_names
@@ -540,8 +496,7 @@ def encoded_names(model) -> Tuple[str, ...]:
 
 def sum_by_input(model, values, axis: int = -1):
     """Per-encoded-feature quantities (importances, SHAP values: additive) summed by original input
-    column along ``axis``; a model without categorical columns: ``values`` as they are.
-    """
+    column along ``axis``; a model without categorical columns: ``values`` as they are."""
     cat = getattr(model, "categorical", None)
     if cat is None:
         return values
@@ -549,11 +504,6 @@ def sum_by_input(model, values, axis: int = -1):
     out = jax.ops.segment_sum(jnp.moveaxis(values, -1, 0), jnp.asarray(cat.spec.sources),
                               num_segments=cat.spec.n_inputs)
     return jnp.moveaxis(jnp.moveaxis(out, 0, -1), -1, axis)
-
-
-# --------------------------------------------------------------------------------------------
-# Fitting: the encoder of a fit's training rows.
-# --------------------------------------------------------------------------------------------
 
 
 class Plan(NamedTuple):
@@ -566,17 +516,8 @@ class Plan(NamedTuple):
 
 
 def check_settings(one_hot_max_size, prior, prior_weight) -> int:
-    """Check the concrete categorical settings and return ``one_hot_max_size`` as an int.
-
-    Args:
-      one_hot_max_size: an int ``>= 0``.
-      prior: ``None``, or a finite number or ``(K,)`` array.
-      prior_weight: ``None``, or a finite number ``> 0``.
-
-    Raises:
-      TypeError: ``one_hot_max_size`` is not an int.
-      ValueError: a value out of its domain.
-    """
+    """``one_hot_max_size`` (an int ``>= 0``) as an int, after checking it and the concrete
+    ``prior`` (a finite number or ``(K,)``) and ``prior_weight`` (finite, ``> 0``)."""
     size = checks.check_int(one_hot_max_size, "one_hot_max_size", 0, 2**31 - 1)
     if prior_weight is not None and not checks.is_traced(prior_weight):
         a = np.asarray(prior_weight, np.float64)
@@ -597,8 +538,7 @@ CATEGORICAL_ENTRY_POINTS = ("jboost.fit, jboost.sweep.sweep or jboost.bagging.fi
 
 def refuse_categorical(X, who: str, name: str = "X") -> None:
     """Raise ``TypeError`` when ``X`` is a DataFrame with categorical columns and the entry point
-    ``who`` takes numeric columns only; the message names the columns and the fix.
-    """
+    ``who`` takes numeric columns only; the message names the columns and the fix."""
     if not tabular.is_frame(X):
         return
     cats = [str(c) for c, d in zip(X.columns, X.dtypes) if tabular.categorical_dtype(d)]

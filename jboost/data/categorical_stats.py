@@ -2,8 +2,7 @@
 (Categorical) and prediction values.
 
 Prokhorenkova, Gusev, Vorobev, Dorogush and Gulin (2018), "CatBoost: unbiased boosting with
-categorical features", NeurIPS, Section 3.2. See ``docs/categorical.md``.
-"""
+categorical features", NeurIPS, Section 3.2. See ``docs/categorical.md``."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jboost import _compile
+from jboost import checks
 from jboost.data import categorical as categorical_lib
 
 #: Default ``cat_prior_weight``: the weight ``a`` of the prior in ``(S + a p) / (N + a)``.
@@ -42,15 +42,9 @@ class Categorical(NamedTuple):
     prior_weight: jax.Array
 
 
-# --------------------------------------------------------------------------------------------
-# Target statistics (JAX: traced prior, prior weight and key).
-# --------------------------------------------------------------------------------------------
-
-
 def targets(y: np.ndarray, loss) -> np.ndarray:
     """The target statistics' values ``t (n, K)`` float32 of labels ``y`` for ``loss``: the class
-    indicators of a K-class loss, else the labels' columns.
-    """
+    indicators of a K-class loss, else the labels' columns."""
     y = np.asarray(y, np.float32)
     if loss.task == "multiclass" and y.ndim == 1:
         k = int(loss.n_outputs)
@@ -58,10 +52,35 @@ def targets(y: np.ndarray, loss) -> np.ndarray:
     return y[:, None] if y.ndim == 1 else y
 
 
+def checked_targets(spec, y, loss, prior, prior_weight):
+    """``(spec, t)``: the statistics' values ``t (n, K)`` of labels ``y`` (:func:`targets`) and
+    ``spec`` with their count ``K``, after the checks of ``loss`` (one label per row) and of the
+    concrete categorical settings (``cat_prior``: one number or ``K``)."""
+    if loss.batch:
+        raise ValueError(f"categorical features need a loss of one label per row; {loss.name!r} is "
+                         "an objective of the whole batch (Cox, ranking): encode the categorical "
+                         "columns as numbers first.")
+    t = targets(np.asarray(y), loss)
+    K = t.shape[1]
+    spec = categorical_lib.CategoricalSpec(spec.names, spec.kinds, spec.vocab, spec.vocab_type,
+                                           spec.missing, K, spec.one_hot_max_size)
+    categorical_lib.check_settings(spec.one_hot_max_size, prior, prior_weight)
+    if prior is not None and not checks.is_traced(prior) and np.asarray(prior).size not in (1, K):
+        raise ValueError(f"cat_prior has {np.asarray(prior).size} values; the statistics have {K} "
+                         f"(one per class or label column): give one number or {K}.")
+    return spec, t
+
+
+def default_prior(t, w) -> np.ndarray:
+    """The default prior ``(K,)`` float64 of the statistics ``t``: their mean weighted by ``w``
+    (float32), summed on the host as :func:`jboost.fit` sums it."""
+    w = np.asarray(w, np.float32)
+    return (t * w[:, None]).sum(0, dtype=np.float64) / max(float(w.sum(dtype=np.float64)), 1e-30)
+
+
 def _segmented_exclusive_sum(values, starts):
     """Per segment (``starts`` marks each first row, rows sorted by segment), the sum of the rows
-    before each row in its segment: ``(n, K)``.
-    """
+    before each row in its segment: ``(n, K)``."""
     def combine(a, b):
         va, fa = a
         vb, fb = b
@@ -74,8 +93,7 @@ def _segmented_exclusive_sum(values, starts):
 
 def _weighted_borders(v, w, n_bins: int):
     """Weighted quantile borders of one column ``v`` (rows of weight 0 left out) placed as
-    :func:`jboost.data.binning.compute_borders` places them, ``+inf`` padded to ``n_bins - 1``.
-    """
+    :func:`jboost.data.binning.compute_borders` places them, ``+inf`` padded to ``n_bins - 1``."""
     n = v.shape[0]
     pos = w > 0
     v = jnp.where(pos, v, jnp.inf)
@@ -109,16 +127,14 @@ def _flush(v):
 
 def bin_values(values, borders):
     """Bins ``(F, n)`` uint8 of values ``(n, F)`` with borders ``(F, n_bins - 1)`` by
-    :mod:`jboost.data.binning`'s rule (no missing values here).
-    """
+    :mod:`jboost.data.binning`'s rule (no missing values here)."""
     search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left"))
     return search(borders[:, :-1], values.T).astype(jnp.uint8)
 
 
 def table_values(sums, counts, prior, prior_weight):
     """Every category's statistic from all training rows, ``(S + a p) / (N + a)``: sums ``(V, K)``,
-    counts ``(V,)``, prior ``(K,)`` and its weight ``()`` give ``(V, K)``.
-    """
+    counts ``(V,)``, prior ``(K,)`` and its weight ``()`` give ``(V, K)``."""
     return (sums + prior_weight * prior) / (counts[:, None] + prior_weight)
 
 
@@ -166,10 +182,8 @@ def training_features(codes, t, w, key, prior, prior_weight, offsets, *, n_table
 
 def ctr_values(cat: Categorical, codes):
     """Prediction values ``(n, J*K)`` float32 of ctr codes ``(n, J)``: the category's statistic from
-    every training row (code ``-1``, unseen or missing: the prior).
-    """
+    every training row (code ``-1``, unseen or missing: the prior)."""
     spec = cat.spec
-    K = spec.n_stats
     codes = jnp.asarray(codes).astype(jnp.int32)
     idx = jnp.clip(codes + jnp.asarray(spec.offsets)[None, :], 0, max(spec.n_table_rows - 1, 0))
     table = table_values(cat.sums, cat.counts, cat.prior, cat.prior_weight)   # (V, K)
@@ -179,8 +193,7 @@ def ctr_values(cat: Categorical, codes):
 
 def expand(cat: Categorical, X_enc):
     """The trees' features ``(n, n_features)`` of encoded rows ``X_enc (n, encoded_width)``: the
-    host features, then the ctr columns' statistics (one model: call it per model of a batch).
-    """
+    host features, then the ctr columns' statistics (one model: call it per model of a batch)."""
     spec = cat.spec
     X_enc = jnp.asarray(X_enc, jnp.float32)
     h = spec.host_width

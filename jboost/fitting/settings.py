@@ -323,6 +323,19 @@ def early_stopping(rounds, tolerance, metric, loss, *, has_validation: bool):
     return stopping, check_eval_metric(metric, loss, has_validation=has_validation)
 
 
+def refuse_local_rows(who: str, given=(), cat_features=None, loss=None) -> None:
+    """Refuse what ``who`` (e.g. ``"fit_forest with rows='local' does"``) does not support yet
+    with ``rows="local"``: the arguments named in ``given``, categorical columns, batch losses."""
+    if given:
+        raise ValueError(f"{who} not support {', '.join(k + '=' for k in given)} yet: fit with "
+                         "rows='global' (every process passing the whole table) for them.")
+    if cat_features is not None and not (np.ndim(cat_features) == 1 and len(cat_features) == 0):
+        raise ValueError(f"cat_features: {who} not support categorical columns yet: encode them as "
+                         "numbers (the same encoding on every process).")
+    if isinstance(loss, loss_lib.Loss) and loss.batch:
+        raise ValueError(f"loss: rows='local' does not support batch objectives ({loss.name!r}).")
+
+
 def check_hyperparameter(name: str, v) -> None:
     """``v`` within the domain :data:`BOUNDS` of hyperparameter ``name``."""
     check_setting(name, v)
@@ -471,8 +484,7 @@ def settings(*, n_rounds, depth, n_bins, learning_rate, l2, min_split_gain, min_
 
     A callable ``learning_rate`` is the static ``learning_rate_schedule`` (the traced rate is 1).
     Loss-guided trees take ``max_leaves`` and ``depth`` as a bound up to
-    :data:`MAX_DEPTHWISE_DEPTH` (``None``: ``max_leaves - 1``).
-    """
+    :data:`MAX_DEPTHWISE_DEPTH` (``None``: ``max_leaves - 1``)."""
     n_rounds = check_setting("n_rounds", n_rounds)
     families = registry.TREE_FAMILIES
     if isinstance(tree_family, str):  # the built-in families by name

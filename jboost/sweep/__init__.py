@@ -1,7 +1,6 @@
 """Hyperparameter sweeps with K-fold cross-validation, fitted as one vmapped, compiled program:
 :func:`sweep` fits every configuration of a grid on every fold; :class:`SweepResult` holds the
-curves, the selection and the models. See docs/sweeps.md.
-"""
+curves, the selection and the models. See docs/sweeps.md."""
 
 from jboost.data.folds import fold_ids
 from jboost.engine.memory import DEFAULT_CPU_BUDGET

@@ -34,11 +34,8 @@ class CategoricalColumns(NamedTuple):
         weighted mean of the targets, float64 on the host, then float32)."""
         t = self.targets
         priors = np.zeros((fold_table.shape[0], n_folds, t.shape[1]), np.float32)
-        for s in range(fold_table.shape[0]):
-            for f in range(n_folds):
-                wf = np.where(fold_table[s] == f, 0.0, w).astype(np.float32)
-                priors[s, f] = ((t * wf[:, None]).sum(0, dtype=np.float64)
-                                / max(float(wf.sum(dtype=np.float64)), 1e-30))
+        for s, f in np.ndindex(priors.shape[:2]):
+            priors[s, f] = categorical_stats.default_prior(t, np.where(fold_table[s] == f, 0.0, w))
         return CatShared(self.codes, self.targets, priors,
                                      np.asarray(self.spec.offsets, np.int32))
 
@@ -53,19 +50,7 @@ class CategoricalColumns(NamedTuple):
 def categorical_columns(plan, X, y, loss, prior, prior_weight) -> CategoricalColumns:
     """The checked categorical part of a sweep: the statistics' targets of the labels (as
     :func:`jboost.fit`), the spec with their count, the fixed prior and its weight."""
-    if loss.batch:
-        raise ValueError(f"categorical features need a loss of one label per row; {loss.name!r} is "
-                         "an objective of the whole batch (Cox, ranking): encode the categorical "
-                         "columns as numbers first.")
-    spec = plan.spec
-    t = categorical_stats.targets(np.asarray(y), loss)
-    spec = categorical.CategoricalSpec(spec.names, spec.kinds, spec.vocab, spec.vocab_type,
-                                           spec.missing, t.shape[1], spec.one_hot_max_size)
-    categorical.check_settings(spec.one_hot_max_size, prior, prior_weight)
-    if prior is not None and np.asarray(prior).size not in (1, t.shape[1]):
-        raise ValueError(f"cat_prior has {np.asarray(prior).size} values; the statistics have "
-                         f"{t.shape[1]} (one per class or label column): give one number or "
-                         f"{t.shape[1]}.")
+    spec, t = categorical_stats.checked_targets(plan.spec, y, loss, prior, prior_weight)
     h = spec.host_width
     codes = np.asarray(X[:, h:], np.int32)
     mask = [k != "numeric" for k in spec.kinds]  # the categorical columns, as a boolean mask

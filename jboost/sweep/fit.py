@@ -2,8 +2,7 @@
 seed (ESL 7.10, repeated K-fold CV), the models fitted as one vmapped program per
 ``(depth, n_bins)``; the checked inputs, folds, grid, groups and the :class:`SweepResult`.
 
-See docs/sweeps.md.
-"""
+See docs/sweeps.md."""
 
 from __future__ import annotations
 
@@ -347,12 +346,8 @@ def _local_rows(X, y, loss, sample_weight, folds, devices, settings):
     if settings["checkpoint_dir"]:
         raise ValueError("checkpoint_dir: a sweep with rows='local' does not save checkpoints yet; "
                          "leave checkpoint_dir=None (or sweep with rows='global').")
-    cat = settings["cat_features"]
-    if cat is not None and not (np.ndim(cat) == 1 and len(cat) == 0):
-        raise ValueError("cat_features: a sweep with rows='local' does not support categorical "
-                         "columns yet: encode them as numbers (the same encoding on every process).")
-    if isinstance(loss, loss_lib.Loss) and loss.batch:
-        raise ValueError(f"loss: rows='local' does not support batch objectives ({loss.name!r}).")
+    settings_lib.refuse_local_rows("a sweep with rows='local' does", (), settings["cat_features"],
+                                   loss)
 
     def check_rows():
         kinds = getattr(X, "dtypes", None)

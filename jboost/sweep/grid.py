@@ -1,7 +1,6 @@
 """The grid of a sweep: its configurations, grid points (continuous hyperparameters, loss
 parameters and categorical priors: traced) times static settings (``n_rounds``, ``depth``,
-``n_bins``: one compiled program per ``(depth, n_bins)``). See docs/sweeps.md.
-"""
+``n_bins``: one compiled program per ``(depth, n_bins)``). See docs/sweeps.md."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Validation metrics of a sweep on the held-out fold after every round: the loss (the
 default, read off the training raw scores), a named metric (:data:`METRICS`) or a function
-``metric(y, raw, w) -> scalar``.
-"""
+``metric(y, raw, w) -> scalar``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The compiled program of a sweep: a chunk of models vmapped over boosting init/step, its shard_map over devices, and the chunk loop of a group.
 
 A model is a grid point, a fold (training / held-out weight masks) and a seed, all sharing the
-group's binned data; its held-out score is read off the training raw scores. See docs/sweeps.md.
-"""
+group's binned data; its held-out score is read off the training raw scores. See docs/sweeps.md."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The result of a sweep: every fit's curves, the selection of the best round and configuration
 (ESL 10.12; the mean over folds x seeds and its standard error), the text table, and the models.
 
-See docs/sweeps.md (selection, early stopping per fit).
-"""
+See docs/sweeps.md (selection, early stopping per fit)."""
 
 from __future__ import annotations
 
@@ -165,8 +164,7 @@ class SweepResult:
 
         ``key`` defaults to the key of seed 0; ``overrides`` are passed on (e.g. ``eval_set``,
         ``n_rounds``). Borders are recomputed from ``X`` unless given; the sweep's categorical
-        settings and sample weights (``X`` must then have the sweep's rows) are passed on.
-        """
+        settings and sample weights (``X`` must then have the sweep's rows) are passed on."""
         c = self.best_index if config is None else int(config)
         kwargs = self.fit_kwargs(c, early_stopping=False)  # the chosen round count, all the rows
         kwargs.pop("borders")
@@ -196,8 +194,7 @@ class SweepResult:
         ``rows`` (default: the best configuration's) must share ``(depth, n_bins)``; ``n_rounds``
         (default: the rows' round count, which they must then share) keeps the first rounds.
         ``valid_loss`` is the held-out fold's mean loss (NaN unless the metric is the loss); with
-        early stopping ``best_round`` is the configuration's chosen round (docs/sweeps.md).
-        """
+        early stopping ``best_round`` is the configuration's chosen round (docs/sweeps.md)."""
         if self.trees is None:
             raise ValueError("the sweep kept no trees: run it with keep_trees=True to get its models "
                              "(or refit a configuration with SweepResult.refit).")
