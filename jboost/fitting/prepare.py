@@ -78,14 +78,9 @@ class Data(NamedTuple):
 def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borders=None,
             label_check: Optional[Callable[[np.ndarray, str], Any]] = None,
             weighted_borders: bool = True, label_columns: bool = False) -> Data:
-    """Check ``X``, ``y``, ``sample_weight`` and ``eval_set`` (errors name the argument), compute
-    the bin borders (or check the given ones) and bin everything.
-
-    Args:
-      label_check: ``label_check(labels, name)`` validates the labels of ``y`` and the eval set.
-      weighted_borders: borders from the sample-weighted quantiles (``False``: unweighted).
-      label_columns: whether ``y`` may be ``(n, C)`` vector labels.
-    """
+    """Check ``X``, ``y``, ``sample_weight`` and ``eval_set``, compute (or check) the borders and
+    bin everything; ``label_check(labels, name)`` validates the labels, ``label_columns``
+    allows ``(n, C)`` labels, ``weighted_borders`` takes sample-weighted quantiles."""
     X = tabular.as_matrix(X, "X")
     n, n_features = X.shape
     y = labels.as_labels(y, n, columns=None if label_columns else 0)
@@ -144,10 +139,9 @@ def _is_class_index(arr: np.ndarray) -> bool:
 
 def class_labels(y, loss, n_outputs: Optional[int] = None, task: Optional[str] = None,
                  name: str = "y"):
-    """``(labels, classes)``: class labels as users have them mapped to ``0..K-1`` in sorted
-    order for a classification loss, with the distinct labels ``classes`` (``None`` when ``y``
-    is returned as it is: class indices already, or numbers for a regression loss).
-    See docs/fitting.md."""
+    """``(labels, classes)``: class labels mapped to ``0..K-1`` in sorted order for a
+    classification loss, and the distinct labels (``classes`` ``None``: ``y`` returned as it
+    is). See docs/fitting.md."""
     if checks.is_traced(y) or isinstance(y, jax.Array):
         return y, None
     y = tabular.series_values(y)
