@@ -26,10 +26,7 @@ def _pyplot():
 
 
 def _axes(ax, figsize=(6.0, 4.0)):
-    if ax is not None:
-        return ax
-    plt = _pyplot()
-    return plt.subplots(figsize=figsize)[1]
+    return ax if ax is not None else _pyplot().subplots(figsize=figsize)[1]
 
 
 def _names(model, n_features: int, feature_names: Optional[Sequence[str]]):

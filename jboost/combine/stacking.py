@@ -39,7 +39,6 @@ from jboost.trees import oblivious
 # Each base learner sets these (traced) settings; unset ones take jboost.fit's defaults.
 HYPERPARAMS = boosting_lib.Hyperparams._fields
 HYPER_DEFAULTS = {name: settings.DEFAULTS[name] for name in HYPERPARAMS}
-_D = settings.DEFAULTS
 
 
 def _learner_settings(hypers, **static) -> Tuple[boosting_lib.BoostConfig, boosting_lib.Hyperparams]:
@@ -69,7 +68,7 @@ def _learner_settings(hypers, **static) -> Tuple[boosting_lib.BoostConfig, boost
 def stack_hyperparams(hypers: Sequence[Mapping[str, Any]]) -> boosting_lib.Hyperparams:
     """``M`` dicts of :class:`jboost.Hyperparams` fields (unset ones: ``jboost.fit``'s defaults),
     each checked as ``jboost.fit`` checks them -> one Hyperparams with ``(M,)`` leaves."""
-    static = {k: _D[k] for k in ("n_rounds", "depth", "n_bins")}
+    static = {k: settings.DEFAULTS[k] for k in ("n_rounds", "depth", "n_bins")}
     return _learner_settings(hypers, **static)[1]
 
 

@@ -33,27 +33,25 @@ def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
             labels.warn_if_labels_lose_precision(y, y32, name)
         return None
     _, spread, centre = lost
-    if np.ndim(y) == 2:  # vector labels: every column's median (a shift of each target)
-        centres = np.median(np.asarray(y, np.float64), axis=0)
-        if jax.config.jax_enable_x64:
-            return centres
-        c = centres.astype(np.float32)
+    vector = np.ndim(y) == 2  # vector labels: every column's median (a shift of each target)
+    centres = np.median(np.asarray(y, np.float64), axis=0) if vector else np.float64(centre)
+    if jax.config.jax_enable_x64:
+        return centres
+    c = centres.astype(np.float32)
+    if vector:
         warnings.warn(f"{name} has a large offset (column medians {centres.tolist()[:4]}): the fit "
                       "subtracts each column's median in float64 and the model adds it back "
                       "(Booster.offset), but its float32 predictions are rounded to the offsets' "
                       "float32 spacing. Enable float64 predictions with "
                       "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
                       stacklevel=4)
-        return c
-    if jax.config.jax_enable_x64:
-        return np.float64(centre)
-    c = np.float32(centre)
-    warnings.warn(f"{name} has a large offset (median {centre:.6g}, spread {spread:.3g}): the fit "
-                  f"subtracts c = {float(c):.9g} in float64 and the model adds it back "
-                  f"(Booster.offset), but its float32 predictions near c are rounded to "
-                  f"+-{float(np.spacing(c)) / 2:.3g}. Enable float64 predictions with "
-                  "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
-                  stacklevel=4)
+    else:
+        warnings.warn(f"{name} has a large offset (median {centre:.6g}, spread {spread:.3g}): the "
+                      f"fit subtracts c = {float(c):.9g} in float64 and the model adds it back "
+                      f"(Booster.offset), but its float32 predictions near c are rounded to "
+                      f"+-{float(np.spacing(c)) / 2:.3g}. Enable float64 predictions with "
+                      "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
+                      stacklevel=4)
     return c
 
 
