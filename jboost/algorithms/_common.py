@@ -1,8 +1,6 @@
 """What every algorithm of :mod:`jboost.algorithms` shares: round status codes, static settings,
-data preparation and the run on the boosting scaffold (:mod:`jboost.engine.boosting`), through
-:func:`jboost.fit`'s round runner for a concrete fit. See docs/algorithms.md (``Booster.info``,
-warm start, lifecycle).
-"""
+data preparation and the run on the boosting scaffold (:mod:`jboost.engine.boosting`) through
+:func:`jboost.fit`'s round runner. See docs/algorithms.md."""
 
 from __future__ import annotations
 

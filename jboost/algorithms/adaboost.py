@@ -1,8 +1,6 @@
 """Discrete AdaBoost.M1 (ESL Algorithm 10.1) and its multi-class extensions SAMME and SAMME.R
-(Zhu, Zou, Rosset and Hastie 2009, "Multi-class AdaBoost", Algorithms 2 and 4): ``round``
-functions on the boosting scaffold, whose state is the log observation weights and whether the
-model has stopped. See docs/algorithms.md (weak learners, raw-score scale, defaults, warm start).
-"""
+(Zhu, Zou, Rosset and Hastie 2009, "Multi-class AdaBoost", Algorithms 2 and 4) as ``round``
+functions on the boosting scaffold. See docs/algorithms.md."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Real AdaBoost, Gentle AdaBoost and LogitBoost (Friedman, Hastie and Tibshirani 2000, "FHT"):
 ``round`` functions on the boosting scaffold whose trees are weighted least-squares fits of a
-working response; two-class labels are 0/1, raw scores ``F(x)`` FHT's. See docs/algorithms.md
-(the scale of ``F``, defaults, warm start).
-"""
+working response; raw scores ``F(x)`` are FHT's. See docs/algorithms.md."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Gradient tree boosting with per-leaf line search (ESL Algorithm 10.3; Friedman 2001, 2002) and
 forward stagewise additive modelling with one global line search per round (ESL Algorithm 10.2;
-Friedman 2001, Algorithm 1): ``round`` functions on the boosting scaffold whose trees are
-least-squares fits of the pseudo-residuals. See docs/algorithms.md (the two steps, defaults).
-"""
+Friedman 2001, Algorithm 1) on the boosting scaffold. See docs/algorithms.md."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""fit_ecoc_boosters (Dietterich and Bakiri 1995): code matrices (exhaustive, random), the
-vmapped bit learners and their checkpointed chunks. A ``(K, L)`` 0/1 code gives each class a
-codeword of ``L`` bits; one binary learner is fitted per bit and a row goes to the class whose
-codeword is nearest to the predicted bits. See docs/combine.md.
-"""
+"""fit_ecoc_boosters, error-correcting output codes (Dietterich and Bakiri 1995): code matrices
+(exhaustive, random), the vmapped bit learners and their checkpointed chunks. See
+docs/combine.md."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """fit_stacked_boosters (Wolpert 1992; ESL 8.8): per-learner settings, the vmapped cross-fits
-(with early stopping) and the second tier's fit. Every base learner of every fold, and the
-all-data fits, are one vmapped call of :func:`jboost.engine.boosting.boost`; the second tier is a
-regularised linear model of their out-of-fold raw scores. See docs/combine.md.
-"""
+(with early stopping) and the linear second tier on their out-of-fold raw scores. See
+docs/combine.md."""
 
 from __future__ import annotations
 

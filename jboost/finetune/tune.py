@@ -1,8 +1,6 @@
-"""``finetune``: every leaf value of a fitted Booster refitted jointly with optax, under ``jit``:
-post-processing a tree ensemble by regression on its base learners (Friedman and Popescu 2003;
-RuleFit 2008), with ``soft=True`` sigmoid splits whose thresholds move too (soft decision trees,
-NODE). See docs/finetune.md and docs/models.md.
-"""
+"""``finetune``: every leaf value of a fitted Booster refitted jointly with optax (Friedman and
+Popescu 2003), with ``soft=True`` sigmoid splits whose thresholds move too (soft decision trees,
+NODE). See docs/finetune.md and docs/models.md."""
 
 from __future__ import annotations
 

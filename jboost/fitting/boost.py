@@ -1,9 +1,5 @@
-"""``jboost.fit``: gradient boosting of trees, from user data to a :class:`jboost.Booster`.
-
-Three steps: :func:`prepare_fit` (host-side checks, binning, memory check, baseline),
-:func:`run_fit` (host-side calls of the compiled rounds, or one traced program under
-``jax.vmap``) and :func:`finish_fit` (the finite-loss check, the model). See docs/fitting.md.
-"""
+"""``jboost.fit``: gradient boosting of trees, from user data to a :class:`jboost.Booster`, in
+three steps: :func:`prepare_fit`, :func:`run_fit` and :func:`finish_fit`. See docs/fitting.md."""
 
 from __future__ import annotations
 
