@@ -15,11 +15,6 @@ def is_traced(v) -> bool:
     return isinstance(v, jax.core.Tracer)
 
 
-# --------------------------------------------------------------------------------------------
-# Settings.
-# --------------------------------------------------------------------------------------------
-
-
 def check_int(v, name: str, lo: int, hi: int) -> int:
     """A Python int in ``[lo, hi]`` (static settings: they set array shapes)."""
     if isinstance(v, np.generic):

@@ -37,19 +37,10 @@ def mesh_of(devices) -> Optional[jax.sharding.Mesh]:
 
 
 def check_memory_budget(memory_budget) -> Optional[int]:
-    """``memory_budget`` as an int of bytes, or ``None``.
-
-    Raises:
-      TypeError: not an int; ValueError: outside ``[1, 2**62]``.
-    """
+    """``memory_budget`` as an int of bytes in ``[1, 2**62]``, or ``None``."""
     if memory_budget is None:
         return None
     return checks.check_int(memory_budget, "memory_budget", 1, 1 << 62)
-
-
-# --------------------------------------------------------------------------------------------
-# Memory: refuse what cannot fit before compiling.
-# --------------------------------------------------------------------------------------------
 
 
 def memory_limit(devices=None) -> int:
@@ -76,12 +67,9 @@ def memory_limit(devices=None) -> int:
 
 def fit_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: int,
               dense_hessian: bool = False) -> int:
-    """A lower bound of the memory one boosted model needs while it is fitted (bytes), for when
-    only the labels are known (:func:`resolve_loss`, :func:`n_classes_of`): one level's
-    histograms ``F x 2^(depth-1) x n_bins x 2K`` float32, the per-row raw scores, gradients and
-    hessians ``3 x n x K`` float32, and ``n x K x K`` float32 when ``dense_hessian`` (the
-    autodiff diagonal hessian of a K-output loss, :func:`jboost.losses.derivatives.grad_hess`, takes the
-    diagonal of a per-row ``K x K`` Jacobian)."""
+    """A lower bound (bytes) of one boosted model's fit, for when only the labels are known: one
+    level's histograms, the per-row raw scores, gradients and hessians, and with
+    ``dense_hessian`` the per-row ``K x K`` Jacobian of a K-output autodiff hessian."""
     n, k = int(n_rows), int(n_outputs)
     dense = n * k * k if dense_hessian and k > 1 else 0
     return 4 * (n_features * (1 << (depth - 1)) * n_bins * 2 * k + 3 * n * k + dense)

@@ -1,8 +1,5 @@
-"""Plots of fitted models (matplotlib, the optional ``plots`` extra; ``import jboost`` never
-imports it): importance bars, partial dependence in one and two variables (ESL Figures 10.14-
-10.16), SHAP summary (beeswarm) and dependence plots, learning curves with the best round, and
-an oblivious or depth-wise tree's diagram. Every function draws on ``ax`` (default: a new figure's axes) and
-returns the axes; the numbers come from :mod:`jboost.inspect` and the model itself.
+"""Plots of fitted models with matplotlib (the optional ``plots`` extra): importance, partial
+dependence (ESL Figures 10.14-10.16), SHAP, learning curves and tree diagrams. See docs/plot.md.
 """
 
 from __future__ import annotations
@@ -29,10 +26,7 @@ def _pyplot():
 
 
 def _axes(ax, figsize=(6.0, 4.0)):
-    if ax is not None:
-        return ax
-    plt = _pyplot()
-    return plt.subplots(figsize=figsize)[1]
+    return ax if ax is not None else _pyplot().subplots(figsize=figsize)[1]
 
 
 def _names(model, n_features: int, feature_names: Optional[Sequence[str]]):
@@ -71,10 +65,9 @@ def importance(model, kind: str = "relative", *, max_features: int = 20,
 def partial_dependence(model, features, data, *, method: str = "tree", ice: bool = False,
                        grid_resolution: int = 20, output: int = 0,
                        feature_names: Optional[Sequence[str]] = None, ax=None, **kwargs):
-    """One-variable partial dependence as a line (with ``ice``, every row's curve in grey
-    behind it; a rug of ``data``'s deciles below), two variables as filled contours (ESL Figures
-    10.15-10.16). ``output`` picks the raw output of a K-output model. Other keyword arguments
-    go to :func:`jboost.inspect.partial_dependence`."""
+    """Partial dependence in one variable (a line; ``ice``: every row's curve) or two (contours;
+    ESL Figures 10.15-10.16). Other keyword arguments go to
+    :func:`jboost.inspect.partial_dependence`."""
     _one_model(model, "partial dependence")
     pdp = dependence.partial_dependence(model, features, data, method="average" if ice else method,
                                          ice=ice, grid_resolution=grid_resolution, **kwargs)
@@ -109,9 +102,8 @@ def partial_dependence(model, features, data, *, method: str = "tree", ice: bool
 
 def shap_summary(model, X, *, data=None, max_features: int = 20, output: int = 0,
                  feature_names: Optional[Sequence[str]] = None, key: int = 0, ax=None):
-    """SHAP beeswarm: one row per feature (by mean |SHAP|, largest on top), each explained row a
-    dot at its SHAP value, coloured by the feature's value (low blue, high red; NaN grey),
-    jittered vertically."""
+    """SHAP beeswarm: one row per feature (by mean |SHAP|), each explained row a dot at its SHAP
+    value coloured by the feature's value (docs/plot.md)."""
     _one_model(model, "SHAP summary")
     values = np.asarray(shap.shap_values(model, X, data=data).values)
     values = values[..., output] if values.ndim == 3 else values
@@ -174,11 +166,8 @@ def learning_curves(model, *, ax=None):
 
 def tree(model, index: int = 0, *, output: int = 0, feature_names: Optional[Sequence[str]] = None,
          ax=None):
-    """One oblivious tree as a diagram: its levels (one split, ``feature <= border``, shared by
-    every node of the level, with the missing values' side) and its ``2**D`` leaf values as a
-    row of coloured cells, leaf ``i``'s path read from its bits (bit ``l``: right at level ``l``).
-    A depth-wise tree is drawn node by node (:func:`_depthwise_tree`). ``index`` counts trees
-    in the order :func:`jboost.predict` adds them."""
+    """One oblivious or depth-wise tree as a diagram (docs/plot.md); ``index`` counts trees in
+    the order :func:`jboost.predict` adds them, ``output`` picks the leaf values' output."""
     _one_model(model, "tree")
     trees, _, _ = sums.tree_sum(model)
     if not isinstance(trees, (oblivious.ObliviousTrees, depthwise_lib.DepthwiseTrees)):
@@ -201,26 +190,32 @@ def tree(model, index: int = 0, *, output: int = 0, feature_names: Optional[Sequ
         ax.text(0.5 * (2**depth - 1), y, f"level {l}: {names[feats[l]]} <= {borders[l]:.4g}"
                 f"   (missing -> {'right' if missing[l] else 'left'})", ha="center", va="center",
                 bbox=dict(boxstyle="round", fc="w", ec="0.5"))
+    return _leaf_cells(ax, leaves, depth, [format(i, f"0{depth}b")[::-1] for i in range(2**depth)],
+                       "leaf (its path: bit l = right at level l)")
+
+
+def _leaf_cells(ax, leaves, depth: int, labels, xlabel: str):
+    """The bottom row of a tree diagram: each leaf value a cell coloured by its sign and size."""
     norm = np.max(np.abs(leaves)) or 1.0
     cmap = _pyplot().cm.coolwarm
     for i, v in enumerate(leaves):
-        ax.add_patch(_pyplot().Rectangle((i - 0.45, -0.4), 0.9, 0.8, color=cmap(0.5 + 0.5 * v / norm)))
-        ax.text(i, 0, f"{v:.3g}", ha="center", va="center", fontsize=7, rotation=90 if depth > 3 else 0)
-    ax.set_xlim(-1, 2**depth)
+        ax.add_patch(_pyplot().Rectangle((i - 0.45, -0.4), 0.9, 0.8,
+                                         color=cmap(0.5 + 0.5 * v / norm)))
+        ax.text(i, 0, f"{v:.3g}", ha="center", va="center", fontsize=7,
+                rotation=90 if depth > 3 else 0)
+    ax.set_xlim(-1, len(leaves))
     ax.set_ylim(-0.8, depth + 0.8)
-    ax.set_xticks(range(2**depth))
-    ax.set_xticklabels([format(i, f"0{depth}b")[::-1] for i in range(2**depth)], fontsize=6, rotation=90)
+    ax.set_xticks(range(len(leaves)))
+    ax.set_xticklabels(labels, fontsize=6, rotation=90)
     ax.set_yticks([])
-    ax.set_xlabel("leaf (its path: bit l = right at level l)")
+    ax.set_xlabel(xlabel)
     return ax
 
 
 def _depthwise_tree(model, trees, index, output, feature_names, ax):
-    """A depth-wise tree (a node table, :class:`jboost.trees.depthwise.DepthwiseTrees`): each
-    splitting node's rule (``feature <= border``, the missing values' side) above its two
-    children, the tree's leaves (only those a row can reach, at whatever depth) as coloured
-    cells in root-to-leaf order (left first), labelled with their leaf ids; unused slots and a
-    root that does not split (every row to leaf 0) draw no rule."""
+    """A depth-wise tree (:class:`jboost.trees.depthwise.DepthwiseTrees`): each splitting node's
+    rule above its two children, the reachable leaves as coloured cells left to right, labelled
+    with their leaf ids (docs/plot.md)."""
     feats = np.asarray(trees.features[index])
     borders = np.asarray(trees.borders[index])
     missing = np.asarray(trees.missing_right[index])
@@ -256,16 +251,5 @@ def _depthwise_tree(model, trees, index, output, feature_names, ax):
             ax.plot([x, xc], [y, 0.4 if leaf else y - 1], color="0.6", lw=0.6)
         ax.text(x, y, f"{names[feats[c]]} <= {borders[c]:.3g}\n(NaN {'R' if missing[c] else 'L'})",
                 ha="center", va="center", fontsize=6, bbox=dict(boxstyle="round", fc="w", ec="0.5"))
-    leaves = values[np.asarray(order, np.int64)]
-    norm = np.max(np.abs(leaves)) or 1.0
-    cmap = _pyplot().cm.coolwarm
-    for pos, v in enumerate(leaves):
-        ax.add_patch(_pyplot().Rectangle((pos - 0.45, -0.4), 0.9, 0.8, color=cmap(0.5 + 0.5 * v / norm)))
-        ax.text(pos, 0, f"{v:.3g}", ha="center", va="center", fontsize=7, rotation=90 if depth > 3 else 0)
-    ax.set_xlim(-1, n)
-    ax.set_ylim(-0.8, depth + 0.8)
-    ax.set_xticks(range(n))
-    ax.set_xticklabels([str(leaf) for leaf in order], fontsize=6, rotation=90)
-    ax.set_yticks([])
-    ax.set_xlabel("leaf")
-    return ax
+    return _leaf_cells(ax, values[np.asarray(order, np.int64)], depth,
+                       [str(leaf) for leaf in order], "leaf")

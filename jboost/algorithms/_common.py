@@ -1,8 +1,6 @@
 """What every algorithm of :mod:`jboost.algorithms` shares: round status codes, static settings,
-data preparation and the run on the boosting scaffold (:mod:`jboost.engine.boosting`), through
-:func:`jboost.fit`'s round runner for a concrete fit. See docs/algorithms.md (``Booster.info``,
-warm start, lifecycle).
-"""
+data preparation and the run on the boosting scaffold (:mod:`jboost.engine.boosting`) through
+:func:`jboost.fit`'s round runner. See docs/algorithms.md."""
 
 from __future__ import annotations
 
@@ -33,19 +31,6 @@ from jboost.models import metadata
 from jboost.trees import family as family_lib
 
 
-def check_base_margin_supported(who: str, base_margin, eval_base_margin, offsets: bool) -> None:
-    """Refuse ``base_margin`` / ``eval_base_margin`` for an algorithm whose rounds cannot start
-    from per-row offsets of the raw scores (``offsets`` false: the AdaBoost family)."""
-    if offsets:
-        return
-    given = [k for k, v in (("base_margin", base_margin), ("eval_base_margin", eval_base_margin))
-             if v is not None]
-    if given:
-        raise ValueError(f"{given[0]} is not supported by jboost.algorithms.{who}: its rounds "
-                         "reweight the rows from the weak learners' votes, which an offset of the "
-                         "raw scores would not enter. Use jboost.fit, gradient_boost, "
-                         "forward_stagewise or logitboost for per-row offsets.")
-
 # Round status codes (``Booster.info["status"]``).
 OK = 0        # the round's weak learner was added
 PERFECT = 1   # err_m == 0: added with the capped weight log((1 - err_floor) / err_floor) + log(K-1); model stops
@@ -57,11 +42,6 @@ STATUS_NAMES = ("ok", "perfect", "weak", "stopped")
 # one that fitted a model, which a continued fit (``init_model=``) checks.
 ALGORITHMS = ("adaboost_m1", "samme", "samme_r", "real_adaboost", "gentle_adaboost", "logitboost",
               "gradient_boost", "forward_stagewise")
-
-
-# --------------------------------------------------------------------------------------------
-# Host side: the algorithm, the data, the run.
-# --------------------------------------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=None)
@@ -179,12 +159,7 @@ def rounds_args(namespace: Mapping) -> dict:
     return {k: namespace[k] for k in ROUNDS_DEFAULTS}
 
 
-def margins(data: state_lib.Data, name: str, base_margin, eval_base_margin, eval_set, k: int,
-            offsets: bool) -> state_lib.Data:
-    """``data`` with per-row offsets of the raw scores (:func:`jboost.fit`'s ``base_margin``),
-    checked; ``offsets``: whether algorithm ``name`` can start its raw scores from them."""
-    check_base_margin_supported(name, base_margin, eval_base_margin, offsets)
-    return prepare_lib.with_margins(data, base_margin, eval_base_margin, eval_set, k)
+margins = prepare_lib.with_margins  # data with jboost.fit's per-row offsets of the raw scores
 
 
 def read_classes(args: Mapping, name: str, config: boosting_lib.BoostConfig, *, binary: bool):
@@ -203,11 +178,14 @@ def read_classes(args: Mapping, name: str, config: boosting_lib.BoostConfig, *, 
 
 def fit_reweighted(args: Mapping, name: str, round_fn: Callable, init: Callable, *, binary: bool,
                    weights: Callable, state: Tuple[str, ...], **static) -> booster_lib.Booster:
-    """The fit of the call ``args`` (the entry point's ``locals()``) of an algorithm of the
-    AdaBoost family: observation weights as its state (``weights(extra)`` the final ones, kept
-    under the names ``state``), the exponential loss (SAMME's for K classes unless ``binary``),
-    no ``base_margin``; ``static``: its numerical guards, in ``(0, 0.5]``."""
-    check_base_margin_supported(name, args["base_margin"], args["eval_base_margin"], False)
+    """The fit of the call ``args`` (``locals()``) of an AdaBoost-family algorithm: the exponential
+    loss (SAMME's unless ``binary``), no ``base_margin``; ``static``: guards in ``(0, 0.5]``."""
+    given = [k for k in ("base_margin", "eval_base_margin") if args[k] is not None]
+    if given:  # the rows are reweighted from the votes, which an offset would not enter
+        raise ValueError(f"{given[0]} is not supported by jboost.algorithms.{name}: its rounds "
+                         "reweight the rows from the weak learners' votes, which an offset of the "
+                         "raw scores would not enter. Use jboost.fit, gradient_boost, "
+                         "forward_stagewise or logitboost for per-row offsets.")
     static = {k: static_real(v, k, 0.0, 0.5, lo_open=True) for k, v in static.items()}
     config, hyper = settings.settings_of(args, algorithm=algorithm(round_fn, init, **static))
     data, borders, k, _, table = read_classes(args, name, config, binary=binary)
@@ -224,16 +202,9 @@ def run(data: state_lib.Data, borders, key, hyper: boosting_lib.Hyperparams,
         init_model: Optional[booster_lib.Booster] = None,
         k_from_labels: bool = False, rounds: Optional[Mapping] = None,
         table: Table = Table()) -> booster_lib.Booster:
-    """Boost on the scaffold with ``config.algorithm`` from ``init_raw`` (zeros by default) and
-    wrap the result as a :class:`jboost.Booster` of algorithm ``name`` (:data:`ALGORITHMS`).
-
-    ``weights(extra)``: the final observation weights from the algorithm's final state (default:
-    the sample weights). ``state`` names the leaves of the algorithm's state, kept in ``info``
-    so that ``init_model=`` continues it. ``rounds``: the entry point's :data:`ROUNDS_DEFAULTS`
-    arguments. A concrete fit runs through :func:`jboost.fitting.rounds.run_rounds`, a traced
-    one as one program; the memory estimate is checked first (``k_from_labels``: the message
-    names K = max(y) + 1). See docs/algorithms.md.
-    """
+    """Boost with ``config.algorithm`` from ``init_raw`` (zeros by default) into a Booster of
+    algorithm ``name``: ``weights(extra)`` its final observation weights, ``state`` the names of
+    its state in ``info``, ``rounds`` the :data:`ROUNDS_DEFAULTS` arguments (docs/algorithms.md)."""
     rounds = dict(ROUNDS_DEFAULTS, **(rounds or {}))
     stopping, shown = settings.early_stopping(
         rounds["early_stopping_rounds"], rounds["early_stopping_tolerance"], rounds["eval_metric"],
@@ -286,11 +257,6 @@ def run(data: state_lib.Data, borders, key, hyper: boosting_lib.Hyperparams,
     return booster_of(out, start)
 
 
-# --------------------------------------------------------------------------------------------
-# Inside a round.
-# --------------------------------------------------------------------------------------------
-
-
 def normalise_log_weights(log_w):
     """Log weights shifted so that the weights sum to ``n`` (ESL Alg. 10.1 renormalises; in log
     space no weight overflows however many rounds pass)."""
@@ -313,11 +279,6 @@ def info(coef, err=jnp.nan, status=OK) -> dict:
     """A round's diagnostics (``Booster.info``): coefficient, weighted error (NaN: none), status."""
     return dict(coef=jnp.asarray(coef, jnp.float32), err=jnp.asarray(err, jnp.float32),
                 status=jnp.asarray(status, jnp.int32))
-
-
-# --------------------------------------------------------------------------------------------
-# Staged evaluation of a fitted model: thin functions over jboost.staged_predict.
-# --------------------------------------------------------------------------------------------
 
 
 def classify(raw):

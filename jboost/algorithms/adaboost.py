@@ -1,8 +1,6 @@
 """Discrete AdaBoost.M1 (ESL Algorithm 10.1) and its multi-class extensions SAMME and SAMME.R
-(Zhu, Zou, Rosset and Hastie 2009, "Multi-class AdaBoost", Algorithms 2 and 4): ``round``
-functions on the boosting scaffold, whose state is the log observation weights and whether the
-model has stopped. See docs/algorithms.md (weak learners, raw-score scale, defaults, warm start).
-"""
+(Zhu, Zou, Rosset and Hastie 2009, "Multi-class AdaBoost", Algorithms 2 and 4) as ``round``
+functions on the boosting scaffold. See docs/algorithms.md."""
 
 from __future__ import annotations
 
@@ -55,11 +53,6 @@ def _final_weights(extra):
     return jnp.exp(extra[0])
 
 
-# --------------------------------------------------------------------------------------------
-# AdaBoost.M1
-# --------------------------------------------------------------------------------------------
-
-
 def adaboost_m1_round(r: algorithm.Round, *, err_floor: float = 1e-10) -> algorithm.RoundResult:
     """Round ``m`` of AdaBoost.M1 (ESL Algorithm 10.1, step 2); state ``(log_w, done)``."""
     log_w, done = r.extra
@@ -92,38 +85,23 @@ def adaboost_m1(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, min
                 eval_base_margin, tree_family, max_leaves) -> booster.Booster:
     """Discrete AdaBoost.M1 (ESL Algorithm 10.1; Freund and Schapire 1997).
 
-    A round with ``err_m >= 1/2`` adds nothing and stops the model (status WEAK); a round with
-    ``err_m == 0`` is added with ``err_m`` floored at ``err_floor`` (static) and stops it
-    (PERFECT); later rounds are STOPPED (:func:`discrete_alpha`). ``learning_rate`` multiplies
-    ``alpha_m`` in the vote and in the weight update. The defaults are the published algorithm's
-    (docs/algorithms.md).
+    A WEAK (``err_m >= 1/2``) or PERFECT (``err_m == 0``, floored at ``err_floor``, static) round
+    stops the model (:func:`discrete_alpha`); published defaults (docs/algorithms.md).
 
     Args:
       X: ``(n, F)`` features (NaN missing). y: ``(n,)`` labels 0/1 (class 1 is ESL's ``+1``).
       depth: tree depth (1: stumps, as in ESL Figure 10.2).
-      l2, min_split_gain, min_child_weight: regularisation of the weak learner's splits (the
-        weights sum to ``n``: ``min_child_weight`` is in units of an average row).
-      subsample, colsample, colsample_by: the weak learner's rows and features; ``err_m`` is
-        measured on all rows.
-      init_model: a model of the same algorithm to continue on the same rows (docs/algorithms.md).
-      base_margin, eval_base_margin: refused (the rows are reweighted from the weak learners'
-        votes, which an offset of the raw scores would not enter).
+      init_model: a model of the same algorithm to continue on the same rows.
+      base_margin, eval_base_margin: refused (docs/algorithms.md says why).
 
     Returns:
-      A :class:`jboost.Booster`: loss the exponential loss, raw score
-      ``sum_m (alpha_m / 2) G_m(x)``; ``info``: ``coef`` ``alpha_m`` (times the learning rate),
-      ``err`` ``err_m`` (NaN once STOPPED), ``status``, ``weights`` the final observation weights
-      (summing to ``n``), ``log_weights`` and ``done`` (the state ``init_model=`` continues) and
-      ``algorithm`` (an index into :data:`jboost.algorithms.ALGORITHMS`).
+      A :class:`jboost.Booster` (exponential loss, raw score ``sum_m (alpha_m / 2) G_m(x)``);
+      ``info``: ``coef`` (``alpha_m``), ``err`` (NaN once STOPPED), ``status``, ``weights``,
+      ``log_weights``, ``done`` and ``algorithm`` (docs/algorithms.md).
     """
     return _common.fit_reweighted(locals(), "adaboost_m1", adaboost_m1_round, init_discrete,
                                   binary=True, weights=_final_weights, state=STATE,
                                   err_floor=err_floor)
-
-
-# --------------------------------------------------------------------------------------------
-# SAMME and SAMME.R
-# --------------------------------------------------------------------------------------------
 
 
 def _plurality_tree(r: algorithm.Round, w):
@@ -193,9 +171,8 @@ def samme(X, y, *, n_classes=None, n_rounds, depth, learning_rate, l2, min_split
           max_leaves) -> booster.Booster:
     """SAMME (Zhu, Zou, Rosset and Hastie 2009, Algorithm 2): multi-class discrete AdaBoost.
 
-    As :func:`adaboost_m1` with a K-class weak learner (each leaf votes its weighted plurality
-    class) and ``alpha_m = log((1 - err_m) / err_m) + log(K - 1)``; a round is WEAK when
-    ``err_m >= 1 - 1/K``. For K = 2 it is AdaBoost.M1. Depth-2 trees by default.
+    As :func:`adaboost_m1` with a K-class weak learner voting its leaf's weighted plurality
+    class and ``alpha_m = log((1 - err_m) / err_m) + log(K - 1)`` (docs/algorithms.md).
 
     Args:
       y: ``(n,)`` labels ``0..K-1``; ``n_classes`` defaults to ``max(y) + 1``.
@@ -217,14 +194,13 @@ def samme_r(X, y, *, n_classes=None, n_rounds, depth, learning_rate, l2, min_spl
             eval_base_margin, tree_family, max_leaves) -> booster.Booster:
     """SAMME.R (Zhu, Zou, Rosset and Hastie 2009, Algorithm 4): multi-class real AdaBoost.
 
-    Each round's leaves hold ``h_k = (K-1) (log p_k - mean_j log p_j)`` of their weighted class
-    proportions ``p_k`` (clipped below at ``eps``, static); ``learning_rate`` multiplies ``h``
-    (also in the weight update). Defaults as :func:`samme`.
+    Leaves hold ``h_k = (K-1) (log p_k - mean_j log p_j)`` of their weighted class proportions
+    ``p_k`` (clipped below at ``eps``, static). Arguments as :func:`samme`.
 
     Returns:
-      A :class:`jboost.Booster`: raw score ``sum_m h^{(m)}(x)`` (the ``samme_exponential``
-      scale); ``info``: ``coef`` the round's learning rate, ``err`` the weighted error of the
-      leaf plurality class, ``status`` (OK), ``weights`` the final observation weights.
+      A :class:`jboost.Booster` (raw score ``sum_m h^{(m)}(x)``); ``info``: ``coef`` the
+      learning rate, ``err`` the weighted error of the leaf plurality class, ``status``,
+      ``weights``.
     """
     return _common.fit_reweighted(locals(), "samme_r", samme_r_round, init_discrete, binary=False,
                                   weights=_final_weights, state=STATE, eps=eps)

@@ -1,8 +1,6 @@
 """Real AdaBoost, Gentle AdaBoost and LogitBoost (Friedman, Hastie and Tibshirani 2000, "FHT"):
 ``round`` functions on the boosting scaffold whose trees are weighted least-squares fits of a
-working response; two-class labels are 0/1, raw scores ``F(x)`` FHT's. See docs/algorithms.md
-(the scale of ``F``, defaults, warm start).
-"""
+working response; raw scores ``F(x)`` are FHT's. See docs/algorithms.md."""
 
 from __future__ import annotations
 
@@ -16,18 +14,10 @@ from jboost.fitting import settings
 from jboost.losses import per_sample
 from jboost.models import booster
 
-# --------------------------------------------------------------------------------------------
-# Real and Gentle AdaBoost (FHT Algorithms 2 and 4)
-# --------------------------------------------------------------------------------------------
-
 
 def _reweighting_round(r: algorithm_lib.Round, leaf_function) -> algorithm_lib.RoundResult:
-    """One round of Real or Gentle AdaBoost; state: the log observation weights.
-
-    (a) the least-squares tree of ``y in {-1,+1}`` on the weighted rows gives the weighted mean
-    ``E_w[y | leaf]``, which ``leaf_function`` turns into ``f_m``; (b) ``F <- F + f_m``;
-    (c) ``w_i <- w_i exp(-y_i f_m(x_i))``, renormalised.
-    """
+    """One round of Real or Gentle AdaBoost (state: the log observation weights);
+    ``leaf_function`` turns each leaf's weighted mean ``E_w[y | leaf]`` into ``f_m``."""
     log_w = r.extra
     w = jnp.exp(log_w)
     y_pm = 2.0 * r.data.y - 1.0
@@ -67,17 +57,15 @@ def real_adaboost(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, m
                   eval_base_margin, tree_family, max_leaves) -> booster.Booster:
     """Real AdaBoost (FHT Algorithm 2; Schapire and Singer 1999).
 
-    Each round's leaves hold ``f_m = 1/2 log(p / (1 - p))`` of their weighted proportion ``p`` of
-    class 1 (clipped to ``[eps, 1 - eps]``, static); ``w_i <- w_i exp(-y_i f_m(x_i))``,
-    renormalised. ``learning_rate`` multiplies ``f_m``. Published defaults (docs/algorithms.md).
+    Leaves hold ``f_m = 1/2 log(p / (1 - p))`` of their weighted proportion ``p`` of class 1
+    (clipped to ``[eps, 1 - eps]``, static). Published defaults (docs/algorithms.md).
 
     Args: as :func:`jboost.algorithms.adaboost_m1`, with labels 0/1.
 
     Returns:
-      A :class:`jboost.Booster` (exponential loss); ``info``: ``coef`` the round's learning rate,
-      ``err`` the weighted training error of ``sign(f_m)``, ``status`` (OK), ``weights`` the final
-      observation weights (summing to ``n``), ``log_weights`` their exact logs (the state
-      ``init_model=`` continues), ``algorithm``.
+      A :class:`jboost.Booster` (exponential loss); ``info``: ``coef`` the learning rate, ``err``
+      the weighted training error of ``sign(f_m)``, ``status``, ``weights``, ``log_weights``,
+      ``algorithm``.
     """
     return _common.fit_reweighted(locals(), "real_adaboost", real_adaboost_round,
                                   _common.init_log_weights, binary=True, weights=jnp.exp,
@@ -90,11 +78,8 @@ def gentle_adaboost(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain,
                     borders, init_model, early_stopping_rounds, early_stopping_tolerance,
                     eval_metric, verbose, callbacks, checkpoint_dir, checkpoint_every, base_margin,
                     eval_base_margin, tree_family, max_leaves) -> booster.Booster:
-    """Gentle AdaBoost (FHT Algorithm 4).
-
-    Each round's tree is the weighted least-squares fit ``f_m`` of ``y in {-1, +1}``;
-    ``F <- F + f_m``, ``w_i <- w_i exp(-y_i f_m(x_i))``, renormalised. ``learning_rate``
-    multiplies ``f_m``. Published defaults (docs/algorithms.md).
+    """Gentle AdaBoost (FHT Algorithm 4): each round's tree is the weighted least-squares fit
+    ``f_m`` of ``y in {-1, +1}``. Published defaults (docs/algorithms.md).
 
     Returns:
       A :class:`jboost.Booster` (exponential loss); ``info`` as :func:`real_adaboost`'s.
@@ -104,18 +89,9 @@ def gentle_adaboost(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain,
                                   state=("log_weights",))
 
 
-# --------------------------------------------------------------------------------------------
-# LogitBoost (FHT Algorithms 3 and 6)
-# --------------------------------------------------------------------------------------------
-
-
 def working_response(is_class, p, q, z_max):
-    """``z = (y* - p) / (p (1 - p))`` clipped to ``[-z_max, z_max]`` (FHT Section 4 and eq. 34).
-
-    Written as ``1/p`` when ``y* = 1`` and ``-1/(1-p)`` when ``y* = 0``, with ``q = 1 - p`` given
-    separately (for two classes ``q = sigmoid(-2F)`` exactly), so no ``0/0`` arises when ``p``
-    saturates; the clip keeps ``z`` finite.
-    """
+    """``z = (y* - p) / (p (1 - p))`` clipped to ``[-z_max, z_max]`` (FHT Section 4 and eq. 34),
+    as ``1/p`` or ``-1/q`` with ``q = 1 - p`` given (no ``0/0``: docs/algorithms.md)."""
     z = jnp.where(is_class, 1.0 / p, -1.0 / q)
     return jnp.clip(z, -z_max, z_max)
 
@@ -166,11 +142,8 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds, depth, lea
                max_leaves) -> booster.Booster:
     """LogitBoost: Newton steps for the Bernoulli / multinomial log-likelihood (FHT Alg. 3 and 6).
 
-    Each round fits the working response ``z = (y* - p) / (p (1 - p))`` (clipped to
-    ``[-z_max, z_max]``, static; FHT recommend 2 to 4) by least squares with weights
-    ``p (1 - p)``, one tree (two classes, ``F <- F + f_m / 2``) or K trees (K classes, centred).
-    ``learning_rate`` multiplies ``f_m``. The K-class step is kept as published; see
-    docs/algorithms.md for when its training deviance can rise.
+    Each round fits the working response ``z`` (clipped to ``[-z_max, z_max]``, static) by
+    weighted least squares: one tree (two classes) or K centred trees (docs/algorithms.md).
 
     Args:
       y: labels ``0..K-1`` (0/1 for two classes); ``n_classes`` defaults to ``max(y) + 1``.
@@ -180,10 +153,9 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds, depth, lea
       Other arguments as :func:`jboost.algorithms.adaboost_m1`.
 
     Returns:
-      A :class:`jboost.Booster`: two-class form: one tree per round, loss
-      :func:`logit_deviance`; K-class form: K trees per round (leading axes ``(M, K)``) with
-      vector leaves, loss ``multinomial_deviance``. ``info``: ``coef`` the round's learning rate,
-      ``err`` NaN, ``status`` OK, ``weights`` the sample weights.
+      A :class:`jboost.Booster`: one tree per round and loss :func:`logit_deviance` (two-class
+      form), or K vector-leaf trees per round and ``multinomial_deviance``. ``info``: ``coef``
+      the learning rate, ``err`` NaN, ``status``, ``weights`` the sample weights.
     """
     checks.check_choice(form, "form", ("auto", "two_class", "k_class"))
     z_max = _common.static_real(z_max, "z_max", 0.0, float("inf"), lo_open=True)
@@ -198,8 +170,7 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds, depth, lea
         round_fn, loss = logitboost_k_round, per_sample.multinomial_deviance(k)
     # The round (one tree, or K per round) depends on K, known once the labels are checked.
     config = config._replace(algorithm=_common.algorithm(round_fn, z_max=z_max))
-    data = _common.margins(data, "logitboost", base_margin, eval_base_margin, eval_set,
-                           loss.n_outputs, offsets=True)  # the raw scores F start at the offsets
+    data = _common.margins(data, base_margin, eval_base_margin, eval_set, loss.n_outputs)
     return _common.run(data, borders, key, hyper, config, loss, name="logitboost",
                        init_model=init_model, k_from_labels=n_classes is None,
                        rounds=_common.rounds_args(locals()), table=table)

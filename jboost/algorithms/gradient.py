@@ -1,8 +1,6 @@
 """Gradient tree boosting with per-leaf line search (ESL Algorithm 10.3; Friedman 2001, 2002) and
 forward stagewise additive modelling with one global line search per round (ESL Algorithm 10.2;
-Friedman 2001, Algorithm 1): ``round`` functions on the boosting scaffold whose trees are
-least-squares fits of the pseudo-residuals. See docs/algorithms.md (the two steps, defaults).
-"""
+Friedman 2001, Algorithm 1) on the boosting scaffold. See docs/algorithms.md."""
 
 from __future__ import annotations
 
@@ -35,13 +33,9 @@ def newton_step(G, H, max_step):
 
 def line_search_leaf_values(loss: loss_lib.Loss, y, raw, w, leaf, n_leaves: int, init,
                             n_steps: int, max_step):
-    """``gamma_j = argmin_gamma sum_{i in leaf j} w_i L(y_i, f_i + gamma)`` (ESL Alg. 10.3 2(c)).
-
-    ``n_steps`` Newton iterations on the true loss (the loss's curvature; a ``"unit"`` loss gets
-    the autodiff one) from ``init`` ``(L, K)``, all leaves at once, each step clipped by
-    :func:`newton_step`. Each leaf starts from the better of ``init`` and 0 and keeps 0 where
-    the search ends above its loss at 0, so no leaf's loss rises (docs/algorithms.md).
-    """
+    """``gamma_j = argmin_gamma sum_{i in leaf j} w_i L(y_i, f_i + gamma)`` (ESL Alg. 10.3 2(c)):
+    ``n_steps`` clipped Newton iterations from ``init`` ``(L, K)`` for all leaves at once; no
+    leaf's loss rises (docs/algorithms.md)."""
     if loss.hessian == "unit":
         loss = loss.replace(hessian="autodiff")
 
@@ -139,8 +133,8 @@ def _fit(args: Mapping, name: str, algorithm: algorithm_lib.Algorithm) -> booste
     if loss_obj.adaptive_huber_alpha:
         raise ValueError("the adaptive Huber loss (huber(alpha=...)) is supported by jboost.fit; "
                          "pass losses.huber(delta=...) here.")
-    data = _common.margins(data, name, args["base_margin"], args["eval_base_margin"], eval_set,
-                           loss_obj.n_outputs, offsets=True)
+    data = _common.margins(data, args["base_margin"], args["eval_base_margin"], eval_set,
+                           loss_obj.n_outputs)
     # A continued fit starts from init_model's baseline and raw scores; with offsets the
     # baseline is the optimal constant next to them (as jboost.fit's).
     init_raw = (None if args["init_model"] is not None else
@@ -164,20 +158,15 @@ def gradient_boost(X, y, loss="squared_error", *, n_rounds, depth, learning_rate
                    checkpoint_every, base_margin, eval_base_margin, tree_family,
                    max_leaves) -> booster.Booster:
     """Gradient tree boosting, ESL Algorithm 10.3 (Friedman 2001), with shrinkage and subsampling
-    (stochastic gradient boosting, Friedman 2002).
+    (stochastic gradient boosting, Friedman 2002). See docs/algorithms.md.
 
     Args:
-      loss: any loss ``jboost.fit`` takes (name, :class:`jboost.Loss` or ``fn(y, raw)``);
-        K-output losses get one tree with vector leaves per round.
-      leaf_refit: how step 2(c) is solved: ``"line_search"`` (``n_newton`` Newton iterations on
-        the true loss per leaf, each clipped to ``[-max_step, max_step]``); ``"auto"`` (the
-        loss's exact refit where it has one: leaf quantile, Friedman's Huber step; else the line
-        search); ``"none"`` (the least-squares leaf values).
+      loss: any loss ``jboost.fit`` takes (name, :class:`jboost.Loss` or ``fn(y, raw)``).
+      leaf_refit: how step 2(c) is solved: ``"line_search"`` (``n_newton`` clipped Newton
+        iterations per leaf), ``"auto"`` (the loss's exact refit where it has one, else the line
+        search) or ``"none"`` (the least-squares leaf values).
       max_step: trust region of each Newton iteration (static).
-      init_model: a model of this algorithm with the same loss to continue (docs/algorithms.md).
-      base_margin, eval_base_margin: per-row offsets of the raw scores, as :func:`jboost.fit`'s.
-      l2, min_split_gain, min_child_weight: regularisation of the least-squares tree (with unit
-        hessians ``min_child_weight`` is a minimal weighted row count per leaf).
+      init_model: a model of this algorithm with the same loss to continue.
 
     Returns:
       A :class:`jboost.Booster`; ``info``: ``coef`` the round's learning rate, ``err`` NaN,
@@ -199,11 +188,9 @@ def forward_stagewise(X, y, loss="squared_error", *, n_rounds, depth, learning_r
                       max_leaves) -> booster.Booster:
     """Forward stagewise additive modelling, ESL Algorithm 10.2, with trees as basis functions.
 
-    Each round's basis ``b(x)`` is the least-squares tree of the negative gradient, scaled by one
-    coefficient ``beta_m = argmin_beta sum_i L(y_i, f(x_i) + beta b(x_i))`` (``n_newton``
-    Newton iterations from 1, steps clipped to ``[-max_step, max_step]``:
-    :func:`line_search_coefficient`; the loss needs positive curvature along ``b``). Other
-    arguments and ``init_model`` as :func:`gradient_boost`.
+    Each round's least-squares tree ``b(x)`` of the negative gradient is scaled by one
+    coefficient ``beta_m`` (:func:`line_search_coefficient`; docs/algorithms.md). Other
+    arguments as :func:`gradient_boost`.
 
     Returns:
       A :class:`jboost.Booster`; ``info``: ``coef`` ``nu beta_m``, ``err`` NaN, ``status`` OK,

@@ -26,14 +26,9 @@ _LINE_SEARCH_HALVINGS = 64
 
 
 def line_search_scale(loss: loss_lib.Loss, y, raw, step, w, axis_name=None):
-    """NGBoost's scaling factor ``rho`` of a round (Duan et al. 2020, Algorithm 1), found as the
-    ``ngboost`` package's ``NGBoost.line_search`` finds it: a power of two at which the whole
-    unshrunk step lowers the weighted training loss, or 0 (docs/algorithms.md).
-
-    Args:
-      y: ``(n,)``; raw, step: ``(n, K)`` (the round's trees' values before shrinkage); w: ``(n,)``.
-      axis_name: rows sharded over this mesh axis: the sums are ``psum``-ed.
-    """
+    """NGBoost's scaling factor ``rho`` of a round's unshrunk ``step`` ``(n, K)`` (Duan et al.
+    2020, Algorithm 1), as ``ngboost``'s ``NGBoost.line_search`` finds it (docs/algorithms.md);
+    ``axis_name``: the mesh axis the rows are sharded over (the sums are ``psum``-ed)."""
     def sums(v):
         out = jnp.sum(v, axis=-1)
         return out if axis_name is None else lax.psum(out, axis_name)
@@ -90,12 +85,11 @@ def fit(X, y, dist: base.Distribution = families.Normal, *, natural_gradient: bo
         line_search: bool = False, n_mc_samples: int = 100,
         dist_params: Optional[Mapping[str, Any]] = None, per_output_trees: bool = True,
         min_child_weight: Any = None, eval_set=None, **kwargs):
-    """Fit a distributional model: :func:`jboost.fit` with ``dist``'s loss and the defaults of
-    NGBoost's layout (docs/algorithms.md says why); returns a :class:`jboost.Booster`. The
-    labels are checked against ``dist``'s support first.
+    """Fit a distributional model (NGBoost, Duan et al. 2020): :func:`jboost.fit` with ``dist``'s
+    loss and the defaults of NGBoost's layout (docs/algorithms.md); a :class:`jboost.Booster`.
 
     Args:
-      X, y: as :func:`jboost.fit`; ``y`` in ``dist``'s support.
+      X, y: as :func:`jboost.fit`; ``y`` in ``dist``'s support (checked first).
       dist: a :class:`Distribution` (default ``Normal``).
       natural_gradient, line_search, n_mc_samples: :func:`loss`'s. ``line_search`` (per-leaf
         Newton refits) applies to vector-leaf trees: pass ``per_output_trees=False`` with it.

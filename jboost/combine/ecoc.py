@@ -1,8 +1,6 @@
-"""fit_ecoc_boosters (Dietterich and Bakiri 1995): code matrices (exhaustive, random), the
-vmapped bit learners and their checkpointed chunks. A ``(K, L)`` 0/1 code gives each class a
-codeword of ``L`` bits; one binary learner is fitted per bit and a row goes to the class whose
-codeword is nearest to the predicted bits. See docs/combine.md.
-"""
+"""fit_ecoc_boosters, error-correcting output codes (Dietterich and Bakiri 1995): code matrices
+(exhaustive, random), the vmapped bit learners and their checkpointed chunks. See
+docs/combine.md."""
 
 from __future__ import annotations
 
@@ -110,14 +108,12 @@ def fit_ecoc_binned(X_binned, y, w, key, hyper: boosting_lib.Hyperparams, code, 
     ``code[y, l]`` with key ``fold_in(key, l)``, vmapped in chunks of ``chunk_size``.
 
     Args:
-      start: ``(trees (L, R, 1, ...), baselines (L, 1))`` of bit learners to continue from
-        round ``R``.
-      valid: ``(X_valid (F, m) bins, y_valid, w_valid)``: every bit's validation rows, on which
-        it stops on its own (``config.early_stopping``).
+      start: ``(trees (L, R, 1, ...), baselines (L, 1))`` of bit learners to continue.
+      valid: ``(X_valid (F, m) bins, y_valid, w_valid)``, for ``config.early_stopping``.
 
     Returns:
-      ``(trees (L, ...), baselines (L, 1))``; with early stopping also each bit's
-      ``best_round`` and ``n_fitted``, ``(L,)`` each.
+      ``(trees (L, ...), baselines (L, 1))``; with early stopping also ``best_round`` and
+      ``n_fitted``, ``(L,)`` each.
     """
     one = _bit_fn(X_binned, y, w, key, hyper, code, config, start, valid)
     return batching.map_in_chunks(one, code.shape[1], chunk_size,
@@ -179,25 +175,22 @@ def fit_ecoc_boosters(X, y, code, *, n_rounds, depth, learning_rate, l2, min_spl
 
     Args:
       X: ``(n, F)``, or a pandas DataFrame whose column names the model keeps.
-      y: ``(n,)`` class labels ``0..K-1`` (class ``k`` is ``code[k]``), or any others, mapped to
-        ``0..K-1`` in sorted order and kept in ``ECOCBoosters.classes``.
+      y: ``(n,)`` class labels ``0..K-1`` (class ``k`` is ``code[k]``), or others, mapped to
+        ``0..K-1`` in sorted order (``ECOCBoosters.classes``).
       code: ``(K, L)`` 0/1 code matrix (:func:`exhaustive_code`, :func:`random_code`, or
         ``np.eye(K)`` for one-vs-rest).
       chunk_size: bits fitted together per ``vmap`` (default: all ``L`` in one).
       verbose: print a line as each chunk of bits is fitted.
-      init_model: an :class:`ECOCBoosters` (fitted without early stopping) to continue:
-        ``n_rounds`` more rounds of every bit on the same rows, bitwise the longer fit.
+      init_model: an :class:`ECOCBoosters` (fitted without early stopping) to continue on the
+        same rows.
       eval_set: validation rows with class labels, shared by every bit.
-      early_stopping_rounds: each bit learner stops on its own validation score (its binomial
-        deviance, or ``eval_metric`` on its 0/1 labels); the model keeps each bit's
-        ``best_round``.
-      checkpoint_dir: a directory where each chunk of bits is saved as it is fitted; a rerun of
-        the same fit fits only the chunks not saved yet.
+      early_stopping_rounds: each bit learner stops on its own validation score.
+      checkpoint_dir: a directory where each chunk of bits is saved as it is fitted.
       callbacks: functions called after each chunk of bits with a dict; returning ``True``
         stops: the model keeps the bits fitted so far (with a warning).
-      base_margin: refused with a ``ValueError`` (:data:`NO_BASE_MARGIN` says why).
+      base_margin: refused (:data:`NO_BASE_MARGIN`).
 
-    See docs/combine.md for the chunks run from the host, ``Ctrl-C`` and the callbacks' dict.
+    See docs/combine.md (warm start, early stopping, checkpoints, callbacks).
 
     Raises:
       MemoryError: the ``chunk_size`` bits fitted together would not fit in the device's memory.

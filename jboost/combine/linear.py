@@ -35,7 +35,7 @@ def fit_linear(Z, y, *, task: str, n_outputs: int = 1, l2=1e-3, n_steps: int = 2
       Z: ``(n, P)`` features (e.g. out-of-fold raw scores of the base learners).
       y: ``(n,)`` targets; 0/1 for ``"binary"``; 0..K-1 for ``"multiclass"``.
       task: ``"regression"``, ``"binary"`` or ``"multiclass"`` (static).
-      n_outputs: K (1 for regression and binary; the number of classes for multiclass).
+      n_outputs: K (the number of classes for multiclass, else 1).
       l2: traced ridge penalty. n_steps: L-BFGS iterations (static).
       sample_weight: optional ``(n,)`` weights of the rows.
     """

@@ -1,8 +1,6 @@
 """fit_stacked_boosters (Wolpert 1992; ESL 8.8): per-learner settings, the vmapped cross-fits
-(with early stopping) and the second tier's fit. Every base learner of every fold, and the
-all-data fits, are one vmapped call of :func:`jboost.engine.boosting.boost`; the second tier is a
-regularised linear model of their out-of-fold raw scores. See docs/combine.md.
-"""
+(with early stopping) and the linear second tier on their out-of-fold raw scores. See
+docs/combine.md."""
 
 from __future__ import annotations
 
@@ -39,7 +37,6 @@ from jboost.trees import oblivious
 # Each base learner sets these (traced) settings; unset ones take jboost.fit's defaults.
 HYPERPARAMS = boosting_lib.Hyperparams._fields
 HYPER_DEFAULTS = {name: settings.DEFAULTS[name] for name in HYPERPARAMS}
-_D = settings.DEFAULTS
 
 
 def _learner_settings(hypers, **static) -> Tuple[boosting_lib.BoostConfig, boosting_lib.Hyperparams]:
@@ -69,7 +66,7 @@ def _learner_settings(hypers, **static) -> Tuple[boosting_lib.BoostConfig, boost
 def stack_hyperparams(hypers: Sequence[Mapping[str, Any]]) -> boosting_lib.Hyperparams:
     """``M`` dicts of :class:`jboost.Hyperparams` fields (unset ones: ``jboost.fit``'s defaults),
     each checked as ``jboost.fit`` checks them -> one Hyperparams with ``(M,)`` leaves."""
-    static = {k: _D[k] for k in ("n_rounds", "depth", "n_bins")}
+    static = {k: settings.DEFAULTS[k] for k in ("n_rounds", "depth", "n_bins")}
     return _learner_settings(hypers, **static)[1]
 
 
@@ -81,9 +78,8 @@ def cross_fit_boosters(X_binned, y, w, key, masks, hypers: boosting_lib.Hyperpar
     weights ``w * masks[s]``, ``hypers[m]`` and key ``fold_in(key, m)``.
 
     Returns:
-      ``(trees, baselines)``: trees with leading axes ``(S, M, n_rounds, trees_per_round)``
-      (bin thresholds only) and ``(S, M, K)`` baselines; ``with_train_loss``: also the
-      ``(S, M, n_rounds)`` training losses (each fit's weighted rows).
+      ``(trees (S, M, n_rounds, trees_per_round, ...), baselines (S, M, K))``; with
+      ``with_train_loss`` also the ``(S, M, n_rounds)`` training losses.
     """
     def one(mask, hyper, k):
         wm = w * mask
@@ -107,9 +103,7 @@ def _each_fit(one, key, masks, hypers):
 def cross_fit_stopped(X_binned, y, w, key, masks, hypers: boosting_lib.Hyperparams,
                       loss: loss_lib.Loss, *, config: boosting_lib.BoostConfig):
     """Every (fold, learner) fit of :func:`cross_fit_boosters`, each stopping early on the rows
-    its mask holds out (``config.early_stopping``), as ``jboost.fit`` with that ``eval_set``.
-
-    Returns ``(trees, baselines, train_loss, valid_loss, n_fitted)`` with leading axes
+    its mask holds out: ``(trees, baselines, train_loss, valid_loss, n_fitted)``, leading axes
     ``(S, M)``; ``valid_loss`` is the early-stopping score (NaN after a fit's stop)."""
     es = config.early_stopping
 
@@ -167,9 +161,9 @@ def fit_stacked_boosters(X, y, loss="squared_error", *, hypers: Sequence[Mapping
                          stacker_steps: int = 200, key, init_model, early_stopping_rounds,
                          early_stopping_tolerance, eval_metric, checkpoint_dir, callbacks, verbose,
                          tree_family, max_leaves) -> stacked.StackedBoosters:
-    """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters:
-    every fold's and the all-data fits in one vmapped call, a linear / logistic / softmax second
-    tier (:func:`jboost.combine.fit_linear`) on the out-of-fold raw scores. See docs/combine.md.
+    """Stacking (Wolpert 1992; ESL 8.8) of ``M`` boosters differing in traced hyperparameters,
+    with a linear / logistic / softmax second tier (:func:`jboost.combine.fit_linear`) on their
+    out-of-fold raw scores. See docs/combine.md.
 
     Args:
       hypers: ``M`` dicts of :class:`jboost.Hyperparams` fields, one per base learner; unset
@@ -177,11 +171,9 @@ def fit_stacked_boosters(X, y, loss="squared_error", *, hypers: Sequence[Mapping
       folds: the number of folds K >= 2, or ``(n,)`` int fold ids 0..K-1.
       stacker_l2: the second tier's ridge penalty; stacker_steps: its L-BFGS iterations.
       key: an int seed or a ``jax.random`` key, split into the folds' key and the fits' key.
-      init_model: refused with a ``ValueError`` (:data:`NO_WARM_START` says why).
-      early_stopping_rounds: each fold's fit of each learner stops on its held-out fold; each
-        learner's best round is that of its fold-averaged score.
-      checkpoint_dir: a directory where the fits are saved mask by mask; a rerun of the same
-        fit fits only what is not saved.
+      init_model: refused (:data:`NO_WARM_START`).
+      early_stopping_rounds: each fold's fit of each learner stops on its held-out fold.
+      checkpoint_dir: a directory where the fits are saved mask by mask.
       callbacks: functions called as each mask's fits finish, with a dict; returning ``True``
         stops the fit with a ``RuntimeError``.
       verbose: print a line as each mask's fits finish.

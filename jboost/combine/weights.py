@@ -63,16 +63,15 @@ def _mixture_loss(objective: str, mix, y, w):
 @functools.partial(_compile.jit, static_argnames=("objective", "n_steps"))
 def fit_simplex_weights(predictions, y, *, objective: str = "squared_error", n_steps: int = 300,
                         learning_rate=0.1, sample_weight=None) -> SimplexWeights:
-    """Weights on the simplex minimising the validation loss of the weighted average: Adam on
-    ``logits`` (zero to start), ``weights = softmax(logits)``.
+    """Weights on the simplex minimising the validation loss of the weighted average (Breiman
+    1996): Adam on ``logits`` (zero to start), ``weights = softmax(logits)``.
 
     Args:
       predictions: ``(M, n)`` or ``(M, n, K)`` validation predictions of ``M`` models (class
         probabilities ``(M, n, K)`` for ``objective="log_loss"``).
-      y: ``(n,)`` targets (or ``(n, K)`` for vector regression); class labels for log loss.
-      objective: ``"squared_error"`` (Breiman's stacked regression) or ``"log_loss"``.
-      n_steps: optimiser steps (static); learning_rate: traced.
-      sample_weight: optional ``(n,)`` weights of the validation rows.
+      y: ``(n,)`` targets (``(n, K)`` for vector regression; class labels for log loss).
+      objective: ``"squared_error"`` or ``"log_loss"``. n_steps: Adam steps (static).
+      learning_rate: traced. sample_weight: optional ``(n,)`` weights of the rows.
     """
     checks.check_choice(objective, "objective", OBJECTIVES)
     n_steps = checks.check_int(n_steps, "n_steps", 1, settings.MAX_ROUNDS)

@@ -69,15 +69,14 @@ def run_steps(params0: scores.Params, rows: scores.Rows, valid: Optional[scores.
         params, state, best = carry
         rows_s = rows if batch_size is None else _batch(rows, jax.random.fold_in(key, s), batch_size)
         temp = temperature if schedule is None else jnp.asarray(schedule(s), jnp.float32)
-        fn = lambda p: scores.penalised_loss(p, rows_s, loss, st, temp, l2, leaves0)[0]
-        (value, train), grads = jax.value_and_grad(
-            lambda p: scores.penalised_loss(p, rows_s, loss, st, temp, l2, leaves0), has_aux=True)(params)
+        penalised = lambda p: scores.penalised_loss(p, rows_s, loss, st, temp, l2, leaves0)
+        (value, train), grads = jax.value_and_grad(penalised, has_aux=True)(params)
         v = valid_loss(params)
         if restore_best:
             better = v < best[1]
             best = jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b),
                                           (params, v, s), best)
-        params, state = _update(optimizer, grads, state, params, value, fn)
+        params, state = _update(optimizer, grads, state, params, value, lambda p: penalised(p)[0])
         return (params, state, best), (train, v)
 
     best0 = (params0, jnp.float32(jnp.inf), jnp.int32(0))

@@ -1,8 +1,6 @@
-"""``finetune``: every leaf value of a fitted Booster refitted jointly with optax, under ``jit``:
-post-processing a tree ensemble by regression on its base learners (Friedman and Popescu 2003;
-RuleFit 2008), with ``soft=True`` sigmoid splits whose thresholds move too (soft decision trees,
-NODE). See docs/finetune.md and docs/models.md.
-"""
+"""``finetune``: every leaf value of a fitted Booster refitted jointly with optax (Friedman and
+Popescu 2003), with ``soft=True`` sigmoid splits whose thresholds move too (soft decision trees,
+NODE). See docs/finetune.md and docs/models.md."""
 
 from __future__ import annotations
 
@@ -157,12 +155,9 @@ def _check_optimizer(optimizer) -> None:
 
 def objective(model: booster.Booster, X, y, loss=None, *, sample_weight=None, base_margin=None,
               soft: bool = False, temperature: Any = 0.1, l2: Any = 0.0):
-    """The fine-tuning objective as a pure function of the parameters, and its starting point.
-
-    Returns ``(fn, params)``: ``fn(params: Params) -> scalar``, the weighted mean loss of the
-    model's raw scores (soft ones with ``soft=True``) plus ``l2 / 2`` times the squared change
-    of the leaf values; ``params`` the model's own :class:`Params`. Arguments as :func:`finetune`.
-    """
+    """The fine-tuning objective as a pure function and its starting point: ``(fn, params)``,
+    ``fn(params: Params) -> scalar`` (docs/finetune.md) and the model's own :class:`Params`.
+    Arguments as :func:`finetune`."""
     model = _check_model(model, soft)
     y_np = _labels(y, model, _matrix(X, model).shape[0])
     loss = _resolve_loss(loss, model, y_np)
@@ -203,36 +198,30 @@ def finetune(model: booster.Booster, X, y, loss: Union[None, str, loss_lib.Loss,
              base_margin=None, eval_set=None, eval_base_margin=None, key: Any = None,
              batch_size: Optional[int] = None, soft: bool = False, temperature: Any = None,
              l2: Any = 0.0, restore_best: bool = False, return_curves: bool = False):
-    """Refit every leaf value (and the baseline; with ``soft=True`` the thresholds too) of a
-    fitted :class:`jboost.Booster` jointly, minimising ``loss`` with an optax optimizer:
-    ``n_steps`` steps on the objective of :func:`objective` in one ``lax.scan``
-    (docs/finetune.md).
+    """Refit every leaf value and the baseline (``soft=True``: the thresholds too) of a fitted
+    :class:`jboost.Booster` jointly with an optax optimizer: ``n_steps`` steps on
+    :func:`objective` in one ``lax.scan`` (post-processing by regression on the base learners,
+    Friedman and Popescu 2003). See docs/finetune.md.
 
     Args:
-      model: one :class:`jboost.Booster` (from :func:`jboost.fit` or :mod:`jboost.algorithms`).
-      X, y: the rows to fine-tune on and their labels, as :func:`jboost.fit` takes them.
-      loss: ``None`` (the model's own), a built-in name, a :class:`jboost.Loss` or a function
-        ``loss(y, raw)``, with the model's number of raw outputs K.
-      optimizer: an optax ``GradientTransformation`` (static; its learning rate may be traced).
-      n_steps: optimizer steps (static).
-      sample_weight, base_margin: the rows' weights and raw-score offsets (as ``jboost.fit``).
-      eval_set: optional ``(X_valid, y_valid[, w_valid])``, monitored after every step; it
-        becomes the returned model's ``valid_loss``.
-      eval_base_margin: the offsets of ``eval_set``'s rows (with ``base_margin``).
-      key: an int seed or a ``jax.random`` key for ``batch_size``'s draws (default 0).
-      batch_size: ``None`` (all rows every step) or the rows per step, drawn with replacement
-        from ``fold_in(key, s)`` (static).
+      model: one :class:`jboost.Booster`. X, y: the rows and labels, as :func:`jboost.fit`'s.
+      loss: ``None`` (the model's own), a built-in name, a :class:`jboost.Loss` or
+        ``loss(y, raw)``, with the model's K raw outputs.
+      optimizer: an optax ``GradientTransformation`` (static). n_steps: steps (static).
+      sample_weight, base_margin, eval_base_margin: as :func:`jboost.fit`'s.
+      eval_set: optional ``(X_valid, y_valid[, w_valid])``, monitored after every step.
+      key: a seed or ``jax.random`` key for ``batch_size``'s draws (default 0).
+      batch_size: ``None`` (all rows every step) or the rows drawn per step (static).
       soft: sigmoid splits whose thresholds move too (oblivious trees only).
-      temperature: ``soft=True``: the sigmoid's temperature in units of each feature's scale
-        (traced, positive; ``None``: 0.1), or a schedule ``step -> temperature`` (static).
+      temperature: ``soft=True``'s temperature in units of each feature's scale (traced;
+        ``None``: 0.1), or a schedule ``step -> temperature`` (static).
       l2: penalty ``l2 / 2 * sum (v - v_fitted)**2`` on the change of the leaf values (traced).
-      restore_best: with ``eval_set``, return the parameters of the step of lowest ``eval_set``
-        loss (0: the model as given) instead of the last.
-      return_curves: return ``(model, Curves)`` instead of the model alone.
+      restore_best: with ``eval_set``, return the step of lowest ``eval_set`` loss.
+      return_curves: return ``(model, Curves)``.
 
     Returns:
-      A :class:`jboost.Booster` of hard trees with the tuned parameters and ``loss`` as its
-      loss; with ``return_curves`` also the per-step :class:`Curves`.
+      A :class:`jboost.Booster` of hard trees with the tuned parameters and ``loss``; with
+      ``return_curves`` also the :class:`Curves`.
 
     Raises:
       TypeError / ValueError: naming the argument.

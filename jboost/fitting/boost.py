@@ -1,9 +1,5 @@
-"""``jboost.fit``: gradient boosting of trees, from user data to a :class:`jboost.Booster`.
-
-Three steps: :func:`prepare_fit` (host-side checks, binning, memory check, baseline),
-:func:`run_fit` (host-side calls of the compiled rounds, or one traced program under
-``jax.vmap``) and :func:`finish_fit` (the finite-loss check, the model). See docs/fitting.md.
-"""
+"""``jboost.fit``: gradient boosting of trees, from user data to a :class:`jboost.Booster`, in
+three steps: :func:`prepare_fit`, :func:`run_fit` and :func:`finish_fit`. See docs/fitting.md."""
 
 from __future__ import annotations
 
@@ -49,27 +45,20 @@ def fit(X, y, loss: Union[str, loss_lib.Loss, Callable] = "squared_error", *,
     """Fit a boosted ensemble of trees (ESL Algorithm 10.3, Newton trees).
 
     Args:
-      X: ``(n_samples, n_features)`` numeric; NaN is a missing value. A pandas DataFrame's
-        numeric, bool and nullable columns are taken and its column names kept.
-      y: ``(n_samples,)`` labels: real for regression, 0/1 for binary losses, 0..K-1 for K
-        classes (other class labels are mapped to ``0..K-1`` in sorted order, kept in
-        ``Booster.classes``); ``(n_samples, C)`` vector labels (multi-target regression,
-        multi-label classification: ``n_outputs = C``); or a batch objective's structured labels
-        (:mod:`jboost.objectives`). See docs/fitting.md.
-      loss: a built-in name (``"squared_error"``, ``"absolute_error"``, ``"huber"``,
-        ``"quantile"``, ``"binomial_deviance"``, ``"exponential"``, ``"multinomial_deviance"``,
-        ``"samme_exponential"``, ``"poisson"``), a :class:`jboost.Loss`, a function
-        ``loss(y, raw) -> scalar`` for one sample (autodiff derivatives), or a batch objective
-        (:mod:`jboost.objectives`; one device only).
+      X: ``(n_samples, n_features)`` numeric (NaN missing), or a pandas DataFrame (its column
+        names kept).
+      y: ``(n_samples,)`` labels (real, 0/1, 0..K-1, or class labels mapped to ``0..K-1``),
+        ``(n_samples, C)`` vector labels, or a batch objective's labels (docs/fitting.md).
+      loss: a built-in name (``"squared_error"``, ``"binomial_deviance"``,
+        ``"multinomial_deviance"``, ... :mod:`jboost.losses`), a :class:`jboost.Loss`, a
+        per-sample ``loss(y, raw) -> scalar`` (autodiff derivatives), or a batch objective.
 
     Returns:
       A :class:`Booster`; its ``settings`` record this call's settings.
 
     Raises:
-      MemoryError: the fit's histograms would not fit in the device's memory (checked before
-        compiling).
-      FloatingPointError: the training loss of a concrete fit is NaN or infinite (the message
-        names the first such round and the likely causes). Not checked under ``jax.vmap``.
+      MemoryError: the fit's histograms would not fit in the device's memory.
+      FloatingPointError: the training loss of a concrete fit is NaN or infinite.
     """
     a = types.SimpleNamespace(**locals())  # this call's arguments, for the pipeline's steps
     p = prepare_fit(a)

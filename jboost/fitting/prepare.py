@@ -33,27 +33,25 @@ def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
             labels.warn_if_labels_lose_precision(y, y32, name)
         return None
     _, spread, centre = lost
-    if np.ndim(y) == 2:  # vector labels: every column's median (a shift of each target)
-        centres = np.median(np.asarray(y, np.float64), axis=0)
-        if jax.config.jax_enable_x64:
-            return centres
-        c = centres.astype(np.float32)
+    vector = np.ndim(y) == 2  # vector labels: every column's median (a shift of each target)
+    centres = np.median(np.asarray(y, np.float64), axis=0) if vector else np.float64(centre)
+    if jax.config.jax_enable_x64:
+        return centres
+    c = centres.astype(np.float32)
+    if vector:
         warnings.warn(f"{name} has a large offset (column medians {centres.tolist()[:4]}): the fit "
                       "subtracts each column's median in float64 and the model adds it back "
                       "(Booster.offset), but its float32 predictions are rounded to the offsets' "
                       "float32 spacing. Enable float64 predictions with "
                       "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
                       stacklevel=4)
-        return c
-    if jax.config.jax_enable_x64:
-        return np.float64(centre)
-    c = np.float32(centre)
-    warnings.warn(f"{name} has a large offset (median {centre:.6g}, spread {spread:.3g}): the fit "
-                  f"subtracts c = {float(c):.9g} in float64 and the model adds it back "
-                  f"(Booster.offset), but its float32 predictions near c are rounded to "
-                  f"+-{float(np.spacing(c)) / 2:.3g}. Enable float64 predictions with "
-                  "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
-                  stacklevel=4)
+    else:
+        warnings.warn(f"{name} has a large offset (median {centre:.6g}, spread {spread:.3g}): the "
+                      f"fit subtracts c = {float(c):.9g} in float64 and the model adds it back "
+                      f"(Booster.offset), but its float32 predictions near c are rounded to "
+                      f"+-{float(np.spacing(c)) / 2:.3g}. Enable float64 predictions with "
+                      "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
+                      stacklevel=4)
     return c
 
 
@@ -78,14 +76,9 @@ class Data(NamedTuple):
 def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borders=None,
             label_check: Optional[Callable[[np.ndarray, str], Any]] = None,
             weighted_borders: bool = True, label_columns: bool = False) -> Data:
-    """Check ``X``, ``y``, ``sample_weight`` and ``eval_set`` (errors name the argument), compute
-    the bin borders (or check the given ones) and bin everything.
-
-    Args:
-      label_check: ``label_check(labels, name)`` validates the labels of ``y`` and the eval set.
-      weighted_borders: borders from the sample-weighted quantiles (``False``: unweighted).
-      label_columns: whether ``y`` may be ``(n, C)`` vector labels.
-    """
+    """Check ``X``, ``y``, ``sample_weight`` and ``eval_set``, compute (or check) the borders and
+    bin everything; ``label_check(labels, name)`` validates the labels, ``label_columns``
+    allows ``(n, C)`` labels, ``weighted_borders`` takes sample-weighted quantiles."""
     X = tabular.as_matrix(X, "X")
     n, n_features = X.shape
     y = labels.as_labels(y, n, columns=None if label_columns else 0)
@@ -144,10 +137,9 @@ def _is_class_index(arr: np.ndarray) -> bool:
 
 def class_labels(y, loss, n_outputs: Optional[int] = None, task: Optional[str] = None,
                  name: str = "y"):
-    """``(labels, classes)``: class labels as users have them mapped to ``0..K-1`` in sorted
-    order for a classification loss, with the distinct labels ``classes`` (``None`` when ``y``
-    is returned as it is: class indices already, or numbers for a regression loss).
-    See docs/fitting.md."""
+    """``(labels, classes)``: class labels mapped to ``0..K-1`` in sorted order for a
+    classification loss, and the distinct labels (``classes`` ``None``: ``y`` returned as it
+    is). See docs/fitting.md."""
     if checks.is_traced(y) or isinstance(y, jax.Array):
         return y, None
     y = tabular.series_values(y)

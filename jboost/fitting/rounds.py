@@ -78,18 +78,9 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
                resume: Callable, model_of: Callable, verbose: int = 0, callbacks: Sequence[Callable] = (),
                checkpoint_dir=None, checkpoint_every: Optional[int] = None, mesh=None,
                processes=None) -> RoundsOutput:
-    """The rounds of a concrete fit (:func:`jboost.fit`, the algorithms): ``config.n_rounds``
-    rounds after ``start``'s as host-side calls of one compiled program
-    (:func:`jboost.engine.calls.boost_rounds`), bitwise one call's rounds however they are cut.
-    See docs/fitting.md (call sizes, Ctrl-C, progress lines, callbacks, checkpoints).
-
-    Args:
-      resume: ``resume(model) -> BoostState``, the state after a model's rounds.
-      model_of: ``model_of(BoostOutput, start) -> Booster``, the model a checkpoint saves.
-      mesh: the training rows sharded over its first axis.
-      processes: a multi-process fit's :class:`jboost.engine.distributed.LocalRows`
-        (``rows="local"``): calls of fixed length, progress lines from process 0.
-    """
+    """A concrete fit's ``config.n_rounds`` rounds after ``start``'s as host-side calls of one
+    compiled program (:func:`jboost.engine.calls.boost_rounds`); ``resume``, ``model_of``,
+    ``mesh`` and ``processes`` (``rows="local"``) as docs/fitting.md describes."""
     base = 0 if start is None else start.n_rounds
     total = base + config.n_rounds
     fixed = bool(verbose) or bool(callbacks) or checkpoint_dir is not None or processes is not None

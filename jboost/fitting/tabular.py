@@ -27,15 +27,9 @@ class Tabular(NamedTuple):
 def tabular(X, y, *, init_model=None, eval_set=None, loss=None, n_outputs=None, task=None,
             classify: bool = True, categorical=None, who: str = "this ensemble",
             n_rows=None) -> Tabular:
-    """The tabular input of an ensemble's fit, read as :func:`jboost.fit` reads it: a
-    DataFrame's feature names (columns in ``init_model``'s order), then with ``classify`` class
-    labels mapped to ``0..K-1`` by ``loss`` (:func:`jboost.fitting.prepare.mapped_labels`).
-
-    Args:
-      n_rows: the labels' rows when ``y`` is not ``X``'s (a multi-process fit's whole table).
-      categorical: ``(cat_features, one_hot_max_size)`` for an entry point that encodes
-        categorical columns; ``None``: a DataFrame's categorical columns are refused.
-    """
+    """An ensemble's tabular input read as :func:`jboost.fit` reads it (with ``classify``, class
+    labels mapped by ``loss``); ``categorical``: ``(cat_features, one_hot_max_size)``, or
+    ``None`` to refuse categorical columns; ``n_rows``: the labels' rows if not ``X``'s."""
     X, names, eval_set = tabular_lib.tabular_input(X, init_model, eval_set)
     plan = None
     if categorical is None:
