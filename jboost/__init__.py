@@ -9,39 +9,18 @@ distributions, derivatives) -> :mod:`jboost.trees` (tree families, histograms, s
 :mod:`jboost.algorithms`) -> :mod:`jboost.io`, :mod:`jboost.inspect`, :mod:`jboost.plot`.
 """
 
-from jboost import algorithms
-from jboost import bagging
-from jboost import combine
-from jboost import data
-from jboost import datasets
-from jboost import distributions
-from jboost import engine
-from jboost import inspect
-from jboost import io
-from jboost import losses
-from jboost import models
-from jboost import objectives
-from jboost import plot
-from jboost import sweep
-from jboost import trees
+from jboost import (algorithms, bagging, combine, data, datasets, distributions, engine, inspect,
+                    io, losses, models, objectives, plot, sweep, trees)
 from jboost._version import __version__
-from jboost.data.binning import bin_features
-from jboost.data.binning import compute_borders
-from jboost.engine.boosting import BoostConfig
-from jboost.engine.boosting import Hyperparams
+from jboost.data.binning import bin_features, compute_borders
+from jboost.engine.boosting import BoostConfig, Hyperparams
 from jboost.finetune import finetune
 from jboost.fitting.boost import fit
-from jboost.io import ModelFileError
-from jboost.io import load
-from jboost.io import save
+from jboost.io import ModelFileError, load, save
 from jboost.losses.derivatives import grad_hess
 from jboost.losses.loss import Loss
-from jboost.models.base import feature_importance
-from jboost.models.base import predict
-from jboost.models.base import predict_class
-from jboost.models.base import predict_mean
-from jboost.models.base import predict_proba
-from jboost.models.base import staged_predict
+from jboost.models.base import (feature_importance, predict, predict_class, predict_mean,
+                                predict_proba, staged_predict)
 from jboost.models.booster import Booster
 from jboost.sweep import SweepResult
 from jboost.trees.depthwise import DepthwiseTrees

@@ -9,11 +9,9 @@ from typing import Optional, Sequence
 import numpy as np
 
 from jboost import inspect as inspect_lib  # its importance() (the name shadows the module)
-from jboost.inspect import dependence
-from jboost.inspect import shap
+from jboost.inspect import dependence, shap
 from jboost.models import sums
-from jboost.trees import depthwise as depthwise_lib
-from jboost.trees import oblivious
+from jboost.trees import depthwise as depthwise_lib, oblivious
 
 
 def _pyplot():

@@ -28,8 +28,7 @@ except ImportError:  # pragma: no cover - older scikit-learn
 import jboost
 from jboost import bagging
 from jboost.data import categorical as categorical_lib
-from jboost.losses import loss as loss_lib
-from jboost.losses import per_sample
+from jboost.losses import loss as loss_lib, per_sample
 
 __all__ = [
     "JBoostClassifier", "JBoostRegressor", "JBoostForestClassifier", "JBoostForestRegressor",

@@ -12,22 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jboost import checks
-from jboost.data import labels as labels_lib
-from jboost.data import tabular
-from jboost.engine import algorithm as algorithm_lib
-from jboost.engine import boosting as boosting_lib
-from jboost.engine import memory
-from jboost.engine import state as state_lib
-from jboost.fitting import init_model as init_model_lib
-from jboost.fitting import prepare as prepare_lib
-from jboost.fitting import rounds as rounds_lib
-from jboost.fitting import settings
-from jboost.losses import checks as checks_lib
-from jboost.losses import loss as loss_lib
-from jboost.losses import per_sample
-from jboost.models import base
-from jboost.models import booster as booster_lib
-from jboost.models import metadata
+from jboost.data import labels as labels_lib, tabular
+from jboost.engine import (algorithm as algorithm_lib, boosting as boosting_lib, memory,
+                           state as state_lib)
+from jboost.fitting import (init_model as init_model_lib, prepare as prepare_lib,
+                            rounds as rounds_lib, settings)
+from jboost.losses import checks as checks_lib, loss as loss_lib, per_sample
+from jboost.models import base, booster as booster_lib, metadata
 from jboost.trees import family as family_lib
 
 

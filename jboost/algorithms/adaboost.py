@@ -8,13 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from jboost.algorithms import _common
-from jboost.algorithms._common import OK
-from jboost.algorithms._common import PERFECT
-from jboost.algorithms._common import STOPPED
-from jboost.algorithms._common import WEAK
-from jboost.engine import algorithm
-from jboost.engine import boosting as boosting_lib
-from jboost.engine import state
+from jboost.algorithms._common import OK, PERFECT, STOPPED, WEAK
+from jboost.engine import algorithm, boosting as boosting_lib, state
 from jboost.fitting import settings
 from jboost.losses import loss as loss_lib
 from jboost.models import booster

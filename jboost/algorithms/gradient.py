@@ -14,10 +14,7 @@ from jboost import checks
 from jboost.algorithms import _common
 from jboost.engine import algorithm as algorithm_lib
 from jboost.fitting import settings
-from jboost.losses import baselines
-from jboost.losses import checks as checks_lib
-from jboost.losses import derivatives
-from jboost.losses import loss as loss_lib
+from jboost.losses import baselines, checks as checks_lib, derivatives, loss as loss_lib
 from jboost.models import booster
 from jboost.trees import refit
 

@@ -9,13 +9,10 @@ from typing import Any, Mapping, Optional
 import jax.numpy as jnp
 from jax import lax
 
-from jboost.engine import algorithm
-from jboost.engine import boosting as boosting_lib
+from jboost.engine import algorithm, boosting as boosting_lib
 from jboost.fitting import boost
 from jboost.losses import loss as loss_lib
-from jboost.losses.distributions import base
-from jboost.losses.distributions import families
-from jboost.losses.distributions import nll_loss
+from jboost.losses.distributions import base, families, nll_loss
 
 
 # ngboost's NGBoost.line_search: scales 1, 2, 4, ... up to 512, then halved; a step whose mean

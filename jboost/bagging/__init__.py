@@ -4,43 +4,25 @@ oblivious or depth-wise trees, bagged boosters, and out-of-bag estimates (ESL 15
 Modules: ``bootstrap`` (bootstrap weights, bag keys, feature subsets), ``forest``
 (:func:`fit_forest`), ``boosters`` (:func:`fit_bagged_boosters`), ``oob``. See docs/ensembles.md."""
 
-from jboost.engine.memory import chunk_size_for_budget
-from jboost.engine.memory import forest_chunk_size
+from jboost.engine.memory import chunk_size_for_budget, forest_chunk_size
 from jboost.engine.batching import map_in_chunks
 from jboost.models.bagged import BaggedBoosters
 from jboost.bagging.boosters_binned import bag_boost_binned
 from jboost.bagging.oob import bagged_oob
-from jboost.models.bagged import bagged_outputs
-from jboost.models.bagged import bagged_predict
-from jboost.models.bagged import bagged_predict_proba
+from jboost.models.bagged import bagged_outputs, bagged_predict, bagged_predict_proba
 from jboost.bagging.boosters import fit_bagged_boosters
-from jboost.bagging.bootstrap import BOOTSTRAPS
-from jboost.bagging.bootstrap import all_bootstrap_weights
-from jboost.bagging.bootstrap import bag_keys
-from jboost.bagging.bootstrap import bootstrap_weights
-from jboost.bagging.bootstrap import feature_subsets
-from jboost.bagging.bootstrap import node_feature_subsets
-from jboost.bagging.bootstrap import resolve_max_features
-from jboost.bagging.bootstrap import subsets_to_masks
-from jboost.bagging.forest import FOREST_TASKS
-from jboost.bagging.forest import TREE_FAMILIES
+from jboost.bagging.bootstrap import (BOOTSTRAPS, all_bootstrap_weights, bag_keys,
+                                      bootstrap_weights, feature_subsets, node_feature_subsets,
+                                      resolve_max_features, subsets_to_masks)
+from jboost.bagging.forest import FOREST_TASKS, TREE_FAMILIES
 from jboost.models.forest import Forest
-from jboost.bagging.forest_binned import ForestConfig
-from jboost.bagging.forest_binned import ForestHyperparams
-from jboost.bagging.forest import fit_bagged_trees
-from jboost.bagging.forest import fit_forest
+from jboost.bagging.forest_binned import ForestConfig, ForestHyperparams
+from jboost.bagging.forest import fit_bagged_trees, fit_forest
 from jboost.bagging.forest_binned import fit_forest_binned
-from jboost.models.forest import forest_predict
-from jboost.models.forest import forest_predict_class
-from jboost.models.forest import forest_vote
-from jboost.models.forest import tree_family_of
-from jboost.models.forest import tree_outputs
+from jboost.models.forest import (forest_predict, forest_predict_class, forest_vote, tree_family_of,
+                                  tree_outputs)
 from jboost.bagging.forest_binned import tree_targets
-from jboost.bagging.oob import OOBResult
-from jboost.bagging.oob import forest_oob
-from jboost.bagging.oob import forest_staged
-from jboost.bagging.oob import oob_from_outputs
-from jboost.bagging.oob import oob_scan
+from jboost.bagging.oob import OOBResult, forest_oob, forest_staged, oob_from_outputs, oob_scan
 
 __all__ = [
     "BOOTSTRAPS", "BaggedBoosters", "FOREST_TASKS", "Forest", "ForestConfig", "ForestHyperparams",

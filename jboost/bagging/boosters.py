@@ -14,25 +14,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import _native
-from jboost import checks
-from jboost.bagging import boosters_binned
-from jboost.bagging import local as local_lib
-from jboost.data import categorical_stats
-from jboost.data import labels
-from jboost.engine import batching
-from jboost.engine import boosting as boosting_lib
-from jboost.engine import memory
-from jboost.engine import state as state_lib
-from jboost.fitting import init_model as init_model_lib
-from jboost.fitting import prepare
-from jboost.fitting import rounds as rounds_lib
-from jboost.fitting import settings as settings_lib
-from jboost.fitting import tabular
-from jboost.losses import baselines
-from jboost.losses import checks as checks_lib
-from jboost.losses import loss as loss_lib
-from jboost.losses import per_sample
+from jboost import _native, checks
+from jboost.bagging import boosters_binned, local as local_lib
+from jboost.data import categorical_stats, labels
+from jboost.engine import batching, boosting as boosting_lib, memory, state as state_lib
+from jboost.fitting import (init_model as init_model_lib, prepare, rounds as rounds_lib,
+                            settings as settings_lib, tabular)
+from jboost.losses import baselines, checks as checks_lib, loss as loss_lib, per_sample
 from jboost.models import bagged
 from jboost.trees import family
 

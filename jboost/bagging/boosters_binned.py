@@ -9,18 +9,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import _compile
-from jboost import checks
+from jboost import _compile, checks
 from jboost.bagging import bootstrap as bootstrap_lib
-from jboost.data import categorical as data_categorical
-from jboost.data import categorical_stats
-from jboost.engine import batching
-from jboost.engine import boosting as boosting_lib
-from jboost.engine import state as state_lib
+from jboost.data import categorical as data_categorical, categorical_stats
+from jboost.engine import batching, boosting as boosting_lib, state as state_lib
 from jboost.fitting import settings as settings_lib
-from jboost.losses import baselines
-from jboost.losses import checks as checks_lib
-from jboost.losses import loss as loss_lib
+from jboost.losses import baselines, checks as checks_lib, loss as loss_lib
 from jboost.trees import oblivious
 
 

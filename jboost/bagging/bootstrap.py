@@ -10,8 +10,7 @@ import numbers
 import jax
 import jax.numpy as jnp
 
-from jboost import _compile
-from jboost import checks
+from jboost import _compile, checks
 from jboost.trees import node_splits
 
 BOOTSTRAPS = ("multinomial", "poisson", "bayesian")

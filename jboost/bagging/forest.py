@@ -13,25 +13,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import _native
-from jboost import checks
-from jboost import devices as devices_lib
-from jboost.bagging import bootstrap as bootstrap_lib
-from jboost.bagging import forest_binned
-from jboost.bagging import forest_sharded
-from jboost.data import labels as labels_lib
-from jboost.data import tabular as tabular_lib
-from jboost.engine import batching
-from jboost.engine import memory
-from jboost.fitting import init_model as init_model_lib
-from jboost.fitting import prepare
-from jboost.fitting import rounds
-from jboost.fitting import settings as settings_lib
-from jboost.fitting import tabular
+from jboost import _native, checks, devices as devices_lib
+from jboost.bagging import bootstrap as bootstrap_lib, forest_binned, forest_sharded
+from jboost.data import labels as labels_lib, tabular as tabular_lib
+from jboost.engine import batching, memory
+from jboost.fitting import (init_model as init_model_lib, prepare, rounds, settings as settings_lib,
+                            tabular)
 from jboost.losses import loss
 from jboost.models import forest as forest_lib
-from jboost.trees import family
-from jboost.trees import node_table
+from jboost.trees import family, node_table
 
 #: Forest tasks: ``"classification"`` is binary or multiclass, K from the labels.
 FOREST_TASKS = ("regression",) + loss.CLASSIFICATION + ("classification",)

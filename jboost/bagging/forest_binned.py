@@ -10,12 +10,9 @@ import jax.numpy as jnp
 
 from jboost import _compile
 from jboost.bagging import bootstrap as bootstrap_lib
-from jboost.engine import batching
-from jboost.engine import memory
+from jboost.engine import batching, memory
 from jboost.fitting import settings as settings_lib
-from jboost.trees import depthwise as depthwise_lib
-from jboost.trees import node_table
-from jboost.trees import oblivious
+from jboost.trees import depthwise as depthwise_lib, node_table, oblivious
 
 
 class ForestConfig(NamedTuple):

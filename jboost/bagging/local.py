@@ -8,23 +8,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import _compile
-from jboost import checks
-from jboost.bagging import boosters_binned
-from jboost.bagging import bootstrap as bootstrap_lib
-from jboost.data import labels
-from jboost.data import tabular as tabular_lib
-from jboost.engine import boosting as boosting_lib
-from jboost.engine import distributed
-from jboost.engine import memory
-from jboost.engine import state as state_lib
-from jboost.fitting import prepare
-from jboost.fitting import rounds as rounds_lib
-from jboost.fitting import settings as settings_lib
-from jboost.losses import baselines
-from jboost.losses import checks as checks_lib
-from jboost.models import bagged
-from jboost.models import metadata
+from jboost import _compile, checks
+from jboost.bagging import boosters_binned, bootstrap as bootstrap_lib
+from jboost.data import labels, tabular as tabular_lib
+from jboost.engine import boosting as boosting_lib, distributed, memory, state as state_lib
+from jboost.fitting import prepare, rounds as rounds_lib, settings as settings_lib
+from jboost.losses import baselines, checks as checks_lib
+from jboost.models import bagged, metadata
 from jboost.trees import family
 
 

@@ -14,12 +14,9 @@ import jax.numpy as jnp
 from jax import lax
 
 from jboost import _compile
-from jboost.data import categorical_stats
-from jboost.data import labels
-from jboost.data import tabular as tabular_lib
+from jboost.data import categorical_stats, labels, tabular as tabular_lib
 from jboost.losses import loss as loss_lib
-from jboost.models import bagged
-from jboost.models import base
+from jboost.models import bagged, base
 from jboost.models.forest import Forest
 from jboost.trees import family
 

@@ -12,23 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import _compile
-from jboost import _native
-from jboost import checks
-from jboost import devices
-from jboost.data import labels
-from jboost.data import tabular as tabular_lib
-from jboost.engine import batching
-from jboost.engine import boosting as boosting_lib
-from jboost.engine import memory
-from jboost.engine import state as state_lib
-from jboost.fitting import init_model as init_model_lib
-from jboost.fitting import prepare
-from jboost.fitting import rounds
-from jboost.fitting import settings
-from jboost.fitting import tabular
-from jboost.losses import baselines
-from jboost.losses import per_sample
+from jboost import _compile, _native, checks, devices
+from jboost.data import labels, tabular as tabular_lib
+from jboost.engine import batching, boosting as boosting_lib, memory, state as state_lib
+from jboost.fitting import init_model as init_model_lib, prepare, rounds, settings, tabular
+from jboost.losses import baselines, per_sample
 from jboost.models import ecoc
 from jboost.trees import family
 

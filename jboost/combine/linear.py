@@ -9,11 +9,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from jboost import _compile
-from jboost import checks
+from jboost import _compile, checks
 from jboost.fitting import settings
-from jboost.losses import baselines
-from jboost.losses import per_sample
+from jboost.losses import baselines, per_sample
 from jboost.models import stacked
 
 

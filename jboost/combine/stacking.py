@@ -11,28 +11,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import _compile
-from jboost import _native
-from jboost import checks as checks_lib
+from jboost import _compile, _native, checks as checks_lib
 from jboost.combine import linear as linear_lib
-from jboost.data import folds as cv
-from jboost.data import folds as folds_lib
-from jboost.data import labels
-from jboost.engine import batching
-from jboost.engine import boosting as boosting_lib
-from jboost.engine import memory
-from jboost.engine import state as state_lib
-from jboost.fitting import prepare
-from jboost.fitting import settings
-from jboost.fitting import tabular
-from jboost.losses import baselines as baselines_lib
-from jboost.losses import checks
-from jboost.losses import loss as loss_lib
-from jboost.losses import metrics as metrics_lib
-from jboost.models import ensemble
-from jboost.models import stacked
-from jboost.trees import family
-from jboost.trees import oblivious
+from jboost.data import folds as cv, folds as folds_lib, labels
+from jboost.engine import batching, boosting as boosting_lib, memory, state as state_lib
+from jboost.fitting import prepare, settings, tabular
+from jboost.losses import (baselines as baselines_lib, checks, loss as loss_lib,
+                           metrics as metrics_lib)
+from jboost.models import ensemble, stacked
+from jboost.trees import family, oblivious
 
 # Each base learner sets these (traced) settings; unset ones take jboost.fit's defaults.
 HYPERPARAMS = boosting_lib.Hyperparams._fields

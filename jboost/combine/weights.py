@@ -11,8 +11,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jboost import _compile
-from jboost import checks
+from jboost import _compile, checks
 from jboost.fitting import settings
 
 OBJECTIVES = ("squared_error", "log_loss")

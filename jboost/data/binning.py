@@ -14,8 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import _compile
-from jboost import _native
+from jboost import _compile, _native
 
 
 def check_borders(borders, n_features: int, n_bins: int) -> np.ndarray:

@@ -13,8 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import _compile
-from jboost import checks
+from jboost import _compile, checks
 from jboost.data import categorical as categorical_lib
 
 #: Default ``cat_prior_weight``: the weight ``a`` of the prior in ``(S + a p) / (N + a)``.

@@ -8,8 +8,7 @@ from typing import Optional
 
 import numpy as np
 
-from jboost import checks
-from jboost import devices as devices_lib
+from jboost import checks, devices as devices_lib
 from jboost.data import tabular
 
 

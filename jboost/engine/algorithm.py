@@ -8,10 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from jboost.engine import state as state_lib
-from jboost.losses import derivatives
-from jboost.losses import loss as loss_lib
-from jboost.trees import oblivious
-from jboost.trees import refit
+from jboost.losses import derivatives, loss as loss_lib
+from jboost.trees import oblivious, refit
 
 
 def _no_state(data: state_lib.Data, loss: loss_lib.Loss):

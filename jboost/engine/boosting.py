@@ -15,15 +15,9 @@ import jax.numpy as jnp
 from jax import lax
 
 from jboost import _compile
-from jboost.engine import algorithm as algorithm_lib
-from jboost.engine import samplers
-from jboost.engine import state as state_lib
-from jboost.losses import baselines
-from jboost.losses import loss as loss_lib
-from jboost.losses import metrics as metrics_lib
-from jboost.trees import family
-from jboost.trees import oblivious
-from jboost.trees import splits as splits_lib
+from jboost.engine import algorithm as algorithm_lib, samplers, state as state_lib
+from jboost.losses import baselines, loss as loss_lib, metrics as metrics_lib
+from jboost.trees import family, oblivious, splits as splits_lib
 
 
 class BoostConfig(NamedTuple):

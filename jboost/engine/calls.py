@@ -10,8 +10,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from jboost import _compile
-from jboost.engine import boosting
-from jboost.engine import state as state_lib
+from jboost.engine import boosting, state as state_lib
 from jboost.losses import loss as loss_lib
 from jboost.trees import oblivious
 

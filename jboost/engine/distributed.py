@@ -12,8 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jboost import devices as devices_lib
-from jboost.data import binning
-from jboost.data import tabular
+from jboost.data import binning, tabular
 
 #: ``rows=`` of :func:`jboost.fit`: ``"global"`` (every process passes the whole table, the
 #: default) or ``"local"`` (each process passes its own rows).

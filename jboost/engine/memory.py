@@ -8,8 +8,7 @@ from typing import Optional
 
 import jax
 
-from jboost import _native
-from jboost import devices as devices_lib
+from jboost import _native, devices as devices_lib
 from jboost.engine import boosting as boosting_lib
 from jboost.losses import loss as loss_lib
 from jboost.trees import histograms

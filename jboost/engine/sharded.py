@@ -9,9 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from jboost import _compile
-from jboost.engine import boosting
-from jboost.engine import calls
-from jboost.engine import state as state_lib
+from jboost.engine import boosting, calls, state as state_lib
 from jboost.losses import loss as loss_lib
 
 

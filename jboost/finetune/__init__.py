@@ -3,6 +3,4 @@
 
 from jboost.finetune.loop import Curves
 from jboost.finetune.scores import Params
-from jboost.finetune.tune import finetune
-from jboost.finetune.tune import objective
-from jboost.finetune.tune import soft_predict
+from jboost.finetune.tune import finetune, objective, soft_predict

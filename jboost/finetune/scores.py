@@ -13,8 +13,7 @@ from jax import lax
 from jboost import _compile
 from jboost.losses import loss as loss_lib
 from jboost.models import booster
-from jboost.trees import family
-from jboost.trees import routing
+from jboost.trees import family, routing
 
 
 class Params(NamedTuple):

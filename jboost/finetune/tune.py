@@ -12,19 +12,12 @@ import numpy as np
 import optax
 
 from jboost import checks
-from jboost.data import labels
-from jboost.data import tabular
-from jboost.finetune import loop
-from jboost.finetune import scores
-from jboost.fitting import prepare
-from jboost.fitting import settings
-from jboost.losses import checks as checks_lib
-from jboost.losses import loss as loss_lib
-from jboost.losses import per_sample
-from jboost.models import base
-from jboost.models import booster
-from jboost.trees import family
-from jboost.trees import oblivious
+from jboost.data import labels, tabular
+from jboost.finetune import loop, scores
+from jboost.fitting import prepare, settings
+from jboost.losses import checks as checks_lib, loss as loss_lib, per_sample
+from jboost.models import base, booster
+from jboost.trees import family, oblivious
 
 
 def _check_model(model, soft: bool) -> booster.Booster:

@@ -10,27 +10,13 @@ from typing import Any, Callable, NamedTuple, Union
 import jax
 import jax.numpy as jnp
 
-from jboost import _compile
-from jboost import checks as checks_lib
-from jboost import devices as devices_lib
-from jboost.data import binning
-from jboost.data import categorical as categorical_lib
-from jboost.data import labels
-from jboost.data import tabular
-from jboost.engine import boosting as boosting_lib
-from jboost.engine import memory
-from jboost.engine import sharded
-from jboost.engine import state as state_lib
-from jboost.fitting import init_model as init_model_lib
-from jboost.fitting import prepare
-from jboost.fitting import rounds as rounds_lib
-from jboost.fitting import settings as settings_lib
-from jboost.losses import baselines
-from jboost.losses import checks
-from jboost.losses import loss as loss_lib
-from jboost.losses import per_sample
-from jboost.models import booster as booster_lib
-from jboost.models import metadata
+from jboost import _compile, checks as checks_lib, devices as devices_lib
+from jboost.data import binning, categorical as categorical_lib, labels, tabular
+from jboost.engine import boosting as boosting_lib, memory, sharded, state as state_lib
+from jboost.fitting import (init_model as init_model_lib, prepare, rounds as rounds_lib,
+                            settings as settings_lib)
+from jboost.losses import baselines, checks, loss as loss_lib, per_sample
+from jboost.models import booster as booster_lib, metadata
 from jboost.trees import family
 
 

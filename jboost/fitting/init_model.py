@@ -8,8 +8,7 @@ import numpy as np
 
 from jboost.engine import boosting as boosting_lib
 from jboost.models import booster as booster_lib
-from jboost.trees import depthwise as depthwise_lib
-from jboost.trees import registry
+from jboost.trees import depthwise as depthwise_lib, registry
 
 
 def check_init_model(model, booster_type: type, n_features: int, borders, *, n_bins: int,

@@ -11,16 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jboost import checks
-from jboost.data import binning
-from jboost.data import binning as binning_lib
-from jboost.data import categorical as categorical_lib
-from jboost.data import categorical_stats
-from jboost.data import labels
-from jboost.data import tabular
-from jboost.engine import distributed
-from jboost.engine import state
-from jboost.losses import loss as loss_lib
-from jboost.losses import per_sample
+from jboost.data import (binning, binning as binning_lib, categorical as categorical_lib,
+                         categorical_stats, labels, tabular)
+from jboost.engine import distributed, state
+from jboost.losses import loss as loss_lib, per_sample
 
 
 def label_offset(y, y32: np.ndarray, loss, name: str = "y"):

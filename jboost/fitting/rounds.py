@@ -13,17 +13,9 @@ import jax
 import numpy as np
 
 from jboost import checks
-from jboost.engine import boosting as boosting_lib
-from jboost.engine import calls
-from jboost.engine import checkpoints
-from jboost.engine import sharded
-from jboost.engine import state as state_lib
-from jboost.io import loader
-from jboost.io import reader
-from jboost.io import writer
-from jboost.losses import loss as loss_lib
-from jboost.losses import metrics as metrics_lib
-from jboost.losses import per_sample
+from jboost.engine import boosting as boosting_lib, calls, checkpoints, sharded, state as state_lib
+from jboost.io import loader, reader, writer
+from jboost.losses import loss as loss_lib, metrics as metrics_lib, per_sample
 from jboost.models import booster as booster_lib
 
 

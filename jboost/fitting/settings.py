@@ -15,21 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jboost import checks
-from jboost.data import binning
-from jboost.data import categorical
-from jboost.data import categorical_stats
-from jboost.engine import algorithm as algorithm_lib
-from jboost.engine import boosting as boosting_lib
-from jboost.engine import distributed
-from jboost.engine import samplers
-from jboost.losses import loss as loss_lib
-from jboost.losses import metrics
-from jboost.losses import metrics as metrics_lib
+from jboost.data import binning, categorical, categorical_stats
+from jboost.engine import (algorithm as algorithm_lib, boosting as boosting_lib, distributed,
+                           samplers)
+from jboost.losses import loss as loss_lib, metrics, metrics as metrics_lib
 from jboost.models import metadata
-from jboost.trees import lossguide
-from jboost.trees import oblivious
-from jboost.trees import registry
-from jboost.trees import splits as splits_lib
+from jboost.trees import lossguide, oblivious, registry, splits as splits_lib
 
 MAX_DEPTH = 16
 #: Depth-wise forests' trees (node tables grown by the CPU kernel over their non-empty nodes).

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional
 
-from jboost.data import categorical as categorical_lib
-from jboost.data import tabular as tabular_lib
+from jboost.data import categorical as categorical_lib, tabular as tabular_lib
 from jboost.fitting import prepare
 from jboost.models import metadata
 

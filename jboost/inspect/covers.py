@@ -6,9 +6,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jboost.trees import depthwise as depthwise_lib
-from jboost.trees import oblivious
-from jboost.trees import routing
+from jboost.trees import depthwise as depthwise_lib, oblivious, routing
 
 
 def check_trees(trees) -> None:

@@ -10,15 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jboost import _compile
-from jboost import checks
+from jboost import _compile, checks
 from jboost.data import tabular
 from jboost.inspect import covers as covers_lib
-from jboost.models import base as base_lib
-from jboost.models import sums
-from jboost.trees import depthwise as depthwise_lib
-from jboost.trees import family
-from jboost.trees import node_table
+from jboost.models import base as base_lib, sums
+from jboost.trees import depthwise as depthwise_lib, family, node_table
 
 
 class PartialDependence(NamedTuple):

@@ -10,14 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jboost import _compile
-from jboost import checks
-from jboost.data import labels
-from jboost.data import tabular
+from jboost import _compile, checks
+from jboost.data import labels, tabular
 from jboost.inspect import covers as covers_lib
-from jboost.losses import loss as loss_lib
-from jboost.losses import metrics as metrics_lib
-from jboost.losses import per_sample
+from jboost.losses import loss as loss_lib, metrics as metrics_lib, per_sample
 from jboost.models import base as base_lib
 
 

@@ -17,14 +17,10 @@ import numpy as np
 from jax import lax
 
 from jboost import _compile
-from jboost.data import categorical as categorical_lib
-from jboost.data import tabular
+from jboost.data import categorical as categorical_lib, tabular
 from jboost.inspect import covers as covers_lib
-from jboost.models import base as base_lib
-from jboost.models import sums
-from jboost.trees import depthwise as depthwise_lib
-from jboost.trees import node_table
-from jboost.trees import oblivious
+from jboost.models import base as base_lib, sums
+from jboost.trees import depthwise as depthwise_lib, node_table, oblivious
 
 #: Trees up to this depth get per-leaf SHAP tables when there are at least ``2**D`` rows to
 #: explain; deeper trees (or fewer rows) are explained row by row.

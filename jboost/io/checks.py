@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from jboost.io import reader
-from jboost.trees import depthwise as depthwise_lib
-from jboost.trees import oblivious
+from jboost.trees import depthwise as depthwise_lib, oblivious
 
 #: The fields of oblivious trees, and of depth-wise trees in the dense heap layout (format
 #: versions 1-4), with their dtypes.

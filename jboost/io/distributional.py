@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from jboost.io import loader
-from jboost.io import reader
-from jboost.losses.distributions import families
-from jboost.losses.distributions import nll_loss
+from jboost.io import loader, reader
+from jboost.losses.distributions import families, nll_loss
 
 
 def load_distributional(path, tree_family: Optional[type] = None):

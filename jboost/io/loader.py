@@ -11,9 +11,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from jboost.io import checks
-from jboost.io import reader
-from jboost.io import registry
+from jboost.io import checks, reader, registry
 from jboost.trees import depthwise as depthwise_lib
 
 def load(path, loss=None, tree_family: Optional[type] = None):

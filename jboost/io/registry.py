@@ -5,11 +5,8 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from jboost.data import categorical as categorical_lib
-from jboost.losses import baselines
-from jboost.losses import links
-from jboost.losses import loss as loss_lib
-from jboost.losses import objectives as objectives_lib
-from jboost.losses import per_sample
+from jboost.losses import (baselines, links, loss as loss_lib, objectives as objectives_lib,
+                           per_sample)
 from jboost.models import base as model_base  # importing jboost.models registers every model type
 from jboost.models import metadata as metadata_lib
 from jboost.trees import registry as tree_registry

@@ -10,8 +10,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 import numpy as np
 
 from jboost._version import __version__
-from jboost.io import reader
-from jboost.io import registry
+from jboost.io import reader, registry
 
 def _is_namedtuple(x) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")

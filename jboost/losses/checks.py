@@ -15,14 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import _compile
-from jboost import checks
-from jboost import devices as devices_lib
+from jboost import _compile, checks, devices as devices_lib
 from jboost.data import labels
-from jboost.losses import derivatives
-from jboost.losses import loss as loss_lib
-from jboost.losses import per_sample
-from jboost.losses import purity
+from jboost.losses import derivatives, loss as loss_lib, per_sample, purity
 
 
 def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,

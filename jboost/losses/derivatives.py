@@ -11,8 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jboost.losses import loss as loss_lib
-from jboost.losses import objectives
+from jboost.losses import loss as loss_lib, objectives
 
 
 def curvature(hess, kind: str = "autodiff", learning_rate=None):

@@ -12,8 +12,7 @@ from typing import Callable, Optional, Union
 import jax.numpy as jnp
 import numpy as np
 
-from jboost.losses import checks
-from jboost.losses import loss as loss_lib
+from jboost.losses import checks, loss as loss_lib
 
 
 def check_metric(metric, loss: loss_lib.Loss, greater_is_better: bool = False,

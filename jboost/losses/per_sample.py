@@ -14,9 +14,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from jboost.losses import baselines
-from jboost.losses import links
-from jboost.losses import loss as loss_lib
+from jboost.losses import baselines, links, loss as loss_lib
 
 
 def _logit_deviance_fn(y, f):

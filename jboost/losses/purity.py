@@ -13,8 +13,7 @@ import jax
 import numpy as np
 
 from jboost import checks
-from jboost.losses import loss as loss_lib
-from jboost.losses import per_sample
+from jboost.losses import loss as loss_lib, per_sample
 
 # --------------------------------------------------------------------------------------------
 # The purity rule: a loss that reads Python numbers from globals or closure cells.

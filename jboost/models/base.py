@@ -15,14 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jboost import _compile
-from jboost import checks
-from jboost.data import categorical as data_categorical
-from jboost.data import tabular
+from jboost import _compile, checks
+from jboost.data import categorical as data_categorical, tabular
 from jboost.losses import loss as loss_lib
 from jboost.models import metadata
-from jboost.trees import family
-from jboost.trees import oblivious
+from jboost.trees import family, oblivious
 
 
 CLASSIFICATION = ("binary", "multiclass")

@@ -9,10 +9,8 @@ import jax.numpy as jnp
 
 from jboost.data import categorical_stats
 from jboost.losses import loss as loss_lib
-from jboost.models import base
-from jboost.models import metadata
-from jboost.trees import family
-from jboost.trees import oblivious
+from jboost.models import base, metadata
+from jboost.trees import family, oblivious
 
 
 def _boosted_raw(acc, stage, consts):

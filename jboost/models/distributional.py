@@ -11,11 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jboost import _compile
-from jboost.data import labels
-from jboost.data import tabular
+from jboost.data import labels, tabular
 from jboost.losses import loss as loss_lib
-from jboost.losses.distributions import base as base_lib
-from jboost.losses.distributions import nll_loss
+from jboost.losses.distributions import base as base_lib, nll_loss
 from jboost.models import base
 
 

@@ -9,11 +9,8 @@ import jax.numpy as jnp
 
 from jboost import checks
 from jboost.losses import per_sample
-from jboost.models import base
-from jboost.models import ensemble
-from jboost.models import metadata
-from jboost.trees import family
-from jboost.trees import oblivious
+from jboost.models import base, ensemble, metadata
+from jboost.trees import family, oblivious
 
 DECODINGS = ("l1", "hamming")
 

@@ -9,10 +9,8 @@ import jax
 import jax.numpy as jnp
 
 from jboost.losses import loss as loss_lib
-from jboost.models import booster
-from jboost.models import metadata
-from jboost.trees import family
-from jboost.trees import oblivious
+from jboost.models import booster, metadata
+from jboost.trees import family, oblivious
 
 
 def batched_raw_scores(trees: oblivious.ObliviousTrees, baselines, X, n_lead: int) -> jax.Array:

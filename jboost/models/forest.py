@@ -9,14 +9,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jboost import _compile
-from jboost import checks
+from jboost import _compile, checks
 from jboost.data import tabular as tabular_lib
-from jboost.models import base
-from jboost.models import metadata
-from jboost.trees import depthwise as depthwise_lib
-from jboost.trees import family
-from jboost.trees import oblivious
+from jboost.models import base, metadata
+from jboost.trees import depthwise as depthwise_lib, family, oblivious
 
 
 @base.model_type("n_features", "depth", "feature_names_in_", "classes_")

@@ -8,12 +8,8 @@ import jax
 import jax.numpy as jnp
 
 from jboost import checks
-from jboost.losses import loss as loss_lib
-from jboost.losses import per_sample
-from jboost.models import base
-from jboost.models import booster
-from jboost.models import ensemble
-from jboost.models import metadata
+from jboost.losses import loss as loss_lib, per_sample
+from jboost.models import base, booster, ensemble, metadata
 from jboost.trees import oblivious
 
 LINEAR_TASKS = ("regression", "binary", "multiclass")

@@ -3,19 +3,12 @@
 curves, the selection and the models. See docs/sweeps.md."""
 
 from jboost.data.folds import fold_ids
-from jboost.engine.memory import DEFAULT_CPU_BUDGET
-from jboost.engine.memory import DEFAULT_CPU_MODELS_PER_DEVICE
-from jboost.engine.memory import auto_chunk_size
-from jboost.engine.memory import model_bytes
+from jboost.engine.memory import (DEFAULT_CPU_BUDGET, DEFAULT_CPU_MODELS_PER_DEVICE,
+                                  auto_chunk_size, model_bytes)
 from jboost.sweep.fit import sweep
-from jboost.sweep.grid import HYPERPARAMETERS
-from jboost.sweep.grid import STATIC_SETTINGS
-from jboost.sweep.metrics import METRICS
-from jboost.sweep.metrics import absolute_error
-from jboost.sweep.metrics import error_rate
-from jboost.sweep.metrics import squared_error
-from jboost.sweep.result import SweepResult
-from jboost.sweep.result import refit
+from jboost.sweep.grid import HYPERPARAMETERS, STATIC_SETTINGS
+from jboost.sweep.metrics import METRICS, absolute_error, error_rate, squared_error
+from jboost.sweep.result import SweepResult, refit
 
 __all__ = ["sweep", "SweepResult", "refit", "METRICS", "error_rate", "squared_error",
            "absolute_error", "HYPERPARAMETERS", "STATIC_SETTINGS", "fold_ids", "model_bytes",

@@ -8,8 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost.data import categorical
-from jboost.data import categorical_stats
+from jboost.data import categorical, categorical_stats
 
 
 class CategoricalColumns(NamedTuple):

@@ -17,29 +17,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import checks
-from jboost import devices as devices_lib
-from jboost.data import categorical
-from jboost.data import categorical_stats
-from jboost.data import folds as cv
-from jboost.data import labels
-from jboost.data import tabular
-from jboost.engine import boosting as boosting_lib
-from jboost.engine import checkpoints as checkpoints_lib
-from jboost.engine import distributed
-from jboost.engine import state
-from jboost.fitting import prepare
-from jboost.fitting import settings as settings_lib
-from jboost.losses import baselines as baselines_lib
-from jboost.losses import checks as checks_lib
-from jboost.losses import loss as loss_lib
-from jboost.losses import metrics
-from jboost.sweep import categorical as sweep_categorical
-from jboost.sweep import grid as grid_lib
-from jboost.sweep import groups
-from jboost.sweep import metrics as metrics_lib
-from jboost.sweep import program as sweep_program
-from jboost.sweep import result as result_lib
+from jboost import checks, devices as devices_lib
+from jboost.data import categorical, categorical_stats, folds as cv, labels, tabular
+from jboost.engine import (boosting as boosting_lib, checkpoints as checkpoints_lib, distributed,
+                           state)
+from jboost.fitting import prepare, settings as settings_lib
+from jboost.losses import (baselines as baselines_lib, checks as checks_lib, loss as loss_lib,
+                           metrics)
+from jboost.sweep import (categorical as sweep_categorical, grid as grid_lib, groups,
+                          metrics as metrics_lib, program as sweep_program, result as result_lib)
 from jboost.sweep.grid import HYPERPARAMETERS
 from jboost.sweep.result import SweepResult
 from jboost.trees import family as family_lib

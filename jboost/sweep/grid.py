@@ -10,8 +10,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 
 import numpy as np
 from jboost.fitting import settings
-from jboost.losses import checks
-from jboost.losses import loss as loss_lib
+from jboost.losses import checks, loss as loss_lib
 
 
 # The continuous hyperparameters of jboost.fit, in the order of boosting.Hyperparams.

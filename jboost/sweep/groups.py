@@ -7,14 +7,9 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from jboost import _native
-from jboost import devices as devices_lib
-from jboost import sweep as sweep_lib
-from jboost.engine import checkpoints as checkpoints_lib
-from jboost.engine import distributed
-from jboost.engine import memory
-from jboost.sweep import categorical as sweep_categorical
-from jboost.sweep import program as sweep_program
+from jboost import _native, devices as devices_lib, sweep as sweep_lib
+from jboost.engine import checkpoints as checkpoints_lib, distributed, memory
+from jboost.sweep import categorical as sweep_categorical, program as sweep_program
 
 CHECKPOINT_KIND = "sweep"
 

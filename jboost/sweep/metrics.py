@@ -18,8 +18,7 @@ from jboost.losses.metrics import evaluate
 from jboost.losses.metrics import metric_name  # noqa: F401
 from jboost.losses.metrics import squared_error  # noqa: F401
 from jboost.losses import loss as loss_lib
-from jboost.trees import family
-from jboost.trees import oblivious
+from jboost.trees import family, oblivious
 
 
 def metric_curve(metric: Metric, loss: loss_lib.Loss, trees: oblivious.ObliviousTrees, init_raw,

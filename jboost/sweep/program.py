@@ -14,20 +14,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh
-from jax.sharding import PartitionSpec as P
+from jax.sharding import Mesh, PartitionSpec as P
 
 from jboost import _compile
-from jboost.engine import batching
-from jboost.engine import boosting as boosting_lib
-from jboost.engine import checkpoints as checkpoints_lib
-from jboost.engine import state as state_lib
+from jboost.engine import (batching, boosting as boosting_lib, checkpoints as checkpoints_lib,
+                           state as state_lib)
 from jboost.fitting import settings
-from jboost.losses import baselines
-from jboost.losses import loss as loss_lib
-from jboost.sweep import categorical as sweep_categorical
-from jboost.sweep import grid as grid_lib
-from jboost.sweep import metrics as metrics_lib
+from jboost.losses import baselines, loss as loss_lib
+from jboost.sweep import categorical as sweep_categorical, grid as grid_lib, metrics as metrics_lib
 from jboost.trees import oblivious
 
 

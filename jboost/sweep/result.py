@@ -16,8 +16,7 @@ import numpy as np
 from jboost import checks
 from jboost.fitting import boost
 from jboost.losses import loss as loss_lib
-from jboost.models import booster
-from jboost.models import metadata
+from jboost.models import booster, metadata
 from jboost.sweep import grid as grid_lib
 from jboost.trees import oblivious
 

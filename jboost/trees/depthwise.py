@@ -15,15 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jboost import _compile
-from jboost import _native
+from jboost import _compile, _native
 from jboost.data import binning
-from jboost.trees import depthwise_levels
-from jboost.trees import family
-from jboost.trees import histograms
-from jboost.trees import node_splits
-from jboost.trees import node_table
-from jboost.trees import splits as splits_lib
+from jboost.trees import (depthwise_levels, family, histograms, node_splits, node_table,
+                          splits as splits_lib)
 
 
 class DepthwiseTrees(NamedTuple):

@@ -12,12 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jboost.trees import family
-from jboost.trees import histograms
-from jboost.trees import node_splits
-from jboost.trees import node_table
-from jboost.trees import routing
-from jboost.trees import splits as splits_lib
+from jboost.trees import family, histograms, node_splits, node_table, routing, splits as splits_lib
 
 #: The compact levels' shallow levels run as one loop of ``2 * EARLY_SLOTS`` open positions
 #: and ``EARLY_SLOTS`` histogram slots (level ``d < EARLY_LEVELS`` has at most ``2**d``).

@@ -11,8 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jboost import _compile
-from jboost import _native
+from jboost import _compile, _native
 from jboost._native import newton
 from jboost.trees import splits as splits_lib
 

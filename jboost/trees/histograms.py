@@ -14,8 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jboost import _compile
-from jboost import _native
+from jboost import _compile, _native
 
 
 def prefix_sum(x, axis: int):

@@ -12,11 +12,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jboost.trees import depthwise as depthwise_lib
-from jboost.trees import histograms
-from jboost.trees import node_splits
-from jboost.trees import routing
-from jboost.trees import splits as splits_lib
+from jboost.trees import (depthwise as depthwise_lib, histograms, node_splits, routing,
+                          splits as splits_lib)
 
 #: Default leaves of a loss-guided tree (LightGBM's ``num_leaves`` default).
 DEFAULT_MAX_LEAVES = 31

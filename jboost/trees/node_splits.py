@@ -6,8 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jboost.trees import routing
-from jboost.trees import splits as splits_lib
+from jboost.trees import routing, splits as splits_lib
 
 
 def node_masks(feature_masks, feature_subsets, depth: int, n_features: int):

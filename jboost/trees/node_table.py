@@ -9,8 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost.trees import routing
-from jboost.trees import splits as splits_lib
+from jboost.trees import routing, splits as splits_lib
 from jboost.trees.family import TreeFamily
 
 

@@ -10,13 +10,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jboost import _compile
-from jboost import _native
+from jboost import _compile, _native
 from jboost.data import binning
-from jboost.trees import family
-from jboost.trees import histograms
-from jboost.trees import routing
-from jboost.trees import splits as splits_lib
+from jboost.trees import family, histograms, routing, splits as splits_lib
 
 
 class ObliviousTrees(NamedTuple):

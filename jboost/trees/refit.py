@@ -11,8 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jboost.losses import derivatives
-from jboost.losses import loss as loss_lib
+from jboost.losses import derivatives, loss as loss_lib
 
 
 def _segmented_cumsum(values, starts):

@@ -11,9 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy import special
 
-from jboost.losses import baselines
-from jboost.losses import loss as loss_lib
-from jboost.losses import per_sample
+from jboost.losses import baselines, loss as loss_lib, per_sample
 from jboost.losses.distributions import base
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)

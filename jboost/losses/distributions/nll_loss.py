@@ -10,10 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost.losses import baselines
-from jboost.losses import loss as loss_lib
-from jboost.losses.distributions import base
-from jboost.losses.distributions import natural as natural_lib
+from jboost.losses import baselines, loss as loss_lib
+from jboost.losses.distributions import base, natural as natural_lib
 
 # --------------------------------------------------------------------------------------------
 # The loss: a jboost.Loss of K raw outputs.
