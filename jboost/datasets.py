@@ -177,6 +177,25 @@ def _numeric(name: str, path) -> Tuple[np.ndarray, np.ndarray, list]:
     return data[:, :-1].astype(np.float32), data[:, -1].astype(np.float32), header[:-1]
 
 
+def _loader(fn):
+    """A loader of the data directory: its docstring gets the ``data_dir`` argument, the split
+    it returns and the error of a missing file, which every loader shares."""
+    summary, _, own = fn.__doc__.partition("\n    Args:\n")
+    own = "\n" + own.rstrip() if own.strip() else ""
+    fn.__doc__ = (f"{summary.rstrip()}\n\n    Args:\n      data_dir: the data directory; ``None``: "
+                  f"the search order of :func:`data_dir`.{own}\n\n    Returns:\n"
+                  "      ``(X_train, y_train, X_test, y_test)``, float32.\n\n    Raises:\n"
+                  "      FileNotFoundError: a dataset file is not in the data directory.\n")
+    return fn
+
+
+def _train_test(name: str, path) -> Split:
+    """A dataset of two files, ``<name>_train.csv.gz`` and ``<name>_test.csv.gz``."""
+    X, y, _ = _numeric(f"{name}_train.csv.gz", path)
+    Xt, yt, _ = _numeric(f"{name}_test.csv.gz", path)
+    return X, y, Xt, yt
+
+
 def feature_names(name: str, data_dir: Optional[os.PathLike] = None) -> list:
     """Column names (without the target) of a numeric dataset file.
 
@@ -194,18 +213,9 @@ def feature_names(name: str, data_dir: Optional[os.PathLike] = None) -> list:
         return next(csv.reader(fh))[:-1]
 
 
+@_loader
 def load_spam(data_dir: Optional[os.PathLike] = None) -> Split:
-    """Spambase with ESL's split: 3065 train / 1536 test rows, 57 features, 1 = spam.
-
-    Args:
-      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
-
-    Returns:
-      ``(X_train, y_train, X_test, y_test)``, float32.
-
-    Raises:
-      FileNotFoundError: a dataset file is not in the data directory.
-    """
+    """Spambase with ESL's split: 3065 train / 1536 test rows, 57 features, 1 = spam."""
     X, y, _ = _numeric("spambase.csv.gz", data_dir)
     with gzip.open(_file("spambase_esl_split.csv.gz", data_dir), "rt") as fh:
         next(fh)
@@ -213,20 +223,14 @@ def load_spam(data_dir: Optional[os.PathLike] = None) -> Split:
     return X[~is_test], y[~is_test], X[is_test], y[is_test]
 
 
+@_loader
 def load_california(data_dir: Optional[os.PathLike] = None, seed: int = 0,
                     test_fraction: float = 0.2) -> Split:
     """California housing (20640 x 8; target in $100,000), a seeded random 80/20 split.
 
     Args:
-      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
       seed: the split's seed.
       test_fraction: the fraction of rows held out.
-
-    Returns:
-      ``(X_train, y_train, X_test, y_test)``, float32.
-
-    Raises:
-      FileNotFoundError: a dataset file is not in the data directory.
     """
     X, y, _ = _numeric("california_housing.csv.gz", data_dir)
     perm = np.random.default_rng(seed).permutation(len(y))
@@ -235,88 +239,43 @@ def load_california(data_dir: Optional[os.PathLike] = None, seed: int = 0,
     return X[tr], y[tr], X[te], y[te]
 
 
+@_loader
 def load_letter(data_dir: Optional[os.PathLike] = None) -> Split:
-    """Letter recognition, 26 classes: the standard first 16000 rows train, last 4000 test.
-
-    Args:
-      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
-
-    Returns:
-      ``(X_train, y_train, X_test, y_test)``, float32.
-
-    Raises:
-      FileNotFoundError: a dataset file is not in the data directory.
-    """
+    """Letter recognition, 26 classes: the standard first 16000 rows train, last 4000 test."""
     X, y, _ = _numeric("letter.csv.gz", data_dir)
     return X[:16000], y[:16000], X[16000:], y[16000:]
 
 
+@_loader
 def load_waveform(data_dir: Optional[os.PathLike] = None, n_train: int = 300) -> Split:
     """Waveform (21 features, 3 classes): the first ``n_train`` rows train (CART's protocol of a
     small training set), the remaining rows test.
 
     Args:
-      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
       n_train: the number of training rows.
-
-    Returns:
-      ``(X_train, y_train, X_test, y_test)``, float32.
-
-    Raises:
-      FileNotFoundError: a dataset file is not in the data directory.
     """
     X, y, _ = _numeric("waveform.csv.gz", data_dir)
     return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
 
 
+@_loader
 def load_vowel(data_dir: Optional[os.PathLike] = None) -> Split:
-    """Vowel (10 features, 11 classes), ESL's 528 train / 462 test split.
-
-    Args:
-      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
-
-    Returns:
-      ``(X_train, y_train, X_test, y_test)``, float32.
-
-    Raises:
-      FileNotFoundError: a dataset file is not in the data directory.
-    """
-    X, y, _ = _numeric("vowel_train.csv.gz", data_dir)
-    Xt, yt, _ = _numeric("vowel_test.csv.gz", data_dir)
-    return X, y, Xt, yt
+    """Vowel (10 features, 11 classes), ESL's 528 train / 462 test split."""
+    return _train_test("vowel", data_dir)
 
 
+@_loader
 def load_segmentation(data_dir: Optional[os.PathLike] = None) -> Split:
-    """Image segmentation (19 features, 7 classes), the official 210 train / 2100 test split.
-
-    Args:
-      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
-
-    Returns:
-      ``(X_train, y_train, X_test, y_test)``, float32.
-
-    Raises:
-      FileNotFoundError: a dataset file is not in the data directory.
-    """
-    X, y, _ = _numeric("segmentation_train.csv.gz", data_dir)
-    Xt, yt, _ = _numeric("segmentation_test.csv.gz", data_dir)
-    return X, y, Xt, yt
+    """Image segmentation (19 features, 7 classes), the official 210 train / 2100 test split."""
+    return _train_test("segmentation", data_dir)
 
 
+@_loader
 def load_adult(data_dir: Optional[os.PathLike] = None) -> Split:
     """Adult income (14 features, 1 = >50K), the official train/test split.
 
     Categorical columns become integer codes (categories sorted, from the training file; a test
     category unseen in training becomes missing); missing values are NaN.
-
-    Args:
-      data_dir: the data directory; ``None``: the search order of :func:`data_dir`.
-
-    Returns:
-      ``(X_train, y_train, X_test, y_test)``, float32.
-
-    Raises:
-      FileNotFoundError: a dataset file is not in the data directory.
     """
     def columns(name):
         with gzip.open(_file(name, data_dir), "rt", newline="") as fh:

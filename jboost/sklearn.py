@@ -7,7 +7,7 @@ each a scikit-learn estimator whose fitted jboost model is ``booster_``. An opti
 from __future__ import annotations
 
 import numbers
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from jboost import _compile, _native, checks as checks_lib
 from jboost.combine import linear as linear_lib
-from jboost.data import folds as cv, folds as folds_lib, labels
+from jboost.data import folds as cv, labels
 from jboost.engine import batching, boosting as boosting_lib, memory, state as state_lib
 from jboost.fitting import prepare, settings, tabular
 from jboost.losses import (baselines as baselines_lib, checks, loss as loss_lib,
@@ -178,7 +178,7 @@ def fit_stacked_boosters(X, y, loss="squared_error", *, hypers: Sequence[Mapping
                                       max_leaves=max_leaves)
     stopping = settings.check_early_stopping(early_stopping_rounds, early_stopping_tolerance,
                                                 eval_metric, loss_obj, has_validation=True)
-    explicit = folds_lib.check_folds(folds, n)
+    explicit = cv.check_folds(folds, n)
     checks_lib.check_real(stacker_l2, "stacker_l2", 0.0, float("inf"))
     stacker_steps = checks_lib.check_int(stacker_steps, "stacker_steps", 1, settings.MAX_ROUNDS)
     data = prepare.prepare(X, y, sample_weight=sample_weight, n_bins=config.n_bins)

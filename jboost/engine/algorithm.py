@@ -69,7 +69,7 @@ def one_tree(tree: oblivious.ObliviousTrees, leaf) -> tuple:
 def newton_round(r: Round) -> RoundResult:
     """Gradient boosting with Newton trees (ESL Algorithms 10.3 and 10.4; XGBoost's second-order
     step), with the loss's leaf refit and shrinkage (docs/engine.md, "The Newton round")."""
-    config, hyper = r.config, r.hyper
+    config = r.config
     y, w = r.data.y, r.data.w * r.sample
     loss = r.loss
     degenerate = None  # traced: this round's curvature is not positive everywhere ("auto")

@@ -11,8 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jboost import checks
-from jboost.data import (binning, binning as binning_lib, categorical as categorical_lib,
-                         categorical_stats, labels, tabular)
+from jboost.data import binning, categorical_stats, labels, tabular
 from jboost.engine import distributed, state
 from jboost.losses import loss as loss_lib, per_sample
 
@@ -83,7 +82,7 @@ def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borde
     if borders is None:
         borders = binning.compute_borders(X, n_bins, sample_weight=w if weighted_borders else None)
     else:
-        borders = binning_lib.check_borders(borders, n_features, n_bins)
+        borders = binning.check_borders(borders, n_features, n_bins)
     X_binned = binning.bin_features(X, borders)
     if eval_set is None:
         Xv = jnp.zeros((n_features, 0), binning.X_BINNED_DTYPE)
@@ -204,17 +203,11 @@ def categorical_data(plan, data: state.Data, borders, loss, key, prior, prior_we
     init_cat = getattr(init_model, "categorical", None)
     if init_cat is not None:
         prior, prior_weight = init_cat.prior, init_cat.prior_weight
-    if loss.batch:
-        raise ValueError(f"categorical features need a loss of one label per row; {loss.name!r} is "
-                         "an objective of the whole batch (Cox, ranking): encode the categorical "
-                         "columns as numbers first.")
-    t = categorical_stats.targets(np.asarray(data.y), loss)
-    spec = categorical_lib.CategoricalSpec(spec.names, spec.kinds, spec.vocab, spec.vocab_type,
-                                       spec.missing, t.shape[1], spec.one_hot_max_size)
+    own_prior = prior if init_cat is None else None  # a continued fit's: its statistics checked below
+    spec, t = categorical_stats.checked_targets(spec, data.y, loss, own_prior, prior_weight)
     w = np.asarray(data.w, np.float32)
     if prior is None:  # the weighted mean of the statistic over the training rows
-        prior = (t * w[:, None]).sum(0, dtype=np.float64) / max(float(w.sum(dtype=np.float64)), 1e-30)
-    categorical_lib.check_settings(spec.one_hot_max_size, prior, prior_weight)
+        prior = categorical_stats.default_prior(t, w)
     prior = jnp.broadcast_to(jnp.asarray(prior, jnp.float32), (t.shape[1],))
     prior_weight = jnp.asarray(prior_weight, jnp.float32)
     h, J = spec.host_width, len(spec.ctr_columns)

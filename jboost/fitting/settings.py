@@ -18,7 +18,7 @@ from jboost import checks
 from jboost.data import binning, categorical, categorical_stats
 from jboost.engine import (algorithm as algorithm_lib, boosting as boosting_lib, distributed,
                            samplers)
-from jboost.losses import loss as loss_lib, metrics, metrics as metrics_lib
+from jboost.losses import loss as loss_lib, metrics
 from jboost.models import metadata
 from jboost.trees import lossguide, oblivious, registry, splits as splits_lib
 
@@ -443,9 +443,9 @@ def recorded_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hype
     if es is not None:
         arrays.update(early_stopping_rounds=jnp.int32(es.rounds),
                       early_stopping_tolerance=jnp.float32(es.tolerance))
-        names["eval_metric"] = metrics_lib.metric_name(es.metric)
+        names["eval_metric"] = metrics.metric_name(es.metric)
     elif config.eval_metric is not None:  # shown and given to callbacks, not a stopping score
-        names["eval_metric"] = metrics_lib.metric_name(config.eval_metric)
+        names["eval_metric"] = metrics.metric_name(config.eval_metric)
     return metadata.Settings(arrays, names)
 
 
