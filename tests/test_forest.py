@@ -1,6 +1,8 @@
 """Tests of jboost.bagging.forest: forests of oblivious trees grown by tree.fit_tree on per-level
 feature subsets, their leaves, and the model protocol on a Forest."""
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -219,6 +221,16 @@ def test_bagged_trees_use_every_feature_and_histogram_subtraction(clf_data):
         ref, _ = core_fit(Xb, g * wb, h * wb, min_child_weight=1.0)
         np.testing.assert_array_equal(bagged.trees.features[b], ref.features)
         np.testing.assert_array_equal(bagged.trees.leaf_values[b][:, 1], ref.leaf_values[:, 0])
+
+
+def test_bagged_trees_show_fit_forests_arguments_and_refuse_max_features(clf_data):
+    """fit_bagged_trees is fit_forest(max_features=None): its signature is fit_forest's without
+    max_features, and a max_features given to it is an error rather than silently replaced."""
+    params = inspect.signature(bagging.fit_bagged_trees).parameters
+    assert "max_features" not in params and {"n_trees", "depth", "key", "tree_family"} <= set(params)
+    X, y, _, _ = clf_data
+    with pytest.raises(TypeError, match="takes no max_features"):
+        bagging.fit_bagged_trees(X, y, n_trees=2, max_features=2)
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ See docs/ensembles.md."""
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 from typing import Optional, Union
 
@@ -387,5 +388,13 @@ def _check_init_forest(model, X, task: str, n_classes, borders, n_bins, depth, t
 
 
 def fit_bagged_trees(X, y, **kwargs) -> forest_lib.Forest:
-    """Bagged oblivious trees (ESL 8.7): :func:`fit_forest` with every feature eligible."""
-    return fit_forest(X, y, **{**kwargs, "max_features": None})
+    """Bagged trees (Breiman 1996; ESL Section 8.7): :func:`fit_forest` with every feature
+    eligible at every split (``max_features=None``), which it takes all other arguments of."""
+    if "max_features" in kwargs:
+        raise TypeError("fit_bagged_trees() takes no max_features: bagging draws every feature "
+                        "(use fit_forest(max_features=...) for a random forest).")
+    return fit_forest(X, y, max_features=None, **kwargs)
+
+
+fit_bagged_trees.__signature__ = inspect.signature(fit_forest).replace(parameters=[
+    p for p in inspect.signature(fit_forest).parameters.values() if p.name != "max_features"])
