@@ -19,9 +19,7 @@ _REPO = Path(__file__).resolve().parent.parent
 Split = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-# --------------------------------------------------------------------------------------------
-# Synthetic data
-# --------------------------------------------------------------------------------------------
+# ---- Synthetic data ------------------------------------------------------------------------
 
 
 # Median of the chi-square distribution with 10 degrees of freedom (ESL eq. 10.2).
@@ -128,9 +126,7 @@ def make_regression(n: int, n_features: int = 50, n_informative: int = 20, seed:
     return X, y.astype(np.float32)
 
 
-# --------------------------------------------------------------------------------------------
-# Real data
-# --------------------------------------------------------------------------------------------
+# ---- Real data -----------------------------------------------------------------------------
 
 
 def data_dir(path: Optional[os.PathLike] = None) -> Path:

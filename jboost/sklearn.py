@@ -205,9 +205,7 @@ class _ClassifierBase(ClassifierMixin, _JBoostBase):
         return self.classes_[np.asarray(jboost.predict_class(self.booster_, X))]
 
 
-# ----------------------------------------------------------------------------------------------
-# Boosting: jboost.fit.
-# ----------------------------------------------------------------------------------------------
+# ---- Boosting: jboost.fit --------------------------------------------------------------------
 
 
 class _BoostingBase(_JBoostBase):
@@ -360,9 +358,7 @@ class JBoostClassifier(_ClassifierBase, _BoostingBase):
             yield self.classes_[np.argmax(proba, axis=1)]
 
 
-# ----------------------------------------------------------------------------------------------
-# Random forests: jboost.bagging.fit_forest.
-# ----------------------------------------------------------------------------------------------
+# ---- Random forests: jboost.bagging.fit_forest -----------------------------------------------
 
 
 class _ForestBase(_JBoostBase):
@@ -432,9 +428,7 @@ class JBoostForestClassifier(_ClassifierBase, _ForestBase):
     """
 
 
-# ----------------------------------------------------------------------------------------------
-# Bagged boosters: jboost.bagging.fit_bagged_boosters.
-# ----------------------------------------------------------------------------------------------
+# ---- Bagged boosters: jboost.bagging.fit_bagged_boosters -------------------------------------
 
 
 class _BaggingBase(_JBoostBase):

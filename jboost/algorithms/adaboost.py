@@ -84,7 +84,8 @@ def adaboost_m1(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, min
     stops the model (:func:`discrete_alpha`); published defaults (docs/algorithms.md).
 
     Args:
-      X: ``(n, F)`` features (NaN missing). y: ``(n,)`` labels 0/1 (class 1 is ESL's ``+1``).
+      X: ``(n, F)`` features (NaN missing).
+      y: ``(n,)`` labels 0/1 (class 1 is ESL's ``+1``).
       depth: tree depth (1: stumps, as in ESL Figure 10.2).
       init_model: a model of the same algorithm to continue on the same rows.
       base_margin, eval_base_margin: refused (docs/algorithms.md says why).
@@ -170,8 +171,10 @@ def samme(X, y, *, n_classes=None, n_rounds, depth, learning_rate, l2, min_split
     class and ``alpha_m = log((1 - err_m) / err_m) + log(K - 1)`` (docs/algorithms.md).
 
     Args:
+      X: ``(n, F)`` features (NaN missing).
       y: ``(n,)`` labels ``0..K-1``; ``n_classes`` defaults to ``max(y) + 1``.
-      Other arguments as in :func:`adaboost_m1`.
+      init_model: a model of the same algorithm to continue on the same rows.
+      base_margin, eval_base_margin: refused (docs/algorithms.md says why).
 
     Returns:
       A :class:`jboost.Booster`: loss ``samme_exponential``, raw score
@@ -190,7 +193,14 @@ def samme_r(X, y, *, n_classes=None, n_rounds, depth, learning_rate, l2, min_spl
     """SAMME.R (Zhu, Zou, Rosset and Hastie 2009, Algorithm 4): multi-class real AdaBoost.
 
     Leaves hold ``h_k = (K-1) (log p_k - mean_j log p_j)`` of their weighted class proportions
-    ``p_k`` (clipped below at ``eps``, static). Arguments as :func:`samme`.
+    ``p_k`` (clipped below at ``eps``, static).
+
+    Args:
+      X: ``(n, F)`` features (NaN missing).
+      y: ``(n,)`` labels ``0..K-1``; ``n_classes`` defaults to ``max(y) + 1``.
+      eps: the clip of the leaves' class proportions (static).
+      init_model: a model of the same algorithm to continue on the same rows.
+      base_margin, eval_base_margin: refused (docs/algorithms.md says why).
 
     Returns:
       A :class:`jboost.Booster` (raw score ``sum_m h^{(m)}(x)``); ``info``: ``coef`` the

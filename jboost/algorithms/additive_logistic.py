@@ -60,7 +60,12 @@ def real_adaboost(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain, m
     Leaves hold ``f_m = 1/2 log(p / (1 - p))`` of their weighted proportion ``p`` of class 1
     (clipped to ``[eps, 1 - eps]``, static). Published defaults (docs/algorithms.md).
 
-    Args: as :func:`jboost.algorithms.adaboost_m1`, with labels 0/1.
+    Args:
+      X: ``(n, F)`` features (NaN missing).
+      y: ``(n,)`` labels 0/1.
+      eps: the clip of the leaves' class proportions (static).
+      init_model: a model of the same algorithm to continue on the same rows.
+      base_margin, eval_base_margin: refused (docs/algorithms.md says why).
 
     Returns:
       A :class:`jboost.Booster` (exponential loss); ``info``: ``coef`` the learning rate, ``err``
@@ -80,6 +85,12 @@ def gentle_adaboost(X, y, *, n_rounds, depth, learning_rate, l2, min_split_gain,
                     eval_base_margin, tree_family, max_leaves) -> booster.Booster:
     """Gentle AdaBoost (FHT Algorithm 4): each round's tree is the weighted least-squares fit
     ``f_m`` of ``y in {-1, +1}``. Published defaults (docs/algorithms.md).
+
+    Args:
+      X: ``(n, F)`` features (NaN missing).
+      y: ``(n,)`` labels 0/1 (class 1 is ``+1``).
+      init_model: a model of the same algorithm to continue on the same rows.
+      base_margin, eval_base_margin: refused (docs/algorithms.md says why).
 
     Returns:
       A :class:`jboost.Booster` (exponential loss); ``info`` as :func:`real_adaboost`'s.
@@ -150,7 +161,7 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds, depth, lea
       form: ``"auto"`` (Algorithm 3 for K = 2, else 6), ``"two_class"`` or ``"k_class"`` (also
         for K = 2: then ``F_1 - F_0`` equals twice Algorithm 3's ``F``).
       init_model: a LogitBoost model to continue (same form and K; other rows may be used).
-      Other arguments as :func:`jboost.algorithms.adaboost_m1`.
+      X: ``(n, F)`` features (NaN missing).
 
     Returns:
       A :class:`jboost.Booster`: one tree per round and loss :func:`logit_deviance` (two-class

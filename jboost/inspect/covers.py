@@ -16,9 +16,7 @@ def check_trees(trees) -> None:
                         f"model's trees are {type(trees).__name__}.")
 
 
-# --------------------------------------------------------------------------------------------
-# One tree: the value function of every subset of levels, and the Shapley weights.
-# --------------------------------------------------------------------------------------------
+# ---- One tree: the value function of every subset of levels, and the Shapley weights -------
 
 
 def leaf_covers(trees: oblivious.ObliviousTrees, data_t, weight) -> jax.Array:

@@ -154,9 +154,7 @@ def check_loss_params(loss: loss_lib.Loss) -> None:
         check_loss_param(loss, name, value)
 
 
-# --------------------------------------------------------------------------------------------
-# After a concrete fit: no silent NaN model, no silent all-zero model.
-# --------------------------------------------------------------------------------------------
+# ---- After a concrete fit: no silent NaN model, no silent all-zero model -------------------
 
 
 @_compile.jit

@@ -32,9 +32,7 @@ BATCH_HESSIANS = ("exact", "groups", "hutchinson")
 LEAF_REFITS = (None, "quantile", "huber", "line_search", "exact")
 
 
-# --------------------------------------------------------------------------------------------
-# Domains of loss parameters.
-# --------------------------------------------------------------------------------------------
+# ---- Domains of loss parameters ------------------------------------------------------------
 
 
 class Interval(NamedTuple):
@@ -93,9 +91,7 @@ PROBABILITY = Interval(0.0, 1.0)     # open: a quantile level, a fraction of res
 POSITIVE = Interval(0.0, np.inf)     # open at 0: a scale such as Huber's delta
 
 
-# --------------------------------------------------------------------------------------------
-# The Loss pytree.
-# --------------------------------------------------------------------------------------------
+# ---- The Loss pytree -----------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)

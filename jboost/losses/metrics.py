@@ -103,9 +103,7 @@ def evaluate(metric: Metric, loss: loss_lib.Loss, y, raw, w):
     return jnp.asarray(metric(y, loss_lib.as_predicted(raw, loss), w), jnp.float32)
 
 
-# --------------------------------------------------------------------------------------------
-# Held-out measures (NumPy, on the host).
-# --------------------------------------------------------------------------------------------
+# ---- Held-out measures (NumPy, on the host) ------------------------------------------------
 
 
 def concordance_index(y, risk) -> float:

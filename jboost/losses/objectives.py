@@ -32,9 +32,7 @@ def zero_baseline(y, w, n_outputs, **params):
     return jnp.zeros((n_outputs,), jnp.float32)
 
 
-# --------------------------------------------------------------------------------------------
-# Cox proportional hazards.
-# --------------------------------------------------------------------------------------------
+# ---- Cox proportional hazards --------------------------------------------------------------
 
 
 def _cox_terms(f, y, w, efron: bool):
@@ -128,9 +126,7 @@ def cox(ties: str = "efron") -> loss.Loss:
                            batch=True, hessian_diag=cox_efron_diag if efron else cox_breslow_diag)
 
 
-# --------------------------------------------------------------------------------------------
-# Listwise ranking within query groups.
-# --------------------------------------------------------------------------------------------
+# ---- Listwise ranking within query groups --------------------------------------------------
 
 
 def gains(rel):
@@ -227,9 +223,7 @@ def ranking(kind: str = "softmax", sigma: float = 1.0) -> loss.Loss:
     raise ValueError(f"kind={kind!r} must be 'softmax' or 'lambdarank'.")
 
 
-# --------------------------------------------------------------------------------------------
-# A loss the user writes.
-# --------------------------------------------------------------------------------------------
+# ---- A loss the user writes ----------------------------------------------------------------
 
 
 def batch_loss(fn: Callable, *, params: Optional[dict] = None, name: Optional[str] = None,

@@ -15,9 +15,7 @@ import numpy as np
 from jboost import checks
 from jboost.losses import loss as loss_lib, per_sample
 
-# --------------------------------------------------------------------------------------------
-# The purity rule: a loss that reads Python numbers from globals or closure cells.
-# --------------------------------------------------------------------------------------------
+# ---- The purity rule: a loss that reads Python numbers from globals or closure cells -------
 
 # Arrays read by a loss are pinned by value up to this many elements (larger ones are not
 # compared: copying them at every fit would cost more than it protects).

@@ -25,9 +25,7 @@ from jboost.trees import family, oblivious
 CLASSIFICATION = ("binary", "multiclass")
 
 
-# --------------------------------------------------------------------------------------------
-# The registry of model types (the classes model files name).
-# --------------------------------------------------------------------------------------------
+# ---- The registry of model types (the classes model files name) ----------------------------
 
 _MODEL_TYPES: Dict[str, type] = {}
 _NESTED_TYPES: Dict[str, type] = {}
@@ -172,9 +170,7 @@ class Model(Protocol):
     # fine_tunable, the fit's metadata): docs/models.md, "The model protocol".
 
 
-# --------------------------------------------------------------------------------------------
-# Sums of trees on host or device rows.
-# --------------------------------------------------------------------------------------------
+# ---- Sums of trees on host or device rows --------------------------------------------------
 
 
 def sum_of_trees(trees: oblivious.ObliviousTrees, X) -> jax.Array:
@@ -273,9 +269,7 @@ def require_classification(model, what: str) -> None:
                          "(use jboost.predict for raw scores or jboost.predict_mean).")
 
 
-# --------------------------------------------------------------------------------------------
-# The functions of the protocol.
-# --------------------------------------------------------------------------------------------
+# ---- The functions of the protocol ---------------------------------------------------------
 
 
 def check_model(model) -> None:

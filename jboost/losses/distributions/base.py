@@ -92,9 +92,7 @@ class Distribution:
         return f"Distribution({self.name!r}, raw={self.raw_names})"
 
 
-# --------------------------------------------------------------------------------------------
-# Fisher information and the natural gradient.
-# --------------------------------------------------------------------------------------------
+# ---- Fisher information and the natural gradient -------------------------------------------
 
 
 def row_key(y, raw):
@@ -105,9 +103,7 @@ def row_key(y, raw):
     return jax.random.fold_in(jax.random.fold_in(jax.random.key(0), bits(y)), bits(raw[0]))
 
 
-# --------------------------------------------------------------------------------------------
-# Labels: the support of a distribution.
-# --------------------------------------------------------------------------------------------
+# ---- Labels: the support of a distribution -------------------------------------------------
 
 SUPPORT_LABELS = {"real": "real numbers", "positive": "positive numbers (y > 0)",
                   "count": "counts: non-negative integers 0, 1, 2, ..."}
@@ -152,9 +148,7 @@ def check_labels(dist: Distribution, y, name: str = "y") -> None:
                          f"{np.unique(y[bad])[:5].tolist()}: {fix}.")
 
 
-# --------------------------------------------------------------------------------------------
-# Quantiles and CRPS of one row.
-# --------------------------------------------------------------------------------------------
+# ---- Quantiles and CRPS of one row ---------------------------------------------------------
 
 
 def quantile(dist: Distribution, q, raw, params: Optional[Mapping] = None):

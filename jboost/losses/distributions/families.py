@@ -19,9 +19,7 @@ _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
 _SQRT_HALF = math.sqrt(0.5)
 
 
-# --------------------------------------------------------------------------------------------
-# The distributions: each NLL in a few lines, on raw[..., k].
-# --------------------------------------------------------------------------------------------
+# ---- The distributions: each NLL in a few lines, on raw[..., k] ----------------------------
 
 
 def _wmean(y, w):

@@ -13,9 +13,7 @@ import numpy as np
 from jboost.losses import baselines, loss as loss_lib
 from jboost.losses.distributions import base, natural as natural_lib
 
-# --------------------------------------------------------------------------------------------
-# The loss: a jboost.Loss of K raw outputs.
-# --------------------------------------------------------------------------------------------
+# ---- The loss: a jboost.Loss of K raw outputs ----------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
