@@ -150,9 +150,6 @@ def rounds_args(namespace: Mapping) -> dict:
     return {k: namespace[k] for k in ROUNDS_DEFAULTS}
 
 
-margins = prepare_lib.with_margins  # data with jboost.fit's per-row offsets of the raw scores
-
-
 def read_classes(args: Mapping, name: str, config: boosting_lib.BoostConfig, *, binary: bool):
     """The class labels of the call ``args`` (the entry point's ``locals()``) of algorithm
     ``name`` read (:func:`read_table`) and prepared (:func:`prepare_classes`): 0/1 when

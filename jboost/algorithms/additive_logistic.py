@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jboost import checks
 from jboost.algorithms import _common
 from jboost.engine import algorithm as algorithm_lib
-from jboost.fitting import settings
+from jboost.fitting import prepare, settings
 from jboost.losses import per_sample
 from jboost.models import booster
 
@@ -181,7 +181,7 @@ def logitboost(X, y, *, n_classes=None, form: str = "auto", n_rounds, depth, lea
         round_fn, loss = logitboost_k_round, per_sample.multinomial_deviance(k)
     # The round (one tree, or K per round) depends on K, known once the labels are checked.
     config = config._replace(algorithm=_common.algorithm(round_fn, z_max=z_max))
-    data = _common.margins(data, base_margin, eval_base_margin, eval_set, loss.n_outputs)
+    data = prepare.with_margins(data, base_margin, eval_base_margin, eval_set, loss.n_outputs)
     return _common.run(data, borders, key, hyper, config, loss, name="logitboost",
                        init_model=init_model, k_from_labels=n_classes is None,
                        rounds=_common.rounds_args(locals()), table=table)

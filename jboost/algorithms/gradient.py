@@ -13,7 +13,7 @@ from jax import lax
 from jboost import checks
 from jboost.algorithms import _common
 from jboost.engine import algorithm as algorithm_lib
-from jboost.fitting import settings
+from jboost.fitting import prepare, settings
 from jboost.losses import baselines, checks as checks_lib, derivatives, loss as loss_lib
 from jboost.models import booster
 from jboost.trees import refit
@@ -130,7 +130,7 @@ def _fit(args: Mapping, name: str, algorithm: algorithm_lib.Algorithm) -> booste
     if loss_obj.adaptive_huber_alpha:
         raise ValueError("the adaptive Huber loss (huber(alpha=...)) is supported by jboost.fit; "
                          "pass losses.huber(delta=...) here.")
-    data = _common.margins(data, args["base_margin"], args["eval_base_margin"], eval_set,
+    data = prepare.with_margins(data, args["base_margin"], args["eval_base_margin"], eval_set,
                            loss_obj.n_outputs)
     # A continued fit starts from init_model's baseline and raw scores; with offsets the
     # baseline is the optimal constant next to them (as jboost.fit's).

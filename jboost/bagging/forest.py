@@ -396,5 +396,6 @@ def fit_bagged_trees(X, y, **kwargs) -> forest_lib.Forest:
     return fit_forest(X, y, max_features=None, **kwargs)
 
 
-fit_bagged_trees.__signature__ = inspect.signature(fit_forest).replace(parameters=[
-    p for p in inspect.signature(fit_forest).parameters.values() if p.name != "max_features"])
+_FOREST_SIGNATURE = inspect.signature(fit_forest)
+fit_bagged_trees.__signature__ = _FOREST_SIGNATURE.replace(parameters=[
+    p for p in _FOREST_SIGNATURE.parameters.values() if p.name != "max_features"])
