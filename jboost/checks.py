@@ -49,17 +49,36 @@ def check_choice(v, name: str, choices: Sequence[Any]) -> Any:
     return v
 
 
+#: Integer keys are the 64 bits of a threefry ``jax.random`` key: ``0 <= key < KEY_LIMIT``.
+KEY_LIMIT = 2 ** 64
+
+
 def as_key(key):
-    """A ``jax.random`` key from an int seed or a key (typed, or raw ``uint32[2]``)."""
+    """A ``jax.random`` key from an int seed or a key (typed ``jax.random.key``, or a legacy raw
+    ``uint32[2]`` ``jax.random.PRNGKey``).
+
+    An int seed ``k`` in ``[0, 2^64)`` is the key ``[k >> 32, k & 0xFFFFFFFF]``: the same as
+    ``jax.random.PRNGKey(k)`` below ``2^31`` (and as JAX's own 64-bit seeding above), so no two
+    seeds give the same key; outside that range (negative, or ``>= 2^64``: JAX would truncate
+    them to 32 bits or overflow) a ``ValueError`` names ``key``.
+    """
     if isinstance(key, np.generic):
         key = key.item()
     if isinstance(key, numbers.Integral) and not isinstance(key, bool):
-        return jax.random.PRNGKey(int(key))
+        k = int(key)
+        if not 0 <= k < KEY_LIMIT:
+            raise ValueError(f"key={k} is outside [0, 2**64): an int key is the 64 bits of a "
+                             "jax.random key, so a negative or larger int would be truncated and "
+                             "collide with another seed. Pass an int in [0, 2**64) or a "
+                             "jax.random.key.")
+        if k < 2 ** 31:
+            return jax.random.PRNGKey(k)
+        return jnp.asarray(np.array([k >> 32, k & 0xFFFFFFFF], np.uint32))
     if isinstance(key, (jax.Array, np.ndarray)):
         if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or (key.dtype == np.uint32 and key.shape[-1:] == (2,)):
             return key
-    raise TypeError(f"key must be an int seed or a jax.random key; got {type(key).__name__}"
-                    f"{'' if not hasattr(key, 'shape') else f' of shape {key.shape}'}.")
+    raise TypeError(f"key must be an int seed in [0, 2**64) or a jax.random key; got "
+                    f"{type(key).__name__}{'' if not hasattr(key, 'shape') else f' of shape {key.shape}'}.")
 
 
 def as_raw_key(key) -> np.ndarray:

@@ -12,9 +12,9 @@ import jax.numpy as jnp
 
 from jboost import _compile, checks as checks_lib, devices as devices_lib
 from jboost.data import binning, categorical as categorical_lib, labels, tabular
-from jboost.engine import boosting as boosting_lib, memory, sharded, state as state_lib
+from jboost.engine import boosting as boosting_lib, calls, memory, sharded, state as state_lib
 from jboost.fitting import (init_model as init_model_lib, prepare, rounds as rounds_lib,
-                            settings as settings_lib)
+                            settings as settings_lib, standardise)
 from jboost.losses import baselines, checks, loss as loss_lib, per_sample
 from jboost.models import booster as booster_lib, metadata
 from jboost.trees import family
@@ -63,7 +63,7 @@ class Prepared(NamedTuple):
     loss: loss_lib.Loss
     key: Any
     init_raw: Any               # the baseline (traced under vmap)
-    offset: Any                 # the label offset (prepare.label_offset) or None
+    scale: standardise.LabelScale  # the labels' offset and scale (docs/fitting.md)
     recorded: metadata.Settings
     fields: dict                # the model's classes, feature names and categorical columns
     concrete: bool              # no traced setting: host-side rounds, the finite-loss check
@@ -103,11 +103,12 @@ def prepare_fit(a) -> Prepared:
             h = t.plan.spec.host_width
             borders = jnp.concatenate([borders[:h], jnp.full((X.shape[1] - h, borders.shape[1]),
                                                              jnp.inf, borders.dtype)], axis=0)
-        offset = init_model.offset
+        ls = standardise.NONE._replace(offset=init_model.offset)
     else:
-        offset = prepare.label_offset(t.y, y, loss_obj)
-    if offset is not None:  # fit y - c, computed in float64; the model adds c back
-        y, eval_set = prepare.centred_inputs(t.y, eval_set, offset, n_table, a.eval_metric)
+        ls = standardise.label_scale(t.y, y, loss_obj, prepare.label_offset(t.y, y, loss_obj))
+    if ls.offset is not None or ls.exponent:  # fit (y - c) / 2^e, computed in float64
+        y, eval_set = standardise.standardised_inputs(t.y, eval_set, ls, n_table, a.eval_metric)
+        loss_obj = standardise.scaled_loss(loss_obj, ls, 1.0 / ls.scale)
     y_table = y
     if local is not None:  # the whole table's borders; this process's rows
         checks.check_labels(loss_obj, y, "y")  # every process raises alike
@@ -133,10 +134,12 @@ def prepare_fit(a) -> Prepared:
     _check_fit_memory(config, loss_obj, (X.shape[0], n_features), devices,
                       k_from_labels=loss_obj.task == "multiclass" and a.n_outputs is None,
                       local=local)
-    return _with_baseline(a, data, borders, config, hyper, loss_obj, key, offset, cat, local,
-                          y_table, devices, fields=dict(
-                              classes=None if t.classes is None else metadata.Classes(t.classes),
-                              feature_names=metadata.named(t.names), categorical=cat))
+    p = _with_baseline(a, data, borders, config, hyper, loss_obj, key, ls, cat, local, y_table,
+                       devices, fields=dict(
+                           classes=None if t.classes is None else metadata.Classes(t.classes),
+                           feature_names=metadata.named(t.names), categorical=cat))
+    config, hyper = standardise.scaled_settings(p.config, p.hyper, ls)  # recorded as given
+    return p._replace(config=config, hyper=hyper)
 
 
 def _read_table(a) -> _Table:
@@ -210,7 +213,7 @@ def _check_fit_memory(config, loss_obj, shape, devices, *, k_from_labels: bool, 
         f"{memory.sharded_memory_hint(devices)}")
 
 
-def _with_baseline(a, data, borders, config, hyper, loss_obj, key, offset, cat, local, y_table,
+def _with_baseline(a, data, borders, config, hyper, loss_obj, key, ls, cat, local, y_table,
                    devices, *, fields) -> Prepared:
     """The :class:`Prepared` fit: its baseline, the custom-gradient check, the mesh and the
     recorded settings."""
@@ -235,7 +238,7 @@ def _with_baseline(a, data, borders, config, hyper, loss_obj, key, offset, cat, 
     recorded = settings_lib.recorded_settings(
         config, hyper, key, init_rounds=0 if init_model is None else init_model.n_rounds,
         base_margin=a.base_margin is not None, categorical=cat)
-    return Prepared(data, data_local, borders, config, hyper, loss_obj, key, init_raw, offset,
+    return Prepared(data, data_local, borders, config, hyper, loss_obj, key, init_raw, ls,
                     recorded, fields, concrete, devices_lib.mesh_of(devices), local)
 
 
@@ -248,13 +251,12 @@ def run_fit(p: Prepared, a):
     if p.concrete and rounds_lib.host_rounds_possible():
         ran = rounds_lib.run_rounds(
             *args, config, start=init_model, mesh=p.mesh,
-            resume=lambda model: boosting_lib.resume(
-                data, model.trees, p.init_raw,
-                init_model_lib.continued_loss(model.loss, p.loss), config),
-            model_of=lambda out, begun: _fit_model(out, begun, p.borders, p.init_raw, p.offset,
+            resume=lambda model: _resumed(data, model, p, config),
+            model_of=lambda out, begun: _fit_model(out, begun, p.borders, p.init_raw, p.scale,
                                                    p.recorded)._replace(**p.fields),
             verbose=a.verbose, callbacks=a.callbacks, checkpoint_dir=a.checkpoint_dir,
-            checkpoint_every=a.checkpoint_every, processes=p.local)
+            checkpoint_every=a.checkpoint_every, processes=p.local,
+            units=(p.scale.loss_unit(), p.scale.metric_unit(calls.eval_metric_of(config))))
         return ran.out, ran.start
     if bool(a.verbose) or bool(a.callbacks) or a.checkpoint_dir is not None:
         raise ValueError("verbose=, callbacks= and checkpoint_dir= need a concrete fit (not "
@@ -277,11 +279,18 @@ def finish_fit(p: Prepared, out: state_lib.BoostOutput, start) -> booster_lib.Bo
     (NaN for traced settings outside their domains), after the finite-loss check."""
     if p.concrete and not checks_lib.is_traced(out.train_loss):
         checks.check_finite_fit(out.train_loss, p.loss, p.data_local, p.init_raw)
-    booster = _fit_model(out, None, p.borders, p.init_raw, p.offset)
+    booster = _fit_model(out, None, p.borders, p.init_raw, p.scale)
     booster = settings_lib.nan_outside_domains(booster, p.loss, p.hyper)  # traced: NaN, warned
     booster = booster if start is None else booster_lib.joined(start, booster)
     booster = booster._replace(**p.fields)  # checkpoints (model_of) carry them too
     return booster._replace(settings=p.recorded)  # as asked (not NaN-masked), this call's
+
+
+def _resumed(data, model, p: Prepared, config):
+    """The state of a fit resumed from ``model`` (a checkpoint, in label units)."""
+    model = standardise.unscaled_model(model, p.scale, 1.0 / p.scale.scale)
+    return boosting_lib.resume(data, model.trees, p.init_raw,
+                               init_model_lib.continued_loss(model.loss, p.loss), config)
 
 
 def _first_rounds(out: state_lib.BoostOutput, n: int) -> state_lib.BoostOutput:
@@ -294,12 +303,14 @@ def _booster_fn(mesh):
     return boosting_lib.boost if mesh is None else functools.partial(sharded.boost_sharded, mesh)
 
 
-def _fit_model(out: state_lib.BoostOutput, start, borders, init_raw, offset, settings=None):
-    """The :class:`Booster` of ``start``'s rounds (``None``: none) and ``out``'s."""
+def _fit_model(out: state_lib.BoostOutput, start, borders, init_raw, ls, settings=None):
+    """The :class:`Booster` of ``start``'s rounds (``None``: none) and ``out``'s (in label units:
+    ``ls`` the fit's :class:`jboost.fitting.standardise.LabelScale`)."""
     model = booster_lib.Booster(trees=family.with_borders(out.trees, borders), borders=borders,
                               baseline=init_raw, loss=out.final_loss, train_loss=out.train_loss,
                               valid_loss=out.valid_loss, best_round=out.best_round,
-                              offset=None if offset is None else jnp.asarray(offset))
+                              offset=None if ls.offset is None else jnp.asarray(ls.offset))
+    model = standardise.unscaled_model(model, ls)
     model = model if start is None else booster_lib.joined(start, model)
     return model if settings is None else model._replace(settings=settings)
 

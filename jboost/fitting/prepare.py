@@ -239,21 +239,6 @@ def categorical_data(plan, data: state.Data, borders, loss, key, prior, prior_we
     return data._replace(X_binned=X_binned, X_valid=X_valid), borders, cat
 
 
-def centred_inputs(y, eval_set, offset, n: int, eval_metric):
-    """The labels of ``y`` and of ``eval_set`` minus the label offset, in float64."""
-    if callable(eval_metric):
-        warnings.warn("eval_metric sees the labels and raw scores minus the label offset "
-                      f"Booster.offset = {np.asarray(offset).tolist()} (a metric of the residual is unchanged; "
-                      "one of the labels' scale, such as a relative error, is not).", UserWarning,
-                      stacklevel=4)
-    y = labels.centred_labels(y, offset, n)
-    if eval_set is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
-        Xv = tabular.as_matrix(eval_set[0], "eval_set X")
-        yv = labels.centred_labels(eval_set[1], offset, Xv.shape[0], "eval_set y", "eval_set X")
-        eval_set = (Xv, yv) + tuple(eval_set[2:])
-    return y, eval_set
-
-
 def with_margins(data: state.Data, base_margin, eval_base_margin, eval_set, k: int):
     """``data`` with the checked per-row offsets of the training and validation rows."""
     if base_margin is None and eval_base_margin is None:

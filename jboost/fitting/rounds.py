@@ -69,10 +69,12 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
                init_raw, config: boosting_lib.BoostConfig, *, start: Optional[booster_lib.Booster] = None,
                resume: Callable, model_of: Callable, verbose: int = 0, callbacks: Sequence[Callable] = (),
                checkpoint_dir=None, checkpoint_every: Optional[int] = None, mesh=None,
-               processes=None) -> RoundsOutput:
+               processes=None, units=(1.0, 1.0)) -> RoundsOutput:
     """A concrete fit's ``config.n_rounds`` rounds after ``start``'s as host-side calls of one
     compiled program (:func:`jboost.engine.calls.boost_rounds`); ``resume``, ``model_of``,
-    ``mesh`` and ``processes`` (``rows="local"``) as docs/fitting.md describes."""
+    ``mesh`` and ``processes`` (``rows="local"``) as docs/fitting.md describes; ``units``: the
+    factors of the losses and validation scores in the progress lines and callbacks (a
+    standardised fit's, :mod:`jboost.fitting.standardise`)."""
     base = 0 if start is None else start.n_rounds
     total = base + config.n_rounds
     fixed = bool(verbose) or bool(callbacks) or checkpoint_dir is not None or processes is not None
@@ -136,7 +138,7 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
             if chunk_done:
                 now = last_t = _timed(chunk_seconds, chunk_rounds, last_t, pos - reported)
                 asked = _after_call(fitted, out.best, reported, pos, base, total, t0, now, stop,
-                                    chunk_seconds, chunk_rounds, metric_name, verbose, callbacks)
+                                    (chunk_seconds, chunk_rounds), metric_name, verbose, callbacks, units)
                 reported = pos
                 stop = (asked if processes is None else processes.any(asked)) or stop
                 if path is not None:
@@ -274,12 +276,14 @@ def _rounds_output(carry: calls.RoundsCarry, fitted: _HostRounds, config,
     return out
 
 
-def _after_call(fitted: _HostRounds, best, a, b, base, total, t0, now, stopped, chunk_seconds,
-                chunk_rounds, metric_name, verbose, callbacks) -> bool:
-    """A progress line and the callbacks after positions ``a..b - 1``; whether to stop."""
+def _after_call(fitted: _HostRounds, best, a, b, base, total, t0, now, stopped, pace,
+                metric_name, verbose, callbacks, units) -> bool:
+    """A progress line and the callbacks after positions ``a..b - 1``; whether to stop
+    (``pace``: the chunks' seconds and rounds so far)."""
+    chunk_seconds, chunk_rounds = pace
     r = fitted.rounds(a, b)
-    train, valid = r.train_loss, r.valid_loss
-    scores = None if metric_name is None else r.score
+    train, valid = r.train_loss * units[0], r.valid_loss * units[0]
+    scores = None if metric_name is None else r.score * units[1]
     done, elapsed = base + b, now - t0
     best = None if isinstance(best, tuple) and not best else best
     if verbose:

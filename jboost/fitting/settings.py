@@ -110,8 +110,9 @@ SETTINGS = {s.name: s for s in (
             'optional ``(X_valid, y_valid)`` or ``(X_valid, y_valid, w_valid)``; its mean loss '
             'after every round is returned in ``Booster.valid_loss``.'),
     Setting("key", 0, TRACED,
-            'an int seed or a ``jax.random`` key; the same key, data, settings and device give '
-            'bitwise the same model.'),
+            'an int seed in ``[0, 2**64)``, a ``jax.random.key`` or a legacy ``jax.random.PRNGKey``; '
+            'the same key, data, settings and device give bitwise the same model (an int outside '
+            'that range raises: it would collide with another seed).'),
     Setting("n_outputs", None, STATIC,
             'number of raw outputs K for a custom loss (built-ins know theirs; K-class losses infer '
             'K from the labels).'),

@@ -114,8 +114,7 @@ def permutation_importance(model, X, y, metric=None, n_repeats: int = 5, key=0,
     if y.shape[0] != X.shape[0]:
         raise ValueError(f"y has {y.shape[0]} rows but X has {X.shape[0]}.")
     w = jnp.asarray(tabular.as_weights(sample_weight, X.shape[0]))
-    if isinstance(key, (int, np.integer)):
-        key = jax.random.PRNGKey(int(key))
+    key = checks.as_key(key)
     if metric is None and not isinstance(getattr(model, "loss", None), loss_lib.Loss):
         raise ValueError(f"a {type(model).__name__} has no loss: pass metric= (\"mse\", "
                          "\"error_rate\", or metric(y, raw, w)).")

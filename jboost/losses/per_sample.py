@@ -234,6 +234,20 @@ SHIFT_EQUIVARIANT_FNS = frozenset({squared_error_fn, absolute_error_fn, huber_fn
                                    _huber_adaptive_fn, quantile_fn})
 
 
+#: ``(degree, gradient degree, parameters in label units)`` of the built-in losses of the
+#: residual: scaling the labels and raw scores by ``s`` (and those parameters with them) scales
+#: the loss by ``s^degree`` and its gradient by ``s^(gradient degree)`` (the hessians of the
+#: squared error and of the unit-hessian losses do not change); used by
+#: :mod:`jboost.fitting.standardise`.
+SCALE_DEGREES = {
+    squared_error_fn: (2, 1, ()),
+    huber_fn: (2, 1, ("delta",)),
+    _huber_adaptive_fn: (2, 1, ("delta",)),
+    absolute_error_fn: (1, 0, ()),
+    quantile_fn: (1, 0, ()),
+}
+
+
 def shifts_with_labels(loss: loss_lib.Loss) -> bool:
     """Whether ``loss(y + c, f + c) == loss(y, f)`` for every ``c`` (a built-in loss of the
     residual), so a fit may subtract a label offset in float64 and add it back to the raw scores

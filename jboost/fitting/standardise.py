@@ -1,0 +1,186 @@
+"""Label standardisation of regression fits: a fit of a built-in loss of the residual
+(``squared_error``, ``huber``, ``absolute_error``, ``quantile``) runs on ``(y - c) / 2^e`` and
+its model is turned back into label units exactly, so that the model does not depend on the
+labels' scale or shift (up to rounding). See docs/fitting.md ("Label scale and offset").
+
+``c`` is the label offset (:func:`jboost.fitting.prepare.label_offset`, kept as
+``Booster.offset``), ``2^e`` the power of two nearest the centred labels' standard deviation.
+Multiplying by a power of two is exact in floating point (in the normal range), and these
+losses are homogeneous in the residual once their parameters with units (Huber's ``delta``)
+are scaled too, so the model fitted on the standardised labels, with its leaf values, baseline,
+split gains, losses and parameters multiplied back, is the model of the labels as given: bitwise
+the same for labels whose sums stay in float32's normal range, and a right one beyond it
+(labels of scale ``1e-25`` no longer underflow to a constant model, of scale ``1e20`` no longer
+overflow).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jboost.data import labels, tabular
+from jboost.engine import boosting as boosting_lib
+from jboost.losses import loss as loss_lib, per_sample
+
+#: Named metrics' degree in the labels' scale.
+METRIC_DEGREE = {"mse": 2, "mae": 1}
+
+#: The offset rule's ratio: labels whose median exceeds this many standard deviations are
+#: centred (float32 near the median would otherwise round them to ``2^-12`` of their spread).
+CENTRE_RATIO = 2.0 ** 11
+
+
+class LabelScale(NamedTuple):
+    """A regression fit's standardisation: labels ``(y - offset) / 2^exponent``."""
+
+    offset: Any      # None, or the label offset c (a scalar, (C,) for vector labels)
+    exponent: int    # e: the scale is 2^e
+    degree: int      # the loss's degree in the labels' scale
+    gradient: int    # its gradient's degree
+    units: tuple     # the loss parameters in label units
+
+    @property
+    def scale(self) -> float:
+        return float(2.0 ** self.exponent)
+
+    def loss_unit(self) -> float:
+        """A loss value's factor from standardised to label units."""
+        return float(2.0 ** (self.exponent * self.degree))
+
+    def gain_unit(self) -> float:
+        """A split gain's factor (and ``min_split_gain``'s) from standardised to label units."""
+        return float(2.0 ** (2 * self.exponent * self.gradient))
+
+    def metric_unit(self, metric) -> float:
+        """A validation score's factor: a named metric's degree, the loss's for ``None``, 1 for
+        a custom metric (it sees label units, :func:`scaled_config`)."""
+        if metric is None:
+            return self.loss_unit()
+        return float(2.0 ** (self.exponent * METRIC_DEGREE.get(metric, 0))) if isinstance(
+            metric, str) else 1.0
+
+
+#: No standardisation (classification, custom losses, continued fits).
+NONE = LabelScale(None, 0, 0, 0, ())
+
+
+def label_scale(y, y32: np.ndarray, loss: loss_lib.Loss, offset) -> LabelScale:
+    """The standardisation of labels ``y`` (as given; ``y32`` their float32 values) for ``loss``
+    with label offset ``offset`` (:func:`jboost.fitting.prepare.label_offset`, or ``None``): the
+    offset is also set when the median exceeds :data:`CENTRE_RATIO` standard deviations; the
+    exponent is the nearest integer to ``log2`` of the centred labels' standard deviation (of
+    their largest magnitude when they are constant; 0 when all are zero). :data:`NONE` for a loss
+    outside :data:`jboost.losses.per_sample.SCALE_DEGREES`."""
+    spec = per_sample.SCALE_DEGREES.get(loss.fn)
+    if spec is None:
+        return NONE
+    y64 = np.asarray(y, np.float64)
+    if offset is None:
+        centre = np.median(y64, axis=0)
+        spread = np.std(y64, axis=0)
+        if np.any(np.abs(centre) > CENTRE_RATIO * spread):
+            offset = np.asarray(centre, np.float64 if jax.config.jax_enable_x64 else np.float32)
+    centred = y64 if offset is None else y64 - np.asarray(offset, np.float64)
+    size = float(np.std(centred)) or float(np.max(np.abs(centred), initial=0.0))
+    exponent = int(np.round(np.log2(size))) if size > 0 and np.isfinite(size) else 0
+    return LabelScale(offset, exponent, *spec)
+
+
+def standardised(y, ls: LabelScale, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
+    """``(y - offset) / 2^exponent`` in float64, as float32 labels shaped like ``y``."""
+    if np.ndim(y) == 2:
+        labels.as_labels(y, n, name, x_name, warn=False, columns=np.shape(y)[-1])
+    else:
+        labels.as_labels(y, n, name, x_name, warn=False)
+    y64 = np.asarray(y, np.float64) if np.ndim(y) == 2 else np.asarray(y, np.float64).reshape(-1)
+    if ls.offset is not None:
+        y64 = y64 - np.asarray(ls.offset, np.float64)
+    return (y64 / ls.scale).astype(np.float32)
+
+
+def standardised_inputs(y, eval_set, ls: LabelScale, n: int, eval_metric=None):
+    """The labels of ``y`` and of ``eval_set`` standardised by ``ls`` (a warning when a custom
+    ``eval_metric`` will see the labels minus the label offset)."""
+    if callable(eval_metric) and ls.offset is not None:
+        warnings.warn("eval_metric sees the labels and raw scores minus the label offset "
+                      f"Booster.offset = {np.asarray(ls.offset).tolist()} (a metric of the "
+                      "residual is unchanged; one of the labels' scale, such as a relative error, "
+                      "is not).", UserWarning, stacklevel=4)
+    y = standardised(y, ls, n)
+    if eval_set is not None and isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
+        Xv = tabular.as_matrix(eval_set[0], "eval_set X")
+        yv = standardised(eval_set[1], ls, Xv.shape[0], "eval_set y", "eval_set X")
+        eval_set = (Xv, yv) + tuple(eval_set[2:])
+    return y, eval_set
+
+
+def scaled_loss(loss: loss_lib.Loss, ls: LabelScale, factor: float) -> loss_lib.Loss:
+    """``loss`` with its parameters in label units multiplied by ``factor``."""
+    if not ls.units or factor == 1.0:
+        return loss
+    return loss.with_params(**{k: loss.params[k] * factor for k in ls.units if k in loss.params})
+
+
+def scaled_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hyperparams,
+                    ls: LabelScale):
+    """``(config, hyper)`` in standardised units: ``min_split_gain`` divided by the gain unit,
+    the early-stopping tolerance by the score's unit, a custom metric seeing label units."""
+    if ls.exponent == 0:
+        return config, hyper
+    factor = 1.0 / ls.gain_unit()
+    factor = np.float32(factor if factor <= float(np.finfo(np.float32).max) else np.inf)
+    gain = hyper.min_split_gain  # 0 stays 0; beyond float32, inf (no split passes)
+    hyper = hyper._replace(min_split_gain=jnp.where(gain == 0, 0.0, gain * factor).astype(gain.dtype))
+    metric = config.eval_metric
+    if callable(metric):
+        config = config._replace(eval_metric=_in_label_units(metric, ls.scale))
+    es = config.early_stopping
+    if es is not None:
+        unit = ls.metric_unit(es.metric if es.metric is not None else None)
+        es_metric = _in_label_units(es.metric, ls.scale) if callable(es.metric) else es.metric
+        config = config._replace(early_stopping=es._replace(tolerance=es.tolerance / unit,
+                                                            metric=es_metric))
+    return config, hyper
+
+
+class _InLabelUnits:
+    """A custom metric ``metric(y, raw, w)`` called with standardised labels and raw scores
+    multiplied back by ``scale`` (hashed by value: the compiled program is shared)."""
+
+    def __init__(self, metric, scale: float):
+        self.metric, self.scale = metric, float(scale)
+        self.__name__ = getattr(metric, "__name__", "custom")
+
+    def __call__(self, y, raw, w):
+        return self.metric(y * self.scale, raw * self.scale, w)
+
+    def __eq__(self, other):
+        return (isinstance(other, _InLabelUnits) and other.metric == self.metric
+                and other.scale == self.scale)
+
+    def __hash__(self):
+        return hash((_InLabelUnits, self.metric, self.scale))
+
+
+def _in_label_units(metric, scale: float):
+    return _InLabelUnits(metric, scale)
+
+
+def unscaled_model(model, ls: LabelScale, factor: Optional[float] = None):
+    """A Booster fitted on standardised labels in label units (``factor``: the scale to apply,
+    default ``2^exponent``; its inverse turns a model back to standardised units)."""
+    if ls.exponent == 0 or model is None:
+        return model
+    s = ls.scale if factor is None else factor
+    up = lambda e: float(2.0 ** (np.log2(s) * e))  # noqa: E731  (s is a power of two)
+    trees = model.trees._replace(leaf_values=model.trees.leaf_values * s,
+                                 gains=model.trees.gains * up(2 * ls.gradient))
+    loss = scaled_loss(model.loss, ls, s) if isinstance(model.loss, loss_lib.Loss) else model.loss
+    return model._replace(trees=trees, baseline=model.baseline * s, loss=loss,
+                          train_loss=model.train_loss * up(ls.degree),
+                          valid_loss=model.valid_loss * up(ls.degree))
