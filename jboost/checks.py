@@ -77,7 +77,7 @@ def as_key(key):
     if isinstance(key, (jax.Array, np.ndarray)):
         if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or (key.dtype == np.uint32 and key.shape[-1:] == (2,)):
             return key
-    raise TypeError(f"key must be an int seed in [0, 2**64) or a jax.random key; got "
+    raise TypeError(f"key must be an int seed or a jax.random key (an int in [0, 2**64)); got "
                     f"{type(key).__name__}{'' if not hasattr(key, 'shape') else f' of shape {key.shape}'}.")
 
 

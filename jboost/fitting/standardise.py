@@ -184,3 +184,22 @@ def unscaled_model(model, ls: LabelScale, factor: Optional[float] = None):
     return model._replace(trees=trees, baseline=model.baseline * s, loss=loss,
                           train_loss=model.train_loss * up(ls.degree),
                           valid_loss=model.valid_loss * up(ls.degree))
+
+
+#: Entry points that do not standardise (sweeps, bagged boosters) refuse labels whose scale
+#: exponent lies beyond this (spread outside about [1e-12, 1e12]), where float32 losses and split
+#: gains would underflow or overflow.
+SAFE_EXPONENT = 40
+
+
+def refuse_extreme_scale(y, y32: np.ndarray, loss: loss_lib.Loss, what: str) -> None:
+    """Raise ``ValueError`` naming ``y`` and the fix when ``what`` (an entry point that does not
+    standardise its labels) is given labels of an extreme scale for a loss of
+    :data:`jboost.losses.per_sample.SCALE_DEGREES`."""
+    ls = label_scale(y, y32, loss, None)
+    if abs(ls.exponent) > SAFE_EXPONENT:
+        raise ValueError(f"y has a spread of about 2^{ls.exponent} ({ls.scale:.3g}): {what} does "
+                         "not standardise the labels, and float32 losses and split gains would "
+                         f"{'underflow' if ls.exponent < 0 else 'overflow'} at this scale. Fit "
+                         f"y / {ls.scale:.17g} (a power of two: exact) and multiply the "
+                         "predictions back, or use jboost.fit, which does this itself.")
