@@ -276,9 +276,14 @@ def run_fit(p: Prepared, a):
 
 def finish_fit(p: Prepared, out: state_lib.BoostOutput, start) -> booster_lib.Booster:
     """The last step of :func:`fit`: the :class:`Booster` of ``start``'s rounds and ``out``'s
-    (NaN for traced settings outside their domains), after the finite-loss check."""
+    (NaN for traced settings outside their domains), after the finite-loss and divergence
+    checks."""
     if p.concrete and not checks_lib.is_traced(out.train_loss):
         checks.check_finite_fit(out.train_loss, p.loss, p.data_local, p.init_raw)
+    out = out._replace(train_loss=checks.warn_if_diverged(  # traced: a callback, per vmap member
+        out.train_loss, out.valid_loss, p.loss, p.data_local, p.init_raw, n_fitted=out.n_fitted,
+        learning_rate=p.hyper.learning_rate if p.config.learning_rate_schedule is None else None,
+        checked=None if p.concrete else settings_lib.in_domains(p.loss, p.hyper)))
     booster = _fit_model(out, None, p.borders, p.init_raw, p.scale)
     booster = settings_lib.nan_outside_domains(booster, p.loss, p.hyper)  # traced: NaN, warned
     booster = booster if start is None else booster_lib.joined(start, booster)

@@ -8,6 +8,7 @@ traced values are checked only when concrete. The vocabulary and the rules are i
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Optional
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from jboost import _compile, checks, devices as devices_lib
 from jboost.data import labels
-from jboost.losses import derivatives, loss as loss_lib, per_sample, purity
+from jboost.losses import baselines, derivatives, loss as loss_lib, per_sample, purity
 
 
 def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
@@ -229,7 +230,7 @@ def warn_if_no_gradient(loss: loss_lib.Loss, data, init_raw) -> None:
 def check_finite_fits(train_loss, loss: loss_lib.Loss, data, baselines, *, n_fitted=None,
                       names=None, what: str = "models") -> None:
     """:func:`check_finite_fit` for a batch of concrete fits (``train_loss (..., n_rounds)``,
-    ``baselines (..., K)``); skipped when traced.
+    ``baselines (..., K)``), then :func:`warn_diverged_fits`; skipped when traced.
 
     Args:
       n_fitted: the rounds each model fitted before it stopped early (later rounds unchecked).
@@ -246,7 +247,9 @@ def check_finite_fits(train_loss, loss: loss_lib.Loss, data, baselines, *, n_fit
     if n_fitted is not None:
         finite |= np.arange(curves.shape[-1])[None, :] >= np.asarray(n_fitted).reshape(-1, 1)
     bad = np.flatnonzero(~finite.all(axis=1))
-    if not bad.size:
+    if not bad.size:  # finite: a warning for the diverged ones
+        warn_diverged_fits(train_loss, loss, data, baselines, n_fitted=n_fitted, names=names,
+                           what=what)
         return
     i = int(bad[0])
     base = np.asarray(baselines).reshape(curves.shape[0], -1)[i]
@@ -257,6 +260,279 @@ def check_finite_fits(train_loss, loss: loss_lib.Loss, data, baselines, *, n_fit
         where = names(np.unravel_index(i, lead)) if names is not None else f"model {i}"
         raise FloatingPointError(f"{where} ({bad.size} of {curves.shape[0]} {what} not finite): "
                                  f"{e}") from None
+
+
+# ---- Divergence: a loss that rises by orders of magnitude over its start -------------------
+
+DIVERGENCE_FACTOR = 10.0
+"""A loss curve has diverged when some round's mean loss ``L_t`` exceeds its start by this factor:
+``L_t > L_0 + (DIVERGENCE_FACTOR - 1) * S``. ``L_0`` is the weighted mean loss at the baseline
+(before the first round; ``Booster.train_loss[0]`` is after it) and ``S`` the weighted mean of
+the per-sample losses' absolute values there (a batch objective's ``|L_0|``), at least
+:data:`DIVERGENCE_FLOOR`. For a non-negative loss ``S = L_0``: ``L_t > 10 * L_0``; a loss that
+can be negative (a negative log-likelihood) must rise by 9 times its rows' mean absolute loss.
+See docs/fitting.md ("Divergence")."""
+
+DIVERGENCE_FLOOR = 1e-12
+"""The smallest scale ``S`` of :data:`DIVERGENCE_FACTOR`'s rule: a start at (nearly) zero loss
+(constant labels fitted exactly) does not flag float32 rounding."""
+
+
+def start_and_scale(loss: loss_lib.Loss, y, w, init_raw, margin=None) -> jax.Array:
+    """``(2,)`` float32: the start ``L_0`` and scale ``S`` (before the floor) of
+    :data:`DIVERGENCE_FACTOR`'s rule on rows ``y, w`` at the baseline ``init_raw (K,)`` (plus
+    the rows' ``margin (n, K)``); NaN when no row has weight. Traceable.
+    """
+    raw = jnp.broadcast_to(jnp.asarray(init_raw, jnp.float32), (y.shape[0], init_raw.shape[-1]))
+    if margin is not None:
+        raw = margin + raw
+    w = w.astype(jnp.float32)
+    if loss.adaptive_huber_alpha:  # the first round's delta, as the engine's step computes it
+        delta = baselines.weighted_quantile(jnp.abs(y - raw[:, 0]), w, loss.params["alpha"])
+        loss = loss.with_params(delta=jnp.maximum(delta, 1e-12))
+    if loss.batch:
+        total = loss_lib.total_loss(loss, y, raw, w)
+        size = jnp.abs(total)
+    else:
+        per_row = jnp.where(w > 0, loss_lib.per_sample_losses(loss, y, raw), 0.0)
+        total, size = jnp.sum(w * per_row), jnp.sum(w * jnp.abs(per_row))
+    weight = jnp.sum(w)
+    return jnp.where(weight > 0, jnp.stack([total, size]) / weight, jnp.nan)
+
+
+@_compile.jit
+def _starts(loss, rows, init_raw):
+    """``(2, 2)``: :func:`start_and_scale` of the training rows and of the validation rows
+    (NaN: none); ``rows``: ``(y, w, margin, y_valid, w_valid, margin_valid)``."""
+    y, w, margin, y_valid, w_valid, margin_valid = rows
+    train = start_and_scale(loss, y, w, init_raw, margin)
+    if y_valid.shape[0] == 0:
+        return jnp.stack([train, jnp.full((2,), jnp.nan, jnp.float32)])
+    return jnp.stack([train, start_and_scale(loss, y_valid, w_valid, init_raw, margin_valid)])
+
+
+@_compile.jit
+def _train_starts(loss, y, w, margin, baselines_):
+    """``(B, 2)``: :func:`start_and_scale` of the rows at each of ``baselines_ (B, K)``."""
+    return jax.lax.map(lambda b: start_and_scale(loss, y, w, b, margin), baselines_)
+
+
+def _padded(y, w, margin, batch: bool):
+    """``(y, w, margin)`` padded to a power-of-two row count (weight 0, the first row repeated),
+    so that one compiled :func:`_starts` serves tables of many sizes; as given for a batch
+    objective (a function of every row), no rows, or arrays not all on this host."""
+    n = int(np.shape(y)[0])
+    if batch or n == 0 or not all(getattr(a, "is_fully_addressable", True)
+                                  for a in (y, w, margin) if a is not None):
+        return y, w, margin
+    extra = max(64, 1 << (n - 1).bit_length()) - n
+
+    def pad(a, fill=None):
+        a = np.asarray(a)
+        more = np.repeat(a[:1], extra, axis=0) if fill is None else np.full((extra,) + a.shape[1:],
+                                                                           fill, a.dtype)
+        return np.concatenate([a, more])
+
+    return pad(y), pad(w, 0), None if margin is None else pad(margin)
+
+
+def divergence_thresholds(starts, scales) -> np.ndarray:
+    """The losses above which curves starting at ``starts`` with scales ``scales`` have
+    diverged: ``start + (DIVERGENCE_FACTOR - 1) * max(scale, DIVERGENCE_FLOOR)`` (NaN: never)."""
+    scales = np.maximum(np.asarray(scales, np.float64), DIVERGENCE_FLOOR)
+    return np.asarray(starts, np.float64) + (DIVERGENCE_FACTOR - 1.0) * scales
+
+
+def _fitted(curves, n_fitted):
+    """``curves (..., R)`` as float64, rounds from ``n_fitted (...)`` on NaN (not fitted)."""
+    curves = np.array(curves, np.float64)
+    if n_fitted is not None:
+        late = np.arange(curves.shape[-1]) >= np.asarray(n_fitted)[..., None]
+        curves[np.broadcast_to(late, curves.shape)] = np.nan
+    return curves
+
+
+def first_diverged(curves, starts, scales, n_fitted=None) -> np.ndarray:
+    """``(...)`` int: the first round of each curve ``(..., R)`` above its
+    :func:`divergence_thresholds`, -1 where none. NaN rounds (and with ``n_fitted (...)`` the
+    rounds from it on) never count; NaN starts never diverge."""
+    curves = _fitted(curves, n_fitted)
+    with np.errstate(invalid="ignore"):
+        above = curves > divergence_thresholds(starts, scales)[..., None]
+    return np.where(above.any(axis=-1), np.argmax(above, axis=-1), -1)
+
+
+def first_non_finite(curves, n_fitted=None) -> np.ndarray:
+    """``(...)`` int: the first round of each curve ``(..., R)`` that is NaN or infinite, -1
+    where none (with ``n_fitted (...)``: among the rounds fitted)."""
+    curves = np.asarray(curves, np.float64)
+    bad = ~np.isfinite(curves)
+    if n_fitted is not None:
+        bad &= np.arange(curves.shape[-1]) < np.asarray(n_fitted)[..., None]
+    return np.where(bad.any(axis=-1), np.argmax(bad, axis=-1), -1)
+
+
+def divergence_message(name: str, ref: str, curve, start: float, scale: float, first: int) -> str:
+    """A curve's divergence in words: ``name`` (``"training loss"``) and ``ref`` (where to read it:
+    ``"train_loss"``), its start, the ``first`` round above the threshold, its peak and last
+    values."""
+    curve = np.asarray(curve, np.float64).reshape(-1)
+    finite = np.flatnonzero(np.isfinite(curve))
+    peak = int(finite[np.argmax(curve[finite])])
+    last = int(finite[-1])
+    return (f"the {name} diverged: it rose from {start:.4g} at the baseline to {curve[first]:.4g} "
+            f"at round {first} ({ref}[{first}]), above the divergence threshold "
+            f"{float(divergence_thresholds(start, scale)):.4g} = start + "
+            f"{DIVERGENCE_FACTOR - 1:g} x {max(scale, DIVERGENCE_FLOOR):.4g} (DIVERGENCE_FACTOR = "
+            f"{DIVERGENCE_FACTOR:g}; {max(scale, DIVERGENCE_FLOOR):.4g}: the mean absolute loss "
+            f"at the baseline); peak {curve[peak]:.4g} at round {peak}, last {curve[last]:.4g} at "
+            f"round {last}")
+
+
+def _diverged_text(train, valid, starts, n_fitted=None) -> str:
+    """The divergence of a fit's training and validation curves in words ('' when neither);
+    ``starts (2, 2)``: :func:`start_and_scale` of each."""
+    parts = []
+    for name, ref, curve, (start, scale) in (("training loss", "train_loss", train, starts[0]),
+                                             ("validation loss", "valid_loss", valid, starts[1])):
+        if curve is None:
+            continue
+        curve = _fitted(np.asarray(curve).reshape(-1), n_fitted)
+        first = int(first_diverged(curve, start, scale))
+        if first >= 0:
+            parts.append(divergence_message(name, ref, curve, float(start), float(scale), first))
+    return "; ".join(parts)
+
+
+def _fix(learning_rate=None) -> str:
+    """What to change when a fit diverged."""
+    lr = learning_rate is not None and np.isfinite(float(np.asarray(learning_rate)))
+    here = f" (here learning_rate={float(np.asarray(learning_rate)):g})" if lr else ""
+    return (f". The model is finite but useless: lower learning_rate{here}; a validation loss "
+            "that diverges alone also calls for fewer rounds (early_stopping_rounds). See "
+            "docs/fitting.md, 'Divergence' (to silence: warnings.filterwarnings('ignore', "
+            "message='.*diverged')).")
+
+
+def warn_if_diverged(train_loss, valid_loss, loss: loss_lib.Loss, data, init_raw, *,
+                     n_fitted=None, learning_rate=None, checked=None):
+    """Warn when a fit's training loss, or its validation loss, diverged
+    (:data:`DIVERGENCE_FACTOR`'s rule).
+
+    A concrete fit is checked here; a traced one (the caller's ``jax.vmap`` / ``jax.jit``) by a
+    callback when its program runs, which names each ``vmap`` member by its index and also warns
+    for a member whose training loss is not finite (a concrete fit raises, see
+    :func:`check_finite_fit`).
+
+    Args:
+      train_loss, valid_loss: ``(R,)`` the fit's curves (``valid_loss`` NaN: no validation rows).
+      loss: the fit's loss (its parameters as at the first round).
+      data: the rows fitted: ``y``, ``w``, ``margin`` and ``y_valid``, ``w_valid``,
+        ``margin_valid``.
+      init_raw: ``(K,)`` the baseline.
+      n_fitted: with early stopping, the rounds fitted (the later ones are not checked).
+      learning_rate: the fit's learning rate, named in the warning.
+      checked: traced, ``False`` for a member not to check (its results NaN, warned elsewhere).
+
+    Returns:
+      ``train_loss``; traced, tied to the callback (so that the program runs it).
+
+    Warns:
+      UserWarning: naming the curve, its start, the round it crossed the threshold, its peak and
+        last values, and ``learning_rate``.
+    """
+    rows = (data.y, data.w, data.margin, data.y_valid, data.w_valid, data.margin_valid)
+    if not any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(
+            (train_loss, valid_loss, init_raw, loss.params, learning_rate, n_fitted, checked))):
+        rows = (_padded(*rows[:3], loss.batch) + _padded(*rows[3:], loss.batch))
+        starts = np.asarray(_starts(loss, rows, jnp.asarray(init_raw, jnp.float32)), np.float64)
+        text = _diverged_text(train_loss, valid_loss, starts, n_fitted)
+        if text:
+            warnings.warn(text[0].upper() + text[1:] + _fix(learning_rate), UserWarning,
+                          stacklevel=3)
+        return train_loss
+    n_rounds = np.shape(train_loss)[-1]
+    args = (train_loss, valid_loss, _starts(loss, rows, init_raw),
+            jnp.float32(jnp.nan) if learning_rate is None else learning_rate,
+            jnp.int32(n_rounds) if n_fitted is None else n_fitted,
+            jnp.bool_(True) if checked is None else checked, dict(loss.params))
+    tie = jax.pure_callback(functools.partial(_report_members, loss_name=loss.name),
+                            jax.ShapeDtypeStruct((), jnp.float32), *args,
+                            vmap_method="broadcast_all")
+    return train_loss + tie
+
+
+def _report_members(train, valid, starts, learning_rate, n_fitted, checked, params, *,
+                    loss_name: str):
+    """Host side of a traced :func:`warn_if_diverged` (a ``jax.pure_callback`` seeing every
+    ``vmap`` member at once: leading axes on every argument); zeros, one per member."""
+    train = np.asarray(train, np.float64)
+    lead = train.shape[:-1]
+    for idx in np.ndindex(*lead):
+        if not bool(np.asarray(checked)[idx]):
+            continue
+        where = (f"jax.vmap member {idx[0] if len(idx) == 1 else idx}" if lead
+                 else "this traced fit")
+        values = [f"learning_rate={float(np.asarray(learning_rate)[idx]):g}"] if np.isfinite(
+            np.asarray(learning_rate)[idx]) else []
+        values += [f"loss {loss_name!r} {k}={np.asarray(v)[idx].tolist()}"
+                   for k, v in params.items()]
+        where += f" ({', '.join(values)})" if values else ""
+        fitted = int(np.asarray(n_fitted)[idx])
+        bad = int(first_non_finite(train[idx], fitted))
+        if bad >= 0:
+            warnings.warn(f"{where}: the training loss is not finite from round {bad} on "
+                          f"(train_loss[{bad}] = {train[idx][bad]}): this member's model is not "
+                          "finite (the same fit with concrete settings raises FloatingPointError "
+                          "with a diagnosis). Likely cause: learning_rate too large, or a loss "
+                          "parameter that makes the loss NaN at these labels.", UserWarning,
+                          stacklevel=2)
+            continue
+        text = _diverged_text(train[idx], np.asarray(valid)[idx], np.asarray(starts)[idx], fitted)
+        if text:
+            warnings.warn(f"{where}: {text}{_fix()}", UserWarning, stacklevel=2)
+    return np.zeros(lead, np.float32)
+
+
+def warn_diverged_fits(train_loss, loss: loss_lib.Loss, data, baselines_, *, n_fitted=None,
+                       names=None, what: str = "models") -> None:
+    """:func:`warn_if_diverged` for a batch of concrete fits (``train_loss (..., R)``, each fit's
+    baseline ``baselines_ (..., K)``) on the rows of ``data``, one warning naming the first
+    diverged fit and how many did; skipped when traced.
+
+    Args:
+      n_fitted: ``(...)`` the rounds each fit fitted before it stopped early.
+      names: ``names(index)`` names a fit (``"bag 1"``); default ``"model i"``.
+      what: the batch's fits in the message (``"bags"``).
+
+    Warns:
+      UserWarning: as :func:`warn_if_diverged` (a fit's start: its loss at its baseline over
+        ``data``'s rows with their weights).
+    """
+    if any(checks.is_traced(v) for v in jax.tree_util.tree_leaves((train_loss, baselines_, n_fitted,
+                                                                   loss.params))):
+        return
+    curves = np.asarray(train_loss, np.float64)
+    lead = curves.shape[:-1]
+    curves = curves.reshape(-1, curves.shape[-1])
+    base = jnp.asarray(np.asarray(baselines_).reshape(curves.shape[0], -1), jnp.float32)
+    starts = np.asarray(_train_starts(loss, *_padded(data.y, data.w, data.margin, loss.batch),
+                                      base), np.float64)
+    fitted = None if n_fitted is None else np.asarray(n_fitted).reshape(-1)
+    first = first_diverged(curves, starts[:, 0], starts[:, 1], fitted)
+    bad = np.flatnonzero(first >= 0)
+    if not bad.size:
+        return
+    i = int(bad[0])
+    name = (lambda j: f"model {j}") if names is None else (
+        lambda j: names(np.unravel_index(j, lead)))
+    others = ", ".join(name(int(j)) for j in bad[1:4]) + (", ..." if bad.size > 4 else "")
+    text = divergence_message("training loss", "train_loss", _fitted(
+        curves[i], None if fitted is None else fitted[i]), float(starts[i, 0]),
+        float(starts[i, 1]), int(first[i]))
+    warnings.warn(f"{name(i)} ({bad.size} of {curves.shape[0]} {what} diverged"
+                  f"{'; also ' + others if others else ''}): {text}{_fix()}", UserWarning,
+                  stacklevel=3)
 
 
 def check_loss_output(loss: loss_lib.Loss) -> None:

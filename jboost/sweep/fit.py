@@ -24,7 +24,7 @@ from jboost.engine import (boosting as boosting_lib, checkpoints as checkpoints_
 from jboost.fitting import prepare, settings as settings_lib
 from jboost.losses import (baselines as baselines_lib, checks as checks_lib, loss as loss_lib,
                            metrics)
-from jboost.sweep import (categorical as sweep_categorical, grid as grid_lib, groups,
+from jboost.sweep import (categorical as sweep_categorical, divergence, grid as grid_lib, groups,
                           metrics as metrics_lib, program as sweep_program, result as result_lib)
 from jboost.sweep.grid import HYPERPARAMETERS
 from jboost.sweep.result import SweepResult
@@ -262,6 +262,8 @@ def _finish_sweep(s: _Sweep, a, fits, borders_of, stats) -> SweepResult:
                            tolerance=0.0 if stopping is None else stopping.tolerance, greater=greater)
     sel = result_lib.select(rows.valid_curves, grid_.configs, s.n_folds * s.seeds, greater,
                             rows.rounds_fitted)
+    diverged = divergence.diverged_rows(s.loss, s.y, s.w, s.fold_table, grid_, rows, a.metric,
+                                        {g: f.n_models_fitted for g, f in fits.items()})
     fixed = {h: float(s.fixed_hyper[h]) for h in HYPERPARAMETERS}
     fixed.update(colsample_by=a.colsample_by, per_output_trees=bool(a.per_output_trees))
     if a.tree_family != "oblivious" or a.max_leaves is not None:  # fit's (refit, fit_kwargs)
@@ -282,7 +284,7 @@ def _finish_sweep(s: _Sweep, a, fits, borders_of, stats) -> SweepResult:
         early_stopping=result_lib.early_stopping_kwargs(stopping, a.metric, greater),
         rounds_fitted=rows.rounds_fitted, row_best_rounds=rows.row_best_rounds,
         feature_names=s.names, classes=s.classes, categorical=model_cats,
-        model_borders=model_borders)
+        model_borders=model_borders, diverged=diverged)
 
 
 def _kept_models(cats, fits, borders_of):

@@ -63,6 +63,11 @@ class SweepResult:
         with a leading model axis: each model's statistics (``borders`` are then the host rows').
       model_borders: ``{(depth, n_bins): (n_models, F, n_bins - 1)}`` each model's borders (with
         categorical columns, else ``None``).
+      diverged: ``(n_rows,)`` bool, the fits whose training loss diverged (rose above
+        ``start + (DIVERGENCE_FACTOR - 1) x`` its scale, docs/fitting.md "Divergence") or is
+        not finite, or whose held-out loss diverged (metric ``"loss"``); a ``UserWarning``
+        names them (configuration index and values, row, fold, seed). ``None``: not checked.
+        :attr:`diverged_configs` lists their configurations.
     """
 
     configs: Tuple[Dict[str, Any], ...]
@@ -97,6 +102,7 @@ class SweepResult:
     classes: Optional[np.ndarray] = None
     categorical: Optional[Dict[Group, Any]] = None
     model_borders: Optional[Dict[Group, np.ndarray]] = None
+    diverged: Optional[np.ndarray] = None
 
     @property
     def n_rows(self) -> int:
@@ -113,6 +119,13 @@ class SweepResult:
     @property
     def n_seeds(self) -> int:
         return int(self.seed_keys.shape[0])
+
+    @property
+    def diverged_configs(self) -> List[int]:
+        """The configurations with a fit that diverged or turned NaN (:attr:`diverged`)."""
+        if self.diverged is None:
+            return []
+        return sorted({int(c) for c in self.config[np.asarray(self.diverged, bool)]})
 
     @property
     def best(self) -> Dict[str, Any]:
