@@ -19,7 +19,7 @@ from jboost.bagging import boosters_binned, local as local_lib
 from jboost.data import categorical_stats, labels
 from jboost.engine import batching, boosting as boosting_lib, memory, state as state_lib
 from jboost.fitting import (init_model as init_model_lib, prepare, rounds as rounds_lib,
-                            settings as settings_lib, tabular)
+                            settings as settings_lib, standardise, tabular)
 from jboost.losses import baselines, checks as checks_lib, loss as loss_lib, per_sample
 from jboost.models import bagged
 from jboost.trees import family
@@ -130,6 +130,7 @@ def _prepare_bags(a) -> _Bags:
     X, eval_set = tab.X, tab.eval_set
     y = labels.as_labels(tab.y, X.shape[0])
     loss_obj = checks_lib.resolve_loss(a.loss, y, a.n_outputs)
+    standardise.refuse_extreme_scale(tab.y, y, loss_obj, "fit_bagged_boosters")
     if tab.plan is not None and init_model is not None:
         raise ValueError("init_model was fitted without categorical features; this X has "
                          "categorical columns: continue on the model's numeric columns.")

@@ -21,7 +21,7 @@ from jboost import checks, devices as devices_lib
 from jboost.data import categorical, categorical_stats, folds as cv, labels, tabular
 from jboost.engine import (boosting as boosting_lib, checkpoints as checkpoints_lib, distributed,
                            state)
-from jboost.fitting import prepare, settings as settings_lib
+from jboost.fitting import prepare, settings as settings_lib, standardise
 from jboost.losses import (baselines as baselines_lib, checks as checks_lib, loss as loss_lib,
                            metrics)
 from jboost.sweep import (categorical as sweep_categorical, divergence, grid as grid_lib, groups,
@@ -320,9 +320,11 @@ def _check_data(X, y, sample_weight, loss, n_outputs, task, n_rows: Optional[int
     weights have ``n_rows`` rows (default ``X``'s; with ``rows="local"`` the whole table's)."""
     X = tabular.as_matrix(X, "X")
     n_rows = X.shape[0] if n_rows is None else n_rows
-    y = labels.as_labels(y, n_rows)
+    y_given, y = y, labels.as_labels(y, n_rows)
     w = tabular.as_weights(sample_weight, n_rows)
-    return X, y, w, checks_lib.resolve_loss(loss, y, n_outputs, task)
+    loss = checks_lib.resolve_loss(loss, y, n_outputs, task)
+    standardise.refuse_extreme_scale(y_given, y, loss, "jboost.sweep.sweep")
+    return X, y, w, loss
 
 
 def _local_rows(X, y, loss, sample_weight, folds, devices, settings):
