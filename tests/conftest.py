@@ -22,6 +22,7 @@ import hypothesis
 import jax
 import numpy as np
 import pytest
+from jboost.data import binning
 from jboost.trees import family
 from jboost.trees import oblivious
 
@@ -302,19 +303,18 @@ def _random_trees(rng, n_trees, depth, n_features, k, lead=(), decimals=None):
 
 def _predict_reference(trees, X):
     """``(n, K)`` float64: every tree's leaf ``sum_d right_d << d`` (NaN follows missing_right;
-    subnormal values and borders compare as 0, as on XLA's CPU), leaf values summed over trees."""
+    subnormal values and borders compare as the smallest normal number of their sign), leaf values
+    summed over trees."""
 
-    tiny = np.finfo(np.float32).tiny
     flat = jax.tree_util.tree_map(np.asarray, family.flatten_trees(trees))
-    X = np.where(np.abs(X) < tiny, 0.0, X)
+    X = binning.clamp_subnormals(X)
     n, depth = X.shape[0], flat.features.shape[-1]
     out = np.zeros((n, flat.leaf_values.shape[-1]))
     for t in range(flat.features.shape[0]):
         leaf = np.zeros(n, np.int64)
         for d in range(depth):
             x = X[:, flat.features[t, d]]
-            b = float(flat.borders[t, d])
-            b = 0.0 if abs(b) < tiny else b
+            b = float(binning.clamp_subnormals(flat.borders[t, d]))
             right = np.where(np.isnan(x), bool(flat.missing_right[t, d]), x > b)
             leaf += right.astype(np.int64) << d
         out += flat.leaf_values[t][leaf]

@@ -656,7 +656,7 @@ def test_prediction_kernel_is_bitwise_the_pure_jax_walk():
     trees = trees.with_borders(jnp.asarray(borders))
     X = rng.normal(size=(700, KERNEL_F)).astype(np.float32)
     X[rng.random(X.shape) < 0.1] = np.nan
-    X[:5, :] = np.float32(1e-40)  # subnormal: flushed on both paths
+    X[:5, :] = np.float32(1e-40)  # subnormal: compared as FLT_MIN on both paths
     hostile = trees._replace(children=trees.children.at[0, 0, 1].set(10_000).at[1, 0, 0].set(0),
                              features=trees.features.at[2, 0].set(99))
     for t in (trees, hostile):

@@ -312,13 +312,15 @@ def test_binning_kernel_equals_pure_jax():
     X[50:60, 2] = np.inf
     X[60:70, 2] = -np.inf
     X[70:90, 3] = np.nan
-    X[90:95, 4] = np.float32(1e-42)                       # subnormal: binned as 0
+    X[90:95, 4] = np.float32(1e-42)                       # subnormal: binned as FLT_MIN
     X[95:100, 4] = -0.0
     got = binning.bin_features(X, borders)
     want = pure_jax(binning.bin_features, X, borders)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     assert np.all(np.asarray(got)[3, 70:90] == 63)
-    assert np.all(np.asarray(got)[4, 90:100] == 0)        # subnormals and -0.0 bin as 0.0: not above 0
+    b0 = int(np.searchsorted(borders[4], 0.0))            # the border at 0.0
+    assert np.all(np.asarray(got)[4, 90:95] == b0 + 1)    # positive subnormals: above 0
+    assert np.all(np.asarray(got)[4, 95:100] == b0)       # -0.0 bins as 0.0: not above 0
 
 
 def _level_data(seed, n, n_features, n_bins, n_leaves, k, missing):
@@ -490,7 +492,7 @@ def _predict_data(rng, n, n_features):
     X[rng.uniform(size=X.shape) < 0.05] = np.nan
     X[rng.uniform(size=X.shape) < 0.01] = np.inf
     X[rng.uniform(size=X.shape) < 0.01] = -np.inf
-    X[rng.uniform(size=X.shape) < 0.01] = 1e-40   # subnormal: compares as 0 on XLA's CPU
+    X[rng.uniform(size=X.shape) < 0.01] = 1e-40   # subnormal: compares as FLT_MIN
     X[rng.uniform(size=X.shape) < 0.01] = -0.0
     return X
 

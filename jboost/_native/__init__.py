@@ -27,8 +27,8 @@ SYMBOLS = {HISTOGRAM: "JboostHistogram", SMALLER_SIBLING: "JboostHistogramSmalle
            PREDICT: "JboostPredict", PREDICT_DEPTHWISE: "JboostPredictDepthwise",
            SELF_TEST: "JboostSelfTest", DEPTHWISE_TREE: "JboostDepthwiseTree"}
 
-#: The kernels' interface version, bumped with the library's (histogram.cc: kAbiVersion).
-ABI_VERSION = 3
+#: The kernels' interface version, bumped with the library's (abi.cc: kAbiVersion).
+ABI_VERSION = 4
 
 
 #: The kernels index rows, and one feature's histogram cells, with 32-bit ints (docs/native.md).

@@ -28,7 +28,9 @@ using jboost::Guarded;
 
 // The version of the targets' interface (their operands, attributes and meaning), checked by
 // jboost/_native/__init__.py (ABI_VERSION) when it loads the library: a stale build is not used.
-constexpr int kAbiVersion = 3;  // 2: depth-wise node tables; 3: the tree kernel's row weights
+// 2: depth-wise node tables; 3: the tree kernel's row weights; 4: subnormal values and borders
+// as the smallest normal number of their sign (ClampSubnormal), no longer as 0.
+constexpr int kAbiVersion = 4;
 extern "C" int JboostAbiVersion() { return kAbiVersion; }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(JboostSelfTest, Guarded<jboost::SelfTestImpl>::Call,

@@ -1,28 +1,30 @@
 // jboost's CPU kernels: binning (jboost.data.binning.bin_features).
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <limits>
+#include <vector>
 
 #include "parallel.h"
 
 namespace jboost {
 namespace {
 
+// Binning (jboost.data.binning.bin_features): out[f, i] = missing_bin when X[i, f] is NaN, else the
+// number of borders[f, :] strictly below X[i, f] (searchsorted, side="left"), values and borders
+// compared as ClampSubnormal gives them (a subnormal as the smallest normal number of its sign).
+// A branch-free binary search per value; threads split the rows. Exact integer results: identical
+// to the pure-JAX path.
 void BinRows(const float* X, int64_t n, int64_t n_features, const float* borders, int64_t m,
              uint8_t* out, int64_t missing_bin, int64_t r0, int64_t r1) {
   int64_t top = 1;
   while (top * 2 <= m) top *= 2;
   constexpr int64_t kBlock = 256;
-  const float tiny = std::numeric_limits<float>::min();
   for (int64_t b0 = r0; b0 < r1; b0 += kBlock) {
     const int64_t b1 = std::min(r1, b0 + kBlock);
     for (int64_t f = 0; f < n_features; ++f) {
       const float* bf = borders + f * m;
       uint8_t* o = out + f * n;
       for (int64_t i = b0; i < b1; ++i) {
-        float x = X[i * n_features + f];
-        x = std::fabs(x) < tiny ? 0.0f : x;  // NaN stays NaN (the comparison is false)
+        const float x = ClampSubnormal(X[i * n_features + f]);  // NaN stays NaN
         int64_t pos = 0;  // borders[f, :pos] < x
         for (int64_t step = m > 0 ? top : 0; step > 0; step >>= 1) {
           const int64_t next = pos + step;
@@ -45,25 +47,16 @@ ffi::Error BinImpl(ffi::Buffer<ffi::F32> X, ffi::Buffer<ffi::F32> borders,
         "jboost binning: X (n, F), borders (F, m <= 255), out (F, n) uint8");
   }
   const int64_t n = xd[0], n_features = xd[1], m = bd[1];
+  std::vector<float> clamped(borders.typed_data(), borders.typed_data() + n_features * m);
+  for (float& b : clamped) b = ClampSubnormal(b);
   const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(n_threads, (n * n_features) >> 18));
   Parallel(threads, [&](int64_t t) {
-    BinRows(X.typed_data(), n, n_features, borders.typed_data(), m, out->typed_data(), missing_bin,
+    BinRows(X.typed_data(), n, n_features, clamped.data(), m, out->typed_data(), missing_bin,
             n * t / threads, n * (t + 1) / threads);
   });
   return ffi::Error::Success();
 }
 
-
-// ---------------------------------------------------------------------------------------------
-// Prediction (jboost.trees.family.predict_raw): out[i, k] = the sum over trees t, in order from 0.0f, of
-// leaf_values[t, leaf_t(i), k], with leaf_t(i) = sum_d right_{t,d}(i) << d and
-// right = isnan(x) ? missing_right[t, d] : x > border[t, d], x = X[i, feature[t, d]] (subnormal
-// values and borders taken as 0 as XLA's CPU comparisons do; a feature index is clamped into
-// range as XLA's gather does). Rows go in blocks of kPredictBlock copied feature-major into a
-// small buffer, and every tree is applied to a block before the next block: X is read once
-// (the lax.scan over trees streams each tree's columns from memory), and the comparisons run
-// over contiguous lanes. Each row's sum is the same float additions in the same order as the
-// scan's: bitwise the same result, whatever the number of threads (threads split the rows).
 
 }  // namespace
 }  // namespace jboost

@@ -1,7 +1,8 @@
 // jboost's CPU kernels: the parallel runtime and the FFI boundary shared by every kernel
 // (level.cc, histogram.cc, split_gains.cc, binning.cc, predict.cc): per-thread scratch memory,
 // Parallel (parts of a call on XLA's intra-op thread pool, or on threads of its own), the batch
-// (vmap) offsets, the 32-bit index limits, and Guarded (no C++ exception crosses the boundary).
+// (vmap) offsets, the 32-bit index limits, Guarded (no C++ exception crosses the boundary), and
+// ClampSubnormal (the value a raw float is compared as: binning.cc, predict.cc).
 #ifndef JBOOST_NATIVE_PARALLEL_H_
 #define JBOOST_NATIVE_PARALLEL_H_
 
@@ -154,6 +155,21 @@ void Parallel(int64_t n_threads, Fn fn) {
   for (auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
+}
+
+// The value a raw float feature or border is compared as (jboost.data.binning.clamp_subnormals):
+// a subnormal (|x| < FLT_MIN, x != 0) is taken as the smallest normal number of its sign,
+// copysign(FLT_MIN, x); NaN, normal values and zeros are unchanged (a zero keeps its sign here,
+// made +0 there: comparisons do not tell them apart). So the sign of every value is seen (a
+// border at 0 separates negative from positive subnormals), and only the order among
+// subnormals of one sign is lost. Read off the bits, not by float comparisons: those may run
+// with denormals-are-zero (as XLA's CPU code does), reading a subnormal as 0.
+inline float ClampSubnormal(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  if ((u & 0x7f800000u) == 0 && (u & 0x007fffffu) != 0) u = (u & 0x80000000u) | 0x00800000u;
+  std::memcpy(&x, &u, sizeof(u));
+  return x;
 }
 
 // Threads worth using for `work` elementary updates (one per 2**18).

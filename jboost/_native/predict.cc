@@ -1,9 +1,7 @@
 // jboost's CPU kernels: prediction (jboost.trees.family.predict_raw).
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "parallel.h"
@@ -12,10 +10,6 @@ namespace jboost {
 namespace {
 
 constexpr int64_t kPredictBlock = 128;
-
-inline float FlushSubnormal(float x) {
-  return std::fabs(x) < std::numeric_limits<float>::min() ? 0.0f : x;
-}
 
 // Rows 0..n-1 in blocks of kPredictBlock, split into contiguous runs of blocks over at most
 // n_threads threads and at most `max_threads` (the work a prediction's size pays threads for);
@@ -30,6 +24,16 @@ void ForRowBlocks(int64_t n, int64_t n_threads, int64_t max_threads, Fn fn) {
   });
 }
 
+// Prediction (jboost.trees.family.predict_raw): out[i, k] = the sum over trees t, in order from 0.0f, of
+// leaf_values[t, leaf_t(i), k], with leaf_t(i) = sum_d right_{t,d}(i) << d and
+// right = isnan(x) ? missing_right[t, d] : x > border[t, d], x = X[i, feature[t, d]] (values and
+// borders compared as ClampSubnormal gives them: a subnormal as the smallest normal number of its
+// sign; a feature index is clamped into range as XLA's gather does). Rows go in blocks of
+// kPredictBlock copied feature-major into a small buffer, and every tree is applied to a block
+// before the next block: X is read once (the lax.scan over trees streams each tree's columns from
+// memory), and the comparisons run over contiguous lanes. Each row's sum is the same float
+// additions in the same order as the scan's: bitwise the same result, whatever the number of
+// threads (threads split the rows).
 JBOOST_AVX2_CLONES
 void PredictRows(const float* X, int64_t row_stride, int64_t feature_stride, int64_t n_features,
                  const int32_t* features, const float* borders, const uint8_t* missing_right,
@@ -42,7 +46,7 @@ void PredictRows(const float* X, int64_t row_stride, int64_t feature_stride, int
   std::vector<float> border(n_trees * depth);
   for (int64_t j = 0; j < n_trees * depth; ++j) {
     feat[j] = static_cast<int32_t>(std::clamp<int64_t>(features[j], 0, n_features - 1));
-    border[j] = FlushSubnormal(borders[j]);
+    border[j] = ClampSubnormal(borders[j]);
   }
   alignas(64) uint32_t idx[kB];
   const int64_t n_leaves = int64_t{1} << depth;
@@ -50,7 +54,7 @@ void PredictRows(const float* X, int64_t row_stride, int64_t feature_stride, int
     const int64_t m = std::min(kB, r1 - b0);
     for (int64_t i = 0; i < kB; ++i) {  // padded rows past the end read 0 and are not written
       for (int64_t f = 0; f < n_features; ++f) {
-        cols[f * kB + i] = i < m ? FlushSubnormal(X[(b0 + i) * row_stride + f * feature_stride]) : 0.0f;
+        cols[f * kB + i] = i < m ? ClampSubnormal(X[(b0 + i) * row_stride + f * feature_stride]) : 0.0f;
       }
     }
     std::fill(acc.begin(), acc.end(), 0.0f);
@@ -97,13 +101,13 @@ void PredictTableRows(const float* X, int64_t row_stride, int64_t feature_stride
   std::vector<float> border(n_trees * n_nodes);
   for (int64_t j = 0; j < n_trees * n_nodes; ++j) {
     feat[j] = static_cast<int32_t>(std::clamp<int64_t>(features[j], 0, n_features - 1));
-    border[j] = FlushSubnormal(borders[j]);
+    border[j] = ClampSubnormal(borders[j]);
   }
   for (int64_t b0 = r0; b0 < r1; b0 += kB) {
     const int64_t m = std::min(kB, r1 - b0);
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t f = 0; f < n_features; ++f) {
-        cols[f * kB + i] = FlushSubnormal(X[(b0 + i) * row_stride + f * feature_stride]);
+        cols[f * kB + i] = ClampSubnormal(X[(b0 + i) * row_stride + f * feature_stride]);
       }
     }
     std::fill(acc.begin(), acc.end(), 0.0f);

@@ -48,12 +48,6 @@ ffi::Error SplitGainsImpl(ffi::Buffer<ffi::F32> cum, ffi::Buffer<ffi::F32> l2,
   return ffi::Error::Success();
 }
 
-// ---------------------------------------------------------------------------------------------
-// Binning (jboost.data.binning.bin_features): out[f, i] = missing_bin when X[i, f] is NaN, else the
-// number of borders[f, :] strictly below X[i, f] (searchsorted, side="left"), with subnormal
-// values taken as 0 as XLA's CPU comparisons do. A branch-free binary search per value; threads
-// split the rows. Exact integer results: identical to the pure-JAX path.
-
 }  // namespace
 }  // namespace jboost
 

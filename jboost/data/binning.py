@@ -102,16 +102,42 @@ def _feature_borders(col: np.ndarray, weights: np.ndarray | None, max_bins: int)
     with np.errstate(over="ignore", invalid="ignore"):
         mid = (lower.astype(np.float64) + upper.astype(np.float64)) / 2.0
         mid32 = mid.astype(np.float32)
-    # XLA on CPU flushes subnormals to zero, so a subnormal border would compare as 0.
+    # Values are compared as clamp_subnormals gives them: a subnormal border would be compared as
+    # the smallest normal of its sign, its bin empty (e.g. between -FLT_MIN and 0: -FLT_MIN).
     bad = (~(mid32 < upper) | ~(mid32 >= lower) | ~np.isfinite(mid32)
-           | ((mid32 != 0) & (np.abs(mid32) < np.finfo(np.float32).tiny)))
+           | ((mid32 != 0) & (np.abs(mid32) < FLT_MIN)))
     return np.where(bad, lower, mid32).astype(np.float32)
 
 
-def flush_subnormals(X: np.ndarray) -> np.ndarray:
-    """A copy of float32 ``X`` with subnormals as 0 (as XLA's CPU backend compares them)."""
-    tiny = np.finfo(np.float32).tiny
-    return np.where(np.abs(X) < tiny, np.float32(0), X)
+#: The smallest normal float32 (``FLT_MIN``): what a positive subnormal value is compared as.
+FLT_MIN = np.float32(np.finfo(np.float32).tiny)
+_EXPONENT, _MANTISSA = 0x7F800000, 0x007FFFFF  # float32 bit fields
+
+
+def clamp_subnormals(X: np.ndarray) -> np.ndarray:
+    """A copy of float32 ``X`` with every subnormal value (``0 < |x| < FLT_MIN``) as the smallest
+    normal number of its sign, ``copysign(FLT_MIN, x)``: the value every path compares (binning,
+    prediction, routing, the C++ kernels); only the order among subnormals of one sign is lost
+    (docs/data.md). NaN and normal values unchanged; a zero of either sign as +0 (comparisons do
+    not tell them apart; the borders computed from it keep the bits they always had)."""
+    X = np.asarray(X, np.float32)
+    bits = X.view(np.int32)
+    tiny = np.where(bits < 0, -FLT_MIN, FLT_MIN)
+    return np.where((bits & _EXPONENT) == 0,
+                    np.where((bits & _MANTISSA) != 0, tiny, np.float32(0)), X)
+
+
+def clamp_subnormals_jax(x) -> jax.Array:
+    """:func:`clamp_subnormals` of a JAX array, bitwise (traceable; an array of another dtype than
+    float32, e.g. bins, unchanged). Read off the bits: XLA's CPU compares subnormals as 0 (flush
+    to zero), so a float comparison cannot find them."""
+    x = jnp.asarray(x)
+    if x.dtype != jnp.float32:
+        return x
+    bits = jax.lax.bitcast_convert_type(x, jnp.int32)
+    tiny = jnp.where(bits < 0, -FLT_MIN, FLT_MIN)
+    return jnp.where((bits & _EXPONENT) == 0,
+                     jnp.where((bits & _MANTISSA) != 0, tiny, jnp.float32(0)), x)
 
 
 def compute_borders(
@@ -149,7 +175,7 @@ def compute_borders(
     if rows is not None:
         X = X[rows]
         w = None if w is None else w[rows]
-    X = flush_subnormals(X)  # after subsampling: no full-size temporaries for large X
+    X = clamp_subnormals(X)  # after subsampling: no full-size temporaries for large X
     max_bins = n_bins - 1
     out = np.full((X.shape[1], n_bins - 1), np.inf, dtype=np.float32)
     for f in range(X.shape[1]):  # host-side, once per fit; not a hot path
@@ -219,14 +245,14 @@ def merge_border_samples(parts, n_bins: int = MAX_BINS, weights=None) -> np.ndar
 def _bin_transposed(X, borders, n_bins: int):
     def xla():
         search = jax.vmap(lambda b, x: jnp.searchsorted(b, x, side="left"))
-        bins = search(borders[:, :-1], X.T)
+        bins = search(clamp_subnormals_jax(borders[:, :-1]), clamp_subnormals_jax(X.T))
         bins = jnp.where(jnp.isnan(X.T), missing_bin(n_bins), bins)
         return bins.astype(X_BINNED_DTYPE)
 
     if not (_native.available() and n_bins <= 256):
         return xla()
 
-    def native():  # jboost/_native: a branch-free binary search per value, threads over rows
+    def native():  # jboost/_native: a branch-free binary search per value (clamped as above)
         out = jax.ShapeDtypeStruct((X.shape[1], X.shape[0]), X_BINNED_DTYPE)
         call = jax.ffi.ffi_call(_native.BIN, out, vmap_method="sequential")
         return call(X, borders[:, :-1], n_threads=np.int64(_native.cpu_threads()),

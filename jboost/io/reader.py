@@ -167,6 +167,16 @@ def _frame_in_order(X, names):
     return X.iloc[:, [have.index(n) for n in names]].to_numpy(dtype=np.float32, na_value=np.nan)
 
 
+def _clamp_subnormals(X) -> np.ndarray:
+    """float32 ``X`` with every subnormal as the smallest normal number of its sign (a zero as +0),
+    as jboost compares raw floats: jboost.data.binning.clamp_subnormals, repeated here (NumPy only)."""
+    X = np.asarray(X, np.float32)
+    bits = X.view(np.int32)
+    tiny = np.float32(np.finfo(np.float32).tiny)
+    return np.where((bits & 0x7F800000) == 0,
+                    np.where((bits & 0x007FFFFF) != 0, np.where(bits < 0, -tiny, tiny), np.float32(0)), X)
+
+
 def predict_numpy(path_or_read, X) -> np.ndarray:
     """Raw scores of a ``Booster`` of oblivious trees from a model file (a path or :func:`read`'s
     ``(header, arrays)``) with NumPy only: ``(n,)`` or ``(n, K)``, bitwise :func:`jboost.predict`'s
@@ -184,12 +194,9 @@ def predict_numpy(path_or_read, X) -> np.ndarray:
     X = np.asarray(_frame_in_order(X, header.get("feature_names")), np.float32)
     if X.ndim != 2 or X.shape[1] != header["n_features"]:
         raise ValueError(f"X must be (n, {header['n_features']}); got shape {X.shape}.")
-    # XLA's CPU compares subnormal floats as 0 (flush to zero): so do we.
-    tiny = np.finfo(np.float32).tiny
-    X = np.where(np.abs(X) < tiny, np.float32(0.0), X)
+    X = _clamp_subnormals(X)
     feats = arrays[".trees.features"]
-    borders = arrays[".trees.borders"]
-    borders = np.where(np.abs(borders) < tiny, np.float32(0.0), borders)
+    borders = _clamp_subnormals(arrays[".trees.borders"])
     miss = arrays[".trees.missing_right"]
     leaves = arrays[".trees.leaf_values"]
     baseline = arrays[".baseline"]

@@ -9,20 +9,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost.data import binning
 from jboost.trees import routing, splits as splits_lib
 from jboost.trees.family import TreeFamily
 
 
 def walk(features, thresholds, missing_right, children, depth: int, X_t, is_missing):
     """``(n,)`` int32 leaf of every row of one tree by ``max(depth, 1)`` pointer steps (``X_t (F,
-    n)`` bins or floats in the units of ``thresholds``; ``is_missing(col)``: the missing values)."""
+    n)`` bins or floats in the units of ``thresholds``; ``is_missing(col)``: the missing values).
+    Floats are compared as :func:`jboost.data.binning.clamp_subnormals_jax` gives them (the routing
+    rule); bins as they are."""
     n = X_t.shape[1]
     rows = jnp.arange(n, dtype=jnp.int32)
     cur = jnp.zeros((n,), jnp.int32)
     for _ in range(max(depth, 1)):
         i = jnp.maximum(cur, 0)
-        col = X_t[features[i], rows].astype(thresholds.dtype)
-        right = routing.goes_right(col, thresholds[i], missing_right[i], is_missing(col))
+        col = binning.clamp_subnormals_jax(X_t[features[i], rows].astype(thresholds.dtype))
+        right = routing.goes_right(col, binning.clamp_subnormals_jax(thresholds[i]), missing_right[i],
+                                   is_missing(col))
         cur = jnp.where(cur >= 0, children[i, right.astype(jnp.int32)], cur)
     return ~cur
 

@@ -68,9 +68,11 @@ def leaf_index(columns, thresholds, missing_right, is_missing, first_level: int 
 
 
 def leaf_index_raw(tree: ObliviousTrees, X_t):
-    """:func:`leaf_index` of one tree on feature-major raw floats ``(F, n)`` (NaN = missing)."""
-    cols = X_t[tree.features]
-    return leaf_index(cols, tree.borders, tree.missing_right, jnp.isnan(cols))
+    """:func:`leaf_index` of one tree on feature-major raw floats ``(F, n)`` (NaN = missing), values
+    and borders as :func:`jboost.data.binning.clamp_subnormals_jax` gives them (the routing rule)."""
+    cols = binning.clamp_subnormals_jax(X_t[tree.features])
+    return leaf_index(cols, binning.clamp_subnormals_jax(tree.borders), tree.missing_right,
+                      jnp.isnan(cols))
 
 
 @functools.partial(_compile.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion"))

@@ -1,8 +1,9 @@
 """The one routing rule of every tree family: which side of a split rule a row goes to, and the
 children's sums a rule gives (read off cumulative histograms).
 
-On bins ``bin > t``, on floats ``x > borders[f, t]``: the same side by the binning rule. The C++
-kernels repeat the rule; see docs/trees.md ("Routing")."""
+On bins ``bin > t``, on floats ``x > borders[f, t]``: the same side by the binning rule, floats
+compared as :func:`jboost.data.binning.clamp_subnormals_jax` gives them (a subnormal as the smallest
+normal number of its sign). The C++ kernels repeat the rule; see docs/trees.md ("Routing")."""
 
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ def bin_goes_right(bins, threshold, missing_right, n_bins: int) -> jax.Array:
 
 
 def float_goes_right(x, border, missing_right) -> jax.Array:
-    """:func:`goes_right` on raw floats (NaN: missing)."""
-    return goes_right(x, border, missing_right, jnp.isnan(x))
+    """:func:`goes_right` on raw floats (NaN: missing), values and borders as
+    :func:`jboost.data.binning.clamp_subnormals_jax` gives them."""
+    return goes_right(binning.clamp_subnormals_jax(x), binning.clamp_subnormals_jax(border),
+                      missing_right, jnp.isnan(x))
 
 
 def children_sums(cum, thresholds, missing_right) -> jax.Array:
