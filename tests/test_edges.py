@@ -218,3 +218,16 @@ def test_int_keys_outside_64_bits_are_refused_naming_key(data, key):
         jboost.fit(X, y, "squared_error", key=key, **KW)
     with pytest.raises(ValueError, match="key="):
         jboost.checks.as_key(key)
+
+
+@pytest.mark.parametrize("scale", [1e-25, 1e20])
+def test_sweeps_and_bagged_boosters_refuse_extreme_label_scales(data, scale):
+    """They do not standardise: labels of an extreme scale are refused naming y and the fix
+    (before: a constant model or a FloatingPointError after the fit)."""
+    X, y = data
+    ys = (y * scale).astype(np.float32)
+    with pytest.raises(ValueError, match="y has a spread of about 2\\^.*does not standardise"):
+        jboost.bagging.fit_bagged_boosters(X, ys, "squared_error", n_bags=2, n_rounds=3)
+    with pytest.raises(ValueError, match="y has a spread of about 2\\^.*Fit y / "):
+        jboost.sweep.sweep(X, ys, "squared_error", grid={"learning_rate": [0.1, 0.3]},
+                           n_rounds=3, folds=2)
