@@ -221,13 +221,34 @@ def test_int_keys_outside_64_bits_are_refused_naming_key(data, key):
 
 
 @pytest.mark.parametrize("scale", [1e-25, 1e20])
-def test_sweeps_and_bagged_boosters_refuse_extreme_label_scales(data, scale):
-    """They do not standardise: labels of an extreme scale are refused naming y and the fix
-    (before: a constant model or a FloatingPointError after the fit)."""
+def test_sweeps_refuse_extreme_label_scales(data, scale):
+    """Sweeps do not standardise: labels of an extreme scale are refused naming y and the fix
+    (before: a silently constant sweep, or a FloatingPointError)."""
     X, y = data
     ys = (y * scale).astype(np.float32)
-    with pytest.raises(ValueError, match="y has a spread of about 2\\^.*does not standardise"):
-        jboost.bagging.fit_bagged_boosters(X, ys, "squared_error", n_bags=2, n_rounds=3)
     with pytest.raises(ValueError, match="y has a spread of about 2\\^.*Fit y / "):
         jboost.sweep.sweep(X, ys, "squared_error", grid={"learning_rate": [0.1, 0.3]},
                            n_rounds=3, folds=2)
+
+
+def test_bagged_boosters_standardise_their_labels(data):
+    """Bagged boosters scale their labels as fit does: 2^e times the labels gives bitwise 2^e
+    times the model, and labels of scale 1e-25 (a constant model before) or 1e20 (a
+    FloatingPointError before) the unit model scaled."""
+    X, y = data
+    kw = dict(n_bags=2, n_rounds=5, depth=2, eval_set=(X[:50], y[:50].astype(np.float32)))
+    unit = jboost.bagging.fit_bagged_boosters(X, y.astype(np.float32), "squared_error", **kw)
+    s = np.float32(2.0 ** -90)
+    m = jboost.bagging.fit_bagged_boosters(X, y.astype(np.float32) * s, "squared_error",
+                                           **{**kw, "eval_set": (X[:50], kw["eval_set"][1] * s)})
+    np.testing.assert_array_equal(np.asarray(jboost.predict(m, X)),
+                                  np.asarray(jboost.predict(unit, X)) * s)
+    np.testing.assert_array_equal(np.asarray(m.trees.leaf_values),
+                                  np.asarray(unit.trees.leaf_values) * s)
+    plain = dict(n_bags=2, n_rounds=5, depth=2)
+    p_plain = _predict(jboost.bagging.fit_bagged_boosters(X, y.astype(np.float32),
+                                                          "squared_error", **plain), X)
+    for scale in (1e-25, 1e20):
+        m = jboost.bagging.fit_bagged_boosters(X, (y * scale).astype(np.float32),
+                                               "squared_error", **plain)
+        np.testing.assert_allclose(_predict(m, X) / scale, p_plain, atol=1e-4)

@@ -113,6 +113,7 @@ class _Bags(NamedTuple):
     margins: Any
     cat: Any
     cat_spec: Any
+    scale: standardise.LabelScale  # the labels' scale (docs/fitting.md)
 
 
 def _prepare_bags(a) -> _Bags:
@@ -130,7 +131,11 @@ def _prepare_bags(a) -> _Bags:
     X, eval_set = tab.X, tab.eval_set
     y = labels.as_labels(tab.y, X.shape[0])
     loss_obj = checks_lib.resolve_loss(a.loss, y, a.n_outputs)
-    standardise.refuse_extreme_scale(tab.y, y, loss_obj, "fit_bagged_boosters")
+    ls = standardise.NONE if init_model is not None else standardise.label_scale(
+        tab.y, y, loss_obj, None, centre=False)
+    if ls.exponent:  # fit y / 2^e; the model in label units (jboost.fitting.standardise)
+        y, eval_set = standardise.standardised_inputs(tab.y, eval_set, ls, X.shape[0])
+        loss_obj = standardise.scaled_loss(loss_obj, ls, 1.0 / ls.scale)
     if tab.plan is not None and init_model is not None:
         raise ValueError("init_model was fitted without categorical features; this X has "
                          "categorical columns: continue on the model's numeric columns.")
@@ -174,9 +179,10 @@ def _prepare_bags(a) -> _Bags:
                                        baselines.baseline(loss_obj, data.y, data.w))
     valid = (data.X_valid, data.y_valid, data.w_valid) if shared else None
     margins = _bag_margins(a, data, eval_set, loss_obj, oob=oob, shared=shared)
-    return _Bags(tab, data, train, valid, config._replace(early_stopping=stopping), hyper,
-                 loss_obj, key, bootstrap, n_bags, chunk_size, oob, shared, start, margins, cat,
-                 cat_spec)
+    config, hyper = standardise.scaled_settings(config._replace(early_stopping=stopping), hyper,
+                                                ls)
+    return _Bags(tab, data, train, valid, config, hyper, loss_obj, key, bootstrap, n_bags,
+                 chunk_size, oob, shared, start, margins, cat, cat_spec, ls)
 
 
 def _bag_margins(a, data: prepare.Data, eval_set, loss_obj, *, oob: bool, shared: bool):
@@ -210,8 +216,9 @@ def _run_bags(b: _Bags, a):
     def info(c, chunk):
         first = c * chunk[1].shape[0]
         bags = [i for i in range(first, first + chunk[1].shape[0]) if i < n_bags]
-        return {"bags": bags, "train_loss": np.asarray(chunk[0].train_loss)[:len(bags)],
-                "valid_loss": np.asarray(chunk[0].valid_loss)[:len(bags)]}
+        unit = b.scale.loss_unit()
+        return {"bags": bags, "train_loss": np.asarray(chunk[0].train_loss)[:len(bags)] * unit,
+                "valid_loss": np.asarray(chunk[0].valid_loss)[:len(bags)] * unit}
 
     out, init, counts, cat_out = batching.map_checkpointed(
         functools.partial(boosters_binned.bags_chunk, config=config, n_bags=n_bags,
@@ -261,6 +268,7 @@ def _finish_bags(b: _Bags, a, out, init, counts, cat_out, init_model) -> bagged.
                                   valid_loss=valid_loss, best_round=out.best_round,
                                   classes=b.tab.classes, feature_names=b.tab.feature_names,
                                   categorical=categorical)
+    model = standardise.unscaled_model(model, b.scale)
     # Traced settings (the caller's vmap) outside their domains: NaN bags, and a warning.
     return settings_lib.nan_outside_domains(model, b.loss, b.hyper)
 

@@ -69,22 +69,22 @@ class LabelScale(NamedTuple):
 NONE = LabelScale(None, 0, 0, 0, ())
 
 
-def label_scale(y, y32: np.ndarray, loss: loss_lib.Loss, offset) -> LabelScale:
+def label_scale(y, y32: np.ndarray, loss: loss_lib.Loss, offset, centre: bool = True) -> LabelScale:
     """The standardisation of labels ``y`` (as given; ``y32`` their float32 values) for ``loss``
     with label offset ``offset`` (:func:`jboost.fitting.prepare.label_offset`, or ``None``): the
     offset is also set when the median exceeds :data:`CENTRE_RATIO` standard deviations; the
     exponent is the nearest integer to ``log2`` of the centred labels' standard deviation (of
     their largest magnitude when they are constant; 0 when all are zero). :data:`NONE` for a loss
-    outside :data:`jboost.losses.per_sample.SCALE_DEGREES`."""
+    outside :data:`jboost.losses.per_sample.SCALE_DEGREES`. ``centre=False``: a scale only (for
+    models without ``offset``, e.g. bagged boosters)."""
     spec = per_sample.SCALE_DEGREES.get(loss.fn)
     if spec is None:
         return NONE
     y64 = np.asarray(y, np.float64)
-    if offset is None:
-        centre = np.median(y64, axis=0)
-        spread = np.std(y64, axis=0)
-        if np.any(np.abs(centre) > CENTRE_RATIO * spread):
-            offset = np.asarray(centre, np.float64 if jax.config.jax_enable_x64 else np.float32)
+    if offset is None and centre:
+        median = np.median(y64, axis=0)
+        if np.any(np.abs(median) > CENTRE_RATIO * np.std(y64, axis=0)):
+            offset = np.asarray(median, np.float64 if jax.config.jax_enable_x64 else np.float32)
     centred = y64 if offset is None else y64 - np.asarray(offset, np.float64)
     size = float(np.std(centred)) or float(np.max(np.abs(centred), initial=0.0))
     exponent = int(np.round(np.log2(size))) if size > 0 and np.isfinite(size) else 0
@@ -172,7 +172,7 @@ def _in_label_units(metric, scale: float):
 
 
 def unscaled_model(model, ls: LabelScale, factor: Optional[float] = None):
-    """A Booster fitted on standardised labels in label units (``factor``: the scale to apply,
+    """A Booster (or BaggedBoosters) fitted on standardised labels in label units (``factor``: the scale to apply,
     default ``2^exponent``; its inverse turns a model back to standardised units)."""
     if ls.exponent == 0 or model is None:
         return model
@@ -181,9 +181,9 @@ def unscaled_model(model, ls: LabelScale, factor: Optional[float] = None):
     trees = model.trees._replace(leaf_values=model.trees.leaf_values * s,
                                  gains=model.trees.gains * up(2 * ls.gradient))
     loss = scaled_loss(model.loss, ls, s) if isinstance(model.loss, loss_lib.Loss) else model.loss
+    curve = lambda c: None if c is None else c * up(ls.degree)  # noqa: E731
     return model._replace(trees=trees, baseline=model.baseline * s, loss=loss,
-                          train_loss=model.train_loss * up(ls.degree),
-                          valid_loss=model.valid_loss * up(ls.degree))
+                          train_loss=curve(model.train_loss), valid_loss=curve(model.valid_loss))
 
 
 #: Entry points that do not standardise (sweeps, bagged boosters) refuse labels whose scale
