@@ -170,3 +170,13 @@ def test_bagged_boosters_name_the_diverged_bag(binary_data, fit_kw):
         jboost.bagging.fit_bagged_boosters(X, y, "binomial_deviance", n_bags=2,
                                            learning_rate=1e3, **fit_kw)
     assert "learning_rate" in _said(record)[0]
+
+
+def test_gradient_algorithms_warn_as_fit_does(binary_data, fit_kw):
+    """jboost.algorithms.gradient_boost at learning_rate 1e3 warns as fit does (the AdaBoost
+    family is not checked: its exponential loss may spike and recover by design)."""
+    X, y, _, _ = binary_data
+    kw = {k: v for k, v in fit_kw.items() if k in ("n_rounds", "depth")}
+    with pytest.warns(UserWarning, match="learning_rate") as record:
+        jboost.algorithms.gradient_boost(X, y, "binomial_deviance", learning_rate=1e3, **kw)
+    assert any("training loss diverged" in s for s in _said(record))
