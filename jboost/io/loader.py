@@ -14,6 +14,24 @@ import numpy as np
 from jboost.io import checks, reader, registry
 from jboost.trees import depthwise as depthwise_lib
 
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_float_repr(v) -> bool:
+    try:
+        return isinstance(v, str) and np.isfinite(float(v))
+    except ValueError:
+        return False
+
+
+#: The JSON type of each class label, by the labels' dtype kind (writer.py): floats as their
+#: repr, integers, booleans and strings as themselves.
+_LABEL_TYPES = {"f": _is_float_repr, "i": _is_int, "u": _is_int, "b": lambda v: isinstance(v, bool),
+                "U": lambda v: isinstance(v, str), "S": lambda v: isinstance(v, str),
+                "O": lambda v: isinstance(v, (str, int, bool))}
+
 def load(path, loss=None, tree_family: Optional[type] = None):
     """Read a model written by :func:`save`: the same model type, every array bit for bit.
 
@@ -117,10 +135,14 @@ class _Builder:
         raise self.fail(f"its structure has an unknown node kind {kind!r} at {path or 'the root'}.")
 
     def classes(self, node, path: str):
-        """A :class:`jboost.models.metadata.Classes` from its JSON labels (floats as their repr)."""
+        """A :class:`jboost.models.metadata.Classes` from its JSON labels, each of the type the
+        writer gives its dtype (floats as their repr, integers, booleans or strings)."""
         labels, kind = node.get("labels"), node.get("dtype")
-        if not isinstance(labels, list) or not labels or kind not in ("U", "S", "O", "i", "u", "f", "b"):
+        if not isinstance(labels, list) or not labels or kind not in _LABEL_TYPES:
             raise self.fail(f"its class labels at {path} are invalid.")
+        if not all(_LABEL_TYPES[kind](v) for v in labels):
+            raise self.fail(f"its class labels at {path} are {labels[:5]}, which are not labels of "
+                            f"dtype kind {kind!r} as jboost.save writes them.")
         try:
             if kind == "f":
                 values = np.asarray([float(v) for v in labels], np.float64)
@@ -129,8 +151,6 @@ class _Builder:
             elif kind == "b":
                 values = np.asarray([bool(v) for v in labels])
             else:
-                if not all(isinstance(v, (str, int, bool)) for v in labels):
-                    raise ValueError(labels)
                 values = np.asarray(labels)
         except (TypeError, ValueError, OverflowError):
             raise self.fail(f"its class labels at {path} are invalid.") from None
@@ -199,6 +219,8 @@ class _Builder:
 
     def custom_family(self, node, path: str):
         name = node.get("class")
+        if not isinstance(name, str) or not isinstance(node.get("module"), str):
+            raise self.fail(f"its tree family at {path} has no class name and module.")
         fam = self.family_arg
         if fam is None:
             raise ValueError(

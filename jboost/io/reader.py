@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import os
+import zipfile
 from typing import Any, Dict
 
 import numpy as np
@@ -44,12 +45,26 @@ def file_error(path, what: str) -> ModelFileError:
     return ModelFileError(f"{os.fspath(path)!s} is not a readable jboost model file: {what}")
 
 
+#: The most bytes the compressed (deflated, ...) members of one file may expand to, together.
+#: ``jboost.save`` writes its members stored, uncompressed (as ``np.savez``; every format version
+#: did), whose bytes are in the file itself; a compressed member (a file zipped again) is bounded
+#: by the size it declares, checked against this before anything is decompressed, and
+#: decompressed in chunks up to that size (docs/io.md, "Bounded reading").
+MAX_INFLATED_BYTES = 1 << 30
+
+#: The bytes a member is decompressed or copied in at a time.
+CHUNK_BYTES = 1 << 20
+
+
 def read(path):
     """Check a model file and read it with NumPy only: ``(header, {key path: np.ndarray})``.
+    Every member is read within the size it declares (compressed ones within
+    :data:`MAX_INFLATED_BYTES` in all), before anything of that size is allocated.
 
     Raises:
       ModelFileError: not a jboost model file of a format version this jboost reads, an object
-        array, arrays other than the header lists, or a checksum that does not match.
+        array, arrays other than the header lists, a member larger than its declared size or than
+        the limits, or a checksum that does not match.
       FileNotFoundError: no such file.
     """
     with open(path, "rb") as f:
@@ -59,16 +74,18 @@ def read(path):
     if not data.startswith(b"PK"):
         raise file_error(path, "it is not a zip (.npz) archive.")
     try:
-        npz = np.load(io.BytesIO(data), allow_pickle=False)
-        names = set(npz.files)
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        members = {n[:-4] if n.endswith(".npy") else n: n for n in archive.namelist()}
     except Exception as e:  # noqa: BLE001 - any parse failure of untrusted bytes is a bad file
         raise file_error(path, f"the archive cannot be opened ({type(e).__name__}: {e}); the file is "
                           "truncated or corrupted.") from None
-    with npz:
-        if HEADER not in names:
+    with archive:
+        budget = _Budget(len(data))
+        if HEADER not in members:
             raise file_error(path, f"it has no {HEADER!r} member (not written by jboost.save).")
-        header = _read_header(path, npz)
+        header = _read_header(path, archive, members[HEADER], budget)
         listed = header["arrays"]
+        names = set(members)
         missing = sorted(set(listed) - names)
         extra = sorted(names - set(listed) - {HEADER})
         if missing:
@@ -77,9 +94,8 @@ def read(path):
             raise file_error(path, f"it holds arrays {extra} that its header does not list.")
         arrays = {}
         for name, spec in listed.items():
-            a = _member(path, npz, name)
-            if a.dtype.name not in DTYPES or a.dtype.name != spec.get("dtype") \
-                    or list(a.shape) != spec.get("shape"):
+            a = _member(path, archive, members[name], budget)
+            if a.dtype.name != spec.get("dtype") or list(a.shape) != spec.get("shape"):
                 raise file_error(path, f"array {name!r} is {a.dtype.name} {list(a.shape)}; its header says "
                                   f"{spec.get('dtype')} {spec.get('shape')}.")
             arrays[name] = a
@@ -89,41 +105,75 @@ def read(path):
     return header, arrays
 
 
-def _member(path, npz, name: str) -> np.ndarray:
-    _check_member_size(path, npz, name)
-    try:
-        return npz[name]
-    except ValueError as e:
-        if "pickle" in str(e):
-            raise file_error(path, f"array {name!r} is an object array, which would need pickle to read; "
-                              "model files never hold one (refused, nothing was executed).") from None
-        raise file_error(path, f"array {name!r} cannot be read ({e}).") from None
-    except Exception as e:  # noqa: BLE001 - truncated or corrupted member bytes
-        raise file_error(path, f"array {name!r} cannot be read ({type(e).__name__}: {e}); the file is "
-                          "truncated or corrupted.") from None
+class _Budget:
+    """What the members of one file may still expand to: a stored member's bytes lie in the
+    file (``file_bytes``), the compressed members share :data:`MAX_INFLATED_BYTES`."""
+
+    def __init__(self, file_bytes: int):
+        self.file_bytes, self.inflated = file_bytes, 0
+
+    def admit(self, path, member: str, info: zipfile.ZipInfo) -> None:
+        """Raise :class:`ModelFileError` unless ``info``'s declared size fits (before reading)."""
+        if info.compress_type == zipfile.ZIP_STORED:
+            if info.file_size != info.compress_size or info.compress_size > self.file_bytes:
+                raise file_error(path, f"its member {member!r} declares {info.file_size} bytes "
+                                  f"({info.compress_size} stored) in a file of {self.file_bytes} "
+                                  "bytes: truncated or forged.")
+            return
+        self.inflated += info.file_size
+        if self.inflated > MAX_INFLATED_BYTES:
+            raise file_error(path, f"its compressed member {member!r} declares {info.file_size} "
+                              f"bytes ({info.compress_size} compressed): its compressed members "
+                              f"would expand to {self.inflated} bytes, over the "
+                              f"{MAX_INFLATED_BYTES} bytes jboost.io.reader.MAX_INFLATED_BYTES "
+                              "allows (jboost.save writes members uncompressed; refused before "
+                              "decompressing).")
 
 
-def _check_member_size(path, npz, name: str) -> None:
-    """Refuse a member whose own ``.npy`` header declares more bytes than the member holds (before
-    anything is allocated)."""
+def _member(path, archive, member: str, budget: _Budget) -> np.ndarray:
+    """One ``.npy`` member, read within its declared sizes (:class:`_Budget`; its own ``.npy``
+    header's shape within the member's size) before its data is allocated, then in chunks."""
+    name = member[:-4] if member.endswith(".npy") else member
     try:
-        info = npz.zip.getinfo(name + ".npy")
-        with npz.zip.open(info) as f:
+        info = archive.getinfo(member)
+        budget.admit(path, member, info)
+        with archive.open(info) as f:
             version = np.lib.format.read_magic(f)
             read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                            else np.lib.format.read_array_header_2_0)
-            shape, _, dtype = read_header(f, max_header_size=10000)
-    except Exception as e:  # noqa: BLE001 - a corrupted member header
+            shape, fortran, dtype = read_header(f, max_header_size=10000)
+            if dtype.hasobject:
+                raise file_error(path, f"array {name!r} is an object array, which would need "
+                                  "pickle to read; model files never hold one (refused, nothing "
+                                  "was executed).")
+            if dtype.name not in DTYPES:
+                raise file_error(path, f"array {name!r} is of dtype {dtype}; a model file holds "
+                                  f"arrays of {', '.join(DTYPES)}.")
+            n_bytes = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+            if n_bytes > info.file_size - f.tell():
+                raise file_error(path, f"array {name!r} declares shape {shape} ({n_bytes} bytes) "
+                                  f"but its member holds {info.file_size} bytes: truncated or "
+                                  "forged.")
+            buf = np.empty((n_bytes,), np.uint8)
+            view, done = memoryview(buf), 0
+            while done < n_bytes:
+                got = f.readinto(view[done:done + CHUNK_BYTES])
+                if not got:
+                    raise EOFError(f"{n_bytes - done} of its {n_bytes} bytes are missing")
+                done += got
+            if f.read(1):
+                raise ValueError(f"its member holds more than the {n_bytes} bytes of its shape")
+    except ModelFileError:
+        raise
+    except Exception as e:  # noqa: BLE001 - truncated or corrupted member bytes
         raise file_error(path, f"array {name!r} cannot be read ({type(e).__name__}: {e}); the file is "
                           "truncated or corrupted.") from None
-    n_bytes = int(np.prod(shape, dtype=np.float64)) * max(dtype.itemsize, 1)
-    if n_bytes > info.file_size:
-        raise file_error(path, f"array {name!r} declares shape {shape} ({n_bytes} bytes) but its member "
-                          f"holds {info.file_size} bytes: truncated or forged.")
+    a = buf.view(dtype)
+    return a.reshape(shape[::-1]).transpose() if fortran else a.reshape(shape)
 
 
-def _read_header(path, npz) -> Dict[str, Any]:
-    raw = _member(path, npz, HEADER)
+def _read_header(path, archive, member: str, budget: _Budget) -> Dict[str, Any]:
+    raw = _member(path, archive, member, budget)
     if raw.dtype != np.uint8 or raw.ndim != 1:
         raise file_error(path, f"its header is a {raw.dtype} array of shape {raw.shape}, not JSON bytes.")
     try:

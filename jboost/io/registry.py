@@ -40,7 +40,8 @@ def recorded_name(f) -> str:
 def registry() -> Dict[str, Any]:
     """The known classes and functions: ``models`` and ``nested`` (the registered model types and
     pytrees inside models), ``families`` (the built-in tree families), ``callables`` (every
-    function of a built-in loss by its recorded name), ``Loss`` and the metadata classes."""
+    function of a built-in loss by its recorded name), ``losses`` (each built-in loss by its
+    function: its task, link and kind), ``Loss`` and the metadata classes."""
     if _REGISTRY_CACHE:  # the model types as registered now (a type may register later)
         _REGISTRY_CACHE.update(models=model_base.model_types(), nested=model_base.nested_types())
         return _REGISTRY_CACHE
@@ -70,6 +71,7 @@ def registry() -> Dict[str, Any]:
         Classes=metadata_lib.Classes,
         FeatureNames=metadata_lib.FeatureNames,
         callables={recorded_name(f): f for f in fns if f is not None},
+        losses={loss.fn: loss for loss in built_in},
         Loss=loss_lib.Loss,
     )
     return _REGISTRY_CACHE

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import threading
+import uuid
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
@@ -138,6 +141,8 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
     Raises:
       TypeError: ``model`` is not a known model type, or holds something a file cannot store
         (a traced value, an object array).
+      ValueError: the model's arrays are inconsistent (its ``check_structure``: the file would
+        not load), or ``feature_names`` has the wrong length.
     """
     import jax
 
@@ -154,6 +159,7 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
     if leaves != set(writer.arrays) | writer.values:
         raise TypeError(f"jboost.save walked the arrays {sorted(writer.arrays)} but the {name} "
                         f"pytree has {sorted(leaves)}: io.py does not know this model's layout.")
+    moved_borders = _checked_structure(model)
     own = getattr(model, "feature_names", None)
     if feature_names is None and own is not None:
         feature_names = list(own.values)
@@ -177,7 +183,7 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
         "batch_shape": [int(s) for s in model.batch_shape], "n_stages": int(model.n_stages),
         "task": str(model.task), "feature_names": feature_names, "metadata": metadata,
         "settings": _settings_summary(getattr(model, "settings", None), reg["Settings"]),
-        "structure": structure,
+        "structure": structure, "moved_borders": moved_borders,
         "arrays": {k: {"dtype": a.dtype.name, "shape": list(a.shape)} for k, a in writer.arrays.items()},
     }
     header["checksum"] = reader.checksum(header, writer.arrays)
@@ -185,14 +191,43 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
     members[reader.HEADER] = np.frombuffer(json.dumps(header, sort_keys=True).encode(), np.uint8)
     buf = io.BytesIO()
     np.savez(buf, **members)
-    path = os.fspath(path)
-    tmp = f"{path}.{os.getpid()}.tmp"  # beside the target (same file system), the umask's mode
+    _write_atomically(os.fspath(path), buf.getvalue())
+
+
+def _checked_structure(model) -> bool:
+    """Whether some split's float border is not the bin border its threshold names (a
+    fine-tuned model's moved thresholds: the header's ``moved_borders``, which the loader reads to
+    check the borders exactly or within their bins), after the model type's structure checks
+    (``check_structure``: a model that would not load is not written)."""
+    check = getattr(model, "check_structure", None)
+    if check is None:
+        return False
     try:
-        with open(tmp, "wb") as f:
-            f.write(buf.getvalue())
+        check(exact_borders=True)
+        return False
+    except ValueError:
+        pass
+    try:
+        check(exact_borders=False)
+    except ValueError as e:
+        raise ValueError(f"jboost.save cannot write this {type(model).__name__}: its arrays are "
+                         f"inconsistent ({e}), so the file would not load.") from None
+    return True
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    """Write ``data`` to a temporary file of its own beside ``path`` (the same file system; a name
+    unique to this writer -- process, thread and a random part -- created exclusively, so that
+    several threads or processes saving to one path never share one; the umask's mode), then
+    rename it into place: a reader sees the old file or one new file, whole."""
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex[:12]}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
 

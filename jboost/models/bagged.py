@@ -6,10 +6,11 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jboost.data import categorical_stats
 from jboost.losses import loss as loss_lib
-from jboost.models import base, metadata
+from jboost.models import base, metadata, structure
 from jboost.trees import family, oblivious
 
 
@@ -138,6 +139,33 @@ class BaggedBoosters(NamedTuple):
         if margin is not None:
             raw = raw + jnp.asarray(margin, raw.dtype)[None]
         return jnp.mean(_bag_links(self.loss, raw), axis=0)
+
+    def check_structure(self, exact_borders: bool = True) -> None:
+        """Raise ``ValueError`` naming the field unless the arrays fit each other: the trees'
+        axes ``(*batch, B, n_rounds, trees_per_round)`` and outputs ``K`` (the baselines'
+        ``(*batch, B, K)``), splits on the borders' features and bins (shared, or each bag's with
+        categorical columns; :func:`jboost.models.structure.check_splits`), the bag weights,
+        curves and ``best_round`` per bag, the loss (parameters per bag), classes and names."""
+        if np.ndim(self.baseline) < 2:
+            raise structure.fail("baseline", f"has shape {np.shape(self.baseline)}; it should be "
+                                             "(*batch, n_bags, K).")
+        batch, k = self.batch_shape, self.n_outputs
+        bags = batch + (self.n_bags,)
+        structure.expect("baseline", self.baseline, bags + (k,))
+        lead = structure.tree_lead(self.trees, bags, ("n_rounds", "trees_per_round"))
+        structure.check_outputs(self.trees, k, "baseline")
+        structure.check_borders(self.borders, [batch, bags])
+        structure.check_splits(self.trees, self.borders, exact_borders)
+        n_train = np.shape(self.bag_weights)[-1:]
+        structure.expect("bag_weights", self.bag_weights, bags + n_train, why=" (one row per bag)")
+        structure.check_weights("bag_weights", self.bag_weights)
+        curve = bags + (lead[-2],)
+        structure.expect("train_loss", self.train_loss, curve, why=" (per bag and round)")
+        structure.expect_optional("valid_loss", self.valid_loss, curve, why=" (per bag and round)")
+        structure.check_best_round(self.best_round, bags, lead[-2])
+        structure.check_loss("loss", self.loss, k, bags)
+        structure.check_classes(self.classes, structure.n_classes_of(self.loss, k))
+        structure.check_feature_names(self.feature_names, self.n_inputs)
 
 
 def _bag_links(loss: loss_lib.Loss, raw):

@@ -6,10 +6,11 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jboost.data import categorical_stats
 from jboost.losses import loss as loss_lib
-from jboost.models import base, metadata
+from jboost.models import base, metadata, structure
 from jboost.trees import family, oblivious
 
 
@@ -106,6 +107,30 @@ class Booster(NamedTuple):
     def staged(self, X, fn: Callable, *args) -> Any:
         return base.staged_scan(self.trees, self.features(X), fn, args, _boosted_raw,
                                 (self.baseline, self.offset))
+
+    def check_structure(self, exact_borders: bool = True) -> None:
+        """Raise ``ValueError`` naming the field unless the arrays fit each other: the trees'
+        axes ``(*batch, n_rounds, trees_per_round)`` and outputs ``K`` (the baseline's), splits
+        on the borders' features and bins (:func:`jboost.models.structure.check_splits`), the
+        curves, ``best_round``, ``offset``, the loss's outputs, the classes and feature names."""
+        batch, k = self.batch_shape, self.n_outputs
+        structure.expect("baseline", self.baseline, batch + (k,))
+        lead = structure.tree_lead(self.trees, batch, ("n_rounds", "trees_per_round"))
+        structure.check_outputs(self.trees, k, "baseline")
+        structure.check_borders(self.borders, [batch])
+        structure.check_splits(self.trees, self.borders, exact_borders)
+        curve = batch + (lead[-2],)
+        structure.expect("train_loss", self.train_loss, curve, why=" (one per round)")
+        structure.expect("valid_loss", self.valid_loss, curve, why=" (one per round)")
+        structure.check_best_round(self.best_round, batch, lead[-2])
+        if self.offset is not None and np.shape(self.offset) not in (batch, batch + (k,)):
+            raise structure.fail("offset", f"has shape {np.shape(self.offset)}; it should be "
+                                           f"{batch} or {batch + (k,)} (one per output).")
+        structure.expect_optional("offset", self.offset, np.shape(self.offset),
+                                  ("float32", "float64"))
+        structure.check_loss("loss", self.loss, k, batch)
+        structure.check_classes(self.classes, structure.n_classes_of(self.loss, k))
+        structure.check_feature_names(self.feature_names, self.n_inputs)
 
 
 base.register_nested_type(categorical_stats.Categorical)

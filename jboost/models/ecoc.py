@@ -6,10 +6,11 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jboost import checks
 from jboost.losses import per_sample
-from jboost.models import base, ensemble, metadata
+from jboost.models import base, ensemble, metadata, structure
 from jboost.trees import family, oblivious
 
 DECODINGS = ("l1", "hamming")
@@ -122,6 +123,37 @@ class ECOCBoosters(NamedTuple):
         bits = ensemble.as_booster(trees._replace(leaf_values=onehot), self.borders,
                                   self.baseline[:, 0], per_sample.binomial_deviance())
         return bits.staged(X, fn, *args)
+
+    def check_structure(self, exact_borders: bool = True) -> None:
+        """Raise ``ValueError`` naming the field unless the arrays fit each other: the code
+        ``(*batch, K, L)`` of 0/1 bits with ``K >= 2`` classes, one boosted binary learner per bit
+        (trees ``(*batch, L, n_rounds, 1)`` of one output, baselines ``(*batch, L, 1)``), splits
+        on the borders' features and bins (:func:`jboost.models.structure.check_splits`),
+        ``best_round`` per bit, ``K`` classes and the feature names."""
+        if np.ndim(self.baseline) < 2 or np.ndim(self.code) < 2:
+            raise structure.fail("code", f"has shape {np.shape(self.code)} and baseline "
+                                         f"{np.shape(self.baseline)}; they should be (*batch, K, "
+                                         "L) and (*batch, L, 1).")
+        batch, n_bits = self.batch_shape, self.baseline.shape[-2]
+        bits = batch + (n_bits,)
+        structure.expect("baseline", self.baseline, bits + (1,), why=" (one log-odds per bit)")
+        structure.expect("code", self.code, batch + (self.n_classes, n_bits), ("int32",),
+                         f" ({n_bits} bits: the baseline's)")
+        code = np.asarray(self.code)
+        if self.n_classes < 2 or not np.isin(code, (0, 1)).all():
+            raise structure.fail("code", f"holds {self.n_classes} codewords of values "
+                                         f"{np.unique(code)[:5].tolist()}; it should hold K >= 2 "
+                                         "codewords of 0/1 bits.")
+        lead = structure.tree_lead(self.trees, bits, ("n_rounds", "trees_per_round"))
+        if lead[-1] != 1:
+            raise structure.fail("trees.features", f"has {lead[-1]} trees per round; each bit's "
+                                                   "learner has 1.")
+        structure.check_outputs(self.trees, 1, "each bit's learner")
+        structure.check_borders(self.borders, [batch])
+        structure.check_splits(self.trees, self.borders, exact_borders)
+        structure.check_best_round(self.best_round, bits, lead[-2])
+        structure.check_classes(self.classes, self.n_classes)
+        structure.check_feature_names(self.feature_names, self.n_features)
 
 
 def ecoc_bit_scores(model: ECOCBoosters, X) -> jax.Array:

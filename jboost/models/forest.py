@@ -7,11 +7,12 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from jboost import _compile, checks
 from jboost.data import tabular as tabular_lib
-from jboost.models import base, metadata
+from jboost.models import base, metadata, structure
 from jboost.trees import depthwise as depthwise_lib, family, oblivious
 
 
@@ -96,6 +97,39 @@ class Forest(NamedTuple):
         """``fn(average of the first b trees, *args)`` for ``b = 1..B``: one scan over trees."""
         stages = jax.tree_util.tree_map(lambda a: a[:, None], self.trees)  # one tree per stage
         return base.staged_scan(stages, X, fn, args, _average, None)
+
+    def check_structure(self, exact_borders: bool = True) -> None:
+        """Raise ``ValueError`` naming the field unless the arrays fit each other: the trees'
+        axes ``(*batch, B)`` (the bag weights'), splits on the borders' features and bins
+        (:func:`jboost.models.structure.check_splits`), a classification forest's (``K >= 2``
+        outputs) leaves as class frequencies and its ``K`` classes, and the feature names."""
+        weights = np.shape(self.bag_weights)
+        if len(weights) < 2:
+            raise structure.fail("bag_weights", f"has shape {weights}; it should be (*batch, "
+                                                "n_trees, n_train).")
+        structure.expect("bag_weights", self.bag_weights, weights)
+        structure.check_weights("bag_weights", self.bag_weights)
+        batch = self.batch_shape
+        lead = structure.tree_lead(self.trees, batch, ("n_trees",))
+        if lead[-1] != weights[-2]:
+            raise structure.fail("bag_weights", f"has shape {weights}; the forest has {lead[-1]} "
+                                                f"trees, so it should be {batch + (lead[-1],)} + "
+                                                "(n_train,) (one row per tree).")
+        structure.check_borders(self.borders, [batch])
+        structure.check_splits(self.trees, self.borders, exact_borders)
+        k = self.n_outputs
+        structure.expect("trees.leaf_values", self.trees.leaf_values,
+                         np.shape(self.trees.leaf_values))
+        if k >= 2:  # a classification forest's leaves hold class frequencies (empty ones zeros)
+            values = np.asarray(self.trees.leaf_values)
+            sums = values.sum(axis=-1)
+            if not ((values >= 0) & (values <= 1)).all() or not (
+                    (sums == 0) | (np.abs(sums - 1) <= 1e-4)).all():
+                raise structure.fail("trees.leaf_values", f"of {k} classes are not class "
+                                     "frequencies; each leaf of a classification forest holds K "
+                                     "values in [0, 1] summing to 1 (0 for an empty slot).")
+        structure.check_classes(self.classes, k if k >= 2 else None)
+        structure.check_feature_names(self.feature_names, self.n_features)
 
 
 def _average(acc, stage, consts):

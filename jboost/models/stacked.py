@@ -6,10 +6,11 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jboost import checks
 from jboost.losses import loss as loss_lib, per_sample
-from jboost.models import base, booster, ensemble, metadata
+from jboost.models import base, booster, ensemble, metadata, structure
 from jboost.trees import oblivious
 
 LINEAR_TASKS = ("regression", "binary", "multiclass")
@@ -123,6 +124,33 @@ class StackedBoosters(NamedTuple):
 
     def staged(self, X, fn: Callable, *args) -> Any:
         return self.as_booster().staged(X, fn, *args)
+
+    def check_structure(self, exact_borders: bool = True) -> None:
+        """Raise ``ValueError`` naming the field unless the arrays fit each other: ``M`` base
+        learners of ``K`` outputs (baselines ``(*batch, M, K)``, trees ``(*batch, M, n_rounds,
+        trees_per_round)``, splits on the borders' features and bins:
+        :func:`jboost.models.structure.check_splits`), the stacker on their ``M * K`` raw scores
+        with ``K`` outputs for a K-class task, else 1, the out-of-fold scores, ``best_round`` per
+        learner, the base loss's outputs, the classes and feature names."""
+        if np.ndim(self.baseline) < 2:
+            raise structure.fail("baseline", f"has shape {np.shape(self.baseline)}; it should be "
+                                             "(*batch, n_learners, K).")
+        batch, (m, k) = self.batch_shape, self.baseline.shape[-2:]
+        structure.expect("baseline", self.baseline, batch + (m, k))
+        lead = structure.tree_lead(self.trees, batch + (m,), ("n_rounds", "trees_per_round"))
+        structure.check_outputs(self.trees, k, "baseline")
+        structure.check_borders(self.borders, [batch])
+        structure.check_splits(self.trees, self.borders, exact_borders)
+        structure.check_loss("base_loss", self.base_loss, k, batch)
+        k_out = k if self.task == "multiclass" else 1
+        why = f" (a {self.task!r} stacker of {m} learners x {k} outputs)"
+        structure.expect("stacker.coef", self.stacker.coef, batch + (m * k, k_out), why=why)
+        structure.expect("stacker.intercept", self.stacker.intercept, batch + (k_out,), why=why)
+        n_train = np.shape(self.oof_raw)[len(batch):len(batch) + 1]
+        structure.expect("oof_raw", self.oof_raw, batch + n_train + (m, k), why=why)
+        structure.check_best_round(self.best_round, batch + (m,), lead[-2])
+        structure.check_classes(self.classes, structure.n_classes_of(self.loss, k_out))
+        structure.check_feature_names(self.feature_names, self.n_features)
 
 
 def stacked_predict(model: StackedBoosters, X) -> jax.Array:
