@@ -74,7 +74,8 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
     compiled program (:func:`jboost.engine.calls.boost_rounds`); ``resume``, ``model_of``,
     ``mesh`` and ``processes`` (``rows="local"``) as docs/fitting.md describes; ``units``: the
     factors of the losses and validation scores in the progress lines and callbacks (a
-    standardised fit's, :mod:`jboost.fitting.standardise`)."""
+    standardised fit's, :mod:`jboost.fitting.standardise`). A checkpoint holding every round
+    fits nothing: its model is ``start``, followed by no round."""
     base = 0 if start is None else start.n_rounds
     total = base + config.n_rounds
     fixed = bool(verbose) or bool(callbacks) or checkpoint_dir is not None or processes is not None
@@ -85,8 +86,6 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
         checkpoint_dir, (data, key, hyper, loss, init_raw), config, total, start)
     done = 0 if start is None else start.n_rounds  # rounds of the whole fit so far
     first = done - base  # this call's first position in the buffers
-    if first >= config.n_rounds:
-        raise ValueError(f"nothing left to fit: the model already holds {done} of {total} rounds.")
     n_rows = data.y.shape[0]
     # One program for every number of rounds: calls of at most ROUNDS_PER_CALL rounds, each
     # writing its rounds from index 0 of buffers of that size (copied to the host after it).
@@ -105,7 +104,8 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
     fitted = _HostRounds(first)  # the rounds fitted so far, on the host
     reported = first  # fixed calls: the position up to which progress and callbacks have run
 
-    n_calls, stop = 0, False
+    n_calls, stop = 0, _finished(carry, fitted, config, first, processes)
+    latest = carry if stop else None
     try:
         while True:
             while len(queue) < 2 and dispatched < config.n_rounds and not stop:
@@ -156,6 +156,17 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
         latest = processes.localize(latest)
     return RoundsOutput(_rounds_output(latest, fitted, config, n_rows), start,
                         jax.device_put(fitted.rounds().score))
+
+
+def _finished(carry, fitted: "_HostRounds", config, first: int, processes) -> bool:
+    """Whether a fit starting at position ``first`` (a checkpoint's) has nothing left to fit: the
+    checkpoint holds every round, or its early stopping ended it. Then ``fitted`` gets no round
+    (the model is the checkpoint's, followed by none)."""
+    if first < config.n_rounds and not bool(carry.stopped):
+        return False
+    fitted.add(carry.rounds if processes is None else processes.localize(carry.rounds), 0,
+               empty=True)
+    return True
 
 
 def _call_size(i: int, at: int, first: int, chunk: Optional[int], pace) -> int:
@@ -231,8 +242,9 @@ class _HostRounds:
     def __init__(self, first: int):
         self.first, self.parts, self._joined = first, [], None
 
-    def add(self, rounds: calls.Rounds, count: int) -> None:
-        if count > 0:
+    def add(self, rounds: calls.Rounds, count: int, empty: bool = False) -> None:
+        """Append the first ``count`` rounds of a call's buffers (``empty``: even none)."""
+        if count > 0 or empty:
             self.parts.append(jax.tree_util.tree_map(lambda b: np.asarray(b)[:count], rounds))
             self._joined = None
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 import re
+import sys
 import textwrap
 import warnings
 from typing import Any, NamedTuple, Optional
@@ -61,6 +63,21 @@ class Choice(NamedTuple):
 
     def check(self, v, name: str):
         return checks.check_choice(v, name, self.options)
+
+
+class Verbosity(NamedTuple):
+    """The domain of ``verbose``: a bool, or an int >= 0 (every that many rounds; 0: silent)."""
+
+    def check(self, v, name: str):
+        if isinstance(v, (bool, np.bool_)):
+            return bool(v)
+        what = (f"{name} must be a bool or an int >= 0 (a progress line every {name} rounds; "
+                f"True: the entry point's default, 0 or False: none); got {v!r}.")
+        if not isinstance(v, numbers.Integral):
+            raise TypeError(what)
+        if v < 0:
+            raise ValueError(what)
+        return int(v)
 
 
 class Setting(NamedTuple):
@@ -157,7 +174,8 @@ SETTINGS = {s.name: s for s in (
             'rounds then ``s`` more equal ``r + s`` rounds bitwise.'),
     Setting("verbose", 0, HOST,
             'print the round, the losses, the eval metric, the best round and the elapsed and '
-            'remaining time every ``verbose`` rounds.'),
+            'remaining time every ``verbose`` rounds (a bool or an int >= 0).',
+            domain=Verbosity()),
     Setting("callbacks", (), HOST,
             'functions called on the host after every chunk of rounds with a dict of the '
             'progress; one returning ``True`` stops the fit.'),
@@ -213,8 +231,10 @@ def check_setting(name: str, v):
 def takes_settings(**defaults):
     """Decorator of an entry point whose keyword-only parameters without a default are settings:
     each takes its declared default (or the one in ``defaults``), and the docstring's ``Args``
-    gets the declared documentation of every parameter it does not document itself. No wrapper:
-    the function is returned with its ``__kwdefaults__`` filled (docs/fitting.md)."""
+    gets the declared documentation of every parameter it does not document itself. The
+    function, its ``__kwdefaults__`` filled, is called by a thin wrapper that first refuses a
+    call under ``jax.jit`` (:func:`refuse_jit`) and checks the host settings given
+    (docs/fitting.md)."""
 
     def decorate(fn):
         kwdefaults = dict(fn.__kwdefaults__ or {})
@@ -225,9 +245,45 @@ def takes_settings(**defaults):
                 kwdefaults[p.name] = defaults[p.name] if p.name in defaults else SETTINGS[p.name].default
         fn.__kwdefaults__ = kwdefaults
         fn.__doc__ = _args_doc(fn.__doc__ or "", [p.name for p in params])
-        return fn
+        @functools.wraps(fn)
+        def entry_point(*args, **kwargs):
+            refuse_jit(entry_point)
+            for name, v in kwargs.items():
+                setting = SETTINGS.get(name)
+                if setting is not None and setting.kind == HOST and setting.domain is not None:
+                    setting.domain.check(v, name)
+            return fn(*args, **kwargs)
+
+        return entry_point
 
     return decorate
+
+
+def under_jit() -> bool:
+    """Whether the caller is being traced by ``jax.jit`` (or ``jax.eval_shape``): there every
+    array operation is staged, even on concrete values (under ``jax.vmap`` alone they are not)."""
+    return checks.is_traced(jax.lax.add(np.int32(0), np.int32(0)))
+
+
+def _public_name(fn) -> str:
+    """Where users find ``fn``: ``jboost.<name>``, its subpackage's name, else its module's."""
+    for module in ("jboost", ".".join(fn.__module__.split(".")[:2]), fn.__module__):
+        if getattr(sys.modules.get(module), fn.__name__, None) is fn:
+            return f"{module}.{fn.__name__}"
+    return f"{fn.__module__}.{fn.__name__}"
+
+
+def refuse_jit(fn) -> None:
+    """Refuse a fit entry point ``fn`` called under ``jax.jit`` (its binning needs concrete
+    values) with a ``TypeError`` saying what is jittable instead."""
+    if under_jit():
+        raise TypeError(
+            f"{_public_name(fn)} is not jittable: it bins the data on the host (NumPy) and "
+            "compiles its own programs, so it cannot run inside jax.jit (or jax.eval_shape). "
+            "Call it outside jit; what is traceable: jax.vmap over traced hyperparameters with "
+            "concrete data, e.g. jax.vmap(lambda lr: jboost.fit(X, y, learning_rate=lr))(rates) "
+            "(or jboost.sweep.sweep: docs/sweeps.md), and jboost.predict(model, X) under "
+            "jax.jit.")
 
 
 _NAMES = re.compile(r"^\*{0,2}\w+(?:, \*{0,2}\w+)*$")

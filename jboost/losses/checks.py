@@ -357,6 +357,8 @@ def first_diverged(curves, starts, scales, n_fitted=None) -> np.ndarray:
     :func:`divergence_thresholds`, -1 where none. NaN rounds (and with ``n_fitted (...)`` the
     rounds from it on) never count; NaN starts never diverge."""
     curves = _fitted(curves, n_fitted)
+    if curves.shape[-1] == 0:  # no round (a fit whose checkpoint held every round)
+        return np.full(curves.shape[:-1], -1)
     with np.errstate(invalid="ignore"):
         above = curves > divergence_thresholds(starts, scales)[..., None]
     return np.where(above.any(axis=-1), np.argmax(above, axis=-1), -1)

@@ -94,13 +94,22 @@ def metric_name(metric: Metric) -> str:
     return getattr(metric, "__name__", "custom")
 
 
-def evaluate(metric: Metric, loss: loss_lib.Loss, y, raw, w):
+def evaluate(metric: Metric, loss: loss_lib.Loss, y, raw, w, name: str = "eval_metric"):
     """A metric (a name of :data:`METRICS` or a function, not ``None``) of raw scores ``(n, K)``,
     seen as :func:`jboost.predict` returns them: a float32 scalar.
+
+    Raises:
+      ValueError: a function returning more than one number (``name``: the argument it was
+        given as, in the message), when the program is traced.
     """
     if isinstance(metric, str):
         return METRICS[metric](y, loss_lib.as_predicted(raw, loss), w, loss)
-    return jnp.asarray(metric(y, loss_lib.as_predicted(raw, loss), w), jnp.float32)
+    value = metric(y, loss_lib.as_predicted(raw, loss), w)
+    if np.size(value) != 1:
+        raise ValueError(f"{name}={metric_name(metric)!r} returned a value of shape "
+                         f"{np.shape(value)}; it must return a scalar (one number per call: "
+                         "reduce over the rows, e.g. a weighted mean with w).")
+    return jnp.asarray(value, jnp.float32).reshape(())
 
 
 # ---- Held-out measures (NumPy, on the host) ------------------------------------------------

@@ -24,7 +24,8 @@ from jboost.engine import (boosting as boosting_lib, checkpoints as checkpoints_
 from jboost.fitting import prepare, settings as settings_lib, standardise
 from jboost.losses import (baselines as baselines_lib, checks as checks_lib, loss as loss_lib,
                            metrics)
-from jboost.sweep import (categorical as sweep_categorical, divergence, grid as grid_lib, groups,
+from jboost.sweep import (categorical as sweep_categorical, chunks, divergence, grid as grid_lib,
+                          groups,
                           metrics as metrics_lib, program as sweep_program, result as result_lib)
 from jboost.sweep.grid import HYPERPARAMETERS
 from jboost.sweep.result import SweepResult
@@ -88,7 +89,12 @@ def sweep(X, y, loss: Union[str, loss_lib.Loss, Callable] = "squared_error", *,
         their fold ids when ``folds`` is an array).
 
     Returns:
-      A :class:`SweepResult`.
+      A :class:`SweepResult`; after a ``Ctrl-C`` (which lands within about a second: the rounds
+      run as host-side calls), of the rounds fitted, with a warning (docs/sweeps.md, "Stopping a
+      sweep").
+
+    Raises:
+      KeyboardInterrupt: a ``Ctrl-C`` before any configuration had a round on all its fits.
     """
     if init_model is not None:
         raise ValueError(NO_WARM_START)
@@ -212,42 +218,93 @@ def _run_sweep(s: _Sweep, a):
         return jax.device_put(v, devices[0]) if len(devices) == 1 else jnp.asarray(v)
 
     fits, borders_of, stats, stop = {}, {}, groups.GroupStats(), []
-    for b in s.grid.bins:
-        if local is None:
-            data = prepare.prepare(s.X, y, sample_weight=w, n_bins=b)  # one binned copy per n_bins
-            missing = data.missing
-        else:  # the whole table's borders (as jboost.fit's); this process's rows binned
-            data = prepare.prepare(s.X, local.mine(y), sample_weight=local.mine(w), n_bins=b,
-                                   borders=local.borders(s.X, local.mine(w), b))
-            missing = local.any(data.missing)
-        if b == s.grid.bins[0]:  # fit's warning for a custom loss with no gradient at the baseline
-            checks_lib.warn_if_no_gradient(s.loss, state.Data(*data[:6]),
-                                           baselines_lib.baseline(s.loss, data.y, data.w))
-        borders_of[b] = np.asarray(data.borders)
-        if local is None:
-            shared = sweep_program.Shared(put(data.X_binned), put(y), put(w), put(s.fold_table),
-                                          put(s.seed_keys), None if s.cat_shared is None else
-                                          jax.tree_util.tree_map(put, s.cat_shared))
-        else:
-            shared = _local_shared(local, data, y, w, s.fold_table, s.seed_keys)
-        for d in s.grid.depths:
-            config = _config(s.grid.max_rounds, d, b, s.fixed_hyper, a.colsample_by,
-                             a.per_output_trees, missing=missing,
-                             family=s.family)._replace(early_stopping=s.stopping)
-            if local is not None:
-                config = config._replace(row_starts=local.row_starts)
-            fits[(d, b)] = groups.run_group(
-                config, shared, s.grid, s.loss, s.layout, a.metric, a.keep_trees, devices,
-                s.chunk_size, s.memory_budget, stats, a.t_start if s.verbose else None, s.greater,
-                s.checkpoints, groups.group_callbacks(s.callbacks, (d, b)), stop,
-                None if s.cats is None else s.cats.layout, local)
-    if stop:
+    try:
+        for b in s.grid.bins:
+            if chunks.INTERRUPTED in stop:
+                break
+            if local is None:
+                data = prepare.prepare(s.X, y, sample_weight=w, n_bins=b)  # one copy per n_bins
+                missing = data.missing
+            else:  # the whole table's borders (as jboost.fit's); this process's rows binned
+                data = prepare.prepare(s.X, local.mine(y), sample_weight=local.mine(w), n_bins=b,
+                                       borders=local.borders(s.X, local.mine(w), b))
+                missing = local.any(data.missing)
+            if b == s.grid.bins[0]:  # fit's warning for a custom loss with no gradient there
+                checks_lib.warn_if_no_gradient(s.loss, state.Data(*data[:6]),
+                                               baselines_lib.baseline(s.loss, data.y, data.w))
+            borders_of[b] = np.asarray(data.borders)
+            if local is None:
+                shared = sweep_program.Shared(
+                    put(data.X_binned), put(y), put(w), put(s.fold_table), put(s.seed_keys),
+                    None if s.cat_shared is None else jax.tree_util.tree_map(put, s.cat_shared))
+            else:
+                shared = _local_shared(local, data, y, w, s.fold_table, s.seed_keys)
+            for d in s.grid.depths:
+                if chunks.INTERRUPTED in stop:
+                    break
+                config = _config(s.grid.max_rounds, d, b, s.fixed_hyper, a.colsample_by,
+                                 a.per_output_trees, missing=missing,
+                                 family=s.family)._replace(early_stopping=s.stopping)
+                if local is not None:
+                    config = config._replace(row_starts=local.row_starts)
+                fits[(d, b)] = groups.run_group(
+                    config, shared, s.grid, s.loss, s.layout, a.metric, a.keep_trees, devices,
+                    s.chunk_size, s.memory_budget, stats, a.t_start if s.verbose else None,
+                    s.greater, s.checkpoints, groups.group_callbacks(s.callbacks, (d, b)), stop,
+                    None if s.cats is None else s.cats.layout, local)
+    except KeyboardInterrupt:  # between groups or chunks: the groups fitted so far are kept
+        stop.append(chunks.INTERRUPTED)
+    if chunks.INTERRUPTED in stop:
+        fits = _interrupted(s, fits)
+    elif stop:
         fitted = sum(s.layout.n_models if f.n_models_fitted is None else f.n_models_fitted
                      for f in fits.values())
         warnings.warn(f"a callback stopped the sweep after {fitted} of "
                       f"{s.layout.n_models * len(fits)} models: the others have NaN curves and are "
                       "not ranked.", UserWarning, stacklevel=3)
     return fits, borders_of, stats
+
+
+def _interrupted(s: _Sweep, fits):
+    """The groups of a sweep a ``Ctrl-C`` stopped, those it did not reach with no rounds."""
+    n_models, r_max = s.layout.n_models, s.grid.max_rounds
+    return {(d, b): fits.get((d, b)) or chunks.not_fitted(n_models, r_max, s.stopping is not None)
+            for b in s.grid.bins for d in s.grid.depths}
+
+
+def _warn_interrupted(s: _Sweep, rows, done) -> None:
+    """The warning of an interrupted sweep saying what its result holds (``done``: the rounds
+    each row ran), or ``KeyboardInterrupt`` when no configuration has a round fitted on every
+    fold and seed (nothing to rank)."""
+    configs = s.grid.configs
+    full = np.array([configs[c]["n_rounds"] for c in rows.config])
+    saved = ("; the chunks of models finished are saved (checkpoint_dir): rerunning the same call "
+             "fits only the rest" if s.checkpoints is not None else "")
+    per_config = done.reshape(len(configs), -1).min(axis=1)
+    if not np.any(per_config > 0):
+        raise KeyboardInterrupt(f"sweep interrupted (Ctrl-C) before any configuration had a round "
+                                f"fitted on all its folds and seeds{saved}.")
+    ranked = int(np.sum(per_config > 0))
+    warnings.warn(f"sweep interrupted (Ctrl-C): of its {done.size} fits (configuration x fold x "
+                  f"seed) the result holds {int(np.sum(done >= full))} with all their rounds, "
+                  f"{int(np.sum((done > 0) & (done < full)))} with their first rounds "
+                  f"(SweepResult.rounds_fitted) and {int(np.sum(done == 0))} not started (NaN "
+                  f"curves); {ranked} of {len(configs)} configurations are ranked, over the rounds "
+                  f"all their fits ran{saved}.", UserWarning, stacklevel=4)
+
+
+def _rounds_done(rows, fits, configs):
+    """``(rows, done)``: ``rows`` with ``rounds_fitted`` capped by the rounds an interrupted
+    sweep ran and those rounds, per row (``None``: not interrupted)."""
+    if all(f.rounds_done is None for f in fits.values()):
+        return rows, None
+    done = np.zeros(rows.config.shape[0], np.int64)
+    for i, c in enumerate(rows.config):
+        cfg = configs[c]
+        f, r = fits[(cfg["depth"], cfg["n_bins"])], cfg["n_rounds"]
+        done[i] = r if f.rounds_done is None else min(int(f.rounds_done[rows.model[i]]), r)
+    return rows._replace(rounds_fitted=done if rows.rounds_fitted is None
+                         else np.minimum(rows.rounds_fitted, done)), done
 
 
 def _finish_sweep(s: _Sweep, a, fits, borders_of, stats) -> SweepResult:
@@ -260,6 +317,9 @@ def _finish_sweep(s: _Sweep, a, fits, borders_of, stats) -> SweepResult:
                            {g: f.train for g, f in fits.items()}, grid_.max_rounds,
                            n_fitted=None if stopping is None else {g: f.n_fitted for g, f in fits.items()},
                            tolerance=0.0 if stopping is None else stopping.tolerance, greater=greater)
+    rows, done = _rounds_done(rows, fits, grid_.configs)  # a Ctrl-C: the rounds each fit ran
+    if done is not None:
+        _warn_interrupted(s, rows, done)
     sel = result_lib.select(rows.valid_curves, grid_.configs, s.n_folds * s.seeds, greater,
                             rows.rounds_fitted)
     diverged = divergence.diverged_rows(s.loss, s.y, s.w, s.fold_table, grid_, rows, a.metric,
@@ -280,7 +340,8 @@ def _finish_sweep(s: _Sweep, a, fits, borders_of, stats) -> SweepResult:
         metric=metrics_lib.metric_name(a.metric), greater_is_better=greater,
         fold_table=s.fold_table, seed_keys=s.seed_keys, sample_weight=s.w, borders=borders_of,
         loss=s.loss, fixed=fixed, trees=trees, model_of_row=rows.model,
-        info=stats.info(len(s.devices), a.t_start), baselines=baselines,
+        info=dict(stats.info(len(s.devices), a.t_start), interrupted=done is not None),
+        baselines=baselines,
         early_stopping=result_lib.early_stopping_kwargs(stopping, a.metric, greater),
         rounds_fitted=rows.rounds_fitted, row_best_rounds=rows.row_best_rounds,
         feature_names=s.names, classes=s.classes, categorical=model_cats,
@@ -289,7 +350,9 @@ def _finish_sweep(s: _Sweep, a, fits, borders_of, stats) -> SweepResult:
 
 def _kept_models(cats, fits, borders_of):
     """``(trees, baselines, categorical, borders)`` of every group's models
-    (``keep_trees=True``; the last two ``None`` without categorical columns)."""
+    (``keep_trees=True``; the last two ``None`` without categorical columns); the groups an
+    interrupted sweep did not reach have none."""
+    fits = {g: f for g, f in fits.items() if f.trees is not None}
     trees, model_borders = {}, {}
     for g, f in fits.items():
         model_borders[g] = np.asarray(borders_of[g[1]])

@@ -9,7 +9,8 @@ import numpy as np
 
 from jboost import _native, devices as devices_lib, sweep as sweep_lib
 from jboost.engine import checkpoints as checkpoints_lib, distributed, memory
-from jboost.sweep import categorical as sweep_categorical, program as sweep_program
+from jboost.sweep import (categorical as sweep_categorical, chunks,
+                          program as sweep_program)
 
 CHECKPOINT_KIND = "sweep"
 
@@ -63,7 +64,7 @@ def run_group(config, shared, grid_, loss, layout, metric, keep_trees, devices, 
                checkpoints: Optional[checkpoints_lib.ChunkCheckpoints] = None,
                callbacks=(), stop: Optional[list] = None,
                cat_layout: Optional[sweep_categorical.CatLayout] = None,
-               local=None) -> sweep_program.GroupFit:
+               local=None) -> chunks.GroupFit:
     """Every model of one ``(depth, n_bins)`` group: the chunk size from the memory estimate,
     then the chunks through the group's compiled program."""
     group, n_dev = (config.depth, config.n_bins), len(devices)
@@ -94,13 +95,16 @@ def run_group(config, shared, grid_, loss, layout, metric, keep_trees, devices, 
         f"n_rounds={config.n_rounds} (jboost.sweep.model_bytes: histograms F x 2^(depth-1) x "
         "n_bins x 2K float32); use a smaller chunk_size, depth, n_bins or n_outputs")
     # The direction only matters to early stopping (the selection flips it on the host).
+    # Calls of a few rounds each (jboost.sweep.chunks), so that a Ctrl-C lands within one.
+    per_call = chunks.rounds_per_call(config.n_rounds)
     if local is None:
         program = sweep_program.chunk_program(config, metric, bool(keep_trees), devices,
-                                            bool(greater) and config.early_stopping is not None,
-                                            cat_layout)
+                                              bool(greater) and config.early_stopping is not None,
+                                              cat_layout, per_call)
     else:
-        program = sweep_program.rows_chunk_program(config, metric, bool(keep_trees), local.mesh,
-                                                 bool(greater) and config.early_stopping is not None)
+        program = sweep_program.rows_chunk_program(
+            config, metric, bool(keep_trees), local.mesh,
+            bool(greater) and config.early_stopping is not None, per_call)
     compiled_before = sweep_program.n_compiled(program)
     log = None
     if t_start is not None:
@@ -120,9 +124,9 @@ def run_group(config, shared, grid_, loss, layout, metric, keep_trees, devices, 
             print(f"[sweep] depth={group[0]} n_bins={group[1]}: chunk {c + 1}/{n_chunks} "
                   f"({size * n_dev} models) done, {now - t_start:.1f}s elapsed, ~{left:.1f}s left "
                   "in this group", flush=True)
-    fit = sweep_program.fit_group(program, shared, grid_, loss, layout, size * n_dev, log=log,
-                                checkpoints=checkpoints, part=f"depth{group[0]}-bins{group[1]}-",
-                                callbacks=callbacks, stop=stop)
+    fit = chunks.fit_group(program, shared, grid_, loss, layout, size * n_dev, config.n_rounds,
+                           config.early_stopping is not None, log=log, checkpoints=checkpoints,
+                           part=f"depth{group[0]}-bins{group[1]}-", callbacks=callbacks, stop=stop)
     stats.n_compilations += sweep_program.n_compiled(program) - compiled_before
     stats.chunk_size[group], stats.model_bytes[group] = size, mb
     stats.first_chunk_s[group] = fit.first_chunk_seconds

@@ -1,4 +1,5 @@
-"""The compiled program of a sweep: a chunk of models vmapped over boosting init/step, its shard_map over devices, and the chunk loop of a group.
+"""The compiled program of a sweep: a chunk of models vmapped over boosting init/step, its
+shard_map over devices, whole or in calls of a few rounds (:class:`BlockProgram`).
 
 A model is a grid point, a fold (training / held-out weight masks) and a seed, all sharing the
 group's binned data; its held-out score is read off the training raw scores. See docs/sweeps.md."""
@@ -6,22 +7,19 @@ group's binned data; its held-out score is read off the training raw scores. See
 from __future__ import annotations
 
 import functools
-import math
-import time
-from typing import Callable, NamedTuple, Optional, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P, SingleDeviceSharding
 
 from jboost import _compile
-from jboost.engine import (batching, boosting as boosting_lib, checkpoints as checkpoints_lib,
-                           state as state_lib)
+from jboost.engine import boosting as boosting_lib, state as state_lib
 from jboost.fitting import settings
-from jboost.losses import baselines, loss as loss_lib
-from jboost.sweep import categorical as sweep_categorical, grid as grid_lib, metrics as metrics_lib
+from jboost.losses import baselines
+from jboost.sweep import categorical as sweep_categorical, metrics as metrics_lib
 from jboost.trees import oblivious
 
 
@@ -46,25 +44,85 @@ class RowsShared(NamedTuple):
     positions: jax.Array    # (n,) int32 (jboost.engine.distributed.LocalRows.table_positions)
 
 
+class BlockCarry(NamedTuple):
+    """What a call of a block program (:func:`chunk_program` with ``rounds_per_call``) hands to
+    the next, per model (a leading model axis; ``()`` where unused)."""
+
+    state: state_lib.BoostState  # after the last round fitted
+    best: Any = ()     # early stopping: (best score, best round) so far
+    last: Any = ()     # early stopping: the last round fitted (-1: none)
+    stopped: Any = ()  # early stopping: whether the fit has stopped
+    raw: Any = ()      # a metric computed from the trees: the raw scores of those rounds so far
+
+
+class BlockOut(NamedTuple):
+    """What a call of a block program returns for the ``M`` models of a chunk: its rounds
+    ``start .. end - 1`` at positions ``0 .. end - start - 1`` of ``B = rounds_per_call``."""
+
+    valid: jax.Array   # (M, B) the held-out score after each round
+    train: jax.Array   # (M, B) the training loss after each round
+    baseline: Optional[jax.Array]  # (M, K) kept trees: the constant raw score the rounds start from
+    trees: Optional[oblivious.ObliviousTrees]  # (M, B, T, ...) when kept, else None
+    n_fitted: Optional[jax.Array] = None  # (M,) early stopping: the rounds each model fitted so far
+    stopped: Optional[jax.Array] = None   # (M,) early stopping: whether each model has stopped
+    cat: Optional["sweep_categorical.CatOut"] = None  # categorical columns, kept trees
+
+
 def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed,
-              cat_shared: Optional[sweep_categorical.CatShared] = None, cat_point: Optional[sweep_categorical.CatPoint] = None, *,
+              cat_shared: Optional[sweep_categorical.CatShared] = None,
+              cat_point: Optional[sweep_categorical.CatPoint] = None, *,
               config: boosting_lib.BoostConfig, metric, keep_trees: bool,
-              greater_is_better: bool = False, cat_layout: Optional[sweep_categorical.CatLayout] = None,
-              rows: Optional[RowsShared] = None) -> ChunkOut:
+              greater_is_better: bool = False,
+              cat_layout: Optional[sweep_categorical.CatLayout] = None,
+              rows: Optional[RowsShared] = None, block=None, rounds_per_call: int = 0):
     """Fit the models of one chunk (leading axis of ``hyper``, ``loss``, ``fold``, ``seed``, which
     index ``fold_table`` ``(S, n)`` and ``seed_keys`` ``(S, 2)``); with categorical columns each
     model bins its own statistics (:func:`model_bins`), with ``rows`` (inside ``shard_map``)
-    every device fits every model on its shard of the rows."""
-    return jax.vmap(lambda h, l, f, s, c: _one_model(
-        X_binned, y, sample_weight, fold_table, seed_keys, h, l, f, s, cat_shared, c,
-        config=config, metric=metric, keep_trees=keep_trees, greater_is_better=greater_is_better,
-        cat_layout=cat_layout, rows=rows))(hyper, loss, fold, seed, cat_point)
+    every device fits every model on its shard of the rows.
+
+    Without ``block``: every round, a :class:`ChunkOut`. With ``block = (carry, start, end)``:
+    rounds ``start .. end - 1`` (at most ``rounds_per_call``) after the :class:`BlockCarry`
+    ``carry`` (ignored when ``start`` is 0), ``(carry, BlockOut)``: the same rounds bitwise."""
+    kw = dict(config=config, metric=metric, greater_is_better=greater_is_better,
+              cat_layout=cat_layout, rows=rows)
+    shared = (X_binned, y, sample_weight, fold_table, seed_keys, cat_shared)
+    if block is None:
+        return jax.vmap(lambda h, l, f, s, c: _one_model(
+            shared, h, l, f, s, c, keep_trees=keep_trees, **kw))(hyper, loss, fold, seed, cat_point)
+    carry, start, end = block
+    return jax.vmap(lambda h, l, f, s, c, k: _model_block(
+        shared, h, l, f, s, c, k, start, end, keep_trees=keep_trees,
+        rounds_per_call=rounds_per_call, **kw))(hyper, loss, fold, seed, cat_point, carry)
 
 
-def _one_model(X_binned, y, sample_weight, fold_table, seed_keys, hyper_i, loss_i, f, s,
-               cat_shared, cat_i, *, config, metric, keep_trees, greater_is_better, cat_layout,
-               rows: Optional[RowsShared] = None):
-    """One model of :func:`fit_chunk` (no model axis)."""
+def first_carry(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed,
+                cat_shared=None, cat_point=None, *, config, metric, greater_is_better=False,
+                cat_layout=None, rows=None) -> BlockCarry:
+    """The :class:`BlockCarry` of a chunk's models before their first round (what a block
+    program starts from; its shapes give a chunk's first call its carry)."""
+    shared = (X_binned, y, sample_weight, fold_table, seed_keys, cat_shared)
+    return jax.vmap(lambda h, l, f, s, c: _model_carry(
+        _model(shared, h, l, f, s, c, config=config, metric=metric, cat_layout=cat_layout,
+               rows=rows), l, config))(hyper, loss, fold, seed, cat_point)
+
+
+class _Model(NamedTuple):
+    """One model of a chunk: its data (training weights of its folds), baseline, held-out
+    weights, round with its held-out score and (categorical columns) its statistics."""
+
+    data: state_lib.Data
+    init_raw: jax.Array
+    w_valid: jax.Array
+    body: Callable        # body(state, m) -> (state, RoundOutput): round m, its held-out score
+    in_rounds: bool       # the held-out score is computed in each round (else from the trees)
+    sign: float           # -1: the score is negated in the rounds (maximised, early stopping)
+    cat_out: Any
+
+
+def _model(shared, hyper_i, loss_i, f, s, cat_i, *, config, metric, cat_layout, rows,
+           greater_is_better: bool = False) -> _Model:
+    """One model's inputs and round (no model axis)."""
+    X_binned, y, sample_weight, fold_table, seed_keys, cat_shared = shared
     held_out = fold_table[s] == f
     w_train = jnp.where(held_out, 0.0, sample_weight)
     w_valid = jnp.where(held_out, sample_weight, 0.0)
@@ -76,9 +134,9 @@ def _one_model(X_binned, y, sample_weight, fold_table, seed_keys, hyper_i, loss_
     cat_out = None
     if cat_layout is not None:
         prior = jnp.where(jnp.isnan(cat_i.prior), cat_shared.priors[s, f], cat_i.prior)
-        X_binned, cat_out = sweep_categorical.model_bins(X_binned, cat_shared, w_train, seed_keys[s], prior,
-                                       cat_i.prior_weight, layout=cat_layout,
-                                       n_bins=config.n_bins)
+        X_binned, cat_out = sweep_categorical.model_bins(
+            X_binned, cat_shared, w_train, seed_keys[s], prior, cat_i.prior_weight,
+            layout=cat_layout, n_bins=config.n_bins)
     data = state_lib.Data.train_only(X_binned, y, w_train)
     score = _held_out_score(metric, y, w_valid, config.axis_name, rows, s, f)
     stopping = config.early_stopping is not None
@@ -95,27 +153,116 @@ def _one_model(X_binned, y, sample_weight, fold_table, seed_keys, hyper_i, loss_
         valid = score(state) if in_rounds else jnp.float32(0.0)
         return state, out._replace(valid_loss=-valid if sign < 0 else valid)
 
-    state0 = boosting_lib.init(data, loss_i, init_raw, config)
+    return _Model(data, init_raw, w_valid, body, in_rounds, sign, cat_out)
+
+
+def _one_model(shared, hyper_i, loss_i, f, s, cat_i, *, config, metric, keep_trees,
+               greater_is_better, cat_layout, rows: Optional[RowsShared] = None):
+    """One model of :func:`fit_chunk`, every round (no model axis)."""
+    md = _model(shared, hyper_i, loss_i, f, s, cat_i, config=config, metric=metric,
+                cat_layout=cat_layout, rows=rows, greater_is_better=greater_is_better)
+    state0 = boosting_lib.init(md.data, loss_i, md.init_raw, config)
     rounds = jnp.arange(config.n_rounds, dtype=jnp.int32)
     n_fitted = None
-    if stopping:  # each model stops on its own; the chunk's loop ends when all have stopped
-        out = boosting_lib.boost_until_stopped(body, state0, rounds, data, config.early_stopping,
-                                               (jnp.float32(jnp.inf), jnp.int32(-1)))
+    if config.early_stopping is not None:  # each model stops on its own; the chunk's loop ends
+        out = boosting_lib.boost_until_stopped(  # when all have stopped
+            md.body, state0, rounds, md.data, config.early_stopping,
+            (jnp.float32(jnp.inf), jnp.int32(-1)))
         n_fitted = out.n_fitted
-        valid = -out.valid_loss if sign < 0 else out.valid_loss  # the metric itself again
+        valid = -out.valid_loss if md.sign < 0 else out.valid_loss  # the metric itself again
     else:
-        state, out = lax.scan(body, state0, rounds)
+        state, out = lax.scan(md.body, state0, rounds)
         valid = out.valid_loss
-        if not in_rounds:
-            valid = metrics_lib.metric_curve(metric, state.loss, out.trees, init_raw, X_binned, y,
-                                             w_valid, config.n_bins)
+        if not md.in_rounds:
+            valid = metrics_lib.metric_curve(metric, state.loss, out.trees, md.init_raw,
+                                             md.data.X_binned, shared[1], md.w_valid,
+                                             config.n_bins)
     # Curves NaN where a traced setting is outside its domain (never ranked): the grid was checked
     # on the host, so this guards the program itself.
     valid, train_loss = settings.nan_outside_domains((valid, out.train_loss), loss_i, hyper_i,
                                                      warn=False)
     if not keep_trees:
         return ChunkOut(valid, train_loss, None, None, n_fitted)
-    return ChunkOut(valid, train_loss, init_raw, out.trees, n_fitted, cat=cat_out)
+    return ChunkOut(valid, train_loss, md.init_raw, out.trees, n_fitted, cat=md.cat_out)
+
+
+def _model_carry(md: _Model, loss_i, config) -> BlockCarry:
+    """A model's :class:`BlockCarry` before its first round."""
+    state = boosting_lib.init(md.data, loss_i, md.init_raw, config)
+    carry = BlockCarry(state)
+    if config.early_stopping is not None:
+        carry = carry._replace(best=(jnp.float32(jnp.inf), jnp.int32(-1)), last=jnp.int32(-1),
+                               stopped=jnp.bool_(False))
+    if not md.in_rounds:
+        carry = carry._replace(raw=metrics_lib.first_raw(md.init_raw, md.data.y.shape[0]))
+    return _strong(carry)
+
+
+def _strong(tree):
+    """``tree`` with no weak-typed leaf (a call's carry has the types of the next call's input)."""
+    return jax.tree_util.tree_map(lambda a: lax.convert_element_type(a, jnp.result_type(a)), tree)
+
+
+def _model_block(shared, hyper_i, loss_i, f, s, cat_i, carry: BlockCarry, start, end, *, config,
+                 metric, keep_trees, greater_is_better, cat_layout, rows, rounds_per_call):
+    """Rounds ``start .. end - 1`` of one model of :func:`fit_chunk` (no model axis): a
+    ``while_loop`` of the round :func:`_one_model` scans, which with early stopping also ends
+    when the model has stopped (the round of ``boost_until_stopped``)."""
+    md = _model(shared, hyper_i, loss_i, f, s, cat_i, config=config, metric=metric,
+                cat_layout=cat_layout, rows=rows, greater_is_better=greater_is_better)
+    start, end = jnp.asarray(start, jnp.int32), jnp.asarray(end, jnp.int32)
+    carry = lax.cond(start == 0, lambda c: _model_carry(md, loss_i, config), lambda c: c, carry)
+    _, like = jax.eval_shape(md.body, carry.state, start)
+    with_trees = keep_trees or not md.in_rounds
+    bufs = (jnp.full((rounds_per_call,), jnp.nan, like.valid_loss.dtype),
+            jnp.full((rounds_per_call,), jnp.nan, like.train_loss.dtype),
+            jax.tree_util.tree_map(lambda a: jnp.zeros((rounds_per_call,) + a.shape, a.dtype),
+                                   like.trees) if with_trees else None)
+
+    def put(buf, value, j):
+        return lax.dynamic_update_index_in_dim(buf, value.astype(buf.dtype), j - start, 0)
+
+    def record(bufs, out, j):
+        trees = (jax.tree_util.tree_map(lambda b, o: put(b, o, j), bufs[2], out.trees)
+                 if with_trees else None)
+        return put(bufs[0], out.valid_loss, j), put(bufs[1], out.train_loss, j), trees
+
+    es = config.early_stopping
+    if es is None:
+        def one_round(c):
+            j, state, bufs = c
+            state, out = md.body(state, j)
+            return j + 1, state, record(bufs, out, j)
+
+        _, state, bufs = lax.while_loop(lambda c: c[0] < end, one_round, (start, carry.state, bufs))
+        carry = carry._replace(state=state)
+    else:
+        def one_round(c):  # boost_until_stopped's round of an active model
+            j, (state, (best, best_i), _, _, raw), bufs = c
+            state, out = md.body(state, j)
+            s = boosting_lib.validation_score(es.metric, md.data, state, out)
+            better = s < best - es.tolerance  # NaN never improves
+            best, best_i = jnp.where(better, s, best), jnp.where(better, j, best_i)
+            stopped = (j - best_i >= es.rounds) | (j >= config.n_rounds - 1)
+            return j + 1, BlockCarry(state, (best, best_i), j, stopped, raw), record(bufs, out, j)
+
+        _, carry, bufs = lax.while_loop(lambda c: (c[0] < end) & ~c[1].stopped, one_round,
+                                        (start, carry, bufs))
+    valid, train, trees = bufs
+    if es is not None and md.sign < 0:
+        valid = -valid  # the metric itself again
+    if not md.in_rounds:
+        raw, valid = metrics_lib.metric_block(metric, carry.state.loss, trees, carry.raw,
+                                              md.data.X_binned, shared[1], md.w_valid,
+                                              config.n_bins, end - start)
+        carry = carry._replace(raw=raw)
+    valid, train = settings.nan_outside_domains((valid, train), loss_i, hyper_i, warn=False)
+    out = BlockOut(valid, train, None, None)
+    if es is not None:
+        out = out._replace(n_fitted=carry.last + 1, stopped=carry.stopped)
+    if keep_trees:
+        out = out._replace(baseline=md.init_raw, trees=trees, cat=md.cat_out)
+    return _strong(carry), out
 
 
 def _held_out_score(metric, y, w_valid, axis, rows: Optional[RowsShared], s, f):
@@ -125,61 +272,108 @@ def _held_out_score(metric, y, w_valid, axis, rows: Optional[RowsShared], s, f):
     if metric is None:
         return lambda state: boosting_lib.mean_loss(state.loss, y, state.raw, w_valid, axis)
     if rows is None:
-        return lambda state: metrics_lib.evaluate(metric, state.loss, y, state.raw,
-                                                  w_valid).astype(jnp.float32).reshape(())
+        return lambda state: metrics_lib.evaluate(metric, state.loss, y, state.raw, w_valid,
+                                                  name="metric").astype(jnp.float32).reshape(())
     held_all = rows.fold_table[s] == f
     w_all = jnp.where(held_all, rows.sample_weight, 0.0)
 
     def score(state):
         raw = lax.all_gather(state.raw, axis, tiled=True)[rows.positions]
-        return metrics_lib.evaluate(metric, state.loss, rows.y, raw, w_all).astype(
-            jnp.float32).reshape(())
+        return metrics_lib.evaluate(metric, state.loss, rows.y, raw, w_all,
+                                    name="metric").astype(jnp.float32).reshape(())
     return score
 
 
 @functools.lru_cache(maxsize=64)
 def chunk_program(config: boosting_lib.BoostConfig, metric, keep_trees: bool, devices: Tuple,
                   greater_is_better: bool = False,
-                  cat_layout: Optional[sweep_categorical.CatLayout] = None) -> Callable:
+                  cat_layout: Optional[sweep_categorical.CatLayout] = None,
+                  rounds_per_call: Optional[int] = None) -> Callable:
     """The jit-compiled :func:`fit_chunk` for one static combination (cached per combination):
     ``program(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fold, seed)``,
-    with categorical columns (``cat_layout``) followed by ``cat_shared, cat_point``."""
+    with categorical columns (``cat_layout``) followed by ``cat_shared, cat_point``: every round
+    in one call. With ``rounds_per_call``: the :class:`BlockProgram` of the same models, at most
+    that many rounds a call (what a sweep runs)."""
+    kw = dict(config=config, metric=metric, greater_is_better=greater_is_better,
+              cat_layout=cat_layout)
 
     def body(*args):
-        return fit_chunk(*args, config=config, metric=metric, keep_trees=keep_trees,
-                         greater_is_better=greater_is_better, cat_layout=cat_layout)
+        if rounds_per_call is None:
+            return fit_chunk(*args, keep_trees=keep_trees, **kw)
+        *args, carry, start, end = args
+        return fit_chunk(*args, keep_trees=keep_trees, block=(carry, start, end),
+                         rounds_per_call=rounds_per_call, **kw)
+
+    def init(*args):
+        return first_carry(*args, **kw)
 
     if len(devices) == 1:
-        return _compile.jit(body)
+        if rounds_per_call is None:
+            return _compile.jit(body)
+        return BlockProgram(_compile.jit(body), _compile.jit(init),
+                            SingleDeviceSharding(devices[0]), rounds_per_call)
     mesh = Mesh(np.asarray(devices), ("models",))
     shared, per_model = P(), P("models")
     # check_vma=False: the core mixes per-model (varying) and shared values in one op, which is
     # what we want; every model's computation stays on its own device.
     cat_specs = () if cat_layout is None else (shared, per_model)
-    mapped = jax.shard_map(body, mesh=mesh, in_specs=(shared,) * 5 + (per_model,) * 4 + cat_specs,
-                           out_specs=per_model, check_vma=False)
-    return _compile.jit(mapped)
+    specs = (shared,) * 5 + (per_model,) * 4 + cat_specs
+    if rounds_per_call is None:
+        return _compile.jit(jax.shard_map(body, mesh=mesh, in_specs=specs, out_specs=per_model,
+                                          check_vma=False))
+    block = jax.shard_map(body, mesh=mesh, in_specs=specs + (per_model, shared, shared),
+                          out_specs=(per_model, per_model), check_vma=False)
+    init_mapped = jax.shard_map(init, mesh=mesh, in_specs=specs, out_specs=per_model,
+                                check_vma=False)
+    return BlockProgram(_compile.jit(block), _compile.jit(init_mapped),
+                        NamedSharding(mesh, per_model), rounds_per_call)
 
 
 @functools.lru_cache(maxsize=64)
 def rows_chunk_program(config: boosting_lib.BoostConfig, metric, keep_trees: bool, mesh: Mesh,
-                       greater_is_better: bool = False) -> Callable:
+                       greater_is_better: bool = False,
+                       rounds_per_call: Optional[int] = None) -> Callable:
     """The compiled :func:`fit_chunk` of a sweep whose rows are spread over processes
     (``rows="local"``): the training arrays sharded over the rows of the one-axis ``mesh``,
-    histograms ``psum``-ed, the replicated outputs returned as this process's arrays."""
+    histograms ``psum``-ed, the replicated outputs returned as this process's arrays. With
+    ``rounds_per_call``: its :class:`BlockProgram` (each device's carry its own)."""
     axis = mesh.axis_names[0]
     config = config._replace(axis_name=axis)
+    kw = dict(config=config, metric=metric, greater_is_better=greater_is_better)
+    row, rep = P(axis), P()
+    specs = (P(None, axis), row, row, P(None, axis)) + (rep,) * 6
 
     def body(*args):
-        *args, rows = args
-        return fit_chunk(*args, config=config, metric=metric, keep_trees=keep_trees,
-                         greater_is_better=greater_is_better, rows=rows)
+        if rounds_per_call is None:
+            *args, rows = args
+            return fit_chunk(*args, keep_trees=keep_trees, rows=rows, **kw)
+        *args, rows, carry, start, end = args
+        carry, out = fit_chunk(*args, keep_trees=keep_trees, rows=rows,
+                               block=(jax.tree_util.tree_map(lambda a: a[0], carry), start, end),
+                               rounds_per_call=rounds_per_call, **kw)
+        return jax.tree_util.tree_map(lambda a: a[None], carry), out
 
-    row, rep = P(axis), P()
-    mapped = jax.shard_map(body, mesh=mesh,
-                           in_specs=(P(None, axis), row, row, P(None, axis)) + (rep,) * 6,
-                           out_specs=rep, check_vma=False)
-    return _Localized(_compile.jit(mapped))
+    def init(*args):
+        *args, rows = args
+        return jax.tree_util.tree_map(lambda a: a[None], first_carry(*args, rows=rows, **kw))
+
+    if rounds_per_call is None:
+        return _Localized(_compile.jit(jax.shard_map(body, mesh=mesh, in_specs=specs,
+                                                     out_specs=rep, check_vma=False)))
+    block = jax.shard_map(body, mesh=mesh, in_specs=specs + (row, rep, rep),
+                          out_specs=(row, rep), check_vma=False)
+    init_mapped = jax.shard_map(init, mesh=mesh, in_specs=specs, out_specs=row, check_vma=False)
+    return BlockProgram(_compile.jit(block), _compile.jit(init_mapped), NamedSharding(mesh, row),
+                        rounds_per_call, localize=True)
+
+
+def _local(tree):
+    """A multi-process program's replicated outputs as this process's arrays."""
+    def local(a):
+        if isinstance(a, jax.core.Tracer) or not isinstance(a, jax.Array) or a.is_fully_addressable:
+            return a
+        return a.addressable_data(0)
+    return jax.tree_util.tree_map(local, tree)
 
 
 class _Localized:
@@ -190,11 +384,43 @@ class _Localized:
         self.fn = fn
 
     def __call__(self, *args):
-        def local(a):
-            if isinstance(a, jax.core.Tracer) or not isinstance(a, jax.Array) or a.is_fully_addressable:
-                return a
-            return a.addressable_data(0)
-        return jax.tree_util.tree_map(local, self.fn(*args))
+        return _local(self.fn(*args))
+
+    def _cache_size(self) -> int:
+        return self.fn._cache_size()  # noqa: SLF001
+
+
+class BlockProgram:
+    """A group's compiled program in calls of at most ``rounds_per_call`` rounds (a sweep's
+    rounds as host-side calls, so that ``Ctrl-C`` lands within one):
+    ``program(*inputs, carry, start, end) -> (carry, BlockOut)`` fits rounds ``start .. end - 1``
+    of a chunk's models after ``carry`` (a :class:`BlockCarry`; :meth:`first_carry` gives the
+    first call one, whose values are not read)."""
+
+    def __init__(self, fn, init, sharding, rounds_per_call: int, localize: bool = False):
+        self.fn, self.init, self.sharding = fn, init, sharding
+        self.rounds_per_call, self.localize = int(rounds_per_call), localize
+
+    def __call__(self, *args):
+        carry, out = self.fn(*args)
+        # The next call's carry placed as this one's (XLA may place an empty output otherwise),
+        # so that every call runs the one compiled program; a no-op for the others.
+        carry = jax.device_put(carry, jax.tree_util.tree_map(lambda a: a.sharding, args[-3]))
+        return carry, (_local(out) if self.localize else out)
+
+    def first_carry(self, *inputs) -> BlockCarry:
+        """Zeros of the shapes of ``inputs``' :class:`BlockCarry`, placed as the calls'."""
+        like = jax.eval_shape(self.init, *inputs)
+
+        def zeros(s):
+            host = np.broadcast_to(np.zeros((), s.dtype), s.shape)
+            return jax.make_array_from_callback(s.shape, self.sharding, lambda idx: host[idx])
+        return jax.tree_util.tree_map(zeros, like)
+
+    def out_shapes(self, *inputs, carry) -> BlockOut:
+        """The shapes of a call's :class:`BlockOut` (nothing is compiled)."""
+        _, out = jax.eval_shape(self.fn, *inputs, carry, np.int32(0), np.int32(1))
+        return out
 
     def _cache_size(self) -> int:
         return self.fn._cache_size()  # noqa: SLF001
@@ -215,113 +441,3 @@ class Shared(NamedTuple):
     seed_keys: jax.Array     # (S, 2) uint32
     categorical: Optional[sweep_categorical.CatShared] = None  # categorical columns: their codes, targets, priors
     rows: Optional[RowsShared] = None  # rows spread over processes: the whole table's labels, ...
-
-
-class GroupFit(NamedTuple):
-    """Every model of a ``(depth, n_bins)`` group, fitted (host arrays)."""
-
-    valid: np.ndarray                # (n_models, R) float64
-    train: np.ndarray                # (n_models, R) float64
-    baseline: Optional[np.ndarray]   # (n_models, K) when trees are kept
-    trees: Optional[oblivious.ObliviousTrees]  # (n_models, R, T, ...) when kept
-    n_chunks: int
-    first_chunk_seconds: float
-    n_fitted: Optional[np.ndarray] = None  # (n_models,) early stopping: rounds each model fitted
-    n_resumed: int = 0                     # chunks read from checkpoints instead of fitted
-    n_models_fitted: Optional[int] = None  # a callback stopped: the models fitted (the rest NaN)
-    cat: Optional[sweep_categorical.CatOut] = None           # categorical columns, kept trees: (n_models, ...) each
-
-
-def fit_group(program: Callable, shared: Shared, grid: grid_lib.Grid, loss: loss_lib.Loss,
-              layout: grid_lib.Layout, models_per_call: int, *,
-              log: Optional[Callable[[int, int, bool], None]] = None,
-              checkpoints: Optional[checkpoints_lib.ChunkCheckpoints] = None, part: str = "",
-              callbacks=(), stop: Optional[list] = None) -> GroupFit:
-    """Fit every model of ``layout`` with ``program``, ``models_per_call`` at a time (the last
-    call padded by repeating the last model); ``log(chunk, n_chunks, resumed)`` after each chunk.
-    ``checkpoints`` save each chunk (``part`` files) and read those saved; a callback returning
-    ``True`` stops, and the models not fitted (in later groups too, through ``stop``) get NaN
-    curves."""
-    n_models = layout.n_models
-    stop = [] if stop is None else stop
-    n_chunks = math.ceil(n_models / models_per_call)
-    order = np.minimum(np.arange(n_chunks * models_per_call), n_models - 1)  # the padding repeats
-    models_of = lambda c: order[c * models_per_call:(c + 1) * models_per_call]  # noqa: E731
-
-    def inputs(c):
-        idx = models_of(c)
-        pts = layout.point[idx]
-        hyper = boosting_lib.Hyperparams(*(jnp.asarray(grid.hyper_values[h][pts])
-                                       for h in grid_lib.HYPERPARAMETERS))
-        loss_c = loss.replace(params={p: jnp.asarray(v[pts]) for p, v in grid.loss_values.items()})
-        args = (*shared[:5], hyper, loss_c, jnp.asarray(layout.fold[idx], jnp.int32),
-                jnp.asarray(layout.seed[idx], jnp.int32))
-        if shared.rows is not None:
-            return args + (shared.rows,)
-        if shared.categorical is None:
-            return args
-        point = sweep_categorical.CatPoint(jnp.asarray(grid.cat_values["cat_prior"][pts]),
-                         jnp.asarray(grid.cat_values["cat_prior_weight"][pts]))
-        return args + (shared.categorical, point)
-
-    first_s = []
-
-    def run(c, _):
-        t0 = time.perf_counter()
-        out = program(*inputs(c))
-        if not first_s:
-            jax.block_until_ready(out)
-            first_s.append(time.perf_counter() - t0)
-        return out
-
-    def on_chunk(c, out):
-        if checkpoints is not None:
-            checkpoints.save(part, c, out, models_of(c))
-        if log is not None:
-            log(c, n_chunks, False)
-
-    done = {}
-    if checkpoints is not None:
-        done = checkpoints.load(part, n_chunks, lambda: jax.eval_shape(program, *inputs(0)), models_of)
-        for c in sorted(done) if log is not None else ():
-            log(c, n_chunks, True)
-
-    def info(c, out):
-        idx = [int(i) for i in range(c * models_per_call, (c + 1) * models_per_call) if i < n_models]
-        return {"models": idx, "valid_curves": np.asarray(out.valid)[:len(idx)],
-                "train_curves": np.asarray(out.train)[:len(idx)]}
-
-    def stopping(entry):
-        entry = {**entry, "done": min(entry["done"], n_models), "items": n_models}  # not the padding
-        if any([bool(cb(entry)) for cb in callbacks]):
-            stop.append(True)
-            return True
-        return False
-
-    outs = [] if stop else batching.map_chunks(
-        run, n_chunks * models_per_call, models_per_call, done=done, on_chunk=on_chunk,
-        what="sweep chunks", keeps=checkpoints is not None,
-        callbacks=[stopping] if callbacks else (), info=info)
-    n_run = len(outs)
-    if n_run < n_chunks:  # a callback stopped: the chunks not fitted are NaN (never ranked)
-        like = jax.eval_shape(program, *inputs(0))
-        blank = jax.tree_util.tree_map(
-            lambda s: np.full(s.shape, np.nan if np.issubdtype(s.dtype, np.floating) else 0, s.dtype), like)
-        outs = outs + [blank] * (n_chunks - n_run)
-
-    def gather(*parts):
-        return np.concatenate([np.asarray(p) for p in parts])[:n_models]
-
-    valid = gather(*(o.valid for o in outs)).astype(np.float64)
-    train = gather(*(o.train for o in outs)).astype(np.float64)
-    baseline = trees = n_fitted = cat = None
-    if outs[0].trees is not None:
-        baseline = gather(*(o.baseline for o in outs))
-        trees = jax.tree_util.tree_map(gather, *(o.trees for o in outs))
-    if outs[0].cat is not None:
-        cat = jax.tree_util.tree_map(gather, *(o.cat for o in outs))
-    if outs[0].n_fitted is not None:
-        n_fitted = gather(*(o.n_fitted for o in outs)).astype(np.int64)
-    return GroupFit(valid, train, baseline, trees, n_chunks, first_s[0] if first_s else 0.0, n_fitted,
-                    len(done), None if n_run == n_chunks else min(n_run * models_per_call, n_models),
-                    cat)

@@ -48,13 +48,16 @@ class SweepResult:
       borders: ``{n_bins: (F, n_bins - 1) borders}`` used to bin the data.
       loss: the resolved :class:`jboost.Loss` (its swept params are set per configuration).
       fixed: the non-swept settings passed on to :func:`jboost.fit`.
-      trees: with ``keep_trees``, ``{(depth, n_bins): trees (n_models, R, T, ...)}``.
+      trees: with ``keep_trees``, ``{(depth, n_bins): trees (n_models, R, T, ...)}`` (not the
+        groups an interrupted sweep did not reach).
       model_of_row: ``(n_rows,)`` each row's index in its group's ``trees``.
       info: chunking, compilations and timings (``n_compilations``, ``chunk_size``, ``n_chunks``,
-        ``n_resumed_chunks``, ``n_devices``, ``seconds``, ``first_chunk_seconds``, ``model_bytes``).
+        ``n_resumed_chunks``, ``n_devices``, ``seconds``, ``first_chunk_seconds``, ``model_bytes``)
+        and ``interrupted`` (a ``Ctrl-C`` stopped the sweep: docs/sweeps.md).
       baselines: with ``keep_trees``, ``{(depth, n_bins): (n_models, K)}`` each model's baseline.
       early_stopping: the :func:`jboost.fit` arguments of a row's early stopping, or ``None``.
-      rounds_fitted: with early stopping, ``(n_rows,)`` the rounds each row fitted.
+      rounds_fitted: with early stopping or after a ``Ctrl-C``, ``(n_rows,)`` the rounds each
+        row fitted (its curves are NaN after them).
       row_best_rounds: with early stopping, ``(n_rows,)`` each row's own best round count
         (1-based, as :func:`jboost.fit`'s ``best_round + 1``; 0: no finite score).
       feature_names: the columns of a DataFrame ``X``, else ``None``.
@@ -219,6 +222,9 @@ class SweepResult:
             raise ValueError(f"rows span the (depth, n_bins) groups {sorted(groups)}: their trees have "
                              "different shapes; take the rows of one group.")
         group = groups.pop()
+        if group not in self.trees:
+            raise ValueError(f"the sweep was interrupted (Ctrl-C) before it fitted the group "
+                             f"depth={group[0]}, n_bins={group[1]}: these rows have no trees.")
         counts = {cfg["n_rounds"] for cfg in cfgs}
         if n_rounds is None:
             if len(counts) != 1:
@@ -273,8 +279,9 @@ class SweepResult:
             c = int(self.config[i])
             r = self.configs[c]["n_rounds"]
             curve = self.valid_curves[i, :r]
-            if self.row_best_rounds is None:
-                own, last = _best_index(curve, self.greater_is_better), r - 1
+            if self.row_best_rounds is None:  # (rounds_fitted: an interrupted sweep's)
+                own = _best_index(curve, self.greater_is_better)
+                last = r - 1 if self.rounds_fitted is None else int(self.rounds_fitted[i]) - 1
             else:
                 own, last = int(self.row_best_rounds[i]) - 1, int(self.rounds_fitted[i]) - 1
             row = {"config": c, **self.configs[c], "fold": int(self.fold[i]), "seed": int(self.seed[i]),
