@@ -134,7 +134,7 @@ def _permutation(model, X, y, w, key, *, metric, n_repeats: int, n_rounds):
         m_loss = getattr(m, "loss", None)
         if m_loss is None:  # a forest: its raw scores are the prediction (identity link)
             m_loss = per_sample.squared_error()
-        return metrics_lib.evaluate(metric, m_loss, y, raw, w)
+        return metrics_lib.evaluate(metric, m_loss, y, raw, w, name="metric")
 
     def one(m):
         base = score(m, m.raw_scores(X, n_rounds))
