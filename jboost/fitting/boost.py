@@ -196,21 +196,22 @@ def _fit_settings(a, loss_obj: loss_lib.Loss, *, has_validation: bool):
 
 
 def _check_fit_memory(config, loss_obj, shape, devices, *, k_from_labels: bool, local) -> None:
-    """:func:`jboost.devices.check_memory` of one fit's histograms, before compiling."""
+    """:func:`jboost.devices.check_memory` of one fit's peak (:func:`jboost.engine.memory.
+    fit_peak_bytes`: its family's histograms, per-row state and hessians, trees), before
+    compiling."""
     k = loss_obj.n_outputs
-    cause = (f"n_outputs K = {k} (a K-class loss takes K = max(y) + 1 from the labels' maximum)"
-             if k_from_labels else None)
-    dense = loss_obj.hessian != "unit"
-    need = memory.boosting_bytes(shape[0], shape[1], memory.memory_depth(config), config.n_bins,
-                                 k, config.n_rounds, k if config.per_output_trees else 1, dense,
-                                 devices) + memory.family_bytes(config, shape[0], shape[1], k)
+    cause = (f"K = max(y) + 1 = {k} classes, from the labels' maximum (the n_outputs of a K-class "
+             "loss)" if k_from_labels else None)
+    dense = memory.dense_hessian(loss_obj, k)
+    need = memory.fit_peak_bytes(config, shape[0], shape[1], k, dense_hessian=dense,
+                                 devices=devices)
     (devices_lib.check_memory if local is None else local.everywhere(devices_lib.check_memory))(
         need, devices=devices, cause=cause,
         detail=f"estimated for {shape[0]} rows, {shape[1]} features, "
         f"{memory.histogram_note(config)}, n_outputs={k}, "
         f"n_rounds={config.n_rounds} (histograms {memory.histogram_shape(config)}"
-        f"{', per-row K x K autodiff hessians' if dense and k > 1 else ''})"
-        f"{memory.sharded_memory_hint(devices)}")
+        f"{', per-row K x K autodiff hessians' if dense else ''}); "
+        f"{memory.memory_fix(config, k, dense)}{memory.sharded_memory_hint(devices)}")
 
 
 def _with_baseline(a, data, borders, config, hyper, loss_obj, key, ls, cat, local, y_table,

@@ -1,9 +1,11 @@
 """Gradients and Newton curvatures of a per-sample loss (autodiff, vmapped over samples) and
 of a batch objective.
 
-K coupled outputs get the Gershgorin (1931) diagonal majorant of the hessian; degenerate
-curvatures fall back to least-squares trees (ESL Algorithm 10.3); batch objectives take the
-hessian's diagonal by Hessian-vector products. See ``docs/losses.md``, ``docs/objectives.md``.
+K coupled outputs get the Gershgorin (1931) diagonal majorant of the hessian (the multinomial
+deviance's in closed form beyond :data:`MAX_DENSE_HESSIAN_OUTPUTS` outputs, without a per-row
+``K x K`` hessian); degenerate curvatures fall back to least-squares trees (ESL Algorithm 10.3);
+batch objectives take the hessian's diagonal by Hessian-vector products. See ``docs/losses.md``,
+``docs/objectives.md``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,16 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jboost.losses import loss as loss_lib, objectives
+from jboost.losses import loss as loss_lib, objectives, per_sample
+
+#: The most outputs whose curvature :func:`grad_hess` takes from the per-row ``K x K`` autodiff
+#: hessian when the loss has a closed form (:data:`STRUCTURED_CURVATURES`); beyond, the closed
+#: form (``O(K)`` per row instead of ``O(K^2)``; the same values up to float rounding).
+MAX_DENSE_HESSIAN_OUTPUTS = 32
+
+#: The built-in losses whose hessian diagonal and Gershgorin majorant have a closed form:
+#: ``fn -> curvatures(raw (K,)) -> (diagonal, majorant)``.
+STRUCTURED_CURVATURES = {per_sample.multinomial_deviance_fn: per_sample.multinomial_curvatures}
 
 
 def curvature(hess, kind: str = "autodiff", learning_rate=None):
@@ -25,9 +36,35 @@ def curvature(hess, kind: str = "autodiff", learning_rate=None):
     if kind == "diagonal":
         return diag
     majorant = diag + (jnp.sum(jnp.abs(hess), axis=-1) - jnp.abs(diag))
+    return majorant_curvature(diag, majorant, learning_rate)
+
+
+def majorant_curvature(diag, majorant, learning_rate=None):
+    """The ``"autodiff"`` curvature from a hessian's diagonal and Gershgorin majorant ``(..., K)``:
+    the majorant, or ``max(H_kk, lr M_k)`` with a (traced) ``learning_rate``."""
     if learning_rate is None:
         return majorant
-    return jnp.maximum(diag, jnp.asarray(learning_rate, hess.dtype) * majorant)
+    return jnp.maximum(diag, jnp.asarray(learning_rate, majorant.dtype) * majorant)
+
+
+def structured_curvature(loss: loss_lib.Loss, n_outputs=None) -> bool:
+    """Whether :func:`grad_hess` takes ``loss``'s curvature in closed form: a loss of
+    :data:`STRUCTURED_CURVATURES` with more than :data:`MAX_DENSE_HESSIAN_OUTPUTS` outputs
+    (``n_outputs``, default ``loss.n_outputs``) and a hessian other than ``"unit"``."""
+    k = loss.n_outputs if n_outputs is None else n_outputs
+    return (not loss.batch and not loss.per_column and loss.hessian != "unit"
+            and k is not None and int(k) > MAX_DENSE_HESSIAN_OUTPUTS
+            and loss.fn in STRUCTURED_CURVATURES)
+
+
+def dense_hessian(loss: loss_lib.Loss, n_outputs=None) -> bool:
+    """Whether :func:`grad_hess` builds a ``K x K`` hessian per row for ``loss`` with
+    ``n_outputs`` outputs (default ``loss.n_outputs``): a per-sample loss of several coupled
+    outputs whose curvature is not ``"unit"`` nor in closed form (:func:`structured_curvature`);
+    the memory estimates count ``4 n K^2`` bytes for it."""
+    k = loss.n_outputs if n_outputs is None else n_outputs
+    return (not loss.batch and not loss.per_column and loss.hessian != "unit"
+            and k is not None and int(k) > 1 and not structured_curvature(loss, k))
 
 
 def curvature_is_positive(g, h, w, axis_name=None):
@@ -64,7 +101,8 @@ def grad_hess(loss: loss_lib.Loss, y, raw, learning_rate=None):
 
     Returns:
       ``(g, h)``, each ``(n, K)``: ``jax.grad`` and the curvature by ``loss.hessian``
-      (``docs/losses.md``).
+      (``docs/losses.md``); a loss of :func:`structured_curvature` takes its closed form instead
+      of the per-row ``K x K`` hessian.
 
     Raises:
       TypeError: ``loss`` is a batch objective (use :func:`batch_grad_hess`).
@@ -77,12 +115,17 @@ def grad_hess(loss: loss_lib.Loss, y, raw, learning_rate=None):
     f = loss_lib.vector_fn(loss)
     k = raw.shape[-1]
     eye = jnp.eye(k, dtype=raw.dtype)
+    closed = STRUCTURED_CURVATURES[loss.fn] if structured_curvature(loss, k) else None
 
     def one(yi, ri, params):
         g_fn = jax.grad(f, argnums=1)
         g = g_fn(yi, ri, params)
         if loss.hessian == "unit":
             return g, jnp.ones_like(g)
+        if closed is not None:  # O(K): no K x K hessian per row
+            diag, majorant = closed(ri)
+            return g, diag if loss.hessian == "diagonal" else majorant_curvature(
+                diag, majorant, learning_rate)
         hvp = lambda v: jax.jvp(lambda r: g_fn(yi, r, params), (ri,), (v,))[1]
         if k == 1:
             h = hvp(eye[0])

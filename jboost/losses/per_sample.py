@@ -88,6 +88,16 @@ def multinomial_deviance_fn(y, f):
     return jax.nn.logsumexp(f) - jnp.take(f, y.astype(jnp.int32))
 
 
+def multinomial_curvatures(f):
+    """``(diagonal, majorant)``, each ``(K,)``: the multinomial deviance's hessian
+    ``diag(p) - p p^T`` (``p = softmax(f)``, whatever the label) has diagonal ``p (1 - p)`` and
+    Gershgorin majorant ``p_k (1 - p_k) + sum_{j != k} p_k p_j = 2 p (1 - p)`` (XGBoost's
+    ``multi:softprob`` hessian), in ``O(K)``."""
+    p = jax.nn.softmax(f)
+    diag = p * (1.0 - p)
+    return diag, 2.0 * diag
+
+
 def samme_exponential_fn(y, f):
     """K-class exponential loss ``exp(-y.f / K)``, ``y_k = 1`` for the true class and ``-1/(K-1)``
     otherwise (SAMME coding, Zhu, Zou, Rosset and Hastie 2009).

@@ -77,9 +77,9 @@ def run_group(config, shared, grid_, loss, layout, metric, keep_trees, devices, 
         n_features = cat_layout.host_width + codes.shape[1] * targets.shape[1]
     fused = (devices[0].platform == "cpu" and _native.available() and config.n_bins <= 256
              and _native.indexable(n, 1 << (config.depth - 1), config.n_bins, 2 * k))
-    mb = sweep_lib.model_bytes(n, n_features, memory.memory_depth(config), config.n_bins, k, config.n_rounds,
-                     k if config.per_output_trees else 1, keep_trees, fused)
-    mb += memory.family_bytes(config, n, n_features, k)
+    dense = memory.dense_hessian(loss, k)  # each model's estimate, its family's and hessians'
+    mb = memory.fit_model_bytes(config, n, n_features, k, dense_hessian=dense, fused=fused,
+                                keep_trees=bool(keep_trees))
     if cat_layout is not None:  # each model's own bins, and its statistics' sort and scan
         j_k = n_features - cat_layout.host_width
         mb += n * n_features + 24 * n * j_k
@@ -89,11 +89,15 @@ def run_group(config, shared, grid_, loss, layout, metric, keep_trees, devices, 
     if local is not None:  # the same chunks on every process (the same programs)
         size = int(distributed.allgather_rows(np.array([size], np.int64)).min())
     (devices_lib.check_memory if local is None else local.everywhere(devices_lib.check_memory))(
-        size * mb, devices=devices, what="this sweep's chunk of models",
+        size * mb + memory.data_bytes(n, n_features)
+        + memory.fit_scratch_bytes(config, n_features, k, fused),
+        devices=devices, what="this sweep's chunk of models",
         detail=f"estimated for {size} models per device fitted together, each on {n} rows, "
-        f"{n_features} features, depth={config.depth}, n_bins={config.n_bins}, n_outputs={k}, "
-        f"n_rounds={config.n_rounds} (jboost.sweep.model_bytes: histograms F x 2^(depth-1) x "
-        "n_bins x 2K float32); use a smaller chunk_size, depth, n_bins or n_outputs")
+        f"{n_features} features, {memory.histogram_note(config)}, n_outputs={k}, "
+        f"n_rounds={config.n_rounds} (jboost.engine.memory.fit_model_bytes: histograms "
+        f"{memory.histogram_shape(config)}{', per-row K x K autodiff hessians' if dense else ''}"
+        f"); use a smaller chunk_size, depth, n_bins or n_outputs"
+        f"{memory.family_fix(config, k, dense)}")
     # The direction only matters to early stopping (the selection flips it on the host).
     # Calls of a few rounds each (jboost.sweep.chunks), so that a Ctrl-C lands within one.
     per_call = chunks.rounds_per_call(config.n_rounds)
