@@ -329,14 +329,15 @@ def test_non_finite_training_loss_raises_in_every_boosting_entry(data, entry, lo
 
 
 @pytest.mark.parametrize("entry", ["fit", "bagged_boosters"])
-def test_labels_whose_squares_overflow_float32_raise_with_the_fix(data, entry):
-    # Issue 14: labels at scale 3e18 (squares up to ~1e38, float32's max 3.4e38): the training
-    # loss overflows; fit and bagged boosters say so and how to fix it (divide y by a scale).
+def test_labels_whose_squares_overflow_float32_are_fitted_scaled(data, entry):
+    # Issue 14: labels at scale 3e18 (squares up to ~1e38, float32's max 3.4e38) overflowed the
+    # training loss (a FloatingPointError naming the fix). Issue 40: fit and bagged boosters fit
+    # y / 2^e (jboost.fitting.standardise), so the model is that of the unit-scale labels, scaled.
     X, _ = data
-    y = 3e18 * (X[:, 0] + 0.3 * np.cos(7 * X[:, 1]))
-    with pytest.raises(FloatingPointError, match=r"labels spread .* float32 .* overflows on their "
-                                                 r"squares: divide y by a scale"):
-        ENTRY[entry](X, y, n_bins=32)
+    unit = X[:, 0] + 0.3 * np.cos(7 * X[:, 1])
+    pred = np.asarray(jboost.predict(ENTRY[entry](X, 3e18 * unit, n_bins=32), X), np.float64)
+    ref = np.asarray(jboost.predict(ENTRY[entry](X, unit, n_bins=32), X), np.float64)
+    np.testing.assert_allclose(pred / 3e18, ref, rtol=0, atol=1e-4 * np.std(unit))
 
 
 def test_forest_of_huge_regression_labels_is_the_forest_of_the_scaled_labels(data):
