@@ -23,7 +23,7 @@ from jboost.bagging import forest_binned
 from jboost.engine import boosting, memory, state as state_lib
 from jboost.fitting import boost as fit_module
 from jboost.losses import checks, derivatives, per_sample
-from jboost.sweep import program as program_lib
+from jboost.sweep import chunks as chunks_lib, program as program_lib
 from jboost.trees import node_table, registry
 
 # The estimate / measured band every shape must fall in.
@@ -240,7 +240,7 @@ def test_deep_depthwise_is_refused_by_every_boosting_entry_point(budget, monkeyp
         memory.check_boosting_memory(20000, 50, config, per_sample.squared_error(), n_models=2,
                                      what="bagged boosters")
     # A sweep: checked per chunk of models, before its program runs.
-    monkeypatch.setattr(program_lib, "fit_group", _stop)
+    monkeypatch.setattr(chunks_lib, "fit_group", _stop)
     with pytest.raises(MemoryError, match=r"this sweep's chunk of models needs .*depth=16"):
         sweep_lib.sweep(X, y, n_rounds=2, depth=16, tree_family="depthwise", folds=2, seeds=1)
 
@@ -268,7 +268,7 @@ def test_thousand_class_autodiff_hessians_are_refused_naming_the_fix(budget, mon
                                                                      classes):
     # A custom 1,000-output loss: 3,000 rows x 1000 x 1000 float32 hessians = 12 GB.
     monkeypatch.setattr(fit_module, "run_fit", _stop)
-    monkeypatch.setattr(program_lib, "fit_group", _stop)
+    monkeypatch.setattr(chunks_lib, "fit_group", _stop)
     X, c = classes
     loss = jboost.Loss(_softmaxless, n_outputs=1000, task="multiclass")
     fix = r"per-row K x K autodiff hessians take 4 x rows x K\^2 bytes: .*hessian=\"unit\""
