@@ -137,3 +137,18 @@ def test_verbose_takes_bools_and_counts(regression_data, fit_kw, capsys):
         jboost.fit(X, y, verbose=False, **fit_kw)
     lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("[jboost] round")]
     assert len(lines) == 2  # rounds 3 and 6
+
+
+def test_degenerate_class_labels_are_refused_at_fit():
+    """String labels of a single class, or fewer distinct labels than n_outputs, made a model
+    whose classes could not name its probabilities (refused by save and load since issue 46):
+    the fit refuses them naming the fix."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3)).astype(np.float32)
+    labels = np.array(["a", "b", "c"])[rng.integers(0, 3, 40)]
+    with pytest.raises(ValueError, match=r"n_outputs=5 but y holds 3 class labels"):
+        jboost.fit(X, labels, "multinomial_deviance", n_outputs=5, n_rounds=2)
+    with pytest.raises(ValueError, match=r"y holds a single class label 'a'"):
+        jboost.fit(X, np.array(["a"] * 40), "binomial_deviance", n_rounds=2)
+    model = jboost.fit(X, labels, "multinomial_deviance", n_outputs=3, n_rounds=2)
+    assert list(model.classes.labels) == ["a", "b", "c"]

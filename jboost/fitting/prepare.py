@@ -170,6 +170,16 @@ def class_labels(y, loss, n_outputs: Optional[int] = None, task: Optional[str] =
     if resolved_task == "binary" and len(classes) > 2:
         raise ValueError(f"{name} holds {len(classes)} classes ({classes[:5].tolist()}...) but the "
                          "loss is binary: use loss='multinomial_deviance' for K classes.")
+    if len(classes) < 2:
+        raise ValueError(f"{name} holds a single class label {classes.tolist()[0]!r}: a classifier's model "
+                         "names each class it predicts, so it needs at least two (pass class "
+                         "indices 0..K-1 to fit a model of classes absent from the labels).")
+    if resolved_task == "multiclass" and n_outputs is not None and n_outputs != len(classes):
+        raise ValueError(f"n_outputs={n_outputs} but {name} holds {len(classes)} class labels "
+                         f"({classes[:5].tolist()}{'...' if len(classes) > 5 else ''}): labels "
+                         "that are not class indices give K = the number of distinct labels. "
+                         "Drop n_outputs, or pass class indices 0..K-1 to reserve classes absent "
+                         "from the labels.")
     return codes.reshape(-1).astype(np.float32), classes
 
 
