@@ -17,7 +17,6 @@ or change nothing.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -48,19 +47,6 @@ EDITS_PER_MODEL = 22
 # --------------------------------------------------------------------------------------------
 
 
-def file_checksum(header, arrays) -> str:
-    """The checksum ``jboost.save`` writes (reader.checksum): SHA-256 over the header without its
-    checksum as canonical JSON, then each array's name, dtype, shape and bytes in name order."""
-    h = hashlib.sha256()
-    body = {k: v for k, v in header.items() if k != "checksum"}
-    h.update(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
-    for name in sorted(arrays):
-        a = arrays[name]
-        h.update(json.dumps([name, a.dtype.str, list(a.shape)]).encode())
-        h.update(a.tobytes(order="C"))
-    return "sha256:" + h.hexdigest()
-
-
 class ModelFile:
     """A model file as its arrays (by key path) and its JSON header, written back as a forger
     would: the header's array table (unless ``sync=False``) and checksum recomputed."""
@@ -76,7 +62,7 @@ class ModelFile:
         if sync:
             self.header["arrays"] = {k: {"dtype": a.dtype.name, "shape": list(a.shape)}
                                      for k, a in self.arrays.items()}
-        self.header["checksum"] = file_checksum(self.header, self.arrays)
+        self.header["checksum"] = jreader.checksum(self.header, self.arrays)
         members = dict(self.arrays)
         members[jio.HEADER] = np.frombuffer(json.dumps(self.header).encode(), np.uint8)
         buf = io.BytesIO()
@@ -328,7 +314,7 @@ def test_a_binary_model_edited_to_three_classes_is_refused(models, tmp_path):
     path = tmp_path / "binary.jbm"
     jboost.save(models["binary"], path)
     mf = ModelFile(path)
-    assert file_checksum(mf.header, mf.arrays) == mf.header["checksum"]  # the writer's checksum
+    assert jreader.checksum(mf.header, mf.arrays) == mf.header["checksum"]  # the writer's checksum
     node = mf.header["structure"]["fields"]["classes"]
     assert node["labels"] == ["no", "yes"]
     node["labels"] = ["maybe", "no", "yes"]

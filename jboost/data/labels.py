@@ -122,16 +122,22 @@ def gain_exponent(y: np.ndarray, w: np.ndarray, max_count: float = 2.0) -> int:
     return int(np.ceil(np.log2(bound / GAIN_BOUND)))
 
 
-def centred_labels(y, offset, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
-    """``y - offset`` computed in float64, as float32 labels shaped like ``y`` (``offset`` a scalar,
-    or ``(C,)`` one per column; :func:`jboost.fitting.prepare.label_offset`); checked as
-    :func:`as_labels`.
+def centred_labels(y, offset, n: int, name: str = "y", x_name: str = "X",
+                   scale: float = 1.0) -> np.ndarray:
+    """``(y - offset) / scale`` computed in float64, as float32 labels shaped like ``y``
+    (``offset`` ``None``, a scalar, or ``(C,)`` one per column; ``scale`` a power of two:
+    :mod:`jboost.fitting.standardise`); checked as :func:`as_labels`.
     """
     if np.ndim(y) == 2:  # vector labels: the offset of each column
-        as_labels(y, n, name, x_name, warn=False, columns=np.shape(offset)[-1])
-        return (np.asarray(y, np.float64) - np.asarray(offset, np.float64)).astype(np.float32)
-    as_labels(y, n, name, x_name, warn=False)  # the checks (shape, finite) on the raw labels
-    return (np.asarray(y, np.float64).reshape(-1) - np.float64(offset)).astype(np.float32)
+        columns = np.shape(y)[-1] if np.ndim(offset) == 0 else np.shape(offset)[-1]
+        as_labels(y, n, name, x_name, warn=False, columns=columns)
+        y64 = np.asarray(y, np.float64)
+    else:
+        as_labels(y, n, name, x_name, warn=False)  # the checks (shape, finite) on the raw labels
+        y64 = np.asarray(y, np.float64).reshape(-1)
+    if offset is not None:
+        y64 = y64 - np.asarray(offset, np.float64)
+    return (y64 / scale).astype(np.float32)
 
 
 def n_classes_of(y: np.ndarray, n_classes: Optional[int] = None, name: str = "y",

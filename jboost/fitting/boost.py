@@ -105,7 +105,7 @@ def prepare_fit(a) -> Prepared:
                                                              jnp.inf, borders.dtype)], axis=0)
         ls = standardise.NONE._replace(offset=init_model.offset)
     else:
-        ls = standardise.label_scale(t.y, y, loss_obj, prepare.label_offset(t.y, y, loss_obj))
+        ls = standardise.label_scale(t.y, y, loss_obj, standardise.label_offset(t.y, y, loss_obj))
     if ls.offset is not None or ls.exponent:  # fit (y - c) / 2^e, computed in float64
         y, eval_set = standardise.standardised_inputs(t.y, eval_set, ls, n_table, a.eval_metric)
         loss_obj = standardise.scaled_loss(loss_obj, ls, 1.0 / ls.scale)

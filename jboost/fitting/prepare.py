@@ -1,9 +1,8 @@
-"""A fit's inputs: class labels mapped to codes, the label offset, and X/y/weights/eval_set
+"""A fit's inputs: class labels mapped to codes, and X/y/weights/eval_set
 checked and binned into Data. See docs/fitting.md."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -14,38 +13,6 @@ from jboost import checks
 from jboost.data import binning, categorical_stats, labels, tabular
 from jboost.engine import distributed, state
 from jboost.losses import loss as loss_lib, per_sample
-
-
-def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
-    """The offset ``c`` (the labels' median) that ``jboost.fit`` subtracts from the labels in
-    float64 and ``Booster.offset`` adds back, for a loss of the residual when float32 would lose
-    what tells the labels apart; else ``None`` (docs/fitting.md)."""
-    lost = labels.label_precision_loss(y, y32)
-    if lost is None or not per_sample.shifts_with_labels(loss):
-        if lost is not None:
-            labels.warn_if_labels_lose_precision(y, y32, name)
-        return None
-    _, spread, centre = lost
-    vector = np.ndim(y) == 2  # vector labels: every column's median (a shift of each target)
-    centres = np.median(np.asarray(y, np.float64), axis=0) if vector else np.float64(centre)
-    if jax.config.jax_enable_x64:
-        return centres
-    c = centres.astype(np.float32)
-    if vector:
-        warnings.warn(f"{name} has a large offset (column medians {centres.tolist()[:4]}): the fit "
-                      "subtracts each column's median in float64 and the model adds it back "
-                      "(Booster.offset), but its float32 predictions are rounded to the offsets' "
-                      "float32 spacing. Enable float64 predictions with "
-                      "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
-                      stacklevel=4)
-    else:
-        warnings.warn(f"{name} has a large offset (median {centre:.6g}, spread {spread:.3g}): the "
-                      f"fit subtracts c = {float(c):.9g} in float64 and the model adds it back "
-                      f"(Booster.offset), but its float32 predictions near c are rounded to "
-                      f"+-{float(np.spacing(c)) / 2:.3g}. Enable float64 predictions with "
-                      "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
-                      stacklevel=4)
-    return c
 
 
 class Data(NamedTuple):

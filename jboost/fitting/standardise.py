@@ -3,7 +3,7 @@
 its model is turned back into label units exactly, so that the model does not depend on the
 labels' scale or shift (up to rounding). See docs/fitting.md ("Label scale and offset").
 
-``c`` is the label offset (:func:`jboost.fitting.prepare.label_offset`, kept as
+``c`` is the label offset (:func:`label_offset`, kept as
 ``Booster.offset``), ``2^e`` the power of two nearest the centred labels' standard deviation.
 Multiplying by a power of two is exact in floating point (in the normal range), and these
 losses are homogeneous in the residual once their parameters with units (Huber's ``delta``)
@@ -35,6 +35,38 @@ METRIC_DEGREE = {"mse": 2, "mae": 1}
 CENTRE_RATIO = 2.0 ** 11
 
 
+def label_offset(y, y32: np.ndarray, loss, name: str = "y"):
+    """The offset ``c`` (the labels' median) that ``jboost.fit`` subtracts from the labels in
+    float64 and ``Booster.offset`` adds back, for a loss of the residual when float32 would lose
+    what tells the labels apart; else ``None`` (docs/fitting.md); :func:`label_scale` also centres labels far from 0 against their spread."""
+    lost = labels.label_precision_loss(y, y32)
+    if lost is None or not per_sample.shifts_with_labels(loss):
+        if lost is not None:
+            labels.warn_if_labels_lose_precision(y, y32, name)
+        return None
+    _, spread, centre = lost
+    vector = np.ndim(y) == 2  # vector labels: every column's median (a shift of each target)
+    centres = np.median(np.asarray(y, np.float64), axis=0) if vector else np.float64(centre)
+    if jax.config.jax_enable_x64:
+        return centres
+    c = centres.astype(np.float32)
+    if vector:
+        warnings.warn(f"{name} has a large offset (column medians {centres.tolist()[:4]}): the fit "
+                      "subtracts each column's median in float64 and the model adds it back "
+                      "(Booster.offset), but its float32 predictions are rounded to the offsets' "
+                      "float32 spacing. Enable float64 predictions with "
+                      "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
+                      stacklevel=4)
+    else:
+        warnings.warn(f"{name} has a large offset (median {centre:.6g}, spread {spread:.3g}): the "
+                      f"fit subtracts c = {float(c):.9g} in float64 and the model adds it back "
+                      f"(Booster.offset), but its float32 predictions near c are rounded to "
+                      f"+-{float(np.spacing(c)) / 2:.3g}. Enable float64 predictions with "
+                      "jax.config.update('jax_enable_x64', True) before fitting.", UserWarning,
+                      stacklevel=4)
+    return c
+
+
 class LabelScale(NamedTuple):
     """A regression fit's standardisation: labels ``(y - offset) / 2^exponent``."""
 
@@ -58,11 +90,12 @@ class LabelScale(NamedTuple):
 
     def metric_unit(self, metric) -> float:
         """A validation score's factor: a named metric's degree, the loss's for ``None``, 1 for
-        a custom metric (it sees label units, :func:`scaled_config`)."""
+        a custom metric (it sees label units, :func:`scaled_settings`)."""
         if metric is None:
             return self.loss_unit()
-        return float(2.0 ** (self.exponent * METRIC_DEGREE.get(metric, 0))) if isinstance(
-            metric, str) else 1.0
+        if callable(metric):
+            return 1.0
+        return float(2.0 ** (self.exponent * METRIC_DEGREE.get(metric, 0)))
 
 
 #: No standardisation (classification, custom losses, continued fits).
@@ -71,7 +104,7 @@ NONE = LabelScale(None, 0, 0, 0, ())
 
 def label_scale(y, y32: np.ndarray, loss: loss_lib.Loss, offset, centre: bool = True) -> LabelScale:
     """The standardisation of labels ``y`` (as given; ``y32`` their float32 values) for ``loss``
-    with label offset ``offset`` (:func:`jboost.fitting.prepare.label_offset`, or ``None``): the
+    with label offset ``offset`` (:func:`label_offset`, or ``None``): the
     offset is also set when the median exceeds :data:`CENTRE_RATIO` standard deviations; the
     exponent is the nearest integer to ``log2`` of the centred labels' standard deviation (of
     their largest magnitude when they are constant; 0 when all are zero). :data:`NONE` for a loss
@@ -93,14 +126,7 @@ def label_scale(y, y32: np.ndarray, loss: loss_lib.Loss, offset, centre: bool = 
 
 def standardised(y, ls: LabelScale, n: int, name: str = "y", x_name: str = "X") -> np.ndarray:
     """``(y - offset) / 2^exponent`` in float64, as float32 labels shaped like ``y``."""
-    if np.ndim(y) == 2:
-        labels.as_labels(y, n, name, x_name, warn=False, columns=np.shape(y)[-1])
-    else:
-        labels.as_labels(y, n, name, x_name, warn=False)
-    y64 = np.asarray(y, np.float64) if np.ndim(y) == 2 else np.asarray(y, np.float64).reshape(-1)
-    if ls.offset is not None:
-        y64 = y64 - np.asarray(ls.offset, np.float64)
-    return (y64 / ls.scale).astype(np.float32)
+    return labels.centred_labels(y, ls.offset, n, name, x_name, scale=ls.scale)
 
 
 def standardised_inputs(y, eval_set, ls: LabelScale, n: int, eval_metric=None):
@@ -138,11 +164,11 @@ def scaled_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hyperp
     hyper = hyper._replace(min_split_gain=jnp.where(gain == 0, 0.0, gain * factor).astype(gain.dtype))
     metric = config.eval_metric
     if callable(metric):
-        config = config._replace(eval_metric=_in_label_units(metric, ls.scale))
+        config = config._replace(eval_metric=_InLabelUnits(metric, ls.scale))
     es = config.early_stopping
     if es is not None:
         unit = ls.metric_unit(es.metric if es.metric is not None else None)
-        es_metric = _in_label_units(es.metric, ls.scale) if callable(es.metric) else es.metric
+        es_metric = _InLabelUnits(es.metric, ls.scale) if callable(es.metric) else es.metric
         config = config._replace(early_stopping=es._replace(tolerance=es.tolerance / unit,
                                                             metric=es_metric))
     return config, hyper
@@ -167,21 +193,17 @@ class _InLabelUnits:
         return hash((_InLabelUnits, self.metric, self.scale))
 
 
-def _in_label_units(metric, scale: float):
-    return _InLabelUnits(metric, scale)
-
-
 def unscaled_model(model, ls: LabelScale, factor: Optional[float] = None):
-    """A Booster (or BaggedBoosters) fitted on standardised labels in label units (``factor``: the scale to apply,
-    default ``2^exponent``; its inverse turns a model back to standardised units)."""
+    """A Booster (or BaggedBoosters) fitted on standardised labels in label units (``factor``:
+    the scale to apply, default ``2^exponent``; its inverse turns a model back to standardised
+    units)."""
     if ls.exponent == 0 or model is None:
         return model
-    s = ls.scale if factor is None else factor
-    up = lambda e: float(2.0 ** (np.log2(s) * e))  # noqa: E731  (s is a power of two)
+    s = ls.scale if factor is None else factor  # a power of two: its powers are exact
     trees = model.trees._replace(leaf_values=model.trees.leaf_values * s,
-                                 gains=model.trees.gains * up(2 * ls.gradient))
+                                 gains=model.trees.gains * s ** (2 * ls.gradient))
     loss = scaled_loss(model.loss, ls, s) if isinstance(model.loss, loss_lib.Loss) else model.loss
-    curve = lambda c: None if c is None else c * up(ls.degree)  # noqa: E731
+    curve = lambda c: None if c is None else c * s ** ls.degree  # noqa: E731
     return model._replace(trees=trees, baseline=model.baseline * s, loss=loss,
                           train_loss=curve(model.train_loss), valid_loss=curve(model.valid_loss))
 

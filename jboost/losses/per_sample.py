@@ -261,7 +261,7 @@ SCALE_DEGREES = {
 def shifts_with_labels(loss: loss_lib.Loss) -> bool:
     """Whether ``loss(y + c, f + c) == loss(y, f)`` for every ``c`` (a built-in loss of the
     residual), so a fit may subtract a label offset in float64 and add it back to the raw scores
-    (:func:`jboost.fitting.prepare.label_offset`).
+    (:func:`jboost.fitting.standardise.label_offset`).
     """
     return loss.fn in SHIFT_EQUIVARIANT_FNS
 
