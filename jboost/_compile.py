@@ -12,12 +12,18 @@ from typing import Any, Callable, Optional
 
 import jax
 
+from jboost import _cache
+
 try:  # whether a JAX trace is active (jit, vmap, eval_shape): nested programs take no options
     from jax._src.core import trace_state_clean as _trace_state_clean
 except ImportError:  # JAX moved it: no options, XLA's defaults
     _trace_state_clean = None
 
 CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+#: Where jboost's compiled programs are kept between processes (``None``: not kept); see
+#: :mod:`jboost._cache`.
+CACHE_DIR = _cache.configure()
 
 
 def cpu_options() -> dict:
@@ -50,7 +56,7 @@ class Jitted:
         functools.update_wrapper(self, fun)
 
     def _pick(self):
-        if not _top_level():
+        if not top_level():
             return self._plain  # JAX takes compiler options on top-level programs only
         flags = os.environ.get("XLA_FLAGS", "")
         if flags != self._flags:  # once per XLA_FLAGS value: calls stay cheap
@@ -73,7 +79,7 @@ class Jitted:
         return self if obj is None else functools.partial(self, obj)
 
 
-def _top_level() -> bool:
+def top_level() -> bool:
     """Whether no JAX trace is active (a call here is a program of its own, not part of an
     enclosing ``jit``, ``vmap`` or ``eval_shape``)."""
     return _trace_state_clean is not None and bool(_trace_state_clean())

@@ -15,6 +15,17 @@ def is_traced(v) -> bool:
     return isinstance(v, jax.core.Tracer)
 
 
+def device_array(v, dtype) -> jax.Array:
+    """``v`` as a JAX array of ``dtype``, converted by NumPy and placed on the default device: no
+    program is compiled (``jnp.asarray`` of host values compiles one small program per shape and
+    dtype). A traced ``v`` is ``jnp.asarray(v, dtype)``; a JAX array of ``dtype`` is ``v``."""
+    if is_traced(v):
+        return jnp.asarray(v, dtype)
+    if isinstance(v, jax.Array) and v.dtype == dtype:
+        return v
+    return jax.device_put(np.asarray(v, dtype))
+
+
 def check_int(v, name: str, lo: int, hi: int) -> int:
     """A Python int in ``[lo, hi]`` (static settings: they set array shapes)."""
     if isinstance(v, np.generic):
@@ -71,9 +82,10 @@ def as_key(key):
                              "jax.random key, so a negative or larger int would be truncated and "
                              "collide with another seed. Pass an int in [0, 2**64) or a "
                              "jax.random.key.")
-        if k < 2 ** 31:
-            return jax.random.PRNGKey(k)
-        return jnp.asarray(np.array([k >> 32, k & 0xFFFFFFFF], np.uint32))
+        words = np.array([k >> 32, k & 0xFFFFFFFF], np.uint32)
+        if k < 2 ** 31 and jax.config.jax_default_prng_impl != "threefry2x32":
+            return jax.random.PRNGKey(k)  # another PRNG: its own seeding
+        return jax.device_put(words)  # = jax.random.PRNGKey(k): no program compiled
     if isinstance(key, (jax.Array, np.ndarray)):
         if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or (key.dtype == np.uint32 and key.shape[-1:] == (2,)):
             return key

@@ -39,7 +39,8 @@ from jboost.trees import oblivious
 # devices and the jaxlib version: a hit is the executable a fresh compilation would give.
 # The directory is removed when the process that made it exits; set JBOOST_TEST_COMPILATION_CACHE
 # to a directory of your own to keep the cache between runs (then nothing is removed), or to
-# ``off`` for no cache (every process compiles its own programs, as users' processes do).
+# ``off`` for jboost's default instead (its per-user cache, jboost/_cache.py, which the tests
+# of tests/test_compile_cache.py exercise in processes of their own).
 _CACHE_ENV = "JBOOST_TEST_COMPILATION_CACHE"
 
 
@@ -55,6 +56,7 @@ def _share_compilations() -> str | None:
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_compilation_cache_max_size", -1)  # unbounded: a temporary directory
     _write_cache_entries_atomically()
     return path
 
@@ -184,7 +186,23 @@ LONG_FILES_FIRST = ("test_sharding.py", "test_docs_readme.py", "test_properties.
                     "test_experiments.py", "test_io.py", "test_distributed.py")
 
 
+#: The markers ``--fast`` leaves out (pyproject.toml registers them).
+FAST_LEAVES_OUT = ("slow", "subprocess")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fast", action="store_true",
+                     help="the everyday tier: leave out the tests marked slow or subprocess "
+                          "(python -m pytest runs every test, as CI does)")
+
+
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("--fast"):
+        left_out = [i for i in items if any(i.get_closest_marker(m) for m in FAST_LEAVES_OUT)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            dropped = {i.nodeid for i in left_out}
+            items[:] = [i for i in items if i.nodeid not in dropped]
     rank = {name: i for i, name in enumerate(LONG_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest as collected
 

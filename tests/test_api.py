@@ -12,6 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests import _processes
+
 import jboost
 from jboost.fitting import rounds
 
@@ -462,12 +464,12 @@ def test_a_killed_fit_resumes_from_its_checkpoint_bitwise(tmp_path):
     # The jboost under test, installed or not (a clone run with `python -m pytest`).
     root = os.path.dirname(os.path.dirname(os.path.abspath(jboost.__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    killed = subprocess.run([sys.executable, str(script), str(ckpt), str(out)],
-                            env=dict(env, KILL_AT="20"), capture_output=True, text=True)
+    killed = _processes.run([sys.executable, str(script), str(ckpt), str(out)], quiet=20,
+                            what="a fit killed mid-way", env=dict(env, KILL_AT="20"))
     assert killed.returncode == -signal.SIGKILL and not out.exists(), killed.stderr
     assert jboost.load(ckpt / "checkpoint.jbm").n_rounds == 15  # saved after rounds 5, 10, 15
-    resumed = subprocess.run([sys.executable, str(script), str(ckpt), str(out)], capture_output=True,
-                             text=True, env=env)
+    resumed = _processes.run([sys.executable, str(script), str(ckpt), str(out)], quiet=20,
+                             what="the resumed fit", env=env)
     assert resumed.returncode == 0, resumed.stderr
     rng = np.random.default_rng(7)
     X = rng.normal(size=(1500, 5))

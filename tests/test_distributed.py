@@ -35,6 +35,8 @@ import warnings
 import numpy as np
 import pytest
 
+from tests import _processes
+
 import jboost
 from jboost.data import binning
 
@@ -193,20 +195,20 @@ def _free_port() -> int:
 DEVICES_PER_PROCESS = {2: 2, 3: 1}
 
 
-#: Seconds a group may take in all (its processes run side by side; about 20 s on a quiet
-#: 2-core machine, minutes when other test files share the cores).
-DEADLINE = 420
+#: Seconds a group takes in all on a quiet 2-core machine (its processes run side by side;
+#: minutes when other test files share the cores): the deadline is tests/_processes.py's.
+QUIET_SECONDS = 20
 #: What a coordinator that could not take its port writes (then the group is started again).
 PORT_TAKEN = ("failed to start rpc server", "failed to add port", "address already in use")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_processes(n: int, out: str, deadline: float = DEADLINE) -> list:
+def run_processes(n: int, out: str, deadline: float | None = None) -> list:
     """Start ``n`` worker processes on localhost; their RESULT dicts (process order). A
     coordinator port taken in the meantime (another test worker) starts the group again, once."""
     for attempt in range(2):
         try:
-            return _run_group(n, out, deadline, attempt)
+            return _run_group(n, out, deadline or _processes.deadline(QUIET_SECONDS), attempt)
         except _PortTaken:
             if attempt:
                 raise
@@ -261,8 +263,9 @@ def _run_group(n: int, out: str, deadline: float, attempt: int) -> list:
     for i, (p, (o, _)) in enumerate(zip(procs, logs)):
         lines = [l for l in text(o).splitlines() if l.startswith("RESULT ")]
         assert p.returncode == 0 and lines, "\n".join(
-            f"process {j} (exit code {q.returncode}; -9: killed at the {deadline} s deadline or "
-            f"after another process failed):\n{err[-3000:]}" for j, (q, err) in enumerate(zip(procs, errors)))
+            f"process {j} (exit code {q.returncode}; -9: killed after another process failed, or "
+            f"at the deadline: {_processes.explain(f'a group of {n} processes', deadline)}):\n"
+            f"{err[-3000:]}" for j, (q, err) in enumerate(zip(procs, errors)))
         results.append(json.loads(lines[0][len("RESULT "):]))
     return results
 

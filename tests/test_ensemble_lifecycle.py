@@ -8,6 +8,8 @@ import jax
 import numpy as np
 import pytest
 
+from tests import _processes
+
 import jboost
 from jboost import bagging
 from jboost import combine
@@ -266,8 +268,8 @@ def test_killed_bagged_boosters_resume_from_their_checkpoints_bitwise(clf, bags,
     kw = {**BAGS, "chunk_size": 2}
     ckpt = tmp_path / "ckpt"
     code = _KILLED_BAGS.format(tests=os.path.dirname(os.path.abspath(__file__)), kw=kw)
-    killed = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True,
-                            timeout=600)
+    killed = _processes.python(code, quiet=30, what="bagged boosters killed mid-way",
+                               extra_args=[str(ckpt)])
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert sorted(os.listdir(ckpt)) == ["bags-chunk00000.npz"]
     seen = []

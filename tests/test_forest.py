@@ -8,6 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests import _processes
+
 import jboost
 from jboost import bagging
 from jboost.data import binning
@@ -446,8 +448,8 @@ def test_a_killed_forest_resumes_from_its_checkpoints_bitwise(forest, clf_data, 
               tree_family="oblivious")  # the fixture's
     ckpt = tmp_path / "ckpt"
     code = _KILLED_FOREST.format(tests=os.path.dirname(os.path.abspath(__file__)), kw=kw)
-    killed = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True,
-                            timeout=600)
+    killed = _processes.python(code, quiet=30, what="a forest killed mid-way",
+                               extra_args=[str(ckpt)])
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert sorted(os.listdir(ckpt)) == ["forest-chunk00000.npz"]
     first = os.stat(ckpt / "forest-chunk00000.npz").st_mtime_ns

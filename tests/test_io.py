@@ -18,6 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests import _processes
+
 import jboost
 from jboost import algorithms
 from jboost import bagging
@@ -80,13 +82,13 @@ def models(data, fit_kw):
     return out
 
 
-def _run_python(script: str, tmp_path, result: str, timeout: int):
+def _run_python(script: str, tmp_path, result: str, quiet: float):
     """Run ``script`` in a new Python process in ``tmp_path``; the ``.npz`` it wrote. The process
     compiles its own programs, as a user's new process does (not the test run's compilation
     cache, conftest.py: its hits are this process's programs)."""
     env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=str(tmp_path), timeout=timeout, env=env)
+    proc = _processes.python(script, quiet=quiet, what="a new process loading model files",
+                             cwd=str(tmp_path), env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return np.load(tmp_path / result)
 
@@ -180,7 +182,7 @@ def test_round_trip_in_a_new_process(models, data, tmp_path):
                 out[name + "/" + k] = v
         np.savez({str(tmp_path / 'there.npz')!r}, **out)
     """)
-    there = _run_python(script, tmp_path, "there.npz", timeout=300)
+    there = _run_python(script, tmp_path, "there.npz", quiet=30)
     for name in models:
         got = {k.split("/", 1)[1]: there[k] for k in there.files if k.startswith(name + "/")}
         _assert_bitwise(here[name], got, f"{name} in a new process")
@@ -425,7 +427,7 @@ def test_numpy_reader_predicts_without_jax(models, data, tmp_path):
         assert not any(m == "jax" or m.startswith("jax.") for m in sys.modules if sys.modules[m] is not None)
         np.savez({str(tmp_path / 'numpy.npz')!r}, **out)
     """)
-    got = _run_python(script, tmp_path, "numpy.npz", timeout=120)
+    got = _run_python(script, tmp_path, "numpy.npz", quiet=10)
     for name in names:
         want = np.asarray(jboost.predict(models[name], X))
         assert got[name].dtype == want.dtype and got[name].shape == want.shape, name

@@ -28,3 +28,49 @@ def test_shape_within_limits():
     out = subprocess.run([sys.executable, str(SHAPE), "jboost", "--max-module", "700", "--max-function", "80",
                           "--check"], cwd=REPO, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-6000:]
+
+
+#: Namespaces of training: none is imported by loading a model file and predicting with it.
+TRAINING = ("jboost.engine", "jboost.fitting", "jboost.sweep", "jboost.bagging", "jboost.combine",
+            "jboost.algorithms", "jboost.finetune", "jboost.distributions", "jboost.objectives")
+_IMPORTS = """
+import json, sys, time
+start = time.perf_counter()
+import jboost
+seconds = time.perf_counter() - start
+after_import = sorted(m for m in sys.modules if m.startswith(("jboost.", "jax")))
+import numpy as np
+model = jboost.load(sys.argv[1])
+p = np.asarray(jboost.predict(model, np.zeros((3, 4), np.float32)))
+print(json.dumps({"seconds": seconds, "after_import": after_import, "shape": p.shape,
+                  "after_predict": sorted(m for m in sys.modules if m.startswith("jboost."))}))
+"""
+
+
+@pytest.mark.subprocess
+def test_import_is_lazy_and_predicting_a_file_skips_training(tmp_path):
+    """``import jboost`` imports no submodule and not JAX (public names load on first use, PEP
+    562), and ``jboost.load`` + ``jboost.predict`` of a model file import no training namespace;
+    public names still resolve to the objects their modules define."""
+    import json
+
+    import jboost
+    import numpy as np
+    from jboost.fitting import boost
+    from jboost.models import base
+
+    assert jboost.fit is boost.fit and jboost.predict is base.predict
+    assert callable(jboost.finetune) and "finetune" in dir(jboost) and "sweep" in dir(jboost)
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        jboost.no_such_name  # noqa: B018
+    X = np.random.default_rng(0).normal(size=(120, 4)).astype(np.float32)
+    jboost.save(jboost.fit(X, X[:, 0], n_rounds=3, depth=2, n_bins=16), tmp_path / "m.jbm")
+    from tests import _processes
+    out = _processes.python(_IMPORTS, quiet=10, what="loading a model file in a new process",
+                            extra_args=[str(tmp_path / "m.jbm")])
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["after_import"] == ["jboost._version"], got["after_import"]
+    assert got["shape"] == [3]
+    loaded = [m for m in got["after_predict"] if m.startswith(TRAINING)]
+    assert loaded == [], loaded

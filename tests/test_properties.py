@@ -38,6 +38,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests import _processes
+
 import jboost
 from jboost import _native
 from jboost.losses import derivatives
@@ -497,9 +499,9 @@ def test_saturated_leaf_same_on_one_and_two_devices():
 @pytest.mark.skipif(len(jax.devices()) >= 2, reason="several devices: the tests run directly")
 def test_sharded_in_a_subprocess():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=3", JAX_PLATFORMS="cpu")
-    proc = subprocess.run(
+    proc = _processes.run(
         [sys.executable, "-m", "pytest", "-x", "-p", "no:cacheprovider",
          f"{Path(__file__)}::test_sharded_fit_equals_single_device_fit",
          f"{Path(__file__)}::test_saturated_leaf_same_on_one_and_two_devices"],
-        env=env, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent)
+        quiet=90, what="pytest on 3 host devices", env=env, cwd=Path(__file__).parent.parent)
     assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-6000:] + proc.stderr[-3000:]

@@ -18,6 +18,8 @@ import jax
 import numpy as np
 import pytest
 
+from tests import _processes
+
 import jboost
 from jboost.engine import calls as calls_lib
 from jboost.fitting import rounds as rounds_lib
@@ -91,7 +93,7 @@ def test_ctrl_c_stops_a_plain_fit_within_seconds_keeping_its_rounds(tmp_path):
         rounds_line = proc.stdout.readline()
         returned = time.perf_counter() - sent
         warning_line = proc.stdout.readline()
-        proc.wait(timeout=60)
+        proc.wait(timeout=_processes.deadline(5))
     finally:
         proc.kill()
     stderr = proc.stderr.read()

@@ -13,6 +13,8 @@ import textwrap
 
 import pytest
 
+from tests import _processes
+
 #: Every loss on 3 devices (1001 rows: two padding rows); on 2 devices (one padding row) the plain
 #: and the most involved case (the suite's time: each sharded case compiles its own programs;
 #: tests/test_properties.py draws 2- and 3-device cases too).
@@ -101,8 +103,7 @@ def run_on_devices(script, n_devices):
     # Not the test run's compilation cache (conftest.py): these programs are compiled nowhere
     # else, so writing them there gains nothing.
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = _processes.python(script, quiet=60, what=f"a script on {n_devices} host devices", env=env)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     assert lines, proc.stderr[-3000:]
     return json.loads(lines[0][len("RESULT "):])

@@ -39,6 +39,8 @@ import jax
 import numpy as np
 import pytest
 
+from tests import _processes
+
 pytest.importorskip("sklearn")
 
 import sklearn  # noqa: E402
@@ -231,7 +233,7 @@ def test_importing_jboost_does_not_import_sklearn_and_missing_sklearn_says_how_t
         else:
             raise AssertionError("no ImportError")
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = _processes.python(code, quiet=5, what="an import without scikit-learn")
     assert out.returncode == 0, out.stderr
     assert 'pip install "jboost[sklearn]"' in out.stdout
 

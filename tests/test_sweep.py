@@ -21,6 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests import _processes
+
 import jboost
 import jboost.sweep as sweep_lib
 from jboost.sweep import program as program_lib
@@ -529,8 +531,7 @@ def test_two_host_devices_shard_the_models(res_a):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
     here = os.path.dirname(os.path.abspath(__file__))
     code = _TWO_DEVICES.format(root=os.path.dirname(here), tests=here)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=600)
+    out = _processes.python(code, quiet=60, what="a sweep on 2 host devices", env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     # devices="all" by default (every device), None: one device, a Mesh: its devices.
@@ -581,8 +582,8 @@ def test_a_killed_sweep_resumes_from_its_checkpoints_bitwise(res_a, data, tmp_pa
     import signal
     ckpt = tmp_path / "ckpt"
     code = _KILLED_SWEEP.format(tests=os.path.dirname(os.path.abspath(__file__)))
-    killed = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True,
-                            timeout=600)
+    killed = _processes.python(code, quiet=30, what="a sweep killed mid-way",
+                               extra_args=[str(ckpt)])
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     first = ckpt / f"sweep-depth{DEPTH}-bins{BINS}-chunk00000.npz"
     assert os.listdir(ckpt) == [first.name]

@@ -53,10 +53,19 @@ def missing_bin(n_bins: int) -> int:
     return n_bins - 1
 
 
+#: Binned matrices of at most this many cells are checked by NumPy on the host (CPU arrays):
+#: larger ones by one compiled program, which needs no temporary of the matrix's size.
+HOST_CHECK_SIZE = 1 << 22
+
+
 def has_missing(X_binned, n_bins: int) -> bool:
     """Whether any value of the binned data is missing: a host bool, to set the static
     ``BoostConfig.missing`` (without missing values the split search does half the work).
     """
+    if np.size(X_binned) <= HOST_CHECK_SIZE and (
+            isinstance(X_binned, np.ndarray)
+            or all(d.platform == "cpu" for d in X_binned.devices())):  # no program compiled
+        return bool((np.asarray(X_binned) == missing_bin(n_bins)).any())
     return bool(jnp.any(jnp.asarray(X_binned) == missing_bin(n_bins)))
 
 

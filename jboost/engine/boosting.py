@@ -12,9 +12,10 @@ from typing import Any, Callable, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
-from jboost import _compile
+from jboost import _compile, checks
 from jboost.engine import algorithm as algorithm_lib, samplers, state as state_lib
 from jboost.losses import baselines, loss as loss_lib, metrics as metrics_lib
 from jboost.trees import family, oblivious, splits as splits_lib
@@ -66,7 +67,7 @@ class Hyperparams(NamedTuple):
     @classmethod
     def create(cls, learning_rate=0.1, l2=1.0, min_split_gain=0.0, min_child_weight=1.0,
                subsample=1.0, colsample=1.0) -> "Hyperparams":
-        f = lambda v: jnp.asarray(v, jnp.float32)
+        f = lambda v: checks.device_array(v, np.float32)
         return cls(f(learning_rate), f(l2), f(min_split_gain), f(min_child_weight), f(subsample),
                    f(colsample))
 

@@ -52,7 +52,7 @@ def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borde
         borders = binning.check_borders(borders, n_features, n_bins)
     X_binned = binning.bin_features(X, borders)
     if eval_set is None:
-        Xv = jnp.zeros((n_features, 0), binning.X_BINNED_DTYPE)
+        Xv = jax.device_put(np.zeros((n_features, 0), binning.X_BINNED_DTYPE))
         yv = np.zeros((0,) + y.shape[1:], np.float32)
         wv = np.zeros((0,), np.float32)
     else:
@@ -72,8 +72,8 @@ def prepare(X, y, *, sample_weight=None, eval_set=None, n_bins: int = 256, borde
         wv = (np.ones((m,), np.float32) if len(eval_set) == 2
               else tabular.as_weights(eval_set[2], m, "eval_set weights", "eval_set X"))
         Xv = binning.bin_features(Xv_host, borders)
-    return Data(X_binned, jnp.asarray(y), jnp.asarray(w), Xv, jnp.asarray(yv), jnp.asarray(wv),
-                jnp.asarray(borders))
+    # jax.device_put, not jnp.asarray: no program is compiled per row count (docs/compile.md)
+    return Data(X_binned, *jax.device_put((y, w)), Xv, *jax.device_put((yv, wv, borders)))
 
 
 def prepare_boosting(X, y, **kwargs):

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import checks
+from jboost import _compile, checks
 from jboost.data import binning, categorical, categorical_stats
 from jboost.engine import (algorithm as algorithm_lib, boosting as boosting_lib, distributed,
                            samplers)
@@ -262,6 +262,8 @@ def takes_settings(**defaults):
 def under_jit() -> bool:
     """Whether the caller is being traced by ``jax.jit`` (or ``jax.eval_shape``): there every
     array operation is staged, even on concrete values (under ``jax.vmap`` alone they are not)."""
+    if _compile.top_level():  # no trace at all (the probe below would compile a program)
+        return False
     return checks.is_traced(jax.lax.add(np.int32(0), np.int32(0)))
 
 
@@ -484,15 +486,16 @@ def recorded_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hype
              "split_criterion": str(config.split_criterion.name),
              "tree_family": config.tree_family.__name__}
     if config.max_leaves is not None:
-        arrays["max_leaves"] = jnp.int32(config.max_leaves)
+        arrays["max_leaves"] = checks.device_array(config.max_leaves, np.int32)
     if config.learning_rate_schedule is not None:  # the traced rate is then 1 (a multiplier)
         del arrays["learning_rate"]
         names["learning_rate_schedule"] = _name(config.learning_rate_schedule)
     key = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-    arrays.update(n_rounds=jnp.int32(config.n_rounds), init_rounds=jnp.int32(init_rounds),
-                  depth=jnp.int32(config.depth), n_bins=jnp.int32(config.n_bins),
-                  per_output_trees=jnp.bool_(config.per_output_trees),
-                  base_margin=jnp.bool_(base_margin), key=jnp.asarray(key, jnp.uint32))
+    i32, flag = (lambda v: checks.device_array(v, np.int32)), (lambda v: checks.device_array(v, np.bool_))
+    arrays.update(n_rounds=i32(config.n_rounds), init_rounds=i32(init_rounds),
+                  depth=i32(config.depth), n_bins=i32(config.n_bins),
+                  per_output_trees=flag(config.per_output_trees),
+                  base_margin=flag(base_margin), key=checks.device_array(key, np.uint32))
     if categorical is not None:  # the prior as used (traced), the one-hot threshold
         arrays.update(cat_prior=categorical.prior, cat_prior_weight=categorical.prior_weight,
                       one_hot_max_size=jnp.int32(categorical.spec.one_hot_max_size))

@@ -18,7 +18,7 @@ import numpy as np
 
 from jboost import _compile, checks, devices as devices_lib
 from jboost.data import labels
-from jboost.losses import baselines, derivatives, loss as loss_lib, per_sample, purity
+from jboost.losses import baselines, derivatives, links, loss as loss_lib, per_sample, purity
 
 
 def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
@@ -574,7 +574,7 @@ def check_link(loss: loss_lib.Loss) -> None:
     """
     k = loss.n_outputs
     if (loss.task not in loss_lib.CLASSIFICATION or k is None or loss.batch or loss.label_columns is not None
-            or any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(loss.params))):
+            or links.gives_probabilities(loss.link, k) or any(checks.is_traced(v) for v in jax.tree_util.tree_leaves(loss.params))):
         return
     n0 = 3
     raw = jnp.linspace(-2.0, 2.0, n0 * k, dtype=jnp.float32).reshape(n0, k)

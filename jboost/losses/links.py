@@ -46,3 +46,12 @@ def samme_link(raw, **params):
 
 # Links a custom loss gets from its task when it names none (regression and counts: identity).
 TASK_LINKS = {"binary": sigmoid_link, "multiclass": softmax_link}
+
+
+def gives_probabilities(link, n_outputs: int) -> bool:
+    """Whether ``link`` is one of the class-probability links above, with the number of raw
+    scores it takes (1 for the binary ones, at least 2 for softmax and SAMME): then a fit need
+    not check it on sample raw scores (:func:`jboost.losses.checks.check_link`)."""
+    if link in (sigmoid_link, adaboost_link):
+        return n_outputs == 1
+    return link in (softmax_link, samme_link) and n_outputs >= 2
