@@ -5,7 +5,7 @@
     python benchmarks/ngboost_bench.py --depths 6 3 --line-search     # the table below
     python benchmarks/ngboost_bench.py --quick               # 50 rounds (a smoke run)
     python benchmarks/ngboost_bench.py --cases diabetes --newton --json out.json
-    python benchmarks/ngboost_bench.py --compilation-cache /tmp/jc   # twice: cold = cached
+    python benchmarks/ngboost_bench.py --compilation-cache /tmp/jc   # twice: cold, then warm cache
     python benchmarks/ngboost_bench.py --cases diabetes --min-child-weight 1   # NLL 6.23
 
 Cases: ``california`` (California housing, jboost.datasets' seeded 80/20 split; read from
@@ -212,14 +212,16 @@ def main(argv=None):
     ap.add_argument("--data-dir", default=default_data_dir())
     ap.add_argument("--json", default=None)
     ap.add_argument("--compilation-cache", default=None, metavar="DIR",
-                    help="JAX's persistent compilation cache in DIR (a second run's cold fits load "
-                         "the programs the first compiled)")
+                    help="keep compiled programs in DIR instead of jboost's default cache "
+                         "directory, or 'off' for none (an empty DIR: a cold cache; a second run "
+                         "with the same DIR: a warm one, its first fits load the programs)")
     args = ap.parse_args(argv)
     rounds = 50 if args.quick else args.rounds
     import jax
-    if args.compilation_cache:
+    if args.compilation_cache == "off":
+        jax.config.update("jax_enable_compilation_cache", False)
+    elif args.compilation_cache:
         jax.config.update("jax_compilation_cache_dir", args.compilation_cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     print(f"{rounds} rounds, learning rate {args.learning_rate}, Normal; jax {jax.__version__} on "
           f"{jax.devices()[0].platform}, {os.cpu_count()} cores; os.getloadavg() at start "
           f"{tuple(round(v, 2) for v in os.getloadavg())}", flush=True)

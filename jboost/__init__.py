@@ -25,8 +25,8 @@ from jboost._version import __version__
 
 #: The namespaces of ``jboost.<name>``, imported when first used.
 SUBMODULES = ("algorithms", "bagging", "combine", "data", "datasets", "distributions", "engine",
-              "inspect", "io", "losses", "models", "objectives", "plot", "sweep", "trees", "fitting",
-              "sklearn")
+              "inspect", "io", "losses", "models", "objectives", "plot", "sweep", "trees", "fitting")
+# Any other module (jboost.sklearn, which needs scikit-learn) also loads on first use, unlisted.
 #: Each public name and the module that defines it, imported when the name is first used.
 PUBLIC = {
     "Booster": "jboost.models.booster", "BoostConfig": "jboost.engine.boosting",

@@ -3,7 +3,8 @@
 A deadline is never a speed test: it only catches a hang. So each is generous and grows with the
 machine's load: :func:`deadline` of work that takes ``quiet`` seconds on a quiet 2-core machine is
 ``FACTOR * quiet`` (at least ``MINIMUM``), times the load per core when the machine is busier than
-one runnable process per core, times ``JBOOST_TEST_DEADLINE_SCALE`` (default 1). A process that
+one runnable process per core, times ``JBOOST_TEST_DEADLINE_SCALE`` (default 1); bounds on
+prompt reactions (a Ctrl-C honoured) scale the same way (:func:`scaled`). A process that
 still runs past it fails its test with a message saying what was waited for, how long, and the load
 (:func:`run`; test_distributed.py polls its process groups against :func:`deadline` itself).
 """
@@ -36,8 +37,14 @@ def load_per_core() -> float:
 
 def deadline(quiet: float) -> float:
     """Seconds to wait for work taking ``quiet`` seconds on a quiet 2-core machine."""
-    scale = float(os.environ.get(SCALE_ENV, "1") or 1)
-    return max(MINIMUM, FACTOR * quiet) * max(1.0, load_per_core()) * scale
+    return scaled(max(MINIMUM, FACTOR * quiet))
+
+
+def scaled(seconds: float) -> float:
+    """A bound on how long something prompt may take (a Ctrl-C honoured, a file refused):
+    ``seconds`` on a quiet machine, times the load per core when above 1, times
+    ``JBOOST_TEST_DEADLINE_SCALE``."""
+    return seconds * max(1.0, load_per_core()) * float(os.environ.get(SCALE_ENV, "1") or 1)
 
 
 def explain(what: str, waited: float) -> str:

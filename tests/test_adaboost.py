@@ -3,6 +3,7 @@ Algorithm 10.1 with brute-force stumps, its WEAK and PERFECT stops, SAMME and SA
 per-leaf statistics recomputed in NumPy, and SAMME with K = 2 against AdaBoost.M1."""
 
 import numpy as np
+import pytest
 
 import jboost
 from jboost import algorithms as A
@@ -119,6 +120,7 @@ def test_adaboost_m1_perfect_round_is_kept_with_finite_weight_and_stops():
     np.testing.assert_array_equal(jboost.predict(more, X), jboost.predict(fit, X))
 
 
+@pytest.mark.slow
 def test_samme_with_two_classes_is_adaboost_m1():
     X, y, Xt, _ = BIN
     m1 = binary_fit("adaboost_m1")                                    # stumps
@@ -136,6 +138,7 @@ def test_samme_with_two_classes_is_adaboost_m1():
                                atol=1e-5)
 
 
+@pytest.mark.slow
 def test_samme_first_round_against_numpy():
     X, y, _, _ = TRI
     k = 3

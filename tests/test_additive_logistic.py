@@ -3,6 +3,7 @@ per-leaf statistics recomputed in NumPy, and LogitBoost's two-class form against
 form with two classes (and its first round by hand)."""
 
 import numpy as np
+import pytest
 
 import jboost
 from jboost import algorithms as A
@@ -10,6 +11,7 @@ from jboost import algorithms as A
 from tests._algorithms_data import BIN, DEPTH, N_ROUNDS, binary_fit, leaves
 
 
+@pytest.mark.slow
 def test_real_and_gentle_first_round_against_numpy():
     X, y, _, _ = BIN
     y_pm = 2 * y - 1
@@ -30,6 +32,7 @@ def test_real_and_gentle_first_round_against_numpy():
         np.testing.assert_allclose(fit.info["weights"], w * len(y) / w.sum(), rtol=2e-3)
 
 
+@pytest.mark.slow
 def test_logitboost_two_class_equals_k_class_form_with_two_classes():
     X, y, Xt, _ = BIN
     two = binary_fit("logitboost")

@@ -191,6 +191,7 @@ def test_an_algorithm_compiles_once_for_its_shapes_and_static_settings(monkeypat
                       subsample=sub, key=key)
 
 
+@pytest.mark.slow
 def test_vmap_over_hyperparameters_and_key_equals_separate_fits():
     """One vmapped fit over (learning rate, subsample, key) == separate fits, for two algorithms.
 

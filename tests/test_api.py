@@ -279,6 +279,7 @@ def _assert_same_settings(a, b):
         assert x.dtype == y.dtype and x.tobytes() == y.tobytes(), k
 
 
+@pytest.mark.slow
 def test_early_stopping_stops_at_the_patience_after_the_best_round():
     X, y, Xv, yv = _stopping_data()
     m = jboost.fit(X, y, n_rounds=N_ES, eval_set=(Xv, yv), early_stopping_rounds=PATIENCE, **ES_KW)
@@ -318,6 +319,7 @@ def test_early_stopping_really_stops():
     assert m.n_rounds <= len(calls) < m.n_rounds + 8
 
 
+@pytest.mark.slow
 def test_early_stopping_named_metrics():
     X, y, Xv, yv = _stopping_data(2)
     by_mse = jboost.fit(X, y, n_rounds=N_ES, eval_set=(Xv, yv), early_stopping_rounds=PATIENCE,
@@ -336,6 +338,7 @@ def test_early_stopping_named_metrics():
     assert len(errors) == m.n_rounds and int(m.best_round) == int(np.argmin(errors))
 
 
+@pytest.mark.slow
 def test_vmapped_early_stopping_equals_separate_fits():
     """Under vmap each model stops on its own: its rounds and best round equal its separate fit's,
     and its rounds after the stop are zero trees with NaN losses."""
@@ -356,6 +359,7 @@ def test_vmapped_early_stopping_equals_separate_fits():
     assert len({int(b) for b in batch.best_round}) > 1  # they did stop at different rounds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss,subsample", [("squared_error", 1.0), ("multinomial_deviance", 0.7)])
 def test_warm_start_continues_the_fit(loss, subsample):
     X, y, Xv, yv = _stopping_data(4)
@@ -453,6 +457,8 @@ jboost.save(model, sys.argv[2])
 """
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_a_killed_fit_resumes_from_its_checkpoint_bitwise(tmp_path):
     import os
     import signal
@@ -512,6 +518,7 @@ def test_ctrl_c_between_chunks_returns_the_rounds_fitted():
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_base_margin_fits_a_poisson_rate_with_exposure():
     # Counts over known exposures: y ~ Poisson(t * exp(f(x))). With base_margin = log t the model
     # learns the rate f (its baseline the intercept next to the offsets: log(sum y / sum t) for
@@ -540,6 +547,7 @@ def test_base_margin_fits_a_poisson_rate_with_exposure():
     np.testing.assert_allclose(with_t.valid_loss[-1], want, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_base_margin_checks_and_errors():
     X = X10.astype(np.float64)
     m = jboost.fit(X, Y10, n_rounds=2, depth=1, n_bins=4, base_margin=np.arange(10.0))

@@ -460,6 +460,7 @@ BINARY_ENTRIES = {"bagged_boosters": {"loss": "binomial_deviance"},
 ENTRY["real_adaboost"] = lambda X, y, **kw: algorithms.real_adaboost(X, y, **{"n_rounds": 2, **kw})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", list(BINARY_ENTRIES))
 @pytest.mark.parametrize("label", [0.0, 1.0])
 def test_single_class_binary_labels_give_finite_models_in_every_boosting_entry(data, entry, label):
@@ -583,6 +584,7 @@ def test_float64_labels_that_float32_cannot_tell_apart_warn():
     assert err < 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["squared_error", "quantile"])
 def test_losses_of_the_residual_remove_a_large_label_offset(loss):
     # 3. For a loss of the residual fit subtracts the labels' median in float64 and the model

@@ -28,6 +28,7 @@ def bagged(clf_data):
                                              eval_set="oob", **KW)
 
 
+@pytest.mark.slow
 def test_bagged_boosters_equal_separate_fits_and_oob(bagged):
     X, y, model = bagged
     assert model.trees.features.shape == (3, 4, 1, 2)
@@ -184,6 +185,7 @@ def _assert_bag_is(model, b, ref):
     assert not np.any(model.trees.leaf_values[b, n:]) and np.all(np.isnan(model.train_loss[b, n:]))
 
 
+@pytest.mark.slow
 def test_each_bag_stops_on_its_out_of_bag_rows_as_its_separate_fit(stopped):
     """The vmapped bags stop at different rounds, each where its own jboost.fit (validation set:
     the rows its bootstrap left out) stops; the model keeps the rounds up to the last stop."""

@@ -87,6 +87,7 @@ def assert_same_structure(a, b):
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_vmap_over_hyperparameters_and_key_equals_separate_fits(data, fit_kw, fit_main, assert_trees_equal):
     X, y, Xv, yv, wv = data
     hp = dict(learning_rate=[0.1, 0.3, 0.5], l2=[0.0, 1.0, 5.0], min_split_gain=[0.0, 0.01, 0.1],

@@ -44,6 +44,7 @@ def fitted():
     return df, y, jboost.fit(df, y, "binomial_deviance", **KW)
 
 
+@pytest.mark.slow
 def test_kinds_vocabularies_and_layout(fitted):
     df, y, model = fitted
     spec = model.categorical.spec
@@ -218,6 +219,7 @@ def test_save_load_round_trip(fitted, tmp_path):
     assert jio.read_header(path)["format_version"] == 3   # no categorical: readable by older jboost
 
 
+@pytest.mark.slow
 def test_vmap_over_the_prior_is_one_program_equal_to_separate_fits(tmp_path):
     df, y = _frame(seed=2)
     weights = np.array([0.5, 2.0, 8.0], np.float32)
@@ -250,6 +252,7 @@ def test_same_key_same_model_other_key_other_permutation():
     assert not np.array_equal(np.asarray(a.borders[-1]), np.asarray(c.borders[-1]))
 
 
+@pytest.mark.slow
 def test_numpy_codes_multiclass_and_regression():
     rng = np.random.default_rng(5)
     codes = rng.integers(0, 9, 240)

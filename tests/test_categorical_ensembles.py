@@ -105,6 +105,7 @@ def fold_fits(res, data):
     return fits
 
 
+@pytest.mark.slow
 def test_every_fold_model_equals_its_separate_weighted_fit(res, fold_fits):
     assert res.n_rows == 2 * 3 and res.categorical[(DEPTH, BINS)].spec.kinds == ("numeric", "one_hot", "ctr")
     for i, one in enumerate(fold_fits):

@@ -16,7 +16,6 @@ import pytest
 from jboost import _cache, _native
 from tests import _processes
 
-pytestmark = pytest.mark.subprocess
 
 #: A fresh process's first fit of a small problem, reporting the cache events JAX records.
 FIT = """
@@ -64,6 +63,7 @@ def _entries(path: str) -> list[Path]:
     return sorted(Path(path).glob("*-cache"))
 
 
+@pytest.mark.subprocess
 def test_second_process_loads_every_program_the_first_wrote(tmp_path):
     env = _env(**{_cache.ENV: str(tmp_path)})
     cold, cold_err = _run(FIT, env)
@@ -80,6 +80,7 @@ def test_second_process_loads_every_program_the_first_wrote(tmp_path):
     assert "cache" not in (cold_err + warm_err).lower(), cold_err + warm_err
 
 
+@pytest.mark.subprocess
 def test_processes_sharing_a_cold_cache_agree(tmp_path):
     env = _env(**{_cache.ENV: str(tmp_path)})
     procs = [subprocess.Popen([sys.executable, "-c", FIT], env=env, stdout=subprocess.PIPE,
@@ -93,6 +94,7 @@ def test_processes_sharing_a_cold_cache_agree(tmp_path):
     assert warm["hits"] == len(_entries(results[0]["dir"])) and warm["pred"] == results[0]["pred"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("value", ["off", "0", "False", " no "])
 def test_off_switch(tmp_path, value):
     out, _ = _run(CONFIGURE, _env(**{_cache.ENV: value}, HOME=str(tmp_path),
@@ -101,12 +103,14 @@ def test_off_switch(tmp_path, value):
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.subprocess
 def test_default_directory_is_the_users_cache_folder(tmp_path):
     out, _ = _run(CONFIGURE, _env(XDG_CACHE_HOME=str(tmp_path)))
     if sys.platform.startswith("linux"):
         assert out["dir"] == str(tmp_path / "jboost" / _cache.fingerprint())
 
 
+@pytest.mark.subprocess
 def test_users_own_jax_cache_is_kept(tmp_path):
     mine = tmp_path / "mine"
     out, _ = _run(FIT, _env(JAX_COMPILATION_CACHE_DIR=str(mine), **{_cache.ENV: str(tmp_path)}))
@@ -115,6 +119,7 @@ def test_users_own_jax_cache_is_kept(tmp_path):
     assert not list(tmp_path.glob("xla-*"))
 
 
+@pytest.mark.subprocess
 def test_unwritable_directory_warns_once_and_compiles(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
@@ -151,3 +156,36 @@ def test_prune_removes_only_stale_directories_of_other_fingerprints(tmp_path):
     removed = _cache.prune(tmp_path, keep)
     assert sorted(removed) == ["xla-stale", "xla-stamped"]
     assert keep.exists() and recent.exists() and other.exists()
+
+
+#: A fresh process's programs: the names of those lowered by a first fit and by a prediction.
+PROGRAMS = """
+import json, jax, numpy as np
+from jax._src import monitoring
+names = []
+monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **kw: names.append(kw.get("fun_name"))
+    if event.endswith("jaxpr_to_mlir_module_duration") else None)
+import jboost
+rng = np.random.default_rng(0)
+X = rng.normal(size=(300, 4)).astype(np.float32)
+y = (X[:, 0] > 0).astype(np.float32)
+m = jboost.fit(X, y, loss="logistic", n_rounds=5, depth=2, n_bins=16, key=0)
+fit = list(names)
+jboost.fit(X[:250], y[:250], loss="logistic", n_rounds=5, depth=2, n_bins=16, key=3,
+           learning_rate=0.3)
+other_rows = names[len(fit):]
+print(json.dumps({"fit": fit, "other_rows": other_rows}))
+"""
+
+
+@pytest.mark.subprocess
+def test_a_fit_compiles_its_programs_only():
+    """A first fit lowers its own programs (binning, baseline, rounds, the divergence check's
+    start losses) and no small eager program per value it converts (``jnp.asarray`` of host
+    arrays compiles one per shape: jax.device_put is used instead); a fit of other rows compiles
+    those programs again, nothing else."""
+    out, _ = _run(PROGRAMS, _env(**{_cache.ENV: "off"}))
+    assert len(out["fit"]) <= 4, out["fit"]
+    assert "jit(boost_rounds)" in out["fit"]
+    assert sorted(out["other_rows"]) == sorted(out["fit"]), out

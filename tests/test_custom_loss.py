@@ -84,6 +84,7 @@ def test_focal_gamma0_reproduces_binomial_deviance(binary_data, fit_kw):
     np.testing.assert_allclose(jboost.predict_proba(custom, Xv), jboost.predict_proba(builtin, Xv), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_focal_loss_vmapped_over_gamma(binary_data, fit_kw):
     X, y, Xv, yv = binary_data
     make = lambda gamma: jboost.Loss(focal, params={"gamma": gamma}, name="focal", task="binary",
@@ -171,6 +172,7 @@ def _same_trees(a, b, rtol=1e-5, atol=1e-6):
     np.testing.assert_allclose(a.trees.leaf_values, b.trees.leaf_values, rtol=rtol, atol=atol)
 
 
+@pytest.mark.slow
 def test_hand_written_pinball_equals_the_built_in_quantile_loss_vmapped_over_alpha(
         regression_data, fit_kw, monkeypatch):
     # Its autodiff hessian is 0: "auto" grows least-squares trees on the gradient and searches

@@ -217,6 +217,7 @@ def test_the_walk_on_floats_and_bins_and_missing_values_go_to_the_learned_side()
     assert values[numpy_walk(t, X[miss])].mean() > values[numpy_walk(t, X[~miss])].mean() + 1.0
 
 
+@pytest.mark.slow
 def test_per_node_feature_masks_and_per_level_subsets():
     X, Y, borders, Xb = _data()
     g, h = _squared_error(Y)
@@ -407,6 +408,7 @@ def _kernel_case(k, seed, n_bins=N_BINS):
     return Xb, jnp.asarray(-t * w), jnp.asarray(np.ones_like(t) * w)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k,max_features,max_nodes,n_bins", [(1, 3, N // 2, N_BINS), (1, KERNEL_F, 3, N_BINS),
                                                       (3, 4, N // 2, N_BINS), (2, 3, N // 2, 64),
                                                       (1, KERNEL_F, N // 2, 200)])
@@ -437,6 +439,7 @@ def test_kernel_tree_is_bitwise_the_pure_jax_levels(k, max_features, max_nodes, 
     assert max(per_level) <= max_nodes and (max_nodes > 3 or max(per_level) == 3), per_level
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout,k,n_bins", [
     ("onehot-shared", 4, N_BINS), ("onehot-own", 4, N_BINS), ("dense-shared", 4, N_BINS),
     ("dense-own", 4, N_BINS), ("onehot-shared", 20, N_BINS), ("dense-own", 20, N_BINS),
@@ -490,6 +493,7 @@ def test_kernel_payload_layouts_with_row_weights_are_bitwise_the_pure_jax_levels
         depthwise_lib.fit_tree(Xb, g, h, **{**kw, "row_weights": jnp.asarray(counts)[:, None]})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["one-hot", "a row of two gradients", "an infinite weight"])
 def test_bags_sharing_one_payload_are_bitwise_the_pure_jax_levels(case):
     """A forest's trees: one unweighted payload (one-hot gradients of K = 5 classes, one hessian
@@ -565,6 +569,7 @@ def test_min_child_weight_at_the_shared_hessian_boundary_is_the_pure_jax_levels(
     assert trees[1] >= trees[0] >= trees[2] >= trees[3] and trees[1] > trees[3], trees
 
 
+@pytest.mark.slow
 def test_deep_trees_hold_only_their_nodes():
     """Depth 12 on 400 rows, grown until nodes are pure: a table of N - 1 = 399 node slots, not
     4095; every split node is used at most once, the kernel's table is bitwise the pure-JAX
@@ -587,6 +592,7 @@ def test_deep_trees_hold_only_their_nodes():
     np.testing.assert_array_equal(la, lb)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,n_bins,distinct", [(0, 64, None), (1, 64, None), (2, 256, 9)])
 def test_kernel_small_nodes_on_many_bins_are_bitwise_the_pure_jax_levels(seed, n_bins, distinct):
     """Nodes of fewer occupied bins than half the bins (few rows, or features of few distinct
@@ -667,6 +673,7 @@ def test_prediction_kernel_is_bitwise_the_pure_jax_walk():
                                       pure_jax(family_lib.predict_raw_feature_major, t, X.T))
 
 
+@pytest.mark.slow
 def test_from_dense_refuses_a_capacity_below_the_splitting_nodes():
     """from_dense converts the dense heap layout exactly at any capacity that holds the tree's
     splitting nodes (the same predictions) and refuses a smaller one, naming the argument."""
@@ -718,6 +725,7 @@ def test_kernel_vmapped_trees_equal_separate_calls():
     assert not np.asarray(batched[0].gains[1]).any()  # zero weights: no split, a null tree
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,depth,max_nodes", [(6, 30, N // 2), (7, 30, 8), (8, 9, 3)])
 def test_compact_levels_in_jax_are_the_kernels_tree_at_any_depth(seed, depth, max_nodes):
     """The pure-JAX compact path numbers each level's open nodes compactly (no ``2**depth``

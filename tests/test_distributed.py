@@ -312,6 +312,8 @@ def _arrays(model):
         (model.trees, model.borders, model.baseline, model.train_loss, model.valid_loss))]
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_every_process_holds_the_single_process_model(group, single):
     n, _, models = group
     X = table()[0]
@@ -333,6 +335,7 @@ def test_every_process_holds_the_single_process_model(group, single):
     assert np.array_equal(np.asarray(models["cls"][0].classes.array), CLASSES)
 
 
+@pytest.mark.subprocess
 def test_models_of_all_processes_are_bitwise_equal(group):
     n, _, models = group
     for name in ("cls", "cut"):
@@ -342,6 +345,7 @@ def test_models_of_all_processes_are_bitwise_equal(group):
             assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, _arrays(other))), name
 
 
+@pytest.mark.subprocess
 def test_a_callback_stopping_one_process_stops_all(group):
     n, _, models = group
     whole = models["cls"][0]
@@ -351,6 +355,7 @@ def test_a_callback_stopping_one_process_stops_all(group):
         assert np.array_equal(np.asarray(cut.trees.leaf_values), np.asarray(whole.trees.leaf_values)[:4])
 
 
+@pytest.mark.subprocess
 def test_settings_differing_between_processes_are_named(group):
     n, results, _ = group
     for r in results:
@@ -403,6 +408,7 @@ def _sweep_arrays(res):
          res.fold_table, res.borders, res.trees, res.baselines, res.rounds_fitted))]
 
 
+@pytest.mark.subprocess
 def test_sweep_equals_the_single_process_sweep(group):
     n, _, models = group
     ref = single_sweep(n)
@@ -430,6 +436,7 @@ def test_sweep_equals_the_single_process_sweep(group):
         assert mine.metric == ref.metric
 
 
+@pytest.mark.subprocess
 def test_sweep_results_of_all_processes_are_bitwise_equal(group):
     n, _, models = group
     for i in range(2):  # the sweep, the sweep a callback stopped
@@ -439,6 +446,7 @@ def test_sweep_results_of_all_processes_are_bitwise_equal(group):
                        for a, b in zip(first, _sweep_arrays(other[i])))
 
 
+@pytest.mark.subprocess
 def test_a_callback_stopping_one_process_stops_every_sweep(group):
     n, _, models = group
     for whole, cut in models["sweep"]:
@@ -447,6 +455,7 @@ def test_a_callback_stopping_one_process_stops_every_sweep(group):
         assert np.all(np.isnan(cut.valid_curves[6:]))
 
 
+@pytest.mark.subprocess
 def test_sweep_folds_refused_on_one_process_raise_on_every_process(group):
     n, results, _ = group
     for r in results[:-1]:
@@ -462,6 +471,7 @@ def test_local_sweep_needs_the_distributed_runtime():
         jboost.sweep.sweep(np.zeros((10, 2), np.float32), np.zeros(10, np.float32), rows="mine")
 
 
+@pytest.mark.subprocess
 def test_bagged_boosters_equal_the_single_process_fit(group):
     n, _, models = group
     if "bags" not in models:
@@ -495,6 +505,7 @@ def jax_leaves(tree):
     return jax.tree_util.tree_leaves(tree)
 
 
+@pytest.mark.subprocess
 def test_forest_equals_the_single_process_forest(group):
     """A forest of rows spread over processes (``fit_forest(..., rows="local")``): every bag's
     bootstrap counts drawn for the whole table, histograms, node counts and leaf sums summed
@@ -528,6 +539,7 @@ def test_forest_equals_the_single_process_forest(group):
         assert "checkpoint_dir differ between processes" in r["forest_refused"], r
 
 
+@pytest.mark.subprocess
 def test_loss_guided_fit_equals_the_single_process_fit(group):
     """Loss-guided boosting with each process's own rows (histograms summed across processes):
     every process holds the same model bitwise, and it is the single-process fit on the

@@ -59,6 +59,7 @@ def rows(dist, rng, n=6):
     return raw, y
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dist", ALL, ids=lambda d: d.name)
 def test_nll_cdf_mean_variance_and_quantiles_match_scipy(dist):
     rng = np.random.default_rng(0)
@@ -110,6 +111,7 @@ def test_crps_against_its_integral(dist):
         assert abs(g - ref) <= tol, (g, ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dist", [D.Normal, D.Gamma, D.StudentT], ids=lambda d: d.name)
 def test_fisher_closed_forms_equal_their_monte_carlo_estimate(dist):
     """E_y[g g^T] from 40000 draws (autodiff gradients) against the closed form: within 5%,
@@ -131,6 +133,7 @@ def test_fisher_closed_forms_equal_their_monte_carlo_estimate(dist):
     np.testing.assert_allclose(neg_hess, closed, atol=0.05 * scale, rtol=0.05)
 
 
+@pytest.mark.slow
 def test_negative_binomial_monte_carlo_fisher_against_the_exact_sum():
     """No closed form: the Monte-Carlo estimate (the one fits use) against E_y[g g^T] summed over
     the support with scipy's probabilities; its log-mean entry is m r / (m + r)."""
@@ -218,6 +221,7 @@ def test_intervals_cover_at_the_nominal_rate(regression_data, normal_fit):
         D.predict_interval(model, Xv, 95)
 
 
+@pytest.mark.slow
 def test_student_t_df_is_traced_a_sweep_compiles_once(regression_data, fit_kw, monkeypatch):
     X, y, Xv, yv = regression_data
     counted = jax.jit(chex.assert_max_traces(boosting_lib.boost.__wrapped__, n=1), static_argnames=("config",))

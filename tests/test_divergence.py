@@ -75,6 +75,7 @@ def _counts(X):
     return rng.poisson(np.exp(0.5 * X[:, 0])).astype(np.float32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss,data", [
     ("squared_error", "regression_data"), ("binomial_deviance", "binary_data"),
     ("multinomial_deviance", "multiclass_data"), ("poisson", "regression_data"),
@@ -130,6 +131,7 @@ def test_vmap_over_learning_rate_names_the_diverged_member_only(binary_data, fit
     assert np.all(np.isfinite(np.asarray(curves)))
 
 
+@pytest.mark.slow
 def test_vmap_names_a_member_whose_custom_loss_turns_nan(regression_data, fit_kw):
     X, y, _, _ = regression_data
     with pytest.raises(FloatingPointError):  # the same fit alone raises

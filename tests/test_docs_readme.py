@@ -28,6 +28,7 @@ def test_readme_has_python_blocks():
     assert len(README_BLOCKS) >= 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("i", range(len(README_BLOCKS)))
 def test_readme_python_block_runs(readme_session, i):
     if readme_session["failed"]:  # a later block uses the names an earlier one defines
@@ -39,6 +40,7 @@ def test_readme_python_block_runs(readme_session, i):
         raise
 
 
+@pytest.mark.slow  # it reads what the blocks above defined
 def test_readme_blocks_defined_what_they_show(readme_session):
     namespace = readme_session["namespace"]
     assert not readme_session["failed"]

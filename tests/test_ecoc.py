@@ -206,6 +206,7 @@ def test_every_protocol_function_on_ecoc(letters, model):
         jboost.predict(model, X, n_rounds=5)
 
 
+@pytest.mark.slow
 def test_shap_of_an_early_stopped_ecoc_model_adds_up_to_its_predictions(letters, model):
     """Local accuracy: an early-stopped model's SHAP values explain the rounds it predicts with
     (each bit's rounds up to its own best round)."""

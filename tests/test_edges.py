@@ -56,6 +56,7 @@ def test_power_of_two_scales_give_bitwise_the_scaled_model(data):
                                       np.asarray(jboost.predict(unit, X)) * s)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["squared_error", "absolute_error", "huber", "quantile"])
 def test_random_scales_and_shifts_give_the_same_model_up_to_rounding(data, loss):
     """fit(y * s + t) predicts fit(y) * s + t up to rounding, for 50 random powers of ten s in

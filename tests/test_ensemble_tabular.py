@@ -94,6 +94,7 @@ def prediction_paths(kind, y):
     return paths
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_an_ensemble_fitted_on_a_dataframe_matches_columns_by_name(kind, table, fitted, tmp_path):
     """Reversed columns predict bitwise what the fit's order predicts, on every prediction path;

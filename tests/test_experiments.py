@@ -50,6 +50,7 @@ def _read(workdir):
     return config, results, [json.loads(line) for line in lines]
 
 
+@pytest.mark.slow
 def test_smoke_run_writes_config_metrics_results(smoke_runs):
     status, workdir, _ = smoke_runs[0]
     assert status == 0
@@ -435,12 +436,14 @@ def _run_notebook(name: str) -> dict:
     return namespace
 
 
+@pytest.mark.slow
 def test_quickstart_notebook_is_valid_and_runs():
     namespace = _run_notebook("quickstart.ipynb")
     assert namespace["sweep"].valid_loss.shape == (3, 50)
     assert "pseudo_huber" in namespace
 
 
+@pytest.mark.slow
 def test_custom_losses_notebook_is_valid_and_runs():
     """Issue 16 part 6: a focal loss vmapped over gamma, a distributional model with intervals,
     a Cox model and a ranking model, each a few lines; their held-out figures are sane."""

@@ -76,6 +76,7 @@ def _subset_reference(X_binned, grad, hess, subsets, *, depth, n_bins, l2, min_s
                                    jnp.stack(miss), values, jnp.stack(gains)), leaf
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task, max_features", [("regression", 2), ("binary", 8), ("multiclass", 3)])
 def test_forest_trees_are_bitwise_those_of_the_previous_subset_grower(task, max_features):
     """What keeps the forest experiments' numbers: fit_tree(feature_subsets=...) chooses the same
@@ -434,6 +435,7 @@ bagging.fit_forest(X, y, checkpoint_dir=sys.argv[1], **{kw!r})
 """
 
 
+@pytest.mark.subprocess
 def test_a_killed_forest_resumes_from_its_checkpoints_bitwise(forest, clf_data, tmp_path, capsys):
     """A forest killed (SIGKILL) after its first chunk of trees and rerun with the same call fits
     only the other chunks and ends with bitwise the trees and bootstrap weights of the fit without

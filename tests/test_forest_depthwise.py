@@ -53,6 +53,7 @@ def dw_forest(data):
     return bagging.fit_forest(X, y, **KW)
 
 
+@pytest.mark.slow
 def test_trees_are_depthwise_fit_tree_of_the_bag_on_per_node_subsets(dw_forest, data):
     """Tree b == depthwise.fit_tree on bag b's bootstrap weights and its per-node subsets; each
     split node's feature is in its own node's subset, and nodes of one level differ (not one rule
@@ -90,6 +91,7 @@ def test_trees_are_depthwise_fit_tree_of_the_bag_on_per_node_subsets(dw_forest, 
     assert distinct_in_a_level >= 2
 
 
+@pytest.mark.slow
 def test_per_node_subsets_differ_from_per_level_and_are_the_masks():
     """node_feature_subsets: sorted, distinct, m per node, different nodes different sets; each
     split in its node's set; the compact path and the in-tree draws give the same tree."""
@@ -222,6 +224,7 @@ def test_forests_grow_beyond_depth_16_in_tables_of_their_nodes():
                            tree_family="oblivious")  # oblivious: 1..16
 
 
+@pytest.mark.slow
 def test_the_default_forest_is_the_books_and_a_continued_forest_keeps_its_family(data):
     """``fit_forest``'s defaults grow ESL Algorithm 15.1's forest: depth-wise trees until their
     nodes are pure or too small (depth 30, the same trees as asking for them); continuing a

@@ -240,6 +240,7 @@ def _trees(rng, lead, k=1, depth=3):
         gains=jnp.ones(shape + (depth,), jnp.float32))
 
 
+@pytest.mark.slow
 def test_local_accuracy_of_every_model_type(reg):
     """Every model of the protocol, built from random trees (no fitting): the values of its trees
     plus the expected value are its raw prediction."""
@@ -284,6 +285,7 @@ def vmapped(reg):
     return jax.vmap(lambda lr: jboost.fit(X, y, "squared_error", **{**KW, "learning_rate": lr}))(rates)
 
 
+@pytest.mark.slow
 def test_a_vmapped_model_gives_every_models_values(reg, vmapped):
     X, y, _ = reg
     sv = _local_accuracy(vmapped, X[:ROWS])
@@ -582,6 +584,7 @@ def free():
     return X, y, jboost.fit(X, y, "squared_error", tree_family=DepthwiseTrees, **KW)
 
 
+@pytest.mark.slow
 def test_depthwise_shap_and_interaction_values_equal_brute_force(free):
     X, y, m = free
     assert np.any(np.asarray(m.trees.features)[..., 1:] != np.asarray(m.trees.features)[..., :1])  # free rules
@@ -643,6 +646,7 @@ def _ragged_trees():
     return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs)[:, None], *rows)  # (3 rounds, 1)
 
 
+@pytest.mark.slow
 def test_depthwise_paths_of_different_lengths_equal_brute_force():
     """Hand-made node tables with leaves at depths 1 to 3 (paths of variable length, their steps
     past the end null players): SHAP and interaction values equal brute-force Shapley values of

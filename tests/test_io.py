@@ -137,6 +137,7 @@ def _assert_same_model(m, m2):
         assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), p
 
 
+@pytest.mark.slow
 def test_every_model_type_round_trips_bitwise(models, data, tmp_path):
     X = data[0][:50]
     kinds = {type(m).__name__ for m in models.values()}
@@ -159,6 +160,8 @@ def test_every_model_type_round_trips_bitwise(models, data, tmp_path):
     assert header["structure"]["fields"]["loss"]["name"] == "binomial_deviance"
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_round_trip_in_a_new_process(models, data, tmp_path):
     """Every model type, loaded by a fresh Python process, predicts bitwise what it predicted
     here (nothing of this process -- jit caches, loss objects -- is involved)."""
@@ -407,6 +410,7 @@ def test_damaged_files_raise_model_file_errors_and_execute_nothing(models, tmp_p
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_numpy_reader_predicts_without_jax(models, data, tmp_path):
     """jboost/io/reader.py copied alone, in a process where importing jax fails, predicts Boosters of
     oblivious trees bitwise as jboost.predict (one output, K outputs, a batch of models)."""
@@ -602,6 +606,7 @@ def _old_file(model, tmp_path, name):
     return tmp_path / f"{name}-old.jbm", dense
 
 
+@pytest.mark.slow
 def test_depthwise_tables_round_trip_and_old_dense_files_load(depthwise_models, data, tmp_path):
     """A model of depth-wise node tables round-trips bitwise as format version 5; a file of the
     dense heap layout (format 2, as jboost wrote them before) loads as node tables

@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 SHAPE = REPO.parent / "shared" / "tools" / "shape.py"
 
 
+@pytest.mark.subprocess
 def test_layers_hold():
     """``lint-imports`` (import-linter) keeps the layer contract of pyproject.toml."""
     out = subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command;"
@@ -21,6 +22,7 @@ def test_layers_hold():
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not SHAPE.is_file(), reason=f"{SHAPE} (the shared shape tool) is not beside this clone")
 def test_shape_within_limits():
     """Module and function sizes, private names across modules, imports inside functions and

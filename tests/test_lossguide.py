@@ -88,6 +88,7 @@ CASES = [  # seed, k, depth, max_leaves, l2, min_split_gain, min_child_weight, m
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,k,depth,max_leaves,l2,msg,mcw,use_masks,chunk", CASES)
 def test_each_split_is_the_best_first_reference(seed, k, depth, max_leaves, l2, msg, mcw, use_masks,
                                                 chunk, monkeypatch):
@@ -138,6 +139,7 @@ def test_the_full_leaf_budget_grows_the_depthwise_tree():
     np.testing.assert_array_equal(np.sort(np.asarray(lg.gains)), np.sort(np.asarray(dw.gains)))
 
 
+@pytest.mark.slow
 def test_vmap_over_traced_settings_equals_separate_fits_and_compiles_once():
     Xb, g, h = _case(5)
     settings = [(0.0, 0.0, 0.0), (1.0, 0.5, 1.0), (10.0, 1.0, 8.0)]
@@ -160,6 +162,7 @@ def test_vmap_over_traced_settings_equals_separate_fits_and_compiles_once():
     assert used[0] == 11 and used[2] < used[0]  # the settings are used: heavier ones split less
 
 
+@pytest.mark.slow
 def test_pure_jax_histograms_grow_the_kernels_tree():
     """The CPU histogram kernel, the pure-JAX path and the branches GPUs and TPUs take (traced on
     the CPU) grow the same tree (leaf values to rounding: their sums' order differs)."""
@@ -196,6 +199,7 @@ KW = dict(tree_family="lossguide", max_leaves=10, n_rounds=6, n_bins=32, learnin
           subsample=0.8, colsample=0.8, key=11)
 
 
+@pytest.mark.slow
 def test_boosting_model_protocol_files_shap_continuation_and_determinism(tmp_path):
     X, y = _table()
     m = jboost.fit(X, y, depth=None, **KW)
@@ -241,6 +245,7 @@ def test_loss_guided_trees_beat_depthwise_trees_of_as_many_leaves_on_a_deep_inte
     assert lg.train_loss[-1] < 0.8 * dw.train_loss[-1]
 
 
+@pytest.mark.slow
 def test_settings_errors_name_the_argument_and_the_fix():
     X, y = _table(n=100)
     with pytest.raises(ValueError, match="max_leaves=5 bounds loss-guided trees only"):
@@ -289,6 +294,7 @@ def test_equal_gains_split_the_lowest_leaf_first():
     np.testing.assert_array_equal(t.children, [[1, 2], [~0, ~2], [~1, ~3]])
 
 
+@pytest.mark.slow
 def test_scikit_learn_estimators_take_the_family_and_its_leaves():
     pytest.importorskip("sklearn")
     from sklearn.base import clone
@@ -307,6 +313,7 @@ def test_scikit_learn_estimators_take_the_family_and_its_leaves():
         JBoostRegressor(n_rounds=2, max_leaves=7).fit(X, y)
 
 
+@pytest.mark.slow
 def test_a_sweep_of_loss_guided_trees_equals_its_separate_fits():
     from jboost import sweep as sweep_lib
     X, y = _table(n=240)
@@ -334,6 +341,7 @@ def test_a_sweep_of_loss_guided_trees_equals_its_separate_fits():
     assert isinstance(refit.trees, depthwise_lib.DepthwiseTrees) and int(refit.settings["max_leaves"]) == 6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["adaboost_m1", "samme", "samme_r", "real_adaboost", "gentle_adaboost",
                                   "logitboost", "gradient_boost", "forward_stagewise"])
 def test_every_algorithm_grows_loss_guided_weak_learners(name):
@@ -358,6 +366,7 @@ def test_every_algorithm_grows_loss_guided_weak_learners(name):
         fn(X, target, n_rounds=1, n_bins=16, depth=4, init_model=m, tree_family="depthwise")
 
 
+@pytest.mark.slow
 def test_bagged_boosters_of_loss_guided_trees_continue_as_one_fit():
     from jboost import bagging
     X, y = _table(n=200)
@@ -372,6 +381,7 @@ def test_bagged_boosters_of_loss_guided_trees_continue_as_one_fit():
         bagging.fit_bagged_boosters(X, y, n_bags=3, n_rounds=1, n_bins=16, depth=5, init_model=bags)
 
 
+@pytest.mark.slow
 def test_stacked_and_ecoc_boosters_grow_loss_guided_trees():
     from jboost import combine
     X, y = _table(n=240)

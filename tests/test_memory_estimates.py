@@ -82,6 +82,7 @@ def _fit_case(depth, family="oblivious", max_leaves=None, loss="squared_error", 
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [
     dict(depth=6),
     dict(depth=6, loss="multinomial_deviance", k=3),
@@ -103,6 +104,7 @@ def test_fit_estimate_within_a_factor_of_xla(case):
     assert LOW * measured <= estimate <= HIGH * measured, (measured, estimate)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("paths", ["pure_jax", "accelerator_paths"])
 @pytest.mark.parametrize("case", [
     dict(depth=8),
@@ -133,6 +135,7 @@ def test_multinomial_beyond_32_classes_builds_no_per_row_k_by_k_hessian():
     assert measured < 4 * N * k * k / 2, measured
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [33, 40])
 def test_closed_form_curvature_equals_the_autodiff_one(monkeypatch, k):
     rng = np.random.default_rng(k)
@@ -182,6 +185,7 @@ def test_forest_estimate_within_a_factor_of_xla(family, depth, k, m):
     assert LOW * measured <= estimate <= HIGH * measured, (measured, estimate)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family,depth,max_leaves", [("oblivious", 4, None),
                                                      ("depthwise", 10, None),
                                                      ("lossguide", 8, 63)])
@@ -264,6 +268,7 @@ def classes():
     return rng.normal(size=(3000, 10)).astype(np.float32), np.arange(3000) % 1000
 
 
+@pytest.mark.slow
 def test_thousand_class_autodiff_hessians_are_refused_naming_the_fix(budget, monkeypatch,
                                                                      classes):
     # A custom 1,000-output loss: 3,000 rows x 1000 x 1000 float32 hessians = 12 GB.

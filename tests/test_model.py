@@ -63,6 +63,7 @@ def test_staged_predict_evaluates_a_function_per_round(binary_data, binary_model
     np.testing.assert_allclose(curve, ref, rtol=0, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_a_vmapped_batch_predicts_outside_vmap(binary_data, fit_kw):
     X, y, Xv, _ = binary_data
     rates = jnp.array([0.1, 0.5])
@@ -142,6 +143,7 @@ def test_row_buckets_cover_every_row_with_few_sizes():
     assert len(sizes) <= 8 * 13 + 1, len(sizes)  # 8 per octave up to 2^13 rows, and 16
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 7, 16, 17, 33, 99])
 def test_bucketed_predictions_are_the_exact_shape_predictions(binary_model, multi_model, binary_data, n):
     # Every row's prediction is independent of the batch: bucketed (padded, split) rows give

@@ -42,6 +42,7 @@ def test_one_column_equals_one_dimensional_labels_bitwise(data):
         jboost.fit(X, Y[:, 0], "squared_error", **FIT, init_model=col)
 
 
+@pytest.mark.slow
 def test_per_output_trees_equal_separate_fits_with_their_refits(data):
     """absolute_error per column, one tree per output: each output is the one-output fit of its
     column (its own tree, its own weighted-median leaf refit)."""
@@ -65,6 +66,7 @@ def l2_vector(y, f):
     return 0.5 * jnp.sum((y - f) ** 2)
 
 
+@pytest.mark.slow
 def test_custom_vector_label_loss_equals_columnwise_squared_error(data):
     X, Y = data
     w = np.random.default_rng(1).uniform(0.2, 2.0, size=N)

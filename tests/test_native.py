@@ -70,6 +70,7 @@ def _kernel(X, payload, leaf, n_leaves, n_bins, threads, cumulative=False, slot=
     return call(X, payload, leaf, slot, n_threads=np.int64(threads), cumulative=cumulative)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("channels", [1, 2, 3, 4, 6])
 @pytest.mark.parametrize("n_leaves", [1, 4, 32])
 def test_kernel_equals_pure_jax(channels, n_leaves):
@@ -196,6 +197,7 @@ def test_accelerator_branch_under_x64(monkeypatch):
     np.testing.assert_allclose(np.asarray(a.trees.leaf_values), np.asarray(m.trees.leaf_values), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("half", [1, 8])
 def test_accelerator_level_by_subtraction_equals_direct(monkeypatch, half):
     # Accelerators scatter only the smaller sibling of each pair (rows of zero payload do not
@@ -213,6 +215,7 @@ def test_accelerator_level_by_subtraction_equals_direct(monkeypatch, half):
     assert not np.array_equal(np.asarray(got), np.asarray(want))  # not built directly
 
 
+@pytest.mark.slow
 def test_cpu_only_process_traces_the_cpu_branch_alone(monkeypatch):
     # CI's process has only the CPU backend: platform_dependent traces the CPU branch alone. A
     # process with an accelerator keeps lax.platform_dependent (every branch traced, the CPU's
@@ -243,6 +246,7 @@ def test_vmap_over_payloads_equals_loop():
             np.asarray(histograms.build_histogram(X, payloads[b], leaf, n_leaves=4, n_bins=64)))
 
 
+@pytest.mark.slow
 def test_fit_tree_same_splits_with_and_without_kernel():
     rng = np.random.default_rng(6)
     n, F = 20_000, 8
@@ -264,6 +268,7 @@ def test_fit_tree_same_splits_with_and_without_kernel():
     np.testing.assert_allclose(native.leaf_values, pure.leaf_values, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_fit_same_model_with_and_without_kernel():
     X, y = jboost.datasets.make_classification(6000, 10, 5, seed=3)
     kw = dict(loss="binomial_deviance", n_rounds=15, depth=4, learning_rate=0.3, subsample=0.7,
@@ -347,6 +352,7 @@ def _assert_gains_close(got, want):
     np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=2e-4 * scale)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 2])
 @pytest.mark.parametrize("missing", [True, False])
 @pytest.mark.parametrize("subtract", [False, True])
@@ -377,6 +383,7 @@ def test_level_kernel_equals_pure_jax(k, missing, subtract, l2, mcw):
     np.testing.assert_array_equal(np.asarray(gains2), np.asarray(gains))
 
 
+@pytest.mark.slow
 def test_level_gains_dispatch_equals_pure_jax():
     # The public function on CPU (kernel) and with the kernel off (pure JAX), one leaf (dense path).
     X, payload, leaf = _level_data(20, 30_000, 6, 256, 1, 1, False)
@@ -421,6 +428,7 @@ def test_level_kernel_vmap_equals_separate_calls():
         np.testing.assert_array_equal(np.asarray(gains[b]), np.asarray(got[0][b]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_models", [2, 3, 5, 8, 17])
 @pytest.mark.parametrize("missing", [True, False])
 def test_first_level_batch_bitwise_equals_separate_calls(n_models, missing):
@@ -456,6 +464,7 @@ def test_first_level_batch_bitwise_equals_separate_calls(n_models, missing):
         np.testing.assert_allclose(np.asarray(hists[b]), np.asarray(direct[:, :1]), rtol=1e-5, atol=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 3])
 def test_split_gains_kernel_equals_pure_jax(k):
     X, payload, leaf = _level_data(23 + k, 30_000, 7, 128, 16, k, True)
@@ -465,6 +474,7 @@ def test_split_gains_kernel_equals_pure_jax(k):
                             splits_lib.split_gains_cumulative(cum, 0.5, 2.0, missing))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("missing", [True, False])
 def test_level_kernel_empty_bin_tails(missing):
     # Leaf l's rows only reach bins below 7 * l (leaf 0: bin 0 only), some rows are missing, one
@@ -497,6 +507,7 @@ def _predict_data(rng, n, n_features):
     return X
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth,k,n", [(0, 1, 300), (1, 1, 1), (4, 3, 1000), (6, 1, 5000), (6, 2, 777)])
 def test_predict_kernel_bitwise_equals_pure_jax(depth, k, n, random_trees, predict_reference):
     # Row counts below, at and off the kernel's 128-row blocks; a (2, 15)-stack of trees.
@@ -513,6 +524,7 @@ def test_predict_kernel_bitwise_equals_pure_jax(depth, k, n, random_trees, predi
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_predict_kernel_bitwise_independent_of_threads_and_vmap(random_trees):
     rng = np.random.default_rng(21)
     trees = random_trees(rng, 40, 5, 9, 2, decimals=1)
@@ -568,6 +580,7 @@ def _sparse_level_data(seed, n, n_features, n_bins, n_leaves, missing):
     return jnp.asarray(X), jnp.asarray(np.concatenate([g, h], axis=1)), jnp.asarray(leaf)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("missing", [True, False])
 @pytest.mark.parametrize("l2,mcw", [(1.0, 1.0), (0.0, 0.0), (2.0, 6.0)])
 def test_sparse_level_bitwise_equals_dense_level(missing, l2, mcw):
@@ -620,6 +633,7 @@ def test_sparse_level_in_a_sweep_sized_batch():
 # Wide payloads: 9 or more outputs (C = 2K > 16) take the kernel's wide paths (any K).
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [9, 26, 100])
 @pytest.mark.parametrize("missing", [True, False])
 @pytest.mark.parametrize("subtract", [False, True])
@@ -656,6 +670,7 @@ def test_wide_level_kernel_equals_pure_jax(k, missing, subtract):
                             splits_lib.split_gains_cumulative(direct, l2, mcw, missing))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [9, 26])
 def test_wide_histogram_kernels_equal_pure_jax(k):
     # The histogram and smaller-sibling kernels (sharded fits) for K > 8, threads 1 and 3.
@@ -689,6 +704,7 @@ def test_wide_level_kernel_vmap_equals_separate_calls():
         np.testing.assert_array_equal(np.asarray(got[1][b]), np.asarray(want[1]))
 
 
+@pytest.mark.slow
 def test_wide_level_gains_dispatch_runs_the_kernel():
     # level_gains takes the kernel for K > 8 on CPU (no pure-JAX fallback): its program holds
     # the level custom call.
@@ -701,6 +717,7 @@ def test_wide_level_gains_dispatch_runs_the_kernel():
     _assert_gains_close(g1, g0)
 
 
+@pytest.mark.slow
 def test_multiclass_fit_same_model_with_and_without_kernel():
     # 12 classes (K > 8): the kernel's trees are pure JAX's.
     rng = np.random.default_rng(7)
@@ -753,6 +770,7 @@ def test_kernel_exceptions_become_ffi_errors(what, message):
     assert int(call(what=np.int64(0))[0]) == 1
 
 
+@pytest.mark.slow
 def test_stale_library_falls_back_with_a_warning(monkeypatch):
     # The library exports its ABI version; a library of another version (or of none: older than
     # the check) is not used: a warning says to rebuild, and jboost runs pure JAX.

@@ -143,6 +143,7 @@ def _survival(n, seed):
     return X, y.astype(np.float32)
 
 
+@pytest.mark.slow
 def test_cox_fit_predicts_risks_and_round_trips(tmp_path):
     X, y = _survival(200, 0)
     m = jboost.fit(X[:100], y[:100], objectives.cox("efron"), n_rounds=6, depth=2,
@@ -173,6 +174,7 @@ def test_cox_fit_predicts_risks_and_round_trips(tmp_path):
                                    np.asarray(one.trees.leaf_values), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_ranking_fit_orders_a_query():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(240, 4)).astype(np.float32)

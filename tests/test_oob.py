@@ -29,6 +29,7 @@ def brute_force_oob(outs, counts, y, classification):
     return pred, votes, np.array(errors)
 
 
+@pytest.mark.slow
 def test_oob_uses_exactly_the_bags_that_left_the_row_out(forest, clf_data):
     X, y, _, _ = clf_data
     oob = bagging.forest_oob(forest, X, y)

@@ -110,6 +110,7 @@ def _exact_quantized(X_binned, payload, leaf, n_leaves, n_bins):
     return _numpy_histogram(X_binned, q, leaf, n_leaves, n_bins, dtype=np.int64), np.asarray(scale)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, n_leaves, n_bins, channels", [(1000, 4, 64, 4), (333, 1, 16, 2)])
 def test_quantized_histogram_is_exact_and_order_independent(n, n_leaves, n_bins, channels):
     X_binned, payload, leaf = _data(n, n, 3, n_leaves, n_bins, channels)
@@ -186,6 +187,7 @@ def _cumulative(seed, n, n_leaves, n_bins):
     return histograms.prefix_sum(hist, axis=2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n_leaves, n_bins", [(1, 16), (4, 64), (3, 5)])
 @pytest.mark.parametrize("l2, weight_fraction", [(1.0, 0.0), (0.0, 0.15), (2.0, 0.35)])
 def test_split_gains_match_xla(n_leaves, n_bins, l2, weight_fraction):
@@ -218,6 +220,7 @@ def test_split_gains_without_missing_values():
     np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="checks the CPU's default")
 def test_interpret_none_is_interpret_mode_on_cpu():
     """``interpret=None`` (the default) runs on the CPU backend, which has no Pallas GPU
@@ -238,6 +241,7 @@ def test_interpret_none_is_interpret_mode_on_cpu():
                                rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_kernels_lower_to_triton():
     """Compiled (``interpret=False``) for a CUDA target, each kernel lowers to a Triton call:
     Pallas's checks of the Triton lowering (power-of-two tensors, dot operand types) pass. What

@@ -38,6 +38,7 @@ def _png(ax):
     return data
 
 
+@pytest.mark.slow
 def test_importance_bars_are_the_relative_importance(fitted):
     _, _, model = fitted
     ax = jboost.plot.importance(model, feature_names=["a", "b", "c", "d"])

@@ -401,6 +401,7 @@ def assert_train_loss_recomputed(model, case):
                                rtol=2e-5)
 
 
+@pytest.mark.slow
 @hypothesis.settings(max_examples=EXAMPLES or 3)
 @hypothesis.given(case=cases())
 def test_fit_properties(case):
@@ -496,6 +497,8 @@ def test_saturated_leaf_same_on_one_and_two_devices():
         assert float(one.trees.leaf_values[0, 0, 1, 0]) == pytest.approx(260.0)
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 @pytest.mark.skipif(len(jax.devices()) >= 2, reason="several devices: the tests run directly")
 def test_sharded_in_a_subprocess():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=3", JAX_PLATFORMS="cpu")

@@ -121,6 +121,7 @@ def test_every_model_type_is_covered_and_registered():
         base.register_model_type(type("Booster", (tuple,), {"_fields": ()}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_predictions(fitted, name):
     model, _, X = fitted(name)
@@ -147,6 +148,7 @@ def test_predictions(fitted, name):
     np.testing.assert_array_equal(labels, proba.argmax(axis=1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_staged_predict_is_predict_of_the_first_stages(fitted, name):
     model, _, X = fitted(name)
@@ -173,6 +175,7 @@ def test_model_file_round_trips_bitwise(fitted, name, tmp_path):
         assert arrays1[k].dtype == arrays2[k].dtype and arrays1[k].tobytes() == arrays2[k].tobytes(), k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_shap_values_add_up_to_the_raw_prediction(fitted, name):
     model, _, X = fitted(name)

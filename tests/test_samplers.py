@@ -47,6 +47,7 @@ def even_rows(key, n, rate):
     return (jnp.arange(n) % 2 == 0).astype(jnp.float32)
 
 
+@pytest.mark.slow
 def test_a_new_row_sampler_is_one_function(regression_data, fit_kw):
     # Boosting with the even-rows sampler grows the trees of boosting on even-row weights.
     X, y, *_ = regression_data

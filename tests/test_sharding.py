@@ -114,6 +114,8 @@ def sharded_run():
     return {int(n_dev): r for n_dev, r in run_on_devices(SCRIPT, 3).items()}
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 @pytest.mark.parametrize("n_devices,case", [(n, c) for n in (2, 3) for c in CASES_ON[n]])
 def test_sharded_fit_equals_single_device_fit(sharded_run, n_devices, case):
     r = sharded_run[n_devices][case]
@@ -125,6 +127,7 @@ def test_sharded_fit_equals_single_device_fit(sharded_run, n_devices, case):
     assert r["pred_diff"] < 1e-4, r
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("n_devices", [2, 3])
 def test_sharded_warm_start_checkpoints_and_offsets(sharded_run, n_devices):
     r = sharded_run[n_devices]["lifecycle"]
@@ -194,6 +197,8 @@ DEPTHWISE_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_sharded_depthwise_fit_equals_single_device_fit():
     """Depth-wise and loss-guided boosting (row subsampling on) with rows sharded over 2 CPU
     devices, histograms summed across them: the single-device model up to the first split that a near tie decides
@@ -299,6 +304,8 @@ FOREST_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_sharded_forest_equals_single_device_forest():
     """A forest with its rows sharded over 2 CPU devices (``devices=``; 601 rows: a padding row
     of weight 0), and over 3 for two of the cases (two padding rows): every bag's bootstrap counts are the single-device draws, and each

@@ -143,11 +143,13 @@ def _lenient(case):
     return pytest.param(estimator, check, marks=pytest.mark.xfail(reason=reason, strict=False))
 
 
+@pytest.mark.slow
 @_with_checks(FULL)
 def test_every_estimator_check(estimator, check):
     check(estimator)
 
 
+@pytest.mark.slow
 @_with_checks(OTHERS, keep=SMALL_CHECKS)
 def test_estimator_checks(estimator, check):
     check(estimator)
@@ -220,6 +222,7 @@ def test_integer_sample_weights_equal_repeated_rows(loss, y):
                                rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.subprocess
 def test_importing_jboost_does_not_import_sklearn_and_missing_sklearn_says_how_to_install():
     code = textwrap.dedent("""
         import sys
@@ -318,6 +321,7 @@ def test_fit_kwargs_may_not_repeat_a_parameter_and_jboost_checks_its_settings():
 
 
 
+@pytest.mark.slow
 def test_categorical_columns_go_to_jboost_as_they_are():
     """A DataFrame with category and string columns: the boosting and bagging estimators pass it
     to jboost, which encodes the columns (``cat_features=None``: inferred from the dtypes); the
@@ -353,6 +357,7 @@ def test_categorical_columns_go_to_jboost_as_they_are():
     assert bag.booster_.categorical is not None and bag.predict(new).shape == (2,)
 
 
+@pytest.mark.slow
 def test_forest_estimators_take_the_tree_family():
     """``tree_family="depthwise"`` reaches fit_forest: the forest of depth-wise trees (m features
     drawn per node) that fit_forest grows with the same key."""

@@ -314,6 +314,7 @@ def _grow(X_binned, g, h, n_bins, depth, criterion):
 
 # Seed 2's second level has no positive gain: float32 rounding of the prefix sums then admits a
 # zero-gain repeat of the first rule (the same predictions), where the reference takes the null split.
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 3])
 def test_a_new_split_criterion_is_one_namedtuple(seed):
     """The README's "How to extend": the L1 criterion above, written once as

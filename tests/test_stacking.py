@@ -64,6 +64,7 @@ def _stacker_on_learners(model, X, n_rounds=None):
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_stacking_out_of_fold_predictions_never_see_their_row(noisy, binary_stack):
     """In-sample raw scores follow the flipped labels; out-of-fold scores must follow the clean
     signal instead."""
@@ -159,6 +160,7 @@ def test_every_protocol_function_on_a_binary_stack(noisy, binary_stack):
         stacked.stacked_predict(model, X[:, :3])
 
 
+@pytest.mark.slow
 def test_regression_and_multiclass_stacks(regression_data, multiclass_data):
     X, y, Xv, _ = regression_data
     reg = stacking_lib.fit_stacked_boosters(X, y, hypers=[dict(learning_rate=0.5), dict(l2=5.0)], folds=3, **KW)

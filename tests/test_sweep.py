@@ -107,6 +107,7 @@ def _check_rows_against_fits(res, X, y, rows):
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_row_equals_its_separate_fit(res_a, data):
     X, y = data
     assert res_a.n_rows == 4 * 3 * 2 and res_a.n_configs == 4
@@ -115,6 +116,7 @@ def test_every_row_equals_its_separate_fit(res_a, data):
     _check_rows_against_fits(res_a, X, y, range(res_a.n_rows))
 
 
+@pytest.mark.slow
 def test_loss_parameter_sweep_with_sample_weights_equals_separate_fits():
     X, y = jboost.datasets.make_regression(200, n_features=5, n_informative=3, seed=3)
     w = np.random.default_rng(0).uniform(0.2, 2.0, size=200).astype(np.float32)
@@ -143,6 +145,7 @@ def test_loss_parameter_sweep_with_sample_weights_equals_separate_fits():
                                np.asarray(jboost.predict_mean(single, X)), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_multiclass_per_output_trees_rows_equal_separate_fits():
     X, y = jboost.datasets.samme_gaussian(150, seed=0)
     X = X[:, :4]
@@ -246,6 +249,7 @@ def test_cpu_chunks_widen_on_small_data():
     assert memory.cpu_models_per_device(64, 3065, 57) == 1
 
 
+@pytest.mark.slow
 def test_chunked_and_unchunked_sweeps_give_the_same_table(res_a, data):
     # Automatic on CPU: the models per chunk that cpu_models_per_device gives for this data's
     # shape, shared by the devices (evened out over the chunks).
@@ -527,6 +531,8 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_two_host_devices_shard_the_models(res_a):
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
     here = os.path.dirname(os.path.abspath(__file__))
@@ -575,6 +581,7 @@ t._sweep_a(*t._data(), checkpoint_dir=sys.argv[1])
 """
 
 
+@pytest.mark.subprocess
 def test_a_killed_sweep_resumes_from_its_checkpoints_bitwise(res_a, data, tmp_path):
     """A sweep killed (SIGKILL) after its first chunk of models and rerun with the same call fits
     only the other chunks and returns bitwise the result of the sweep without checkpoints (curves,

@@ -117,6 +117,7 @@ def test_shap_and_permutation_importance_read_columns_by_name_and_labels_by_clas
     np.testing.assert_array_equal(imp_r, imp)  # feature j is the model's j-th feature either way
 
 
+@pytest.mark.slow
 def test_shap_values_of_categorical_columns_sum_by_input_column():
     from jboost import inspect as inspect_lib
 

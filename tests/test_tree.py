@@ -273,6 +273,7 @@ def numpy_leaf_index_binned(t, Xb, n_bins):
     return leaf
 
 
+@pytest.mark.slow
 def test_every_depth_from_1_to_12():
     # Small data, so most leaves of deep trees are empty and take their ancestors' values.
     # (Results are moved to NumPy at once: eager jnp ops on new shapes would each compile.)
