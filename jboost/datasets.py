@@ -210,13 +210,29 @@ def feature_names(name: str, data_dir: Optional[os.PathLike] = None) -> list:
 
 
 @_loader
-def load_spam(data_dir: Optional[os.PathLike] = None) -> Split:
-    """Spambase with ESL's split: 3065 train / 1536 test rows, 57 features, 1 = spam."""
+def load_spam(data_dir: Optional[os.PathLike] = None, shuffle: Optional[int] = None) -> Split:
+    """Spambase with ESL's split: 3065 train / 1536 test rows, 57 features, 1 = spam.
+
+    The rows come in the file's order, **sorted by class**: the 1218 spam rows of the training
+    set first, then its 1847 others (test: 595, then 941). A validation set cut from the end of
+    the training rows is therefore one class; pass ``shuffle`` (or draw a random validation
+    subset) for early stopping.
+
+    Args:
+      shuffle: ``None``: the file's order; an int: each split's rows permuted at random with that
+        seed (the same split, the same rows).
+    """
     X, y, _ = _numeric("spambase.csv.gz", data_dir)
     with gzip.open(_file("spambase_esl_split.csv.gz", data_dir), "rt") as fh:
         next(fh)
         is_test = np.array([int(float(line)) for line in fh], dtype=bool)
-    return X[~is_test], y[~is_test], X[is_test], y[is_test]
+    train, test = np.flatnonzero(~is_test), np.flatnonzero(is_test)
+    if shuffle is not None:
+        if isinstance(shuffle, bool) or not isinstance(shuffle, (int, np.integer)) or shuffle < 0:
+            raise TypeError(f"shuffle must be None or a non-negative int seed; got {shuffle!r}.")
+        rng = np.random.default_rng(int(shuffle))
+        train, test = rng.permutation(train), rng.permutation(test)
+    return X[train], y[train], X[test], y[test]
 
 
 @_loader

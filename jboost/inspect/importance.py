@@ -14,7 +14,7 @@ from jboost import _compile, checks
 from jboost.data import labels, tabular
 from jboost.inspect import covers as covers_lib
 from jboost.losses import loss as loss_lib, metrics as metrics_lib, per_sample
-from jboost.models import base as base_lib
+from jboost.models import base as base_lib, metadata
 
 
 IMPORTANCE_KINDS = ("relative", "gain", "split_count")
@@ -31,7 +31,9 @@ def importance(model, kind: str = "relative", per_class: bool = False) -> jax.Ar
         tree per output per round, and ECOC's code bits).
 
     Returns:
-      ``(F,)``, or ``(K, F)`` with ``per_class`` (batch axes in front), float32.
+      ``(F,)``, or ``(K, F)`` with ``per_class`` (batch axes in front), float32: a NumPy
+      :class:`jboost.models.metadata.Importance` labelled with the model's feature names when
+      it has them (under ``jit``/``vmap``: a JAX array).
     """
     base_lib.check_model(model)
     if kind not in IMPORTANCE_KINDS:
@@ -45,7 +47,8 @@ def importance(model, kind: str = "relative", per_class: bool = False) -> jax.Ar
             "gains are summed over the outputs and cannot be split by class). Fit with "
             "per_output_trees=True (ESL Algorithm 10.4), or use per_class=False.")
 
-    return _importance(model, kind=kind, per_class=per_class, axis=axis)
+    return metadata.importance_of(model, _importance(model, kind=kind, per_class=per_class,
+                                                     axis=axis))
 
 
 @functools.partial(_compile.jit, static_argnames=("kind", "per_class", "axis"))

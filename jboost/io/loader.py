@@ -271,9 +271,13 @@ class _Builder:
         supplied = {"fn": None, "link": None, "baseline": None}
         if custom and given is not None:
             given_name = given.name if isinstance(given, Loss) else getattr(given, "__name__", None)
-            if given_name != name:
+            fn_name = recs["fn"].get("custom") if isinstance(recs["fn"], dict) else None
+            given_fn = getattr(given.fn if isinstance(given, Loss) else given, "__name__", None)
+            if given_name != name and (fn_name is None or given_fn != fn_name):
+                fitted = name if fn_name is None else f"{name!r} (function {fn_name!r})"
                 raise ValueError(f"loss={given_name!r} does not match the loss the model in "
-                                 f"{os.fspath(self.path)} was fitted with, {name!r}: pass that one.")
+                                 f"{os.fspath(self.path)} was fitted with, {fitted}: pass that "
+                                 "one.")
             if isinstance(given, Loss):
                 supplied = {"fn": given.fn, "link": given.link, "baseline": given.baseline,
                             "hessian_diag": given.hessian_diag}

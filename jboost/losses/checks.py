@@ -72,7 +72,26 @@ def resolve_loss(loss, y: np.ndarray, n_outputs: Optional[int] = None,
     check_loss_output(resolved)
     check_link(resolved)
     check_labels(resolved, y)
+    if task is None and callable(loss) and not isinstance(loss, loss_lib.Loss):
+        warn_if_binary_labels(resolved, y)
     return resolved
+
+
+def warn_if_binary_labels(loss: loss_lib.Loss, y) -> None:
+    """A ``UserWarning`` when a custom loss given as a bare function (task: regression, by
+    default) is fitted on labels that are all 0 or 1, both present: the model would be a
+    regression of them, which a user fitting, say, a focal loss does not expect."""
+    y = np.asarray(y)
+    if loss.task != "regression" or y.ndim != 1 or not y.size:
+        return
+    if np.isin(y, (0, 1)).all() and 0 < np.count_nonzero(y) < y.size:
+        warnings.warn(
+            f"loss {loss.name!r} was given no task and y holds only 0 and 1: this fits a "
+            "regression of the 0/1 labels (predict gives raw scores; predict_proba refuses). For a "
+            f"binary classifier pass task='binary' (jboost.fit(..., task='binary') or "
+            f"jboost.Loss({loss.name}, task='binary'): raw scores are log-odds, probabilities "
+            "their sigmoid); to fit a regression and silence this, pass task='regression'.",
+            UserWarning, stacklevel=4)
 
 
 def check_batch_objective(loss: loss_lib.Loss, eval_set, devices) -> loss_lib.Loss:

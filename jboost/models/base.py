@@ -522,9 +522,11 @@ def used_gains(m) -> jax.Array:
     return gains if best is None else kept_rounds(gains, best, jnp.ndim(best))
 
 
-def feature_importance(model: Model, encoded: bool = False) -> jax.Array:
+def feature_importance(model: Model, encoded: bool = False) -> metadata.Importance:
     """Total split gain per feature over the trees a prediction uses, normalised to sum to 1
     ``(n_features,)`` (batch axes in front); other kinds: :func:`jboost.inspect.importance`.
+    A NumPy :class:`jboost.models.metadata.Importance` labelled with the model's feature names
+    (``.names``, ``.as_dict()``) when it has them (under ``jit``/``vmap``: a JAX array).
     With categorical columns, one importance per input column (its encoded features' gains added
     up), or per encoded feature with ``encoded=True``."""
     check_model(model)
@@ -537,4 +539,4 @@ def feature_importance(model: Model, encoded: bool = False) -> jax.Array:
             total = data_categorical.sum_by_input(m, total)
         return total / jnp.maximum(jnp.sum(total), 1e-30)
 
-    return batched(model, one)
+    return metadata.importance_of(model, batched(model, one))

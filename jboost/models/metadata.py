@@ -133,3 +133,49 @@ def labels_of(model, classes_idx):
                             "argmax).")
         return jnp.asarray(labels)[classes_idx]
     return classes.array[np.asarray(classes_idx)]
+
+
+class Importance(np.ndarray):
+    """Feature importances as a NumPy array (batch axes in front, one value per feature last)
+    that carries the model's feature names: ``names`` (a tuple, or ``None`` for a model fitted
+    on arrays), :meth:`as_dict` and a printout by name. Only the array an importance function
+    returns carries them: an array computed from it (sorted, sliced, scaled) is plain, so a name
+    never labels another feature's value."""
+
+    names: Optional[tuple]
+
+    def __new__(cls, values, names=None):
+        obj = np.asarray(values).view(cls)
+        fits = names is not None and obj.ndim > 0 and obj.shape[-1] == len(names)
+        obj.names = tuple(str(n) for n in names) if fits else None
+        return obj
+
+    def __array_finalize__(self, obj):
+        self.names = None
+
+    def __array_wrap__(self, out, context=None, return_scalar=False):
+        out = np.asarray(out)  # results of NumPy functions are plain arrays
+        return out[()] if return_scalar else out
+
+    def as_dict(self) -> dict:
+        """``{feature name: importance}`` (values of shape the batch axes)."""
+        if self.names is None:
+            raise ValueError("this model was fitted on an array without feature names: index "
+                             "the importances by column position (np.asarray(importance)[j]).")
+        values = np.asarray(self)
+        return {n: (values[..., j].item() if values.ndim == 1 else values[..., j])
+                for j, n in enumerate(self.names)}
+
+    def __repr__(self) -> str:
+        if self.names is None or self.ndim != 1:
+            return repr(np.asarray(self))
+        return "Importance(" + ", ".join(f"{n}={v:.4g}" for n, v in self.as_dict().items()) + ")"
+
+
+def importance_of(model, values):
+    """Importances ``values`` of ``model`` as an :class:`Importance` labelled with its feature
+    names; traced values (under ``jit``/``vmap``) as they are."""
+    if isinstance(values, jax.core.Tracer):
+        return values
+    names = getattr(model, "feature_names_in_", None)
+    return Importance(np.asarray(values), None if names is None else list(names))
