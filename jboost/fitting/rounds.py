@@ -112,8 +112,10 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
                 end = min(config.n_rounds, dispatched + _call_size(
                     n_calls, dispatched, first, chunk if fixed else None, pace))
                 prev = queue[-1][0] if queue else (latest if latest is not None else carry)
+                building = _building(verbose and n_calls == 0)
                 out = call(data_run, key, hyper, init_raw, prev, np.int32(base), np.int32(end),
                            np.bool_(fresh and n_calls == 0))
+                _built(building)
                 queue.append((out, time.perf_counter(), end))
                 dispatched, n_calls = end, n_calls + 1
             if not queue:
@@ -178,6 +180,23 @@ def _call_size(i: int, at: int, first: int, chunk: Optional[int], pace) -> int:
     if pace is None:
         return min(capacity, FIRST_CALLS[min(i, len(FIRST_CALLS) - 1)])
     return min(capacity, max(1, int(CALL_SECONDS / max(pace, 1e-9))))
+
+
+def _building(verbose: bool) -> Optional[float]:
+    """Before a fit's first call, with ``verbose``: a line saying the program is being built
+    (its first call compiles it, unless compiled before: seconds, or tens of seconds on a first
+    fit); the time it started."""
+    if not verbose:
+        return None
+    print("[jboost] building the fit's program (compiled once per data shape and static "
+          "settings, loaded from the compilation cache when kept) ...", flush=True)
+    return time.perf_counter()
+
+
+def _built(started: Optional[float]) -> None:
+    """After the first call (``_building``'s time): how long the program took to be ready."""
+    if started is not None:
+        print(f"[jboost] program ready in {time.perf_counter() - started:.1f}s", flush=True)
 
 
 def _timed(chunk_seconds: list, chunk_rounds: list, since: float, n_rounds: int) -> float:
@@ -299,12 +318,15 @@ def _after_call(fitted: _HostRounds, best, a, b, base, total, t0, now, stopped, 
     done, elapsed = base + b, now - t0
     best = None if isinstance(best, tuple) and not best else best
     if verbose:
-        left = 0.0 if stopped else time_left(chunk_seconds, chunk_rounds, total - done)
+        # The first chunk's pace includes the program's first run: an estimate after the next.
+        left = (0.0 if stopped else None if len(chunk_seconds) < 2
+                else time_left(chunk_seconds, chunk_rounds, total - done))
+        left_txt = "" if left is None else f", ~{left:.1f}s left"
         best_txt = "" if best is None else f"  best round {int(best[1])}"
         print(f"[jboost] round {done}/{total}  train loss {train[-1]:.6g}"
               + ("" if np.isnan(valid[-1]) else f"  valid loss {valid[-1]:.6g}")
               + ("" if scores is None else f"  valid {metric_name} {scores[-1]:.6g}") + best_txt
-              + f"  {elapsed:.1f}s elapsed, ~{left:.1f}s left", flush=True)
+              + f"  {elapsed:.1f}s elapsed{left_txt}", flush=True)
     stop = False
     for callback in callbacks or ():
         info = {"round": done, "rounds": list(range(base + a, done)), "train_loss": train,
