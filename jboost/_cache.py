@@ -8,9 +8,10 @@ turned jboost's off (``JBOOST_CACHE_DIR=off``). The directory is
 
     <JBOOST_CACHE_DIR, or the user cache folder / "jboost"> / xla-<fingerprint>
 
-where the fingerprint (:func:`fingerprint`) names jboost's version, jax's and jaxlib's versions, a
-digest of the compiled kernel library and of the CPU's instruction set: an upgrade, a rebuilt
-kernel or another machine sharing the home folder gets a directory of its own, so a stale or
+where the fingerprint (:func:`fingerprint`) names jboost's version, jax's and jaxlib's versions, the
+compiled kernel library (its path, size, modification time and ABI version) and the CPU's
+instruction set: an upgrade, a rebuilt kernel or another machine sharing the home folder gets a
+directory of its own, so a stale or
 foreign program is never loaded. Each directory is bounded (:data:`MAX_BYTES`, least recently used
 entries evicted by JAX under a file lock, so processes may share it); directories of other
 fingerprints unused for :data:`STALE_DAYS` days are removed.
@@ -79,21 +80,22 @@ def _cpu_features() -> str:
         return f"{platform.machine()} {platform.processor()}"
 
 
-def _file_digest(path: Optional[str]) -> str:
+def _library_identity(path: Optional[str]) -> str:
+    """The kernel library's path, size, modification time and ABI version: a rebuilt or
+    replaced library is another identity (its bytes are not read: a few milliseconds saved on
+    every process's first fit)."""
     if path is None:
         return "no-kernel"
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    st = os.stat(path)
+    return f"{os.path.realpath(path)} {st.st_size} {st.st_mtime_ns} abi{_native.ABI_VERSION}"
 
 
 def fingerprint() -> str:
     """The name of this installation's cache directory: ``xla-`` and a digest of jboost's version,
-    jax's and jaxlib's versions, the kernel library's bytes and the CPU's instruction set."""
+    jax's and jaxlib's versions, the kernel library's identity (path, size, modification time,
+    ABI version) and the CPU's instruction set."""
     parts = [__version__, jax.__version__, jaxlib.__version__,
-             _file_digest(_native.library_path()), _cpu_features()]
+             _library_identity(_native.library_path()), _cpu_features()]
     return "xla-" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

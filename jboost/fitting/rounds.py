@@ -112,10 +112,8 @@ def run_rounds(data: state_lib.Data, key, hyper: boosting_lib.Hyperparams, loss:
                 end = min(config.n_rounds, dispatched + _call_size(
                     n_calls, dispatched, first, chunk if fixed else None, pace))
                 prev = queue[-1][0] if queue else (latest if latest is not None else carry)
-                building = _building(verbose and n_calls == 0)
-                out = call(data_run, key, hyper, init_raw, prev, np.int32(base), np.int32(end),
-                           np.bool_(fresh and n_calls == 0))
-                _built(building)
+                out = _dispatch(call, verbose and n_calls == 0, data_run, key, hyper, init_raw,
+                                prev, np.int32(base), np.int32(end), np.bool_(fresh and n_calls == 0))
                 queue.append((out, time.perf_counter(), end))
                 dispatched, n_calls = end, n_calls + 1
             if not queue:
@@ -182,21 +180,18 @@ def _call_size(i: int, at: int, first: int, chunk: Optional[int], pace) -> int:
     return min(capacity, max(1, int(CALL_SECONDS / max(pace, 1e-9))))
 
 
-def _building(verbose: bool) -> Optional[float]:
-    """Before a fit's first call, with ``verbose``: a line saying the program is being built
-    (its first call compiles it, unless compiled before: seconds, or tens of seconds on a first
-    fit); the time it started."""
-    if not verbose:
-        return None
+def _dispatch(call, announce: bool, *args):
+    """``call(*args)``; with ``announce`` (a verbose fit's first call, which builds the program:
+    seconds, or tens of seconds, when it compiles) a line before it and one saying how long the
+    program took to be ready."""
+    if not announce:
+        return call(*args)
     print("[jboost] building the fit's program (compiled once per data shape and static "
           "settings, loaded from the compilation cache when kept) ...", flush=True)
-    return time.perf_counter()
-
-
-def _built(started: Optional[float]) -> None:
-    """After the first call (``_building``'s time): how long the program took to be ready."""
-    if started is not None:
-        print(f"[jboost] program ready in {time.perf_counter() - started:.1f}s", flush=True)
+    started = time.perf_counter()
+    out = call(*args)
+    print(f"[jboost] program ready in {time.perf_counter() - started:.1f}s", flush=True)
+    return out
 
 
 def _timed(chunk_seconds: list, chunk_rounds: list, since: float, n_rounds: int) -> float:
