@@ -36,6 +36,7 @@ def _fit(X, y, loss="squared_error", **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning on any scale or shift, but float32's own:
         warnings.filterwarnings("ignore", "y has a large offset")  # predictions near the offset
+        warnings.filterwarnings("ignore", r"the labels' scale .* beyond float32")  # gains, curves
         return jboost.fit(X, y, loss, **{**KW, **kw})
 
 
@@ -253,3 +254,17 @@ def test_bagged_boosters_standardise_their_labels(data):
         m = jboost.bagging.fit_bagged_boosters(X, (y * scale).astype(np.float32),
                                                "squared_error", **plain)
         np.testing.assert_allclose(_predict(m, X) / scale, p_plain, atol=1e-4)
+
+
+def test_gains_and_curves_beyond_float32_in_label_units_are_named(data):
+    """Labels of scale 1e25: split gains and squared-error loss curves in label units (1e50)
+    exceed float32, and a warning says so (they are inf; the predictions are the unit model's
+    scaled); at scale 1e5 they fit and nothing is said."""
+    X, y = data
+    unit = _fit(X, y)
+    with pytest.warns(UserWarning, match=r"split gains and training loss curve beyond float32"):
+        big = jboost.fit(X, y * 1e25, "squared_error", **KW)
+    assert np.isinf(np.asarray(big.train_loss)).all()
+    np.testing.assert_allclose(_predict(big, X), _predict(unit, X) * 1e25, rtol=1e-5)
+    ok = _fit(X, y * 1e5)  # warnings are errors there
+    assert np.isfinite(np.asarray(ok.trees.gains)).all()

@@ -200,12 +200,38 @@ def unscaled_model(model, ls: LabelScale, factor: Optional[float] = None):
     if ls.exponent == 0 or model is None:
         return model
     s = ls.scale if factor is None else factor  # a power of two: its powers are exact
-    trees = model.trees._replace(leaf_values=model.trees.leaf_values * s,
-                                 gains=model.trees.gains * s ** (2 * ls.gradient))
+    lost = []
+    gains = _in_label_units(model.trees.gains, s ** (2 * ls.gradient), "split gains", lost)
+    trees = model.trees._replace(leaf_values=model.trees.leaf_values * s, gains=gains)
     loss = scaled_loss(model.loss, ls, s) if isinstance(model.loss, loss_lib.Loss) else model.loss
-    curve = lambda c: None if c is None else c * s ** ls.degree  # noqa: E731
+    train, valid = (_in_label_units(c, s ** ls.degree, f"{name} loss curve", lost)
+                    for c, name in ((model.train_loss, "training"), (model.valid_loss, "validation")))
+    if lost:
+        warnings.warn(
+            f"the labels' scale (2^{ls.exponent}) puts the model's {' and '.join(lost)} beyond "
+            "float32 in label units (squared units overflow above about 1e19 and underflow below "
+            "about 1e-19): those values are inf or 0. Predictions, leaf values and the baseline "
+            "are exact; for importances and curves, fit labels in other units (e.g. y / 1e10).",
+            UserWarning, stacklevel=4)
     return model._replace(trees=trees, baseline=model.baseline * s, loss=loss,
-                          train_loss=curve(model.train_loss), valid_loss=curve(model.valid_loss))
+                          train_loss=train, valid_loss=valid)
+
+
+def _in_label_units(values, factor: float, name: str, lost: list):
+    """``values * factor`` (``factor`` a power of two: exact), computed in float64 and stored in
+    the values' float32; ``name`` appended to ``lost`` when a finite nonzero value overflows or
+    underflows there. ``None`` stays ``None``; traced values are multiplied as they are."""
+    if values is None:
+        return None
+    if isinstance(values, jax.core.Tracer):
+        return values * factor
+    wide = np.asarray(values, np.float64) * factor
+    with np.errstate(over="ignore", under="ignore"):
+        narrow = wide.astype(np.asarray(values).dtype)
+    bad = np.isfinite(wide) & (wide != 0) & (~np.isfinite(narrow) | (narrow == 0))
+    if bad.any():
+        lost.append(name)
+    return jax.device_put(narrow) if isinstance(values, jax.Array) else narrow
 
 
 #: Entry points that do not standardise (sweeps, bagged boosters) refuse labels whose scale
