@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost import _compile
 from jboost.data import labels, tabular
 from jboost.engine import boosting as boosting_lib
 from jboost.losses import loss as loss_lib, per_sample
@@ -161,7 +162,7 @@ def scaled_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hyperp
     factor = 1.0 / ls.gain_unit()
     factor = np.float32(factor if factor <= float(np.finfo(np.float32).max) else np.inf)
     gain = hyper.min_split_gain  # 0 stays 0; beyond float32, inf (no split passes)
-    hyper = hyper._replace(min_split_gain=jnp.where(gain == 0, 0.0, gain * factor).astype(gain.dtype))
+    hyper = hyper._replace(min_split_gain=_scaled_gain(gain, factor))
     metric = config.eval_metric
     if callable(metric):
         config = config._replace(eval_metric=_InLabelUnits(metric, ls.scale))
@@ -172,6 +173,30 @@ def scaled_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hyperp
         config = config._replace(early_stopping=es._replace(tolerance=es.tolerance / unit,
                                                             metric=es_metric))
     return config, hyper
+
+
+@_compile.jit
+def _scaled_gain(gain, factor):
+    """``gain * factor``, 0 staying 0 (one program, not one per operation)."""
+    return jnp.where(gain == 0, 0.0, gain * factor).astype(gain.dtype)
+
+
+@_compile.jit
+def _times(arrays, factors):
+    """Each array times its (weakly typed) factor: one program for a model's arrays."""
+    return [a * f for a, f in zip(arrays, factors)]
+
+
+def _scale_arrays(values, factors):
+    """``v * f`` of each value: the JAX arrays in one :func:`_times` program, others (NumPy
+    arrays; ``None`` stays ``None``) on the host as before."""
+    on_device = [i for i, v in enumerate(values) if isinstance(v, jax.Array)]
+    out = [v if v is None or i in on_device else v * f
+           for i, (v, f) in enumerate(zip(values, factors))]
+    done = _times([values[i] for i in on_device], [factors[i] for i in on_device]) if on_device else []
+    for i, v in zip(on_device, done):
+        out[i] = v
+    return out
 
 
 class _InLabelUnits:
@@ -200,12 +225,13 @@ def unscaled_model(model, ls: LabelScale, factor: Optional[float] = None):
     if ls.exponent == 0 or model is None:
         return model
     s = ls.scale if factor is None else factor  # a power of two: its powers are exact
-    trees = model.trees._replace(leaf_values=model.trees.leaf_values * s,
-                                 gains=model.trees.gains * s ** (2 * ls.gradient))
+    values, gains, baseline, train, valid = _scale_arrays(
+        (model.trees.leaf_values, model.trees.gains, model.baseline, model.train_loss,
+         model.valid_loss), (s, s ** (2 * ls.gradient), s, s ** ls.degree, s ** ls.degree))
+    trees = model.trees._replace(leaf_values=values, gains=gains)
     loss = scaled_loss(model.loss, ls, s) if isinstance(model.loss, loss_lib.Loss) else model.loss
-    curve = lambda c: None if c is None else c * s ** ls.degree  # noqa: E731
-    return model._replace(trees=trees, baseline=model.baseline * s, loss=loss,
-                          train_loss=curve(model.train_loss), valid_loss=curve(model.valid_loss))
+    return model._replace(trees=trees, baseline=baseline, loss=loss, train_loss=train,
+                          valid_loss=valid)
 
 
 #: Entry points that do not standardise (sweeps, bagged boosters) refuse labels whose scale
