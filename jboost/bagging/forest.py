@@ -85,7 +85,8 @@ def _depthwise_chunks(config: forest_binned.ForestConfig) -> dict:
 
     def keep(out):
         trees, counts = out
-        return node_table.trim_nodes(forest_binned.two_class_leaves(trees, config), host=True), np.array(counts)
+        host = jax.tree_util.tree_map(np.asarray, trees)  # expanded on the host: no program compiled
+        return node_table.trim_nodes(forest_binned.two_class_leaves(host, config, np), host=True), np.array(counts)
 
     return dict(keep=keep, combine=combine)
 

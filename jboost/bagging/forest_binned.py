@@ -7,8 +7,9 @@ from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jboost import _compile
+from jboost import _compile, checks
 from jboost.bagging import bootstrap as bootstrap_lib
 from jboost.engine import batching, memory
 from jboost.fitting import settings as settings_lib
@@ -42,7 +43,7 @@ class ForestHyperparams(NamedTuple):
         for name, v in (("min_child_weight", min_child_weight), ("min_split_gain", min_split_gain),
                         ("l2", l2)):
             settings_lib.check_hyperparameter(name, v)
-        f = lambda v: jnp.asarray(v, jnp.float32)
+        f = lambda v: checks.device_array(v, np.float32)  # noqa: E731 (no program compiled)
         return cls(f(min_child_weight), f(min_split_gain), f(l2))
 
 
@@ -117,29 +118,31 @@ def forest_bag_fn(X_binned, y, w, key, hyper: ForestHyperparams, config: ForestC
     return one_bag
 
 
-def two_class_leaves(trees, config: ForestConfig):
-    """Two classes were fitted as one output ``p``: leaves ``(1 - p, p)``, the one-hot gains."""
+def two_class_leaves(trees, config: ForestConfig, xp=jnp):
+    """Two classes were fitted as one output ``p``: leaves ``(1 - p, p)``, the one-hot gains.
+    ``xp``: the array module, ``numpy`` for host arrays (no program compiled)."""
     if config.n_outputs != 2:
         return trees
     p = trees.leaf_values
-    values = jnp.concatenate([1.0 - p, p], axis=-1)
+    values = xp.concatenate([1.0 - p, p], axis=-1)
     if isinstance(trees, depthwise_lib.DepthwiseTrees):  # a table's unused leaves stay zero
-        used = jnp.sum(trees.level_counts, axis=-1, keepdims=True)             # (..., 1)
-        slot = jnp.arange(p.shape[-2], dtype=used.dtype)
-        values = jnp.where((slot <= used)[..., None], values, 0.0)
+        used = xp.sum(trees.level_counts, axis=-1, keepdims=True)             # (..., 1)
+        slot = xp.arange(p.shape[-2], dtype=used.dtype)
+        values = xp.where((slot <= used)[..., None], values, xp.zeros((), values.dtype))
     return trees._replace(leaf_values=values, gains=2.0 * trees.gains)
 
 
 @functools.partial(_compile.jit, static_argnames=("config",))
-def _forest_chunk(X_binned, y, w, key, hyper, bags, *, config: ForestConfig):
-    """The bags ``bags`` of :func:`fit_forest_binned` (one ``vmap``; a chunk of its ``lax.map``)."""
-    return jax.vmap(forest_bag_fn(X_binned, y, w, key, hyper, config))(bags)
+def _forest_chunk(X_binned, y, w, key, hyper, bags, first, *, config: ForestConfig):
+    """The bags ``first + bags`` of :func:`fit_forest_binned` (one ``vmap``; a chunk of its
+    ``lax.map``)."""
+    return jax.vmap(forest_bag_fn(X_binned, y, w, key, hyper, config))(bags + first)
 
 
 def forest_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, config: ForestConfig):
     """:func:`_forest_chunk` of bags ``first + bags`` (``borders`` only fingerprints the
     checkpoints)."""
-    return _forest_chunk(X_binned, y, w, key, hyper, bags + jnp.int32(first), config=config)
+    return _forest_chunk(X_binned, y, w, key, hyper, bags, np.int32(first), config=config)
 
 
 #: Depth-wise trees grown by the CPU kernel per chunk, at most (one kernel call whose threads

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jboost import checks
 from jboost.engine import checkpoints
 
 
@@ -187,10 +188,10 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
     done, on_chunk = {}, None
     if checkpoint_dir is not None:
         store = checkpoints.ChunkCheckpoints(checkpoint_dir, kind, checkpoints.fingerprint(args, (settings, size)), differs)
-        like = lambda: jax.eval_shape(chunk_fn, *args, jnp.asarray(items(0), jnp.int32))  # noqa: E731
+        like = lambda: jax.eval_shape(chunk_fn, *args, checks.device_array(items(0), np.int32))  # noqa: E731
         done = store.load("", n_chunks, like, items)
         on_chunk = lambda c, out: store.save("", c, out, items(c))  # noqa: E731
-    outs = map_chunks(lambda c, it: chunk_fn(*args, jnp.asarray(it, jnp.int32)), n_items, size,
+    outs = map_chunks(lambda c, it: chunk_fn(*args, checks.device_array(it, np.int32)), n_items, size,
                       done=done, on_chunk=on_chunk, progress=progress, what=what,
                       callbacks=callbacks, info=info, at_once=at_once,
                       keep_on_interrupt=keep_on_interrupt, unit=unit, keep=keep)

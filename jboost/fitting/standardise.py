@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost import _compile
 from jboost.data import labels, tabular
 from jboost.engine import boosting as boosting_lib
 from jboost.losses import loss as loss_lib, per_sample
@@ -161,7 +162,7 @@ def scaled_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hyperp
     factor = 1.0 / ls.gain_unit()
     factor = np.float32(factor if factor <= float(np.finfo(np.float32).max) else np.inf)
     gain = hyper.min_split_gain  # 0 stays 0; beyond float32, inf (no split passes)
-    hyper = hyper._replace(min_split_gain=jnp.where(gain == 0, 0.0, gain * factor).astype(gain.dtype))
+    hyper = hyper._replace(min_split_gain=_scaled_gain(gain, factor))
     metric = config.eval_metric
     if callable(metric):
         config = config._replace(eval_metric=_InLabelUnits(metric, ls.scale))
@@ -172,6 +173,12 @@ def scaled_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hyperp
         config = config._replace(early_stopping=es._replace(tolerance=es.tolerance / unit,
                                                             metric=es_metric))
     return config, hyper
+
+
+@_compile.jit
+def _scaled_gain(gain, factor):
+    """``gain * factor``, 0 staying 0 (one program, not one per operation)."""
+    return jnp.where(gain == 0, 0.0, gain * factor).astype(gain.dtype)
 
 
 class _InLabelUnits:

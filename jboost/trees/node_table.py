@@ -8,6 +8,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from jboost.data import binning
 from jboost.trees import routing, splits as splits_lib
@@ -21,14 +22,16 @@ def walk(features, thresholds, missing_right, children, depth: int, X_t, is_miss
     rule); bins as they are."""
     n = X_t.shape[1]
     rows = jnp.arange(n, dtype=jnp.int32)
-    cur = jnp.zeros((n,), jnp.int32)
-    for _ in range(max(depth, 1)):
+
+    def step(_, cur):
         i = jnp.maximum(cur, 0)
         col = binning.clamp_subnormals_jax(X_t[features[i], rows].astype(thresholds.dtype))
         right = routing.goes_right(col, binning.clamp_subnormals_jax(thresholds[i]), missing_right[i],
                                    is_missing(col))
-        cur = jnp.where(cur >= 0, children[i, right.astype(jnp.int32)], cur)
-    return ~cur
+        return jnp.where(cur >= 0, children[i, right.astype(jnp.int32)], cur)
+
+    # A loop, not one copy of the step per level: deep trees (depth 30) compile one step.
+    return ~lax.fori_loop(0, max(depth, 1), step, jnp.zeros((n,), jnp.int32))
 
 
 def node_capacity(depth: int, n_rows: int, max_nodes: Optional[int] = None) -> int:
