@@ -8,11 +8,12 @@ LightGBM, in one run on one machine.
 
 Each measurement is a new Python process (``--repeats`` of them; the median is printed):
 
-* ``import``: ``import jboost`` (``xgboost``, ``lightgbm``), numpy already imported;
+* ``import``: ``import jboost`` (``xgboost``, ``lightgbm``), numpy already imported; jboost
+  loads nothing then, so ``+ jax`` is the ``import jax`` that its first use needs, timed apart;
 * ``first fit``: the first fit after the import and a prediction of ten rows, everything the
-  library loads or compiles on first use included (for jboost: jax, its modules, its programs);
+  library loads or compiles on first use included (for jboost: its modules and programs);
 * ``second fit``: the same fit on other labels of the same shape (programs compiled);
-* ``total``: import + first fit, what a script waits before its first result.
+* ``total``: import (+ jax) + first fit, what a script waits before its first result.
 
 jboost runs in three modes: ``cold`` (an empty cache directory: every program compiled, and
 written), ``warm`` (the directory the cold run filled: programs loaded), ``off``
@@ -57,11 +58,14 @@ elif lib == "lightgbm":
         m = lightgbm.LGBMClassifier(n_estimators=rounds, verbose=-1).fit(X, y)
         return m.predict_proba(X[:10])
 t1 = time.perf_counter()
+if lib == "jboost":  # jboost imports JAX on first use: timed apart, as part of the import
+    import jax
+t1b = time.perf_counter()
 fit(Y[0])
 t2 = time.perf_counter()
 fit(Y[1])
 t3 = time.perf_counter()
-print(json.dumps({"import": t1 - t0, "first": t2 - t1, "second": t3 - t2}))
+print(json.dumps({"import": t1 - t0, "jax": t1b - t1, "first": t2 - t1b, "second": t3 - t2}))
 """
 GOAL_IMPORT_S = 1.0
 GOAL_WARM_OVER_XGBOOST = 2.0
@@ -77,8 +81,8 @@ def measure(lib: str, args, env: dict) -> dict:
 
 
 def median_of(runs: list) -> dict:
-    out = {k: statistics.median(r[k] for r in runs) for k in ("import", "first", "second")}
-    out["total"] = out["import"] + out["first"]
+    out = {k: statistics.median(r[k] for r in runs) for k in ("import", "jax", "first", "second")}
+    out["total"] = out["import"] + out["jax"] + out["first"]
     return out
 
 
@@ -105,16 +109,19 @@ def run(args) -> dict:
 def report(results: dict, args) -> None:
     print(f"{args.rows} x {args.features}, binary, {args.rounds} rounds; median of "
           f"{args.repeats} fresh processes each (seconds)")
-    print(f"{'library':<14}{'import':>8}{'first fit':>11}{'second fit':>12}{'total':>8}")
+    print(f"{'library':<14}{'import':>8}{'+ jax':>7}{'first fit':>11}{'second fit':>12}"
+          f"{'total':>8}")
     for name, r in results.items():
-        print(f"{name:<14}{r['import']:>8.3f}{r['first']:>11.3f}{r['second']:>12.3f}"
+        jax_s = f"{r['jax']:>7.3f}" if name.startswith("jboost") else f"{'-':>7}"
+        print(f"{name:<14}{r['import']:>8.3f}{jax_s}{r['first']:>11.3f}{r['second']:>12.3f}"
               f"{r['total']:>8.3f}")
     if "jboost warm" not in results:
         return
     print()
-    imp = results["jboost warm"]["import"]
-    print(f"goal: import <= {GOAL_IMPORT_S:g} s: {imp:.3f} s "
-          f"({'met' if imp <= GOAL_IMPORT_S else 'NOT met'})")
+    imp = results["jboost warm"]["import"] + results["jboost warm"]["jax"]
+    print(f"goal: import <= {GOAL_IMPORT_S:g} s: {imp:.3f} s with JAX's import "
+          f"({'met' if imp <= GOAL_IMPORT_S else 'NOT met'}; import jboost alone "
+          f"{results['jboost warm']['import']:.3f} s)")
     cold = results["jboost cold"]["first"]
     print(f"goal: cold first fit <= {GOAL_COLD_S:g} s: {cold:.3f} s "
           f"({'met' if cold <= GOAL_COLD_S else 'NOT met'})")
