@@ -21,6 +21,7 @@ from jboost import objectives
 from experiments import run as runner
 from experiments.configs import binary_error, mean_absolute_error, r_squared, staged_metric
 from conftest import no_xla_optimisations
+from tests import _notebooks
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -416,8 +417,10 @@ def test_readme_commands_are_the_ones_that_run(tmp_path):
 
 
 def _run_notebook(name: str) -> dict:
-    """Check ``notebooks/<name>`` is a clean nbformat-4 notebook (no outputs, unique cell ids) and
-    run its code cells in order in one namespace; return the namespace."""
+    """Check ``notebooks/<name>`` is an nbformat-4 notebook (unique cell ids) committed executed,
+    run its code cells in order in one namespace (tests/_notebooks.py) and check its committed
+    outputs are the ones they give (printed lines up to their numbers, figures per cell:
+    ``python -m tests._notebooks`` rewrites them); return the namespace."""
     nb = json.loads((REPO / "notebooks" / name).read_text())
     assert nb["nbformat"] == 4 and nb["nbformat_minor"] >= 4
     assert "kernelspec" in nb["metadata"]
@@ -427,12 +430,13 @@ def _run_notebook(name: str) -> dict:
     assert len(code) >= 4
     for cell in nb["cells"]:
         assert cell["cell_type"] in ("markdown", "code") and isinstance(cell["source"], list)
-        if cell["cell_type"] == "code":
-            assert cell["outputs"] == [] and cell["execution_count"] is None
-    namespace = {"__name__": "__notebook__"}
-    with no_xla_optimisations():  # small programs: compile time is the notebook's time
-        for i, cell in enumerate(code):
-            exec(compile("".join(cell["source"]), f"{name} code cell {i}", "exec"), namespace)
+    assert [c["execution_count"] for c in code] == list(range(1, len(code) + 1)), \
+        f"{name} is not committed executed: python -m tests._notebooks notebooks/{name}"
+    # small programs: compile time is the notebook's time
+    namespace, outputs = _notebooks.execute(nb, name, wrap=no_xla_optimisations)
+    stale = _notebooks.same_outputs(nb, outputs)
+    assert stale is None, (f"{name}'s committed outputs are not what its code gives ({stale}): "
+                           f"rewrite them, python -m tests._notebooks notebooks/{name}")
     return namespace
 
 
@@ -515,3 +519,20 @@ def test_multiclass_table_reference_samme_r_follows_the_formulas():
     assert one[0] == pytest.approx(np.mean(tree.predict(Xt) != yt))
     curve = multiclass_table._samme_r_reference(X, y, Xt, yt, 3, 2, 5, 0)
     assert curve.shape == (5,) and np.all((curve >= 0) & (curve <= 1)) and curve[0] == one[0]
+
+
+def test_notebook_sync_check_masks_numbers_and_catches_stale_outputs():
+    """The committed outputs are compared with the executed ones up to their numbers (last digits
+    differ between machines): other printed words, or a figure more or less, are stale."""
+    nb = json.loads((REPO / "notebooks" / "quickstart.ipynb").read_text())
+    committed = [c["outputs"] for c in nb["cells"] if c["cell_type"] == "code"]
+    assert any(committed) and _notebooks.same_outputs(nb, committed) is None
+    renumbered = json.loads(json.dumps(committed).replace("0.", "9."))
+    assert _notebooks.same_outputs(nb, renumbered) is None
+    i = next(k for k, out in enumerate(committed) if out)
+    reworded = json.loads(json.dumps(committed))
+    reworded[i][0]["text"] = ["something else\n"]
+    assert "code cell" in _notebooks.same_outputs(nb, reworded)
+    extra_figure = json.loads(json.dumps(committed))
+    extra_figure[i].append({"output_type": "display_data", "data": {}, "metadata": {}})
+    assert _notebooks.same_outputs(nb, extra_figure) is not None
