@@ -63,7 +63,8 @@ def load_adult_frames(data_dir=None):
     X, y = read("adult_train.csv.gz")
     Xt, yt = read("adult_test.csv.gz")
     for c in X.columns:
-        if X[c].dtype == object:
+        # Strings: pandas 2 reads them as object, pandas 3 as its str dtype (not == object).
+        if not pd.api.types.is_numeric_dtype(X[c].dtype):
             cats = sorted(X[c].dropna().unique())
             X[c] = pd.Categorical(X[c], categories=cats)
             Xt[c] = pd.Categorical(Xt[c], categories=cats)  # unseen test values: NaN
@@ -83,7 +84,9 @@ def _timed(fn):
 
 def fit_predict(lib: str, X, y, Xt, *, depth: int, rounds: int, lr: float, seed: int = 0):
     """``(test probabilities of class 1, fit seconds, cold seconds or None)`` for one library."""
-    cats = [c for c in X.columns if str(X[c].dtype) == "category"]
+    import pandas as pd
+
+    cats = [c for c in X.columns if isinstance(X[c].dtype, pd.CategoricalDtype)]
     leaves = 2 ** depth
     if lib == "jboost":
         import jax

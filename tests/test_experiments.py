@@ -536,3 +536,28 @@ def test_notebook_sync_check_masks_numbers_and_catches_stale_outputs():
     extra_figure = json.loads(json.dumps(committed))
     extra_figure[i].append({"output_type": "display_data", "data": {}, "metadata": {}})
     assert _notebooks.same_outputs(nb, extra_figure) is not None
+
+
+@pytest.mark.skipif(not (datasets.data_dir() / "adult_train.csv.gz").exists(),
+                    reason="the shared data sets are not beside the clone (CI has them)")
+def test_adult_peers_get_categories_from_pandas_3_strings():
+    """Issue 47: pandas 3 reads string columns with its ``str`` dtype (not ``object``); the
+    peers' data preparation (benchmarks/adult_categorical.py) must still turn them into
+    categoricals, or CatBoost receives strings without ``cat_features``. pandas 2 behaves as
+    pandas 3 with ``future.infer_string``; both are checked."""
+    import importlib.util
+    pd = pytest.importorskip("pandas")
+    spec = importlib.util.spec_from_file_location("adult_bench",
+                                                  REPO / "benchmarks" / "adult_categorical.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    pandas_3 = int(pd.__version__.split(".")[0]) >= 3
+    for infer in ([None] if pandas_3 else [False, True]):
+        with (contextlib.nullcontext() if pandas_3
+              else pd.option_context("future.infer_string", infer)):
+            X, y, Xt, yt = bench.load_adult_frames()
+        kinds = {c: ("category" if isinstance(X[c].dtype, pd.CategoricalDtype)
+                     else "number" if pd.api.types.is_numeric_dtype(X[c].dtype) else str(X[c].dtype))
+                 for c in X.columns}
+        assert sorted(set(kinds.values())) == ["category", "number"], (infer, kinds)
+        assert sum(k == "category" for k in kinds.values()) == 8
