@@ -45,6 +45,7 @@ import argparse
 import dataclasses
 import datetime
 import importlib
+import importlib.metadata
 import json
 import math
 import os
@@ -258,6 +259,7 @@ def run_experiment(name: str, *, smoke: bool = False, workdir: Optional[os.PathL
         "platform": platform.platform(),
         "jax_backend": jax.default_backend(),
         "data_dir": str(ctx.data_dir) if ctx.data_dir is not None else None,
+        "packages": package_versions(),
         "config": config,
     }
     _dump(meta, ctx.workdir / "config.json")
@@ -285,6 +287,23 @@ def print_results(name: str, results: dict, workdir: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+#: The distributions whose versions a results file records (jboost's dependencies and every peer
+#: the experiments compare with); experiments/constraints.txt pins the published tables' ones.
+PACKAGES = ("jax", "jaxlib", "numpy", "optax", "chex", "pandas", "scikit-learn", "xgboost",
+            "lightgbm", "catboost", "ngboost", "scikit-survival", "shap", "matplotlib")
+
+
+def package_versions() -> dict:
+    """``{distribution: version}`` of :data:`PACKAGES` (``None``: not installed)."""
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def run_provenance(command: str, smoke: bool, data_dir: Optional[os.PathLike]) -> dict:
     """What a results file records once per run: command, commit, dirty flag, date, versions."""
     commit = git_commit()
@@ -301,6 +320,7 @@ def run_provenance(command: str, smoke: bool, data_dir: Optional[os.PathLike]) -
         "jax_backend": jax.default_backend(),
         "cpu_count": os.cpu_count(),
         "data_dir": str(data_dir) if data_dir is not None else None,
+        "packages": package_versions(),
     }
 
 
@@ -399,6 +419,8 @@ def render_results(results: dict) -> str:
         + f" on {results['date']}: jax {results['jax_version']}, jboost {results['jboost_version']}, "
         f"Python {results['python_version']}, {results['platform']}, backend "
         f"{results['jax_backend']}, {results['cpu_count']} CPUs"
+        + (", packages " + ", ".join(f"{k} {v}" for k, v in results["packages"].items() if v)
+           if results.get("packages") else ", package versions not recorded (a run before they were)")
         + (", **smoke sizes (not comparable with the published numbers)**" if results["smoke"] else "")
         + f". Total wall time {results['total_wall_time_s']:.0f} s for {len(exps)} experiments "
         f"({len(ok)} ran, {len(not_ok)} did not). The machine-made file is "

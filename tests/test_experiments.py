@@ -561,3 +561,14 @@ def test_adult_peers_get_categories_from_pandas_3_strings():
                  for c in X.columns}
         assert sorted(set(kinds.values())) == ["category", "number"], (infer, kinds)
         assert sum(k == "category" for k in kinds.values()) == 8
+
+
+def test_results_record_every_package_version():
+    """Issue 47: a results file records the version of jboost's dependencies and of every peer
+    (``None`` when not installed), and the constraints file pins the ones a rerun can use."""
+    packages = runner.run_provenance("cmd", True, None)["packages"]
+    assert set(packages) == set(runner.PACKAGES)
+    assert packages["jax"] == jax.__version__ and packages["numpy"] == np.__version__
+    pinned = (REPO / "experiments" / "constraints.txt").read_text()
+    for name in ("jax", "jaxlib", "numpy", "pandas", "scikit-learn", "xgboost", "lightgbm"):
+        assert re.search(rf"^{name}==\S+$", pinned, flags=re.M), name
