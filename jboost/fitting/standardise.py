@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost import _compile
+from jboost import _compile, checks
 from jboost.data import labels, tabular
 from jboost.engine import boosting as boosting_lib
 from jboost.losses import loss as loss_lib, per_sample
@@ -230,11 +230,12 @@ def _in_label_units(values, factor: float, name: str, lost: list):
     underflows there. ``None`` stays ``None``; traced values are multiplied as they are."""
     if values is None:
         return None
-    if isinstance(values, jax.core.Tracer):
+    if checks.is_traced(values):
         return values * factor
-    wide = np.asarray(values, np.float64) * factor
+    host = np.asarray(values)
+    wide = host.astype(np.float64) * factor
     with np.errstate(over="ignore", under="ignore"):
-        narrow = wide.astype(np.asarray(values).dtype)
+        narrow = wide.astype(host.dtype)
     bad = np.isfinite(wide) & (wide != 0) & (~np.isfinite(narrow) | (narrow == 0))
     if bad.any():
         lost.append(name)

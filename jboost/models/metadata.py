@@ -175,7 +175,7 @@ class Importance(np.ndarray):
 def importance_of(model, values):
     """Importances ``values`` of ``model`` as an :class:`Importance` labelled with its feature
     names; traced values (under ``jit``/``vmap``) as they are."""
-    if isinstance(values, jax.core.Tracer):
+    if checks.is_traced(values):
         return values
     names = getattr(model, "feature_names_in_", None)
     return Importance(np.asarray(values), None if names is None else list(names))
