@@ -3,6 +3,7 @@
     pip install -e ".[bench]"
     python benchmarks/adult_categorical.py                 # depth 6, 1000 rounds, rate 0.05
     python benchmarks/adult_categorical.py --rounds 200    # shorter
+    python benchmarks/adult_categorical.py --smoke         # CI's peer check: 10 rounds, seconds
     python benchmarks/adult_categorical.py --libs jboost catboost --json out.json
 
 Data: ``adult_train.csv.gz`` (32,561 rows) and ``adult_test.csv.gz`` (16,281 rows) as given, from
@@ -108,7 +109,8 @@ def fit_predict(lib: str, X, y, Xt, *, depth: int, rounds: int, lr: float, seed:
                 out[c] = out[c].astype(object).where(out[c].notna(), "<missing>")
             return out
         model = catboost.CatBoostClassifier(iterations=rounds, depth=depth, learning_rate=lr,
-                                            random_seed=seed, thread_count=2, verbose=0)
+                                            random_seed=seed, thread_count=2, verbose=0,
+                                            allow_writing_files=False)
         _, t = _timed(lambda: model.fit(strings(X), y, cat_features=cats))
         return model.predict_proba(strings(Xt))[:, 1], t, None
     if lib == "lightgbm":
@@ -181,7 +183,12 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--json", default=None)
+    p.add_argument("--smoke", action="store_true",
+                   help="the smallest size (CI's peer check): 10 rounds at learning rate 0.3, every "
+                        "library of --libs")
     a = p.parse_args(argv)
+    if a.smoke:
+        a.rounds, a.lr = 10, 0.3
     rows = run(a.libs, depth=a.depth, rounds=a.rounds, lr=a.lr, data_dir=a.data_dir, seed=a.seed)
     load = os.getloadavg()
     print(table(rows, f"adult, depth {a.depth}, {a.rounds} rounds, learning rate {a.lr}; "

@@ -1,7 +1,8 @@
 """Train jboost and its peers side by side on the same data and settings; print one table.
 
     pip install -e ".[bench]"
-    python benchmarks/bench.py --quick                 # smoke run, a minute or two
+    python benchmarks/bench.py --quick                 # one small case, a minute or two
+    python benchmarks/bench.py --smoke                 # CI's peer check: tiny case, seconds
     python benchmarks/bench.py                         # 100k and 1M binary, 1M regression
     python benchmarks/bench.py --cases binary-100k --libs jboost xgboost --json out.json
     python benchmarks/bench.py --gpu --cases binary-1m --libs jboost xgboost catboost   # on a GPU
@@ -53,7 +54,11 @@ CASES = {
     # Scale: 10M training rows (about 2 GB of float32 features; run it alone, e.g. --rounds 50).
     "binary-10m": dict(task="binary", n_train=10_000_000, n_test=1_000_000, n_features=50),
     "quick": dict(task="binary", n_train=20_000, n_test=100_000, n_features=50),
+    # --smoke (CI's peer check, python -m benchmarks.smoke): every peer's API; no timing meant.
+    "smoke": {"task": "binary", "n_train": 2_000, "n_test": 2_000, "n_features": 20},
 }
+#: Rounds of a case when --rounds is not given (200 otherwise).
+CASE_ROUNDS = {"quick": 20, "smoke": 5}
 LIBS = ("jboost", "jboost-devices", "xgboost", "lightgbm", "catboost", "sklearn")  # module docstring
 
 
@@ -210,7 +215,8 @@ def run_catboost(case, Xtr, ytr, Xte, rounds, depth, n_bins, lr, threads):
     model = (cb.CatBoostClassifier if case["task"] == "binary" else cb.CatBoostRegressor)(
         iterations=rounds, depth=depth, learning_rate=lr, l2_leaf_reg=1.0, thread_count=threads,
         grow_policy="SymmetricTree", border_count=n_bins - 1, verbose=False, boosting_type="Plain",
-        bootstrap_type="No", random_strength=0.0, **(dict(task_type="GPU") if GPU else {}))
+        bootstrap_type="No", random_strength=0.0, allow_writing_files=False,
+        **(dict(task_type="GPU") if GPU else {}))
     t0 = time.perf_counter()
     model.fit(pool)
     t_train = time.perf_counter() - t0
@@ -268,10 +274,7 @@ def child(args):
     global GPU
     GPU = args.gpu
     case = CASES[args.case]
-    if args.rounds:
-        rounds = args.rounds
-    else:
-        rounds = 20 if args.case == "quick" else 200
+    rounds = args.rounds or CASE_ROUNDS.get(args.case, 200)
     Xtr, ytr, Xte, yte = make_data(case)
     peak_reset = _reset_peak_rss()  # the generator's temporaries are not the library's memory
     data_mb = _status_mb("VmRSS")
@@ -320,8 +323,12 @@ def fmt(v, nd=3):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", nargs="+", default=None, choices=sorted(CASES))
-    p.add_argument("--libs", nargs="+", default=list(LIBS), choices=LIBS)
+    p.add_argument("--libs", nargs="+", default=None, choices=LIBS, help="default: all")
     p.add_argument("--quick", action="store_true", help="one small case (20k rows, 20 rounds)")
+    p.add_argument("--smoke", action="store_true",
+                   help="the smallest size (CI's peer check): the smoke case (2k rows, 5 rounds), "
+                        "one repeat, jboost and every peer (not jboost-devices unless --libs names "
+                        "it); exit status 1 if a library fails (one not installed: as without it)")
     p.add_argument("--rounds", type=int, default=0)
     p.add_argument("--depth", type=int, default=6)
     p.add_argument("--n-bins", type=int, default=256)
@@ -341,7 +348,12 @@ def main():
     args = p.parse_args()
     if args.child:
         return child(args)
-    cases = args.cases or (["quick"] if args.quick else ["binary-100k", "binary-1m", "regression-1m"])
+    if args.libs is None:  # --smoke: each library is a process; the expert row's is spared
+        args.libs = [lib for lib in LIBS if not (args.smoke and lib == "jboost-devices")]
+    if args.smoke:
+        args.repeats = 1
+    cases = args.cases or (["smoke"] if args.smoke else ["quick"] if args.quick
+                           else ["binary-100k", "binary-1m", "regression-1m"])
     results = {}
     for case in cases:
         results[case] = {}
@@ -358,6 +370,12 @@ def main():
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"settings": vars(args), "results": results}, fh, indent=1)
+    failed = [f"{case} {lib}" for case, res in results.items() for lib, r in res.items()
+              if "error" in r and not r["error"].startswith("ModuleNotFoundError")]
+    if args.smoke and failed:
+        print(f"smoke: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def print_table(results):
@@ -395,4 +413,4 @@ def print_table(results):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

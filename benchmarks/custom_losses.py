@@ -1,7 +1,8 @@
 """Hand-written losses with degenerate curvature against jboost's built-in losses (issue 16, part 1).
 
     python benchmarks/custom_losses.py                         # 300 rounds, depth 6, lr 0.1
-    python benchmarks/custom_losses.py --quick                 # 60 rounds: a smoke run
+    python benchmarks/custom_losses.py --quick                 # 60 rounds
+    python benchmarks/custom_losses.py --smoke                 # CI's check: tiny, every case
     python benchmarks/custom_losses.py --datasets spam --hessian autodiff   # force pure Newton
 
 A loss written by hand as a few lines of JAX, with no hint about its curvature:
@@ -117,7 +118,7 @@ def run_fit(X, y, loss, settings, **kw):
     return model, seconds, rise, float(curve[-1])
 
 
-def regression_rows(name, hessian, settings, data_dir, cases, friedman_n):
+def regression_rows(name, hessian, settings, data_dir, cases, friedman_n, levels=LEVELS):
     Xtr, ytr, Xte, yte = load(name, data_dir, friedman_n)
     sd = float(np.std(ytr))
     rows = []
@@ -137,7 +138,7 @@ def regression_rows(name, hessian, settings, data_dir, cases, friedman_n):
         rows.append(row)
         print(_format(row), flush=True)
 
-    for a in LEVELS if "pinball" in cases else ():
+    for a in levels if "pinball" in cases else ():
         for side, loss in (("built-in", losses.quantile(a)),
                            ("hand", custom(pinball, hessian, alpha=a))):
             add(f"pinball {a}", side, *run_fit(Xtr, ytr, loss, settings), level=a)
@@ -226,8 +227,13 @@ def main():
                     help="pinball, absolute, robust (squared, Cauchy, Tukey, eps-insensitive), hinge")
     ap.add_argument("--friedman-n", type=int, default=5000, help="Friedman #1 training rows")
     ap.add_argument("--json", default=None, help="write the rows and acceptance lines here")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size (CI's check): Friedman #1 (1000 rows) and spam, 5 "
+                         "rounds, every case (the pinball at alpha = 0.5 only)")
     args = ap.parse_args()
-    rounds = 60 if args.quick else args.rounds
+    rounds = 5 if args.smoke else 60 if args.quick else args.rounds
+    if args.smoke:
+        args.datasets, args.friedman_n = ["friedman1", "spam"], 1000
     settings = dict(n_rounds=rounds, depth=args.depth, learning_rate=args.learning_rate, l2=1.0,
                     min_child_weight=1.0, n_bins=256, key=0)
     print(f"settings: {settings}; hand-written losses' hessian="
@@ -238,7 +244,7 @@ def main():
             rows += spam_rows(args.hessian, settings, args.data_dir) if "hinge" in args.cases else []
         else:
             rows += regression_rows(ds, args.hessian, settings, args.data_dir, args.cases,
-                                    args.friedman_n)
+                                    args.friedman_n, levels=(0.5,) if args.smoke else LEVELS)
     lines = acceptance(rows)
     print("\nacceptance (issue 16 part 1):")
     for line in lines:

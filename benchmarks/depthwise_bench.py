@@ -10,6 +10,7 @@ XGBoost ``grow_policy="lossguide"`` vs LightGBM (``num_leaves``, ``max_depth=-1`
     python benchmarks/depthwise_bench.py --threads 1    # every library on one thread
     python benchmarks/depthwise_bench.py --cases synthetic --train-rows 1000000   # 1M x 50
     python benchmarks/depthwise_bench.py --libs xgboost-lossguide jboost-lossguide lightgbm-leafwise
+    python benchmarks/depthwise_bench.py --smoke    # CI's peer check: synthetic, tiny, seconds
 
 Cases: ``synthetic``: 200k training rows x 50 Gaussian features (50k test rows) whose target has
 interactions a symmetric tree cannot share between its halves (``x0`` picks which features
@@ -130,7 +131,12 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=None,
                    help="threads per library (default: all cores, jboost left at its default)")
     p.add_argument("--train-rows", type=int, default=200_000, help="synthetic case's training rows")
+    p.add_argument("--smoke", action="store_true",
+                   help="the smallest size (CI's peer check): the synthetic case, 2000 training "
+                        "rows, 5 rounds, every library of --libs")
     a = p.parse_args(argv)
+    if a.smoke:
+        a.cases, a.rounds, a.train_rows = ["synthetic"], 5, 2000
     if a.threads is not None:  # else jboost runs as a user gets it: no environment variable
         os.environ["JBOOST_NUM_THREADS"] = str(a.threads)  # read when jboost's kernels run
     else:

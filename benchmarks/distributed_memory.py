@@ -3,6 +3,7 @@
     python benchmarks/distributed_memory.py                       # 600k x 20, 1, 2 and 3 processes
     python benchmarks/distributed_memory.py --rows 300000 --processes 1 2
     python benchmarks/distributed_memory.py --json out.json
+    python benchmarks/distributed_memory.py --smoke     # CI's check: 20k rows, 1 and 2 processes
 
 The same table (``--rows`` x ``--features`` float32, made in seeded chunks of 10,000 rows so that
 a process makes only its own rows) is fitted by 1, 2 and 3 CPU processes on localhost
@@ -103,7 +104,12 @@ def main():
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--json", default=None)
     parser.add_argument("--worker", nargs=3, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true",
+                        help="the smallest size (CI's check): 20,000 rows, depth 3, 2 rounds, 1 and 2 "
+                             "processes")
     args = parser.parse_args()
+    if args.smoke:
+        args.rows, args.depth, args.rounds, args.processes = 20_000, 3, 2, [1, 2]
     if args.rows % CHUNK:
         parser.error(f"--rows must be a multiple of {CHUNK}")
     if args.worker is not None:

@@ -4,6 +4,7 @@ scikit-learn's RandomForest (``n_jobs=2``) and LightGBM's ``boosting="rf"`` when
     python benchmarks/forest_bench.py                                  # every case, full size
     python benchmarks/forest_bench.py --cases spam_rf spam_bagging --trees 100
     python benchmarks/forest_bench.py --families depthwise --depth 14 --bins 64 --json out.json
+    python benchmarks/forest_bench.py --smoke     # CI's peer check: spam and California, 3 trees
 
 Cases (the issue 20 acceptance cases; the data sets' own splits from :mod:`jboost.datasets`):
 
@@ -136,7 +137,12 @@ def main(argv=None):
     ap.add_argument("--data-dir", default=os.environ.get("JBOOST_DATA_DIR"))
     ap.add_argument("--no-lightgbm", action="store_true", help="skip LightGBM even if installed")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size (CI's peer check): spam_rf and california_rf "
+                         "(classification, regression), 3 trees of depth 6, both families")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.cases, args.trees, args.depth = ["spam_rf", "california_rf"], 3, 6
     rows = []
     print(f"load: {os.getloadavg()}; trees={args.trees} depth={args.depth} bins={args.bins}", flush=True)
     for name in args.cases:

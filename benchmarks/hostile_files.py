@@ -8,6 +8,7 @@ Only "refused" and "loaded, identical" are good; the edits of fields are those o
 tests/test_io_hostile.py (which lists the edits it leaves out: those giving another valid model).
 
     PYTHONPATH=. python benchmarks/hostile_files.py [--edits 12] [--seed 0]
+    PYTHONPATH=. python benchmarks/hostile_files.py --smoke      # CI's check: 4 models, seconds
 """
 
 from __future__ import annotations
@@ -43,8 +44,12 @@ def _edits_module():
     return mod
 
 
-def models():
-    """Small models of every type and producer."""
+#: The models of ``--smoke``: one per tree family and producer kind, and a DataFrame's (pandas).
+SMOKE_MODELS = ("binary (class labels)", "depthwise", "forest", "categorical")
+
+
+def models(smoke: bool = False):
+    """Small models of every type and producer (``smoke``: only :data:`SMOKE_MODELS`)."""
     import optax
     import pandas as pd
 
@@ -55,39 +60,50 @@ def models():
     ym = np.digitize(X[:, 1], [-0.5, 0.5]).astype(np.float32)
     yr = (2 * X[:, 0] + X[:, 3]).astype(np.float32)
     kw = dict(n_rounds=4, depth=2, n_bins=16)
-    out = {
-        "binary (class labels)": jboost.fit(X, np.where(yb > 0, "yes", "no"), "binomial_deviance",
-                                            **kw),
-        "multiclass (class labels)": jboost.fit(X, np.array(["a", "b", "c"])[ym.astype(int)],
-                                                "multinomial_deviance", **kw),
-        "vmapped fits": __import__("jax").vmap(lambda lr: jboost.fit(
+    frame = pd.DataFrame({f"x{j}": X[:, j] for j in range(4)})
+    frame["c"] = pd.Categorical(np.array(list("pqrstuvwxyz" * 30))[rng.permutation(330)[:300]])
+
+    def fine_tuned():
+        return jboost.finetune(jboost.fit(X, np.array(["a", "b", "c"])[ym.astype(int)],
+                                          "multinomial_deviance", **kw),
+                               X, np.array(["a", "b", "c"])[ym.astype(int)], None,
+                               optax.adam(0.05), n_steps=5, soft=True)
+
+    def label_offset():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return jboost.fit(X, 1e9 + yr.astype(np.float64), **kw)
+
+    makers = {
+        "binary (class labels)": lambda: jboost.fit(X, np.where(yb > 0, "yes", "no"),
+                                                    "binomial_deviance", **kw),
+        "multiclass (class labels)": lambda: jboost.fit(X, np.array(["a", "b", "c"])[ym.astype(int)],
+                                                        "multinomial_deviance", **kw),
+        "vmapped fits": lambda: __import__("jax").vmap(lambda lr: jboost.fit(
             X, yb, "binomial_deviance", **kw, learning_rate=lr))(np.array([0.1, 0.5], np.float32)),
-        "early stopped": jboost.fit(X[:200], yb[:200], "binomial_deviance",
-                                    eval_set=(X[200:], yb[200:]), early_stopping_rounds=2,
-                                    n_rounds=12, depth=3, n_bins=32, learning_rate=1.0),
-        "multi-output": jboost.fit(X, np.stack([yr, -yr], 1), **kw),
-        "multi-label": jboost.fit(X, np.stack([yb, 1 - yb], 1), "binomial_deviance", **kw),
-        "depthwise": jboost.fit(X, yr, tree_family="depthwise", n_rounds=3, depth=3, n_bins=16),
-        "lossguide": jboost.fit(X, yr, tree_family="lossguide", max_leaves=5, n_rounds=3,
-                                n_bins=16, depth=4),
-        "adaboost": algorithms.adaboost_m1(X, yb, n_rounds=4, depth=1, n_bins=16),
-        "forest": bagging.fit_forest(X, ym, n_trees=5, depth=3, n_bins=16, key=1),
-        "bagged": bagging.fit_bagged_boosters(X, yb, "binomial_deviance", n_bags=3, key=2, **kw),
-        "stacked": combine.fit_stacked_boosters(
+        "early stopped": lambda: jboost.fit(X[:200], yb[:200], "binomial_deviance",
+                                            eval_set=(X[200:], yb[200:]), early_stopping_rounds=2,
+                                            n_rounds=12, depth=3, n_bins=32, learning_rate=1.0),
+        "multi-output": lambda: jboost.fit(X, np.stack([yr, -yr], 1), **kw),
+        "multi-label": lambda: jboost.fit(X, np.stack([yb, 1 - yb], 1), "binomial_deviance", **kw),
+        "depthwise": lambda: jboost.fit(X, yr, tree_family="depthwise", n_rounds=3, depth=3,
+                                        n_bins=16),
+        "lossguide": lambda: jboost.fit(X, yr, tree_family="lossguide", max_leaves=5, n_rounds=3,
+                                        n_bins=16, depth=4),
+        "adaboost": lambda: algorithms.adaboost_m1(X, yb, n_rounds=4, depth=1, n_bins=16),
+        "forest": lambda: bagging.fit_forest(X, ym, n_trees=5, depth=3, n_bins=16, key=1),
+        "bagged": lambda: bagging.fit_bagged_boosters(X, yb, "binomial_deviance", n_bags=3, key=2,
+                                                      **kw),
+        "stacked": lambda: combine.fit_stacked_boosters(
             X, ym, "multinomial_deviance",
             hypers=[dict(learning_rate=0.5), dict(learning_rate=0.1)], folds=3, n_rounds=4,
             depth=2, n_bins=8),
-        "ecoc": combine.fit_ecoc_boosters(X, ym, combine.exhaustive_code(3), **kw),
+        "ecoc": lambda: combine.fit_ecoc_boosters(X, ym, combine.exhaustive_code(3), **kw),
+        "label offset": label_offset,
+        "fine-tuned": fine_tuned,
+        "categorical": lambda: jboost.fit(frame, yr, one_hot_max_size=4, **kw),
     }
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out["label offset"] = jboost.fit(X, 1e9 + yr.astype(np.float64), **kw)
-    out["fine-tuned"] = jboost.finetune(out["multiclass (class labels)"], X,
-                                        np.array(["a", "b", "c"])[ym.astype(int)], None,
-                                        optax.adam(0.05), n_steps=5, soft=True)
-    frame = pd.DataFrame({f"x{j}": X[:, j] for j in range(4)})
-    frame["c"] = pd.Categorical(np.array(list("pqrstuvwxyz" * 30))[rng.permutation(330)[:300]])
-    out["categorical"] = jboost.fit(frame, yr, one_hot_max_size=4, **kw)
+    out = {name: make() for name, make in makers.items() if not smoke or name in SMOKE_MODELS}
     rows = {name: (frame.iloc[:30] if name == "categorical" else X[:30]) for name in out}
     return out, rows
 
@@ -185,8 +201,9 @@ def _npy_header(shape, descr="<f4") -> bytes:
     return b.getvalue()
 
 
-def archive_cases(c: Campaign, path, want, X, rng):
-    """Truncations, byte flips, versions, huge shapes, bombs and odd archives of one file."""
+def archive_cases(c: Campaign, path, want, X, rng, bombs_mb=(8, 1100)):
+    """Truncations, byte flips, versions, huge shapes, bombs (a deflated member of zeros of each
+    of ``bombs_mb`` MB: under the default limit, and over it) and odd archives of one file."""
     raw = open(path, "rb").read()
     for frac in rng.uniform(0.0, 1.0, 4):
         c.run("truncated", raw[: int(len(raw) * frac)], want, X, f"{frac:.2f}")
@@ -213,7 +230,7 @@ def archive_cases(c: Campaign, path, want, X, rng):
         p = os.path.join(c.tmp, "h.jbm")
         mf2.write(p, sync=False)
         c.run("huge declared shapes", open(p, "rb").read(), want, X, f"header {shape}")
-    for mb in (8, 1100):  # a deflated member of zeros: under the default limit, and over it
+    for mb in bombs_mb:
         c.run("compressed (bombs)", _bomb(members, name, mb), want, X, f"{name}: {mb} MB")
     c.run("compressed (bombs)", _zip(members, zipfile.ZIP_DEFLATED), want, X, "whole file deflated")
     odd = dict(members)
@@ -249,10 +266,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--edits", type=int, default=12, help="field edits per model")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size (CI's check): the models of SMOKE_MODELS, 2 field edits "
+                         "each, the archive cases of the first (its bombs: 8 MB only)")
     args = ap.parse_args()
     mod = _edits_module()
     t0 = time.perf_counter()
-    fitted, rows = models()
+    fitted, rows = models(args.smoke)
+    edits = 2 if args.smoke else args.edits
     print(f"{len(fitted)} models fitted in {time.perf_counter() - t0:.0f} s; "
           f"MAX_INFLATED_BYTES = {jreader.MAX_INFLATED_BYTES}")
     rng = np.random.default_rng(args.seed)
@@ -262,9 +283,10 @@ def main():
             path = os.path.join(tmp, f"model{i}.jbm")
             jboost.save(m, path)
             want = mod.predictions(m, rows[name])
-            edit_cases(c, path, want, rows[name], rng, args.edits, name)
+            edit_cases(c, path, want, rows[name], rng, edits, name)
             if i % 4 == 0:
-                archive_cases(c, path, want, rows[name], rng)
+                archive_cases(c, path, want, rows[name], rng,
+                              bombs_mb=(8,) if args.smoke else (8, 1100))
         total = c.report()
     bad = sum(v for k, v in total.items() if not k.startswith(("refused", "loaded, identical")))
     print(f"{sum(total.values())} cases in {time.perf_counter() - t0:.0f} s; {bad} bad")

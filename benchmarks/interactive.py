@@ -5,6 +5,7 @@ LightGBM, in one run on one machine.
     python benchmarks/interactive.py                  # 1,000 x 10 binary, 100 rounds, 5 repeats
     python benchmarks/interactive.py --rows 100000 --features 50 --json out.json
     python benchmarks/interactive.py --libs jboost    # without the peers
+    python benchmarks/interactive.py --smoke          # CI's peer check: 10 rounds, 1 repeat
 
 Each measurement is a new Python process (``--repeats`` of them; the median is printed):
 
@@ -145,7 +146,12 @@ def main(argv=None):
     ap.add_argument("--libs", nargs="+", default=["jboost", "xgboost", "lightgbm"],
                     choices=["jboost", "xgboost", "lightgbm"])
     ap.add_argument("--json", default=None, help="also write the medians (and settings) here")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size (CI's peer check): 10 rounds, one repeat, every "
+                         "library of --libs")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.rounds, args.repeats = 10, 1
     results = run(args)
     report(results, args)
     if args.json:

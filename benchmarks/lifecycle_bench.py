@@ -2,6 +2,7 @@
 
     python benchmarks/lifecycle_bench.py                 # 20k x 20, depth 6, lr 0.1, patience 20
     python benchmarks/lifecycle_bench.py --rows 100000 --max-rounds 5000
+    python benchmarks/lifecycle_bench.py --smoke         # CI's peer check: 2k rows, seconds
 
 Issue 15's targets, measured with default arguments (no environment variables):
 
@@ -55,7 +56,12 @@ def main(argv=None) -> None:
     p.add_argument("--patience", type=int, default=20)
     p.add_argument("--learning-rate", type=float, default=0.1)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--smoke", action="store_true",
+                   help="the smallest size (CI's peer check): 2000 rows, at most 100 rounds, "
+                        "patience 5, one repeat, the peers too")
     args = p.parse_args(argv)
+    if args.smoke:
+        args.rows, args.max_rounds, args.patience, args.repeats = 2000, 100, 5, 1
     X, y, Xv, yv = data(args.rows, args.features)
     kw = dict(depth=6, learning_rate=args.learning_rate, eval_set=(Xv, yv))
     fit = lambda **extra: jax.block_until_ready(jboost.fit(X, y, **kw, **extra))

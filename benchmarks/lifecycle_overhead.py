@@ -13,6 +13,7 @@ good as it is quiet.
 
     python benchmarks/lifecycle_overhead.py            # 2k and 20k rows x 20 features
     python benchmarks/lifecycle_overhead.py --quick    # 2k rows only, 1 repeat
+    python benchmarks/lifecycle_overhead.py --smoke    # CI's check: 500 rows, 10 rounds / trees
 """
 
 from __future__ import annotations
@@ -96,15 +97,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="2000 rows, 1 repeat")
     parser.add_argument("--cases", default="fit,forest,bagged")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the smallest size (CI's check): 500 rows, 1 repeat, 10 rounds / 10 "
+                             "trees / 2 bags of 10 rounds instead of the defaults")
     args = parser.parse_args()
-    sizes = [2000] if args.quick else [int(s) for s in args.sizes.split(",")]
-    repeats = 1 if args.quick else args.repeats
+    sizes = [500] if args.smoke else [2000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    repeats = 1 if args.quick or args.smoke else args.repeats
+    small = ({"fit": {"n_rounds": 10}, "forest": {"n_trees": 10},
+              "bagged": {"n_rounds": 10, "n_bags": 2}} if args.smoke else {})  # else the defaults
     cases = {
         # jboost.fit: verbose=N prints every N rounds (a line per chunk of 10 rounds here).
         "fit": lambda X, y, verbose=False, **kw: jboost.fit(
-            X, y, "binomial_deviance", verbose=10 if verbose else 0, **kw),
-        "forest": lambda X, y, **kw: bagging.fit_forest(X, y, **kw),
-        "bagged": lambda X, y, **kw: bagging.fit_bagged_boosters(X, y, "binomial_deviance", **kw),
+            X, y, "binomial_deviance", verbose=10 if verbose else 0, **small.get("fit", {}), **kw),
+        "forest": lambda X, y, **kw: bagging.fit_forest(X, y, **small.get("forest", {}), **kw),
+        "bagged": lambda X, y, **kw: bagging.fit_bagged_boosters(X, y, "binomial_deviance",
+                                                                 **small.get("bagged", {}), **kw),
     }
     chosen = [c for c in args.cases.split(",") if c]
     print(f"jax {jax.__version__}, {jax.devices()[0].platform}, {len(jax.devices())} device(s), "

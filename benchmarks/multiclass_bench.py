@@ -3,6 +3,7 @@
     pip install -e ".[bench]"
     python benchmarks/multiclass_bench.py                        # letter, synth-10/26/100, 200 rounds
     python benchmarks/multiclass_bench.py --quick                # letter and synth-26, 30 rounds
+    python benchmarks/multiclass_bench.py --smoke                # CI's peer check: letter, 5 rounds
     python benchmarks/multiclass_bench.py --cases letter --libs jboost xgboost --rounds 100
 
 Cases: ``letter`` (UCI letter recognition, 16 integer features, the standard first 16000 rows
@@ -159,7 +160,7 @@ def run_catboost(Xtr, ytr, Xte, k, a):
         iterations=a.rounds, depth=a.depth, learning_rate=a.lr, l2_leaf_reg=1.0,
         thread_count=a.threads, loss_function="MultiClass", grow_policy="SymmetricTree",
         border_count=a.n_bins - 1, verbose=False, boosting_type="Plain", bootstrap_type="No",
-        random_strength=0.0)
+        random_strength=0.0, allow_writing_files=False)
     t0, c0 = time.perf_counter(), cpu_seconds()
     model.fit(pool)
     t_train, c_train = time.perf_counter() - t0, cpu_seconds() - c0
@@ -215,7 +216,10 @@ def main():
     p.add_argument("--cases", nargs="+", default=None, choices=CASES)
     p.add_argument("--libs", nargs="+", default=list(LIBS), choices=LIBS)
     p.add_argument("--quick", action="store_true", help="letter and synth-26, 30 rounds")
-    p.add_argument("--rounds", type=int, default=0, help="default 200 (30 with --quick)")
+    p.add_argument("--smoke", action="store_true",
+                   help="the smallest size (CI's peer check): letter, 5 rounds, one repeat, every "
+                        "library; exit status 1 if a library fails (one not installed: as without it)")
+    p.add_argument("--rounds", type=int, default=0, help="default 200 (30 with --quick, 5 with --smoke)")
     p.add_argument("--depth", type=int, default=6)
     p.add_argument("--n-bins", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.1)
@@ -228,10 +232,12 @@ def main():
     p.add_argument("--case", default=None, help=argparse.SUPPRESS)
     p.add_argument("--lib", default=None, help=argparse.SUPPRESS)
     a = p.parse_args()
-    a.rounds = a.rounds or (30 if a.quick else 200)
+    a.rounds = a.rounds or (5 if a.smoke else 30 if a.quick else 200)
     if a.child:
         return child(a)
-    cases = a.cases or (["letter", "synth-26"] if a.quick else list(CASES))
+    if a.smoke:
+        a.repeats = 1
+    cases = a.cases or (["letter"] if a.smoke else ["letter", "synth-26"] if a.quick else list(CASES))
     libs = [lib for lib in LIBS if lib in a.libs]  # xgboost before the ratios are printed
     results = {}
     for case in cases:
@@ -245,7 +251,13 @@ def main():
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"settings": vars(a), "results": results}, fh, indent=1)
+    failed = [f"{case} {lib}" for case, res in results.items() for lib, r in res.items()
+              if "error" in r and not r["error"].startswith("ModuleNotFoundError")]
+    if a.smoke and failed:
+        print(f"smoke: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

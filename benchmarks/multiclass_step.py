@@ -4,6 +4,7 @@
     python benchmarks/multiclass_step.py --ks 3 --lrs 1 --rounds 10
     python benchmarks/multiclass_step.py --data mixture       # an easier, well separated case
     python benchmarks/multiclass_step.py --algorithms         # also SAMME, SAMME.R, LogitBoost, GB
+    python benchmarks/multiclass_step.py --smoke              # CI's peer check: K = 3, lr 1, 5 rounds
 
 Issue 14, item 1: with the diagonal of the hessian as the Newton curvature, the multinomial
 deviance diverged at learning rate 1 (5000 x 20, depth 6, K = 3: 0.563 -> 0.774 -> 3.558). This
@@ -131,7 +132,12 @@ def main():
     ap.add_argument("--no-xgboost", action="store_true")
     ap.add_argument("--algorithms", action="store_true",
                     help="also SAMME, SAMME.R, LogitBoost and gradient_boost at learning rate 1")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size (CI's peer check): K = 3, learning rate 1, 5 rounds, "
+                         "every kind and XGBoost")
     args = ap.parse_args()
+    if args.smoke:
+        args.ks, args.lrs, args.rounds = [3], [1.0], 5
     per_output = {"both": (False, True), "no": (False,), "yes": (True,)}[args.per_output]
     for k in args.ks:
         X, y = make_data(args.data, k=k)

@@ -3,7 +3,8 @@
     pip install -e ".[bench]"                 # includes ngboost
     python benchmarks/ngboost_bench.py                      # 3 data sets, 500 rounds, lr 0.01
     python benchmarks/ngboost_bench.py --depths 6 3 --line-search     # the table below
-    python benchmarks/ngboost_bench.py --quick               # 50 rounds (a smoke run)
+    python benchmarks/ngboost_bench.py --quick               # 50 rounds
+    python benchmarks/ngboost_bench.py --smoke               # CI's peer check: 10 rounds, seconds
     python benchmarks/ngboost_bench.py --cases diabetes --newton --json out.json
     python benchmarks/ngboost_bench.py --compilation-cache /tmp/jc   # twice: cold, then warm cache
     python benchmarks/ngboost_bench.py --cases diabetes --min-child-weight 1   # NLL 6.23
@@ -209,6 +210,8 @@ def main(argv=None):
     ap.add_argument("--min-child-weight", type=float, default=None,
                     help="jboost's min_child_weight (default: distributions.fit's)")
     ap.add_argument("--quick", action="store_true", help="50 rounds")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size (CI's peer check): 10 rounds, every case of --cases")
     ap.add_argument("--data-dir", default=default_data_dir())
     ap.add_argument("--json", default=None)
     ap.add_argument("--compilation-cache", default=None, metavar="DIR",
@@ -216,7 +219,7 @@ def main(argv=None):
                          "directory, or 'off' for none (an empty DIR: a cold cache; a second run "
                          "with the same DIR: a warm one, its first fits load the programs)")
     args = ap.parse_args(argv)
-    rounds = 50 if args.quick else args.rounds
+    rounds = 10 if args.smoke else 50 if args.quick else args.rounds
     import jax
     if args.compilation_cache == "off":
         jax.config.update("jax_enable_compilation_cache", False)

@@ -3,6 +3,7 @@
     pip install -e ".[bench,explain]"
     python benchmarks/shap_bench.py                       # 100k x 50, 200 depth-6 trees, 256 bins
     python benchmarks/shap_bench.py --rows 20000          # smaller, on a loaded machine
+    python benchmarks/shap_bench.py --smoke               # CI's peer check: 2000 x 20, 10 trees
 
 The three models are trained on the same rows (binary, ``jboost.datasets.make_classification``
 as in ``benchmarks/bench.py``) with the same depth, rounds, learning rate and 256 bins (CatBoost:
@@ -41,7 +42,12 @@ def main():
     p.add_argument("--bins", type=int, default=256)
     p.add_argument("--libs", nargs="+", default=["jboost", "xgboost", "catboost"])
     p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--smoke", action="store_true",
+                   help="the smallest size (CI's peer check): 2000 rows x 20 features, 10 rounds, "
+                        "every library of --libs")
     args = p.parse_args()
+    if args.smoke:
+        args.rows, args.features, args.rounds = 2000, 20, 10
 
     import jax
     import jboost
@@ -110,7 +116,8 @@ def main():
         model_cb = cb.CatBoostClassifier(iterations=args.rounds, depth=args.depth, learning_rate=0.1,
                                          grow_policy="SymmetricTree", border_count=args.bins - 1,
                                          verbose=False, boosting_type="Plain", thread_count=args.threads,
-                                         l2_leaf_reg=1.0, random_strength=0.0, bootstrap_type="No")
+                                         l2_leaf_reg=1.0, random_strength=0.0, bootstrap_type="No",
+                                         allow_writing_files=False)
         model_cb.fit(pool)
         print(f"catboost fit {time.perf_counter() - t0:.1f}s")
         pool_x = cb.Pool(X)

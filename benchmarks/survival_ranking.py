@@ -1,6 +1,7 @@
 """Batch objectives against their peers (issue 16 part 4): Cox regression and learning to rank.
 
     python benchmarks/survival_ranking.py [--seeds 5] [--rounds 200]
+    python benchmarks/survival_ranking.py --smoke       # CI's peer check: 1 seed, 10 rounds
 
 * **Cox** on the two survival sets bundled with scikit-survival (GBSG2: 686 breast-cancer
   patients, 8 covariates; WHAS500: 500 heart-attack patients, 14 covariates; categoricals
@@ -83,7 +84,7 @@ def _timed(fn):
     return out, time.perf_counter() - t0
 
 
-def run_cox(seeds: int, rounds: int):
+def run_cox(seeds: int, rounds: int, ties_methods=("breslow", "efron")):
     import jax
     import xgboost as xgb
     from sksurv.metrics import concordance_index_censored
@@ -93,7 +94,8 @@ def run_cox(seeds: int, rounds: int):
 
     rows = []
     for name, (X, y) in _cox_sets().items():
-        scores = {k: [] for k in ("jboost cox (Breslow)", "jboost cox (Efron)", "XGBoost survival:cox")}
+        scores = {k: [] for k in [f"jboost cox ({t.capitalize()})" for t in ties_methods]
+                  + ["XGBoost survival:cox"]}
         times = {k: [] for k in scores}
         for seed in range(seeds):
             order = np.random.default_rng(seed).permutation(len(X))
@@ -103,7 +105,7 @@ def run_cox(seeds: int, rounds: int):
             def cindex(risk):
                 return concordance_index_censored(y[te, 1] > 0, y[te, 0], np.asarray(risk))[0]
 
-            for ties in ("breslow", "efron"):
+            for ties in ties_methods:
                 key = f"jboost cox ({ties.capitalize()})"
                 fit = lambda: jax.block_until_ready(jboost.fit(
                     X[tr], y[tr], objectives.cox(ties), n_rounds=rounds, depth=3,
@@ -125,7 +127,7 @@ def run_cox(seeds: int, rounds: int):
     return rows
 
 
-def run_ranking(seeds: int, rounds: int):
+def run_ranking(seeds: int, rounds: int, kinds=("softmax", "lambdarank")):
     import jax
     import lightgbm as lgb
     import xgboost as xgb
@@ -133,15 +135,15 @@ def run_ranking(seeds: int, rounds: int):
     import jboost
     from jboost import objectives
 
-    names = ("jboost ranking softmax", "jboost ranking lambdarank", "XGBoost rank:ndcg",
-             "LightGBM lambdarank")
+    ours = [f"jboost ranking {kind}" for kind in kinds]
+    names = (*ours, "XGBoost rank:ndcg", "LightGBM lambdarank")
     scores = {k: [] for k in names}
     times = {k: [] for k in names}
     for seed in range(seeds):
         X, y = _ranking_set(seed)
         tr = y[:, 1] < 200
         te = ~tr
-        for kind, key in (("softmax", names[0]), ("lambdarank", names[1])):
+        for kind, key in zip(kinds, ours):
             fit = lambda: jax.block_until_ready(jboost.fit(
                 X[tr], y[tr], objectives.ranking(kind), n_rounds=rounds, depth=3,
                 learning_rate=0.05, l2=1.0, key=seed))
@@ -152,8 +154,9 @@ def run_ranking(seeds: int, rounds: int):
         params = dict(objective="rank:ndcg", max_depth=3, eta=0.05, reg_lambda=1.0,
                       min_child_weight=1.0, tree_method="hist", max_bin=256, nthread=2, seed=seed)
         booster, seconds = _timed(lambda: xgb.train(params, dtrain, num_boost_round=rounds))
-        scores[names[2]].append(objectives.ndcg(y[te], booster.predict(xgb.DMatrix(X[te])), k=10))
-        times[names[2]].append(seconds)
+        scores["XGBoost rank:ndcg"].append(
+            objectives.ndcg(y[te], booster.predict(xgb.DMatrix(X[te])), k=10))
+        times["XGBoost rank:ndcg"].append(seconds)
         group = np.bincount(y[tr, 1].astype(int))
         train = lambda: lgb.train(
             dict(objective="lambdarank", num_leaves=8, max_depth=3, learning_rate=0.05,
@@ -161,8 +164,8 @@ def run_ranking(seeds: int, rounds: int):
                  seed=seed, verbose=-1),
             lgb.Dataset(X[tr], label=y[tr, 0], group=group), num_boost_round=rounds)
         booster, seconds = _timed(train)
-        scores[names[3]].append(objectives.ndcg(y[te], booster.predict(X[te]), k=10))
-        times[names[3]].append(seconds)
+        scores["LightGBM lambdarank"].append(objectives.ndcg(y[te], booster.predict(X[te]), k=10))
+        times["LightGBM lambdarank"].append(seconds)
     return [("synthetic", k, np.mean(scores[k]), np.std(scores[k]), np.mean(times[k]))
             for k in names]
 
@@ -171,10 +174,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--smoke", action="store_true",
+                        help="the smallest size (CI's peer check): 1 seed, 10 rounds, every data set "
+                             "and peer; jboost's Breslow Cox and softmax ranking only (each a compile)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.seeds, args.rounds = 1, 10
+    ties = ("breslow",) if args.smoke else ("breslow", "efron")
+    kinds = ("softmax",) if args.smoke else ("softmax", "lambdarank")
     print(f"{'data':<10} {'model':<28} {'score (mean +- sd over seeds)':>30} {'fit s':>7}")
-    for title, rows in (("held-out concordance index", run_cox(args.seeds, args.rounds)),
-                        ("held-out NDCG@10", run_ranking(args.seeds, args.rounds))):
+    for title, rows in (("held-out concordance index", run_cox(args.seeds, args.rounds, ties)),
+                        ("held-out NDCG@10", run_ranking(args.seeds, args.rounds, kinds))):
         print(f"-- {title}")
         for data, model, mean, sd, seconds in rows:
             print(f"{data:<10} {model:<28} {mean:>22.4f} +- {sd:.4f} {seconds:>7.2f}")

@@ -24,6 +24,7 @@ same machine.) A method's total is its compile time plus the median time per mod
 320 models. Every extrapolated figure is marked as such. Run from the repository root::
 
     python benchmarks/sweep_bench.py --quick           # minutes: few rounds, a sub-grid
+    python benchmarks/sweep_bench.py --smoke           # CI's peer check: spam, 5 rounds, 2 configs
     python benchmarks/sweep_bench.py                   # the full grid (long: see --fused-configs)
 """
 
@@ -52,7 +53,14 @@ def _parse():
                    help="peers on the GPU (XGBoost device='cuda', CatBoost task_type='GPU'); jboost "
                         "uses JAX's default device")
     p.add_argument("--skip", default="", help="comma-separated methods to skip: separate,xgboost,catboost")
-    return p.parse_args()
+    p.add_argument("--smoke", action="store_true",
+                   help="the smallest size (CI's peer check): spam, 5 rounds, 2 configurations "
+                        "fused, 1 fit sampled, 1 repeat, every method")
+    args = p.parse_args()
+    if args.smoke:
+        args.quick, args.datasets, args.rounds = True, "spam", 5
+        args.fused_configs, args.sample, args.repeats = 2, 1, 1
+    return args
 
 
 ARGS = _parse()
