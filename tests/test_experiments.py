@@ -481,6 +481,61 @@ def test_ci_script_installs_and_runs_the_readme_test_command():
     assert lines.index("python -m pytest") > i
 
 
+def test_benchmark_smoke_lists_every_script_and_the_bench_peers():
+    """Issue 47: ``python -m benchmarks.smoke`` (CI) runs every benchmark script with ``--smoke``:
+    a new ``benchmarks/*.py`` script missing from its list fails here; every listed script takes
+    ``--smoke`` (and ``--data-dir`` where the list says so); the peers whose import it checks are
+    the ``bench`` extra's."""
+    import tomllib
+
+    from benchmarks import smoke
+    scripts = {p.stem for p in (REPO / "benchmarks").glob("*.py")} - {"__init__", "smoke"}
+    assert sorted(smoke.SCRIPTS) == sorted(scripts)
+    for name, takes_data_dir in smoke.SCRIPTS.items():
+        text = (REPO / "benchmarks" / f"{name}.py").read_text()
+        assert '"--smoke"' in text, name
+        assert ('"--data-dir"' in text) == takes_data_dir, name
+    bench = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["bench"]
+    assert sorted(smoke.PEERS) == sorted(re.match(r"[\w.-]+", req).group(0) for req in bench)
+
+
+def test_benchmark_smoke_runs_each_script_alone_and_reports_failures(tmp_path, monkeypatch, capsys):
+    """Each script runs as ``<script> --smoke [--data-dir D]`` in its own process, in a temporary
+    directory, with this checkout on ``PYTHONPATH`` and ``JBOOST_DATA_DIR``; a non-zero exit, a
+    time-out and a peer that does not import are failures (exit status 1), with stderr's tail."""
+    from benchmarks import smoke
+    (tmp_path / "good.py").write_text(
+        "import os, sys\n"
+        "assert sys.argv[1:] == ['--smoke', '--data-dir', 'D'], sys.argv\n"
+        "assert os.environ['JBOOST_DATA_DIR'] == 'D'\n"
+        f"assert os.environ['PYTHONPATH'].split(os.pathsep)[0] == {str(REPO)!r}\n"
+        f"assert not os.getcwd().startswith({str(REPO)!r})\n"
+        "open('written.txt', 'w').write('x')\n"
+        "print('the table')\n")
+    (tmp_path / "bad.py").write_text("import sys\nprint('boom', file=sys.stderr)\nsys.exit(3)\n")
+    (tmp_path / "slow.py").write_text("import time\ntime.sleep(60)\n")
+    good = smoke.run_script("good", data_dir="D", scripts_dir=tmp_path, takes_data_dir=True)
+    assert (good.status, good.stdout, good.stderr) == ("ok", "the table\n", "")
+    bad = smoke.run_script("bad", data_dir="D", scripts_dir=tmp_path, takes_data_dir=False)
+    assert (bad.status, bad.returncode) == ("FAILED", 3)
+    smoke.report(bad)
+    assert "boom" in capsys.readouterr().out
+    assert smoke.run_script("slow", scripts_dir=tmp_path, timeout=1).status == "TIMEOUT"
+    assert smoke.check_peers({"no-such-peer": "jboost_no_such_module"})["no-such-peer"].startswith(
+        "NOT IMPORTABLE")
+
+    ran = []
+    monkeypatch.setattr(smoke, "run_script", lambda name, **kw: ran.append((name, kw)) or
+                        smoke.Result(name, "ok", 0.1, 0, "", ""))
+    monkeypatch.setattr(smoke, "check_peers", lambda: {"xgboost": "3.2.0"})
+    assert smoke.main(["bench", "shap_bench", "--data-dir", str(tmp_path)]) == 0
+    assert [(n, kw["data_dir"]) for n, kw in ran] == [("bench", str(tmp_path)), ("shap_bench", str(tmp_path))]
+    monkeypatch.setattr(smoke, "check_peers", lambda: {"xgboost": "NOT IMPORTABLE: ImportError"})
+    assert smoke.main(["bench"]) == 1
+    assert smoke.main(["no_such_script"]) == 2
+    assert "2 of 2 benchmark scripts ran" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(not (datasets.data_dir() / "spambase.csv.gz").exists(),
                     reason="the shared data sets are not beside the clone (CI has them)")
 @pytest.mark.parametrize("name", ["california_interpretation", "spam_interpretation"])
