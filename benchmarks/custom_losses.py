@@ -2,7 +2,7 @@
 
     python benchmarks/custom_losses.py                         # 300 rounds, depth 6, lr 0.1
     python benchmarks/custom_losses.py --quick                 # 60 rounds
-    python benchmarks/custom_losses.py --smoke                 # CI's check: tiny, every case
+    python benchmarks/custom_losses.py --smoke                 # CI's check: 4 tiny fits
     python benchmarks/custom_losses.py --datasets spam --hessian autodiff   # force pure Newton
 
 A loss written by hand as a few lines of JAX, with no hint about its curvature:
@@ -228,12 +228,12 @@ def main():
     ap.add_argument("--friedman-n", type=int, default=5000, help="Friedman #1 training rows")
     ap.add_argument("--json", default=None, help="write the rows and acceptance lines here")
     ap.add_argument("--smoke", action="store_true",
-                    help="the smallest size (CI's check): Friedman #1 (1000 rows) and spam, 5 "
-                         "rounds, every case (the pinball at alpha = 0.5 only)")
+                    help="the smallest size (CI's check): the pinball at alpha = 0.5 on Friedman #1 "
+                         "(1000 rows) and the hinge on spam, 5 rounds")
     args = ap.parse_args()
     rounds = 5 if args.smoke else 60 if args.quick else args.rounds
     if args.smoke:
-        args.datasets, args.friedman_n = ["friedman1", "spam"], 1000
+        args.datasets, args.friedman_n, args.cases = ["friedman1", "spam"], 1000, ["pinball", "hinge"]
     settings = dict(n_rounds=rounds, depth=args.depth, learning_rate=args.learning_rate, l2=1.0,
                     min_child_weight=1.0, n_bins=256, key=0)
     print(f"settings: {settings}; hand-written losses' hessian="

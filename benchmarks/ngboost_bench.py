@@ -4,7 +4,7 @@
     python benchmarks/ngboost_bench.py                      # 3 data sets, 500 rounds, lr 0.01
     python benchmarks/ngboost_bench.py --depths 6 3 --line-search     # the table below
     python benchmarks/ngboost_bench.py --quick               # 50 rounds
-    python benchmarks/ngboost_bench.py --smoke               # CI's peer check: 10 rounds, seconds
+    python benchmarks/ngboost_bench.py --smoke               # CI's peer check: 2 cases, 10 rounds
     python benchmarks/ngboost_bench.py --cases diabetes --newton --json out.json
     python benchmarks/ngboost_bench.py --compilation-cache /tmp/jc   # twice: cold, then warm cache
     python benchmarks/ngboost_bench.py --cases diabetes --min-child-weight 1   # NLL 6.23
@@ -211,7 +211,8 @@ def main(argv=None):
                     help="jboost's min_child_weight (default: distributions.fit's)")
     ap.add_argument("--quick", action="store_true", help="50 rounds")
     ap.add_argument("--smoke", action="store_true",
-                    help="the smallest size (CI's peer check): 10 rounds, every case of --cases")
+                    help="the smallest size (CI's peer check): California and diabetes (a data "
+                         "file, scikit-learn's), 10 rounds")
     ap.add_argument("--data-dir", default=default_data_dir())
     ap.add_argument("--json", default=None)
     ap.add_argument("--compilation-cache", default=None, metavar="DIR",
@@ -220,6 +221,8 @@ def main(argv=None):
                          "with the same DIR: a warm one, its first fits load the programs)")
     args = ap.parse_args(argv)
     rounds = 10 if args.smoke else 50 if args.quick else args.rounds
+    if args.smoke:
+        args.cases = ["california", "diabetes"]
     import jax
     if args.compilation_cache == "off":
         jax.config.update("jax_enable_compilation_cache", False)

@@ -24,7 +24,7 @@ same machine.) A method's total is its compile time plus the median time per mod
 320 models. Every extrapolated figure is marked as such. Run from the repository root::
 
     python benchmarks/sweep_bench.py --quick           # minutes: few rounds, a sub-grid
-    python benchmarks/sweep_bench.py --smoke           # CI's peer check: spam, 5 rounds, 2 configs
+    python benchmarks/sweep_bench.py --smoke           # CI's peer check: spam, 5 rounds, 1 device
     python benchmarks/sweep_bench.py                   # the full grid (long: see --fused-configs)
 """
 
@@ -54,11 +54,11 @@ def _parse():
                         "uses JAX's default device")
     p.add_argument("--skip", default="", help="comma-separated methods to skip: separate,xgboost,catboost")
     p.add_argument("--smoke", action="store_true",
-                   help="the smallest size (CI's peer check): spam, 5 rounds, 2 configurations "
-                        "fused, 1 fit sampled, 1 repeat, every method")
+                   help="the smallest size (CI's peer check): spam, 5 rounds, 1 device, 2 "
+                        "configurations fused, 1 fit sampled, 1 repeat, every method")
     args = p.parse_args()
     if args.smoke:
-        args.quick, args.datasets, args.rounds = True, "spam", 5
+        args.quick, args.datasets, args.rounds, args.devices = True, "spam", 5, 1
         args.fused_configs, args.sample, args.repeats = 2, 1, 1
     return args
 
