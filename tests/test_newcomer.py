@@ -13,7 +13,11 @@ import numpy as np
 import pytest
 
 import jboost
+from _pure_jax import pure_jax
 from conftest import F, FIT_KW, N
+from jax._src import monitoring
+from jboost.data import rows
+from jboost.fitting import prepare
 
 
 def cauchy(y, raw, c=1.0):
@@ -126,3 +130,136 @@ def test_a_bare_custom_loss_on_01_labels_warns_and_says_how_to_classify():
     proba = np.asarray(jboost.predict_proba(clf, X))
     assert proba.shape == (N, 2) and np.allclose(proba.sum(1), 1)
     assert (np.argmax(proba, 1) == y).mean() > 0.8
+
+
+# --- #2: training rows bucketed: nearby row counts share one program, the model bitwise that of
+# the exact row count.
+
+def _programs_lowered(fn):
+    """The names of the programs JAX lowers while ``fn()`` runs (its compile log)."""
+    names = []
+
+    def listener(event, duration, **kw):
+        if event.endswith("jaxpr_to_mlir_module_duration"):
+            names.append(kw.get("fun_name"))
+
+    monitoring.register_event_duration_secs_listener(listener)
+    try:
+        fn()
+    finally:
+        monitoring.unregister_event_duration_listener(listener)
+    return names
+
+
+@pytest.mark.parametrize("kw", [dict(loss="logistic"), dict(loss=lambda y, raw: (y - raw) ** 2,
+                                                                 task="regression"),
+                                dict(tree_family="lossguide", max_leaves=6, subsample=0.8)],
+                         ids=["logistic", "custom", "lossguide"])
+def test_a_fit_of_1400_rows_after_1500_compiles_nothing(kw):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 4)).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = (X[:, 0] > 0).astype(np.float32)
+    settings = dict(n_rounds=4, depth=3, n_bins=16, key=0, **kw)
+    jboost.fit(X, y, **settings)
+    lowered = _programs_lowered(lambda: jboost.fit(X[:1400], y[:1400], **settings))
+    assert lowered == [], lowered
+    assert jboost.fit(X[:1400], y[:1400], **settings).n_rounds == 4
+
+
+def _exact_and_bucketed(monkeypatch, X, y, **kw):
+    """The fit of ``X, y`` at its exact row count (padding switched off) and as ``jboost.fit``
+    runs it (padded to its bucket)."""
+    with monkeypatch.context() as mp:
+        mp.setattr(prepare, "padded_rows", lambda data, size: data)
+        exact = jboost.fit(X, y, **kw)
+    return exact, jboost.fit(X, y, **kw)
+
+
+def _bitwise(a, b):
+    leaves_a, leaves_b = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    assert len(leaves_a) == len(leaves_b)
+    for u, v in zip(leaves_a, leaves_b):
+        u, v = np.asarray(u), np.asarray(v)
+        assert u.shape == v.shape and u.dtype == v.dtype and u.tobytes() == v.tobytes(), (u, v)
+
+
+#: Random cases of the bucketing property: (loss, labels), tree families, samplers, weights.
+_LOSSES = ["squared_error", "logistic", "multinomial_deviance", "absolute_error", "huber",
+           "custom"]
+_EXTRAS = [dict(), dict(subsample=0.7), dict(colsample=0.5, colsample_by="level"),
+           dict(row_sampler="poisson", subsample=0.9), dict(tree_family="depthwise"),
+           dict(tree_family="lossguide", max_leaves=9), dict(weights=True),
+           dict(margin=True), dict(eval=True)]
+
+
+def _random_case(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(257, 5000))
+    while rows.bucket(n) == n:  # a count that is padded
+        n += 1
+    X = rng.normal(size=(n, 5)).astype(np.float32)
+    X[rng.random(X.shape) < rng.uniform(0, 0.2)] = np.nan
+    loss = _LOSSES[seed % len(_LOSSES)]
+    signal = np.nan_to_num(X[:, 0]) * 2
+    if loss == "logistic":
+        y = (signal + rng.normal(size=n) > 0).astype(np.float32)
+    elif loss == "multinomial_deviance":
+        y = np.digitize(signal + rng.normal(size=n), [-1, 1]).astype(np.float32)
+    else:
+        y = (signal + rng.standard_cauchy(n) * 0.3 + 5 * rng.uniform()).astype(np.float32)
+    kw = dict(n_rounds=int(rng.integers(3, 9)), depth=int(rng.integers(1, 6)), key=seed,
+              n_bins=int(rng.choice([16, 64, 256])), learning_rate=float(rng.uniform(0.05, 0.5)))
+    kw["loss"] = (lambda y, raw: jnp.log(jnp.cosh(y - raw))) if loss == "custom" else loss
+    if loss == "custom":
+        kw["task"] = "regression"
+    extra = dict(_EXTRAS[(seed // len(_LOSSES)) % len(_EXTRAS)])
+    if extra.pop("weights", False):
+        kw["sample_weight"] = rng.choice([0.0, 0.5, 1.0, 3.0], size=n).astype(np.float32)
+    if extra.pop("margin", False) and loss != "multinomial_deviance":
+        kw["base_margin"] = rng.normal(size=n).astype(np.float32)
+    if extra.pop("eval", False):
+        m = 300
+        kw.update(eval_set=(X[:m] + 0.1, y[:m]), early_stopping_rounds=2)
+    kw.update(extra)
+    return X, y, kw
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_bucketed_fit_is_bitwise_the_fit_of_its_exact_row_count(seed, monkeypatch):
+    """Padding to the bucket (zero-weight rows) changes no bit of the model: trees, gains,
+    baseline, loss curves (the sums over rows are padding-invariant, the kernels sum rows of
+    zero payload as nothing, and the static plans read the bucket)."""
+    X, y, kw = _random_case(seed)
+    exact, bucketed = _exact_and_bucketed(monkeypatch, X, y, **kw)
+    _bitwise(exact, bucketed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(12, 60))
+def test_a_bucketed_fit_is_bitwise_the_fit_of_its_exact_row_count_many(seed, monkeypatch):
+    X, y, kw = _random_case(seed)
+    exact, bucketed = _exact_and_bucketed(monkeypatch, X, y, **kw)
+    _bitwise(exact, bucketed)
+
+
+def test_a_bucketed_fit_is_bitwise_on_the_pure_jax_path(monkeypatch):
+    """The pure-JAX path (the kernels off, as on GPUs and TPUs) pads alike, on the CPU."""
+    for seed in (0, 13):
+        X, y, kw = _random_case(seed)
+        exact, bucketed = pure_jax(_exact_and_bucketed, monkeypatch, X, y, **kw)
+        _bitwise(exact, bucketed)
+
+
+def test_row_buckets_and_padding_invariant_sums():
+    assert rows.bucket(1400) == rows.bucket(1500) == 1536
+    assert [rows.bucket(n) for n in (1, 256, 257, 1024, 1025)] == [256, 256, 320, 1024, 1280]
+    big = rows.MAX_BUCKETED_ROWS + 1
+    assert rows.bucket(big) == big
+    rng = np.random.default_rng(0)
+    for n in rng.integers(1, 3000, 30):
+        x = (rng.normal(size=(int(n), 3)) * 10.0 ** rng.uniform(-4, 4)).astype(np.float32)
+        padded = np.concatenate([x, -np.zeros((rows.bucket(int(n)) - int(n) + 7, 3), np.float32)])
+        assert np.asarray(rows.row_sum(x)).tobytes() == np.asarray(rows.row_sum(padded)).tobytes()
+        np.testing.assert_allclose(rows.row_sum(x), x.sum(0, dtype=np.float64), rtol=1e-5,
+                                   atol=1e-5 * np.abs(x).sum(0).max())

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jboost import _compile, _native
+from jboost.data import rows as rows_lib
 
 
 def check_borders(borders, n_features: int, n_bins: int) -> np.ndarray:
@@ -292,7 +293,14 @@ def bin_features(X, borders) -> jax.Array:
         raise ValueError(
             f"X has shape {X.shape} but the borders are for {borders.shape[0]} features."
         )
-    return _bin_transposed(X, borders, n_bins=borders.shape[1] + 1)
+    n, n_bins = X.shape[0], borders.shape[1] + 1
+    size = rows_lib.bucket(n)
+    if size == n or isinstance(X, jax.core.Tracer):
+        return _bin_transposed(X, borders, n_bins=n_bins)
+    # Host rows binned at their bucket's row count (no program compiled per row count).
+    padded = np.zeros((size, X.shape[1]), np.float32)
+    padded[:n] = np.asarray(X)
+    return jax.device_put(np.asarray(_bin_transposed(padded, borders, n_bins=n_bins))[:, :n])
 
 
 def n_bins_of(borders) -> int:

@@ -16,6 +16,7 @@ import numpy as np
 from jax import lax
 
 from jboost import _compile, checks
+from jboost.data import rows
 from jboost.engine import algorithm as algorithm_lib, samplers, state as state_lib
 from jboost.losses import baselines, loss as loss_lib, metrics as metrics_lib
 from jboost.trees import family, oblivious, splits as splits_lib
@@ -85,7 +86,7 @@ class EarlyStopping(NamedTuple):
 
 def mean_loss(loss, y, raw, w, axis_name=None):
     """Weighted mean loss of the rows; NaN when they have no weight (e.g. an empty set)."""
-    total = jnp.sum(w)
+    total = rows.row_sum(w)
     s = loss_lib.total_loss(loss, y, raw, w)
     if axis_name is not None:
         total, s = lax.psum((total, s), axis_name)

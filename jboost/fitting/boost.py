@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from jboost import _compile, checks as checks_lib, devices as devices_lib
-from jboost.data import binning, categorical as categorical_lib, labels, tabular
+from jboost.data import binning, categorical as categorical_lib, labels, rows as rows_lib, tabular
 from jboost.engine import boosting as boosting_lib, calls, memory, sharded, state as state_lib
 from jboost.fitting import (init_model as init_model_lib, prepare, rounds as rounds_lib,
                             settings as settings_lib, standardise)
@@ -131,6 +131,8 @@ def prepare_fit(a) -> Prepared:
     data = prepare.with_margins(data, a.base_margin, a.eval_base_margin, eval_set,
                                 loss_obj.n_outputs)
     n_features = X.shape[1] if cat is None else cat.spec.n_features
+    if local is None and not loss_obj.batch:  # nearby row counts share one program
+        data = prepare.padded_rows(data, rows_lib.bucket(data.y.shape[0]))
     _check_fit_memory(config, loss_obj, (X.shape[0], n_features), devices,
                       k_from_labels=loss_obj.task == "multiclass" and a.n_outputs is None,
                       local=local)

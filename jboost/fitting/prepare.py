@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jboost import checks
-from jboost.data import binning, categorical_stats, labels, tabular
+from jboost.data import binning, categorical_stats, labels, rows, tabular
 from jboost.engine import distributed, state
 from jboost.losses import loss as loss_lib, per_sample
 
@@ -227,6 +227,17 @@ def with_margins(data: state.Data, base_margin, eval_base_margin, eval_set, k: i
                     tabular.as_margin(eval_base_margin, m, k, "eval_base_margin", "eval_set X"))
     return data._replace(margin=jnp.asarray(margin),
                          margin_valid=None if margin_valid is None else jnp.asarray(margin_valid))
+
+
+def padded_rows(data: state.Data, size: int) -> state.Data:
+    """``data`` with its training rows padded to ``size`` (:func:`jboost.data.rows.bucket`):
+    bin 0, the last row's label, weight 0 and offset 0, so that the fit is bitwise the fit of
+    the rows given (docs/compile.md, "Row buckets")."""
+    if data.y.shape[0] == size:
+        return data
+    return data._replace(X_binned=rows.pad_columns(data.X_binned, size),
+                         y=rows.pad(data.y, size, "edge"), w=rows.pad(data.w, size),
+                         margin=rows.pad(data.margin, size))
 
 
 def check_margins(base_margin, eval_base_margin, eval_set) -> None:

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost.data import rows
 from jboost.losses import loss as loss_lib
 
 # The class-frequency clip of the binary baselines: [1e-12, the largest float32 below 1] (1 - 1e-12
@@ -32,12 +33,12 @@ def weighted_quantile(values, weights, q):
 
 
 def _mean(y, w):
-    return jnp.sum(w * y) / jnp.sum(w)
+    return rows.row_sum(w * y) / rows.row_sum(w)
 
 
 def _class_freq(y, w, k):
     counts = jax.ops.segment_sum(w, y.astype(jnp.int32), num_segments=k)
-    return jnp.clip(counts / jnp.sum(w), 1e-12, 1.0)
+    return jnp.clip(counts / rows.row_sum(w), 1e-12, 1.0)
 
 
 def mean_baseline(y, w, n_outputs, **params):
@@ -67,8 +68,8 @@ def huber_baseline(y, w, n_outputs, delta, n_steps: int = 50, **params):
     def body(_, c):
         r = y - c
         inside = jnp.abs(r) <= delta
-        g = jnp.sum(w * jnp.clip(r, -delta, delta))
-        h = jnp.sum(w * inside.astype(w.dtype))
+        g = rows.row_sum(w * jnp.clip(r, -delta, delta))
+        h = rows.row_sum(w * inside.astype(w.dtype))
         return c + jnp.where(h > 0, g / jnp.where(h > 0, h, 1.0), 0.0)
 
     return jax.lax.fori_loop(0, n_steps, body, c0)[None]
@@ -135,10 +136,10 @@ def numeric_baseline(loss: "loss_lib.Loss", y, w, n_steps: int = 100, margin=Non
     """
 
     def objective(c):
-        raw = jnp.broadcast_to(c, (y.shape[0], c.shape[0]))
+        raw = rows.broadcast(c, y)  # its gradient a padding-invariant sum
         if margin is not None:
             raw = margin + raw
-        return loss_lib.total_loss(loss, y, raw, w) / jnp.sum(w)
+        return loss_lib.total_loss(loss, y, raw, w) / rows.row_sum(w)
 
     return lbfgs_minimize(objective, jnp.zeros((loss.n_outputs,), jnp.float32), n_steps)
 

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jboost.data import rows
 from jboost.losses import links
 
 CLASSIFICATION = ("binary", "multiclass")
@@ -259,7 +260,7 @@ def total_loss(loss: Loss, y, raw, w):
     """
     if loss.batch:
         return jnp.asarray(batch_value(loss, y, raw, w), jnp.float32)
-    return jnp.sum(w * per_sample_losses(loss, y, raw))
+    return rows.row_sum(w * per_sample_losses(loss, y, raw))
 
 
 def column_loss(loss: Loss) -> Loss:

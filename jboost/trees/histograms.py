@@ -15,6 +15,7 @@ import numpy as np
 from jax import lax
 
 from jboost import _compile, _native
+from jboost.data import rows
 
 
 def prefix_sum(x, axis: int):
@@ -209,7 +210,8 @@ def subtraction_pays(n_rows: int, n_leaves: int, n_bins: int, channels: int = 2)
     """Whether a level of ``n_leaves`` leaves (``> 1``) is built by histogram subtraction
     (``channels``: the payload's, ``2K`` for ``K`` outputs)."""
     per_cell = SUBTRACT_ROWS_PER_CELL if channels <= 16 else SUBTRACT_ROWS_PER_CELL_WIDE
-    return n_leaves > 1 and n_rows >= per_cell * n_leaves * n_bins
+    # The rows' bucket, not their count: a fit padded to its bucket takes the same plan.
+    return n_leaves > 1 and rows.bucket(n_rows) >= per_cell * n_leaves * n_bins
 
 
 def level_plan(n_rows: int, depth: int, n_bins: int, channels: int = 2):

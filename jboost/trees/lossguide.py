@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from jboost.data import rows as rows_lib
 from jboost.trees import (depthwise as depthwise_lib, histograms, node_splits, routing,
                           splits as splits_lib)
 
@@ -41,8 +42,10 @@ MIN_CHUNK_ROWS = 1024
 
 def chunk_rows(n: int) -> int:
     """Rows per step of a split's loop: about a sixteenth of the ``n`` rows (a power of 2),
-    between :data:`MIN_CHUNK_ROWS` and :data:`CHUNK_ROWS`, at most ``n``. A step reads a whole
-    chunk, so a small leaf wants small chunks and a large one few steps."""
+    between :data:`MIN_CHUNK_ROWS` and :data:`CHUNK_ROWS`, at most ``n``'s bucket
+    (:func:`jboost.data.rows.bucket`). A step reads a whole chunk, so a small leaf wants small
+    chunks and a large one few steps."""
+    n = rows_lib.bucket(n)  # a fit padded to its bucket steps alike (docs/compile.md)
     c = 1 << max(0, (n // 16).bit_length() - 1)
     return min(n, CHUNK_ROWS, max(MIN_CHUNK_ROWS, c))
 
@@ -124,7 +127,7 @@ class _Grow(NamedTuple):
 
     def chunks(self, rows, body, init):
         """``body`` over the chunks of ``rows`` rows (one chunk: no loop)."""
-        if self.chunk == self.n:
+        if self.chunk >= self.n:
             return body(0, init)
         return lax.fori_loop(0, (rows + self.chunk - 1) // self.chunk, body, init)
 
@@ -173,14 +176,15 @@ def _start(g: _Grow) -> _Open:
 
 def _partition(g: _Grow, s: _Open, best):
     """Leaf ``best``'s rows moved to their child's place in ``order`` (left rows up from the leaf's
-    start, right rows down from its end): ``(order, n_left, n_right)``."""
+    start, right rows down from its end): ``(order, n_left, n_right, used)``, ``used`` ``(2,)``
+    the rows of each child with a non-zero payload (the rows its histogram sums)."""
     n, chunk = g.n, g.chunk
     f, thr, mr = s.feature[best], s.threshold[best], s.missing_right[best]
     first, size = s.start[best], s.count[best]
     lane = jnp.arange(chunk, dtype=jnp.int32)
 
     def body(c, carry):  # chunk c of the leaf's rows
-        order, n_left, n_right = carry
+        order, n_left, n_right, used = carry
         at = c * chunk + lane
         valid = at < size
         rows = s.order[jnp.minimum(first + at, n - 1)]
@@ -188,18 +192,21 @@ def _partition(g: _Grow, s: _Open, best):
         left, right = valid & ~right, valid & right
         to = jnp.where(left, first + n_left + jnp.cumsum(left) - 1,
                        jnp.where(right, first + size - n_right - jnp.cumsum(right), n))
+        part = jnp.any(g.payload[rows] != 0, axis=-1)
+        used = used + jnp.stack([jnp.sum(left & part, dtype=jnp.int32),
+                                 jnp.sum(right & part, dtype=jnp.int32)])
         return (order.at[to].set(rows, mode="drop"), n_left + jnp.sum(left, dtype=jnp.int32),
-                n_right + jnp.sum(right, dtype=jnp.int32))
+                n_right + jnp.sum(right, dtype=jnp.int32), used)
 
-    return g.chunks(size, body, (s.order, jnp.int32(0), jnp.int32(0)))
+    return g.chunks(size, body, (s.order, jnp.int32(0), jnp.int32(0), jnp.zeros((2,), jnp.int32)))
 
 
-def _children_histograms(g: _Grow, order, first, n_left, n_right, parent):
+def _children_histograms(g: _Grow, order, first, n_left, n_right, used, parent):
     """The two children's ``(F, B, C)`` histograms of a leaf: the smaller child's from its rows, the
-    other's as ``parent`` minus them (summed over devices)."""
+    other's as ``parent`` minus them (summed over devices). Smaller by ``used``, the rows each
+    sums: rows of zero payload (zero weight, padding) change neither sum nor choice."""
     n, chunk = g.n, g.chunk
-    both = jnp.stack([n_left, n_right]) if g.axis_name is None else lax.psum(
-        jnp.stack([n_left, n_right]), g.axis_name)
+    both = used if g.axis_name is None else lax.psum(used, g.axis_name)
     left_small = both[0] <= both[1]
     small_first = jnp.where(left_small, first, first + n_left)
     small_size = jnp.where(left_small, n_left, n_right)
@@ -226,8 +233,9 @@ def _split(g: _Grow, t, s: _Open) -> _Open:
     best = jnp.argmax(s.gain).astype(jnp.int32)
     new = t + 1
     first = s.start[best]
-    order, n_left, n_right = _partition(g, s, best)
-    left_hist, right_hist = _children_histograms(g, order, first, n_left, n_right, s.hist[best])
+    order, n_left, n_right, used = _partition(g, s, best)
+    left_hist, right_hist = _children_histograms(g, order, first, n_left, n_right, used,
+                                                 s.hist[best])
     hist = jnp.stack([left_hist, right_hist], axis=1)               # (F, 2, B, C)
     child_depth = jnp.full((2,), s.leaf_depth[best] + 1, jnp.int32)
     sp, can, sums = _best_splits(g, hist, child_depth)
