@@ -256,6 +256,10 @@ def test_row_buckets_and_padding_invariant_sums():
     assert [rows.bucket(n) for n in (1, 256, 257, 1024, 1025)] == [256, 256, 320, 1024, 1280]
     big = rows.MAX_BUCKETED_ROWS + 1
     assert rows.bucket(big) == big
+    for n in range(1, big, 97):  # a bucket is its own; the padding bounded
+        b = rows.bucket(n)
+        assert b >= n and rows.bucket(b) == b
+        assert n <= rows.SMALLEST_BUCKET or b - n <= b / (4 if n <= rows.FINE_FROM else 16)
     rng = np.random.default_rng(0)
     for n in rng.integers(1, 3000, 30):
         x = (rng.normal(size=(int(n), 3)) * 10.0 ** rng.uniform(-4, 4)).astype(np.float32)

@@ -22,8 +22,11 @@ from jboost import checks
 MAX_BUCKETED_ROWS = 1 << 16
 #: The fewest rows a bucket holds.
 SMALLEST_BUCKET = 256
-#: Buckets per octave of row counts (at most 1 / BUCKETS_PER_OCTAVE of the bucket is padding).
+#: Buckets per octave of row counts up to :data:`FINE_FROM` rows (at most a quarter of a bucket is
+#: padding), and above it (at most a sixteenth: padding costs time on every round).
 BUCKETS_PER_OCTAVE = 4
+FINE_BUCKETS_PER_OCTAVE = 16
+FINE_FROM = 1 << 13
 #: Rows summed together by a fixed tree of halvings in :func:`row_sum` (a power of two).
 BLOCK = 256
 
@@ -31,13 +34,15 @@ BLOCK = 256
 def bucket(n: int) -> int:
     """The row count ``>= n`` a fit of ``n`` rows runs on: :data:`SMALLEST_BUCKET` for a few rows,
     ``n`` itself above :data:`MAX_BUCKETED_ROWS`, else the next multiple of
-    ``2^(ceil(log2 n) - 1) / BUCKETS_PER_OCTAVE`` (1,400 and 1,500 rows share 1,536)."""
+    ``2^(ceil(log2 n) - 1) / BUCKETS_PER_OCTAVE`` (``FINE_BUCKETS_PER_OCTAVE`` above
+    :data:`FINE_FROM` rows): 1,400 and 1,500 rows share 1,536. A bucket is its own bucket."""
     n = int(n)
     if n > MAX_BUCKETED_ROWS:
         return n
     if n <= SMALLEST_BUCKET:
         return SMALLEST_BUCKET
-    step = (1 << ((n - 1).bit_length() - 1)) // BUCKETS_PER_OCTAVE
+    per_octave = BUCKETS_PER_OCTAVE if n <= FINE_FROM else FINE_BUCKETS_PER_OCTAVE
+    step = (1 << ((n - 1).bit_length() - 1)) // per_octave
     return -(-n // step) * step
 
 
