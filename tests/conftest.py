@@ -182,7 +182,7 @@ def pytest_xdist_auto_num_workers(config):
 #: while the other workers idle. (xdist's default order, most tests first, put the few-test
 #: long files -- test_properties: 5 tests, test_sharding: 10, test_io: 11 -- among the last.)
 #: A file not listed keeps its place.
-LONG_FILES_FIRST = ("test_sharding.py", "test_docs_readme.py", "test_properties.py",
+LONG_FILES_FIRST = ("test_sharding.py", "test_docs_examples.py", "test_properties.py",
                     "test_experiments.py", "test_io.py", "test_distributed.py")
 
 

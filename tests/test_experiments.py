@@ -1,6 +1,6 @@
 """Tests of the experiment runner, its configs and helpers, and of the docs that must run:
 the README's set-up commands, the notebooks and the CI script (the README's python blocks:
-test_docs_readme.py)."""
+test_docs_examples.py)."""
 
 import contextlib
 import io

@@ -1,0 +1,201 @@
+"""Sphinx configuration of jboost's documentation site.
+
+Build it (warnings are errors, as in CI) and serve it::
+
+    pip install -e ".[docs]"
+    python -m sphinx -W --keep-going -b html docs docs/_build/html
+    python -m http.server -d docs/_build/html 8000
+
+Why Sphinx (with MyST for the Markdown pages, autodoc and napoleon for the API): jboost's
+docstrings are Google-style with reStructuredText roles (``:func:`jboost.fit```,
+``:class:`jboost.Loss```), which Sphinx resolves into links and, with ``nitpicky``, reports when
+they point nowhere; the user guide and the design notes stay Markdown files that read well on
+GitHub too.
+
+The API reference (``docs/api/``) is generated here from the package itself, one page per
+namespace: the public names of ``jboost`` and of each subpackage's ``__all__`` at the path a user
+imports them from, then each public module's own functions and classes. A public function or
+class without a docstring, or one that no API page documents, is a warning (an error with
+``-W``), so the reference cannot fall behind the code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+sys.path.insert(0, str(DOCS.parent))  # the checkout's jboost, installed or not
+
+import jboost  # noqa: E402
+
+project = "jboost"
+author = "the jboost developers"
+copyright = "2026, the jboost developers"
+release = jboost.__version__
+
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "myst_parser"]
+source_suffix = {".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "README.md"]
+html_theme = "furo"
+html_title = f"jboost {release}"
+html_static_path: list[str] = []
+myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
+myst_heading_anchors = 3
+
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+napoleon_use_rtype = False
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_typehints_format = "short"
+napoleon_use_ivar = True
+autodoc_default_options = {"show-inheritance": False}
+
+# Every cross-reference must resolve; references into the libraries jboost builds on (JAX,
+# NumPy, optax, chex, scikit-learn, pandas...) are not checked (CI has no internet for
+# intersphinx inventories).
+nitpicky = True
+nitpick_ignore_regex = [
+    ("py:.*", r"(jax|jaxlib|numpy|np|jnp|optax|chex|sklearn|pandas|pd|matplotlib|shap|onnx|"
+              r"typing|collections|enum|pathlib|os|io|dataclasses|functools|types|"
+              r"concurrent|threading|builtins)(\..*)?"),
+    ("py:class", r"(Array|ArrayLike|PRNGKey|Callable|Any|Sequence|Mapping|Iterable|Iterator|"
+                 r"NamedTuple|Path|PathLike|DType|dtype|ndarray|Mesh|Device|Sharding|"
+                 r"Optional|Union|Literal|TypeVar|Protocol|Self|T|K|V)"),
+    ("py:.*", r"(int|float|str|bool|bytes|dict|list|tuple|set|object|None|type|callable|"
+              r"optional|array|array-like|default|keyword)"),
+]
+
+# --------------------------------------------------------------------------------------------
+# The API reference, generated from the package.
+
+#: The namespaces with an API page, in the order of the data flow (jboost/__init__.py), then
+#: the optional ones.
+API_PACKAGES = ("jboost", *(f"jboost.{name}" for name in jboost.SUBMODULES), "jboost.sklearn",
+                "jboost.checks", "jboost.devices")
+
+
+def _public_modules(package: str) -> list[str]:
+    """``package`` and the public modules below it (none of whose parts starts with ``_``)."""
+    module = importlib.import_module(package)
+    names = [package]
+    if hasattr(module, "__path__") and package != "jboost":
+        for info in pkgutil.walk_packages(module.__path__, f"{package}."):
+            if not any(part.startswith("_") for part in info.name.split(".")):
+                names.append(info.name)
+    return names
+
+
+def _exported(module_name: str) -> list[str]:
+    """The names a namespace's ``__all__`` exports (documented at that path)."""
+    return list(getattr(importlib.import_module(module_name), "__all__", ()))
+
+
+def _own_members(module_name: str) -> dict[str, object]:
+    """A module's public functions and classes that it defines itself."""
+    module = importlib.import_module(module_name)
+    return {name: value for name, value in vars(module).items()
+            if not name.startswith("_") and (inspect.isfunction(value) or inspect.isclass(value))
+            and getattr(value, "__module__", None) == module_name}
+
+
+def _documented_at_public_paths() -> dict[int, str]:
+    """Each object exported by an ``__all__``, by id, and the one path it is documented at
+    (the first namespace in API_PACKAGES that exports it)."""
+    paths: dict[int, str] = {}
+    for package in API_PACKAGES:
+        module = importlib.import_module(package)
+        for name in _exported(package):
+            paths.setdefault(id(getattr(module, name)), f"{package}.{name}")
+    return paths
+
+
+def _directive(path: str, value: object) -> list[str]:
+    if inspect.isclass(value):
+        return [f".. autoclass:: {path}", "   :members:", ""]
+    if callable(value):
+        return [f".. autofunction:: {path}", ""]
+    return [f".. autodata:: {path}", "   :no-value:", ""]
+
+
+def _api_page(package: str, public_paths: dict[int, str]) -> str:
+    module = importlib.import_module(package)
+    lines = [f"# `{package}`", "", "```{eval-rst}", f".. automodule:: {package}", "   :no-members:", ""]
+    for name in _exported(package):
+        value = getattr(module, name)
+        if public_paths[id(value)] == f"{package}.{name}":
+            lines += _directive(f"{package}.{name}", value)
+        else:
+            lines += [f"``{name}``: see :py:obj:`{public_paths[id(value)]}`.", ""]
+    lines.append("```")
+    for sub in _public_modules(package)[1:]:
+        members = _own_members(sub)
+        excluded = sorted(name for name, value in members.items() if id(value) in public_paths)
+        lines += ["", f"## `{sub}`", "", "```{eval-rst}", f".. automodule:: {sub}", "   :members:"]
+        if excluded:
+            lines.append(f"   :exclude-members: {', '.join(excluded)}")
+        lines += ["```"]
+    return "\n".join(lines) + "\n"
+
+
+def write_api_pages(app) -> None:
+    """(Re)write docs/api/: one page per namespace and an index (only files whose text changed,
+    so that an incremental build rebuilds only those)."""
+    out = DOCS / "api"
+    out.mkdir(exist_ok=True)
+    public_paths = _documented_at_public_paths()
+    pages = {"index.md": "# API reference\n\nOne page per namespace, in the order data flows "
+                         "through jboost (tabular input, losses, trees, the engine, models, the "
+                         "entry points, then model files, interpretation and plots).\n\n"
+                         "```{toctree}\n:maxdepth: 1\n\n"
+                         + "\n".join(API_PACKAGES) + "\n```\n"}
+    for package in API_PACKAGES:
+        pages[f"{package}.md"] = _api_page(package, public_paths)
+    for name, text in pages.items():
+        path = out / name
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+    for stale in set(p.name for p in out.glob("*.md")) - set(pages):
+        (out / stale).unlink()
+
+
+def _skip_member(app, what, name, obj, skip, options):
+    # scikit-learn generates set_*_request methods whose docstrings cross-reference its own docs.
+    if name.startswith("set_") and name.endswith("_request"):
+        return True
+    return None
+
+
+def check_public_names(app, env) -> None:
+    """Warn (an error under -W) for every public function or class that has no docstring or
+    no entry in the API reference."""
+    from sphinx.util import logging
+
+    logger = logging.getLogger("jboost.api")
+    objects = env.get_domain("py").objects
+    documented = set(objects)
+    for package in API_PACKAGES:
+        module = importlib.import_module(package)
+        expected = {f"{package}.{name}": getattr(module, name) for name in _exported(package)}
+        for sub in _public_modules(package)[1:]:
+            expected.update({f"{sub}.{name}": value for name, value in _own_members(sub).items()})
+        public_paths = _documented_at_public_paths()
+        for path, value in expected.items():
+            where = public_paths.get(id(value), path)
+            if where not in documented:
+                logger.warning(f"public name {path} has no entry in the API reference "
+                               f"(expected at {where}: give it a docstring)")
+            elif (inspect.isfunction(value) or inspect.isclass(value)) and not inspect.getdoc(value):
+                logger.warning(f"public name {path} has no docstring")
+
+
+def setup(app):
+    app.connect("builder-inited", write_api_pages)
+    app.connect("autodoc-skip-member", _skip_member)
+    app.connect("env-check-consistency", check_public_names)
+    return {"parallel_read_safe": True}

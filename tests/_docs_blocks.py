@@ -1,0 +1,67 @@
+"""The python blocks of the documentation's Markdown pages (README.md and docs/), as a reader
+pastes them: each page's blocks run in order in one namespace of their own, so every page is
+self-contained. A block whose first line is ``# not run: <reason>`` is shown, not run (it needs
+several processes, a GPU or a scheduler); the reason is required.
+
+``python tests/_docs_blocks.py PAGE.md [PAGE.md ...]`` runs pages' blocks the way a reader does
+(jboost's defaults, XLA's optimisations on) and prints each block's wall time: the examples are
+meant to answer in under 10 s each on a quiet 2-core machine.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NOT_RUN = re.compile(r"#\s*not run:\s*\S")
+_BLOCK = re.compile(r"^```python\n(.*?)^```", flags=re.S | re.M)
+
+
+def pages() -> list[Path]:
+    """Every Markdown page with examples: the README and docs/ (not the generated API pages or
+    a build's output)."""
+    docs = sorted(p for p in (REPO / "docs").rglob("*.md")
+                  if not {"_build", "api"} & set(p.relative_to(REPO / "docs").parts[:-1]))
+    return [REPO / "README.md", *docs]
+
+
+def blocks(page: Path) -> list[str]:
+    """A page's python blocks, in order (``# not run:`` blocks included)."""
+    return _BLOCK.findall(page.read_text())
+
+
+def runs(block: str) -> bool:
+    """Whether the suite runs this block (not one marked ``# not run: <reason>``)."""
+    first = block.lstrip().splitlines()[0] if block.strip() else ""
+    return not NOT_RUN.match(first)
+
+
+def run_block(block: str, name: str, namespace: dict) -> None:
+    """Execute one block in a page's namespace."""
+    exec(compile(block, name, "exec"), namespace)
+
+
+def main(argv: list[str]) -> int:
+    slowest = (0.0, "")
+    for arg in argv or [str(p) for p in pages()]:
+        page = Path(arg).resolve()
+        namespace = {"__name__": f"__docs_{page.stem}__"}
+        for i, block in enumerate(blocks(page)):
+            name = f"{page.relative_to(REPO)} python block {i}"
+            if not runs(block):
+                print(f"{name}: not run")
+                continue
+            start = time.perf_counter()
+            run_block(block, name, namespace)
+            took = time.perf_counter() - start
+            slowest = max(slowest, (took, name))
+            print(f"{name}: {took:.1f} s", flush=True)
+    print(f"slowest: {slowest[1]} ({slowest[0]:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
