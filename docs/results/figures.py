@@ -190,7 +190,7 @@ def quantile_coverage(results: dict, out: Path) -> Path:
              if isinstance(row.get("published"), (int, float))]
     ax.plot([0, 1], [0, 1], color="black", lw=0.8, label="calibrated (coverage = level)")
     ax.plot([r["published"] for r in sweep], [r["ours"] for r in sweep], "o-", color="#d62728",
-            ms=4, label="california_quantile_sweep: pinball loss,\nlevel and rate chosen by 5-fold CV")
+            ms=4, label="california_quantile_sweep: pinball loss per level,\nrate and rounds chosen by 5-fold CV")
     markers = iter("sDv^P")
     for row in results["experiments"]["finetune"]["table"]:
         if isinstance(row.get("published"), (int, float)):
