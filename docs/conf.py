@@ -21,6 +21,7 @@ class without a docstring, or one that no API page documents, is a warning (an e
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -31,6 +32,7 @@ DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent))  # the checkout's jboost, installed or not
 
 import jboost  # noqa: E402
+from sphinx.ext.napoleon import docstring as _napoleon  # noqa: E402
 
 project = "jboost"
 author = "the jboost developers"
@@ -47,6 +49,10 @@ html_static_path: list[str] = []
 myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
 myst_heading_anchors = 3
 
+# An attribute's or property's docstring is prose here: napoleon would read a first line with a
+# colon ("Features the trees split on (with categorical columns: ...") as "type: description".
+_napoleon.GoogleDocstring._consume_inline_attribute = (
+    lambda self: ("", self._dedent(self._consume_to_end())))
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False
@@ -54,7 +60,6 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_typehints_format = "short"
 napoleon_use_ivar = True
-autodoc_default_options = {"show-inheritance": False}
 
 # Every cross-reference must resolve; references into the libraries jboost builds on (JAX,
 # NumPy, optax, chex, scikit-learn, pandas...) are not checked (CI has no internet for
@@ -104,6 +109,7 @@ def _own_members(module_name: str) -> dict[str, object]:
             and getattr(value, "__module__", None) == module_name}
 
 
+@functools.lru_cache(maxsize=None)
 def _documented_at_public_paths() -> dict[int, str]:
     """Each object exported by an ``__all__``, by id, and the one path it is documented at
     (the first namespace in API_PACKAGES that exports it)."""
@@ -124,23 +130,32 @@ def _directive(path: str, value: object) -> list[str]:
 
 
 def _api_page(package: str, public_paths: dict[int, str]) -> str:
+    """A namespace's page: its docstring and the names its ``__all__`` exports (or, without one,
+    the functions and classes it defines), then each public module below it."""
     module = importlib.import_module(package)
-    lines = [f"# `{package}`", "", "```{eval-rst}", f".. automodule:: {package}", "   :no-members:", ""]
-    for name in _exported(package):
-        value = getattr(module, name)
-        if public_paths[id(value)] == f"{package}.{name}":
-            lines += _directive(f"{package}.{name}", value)
-        else:
-            lines += [f"``{name}``: see :py:obj:`{public_paths[id(value)]}`.", ""]
+    lines = [f"# `{package}`", "", "```{eval-rst}", f".. automodule:: {package}"]
+    if _exported(package):
+        lines += ["   :no-members:", ""]
+        for name in _exported(package):
+            value = getattr(module, name)
+            if public_paths[id(value)] == f"{package}.{name}":
+                lines += _directive(f"{package}.{name}", value)
+            else:
+                lines += [f"``{name}``: see :py:obj:`{public_paths[id(value)]}`.", ""]
+    else:
+        lines += _members_options(package, public_paths)
     lines.append("```")
     for sub in _public_modules(package)[1:]:
-        members = _own_members(sub)
-        excluded = sorted(name for name, value in members.items() if id(value) in public_paths)
-        lines += ["", f"## `{sub}`", "", "```{eval-rst}", f".. automodule:: {sub}", "   :members:"]
-        if excluded:
-            lines.append(f"   :exclude-members: {', '.join(excluded)}")
-        lines += ["```"]
+        lines += ["", f"## `{sub}`", "", "```{eval-rst}", f".. automodule:: {sub}",
+                  *_members_options(sub, public_paths), "```"]
     return "\n".join(lines) + "\n"
+
+
+def _members_options(module_name: str, public_paths: dict[int, str]) -> list[str]:
+    """``:members:``, leaving out the names documented at a public path."""
+    excluded = sorted(name for name, value in _own_members(module_name).items()
+                      if id(value) in public_paths)
+    return ["   :members:", *([f"   :exclude-members: {', '.join(excluded)}"] if excluded else [])]
 
 
 def write_api_pages(app) -> None:
@@ -182,6 +197,9 @@ def check_public_names(app, env) -> None:
     for package in API_PACKAGES:
         module = importlib.import_module(package)
         expected = {f"{package}.{name}": getattr(module, name) for name in _exported(package)}
+        if not _exported(package):
+            expected.update({f"{package}.{name}": value
+                             for name, value in _own_members(package).items()})
         for sub in _public_modules(package)[1:]:
             expected.update({f"{sub}.{name}": value for name, value in _own_members(sub).items()})
         public_paths = _documented_at_public_paths()
@@ -194,8 +212,74 @@ def check_public_names(app, env) -> None:
                 logger.warning(f"public name {path} has no docstring")
 
 
+def _resolve(target: str, module_name: str | None):
+    """The object a docstring's reference names, and its dotted path: ``target`` relative to the
+    module it appears in, as written, or below ``jboost``; None if none of these import."""
+    for candidate in (f"{module_name}.{target}" if module_name else None, target, f"jboost.{target}"):
+        if not candidate:
+            continue
+        parts = candidate.split(".")
+        for split in range(len(parts), 0, -1):
+            try:
+                value = importlib.import_module(".".join(parts[:split]))
+            except ImportError:
+                continue
+            try:
+                for attribute in parts[split:]:
+                    value = getattr(value, attribute)
+            except AttributeError:
+                break
+            return value, candidate
+    return None
+
+
+def _documented_path(env, value, path: str) -> str | None:
+    """Where the API reference documents ``value`` (found at ``path``): its public path, its
+    defining module's path, or ``path`` itself (module data)."""
+    objects = env.get_domain("py").objects
+    public_paths = _documented_at_public_paths()
+    candidates = [public_paths.get(id(value)) if not isinstance(value, (int, float, str, tuple)) else None]
+    module = getattr(value, "__module__", None)
+    qualname = getattr(value, "__qualname__", None)
+    if isinstance(module, str) and isinstance(qualname, str):
+        candidates.append(f"{module}.{qualname}")
+        head, _, tail = qualname.partition(".")
+        if tail:  # a method or attribute of a class documented at a public path
+            public_cls = public_paths.get(id(getattr(importlib.import_module(module), head, None)))
+            if public_cls:
+                candidates.append(f"{public_cls}.{tail}")
+    candidates.append(path)
+    parent, _, name = path.rpartition(".")
+    if parent:  # an attribute of a documented object (a NamedTuple field, a dataclass field)
+        found = _resolve(parent, None)
+        if found is not None and found[0] is not value:
+            parent_path = _documented_path(env, *found)
+            if parent_path:
+                candidates.append(f"{parent_path}.{name}")
+    return next((c for c in candidates if c and c in objects), None)
+
+
+def _missing_reference(app, env, node, contnode):
+    """Resolve a docstring's short reference (``:func:`compute_borders```, ``:class:`Loss```)
+    to the object's entry, wherever the API reference documents it."""
+    if node.get("refdomain") != "py":
+        return None
+    target = node["reftarget"].lstrip("~.")
+    found = _resolve(target, node.get("py:module"))
+    source = (node.source or "").partition(":docstring of ")[0]
+    if found is None and source.endswith(".py"):  # a docstring shown at a public path: its module
+        module = Path(source).resolve().relative_to(DOCS.parent).with_suffix("")
+        found = _resolve(target, ".".join(p for p in module.parts if p != "__init__"))
+    path = _documented_path(env, *found) if found is not None else None
+    if path is None:
+        return None
+    return env.get_domain("py").resolve_xref(env, node["refdoc"], app.builder, "obj", path, node,
+                                              contnode)
+
+
 def setup(app):
     app.connect("builder-inited", write_api_pages)
+    app.connect("missing-reference", _missing_reference)
     app.connect("autodoc-skip-member", _skip_member)
     app.connect("env-check-consistency", check_public_names)
     return {"parallel_read_safe": True}

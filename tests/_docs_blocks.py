@@ -10,8 +10,10 @@ meant to answer in under 10 s each on a quiet 2-core machine.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,8 +48,9 @@ def run_block(block: str, name: str, namespace: dict) -> None:
 
 def main(argv: list[str]) -> int:
     slowest = (0.0, "")
-    for arg in argv or [str(p) for p in pages()]:
-        page = Path(arg).resolve()
+    chosen = [Path(arg).resolve() for arg in argv] or pages()
+    os.chdir(tempfile.mkdtemp(prefix="jboost-docs-"))  # the files the blocks write land there
+    for page in chosen:
         namespace = {"__name__": f"__docs_{page.stem}__"}
         for i, block in enumerate(blocks(page)):
             name = f"{page.relative_to(REPO)} python block {i}"

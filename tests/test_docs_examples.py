@@ -6,6 +6,8 @@ fails with a NameError). XLA's optimisations are off while the blocks run: their
 compiling small programs (``python tests/_docs_blocks.py PAGE.md`` times them as a reader gets
 them)."""
 
+import os
+
 import pytest
 
 import _docs_blocks
@@ -24,10 +26,16 @@ def _case_id(case) -> str:
 
 
 @pytest.fixture(scope="module")
-def sessions():
-    """Each page's namespace, and the first block that failed on each page."""
-    with no_xla_optimisations():
-        yield {}
+def sessions(tmp_path_factory):
+    """Each page's namespace, and the first block that failed on each page. The blocks run in a
+    temporary directory (the files they write, model files and checkpoints, land there)."""
+    here = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("docs_examples"))
+    try:
+        with no_xla_optimisations():
+            yield {}
+    finally:
+        os.chdir(here)
 
 
 def test_the_readme_and_the_guide_have_examples():
