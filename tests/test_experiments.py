@@ -416,6 +416,22 @@ def test_readme_commands_are_the_ones_that_run(tmp_path):
     assert ci[:2] == [f"python -m {install_tests}", tests]  # then the peers' smoke check (below)
 
 
+def test_readme_docs_command_is_the_one_ci_runs():
+    """The README's command that builds the documentation site installs an extra that exists and
+    builds with warnings as errors, as .ci/run does (then serves the site)."""
+    import tomllib
+    text = (REPO / "README.md").read_text()
+    command = next(line for block in re.findall(r"^```bash\n(.*?)^```", text, flags=re.S | re.M)
+                   for line in block.splitlines() if "sphinx" in line)
+    install, build, serve = command.split(" && ")
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert re.fullmatch(r'pip install -e "\.\[docs\]"', install) and "docs" in extras
+    assert " -W " in build and build.endswith("docs docs/_build/html")
+    assert serve.startswith("python -m http.server -d docs/_build/html")
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert f"python -m {install}" in ci and build in ci
+
+
 def _run_notebook(name: str) -> dict:
     """Check ``notebooks/<name>`` is an nbformat-4 notebook (unique cell ids) committed executed,
     run its code cells in order in one namespace (tests/_notebooks.py) and check its committed
