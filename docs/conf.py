@@ -45,7 +45,8 @@ root_doc = "index"
 exclude_patterns = ["_build", "README.md"]
 html_theme = "furo"
 html_title = f"jboost {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
 myst_heading_anchors = 3
 
@@ -56,9 +57,14 @@ _napoleon.GoogleDocstring._consume_inline_attribute = (
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False
+# Attributes are described in words (their shapes and meaning); their annotations would show the
+# runtime classes behind jax.Array (jaxlib._jax.Array).
+napoleon_attr_annotations = False
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_typehints_format = "short"
+# Types only for documented parameters (a NamedTuple's fields are described under Variables).
+autodoc_typehints_description_target = "documented"
 napoleon_use_ivar = True
 
 # Every cross-reference must resolve; references into the libraries jboost builds on (JAX,
