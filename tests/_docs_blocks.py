@@ -41,9 +41,47 @@ def runs(block: str) -> bool:
     return not NOT_RUN.match(first)
 
 
+def share(part: int, parts: int = 2) -> list[Path]:
+    """The pages of one of ``parts`` test files (pytest-xdist runs each file on one worker): pages
+    dealt greedily by their number of blocks, so that the files take about the same time."""
+    loads = [0] * parts
+    chosen: list[list[Path]] = [[] for _ in range(parts)]
+    for page in sorted(pages(), key=lambda p: -sum(map(runs, blocks(p)))):
+        lightest = loads.index(min(loads))
+        chosen[lightest].append(page)
+        loads[lightest] += sum(map(runs, blocks(page)))
+    return sorted(chosen[part])
+
+
 def run_block(block: str, name: str, namespace: dict) -> None:
     """Execute one block in a page's namespace."""
     exec(compile(block, name, "exec"), namespace)
+
+
+def cases(chosen: list[Path]) -> list[tuple[Path, int]]:
+    """Every block of these pages that runs, as ``(page, index)`` (a ``# not run: <reason>``
+    block is only shown: it needs several processes, a GPU or a scheduler)."""
+    return [(page, i) for page in chosen for i, block in enumerate(blocks(page)) if runs(block)]
+
+
+def case_id(case: tuple[Path, int]) -> str:
+    page, i = case
+    return f"{page.relative_to(REPO)}:{i}"
+
+
+def run_case(sessions: dict, case: tuple[Path, int]) -> None:
+    """Run one block in its page's namespace (``sessions[page]``); a block after a failed one
+    fails at once, naming the block that failed."""
+    page, i = case
+    session = sessions.setdefault(page, {"namespace": {"__name__": f"__docs_{page.stem}__"},
+                                         "failed": None})
+    if session["failed"] is not None:  # a later block uses the names an earlier one defines
+        raise AssertionError(f"block {session['failed']} of {page.name} failed before this one")
+    try:
+        run_block(blocks(page)[i], case_id(case), session["namespace"])
+    except BaseException:
+        session["failed"] = i
+        raise
 
 
 def main(argv: list[str]) -> int:

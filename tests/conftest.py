@@ -163,6 +163,20 @@ def no_xla_optimisations():
         jax.clear_caches()
 
 
+@pytest.fixture(scope="module")
+def docs_sessions(tmp_path_factory):
+    """The documentation's examples (tests/test_docs_examples*.py): each page's namespace and
+    first failed block. The blocks run in a temporary directory (the files they write land
+    there), without XLA's optimisations (their time is compiling small programs)."""
+    here = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("docs_examples"))
+    try:
+        with no_xla_optimisations():
+            yield {}
+    finally:
+        os.chdir(here)
+
+
 #: At most this many test worker processes (pytest-xdist, ``-n auto``): each holds its own JAX
 #: caches (a few GiB at the suite's peak), and the suite is compile-bound, so a worker per
 #: available core up to this count.
@@ -182,7 +196,8 @@ def pytest_xdist_auto_num_workers(config):
 #: while the other workers idle. (xdist's default order, most tests first, put the few-test
 #: long files -- test_properties: 5 tests, test_sharding: 10, test_io: 11 -- among the last.)
 #: A file not listed keeps its place.
-LONG_FILES_FIRST = ("test_sharding.py", "test_docs_examples.py", "test_properties.py",
+LONG_FILES_FIRST = ("test_sharding.py", "test_docs_examples.py", "test_docs_examples_2.py",
+                    "test_properties.py",
                     "test_experiments.py", "test_io.py", "test_distributed.py")
 
 
