@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+#: The environment variable naming the directory of the data sets (:func:`data_dir`).
 ENV_VAR = "JBOOST_DATA_DIR"
 _REPO = Path(__file__).resolve().parent.parent
 

@@ -77,9 +77,10 @@ def fit_bytes(n_rows: int, n_features: int, depth: int, n_bins: int, n_outputs: 
 
 def check_memory(need: int, *, devices=None, cause: Optional[str] = None,
                  detail: str = "", what: str = "this fit") -> None:
-    """Raise ``MemoryError`` before compiling when ``need`` bytes (:func:`boosting_bytes`,
-    :func:`fit_bytes`) exceed the memory of the device (:func:`memory_limit`); the message names
-    ``cause`` (e.g. the number of classes taken from the labels) and the settings (``detail``)."""
+    """Raise ``MemoryError`` before compiling when ``need`` bytes
+    (:func:`jboost.engine.memory.boosting_bytes`, :func:`fit_bytes`) exceed the memory of the
+    device (:func:`memory_limit`); the message names ``cause`` (e.g. the number of classes taken
+    from the labels) and the settings (``detail``)."""
     have = memory_limit(devices)
     if need > have:
         why = f" {cause};" if cause else ""

@@ -100,8 +100,8 @@ def partial_dependence(model, features, data, *, method: str = "tree", ice: bool
 
 def shap_summary(model, X, *, data=None, max_features: int = 20, output: int = 0,
                  feature_names: Optional[Sequence[str]] = None, key: int = 0, ax=None):
-    """SHAP beeswarm: one row per feature (by mean |SHAP|), each explained row a dot at its SHAP
-    value coloured by the feature's value (docs/plot.md)."""
+    """SHAP beeswarm: one row per feature (by mean ``|SHAP|``), each explained row a dot at its
+    SHAP value coloured by the feature's value (docs/plot.md)."""
     _one_model(model, "SHAP summary")
     values = np.asarray(shap.shap_values(model, X, data=data).values)
     values = values[..., output] if values.ndim == 3 else values

@@ -335,10 +335,11 @@ class JBoostRegressor(RegressorMixin, _BoostingBase):
     squared error, the mean for Poisson).
 
     Attributes:
-      booster_: the fitted :class:`jboost.Booster`.
-      n_features_in_, feature_names_in_: as in scikit-learn.
-      feature_importances_: total split gain per feature, normalised to sum 1.
-      best_round_: with early stopping, the round of the best validation score.
+      ``booster_``: the fitted :class:`jboost.Booster`.
+      ``n_features_in_``: as in scikit-learn.
+      ``feature_names_in_``: as in scikit-learn.
+      ``feature_importances_``: total split gain per feature, normalised to sum 1.
+      ``best_round_``: with early stopping, the round of the best validation score.
     """
 
     def predict(self, X) -> np.ndarray:
@@ -363,9 +364,9 @@ class JBoostClassifier(_ClassifierBase, _BoostingBase):
     parameters are :class:`JBoostRegressor`'s (the early-stopping split is stratified).
 
     Attributes:
-      classes_: the sorted labels, ``np.unique(y)``.
-      booster_, n_features_in_, feature_names_in_, feature_importances_, best_round_: as
-        :class:`JBoostRegressor`'s.
+      ``classes_``: the sorted labels, ``np.unique(y)``.
+      ``booster_``: as :class:`JBoostRegressor`'s (so are ``n_features_in_``,
+        ``feature_names_in_``, ``feature_importances_`` and ``best_round_``).
     """
 
     def _loss_and_kwargs(self, kwargs):

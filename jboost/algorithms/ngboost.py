@@ -73,8 +73,8 @@ def line_search_round(r: algorithm.Round) -> algorithm.RoundResult:
 LINE_SEARCH = algorithm.Algorithm(line_search_round)
 
 
-# Least rows per leaf of fit()'s natural-gradient trees (min_child_weight on unit curvature):
-# LightGBM's default min_data_in_leaf.
+#: Least rows per leaf of :func:`fit`'s natural-gradient trees (``min_child_weight`` on unit
+#: curvature): LightGBM's default ``min_data_in_leaf``.
 MIN_LEAF_ROWS = 20.0
 
 
@@ -87,13 +87,15 @@ def fit(X, y, dist: base.Distribution = families.Normal, *, natural_gradient: bo
 
     Args:
       X, y: as :func:`jboost.fit`; ``y`` in ``dist``'s support (checked first).
-      dist: a :class:`Distribution` (default ``Normal``).
-      natural_gradient, line_search, n_mc_samples: :func:`loss`'s. ``line_search`` (per-leaf
-        Newton refits) applies to vector-leaf trees: pass ``per_output_trees=False`` with it.
+      dist: a :class:`jboost.losses.distributions.base.Distribution` (default ``Normal``).
+      natural_gradient, line_search, n_mc_samples: :func:`jboost.distributions.loss`'s.
+        ``line_search`` (per-leaf Newton refits) applies to vector-leaf trees: pass
+        ``per_output_trees=False`` with it.
       dist_params: the distribution's traced parameters (``{"df": 5.0}`` for ``StudentT``).
       per_output_trees: one tree per raw parameter per round (default ``True``).
       min_child_weight: ``None``: :data:`MIN_LEAF_ROWS` with natural gradients, else 1.
-      eval_set, **kwargs: :func:`jboost.fit`'s.
+      eval_set: :func:`jboost.fit`'s.
+      **kwargs: :func:`jboost.fit`'s.
     """
     if not isinstance(dist, base.Distribution):
         raise TypeError(f"dist must be a jboost.distributions.Distribution (e.g. "

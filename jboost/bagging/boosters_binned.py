@@ -190,7 +190,8 @@ def categorical_inputs(plan, data, loss: loss_lib.Loss, key, n_bags: int, bootst
 
 def bag_early_stopping(rounds, tolerance, metric, eval_set, loss: loss_lib.Loss,
                     bootstrap: str) -> Tuple[Optional[boosting_lib.EarlyStopping], bool]:
-    """Check the validation and early-stopping arguments of :func:`fit_bagged_boosters`:
+    """Check the validation and early-stopping arguments of
+    :func:`jboost.bagging.fit_bagged_boosters`:
     ``(the static EarlyStopping or None, whether the validation rows are the out-of-bag rows)``.
     The arguments shared with :func:`jboost.fit` get its messages."""
     if isinstance(eval_set, str) and eval_set != "oob":

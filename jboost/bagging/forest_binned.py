@@ -140,8 +140,8 @@ def _forest_chunk(X_binned, y, w, key, hyper, bags, first, *, config: ForestConf
 
 
 def forest_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, config: ForestConfig):
-    """:func:`_forest_chunk` of bags ``first + bags`` (``borders`` only fingerprints the
-    checkpoints)."""
+    """The bags ``first + bags`` of :func:`fit_forest_binned`, compiled (``_forest_chunk``;
+    ``borders`` only fingerprints the checkpoints)."""
     return _forest_chunk(X_binned, y, w, key, hyper, bags, np.int32(first), config=config)
 
 

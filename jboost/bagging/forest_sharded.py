@@ -51,7 +51,8 @@ class ShardedRows(NamedTuple):
 def sharded_program(mesh, config: forest_binned.ForestConfig, n_total: int, row_starts: Tuple[int, ...]):
     """The compiled chunk of bags of a forest whose rows are sharded over the first axis of
     ``mesh``: ``program(X_binned, y, w, key, hyper, bags)`` with the rows of :class:`ShardedRows`,
-    returning the bags' ``(trees, counts (C, n_total))`` replicated (:func:`forest_bag_fn`)."""
+    returning the bags' ``(trees, counts (C, n_total))`` replicated
+    (:func:`jboost.bagging.forest_binned.forest_bag_fn`)."""
     from jax.sharding import PartitionSpec as P
 
     axis = mesh.axis_names[0]
@@ -69,8 +70,9 @@ def sharded_program(mesh, config: forest_binned.ForestConfig, n_total: int, row_
 
 
 def sharded_chunk_from(X_binned, y, w, key, hyper, borders, bags, *, first: int, sharded, program):
-    """:func:`forest_chunk_from` of rows sharded over a mesh (``program``: :func:`sharded_program`);
-    a multi-process fit's outputs as process-local copies (the same on every process)."""
+    """:func:`jboost.bagging.forest_binned.forest_chunk_from` of rows sharded over a mesh
+    (``program``: :func:`sharded_program`); a multi-process fit's outputs as process-local copies
+    (the same on every process)."""
     if sharded.local is None:  # (also traced: the shapes of checkpoints, jax.eval_shape)
         return program(X_binned, y, w, key, hyper, jnp.asarray(bags, jnp.int32) + jnp.int32(first))
     # several processes: host indices (the same on every process), process-local outputs

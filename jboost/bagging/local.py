@@ -19,8 +19,9 @@ from jboost.trees import family
 
 
 def fit_local(X, y, loss, sample_weight, eval_set, settings: dict) -> bagged.BaggedBoosters:
-    """:func:`fit_bagged_boosters` of rows spread over processes (``rows="local"``): the bags of
-    the processes' rows concatenated in process order, on every process. See docs/ensembles.md."""
+    """:func:`jboost.bagging.fit_bagged_boosters` of rows spread over processes (``rows="local"``):
+    the bags of the processes' rows concatenated in process order, on every process. See
+    docs/ensembles.md."""
     s = settings
     oob_asked = isinstance(eval_set, str)
     names = tabular_lib.feature_names_of(X)

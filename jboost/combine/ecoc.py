@@ -145,6 +145,7 @@ def _bits_chunk(X_binned, y, w, key, hyper, code, start, valid, bits, *, config)
 
 CHECKPOINT_KIND = "ecoc"
 
+#: The message of the ``ValueError`` :func:`fit_ecoc_boosters` raises for ``base_margin=``.
 NO_BASE_MARGIN = (
     "fit_ecoc_boosters takes no base_margin: its learners fit the code's bits (two-class problems "
     "of groups of classes), whose log-odds no per-row offset of a class score determines. Put "

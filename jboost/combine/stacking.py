@@ -132,6 +132,7 @@ def _first_rounds_only(trees: oblivious.ObliviousTrees, best) -> oblivious.Obliv
     return trees._replace(leaf_values=jnp.where(keep, lv, jnp.zeros((), lv.dtype)))
 
 
+#: The message of the ``ValueError`` :func:`fit_stacked_boosters` raises for ``init_model=``.
 NO_WARM_START = (
     "fit_stacked_boosters cannot continue a stacked model (init_model=): its second tier was "
     "trained on the out-of-fold scores of the fold models, which a StackedBoosters does not keep "

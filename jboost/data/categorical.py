@@ -73,7 +73,10 @@ def categorical_rows(spec, X, name: str = "X") -> np.ndarray:
 #: (``docs/categorical.md``).
 ONE_HOT_MAX_SIZE = 16
 
+#: How an input column enters the model (``CategoricalSpec.kinds``): as it is (numeric),
+#: one-hot encoded, or as ordered target statistics (``"ctr"``).
 KINDS = ("numeric", "one_hot", "ctr")
+#: The name of the missing-value category of a column (in encoded feature names).
 MISSING_NAME = "<missing>"
 
 

@@ -26,7 +26,7 @@ class Categorical(NamedTuple):
     """What a model fitted with categorical features needs to encode rows (``Booster.categorical``).
 
     Attributes:
-      spec: the static :class:`CategoricalSpec`.
+      spec: the static :class:`jboost.data.categorical.CategoricalSpec`.
       sums: ``(V, K)`` float32: per category of every ctr column (rows ``spec.offsets[j] + c``),
         the weighted sum of the target statistic over all training rows.
       counts: ``(V,)`` float32: their weights' sum.

@@ -23,9 +23,12 @@ MAX_BUCKETED_ROWS = 1 << 16
 #: The fewest rows a bucket holds.
 SMALLEST_BUCKET = 256
 #: Buckets per octave of row counts up to :data:`FINE_FROM` rows (at most a quarter of a bucket is
-#: padding), and above it (at most a sixteenth: padding costs time on every round).
+#: padding).
 BUCKETS_PER_OCTAVE = 4
+#: Buckets per octave above :data:`FINE_FROM` rows (at most a sixteenth of a bucket is padding:
+#: padding costs time on every round).
 FINE_BUCKETS_PER_OCTAVE = 16
+#: The row count up to which there are :data:`BUCKETS_PER_OCTAVE` buckets per octave.
 FINE_FROM = 1 << 13
 #: Rows summed together by a fixed tree of halvings in :func:`row_sum` (a power of two).
 BLOCK = 256

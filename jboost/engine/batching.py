@@ -88,7 +88,8 @@ def map_chunks(chunk_fn: Callable[[int, np.ndarray], Any], n_items: int, size: i
     so far (docs/engine.md, "Batching").
 
     Args:
-      done: ``{c: outputs}`` of chunks already computed (e.g. :meth:`ChunkCheckpoints.load`).
+      done: ``{c: outputs}`` of chunks already computed (e.g.
+        :meth:`jboost.engine.checkpoints.ChunkCheckpoints.load`).
       on_chunk: ``on_chunk(c, outputs)`` after each chunk computed here (e.g. a checkpoint).
       keeps: whether ``on_chunk`` keeps finished chunks for a rerun (default: ``on_chunk`` given).
       callbacks: called on the host after each chunk with a dict (``info(c, outputs)``'s entries,
@@ -178,8 +179,9 @@ def map_checkpointed(chunk_fn: Callable, args: Any, n_items: int, chunk_size: in
                      unit: str = "items", keep: Optional[Callable[[Any], Any]] = None,
                      combine: Optional[Callable[[list, int], Any]] = None) -> Any:
     """:func:`map_chunks` of ``chunk_fn(*args, items)`` with each chunk saved to ``checkpoint_dir``
-    (guarded by the :func:`fingerprint` of ``args`` and ``settings``) and read back by a rerun: the
-    outputs concatenated and cut to the items finished, or ``combine(kept, n_done)``."""
+    (guarded by the :func:`jboost.engine.checkpoints.fingerprint` of ``args`` and ``settings``) and
+    read back by a rerun: the outputs concatenated and cut to the items finished, or
+    ``combine(kept, n_done)``."""
     if any(_is_tracer(v) for v in jax.tree_util.tree_leaves(args)):
         raise ValueError("verbose=, checkpoint_dir= and callbacks= need a concrete fit (not under "
                          "jax.vmap or jit).")

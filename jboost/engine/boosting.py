@@ -1,9 +1,10 @@
 """Boosting as a public ``init`` / ``step`` pair; :func:`boost` is a ``lax.scan`` of ``step``.
 
 ESL Algorithm 10.3 with second-order (Newton) trees as in XGBoost: per round gradients and hessians
-by autodiff, row and column samplers, the algorithm's round (:class:`Algorithm`) and shrinkage.
-Static settings are a :class:`BoostConfig`, continuous ones traced :class:`Hyperparams`. See
-docs/engine.md ("The boosting step")."""
+by autodiff, row and column samplers, the algorithm's round
+(:class:`jboost.engine.algorithm.Algorithm`) and shrinkage. Static settings are a
+:class:`BoostConfig`, continuous ones traced :class:`Hyperparams`. See docs/engine.md ("The
+boosting step")."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from jboost.engine import boosting as boosting_lib
 from jboost.losses import derivatives, loss as loss_lib
 from jboost.trees import depthwise, histograms, oblivious
 
-# Default memory budget of one chunk of models, per device (bytes).
+#: The default memory budget of one chunk of models, per device (bytes).
 DEFAULT_CPU_BUDGET = 1 << 30
 # Models per chunk and CPU device (the kernels run a chunk's models side by side; accelerators
 # take as many as the budget allows).
@@ -23,6 +23,7 @@ DEFAULT_CPU_MODELS_PER_DEVICE = 8
 # their (row, feature) cells within CPU_CHUNK_CELLS (a power of two; small data gains most).
 DEFAULT_CPU_MODELS_PER_CHUNK = 16
 MAX_CPU_MODELS_PER_CHUNK = 64
+#: A sweep's CPU chunk takes as many models as keep their (row, feature) cells within this many.
 CPU_CHUNK_CELLS = 1 << 24
 
 
@@ -437,7 +438,8 @@ def family_fix(config: boosting_lib.BoostConfig, n_outputs: int, dense: bool) ->
 
 
 def sharded_memory_hint(devices) -> str:
-    """What to do when a sharded fit's level histograms do not fit (for :func:`check_memory`)."""
+    """What to do when a sharded fit's level histograms do not fit (for
+    :func:`jboost.devices.check_memory`)."""
     if devices is None:
         return ""
     return ("; sharded over devices, every device builds each level's full F x 2^d x n_bins x 2K "

@@ -16,9 +16,9 @@ from jboost.losses import loss as loss_lib
 def boost_sharded(mesh, data: state_lib.Data, key, hyper: boosting.Hyperparams, loss: loss_lib.Loss, init_raw, *,
                   config: boosting.BoostConfig, state: Optional[state_lib.BoostState] = None, first_round=0,
                   best=None) -> state_lib.BoostOutput:
-    """:func:`boost` with the training rows sharded over the first axis of ``mesh`` (padded,
-    histograms ``psum``-ed; docs/engine.md, "Rows sharded over devices"); the returned state holds
-    every row."""
+    """:func:`jboost.engine.boosting.boost` with the training rows sharded over the first axis of
+    ``mesh`` (padded, histograms ``psum``-ed; docs/engine.md, "Rows sharded over devices"); the
+    returned state holds every row."""
     axis = mesh.axis_names[0]
     n = data.y.shape[0]
     data, rows = pad_rows(data, mesh.shape[axis])
@@ -80,8 +80,8 @@ def pad_rows(data: state_lib.Data, n_devices: int):
 
 def boost_rounds_sharded(mesh, data: state_lib.Data, key, hyper: boosting.Hyperparams, init_raw, carry: calls.RoundsCarry,
                          first_round, end, fresh, *, config: boosting.BoostConfig) -> calls.RoundsCarry:
-    """:func:`boost_rounds` with the training rows sharded over the first axis of ``mesh``, as
-    :func:`boost_sharded` (rows padded by :func:`pad_rows`)."""
+    """:func:`jboost.engine.calls.boost_rounds` with the training rows sharded over the first
+    axis of ``mesh``, as :func:`boost_sharded` (rows padded by :func:`pad_rows`)."""
     axis = mesh.axis_names[0]
     fn = _sharded_rounds(mesh, config._replace(axis_name=axis), data.margin is not None,
                          data.margin_valid is not None)

@@ -193,8 +193,8 @@ def finetune(model: booster.Booster, X, y, loss: Union[None, str, loss_lib.Loss,
              l2: Any = 0.0, restore_best: bool = False, return_curves: bool = False):
     """Refit every leaf value and the baseline (``soft=True``: the thresholds too) of a fitted
     :class:`jboost.Booster` jointly with an optax optimizer: ``n_steps`` steps on
-    :func:`objective` in one ``lax.scan`` (post-processing by regression on the base learners,
-    Friedman and Popescu 2003). See docs/finetune.md.
+    ``jboost.finetune.tune.objective`` in one ``lax.scan`` (post-processing by regression on the
+    base learners, Friedman and Popescu 2003). See docs/finetune.md.
 
     Args:
       model: one :class:`jboost.Booster`. X, y: the rows and labels, as :func:`jboost.fit`'s.
@@ -210,14 +210,15 @@ def finetune(model: booster.Booster, X, y, loss: Union[None, str, loss_lib.Loss,
         ``None``: 0.1), or a schedule ``step -> temperature`` (static).
       l2: penalty ``l2 / 2 * sum (v - v_fitted)**2`` on the change of the leaf values (traced).
       restore_best: with ``eval_set``, return the step of lowest ``eval_set`` loss.
-      return_curves: return ``(model, Curves)``.
+      return_curves: return ``(model, curves)``.
 
     Returns:
       A :class:`jboost.Booster` of hard trees with the tuned parameters and ``loss``; with
-      ``return_curves`` also the :class:`Curves`.
+      ``return_curves`` also the curves (``jboost.finetune.loop.Curves``).
 
     Raises:
-      TypeError / ValueError: naming the argument.
+      TypeError: an argument of the wrong type (the message names it).
+      ValueError: an argument with an invalid value (the message names it).
       FloatingPointError: the training loss of a concrete fine-tuning became NaN or infinite.
     """
     soft = bool(soft)

@@ -91,6 +91,7 @@ class Setting(NamedTuple):
     domain: Any = None
 
 
+#: Every setting of the fit entry points, a :class:`Setting` by name (declared once here).
 SETTINGS = {s.name: s for s in (
     Setting("n_rounds", 100, STATIC,
             'boosting rounds (static).',
@@ -219,7 +220,7 @@ DEFAULTS = {name: SETTINGS[name].default for name in (
 HYPERPARAMETERS = ("learning_rate", "l2", "min_split_gain", "min_child_weight", "subsample",
                    "colsample")
 
-# name -> (low, high, low end open): the domain of every continuous hyperparameter.
+#: The domain of every continuous hyperparameter, by name: ``(low, high, low end open)``.
 BOUNDS = {name: tuple(SETTINGS[name].domain) for name in HYPERPARAMETERS}
 
 

@@ -42,8 +42,8 @@ def load(path, loss=None, tree_family: Optional[type] = None):
       tree_family: the tree family class the model was fitted with, when it is not jboost's own.
 
     Raises:
-      ModelFileError: the file is not a readable model file (see :func:`read`), or its arrays
-        do not fit its model type.
+      ModelFileError: the file is not a readable model file (see
+        :func:`jboost.io.reader.read`), or its arrays do not fit its model type.
       ValueError: the file needs ``loss=`` or ``tree_family=`` (the message says which), or the
         one given does not match the file.
     """

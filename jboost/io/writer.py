@@ -134,8 +134,8 @@ def save(model, path, *, feature_names: Optional[Sequence[str]] = None,
     Args:
       model: any fitted model of a registered model type (batch axes allowed).
       path: the file to write (written whole to a temporary file, then renamed into place).
-      feature_names: optional ``n_features`` names, kept in the header (:func:`read_header`);
-        default: the model's own, if any.
+      feature_names: optional ``n_features`` names, kept in the header
+        (:func:`jboost.io.reader.read_header`); default: the model's own, if any.
       metadata: optional JSON-serialisable dict kept in the header.
 
     Raises:

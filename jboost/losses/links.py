@@ -44,7 +44,7 @@ def samme_link(raw, **params):
     k = raw.shape[-1]
     return jax.nn.softmax(raw / (k - 1), axis=-1)
 
-# Links a custom loss gets from its task when it names none (regression and counts: identity).
+#: The link a custom loss gets from its task when it names none (other tasks: the identity).
 TASK_LINKS = {"binary": sigmoid_link, "multiclass": softmax_link}
 
 

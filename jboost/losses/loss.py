@@ -21,15 +21,17 @@ from jboost.losses import links
 
 CLASSIFICATION = ("binary", "multiclass")
 
+#: The tasks of a loss (``Loss.task``): they decide the label checks and what
+#: ``predict_proba`` means.
 TASKS = ("regression", "binary", "multiclass", "count", "survival", "ranking")
 
-# Newton curvatures of a loss (Loss.hessian; docs/losses.md, "The fields of a Loss").
+#: The Newton curvatures of a loss (``Loss.hessian``; docs/losses.md, "The fields of a Loss").
 HESSIANS = ("auto", "autodiff", "diagonal", "unit")
 
-# The hessian diagonals of a batch objective (Loss.hessian_diag; jboost.objectives).
+#: The hessian diagonals of a batch objective (``Loss.hessian_diag``; :mod:`jboost.objectives`).
 BATCH_HESSIANS = ("exact", "groups", "hutchinson")
 
-# Exact leaf refits (Loss.leaf_refit; jboost.trees.refit.refit_leaf_values).
+#: The exact leaf refits (``Loss.leaf_refit``; :func:`jboost.trees.refit.refit_leaf_values`).
 LEAF_REFITS = (None, "quantile", "huber", "line_search", "exact")
 
 
@@ -108,7 +110,7 @@ class Loss:
       n_outputs: K, the raw outputs (``None``: the number of classes, set at fit time).
       task: one of :data:`TASKS`; decides label checks and what ``predict_proba`` means.
       link: ``link(raw, **params)`` -> prediction or ``(..., n_classes)`` probabilities;
-        ``None``: the task's link (:data:`jboost.losses.TASK_LINKS`, else the identity).
+        ``None``: the task's link (:data:`jboost.losses.links.TASK_LINKS`, else the identity).
       baseline: ``baseline(y, w, n_outputs, **params) -> (K,)``, the optimal constant raw
         score, or ``None``: found numerically (L-BFGS).
       hessian: the Newton curvature, one of :data:`HESSIANS` (``"auto"``: Newton where every
@@ -246,7 +248,7 @@ def _takes_max_group(fn) -> bool:
 def batch_value(loss: Loss, y, raw, w, params=None):
     """A batch objective's weighted sum ``fn(y, raw, w, **params)`` (``params``: default
     ``loss.params``); ``raw`` as :func:`batch_raw` gives it, and a function with a ``max_group``
-    parameter also gets the static :attr:`Loss.max_group`.
+    parameter also gets the static ``loss.max_group``.
     """
     params = loss.params if params is None else params
     extra = ({"max_group": int(loss.max_group)}
@@ -264,7 +266,7 @@ def total_loss(loss: Loss, y, raw, w):
 
 
 def column_loss(loss: Loss) -> Loss:
-    """The scalar loss of one column of a :attr:`Loss.per_column` loss."""
+    """The scalar loss of one column of a ``per_column`` loss (a :class:`Loss` field)."""
     return loss.replace(per_column=False, label_columns=None, n_outputs=1)
 
 
@@ -279,7 +281,7 @@ def columnwise(loss: Loss, n_columns: int) -> Loss:
       n_columns: the number of label columns ``C``.
 
     Returns:
-      A :attr:`Loss.per_column` loss with ``C`` outputs.
+      A ``per_column`` loss with ``C`` outputs.
     """
     return loss.replace(per_column=True, label_columns=int(n_columns), n_outputs=int(n_columns))
 

@@ -236,7 +236,7 @@ def batch_loss(fn: Callable, *, params: Optional[dict] = None, name: Optional[st
       fn: ``fn(y, raw, w, **params) -> scalar``, the weighted SUM over the rows.
       params: its continuous parameters (traced, vmappable).
       name: the loss's name; ``None``: ``fn.__name__``.
-      task: the task (:data:`jboost.losses.TASKS`).
+      task: the task (:data:`jboost.losses.loss.TASKS`).
       n_outputs: ``K``.
       hessian_diag: ``None`` (``"groups"`` for ``task="ranking"``, else ``"exact"``),
         ``"exact"``, ``"groups"``, ``"hutchinson"`` or a function ``diag(y, raw, w, **params)``.

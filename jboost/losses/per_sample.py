@@ -225,8 +225,8 @@ def poisson() -> loss_lib.Loss:
                 baseline=baselines.log_mean_baseline, hessian="autodiff")
 
 
-# The per-sample functions of the built-in losses (custom losses get the host-side sanity checks
-# of jboost.fit that these pass by construction, e.g. a gradient that is not zero everywhere).
+#: The per-sample functions of the built-in losses (custom losses get the host-side sanity checks
+#: of :func:`jboost.fit` that these pass by construction, e.g. a gradient not zero everywhere).
 BUILT_IN_FNS = frozenset({squared_error_fn, absolute_error_fn, huber_fn, _huber_adaptive_fn,
                           quantile_fn, binomial_deviance_fn, exponential_fn,
                           multinomial_deviance_fn, samme_exponential_fn, poisson_fn})

@@ -79,7 +79,7 @@ class Members:
     @property
     def n_features(self) -> int:
         """Features the trees split on (with categorical columns: the encoded features,
-        :func:`jboost.data.categorical.encoded_names`; :attr:`n_inputs` columns are given)."""
+        :func:`jboost.data.categorical.encoded_names`; ``n_inputs`` columns are given)."""
         return self.borders.shape[-2]
 
     @property

@@ -23,8 +23,8 @@ def _boosted_raw(acc, stage, consts):
 @base.model_type("n_features", "n_inputs", "n_outputs", "n_rounds", "n_stages", "depth", "task",
                  "class_axis", "feature_names_in_", "classes_")
 class Booster(NamedTuple):
-    """A fitted boosted ensemble: a pytree of arrays (the :class:`Model` of ``fit`` and of every
-    algorithm of :mod:`jboost.algorithms`).
+    """A fitted boosted ensemble: a pytree of arrays (the :class:`jboost.models.base.Model` of
+    ``fit`` and of every algorithm of :mod:`jboost.algorithms`).
 
     Attributes:
       trees: :class:`jboost.ObliviousTrees` with leading axes ``(n_rounds, trees_per_round)``;
@@ -41,13 +41,14 @@ class Booster(NamedTuple):
       offset: ``None``, or ``()`` (``(C,)`` for vector labels) the label offset ``c`` that
         :func:`jboost.fit` subtracted from labels whose offset float32 could not hold: the raw
         scores are ``c + (baseline + trees)``.
-      settings: the :class:`Settings` :func:`jboost.fit` was called with (docs/models.md);
-        ``{}`` for the classical algorithms and for models built from parts.
-      feature_names: the fit's feature names (a DataFrame's columns; a :class:`FeatureNames`),
-        or ``None``: prediction from a DataFrame then matches its columns by name.
-      classes: the fit's class labels when they were mapped to ``0..K-1`` (a :class:`Classes`):
-        :func:`predict_class` returns them, ``predict_proba``'s columns follow their order;
-        else ``None``.
+      settings: the :class:`jboost.models.metadata.Settings` :func:`jboost.fit` was called with
+        (docs/models.md); ``{}`` for the classical algorithms and for models built from parts.
+      feature_names: the fit's feature names (a DataFrame's columns; a
+        :class:`jboost.models.metadata.FeatureNames`), or ``None``: prediction from a DataFrame
+        then matches its columns by name.
+      classes: the fit's class labels when they were mapped to ``0..K-1`` (a
+        :class:`jboost.models.metadata.Classes`): :func:`predict_class` returns them,
+        ``predict_proba``'s columns follow their order; else ``None``.
       categorical: ``None``, or the :class:`jboost.data.categorical_stats.Categorical` of a fit
         with categorical columns, which prediction encodes the rows with.
 
@@ -88,7 +89,8 @@ class Booster(NamedTuple):
                                self.offset)
 
     def tree_sum(self, n_stages: Optional[int] = None):
-        """``(trees, baseline, offset)``: the trees of the rounds :meth:`raw_scores` uses."""
+        """``(trees, baseline, offset)``: the trees of the rounds
+        :meth:`jboost.models.base.Model.raw_scores` uses."""
         trees = base.used_rounds(self.trees, n_stages, self.best_round)
         return family.flatten_trees(trees), self.baseline, self.offset
 

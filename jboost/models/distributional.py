@@ -63,7 +63,8 @@ def predict_params(model, X, n_rounds: Optional[int] = None, base_margin=None) -
 
 
 def predict_quantile(model, X, q, n_rounds: Optional[int] = None, base_margin=None):
-    """The ``q``-quantile of each row's predicted distribution, ``(n,)`` (:func:`quantile`)."""
+    """The ``q``-quantile of each row's predicted distribution, ``(n,)``
+    (:func:`jboost.losses.distributions.base.quantile`)."""
     if not loss_lib.PROBABILITY.contains(q):
         raise ValueError(f"q={q!r} must be in (0, 1).")
     dist, raw, params = _raw_and_params(model, X, n_rounds, base_margin)
@@ -103,8 +104,9 @@ def nll(model, X, y, sample_weight=None, n_rounds: Optional[int] = None, base_ma
 
 
 def crps(model, X, y, sample_weight=None, n_rounds: Optional[int] = None, base_margin=None):
-    """Mean CRPS of the labels ``y`` under each row's predicted distribution (:func:`crps_one`:
-    closed form, or Monte Carlo with :data:`CRPS_MC_SAMPLES` draws per row and a fixed key)."""
+    """Mean CRPS of the labels ``y`` under each row's predicted distribution 
+    (:func:`jboost.losses.distributions.base.crps_one`: closed form, or Monte Carlo with
+    :data:`jboost.losses.distributions.base.CRPS_MC_SAMPLES` draws per row and a fixed key)."""
     dist, raw, params = _raw_and_params(model, X, n_rounds, base_margin)
     y = _labels(y, raw.shape[-2])
     values = _per_model(model, functools.partial(_crps_rows, dist), raw, params, y)

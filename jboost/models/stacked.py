@@ -64,7 +64,7 @@ class StackedBoosters(NamedTuple):
       feature_names: the fit's feature names, as ``Booster.feature_names``, or ``None``.
 
     Its raw scores are the stacker's linear output on the base learners' raw scores, its
-    :attr:`loss` and :attr:`task` the second tier's (docs/models.md, "Model types").
+    :attr:`loss` and ``task`` the second tier's (docs/models.md, "Model types").
     """
 
     trees: oblivious.ObliviousTrees

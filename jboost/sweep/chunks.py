@@ -21,14 +21,14 @@ from jboost.sweep import (categorical as sweep_categorical, grid as grid_lib,
                           program as sweep_program)
 from jboost.trees import oblivious
 
-# The most rounds one call of a group's program fits (its buffers), the seconds a call should take
-# once the pace is known (a Ctrl-C lands within about that), and the rounds of a chunk's first
-# calls while the pace is not known (the first call's time includes compiling).
+#: The most rounds one call of a group's program fits (its buffers).
 ROUNDS_PER_CALL = 1024
+#: The seconds a call should take once the pace is known (a Ctrl-C lands within about that).
 CALL_SECONDS = 1.0
+#: The rounds of a chunk's first calls while the pace is not known (the first call compiles).
 FIRST_CALLS = (1, 2, 4)
 
-# A ``stop`` list entry: Ctrl-C interrupted the sweep (a callback's is True).
+#: The ``stop`` list entry of a sweep that Ctrl-C interrupted (a callback's is ``True``).
 INTERRUPTED = "interrupted"
 
 
@@ -79,9 +79,10 @@ class _Pace:
 def fit_in_calls(program: sweep_program.BlockProgram, inputs: tuple, carry, n_rounds: int,
                  like: Callable[[], sweep_program.ChunkOut], pace: _Pace) -> sweep_program.ChunkOut:
     """A chunk's models fitted to ``n_rounds`` rounds as calls of ``program`` from ``carry`` (its
-    :meth:`BlockProgram.first_carry`): each call waited for by polling (so that a ``Ctrl-C``
-    lands at once), its rounds copied to the host and appended to ``pace.parts``; with early
-    stopping the calls end when every model has stopped. ``like()``: the chunk's shapes."""
+    :meth:`jboost.sweep.program.BlockProgram.first_carry`): each call waited for by polling (so
+    that a ``Ctrl-C`` lands at once), its rounds copied to the host and appended to
+    ``pace.parts``; with early stopping the calls end when every model has stopped. ``like()``:
+    the chunk's shapes."""
     pos, i, parts = 0, 0, []
     pace.parts = parts
     while pos < n_rounds:
@@ -103,8 +104,9 @@ def fit_in_calls(program: sweep_program.BlockProgram, inputs: tuple, carry, n_ro
 
 
 def assemble(like: sweep_program.ChunkOut, parts) -> sweep_program.ChunkOut:
-    """A :class:`ChunkOut` of ``like``'s shapes from calls' ``(start, end, BlockOut)``: the rounds
-    not fitted NaN (zero trees), as the program leaves the rounds after a model's stop."""
+    """A :class:`jboost.sweep.program.ChunkOut` of ``like``'s shapes from calls'
+    ``(start, end, BlockOut)``: the rounds not fitted NaN (zero trees), as the program leaves the
+    rounds after a model's stop."""
     def blank(s, fill):
         return np.full(s.shape, fill if np.issubdtype(s.dtype, np.floating) else 0, s.dtype)
 
@@ -128,7 +130,8 @@ def assemble(like: sweep_program.ChunkOut, parts) -> sweep_program.ChunkOut:
 
 
 def chunk_like(out: sweep_program.BlockOut, n_rounds: int) -> sweep_program.ChunkOut:
-    """The shapes of a chunk's :class:`ChunkOut` from those of a call's :class:`BlockOut`."""
+    """The shapes of a chunk's :class:`jboost.sweep.program.ChunkOut` from those of a call's
+    :class:`jboost.sweep.program.BlockOut`."""
     def rounds(s):
         return jax.ShapeDtypeStruct((s.shape[0], n_rounds) + tuple(s.shape[2:]), s.dtype)
     trees = None if out.trees is None else jax.tree_util.tree_map(rounds, out.trees)

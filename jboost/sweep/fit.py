@@ -31,6 +31,7 @@ from jboost.sweep.grid import HYPERPARAMETERS
 from jboost.sweep.result import SweepResult
 from jboost.trees import family as family_lib
 
+#: The message of the ``ValueError`` :func:`sweep` raises for ``init_model=`` (and what to do).
 NO_WARM_START = (
     "sweep does not continue a model (init_model=): every configuration x fold x seed is fitted "
     "from its first round in one vmapped program. Sweep the longer n_rounds instead (a "

@@ -16,7 +16,7 @@ from jboost.losses import checks, loss as loss_lib
 # The continuous hyperparameters of jboost.fit, in the order of boosting.Hyperparams.
 HYPERPARAMETERS = settings.HYPERPARAMETERS
 STATIC_SETTINGS = ("n_rounds", "depth", "n_bins")
-# The traced settings of categorical columns' target statistics (sweeps with categorical columns).
+#: The traced settings of categorical columns' target statistics (sweeps with categorical columns).
 CATEGORICAL_SETTINGS = ("cat_prior", "cat_prior_weight")
 LOSS_PREFIX = "loss."
 

@@ -77,8 +77,8 @@ def fit_chunk(X_binned, y, sample_weight, fold_table, seed_keys, hyper, loss, fo
               rows: Optional[RowsShared] = None, block=None, rounds_per_call: int = 0):
     """Fit the models of one chunk (leading axis of ``hyper``, ``loss``, ``fold``, ``seed``, which
     index ``fold_table`` ``(S, n)`` and ``seed_keys`` ``(S, 2)``); with categorical columns each
-    model bins its own statistics (:func:`model_bins`), with ``rows`` (inside ``shard_map``)
-    every device fits every model on its shard of the rows.
+    model bins its own statistics (:func:`jboost.sweep.categorical.model_bins`), with ``rows``
+    (inside ``shard_map``) every device fits every model on its shard of the rows.
 
     Without ``block``: every round, a :class:`ChunkOut`. With ``block = (carry, start, end)``:
     rounds ``start .. end - 1`` (at most ``rounds_per_call``) after the :class:`BlockCarry`

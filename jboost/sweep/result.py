@@ -32,13 +32,17 @@ class SweepResult:
     Attributes:
       configs: one dict per configuration: the swept values, ``n_rounds``, ``depth``, ``n_bins``.
       swept: the names that vary (grid keys, then static settings given as lists).
-      config, fold, seed: ``(n_rows,)`` int: each row's configuration, fold and seed index.
+      config: ``(n_rows,)`` int: each row's configuration index.
+      fold: ``(n_rows,)`` int: each row's fold index.
+      seed: ``(n_rows,)`` int: each row's seed index.
       valid_curves: ``(n_rows, R)`` the metric on the held-out fold after each round (NaN beyond
         a row's ``n_rounds`` and, with early stopping, its ``rounds_fitted``).
       train_curves: ``(n_rows, R)`` the weighted mean training loss after each round.
-      mean_curves, se_curves: ``(n_configs, R)`` mean and standard error over folds x seeds.
+      mean_curves: ``(n_configs, R)`` mean over folds x seeds.
+      se_curves: ``(n_configs, R)`` standard error over folds x seeds.
       best_rounds: ``(n_configs,)`` the round count (1-based) optimising the mean curve.
-      best_scores, best_ses: ``(n_configs,)`` mean and standard error at that round.
+      best_scores: ``(n_configs,)`` mean at that round.
+      best_ses: ``(n_configs,)`` standard error at that round.
       best_index: the best configuration.
       metric: the metric's name (``"loss"``: the mean loss on the held-out fold).
       greater_is_better: direction of the metric.
@@ -125,7 +129,7 @@ class SweepResult:
 
     @property
     def diverged_configs(self) -> List[int]:
-        """The configurations with a fit that diverged or turned NaN (:attr:`diverged`)."""
+        """The configurations with a fit that diverged or turned NaN (``diverged``)."""
         if self.diverged is None:
             return []
         return sorted({int(c) for c in self.config[np.asarray(self.diverged, bool)]})

@@ -33,8 +33,9 @@ class TreeFamily(Protocol):
              feature_masks=None, feature_subsets=None, axis_name=None, missing: bool = True,
              criterion: splits_lib.SplitCriterion = splits_lib.NEWTON):
         """One tree on feature-major bins and weighted ``(n, K)`` gradients/hessians, with the
-        arguments of :func:`fit_tree`; returns ``(tree, leaf)``: the tree (leaf values before
-        shrinkage, bin thresholds only) and every training row's leaf ``(n,)`` int32."""
+        arguments of a family's ``fit_tree`` (:func:`jboost.trees.oblivious.fit_tree`); returns
+        ``(tree, leaf)``: the tree (leaf values before shrinkage, bin thresholds only) and every
+        training row's leaf ``(n,)`` int32."""
 
     def leaf_index_raw(self, X_t) -> jax.Array:
         """``(n,)`` leaf of each row of feature-major raw floats ``X_t (F, n)`` (NaN: missing),

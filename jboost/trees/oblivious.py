@@ -17,7 +17,7 @@ from jboost.trees import family, histograms, routing, splits as splits_lib
 
 class ObliviousTrees(NamedTuple):
     """One or many oblivious trees as arrays (leading axes index trees): the default
-    :class:`TreeFamily`."""
+    :class:`jboost.trees.family.TreeFamily`."""
 
     features: jax.Array       # int32 (..., D)
     thresholds: jax.Array     # int32 (..., D) bin thresholds: right iff bin > threshold

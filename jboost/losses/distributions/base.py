@@ -15,13 +15,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+#: The supports of a distribution: all real numbers, positive numbers, or counts ``0, 1, 2, ...``.
 SUPPORTS = ("real", "positive", "count")
 
-# Draws per row of the Monte-Carlo CRPS (continuous distributions without a closed form).
+#: Draws per row of the Monte-Carlo CRPS (continuous distributions without a closed form).
 CRPS_MC_SAMPLES = 1000
-# The most terms of a count distribution's CRPS sum (counts up to 10^7).
+#: The most terms of a count distribution's CRPS sum (counts up to 10^7).
 COUNT_CRPS_MAX_TERMS = 1e7
-# Bisection steps of the quantile function where no closed form exists (float32 converges).
+#: Bisection steps of the quantile function where no closed form exists (float32 converges).
 PPF_BISECTIONS = 64
 _PPF_WIDEN = 100   # doublings of the bracket's half widths (2^100 standard deviations)
 
@@ -35,17 +36,19 @@ class Distribution:
 
     Attributes:
       name: the loss's name (``"normal"``); model files record it.
-      param_names: the distribution's parameters, in the order :attr:`params` returns them.
+      param_names: the distribution's parameters, in the order ``params`` returns them.
       raw_names: the ``K`` raw outputs (``("loc", "log_scale")``).
       nll: ``nll(y, raw, **params) -> scalar``, one sample's negative log-likelihood.
       params: ``params(raw, **params) -> tuple`` of the parameters.
-      mean, variance: ``f(raw, **params)`` (``inf``/NaN where undefined).
+      mean: ``mean(raw, **params)`` (``inf``/NaN where undefined).
+      variance: ``variance(raw, **params)`` (``inf``/NaN where undefined).
       cdf: ``cdf(y, raw, **params)``: ``P(Y <= y)``.
       sample: ``sample(key, raw (K,), n, **params) -> (n,)`` draws.
       init: ``init(y, w, **params) -> (K,)``: the weighted MLE of a constant distribution when
         ``init_is_mle``, else a starting point refined by L-BFGS on the NLL.
-      ppf, fisher, crps: closed forms of the quantile function, the Fisher information ``(K, K)``
-        and the CRPS, or ``None`` (bisection, Monte Carlo).
+      ppf: the closed form of the quantile function, or ``None`` (bisection).
+      fisher: the closed form of the Fisher information ``(K, K)``, or ``None`` (Monte Carlo).
+      crps: the closed form of the CRPS, or ``None`` (a sum for counts, else Monte Carlo).
       support: one of :data:`SUPPORTS`.
       defaults: ``((name, value), ...)`` the traced parameters and their defaults.
       domains: ``((name, Interval), ...)`` their domains.
@@ -80,7 +83,7 @@ class Distribution:
 
     @property
     def n_outputs(self) -> int:
-        """``K``, the number of raw outputs (one per name of :attr:`raw_names`)."""
+        """``K``, the number of raw outputs (one per name of ``raw_names``)."""
         return len(self.raw_names)
 
     @property

@@ -83,8 +83,8 @@ def loss(dist: base.Distribution, natural_gradient: bool = False, *, line_search
     """The :class:`jboost.Loss` of ``dist``: its per-sample NLL with ``K = dist.n_outputs`` outputs.
 
     Args:
-      dist: a :class:`Distribution` (``Normal``, ``LogNormal``, ``Poisson``, ``NegativeBinomial``,
-        ``Gamma``, ``StudentT``, or your own).
+      dist: a :class:`jboost.losses.distributions.base.Distribution` (``Normal``, ``LogNormal``,
+        ``Poisson``, ``NegativeBinomial``, ``Gamma``, ``StudentT``, or your own).
       natural_gradient: fit each tree to NGBoost's natural gradient ``F^{-1} g`` by least squares
         instead of a Newton tree on the NLL (``docs/distributions.md``).
       line_search: refit every leaf by damped Newton iterations on its NLL
@@ -99,8 +99,8 @@ def loss(dist: base.Distribution, natural_gradient: bool = False, *, line_search
       which model files record.
 
     Raises:
-      TypeError: ``dist`` is not a :class:`Distribution`, or ``params`` names a parameter the
-        distribution does not have.
+      TypeError: ``dist`` is not a :class:`jboost.losses.distributions.base.Distribution`, or
+        ``params`` names a parameter the distribution does not have.
       ValueError: ``n_mc_samples`` is not an integer ``>= 2``.
     """
     if not isinstance(dist, base.Distribution):
@@ -122,8 +122,8 @@ def loss(dist: base.Distribution, natural_gradient: bool = False, *, line_search
 
 
 def distribution_of(model) -> base.Distribution:
-    """The :class:`Distribution` a model (a :class:`jboost.Booster` of :func:`loss`) was fitted
-    with.
+    """The :class:`jboost.losses.distributions.base.Distribution` a model (a
+    :class:`jboost.Booster` of :func:`loss`) was fitted with.
 
     Raises:
       TypeError: the model's loss is not a distribution's (or it has no loss).
