@@ -33,6 +33,7 @@ sys.path.insert(0, str(DOCS.parent))  # the checkout's jboost, installed or not
 
 import jboost  # noqa: E402
 from sphinx.ext.napoleon import docstring as _napoleon  # noqa: E402
+from sphinx.pycode import ModuleAnalyzer  # noqa: E402
 
 project = "jboost"
 author = "the jboost developers"
@@ -123,15 +124,32 @@ def _documented_at_public_paths() -> dict[int, str]:
     for package in API_PACKAGES:
         module = importlib.import_module(package)
         for name in _exported(package):
-            paths.setdefault(id(getattr(module, name)), f"{package}.{name}")
+            value = getattr(module, name)
+            where = None if callable(value) else _documented_constant(package, name)
+            paths.setdefault(id(value), f"{where or package}.{name}")
     return paths
 
 
-def _directive(path: str, value: object) -> list[str]:
+def _documented_constant(package: str, name: str) -> str | None:
+    """The module below ``package`` whose ``#:`` comment documents the constant ``name`` that
+    ``package`` re-exports (a constant's own docstring is its type's: ``int``, ``dict``)."""
+    for module_name in (*_public_modules(package), *_public_modules("jboost.losses"),
+                        *_public_modules("jboost.engine")):
+        attr_docs = ModuleAnalyzer.for_module(module_name).find_attr_docs()
+        if ("", name) in attr_docs:
+            return module_name
+    return None
+
+
+def _directive(package: str, name: str, value: object) -> list[str]:
+    path = f"{package}.{name}"
     if inspect.isclass(value):
         return [f".. autoclass:: {path}", "   :members:", ""]
     if callable(value):
         return [f".. autofunction:: {path}", ""]
+    where = _documented_constant(package, name)
+    if where and where != package:  # documented, with its comment, in its own module's section
+        return [f"``{name}``: see :py:data:`{where}.{name}`.", ""]
     return [f".. autodata:: {path}", "   :no-value:", ""]
 
 
@@ -145,7 +163,7 @@ def _api_page(package: str, public_paths: dict[int, str]) -> str:
         for name in _exported(package):
             value = getattr(module, name)
             if public_paths[id(value)] == f"{package}.{name}":
-                lines += _directive(f"{package}.{name}", value)
+                lines += _directive(package, name, value)
             else:
                 lines += [f"``{name}``: see :py:obj:`{public_paths[id(value)]}`.", ""]
     else:

@@ -80,6 +80,8 @@ def absolute_error(y, raw, w, loss):
     return _weighted_mean(jnp.abs(y - pred), w)
 
 
+#: The named validation metrics of early stopping and sweeps (``eval_metric=`` / ``metric=``
+#: ``"error_rate"``, ``"mse"`` or ``"mae"``): each ``(y, raw, w, loss) -> scalar``, lower is better.
 METRICS = {"error_rate": error_rate, "mse": squared_error, "mae": absolute_error}
 
 

@@ -10,10 +10,6 @@ from jboost.sweep.grid import HYPERPARAMETERS, STATIC_SETTINGS
 from jboost.sweep.metrics import METRICS, absolute_error, error_rate, squared_error
 from jboost.sweep.result import SweepResult, refit
 
-#: The named validation metrics, ``metric=`` ``"error_rate"``, ``"mse"`` or ``"mae"``: each a
-#: function ``(y, raw, w, loss) -> scalar`` (lower is better).
-METRICS = METRICS  # an assignment, so that autodoc reads the comment above (not dict's docstring)
-
 __all__ = ["sweep", "SweepResult", "refit", "METRICS", "error_rate", "squared_error",
            "absolute_error", "HYPERPARAMETERS", "STATIC_SETTINGS", "fold_ids", "model_bytes",
            "auto_chunk_size", "DEFAULT_CPU_BUDGET", "DEFAULT_CPU_MODELS_PER_DEVICE"]
