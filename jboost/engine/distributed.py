@@ -33,7 +33,7 @@ def check_initialised() -> None:
     if not initialised():
         raise ValueError(
             "rows='local' is the multi-process mode: call jax.distributed.initialize(...) in every "
-            "process first (README, 'Several devices and several hosts'); for one process's "
+            "process first (docs/guide/devices-and-hosts.md); for one process's "
             "rows on one machine, leave rows='global'.")
 
 
