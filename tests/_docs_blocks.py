@@ -95,11 +95,11 @@ def main(argv: list[str]) -> int:
             if not runs(block):
                 print(f"{name}: not run")
                 continue
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             run_block(block, name, namespace)
             took = time.perf_counter() - start
             slowest = max(slowest, (took, name))
-            print(f"{name}: {took:.1f} s", flush=True)
+            print(f"{name}: {took:.1f} s ({time.process_time() - cpu:.1f} s of CPU)", flush=True)
     print(f"slowest: {slowest[1]} ({slowest[0]:.1f} s)")
     return 0
 
