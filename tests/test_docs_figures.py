@@ -1,8 +1,7 @@
-"""The results pages' figures (docs/results/figures.py): the script draws every PNG, and the
-tables it plots from benchmarks/RESULTS.md (docs/results/data/*.csv) are still RESULTS.md's
-numbers, cell by cell, in the section each CSV names, so the transcription cannot drift."""
+"""The results pages' figures (docs/results/figures.py): the script draws every PNG, and it reads
+the speed tables from benchmarks/RESULTS.md's Markdown (no copy of them to drift): every case and
+library, every number parsed."""
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,24 +10,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
-DATA = REPO / "docs" / "results" / "data"
 SCRIPT = REPO / "docs" / "results" / "figures.py"
 FIGURES = ("reproductions.png", "quantile_coverage.png", "boosting_speed.png", "forest_speed.png")
 
 sys.path.insert(0, str(SCRIPT.parent))
 import figures  # noqa: E402
-
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-def _section(heading: str) -> str:
-    """The text of RESULTS.md's section under ``## heading``, up to the next heading of its
-    level or above."""
-    text = RESULTS.read_text()
-    start = text.index(f"\n## {heading}\n")
-    end = re.compile(r"^#{1,2} ", re.M).search(text, start + 4)
-    return text[start: end.start() if end else len(text)]
-
 
 def test_the_script_draws_every_figure(tmp_path):
     pytest.importorskip("matplotlib")
@@ -47,24 +33,33 @@ def test_the_committed_figures_are_small():
         assert path.stat().st_size < 150 * 1024, name
 
 
-@pytest.mark.parametrize("csv_path", sorted(DATA.glob("*.csv")), ids=lambda p: p.name)
-def test_every_transcribed_number_is_in_results_md(csv_path):
-    comments, rows = figures.read_csv(csv_path)
-    headings = [line.split(":", 1)[1].strip() for line in comments if line.startswith("section:")]
-    assert len(headings) == 1, f"{csv_path.name}: name the RESULTS.md section ('# section: ...')"
-    section = _section(headings[0])
-    assert rows, csv_path.name
-    for row in rows:
-        for column, cell in row.items():
-            if not cell:
-                continue
-            if _NUMBER.fullmatch(cell):
-                # the number as RESULTS.md prints it: not part of a longer number
-                assert re.search(rf"(?<![\d.]){re.escape(cell)}(?![\d]|\.\d)", section), \
-                    f"{csv_path.name}: {column}={cell} ({row}) is not in '{headings[0]}'"
-            else:
-                assert cell in section, \
-                    f"{csv_path.name}: {column}={cell!r} is not in '{headings[0]}'"
+def test_the_speed_tables_are_read_from_results_md():
+    """Both sections' tables are found and parsed whole: 4 row counts x 5 setups for the default
+    fit (the 10M table included), 4 cases x 3 libraries for the forests, every number a float."""
+    boosting = figures.boosting_table()
+    assert [row["case"] for row in boosting[::5]] == ["100k x 50", "200k x 50", "1M x 50", "10M x 50"]
+    assert {row["library"] for row in boosting} == {"jboost (default)", "jboost-devices",
+                                                    "XGBoost hist", "LightGBM", "CatBoost"}
+    assert all(float(row["bin s"]) > 0 and float(row["ms per tree"]) > 0 for row in boosting)
+    forest = figures.forest_table()
+    assert len(forest) == 12 and {row["error unit"] for row in forest} == {"%", "AAE"}
+    for row in forest:
+        float(row["error"])
+        timed = row["seconds low"] if row["library"] == "scikit-learn" else row["ratio low"]
+        assert float(timed) > 0, row
+
+
+def test_a_markdown_table_repeats_its_case_and_drops_bold():
+    text = ("## Default fit at or below XGBoost's time per tree at 200k and 1M (today)\n\n"
+            "| case | library | bin s | ms per tree |\n|---|---|---|---|\n"
+            "| 1k x 5 | **jboost (default)** | 0.1 | **2.0** |\n"
+            "| | jboost-devices (expert: 2 XLA host devices) | 0.2 | 3.0 |\n\nprose\n\n## Next\n"
+            "| case | library |\n|---|---|\n| x | y |\n")
+    tables = figures.markdown_tables(figures.BOOSTING_SECTION, text)
+    assert tables == [[{"case": "1k x 5", "library": "jboost (default)", "bin s": "0.1",
+                        "ms per tree": "2.0"},
+                       {"case": "", "library": "jboost-devices (expert: 2 XLA host devices)",
+                        "bin s": "0.2", "ms per tree": "3.0"}]]
 
 
 def test_the_reproductions_figure_covers_every_published_row():

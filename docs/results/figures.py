@@ -6,9 +6,8 @@ Every number plotted comes from a machine-readable source, never typed here:
 
 * ``experiments/results.json`` (the machine-made results file of ``python -m experiments.run
   --all --write-readme``): the reproductions of published numbers and the quantile coverage;
-* ``docs/results/data/*.csv``: tables of ``benchmarks/RESULTS.md`` transcribed cell by cell, each
-  file's header naming the section it comes from (``tests/test_docs_figures.py`` checks that
-  every cell still appears in that section).
+* ``benchmarks/RESULTS.md``: the tables of two of its sections (the default fit against its peers;
+  the depth-wise forests against scikit-learn), parsed from the Markdown as they stand.
 
 The PNGs are committed (about 100 dpi, each under 150 KB); rerun this script after either
 source changes. It needs matplotlib only (the ``plots`` extra).
@@ -17,17 +16,20 @@ source changes. It needs matplotlib only (the ``plots`` extra).
 from __future__ import annotations
 
 import argparse
-import csv
 import io
 import json
 import math
+import re
 from pathlib import Path
 
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 RESULTS_JSON = REPO / "experiments" / "results.json"
-DATA = HERE / "data"
+RESULTS_MD = REPO / "benchmarks" / "RESULTS.md"
+#: The RESULTS.md sections the speed figures plot (headings, up to the date).
+BOOSTING_SECTION = "Default fit at or below XGBoost's time per tree at 200k and 1M"
+FOREST_SECTION = "Depth-wise forests by default, at or under scikit-learn's time"
 DPI = 100
 #: PNG metadata without the matplotlib version, so that a rerun gives the same bytes.
 METADATA = {"Software": None}
@@ -48,12 +50,57 @@ COLOURS = {
 # Sources
 
 
-def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    """A transcribed table: its ``#`` header lines (without the ``#``) and its rows."""
-    text = path.read_text()
-    comments = [line[1:].strip() for line in text.splitlines() if line.startswith("#")]
-    body = "\n".join(line for line in text.splitlines() if line and not line.startswith("#"))
-    return comments, list(csv.DictReader(io.StringIO(body)))
+def markdown_tables(heading: str, text: str | None = None) -> list[list[dict[str, str]]]:
+    """The tables of the RESULTS.md section whose heading starts with ``heading``: each a list of
+    rows keyed by the header's cells (bold marks dropped)."""
+    text = RESULTS_MD.read_text() if text is None else text
+    start = text.index(f"## {heading}")
+    end = text.find("\n## ", start + 1)
+    tables, header = [], None
+    for line in text[start:end if end >= 0 else None].splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip().replace("**", "") for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+            tables.append([])
+        elif not set("".join(cells)) <= set("-: "):
+            tables[-1].append(dict(zip(header, cells)))
+    return tables
+
+
+def boosting_table() -> list[dict[str, str]]:
+    """The default fit and its peers: ``case`` (``100k x 50``...), ``library``, ``bin s``,
+    ``ms per tree``; an empty case cell repeats the one above, and ``jboost-devices (expert...)``
+    is ``jboost-devices``."""
+    rows, case = [], ""
+    for table in markdown_tables(BOOSTING_SECTION):
+        for row in table:
+            case = row["case"].split(",")[0] or case
+            library = row["library"].split(" (expert")[0]
+            rows.append({"case": case, "library": library, "bin s": row["bin s"],
+                         "ms per tree": row["ms per tree"]})
+    return rows
+
+
+_RANGE = re.compile(r"([\d.]+)(?:-([\d.]+))?")
+
+
+def forest_table() -> list[dict[str, str]]:
+    """The forests' table, one row per (case, library): ``error`` and its unit (``%``, or AAE),
+    scikit-learn's ``seconds low``/``high``, the others' time ``ratio low``/``high`` to it."""
+    rows = []
+    for row in markdown_tables(FOREST_SECTION)[0]:
+        for library in ("scikit-learn", "LightGBM rf", "jboost (defaults)"):
+            error, time = (part.strip() for part in row[library].split(","))
+            low, high = _RANGE.match(time).groups()
+            seconds = time.endswith(" s")
+            rows.append({"case": row["case"].replace(" (AAE)", ""), "library": library,
+                         "error": error.rstrip("%"), "error unit": "%" if "%" in error else "AAE",
+                         "seconds low": low if seconds else "", "seconds high": (high or "") if seconds else "",
+                         "ratio low": "" if seconds else low, "ratio high": "" if seconds else (high or "")})
+    return rows
 
 
 def published_rows(results: dict) -> list[dict]:
@@ -218,7 +265,7 @@ def _rows(case: str) -> float:
 def boosting_speed(out: Path) -> Path:
     """Time per tree and binning time of the default fit and its peers over row counts."""
     plt, NullFormatter = _pyplot()
-    _, table = read_csv(DATA / "boosting_speed.csv")
+    table = boosting_table()
     libraries = list(dict.fromkeys(row["library"] for row in table))
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for library in libraries:
@@ -257,7 +304,7 @@ def _cell(value: str) -> float | None:
 def forest_speed(out: Path) -> Path:
     """Depth-wise forests: time and test error relative to scikit-learn's, per case."""
     plt, NullFormatter = _pyplot()
-    _, table = read_csv(DATA / "forest_speed.csv")
+    table = forest_table()
     cases = list(dict.fromkeys(row["case"] for row in table))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
     offsets = {"scikit-learn": 0.0, "LightGBM rf": 0.18, "jboost (defaults)": -0.18}
