@@ -113,8 +113,10 @@ hypothesis.settings.load_profile("jboost")
 # it is dropped from JAX's caches, and Linux caps a process's mappings (vm.max_map_count, 65530 by
 # default): past it, mmap fails inside XLA's compiler and the process dies of a segmentation
 # fault. The whole suite compiles thousands of programs (a CI run died at 68%, in test_oob, with
-# 58k mappings), so after each test module that leaves more than MAX_MAPPINGS the compiled
-# programs are dropped (``jax.clear_caches``; a module's own programs stay cached while it runs).
+# 58k mappings; another died at 88% inside XLA, loading a program from the compilation cache,
+# while this check ran only between modules: one module of many tests adds tens of thousands), so
+# after each test that leaves more than MAX_MAPPINGS the compiled programs are dropped
+# (``jax.clear_caches``). One test adds at most about 2,600 (a logged run of the whole suite).
 MAX_MAPPINGS = 30_000
 _MAPS = "/proc/self/maps"
 
@@ -124,10 +126,10 @@ def n_mappings() -> int:
     if not os.path.exists(_MAPS):
         return 0
     with open(_MAPS, "rb") as f:
-        return sum(1 for _ in f)
+        return f.read().count(b"\n")
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(autouse=True)
 def _bounded_mappings():
     yield
     if n_mappings() > MAX_MAPPINGS:

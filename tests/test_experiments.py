@@ -301,6 +301,11 @@ def test_all_reports_missing_data_as_skipped(tmp_path, capsys):
     section = runner.render_results(results)
     assert "Not run at this commit: `spam` (skipped:" in section and "**skipped**" in section
     assert "spam: skipped" in capsys.readouterr().err
+    # CI's run (.ci/run, test_ci_script_installs_and_runs_the_readme_test_command) requires the
+    # data: a skipped experiment fails it.
+    assert runner.main(["--all", "--smoke", "--only", "spam", "--data-dir", str(empty),
+                        "--workdir-root", str(tmp_path / "runs2"), "--require-data"]) == 1
+    assert "spam: skipped" in capsys.readouterr().err
 
 
 def test_committed_readme_tables_are_the_committed_results_file():
@@ -500,8 +505,8 @@ def test_ci_script_installs_and_runs_the_readme_test_command():
     # outputs in a temporary directory, not in the clone.
     order = [lines.index("python -m pytest"), lines.index('python -m pip install -e ".[bench]"'),
              lines.index('runs="$(mktemp -d)"'),
-             lines.index('python -m experiments.run --all --smoke --data-dir ../shared/data '
-                         '--workdir-root "$runs"'),
+             lines.index('python -m experiments.run --all --smoke --require-data '
+                         '--data-dir ../shared/data --workdir-root "$runs"'),
              lines.index("python -m benchmarks.smoke --data-dir ../shared/data")]
     assert order == sorted(order)
     assert [line for line in lines if line.startswith("python")][-1].startswith("python -m benchmarks")

@@ -213,7 +213,7 @@ def _random_case(seed):
     kw["loss"] = (lambda y, raw: jnp.logaddexp(y - raw, raw - y)) if loss == "custom" else loss
     if loss == "custom":
         kw["task"] = "regression"
-    extra = dict(_EXTRAS[(seed // len(_LOSSES)) % len(_EXTRAS)])
+    extra = dict(_EXTRAS[seed % len(_EXTRAS)])  # 18 seeds: 18 (loss, extra) pairs, each of both
     if extra.pop("weights", False):
         kw["sample_weight"] = rng.choice([0.0, 0.5, 1.0, 3.0], size=n).astype(np.float32)
     if extra.pop("margin", False) and loss != "multinomial_deviance":
@@ -236,7 +236,7 @@ def test_a_bucketed_fit_is_bitwise_the_fit_of_its_exact_row_count(seed, monkeypa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(12, 60))
+@pytest.mark.parametrize("seed", range(12, 24))
 def test_a_bucketed_fit_is_bitwise_the_fit_of_its_exact_row_count_many(seed, monkeypatch):
     X, y, kw = _random_case(seed)
     exact, bucketed = _exact_and_bucketed(monkeypatch, X, y, **kw)
@@ -261,7 +261,7 @@ def test_row_buckets_and_padding_invariant_sums():
         assert b >= n and rows.bucket(b) == b
         assert n <= rows.SMALLEST_BUCKET or b - n <= b / (4 if n <= rows.FINE_FROM else 16)
     rng = np.random.default_rng(0)
-    for n in rng.integers(1, 3000, 30):
+    for n in rng.integers(1, 3000, 8):
         x = (rng.normal(size=(int(n), 3)) * 10.0 ** rng.uniform(-4, 4)).astype(np.float32)
         padded = np.concatenate([x, -np.zeros((rows.bucket(int(n)) - int(n) + 7, 3), np.float32)])
         assert np.asarray(rows.row_sum(x)).tobytes() == np.asarray(rows.row_sum(padded)).tobytes()
