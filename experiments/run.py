@@ -443,7 +443,9 @@ def render_results(results: dict) -> str:
             lines += [f"**{e['status']}**: {_cell(e['reason'])}", ""]
             continue
         if e.get("figures"):
-            lines += [f"Figures in `{e['workdir']}/`: " + ", ".join(f"`{f}`" for f in e["figures"]) + ".", ""]
+            where = default_workdir(name, results["smoke"]).as_posix()
+            lines += [f"Figures (its command writes them into `{where}/`; not committed): "
+                      + ", ".join(f"`{f}`" for f in e["figures"]) + ".", ""]
         lines += ["| quantity | algorithm | published | source | ours |", "|---|---|---:|---|---:|"]
         for r in e["table"]:
             lines.append("| " + " | ".join(_cell(r[k]) if r[k] is not None else "–"
