@@ -213,7 +213,7 @@ def _random_case(seed):
     kw["loss"] = (lambda y, raw: jnp.logaddexp(y - raw, raw - y)) if loss == "custom" else loss
     if loss == "custom":
         kw["task"] = "regression"
-    extra = dict(_EXTRAS[seed % len(_EXTRAS)])  # 18 seeds: 18 (loss, extra) pairs, each of both
+    extra = dict(_EXTRAS[seed % len(_EXTRAS)])  # seeds 0-11 already draw every loss and every extra
     if extra.pop("weights", False):
         kw["sample_weight"] = rng.choice([0.0, 0.5, 1.0, 3.0], size=n).astype(np.float32)
     if extra.pop("margin", False) and loss != "multinomial_deviance":
