@@ -77,6 +77,36 @@ def samme_gaussian(n: int, seed: int = 0, n_features: int = 10, n_classes: int =
     return X.astype(np.float32), y
 
 
+def waveform(n: int, seed: int = 0):
+    """Breiman, Friedman, Olshen and Stone's (1984) waveform generator, 21 features, 3 classes.
+
+    As quoted by Zhu, Rosset, Zou and Hastie ("Multi-class AdaBoost", 2006 preprint, Section 4.1):
+    ``x_j = u v_a(j) + (1 - u) v_b(j) + eps_j`` for ``j = 1..21`` with ``u ~ U(0, 1)``,
+    ``eps_j ~ N(0, 1)``, the triangular waves ``v1(j) = max(6 - |j - 11|, 0)``,
+    ``v2(j) = v1(j - 4)``, ``v3(j) = v1(j + 4)``, and ``(a, b)`` = (1, 2), (1, 3), (2, 3) for the
+    classes 0, 1, 2 (equally likely). The Bayes error is 0.140 (Breiman et al.).
+
+    ``jboost.datasets.load_waveform`` reads UCI's 5,000 generated rows instead; this draws as
+    many fresh rows as an experiment needs (e.g. ten independent 300 / 5,000 splits).
+
+    Args:
+      n: the number of rows.
+      seed: the random generator's seed.
+
+    Returns:
+      ``(X (n, 21) float32, y (n,) float32)`` with labels 0, 1, 2.
+    """
+    rng = np.random.default_rng(seed)
+    j = np.arange(1, 22)
+    v1 = np.maximum(6 - np.abs(j - 11), 0)
+    waves = np.stack([v1, np.maximum(6 - np.abs(j - 4 - 11), 0), np.maximum(6 - np.abs(j + 4 - 11), 0)])
+    pairs = np.array([[0, 1], [0, 2], [1, 2]])
+    y = rng.integers(0, 3, n)
+    u = rng.uniform(size=(n, 1))
+    X = u * waves[pairs[y, 0]] + (1 - u) * waves[pairs[y, 1]] + rng.standard_normal((n, 21))
+    return X.astype(np.float32), y.astype(np.float32)
+
+
 def make_classification(n: int, n_features: int = 50, n_informative: int = 20, seed: int = 0,
                         flip: float = 0.01):
     """Binary classification like scikit-learn's: ``n_informative`` Gaussian features drive a

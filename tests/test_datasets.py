@@ -58,6 +58,27 @@ def test_nested_spheres_rejects_other_dimensions():
         datasets.nested_spheres(10, n_features=5)
 
 
+def test_waveform_follows_breimans_formula():
+    """Class c's mean is the midpoint of its two triangular waves (u ~ U(0, 1), noise mean 0), its
+    covariance that of u's spread along the waves' difference plus unit noise; balanced classes,
+    the same rows for the same seed."""
+    X, y = datasets.waveform(60000, seed=2)
+    assert X.shape == (60000, 21) and y.shape == (60000,) and X.dtype == np.float32
+    assert np.abs(np.bincount(y.astype(int)) / len(y) - 1 / 3).max() < 0.01
+    j = np.arange(1, 22)
+    v1 = np.maximum(6 - np.abs(j - 11), 0)
+    v2, v3 = np.maximum(6 - np.abs(j - 15), 0), np.maximum(6 - np.abs(j - 7), 0)
+    for c, (a, b) in enumerate([(v1, v2), (v1, v3), (v2, v3)]):
+        Xc = X[y == c].astype(np.float64)
+        assert np.abs(Xc.mean(0) - (a + b) / 2).max() < 0.06, c
+        d = (a - b).astype(np.float64)
+        cov = np.outer(d, d) / 12 + np.eye(21)           # Var(u) = 1/12
+        assert np.abs(np.cov(Xc.T) - cov).max() < 0.15, c
+    X2, y2 = datasets.waveform(50, seed=2)
+    assert np.array_equal(X2, datasets.waveform(50, seed=2)[0]) and not np.array_equal(
+        X2, datasets.waveform(50, seed=3)[0])
+
+
 def test_samme_gaussian_classes_follow_radius_and_are_balanced():
     X, y = datasets.samme_gaussian(30000, seed=1, n_classes=3)
     assert X.shape == (30000, 10) and y.shape == (30000,)

@@ -589,24 +589,6 @@ def test_interpretation_experiments_run_and_agree_with_the_book(name, tmp_path, 
     assert {"relative_importance.png", "partial_dependence.png"} <= set(results["figures"])
 
 
-def test_multiclass_table_reference_samme_r_follows_the_formulas():
-    # The reference SAMME.R (scikit-learn's formulas on CART trees) that multiclass_table runs
-    # beside ours: after one round its class is the tree's (argmax of h = argmax of log p), and
-    # its error curve has one value per round in [0, 1].
-    pytest.importorskip("sklearn")
-    from sklearn.tree import DecisionTreeClassifier
-    from experiments.configs import multiclass_table
-
-    rng = np.random.default_rng(0)
-    X, Xt = rng.normal(size=(120, 3)), rng.normal(size=(80, 3))
-    y, yt = (np.digitize(X[:, 0], [-0.5, 0.5])), (np.digitize(Xt[:, 0], [-0.5, 0.5]))
-    one = multiclass_table._samme_r_reference(X, y, Xt, yt, 3, 2, 1, 0)
-    tree = DecisionTreeClassifier(max_depth=2, random_state=0).fit(X, y)
-    assert one[0] == pytest.approx(np.mean(tree.predict(Xt) != yt))
-    curve = multiclass_table._samme_r_reference(X, y, Xt, yt, 3, 2, 5, 0)
-    assert curve.shape == (5,) and np.all((curve >= 0) & (curve <= 1)) and curve[0] == one[0]
-
-
 def test_notebook_sync_check_masks_numbers_and_catches_stale_outputs():
     """The committed outputs are compared with the executed ones up to their numbers (last digits
     differ between machines): other printed words, or a figure more or less, are stale."""
