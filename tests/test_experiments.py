@@ -589,6 +589,59 @@ def test_interpretation_experiments_run_and_agree_with_the_book(name, tmp_path, 
     assert {"relative_importance.png", "partial_dependence.png"} <= set(results["figures"])
 
 
+def test_multiclass_table_cart_is_scikit_learns_gini_tree():
+    """The protocol's CART (the first SAMME tree of a depth-wise family) is scikit-learn's
+    ``DecisionTreeClassifier(max_depth=d)``: the plurality tree's Newton gain is K times the Gini
+    decrease. Integer features of 10 values bin exactly, so every test row goes the same way."""
+    pytest.importorskip("sklearn")
+    from sklearn.tree import DecisionTreeClassifier
+    from experiments.configs import multiclass_table
+
+    rng = np.random.default_rng(3)
+    X = rng.integers(0, 10, size=(400, 4)).astype(np.float32)
+    y = ((X[:, 0] > 4).astype(int) + (X[:, 1] > 6) + (rng.random(400) < 0.15)) % 3
+    Xt = rng.integers(0, 10, size=(300, 4)).astype(np.float32)
+    for depth in (1, 2, 3):
+        ours = jboost.predict_class(multiclass_table._fit("SAMME", X, y, 3, depth, 1, 256, 0), Xt)
+        theirs = DecisionTreeClassifier(max_depth=depth, random_state=0).fit(X, y).predict(Xt)
+        assert np.array_equal(np.asarray(ours), theirs), depth
+
+
+def test_multiclass_table_cv_counts_each_held_out_row_once_and_picks_the_least_error(monkeypatch):
+    """``cv_error`` is the held-out misclassification rate over all folds (fold sizes differ);
+    ``choose_depth`` takes the depth of least CV error, the smaller of ties, reading only the
+    rows it is given."""
+    from experiments.configs import multiclass_table as mt
+
+    X, y = datasets.waveform(97, seed=1)
+    fold = jboost.sweep.fold_ids(y, 5, seed=0, stratified=True)
+    wrong = 0
+    for f in range(5):
+        model = jboost.algorithms.samme(X[fold != f], y[fold != f], n_classes=3, n_rounds=4,
+                                        depth=2, tree_family="depthwise", key=0)
+        wrong += int(np.sum(np.asarray(jboost.predict_class(model, X[fold == f])) != y[fold == f]))
+    assert mt.cv_error("SAMME", X, y, 3, 2, 4, 256, fold, 0) == pytest.approx(wrong / 97)
+
+    seen = []
+    fake = {1: 0.3, 2: 0.2, 3: 0.2, 4: 0.25}
+    monkeypatch.setattr(mt, "cv_error", lambda method, X_, y_, k, d, *a: seen.append(len(y_)) or fake[d])
+    assert mt.choose_depth("SAMME", X, y, 3, [1, 2, 3, 4], 4, 256, 5, 0) == (2, fake)
+    assert seen == [97] * 4
+
+
+def test_multiclass_table_published_numbers_are_the_preprints():
+    """Fractions and standard errors as ../shared/published/samme_2006.md transcribes Tables 1
+    and 3; other iteration counts (the smoke run's) have no published number."""
+    from experiments.configs import multiclass_table as mt
+
+    paper = [200, 400, 600]
+    assert mt._published("letter", "SAMME", 600, paper) == pytest.approx((0.023, 0.002))
+    assert mt._published("vowel", "SAMME_R", 400, paper) == pytest.approx((0.463, 0.023))
+    assert mt._published("waveform", "CART", None, paper) == pytest.approx((0.284, 0.018))
+    assert mt._published("segmentation", "SAMME", 20, [10, 20]) == (None, None)
+    assert mt.SOURCE.format(mt.PUBLISHED["waveform"]["table"]).endswith("Table 1")
+
+
 def test_notebook_sync_check_masks_numbers_and_catches_stale_outputs():
     """The committed outputs are compared with the executed ones up to their numbers (last digits
     differ between machines): other printed words, or a figure more or less, are stale."""
