@@ -146,6 +146,8 @@ def _source(row: dict) -> str:
         return "ESL 2nd ed."
     if source.startswith("Prokhorenkova"):
         return "Prokhorenkova et al. 2018"
+    if source.startswith("Zhu, Rosset, Zou, Hastie"):
+        return "Zhu et al. 2006 (preprint)"
     return "nominal level"
 
 
@@ -185,7 +187,7 @@ def reproductions(results: dict, out: Path) -> Path:
     plt, NullFormatter = _pyplot()
     rows = published_rows(results)
     sources = {"ESL 2nd ed.": "#1f77b4", "Prokhorenkova et al. 2018": "#9467bd",
-               "nominal level": "#2ca02c"}
+               "Zhu et al. 2006 (preprint)": "#ff7f0e", "nominal level": "#2ca02c"}
     height = 0.26 * len(rows) + 1.6
     fig, ax = plt.subplots(figsize=(11, height))
     labels = []
