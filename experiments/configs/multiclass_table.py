@@ -130,6 +130,11 @@ def _splits(name, config, data_dir):
     return out
 
 
+def _n_classes(splits) -> int:
+    """K: one more than the largest label of any training or test set."""
+    return int(max(max(s[1].max(), s[3].max()) for s in splits)) + 1
+
+
 def _fit(method, X, y, k, depth, n_rounds, n_bins, seed):
     return METHODS[method](X, y, n_classes=k, n_rounds=n_rounds, depth=depth, n_bins=n_bins,
                            tree_family="depthwise", key=seed)
@@ -199,7 +204,7 @@ def protocol(ds, settings, splits, config, ctx, log):
     seed, folds, n_rounds, report_at = (config["seed"], config["folds"], config["n_rounds"],
                                         config["report_at"])
     X, y = splits[0][0], splits[0][1]
-    k = int(max(max(s[1].max(), s[3].max()) for s in splits)) + 1
+    k = _n_classes(splits)
     n_bins, src = settings["n_bins"], SOURCE.format(PUBLISHED[ds]["table"])
     draws = len(splits)
     over = f", mean of {draws} draws" if draws > 1 else ""
@@ -299,7 +304,7 @@ def _oblivious(name, X, y, depth, n_rounds, seed, gb_lr, k):
 
 def oblivious_rows(ds, splits, depth, n_rounds, config, log):
     """Test error after the last round of the four algorithms on oblivious trees."""
-    k = int(max(max(s[1].max(), s[3].max()) for s in splits)) + 1
+    k = _n_classes(splits)
     over = f", mean of {len(splits)} draws" if len(splits) > 1 else ""
     rows = []
     for algo in OBLIVIOUS:
@@ -322,17 +327,18 @@ def run(config: dict, ctx) -> dict:
         step[0] += 1
         ctx.log(step[0], **metrics)
 
+    splits = {ds: _splits(ds, config, ctx.data_dir)
+              for ds in dict.fromkeys([*config["datasets"], *config["oblivious"]])}
     for ds, settings in config["datasets"].items():
         t0 = time.time()
-        splits = _splits(ds, config, ctx.data_dir)
-        rows, ok, c = protocol(ds, settings, splits, config, ctx, log)
+        rows, ok, c = protocol(ds, settings, splits[ds], config, ctx, log)
         table += rows
         checks.update(ok)
         curves.update(c)
         seconds[f"{ds}/protocol"] = time.time() - t0
     for ds, (depth, n_rounds) in config["oblivious"].items():
         t0 = time.time()
-        table += oblivious_rows(ds, _splits(ds, config, ctx.data_dir), depth, n_rounds, config, log)
+        table += oblivious_rows(ds, splits[ds], depth, n_rounds, config, log)
         seconds[f"{ds}/oblivious"] = time.time() - t0
     ctx.savefig(_figure(ctx.pyplot, config, curves), "test_error_vs_iterations")
     return dict(table=table, checks=checks, seconds=seconds)
