@@ -6,7 +6,8 @@ distributions, derivatives) -> :mod:`jboost.trees` (tree families, histograms, s
 :mod:`jboost.engine` (the boosting step and scan, the host round loop, batching, memory) ->
 :mod:`jboost.models` (every fitted model type and ``predict``) -> the entry points
 (:func:`jboost.fit`, :mod:`jboost.sweep`, :mod:`jboost.bagging`, :mod:`jboost.combine`,
-:mod:`jboost.algorithms`) -> :mod:`jboost.io`, :mod:`jboost.inspect`, :mod:`jboost.plot`.
+:mod:`jboost.algorithms`) -> :mod:`jboost.io`, :mod:`jboost.inspect`, :mod:`jboost.plot`;
+:mod:`jboost.fine_tuning` refits a fitted model's leaves with optax (:func:`jboost.finetune`).
 
 Importing jboost loads none of it: each name below, and each namespace, is imported when first
 used (PEP 562), so ``import jboost`` is quick and ``jboost.load`` plus ``jboost.predict`` of a
@@ -17,15 +18,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from jboost._version import __version__
 
 #: The namespaces of ``jboost.<name>``, imported when first used.
 SUBMODULES = ("algorithms", "bagging", "combine", "data", "datasets", "distributions", "engine",
-              "inspect", "io", "losses", "models", "objectives", "plot", "sweep", "trees", "fitting")
+              "fine_tuning", "inspect", "io", "losses", "models", "objectives", "plot", "sweep",
+              "trees", "fitting")
 # Any other module (jboost.sklearn, which needs scikit-learn) also loads on first use, unlisted.
 #: Each public name and the module that defines it, imported when the name is first used.
 PUBLIC = {
@@ -33,7 +33,7 @@ PUBLIC = {
     "Hyperparams": "jboost.engine.boosting", "Loss": "jboost.losses.loss",
     "ObliviousTrees": "jboost.trees.oblivious", "DepthwiseTrees": "jboost.trees.depthwise",
     "bin_features": "jboost.data.binning", "compute_borders": "jboost.data.binning",
-    "feature_importance": "jboost.models.base", "finetune": "jboost.finetune.tune",
+    "feature_importance": "jboost.models.base", "finetune": "jboost.fine_tuning.tune",
     "fit": "jboost.fitting.boost", "grad_hess": "jboost.losses.derivatives",
     "predict": "jboost.models.base", "predict_class": "jboost.models.base",
     "predict_mean": "jboost.models.base", "predict_proba": "jboost.models.base",
@@ -59,24 +59,12 @@ def __dir__() -> list:
     return sorted(set(globals()) | set(PUBLIC) | set(SUBMODULES))
 
 
-class _Package(types.ModuleType):
-    """jboost's module type: a public function keeps its name when the subpackage of the same
-    name (``jboost.finetune``) is imported, which would otherwise bind the module there."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType) and name in PUBLIC and name not in SUBMODULES:
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
 if TYPE_CHECKING:  # what static tools see: the names above, imported eagerly
     from jboost import (algorithms, bagging, combine, data, datasets, distributions, engine,
-                        inspect, io, losses, models, objectives, plot, sweep, trees)
+                        fine_tuning, inspect, io, losses, models, objectives, plot, sweep, trees)
     from jboost.data.binning import bin_features, compute_borders
     from jboost.engine.boosting import BoostConfig, Hyperparams
-    from jboost.finetune.tune import finetune
+    from jboost.fine_tuning.tune import finetune
     from jboost.fitting.boost import fit
     from jboost.io.loader import load
     from jboost.io.reader import ModelFileError

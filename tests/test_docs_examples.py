@@ -35,3 +35,11 @@ def test_a_block_not_run_says_why():
         for block in _docs_blocks.blocks(page):
             if "not run" in block.lstrip().splitlines()[0]:
                 assert not _docs_blocks.runs(block), f"{page}: '# not run: <reason>' needs a reason"
+
+
+def test_every_script_block_has_its_launch_test():
+    scripts = {(page.relative_to(_docs_blocks.REPO).as_posix(), name)
+               for page in _docs_blocks.pages() for name in _docs_blocks.files(page)}
+    assert scripts == set(_docs_blocks.LAUNCHED), "a '# file: NAME' block needs a launch test"
+    for test in _docs_blocks.LAUNCHED.values():
+        assert (_docs_blocks.REPO / test).is_file(), test

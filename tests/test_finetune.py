@@ -14,7 +14,7 @@ import pytest
 import jboost
 from jboost import losses
 from jboost import objectives
-from jboost.finetune import Curves, Params, objective, soft_predict
+from jboost.fine_tuning import Curves, Params, objective, soft_predict
 
 SGD = optax.sgd(0.05)
 ADAM = optax.adam(0.05)

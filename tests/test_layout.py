@@ -34,7 +34,7 @@ def test_shape_within_limits():
 
 #: Namespaces of training: none is imported by loading a model file and predicting with it.
 TRAINING = ("jboost.engine", "jboost.fitting", "jboost.sweep", "jboost.bagging", "jboost.combine",
-            "jboost.algorithms", "jboost.finetune", "jboost.distributions", "jboost.objectives")
+            "jboost.algorithms", "jboost.fine_tuning", "jboost.distributions", "jboost.objectives")
 _IMPORTS = """
 import json, sys, time
 start = time.perf_counter()

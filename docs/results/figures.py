@@ -167,12 +167,13 @@ def _pyplot():
     return plt, NullFormatter
 
 
-def _save(fig, path: Path) -> None:
-    """Write ``fig`` as a PNG of at most 128 colours (a third of the bytes of a true-colour
-    PNG of text and lines, and no visible change)."""
+def _save(fig, path: Path) -> Path:
+    """Lay ``fig`` out and write it to ``path`` as a PNG of at most 128 colours (a third of the
+    bytes of a true-colour PNG of text and lines, and no visible change); ``path``."""
     from PIL import Image
 
     plt, _ = _pyplot()
+    fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, metadata=METADATA)
     plt.close(fig)
@@ -180,6 +181,7 @@ def _save(fig, path: Path) -> None:
     with Image.open(buffer) as image:
         image.convert("RGB").quantize(colors=128, method=Image.Quantize.FASTOCTREE).save(
             path, optimize=True)
+    return path
 
 
 def reproductions(results: dict, out: Path) -> Path:
@@ -219,10 +221,7 @@ def reproductions(results: dict, out: Path) -> Path:
     ax.legend(title="published by", fontsize=7, title_fontsize=7, loc="upper left")
     ax.set_title(f"Every row of experiments/results.json with a published number (run of commit "
                  f"{results['git_commit'][:7]}, {results['date'][:10]})", fontsize=9, loc="right")
-    fig.tight_layout()
-    path = out / "reproductions.png"
-    _save(fig, path)
-    return path
+    return _save(fig, out / "reproductions.png")
 
 
 def _finetune_label(algorithm: str) -> str:
@@ -252,10 +251,7 @@ def quantile_coverage(results: dict, out: Path) -> Path:
     ax.legend(fontsize=6.5, loc="upper left")
     ax.set_title("California housing: quantile coverage\n(experiments/results.json, commit "
                  f"{results['git_commit'][:7]})", fontsize=9)
-    fig.tight_layout()
-    path = out / "quantile_coverage.png"
-    _save(fig, path)
-    return path
+    return _save(fig, out / "quantile_coverage.png")
 
 
 def _rows(case: str) -> float:
@@ -293,10 +289,7 @@ def boosting_speed(out: Path) -> Path:
     axes[0].legend(fontsize=7)
     fig.suptitle("benchmarks/bench.py, binary classification, 2 CPU cores (2 threads each), "
                  "100 rounds (10M: 20 rounds)", fontsize=9)
-    fig.tight_layout()
-    path = out / "boosting_speed.png"
-    _save(fig, path)
-    return path
+    return _save(fig, out / "boosting_speed.png")
 
 
 def _cell(value: str) -> float | None:
@@ -351,10 +344,7 @@ def forest_speed(out: Path) -> Path:
     axes[1].legend(fontsize=7, loc="lower right")
     fig.suptitle("benchmarks/forest_bench.py --families depthwise --trees 500, fit_forest's "
                  "defaults, 2 CPU cores (scikit-learn n_jobs=2)", fontsize=9)
-    fig.tight_layout()
-    path = out / "forest_speed.png"
-    _save(fig, path)
-    return path
+    return _save(fig, out / "forest_speed.png")
 
 
 def main(argv: list[str] | None = None) -> list[Path]:

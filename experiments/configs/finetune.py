@@ -21,7 +21,7 @@ Two cases, both on held-out rows the fine-tuning never saw.
 Settings, fixed before looking at test numbers: the base model is ``squared_error``, 300 rounds
 of depth-6 trees, learning rate 0.1, fitted on 80% of the training rows (the other 20%: the
 validation rows of ``restore_best``). Adam's learning rate is ``0.1 / n_trees`` (the rule of
-:mod:`jboost.finetune`'s docstring: a step then moves a prediction by up to 0.1), 500 steps. On
+:mod:`jboost.fine_tuning`'s docstring: a step then moves a prediction by up to 0.1), 500 steps. On
 California's validation rows ``0.3 / n_trees`` was slightly better (best validation pinball
 0.0874 against 0.0894) and ``0.03 / n_trees`` slightly worse (0.0900); the rule was kept. The
 soft fine-tuning's annealing was chosen on the validation rows too (a constant temperature 0.1

@@ -13,7 +13,7 @@ import optax
 from jax import lax
 
 from jboost import _compile
-from jboost.finetune import scores
+from jboost.fine_tuning import scores
 
 
 class Curves(NamedTuple):

@@ -164,7 +164,7 @@ def leaf_indices(trees, X):
 
 
 def round_loss(raw, y, w, margin, loss):
-    """The weighted mean loss of the raw scores after a round (for :meth:`Booster.staged`)."""
+    """The weighted mean loss of the raw scores after a round (for ``Booster.staged``)."""
     return _mean_loss(loss, raw, Rows(y, w, margin, None, None))
 
 

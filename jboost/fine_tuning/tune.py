@@ -13,7 +13,7 @@ import optax
 
 from jboost import checks
 from jboost.data import labels, tabular
-from jboost.finetune import loop, scores
+from jboost.fine_tuning import loop, scores
 from jboost.fitting import prepare, settings
 from jboost.losses import checks as checks_lib, loss as loss_lib, per_sample
 from jboost.models import base, booster
@@ -149,8 +149,8 @@ def _check_optimizer(optimizer) -> None:
 def objective(model: booster.Booster, X, y, loss=None, *, sample_weight=None, base_margin=None,
               soft: bool = False, temperature: Any = 0.1, l2: Any = 0.0):
     """The fine-tuning objective as a pure function and its starting point: ``(fn, params)``,
-    ``fn(params: Params) -> scalar`` (docs/finetune.md) and the model's own :class:`Params`.
-    Arguments as :func:`finetune`."""
+    ``fn(params: Params) -> scalar`` (docs/finetune.md) and the model's own
+    :class:`~jboost.fine_tuning.scores.Params`. Arguments as :func:`finetune`."""
     model = _check_model(model, soft)
     y_np = _labels(y, model, _matrix(X, model).shape[0])
     loss = _resolve_loss(loss, model, y_np)
@@ -193,7 +193,7 @@ def finetune(model: booster.Booster, X, y, loss: Union[None, str, loss_lib.Loss,
              l2: Any = 0.0, restore_best: bool = False, return_curves: bool = False):
     """Refit every leaf value and the baseline (``soft=True``: the thresholds too) of a fitted
     :class:`jboost.Booster` jointly with an optax optimizer: ``n_steps`` steps on
-    ``jboost.finetune.tune.objective`` in one ``lax.scan`` (post-processing by regression on the
+    ``jboost.fine_tuning.tune.objective`` in one ``lax.scan`` (post-processing by regression on the
     base learners, Friedman and Popescu 2003). See docs/finetune.md.
 
     Args:
@@ -214,7 +214,7 @@ def finetune(model: booster.Booster, X, y, loss: Union[None, str, loss_lib.Loss,
 
     Returns:
       A :class:`jboost.Booster` of hard trees with the tuned parameters and ``loss``; with
-      ``return_curves`` also the curves (``jboost.finetune.loop.Curves``).
+      ``return_curves`` also the curves (``jboost.fine_tuning.loop.Curves``).
 
     Raises:
       TypeError: an argument of the wrong type (the message names it).
