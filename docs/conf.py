@@ -207,6 +207,10 @@ def _skip_member(app, what, name, obj, skip, options):
     # scikit-learn generates set_*_request methods whose docstrings cross-reference its own docs.
     if name.startswith("set_") and name.endswith("_request"):
         return True
+    # A NamedTuple's fields: their class docstring describes them (its Attributes), and Python's
+    # own "Alias for field number N" under each says nothing.
+    if (getattr(obj, "__doc__", None) or "").startswith("Alias for field number"):
+        return True
     return None
 
 
