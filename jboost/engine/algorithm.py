@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from jboost.engine import state as state_lib
 from jboost.losses import derivatives, loss as loss_lib
-from jboost.trees import oblivious, refit
+from jboost.trees import monotone, oblivious, refit
 
 
 def _no_state(data: state_lib.Data, loss: loss_lib.Loss):
@@ -58,7 +58,8 @@ def grow_trees(r: Round, grad, hess):
                               l2=r.hyper.l2, min_split_gain=r.hyper.min_split_gain,
                               min_child_weight=r.hyper.min_child_weight, feature_masks=r.masks,
                               axis_name=c.axis_name, missing=c.missing, criterion=c.split_criterion,
-                              **({} if c.max_leaves is None else {"max_leaves": c.max_leaves}))
+                              **({} if c.max_leaves is None else {"max_leaves": c.max_leaves}),
+                              **({} if c.monotone is None else {"monotone": c.monotone}))
 
 
 def one_tree(tree: oblivious.ObliviousTrees, leaf) -> tuple:
@@ -105,6 +106,10 @@ def newton_round(r: Round) -> RoundResult:
         else:
             values = degenerate_values(leaf, tree.leaf_values)
         trees, leaves = one_tree(tree._replace(leaf_values=values), leaf)
+        if config.monotone is not None:  # after any refit: every leaf within its bounds
+            lo, hi = monotone.leaf_bounds(tree, leaf, gw, hw, config.monotone, r.hyper.l2,
+                                          config.axis_name)
+            trees = trees._replace(leaf_values=jnp.clip(values, lo, hi)[None])
     else:
         k = g.shape[-1]
         if loss.leaf_refit is not None and not loss.per_column and k > 1:
@@ -128,6 +133,11 @@ def newton_round(r: Round) -> RoundResult:
         values = scalar[:, :, None] * jnp.eye(k, dtype=jnp.float32)[:, None, :]
         if degenerate is not None and loss.leaf_refit is None:
             values = jax.vmap(degenerate_values)(leaves, values)
+        if config.monotone is not None:  # tree k's output k within the bounds of its sums
+            lo, hi = jax.vmap(lambda t, leaf, gk, hk: monotone.leaf_bounds(
+                t, leaf, gk[:, None], hk[:, None], config.monotone, r.hyper.l2, config.axis_name),
+                in_axes=(0, 0, 1, 1))(trees, leaves, gw, hw)
+            values = jnp.where(jnp.eye(k, dtype=bool)[:, None, :], jnp.clip(values, lo, hi), values)
         trees = trees._replace(leaf_values=values)
     return RoundResult(trees._replace(leaf_values=trees.leaf_values * r.learning_rate), leaves)
 

@@ -22,7 +22,7 @@ from jboost.engine import (algorithm as algorithm_lib, boosting as boosting_lib,
                            samplers)
 from jboost.losses import loss as loss_lib, metrics
 from jboost.models import metadata
-from jboost.trees import lossguide, oblivious, registry, splits as splits_lib
+from jboost.trees import lossguide, monotone, oblivious, registry, splits as splits_lib
 
 MAX_DEPTH = 16
 #: Depth-wise forests' trees (node tables grown by the CPU kernel over their non-empty nodes).
@@ -158,6 +158,10 @@ SETTINGS = {s.name: s for s in (
     Setting("max_leaves", None, STATIC,
             'loss-guided trees only (static): the most leaves of a tree (default 31); ``depth`` '
             'is then a bound up to 30, or ``None``.'),
+    Setting("monotone_constraints", None, STATIC,
+            'a sign per feature, ``+1`` (raw scores never decrease in it), ``-1`` (never increase) '
+            'or ``0``, as a sequence or a dict of column names or indices to signs; enforced '
+            'exactly (oblivious trees; :mod:`jboost.trees.monotone`, docs/guide/constraints.md).'),
     Setting("early_stopping_rounds", None, STATIC,
             'stop when the ``eval_set`` score has not improved (by more than '
             '``early_stopping_tolerance``) for this many rounds; the model keeps ``best_round``, '
@@ -476,6 +480,40 @@ def check_eval_metric(metric, loss: loss_lib.Loss, *, has_validation: bool,
     return metric
 
 
+def monotone_setting(constraints, config: boosting_lib.BoostConfig, *, n_features: int, names,
+                     categorical: bool, local: bool, init_model=None) -> Optional[tuple]:
+    """The static signs of ``monotone_constraints`` (:func:`jboost.trees.monotone.resolve`:
+    ``None`` when none), refused where they are not enforced yet, each error naming the fix."""
+    signs = monotone.resolve(constraints, n_features, names)
+    if signs is None:
+        if init_model is not None and "monotone_constraints" in init_model.settings:
+            raise ValueError("init_model was fitted with monotone_constraints: pass the same "
+                             "monotone_constraints to continue it (its new trees must keep them).")
+        return None
+    why = None
+    if config.tree_family is not oblivious.ObliviousTrees:
+        why = (f"tree_family={config.tree_family.__name__}: only oblivious trees (the default "
+               "tree_family) enforce them so far; fit oblivious trees")
+    elif config.split_criterion != splits_lib.NEWTON:
+        why = "a custom split_criterion: they are enforced with the Newton criterion only"
+    elif config.algorithm != algorithm_lib.NEWTON:
+        why = "this algorithm: they are enforced by gradient boosting's Newton round only"
+    elif categorical:
+        why = ("categorical columns: constrain numeric columns of a table without categorical "
+               "ones (pass cat_features=[] to treat codes as numbers)")
+    elif local:
+        why = "rows='local': fit with rows='global' for them"
+    if why is not None:
+        raise ValueError(f"monotone_constraints are not supported with {why}.")
+    if init_model is not None:
+        before = init_model.settings.arrays.get("monotone_constraints")
+        if before is None or tuple(np.asarray(before).tolist()) != signs:
+            raise ValueError("monotone_constraints differ from init_model's (a continued model "
+                             "is monotone only if every tree is): pass the constraints it was "
+                             "fitted with, or fit a new model.")
+    return signs
+
+
 def recorded_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hyperparams, key, *,
                       init_rounds: int = 0, base_margin: bool = False,
                       categorical: Optional[categorical_stats.Categorical] = None) -> metadata.Settings:
@@ -488,6 +526,8 @@ def recorded_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hype
              "tree_family": config.tree_family.__name__}
     if config.max_leaves is not None:
         arrays["max_leaves"] = checks.device_array(config.max_leaves, np.int32)
+    if config.monotone is not None:
+        arrays["monotone_constraints"] = checks.device_array(config.monotone, np.int32)
     if config.learning_rate_schedule is not None:  # the traced rate is then 1 (a multiplier)
         del arrays["learning_rate"]
         names["learning_rate_schedule"] = _name(config.learning_rate_schedule)

@@ -12,7 +12,7 @@ from jax import lax
 
 from jboost import _compile, _native
 from jboost.data import binning
-from jboost.trees import family, histograms, routing, splits as splits_lib
+from jboost.trees import family, histograms, monotone as monotone_lib, routing, splits as splits_lib
 
 
 class ObliviousTrees(NamedTuple):
@@ -75,10 +75,12 @@ def leaf_index_raw(tree: ObliviousTrees, X_t):
                       jnp.isnan(cols))
 
 
-@functools.partial(_compile.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion"))
+@functools.partial(_compile.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion",
+                                                  "monotone"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
-             missing: bool = True, criterion: splits_lib.SplitCriterion = splits_lib.NEWTON):
+             missing: bool = True, criterion: splits_lib.SplitCriterion = splits_lib.NEWTON,
+             monotone: Optional[tuple] = None):
     """Fit one oblivious tree of fixed depth to weighted gradients and hessians ``(n, K)``: each
     level's best admissible split from its leaves' histograms (docs/trees.md, "Oblivious trees").
 
@@ -90,6 +92,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
       axis_name: the mapped axis rows are sharded over (histograms ``psum``-ed).
       missing: static; ``False`` promises that no row is in the missing bin.
       criterion: static :class:`jboost.trees.splits.SplitCriterion` (default Newton).
+      monotone: static: one sign in ``{-1, 0, 1}`` per feature (:mod:`jboost.trees.monotone`):
+        each level's admissible splits and gains under the constraints (the Newton criterion;
+        the leaf values are clipped to their bounds by the round, after any leaf refit).
 
     Returns:
       ``(tree, leaf)``: an :class:`ObliviousTrees` (leaf values before shrinkage) and ``(n,)`` the
@@ -106,13 +111,20 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     plan = (histograms.level_plan(n, depth, n_bins, channels=payload.shape[-1])
             if feature_subsets is None else [(False, False)] * depth)
     hist = local = None  # the level's (global) cumulative histograms; this device's own
+    bounds = None if monotone is None else monotone_lib.unbounded(1, k)
     for d in range(depth):  # static unroll over levels: the leaf count sets the shapes
         if feature_subsets is None:
             X_level, mask = X_binned, None if feature_masks is None else feature_masks[d]
         else:
             X_level = X_binned[feature_subsets[d]]  # (m, n): only the eligible features
             mask = None if feature_masks is None else feature_masks[d][feature_subsets[d]]
-        if axis_name is None:
+        if monotone is not None:  # constrained: the nodes' bounds decide gains and admissibility
+            signs = jnp.asarray(monotone, jnp.int32)
+            signs = signs if feature_subsets is None else signs[feature_subsets[d]]
+            level_gains, hist = monotone_lib.oblivious_level(
+                X_level, payload, leaf, bounds, signs, n_leaves=2**d, n_bins=n_bins, l2=l2,
+                min_child_weight=min_child_weight, missing=missing, axis_name=axis_name)
+        elif axis_name is None:
             subtract, keep = plan[d]
             level_gains, hist = splits_lib.level_gains(
                 X_level, payload, leaf, hist if subtract else None, n_leaves=2**d,
@@ -130,6 +142,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
                                                         axis_name=axis_name, criterion=criterion)
         split = splits_lib.best_split_of_gains(level_gains, min_split_gain=min_split_gain,
                                            feature_mask=mask)
+        if monotone is not None:
+            bounds = monotone_lib.next_bounds(hist, split, bounds, signs, l2)
         if feature_subsets is not None:  # position in the subset -> feature index
             split = split._replace(feature=jnp.where(split.gain > 0, feature_subsets[d][split.feature],
                                                      0).astype(jnp.int32))
@@ -142,7 +156,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         gains.append(split.gain)
     # Rows of non-zero payload decide which nodes are empty, not the float hessian sums.
     takes_part = jnp.any(payload != 0, axis=-1)
-    if depth and hist is not None:
+    if depth and hist is not None and monotone is None:
         # The leaves' sums off the last level's histograms; only the counts read the rows.
         sums = routing.children_sums(hist[split.feature], split.threshold, split.missing_right)
         rows = histograms.spread_sum(takes_part.astype(jnp.int32), leaf, 2**depth)
