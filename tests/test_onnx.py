@@ -124,6 +124,26 @@ def test_rows_on_thresholds_are_exercised():
     assert sum(np.isin(rows[:, j], b).sum() for j, b in points.items()) > 50
 
 
+@pytest.mark.parametrize("family", ["oblivious", "depthwise"])
+def test_borders_at_zero_and_the_subnormal_edges_route_as_in_jboost(family):
+    """Borders 0, -0, +-tiny and subnormals (jboost compares subnormals as +-tiny) on rows of
+    exactly those values: the one border whose ONNX node is not ``x <= border`` (``-tiny``)
+    included."""
+    X, y = data(4, "binary")
+    model = jboost.fit(X, y, "binomial_deviance", **{**KW, **FAMILIES[family]})
+    tiny = np.finfo(np.float32).tiny
+    edges = np.array([-tiny, tiny, 0.0, -0.0, 1e-40, -1e-40, -2 * tiny], np.float32)
+    borders = np.asarray(model.trees.borders).copy()
+    flat = borders.reshape(-1)
+    flat[:] = edges[np.arange(flat.size) % edges.size]
+    model = model._replace(trees=model.trees._replace(borders=borders))
+    rng = np.random.default_rng(4)
+    values = np.concatenate([edges, np.nextafter(edges, np.float32(np.inf)),
+                             np.nextafter(edges, np.float32(-np.inf)), [np.nan, 1.0, -1.0]])
+    rows = rng.choice(values, size=(400, F)).astype(np.float32)
+    assert_matches(model, rows)
+
+
 @pytest.mark.parametrize("make", [
     "per_output_trees", "adaboost_m1", "samme", "label_offset", "poisson", "stacked", "ecoc",
     "early_stopped"])
