@@ -207,14 +207,15 @@ def test_bagged_boosters_match(seed):
 
 def categorical_data(seed: int, n: int = N):
     """Columns 0 and 3 numeric, 1 a few integer codes (one-hot), 2 many (target statistics),
-    4 numeric; NaN missing everywhere."""
+    4 numeric; NaN missing everywhere (column 1's missing category informative)."""
     rng = np.random.default_rng(seed)
     X, _ = data(seed, "regression", n=n, nan=0.0)
     X[:, 1] = rng.integers(0, 5, size=n) * 3 - 4           # codes -4, -1, 2, 5, 8
     X[:, 2] = rng.integers(0, 40, size=n) + 100            # codes 100..139
-    effect = np.sin(X[:, 2]) + (X[:, 1] > 0)
+    missing = rng.random(X.shape) < 0.08
+    effect = np.sin(X[:, 2]) + (X[:, 1] > 0) + 2.0 * missing[:, 1]  # the missing category counts
     score = X[:, 0] + effect + 0.3 * rng.normal(size=n)
-    X[rng.random(X.shape) < 0.08] = np.nan
+    X[missing] = np.nan
     return X, score.astype(np.float32)
 
 
