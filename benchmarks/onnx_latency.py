@@ -12,9 +12,10 @@ bins). Timed, each the median of ``--repeats`` calls after warm-up calls (jboost
 which compiles, excluded), on one row and on a batch of ``--batch`` rows of held-out data:
 
 * ``onnxruntime``: ``InferenceSession.run`` of the exported graph's ``raw_scores``
-  (``intra_op_num_threads=--threads``, CPU);
+  (``intra_op_num_threads=--threads``, CPU, threads waiting without spinning);
 * ``jboost.predict``: the raw scores of a NumPy batch, ``block_until_ready``;
-* ``xgboost inplace_predict``: ``predict_type="margin"`` (raw scores), ``nthread=--threads``.
+* ``xgboost inplace_predict``: ``predict_type="margin"`` (raw scores), ``nthread=--threads``,
+  ``OMP_WAIT_POLICY=PASSIVE`` unless set.
 
 Prints the medians, the ratios (< 1: the first is faster) and the largest difference between
 ONNX Runtime's raw scores and jboost's on the batch. The machine is shared: say its load.
@@ -31,6 +32,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+# OpenMP threads that spin while waiting (XGBoost's) take ~20 ms a call on a loaded 2-core
+# machine; passive waiting (benchmarks/smoke.py's default too) unless set otherwise.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import jax  # noqa: E402
 import onnxruntime as ort  # noqa: E402
@@ -75,6 +79,8 @@ def predictors(model, booster, args):
     proto = jio.to_onnx(model, outputs=("raw_scores",))
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
+    # ONNX Runtime's threads wait passively too (spinning ones doubled its batch time here).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(proto.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
     print(f"to_onnx + session {time.perf_counter() - t0:.2f}s, graph {proto.ByteSize() / 1e6:.2f} MB")
@@ -105,7 +111,8 @@ def main():
     X_test, X, y = X[args.rows:], X[:args.rows], np.asarray(y[:args.rows], np.float32)
     print(f"rows={args.rows} features={args.features} rounds={args.rounds} depth={args.depth} "
           f"batch={args.batch} threads={args.threads} jax={jax.__version__} "
-          f"onnxruntime={ort.__version__} xgboost={xgb.__version__} load={os.getloadavg()[0]:.2f}")
+          f"onnxruntime={ort.__version__} xgboost={xgb.__version__} "
+          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']} load={os.getloadavg()[0]:.2f}")
     model, booster = fitted(X, y, args)
     fns = predictors(model, booster, args)
     gap = np.max(np.abs(fns["onnxruntime"](X_test) - fns["jboost.predict"](X_test)))

@@ -256,7 +256,8 @@ def assembled(g: Graph, model, results, n_inputs: int) -> onnx.ModelProto:
     proto = helper.make_model(graph, producer_name="jboost", producer_version=__version__,
                               opset_imports=[helper.make_opsetid("", g.opset),
                                              helper.make_opsetid("ai.onnx.ml", ML_OPSET)])
-    proto.ir_version = min(proto.ir_version, 8)  # readable by ONNX Runtime releases of 2022 on
+    if g.opset <= 17:  # IR version 8 (opset 17's): readable by ONNX Runtime releases of 2022 on
+        proto.ir_version = min(proto.ir_version, 8)
     onnx.helper.set_model_props(proto, {"jboost_model_type": type(model).__name__,
                                         "task": str(model.task)})
     onnx.checker.check_model(proto)
