@@ -182,6 +182,34 @@ def test_other_boosters_match(make):
     assert_matches(model, np.concatenate([hard_rows(model, seed, X), X]), proba=proba)
 
 
+@pytest.mark.parametrize("make", ["vector_labels", "one_vector_label", "multi_label", "cox",
+                                  "distributional"])
+def test_vector_labels_batch_objectives_and_distributions_match(make):
+    """Raw scores of every kind of model (``(n, C)`` kept for vector labels, even ``C == 1``);
+    multi-label probabilities ``(n, C)``; a Cox model's log risks; a distribution's parameters'
+    raw scores."""
+    X, y = data(6, "regression")
+    small = dict(n_rounds=4, depth=2, n_bins=16)
+    labels = np.stack([y, np.nan_to_num(X[:, 1])], axis=1).astype(np.float32)
+    if make == "vector_labels":
+        model = jboost.fit(X, labels, "squared_error", **small)
+    elif make == "one_vector_label":
+        model = jboost.fit(X, labels[:, :1], "squared_error", **small)
+    elif make == "multi_label":
+        model = jboost.fit(X, (labels > 0).astype(np.float32), "binomial_deviance", **small)
+    elif make == "cox":
+        rng = np.random.default_rng(6)
+        time_ = rng.exponential(np.exp(-np.nan_to_num(X[:, 0])))
+        model = jboost.fit(X, np.stack([time_, rng.random(N) < 0.7], axis=1).astype(np.float32),
+                           jboost.objectives.cox("efron"), **small)
+    else:
+        model = jboost.distributions.fit(X, y, jboost.distributions.Normal, **small)
+    out = assert_matches(model, np.concatenate([hard_rows(model, 6, X), X]),
+                         proba=make == "multi_label")
+    trailing = {"vector_labels": (2,), "one_vector_label": (1,), "multi_label": (2,), "cox": ()}
+    assert out["raw_scores"].shape[1:] == trailing.get(make, out["raw_scores"].shape[1:])
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("family", ["oblivious", "depthwise"])
 @pytest.mark.parametrize("task", ["regression", "multiclass"])
