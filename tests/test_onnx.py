@@ -336,7 +336,9 @@ def test_the_graph_is_valid_typed_and_saved(binary_model, tmp_path):
     proto = jio.to_onnx(binary_model, path=path, opset=13)
     onnx.checker.check_model(onnx.load(path), full_check=True)
     assert [o.name for o in proto.graph.output] == ["raw_scores", "probabilities"]
-    assert {m.key: m.value for m in proto.metadata_props}["jboost_model_type"] == "Booster"
+    props = {m.key: m.value for m in proto.metadata_props}
+    assert (props["jboost_model_type"], props["task"], props["feature_names"]) == (
+        "Booster", "binary", "null")
     X = data(1, "binary")[0]
     np.testing.assert_array_equal(run(onnx.load(path), X)["raw_scores"],
                                   run(jio.to_onnx(binary_model, opset=18), X)["raw_scores"])

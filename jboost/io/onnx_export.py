@@ -10,6 +10,7 @@ exactly raises ``ValueError`` naming what and the fix."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
@@ -195,7 +196,9 @@ def to_onnx(model, *, outputs: Optional[Sequence[str]] = None, opset: int = DEFA
     to float32 rounding (the trees sum in another order). Every split is exported exactly
     (jboost's side of a threshold, NaN direction and subnormal rule), every leaf value, constant
     and category table bit for bit. Boosters of every tree family (and the algorithms', stacked
-    and ECOC ensembles), forests and bagged boosters export; the graph's metadata names the model.
+    and ECOC ensembles), forests and bagged boosters export. ``X``'s columns are the model's
+    input columns in its order (a DataFrame's: ``feature_names_in_``, also in the graph's
+    metadata ``feature_names``, JSON; with the model type and task).
 
     Args:
       model: a fitted jboost model without batch axes.
@@ -258,8 +261,10 @@ def assembled(g: Graph, model, results, n_inputs: int) -> onnx.ModelProto:
                                              helper.make_opsetid("ai.onnx.ml", ML_OPSET)])
     if g.opset <= 17:  # IR version 8 (opset 17's): readable by ONNX Runtime releases of 2022 on
         proto.ir_version = min(proto.ir_version, 8)
-    onnx.helper.set_model_props(proto, {"jboost_model_type": type(model).__name__,
-                                        "task": str(model.task)})
+    names = getattr(model, "feature_names", None)
+    onnx.helper.set_model_props(proto, {
+        "jboost_model_type": type(model).__name__, "task": str(model.task),
+        "feature_names": json.dumps(None if names is None else [str(v) for v in names.values])})
     onnx.checker.check_model(proto)
     return proto
 
