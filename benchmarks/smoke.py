@@ -54,6 +54,7 @@ SCRIPTS: dict[str, bool] = {
     "multiclass_bench": True,
     "multiclass_step": False,
     "ngboost_bench": True,
+    "onnx_latency": False,
     "shap_bench": False,
     "survival_ranking": False,
     "sweep_bench": True,
@@ -67,6 +68,8 @@ PEERS: dict[str, str] = {
     "scikit-learn": "sklearn",
     "ngboost": "ngboost",
     "scikit-survival": "sksurv",
+    "onnx": "onnx",
+    "onnxruntime": "onnxruntime",
 }
 
 TAIL_LINES = 40
