@@ -95,17 +95,19 @@ def test_the_inverse_map_recovers_increasing_quantiles():
 
 @pytest.mark.parametrize("k, seed", [(2, 0), (5, 1)])
 def test_random_models_never_cross_on_any_input(k, seed):
-    """Eight models per case in one vmapped fit: random levels and learning rates, labels of a
-    random scale; predicted on the training rows, new rows, rows 1e6 and 1e30 times outside the
+    """Eight models per case in one vmapped fit: random levels, learning rates and map scales,
+    labels of a random scale; predicted on the training rows, new rows, rows 1e6 and 1e30 times outside the
     training range and rows with NaNs."""
     rng = np.random.default_rng(seed)
     levels = np.stack([np.sort(rng.choice(np.arange(1, 100), size=k, replace=False)) / 100.0
                        for _ in range(8)]).astype(np.float32)
     rates = rng.uniform(0.1, 1.0, size=8).astype(np.float32)
+    scales = (10.0 ** rng.uniform(-3, 3, size=8)).astype(np.float32)      # the map's bend, traced
     X, y = hetero(400, seed)
     y = y * np.float32(10.0 ** rng.uniform(-2, 3))
-    models = jax.vmap(lambda lv, lr: jboost.fit(X, y, losses.quantiles(lv), n_rounds=20, depth=3,
-                                                learning_rate=lr, key=seed))(levels, rates)
+    models = jax.vmap(lambda lv, lr, s: jboost.fit(X, y, losses.quantiles(lv, scale=s), n_rounds=20,
+                                                   depth=3, learning_rate=lr, key=seed))(
+        levels, rates, scales)
     Xt = rng.uniform(-1, 1, size=(300, 5)).astype(np.float32)
     far = np.concatenate([Xt * 1e6, -Xt * 1e30, np.full((5, 5), np.nan, np.float32),
                           np.where(rng.random((100, 5)) < 0.5, np.nan, Xt[:100])]).astype(np.float32)
@@ -113,6 +115,19 @@ def test_random_models_never_cross_on_any_input(k, seed):
         Q = np.asarray(jboost.predict_mean(models, rows))
         assert Q.shape == (8, rows.shape[0], k)
         assert_no_crossings(Q)
+
+
+def test_the_map_is_scale_equivariant_and_its_default_scale_is_one():
+    raw = jnp.asarray(np.random.default_rng(1).normal(size=(50, 4)), jnp.float32)
+    for c in (1e-3, 0.5, 1e3):
+        np.testing.assert_allclose(np.asarray(multi_quantile.noncrossing_link(c * raw, scale=c)),
+                                   c * np.asarray(multi_quantile.noncrossing_link(raw)),
+                                   rtol=1e-5, atol=1e-6 * c)
+    assert float(losses.quantiles().params["scale"]) == 1.0
+    q = jnp.array([[0.0, 1e-4, 3e-4]], jnp.float32)
+    back = multi_quantile.noncrossing_link(multi_quantile.noncrossing_inverse(q, scale=1e-4),
+                                           scale=1e-4)
+    np.testing.assert_allclose(np.asarray(back), np.asarray(q), rtol=1e-4, atol=1e-9)
 
 
 def test_the_one_level_loss_is_the_pinball_loss():
@@ -171,6 +186,12 @@ def test_bad_levels_are_refused_naming_the_argument_and_the_fix(levels, match):
     with pytest.raises(ValueError, match=match) as err:
         losses.quantiles(levels)
     assert "levels" in str(err.value)
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf"), [1.0]])
+def test_a_bad_scale_is_refused(scale):
+    with pytest.raises(ValueError, match=r"scale=.* must be a finite number > 0"):
+        losses.quantiles([0.1, 0.9], scale=scale)
 
 
 def test_vector_labels_are_refused():

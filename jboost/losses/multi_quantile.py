@@ -4,7 +4,7 @@ cross (``docs/guide/multi-quantile.md``).
 The ``K`` raw outputs ``r`` of a row are mapped to its quantiles by a map that is increasing in
 the level by construction, the cumulative sum of positive increments::
 
-    q_1 = r_1,    q_k = q_{k-1} + softplus(r_k)      (k = 2 .. K)
+    q_1 = r_1,    q_k = q_{k-1} + s softplus(r_k / s)      (k = 2 .. K)
 
 so ``q_1 <= q_2 <= ... <= q_K`` for every row, whatever the trees predict: a base quantile
 plus gaps through a positive activation, the construction of non-crossing quantile networks
@@ -13,7 +13,9 @@ Network", arXiv:2504.08215), here on the vector leaves of boosted trees. The los
 sum over the levels of the pinball loss of ``q_k`` (Koenker and Bassett 1978); its gradient
 comes by autodiff through the map. Pinball losses have no curvature, so the trees are
 least-squares trees on the gradient whose leaves are then searched exactly along their
-direction on the loss itself (``hessian="unit"``, ``leaf_refit="exact"``).
+direction on the loss itself (``hessian="unit"``, ``leaf_refit="exact"``). ``s`` (the traced
+parameter ``scale``, default 1, in label units) is the gap below which the softplus bends: gaps
+far below ``s`` learn slowly (their gradient is scaled by ``1 - exp(-gap / s)``).
 """
 
 from __future__ import annotations
@@ -37,22 +39,24 @@ def softplus_inverse(x):
     return x + jnp.log(-jnp.expm1(-x))
 
 
-def noncrossing_link(raw, **params):
+def noncrossing_link(raw, scale=1.0, **params):
     """The ``K`` quantiles ``(..., K)`` of raw scores ``(..., K)``: ``q_1 = r_1``,
-    ``q_k = q_{k-1} + softplus(r_k)``; increasing along the last axis for every finite ``raw``
-    (a softplus that rounds to 0 leaves two quantiles equal, never crossed)."""
+    ``q_k = q_{k-1} + scale * softplus(r_k / scale)``; increasing along the last axis for every
+    finite ``raw`` (a softplus that rounds to 0 leaves two quantiles equal, never crossed)."""
     raw = jnp.asarray(raw)
-    steps = jnp.concatenate([raw[..., :1], jax.nn.softplus(raw[..., 1:])], axis=-1)
+    scale = jnp.asarray(scale, raw.dtype)
+    steps = jnp.concatenate([raw[..., :1], scale * jax.nn.softplus(raw[..., 1:] / scale)], axis=-1)
     return jnp.cumsum(steps, axis=-1)
 
 
-def noncrossing_inverse(q, floor=0.0):
-    """The raw scores ``(..., K)`` whose :func:`noncrossing_link` is ``q (..., K)``, each
-    increment ``q_k - q_{k-1}`` raised to at least ``floor`` (which must be ``> 0`` when two
-    quantiles tie)."""
+def noncrossing_inverse(q, floor=0.0, scale=1.0):
+    """The raw scores ``(..., K)`` whose :func:`noncrossing_link` (with ``scale``) is
+    ``q (..., K)``, each increment ``q_k - q_{k-1}`` raised to at least ``floor`` (which must be
+    ``> 0`` when two quantiles tie)."""
     q = jnp.asarray(q)
+    scale = jnp.asarray(scale, q.dtype)
     steps = jnp.maximum(jnp.diff(q, axis=-1), floor)
-    return jnp.concatenate([q[..., :1], softplus_inverse(steps)], axis=-1)
+    return jnp.concatenate([q[..., :1], scale * softplus_inverse(steps / scale)], axis=-1)
 
 
 def pinball(y, q, levels):
@@ -69,13 +73,13 @@ def levels_ok(levels):
     return jnp.all(jnp.diff(levels) > 0)
 
 
-def quantiles_fn(y, raw, levels):
+def quantiles_fn(y, raw, levels, scale=1.0):
     """The multi-quantile loss of one row: the sum over the levels of the pinball loss of the
     row's quantiles :func:`noncrossing_link` of ``raw (K,)``; NaN when traced ``levels`` are not
     strictly increasing (concrete ones are refused by :func:`quantiles`)."""
     levels = jnp.reshape(jnp.asarray(levels), (-1,))
     raw = jnp.reshape(raw, levels.shape)
-    total = jnp.sum(pinball(y, noncrossing_link(raw), levels))
+    total = jnp.sum(pinball(y, noncrossing_link(raw, scale), levels))
     return jnp.where(levels_ok(levels), total, jnp.nan)
 
 
@@ -91,7 +95,7 @@ def check_quantile_labels(y, name: str = "y") -> None:
 quantiles_fn.check_labels = check_quantile_labels
 
 
-def quantiles_baseline(y, w, n_outputs, levels, **params):
+def quantiles_baseline(y, w, n_outputs, levels, scale=1.0, **params):
     """The optimal constant raw score ``(K,)``: the weighted sample quantiles of the labels at
     ``levels``, mapped back through :func:`noncrossing_inverse`, increments floored at
     :data:`INCREMENT_FLOOR` times the labels' weighted standard deviation (or at ``1e-30`` for
@@ -102,7 +106,7 @@ def quantiles_baseline(y, w, n_outputs, levels, **params):
     mean = jnp.sum(w * y) / total
     sd = jnp.sqrt(jnp.sum(w * (y - mean) ** 2) / total)
     floor = jnp.maximum(INCREMENT_FLOOR * sd, 1e-30)
-    return noncrossing_inverse(q, floor).astype(jnp.float32)
+    return noncrossing_inverse(q, floor, scale).astype(jnp.float32)
 
 
 def check_levels(levels) -> np.ndarray:
@@ -125,14 +129,14 @@ def check_levels(levels) -> np.ndarray:
     return arr
 
 
-def quantiles(levels=(0.05, 0.5, 0.95)) -> loss_lib.Loss:
+def quantiles(levels=(0.05, 0.5, 0.95), scale=1.0) -> loss_lib.Loss:
     """Non-crossing multi-quantile regression: one model of ``K = len(levels)`` quantiles.
 
     The ``K`` raw outputs of a row map to its quantiles by ``q_1 = r_1``,
-    ``q_k = q_{k-1} + softplus(r_k)`` (:func:`noncrossing_link`), increasing in the level for
-    every row, so the predicted quantiles never cross. The loss is the sum of the levels' pinball
-    losses of ``q``; least-squares trees on its autodiff gradient, leaves searched exactly along
-    their direction (``hessian="unit"``, ``leaf_refit="exact"``); the baseline is the labels'
+    ``q_k = q_{k-1} + scale * softplus(r_k / scale)`` (:func:`noncrossing_link`), increasing in
+    the level for every row, so the predicted quantiles never cross. The loss is the sum of the
+    levels' pinball losses of ``q``; least-squares trees on its autodiff gradient, leaves
+    searched exactly along their direction (``hessian="unit"``, ``leaf_refit="exact"``); the baseline is the labels'
     weighted quantiles mapped back through the inverse map. Predict the ``(n, K)`` quantiles with
     :func:`jboost.predict_mean` (:func:`jboost.predict` gives the raw scores). See
     ``docs/guide/multi-quantile.md``.
@@ -141,13 +145,23 @@ def quantiles(levels=(0.05, 0.5, 0.95)) -> loss_lib.Loss:
       levels: the quantile levels, strictly increasing, each in ``(0, 1)``, at least one (a
         traced parameter ``levels`` of shape ``(K,)``: a ``jax.vmap`` over arrays of levels fits
         several sets in one program; ``K`` is static).
+      scale: ``> 0``, in label units (traced): the gap between adjacent quantiles below which
+        the softplus bends and the gap learns slowly. The default 1 suits labels whose quantile
+        gaps are about 1 or more; for labels of another scale pass about the labels' standard
+        deviation (the map is scale-equivariant: with ``scale = c`` it maps ``c * r`` to ``c``
+        times the quantiles ``scale = 1`` gives ``r``).
 
     Returns:
       A regression :class:`jboost.Loss` with ``K`` outputs and scalar labels.
 
     Raises:
-      ValueError: ``levels`` is empty, not 1-D, outside ``(0, 1)`` or not strictly increasing.
+      ValueError: ``levels`` is empty, not 1-D, outside ``(0, 1)`` or not strictly increasing,
+        or ``scale`` is not a finite number ``> 0``.
     """
+    if not checks.is_traced(scale) and not (np.ndim(scale) == 0
+                                            and loss_lib.POSITIVE.contains(scale)):
+        raise ValueError(f"scale={scale!r} must be a finite number > 0 (label units): about the "
+                         "labels' standard deviation, or leave the default 1.")
     if checks.is_traced(levels):  # under jax.vmap: checked when the program runs (NaN loss)
         if np.ndim(levels) != 1 or np.shape(levels)[0] < 1:
             raise ValueError(f"levels has shape {np.shape(levels)}: one model's levels must be a "
@@ -156,6 +170,7 @@ def quantiles(levels=(0.05, 0.5, 0.95)) -> loss_lib.Loss:
     else:
         k = check_levels(levels).size
         levels = np.asarray(levels, np.float32)
-    return loss_lib.Loss(quantiles_fn, params={"levels": levels}, name="quantiles", n_outputs=k,
-                         link=noncrossing_link, baseline=quantiles_baseline, hessian="unit",
-                         leaf_refit="exact", domains={"levels": loss_lib.PROBABILITY})
+    return loss_lib.Loss(quantiles_fn, params={"levels": levels, "scale": scale}, name="quantiles",
+                         n_outputs=k, link=noncrossing_link, baseline=quantiles_baseline,
+                         hessian="unit", leaf_refit="exact",
+                         domains={"levels": loss_lib.PROBABILITY, "scale": loss_lib.POSITIVE})
