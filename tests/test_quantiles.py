@@ -124,6 +124,9 @@ def test_the_map_is_scale_equivariant_and_its_default_scale_is_one():
                                    c * np.asarray(multi_quantile.noncrossing_link(raw)),
                                    rtol=1e-5, atol=1e-6 * c)
     assert float(losses.quantiles().params["scale"]) == 1.0
+    for bad in (0.0, -1.0):   # a scale no constructor would take (an edited model file): NaN
+        q = np.asarray(multi_quantile.noncrossing_link(raw, scale=bad))
+        assert np.all(q[:, 0] == np.asarray(raw[:, 0])) and np.all(np.isnan(q[:, 1:]))
     q = jnp.array([[0.0, 1e-4, 3e-4]], jnp.float32)
     back = multi_quantile.noncrossing_link(multi_quantile.noncrossing_inverse(q, scale=1e-4),
                                            scale=1e-4)

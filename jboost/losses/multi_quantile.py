@@ -42,11 +42,13 @@ def softplus_inverse(x):
 def noncrossing_link(raw, scale=1.0, **params):
     """The ``K`` quantiles ``(..., K)`` of raw scores ``(..., K)``: ``q_1 = r_1``,
     ``q_k = q_{k-1} + scale * softplus(r_k / scale)``; increasing along the last axis for every
-    finite ``raw`` (a softplus that rounds to 0 leaves two quantiles equal, never crossed)."""
+    finite ``raw`` (a softplus that rounds to 0 leaves two quantiles equal, never crossed). A
+    ``scale`` that is not ``> 0`` (traced, or read from an edited model file) gives NaN gaps,
+    never crossed quantiles."""
     raw = jnp.asarray(raw)
     scale = jnp.asarray(scale, raw.dtype)
-    steps = jnp.concatenate([raw[..., :1], scale * jax.nn.softplus(raw[..., 1:] / scale)], axis=-1)
-    return jnp.cumsum(steps, axis=-1)
+    gaps = jnp.where(scale > 0, scale * jax.nn.softplus(raw[..., 1:] / scale), jnp.nan)
+    return jnp.cumsum(jnp.concatenate([raw[..., :1], gaps], axis=-1), axis=-1)
 
 
 def noncrossing_inverse(q, floor=0.0, scale=1.0):
