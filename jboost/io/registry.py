@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from jboost.data import categorical as categorical_lib
-from jboost.losses import (baselines, links, loss as loss_lib, objectives as objectives_lib,
-                           per_sample)
+from jboost.losses import (baselines, links, loss as loss_lib, multi_quantile,
+                           objectives as objectives_lib, per_sample)
 from jboost.models import base as model_base  # importing jboost.models registers every model type
 from jboost.models import metadata as metadata_lib
 from jboost.trees import registry as tree_registry
@@ -52,7 +52,7 @@ def registry() -> Dict[str, Any]:
                 per_sample.huber(alpha=0.9), per_sample.quantile(), per_sample.binomial_deviance(),
                 per_sample.exponential(), per_sample.multinomial_deviance(),
                 per_sample.samme_exponential(), per_sample.poisson(),
-                per_sample.logit_deviance(), objectives_lib.cox("breslow"),
+                per_sample.logit_deviance(), multi_quantile.quantiles(), objectives_lib.cox("breslow"),
                 objectives_lib.cox("efron"), objectives_lib.ranking("softmax"),
                 objectives_lib.ranking("lambdarank")]
     fns = [f for loss in built_in for f in (loss.fn, loss.link, loss.baseline)]

@@ -17,6 +17,8 @@ from jboost.losses.loss import (BATCH_HESSIANS, Domains, HESSIANS, Interval, LEA
                                 POSITIVE, PROBABILITY, TASKS, as_predicted, batch_raw, batch_value,
                                 column_loss, columnwise, keeps_columns, per_sample_losses,
                                 total_loss, vector_fn)
+from jboost.losses.multi_quantile import (noncrossing_inverse, noncrossing_link, quantiles,
+                                          quantiles_baseline, quantiles_fn)
 from jboost.losses.objectives import runs
 from jboost.losses.per_sample import (BUILT_IN_FNS, SHIFT_EQUIVARIANT_FNS, absolute_error,
                                       absolute_error_fn, binomial_deviance, binomial_deviance_fn,

@@ -118,6 +118,9 @@ def _with_label_columns(loss: loss_lib.Loss, y: np.ndarray, n_outputs) -> loss_l
     built-in scalar loss is applied per column, a custom loss gets each row's ``(C,)`` label.
     """
     c = int(y.shape[1])
+    own = getattr(loss.fn, "check_labels", None)  # a loss of one label per row refuses (n, C) here
+    if callable(own) and not loss.batch:
+        own(y, "y")
     if loss.batch:
         if loss.hessian_diag == "groups" or loss.task == "ranking":
             loss = loss.replace(max_group=max_group_size(y[:, 1]) if y.shape[1] >= 2 else 1)
