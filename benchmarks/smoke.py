@@ -53,6 +53,7 @@ SCRIPTS: dict[str, bool] = {
     "lifecycle_overhead": False,
     "multiclass_bench": True,
     "multiclass_step": False,
+    "monotone": True,
     "multi_quantile": True,
     "ngboost_bench": True,
     "onnx_latency": False,

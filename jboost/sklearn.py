@@ -245,9 +245,10 @@ class _BoostingBase(_JBoostBase):
                  min_split_gain=0.0, min_child_weight=1.0, subsample=1.0, colsample=1.0,
                  n_bins=256, random_state=None, early_stopping_rounds=None,
                  validation_fraction=0.1, cat_features=None, tree_family="oblivious",
-                 max_leaves=None, fit_kwargs=None):
+                 max_leaves=None, monotone_constraints=None, fit_kwargs=None):
         self.loss = loss
         self.cat_features = cat_features
+        self.monotone_constraints = monotone_constraints
         self.n_rounds = n_rounds
         self.depth = depth
         self.tree_family = tree_family
@@ -276,7 +277,8 @@ class _BoostingBase(_JBoostBase):
                               colsample=self.colsample, n_bins=self.n_bins, key=seed,
                               early_stopping_rounds=self.early_stopping_rounds,
                               cat_features=self.cat_features, tree_family=self.tree_family,
-                              max_leaves=self.max_leaves),
+                              max_leaves=self.max_leaves,
+                              monotone_constraints=self.monotone_constraints),
                          self.fit_kwargs, "JBoost boosting estimators")
         kwargs, loss = self._loss_and_kwargs(kwargs)
         kwargs.update(fit_params)

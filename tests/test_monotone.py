@@ -215,3 +215,13 @@ def test_rows_sharded_over_two_devices():
     out = subprocess.run([sys.executable, "-c", SHARDED], env=env, capture_output=True, text=True,
                          timeout=900)
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-3000:]
+
+
+def test_the_scikit_learn_regressor_takes_the_constraints():
+    pytest.importorskip("sklearn")
+    from jboost.sklearn import JBoostRegressor
+
+    X, y, _, signs, _ = draw(6)
+    est = JBoostRegressor(n_rounds=10, depth=3, monotone_constraints=list(signs)).fit(X, y)
+    assert est.get_params()["monotone_constraints"] == list(signs)
+    assert_monotone(est.booster_, X, signs, seed=6)

@@ -485,8 +485,9 @@ def monotone_setting(constraints, config: boosting_lib.BoostConfig, *, n_feature
     """The static signs of ``monotone_constraints`` (:func:`jboost.trees.monotone.resolve`:
     ``None`` when none), refused where they are not enforced yet, each error naming the fix."""
     signs = monotone.resolve(constraints, n_features, names)
+    before = getattr(getattr(init_model, "settings", None), "arrays", {}).get("monotone_constraints")
     if signs is None:
-        if init_model is not None and "monotone_constraints" in init_model.settings:
+        if before is not None:
             raise ValueError("init_model was fitted with monotone_constraints: pass the same "
                              "monotone_constraints to continue it (its new trees must keep them).")
         return None
@@ -506,7 +507,6 @@ def monotone_setting(constraints, config: boosting_lib.BoostConfig, *, n_feature
     if why is not None:
         raise ValueError(f"monotone_constraints are not supported with {why}.")
     if init_model is not None:
-        before = init_model.settings.arrays.get("monotone_constraints")
         if before is None or tuple(np.asarray(before).tolist()) != signs:
             raise ValueError("monotone_constraints differ from init_model's (a continued model "
                              "is monotone only if every tree is): pass the constraints it was "

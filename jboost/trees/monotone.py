@@ -13,10 +13,11 @@ right one, and the tree's value never decreases. A positive learning rate and th
 (in one fixed order, float rounding being monotone) keep it so.
 
 **Oblivious trees**: one level splits every node of the level on the same feature and border; each
-node gets its own midpoint. A candidate split of a level on a ``+1`` feature is admissible only if
-no node of the level has ``w_left > w_right`` (its children's clipped values out of order); its
-gain is the Newton gain of the clipped values, ``-(2 G w + (H + l2) w^2)`` per child minus the
-parent's. A feature used by several levels (different borders) is then monotone along each of them,
+node gets its own midpoint. A node whose children's clipped values are out of order (``w_left >
+w_right`` for ``+1``) is pooled, as isotonic regression pools two values: both children at the
+node's own clipped value, its midpoint, and no gain, so one node never vetoes a split the level's
+other nodes gain by. A level's gain sums its ordered nodes' Newton gains of the clipped values,
+``-(2 G w + (H + l2) w^2)`` per child minus the parent's. A feature used by several levels (different borders) is then monotone along each of them,
 hence along the feature. Each output of a multi-output model is constrained on its own.
 
 Missing values go where the split sends them: the constraint orders the non-missing values only.
@@ -98,9 +99,9 @@ def clipped_value(G, H, lo, hi, l2):
 def level_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool = True):
     """The ``(F, B - 1, 2)`` gains of one oblivious level's candidates ``(feature, threshold,
     missing direction)`` under the constraints, from ``(F, L, B, 2K)`` cumulative histograms:
-    children's values clipped to their node's ``(L, K)`` bounds ``lo, hi``, a candidate on a
-    feature of sign ``s`` (``signs``: ``(F,)`` int32) whose children are out of order in some node
-    ``-inf``; ``missing=False``: direction 1 is ``-inf``."""
+    children's values clipped to their node's ``(L, K)`` bounds ``lo, hi``; a node whose children
+    are out of order for the feature's sign (``signs``: ``(F,)`` int32) adds no gain (pooled);
+    ``missing=False``: direction 1 is ``-inf``."""
     n_bins = cum.shape[2]
     k = cum.shape[-1] // 2
     present = cum[:, :, : n_bins - 1, :]                 # (F, L, B-1, 2K) left sums
@@ -121,9 +122,9 @@ def level_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool = True):
         w_right, s_right = node(right)
         ok = ((jnp.sum(left[..., k:], axis=-1) >= min_child_weight)
               & (jnp.sum(right[..., k:], axis=-1) >= min_child_weight))
-        ordered = jnp.all(sign * (w_right - w_left) >= 0, axis=-1) | ~ok  # (F, L, B-1)
-        gain = jnp.sum(jnp.where(ok, s_left + s_right - parent, 0.0), axis=1)
-        return jnp.where(jnp.all(ordered, axis=1), gain, -jnp.inf)
+        ordered = jnp.all(sign * (w_right - w_left) >= 0, axis=-1)  # (F, L, B-1)
+        # A node whose children are out of order is pooled: both at its own value, no gain.
+        return jnp.sum(jnp.where(ok & ordered, s_left + s_right - parent, 0.0), axis=1)
 
     with_left = direction(present + missing_sums)
     if not missing:
@@ -138,7 +139,11 @@ def children_bounds(child_sums, lo, hi, sign, l2):
     n, k = lo.shape[0], lo.shape[-1]
     lo2, hi2 = jnp.tile(lo, (2, 1)), jnp.tile(hi, (2, 1))
     w = clipped_value(child_sums[:, :k], child_sums[:, k:], lo2, hi2, l2)
-    mid = 0.5 * (w[:n] + w[n:])
+    pooled = clipped_value(child_sums[:n, :k] + child_sums[n:, :k],
+                           child_sums[:n, k:] + child_sums[n:, k:], lo, hi, l2)
+    ordered = jnp.all(jnp.asarray(sign, jnp.float32) * (w[n:] - w[:n]) >= 0, axis=-1,
+                      keepdims=True)
+    mid = jnp.where(ordered, 0.5 * (w[:n] + w[n:]), pooled)  # out of order: pooled at its value
     up, down = sign > 0, sign < 0
     left_lo = jnp.where(down, jnp.maximum(lo, mid), lo)
     left_hi = jnp.where(up, jnp.minimum(hi, mid), hi)
