@@ -32,7 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jboost.trees import histograms, routing
+from jboost._native import newton
+from jboost.trees import family, histograms, routing
 
 #: The values of a constraint: increasing, none, decreasing.
 SIGNS = (-1, 0, 1)
@@ -91,9 +92,7 @@ def weight_score(G, H, w, l2):
 
 def clipped_value(G, H, lo, hi, l2):
     """The Newton value ``-G / (H + l2)`` clipped to ``[lo, hi]`` (0 where ``H + l2 <= 0``)."""
-    denom = H + l2
-    value = jnp.where(denom > 0, -G / jnp.where(denom > 0, denom, 1.0), 0.0)
-    return jnp.clip(value, lo, hi)
+    return jnp.clip(newton.newton_value(G, H, l2), lo, hi)
 
 
 def level_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool = True):
@@ -164,10 +163,7 @@ def oblivious_bounds(features, gains, leaf_sums, signs, l2):
     ``(2**D, 2K)`` leaf sums (a level of gain 0, a null split, constrains nothing)."""
     depth = features.shape[-1]
     k = leaf_sums.shape[-1] // 2
-    levels = [leaf_sums]
-    for d in range(depth - 1, -1, -1):  # node j of level d: children j and j + 2**d
-        levels.append(levels[-1].reshape(2, 2**d, -1).sum(axis=0))
-    levels = levels[::-1]  # levels[d]: the (2**d, 2K) sums of level d's nodes
+    levels = family.node_sums(leaf_sums)  # levels[d]: the (2**d, 2K) sums of level d's nodes
     lo, hi = unbounded(1, k)
     sign_of = jnp.asarray(signs, jnp.int32)
     for d in range(depth):
