@@ -12,10 +12,15 @@ bins). Timed, each the median of ``--repeats`` calls after warm-up calls (jboost
 which compiles, excluded), on one row and on a batch of ``--batch`` rows of held-out data:
 
 * ``onnxruntime``: ``InferenceSession.run`` of the exported graph's ``raw_scores``
-  (``intra_op_num_threads=--threads``, CPU, threads waiting without spinning);
+  (``intra_op_num_threads=--threads``, CPU);
 * ``jboost.predict``: the raw scores of a NumPy batch, ``block_until_ready``;
-* ``xgboost inplace_predict``: ``predict_type="margin"`` (raw scores), ``nthread=--threads``,
-  ``OMP_WAIT_POLICY=PASSIVE`` unless set.
+* ``xgboost inplace_predict``: ``predict_type="margin"`` (raw scores), ``nthread=--threads``.
+
+By default every library runs as it comes (threads that spin while they wait, ONNX Runtime's and
+OpenMP's default); ``--passive`` (an expert setup, labelled so in RESULTS.md) makes them wait
+passively: ``OMP_WAIT_POLICY=PASSIVE`` unless set, and ONNX Runtime's
+``session.intra_op.allow_spinning=0`` (on a loaded 2-core machine, spinning threads cost XGBoost
+~20 ms a single-row call and doubled ONNX Runtime's batch time).
 
 Prints the medians, the ratios (< 1: the first is faster) and the largest difference between
 ONNX Runtime's raw scores and jboost's on the batch. The machine is shared: say its load.
@@ -32,9 +37,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-# OpenMP threads that spin while waiting (XGBoost's) take ~20 ms a call on a loaded 2-core
-# machine; passive waiting (benchmarks/smoke.py's default too) unless set otherwise.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# --passive: OpenMP's threads (XGBoost's) wait passively; read before OpenMP starts.
+if "--passive" in sys.argv:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import jax  # noqa: E402
 import onnxruntime as ort  # noqa: E402
@@ -79,8 +84,8 @@ def predictors(model, booster, args):
     proto = jio.to_onnx(model, outputs=("raw_scores",))
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
-    # ONNX Runtime's threads wait passively too (spinning ones doubled its batch time here).
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if args.passive:  # ONNX Runtime's threads wait passively too
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(proto.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
     print(f"to_onnx + session {time.perf_counter() - t0:.2f}s, graph {proto.ByteSize() / 1e6:.2f} MB")
@@ -101,6 +106,8 @@ def main():
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--repeats", type=int, default=200, help="timed single-row calls (batch: / 10)")
     p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--passive", action="store_true",
+                   help="an expert setup: every library's threads wait without spinning")
     p.add_argument("--smoke", action="store_true",
                    help="the smallest size (CI's peer check): 2000 x 20, 10 rounds, batch 500")
     args = p.parse_args()
@@ -112,7 +119,7 @@ def main():
     print(f"rows={args.rows} features={args.features} rounds={args.rounds} depth={args.depth} "
           f"batch={args.batch} threads={args.threads} jax={jax.__version__} "
           f"onnxruntime={ort.__version__} xgboost={xgb.__version__} "
-          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']} load={os.getloadavg()[0]:.2f}")
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')} load={os.getloadavg()[0]:.2f}")
     model, booster = fitted(X, y, args)
     fns = predictors(model, booster, args)
     gap = np.max(np.abs(fns["onnxruntime"](X_test) - fns["jboost.predict"](X_test)))
