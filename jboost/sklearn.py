@@ -245,10 +245,12 @@ class _BoostingBase(_JBoostBase):
                  min_split_gain=0.0, min_child_weight=1.0, subsample=1.0, colsample=1.0,
                  n_bins=256, random_state=None, early_stopping_rounds=None,
                  validation_fraction=0.1, cat_features=None, tree_family="oblivious",
-                 max_leaves=None, monotone_constraints=None, fit_kwargs=None):
+                 max_leaves=None, monotone_constraints=None, interaction_constraints=None,
+                 fit_kwargs=None):
         self.loss = loss
         self.cat_features = cat_features
         self.monotone_constraints = monotone_constraints
+        self.interaction_constraints = interaction_constraints
         self.n_rounds = n_rounds
         self.depth = depth
         self.tree_family = tree_family
@@ -278,7 +280,8 @@ class _BoostingBase(_JBoostBase):
                               early_stopping_rounds=self.early_stopping_rounds,
                               cat_features=self.cat_features, tree_family=self.tree_family,
                               max_leaves=self.max_leaves,
-                              monotone_constraints=self.monotone_constraints),
+                              monotone_constraints=self.monotone_constraints,
+                              interaction_constraints=self.interaction_constraints),
                          self.fit_kwargs, "JBoost boosting estimators")
         kwargs, loss = self._loss_and_kwargs(kwargs)
         kwargs.update(fit_params)

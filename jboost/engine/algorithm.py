@@ -59,7 +59,8 @@ def grow_trees(r: Round, grad, hess):
                               min_child_weight=r.hyper.min_child_weight, feature_masks=r.masks,
                               axis_name=c.axis_name, missing=c.missing, criterion=c.split_criterion,
                               **({} if c.max_leaves is None else {"max_leaves": c.max_leaves}),
-                              **({} if c.monotone is None else {"monotone": c.monotone}))
+                              **({} if c.monotone is None else {"monotone": c.monotone}),
+                              **({} if c.interactions is None else {"interactions": c.interactions}))
 
 
 def one_tree(tree: oblivious.ObliviousTrees, leaf) -> tuple:

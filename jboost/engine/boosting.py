@@ -41,6 +41,7 @@ class BoostConfig(NamedTuple):
     tree_family: type = oblivious.ObliviousTrees  # a tree_lib.TreeFamily: how trees grow and predict
     max_leaves: Optional[int] = None  # loss-guided trees (jboost.trees.lossguide): the most leaves
     monotone: Optional[tuple] = None  # a sign in {-1, 0, 1} per feature (jboost.trees.monotone)
+    interactions: Optional[tuple] = None  # feature groups that may interact (jboost.trees.interactions)
     eval_metric: Union[None, str, Callable] = None  # a validation metric recorded per round (boost_rounds)
     # Sharded rows not in table order (a multi-process fit, jboost.engine.distributed): the table row of
     # each shard's first row, per device of the mesh axis (its row draws are read from there).

@@ -28,7 +28,7 @@ def fit(X, y, loss: Union[str, loss_lib.Loss, Callable] = "squared_error", *,
         max_leaves, early_stopping_rounds, early_stopping_tolerance, eval_metric, init_model,
         verbose, callbacks, checkpoint_dir, checkpoint_every, base_margin, eval_base_margin,
         cat_features, one_hot_max_size, cat_prior, cat_prior_weight, rows,
-        monotone_constraints) -> booster_lib.Booster:
+        monotone_constraints, interaction_constraints) -> booster_lib.Booster:
     """Fit a boosted ensemble of trees (ESL Algorithm 10.3, Newton trees).
 
     Args:
@@ -96,9 +96,10 @@ def prepare_fit(a) -> Prepared:
     if loss_obj.batch:
         loss_obj = checks.check_batch_objective(loss_obj, eval_set, devices)
     config, hyper = _fit_settings(a, loss_obj, has_validation=eval_set is not None)
-    config = config._replace(monotone=settings_lib.monotone_setting(
-        a.monotone_constraints, config, n_features=X.shape[1], names=t.names,
-        categorical=t.plan is not None, local=local is not None, init_model=a.init_model))
+    config = config._replace(**settings_lib.constraint_settings(
+        a.monotone_constraints, a.interaction_constraints, config, n_features=X.shape[1],
+        names=t.names, categorical=t.plan is not None, local=local is not None,
+        init_model=a.init_model))
     borders, init_model = a.borders, a.init_model
     if init_model is not None:
         borders = init_model_lib.init_model_borders(

@@ -22,7 +22,7 @@ from jboost.engine import (algorithm as algorithm_lib, boosting as boosting_lib,
                            samplers)
 from jboost.losses import loss as loss_lib, metrics
 from jboost.models import metadata
-from jboost.trees import lossguide, monotone, oblivious, registry, splits as splits_lib
+from jboost.trees import interactions, lossguide, monotone, oblivious, registry, splits as splits_lib
 
 MAX_DEPTH = 16
 #: Depth-wise forests' trees (node tables grown by the CPU kernel over their non-empty nodes).
@@ -162,6 +162,11 @@ SETTINGS = {s.name: s for s in (
             'a sign per feature, ``+1`` (raw scores never decrease in it), ``-1`` (never increase) '
             'or ``0``, as a sequence or a dict of column names or indices to signs; enforced '
             'exactly (oblivious trees; :mod:`jboost.trees.monotone`, docs/guide/constraints.md).'),
+    Setting("interaction_constraints", None, STATIC,
+            'a list of feature groups (indices, or column names), e.g. ``[[0, 1], [2, 3, 4]]``: the '
+            'features of one root-to-leaf path are one feature alone or inside one group (XGBoost\'s '
+            'definition; every tree family; :mod:`jboost.trees.interactions`, '
+            'docs/guide/constraints.md).'),
     Setting("early_stopping_rounds", None, STATIC,
             'stop when the ``eval_set`` score has not improved (by more than '
             '``early_stopping_tolerance``) for this many rounds; the model keeps ``best_round``, '
@@ -514,6 +519,40 @@ def monotone_setting(constraints, config: boosting_lib.BoostConfig, *, n_feature
     return signs
 
 
+def constraint_settings(monotone_constraints, interaction_constraints,
+                         config: boosting_lib.BoostConfig, *, n_features: int, names,
+                         categorical: bool, local: bool, init_model=None) -> dict:
+    """``{"monotone": ..., "interactions": ...}``, the :class:`BoostConfig` fields of a fit's
+    ``monotone_constraints`` and ``interaction_constraints`` (:func:`monotone_setting`,
+    :func:`interaction_setting`)."""
+    return dict(
+        monotone=monotone_setting(monotone_constraints, config, n_features=n_features, names=names,
+                                  categorical=categorical, local=local, init_model=init_model),
+        interactions=interaction_setting(interaction_constraints, n_features=n_features,
+                                         names=names, categorical=categorical,
+                                         init_model=init_model))
+
+
+def interaction_setting(constraints, *, n_features: int, names, categorical: bool,
+                        init_model=None) -> Optional[tuple]:
+    """The static groups of ``interaction_constraints``
+    (:func:`jboost.trees.interactions.resolve`: ``None`` when none), refused where they are not
+    enforced, and the same as ``init_model``'s (a continued model keeps its trees' constraints)."""
+    groups = interactions.resolve(constraints, n_features, names)
+    before = getattr(getattr(init_model, "settings", None), "arrays", {}).get("interaction_constraints")
+    if groups is not None and categorical:
+        raise ValueError("interaction_constraints are not supported with categorical columns: "
+                         "constrain a table without categorical ones (pass cat_features=[] to "
+                         "treat codes as numbers).")
+    if init_model is not None and getattr(init_model, "settings", None) is not None:
+        theirs = None if before is None else interactions.from_table(before)
+        if groups != theirs:
+            raise ValueError("interaction_constraints differ from init_model's (a continued model "
+                             "keeps them only if every tree does): pass the groups it was fitted "
+                             "with (None if none), or fit a new model.")
+    return groups
+
+
 def recorded_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hyperparams, key, *,
                       init_rounds: int = 0, base_margin: bool = False,
                       categorical: Optional[categorical_stats.Categorical] = None) -> metadata.Settings:
@@ -528,6 +567,9 @@ def recorded_settings(config: boosting_lib.BoostConfig, hyper: boosting_lib.Hype
         arrays["max_leaves"] = checks.device_array(config.max_leaves, np.int32)
     if config.monotone is not None:
         arrays["monotone_constraints"] = checks.device_array(config.monotone, np.int32)
+    if config.interactions is not None:
+        arrays["interaction_constraints"] = checks.device_array(
+            interactions.as_table(config.interactions), np.int32)
     if config.learning_rate_schedule is not None:  # the traced rate is then 1 (a multiplier)
         del arrays["learning_rate"]
         names["learning_rate_schedule"] = _name(config.learning_rate_schedule)

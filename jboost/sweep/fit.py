@@ -51,7 +51,7 @@ def sweep(X, y, loss: Union[str, loss_lib.Loss, Callable] = "squared_error", *,
           colsample_by, per_output_trees, n_outputs, task, keep_trees: bool = False, verbose,
           early_stopping_rounds, early_stopping_tolerance, checkpoint_dir, init_model, callbacks,
           cat_features, one_hot_max_size, cat_prior, cat_prior_weight, tree_family, max_leaves,
-          rows) -> SweepResult:
+          rows, monotone_constraints, interaction_constraints) -> SweepResult:
     """Cross-validate every configuration of a grid, all models vmapped in one compiled program.
 
     See docs/sweeps.md for the design, early stopping, checkpoints, categorical columns and
@@ -111,7 +111,7 @@ _LOCAL_SETTINGS = (
     "stratified", "repeat_folds", "chunk_size", "memory_budget", "key", "learning_rate", "l2",
     "min_split_gain", "min_child_weight", "subsample", "colsample", "colsample_by",
     "per_output_trees", "n_outputs", "task", "keep_trees", "verbose", "early_stopping_rounds",
-    "early_stopping_tolerance")
+    "early_stopping_tolerance", "monotone_constraints", "interaction_constraints")
 
 
 class _Sweep(NamedTuple):
@@ -176,6 +176,12 @@ def _prepare_sweep(a) -> _Sweep:
     family = dict(tree_family=a.tree_family, max_leaves=a.max_leaves)
     grid_ = _make_grid(a.grid, loss_obj, a.n_rounds, a.depth, a.n_bins, fixed_hyper,
                        a.colsample_by, a.per_output_trees, cats, family)
+    probe = _config(grid_.max_rounds, grid_.depths[0], grid_.bins[0], fixed_hyper, a.colsample_by,
+                    a.per_output_trees, family=family)
+    family.update({k: v for k, v in settings_lib.constraint_settings(
+        a.monotone_constraints, a.interaction_constraints, probe, n_features=X.shape[1],
+        names=names, categorical=plan is not None, local=local is not None).items()
+        if v is not None})  # (a part of the checkpoints' fingerprint)
     greater = metrics.check_metric(a.metric, loss_obj, a.greater_is_better)
     # Its score is the held-out fold's loss or metric, which the program puts in valid_loss.
     stopping = settings_lib.check_early_stopping(a.early_stopping_rounds,
@@ -329,6 +335,10 @@ def _finish_sweep(s: _Sweep, a, fits, borders_of, stats) -> SweepResult:
     fixed.update(colsample_by=a.colsample_by, per_output_trees=bool(a.per_output_trees))
     if a.tree_family != "oblivious" or a.max_leaves is not None:  # fit's (refit, fit_kwargs)
         fixed.update(tree_family=a.tree_family, max_leaves=a.max_leaves)
+    if "monotone" in s.family:  # the resolved constraints, as jboost.fit takes them
+        fixed.update(monotone_constraints=s.family["monotone"])
+    if "interactions" in s.family:
+        fixed.update(interaction_constraints=[list(g) for g in s.family["interactions"]])
     if s.cats is not None:  # jboost.fit's categorical arguments (fit_kwargs, refit)
         fixed.update(s.cats.fit_kwargs)
     trees, baselines, model_cats, model_borders = (_kept_models(s.cats, fits, borders_of)
@@ -439,11 +449,14 @@ def _any_process(callbacks):
 def _config(n_rounds, depth, n_bins, fixed_hyper, colsample_by, per_output_trees, *,
             missing: bool = True, family=None) -> boosting_lib.BoostConfig:
     """The static configuration of one program, checked by :func:`jboost.fitting.settings.settings`
-    (``family``: the tree family's ``tree_family`` and ``max_leaves``)."""
+    (``family``: the tree family's ``tree_family`` and ``max_leaves``, and the resolved
+    ``monotone`` and ``interactions`` constraints when given)."""
+    family = dict(family or {})
+    constraints = {k: family.pop(k) for k in ("monotone", "interactions") if k in family}
     config, _ = settings_lib.settings(n_rounds=n_rounds, depth=depth, n_bins=n_bins, **fixed_hyper,
                              colsample_by=colsample_by, per_output_trees=per_output_trees,
-                             **(family or {}))
-    return config._replace(missing=missing)
+                             **family)
+    return config._replace(missing=missing, **constraints)
 
 
 def _make_grid(grid, loss, n_rounds, depth, n_bins, fixed_hyper, colsample_by,

@@ -138,12 +138,12 @@ def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_w
 
 
 @functools.partial(_compile.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion",
-                                             "max_nodes", "max_features"))
+                                             "max_nodes", "max_features", "interactions"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
              missing: bool = True, criterion: splits_lib.SplitCriterion = splits_lib.NEWTON,
              max_nodes: Optional[int] = None, feature_key=None, max_features: Optional[int] = None,
-             row_weights=None):
+             row_weights=None, interactions: Optional[tuple] = None):
     """Fit one depth-wise tree of fixed depth to weighted gradients and hessians, with the arguments
     of :func:`jboost.trees.oblivious.fit_tree` and (docs/trees.md, "Depth-wise growth arguments"):
 
@@ -156,6 +156,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         max_nodes, n // 2)`` histogram slots at level ``d``.
       feature_key, max_features: a key and a static ``m``: each node's own draw of ``m`` features.
       row_weights: optional ``(n,)`` multipliers of ``grad`` and ``hess`` (a bag's weights).
+      interactions: static feature groups (:mod:`jboost.trees.interactions`): each node splits on
+        a feature its path allows (grown in JAX, not by the CPU kernel).
 
     Returns:
       ``(tree, leaf)``: a :class:`DepthwiseTrees` table (leaf values before shrinkage) and ``(n,)``
@@ -189,7 +191,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         n_bins=n_bins, n_rows=n_rows, l2=l2, min_split_gain=min_split_gain,
         min_child_weight=min_child_weight, missing=missing, criterion=criterion, axis_name=axis_name,
         subsets=subsets, masks=masks, feature_key=feature_key if keyed else None,
-        max_features=max_features, max_nodes=max_nodes, capacity=capacity)
+        max_features=max_features, max_nodes=max_nodes, capacity=capacity, groups=interactions)
 
     def table():  # the levels in JAX, as a node table (borders: filled in by with_borders)
         fields, leaf = (depthwise_levels.grow_compact if compact else depthwise_levels.grow_dense)(g)
@@ -197,7 +199,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
 
     c = payload.shape[-1]
     if (compact and depth and axis_name is None and feature_masks is None and feature_subsets is None
-            and criterion.kernel and c % 2 == 0 and kernel_available()):
+            and interactions is None and criterion.kernel and c % 2 == 0 and kernel_available()):
         # the CPU kernel grows the whole tree in one call
         native = lambda: _kernel_tree(X_binned, unweighted, feature_key, l2, min_split_gain,  # noqa: E731
                                       min_child_weight, depth=depth, n_bins=n_bins,

@@ -12,7 +12,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jboost.trees import family, histograms, node_splits, node_table, routing, splits as splits_lib
+from jboost.trees import (family, histograms, interactions, node_splits, node_table, routing,
+                          splits as splits_lib)
 
 #: The compact levels' shallow levels run as one loop of ``2 * EARLY_SLOTS`` open positions
 #: and ``EARLY_SLOTS`` histogram slots (level ``d < EARLY_LEVELS`` has at most ``2**d``).
@@ -40,6 +41,7 @@ class Grow(NamedTuple):
     max_features: Optional[int]
     max_nodes: Optional[int]  # the compact levels' slot bound
     capacity: int             # the table's node slots (node_table.node_capacity)
+    groups: Optional[tuple] = None  # interaction constraints (jboost.trees.interactions), static
 
     @property
     def k(self) -> int:
@@ -75,13 +77,15 @@ def dense_histograms(g: Grow, d: int, leaf, local):
     return g.total(local), local
 
 
-def dense_level(g: Grow, d: int, leaf, active, local):
-    """Dense level ``d``: ``(rule, leaf, active, local, last)``: its ``2**d`` rules (null where not
-    ``active`` or no positive gain), every row's next node, the next level's active nodes, this
-    device's histograms and what :func:`dense_leaf_values` reads."""
+def dense_level(g: Grow, d: int, leaf, active, local, used):
+    """Dense level ``d``: ``(rule, leaf, active, local, last, used)``: its ``2**d`` rules (null
+    where not ``active`` or no positive gain), every row's next node, the next level's active
+    nodes, this device's histograms, what :func:`dense_leaf_values` reads and the next level's
+    paths' features (``used``: ``(2**d, F)`` this level's, ``None`` without constraints)."""
     n_nodes = 1 << d
     cum, local = dense_histograms(g, d, leaf, local)
     mask = None if g.masks is None else jnp.broadcast_to(g.masks[d][:n_nodes], (n_nodes, cum.shape[0]))
+    mask = interactions.combine(mask, used, g.groups, None if g.subsets is None else g.subsets[d])
     split = node_splits.best_node_splits(g, cum, mask)
     ok = active & (split.gain > 0)  # a leaf's descendants never split
     pos = jnp.where(ok, split.feature, 0).astype(jnp.int32)
@@ -96,7 +100,9 @@ def dense_level(g: Grow, d: int, leaf, active, local):
     feature = feature.astype(jnp.int32)
     leaf = node_splits.route_level(g.X_binned, leaf, feature, thr, mr, d, g.n_bins)
     rule = (feature, thr, mr, jnp.where(ok, split.gain, 0.0).astype(jnp.float32))
-    return rule, leaf, jnp.concatenate([ok, ok]), local, (cum, pos, thr, mr)
+    if used is not None:  # node j's children j and j + 2**d
+        used = jnp.tile(interactions.with_split(used, feature, ok), (2, 1))
+    return rule, leaf, jnp.concatenate([ok, ok]), local, (cum, pos, thr, mr), used
 
 
 def dense_leaf_values(g: Grow, leaf, last):
@@ -122,8 +128,9 @@ def grow_dense(g: Grow):
     leaf = jnp.zeros((n,), jnp.int32)
     active = jnp.ones((1,), bool)  # nodes of the level that may still split
     rules, local, last = [], None, None
+    used = None if g.groups is None else jnp.zeros((1, g.X_binned.shape[0]), bool)
     for d in range(g.depth):  # static unroll over levels: 2**d nodes
-        rule, leaf, active, local, last = dense_level(g, d, leaf, active, local)
+        rule, leaf, active, local, last, used = dense_level(g, d, leaf, active, local, used)
         rules.append(rule)
     cat = lambda i, dtype: (jnp.concatenate([r[i] for r in rules]) if g.depth  # noqa: E731
                             else jnp.zeros((0,), dtype))
@@ -155,6 +162,7 @@ class CompactState(NamedTuple):
     children: jax.Array       # (N, 2) int32
     row_leaf: jax.Array       # (n,) int32 each row's table leaf (once at a leaf)
     level_counts: jax.Array   # (D,) int32
+    used: Any = None          # (width, F) bool the features of each position's path (constraints)
 
 
 def _ext(a, fill):
@@ -193,11 +201,12 @@ def compact_start(g: Grow, width: int) -> CompactState:
         thresholds=jnp.full((capacity,), splits_lib.null_threshold(g.n_bins), jnp.int32),
         missing_right=jnp.zeros((capacity,), bool), gains=jnp.zeros((capacity,), jnp.float32),
         children=jnp.full((capacity, 2), -1, jnp.int32), row_leaf=jnp.zeros((n,), jnp.int32),
-        level_counts=jnp.zeros((g.depth,), jnp.int32))
+        level_counts=jnp.zeros((g.depth,), jnp.int32),
+        used=None if g.groups is None else jnp.zeros((width, g.X_binned.shape[0]), bool))
 
 
 def slot_histograms(g: Grow, st: CompactState, d, width: int, n_slots: int):
-    """Level ``d``'s histogram slots: ``(count, slot, heap_of_slot, cum, candidates)``; a slot goes
+    """Level ``d``'s histogram slots: ``(count, slot, pos_of_slot, cum, candidates)``; a slot goes
     to each of the first open positions with two rows of non-zero weight, at most ``node_slots``."""
     p = jnp.arange(width, dtype=jnp.int32)
     rows = jnp.arange(g.X_binned.shape[1], dtype=jnp.int32)
@@ -225,7 +234,7 @@ def slot_histograms(g: Grow, st: CompactState, d, width: int, n_slots: int):
     cum = histograms.prefix_sum(histograms.build_histogram(
         X_level, g.payload, row_slot, n_leaves=n_slots + 1, n_bins=g.n_bins,
         axis_name=g.axis_name), axis=2)[:, :n_slots]
-    return count, slot, heap_of_slot, cum, candidates
+    return count, slot, pos_of_slot, cum, candidates
 
 
 def position_rules(g: Grow, d, sp, slot, n_slots: int, candidates):
@@ -251,12 +260,16 @@ def compact_splits(g: Grow, st: CompactState, d, width: int, n_slots: int):
     """Level ``d``'s splits: ``(split, rule, right)``. A split must send rows of non-zero weight
     both ways, else its node is a leaf (the bound of
     :func:`jboost.trees.node_table.node_capacity`)."""
-    count, slot, heap_of_slot, cum, candidates = slot_histograms(g, st, d, width, n_slots)
+    count, slot, pos_of_slot, cum, candidates = slot_histograms(g, st, d, width, n_slots)
     mask = None
     if g.masks is not None:
         mask = g.masks[d]
-        mask = (mask[heap_of_slot] if mask.shape[0] > 1
+        mask = (mask[st.heap[pos_of_slot]] if mask.shape[0] > 1
                 else jnp.broadcast_to(mask[0], (n_slots, mask.shape[-1])))
+    if g.groups is not None:
+        columns = candidates if candidates is not None else (
+            None if g.subsets is None else g.subsets[d])
+        mask = interactions.combine(mask, st.used[pos_of_slot], g.groups, columns)
     sp = node_splits.best_node_splits(g, cum, mask)
     ok, gain, thr, mr, feature = position_rules(g, d, sp, slot, n_slots, candidates)
     null = splits_lib.null_threshold(g.n_bins)
@@ -304,6 +317,12 @@ def compact_level(g: Grow, st: CompactState, d, width: int, n_slots: int) -> Com
         jnp.where(split, rank_s, nxt // 2)].set(st.heap, mode="drop")[:nxt // 2]
     q = jnp.arange(nxt, dtype=jnp.int32)
     half = jnp.maximum(n_split, 1)
+    used = st.used
+    if used is not None:  # split j's children at j and n_split + j share its path's features
+        used = jnp.zeros((nxt // 2 + 1, used.shape[1]), bool).at[
+            jnp.where(split, rank_s, nxt // 2)].set(interactions.with_split(used, feature, split),
+                                                    mode="drop")[:nxt // 2]
+        used = used[jnp.minimum(q % half, nxt // 2 - 1)]
     new_pos = _ext(rank_s, 0)[st.pos] + jnp.where(right, n_split, 0)
     return st._replace(
         features=st.features.at[put].set(feature, mode="drop"),
@@ -314,7 +333,7 @@ def compact_level(g: Grow, st: CompactState, d, width: int, n_slots: int) -> Com
         heap=heap_of_split[jnp.minimum(q % half, nxt // 2 - 1)] + jnp.where(
             q >= half, jnp.left_shift(jnp.int32(1), jnp.asarray(d, jnp.int32)), 0),
         pos=jnp.where(_ext(split, False)[st.pos], new_pos, nxt),
-        parent_base=st.node_base, parent_splits=n_split,
+        parent_base=st.node_base, parent_splits=n_split, used=used,
         node_base=st.node_base + n_split,
         leaf_base=st.leaf_base + jnp.sum(leafy.astype(jnp.int32)),
         n_open=2 * n_split)

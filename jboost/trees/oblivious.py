@@ -12,7 +12,8 @@ from jax import lax
 
 from jboost import _compile, _native
 from jboost.data import binning
-from jboost.trees import family, histograms, monotone as monotone_lib, routing, splits as splits_lib
+from jboost.trees import (family, histograms, interactions as interactions_lib, monotone as monotone_lib,
+                          routing, splits as splits_lib)
 
 
 class ObliviousTrees(NamedTuple):
@@ -75,12 +76,35 @@ def leaf_index_raw(tree: ObliviousTrees, X_t):
                       jnp.isnan(cols))
 
 
+def _level_gains(X_level, payload, leaf, hist, local, plan, *, n_leaves: int, n_bins: int, l2,
+                 min_child_weight, missing: bool, axis_name, criterion, subsets: bool):
+    """An unconstrained level's ``(gains, hist, local)``: the split gains of its ``n_leaves``
+    nodes, its cumulative histograms (summed over devices) and this device's own."""
+    if axis_name is None:
+        subtract, keep = plan
+        gains, hist = splits_lib.level_gains(
+            X_level, payload, leaf, hist if subtract else None, n_leaves=n_leaves, n_bins=n_bins,
+            l2=l2, min_child_weight=min_child_weight, missing=missing, keep_hist=keep,
+            criterion=criterion)
+        return gains, hist, local
+    if not subsets:  # rows sharded: local histograms, psum, global gains
+        hist, local = histograms.level_histograms(X_level, payload, leaf, local, n_bins=n_bins,
+                                                  axis_name=axis_name)
+        cum = hist
+    else:  # sharded, subsets: each level's histograms built directly (and psum-ed)
+        cum = histograms.prefix_sum(histograms.build_histogram(
+            X_level, payload, leaf, n_leaves=n_leaves, n_bins=n_bins, axis_name=axis_name), axis=2)
+    gains = splits_lib.cumulative_split_gains(cum, l2, min_child_weight, missing,
+                                              axis_name=axis_name, criterion=criterion)
+    return gains, hist, local
+
+
 @functools.partial(_compile.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion",
-                                                  "monotone"))
+                                                  "monotone", "interactions"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
              missing: bool = True, criterion: splits_lib.SplitCriterion = splits_lib.NEWTON,
-             monotone: Optional[tuple] = None):
+             monotone: Optional[tuple] = None, interactions: Optional[tuple] = None):
     """Fit one oblivious tree of fixed depth to weighted gradients and hessians ``(n, K)``: each
     level's best admissible split from its leaves' histograms (docs/trees.md, "Oblivious trees").
 
@@ -95,6 +119,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
       monotone: static: one sign in ``{-1, 0, 1}`` per feature (:mod:`jboost.trees.monotone`):
         each level's admissible splits and gains under the constraints (the Newton criterion;
         the leaf values are clipped to their bounds by the round, after any leaf refit).
+      interactions: static feature groups (:mod:`jboost.trees.interactions`): each level splits
+        on a feature the levels above allow.
 
     Returns:
       ``(tree, leaf)``: an :class:`ObliviousTrees` (leaf values before shrinkage) and ``(n,)`` the
@@ -112,34 +138,26 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             if feature_subsets is None else [(False, False)] * depth)
     hist = local = None  # the level's (global) cumulative histograms; this device's own
     bounds = None if monotone is None else monotone_lib.unbounded(1, k)
+    used = jnp.zeros((n_features,), bool)  # the features the levels above split on
     for d in range(depth):  # static unroll over levels: the leaf count sets the shapes
         if feature_subsets is None:
             X_level, mask = X_binned, None if feature_masks is None else feature_masks[d]
         else:
             X_level = X_binned[feature_subsets[d]]  # (m, n): only the eligible features
             mask = None if feature_masks is None else feature_masks[d][feature_subsets[d]]
+        mask = interactions_lib.combine(mask, used, interactions,
+                                        None if feature_subsets is None else feature_subsets[d])
         if monotone is not None:  # constrained: the nodes' bounds decide gains and admissibility
             signs = jnp.asarray(monotone, jnp.int32)
             signs = signs if feature_subsets is None else signs[feature_subsets[d]]
             level_gains, hist = monotone_lib.oblivious_level(
                 X_level, payload, leaf, bounds, signs, n_leaves=2**d, n_bins=n_bins, l2=l2,
                 min_child_weight=min_child_weight, missing=missing, axis_name=axis_name)
-        elif axis_name is None:
-            subtract, keep = plan[d]
-            level_gains, hist = splits_lib.level_gains(
-                X_level, payload, leaf, hist if subtract else None, n_leaves=2**d,
-                n_bins=n_bins, l2=l2, min_child_weight=min_child_weight, missing=missing,
-                keep_hist=keep, criterion=criterion)
-        elif feature_subsets is None:  # rows sharded: local histograms, psum, global gains
-            hist, local = histograms.level_histograms(X_level, payload, leaf, local, n_bins=n_bins,
-                                                      axis_name=axis_name)
-            level_gains = splits_lib.cumulative_split_gains(hist, l2, min_child_weight, missing,
-                                                        axis_name=axis_name, criterion=criterion)
-        else:  # sharded, subsets: each level's histograms built directly (and psum-ed)
-            cum = histograms.prefix_sum(histograms.build_histogram(
-                X_level, payload, leaf, n_leaves=2**d, n_bins=n_bins, axis_name=axis_name), axis=2)
-            level_gains = splits_lib.cumulative_split_gains(cum, l2, min_child_weight, missing,
-                                                        axis_name=axis_name, criterion=criterion)
+        else:
+            level_gains, hist, local = _level_gains(
+                X_level, payload, leaf, hist, local, plan[d], n_leaves=2**d, n_bins=n_bins, l2=l2,
+                min_child_weight=min_child_weight, missing=missing, axis_name=axis_name,
+                criterion=criterion, subsets=feature_subsets is not None)
         split = splits_lib.best_split_of_gains(level_gains, min_split_gain=min_split_gain,
                                            feature_mask=mask)
         if monotone is not None:
@@ -147,6 +165,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         if feature_subsets is not None:  # position in the subset -> feature index
             split = split._replace(feature=jnp.where(split.gain > 0, feature_subsets[d][split.feature],
                                                      0).astype(jnp.int32))
+        used = interactions_lib.with_split(used, split.feature, split.gain > 0)
         col = X_binned[split.feature][None]  # (1, n): this level's feature
         leaf = leaf + leaf_index(col.astype(jnp.int32), split.threshold[None], split.missing_right[None],
                                  col == binning.missing_bin(n_bins), first_level=d)
