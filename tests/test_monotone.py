@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import jboost
-from jboost.trees import monotone
+from jboost.trees import monotone, splits
 
 LOSSES = ("squared_error", "huber", "quantile", "binomial_deviance", "poisson", "log_cosh")
 
@@ -88,6 +88,16 @@ def test_predictions_are_monotone_on_random_fits(seed):
     assert tuple(np.asarray(model.settings["monotone_constraints"]).tolist()) == signs
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_node_tables_are_monotone_on_random_fits(seed):
+    # depth-wise (even seeds) and loss-guided trees (odd): each node's bounds, refused candidates
+    X, y, loss, signs, settings = draw(100 + seed)
+    family = dict(tree_family="lossguide", max_leaves=int(np.random.default_rng(seed).integers(2, 24))
+                  ) if seed % 2 else dict(tree_family="depthwise")
+    model = jboost.fit(X, y, loss, monotone_constraints=signs, **settings, **family)
+    assert_monotone(model, X, signs, seed)
+
+
 def test_vector_leaves_and_a_tree_per_output_are_monotone_per_output():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(800, 3)).astype(np.float32)
@@ -95,9 +105,11 @@ def test_vector_leaves_and_a_tree_per_output_are_monotone_per_output():
     Y = (Y + 0.3 * rng.normal(size=Y.shape)).astype(np.float32)
     loss = jboost.Loss(lambda y, raw: jnp.sum((y - raw) ** 2), n_outputs=2)
     for per_output in (False, True):
-        model = jboost.fit(X, Y, loss, n_rounds=20, depth=4, learning_rate=0.5,
-                           per_output_trees=per_output, monotone_constraints=[1, 0, -1])
-        assert_monotone(model, X, (1, 0, -1), seed=per_output)
+        for family in ("oblivious", "depthwise"):
+            model = jboost.fit(X, Y, loss, n_rounds=20, depth=4, learning_rate=0.5,
+                               per_output_trees=per_output, monotone_constraints=[1, 0, -1],
+                               tree_family=family)
+            assert_monotone(model, X, (1, 0, -1), seed=per_output)
 
 
 def test_multiclass_raw_scores_are_monotone():
@@ -117,13 +129,15 @@ def test_a_monotone_truth_costs_little_and_a_wrong_sign_costs_much():
     Xt = rng.uniform(-2, 2, size=(3000, 3)).astype(np.float32)
     tt = np.tanh(2 * Xt[:, 0]) + Xt[:, 0] + np.sin(3 * Xt[:, 1])
 
-    def mse(constraints):
-        model = jboost.fit(X, y, n_rounds=100, depth=4, monotone_constraints=constraints)
-        return float(np.mean((np.asarray(jboost.predict(model, Xt)) - tt) ** 2))
+    for family in ("oblivious", "depthwise"):
+        def mse(constraints):
+            model = jboost.fit(X, y, n_rounds=100, depth=4, monotone_constraints=constraints,
+                               tree_family=family)
+            return float(np.mean((np.asarray(jboost.predict(model, Xt)) - tt) ** 2))
 
-    free, right, wrong = mse(None), mse([1, 0, 0]), mse([-1, 0, 0])
-    assert right <= 1.1 * free, (free, right)
-    assert wrong > 5 * right, (right, wrong)
+        free, right, wrong = mse(None), mse([1, 0, 0]), mse([-1, 0, 0])
+        assert right <= 1.1 * free, (family, free, right)
+        assert wrong > 5 * right, (family, right, wrong)
 
 
 def test_constraints_by_column_name_for_a_dataframe():
@@ -155,8 +169,8 @@ def test_a_sweep_of_traced_settings_keeps_the_constraints():
     (dict(monotone_constraints=[True, 0, 0]), r"must be \+1"),
     (dict(monotone_constraints={"income": 1}), "does not have"),
     (dict(monotone_constraints={7: 1}), "feature index"),
-    (dict(monotone_constraints=[1, 0, 0], tree_family="depthwise"), "only oblivious trees"),
-    (dict(monotone_constraints=[1, 0, 0], tree_family="lossguide"), "only oblivious trees"),
+    (dict(monotone_constraints=[1, 0, 0], split_criterion=splits.SplitCriterion(
+        splits.NEWTON.score, splits.NEWTON.value, "mine")), "custom split_criterion"),
 ])
 def test_errors_name_the_argument_and_the_fix(kwargs, message):
     X = np.random.default_rng(0).normal(size=(100, 3)).astype(np.float32)
@@ -197,11 +211,13 @@ import numpy as np, jboost
 from test_monotone import draw, assert_monotone
 X, y, loss, signs, settings = draw(0)
 settings.update(subsample=1.0)
-one = jboost.fit(X, y, loss, monotone_constraints=signs, **settings)
-two = jboost.fit(X, y, loss, monotone_constraints=signs, devices="all", **settings)
-assert_monotone(two, X, signs, 0)
-np.testing.assert_allclose(np.asarray(jboost.predict(two, X)), np.asarray(jboost.predict(one, X)),
-                           atol=1e-4)
+for family in ("oblivious", "depthwise"):
+    one = jboost.fit(X, y, loss, monotone_constraints=signs, tree_family=family, **settings)
+    two = jboost.fit(X, y, loss, monotone_constraints=signs, devices="all", tree_family=family,
+                     **settings)
+    assert_monotone(two, X, signs, 0)
+    np.testing.assert_allclose(np.asarray(jboost.predict(two, X)),
+                               np.asarray(jboost.predict(one, X)), atol=1e-4)
 print("OK")
 """
 
@@ -225,3 +241,24 @@ def test_the_scikit_learn_regressor_takes_the_constraints():
     est = JBoostRegressor(n_rounds=10, depth=3, monotone_constraints=list(signs)).fit(X, y)
     assert est.get_params()["monotone_constraints"] == list(signs)
     assert_monotone(est.booster_, X, signs, seed=6)
+
+
+@pytest.mark.parametrize("grower", ["dense", "compact", "lossguide"])
+def test_node_growers_refuse_out_of_order_candidates(grower):
+    # The gradient falls as x0 grows, so the Newton values rise with it: under monotone=(-1, 0)
+    # no split on x0 is in order, and the trees split on x1 alone.
+    from jboost.trees import depthwise, lossguide
+
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 16, size=(2, 800)).astype(np.uint8)
+    grad = (-(X[0] - 7.5) - 0.2 * (X[1] - 7.5) + 0.1 * rng.normal(size=800)).astype(np.float32)[:, None]
+    X, grad, hess = jnp.asarray(X), jnp.asarray(grad), jnp.ones_like(jnp.asarray(grad))
+    kw = dict(depth=3, n_bins=17, l2=1.0, min_split_gain=0.0, min_child_weight=1.0)
+    grow = {"dense": lambda **k: depthwise.fit_tree(X, grad, hess, **k),
+            "compact": lambda **k: depthwise.fit_tree(X, grad, hess, max_nodes=8, **k),
+            "lossguide": lambda **k: lossguide.fit_tree(X, grad, hess, max_leaves=8, **k)}[grower]
+    free, _ = grow(**kw)
+    tree, _ = grow(monotone=(-1, 0), **kw)
+    splits_on = lambda t: {int(f) for f, g in zip(np.asarray(t.features), np.asarray(t.gains)) if g > 0}  # noqa: E731
+    assert 0 in splits_on(free)
+    assert splits_on(tree) == {1}

@@ -22,7 +22,8 @@ from jboost.engine import (algorithm as algorithm_lib, boosting as boosting_lib,
                            samplers)
 from jboost.losses import loss as loss_lib, metrics
 from jboost.models import metadata
-from jboost.trees import interactions, lossguide, monotone, oblivious, registry, splits as splits_lib
+from jboost.trees import (depthwise, interactions, lossguide, monotone, oblivious, registry,
+                          splits as splits_lib)
 
 MAX_DEPTH = 16
 #: Depth-wise forests' trees (node tables grown by the CPU kernel over their non-empty nodes).
@@ -161,7 +162,8 @@ SETTINGS = {s.name: s for s in (
     Setting("monotone_constraints", None, STATIC,
             'a sign per feature, ``+1`` (raw scores never decrease in it), ``-1`` (never increase) '
             'or ``0``, as a sequence or a dict of column names or indices to signs; enforced '
-            'exactly (oblivious trees; :mod:`jboost.trees.monotone`, docs/guide/constraints.md).'),
+            'exactly (every built-in tree family; :mod:`jboost.trees.monotone`, '
+            'docs/guide/constraints.md).'),
     Setting("interaction_constraints", None, STATIC,
             'a list of feature groups (indices, or column names), e.g. ``[[0, 1], [2, 3, 4]]``: the '
             'features of one root-to-leaf path are one feature alone or inside one group (XGBoost\'s '
@@ -497,9 +499,10 @@ def monotone_setting(constraints, config: boosting_lib.BoostConfig, *, n_feature
                              "monotone_constraints to continue it (its new trees must keep them).")
         return None
     why = None
-    if config.tree_family is not oblivious.ObliviousTrees:
-        why = (f"tree_family={config.tree_family.__name__}: only oblivious trees (the default "
-               "tree_family) enforce them so far; fit oblivious trees")
+    if config.tree_family not in (oblivious.ObliviousTrees, depthwise.DepthwiseTrees,
+                                  lossguide.LossGuidedTrees):
+        why = (f"tree_family={config.tree_family.__name__}: the oblivious, depth-wise and "
+               "loss-guided trees enforce them; fit one of those")
     elif config.split_criterion != splits_lib.NEWTON:
         why = "a custom split_criterion: they are enforced with the Newton criterion only"
     elif config.algorithm != algorithm_lib.NEWTON:

@@ -138,12 +138,13 @@ def _kernel_tree(X_binned, payload, feature_key, l2, min_split_gain, min_child_w
 
 
 @functools.partial(_compile.jit, static_argnames=("depth", "n_bins", "axis_name", "missing", "criterion",
-                                             "max_nodes", "max_features", "interactions"))
+                                             "max_nodes", "max_features", "interactions", "monotone"))
 def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gain, min_child_weight,
              feature_masks=None, feature_subsets=None, axis_name: Optional[str] = None,
              missing: bool = True, criterion: splits_lib.SplitCriterion = splits_lib.NEWTON,
              max_nodes: Optional[int] = None, feature_key=None, max_features: Optional[int] = None,
-             row_weights=None, interactions: Optional[tuple] = None):
+             row_weights=None, interactions: Optional[tuple] = None,
+             monotone: Optional[tuple] = None):
     """Fit one depth-wise tree of fixed depth to weighted gradients and hessians, with the arguments
     of :func:`jboost.trees.oblivious.fit_tree` and (docs/trees.md, "Depth-wise growth arguments"):
 
@@ -158,6 +159,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
       row_weights: optional ``(n,)`` multipliers of ``grad`` and ``hess`` (a bag's weights).
       interactions: static feature groups (:mod:`jboost.trees.interactions`): each node splits on
         a feature its path allows (grown in JAX, not by the CPU kernel).
+      monotone: static: one sign in ``{-1, 0, 1}`` per feature (:mod:`jboost.trees.monotone`):
+        each node's candidates valued within its bounds, out-of-order ones refused (the Newton
+        criterion; grown in JAX; the round clips the final leaf values to their bounds).
 
     Returns:
       ``(tree, leaf)``: a :class:`DepthwiseTrees` table (leaf values before shrinkage) and ``(n,)``
@@ -182,6 +186,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             feature_subsets = [node_splits.node_features(feature_key, d, jnp.arange(1 << d), n_features,
                                                          max_features) for d in range(depth)]
             keyed = False
+    if monotone is not None and (feature_subsets is not None or feature_key is not None):
+        raise ValueError("depthwise.fit_tree: monotone constraints take feature_masks, not "
+                         "feature_subsets or feature_key (per-node draws).")
     subsets, masks = node_splits.node_masks(feature_masks, feature_subsets, depth, n_features)
     # Rows sharded: the bounds on slots and nodes are the whole table's (docs/trees.md).
     n_rows = n if axis_name is None else n * lax.axis_size(axis_name)
@@ -191,7 +198,8 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
         n_bins=n_bins, n_rows=n_rows, l2=l2, min_split_gain=min_split_gain,
         min_child_weight=min_child_weight, missing=missing, criterion=criterion, axis_name=axis_name,
         subsets=subsets, masks=masks, feature_key=feature_key if keyed else None,
-        max_features=max_features, max_nodes=max_nodes, capacity=capacity, groups=interactions)
+        max_features=max_features, max_nodes=max_nodes, capacity=capacity, groups=interactions,
+        monotone=monotone)
 
     def table():  # the levels in JAX, as a node table (borders: filled in by with_borders)
         fields, leaf = (depthwise_levels.grow_compact if compact else depthwise_levels.grow_dense)(g)
@@ -199,7 +207,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
 
     c = payload.shape[-1]
     if (compact and depth and axis_name is None and feature_masks is None and feature_subsets is None
-            and interactions is None and criterion.kernel and c % 2 == 0 and kernel_available()):
+            and interactions is None and monotone is None and criterion.kernel and c % 2 == 0 and kernel_available()):
         # the CPU kernel grows the whole tree in one call
         native = lambda: _kernel_tree(X_binned, unweighted, feature_key, l2, min_split_gain,  # noqa: E731
                                       min_child_weight, depth=depth, n_bins=n_bins,

@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jboost.trees import (family, histograms, interactions, node_splits, node_table, routing,
-                          splits as splits_lib)
+from jboost.trees import (family, histograms, interactions, monotone, node_splits, node_table,
+                          routing, splits as splits_lib)
 
 #: The compact levels' shallow levels run as one loop of ``2 * EARLY_SLOTS`` open positions
 #: and ``EARLY_SLOTS`` histogram slots (level ``d < EARLY_LEVELS`` has at most ``2**d``).
@@ -42,6 +42,7 @@ class Grow(NamedTuple):
     max_nodes: Optional[int]  # the compact levels' slot bound
     capacity: int             # the table's node slots (node_table.node_capacity)
     groups: Optional[tuple] = None  # interaction constraints (jboost.trees.interactions), static
+    monotone: Optional[tuple] = None  # a sign per feature (jboost.trees.monotone), static
 
     @property
     def k(self) -> int:
@@ -77,16 +78,17 @@ def dense_histograms(g: Grow, d: int, leaf, local):
     return g.total(local), local
 
 
-def dense_level(g: Grow, d: int, leaf, active, local, used):
-    """Dense level ``d``: ``(rule, leaf, active, local, last, used)``: its ``2**d`` rules (null
-    where not ``active`` or no positive gain), every row's next node, the next level's active
-    nodes, this device's histograms, what :func:`dense_leaf_values` reads and the next level's
-    paths' features (``used``: ``(2**d, F)`` this level's, ``None`` without constraints)."""
+def dense_level(g: Grow, d: int, leaf, active, local, used, bounds):
+    """Dense level ``d``: ``(rule, leaf, active, local, last, used, bounds)``: its ``2**d`` rules
+    (null where not ``active`` or no positive gain), every row's next node, the next level's active
+    nodes, this device's histograms, what :func:`dense_leaf_values` reads, and the next level's
+    paths' features and monotone bounds (``used`` ``(2**d, F)``, ``bounds`` ``(2**d, K)`` each:
+    this level's, ``None`` without constraints)."""
     n_nodes = 1 << d
     cum, local = dense_histograms(g, d, leaf, local)
     mask = None if g.masks is None else jnp.broadcast_to(g.masks[d][:n_nodes], (n_nodes, cum.shape[0]))
     mask = interactions.combine(mask, used, g.groups, None if g.subsets is None else g.subsets[d])
-    split = node_splits.best_node_splits(g, cum, mask)
+    split = node_splits.best_node_splits(g, cum, mask, bounds)
     ok = active & (split.gain > 0)  # a leaf's descendants never split
     pos = jnp.where(ok, split.feature, 0).astype(jnp.int32)
     thr = jnp.where(ok, split.threshold, splits_lib.null_threshold(g.n_bins)).astype(jnp.int32)
@@ -102,7 +104,10 @@ def dense_level(g: Grow, d: int, leaf, active, local, used):
     rule = (feature, thr, mr, jnp.where(ok, split.gain, 0.0).astype(jnp.float32))
     if used is not None:  # node j's children j and j + 2**d
         used = jnp.tile(interactions.with_split(used, feature, ok), (2, 1))
-    return rule, leaf, jnp.concatenate([ok, ok]), local, (cum, pos, thr, mr), used
+    if bounds is not None:
+        bounds = node_splits.children_bounds(g, cum, splits_lib.Split(
+            pos, thr, mr, jnp.where(ok, split.gain, 0.0)), bounds)
+    return rule, leaf, jnp.concatenate([ok, ok]), local, (cum, pos, thr, mr), used, bounds
 
 
 def dense_leaf_values(g: Grow, leaf, last):
@@ -129,8 +134,10 @@ def grow_dense(g: Grow):
     active = jnp.ones((1,), bool)  # nodes of the level that may still split
     rules, local, last = [], None, None
     used = None if g.groups is None else jnp.zeros((1, g.X_binned.shape[0]), bool)
+    bounds = None if g.monotone is None else monotone.unbounded(1, g.k)
     for d in range(g.depth):  # static unroll over levels: 2**d nodes
-        rule, leaf, active, local, last, used = dense_level(g, d, leaf, active, local, used)
+        rule, leaf, active, local, last, used, bounds = dense_level(g, d, leaf, active, local, used,
+                                                                    bounds)
         rules.append(rule)
     cat = lambda i, dtype: (jnp.concatenate([r[i] for r in rules]) if g.depth  # noqa: E731
                             else jnp.zeros((0,), dtype))
@@ -163,6 +170,7 @@ class CompactState(NamedTuple):
     row_leaf: jax.Array       # (n,) int32 each row's table leaf (once at a leaf)
     level_counts: jax.Array   # (D,) int32
     used: Any = None          # (width, F) bool the features of each position's path (constraints)
+    bounds: Any = None        # (width, K) (lo, hi) each position's monotone bounds
 
 
 def _ext(a, fill):
@@ -202,7 +210,8 @@ def compact_start(g: Grow, width: int) -> CompactState:
         missing_right=jnp.zeros((capacity,), bool), gains=jnp.zeros((capacity,), jnp.float32),
         children=jnp.full((capacity, 2), -1, jnp.int32), row_leaf=jnp.zeros((n,), jnp.int32),
         level_counts=jnp.zeros((g.depth,), jnp.int32),
-        used=None if g.groups is None else jnp.zeros((width, g.X_binned.shape[0]), bool))
+        used=None if g.groups is None else jnp.zeros((width, g.X_binned.shape[0]), bool),
+        bounds=None if g.monotone is None else monotone.unbounded(width, g.k))
 
 
 def slot_histograms(g: Grow, st: CompactState, d, width: int, n_slots: int):
@@ -257,9 +266,11 @@ def position_rules(g: Grow, d, sp, slot, n_slots: int, candidates):
 
 
 def compact_splits(g: Grow, st: CompactState, d, width: int, n_slots: int):
-    """Level ``d``'s splits: ``(split, rule, right)``. A split must send rows of non-zero weight
-    both ways, else its node is a leaf (the bound of
-    :func:`jboost.trees.node_table.node_capacity`)."""
+    """Level ``d``'s splits: ``(split, rule, right, kids)``. A split must send rows of non-zero
+    weight both ways, else its node is a leaf (the bound of
+    :func:`jboost.trees.node_table.node_capacity`). ``kids``: under monotone constraints each
+    position's children's bounds ``(lo, hi)``, ``(2, width, K)`` each (left, right), else
+    ``None``."""
     count, slot, pos_of_slot, cum, candidates = slot_histograms(g, st, d, width, n_slots)
     mask = None
     if g.masks is not None:
@@ -270,8 +281,14 @@ def compact_splits(g: Grow, st: CompactState, d, width: int, n_slots: int):
         columns = candidates if candidates is not None else (
             None if g.subsets is None else g.subsets[d])
         mask = interactions.combine(mask, st.used[pos_of_slot], g.groups, columns)
-    sp = node_splits.best_node_splits(g, cum, mask)
+    bounds = None if st.bounds is None else tuple(b[pos_of_slot] for b in st.bounds)
+    sp = node_splits.best_node_splits(g, cum, mask, bounds)
     ok, gain, thr, mr, feature = position_rules(g, d, sp, slot, n_slots, candidates)
+    kids = None
+    if bounds is not None:  # the slots' children's bounds, read by each position of a slot
+        at = jnp.minimum(slot, n_slots - 1)
+        kids = tuple(jnp.stack([b[at], b[n_slots + at]])
+                     for b in node_splits.children_bounds(g, cum, sp, bounds))
     null = splits_lib.null_threshold(g.n_bins)
     right = routing.rows_go_right(g.X_binned, st.pos, _ext(feature, 0), _ext(thr, null),
                                   _ext(mr, False), g.n_bins)
@@ -282,7 +299,7 @@ def compact_splits(g: Grow, st: CompactState, d, width: int, n_slots: int):
     mr = ok & mr
     feature = jnp.where(ok, feature, 0).astype(jnp.int32)
     right = right & _ext(ok, False)[st.pos]
-    return ok, (feature, thr, mr, jnp.where(ok, gain, 0.0).astype(jnp.float32)), right
+    return ok, (feature, thr, mr, jnp.where(ok, gain, 0.0).astype(jnp.float32)), right, kids
 
 
 def link_level(g: Grow, st: CompactState, d, width: int, split):
@@ -309,20 +326,21 @@ def link_level(g: Grow, st: CompactState, d, width: int, split):
 def compact_level(g: Grow, st: CompactState, d, width: int, n_slots: int) -> CompactState:
     """Level ``d`` (static or traced): its splits written into the table, its leaves numbered, the
     next level's open positions (split ``j``'s children at ``j`` and ``n_split + j``)."""
-    split, (feature, thr, mr, gain), right = compact_splits(g, st, d, width, n_slots)
+    split, (feature, thr, mr, gain), right, kids = compact_splits(g, st, d, width, n_slots)
     st, rank_s, node_id, n_split, leafy = link_level(g, st, d, width, split)
     put = jnp.where(split, node_id, g.capacity)
     nxt = 2 * min(n_slots, width)
-    heap_of_split = jnp.zeros((nxt // 2 + 1,), jnp.int32).at[
-        jnp.where(split, rank_s, nxt // 2)].set(st.heap, mode="drop")[:nxt // 2]
     q = jnp.arange(nxt, dtype=jnp.int32)
     half = jnp.maximum(n_split, 1)
-    used = st.used
-    if used is not None:  # split j's children at j and n_split + j share its path's features
-        used = jnp.zeros((nxt // 2 + 1, used.shape[1]), bool).at[
-            jnp.where(split, rank_s, nxt // 2)].set(interactions.with_split(used, feature, split),
-                                                    mode="drop")[:nxt // 2]
-        used = used[jnp.minimum(q % half, nxt // 2 - 1)]
+    at = jnp.where(split, rank_s, nxt // 2)
+    of_split = lambda a: jnp.zeros((nxt // 2 + 1,) + a.shape[1:], a.dtype).at[at].set(  # noqa: E731
+        a, mode="drop")[:nxt // 2][jnp.minimum(q % half, nxt // 2 - 1)]  # split j's: j, n_split + j
+    used, bounds = st.used, st.bounds
+    if used is not None:  # both children: the path's features and the split's
+        used = of_split(interactions.with_split(used, feature, split))
+    if bounds is not None:  # the left child's bounds at j, the right child's at n_split + j
+        right_side = (q >= half)[:, None]
+        bounds = tuple(jnp.where(right_side, of_split(b[1]), of_split(b[0])) for b in kids)
     new_pos = _ext(rank_s, 0)[st.pos] + jnp.where(right, n_split, 0)
     return st._replace(
         features=st.features.at[put].set(feature, mode="drop"),
@@ -330,10 +348,10 @@ def compact_level(g: Grow, st: CompactState, d, width: int, n_slots: int) -> Com
         missing_right=st.missing_right.at[put].set(mr, mode="drop"),
         gains=st.gains.at[put].set(gain, mode="drop"),
         level_counts=st.level_counts.at[d].set(n_split),
-        heap=heap_of_split[jnp.minimum(q % half, nxt // 2 - 1)] + jnp.where(
+        heap=of_split(st.heap) + jnp.where(
             q >= half, jnp.left_shift(jnp.int32(1), jnp.asarray(d, jnp.int32)), 0),
         pos=jnp.where(_ext(split, False)[st.pos], new_pos, nxt),
-        parent_base=st.node_base, parent_splits=n_split, used=used,
+        parent_base=st.node_base, parent_splits=n_split, used=used, bounds=bounds,
         node_base=st.node_base + n_split,
         leaf_base=st.leaf_base + jnp.sum(leafy.astype(jnp.int32)),
         n_open=2 * n_split)

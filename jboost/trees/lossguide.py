@@ -13,8 +13,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from jboost.data import rows as rows_lib
-from jboost.trees import (depthwise as depthwise_lib, histograms, interactions, node_splits, routing,
-                          splits as splits_lib)
+from jboost.trees import (depthwise as depthwise_lib, histograms, interactions, monotone, node_splits,
+                          routing, splits as splits_lib)
 
 #: Default leaves of a loss-guided tree (LightGBM's ``num_leaves`` default).
 DEFAULT_MAX_LEAVES = 31
@@ -71,6 +71,7 @@ class _Open(NamedTuple):
     children: jax.Array     # (N, 2)
     node_depth: jax.Array   # (N,) int32 (depth of each splitting node; -1: unused)
     used: Any = None        # (L, F) bool the features of each leaf's path (interaction constraints)
+    bounds: Any = None      # (L, K) (lo, hi) each leaf's monotone bounds
 
 
 def _per_depth_masks(feature_masks, feature_subsets, depth: int, n_features: int):
@@ -114,6 +115,7 @@ class _Grow(NamedTuple):
     axis_name: Optional[str]
     chunk: int                # rows per step of a split's loops (chunk_rows)
     groups: Optional[tuple] = None  # interaction constraints (jboost.trees.interactions), static
+    monotone: Optional[tuple] = None  # a sign per feature (jboost.trees.monotone), static
 
     @property
     def k(self) -> int:
@@ -134,15 +136,15 @@ class _Grow(NamedTuple):
         return lax.fori_loop(0, (rows + self.chunk - 1) // self.chunk, body, init)
 
 
-def _best_splits(g: _Grow, hist, child_depth, used):
+def _best_splits(g: _Grow, hist, child_depth, used, bounds):
     """The best splits of the ``S`` nodes of ``(F, S, B, C)`` histograms ``hist`` at depths
-    ``child_depth (S,)``, their paths' features ``used`` ``(S, F)`` (or ``None``): ``(split, can,
-    sums)``, ``can`` where a node may split."""
+    ``child_depth (S,)``, their paths' features ``used`` ``(S, F)`` and monotone ``bounds`` (each
+    ``None`` without constraints): ``(split, can, sums)``, ``can`` where a node may split."""
     cum = histograms.prefix_sum(hist, axis=2)                        # (F, S, B, C)
     sums = cum[0, :, g.n_bins - 1]                                   # (S, C) every row
     mask = None if g.masks is None else g.masks[jnp.minimum(child_depth, g.depth - 1)]
     mask = interactions.combine(mask, used, g.groups)
-    sp = node_splits.best_node_splits(g, cum, mask)
+    sp = node_splits.best_node_splits(g, cum, mask, bounds)
     can = (child_depth < g.depth) & (sp.gain > 0)
     return sp, can, sums
 
@@ -154,7 +156,9 @@ def _start(g: _Grow) -> _Open:
     root = histograms.build_histogram(g.X_binned, g.payload, jnp.zeros((n,), jnp.int32), n_leaves=1,
                                       n_bins=g.n_bins, axis_name=g.axis_name)  # (F, 1, B, C)
     used = None if g.groups is None else jnp.zeros((max_leaves, g.X_binned.shape[0]), bool)
-    sp, can, sums = _best_splits(g, root, jnp.zeros((1,), jnp.int32), None if used is None else used[:1])
+    bounds = None if g.monotone is None else monotone.unbounded(max_leaves, g.k)
+    sp, can, sums = _best_splits(g, root, jnp.zeros((1,), jnp.int32), None if used is None else used[:1],
+                                 None if bounds is None else tuple(b[:1] for b in bounds))
 
     def at0(x, fill, dtype):  # (L,) with leaf 0's entry x[0]
         return jnp.full((max_leaves,), fill, dtype).at[0].set(x[0].astype(dtype))
@@ -176,7 +180,7 @@ def _start(g: _Grow) -> _Open:
         missing=jnp.zeros((n_nodes,), bool),
         gains=jnp.zeros((n_nodes,), jnp.float32),
         children=jnp.full((n_nodes, 2), -1, jnp.int32),
-        node_depth=jnp.full((n_nodes,), -1, jnp.int32), used=used)
+        node_depth=jnp.full((n_nodes,), -1, jnp.int32), used=used, bounds=bounds)
 
 
 def _partition(g: _Grow, s: _Open, best):
@@ -243,13 +247,18 @@ def _split(g: _Grow, t, s: _Open) -> _Open:
                                                  s.hist[best])
     hist = jnp.stack([left_hist, right_hist], axis=1)               # (F, 2, B, C)
     child_depth = jnp.full((2,), s.leaf_depth[best] + 1, jnp.int32)
-    used = s.used
+    pair = jnp.stack([best, new])
+    used, bounds = s.used, s.bounds
     if used is not None:  # both children: the leaf's path and its feature
         path = interactions.with_split(used[best], s.feature[best], True)
-        used = used.at[jnp.stack([best, new])].set(jnp.stack([path, path]))
-    sp, can, sums = _best_splits(g, hist, child_depth,
-                                 None if used is None else used[jnp.stack([best, new])])
-    pair = jnp.stack([best, new])
+        used = used.at[pair].set(jnp.stack([path, path]))
+    if bounds is not None:  # the children's bounds from the leaf's and the children's sums
+        kids = monotone.children_bounds(
+            jnp.sum(hist[0], axis=1), bounds[0][best][None], bounds[1][best][None],
+            jnp.asarray(g.monotone, jnp.int32)[s.feature[best]], g.l2)
+        bounds = tuple(b.at[pair].set(c) for b, c in zip(bounds, kids))
+    sp, can, sums = _best_splits(g, hist, child_depth, None if used is None else used[pair],
+                                 None if bounds is None else tuple(b[pair] for b in bounds))
     children = s.children.at[t].set(jnp.stack([~best, ~new]))
     parent_cell = s.pointer[best]
     children = children.reshape(-1).at[jnp.where(parent_cell >= 0, parent_cell, 2 * n_nodes)].set(
@@ -271,7 +280,7 @@ def _split(g: _Grow, t, s: _Open) -> _Open:
         missing=s.missing.at[t].set(s.missing_right[best]),
         gains=s.gains.at[t].set(s.gain[best]),
         children=children,
-        node_depth=s.node_depth.at[t].set(s.leaf_depth[best]), used=used)
+        node_depth=s.node_depth.at[t].set(s.leaf_depth[best]), used=used, bounds=bounds)
 
 
 def _row_leaves(s: _Open, n: int):
@@ -286,12 +295,14 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
              max_leaves: int = DEFAULT_MAX_LEAVES, feature_masks=None, feature_subsets=None,
              axis_name: Optional[str] = None, missing: bool = True,
              criterion: splits_lib.SplitCriterion = splits_lib.NEWTON,
-             interactions: Optional[tuple] = None):
+             interactions: Optional[tuple] = None, monotone: Optional[tuple] = None):
     """Fit one loss-guided tree to weighted gradients and hessians, with the arguments of
     :func:`jboost.trees.oblivious.fit_tree`: ``depth`` a static depth bound, ``max_leaves`` (static,
     at least 2) the most leaves, per-depth ``feature_masks`` ``(depth, F)`` or ``feature_subsets``
     ``(depth, m)``, static ``interactions`` (feature groups, :mod:`jboost.trees.interactions`: each
-    node splits on a feature its path allows). Returns ``(tree, leaf)``: a :class:`jboost.trees.depthwise.DepthwiseTrees` table
+    node splits on a feature its path allows) and ``monotone`` (a sign per feature,
+    :mod:`jboost.trees.monotone`: each node's candidates valued within its bounds, out-of-order
+    ones refused; the round clips the final leaf values). Returns ``(tree, leaf)``: a :class:`jboost.trees.depthwise.DepthwiseTrees` table
     of ``max_leaves - 1`` nodes and ``(n,)`` int32 each row's leaf."""
     max_leaves, depth = int(max_leaves), int(depth)
     if max_leaves < 2:
@@ -303,7 +314,7 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
               depth=depth, n_bins=n_bins, max_leaves=max_leaves, l2=l2, min_split_gain=min_split_gain,
               min_child_weight=min_child_weight, missing=missing, criterion=criterion,
               masks=_per_depth_masks(feature_masks, feature_subsets, depth, n_features),
-              axis_name=axis_name, chunk=chunk_rows(n), groups=interactions)
+              axis_name=axis_name, chunk=chunk_rows(n), groups=interactions, monotone=monotone)
     n_nodes = max_leaves - 1
     # A while loop: a `lax.cond` per step would copy the leaves' histograms every step.
     _, state = lax.while_loop(lambda c: (c[0] < n_nodes) & (jnp.max(c[1].gain) > 0),

@@ -95,12 +95,13 @@ def clipped_value(G, H, lo, hi, l2):
     return jnp.clip(newton.newton_value(G, H, l2), lo, hi)
 
 
-def level_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool = True):
-    """The ``(F, B - 1, 2)`` gains of one oblivious level's candidates ``(feature, threshold,
-    missing direction)`` under the constraints, from ``(F, L, B, 2K)`` cumulative histograms:
-    children's values clipped to their node's ``(L, K)`` bounds ``lo, hi``; a node whose children
-    are out of order for the feature's sign (``signs``: ``(F,)`` int32) adds no gain (pooled);
-    ``missing=False``: direction 1 is ``-inf``."""
+def _split_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool, keep):
+    """The gains of the candidates ``(feature, threshold, missing direction)`` of ``L`` nodes from
+    ``(F, L, B, 2K)`` cumulative histograms, children's values clipped to their node's ``(L, K)``
+    bounds: ``keep(gain, ok, ordered)`` of each direction's ``(F, L, B - 1)`` Newton gains, where
+    both children hold ``min_child_weight`` (``ok``) and their values are in order for the
+    feature's sign (``signs``: ``(F,)`` int32), stacked on a last axis of 2 (``missing=False``:
+    direction 1 is ``-inf``)."""
     n_bins = cum.shape[2]
     k = cum.shape[-1] // 2
     present = cum[:, :, : n_bins - 1, :]                 # (F, L, B-1, 2K) left sums
@@ -122,13 +123,29 @@ def level_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool = True):
         ok = ((jnp.sum(left[..., k:], axis=-1) >= min_child_weight)
               & (jnp.sum(right[..., k:], axis=-1) >= min_child_weight))
         ordered = jnp.all(sign * (w_right - w_left) >= 0, axis=-1)  # (F, L, B-1)
-        # A node whose children are out of order is pooled: both at its own value, no gain.
-        return jnp.sum(jnp.where(ok & ordered, s_left + s_right - parent, 0.0), axis=1)
+        return keep(s_left + s_right - parent, ok, ordered)
 
     with_left = direction(present + missing_sums)
     if not missing:
         return jnp.stack([with_left, jnp.full_like(with_left, -jnp.inf)], axis=-1)
     return jnp.stack([with_left, direction(present)], axis=-1)
+
+
+def level_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool = True):
+    """The ``(F, B - 1, 2)`` gains of one oblivious level's candidates under the constraints
+    (:func:`_split_gains`), summed over its ``L`` nodes: a node whose children are out of order
+    adds no gain (pooled)."""
+    return _split_gains(cum, lo, hi, signs, l2, min_child_weight, missing,
+                        lambda gain, ok, ordered: jnp.sum(jnp.where(ok & ordered, gain, 0.0), axis=1))
+
+
+def node_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool = True):
+    """``(L, F, B - 1, 2)`` each node's own gains under the constraints (:func:`_split_gains`),
+    for depth-wise and loss-guided trees: a candidate whose children are out of order is refused
+    (``-inf``), as XGBoost and LightGBM refuse it."""
+    gains = _split_gains(cum, lo, hi, signs, l2, min_child_weight, missing,
+                         lambda gain, ok, ordered: jnp.where(ok & ordered, gain, -jnp.inf))
+    return jnp.moveaxis(gains, 1, 0)
 
 
 def children_bounds(child_sums, lo, hi, sign, l2):
@@ -172,15 +189,52 @@ def oblivious_bounds(features, gains, leaf_sums, signs, l2):
     return lo, hi
 
 
+def table_bounds(children, n_split, features, leaf_sums, signs, l2):
+    """The ``(N + 1, K)`` bounds ``(lo, hi)`` of a node table's leaves (depth-wise and loss-guided
+    trees, :class:`jboost.trees.depthwise.DepthwiseTrees`) from its ``(N + 1, 2K)`` leaf sums:
+    each node's subtree sums bottom-up (a node's children come after it), then its children's
+    bounds top-down from its own (:func:`children_bounds`); nodes ``>= n_split`` are null."""
+    n, k = children.shape[0], leaf_sums.shape[-1] // 2
+    sign_of = jnp.asarray(signs, jnp.int32)
+
+    def child_sums(c, node_sums):
+        return jnp.where((c >= 0)[..., None], node_sums[jnp.maximum(c, 0)], leaf_sums[jnp.maximum(~c, 0)])
+
+    def up(t, node_sums):
+        i = n - 1 - t
+        return node_sums.at[i].set(jnp.sum(child_sums(children[i], node_sums), axis=0))
+
+    node_sums = jax.lax.fori_loop(0, n, up, jnp.zeros((n, 2 * k), jnp.float32))
+
+    def down(i, carry):
+        node_lo, node_hi, lo, hi = carry
+        real = i < n_split
+        kids = children[i]
+        sign = jnp.where(real, sign_of[features[i]], 0)
+        c_lo, c_hi = children_bounds(child_sums(kids, node_sums), node_lo[i][None], node_hi[i][None],
+                                     sign, l2)
+        at_node = jnp.where(real & (kids >= 0), kids, n)
+        at_leaf = jnp.where(real & (kids < 0), ~kids, n + 1)
+        return (node_lo.at[at_node].set(c_lo, mode="drop"), node_hi.at[at_node].set(c_hi, mode="drop"),
+                lo.at[at_leaf].set(c_lo, mode="drop"), hi.at[at_leaf].set(c_hi, mode="drop"))
+
+    node_lo, node_hi = unbounded(max(n, 1), k)
+    lo, hi = unbounded(n + 1, k)
+    return jax.lax.fori_loop(0, n, down, (node_lo, node_hi, lo, hi))[2:]
+
+
 def leaf_bounds(tree, leaf, grad, hess, signs, l2, axis_name=None):
-    """The ``(2**D, K)`` bounds ``(lo, hi)`` of an oblivious tree's leaves (:func:`oblivious_bounds`)
-    from the weighted ``(n, K)`` ``grad``, ``hess`` of the rows in their ``(n,)`` ``leaf``: clip
-    the final leaf values (before shrinkage) to them."""
+    """The bounds ``(lo, hi)`` of a tree's leaf slots (an oblivious tree's
+    :func:`oblivious_bounds`, a node table's :func:`table_bounds`) from the weighted ``(n, K)``
+    ``grad``, ``hess`` of the rows in their ``(n,)`` ``leaf``: clip the final leaf values (before
+    shrinkage) to them."""
     n_leaves = tree.leaf_values.shape[-2]
     sums = histograms.spread_sum(jnp.concatenate([grad, hess], axis=-1).astype(jnp.float32),
                                  leaf, n_leaves)
     if axis_name is not None:
         sums = jax.lax.psum(sums, axis_name)
+    if hasattr(tree, "children"):  # a node table
+        return table_bounds(tree.children, jnp.sum(tree.level_counts), tree.features, sums, signs, l2)
     return oblivious_bounds(tree.features, tree.gains, sums, signs, l2)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jboost.trees import routing, splits as splits_lib
+from jboost.trees import monotone, routing, splits as splits_lib
 
 
 def node_masks(feature_masks, feature_subsets, depth: int, n_features: int):
@@ -60,10 +60,15 @@ def node_gains(cum, l2, min_child_weight, missing: bool = True,
         output_sum=splits_lib.sum_outputs_16), in_axes=1)(cum)
 
 
-def best_node_splits(g, cum, mask=None) -> splits_lib.Split:
+def best_node_splits(g, cum, mask=None, bounds=None) -> splits_lib.Split:
     """Each node's first best split from its ``(F', S, B, C)`` cumulative histograms, with the
-    settings of a grower ``g``; ``mask (S, F')``: the features each node may split on."""
-    gains = node_gains(cum, g.l2, g.min_child_weight, g.missing, g.criterion)  # (S, F', B-1, 2)
+    settings of a grower ``g``; ``mask (S, F')``: the features each node may split on;
+    ``bounds``: the nodes' ``(S, K)`` ``(lo, hi)`` under ``g.monotone`` (every feature gathered)."""
+    if bounds is None:
+        gains = node_gains(cum, g.l2, g.min_child_weight, g.missing, g.criterion)  # (S, F', B-1, 2)
+    else:
+        gains = monotone.node_gains(cum, *bounds, jnp.asarray(g.monotone, jnp.int32), g.l2,
+                                    g.min_child_weight, g.missing)
     if mask is None:
         return jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=g.min_split_gain))(gains)
     return jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
@@ -93,6 +98,15 @@ def node_features(key, level: int, nodes, n_features: int, m: int):
     c = _mix(_mix(a ^ jnp.asarray(nodes).astype(jnp.uint32)) ^ seed[1])          # (S,)
     u = _mix(c[:, None] + jnp.arange(n_features, dtype=jnp.uint32)[None, :] * golden)
     return jnp.sort(jnp.argsort(u, axis=1)[:, :m], axis=1).astype(jnp.int32)
+
+
+def children_bounds(g, cum, split: splits_lib.Split, bounds):
+    """The ``(2S, K)`` bounds ``(lo, hi)`` of the children of ``S`` nodes of ``bounds`` split by
+    ``split`` (features: positions in ``cum``'s, every feature; a null split constrains nothing),
+    left children first (:func:`jboost.trees.monotone.children_bounds`)."""
+    sums = node_children_sums(cum, split.feature, split.threshold, split.missing_right)
+    sign = jnp.where(split.gain > 0, jnp.asarray(g.monotone, jnp.int32)[split.feature], 0)
+    return monotone.children_bounds(sums, *bounds, sign[:, None], g.l2)
 
 
 def route_level(X_binned, leaf, feature, thr, mr, d: int, n_bins: int):
