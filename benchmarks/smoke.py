@@ -48,6 +48,7 @@ SCRIPTS: dict[str, bool] = {
     "distributed_memory": False,
     "forest_bench": True,
     "hostile_files": False,
+    "interactions": True,
     "interactive": False,
     "lifecycle_bench": False,
     "lifecycle_overhead": False,
