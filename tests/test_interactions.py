@@ -278,3 +278,19 @@ def test_sweep_rows_keep_the_constraints_and_equal_separate_fits(family, extra):
         for a, b in zip(kept, each_tree(single.trees)):  # the vmapped model is the separate fit
             np.testing.assert_array_equal(np.asarray(a.features), np.asarray(b.features))
             np.testing.assert_array_equal(np.asarray(a.thresholds), np.asarray(b.thresholds))
+
+
+def test_bagged_boosters_take_both_constraints():
+    from test_monotone import assert_monotone
+
+    X, y = _fit_data(3)
+    groups = [[0, 1], [2, 3], [4]]
+    bags = jboost.bagging.fit_bagged_boosters(X, y, n_bags=3, n_rounds=6, depth=3, tree_family="depthwise",
+                                      interaction_constraints=groups,
+                                      monotone_constraints=[0, 0, 0, 0, 1], key=5)
+    resolved = interactions.resolve(groups, 5)
+    assert sum(table_violations(t, resolved) for t in each_tree(bags.trees)) == 0
+    assert_monotone(bags, X, (0, 0, 0, 0, 1), seed=5)
+    with pytest.raises(ValueError, match="not supported"):
+        jboost.bagging.fit_bagged_boosters(X, y, n_bags=2, n_rounds=2, depth=3, init_model=bags,
+                                   interaction_constraints=groups)

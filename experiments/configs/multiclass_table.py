@@ -156,9 +156,18 @@ def cv_error(method, X, y, k, depth, n_rounds, n_bins, fold, seed) -> float:
     return wrong / len(y)
 
 
-def choose_depth(method, X, y, k, depths, n_rounds, n_bins, folds, seed):
+def cv_folds(y, folds: int, seed: int, group_rows=None) -> np.ndarray:
+    """``(n,)`` fold ids: stratified by class, or (``group_rows``: consecutive blocks of that
+    many rows are one group, e.g. one speaker's) whole groups per fold, group ``g`` in fold
+    ``g % folds``."""
+    if group_rows is None:
+        return jboost.sweep.fold_ids(y, folds, seed=seed, stratified=True)
+    return (np.arange(len(y)) // group_rows) % folds
+
+
+def choose_depth(method, X, y, k, depths, n_rounds, n_bins, folds, seed, group_rows=None):
     """``(depth, {depth: CV error})``: the depth of least CV error (the smallest of ties)."""
-    fold = jboost.sweep.fold_ids(y, folds, seed=seed, stratified=True)
+    fold = cv_folds(y, folds, seed, group_rows)
     errors = {d: cv_error(method, X, y, k, d, n_rounds, n_bins, fold, seed) for d in depths}
     best = min(errors.values())
     return min(d for d, e in errors.items() if e == best), errors

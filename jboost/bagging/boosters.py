@@ -36,7 +36,8 @@ def fit_bagged_boosters(X, y, loss="squared_error", *, n_bags: int = 10,
                         early_stopping_tolerance, eval_metric, init_model, checkpoint_dir,
                         callbacks, base_margin, eval_base_margin, cat_features, one_hot_max_size,
                         cat_prior, cat_prior_weight, rows, tree_family,
-                        max_leaves) -> bagged.BaggedBoosters:
+                        max_leaves, monotone_constraints,
+                        interaction_constraints) -> bagged.BaggedBoosters:
     """Bagging of boosted ensembles (Breiman 1996 applied to any jboost learner).
 
     One compiled call: chunks of ``chunk_size`` bags (each a ``vmap``) of
@@ -69,6 +70,9 @@ def fit_bagged_boosters(X, y, loss="squared_error", *, n_bags: int = 10,
     """
     a = types.SimpleNamespace(**locals())  # this call's arguments, for the pipeline's steps
     if settings_lib.check_setting("rows", rows) == "local":
+        if monotone_constraints is not None or interaction_constraints is not None:
+            raise ValueError("monotone_constraints and interaction_constraints are not supported "
+                             "by bagged boosters with rows='local': fit with rows='global'.")
         return local_lib.fit_local(X, y, loss, sample_weight, eval_set, _local_settings(a))
     b = _prepare_bags(a)
     return _finish_bags(b, a, *_run_bags(b, a))
@@ -129,6 +133,15 @@ def _prepare_bags(a) -> _Bags:
     tab = tabular.tabular(a.X, a.y, init_model=init_model, eval_set=a.eval_set, loss=a.loss,
                           n_outputs=a.n_outputs, categorical=(a.cat_features, a.one_hot_max_size))
     X, eval_set = tab.X, tab.eval_set
+    if init_model is not None and (a.monotone_constraints is not None
+                                   or a.interaction_constraints is not None):
+        raise ValueError("continuing bagged boosters with monotone_constraints or "
+                         "interaction_constraints is not supported (a BaggedBoosters does not "
+                         "record them): fit again with more n_rounds.")
+    config = config._replace(**settings_lib.constraint_settings(
+        a.monotone_constraints, a.interaction_constraints, config, n_features=X.shape[1],
+        names=None if tab.feature_names is None else list(tab.feature_names.array),
+        categorical=tab.plan is not None, local=False))
     y = labels.as_labels(tab.y, X.shape[0])
     loss_obj = checks_lib.resolve_loss(a.loss, y, a.n_outputs)
     ls = standardise.NONE if init_model is not None else standardise.label_scale(

@@ -20,6 +20,11 @@ other nodes gain by. A level's gain sums its ordered nodes' Newton gains of the 
 ``-(2 G w + (H + l2) w^2)`` per child minus the parent's. A feature used by several levels (different borders) is then monotone along each of them,
 hence along the feature. Each output of a multi-output model is constrained on its own.
 
+**Depth-wise and loss-guided trees** (node tables): each node carries its own bounds; a candidate
+whose children's clipped values are out of order is refused, as XGBoost and LightGBM refuse it
+(:func:`node_gains`); the final clip reads each leaf's bounds off the fitted table
+(:func:`table_bounds`).
+
 Missing values go where the split sends them: the constraint orders the non-missing values only.
 See docs/guide/constraints.md.
 """
