@@ -294,3 +294,17 @@ def test_bagged_boosters_take_both_constraints():
     with pytest.raises(ValueError, match="not supported"):
         jboost.bagging.fit_bagged_boosters(X, y, n_bags=2, n_rounds=2, depth=3, init_model=bags,
                                    interaction_constraints=groups)
+
+
+@pytest.mark.parametrize("family", ["depthwise", "oblivious"])
+def test_random_forests_take_interaction_constraints(family):
+    X, y = _fit_data(4)
+    groups = [[0, 1], [2, 3], [4]]
+    forest = jboost.bagging.fit_forest(X, y, task="regression", n_trees=8, depth=4, max_features=3,
+                               tree_family=family, interaction_constraints=groups, key=6)
+    free = jboost.bagging.fit_forest(X, y, task="regression", n_trees=8, depth=4, max_features=3,
+                             tree_family=family, key=6)
+    resolved = interactions.resolve(groups, 5)
+    count = oblivious_violations if family == "oblivious" else table_violations
+    assert sum(count(t, resolved) for t in each_tree(forest.trees)) == 0
+    assert sum(count(t, resolved) for t in each_tree(free.trees)) > 0

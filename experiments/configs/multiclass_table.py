@@ -14,6 +14,13 @@ size "chosen via five-fold cross-validation"; a single CART tree sized the same 
   (at most ``2**depth`` leaves), chosen by five-fold stratified CV on the training rows from a
   grid, separately for SAMME and SAMME.R (the CV error after the last CV round; ties: the
   smaller depth). The test rows are read only after the choice;
+* vowel's training rows are 8 speakers of 66 rows each, in order (checked: the distance between
+  a vowel's consecutive repetitions jumps 5.5-fold at every 66th row), and its test rows are 7
+  other speakers: its folds hold whole speakers (speaker ``s`` in fold ``s mod 5``), so that CV
+  scores a depth on voices it has not heard, as the test does. Its grid reaches depth 8 and its
+  CV runs 200 rounds (a depth-8 fit of 600 rounds takes minutes here). Beside the choice, an
+  investigation (rows marked so): the depth that CV on stratified row folds would choose, and
+  the test error at every depth of the grid (read after the choice, choosing nothing);
 * CART is the first SAMME tree: one Gini tree of CV-chosen depth, each leaf voting its plurality
   class;
 * letter's features take 16 values each, so ``n_bins=16`` splits them exactly; the other data
@@ -94,13 +101,18 @@ OBLIVIOUS_NAMES = {
 def get_config(smoke: bool = False) -> dict:
     small = dict(depths=[1, 2, 3, 4, 5], cart_depths=[1, 2, 3, 4, 5, 6, 8], n_bins=256,
                  cv_rounds=600)
+    # vowel: whole speakers per fold (its training rows are 8 speakers x 66 rows, in order; the
+    # test rows are 7 other speakers), deeper trees, the CV after 200 rounds (a depth-8 fit of
+    # 600 rounds takes minutes); the test error at every depth is shown beside the choice
+    vowel = dict(depths=[1, 2, 3, 4, 5, 6, 7, 8], cart_depths=[1, 2, 3, 4, 5, 6, 8, 10],
+                 n_bins=256, cv_rounds=200, group_rows=66, depth_trend=True)
     config = dict(
         description="SAMME / SAMME.R by Zhu et al.'s protocol (CV-sized trees, 600 iterations) "
                     "beside their Tables 1 and 3; oblivious-tree SAMME, SAMME.R, LogitBoost, "
                     "multinomial GB",
         seed=0, folds=5, n_rounds=600, report_at=list(PAPER_ITERATIONS),
         waveform=dict(draws=10, n_train=300, n_test=5000),
-        datasets=dict(waveform=dict(small), vowel=dict(small), segmentation=dict(small),
+        datasets=dict(waveform=dict(small), vowel=dict(vowel), segmentation=dict(small),
                       letter=dict(depths=[6, 8, 10], cart_depths=[10, 12, 14], n_bins=16,
                                   cv_rounds=200)),
         # the oblivious-tree part: depth and rounds per data set
@@ -112,7 +124,8 @@ def get_config(smoke: bool = False) -> dict:
     if smoke:
         config.update(n_rounds=20, report_at=[10, 20], waveform=dict(draws=2, n_train=300, n_test=500),
                       datasets=dict(segmentation=dict(depths=[1, 2], cart_depths=[2], n_bins=256,
-                                                      cv_rounds=20)),
+                                                      cv_rounds=20),
+                                    vowel=dict(vowel, depths=[2], cart_depths=[2], cv_rounds=5)),
                       trend={},
                       oblivious=dict(segmentation=[2, 10]))
     return config
@@ -218,7 +231,9 @@ def protocol(ds, settings, splits, config, ctx, log):
     draws = len(splits)
     over = f", mean of {draws} draws" if draws > 1 else ""
     cv_note = (f"5-fold CV after {settings['cv_rounds']} rounds" +
-               (" on the first draw's training rows" if draws > 1 else ""))
+               (" on the first draw's training rows" if draws > 1 else "") +
+               (f" (folds of whole speakers: {settings['group_rows']} rows each)"
+                if settings.get("group_rows") else ""))
     rows, checks, curves, chosen = [], {}, {}, {}
 
     def row(quantity, algorithm, ours, published=None, se=None):
@@ -228,7 +243,9 @@ def protocol(ds, settings, splits, config, ctx, log):
 
     # CART: one Gini tree of CV-chosen depth.
     t0 = time.time()
-    d_cart, cv_cart = choose_depth("SAMME", X, y, k, settings["cart_depths"], 1, n_bins, folds, seed)
+    groups = settings.get("group_rows")
+    d_cart, cv_cart = choose_depth("SAMME", X, y, k, settings["cart_depths"], 1, n_bins, folds, seed,
+                                   groups)
     cart = [_test_errors(_fit("SAMME", Xs, ys, k, d_cart, 1, n_bins, seed), Xt, yt)[-1]
             for Xs, ys, Xt, yt in splits]
     log(dataset=ds, method="CART", cv_errors=cv_cart, depth=d_cart, test_error=float(np.mean(cart)),
@@ -249,7 +266,7 @@ def protocol(ds, settings, splits, config, ctx, log):
     for method in METHODS:
         t0 = time.time()
         depth, cv = choose_depth(method, X, y, k, settings["depths"], settings["cv_rounds"], n_bins,
-                                 folds, seed)
+                                 folds, seed, groups)
         chosen[method] = depth
         errs = np.stack([_test_errors(_fit(method, Xs, ys, k, depth, n_rounds, n_bins, seed), Xt, yt)
                          for Xs, ys, Xt, yt in splits])
@@ -270,6 +287,9 @@ def protocol(ds, settings, splits, config, ctx, log):
             row(f"{method.replace('_', '.')}: standard error over the {draws} draws after "
                 f"{report_at[-1]} iterations", name,
                 float(errs[:, -1].std(ddof=1) / np.sqrt(draws)))
+
+    if settings.get("depth_trend"):
+        rows += depth_study(ds, settings, splits[0], k, config, log)
 
     if config["peers"]:
         t0 = time.time()
@@ -301,6 +321,37 @@ def protocol(ds, settings, splits, config, ctx, log):
         row(f"AdaBoost.MH test error after {m} iterations{over}",
             "AdaBoost.MH (Schapire and Singer 1999)", "not run: jboost has no AdaBoost.MH", pub, se)
     return rows, checks, curves
+
+
+def depth_study(ds, settings, split, k, config, log):
+    """The investigation beside a grouped CV choice (SAMME): what CV on stratified row folds (the
+    rows of one speaker on both sides) would choose, and the test error after the last iteration
+    at every depth of the grid; the test rows are read here, after the choice, and choose nothing."""
+    X, y, Xt, yt = split
+    seed, n_rounds, n_bins = config["seed"], config["n_rounds"], settings["n_bins"]
+    rows = []
+    t0 = time.time()
+    depth, cv = choose_depth("SAMME", X, y, k, settings["depths"], settings["cv_rounds"], n_bins,
+                             config["folds"], seed)
+    log(dataset=ds, method="SAMME, stratified row folds", cv_errors=cv, depth=depth,
+        seconds=time.time() - t0)
+    rows.append(dict(
+        quantity=f"{ds}: SAMME depth that 5-fold CV on stratified row folds would choose (its CV "
+                 f"error {cv[depth]:.4f}; CV errors by depth "
+                 + ", ".join(f"{d}: {e:.3f}" for d, e in cv.items()) + ")",
+        algorithm=f"investigation: {LABEL['SAMME']}, CV after {settings['cv_rounds']} rounds, "
+                  "folds of rows (each speaker on both sides), not used",
+        published=None, source=None, ours=depth))
+    for d in settings["depths"]:
+        t0 = time.time()
+        err = float(_test_errors(_fit("SAMME", X, y, k, d, n_rounds, n_bins, seed), Xt, yt)[-1])
+        log(dataset=ds, method=f"SAMME depth {d}", test_error=err, seconds=time.time() - t0)
+        rows.append(dict(
+            quantity=f"{ds}: SAMME test error after {n_rounds} iterations at depth {d}",
+            algorithm=f"investigation: {LABEL['SAMME']}, learning rate 1, depth-wise trees of "
+                      f"depth {d}: every depth of the grid, not chosen (the trend with tree size)",
+            published=None, source=None, ours=err))
+    return rows
 
 
 def _oblivious(name, X, y, depth, n_rounds, seed, gb_lr, k):

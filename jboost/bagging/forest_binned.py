@@ -29,6 +29,7 @@ class ForestConfig(NamedTuple):
     verbose: bool = False     # a progress line per chunk of bags (map_in_chunks)
     tree_family: str = "oblivious"  # or "depthwise": each node its own split and m features
     max_nodes: Optional[int] = None  # depth-wise: histogram slots per level (None: 2**d, dense)
+    interactions: Optional[tuple] = None  # feature groups (jboost.trees.interactions)
 
 
 class ForestHyperparams(NamedTuple):
@@ -101,7 +102,7 @@ def forest_bag_fn(X_binned, y, w, key, hyper: ForestHyperparams, config: ForestC
         wb = w * (counts if rows is None else counts[rows])
         common = dict(depth=config.depth, n_bins=config.n_bins, l2=hyper.l2,
                       min_split_gain=hyper.min_split_gain, min_child_weight=mcw,
-                      axis_name=axis_name)
+                      axis_name=axis_name, interactions=config.interactions)
         if config.tree_family == "depthwise":  # m features drawn per node (ESL Algorithm 15.1),
             # for the nodes with histograms only; the bag's weights multiplied in by the tree
             # (the kernel: row by row, the bags sharing g and h)
