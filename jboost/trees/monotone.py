@@ -138,14 +138,14 @@ def _split_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool, keep):
 
 def level_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool = True):
     """The ``(F, B - 1, 2)`` gains of one oblivious level's candidates under the constraints
-    (:func:`_split_gains`), summed over its ``L`` nodes: a node whose children are out of order
+    (``_split_gains``), summed over its ``L`` nodes: a node whose children are out of order
     adds no gain (pooled)."""
     return _split_gains(cum, lo, hi, signs, l2, min_child_weight, missing,
                         lambda gain, ok, ordered: jnp.sum(jnp.where(ok & ordered, gain, 0.0), axis=1))
 
 
 def node_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool = True):
-    """``(L, F, B - 1, 2)`` each node's own gains under the constraints (:func:`_split_gains`),
+    """``(L, F, B - 1, 2)`` each node's own gains under the constraints (``_split_gains``),
     for depth-wise and loss-guided trees: a candidate whose children are out of order is refused
     (``-inf``), as XGBoost and LightGBM refuse it."""
     gains = _split_gains(cum, lo, hi, signs, l2, min_child_weight, missing,
