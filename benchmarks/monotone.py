@@ -2,6 +2,7 @@
 constraints, the same rounds, depth, learning rate and 256 bins, on the same rows.
 
     python benchmarks/monotone.py                  # both data sets, 300 rounds, depth 6
+    python benchmarks/monotone.py --fits jboost-depthwise xgboost-depthwise
     python benchmarks/monotone.py --smoke          # CI's check: 5 rounds, small sets
 
 Data: ``california`` (California housing, ``jboost.datasets.load_california``'s seeded 80/20
@@ -10,11 +11,25 @@ split; ``MedInc`` constrained increasing; ``--data-dir``, default ``$JBOOST_DATA
 ``[-2, 2]``, ``y = tanh(2 x0) + x0 - 0.5 x1 + sin(3 x2) + 0.5 eps``: increasing in ``x0``,
 decreasing in ``x1``, both constrained; the test error is against the noiseless truth).
 
-Per fit: test RMSE, the fit's wall time (jboost timed warm: a first fit compiles), the
-unconstrained fit beside it, and the violations: over 200 test rows each moved along a 100-point
-grid of every constrained feature (past the data on both sides), the share of rows whose
-prediction ever moves against the constraint (0 for an exact method). Figures:
-``benchmarks/RESULTS.md`` ("Monotone constraints").
+Fits (``--fits``, default all), each free and constrained:
+
+* ``jboost-oblivious``: jboost's default oblivious trees of depth ``--depth``;
+* ``jboost-depthwise``: ``tree_family="depthwise"``, depth ``--depth`` (like XGBoost's);
+* ``jboost-lossguide``: ``tree_family="lossguide"``, ``--leaves`` leaves (31) and depth at most
+  ``--depth``;
+* ``xgboost-depthwise``: ``XGBRegressor`` ``hist``, its default depth-wise growth, depth
+  ``--depth``, its defaults otherwise (l2 1, minimum child hessian 1: jboost's defaults);
+* ``lightgbm``: ``LGBMRegressor`` with ``num_leaves = 2**depth`` and ``max_depth = depth``, its
+  defaults otherwise (l2 0, at least 20 rows a leaf): the comparison's first setting, kept;
+* ``lightgbm-lossguide``: ``LGBMRegressor`` set as ``jboost-lossguide`` is: ``--leaves`` leaves,
+  depth at most ``--depth``, l2 1, minimum child hessian 1, at least 1 row a leaf.
+
+Per fit: test RMSE, the fit's wall time (jboost timed warm: its first fit at the same size
+compiles, the second is timed; the first's time is printed as ``cold``), and the violations: over
+200 test rows each moved along a 100-point grid of every constrained feature (past the data on
+both sides), the share of rows whose prediction ever moves against the constraint (0 for an exact
+method; the script fails if a constrained jboost fit has any). Figures: ``benchmarks/RESULTS.md``
+("Monotone constraints").
 """
 
 from __future__ import annotations
@@ -71,15 +86,27 @@ def violations(predict, Xt, signs, seed: int = 0) -> float:
     return float(bad.mean())
 
 
-def fits(rounds: int, depth: int, lr: float):
+FITS = ("jboost-oblivious", "jboost-depthwise", "jboost-lossguide", "xgboost-depthwise",
+        "lightgbm", "lightgbm-lossguide")
+
+
+def fits(args):
     """name -> fit(X, y, signs or None) -> predict function."""
     import lightgbm
     import xgboost
 
-    def jb(X, y, signs):
-        model = jboost.fit(X, y, n_rounds=rounds, depth=depth, learning_rate=lr,
-                           monotone_constraints=signs)
-        return lambda Z: jboost.predict(model, Z)
+    rounds, depth, lr, leaves = args.rounds, args.depth, args.learning_rate, args.leaves
+
+    def jb(family):
+        def fit(X, y, signs):
+            import jax
+
+            kw = dict(max_leaves=leaves) if family == "lossguide" else {}
+            model = jboost.fit(X, y, n_rounds=rounds, depth=depth, learning_rate=lr,
+                               tree_family=family, monotone_constraints=signs, **kw)
+            jax.block_until_ready(model.trees)
+            return lambda Z: jboost.predict(model, Z)
+        return fit
 
     def xgb(X, y, signs):
         model = xgboost.XGBRegressor(n_estimators=rounds, max_depth=depth, learning_rate=lr,
@@ -95,26 +122,43 @@ def fits(rounds: int, depth: int, lr: float):
         model.fit(X, y)
         return model.predict
 
-    return {"jboost": jb, "xgboost": xgb, "lightgbm": lgb}
+    def lgb_lossguide(X, y, signs):
+        model = lightgbm.LGBMRegressor(n_estimators=rounds, max_depth=depth, num_leaves=leaves,
+                                       learning_rate=lr, max_bin=255, reg_lambda=1.0,
+                                       min_child_weight=1.0, min_child_samples=1, verbose=-1,
+                                       monotone_constraints=list(signs) if signs else None)
+        model.fit(X, y)
+        return model.predict
+
+    return {"jboost-oblivious": jb("oblivious"), "jboost-depthwise": jb("depthwise"),
+            "jboost-lossguide": jb("lossguide"), "xgboost-depthwise": xgb, "lightgbm": lgb,
+            "lightgbm-lossguide": lgb_lossguide}
 
 
 def run(name, data, args, out):
     X, y, Xt, yt, signs = data
-    for lib, fit in fits(args.rounds, args.depth, args.learning_rate).items():
+    table = fits(args)
+    for lib in args.fits:
+        fit = table[lib]
         row = {"data": name, "library": lib}
         for label, s in (("free", None), ("monotone", signs)):
-            if lib == "jboost" and not args.smoke:
-                fit(X[:2000], y[:2000], s)  # compile once (same static settings, fewer rows)
+            cold = None
+            if lib.startswith("jboost") and not args.smoke:
+                start = time.perf_counter()
+                fit(X, y, s)  # the first fit compiles (a fit of fewer rows compiles another)
+                cold = time.perf_counter() - start
             start = time.perf_counter()
             predict = fit(X, y, s)
             seconds = time.perf_counter() - start
             rmse = float(np.sqrt(np.mean((np.asarray(predict(Xt), np.float64) - yt) ** 2)))
-            row[label] = dict(rmse=rmse, seconds=seconds, violations=violations(predict, Xt, signs))
+            row[label] = dict(rmse=rmse, seconds=seconds, cold=cold,
+                              violations=violations(predict, Xt, signs))
         out.append(row)
         f, m = row["free"], row["monotone"]
-        print(f"{name:10s} {lib:9s} RMSE free {f['rmse']:.4f} monotone {m['rmse']:.4f}  "
+        cold = "" if m["cold"] is None else f"  (cold {f['cold']:.1f} / {m['cold']:.1f})"
+        print(f"{name:10s} {lib:18s} RMSE free {f['rmse']:.4f} monotone {m['rmse']:.4f}  "
               f"fit s free {f['seconds']:6.2f} monotone {m['seconds']:6.2f}  "
-              f"rows violating: free {f['violations']:.1%} monotone {m['violations']:.1%}",
+              f"rows violating: free {f['violations']:.1%} monotone {m['violations']:.1%}{cold}",
               flush=True)
 
 
@@ -123,12 +167,14 @@ def main(argv=None):
     ap.add_argument("--data-dir", default=default_data_dir())
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--depth", type=int, default=6)
+    ap.add_argument("--leaves", type=int, default=31, help="loss-guided trees' leaves")
     ap.add_argument("--learning-rate", type=float, default=0.1)
     ap.add_argument("--n", type=int, default=20000)
-    ap.add_argument("--smoke", action="store_true", help="5 rounds, depth 3, small sets")
+    ap.add_argument("--fits", nargs="+", default=list(FITS), choices=FITS)
+    ap.add_argument("--smoke", action="store_true", help="5 rounds, depth 3, 7 leaves, small sets")
     args = ap.parse_args(argv)
     if args.smoke:
-        args.rounds, args.depth, args.n = 5, 3, 500
+        args.rounds, args.depth, args.leaves, args.n = 5, 3, 7, 500
     out = []
     run("synthetic", synthetic(args.n), args, out)
     data = california(args.data_dir)
@@ -136,7 +182,7 @@ def main(argv=None):
         data = (data[0][:1000], data[1][:1000], data[2][:500], data[3][:500], data[4])
     run("california", data, args, out)
     for row in out:
-        if row["library"] == "jboost":
+        if row["library"].startswith("jboost"):
             assert row["monotone"]["violations"] == 0.0, row
     return 0
 
