@@ -403,8 +403,10 @@ class _ForestBase(_JBoostBase):
 
     def __init__(self, *, n_trees=100, depth=None, max_features="sqrt", min_child_weight=1.0,
                  min_split_gain=0.0, l2=0.0, n_bins=256, bootstrap="multinomial",
-                 tree_family=None, random_state=None, fit_kwargs=None):
+                 tree_family=None, random_state=None, interaction_constraints=None,
+                 fit_kwargs=None):
         self.n_trees = n_trees
+        self.interaction_constraints = interaction_constraints
         self.depth = depth
         self.max_features = max_features
         self.min_child_weight = min_child_weight
@@ -421,7 +423,8 @@ class _ForestBase(_JBoostBase):
                               max_features=self.max_features,
                               min_child_weight=self.min_child_weight,
                               min_split_gain=self.min_split_gain, l2=self.l2, n_bins=self.n_bins,
-                              bootstrap=self.bootstrap, key=_seed(self.random_state)),
+                              bootstrap=self.bootstrap, key=_seed(self.random_state),
+                              interaction_constraints=self.interaction_constraints),
                          self.fit_kwargs, "JBoost forest estimators")
         if self._classifier:
             self._weighted_classes(y, sample_weight)
@@ -444,11 +447,13 @@ class JBoostForestRegressor(RegressorMixin, _ForestBase):
 
     def __init__(self, *, n_trees=100, depth=None, max_features="third", min_child_weight=1.0,
                  min_split_gain=0.0, l2=0.0, n_bins=256, bootstrap="multinomial",
-                 tree_family=None, random_state=None, fit_kwargs=None):
+                 tree_family=None, random_state=None, interaction_constraints=None,
+                 fit_kwargs=None):
         super().__init__(n_trees=n_trees, depth=depth, max_features=max_features,
                          min_child_weight=min_child_weight, min_split_gain=min_split_gain, l2=l2,
                          n_bins=n_bins, bootstrap=bootstrap, tree_family=tree_family,
-                         random_state=random_state, fit_kwargs=fit_kwargs)
+                         random_state=random_state,
+                         interaction_constraints=interaction_constraints, fit_kwargs=fit_kwargs)
 
     def predict(self, X) -> np.ndarray:
         X = self._checked(X)
@@ -476,9 +481,12 @@ class _BaggingBase(_JBoostBase):
     def __init__(self, loss=None, *, n_bags=10, bootstrap="multinomial", n_rounds=100, depth=6,
                  learning_rate=0.1, l2=1.0, min_split_gain=0.0, min_child_weight=1.0,
                  subsample=1.0, colsample=1.0, n_bins=256, random_state=None,
-                 early_stopping_rounds=None, cat_features=None, fit_kwargs=None):
+                 early_stopping_rounds=None, cat_features=None, monotone_constraints=None,
+                 interaction_constraints=None, fit_kwargs=None):
         self.loss = loss
         self.cat_features = cat_features
+        self.monotone_constraints = monotone_constraints
+        self.interaction_constraints = interaction_constraints
         self.n_bags = n_bags
         self.bootstrap = bootstrap
         self.n_rounds = n_rounds
@@ -503,7 +511,9 @@ class _BaggingBase(_JBoostBase):
                               colsample=self.colsample, n_bins=self.n_bins,
                               key=_seed(self.random_state),
                               early_stopping_rounds=self.early_stopping_rounds,
-                              cat_features=self.cat_features),
+                              cat_features=self.cat_features,
+                              monotone_constraints=self.monotone_constraints,
+                              interaction_constraints=self.interaction_constraints),
                          self.fit_kwargs, "JBoost bagging estimators")
         loss = "squared_error" if self.loss is None else self.loss
         if self._classifier:

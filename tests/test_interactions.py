@@ -308,3 +308,19 @@ def test_random_forests_take_interaction_constraints(family):
     count = oblivious_violations if family == "oblivious" else table_violations
     assert sum(count(t, resolved) for t in each_tree(forest.trees)) == 0
     assert sum(count(t, resolved) for t in each_tree(free.trees)) > 0
+
+
+def test_scikit_learn_forest_and_bagging_estimators_take_them():
+    pytest.importorskip("sklearn")
+    from jboost.sklearn import JBoostBaggingRegressor, JBoostForestRegressor
+
+    X, y = _fit_data(5)
+    groups = [[0, 1], [2, 3], [4]]
+    resolved = interactions.resolve(groups, 5)
+    forest = JBoostForestRegressor(n_trees=6, depth=4, tree_family="depthwise",
+                                   interaction_constraints=groups, random_state=1).fit(X, y)
+    assert all(table_violations(t, resolved) == 0 for t in each_tree(forest.booster_.trees))
+    bags = JBoostBaggingRegressor(n_bags=2, n_rounds=4, depth=3, interaction_constraints=groups,
+                                  monotone_constraints=[0, 0, 0, 0, 1], random_state=1).fit(X, y)
+    assert all(oblivious_violations(t, resolved) == 0 for t in each_tree(bags.booster_.trees))
+    assert bags.get_params()["monotone_constraints"] == [0, 0, 0, 0, 1]
