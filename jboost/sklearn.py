@@ -404,9 +404,10 @@ class _ForestBase(_JBoostBase):
     def __init__(self, *, n_trees=100, depth=None, max_features="sqrt", min_child_weight=1.0,
                  min_split_gain=0.0, l2=0.0, n_bins=256, bootstrap="multinomial",
                  tree_family=None, random_state=None, interaction_constraints=None,
-                 fit_kwargs=None):
+                 monotone_constraints=None, fit_kwargs=None):
         self.n_trees = n_trees
         self.interaction_constraints = interaction_constraints
+        self.monotone_constraints = monotone_constraints
         self.depth = depth
         self.max_features = max_features
         self.min_child_weight = min_child_weight
@@ -424,7 +425,8 @@ class _ForestBase(_JBoostBase):
                               min_child_weight=self.min_child_weight,
                               min_split_gain=self.min_split_gain, l2=self.l2, n_bins=self.n_bins,
                               bootstrap=self.bootstrap, key=_seed(self.random_state),
-                              interaction_constraints=self.interaction_constraints),
+                              interaction_constraints=self.interaction_constraints,
+                              monotone_constraints=self.monotone_constraints),
                          self.fit_kwargs, "JBoost forest estimators")
         if self._classifier:
             self._weighted_classes(y, sample_weight)
@@ -448,12 +450,13 @@ class JBoostForestRegressor(RegressorMixin, _ForestBase):
     def __init__(self, *, n_trees=100, depth=None, max_features="third", min_child_weight=1.0,
                  min_split_gain=0.0, l2=0.0, n_bins=256, bootstrap="multinomial",
                  tree_family=None, random_state=None, interaction_constraints=None,
-                 fit_kwargs=None):
+                 monotone_constraints=None, fit_kwargs=None):
         super().__init__(n_trees=n_trees, depth=depth, max_features=max_features,
                          min_child_weight=min_child_weight, min_split_gain=min_split_gain, l2=l2,
                          n_bins=n_bins, bootstrap=bootstrap, tree_family=tree_family,
                          random_state=random_state,
-                         interaction_constraints=interaction_constraints, fit_kwargs=fit_kwargs)
+                         interaction_constraints=interaction_constraints,
+                         monotone_constraints=monotone_constraints, fit_kwargs=fit_kwargs)
 
     def predict(self, X) -> np.ndarray:
         X = self._checked(X)

@@ -262,3 +262,17 @@ def test_node_growers_refuse_out_of_order_candidates(grower):
     splits_on = lambda t: {int(f) for f, g in zip(np.asarray(t.features), np.asarray(t.gains)) if g > 0}  # noqa: E731
     assert 0 in splits_on(free)
     assert splits_on(tree) == {1}
+
+
+@pytest.mark.parametrize("family", ["depthwise", "oblivious"])
+def test_regression_forests_are_monotone(family):
+    # m random features per node (depth-wise) or per level (oblivious), each tree's leaves
+    # clipped to its bounds: every tree monotone, so is their mean
+    X, y, _, signs, _ = draw(30)
+    forest = jboost.bagging.fit_forest(X, y, task="regression", n_trees=6, depth=5,
+                                       max_features=2, tree_family=family,
+                                       monotone_constraints=signs, key=2)
+    assert_monotone(forest, X, signs, seed=30)
+    with pytest.raises(ValueError, match="regression forests"):
+        jboost.bagging.fit_forest(X, (y > np.median(y)).astype(np.int32), n_trees=2, depth=3,
+                                  tree_family=family, monotone_constraints=signs)

@@ -22,7 +22,7 @@ from jboost.fitting import (init_model as init_model_lib, prepare, rounds, setti
                             tabular)
 from jboost.losses import loss
 from jboost.models import forest as forest_lib
-from jboost.trees import family, node_table
+from jboost.trees import family, monotone as monotone_lib, node_table
 
 #: Forest tasks: ``"classification"`` is binary or multiclass, K from the labels.
 FOREST_TASKS = ("regression",) + loss.CLASSIFICATION + ("classification",)
@@ -99,7 +99,7 @@ def fit_forest(X, y, *, task, n_trees: int = 100, depth,
                chunk_size: Optional[int] = None, memory_budget: Optional[int] = None, borders,
                verbose, checkpoint_dir, init_model, callbacks, tree_family,
                max_nodes: Optional[int] = None, devices, rows,
-               interaction_constraints) -> forest_lib.Forest:
+               interaction_constraints, monotone_constraints) -> forest_lib.Forest:
     """Random forest of oblivious or depth-wise trees (ESL Algorithm 15.1; Breiman 2001); bagged
     trees with ``max_features=None``.
 
@@ -178,7 +178,7 @@ def _check_forest_settings(s) -> None:
 # The settings every process of a rows="local" forest compares (before any collective).
 _LOCAL_SETTINGS = ("task", "n_trees", "depth", "max_features", "min_child_weight",
                    "min_split_gain", "l2", "n_bins", "bootstrap", "n_classes", "key", "chunk_size",
-                   "memory_budget", "borders", "interaction_constraints")
+                   "memory_budget", "borders", "interaction_constraints", "monotone_constraints")
 
 
 def _read_forest_table(s) -> None:
@@ -242,12 +242,19 @@ def _forest_config(s, data: prepare.Data) -> forest_binned.ForestConfig:
     n, k, depth, n_bins, n_trees, mesh = s.n, s.k, s.depth, s.n_bins, s.n_trees, s.mesh
     n_features = data.X_binned.shape[0]
     m = bootstrap_lib.resolve_max_features(s.max_features, n_features)
-    if s.init_model is not None and s.interaction_constraints is not None:
-        raise ValueError("continuing a forest with interaction_constraints is not supported (a "
-                         "Forest does not record them): fit a new forest with more n_trees.")
+    if s.init_model is not None and (s.interaction_constraints is not None
+                                     or s.monotone_constraints is not None):
+        raise ValueError("continuing a forest with interaction_constraints or "
+                         "monotone_constraints is not supported (a Forest does not record them): "
+                         "fit a new forest with more n_trees.")
+    names = tabular_lib.feature_names_of(s.X)
     interactions = settings_lib.interaction_setting(
-        s.interaction_constraints, n_features=n_features, names=tabular_lib.feature_names_of(s.X),
-        categorical=False)
+        s.interaction_constraints, n_features=n_features, names=names, categorical=False)
+    signs = monotone_lib.resolve(s.monotone_constraints, n_features, names)
+    if signs is not None and s.task != "regression":
+        raise ValueError("monotone_constraints are supported by regression forests "
+                         "(task='regression'): a classification forest's leaves are class "
+                         "frequencies.")
     max_nodes = s.max_nodes
     if s.tree_family == "depthwise":
         max_nodes = max(1, n // 2) if max_nodes is None else checks.check_int(
@@ -260,7 +267,7 @@ def _forest_config(s, data: prepare.Data) -> forest_binned.ForestConfig:
     # Rows of each device (sharded: the table's rows over the devices, padded to a multiple).
     n_dev = n if mesh is None else -(-n // mesh.shape[mesh.axis_names[0]])
     kernel = (mesh is None and s.tree_family == "depthwise" and interactions is None
-              and forest_binned.kernel_grows(data.X_binned, n_bins))
+              and signs is None and forest_binned.kernel_grows(data.X_binned, n_bins))
     chunk_size = s.chunk_size
     if chunk_size is None and kernel:
         chunk_size = forest_binned.kernel_chunk_size(depth, k, n, n_trees, s.memory_budget,
@@ -289,7 +296,8 @@ def _forest_config(s, data: prepare.Data) -> forest_binned.ForestConfig:
     return forest_binned.ForestConfig(n_trees=n_trees, depth=depth, n_bins=n_bins, n_outputs=k,
                                       max_features=m, bootstrap=s.bootstrap, chunk_size=chunk_size,
                                       verbose=bool(s.verbose), tree_family=s.tree_family,
-                                      max_nodes=max_nodes, interactions=interactions)
+                                      max_nodes=max_nodes, interactions=interactions,
+                                      monotone=signs)
 
 
 def _grow_forest(s, data: prepare.Data, config: forest_binned.ForestConfig):

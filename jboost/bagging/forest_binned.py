@@ -13,7 +13,7 @@ from jboost import _compile, checks
 from jboost.bagging import bootstrap as bootstrap_lib
 from jboost.engine import batching, memory
 from jboost.fitting import settings as settings_lib
-from jboost.trees import depthwise as depthwise_lib, node_table, oblivious
+from jboost.trees import depthwise as depthwise_lib, monotone as monotone_lib, node_table, oblivious
 
 
 class ForestConfig(NamedTuple):
@@ -30,6 +30,7 @@ class ForestConfig(NamedTuple):
     tree_family: str = "oblivious"  # or "depthwise": each node its own split and m features
     max_nodes: Optional[int] = None  # depth-wise: histogram slots per level (None: 2**d, dense)
     interactions: Optional[tuple] = None  # feature groups (jboost.trees.interactions)
+    monotone: Optional[tuple] = None  # a sign per feature (regression; jboost.trees.monotone)
 
 
 class ForestHyperparams(NamedTuple):
@@ -102,18 +103,23 @@ def forest_bag_fn(X_binned, y, w, key, hyper: ForestHyperparams, config: ForestC
         wb = w * (counts if rows is None else counts[rows])
         common = dict(depth=config.depth, n_bins=config.n_bins, l2=hyper.l2,
                       min_split_gain=hyper.min_split_gain, min_child_weight=mcw,
-                      axis_name=axis_name, interactions=config.interactions)
+                      axis_name=axis_name, interactions=config.interactions,
+                      **({} if config.monotone is None else {"monotone": config.monotone}))
         if config.tree_family == "depthwise":  # m features drawn per node (ESL Algorithm 15.1),
             # for the nodes with histograms only; the bag's weights multiplied in by the tree
             # (the kernel: row by row, the bags sharing g and h)
-            tree, _ = depthwise_lib.fit_tree(X_binned, g, h, max_nodes=config.max_nodes,
-                                         feature_key=k_feat, max_features=config.max_features,
-                                         row_weights=wb, **common)
+            tree, leaf = depthwise_lib.fit_tree(X_binned, g, h, max_nodes=config.max_nodes,
+                                                feature_key=k_feat, max_features=config.max_features,
+                                                row_weights=wb, **common)
         else:  # an oblivious tree applies one rule per level: m features drawn per level
             subsets = bootstrap_lib.feature_subsets(k_feat, n_features, config.depth,
                                                     config.max_features)
-            tree, _ = oblivious.fit_tree(X_binned, g * wb[:, None], h * wb[:, None],
-                                        feature_subsets=subsets, **common)
+            tree, leaf = oblivious.fit_tree(X_binned, g * wb[:, None], h * wb[:, None],
+                                            feature_subsets=subsets, **common)
+        if config.monotone is not None:  # every leaf within its bounds (a monotone tree)
+            lo, hi = monotone_lib.leaf_bounds(tree, leaf, g * wb[:, None], h * wb[:, None],
+                                              config.monotone, hyper.l2, axis_name)
+            tree = tree._replace(leaf_values=jnp.clip(tree.leaf_values, lo, hi))
         return tree, counts
 
     return one_bag

@@ -186,9 +186,6 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
             feature_subsets = [node_splits.node_features(feature_key, d, jnp.arange(1 << d), n_features,
                                                          max_features) for d in range(depth)]
             keyed = False
-    if monotone is not None and (feature_subsets is not None or feature_key is not None):
-        raise ValueError("depthwise.fit_tree: monotone constraints take feature_masks, not "
-                         "feature_subsets or feature_key (per-node draws).")
     subsets, masks = node_splits.node_masks(feature_masks, feature_subsets, depth, n_features)
     # Rows sharded: the bounds on slots and nodes are the whole table's (docs/trees.md).
     n_rows = n if axis_name is None else n * lax.axis_size(axis_name)

@@ -88,7 +88,8 @@ def dense_level(g: Grow, d: int, leaf, active, local, used, bounds):
     cum, local = dense_histograms(g, d, leaf, local)
     mask = None if g.masks is None else jnp.broadcast_to(g.masks[d][:n_nodes], (n_nodes, cum.shape[0]))
     mask = interactions.combine(mask, used, g.groups, None if g.subsets is None else g.subsets[d])
-    split = node_splits.best_node_splits(g, cum, mask, bounds)
+    split = node_splits.best_node_splits(g, cum, mask, bounds,
+                                         None if g.subsets is None else g.subsets[d])
     ok = active & (split.gain > 0)  # a leaf's descendants never split
     pos = jnp.where(ok, split.feature, 0).astype(jnp.int32)
     thr = jnp.where(ok, split.threshold, splits_lib.null_threshold(g.n_bins)).astype(jnp.int32)
@@ -106,7 +107,7 @@ def dense_level(g: Grow, d: int, leaf, active, local, used, bounds):
         used = jnp.tile(interactions.with_split(used, feature, ok), (2, 1))
     if bounds is not None:
         bounds = node_splits.children_bounds(g, cum, splits_lib.Split(
-            pos, thr, mr, jnp.where(ok, split.gain, 0.0)), bounds)
+            pos, thr, mr, jnp.where(ok, split.gain, 0.0)), bounds, features=feature)
     return rule, leaf, jnp.concatenate([ok, ok]), local, (cum, pos, thr, mr), used, bounds
 
 
@@ -282,13 +283,20 @@ def compact_splits(g: Grow, st: CompactState, d, width: int, n_slots: int):
             None if g.subsets is None else g.subsets[d])
         mask = interactions.combine(mask, st.used[pos_of_slot], g.groups, columns)
     bounds = None if st.bounds is None else tuple(b[pos_of_slot] for b in st.bounds)
-    sp = node_splits.best_node_splits(g, cum, mask, bounds)
+    columns = candidates if candidates is not None else (
+        None if g.subsets is None else g.subsets[d])
+    sp = node_splits.best_node_splits(g, cum, mask, bounds, columns)
     ok, gain, thr, mr, feature = position_rules(g, d, sp, slot, n_slots, candidates)
     kids = None
     if bounds is not None:  # the slots' children's bounds, read by each position of a slot
         at = jnp.minimum(slot, n_slots - 1)
+        features = sp.feature  # each slot's split feature (not its position in the gathered ones)
+        if columns is not None:
+            columns = jnp.asarray(columns, jnp.int32)
+            features = (columns[sp.feature] if columns.ndim == 1
+                        else jnp.take_along_axis(columns, sp.feature[:, None], axis=1)[:, 0])
         kids = tuple(jnp.stack([b[at], b[n_slots + at]])
-                     for b in node_splits.children_bounds(g, cum, sp, bounds))
+                     for b in node_splits.children_bounds(g, cum, sp, bounds, features))
     null = splits_lib.null_threshold(g.n_bins)
     right = routing.rows_go_right(g.X_binned, st.pos, _ext(feature, 0), _ext(thr, null),
                                   _ext(mr, False), g.n_bins)

@@ -105,8 +105,8 @@ def _split_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool, keep):
     ``(F, L, B, 2K)`` cumulative histograms, children's values clipped to their node's ``(L, K)``
     bounds: ``keep(gain, ok, ordered)`` of each direction's ``(F, L, B - 1)`` Newton gains, where
     both children hold ``min_child_weight`` (``ok``) and their values are in order for the
-    feature's sign (``signs``: ``(F,)`` int32), stacked on a last axis of 2 (``missing=False``:
-    direction 1 is ``-inf``)."""
+    feature's sign (``signs``: ``(F,)`` int32, or ``(F, L)`` when each node gathered its own
+    features), stacked on a last axis of 2 (``missing=False``: direction 1 is ``-inf``)."""
     n_bins = cum.shape[2]
     k = cum.shape[-1] // 2
     present = cum[:, :, : n_bins - 1, :]                 # (F, L, B-1, 2K) left sums
@@ -119,7 +119,8 @@ def _split_gains(cum, lo, hi, signs, l2, min_child_weight, missing: bool, keep):
         return w, jnp.sum(weight_score(s[..., :k], s[..., k:], w, l2), axis=-1)
 
     _, parent = node(total)
-    sign = signs.astype(jnp.float32)[:, None, None, None]
+    sign = signs.astype(jnp.float32)
+    sign = sign[:, None, None, None] if sign.ndim == 1 else sign[:, :, None, None]
 
     def direction(left):
         right = total - left

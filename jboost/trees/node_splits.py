@@ -60,15 +60,19 @@ def node_gains(cum, l2, min_child_weight, missing: bool = True,
         output_sum=splits_lib.sum_outputs_16), in_axes=1)(cum)
 
 
-def best_node_splits(g, cum, mask=None, bounds=None) -> splits_lib.Split:
+def best_node_splits(g, cum, mask=None, bounds=None, columns=None) -> splits_lib.Split:
     """Each node's first best split from its ``(F', S, B, C)`` cumulative histograms, with the
     settings of a grower ``g``; ``mask (S, F')``: the features each node may split on;
-    ``bounds``: the nodes' ``(S, K)`` ``(lo, hi)`` under ``g.monotone`` (every feature gathered)."""
+    ``bounds``: the nodes' ``(S, K)`` ``(lo, hi)`` under ``g.monotone``; ``columns``: the features
+    ``cum`` gathered, ``(F',)`` for every node or ``(S, F')`` per node (``None``: every one)."""
     if bounds is None:
         gains = node_gains(cum, g.l2, g.min_child_weight, g.missing, g.criterion)  # (S, F', B-1, 2)
     else:
-        gains = monotone.node_gains(cum, *bounds, jnp.asarray(g.monotone, jnp.int32), g.l2,
-                                    g.min_child_weight, g.missing)
+        signs = jnp.asarray(g.monotone, jnp.int32)
+        if columns is not None:  # the gathered features' signs: (F',) or (F', S)
+            signs = signs[jnp.asarray(columns, jnp.int32)]
+            signs = signs if signs.ndim == 1 else signs.T
+        gains = monotone.node_gains(cum, *bounds, signs, g.l2, g.min_child_weight, g.missing)
     if mask is None:
         return jax.vmap(lambda gn: splits_lib.best_split_of_gains(gn, min_split_gain=g.min_split_gain))(gains)
     return jax.vmap(lambda gn, mn: splits_lib.best_split_of_gains(
@@ -100,12 +104,14 @@ def node_features(key, level: int, nodes, n_features: int, m: int):
     return jnp.sort(jnp.argsort(u, axis=1)[:, :m], axis=1).astype(jnp.int32)
 
 
-def children_bounds(g, cum, split: splits_lib.Split, bounds):
+def children_bounds(g, cum, split: splits_lib.Split, bounds, features=None):
     """The ``(2S, K)`` bounds ``(lo, hi)`` of the children of ``S`` nodes of ``bounds`` split by
-    ``split`` (features: positions in ``cum``'s, every feature; a null split constrains nothing),
-    left children first (:func:`jboost.trees.monotone.children_bounds`)."""
+    ``split`` (its features: positions in ``cum``'s; ``features``: the features they stand for,
+    default the same; a null split constrains nothing), left children first
+    (:func:`jboost.trees.monotone.children_bounds`)."""
     sums = node_children_sums(cum, split.feature, split.threshold, split.missing_right)
-    sign = jnp.where(split.gain > 0, jnp.asarray(g.monotone, jnp.int32)[split.feature], 0)
+    features = split.feature if features is None else features
+    sign = jnp.where(split.gain > 0, jnp.asarray(g.monotone, jnp.int32)[features], 0)
     return monotone.children_bounds(sums, *bounds, sign[:, None], g.l2)
 
 
