@@ -302,8 +302,9 @@ def fit_tree(X_binned, grad, hess, *, depth: int, n_bins: int, l2, min_split_gai
     ``(depth, m)``, static ``interactions`` (feature groups, :mod:`jboost.trees.interactions`: each
     node splits on a feature its path allows) and ``monotone`` (a sign per feature,
     :mod:`jboost.trees.monotone`: each node's candidates valued within its bounds, out-of-order
-    ones refused; the round clips the final leaf values). Returns ``(tree, leaf)``: a :class:`jboost.trees.depthwise.DepthwiseTrees` table
-    of ``max_leaves - 1`` nodes and ``(n,)`` int32 each row's leaf."""
+    ones refused; the round clips the final leaf values). Returns ``(tree, leaf)``: a
+    :class:`jboost.trees.depthwise.DepthwiseTrees` table of ``max_leaves - 1`` nodes and ``(n,)``
+    int32 each row's leaf."""
     max_leaves, depth = int(max_leaves), int(depth)
     if max_leaves < 2:
         raise ValueError(f"lossguide.fit_tree: max_leaves must be at least 2; got {max_leaves}.")

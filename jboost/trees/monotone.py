@@ -17,8 +17,8 @@ node gets its own midpoint. A node whose children's clipped values are out of or
 w_right`` for ``+1``) is pooled, as isotonic regression pools two values: both children at the
 node's own clipped value, its midpoint, and no gain, so one node never vetoes a split the level's
 other nodes gain by. A level's gain sums its ordered nodes' Newton gains of the clipped values,
-``-(2 G w + (H + l2) w^2)`` per child minus the parent's. A feature used by several levels (different borders) is then monotone along each of them,
-hence along the feature. Each output of a multi-output model is constrained on its own.
+``-(2 G w + (H + l2) w^2)`` per child minus the parent's. A feature used by several levels
+(different borders) is then monotone along each of them, hence along the feature. Each output of a multi-output model is constrained on its own.
 
 **Depth-wise and loss-guided trees** (node tables): each node carries its own bounds; a candidate
 whose children's clipped values are out of order is refused, as XGBoost and LightGBM refuse it
