@@ -66,6 +66,15 @@ def run(args, *, quiet: float, what: str, **kwargs) -> subprocess.CompletedProce
         raise AssertionError(explain(what, waited) + "\n" + tail) from None
 
 
+def on_two_devices(code: str, *, quiet: float, what: str) -> subprocess.CompletedProcess:
+    """:func:`python` of ``code`` on two host CPU devices, with the repository and ``tests/`` on
+    the path (``code`` may import the test modules)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+               JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join([os.path.dirname(here), here]))
+    return python(code, quiet=quiet, what=what, env=env)
+
+
 def python(code: str, *, quiet: float, what: str, extra_args=(), **kwargs):
     """:func:`run` of ``python -c code``."""
     return run([sys.executable, "-c", code, *extra_args], quiet=quiet, what=what, **kwargs)

@@ -12,10 +12,6 @@ rule (so the check has something to find). Errors name the argument and the fix.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,6 +19,7 @@ import pytest
 
 import jboost
 from jboost.trees import depthwise, family, interactions, lossguide, oblivious
+from tests import _processes
 
 F, N, DEPTH, BINS = 7, 600, 4, 17
 
@@ -244,12 +241,7 @@ print("OK")
 
 @pytest.mark.slow
 def test_rows_sharded_over_two_devices():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(__file__)),
-                                           os.path.dirname(__file__)]))
-    out = subprocess.run([sys.executable, "-c", SHARDED], env=env, capture_output=True, text=True,
-                         timeout=900)
+    out = _processes.on_two_devices(SHARDED, quiet=30, what="the constrained fits on two devices")
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-3000:]
 
 

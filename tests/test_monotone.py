@@ -10,16 +10,13 @@ truth is monotone, and errors name the argument and the fix.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jboost
 from jboost.trees import monotone, splits
+from tests import _processes
 
 LOSSES = ("squared_error", "huber", "quantile", "binomial_deviance", "poisson", "log_cosh")
 
@@ -224,12 +221,7 @@ print("OK")
 
 @pytest.mark.slow
 def test_rows_sharded_over_two_devices():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(__file__)),
-                                           os.path.dirname(__file__)]))
-    out = subprocess.run([sys.executable, "-c", SHARDED], env=env, capture_output=True, text=True,
-                         timeout=900)
+    out = _processes.on_two_devices(SHARDED, quiet=30, what="the monotone fits on two devices")
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-3000:]
 
 

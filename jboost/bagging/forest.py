@@ -22,7 +22,7 @@ from jboost.fitting import (init_model as init_model_lib, prepare, rounds, setti
                             tabular)
 from jboost.losses import loss
 from jboost.models import forest as forest_lib
-from jboost.trees import family, monotone as monotone_lib, node_table
+from jboost.trees import family, node_table
 
 #: Forest tasks: ``"classification"`` is binary or multiclass, K from the labels.
 FOREST_TASKS = ("regression",) + loss.CLASSIFICATION + ("classification",)
@@ -242,19 +242,9 @@ def _forest_config(s, data: prepare.Data) -> forest_binned.ForestConfig:
     n, k, depth, n_bins, n_trees, mesh = s.n, s.k, s.depth, s.n_bins, s.n_trees, s.mesh
     n_features = data.X_binned.shape[0]
     m = bootstrap_lib.resolve_max_features(s.max_features, n_features)
-    if s.init_model is not None and (s.interaction_constraints is not None
-                                     or s.monotone_constraints is not None):
-        raise ValueError("continuing a forest with interaction_constraints or "
-                         "monotone_constraints is not supported (a Forest does not record them): "
-                         "fit a new forest with more n_trees.")
-    names = tabular_lib.feature_names_of(s.X)
-    interactions = settings_lib.interaction_setting(
-        s.interaction_constraints, n_features=n_features, names=names, categorical=False)
-    signs = monotone_lib.resolve(s.monotone_constraints, n_features, names)
-    if signs is not None and s.task != "regression":
-        raise ValueError("monotone_constraints are supported by regression forests "
-                         "(task='regression'): a classification forest's leaves are class "
-                         "frequencies.")
+    signs, interactions = settings_lib.forest_constraints(
+        s.monotone_constraints, s.interaction_constraints, n_features=n_features,
+        names=tabular_lib.feature_names_of(s.X), task=s.task, continuing=s.init_model is not None)
     max_nodes = s.max_nodes
     if s.tree_family == "depthwise":
         max_nodes = max(1, n // 2) if max_nodes is None else checks.check_int(

@@ -536,6 +536,24 @@ def constraint_settings(monotone_constraints, interaction_constraints,
                                          init_model=init_model))
 
 
+def forest_constraints(monotone_constraints, interaction_constraints, *, n_features: int, names,
+                       task: str, continuing: bool) -> tuple:
+    """``(signs, groups)`` of a random forest's ``monotone_constraints`` (regression forests only)
+    and ``interaction_constraints``, each ``None`` when none; refused when continuing a forest."""
+    if continuing and (interaction_constraints is not None or monotone_constraints is not None):
+        raise ValueError("continuing a forest with interaction_constraints or "
+                         "monotone_constraints is not supported (a Forest does not record them): "
+                         "fit a new forest with more n_trees.")
+    groups = interaction_setting(interaction_constraints, n_features=n_features, names=names,
+                                 categorical=False)
+    signs = monotone.resolve(monotone_constraints, n_features, names)
+    if signs is not None and task != "regression":
+        raise ValueError("monotone_constraints are supported by regression forests "
+                         "(task='regression'): a classification forest's leaves are class "
+                         "frequencies.")
+    return signs, groups
+
+
 def interaction_setting(constraints, *, n_features: int, names, categorical: bool,
                         init_model=None) -> Optional[tuple]:
     """The static groups of ``interaction_constraints``
