@@ -265,6 +265,31 @@ def test_regression_forests_are_monotone(family):
                                        max_features=2, tree_family=family,
                                        monotone_constraints=signs, key=2)
     assert_monotone(forest, X, signs, seed=30)
-    with pytest.raises(ValueError, match="regression forests"):
-        jboost.bagging.fit_forest(X, (y > np.median(y)).astype(np.int32), n_trees=2, depth=3,
-                                  tree_family=family, monotone_constraints=signs)
+
+
+@pytest.mark.parametrize("family", ["depthwise", "oblivious"])
+def test_two_class_forests_are_monotone_in_the_probability_of_class_1(family):
+    # Two classes: the trees fit the 0/1 target, one leaf value (class 1's frequency) clipped;
+    # K > 2 class frequencies sum to 1 and cannot all follow a sign: refused
+    X, y, _, signs, _ = draw(31)
+    labels = (y > np.median(y)).astype(np.int32)
+    forest = jboost.bagging.fit_forest(X, labels, n_trees=6, depth=5, max_features=2,
+                                       tree_family=family, monotone_constraints=signs, key=3)
+    free = jboost.bagging.fit_forest(X, labels, n_trees=6, depth=5, max_features=2,
+                                     tree_family=family, key=3)
+
+    p1 = lambda model: (lambda rows: np.asarray(jboost.predict_proba(model, rows))[:, 1])  # noqa: E731
+    rng = np.random.default_rng(31)
+    broken = 0
+    for f, sign in enumerate(signs):
+        if sign == 0:
+            continue
+        rows = probe_rows(X, f, rng)
+        flat = rows.reshape(-1, X.shape[1])
+        steps = sign * np.diff(p1(forest)(flat).reshape(rows.shape[:2]), axis=1)
+        assert np.all(steps >= 0), f"feature {f}: class 1's probability moves against {sign}"
+        broken += int(np.sum(sign * np.diff(p1(free)(flat).reshape(rows.shape[:2]), axis=1) < 0))
+    assert broken > 0  # the free forest breaks the signs: the check has something to find
+    with pytest.raises(ValueError, match="3 classes"):
+        jboost.bagging.fit_forest(X, np.digitize(y, np.quantile(y, [0.33, 0.66])).astype(np.int32),
+                                  n_trees=2, depth=3, tree_family=family, monotone_constraints=signs)

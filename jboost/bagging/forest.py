@@ -244,7 +244,8 @@ def _forest_config(s, data: prepare.Data) -> forest_binned.ForestConfig:
     m = bootstrap_lib.resolve_max_features(s.max_features, n_features)
     signs, interactions = settings_lib.forest_constraints(
         s.monotone_constraints, s.interaction_constraints, n_features=n_features,
-        names=tabular_lib.feature_names_of(s.X), task=s.task, continuing=s.init_model is not None)
+        names=tabular_lib.feature_names_of(s.X), task=s.task, n_outputs=k,
+        continuing=s.init_model is not None)
     max_nodes = s.max_nodes
     if s.tree_family == "depthwise":
         max_nodes = max(1, n // 2) if max_nodes is None else checks.check_int(

@@ -537,9 +537,13 @@ def constraint_settings(monotone_constraints, interaction_constraints,
 
 
 def forest_constraints(monotone_constraints, interaction_constraints, *, n_features: int, names,
-                       task: str, continuing: bool) -> tuple:
-    """``(signs, groups)`` of a random forest's ``monotone_constraints`` (regression forests only)
-    and ``interaction_constraints``, each ``None`` when none; refused when continuing a forest."""
+                       task: str, n_outputs: int, continuing: bool) -> tuple:
+    """``(signs, groups)`` of a random forest's ``monotone_constraints`` and
+    ``interaction_constraints``, each ``None`` when none; refused when continuing a forest.
+
+    Monotone constraints apply to a regression forest's mean and to a two-class forest's
+    probability of class 1 (its trees fit the 0/1 target: that frequency is their one leaf
+    value); ``K > 2`` class frequencies sum to 1, so no sign can hold for all of them: refused."""
     if continuing and (interaction_constraints is not None or monotone_constraints is not None):
         raise ValueError("continuing a forest with interaction_constraints or "
                          "monotone_constraints is not supported (a Forest does not record them): "
@@ -547,10 +551,12 @@ def forest_constraints(monotone_constraints, interaction_constraints, *, n_featu
     groups = interaction_setting(interaction_constraints, n_features=n_features, names=names,
                                  categorical=False)
     signs = monotone.resolve(monotone_constraints, n_features, names)
-    if signs is not None and task != "regression":
-        raise ValueError("monotone_constraints are supported by regression forests "
-                         "(task='regression'): a classification forest's leaves are class "
-                         "frequencies.")
+    if signs is not None and task != "regression" and n_outputs != 2:
+        raise ValueError(f"monotone_constraints are supported by regression and two-class forests "
+                         f"(the probability of class 1); this forest has {n_outputs} classes, whose "
+                         "frequencies sum to 1 and cannot all follow one sign: fit one forest per "
+                         "class against the rest (a 0/1 target), or a boosted model "
+                         "(jboost.fit), whose raw class scores each take the signs.")
     return signs, groups
 
 
