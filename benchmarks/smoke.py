@@ -43,6 +43,7 @@ REPO = HERE.parent
 SCRIPTS: dict[str, bool] = {
     "adult_categorical": True,
     "bench": False,
+    "constraint_memory": True,
     "custom_losses": True,
     "depthwise_bench": True,
     "distributed_memory": False,

@@ -14,6 +14,7 @@ import numpy as np
 try:
     import sklearn
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+    from sklearn.metrics import d2_pinball_score
     from sklearn.model_selection import train_test_split
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import _check_sample_weight, check_is_fitted, check_random_state
@@ -319,6 +320,16 @@ class _BoostingBase(_JBoostBase):
         return np.asarray(jboost.staged_predict(self.booster_, X))
 
 
+def quantile_levels(loss) -> Optional[list]:
+    """The levels of :func:`jboost.losses.quantile` (one) or :func:`jboost.losses.quantiles`, else
+    ``None``."""
+    if loss.name == "quantile":
+        return [float(loss.params["alpha"])]
+    if loss.name == "quantiles":
+        return [float(a) for a in np.asarray(loss.params["levels"])]
+    return None
+
+
 class JBoostRegressor(RegressorMixin, _BoostingBase):
     """Gradient boosting of oblivious, depth-wise or loss-guided trees for regression (:func:`jboost.fit`).
 
@@ -337,7 +348,11 @@ class JBoostRegressor(RegressorMixin, _BoostingBase):
     bound but ``max_leaves``).
 
     ``predict`` is the loss's link of the raw score (:func:`jboost.predict_mean`: the value for
-    squared error, the mean for Poisson).
+    squared error, the mean for Poisson; the ``(n_samples, K)`` quantiles for
+    :func:`jboost.losses.quantiles`). ``score`` is the R^2 of ``predict``, or for the quantile
+    losses (:func:`jboost.losses.quantile`, :func:`jboost.losses.quantiles`) the D^2 pinball score
+    (:func:`sklearn.metrics.d2_pinball_score`: 1 minus the pinball loss over that of the
+    labels' quantile) averaged over the levels, so model selection compares what the loss fits.
 
     Attributes:
       ``booster_``: the fitted :class:`jboost.Booster`.
@@ -350,6 +365,16 @@ class JBoostRegressor(RegressorMixin, _BoostingBase):
     def predict(self, X) -> np.ndarray:
         X = self._checked(X)
         return np.asarray(jboost.predict_mean(self.booster_, X), dtype=np.float64)
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """R^2 of :meth:`predict`; for a quantile loss, the mean over its levels of the D^2
+        pinball score (1 is perfect, 0 the labels' quantile, negative worse)."""
+        levels = quantile_levels(self.booster_.loss)
+        if levels is None:
+            return super().score(X, y, sample_weight=sample_weight)
+        q = np.reshape(self.predict(X), (np.shape(y)[0], len(levels)))
+        return float(np.mean([d2_pinball_score(y, q[:, k], sample_weight=sample_weight, alpha=a)
+                              for k, a in enumerate(levels)]))
 
     def staged_predict(self, X):
         """Yield the prediction after each fitted round (round 1, 2, ...)."""

@@ -211,13 +211,47 @@ def test_errors_name_the_argument_and_the_fix(bad, match):
         jboost.fit(X, y, n_rounds=2, interaction_constraints=bad)
 
 
-def test_categorical_columns_are_refused():
+def _categorical_frame(seed: int = 0):
+    """Numeric ``a, b, c``, a two-category column ``k`` (one-hot: two features) and a
+    twelve-category column ``m`` (ordered target statistics: one feature); the target rewards
+    ``a*k``, ``b*m`` and ``a*b``."""
     pd = pytest.importorskip("pandas")
-    X, y = _fit_data()
+    X, _ = _fit_data()
+    rng = np.random.default_rng(1)
     frame = pd.DataFrame(X[:, :3], columns=["a", "b", "c"])
     frame["k"] = pd.Categorical(np.where(X[:, 3] > 0, "u", "v"))
-    with pytest.raises(ValueError, match="categorical columns"):
-        jboost.fit(frame, y, n_rounds=2, interaction_constraints=[["a", "b"]])
+    m = rng.integers(0, 12, size=len(frame))
+    frame["m"] = pd.Categorical([f"m{i}" for i in m])
+    effect = np.linspace(-1, 1, 12)[m]
+    y = (X[:, 0] * np.where(X[:, 3] > 0, 1, -1) + X[:, 1] * effect + X[:, 0] * X[:, 1]
+         + X[:, 2] + 0.1 * rng.normal(size=len(frame))).astype(np.float32)
+    return frame, y
+
+
+@pytest.mark.parametrize("family,extra", [("depthwise", {}), ("lossguide", {"max_leaves": 8}),
+                                          ("oblivious", {})])
+@pytest.mark.parametrize("groups", [[["a", "k"], ["b", "c", "m"]], [["a", "b"], ["c", "m"]]])
+def test_categorical_columns_are_constrained_through_their_encoded_features(family, extra, groups):
+    # a column's encoded features (one-hot indicators, statistics) belong to its groups; a
+    # column in no group ("k" in the second case) splits alone, on any of its features
+    frame, y = _categorical_frame()
+    kw = dict(n_rounds=10, depth=3, tree_family=family, key=2, one_hot_max_size=2, **extra)
+    model = jboost.fit(frame, y, interaction_constraints=groups, **kw)
+    free = jboost.fit(frame, y, **kw)
+    names = model.categorical.spec.encoded_names
+    assert names == ("a", "b", "c", "k==u", "k==v", "m:ctr")
+    column = lambda name: name.split("==")[0].split(":")[0]  # noqa: E731
+    expected = [[f for f, name in enumerate(names) if column(name) in group] for group in groups]
+    if not any("k" in group for group in groups):
+        expected.append([3, 4])
+    expected = interactions.resolve(expected, len(names))
+    assert interactions.from_table(model.settings.arrays["interaction_constraints"]) == expected
+    count = oblivious_violations if family == "oblivious" else table_violations
+    assert sum(count(t, expected) for t in each_tree(model.trees)) == 0
+    assert sum(count(t, expected) for t in each_tree(free.trees)) > 0
+    np.testing.assert_array_equal(jboost.predict(jboost.fit(frame, y, interaction_constraints=groups,
+                                                            init_model=model, **kw), frame)
+                                  .shape, (len(frame),))
 
 
 SHARDED = """

@@ -225,6 +225,31 @@ def test_rows_sharded_over_two_devices():
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-3000:]
 
 
+@pytest.mark.parametrize("family", ["oblivious", "depthwise", "lossguide"])
+def test_numeric_columns_of_a_table_with_categorical_ones(family):
+    # the categorical columns' encoded features (one-hot indicators, statistics) are free;
+    # constraining a categorical column is refused (its categories have no order)
+    pd = pytest.importorskip("pandas")
+    X, y, _, _, _ = draw(40)
+    rng = np.random.default_rng(40)
+    frame = pd.DataFrame({"k": pd.Categorical(rng.choice(["u", "v"], size=X.shape[0])),
+                          "a": X[:, 0], "b": X[:, 1]})  # encoded: k==u, k==v, a, b, m:ctr
+    frame["m"] = pd.Categorical(rng.choice([f"m{i}" for i in range(12)], size=len(frame)))
+    y = y + np.where(frame["k"] == "u", 1.0, -1.0).astype(np.float32) * np.nan_to_num(X[:, 0])
+    kw = dict(n_rounds=15, depth=4, tree_family=family, one_hot_max_size=2, key=4,
+              learning_rate=0.3)
+    model = jboost.fit(frame, y, monotone_constraints={"a": 1, "b": -1}, **kw)
+    assert np.asarray(model.settings.arrays["monotone_constraints"]).tolist() == [0, 0, 1, -1, 0]
+    for f, sign in ((0, 1), (1, -1)):
+        rows = probe_rows(X[:, :2], f, np.random.default_rng(f))
+        base = frame.iloc[np.arange(rows.shape[0]).repeat(rows.shape[1])].reset_index(drop=True)
+        base["a"], base["b"] = rows[:, :, 0].ravel(), rows[:, :, 1].ravel()
+        raw = np.asarray(jboost.predict(model, base)).reshape(rows.shape[:2])
+        assert np.all(sign * np.diff(raw, axis=1) >= 0), f
+    with pytest.raises(ValueError, match="'k', a categorical column"):
+        jboost.fit(frame, y, monotone_constraints={"k": 1}, **kw)
+
+
 def test_the_scikit_learn_regressor_takes_the_constraints():
     pytest.importorskip("sklearn")
     from jboost.sklearn import JBoostRegressor

@@ -239,3 +239,27 @@ def test_a_model_file_round_trip_needs_no_loss(tmp_path):
                                   np.float32([0.05, 0.5, 0.95]))
     np.testing.assert_array_equal(np.asarray(jboost.predict_mean(again, X)),
                                   np.asarray(jboost.predict_mean(model, X)))
+
+
+def test_the_scikit_learn_score_of_a_quantile_loss_is_the_mean_d2_pinball_score():
+    # R^2 would score a quantile fit against the mean; D^2 pinball scores what the loss fits
+    pytest.importorskip("sklearn")
+    from sklearn.metrics import d2_pinball_score, r2_score
+
+    from jboost.sklearn import JBoostRegressor
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 3)).astype(np.float32)
+    y = (X[:, 0] + (1 + np.abs(X[:, 1])) * rng.normal(size=400)).astype(np.float32)
+    w = rng.uniform(0.5, 2, size=400)
+    levels = [0.1, 0.5, 0.9]
+    multi = JBoostRegressor(loss=jboost.losses.quantiles(levels), n_rounds=15, depth=3).fit(X, y)
+    q = multi.predict(X)
+    assert q.shape == (400, 3)
+    expected = np.mean([d2_pinball_score(y, q[:, k], alpha=a, sample_weight=w) for k, a in enumerate(levels)])
+    assert multi.score(X, y, sample_weight=w) == pytest.approx(expected, rel=1e-6)
+    one = JBoostRegressor(loss=jboost.losses.quantile(0.9), n_rounds=15, depth=3).fit(X, y)
+    assert one.score(X, y) == pytest.approx(d2_pinball_score(y, one.predict(X), alpha=0.9), rel=1e-6)
+    assert one.score(X, y) != pytest.approx(r2_score(y, one.predict(X)))
+    mean = JBoostRegressor(n_rounds=15, depth=3).fit(X, y)
+    assert mean.score(X, y) == pytest.approx(r2_score(y, mean.predict(X)), rel=1e-6)

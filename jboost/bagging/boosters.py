@@ -70,9 +70,6 @@ def fit_bagged_boosters(X, y, loss="squared_error", *, n_bags: int = 10,
     """
     a = types.SimpleNamespace(**locals())  # this call's arguments, for the pipeline's steps
     if settings_lib.check_setting("rows", rows) == "local":
-        if monotone_constraints is not None or interaction_constraints is not None:
-            raise ValueError("monotone_constraints and interaction_constraints are not supported "
-                             "by bagged boosters with rows='local': fit with rows='global'.")
         return local_lib.fit_local(X, y, loss, sample_weight, eval_set, _local_settings(a))
     b = _prepare_bags(a)
     return _finish_bags(b, a, *_run_bags(b, a))
@@ -83,7 +80,8 @@ def fit_bagged_boosters(X, y, loss="squared_error", *, n_bags: int = 10,
 _LOCAL_SETTINGS = ("loss", "n_bags", "bootstrap", "n_rounds", "depth", "learning_rate", "l2",
                    "min_split_gain", "min_child_weight", "subsample", "colsample", "colsample_by",
                    "n_bins", "n_outputs", "per_output_trees", "key", "chunk_size", "verbose",
-                   "early_stopping_rounds", "early_stopping_tolerance", "eval_metric")
+                   "early_stopping_rounds", "early_stopping_tolerance", "eval_metric",
+                   "monotone_constraints", "interaction_constraints")
 
 
 def _local_settings(a) -> dict:
@@ -141,7 +139,7 @@ def _prepare_bags(a) -> _Bags:
     config = config._replace(**settings_lib.constraint_settings(
         a.monotone_constraints, a.interaction_constraints, config, n_features=X.shape[1],
         names=None if tab.feature_names is None else list(tab.feature_names.array),
-        categorical=tab.plan is not None, local=False))
+        spec=None if tab.plan is None else tab.plan.spec))
     y = labels.as_labels(tab.y, X.shape[0])
     loss_obj = checks_lib.resolve_loss(a.loss, y, a.n_outputs)
     ls = standardise.NONE if init_model is not None else standardise.label_scale(

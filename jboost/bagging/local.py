@@ -29,6 +29,9 @@ def fit_local(X, y, loss, sample_weight, eval_set, settings: dict) -> bagged.Bag
                                dict(s, eval_set="oob" if oob_asked else eval_set is None, names=names))
     _refuse_unsupported(s, loss, eval_set, oob_asked)
     bootstrap, n_bags, chunk_size, config, hyper = boosters_binned.bag_settings(s)
+    config = config._replace(**settings_lib.constraint_settings(
+        s["monotone_constraints"], s["interaction_constraints"], config, n_features=X.shape[1],
+        names=names))
     if not rounds_lib.host_fit(hyper, s["key"]):
         raise ValueError("rows='local' needs a concrete fit (not under jax.vmap or jax.jit).")
     n = local.n_total

@@ -187,6 +187,34 @@ class CategoricalSpec:
             out += [j] * self.n_stats
         return np.asarray(out, np.int32)
 
+    def encoded_signs(self, signs: Optional[tuple]) -> Optional[tuple]:
+        """Monotone signs of the input columns (:func:`jboost.trees.monotone.resolve`) as signs
+        of the encoded features, ``None`` kept; a categorical column's must be 0 (its categories
+        have no order): ``ValueError`` naming the column and the fix."""
+        if signs is None:
+            return None
+        for j, sign in enumerate(signs):
+            if sign != 0 and self.kinds[j] != "numeric":
+                raise ValueError(f"monotone_constraints constrain {self.input_name(j)!r}, a "
+                                 "categorical column: its categories have no order. Give it 0, or "
+                                 "pass cat_features without it to treat its codes as numbers.")
+        return tuple(int(signs[j]) for j in self.sources)
+
+    def encoded_groups(self, groups: Optional[tuple]) -> Optional[tuple]:
+        """Interaction groups of input columns (:func:`jboost.trees.interactions.resolve`) as
+        groups of the encoded features, ``None`` kept: each group the features of its columns,
+        and a group of its own for a column in no group that has several features (its one-hot
+        indicators or statistics are one column, so a path may use several of them)."""
+        if groups is None:
+            return None
+        sources = self.sources
+        grouped = {j for group in groups for j in group}
+        own = [(j,) for j in range(self.n_inputs)
+               if j not in grouped and np.sum(sources == j) > 1]
+        out = {tuple(int(f) for f in np.flatnonzero(np.isin(sources, group)))
+               for group in tuple(groups) + tuple(own)}
+        return tuple(sorted(out))
+
     def category_name(self, j: int, c: int) -> str:
         """The name of category ``c`` of input column ``j`` (:data:`MISSING_NAME` for missing)."""
         return MISSING_NAME if c == len(self.vocab[j]) else str(self.vocab[j][c])

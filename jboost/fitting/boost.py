@@ -98,7 +98,7 @@ def prepare_fit(a) -> Prepared:
     config, hyper = _fit_settings(a, loss_obj, has_validation=eval_set is not None)
     config = config._replace(**settings_lib.constraint_settings(
         a.monotone_constraints, a.interaction_constraints, config, n_features=X.shape[1],
-        names=t.names, categorical=t.plan is not None, local=local is not None,
+        names=t.names, spec=None if t.plan is None else t.plan.spec,
         init_model=a.init_model))
     borders, init_model = a.borders, a.init_model
     if init_model is not None:
@@ -187,7 +187,8 @@ _LOCAL_SETTINGS = (
     "subsample", "colsample", "colsample_by", "n_bins", "key", "n_outputs", "task",
     "per_output_trees", "borders", "row_sampler", "split_criterion", "tree_family", "max_leaves",
     "early_stopping_rounds", "early_stopping_tolerance", "eval_metric", "verbose",
-    "checkpoint_every", "one_hot_max_size", "cat_prior", "cat_prior_weight")
+    "checkpoint_every", "one_hot_max_size", "cat_prior", "cat_prior_weight",
+    "monotone_constraints", "interaction_constraints")
 
 
 def _fit_settings(a, loss_obj: loss_lib.Loss, *, has_validation: bool):

@@ -488,10 +488,16 @@ def check_eval_metric(metric, loss: loss_lib.Loss, *, has_validation: bool,
 
 
 def monotone_setting(constraints, config: boosting_lib.BoostConfig, *, n_features: int, names,
-                     categorical: bool, local: bool, init_model=None) -> Optional[tuple]:
+                     spec=None, init_model=None) -> Optional[tuple]:
     """The static signs of ``monotone_constraints`` (:func:`jboost.trees.monotone.resolve`:
-    ``None`` when none), refused where they are not enforced yet, each error naming the fix."""
+    ``None`` when none), refused where they are not enforced yet, each error naming the fix.
+    With categorical columns (``spec``, a :class:`jboost.data.categorical.CategoricalSpec`), the
+    constraints name the input columns and the signs returned are the encoded features'."""
+    if spec is not None:
+        n_features, names = spec.n_inputs, spec.names if spec.names is not None else names
     signs = monotone.resolve(constraints, n_features, names)
+    if spec is not None:
+        signs = spec.encoded_signs(signs)
     before = getattr(getattr(init_model, "settings", None), "arrays", {}).get("monotone_constraints")
     if signs is None:
         if before is not None:
@@ -507,11 +513,6 @@ def monotone_setting(constraints, config: boosting_lib.BoostConfig, *, n_feature
         why = "a custom split_criterion: they are enforced with the Newton criterion only"
     elif config.algorithm != algorithm_lib.NEWTON:
         why = "this algorithm: they are enforced by gradient boosting's Newton round only"
-    elif categorical:
-        why = ("categorical columns: constrain numeric columns of a table without categorical "
-               "ones (pass cat_features=[] to treat codes as numbers)")
-    elif local:
-        why = "rows='local': fit with rows='global' for them"
     if why is not None:
         raise ValueError(f"monotone_constraints are not supported with {why}.")
     if init_model is not None:
@@ -524,32 +525,28 @@ def monotone_setting(constraints, config: boosting_lib.BoostConfig, *, n_feature
 
 def constraint_settings(monotone_constraints, interaction_constraints,
                          config: boosting_lib.BoostConfig, *, n_features: int, names,
-                         categorical: bool, local: bool, init_model=None) -> dict:
+                         spec=None, init_model=None) -> dict:
     """``{"monotone": ..., "interactions": ...}``, the :class:`BoostConfig` fields of a fit's
     ``monotone_constraints`` and ``interaction_constraints`` (:func:`monotone_setting`,
-    :func:`interaction_setting`)."""
+    :func:`interaction_setting`; ``spec``: the categorical columns' encoding, or ``None``)."""
     return dict(
         monotone=monotone_setting(monotone_constraints, config, n_features=n_features, names=names,
-                                  categorical=categorical, local=local, init_model=init_model),
+                                  spec=spec, init_model=init_model),
         interactions=interaction_setting(interaction_constraints, n_features=n_features,
-                                         names=names, categorical=categorical,
-                                         init_model=init_model))
+                                         names=names, spec=spec, init_model=init_model))
 
 
 def forest_constraints(monotone_constraints, interaction_constraints, *, n_features: int, names,
                        task: str, n_outputs: int, continuing: bool) -> tuple:
     """``(signs, groups)`` of a random forest's ``monotone_constraints`` and
     ``interaction_constraints``, each ``None`` when none; refused when continuing a forest.
-
-    Monotone constraints apply to a regression forest's mean and to a two-class forest's
-    probability of class 1 (its trees fit the 0/1 target: that frequency is their one leaf
-    value); ``K > 2`` class frequencies sum to 1, so no sign can hold for all of them: refused."""
+    Signs apply to a regression forest's mean and to a two-class forest's probability of class 1
+    (its trees fit the 0/1 target); ``K > 2`` class frequencies sum to 1: refused."""
     if continuing and (interaction_constraints is not None or monotone_constraints is not None):
         raise ValueError("continuing a forest with interaction_constraints or "
                          "monotone_constraints is not supported (a Forest does not record them): "
                          "fit a new forest with more n_trees.")
-    groups = interaction_setting(interaction_constraints, n_features=n_features, names=names,
-                                 categorical=False)
+    groups = interaction_setting(interaction_constraints, n_features=n_features, names=names)
     signs = monotone.resolve(monotone_constraints, n_features, names)
     if signs is not None and task != "regression" and n_outputs != 2:
         raise ValueError(f"monotone_constraints are supported by regression and two-class forests "
@@ -560,17 +557,18 @@ def forest_constraints(monotone_constraints, interaction_constraints, *, n_featu
     return signs, groups
 
 
-def interaction_setting(constraints, *, n_features: int, names, categorical: bool,
+def interaction_setting(constraints, *, n_features: int, names, spec=None,
                         init_model=None) -> Optional[tuple]:
     """The static groups of ``interaction_constraints``
-    (:func:`jboost.trees.interactions.resolve`: ``None`` when none), refused where they are not
-    enforced, and the same as ``init_model``'s (a continued model keeps its trees' constraints)."""
+    (:func:`jboost.trees.interactions.resolve`: ``None`` when none), the same as ``init_model``'s
+    (a continued model keeps its trees' constraints). With categorical columns (``spec``), the
+    groups name the input columns and the groups returned are of the encoded features."""
+    if spec is not None:
+        n_features, names = spec.n_inputs, spec.names if spec.names is not None else names
     groups = interactions.resolve(constraints, n_features, names)
+    if spec is not None:
+        groups = spec.encoded_groups(groups)
     before = getattr(getattr(init_model, "settings", None), "arrays", {}).get("interaction_constraints")
-    if groups is not None and categorical:
-        raise ValueError("interaction_constraints are not supported with categorical columns: "
-                         "constrain a table without categorical ones (pass cat_features=[] to "
-                         "treat codes as numbers).")
     if init_model is not None and getattr(init_model, "settings", None) is not None:
         theirs = None if before is None else interactions.from_table(before)
         if groups != theirs:

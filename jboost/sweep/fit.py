@@ -180,7 +180,7 @@ def _prepare_sweep(a) -> _Sweep:
                     a.per_output_trees, family=family)
     family.update({k: v for k, v in settings_lib.constraint_settings(
         a.monotone_constraints, a.interaction_constraints, probe, n_features=X.shape[1],
-        names=names, categorical=plan is not None, local=local is not None).items()
+        names=names, spec=None if plan is None else plan.spec).items()
         if v is not None})  # (a part of the checkpoints' fingerprint)
     greater = metrics.check_metric(a.metric, loss_obj, a.greater_is_better)
     # Its score is the held-out fold's loss or metric, which the program puts in valid_loss.
