@@ -141,6 +141,9 @@ def test_one_hot_categorical_columns_match(family, task):
     Xt[:20, 1] = 7.0    # unseen codes
     Xt[20:30, 1] = -0.0
     assert_matches(model, Xt)
+    # Borders sending both indicator values one way (1, 1.5: left; -0.5: right), or 1 right.
+    borders = np.resize(np.float32([1.0, -0.5, 0.5, 1.5, 0.0]), model.trees.borders.shape)
+    assert_matches(model._replace(trees=model.trees._replace(borders=borders)), Xt)
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +152,7 @@ def binary_model():
 
 
 def test_a_link_without_postprocessor_exports_raw_scores_when_asked(binary_model):
-    """A link that is a Python function, and SAMME's scaled softmax."""
+    """A link that is a Python function, SAMME's scaled softmax, a distribution's mean."""
     model = binary_model._replace(loss=binary_model.loss.replace(link=custom_link))
     with pytest.raises(ValueError, match=r"link 'custom_link'.*raw_scores=True"):
         jio.to_treelite(model)
@@ -160,6 +163,10 @@ def test_a_link_without_postprocessor_exports_raw_scores_when_asked(binary_model
     with pytest.raises(ValueError, match=r"SAMME.*no scale.*raw_scores=True"):
         jio.to_treelite(samme)
     assert_matches(samme, Xm, jboost.predict, raw_scores=True)
+    normal = jboost.distributions.fit(X, np.nan_to_num(X[:, 0]), jboost.distributions.Normal, **SMALL)
+    with pytest.raises(ValueError, match=r"loss 'normal_natural'.*no postprocessor.*raw_scores=True"):
+        jio.to_treelite(normal)
+    assert_matches(normal, X, jboost.predict, raw_scores=True)
 
 
 def test_what_cannot_be_exported_raises_naming_the_fix(binary_model):

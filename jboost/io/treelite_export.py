@@ -68,7 +68,7 @@ def postprocessor(model, n_groups: int, lay: Layout, raw_scores: bool) -> model_
 
     Raises:
       ValueError: a link Treelite has no postprocessor for (a Python function, SAMME's scaled
-        softmax, the mean of several bags' probabilities).
+        softmax, a distribution's mean, the mean of several bags' probabilities).
     """
     identity = model_builder.PostProcessorFunc("identity_multiclass" if lay.classes else "identity")
     if raw_scores or isinstance(model, ecoc.ECOCBoosters):
@@ -88,8 +88,8 @@ def postprocessor(model, n_groups: int, lay: Layout, raw_scores: bool) -> model_
     loss = getattr(model, "loss", None)
     link = links.identity_link if loss is None else getattr(loss.link, "__wrapped__", loss.link)
     if link not in MEAN_POSTPROCESSORS:
-        raise refused(f"the predictions of the loss {loss.name!r}: its link "
-                      f"{getattr(link, '__name__', link)!r} is a Python function")
+        raise refused(f"the predictions of the loss {loss.name!r}: Treelite has no postprocessor "
+                      f"for its link {getattr(link, '__name__', link)!r}")
     return identity if link is links.identity_link else model_builder.PostProcessorFunc("exponential")
 
 
@@ -216,7 +216,8 @@ def to_treelite(model, *, raw_scores: bool = False, path=None) -> treelite.Model
     Raises:
       ValueError: what cannot be exported exactly, naming it and the fix: a batched model, a
         custom tree family, a link Treelite has no postprocessor for (a Python function, SAMME's,
-        the mean of bagged boosters' probabilities: pass ``raw_scores=True``), columns encoded by
+        a distribution's mean, the mean of bagged boosters' probabilities: pass
+        ``raw_scores=True``), columns encoded by
         target statistics (export with :func:`jboost.io.to_onnx`), string categories, bagged
         boosters with categorical columns.
       TypeError: ``model`` is not a fitted jboost model.
