@@ -45,7 +45,7 @@ class Layout(NamedTuple):
     task_type: str
 
 
-def layout_of(model, k: int, link: Optional[str]) -> Layout:
+def layout_of(k: int, link: Optional[str]) -> Layout:
     """The target / class layout of a model of ``k`` raw scores whose probability link is
     ``link`` (``None``: it has none)."""
     classes = k > 1 and link in ("softmax", "samme", "identity")
@@ -57,8 +57,7 @@ def layout_of(model, k: int, link: Optional[str]) -> Layout:
 def refused(what: str) -> ValueError:
     """The error of a link Treelite's postprocessors cannot express, naming the fix."""
     return ValueError(f"{WHO} cannot export {what}. Pass raw_scores=True to export the raw "
-                      "scores (the identity postprocessor), and apply the link to them "
-                      "yourself, or export with jboost.io.to_onnx.")
+                      "scores (the identity postprocessor), and apply the link to them yourself.")
 
 
 def postprocessor(model, n_groups: int, lay: Layout, raw_scores: bool) -> model_builder.PostProcessorFunc:
@@ -79,11 +78,11 @@ def postprocessor(model, n_groups: int, lay: Layout, raw_scores: bool) -> model_
             raise refused(f"this model's class probabilities: {why}")
         if link == "samme":
             raise refused("SAMME's class probabilities, softmax(f / (K - 1)): Treelite's softmax "
-                          "has no scale")
+                          "has no scale (jboost.io.to_onnx exports them)")
         if n_groups > 1 and link != "identity":
             raise refused(f"the class probabilities of {n_groups} bagged boosters: jboost "
                           "averages the bags' probabilities, a Treelite postprocessor applies "
-                          "its link to the averaged raw scores")
+                          "its link to the averaged raw scores (jboost.io.to_onnx exports them)")
         return PROBABILITY_POSTPROCESSORS[link]
     loss = getattr(model, "loss", None)
     link = links.identity_link if loss is None else getattr(loss.link, "__wrapped__", loss.link)
@@ -226,7 +225,7 @@ def to_treelite(model, *, raw_scores: bool = False, path=None) -> treelite.Model
     ens = serving.ensemble_of(model, WHO)
     features = features_of(model)
     n_groups = len(ens.groups)
-    lay = layout_of(model, int(ens.base.shape[-1]), serving.probability_link(model)[0])
+    lay = layout_of(int(ens.base.shape[-1]), serving.probability_link(model)[0])
     post = postprocessor(model, n_groups, lay, raw_scores)
     trees = [t for group in ens.groups for t in tree_walk.tree_nodes(group, WHO)]
     builder = builder_of(model, ens, lay, post, trees)
