@@ -1,7 +1,8 @@
-"""Serving latency: a jboost model exported by ``jboost.io.to_onnx`` through ONNX Runtime, against
-``jboost.predict`` and XGBoost's ``inplace_predict`` on a model of the same size.
+"""Serving latency: a jboost model exported by ``jboost.io.to_onnx`` through ONNX Runtime and by
+``jboost.io.to_treelite`` through Treelite's GTIL, against ``jboost.predict`` and XGBoost's
+``inplace_predict`` on a model of the same size.
 
-    pip install -e ".[bench,onnx]"
+    pip install -e ".[bench,onnx,treelite]"
     python benchmarks/onnx_latency.py                  # 100k x 20 training rows, 200 depth-6 trees
     python benchmarks/onnx_latency.py --batch 1000 --threads 1
     python benchmarks/onnx_latency.py --smoke          # CI's peer check: 2000 x 20, 10 trees
@@ -13,6 +14,8 @@ which compiles, excluded), on one row and on a batch of ``--batch`` rows of held
 
 * ``onnxruntime``: ``InferenceSession.run`` of the exported graph's ``raw_scores``
   (``intra_op_num_threads=--threads``, CPU);
+* ``treelite gtil.predict``: ``treelite.gtil.predict(..., pred_margin=True)`` of the exported
+  Treelite model (raw scores), ``nthread=--threads``;
 * ``jboost.predict``: the raw scores of a NumPy batch, ``block_until_ready``;
 * ``xgboost inplace_predict``: ``predict_type="margin"`` (raw scores), ``nthread=--threads``.
 
@@ -22,8 +25,8 @@ passively: ``OMP_WAIT_POLICY=PASSIVE`` unless set, and ONNX Runtime's
 ``session.intra_op.allow_spinning=0`` (on a loaded 2-core machine, spinning threads cost XGBoost
 ~20 ms a single-row call and doubled ONNX Runtime's batch time).
 
-Prints the medians, the ratios (< 1: the first is faster) and the largest difference between
-ONNX Runtime's raw scores and jboost's on the batch. The machine is shared: say its load.
+Prints the medians, the ratios (< 1: the first is faster) and the largest differences between
+ONNX Runtime's and Treelite's raw scores and jboost's on the batch. The machine is shared: say its load.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ if "--passive" in sys.argv:
 
 import jax  # noqa: E402
 import onnxruntime as ort  # noqa: E402
+import treelite  # noqa: E402
 import xgboost as xgb  # noqa: E402
 
 import jboost  # noqa: E402
@@ -79,7 +83,7 @@ def fitted(X, y, args):
 
 
 def predictors(model, booster, args):
-    """``{name: predict(rows)}`` of the three, each returning raw scores as NumPy."""
+    """``{name: predict(rows)}`` of the four, each returning raw scores as NumPy."""
     t0 = time.perf_counter()
     proto = jio.to_onnx(model, outputs=("raw_scores",))
     options = ort.SessionOptions()
@@ -89,9 +93,14 @@ def predictors(model, booster, args):
     session = ort.InferenceSession(proto.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
     print(f"to_onnx + session {time.perf_counter() - t0:.2f}s, graph {proto.ByteSize() / 1e6:.2f} MB")
+    t0 = time.perf_counter()
+    tl = jio.to_treelite(model)
+    print(f"to_treelite {time.perf_counter() - t0:.2f}s, {tl.num_tree} trees")
     booster.set_param({"nthread": args.threads})
     return {
         "onnxruntime": lambda X: session.run(["raw_scores"], {"X": X})[0],
+        "treelite gtil.predict": lambda X: treelite.gtil.predict(tl, X, nthread=args.threads,
+                                                                 pred_margin=True)[:, 0, 0],
         "jboost.predict": lambda X: np.asarray(jax.block_until_ready(jboost.predict(model, X))),
         "xgboost inplace_predict": lambda X: booster.inplace_predict(X, predict_type="margin"),
     }
@@ -118,12 +127,13 @@ def main():
     X_test, X, y = X[args.rows:], X[:args.rows], np.asarray(y[:args.rows], np.float32)
     print(f"rows={args.rows} features={args.features} rounds={args.rounds} depth={args.depth} "
           f"batch={args.batch} threads={args.threads} jax={jax.__version__} "
-          f"onnxruntime={ort.__version__} xgboost={xgb.__version__} "
+          f"onnxruntime={ort.__version__} treelite={treelite.__version__} xgboost={xgb.__version__} "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')} load={os.getloadavg()[0]:.2f}")
     model, booster = fitted(X, y, args)
     fns = predictors(model, booster, args)
-    gap = np.max(np.abs(fns["onnxruntime"](X_test) - fns["jboost.predict"](X_test)))
-    print(f"max |onnxruntime - jboost.predict| on the batch: {gap:.2e}")
+    for name in ("onnxruntime", "treelite gtil.predict"):
+        gap = np.max(np.abs(fns[name](X_test) - fns["jboost.predict"](X_test)))
+        print(f"max |{name} - jboost.predict| on the batch: {gap:.2e}")
     times = {}
     for size, rows, repeats in (("1 row", X_test[:1], args.repeats),
                                 (f"{args.batch} rows", X_test, max(args.repeats // 10, 5))):
@@ -135,6 +145,9 @@ def main():
               f"onnxruntime / xgboost {onnx_t / times[size, 'xgboost inplace_predict']:.3f}, "
               f"jboost.predict / xgboost "
               f"{times[size, 'jboost.predict'] / times[size, 'xgboost inplace_predict']:.3f}")
+        tl_t = times[size, "treelite gtil.predict"]
+        print(f"{size:>12}  ratio treelite / onnxruntime {tl_t / onnx_t:.3f}, treelite / jboost.predict "
+              f"{tl_t / times[size, 'jboost.predict']:.3f}")
 
 
 if __name__ == "__main__":

@@ -74,6 +74,7 @@ PEERS: dict[str, str] = {
     "scikit-survival": "sksurv",
     "onnx": "onnx",
     "onnxruntime": "onnxruntime",
+    "treelite": "treelite",
 }
 
 TAIL_LINES = 40

@@ -73,7 +73,7 @@ napoleon_use_ivar = True
 # intersphinx inventories).
 nitpicky = True
 nitpick_ignore_regex = [
-    ("py:.*", r"(jax|jaxlib|numpy|np|jnp|optax|chex|sklearn|pandas|pd|matplotlib|shap|onnx|"
+    ("py:.*", r"(jax|jaxlib|numpy|np|jnp|optax|chex|sklearn|pandas|pd|matplotlib|shap|onnx|treelite|"
               r"typing|collections|enum|pathlib|os|io|dataclasses|functools|types|"
               r"concurrent|threading|builtins)(\..*)?"),
     ("py:class", r"(Array|ArrayLike|PRNGKey|Callable|Any|Sequence|Mapping|Iterable|Iterator|"

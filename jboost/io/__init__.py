@@ -2,8 +2,10 @@
 no pickle and no code executed on load. See docs/io.md.
 
 Export for serving: ``jboost.io.to_onnx`` (:func:`jboost.io.onnx_export.to_onnx`; the ``onnx``
-package, ``pip install jboost[onnx]``), loaded when first used so that ``import jboost.io`` needs
-no onnx. See docs/guide/model-serving.md.
+package, ``pip install jboost[onnx]``) and ``jboost.io.to_treelite``
+(:func:`jboost.io.treelite_export.to_treelite`; the ``treelite`` package, ``pip install
+jboost[treelite]``), each loaded when first used so that ``import jboost.io`` needs neither
+package. See docs/guide/model-serving.md.
 """
 
 import importlib
@@ -15,7 +17,7 @@ from jboost.io.reader import (FORMAT, FORMAT_VERSION, HEADER, ModelFileError, ch
 from jboost.io.writer import save
 
 #: The names loaded on first use, and their modules (which import optional packages).
-LAZY = {"to_onnx": "jboost.io.onnx_export"}
+LAZY = {"to_onnx": "jboost.io.onnx_export", "to_treelite": "jboost.io.treelite_export"}
 
 
 def __getattr__(name: str) -> Any:

@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
-import jax
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from jboost._version import __version__
-from jboost.io import onnx_features, onnx_trees
-from jboost.losses import links
-from jboost.models import bagged, base, ecoc, forest, sums
-from jboost.trees import family
+from jboost.io import onnx_features, onnx_trees, serving
+from jboost.models import base, ecoc
 
 #: The ONNX-ML operator set the graph imports (``TreeEnsembleRegressor`` and ``LabelEncoder``
 #: as of version 2; ONNX Runtime runs them all).
@@ -33,10 +30,6 @@ DEFAULT_OPSET = 17
 MIN_OPSET = 13
 #: The outputs a graph may have.
 OUTPUTS = ("raw_scores", "probabilities")
-
-#: The links exported, by function: each a class-probability link of ``(n, G, K)`` raw scores.
-PROBABILITY_LINKS = {links.sigmoid_link: "sigmoid", links.adaboost_link: "adaboost",
-                     links.softmax_link: "softmax", links.samme_link: "samme"}
 
 
 class Graph:
@@ -67,62 +60,6 @@ class Graph:
         return self.op("ReduceMean", [x], out=out, axes=[axis], keepdims=0)
 
 
-class Ensemble(NamedTuple):
-    """A model as ``G`` groups of trees summed into ``K`` outputs each: ``groups`` the flattened
-    trees of each group, ``base`` ``(G, K)`` their constants, ``offset`` the label offset (or
-    ``None``). Its raw scores are the mean over groups, plus the offset."""
-
-    groups: List
-    base: np.ndarray
-    offset: Optional[np.ndarray]
-
-
-def ensemble_of(model) -> Ensemble:
-    """The trees of a (checked, unbatched) model: each bag of bagged boosters a group (its
-    probabilities are the mean of the bags'), every other model one sum of trees
-    (:func:`jboost.models.sums.tree_sum`).
-
-    Raises:
-      ValueError: bagged boosters with categorical columns (each bag encodes its own way).
-    """
-    if isinstance(model, bagged.BaggedBoosters):
-        if model.categorical is not None:
-            raise ValueError("to_onnx cannot export bagged boosters with categorical columns: "
-                             "each bag encodes the rows with its own target statistics. Export "
-                             "a jboost.fit model, or encode the columns as numbers before "
-                             "jboost.bagging.fit_bagged_boosters.")
-        trees = model.best_trees()  # (B, R, T, ...)
-        groups = [family.flatten_trees(jax.tree_util.tree_map(lambda a, b=b: a[b], trees))
-                  for b in range(model.n_bags)]
-        return Ensemble(groups, np.asarray(model.baseline, np.float32), None)
-    try:
-        sums.check_tree_sum(model)
-        trees, constant, offset = sums.tree_sum(model)
-    except TypeError as e:
-        raise ValueError(f"to_onnx cannot export this {type(model).__name__}: {e}") from None
-    offset = None if offset is None else np.asarray(offset)
-    return Ensemble([trees], np.asarray(constant, np.float32)[None], offset)
-
-
-def probability_link(model) -> Tuple[Optional[str], str]:
-    """``(link name, why not)``: the link of the model's class probabilities as exported
-    (``"identity"`` for a classification forest), or ``None`` and the reason it has none."""
-    if isinstance(model, ecoc.ECOCBoosters):
-        return None, ("ECOCBoosters have no class probabilities (jboost.predict_proba refuses "
-                      "them; their classes are the nearest codeword)")
-    if isinstance(model, forest.Forest):
-        return (("identity", "") if model.is_classifier else
-                (None, "a regression forest has no class probabilities"))
-    if model.task not in base.CLASSIFICATION:
-        return None, f"a {model.task!r} model has no class probabilities"
-    link = getattr(model.loss.link, "__wrapped__", model.loss.link)
-    if link not in PROBABILITY_LINKS:
-        return None, (f"its loss {model.loss.name!r} has the link "
-                      f"{getattr(link, '__name__', link)!r}, a Python function that ONNX "
-                      "cannot express")
-    return PROBABILITY_LINKS[link], ""
-
-
 def apply_link(g: Graph, raw: str, link: str, keeps: bool, n_outputs: int, dtype) -> str:
     """Class probabilities ``(n, G, C)`` of raw scores ``(n, G, K)`` by plain operators, as
     :mod:`jboost.losses.links` computes them."""
@@ -145,7 +82,7 @@ def checked_outputs(model, outputs) -> Tuple[Tuple[str, ...], Optional[str]]:
     Raises:
       ValueError: an unknown output, or ``probabilities`` of a model without exportable ones.
     """
-    link, why = probability_link(model)
+    link, why = serving.probability_link(model)
     if outputs is None:
         if link is None and model.task in base.CLASSIFICATION and not isinstance(
                 model, ecoc.ECOCBoosters):
@@ -163,16 +100,7 @@ def checked_outputs(model, outputs) -> Tuple[Tuple[str, ...], Optional[str]]:
     return outputs, link
 
 
-def check_model(model) -> None:
-    """Raise ``ValueError`` unless ``model`` is one fitted jboost model (no batch axes)."""
-    base.check_model(model)
-    if model.batch_shape:
-        raise ValueError(f"to_onnx exports one model; this one has batch axes "
-                         f"{model.batch_shape}: export each, e.g. "
-                         "jax.tree_util.tree_map(lambda a: a[i], model).")
-
-
-def tree_ensemble(g: Graph, features: str, ens: Ensemble) -> str:
+def tree_ensemble(g: Graph, features: str, ens: serving.Ensemble) -> str:
     """The ``TreeEnsembleRegressor`` of every group's trees: ``(n, G * K)`` scores, group ``i``
     in targets ``i * K ..``, each plus its constant."""
     k = ens.base.shape[-1]
@@ -216,12 +144,12 @@ def to_onnx(model, *, outputs: Optional[Sequence[str]] = None, opset: int = DEFA
         string categories, bagged boosters with categorical columns, an unknown output.
       TypeError: ``model`` is not a fitted jboost model.
     """
-    check_model(model)
+    serving.check_model(model, "to_onnx")
     if not MIN_OPSET <= int(opset) <= onnx.defs.onnx_opset_version():
         raise ValueError(f"opset={opset}: give an ONNX operator set from {MIN_OPSET} to "
                          f"{onnx.defs.onnx_opset_version()} (this onnx's newest).")
     outputs, link = checked_outputs(model, outputs)
-    ens = ensemble_of(model)
+    ens = serving.ensemble_of(model, "to_onnx")
     g = Graph(int(opset))
     features = onnx_features.encoded_features(g, getattr(model, "categorical", None), "X")
     k = ens.base.shape[-1]
@@ -244,7 +172,7 @@ def to_onnx(model, *, outputs: Optional[Sequence[str]] = None, opset: int = DEFA
         proba = apply_link(g, scores, link, keeps, k, dtype)
         g.reduce_mean(proba, 1, out="probabilities")
         results.append(("probabilities", dtype, ["n", None]))
-    proto = assembled(g, model, results, onnx_features.n_inputs(model))
+    proto = assembled(g, model, results, serving.n_inputs(model))
     if path is not None:
         onnx.save_model(proto, os.fspath(path))
     return proto

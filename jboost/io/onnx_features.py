@@ -12,34 +12,7 @@ import numpy as np
 from onnx import TensorProto
 
 from jboost.data import categorical_stats
-
-#: The largest integer category code float32 holds exactly (with every integer below it).
-MAX_EXACT_CODE = 1 << 24
-
-
-def n_inputs(model) -> int:
-    """Columns of the rows the model predicts (before categorical columns are encoded)."""
-    return int(getattr(model, "n_inputs", model.n_features))
-
-
-def checked_vocab(spec, j: int) -> np.ndarray:
-    """Column ``j``'s categories as float32, exactly.
-
-    Raises:
-      ValueError: string categories, or integer codes float32 does not hold exactly.
-    """
-    name = spec.input_name(j)
-    if spec.vocab_type[j] != "int":
-        raise ValueError(f"to_onnx cannot export the categorical column {name!r}: its categories "
-                         "are strings, and the ONNX graph reads float32 columns. Fit on integer "
-                         "category codes (e.g. df[c].cat.codes, -1 as NaN) to export the model.")
-    vocab = np.asarray(spec.vocab[j], np.int64)
-    if vocab.size and np.abs(vocab).max() > MAX_EXACT_CODE:
-        raise ValueError(f"to_onnx cannot export the categorical column {name!r}: its category "
-                         f"codes reach {int(np.abs(vocab).max())}, beyond the {MAX_EXACT_CODE} "
-                         "float32 holds exactly. Fit on smaller codes (e.g. 0..V-1).")
-    return vocab.astype(np.float32)
-
+from jboost.io import serving
 
 def column(g, x: str, j: int) -> str:
     """Column ``j`` of ``x`` as ``(n, 1)``."""
@@ -52,19 +25,19 @@ def indicator(g, test: str) -> str:
 
 
 def host_features(g, spec, x: str) -> List[str]:
-    """``(n, 1)`` pieces of the host features: numeric columns, one-hot indicators (a category's
-    value ``==``; the missing category: NaN; an unseen value: all 0)."""
-    pieces = []
-    for j, kind in enumerate(spec.kinds):
-        if kind == "ctr":
-            continue
-        col = column(g, x, j)
-        if kind == "numeric":
+    """``(n, 1)`` pieces of the host features (:func:`jboost.io.serving.host_features`): numeric
+    columns, one-hot indicators (a category's value ``==``; the missing category: NaN; an unseen
+    value: all 0)."""
+    columns, pieces = {}, []
+    for f in serving.host_features(spec, "to_onnx"):
+        if f.column not in columns:
+            columns[f.column] = column(g, x, f.column)
+        col = columns[f.column]
+        if f.kind == "numeric":
             pieces.append(col)
-            continue
-        for value in checked_vocab(spec, j):
-            pieces.append(indicator(g, g.op("Equal", [col, g.const([value])])))
-        if spec.missing[j]:
+        elif f.kind == "category":
+            pieces.append(indicator(g, g.op("Equal", [col, g.const([f.value])])))
+        else:
             pieces.append(indicator(g, g.op("IsNaN", [col])))
     return pieces
 
@@ -88,7 +61,7 @@ def ctr_features(g, cat, x: str) -> List[str]:
     k_stats = spec.n_stats
     pieces = []
     for i, j in enumerate(spec.ctr_columns):
-        vocab = checked_vocab(spec, j)
+        vocab = serving.checked_vocab(spec, j, "to_onnx")
         if not vocab.size:
             raise ValueError(f"to_onnx: the ctr column {spec.input_name(j)!r} has no categories.")
         col = column(g, x, j)
