@@ -15,7 +15,11 @@ Fits, each on the same training rows, with the same rounds (``--rounds``, 500), 
 * ``xgboost multi``: ``XGBRegressor(objective="reg:quantileerror", quantile_alpha=levels)``,
   one model, one tree per level per round (``tree_method="hist"``, ``max_depth``);
 * ``lightgbm single``: ``LGBMRegressor(objective="quantile", alpha=a)`` per level
-  (``max_depth`` and ``num_leaves = 2^depth``).
+  (``max_depth`` and ``num_leaves = 2^depth``);
+* ``jboost calibrated``: ``jboost multi`` fitted on 80% of the training rows (``--calibrate``,
+  the share held out; a seeded split) and calibrated on the other 20% by
+  ``jboost.calibrate_quantiles`` (split conformal: each level's baseline entry shifted until the
+  held-out coverage reaches ``ceil((n + 1) a) / n``; the quantiles still cannot cross).
 
 jboost's trees are oblivious (one split rule per level), XGBoost's depth-wise, LightGBM's
 leaf-wise within the depth: the same depth is not the same trees. Reported per fit and level:
@@ -23,7 +27,7 @@ test coverage ``mean(y <= q_a(x))`` and mean pinball loss (and its ratio to jboo
 model); per fit: the share of test rows where any adjacent pair of quantiles crosses
 (``q_{k+1} < q_k``) and the fit's wall time (jboost's first fit compiles: ``jboost multi`` is
 timed twice, cold and warm; the single-level jboost models after the first reuse its program).
-The acceptance lines check ``jboost multi``: zero crossings, ``|coverage - a| <= 0.02`` and
+The acceptance lines check ``jboost multi`` and ``jboost calibrated``: zero crossings, ``|coverage - a| <= 0.02`` and
 pinball within 2% of the single-level model for each level.
 
 Data: ``california`` (California housing, ``jboost.datasets.load_california``'s seeded 80/20
@@ -136,14 +140,34 @@ def lightgbm_single(Xtr, ytr, Xte, levels, s):
     return np.stack(cols, axis=1), total, {}
 
 
+def jboost_calibrated(Xtr, ytr, Xte, levels, s):
+    """``jboost multi`` fitted on ``1 - calibrate`` of the training rows (a seeded split) and
+    calibrated on the rest (``jboost.calibrate_quantiles``, split conformal)."""
+    order = np.random.default_rng(0).permutation(len(ytr))
+    cut = int(round(len(ytr) * (1.0 - s["calibrate"])))
+    fit, cal = order[:cut], order[cut:]
+
+    def run():
+        model = jboost.fit(Xtr[fit], ytr[fit], jboost.losses.quantiles(levels),
+                           n_rounds=s["rounds"], depth=s["depth"], learning_rate=s["lr"],
+                           n_bins=256, key=0)
+        return jboost.calibrate_quantiles(model, Xtr[cal], ytr[cal])
+
+    model, sec = timed(run)
+    return np.asarray(jboost.predict_mean(model, Xte)), sec, {}
+
+
 METHODS = {"jboost multi": jboost_multi, "jboost single": jboost_single,
-           "xgboost multi": xgboost_multi, "lightgbm single": lightgbm_single}
+           "xgboost multi": xgboost_multi, "lightgbm single": lightgbm_single,
+           "jboost calibrated": jboost_calibrated}
 
 
 def run_case(case, levels, s, data_dir):
     Xtr, ytr, Xte, yte = load(case, data_dir, s["hetero_n"])
     rows = []
     for name, fn in METHODS.items():
+        if name == "jboost calibrated" and not s["calibrate"]:
+            continue
         Q, sec, extra = fn(Xtr, ytr, Xte, levels, s)
         rows.append({"case": case, "method": name, "seconds": sec, **extra,
                      "crossings": crossings(Q),
@@ -167,11 +191,11 @@ def format_row(r, levels) -> str:
 def acceptance(rows, levels):
     out = []
     for r in rows:
-        if r["method"] != "jboost multi":
+        if r["method"] not in ("jboost multi", "jboost calibrated"):
             continue
         gap = max(abs(c - a) for c, a in zip(r["coverage"], levels))
         worst = max(r["ratio"])
-        out.append(f"{r['case']:<10} jboost multi: crossings {r['crossings']:.2%} "
+        out.append(f"{r['case']:<10} {r['method']}: crossings {r['crossings']:.2%} "
                    f"{'PASS' if r['crossings'] == 0 else 'FAIL'}; max |coverage - level| "
                    f"{gap:.3f} {'PASS' if gap <= 0.02 else 'FAIL'}; max pinball / single "
                    f"{worst:.4f} {'PASS' if worst <= 1.02 else 'FAIL'}")
@@ -191,9 +215,13 @@ def main(argv=None):
                     help="CI's check: hetero only, 2000 rows, 5 rounds, depth 3, no warm refit")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--json", default=None, help="write the rows and acceptance lines here")
+    ap.add_argument("--calibrate", type=float, default=0.2,
+                    help="the share of training rows held out to calibrate 'jboost calibrated' "
+                         "(0: no such fit)")
     args = ap.parse_args(argv)
     s = {"rounds": 100 if args.quick else args.rounds, "depth": args.depth,
-         "lr": args.learning_rate, "hetero_n": args.hetero_n, "warm": not args.smoke}
+         "lr": args.learning_rate, "hetero_n": args.hetero_n, "warm": not args.smoke,
+         "calibrate": args.calibrate}
     if args.smoke:
         args.cases = ["hetero"]
         s.update(rounds=5, depth=3, hetero_n=2000)

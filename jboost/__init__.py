@@ -34,6 +34,7 @@ PUBLIC = {
     "ObliviousTrees": "jboost.trees.oblivious", "DepthwiseTrees": "jboost.trees.depthwise",
     "bin_features": "jboost.data.binning", "compute_borders": "jboost.data.binning",
     "feature_importance": "jboost.models.base", "finetune": "jboost.fine_tuning.tune",
+    "calibrate_quantiles": "jboost.fine_tuning.calibrate",
     "fit": "jboost.fitting.boost", "grad_hess": "jboost.losses.derivatives",
     "predict": "jboost.models.base", "predict_class": "jboost.models.base",
     "predict_mean": "jboost.models.base", "predict_proba": "jboost.models.base",
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # what static tools see: the names above, imported eagerly
                         fine_tuning, inspect, io, losses, models, objectives, plot, sweep, trees)
     from jboost.data.binning import bin_features, compute_borders
     from jboost.engine.boosting import BoostConfig, Hyperparams
+    from jboost.fine_tuning.calibrate import calibrate_quantiles
     from jboost.fine_tuning.tune import finetune
     from jboost.fitting.boost import fit
     from jboost.io.loader import load

@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - older scikit-learn
 import jboost
 from jboost import bagging
 from jboost.data import categorical as categorical_lib
-from jboost.losses import loss as loss_lib, per_sample
+from jboost.losses import loss as loss_lib, multi_quantile, per_sample
 
 __all__ = [
     "JBoostClassifier", "JBoostRegressor", "JBoostForestClassifier", "JBoostForestRegressor",
@@ -320,16 +320,6 @@ class _BoostingBase(_JBoostBase):
         return np.asarray(jboost.staged_predict(self.booster_, X))
 
 
-def quantile_levels(loss) -> Optional[list]:
-    """The levels of :func:`jboost.losses.quantile` (one) or :func:`jboost.losses.quantiles`, else
-    ``None``."""
-    if loss.name == "quantile":
-        return [float(loss.params["alpha"])]
-    if loss.name == "quantiles":
-        return [float(a) for a in np.asarray(loss.params["levels"])]
-    return None
-
-
 class JBoostRegressor(RegressorMixin, _BoostingBase):
     """Gradient boosting of oblivious, depth-wise or loss-guided trees for regression (:func:`jboost.fit`).
 
@@ -369,7 +359,7 @@ class JBoostRegressor(RegressorMixin, _BoostingBase):
     def score(self, X, y, sample_weight=None) -> float:
         """R^2 of :meth:`predict`; for a quantile loss, the mean over its levels of the D^2
         pinball score (1 is perfect, 0 the labels' quantile, negative worse)."""
-        levels = quantile_levels(self.booster_.loss)
+        levels = multi_quantile.levels_of(self.booster_.loss)
         if levels is None:
             return super().score(X, y, sample_weight=sample_weight)
         q = np.reshape(self.predict(X), (np.shape(y)[0], len(levels)))

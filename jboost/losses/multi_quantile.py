@@ -20,6 +20,8 @@ far below ``s`` learn slowly (their gradient is scaled by ``1 - exp(-gap / s)``)
 
 from __future__ import annotations
 
+from typing import Optional
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -129,6 +131,17 @@ def check_levels(levels) -> np.ndarray:
                          "output is the k-th quantile. Pass them sorted and distinct, e.g. "
                          f"sorted(set(levels)) = {sorted(set(arr.tolist()))}.")
     return arr
+
+
+def levels_of(loss) -> Optional[list]:
+    """The levels of a :func:`jboost.losses.quantile` loss (one) or a :func:`quantiles` loss, as
+    floats; ``None`` for any other loss."""
+    name = getattr(loss, "name", None)
+    if name == "quantile":
+        return [float(loss.params["alpha"])]
+    if name == "quantiles":
+        return [float(a) for a in np.asarray(loss.params["levels"]).ravel()]
+    return None
 
 
 def quantiles(levels=(0.05, 0.5, 0.95), scale=1.0) -> loss_lib.Loss:
