@@ -67,7 +67,7 @@ def measure(family: str, monotone: bool, interactions: bool, rounds: int, data_d
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=os.environ.get("JBOOST_DATA_DIR"))
+    ap.add_argument("--data-dir", default=None, help="California housing from here (default: a synthetic table)")
     ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--families", nargs="+", default=["oblivious", "depthwise", "lossguide"])
     ap.add_argument("--smoke", action="store_true", help="5 rounds, oblivious and depth-wise only")

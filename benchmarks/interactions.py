@@ -52,6 +52,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout
 
+from benchmarks._data import default_data_dir  # noqa: E402
 import jboost  # noqa: E402
 from jboost import datasets  # noqa: E402
 
@@ -69,10 +70,6 @@ def load_average() -> str:
             return " ".join(fh.read().split()[:3])
     except OSError:
         return "unknown"
-
-
-def default_data_dir():
-    return os.environ.get("JBOOST_DATA_DIR") or os.path.join(HERE, "..", "..", "shared", "data")
 
 
 def synthetic(n: int, seed: int = 0):

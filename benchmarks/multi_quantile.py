@@ -50,14 +50,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout
 
+from benchmarks._data import default_data_dir  # noqa: E402
 import jboost  # noqa: E402
 from jboost import datasets  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def default_data_dir():
-    return os.environ.get("JBOOST_DATA_DIR") or os.path.join(HERE, "..", "..", "shared", "data")
 
 
 def hetero(n_train: int, n_test: int, seed: int = 0):

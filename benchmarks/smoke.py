@@ -18,8 +18,8 @@ Each script runs with this checkout first on ``PYTHONPATH``, in a temporary work
 run, not how fast, and on a loaded 2-core machine spinning OpenMP threads made a 5-round fit of a
 few thousand rows take seconds.
 
-:data:`SCRIPTS` must name every ``benchmarks/*.py`` script (tests/test_experiments.py checks it),
-so a new benchmark cannot be left out of CI.
+:data:`SCRIPTS` must name every ``benchmarks/*.py`` script, modules named ``_*`` aside
+(tests/test_experiments.py checks it), so a new benchmark cannot be left out of CI.
 """
 
 from __future__ import annotations
