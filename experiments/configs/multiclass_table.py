@@ -56,13 +56,18 @@ Friedman, Hastie and Tibshirani (2000) tables are not available to this project
 (``../shared/published/samme_2006.md``), so no column of theirs is filled.
 
 **Cost** (the 2-core machine). Letter dominates. A loss-guided tree's cost grows faster than its
-leaves on letter (26 classes): one 600-round SAMME fit on the 16,000 training rows took 47 s at
-J = 64, 183 s at J = 128 and 584 s at J = 256 (a loaded machine), and one CART tree's 5-fold CV
-38 s at J = 512 and 298 s at J = 1,024. So letter's CV runs 200 rounds (not 600) over
-J in ``leaves``, and CART's grid stops at J = 1,024. The earlier depth-wise letter protocol
-(depths 6, 8, 10; CV chose 10: SAMME 3.35% after 600 rounds) is no longer run; a depth-wise fit of
-depth 12 at 26 classes held 11.8 GB. The rows marked "the trend with tree size" show
-scikit-learn's SAMME on deeper trees, outside the CV choice.
+leaves on letter (26 classes). Timed on a machine shared with other jobs (load 5 to 14, so
+2-4 times a quiet machine's): one 600-round fit on the 16,000 training rows took 47 s at J = 64,
+183 s at J = 128 and 584 s at J = 256 (SAMME; SAMME.R 1,851 s and AdaBoost.MH 1,685 s at
+J = 256, all three at once), one CV fold of 200 rounds on 12,800 rows 80-165 s at J = 128 and
+154-626 s at J = 256, and one CART tree's 5-fold CV 38 s at J = 512 and 298 s at J = 1,024.
+So letter's CV runs 200 rounds (not 600) over J in ``leaves`` = 128, 256 for each method;
+J = 512 (``trend_leaves``) is fitted once, for SAMME, as an investigation row (a 600-round fit
+took over 50 minutes on the loaded machine); CART's grid stops at J = 1,024. Estimated full run
+on a quiet machine: 1.5-2 hours, letter about 70 minutes of it. The earlier depth-wise letter
+protocol (depths 6, 8, 10; CV chose 10: SAMME 3.35% after 600 rounds) is no longer run; a
+depth-wise fit of depth 12 at 26 classes held 11.8 GB. The rows marked "the trend with tree size"
+show scikit-learn's SAMME on deeper trees, outside the CV choice.
 
 **Oblivious trees** (the second part, the rows of earlier runs): SAMME and SAMME.R (learning rate
 1), K-class LogitBoost (FHT Algorithm 6, learning rate 1, ``z`` clipped at 4) and multinomial
@@ -135,9 +140,11 @@ def get_config(smoke: bool = False) -> dict:
         methods=["SAMME", "SAMME_R", "MH"],
         waveform=dict(draws=10, n_train=300, n_test=5000),
         datasets=dict(waveform=dict(small), vowel=dict(vowel), segmentation=dict(small),
-                      letter=dict(leaves=[128, 256, 512],
-                                  cart_leaves=[256, 512, 1024, 2048, 4096], n_bins=16,
-                                  cv_rounds=200, size_trend=True)),
+                      # letter: loss-guided trees (J leaves); its grid is what the machine affords
+                      # (docstring: Cost); size_trend: SAMME's test error at every J of the grid
+                      # and at trend_leaves (outside the CV choice)
+                      letter=dict(leaves=[128, 256], cart_leaves=[256, 512, 1024], n_bins=16,
+                                  cv_rounds=200, size_trend=True, trend_leaves=[512])),
         # the oblivious-tree part: depth and rounds per data set
         oblivious=dict(waveform=[3, 600], vowel=[4, 600], segmentation=[3, 600], letter=[6, 200]),
         gb_learning_rate=0.1, peers=True,
@@ -394,12 +401,13 @@ def protocol(ds, settings, splits, config, ctx, log):
 
 def size_study(ds, settings, split, k, config, chosen, curve, log):
     """The investigation beside a CV choice of loss-guided SAMME's leaves: the test error after
-    each reported iteration at every J of the grid (the chosen J's curve reused); the test rows
-    are read here, after the choice, and choose nothing."""
+    each reported iteration at every J of the grid and of ``trend_leaves`` (the chosen J's curve
+    reused); the test rows are read here, after the choice, and choose nothing."""
     X, y, Xt, yt = split
     seed, n_rounds, n_bins = config["seed"], config["n_rounds"], settings["n_bins"]
     rows = []
-    for j in _grid(settings)[1]:
+    grid = _grid(settings)[1]
+    for j in sorted(set(grid) | set(settings.get("trend_leaves", []))):
         t0 = time.time()
         err = curve if j == chosen else _test_errors(
             _fit("SAMME", X, y, k, j, n_rounds, n_bins, seed, "lossguide"), Xt, yt)
@@ -409,7 +417,7 @@ def size_study(ds, settings, split, k, config, chosen, curve, log):
             rows.append(dict(
                 quantity=f"{ds}: SAMME test error after {m} iterations with {j} leaves",
                 algorithm=f"investigation: {LABEL['SAMME']}, learning rate 1, loss-guided trees of "
-                          f"{j} leaves: every J of the grid"
+                          f"{j} leaves: " + ("every J of the grid" if j in grid else "beyond the grid")
                           + (" (the CV choice)" if j == chosen else ", not chosen")
                           + " (the trend with tree size)",
                 published=None, source=None, ours=float(err[m - 1])))
