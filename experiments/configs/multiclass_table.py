@@ -153,11 +153,11 @@ def get_config(smoke: bool = False) -> dict:
         trend=dict(letter=[12, 14]))
     if smoke:
         config.update(n_rounds=20, report_at=[10, 20], waveform=dict(draws=2, n_train=300, n_test=500),
-                      # the loss-guided paths (letter's) on segmentation, MH on one data set
+                      # letter's loss-guided paths (CV, investigation rows) on segmentation
                       datasets=dict(segmentation=dict(leaves=[4], cart_depths=[2], n_bins=256,
-                                                      cv_rounds=20, size_trend=True),
+                                                      cv_rounds=20, size_trend=True,
+                                                      trend_leaves=[3]),
                                     vowel=dict(vowel, depths=[2], cart_leaves=[8], cv_rounds=5)),
-                      methods=["SAMME", "SAMME_R", "MH"],
                       trend={},
                       oblivious=dict(segmentation=[2, 10]))
     return config
