@@ -56,18 +56,33 @@ Friedman, Hastie and Tibshirani (2000) tables are not available to this project
 (``../shared/published/samme_2006.md``), so no column of theirs is filled.
 
 **Cost** (the 2-core machine). Letter dominates. A loss-guided tree's cost grows faster than its
-leaves on letter (26 classes). Timed on a machine shared with other jobs (load 5 to 14, so
-2-4 times a quiet machine's): one 600-round fit on the 16,000 training rows took 47 s at J = 64,
-183 s at J = 128 and 584 s at J = 256 (SAMME; SAMME.R 1,851 s and AdaBoost.MH 1,685 s at
-J = 256, all three at once), one CV fold of 200 rounds on 12,800 rows 80-165 s at J = 128 and
-154-626 s at J = 256, and one CART tree's 5-fold CV 38 s at J = 512 and 298 s at J = 1,024.
-So letter's CV runs 200 rounds (not 600) over J in ``leaves`` = 128, 256 for each method;
-J = 512 (``trend_leaves``) is fitted once, for SAMME, as an investigation row (a 600-round fit
-took over 50 minutes on the loaded machine); CART's grid stops at J = 1,024. Estimated full run
-on a quiet machine: 1.5-2 hours, letter about 70 minutes of it. The earlier depth-wise letter
-protocol (depths 6, 8, 10; CV chose 10: SAMME 3.35% after 600 rounds) is no longer run; a
-depth-wise fit of depth 12 at 26 classes held 11.8 GB. The rows marked "the trend with tree size"
-show scikit-learn's SAMME on deeper trees, outside the CV choice.
+leaves on letter (26 classes). Timed on a machine shared with other jobs (load 5 to 14, so 2-4
+times a quiet machine's): one 600-round fit on the 16,000 training rows took 47 s at J = 64, 183 s
+at J = 128 and 584 s at J = 256 (SAMME; SAMME.R 1,851 s and AdaBoost.MH 1,685 s at J = 256, all
+three at once), one CV fold of 200 rounds on 12,800 rows 80-165 s at J = 128 and 154-626 s at
+J = 256, and one CART tree's 5-fold CV 38 s at J = 512 and 298 s at J = 1,024. On a less loaded moment
+(load 0.5 to 5): 0.2 s per round at J = 128, 0.7 s at J = 256, 2.4 s at J = 512 (SAMME, 16,000
+rows). So letter's CV runs 200 rounds (not 600) over J in ``leaves`` = 128, 256 for each method;
+J = 512 (``trend_leaves``) is fitted once, for SAMME, as an investigation row (about 20 minutes on
+a quiet machine; 81 minutes on the loaded one); CART's grid stops at J = 1,024. Estimated full run
+on a quiet machine: 2.5 to 3 hours, letter about two of them (each method's CV and 600-round fit 15
+to 25 minutes, SAMME's J = 512 row 20). The earlier depth-wise letter protocol (depths 6, 8, 10; CV
+chose 10: SAMME 3.35% after 600 rounds) is no longer run; a depth-wise fit of depth 12 at 26
+classes held 11.8 GB. The rows marked "the trend with tree size" show scikit-learn's SAMME on
+deeper trees, outside the CV choice.
+
+**Measured while building this** (scratch runs, not a run's table; test errors read after the CV
+choice): letter SAMME's 5-fold CV error after 200 rounds 5.51% at J = 128 and 4.01% at J = 256 (CV
+chooses 256); test error after 200 / 400 / 600 rounds 7.68 / 6.73 / 6.50% at J = 64, 5.50 / 4.63 /
+4.55% at 128, 3.78 / 3.70 / 3.53% at 256, 3.03 / 2.95 / 3.03% at 512 (published 2.3%, SE 0.2);
+SAMME.R at J = 256 3.73 / 3.53 / 3.58%; AdaBoost.MH at J = 256 2.50 / 2.45 / 2.53% (published 2.6%,
+SE 0.3). Letter CART: CV errors 22.7 / 17.1 / 14.4% at J = 256 / 512 / 1,024 (CV chooses 1,024),
+test error 14.55% (published 13.5%, SE 0.5). Vowel CART (speaker folds): CV chooses J = 64 of
+8-128, test 58.2% (published 53.0%, SE 2.3; at J = 32, not chosen, 55.2%; stratified row folds
+choose 128, also 58.2%; scikit-learn's best-first tree of 64 leaves 56.7%). AdaBoost.MH by this
+protocol (depth-wise trees): vowel depth 5, 46.1 / 46.8 / 45.9% (published 52.8 / 51.5 / 51.5%,
+SE 2.3: ours is lower, outside the band); segmentation depth 3, 4.14 / 4.19 / 4.05% (4.5%, SE 0.5);
+waveform depth 4, 17.60 / 17.40 / 17.34% (17.0%, SE 0.6).
 
 **Oblivious trees** (the second part, the rows of earlier runs): SAMME and SAMME.R (learning rate
 1), K-class LogitBoost (FHT Algorithm 6, learning rate 1, ``z`` clipped at 4) and multinomial
