@@ -139,12 +139,17 @@ def _shifted(baseline, k: int, trees, y, w, model, target: float) -> np.float32:
 
     spread = float(np.std(y)) + float(np.abs(baseline[k])) + 1.0
     lo, hi = float(baseline[k]) - spread, float(baseline[k]) + spread
-    for _ in range(STEPS):  # widen until lo fails and hi covers
-        lo_fails, hi_covers = not covers(np.float32(lo)), covers(np.float32(hi))
+    lo_fails, hi_covers = not covers(np.float32(lo)), covers(np.float32(hi))
+    for _ in range(STEPS):  # widen until lo fails and hi covers (each end tested once per move)
         if lo_fails and hi_covers:
             break
         width = hi - lo
-        lo, hi = (lo - width if not lo_fails else lo), (hi + width if not hi_covers else hi)
+        if not lo_fails:
+            lo -= width
+            lo_fails = not covers(np.float32(lo))
+        if not hi_covers:
+            hi += width
+            hi_covers = covers(np.float32(hi))
     else:
         raise ValueError(f"calibrate_quantiles: no baseline reaches coverage {target:.4f} at level "
                          f"{k}; check that the calibration labels are the model's target.")
