@@ -11,7 +11,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 SCRIPT = REPO / "docs" / "results" / "figures.py"
-FIGURES = ("reproductions.png", "quantile_coverage.png", "boosting_speed.png", "forest_speed.png")
+FIGURES = ("reproductions.png", "reproductions_multiclass.png", "quantile_coverage.png", "boosting_speed.png", "forest_speed.png")
 
 sys.path.insert(0, str(SCRIPT.parent))
 import figures  # noqa: E402
@@ -71,3 +71,7 @@ def test_the_reproductions_figure_covers_every_published_row():
                   for experiment in results["experiments"].values()
                   for row in experiment.get("table", []))
     assert len(rows) == numeric > 0
+    # the figures split them, each row in exactly one file, each file with rows
+    groups = figures.reproduction_groups(rows)
+    assert set(groups) == set(figures.REPRODUCTION_FIGURES) and all(groups.values())
+    assert sorted(id(row) for group in groups.values() for row in group) == sorted(map(id, rows))

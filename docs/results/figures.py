@@ -184,10 +184,30 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def reproductions(results: dict, out: Path) -> Path:
-    """Ours / published for every row of results.json that has a published number."""
+#: The reproductions figures: each file's experiments (``None``: every other experiment). The
+#: multiclass table's rows (four data sets, three methods and a peer at three iteration counts)
+#: get a figure of their own, so that each stays legible and small.
+REPRODUCTION_FIGURES = {"reproductions.png": None,
+                        "reproductions_multiclass.png": ("multiclass_table",)}
+
+
+def reproduction_groups(rows: list[dict]) -> dict[str, list[dict]]:
+    """:data:`REPRODUCTION_FIGURES`' files with their rows of ``rows``: every row in exactly one."""
+    named = {e for experiments in REPRODUCTION_FIGURES.values() if experiments for e in experiments}
+    return {name: [row for row in rows if (row["experiment"] in experiments if experiments
+                                           else row["experiment"] not in named)]
+            for name, experiments in REPRODUCTION_FIGURES.items()}
+
+
+def reproductions(results: dict, out: Path) -> list[Path]:
+    """Ours / published for every row of results.json that has a published number, in the files
+    of :data:`REPRODUCTION_FIGURES`."""
+    return [_reproduction_figure(results, rows, out / name)
+            for name, rows in reproduction_groups(published_rows(results)).items()]
+
+
+def _reproduction_figure(results: dict, rows: list[dict], path: Path) -> Path:
     plt, NullFormatter = _pyplot()
-    rows = published_rows(results)
     sources = {"ESL 2nd ed.": "#1f77b4", "Prokhorenkova et al. 2018": "#9467bd",
                "Zhu et al. 2006 (preprint)": "#ff7f0e", "nominal level": "#2ca02c"}
     height = 0.26 * len(rows) + 1.6
@@ -216,12 +236,18 @@ def reproductions(results: dict, out: Path) -> Path:
     ax.set_yticklabels(labels, fontsize=7)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlabel("jboost's number / the published number (log scale; 1 = the same)")
+    present = {_source(row) for row in rows}
     for source, colour in sources.items():
-        ax.scatter([], [], color=colour, s=22, label=source)
+        if source in present:
+            ax.scatter([], [], color=colour, s=22, label=source)
     ax.legend(title="published by", fontsize=7, title_fontsize=7, loc="upper left")
-    ax.set_title(f"Every row of experiments/results.json with a published number (run of commit "
+    named = [e for experiments in REPRODUCTION_FIGURES.values() if experiments for e in experiments]
+    shown = sorted({row["experiment"] for row in rows})
+    which = (", ".join(shown) if set(shown) <= set(named) else
+             "experiments/results.json (" + ", ".join(named) + ": its own figure)")
+    ax.set_title(f"Every row of {which} with a published number (run of commit "
                  f"{results['git_commit'][:7]}, {results['date'][:10]})", fontsize=9, loc="right")
-    return _save(fig, out / "reproductions.png")
+    return _save(fig, path)
 
 
 def _finetune_label(algorithm: str) -> str:
@@ -354,7 +380,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     results = json.loads(RESULTS_JSON.read_text())
-    paths = [reproductions(results, args.out), quantile_coverage(results, args.out),
+    paths = [*reproductions(results, args.out), quantile_coverage(results, args.out),
              boosting_speed(args.out), forest_speed(args.out)]
     for path in paths:
         print(f"{path}: {math.ceil(path.stat().st_size / 1024)} KB")

@@ -56,20 +56,20 @@ Friedman, Hastie and Tibshirani (2000) tables are not available to this project
 (``../shared/published/samme_2006.md``), so no column of theirs is filled.
 
 **Cost** (the 2-core machine). Letter dominates. A loss-guided tree's cost grows faster than its
-leaves on letter (26 classes). Timed on a machine shared with other jobs (load 5 to 14, so 2-4
-times a quiet machine's): one 600-round fit on the 16,000 training rows took 47 s at J = 64, 183 s
-at J = 128 and 584 s at J = 256 (SAMME; SAMME.R 1,851 s and AdaBoost.MH 1,685 s at J = 256, all
-three at once), one CV fold of 200 rounds on 12,800 rows 80-165 s at J = 128 and 154-626 s at
-J = 256, and one CART tree's 5-fold CV 38 s at J = 512 and 298 s at J = 1,024. On a less loaded moment
-(load 0.5 to 5): 0.2 s per round at J = 128, 0.7 s at J = 256, 2.4 s at J = 512 (SAMME, 16,000
-rows). So letter's CV runs 200 rounds (not 600) over J in ``leaves`` = 128, 256 for each method;
-J = 512 (``trend_leaves``) is fitted once, for SAMME, as an investigation row (about 20 minutes on
-a quiet machine; 81 minutes on the loaded one); CART's grid stops at J = 1,024. Estimated full run
-on a quiet machine: 2.5 to 3 hours, letter about two of them (each method's CV and 600-round fit 15
-to 25 minutes, SAMME's J = 512 row 20). The earlier depth-wise letter protocol (depths 6, 8, 10; CV
-chose 10: SAMME 3.35% after 600 rounds) is no longer run; a depth-wise fit of depth 12 at 26
-classes held 11.8 GB. The rows marked "the trend with tree size" show scikit-learn's SAMME on
-deeper trees, outside the CV choice.
+leaves on letter (26 classes). Timed on a machine shared with other jobs (load 5 to 14, so 2-4 times
+a quiet machine's): one 600-round fit on the 16,000 training rows took 47 s at J = 64, 183 s at J =
+128 and 584 s at J = 256 (SAMME; SAMME.R 1,851 s and AdaBoost.MH 1,685 s at J = 256, all three at
+once), one CV fold of 200 rounds on 12,800 rows 80-165 s at J = 128 and 154-626 s at J = 256, and
+one CART tree's 5-fold CV 38 s at J = 512 and 298 s at J = 1,024. On a less loaded moment (load 0.5
+to 5): 0.2 s per round at J = 128, 0.7 s at J = 256, 2.4 s at J = 512 (SAMME, 16,000 rows). So
+letter's CV runs 200 rounds (not 600) over J in ``leaves`` = 128, 256 for each method; J = 512
+(``trend_leaves``) is fitted once, for SAMME, as an investigation row (about 20 minutes on a quiet
+machine; 81 minutes on the loaded one); CART's grid stops at J = 1,024. The full run of 2026-12-04
+(commit ``8220bf1``, load about 1.5) took 5,441 s: letter about 2,800 s (SAMME, SAMME.R and
+AdaBoost.MH 514-670 s each, the J = 512 row 725 s), vowel about 2,100 s. The earlier depth-wise
+letter protocol (depths 6, 8, 10; CV chose 10: SAMME 3.35% after 600 rounds) is no longer run; a
+depth-wise fit of depth 12 at 26 classes held 11.8 GB. The rows marked "the trend with tree size"
+show scikit-learn's SAMME on deeper trees, outside the CV choice.
 
 **Measured while building this** (scratch runs, not a run's table; test errors read after the CV
 choice): letter SAMME's 5-fold CV error after 200 rounds 5.51% at J = 128 and 4.01% at J = 256 (CV
