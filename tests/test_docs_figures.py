@@ -11,7 +11,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 SCRIPT = REPO / "docs" / "results" / "figures.py"
-FIGURES = ("reproductions.png", "reproductions_multiclass.png", "quantile_coverage.png", "boosting_speed.png", "forest_speed.png")
+FIGURES = ("reproductions.png", "reproductions_multiclass.png", "quantile_coverage.png",
+           "boosting_speed.png", "forest_speed.png")
 
 sys.path.insert(0, str(SCRIPT.parent))
 import figures  # noqa: E402

@@ -189,13 +189,15 @@ def _save(fig, path: Path) -> Path:
 #: get a figure of their own, so that each stays legible and small.
 REPRODUCTION_FIGURES = {"reproductions.png": None,
                         "reproductions_multiclass.png": ("multiclass_table",)}
+#: The experiments with a figure of their own.
+SEPARATE = tuple(e for experiments in REPRODUCTION_FIGURES.values() if experiments
+                 for e in experiments)
 
 
 def reproduction_groups(rows: list[dict]) -> dict[str, list[dict]]:
     """:data:`REPRODUCTION_FIGURES`' files with their rows of ``rows``: every row in exactly one."""
-    named = {e for experiments in REPRODUCTION_FIGURES.values() if experiments for e in experiments}
     return {name: [row for row in rows if (row["experiment"] in experiments if experiments
-                                           else row["experiment"] not in named)]
+                                           else row["experiment"] not in SEPARATE)]
             for name, experiments in REPRODUCTION_FIGURES.items()}
 
 
@@ -241,10 +243,9 @@ def _reproduction_figure(results: dict, rows: list[dict], path: Path) -> Path:
         if source in present:
             ax.scatter([], [], color=colour, s=22, label=source)
     ax.legend(title="published by", fontsize=7, title_fontsize=7, loc="upper left")
-    named = [e for experiments in REPRODUCTION_FIGURES.values() if experiments for e in experiments]
     shown = sorted({row["experiment"] for row in rows})
-    which = (", ".join(shown) if set(shown) <= set(named) else
-             "experiments/results.json (" + ", ".join(named) + ": its own figure)")
+    which = (", ".join(shown) if set(shown) <= set(SEPARATE) else
+             "experiments/results.json (" + ", ".join(SEPARATE) + ": its own figure)")
     ax.set_title(f"Every row of {which} with a published number (run of commit "
                  f"{results['git_commit'][:7]}, {results['date'][:10]})", fontsize=9, loc="right")
     return _save(fig, path)
